@@ -1,0 +1,122 @@
+# sparsebench — top-level build.
+#
+#   make            CPU build of every program into bin/, lib/libsparsebench.a
+#   make CUDA=1     also the CUDA backend (default: on when nvcc is found)
+#   make check      build and run every test; ends with "N passed, N failed"
+#   make demo       the embedded default pipeline on real data (pipelines/demo.mk)
+#   make manifest   regenerate MANIFEST.csv;   make verify: check it
+#
+# Layout rules (glob based, so a new file needs no Makefile edit):
+#   lib/*.c                 -> lib/libsparsebench.a
+#   lib/cuda/*.cu           -> lib/libsparsebench_cuda.a (CUDA=1 only)
+#   <stage>/sb-NAME.c       -> bin/sb-NAME, linked with <stage>/*.o that are not sb-*.o
+#   tests/unit/test_*.c     -> build/tests/test_*  (run by tests/run.sh)
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DELETE_ON_ERROR:
+.SUFFIXES:
+MAKEFLAGS += --no-builtin-rules --no-builtin-variables
+
+CC      ?= cc
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+ifeq ($(origin CUDA),undefined)
+  CUDA := $(if $(NVCC),1,0)
+endif
+
+PKGS     := yajl libarchive libcrypto openblas libcurl
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WERROR  ?= -Werror
+OPT     ?= -O2 -march=x86-64-v2 -mtune=generic
+CFLAGS  ?= $(OPT) -g
+SB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra $(WERROR) \
+             -Wno-unused-parameter -fno-fast-math -pthread -MMD -MP -Ilib $(PKG_CFLAGS)
+LDLIBS  := $(PKG_LIBS) -lm -lpthread
+
+ifeq ($(CUDA),1)
+  SB_CFLAGS += -DSB_HAVE_CUDA=1
+  NVCCFLAGS ?= -O2 -std=c++17 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=sm_80 \
+               -gencode=arch=compute_90,code=compute_90 -Xcompiler -Wall,-fno-fast-math -Ilib -MMD -MP
+  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
+  FEATURES := cpu cuda
+else
+  FEATURES := cpu
+endif
+
+VERSION := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
+
+LIB_SRC  := $(sort $(wildcard lib/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=build/%.o)
+CU_SRC   := $(sort $(wildcard lib/cuda/*.cu))
+CU_OBJ   := $(CU_SRC:%.cu=build/%.o)
+STAGES   := fetch train evalsel freeze testread aggregate
+PROG_SRC := $(sort $(foreach s,$(STAGES),$(wildcard $(s)/sb-*.c)))
+PROGS    := $(foreach p,$(PROG_SRC),bin/$(basename $(notdir $(p))))
+TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+TESTS    := $(TEST_SRC:tests/unit/%.c=build/tests/%)
+
+LIBA     := lib/libsparsebench.a
+LIBS_ALL := $(LIBA) $(if $(filter 1,$(CUDA)),lib/libsparsebench_cuda.a)
+
+.PHONY: all check clean demo manifest verify deps features
+all: $(PROGS) $(TESTS) features
+
+features: $(PROGS)
+	@echo "sparsebench $(VERSION): built [$(FEATURES)] -> $(PROGS)" >&2
+
+# version.h is rewritten only when the version string changes
+lib/version.h: FORCE
+	@v='#define SB_VERSION "$(VERSION)"'; \
+	 if [ ! -f $@ ] || [ "$$(cat $@)" != "$$v" ]; then echo "$$v" > $@.tmp && mv $@.tmp $@; fi
+.PHONY: FORCE
+FORCE:
+
+build/%.o: %.c | lib/version.h
+	@mkdir -p $(dir $@)
+	$(CC) $(SB_CFLAGS) $(CFLAGS) -c $< -o $@
+
+build/lib/cuda/%.o: lib/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(LIBA): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+lib/libsparsebench_cuda.a: $(CU_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# bin/sb-NAME: the stage's main file plus the stage's other (non sb-*) objects
+define prog_rule
+bin/$(basename $(notdir $(1))): build/$(1:.c=.o) $(patsubst %.c,build/%.o,$(filter-out $(dir $(1))sb-%.c,$(wildcard $(dir $(1))*.c))) $(LIBS_ALL)
+	@mkdir -p bin
+	$$(CC) $$(CFLAGS) -pthread -o $$@ $$(filter %.o,$$^) $(LIBS_ALL) $$(CUDA_LIBS) $$(LDLIBS)
+endef
+$(foreach p,$(PROG_SRC),$(eval $(call prog_rule,$(p))))
+
+build/tests/%: build/tests/unit/%.o $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -pthread -o $@ $< $(LIBS_ALL) $(CUDA_LIBS) $(LDLIBS)
+
+deps:
+	@scripts/deps.sh
+
+check: deps
+	@$(MAKE) --no-print-directory all
+	@tests/run.sh
+
+manifest:
+	@scripts/manifest.sh write
+
+verify:
+	@scripts/manifest.sh check
+
+clean:
+	rm -rf build bin $(LIBA) lib/libsparsebench_cuda.a lib/version.h
+
+-include $(wildcard pipelines/*.mk)
+-include $(shell find build -name '*.d' 2>/dev/null)
