@@ -30,7 +30,7 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 WERROR  ?= -Werror
-OPT     ?= -O2 -march=x86-64-v2 -mtune=generic
+OPT     ?= -O2 -march=native
 CFLAGS  ?= $(OPT) -g
 SB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra $(WERROR) \
              -Wno-unused-parameter -fno-fast-math -pthread -MMD -MP -Ilib $(PKG_CFLAGS)

@@ -11,6 +11,7 @@ set -u
 export LC_ALL=C
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+export SB_TOP=$top
 pat=${1:-}
 mkdir -p build/test-logs
 passed=0 failed=0 broken=()
