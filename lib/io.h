@@ -1,0 +1,56 @@
+/* io.h — safe file output and small file helpers.
+ *
+ * Atomic write: the data goes to a temporary file in the target's directory
+ * (".NAME.tmp.XXXXXX"), is fsync'ed, and renamed over the target; the
+ * directory is fsync'ed too. On error, or when the process receives SIGINT,
+ * SIGTERM or SIGHUP, the temporary file is removed (sb_io_install_signals()).
+ */
+#ifndef SB_IO_H
+#define SB_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "err.h"
+
+struct sb_atomic {
+	FILE *f;          /* write here */
+	char *path;       /* final path */
+	char *tmp;        /* temporary path */
+	int slot;         /* registry slot for signal cleanup */
+};
+
+/* Install the SIGINT/SIGTERM/SIGHUP handler that removes pending temporary
+ * files and then re-raises the signal with its default action. */
+void sb_io_install_signals(void);
+
+int sb_atomic_open(struct sb_atomic *a, const char *path, struct sb_err *err);
+/* Flush, fsync, close, rename; on failure removes the temporary file. */
+int sb_atomic_commit(struct sb_atomic *a, struct sb_err *err);
+/* Discard: close and remove the temporary file. Safe to call after commit (no-op). */
+void sb_atomic_abort(struct sb_atomic *a);
+
+/* Write a whole buffer atomically. */
+int sb_write_file_atomic(const char *path, const void *data, size_t n, struct sb_err *err);
+/* Read a whole file (NUL appended, not counted in *n). limit 0 = no limit;
+ * a larger file is SB_EDATA. */
+int sb_read_file(const char *path, char **data, size_t *n, size_t limit, struct sb_err *err);
+
+/* mkdir -p */
+int sb_mkdir_p(const char *path, struct sb_err *err);
+int sb_file_exists(const char *path);
+/* Modification time with nanoseconds, as seconds since the epoch. */
+int sb_file_mtime(const char *path, double *mtime, struct sb_err *err);
+/* "dir/name" joined into a newly allocated string. */
+char *sb_path_join(const char *dir, const char *name);
+
+/* Check stdout at exit: fflush + ferror + fclose. Returns 0 or SB_EIO with a message. */
+int sb_stdout_close(struct sb_err *err);
+
+/* Current time as RFC 3339 UTC with milliseconds ("2026-11-29T23:05:01.123Z"). */
+void sb_time_rfc3339(char buf[32], double *unix_seconds);
+double sb_now_seconds(void);      /* wall clock */
+double sb_monotonic_seconds(void);
+
+#endif

@@ -1,0 +1,66 @@
+/* tensor.h — named host tensors and safetensors files.
+ *
+ * safetensors: 8-byte little-endian header length N, N bytes of JSON header
+ * ({"NAME": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]}, ...,
+ * "__metadata__": {"k": "v", ...}}), then the data. Reading validates an
+ * untrusted file completely before use (SB_EDATA on any violation, naming the
+ * file and the tensor): header size limit, valid JSON object, known dtype,
+ * shape product * dtype size == e - b without overflow, offsets inside the
+ * file, no overlapping tensors, metadata values are strings.
+ */
+#ifndef SB_TENSOR_H
+#define SB_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+enum sb_dtype { SB_F32, SB_F64, SB_F16, SB_BF16, SB_I8, SB_U8, SB_I16, SB_U16, SB_I32, SB_U32, SB_I64, SB_U64, SB_BOOL };
+
+#define SB_TENSOR_MAXDIM 8
+#define SB_ST_HEADER_LIMIT (100u << 20) /* 100 MiB, as upstream */
+
+struct sb_tensor {
+	char *name;
+	enum sb_dtype dtype;
+	int ndim;
+	int64_t shape[SB_TENSOR_MAXDIM];
+	void *data;      /* owned unless `borrowed` */
+	size_t nbytes;
+	int borrowed;
+};
+
+size_t sb_dtype_size(enum sb_dtype t);
+const char *sb_dtype_name(enum sb_dtype t);           /* "F32" ... */
+int sb_dtype_parse(const char *s, enum sb_dtype *out); /* 0 or -1 */
+int64_t sb_tensor_numel(const struct sb_tensor *t);
+
+/* A set of tensors with string metadata (a safetensors file in memory). */
+struct sb_tensors {
+	struct sb_tensor *t;
+	size_t n, cap;
+	char **meta_keys, **meta_vals;
+	size_t n_meta;
+};
+
+void sb_tensors_init(struct sb_tensors *ts);
+void sb_tensors_free(struct sb_tensors *ts);
+/* Add a tensor; data is copied unless borrow != 0 (then it must outlive ts). */
+int sb_tensors_add(struct sb_tensors *ts, const char *name, enum sb_dtype dtype, int ndim,
+		   const int64_t *shape, const void *data, int borrow, struct sb_err *err);
+const struct sb_tensor *sb_tensors_find(const struct sb_tensors *ts, const char *name);
+int sb_tensors_set_meta(struct sb_tensors *ts, const char *key, const char *val, struct sb_err *err);
+const char *sb_tensors_meta(const struct sb_tensors *ts, const char *key); /* NULL if absent */
+
+/* Read and validate a safetensors file. */
+int sb_st_read(const char *path, struct sb_tensors *out, struct sb_err *err);
+/* Parse from memory (path is used in messages). */
+int sb_st_parse(const void *buf, size_t len, const char *path, struct sb_tensors *out, struct sb_err *err);
+/* Read only the header's metadata (cheap: does not read tensor data). */
+int sb_st_read_meta(const char *path, struct sb_tensors *out, struct sb_err *err);
+/* Write atomically (temp file + rename). Tensors are written in the order added;
+ * the header is padded with spaces to a multiple of 8 bytes. */
+int sb_st_write(const char *path, const struct sb_tensors *ts, struct sb_err *err);
+
+#endif
