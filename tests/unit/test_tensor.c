@@ -164,8 +164,36 @@ static void python_written(void)
 	sb_tensors_free(&ts);
 }
 
-int main(void)
+/* test_tensor --write PATH: write the file tests/sh/safetensors_python.sh checks in Python */
+static int write_for_python(const char *path)
 {
+	struct sb_tensors ts;
+	struct sb_err err = {0};
+	sb_tensors_init(&ts);
+	float f32[6] = {1.5f, -2.0f, 0.1f, 1e-30f, 3.4e38f, -0.0f};
+	double f64[3] = {3.141592653589793, -1e-300, 2.0};
+	int32_t i32[4] = {INT32_MIN, -1, 0, INT32_MAX};
+	int64_t i64[2] = {INT64_MIN, INT64_MAX};
+	uint8_t u8[5] = {0, 1, 127, 128, 255};
+	uint16_t bf16[3] = {0x3f80, 0xc000, 0x7f80};
+	sb_tensors_add(&ts, "f32", SB_F32, 2, (int64_t[]){2, 3}, f32, 0, &err);
+	sb_tensors_add(&ts, "f64", SB_F64, 1, (int64_t[]){3}, f64, 0, &err);
+	sb_tensors_add(&ts, "i32", SB_I32, 1, (int64_t[]){4}, i32, 0, &err);
+	sb_tensors_add(&ts, "i64", SB_I64, 1, (int64_t[]){2}, i64, 0, &err);
+	sb_tensors_add(&ts, "u8", SB_U8, 1, (int64_t[]){5}, u8, 0, &err);
+	sb_tensors_add(&ts, "bf16", SB_BF16, 1, (int64_t[]){3}, bf16, 0, &err);
+	sb_tensors_set_meta(&ts, "task", "roundtrip", &err);
+	int rc = sb_st_write(path, &ts, &err);
+	if (rc)
+		fprintf(stderr, "test_tensor: %s\n", err.msg);
+	sb_tensors_free(&ts);
+	return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && strcmp(argv[1], "--write") == 0)
+		return write_for_python(argv[2]);
 	snprintf(dir, sizeof dir, "/tmp/sb_test_tensor.XXXXXX");
 	if (!mkdtemp(dir))
 		return 1;
