@@ -2,7 +2,7 @@
 # The command-line contract of every program (DESIGN.md §8): --help to stdout and
 # exit 0, --version, a bad option exits 2 with a one-line hint on stderr, and a
 # write error on stdout (/dev/full) exits 4 with a message.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../shlib.sh"
 shopt -s nullglob
 progs=("$TOP"/bin/sb-*)
 [ ${#progs[@]} -gt 0 ]; t_result $? "programs are built (${#progs[@]} in bin/)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # MANIFEST.csv lists every tracked file with its size and SHA-256, and is current.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../shlib.sh"
 cd "$TOP"
 t_check "MANIFEST.csv is current (make manifest)" scripts/manifest.sh check
 # the check must fail when a tracked file changes: try it on a copy of the tree

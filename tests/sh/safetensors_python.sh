@@ -4,7 +4,7 @@
 # with identical values, BF16 included (checked with torch when available).
 # (The reverse direction — a file Python wrote, read by us — is test_tensor,
 # on a committed file, so it needs no Python.)
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../shlib.sh"
 py=""
 for cand in python3 /usr/bin/python3; do
 	if "$cand" -c 'import numpy' 2>/dev/null; then py=$cand; break; fi

@@ -1,11 +1,11 @@
-# tests/sh/lib.sh — helpers for script tests (source it).
+# tests/shlib.sh — helpers for script tests (source it).
 #   t_ok COND_EXIT_STATUS "name"      record a check from the last command's status
 #   t_check "name" CMD...             run CMD, pass when it exits 0
 #   t_done                            print "N passed, N failed", exit 1 on failures
 # Provides $TOP (repository), $T (a fresh temporary directory, removed at exit), PATH with bin/.
 set -u
 export LC_ALL=C
-TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export PATH="$TOP/bin:$PATH"
 T=$(mktemp -d /tmp/sbtest.XXXXXX)
 trap 'rm -rf "$T"' EXIT
