@@ -56,6 +56,8 @@ struct sb_attn_stats {
 	double rows;        /* number of rows */
 };
 
+typedef int (*sb_task_fn)(struct sb_ctx *ctx, int worker, int task, void *arg, struct sb_err *err);
+
 struct sb_backend_ops {
 	const char *name;
 	void (*destroy)(struct sb_backend *be);
@@ -66,12 +68,13 @@ struct sb_backend_ops {
 	int (*download)(struct sb_backend *be, void *dst, const void *src, size_t bytes, struct sb_err *err);
 	/* the main context (outside tasks); ops called with it may use every worker */
 	struct sb_ctx *(*main_ctx)(struct sb_backend *be);
-	/* run fn(ctx, task, arg) for task = 0..ntasks-1 on the workers; the first
-	 * failing task's error is returned (the others still run to completion) */
-	int (*run)(struct sb_backend *be, int ntasks, int (*fn)(struct sb_ctx *ctx, int task, void *arg), void *arg,
-		   struct sb_err *err);
-	/* bytes of per-worker scratch the ops below need for these sizes */
+	/* run fn(ctx, worker, task, arg, err) for task = 0..ntasks-1 on the workers (worker
+	 * = 0..threads-1 identifies the context's worker, for per-worker buffers); a task
+	 * fails by returning non-zero with its err filled; the error of the lowest failing
+	 * task is returned (the others run to completion) */
+	int (*run)(struct sb_backend *be, int ntasks, sb_task_fn fn, void *arg, struct sb_err *err);
 	void (*zero)(struct sb_ctx *ctx, void *p, size_t bytes);
+	void (*copy)(struct sb_ctx *ctx, void *dst, const void *src, size_t bytes); /* device to device */
 
 	/* ---- embedding ---- */
 	/* out[B, L, Ch*p*p] = patches of images u8[.., Ch, H, W] selected by idx[B],
@@ -81,6 +84,8 @@ struct sb_backend_ops {
 	/* ids[B, L] = tokens[idx[b]], nvalid[B] = 1 + len[idx[b]] (CLS counts) */
 	void (*gather_tokens)(struct sb_ctx *ctx, int32_t *ids, int32_t *nvalid, const int32_t *tokens,
 			      const int32_t *len, const uint32_t *idx, int B, int L);
+	/* out[b] = src[idx[b]] (labels) */
+	void (*gather_i32)(struct sb_ctx *ctx, int32_t *out, const int32_t *src, const uint32_t *idx, int B);
 	/* out[n, d] = table[ids[i]] */
 	void (*embedding_forward)(struct sb_ctx *ctx, float *out, const int32_t *ids, const float *table, int n, int d);
 	/* dtable[ids[i]] += dout[i] for ids[i] != 0 (padding row never updated), in index order */
@@ -195,6 +200,11 @@ void sb_backend_close(struct sb_backend *be);
 
 /* The CPU backend (lib/backend_cpu.c). */
 int sb_backend_cpu_open(int threads, struct sb_backend **out, struct sb_err *err);
+/* The CUDA backend (lib/cuda/, CUDA=1 builds): a weak reference, NULL when not linked. */
+int sb_backend_cuda_open(const char *device, int threads, struct sb_backend **out, struct sb_err *err)
+	__attribute__((weak));
+/* Bytes currently allocated through the CPU backend, and their peak. */
+size_t sb_cpu_bytes_peak(struct sb_backend *be);
 
 /* Convenience wrappers. */
 static inline void *sb_be_alloc(struct sb_backend *be, size_t bytes) { return be->ops->alloc(be, bytes); }

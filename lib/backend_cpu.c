@@ -33,7 +33,7 @@ struct pool {
 	int stop;
 	int ntasks;
 	atomic_int next;
-	int (*fn)(struct sb_ctx *, int, void *);
+	sb_task_fn fn;
 	void *arg;
 	int err_task; /* lowest failing task index (deterministic error choice) */
 	struct sb_err err;
@@ -48,7 +48,8 @@ static void pool_work(struct pool *pl, struct sb_ctx *ctx)
 		if (t >= pl->ntasks)
 			break;
 		ctx->in_task = 1;
-		int rc = pl->fn(ctx, t, pl->arg);
+		sb_err_clear(&ctx->err);
+		int rc = pl->fn(ctx, ctx->worker, t, pl->arg, &ctx->err);
 		ctx->in_task = 0;
 		if (rc) {
 			pthread_mutex_lock(&pl->mu);
@@ -86,8 +87,7 @@ static void *pool_thread(void *p)
 	}
 }
 
-static int cpu_run(struct sb_backend *be, int ntasks, int (*fn)(struct sb_ctx *, int, void *), void *arg,
-		   struct sb_err *err)
+static int cpu_run(struct sb_backend *be, int ntasks, sb_task_fn fn, void *arg, struct sb_err *err)
 {
 	struct cpu_impl *im = be->impl;
 	struct pool *pl = im->pool;
@@ -135,7 +135,7 @@ struct chunk_job {
 	size_t n, chunk;
 };
 
-static int chunk_task(struct sb_ctx *ctx, int t, void *p)
+static int chunk_task(struct sb_ctx *ctx, int worker, int t, void *p, struct sb_err *err)
 {
 	struct chunk_job *j = p;
 	size_t lo = (size_t)t * j->chunk, hi = lo + j->chunk;
@@ -159,7 +159,7 @@ static void par_chunks(struct sb_ctx *ctx, size_t n, void (*fn)(void *, size_t, 
 		ctx->in_task = 0;
 	} else {
 		for (int t = 0; t < nt; t++)
-			chunk_task(ctx, t, &j);
+			chunk_task(ctx, ctx->worker, t, &j, NULL);
 	}
 }
 
@@ -226,6 +226,11 @@ static struct sb_ctx *cpu_main_ctx(struct sb_backend *be)
 }
 
 static void cpu_zero(struct sb_ctx *ctx, void *p, size_t bytes) { memset(p, 0, bytes); }
+static void cpu_copy_dev(struct sb_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+	if (bytes)
+		memmove(dst, src, bytes);
+}
 
 void *sb_cpu_scratch(struct sb_ctx *ctx, size_t bytes)
 {
@@ -281,6 +286,12 @@ static void cpu_gather_tokens(struct sb_ctx *ctx, int32_t *ids, int32_t *nvalid,
 		if (nvalid)
 			nvalid[b] = 1 + (len ? len[idx[b]] : L);
 	}
+}
+
+static void cpu_gather_i32(struct sb_ctx *ctx, int32_t *out, const int32_t *src, const uint32_t *idx, int B)
+{
+	for (int b = 0; b < B; b++)
+		out[b] = src[idx[b]];
 }
 
 static void cpu_embedding_forward(struct sb_ctx *ctx, float *out, const int32_t *ids, const float *table, int n,
@@ -698,20 +709,25 @@ static void cpu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, cons
 	}
 }
 
+/* dinp = gelu'(inp) * drop backward (dout); dinp may alias dout */
 static void cpu_gelu_backward(struct sb_ctx *ctx, float *dinp, const float *dout, const float *inp,
 			      const uint8_t *mask, float p, size_t n)
 {
-	sb_cpu_gelu_vec(NULL, dinp, inp, n);
-	if (p > 0) {
-		float sc = drop_scale(p);
-		for (size_t i = 0; i < n; i++)
-			dinp[i] = mask[i] ? dinp[i] * (dout[i] * sc) : 0.0f;
-	} else {
-		size_t i = 0;
-		for (; i + VL <= n; i += VL)
-			vstore(dinp + i, vload(dinp + i) * vload(dout + i));
-		for (; i < n; i++)
-			dinp[i] *= dout[i];
+	float sc = p > 0 ? drop_scale(p) : 1.0f;
+	for (size_t i = 0; i < n; i += VL) {
+		size_t m = n - i < VL ? n - i : VL;
+		float xb[VL] = {0}, gb[VL] = {0}, o[VL];
+		memcpy(xb, inp + i, m * sizeof *xb);
+		if (p > 0) {
+			for (size_t k = 0; k < m; k++)
+				gb[k] = mask[i + k] ? dout[i + k] * sc : 0.0f;
+		} else {
+			memcpy(gb, dout + i, m * sizeof *gb);
+		}
+		vf v = vload(xb), Phi, phi;
+		vnormcdf(v, &Phi, &phi);
+		vstore(o, vfma(v, phi, Phi) * vload(gb));
+		memcpy(dinp + i, o, m * sizeof *o);
 	}
 }
 
@@ -886,8 +902,10 @@ static const struct sb_backend_ops cpu_ops = {
 	.main_ctx = cpu_main_ctx,
 	.run = cpu_run,
 	.zero = cpu_zero,
+	.copy = cpu_copy_dev,
 	.patchify = cpu_patchify,
 	.gather_tokens = cpu_gather_tokens,
+	.gather_i32 = cpu_gather_i32,
 	.embedding_forward = cpu_embedding_forward,
 	.embedding_backward = cpu_embedding_backward,
 	.assemble_forward = cpu_assemble_forward,
@@ -1009,17 +1027,12 @@ int sb_backend_open(const char *device, int threads, struct sb_backend **out, st
 {
 	if (!device || !strcmp(device, "cpu"))
 		return sb_backend_cpu_open(threads, out, err);
-#ifdef SB_HAVE_CUDA
-	if (!strncmp(device, "cuda", 4))
-		return sb_backend_cuda_open(device, threads, out, err);
-#endif
-	return SB_ERR(err, SB_EUSAGE, "unknown or unavailable device '%s' (this build has: cpu%s)", device,
-#ifdef SB_HAVE_CUDA
-		      ", cuda"
-#else
-		      ""
-#endif
-	);
+	if (!strncmp(device, "cuda", 4) && (device[4] == 0 || device[4] == ':')) {
+		if (sb_backend_cuda_open)
+			return sb_backend_cuda_open(device, threads, out, err);
+		return SB_ERR(err, SB_EUSAGE, "device '%s': this build has no CUDA backend (build with CUDA=1)", device);
+	}
+	return SB_ERR(err, SB_EUSAGE, "unknown device '%s' (expected cpu or cuda[:N])", device);
 }
 
 void sb_backend_close(struct sb_backend *be)
