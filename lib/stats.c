@@ -588,6 +588,50 @@ int sb_stats_bootstrap_ci(const double *d, int n, const struct sb_boot *cfg, dou
 	return 0;
 }
 
+int sb_stats_bootstrap_ci_cols(const double *d, int n, int k, const struct sb_boot *cfg, double *lo, double *hi,
+			       struct sb_err *err)
+{
+	for (int j = 0; j < k; j++)
+		lo[j] = hi[j] = NAN;
+	if (k < 1)
+		return SB_ERR(err, SB_EDATA, "bootstrap: no columns");
+	SB_TRY(check_boot(cfg, n, err));
+	SB_TRY(check_finite(d, n * k, "bootstrap", err));
+	int B = cfg->resamples;
+	double *means = malloc((size_t)B * k * sizeof *means), *col = malloc((size_t)B * sizeof *col);
+	int *idx = malloc((size_t)n * sizeof *idx);
+	if (!means || !col || !idx) {
+		free(means);
+		free(col);
+		free(idx);
+		return SB_ERR(err, SB_EINTERNAL, "bootstrap: out of memory");
+	}
+	struct sb_rng r;
+	sb_rng_init(&r, cfg->seed, SB_RNG_BOOTSTRAP, cfg->stream);
+	for (int b = 0; b < B; b++) {
+		for (int i = 0; i < n; i++)
+			idx[i] = (int)sb_rng_below(&r, (uint64_t)n);
+		for (int j = 0; j < k; j++) {
+			double s = 0;
+			for (int i = 0; i < n; i++)
+				s += d[(size_t)idx[i] * k + j];
+			means[(size_t)j * B + b] = s / n;
+		}
+	}
+	double qlo, qhi;
+	ci_quantiles(cfg->level, &qlo, &qhi);
+	for (int j = 0; j < k; j++) {
+		memcpy(col, means + (size_t)j * B, (size_t)B * sizeof *col);
+		qsort(col, (size_t)B, sizeof *col, cmp_double);
+		lo[j] = sb_stats_percentile(col, B, qlo);
+		hi[j] = sb_stats_percentile(col, B, qhi);
+	}
+	free(means);
+	free(col);
+	free(idx);
+	return 0;
+}
+
 /* ---- binary outcomes ---- */
 
 int sb_stats_wilson(int64_t k, int64_t n, double level, double *lo, double *hi, struct sb_err *err)

@@ -144,6 +144,12 @@ struct sb_boot {
 int sb_stats_bootstrap_ci(const double *d, int n, const struct sb_boot *cfg, double *lo, double *hi,
 			  struct sb_err *err);
 
+/* The same bootstrap on the k columns of d (n rows x k columns, row-major): the rows are
+ * resampled with the index sets of sb_stats_bootstrap_ci (same seed, stream, n), so
+ * lo[j], hi[j] equal sb_stats_bootstrap_ci of column j; one pass for all columns. */
+int sb_stats_bootstrap_ci_cols(const double *d, int n, int k, const struct sb_boot *cfg, double *lo, double *hi,
+			       struct sb_err *err);
+
 /* ---- binary outcomes ---- */
 
 /* Wilson score interval for k successes in n trials at the given level (0.95):

@@ -392,6 +392,9 @@ static void edges(void)
 		col[i] = m[i * K + 2];
 	sb_stats_bootstrap_ci(col, N, &cfg, &lo1, &hi1, &err);
 	SB_CHECK(lo1 < hi1, "bootstrap CI ordered [%g, %g]", lo1, hi1);
+	double clo[K], chi[K];
+	sb_stats_bootstrap_ci_cols(m, N, K, &cfg, clo, chi, &err);
+	SB_CHECK(clo[2] == lo1 && chi[2] == hi1, "column bootstrap equals the plain bootstrap of that column");
 	cfg.seed = 12;
 	double lo2, hi2;
 	sb_stats_bootstrap_ci(col, N, &cfg, &lo2, &hi2, &err);

@@ -35,7 +35,6 @@ prefixed by their length. Lines starting with '#' are comments. Kinds:
 """
 import sys
 import warnings
-from fractions import Fraction
 
 import mpmath
 import numpy as np
@@ -46,6 +45,10 @@ from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
+
+sys.path.insert(0, __import__('os').path.dirname(__import__('os').path.abspath(__file__)))
+from philox import SB_RNG_BOOTSTRAP, Cursor  # noqa: E402
+from refstats import a7_ttest, exact_signed_rank, rule_ref  # noqa: E402
 
 warnings.simplefilter("ignore")
 mpmath.mp.dps = 50
@@ -114,53 +117,11 @@ for k, n, p in [(0, 1, 0.5), (0, 10, 0.5), (3, 10, 0.5), (5, 10, 0.5), (9, 10, 0
 # ---- paired samples ----
 
 
-def a7_ttest(d):
-    d = np.asarray(d, float)
-    n = len(d)
-    if n < 2:
-        return 1.0
-    mean = d.mean()
-    sd = 0.0 if np.all(d == d[0]) else d.std(ddof=1)
-    if sd == 0:
-        return 0.0 if mean != 0 else 1.0
-    if mean == 0:
-        return 1.0
-    t = abs(mean) / (sd / np.sqrt(n))
-    df = n - 1
-    return float(sp.betainc(df / 2, 0.5, df / (df + t * t)))
-
-
 def scipy_ttest(d, edge):
     d = np.asarray(d, float)
     if len(d) < 2 or np.all(d == d[0]) or d.mean() == 0:
         return edge
     return float(stats.ttest_1samp(d, 0.0).pvalue)
-
-
-def exact_signed_rank(d):
-    """Exact two-sided p of R+ over all sign flips of the observed mid-ranks (zeros
-    dropped): integer DP on doubled ranks, exact rational arithmetic."""
-    d = np.asarray(d, float)
-    d = d[d != 0]
-    n = len(d)
-    if n == 0:
-        return 0.0, 1.0
-    r = stats.rankdata(np.abs(d))
-    w = [int(round(2 * x)) for x in r]
-    obs = sum(wi for wi, di in zip(w, d) if di > 0)
-    counts = {0: 1}
-    for wi in w:
-        nxt = dict(counts)
-        for s, c in counts.items():
-            nxt[s + wi] = nxt.get(s + wi, 0) + c
-        counts = nxt
-    tot = 2 ** n
-    less = sum(c for s, c in counts.items() if s <= obs)
-    greater = sum(c for s, c in counts.items() if s >= obs)
-    p = min(Fraction(1), 2 * Fraction(min(less, greater), tot))
-    rp = obs / 2
-    rm = sum(w) / 2 - rp
-    return min(rp, rm), float(p)
 
 
 def perm_check(d):
@@ -268,51 +229,7 @@ for cell in [(30, 5, 1, 4), (10, 0, 0, 10), (0, 0, 0, 5), (5, 0, 0, 0), (44, 1, 
              (200, 20, 35, 265), (0, 0, 270, 0), (12, 2, 8, 18)]:
     emit("pairbin", *cell, *[r(v) for v in newcombe10(*cell)])
 
-# ---- bootstrap replayed in Python ----
-M0, M1, W0, W1 = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
-MASK = 0xFFFFFFFF
-
-
-def philox(ctr, key):
-    c = list(ctr)
-    k = list(key)
-    for i in range(10):
-        if i:
-            k = [(k[0] + W0) & MASK, (k[1] + W1) & MASK]
-        p0 = M0 * c[0]
-        p1 = M1 * c[2]
-        c = [((p1 >> 32) ^ c[1] ^ k[0]) & MASK, p1 & MASK, ((p0 >> 32) ^ c[3] ^ k[1]) & MASK, p0 & MASK]
-    return c
-
-
-class Cursor:
-    def __init__(self, seed, purpose, stream):
-        self.key = [seed & MASK, (purpose ^ (((seed >> 32) * 0x9E3779B9) & MASK)) & MASK]
-        self.stream = stream
-        self.block = 0
-        self.buf = []
-
-    def u32(self):
-        if not self.buf:
-            ctr = [self.block & MASK, self.block >> 32, self.stream & MASK, self.stream >> 32]
-            self.buf = philox(ctr, self.key)
-            self.block += 1
-        return self.buf.pop(0)
-
-    def below(self, n):  # n < 2^32 (Lemire with rejection)
-        if n <= 1:
-            return 0
-        m = self.u32() * n
-        lo = m & MASK
-        if lo < n:
-            t = ((1 << 32) - n) % n
-            while lo < t:
-                m = self.u32() * n
-                lo = m & MASK
-        return m >> 32
-
-
-SB_RNG_BOOTSTRAP = 7
+# ---- bootstrap replayed in Python (philox.py beside this file) ----
 for seed, B, d in [(0, 200, np.round(rng.normal(0.002, 0.01, 10), 4)), (260826, 999, rng.normal(-1, 2, 7)),
                    (5, 50, np.array([0.0, 1.0])), (1 << 40, 300, rng.normal(0, 1, 3)),
                    (7, 101, np.array([0.25]))]:
@@ -328,33 +245,6 @@ for seed, B, d in [(0, 200, np.round(rng.normal(0.002, 0.01, 10), 4)), (260826, 
     emit("boot", seed, B, *lst(d), r(lo), r(hi))
 
 # ---- leave-one-task-out rule (PROTOCOL A7), an independent transcription of the spec ----
-
-
-def rule_ref(x, label, best):
-    nt, npred = x.shape
-    preds, gains = [], []
-    for h in range(nt):
-        best_c, choice = -1, None
-        for p in range(npred):
-            tr = [x[t, p] for t in range(nt) if t != h]
-            u = sorted(set(tr))
-            for thr in [(u[i] + u[i + 1]) / 2 for i in range(len(u) - 1)]:
-                for dr in (1, -1):
-                    c = sum(((x[t, p] > thr) if dr > 0 else (x[t, p] < thr)) == bool(label[t])
-                            for t in range(nt) if t != h)
-                    if c > best_c:
-                        best_c, choice = c, (p, thr, dr)
-        pred = 0
-        if choice:
-            p, thr, dr = choice
-            pred = int(x[h, p] > thr if dr > 0 else x[h, p] < thr)
-        preds.append(pred)
-        gains.append(best[h] if pred else 0.0)
-    mean = sum(gains) / nt
-    wins = sum(g > 0 for g in gains)
-    losses = sum(g < 0 for g in gains)
-    nons = sum(preds)
-    return mean, wins, losses, nons, int(mean > 0 and wins > losses and nons >= 1), preds
 
 
 for nt, npred in [(7, 3), (13, 3), (5, 1), (13, 3), (4, 2)]:
