@@ -197,14 +197,28 @@ static void draw_axes(struct svg *s, const struct axes *a, const char *xlabel, c
 		double vv = fabs(v) < a->ystep * 1e-9 ? 0 : v;
 		svg_text(s, a->x0 - 8, y + 4.5, 12, "end", NULL, 0, "%.*f", yd, vv);
 	}
-	for (double v = a->xmin; v <= a->xmax + a->xstep * 1e-6; v += a->xstep) {
+	/* x ticks: the first value, then the multiples of the step (epochs: 1, 5, 10, ...) */
+	for (double v = a->xmin; v <= a->xmax + a->xstep * 1e-6;) {
 		double x = ax_x(a, v);
 		svg_line(s, x, a->y0 + a->h, x, a->y0 + a->h + 5, "#444", 1, NULL);
 		svg_text(s, x, a->y0 + a->h + 19, 12, "middle", NULL, 0, "%.*f", xd, v);
+		double next = ceil(v / a->xstep + 1e-9) * a->xstep;
+		v = next > v + 1e-9 ? next : v + a->xstep;
 	}
 	svg_text(s, a->x0 + a->w / 2, a->y0 + a->h + 38, 13, "middle", NULL, 0, "%s", xlabel);
 	svg_text(s, a->x0 - 52, a->y0 + a->h / 2, 13, "middle", NULL, -90, "%s", ylabel);
 	svg_text(s, a->x0 + a->w / 2, a->y0 - 10, 14, "middle", "bold", 0, "%s", title);
+}
+
+/* x axis over epochs 1..K: integer steps of a nice size */
+static void epoch_axis(struct axes *ax, int K)
+{
+	ax->xmin = 1;
+	ax->xmax = K > 1 ? K : 2;
+	ax->xstep = nice_step(ax->xmax - ax->xmin, 6);
+	if (ax->xstep < 1)
+		ax->xstep = 1;
+	ax->xstep = round(ax->xstep);
 }
 
 /* ---- colours and layout ---- */
@@ -229,6 +243,7 @@ static const char *method_color(const struct data *d, int m)
 #define MARGIN_T 40.0
 #define MARGIN_B 56.0
 #define LEGEND_H 34.0
+#define FOOTER_H 24.0
 
 /* Legend for the methods in ms[0..n) across the top. */
 static void legend(struct svg *s, const struct data *d, const int *ms, int n, double width, const char *dash0)
@@ -236,7 +251,7 @@ static void legend(struct svg *s, const struct data *d, const int *ms, int n, do
 	double x = 20, y = 22;
 	for (int i = 0; i < n; i++) {
 		const char *name = method_display(d->methods.s[ms[i]]);
-		double w = 40 + 7.2 * (double)strlen(name);
+		double w = 48 + 8.0 * (double)strlen(name);
 		if (x + w > width - 10) {
 			x = 20;
 			y += 20;
@@ -305,7 +320,7 @@ int plot_budget(const char *path, const struct data *d, const struct analysis *a
 	int ncols = ng < 3 ? (ng ? ng : 1) : 3, nrows = (ng + ncols - 1) / ncols;
 	if (!nrows)
 		nrows = 1;
-	double W = ncols * PANEL_W, H = LEGEND_H + nrows * PANEL_H;
+	double W = ncols * PANEL_W, H = LEGEND_H + nrows * PANEL_H + FOOTER_H;
 	struct svg s;
 	int rc = svg_begin(&s, W, H, err);
 	if (rc) {
@@ -314,6 +329,10 @@ int plot_budget(const char *path, const struct data *d, const struct analysis *a
 		return rc;
 	}
 	legend(&s, d, ms, nm, W, NULL);
+	svg_text(&s, 20, H - 10, 12, "start", NULL, 0,
+		 "Lines: mean paired difference (method - %s) of the best validation accuracy within the first E "
+		 "epochs; bands: %.0f%% percentile bootstrap CI over seeds.",
+		 o->baseline, 100 * o->level);
 	double *xs = NULL, *ys = NULL, *lo = NULL, *hi = NULL;
 	for (int k = 0; k < ng; k++) {
 		int g = groups[k];
@@ -336,18 +355,14 @@ int plot_budget(const char *path, const struct data *d, const struct analysis *a
 				ymax = fmax(ymax, 100 * cm->b_hi[e]);
 			}
 		}
-		ax.xmin = 1;
-		ax.xmax = Kmax > 1 ? Kmax : 2;
-		ax.xstep = nice_step(ax.xmax - ax.xmin, 6);
-		if (ax.xstep < 1)
-			ax.xstep = 1;
-		ax.xmax = ax.xmin + ceil((ax.xmax - ax.xmin) / ax.xstep - 1e-9) * ax.xstep;
+		epoch_axis(&ax, Kmax);
 		ax.ymin = ymin;
 		ax.ymax = ymax;
 		axis_range(&ax.ymin, &ax.ymax, &ax.ystep, 5);
-		char title[256];
-		group_label(d, g, title, sizeof title);
-		draw_axes(&s, &ax, "epoch budget E (epochs)", "\xCE\x94 val. accuracy (pp)", task_display(title));
+		char lab[256], title[300];
+		group_label(d, g, lab, sizeof lab);
+		snprintf(title, sizeof title, "%s (n = %d seeds)", task_display(lab), nmax);
+		draw_axes(&s, &ax, "epoch budget E (epochs)", "\xCE\x94 val. accuracy (pp)", title);
 		svg_line(&s, ax.x0, ax_y(&ax, 0), ax.x0 + ax.w, ax_y(&ax, 0), "#555", 1.2, "5,4");
 		free(xs);
 		free(ys);
@@ -381,8 +396,6 @@ int plot_budget(const char *path, const struct data *d, const struct analysis *a
 							svg_circle(&s, xs[0], ys[0], 3, method_color(d, ms[i]));
 					}
 				}
-		svg_text(&s, ax.x0 + ax.w - 6, ax.y0 + 16, 11, "end", NULL, 0, "n = %d seeds; bands: %.0f%% bootstrap CI",
-			 nmax, 100 * o->level);
 	}
 	free(xs);
 	free(ys);
@@ -432,7 +445,7 @@ int plot_curves(const char *path, const struct data *d, const struct analysis *a
 	int ncols = ng < 3 ? (ng ? ng : 1) : 3, nrows = (ng + ncols - 1) / ncols;
 	if (!nrows)
 		nrows = 1;
-	double W = ncols * PANEL_W, H = LEGEND_H + nrows * PANEL_H;
+	double W = ncols * PANEL_W, H = LEGEND_H + nrows * PANEL_H + FOOTER_H;
 	struct svg s;
 	int rc = svg_begin(&s, W, H, err);
 	if (rc) {
@@ -441,6 +454,7 @@ int plot_curves(const char *path, const struct data *d, const struct analysis *a
 		return rc;
 	}
 	legend(&s, d, ms, nm, W, NULL);
+	svg_text(&s, 20, H - 10, 12, "start", NULL, 0, "Lines: mean validation accuracy over the seeds of each method.");
 	for (int k = 0; k < ng && !rc; k++) {
 		int g = groups[k];
 		struct axes ax;
@@ -462,18 +476,14 @@ int plot_curves(const char *path, const struct data *d, const struct analysis *a
 				ymax = fmax(ymax, 100 * cu->mean[e]);
 			}
 		}
-		ax.xmin = 1;
-		ax.xmax = Kmax > 1 ? Kmax : 2;
-		ax.xstep = nice_step(ax.xmax - ax.xmin, 6);
-		if (ax.xstep < 1)
-			ax.xstep = 1;
-		ax.xmax = ax.xmin + ceil((ax.xmax - ax.xmin) / ax.xstep - 1e-9) * ax.xstep;
+		epoch_axis(&ax, Kmax);
 		ax.ymin = ymin;
 		ax.ymax = ymax;
 		axis_range(&ax.ymin, &ax.ymax, &ax.ystep, 5);
-		char title[256];
-		group_label(d, g, title, sizeof title);
-		draw_axes(&s, &ax, "epoch (epochs completed)", "val. accuracy (%)", task_display(title));
+		char lab[256], title[300];
+		group_label(d, g, lab, sizeof lab);
+		snprintf(title, sizeof title, "%s (mean of %d seed%s)", task_display(lab), nseeds, nseeds == 1 ? "" : "s");
+		draw_axes(&s, &ax, "epoch (epochs completed)", "val. accuracy (%)", title);
 		double *xs = calloc((size_t)Kmax, sizeof *xs), *ys = calloc((size_t)Kmax, sizeof *ys);
 		if (!xs || !ys) {
 			free(xs);
@@ -491,10 +501,9 @@ int plot_curves(const char *path, const struct data *d, const struct analysis *a
 					ys[e] = ax_y(&ax, 100 * cu->mean[e]);
 				}
 				svg_polyline(&s, xs, ys, cu->K, method_color(d, ms[i]), 2.0);
-				for (int e = 0; e < cu->K && cu->K <= 40; e++)
+				for (int e = 0; e < cu->K && cu->K <= 12; e++)
 					svg_circle(&s, xs[e], ys[e], 2.2, method_color(d, ms[i]));
 			}
-		svg_text(&s, ax.x0 + ax.w - 6, ax.y0 + ax.h - 8, 11, "end", NULL, 0, "mean over %d seed(s)", nseeds);
 		free(xs);
 		free(ys);
 	}
