@@ -235,8 +235,10 @@ static struct table *detail_table(const struct data *d, const struct comparison 
 				    test ? "Test reads: paired comparisons in detail"
 					 : "Validation (best epoch): paired comparisons in detail",
 				    12);
-	const char *h[12] = {"Dataset", "Method", "n", "baseline", "method", "delta", "95% CI (bootstrap)",
-			     "t", "p (t)", "p (Holm)", "p (Wilcoxon)", "dz"};
+	char ci[64];
+	snprintf(ci, sizeof ci, "%g%% CI (bootstrap)", 100 * o->level);
+	const char *h[12] = {"Dataset", "Method", "n", "baseline", "method", "delta", ci, "t", "p (t)", "p (Holm)",
+			     "p (Wilcoxon)", "dz"};
 	for (int c = 0; c < 12; c++)
 		table_head(t, c, h[c], c < 2 ? ALIGN_LEFT : ALIGN_RIGHT);
 	int *ord = ordered_groups(d, gs, ngs);
@@ -321,9 +323,12 @@ static struct table *budget_table(const struct data *d, const struct analysis *a
 		snprintf(h, sizeof h, "E=%d", cols[i]);
 		table_head(t, 2 + i, h, ALIGN_RIGHT);
 	}
-	table_head(t, 2 + nb, "sign change [95% CI]", ALIGN_RIGHT);
+	char h1[64], h2[64];
+	snprintf(h1, sizeof h1, "sign change [%g%% CI]", 100 * o->level);
+	snprintf(h2, sizeof h2, "switch epoch [%g%% CI]", 100 * o->level);
+	table_head(t, 2 + nb, h1, ALIGN_RIGHT);
 	table_head(t, 3 + nb, "first negative", ALIGN_RIGHT);
-	table_head(t, 4 + nb, "switch epoch [95% CI]", ALIGN_RIGHT);
+	table_head(t, 4 + nb, h2, ALIGN_RIGHT);
 	int *ord = ordered_groups(d, a->vgroups, a->n_vgroups);
 	for (int ii = 0; ord && ii < a->n_vgroups; ii++) {
 		const struct group_summary *s = &a->vgroups[ord[ii]];
@@ -364,7 +369,9 @@ static struct table *probe_table(const struct data *d, const struct analysis *a,
 	if (!a->n_rates)
 		return NULL;
 	struct table *t = table_new("probes", "Retrieval probes: accuracy per method with Wilson intervals", 6);
-	const char *h[6] = {"Model", "Task", "Method", "correct / n", "accuracy", "95% CI (Wilson)"};
+	char ci[64];
+	snprintf(ci, sizeof ci, "%g%% CI (Wilson)", 100 * o->level);
+	const char *h[6] = {"Model", "Task", "Method", "correct / n", "accuracy", ci};
 	for (int c = 0; c < 6; c++)
 		table_head(t, c, h[c], c < 3 ? ALIGN_LEFT : ALIGN_RIGHT);
 	for (int i = 0; i < a->n_rates; i++) {
@@ -386,8 +393,10 @@ static struct table *probe_pair_table(const struct data *d, const struct analysi
 	if (!a->n_pairs)
 		return NULL;
 	struct table *t = table_new("probe_pairs", "Retrieval probes: paired comparisons on the same probes", 12);
-	const char *h[12] = {"Model", "A", "B", "n", "both", "A only", "B only", "neither", "delta (A - B)",
-			     "95% CI (Newcombe)", "p (McNemar exact)", "p (Holm)"};
+	char ci[64];
+	snprintf(ci, sizeof ci, "%g%% CI (Newcombe)", 100 * o->level);
+	const char *h[12] = {"Model", "A", "B", "n", "both", "A only", "B only", "neither", "delta (A - B)", ci,
+			     "p (McNemar exact)", "p (Holm)"};
 	for (int c = 0; c < 12; c++)
 		table_head(t, c, h[c], c < 3 ? ALIGN_LEFT : ALIGN_RIGHT);
 	for (int i = 0; i < a->n_pairs; i++) {
