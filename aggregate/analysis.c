@@ -15,7 +15,10 @@
  * rounded to a 1e-9 grid: accuracies are multiples of 1/n_val with n_val <= 1e7, so
  * distinct differences (>= 1e-7 apart) stay distinct. The t test and the bootstrap use
  * the differences as computed. */
-static double round_grid(double x) { return round(x / TIE_GRID) * TIE_GRID; }
+static double round_grid(double x)
+{
+	return round(x / TIE_GRID) * TIE_GRID;
+}
 
 static void *xcalloc(size_t n, size_t size)
 {
@@ -48,7 +51,10 @@ static int cmp_i64(const void *pa, const void *pb)
 	return (a > b) - (a < b);
 }
 
-static double best_within(const double *acc, int E) { return acc[sb_stats_best_within(acc, E)]; }
+static double best_within(const double *acc, int E)
+{
+	return acc[sb_stats_best_within(acc, E)];
+}
 
 /* Fill the test statistics of c from c->d (n values). */
 static int paired_tests(struct comparison *c, const struct opts *o, struct sb_err *err)
@@ -121,13 +127,13 @@ static void rule_predictors(const struct data *d, int g, int base, struct group_
 			continue;
 		if (ce->n_epochs < 4) {
 			snprintf(s->missing_predictor, sizeof s->missing_predictor,
-				 "seed %lld has %d epoch(s), the predictors need epoch index 3", (long long)ce->seed,
-				 ce->n_epochs);
+			         "seed %lld has %d epoch(s), the predictors need epoch index 3", (long long)ce->seed,
+			         ce->n_epochs);
 			return;
 		}
 		if (!isfinite(ce->ent[3])) {
 			snprintf(s->missing_predictor, sizeof s->missing_predictor,
-				 "seed %lld has no attention_entropy at epoch index 3", (long long)ce->seed);
+			         "seed %lld has no attention_entropy at epoch index 3", (long long)ce->seed);
 			return;
 		}
 		a3 += ce->acc[3];
@@ -145,8 +151,7 @@ static void rule_predictors(const struct data *d, int g, int base, struct group_
 
 /* ---- validation: best epoch under patience, and every budget ---- */
 
-static int run_validation(const struct data *d, const struct opts *o, struct analysis *a, int base,
-			  struct sb_err *err)
+static int run_validation(const struct data *d, const struct opts *o, struct analysis *a, int base, struct sb_err *err)
 {
 	int cap = 0;
 	a->vgroups = xcalloc((size_t)d->n_groups, sizeof *a->vgroups);
@@ -204,7 +209,8 @@ static int run_validation(const struct data *d, const struct opts *o, struct ana
 				const struct cell *bc = &d->cells[bcell[i]];
 				for (int c = 0; c < d->n_cells; c++) {
 					const struct cell *ce = &d->cells[c];
-					if (ce->group == g && ce->method == m && ce->seed == bc->seed && ce->n_epochs > 0)
+					if (ce->group == g && ce->method == m && ce->seed == bc->seed &&
+					    ce->n_epochs > 0)
 						seeds[np++] = bc->seed;
 				}
 			}
@@ -227,7 +233,8 @@ static int run_validation(const struct data *d, const struct opts *o, struct ana
 			cm->d = xcalloc((size_t)np, sizeof *cm->d);
 			cm->best_epoch_base = xcalloc((size_t)np, sizeof(int));
 			cm->best_epoch_method = xcalloc((size_t)np, sizeof(int));
-			const struct cell **pb = xcalloc((size_t)np, sizeof *pb), **pm = xcalloc((size_t)np, sizeof *pm);
+			const struct cell **pb = xcalloc((size_t)np, sizeof *pb),
+			                  **pm = xcalloc((size_t)np, sizeof *pm);
 			if (!cm->d || !cm->best_epoch_base || !cm->best_epoch_method || !pb || !pm) {
 				free(pb);
 				free(pm);
@@ -270,7 +277,8 @@ static int run_validation(const struct data *d, const struct opts *o, struct ana
 				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 			for (int E = 1; !rc && E <= K; E++) {
 				for (int i = 0; i < np; i++) {
-					mat[(size_t)i * K + E - 1] = best_within(pm[i]->acc, E) - best_within(pb[i]->acc, E);
+					mat[(size_t)i * K + E - 1] =
+					    best_within(pm[i]->acc, E) - best_within(pb[i]->acc, E);
 					col[i] = mat[(size_t)i * K + E - 1];
 				}
 				struct sb_ttest t;
@@ -474,9 +482,9 @@ static int run_rule(const struct data *d, struct analysis *a, struct sb_err *err
 			if (d->groups[a->vgroups[gi[j]].group].task == d->groups[s->group].task) {
 				free(gi);
 				return SB_ERR(err, SB_EUSAGE,
-					      "--rule: task '%s' appears with more than one architecture/tier; "
-					      "give the records of one grid",
-					      d->tasks.s[d->groups[s->group].task]);
+				              "--rule: task '%s' appears with more than one architecture/tier; "
+				              "give the records of one grid",
+				              d->tasks.s[d->groups[s->group].task]);
 			}
 		gi[n++] = i;
 	}
@@ -499,7 +507,7 @@ static int run_rule(const struct data *d, struct analysis *a, struct sb_err *err
 		if (!s->have_predictors) {
 			char lb[256];
 			rc = SB_ERR(err, SB_EDATA, "--rule: %s: %s", group_label(d, s->group, lb, sizeof lb),
-				    s->missing_predictor[0] ? s->missing_predictor : "no baseline predictors");
+			            s->missing_predictor[0] ? s->missing_predictor : "no baseline predictors");
 			break;
 		}
 		x[j * 3 + 0] = s->acc_k;
@@ -539,7 +547,8 @@ static int run_probes(const struct data *d, const struct opts *o, struct analysi
 	memset(out, -1, total ? total : 1);
 	for (int i = 0; i < d->n_probes; i++) {
 		const struct probe *p = &d->probes[i];
-		out[((size_t)p->model * nme + p->method) * per + (size_t)p->task * np + p->probe] = (signed char)p->correct;
+		out[((size_t)p->model * nme + p->method) * per + (size_t)p->task * np + p->probe] =
+		    (signed char)p->correct;
 	}
 	for (int mo = 0; mo < nmo && !rc; mo++) {
 		int nm = 0;
@@ -651,7 +660,7 @@ int analysis_run(const struct data *d, const struct opts *o, struct analysis *a,
 		SB_TRY(run_rule(d, a, err));
 	SB_TRY(run_probes(d, o, a, err));
 	sb_progress(1, "analysed %d validation and %d test comparison(s), %d probe pair(s)", a->n_val, a->n_test,
-		    a->n_pairs);
+	            a->n_pairs);
 	return 0;
 }
 

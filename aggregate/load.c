@@ -46,7 +46,10 @@ void strtab_free(struct strtab *t)
 
 /* ---- data ---- */
 
-void data_init(struct data *d) { memset(d, 0, sizeof *d); }
+void data_init(struct data *d)
+{
+	memset(d, 0, sizeof *d);
+}
 
 void data_free(struct data *d)
 {
@@ -74,16 +77,16 @@ void data_free(struct data *d)
 	memset(d, 0, sizeof *d);
 }
 
-#define GROW(arr, n, cap)                                                                                  \
-	do {                                                                                               \
-		if ((n) == (cap)) {                                                                        \
-			int c_ = (cap) ? 2 * (cap) : 64;                                                   \
-			void *p_ = realloc((arr), (size_t)c_ * sizeof *(arr));                              \
-			if (!p_)                                                                           \
-				return SB_ERR(err, SB_EINTERNAL, "out of memory");                         \
-			(arr) = p_;                                                                        \
-			(cap) = c_;                                                                        \
-		}                                                                                          \
+#define GROW(arr, n, cap)                                                                                              \
+	do {                                                                                                           \
+		if ((n) == (cap)) {                                                                                    \
+			int c_ = (cap) ? 2 * (cap) : 64;                                                               \
+			void *p_ = realloc((arr), (size_t)c_ * sizeof *(arr));                                         \
+			if (!p_)                                                                                       \
+				return SB_ERR(err, SB_EINTERNAL, "out of memory");                                     \
+			(arr) = p_;                                                                                    \
+			(cap) = c_;                                                                                    \
+		}                                                                                                      \
 	} while (0)
 
 int data_group_find(const struct data *d, int task, int arch, int tier)
@@ -223,8 +226,7 @@ static int cell_set(struct cell *c, int64_t epoch, double acc, double ent, struc
 #define MAX_EPOCH 100000
 
 /* Common identity fields: task, method, seed, arch, tier. */
-static int read_identity(struct data *d, const struct sb_json *rec, int *g, int *m, int64_t *seed,
-			 struct sb_err *err)
+static int read_identity(struct data *d, const struct sb_json *rec, int *g, int *m, int64_t *seed, struct sb_err *err)
 {
 	const char *task, *method, *arch = "plain", *tier = "compact";
 	SB_TRY(sb_json_req_str(rec, "task", &task, err));
@@ -382,13 +384,14 @@ int data_load(struct data *d, void *reader, struct sb_err *err)
 		int rc = sb_record_kind(rec, &kind, &v, err);
 		if (!rc) {
 			d->records++;
-			int known = !strcmp(kind, "eval.epoch") || !strcmp(kind, "test.cell") ||
-				    !strcmp(kind, "probe.result");
+			int known =
+			    !strcmp(kind, "eval.epoch") || !strcmp(kind, "test.cell") || !strcmp(kind, "probe.result");
 			if (!known) {
 				d->ignored++;
 			} else if (v != 1) {
-				rc = SB_ERR(err, SB_EDATA, "%s record version %lld not supported (this program reads 1)",
-					    kind, (long long)v);
+				rc =
+				    SB_ERR(err, SB_EDATA, "%s record version %lld not supported (this program reads 1)",
+				           kind, (long long)v);
 			} else if (!strcmp(kind, "eval.epoch")) {
 				rc = load_eval_epoch(d, rec, src, err);
 			} else if (!strcmp(kind, "test.cell")) {
@@ -412,10 +415,11 @@ int data_check(const struct data *d, struct sb_err *err)
 		const struct cell *ce = &d->cells[c];
 		for (int e = 0; e < ce->n_epochs; e++)
 			if (isnan(ce->acc[e]))
-				return SB_ERR(err, SB_EDATA,
-					      "%s: cell %s/%s seed %lld: epoch %d missing (epochs must run 0..%d without gaps)",
-					      ce->src, d->tasks.s[d->groups[ce->group].task], d->methods.s[ce->method],
-					      (long long)ce->seed, e, ce->n_epochs - 1);
+				return SB_ERR(
+				    err, SB_EDATA,
+				    "%s: cell %s/%s seed %lld: epoch %d missing (epochs must run 0..%d without gaps)",
+				    ce->src, d->tasks.s[d->groups[ce->group].task], d->methods.s[ce->method],
+				    (long long)ce->seed, e, ce->n_epochs - 1);
 	}
 	return 0;
 }

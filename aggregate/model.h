@@ -21,8 +21,8 @@ struct strtab {
 	char **s;
 	int n, cap;
 };
-int strtab_find(const struct strtab *t, const char *s);      /* -1 when absent */
-int strtab_id(struct strtab *t, const char *s);              /* insert when absent; -1 on OOM */
+int strtab_find(const struct strtab *t, const char *s); /* -1 when absent */
+int strtab_id(struct strtab *t, const char *s);         /* insert when absent; -1 on OOM */
 void strtab_free(struct strtab *t);
 
 /* ---- loaded data ---- */
@@ -36,12 +36,12 @@ struct group {
 struct cell {
 	int group, method;
 	int64_t seed;
-	char *cell_id;        /* NULL when the records carry none */
-	int n_epochs;         /* 1 + the largest epoch seen */
+	char *cell_id; /* NULL when the records carry none */
+	int n_epochs;  /* 1 + the largest epoch seen */
 	int cap;
-	double *acc;          /* val_accuracy by 0-based epoch, NAN = missing */
-	double *ent;          /* attention_entropy, NAN = missing or null */
-	char *src;            /* file:line of the first record, for messages */
+	double *acc; /* val_accuracy by 0-based epoch, NAN = missing */
+	double *ent; /* attention_entropy, NAN = missing or null */
+	char *src;   /* file:line of the first record, for messages */
 };
 
 struct testcell {
@@ -88,7 +88,7 @@ const char *group_label(const struct data *d, int g, char *buf, size_t n); /* "t
 /* ---- options ---- */
 struct opts {
 	const char *baseline;
-	const char *format;   /* md | csv | tex | ndjson */
+	const char *format; /* md | csv | tex | ndjson */
 	const char *out_dir;
 	const char *plot_dir;
 	int patience;
@@ -99,7 +99,7 @@ struct opts {
 	enum sb_wilcoxon_method wilcoxon;
 	int rule;
 	int all_pairs;
-	double level;         /* CI level, 0.95 */
+	double level; /* CI level, 0.95 */
 };
 
 /* ---- analysis results ---- */
@@ -109,7 +109,7 @@ struct comparison {
 	int group, method;
 	int n;
 	int64_t *seeds;
-	double *d;              /* paired differences (method - baseline), seed order */
+	double *d; /* paired differences (method - baseline), seed order */
 	double mean_base, mean_method;
 	struct sb_ttest t;
 	struct sb_wilcoxon w;
@@ -119,20 +119,20 @@ struct comparison {
 	int supported;
 	/* validation only: best epochs and budgets */
 	int *best_epoch_base, *best_epoch_method; /* per paired seed, 0-based */
-	int K;                  /* budgets 1..K (the fewest epochs among the paired cells) */
-	double *b_mean, *b_lo, *b_hi, *b_p; /* per budget */
+	int K;                                    /* budgets 1..K (the fewest epochs among the paired cells) */
+	double *b_mean, *b_lo, *b_hi, *b_p;       /* per budget */
 	struct sb_sign_change sc;
 };
 
 struct group_summary {
 	int group;
 	int has_baseline;
-	double baseline_mean;   /* mean baseline metric over its seeds */
+	double baseline_mean; /* mean baseline metric over its seeds */
 	int n_baseline;
 	int n_cmp;
-	int first_cmp;          /* index into the comparison array */
-	int sparse_helps;       /* some method with mean > 0 and supported */
-	int best_method;        /* -1 when no comparison */
+	int first_cmp;    /* index into the comparison array */
+	int sparse_helps; /* some method with mean > 0 and supported */
+	int best_method;  /* -1 when no comparison */
 	double best_delta;
 	/* predictors of the A7 rule from the baseline runs at 0-based epoch 3 */
 	double acc_k, d_acc, entropy_k;
@@ -159,28 +159,28 @@ struct analysis {
 	int n_tgroups;
 	struct curve *curves;
 	int n_curves;
-	int n_labelled;         /* groups with the sparse-helps label */
+	int n_labelled; /* groups with the sparse-helps label */
 	/* rule */
 	int rule_ran;
 	struct sb_rule_fold *folds;
 	struct sb_rule_result rule;
-	int *rule_groups;       /* group index of each rule task */
+	int *rule_groups; /* group index of each rule task */
 	int n_rule;
 	/* probes */
 	struct probe_rate {
 		int model, task, method; /* task -1 = all tasks */
 		int64_t k, n;
 		double lo, hi;
-	} *rates;
+	} * rates;
 	int n_rates;
 	struct probe_pair {
-		int model, a, b;         /* methods: a compared with b (a - b) */
+		int model, a, b; /* methods: a compared with b (a - b) */
 		struct sb_paired_binary pb;
 		double p_holm;
 		int holm_m;
-	} *pairs;
+	} * pairs;
 	int n_pairs;
-	int skipped;            /* comparisons skipped for too few paired seeds */
+	int skipped; /* comparisons skipped for too few paired seeds */
 };
 
 int analysis_run(const struct data *d, const struct opts *o, struct analysis *a, struct sb_err *err);
@@ -190,19 +190,19 @@ void analysis_free(struct analysis *a);
 enum table_align { ALIGN_LEFT, ALIGN_RIGHT };
 
 struct table {
-	const char *name;    /* file stem: table2, detail, budget, test, probes, probe_pairs */
+	const char *name; /* file stem: table2, detail, budget, test, probes, probe_pairs */
 	char *title;
-	char *note;          /* a line under the table (may be NULL) */
+	char *note; /* a line under the table (may be NULL) */
 	int ncols;
 	char **head;
 	enum table_align *align;
-	char **cells;        /* rows x ncols */
+	char **cells; /* rows x ncols */
 	int nrows, caprows;
 };
 
 struct table *table_new(const char *name, const char *title, int ncols);
 void table_head(struct table *t, int col, const char *text, enum table_align al);
-int table_row(struct table *t);                       /* append an empty row; returns its index */
+int table_row(struct table *t); /* append an empty row; returns its index */
 void table_set(struct table *t, int row, int col, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void table_note(struct table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void table_drop_col(struct table *t, int col);
@@ -216,7 +216,7 @@ void table_write_tex(const struct table *t, FILE *f);
 struct table **report_tables(const struct data *d, const struct analysis *a, const struct opts *o, int *n);
 /* Append every stats.* record to w (after run.meta). */
 int report_records(struct sb_jw *w, const struct data *d, const struct analysis *a, const struct opts *o,
-		   struct sb_err *err);
+                   struct sb_err *err);
 /* Display name of a task (PROTOCOL A9 spelling) and its pre-fixed softmax threshold (NAN if none). */
 const char *task_display(const char *task);
 double task_threshold(const char *task);
@@ -227,8 +227,8 @@ const char *method_display(const char *method);
 
 /* ---- figures ---- */
 int plot_budget(const char *path, const struct data *d, const struct analysis *a, const struct opts *o,
-		struct sb_err *err);
+                struct sb_err *err);
 int plot_curves(const char *path, const struct data *d, const struct analysis *a, const struct opts *o,
-		struct sb_err *err);
+                struct sb_err *err);
 
 #endif

@@ -12,19 +12,19 @@ static const struct {
 	const char *task, *display;
 	double threshold; /* pre-fixed softmax threshold of Table 2 (A7); NAN: none ("—") */
 } TASKS[] = {
-	{"mnist", "MNIST", 0.95},
-	{"fashion_mnist", "F-MNIST", 0.85},
-	{"kmnist", "KMNIST", 0.88},
-	{"cifar10", "CIFAR-10", 0.60},
-	{"cifar100", "CIFAR-100", 0.25},
-	{"twenty_news", "20NG", 0.55},
-	{"synthetic_marker", "synthetic", NAN},
-	{"emnist_balanced", "EMNIST-balanced", NAN},
-	{"emnist_letters", "EMNIST-letters", NAN},
-	{"emnist_digits", "EMNIST-digits", NAN},
-	{"k49", "K49", NAN},
-	{"svhn", "SVHN", NAN},
-	{"usps", "USPS", NAN},
+    {"mnist", "MNIST", 0.95},
+    {"fashion_mnist", "F-MNIST", 0.85},
+    {"kmnist", "KMNIST", 0.88},
+    {"cifar10", "CIFAR-10", 0.60},
+    {"cifar100", "CIFAR-100", 0.25},
+    {"twenty_news", "20NG", 0.55},
+    {"synthetic_marker", "synthetic", NAN},
+    {"emnist_balanced", "EMNIST-balanced", NAN},
+    {"emnist_letters", "EMNIST-letters", NAN},
+    {"emnist_digits", "EMNIST-digits", NAN},
+    {"k49", "K49", NAN},
+    {"svhn", "SVHN", NAN},
+    {"usps", "USPS", NAN},
 };
 #define N_TASKS (int)(sizeof TASKS / sizeof TASKS[0])
 
@@ -32,14 +32,9 @@ static const struct {
 	const char *method, *display;
 	int order;
 } METHODS[] = {
-	{"softmax", "softmax", 0},
-	{"topk_softmax_0125", "top-k 0.125", 1},
-	{"topk_softmax_025", "top-k 0.25", 2},
-	{"topk_softmax", "top-k 0.25", 2},
-	{"topk_softmax_05", "top-k 0.5", 3},
-	{"sparsemax", "sparsemax", 4},
-	{"entmax15", "entmax-1.5", 5},
-	{"headwise_adaptive_entmax", "HAE", 6},
+    {"softmax", "softmax", 0},         {"topk_softmax_0125", "top-k 0.125", 1}, {"topk_softmax_025", "top-k 0.25", 2},
+    {"topk_softmax", "top-k 0.25", 2}, {"topk_softmax_05", "top-k 0.5", 3},     {"sparsemax", "sparsemax", 4},
+    {"entmax15", "entmax-1.5", 5},     {"headwise_adaptive_entmax", "HAE", 6},
 };
 #define N_METHODS (int)(sizeof METHODS / sizeof METHODS[0])
 #define N_TABLE2_METHODS 7 /* orders 0..6 */
@@ -88,7 +83,10 @@ const char *method_display(const char *method)
 
 #define DASH "\xE2\x80\x94" /* — */
 
-static const char *gtask(const struct data *d, int g) { return d->tasks.s[d->groups[g].task]; }
+static const char *gtask(const struct data *d, int g)
+{
+	return d->tasks.s[d->groups[g].task];
+}
 
 static void row_label(const struct data *d, int g, char *buf, size_t n)
 {
@@ -113,7 +111,8 @@ static int *ordered_groups(const struct data *d, const struct group_summary *s, 
 			int a = o[j - 1], b = o[j];
 			int ta = task_order(gtask(d, s[a].group)), tb = task_order(gtask(d, s[b].group));
 			int ka = d->groups[s[a].group].task, kb = d->groups[s[b].group].task;
-			int swap = ta > tb || (ta == tb && ka > kb) || (ta == tb && ka == kb && s[a].group > s[b].group);
+			int swap =
+			    ta > tb || (ta == tb && ka > kb) || (ta == tb && ka == kb && s[a].group > s[b].group);
 			if (!swap)
 				break;
 			o[j - 1] = b;
@@ -145,7 +144,7 @@ static void fmt_p(char *buf, size_t n, double p)
 /* ---- Table 2 (validation) and its test counterpart ---- */
 
 static struct table *main_table(const struct data *d, const struct comparison *cmp, const struct group_summary *gs,
-				int ngs, const struct opts *o, int test)
+                                int ngs, const struct opts *o, int test)
 {
 	/* columns: Dataset, Threshold, the baseline's mean, the six sparse methods of Table 2
 	 * (method orders 1..6), then any other compared method (softmax included when it is not
@@ -166,18 +165,18 @@ static struct table *main_table(const struct data *d, const struct comparison *c
 	char title[512];
 	if (test)
 		snprintf(title, sizeof title,
-			 "Test accuracy (single read): %s mean and paired delta (method - %s) over seeds", o->baseline,
-			 o->baseline);
+		         "Test accuracy (single read): %s mean and paired delta (method - %s) over seeds", o->baseline,
+		         o->baseline);
 	else
 		snprintf(title, sizeof title,
-			 "Table 2: validation accuracy at the best epoch (patience %d): %s mean and paired delta "
-			 "(method - %s) over seeds",
-			 o->patience, o->baseline, o->baseline);
+		         "Table 2: validation accuracy at the best epoch (patience %d): %s mean and paired delta "
+		         "(method - %s) over seeds",
+		         o->patience, o->baseline, o->baseline);
 	struct table *t = table_new(test ? "test" : "table2", title, ncols);
 	table_head(t, 0, "Dataset", ALIGN_LEFT);
 	table_head(t, 1, "Threshold", ALIGN_RIGHT);
-	const char *heads[N_TABLE2_METHODS] = {"softmax", "top-k 0.125", "top-k 0.25", "top-k 0.5", "sparsemax",
-					       "entmax-1.5", "HAE"};
+	const char *heads[N_TABLE2_METHODS] = {"softmax",   "top-k 0.125", "top-k 0.25", "top-k 0.5",
+	                                       "sparsemax", "entmax-1.5",  "HAE"};
 	for (int k = 0; k < N_TABLE2_METHODS; k++)
 		table_head(t, 2 + k, heads[k], ALIGN_RIGHT);
 	table_head(t, 2, o->baseline, ALIGN_RIGHT);
@@ -218,27 +217,27 @@ static struct table *main_table(const struct data *d, const struct comparison *c
 	}
 	free(ord);
 	table_note(t,
-		   "Cells: %s column = mean %s accuracy of %s; others = mean paired difference (method - %s) over the "
-		   "seeds present in both arms. * = Holm-adjusted paired-t p < %g (Holm over the methods of each "
-		   "row).%s",
-		   o->baseline, test ? "test" : "validation", o->baseline, o->baseline, o->alpha,
-		   test ? "" : " Threshold: the pre-fixed softmax threshold of PROTOCOL A7.");
+	           "Cells: %s column = mean %s accuracy of %s; others = mean paired difference (method - %s) over the "
+	           "seeds present in both arms. * = Holm-adjusted paired-t p < %g (Holm over the methods of each "
+	           "row).%s",
+	           o->baseline, test ? "test" : "validation", o->baseline, o->baseline, o->alpha,
+	           test ? "" : " Threshold: the pre-fixed softmax threshold of PROTOCOL A7.");
 	if (!any_threshold || test)
 		table_drop_col(t, 1);
 	return t;
 }
 
 static struct table *detail_table(const struct data *d, const struct comparison *cmp, const struct group_summary *gs,
-				  int ngs, const struct opts *o, int test)
+                                  int ngs, const struct opts *o, int test)
 {
 	struct table *t = table_new(test ? "test_detail" : "detail",
-				    test ? "Test reads: paired comparisons in detail"
-					 : "Validation (best epoch): paired comparisons in detail",
-				    12);
+	                            test ? "Test reads: paired comparisons in detail"
+	                                 : "Validation (best epoch): paired comparisons in detail",
+	                            12);
 	char ci[64];
 	snprintf(ci, sizeof ci, "%g%% CI (bootstrap)", 100 * o->level);
-	const char *h[12] = {"Dataset", "Method", "n", "baseline", "method", "delta", ci, "t", "p (t)", "p (Holm)",
-			     "p (Wilcoxon)", "dz"};
+	const char *h[12] = {"Dataset", "Method", "n",     "baseline", "method",       "delta",
+	                     ci,        "t",      "p (t)", "p (Holm)", "p (Wilcoxon)", "dz"};
 	for (int c = 0; c < 12; c++)
 		table_head(t, c, h[c], c < 2 ? ALIGN_LEFT : ALIGN_RIGHT);
 	int *ord = ordered_groups(d, gs, ngs);
@@ -274,12 +273,13 @@ static struct table *detail_table(const struct data *d, const struct comparison 
 		}
 	}
 	free(ord);
-	table_note(t,
-		   "delta = mean(method - %s); CI: %d-resample percentile bootstrap over seeds (seed %llu); t: signed "
-		   "paired t; p (t): two-sided (PROTOCOL A7 rules); Holm over the methods of each dataset; * = Holm p < %g; "
-		   "Wilcoxon: signed-rank, zero differences dropped, exact for <= 50 non-zero differences; dz = "
-		   "mean/sd of the differences.",
-		   o->baseline, o->resamples, (unsigned long long)o->seed, o->alpha);
+	table_note(
+	    t,
+	    "delta = mean(method - %s); CI: %d-resample percentile bootstrap over seeds (seed %llu); t: signed "
+	    "paired t; p (t): two-sided (PROTOCOL A7 rules); Holm over the methods of each dataset; * = Holm p < %g; "
+	    "Wilcoxon: signed-rank, zero differences dropped, exact for <= 50 non-zero differences; dz = "
+	    "mean/sd of the differences.",
+	    o->baseline, o->resamples, (unsigned long long)o->seed, o->alpha);
 	return t;
 }
 
@@ -313,9 +313,9 @@ static struct table *budget_table(const struct data *d, const struct analysis *a
 	int cols[16];
 	int nb = budget_columns(Kmax, cols);
 	struct table *t = table_new("budget",
-				    "Paired difference (method - baseline) of the best validation accuracy within the "
-				    "first E epochs, in percentage points",
-				    2 + nb + 3);
+	                            "Paired difference (method - baseline) of the best validation accuracy within the "
+	                            "first E epochs, in percentage points",
+	                            2 + nb + 3);
 	table_head(t, 0, "Dataset", ALIGN_LEFT);
 	table_head(t, 1, "Method", ALIGN_LEFT);
 	for (int i = 0; i < nb; i++) {
@@ -355,12 +355,12 @@ static struct table *budget_table(const struct data *d, const struct analysis *a
 	}
 	free(ord);
 	table_note(t,
-		   "E = epochs of training seen (budget). sign change = first budget from which the mean difference is "
-		   "< 0 at every larger budget (K+1 = none within the K budgets, censored); first negative = first "
-		   "budget with a negative mean difference; switch epoch = PROTOCOL A8 target (3 if the mean of "
-		   "budgets 1..3 <= 0, else the first E in 4..K-2 with E, E+1, E+2 all <= 0, else K+1). CIs: %d "
-		   "bootstrap resamples of seeds (seed %llu), percentile.",
-		   o->resamples, (unsigned long long)o->seed);
+	           "E = epochs of training seen (budget). sign change = first budget from which the mean difference is "
+	           "< 0 at every larger budget (K+1 = none within the K budgets, censored); first negative = first "
+	           "budget with a negative mean difference; switch epoch = PROTOCOL A8 target (3 if the mean of "
+	           "budgets 1..3 <= 0, else the first E in 4..K-2 with E, E+1, E+2 all <= 0, else K+1). CIs: %d "
+	           "bootstrap resamples of seeds (seed %llu), percentile.",
+	           o->resamples, (unsigned long long)o->seed);
 	return t;
 }
 
@@ -395,8 +395,9 @@ static struct table *probe_pair_table(const struct data *d, const struct analysi
 	struct table *t = table_new("probe_pairs", "Retrieval probes: paired comparisons on the same probes", 12);
 	char ci[64];
 	snprintf(ci, sizeof ci, "%g%% CI (Newcombe)", 100 * o->level);
-	const char *h[12] = {"Model", "A", "B", "n", "both", "A only", "B only", "neither", "delta (A - B)", ci,
-			     "p (McNemar exact)", "p (Holm)"};
+	const char *h[12] = {
+	    "Model",   "A", "B", "n", "both", "A only", "B only", "neither", "delta (A - B)", ci, "p (McNemar exact)",
+	    "p (Holm)"};
 	for (int c = 0; c < 12; c++)
 		table_head(t, c, h[c], c < 3 ? ALIGN_LEFT : ALIGN_RIGHT);
 	for (int i = 0; i < a->n_pairs; i++) {
@@ -418,11 +419,12 @@ static struct table *probe_pair_table(const struct data *d, const struct analysi
 		fmt_p(b, sizeof b, p->p_holm);
 		table_set(t, r, 11, "%s", b);
 	}
-	table_note(t,
-		   "Pairs matched on (task, probe). delta = accuracy of A - accuracy of B; CI: Newcombe (1998) method 10 "
-		   "at level %g; McNemar: exact two-sided binomial test on the discordant pairs; Holm over the "
-		   "comparisons of each model; * = Holm p < %g.",
-		   o->level, o->alpha);
+	table_note(
+	    t,
+	    "Pairs matched on (task, probe). delta = accuracy of A - accuracy of B; CI: Newcombe (1998) method 10 "
+	    "at level %g; McNemar: exact two-sided binomial test on the discordant pairs; Holm over the "
+	    "comparisons of each model; * = Holm p < %g.",
+	    o->level, o->alpha);
 	return t;
 }
 
@@ -462,8 +464,8 @@ static void k_group(struct sb_jw *w, const struct data *d, int g)
 	sb_jw_kstr(w, "tier", d->tiers.s[gr->tier]);
 }
 
-static int rec_paired(struct sb_jw *w, const struct data *d, const struct comparison *c, const struct opts *o,
-		      int test, struct sb_err *err)
+static int rec_paired(struct sb_jw *w, const struct data *d, const struct comparison *c, const struct opts *o, int test,
+                      struct sb_err *err)
 {
 	sb_jw_record(w, "stats.paired", 1);
 	sb_jw_kstr(w, "split", test ? "test" : "val");
@@ -528,8 +530,8 @@ static int rec_paired(struct sb_jw *w, const struct data *d, const struct compar
 	return sb_jw_line(w, err);
 }
 
-static int rec_task(struct sb_jw *w, const struct data *d, const struct group_summary *s, const struct opts *o, int test,
-		    struct sb_err *err)
+static int rec_task(struct sb_jw *w, const struct data *d, const struct group_summary *s, const struct opts *o,
+                    int test, struct sb_err *err)
 {
 	sb_jw_record(w, "stats.task", 1);
 	sb_jw_kstr(w, "split", test ? "test" : "val");
@@ -566,7 +568,7 @@ static int rec_task(struct sb_jw *w, const struct data *d, const struct group_su
 }
 
 static int rec_budgets(struct sb_jw *w, const struct data *d, const struct comparison *c, const struct opts *o,
-		       struct sb_err *err)
+                       struct sb_err *err)
 {
 	for (int E = 1; E <= c->K; E++) {
 		sb_jw_record(w, "stats.budget", 1);
@@ -610,7 +612,7 @@ static int rec_budgets(struct sb_jw *w, const struct data *d, const struct compa
 }
 
 int report_records(struct sb_jw *w, const struct data *d, const struct analysis *a, const struct opts *o,
-		   struct sb_err *err)
+                   struct sb_err *err)
 {
 	for (int i = 0; i < a->n_vgroups; i++) {
 		const struct group_summary *s = &a->vgroups[i];

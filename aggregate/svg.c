@@ -27,11 +27,11 @@ static int svg_begin(struct svg *s, double w, double h, struct sb_err *err)
 	if (!s->f)
 		return SB_ERRNO(err, "open_memstream");
 	fprintf(s->f,
-		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-		"font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
-		"<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n",
-		w, h, w, h, w, h);
+	        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+	        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+	        "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
+	        "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n",
+	        w, h, w, h, w, h);
 	return 0;
 }
 
@@ -51,20 +51,29 @@ static void xml_text(FILE *f, const char *t)
 {
 	for (; *t; t++) {
 		switch (*t) {
-		case '<': fputs("&lt;", f); break;
-		case '>': fputs("&gt;", f); break;
-		case '&': fputs("&amp;", f); break;
-		case '"': fputs("&quot;", f); break;
-		default: fputc(*t, f);
+		case '<':
+			fputs("&lt;", f);
+			break;
+		case '>':
+			fputs("&gt;", f);
+			break;
+		case '&':
+			fputs("&amp;", f);
+			break;
+		case '"':
+			fputs("&quot;", f);
+			break;
+		default:
+			fputc(*t, f);
 		}
 	}
 }
 
 /* anchor: "start" | "middle" | "end"; rotate in degrees about (x, y) */
 static void svg_text(struct svg *s, double x, double y, double size, const char *anchor, const char *weight,
-		     double rotate, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+                     double rotate, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
 static void svg_text(struct svg *s, double x, double y, double size, const char *anchor, const char *weight,
-		     double rotate, const char *fmt, ...)
+                     double rotate, const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
@@ -72,7 +81,7 @@ static void svg_text(struct svg *s, double x, double y, double size, const char 
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
 	fprintf(s->f, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"%.1f\" text-anchor=\"%s\" fill=\"#222\"", x, y, size,
-		anchor);
+	        anchor);
 	if (weight)
 		fprintf(s->f, " font-weight=\"%s\"", weight);
 	if (rotate != 0)
@@ -83,10 +92,10 @@ static void svg_text(struct svg *s, double x, double y, double size, const char 
 }
 
 static void svg_line(struct svg *s, double x1, double y1, double x2, double y2, const char *color, double width,
-		     const char *dash)
+                     const char *dash)
 {
-	fprintf(s->f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\" stroke-width=\"%.2f\"", x1, y1,
-		x2, y2, color, width);
+	fprintf(s->f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\" stroke-width=\"%.2f\"", x1,
+	        y1, x2, y2, color, width);
 	if (dash)
 		fprintf(s->f, " stroke-dasharray=\"%s\"", dash);
 	fputs("/>\n", s->f);
@@ -94,8 +103,8 @@ static void svg_line(struct svg *s, double x1, double y1, double x2, double y2, 
 
 static void svg_rect(struct svg *s, double x, double y, double w, double h, const char *fill, const char *stroke)
 {
-	fprintf(s->f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\" stroke=\"%s\"/>\n", x, y, w,
-		h, fill, stroke ? stroke : "none");
+	fprintf(s->f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\" stroke=\"%s\"/>\n", x, y,
+	        w, h, fill, stroke ? stroke : "none");
 }
 
 /* A polyline through (x[i], y[i]), skipping non-finite points (the line breaks there). */
@@ -105,8 +114,10 @@ static void svg_polyline(struct svg *s, const double *x, const double *y, int n,
 	for (int i = 0; i < n; i++) {
 		if (!isfinite(x[i]) || !isfinite(y[i])) {
 			if (open)
-				fprintf(s->f, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.2f\" stroke-linejoin=\"round\"/>\n",
-					color, width);
+				fprintf(s->f,
+				        "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.2f\" "
+				        "stroke-linejoin=\"round\"/>\n",
+				        color, width);
 			open = 0;
 			continue;
 		}
@@ -117,8 +128,8 @@ static void svg_polyline(struct svg *s, const double *x, const double *y, int n,
 		fprintf(s->f, "%.2f,%.2f ", x[i], y[i]);
 	}
 	if (open)
-		fprintf(s->f, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.2f\" stroke-linejoin=\"round\"/>\n", color,
-			width);
+		fprintf(s->f, "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.2f\" stroke-linejoin=\"round\"/>\n",
+		        color, width);
 }
 
 static void svg_circle(struct svg *s, double x, double y, double r, const char *color)
@@ -128,7 +139,7 @@ static void svg_circle(struct svg *s, double x, double y, double r, const char *
 
 /* A band between lo and hi over x (closed polygon), fill with opacity. */
 static void svg_band(struct svg *s, const double *x, const double *lo, const double *hi, int n, const char *color,
-		     double opacity)
+                     double opacity)
 {
 	if (n < 1)
 		return;
@@ -161,13 +172,19 @@ static int step_decimals(double step)
 }
 
 struct axes {
-	double x0, y0, w, h;        /* plot area in pixels (y0 = top) */
+	double x0, y0, w, h; /* plot area in pixels (y0 = top) */
 	double xmin, xmax, ymin, ymax;
 	double xstep, ystep;
 };
 
-static double ax_x(const struct axes *a, double v) { return a->x0 + (v - a->xmin) / (a->xmax - a->xmin) * a->w; }
-static double ax_y(const struct axes *a, double v) { return a->y0 + a->h - (v - a->ymin) / (a->ymax - a->ymin) * a->h; }
+static double ax_x(const struct axes *a, double v)
+{
+	return a->x0 + (v - a->xmin) / (a->xmax - a->xmin) * a->w;
+}
+static double ax_y(const struct axes *a, double v)
+{
+	return a->y0 + a->h - (v - a->ymin) / (a->ymax - a->ymin) * a->h;
+}
 
 /* Pad [lo, hi] to whole ticks; a degenerate range gets some room. */
 static void axis_range(double *lo, double *hi, double *step, int target)
@@ -225,7 +242,7 @@ static void epoch_axis(struct axes *ax, int K)
 
 /* Okabe-Ito (colour-blind safe), then a few more. */
 static const char *PALETTE[] = {"#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00",
-				"#0072B2", "#CC79A7", "#999933", "#882255", "#44AA99"};
+                                "#0072B2", "#CC79A7", "#999933", "#882255", "#44AA99"};
 #define N_PALETTE (int)(sizeof PALETTE / sizeof PALETTE[0])
 
 static const char *method_color(const struct data *d, int m)
@@ -289,7 +306,7 @@ static void panel_origin(int k, int ncols, double *x0, double *y0)
 /* ---- figure 1: difference vs budget ---- */
 
 int plot_budget(const char *path, const struct data *d, const struct analysis *a, const struct opts *o,
-		struct sb_err *err)
+                struct sb_err *err)
 {
 	int *groups = calloc((size_t)d->n_groups + 1, sizeof *groups), ng = 0;
 	int *ms = calloc((size_t)d->methods.n + 1, sizeof *ms), nm = 0;
@@ -312,7 +329,8 @@ int plot_budget(const char *path, const struct data *d, const struct analysis *a
 	}
 	sort_groups(d, groups, ng);
 	for (int i = 1; i < nm; i++) /* legend in Table 2 order */
-		for (int j = i; j > 0 && method_order(d->methods.s[ms[j - 1]]) > method_order(d->methods.s[ms[j]]); j--) {
+		for (int j = i; j > 0 && method_order(d->methods.s[ms[j - 1]]) > method_order(d->methods.s[ms[j]]);
+		     j--) {
 			int t = ms[j];
 			ms[j] = ms[j - 1];
 			ms[j - 1] = t;
@@ -330,9 +348,9 @@ int plot_budget(const char *path, const struct data *d, const struct analysis *a
 	}
 	legend(&s, d, ms, nm, W, NULL);
 	svg_text(&s, 20, H - 10, 12, "start", NULL, 0,
-		 "Lines: mean paired difference (method - %s) of the best validation accuracy within the first E "
-		 "epochs; bands: %.0f%% percentile bootstrap CI over seeds.",
-		 o->baseline, 100 * o->level);
+	         "Lines: mean paired difference (method - %s) of the best validation accuracy within the first E "
+	         "epochs; bands: %.0f%% percentile bootstrap CI over seeds.",
+	         o->baseline, 100 * o->level);
 	double *xs = NULL, *ys = NULL, *lo = NULL, *hi = NULL;
 	for (int k = 0; k < ng; k++) {
 		int g = groups[k];
@@ -414,7 +432,7 @@ int plot_budget(const char *path, const struct data *d, const struct analysis *a
 /* ---- figure 2: validation curves ---- */
 
 int plot_curves(const char *path, const struct data *d, const struct analysis *a, const struct opts *o,
-		struct sb_err *err)
+                struct sb_err *err)
 {
 	int *groups = calloc((size_t)d->n_groups + 1, sizeof *groups), ng = 0;
 	int *ms = calloc((size_t)d->methods.n + 1, sizeof *ms), nm = 0;
@@ -437,7 +455,8 @@ int plot_curves(const char *path, const struct data *d, const struct analysis *a
 	}
 	sort_groups(d, groups, ng);
 	for (int i = 1; i < nm; i++)
-		for (int j = i; j > 0 && method_order(d->methods.s[ms[j - 1]]) > method_order(d->methods.s[ms[j]]); j--) {
+		for (int j = i; j > 0 && method_order(d->methods.s[ms[j - 1]]) > method_order(d->methods.s[ms[j]]);
+		     j--) {
 			int t = ms[j];
 			ms[j] = ms[j - 1];
 			ms[j - 1] = t;
@@ -454,7 +473,8 @@ int plot_curves(const char *path, const struct data *d, const struct analysis *a
 		return rc;
 	}
 	legend(&s, d, ms, nm, W, NULL);
-	svg_text(&s, 20, H - 10, 12, "start", NULL, 0, "Lines: mean validation accuracy over the seeds of each method.");
+	svg_text(&s, 20, H - 10, 12, "start", NULL, 0,
+	         "Lines: mean validation accuracy over the seeds of each method.");
 	for (int k = 0; k < ng && !rc; k++) {
 		int g = groups[k];
 		struct axes ax;
@@ -482,7 +502,8 @@ int plot_curves(const char *path, const struct data *d, const struct analysis *a
 		axis_range(&ax.ymin, &ax.ymax, &ax.ystep, 5);
 		char lab[256], title[300];
 		group_label(d, g, lab, sizeof lab);
-		snprintf(title, sizeof title, "%s (mean of %d seed%s)", task_display(lab), nseeds, nseeds == 1 ? "" : "s");
+		snprintf(title, sizeof title, "%s (mean of %d seed%s)", task_display(lab), nseeds,
+		         nseeds == 1 ? "" : "s");
 		draw_axes(&s, &ax, "epoch (epochs completed)", "val. accuracy (%)", title);
 		double *xs = calloc((size_t)Kmax, sizeof *xs), *ys = calloc((size_t)Kmax, sizeof *ys);
 		if (!xs || !ys) {

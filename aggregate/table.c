@@ -117,7 +117,10 @@ void table_free(struct table *t)
 	free(t);
 }
 
-static const char *cell(const struct table *t, int r, int c) { return t->cells[(size_t)r * t->ncols + c]; }
+static const char *cell(const struct table *t, int r, int c)
+{
+	return t->cells[(size_t)r * t->ncols + c];
+}
 
 /* ---- Markdown ---- */
 
@@ -199,15 +202,31 @@ static void tex_text(FILE *f, const char *s)
 	for (; *s; s++) {
 		unsigned char ch = (unsigned char)*s;
 		switch (ch) {
-		case '&': case '%': case '$': case '#': case '_': case '{': case '}':
+		case '&':
+		case '%':
+		case '$':
+		case '#':
+		case '_':
+		case '{':
+		case '}':
 			fputc('\\', f);
 			fputc(ch, f);
 			break;
-		case '~': fputs("\\textasciitilde{}", f); break;
-		case '^': fputs("\\textasciicircum{}", f); break;
-		case '\\': fputs("\\textbackslash{}", f); break;
-		case '<': fputs("\\textless{}", f); break;
-		case '>': fputs("\\textgreater{}", f); break;
+		case '~':
+			fputs("\\textasciitilde{}", f);
+			break;
+		case '^':
+			fputs("\\textasciicircum{}", f);
+			break;
+		case '\\':
+			fputs("\\textbackslash{}", f);
+			break;
+		case '<':
+			fputs("\\textless{}", f);
+			break;
+		case '>':
+			fputs("\\textgreater{}", f);
+			break;
 		case '*':
 			if (s[1] == 0) { /* the Holm mark */
 				fputs("$^{*}$", f);

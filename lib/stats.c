@@ -9,7 +9,7 @@
 #include "rng.h"
 
 #define LN_SQRT_2PI 0.918938533204672741780329736406 /* log(sqrt(2 pi)) */
-#define ASYM_MIN 10.0 /* Stirling series used from here on */
+#define ASYM_MIN 10.0                                /* Stirling series used from here on */
 
 /* ---- log-gamma ---- */
 
@@ -90,8 +90,8 @@ static double beta_prefactor(double a, double b, double x, double y)
 	if (a >= ASYM_MIN && b >= ASYM_MIN) {
 		double s = a + b, x0 = a / s, y0 = b / s;
 		double e = x <= y ? x - x0 : y0 - y;
-		double rest = 0.5 * log(a * (b / s)) - LN_SQRT_2PI -
-			      (stirling_delta(a) + stirling_delta(b) - stirling_delta(s));
+		double rest =
+		    0.5 * log(a * (b / s)) - LN_SQRT_2PI - (stirling_delta(a) + stirling_delta(b) - stirling_delta(s));
 		if (fabs(e) < 0.5 * x0 && fabs(e) < 0.5 * y0)
 			return exp(a * log1p(e / x0) + b * log1p(-e / y0) + rest);
 		double lx = a * log(x / x0), ly = b * log(y / y0), l = lx + ly + rest;
@@ -205,7 +205,7 @@ static double norm_ppf_lower(double p)
 {
 	double t = sqrt(-2.0 * log(p));
 	double x = -(t - (2.515517 + 0.802853 * t + 0.010328 * t * t) /
-			     (1.0 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t));
+	                     (1.0 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t));
 	for (int i = 0; i < 8; i++) {
 		double cdf = 0.5 * erfc(-x * M_SQRT1_2);
 		double pdf = exp(-0.5 * x * x) / 2.506628274631000502415765284811;
@@ -375,7 +375,7 @@ static int cmp_keyed(const void *pa, const void *pb)
 #define WILCOXON_EXACT_MAX 1000 /* DP cost n * n(n+1): ~1e9 at n = 1000 */
 
 int sb_stats_wilcoxon(const double *d, int n, enum sb_wilcoxon_method method, struct sb_wilcoxon *out,
-		      struct sb_err *err)
+                      struct sb_err *err)
 {
 	memset(out, 0, sizeof *out);
 	out->z = NAN;
@@ -439,7 +439,7 @@ int sb_stats_wilcoxon(const double *d, int n, enum sb_wilcoxon_method method, st
 		free(rank2);
 		free(k);
 		return SB_ERR(err, SB_EUSAGE, "Wilcoxon: exact distribution limited to n <= %d (got %d)",
-			      WILCOXON_EXACT_MAX, m);
+		              WILCOXON_EXACT_MAX, m);
 	}
 	out->exact = exact;
 	if (exact) {
@@ -561,8 +561,7 @@ static int check_boot(const struct sb_boot *cfg, int n, struct sb_err *err)
 	return 0;
 }
 
-int sb_stats_bootstrap_ci(const double *d, int n, const struct sb_boot *cfg, double *lo, double *hi,
-			  struct sb_err *err)
+int sb_stats_bootstrap_ci(const double *d, int n, const struct sb_boot *cfg, double *lo, double *hi, struct sb_err *err)
 {
 	*lo = *hi = NAN;
 	SB_TRY(check_boot(cfg, n, err));
@@ -589,7 +588,7 @@ int sb_stats_bootstrap_ci(const double *d, int n, const struct sb_boot *cfg, dou
 }
 
 int sb_stats_bootstrap_ci_cols(const double *d, int n, int k, const struct sb_boot *cfg, double *lo, double *hi,
-			       struct sb_err *err)
+                               struct sb_err *err)
 {
 	for (int j = 0; j < k; j++)
 		lo[j] = hi[j] = NAN;
@@ -639,7 +638,7 @@ int sb_stats_wilson(int64_t k, int64_t n, double level, double *lo, double *hi, 
 	*lo = *hi = NAN;
 	if (n < 1 || k < 0 || k > n)
 		return SB_ERR(err, SB_EDATA, "Wilson interval: need 0 <= k <= n, n >= 1 (got k=%lld n=%lld)",
-			      (long long)k, (long long)n);
+		              (long long)k, (long long)n);
 	if (!(level > 0 && level < 1))
 		return SB_ERR(err, SB_EUSAGE, "Wilson interval: level must lie in (0, 1)");
 	double z = -sb_stats_norm_ppf((1.0 - level) / 2.0);
@@ -668,7 +667,7 @@ double sb_stats_mcnemar_exact(int64_t b, int64_t c)
 }
 
 int sb_stats_paired_binary(int64_t n11, int64_t n10, int64_t n01, int64_t n00, double level,
-			   struct sb_paired_binary *out, struct sb_err *err)
+                           struct sb_paired_binary *out, struct sb_err *err)
 {
 	memset(out, 0, sizeof *out);
 	out->diff = out->lo = out->hi = out->p_a = out->p_b = out->mcnemar_p = NAN;
@@ -760,8 +759,8 @@ int sb_stats_switch_epoch(const double *delta, int K)
 	return K + 1;
 }
 
-int sb_stats_sign_change_boot(const double *d, int n, int K, const struct sb_boot *cfg,
-			      struct sb_sign_change *out, struct sb_err *err)
+int sb_stats_sign_change_boot(const double *d, int n, int K, const struct sb_boot *cfg, struct sb_sign_change *out,
+                              struct sb_err *err)
 {
 	memset(out, 0, sizeof *out);
 	out->K = K;
@@ -828,16 +827,15 @@ int sb_stats_sign_change_boot(const double *d, int n, int K, const struct sb_boo
 
 /* ---- leave-one-task-out rule ---- */
 
-int sb_stats_loto_rule(const double *x, int n_tasks, int n_pred, const int *label,
-		       const double *best_delta, struct sb_rule_fold *folds, struct sb_rule_result *res,
-		       struct sb_err *err)
+int sb_stats_loto_rule(const double *x, int n_tasks, int n_pred, const int *label, const double *best_delta,
+                       struct sb_rule_fold *folds, struct sb_rule_result *res, struct sb_err *err)
 {
 	memset(res, 0, sizeof *res);
 	res->n_tasks = n_tasks;
 	res->mean_gain = NAN;
 	if (n_tasks < 2 || n_pred < 1)
 		return SB_ERR(err, SB_EDATA, "rule: need at least 2 tasks and 1 predictor (got %d, %d)", n_tasks,
-			      n_pred);
+		              n_pred);
 	SB_TRY(check_finite(x, n_tasks * n_pred, "rule predictors", err));
 	SB_TRY(check_finite(best_delta, n_tasks, "rule best deltas", err));
 	double *vals = malloc((size_t)n_tasks * sizeof *vals);

@@ -66,8 +66,8 @@ double sb_stats_binom_cdf(int64_t k, int64_t n, double prob);
 
 struct sb_ttest {
 	int n;
-	double mean, sd;  /* sd with n - 1 in the denominator; 0 for constant samples */
-	double t, df, p;  /* t = |mean| / (sd / sqrt(n)), df = n - 1; t is NaN when not defined */
+	double mean, sd; /* sd with n - 1 in the denominator; 0 for constant samples */
+	double t, df, p; /* t = |mean| / (sd / sqrt(n)), df = n - 1; t is NaN when not defined */
 };
 /* The study's two-sided paired t-test (PROTOCOL A7), in this order:
  *   n < 2 -> p = 1;  sd = 0 -> p = 0 if mean != 0 else 1;  mean = 0 -> p = 1;
@@ -77,8 +77,8 @@ struct sb_ttest {
  * Non-finite d[i] is SB_EDATA. */
 int sb_stats_ttest_paired(const double *d, int n, struct sb_ttest *out, struct sb_err *err);
 
-double sb_stats_mean(const double *x, int n);      /* NaN for n = 0 */
-double sb_stats_sd(const double *x, int n);        /* n - 1 denominator; NaN for n < 2 */
+double sb_stats_mean(const double *x, int n); /* NaN for n = 0 */
+double sb_stats_sd(const double *x, int n);   /* n - 1 denominator; NaN for n < 2 */
 /* Cohen's dz = mean(d) / sd(d). sd = 0: NaN when mean = 0, else +-inf. n < 2: NaN. */
 double sb_stats_cohen_dz(const double *d, int n);
 
@@ -89,9 +89,9 @@ enum sb_wilcoxon_method {
 };
 
 struct sb_wilcoxon {
-	int n;            /* non-zero differences used */
-	int n_zero;       /* zero differences dropped */
-	int ties;         /* 1 when some |d| are tied among the non-zero differences */
+	int n;      /* non-zero differences used */
+	int n_zero; /* zero differences dropped */
+	int ties;   /* 1 when some |d| are tied among the non-zero differences */
 	double r_plus, r_minus;
 	double statistic; /* min(r_plus, r_minus), SciPy's two-sided statistic */
 	double z;         /* normal approximation only (NaN for exact) */
@@ -117,7 +117,7 @@ struct sb_wilcoxon {
  * half-integer statistic (a known defect): we use the exact conditional distribution
  * instead, as newer SciPy does (a permutation test for small samples with ties or zeros). */
 int sb_stats_wilcoxon(const double *d, int n, enum sb_wilcoxon_method method, struct sb_wilcoxon *out,
-		      struct sb_err *err);
+                      struct sb_err *err);
 
 /* Holm step-down: sort p ascending (stable: equal p keep their input order), then
  * adj(rank r, 0-based) = min(1, max over r' <= r of (m - r') p(r')); written back in
@@ -130,10 +130,10 @@ int sb_stats_holm(const double *p, int m, double *adj, struct sb_err *err);
 double sb_stats_percentile(const double *sorted, int n, double q);
 
 struct sb_boot {
-	uint64_t seed;    /* key of the draws with purpose SB_RNG_BOOTSTRAP */
-	uint64_t stream;  /* 0 unless a caller wants independent index sets */
-	int resamples;    /* B >= 1 (sb-stats default 10000) */
-	double level;     /* 0.95 */
+	uint64_t seed;   /* key of the draws with purpose SB_RNG_BOOTSTRAP */
+	uint64_t stream; /* 0 unless a caller wants independent index sets */
+	int resamples;   /* B >= 1 (sb-stats default 10000) */
+	double level;    /* 0.95 */
 };
 /* Percentile bootstrap CI of the mean of d[0..n): B resamples of n indices drawn
  * with replacement, in order resample 0..B-1, index 0..n-1, each by
@@ -142,13 +142,13 @@ struct sb_boot {
  * sb_stats_percentile of the sorted means at (1-level)/2 and (1+level)/2.
  * So every comparison with the same n, seed and stream uses the same index sets. */
 int sb_stats_bootstrap_ci(const double *d, int n, const struct sb_boot *cfg, double *lo, double *hi,
-			  struct sb_err *err);
+                          struct sb_err *err);
 
 /* The same bootstrap on the k columns of d (n rows x k columns, row-major): the rows are
  * resampled with the index sets of sb_stats_bootstrap_ci (same seed, stream, n), so
  * lo[j], hi[j] equal sb_stats_bootstrap_ci of column j; one pass for all columns. */
 int sb_stats_bootstrap_ci_cols(const double *d, int n, int k, const struct sb_boot *cfg, double *lo, double *hi,
-			       struct sb_err *err);
+                               struct sb_err *err);
 
 /* ---- binary outcomes ---- */
 
@@ -174,7 +174,7 @@ struct sb_paired_binary {
  * (method 10: Wilson intervals of both margins combined with the phi correlation,
  * phi taken as 0 when a margin is empty), and the exact McNemar p. */
 int sb_stats_paired_binary(int64_t n11, int64_t n10, int64_t n01, int64_t n00, double level,
-			   struct sb_paired_binary *out, struct sb_err *err);
+                           struct sb_paired_binary *out, struct sb_err *err);
 
 /* ---- epochs and budgets ---- */
 
@@ -200,12 +200,12 @@ int sb_stats_switch_epoch(const double *delta, int K);
 
 struct sb_sign_change {
 	int K;
-	int sign_change;        /* sb_stats_sign_change of the mean differences */
+	int sign_change; /* sb_stats_sign_change of the mean differences */
 	int first_negative;
-	int switch_epoch;       /* sb_stats_switch_epoch (A8) */
-	int reversal;           /* some budget before sign_change has delta > 0 */
-	double sc_lo, sc_hi;    /* bootstrap percentile CI of sign_change */
-	double sw_lo, sw_hi;    /* bootstrap percentile CI of switch_epoch */
+	int switch_epoch;    /* sb_stats_switch_epoch (A8) */
+	int reversal;        /* some budget before sign_change has delta > 0 */
+	double sc_lo, sc_hi; /* bootstrap percentile CI of sign_change */
+	double sw_lo, sw_hi; /* bootstrap percentile CI of switch_epoch */
 };
 /* d is n seeds x K budgets (row-major): d[i*K + E-1] = paired difference of seed i at
  * budget E. The bootstrap resamples seeds (rows) with the index sets of
@@ -213,29 +213,29 @@ struct sb_sign_change {
  * the mean at one budget equals sb_stats_bootstrap_ci of that column), recomputes
  * the mean differences at every budget and both budget statistics per resample.
  * switch_epoch and its CI need K >= 3 (else -1 and NaN). */
-int sb_stats_sign_change_boot(const double *d, int n, int K, const struct sb_boot *cfg,
-			      struct sb_sign_change *out, struct sb_err *err);
+int sb_stats_sign_change_boot(const double *d, int n, int K, const struct sb_boot *cfg, struct sb_sign_change *out,
+                              struct sb_err *err);
 
 /* ---- the leave-one-task-out single-threshold rule (PROTOCOL A7) ---- */
 
 #define SB_RULE_MIN_LABELLED 3 /* power floor: fewer sparse-helps tasks -> no rule */
 
 struct sb_rule_fold {
-	int has_rule;      /* 0 when the training fold offers no threshold (all values equal) */
-	int predictor;     /* column of x */
-	double threshold;  /* midpoint of two adjacent sorted unique training values */
-	int direction;     /* +1: predict sparse when x > threshold; -1: when x < threshold */
-	int train_correct; /* training tasks whose label the rule reproduces */
-	int predict_sparse;/* the rule's decision for the held-out task */
-	double gain;       /* held-out best delta if predict_sparse, else 0 */
+	int has_rule;       /* 0 when the training fold offers no threshold (all values equal) */
+	int predictor;      /* column of x */
+	double threshold;   /* midpoint of two adjacent sorted unique training values */
+	int direction;      /* +1: predict sparse when x > threshold; -1: when x < threshold */
+	int train_correct;  /* training tasks whose label the rule reproduces */
+	int predict_sparse; /* the rule's decision for the held-out task */
+	double gain;        /* held-out best delta if predict_sparse, else 0 */
 };
 
 struct sb_rule_result {
 	int n_tasks;
 	double mean_gain;
-	int wins, losses;  /* held-out tasks with gain > 0 / gain < 0 */
-	int non_softmax;   /* held-out decisions that chose a sparse method */
-	int success;       /* mean_gain > 0 && wins > losses && non_softmax >= 1 */
+	int wins, losses; /* held-out tasks with gain > 0 / gain < 0 */
+	int non_softmax;  /* held-out decisions that chose a sparse method */
+	int success;      /* mean_gain > 0 && wins > losses && non_softmax >= 1 */
 };
 /* Leave-one-task-out: for each held-out task t, fit on the other tasks one threshold on
  * one predictor: for each predictor p = 0..n_pred-1 (in order), each candidate threshold
@@ -245,8 +245,7 @@ struct sb_rule_result {
  * x is n_tasks x n_pred row-major; label[t] = 1 for sparse-helps tasks; best_delta[t]
  * is the task's best mean paired difference over the sparse methods. n_tasks >= 2;
  * non-finite inputs are SB_EDATA. folds may be NULL. */
-int sb_stats_loto_rule(const double *x, int n_tasks, int n_pred, const int *label,
-		       const double *best_delta, struct sb_rule_fold *folds, struct sb_rule_result *res,
-		       struct sb_err *err);
+int sb_stats_loto_rule(const double *x, int n_tasks, int n_pred, const int *label, const double *best_delta,
+                       struct sb_rule_fold *folds, struct sb_rule_result *res, struct sb_err *err);
 
 #endif

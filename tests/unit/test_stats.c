@@ -69,7 +69,10 @@ static double num(void)
 	}
 	return v;
 }
-static long long inum(void) { return (long long)num(); }
+static long long inum(void)
+{
+	return (long long)num();
+}
 static double *vec(int *n)
 {
 	*n = (int)inum();
@@ -100,10 +103,10 @@ static void golden(void)
 	SB_CHECK(f != NULL, "open %s", path);
 	if (!f)
 		return;
-	struct cmp lg = {0}, lb = {0}, bi_mp = {0}, bi_sp = {0}, tp_mp = {0}, tp_sp = {0}, nsf = {0}, nsf_sp = {0}, tp_big = {0}, nppf_mp = {0},
-		   nppf_sp = {0}, bcdf = {0}, tt_a7 = {0}, tt_sp = {0}, wx_stat = {0}, wx_exact = {0},
-		   wx_approx = {0}, wx_auto_scipy = {0}, wx_auto_exact = {0}, holm = {0}, pctl = {0},
-		   wil = {0}, mcn = {0}, pb = {0}, boot = {0}, rule = {0};
+	struct cmp lg = {0}, lb = {0}, bi_mp = {0}, bi_sp = {0}, tp_mp = {0}, tp_sp = {0}, nsf = {0}, nsf_sp = {0},
+	           tp_big = {0}, nppf_mp = {0}, nppf_sp = {0}, bcdf = {0}, tt_a7 = {0}, tt_sp = {0}, wx_stat = {0},
+	           wx_exact = {0}, wx_approx = {0}, wx_auto_scipy = {0}, wx_auto_exact = {0}, holm = {0}, pctl = {0},
+	           wil = {0}, mcn = {0}, pb = {0}, boot = {0}, rule = {0};
 	int wx_auto_scipy_dropped = 0;
 	char *line = NULL;
 	size_t cap = 0;
@@ -313,22 +316,22 @@ static void edges(void)
 	double wd[15] = {6, 8, 14, 16, 23, 24, 28, 29, 41, -48, 49, 56, 60, -67, 75};
 	sb_stats_wilcoxon(wd, 15, SB_WILCOXON_AUTO, &w, &err);
 	SB_CHECK(w.p == 0.041259765625 && w.statistic == 24 && w.exact, "Wilcoxon 1945 example: p %.17g stat %g", w.p,
-		 w.statistic);
+	         w.statistic);
 	sb_stats_wilcoxon(wd, 15, SB_WILCOXON_APPROX, &w, &err);
 	SB_CHECK(fabs(w.p - 0.04088813291185591) < 1e-15, "Wilcoxon 1945 example approx: p %.17g", w.p);
 
 	double p[4] = {0.01, 0.04, 0.03, 0.2}, adj[4];
 	sb_stats_holm(p, 4, adj, &err);
-	SB_CHECK(adj[0] == 0.04 && adj[2] == 0.09 && adj[1] == 0.09 && adj[3] == 0.2,
-		 "Holm by hand: %g %g %g %g", adj[0], adj[1], adj[2], adj[3]);
+	SB_CHECK(adj[0] == 0.04 && adj[2] == 0.09 && adj[1] == 0.09 && adj[3] == 0.2, "Holm by hand: %g %g %g %g",
+	         adj[0], adj[1], adj[2], adj[3]);
 	double pbad[2] = {0.5, 1.5};
 	SB_CHECK(sb_stats_holm(pbad, 2, adj, &err) == SB_EDATA, "Holm rejects p > 1");
 
 	double lo, hi;
 	SB_CHECK(sb_stats_wilson(3, 0, 0.95, &lo, &hi, &err) == SB_EDATA, "Wilson n=0 is SB_EDATA");
 	SB_CHECK(sb_stats_mcnemar_exact(0, 0) == 1.0, "McNemar 0/0: p = 1");
-	SB_CHECK(fabs(sb_stats_mcnemar_exact(0, 270) / ldexp(1.0, -269) - 1) < 1e-14, "McNemar 0/270: p = 2^-269 (%.17g)",
-		 sb_stats_mcnemar_exact(0, 270));
+	SB_CHECK(fabs(sb_stats_mcnemar_exact(0, 270) / ldexp(1.0, -269) - 1) < 1e-14,
+	         "McNemar 0/270: p = 2^-269 (%.17g)", sb_stats_mcnemar_exact(0, 270));
 
 	/* A4 early stopping: improvements at 0, 2; then 5 epochs without strict improvement */
 	double acc[12] = {0.5, 0.5, 0.6, 0.6, 0.59, 0.6, 0.55, 0.6, 0.7, 0.8, 0.9, 0.95};
@@ -359,7 +362,7 @@ static void edges(void)
 	sw[9] = sw[10] = 0; /* epochs 10, 11 */
 	sw[11] = -0.01;     /* epoch 12 */
 	SB_CHECK(sb_stats_switch_epoch(sw, 30) == 10, "switch: epochs 10..12 <= 0 -> 10 (got %d)",
-		 sb_stats_switch_epoch(sw, 30));
+	         sb_stats_switch_epoch(sw, 30));
 	for (int e = 0; e < 30; e++)
 		sw[e] = 0.01;
 	sw[27] = sw[28] = sw[29] = -0.01; /* epochs 28..30: e = 28 is the last candidate */
@@ -380,13 +383,14 @@ static void edges(void)
 	struct sb_boot cfg = {.seed = 11, .stream = 0, .resamples = 2000, .level = 0.95};
 	struct sb_sign_change sc;
 	SB_CHECK(sb_stats_sign_change_boot(m, N, K, &cfg, &sc, &err) == 0, "sign change bootstrap runs");
-	SB_CHECK(sc.sc_lo <= sc.sign_change + 1e-9 || sc.sc_hi >= sc.sign_change - 1e-9,
-		 "sign change %d, CI [%g, %g]", sc.sign_change, sc.sc_lo, sc.sc_hi);
+	SB_CHECK(sc.sc_lo <= sc.sign_change + 1e-9 || sc.sc_hi >= sc.sign_change - 1e-9, "sign change %d, CI [%g, %g]",
+	         sc.sign_change, sc.sc_lo, sc.sc_hi);
 	SB_CHECK(sc.sc_lo >= 1 && sc.sc_hi <= K + 1, "sign change CI within [1, K+1]");
 	/* deterministic for a given seed */
 	struct sb_sign_change sc2;
 	sb_stats_sign_change_boot(m, N, K, &cfg, &sc2, &err);
-	SB_CHECK(sc.sc_lo == sc2.sc_lo && sc.sc_hi == sc2.sc_hi && sc.sw_lo == sc2.sw_lo, "sign change bootstrap deterministic");
+	SB_CHECK(sc.sc_lo == sc2.sc_lo && sc.sc_hi == sc2.sc_hi && sc.sw_lo == sc2.sw_lo,
+	         "sign change bootstrap deterministic");
 	double lo1, hi1;
 	for (int i = 0; i < N; i++)
 		col[i] = m[i * K + 2];
@@ -408,10 +412,10 @@ static void edges(void)
 	struct sb_rule_result res;
 	sb_stats_loto_rule(x, 6, 1, lab, best, folds, &res, &err);
 	SB_CHECK(res.success && res.wins == 3 && res.losses == 0 && res.non_softmax == 3,
-		 "rule hand case: success %d wins %d losses %d non-softmax %d", res.success, res.wins, res.losses,
-		 res.non_softmax);
+	         "rule hand case: success %d wins %d losses %d non-softmax %d", res.success, res.wins, res.losses,
+	         res.non_softmax);
 	SB_CHECK(folds[0].threshold == 0.5 && folds[0].direction == 1, "rule fold 0: x > 0.5 (got %g dir %d)",
-		 folds[0].threshold, folds[0].direction);
+	         folds[0].threshold, folds[0].direction);
 	SB_CHECK(fabs(res.mean_gain - 0.01) < 1e-15, "rule mean gain 0.01 (got %.17g)", res.mean_gain);
 	/* direction order: when > and < tie on the training fold, '>' (tried first) wins */
 	double x3[3] = {0.1, 0.2, 0.3};
@@ -419,14 +423,15 @@ static void edges(void)
 	double best3[3] = {-0.01, -0.01, 0.02};
 	struct sb_rule_fold f3[3];
 	sb_stats_loto_rule(x3, 3, 1, lab3, best3, f3, &res, &err);
-	SB_CHECK(f3[2].has_rule && f3[2].direction == 1 && f3[2].threshold == (0.1 + 0.2) / 2 && f3[2].predict_sparse == 1 &&
-			 f3[2].train_correct == 1,
-		 "rule tie between directions: first maximiser '>' (dir %d thr %g sparse %d correct %d)", f3[2].direction,
-		 f3[2].threshold, f3[2].predict_sparse, f3[2].train_correct);
+	SB_CHECK(f3[2].has_rule && f3[2].direction == 1 && f3[2].threshold == (0.1 + 0.2) / 2 &&
+	             f3[2].predict_sparse == 1 && f3[2].train_correct == 1,
+	         "rule tie between directions: first maximiser '>' (dir %d thr %g sparse %d correct %d)",
+	         f3[2].direction, f3[2].threshold, f3[2].predict_sparse, f3[2].train_correct);
 	/* a fold whose training values are all equal has no threshold and predicts softmax */
 	double xe[3] = {0.5, 0.5, 0.9};
 	sb_stats_loto_rule(xe, 3, 1, lab3, best3, f3, &res, &err);
-	SB_CHECK(!f3[2].has_rule && !f3[2].predict_sparse && f3[2].gain == 0, "rule fold without candidates predicts softmax");
+	SB_CHECK(!f3[2].has_rule && !f3[2].predict_sparse && f3[2].gain == 0,
+	         "rule fold without candidates predicts softmax");
 }
 
 int main(void)
