@@ -26,9 +26,9 @@ enum variant {
 	N_VARIANTS
 };
 
-static const char *variant_name[] = {"normal", "ties", "equal", "huge", "small", "wide", "neginf"};
+__attribute__((unused)) static const char *variant_name[] = {"normal", "ties", "equal", "huge", "small", "wide", "neginf"};
 
-static void gen_row(struct sb_rng *r, float *s, int T, int v)
+static inline void gen_row(struct sb_rng *r, float *s, int T, int v)
 {
 	for (int i = 0; i < T; i++) {
 		double z = sb_rng_normal(r);
@@ -68,7 +68,7 @@ struct errs {
 	char ctx[200];
 };
 
-static void errs_add(struct errs *e, const double *got, const double *want, long n, double atol,
+static inline void errs_add(struct errs *e, const double *got, const double *want, long n, double atol,
 		     double rtol, const char *ctx)
 {
 	for (long i = 0; i < n; i++) {
@@ -101,7 +101,7 @@ static void errs_add(struct errs *e, const double *got, const double *want, long
 	}
 }
 
-static int errs_report(const struct errs *e, const char *name, double atol, double rtol)
+static inline int errs_report(const struct errs *e, const char *name, double atol, double rtol)
 {
 	return SB_CHECK(e->bad == 0 && e->n > 0,
 			"%s: n=%ld max_abs=%.3g max_rel(|want|>1e-6)=%.3g nmse=%.3g (atol %.1g rtol %.1g; "
@@ -110,7 +110,7 @@ static int errs_report(const struct errs *e, const char *name, double atol, doub
 			rtol, e->bad, e->worst_ratio, e->ctx, e->worst_got, e->worst_want);
 }
 
-static double *to_f64(const float *x, long n)
+static inline double *to_f64(const float *x, long n)
 {
 	double *d = malloc((size_t)(n ? n : 1) * sizeof *d);
 	for (long i = 0; i < n; i++)
