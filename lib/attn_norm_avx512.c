@@ -1,0 +1,657 @@
+/* attn_norm_avx512.c — AVX-512 row kernels of the float normalisers.
+ *
+ * Compiled to nothing unless __AVX512F__ is defined (e.g. -march=native on a
+ * machine that has it). The algorithms are those of the portable kernels in
+ * attn_norm.c (see the comments there); here rows need no padding, the tails
+ * use masked loads and stores, and exp/log are vectorised from the same series
+ * (exp: Taylor to r^7 after x = n ln2 + r, then vscalefps; log: vgetmantps to
+ * m in [0.75, 1.5), log m = 2 atanh((m-1)/(m+1)) to u^11). Explicit FMAs are
+ * used where they help; results therefore differ from the portable kernels in
+ * the last bits, and both are tested against the double reference.
+ *
+ * The study's bisection (sbv_unrolled) takes its branch decisions from the
+ * exact root tau* of sum p = 1 (found by the same Newton iteration as the
+ * exact entmax): sum p(tau) - 1 >= 0 exactly when tau <= tau*, so a midpoint
+ * farther from tau* than the float error of the sum (relative to the slope of
+ * the sum at tau*) is decided without evaluating the sum; nearer ones are
+ * evaluated in float as the straightforward loop would. The backward reads the
+ * decisions and tau_hi from aux instead of re-running the bisection.
+ */
+#include "attn_norm_impl.h"
+
+#ifdef SB_NORM_AVX512
+
+#include <float.h>
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline __mmask16 tm(int n, int i)
+{
+	int r = n - i;
+	return r >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << r) - 1u);
+}
+
+static inline __m512 set1(float v) { return _mm512_set1_ps(v); }
+
+static inline __m512 vexp(__m512 x)
+{
+	x = _mm512_max_ps(x, set1(-150.0f)); /* also maps -inf to -150: e^-150 underflows to 0 */
+	x = _mm512_min_ps(x, set1(89.0f));   /* e^89 overflows to inf */
+	__m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, set1(1.44269504088896341f)),
+					_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512 r = _mm512_fnmadd_ps(n, set1(0.693359375f), x);
+	r = _mm512_fnmadd_ps(n, set1(-2.12194440054690583e-4f), r);
+	__m512 q = set1(1.0f / 5040.0f);
+	q = _mm512_fmadd_ps(q, r, set1(1.0f / 720.0f));
+	q = _mm512_fmadd_ps(q, r, set1(1.0f / 120.0f));
+	q = _mm512_fmadd_ps(q, r, set1(1.0f / 24.0f));
+	q = _mm512_fmadd_ps(q, r, set1(1.0f / 6.0f));
+	q = _mm512_fmadd_ps(q, r, set1(0.5f));
+	q = _mm512_fmadd_ps(q, r, set1(1.0f));
+	q = _mm512_fmadd_ps(q, r, set1(1.0f));
+	return _mm512_scalef_ps(q, n);
+}
+
+/* a/b via the 14-bit reciprocal estimate and one Newton-Raphson step
+ * (relative error about 2^-28 before the final rounding; b a normal float) */
+static inline __m512 vdiv(__m512 a, __m512 b)
+{
+	__m512 r = _mm512_rcp14_ps(b);
+	r = _mm512_mul_ps(r, _mm512_fnmadd_ps(b, r, set1(2.0f)));
+	return _mm512_mul_ps(a, r);
+}
+
+/* log x for positive normal x */
+static inline __m512 vlog(__m512 x)
+{
+	__m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_src);
+	__m512 k = _mm512_getexp_ps(x);
+	k = _mm512_mask_add_ps(k, _mm512_cmp_ps_mask(m, set1(1.0f), _CMP_LT_OQ), k, set1(1.0f));
+	__m512 u = vdiv(_mm512_sub_ps(m, set1(1.0f)), _mm512_add_ps(m, set1(1.0f)));
+	__m512 u2 = _mm512_mul_ps(u, u);
+	__m512 q = set1(1.0f / 11.0f);
+	q = _mm512_fmadd_ps(q, u2, set1(1.0f / 9.0f));
+	q = _mm512_fmadd_ps(q, u2, set1(1.0f / 7.0f));
+	q = _mm512_fmadd_ps(q, u2, set1(1.0f / 5.0f));
+	q = _mm512_fmadd_ps(q, u2, set1(1.0f / 3.0f));
+	q = _mm512_fmadd_ps(q, u2, set1(1.0f));
+	__m512 lm = _mm512_mul_ps(_mm512_add_ps(u, u), q);
+	return _mm512_fmadd_ps(k, set1(0.693359375f), _mm512_fmadd_ps(k, set1(-2.12194440054690583e-4f), lm));
+}
+
+/* [d]_+^e as in the portable powpos: 0 where d <= FLT_MIN */
+static inline __m512 vpowpos(__m512 d, __m512 e, __mmask16 *in_out)
+{
+	__mmask16 in = _mm512_cmp_ps_mask(d, set1(FLT_MIN), _CMP_GT_OQ);
+	__m512 dc = _mm512_mask_blend_ps(in, set1(1.0f), d);
+	*in_out = in;
+	return _mm512_maskz_mov_ps(in, vexp(_mm512_mul_ps(e, vlog(dc))));
+}
+
+/* x^y for a positive normal x, with the vector exp/log (no libm call) */
+static inline float spow(float x, float y)
+{
+	return _mm512_cvtss_f32(vexp(_mm512_mul_ps(set1(y), vlog(set1(x)))));
+}
+
+static float vmax_row(const float *x, int n)
+{
+	__m512 m = set1(-INFINITY);
+	for (int i = 0; i < n; i += 16)
+		m = _mm512_max_ps(m, _mm512_mask_loadu_ps(set1(-INFINITY), tm(n, i), x + i));
+	return _mm512_reduce_max_ps(m);
+}
+
+int sbv_row_finite(const float *x, int n, float *mn)
+{
+	__m512 z = _mm512_setzero_ps(), lo = set1(INFINITY);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 v = _mm512_maskz_loadu_ps(k, x + i);
+		z = _mm512_add_ps(z, _mm512_mul_ps(v, _mm512_setzero_ps())); /* NaN iff not finite */
+		lo = _mm512_mask_min_ps(lo, k, lo, v);
+	}
+	*mn = _mm512_reduce_min_ps(lo);
+	return _mm512_reduce_add_ps(z) == 0.0f;
+}
+
+/* ------------------------------------------------------------ softmax */
+
+void sbv_softmax(float *p, const float *x, int n, float *aux)
+{
+	float mx = vmax_row(x, n);
+	__m512 vm = set1(mx), acc = _mm512_setzero_ps();
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 e = vexp(_mm512_sub_ps(_mm512_mask_loadu_ps(set1(-INFINITY), k, x + i), vm));
+		e = _mm512_maskz_mov_ps(k, e);
+		_mm512_mask_storeu_ps(p + i, k, e);
+		acc = _mm512_add_ps(acc, e);
+	}
+	__m512 inv = set1(1.0f / _mm512_reduce_add_ps(acc));
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		_mm512_mask_storeu_ps(p + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), inv));
+	}
+	aux[0] = mx;
+	aux[1] = mx;
+}
+
+void sbv_softmax_bwd(float *ds, const float *p, const float *dp, int n)
+{
+	__m512 acc = _mm512_setzero_ps();
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, p + i), _mm512_maskz_loadu_ps(k, dp + i), acc);
+	}
+	__m512 d = set1(_mm512_reduce_add_ps(acc));
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 g = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), d);
+		_mm512_mask_storeu_ps(ds + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), g));
+	}
+}
+
+/* -------------------------------------------------------------- top-k */
+
+static inline int count_ge(const int32_t *key, int n, int32_t t)
+{
+	__m512i vt = _mm512_set1_epi32(t);
+	int c = 0;
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		c += __builtin_popcount(_mm512_mask_cmpge_epi32_mask(k, _mm512_maskz_loadu_epi32(k, key + i), vt));
+	}
+	return c;
+}
+
+void sbv_topk(float *p, const float *x, int n, int kk, int largest, int32_t *key, float *aux)
+{
+	const __m512i flip = _mm512_set1_epi32(largest ? 0 : -1), low = _mm512_set1_epi32(0x7fffffff);
+	__m512i vmn = _mm512_set1_epi32(INT32_MAX), vmx = _mm512_set1_epi32(INT32_MIN);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, x + i), _mm512_setzero_ps()); /* -0 -> +0 */
+		__m512i b = _mm512_castps_si512(v);
+		b = _mm512_xor_si512(b, _mm512_and_si512(_mm512_srai_epi32(b, 31), low));
+		b = _mm512_xor_si512(b, flip);
+		_mm512_mask_storeu_epi32(key + i, k, b);
+		vmn = _mm512_mask_min_epi32(vmn, k, vmn, b);
+		vmx = _mm512_mask_max_epi32(vmx, k, vmx, b);
+	}
+	int32_t t = INT32_MIN; /* keep key > t, after marking the chosen ties */
+	int passes = 0;
+	if (kk < n) {
+		int64_t lo = _mm512_reduce_min_epi32(vmn), hi = (int64_t)_mm512_reduce_max_epi32(vmx) + 1;
+		int clo = n, chi = 0;
+		while (hi - lo > 1 && clo != kk) { /* branch-free updates: the outcome is a coin flip */
+			int32_t mid = (int32_t)(lo + (hi - lo) / 2);
+			int c = count_ge(key, n, mid), up = c >= kk;
+			passes++;
+			lo = up ? mid : lo;
+			clo = up ? c : clo;
+			hi = up ? hi : mid;
+			chi = up ? chi : c;
+		}
+		t = (int32_t)lo;
+		if (clo == kk) {
+			t = (int32_t)(lo - 1); /* key >= lo <=> key > lo - 1 (lo > INT32_MIN here) */
+		} else {                       /* ties at t: the lower indices first */
+			int need = kk - chi;
+			for (int i = 0; i < n; i++)
+				if (key[i] == t) {
+					key[i] = need > 0 ? INT32_MAX : INT32_MIN;
+					need--;
+				}
+		}
+	}
+	__m512i vt = _mm512_set1_epi32(t);
+	__m512 vm = set1(-INFINITY);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__mmask16 keep = _mm512_mask_cmpgt_epi32_mask(k, _mm512_maskz_loadu_epi32(k, key + i), vt);
+		vm = _mm512_mask_max_ps(vm, keep, vm, _mm512_maskz_loadu_ps(k, x + i));
+	}
+	float mx = _mm512_reduce_max_ps(vm);
+	__m512 acc = _mm512_setzero_ps(), vmx2 = set1(mx);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__mmask16 keep = _mm512_mask_cmpgt_epi32_mask(k, _mm512_maskz_loadu_epi32(k, key + i), vt);
+		__m512 e = _mm512_maskz_mov_ps(keep, vexp(_mm512_sub_ps(_mm512_maskz_loadu_ps(keep, x + i), vmx2)));
+		_mm512_mask_storeu_ps(p + i, k, e);
+		acc = _mm512_add_ps(acc, e);
+	}
+	__m512 inv = set1(1.0f / _mm512_reduce_add_ps(acc));
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		_mm512_mask_storeu_ps(p + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), inv));
+	}
+	aux[0] = mx;
+	aux[2] = (float)passes;
+}
+
+/* ----------------------------------------------------------- sparsemax */
+
+/* Michelot passes on y = x - m (see sparsemax_tau_iter in attn_norm.c) */
+static int michelot(float *tau_out, const float *x, int n, float m)
+{
+	__m512 vm = set1(m);
+	float tau = -1.0f;
+	int kprev = -1;
+	for (int it = 1; it <= 64; it++) {
+		__m512 acc = _mm512_setzero_ps(), vt = set1(tau);
+		int cnt = 0;
+		for (int i = 0; i < n; i += 16) {
+			__m512 y = _mm512_sub_ps(_mm512_mask_loadu_ps(set1(-INFINITY), tm(n, i), x + i), vm);
+			__mmask16 in = _mm512_cmp_ps_mask(y, vt, _CMP_GT_OQ);
+			acc = _mm512_mask_add_ps(acc, in, acc, y);
+			cnt += __builtin_popcount(in);
+		}
+		float tn = (_mm512_reduce_add_ps(acc) - 1.0f) / (float)cnt;
+		if (cnt == kprev) {
+			*tau_out = tn;
+			return it;
+		}
+		kprev = cnt;
+		tau = tn > tau ? tn : tau;
+	}
+	return -1;
+}
+
+static int cmp_fdesc(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x < y) - (x > y);
+}
+
+void sbv_sparsemax(float *p, const float *x, int n, float *aux)
+{
+	float m = vmax_row(x, n), tau;
+	int it = michelot(&tau, x, n, m);
+	if (it < 0) { /* past the cap (never seen): the sort-based formula, in p as scratch */
+		for (int i = 0; i < n; i++)
+			p[i] = x[i] - m;
+		qsort(p, (size_t)n, sizeof *p, cmp_fdesc);
+		float cs = 0, csk = 0;
+		int k = 0;
+		for (int j = 0; j < n; j++) {
+			cs += p[j];
+			k += 1.0f + (float)(j + 1) * p[j] > cs;
+		}
+		k = k < 1 ? 1 : k;
+		for (int j = 0; j < k; j++)
+			csk += p[j];
+		tau = (csk - 1.0f) / (float)k;
+	}
+	__m512 vm = set1(m), vt = set1(tau);
+	int cnt = 0;
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 d = _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm), vt);
+		__m512 v = _mm512_max_ps(d, _mm512_setzero_ps());
+		_mm512_mask_storeu_ps(p + i, k, v);
+		cnt += __builtin_popcount(_mm512_mask_cmp_ps_mask(k, v, _mm512_setzero_ps(), _CMP_GT_OQ));
+	}
+	aux[0] = tau;
+	aux[1] = m;
+	aux[2] = (float)it;
+	aux[3] = (float)cnt;
+}
+
+void sbv_sparsemax_bwd(float *ds, const float *p, const float *dp, int n)
+{
+	__m512 acc = _mm512_setzero_ps();
+	int cnt = 0;
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__mmask16 in = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, p + i), _mm512_setzero_ps(), _CMP_GT_OQ);
+		acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(in, dp + i));
+		cnt += __builtin_popcount(in);
+	}
+	__m512 mean = set1(cnt ? _mm512_reduce_add_ps(acc) / (float)cnt : 0.0f);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__mmask16 in = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, p + i), _mm512_setzero_ps(), _CMP_GT_OQ);
+		__m512 g = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), mean);
+		_mm512_mask_storeu_ps(ds + i, k, _mm512_maskz_mov_ps(in, g));
+	}
+}
+
+/* -------------------------------------------------------------- entmax */
+
+enum emode { E_ONE, E_TWO, E_GEN };
+
+static enum emode emode_of(float am1) { return am1 == 1.0f ? E_ONE : am1 == 0.5f ? E_TWO : E_GEN; }
+
+/* y = x (alpha-1) - max(x)(alpha-1), as in the portable entmax_y */
+static inline __m512 vy(const float *x, int i, __mmask16 k, __m512 am1, __m512 ym)
+{
+	return _mm512_sub_ps(_mm512_mul_ps(_mm512_mask_loadu_ps(set1(-INFINITY), k, x + i), am1), ym);
+}
+
+/* sum [y - tau]_+^e into u (u may be NULL); also sum of d^(e-1) in *s1 */
+static float esum(float *u, float *s1, const float *x, int n, __m512 am1, __m512 ym, float tau, enum emode mode,
+		  float e)
+{
+	__m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), vt = set1(tau), ve = set1(e);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 d = _mm512_sub_ps(vy(x, i, k, am1, ym), vt), v, w;
+		if (mode == E_ONE) {
+			v = _mm512_max_ps(d, _mm512_setzero_ps());
+			w = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_GT_OQ), set1(1.0f));
+		} else if (mode == E_TWO) {
+			w = _mm512_max_ps(d, _mm512_setzero_ps());
+			v = _mm512_mul_ps(w, w);
+		} else {
+			__mmask16 in;
+			v = vpowpos(d, ve, &in);
+			w = _mm512_maskz_mov_ps(in, vdiv(v, _mm512_mask_blend_ps(in, set1(1.0f), d)));
+		}
+		if (u)
+			_mm512_mask_storeu_ps(u + i, k, v);
+		a0 = _mm512_add_ps(a0, v);
+		a1 = _mm512_add_ps(a1, w);
+	}
+	if (s1)
+		*s1 = _mm512_reduce_add_ps(a1);
+	return _mm512_reduce_add_ps(a0);
+}
+
+/* Newton on (sum [y - tau]_+^e)^(1/e) - 1 from tau = -1 (see entmax_newton in
+ * attn_norm.c); leaves u = [y - tau]_+^e in p. Returns passes. */
+static int newton(float *p, float *tau_out, float *Z, float *S1, const float *x, int n, float am1, float m,
+		  enum emode mode)
+{
+	__m512 va = set1(am1), ym = set1(m * am1);
+	float e = 1.0f / am1, tau = -1.0f;
+	int it;
+	for (it = 1; it <= 100; it++) {
+		float s1, se = esum(p, &s1, x, n, va, ym, tau, mode, e);
+		*Z = se;
+		*S1 = s1;
+		float pw = mode == E_TWO ? sqrtf(se) : spow(se, 1.0f - am1);
+		float tn = tau + (se - pw) / s1;
+		if (!(tn > tau))
+			break;
+		tau = tn;
+	}
+	*tau_out = tau;
+	return it;
+}
+
+/* entmax-1.5: Newton passes that also try the closed form on the current
+ * support S = {d > 0} (d = y - tau): sum_S (d - delta)^2 = 1 gives
+ * delta = (S1 - sqrt(S1^2 - k (S2 - 1)))/k, and if every d in S stays above
+ * delta and every d outside is <= delta, tau + delta is the exact threshold
+ * (the support is then S). Newton's iterates only shrink S towards the true
+ * support, so the test usually succeeds on the second pass. Returns passes;
+ * p is not written (the caller evaluates p at the returned tau). */
+static int newton15(float *tau_out, const float *x, int n, float m)
+{
+	__m512 va = set1(0.5f), ym = set1(m * 0.5f);
+	float tau = -1.0f;
+	int it;
+	for (it = 1; it <= 100; it++) {
+		__m512 a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), vt = set1(tau);
+		__m512 mnin = set1(INFINITY), mxout = set1(-INFINITY);
+		int k = 0;
+		for (int i = 0; i < n; i += 16) {
+			__mmask16 km = tm(n, i);
+			__m512 d = _mm512_sub_ps(vy(x, i, km, va, ym), vt);
+			__mmask16 in = _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_GT_OQ);
+			__m512 dp = _mm512_maskz_mov_ps(in, d);
+			a1 = _mm512_add_ps(a1, dp);
+			a2 = _mm512_fmadd_ps(dp, dp, a2);
+			mnin = _mm512_mask_min_ps(mnin, in, mnin, d);
+			mxout = _mm512_mask_max_ps(mxout, km & ~in, mxout, d);
+			k += __builtin_popcount(in);
+		}
+		double S1 = _mm512_reduce_add_ps(a1), S2 = _mm512_reduce_add_ps(a2);
+		double disc = S1 * S1 - k * (S2 - 1);
+		if (disc > 0) {
+			double sq = sqrt(disc), delta = (S1 - sq) / k;
+			/* float sums of k terms carry ~eps sqrt(k) relative error, which reaches
+			 * delta through d delta/d S1 = delta/sq and d delta/d S2 = 1/(2 sq):
+			 * accept only if that is within a few ulps (far from the root with
+			 * thousands of keys it is not, and Newton goes on) */
+			double err = 6e-8 * sqrt((double)k) * (S1 * delta + 0.5 * S2) / sq;
+			if (err <= 2.4e-7 && delta < _mm512_reduce_min_ps(mnin) &&
+			    delta >= _mm512_reduce_max_ps(mxout)) {
+				*tau_out = tau + (float)delta;
+				return it;
+			}
+		}
+		/* Newton on sqrt(S2) - 1: tau += (S2 - sqrt S2)/S1 */
+		float tn = tau + (float)((S2 - sqrt(S2)) / S1);
+		if (!(tn > tau))
+			break;
+		tau = tn;
+	}
+	*tau_out = tau;
+	return it;
+}
+
+void sbv_entmax(float *p, const float *x, int n, float am1, float *aux)
+{
+	enum emode mode = emode_of(am1);
+	if (mode == E_ONE) {
+		sbv_sparsemax(p, x, n, aux);
+		return;
+	}
+	float m = vmax_row(x, n), tau, Z, S1;
+	int it;
+	if (mode == E_TWO) {
+		it = newton15(&tau, x, n, m);
+		Z = esum(p, NULL, x, n, set1(0.5f), set1(m * 0.5f), tau, E_TWO, 2.0f);
+	} else {
+		it = newton(p, &tau, &Z, &S1, x, n, am1, m, mode);
+	}
+	__m512 inv = set1(1.0f / Z);
+	int cnt = 0;
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), inv);
+		_mm512_mask_storeu_ps(p + i, k, v);
+		cnt += __builtin_popcount(_mm512_mask_cmp_ps_mask(k, v, _mm512_setzero_ps(), _CMP_GT_OQ));
+	}
+	aux[0] = tau;
+	aux[1] = m;
+	aux[2] = (float)it;
+	aux[3] = (float)cnt;
+}
+
+/* q = d^(e-1) (up to the forward's 1/Z): 1 on the support for e = 1, p/d otherwise */
+double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m, int n,
+		      float am1, int want_alpha, float *ws)
+{
+	enum emode mode = emode_of(am1);
+	__m512 va = set1(am1), ym = set1(m * am1), vt = set1(tau), aq = _mm512_setzero_ps(),
+	       aqd = _mm512_setzero_ps(), ah = _mm512_setzero_ps();
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 pv = _mm512_maskz_loadu_ps(k, p + i), q;
+		__mmask16 in = _mm512_cmp_ps_mask(pv, _mm512_setzero_ps(), _CMP_GT_OQ);
+		if (mode == E_ONE) {
+			q = _mm512_maskz_mov_ps(in, set1(1.0f));
+		} else {
+			__m512 d = _mm512_sub_ps(vy(x, i, k, va, ym), vt);
+			in &= _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_GT_OQ);
+			q = _mm512_maskz_mov_ps(in, vdiv(pv, _mm512_mask_blend_ps(in, set1(1.0f), d)));
+		}
+		_mm512_mask_storeu_ps(ws + i, k, q);
+		aq = _mm512_add_ps(aq, q);
+		aqd = _mm512_fmadd_ps(q, _mm512_maskz_loadu_ps(k, dp + i), aqd);
+		if (want_alpha) {
+			__mmask16 pos = _mm512_cmp_ps_mask(pv, set1(FLT_MIN), _CMP_GT_OQ);
+			__m512 lp = vlog(_mm512_mask_blend_ps(pos, set1(1.0f), pv));
+			ah = _mm512_fmadd_ps(pv, lp, ah);
+		}
+	}
+	float Q = _mm512_reduce_add_ps(aq), QD = _mm512_reduce_add_ps(aqd), ent = _mm512_reduce_add_ps(ah);
+	float e = 1.0f / am1;
+	__m512 c = set1(QD / Q), vQ = set1(1.0f / Q), vent = set1(ent), ve = set1(e), acc = _mm512_setzero_ps();
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 q = _mm512_maskz_loadu_ps(k, ws + i), g = _mm512_maskz_loadu_ps(k, dp + i);
+		if (want_alpha) { /* dp_i/dalpha = e (e (p - yq) - (p log p - yq ent)), yq = q/Q */
+			__m512 pv = _mm512_maskz_loadu_ps(k, p + i);
+			__mmask16 pos = _mm512_cmp_ps_mask(pv, set1(FLT_MIN), _CMP_GT_OQ);
+			__m512 plp = _mm512_mul_ps(pv, vlog(_mm512_mask_blend_ps(pos, set1(1.0f), pv)));
+			__m512 yq = _mm512_mul_ps(q, vQ);
+			__m512 t = _mm512_sub_ps(_mm512_mul_ps(ve, _mm512_sub_ps(pv, yq)),
+						 _mm512_fnmadd_ps(yq, vent, plp));
+			acc = _mm512_fmadd_ps(g, t, acc);
+		}
+		_mm512_mask_storeu_ps(ds + i, k, _mm512_mul_ps(q, _mm512_sub_ps(g, c)));
+	}
+	return want_alpha ? (double)e * (double)_mm512_reduce_add_ps(acc) : 0.0;
+}
+
+/* --------------------------------------------------- the study's bisection */
+
+/* first index of the min (want_max = 0) or max of y = x am1 - ym */
+static int arg_ext(const float *x, int n, __m512 am1, __m512 ym, int want_max, float *val)
+{
+	__m512 best = set1(want_max ? -INFINITY : INFINITY);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 y = vy(x, i, k, am1, ym);
+		best = want_max ? _mm512_mask_max_ps(best, k, best, y) : _mm512_mask_min_ps(best, k, best, y);
+	}
+	float b = want_max ? _mm512_reduce_max_ps(best) : _mm512_reduce_min_ps(best);
+	*val = b;
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__mmask16 eq = _mm512_mask_cmp_ps_mask(k, vy(x, i, k, am1, ym), set1(b), _CMP_EQ_OQ);
+		if (eq)
+			return i + __builtin_ctz(eq);
+	}
+	return 0;
+}
+
+void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *aux)
+{
+	enum emode mode = emode_of(am1);
+	float e = 1.0f / am1, m = vmax_row(x, n), ymin;
+	__m512 va = set1(am1), ym = set1(m * am1);
+	arg_ext(x, n, va, ym, 0, &ymin);
+	float lo = ymin - 1.0f, c = powf((float)(1.0 / (double)dfull), am1), hi = 0.0f - c;
+	/* the exact root and the slope of sum p there */
+	float tstar, Z, S1;
+	newton(p, &tstar, &Z, &S1, x, n, am1, m, mode);
+	float slope = e * S1; /* -d(sum p)/dtau at tau* */
+	float delta = 2.0f * (float)n * FLT_EPSILON * (Z > 1 ? Z : 1) / (slope > 0 ? slope : FLT_MIN) +
+		      8.0f * FLT_EPSILON * (1.0f + fabsf(tstar));
+	unsigned bits = 0;
+	for (int t = 0; t < 18; t++) {
+		float tau = (lo + hi) / 2.0f;
+		int ge;
+		if (tau < tstar - delta)
+			ge = 1;
+		else if (tau > tstar + delta)
+			ge = 0;
+		else
+			ge = esum(NULL, NULL, x, n, va, ym, tau, mode, e) - 1.0f >= 0.0f;
+		if (ge) {
+			lo = tau;
+			bits |= 1u << t;
+		} else {
+			hi = tau;
+		}
+	}
+	float z = esum(p, NULL, x, n, va, ym, hi, mode, e) + 1e-12f;
+	__m512 vz = set1(z);
+	int cnt = 0;
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(k, p + i), vz);
+		_mm512_mask_storeu_ps(p + i, k, v);
+		cnt += __builtin_popcount(_mm512_mask_cmp_ps_mask(k, v, _mm512_setzero_ps(), _CMP_GT_OQ));
+	}
+	aux[0] = hi;
+	aux[1] = m;
+	aux[2] = (float)bits;
+	aux[3] = (float)cnt;
+}
+
+/* gradient of the unrolled graph (derivation: kb_unrolled in attn_norm.c);
+ * ws: 2n floats */
+double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float *aux, int n, int dfull,
+			float am1, int want_alpha, float *ws)
+{
+	enum emode mode = emode_of(am1);
+	float hi = aux[0], e = 1.0f / am1, m = vmax_row(x, n), ymin, ymax;
+	unsigned bits = (unsigned)aux[2];
+	__m512 va = set1(am1), ym = set1(m * am1), vhi = set1(hi), ve = set1(e);
+	int amin = arg_ext(x, n, va, ym, 0, &ymin), amax = arg_ext(x, n, va, ym, 1, &ymax);
+	float c = powf((float)(1.0 / (double)dfull), am1);
+	float *u = ws, *ld = ws + n;
+	__m512 az = _mm512_setzero_ps(), ap = _mm512_setzero_ps();
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 d = _mm512_sub_ps(vy(x, i, k, va, ym), vhi), v;
+		__mmask16 in = _mm512_cmp_ps_mask(d, set1(FLT_MIN), _CMP_GT_OQ);
+		__m512 dc = _mm512_mask_blend_ps(in, set1(1.0f), d);
+		__m512 l = vlog(dc);
+		if (mode == E_ONE)
+			v = _mm512_maskz_mov_ps(in, d);
+		else if (mode == E_TWO)
+			v = _mm512_maskz_mov_ps(in, _mm512_mul_ps(d, d));
+		else
+			v = _mm512_maskz_mov_ps(in, vexp(_mm512_mul_ps(ve, l)));
+		_mm512_mask_storeu_ps(u + i, k, v);
+		_mm512_mask_storeu_ps(ld + i, k, l);
+		az = _mm512_add_ps(az, v);
+		ap = _mm512_fmadd_ps(v, _mm512_maskz_loadu_ps(k, dp + i), ap);
+	}
+	float z = _mm512_reduce_add_ps(az) + 1e-12f;
+	float P = _mm512_reduce_add_ps(ap) / z;
+	__m512 vP = set1(P), vz = set1(z), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 d = _mm512_sub_ps(vy(x, i, k, va, ym), vhi), v = _mm512_maskz_loadu_ps(k, u + i);
+		__mmask16 in = _mm512_cmp_ps_mask(d, set1(FLT_MIN), _CMP_GT_OQ) &
+			       _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
+		__m512 dv = _mm512_div_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), vP), vz);
+		__m512 dd = _mm512_maskz_div_ps(in, _mm512_mul_ps(_mm512_mul_ps(dv, ve), v),
+						_mm512_mask_blend_ps(in, set1(1.0f), d));
+		_mm512_mask_storeu_ps(ds + i, k, dd);
+		a1 = _mm512_add_ps(a1, dd);
+		a2 = _mm512_fmadd_ps(_mm512_maskz_mul_ps(in, dv, v), _mm512_maskz_loadu_ps(k, ld + i), a2);
+	}
+	float dtau = -_mm512_reduce_add_ps(a1);
+	double wlo = 1, whi = 0;
+	for (int t = 0; t < 18; t++) {
+		double a = 0.5 * (wlo + whi);
+		if (bits >> t & 1u)
+			wlo = a;
+		else
+			whi = a;
+	}
+	float dlo = (float)(whi * dtau), dhi = (float)((1 - whi) * dtau);
+	ds[amin] += dlo;
+	ds[amax] += dhi;
+	double da = 0;
+	if (want_alpha) {
+		__m512 xm = set1(x[amax]), a3 = _mm512_setzero_ps();
+		for (int i = 0; i < n; i += 16) {
+			__mmask16 k = tm(n, i);
+			__m512 xv = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), xm);
+			a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, ds + i), _mm512_maskz_mov_ps(k, xv), a3);
+		}
+		da = (double)_mm512_reduce_add_ps(a3) + (double)dhi * c * log((double)dfull) -
+		     (double)e * e * _mm512_reduce_add_ps(a2);
+	}
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		_mm512_mask_storeu_ps(ds + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, ds + i), va));
+	}
+	return da;
+}
+
+#else
+typedef int sb_attn_norm_avx512_unused; /* ISO C wants a declaration in every file */
+#endif
