@@ -1240,6 +1240,18 @@ int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float
 			continue;
 		}
 #ifdef SB_NORM_AVX512
+		/* general-alpha entmax: four direct rows at a time, interleaved */
+		if (algo == SB_NORM_ALGO_AUTO && aux && !nm->unrolled && uses_alpha(nm->kind) &&
+		    am1 != 0.5f && am1 != 1.0f && r + 4 <= rows && row_direct(nm, sr, T, n_valid) &&
+		    row_direct(nm, sr + T, T, n_valid) && row_direct(nm, sr + 2 * T, T, n_valid) &&
+		    row_direct(nm, sr + 3 * T, T, n_valid)) {
+			sbv_entmax_rows(pr, sr, 4, T, n_valid, am1, ar);
+			for (int q = 0; q < 4; q++)
+				for (int j = n_valid; j < T; j++)
+					pr[q * T + j] = 0;
+			r += 3;
+			continue;
+		}
 		if (algo == SB_NORM_ALGO_AUTO && row_direct(nm, sr, T, n_valid)) {
 			fwd_avx(nm, pr, ar, sr, n_valid, T, k, am1, &w);
 			for (int j = n_valid; j < T; j++)

@@ -81,19 +81,58 @@ static inline __m512 vlog(__m512 x)
 	return _mm512_fmadd_ps(k, set1(0.693359375f), _mm512_fmadd_ps(k, set1(-2.12194440054690583e-4f), lm));
 }
 
+/* log2 x for positive normal x, with a short dependency chain (the entmax
+ * passes are limited by how many pow chains are in flight): x = 2^k m with
+ * m in [0.75, 1.5), log2 m = f P(f), f = m - 1, P of degree 9 fitted here for
+ * minimax relative error on [-0.25, 0.5] (1.6e-8 with float coefficients),
+ * evaluated by Estrin's scheme; no division. */
+static inline __m512 vlog2(__m512 x)
+{
+	__m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_src);
+	__m512 k = _mm512_getexp_ps(x);
+	k = _mm512_mask_add_ps(k, _mm512_cmp_ps_mask(m, set1(1.0f), _CMP_LT_OQ), k, set1(1.0f));
+	__m512 f = _mm512_sub_ps(m, set1(1.0f)), f2 = _mm512_mul_ps(f, f), f4 = _mm512_mul_ps(f2, f2);
+	__m512 p01 = _mm512_fmadd_ps(set1(-0.721347537f), f, set1(1.44269503f));
+	__m512 p23 = _mm512_fmadd_ps(set1(-0.360674854f), f, set1(0.480900772f));
+	__m512 p45 = _mm512_fmadd_ps(set1(-0.240148223f), f, set1(0.288384036f));
+	__m512 p67 = _mm512_fmadd_ps(set1(-0.190278398f), f, set1(0.209101045f));
+	__m512 p89 = _mm512_fmadd_ps(set1(-0.0643438415f), f, set1(0.150666606f));
+	__m512 q0 = _mm512_fmadd_ps(p23, f2, p01), q1 = _mm512_fmadd_ps(p67, f2, p45);
+	__m512 r0 = _mm512_fmadd_ps(q1, f4, q0);
+	__m512 P = _mm512_fmadd_ps(p89, _mm512_mul_ps(f4, f4), r0);
+	return _mm512_fmadd_ps(f, P, k);
+}
+
+/* 2^t: n = round(t), 2^(t-n) by a degree-6 fit on [-0.5, 0.5] (relative error
+ * 1.6e-8 with float coefficients), Estrin's scheme, then vscalefps (0 below
+ * 2^-149, inf above 2^128) */
+static inline __m512 vexp2(__m512 t)
+{
+	t = _mm512_min_ps(_mm512_max_ps(t, set1(-160.0f)), set1(130.0f));
+	__m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512 r = _mm512_sub_ps(t, n), r2 = _mm512_mul_ps(r, r);
+	__m512 a01 = _mm512_fmadd_ps(set1(0.693147206f), r, set1(1.0f));
+	__m512 a23 = _mm512_fmadd_ps(set1(0.0555032878f), r, set1(0.240226469f));
+	__m512 a45 = _mm512_fmadd_ps(set1(0.00133999312f), r, set1(0.00961848897f));
+	__m512 b1 = _mm512_fmadd_ps(set1(0.000153458095f), r2, a45);
+	__m512 b0 = _mm512_fmadd_ps(a23, r2, a01);
+	__m512 q = _mm512_fmadd_ps(b1, _mm512_mul_ps(r2, r2), b0);
+	return _mm512_scalef_ps(q, n);
+}
+
 /* [d]_+^e as in the portable powpos: 0 where d <= FLT_MIN */
 static inline __m512 vpowpos(__m512 d, __m512 e, __mmask16 *in_out)
 {
 	__mmask16 in = _mm512_cmp_ps_mask(d, set1(FLT_MIN), _CMP_GT_OQ);
 	__m512 dc = _mm512_mask_blend_ps(in, set1(1.0f), d);
 	*in_out = in;
-	return _mm512_maskz_mov_ps(in, vexp(_mm512_mul_ps(e, vlog(dc))));
+	return _mm512_maskz_mov_ps(in, vexp2(_mm512_mul_ps(e, vlog2(dc))));
 }
 
 /* x^y for a positive normal x, with the vector exp/log (no libm call) */
 static inline float spow(float x, float y)
 {
-	return _mm512_cvtss_f32(vexp(_mm512_mul_ps(set1(y), vlog(set1(x)))));
+	return _mm512_cvtss_f32(vexp2(_mm512_mul_ps(set1(y), vlog2(set1(x)))));
 }
 
 static float vmax_row(const float *x, int n)
@@ -156,69 +195,138 @@ void sbv_softmax_bwd(float *ds, const float *p, const float *dp, int n)
 
 /* -------------------------------------------------------------- top-k */
 
-static inline int count_ge(const int32_t *key, int n, int32_t t)
+/* number of keys with sign * x >= t */
+static inline int count_ge(const float *x, int n, float t, __m512 sign)
 {
-	__m512i vt = _mm512_set1_epi32(t);
+	__m512 vt = set1(t);
 	int c = 0;
 	for (int i = 0; i < n; i += 16) {
 		__mmask16 k = tm(n, i);
-		c += __builtin_popcount(_mm512_mask_cmpge_epi32_mask(k, _mm512_maskz_loadu_epi32(k, key + i), vt));
+		__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), sign);
+		c += __builtin_popcount(_mm512_mask_cmp_ps_mask(k, v, vt, _CMP_GE_OQ));
 	}
 	return c;
 }
 
+/* Top-k (largest) or bottom-k of x, ties to the lower index, then softmax over
+ * the kept keys. On v = +-x, with c(t) = #{v >= t}:
+ *  1. bracket: lo, hi with c(lo) = clo >= k > chi = c(hi), from [min, max],
+ *     narrowed by a safeguarded interpolation search (the straight line through
+ *     (lo, clo) and (hi, chi) reaching k - 1/2; bisection when the last step did
+ *     not halve the bracket) until a threshold splits off exactly k keys or at
+ *     most 16 keys lie in [lo, hi) (usually one to three counting passes at
+ *     T <= 100);
+ *  2. the keys in [lo, hi) are compressed, in index order, into one vector and
+ *     ranked exactly: rank_j = #{v_l > v_j} + #{l < j : v_l = v_j}; the
+ *     k - chi of lowest rank are kept with every key >= hi. This is exact, and
+ *     breaks ties toward the lower index.
+ * If lo and hi become adjacent floats with more than 16 keys at lo (a heavily
+ * tied row), the keys at lo are taken lowest index first. */
 void sbv_topk(float *p, const float *x, int n, int kk, int largest, int32_t *key, float *aux)
 {
-	const __m512i flip = _mm512_set1_epi32(largest ? 0 : -1), low = _mm512_set1_epi32(0x7fffffff);
-	__m512i vmn = _mm512_set1_epi32(INT32_MAX), vmx = _mm512_set1_epi32(INT32_MIN);
+	__m512 sign = set1(largest ? 1.0f : -1.0f);
+	__m512 vmn = set1(INFINITY), vmx = set1(-INFINITY);
 	for (int i = 0; i < n; i += 16) {
 		__mmask16 k = tm(n, i);
-		__m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, x + i), _mm512_setzero_ps()); /* -0 -> +0 */
-		__m512i b = _mm512_castps_si512(v);
-		b = _mm512_xor_si512(b, _mm512_and_si512(_mm512_srai_epi32(b, 31), low));
-		b = _mm512_xor_si512(b, flip);
-		_mm512_mask_storeu_epi32(key + i, k, b);
-		vmn = _mm512_mask_min_epi32(vmn, k, vmn, b);
-		vmx = _mm512_mask_max_epi32(vmx, k, vmx, b);
+		__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), sign);
+		vmn = _mm512_mask_min_ps(vmn, k, vmn, v);
+		vmx = _mm512_mask_max_ps(vmx, k, vmx, v);
 	}
-	int32_t t = INT32_MIN; /* keep key > t, after marking the chosen ties */
-	int passes = 0;
+	float lo = _mm512_reduce_min_ps(vmn), hi = INFINITY;
+	int clo = n, chi = 0, passes = 0, nb = (n + 15) / 16;
 	if (kk < n) {
-		int64_t lo = _mm512_reduce_min_epi32(vmn), hi = (int64_t)_mm512_reduce_max_epi32(vmx) + 1;
-		int clo = n, chi = 0;
-		while (hi - lo > 1 && clo != kk) { /* branch-free updates: the outcome is a coin flip */
-			int32_t mid = (int32_t)(lo + (hi - lo) / 2);
-			int c = count_ge(key, n, mid), up = c >= kk;
+		hi = _mm512_reduce_max_ps(vmx);
+		chi = count_ge(x, n, hi, sign);
+		passes++;
+		if (chi >= kk) { /* the maximum is tied k or more times */
+			lo = hi;
+			clo = chi;
+			chi = 0;
+			hi = INFINITY;
+		}
+		int bisect = 0;
+		while (clo != kk && clo - chi > 16 && hi != INFINITY) {
+			float w = hi - lo, mid;
+			mid = bisect ? lo + 0.5f * w : lo + w * ((float)(clo - kk) + 0.5f) / (float)(clo - chi);
+			if (!(mid > lo && mid < hi))
+				mid = lo + 0.5f * w;
+			if (!(mid > lo && mid < hi))
+				break; /* adjacent floats: every key in [lo, hi) equals lo */
+			int c = count_ge(x, n, mid, sign), up = c >= kk;
 			passes++;
 			lo = up ? mid : lo;
 			clo = up ? c : clo;
 			hi = up ? hi : mid;
 			chi = up ? chi : c;
-		}
-		t = (int32_t)lo;
-		if (clo == kk) {
-			t = (int32_t)(lo - 1); /* key >= lo <=> key > lo - 1 (lo > INT32_MIN here) */
-		} else {                       /* ties at t: the lower indices first */
-			int need = kk - chi;
-			for (int i = 0; i < n; i++)
-				if (key[i] == t) {
-					key[i] = need > 0 ? INT32_MAX : INT32_MIN;
-					need--;
-				}
+			bisect = hi - lo > 0.5f * w;
 		}
 	}
-	__m512i vt = _mm512_set1_epi32(t);
-	__m512 vm = set1(-INFINITY);
-	for (int i = 0; i < n; i += 16) {
+	/* keep masks per block: v >= lo when that is exactly k keys, else v >= hi
+	 * plus the best-ranked candidates in [lo, hi) */
+	__m512 vlo = set1(lo), vhi = set1(hi);
+	int exact = clo == kk || kk >= n, rank = !exact && clo - chi <= 16;
+	int need = kk - chi, m = 0;
+	__m512 vc = _mm512_setzero_ps();
+	uint32_t *cmask = (uint32_t *)key + nb; /* per block: candidate mask, offset in vc */
+	for (int i = 0, b = 0; i < n; i += 16, b++) {
 		__mmask16 k = tm(n, i);
-		__mmask16 keep = _mm512_mask_cmpgt_epi32_mask(k, _mm512_maskz_loadu_epi32(k, key + i), vt);
-		vm = _mm512_mask_max_ps(vm, keep, vm, _mm512_maskz_loadu_ps(k, x + i));
+		__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), sign);
+		if (exact) {
+			key[b] = _mm512_mask_cmp_ps_mask(k, v, vlo, _CMP_GE_OQ);
+			continue;
+		}
+		key[b] = _mm512_mask_cmp_ps_mask(k, v, vhi, _CMP_GE_OQ);
+		__mmask16 cand = _mm512_mask_cmp_ps_mask(k, v, vlo, _CMP_GE_OQ) & (__mmask16)~key[b];
+		if (rank) { /* append this block's candidates to vc at lane m */
+			int c = __builtin_popcount(cand);
+			__m512 packed = _mm512_maskz_compress_ps(cand, v);
+			__m512i idx = _mm512_sub_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+						       _mm512_set1_epi32(m));
+			vc = _mm512_mask_permutexvar_ps(vc, (__mmask16)(((1u << c) - 1u) << m), idx, packed);
+			cmask[2 * b] = cand;
+			cmask[2 * b + 1] = (uint32_t)m;
+			m += c;
+		} else { /* more than 16 keys in [lo, hi), all equal to lo: lowest index first */
+			while (cand && need > 0) {
+				__mmask16 low = cand & (__mmask16)(-(int)cand);
+				key[b] |= low;
+				cand &= (__mmask16)~low;
+				need--;
+			}
+		}
 	}
+	if (rank && m > 0) {
+		/* rank_j = #{l : v_l > v_j} + #{l < j : v_l = v_j}, all lanes at once */
+		__m512i r = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
+		__m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+		__mmask16 live = tm(m, 0);
+		float cvs[16];
+		_mm512_storeu_ps(cvs, vc);
+		for (int l = 0; l < m; l++) {
+			__m512 vl = set1(cvs[l]);
+			__mmask16 gt = _mm512_mask_cmp_ps_mask(live, vc, vl, _CMP_LT_OQ); /* v_l > v_j */
+			__mmask16 eq = _mm512_mask_cmp_ps_mask(live, vc, vl, _CMP_EQ_OQ) &
+				       _mm512_cmpgt_epi32_mask(lane, _mm512_set1_epi32(l)); /* l < j */
+			r = _mm512_mask_add_epi32(r, gt | eq, r, one);
+		}
+		uint32_t kept = _mm512_mask_cmplt_epi32_mask(live, r, _mm512_set1_epi32(need));
+		for (int b = 0; b < nb; b++) { /* kept lanes back to key positions */
+			uint32_t cand = cmask[2 * b], bits = kept >> cmask[2 * b + 1];
+#ifdef __BMI2__
+			key[b] |= (int32_t)_pdep_u32(bits, cand);
+#else
+			for (uint32_t c = cand; c; c &= c - 1, bits >>= 1)
+				key[b] |= (int32_t)(c & -c & -(bits & 1u));
+#endif
+		}
+	}
+	__m512 vm = set1(-INFINITY);
+	for (int i = 0, b = 0; i < n; i += 16, b++)
+		vm = _mm512_mask_max_ps(vm, (__mmask16)key[b], vm, _mm512_maskz_loadu_ps(tm(n, i), x + i));
 	float mx = _mm512_reduce_max_ps(vm);
 	__m512 acc = _mm512_setzero_ps(), vmx2 = set1(mx);
-	for (int i = 0; i < n; i += 16) {
-		__mmask16 k = tm(n, i);
-		__mmask16 keep = _mm512_mask_cmpgt_epi32_mask(k, _mm512_maskz_loadu_epi32(k, key + i), vt);
+	for (int i = 0, b = 0; i < n; i += 16, b++) {
+		__mmask16 k = tm(n, i), keep = (__mmask16)key[b];
 		__m512 e = _mm512_maskz_mov_ps(keep, vexp(_mm512_sub_ps(_mm512_maskz_loadu_ps(keep, x + i), vmx2)));
 		_mm512_mask_storeu_ps(p + i, k, e);
 		acc = _mm512_add_ps(acc, e);
@@ -374,7 +482,9 @@ static int newton(float *p, float *tau_out, float *Z, float *S1, const float *x,
 		*S1 = s1;
 		float pw = mode == E_TWO ? sqrtf(se) : spow(se, 1.0f - am1);
 		float tn = tau + (se - pw) / s1;
-		if (!(tn > tau))
+		/* stop when the step is within 2 ulps of tau: p (just written, at tau) is
+		 * then as accurate as float allows, and the next pass would not move */
+		if (!(tn - tau > 2.4e-7f * fabsf(tau)))
 			break;
 		tau = tn;
 	}
@@ -463,7 +573,67 @@ void sbv_entmax(float *p, const float *x, int n, float am1, float *aux)
 	aux[3] = (float)cnt;
 }
 
+/* Exact alpha-entmax (general alpha) for `rows` rows of stride `stride`, in
+ * groups of four rows whose Newton iterations are interleaved: the rows are
+ * independent, so one row's reductions and scalar step overlap the next row's
+ * vector pass instead of stalling on them. Same iteration and results as
+ * sbv_entmax row by row. */
+void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, float am1, float *aux)
+{
+	enum emode mode = emode_of(am1);
+	if (mode != E_GEN) {
+		for (int r = 0; r < rows; r++)
+			sbv_entmax(p + r * stride, x + r * stride, n, am1, aux + 4 * r);
+		return;
+	}
+	__m512 va = set1(am1);
+	float e = 1.0f / am1;
+	for (int r0 = 0; r0 < rows; r0 += 4) {
+		int G = rows - r0 < 4 ? rows - r0 : 4, active = G;
+		float tau[4], Z[4], m[4];
+		int it[4], done[4];
+		for (int g = 0; g < G; g++) {
+			m[g] = vmax_row(x + (r0 + g) * stride, n);
+			tau[g] = -1.0f;
+			done[g] = 0;
+			it[g] = 0;
+		}
+		for (int k = 1; k <= 100 && active; k++)
+			for (int g = 0; g < G; g++) {
+				if (done[g])
+					continue;
+				const float *xr = x + (r0 + g) * stride;
+				float s1, se = esum(p + (r0 + g) * stride, &s1, xr, n, va, set1(m[g] * am1), tau[g], mode, e);
+				Z[g] = se;
+				it[g] = k;
+				float tn = tau[g] + (se - spow(se, 1.0f - am1)) / s1;
+				if (!(tn - tau[g] > 2.4e-7f * fabsf(tau[g]))) {
+					done[g] = 1;
+					active--;
+				} else {
+					tau[g] = tn;
+				}
+			}
+		for (int g = 0; g < G; g++) {
+			float *pr = p + (r0 + g) * stride, *ar = aux + 4 * (r0 + g);
+			__m512 inv = set1(1.0f / Z[g]);
+			int cnt = 0;
+			for (int i = 0; i < n; i += 16) {
+				__mmask16 km = tm(n, i);
+				__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(km, pr + i), inv);
+				_mm512_mask_storeu_ps(pr + i, km, v);
+				cnt += __builtin_popcount(_mm512_mask_cmp_ps_mask(km, v, _mm512_setzero_ps(), _CMP_GT_OQ));
+			}
+			ar[0] = tau[g];
+			ar[1] = m[g];
+			ar[2] = (float)it[g];
+			ar[3] = (float)cnt;
+		}
+	}
+}
+
 /* q = d^(e-1) (up to the forward's 1/Z): 1 on the support for e = 1, p/d otherwise */
+/* ws: 2n floats */
 double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m, int n,
 		      float am1, int want_alpha, float *ws)
 {
@@ -484,10 +654,11 @@ double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x
 		_mm512_mask_storeu_ps(ws + i, k, q);
 		aq = _mm512_add_ps(aq, q);
 		aqd = _mm512_fmadd_ps(q, _mm512_maskz_loadu_ps(k, dp + i), aqd);
-		if (want_alpha) {
+		if (want_alpha) { /* p log p, kept in ws[n..2n) for the second pass */
 			__mmask16 pos = _mm512_cmp_ps_mask(pv, set1(FLT_MIN), _CMP_GT_OQ);
-			__m512 lp = vlog(_mm512_mask_blend_ps(pos, set1(1.0f), pv));
-			ah = _mm512_fmadd_ps(pv, lp, ah);
+			__m512 plp = _mm512_mul_ps(pv, vlog(_mm512_mask_blend_ps(pos, set1(1.0f), pv)));
+			_mm512_mask_storeu_ps(ws + n + i, k, plp);
+			ah = _mm512_add_ps(ah, plp);
 		}
 	}
 	float Q = _mm512_reduce_add_ps(aq), QD = _mm512_reduce_add_ps(aqd), ent = _mm512_reduce_add_ps(ah);
@@ -497,9 +668,7 @@ double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x
 		__mmask16 k = tm(n, i);
 		__m512 q = _mm512_maskz_loadu_ps(k, ws + i), g = _mm512_maskz_loadu_ps(k, dp + i);
 		if (want_alpha) { /* dp_i/dalpha = e (e (p - yq) - (p log p - yq ent)), yq = q/Q */
-			__m512 pv = _mm512_maskz_loadu_ps(k, p + i);
-			__mmask16 pos = _mm512_cmp_ps_mask(pv, set1(FLT_MIN), _CMP_GT_OQ);
-			__m512 plp = _mm512_mul_ps(pv, vlog(_mm512_mask_blend_ps(pos, set1(1.0f), pv)));
+			__m512 pv = _mm512_maskz_loadu_ps(k, p + i), plp = _mm512_maskz_loadu_ps(k, ws + n + i);
 			__m512 yq = _mm512_mul_ps(q, vQ);
 			__m512 t = _mm512_sub_ps(_mm512_mul_ps(ve, _mm512_sub_ps(pv, yq)),
 						 _mm512_fnmadd_ps(yq, vent, plp));

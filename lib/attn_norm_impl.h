@@ -19,12 +19,16 @@ int sbv_row_finite(const float *x, int n, float *mn);
 /* aux[0..3] as documented in attn_norm.h */
 void sbv_softmax(float *p, const float *x, int n, float *aux);
 void sbv_softmax_bwd(float *ds, const float *p, const float *dp, int n);
-/* top-k (largest = 1) or bottom-k of x, then softmax over the kept keys */
+/* top-k (largest = 1) or bottom-k of x, then softmax over the kept keys;
+ * kws: 3 (n/16 + 1) int32 of scratch */
 void sbv_topk(float *p, const float *x, int n, int k, int largest, int32_t *kws, float *aux);
 void sbv_sparsemax(float *p, const float *x, int n, float *aux);
 void sbv_sparsemax_bwd(float *ds, const float *p, const float *dp, int n);
 /* exact alpha-entmax, am1 = alpha - 1 in [0.05, 1] */
 void sbv_entmax(float *p, const float *x, int n, float am1, float *aux);
+/* the same for rows x + r stride, r < rows (all finite, length n), several at once;
+ * aux: 4 floats per row */
+void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, float am1, float *aux);
 /* returns d loss / d alpha of the row (0 unless want_alpha); tau = aux[0] and
  * m = aux[1] of the forward */
 double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m,

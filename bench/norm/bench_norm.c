@@ -4,13 +4,14 @@
  *
  *   gcc -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -march=native -Ilib \
  *       bench/norm/bench_norm.c lib/attn_norm.c lib/attn_norm_avx512.c lib/attn_norm_ref.c lib/err.c lib/rng.c \
- *       -lm -o build/bench_norm && build/bench_norm [SIGMA] [MIN_ROWS]
+ *       -lm -o build/bench_norm && build/bench_norm [SIGMA] [MIN_ROWS] [TRIALS]
  *
  * (bench/norm/run.sh does exactly that.) Rows come in blocks of T rows with T
  * keys (one (sample, head) block of the encoder: T queries), scores N(0, SIGMA^2)
- * (default 2), upstream gradients N(0, 1). For each method and T the block loop
- * runs over at least MIN_ROWS rows (default 200000) five times; the table shows
- * the best of the five in ns per row, for forward, backward and their sum, and
+ * (default 2), upstream gradients N(0, 1). For each method and T, forward and
+ * backward each run over at least MIN_ROWS rows (default 20000) in each of
+ * TRIALS trials (default 25); the table shows the best trial (robust to other
+ * load on a shared machine) in ns per row, for forward, backward and their sum, and
  * the sum relative to softmax's. The mean support size (keys with p > 0) is
  * shown for context: the sparse methods' cost depends on it.
  */
@@ -54,10 +55,11 @@ static double now(void)
 int main(int argc, char **argv)
 {
 	double sigma = argc > 1 ? atof(argv[1]) : 2.0;
-	long min_rows = argc > 2 ? atol(argv[2]) : 200000;
+	long min_rows = argc > 2 ? atol(argv[2]) : 20000;
+	int trials = argc > 3 ? atoi(argv[3]) : 25;
 	static const int Ts[] = {50, 65, 97, 512};
 	double soft[4] = {0};
-	printf("# ns per row (best of 5), blocks of T rows x T keys, scores N(0, %g^2)\n", sigma);
+	printf("# ns per row (best of %d trials), blocks of T rows x T keys, scores N(0, %g^2)\n", trials, sigma);
 	printf("%-22s %5s %9s %9s %9s %7s %8s\n", "method", "T", "fwd", "bwd", "fwd+bwd", "/soft", "support");
 	for (size_t m = 0; m < sizeof bms / sizeof bms[0]; m++) {
 		for (int ti = 0; ti < 4; ti++) {
@@ -84,7 +86,7 @@ int main(int argc, char **argv)
 			nm.unrolled = bms[m].unrolled;
 			float alpha = (float)bms[m].alpha;
 			double bf = 1e30, bb = 1e30, dalpha = 0;
-			for (int trial = 0; trial < 5; trial++) {
+			for (int trial = 0; trial < trials; trial++) {
 				double t0 = now();
 				for (long k = 0; k < reps; k++)
 					for (long b = 0; b < nb; b++) {

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/norm/run.sh [SIGMA] [MIN_ROWS] — build and run the normaliser benchmark (no Makefile).
+# bench/norm/run.sh [SIGMA] [MIN_ROWS] [TRIALS] — build and run the normaliser benchmark (no Makefile).
 set -eu
 cd "$(dirname "$0")/../.."
 mkdir -p build
