@@ -25,7 +25,7 @@ ifeq ($(origin CUDA),undefined)
   CUDA := $(if $(NVCC),1,0)
 endif
 
-PKGS     := yajl libarchive libcrypto openblas libcurl
+PKGS     := yajl libarchive libcrypto openblas libcurl zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
