@@ -18,7 +18,9 @@ SHELL := bash
 .SUFFIXES:
 MAKEFLAGS += --no-builtin-rules --no-builtin-variables
 
-CC      ?= cc
+ifneq ($(filter default undefined,$(origin CC)),)
+  CC := cc
+endif
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 ifeq ($(origin CUDA),undefined)
@@ -33,7 +35,7 @@ WERROR  ?= -Werror
 OPT     ?= -O2 -march=native
 CFLAGS  ?= $(OPT) -g
 SB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra $(WERROR) \
-             -Wno-unused-parameter -fno-fast-math -pthread -MMD -MP -Ilib $(PKG_CFLAGS)
+             -Wno-unused-parameter -Wno-format-truncation -fno-fast-math -pthread -MMD -MP -Ilib $(PKG_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lm -lpthread
 
 ifeq ($(CUDA),1)
