@@ -100,6 +100,9 @@ bin/$(basename $(notdir $(1))): build/$(1:.c=.o) $(patsubst %.c,build/%.o,$(filt
 endef
 $(foreach p,$(PROG_SRC),$(eval $(call prog_rule,$(p))))
 
+# sb-fetch embeds its registry (fetch/registry_blob.c: .incbin), which -MMD cannot see
+build/fetch/registry_blob.o: fetch/registry.json
+
 build/tests/%: build/tests/unit/%.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -pthread -o $@ $< $(LIBS_ALL) $(CUDA_LIBS) $(LDLIBS)
