@@ -288,7 +288,8 @@ static int verify(const struct sbf_ctx *c, struct sbf_src *s, const char *source
 			      s->path, f->md5, s->md5, s->sha256);
 	SB_TRY(pin_add(c, s, source, err));
 	s->verified_by = "first-fetch";
-	sb_cli_warn("%s: pinned SHA-256 %s on first fetch%s (%s/pins.ndjson)", f->id, s->sha256,
+	/* Recorded in the pins file and the fetch.archive record; a progress note here. */
+	sb_progress(1, "%s: pinned SHA-256 %s on first fetch%s (%s/pins.ndjson)", f->id, s->sha256,
 		    f->md5 ? " after checking the published MD5" : " (trust on first use: nothing published to check)",
 		    c->cache);
 	return 0;
@@ -449,14 +450,33 @@ static int is_regular(const char *p)
 	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Remember the first refusal; report each on stderr. */
-static void refused(struct sb_err *first, const struct sb_err *e, const char *action)
+/* Refused candidates: reported on stderr once the search is over (the first
+ * one becomes the error when nothing verifies, so it is not printed twice). */
+struct refusals {
+	int n;
+	struct sb_err first;
+	char more[4][1200];
+	int nmore;
+};
+
+static void refused(struct refusals *r, const struct sb_err *e, const char *action)
 {
-	sb_cli_warn("%s%s", e->msg, action);
-	if (!first->code) {
-		*first = *e;
-		snprintf(first->msg, sizeof first->msg, "%s%s", e->msg, action);
+	if (r->n++ == 0) {
+		r->first = *e;
+		snprintf(r->first.msg, sizeof r->first.msg, "%s%s", e->msg, action);
+	} else if (r->nmore < 4) {
+		snprintf(r->more[r->nmore++], sizeof r->more[0], "%s%s", e->msg, action);
 	}
+}
+
+static void report(const struct refusals *r, int success)
+{
+	if (r->n && success)
+		sb_cli_warn("%s", r->first.msg);
+	for (int i = 0; i < r->nmore; i++)
+		sb_cli_warn("%s", r->more[i]);
+	if (r->n > 1 + r->nmore)
+		sb_cli_warn("(%d more refused candidates)", r->n - 1 - r->nmore);
 }
 
 static int set_path(char *dst, size_t n, const char *a, const char *b)
@@ -467,7 +487,8 @@ static int set_path(char *dst, size_t n, const char *a, const char *b)
 
 int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out, struct sb_err *err)
 {
-	struct sb_err bad = {0}, e = {0};
+	struct refusals bad = {0};
+	struct sb_err e = {0};
 	char cpath[4096], wrong[4200], part[4200], lock[4200];
 	int rc;
 	memset(out, 0, sizeof *out);
@@ -489,7 +510,7 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 			rc = verify(c, out, cpath, &e);
 			if (rc == 0) {
 				lock_close(fd);
-				return 0;
+				return 0; /* nothing refused yet */
 			}
 			if (rc != SB_EDATA) {
 				lock_close(fd);
@@ -520,8 +541,10 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 			out->origin = "mirror";
 			sb_err_clear(&e);
 			rc = verify(c, out, mp, &e);
-			if (rc == 0)
+			if (rc == 0) {
+				report(&bad, 1);
 				return 0;
+			}
 			if (rc != SB_EDATA) {
 				*err = e;
 				return rc;
@@ -548,6 +571,7 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 			sb_err_clear(&e);
 			if ((rc = verify(c, out, cpath, &e)) == 0) {
 				lock_close(fd);
+				report(&bad, 1);
 				return 0;
 			}
 			sbf_src_free(out);
@@ -601,6 +625,7 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 				sb_progress(1, "%s: downloaded and verified (%llu bytes, %s)", f->id,
 					    (unsigned long long)out->size, out->verified_by);
 				lock_close(fd);
+				report(&bad, 1);
 				return 0;
 			}
 			sbf_src_free(out);
@@ -619,8 +644,9 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 		lock_close(fd);
 	}
 	memset(out, 0, sizeof *out);
-	if (bad.code) {
-		*err = bad;
+	if (bad.n) {
+		report(&bad, 0);
+		*err = bad.first;
 		return SB_EDATA;
 	}
 	char where[1024];
