@@ -400,6 +400,13 @@ static int http_once(const struct sbf_ctx *c, const char *url, const char *part,
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
 	curl_easy_cleanup(h);
 	int bad = fclose(fp) != 0;
+	if (code >= 400 && code != 416) {
+		/* keep a partial file (without the error body) for the next URL */
+		if (have == 0 || truncate(part, (off_t)have) != 0)
+			unlink(part);
+		snprintf(msg, msgn, "%s: HTTP %ld", url, code);
+		return (code >= 500 || code == 408 || code == 429) ? 1 : 2;
+	}
 	if (cr == CURLE_RANGE_ERROR || code == 416) {
 		/* The server cannot resume (or the partial file is stale): start over. */
 		unlink(part);
@@ -586,6 +593,8 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 		for (size_t u = 0; u < nurls; u++) {
 			const char *url = f->urls->items[u]->text;
 			int got = 0;
+			struct stat pst;
+			int resumed = stat(part, &pst) == 0 && pst.st_size > 0;
 			for (int attempt = 0; attempt <= c->retries; attempt++) {
 				if (attempt > 0) {
 					long ms = c->backoff_ms << (attempt - 1);
@@ -633,6 +642,14 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 				lock_close(fd);
 				*err = e;
 				return rc;
+			}
+			if (resumed) {
+				/* The partial file was not a prefix of this file: start over once. */
+				sb_cli_warn("%s: resumed download failed verification; downloading it again from the start",
+					    f->id);
+				unlink(part);
+				u--;
+				continue;
 			}
 			char act[4400];
 			if (rename(part, wrong) == 0)
