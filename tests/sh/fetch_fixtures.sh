@@ -68,7 +68,21 @@ sb-fetch -q --offline --registry reg2.json -m fx/mirror -c cache -o data mnist >
 s=$(json_field out.reg2 fetch.split status | sort -u)
 [ "$s" = written ]; t_result $? "a changed task entry rewrites the outputs ($s)"
 
-# several tasks in one run, one of them failing: the others are done, exit 3
+# mirrors and cache from the environment: SB_MIRROR (colon-separated) after -m, SB_CACHE
+mkdir -p empty
+SB_MIRROR="empty:fx/mirror" SB_CACHE=cache.env sb-fetch -q --offline --registry "$reg" -m empty -o data.env kmnist >out.env 2>err.env; rc=$?
+p=$(json_field out.env fetch.archive path | head -c 9)
+[ $rc -eq 0 ] && [ "$p" = fx/mirror ]; t_result $? "SB_MIRROR directories are searched (exit $rc, $p: $(head -c 200 err.env))"
+SB_CACHE=cache.env sb-fetch -q --offline --registry "$reg" -m fx/mirror -o data.env k49 >/dev/null 2>&1
+[ -f cache.env/pins.ndjson ]; t_result $? "SB_CACHE sets the cache (pins written there)"
+
+# several tasks in one run, one of them failing: the others are done, the first failure's status
+mkdir -p part && cp -r fx/mirror/mnist part/
+sb-fetch -q --offline --registry "$reg" -m part -c cache.p -o data.p cifar10 mnist >out.p 2>err.p; rc=$?
+[ $rc -eq 4 ] && [ -f data.p/mnist/pool.safetensors ] && [ ! -e data.p/cifar10 ] &&
+	[ "$(json_field out.p fetch.failed task)" = cifar10 ] && [ "$(wc -l <err.p)" -eq 1 ]
+t_result $? "cifar10 missing, mnist present: mnist written, fetch.failed for cifar10, exit 4 (exit $rc)"
+
 run mnist no_such_task >/dev/null 2>err.unk; rc=$?
 [ $rc -eq 2 ] && grep -q "unknown task 'no_such_task'" err.unk; t_result $? "unknown task: usage error, exit 2 (exit $rc)"
 t_done
