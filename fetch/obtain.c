@@ -127,7 +127,7 @@ static int hash_file(const char *path, char sha[SB_SHA256_HEX], char md5[33], ui
 
 /* Look up the pinned SHA-256 of a file in CACHE/pins.ndjson. */
 static int pin_lookup(const struct sbf_ctx *c, const char *id, char sha[SB_SHA256_HEX], int64_t *size,
-		      struct sb_err *err)
+                      struct sb_err *err)
 {
 	char *path = sb_path_join(c->cache, "pins.ndjson");
 	struct sb_ndjson_reader *rd;
@@ -183,8 +183,9 @@ static int pin_add(const struct sbf_ctx *c, const struct sbf_src *s, const char 
 		goto done;
 	if (have[0]) {
 		if (strcmp(have, s->sha256))
-			rc = SB_ERR(err, SB_EDATA, "%s: SHA-256 mismatch: expected %s (pinned by another process), actual %s",
-				    s->path, have, s->sha256);
+			rc = SB_ERR(err, SB_EDATA,
+			            "%s: SHA-256 mismatch: expected %s (pinned by another process), actual %s", s->path,
+			            have, s->sha256);
 		goto done;
 	}
 	if (sb_file_exists(path) && (rc = sb_read_file(path, &old, &oldn, 64u << 20, err)))
@@ -259,15 +260,16 @@ static int verify(const struct sbf_ctx *c, struct sbf_src *s, const char *source
 		sb_blob_free(&s->content);
 		if (f->sha256)
 			return SB_ERR(err, SB_EDATA,
-				      "%s: SHA-256 mismatch: expected %s, actual %s; decompressed content: expected %s, actual %s",
-				      s->path, f->sha256, s->sha256, f->content_sha256, s->content_sha256);
+			              "%s: SHA-256 mismatch: expected %s, actual %s; decompressed content: expected "
+			              "%s, actual %s",
+			              s->path, f->sha256, s->sha256, f->content_sha256, s->content_sha256);
 	}
 	if (f->sha256) {
 		if (strcmp(s->sha256, f->sha256))
 			return SB_ERR(err, SB_EDATA, "%s: SHA-256 mismatch: expected %s, actual %s", s->path, f->sha256,
-				      s->sha256);
+			              s->sha256);
 		return SB_ERR(err, SB_EDATA, "%s: size mismatch: expected %lld bytes, actual %llu", s->path,
-			      (long long)f->size, (unsigned long long)s->size);
+		              (long long)f->size, (unsigned long long)s->size);
 	}
 	/* Pinned on first fetch. */
 	char pin[SB_SHA256_HEX];
@@ -275,23 +277,26 @@ static int verify(const struct sbf_ctx *c, struct sbf_src *s, const char *source
 	SB_TRY(pin_lookup(c, f->id, pin, &pin_size, err));
 	if (pin[0]) {
 		if (strcmp(pin, s->sha256))
-			return SB_ERR(err, SB_EDATA, "%s: SHA-256 mismatch: expected %s (pinned in %s/pins.ndjson), actual %s",
-				      s->path, pin, c->cache, s->sha256);
+			return SB_ERR(err, SB_EDATA,
+			              "%s: SHA-256 mismatch: expected %s (pinned in %s/pins.ndjson), actual %s",
+			              s->path, pin, c->cache, s->sha256);
 		s->verified_by = "pin";
 		return 0;
 	}
 	if (f->size >= 0 && (uint64_t)f->size != s->size)
-		return SB_ERR(err, SB_EDATA, "%s: size mismatch: expected %lld bytes, actual %llu (first fetch, not pinned)",
-			      s->path, (long long)f->size, (unsigned long long)s->size);
+		return SB_ERR(err, SB_EDATA,
+		              "%s: size mismatch: expected %lld bytes, actual %llu (first fetch, not pinned)", s->path,
+		              (long long)f->size, (unsigned long long)s->size);
 	if (f->md5 && strcmp(f->md5, s->md5))
-		return SB_ERR(err, SB_EDATA, "%s: MD5 mismatch: expected %s, actual %s (first fetch, not pinned; SHA-256 %s)",
-			      s->path, f->md5, s->md5, s->sha256);
+		return SB_ERR(err, SB_EDATA,
+		              "%s: MD5 mismatch: expected %s, actual %s (first fetch, not pinned; SHA-256 %s)", s->path,
+		              f->md5, s->md5, s->sha256);
 	SB_TRY(pin_add(c, s, source, err));
 	s->verified_by = "first-fetch";
 	/* Recorded in the pins file and the fetch.archive record; a progress note here. */
 	sb_progress(1, "%s: pinned SHA-256 %s on first fetch%s (%s/pins.ndjson)", f->id, s->sha256,
-		    f->md5 ? " after checking the published MD5" : " (trust on first use: nothing published to check)",
-		    c->cache);
+	            f->md5 ? " after checking the published MD5" : " (trust on first use: nothing published to check)",
+	            c->cache);
 	return 0;
 }
 
@@ -307,8 +312,8 @@ void sbf_http_global(int init)
 
 struct dl {
 	FILE *f;
-	uint64_t have;   /* bytes in the file before this transfer */
-	uint64_t got;    /* bytes written by this transfer */
+	uint64_t have; /* bytes in the file before this transfer */
+	uint64_t got;  /* bytes written by this transfer */
 	uint64_t limit;
 	int over;
 	const char *label;
@@ -338,7 +343,8 @@ static int dl_progress(void *ud, curl_off_t total, curl_off_t now, curl_off_t ut
 		return 0;
 	if (total > 0)
 		sb_progress(0, "%s: %.1f of %.1f MB (%.0f%%), %.1f MB/s", d->label, mb,
-			    (double)(d->have + (uint64_t)total) / 1e6, 100.0 * (double)(d->have + (uint64_t)now) / (double)(d->have + (uint64_t)total), rate);
+		            (double)(d->have + (uint64_t)total) / 1e6,
+		            100.0 * (double)(d->have + (uint64_t)now) / (double)(d->have + (uint64_t)total), rate);
 	else
 		sb_progress(0, "%s: %.1f MB, %.1f MB/s", d->label, mb, rate);
 	return 0;
@@ -347,8 +353,8 @@ static int dl_progress(void *ud, curl_off_t total, curl_off_t now, curl_off_t ut
 /* One attempt at URL into part (appending when it exists). Returns 0 on a
  * complete transfer; otherwise 1 for an error worth retrying, 2 for one that
  * is not (HTTP 4xx), with a message in msg. */
-static int http_once(const struct sbf_ctx *c, const char *url, const char *part, const struct sbf_file *f,
-		     char *msg, size_t msgn)
+static int http_once(const struct sbf_ctx *c, const char *url, const char *part, const struct sbf_file *f, char *msg,
+                     size_t msgn)
 {
 	struct stat st;
 	uint64_t have = stat(part, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -632,7 +638,7 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 				}
 				snprintf(out->path, sizeof out->path, "%s", cpath);
 				sb_progress(1, "%s: downloaded and verified (%llu bytes, %s)", f->id,
-					    (unsigned long long)out->size, out->verified_by);
+				            (unsigned long long)out->size, out->verified_by);
 				lock_close(fd);
 				report(&bad, 1);
 				return 0;
@@ -645,8 +651,9 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 			}
 			if (resumed) {
 				/* The partial file was not a prefix of this file: start over once. */
-				sb_cli_warn("%s: resumed download failed verification; downloading it again from the start",
-					    f->id);
+				sb_cli_warn(
+				    "%s: resumed download failed verification; downloading it again from the start",
+				    f->id);
 				unlink(part);
 				u--;
 				continue;
@@ -672,7 +679,6 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 		k += snprintf(where + k, sizeof where - (size_t)k, ", %s", c->mirrors[i]);
 	if (c->offline || nurls == 0)
 		return SB_ERR(err, SB_EIO, "%s: not found in %s%s", f->id, where,
-			      nurls == 0 ? " and the registry has no URL for it"
-					 : " (offline: URLs not tried)");
+		              nurls == 0 ? " and the registry has no URL for it" : " (offline: URLs not tried)");
 	return SB_ERR(err, SB_EIO, "%s: not found in %s, and every URL failed (last: %s)", f->id, where, last);
 }

@@ -45,12 +45,11 @@ static int check_file(struct sbf_file *f, const char *where, struct sb_err *err)
 		const struct sb_json *u = f->urls->items[i];
 		if (u->type != SB_JSON_STRING || (strncmp(u->text, "http://", 7) && strncmp(u->text, "https://", 8)))
 			return SB_ERR(err, SB_EDATA, "%s: file '%s': URLs must be http:// or https:// strings", where,
-				      f->id);
+			              f->id);
 	}
 	f->size = -1;
 	f->content_size = -1;
-	if ((v = sb_json_get(o, "size")) && v->type != SB_JSON_NULL &&
-	    (sb_json_int64(v, &f->size) || f->size < 0))
+	if ((v = sb_json_get(o, "size")) && v->type != SB_JSON_NULL && (sb_json_int64(v, &f->size) || f->size < 0))
 		return SB_ERR(err, SB_EDATA, "%s: file '%s': bad 'size'", where, f->id);
 	if ((v = sb_json_get(o, "content_size")) && v->type != SB_JSON_NULL &&
 	    (sb_json_int64(v, &f->content_size) || f->content_size < 0))
@@ -62,18 +61,18 @@ static int check_file(struct sbf_file *f, const char *where, struct sb_err *err)
 		return SB_ERR(err, SB_EDATA, "%s: file '%s': 'sha256' is not 64 lowercase hex digits", where, f->id);
 	if (f->content_sha256 && !is_hex(f->content_sha256, 64))
 		return SB_ERR(err, SB_EDATA, "%s: file '%s': 'content_sha256' is not 64 lowercase hex digits", where,
-			      f->id);
+		              f->id);
 	if (f->md5 && !is_hex(f->md5, 32))
 		return SB_ERR(err, SB_EDATA, "%s: file '%s': 'md5' is not 32 lowercase hex digits", where, f->id);
 	return 0;
 }
 
-static const char *const decoders[] = {"idx", "emnist", "npz", "cifar", "svhn_mat", "libsvm", "news",
-				       "synthetic_marker", "corpus", NULL};
+static const char *const decoders[] = {"idx",  "emnist",           "npz",    "cifar", "svhn_mat", "libsvm",
+                                       "news", "synthetic_marker", "corpus", NULL};
 
 /* Every file a task names must exist in "files". */
 static int check_ref(const struct sbf_registry *r, const char *task, const char *id, const char *where,
-		     struct sb_err *err)
+                     struct sb_err *err)
 {
 	if (!id)
 		return SB_ERR(err, SB_EDATA, "%s: task '%s': missing file reference", where, task);
@@ -124,8 +123,9 @@ static int check_task(const struct sbf_registry *r, const struct sb_json *t, con
 			return SB_ERR(err, SB_EDATA, "%s: task '%s': a corpus needs 'file' or 'splits'", where, name);
 		else if (!arch)
 			for (size_t i = 0; i < sp->n; i++)
-				SB_TRY(check_ref(r, name, sp->items[i]->type == SB_JSON_STRING ? sp->items[i]->text : NULL,
-						 where, err));
+				SB_TRY(check_ref(r, name,
+				                 sp->items[i]->type == SB_JSON_STRING ? sp->items[i]->text : NULL,
+				                 where, err));
 	}
 	return 0;
 }
@@ -159,7 +159,8 @@ int sbf_registry_load(struct sbf_registry *r, const char *path, struct sb_err *e
 	r->version = sbf_str(r->root, "registry_version");
 	if (!files || files->type != SB_JSON_OBJECT || !tasks || tasks->type != SB_JSON_ARRAY || !r->version) {
 		sbf_registry_free(r);
-		return SB_ERR(err, SB_EDATA, "%s: not a registry (needs 'registry_version', 'files' and 'tasks')", where);
+		return SB_ERR(err, SB_EDATA, "%s: not a registry (needs 'registry_version', 'files' and 'tasks')",
+		              where);
 	}
 	r->files = calloc(files->n ? files->n : 1, sizeof *r->files);
 	if (!r->files) {
@@ -182,7 +183,8 @@ int sbf_registry_load(struct sbf_registry *r, const char *path, struct sb_err *e
 		}
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(sbf_str(tasks->items[i], "task"), sbf_str(tasks->items[j], "task"))) {
-				rc = SB_ERR(err, SB_EDATA, "%s: task '%s' listed twice", where, sbf_str(tasks->items[i], "task"));
+				rc = SB_ERR(err, SB_EDATA, "%s: task '%s' listed twice", where,
+				            sbf_str(tasks->items[i], "task"));
 				sbf_registry_free(r);
 				return rc;
 			}

@@ -3,10 +3,10 @@
  * The Makefile names registry.json as a prerequisite of this object, so an
  * edit to the JSON rebuilds it. */
 __asm__(".section .rodata\n"
-	".global sbf_registry_blob\n"
-	".global sbf_registry_blob_end\n"
-	"sbf_registry_blob:\n"
-	".incbin \"fetch/registry.json\"\n"
-	"sbf_registry_blob_end:\n"
-	".byte 0\n"
-	".previous\n");
+        ".global sbf_registry_blob\n"
+        ".global sbf_registry_blob_end\n"
+        "sbf_registry_blob:\n"
+        ".incbin \"fetch/registry.json\"\n"
+        "sbf_registry_blob_end:\n"
+        ".byte 0\n"
+        ".previous\n");

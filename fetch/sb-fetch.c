@@ -21,72 +21,71 @@
 
 static void usage(void)
 {
-	printf(
-"Usage: sb-fetch [-m MIRROR_DIR]... [-c CACHE_DIR] [-o DATA_DIR] [OPTION]... TASK...\n"
-"       sb-fetch --list [--registry FILE]\n"
-"\n"
-"Obtain, verify and decode the datasets of the sparsebench studies (PROTOCOL A1,\n"
-"B, C). For each TASK, every file it needs is looked for in CACHE_DIR, then in each\n"
-"MIRROR_DIR (as DIR/GROUP/NAME, then DIR/NAME), then downloaded from its URLs in\n"
-"registry order; whichever way it came it is verified (size and SHA-256, or the\n"
-"pin rules below) before it is read. The task is then decoded and written as\n"
-"DATA_DIR/TASK/pool.safetensors and test.safetensors (corpora: train, valid,\n"
-"test), each with a .sha256 sidecar. Outputs that verify and were made from the\n"
-"same inputs are left alone: re-running is a no-op that re-verifies.\n"
-"\n"
-"Options:\n"
-"  -m, --mirror DIR     look for files in DIR before downloading (repeatable; the\n"
-"                       directories in $SB_MIRROR, colon-separated, come after)\n"
-"  -c, --cache DIR      download cache and pins file (default $SB_CACHE, else\n"
-"                       $XDG_CACHE_HOME/sparsebench, else ~/.cache/sparsebench)\n"
-"  -o, --output DIR     data directory (default $SB_DATA, else ./data)\n"
-"      --list           print the registry's tasks as NDJSON (fetch.task records)\n"
-"      --registry FILE  use FILE instead of the built-in registry (test fixtures)\n"
-"      --offline        never use the network: cache and mirrors only\n"
-"      --seeds LIST     synthetic_marker seeds, e.g. 0-9 or 0,3,7 (default 0-9)\n"
-"      --retries N      retries per URL after the first attempt (default 3),\n"
-"                       with exponential backoff from $SB_FETCH_BACKOFF_MS (1000)\n"
-"      --timeout S      connection timeout in seconds (default 30); a transfer\n"
-"                       that stalls for 2*S seconds is retried\n"
-"  -q, --quiet          no progress lines on stderr\n"
-"      --help           show this help and exit\n"
-"      --version        show the version and exit\n"
-"\n"
-"Tasks (sb-fetch --list has the details): mnist fashion_mnist kmnist cifar10\n"
-"cifar100 twenty_news synthetic_marker emnist_balanced emnist_letters\n"
-"emnist_digits k49 svhn usps, and the corpora wikitext2 wikitext2_v1\n"
-"wikitext2_raw tinyshakespeare jargon.\n"
-"\n"
-"Verification: a file with a published SHA-256 must match it (and its size). A\n"
-"gzip file with a content_sha256 is also accepted when its decompressed bytes\n"
-"match (mirrors that re-compress, like Debian's Fashion-MNIST). A file without a\n"
-"published SHA-256 is pinned on first fetch: checked against the published size\n"
-"and MD5 where they exist, its SHA-256 is recorded in CACHE_DIR/pins.ndjson and\n"
-"required from then on. A file that fails is refused with the expected and actual\n"
-"hashes; a cache or downloaded file is renamed NAME.wrong (mirror files are left\n"
-"alone) and the search goes on; if nothing verifies, nothing is written for the\n"
-"task and sb-fetch exits 3.\n"
-"\n"
-"Downloads go to CACHE_DIR/GROUP/NAME.part (resumed when present), with\n"
-"redirects, timeouts, retries and a progress line on stderr; libcurl honours\n"
-"http_proxy, https_proxy, ALL_PROXY and NO_PROXY. Concurrent runs on one cache\n"
-"or data directory are safe (flock; files appear only by atomic rename).\n"
-"\n"
-"Records (NDJSON on stdout, docs/sb-fetch.md): run.meta; fetch.archive per file\n"
-"(task, file, origin cache|mirror|url, path, url, size_bytes, sha256, md5,\n"
-"verified_by sha256|content_sha256|pin|first-fetch); fetch.split per output\n"
-"(task, split, path, sha256, size_bytes, n, status written|verified);\n"
-"fetch.failed (task, code, error); with --list, fetch.task per task.\n"
-"\n"
-"Exit status: 0 all tasks done; 2 usage error; 3 bad data (hash mismatch,\n"
-"malformed or inconsistent file); 4 I/O or network error (file not found\n"
-"anywhere); 5 internal error. With several tasks, the first failure's status.\n"
-"\n"
-"Examples:\n"
-"  sb-fetch -m /usr/share/datasets/fashion-mnist -o data fashion_mnist\n"
-"  sb-fetch -o data synthetic_marker --seeds 0-4\n"
-"  sb-fetch -c ~/.cache/sparsebench -o data cifar10 svhn\n"
-"  sb-fetch --list | jq -r 'select(.kind == \"fetch.task\") | .task'\n");
+	printf("Usage: sb-fetch [-m MIRROR_DIR]... [-c CACHE_DIR] [-o DATA_DIR] [OPTION]... TASK...\n"
+	       "       sb-fetch --list [--registry FILE]\n"
+	       "\n"
+	       "Obtain, verify and decode the datasets of the sparsebench studies (PROTOCOL A1,\n"
+	       "B, C). For each TASK, every file it needs is looked for in CACHE_DIR, then in each\n"
+	       "MIRROR_DIR (as DIR/GROUP/NAME, then DIR/NAME), then downloaded from its URLs in\n"
+	       "registry order; whichever way it came it is verified (size and SHA-256, or the\n"
+	       "pin rules below) before it is read. The task is then decoded and written as\n"
+	       "DATA_DIR/TASK/pool.safetensors and test.safetensors (corpora: train, valid,\n"
+	       "test), each with a .sha256 sidecar. Outputs that verify and were made from the\n"
+	       "same inputs are left alone: re-running is a no-op that re-verifies.\n"
+	       "\n"
+	       "Options:\n"
+	       "  -m, --mirror DIR     look for files in DIR before downloading (repeatable; the\n"
+	       "                       directories in $SB_MIRROR, colon-separated, come after)\n"
+	       "  -c, --cache DIR      download cache and pins file (default $SB_CACHE, else\n"
+	       "                       $XDG_CACHE_HOME/sparsebench, else ~/.cache/sparsebench)\n"
+	       "  -o, --output DIR     data directory (default $SB_DATA, else ./data)\n"
+	       "      --list           print the registry's tasks as NDJSON (fetch.task records)\n"
+	       "      --registry FILE  use FILE instead of the built-in registry (test fixtures)\n"
+	       "      --offline        never use the network: cache and mirrors only\n"
+	       "      --seeds LIST     synthetic_marker seeds, e.g. 0-9 or 0,3,7 (default 0-9)\n"
+	       "      --retries N      retries per URL after the first attempt (default 3),\n"
+	       "                       with exponential backoff from $SB_FETCH_BACKOFF_MS (1000)\n"
+	       "      --timeout S      connection timeout in seconds (default 30); a transfer\n"
+	       "                       that stalls for 2*S seconds is retried\n"
+	       "  -q, --quiet          no progress lines on stderr\n"
+	       "      --help           show this help and exit\n"
+	       "      --version        show the version and exit\n"
+	       "\n"
+	       "Tasks (sb-fetch --list has the details): mnist fashion_mnist kmnist cifar10\n"
+	       "cifar100 twenty_news synthetic_marker emnist_balanced emnist_letters\n"
+	       "emnist_digits k49 svhn usps, and the corpora wikitext2 wikitext2_v1\n"
+	       "wikitext2_raw tinyshakespeare jargon.\n"
+	       "\n"
+	       "Verification: a file with a published SHA-256 must match it (and its size). A\n"
+	       "gzip file with a content_sha256 is also accepted when its decompressed bytes\n"
+	       "match (mirrors that re-compress, like Debian's Fashion-MNIST). A file without a\n"
+	       "published SHA-256 is pinned on first fetch: checked against the published size\n"
+	       "and MD5 where they exist, its SHA-256 is recorded in CACHE_DIR/pins.ndjson and\n"
+	       "required from then on. A file that fails is refused with the expected and actual\n"
+	       "hashes; a cache or downloaded file is renamed NAME.wrong (mirror files are left\n"
+	       "alone) and the search goes on; if nothing verifies, nothing is written for the\n"
+	       "task and sb-fetch exits 3.\n"
+	       "\n"
+	       "Downloads go to CACHE_DIR/GROUP/NAME.part (resumed when present), with\n"
+	       "redirects, timeouts, retries and a progress line on stderr; libcurl honours\n"
+	       "http_proxy, https_proxy, ALL_PROXY and NO_PROXY. Concurrent runs on one cache\n"
+	       "or data directory are safe (flock; files appear only by atomic rename).\n"
+	       "\n"
+	       "Records (NDJSON on stdout, docs/sb-fetch.md): run.meta; fetch.archive per file\n"
+	       "(task, file, origin cache|mirror|url, path, url, size_bytes, sha256, md5,\n"
+	       "verified_by sha256|content_sha256|pin|first-fetch); fetch.split per output\n"
+	       "(task, split, path, sha256, size_bytes, n, status written|verified);\n"
+	       "fetch.failed (task, code, error); with --list, fetch.task per task.\n"
+	       "\n"
+	       "Exit status: 0 all tasks done; 2 usage error; 3 bad data (hash mismatch,\n"
+	       "malformed or inconsistent file); 4 I/O or network error (file not found\n"
+	       "anywhere); 5 internal error. With several tasks, the first failure's status.\n"
+	       "\n"
+	       "Examples:\n"
+	       "  sb-fetch -m /usr/share/datasets/fashion-mnist -o data fashion_mnist\n"
+	       "  sb-fetch -o data synthetic_marker --seeds 0-4\n"
+	       "  sb-fetch -c ~/.cache/sparsebench -o data cifar10 svhn\n"
+	       "  sb-fetch --list | jq -r 'select(.kind == \"fetch.task\") | .task'\n");
 }
 
 /* "0-9" or "0,3,7" or "1,4-6" */
@@ -179,14 +178,19 @@ int main(int argc, char **argv)
 	double timeout = 30;
 	struct sb_err err = {0};
 	enum { O_LIST = 256, O_REG, O_OFF, O_SEEDS, O_RETRIES, O_TIMEOUT, O_HELP, O_VERSION };
-	static const struct option opts[] = {
-		{"mirror", required_argument, 0, 'm'}, {"cache", required_argument, 0, 'c'},
-		{"output", required_argument, 0, 'o'}, {"quiet", no_argument, 0, 'q'},
-		{"list", no_argument, 0, O_LIST},      {"registry", required_argument, 0, O_REG},
-		{"offline", no_argument, 0, O_OFF},    {"seeds", required_argument, 0, O_SEEDS},
-		{"retries", required_argument, 0, O_RETRIES}, {"timeout", required_argument, 0, O_TIMEOUT},
-		{"help", no_argument, 0, O_HELP},      {"version", no_argument, 0, O_VERSION},
-		{0, 0, 0, 0}};
+	static const struct option opts[] = {{"mirror", required_argument, 0, 'm'},
+	                                     {"cache", required_argument, 0, 'c'},
+	                                     {"output", required_argument, 0, 'o'},
+	                                     {"quiet", no_argument, 0, 'q'},
+	                                     {"list", no_argument, 0, O_LIST},
+	                                     {"registry", required_argument, 0, O_REG},
+	                                     {"offline", no_argument, 0, O_OFF},
+	                                     {"seeds", required_argument, 0, O_SEEDS},
+	                                     {"retries", required_argument, 0, O_RETRIES},
+	                                     {"timeout", required_argument, 0, O_TIMEOUT},
+	                                     {"help", no_argument, 0, O_HELP},
+	                                     {"version", no_argument, 0, O_VERSION},
+	                                     {0, 0, 0, 0}};
 	if (!mirrors) {
 		fprintf(stderr, "sb-fetch: out of memory\n");
 		return SB_EINTERNAL;
@@ -195,14 +199,30 @@ int main(int argc, char **argv)
 	int ch;
 	while ((ch = getopt_long(argc, argv, ":m:c:o:q", opts, NULL)) != -1) {
 		switch (ch) {
-		case 'm': mirrors[nmir++] = optarg; break;
-		case 'c': cache = optarg; break;
-		case 'o': out = optarg; break;
-		case 'q': sb_quiet = 1; break;
-		case O_LIST: list = 1; break;
-		case O_REG: regpath = optarg; break;
-		case O_OFF: offline = 1; break;
-		case O_SEEDS: seeds_arg = optarg; break;
+		case 'm':
+			mirrors[nmir++] = optarg;
+			break;
+		case 'c':
+			cache = optarg;
+			break;
+		case 'o':
+			out = optarg;
+			break;
+		case 'q':
+			sb_quiet = 1;
+			break;
+		case O_LIST:
+			list = 1;
+			break;
+		case O_REG:
+			regpath = optarg;
+			break;
+		case O_OFF:
+			offline = 1;
+			break;
+		case O_SEEDS:
+			seeds_arg = optarg;
+			break;
 		case O_RETRIES:
 			if (sb_parse_int("--retries", optarg, 0, 20, &retries, &err))
 				sb_cli_usage_error("%s", err.msg);
@@ -211,9 +231,13 @@ int main(int argc, char **argv)
 			if (sb_parse_double("--timeout", optarg, 0.1, 3600, &timeout, &err))
 				sb_cli_usage_error("%s", err.msg);
 			break;
-		case O_HELP: usage(); return sb_cli_finish(0);
-		case O_VERSION: sb_cli_version();
-		case ':': sb_cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+		case O_HELP:
+			usage();
+			return sb_cli_finish(0);
+		case O_VERSION:
+			sb_cli_version();
+		case ':':
+			sb_cli_usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
 			if (optopt)
 				sb_cli_usage_error("unknown option '-%c'", optopt);
@@ -274,9 +298,17 @@ int main(int argc, char **argv)
 	}
 
 	const char *bo = getenv("SB_FETCH_BACKOFF_MS");
-	struct sbf_ctx ctx = {.cache = cache, .out = out, .mirrors = mirrors, .nmirrors = nmir, .offline = offline,
-			      .retries = (int)retries, .connect_timeout_s = timeout, .stall_timeout_s = 2 * timeout,
-			      .backoff_ms = bo && *bo ? atol(bo) : 1000, .reg = &reg, .w = &w};
+	struct sbf_ctx ctx = {.cache = cache,
+	                      .out = out,
+	                      .mirrors = mirrors,
+	                      .nmirrors = nmir,
+	                      .offline = offline,
+	                      .retries = (int)retries,
+	                      .connect_timeout_s = timeout,
+	                      .stall_timeout_s = 2 * timeout,
+	                      .backoff_ms = bo && *bo ? atol(bo) : 1000,
+	                      .reg = &reg,
+	                      .w = &w};
 	if (ctx.backoff_ms < 0)
 		ctx.backoff_ms = 0;
 	sbf_http_global(1);

@@ -20,21 +20,21 @@
 /* ---- registry ---- */
 
 struct sbf_file {
-	const char *id;          /* "GROUP/NAME" */
-	const char *name;        /* NAME */
+	const char *id;   /* "GROUP/NAME" */
+	const char *name; /* NAME */
 	const struct sb_json *urls;
-	int64_t size;            /* -1: unknown */
-	const char *sha256;      /* NULL: pinned on first fetch */
-	const char *md5;         /* NULL: not published */
+	int64_t size;       /* -1: unknown */
+	const char *sha256; /* NULL: pinned on first fetch */
+	const char *md5;    /* NULL: not published */
 	const char *content_sha256;
-	int64_t content_size;    /* -1: unknown */
+	int64_t content_size; /* -1: unknown */
 	const struct sb_json *json;
 };
 
 struct sbf_registry {
 	struct sb_json *root;
 	const char *version;
-	const char *path;        /* "(built-in)" or the file */
+	const char *path; /* "(built-in)" or the file */
 	char sha256[SB_SHA256_HEX];
 	uint64_t size;
 	struct sbf_file *files;
@@ -69,14 +69,14 @@ struct sbf_ctx {
 struct sbf_src {
 	const struct sbf_file *f;
 	char path[4096];
-	const char *origin;      /* "cache" | "mirror" | "url" */
+	const char *origin; /* "cache" | "mirror" | "url" */
 	char url[2048];
 	char sha256[SB_SHA256_HEX];
 	char md5[33];
 	uint64_t size;
-	const char *verified_by; /* "sha256" | "content_sha256" | "pin" | "first-fetch" */
+	const char *verified_by;            /* "sha256" | "content_sha256" | "pin" | "first-fetch" */
 	char content_sha256[SB_SHA256_HEX]; /* when verified by content */
-	struct sb_blob content;  /* decompressed bytes, when verified by content */
+	struct sb_blob content;             /* decompressed bytes, when verified by content */
 };
 
 /* Find, fetch and verify one registry file (cache, mirrors, URLs). */

@@ -78,7 +78,7 @@ static void emit_archive(struct sbf_ctx *c, const char *task, const struct sbf_s
 /* ---- decoded splits ---- */
 
 struct split {
-	const char *name;       /* "pool", "test", "train", "valid" */
+	const char *name; /* "pool", "test", "train", "valid" */
 	struct sb_tensors ts;
 	int64_t n;
 	void *own[8];
@@ -105,14 +105,14 @@ static void *own(struct split *s, void *p)
 }
 
 static int add(struct split *s, const char *name, enum sb_dtype t, int nd, const int64_t *shape, const void *data,
-	       struct sb_err *err)
+               struct sb_err *err)
 {
 	return sb_tensors_add(&s->ts, name, t, nd, shape, data, 1, err);
 }
 
 /* Images: x U8 [n, C, H, W] and y I32 [n]. */
 static int image_split(struct split *s, int64_t n, const int64_t chw[3], const uint8_t *x, const int32_t *y,
-		       struct sb_err *err)
+                       struct sb_err *err)
 {
 	int64_t xs[4] = {n, chw[0], chw[1], chw[2]}, ys[1] = {n};
 	s->n = n;
@@ -131,19 +131,20 @@ static int check_count(const struct tinfo *ti, const char *split, const char *wh
 {
 	int64_t want = !strcmp(split, "pool") ? ti->n_pool : ti->n_test;
 	if (want >= 0 && n != want)
-		return SB_ERR(err, SB_EDATA, "%s: %lld examples, but the registry expects %lld for the %s split of %s", what,
-			      (long long)n, (long long)want, split, ti->name);
+		return SB_ERR(err, SB_EDATA, "%s: %lld examples, but the registry expects %lld for the %s split of %s",
+		              what, (long long)n, (long long)want, split, ti->name);
 	return 0;
 }
 
 static int check_labels(const struct tinfo *ti, const char *what, int32_t *y, int64_t n, int64_t offset,
-			struct sb_err *err)
+                        struct sb_err *err)
 {
 	for (int64_t i = 0; i < n; i++) {
 		int64_t v = (int64_t)y[i] + offset;
 		if (v < 0 || v >= ti->classes)
-			return SB_ERR(err, SB_EDATA, "%s: label %d of example %lld outside the %lld classes%s", what, y[i],
-				      (long long)i, (long long)ti->classes, offset ? " (after the label offset)" : "");
+			return SB_ERR(err, SB_EDATA, "%s: label %d of example %lld outside the %lld classes%s", what,
+			              y[i], (long long)i, (long long)ti->classes,
+			              offset ? " (after the label offset)" : "");
 		y[i] = (int32_t)v;
 	}
 	return 0;
@@ -165,19 +166,20 @@ static int gz_bytes(const struct sbf_src *s, struct sb_blob *out, const uint8_t 
 
 /* IDX images + labels (already decompressed) into an image split. */
 static int idx_pair(const struct tinfo *ti, struct split *s, const uint8_t *ib, size_t in, const char *iname,
-		    const uint8_t *lb, size_t ln, const char *lname, int transpose, int64_t offset, struct sb_err *err)
+                    const uint8_t *lb, size_t ln, const char *lname, int transpose, int64_t offset, struct sb_err *err)
 {
 	struct sb_idx im, lab;
 	SB_TRY(sb_idx_parse(ib, in, iname, &im, err));
 	SB_TRY(sb_idx_parse(lb, ln, lname, &lab, err));
 	if (im.ndim != 3 || (int64_t)im.dims[1] != ti->chw[1] || (int64_t)im.dims[2] != ti->chw[2] || ti->chw[0] != 1)
 		return SB_ERR(err, SB_EDATA, "%s: IDX images must be N x %lld x %lld (got %d dimensions: %u x %u x %u)",
-			      iname, (long long)ti->chw[1], (long long)ti->chw[2], im.ndim, im.dims[0],
-			      im.ndim > 1 ? im.dims[1] : 0, im.ndim > 2 ? im.dims[2] : 0);
+		              iname, (long long)ti->chw[1], (long long)ti->chw[2], im.ndim, im.dims[0],
+		              im.ndim > 1 ? im.dims[1] : 0, im.ndim > 2 ? im.dims[2] : 0);
 	if (lab.ndim != 1)
 		return SB_ERR(err, SB_EDATA, "%s: IDX labels must have 1 dimension (got %d)", lname, lab.ndim);
 	if (im.dims[0] != lab.dims[0])
-		return SB_ERR(err, SB_EDATA, "%s: %u images but %s holds %u labels", iname, im.dims[0], lname, lab.dims[0]);
+		return SB_ERR(err, SB_EDATA, "%s: %u images but %s holds %u labels", iname, im.dims[0], lname,
+		              lab.dims[0]);
 	int64_t n = im.dims[0];
 	SB_TRY(check_count(ti, s->name, iname, n, err));
 	int32_t *y = own(s, malloc((size_t)(n ? n : 1) * sizeof *y));
@@ -205,7 +207,7 @@ static int idx_pair(const struct tinfo *ti, struct split *s, const uint8_t *ib, 
 }
 
 static int dec_idx(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_src *const src[4], struct split sp[2],
-		   struct sb_err *err)
+                   struct sb_err *err)
 {
 	for (int k = 0; k < 2; k++) {
 		const uint8_t *ib, *lb;
@@ -218,7 +220,7 @@ static int dec_idx(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_s
 }
 
 static int dec_emnist(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_src *arch, struct split sp[2],
-		      struct sb_err *err)
+                      struct sb_err *err)
 {
 	const char *mem[4];
 	const char *roles[2] = {"pool", "test"};
@@ -226,8 +228,8 @@ static int dec_emnist(struct sbf_ctx *c, const struct tinfo *ti, const struct sb
 		mem[2 * k] = sbf_str(sb_json_get(ti->t, roles[k]), "images");
 		mem[2 * k + 1] = sbf_str(sb_json_get(ti->t, roles[k]), "labels");
 		if (!mem[2 * k] || !mem[2 * k + 1])
-			return SB_ERR(err, SB_EDATA, "registry: task %s: %s needs 'images' and 'labels' members", ti->name,
-				      roles[k]);
+			return SB_ERR(err, SB_EDATA, "registry: task %s: %s needs 'images' and 'labels' members",
+			              ti->name, roles[k]);
 	}
 	int64_t offset = 0;
 	sbf_int(ti->t, "label_offset", &offset);
@@ -242,7 +244,8 @@ static int dec_emnist(struct sbf_ctx *c, const struct tinfo *ti, const struct sb
 		snprintf(lname, sizeof lname, "%s[%s]", arch->path, mem[2 * k + 1]);
 		struct sb_blob *bi = &sp[k].blobs[sp[k].nblobs++], *bl = &sp[k].blobs[sp[k].nblobs++];
 		if ((rc = sb_decompress_mem(gz[2 * k].data, gz[2 * k].n, iname, "gzip", bi, SBF_MEMBER_LIMIT, err)) ||
-		    (rc = sb_decompress_mem(gz[2 * k + 1].data, gz[2 * k + 1].n, lname, "gzip", bl, SBF_MEMBER_LIMIT, err)))
+		    (rc = sb_decompress_mem(gz[2 * k + 1].data, gz[2 * k + 1].n, lname, "gzip", bl, SBF_MEMBER_LIMIT,
+		                            err)))
 			break;
 		rc = idx_pair(ti, &sp[k], bi->data, bi->n, iname, bl->data, bl->n, lname, transpose, offset, err);
 	}
@@ -252,7 +255,7 @@ static int dec_emnist(struct sbf_ctx *c, const struct tinfo *ti, const struct sb
 }
 
 static int npz_array(const struct sbf_src *s, const char *array, struct sb_blob *blob, struct sb_npy *a, char *name,
-		     size_t namen, struct sb_err *err)
+                     size_t namen, struct sb_err *err)
 {
 	char member[128];
 	snprintf(member, sizeof member, "%s.npy", array);
@@ -263,7 +266,7 @@ static int npz_array(const struct sbf_src *s, const char *array, struct sb_blob 
 }
 
 static int dec_npz(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_src *const src[4], struct split sp[2],
-		   struct sb_err *err)
+                   struct sb_err *err)
 {
 	const char *array = sbf_str(ti->t, "array");
 	if (!array)
@@ -276,12 +279,12 @@ static int dec_npz(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_s
 		if (im.kind != 'u' || im.itemsize != 1 || im.ndim != 3 || im.shape[1] != ti->chw[1] ||
 		    im.shape[2] != ti->chw[2] || ti->chw[0] != 1)
 			return SB_ERR(err, SB_EDATA, "%s: images must be uint8 N x %lld x %lld", iname,
-				      (long long)ti->chw[1], (long long)ti->chw[2]);
+			              (long long)ti->chw[1], (long long)ti->chw[2]);
 		if ((lab.kind != 'u' && lab.kind != 'i') || lab.ndim != 1)
 			return SB_ERR(err, SB_EDATA, "%s: labels must be a 1-dimensional integer array", lname);
 		if (im.shape[0] != lab.shape[0])
 			return SB_ERR(err, SB_EDATA, "%s: %lld images but %s holds %lld labels", iname,
-				      (long long)im.shape[0], lname, (long long)lab.shape[0]);
+			              (long long)im.shape[0], lname, (long long)lab.shape[0]);
 		int64_t n = im.shape[0];
 		SB_TRY(check_count(ti, sp[k].name, iname, n, err));
 		int32_t *y = own(&sp[k], malloc((size_t)(n ? n : 1) * sizeof *y));
@@ -290,8 +293,8 @@ static int dec_npz(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_s
 		for (int64_t i = 0; i < n; i++) {
 			int64_t v = sb_npy_get_int(&lab, (uint64_t)i);
 			if (v < 0 || v >= ti->classes)
-				return SB_ERR(err, SB_EDATA, "%s: label %lld of example %lld outside the %lld classes", lname,
-					      (long long)v, (long long)i, (long long)ti->classes);
+				return SB_ERR(err, SB_EDATA, "%s: label %lld of example %lld outside the %lld classes",
+				              lname, (long long)v, (long long)i, (long long)ti->classes);
 			y[i] = (int32_t)v;
 		}
 		SB_TRY(image_split(&sp[k], n, ti->chw, im.data, y, err));
@@ -312,7 +315,7 @@ static int str_list(const struct sb_json *a, const char **out, int max)
 }
 
 static int dec_cifar(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_src *arch, struct split sp[2],
-		     struct sb_err *err)
+                     struct sb_err *err)
 {
 	const char *mem[16];
 	int np = str_list(sb_json_get(ti->t, "pool"), mem, 8);
@@ -322,7 +325,8 @@ static int dec_cifar(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf
 	sbf_int(ti->t, "label_index", &li);
 	if (np < 1 || nt < 1 || lb < 1 || lb > 2 || li < 0 || li >= lb || ti->chw[0] != 3 || ti->chw[1] != 32 ||
 	    ti->chw[2] != 32)
-		return SB_ERR(err, SB_EDATA, "registry: task %s: bad CIFAR member lists, label bytes or shape", ti->name);
+		return SB_ERR(err, SB_EDATA, "registry: task %s: bad CIFAR member lists, label bytes or shape",
+		              ti->name);
 	struct sb_blob b[16] = {{0}};
 	int rc = sb_ar_members(arch->path, arch->path, (size_t)(np + nt), mem, b, SBF_MEMBER_LIMIT, err);
 	if (rc)
@@ -378,7 +382,7 @@ static int map_file(const char *path, struct sb_blob *b, struct sb_err *err)
 }
 
 static int dec_svhn(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_src *const src[2], struct split sp[2],
-		    struct sb_err *err)
+                    struct sb_err *err)
 {
 	const struct sb_json *lm = sb_json_get(ti->t, "label_map");
 	for (int k = 0; k < 2; k++) {
@@ -387,7 +391,8 @@ static int dec_svhn(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_
 		const char *want[2] = {"X", "y"};
 		struct sb_mat_var v[2];
 		const char *name = src[k]->path;
-		int rc = sb_mat_read(m.data ? m.data : (const uint8_t *)"", m.n, name, 2, want, v, SBF_MEMBER_LIMIT, err);
+		int rc =
+		    sb_mat_read(m.data ? m.data : (const uint8_t *)"", m.n, name, 2, want, v, SBF_MEMBER_LIMIT, err);
 		if (rc) {
 			if (m.data)
 				munmap(m.data, m.n);
@@ -396,11 +401,11 @@ static int dec_svhn(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_
 		int64_t H = ti->chw[1], W = ti->chw[2], C = ti->chw[0];
 		int64_t N = v[0].ndim == 4 ? v[0].dims[3] : v[0].ndim == 3 ? 1 : -1;
 		if (N < 0 || v[0].dims[0] != H || v[0].dims[1] != W || v[0].dims[2] != C)
-			rc = SB_ERR(err, SB_EDATA, "%s: MAT: X must be %lld x %lld x %lld x N (got %d dimensions)", name,
-				    (long long)H, (long long)W, (long long)C, v[0].ndim);
+			rc = SB_ERR(err, SB_EDATA, "%s: MAT: X must be %lld x %lld x %lld x N (got %d dimensions)",
+			            name, (long long)H, (long long)W, (long long)C, v[0].ndim);
 		else if (v[1].count != (uint64_t)N || v[1].ndim != 2 || (v[1].dims[0] != 1 && v[1].dims[1] != 1))
 			rc = SB_ERR(err, SB_EDATA, "%s: MAT: X holds %lld images but y holds %llu labels", name,
-				    (long long)N, (unsigned long long)v[1].count);
+			            (long long)N, (unsigned long long)v[1].count);
 		else
 			rc = check_count(ti, sp[k].name, name, N, err);
 		uint8_t *x = NULL;
@@ -419,16 +424,20 @@ static int dec_svhn(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_
 				for (int64_t ch = 0; ch < C; ch++)
 					for (int64_t i = 0; i < H; i++)
 						for (int64_t j = 0; j < W; j++)
-							x[((n * C + ch) * H + i) * W + j] = X[i + H * (j + W * (ch + C * n))];
+							x[((n * C + ch) * H + i) * W + j] =
+							    X[i + H * (j + W * (ch + C * n))];
 		} else if (!rc) {
 			for (int64_t n = 0; n < N && !rc; n++)
 				for (int64_t ch = 0; ch < C && !rc; ch++)
 					for (int64_t i = 0; i < H && !rc; i++)
 						for (int64_t j = 0; j < W; j++) {
-							double d = sb_mat_get(&v[0], (uint64_t)(i + H * (j + W * (ch + C * n))));
+							double d = sb_mat_get(
+							    &v[0], (uint64_t)(i + H * (j + W * (ch + C * n))));
 							if (!(d >= 0 && d <= 255 && d == floor(d))) {
-								rc = SB_ERR(err, SB_EDATA, "%s: MAT: pixel value %g is not an integer in 0..255",
-									    name, d);
+								rc = SB_ERR(err, SB_EDATA,
+								            "%s: MAT: pixel value %g is not an integer "
+								            "in 0..255",
+								            name, d);
 								break;
 							}
 							x[((n * C + ch) * H + i) * W + j] = (uint8_t)d;
@@ -437,8 +446,8 @@ static int dec_svhn(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_
 		for (int64_t n = 0; n < N && !rc; n++) {
 			double d = sb_mat_get(&v[1], (uint64_t)n);
 			if (!(d >= -1e9 && d <= 1e9 && d == floor(d))) {
-				rc = SB_ERR(err, SB_EDATA, "%s: MAT: label %g of example %lld is not an integer", name, d,
-					    (long long)n);
+				rc = SB_ERR(err, SB_EDATA, "%s: MAT: label %g of example %lld is not an integer", name,
+				            d, (long long)n);
 				break;
 			}
 			char key[32];
@@ -461,7 +470,7 @@ static int dec_svhn(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_
 }
 
 static int dec_libsvm(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_src *const src[2], struct split sp[2],
-		      struct sb_err *err)
+                      struct sb_err *err)
 {
 	int64_t nfeat = 0, offset = 0;
 	sbf_int(ti->t, "features", &nfeat);
@@ -485,8 +494,8 @@ static int dec_libsvm(struct sbf_ctx *c, const struct tinfo *ti, const struct sb
 		for (int64_t i = 0; i < n * nfeat; i++) {
 			int p = sb_usps_pixel(xv[i]);
 			if (p < 0)
-				return SB_ERR(err, SB_EDATA, "%s: example %lld: feature %lld = %g outside [-1, 1]", src[k]->path,
-					      (long long)(i / nfeat), (long long)(i % nfeat + 1), xv[i]);
+				return SB_ERR(err, SB_EDATA, "%s: example %lld: feature %lld = %g outside [-1, 1]",
+				              src[k]->path, (long long)(i / nfeat), (long long)(i % nfeat + 1), xv[i]);
 			x[i] = (uint8_t)p;
 		}
 		SB_TRY(image_split(&sp[k], n, ti->chw, x, y, err));
@@ -531,13 +540,14 @@ static int text_split(struct split *s, int64_t n, int L, int32_t *x, int32_t *le
 }
 
 static int dec_news(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_src *arch, struct split sp[2],
-		    struct sb_err *err)
+                    struct sb_err *err)
 {
 	const char *dirs[2] = {sbf_str(ti->t, "pool"), sbf_str(ti->t, "test")};
 	int64_t L = 0, V = 0;
 	if (!dirs[0] || !dirs[1] || sbf_int(ti->t, "seq_len", &L) || sbf_int(ti->t, "vocab", &V) || L < 1 ||
 	    L > 1 << 20 || V < 3 || V > INT32_MAX)
-		return SB_ERR(err, SB_EDATA, "registry: task %s: needs 'pool', 'test', 'seq_len' and 'vocab'", ti->name);
+		return SB_ERR(err, SB_EDATA, "registry: task %s: needs 'pool', 'test', 'seq_len' and 'vocab'",
+		              ti->name);
 	struct sb_ar *ar;
 	SB_TRY(sb_ar_open_file(&ar, arch->path, arch->path, err));
 	struct tbuf tb[2] = {{0}};
@@ -571,7 +581,8 @@ static int dec_news(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_
 				break;
 		if (g == ngroups) {
 			if (ngroups == 64 || gl >= sizeof groups[0]) {
-				rc = SB_ERR(err, SB_EDATA, "%s: too many newsgroup folders (or a name too long)", arch->path);
+				rc = SB_ERR(err, SB_EDATA, "%s: too many newsgroup folders (or a name too long)",
+				            arch->path);
 				break;
 			}
 			memcpy(groups[ngroups], s1 + 1, gl);
@@ -612,7 +623,7 @@ static int dec_news(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_
 		return rc;
 	if (ngroups != ti->classes)
 		return SB_ERR(err, SB_EDATA, "%s: %d newsgroup folders, the registry expects %lld classes", arch->path,
-			      ngroups, (long long)ti->classes);
+		              ngroups, (long long)ti->classes);
 	for (int k = 0; k < 2; k++) {
 		char what[4400];
 		snprintf(what, sizeof what, "%s[%s/]", arch->path, dirs[k]);
@@ -625,14 +636,14 @@ static int dec_news(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_
 }
 
 static int dec_synth(struct sbf_ctx *c, const struct tinfo *ti, const int64_t *seeds, int nseeds, struct split sp[2],
-		     struct sb_err *err)
+                     struct sb_err *err)
 {
 	const struct sb_json *g = sb_json_get(ti->t, "generator");
 	int64_t L, V, C, ntr, nva, nte, otr, ova, ote;
 	if (sbf_int(g, "L", &L) || sbf_int(g, "V", &V) || sbf_int(g, "C", &C) || sbf_int(g, "n_train", &ntr) ||
 	    sbf_int(g, "n_val", &nva) || sbf_int(g, "n_test", &nte) || sbf_int(g, "seed_offset_train", &otr) ||
-	    sbf_int(g, "seed_offset_val", &ova) || sbf_int(g, "seed_offset_test", &ote) || L < 2 || L > 4096 ||
-	    V < 3 || V > INT32_MAX || C < 2 || C != ti->classes || ntr < 0 || nva < 0 || nte < 0 || ntr > 1 << 24 ||
+	    sbf_int(g, "seed_offset_val", &ova) || sbf_int(g, "seed_offset_test", &ote) || L < 2 || L > 4096 || V < 3 ||
+	    V > INT32_MAX || C < 2 || C != ti->classes || ntr < 0 || nva < 0 || nte < 0 || ntr > 1 << 24 ||
 	    nva > 1 << 24 || nte > 1 << 24)
 		return SB_ERR(err, SB_EDATA, "registry: task %s: bad generator parameters", ti->name);
 	for (int k = 0; k < 2; k++) {
@@ -651,8 +662,8 @@ static int dec_synth(struct sbf_ctx *c, const struct tinfo *ti, const int64_t *s
 			for (int pi = 0; pi < 2; pi++) {
 				if (cnt[pi] == 0)
 					continue;
-				sb_synth_marker((uint64_t)(seeds[s] + off[pi]), cnt[pi], (int)L, (int)V, (int)C, x + at * L,
-						y + at);
+				sb_synth_marker((uint64_t)(seeds[s] + off[pi]), cnt[pi], (int)L, (int)V, (int)C,
+				                x + at * L, y + at);
 				for (int64_t i = at; i < at + cnt[pi]; i++) {
 					len[i] = (int32_t)L;
 					sd[i] = (int32_t)seeds[s];
@@ -682,7 +693,7 @@ static int bytes_split(struct split *s, const uint8_t *data, size_t n, struct sb
 static const char *const corpus_splits[3] = {"train", "valid", "test"};
 
 static int dec_corpus(struct sbf_ctx *c, const struct tinfo *ti, const struct sbf_src **src, int nsrc,
-		      struct split sp[3], struct sb_err *err)
+                      struct split sp[3], struct sb_err *err)
 {
 	const char *arch = sbf_str(ti->t, "archive"), *file = sbf_str(ti->t, "file");
 	const struct sb_json *splits = sb_json_get(ti->t, "splits");
@@ -690,11 +701,13 @@ static int dec_corpus(struct sbf_ctx *c, const struct tinfo *ti, const struct sb
 		const struct sb_json *fr = sb_json_get(ti->t, "split_fractions");
 		const char *comp = sbf_str(ti->t, "compression");
 		if (!fr || fr->type != SB_JSON_ARRAY || fr->n != 3)
-			return SB_ERR(err, SB_EDATA, "registry: task %s: 'split_fractions' must hold 3 numbers", ti->name);
+			return SB_ERR(err, SB_EDATA, "registry: task %s: 'split_fractions' must hold 3 numbers",
+			              ti->name);
 		double f0 = sb_json_num(fr->items[0], -1), f1 = sb_json_num(fr->items[1], -1),
 		       f2 = sb_json_num(fr->items[2], -1);
 		if (f0 < 0 || f1 < 0 || f2 < 0 || fabs(f0 + f1 + f2 - 1) > 1e-9)
-			return SB_ERR(err, SB_EDATA, "registry: task %s: 'split_fractions' must be >= 0 and sum to 1", ti->name);
+			return SB_ERR(err, SB_EDATA, "registry: task %s: 'split_fractions' must be >= 0 and sum to 1",
+			              ti->name);
 		struct sb_blob *b = &sp[0].blobs[sp[0].nblobs++];
 		const uint8_t *d;
 		size_t n;
@@ -719,7 +732,8 @@ static int dec_corpus(struct sbf_ctx *c, const struct tinfo *ti, const struct sb
 	for (int k = 0; k < 3; k++) {
 		const char *ref = sbf_str(splits, corpus_splits[k]);
 		if (!ref)
-			return SB_ERR(err, SB_EDATA, "registry: task %s: 'splits' lacks '%s'", ti->name, corpus_splits[k]);
+			return SB_ERR(err, SB_EDATA, "registry: task %s: 'splits' lacks '%s'", ti->name,
+			              corpus_splits[k]);
 		struct sb_blob *b = &sp[k].blobs[sp[k].nblobs++];
 		if (arch) {
 			const char *m[1] = {ref};
@@ -752,7 +766,7 @@ static int set_meta_int(struct split *s, const char *k, int64_t v, struct sb_err
 }
 
 static int fill_meta(struct sbf_ctx *c, const struct tinfo *ti, struct split *s, const char *sources,
-		     const char *recipe, const char *generator, struct sb_err *err)
+                     const char *recipe, const char *generator, struct sb_err *err)
 {
 	int corpus = !strcmp(ti->modality, "corpus");
 	SB_TRY(set_meta(s, "format", corpus ? "sparsebench.corpus" : "sparsebench.dataset", err));
@@ -791,8 +805,8 @@ static int fill_meta(struct sbf_ctx *c, const struct tinfo *ti, struct split *s,
 	return set_meta(s, "fetch_recipe_sha256", recipe, err);
 }
 
-static void emit_split(struct sbf_ctx *c, const struct tinfo *ti, const char *split, const char *path,
-		       const char *sha, uint64_t size, int64_t n, const char *status)
+static void emit_split(struct sbf_ctx *c, const struct tinfo *ti, const char *split, const char *path, const char *sha,
+                       uint64_t size, int64_t n, const char *status)
 {
 	struct sb_jw *w = c->w;
 	sb_jw_record(w, "fetch.split", 1);
@@ -1047,7 +1061,8 @@ int sbf_run_task(struct sbf_ctx *c, const struct sb_json *task, const int64_t *s
 			goto done;
 		}
 		if ((rc = sb_st_write(paths[k], &sp[k].ts, err)) ||
-		    (rc = sb_sha256_file(paths[k], sha[k], &size[k], err)) || (rc = sb_sidecar_write(paths[k], sha[k], err)))
+		    (rc = sb_sha256_file(paths[k], sha[k], &size[k], err)) ||
+		    (rc = sb_sidecar_write(paths[k], sha[k], err)))
 			goto done;
 	}
 	/* Read every dataset file back with the stages' own reader (lib/dataset.h):

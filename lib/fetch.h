@@ -52,16 +52,16 @@ const char *sb_ar_format(const struct sb_ar *a);
 
 /* Read the named members of an archive file into out[i] (each exactly once;
  * a missing or duplicated member is SB_EDATA). */
-int sb_ar_members(const char *path, const char *name, size_t nmem, const char *const *members,
-		  struct sb_blob *out, uint64_t limit, struct sb_err *err);
+int sb_ar_members(const char *path, const char *name, size_t nmem, const char *const *members, struct sb_blob *out,
+                  uint64_t limit, struct sb_err *err);
 
 /* Decompress a single-stream compressed file (gzip or bzip2, as `filter`
  * says: "gzip" | "bzip2") from a file or from memory, at most `limit` bytes
  * of output. Input that is not of that compression is SB_EDATA. */
-int sb_decompress_file(const char *path, const char *name, const char *filter, struct sb_blob *out,
-		       uint64_t limit, struct sb_err *err);
-int sb_decompress_mem(const void *buf, size_t n, const char *name, const char *filter,
-		      struct sb_blob *out, uint64_t limit, struct sb_err *err);
+int sb_decompress_file(const char *path, const char *name, const char *filter, struct sb_blob *out, uint64_t limit,
+                       struct sb_err *err);
+int sb_decompress_mem(const void *buf, size_t n, const char *name, const char *filter, struct sb_blob *out,
+                      uint64_t limit, struct sb_err *err);
 
 /* ---- IDX (MNIST family) ---- */
 
@@ -93,27 +93,37 @@ int64_t sb_npy_get_int(const struct sb_npy *a, uint64_t i);
 /* ---- MATLAB v5 MAT-file (level 5, little-endian; miCOMPRESSED via zlib) ---- */
 
 enum {
-	SB_MI_INT8 = 1, SB_MI_UINT8 = 2, SB_MI_INT16 = 3, SB_MI_UINT16 = 4, SB_MI_INT32 = 5,
-	SB_MI_UINT32 = 6, SB_MI_SINGLE = 7, SB_MI_DOUBLE = 9, SB_MI_INT64 = 12, SB_MI_UINT64 = 13,
-	SB_MI_MATRIX = 14, SB_MI_COMPRESSED = 15, SB_MI_UTF8 = 16
+	SB_MI_INT8 = 1,
+	SB_MI_UINT8 = 2,
+	SB_MI_INT16 = 3,
+	SB_MI_UINT16 = 4,
+	SB_MI_INT32 = 5,
+	SB_MI_UINT32 = 6,
+	SB_MI_SINGLE = 7,
+	SB_MI_DOUBLE = 9,
+	SB_MI_INT64 = 12,
+	SB_MI_UINT64 = 13,
+	SB_MI_MATRIX = 14,
+	SB_MI_COMPRESSED = 15,
+	SB_MI_UTF8 = 16
 };
 
 struct sb_mat_var {
 	char name[64];
-	int mxclass;        /* mxDOUBLE_CLASS = 6, mxUINT8_CLASS = 9, ... */
+	int mxclass; /* mxDOUBLE_CLASS = 6, mxUINT8_CLASS = 9, ... */
 	int ndim;
-	int64_t dims[8];    /* column-major, as MATLAB */
+	int64_t dims[8]; /* column-major, as MATLAB */
 	uint64_t count;
-	int mtype;          /* storage type of the real part (SB_MI_*) */
-	const uint8_t *data;/* real part, count elements of mtype */
-	struct sb_blob owned;/* the decompressed element, when it was compressed */
+	int mtype;            /* storage type of the real part (SB_MI_*) */
+	const uint8_t *data;  /* real part, count elements of mtype */
+	struct sb_blob owned; /* the decompressed element, when it was compressed */
 };
 /* Find the numeric variables named in want[0..nwant) (each must be present
  * exactly once; others are skipped). Complex, sparse, cell, struct and object
  * arrays among the wanted ones are SB_EDATA. `limit` bounds each
  * decompressed element. */
 int sb_mat_read(const uint8_t *buf, size_t n, const char *name, size_t nwant, const char *const *want,
-		struct sb_mat_var *out, uint64_t limit, struct sb_err *err);
+                struct sb_mat_var *out, uint64_t limit, struct sb_err *err);
 void sb_mat_var_free(struct sb_mat_var *v);
 double sb_mat_get(const struct sb_mat_var *v, uint64_t i);
 
@@ -121,8 +131,8 @@ double sb_mat_get(const struct sb_mat_var *v, uint64_t i);
 
 /* Parse "LABEL IDX:VAL ..." lines (1-based increasing indices <= nfeat;
  * absent features are 0). Labels must be integers. Outputs are owned. */
-int sb_libsvm_parse(const char *buf, size_t n, const char *name, int nfeat, double **x, int32_t **y,
-		    int64_t *rows, struct sb_err *err);
+int sb_libsvm_parse(const char *buf, size_t n, const char *name, int nfeat, double **x, int32_t **y, int64_t *rows,
+                    struct sb_err *err);
 
 /* USPS pixel: (v+1)/2 scaled to 0..255 and rounded to nearest, ties to even:
  * u8 = rint(255 * (v + 1) / 2) computed in double. v must lie in [-1, 1]
@@ -135,8 +145,8 @@ int sb_usps_pixel(double v);
  * followed by 3072 pixel bytes (R, G, B planes of 32x32). `label_index` picks
  * the label byte kept. Appends to x (n*3072) and y; *count is the number of
  * records. The buffer size must be a multiple of the record size. */
-int sb_cifar_parse(const uint8_t *buf, size_t n, const char *name, int label_bytes, int label_index,
-		   uint8_t **x, int32_t **y, int64_t *count, struct sb_err *err);
+int sb_cifar_parse(const uint8_t *buf, size_t n, const char *name, int label_bytes, int label_index, uint8_t **x,
+                   int32_t **y, int64_t *count, struct sb_err *err);
 
 /* ---- 20 Newsgroups text (PROTOCOL A1) ---- */
 

@@ -141,7 +141,7 @@ int sb_ar_next(struct sb_ar *ar, const char **path, int *is_file, struct sb_err 
 	const char *hl = archive_entry_hardlink(e), *sl = archive_entry_symlink(e);
 	if ((hl && sb_ar_path_safe(hl)) || (sl && sb_ar_path_safe(sl)))
 		return SB_ERR(err, SB_EDATA, "%s: link member '%.200s' points outside the target directory (%.200s)",
-			      ar->name, p, hl ? hl : sl);
+		              ar->name, p, hl ? hl : sl);
 	*path = p;
 	*is_file = archive_entry_filetype(e) == AE_IFREG && !hl;
 	if (archive_entry_size_is_set(e) && archive_entry_size(e) < 0)
@@ -165,7 +165,7 @@ static int read_all(struct sb_ar *ar, struct sb_blob *out, uint64_t limit, int64
 			if (nc <= cap) {
 				free(buf);
 				return SB_ERR(err, SB_EDATA, "%s: data larger than the limit of %llu bytes", ar->name,
-					      (unsigned long long)limit);
+				              (unsigned long long)limit);
 			}
 			uint8_t *nb = realloc(buf, nc);
 			if (!nb) {
@@ -186,7 +186,7 @@ static int read_all(struct sb_ar *ar, struct sb_blob *out, uint64_t limit, int64
 		if (len > limit) {
 			free(buf);
 			return SB_ERR(err, SB_EDATA, "%s: data larger than the limit of %llu bytes", ar->name,
-				      (unsigned long long)limit);
+			              (unsigned long long)limit);
 		}
 	}
 	out->data = buf;
@@ -201,8 +201,8 @@ int sb_ar_read(struct sb_ar *ar, struct sb_blob *out, uint64_t limit, struct sb_
 	return read_all(ar, out, limit, 0, err);
 }
 
-int sb_ar_members(const char *path, const char *name, size_t nmem, const char *const *members,
-		  struct sb_blob *out, uint64_t limit, struct sb_err *err)
+int sb_ar_members(const char *path, const char *name, size_t nmem, const char *const *members, struct sb_blob *out,
+                  uint64_t limit, struct sb_err *err)
 {
 	struct sb_ar *ar;
 	int rc;
@@ -244,7 +244,8 @@ int sb_ar_members(const char *path, const char *name, size_t nmem, const char *c
 	if (!rc)
 		for (size_t i = 0; i < nmem; i++)
 			if (!seen[i]) {
-				rc = SB_ERR(err, SB_EDATA, "%s: member '%s' not found in the archive", name, members[i]);
+				rc =
+				    SB_ERR(err, SB_EDATA, "%s: member '%s' not found in the archive", name, members[i]);
 				break;
 			}
 done:
@@ -257,7 +258,7 @@ done:
 }
 
 static int decompress(struct archive *a, const char *name, const char *filter, struct sb_blob *out, uint64_t limit,
-		      struct sb_err *err)
+                      struct sb_err *err)
 {
 	struct sb_ar ar;
 	struct archive_entry *e;
@@ -287,8 +288,8 @@ static struct archive *raw_new(const char *filter)
 	return a;
 }
 
-int sb_decompress_file(const char *path, const char *name, const char *filter, struct sb_blob *out,
-		       uint64_t limit, struct sb_err *err)
+int sb_decompress_file(const char *path, const char *name, const char *filter, struct sb_blob *out, uint64_t limit,
+                       struct sb_err *err)
 {
 	out->data = NULL;
 	out->n = 0;
@@ -310,7 +311,7 @@ int sb_decompress_file(const char *path, const char *name, const char *filter, s
 }
 
 int sb_decompress_mem(const void *buf, size_t n, const char *name, const char *filter, struct sb_blob *out,
-		      uint64_t limit, struct sb_err *err)
+                      uint64_t limit, struct sb_err *err)
 {
 	out->data = NULL;
 	out->n = 0;

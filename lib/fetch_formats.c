@@ -41,10 +41,9 @@ int sb_idx_parse(const uint8_t *buf, size_t n, const char *name, struct sb_idx *
 		return SB_ERR(err, SB_EDATA, "%s: IDX: file of %zu bytes is too short for a header", name, n);
 	if (buf[0] != 0 || buf[1] != 0)
 		return SB_ERR(err, SB_EDATA, "%s: IDX: bad magic number 0x%08x (expected 0x000008NN)", name,
-			      (unsigned)be32(buf));
+		              (unsigned)be32(buf));
 	if (buf[2] != 0x08)
-		return SB_ERR(err, SB_EDATA, "%s: IDX: element type 0x%02x is not unsigned byte (0x08)", name,
-			      buf[2]);
+		return SB_ERR(err, SB_EDATA, "%s: IDX: element type 0x%02x is not unsigned byte (0x08)", name, buf[2]);
 	int nd = buf[3];
 	if (nd < 1 || nd > 4)
 		return SB_ERR(err, SB_EDATA, "%s: IDX: %d dimensions (expected 1 to 4)", name, nd);
@@ -60,10 +59,11 @@ int sb_idx_parse(const uint8_t *buf, size_t n, const char *name, struct sb_idx *
 	if (count != n - hdr) {
 		if (count > n - hdr)
 			return SB_ERR(err, SB_EDATA,
-				      "%s: IDX: header promises %llu data bytes but the file holds %zu (truncated or absurd header)",
-				      name, (unsigned long long)count, n - hdr);
+			              "%s: IDX: header promises %llu data bytes but the file holds %zu (truncated or "
+			              "absurd header)",
+			              name, (unsigned long long)count, n - hdr);
 		return SB_ERR(err, SB_EDATA, "%s: IDX: %zu trailing bytes after %llu data bytes", name,
-			      n - hdr - (size_t)count, (unsigned long long)count);
+		              n - hdr - (size_t)count, (unsigned long long)count);
 	}
 	out->ndim = nd;
 	out->count = count;
@@ -174,7 +174,7 @@ int sb_npy_parse(const uint8_t *buf, size_t n, const char *name, struct sb_npy *
 	}
 	if (hlen > n - off)
 		return SB_ERR(err, SB_EDATA, "%s: npy: header of %zu bytes exceeds the file (%zu bytes)", name, hlen,
-			      n);
+		              n);
 	struct lit p = {(const char *)buf + off, (const char *)buf + off + hlen};
 	char descr[32] = "", key[32];
 	int have_descr = 0, have_fortran = 0, have_shape = 0, fortran = 0;
@@ -227,8 +227,8 @@ int sb_npy_parse(const uint8_t *buf, size_t n, const char *name, struct sb_npy *
 	if (*d == '<' || *d == '>' || *d == '|' || *d == '=')
 		order = *d++;
 	if (!(d[0] == 'u' || d[0] == 'i' || d[0] == 'f' || d[0] == 'b') ||
-	    !(d[1] == '1' || d[1] == '2' || d[1] == '4' || d[1] == '8') || d[2] != 0 ||
-	    (d[0] == 'f' && d[1] == '1') || (d[0] == 'b' && d[1] != '1'))
+	    !(d[1] == '1' || d[1] == '2' || d[1] == '4' || d[1] == '8') || d[2] != 0 || (d[0] == 'f' && d[1] == '1') ||
+	    (d[0] == 'b' && d[1] != '1'))
 		return SB_ERR(err, SB_EDATA, "%s: npy: unsupported dtype '%s'", name, descr);
 	out->kind = d[0];
 	out->itemsize = d[1] - '0';
@@ -242,10 +242,11 @@ int sb_npy_parse(const uint8_t *buf, size_t n, const char *name, struct sb_npy *
 	if (bytes != n - data_off) {
 		if (bytes > n - data_off)
 			return SB_ERR(err, SB_EDATA,
-				      "%s: npy: shape promises %llu data bytes but the file holds %zu (truncated or absurd header)",
-				      name, (unsigned long long)bytes, n - data_off);
+			              "%s: npy: shape promises %llu data bytes but the file holds %zu (truncated or "
+			              "absurd header)",
+			              name, (unsigned long long)bytes, n - data_off);
 		return SB_ERR(err, SB_EDATA, "%s: npy: %zu trailing bytes after the array", name,
-			      n - data_off - (size_t)bytes);
+		              n - data_off - (size_t)bytes);
 	}
 	out->count = count;
 	out->data = buf + data_off;
@@ -286,8 +287,8 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
-int sb_libsvm_parse(const char *buf, size_t n, const char *name, int nfeat, double **xo, int32_t **yo,
-		    int64_t *rows, struct sb_err *err)
+int sb_libsvm_parse(const char *buf, size_t n, const char *name, int nfeat, double **xo, int32_t **yo, int64_t *rows,
+                    struct sb_err *err)
 {
 	double *x = NULL;
 	int32_t *y = NULL;
@@ -324,7 +325,7 @@ int sb_libsvm_parse(const char *buf, size_t n, const char *name, int nfeat, doub
 		double lab;
 		if (num_tok(p, t, &lab) || lab != floor(lab) || fabs(lab) > 1e6) {
 			rc = SB_ERR(err, SB_EDATA, "%s:%ld: LIBSVM: label '%.*s' is not an integer", name, line,
-				    (int)((t - p) > 40 ? 40 : (t - p)), p);
+			            (int)((t - p) > 40 ? 40 : (t - p)), p);
 			goto fail;
 		}
 		y[r] = (int32_t)lab;
@@ -354,13 +355,13 @@ int sb_libsvm_parse(const char *buf, size_t n, const char *name, int nfeat, doub
 			double v;
 			if (!ok || num_tok(colon + 1, ve, &v)) {
 				rc = SB_ERR(err, SB_EDATA, "%s:%ld: LIBSVM: malformed feature '%.*s'", name, line,
-					    (int)((ve - p) > 40 ? 40 : (ve - p)), p);
+				            (int)((ve - p) > 40 ? 40 : (ve - p)), p);
 				goto fail;
 			}
 			if (idx < 1 || idx > nfeat || idx <= last) {
 				rc = SB_ERR(err, SB_EDATA,
-					    "%s:%ld: LIBSVM: feature index %ld out of order or outside 1..%d", name,
-					    line, idx, nfeat);
+				            "%s:%ld: LIBSVM: feature index %ld out of order or outside 1..%d", name,
+				            line, idx, nfeat);
 				goto fail;
 			}
 			last = idx;
@@ -394,14 +395,14 @@ int sb_usps_pixel(double v)
 
 #define CIFAR_PIX 3072
 
-int sb_cifar_parse(const uint8_t *buf, size_t n, const char *name, int label_bytes, int label_index,
-		   uint8_t **x, int32_t **y, int64_t *count, struct sb_err *err)
+int sb_cifar_parse(const uint8_t *buf, size_t n, const char *name, int label_bytes, int label_index, uint8_t **x,
+                   int32_t **y, int64_t *count, struct sb_err *err)
 {
 	size_t rec = (size_t)label_bytes + CIFAR_PIX;
 	if (n == 0 || n % rec != 0)
 		return SB_ERR(err, SB_EDATA,
-			      "%s: CIFAR: %zu bytes is not a whole number of %zu-byte records (truncated?)", name, n,
-			      rec);
+		              "%s: CIFAR: %zu bytes is not a whole number of %zu-byte records (truncated?)", name, n,
+		              rec);
 	size_t k = n / rec, old = (size_t)*count;
 	uint8_t *nx = realloc(*x, (old + k) * CIFAR_PIX);
 	if (!nx)

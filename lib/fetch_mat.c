@@ -26,10 +26,20 @@ static uint32_t le32(const uint8_t *p)
 static int mi_size(int t)
 {
 	switch (t) {
-	case SB_MI_INT8: case SB_MI_UINT8: return 1;
-	case SB_MI_INT16: case SB_MI_UINT16: return 2;
-	case SB_MI_INT32: case SB_MI_UINT32: case SB_MI_SINGLE: return 4;
-	case SB_MI_DOUBLE: case SB_MI_INT64: case SB_MI_UINT64: return 8;
+	case SB_MI_INT8:
+	case SB_MI_UINT8:
+		return 1;
+	case SB_MI_INT16:
+	case SB_MI_UINT16:
+		return 2;
+	case SB_MI_INT32:
+	case SB_MI_UINT32:
+	case SB_MI_SINGLE:
+		return 4;
+	case SB_MI_DOUBLE:
+	case SB_MI_INT64:
+	case SB_MI_UINT64:
+		return 8;
 	}
 	return 0;
 }
@@ -38,19 +48,27 @@ double sb_mat_get(const struct sb_mat_var *v, uint64_t i)
 {
 	const uint8_t *p = v->data + i * (uint64_t)mi_size(v->mtype);
 	switch (v->mtype) {
-	case SB_MI_INT8: return (int8_t)p[0];
-	case SB_MI_UINT8: return p[0];
-	case SB_MI_INT16: return (int16_t)(p[0] | p[1] << 8);
-	case SB_MI_UINT16: return (uint16_t)(p[0] | p[1] << 8);
-	case SB_MI_INT32: return (int32_t)le32(p);
-	case SB_MI_UINT32: return le32(p);
+	case SB_MI_INT8:
+		return (int8_t)p[0];
+	case SB_MI_UINT8:
+		return p[0];
+	case SB_MI_INT16:
+		return (int16_t)(p[0] | p[1] << 8);
+	case SB_MI_UINT16:
+		return (uint16_t)(p[0] | p[1] << 8);
+	case SB_MI_INT32:
+		return (int32_t)le32(p);
+	case SB_MI_UINT32:
+		return le32(p);
 	case SB_MI_SINGLE: {
 		uint32_t u = le32(p);
 		float f;
 		memcpy(&f, &u, 4);
 		return f;
 	}
-	case SB_MI_DOUBLE: case SB_MI_INT64: case SB_MI_UINT64: {
+	case SB_MI_DOUBLE:
+	case SB_MI_INT64:
+	case SB_MI_UINT64: {
 		uint64_t u = (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
 		if (v->mtype == SB_MI_INT64)
 			return (double)(int64_t)u;
@@ -167,8 +185,8 @@ static int parse_matrix(const uint8_t *p, size_t len, struct sb_mat_var *v, int 
 }
 
 /* Inflate a miCOMPRESSED element into *out (the inner element, tag included). */
-static int inflate_elem(const uint8_t *src, size_t n, const char *name, size_t at, uint64_t limit,
-			struct sb_blob *out, struct sb_err *err)
+static int inflate_elem(const uint8_t *src, size_t n, const char *name, size_t at, uint64_t limit, struct sb_blob *out,
+                        struct sb_err *err)
 {
 	z_stream z;
 	uint8_t tag[8];
@@ -183,14 +201,14 @@ static int inflate_elem(const uint8_t *src, size_t n, const char *name, size_t a
 	zr = inflate(&z, Z_SYNC_FLUSH);
 	if (z.avail_out != 0) {
 		rc = SB_ERR(err, SB_EDATA, "%s: MAT: compressed element at offset %zu: bad or truncated zlib data (%s)",
-			    name, at, z.msg ? z.msg : "too short");
+		            name, at, z.msg ? z.msg : "too short");
 		goto done;
 	}
 	uint64_t inner = le32(tag + 4);
 	/* Deflate cannot expand more than about 1032:1; a larger claim is absurd. */
 	if (inner > limit || inner > (uint64_t)n * 1040 + 4096) {
-		rc = SB_ERR(err, SB_EDATA, "%s: MAT: compressed element at offset %zu claims an absurd %llu bytes", name,
-			    at, (unsigned long long)inner);
+		rc = SB_ERR(err, SB_EDATA, "%s: MAT: compressed element at offset %zu claims an absurd %llu bytes",
+		            name, at, (unsigned long long)inner);
 		goto done;
 	}
 	out->n = 8 + (size_t)inner;
@@ -222,17 +240,17 @@ static int inflate_elem(const uint8_t *src, size_t n, const char *name, size_t a
 			zr = inflate(&z, Z_NO_FLUSH);
 			if (zr != Z_STREAM_END || z.avail_out == 0) {
 				rc = SB_ERR(err, SB_EDATA,
-					    "%s: MAT: compressed element at offset %zu inflates past its declared size",
-					    name, at);
+				            "%s: MAT: compressed element at offset %zu inflates past its declared size",
+				            name, at);
 				goto done;
 			}
 		}
 	}
 	if (zr != Z_STREAM_END || left != 0) {
 		rc = SB_ERR(err, SB_EDATA, "%s: MAT: compressed element at offset %zu: %s", name, at,
-			    zr == Z_STREAM_END ? "inflates to fewer bytes than declared"
-			    : z.msg            ? z.msg
-					       : "truncated zlib stream");
+		            zr == Z_STREAM_END ? "inflates to fewer bytes than declared"
+		            : z.msg            ? z.msg
+		                               : "truncated zlib stream");
 		goto done;
 	}
 done:
@@ -243,7 +261,7 @@ done:
 }
 
 int sb_mat_read(const uint8_t *buf, size_t n, const char *name, size_t nwant, const char *const *want,
-		struct sb_mat_var *out, uint64_t limit, struct sb_err *err)
+                struct sb_mat_var *out, uint64_t limit, struct sb_err *err)
 {
 	int rc = 0;
 	for (size_t i = 0; i < nwant; i++)
@@ -256,8 +274,9 @@ int sb_mat_read(const uint8_t *buf, size_t n, const char *name, size_t nwant, co
 	if (buf[126] != 'I' || buf[127] != 'M')
 		return SB_ERR(err, SB_EDATA, "%s: MAT: bad endian indicator (not a level-5 MAT-file)", name);
 	if (version != 0x0100)
-		return SB_ERR(err, SB_EDATA, "%s: MAT: version 0x%04x is not level 5 (v7.3 HDF5 files are not supported)",
-			      name, version);
+		return SB_ERR(err, SB_EDATA,
+		              "%s: MAT: version 0x%04x is not level 5 (v7.3 HDF5 files are not supported)", name,
+		              version);
 	size_t pos = 128;
 	while (pos < n) {
 		if (n - pos < 8) {
@@ -266,9 +285,10 @@ int sb_mat_read(const uint8_t *buf, size_t n, const char *name, size_t nwant, co
 		}
 		uint32_t type = le32(buf + pos), nb = le32(buf + pos + 4);
 		if (nb > n - pos - 8) {
-			rc = SB_ERR(err, SB_EDATA,
-				    "%s: MAT: element at offset %zu claims %u bytes but only %zu remain (truncated or absurd)",
-				    name, pos, nb, n - pos - 8);
+			rc = SB_ERR(
+			    err, SB_EDATA,
+			    "%s: MAT: element at offset %zu claims %u bytes but only %zu remain (truncated or absurd)",
+			    name, pos, nb, n - pos - 8);
 			goto fail;
 		}
 		const uint8_t *body = buf + pos + 8;
@@ -311,7 +331,7 @@ int sb_mat_read(const uint8_t *buf, size_t n, const char *name, size_t nwant, co
 		} else if (!numeric) {
 			sb_blob_free(&owned);
 			rc = SB_ERR(err, SB_EDATA, "%s: MAT: variable '%s' is not a real numeric array (%s)", name,
-				    v.name, msg ? msg : "class not numeric");
+			            v.name, msg ? msg : "class not numeric");
 			goto fail;
 		} else {
 			v.owned = owned;

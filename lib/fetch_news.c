@@ -11,34 +11,31 @@
 /* ---- BLAKE2b ---- */
 
 static const uint64_t b2b_iv[8] = {
-	0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
-	0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL, 0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
+    0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
+    0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL, 0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
 };
 
 static const uint8_t b2b_sigma[12][16] = {
-	{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-	{14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
-	{11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
-	{7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
-	{9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
-	{2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
-	{12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
-	{13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
-	{6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
-	{10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
-	{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-	{14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4}, {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13}, {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11}, {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5}, {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
 };
 
 struct b2b {
 	uint64_t h[8];
-	uint64_t t[2];    /* bytes compressed so far (128-bit counter) */
+	uint64_t t[2]; /* bytes compressed so far (128-bit counter) */
 	uint8_t buf[128];
 	size_t fill;
 	size_t outlen;
 };
 
-static inline uint64_t rotr64(uint64_t x, int r) { return (x >> r) | (x << (64 - r)); }
+static inline uint64_t rotr64(uint64_t x, int r)
+{
+	return (x >> r) | (x << (64 - r));
+}
 
 static inline uint64_t load64le(const uint8_t *p)
 {
@@ -48,16 +45,16 @@ static inline uint64_t load64le(const uint8_t *p)
 	return v;
 }
 
-#define B2B_G(a, b, c, d, x, y)                                                                    \
-	do {                                                                                       \
-		v[a] = v[a] + v[b] + (x);                                                          \
-		v[d] = rotr64(v[d] ^ v[a], 32);                                                    \
-		v[c] = v[c] + v[d];                                                                \
-		v[b] = rotr64(v[b] ^ v[c], 24);                                                    \
-		v[a] = v[a] + v[b] + (y);                                                          \
-		v[d] = rotr64(v[d] ^ v[a], 16);                                                    \
-		v[c] = v[c] + v[d];                                                                \
-		v[b] = rotr64(v[b] ^ v[c], 63);                                                    \
+#define B2B_G(a, b, c, d, x, y)                                                                                        \
+	do {                                                                                                           \
+		v[a] = v[a] + v[b] + (x);                                                                              \
+		v[d] = rotr64(v[d] ^ v[a], 32);                                                                        \
+		v[c] = v[c] + v[d];                                                                                    \
+		v[b] = rotr64(v[b] ^ v[c], 24);                                                                        \
+		v[a] = v[a] + v[b] + (y);                                                                              \
+		v[d] = rotr64(v[d] ^ v[a], 16);                                                                        \
+		v[c] = v[c] + v[d];                                                                                    \
+		v[b] = rotr64(v[b] ^ v[c], 63);                                                                        \
 	} while (0)
 
 static void b2b_compress(struct b2b *s, const uint8_t block[128], int last)
@@ -188,8 +185,8 @@ static int starts(const char *s, size_t n, const char *pat)
 static int quote_line(const char *s, size_t n)
 {
 	return has(s, n, "writes in") || has(s, n, "writes:") || has(s, n, "wrote:") || has(s, n, "says:") ||
-	       has(s, n, "said:") || starts(s, n, "In article") || starts(s, n, "Quoted from") ||
-	       starts(s, n, "|") || starts(s, n, ">");
+	       has(s, n, "said:") || starts(s, n, "In article") || starts(s, n, "Quoted from") || starts(s, n, "|") ||
+	       starts(s, n, ">");
 }
 
 /* A footer separator: after Python's strip(), only '-' and more than 2 of them. */
@@ -261,7 +258,10 @@ size_t sb_news_clean(const char *in, size_t n, char *out)
 
 /* ---- tokens ---- */
 
-static int ascii_alpha(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+static int ascii_alpha(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
 
 static int32_t id_of_hash(const uint8_t h[4], int vocab)
 {

@@ -18,7 +18,7 @@ static int fetch(const char *args)
 {
 	char cmd[4096];
 	snprintf(cmd, sizeof cmd, "'%s/bin/sb-fetch' -q -c '%s/cache' -o '%s/data' %s >'%s/out' 2>'%s/err'", top, dir,
-		 dir, args, dir, dir);
+	         dir, args, dir, dir);
 	int rc = system(cmd);
 	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
@@ -48,12 +48,13 @@ int main(void)
 	SB_CHECK(rc == 0, "sb_dataset_read accepts the synthetic pool (%s)", err.msg);
 	if (!rc) {
 		SB_CHECK(ds.modality == SB_TEXT && ds.presplit && ds.n == 48000 && ds.L == 96 && ds.vocab == 20000 &&
-				 ds.classes == 10,
-			 "synthetic pool: text, pre-split, n=48000 L=96 V=20000 C=10 (n=%lld L=%d V=%d C=%d)", (long long)ds.n,
-			 ds.L, ds.vocab, ds.classes);
+		             ds.classes == 10,
+		         "synthetic pool: text, pre-split, n=48000 L=96 V=20000 C=10 (n=%lld L=%d V=%d C=%d)",
+		         (long long)ds.n, ds.L, ds.vocab, ds.classes);
 		rc = sb_split_carve(&ds, 1, 0.2, 0, &sp, &err);
-		SB_CHECK(rc == 0 && sp.n_train == 20000 && sp.n_val == 4000, "seed 1: train 20000, validation 4000 (%lld, %lld)",
-			 (long long)sp.n_train, (long long)sp.n_val);
+		SB_CHECK(rc == 0 && sp.n_train == 20000 && sp.n_val == 4000,
+		         "seed 1: train 20000, validation 4000 (%lld, %lld)", (long long)sp.n_train,
+		         (long long)sp.n_val);
 		if (!rc)
 			sb_split_free(&sp);
 		sb_dataset_free(&ds);
@@ -87,13 +88,13 @@ int main(void)
 		SB_CHECK(rc == 0, "sb_dataset_read accepts the Fashion-MNIST pool (%s)", err.msg);
 		if (!rc) {
 			SB_CHECK(ds.modality == SB_IMAGE && ds.n == 60000 && ds.C == 1 && ds.H == 28 && ds.W == 28 &&
-					 ds.patch == 4 && ds.classes == 10 && !ds.presplit,
-				 "pool: 60000 images 1x28x28, patch 4, 10 classes (n=%lld)", (long long)ds.n);
+			             ds.patch == 4 && ds.classes == 10 && !ds.presplit,
+			         "pool: 60000 images 1x28x28, patch 4, 10 classes (n=%lld)", (long long)ds.n);
 			/* first training image and label of Fashion-MNIST: an ankle boot (9) */
 			SB_CHECK(ds.y[0] == 9 && ds.y[1] == 0, "first labels are 9, 0 (got %d, %d)", ds.y[0], ds.y[1]);
 			rc = sb_split_carve(&ds, 0, 0.2, 0, &sp, &err);
-			SB_CHECK(rc == 0 && sp.n_train == 48000 && sp.n_val == 12000, "seed 0: 48000 / 12000 (%lld / %lld)",
-				 (long long)sp.n_train, (long long)sp.n_val);
+			SB_CHECK(rc == 0 && sp.n_train == 48000 && sp.n_val == 12000,
+			         "seed 0: 48000 / 12000 (%lld / %lld)", (long long)sp.n_train, (long long)sp.n_val);
 			if (!rc)
 				sb_split_free(&sp);
 			sb_dataset_free(&ds);

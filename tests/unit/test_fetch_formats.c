@@ -21,21 +21,22 @@ static void test_idx(void)
 	struct sb_idx a;
 	int rc = sb_idx_parse(b, sizeof b, "t", &a, &err);
 	SB_CHECK(rc == 0 && a.ndim == 3 && a.dims[0] == 1 && a.dims[1] == 2 && a.dims[2] == 3 && a.count == 6 &&
-			 a.data[5] == 6,
-		 "IDX 1x2x3 parses (%s)", err.msg);
-	SB_CHECK(sb_idx_parse(b, sizeof b - 1, "t", &a, &err) == SB_EDATA && strstr(err.msg, "t: IDX: header promises 6"),
-		 "IDX one byte short: %s", err.msg);
+	             a.data[5] == 6,
+	         "IDX 1x2x3 parses (%s)", err.msg);
+	SB_CHECK(sb_idx_parse(b, sizeof b - 1, "t", &a, &err) == SB_EDATA &&
+	             strstr(err.msg, "t: IDX: header promises 6"),
+	         "IDX one byte short: %s", err.msg);
 	uint8_t c[sizeof b + 1];
 	memcpy(c, b, sizeof b);
 	c[sizeof b] = 9;
-	SB_CHECK(sb_idx_parse(c, sizeof c, "t", &a, &err) == SB_EDATA && strstr(err.msg, "trailing"), "IDX trailing byte: %s",
-		 err.msg);
+	SB_CHECK(sb_idx_parse(c, sizeof c, "t", &a, &err) == SB_EDATA && strstr(err.msg, "trailing"),
+	         "IDX trailing byte: %s", err.msg);
 	b[3] = 5;
 	SB_CHECK(sb_idx_parse(b, sizeof b, "t", &a, &err) == SB_EDATA, "IDX with 5 dimensions refused");
 	b[3] = 3;
 	b[2] = 0x0d;
-	SB_CHECK(sb_idx_parse(b, sizeof b, "t", &a, &err) == SB_EDATA && strstr(err.msg, "0x0d"), "IDX float type refused: %s",
-		 err.msg);
+	SB_CHECK(sb_idx_parse(b, sizeof b, "t", &a, &err) == SB_EDATA && strstr(err.msg, "0x0d"),
+	         "IDX float type refused: %s", err.msg);
 	SB_CHECK(sb_idx_parse(b, 3, "t", &a, &err) == SB_EDATA, "IDX of 3 bytes refused");
 }
 
@@ -63,28 +64,30 @@ static void test_npy(void)
 	size_t n = npy(buf, "{'descr': '<i2', 'fortran_order': False, 'shape': (3,), }", v, sizeof v);
 	int rc = sb_npy_parse(buf, n, "t", &a, &err);
 	SB_CHECK(rc == 0 && a.kind == 'i' && a.itemsize == 2 && a.ndim == 1 && a.shape[0] == 3 &&
-			 sb_npy_get_int(&a, 0) == -2 && sb_npy_get_int(&a, 1) == 300,
-		 "npy <i2 (3,) parses, sign-extended (%s)", err.msg);
+	             sb_npy_get_int(&a, 0) == -2 && sb_npy_get_int(&a, 1) == 300,
+	         "npy <i2 (3,) parses, sign-extended (%s)", err.msg);
 	uint8_t be[4] = {0x01, 0x02, 0xff, 0xfe};
 	n = npy(buf, "{'shape': (2,), 'fortran_order': False, 'descr': '>u2'}", be, 4);
 	rc = sb_npy_parse(buf, n, "t", &a, &err);
 	SB_CHECK(rc == 0 && sb_npy_get_int(&a, 0) == 0x0102 && sb_npy_get_int(&a, 1) == 0xfffe,
-		 "npy >u2, keys in another order, no trailing comma (%s)", err.msg);
+	         "npy >u2, keys in another order, no trailing comma (%s)", err.msg);
 	uint8_t u[6] = {1, 2, 3, 4, 5, 6};
 	n = npy(buf, "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3), }", u, 6);
 	SB_CHECK(sb_npy_parse(buf, n, "t", &a, &err) == 0 && a.ndim == 2 && a.count == 6, "npy |u1 (2, 3)");
 	n = npy(buf, "{'descr': '|u1', 'fortran_order': True, 'shape': (2, 3), }", u, 6);
-	SB_CHECK(sb_npy_parse(buf, n, "t", &a, &err) == SB_EDATA && strstr(err.msg, "Fortran"), "Fortran order refused");
+	SB_CHECK(sb_npy_parse(buf, n, "t", &a, &err) == SB_EDATA && strstr(err.msg, "Fortran"),
+	         "Fortran order refused");
 	n = npy(buf, "{'descr': '<U8', 'fortran_order': False, 'shape': (1,), }", u, 6);
-	SB_CHECK(sb_npy_parse(buf, n, "t", &a, &err) == SB_EDATA && strstr(err.msg, "dtype"), "string dtype refused: %s",
-		 err.msg);
+	SB_CHECK(sb_npy_parse(buf, n, "t", &a, &err) == SB_EDATA && strstr(err.msg, "dtype"),
+	         "string dtype refused: %s", err.msg);
 	n = npy(buf, "{'descr': '|u1', 'fortran_order': False, 'shape': (7,), }", u, 6);
 	SB_CHECK(sb_npy_parse(buf, n, "t", &a, &err) == SB_EDATA && strstr(err.msg, "truncated"), "short data refused");
 	n = npy(buf, "{'descr': '|u1', 'fortran_order': False, 'shape': (99999999999999999999,), }", u, 6);
 	SB_CHECK(sb_npy_parse(buf, n, "t", &a, &err) == SB_EDATA, "a 20-digit dimension refused: %s", err.msg);
 	buf[8] = 0xff;
 	buf[9] = 0xff;
-	SB_CHECK(sb_npy_parse(buf, n, "t", &a, &err) == SB_EDATA && strstr(err.msg, "exceeds"), "header length past the end");
+	SB_CHECK(sb_npy_parse(buf, n, "t", &a, &err) == SB_EDATA && strstr(err.msg, "exceeds"),
+	         "header length past the end");
 }
 
 /* ---- MAT ---- */
@@ -113,7 +116,7 @@ static void pad8(struct mb *m)
 
 /* A miMATRIX element body: flags, dims, name (small tag), real part. */
 static void matrix(struct mb *m, int cls, int nd, const int32_t *dims, const char *name, int mtype, const void *data,
-		   size_t nbytes)
+                   size_t nbytes)
 {
 	put32(m, 6);
 	put32(m, 8);
@@ -195,20 +198,21 @@ static void test_mat(void)
 		const char *want[2] = {"X", "y"};
 		struct sb_mat_var v[2];
 		int rc = sb_mat_read(m.b, m.n, "t.mat", 2, want, v, 1 << 20, &err);
-		SB_CHECK(rc == 0, "%s MAT file with X, y and another variable reads (%s)", comp ? "compressed" : "uncompressed",
-			 err.msg);
+		SB_CHECK(rc == 0, "%s MAT file with X, y and another variable reads (%s)",
+		         comp ? "compressed" : "uncompressed", err.msg);
 		if (rc)
 			continue;
 		SB_CHECK(v[0].ndim == 4 && v[0].dims[3] == 3 && v[0].count == 12 && sb_mat_get(&v[0], 11) == 110,
-			 "X: 2x2x1x3 uint8, last value 110");
-		SB_CHECK(v[1].mxclass == 6 && v[1].mtype == SB_MI_UINT8 && sb_mat_get(&v[1], 0) == 10 && sb_mat_get(&v[1], 2) == 9,
-			 "y: double class stored as uint8 reads 10, 1, 9");
+		         "X: 2x2x1x3 uint8, last value 110");
+		SB_CHECK(v[1].mxclass == 6 && v[1].mtype == SB_MI_UINT8 && sb_mat_get(&v[1], 0) == 10 &&
+		             sb_mat_get(&v[1], 2) == 9,
+		         "y: double class stored as uint8 reads 10, 1, 9");
 		sb_mat_var_free(&v[0]);
 		sb_mat_var_free(&v[1]);
 		/* truncated by one byte */
 		rc = sb_mat_read(m.b, m.n - 1, "t.mat", 2, want, v, 1 << 20, &err);
-		SB_CHECK(rc == SB_EDATA && strstr(err.msg, "t.mat: MAT"), "%s, truncated: %s", comp ? "compressed" : "plain",
-			 err.msg);
+		SB_CHECK(rc == SB_EDATA && strstr(err.msg, "t.mat: MAT"), "%s, truncated: %s",
+		         comp ? "compressed" : "plain", err.msg);
 	}
 	struct mb m;
 	header(&m);
@@ -217,10 +221,10 @@ static void test_mat(void)
 	const char *want[1] = {"X"};
 	struct sb_mat_var v[1];
 	SB_CHECK(sb_mat_read(m.b, m.n, "t", 1, want, v, 1 << 20, &err) == SB_EDATA && strstr(err.msg, "big-endian"),
-		 "big-endian MAT refused: %s", err.msg);
+	         "big-endian MAT refused: %s", err.msg);
 	header(&m);
 	SB_CHECK(sb_mat_read(m.b, m.n, "t", 1, want, v, 1 << 20, &err) == SB_EDATA && strstr(err.msg, "'X' not found"),
-		 "empty MAT: X not found");
+	         "empty MAT: X not found");
 	/* a complex X is refused */
 	struct mb body = {.n = 0};
 	int32_t d2[2] = {1, 1};
@@ -229,7 +233,7 @@ static void test_mat(void)
 	body.b[9] = 0x08; /* complex flag 0x800 in the array flags word (after its 8-byte tag) */
 	element(&m, 0, &body);
 	SB_CHECK(sb_mat_read(m.b, m.n, "t", 1, want, v, 1 << 20, &err) == SB_EDATA && strstr(err.msg, "complex"),
-		 "complex X refused: %s", err.msg);
+	         "complex X refused: %s", err.msg);
 }
 
 /* ---- LIBSVM, USPS pixels, CIFAR ---- */
@@ -240,21 +244,24 @@ static void test_text_and_records(void)
 	int32_t *y;
 	int64_t rows;
 	int rc = sb_libsvm_parse(t, strlen(t), "u", 4, &x, &y, &rows, &err);
-	SB_CHECK(rc == 0 && rows == 2 && y[0] == 3 && y[1] == 10 && x[0] == -1 && x[1] == 0.5 && x[2] == 0 && x[3] == 1 &&
-			 x[6] == 0.25 && x[4] == 0,
-		 "LIBSVM: 2 rows, CRLF and blank lines, absent features 0 (%s)", err.msg);
+	SB_CHECK(rc == 0 && rows == 2 && y[0] == 3 && y[1] == 10 && x[0] == -1 && x[1] == 0.5 && x[2] == 0 &&
+	             x[3] == 1 && x[6] == 0.25 && x[4] == 0,
+	         "LIBSVM: 2 rows, CRLF and blank lines, absent features 0 (%s)", err.msg);
 	if (!rc) {
 		free(x);
 		free(y);
 	}
-	const char *bad[] = {"1 2:1 1:1\n", "1 0:1\n", "1 5:1\n", "1.5 1:1\n", "1 1:x\n", "1 1:nan\n", "1 :1\n", "1 1\n"};
+	const char *bad[] = {"1 2:1 1:1\n", "1 0:1\n",   "1 5:1\n", "1.5 1:1\n",
+	                     "1 1:x\n",     "1 1:nan\n", "1 :1\n",  "1 1\n"};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-		SB_CHECK(sb_libsvm_parse(bad[i], strlen(bad[i]), "u", 4, &x, &y, &rows, &err) == SB_EDATA && strstr(err.msg, "u:1:"),
-			 "LIBSVM refuses '%.*s' (%s)", (int)strlen(bad[i]) - 1, bad[i], err.msg);
-	SB_CHECK(sb_usps_pixel(-1) == 0 && sb_usps_pixel(1) == 255 && sb_usps_pixel(0) == 128 && sb_usps_pixel(1.0000005) == 255,
-		 "USPS pixel: -1 -> 0, 1 -> 255, 0 -> 127.5 -> 128 (half to even), 1+5e-7 clamped");
+		SB_CHECK(sb_libsvm_parse(bad[i], strlen(bad[i]), "u", 4, &x, &y, &rows, &err) == SB_EDATA &&
+		             strstr(err.msg, "u:1:"),
+		         "LIBSVM refuses '%.*s' (%s)", (int)strlen(bad[i]) - 1, bad[i], err.msg);
+	SB_CHECK(sb_usps_pixel(-1) == 0 && sb_usps_pixel(1) == 255 && sb_usps_pixel(0) == 128 &&
+	             sb_usps_pixel(1.0000005) == 255,
+	         "USPS pixel: -1 -> 0, 1 -> 255, 0 -> 127.5 -> 128 (half to even), 1+5e-7 clamped");
 	SB_CHECK(sb_usps_pixel(1e-9) == 128 && sb_usps_pixel(-1e-9) == 127 && sb_usps_pixel(-0.5) == 64,
-		 "USPS pixel: nearest (127.5 + tiny -> 128, 127.5 - tiny -> 127, 63.75 -> 64)");
+	         "USPS pixel: nearest (127.5 + tiny -> 128, 127.5 - tiny -> 127, 63.75 -> 64)");
 	SB_CHECK(sb_usps_pixel(1.01) == -1 && sb_usps_pixel(-1.5) == -1, "USPS pixel outside [-1, 1] refused");
 
 	uint8_t rec[2 * 3074];
@@ -266,14 +273,15 @@ static void test_text_and_records(void)
 	rc = sb_cifar_parse(rec, sizeof rec, "c", 2, 1, &px, &lab, &n, &err);
 	rc |= sb_cifar_parse(rec, 3074, "c", 2, 1, &px, &lab, &n, &err);
 	SB_CHECK(rc == 0 && n == 3 && lab[0] == 1 && lab[1] == (uint8_t)(3074 + 1) && px[0] == 2 && lab[2] == 1,
-		 "CIFAR-100 records: fine label (second byte), appended across batches");
+	         "CIFAR-100 records: fine label (second byte), appended across batches");
 	free(px);
 	free(lab);
 	px = NULL;
 	lab = NULL;
 	n = 0;
-	SB_CHECK(sb_cifar_parse(rec, 3072, "c", 1, 0, &px, &lab, &n, &err) == SB_EDATA && strstr(err.msg, "whole number"),
-		 "partial CIFAR record refused");
+	SB_CHECK(sb_cifar_parse(rec, 3072, "c", 1, 0, &px, &lab, &n, &err) == SB_EDATA &&
+	             strstr(err.msg, "whole number"),
+	         "partial CIFAR record refused");
 	free(px);
 	free(lab);
 }
@@ -340,7 +348,7 @@ static int walk(const uint8_t *b, size_t n, uint64_t limit, int *files)
 static void test_archives(void)
 {
 	SB_CHECK(sb_ar_path_safe("a/b") == 0 && sb_ar_path_safe("./a/./b") == 0 && sb_ar_path_safe("a..b/c") == 0,
-		 "safe paths accepted");
+	         "safe paths accepted");
 	const char *unsafe[] = {"", "/etc/passwd", "../x", "a/../../x", "a/..", "a\\..\\b", "a/\x01", NULL};
 	int all = 1;
 	for (int i = 0; unsafe[i]; i++)
@@ -354,21 +362,24 @@ static void test_archives(void)
 		int rc = walk(buf, n, 100, &files);
 		SB_CHECK(rc == 0 && files == 2, "%s written by libarchive: 2 members read (%s)", fmt, err.msg);
 		rc = walk(buf, n, 4, &files);
-		SB_CHECK(rc == SB_EDATA && strstr(err.msg, "limit"), "%s: a member over the read limit is refused (%s)", fmt,
-			 err.msg);
+		SB_CHECK(rc == SB_EDATA && strstr(err.msg, "limit"), "%s: a member over the read limit is refused (%s)",
+		         fmt, err.msg);
 		n = make_archive(buf, sizeof buf, zip, "../escape", NULL);
 		rc = walk(buf, n, 100, &files);
-		SB_CHECK(rc == SB_EDATA && strstr(err.msg, "'../escape' escapes"), "%s: ../ member refused (%s)", fmt, err.msg);
+		SB_CHECK(rc == SB_EDATA && strstr(err.msg, "'../escape' escapes"), "%s: ../ member refused (%s)", fmt,
+		         err.msg);
 		n = make_archive(buf, sizeof buf, zip, "/abs", NULL);
 		rc = walk(buf, n, 100, &files);
 		SB_CHECK(rc == SB_EDATA && strstr(err.msg, "escapes"), "%s: absolute member refused", fmt);
 		n = make_archive(buf, sizeof buf, zip, NULL, "../../etc");
 		rc = walk(buf, n, 100, &files);
-		SB_CHECK(rc == SB_EDATA && strstr(err.msg, "points outside"), "%s: escaping symlink refused (%s)", fmt, err.msg);
+		SB_CHECK(rc == SB_EDATA && strstr(err.msg, "points outside"), "%s: escaping symlink refused (%s)", fmt,
+		         err.msg);
 	}
 	struct sb_blob out;
-	SB_CHECK(sb_decompress_mem("plain text", 10, "p", "gzip", &out, 100, &err) == SB_EDATA && strstr(err.msg, "not gzip"),
-		 "plain bytes are not gzip: %s", err.msg);
+	SB_CHECK(sb_decompress_mem("plain text", 10, "p", "gzip", &out, 100, &err) == SB_EDATA &&
+	             strstr(err.msg, "not gzip"),
+	         "plain bytes are not gzip: %s", err.msg);
 	uint8_t gz[64];
 	uLongf gl = sizeof gz;
 	compress2(gz, &gl, (const Bytef *)"zlib", 4, 6); /* zlib, not gzip framing */

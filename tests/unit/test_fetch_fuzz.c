@@ -56,8 +56,8 @@ int main(void)
 		int n = 0, m = 0;
 		int r = replay(top, "crashers", t, &n);
 		replay(top, "seeds", t, &m);
-		SB_CHECK(m > 0, "%s: %d seeds and %d kept crashers replayed without crashing (%d crashers refused)", t->name,
-			 m, n, r);
+		SB_CHECK(m > 0, "%s: %d seeds and %d kept crashers replayed without crashing (%d crashers refused)",
+		         t->name, m, n, r);
 		total += n + m;
 	}
 	SB_CHECK(total >= 15, "replayed %d inputs in all", total);

@@ -131,8 +131,8 @@ struct fz_target {
 };
 
 static const struct fz_target fz_targets[] = {
-	{"idx", fz_idx},       {"npy", fz_npy},   {"mat", fz_mat},         {"libsvm", fz_libsvm},
-	{"cifar", fz_cifar},   {"news", fz_news}, {"archive", fz_archive}, {NULL, NULL},
+    {"idx", fz_idx},     {"npy", fz_npy},   {"mat", fz_mat},         {"libsvm", fz_libsvm},
+    {"cifar", fz_cifar}, {"news", fz_news}, {"archive", fz_archive}, {NULL, NULL},
 };
 
 #endif
