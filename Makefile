@@ -18,14 +18,16 @@ SHELL := bash
 .SUFFIXES:
 MAKEFLAGS += --no-builtin-rules --no-builtin-variables
 
-CC      ?= cc
+ifneq ($(filter default undefined,$(origin CC)),)
+  CC := cc
+endif
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 ifeq ($(origin CUDA),undefined)
   CUDA := $(if $(NVCC),1,0)
 endif
 
-PKGS     := yajl libarchive libcrypto openblas libcurl
+PKGS     := yajl libarchive libcrypto openblas libcurl zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -33,7 +35,7 @@ WERROR  ?= -Werror
 OPT     ?= -O2 -march=native
 CFLAGS  ?= $(OPT) -g
 SB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra $(WERROR) \
-             -Wno-unused-parameter -fno-fast-math -pthread -MMD -MP -Ilib $(PKG_CFLAGS)
+             -Wno-unused-parameter -Wno-format-truncation -fno-fast-math -pthread -MMD -MP -Ilib $(PKG_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lm -lpthread
 
 ifeq ($(CUDA),1)
@@ -97,6 +99,9 @@ bin/$(basename $(notdir $(1))): build/$(1:.c=.o) $(patsubst %.c,build/%.o,$(filt
 	$$(CC) $$(CFLAGS) -pthread -o $$@ $$(filter %.o,$$^) $(LIBS_ALL) $$(CUDA_LIBS) $$(LDLIBS)
 endef
 $(foreach p,$(PROG_SRC),$(eval $(call prog_rule,$(p))))
+
+# sb-fetch embeds its registry (fetch/registry_blob.c: .incbin), which -MMD cannot see
+build/fetch/registry_blob.o: fetch/registry.json
 
 build/tests/%: build/tests/unit/%.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The command-line contract of every program (DESIGN.md §8): --help to stdout and
+# exit 0, --version, a bad option exits 2 with a one-line hint on stderr, and a
+# write error on stdout (/dev/full) exits 4 with a message.
+. "$(dirname "$0")/../shlib.sh"
+shopt -s nullglob
+progs=("$TOP"/bin/sb-*)
+[ ${#progs[@]} -gt 0 ]; t_result $? "programs are built (${#progs[@]} in bin/)"
+for p in "${progs[@]}"; do
+	n=$(basename "$p")
+	out=$("$p" --help 2>"$T/err"); rc=$?
+	[ $rc -eq 0 ] && [ -n "$out" ] && [ ! -s "$T/err" ] && grep -q "Usage: $n" <<<"$out"
+	t_result $? "$n --help: usage on stdout, exit 0 (exit $rc)"
+	out=$("$p" --version 2>&1); rc=$?
+	[ $rc -eq 0 ] && [[ $out == "$n "* ]]; t_result $? "$n --version prints '$n VERSION' ($out)"
+	"$p" --no-such-option >"$T/out" 2>"$T/err"; rc=$?
+	[ $rc -eq 2 ] && grep -q "Try '$n --help'" "$T/err" && [ ! -s "$T/out" ]
+	t_result $? "$n --no-such-option: exit 2 with a hint (exit $rc: $(head -c 200 "$T/err"))"
+	"$p" --help >/dev/full 2>"$T/err"; rc=$?
+	[ $rc -eq 4 ] && grep -qi "write error" "$T/err"
+	t_result $? "$n --help >/dev/full: exit 4 with a message (exit $rc: $(head -c 200 "$T/err"))"
+done
+t_done

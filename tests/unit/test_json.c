@@ -1,0 +1,224 @@
+/* test_json — NDJSON reader (every read-buffer size 1..31, CRLF, no final
+ * newline, truncated last line, BOM, bad UTF-8, multi-line values) and the
+ * writer (round-trip numbers, escapes, non-finite, canonical form, locale). */
+#include <locale.h>
+#include <stdint.h>
+
+#include "../harness.h"
+#include "json.h"
+
+/* Read all records from a memory buffer with the given read-buffer size.
+ * Returns the number of records, or -(error code); *last_err gets the message. */
+static int read_all(const char *text, size_t bufsize, char *concat, size_t cap, char *errmsg)
+{
+	FILE *f = fmemopen((void *)text, strlen(text), "rb");
+	struct sb_ndjson_reader *r = sb_ndjson_open_file(f, "mem.ndjson", bufsize);
+	struct sb_err err = {0};
+	struct sb_json *v;
+	int n = 0;
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	concat[0] = 0;
+	for (;;) {
+		int rc = sb_ndjson_next(r, &v, &err);
+		if (rc) {
+			snprintf(errmsg, 512, "%s", err.msg);
+			n = -rc;
+			break;
+		}
+		if (!v)
+			break;
+		sb_jw_value(&w, v);
+		sb_jw_line(&w, NULL);
+		sb_json_free(v);
+		n++;
+	}
+	snprintf(concat, cap, "%s", w.buf ? w.buf : "");
+	sb_jw_free(&w);
+	sb_ndjson_close(r);
+	fclose(f);
+	return n;
+}
+
+static void reader_cases(void)
+{
+	static const struct {
+		const char *name, *in, *want_out, *want_err;
+		int want_n;
+	} cases[] = {
+		{"plain", "{\"a\":1}\n[1,2,3]\n\"s\"\n", "{\"a\":1}\n[1,2,3]\n\"s\"\n", NULL, 3},
+		{"CRLF", "{\"a\":1}\r\n{\"b\":[true,false,null]}\r\n", "{\"a\":1}\n{\"b\":[true,false,null]}\n", NULL, 2},
+		{"no final newline", "{\"a\":1}\n{\"b\":2}", "{\"a\":1}\n{\"b\":2}\n", NULL, 2},
+		{"blank lines skipped", "\n{\"a\":1}\n\n  \n{\"b\":2}\n", "{\"a\":1}\n{\"b\":2}\n", NULL, 2},
+		{"utf8 and escapes", "{\"k\":\"caf\xc3\xa9 \\u00e9 \\n \\\"q\\\"\"}\n", "{\"k\":\"caf\xc3\xa9 \xc3\xa9 \\n \\\"q\\\"\"}\n", NULL, 1},
+		{"big numbers kept as written", "[12345678901234567890,1e400,-0.0,1.5e-3]\n",
+		 "[12345678901234567890,1e400,-0.0,1.5e-3]\n", NULL, 1},
+		{"truncated last line", "{\"a\":1}\n{\"b\":", NULL, "mem.ndjson:2: column", -SB_EDATA},
+		{"multi-line value", "{\"a\":\n1}\n", NULL, "mem.ndjson:1: column 6: incomplete JSON value (each line", -SB_EDATA},
+		{"BOM", "\xef\xbb\xbf{\"a\":1}\n", NULL, "mem.ndjson:1: byte-order mark", -SB_EDATA},
+		{"invalid UTF-8", "{\"a\":1}\n{\"a\":\"\xc3\x28\"}\n", NULL, "mem.ndjson:2: column 7: invalid UTF-8", -SB_EDATA},
+		{"overlong UTF-8", "\"\xc0\xaf\"\n", NULL, "mem.ndjson:1: column 2: invalid UTF-8", -SB_EDATA},
+		{"surrogate in UTF-8", "\"\xed\xa0\x80\"\n", NULL, "invalid UTF-8", -SB_EDATA},
+		{"two values on a line", "{\"a\":1} {\"b\":2}\n", NULL, "mem.ndjson:1: column", -SB_EDATA},
+		{"comment rejected", "{\"a\":1} // no\n", NULL, "mem.ndjson:1:", -SB_EDATA},
+		{"garbage", "{\"a\":1}\n{\"a\":1}\nnope\n", NULL, "mem.ndjson:3: column", -SB_EDATA},
+		{"trailing comma", "[1,2,]\n", NULL, "mem.ndjson:1:", -SB_EDATA},
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		int all_ok = 1;
+		char detail[1024] = "";
+		for (size_t bs = 1; bs <= 31; bs++) {
+			char out[4096], msg[512] = "";
+			int n = read_all(cases[c].in, bs, out, sizeof out, msg);
+			int ok = n == cases[c].want_n;
+			if (ok && cases[c].want_out)
+				ok = strcmp(out, cases[c].want_out) == 0;
+			if (ok && cases[c].want_err)
+				ok = strstr(msg, cases[c].want_err) != NULL;
+			if (!ok && all_ok) {
+				snprintf(detail, sizeof detail, "bufsize %zu: n=%d (want %d) out=[%s] err=[%s]", bs, n,
+					 cases[c].want_n, out, msg);
+				all_ok = 0;
+			}
+		}
+		SB_CHECK(all_ok, "reader '%s' with read buffers 1..31%s%s", cases[c].name, all_ok ? "" : ": ", detail);
+	}
+	/* a NUL byte inside a line is refused (fmemopen with explicit length) */
+	const char nul[] = "{\"a\":\"x\0y\"}\n";
+	FILE *f = fmemopen((void *)nul, sizeof nul - 1, "rb");
+	struct sb_ndjson_reader *r = sb_ndjson_open_file(f, "nul.ndjson", 3);
+	struct sb_err err = {0};
+	struct sb_json *v = NULL;
+	int rc = sb_ndjson_next(r, &v, &err);
+	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "nul.ndjson:1: NUL byte"), "NUL byte refused: rc=%d msg=%s", rc, err.msg);
+	sb_json_free(v);
+	sb_ndjson_close(r);
+	fclose(f);
+}
+
+static void accessor_cases(void)
+{
+	struct sb_json *v;
+	struct sb_err err = {0};
+	const char *s = "{\"i\":9007199254740993,\"f\":2.5,\"s\":\"x\",\"b\":true,\"n\":null,\"neg\":-7,\"e\":1e3}";
+	SB_CHECK(sb_json_parse(s, strlen(s), &v, &err) == 0, "parse object");
+	int64_t i;
+	SB_CHECK(sb_json_int64(sb_json_get(v, "i"), &i) == 0 && i == 9007199254740993LL,
+		 "int64 exact beyond 2^53: %lld", (long long)i);
+	SB_CHECK(sb_json_int64(sb_json_get(v, "f"), &i) == SB_EDATA, "2.5 is not an integer");
+	SB_CHECK(sb_json_int64(sb_json_get(v, "e"), &i) == 0 && i == 1000, "1e3 is the integer 1000");
+	SB_CHECK(sb_json_int64(sb_json_get(v, "neg"), &i) == 0 && i == -7, "negative integer");
+	SB_CHECK(sb_json_num(sb_json_get(v, "f"), 0) == 2.5, "number");
+	SB_CHECK(strcmp(sb_json_str(sb_json_get(v, "s"), ""), "x") == 0, "string");
+	SB_CHECK(sb_json_bool(sb_json_get(v, "b"), 0) == 1, "bool");
+	SB_CHECK(sb_json_get(v, "missing") == NULL && sb_json_get(NULL, "x") == NULL, "missing key and NULL object");
+	const char *str;
+	SB_CHECK(sb_json_req_str(v, "f", &str, &err) == SB_EDATA && strstr(err.msg, "'f' must be a string"),
+		 "req_str type error: %s", err.msg);
+	SB_CHECK(sb_json_req_int(v, "zz", &i, &err) == SB_EDATA && strstr(err.msg, "missing field 'zz'"),
+		 "req_int missing: %s", err.msg);
+	sb_json_free(v);
+	/* deep nesting is an error, not a crash */
+	char deep[2000];
+	memset(deep, '[', 600);
+	memset(deep + 600, ']', 600);
+	deep[1200] = 0;
+	SB_CHECK(sb_json_parse(deep, 1200, &v, &err) == SB_EDATA && strstr(err.msg, "nested too deeply"),
+		 "nesting 600 refused: %s", err.msg);
+}
+
+static void writer_cases(void)
+{
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	sb_jw_record(&w, "test.x", 1);
+	sb_jw_kf32(&w, "a", 0.1f);
+	sb_jw_kf64(&w, "b", 0.1);
+	sb_jw_kf64(&w, "c", NAN);
+	sb_jw_kf32(&w, "d", -INFINITY);
+	sb_jw_kint(&w, "e", -42);
+	sb_jw_kstr(&w, "s", "tab\there \"q\" \\ \x01");
+	sb_jw_key(&w, "arr");
+	sb_jw_arr(&w);
+	sb_jw_f32(&w, 1.0f);
+	sb_jw_f64(&w, 1e300);
+	sb_jw_obj(&w);
+	sb_jw_obj_end(&w);
+	sb_jw_arr(&w);
+	sb_jw_arr_end(&w);
+	sb_jw_arr_end(&w);
+	sb_jw_obj_end(&w);
+	sb_jw_line(&w, NULL);
+	const char *want = "{\"kind\":\"test.x\",\"v\":1,\"a\":0.1,\"b\":0.1,\"c\":null,\"c_nonfinite\":\"nan\",\"d\":null,"
+			   "\"d_nonfinite\":\"-inf\",\"e\":-42,\"s\":\"tab\\there \\\"q\\\" \\\\ \\u0001\",\"arr\":[1,1e+300,{},[]]}\n";
+	SB_CHECK(strcmp(w.buf, want) == 0, "writer output:\n#   got  %s#   want %s#   (lengths %zu, %zu)", w.buf, want, strlen(w.buf), strlen(want));
+	struct sb_json *v;
+	struct sb_err err = {0};
+	SB_CHECK(sb_json_parse(w.buf, w.len, &v, &err) == 0, "writer output parses back (%s)", err.msg);
+	sb_json_free(v);
+
+	/* numbers round-trip: random bit patterns of float and double */
+	uint64_t x = 88172645463325252ull;
+	int bad32 = 0, bad64 = 0;
+	for (int i = 0; i < 200000; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		uint32_t u32 = (uint32_t)x;
+		float f;
+		double d;
+		memcpy(&f, &u32, 4);
+		memcpy(&d, &x, 8);
+		char b[40];
+		if (isfinite(f)) {
+			sb_fmt_f32(b, f);
+			bad32 += (float)strtod(b, NULL) != f || strlen(b) > 16;
+		}
+		if (isfinite(d)) {
+			sb_fmt_f64(b, d);
+			bad64 += strtod(b, NULL) != d || strlen(b) > 24;
+		}
+	}
+	SB_CHECK(bad32 == 0, "float32 round-trip over 200000 random bit patterns (%d failures)", bad32);
+	SB_CHECK(bad64 == 0, "float64 round-trip over 200000 random bit patterns (%d failures)", bad64);
+	char b[40];
+	sb_fmt_f32(b, 0.1f);
+	SB_CHECK(strcmp(b, "0.1") == 0, "shortest float text for 0.1f: %s", b);
+
+	/* locale with a decimal comma: the writer still writes '.' */
+	const char *locs[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "C.UTF-8"};
+	const char *got_loc = NULL;
+	for (size_t i = 0; i < 4 && !got_loc; i++)
+		if (setlocale(LC_NUMERIC, locs[i]) && strcmp(localeconv()->decimal_point, ",") == 0)
+			got_loc = locs[i];
+	if (got_loc) {
+		sb_fmt_f64(b, 2.5);
+		SB_CHECK(strcmp(b, "2.5") == 0, "decimal point under %s: %s", got_loc, b);
+		sb_fmt_f32(b, 0.3f);
+		SB_CHECK(strcmp(b, "0.3") == 0, "float shortest under %s: %s", got_loc, b);
+	} else {
+		/* no comma locale installed: simulate by checking the code path is exercised */
+		printf("# no decimal-comma locale installed; locale check runs only under C\n");
+		sb_fmt_f64(b, 2.5);
+		SB_CHECK(strcmp(b, "2.5") == 0, "decimal point under C: %s", b);
+	}
+	setlocale(LC_NUMERIC, "C");
+
+	/* canonical JSON: sorted keys, no spaces, ASCII escapes (Python json.dumps sort_keys, ensure_ascii) */
+	const char *in = "{\"b\": [1, 2.50, {\"z\":1,\"a\":null}], \"a\": \"\xc3\xa9\xf0\x9f\x98\x80\", \"A\": true}";
+	SB_CHECK(sb_json_parse(in, strlen(in), &v, &err) == 0, "parse for canonical");
+	sb_jw_reset(&w);
+	sb_jw_canonical(&w, v);
+	const char *cw = "{\"A\":true,\"a\":\"\\u00e9\\ud83d\\ude00\",\"b\":[1,2.50,{\"a\":null,\"z\":1}]}";
+	SB_CHECK(strcmp(w.buf, cw) == 0, "canonical: got %s want %s", w.buf, cw);
+	sb_json_free(v);
+	sb_jw_free(&w);
+}
+
+int main(void)
+{
+	reader_cases();
+	accessor_cases();
+	writer_cases();
+	return sb_test_done();
+}
