@@ -490,10 +490,13 @@ int main(int argc, char **argv)
 		sb_cli_die(&err);
 	sb_jw_free(&w);
 	pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
-	struct train_env env = {o.runs_dir, stdout, &out_mu, &meta, cs.n, 0};
+	struct train_env env = {o.runs_dir, stdout, &out_mu, &meta, cs.n, 0, 0};
 	const char *stop = getenv("SB_TRAIN_STOP_AFTER_STEPS");
 	if (stop)
 		env.stop_after_steps = atoll(stop);
+	const char *nan = getenv("SB_TRAIN_NAN_AT_STEP");
+	if (nan)
+		env.nan_at_step = atoll(nan);
 	struct runner_shared sh = {&cs, tds, ntds, o.device, &env, PTHREAD_MUTEX_INITIALIZER, 0, 0, -1, {0}, 0, 0, 0, 0};
 	struct runner *rn = calloc((size_t)nrun, sizeof *rn);
 	for (int i = 0; i < nrun; i++) {

@@ -19,6 +19,7 @@ struct train_env {
 	const struct sb_run_meta *meta;
 	int ncells;
 	int64_t stop_after_steps; /* testing hook (SB_TRAIN_STOP_AFTER_STEPS): exit(137) after so many steps */
+	int64_t nan_at_step;      /* testing hook (SB_TRAIN_NAN_AT_STEP=k): step k's loss reads as NaN (k >= 1: step k-1) */
 };
 
 /* Outcome of one cell. */

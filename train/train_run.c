@@ -477,6 +477,8 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 			o.stats = s == spe - 1;
 			if ((rc = sb_encoder_train_step(m, &data, perm + b0, B, &o, &res, err)))
 				goto fail;
+			if (env->nan_at_step > 0 && o.step == env->nan_at_step - 1)
+				res.loss = NAN; /* testing hook: the non-finite-loss path */
 			if (!isfinite(res.loss)) {
 				char msg[200];
 				snprintf(msg, sizeof msg, "non-finite training loss (%s) at epoch %d, step %lld",
