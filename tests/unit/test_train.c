@@ -8,7 +8,8 @@
  *     kill -9, and real SIGKILLs at several moments) resumes to the same bits;
  *   - a finished cell is skipped; a non-finite loss is recorded where it happened;
  *   - a dataset whose metadata says split=test is refused (exit 1).
- * Needs bin/sb-train (SB_TOP).
+ * Needs bin/sb-train (SB_TOP). `test_train --fixtures DIR` only writes the datasets
+ * (DIR/data/{img,txt,tst}/pool.safetensors) for the CLI tests.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -243,8 +244,15 @@ static const char *cells[] = {
 };
 #define NCELLS 5
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "--fixtures")) { /* small datasets for tests/cli/sb-train.t */
+		snprintf(tmp, sizeof tmp, "%s", argv[2]);
+		write_ds("img", 0, "pool", 160);
+		write_ds("txt", 1, "pool", 200);
+		write_ds("tst", 0, "test", 40);
+		return 0;
+	}
 	snprintf(top, sizeof top, "%s", getenv("SB_TOP") ? getenv("SB_TOP") : ".");
 	snprintf(prog, sizeof prog, "%s/bin/sb-train", top);
 	if (access(prog, X_OK)) {
