@@ -28,7 +28,14 @@ static inline vf vload(const float *p) { return *(const vfu *)p; }
 /* 16 mask bytes (0/1) as floats times c */
 static inline vf vmask(const uint8_t *m, float c) { return __builtin_convertvector(*(const v16u8 *)m, vf) * c; }
 static inline void vstore(float *p, vf v) { *(vfu *)p = v; }
-static inline vf vset1(float x) { return (vf){0} + x; }
+static inline vf vset1(float x) /* broadcast (no arithmetic: -0.0 stays -0.0) */
+{
+#if defined(__AVX512F__)
+	return (vf)_mm512_set1_ps(x);
+#else
+	return (vf){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+#endif
+}
 static inline vf vzero(void) { return (vf){0}; }
 
 static inline vf vfma(vf a, vf b, vf c) /* a*b + c, fused where the target has FMA */
