@@ -455,15 +455,27 @@ void sb_cpu_dropout_mask(uint8_t *mask, size_t n, const struct sb_dropout *dr)
 			c2 = n2;
 			c3 = lo0;
 		}
+		uint8_t *m = mask + (i - i0);
+#if defined(__AVX512BW__) && defined(__BMI2__)
+		/* element 4 l + q of the chunk is word q of lane l: interleave the four lane masks */
+		const __m512i tv = _mm512_set1_epi32((int)thr);
+		uint64_t k0m = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(c0, 8), tv);
+		uint64_t k1m = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(c1, 8), tv);
+		uint64_t k2m = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(c2, 8), tv);
+		uint64_t k3m = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(c3, 8), tv);
+		uint64_t bits = _pdep_u64(k0m, 0x1111111111111111ull) | _pdep_u64(k1m, 0x2222222222222222ull) |
+				_pdep_u64(k2m, 0x4444444444444444ull) | _pdep_u64(k3m, 0x8888888888888888ull);
+		_mm512_storeu_si512(m, _mm512_maskz_set1_epi8(bits, 1));
+#else
 		uint32_t w[4][16];
 		_mm512_storeu_si512(w[0], c0);
 		_mm512_storeu_si512(w[1], c1);
 		_mm512_storeu_si512(w[2], c2);
 		_mm512_storeu_si512(w[3], c3);
-		uint8_t *m = mask + (i - i0);
 		for (int l = 0; l < 16; l++)
 			for (int q = 0; q < 4; q++)
 				m[l * 4 + q] = (w[q][l] >> 8) >= thr;
+#endif
 		i += 64;
 	}
 #endif

@@ -159,13 +159,6 @@ static void rowmix(float *O, int ldo, const float *A, int lda, const float *Y, i
 	}
 }
 
-static void transpose(float *AT, const float *A, int T)
-{
-	for (int i = 0; i < T; i++)
-		for (int j = 0; j < T; j++)
-			AT[(size_t)j * T + i] = A[(size_t)i * T + j];
-}
-
 /* ---- plain reference loops for head dims that are not multiples of 16 ---- */
 
 static void rowdot_plain(float *C, const float *X, int ldx, const float *Y, int ldy, int T, int hd,
@@ -250,11 +243,11 @@ void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, c
 	int fast = hd % VL == 0;
 	struct qk_scale sc = qk_scale_of(hd);
 	size_t TT = (size_t)T * T;
-	float *VT = sb_cpu_scratch(ctx, ((size_t)hd * Tp + 3 * TT + (size_t)T) * sizeof(float) + 256);
+	float *VT = sb_cpu_scratch(ctx, ((size_t)hd * Tp + TT + (size_t)T) * sizeof(float) + 256);
 	if (!VT)
 		return; /* scratch is reserved by the forward pass of the same sizes */
-	float *dP = VT + (size_t)hd * Tp, *PT = dP + TT, *dST = PT + TT;
-	int *nz = (int *)(dST + TT);
+	float *dP = VT + (size_t)hd * Tp;
+	int *nz = (int *)(dP + TT);
 	int has_alpha = nm->kind == SB_NORM_ADAPTIVE || nm->kind == SB_NORM_ENTMAX_BISECT;
 	for (int b = 0; b < B; b++) {
 		const float *qb = qkv + (size_t)b * T * d3;
@@ -274,12 +267,8 @@ void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, c
 			} else {
 				rowdot_plain(dP, go, d, v, d3, T, hd, sc, 0);
 			}
-			/* dV = P^T dO */
-			transpose(PT, Pb, T);
-			if (fast)
-				rowmix(dv, d3, PT, T, go, d, T, hd, nz, 0);
-			else
-				rowmix_plain(dv, d3, PT, T, go, d, T, hd, 0);
+			/* dV = P^T dO: P read transposed through its strides */
+			sb_cpu_gemm(dv, d3, Pb, 1, T, go, d, T, hd, T, NULL, 0);
 			/* dS (in place) */
 			double da = 0;
 			sb_norm_backward(nm, dP, has_alpha ? &da : NULL, dP, Pb, aux + blk * (size_t)T * SB_NORM_AUX, Sb,
@@ -287,17 +276,24 @@ void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, c
 			if (dalpha && has_alpha)
 				dalpha[h] += (float)da;
 			/* through the 1/sqrt(hd) scaling */
-			for (size_t e = 0; e < TT; e++)
-				dP[e] = sc.exact ? dP[e] * sc.mul : dP[e] / sc.div;
-			/* dQ = dS K, dK = dS^T Q */
-			transpose(dST, dP, T);
-			if (fast) {
-				rowmix(dq, d3, dP, T, k, d3, T, hd, nz, 0);
-				rowmix(dk, d3, dST, T, q, d3, T, hd, nz, 0);
+			size_t e = 0;
+			if (sc.exact) {
+				for (; e + VL <= TT; e += VL)
+					vstore(dP + e, vload(dP + e) * sc.mul);
+				for (; e < TT; e++)
+					dP[e] *= sc.mul;
 			} else {
-				rowmix_plain(dq, d3, dP, T, k, d3, T, hd, 0);
-				rowmix_plain(dk, d3, dST, T, q, d3, T, hd, 0);
+				for (; e + VL <= TT; e += VL)
+					vstore(dP + e, vload(dP + e) / sc.div);
+				for (; e < TT; e++)
+					dP[e] /= sc.div;
 			}
+			/* dQ = dS K (sparse rows skip zeros), dK = dS^T Q (transposed through strides) */
+			if (fast)
+				rowmix(dq, d3, dP, T, k, d3, T, hd, nz, 0);
+			else
+				rowmix_plain(dq, d3, dP, T, k, d3, T, hd, 0);
+			sb_cpu_gemm(dk, d3, dP, 1, T, q, d3, T, hd, T, NULL, 0);
 		}
 	}
 }

@@ -10,7 +10,6 @@
 /* OpenBLAS's own threads would make the bits depend on its thread count and fight
  * the backend's workers for the cores: always one. */
 extern void openblas_set_num_threads(int);
-extern char *openblas_get_corename(void);
 
 void sb_cpu_blas_single_thread(void) { openblas_set_num_threads(1); }
 
@@ -35,8 +34,15 @@ void sb_cpu_describe(char *buf, size_t n, int threads)
 		}
 		fclose(f);
 	}
-	snprintf(buf, n, "cpu: %s, %d thread%s, OpenBLAS %s", model, threads, threads == 1 ? "" : "s",
-		 openblas_get_corename());
+	const char *isa =
+#if defined(__AVX512F__)
+		"AVX-512";
+#elif defined(__AVX2__)
+		"AVX2";
+#else
+		"SSE2";
+#endif
+	snprintf(buf, n, "cpu: %s, %d thread%s, %s", model, threads, threads == 1 ? "" : "s", isa);
 }
 
 /* ---------------------------------------------------------------- products
@@ -130,7 +136,7 @@ static void gemm_k1x1(float *C, const float *A, long acs, const float *B, int ld
 	vstore(C, c);
 }
 
-static void gemm(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int M, int N, int K,
+void sb_cpu_gemm(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int M, int N, int K,
 		 const float *bias, int acc)
 {
 	int nfull = N / VL * VL;
@@ -168,10 +174,14 @@ void sb_cpu_matmul_forward(struct sb_ctx *ctx, float *out, const float *inp, con
 	if (M <= 0 || N <= 0)
 		return;
 	float *wt = sb_cpu_scratch(ctx, (size_t)K * N * sizeof(float) + 64);
-	for (int n = 0; n < N; n++) /* w^T, [K][N] */
-		for (int k = 0; k < K; k++)
-			wt[(size_t)k * N + n] = w[(size_t)n * K + k];
-	gemm(out, N, inp, K, 1, wt, N, M, N, K, bias, 0);
+	for (int n0 = 0; n0 < N; n0 += 16) /* w^T, [K][N], in 16 x 16 blocks */
+		for (int k0 = 0; k0 < K; k0 += 16) {
+			int n1 = n0 + 16 < N ? n0 + 16 : N, k1 = k0 + 16 < K ? k0 + 16 : K;
+			for (int n = n0; n < n1; n++)
+				for (int k = k0; k < k1; k++)
+					wt[(size_t)k * N + n] = w[(size_t)n * K + k];
+		}
+	sb_cpu_gemm(out, N, inp, K, 1, wt, N, M, N, K, bias, 0);
 }
 
 void sb_cpu_matmul_backward(struct sb_ctx *ctx, float *dinp, float *dw, float *dbias, const float *dout,
@@ -180,9 +190,9 @@ void sb_cpu_matmul_backward(struct sb_ctx *ctx, float *dinp, float *dw, float *d
 	if (M <= 0)
 		return;
 	if (dinp)
-		gemm(dinp, K, dout, N, 1, w, K, M, K, N, NULL, accumulate);
+		sb_cpu_gemm(dinp, K, dout, N, 1, w, K, M, K, N, NULL, accumulate);
 	if (dw)
-		gemm(dw, K, dout, 1, N, inp, K, N, K, M, NULL, 1);
+		sb_cpu_gemm(dw, K, dout, 1, N, inp, K, N, K, M, NULL, 1);
 	if (dbias) {
 		for (int i = 0; i < M; i++) {
 			const float *g = dout + (size_t)i * N;
