@@ -29,6 +29,7 @@
 #include "io.h"
 #include "json.h"
 #include "tensor.h"
+#include "train_cell.h"
 
 extern char **environ;
 static char top[4096], tmp[4096], prog[4300];
@@ -317,6 +318,50 @@ int main(int argc, char **argv)
 				snprintf(id0, sizeof id0, "%s", ids[i]);
 		ok = rc == 0 && same_run(runs, runsJ, id0, why, sizeof why);
 		SB_CHECK(ok, "cell %s with -j 2 identical to -j 1 and -j 3%s%s", id0, ok ? "" : ": ", ok ? "" : why);
+	}
+	/* the evaluation side: open a switching cell's run at epochs 1 and 3 */
+	{
+		char idS[192] = "", run[4800], dpath[4500];
+		for (int i = 0; i < nid; i++)
+			if (!strncmp(ids[i], "txt.mechanistic_switch.", 23))
+				snprintf(idS, sizeof idS, "%s", ids[i]);
+		snprintf(run, sizeof run, "%s/%s", runs, idS);
+		snprintf(dpath, sizeof dpath, "%s/txt/pool.safetensors", data);
+		struct sb_dataset ds;
+		struct sb_backend *be = NULL;
+		int ok = !sb_dataset_read(dpath, 0, &ds, &e) && !sb_backend_cpu_open(2, &be, &e);
+		for (int ep = 1; ok && ep <= 3; ep += 2) {
+			struct sb_cell c;
+			struct sb_encoder *m = NULL;
+			int r2 = sb_run_open_model(run, ep, &ds, be, 0, &c, &m, &e);
+			enum sb_norm_kind want = ep == 1 ? SB_NORM_TOPK : SB_NORM_SOFTMAX;
+			SB_CHECK(r2 == 0 && m->cfg.norm.kind == want && m->cfg.norm.mask == SB_MASK_MARGIN,
+				 "sb_run_open_model(%s, epoch %d): the schedule's normaliser (%s) and the checkpoint (%s)", idS,
+				 ep, ep == 1 ? "top-k 0.25" : "softmax", r2 ? e.msg : "ok");
+			if (!r2) {
+				struct sb_split sp;
+				struct sb_encoder_data d;
+				struct sb_eval_result r1, r3;
+				sb_split_carve(&ds, c.seed, c.val_fraction, c.limit, &sp, &e);
+				sb_encoder_data_open(be, &ds, &d, &e);
+				int a = sb_encoder_evaluate(m, &d, sp.val, sp.n_val, 64, &r1, NULL, &e);
+				int b = sb_encoder_evaluate(m, &d, sp.val, sp.n_val, 64, &r3, NULL, &e);
+				SB_CHECK(!a && !b && r1.n == sp.n_val && r1.accuracy == r3.accuracy && r1.loss == r3.loss &&
+						 isfinite(r1.loss) && r1.attention_density > 0 && r1.attention_density <= 1,
+					 "evaluate epoch %d: n %lld, accuracy %.4f, loss %.4f, density %.3f (repeatable)", ep,
+					 (long long)r1.n, r1.accuracy, r1.loss, r1.attention_density);
+				sb_split_free(&sp);
+			}
+			sb_encoder_free(m);
+		}
+		struct sb_cell c;
+		struct sb_encoder *m = NULL;
+		SB_CHECK(ok && sb_run_open_model(run, 4, &ds, be, 0, &c, &m, &e) == SB_EUSAGE,
+			 "sb_run_open_model refuses an epoch the cell does not have");
+		if (ok) {
+			sb_dataset_free(&ds);
+			sb_backend_close(be);
+		}
 	}
 	/* the same cells again: skipped, nothing rewritten */
 	snprintf(out, sizeof out, "%s/C.out", tmp);

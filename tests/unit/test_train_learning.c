@@ -92,15 +92,9 @@ int main(void)
 	for (int th = 1; th <= 2; th++) {
 		struct sb_backend *be;
 		sb_backend_cpu_open(th, &be, &e);
-		struct sb_encoder_cfg cfg;
 		struct sb_encoder *m = NULL;
-		char ck[4500];
-		sb_run_checkpoint_path(ck, sizeof ck, run, 1);
-		rc = sb_cell_model_cfg(&cell, &ds, &cfg, &e);
-		if (!rc)
-			rc = sb_encoder_new(&cfg, be, cell.batch, &m, &e);
-		if (!rc)
-			rc = sb_encoder_load_checkpoint(m, ck, &e);
+		struct sb_cell c2;
+		rc = sb_run_open_model(run, 1, &ds, be, 0, &c2, &m, &e);
 		struct sb_encoder_data d;
 		if (!rc)
 			rc = sb_encoder_data_open(be, &ds, &d, &e);
