@@ -1041,6 +1041,10 @@ int sb_backend_cpu_open(int threads, struct sb_backend **out, struct sb_err *err
 		pl->ctx[i].be = be;
 		pl->ctx[i].pool = pl;
 		pl->ctx[i].worker = i;
+		/* scratch for every tier's ops (largest: the packed w^T of medium's fc2, 256 KiB);
+		 * it grows on first use beyond that, so a training step normally allocates nothing */
+		if (!sb_cpu_scratch(&pl->ctx[i], SB_CPU_SCRATCH_DEFAULT))
+			goto oom;
 	}
 	for (int i = 1; i < threads; i++) {
 		int rc = pthread_create(&pl->th[i], NULL, pool_thread, &pl->ctx[i]);

@@ -12,6 +12,7 @@
  * these constants (the order of gradient sums), never on the thread count. */
 #define SB_CPU_TILE 8
 #define SB_CPU_SLOTS 16
+#define SB_CPU_SCRATCH_DEFAULT ((size_t)1 << 20)
 
 struct pool;
 

@@ -390,6 +390,7 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 	m->out_labels = sb_be_alloc(be, (size_t)max_batch * sizeof(int32_t));
 	m->out_logits = sb_be_alloc(be, (size_t)max_batch * c->classes * sizeof(float));
 	m->tile_stats = calloc((size_t)m->ntiles_max, sizeof *m->tile_stats);
+	m->host_loss = calloc((size_t)max_batch, sizeof *m->host_loss);
 	if (c->modality == SB_TEXT) {
 		m->demb_all = sb_be_alloc(be, (size_t)max_batch * m->L * c->d * sizeof(float));
 		m->ids_all = sb_be_alloc(be, (size_t)max_batch * m->L * sizeof(int32_t));
@@ -397,7 +398,7 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 	m->nworkers = be->threads > 0 ? be->threads : 1;
 	m->arena = calloc((size_t)m->nworkers, sizeof *m->arena);
 	int ok = m->params && m->slots && m->m && m->v && m->alpha && m->idx_dev && m->out_loss && m->out_pred &&
-		 m->out_labels && m->out_logits && m->tile_stats && m->arena && (c->modality == SB_IMAGE || (m->demb_all && m->ids_all));
+		 m->out_labels && m->out_logits && m->tile_stats && m->host_loss && m->arena && (c->modality == SB_IMAGE || (m->demb_all && m->ids_all));
 	for (int w = 0; ok && w < m->nworkers; w++)
 		ok = (m->arena[w] = arena_new(m)) != NULL;
 	if (!ok) {
@@ -437,6 +438,7 @@ void sb_encoder_free(struct sb_encoder *m)
 			}
 	free(m->arena);
 	free(m->tile_stats);
+	free(m->host_loss);
 	free(m->pinfo);
 	free(m);
 }
@@ -796,16 +798,11 @@ int sb_encoder_forward_backward(struct sb_encoder *m, const struct sb_encoder_da
 		ops->reduce_slots(ctx, m->grads, m->slots, ps.nslots, m->pstride, m->pstride);
 	if (m->cfg.modality == SB_TEXT) /* the embedding table: rows of the whole batch in order */
 		ops->embedding_backward(ctx, m->g.embed_w, m->demb_all, m->ids_all, B * m->L, m->cfg.d);
-	float *loss = malloc((size_t)B * sizeof *loss);
-	if (!loss)
-		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	int rc = ops->download(be, loss, m->out_loss, (size_t)B * sizeof *loss, err);
+	float *loss = m->host_loss;
+	SB_TRY(ops->download(be, loss, m->out_loss, (size_t)B * sizeof *loss, err));
 	double s = 0;
 	for (int i = 0; i < B; i++)
 		s += loss[i];
-	free(loss);
-	if (rc)
-		return rc;
 	res->loss = s / B;
 	if (o->stats)
 		sum_stats(m, ps.ntiles, &res->stats);

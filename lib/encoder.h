@@ -118,6 +118,7 @@ struct sb_encoder {
 	int32_t *out_labels;       /* device [max_batch] */
 	float *out_logits;         /* device [max_batch * classes] */
 	struct sb_attn_stats *tile_stats; /* host [ntiles_max] */
+	float *host_loss;                 /* host [max_batch] */
 	int nworkers;
 	struct sb_encoder_arena **arena; /* [nworkers] */
 	int64_t adam_t; /* optimiser steps taken */
