@@ -1,17 +1,20 @@
-/* backend_cpu_dense.c — CPU matrix products (OpenBLAS, single-threaded per
- * call: the parallelism is the backend's tasks) and the local mixer. */
-#include <cblas.h>
+/* backend_cpu_dense.c — CPU matrix products (our register-blocked kernel,
+ * single-threaded per call: the parallelism is the backend's tasks) and the local mixer. */
 #include <stdio.h>
 #include <string.h>
 
 #include "backend_cpu.h"
 #include "backend_cpu_simd.h"
 
-/* OpenBLAS's own threads would make the bits depend on its thread count and fight
- * the backend's workers for the cores: always one. */
-extern void openblas_set_num_threads(int);
+/* OpenBLAS is not used by this backend (its products are below); should a caller in
+ * the same process use it, its threads would fight the backend's workers: keep one. */
+extern void openblas_set_num_threads(int) __attribute__((weak));
 
-void sb_cpu_blas_single_thread(void) { openblas_set_num_threads(1); }
+void sb_cpu_blas_single_thread(void)
+{
+	if (openblas_set_num_threads)
+		openblas_set_num_threads(1);
+}
 
 void sb_cpu_describe(char *buf, size_t n, int threads)
 {
