@@ -120,9 +120,7 @@ static int build_table(struct sb_encoder *m, struct sb_err *err)
 	if (c->modality == SB_IMAGE) {
 		rc |= padd(&pt, "embed.weight", 2, P2(d, m->P), SB_INIT_UNIFORM, ubound(m->P));
 		rc |= padd(&pt, "embed.bias", 1, P1(d), SB_INIT_UNIFORM, ubound(m->P));
-	} else {
-		rc |= padd(&pt, "embed.weight", 2, P2(c->vocab, d), SB_INIT_EMBEDDING, 1.0f);
-	}
+	} /* text: the token table goes last (below), outside the gradient slots */
 	rc |= padd(&pt, "cls", 1, P1(d), SB_INIT_NORMAL, 0.02f);
 	rc |= padd(&pt, "pos", 2, P2(m->T, d), SB_INIT_NORMAL, 0.02f);
 	for (int l = 0; l < c->layers; l++) {
@@ -156,6 +154,11 @@ static int build_table(struct sb_encoder *m, struct sb_err *err)
 	}
 	rc |= padd(&pt, "head.weight", 2, P2(c->classes, d), SB_INIT_UNIFORM, ubound(d));
 	rc |= padd(&pt, "head.bias", 1, P1(c->classes), SB_INIT_UNIFORM, ubound(d));
+	/* the dense part: what the gradient slots hold (the token table's gradient is
+	 * scattered once per batch from the tiles' embedding gradients instead) */
+	m->dense_n = pt.off;
+	if (c->modality == SB_TEXT)
+		rc |= padd(&pt, "embed.weight", 2, P2(c->vocab, d), SB_INIT_EMBEDDING, 1.0f);
 	if (rc) {
 		free(pt.t);
 		return SB_ERR(err, SB_EINTERNAL, "out of memory building the parameter table");
@@ -163,6 +166,7 @@ static int build_table(struct sb_encoder *m, struct sb_err *err)
 	m->pinfo = pt.t;
 	m->ntensors = pt.n;
 	m->pstride = (pt.off + 255) & ~(size_t)255;
+	m->dstride = (m->dense_n + 255) & ~(size_t)255;
 	m->nparams = 0;
 	for (int i = 0; i < pt.n; i++)
 		m->nparams += pt.t[i].numel;
@@ -380,7 +384,8 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 	m->nslots_max = be->slots > 0 ? (be->slots < m->ntiles_max ? be->slots : m->ntiles_max) : 1;
 	size_t pbytes = m->pstride * sizeof(float);
 	m->params = sb_be_alloc(be, pbytes);
-	m->slots = sb_be_alloc(be, pbytes * (size_t)m->nslots_max);
+	m->slots = sb_be_alloc(be, m->dstride * sizeof(float) * (size_t)m->nslots_max);
+	m->grads = sb_be_alloc(be, pbytes);
 	m->m = sb_be_alloc(be, pbytes);
 	m->v = sb_be_alloc(be, pbytes);
 	m->alpha = sb_be_alloc(be, (size_t)c->layers * c->heads * sizeof(float));
@@ -397,7 +402,7 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 	}
 	m->nworkers = be->threads > 0 ? be->threads : 1;
 	m->arena = calloc((size_t)m->nworkers, sizeof *m->arena);
-	int ok = m->params && m->slots && m->m && m->v && m->alpha && m->idx_dev && m->out_loss && m->out_pred &&
+	int ok = m->params && m->slots && m->grads && m->m && m->v && m->alpha && m->idx_dev && m->out_loss && m->out_pred &&
 		 m->out_labels && m->out_logits && m->tile_stats && m->host_loss && m->arena && (c->modality == SB_IMAGE || (m->demb_all && m->ids_all));
 	for (int w = 0; ok && w < m->nworkers; w++)
 		ok = (m->arena[w] = arena_new(m)) != NULL;
@@ -406,7 +411,6 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 		return SB_ERR(err, SB_EINTERNAL, "out of memory allocating the model (%zu parameters, batch %d)",
 			      m->nparams, max_batch);
 	}
-	m->grads = m->slots;
 	sb_encoder_ptrs(m, m->params, &m->p);
 	sb_encoder_ptrs(m, m->grads, &m->g);
 	*out = m;
@@ -420,6 +424,7 @@ void sb_encoder_free(struct sb_encoder *m)
 	struct sb_backend *be = m->be;
 	sb_be_free(be, m->params);
 	sb_be_free(be, m->slots);
+	sb_be_free(be, m->grads);
 	sb_be_free(be, m->m);
 	sb_be_free(be, m->v);
 	sb_be_free(be, m->alpha);
@@ -698,10 +703,10 @@ static int slot_task(struct sb_ctx *ctx, int worker, int s, void *arg, struct sb
 	struct pass *ps = arg;
 	struct sb_encoder *m = ps->m;
 	struct sb_encoder_arena *a = m->arena[worker];
-	float *slot = m->slots + (size_t)s * m->pstride;
+	float *slot = m->slots + (size_t)s * m->dstride;
 	struct sb_model_ptrs G;
-	sb_encoder_ptrs(m, slot, &G);
-	m->be->ops->zero(ctx, slot, m->pstride * sizeof(float));
+	sb_encoder_ptrs(m, slot, &G); /* G.embed_w of a text model points past the slot: never used */
+	m->be->ops->zero(ctx, slot, m->dstride * sizeof(float));
 	int t0 = (int)((int64_t)s * ps->ntiles / ps->nslots), t1 = (int)((int64_t)(s + 1) * ps->ntiles / ps->nslots);
 	for (int t = t0; t < t1; t++) {
 		int b0 = t * m->tile, B = ps->B - b0 < m->tile ? ps->B - b0 : m->tile;
@@ -794,10 +799,11 @@ int sb_encoder_forward_backward(struct sb_encoder *m, const struct sb_encoder_da
 	ps.nslots = ps.ntiles < m->nslots_max ? ps.ntiles : m->nslots_max;
 	SB_TRY(ops->run(be, ps.nslots, slot_task, &ps, err));
 	struct sb_ctx *ctx = sb_be_main(be);
-	if (ps.nslots > 1)
-		ops->reduce_slots(ctx, m->grads, m->slots, ps.nslots, m->pstride, m->pstride);
-	if (m->cfg.modality == SB_TEXT) /* the embedding table: rows of the whole batch in order */
+	ops->reduce_slots(ctx, m->grads, m->slots, ps.nslots, m->dstride, m->dense_n);
+	if (m->cfg.modality == SB_TEXT) { /* the token table: rows of the whole batch in order */
+		ops->zero(ctx, m->grads + m->dense_n, (m->pstride - m->dense_n) * sizeof(float));
 		ops->embedding_backward(ctx, m->g.embed_w, m->demb_all, m->ids_all, B * m->L, m->cfg.d);
+	}
 	float *loss = m->host_loss;
 	SB_TRY(ops->download(be, loss, m->out_loss, (size_t)B * sizeof *loss, err));
 	double s = 0;

@@ -105,8 +105,9 @@ struct sb_encoder {
 	int max_batch, tile, ntiles_max, nslots_max;
 	struct sb_param_info *pinfo;
 	int ntensors;
-	size_t nparams, pstride; /* floats; slot stride (padded) */
-	float *params, *slots, *m, *v; /* device; grads = slot 0 */
+	size_t nparams, pstride; /* floats; padded size of params, grads, m, v */
+	size_t dense_n, dstride;  /* the part held by gradient slots (all but a text token table), slot stride */
+	float *params, *slots, *m, *v; /* device */
 	float *grads;
 	struct sb_model_ptrs p, g; /* pointers into params and into slot 0 */
 	float *alpha;              /* device [layers * heads] (HAE) */
