@@ -13,7 +13,10 @@
 #include "backend_cpu.h"
 #include "backend_cpu_simd.h"
 
-static inline int round16(int n) { return (n + 15) & ~15; }
+static inline int round16(int n)
+{
+	return (n + 15) & ~15;
+}
 
 /* 1/sqrt(hd) applied as in PyTorch's `scores / math.sqrt(hd)`: a multiplication
  * by the inverse when sqrt(hd) is a power of two (exactly the same), else a division. */
@@ -48,7 +51,7 @@ static void pack_t(float *YT, const float *Y, int ldy, int T, int hd, int Tp)
 /* C[i, j] = sum_c X[i, c] Y[j, c] (then scaled) for i, j < T; C row stride T.
  * YT is Y packed by pack_t. */
 static void rowdot(float *C, const float *X, int ldx, const float *YT, int T, int hd, int Tp, struct qk_scale sc,
-		   int apply_scale)
+                   int apply_scale)
 {
 	float row[4][64] __attribute__((aligned(64)));
 	for (int jb = 0; jb < Tp; jb += 64) {
@@ -64,8 +67,8 @@ static void rowdot(float *C, const float *X, int ldx, const float *YT, int T, in
 					acc[r][v] = vzero();
 			for (int c = 0; c < hd; c++) {
 				const float *yt = YT + (size_t)c * Tp + jb;
-				vf y0 = vload(yt), y1 = nv > 1 ? vload(yt + 16) : vzero(), y2 = nv > 2 ? vload(yt + 32) : vzero(),
-				   y3 = nv > 3 ? vload(yt + 48) : vzero();
+				vf y0 = vload(yt), y1 = nv > 1 ? vload(yt + 16) : vzero(),
+				   y2 = nv > 2 ? vload(yt + 32) : vzero(), y3 = nv > 3 ? vload(yt + 48) : vzero();
 				for (int r = 0; r < ni; r++) {
 					vf xb = vset1(X[(size_t)(i + r) * ldx + c]);
 					acc[r][0] = vfma(xb, y0, acc[r][0]);
@@ -92,7 +95,7 @@ static void rowdot(float *C, const float *X, int ldx, const float *YT, int T, in
  * are mostly nonzero (softmax) run a dense kernel that reuses each Y row for 4 output
  * rows; sparse rows (top-k, sparsemax, entmax) loop over a list of their nonzeros. */
 static void rowmix(float *O, int ldo, const float *A, int lda, const float *Y, int ldy, int T, int hd, int *nz,
-		   int accumulate)
+                   int accumulate)
 {
 	int nvec = hd / VL;
 	for (int i0 = 0; i0 < T; i0 += 4) {
@@ -161,8 +164,8 @@ static void rowmix(float *O, int ldo, const float *A, int lda, const float *Y, i
 
 /* ---- plain reference loops for head dims that are not multiples of 16 ---- */
 
-static void rowdot_plain(float *C, const float *X, int ldx, const float *Y, int ldy, int T, int hd,
-			 struct qk_scale sc, int apply_scale)
+static void rowdot_plain(float *C, const float *X, int ldx, const float *Y, int ldy, int T, int hd, struct qk_scale sc,
+                         int apply_scale)
 {
 	for (int i = 0; i < T; i++)
 		for (int j = 0; j < T; j++) {
@@ -176,7 +179,7 @@ static void rowdot_plain(float *C, const float *X, int ldx, const float *Y, int 
 }
 
 static void rowmix_plain(float *O, int ldo, const float *A, int lda, const float *Y, int ldy, int T, int hd,
-			 int accumulate)
+                         int accumulate)
 {
 	for (int i = 0; i < T; i++)
 		for (int c = 0; c < hd; c++) {
@@ -195,8 +198,8 @@ static float head_alpha(const struct sb_norm *nm, const float *alpha, int h)
 }
 
 int sb_cpu_attention_forward(struct sb_ctx *ctx, float *out, float *S, float *P, float *aux, const float *qkv,
-			     const int32_t *nvalid, const float *alpha, const struct sb_norm *nm, int B, int T, int d,
-			     int NH, struct sb_err *err)
+                             const int32_t *nvalid, const float *alpha, const struct sb_norm *nm, int B, int T, int d,
+                             int NH, struct sb_err *err)
 {
 	int hd = d / NH, Tp = round16(T), d3 = 3 * d;
 	int fast = hd % VL == 0;
@@ -220,7 +223,7 @@ int sb_cpu_attention_forward(struct sb_ctx *ctx, float *out, float *S, float *P,
 				rowdot_plain(Sb, q, d3, k, d3, T, hd, sc, 1);
 			}
 			int rc = sb_norm_forward(nm, Pb, aux + blk * (size_t)T * SB_NORM_AUX, Sb, T, T, nv,
-						 head_alpha(nm, alpha, h), err);
+			                         head_alpha(nm, alpha, h), err);
 			if (rc) {
 				sb_err_prefix(err, "attention (sample %d, head %d)", b, h);
 				return rc;
@@ -236,8 +239,8 @@ int sb_cpu_attention_forward(struct sb_ctx *ctx, float *out, float *S, float *P,
 }
 
 void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, const float *dout, const float *qkv,
-			       const float *S, const float *P, const float *aux, const int32_t *nvalid,
-			       const float *alpha, const struct sb_norm *nm, int B, int T, int d, int NH)
+                               const float *S, const float *P, const float *aux, const int32_t *nvalid,
+                               const float *alpha, const struct sb_norm *nm, int B, int T, int d, int NH)
 {
 	int hd = d / NH, Tp = round16(T), d3 = 3 * d;
 	int fast = hd % VL == 0;
@@ -271,8 +274,8 @@ void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, c
 			sb_cpu_gemm(dv, d3, Pb, 1, T, go, d, T, hd, T, NULL, 0);
 			/* dS (in place) */
 			double da = 0;
-			sb_norm_backward(nm, dP, has_alpha ? &da : NULL, dP, Pb, aux + blk * (size_t)T * SB_NORM_AUX, Sb,
-					 T, T, nv, head_alpha(nm, alpha, h));
+			sb_norm_backward(nm, dP, has_alpha ? &da : NULL, dP, Pb, aux + blk * (size_t)T * SB_NORM_AUX,
+			                 Sb, T, T, nv, head_alpha(nm, alpha, h));
 			if (dalpha && has_alpha)
 				dalpha[h] += (float)da;
 			/* through the 1/sqrt(hd) scaling */
@@ -298,15 +301,15 @@ void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, c
 	}
 }
 
-void sb_cpu_attention_stats(struct sb_ctx *ctx, struct sb_attn_stats *st, const float *P, const int32_t *nvalid,
-			    int B, int NH, int T)
+void sb_cpu_attention_stats(struct sb_ctx *ctx, struct sb_attn_stats *st, const float *P, const int32_t *nvalid, int B,
+                            int NH, int T)
 {
 	size_t TT = (size_t)T * T;
 	for (int b = 0; b < B; b++) {
 		int nv = nvalid ? nvalid[b] : T;
 		for (int h = 0; h < NH; h++) {
 			sb_norm_stats(P + ((size_t)b * NH + h) * TT, T, T, nv, &st->nonzero, &st->valid_total,
-				      &st->entropy_sum);
+			              &st->entropy_sum);
 			st->rows += T;
 		}
 	}

@@ -39,11 +39,11 @@ void sb_cpu_describe(char *buf, size_t n, int threads)
 	}
 	const char *isa =
 #if defined(__AVX512F__)
-		"AVX-512";
+	    "AVX-512";
 #elif defined(__AVX2__)
-		"AVX2";
+	    "AVX2";
 #else
-		"SSE2";
+	    "SSE2";
 #endif
 	snprintf(buf, n, "cpu: %s, %d thread%s, %s", model, threads, threads == 1 ? "" : "s", isa);
 }
@@ -71,15 +71,18 @@ static inline vf gemm_init(const float *C, const float *bias, int acc)
 
 /* 6 rows x 4 vectors: 24 accumulators in registers */
 static void gemm_k6x4(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int K,
-		      const float *bias, int acc)
+                      const float *bias, int acc)
 {
 #define ROWINIT(r)                                                                                                     \
-	vf c##r##0 = gemm_init(C + (size_t)(r)*ldc, bias, acc), c##r##1 = gemm_init(C + (size_t)(r)*ldc + 16, bias ? bias + 16 : NULL, acc), \
+	vf c##r##0 = gemm_init(C + (size_t)(r)*ldc, bias, acc),                                                        \
+	   c##r##1 = gemm_init(C + (size_t)(r)*ldc + 16, bias ? bias + 16 : NULL, acc),                                \
 	   c##r##2 = gemm_init(C + (size_t)(r)*ldc + 32, bias ? bias + 32 : NULL, acc),                                \
 	   c##r##3 = gemm_init(C + (size_t)(r)*ldc + 48, bias ? bias + 48 : NULL, acc);
-	ROWINIT(0) ROWINIT(1) ROWINIT(2) ROWINIT(3) ROWINIT(4) ROWINIT(5)
+	ROWINIT(0)
+	ROWINIT(1) ROWINIT(2) ROWINIT(3) ROWINIT(4) ROWINIT(5)
 #undef ROWINIT
-	const float *a0 = A, *a1 = A + ars, *a2 = A + 2 * ars, *a3 = A + 3 * ars, *a4 = A + 4 * ars, *a5 = A + 5 * ars;
+	    const float *a0 = A,
+	                *a1 = A + ars, *a2 = A + 2 * ars, *a3 = A + 3 * ars, *a4 = A + 4 * ars, *a5 = A + 5 * ars;
 	for (int k = 0; k < K; k++) {
 		const float *b = B + (size_t)k * ldb;
 		vf b0 = vload(b), b1 = vload(b + 16), b2 = vload(b + 32), b3 = vload(b + 48);
@@ -106,11 +109,11 @@ static void gemm_k6x4(float *C, int ldc, const float *A, long ars, long acs, con
 
 /* 6 rows x 1 vector */
 static void gemm_k6x1(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int K,
-		      const float *bias, int acc)
+                      const float *bias, int acc)
 {
-	vf c0 = gemm_init(C, bias, acc), c1 = gemm_init(C + ldc, bias, acc), c2 = gemm_init(C + 2 * (size_t)ldc, bias, acc),
-	   c3 = gemm_init(C + 3 * (size_t)ldc, bias, acc), c4 = gemm_init(C + 4 * (size_t)ldc, bias, acc),
-	   c5 = gemm_init(C + 5 * (size_t)ldc, bias, acc);
+	vf c0 = gemm_init(C, bias, acc), c1 = gemm_init(C + ldc, bias, acc),
+	   c2 = gemm_init(C + 2 * (size_t)ldc, bias, acc), c3 = gemm_init(C + 3 * (size_t)ldc, bias, acc),
+	   c4 = gemm_init(C + 4 * (size_t)ldc, bias, acc), c5 = gemm_init(C + 5 * (size_t)ldc, bias, acc);
 	const float *a0 = A, *a1 = A + ars, *a2 = A + 2 * ars, *a3 = A + 3 * ars, *a4 = A + 4 * ars, *a5 = A + 5 * ars;
 	for (int k = 0; k < K; k++) {
 		vf b = vload(B + (size_t)k * ldb);
@@ -140,7 +143,7 @@ static void gemm_k1x1(float *C, const float *A, long acs, const float *B, int ld
 }
 
 void sb_cpu_gemm(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int M, int N, int K,
-		 const float *bias, int acc)
+                 const float *bias, int acc)
 {
 	int nfull = N / VL * VL;
 	for (int j0 = 0; j0 < nfull;) {
@@ -156,8 +159,8 @@ void sb_cpu_gemm(float *C, int ldc, const float *A, long ars, long acs, const fl
 		}
 		for (; i < M; i++)
 			for (int v = 0; v < (four ? 4 : 1); v++)
-				gemm_k1x1(C + (size_t)i * ldc + j0 + v * VL, A + (long)i * ars, acs, B + j0 + v * VL, ldb, K,
-					  bias ? bias + j0 + v * VL : NULL, acc);
+				gemm_k1x1(C + (size_t)i * ldc + j0 + v * VL, A + (long)i * ars, acs, B + j0 + v * VL,
+				          ldb, K, bias ? bias + j0 + v * VL : NULL, acc);
 		j0 += four ? 4 * VL : VL;
 	}
 	/* columns past the last whole vector: one FMA chain per element, same order */
@@ -172,7 +175,7 @@ void sb_cpu_gemm(float *C, int ldc, const float *A, long ars, long acs, const fl
 
 /* out[M, N] = inp[M, K] w[N, K]^T + bias */
 void sb_cpu_matmul_forward(struct sb_ctx *ctx, float *out, const float *inp, const float *w, const float *bias, int M,
-			   int K, int N)
+                           int K, int N)
 {
 	if (M <= 0 || N <= 0)
 		return;
@@ -188,7 +191,7 @@ void sb_cpu_matmul_forward(struct sb_ctx *ctx, float *out, const float *inp, con
 }
 
 void sb_cpu_matmul_backward(struct sb_ctx *ctx, float *dinp, float *dw, float *dbias, const float *dout,
-			    const float *inp, const float *w, int M, int K, int N, int accumulate)
+                            const float *inp, const float *w, int M, int K, int N, int accumulate)
 {
 	if (M <= 0)
 		return;
@@ -224,11 +227,14 @@ static inline int mix_nbr(int t, int k, int G, int L)
 	return s < 0 || s >= L ? -1 : s;
 }
 
-static inline int mix_valid(const int32_t *nvalid, int b, int t) { return !nvalid || t < nvalid[b] - 1; }
+static inline int mix_valid(const int32_t *nvalid, int b, int t)
+{
+	return !nvalid || t < nvalid[b] - 1;
+}
 
 void sb_cpu_localmix_forward(struct sb_ctx *ctx, float *out, float *y, float *z, float *mean, float *rstd,
-			     const float *x, const int32_t *nvalid, const float *lnw, const float *lnb, const float *cw,
-			     const float *cb, const float *scale, int B, int T, int d, int G)
+                             const float *x, const int32_t *nvalid, const float *lnw, const float *lnb, const float *cw,
+                             const float *cb, const float *scale, int B, int T, int d, int G)
 {
 	int L = T - 1, KK = G > 0 ? 9 : 3;
 	float *gz = sb_cpu_scratch(ctx, (size_t)L * d * sizeof(float) + (size_t)KK * d * sizeof(float) + 64);
@@ -272,9 +278,9 @@ void sb_cpu_localmix_forward(struct sb_ctx *ctx, float *out, float *y, float *z,
 }
 
 void sb_cpu_localmix_backward(struct sb_ctx *ctx, float *dx, float *dlnw, float *dlnb, float *dcw, float *dcb,
-			      float *dscale, const float *dout, const float *x, const float *y, const float *z,
-			      const float *mean, const float *rstd, const int32_t *nvalid, const float *lnw,
-			      const float *cw, const float *scale, int B, int T, int d, int G)
+                              float *dscale, const float *dout, const float *x, const float *y, const float *z,
+                              const float *mean, const float *rstd, const int32_t *nvalid, const float *lnw,
+                              const float *cw, const float *scale, int B, int T, int d, int G)
 {
 	int L = T - 1, KK = G > 0 ? 9 : 3;
 	size_t Ld = (size_t)L * d;
@@ -332,7 +338,7 @@ void sb_cpu_localmix_backward(struct sb_ctx *ctx, float *dx, float *dlnw, float 
 			if (!mix_valid(nvalid, b, t))
 				memset(dy + (size_t)t * d, 0, (size_t)d * sizeof *dy);
 		sb_cpu_layernorm_rows_backward(dxb + d, dlnw, dlnb, dy, x + (size_t)b * T * d + d, mean + (size_t)b * L,
-					       rstd + (size_t)b * L, lnw, L, d, 1);
+		                               rstd + (size_t)b * L, lnw, L, d, 1);
 	}
 	for (int c = 0; c < d; c++)
 		for (int k = 0; k < KK; k++)

@@ -24,10 +24,19 @@ typedef uint32_t vu __attribute__((vector_size(64), aligned(64)));
 
 typedef uint8_t v16u8 __attribute__((vector_size(16), aligned(1), may_alias));
 
-static inline vf vload(const float *p) { return *(const vfu *)p; }
+static inline vf vload(const float *p)
+{
+	return *(const vfu *)p;
+}
 /* 16 mask bytes (0/1) as floats times c */
-static inline vf vmask(const uint8_t *m, float c) { return __builtin_convertvector(*(const v16u8 *)m, vf) * c; }
-static inline void vstore(float *p, vf v) { *(vfu *)p = v; }
+static inline vf vmask(const uint8_t *m, float c)
+{
+	return __builtin_convertvector(*(const v16u8 *)m, vf) * c;
+}
+static inline void vstore(float *p, vf v)
+{
+	*(vfu *)p = v;
+}
 static inline vf vset1(float x) /* broadcast (no arithmetic: -0.0 stays -0.0) */
 {
 #if defined(__AVX512F__)
@@ -36,7 +45,10 @@ static inline vf vset1(float x) /* broadcast (no arithmetic: -0.0 stays -0.0) */
 	return (vf){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
 #endif
 }
-static inline vf vzero(void) { return (vf){0}; }
+static inline vf vzero(void)
+{
+	return (vf){0};
+}
 
 static inline vf vfma(vf a, vf b, vf c) /* a*b + c, fused where the target has FMA */
 {
@@ -69,9 +81,18 @@ static inline vf vsel(vi m, vf a, vf b) /* m ? a : b, m lanes all-ones or zero *
 {
 	return (vf)(((vi)a & m) | ((vi)b & ~m));
 }
-static inline vf vmax(vf a, vf b) { return vsel(a > b, a, b); }
-static inline vf vmin(vf a, vf b) { return vsel(a < b, a, b); }
-static inline vf vabs(vf a) { return (vf)((vi)a & 0x7fffffff); }
+static inline vf vmax(vf a, vf b)
+{
+	return vsel(a > b, a, b);
+}
+static inline vf vmin(vf a, vf b)
+{
+	return vsel(a < b, a, b);
+}
+static inline vf vabs(vf a)
+{
+	return (vf)((vi)a & 0x7fffffff);
+}
 
 /* fixed-order tree sum of the 16 lanes */
 static inline float vhsum(vf v)
@@ -92,7 +113,7 @@ static inline vf vexp(vf x)
 {
 	const vf lo = vset1(-87.33654475f), hi = vset1(88.72283905f);
 	vi nan = x != x;
-	vi under = x < lo, over = x > hi;
+	vi under = x<lo, over = x> hi;
 	vf xc = vmin(vmax(x, lo), hi);
 	const vf magic = vset1(12582912.0f); /* 1.5 * 2^23: round to nearest integer */
 	vf n = (vfma(xc, vset1(1.44269504089f), magic)) - magic;

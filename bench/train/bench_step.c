@@ -51,8 +51,9 @@ int main(int argc, char **argv)
 	struct sb_encoder_cfg cfg;
 	struct sb_encoder *m;
 	struct sb_encoder_data data;
-	if (sb_cell_finish(&cell, &e) || sb_split_carve(&ds, 0, 0.2, 0, &sp, &e) || sb_backend_cpu_open(threads, &be, &e) ||
-	    sb_cell_model_cfg(&cell, &ds, &cfg, &e) || sb_encoder_new(&cfg, be, 256, &m, &e) || sb_encoder_init(m, 0, &e) ||
+	if (sb_cell_finish(&cell, &e) || sb_split_carve(&ds, 0, 0.2, 0, &sp, &e) ||
+	    sb_backend_cpu_open(threads, &be, &e) || sb_cell_model_cfg(&cell, &ds, &cfg, &e) ||
+	    sb_encoder_new(&cfg, be, 256, &m, &e) || sb_encoder_init(m, 0, &e) ||
 	    sb_encoder_data_open(be, &ds, &data, &e)) {
 		fprintf(stderr, "%s\n", e.msg);
 		return 3;
@@ -74,7 +75,8 @@ int main(int argc, char **argv)
 		}
 	}
 	double t = now(CLOCK_MONOTONIC) - t0, c = now(CLOCK_PROCESS_CPUTIME_ID) - c0;
-	printf("{\"method\":\"%s\",\"threads\":%d,\"steps\":%d,\"samples_per_s\":%.1f,\"cpu_s\":%.3f,\"samples_per_cpu_s\":%.1f,"
+	printf("{\"method\":\"%s\",\"threads\":%d,\"steps\":%d,\"samples_per_s\":%.1f,\"cpu_s\":%.3f,\"samples_per_cpu_"
+	       "s\":%.1f,"
 	       "\"wall_s\":%.3f,\"params\":%zu,\"seq_len\":%d,\"peak_mb\":%.1f,\"loss\":%.6f,\"device\":\"%s\"}\n",
 	       argv[3], threads, steps, steps * 256 / t, c, steps * 256 / c, t, sb_encoder_param_count(m), m->T,
 	       sb_cpu_bytes_peak(be) / 1e6, r.loss, be->device);

@@ -61,8 +61,9 @@ static void *fma_loop(void *arg)
 		a0 = FMA(a0, b, c), a1 = FMA(a1, b, c), a2 = FMA(a2, b, c), a3 = FMA(a3, b, c);
 		a4 = FMA(a4, b, c), a5 = FMA(a5, b, c), a6 = FMA(a6, b, c), a7 = FMA(a7, b, c);
 		a8 = FMA(a8, b, c), a9 = FMA(a9, b, c), a10 = FMA(a10, b, c), a11 = FMA(a11, b, c);
-		__asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7),
-				 "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
+		__asm__ volatile(""
+		                 : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7),
+		                   "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
 	}
 	float o[W];
 	memcpy(o, &a0, sizeof o);
@@ -99,7 +100,8 @@ static void fma_gflops(int threads, double *wall, double *per_cpu)
 static double sgemm_gflops(int threads, int N, double *per_cpu)
 {
 	openblas_set_num_threads(threads);
-	float *a = malloc(sizeof(float) * N * N), *b = malloc(sizeof(float) * N * N), *c = malloc(sizeof(float) * N * N);
+	float *a = malloc(sizeof(float) * N * N), *b = malloc(sizeof(float) * N * N),
+	      *c = malloc(sizeof(float) * N * N);
 	for (long i = 0; i < (long)N * N; i++)
 		a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
 	double best = 0;

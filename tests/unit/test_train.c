@@ -235,13 +235,14 @@ static int cell_ids(const char *out, char ids[][192], int max)
 }
 
 static const char *cells[] = {
-	"{\"task\":\"img\",\"method\":\"softmax\",\"seed\":0,\"epochs\":3,\"batch\":32}",
-	"{\"task\":\"img\",\"method\":\"sparsemax\",\"seed\":1,\"epochs\":2,\"batch\":24,\"arch\":\"local_hybrid\","
-	"\"schedule\":\"linear_decay\"}",
-	"{\"task\":\"txt\",\"method\":\"headwise_adaptive_entmax\",\"seed\":2,\"epochs\":2,\"batch\":40,\"mask\":\"exclude\"}",
-	"{\"task\":\"txt\",\"method\":\"mechanistic_switch\",\"switch_epoch\":2,\"seed\":3,\"epochs\":3,\"batch\":50,"
-	"\"arch\":\"local_hybrid\"}",
-	"{\"task\":\"img\",\"method\":\"cosine_alpha\",\"seed\":4,\"epochs\":2,\"batch\":64,\"tier\":\"deep\"}",
+    "{\"task\":\"img\",\"method\":\"softmax\",\"seed\":0,\"epochs\":3,\"batch\":32}",
+    "{\"task\":\"img\",\"method\":\"sparsemax\",\"seed\":1,\"epochs\":2,\"batch\":24,\"arch\":\"local_hybrid\","
+    "\"schedule\":\"linear_decay\"}",
+    "{\"task\":\"txt\",\"method\":\"headwise_adaptive_entmax\",\"seed\":2,\"epochs\":2,\"batch\":40,\"mask\":"
+    "\"exclude\"}",
+    "{\"task\":\"txt\",\"method\":\"mechanistic_switch\",\"switch_epoch\":2,\"seed\":3,\"epochs\":3,\"batch\":50,"
+    "\"arch\":\"local_hybrid\"}",
+    "{\"task\":\"img\",\"method\":\"cosine_alpha\",\"seed\":4,\"epochs\":2,\"batch\":64,\"tier\":\"deep\"}",
 };
 #define NCELLS 5
 
@@ -300,8 +301,8 @@ int main(int argc, char **argv)
 		if (!ok)
 			continue;
 		ok = same_run(runs, runsA, idA[0], why, sizeof why);
-		SB_CHECK(ok, "cell %s: alone (-j 1) and among five (-j 3) give identical records and checkpoints%s%s", idA[0],
-			 ok ? "" : ": ", ok ? "" : why);
+		SB_CHECK(ok, "cell %s: alone (-j 1) and among five (-j 3) give identical records and checkpoints%s%s",
+		         idA[0], ok ? "" : ": ", ok ? "" : why);
 	}
 	{
 		char runsJ[4500], outJ[4500];
@@ -335,9 +336,10 @@ int main(int argc, char **argv)
 			struct sb_encoder *m = NULL;
 			int r2 = sb_run_open_model(run, ep, &ds, be, 0, &c, &m, &e);
 			enum sb_norm_kind want = ep == 1 ? SB_NORM_TOPK : SB_NORM_SOFTMAX;
-			SB_CHECK(r2 == 0 && m->cfg.norm.kind == want && m->cfg.norm.mask == SB_MASK_MARGIN,
-				 "sb_run_open_model(%s, epoch %d): the schedule's normaliser (%s) and the checkpoint (%s)", idS,
-				 ep, ep == 1 ? "top-k 0.25" : "softmax", r2 ? e.msg : "ok");
+			SB_CHECK(
+			    r2 == 0 && m->cfg.norm.kind == want && m->cfg.norm.mask == SB_MASK_MARGIN,
+			    "sb_run_open_model(%s, epoch %d): the schedule's normaliser (%s) and the checkpoint (%s)",
+			    idS, ep, ep == 1 ? "top-k 0.25" : "softmax", r2 ? e.msg : "ok");
 			if (!r2) {
 				struct sb_split sp;
 				struct sb_encoder_data d;
@@ -346,10 +348,11 @@ int main(int argc, char **argv)
 				sb_encoder_data_open(be, &ds, &d, &e);
 				int a = sb_encoder_evaluate(m, &d, sp.val, sp.n_val, 64, &r1, NULL, &e);
 				int b = sb_encoder_evaluate(m, &d, sp.val, sp.n_val, 64, &r3, NULL, &e);
-				SB_CHECK(!a && !b && r1.n == sp.n_val && r1.accuracy == r3.accuracy && r1.loss == r3.loss &&
-						 isfinite(r1.loss) && r1.attention_density > 0 && r1.attention_density <= 1,
-					 "evaluate epoch %d: n %lld, accuracy %.4f, loss %.4f, density %.3f (repeatable)", ep,
-					 (long long)r1.n, r1.accuracy, r1.loss, r1.attention_density);
+				SB_CHECK(
+				    !a && !b && r1.n == sp.n_val && r1.accuracy == r3.accuracy && r1.loss == r3.loss &&
+				        isfinite(r1.loss) && r1.attention_density > 0 && r1.attention_density <= 1,
+				    "evaluate epoch %d: n %lld, accuracy %.4f, loss %.4f, density %.3f (repeatable)",
+				    ep, (long long)r1.n, r1.accuracy, r1.loss, r1.attention_density);
 				sb_split_free(&sp);
 			}
 			sb_encoder_free(m);
@@ -357,7 +360,7 @@ int main(int argc, char **argv)
 		struct sb_cell c;
 		struct sb_encoder *m = NULL;
 		SB_CHECK(ok && sb_run_open_model(run, 4, &ds, be, 0, &c, &m, &e) == SB_EUSAGE,
-			 "sb_run_open_model refuses an epoch the cell does not have");
+		         "sb_run_open_model refuses an epoch the cell does not have");
 		if (ok) {
 			sb_dataset_free(&ds);
 			sb_backend_close(be);
@@ -367,7 +370,7 @@ int main(int argc, char **argv)
 	snprintf(out, sizeof out, "%s/C.out", tmp);
 	rc = run(out, NULL, (const char *[]){"-q", "-d", data, "-o", runs, "-j", "2", path, NULL}, NULL);
 	SB_CHECK(rc == 0 && grep_file(out, "\"kind\":\"train.skip\"") && !grep_file(out, "\"kind\":\"train.epoch\""),
-		 "a second run of finished cells skips them (exit %d)", rc);
+	         "a second run of finished cells skips them (exit %d)", rc);
 	/* the same cell twice into fresh directories: identical */
 	{
 		char runsD[4500], outD[4500], one[4500];
@@ -381,7 +384,7 @@ int main(int argc, char **argv)
 		snprintf(runsA, sizeof runsA, "%s/runsA", tmp);
 		ok = ok && same_run(runsA, runsD, idD[0], why, sizeof why);
 		SB_CHECK(ok, "the same cell trained twice gives identical records and checkpoints%s%s", ok ? "" : ": ",
-			 ok ? "" : why);
+		         ok ? "" : why);
 	}
 	/* killed mid-epoch (hook: _exit(137) after 6 steps = in epoch 2 of 4 steps each), then resumed */
 	{
@@ -389,7 +392,8 @@ int main(int argc, char **argv)
 		snprintf(runsK, sizeof runsK, "%s/runsK", tmp);
 		snprintf(outK, sizeof outK, "%s/K.out", tmp);
 		snprintf(one, sizeof one, "%s/cell0.ndjson", tmp);
-		rc = run(outK, "SB_TRAIN_STOP_AFTER_STEPS=6", (const char *[]){"-q", "-d", data, "-o", runsK, one, NULL}, NULL);
+		rc = run(outK, "SB_TRAIN_STOP_AFTER_STEPS=6",
+		         (const char *[]){"-q", "-d", data, "-o", runsK, one, NULL}, NULL);
 		for (int i = 0; i < nid; i++)
 			if (!strncmp(ids[i], "img.softmax.s0.", 15))
 				snprintf(id0, sizeof id0, "%s", ids[i]);
@@ -397,12 +401,14 @@ int main(int argc, char **argv)
 		snprintf(p1, sizeof p1, "%s/%s/epoch-001.safetensors", runsK, id0);
 		snprintf(p2, sizeof p2, "%s/%s/epoch-002.safetensors", runsK, id0);
 		SB_CHECK(rc == 137 && sb_file_exists(p1) && !sb_file_exists(p2),
-			 "a run dying after step 6 (in epoch 2) leaves epoch 1 only (exit %d)", rc);
+		         "a run dying after step 6 (in epoch 2) leaves epoch 1 only (exit %d)", rc);
 		rc = run(outK, NULL, (const char *[]){"-q", "-d", data, "-o", runsK, one, NULL}, NULL);
 		char runsA[4500];
 		snprintf(runsA, sizeof runsA, "%s/runsA", tmp);
-		int ok = rc == 0 && grep_file(outK, "\"kind\":\"train.resume\"") && same_run(runsA, runsK, id0, why, sizeof why);
-		SB_CHECK(ok, "resumed after the kill: identical to the uninterrupted run%s%s", ok ? "" : ": ", ok ? "" : why);
+		int ok = rc == 0 && grep_file(outK, "\"kind\":\"train.resume\"") &&
+		         same_run(runsA, runsK, id0, why, sizeof why);
+		SB_CHECK(ok, "resumed after the kill: identical to the uninterrupted run%s%s", ok ? "" : ": ",
+		         ok ? "" : why);
 	}
 	/* real SIGKILLs at several moments of a longer cell, each followed by a resume */
 	{
@@ -445,9 +451,12 @@ int main(int argc, char **argv)
 		ok = ok && rc == 0 && same_run(runsU, runsS, idU[0], why, sizeof why);
 		char tn[4800];
 		snprintf(tn, sizeof tn, "%s/%s/train.ndjson", runsS, idU[0]);
-		SB_CHECK(grep_file(tn, "\"kind\":\"train.resume\""), "the SIGKILLs interrupted the run (train.resume recorded)");
-		SB_CHECK(ok, "%d SIGKILLs (each right after an epoch's checkpoint appeared), then a resume: identical to the uninterrupted run%s%s",
-			 kills, ok ? "" : ": ", ok ? "" : why);
+		SB_CHECK(grep_file(tn, "\"kind\":\"train.resume\""),
+		         "the SIGKILLs interrupted the run (train.resume recorded)");
+		SB_CHECK(ok,
+		         "%d SIGKILLs (each right after an epoch's checkpoint appeared), then a resume: identical to "
+		         "the uninterrupted run%s%s",
+		         kills, ok ? "" : ": ", ok ? "" : why);
 	}
 	/* non-finite loss */
 	{
@@ -455,17 +464,19 @@ int main(int argc, char **argv)
 		snprintf(runsN, sizeof runsN, "%s/runsN", tmp);
 		snprintf(outN, sizeof outN, "%s/N.out", tmp);
 		snprintf(one, sizeof one, "%s/cell0.ndjson", tmp);
-		rc = run(outN, "SB_TRAIN_NAN_AT_STEP=6", (const char *[]){"-q", "-d", data, "-o", runsN, one, NULL}, NULL);
+		rc = run(outN, "SB_TRAIN_NAN_AT_STEP=6", (const char *[]){"-q", "-d", data, "-o", runsN, one, NULL},
+		         NULL);
 		SB_CHECK(rc == 0 && grep_file(outN, "\"status\":\"failed_nonfinite_loss\"") &&
-				 grep_file(outN, "\"epoch\":1,\"step\":5,\"step_in_epoch\":1"),
-			 "a non-finite loss ends the cell with failed_nonfinite_loss at epoch 1, step 5 (exit %d)", rc);
+		             grep_file(outN, "\"epoch\":1,\"step\":5,\"step_in_epoch\":1"),
+		         "a non-finite loss ends the cell with failed_nonfinite_loss at epoch 1, step 5 (exit %d)", rc);
 		rc = run(outN, NULL, (const char *[]){"-q", "-d", data, "-o", runsN, one, NULL}, NULL);
 		SB_CHECK(rc == 0 && grep_file(outN, "\"kind\":\"train.skip\""), "and is not retried (exit %d)", rc);
 	}
 	/* test split refused */
 	snprintf(out, sizeof out, "%s/T.out", tmp);
-	rc = run(out, NULL, (const char *[]){"-d", data, "-o", runs, "--task", "tst", "--method", "softmax", "--seed", "0", NULL},
-		 NULL);
+	rc = run(out, NULL,
+	         (const char *[]){"-d", data, "-o", runs, "--task", "tst", "--method", "softmax", "--seed", "0", NULL},
+	         NULL);
 	char errp[4600];
 	snprintf(errp, sizeof errp, "%s.err", out);
 	SB_CHECK(rc == 1 && grep_file(errp, "test split"), "a split=test dataset is refused (exit %d)", rc);

@@ -51,20 +51,22 @@ int main(void)
 		snprintf(data, sizeof data, "%s/data", tmp);
 		snprintf(path, sizeof path, "%s/fashion_mnist/pool.safetensors", data);
 		snprintf(cmd, sizeof cmd,
-			 "'%s/bin/sb-fetch' -q --offline -m /usr/share/datasets/fashion-mnist -c '%s/cache' -o '%s' "
-			 "fashion_mnist > /dev/null 2>&1",
-			 top, tmp, data);
+		         "'%s/bin/sb-fetch' -q --offline -m /usr/share/datasets/fashion-mnist -c '%s/cache' -o '%s' "
+		         "fashion_mnist > /dev/null 2>&1",
+		         top, tmp, data);
 		if (sh(cmd) != 0 || !sb_file_exists(path)) {
-			printf("ok 1 # SKIP no Fashion-MNIST (set SB_DATA, or install dataset-fashion-mnist)\n1 passed, 0 failed\n");
+			printf("ok 1 # SKIP no Fashion-MNIST (set SB_DATA, or install dataset-fashion-mnist)\n1 "
+			       "passed, 0 failed\n");
 			snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
 			sh(cmd);
 			return 0;
 		}
 	}
-	snprintf(cmd, sizeof cmd,
-		 "'%s/bin/sb-train' -q -j 2 -d '%s' -o '%s/runs' --task fashion_mnist --method softmax --seed 0 --epochs 1 "
-		 "> '%s/out' 2> '%s/err'",
-		 top, data, tmp, tmp, tmp);
+	snprintf(
+	    cmd, sizeof cmd,
+	    "'%s/bin/sb-train' -q -j 2 -d '%s' -o '%s/runs' --task fashion_mnist --method softmax --seed 0 --epochs 1 "
+	    "> '%s/out' 2> '%s/err'",
+	    top, data, tmp, tmp, tmp);
 	int rc = sh(cmd);
 	SB_CHECK(rc == 0, "sb-train: Fashion-MNIST, compact, softmax, seed 0, 1 epoch (exit %d)", rc);
 	/* the run directory */
@@ -101,13 +103,13 @@ int main(void)
 		uint8_t *bits = calloc((size_t)(sp.n_val + 7) / 8, 1);
 		if (!rc)
 			rc = sb_encoder_evaluate(m, &d, sp.val, sp.n_val, 256, &res[th - 1], bits, &e);
-		SB_CHECK(rc == 0, "evaluate epoch-001 on the %lld validation examples with %d thread%s (%s)", (long long)sp.n_val,
-			 th, th > 1 ? "s" : "", rc ? e.msg : "ok");
+		SB_CHECK(rc == 0, "evaluate epoch-001 on the %lld validation examples with %d thread%s (%s)",
+		         (long long)sp.n_val, th, th > 1 ? "s" : "", rc ? e.msg : "ok");
 		int64_t pop = 0;
 		for (int64_t i = 0; i < sp.n_val; i++)
 			pop += (bits[i / 8] >> (i % 8)) & 1;
-		SB_CHECK(pop == res[th - 1].correct, "correctness bitmap has %lld set bits = correct count %lld", (long long)pop,
-			 (long long)res[th - 1].correct);
+		SB_CHECK(pop == res[th - 1].correct, "correctness bitmap has %lld set bits = correct count %lld",
+		         (long long)pop, (long long)res[th - 1].correct);
 		free(bits);
 		sb_encoder_free(m);
 		sb_backend_close(be);
@@ -117,12 +119,14 @@ int main(void)
 	       r->accuracy, r->macro_f1, r->loss, r->attention_density, r->attention_entropy);
 	SB_CHECK(r->accuracy >= 0.70, "validation accuracy after 1 epoch %.4f >= 0.70", r->accuracy);
 	SB_CHECK(r->macro_f1 > 0.6 && r->macro_f1 <= r->accuracy + 0.05, "macro-F1 %.4f is sane", r->macro_f1);
-	SB_CHECK(r->attention_density > 0.999 && r->attention_density <= 1.0, "softmax attention density %.6f in (0.999, 1] (probabilities <= 1e-7 do not count)", r->attention_density);
+	SB_CHECK(r->attention_density > 0.999 && r->attention_density <= 1.0,
+	         "softmax attention density %.6f in (0.999, 1] (probabilities <= 1e-7 do not count)",
+	         r->attention_density);
 	SB_CHECK(r->attention_entropy > 0 && r->attention_entropy <= 3.9121, "attention entropy %.4f in (0, log 50]",
-		 r->attention_entropy);
+	         r->attention_entropy);
 	SB_CHECK(res[0].accuracy == res[1].accuracy && res[0].loss == res[1].loss &&
-			 res[0].attention_entropy == res[1].attention_entropy,
-		 "evaluation identical with 1 and 2 threads");
+	             res[0].attention_entropy == res[1].attention_entropy,
+	         "evaluation identical with 1 and 2 threads");
 	sb_split_free(&sp);
 	sb_dataset_free(&ds);
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
