@@ -77,33 +77,48 @@ static void gemm_k6x4(float *C, int ldc, const float *A, long ars, long acs, con
 	vf c##r##0 = gemm_init(C + (size_t)(r)*ldc, bias, acc),                                                        \
 	   c##r##1 = gemm_init(C + (size_t)(r)*ldc + 16, bias ? bias + 16 : NULL, acc),                                \
 	   c##r##2 = gemm_init(C + (size_t)(r)*ldc + 32, bias ? bias + 32 : NULL, acc),                                \
-	   c##r##3 = gemm_init(C + (size_t)(r)*ldc + 48, bias ? bias + 48 : NULL, acc);
-	ROWINIT(0)
-	ROWINIT(1) ROWINIT(2) ROWINIT(3) ROWINIT(4) ROWINIT(5)
+	   c##r##3 = gemm_init(C + (size_t)(r)*ldc + 48, bias ? bias + 48 : NULL, acc)
+	ROWINIT(0);
+	ROWINIT(1);
+	ROWINIT(2);
+	ROWINIT(3);
+	ROWINIT(4);
+	ROWINIT(5);
 #undef ROWINIT
-	    const float *a0 = A,
-	                *a1 = A + ars, *a2 = A + 2 * ars, *a3 = A + 3 * ars, *a4 = A + 4 * ars, *a5 = A + 5 * ars;
+	const float *a0 = A, *a1 = A + ars, *a2 = A + 2 * ars, *a3 = A + 3 * ars, *a4 = A + 4 * ars, *a5 = A + 5 * ars;
 	for (int k = 0; k < K; k++) {
 		const float *b = B + (size_t)k * ldb;
 		vf b0 = vload(b), b1 = vload(b + 16), b2 = vload(b + 32), b3 = vload(b + 48);
 		long o = (long)k * acs;
 #define ROW(r)                                                                                                         \
-	{                                                                                                              \
+	do {                                                                                                           \
 		vf x = vset1(a##r[o]);                                                                                 \
 		c##r##0 = vfma(x, b0, c##r##0);                                                                        \
 		c##r##1 = vfma(x, b1, c##r##1);                                                                        \
 		c##r##2 = vfma(x, b2, c##r##2);                                                                        \
 		c##r##3 = vfma(x, b3, c##r##3);                                                                        \
-	}
-		ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+	} while (0)
+		ROW(0);
+		ROW(1);
+		ROW(2);
+		ROW(3);
+		ROW(4);
+		ROW(5);
 #undef ROW
 	}
 #define ROWSTORE(r)                                                                                                    \
-	vstore(C + (size_t)(r)*ldc, c##r##0);                                                                          \
-	vstore(C + (size_t)(r)*ldc + 16, c##r##1);                                                                     \
-	vstore(C + (size_t)(r)*ldc + 32, c##r##2);                                                                     \
-	vstore(C + (size_t)(r)*ldc + 48, c##r##3);
-	ROWSTORE(0) ROWSTORE(1) ROWSTORE(2) ROWSTORE(3) ROWSTORE(4) ROWSTORE(5)
+	do {                                                                                                           \
+		vstore(C + (size_t)(r)*ldc, c##r##0);                                                                  \
+		vstore(C + (size_t)(r)*ldc + 16, c##r##1);                                                             \
+		vstore(C + (size_t)(r)*ldc + 32, c##r##2);                                                             \
+		vstore(C + (size_t)(r)*ldc + 48, c##r##3);                                                             \
+	} while (0)
+	ROWSTORE(0);
+	ROWSTORE(1);
+	ROWSTORE(2);
+	ROWSTORE(3);
+	ROWSTORE(4);
+	ROWSTORE(5);
 #undef ROWSTORE
 }
 
