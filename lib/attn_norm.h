@@ -63,21 +63,20 @@ int sb_norm_topk_k(double ratio, int n_valid);
 
 /* p[rows*T] = normalise(s[rows*T]); aux[rows*SB_NORM_AUX] saved for backward.
  * alpha is used by entmax_bisect and headwise_adaptive_entmax (ignored otherwise). */
-int sb_norm_forward(const struct sb_norm *nm, float *p, float *aux, const float *s, int rows, int T,
-		    int n_valid, float alpha, struct sb_err *err);
+int sb_norm_forward(const struct sb_norm *nm, float *p, float *aux, const float *s, int rows, int T, int n_valid,
+                    float alpha, struct sb_err *err);
 
 /* ds = d loss / d s given dp = d loss / d p (ds may alias dp).
  * For headwise_adaptive_entmax and entmax_bisect, *dalpha (if not NULL) is
  * increased by d loss / d alpha summed over the rows. */
-void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const float *dp,
-		      const float *p, const float *aux, const float *s, int rows, int T, int n_valid,
-		      float alpha);
+void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const float *dp, const float *p,
+                      const float *aux, const float *s, int rows, int T, int n_valid, float alpha);
 
 /* Attention statistics of a block (PROTOCOL A3): counts probabilities > 1e-7
  * among the valid keys (*nonzero += count, *valid_total += rows*n_valid) and
  * adds the sum over rows of -sum p log max(p, 1e-12) to *entropy_sum. */
-void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero,
-		   double *valid_total, double *entropy_sum);
+void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero, double *valid_total,
+                   double *entropy_sum);
 
 /* ---- Additions (norm branch): semantics made precise, references, test hooks ----
  *
@@ -114,11 +113,10 @@ void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero
 /* Double-precision references: plain loops, full sorts, bisection to double
  * precision; obviously correct and slow. Same semantics as the float API.
  * The reference backward recomputes its forward (no aux). */
-int sb_norm_forward_ref_f64(const struct sb_norm *nm, double *p, const double *s, int rows, int T,
-			    int n_valid, double alpha, struct sb_err *err);
-int sb_norm_backward_ref_f64(const struct sb_norm *nm, double *ds, double *dalpha, const double *dp,
-			     const double *s, int rows, int T, int n_valid, double alpha,
-			     struct sb_err *err);
+int sb_norm_forward_ref_f64(const struct sb_norm *nm, double *p, const double *s, int rows, int T, int n_valid,
+                            double alpha, struct sb_err *err);
+int sb_norm_backward_ref_f64(const struct sb_norm *nm, double *ds, double *dalpha, const double *dp, const double *s,
+                             int rows, int T, int n_valid, double alpha, struct sb_err *err);
 /* One row of alpha-entmax in double by bisection, alpha in (1, 2] NOT clamped
  * (to test the alpha -> 1 limit); p[0..n) from s[0..n), all finite. */
 void sb_norm_entmax_row_f64(double *p, const double *s, int n, double alpha);
@@ -131,8 +129,7 @@ void sb_norm_entmax_row_f64(double *p, const double *s, int n, double alpha);
  *   SB_NORM_ALGO_ITERATE  the O(T) paths: bit-wise threshold search for top-k,
  *                         Michelot / Newton iterations for sparsemax and entmax. */
 enum sb_norm_algo { SB_NORM_ALGO_AUTO = 0, SB_NORM_ALGO_PLAIN = 1, SB_NORM_ALGO_ITERATE = 2 };
-int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float *p, float *aux,
-			 const float *s, int rows, int T, int n_valid, float alpha,
-			 struct sb_err *err);
+int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float *p, float *aux, const float *s,
+                         int rows, int T, int n_valid, float alpha, struct sb_err *err);
 
 #endif

@@ -33,14 +33,17 @@ static inline __mmask16 tm(int n, int i)
 	return r >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << r) - 1u);
 }
 
-static inline __m512 set1(float v) { return _mm512_set1_ps(v); }
+static inline __m512 set1(float v)
+{
+	return _mm512_set1_ps(v);
+}
 
 static inline __m512 vexp(__m512 x)
 {
 	x = _mm512_max_ps(x, set1(-150.0f)); /* also maps -inf to -150: e^-150 underflows to 0 */
 	x = _mm512_min_ps(x, set1(89.0f));   /* e^89 overflows to inf */
 	__m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, set1(1.44269504088896341f)),
-					_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 	__m512 r = _mm512_fnmadd_ps(n, set1(0.693359375f), x);
 	r = _mm512_fnmadd_ps(n, set1(-2.12194440054690583e-4f), r);
 	__m512 q = set1(1.0f / 5040.0f);
@@ -280,8 +283,9 @@ void sbv_topk(float *p, const float *x, int n, int kk, int largest, int32_t *key
 		if (rank) { /* append this block's candidates to vc at lane m */
 			int c = __builtin_popcount(cand);
 			__m512 packed = _mm512_maskz_compress_ps(cand, v);
-			__m512i idx = _mm512_sub_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-						       _mm512_set1_epi32(m));
+			__m512i idx =
+			    _mm512_sub_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+			                     _mm512_set1_epi32(m));
 			vc = _mm512_mask_permutexvar_ps(vc, (__mmask16)(((1u << c) - 1u) << m), idx, packed);
 			cmask[2 * b] = cand;
 			cmask[2 * b + 1] = (uint32_t)m;
@@ -306,7 +310,7 @@ void sbv_topk(float *p, const float *x, int n, int kk, int largest, int32_t *key
 			__m512 vl = set1(cvs[l]);
 			__mmask16 gt = _mm512_mask_cmp_ps_mask(live, vc, vl, _CMP_LT_OQ); /* v_l > v_j */
 			__mmask16 eq = _mm512_mask_cmp_ps_mask(live, vc, vl, _CMP_EQ_OQ) &
-				       _mm512_cmpgt_epi32_mask(lane, _mm512_set1_epi32(l)); /* l < j */
+			               _mm512_cmpgt_epi32_mask(lane, _mm512_set1_epi32(l)); /* l < j */
 			r = _mm512_mask_add_epi32(r, gt | eq, r, one);
 		}
 		uint32_t kept = _mm512_mask_cmplt_epi32_mask(live, r, _mm512_set1_epi32(need));
@@ -414,14 +418,16 @@ void sbv_sparsemax_bwd(float *ds, const float *p, const float *dp, int n)
 	int cnt = 0;
 	for (int i = 0; i < n; i += 16) {
 		__mmask16 k = tm(n, i);
-		__mmask16 in = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, p + i), _mm512_setzero_ps(), _CMP_GT_OQ);
+		__mmask16 in =
+		    _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, p + i), _mm512_setzero_ps(), _CMP_GT_OQ);
 		acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(in, dp + i));
 		cnt += __builtin_popcount(in);
 	}
 	__m512 mean = set1(cnt ? _mm512_reduce_add_ps(acc) / (float)cnt : 0.0f);
 	for (int i = 0; i < n; i += 16) {
 		__mmask16 k = tm(n, i);
-		__mmask16 in = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, p + i), _mm512_setzero_ps(), _CMP_GT_OQ);
+		__mmask16 in =
+		    _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, p + i), _mm512_setzero_ps(), _CMP_GT_OQ);
 		__m512 g = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), mean);
 		_mm512_mask_storeu_ps(ds + i, k, _mm512_maskz_mov_ps(in, g));
 	}
@@ -431,7 +437,10 @@ void sbv_sparsemax_bwd(float *ds, const float *p, const float *dp, int n)
 
 enum emode { E_ONE, E_TWO, E_GEN };
 
-static enum emode emode_of(float am1) { return am1 == 1.0f ? E_ONE : am1 == 0.5f ? E_TWO : E_GEN; }
+static enum emode emode_of(float am1)
+{
+	return am1 == 1.0f ? E_ONE : am1 == 0.5f ? E_TWO : E_GEN;
+}
 
 /* y = x (alpha-1) - max(x)(alpha-1), as in the portable entmax_y */
 static inline __m512 vy(const float *x, int i, __mmask16 k, __m512 am1, __m512 ym)
@@ -441,7 +450,7 @@ static inline __m512 vy(const float *x, int i, __mmask16 k, __m512 am1, __m512 y
 
 /* sum [y - tau]_+^e into u (u may be NULL); also sum of d^(e-1) in *s1 */
 static float esum(float *u, float *s1, const float *x, int n, __m512 am1, __m512 ym, float tau, enum emode mode,
-		  float e)
+                  float e)
 {
 	__m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), vt = set1(tau), ve = set1(e);
 	for (int i = 0; i < n; i += 16) {
@@ -471,7 +480,7 @@ static float esum(float *u, float *s1, const float *x, int n, __m512 am1, __m512
 /* Newton on (sum [y - tau]_+^e)^(1/e) - 1 from tau = -1 (see entmax_newton in
  * attn_norm.c); leaves u = [y - tau]_+^e in p. Returns passes. */
 static int newton(float *p, float *tau_out, float *Z, float *S1, const float *x, int n, float am1, float m,
-		  enum emode mode)
+                  enum emode mode)
 {
 	__m512 va = set1(am1), ym = set1(m * am1);
 	float e = 1.0f / am1, tau = -1.0f;
@@ -603,7 +612,8 @@ void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, flo
 				if (done[g])
 					continue;
 				const float *xr = x + (r0 + g) * stride;
-				float s1, se = esum(p + (r0 + g) * stride, &s1, xr, n, va, set1(m[g] * am1), tau[g], mode, e);
+				float s1,
+				    se = esum(p + (r0 + g) * stride, &s1, xr, n, va, set1(m[g] * am1), tau[g], mode, e);
 				Z[g] = se;
 				it[g] = k;
 				float tn = tau[g] + (se - spow(se, 1.0f - am1)) / s1;
@@ -622,7 +632,8 @@ void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, flo
 				__mmask16 km = tm(n, i);
 				__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(km, pr + i), inv);
 				_mm512_mask_storeu_ps(pr + i, km, v);
-				cnt += __builtin_popcount(_mm512_mask_cmp_ps_mask(km, v, _mm512_setzero_ps(), _CMP_GT_OQ));
+				cnt +=
+				    __builtin_popcount(_mm512_mask_cmp_ps_mask(km, v, _mm512_setzero_ps(), _CMP_GT_OQ));
 			}
 			ar[0] = tau[g];
 			ar[1] = m[g];
@@ -634,12 +645,12 @@ void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, flo
 
 /* q = d^(e-1) (up to the forward's 1/Z): 1 on the support for e = 1, p/d otherwise */
 /* ws: 2n floats */
-double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m, int n,
-		      float am1, int want_alpha, float *ws)
+double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m, int n, float am1,
+                      int want_alpha, float *ws)
 {
 	enum emode mode = emode_of(am1);
-	__m512 va = set1(am1), ym = set1(m * am1), vt = set1(tau), aq = _mm512_setzero_ps(),
-	       aqd = _mm512_setzero_ps(), ah = _mm512_setzero_ps();
+	__m512 va = set1(am1), ym = set1(m * am1), vt = set1(tau), aq = _mm512_setzero_ps(), aqd = _mm512_setzero_ps(),
+	       ah = _mm512_setzero_ps();
 	for (int i = 0; i < n; i += 16) {
 		__mmask16 k = tm(n, i);
 		__m512 pv = _mm512_maskz_loadu_ps(k, p + i), q;
@@ -670,8 +681,8 @@ double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x
 		if (want_alpha) { /* dp_i/dalpha = e (e (p - yq) - (p log p - yq ent)), yq = q/Q */
 			__m512 pv = _mm512_maskz_loadu_ps(k, p + i), plp = _mm512_maskz_loadu_ps(k, ws + n + i);
 			__m512 yq = _mm512_mul_ps(q, vQ);
-			__m512 t = _mm512_sub_ps(_mm512_mul_ps(ve, _mm512_sub_ps(pv, yq)),
-						 _mm512_fnmadd_ps(yq, vent, plp));
+			__m512 t =
+			    _mm512_sub_ps(_mm512_mul_ps(ve, _mm512_sub_ps(pv, yq)), _mm512_fnmadd_ps(yq, vent, plp));
 			acc = _mm512_fmadd_ps(g, t, acc);
 		}
 		_mm512_mask_storeu_ps(ds + i, k, _mm512_mul_ps(q, _mm512_sub_ps(g, c)));
@@ -713,7 +724,7 @@ void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *
 	newton(p, &tstar, &Z, &S1, x, n, am1, m, mode);
 	float slope = e * S1; /* -d(sum p)/dtau at tau* */
 	float delta = 2.0f * (float)n * FLT_EPSILON * (Z > 1 ? Z : 1) / (slope > 0 ? slope : FLT_MIN) +
-		      8.0f * FLT_EPSILON * (1.0f + fabsf(tstar));
+	              8.0f * FLT_EPSILON * (1.0f + fabsf(tstar));
 	unsigned bits = 0;
 	for (int t = 0; t < 18; t++) {
 		float tau = (lo + hi) / 2.0f;
@@ -748,8 +759,8 @@ void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *
 
 /* gradient of the unrolled graph (derivation: kb_unrolled in attn_norm.c);
  * ws: 2n floats */
-double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float *aux, int n, int dfull,
-			float am1, int want_alpha, float *ws)
+double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float *aux, int n, int dfull, float am1,
+                        int want_alpha, float *ws)
 {
 	enum emode mode = emode_of(am1);
 	float hi = aux[0], e = 1.0f / am1, m = vmax_row(x, n), ymin, ymax;
@@ -783,10 +794,10 @@ double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float 
 		__mmask16 k = tm(n, i);
 		__m512 d = _mm512_sub_ps(vy(x, i, k, va, ym), vhi), v = _mm512_maskz_loadu_ps(k, u + i);
 		__mmask16 in = _mm512_cmp_ps_mask(d, set1(FLT_MIN), _CMP_GT_OQ) &
-			       _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
+		               _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
 		__m512 dv = _mm512_div_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), vP), vz);
 		__m512 dd = _mm512_maskz_div_ps(in, _mm512_mul_ps(_mm512_mul_ps(dv, ve), v),
-						_mm512_mask_blend_ps(in, set1(1.0f), d));
+		                                _mm512_mask_blend_ps(in, set1(1.0f), d));
 		_mm512_mask_storeu_ps(ds + i, k, dd);
 		a1 = _mm512_add_ps(a1, dd);
 		a2 = _mm512_fmadd_ps(_mm512_maskz_mul_ps(in, dv, v), _mm512_maskz_loadu_ps(k, ld + i), a2);
