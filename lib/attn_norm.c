@@ -177,17 +177,19 @@ void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero
 /* ------------------------------------------------------------ workspace */
 
 #define STACK_T 512
-#define NBUF 6 /* x, p, g, h, and y of two rows' length */
+#define NBUF 6                           /* x, p, g, h, and y of two rows' length */
+#define BIG(np) (9 * (size_t)(np) + 160) /* scratch of the AVX-512 general-alpha entmax */
 
 struct work {
 	float *x, *y, *p, *g, *h; /* effective scores, scratch (2 rows), probabilities, upstream grad, result */
+	float *big;               /* BIG(np) floats of kernel scratch */
 	int32_t *key;
 	int *idx;
 	void *heap;
 };
 
 struct stackbuf {
-	float f[NBUF * (STACK_T + VW)];
+	float f[NBUF * (STACK_T + VW) + BIG(STACK_T + VW)];
 	int32_t key[STACK_T + VW];
 	int idx[STACK_T];
 };
@@ -203,11 +205,12 @@ static int work_init(struct work *w, struct stackbuf *sb, int T)
 		w->key = sb->key;
 		w->idx = sb->idx;
 	} else {
-		m = malloc(NBUF * np * sizeof(float) + np * sizeof(int32_t) + (size_t)T * sizeof(int));
+		size_t nf = NBUF * np + BIG(np);
+		m = malloc(nf * sizeof(float) + np * sizeof(int32_t) + (size_t)T * sizeof(int));
 		if (!m)
 			return -1;
 		w->heap = m;
-		w->key = (int32_t *)((float *)m + NBUF * np);
+		w->key = (int32_t *)((float *)m + nf);
 		w->idx = (int *)(w->key + np);
 	}
 	w->x = (float *)m;
@@ -215,6 +218,7 @@ static int work_init(struct work *w, struct stackbuf *sb, int T)
 	w->g = w->p + np;
 	w->h = w->g + np;
 	w->y = w->h + np;
+	w->big = w->y + 2 * np;
 	return 0;
 }
 
@@ -1123,7 +1127,7 @@ static void fwd_avx(const struct sb_norm *nm, float *pe, float *ar, const float 
 		if (nm->unrolled)
 			sbv_unrolled(pe, x, n, T, am1, ar);
 		else
-			sbv_entmax(pe, x, n, am1, ar);
+			sbv_entmax(pe, x, n, am1, ar, w->big);
 		break;
 	}
 }
@@ -1149,7 +1153,7 @@ static double bwd_avx(const struct sb_norm *nm, float *de, const float *pe, cons
 			if (nm->unrolled)
 				sbv_unrolled(w->y, x, n, T, am1, a4);
 			else
-				sbv_entmax(w->y, x, n, am1, a4);
+				sbv_entmax(w->y, x, n, am1, a4, w->big);
 			ar = a4;
 		}
 		if (nm->unrolled)
@@ -1232,7 +1236,7 @@ int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float
 		    am1 != 1.0f && r + 4 <= rows && row_direct(nm, sr, T, n_valid) &&
 		    row_direct(nm, sr + T, T, n_valid) && row_direct(nm, sr + 2 * T, T, n_valid) &&
 		    row_direct(nm, sr + 3 * T, T, n_valid)) {
-			sbv_entmax_rows(pr, sr, 4, T, n_valid, am1, ar);
+			sbv_entmax_rows(pr, sr, 4, T, n_valid, am1, ar, w.big);
 			for (int q = 0; q < 4; q++)
 				for (int j = n_valid; j < T; j++)
 					pr[q * T + j] = 0;

@@ -553,7 +553,7 @@ static int newton15(float *tau_out, const float *x, int n, float m)
 	return it;
 }
 
-void sbv_entmax(float *p, const float *x, int n, float am1, float *aux)
+void sbv_entmax(float *p, const float *x, int n, float am1, float *aux, float *ws)
 {
 	enum emode mode = emode_of(am1);
 	if (mode == E_ONE) {
@@ -565,6 +565,9 @@ void sbv_entmax(float *p, const float *x, int n, float am1, float *aux)
 	if (mode == E_TWO) {
 		it = newton15(&tau, x, n, m);
 		Z = esum(p, NULL, x, n, set1(0.5f), set1(m * 0.5f), tau, E_TWO, 2.0f);
+	} else if (ws) {
+		sbv_entmax_rows(p, x, 1, 0, n, am1, aux, ws);
+		return;
 	} else {
 		it = newton(p, &tau, &Z, &S1, x, n, am1, m, mode);
 	}
@@ -582,64 +585,164 @@ void sbv_entmax(float *p, const float *x, int n, float am1, float *aux)
 	aux[3] = (float)cnt;
 }
 
-/* Exact alpha-entmax (general alpha) for `rows` rows of stride `stride`, in
- * groups of four rows whose Newton iterations are interleaved: the rows are
- * independent, so one row's reductions and scalar step overlap the next row's
- * vector pass instead of stalling on them. Same iteration and results as
- * sbv_entmax row by row. */
-void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, float am1, float *aux)
+/* sum [y - tau]_+^e over a compressed array y[0..m) into u; *s1 = sum of d^(e-1) */
+static float esum_c(float *u, float *s1, const float *y, int m, float tau, __m512 ve)
+{
+	__m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), vt = set1(tau);
+	for (int i = 0; i < m; i += 16) {
+		__mmask16 k = tm(m, i), in;
+		__m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, y + i), vt);
+		__m512 v = vpowpos(d, ve, &in);
+		in &= k;
+		v = _mm512_maskz_mov_ps(in, v);
+		__m512 w = _mm512_maskz_mov_ps(in, vdiv(v, _mm512_mask_blend_ps(in, set1(1.0f), d)));
+		_mm512_storeu_ps(u + i, v);
+		a0 = _mm512_add_ps(a0, v);
+		a1 = _mm512_add_ps(a1, w);
+	}
+	*s1 = _mm512_reduce_add_ps(a1);
+	return _mm512_reduce_add_ps(a0);
+}
+
+/* Per-row state of the general-alpha Newton iteration on compressed candidates. */
+struct gstate {
+	const float *x;
+	float *p, *y, *u; /* y, u: candidates and their [y - tau]_+^e, n + 16 floats each */
+	uint32_t *km;     /* per block of x: candidate mask, then offset in y */
+	float tau, Z, m;
+	int n, nc, it, done;
+};
+
+/* Set up one row: max, the Jensen lower bound on tau, the candidate keys.
+ * For any set S of keys, (1/|S|) sum_S [y - tau]_+^e >= [mean_S y - tau]_+^e by
+ * convexity, and sum_S <= 1 at the root, so tau* >= mean_S y - |S|^-(alpha-1).
+ * S = {y > t} for t in {-1, -1/2, -1/4, -1/8} (and tau* >= -1 from the max key
+ * alone) gives tau0 <= tau*, from which Newton rises monotonically as before.
+ * Since tau never falls below tau0, keys with y <= tau0 stay outside the
+ * support: only the others are kept, compressed, for the Newton passes. */
+static void gsetup(struct gstate *g, float am1)
+{
+	const float *x = g->x;
+	int n = g->n;
+	g->m = vmax_row(x, n);
+	__m512 va = set1(am1), ym = set1(g->m * am1);
+	__m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+	int k0 = 0, k1 = 0, k2 = 0, k3 = 0;
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 y = vy(x, i, k, va, ym);
+		__mmask16 m0 = _mm512_cmp_ps_mask(y, set1(-1.0f), _CMP_GT_OQ);
+		__mmask16 m1 = _mm512_cmp_ps_mask(y, set1(-0.5f), _CMP_GT_OQ);
+		__mmask16 m2 = _mm512_cmp_ps_mask(y, set1(-0.25f), _CMP_GT_OQ);
+		__mmask16 m3 = _mm512_cmp_ps_mask(y, set1(-0.125f), _CMP_GT_OQ);
+		s0 = _mm512_mask_add_ps(s0, m0, s0, y);
+		s1 = _mm512_mask_add_ps(s1, m1, s1, y);
+		s2 = _mm512_mask_add_ps(s2, m2, s2, y);
+		s3 = _mm512_mask_add_ps(s3, m3, s3, y);
+		k0 += __builtin_popcount(m0);
+		k1 += __builtin_popcount(m1);
+		k2 += __builtin_popcount(m2);
+		k3 += __builtin_popcount(m3);
+	}
+	/* k0 >= k1 >= k2 >= k3 >= 1 (the max key has y = 0) */
+	__m512 kv = _mm512_set_ps(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, (float)k3, (float)k2, (float)k1, (float)k0);
+	float kp[16];
+	_mm512_storeu_ps(kp, vexp2(_mm512_mul_ps(set1(-am1), vlog2(kv)))); /* k^-(alpha-1) */
+	float b0 = _mm512_reduce_add_ps(s0) / (float)k0 - kp[0], b1 = _mm512_reduce_add_ps(s1) / (float)k1 - kp[1];
+	float b2 = _mm512_reduce_add_ps(s2) / (float)k2 - kp[2], b3 = _mm512_reduce_add_ps(s3) / (float)k3 - kp[3];
+	float t0 = -1.0f;
+	t0 = b0 > t0 ? b0 : t0;
+	t0 = b1 > t0 ? b1 : t0;
+	t0 = b2 > t0 ? b2 : t0;
+	t0 = b3 > t0 ? b3 : t0;
+	/* the bound carries float rounding: back off by a few ulps so it stays below tau* */
+	t0 -= 4.8e-7f * (1.0f + fabsf(t0));
+	t0 = t0 > -1.0f ? t0 : -1.0f;
+	g->tau = t0;
+	__m512 vt = set1(t0);
+	int c = 0;
+	for (int i = 0, b = 0; i < n; i += 16, b++) {
+		__mmask16 k = tm(n, i);
+		__m512 y = vy(x, i, k, va, ym);
+		__mmask16 cand = _mm512_mask_cmp_ps_mask(k, y, vt, _CMP_GT_OQ);
+		int cc = __builtin_popcount(cand);
+		_mm512_mask_storeu_ps(g->y + c, (__mmask16)((1u << cc) - 1u), _mm512_maskz_compress_ps(cand, y));
+		g->km[2 * b] = cand;
+		g->km[2 * b + 1] = (uint32_t)c;
+		c += cc;
+	}
+	g->nc = c;
+	g->it = 0;
+	g->done = 0;
+}
+
+/* write p from the candidates' u (zeros elsewhere), normalised; fill aux */
+static void gfinish(struct gstate *g, float *aux)
+{
+	int n = g->n, cnt = 0;
+	__m512 inv = set1(1.0f / g->Z);
+	for (int i = 0, b = 0; i < n; i += 16, b++) {
+		__mmask16 k = tm(n, i), cand = (__mmask16)g->km[2 * b];
+		__m512 v = _mm512_maskz_expand_ps(cand, _mm512_loadu_ps(g->u + g->km[2 * b + 1]));
+		v = _mm512_mul_ps(v, inv);
+		_mm512_mask_storeu_ps(g->p + i, k, v);
+		cnt += __builtin_popcount(_mm512_mask_cmp_ps_mask(k, v, _mm512_setzero_ps(), _CMP_GT_OQ));
+	}
+	aux[0] = g->tau;
+	aux[1] = g->m;
+	aux[2] = (float)g->it;
+	aux[3] = (float)cnt;
+}
+
+/* one Newton pass of one row; sets done when the step is within 2 ulps */
+static void gstep(struct gstate *g, float am1, __m512 ve)
+{
+	float s1, se = esum_c(g->u, &s1, g->y, g->nc, g->tau, ve);
+	g->Z = se;
+	g->it++;
+	float tn = g->tau + (se - spow(se, 1.0f - am1)) / s1;
+	if (!(tn - g->tau > 2.4e-7f * fabsf(g->tau)) || g->it >= 100)
+		g->done = 1;
+	else
+		g->tau = tn;
+}
+
+/* Exact alpha-entmax (general alpha) for `rows` rows of stride `stride`:
+ * Newton from the Jensen bound over the compressed candidates (gsetup), with
+ * four rows' iterations interleaved (the rows are independent, so one row's
+ * reductions and scalar step overlap the next row's vector pass). ws: 4 (2n +
+ * 3n/16 + 40) floats. */
+void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, float am1, float *aux, float *ws)
 {
 	enum emode mode = emode_of(am1);
 	if (mode != E_GEN) {
 		for (int r = 0; r < rows; r++)
-			sbv_entmax(p + r * stride, x + r * stride, n, am1, aux + 4 * r);
+			sbv_entmax(p + r * stride, x + r * stride, n, am1, aux + 4 * r, NULL);
 		return;
 	}
-	__m512 va = set1(am1);
-	float e = 1.0f / am1;
+	__m512 ve = set1(1.0f / am1);
+	int nb = (n + 15) / 16;
 	for (int r0 = 0; r0 < rows; r0 += 4) {
 		int G = rows - r0 < 4 ? rows - r0 : 4, active = G;
-		float tau[4], Z[4], m[4];
-		int it[4], done[4];
-		for (int g = 0; g < G; g++) {
-			m[g] = vmax_row(x + (r0 + g) * stride, n);
-			tau[g] = -1.0f;
-			done[g] = 0;
-			it[g] = 0;
+		struct gstate g[4];
+		for (int q = 0; q < G; q++) {
+			float *base = ws + (size_t)q * (2 * (size_t)n + 2 * (size_t)nb + 40);
+			g[q].x = x + (r0 + q) * stride;
+			g[q].p = p + (r0 + q) * stride;
+			g[q].n = n;
+			g[q].y = base;
+			g[q].u = base + n + 16;
+			g[q].km = (uint32_t *)(base + 2 * n + 32);
+			gsetup(&g[q], am1);
 		}
-		for (int k = 1; k <= 100 && active; k++)
-			for (int g = 0; g < G; g++) {
-				if (done[g])
-					continue;
-				const float *xr = x + (r0 + g) * stride;
-				float s1,
-				    se = esum(p + (r0 + g) * stride, &s1, xr, n, va, set1(m[g] * am1), tau[g], mode, e);
-				Z[g] = se;
-				it[g] = k;
-				float tn = tau[g] + (se - spow(se, 1.0f - am1)) / s1;
-				if (!(tn - tau[g] > 2.4e-7f * fabsf(tau[g]))) {
-					done[g] = 1;
-					active--;
-				} else {
-					tau[g] = tn;
+		while (active)
+			for (int q = 0; q < G; q++)
+				if (!g[q].done) {
+					gstep(&g[q], am1, ve);
+					active -= g[q].done;
 				}
-			}
-		for (int g = 0; g < G; g++) {
-			float *pr = p + (r0 + g) * stride, *ar = aux + 4 * (r0 + g);
-			__m512 inv = set1(1.0f / Z[g]);
-			int cnt = 0;
-			for (int i = 0; i < n; i += 16) {
-				__mmask16 km = tm(n, i);
-				__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(km, pr + i), inv);
-				_mm512_mask_storeu_ps(pr + i, km, v);
-				cnt +=
-				    __builtin_popcount(_mm512_mask_cmp_ps_mask(km, v, _mm512_setzero_ps(), _CMP_GT_OQ));
-			}
-			ar[0] = tau[g];
-			ar[1] = m[g];
-			ar[2] = (float)it[g];
-			ar[3] = (float)cnt;
-		}
+		for (int q = 0; q < G; q++)
+			gfinish(&g[q], aux + 4 * (r0 + q));
 	}
 }
 
