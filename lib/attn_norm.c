@@ -1125,7 +1125,7 @@ static void fwd_avx(const struct sb_norm *nm, float *pe, float *ar, const float 
 	case SB_NORM_ENTMAX_BISECT:
 	case SB_NORM_ADAPTIVE:
 		if (nm->unrolled)
-			sbv_unrolled(pe, x, n, T, am1, ar);
+			sbv_unrolled(pe, x, n, T, am1, ar, w->big);
 		else
 			sbv_entmax(pe, x, n, am1, ar, w->big);
 		break;
@@ -1151,7 +1151,7 @@ static double bwd_avx(const struct sb_norm *nm, float *de, const float *pe, cons
 	case SB_NORM_ADAPTIVE:
 		if (!ar) { /* no aux: recompute the forward's threshold (into scratch) */
 			if (nm->unrolled)
-				sbv_unrolled(w->y, x, n, T, am1, a4);
+				sbv_unrolled(w->y, x, n, T, am1, a4, w->big);
 			else
 				sbv_entmax(w->y, x, n, am1, a4, w->big);
 			ar = a4;

@@ -795,55 +795,72 @@ double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x
 
 /* --------------------------------------------------- the study's bisection */
 
-/* first index of the min (want_max = 0) or max of y = x am1 - ym */
-static int arg_ext(const float *x, int n, __m512 am1, __m512 ym, int want_max, float *val)
+/* first indices of the min and the max of y = x am1 - ym */
+static void arg_minmax(const float *x, int n, __m512 am1, __m512 ym, int *amin, int *amax, float *ymin)
 {
-	__m512 best = set1(want_max ? -INFINITY : INFINITY);
+	__m512 lo = set1(INFINITY), hi = set1(-INFINITY);
 	for (int i = 0; i < n; i += 16) {
 		__mmask16 k = tm(n, i);
 		__m512 y = vy(x, i, k, am1, ym);
-		best = want_max ? _mm512_mask_max_ps(best, k, best, y) : _mm512_mask_min_ps(best, k, best, y);
+		lo = _mm512_mask_min_ps(lo, k, lo, y);
+		hi = _mm512_mask_max_ps(hi, k, hi, y);
 	}
-	float b = want_max ? _mm512_reduce_max_ps(best) : _mm512_reduce_min_ps(best);
-	*val = b;
-	for (int i = 0; i < n; i += 16) {
+	float vlo = _mm512_reduce_min_ps(lo), vhi = _mm512_reduce_max_ps(hi);
+	*ymin = vlo;
+	*amin = *amax = -1;
+	for (int i = 0; i < n && (*amin < 0 || *amax < 0); i += 16) {
 		__mmask16 k = tm(n, i);
-		__mmask16 eq = _mm512_mask_cmp_ps_mask(k, vy(x, i, k, am1, ym), set1(b), _CMP_EQ_OQ);
-		if (eq)
-			return i + __builtin_ctz(eq);
+		__m512 y = vy(x, i, k, am1, ym);
+		__mmask16 elo = _mm512_mask_cmp_ps_mask(k, y, set1(vlo), _CMP_EQ_OQ);
+		__mmask16 ehi = _mm512_mask_cmp_ps_mask(k, y, set1(vhi), _CMP_EQ_OQ);
+		if (*amin < 0 && elo)
+			*amin = i + __builtin_ctz(elo);
+		if (*amax < 0 && ehi)
+			*amax = i + __builtin_ctz(ehi);
 	}
-	return 0;
+	if (*amin < 0) /* not reached: y of a finite row */
+		*amin = 0;
+	if (*amax < 0)
+		*amax = 0;
 }
 
-void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *aux)
+void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *aux, float *ws)
 {
 	enum emode mode = emode_of(am1);
 	float e = 1.0f / am1, m = vmax_row(x, n), ymin;
 	__m512 va = set1(am1), ym = set1(m * am1);
-	arg_ext(x, n, va, ym, 0, &ymin);
-	float lo = ymin - 1.0f, c = powf((float)(1.0 / (double)dfull), am1), hi = 0.0f - c;
+	int amin, amax;
+	arg_minmax(x, n, va, ym, &amin, &amax, &ymin);
+	float lo = ymin - 1.0f, c = spow((float)(1.0 / (double)dfull), am1), hi = 0.0f - c;
 	/* the exact root and the slope of sum p there */
 	float tstar, Z, S1;
-	newton(p, &tstar, &Z, &S1, x, n, am1, m, mode);
+	if (mode == E_GEN && ws) { /* the compressed Newton of the exact entmax */
+		struct gstate g = {
+		    .x = x, .p = p, .n = n, .y = ws, .u = ws + n + 16, .km = (uint32_t *)(ws + 2 * n + 32)};
+		gsetup(&g, am1);
+		__m512 ve = set1(e);
+		while (!g.done)
+			gstep(&g, am1, ve);
+		float s1;
+		Z = esum_c(g.u, &s1, g.y, g.nc, g.tau, ve);
+		tstar = g.tau;
+		S1 = s1;
+	} else {
+		newton(p, &tstar, &Z, &S1, x, n, am1, m, mode);
+	}
 	float slope = e * S1; /* -d(sum p)/dtau at tau* */
 	float delta = 2.0f * (float)n * FLT_EPSILON * (Z > 1 ? Z : 1) / (slope > 0 ? slope : FLT_MIN) +
 	              8.0f * FLT_EPSILON * (1.0f + fabsf(tstar));
 	unsigned bits = 0;
+	float dlo = tstar - delta, dhi = tstar + delta;
 	for (int t = 0; t < 18; t++) {
 		float tau = (lo + hi) / 2.0f;
-		int ge;
-		if (tau < tstar - delta)
-			ge = 1;
-		else if (tau > tstar + delta)
-			ge = 0;
-		else
+		int ge = tau < tstar; /* branch-free: the decisions are coin flips */
+		if (__builtin_expect(tau >= dlo && tau <= dhi, 0))
 			ge = esum(NULL, NULL, x, n, va, ym, tau, mode, e) - 1.0f >= 0.0f;
-		if (ge) {
-			lo = tau;
-			bits |= 1u << t;
-		} else {
-			hi = tau;
-		}
+		lo = ge ? tau : lo;
+		hi = ge ? hi : tau;
+		bits |= (unsigned)ge << t;
 	}
 	float z = esum(p, NULL, x, n, va, ym, hi, mode, e) + 1e-12f;
 	__m512 vz = set1(z);
@@ -866,11 +883,13 @@ double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float 
                         int want_alpha, float *ws)
 {
 	enum emode mode = emode_of(am1);
-	float hi = aux[0], e = 1.0f / am1, m = vmax_row(x, n), ymin, ymax;
+	float hi = aux[0], e = 1.0f / am1, m = vmax_row(x, n), ymin;
 	unsigned bits = (unsigned)aux[2];
 	__m512 va = set1(am1), ym = set1(m * am1), vhi = set1(hi), ve = set1(e);
-	int amin = arg_ext(x, n, va, ym, 0, &ymin), amax = arg_ext(x, n, va, ym, 1, &ymax);
-	float c = powf((float)(1.0 / (double)dfull), am1);
+	int amin, amax;
+	arg_minmax(x, n, va, ym, &amin, &amax, &ymin);
+	int need_log = want_alpha || mode == E_GEN;
+	float c = spow((float)(1.0 / (double)dfull), am1);
 	float *u = ws, *ld = ws + n;
 	__m512 az = _mm512_setzero_ps(), ap = _mm512_setzero_ps();
 	for (int i = 0; i < n; i += 16) {
@@ -878,7 +897,7 @@ double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float 
 		__m512 d = _mm512_sub_ps(vy(x, i, k, va, ym), vhi), v;
 		__mmask16 in = _mm512_cmp_ps_mask(d, set1(FLT_MIN), _CMP_GT_OQ);
 		__m512 dc = _mm512_mask_blend_ps(in, set1(1.0f), d);
-		__m512 l = vlog(dc);
+		__m512 l = need_log ? vlog(dc) : _mm512_setzero_ps();
 		if (mode == E_ONE)
 			v = _mm512_maskz_mov_ps(in, d);
 		else if (mode == E_TWO)

@@ -35,8 +35,8 @@ void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, flo
  * m = aux[1] of the forward */
 double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m, int n, float am1,
                       int want_alpha, float *ws);
-/* the study's 18-iteration bisection; dfull = T */
-void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *aux);
+/* the study's 18-iteration bisection; dfull = T; ws as for sbv_entmax */
+void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *aux, float *ws);
 double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float *aux, int n, int dfull, float am1,
                         int want_alpha, float *ws);
 #endif
