@@ -39,7 +39,7 @@ static const struct bm bms[] = {
     {"sparsemax", "sparsemax", 0, 0},
     {"entmax15", "entmax15", 0, 0},
     {"entmax_bisect a=1.3", "entmax_bisect", 1.3, 0},
-    {"HAE a=1.5 (+dalpha)", "headwise_adaptive_entmax", 1.5, 0},
+    {"HAE a=1.49 (+dalpha)", "headwise_adaptive_entmax", 1.49, 0},
     {"HAE a=1.13 (+dalpha)", "headwise_adaptive_entmax", 1.13, 0},
     {"entmax15 unrolled", "entmax15", 0, 1},
     {"HAE a=1.37 unrolled", "headwise_adaptive_entmax", 1.37, 1},
