@@ -229,10 +229,10 @@ static const char *train_sha(const struct train_info *t, int64_t e)
 }
 
 /* The one call into the engine: evaluate a checkpoint on the validation examples. */
-static int evaluate_epoch(struct sb_evalrun *er, const char *checkpoint, const struct sb_split *split,
+static int evaluate_epoch(struct sb_evalrun *er, const struct ckpt *ck, const struct sb_split *split,
 			  struct sb_evalrun_result *res, uint8_t *bits, struct sb_err *err)
 {
-	return sb_evalrun_checkpoint(er, checkpoint, split->val, split->n_val, res, bits, err);
+	return sb_evalrun_checkpoint(er, ck->path, ck->sha, split->val, split->n_val, res, bits, err);
 }
 
 static void ident(struct sb_jw *w, const struct cell *c)
@@ -429,7 +429,7 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 			break;
 		}
 		sb_progress(0, "%s: epoch %lld (%zu/%zu)", c.cell_id, (long long)ck[i].e, done + 1, todo);
-		if ((rc = evaluate_epoch(er, ck[i].path, &split, &res, bits, err))) {
+		if ((rc = evaluate_epoch(er, &ck[i], &split, &res, bits, err))) {
 			free(bits);
 			break;
 		}

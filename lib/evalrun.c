@@ -16,8 +16,9 @@ int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, con
 	return SB_ERR(err, SB_EINTERNAL, NO_ENGINE);
 }
 
-int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const uint32_t *idx, int64_t n,
-			  struct sb_evalrun_result *res, uint8_t *correct, struct sb_err *err)
+int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const char *expect_sha256,
+			  const uint32_t *idx, int64_t n, struct sb_evalrun_result *res, uint8_t *correct,
+			  struct sb_err *err)
 {
 	return SB_ERR(err, SB_EINTERNAL, NO_ENGINE);
 }

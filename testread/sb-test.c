@@ -320,7 +320,7 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 			if (!rc)
 				rc = sb_evalrun_open(q->cell, &ds, &eo, &er, err);
 			if (!rc)
-				rc = sb_evalrun_checkpoint(er, q->checkpoint, idx, n, &res, bits, err);
+				rc = sb_evalrun_checkpoint(er, q->checkpoint, q->sha, idx, n, &res, bits, err);
 			sb_evalrun_close(er);
 			free(idx);
 			char bname[300], bhex[SB_SHA256_HEX];
