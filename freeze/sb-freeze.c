@@ -323,8 +323,14 @@ int main(int argc, char **argv)
 		die(&err);
 	}
 
-	/* 6. the payload */
+	/* 6. the payload (paths relative to the selection's directory, made if missing) */
 	char *sel_dir = sb_path_dirname(o.out);
+	if (!sel_dir) {
+		SB_ERR(&err, SB_EINTERNAL, "out of memory");
+		die(&err);
+	}
+	if (sb_mkdir_p(sel_dir, &err))
+		die(&err);
 	struct sb_jw w;
 	sb_jw_init(&w, NULL);
 	sb_jw_record(&w, "freeze.selection", 1);
