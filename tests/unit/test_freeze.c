@@ -18,40 +18,51 @@
 static void best_epoch(void)
 {
 	struct sb_err err = {0};
-	int best = -9, run = -9;
+	int best = -9, run = -9, rc;
+	/* each call comes before its check: the argument order of SB_CHECK is unspecified */
 	/* monotone: the last epoch */
 	double a1[] = {0.1, 0.2, 0.3, 0.4};
-	SB_CHECK(sb_select_best_epoch(a1, 4, 5, &best, &run, &err) == 0 && best == 3 && run == 4,
+	rc = sb_select_best_epoch(a1, 4, 5, &best, &run, &err);
+	SB_CHECK(rc == 0 && best == 3 && run == 4,
 		 "increasing accuracies: best 3, 4 run (got %d, %d)", best, run);
 	/* ties are not improvements: the earliest of the maximum */
 	double a2[] = {0.5, 0.7, 0.7, 0.6, 0.7};
-	SB_CHECK(sb_select_best_epoch(a2, 5, 5, &best, &run, &err) == 0 && best == 1 && run == 5,
+	rc = sb_select_best_epoch(a2, 5, 5, &best, &run, &err);
+	SB_CHECK(rc == 0 && best == 1 && run == 5,
 		 "equal later maxima keep the first (got %d, %d)", best, run);
 	/* the stop: 5 epochs without strict improvement end the run before a later maximum */
 	double a3[] = {0.5, 0.6, 0.59, 0.6, 0.55, 0.58, 0.6, 0.9};
-	SB_CHECK(sb_select_best_epoch(a3, 8, 5, &best, &run, &err) == 0 && best == 1 && run == 7,
+	rc = sb_select_best_epoch(a3, 8, 5, &best, &run, &err);
+	SB_CHECK(rc == 0 && best == 1 && run == 7,
 		 "patience 5 stops after epoch 6: best 1, 7 run, the 0.9 of epoch 7 is never seen (got %d, %d)", best,
 		 run);
 	/* one short of the stop: the later maximum counts */
 	double a4[] = {0.5, 0.6, 0.59, 0.6, 0.55, 0.58, 0.9};
-	SB_CHECK(sb_select_best_epoch(a4, 7, 5, &best, &run, &err) == 0 && best == 6 && run == 7,
+	rc = sb_select_best_epoch(a4, 7, 5, &best, &run, &err);
+	SB_CHECK(rc == 0 && best == 6 && run == 7,
 		 "4 epochs without improvement do not stop (got %d, %d)", best, run);
 	/* patience 0: no stopping */
-	SB_CHECK(sb_select_best_epoch(a3, 8, 0, &best, &run, &err) == 0 && best == 7 && run == 8,
+	rc = sb_select_best_epoch(a3, 8, 0, &best, &run, &err);
+	SB_CHECK(rc == 0 && best == 7 && run == 8,
 		 "patience 0 reads every epoch (got %d, %d)", best, run);
 	/* patience 1: stops at the first non-improvement */
-	SB_CHECK(sb_select_best_epoch(a2, 5, 1, &best, &run, &err) == 0 && best == 1 && run == 3,
+	rc = sb_select_best_epoch(a2, 5, 1, &best, &run, &err);
+	SB_CHECK(rc == 0 && best == 1 && run == 3,
 		 "patience 1 stops at epoch 2 (got %d, %d)", best, run);
 	/* NaN never improves, and counts towards the patience */
 	double a5[] = {NAN, 0.2, NAN, 0.1};
-	SB_CHECK(sb_select_best_epoch(a5, 4, 5, &best, &run, &err) == 0 && best == 1,
+	rc = sb_select_best_epoch(a5, 4, 5, &best, &run, &err);
+	SB_CHECK(rc == 0 && best == 1,
 		 "NaN epochs are skipped (got %d)", best);
 	double a6[] = {NAN, NAN};
-	SB_CHECK(sb_select_best_epoch(a6, 2, 5, &best, &run, &err) == SB_EDATA, "all NaN is an error (%s)", err.msg);
-	SB_CHECK(sb_select_best_epoch(a1, 0, 5, &best, &run, &err) == SB_EDATA, "no epochs is an error (%s)", err.msg);
+	rc = sb_select_best_epoch(a6, 2, 5, &best, &run, &err);
+	SB_CHECK(rc == SB_EDATA, "all NaN is an error (%s)", err.msg);
+	rc = sb_select_best_epoch(a1, 0, 5, &best, &run, &err);
+	SB_CHECK(rc == SB_EDATA, "no epochs is an error (%s)", err.msg);
 	/* zero accuracy is still an epoch (best_acc starts at -1, as the study's loop) */
 	double a7[] = {0.0, 0.0};
-	SB_CHECK(sb_select_best_epoch(a7, 2, 5, &best, &run, &err) == 0 && best == 0, "zero accuracy: epoch 0 (got %d)",
+	rc = sb_select_best_epoch(a7, 2, 5, &best, &run, &err);
+	SB_CHECK(rc == 0 && best == 0, "zero accuracy: epoch 0 (got %d)",
 		 best);
 }
 
@@ -177,22 +188,28 @@ static void paths(void)
 	sb_mkdir_p(b, &err);
 	snprintf(f, sizeof f, "%s/val.ndjson", b);
 	sb_write_file_atomic(f, "x", 1, &err);
-	char *r;
-	SB_CHECK(sb_path_relative(a, f, &r, &err) == 0 && strcmp(r, "../runs/cell/val.ndjson") == 0,
-		 "sibling directory: %s", r);
+	/* (the call comes first: the argument order of SB_CHECK is unspecified) */
+	char *r = NULL;
+	int rc = sb_path_relative(a, f, &r, &err);
+	SB_CHECK(rc == 0 && strcmp(r, "../runs/cell/val.ndjson") == 0, "sibling directory: %s", rc ? err.msg : r);
 	free(r);
-	SB_CHECK(sb_path_relative(d, f, &r, &err) == 0 && strcmp(r, "runs/cell/val.ndjson") == 0, "below: %s", r);
+	rc = sb_path_relative(d, f, &r, &err);
+	SB_CHECK(rc == 0 && strcmp(r, "runs/cell/val.ndjson") == 0, "below: %s", rc ? err.msg : r);
 	free(r);
-	SB_CHECK(sb_path_relative(b, b, &r, &err) == 0 && strcmp(r, ".") == 0, "itself: %s", r);
+	rc = sb_path_relative(b, b, &r, &err);
+	SB_CHECK(rc == 0 && strcmp(r, ".") == 0, "itself: %s", rc ? err.msg : r);
 	free(r);
 	snprintf(f, sizeof f, "%s/runs", d);
 	snprintf(a, sizeof a, "%s/run", d); /* a prefix that is not a component */
 	sb_mkdir_p(a, &err);
-	SB_CHECK(sb_path_relative(a, f, &r, &err) == 0 && strcmp(r, "../runs") == 0, "shared name prefix: %s", r);
+	rc = sb_path_relative(a, f, &r, &err);
+	SB_CHECK(rc == 0 && strcmp(r, "../runs") == 0, "shared name prefix: %s", rc ? err.msg : r);
 	free(r);
-	SB_CHECK(sb_path_relative("/", f, &r, &err) == 0 && r[0] != '/' && strstr(r, "runs"), "from the root: %s", r);
+	rc = sb_path_relative("/", f, &r, &err);
+	SB_CHECK(rc == 0 && r[0] != '/' && strstr(r, "runs"), "from the root: %s", rc ? err.msg : r);
 	free(r);
-	SB_CHECK(sb_path_relative(a, "/nonexistent/x", &r, &err) == SB_EIO, "missing target is an error (%s)", err.msg);
+	rc = sb_path_relative(a, "/nonexistent/x", &r, &err);
+	SB_CHECK(rc == SB_EIO, "missing target is an error (%s)", err.msg);
 	char *dn = sb_path_dirname("a/b/c.json");
 	SB_CHECK(strcmp(dn, "a/b") == 0, "dirname a/b/c.json = %s", dn);
 	free(dn);
