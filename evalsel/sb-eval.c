@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "dataset.h"
@@ -78,6 +79,44 @@ struct opts {
 	const char *data_dir, *device;
 	long long threads;
 };
+
+/* The pool last read, kept for the next run directory of the same task (a grid
+ * evaluates many cells of one task; re-reading a large pool for each is waste).
+ * Reused only while the file is the same one: path, device, inode, size, mtime. */
+static struct {
+	int valid;
+	char path[4096];
+	struct stat st;
+	struct sb_dataset ds;
+} pool_cache;
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* The pool of a task, refused when its metadata says split=test (sb_dataset_read with allow_test 0). */
+static int read_pool(const char *path, const struct sb_dataset **out, struct sb_err *err)
+{
+	struct stat st;
+	if (pool_cache.valid && strcmp(pool_cache.path, path) == 0 && stat(path, &st) == 0 &&
+	    same_file(&st, &pool_cache.st)) {
+		*out = &pool_cache.ds;
+		return 0;
+	}
+	if (pool_cache.valid)
+		sb_dataset_free(&pool_cache.ds);
+	pool_cache.valid = 0;
+	if (stat(path, &st) != 0)
+		return SB_ERRNO(err, path);
+	SB_TRY(sb_dataset_read(path, 0, &pool_cache.ds, err));
+	pool_cache.valid = 1;
+	pool_cache.st = st;
+	snprintf(pool_cache.path, sizeof pool_cache.path, "%s", path);
+	*out = &pool_cache.ds;
+	return 0;
+}
 
 struct ckpt {
 	int64_t e;                   /* epochs_completed */
@@ -270,8 +309,7 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 	char *val_path = sb_path_join(run, "val.ndjson");
 	char *old_buf = NULL;
 	size_t old_len = 0;
-	struct sb_dataset ds;
-	int have_ds = 0;
+	const struct sb_dataset *ds = NULL;
 	struct sb_split split = {0};
 	struct sb_evalrun *er = NULL;
 	struct sb_input *inputs = NULL;
@@ -388,23 +426,22 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 			goto out_paths;
 		}
 		/* allow_test = 0: a file whose metadata says split=test is refused before its data is read */
-		if ((rc = sb_dataset_read(pool_path, 0, &ds, err)))
+		if ((rc = read_pool(pool_path, &ds, err)))
 			goto out_paths;
-		have_ds = 1;
-		if (strcmp(ds.task, c.task) != 0) {
-			rc = SB_ERR(err, SB_EDATA, "%s: a dataset of task '%s', but the cell's task is '%s'", pool_path, ds.task,
+		if (strcmp(ds->task, c.task) != 0) {
+			rc = SB_ERR(err, SB_EDATA, "%s: a dataset of task '%s', but the cell's task is '%s'", pool_path, ds->task,
 				    c.task);
 			goto out_paths;
 		}
-		if (c.dataset_sha256 && strcmp(c.dataset_sha256, ds.sha256) != 0) {
+		if (c.dataset_sha256 && strcmp(c.dataset_sha256, ds->sha256) != 0) {
 			rc = SB_ERR(err, SB_EDATA, "%s: SHA-256 %s is not the pool the cell was trained on (%s)", pool_path,
-				    ds.sha256, c.dataset_sha256);
+				    ds->sha256, c.dataset_sha256);
 			goto out_paths;
 		}
 		inputs[n_inputs].path = pool_path;
-		memcpy(inputs[n_inputs].sha256, ds.sha256, SB_SHA256_HEX);
+		memcpy(inputs[n_inputs].sha256, ds->sha256, SB_SHA256_HEX);
 		n_inputs++;
-		if ((rc = sb_split_carve(&ds, (uint64_t)c.seed, c.val_fraction, c.limit, &split, err)))
+		if ((rc = sb_split_carve(ds, (uint64_t)c.seed, c.val_fraction, c.limit, &split, err)))
 			goto out_paths;
 		if (c.n_val >= 0 && c.n_val != split.n_val) {
 			rc = SB_ERR(err, SB_EDATA, "%s: the validation split has %lld examples, cell.json says n_val %lld", run,
@@ -412,7 +449,7 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 			goto out_paths;
 		}
 		struct sb_evalrun_opts eo = {.device = o->device, .threads = (int)o->threads};
-		if ((rc = sb_evalrun_open(c.json, &ds, &eo, &er, err)))
+		if ((rc = sb_evalrun_open(c.json, ds, &eo, &er, err)))
 			goto out_paths;
 	}
 
@@ -526,8 +563,6 @@ out_paths:
 out:
 	sb_evalrun_close(er);
 	sb_split_free(&split);
-	if (have_ds)
-		sb_dataset_free(&ds);
 	for (size_t i = 0; i < nck; i++) {
 		free(ck[i].path);
 		sb_json_free(ck[i].rec);
@@ -594,5 +629,7 @@ int main(int argc, char **argv)
 		}
 	}
 	sb_jw_free(&std);
+	if (pool_cache.valid)
+		sb_dataset_free(&pool_cache.ds);
 	return sb_cli_finish(status);
 }
