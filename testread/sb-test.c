@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <stdarg.h>
 
@@ -249,9 +250,12 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 	struct sb_jw file, std;
 	sb_jw_init(&file, a.f);
 	sb_jw_init(&std, stdout);
-	struct sb_input in;
-	if ((rc = sb_input_hash(&in, o->sel, err)))
-		goto out;
+	/* the selection as the guard hashed it (not hashed again: what was checked is what is cited) */
+	struct sb_input in = {.path = o->sel};
+	memcpy(in.sha256, g->file_sha256, SB_SHA256_HEX);
+	struct stat sst;
+	if (stat(o->sel, &sst) == 0)
+		in.size_bytes = (uint64_t)sst.st_size;
 	struct sb_run_meta meta = {.device = o->device, .threads = (int)o->threads, .inputs = &in, .n_inputs = 1};
 	if ((rc = sb_record_run_meta(&file, &meta, err)) || (rc = sb_record_run_meta(&std, &meta, err)))
 		goto out;
