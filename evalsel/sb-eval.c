@@ -31,43 +31,43 @@
 #include "vallog.h"
 
 static const char usage_text[] =
-	"Usage: sb-eval [-d DATA_DIR] [--device cpu|cuda] [-j THREADS] [-q] RUN_DIR...\n"
-	"\n"
-	"Evaluate every saved epoch of each run directory written by sb-train on the validation split:\n"
-	"accuracy, macro-F1, loss, attention density and entropy, alpha mean and sd (PROTOCOL A3/A4),\n"
-	"and which validation examples each checkpoint gets right. The validation split is carved from\n"
-	"DATA_DIR/TASK/pool.safetensors exactly as sb-train carved it, from cell.json's seed,\n"
-	"val_fraction and limit. A dataset file whose metadata says split=test is refused: only sb-test\n"
-	"reads test data. Epochs whose checkpoint still has the SHA-256 recorded in val.ndjson (and whose\n"
-	"bitmap is intact) are not evaluated again; when nothing changed, no data is read and val.ndjson\n"
-	"is left as it is.\n"
-	"\n"
-	"Options:\n"
-	"  -d DATA_DIR     dataset directory (default data)\n"
-	"  --device DEV    cpu (default) or cuda[:N]\n"
-	"  -j THREADS      CPU threads (default 0: all cores)\n"
-	"  -q              no progress lines on stderr\n"
-	"  --help          this text;  --version  the version\n"
-	"\n"
-	"Written, per RUN_DIR (atomically):\n"
-	"  RUN_DIR/val.ndjson: run.meta, one eval.epoch per saved epoch {cell_id, task, method, seed, tier,\n"
-	"    arch, epoch (0-based), epochs_completed, n_val, val_accuracy, val_macro_f1, val_loss,\n"
-	"    attention_density, attention_entropy, alpha_mean, alpha_std, correct_bits, correct_sha256,\n"
-	"    checkpoint, checkpoint_sha256}, then eval.done {cell_id, task, method, seed, tier, arch,\n"
-	"    epochs (the cell's budget), epochs_evaluated, train_status (from train.ndjson, or\n"
-	"    \"incomplete\")}\n"
-	"  RUN_DIR/val-correct-NNN.bits: one bit per validation example in split order (bit i of byte\n"
-	"    i/8, least significant first), 1 = correct\n"
-	"stdout: run.meta, then the eval.epoch and eval.done records of every run directory.\n"
-	"\n"
-	"Exit status: 0 ok; 1 refused (a dataset file with split=test); 2 usage; 3 bad input (malformed\n"
-	"cell.json, a checkpoint that differs from train.ndjson's hash, a pool that is not the one the\n"
-	"cell was trained on); 4 I/O error; 5 internal or device error (also: no evaluation engine in\n"
-	"this build). Every RUN_DIR is attempted; the status is that of the first failure.\n"
-	"\n"
-	"Examples:\n"
-	"  sb-eval -d data runs/*/\n"
-	"  sb-eval -q -d data runs/fashion_mnist.softmax.s0.plain.compact.1a2b3c4d\n";
+    "Usage: sb-eval [-d DATA_DIR] [--device cpu|cuda] [-j THREADS] [-q] RUN_DIR...\n"
+    "\n"
+    "Evaluate every saved epoch of each run directory written by sb-train on the validation split:\n"
+    "accuracy, macro-F1, loss, attention density and entropy, alpha mean and sd (PROTOCOL A3/A4),\n"
+    "and which validation examples each checkpoint gets right. The validation split is carved from\n"
+    "DATA_DIR/TASK/pool.safetensors exactly as sb-train carved it, from cell.json's seed,\n"
+    "val_fraction and limit. A dataset file whose metadata says split=test is refused: only sb-test\n"
+    "reads test data. Epochs whose checkpoint still has the SHA-256 recorded in val.ndjson (and whose\n"
+    "bitmap is intact) are not evaluated again; when nothing changed, no data is read and val.ndjson\n"
+    "is left as it is.\n"
+    "\n"
+    "Options:\n"
+    "  -d DATA_DIR     dataset directory (default data)\n"
+    "  --device DEV    cpu (default) or cuda[:N]\n"
+    "  -j THREADS      CPU threads (default 0: all cores)\n"
+    "  -q              no progress lines on stderr\n"
+    "  --help          this text;  --version  the version\n"
+    "\n"
+    "Written, per RUN_DIR (atomically):\n"
+    "  RUN_DIR/val.ndjson: run.meta, one eval.epoch per saved epoch {cell_id, task, method, seed, tier,\n"
+    "    arch, epoch (0-based), epochs_completed, n_val, val_accuracy, val_macro_f1, val_loss,\n"
+    "    attention_density, attention_entropy, alpha_mean, alpha_std, correct_bits, correct_sha256,\n"
+    "    checkpoint, checkpoint_sha256}, then eval.done {cell_id, task, method, seed, tier, arch,\n"
+    "    epochs (the cell's budget), epochs_evaluated, train_status (from train.ndjson, or\n"
+    "    \"incomplete\")}\n"
+    "  RUN_DIR/val-correct-NNN.bits: one bit per validation example in split order (bit i of byte\n"
+    "    i/8, least significant first), 1 = correct\n"
+    "stdout: run.meta, then the eval.epoch and eval.done records of every run directory.\n"
+    "\n"
+    "Exit status: 0 ok; 1 refused (a dataset file with split=test); 2 usage; 3 bad input (malformed\n"
+    "cell.json, a checkpoint that differs from train.ndjson's hash, a pool that is not the one the\n"
+    "cell was trained on); 4 I/O error; 5 internal or device error (also: no evaluation engine in\n"
+    "this build). Every RUN_DIR is attempted; the status is that of the first failure.\n"
+    "\n"
+    "Examples:\n"
+    "  sb-eval -d data runs/*/\n"
+    "  sb-eval -q -d data runs/fashion_mnist.softmax.s0.plain.compact.1a2b3c4d\n";
 
 static _Noreturn void usage(void)
 {
@@ -119,12 +119,12 @@ static int read_pool(const char *path, const struct sb_dataset **out, struct sb_
 }
 
 struct ckpt {
-	int64_t e;                   /* epochs_completed */
+	int64_t e; /* epochs_completed */
 	char name[64];
 	char *path;
 	char sha[SB_SHA256_HEX];
 	const struct sb_val_epoch *old; /* reusable record, or NULL */
-	struct sb_json *rec;         /* the record of this run (owned), when evaluated */
+	struct sb_json *rec;            /* the record of this run (owned), when evaluated */
 };
 
 static int cmp_ckpt(const void *a, const void *b)
@@ -189,7 +189,8 @@ static int read_cell(const char *run, struct cell *c, struct sb_err *err)
 		const struct sb_json *nv = sb_json_get(c->json, "n_val");
 		if (!rc && nv && sb_json_int64(nv, &c->n_val))
 			rc = SB_ERR(err, SB_EDATA, "field 'n_val' must be an integer");
-		if (!rc && (c->seed < 0 || c->epochs < 1 || c->limit < 0 || !(c->val_fraction > 0 && c->val_fraction < 1)))
+		if (!rc &&
+		    (c->seed < 0 || c->epochs < 1 || c->limit < 0 || !(c->val_fraction > 0 && c->val_fraction < 1)))
 			rc = SB_ERR(err, SB_EDATA, "seed, epochs, limit or val_fraction out of range");
 		if (!rc && (strchr(c->task, '/') || !c->task[0]))
 			rc = SB_ERR(err, SB_EDATA, "bad task name '%s'", c->task);
@@ -269,7 +270,7 @@ static const char *train_sha(const struct train_info *t, int64_t e)
 
 /* The one call into the engine: evaluate a checkpoint on the validation examples. */
 static int evaluate_epoch(struct sb_evalrun *er, const struct ckpt *ck, const struct sb_split *split,
-			  struct sb_evalrun_result *res, uint8_t *bits, struct sb_err *err)
+                          struct sb_evalrun_result *res, uint8_t *bits, struct sb_err *err)
 {
 	return sb_evalrun_checkpoint(er, ck->path, ck->sha, split->val, split->n_val, res, bits, err);
 }
@@ -352,24 +353,24 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 	qsort(ck, nck, sizeof *ck, cmp_ckpt);
 	for (size_t i = 0; i < nck; i++) {
 		if (i && ck[i].e == ck[i - 1].e) {
-			rc = SB_ERR(err, SB_EDATA, "%s: two checkpoints of epoch %lld (%s, %s)", run, (long long)ck[i].e,
-				    ck[i - 1].name, ck[i].name);
+			rc = SB_ERR(err, SB_EDATA, "%s: two checkpoints of epoch %lld (%s, %s)", run,
+			            (long long)ck[i].e, ck[i - 1].name, ck[i].name);
 			goto out;
 		}
 		if (ck[i].e > c.epochs) {
 			rc = SB_ERR(err, SB_EDATA, "%s: checkpoint %s beyond the cell's %lld epochs", run, ck[i].name,
-				    (long long)c.epochs);
+			            (long long)c.epochs);
 			goto out;
 		}
 		char side[4200];
 		snprintf(side, sizeof side, "%s.sha256", ck[i].path);
 		if ((rc = sb_file_exists(side) ? sb_sidecar_verify(ck[i].path, ck[i].sha, err)
-					       : sb_sha256_file(ck[i].path, ck[i].sha, NULL, err)))
+		                               : sb_sha256_file(ck[i].path, ck[i].sha, NULL, err)))
 			goto out;
 		const char *ts = train_sha(&ti, ck[i].e);
 		if (ts && strcmp(ts, ck[i].sha) != 0) {
 			rc = SB_ERR(err, SB_EDATA, "%s: SHA-256 %s differs from the one train.ndjson recorded (%s)",
-				    ck[i].path, ck[i].sha, ts);
+			            ck[i].path, ck[i].sha, ts);
 			goto out;
 		}
 	}
@@ -390,7 +391,8 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 					oc = &old.cells[i];
 			for (size_t i = 0; oc && i < nck; i++) {
 				const struct sb_val_epoch *oe = sb_val_cell_epoch(oc, ck[i].e);
-				if (!oe || strcmp(oe->checkpoint_sha256, ck[i].sha) != 0 || strchr(oe->correct_bits, '/'))
+				if (!oe || strcmp(oe->checkpoint_sha256, ck[i].sha) != 0 ||
+				    strchr(oe->correct_bits, '/'))
 					continue;
 				char *bp = sb_path_join(run, oe->correct_bits);
 				struct sb_err e3 = {0};
@@ -429,13 +431,13 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 		if ((rc = read_pool(pool_path, &ds, err)))
 			goto out_paths;
 		if (strcmp(ds->task, c.task) != 0) {
-			rc = SB_ERR(err, SB_EDATA, "%s: a dataset of task '%s', but the cell's task is '%s'", pool_path, ds->task,
-				    c.task);
+			rc = SB_ERR(err, SB_EDATA, "%s: a dataset of task '%s', but the cell's task is '%s'", pool_path,
+			            ds->task, c.task);
 			goto out_paths;
 		}
 		if (c.dataset_sha256 && strcmp(c.dataset_sha256, ds->sha256) != 0) {
-			rc = SB_ERR(err, SB_EDATA, "%s: SHA-256 %s is not the pool the cell was trained on (%s)", pool_path,
-				    ds->sha256, c.dataset_sha256);
+			rc = SB_ERR(err, SB_EDATA, "%s: SHA-256 %s is not the pool the cell was trained on (%s)",
+			            pool_path, ds->sha256, c.dataset_sha256);
 			goto out_paths;
 		}
 		inputs[n_inputs].path = pool_path;
@@ -444,8 +446,9 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 		if ((rc = sb_split_carve(ds, (uint64_t)c.seed, c.val_fraction, c.limit, &split, err)))
 			goto out_paths;
 		if (c.n_val >= 0 && c.n_val != split.n_val) {
-			rc = SB_ERR(err, SB_EDATA, "%s: the validation split has %lld examples, cell.json says n_val %lld", run,
-				    (long long)split.n_val, (long long)c.n_val);
+			rc = SB_ERR(err, SB_EDATA,
+			            "%s: the validation split has %lld examples, cell.json says n_val %lld", run,
+			            (long long)split.n_val, (long long)c.n_val);
 			goto out_paths;
 		}
 		struct sb_evalrun_opts eo = {.device = o->device, .threads = (int)o->threads};
@@ -540,9 +543,9 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 		struct sb_jw mw;
 		sb_jw_init(&mw, a.f);
 		struct sb_run_meta meta = {.device = er ? sb_evalrun_device(er) : "cpu",
-					   .threads = er ? sb_evalrun_threads(er) : 1,
-					   .inputs = inputs,
-					   .n_inputs = (int)n_inputs};
+		                           .threads = er ? sb_evalrun_threads(er) : 1,
+		                           .inputs = inputs,
+		                           .n_inputs = (int)n_inputs};
 		rc = sb_record_run_meta(&mw, &meta, err);
 		sb_jw_free(&mw);
 		if (!rc && fwrite(body.buf, 1, body.len, a.f) != body.len)
@@ -586,21 +589,30 @@ int main(int argc, char **argv)
 	struct sb_err err = {0};
 	enum { O_DEVICE = 256, O_HELP, O_VERSION };
 	static const struct option lo[] = {
-		{"device", 1, 0, O_DEVICE}, {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
+	    {"device", 1, 0, O_DEVICE}, {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
 	int ch;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":d:j:q", lo, NULL)) != -1) {
 		switch (ch) {
-		case 'd': o.data_dir = optarg; break;
+		case 'd':
+			o.data_dir = optarg;
+			break;
 		case 'j':
 			if (sb_parse_int("-j", optarg, 0, 4096, &o.threads, &err))
 				sb_cli_usage_error("%s", err.msg);
 			break;
-		case 'q': sb_quiet = 1; break;
-		case O_DEVICE: o.device = optarg; break;
-		case O_HELP: usage();
-		case O_VERSION: sb_cli_version();
-		case ':': sb_cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+		case 'q':
+			sb_quiet = 1;
+			break;
+		case O_DEVICE:
+			o.device = optarg;
+			break;
+		case O_HELP:
+			usage();
+		case O_VERSION:
+			sb_cli_version();
+		case ':':
+			sb_cli_usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
 			if (optopt)
 				sb_cli_usage_error("unknown option '-%c'", optopt);

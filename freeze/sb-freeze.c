@@ -27,57 +27,57 @@
 #include "version.h"
 
 static const char usage_text[] =
-	"Usage: sb-freeze [--rule NAME] [--min-seeds N] [--patience N | --budget E] [--tier T] [--arch A]\n"
-	"                 [-o selection.json] [--force] [-q] VAL.ndjson...\n"
-	"\n"
-	"Apply the predeclared selection rule of PROTOCOL A6 to validation logs (RUN_DIR/val.ndjson,\n"
-	"written by sb-eval) and freeze the result in selection.json, with the SHA-256 of every log read\n"
-	"and the SHA-256 of the canonical JSON of the whole payload. sb-test reads the test split only\n"
-	"after checking all of it.\n"
-	"\n"
-	"Rule topk_mean_val_acc (the only rule, the default): per task, among topk_softmax_0125,\n"
-	"topk_softmax_025 and topk_softmax_05, the ratio with the highest mean validation accuracy over\n"
-	"its seeds, counting only ratios with at least --min-seeds seeds; ties go to the earlier ratio in\n"
-	"that order (strict >). A cell's validation accuracy is the one at its best epoch under early\n"
-	"stopping with --patience (first epoch of maximal accuracy among the epochs before the stop,\n"
-	"PROTOCOL A4), or with --budget E the accuracy after exactly E epochs. Only cells whose training\n"
-	"completed and whose every epoch was evaluated take part; the later log on the command line wins\n"
-	"when two hold the same task, method and seed.\n"
-	"\n"
-	"Options:\n"
-	"  --rule NAME       selection rule (topk_mean_val_acc)\n"
-	"  --min-seeds N     seeds a ratio needs to be eligible (default 10)\n"
-	"  --patience N      early-stopping patience for the best epoch (default 5; 0: no stopping)\n"
-	"  --budget E        use the accuracy after exactly E epochs instead of the best epoch\n"
-	"  --tier T          use only cells of tier T (default: the logs must hold one tier)\n"
-	"  --arch A          use only cells of architecture A (default: the logs must hold one)\n"
-	"  -o FILE           where to write the selection (default selection.json)\n"
-	"  --force           replace an existing selection; the replacement is recorded in the new one\n"
-	"  -q                no progress lines on stderr\n"
-	"  --help            this text;  --version  the version\n"
-	"\n"
-	"Written: FILE (atomically; indented JSON): kind \"freeze.selection\", v 1, schema 1, program,\n"
-	"  version, argv, frozen_at (RFC 3339 UTC), frozen_at_unix_s, newest_validation_log_mtime_unix_s,\n"
-	"  rule {name, methods, min_seeds, basis, patience, budget_epochs, tie_break, tier, arch},\n"
-	"  forced, replaced (with --force: the replaced file's SHA-256, payload hash and test reads),\n"
-	"  selected {TASK: {topk_method, val_accuracy, n_seeds, seeds}}, unselected [{task, reason}],\n"
-	"  all_topk_validation [{task, method, val_accuracy, n_seeds, seeds, eligible}],\n"
-	"  cells [{cell_id, task, method, seed, tier, arch, epochs, included, reason, selected_epoch,\n"
-	"  val_accuracy, log}], test_plan [{task, method, seed, cell_id, epochs, checkpoint_sha256}],\n"
-	"  test_plan_missing [{task, method, seed}], validation_logs [{path (relative to FILE's\n"
-	"  directory), sha256, size_bytes, mtime_unix_s, cells_used}], and last \"sha256\": the SHA-256\n"
-	"  of json.dumps(payload, sort_keys=True, separators=(\",\",\":\")) of every other member.\n"
-	"stdout: run.meta, then one freeze.selection record {path, sha256, file_sha256, forced,\n"
-	"  selected, n_cells, n_excluded, test_plan_size, test_plan_missing}.\n"
-	"\n"
-	"Exit status: 0 frozen; 1 refused: FILE exists and --force was not given, or no task has an\n"
-	"eligible ratio (nothing written); 2 usage; 3 bad input (a malformed or unreadable log);\n"
-	"4 I/O error; 5 internal error. (The study's freeze exited 2 on an existing selection; here 2 is\n"
-	"reserved for usage errors and a refusal is 1.)\n"
-	"\n"
-	"Examples:\n"
-	"  sb-freeze -o study/selection.json runs/*/val.ndjson\n"
-	"  sb-freeze --tier compact --min-seeds 3 --budget 30 -o sel.json runs/*/val.ndjson\n";
+    "Usage: sb-freeze [--rule NAME] [--min-seeds N] [--patience N | --budget E] [--tier T] [--arch A]\n"
+    "                 [-o selection.json] [--force] [-q] VAL.ndjson...\n"
+    "\n"
+    "Apply the predeclared selection rule of PROTOCOL A6 to validation logs (RUN_DIR/val.ndjson,\n"
+    "written by sb-eval) and freeze the result in selection.json, with the SHA-256 of every log read\n"
+    "and the SHA-256 of the canonical JSON of the whole payload. sb-test reads the test split only\n"
+    "after checking all of it.\n"
+    "\n"
+    "Rule topk_mean_val_acc (the only rule, the default): per task, among topk_softmax_0125,\n"
+    "topk_softmax_025 and topk_softmax_05, the ratio with the highest mean validation accuracy over\n"
+    "its seeds, counting only ratios with at least --min-seeds seeds; ties go to the earlier ratio in\n"
+    "that order (strict >). A cell's validation accuracy is the one at its best epoch under early\n"
+    "stopping with --patience (first epoch of maximal accuracy among the epochs before the stop,\n"
+    "PROTOCOL A4), or with --budget E the accuracy after exactly E epochs. Only cells whose training\n"
+    "completed and whose every epoch was evaluated take part; the later log on the command line wins\n"
+    "when two hold the same task, method and seed.\n"
+    "\n"
+    "Options:\n"
+    "  --rule NAME       selection rule (topk_mean_val_acc)\n"
+    "  --min-seeds N     seeds a ratio needs to be eligible (default 10)\n"
+    "  --patience N      early-stopping patience for the best epoch (default 5; 0: no stopping)\n"
+    "  --budget E        use the accuracy after exactly E epochs instead of the best epoch\n"
+    "  --tier T          use only cells of tier T (default: the logs must hold one tier)\n"
+    "  --arch A          use only cells of architecture A (default: the logs must hold one)\n"
+    "  -o FILE           where to write the selection (default selection.json)\n"
+    "  --force           replace an existing selection; the replacement is recorded in the new one\n"
+    "  -q                no progress lines on stderr\n"
+    "  --help            this text;  --version  the version\n"
+    "\n"
+    "Written: FILE (atomically; indented JSON): kind \"freeze.selection\", v 1, schema 1, program,\n"
+    "  version, argv, frozen_at (RFC 3339 UTC), frozen_at_unix_s, newest_validation_log_mtime_unix_s,\n"
+    "  rule {name, methods, min_seeds, basis, patience, budget_epochs, tie_break, tier, arch},\n"
+    "  forced, replaced (with --force: the replaced file's SHA-256, payload hash and test reads),\n"
+    "  selected {TASK: {topk_method, val_accuracy, n_seeds, seeds}}, unselected [{task, reason}],\n"
+    "  all_topk_validation [{task, method, val_accuracy, n_seeds, seeds, eligible}],\n"
+    "  cells [{cell_id, task, method, seed, tier, arch, epochs, included, reason, selected_epoch,\n"
+    "  val_accuracy, log}], test_plan [{task, method, seed, cell_id, epochs, checkpoint_sha256}],\n"
+    "  test_plan_missing [{task, method, seed}], validation_logs [{path (relative to FILE's\n"
+    "  directory), sha256, size_bytes, mtime_unix_s, cells_used}], and last \"sha256\": the SHA-256\n"
+    "  of json.dumps(payload, sort_keys=True, separators=(\",\",\":\")) of every other member.\n"
+    "stdout: run.meta, then one freeze.selection record {path, sha256, file_sha256, forced,\n"
+    "  selected, n_cells, n_excluded, test_plan_size, test_plan_missing}.\n"
+    "\n"
+    "Exit status: 0 frozen; 1 refused: FILE exists and --force was not given, or no task has an\n"
+    "eligible ratio (nothing written); 2 usage; 3 bad input (a malformed or unreadable log);\n"
+    "4 I/O error; 5 internal error. (The study's freeze exited 2 on an existing selection; here 2 is\n"
+    "reserved for usage errors and a refusal is 1.)\n"
+    "\n"
+    "Examples:\n"
+    "  sb-freeze -o study/selection.json runs/*/val.ndjson\n"
+    "  sb-freeze --tier compact --min-seeds 3 --budget 30 -o sel.json runs/*/val.ndjson\n";
 
 static _Noreturn void usage(void)
 {
@@ -85,7 +85,10 @@ static _Noreturn void usage(void)
 	exit(sb_cli_finish(0));
 }
 
-static _Noreturn void die(const struct sb_err *e) { sb_cli_die(e); }
+static _Noreturn void die(const struct sb_err *e)
+{
+	sb_cli_die(e);
+}
 
 struct opts {
 	const char *rule, *tier, *arch, *out;
@@ -96,7 +99,7 @@ struct opts {
 /* One cell of the logs, after the tier/arch filter. */
 struct cell {
 	const struct sb_val_cell *vc;
-	int log;           /* index of its log */
+	int log; /* index of its log */
 	int included;
 	const char *reason;
 	char reason_buf[300];
@@ -104,12 +107,18 @@ struct cell {
 	int64_t epoch;
 };
 
-static const char *tier_of(const struct sb_val_cell *c) { return c->tier; }
-static const char *arch_of(const struct sb_val_cell *c) { return c->arch; }
+static const char *tier_of(const struct sb_val_cell *c)
+{
+	return c->tier;
+}
+static const char *arch_of(const struct sb_val_cell *c)
+{
+	return c->arch;
+}
 
 /* With no --tier (--arch), every cell must share one value; returns it or dies. */
 static const char *sole_value(struct sb_vallog *logs, int n, const char *(*get)(const struct sb_val_cell *),
-			      const char *opt)
+                              const char *opt)
 {
 	const char *one = NULL;
 	for (int i = 0; i < n; i++)
@@ -118,8 +127,9 @@ static const char *sole_value(struct sb_vallog *logs, int n, const char *(*get)(
 			if (!one)
 				one = v;
 			else if (strcmp(one, v) != 0)
-				sb_cli_usage_error("the validation logs hold cells of %s '%s' and '%s': choose one with %s",
-						   opt + 2, one, v, opt);
+				sb_cli_usage_error(
+				    "the validation logs hold cells of %s '%s' and '%s': choose one with %s", opt + 2,
+				    one, v, opt);
 		}
 	return one;
 }
@@ -137,16 +147,18 @@ int main(int argc, char **argv)
 	struct opts o = {.rule = "topk_mean_val_acc", .out = "selection.json", .min_seeds = 10, .patience = 5};
 	struct sb_err err = {0};
 	enum { O_RULE = 256, O_MIN, O_PAT, O_BUDGET, O_TIER, O_ARCH, O_FORCE, O_HELP, O_VERSION };
-	static const struct option lo[] = {{"rule", 1, 0, O_RULE},   {"min-seeds", 1, 0, O_MIN},
-					   {"patience", 1, 0, O_PAT}, {"budget", 1, 0, O_BUDGET},
-					   {"tier", 1, 0, O_TIER},    {"arch", 1, 0, O_ARCH},
-					   {"force", 0, 0, O_FORCE},  {"help", 0, 0, O_HELP},
-					   {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
+	static const struct option lo[] = {{"rule", 1, 0, O_RULE},       {"min-seeds", 1, 0, O_MIN},
+	                                   {"patience", 1, 0, O_PAT},    {"budget", 1, 0, O_BUDGET},
+	                                   {"tier", 1, 0, O_TIER},       {"arch", 1, 0, O_ARCH},
+	                                   {"force", 0, 0, O_FORCE},     {"help", 0, 0, O_HELP},
+	                                   {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":o:q", lo, NULL)) != -1) {
 		switch (c) {
-		case O_RULE: o.rule = optarg; break;
+		case O_RULE:
+			o.rule = optarg;
+			break;
 		case O_MIN:
 			if (sb_parse_int("--min-seeds", optarg, 1, 1000000, &o.min_seeds, &err))
 				sb_cli_usage_error("%s", err.msg);
@@ -160,14 +172,27 @@ int main(int argc, char **argv)
 			if (sb_parse_int("--budget", optarg, 1, 1000000, &o.budget, &err))
 				sb_cli_usage_error("%s", err.msg);
 			break;
-		case O_TIER: o.tier = optarg; break;
-		case O_ARCH: o.arch = optarg; break;
-		case O_FORCE: o.force = 1; break;
-		case 'o': o.out = optarg; break;
-		case 'q': sb_quiet = 1; break;
-		case O_HELP: usage();
-		case O_VERSION: sb_cli_version();
-		case ':': sb_cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+		case O_TIER:
+			o.tier = optarg;
+			break;
+		case O_ARCH:
+			o.arch = optarg;
+			break;
+		case O_FORCE:
+			o.force = 1;
+			break;
+		case 'o':
+			o.out = optarg;
+			break;
+		case 'q':
+			sb_quiet = 1;
+			break;
+		case O_HELP:
+			usage();
+		case O_VERSION:
+			sb_cli_version();
+		case ':':
+			sb_cli_usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
 			if (optopt)
 				sb_cli_usage_error("unknown option '-%c'", optopt);
@@ -183,7 +208,8 @@ int main(int argc, char **argv)
 		sb_cli_usage_error("no validation logs given");
 	for (int i = optind; i < argc; i++)
 		if (strcmp(argv[i], "-") == 0)
-			sb_cli_usage_error("validation logs must be files ('-' cannot be re-hashed before the test read)");
+			sb_cli_usage_error(
+			    "validation logs must be files ('-' cannot be re-hashed before the test read)");
 
 	/* 1. never replace a selection silently */
 	struct sb_json *old = NULL;
@@ -192,7 +218,8 @@ int main(int argc, char **argv)
 	if (sb_file_exists(o.out)) {
 		if (!o.force) {
 			SB_ERR(&err, SB_EVERDICT,
-			       "%s: a selection already exists; refusing to replace it (pass --force to replace it, which the new selection records)",
+			       "%s: a selection already exists; refusing to replace it (pass --force to replace it, "
+			       "which the new selection records)",
 			       o.out);
 			die(&err);
 		}
@@ -251,10 +278,12 @@ int main(int argc, char **argv)
 				    strcmp(cells[k].vc->method, vc->method) == 0 && cells[k].vc->seed == vc->seed) {
 					cells[k].included = 0;
 					snprintf(cells[k].reason_buf, sizeof cells[k].reason_buf,
-						 "superseded by cell %s in %s (a later log)", vc->cell_id, logs[i].path);
+					         "superseded by cell %s in %s (a later log)", vc->cell_id,
+					         logs[i].path);
 					cells[k].reason = cells[k].reason_buf;
-					sb_cli_warn("%s: cell %s superseded by cell %s of the later log %s", logs[cells[k].log].path,
-						    cells[k].vc->cell_id, vc->cell_id, logs[i].path);
+					sb_cli_warn("%s: cell %s superseded by cell %s of the later log %s",
+					            logs[cells[k].log].path, cells[k].vc->cell_id, vc->cell_id,
+					            logs[i].path);
 				}
 			struct cell *ce = &cells[nc++];
 			ce->vc = vc;
@@ -275,11 +304,11 @@ int main(int argc, char **argv)
 			why = "the log has no eval.done record (sb-eval did not finish)";
 		else if (strcmp(vc->train_status, "completed") != 0) {
 			snprintf(ce->reason_buf, sizeof ce->reason_buf, "training status is '%s', not 'completed'",
-				 vc->train_status);
+			         vc->train_status);
 			why = ce->reason_buf;
 		} else if (vc->epochs_evaluated != vc->epochs || vc->n_ep != (size_t)vc->epochs) {
 			snprintf(ce->reason_buf, sizeof ce->reason_buf, "%zu of %lld epochs evaluated", vc->n_ep,
-				 (long long)vc->epochs);
+			         (long long)vc->epochs);
 			why = ce->reason_buf;
 		} else if (sb_val_cell_value(vc, o.budget ? 0 : (int)o.patience, o.budget, &ce->acc, &ce->epoch, &e2)) {
 			snprintf(ce->reason_buf, sizeof ce->reason_buf, "%s", e2.msg);
@@ -300,7 +329,8 @@ int main(int argc, char **argv)
 	size_t ns = 0;
 	for (size_t k = 0; k < nc; k++)
 		if (cells[k].included)
-			sc[ns++] = (struct sb_sel_cell){cells[k].vc->task, cells[k].vc->method, cells[k].vc->seed, cells[k].acc};
+			sc[ns++] = (struct sb_sel_cell){cells[k].vc->task, cells[k].vc->method, cells[k].vc->seed,
+			                                cells[k].acc};
 	struct sb_selection sel;
 	if (sb_select_topk(sc, ns, sb_topk_methods, 3, (int)o.min_seeds, &sel, &err))
 		die(&err);
@@ -309,7 +339,8 @@ int main(int argc, char **argv)
 		n_chosen += sel.tasks[t].chosen >= 0;
 	if (n_chosen == 0) {
 		SB_ERR(&err, SB_EVERDICT,
-		       "no task has a top-k ratio with at least %lld seeds of completed cells (tier %s, arch %s): nothing frozen",
+		       "no task has a top-k ratio with at least %lld seeds of completed cells (tier %s, arch %s): "
+		       "nothing frozen",
 		       o.min_seeds, tier ? tier : "-", arch ? arch : "-");
 		die(&err);
 	}
@@ -319,7 +350,8 @@ int main(int argc, char **argv)
 	double frozen_unix;
 	sb_time_rfc3339(frozen_at, &frozen_unix);
 	if (newest > frozen_unix) {
-		SB_ERR(&err, SB_EDATA, "a validation log has a modification time in the future (clock skew?): cannot freeze");
+		SB_ERR(&err, SB_EDATA,
+		       "a validation log has a modification time in the future (clock skew?): cannot freeze");
 		die(&err);
 	}
 
@@ -485,9 +517,11 @@ int main(int argc, char **argv)
 					const struct cell *hit = NULL;
 					for (size_t k = 0; k < nc && !hit; k++)
 						if (cells[k].included && strcmp(cells[k].vc->task, cd->task) == 0 &&
-						    strcmp(cells[k].vc->method, method) == 0 && cells[k].vc->seed == cd->seeds[s])
+						    strcmp(cells[k].vc->method, method) == 0 &&
+						    cells[k].vc->seed == cd->seeds[s])
 							hit = &cells[k];
-					const struct sb_val_epoch *full = hit ? sb_val_cell_epoch(hit->vc, hit->vc->epochs) : NULL;
+					const struct sb_val_epoch *full =
+					    hit ? sb_val_cell_epoch(hit->vc, hit->vc->epochs) : NULL;
 					if (pass == 0 && full) {
 						sb_jw_obj(&w);
 						key_cell(&w, cd->task, method, cd->seeds[s]);
@@ -501,8 +535,9 @@ int main(int argc, char **argv)
 						key_cell(&w, cd->task, method, cd->seeds[s]);
 						sb_jw_obj_end(&w);
 						plan_missing++;
-						sb_cli_warn("task %s: no completed validation log for method %s seed %lld: it will not be part of the test read",
-							    cd->task, method, (long long)cd->seeds[s]);
+						sb_cli_warn("task %s: no completed validation log for method %s seed "
+						            "%lld: it will not be part of the test read",
+						            cd->task, method, (long long)cd->seeds[s]);
 					}
 				}
 			}
@@ -569,7 +604,8 @@ int main(int argc, char **argv)
 	if (sb_jw_line(&out, &err))
 		die(&err);
 	if (!sb_quiet)
-		fprintf(stderr, "sb-freeze: froze %d task(s) into %s (payload SHA-256 %.16s...)\n", n_chosen, o.out, hex);
+		fprintf(stderr, "sb-freeze: froze %d task(s) into %s (payload SHA-256 %.16s...)\n", n_chosen, o.out,
+		        hex);
 
 	sb_jw_free(&out);
 	sb_jw_free(&w);

@@ -39,7 +39,10 @@ struct sb_evalrun {
 	int batch;
 };
 
-int sb_evalrun_available(struct sb_err *err) { return 0; }
+int sb_evalrun_available(struct sb_err *err)
+{
+	return 0;
+}
 
 void sb_evalrun_close(struct sb_evalrun *r)
 {
@@ -53,7 +56,7 @@ void sb_evalrun_close(struct sb_evalrun *r)
 }
 
 int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, const struct sb_evalrun_opts *o,
-		    struct sb_evalrun **out, struct sb_err *err)
+                    struct sb_evalrun **out, struct sb_err *err)
 {
 	*out = NULL;
 	const char *method = sb_json_str(sb_json_get(cell, "method"), NULL);
@@ -98,9 +101,8 @@ int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, con
 	return 0;
 }
 
-int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const char *expect_sha256,
-			  const uint32_t *idx, int64_t n, struct sb_evalrun_result *res, uint8_t *correct,
-			  struct sb_err *err)
+int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const char *expect_sha256, const uint32_t *idx,
+                          int64_t n, struct sb_evalrun_result *res, uint8_t *correct, struct sb_err *err)
 {
 	char *buf;
 	size_t len;
@@ -111,7 +113,7 @@ int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const ch
 		if (strcmp(hex, expect_sha256) != 0) {
 			free(buf);
 			return SB_ERR(err, SB_EDATA, "%s: SHA-256 mismatch: expected %s, actual %s", checkpoint,
-				      expect_sha256, hex);
+			              expect_sha256, hex);
 		}
 	}
 	struct sb_tensors ts;
@@ -138,31 +140,45 @@ int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const ch
 	return 0;
 }
 
-const char *sb_evalrun_device(const struct sb_evalrun *r) { return r ? r->be->device : "cpu"; }
-int sb_evalrun_threads(const struct sb_evalrun *r) { return r ? r->be->threads : 1; }
+const char *sb_evalrun_device(const struct sb_evalrun *r)
+{
+	return r ? r->be->device : "cpu";
+}
+int sb_evalrun_threads(const struct sb_evalrun *r)
+{
+	return r ? r->be->threads : 1;
+}
 
 #else /* no engine */
 
 #define NO_ENGINE "no evaluation engine in this build (lib/encoder.h of the engine is not merged)"
 
-int sb_evalrun_available(struct sb_err *err) { return SB_ERR(err, SB_EINTERNAL, NO_ENGINE); }
+int sb_evalrun_available(struct sb_err *err)
+{
+	return SB_ERR(err, SB_EINTERNAL, NO_ENGINE);
+}
 
 int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, const struct sb_evalrun_opts *o,
-		    struct sb_evalrun **out, struct sb_err *err)
+                    struct sb_evalrun **out, struct sb_err *err)
 {
 	*out = NULL;
 	return SB_ERR(err, SB_EINTERNAL, NO_ENGINE);
 }
 
-int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const char *expect_sha256,
-			  const uint32_t *idx, int64_t n, struct sb_evalrun_result *res, uint8_t *correct,
-			  struct sb_err *err)
+int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const char *expect_sha256, const uint32_t *idx,
+                          int64_t n, struct sb_evalrun_result *res, uint8_t *correct, struct sb_err *err)
 {
 	return SB_ERR(err, SB_EINTERNAL, NO_ENGINE);
 }
 
-const char *sb_evalrun_device(const struct sb_evalrun *r) { return "cpu"; }
-int sb_evalrun_threads(const struct sb_evalrun *r) { return 1; }
+const char *sb_evalrun_device(const struct sb_evalrun *r)
+{
+	return "cpu";
+}
+int sb_evalrun_threads(const struct sb_evalrun *r)
+{
+	return 1;
+}
 void sb_evalrun_close(struct sb_evalrun *r) {}
 
 #endif

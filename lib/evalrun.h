@@ -35,15 +35,14 @@ int sb_evalrun_available(struct sb_err *err);
 /* Build the model a cell (the parsed cell.json) describes, for dataset ds
  * (the pool or the test file of the cell's task). */
 int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, const struct sb_evalrun_opts *o,
-		    struct sb_evalrun **out, struct sb_err *err);
+                    struct sb_evalrun **out, struct sb_err *err);
 /* Load `checkpoint` and evaluate examples idx[0..n) of ds: metrics, attention
  * statistics, and one correctness bit per example in idx order (bit i of byte
  * i/8, least significant first) into correct[(n+7)/8]. When expect_sha256 is
  * not NULL, the bytes read are hashed and must match it (SB_EDATA otherwise):
  * what is evaluated is exactly what the caller verified. */
-int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const char *expect_sha256,
-			  const uint32_t *idx, int64_t n, struct sb_evalrun_result *res, uint8_t *correct,
-			  struct sb_err *err);
+int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const char *expect_sha256, const uint32_t *idx,
+                          int64_t n, struct sb_evalrun_result *res, uint8_t *correct, struct sb_err *err);
 /* Human-readable description of the device ("cpu", "cuda:0 NVIDIA ..."). */
 const char *sb_evalrun_device(const struct sb_evalrun *r);
 int sb_evalrun_threads(const struct sb_evalrun *r);

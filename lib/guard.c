@@ -19,7 +19,7 @@
 #define SELECTION_LIMIT (256u << 20)
 
 int sb_selection_seal(const char *payload, size_t len, char **out, size_t *out_len, char hex[SB_SHA256_HEX],
-		      struct sb_err *err)
+                      struct sb_err *err)
 {
 	struct sb_json *v;
 	if (sb_json_parse(payload, len, &v, err))
@@ -86,14 +86,13 @@ static void fmt_time(char buf[40], double t)
 	if (ms > 999)
 		ms = 999;
 	snprintf(buf, 40, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-		 tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+	         tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
 }
 
-#define REFUSE(err, path, check, ...)                                                                          \
-	refuse((err), (path), (check), __FILE__, __LINE__, __VA_ARGS__)
+#define REFUSE(err, path, check, ...) refuse((err), (path), (check), __FILE__, __LINE__, __VA_ARGS__)
 
 __attribute__((format(printf, 6, 7))) static int refuse(struct sb_err *err, const char *path, const char *check,
-							 const char *src, int line, const char *fmt, ...)
+                                                        const char *src, int line, const char *fmt, ...)
 {
 	char detail[900];
 	va_list ap;
@@ -118,7 +117,10 @@ static int check_mtime(const char *path, double frozen_at, const char *what, str
 	return 0;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 static int scan_runs(const char *runs_dir, double frozen_at, struct sb_err *err)
 {
@@ -175,7 +177,7 @@ int sb_guard_check(const char *selection, const char *runs_dir, struct sb_guarde
 	struct sb_err e2 = {0};
 	if (sb_read_file(selection, &buf, &len, SELECTION_LIMIT, &e2))
 		return REFUSE(err, selection, "selection-exists", "cannot read the selection: %s",
-			      strip_path(e2.msg, selection));
+		              strip_path(e2.msg, selection));
 	sb_sha256_buf(buf, len, out->file_sha256);
 	/* selection-format */
 	struct sb_json *v;
@@ -214,8 +216,8 @@ int sb_guard_check(const char *selection, const char *runs_dir, struct sb_guarde
 		goto fail;
 	if (strcmp(out->sha256, recorded) != 0) {
 		rc = REFUSE(err, selection, "selection-hash",
-			    "the payload hashes to %s but the selection records %s: it was edited after the freeze",
-			    out->sha256, recorded);
+		            "the payload hashes to %s but the selection records %s: it was edited after the freeze",
+		            out->sha256, recorded);
 		goto fail;
 	}
 	out->frozen_at = fz->number;
@@ -230,7 +232,8 @@ int sb_guard_check(const char *selection, const char *runs_dir, struct sb_guarde
 		const char *lp = sb_json_str(sb_json_get(l, "path"), NULL);
 		const char *lh = sb_json_str(sb_json_get(l, "sha256"), NULL);
 		if (!lp || !lh || !sb_is_sha256_hex(lh)) {
-			rc = REFUSE(err, selection, "selection-format", "validation_logs[%zu] lacks a path or a SHA-256", i);
+			rc = REFUSE(err, selection, "selection-format",
+			            "validation_logs[%zu] lacks a path or a SHA-256", i);
 			goto fail;
 		}
 		char *path = sb_guard_resolve(out, lp);
@@ -243,7 +246,7 @@ int sb_guard_check(const char *selection, const char *runs_dir, struct sb_guarde
 		char hex[SB_SHA256_HEX];
 		if (sb_read_file(path, &data, &n, 0, &e2)) {
 			rc = REFUSE(err, path, "log-present", "a validation log the selection lists cannot be read: %s",
-				    strip_path(e2.msg, path));
+			            strip_path(e2.msg, path));
 			free(path);
 			goto fail;
 		}
@@ -251,8 +254,9 @@ int sb_guard_check(const char *selection, const char *runs_dir, struct sb_guarde
 		free(data);
 		if (strcmp(hex, lh) != 0) {
 			rc = REFUSE(err, path, "log-hash",
-				    "the validation log now hashes to %s, the selection recorded %s: it changed after the freeze",
-				    hex, lh);
+			            "the validation log now hashes to %s, the selection recorded %s: it changed after "
+			            "the freeze",
+			            hex, lh);
 			free(path);
 			goto fail;
 		}
@@ -284,8 +288,7 @@ char *sb_guard_ledger_path(const char *selection)
 	return p;
 }
 
-int sb_guard_reads(const char *ledger, const char *sha256, int *n_reads, int *n_same, char **first,
-		   struct sb_err *err)
+int sb_guard_reads(const char *ledger, const char *sha256, int *n_reads, int *n_same, char **first, struct sb_err *err)
 {
 	*n_reads = *n_same = 0;
 	if (first)
@@ -322,7 +325,8 @@ int sb_guard_reads(const char *ledger, const char *sha256, int *n_reads, int *n_
 				size_t n = w.len + strlen(t) + strlen(o) + 64;
 				*first = malloc(n);
 				if (*first)
-					snprintf(*first, n, "at %s by %.*s into %s", t, (int)w.len, w.buf ? w.buf : "", o);
+					snprintf(*first, n, "at %s by %.*s into %s", t, (int)w.len, w.buf ? w.buf : "",
+					         o);
 				sb_jw_free(&w);
 			}
 		}
@@ -349,7 +353,7 @@ int sb_guard_ledger_append(const char *ledger, const char *record, size_t len, s
 		return rc;
 	}
 	int bad = (n && fwrite(old, 1, n, a.f) != n) || (n && old[n - 1] != '\n' && fputc('\n', a.f) == EOF) ||
-		  fwrite(record, 1, len, a.f) != len || fputc('\n', a.f) == EOF;
+	          fwrite(record, 1, len, a.f) != len || fputc('\n', a.f) == EOF;
 	free(old);
 	if (bad) {
 		rc = SB_ERRNO(err, ledger);

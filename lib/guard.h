@@ -46,15 +46,15 @@
  * (newly allocated, *out_len bytes) the indented file text of the payload with
  * "sha256" appended; hex receives the hash. */
 int sb_selection_seal(const char *payload, size_t len, char **out, size_t *out_len, char hex[SB_SHA256_HEX],
-		      struct sb_err *err);
+                      struct sb_err *err);
 
 /* What the guard established. */
 struct sb_guarded {
-	struct sb_json *sel;          /* the parsed selection, owned */
-	char sha256[SB_SHA256_HEX];   /* the payload hash (recomputed = recorded) */
+	struct sb_json *sel;        /* the parsed selection, owned */
+	char sha256[SB_SHA256_HEX]; /* the payload hash (recomputed = recorded) */
 	char file_sha256[SB_SHA256_HEX];
-	double frozen_at;             /* frozen_at_unix_s */
-	char *sel_dir;                /* directory of the selection file */
+	double frozen_at; /* frozen_at_unix_s */
+	char *sel_dir;    /* directory of the selection file */
 	size_t n_logs;
 };
 
@@ -75,8 +75,7 @@ char *sb_guard_ledger_path(const char *selection);
  * one-line description of the first read ("at TIME by ARGV, status S")
  * (newly allocated, or NULL when there is none). A missing ledger is no read;
  * an unreadable or malformed one is SB_EVERDICT (check "single-read"). */
-int sb_guard_reads(const char *ledger, const char *sha256, int *n_reads, int *n_same, char **first,
-		   struct sb_err *err);
+int sb_guard_reads(const char *ledger, const char *sha256, int *n_reads, int *n_same, char **first, struct sb_err *err);
 
 /* Append one record (compact JSON text without the newline) to the ledger:
  * the whole ledger is rewritten atomically with the line added. */

@@ -69,8 +69,8 @@ void sb_selection_free(struct sb_selection *s)
 	memset(s, 0, sizeof *s);
 }
 
-int sb_select_topk(const struct sb_sel_cell *cells, size_t n, const char *const *methods, int n_methods,
-		   int min_seeds, struct sb_selection *out, struct sb_err *err)
+int sb_select_topk(const struct sb_sel_cell *cells, size_t n, const char *const *methods, int n_methods, int min_seeds,
+                   struct sb_selection *out, struct sb_err *err)
 {
 	memset(out, 0, sizeof *out);
 	/* the cells of the rule's methods, sorted by (task, method, seed) */
@@ -88,7 +88,7 @@ int sb_select_topk(const struct sb_sel_cell *cells, size_t n, const char *const 
 	for (size_t i = 1; i < m; i++)
 		if (cmp_cell(&v[i - 1], &v[i]) == 0) {
 			int rc = SB_ERR(err, SB_EDATA, "two cells for task %s, method %s, seed %lld", v[i]->task,
-					v[i]->method, (long long)v[i]->seed);
+			                v[i]->method, (long long)v[i]->seed);
 			free(v);
 			return rc;
 		}
@@ -160,8 +160,7 @@ int sb_select_topk(const struct sb_sel_cell *cells, size_t n, const char *const 
 
 /* ---- canonical hash ---- */
 
-int sb_json_canonical_sha256(const struct sb_json *v, const char *omit_key, char hex[SB_SHA256_HEX],
-			     struct sb_err *err)
+int sb_json_canonical_sha256(const struct sb_json *v, const char *omit_key, char hex[SB_SHA256_HEX], struct sb_err *err)
 {
 	struct sb_jw w;
 	sb_jw_init(&w, NULL);

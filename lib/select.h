@@ -51,8 +51,8 @@ struct sb_sel_cand {
 /* Per task: the candidate chosen, or -1 with the reason. */
 struct sb_sel_task {
 	char *task;
-	int chosen;          /* index into cands, or -1 */
-	const char *reason;  /* static text when chosen == -1 */
+	int chosen;         /* index into cands, or -1 */
+	const char *reason; /* static text when chosen == -1 */
 };
 
 struct sb_selection {
@@ -66,8 +66,8 @@ struct sb_selection {
  * (other cells are ignored). A repeated (task, method, seed) is SB_EDATA: the
  * caller resolves duplicates first. A task with no eligible candidate gets
  * chosen = -1 (it is still listed). */
-int sb_select_topk(const struct sb_sel_cell *cells, size_t n, const char *const *methods, int n_methods,
-		   int min_seeds, struct sb_selection *out, struct sb_err *err);
+int sb_select_topk(const struct sb_sel_cell *cells, size_t n, const char *const *methods, int n_methods, int min_seeds,
+                   struct sb_selection *out, struct sb_err *err);
 void sb_selection_free(struct sb_selection *s);
 
 /* The three top-k ratios of PROTOCOL A3/A6, in tie-breaking order. */
@@ -81,7 +81,7 @@ extern const char *const sb_test_methods[4];
  * omit_key is not NULL, members named omit_key are left out (the hash of a
  * payload computed "before the sha256 key is added"). */
 int sb_json_canonical_sha256(const struct sb_json *v, const char *omit_key, char hex[SB_SHA256_HEX],
-			     struct sb_err *err);
+                             struct sb_err *err);
 
 /* Indent compact JSON text (as written by struct sb_jw) with `indent` spaces
  * per level, one member or item per line, ": " after keys; a newly allocated

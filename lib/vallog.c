@@ -86,8 +86,9 @@ static int find_cell(struct sb_vallog *v, const struct ident *id, struct sb_val_
 			continue;
 		if (strcmp(c->task, id->task) || strcmp(c->method, id->method) || strcmp(c->tier, id->tier) ||
 		    strcmp(c->arch, id->arch) || c->seed != id->seed)
-			return SB_ERR(err, SB_EDATA, "cell %s: task, method, seed, tier or arch differ from its earlier records",
-				      id->cell_id);
+			return SB_ERR(err, SB_EDATA,
+			              "cell %s: task, method, seed, tier or arch differ from its earlier records",
+			              id->cell_id);
 		*out = c;
 		return 0;
 	}
@@ -123,7 +124,8 @@ static int take_record(struct sb_vallog *v, struct sb_json *rec, struct sb_err *
 	if (!is_epoch && !is_done)
 		goto drop; /* run.meta and unknown kinds pass */
 	if (ver != 1) {
-		rc = SB_ERR(err, SB_EDATA, "%s record of version %lld (this program reads version 1)", kind, (long long)ver);
+		rc = SB_ERR(err, SB_EDATA, "%s record of version %lld (this program reads version 1)", kind,
+		            (long long)ver);
 		goto drop;
 	}
 	struct ident id;
@@ -140,8 +142,9 @@ static int take_record(struct sb_vallog *v, struct sb_json *rec, struct sb_err *
 		    (rc = sb_json_req_str(rec, "train_status", &c->train_status, err)))
 			goto drop;
 		if (c->epochs < 1 || c->epochs_evaluated < 0 || c->epochs_evaluated > c->epochs) {
-			rc = SB_ERR(err, SB_EDATA, "cell %s: eval.done epochs %lld / epochs_evaluated %lld out of range",
-				    c->cell_id, (long long)c->epochs, (long long)c->epochs_evaluated);
+			rc =
+			    SB_ERR(err, SB_EDATA, "cell %s: eval.done epochs %lld / epochs_evaluated %lld out of range",
+			           c->cell_id, (long long)c->epochs, (long long)c->epochs_evaluated);
 			goto drop;
 		}
 		c->done = rec;
@@ -155,15 +158,17 @@ static int take_record(struct sb_vallog *v, struct sb_json *rec, struct sb_err *
 	e.rec = rec;
 	if ((rc = sb_json_req_int(rec, "epoch", &e.epoch, err)) ||
 	    (rc = sb_json_req_int(rec, "epochs_completed", &e.epochs_completed, err)) ||
-	    (rc = sb_json_req_int(rec, "n_val", &e.n_val, err)) || (rc = opt_num(rec, "val_accuracy", &e.val_accuracy, err)) ||
-	    (rc = opt_num(rec, "val_macro_f1", &e.val_macro_f1, err)) || (rc = opt_num(rec, "val_loss", &e.val_loss, err)) ||
+	    (rc = sb_json_req_int(rec, "n_val", &e.n_val, err)) ||
+	    (rc = opt_num(rec, "val_accuracy", &e.val_accuracy, err)) ||
+	    (rc = opt_num(rec, "val_macro_f1", &e.val_macro_f1, err)) ||
+	    (rc = opt_num(rec, "val_loss", &e.val_loss, err)) ||
 	    (rc = req_hash(rec, "checkpoint_sha256", e.checkpoint_sha256, err)) ||
 	    (rc = req_hash(rec, "correct_sha256", e.correct_sha256, err)) ||
 	    (rc = sb_json_req_str(rec, "correct_bits", &e.correct_bits, err)))
 		goto drop;
 	if (e.epoch < 0 || e.epochs_completed != e.epoch + 1) {
-		rc = SB_ERR(err, SB_EDATA, "epoch %lld with epochs_completed %lld (must be epoch + 1)", (long long)e.epoch,
-			    (long long)e.epochs_completed);
+		rc = SB_ERR(err, SB_EDATA, "epoch %lld with epochs_completed %lld (must be epoch + 1)",
+		            (long long)e.epoch, (long long)e.epochs_completed);
 		goto drop;
 	}
 	if (!isnan(e.val_accuracy) && !(e.val_accuracy >= 0 && e.val_accuracy <= 1)) {
@@ -236,12 +241,12 @@ int sb_vallog_parse(const char *buf, size_t len, const char *path, struct sb_val
 	for (size_t i = 0; !rc && i < out->n_cells; i++) {
 		struct sb_val_cell *c = &out->cells[i];
 		if (c->done && c->epochs_evaluated >= 0 && (size_t)c->epochs_evaluated != c->n_ep)
-			rc = SB_ERR(err, SB_EDATA, "%s: cell %s: eval.done says %lld epochs evaluated, the log has %zu", path,
-				    c->cell_id, (long long)c->epochs_evaluated, c->n_ep);
+			rc = SB_ERR(err, SB_EDATA, "%s: cell %s: eval.done says %lld epochs evaluated, the log has %zu",
+			            path, c->cell_id, (long long)c->epochs_evaluated, c->n_ep);
 		for (size_t k = 0; !rc && k < c->n_ep; k++)
 			if (c->done && c->epochs > 0 && c->ep[k].epochs_completed > c->epochs)
-				rc = SB_ERR(err, SB_EDATA, "%s: cell %s: epoch %lld beyond the budget of %lld epochs", path,
-					    c->cell_id, (long long)c->ep[k].epoch, (long long)c->epochs);
+				rc = SB_ERR(err, SB_EDATA, "%s: cell %s: epoch %lld beyond the budget of %lld epochs",
+				            path, c->cell_id, (long long)c->ep[k].epoch, (long long)c->epochs);
 	}
 	if (rc)
 		sb_vallog_free(out);
@@ -275,16 +280,16 @@ const struct sb_val_epoch *sb_val_cell_epoch(const struct sb_val_cell *c, int64_
 }
 
 int sb_val_cell_value(const struct sb_val_cell *c, int patience, int64_t budget, double *acc, int64_t *epoch,
-		      struct sb_err *err)
+                      struct sb_err *err)
 {
 	if (budget > 0) {
 		const struct sb_val_epoch *e = sb_val_cell_epoch(c, budget);
 		if (!e)
 			return SB_ERR(err, SB_EDATA, "cell %s has no validation record after %lld epochs", c->cell_id,
-				      (long long)budget);
+			              (long long)budget);
 		if (isnan(e->val_accuracy))
 			return SB_ERR(err, SB_EDATA, "cell %s: validation accuracy after %lld epochs is not a number",
-				      c->cell_id, (long long)budget);
+			              c->cell_id, (long long)budget);
 		*acc = e->val_accuracy;
 		*epoch = e->epoch;
 		return 0;

@@ -22,26 +22,26 @@
 #include "json.h"
 
 struct sb_val_epoch {
-	int64_t epoch;             /* 0-based */
-	int64_t epochs_completed;  /* epoch + 1 */
+	int64_t epoch;            /* 0-based */
+	int64_t epochs_completed; /* epoch + 1 */
 	int64_t n_val;
-	double val_accuracy;       /* NaN when the record holds null */
+	double val_accuracy; /* NaN when the record holds null */
 	double val_macro_f1, val_loss;
 	char checkpoint_sha256[SB_SHA256_HEX];
 	char correct_sha256[SB_SHA256_HEX];
-	const char *correct_bits;  /* borrowed from rec */
-	struct sb_json *rec;       /* the whole record, owned */
+	const char *correct_bits; /* borrowed from rec */
+	struct sb_json *rec;      /* the whole record, owned */
 };
 
 struct sb_val_cell {
 	char *cell_id, *task, *method, *tier, *arch; /* owned copies */
 	int64_t seed;
-	int64_t epochs;            /* the budget from eval.done, -1 when there is no eval.done */
-	int64_t epochs_evaluated;  /* from eval.done, -1 without */
-	const char *train_status;  /* from eval.done, NULL without */
-	struct sb_val_epoch *ep;   /* ascending epoch */
+	int64_t epochs;           /* the budget from eval.done, -1 when there is no eval.done */
+	int64_t epochs_evaluated; /* from eval.done, -1 without */
+	const char *train_status; /* from eval.done, NULL without */
+	struct sb_val_epoch *ep;  /* ascending epoch */
 	size_t n_ep, cap_ep;
-	struct sb_json *done;      /* the eval.done record, owned (or NULL) */
+	struct sb_json *done; /* the eval.done record, owned (or NULL) */
 };
 
 struct sb_vallog {
@@ -71,6 +71,6 @@ const struct sb_val_epoch *sb_val_cell_epoch(const struct sb_val_cell *c, int64_
  *               (sb_select_best_epoch) over epochs 0..n-1, which must all be present.
  * SB_EDATA with a reason when the cell lacks what is needed. */
 int sb_val_cell_value(const struct sb_val_cell *c, int patience, int64_t budget, double *acc, int64_t *epoch,
-		      struct sb_err *err);
+                      struct sb_err *err);
 
 #endif

@@ -12,12 +12,12 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <stdarg.h>
 
 #include "cli.h"
 #include "dataset.h"
@@ -30,57 +30,57 @@
 #include "version.h"
 
 static const char usage_text[] =
-	"Usage: sb-test -s selection.json [-d DATA_DIR] [-o OUT_DIR] [--reread REASON]\n"
-	"               [--device cpu|cuda] [-j THREADS] [-q] RUNS_DIR\n"
-	"\n"
-	"The single, guarded read of the test split (PROTOCOL A6). Before anything else it checks, and\n"
-	"refuses with exit 1 and a message naming the failed check, unless:\n"
-	"  selection-exists   the selection can be read\n"
-	"  selection-format   it is a selection written by sb-freeze\n"
-	"  selection-hash     its payload hash recomputes (nobody edited it)\n"
-	"  log-present        every validation log it lists still exists\n"
-	"  log-hash           each still has the SHA-256 recorded at the freeze\n"
-	"  log-mtime          no validation log (listed, or any RUNS_DIR/*/val.ndjson) is newer than\n"
-	"                     the freeze\n"
-	"  single-read        the selection was not read before (the ledger next to it,\n"
-	"                     selection.reads.ndjson for selection.json, says), unless --reread\n"
-	"  output-fresh       OUT_DIR/test.ndjson does not exist\n"
-	"  checkpoint-present every cell of the frozen test plan has its full-budget checkpoint in\n"
-	"                     RUNS_DIR/CELL_ID/\n"
-	"  checkpoint-hash    and it still has the SHA-256 the validation log recorded\n"
-	"No test file is opened before all of them pass. Then the read is recorded as started in the\n"
-	"ledger, and for each selected task it evaluates the methods softmax, sparsemax, entmax15,\n"
-	"headwise_adaptive_entmax and the selected top-k ratio, for the seeds of the selection, on\n"
-	"DATA_DIR/TASK/test.safetensors at the full-budget checkpoint; the ledger then records the read\n"
-	"as completed with the SHA-256 of OUT_DIR/test.ndjson (or as failed).\n"
-	"\n"
-	"Options:\n"
-	"  -s FILE           the selection written by sb-freeze (required)\n"
-	"  -d DATA_DIR       dataset directory (default data)\n"
-	"  -o OUT_DIR        output directory (default test)\n"
-	"  --reread REASON   allow another read of a selection already read; the reason is recorded\n"
-	"  --device DEV      cpu (default) or cuda[:N]\n"
-	"  -j THREADS        CPU threads (default 0: all cores)\n"
-	"  -q                no progress lines on stderr\n"
-	"  --help            this text;  --version  the version\n"
-	"\n"
-	"Written: OUT_DIR/test.ndjson (atomically) and stdout: run.meta, then test.read {selection,\n"
-	"  selection_sha256, read, reread_reason, started_at, test_files [{task, path, sha256}]}, then\n"
-	"  one test.cell per planned cell {cell_id, task, method, seed, tier, arch, epochs, seq_len,\n"
-	"  n_test, test_accuracy, test_macro_f1, test_loss, test_nonzero_ratio, test_attention_entropy,\n"
-	"  test_alpha_mean, test_alpha_std, correct_bits, correct_sha256, checkpoint_sha256,\n"
-	"  selection_sha256}; OUT_DIR/bits/CELL_ID.bits: one bit per test example (bit i of byte i/8,\n"
-	"  least significant first), 1 = correct. The ledger gets test.read records {status \"started\" |\n"
-	"  \"completed\" | \"failed\", read, time, program, version, argv, cwd, selection,\n"
-	"  selection_sha256, out_dir, reread_reason, output, output_sha256, error}.\n"
-	"\n"
-	"Exit status: 0 read and recorded; 1 refused by a check above (nothing read); 2 usage; 3 bad\n"
-	"input data (malformed cell or dataset file); 4 I/O error; 5 internal or device error (also when\n"
-	"the build has no evaluation engine: then it stops before the read is recorded).\n"
-	"\n"
-	"Examples:\n"
-	"  sb-test -s study/selection.json -d data -o study/test runs\n"
-	"  sb-test -s study/selection.json -o study/test-2 --reread 'checkpoint copy was corrupt' runs\n";
+    "Usage: sb-test -s selection.json [-d DATA_DIR] [-o OUT_DIR] [--reread REASON]\n"
+    "               [--device cpu|cuda] [-j THREADS] [-q] RUNS_DIR\n"
+    "\n"
+    "The single, guarded read of the test split (PROTOCOL A6). Before anything else it checks, and\n"
+    "refuses with exit 1 and a message naming the failed check, unless:\n"
+    "  selection-exists   the selection can be read\n"
+    "  selection-format   it is a selection written by sb-freeze\n"
+    "  selection-hash     its payload hash recomputes (nobody edited it)\n"
+    "  log-present        every validation log it lists still exists\n"
+    "  log-hash           each still has the SHA-256 recorded at the freeze\n"
+    "  log-mtime          no validation log (listed, or any RUNS_DIR/*/val.ndjson) is newer than\n"
+    "                     the freeze\n"
+    "  single-read        the selection was not read before (the ledger next to it,\n"
+    "                     selection.reads.ndjson for selection.json, says), unless --reread\n"
+    "  output-fresh       OUT_DIR/test.ndjson does not exist\n"
+    "  checkpoint-present every cell of the frozen test plan has its full-budget checkpoint in\n"
+    "                     RUNS_DIR/CELL_ID/\n"
+    "  checkpoint-hash    and it still has the SHA-256 the validation log recorded\n"
+    "No test file is opened before all of them pass. Then the read is recorded as started in the\n"
+    "ledger, and for each selected task it evaluates the methods softmax, sparsemax, entmax15,\n"
+    "headwise_adaptive_entmax and the selected top-k ratio, for the seeds of the selection, on\n"
+    "DATA_DIR/TASK/test.safetensors at the full-budget checkpoint; the ledger then records the read\n"
+    "as completed with the SHA-256 of OUT_DIR/test.ndjson (or as failed).\n"
+    "\n"
+    "Options:\n"
+    "  -s FILE           the selection written by sb-freeze (required)\n"
+    "  -d DATA_DIR       dataset directory (default data)\n"
+    "  -o OUT_DIR        output directory (default test)\n"
+    "  --reread REASON   allow another read of a selection already read; the reason is recorded\n"
+    "  --device DEV      cpu (default) or cuda[:N]\n"
+    "  -j THREADS        CPU threads (default 0: all cores)\n"
+    "  -q                no progress lines on stderr\n"
+    "  --help            this text;  --version  the version\n"
+    "\n"
+    "Written: OUT_DIR/test.ndjson (atomically) and stdout: run.meta, then test.read {selection,\n"
+    "  selection_sha256, read, reread_reason, started_at, test_files [{task, path, sha256}]}, then\n"
+    "  one test.cell per planned cell {cell_id, task, method, seed, tier, arch, epochs, seq_len,\n"
+    "  n_test, test_accuracy, test_macro_f1, test_loss, test_nonzero_ratio, test_attention_entropy,\n"
+    "  test_alpha_mean, test_alpha_std, correct_bits, correct_sha256, checkpoint_sha256,\n"
+    "  selection_sha256}; OUT_DIR/bits/CELL_ID.bits: one bit per test example (bit i of byte i/8,\n"
+    "  least significant first), 1 = correct. The ledger gets test.read records {status \"started\" |\n"
+    "  \"completed\" | \"failed\", read, time, program, version, argv, cwd, selection,\n"
+    "  selection_sha256, out_dir, reread_reason, output, output_sha256, error}.\n"
+    "\n"
+    "Exit status: 0 read and recorded; 1 refused by a check above (nothing read); 2 usage; 3 bad\n"
+    "input data (malformed cell or dataset file); 4 I/O error; 5 internal or device error (also when\n"
+    "the build has no evaluation engine: then it stops before the read is recorded).\n"
+    "\n"
+    "Examples:\n"
+    "  sb-test -s study/selection.json -d data -o study/test runs\n"
+    "  sb-test -s study/selection.json -o study/test-2 --reread 'checkpoint copy was corrupt' runs\n";
 
 static _Noreturn void usage(void)
 {
@@ -103,7 +103,7 @@ struct plan {
 
 /* "PATH: refused by the guard (CHECK): detail", as lib/guard.c words its refusals */
 __attribute__((format(printf, 4, 5))) static int refuse(struct sb_err *err, const char *path, const char *check,
-							 const char *fmt, ...)
+                                                        const char *fmt, ...)
 {
 	char d[900];
 	va_list ap;
@@ -128,7 +128,8 @@ static int load_plan(const struct sb_json *sel, const char *runs, struct plan **
 		const struct sb_json *e = tp->items[i];
 		struct plan *q = &p[i];
 		if (sb_json_req_str(e, "task", &q->task, err) || sb_json_req_str(e, "method", &q->method, err) ||
-		    sb_json_req_str(e, "cell_id", &q->cell_id, err) || sb_json_req_str(e, "checkpoint_sha256", &q->sha, err) ||
+		    sb_json_req_str(e, "cell_id", &q->cell_id, err) ||
+		    sb_json_req_str(e, "checkpoint_sha256", &q->sha, err) ||
 		    sb_json_req_int(e, "seed", &q->seed, err) || sb_json_req_int(e, "epochs", &q->epochs, err)) {
 			sb_err_prefix(err, "test_plan[%zu]", i);
 			return err->code;
@@ -150,8 +151,8 @@ static int load_plan(const struct sb_json *sel, const char *runs, struct plan **
 		struct sb_err e2 = {0};
 		if (sb_read_file(cj, &buf, &len, 1 << 20, &e2)) {
 			free(cj);
-			return refuse(err, q->run_dir, "checkpoint-present", "the run directory of a planned cell is missing: %s",
-				      e2.msg);
+			return refuse(err, q->run_dir, "checkpoint-present",
+			              "the run directory of a planned cell is missing: %s", e2.msg);
 		}
 		int rc = sb_json_parse(buf, len, &q->cell, &e2);
 		free(buf);
@@ -166,20 +167,22 @@ static int load_plan(const struct sb_json *sel, const char *runs, struct plan **
 		int64_t seed = -1;
 		sb_json_int64(sb_json_get(q->cell, "seed"), &seed);
 		if (strcmp(id, q->cell_id) || strcmp(task, q->task) || strcmp(method, q->method) || seed != q->seed) {
-			rc = SB_ERR(err, SB_EDATA, "%s: cell_id, task, method or seed differ from the selection's test plan", cj);
+			rc = SB_ERR(err, SB_EDATA,
+			            "%s: cell_id, task, method or seed differ from the selection's test plan", cj);
 			free(cj);
 			return rc;
 		}
 		free(cj);
 		if (!sb_file_exists(q->checkpoint))
 			return refuse(err, q->checkpoint, "checkpoint-present",
-				      "the full-budget checkpoint of a planned cell is missing");
+			              "the full-budget checkpoint of a planned cell is missing");
 		char hex[SB_SHA256_HEX];
 		if (sb_sha256_file(q->checkpoint, hex, NULL, err))
 			return err->code;
 		if (strcmp(hex, q->sha) != 0)
 			return refuse(err, q->checkpoint, "checkpoint-hash",
-				      "the checkpoint hashes to %s, the validation log recorded %s at the freeze", hex, q->sha);
+			              "the checkpoint hashes to %s, the validation log recorded %s at the freeze", hex,
+			              q->sha);
 	}
 	return 0;
 }
@@ -196,7 +199,7 @@ static void free_plan(struct plan *p, size_t n)
 
 /* A test.read record for the ledger (without the trailing newline). */
 static void ledger_record(struct sb_jw *w, const char *status, int read, const struct opts *o, const char *sha,
-			  const char *output, const char *output_sha, const char *error)
+                          const char *output, const char *output_sha, const char *error)
 {
 	char t[32], cwd[4096];
 	double now;
@@ -235,7 +238,7 @@ static void ledger_record(struct sb_jw *w, const char *status, int read, const s
 
 /* The read itself: open the test files, evaluate, write. Returns 0 or an error. */
 static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan *plan, size_t n_plan, int read_no,
-		   const char *out_path, char out_sha[SB_SHA256_HEX], struct sb_err *err)
+                   const char *out_path, char out_sha[SB_SHA256_HEX], struct sb_err *err)
 {
 	char *bits_dir = sb_path_join(o->out_dir, "bits");
 	if (!bits_dir)
@@ -296,7 +299,8 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 		if (!rc && strcmp(ds.split, "test") != 0)
 			rc = SB_ERR(err, SB_EDATA, "%s: metadata says split=%s, not test", tpath, ds.split);
 		if (!rc && strcmp(ds.task, plan[i].task) != 0)
-			rc = SB_ERR(err, SB_EDATA, "%s: a dataset of task '%s', not '%s'", tpath, ds.task, plan[i].task);
+			rc =
+			    SB_ERR(err, SB_EDATA, "%s: a dataset of task '%s', not '%s'", tpath, ds.task, plan[i].task);
 		if (rc) {
 			free(tpath);
 			break;
@@ -332,7 +336,7 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 			char *bpath = sb_path_join(o->out_dir, bname);
 			if (!rc)
 				rc = bpath ? sb_write_file_atomic(bpath, bits, (size_t)(n + 7) / 8, err)
-					   : SB_ERR(err, SB_EINTERNAL, "out of memory");
+				           : SB_ERR(err, SB_EINTERNAL, "out of memory");
 			if (!rc)
 				sb_sha256_buf(bits, (size_t)(n + 7) / 8, bhex);
 			free(bpath);
@@ -368,7 +372,7 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 			if ((rc = sb_jw_line(&cells, err)))
 				break;
 			sb_progress(0, "%s %s seed %lld: test accuracy %.4f", q->task, q->method, (long long)q->seed,
-				    res.accuracy);
+			            res.accuracy);
 		}
 		sb_dataset_free(&ds);
 		free(tpath);
@@ -431,31 +435,44 @@ int main(int argc, char **argv)
 	struct sb_err err = {0};
 	enum { O_REREAD = 256, O_DEVICE, O_HELP, O_VERSION };
 	static const struct option lo[] = {{"reread", 1, 0, O_REREAD},
-					   {"device", 1, 0, O_DEVICE},
-					   {"help", 0, 0, O_HELP},
-					   {"version", 0, 0, O_VERSION},
-					   {0, 0, 0, 0}};
+	                                   {"device", 1, 0, O_DEVICE},
+	                                   {"help", 0, 0, O_HELP},
+	                                   {"version", 0, 0, O_VERSION},
+	                                   {0, 0, 0, 0}};
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":s:d:o:j:q", lo, NULL)) != -1) {
 		switch (c) {
-		case 's': o.sel = optarg; break;
-		case 'd': o.data_dir = optarg; break;
-		case 'o': o.out_dir = optarg; break;
+		case 's':
+			o.sel = optarg;
+			break;
+		case 'd':
+			o.data_dir = optarg;
+			break;
+		case 'o':
+			o.out_dir = optarg;
+			break;
 		case 'j':
 			if (sb_parse_int("-j", optarg, 0, 4096, &o.threads, &err))
 				sb_cli_usage_error("%s", err.msg);
 			break;
-		case 'q': sb_quiet = 1; break;
+		case 'q':
+			sb_quiet = 1;
+			break;
 		case O_REREAD:
 			if (!optarg[0])
 				sb_cli_usage_error("--reread needs a non-empty reason");
 			o.reread = optarg;
 			break;
-		case O_DEVICE: o.device = optarg; break;
-		case O_HELP: usage();
-		case O_VERSION: sb_cli_version();
-		case ':': sb_cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+		case O_DEVICE:
+			o.device = optarg;
+			break;
+		case O_HELP:
+			usage();
+		case O_VERSION:
+			sb_cli_version();
+		case ':':
+			sb_cli_usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
 			if (optopt)
 				sb_cli_usage_error("unknown option '-%c'", optopt);
@@ -485,11 +502,13 @@ int main(int argc, char **argv)
 	if (n_reads > 0 && !o.reread) {
 		if (n_same > 0)
 			refuse(&err, o.sel, "single-read",
-			       "this selection was already read (%d time(s); first %s); pass --reread REASON to read it again",
+			       "this selection was already read (%d time(s); first %s); pass --reread REASON to read "
+			       "it again",
 			       n_same, first ? first : "?");
 		else
 			refuse(&err, o.sel, "single-read",
-			       "a selection at this path was already read (%d time(s); first %s) and then replaced with --force; pass --reread REASON to read again",
+			       "a selection at this path was already read (%d time(s); first %s) and then replaced "
+			       "with --force; pass --reread REASON to read again",
 			       n_reads, first ? first : "?");
 		sb_cli_die(&err);
 	}
@@ -500,7 +519,8 @@ int main(int argc, char **argv)
 		sb_cli_die(&err);
 	}
 	if (sb_file_exists(out_path)) {
-		refuse(&err, out_path, "output-fresh", "exists (an earlier test read?); choose another output directory");
+		refuse(&err, out_path, "output-fresh",
+		       "exists (an earlier test read?); choose another output directory");
 		sb_cli_die(&err);
 	}
 	/* 3. the frozen plan's checkpoints */
@@ -528,8 +548,8 @@ int main(int argc, char **argv)
 	if (sb_guard_ledger_append(ledger, lw.buf, lw.len, &err))
 		sb_cli_die(&err);
 	if (!sb_quiet)
-		fprintf(stderr, "sb-test: test read %d of selection %.16s... written to %s (SHA-256 %.16s...)\n", read_no,
-			g.sha256, out_path, out_sha);
+		fprintf(stderr, "sb-test: test read %d of selection %.16s... written to %s (SHA-256 %.16s...)\n",
+		        read_no, g.sha256, out_path, out_sha);
 	sb_jw_free(&lw);
 	free_plan(plan, n_plan);
 	free(out_path);

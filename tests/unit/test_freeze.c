@@ -23,37 +23,31 @@ static void best_epoch(void)
 	/* monotone: the last epoch */
 	double a1[] = {0.1, 0.2, 0.3, 0.4};
 	rc = sb_select_best_epoch(a1, 4, 5, &best, &run, &err);
-	SB_CHECK(rc == 0 && best == 3 && run == 4,
-		 "increasing accuracies: best 3, 4 run (got %d, %d)", best, run);
+	SB_CHECK(rc == 0 && best == 3 && run == 4, "increasing accuracies: best 3, 4 run (got %d, %d)", best, run);
 	/* ties are not improvements: the earliest of the maximum */
 	double a2[] = {0.5, 0.7, 0.7, 0.6, 0.7};
 	rc = sb_select_best_epoch(a2, 5, 5, &best, &run, &err);
-	SB_CHECK(rc == 0 && best == 1 && run == 5,
-		 "equal later maxima keep the first (got %d, %d)", best, run);
+	SB_CHECK(rc == 0 && best == 1 && run == 5, "equal later maxima keep the first (got %d, %d)", best, run);
 	/* the stop: 5 epochs without strict improvement end the run before a later maximum */
 	double a3[] = {0.5, 0.6, 0.59, 0.6, 0.55, 0.58, 0.6, 0.9};
 	rc = sb_select_best_epoch(a3, 8, 5, &best, &run, &err);
 	SB_CHECK(rc == 0 && best == 1 && run == 7,
-		 "patience 5 stops after epoch 6: best 1, 7 run, the 0.9 of epoch 7 is never seen (got %d, %d)", best,
-		 run);
+	         "patience 5 stops after epoch 6: best 1, 7 run, the 0.9 of epoch 7 is never seen (got %d, %d)", best,
+	         run);
 	/* one short of the stop: the later maximum counts */
 	double a4[] = {0.5, 0.6, 0.59, 0.6, 0.55, 0.58, 0.9};
 	rc = sb_select_best_epoch(a4, 7, 5, &best, &run, &err);
-	SB_CHECK(rc == 0 && best == 6 && run == 7,
-		 "4 epochs without improvement do not stop (got %d, %d)", best, run);
+	SB_CHECK(rc == 0 && best == 6 && run == 7, "4 epochs without improvement do not stop (got %d, %d)", best, run);
 	/* patience 0: no stopping */
 	rc = sb_select_best_epoch(a3, 8, 0, &best, &run, &err);
-	SB_CHECK(rc == 0 && best == 7 && run == 8,
-		 "patience 0 reads every epoch (got %d, %d)", best, run);
+	SB_CHECK(rc == 0 && best == 7 && run == 8, "patience 0 reads every epoch (got %d, %d)", best, run);
 	/* patience 1: stops at the first non-improvement */
 	rc = sb_select_best_epoch(a2, 5, 1, &best, &run, &err);
-	SB_CHECK(rc == 0 && best == 1 && run == 3,
-		 "patience 1 stops at epoch 2 (got %d, %d)", best, run);
+	SB_CHECK(rc == 0 && best == 1 && run == 3, "patience 1 stops at epoch 2 (got %d, %d)", best, run);
 	/* NaN never improves, and counts towards the patience */
 	double a5[] = {NAN, 0.2, NAN, 0.1};
 	rc = sb_select_best_epoch(a5, 4, 5, &best, &run, &err);
-	SB_CHECK(rc == 0 && best == 1,
-		 "NaN epochs are skipped (got %d)", best);
+	SB_CHECK(rc == 0 && best == 1, "NaN epochs are skipped (got %d)", best);
 	double a6[] = {NAN, NAN};
 	rc = sb_select_best_epoch(a6, 2, 5, &best, &run, &err);
 	SB_CHECK(rc == SB_EDATA, "all NaN is an error (%s)", err.msg);
@@ -62,8 +56,7 @@ static void best_epoch(void)
 	/* zero accuracy is still an epoch (best_acc starts at -1, as the study's loop) */
 	double a7[] = {0.0, 0.0};
 	rc = sb_select_best_epoch(a7, 2, 5, &best, &run, &err);
-	SB_CHECK(rc == 0 && best == 0, "zero accuracy: epoch 0 (got %d)",
-		 best);
+	SB_CHECK(rc == 0 && best == 0, "zero accuracy: epoch 0 (got %d)", best);
 }
 
 static void rule(void)
@@ -75,52 +68,63 @@ static void rule(void)
 	 * task c: nothing has 3 seeds -> unselected.
 	 * softmax cells are ignored by the rule. */
 	struct sb_sel_cell c[] = {
-		{"a", "topk_softmax_025", 0, 0.5},  {"a", "topk_softmax_025", 1, 1.0},  {"a", "topk_softmax_025", 2, 0.75},
-		{"a", "topk_softmax_0125", 2, 0.75}, {"a", "topk_softmax_0125", 0, 0.75}, {"a", "topk_softmax_0125", 1, 0.75},
-		{"a", "topk_softmax_05", 0, 0.7},   {"a", "topk_softmax_05", 1, 0.7},   {"a", "topk_softmax_05", 2, 0.7},
-		{"b", "topk_softmax_025", 0, 0.6},  {"b", "topk_softmax_025", 1, 0.6},  {"b", "topk_softmax_025", 5, 0.6},
-		{"b", "topk_softmax_05", 0, 0.9},   {"b", "topk_softmax_05", 1, 0.9},   {"b", "softmax", 0, 1.0},
-		{"c", "topk_softmax_05", 0, 0.9},   {"a", "softmax", 0, 1.0},
+	    {"a", "topk_softmax_025", 0, 0.5},
+	    {"a", "topk_softmax_025", 1, 1.0},
+	    {"a", "topk_softmax_025", 2, 0.75},
+	    {"a", "topk_softmax_0125", 2, 0.75},
+	    {"a", "topk_softmax_0125", 0, 0.75},
+	    {"a", "topk_softmax_0125", 1, 0.75},
+	    {"a", "topk_softmax_05", 0, 0.7},
+	    {"a", "topk_softmax_05", 1, 0.7},
+	    {"a", "topk_softmax_05", 2, 0.7},
+	    {"b", "topk_softmax_025", 0, 0.6},
+	    {"b", "topk_softmax_025", 1, 0.6},
+	    {"b", "topk_softmax_025", 5, 0.6},
+	    {"b", "topk_softmax_05", 0, 0.9},
+	    {"b", "topk_softmax_05", 1, 0.9},
+	    {"b", "softmax", 0, 1.0},
+	    {"c", "topk_softmax_05", 0, 0.9},
+	    {"a", "softmax", 0, 1.0},
 	};
 	int rc = sb_select_topk(c, sizeof c / sizeof *c, sb_topk_methods, 3, 3, &s, &err);
 	SB_CHECK(rc == 0 && s.n_tasks == 3, "three tasks (rc %d, %zu, %s)", rc, s.n_tasks, err.msg);
 	if (rc || s.n_tasks != 3)
 		return;
 	SB_CHECK(strcmp(s.tasks[0].task, "a") == 0 && s.tasks[0].chosen >= 0 &&
-			 strcmp(s.cands[s.tasks[0].chosen].method, "topk_softmax_0125") == 0,
-		 "a tie goes to the earlier ratio (chose %s)",
-		 s.tasks[0].chosen >= 0 ? s.cands[s.tasks[0].chosen].method : "none");
+	             strcmp(s.cands[s.tasks[0].chosen].method, "topk_softmax_0125") == 0,
+	         "a tie goes to the earlier ratio (chose %s)",
+	         s.tasks[0].chosen >= 0 ? s.cands[s.tasks[0].chosen].method : "none");
 	SB_CHECK(s.tasks[1].chosen >= 0 && strcmp(s.cands[s.tasks[1].chosen].method, "topk_softmax_025") == 0,
-		 "a better ratio with too few seeds is not eligible (chose %s)",
-		 s.tasks[1].chosen >= 0 ? s.cands[s.tasks[1].chosen].method : "none");
+	         "a better ratio with too few seeds is not eligible (chose %s)",
+	         s.tasks[1].chosen >= 0 ? s.cands[s.tasks[1].chosen].method : "none");
 	SB_CHECK(s.tasks[2].chosen == -1 && s.tasks[2].reason, "a task without an eligible ratio is unselected (%s)",
-		 s.tasks[2].reason ? s.tasks[2].reason : "");
+	         s.tasks[2].reason ? s.tasks[2].reason : "");
 	SB_CHECK(s.n_cands == 6, "candidates: 3 for a, 2 for b, 1 for c (got %zu)", s.n_cands);
 	const struct sb_sel_cand *b05 = &s.cands[4];
 	SB_CHECK(strcmp(b05->task, "b") == 0 && strcmp(b05->method, "topk_softmax_05") == 0 && b05->n_seeds == 2 &&
-			 !b05->eligible && fabs(b05->val_accuracy - 0.9) < 1e-15,
-		 "candidate listed with n_seeds 2, not eligible, mean 0.9");
+	             !b05->eligible && fabs(b05->val_accuracy - 0.9) < 1e-15,
+	         "candidate listed with n_seeds 2, not eligible, mean 0.9");
 	const struct sb_sel_cand *b025 = &s.cands[3];
 	SB_CHECK(b025->n_seeds == 3 && b025->seeds[0] == 0 && b025->seeds[1] == 1 && b025->seeds[2] == 5,
-		 "seeds listed in ascending order");
+	         "seeds listed in ascending order");
 	/* the mean is the plain mean summed in seed order */
-	SB_CHECK(s.cands[1].val_accuracy == (0.5 + 1.0 + 0.75) / 3, "mean of a/025 is %.17g",
-		 s.cands[1].val_accuracy);
+	SB_CHECK(s.cands[1].val_accuracy == (0.5 + 1.0 + 0.75) / 3, "mean of a/025 is %.17g", s.cands[1].val_accuracy);
 	sb_selection_free(&s);
 	/* min_seeds 1: b's 0.5 ratio wins */
 	rc = sb_select_topk(c, sizeof c / sizeof *c, sb_topk_methods, 3, 1, &s, &err);
 	SB_CHECK(rc == 0 && strcmp(s.cands[s.tasks[1].chosen].method, "topk_softmax_05") == 0 && s.tasks[2].chosen >= 0,
-		 "with min_seeds 1 the 2-seed ratio wins and task c is selected");
+	         "with min_seeds 1 the 2-seed ratio wins and task c is selected");
 	sb_selection_free(&s);
 	/* a repeated cell is an error: the caller resolves duplicates */
 	struct sb_sel_cell d[] = {{"a", "topk_softmax_025", 0, 0.5}, {"a", "topk_softmax_025", 0, 0.6}};
 	rc = sb_select_topk(d, 2, sb_topk_methods, 3, 1, &s, &err);
-	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "two cells"), "duplicate (task, method, seed) refused (%s)", err.msg);
+	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "two cells"), "duplicate (task, method, seed) refused (%s)",
+	         err.msg);
 	/* strictly greater later: the later ratio wins */
 	struct sb_sel_cell e[] = {{"a", "topk_softmax_0125", 0, 0.5}, {"a", "topk_softmax_05", 0, 0.5000000001}};
 	rc = sb_select_topk(e, 2, sb_topk_methods, 3, 1, &s, &err);
 	SB_CHECK(rc == 0 && strcmp(s.cands[s.tasks[0].chosen].method, "topk_softmax_05") == 0,
-		 "a strictly greater later ratio wins");
+	         "a strictly greater later ratio wins");
 	sb_selection_free(&s);
 }
 
@@ -129,13 +133,14 @@ static void canonical(void)
 	struct sb_err err = {0};
 	/* digest from: python3 -c 'import json,hashlib; d=json.loads(S); d.pop("sha256");
 	 *   print(hashlib.sha256(json.dumps(d,sort_keys=True,separators=(",",":")).encode()).hexdigest())' */
-	const char *s = "{\"b\":[1,2.5,{\"z\":null,\"a\":\"x\\u00e9\\n\"}],\"a\":true,\"sha256\":\"ignored\",\"c\":-1e-05}";
+	const char *s =
+	    "{\"b\":[1,2.5,{\"z\":null,\"a\":\"x\\u00e9\\n\"}],\"a\":true,\"sha256\":\"ignored\",\"c\":-1e-05}";
 	struct sb_json *v;
 	SB_CHECK(sb_json_parse(s, strlen(s), &v, &err) == 0, "parse the sample");
 	char hex[SB_SHA256_HEX];
 	SB_CHECK(sb_json_canonical_sha256(v, "sha256", hex, &err) == 0 &&
-			 strcmp(hex, "c70e1d67519c5938142bb2a83c882c5fb5f22775b994b3884ebdc697581be030") == 0,
-		 "canonical hash without 'sha256' equals Python's (%s)", hex);
+	             strcmp(hex, "c70e1d67519c5938142bb2a83c882c5fb5f22775b994b3884ebdc697581be030") == 0,
+	         "canonical hash without 'sha256' equals Python's (%s)", hex);
 	char hex2[SB_SHA256_HEX];
 	sb_json_canonical_sha256(v, NULL, hex2, &err);
 	SB_CHECK(strcmp(hex, hex2) != 0, "omitting the key changes the hash");
@@ -154,8 +159,8 @@ static void canonical(void)
 	const char *t = "{\"k\":\"a,b:{c}[d] \\\"q\\\" \\\\\",\"e\":{},\"f\":[]}";
 	p = sb_json_pretty(t, strlen(t), 2);
 	SB_CHECK(p && sb_json_parse(p, strlen(p), &v, &err) == 0 &&
-			 strcmp(sb_json_str(sb_json_get(v, "k"), ""), "a,b:{c}[d] \"q\" \\") == 0,
-		 "punctuation inside strings survives indenting");
+	             strcmp(sb_json_str(sb_json_get(v, "k"), ""), "a,b:{c}[d] \"q\" \\") == 0,
+	         "punctuation inside strings survives indenting");
 	SB_CHECK(p && strstr(p, "\"e\": {},") && strstr(p, "\"f\": []"), "empty containers stay on one line");
 	sb_json_free(v);
 	free(p);
@@ -167,7 +172,7 @@ static void canonical(void)
 	SB_CHECK(sb_json_parse(out, n, &v, &err) == 0, "sealed text parses");
 	sb_json_canonical_sha256(v, "sha256", hex2, &err);
 	SB_CHECK(strcmp(hex2, hex) == 0 && strcmp(sb_json_str(sb_json_get(v, "sha256"), ""), hex) == 0,
-		 "sealed sha256 recomputes from the file");
+	         "sealed sha256 recomputes from the file");
 	SB_CHECK(v->n == 4 && strcmp(v->keys[3], "sha256") == 0, "sha256 is the last member");
 	sb_json_free(v);
 	free(out);
@@ -231,21 +236,23 @@ static char *epoch_line(int e, const char *acc)
 {
 	static char buf[1024];
 	snprintf(buf, sizeof buf,
-		 "{\"kind\":\"eval.epoch\",\"v\":1,\"cell_id\":\"c1\",\"task\":\"t\",\"method\":\"softmax\",\"seed\":3,"
-		 "\"tier\":\"compact\",\"arch\":\"plain\",\"epoch\":%d,\"epochs_completed\":%d,\"n_val\":10,"
-		 "\"val_accuracy\":%s,\"val_macro_f1\":0.5,\"val_loss\":1,\"correct_bits\":\"b\",\"correct_sha256\":\"%064d\","
-		 "\"checkpoint_sha256\":\"%064d\"}\n",
-		 e, e + 1, acc, 0, e);
+	         "{\"kind\":\"eval.epoch\",\"v\":1,\"cell_id\":\"c1\",\"task\":\"t\",\"method\":\"softmax\",\"seed\":3,"
+	         "\"tier\":\"compact\",\"arch\":\"plain\",\"epoch\":%d,\"epochs_completed\":%d,\"n_val\":10,"
+	         "\"val_accuracy\":%s,\"val_macro_f1\":0.5,\"val_loss\":1,\"correct_bits\":\"b\",\"correct_sha256\":\"%"
+	         "064d\","
+	         "\"checkpoint_sha256\":\"%064d\"}\n",
+	         e, e + 1, acc, 0, e);
 	return buf;
 }
 
 static const char *done_line(int epochs, int evaluated, const char *status)
 {
 	static char buf[512];
-	snprintf(buf, sizeof buf,
-		 "{\"kind\":\"eval.done\",\"v\":1,\"cell_id\":\"c1\",\"task\":\"t\",\"method\":\"softmax\",\"seed\":3,"
-		 "\"tier\":\"compact\",\"arch\":\"plain\",\"epochs\":%d,\"epochs_evaluated\":%d,\"train_status\":\"%s\"}\n",
-		 epochs, evaluated, status);
+	snprintf(
+	    buf, sizeof buf,
+	    "{\"kind\":\"eval.done\",\"v\":1,\"cell_id\":\"c1\",\"task\":\"t\",\"method\":\"softmax\",\"seed\":3,"
+	    "\"tier\":\"compact\",\"arch\":\"plain\",\"epochs\":%d,\"epochs_evaluated\":%d,\"train_status\":\"%s\"}\n",
+	    epochs, evaluated, status);
 	return buf;
 }
 
@@ -278,8 +285,10 @@ static void vallog(void)
 	int64_t ep;
 	SB_CHECK(sb_val_cell_value(c, 5, 0, &acc, &ep, &err) == 0 && ep == 1 && acc == 0.7, "best epoch 1 (0.7)");
 	SB_CHECK(sb_val_cell_value(c, 0, 1, &acc, &ep, &err) == 0 && ep == 0 && acc == 0.6, "budget 1: epoch 0 (0.6)");
-	SB_CHECK(sb_val_cell_value(c, 0, 3, &acc, &ep, &err) == SB_EDATA, "budget 3: NaN accuracy refused (%s)", err.msg);
-	SB_CHECK(sb_val_cell_value(c, 0, 4, &acc, &ep, &err) == SB_EDATA, "budget beyond the log refused (%s)", err.msg);
+	SB_CHECK(sb_val_cell_value(c, 0, 3, &acc, &ep, &err) == SB_EDATA, "budget 3: NaN accuracy refused (%s)",
+	         err.msg);
+	SB_CHECK(sb_val_cell_value(c, 0, 4, &acc, &ep, &err) == SB_EDATA, "budget beyond the log refused (%s)",
+	         err.msg);
 	SB_CHECK(sb_val_cell_epoch(c, 2) == &c->ep[1], "epoch lookup by epochs_completed");
 	sb_vallog_free(&v);
 
@@ -288,23 +297,23 @@ static void vallog(void)
 	strcat(text, epoch_line(2, "0.7"));
 	SB_CHECK(parse(text, &v, &err) == 0, "a log with a gap parses");
 	SB_CHECK(sb_val_cell_value(&v.cells[0], 5, 0, &acc, &ep, &err) == SB_EDATA && strstr(err.msg, "epoch 1"),
-		 "a gap refuses the best epoch (%s)", err.msg);
+	         "a gap refuses the best epoch (%s)", err.msg);
 	sb_vallog_free(&v);
 
 	/* errors name the line */
 	snprintf(text, sizeof text, "%s", epoch_line(0, "0.6"));
 	strcat(text, epoch_line(0, "0.6"));
 	SB_CHECK(parse(text, &v, &err) == SB_EDATA && strstr(err.msg, "val.ndjson:2") && strstr(err.msg, "twice"),
-		 "repeated epoch (%s)", err.msg);
+	         "repeated epoch (%s)", err.msg);
 	snprintf(text, sizeof text, "%s", "{\"kind\":\"eval.epoch\",\"v\":1,\"cell_id\":\"c1\"}\n");
 	SB_CHECK(parse(text, &v, &err) == SB_EDATA && strstr(err.msg, "val.ndjson:1") && strstr(err.msg, "task"),
-		 "missing field named (%s)", err.msg);
+	         "missing field named (%s)", err.msg);
 	snprintf(text, sizeof text, "%s%s", done_line(3, 0, "completed"), epoch_line(0, "0.5"));
 	SB_CHECK(parse(text, &v, &err) == SB_EDATA && strstr(err.msg, "after eval.done"), "epoch after done (%s)",
-		 err.msg);
+	         err.msg);
 	snprintf(text, sizeof text, "%s%s", epoch_line(0, "0.5"), done_line(3, 2, "completed"));
 	SB_CHECK(parse(text, &v, &err) == SB_EDATA && strstr(err.msg, "epochs evaluated"),
-		 "eval.done count differs from the log (%s)", err.msg);
+	         "eval.done count differs from the log (%s)", err.msg);
 	snprintf(text, sizeof text, "%s", epoch_line(0, "1.5"));
 	SB_CHECK(parse(text, &v, &err) == SB_EDATA && strstr(err.msg, "outside"), "accuracy above 1 (%s)", err.msg);
 	snprintf(text, sizeof text, "{\"kind\":\"eval.epoch\",\"v\":2}\n");
@@ -313,7 +322,8 @@ static void vallog(void)
 	char *p = strstr(text, "\"seed\":3");
 	p[7] = '4';
 	strcat(text, epoch_line(1, "0.5"));
-	SB_CHECK(parse(text, &v, &err) == SB_EDATA && strstr(err.msg, "differ"), "one cell_id, two seeds (%s)", err.msg);
+	SB_CHECK(parse(text, &v, &err) == SB_EDATA && strstr(err.msg, "differ"), "one cell_id, two seeds (%s)",
+	         err.msg);
 	snprintf(text, sizeof text, "%s", epoch_line(0, "0.5"));
 	text[strlen(text) - 3] = 'x';
 	SB_CHECK(parse(text, &v, &err) == SB_EDATA, "bad checkpoint hash (%s)", err.msg);
@@ -329,8 +339,8 @@ static void vallog(void)
 	char want[SB_SHA256_HEX];
 	sb_sha256_buf(text, strlen(text), want);
 	SB_CHECK(sb_vallog_read(path, &v, &err) == 0 && strcmp(v.sha256, want) == 0 && v.size_bytes == strlen(text) &&
-			 v.mtime > 0,
-		 "file read: hash, size and mtime (%s)", err.msg);
+	             v.mtime > 0,
+	         "file read: hash, size and mtime (%s)", err.msg);
 	sb_vallog_free(&v);
 	unlink(path);
 	rmdir(d);

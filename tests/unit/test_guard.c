@@ -115,7 +115,7 @@ static void attacks(void)
 	struct sb_guarded g;
 	rc = sb_guard_check(sel, runs, &g, &err);
 	SB_CHECK(rc == 0 && g.n_logs == 2 && g.frozen_at == frozen && sb_is_sha256_hex(g.sha256),
-		 "the guard reports the payload hash, the freeze time and the logs");
+	         "the guard reports the payload hash, the freeze time and the logs");
 	if (!rc)
 		sb_guarded_free(&g);
 
@@ -161,11 +161,12 @@ static void attacks(void)
 	strcpy(p, "\n}\n");
 	sb_write_file_atomic(sel, edit, strlen(edit), &err);
 	rc = guard(runs, msg);
-	SB_CHECK(refused(rc, msg, "selection-format") && strstr(msg, "sha256"), "selection without hash refused: %s", msg);
+	SB_CHECK(refused(rc, msg, "selection-format") && strstr(msg, "sha256"), "selection without hash refused: %s",
+	         msg);
 	unlink(sel);
 	rc = guard(runs, msg);
 	SB_CHECK(refused(rc, msg, "selection-exists") && strstr(msg, "No such file"), "missing selection refused: %s",
-		 msg);
+	         msg);
 	sb_write_file_atomic(sel, orig, n, &err);
 	SB_CHECK(guard(runs, msg) == 0, "restored selection passes");
 	free(edit);
@@ -231,7 +232,7 @@ static void attacks(void)
 	SB_CHECK(rc == 0, "a moved study passes (relative log paths resolve against the selection) (%s)", msg);
 	snprintf(cmd, sizeof cmd, "rm -f '%s/c1/val.ndjson'", runs);
 	SB_CHECK(system(cmd) == 0 && refused(guard(mruns, msg), msg, "log-hash") == 0 && guard(mruns, msg) == 0,
-		 "the moved selection reads the moved logs, not the originals");
+	         "the moved selection reads the moved logs, not the originals");
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", moved);
 	SB_CHECK(system(cmd) == 0, "remove the copy");
 	snprintf(sel, sizeof sel, "%s/selection.json", dir);
@@ -246,18 +247,20 @@ static void ledger(void)
 	int nr = -1, ns = -1;
 	char *first = NULL;
 	SB_CHECK(sb_guard_reads(lp, sha, &nr, &ns, &first, &err) == 0 && nr == 0 && ns == 0 && !first,
-		 "no ledger: no reads");
-	const char *rec = "{\"kind\":\"test.read\",\"v\":1,\"status\":\"started\",\"time\":\"T1\",\"argv\":[\"sb-test\",\"-s\",\"x\"],"
-			  "\"selection_sha256\":\"0123456789012345678901234567890123456789012345678901234567890123\",\"out_dir\":\"o\"}";
+	         "no ledger: no reads");
+	const char *rec = "{\"kind\":\"test.read\",\"v\":1,\"status\":\"started\",\"time\":\"T1\",\"argv\":[\"sb-"
+	                  "test\",\"-s\",\"x\"],"
+	                  "\"selection_sha256\":\"0123456789012345678901234567890123456789012345678901234567890123\","
+	                  "\"out_dir\":\"o\"}";
 	SB_CHECK(sb_guard_ledger_append(lp, rec, strlen(rec), &err) == 0, "append a started read");
 	const char *done = "{\"kind\":\"test.read\",\"v\":1,\"status\":\"completed\",\"selection_sha256\":\"x\"}";
 	SB_CHECK(sb_guard_ledger_append(lp, done, strlen(done), &err) == 0, "append its completion");
 	SB_CHECK(sb_guard_reads(lp, sha, &nr, &ns, &first, &err) == 0 && nr == 1 && ns == 1 && first &&
-			 strstr(first, "T1") && strstr(first, "sb-test"),
-		 "one read of this selection, described (%s)", first ? first : "");
+	             strstr(first, "T1") && strstr(first, "sb-test"),
+	         "one read of this selection, described (%s)", first ? first : "");
 	free(first);
 	SB_CHECK(sb_guard_reads(lp, "ffff", &nr, &ns, NULL, &err) == 0 && nr == 1 && ns == 0,
-		 "a read of another selection at this path is counted apart");
+	         "a read of another selection at this path is counted apart");
 	size_t n;
 	char *text = slurp(lp, &n);
 	int lines = 0;
@@ -270,7 +273,8 @@ static void ledger(void)
 	fputs("{\"kind\":\"test.read\",\n", f);
 	fclose(f);
 	int rc = sb_guard_reads(lp, sha, &nr, &ns, NULL, &err);
-	SB_CHECK(refused(rc, err.msg, "single-read") && strstr(err.msg, "damaged"), "damaged ledger refused: %s", err.msg);
+	SB_CHECK(refused(rc, err.msg, "single-read") && strstr(err.msg, "damaged"), "damaged ledger refused: %s",
+	         err.msg);
 }
 
 int main(void)

@@ -78,7 +78,8 @@ static void one(const char *method, const char *pool)
 	char hex[SB_SHA256_HEX];
 	sb_sha256_file(path, hex, NULL, &err);
 	char cell_text[256];
-	snprintf(cell_text, sizeof cell_text, "{\"method\":\"%s\",\"tier\":\"compact\",\"arch\":\"plain\",\"batch\":16}", method);
+	snprintf(cell_text, sizeof cell_text,
+	         "{\"method\":\"%s\",\"tier\":\"compact\",\"arch\":\"plain\",\"batch\":16}", method);
 	struct sb_json *cell;
 	sb_json_parse(cell_text, strlen(cell_text), &cell, &err);
 	struct sb_evalrun *er;
@@ -88,25 +89,25 @@ static void one(const char *method, const char *pool)
 	rc = rc ? rc : sb_evalrun_checkpoint(er, path, hex, split.val, split.n_val, &got, gbits, &err);
 	SB_CHECK(rc == 0, "%s: evaluated through evalrun (%s)", method, err.msg);
 	SB_CHECK(got.n == want.n && got.correct == want.correct && got.accuracy == want.accuracy &&
-			 got.macro_f1 == want.macro_f1 && got.loss == want.loss &&
-			 got.attention_density == want.attention_density &&
-			 got.attention_entropy == want.attention_entropy &&
-			 (got.alpha_mean == want.alpha_mean || (isnan(got.alpha_mean) && isnan(want.alpha_mean))),
-		 "%s: metrics identical to the engine's (acc %.9g vs %.9g, loss %.9g vs %.9g)", method, got.accuracy,
-		 want.accuracy, got.loss, want.loss);
+	             got.macro_f1 == want.macro_f1 && got.loss == want.loss &&
+	             got.attention_density == want.attention_density &&
+	             got.attention_entropy == want.attention_entropy &&
+	             (got.alpha_mean == want.alpha_mean || (isnan(got.alpha_mean) && isnan(want.alpha_mean))),
+	         "%s: metrics identical to the engine's (acc %.9g vs %.9g, loss %.9g vs %.9g)", method, got.accuracy,
+	         want.accuracy, got.loss, want.loss);
 	SB_CHECK(memcmp(gbits, wbits, sizeof gbits) == 0, "%s: correctness bits identical", method);
 	int pop = 0;
 	for (int64_t i = 0; i < split.n_val; i++)
 		pop += (gbits[i / 8] >> (i % 8)) & 1;
 	SB_CHECK(pop == got.correct, "%s: bits set = correct count (%d vs %lld)", method, pop, (long long)got.correct);
 	SB_CHECK(!strcmp(method, "headwise_adaptive_entmax") ? isfinite(got.alpha_mean) : isnan(got.alpha_mean),
-		 "%s: alpha statistics only for HAE", method);
+	         "%s: alpha statistics only for HAE", method);
 	char bad[SB_SHA256_HEX];
 	memcpy(bad, hex, sizeof bad);
 	bad[0] = bad[0] == '0' ? '1' : '0';
 	rc = sb_evalrun_checkpoint(er, path, bad, split.val, split.n_val, &got, gbits, &err);
 	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "mismatch"), "%s: a checkpoint with other bytes is refused (%s)",
-		 method, err.msg);
+	         method, err.msg);
 	sb_evalrun_close(er);
 	sb_json_free(cell);
 	unlink(path);
@@ -135,7 +136,7 @@ int main(void)
 	struct sb_evalrun *er;
 	int rc = sb_evalrun_open(cell, &ds, NULL, &er, &err);
 	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "no_such_method"), "an unknown method in cell.json is bad data (%s)",
-		 err.msg);
+	         err.msg);
 	sb_json_free(cell);
 	sb_dataset_free(&ds);
 	return sb_test_done();
