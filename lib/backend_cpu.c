@@ -455,15 +455,27 @@ void sb_cpu_dropout_mask(uint8_t *mask, size_t n, const struct sb_dropout *dr)
 			c2 = n2;
 			c3 = lo0;
 		}
+		uint8_t *m = mask + (i - i0);
+#if defined(__AVX512BW__) && defined(__BMI2__)
+		/* element 4 l + q of the chunk is word q of lane l: interleave the four lane masks */
+		const __m512i tv = _mm512_set1_epi32((int)thr);
+		uint64_t k0m = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(c0, 8), tv);
+		uint64_t k1m = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(c1, 8), tv);
+		uint64_t k2m = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(c2, 8), tv);
+		uint64_t k3m = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(c3, 8), tv);
+		uint64_t bits = _pdep_u64(k0m, 0x1111111111111111ull) | _pdep_u64(k1m, 0x2222222222222222ull) |
+				_pdep_u64(k2m, 0x4444444444444444ull) | _pdep_u64(k3m, 0x8888888888888888ull);
+		_mm512_storeu_si512(m, _mm512_maskz_set1_epi8(bits, 1));
+#else
 		uint32_t w[4][16];
 		_mm512_storeu_si512(w[0], c0);
 		_mm512_storeu_si512(w[1], c1);
 		_mm512_storeu_si512(w[2], c2);
 		_mm512_storeu_si512(w[3], c3);
-		uint8_t *m = mask + (i - i0);
 		for (int l = 0; l < 16; l++)
 			for (int q = 0; q < 4; q++)
 				m[l * 4 + q] = (w[q][l] >> 8) >= thr;
+#endif
 		i += 64;
 	}
 #endif
@@ -538,8 +550,11 @@ static void cpu_residual_ln_forward(struct sb_ctx *ctx, float *out, float *r, fl
 		} else if (use_drop) {
 			const float *yi = y + (size_t)i * d;
 			const uint8_t *mi = mask + (size_t)i * d;
-			for (int c = 0; c < d; c++)
-				ri[c] = xi[c] + (mi[c] ? yi[c] * sc : 0.0f);
+			int c = 0;
+			for (; c + VL <= d; c += VL)
+				vstore(ri + c, vload(xi + c) + vload(yi + c) * vmask(mi + c, sc));
+			for (; c < d; c++)
+				ri[c] = xi[c] + yi[c] * (mi[c] ? sc : 0.0f);
 		} else {
 			const float *yi = y + (size_t)i * d;
 			for (int c = 0; c < d; c++)
@@ -609,8 +624,11 @@ static void cpu_residual_ln_backward(struct sb_ctx *ctx, float *dx, float *dy, f
 			float *dyi = dy + (size_t)i * d;
 			if (p > 0) {
 				const uint8_t *mi = mask + (size_t)i * d;
-				for (int cc = 0; cc < d; cc++)
-					dyi[cc] = mi[cc] ? dxi[cc] * sc : 0.0f;
+				int cc = 0;
+				for (; cc + VL <= d; cc += VL)
+					vstore(dyi + cc, vload(dxi + cc) * vmask(mi + cc, sc));
+				for (; cc < d; cc++)
+					dyi[cc] = dxi[cc] * (mi[cc] ? sc : 0.0f);
 			} else {
 				memcpy(dyi, dxi, (size_t)d * sizeof *dyi);
 			}
@@ -723,12 +741,28 @@ void sb_cpu_gelu_ref_f(float *out, const float *x, size_t n) { sb_cpu_gelu_vec(o
 static void cpu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, const float *inp,
 			     const struct sb_dropout *drop, size_t n)
 {
-	sb_cpu_gelu_vec(out, NULL, inp, n);
-	if (drop && drop->p > 0) {
+	int use = drop && drop->p > 0;
+	float sc = use ? drop_scale(drop->p) : 1.0f;
+	if (use)
 		sb_cpu_dropout_mask(mask, n, drop);
-		float sc = drop_scale(drop->p);
-		for (size_t i = 0; i < n; i++)
-			out[i] = mask[i] ? out[i] * sc : 0.0f;
+	size_t i = 0;
+	for (; i + VL <= n; i += VL) {
+		vf v = vload(inp + i), Phi, phi;
+		vnormcdf(v, &Phi, &phi);
+		vf o = v * Phi;
+		vstore(out + i, use ? o * vmask(mask + i, sc) : o);
+	}
+	if (i < n) { /* tail through a padded copy */
+		float xb[VL] = {0}, o[VL];
+		uint8_t mb[VL] = {0};
+		memcpy(xb, inp + i, (n - i) * sizeof *xb);
+		if (use)
+			memcpy(mb, mask + i, n - i);
+		vf v = vload(xb), Phi, phi;
+		vnormcdf(v, &Phi, &phi);
+		vf r = v * Phi;
+		vstore(o, use ? r * vmask(mb, sc) : r);
+		memcpy(out + i, o, (n - i) * sizeof *o);
 	}
 }
 
@@ -736,21 +770,31 @@ static void cpu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, cons
 static void cpu_gelu_backward(struct sb_ctx *ctx, float *dinp, const float *dout, const float *inp,
 			      const uint8_t *mask, float p, size_t n)
 {
-	float sc = p > 0 ? drop_scale(p) : 1.0f;
-	for (size_t i = 0; i < n; i += VL) {
-		size_t m = n - i < VL ? n - i : VL;
+	int use = p > 0;
+	float sc = use ? drop_scale(p) : 1.0f;
+	size_t i = 0;
+	for (; i + VL <= n; i += VL) {
+		vf v = vload(inp + i), Phi, phi;
+		vnormcdf(v, &Phi, &phi);
+		vf g = vload(dout + i);
+		if (use)
+			g = g * vmask(mask + i, sc);
+		vstore(dinp + i, vfma(v, phi, Phi) * g);
+	}
+	if (i < n) {
 		float xb[VL] = {0}, gb[VL] = {0}, o[VL];
-		memcpy(xb, inp + i, m * sizeof *xb);
-		if (p > 0) {
-			for (size_t k = 0; k < m; k++)
-				gb[k] = mask[i + k] ? dout[i + k] * sc : 0.0f;
-		} else {
-			memcpy(gb, dout + i, m * sizeof *gb);
-		}
+		uint8_t mb[VL] = {0};
+		memcpy(xb, inp + i, (n - i) * sizeof *xb);
+		memcpy(gb, dout + i, (n - i) * sizeof *gb);
+		if (use)
+			memcpy(mb, mask + i, n - i);
 		vf v = vload(xb), Phi, phi;
 		vnormcdf(v, &Phi, &phi);
-		vstore(o, vfma(v, phi, Phi) * vload(gb));
-		memcpy(dinp + i, o, m * sizeof *o);
+		vf g = vload(gb);
+		if (use)
+			g = g * vmask(mb, sc);
+		vstore(o, vfma(v, phi, Phi) * g);
+		memcpy(dinp + i, o, (n - i) * sizeof *o);
 	}
 }
 

@@ -48,6 +48,10 @@ void sb_cpu_layernorm_rows_backward(float *dx, float *dw, float *db, const float
 				    const float *mean, const float *rstd, const float *w, int M, int d, int acc);
 
 /* backend_cpu_dense.c */
+/* C[i][j] (= or += when acc) sum_k A[i*ars + k*acs] B[k*ldb + j] (+ bias[j] when not acc),
+ * i < M, j < N, k < K; one FMA chain per element in increasing k */
+void sb_cpu_gemm(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int M, int N, int K,
+		 const float *bias, int acc);
 void sb_cpu_blas_single_thread(void);
 void sb_cpu_describe(char *buf, size_t n, int threads);
 void sb_cpu_matmul_forward(struct sb_ctx *ctx, float *out, const float *inp, const float *w, const float *bias, int M,

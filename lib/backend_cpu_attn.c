@@ -88,42 +88,75 @@ static void rowdot(float *C, const float *X, int ldx, const float *YT, int T, in
 	}
 }
 
-/* O[i, :hd] (= or +=) sum_j A[i, j] Y[j, :hd] over the nonzero A[i, j]; A row stride lda */
+/* O[i, :hd] (= or +=) sum_j A[i, j] Y[j, :hd]; A row stride lda. Blocks of 4 rows that
+ * are mostly nonzero (softmax) run a dense kernel that reuses each Y row for 4 output
+ * rows; sparse rows (top-k, sparsemax, entmax) loop over a list of their nonzeros. */
 static void rowmix(float *O, int ldo, const float *A, int lda, const float *Y, int ldy, int T, int hd, int *nz,
 		   int accumulate)
 {
 	int nvec = hd / VL;
-	for (int i = 0; i < T; i++) {
-		const float *a = A + (size_t)i * lda;
-		int n = 0;
-		for (int j = 0; j < T; j++) {
-			nz[n] = j;
-			n += a[j] != 0.0f;
+	for (int i0 = 0; i0 < T; i0 += 4) {
+		int nr = T - i0 < 4 ? T - i0 : 4;
+		int cnt = 0;
+		for (int r = 0; r < nr; r++) {
+			const float *a = A + (size_t)(i0 + r) * lda;
+			for (int j = 0; j < T; j++)
+				cnt += a[j] != 0.0f;
 		}
-		float *o = O + (size_t)i * ldo;
-		for (int v = 0; v < nvec; v++) {
-			/* two accumulators to halve the FMA dependency chain */
-			vf acc0 = accumulate ? vload(o + v * VL) : vzero(), acc1 = vzero();
-			int q = 0;
-			for (; q + 2 <= n; q += 2) {
-				int j0 = nz[q], j1 = nz[q + 1];
-				acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
-				acc1 = vfma(vset1(a[j1]), vload(Y + (size_t)j1 * ldy + v * VL), acc1);
+		if (nr == 4 && 2 * cnt > 4 * T) {
+			const float *a0 = A + (size_t)i0 * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+			for (int v = 0; v < nvec; v++) {
+				vf c0 = vzero(), c1 = vzero(), c2 = vzero(), c3 = vzero();
+				for (int j = 0; j < T; j++) {
+					vf y = vload(Y + (size_t)j * ldy + v * VL);
+					c0 = vfma(vset1(a0[j]), y, c0);
+					c1 = vfma(vset1(a1[j]), y, c1);
+					c2 = vfma(vset1(a2[j]), y, c2);
+					c3 = vfma(vset1(a3[j]), y, c3);
+				}
+				float *o = O + (size_t)i0 * ldo + v * VL;
+				if (accumulate) {
+					c0 += vload(o);
+					c1 += vload(o + ldo);
+					c2 += vload(o + 2 * ldo);
+					c3 += vload(o + 3 * ldo);
+				}
+				vstore(o, c0);
+				vstore(o + ldo, c1);
+				vstore(o + 2 * ldo, c2);
+				vstore(o + 3 * ldo, c3);
 			}
-			if (q < n) {
-				int j0 = nz[q];
-				acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
+			continue;
+		}
+		for (int r = 0; r < nr; r++) {
+			int i = i0 + r;
+			const float *a = A + (size_t)i * lda;
+			int n = 0;
+			for (int j = 0; j < T; j++) {
+				nz[n] = j;
+				n += a[j] != 0.0f;
 			}
-			vstore(o + v * VL, acc0 + acc1);
+			float *o = O + (size_t)i * ldo;
+			for (int v = 0; v < nvec; v++) {
+				/* two accumulators to halve the FMA dependency chain */
+				vf acc0 = vzero(), acc1 = vzero();
+				int q = 0;
+				for (; q + 2 <= n; q += 2) {
+					int j0 = nz[q], j1 = nz[q + 1];
+					acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
+					acc1 = vfma(vset1(a[j1]), vload(Y + (size_t)j1 * ldy + v * VL), acc1);
+				}
+				if (q < n) {
+					int j0 = nz[q];
+					acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
+				}
+				vf res = acc0 + acc1;
+				if (accumulate)
+					res += vload(o + v * VL);
+				vstore(o + v * VL, res);
+			}
 		}
 	}
-}
-
-static void transpose(float *AT, const float *A, int T)
-{
-	for (int i = 0; i < T; i++)
-		for (int j = 0; j < T; j++)
-			AT[(size_t)j * T + i] = A[(size_t)i * T + j];
 }
 
 /* ---- plain reference loops for head dims that are not multiples of 16 ---- */
@@ -210,11 +243,11 @@ void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, c
 	int fast = hd % VL == 0;
 	struct qk_scale sc = qk_scale_of(hd);
 	size_t TT = (size_t)T * T;
-	float *VT = sb_cpu_scratch(ctx, ((size_t)hd * Tp + 3 * TT + (size_t)T) * sizeof(float) + 256);
+	float *VT = sb_cpu_scratch(ctx, ((size_t)hd * Tp + TT + (size_t)T) * sizeof(float) + 256);
 	if (!VT)
 		return; /* scratch is reserved by the forward pass of the same sizes */
-	float *dP = VT + (size_t)hd * Tp, *PT = dP + TT, *dST = PT + TT;
-	int *nz = (int *)(dST + TT);
+	float *dP = VT + (size_t)hd * Tp;
+	int *nz = (int *)(dP + TT);
 	int has_alpha = nm->kind == SB_NORM_ADAPTIVE || nm->kind == SB_NORM_ENTMAX_BISECT;
 	for (int b = 0; b < B; b++) {
 		const float *qb = qkv + (size_t)b * T * d3;
@@ -234,12 +267,8 @@ void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, c
 			} else {
 				rowdot_plain(dP, go, d, v, d3, T, hd, sc, 0);
 			}
-			/* dV = P^T dO */
-			transpose(PT, Pb, T);
-			if (fast)
-				rowmix(dv, d3, PT, T, go, d, T, hd, nz, 0);
-			else
-				rowmix_plain(dv, d3, PT, T, go, d, T, hd, 0);
+			/* dV = P^T dO: P read transposed through its strides */
+			sb_cpu_gemm(dv, d3, Pb, 1, T, go, d, T, hd, T, NULL, 0);
 			/* dS (in place) */
 			double da = 0;
 			sb_norm_backward(nm, dP, has_alpha ? &da : NULL, dP, Pb, aux + blk * (size_t)T * SB_NORM_AUX, Sb,
@@ -247,17 +276,24 @@ void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, c
 			if (dalpha && has_alpha)
 				dalpha[h] += (float)da;
 			/* through the 1/sqrt(hd) scaling */
-			for (size_t e = 0; e < TT; e++)
-				dP[e] = sc.exact ? dP[e] * sc.mul : dP[e] / sc.div;
-			/* dQ = dS K, dK = dS^T Q */
-			transpose(dST, dP, T);
-			if (fast) {
-				rowmix(dq, d3, dP, T, k, d3, T, hd, nz, 0);
-				rowmix(dk, d3, dST, T, q, d3, T, hd, nz, 0);
+			size_t e = 0;
+			if (sc.exact) {
+				for (; e + VL <= TT; e += VL)
+					vstore(dP + e, vload(dP + e) * sc.mul);
+				for (; e < TT; e++)
+					dP[e] *= sc.mul;
 			} else {
-				rowmix_plain(dq, d3, dP, T, k, d3, T, hd, 0);
-				rowmix_plain(dk, d3, dST, T, q, d3, T, hd, 0);
+				for (; e + VL <= TT; e += VL)
+					vstore(dP + e, vload(dP + e) / sc.div);
+				for (; e < TT; e++)
+					dP[e] /= sc.div;
 			}
+			/* dQ = dS K (sparse rows skip zeros), dK = dS^T Q (transposed through strides) */
+			if (fast)
+				rowmix(dq, d3, dP, T, k, d3, T, hd, nz, 0);
+			else
+				rowmix_plain(dq, d3, dP, T, k, d3, T, hd, 0);
+			sb_cpu_gemm(dk, d3, dP, 1, T, q, d3, T, hd, T, NULL, 0);
 		}
 	}
 }

@@ -22,9 +22,20 @@ typedef int32_t vi __attribute__((vector_size(64), aligned(64)));
 typedef int32_t viu __attribute__((vector_size(64), aligned(4), may_alias));
 typedef uint32_t vu __attribute__((vector_size(64), aligned(64)));
 
+typedef uint8_t v16u8 __attribute__((vector_size(16), aligned(1), may_alias));
+
 static inline vf vload(const float *p) { return *(const vfu *)p; }
+/* 16 mask bytes (0/1) as floats times c */
+static inline vf vmask(const uint8_t *m, float c) { return __builtin_convertvector(*(const v16u8 *)m, vf) * c; }
 static inline void vstore(float *p, vf v) { *(vfu *)p = v; }
-static inline vf vset1(float x) { return (vf){0} + x; }
+static inline vf vset1(float x) /* broadcast (no arithmetic: -0.0 stays -0.0) */
+{
+#if defined(__AVX512F__)
+	return (vf)_mm512_set1_ps(x);
+#else
+	return (vf){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+#endif
+}
 static inline vf vzero(void) { return (vf){0}; }
 
 static inline vf vfma(vf a, vf b, vf c) /* a*b + c, fused where the target has FMA */

@@ -8,6 +8,7 @@
 
 #include "hash.h"
 #include "io.h"
+#include "tensor.h"
 
 static const char *switch_methods[] = {"median_switch", "early_accuracy_switch", "entropy_switch",
 				       "mechanistic_switch"};
@@ -312,4 +313,40 @@ void sb_run_checkpoint_path(char *buf, size_t n, const char *run_dir, int epochs
 void sb_run_optim_path(char *buf, size_t n, const char *run_dir, int epochs_completed)
 {
 	snprintf(buf, n, "%s/epoch-%03d.optim.safetensors", run_dir, epochs_completed);
+}
+
+int sb_run_open_model(const char *run_dir, int epochs_completed, const struct sb_dataset *ds, struct sb_backend *be,
+		      int max_batch, struct sb_cell *cell, struct sb_encoder **out, struct sb_err *err)
+{
+	*out = NULL;
+	SB_TRY(sb_cell_read(run_dir, cell, err));
+	if (strcmp(ds->task, cell->task))
+		return SB_ERR(err, SB_EDATA, "%s: dataset of task '%s' given for a '%s' run", run_dir, ds->task, cell->task);
+	if (epochs_completed < 1 || epochs_completed > cell->epochs)
+		return SB_ERR(err, SB_EUSAGE, "%s: no epoch %d (the cell trains %d)", run_dir, epochs_completed,
+			      cell->epochs);
+	char path[4200];
+	sb_run_checkpoint_path(path, sizeof path, run_dir, epochs_completed);
+	struct sb_tensors meta;
+	SB_TRY(sb_st_read_meta(path, &meta, err));
+	const char *id = sb_tensors_meta(&meta, "cell_id");
+	int rc = 0;
+	if (!id || strcmp(id, cell->cell_id))
+		rc = SB_ERR(err, SB_EDATA, "%s: checkpoint of cell '%s', run directory of '%s'", path, id ? id : "(none)",
+			    cell->cell_id);
+	sb_tensors_free(&meta);
+	if (rc)
+		return rc;
+	struct sb_encoder_cfg cfg;
+	struct sb_norm nm;
+	struct sb_encoder *m = NULL;
+	if ((rc = sb_cell_model_cfg(cell, ds, &cfg, err)) ||
+	    (rc = sb_encoder_new(&cfg, be, max_batch > 0 ? max_batch : cell->batch, &m, err)) ||
+	    (rc = sb_cell_norm_at(cell, epochs_completed - 1, &nm, err)) || (rc = sb_encoder_set_norm(m, &nm, err)) ||
+	    (rc = sb_encoder_load_checkpoint(m, path, err))) {
+		sb_encoder_free(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
 }
