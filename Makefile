@@ -42,7 +42,12 @@ ifeq ($(CUDA),1)
   SB_CFLAGS += -DSB_HAVE_CUDA=1
   NVCCFLAGS ?= -O2 -std=c++17 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=sm_80 \
                -gencode=arch=compute_90,code=compute_90 -Xcompiler -Wall,-fno-fast-math -Ilib -MMD -MP
-  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
+  # -fmad=false: no FMA contraction, so the row kernels give the CPU backend's bits
+  # (lib/cuda/lanes.cuh); fmaf is used exactly where the CPU fuses.
+  NVCCFLAGS += -fmad=false
+  # -u: the backend is reached only through a weak reference (lib/backend.h), which
+  # would not pull its object out of the archive.
+  CUDA_LIBS := -Wl,-u,sb_backend_cuda_open -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
   FEATURES := cpu cuda
 else
   FEATURES := cpu
