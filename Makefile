@@ -69,7 +69,12 @@ LIBA     := lib/libsparsebench.a
 LIBS_ALL := $(LIBA) $(if $(filter 1,$(CUDA)),lib/libsparsebench_cuda.a)
 
 .PHONY: all check clean demo manifest verify deps features
-all: $(PROGS) $(TESTS) features
+# GPU check and benchmark programs (tests/gpu/*.c, bench/gpu/*.c -> build/gpu/NAME):
+# backend-generic C, linked with train/multicell.o; built by every build (CUDA=0 too).
+GPU_SRC   := $(sort $(wildcard tests/gpu/*.c bench/gpu/*.c))
+GPU_PROGS := $(addprefix build/gpu/,$(basename $(notdir $(GPU_SRC))))
+
+all: $(PROGS) $(TESTS) $(GPU_PROGS) features
 
 features: $(PROGS)
 	@echo "sparsebench $(VERSION): built [$(FEATURES)] -> $(PROGS)" >&2
@@ -108,6 +113,14 @@ $(foreach p,$(PROG_SRC),$(eval $(call prog_rule,$(p))))
 build/tests/%: build/tests/unit/%.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -pthread -o $@ $< $(LIBS_ALL) $(CUDA_LIBS) $(LDLIBS)
+
+build/gpu/%: build/tests/gpu/%.o build/train/multicell.o $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -pthread -o $@ $(filter %.o,$^) $(LIBS_ALL) $(CUDA_LIBS) $(LDLIBS)
+
+build/gpu/%: build/bench/gpu/%.o build/train/multicell.o $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -pthread -o $@ $(filter %.o,$^) $(LIBS_ALL) $(CUDA_LIBS) $(LDLIBS)
 
 deps:
 	@scripts/deps.sh
