@@ -11,6 +11,7 @@
  * what every path here is tested against (tests/unit/test_attn_norm*.c).
  */
 #include "attn_norm.h"
+#include "attn_norm_impl.h"
 #include "attn_norm_vec.h"
 
 #include <float.h>
@@ -178,46 +179,44 @@ void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero
 /* ------------------------------------------------------------ workspace */
 
 #define STACK_T 512
-#define NBUF 5
+#define NBUF 6 /* x, p, g, h, and y of two rows' length */
 
 struct work {
-	float *x, *y, *p, *g, *h; /* effective scores, scratch, probabilities, upstream grad, result */
+	float *x, *y, *p, *g, *h; /* effective scores, scratch (2 rows), probabilities, upstream grad, result */
 	int32_t *key;
 	int *idx;
 	void *heap;
 };
 
 struct stackbuf {
-	float f[NBUF][STACK_T + VW];
+	float f[NBUF * (STACK_T + VW)];
 	int32_t key[STACK_T + VW];
 	int idx[STACK_T];
 };
 
 static int work_init(struct work *w, struct stackbuf *sb, int T)
 {
+	size_t np = (size_t)vw_round_up(T);
+	char *m;
 	w->heap = NULL;
 	if (T <= STACK_T) {
-		w->x = sb->f[0];
-		w->y = sb->f[1];
-		w->p = sb->f[2];
-		w->g = sb->f[3];
-		w->h = sb->f[4];
+		np = STACK_T + VW;
+		m = (char *)sb->f;
 		w->key = sb->key;
 		w->idx = sb->idx;
-		return 0;
+	} else {
+		m = malloc(NBUF * np * sizeof(float) + np * sizeof(int32_t) + (size_t)T * sizeof(int));
+		if (!m)
+			return -1;
+		w->heap = m;
+		w->key = (int32_t *)((float *)m + NBUF * np);
+		w->idx = (int *)(w->key + np);
 	}
-	size_t np = (size_t)vw_round_up(T);
-	char *m = malloc(NBUF * np * sizeof(float) + np * sizeof(int32_t) + (size_t)T * sizeof(int));
-	if (!m)
-		return -1;
-	w->heap = m;
 	w->x = (float *)m;
-	w->y = w->x + np;
-	w->p = w->y + np;
+	w->p = w->x + np;
 	w->g = w->p + np;
 	w->h = w->g + np;
-	w->key = (int32_t *)(w->h + np);
-	w->idx = (int *)(w->key + np);
+	w->y = w->h + np;
 	return 0;
 }
 
@@ -1088,6 +1087,133 @@ static void fill_nan(float *v, int n)
 		v[i] = NAN;
 }
 
+/* Methods for which SB_MASK_MARGIN gives exactly the SB_MASK_EXCLUDE result
+ * (a key 60 below the row minimum is never kept by top-k, since k <= n_valid, and
+ * lies outside every sparsemax/entmax support since (alpha-1) 60 > 1), as long
+ * as min - 60 is below min in float. */
+static int margin_is_exclude(const struct sb_norm *nm)
+{
+	return nm->kind == SB_NORM_TOPK || nm->kind == SB_NORM_SPARSEMAX ||
+	       (!nm->unrolled && (nm->kind == SB_NORM_ENTMAX15 || nm->kind == SB_NORM_ENTMAX_BISECT ||
+				  nm->kind == SB_NORM_ADAPTIVE));
+}
+
+#ifdef SB_NORM_AVX512
+/* the row is its own effective row: all valid scores finite and nothing to pad */
+static int row_direct(const struct sb_norm *nm, const float *s, int T, int n_valid)
+{
+	float mn;
+	if (!sbv_row_finite(s, n_valid, &mn))
+		return 0;
+	return n_valid == T || nm->mask == SB_MASK_EXCLUDE ||
+	       (margin_is_exclude(nm) && mn - (float)SB_MASK_MARGIN_VALUE < mn);
+}
+
+/* forward of one effective row x[0..n) with the AVX-512 kernels */
+static void fwd_avx(const struct sb_norm *nm, float *pe, float *ar, const float *x, int n, int T, int k,
+		    float am1, struct work *w)
+{
+	switch (nm->kind) {
+	case SB_NORM_SOFTMAX:
+		sbv_softmax(pe, x, n, ar);
+		ar[3] = (float)n;
+		break;
+	case SB_NORM_TOPK:
+	case SB_NORM_BOTTOMK: {
+		int kk = k < n ? k : n;
+		sbv_topk(pe, x, n, kk, nm->kind == SB_NORM_TOPK, w->key, ar);
+		ar[1] = ar[0];
+		ar[3] = (float)kk;
+		break;
+	}
+	case SB_NORM_SPARSEMAX:
+		sbv_sparsemax(pe, x, n, ar);
+		break;
+	case SB_NORM_ENTMAX15:
+	case SB_NORM_ENTMAX_BISECT:
+	case SB_NORM_ADAPTIVE:
+		if (nm->unrolled)
+			sbv_unrolled(pe, x, n, T, am1, ar);
+		else
+			sbv_entmax(pe, x, n, am1, ar);
+		break;
+	}
+}
+
+/* backward of one effective row with the AVX-512 kernels; returns dalpha */
+static double bwd_avx(const struct sb_norm *nm, float *de, const float *pe, const float *ge,
+		      const float *x, const float *ar, int n, int T, float am1, int want_alpha, struct work *w)
+{
+	float a4[SB_NORM_AUX];
+	switch (nm->kind) {
+	case SB_NORM_SOFTMAX:
+	case SB_NORM_TOPK:
+	case SB_NORM_BOTTOMK:
+		sbv_softmax_bwd(de, pe, ge, n);
+		return 0;
+	case SB_NORM_SPARSEMAX:
+		sbv_sparsemax_bwd(de, pe, ge, n);
+		return 0;
+	case SB_NORM_ENTMAX15:
+	case SB_NORM_ENTMAX_BISECT:
+	case SB_NORM_ADAPTIVE:
+		if (!ar) { /* no aux: recompute the forward's threshold (into scratch) */
+			if (nm->unrolled)
+				sbv_unrolled(w->y, x, n, T, am1, a4);
+			else
+				sbv_entmax(w->y, x, n, am1, a4);
+			ar = a4;
+		}
+		if (nm->unrolled)
+			return sbv_unrolled_bwd(de, ge, x, ar, n, T, am1, want_alpha, w->y);
+		if (am1 == 1.0f) {
+			sbv_sparsemax_bwd(de, pe, ge, n);
+			if (!want_alpha)
+				return 0;
+		}
+		return sbv_entmax_bwd(de, pe, ge, x, ar[0], ar[1], n, am1, want_alpha, w->y);
+	}
+	return 0;
+}
+#endif
+
+/* forward of one effective row (padded to np) with the portable kernels */
+static int fwd_portable(const struct sb_norm *nm, int plain, float *pe, float *ar, struct work *w, int n,
+			int np, int T, int k, float am1)
+{
+	switch (nm->kind) {
+	case SB_NORM_SOFTMAX:
+		k_softmax(pe, w->x, np, ar);
+		ar[3] = (float)n;
+		return 0;
+	case SB_NORM_TOPK:
+	case SB_NORM_BOTTOMK: {
+		int kk = k < n ? k : n, largest = nm->kind == SB_NORM_TOPK;
+		if (plain) {
+			if (select_k_sort(w->y, w->x, n, np, kk, largest))
+				return -1;
+		} else {
+			ar[2] = (float)select_k_iter(w->y, w->key, w->x, n, np, kk, largest);
+		}
+		k_softmax_kept(pe, w->x, w->y, np, ar);
+		ar[1] = ar[0];
+		ar[3] = (float)kk;
+		return 0;
+	}
+	case SB_NORM_SPARSEMAX:
+		return k_sparsemax(pe, w->y, w->x, n, np, plain, ar);
+	case SB_NORM_ENTMAX15:
+	case SB_NORM_ENTMAX_BISECT:
+	case SB_NORM_ADAPTIVE:
+		if (nm->unrolled) {
+			k_unrolled(pe, w->y, w->x, n, np, T, am1, ar);
+			return 0;
+		}
+		return k_entmax(pe, w->y, w->x, n, np, am1, plain, ar);
+	}
+	return 0;
+}
+
 int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float *p, float *aux,
 			 const float *s, int rows, int T, int n_valid, float alpha,
 			 struct sb_err *err)
@@ -1106,55 +1232,52 @@ int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float
 		float *pr = p + (size_t)r * T;
 		float a4[SB_NORM_AUX] = {0};
 		float *ar = aux ? aux + (size_t)r * SB_NORM_AUX : a4;
-		struct row rw;
 		for (int j = 0; j < SB_NORM_AUX; j++)
 			ar[j] = 0;
+		if (uses_alpha(nm->kind) && isnan(am1)) {
+			fill_nan(pr, T);
+			ar[3] = NAN;
+			continue;
+		}
+#ifdef SB_NORM_AVX512
+		/* general-alpha entmax: four direct rows at a time, interleaved */
+		if (algo == SB_NORM_ALGO_AUTO && aux && !nm->unrolled && uses_alpha(nm->kind) &&
+		    am1 != 0.5f && am1 != 1.0f && r + 4 <= rows && row_direct(nm, sr, T, n_valid) &&
+		    row_direct(nm, sr + T, T, n_valid) && row_direct(nm, sr + 2 * T, T, n_valid) &&
+		    row_direct(nm, sr + 3 * T, T, n_valid)) {
+			sbv_entmax_rows(pr, sr, 4, T, n_valid, am1, ar);
+			for (int q = 0; q < 4; q++)
+				for (int j = n_valid; j < T; j++)
+					pr[q * T + j] = 0;
+			r += 3;
+			continue;
+		}
+		if (algo == SB_NORM_ALGO_AUTO && row_direct(nm, sr, T, n_valid)) {
+			fwd_avx(nm, pr, ar, sr, n_valid, T, k, am1, &w);
+			for (int j = n_valid; j < T; j++)
+				pr[j] = 0;
+			continue;
+		}
+#endif
+		struct row rw;
 		row_build(&rw, &w, sr, T, n_valid, nm->mask);
 		if (rw.bad == 2) {
 			rc = SB_ERR(err, SB_EDATA, "attn_norm: row %d: no finite score among its %d valid keys",
 				    r, n_valid);
 			break;
 		}
-		if (rw.bad || (uses_alpha(nm->kind) && isnan(am1))) {
+		if (rw.bad) {
 			fill_nan(pr, T);
 			ar[3] = NAN;
 			continue;
 		}
-		int n = rw.n, np = rw.np;
-		switch (nm->kind) {
-		case SB_NORM_SOFTMAX:
-			k_softmax(w.p, w.x, np, ar);
-			ar[3] = (float)n;
-			break;
-		case SB_NORM_TOPK:
-		case SB_NORM_BOTTOMK: {
-			int kk = k < n ? k : n, largest = nm->kind == SB_NORM_TOPK;
-			if (plain) {
-				if (select_k_sort(w.y, w.x, n, np, kk, largest)) {
-					rc = SB_ERR(err, SB_EIO, "attn_norm: out of memory");
-					break;
-				}
-			} else {
-				ar[2] = (float)select_k_iter(w.y, w.key, w.x, n, np, kk, largest);
-			}
-			k_softmax_kept(w.p, w.x, w.y, np, ar);
-			ar[1] = v_max(w.x, np);
-			ar[3] = (float)kk;
-			break;
-		}
-		case SB_NORM_SPARSEMAX:
-			if (k_sparsemax(w.p, w.y, w.x, n, np, plain, ar))
-				rc = SB_ERR(err, SB_EIO, "attn_norm: out of memory");
-			break;
-		case SB_NORM_ENTMAX15:
-		case SB_NORM_ENTMAX_BISECT:
-		case SB_NORM_ADAPTIVE:
-			if (nm->unrolled)
-				k_unrolled(w.p, w.y, w.x, n, np, T, am1, ar);
-			else if (k_entmax(w.p, w.y, w.x, n, np, am1, plain, ar))
-				rc = SB_ERR(err, SB_EIO, "attn_norm: out of memory");
-			break;
-		}
+#ifdef SB_NORM_AVX512
+		if (algo == SB_NORM_ALGO_AUTO)
+			fwd_avx(nm, w.p, ar, w.x, rw.n, T, k, am1, &w);
+		else
+#endif
+			if (fwd_portable(nm, plain, w.p, ar, &w, rw.n, rw.np, T, k, am1))
+			rc = SB_ERR(err, SB_EIO, "attn_norm: out of memory");
 		if (!rc)
 			row_scatter(pr, w.p, &rw, &w, T, n_valid);
 	}
@@ -1166,6 +1289,38 @@ int sb_norm_forward(const struct sb_norm *nm, float *p, float *aux, const float 
 		    int n_valid, float alpha, struct sb_err *err)
 {
 	return sb_norm_forward_algo(nm, SB_NORM_ALGO_AUTO, p, aux, s, rows, T, n_valid, alpha, err);
+}
+
+/* backward of one effective row (padded) with the portable kernels */
+__attribute__((unused)) static double bwd_portable(const struct sb_norm *nm, struct work *w, const float *ar,
+						   int n, int np, int T,
+			   float am1, int want_alpha)
+{
+	switch (nm->kind) {
+	case SB_NORM_SOFTMAX:
+	case SB_NORM_TOPK:
+	case SB_NORM_BOTTOMK:
+		kb_softmax(w->h, w->p, w->g, np);
+		return 0;
+	case SB_NORM_SPARSEMAX:
+		kb_sparsemax(w->h, w->p, w->g, np);
+		return 0;
+	case SB_NORM_ENTMAX15:
+	case SB_NORM_ENTMAX_BISECT:
+	case SB_NORM_ADAPTIVE:
+		if (nm->unrolled)
+			return kb_unrolled(w->h, w->y, w->y + np, w->g, w->x, n, np, T, am1, want_alpha);
+		float tau;
+		if (ar) {
+			tau = ar[0];
+		} else { /* no aux: recompute the threshold */
+			float a4[SB_NORM_AUX];
+			k_entmax(w->h, w->y, w->x, n, np, am1, 0, a4);
+			tau = a4[0];
+		}
+		return kb_entmax(w->h, w->y, w->p, w->g, w->x, tau, np, am1, want_alpha);
+	}
+	return 0;
 }
 
 void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const float *dp,
@@ -1187,44 +1342,35 @@ void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const
 	for (int r = 0; r < rows; r++) {
 		const float *sr = s + (size_t)r * T, *pr = p + (size_t)r * T;
 		const float *gr = dp + (size_t)r * T;
+		const float *ar = aux ? aux + (size_t)r * SB_NORM_AUX : NULL;
 		float *dr = ds + (size_t)r * T;
-		struct row rw;
-		row_build(&rw, &w, sr, T, n_valid, nm->mask);
-		if (rw.bad || (uses_alpha(nm->kind) && isnan(am1))) {
+		if (uses_alpha(nm->kind) && isnan(am1)) {
 			fill_nan(dr, T);
 			da = NAN;
 			continue;
 		}
-		int n = rw.n, np = rw.np;
+#ifdef SB_NORM_AVX512
+		if (row_direct(nm, sr, T, n_valid)) {
+			da += bwd_avx(nm, dr, pr, gr, sr, ar, n_valid, T, am1, want_alpha, &w);
+			for (int j = n_valid; j < T; j++)
+				dr[j] = 0;
+			continue;
+		}
+#endif
+		struct row rw;
+		row_build(&rw, &w, sr, T, n_valid, nm->mask);
+		if (rw.bad) {
+			fill_nan(dr, T);
+			da = NAN;
+			continue;
+		}
 		row_gather(w.g, gr, &rw, &w, T, n_valid);
 		row_gather(w.p, pr, &rw, &w, T, n_valid);
-		switch (nm->kind) {
-		case SB_NORM_SOFTMAX:
-		case SB_NORM_TOPK:
-		case SB_NORM_BOTTOMK:
-			kb_softmax(w.h, w.p, w.g, np);
-			break;
-		case SB_NORM_SPARSEMAX:
-			kb_sparsemax(w.h, w.p, w.g, np);
-			break;
-		case SB_NORM_ENTMAX15:
-		case SB_NORM_ENTMAX_BISECT:
-		case SB_NORM_ADAPTIVE:
-			if (nm->unrolled) {
-				da += kb_unrolled(w.h, w.p, w.y, w.g, w.x, n, np, T, am1, want_alpha);
-			} else {
-				float tau;
-				if (aux) {
-					tau = aux[(size_t)r * SB_NORM_AUX];
-				} else { /* no aux: recompute the threshold */
-					float a4[SB_NORM_AUX];
-					k_entmax(w.h, w.y, w.x, n, np, am1, 0, a4);
-					tau = a4[0];
-				}
-				da += kb_entmax(w.h, w.y, w.p, w.g, w.x, tau, np, am1, want_alpha);
-			}
-			break;
-		}
+#ifdef SB_NORM_AVX512
+		da += bwd_avx(nm, w.h, w.p, w.g, w.x, ar, rw.n, T, am1, want_alpha, &w);
+#else
+		da += bwd_portable(nm, &w, ar, rw.n, rw.np, T, am1, want_alpha);
+#endif
 		row_scatter_grad(dr, w.h, &rw, &w, T);
 	}
 	if (want_alpha || (dalpha && uses_alpha(nm->kind) && isnan(da)))

@@ -23,6 +23,21 @@
 
 /* ---------------------------------------------------------------- workers */
 
+/* Denormals: every op of this backend runs with flush-to-zero and
+ * denormals-are-zero (MXCSR FTZ|DAZ): products of tiny gradients (AdamW's g*g,
+ * exp of large negative scores) otherwise fall into microcoded slow paths and a
+ * training run slows down several-fold as it converges. Values below 1.2e-38 then
+ * read and write as 0; results stay deterministic. The caller's MXCSR is restored
+ * after each run. */
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#define FTZ_ON() unsigned sb_csr_ = _mm_getcsr(); _mm_setcsr(sb_csr_ | 0x8040u)
+#define FTZ_OFF() _mm_setcsr(sb_csr_)
+#else
+#define FTZ_ON() do { } while (0)
+#define FTZ_OFF() do { } while (0)
+#endif
+
 struct pool {
 	int n; /* workers including the caller */
 	pthread_t *th;
@@ -69,6 +84,8 @@ static void *pool_thread(void *p)
 	struct sb_ctx *ctx = p;
 	struct pool *pl = ctx->pool;
 	uint64_t seen = 0;
+	FTZ_ON();
+	(void)sb_csr_;
 	for (;;) {
 		pthread_mutex_lock(&pl->mu);
 		while (pl->gen == seen && !pl->stop)
@@ -110,7 +127,11 @@ static int cpu_run(struct sb_backend *be, int ntasks, sb_task_fn fn, void *arg, 
 		pthread_cond_broadcast(&pl->cv_go);
 		pthread_mutex_unlock(&pl->mu);
 	}
-	pool_work(pl, &pl->ctx[0]);
+	{
+		FTZ_ON();
+		pool_work(pl, &pl->ctx[0]);
+		FTZ_OFF();
+	}
 	if (helpers > 0) {
 		pthread_mutex_lock(&pl->mu);
 		while (pl->running > 0)
@@ -158,8 +179,10 @@ static void par_chunks(struct sb_ctx *ctx, size_t n, void (*fn)(void *, size_t, 
 		cpu_run(ctx->be, nt, chunk_task, &j, NULL);
 		ctx->in_task = 0;
 	} else {
+		FTZ_ON();
 		for (int t = 0; t < nt; t++)
 			chunk_task(ctx, ctx->worker, t, &j, NULL);
+		FTZ_OFF();
 	}
 }
 
@@ -515,8 +538,11 @@ static void cpu_residual_ln_forward(struct sb_ctx *ctx, float *out, float *r, fl
 		} else if (use_drop) {
 			const float *yi = y + (size_t)i * d;
 			const uint8_t *mi = mask + (size_t)i * d;
-			for (int c = 0; c < d; c++)
-				ri[c] = xi[c] + (mi[c] ? yi[c] * sc : 0.0f);
+			int c = 0;
+			for (; c + VL <= d; c += VL)
+				vstore(ri + c, vload(xi + c) + vload(yi + c) * vmask(mi + c, sc));
+			for (; c < d; c++)
+				ri[c] = xi[c] + yi[c] * (mi[c] ? sc : 0.0f);
 		} else {
 			const float *yi = y + (size_t)i * d;
 			for (int c = 0; c < d; c++)
@@ -586,8 +612,11 @@ static void cpu_residual_ln_backward(struct sb_ctx *ctx, float *dx, float *dy, f
 			float *dyi = dy + (size_t)i * d;
 			if (p > 0) {
 				const uint8_t *mi = mask + (size_t)i * d;
-				for (int cc = 0; cc < d; cc++)
-					dyi[cc] = mi[cc] ? dxi[cc] * sc : 0.0f;
+				int cc = 0;
+				for (; cc + VL <= d; cc += VL)
+					vstore(dyi + cc, vload(dxi + cc) * vmask(mi + cc, sc));
+				for (; cc < d; cc++)
+					dyi[cc] = dxi[cc] * (mi[cc] ? sc : 0.0f);
 			} else {
 				memcpy(dyi, dxi, (size_t)d * sizeof *dyi);
 			}
@@ -700,12 +729,28 @@ void sb_cpu_gelu_ref_f(float *out, const float *x, size_t n) { sb_cpu_gelu_vec(o
 static void cpu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, const float *inp,
 			     const struct sb_dropout *drop, size_t n)
 {
-	sb_cpu_gelu_vec(out, NULL, inp, n);
-	if (drop && drop->p > 0) {
+	int use = drop && drop->p > 0;
+	float sc = use ? drop_scale(drop->p) : 1.0f;
+	if (use)
 		sb_cpu_dropout_mask(mask, n, drop);
-		float sc = drop_scale(drop->p);
-		for (size_t i = 0; i < n; i++)
-			out[i] = mask[i] ? out[i] * sc : 0.0f;
+	size_t i = 0;
+	for (; i + VL <= n; i += VL) {
+		vf v = vload(inp + i), Phi, phi;
+		vnormcdf(v, &Phi, &phi);
+		vf o = v * Phi;
+		vstore(out + i, use ? o * vmask(mask + i, sc) : o);
+	}
+	if (i < n) { /* tail through a padded copy */
+		float xb[VL] = {0}, o[VL];
+		uint8_t mb[VL] = {0};
+		memcpy(xb, inp + i, (n - i) * sizeof *xb);
+		if (use)
+			memcpy(mb, mask + i, n - i);
+		vf v = vload(xb), Phi, phi;
+		vnormcdf(v, &Phi, &phi);
+		vf r = v * Phi;
+		vstore(o, use ? r * vmask(mb, sc) : r);
+		memcpy(out + i, o, (n - i) * sizeof *o);
 	}
 }
 
@@ -713,21 +758,31 @@ static void cpu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, cons
 static void cpu_gelu_backward(struct sb_ctx *ctx, float *dinp, const float *dout, const float *inp,
 			      const uint8_t *mask, float p, size_t n)
 {
-	float sc = p > 0 ? drop_scale(p) : 1.0f;
-	for (size_t i = 0; i < n; i += VL) {
-		size_t m = n - i < VL ? n - i : VL;
+	int use = p > 0;
+	float sc = use ? drop_scale(p) : 1.0f;
+	size_t i = 0;
+	for (; i + VL <= n; i += VL) {
+		vf v = vload(inp + i), Phi, phi;
+		vnormcdf(v, &Phi, &phi);
+		vf g = vload(dout + i);
+		if (use)
+			g = g * vmask(mask + i, sc);
+		vstore(dinp + i, vfma(v, phi, Phi) * g);
+	}
+	if (i < n) {
 		float xb[VL] = {0}, gb[VL] = {0}, o[VL];
-		memcpy(xb, inp + i, m * sizeof *xb);
-		if (p > 0) {
-			for (size_t k = 0; k < m; k++)
-				gb[k] = mask[i + k] ? dout[i + k] * sc : 0.0f;
-		} else {
-			memcpy(gb, dout + i, m * sizeof *gb);
-		}
+		uint8_t mb[VL] = {0};
+		memcpy(xb, inp + i, (n - i) * sizeof *xb);
+		memcpy(gb, dout + i, (n - i) * sizeof *gb);
+		if (use)
+			memcpy(mb, mask + i, n - i);
 		vf v = vload(xb), Phi, phi;
 		vnormcdf(v, &Phi, &phi);
-		vstore(o, vfma(v, phi, Phi) * vload(gb));
-		memcpy(dinp + i, o, m * sizeof *o);
+		vf g = vload(gb);
+		if (use)
+			g = g * vmask(mb, sc);
+		vstore(o, vfma(v, phi, Phi) * g);
+		memcpy(dinp + i, o, (n - i) * sizeof *o);
 	}
 }
 

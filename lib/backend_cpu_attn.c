@@ -88,33 +88,73 @@ static void rowdot(float *C, const float *X, int ldx, const float *YT, int T, in
 	}
 }
 
-/* O[i, :hd] (= or +=) sum_j A[i, j] Y[j, :hd] over the nonzero A[i, j]; A row stride lda */
+/* O[i, :hd] (= or +=) sum_j A[i, j] Y[j, :hd]; A row stride lda. Blocks of 4 rows that
+ * are mostly nonzero (softmax) run a dense kernel that reuses each Y row for 4 output
+ * rows; sparse rows (top-k, sparsemax, entmax) loop over a list of their nonzeros. */
 static void rowmix(float *O, int ldo, const float *A, int lda, const float *Y, int ldy, int T, int hd, int *nz,
 		   int accumulate)
 {
 	int nvec = hd / VL;
-	for (int i = 0; i < T; i++) {
-		const float *a = A + (size_t)i * lda;
-		int n = 0;
-		for (int j = 0; j < T; j++) {
-			nz[n] = j;
-			n += a[j] != 0.0f;
+	for (int i0 = 0; i0 < T; i0 += 4) {
+		int nr = T - i0 < 4 ? T - i0 : 4;
+		int cnt = 0;
+		for (int r = 0; r < nr; r++) {
+			const float *a = A + (size_t)(i0 + r) * lda;
+			for (int j = 0; j < T; j++)
+				cnt += a[j] != 0.0f;
 		}
-		float *o = O + (size_t)i * ldo;
-		for (int v = 0; v < nvec; v++) {
-			/* two accumulators to halve the FMA dependency chain */
-			vf acc0 = accumulate ? vload(o + v * VL) : vzero(), acc1 = vzero();
-			int q = 0;
-			for (; q + 2 <= n; q += 2) {
-				int j0 = nz[q], j1 = nz[q + 1];
-				acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
-				acc1 = vfma(vset1(a[j1]), vload(Y + (size_t)j1 * ldy + v * VL), acc1);
+		if (nr == 4 && 2 * cnt > 4 * T) {
+			const float *a0 = A + (size_t)i0 * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+			for (int v = 0; v < nvec; v++) {
+				vf c0 = vzero(), c1 = vzero(), c2 = vzero(), c3 = vzero();
+				for (int j = 0; j < T; j++) {
+					vf y = vload(Y + (size_t)j * ldy + v * VL);
+					c0 = vfma(vset1(a0[j]), y, c0);
+					c1 = vfma(vset1(a1[j]), y, c1);
+					c2 = vfma(vset1(a2[j]), y, c2);
+					c3 = vfma(vset1(a3[j]), y, c3);
+				}
+				float *o = O + (size_t)i0 * ldo + v * VL;
+				if (accumulate) {
+					c0 += vload(o);
+					c1 += vload(o + ldo);
+					c2 += vload(o + 2 * ldo);
+					c3 += vload(o + 3 * ldo);
+				}
+				vstore(o, c0);
+				vstore(o + ldo, c1);
+				vstore(o + 2 * ldo, c2);
+				vstore(o + 3 * ldo, c3);
 			}
-			if (q < n) {
-				int j0 = nz[q];
-				acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
+			continue;
+		}
+		for (int r = 0; r < nr; r++) {
+			int i = i0 + r;
+			const float *a = A + (size_t)i * lda;
+			int n = 0;
+			for (int j = 0; j < T; j++) {
+				nz[n] = j;
+				n += a[j] != 0.0f;
 			}
-			vstore(o + v * VL, acc0 + acc1);
+			float *o = O + (size_t)i * ldo;
+			for (int v = 0; v < nvec; v++) {
+				/* two accumulators to halve the FMA dependency chain */
+				vf acc0 = vzero(), acc1 = vzero();
+				int q = 0;
+				for (; q + 2 <= n; q += 2) {
+					int j0 = nz[q], j1 = nz[q + 1];
+					acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
+					acc1 = vfma(vset1(a[j1]), vload(Y + (size_t)j1 * ldy + v * VL), acc1);
+				}
+				if (q < n) {
+					int j0 = nz[q];
+					acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
+				}
+				vf res = acc0 + acc1;
+				if (accumulate)
+					res += vload(o + v * VL);
+				vstore(o + v * VL, res);
+			}
 		}
 	}
 }

@@ -109,11 +109,10 @@ static void ref_ln_bwd(double *dx, double *dw, double *db, const double *dout, c
 	}
 }
 
-static double ref_gelu(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
-static double ref_gelu_d(double x)
-{
-	return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
-}
+/* gelu(x) = x Phi(x), Phi(x) = erfc(-x/sqrt2)/2 (erfc keeps its relative accuracy where
+ * 1 + erf(x/sqrt2) would cancel, x < -5) */
+static double ref_gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
+static double ref_gelu_d(double x) { return 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI); }
 
 /* dropout mask of the engine's rule (lib/backend.h): element i of (seed, stream) */
 static int ref_keep(double p, uint64_t seed, uint64_t stream, uint64_t i)
@@ -376,7 +375,7 @@ struct ref_cache {
 	struct ref_layer_cache l[SB_ENCODER_MAX_LAYERS];
 };
 
-static void ref_cache_free(struct ref_cache *c)
+static __attribute__((unused)) void ref_cache_free(struct ref_cache *c)
 {
 	free(c->patches);
 	free(c->emb);
@@ -403,7 +402,7 @@ static void ref_cache_free(struct ref_cache *c)
 
 /* Forward: returns the mean loss; fills c (caller frees with ref_cache_free).
  * Returns NAN and sets *rc on a normaliser error. */
-static double ref_forward(const struct sb_encoder *m, const double *params, const struct ref_input *in,
+static __attribute__((unused)) double ref_forward(const struct sb_encoder *m, const double *params, const struct ref_input *in,
 			  struct ref_cache *c, int *rc)
 {
 	const struct sb_encoder_cfg *cf = &m->cfg;
@@ -541,7 +540,7 @@ static double ref_forward(const struct sb_encoder *m, const double *params, cons
 }
 
 /* Backward of the mean loss: grads (laid out like params) += gradient. */
-static void ref_backward(const struct sb_encoder *m, const double *params, const struct ref_input *in,
+static __attribute__((unused)) void ref_backward(const struct sb_encoder *m, const double *params, const struct ref_input *in,
 			 const struct ref_cache *c, double *grads)
 {
 	const struct sb_encoder_cfg *cf = &m->cfg;

@@ -177,7 +177,8 @@ static void test_against_ref(void)
 		 * of |s| 6e-8 into y. Backward: sums of O(T) float products. The study's
 		 * bisection (unrolled) can flip a branch decision when sum p - 1 is within
 		 * float rounding of 0, which moves tau by one final bracket width
-		 * ((max y - min y + 1)/2^18), hence its looser tolerance. */
+		 * ((max y - min y + 1)/2^18), hence its looser tolerance. The absolute
+		 * terms shrink with 16/n_valid on long rows (see below). */
 		double atol_f = 2e-7, rtol_f = 2e-6, atol_b = 2e-6, rtol_b = 2e-5;
 		for (int mode = 0; mode < 3; mode++)
 			for (int si = 0; si < N_SIZES; si++)
@@ -207,7 +208,10 @@ static void test_against_ref(void)
 						if (isfinite(s[i]) && fabs(s[i]) > mag)
 							mag = fabs(s[i]);
 					double sc = mag > 1 ? mag : 1, e = amp(c, &nm);
-					double at = atol_f * e * sc, rt = rtol_f * e * sc;
+					/* p and ds shrink like 1/n on dense rows: scale the absolute
+					 * term so a relative error there is still seen */
+					double shrink = nv > 16 ? 16.0 / nv : 1;
+					double at = atol_f * e * sc * shrink, rt = rtol_f * e * sc;
 					if (c->unrolled) {
 						at = 3e-5 * e * sc;
 						rt = 3e-4 * e * sc;
@@ -237,7 +241,7 @@ static void test_against_ref(void)
 					double gmax = 0;
 					for (long i = 0; i < n; i++)
 						gmax = fabs(gd[i]) > gmax ? fabs(gd[i]) : gmax;
-					double atb = atol_b * e * sc * gmax, rtb = rtol_b * e * sc;
+					double atb = atol_b * e * sc * gmax * shrink, rtb = rtol_b * e * sc;
 					if (c->unrolled) {
 						atb *= 30;
 						rtb *= 30;
