@@ -15,7 +15,7 @@
 
 static struct genv E;
 static double TOL_MM = 1e-10;  /* cuBLAS vs OpenBLAS products (fp32); tf32: 1e-5 */
-static const double TOL_EX = 1e-12; /* ops in the CPU's order (expected bit-identical) */
+static const double TOL_EX = 1e-10; /* ops in the CPU's order (bit-identical to the CPU's scalar paths; within rounding of its AVX-512 ones) */
 static const double TOL_RED = 1e-10; /* sums in another order */
 
 #define FREEH(...)                                                                                                 \

@@ -3,9 +3,13 @@
  * lanes of a half-warp run as a loop), against the CPU backend and
  * lib/attn_norm.c. Needs no GPU and no driver; in a CUDA=0 build it is skipped.
  *
- * What "same" means here. The device code is written to do the CPU's float
- * operations in the CPU's order (lanes.cuh), so the expected result is
- * bit-identical, and that is what is checked for:
+ * What "same" means here. The device code was written to do the CPU's float
+ * operations in the CPU's order (lanes.cuh) and was bit-identical to the CPU
+ * backend and attn_norm.c as of the merge base 88564bd (2957 checks, all
+ * bit-identical). The CPU side has since gained AVX-512 paths (other exp/pow
+ * forms, other orders), so the checks are now tolerances on max |a-b|/(1+|b|)
+ * (p 1e-6, tau and ds 1e-5, d alpha 1e-4 relative; LN, GELU 1e-6), and every
+ * line still reports how many elements differ in their bits. Cases:
  *   - every normaliser's forward (p and aux) and backward (ds and d alpha), for
  *     every method, both mask modes, the exact and the study's unrolled entmax,
  *     many row lengths (1, primes, multiples of 16 and not) and n_valid, with
@@ -57,7 +61,7 @@ static float nrand(void)
 	return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-/* number of elements whose bits differ (NaN == NaN) and the max abs difference */
+/* number of elements whose bits differ (NaN == NaN) and the max of |a-b|/(1+|b|) */
 static size_t diff_bits(const float *a, const float *b, size_t n, double *maxabs)
 {
 	size_t bad = 0;
@@ -67,7 +71,7 @@ static size_t diff_bits(const float *a, const float *b, size_t n, double *maxabs
 			continue;
 		if (memcmp(&a[i], &b[i], sizeof(float))) {
 			bad++;
-			double d = fabs((double)a[i] - (double)b[i]);
+			double d = fabs((double)a[i] - (double)b[i]) / (1.0 + fabs((double)b[i]));
 			if (!(d <= m))
 				m = d;
 		}
@@ -172,11 +176,22 @@ static int norm_case(const struct meth *me, enum sb_mask_mode mask, int T, int n
 		SB_CHECK(ok, "%s: p max_abs %.3g, ds max_abs %.3g, dalpha %.9g vs %.9g, excluded keys zero %d", label, dp,
 			 dd, dalpha1, dalpha2, zeros);
 	} else {
-		ok = bp == 0 && ba == 0 && bd == 0 && same_alpha;
+		/* tau (aux[0]) is what the backward reads; aux[1..3] are diagnostics */
+		double dtau = 0;
+		for (int r = 0; r < rows; r++) {
+			double t = fabs((double)a1[r * 4] - a2[r * 4]) / (1.0 + fabs((double)a1[r * 4]));
+			if (!(t <= dtau) && !(isnan(a1[r * 4]) && isnan(a2[r * 4])))
+				dtau = t;
+		}
+		/* d alpha carries e^2 = 1/(alpha-1)^2 (400 at alpha 1.05): its rounding scales with it */
+		double am1 = me->alpha < 1.05 ? 0.05 : me->alpha - 1, e2 = 1.0 / (am1 * am1);
+		double tol_a = (fabs(dalpha1) * 1e-4 + 2e-5) * (e2 > 4 ? e2 / 4 : 1);
+		int alpha_ok = same_alpha || fabs(dalpha1 - dalpha2) <= tol_a;
+		ok = dp <= 1e-6 && dd <= 1e-5 && dtau <= 1e-5 && alpha_ok;
 		SB_CHECK(ok,
-			 "%s: bit-identical p (%zu differ, max %.3g), aux (%zu, %.3g), ds (%zu, %.3g), dalpha %.17g vs "
-			 "%.17g",
-			 label, bp, dp, ba, da_, bd, dd, dalpha1, dalpha2);
+			 "%s: p %zu differ (max %.3g, tol 1e-6), aux %zu (tau %.3g, tol 1e-5), ds %zu (%.3g, tol 1e-5), "
+			 "dalpha %.17g vs %.17g",
+			 label, bp, dp, ba, dtau, bd, dd, dalpha1, dalpha2);
 	}
 out:
 	free(s);
@@ -265,7 +280,7 @@ static void test_ln(struct sb_backend *cpu)
 			size_t c1 = diff_bits(o1, o2, n, &e1), c2 = diff_bits(r1, r2, n, &e2), c3 = diff_bits(m1, m2, M, &e3),
 			       c4 = diff_bits(s1, s2, M, &e4);
 			int kmask = var != 0 || memcmp(k1, k2, n) == 0;
-			int ok = kmask && (CPU_FMA ? (c1 + c2 + c3 + c4) == 0 : (e1 < 1e-5 && e2 < 1e-6 && e3 < 1e-6));
+			int ok = kmask && e1 < 1e-6 && e2 < 1e-6 && e3 < 1e-6 && e4 < 1e-6;
 			SB_CHECK(ok, "residual_ln_forward d=%d var=%d: out %zu differ (%.3g), r %zu, mean %zu, rstd %zu, masks %s",
 				 d, var, c1, e1, c2, c3, c4, kmask ? "same" : "DIFFER");
 			/* backward */
@@ -283,7 +298,7 @@ static void test_ln(struct sb_backend *cpu)
 			c2 = diff_bits(dy1, dy2, n, &e2);
 			c3 = diff_bits(dw1, dw2, d, &e3);
 			c4 = diff_bits(db1, db2, d, &e4);
-			ok = CPU_FMA ? (c1 + c2 + c3 + c4) == 0 : (e1 < 1e-5 && e2 < 1e-5 && e3 < 1e-4 && e4 < 1e-4);
+			ok = e1 < 1e-6 && e2 < 1e-6 && e3 < 1e-6 && e4 < 1e-6;
 			SB_CHECK(ok, "residual_ln_backward d=%d var=%d: dx %zu differ (%.3g), dy %zu (%.3g), dw %zu (%.3g), db %zu (%.3g)",
 				 d, var, c1, e1, c2, e2, c3, e3, c4, e4);
 			free(g);
@@ -331,7 +346,7 @@ static void test_gelu_dropout(struct sb_backend *cpu)
 	sb_cuda_host_gelu(o2, g2, x, n);
 	double e1, e2;
 	size_t c1 = diff_bits(o1, o2, n, &e1), c2 = diff_bits(g1, g2, n, &e2);
-	SB_CHECK(CPU_FMA ? c1 + c2 == 0 : (e1 < 1e-6 && e2 < 1e-6),
+	SB_CHECK(e1 < 1e-6 && e2 < 1e-6,
 		 "gelu and gelu' on %zu inputs: %zu and %zu differ (max %.3g, %.3g)", n, c1, c2, e1, e2);
 	/* dropout masks at unaligned offsets, through the CPU op */
 	static const uint64_t offs[] = {0, 1, 2, 3, 5, 1000001, (1ull << 33) + 3};
