@@ -35,7 +35,7 @@ WERROR  ?= -Werror
 OPT     ?= -O2 -march=native
 CFLAGS  ?= $(OPT) -g
 SB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra $(WERROR) \
-             -Wno-unused-parameter -Wno-format-truncation -fno-fast-math -pthread -MMD -MP -Ilib $(PKG_CFLAGS)
+             -Wno-unused-parameter -Wno-format-truncation -Wno-psabi -fno-fast-math -pthread -MMD -MP -Ilib $(PKG_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lm -lpthread
 
 ifeq ($(CUDA),1)

@@ -79,19 +79,35 @@ log "date: $(date -u +%FT%TZ)  host: $(uname -n)  git: $(git describe --always -
 	echo "--- cpu"; grep -m1 'model name' /proc/cpuinfo; nproc
 } >>"$LOG" 2>&1
 
-# --- build dependencies: the C libraries come from Debian/Ubuntu -dev packages
-missing=()
-for p in yajl libarchive libcrypto openblas libcurl; do
-	pkg-config --exists "$p" 2>/dev/null || missing+=("$p")
-done
-if [ ${#missing[@]} -ne 0 ]; then
-	log "WARNING: pkg-config does not find: ${missing[*]} (the build needs their -dev packages;"
-	log "         see docs/cuda.md 'Running the GPU check' for carrying them to a machine without a registry)"
+# --- programs: a prebuilt bundle (tests/gpu/bundle.sh; for a machine without the
+# -dev packages), or a build here
+if [ -n "${SB_GPU_PREBUILT:-}" ] && [ -f "$SB_GPU_PREBUILT" ]; then
+	t=$SECONDS
+	mkdir -p bin build/gpu build/tests .gpubundle
+	tar -C .gpubundle -xJf "$SB_GPU_PREBUILT"
+	cp .gpubundle/bin/* bin/ && cp .gpubundle/gpu/* build/gpu/ && cp .gpubundle/tests/* build/tests/
+	export LD_LIBRARY_PATH="$top/.gpubundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	# cuBLAS: the programs look in /usr/local/cuda/lib64 (rpath); elsewhere, find it
+	if ! ldd build/gpu/gpu_ops | grep -q 'libcublas.so.13 => /'; then
+		for d in /usr/local/cuda*/lib64 /usr/local/cuda*/targets/x86_64-linux/lib $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cublas", "lib") for p in nvidia.__path__))' 2>/dev/null); do
+			[ -e "$d/libcublas.so.13" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d" && break
+		done
+	fi
+	log "prebuilt bundle $(cat .gpubundle/VERSION) unpacked in $((SECONDS - t)) s; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+	ldd build/gpu/gpu_ops >>"$LOG" 2>&1
+	printf 'build\tok\t%d\tprebuilt %s\n' $((SECONDS - t)) "$(cat .gpubundle/VERSION)" >>"$SEC"
+else
+	missing=()
+	for p in yajl libarchive libcrypto openblas libcurl; do
+		pkg-config --exists "$p" 2>/dev/null || missing+=("$p")
+	done
+	if [ ${#missing[@]} -ne 0 ]; then
+		log "WARNING: pkg-config does not find: ${missing[*]} (the build needs their -dev packages;"
+		log "         use SB_GPU_PREBUILT with a bundle from tests/gpu/bundle.sh)"
+	fi
+	DETAIL="make CUDA=1 -j$jobs"
+	section build 420 make CUDA=1 -j"$jobs" >>"$LOG" 2>&1
 fi
-
-# --- build
-DETAIL="make CUDA=1 -j$jobs"
-section build 420 make CUDA=1 -j"$jobs" >>"$LOG" 2>&1
 for b in build/gpu/gpu_ops build/gpu/gpu_train build/gpu/gpu_bench build/tests/test_cuda_host; do
 	[ -x "$b" ] || log "missing after the build: $b"
 done
@@ -103,15 +119,15 @@ if [ -f build/lib/cuda/attn_cuda.o ] && command -v cuobjdump >/dev/null 2>&1; th
 fi
 
 # --- host checks of the row kernels (no GPU needed)
-section host-checks 120 bash -c "./build/tests/test_cuda_host > '$OUT/host.tmp' 2>&1; rc=\$?; cat '$OUT/host.tmp' >> '$LOG'; tail -n 1 '$OUT/host.tmp' >&2; rm -f '$OUT/host.tmp'; exit \$rc"
+section host-checks 60 bash -c "./build/tests/test_cuda_host > '$OUT/host.tmp' 2>&1; rc=\$?; cat '$OUT/host.tmp' >> '$LOG'; tail -n 1 '$OUT/host.tmp' >&2; rm -f '$OUT/host.tmp'; exit \$rc"
 
 # --- every op against the CPU backend
-section ops 240 ./build/gpu/gpu_ops --device "$dev" --tsv "$OUT/ops.tsv" >"$OUT/ops.log" 2>>"$LOG"
+section ops 150 ./build/gpu/gpu_ops --device "$dev" --tsv "$OUT/ops.tsv" >"$OUT/ops.log" 2>>"$LOG"
 sed -i "\$s/\$/	$(counts "$OUT/ops.log")/" "$SEC" 2>/dev/null
 grep -E '^not ok' "$OUT/ops.log" | head -n 20 | tee -a "$LOG" >&2
 
 # --- training on both backends, multi-cell == single cell, isolation
-section train 240 ./build/gpu/gpu_train --device "$dev" --tsv "$OUT/train.tsv" >"$OUT/train.log" 2>>"$LOG"
+section train 150 ./build/gpu/gpu_train --device "$dev" --tsv "$OUT/train.tsv" >"$OUT/train.log" 2>>"$LOG"
 sed -i "\$s/\$/	$(counts "$OUT/train.log")/" "$SEC" 2>/dev/null
 grep -E '^not ok' "$OUT/train.log" | head -n 20 | tee -a "$LOG" >&2
 # train.tsv is folded into train.log (8-file limit)
@@ -136,14 +152,14 @@ else
 	steps=(--steps 60 --warmup 8)
 	seeds=10
 fi
-section bench-single 150 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --single >>"$OUT/bench.ndjson" 2>>"$LOG"
-section bench-multi 200 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
+section bench-single 90 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --single >>"$OUT/bench.ndjson" 2>>"$LOG"
+section bench-multi 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
 
 # --- PyTorch eager on the same GPU
 if [ $dry -eq 1 ]; then
 	section torch-syntax 60 python3 -m py_compile bench/gpu/torch_bench.py bench/gpu/summary.py
 else
-	section torch 240 python3 bench/gpu/torch_bench.py --steps 30 --warmup 5 >>"$OUT/bench.ndjson" 2>>"$LOG"
+	section torch 150 python3 bench/gpu/torch_bench.py --steps 30 --warmup 5 >>"$OUT/bench.ndjson" 2>>"$LOG"
 fi
 
 log "total: $((SECONDS - T0)) s"
