@@ -21,7 +21,7 @@ cp "$work/src"/build/gpu/* "$work/b/gpu/"
 cp "$work/src"/build/tests/test_cuda_host "$work/b/tests/"
 for f in "$work"/b/bin/* "$work"/b/gpu/* "$work"/b/tests/*; do
 	ldd "$f" | awk '/=> \// {print $3}'
-done | sort -u | grep -vE '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/usr/local/cuda' |
+done | sort -u | grep -vE '/(libc|libm|libpthread|libdl|librt|libresolv|libnsl|libutil|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/usr/local/cuda' |
 	while read -r so; do cp -L "$so" "$work/b/lib/"; done
 strip --strip-debug "$work"/b/bin/* "$work"/b/gpu/* "$work"/b/tests/* 2>/dev/null || true
 (cd "$work/src" && git describe --always --dirty) >"$work/b/VERSION"

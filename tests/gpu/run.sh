@@ -84,7 +84,8 @@ log "date: $(date -u +%FT%TZ)  host: $(uname -n)  git: $(git describe --always -
 if [ -n "${SB_GPU_PREBUILT:-}" ] && [ -f "$SB_GPU_PREBUILT" ]; then
 	t=$SECONDS
 	mkdir -p bin build/gpu build/tests .gpubundle
-	tar -C .gpubundle -xJf "$SB_GPU_PREBUILT"
+	tar -C .gpubundle -xJf "$SB_GPU_PREBUILT" 2>>"$LOG" ||
+		python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$SB_GPU_PREBUILT" .gpubundle
 	cp .gpubundle/bin/* bin/ && cp .gpubundle/gpu/* build/gpu/ && cp .gpubundle/tests/* build/tests/
 	export LD_LIBRARY_PATH="$top/.gpubundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	# cuBLAS: the programs look in /usr/local/cuda/lib64 (rpath); elsewhere, find it
