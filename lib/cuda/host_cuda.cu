@@ -164,7 +164,7 @@ static void ln_fwd_rows(float *out, float *r, float *mean, float *rstd, uint8_t 
 	if (dr.on) {
 		dr.sc = 1.0f / (1.0f - drop->p);
 		sb_rng_key(dr.key, drop->seed, SB_RNG_DROPOUT);
-		dr.stream = drop->stream;
+		dr.stream = sb_dropout_stream(drop); /* resolved here: ln_row_fwd reads dr.stream */
 		dr.thr = sb_drop_threshold(drop->p);
 	}
 	for (int i = 0; i < M; i++) {
@@ -259,7 +259,7 @@ extern "C" void sb_cuda_host_dropout_mask(uint8_t *mask, size_t n, const struct 
 	sb_rng_key(key, dr->seed, SB_RNG_DROPOUT);
 	uint32_t thr = sb_drop_threshold(dr->p);
 	for (size_t i = 0; i < n; i++)
-		mask[i] = (uint8_t)ln_keep(key, dr->stream, dr->offset + i, thr);
+		mask[i] = (uint8_t)ln_keep(key, sb_dropout_stream(dr), dr->offset + i, thr);
 }
 
 extern "C" void sb_cuda_host_philox(uint32_t out[4], const uint32_t ctr[4], const uint32_t key[2])

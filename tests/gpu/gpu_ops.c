@@ -86,7 +86,7 @@ static void t_ln(int M, int d, int var)
 		w[c] += 1;
 	float *o = malloc(n * 4), *r = malloc(n * 4), *mu = malloc(M * 4), *rs = malloc(M * 4);
 	uint8_t *mk = calloc(n, 1);
-	struct sb_dropout dr = {var == 0 ? 0.1f : 0, 1000 + (uint64_t)M, SB_DROPOUT_STREAM(17, 3), 12345};
+	struct sb_dropout dr = {var == 0 ? 0.1f : 0, 1000 + (uint64_t)M, SB_DROPOUT_STREAM(17, 3), 12345, NULL};
 	const float *yy = var == 2 ? NULL : y;
 	E.cpu->ops->residual_ln_forward(E.cc, o, r, mu, rs, mk, x, yy, w, b, &dr, M, d);
 	float *gx = g_up(&E, x, n * 4), *gy = g_up(&E, y, n * 4), *gw = g_up(&E, w, d * 4), *gb = g_up(&E, b, d * 4);
@@ -126,7 +126,7 @@ static void t_gelu(size_t n, float p, uint64_t off)
 	snprintf(sh, sizeof sh, "n=%zu p=%.2g offset=%llu", n, p, (unsigned long long)off);
 	float *x = g_randn(&E, n, 2), *o = malloc(n * 4), *g = g_randn(&E, n, 1), *di = malloc(n * 4);
 	uint8_t *mk = calloc(n, 1);
-	struct sb_dropout dr = {p, 42, SB_DROPOUT_STREAM(3, 1), off};
+	struct sb_dropout dr = {p, 42, SB_DROPOUT_STREAM(3, 1), off, NULL};
 	E.cpu->ops->gelu_forward(E.cc, o, mk, x, &dr, n);
 	E.cpu->ops->gelu_backward(E.cc, di, g, x, mk, p, n);
 	float *gx = g_up(&E, x, n * 4), *go = g_poison(&E, n), *gg = g_up(&E, g, n * 4), *gd = g_poison(&E, n);

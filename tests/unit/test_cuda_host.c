@@ -275,7 +275,7 @@ static void test_ln(struct sb_backend *cpu)
 				w[c] = 1 + 0.3f * nrand();
 				b[c] = 0.1f * nrand();
 			}
-			struct sb_dropout dr = {var == 0 ? 0.1f : 0.0f, 77, SB_DROPOUT_STREAM(5, 2), 1003};
+			struct sb_dropout dr = {var == 0 ? 0.1f : 0.0f, 77, SB_DROPOUT_STREAM(5, 2), 1003, NULL};
 			const float *yy = var == 2 ? NULL : y;
 			cpu->ops->residual_ln_forward(ctx, o1, r1, m1, s1, k1, x, yy, w, b, &dr, M, d);
 			sb_cuda_host_residual_ln_forward(o2, r2, m2, s2, k2, x, yy, w, b, &dr, M, d);
@@ -356,7 +356,7 @@ static void test_gelu_dropout(struct sb_backend *cpu)
 	static const size_t lens[] = {1, 3, 4, 63, 64, 65, 1000};
 	for (size_t oi = 0; oi < sizeof offs / sizeof offs[0]; oi++)
 		for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
-			struct sb_dropout dr = {oi % 2 ? 0.1f : 0.5f, 1234567ull + oi, SB_DROPOUT_STREAM(oi + 3, li), offs[oi]};
+			struct sb_dropout dr = {oi % 2 ? 0.1f : 0.5f, 1234567ull + oi, SB_DROPOUT_STREAM(oi + 3, li), offs[oi], NULL};
 			size_t m = lens[li];
 			uint8_t *k1 = calloc(m, 1), *k2 = calloc(m, 1), *k3 = calloc(m, 1);
 			cpu->ops->gelu_forward(ctx, o1, k1, x, &dr, m);
