@@ -74,9 +74,16 @@ static double bwd_rows(const NormP &nm, float *ds, const float *dp, const float 
 	return da;
 }
 
+/* the lanes per row of attn_cuda.cu's two kernel layouts: shared memory (the
+ * smallest N that holds T) or global memory (N of 8, 16, 32: more lanes than T needs) */
+static int host_layout_gl;
+extern "C" void sb_cuda_host_set_layout(int global) { host_layout_gl = global; }
+
 static int rows_n(int T)
 {
-	return T <= 16 ? 1 : T <= 32 ? 2 : T <= 64 ? 4 : T <= 80 ? 5 : T <= 112 ? 7 : T <= 128 ? 8 : T <= 256 ? 16 : 0;
+	if (host_layout_gl)
+		return T <= 128 ? 8 : T <= 256 ? 16 : T <= 512 ? 32 : 0;
+	return T <= 16 ? 1 : T <= 32 ? 2 : T <= 64 ? 4 : T <= 80 ? 5 : T <= 112 ? 7 : T <= 128 ? 8 : T <= 256 ? 16 : T <= 512 ? 32 : 0;
 }
 
 static int check_args(const struct sb_norm *nm, int rows, int T, int n_valid, struct sb_err *err)
@@ -88,7 +95,7 @@ static int check_args(const struct sb_norm *nm, int rows, int T, int n_valid, st
 	if (n_valid < 1 || n_valid > T)
 		return SB_ERR(err, SB_EDATA, "attn_norm: n_valid = %d outside 1..%d", n_valid, T);
 	if (!rows_n(T))
-		return SB_ERR(err, SB_EINTERNAL, "attn_norm (cuda): T = %d > 256", T);
+		return SB_ERR(err, SB_EINTERNAL, "attn_norm (cuda): T = %d > 512", T);
 	return 0;
 }
 
@@ -112,8 +119,11 @@ static int check_args(const struct sb_norm *nm, int rows, int T, int n_valid, st
 	case 8:                                                                                                    \
 		CALL(8);                                                                                           \
 		break;                                                                                             \
-	default:                                                                                                   \
+	case 16:                                                                                                   \
 		CALL(16);                                                                                          \
+		break;                                                                                             \
+	default:                                                                                                   \
+		CALL(32);                                                                                          \
 		break;                                                                                             \
 	}
 

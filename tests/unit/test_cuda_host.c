@@ -208,13 +208,18 @@ out:
 	return ok;
 }
 
-static void test_norms(void)
+static void test_norms(int global)
 {
-	static const int Ts[] = {1, 2, 7, 16, 17, 33, 50, 65, 97, 128, 200};
+	static const int Ts_sh[] = {1, 2, 7, 16, 17, 33, 50, 65, 97, 128, 200, 300, 512};
+	/* the global-memory kernels' layout: more lanes than T needs must give the same bits */
+	static const int Ts_gl[] = {1, 17, 50, 97, 129, 200, 257, 512};
+	const int *Ts = global ? Ts_gl : Ts_sh;
+	size_t nT = global ? sizeof Ts_gl / sizeof Ts_gl[0] : sizeof Ts_sh / sizeof Ts_sh[0];
+	sb_cuda_host_set_layout(global);
 	int nmeth = (int)(sizeof meths / sizeof meths[0]);
 	int fails = 0, total = 0;
 	for (int mi = 0; mi < nmeth; mi++)
-		for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+		for (size_t ti = 0; ti < nT; ti++) {
 			int T = Ts[ti];
 			int nvs[3] = {T, T > 3 ? T / 3 + 1 : 1, 1};
 			for (int vi = 0; vi < 3; vi++) {
@@ -240,7 +245,9 @@ static void test_norms(void)
 			fails += !norm_case(&meths[mi], SB_MASK_MARGIN, T, T - 3, 3, 4);
 			fails += !norm_case(&meths[mi], SB_MASK_MARGIN, T, T, 4, 3);
 		}
-	printf("# normalisers: %d cases, %d failed\n", total, fails);
+	printf("# normalisers (%s layout): %d cases, %d failed\n", global ? "global-memory" : "shared-memory", total,
+	       fails);
+	sb_cuda_host_set_layout(0);
 }
 
 static void test_no_finite(void)
@@ -434,7 +441,8 @@ int main(void)
 	printf("# CPU FMA: %s (layer norm and GELU are compared %s)\n", CPU_FMA ? "yes" : "no",
 	       CPU_FMA ? "bit for bit" : "with a tolerance");
 	test_philox();
-	test_norms();
+	test_norms(0);
+	test_norms(1);
 	test_no_finite();
 	test_ln(cpu);
 	test_gelu_dropout(cpu);
