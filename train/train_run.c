@@ -358,6 +358,48 @@ static int attention_fields(struct sb_jw *w, struct sb_encoder *m, const struct 
 	return 0;
 }
 
+int train_cell_unrun(const struct sb_cell *cell, int index, const struct train_env *env, const char *status,
+                     const char *msg, struct sb_err *err)
+{
+	struct run R = {0};
+	struct run *r = &R;
+	r->c = cell;
+	r->env = env;
+	r->index = index;
+	r->t_wall0 = sb_monotonic_seconds();
+	sb_jw_init(&r->w, NULL);
+	snprintf(r->dir, sizeof r->dir, "%s/%s", env->runs_dir, cell->cell_id);
+	snprintf(r->ndjson, sizeof r->ndjson, "%s/train.ndjson", r->dir);
+	int done = 0, resume = 0;
+	double prev_seconds = 0;
+	int rc = sb_mkdir_p(r->dir, err);
+	if (!rc)
+		rc = scan_existing(r, &done, &resume, &prev_seconds, err);
+	if (!rc && done) { /* finished before: nothing to say (train_cell would skip it) */
+		lines_free(&r->lines);
+		sb_jw_free(&r->w);
+		return 0;
+	}
+	if (!rc && resume == 0) {
+		lines_free(&r->lines);
+		struct sb_jw w;
+		sb_jw_init(&w, NULL);
+		rc = sb_record_run_meta(&w, env->meta, err);
+		size_t n = w.len;
+		while (n && w.buf[n - 1] == '\n')
+			n--;
+		if (!rc)
+			rc = lines_add(&r->lines, w.buf, n, err);
+		sb_jw_free(&w);
+	}
+	r->train_seconds = prev_seconds;
+	if (!rc)
+		rc = record_failed(r, status, msg, -1, 0, 0, err);
+	lines_free(&r->lines);
+	sb_jw_free(&r->w);
+	return rc;
+}
+
 int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *ds, struct sb_backend *be,
                const struct train_env *env, enum cell_status *status, struct sb_err *err)
 {

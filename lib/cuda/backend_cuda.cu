@@ -101,9 +101,10 @@ int sb_cuda_fail(struct cuda_impl *im, struct sb_err *err, const char *what, con
 	if (lost)
 		g_device_lost = 1;
 	if (im) {
-		im->cuda_errs++;
-		if (im->capturing)
+		if (im->capturing) /* a failed recording is refused at graph_end, not the device's failure */
 			im->capture_bad = 1;
+		else
+			im->cuda_errs++;
 		if (lost && !im->failed) {
 			im->failed = 1;
 			sb_err_setf(&im->err, SB_EINTERNAL, file, line, "cuda: %s: %s", what, detail);
