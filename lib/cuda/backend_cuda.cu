@@ -1425,7 +1425,9 @@ extern "C" int sb_backend_cuda_open(const char *device, int threads, struct sb_b
 	for (int k = 0; k < SB_RING; k++)
 		OPEN_TRY(cudaEventCreateWithFlags(&im->ring_ev[k], cudaEventDisableTiming | cudaEventBlockingSync));
 	im->workspace_n = (size_t)32 << 20;
-	OPEN_TRY(cudaMalloc(&im->workspace, im->workspace_n));
+	/* stream-ordered, as every allocation of a backend: no device-wide synchronisation
+	 * when cells open and close while others record their steps */
+	OPEN_TRY(cudaMallocAsync(&im->workspace, im->workspace_n, im->ctx.st));
 	{
 		cublasStatus_t s = cublasCreate(&im->ctx.blas);
 		if (s != CUBLAS_STATUS_SUCCESS) {
@@ -1479,8 +1481,10 @@ static void cu_destroy(struct sb_backend *be)
 			cudaStreamSynchronize(im->ctx.st);
 		if (im->ctx.blas)
 			cublasDestroy(im->ctx.blas);
-		if (im->workspace)
-			cudaFree(im->workspace);
+		if (im->workspace && im->ctx.st) {
+			cudaFreeAsync(im->workspace, im->ctx.st);
+			cudaStreamSynchronize(im->ctx.st);
+		}
 		if (im->dflag_host)
 			cudaFreeHost(im->dflag_host);
 		if (im->red_host)
