@@ -1203,6 +1203,9 @@ static int cu_graph_begin(struct sb_backend *be, struct sb_err *err)
 {
 	struct cuda_impl *im = IM(be);
 	SB_TRY(sb_cuda_sticky(im, err));
+	const char *env = getenv("SB_CUDA_GRAPHS");
+	if (env && !strcmp(env, "0"))
+		return sb_cuda_refuse(im, err, SB_EINTERNAL, __FILE__, __LINE__, "recorded steps disabled (SB_CUDA_GRAPHS=0)");
 	if (im->capturing)
 		return sb_cuda_refuse(im, err, SB_EINTERNAL, __FILE__, __LINE__, "graph_begin while recording");
 	im->capture_bad = 0;

@@ -4,6 +4,7 @@
 # process, where they run at once through train/multicell.c, against each cell
 # trained alone: the same records (timing fields aside) and byte-identical
 # checkpoints. On the CPU (dry run) SB_TRAIN_GROUPS=1 forces the same grouping.
+# SB_CHECK_LIMIT: examples per cell's pool (default 3000: 10 steps of 256 per epoch).
 # TAP-like lines; ends with "N passed, N failed"; exit 1 on any failure.
 set -u
 export LC_ALL=C
@@ -23,7 +24,7 @@ cells=$tmp/cells.ndjson
 : >"$cells"
 i=0
 for m in softmax sparsemax topk_softmax_025 headwise_adaptive_entmax; do
-	echo "{\"task\":\"fashion_mnist\",\"method\":\"$m\",\"seed\":$i,\"epochs\":2,\"limit\":3000}" >>"$cells"
+	echo "{\"task\":\"fashion_mnist\",\"method\":\"$m\",\"seed\":$i,\"epochs\":2,\"limit\":${SB_CHECK_LIMIT:-3000}}" >>"$cells"
 	i=$((i + 1))
 done
 t0=$SECONDS
