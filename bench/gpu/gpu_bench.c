@@ -169,7 +169,7 @@ static const struct sb_backend_ops *REAL;
 static struct sb_backend_ops PROF_OPS;
 static struct sb_backend *PBE;
 static float *PSYNC;
-static double PROF_WAIT; /* seconds of one pair of waits */
+static double PROF_WAIT; /* seconds of one wait (the one inside each timed region) */
 
 static void psync(void)
 {
@@ -439,7 +439,7 @@ static int profile(const char *device, const struct sb_dataset *ds, const char *
 			PROF_OPS.clip_coef = p_clip_coef;
 			PROF_OPS.adamw_dev = p_adamw_dev;
 		}
-		/* the cost of a pair of waits, subtracted from every measurement */
+		/* the cost of one wait, subtracted from every measurement */
 		PROF_WAIT = 0;
 		psync();
 		double w0 = g_now();
@@ -468,7 +468,7 @@ static int profile(const char *device, const struct sb_dataset *ds, const char *
 			       PROF_R);
 		}
 		printf("{\"kind\":\"bench.profile_total\",\"device\":\"%s\",\"method\":\"%s\",\"ops\":%d,\"calls\":%d,"
-		       "\"us_sum_of_ops\":%.1f,\"us_plain_step\":%.1f,\"us_wait_pair\":%.1f,\"data\":\"%s\"}\n",
+		       "\"us_sum_of_ops\":%.1f,\"us_plain_step\":%.1f,\"us_wait\":%.1f,\"data\":\"%s\"}\n",
 		       device, method, NPROF, calls, 1e6 * sum, 1e6 * t_step, 1e6 * PROF_WAIT, what);
 		fflush(stdout);
 	} else {
