@@ -30,8 +30,10 @@
 #ifndef SB_BACKEND_H
 #define SB_BACKEND_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "attn_norm.h"
 #include "err.h"
@@ -45,8 +47,63 @@ struct sb_dropout {
 	uint64_t seed;   /* the cell's seed */
 	uint64_t stream; /* SB_DROPOUT_STREAM(step, site) */
 	uint64_t offset; /* flat index of the first element of this call in the batch tensor */
+	/* optional (NULL: unused): a device int64 holding the step, read when the op
+	 * executes; the stream used is then SB_DROPOUT_STREAM(*step, stream & 0xff). Lets a
+	 * recorded step (a CUDA graph) be replayed for every step. */
+	const int64_t *step;
 };
 #define SB_DROPOUT_STREAM(step, site) (((uint64_t)(step) << 8) | (uint64_t)(site))
+/* the stream a dropout site uses (host code; device code does the same with its own read) */
+static inline uint64_t sb_dropout_stream(const struct sb_dropout *d)
+{
+	return d->step ? SB_DROPOUT_STREAM(*d->step, d->stream & 0xff) : d->stream;
+}
+
+/* Device-resident state of a training step (the "step without host round trips",
+ * ops loss_accum, clip_coef, adamw_dev below). All three structs live in device
+ * memory; the host writes sb_step_state with upload before a step and reads
+ * sb_step_acc with download when it wants the numbers (once per epoch). */
+struct sb_adamw_k { /* torch.optim.AdamW's per-step constants, as adamw computes them */
+	float decay, b1, omb1, b2, omb2, step_size, bc2_sqrt, eps;
+};
+struct sb_step_state {
+	int64_t step;        /* global step index (dropout streams; the acc's first_bad) */
+	int64_t t;           /* AdamW step (1-based) */
+	struct sb_adamw_k k; /* this step's AdamW constants (sb_adamw_consts) */
+	int64_t pad;         /* 64 bytes */
+};
+struct sb_step_acc {
+	double loss_sum;   /* sum over steps of the batch-mean loss (finite ones only) */
+	double last_loss;  /* the latest step's batch-mean loss */
+	double bad_loss;   /* the first non-finite batch-mean loss */
+	double grad_norm;  /* the latest step's global gradient norm (before clipping) */
+	int64_t steps;     /* finite steps summed in loss_sum */
+	int64_t first_bad; /* step of the first non-finite loss, -1 when none */
+	float coef;        /* the latest step's clip coefficient (applied when clipped) */
+	int32_t clipped;   /* 1 when the latest step was clipped */
+	int64_t pad;       /* 64 bytes */
+};
+/* AdamW constants of step t (1-based), in double then rounded, as adamw does */
+static inline void sb_adamw_consts(struct sb_adamw_k *k, float lr, float b1, float b2, float eps, float wd,
+                                   int64_t t)
+{
+	double bc1 = 1.0 - pow((double)b1, (double)t), bc2 = 1.0 - pow((double)b2, (double)t);
+	k->decay = (float)(1.0 - (double)lr * (double)wd);
+	k->b1 = b1;
+	k->omb1 = (float)(1.0 - (double)b1);
+	k->b2 = b2;
+	k->omb2 = (float)(1.0 - (double)b2);
+	k->step_size = (float)((double)lr / bc1);
+	k->bc2_sqrt = (float)sqrt(bc2);
+	k->eps = eps;
+}
+/* an accumulator with nothing summed */
+static inline void sb_step_acc_reset(struct sb_step_acc *a)
+{
+	memset(a, 0, sizeof *a);
+	a->first_bad = -1;
+	a->coef = 1.0f;
+}
 
 /* Attention statistics accumulators (PROTOCOL A3), summed in a fixed order. */
 struct sb_attn_stats {
@@ -176,6 +233,32 @@ struct sb_backend_ops {
 	/* sum of squares in double, in a fixed order */
 	double (*sumsq)(struct sb_ctx *ctx, const float *x, size_t n);
 	void (*scale)(struct sb_ctx *ctx, float *x, float c, size_t n);
+
+	/* ---- the step without host round trips (optional: all NULL or all set) ----
+	 * What the encoder's step needs so that the host reads nothing back inside a step:
+	 * the loss and the clipping decision stay on the device (struct sb_step_acc). The
+	 * arithmetic is that of the ops above: a backend gives the same bits either way. */
+	/* acc->last_loss = (sum of losses[0..B) in order, in double) / B; when finite
+	 * acc->loss_sum += it and acc->steps++; else, for the first such step,
+	 * acc->first_bad = state->step and acc->bad_loss = it */
+	void (*loss_accum)(struct sb_ctx *ctx, struct sb_step_acc *acc, const float *losses, int B,
+	                   const struct sb_step_state *state);
+	/* acc->grad_norm = sqrt(sumsq(g, n)); torch's clip_grad_norm_: coef = max_norm /
+	 * (norm + 1e-6) in double, clipped = max_norm > 0 and coef < 1, acc->coef = (float)coef */
+	void (*clip_coef)(struct sb_ctx *ctx, struct sb_step_acc *acc, const float *g, size_t n, float max_norm);
+	/* adamw with the constants state->k, on g[i] * acc->coef (rounded to float, as scale)
+	 * when acc->clipped, else g[i]; nothing is updated when acc->last_loss is not finite */
+	void (*adamw_dev)(struct sb_ctx *ctx, float *p, float *m, float *v, const float *g, size_t n,
+	                  const struct sb_step_acc *acc, const struct sb_step_state *state);
+	/* Recording a step for replay (optional; CUDA graphs). Between graph_begin and
+	 * graph_end the ops of the main context are recorded, not run; graph_launch runs
+	 * the recording (which reads the device memory it names at replay time). A failed
+	 * recording returns an error and leaves the backend usable. */
+	int (*graph_begin)(struct sb_backend *be, struct sb_err *err);
+	int (*graph_end)(struct sb_backend *be, void **graph, struct sb_err *err);
+	int (*graph_launch)(struct sb_backend *be, void *graph, struct sb_err *err);
+	void (*graph_free)(struct sb_backend *be, void *graph);
+
 	/* torch.optim.AdamW step t (1-based) on n parameters:
 	 * p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 	 * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps) */

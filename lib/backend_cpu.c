@@ -407,8 +407,11 @@ static uint32_t drop_threshold(float p)
 	return t > 16777216.0 ? 16777217u : (uint32_t)t;
 }
 
-void sb_cpu_dropout_mask(uint8_t *mask, size_t n, const struct sb_dropout *dr)
+void sb_cpu_dropout_mask(uint8_t *mask, size_t n, const struct sb_dropout *drop)
 {
+	struct sb_dropout d0 = *drop; /* the stream from the device step when one is given */
+	d0.stream = sb_dropout_stream(drop);
+	const struct sb_dropout *dr = &d0;
 	uint32_t thr = drop_threshold(dr->p);
 	uint32_t key[2];
 	/* reproduce sb_rng_word_at: the key of (seed, purpose), counter (block, stream) */
@@ -975,6 +978,77 @@ static void cpu_adamw(struct sb_ctx *ctx, float *p, float *m, float *v, const fl
 	par_chunks(ctx, n, adam_chunk, &a);
 }
 
+/* ---------------------------------------------------------------- the step without host round trips */
+
+/* the host code the encoder ran before these ops, operation by operation */
+static void cpu_loss_accum(struct sb_ctx *ctx, struct sb_step_acc *acc, const float *losses, int B,
+                           const struct sb_step_state *state)
+{
+	double s = 0;
+	for (int i = 0; i < B; i++)
+		s += losses[i];
+	double mean = s / B;
+	acc->last_loss = mean;
+	if (isfinite(mean)) {
+		acc->loss_sum += mean;
+		acc->steps++;
+	} else if (acc->first_bad < 0) {
+		acc->first_bad = state->step;
+		acc->bad_loss = mean;
+	}
+}
+
+static void cpu_clip_coef(struct sb_ctx *ctx, struct sb_step_acc *acc, const float *g, size_t n, float max_norm)
+{
+	double norm = sqrt(cpu_sumsq(ctx, g, n));
+	acc->grad_norm = norm;
+	acc->clipped = 0;
+	acc->coef = 1.0f;
+	if (max_norm > 0) {
+		/* torch.nn.utils.clip_grad_norm_: coef = max_norm / (total_norm + 1e-6), applied when < 1 */
+		double coef = (double)max_norm / (norm + 1e-6);
+		if (coef < 1.0) {
+			acc->coef = (float)coef;
+			acc->clipped = 1;
+		}
+	}
+}
+
+struct adamd_arg {
+	struct adam_arg a;
+	float coef;
+	int clipped;
+};
+static void adamd_chunk(void *pp, size_t lo, size_t hi, int ch)
+{
+	struct adamd_arg *d = pp;
+	struct adam_arg *a = &d->a;
+	for (size_t i = lo; i < hi; i++) {
+		float g = a->g[i];
+		if (d->clipped)
+			g *= d->coef; /* what scale did to the gradient buffer */
+		float p = a->p[i] * a->decay;
+		float m = a->m[i] * a->b1 + g * a->omb1;
+		float v = a->v[i] * a->b2 + a->omb2 * (g * g);
+		float denom = sqrtf(v) / a->bc2_sqrt + a->eps;
+		p = p + (-a->step_size) * (m / denom);
+		a->p[i] = p;
+		a->m[i] = m;
+		a->v[i] = v;
+	}
+}
+static void cpu_adamw_dev(struct sb_ctx *ctx, float *p, float *m, float *v, const float *g, size_t n,
+                          const struct sb_step_acc *acc, const struct sb_step_state *st)
+{
+	if (!isfinite(acc->last_loss))
+		return;
+	const struct sb_adamw_k *k = &st->k;
+	struct adamd_arg d = {{p, m, v, g, k->decay, k->b1, k->omb1, k->b2, k->omb2, k->step_size, k->bc2_sqrt, k->eps},
+	                      acc->coef,
+	                      acc->clipped};
+	par_chunks(ctx, n, adamd_chunk, &d);
+}
+
 /* ---------------------------------------------------------------- open / close */
 
 static void cpu_destroy(struct sb_backend *be);
@@ -1016,6 +1090,9 @@ static const struct sb_backend_ops cpu_ops = {
     .reduce_slots = cpu_reduce_slots,
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,
+    .loss_accum = cpu_loss_accum,
+    .clip_coef = cpu_clip_coef,
+    .adamw_dev = cpu_adamw_dev,
     .adamw = cpu_adamw,
 };
 

@@ -343,6 +343,13 @@ static struct sb_encoder_arena *arena_new(struct sb_encoder *m)
 
 /* ------------------------------------------------------------------ new / free */
 
+static int acc_reset(struct sb_encoder *m, struct sb_err *err)
+{
+	struct sb_step_acc a;
+	sb_step_acc_reset(&a);
+	return m->be->ops->upload(m->be, m->acc_dev, &a, sizeof a, err);
+}
+
 int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int max_batch, struct sb_encoder **out,
                    struct sb_err *err)
 {
@@ -394,12 +401,17 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 	m->nslots_max = be->slots > 0 ? (be->slots < m->ntiles_max ? be->slots : m->ntiles_max) : 1;
 	size_t pbytes = m->pstride * sizeof(float);
 	m->params = sb_be_alloc(be, pbytes);
-	m->slots = sb_be_alloc(be, m->dstride * sizeof(float) * (size_t)m->nslots_max);
 	m->grads = sb_be_alloc(be, pbytes);
+	/* one slot: it is the gradient buffer itself (reduce_slots of one slot in place is a no-op) */
+	m->slots = m->nslots_max == 1 ? m->grads : sb_be_alloc(be, m->dstride * sizeof(float) * (size_t)m->nslots_max);
 	m->m = sb_be_alloc(be, pbytes);
 	m->v = sb_be_alloc(be, pbytes);
 	m->alpha = sb_be_alloc(be, (size_t)c->layers * c->heads * sizeof(float));
-	m->idx_dev = sb_be_alloc(be, (size_t)max_batch * sizeof(uint32_t));
+	m->state_dev = sb_be_alloc(be, sizeof(struct sb_step_state) + (size_t)max_batch * sizeof(uint32_t));
+	m->idx_dev = m->state_dev ? (uint32_t *)(m->state_dev + 1) : NULL;
+	m->acc_dev = sb_be_alloc(be, sizeof(struct sb_step_acc));
+	m->stage = malloc(sizeof(struct sb_step_state) + (size_t)max_batch * sizeof(uint32_t));
+	m->use_graphs = 1;
 	m->out_loss = sb_be_alloc(be, (size_t)max_batch * sizeof(float));
 	m->out_pred = sb_be_alloc(be, (size_t)max_batch * sizeof(int32_t));
 	m->out_labels = sb_be_alloc(be, (size_t)max_batch * sizeof(int32_t));
@@ -412,7 +424,8 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 	}
 	m->nworkers = be->threads > 0 ? be->threads : 1;
 	m->arena = calloc((size_t)m->nworkers, sizeof *m->arena);
-	int ok = m->params && m->slots && m->grads && m->m && m->v && m->alpha && m->idx_dev && m->out_loss &&
+	int ok = m->params && m->slots && m->grads && m->m && m->v && m->alpha && m->idx_dev && m->acc_dev &&
+	         m->stage && m->out_loss &&
 	         m->out_pred && m->out_labels && m->out_logits && m->tile_stats && m->host_loss && m->arena &&
 	         (c->modality == SB_IMAGE || (m->demb_all && m->ids_all));
 	for (int w = 0; ok && w < m->nworkers; w++)
@@ -424,6 +437,10 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 	}
 	sb_encoder_ptrs(m, m->params, &m->p);
 	sb_encoder_ptrs(m, m->grads, &m->g);
+	if ((rc = acc_reset(m, err))) {
+		sb_encoder_free(m);
+		return rc;
+	}
 	*out = m;
 	return 0;
 }
@@ -433,13 +450,17 @@ void sb_encoder_free(struct sb_encoder *m)
 	if (!m)
 		return;
 	struct sb_backend *be = m->be;
+	sb_encoder_graph_reset(m);
 	sb_be_free(be, m->params);
-	sb_be_free(be, m->slots);
+	if (m->slots != m->grads)
+		sb_be_free(be, m->slots);
 	sb_be_free(be, m->grads);
 	sb_be_free(be, m->m);
 	sb_be_free(be, m->v);
 	sb_be_free(be, m->alpha);
-	sb_be_free(be, m->idx_dev);
+	sb_be_free(be, m->state_dev);
+	sb_be_free(be, m->acc_dev);
+	free(m->stage);
 	sb_be_free(be, m->out_loss);
 	sb_be_free(be, m->out_pred);
 	sb_be_free(be, m->out_labels);
@@ -516,7 +537,7 @@ int sb_encoder_init(struct sb_encoder *m, uint64_t seed, struct sb_err *err)
 	be->ops->zero(sb_be_main(be), m->m, m->pstride * sizeof(float));
 	be->ops->zero(sb_be_main(be), m->v, m->pstride * sizeof(float));
 	m->adam_t = 0;
-	return 0;
+	return acc_reset(m, err);
 }
 
 /* ------------------------------------------------------------------ data */
@@ -583,6 +604,7 @@ struct pass {
 	int B;                        /* whole batch */
 	int ntiles, nslots;
 	int stats;
+	const int64_t *step_dev; /* dropout streams from the device step (sb_encoder_step), else o->step */
 };
 
 static int tile_forward(struct sb_ctx *ctx, struct sb_encoder_arena *a, const struct pass *ps, int b0, int B,
@@ -628,17 +650,18 @@ static int tile_forward(struct sb_ctx *ctx, struct sb_encoder_arena *a, const st
 		if (st)
 			ops->attention_stats(ctx, st, la->P, nvalid, B, NH, T);
 		ops->matmul_forward(ctx, a->tmp, la->att, lp->out_w, lp->out_b, n, d, d);
-		struct sb_dropout dr = {p, ps->o ? ps->o->seed : 0, 0, 0};
-		dr.stream = SB_DROPOUT_STREAM(ps->o ? ps->o->step : 0, 3 * l);
+		int64_t step = ps->o && !ps->step_dev ? ps->o->step : 0;
+		struct sb_dropout dr = {p, ps->o ? ps->o->seed : 0, 0, 0, ps->step_dev};
+		dr.stream = SB_DROPOUT_STREAM(step, 3 * l);
 		dr.offset = (uint64_t)b0 * T * d;
 		ops->residual_ln_forward(ctx, la->x1, la->r1, la->mean1, la->rstd1, la->mask1, xm, a->tmp, lp->ln1_w,
 		                         lp->ln1_b, &dr, n, d);
 		ops->matmul_forward(ctx, la->h, la->x1, lp->fc1_w, lp->fc1_b, n, d, ff);
-		dr.stream = SB_DROPOUT_STREAM(ps->o ? ps->o->step : 0, 3 * l + 1);
+		dr.stream = SB_DROPOUT_STREAM(step, 3 * l + 1);
 		dr.offset = (uint64_t)b0 * T * ff;
 		ops->gelu_forward(ctx, la->g, la->maskh, la->h, &dr, (size_t)n * ff);
 		ops->matmul_forward(ctx, a->tmp, la->g, lp->fc2_w, lp->fc2_b, n, ff, d);
-		dr.stream = SB_DROPOUT_STREAM(ps->o ? ps->o->step : 0, 3 * l + 2);
+		dr.stream = SB_DROPOUT_STREAM(step, 3 * l + 2);
 		dr.offset = (uint64_t)b0 * T * d;
 		ops->residual_ln_forward(ctx, la->xout, la->r2, la->mean2, la->rstd2, la->mask2, la->x1, a->tmp,
 		                         lp->ln2_w, lp->ln2_b, &dr, n, d);
@@ -808,7 +831,7 @@ int sb_encoder_forward_backward(struct sb_encoder *m, const struct sb_encoder_da
 	memset(res, 0, sizeof *res);
 	SB_TRY(upload_idx(m, data, idx, B, err));
 	compute_alpha(m);
-	struct pass ps = {m, data, o, B, 0, 0, o->stats};
+	struct pass ps = {m, data, o, B, 0, 0, o->stats, NULL};
 	ps.ntiles = (B + m->tile - 1) / m->tile;
 	ps.nslots = ps.ntiles < m->nslots_max ? ps.ntiles : m->nslots_max;
 	SB_TRY(ops->run(be, ps.nslots, slot_task, &ps, err));
@@ -852,13 +875,205 @@ int sb_encoder_update(struct sb_encoder *m, const struct sb_step_opts *o, struct
 	return 0;
 }
 
+/* ------------------------------------------------------------------ the step without host round trips */
+
+static int have_dev_ops(const struct sb_backend *be)
+{
+	return be->ops->loss_accum && be->ops->clip_coef && be->ops->adamw_dev;
+}
+
+static int have_graph_ops(const struct sb_backend *be)
+{
+	return be->ops->graph_begin && be->ops->graph_end && be->ops->graph_launch && be->ops->graph_free;
+}
+
+/* Queue the whole step (state and indices already uploaded): forward and backward,
+ * the slots' sum, the loss bookkeeping, clipping and AdamW. Reads nothing back
+ * (unless stats: attention_stats waits). */
+static int step_issue(struct sb_encoder *m, const struct sb_encoder_data *data, int B, const struct sb_step_opts *o,
+                      int stats, struct sb_err *err)
+{
+	struct sb_backend *be = m->be;
+	const struct sb_backend_ops *ops = be->ops;
+	compute_alpha(m);
+	struct pass ps = {m, data, o, B, 0, 0, stats, &m->state_dev->step};
+	ps.ntiles = (B + m->tile - 1) / m->tile;
+	ps.nslots = ps.ntiles < m->nslots_max ? ps.ntiles : m->nslots_max;
+	SB_TRY(ops->run(be, ps.nslots, slot_task, &ps, err));
+	struct sb_ctx *ctx = sb_be_main(be);
+	ops->reduce_slots(ctx, m->grads, m->slots, ps.nslots, m->dstride, m->dense_n);
+	if (m->cfg.modality == SB_TEXT) {
+		ops->zero(ctx, m->grads + m->dense_n, (m->pstride - m->dense_n) * sizeof(float));
+		ops->embedding_backward(ctx, m->g.embed_w, m->demb_all, m->ids_all, B * m->L, m->cfg.d);
+	}
+	ops->loss_accum(ctx, m->acc_dev, m->out_loss, B, m->state_dev);
+	ops->clip_coef(ctx, m->acc_dev, m->grads, m->pstride, o->clip);
+	ops->adamw_dev(ctx, m->params, m->m, m->v, m->grads, m->pstride, m->acc_dev, m->state_dev);
+	return 0;
+}
+
+/* What a recording depends on besides device memory: recorded again when it changes. */
+struct graph_key {
+	int B, modality;
+	uint64_t seed;
+	float dropout, clip;
+	int norm_kind, norm_unrolled, norm_mask;
+	double norm_ratio, norm_alpha;
+	const void *images, *tokens, *len, *labels;
+};
+
+static void graph_key_of(const struct sb_encoder *m, const struct sb_encoder_data *data, int B,
+                         const struct sb_step_opts *o, unsigned char out[128])
+{
+	struct graph_key k;
+	memset(&k, 0, sizeof k);
+	k.B = B;
+	k.modality = (int)m->cfg.modality;
+	k.seed = o->seed;
+	k.dropout = o->dropout;
+	k.clip = o->clip;
+	k.norm_kind = (int)m->cfg.norm.kind;
+	k.norm_unrolled = m->cfg.norm.unrolled;
+	k.norm_mask = (int)m->cfg.norm.mask;
+	k.norm_ratio = m->cfg.norm.ratio;
+	k.norm_alpha = m->cfg.norm.alpha;
+	k.images = data->images;
+	k.tokens = data->tokens;
+	k.len = data->len;
+	k.labels = data->labels;
+	_Static_assert(sizeof k <= 128, "graph key");
+	memset(out, 0, 128);
+	memcpy(out, &k, sizeof k);
+}
+
+void sb_encoder_graph_reset(struct sb_encoder *m)
+{
+	if (m->graph)
+		m->be->ops->graph_free(m->be, m->graph);
+	m->graph = NULL;
+	m->graph_warm = 0;
+}
+
+/* Record the step (step_issue between graph_begin and graph_end); 0 with m->graph set,
+ * or non-zero when the recording failed (nothing ran; the caller issues the step). */
+static int graph_record(struct sb_encoder *m, const struct sb_encoder_data *data, int B, const struct sb_step_opts *o)
+{
+	struct sb_backend *be = m->be;
+	struct sb_err e = {0};
+	void *g = NULL;
+	int rc = be->ops->graph_begin(be, &e);
+	if (!rc) {
+		struct sb_err e2 = {0};
+		int rc2 = step_issue(m, data, B, o, 0, &e2);
+		rc = be->ops->graph_end(be, &g, &e);
+		if (rc2 && !rc) {
+			be->ops->graph_free(be, g);
+			g = NULL;
+			rc = rc2;
+			e = e2;
+		}
+	}
+	if (rc) {
+		m->graph_failed = 1;
+		snprintf(m->graph_note, sizeof m->graph_note, "recording the step failed (steps issued op by op): %s",
+		         e.msg);
+		return rc;
+	}
+	m->graph = g;
+	return 0;
+}
+
+int sb_encoder_step(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int B,
+                    const struct sb_step_opts *o, struct sb_attn_stats *stats, struct sb_err *err)
+{
+	struct sb_backend *be = m->be;
+	if (!have_dev_ops(be))
+		return SB_ERR(err, SB_EINTERNAL, "backend '%s' lacks the device-side step ops", be->name);
+	if (B < 1 || B > m->max_batch)
+		return SB_ERR(err, SB_EINTERNAL, "batch of %d examples (model built for at most %d)", B, m->max_batch);
+	for (int i = 0; i < B; i++)
+		if ((int64_t)idx[i] >= data->n)
+			return SB_ERR(err, SB_EINTERNAL, "example index %u out of range (%lld examples)", idx[i],
+			              (long long)data->n);
+	/* the step's state and indices: one upload (the source may be reused at once) */
+	struct sb_step_state st;
+	memset(&st, 0, sizeof st);
+	st.step = o->step;
+	st.t = m->adam_t + 1;
+	sb_adamw_consts(&st.k, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, st.t);
+	memcpy(m->stage, &st, sizeof st);
+	memcpy((char *)m->stage + sizeof st, idx, (size_t)B * sizeof *idx);
+	SB_TRY(be->ops->upload(be, m->state_dev, m->stage, sizeof st + (size_t)B * sizeof *idx, err));
+	m->adam_t = st.t;
+	if (o->stats) { /* waits for the device: issued op by op */
+		SB_TRY(step_issue(m, data, B, o, 1, err));
+		struct sb_attn_stats sum = {0};
+		sum_stats(m, (B + m->tile - 1) / m->tile, &sum);
+		if (stats)
+			*stats = sum;
+		m->steps_issued++;
+		return 0;
+	}
+	int can = m->use_graphs && !m->graph_failed && have_graph_ops(be);
+	if (can) {
+		unsigned char key[128];
+		graph_key_of(m, data, B, o, key);
+		if (memcmp(key, m->graph_key, sizeof key)) {
+			sb_encoder_graph_reset(m);
+			memcpy(m->graph_key, key, sizeof key);
+		}
+		if (!m->graph && m->graph_warm)
+			graph_record(m, data, B, o);
+		if (m->graph) {
+			SB_TRY(be->ops->graph_launch(be, m->graph, err));
+			m->steps_replayed++;
+			return 0;
+		}
+	}
+	SB_TRY(step_issue(m, data, B, o, 0, err));
+	m->steps_issued++;
+	if (can)
+		m->graph_warm = 1;
+	return 0;
+}
+
+int sb_encoder_acc_read(struct sb_encoder *m, struct sb_step_acc *out, int reset, struct sb_err *err)
+{
+	SB_TRY(m->be->ops->download(m->be, out, m->acc_dev, sizeof *out, err));
+	return reset ? acc_reset(m, err) : 0;
+}
+
 int sb_encoder_train_step(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int B,
                           const struct sb_step_opts *o, struct sb_step_result *res, struct sb_err *err)
 {
-	SB_TRY(sb_encoder_forward_backward(m, data, idx, B, o, res, err));
-	if (!isfinite(res->loss))
+	memset(res, 0, sizeof *res);
+	SB_TRY(sb_encoder_step(m, data, idx, B, o, &res->stats, err));
+	struct sb_step_acc a;
+	SB_TRY(sb_encoder_acc_read(m, &a, 0, err));
+	res->loss = a.last_loss;
+	if (!isfinite(a.last_loss)) {
+		m->adam_t--; /* adamw_dev skipped the update */
 		return 0;
-	return sb_encoder_update(m, o, res, err);
+	}
+	res->grad_norm = a.grad_norm;
+	res->clipped = a.clipped;
+	return 0;
+}
+
+int sb_encoder_saved_attention(struct sb_encoder *m, int layer, int B, float *S, float *P, struct sb_err *err)
+{
+	if (layer < 0 || layer >= m->cfg.layers || B < 1 || B > m->tile)
+		return -SB_ERR(err, SB_EUSAGE, "saved attention of layer %d for %d samples: the pass must be one tile "
+		                               "(tile %d)",
+		               layer, B, m->tile);
+	const struct layer_acts *la = &m->arena[0]->la[layer];
+	size_t n = (size_t)B * m->cfg.heads * m->T * m->T * sizeof(float);
+	int rc = 0;
+	if (S)
+		rc = m->be->ops->download(m->be, S, la->S, n, err);
+	if (!rc && P)
+		rc = m->be->ops->download(m->be, P, la->P, n, err);
+	return rc ? -rc : B;
 }
 
 /* ------------------------------------------------------------------ evaluation */
@@ -869,7 +1084,7 @@ int sb_encoder_forward(struct sb_encoder *m, const struct sb_encoder_data *data,
 	struct sb_backend *be = m->be;
 	SB_TRY(upload_idx(m, data, idx, B, err));
 	compute_alpha(m);
-	struct pass ps = {m, data, NULL, B, 0, 0, stats != NULL};
+	struct pass ps = {m, data, NULL, B, 0, 0, stats != NULL, NULL};
 	ps.ntiles = (B + m->tile - 1) / m->tile;
 	SB_TRY(be->ops->run(be, ps.ntiles, eval_task, &ps, err));
 	if (stats)

@@ -111,7 +111,10 @@ struct sb_encoder {
 	float *grads;
 	struct sb_model_ptrs p, g;        /* pointers into params and into slot 0 */
 	float *alpha;                     /* device [layers * heads] (HAE) */
-	uint32_t *idx_dev;                /* device [max_batch] */
+	struct sb_step_state *state_dev;  /* device: the step's state, then idx_dev (one upload per step) */
+	uint32_t *idx_dev;                /* device [max_batch] (inside state_dev's allocation) */
+	struct sb_step_acc *acc_dev;      /* device: loss and clipping bookkeeping of sb_encoder_step */
+	void *stage;                      /* host: the state and indices of the next step */
 	float *demb_all;                  /* text: [max_batch * L * d] embedding gradients of the batch */
 	int32_t *ids_all;                 /* text: [max_batch * L] */
 	float *out_loss;                  /* device [max_batch] per-example losses */
@@ -123,6 +126,15 @@ struct sb_encoder {
 	int nworkers;
 	struct sb_encoder_arena **arena; /* [nworkers] */
 	int64_t adam_t;                  /* optimiser steps taken */
+	/* recorded steps (CUDA graphs; DESIGN §6): on a backend with graph ops the second
+	 * step of one shape is recorded and later steps replay the recording */
+	int use_graphs;       /* 1 (default); 0: every step is issued op by op */
+	void *graph;          /* the recording, NULL when none */
+	int graph_warm;       /* a step with the current key ran op by op (buffers sized) */
+	int graph_failed;     /* recording failed once: op by op from then on (graph_note says why) */
+	char graph_note[200];
+	unsigned char graph_key[128];
+	int64_t steps_replayed, steps_issued; /* counts, for benchmarks and tests */
 };
 
 int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int max_batch, struct sb_encoder **out,
@@ -160,9 +172,30 @@ int sb_encoder_forward_backward(struct sb_encoder *m, const struct sb_encoder_da
 /* Global-norm clipping (torch clip_grad_norm_ semantics) and one AdamW step. */
 int sb_encoder_update(struct sb_encoder *m, const struct sb_step_opts *o, struct sb_step_result *res,
                       struct sb_err *err);
-/* forward_backward, then update when the loss is finite. */
+/* forward_backward, then update when the loss is finite (sb_encoder_step, then a wait
+ * for its numbers: one device round trip per step). */
 int sb_encoder_train_step(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int B,
                           const struct sb_step_opts *o, struct sb_step_result *res, struct sb_err *err);
+
+/* One training step (as sb_encoder_train_step) queued without reading anything back:
+ * the batch-mean loss, its finiteness and the clipping stay in the model's device-side
+ * accumulator (struct sb_step_acc), read by sb_encoder_acc_read (once per epoch is
+ * enough). An update is skipped for a step whose loss is not finite; the accumulator
+ * keeps the first such step's index (o->step). With o->stats the step also collects
+ * attention statistics into *stats (and then waits for the device). On a backend with
+ * graph ops, steps of one shape (batch size, normaliser, options) are recorded once
+ * and replayed; results are the same bits either way. */
+int sb_encoder_step(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int B,
+                    const struct sb_step_opts *o, struct sb_attn_stats *stats, struct sb_err *err);
+/* Wait for the queued steps, copy the accumulator to *out; reset: then clear it. */
+int sb_encoder_acc_read(struct sb_encoder *m, struct sb_step_acc *out, int reset, struct sb_err *err);
+/* Drop the recorded step (the next steps record again). */
+void sb_encoder_graph_reset(struct sb_encoder *m);
+
+/* Testing: the saved attention scores S and probabilities P [B, NH, T, T] of layer l of
+ * the last pass, copied to host arrays (NULL to skip), when that pass was one tile (the
+ * whole batch in worker 0's activations); returns the number of samples, or -code. */
+int sb_encoder_saved_attention(struct sb_encoder *m, int layer, int B, float *S, float *P, struct sb_err *err);
 
 /* Forward pass in evaluation mode (no dropout) of idx[0..B): per-example logits
  * [B, classes], losses and predictions to host arrays (each may be NULL); attention

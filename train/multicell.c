@@ -69,14 +69,13 @@ static void *worker(void *p)
 		int dev_failed = sb_cuda_failed && sb_cuda_failed(be);
 		if (sb_cuda_device_lost && sb_cuda_device_lost(be))
 			atomic_store(&r->lost, 1);
-		if (!rc && !dev_failed)
+		/* a cell whose work returned 0 has all its results (every download succeeded) */
+		if (!rc)
 			c->status = SB_MC_OK;
 		else if (dev_failed || atomic_load(&r->lost))
 			c->status = SB_MC_FAILED_DEVICE;
 		else
 			c->status = SB_MC_FAILED;
-		if (rc == 0 && dev_failed && !c->err.code)
-			SB_ERR(&c->err, SB_EINTERNAL, "%s: the device failed after the cell's work", c->id ? c->id : "cell");
 		sb_backend_close(be);
 		finish(r, c);
 	}

@@ -14,6 +14,7 @@
 #include "hash.h"
 #include "io.h"
 #include "json.h"
+#include "multicell.h"
 #include "record.h"
 #include "train.h"
 #include "train_cell.h"
@@ -42,7 +43,9 @@ static void usage(void)
 	      "  -o, --out DIR         run directories DIR/CELL_ID/ (runs)\n"
 	      "      --device DEV      cpu (default) or cuda[:N] when built with CUDA\n"
 	      "  -j, --threads N       worker threads in all (0 = every core; default 0). With several\n"
-	      "                        cells, up to N cells train at once; results do not depend on N\n"
+	      "                        cells, up to N cells train at once; results do not depend on N.\n"
+	      "                        On a GPU, cells of one task, architecture and tier train at once\n"
+	      "                        (each on its own stream), up to N of them (0: all, at most 128)\n"
 	      "  -q, --quiet           no progress lines on stderr\n"
 	      "      --help            this help;  --version  the version\n"
 	      "Cell options (with --task): --method M --seed S --epochs E --batch B --lr X\n"
@@ -403,6 +406,105 @@ static void *runner_main(void *p)
 	return NULL;
 }
 
+/* ---------------------------------------------------------------- GPU: cells at once */
+
+/* On a GPU the cells of one task, architecture and tier (a grid row: its methods and
+ * seeds) train together through train/multicell.c: each cell on its own backend
+ * (stream, cuBLAS handle, memory) and host thread, so a cell computes the same bits
+ * as alone, and a device error ends only this process's cells (failed_device). */
+struct gpu_cell {
+	const struct sb_cell *cell;
+	int index;
+	const struct sb_dataset *ds;
+	struct train_env *env;
+	int ran;
+	enum cell_status st;
+};
+
+static int gpu_cell_fn(struct sb_backend *be, struct sb_mc_cell *mc, struct sb_err *err)
+{
+	struct gpu_cell *g = mc->arg;
+	g->ran = 1;
+	return train_cell(g->cell, g->index, g->ds, be, g->env, &g->st, err);
+}
+
+static void run_gpu_groups(struct runner_shared *sh, int max_active)
+{
+	int n = sh->cs->n;
+	char *grouped = calloc((size_t)n, 1);
+	struct sb_mc_cell *mc = calloc((size_t)n, sizeof *mc);
+	struct gpu_cell *gc = calloc((size_t)n, sizeof *gc);
+	int *idx = calloc((size_t)n, sizeof *idx);
+	if (!grouped || !mc || !gc || !idx) {
+		SB_ERR(&sh->first_err, SB_EINTERNAL, "out of memory");
+		sh->first_rc = SB_EINTERNAL;
+		sh->first_idx = 0;
+		free(grouped);
+		free(mc);
+		free(gc);
+		free(idx);
+		return;
+	}
+	for (int i0 = 0; i0 < n; i0++) {
+		if (grouped[i0])
+			continue;
+		const struct sb_cell *a = &sh->cs->c[i0];
+		int m = 0;
+		for (int i = i0; i < n; i++) {
+			const struct sb_cell *c = &sh->cs->c[i];
+			if (grouped[i] || strcmp(c->task, a->task) || strcmp(c->arch, a->arch) || strcmp(c->tier, a->tier))
+				continue;
+			grouped[i] = 1;
+			const struct sb_dataset *ds = NULL;
+			for (int k = 0; k < sh->ntds; k++)
+				if (!strcmp(sh->tds[k].task, c->task))
+					ds = &sh->tds[k].ds;
+			gc[m] = (struct gpu_cell){c, i, ds, sh->env, 0, CELL_FAILED};
+			mc[m] = (struct sb_mc_cell){c->cell_id, &gc[m], SB_MC_PENDING, {0}, 0};
+			idx[m] = i;
+			m++;
+		}
+		struct sb_mc_opts o = {sh->device, 1, max_active > 0 ? max_active : (m < 128 ? m : 128), NULL, NULL};
+		struct sb_err err = {0};
+		sb_multicell_run(&o, mc, m, gpu_cell_fn, &err);
+		for (int k = 0; k < m; k++) {
+			int i = idx[k];
+			const struct sb_cell *c = &sh->cs->c[i];
+			int rc = 0;
+			struct sb_err e = mc[k].err;
+			if (mc[k].status != SB_MC_OK)
+				rc = e.code ? e.code : SB_EINTERNAL;
+			if (!gc[k].ran) { /* never started: the device was lost, or no backend for it */
+				struct sb_err e2 = {0};
+				train_cell_unrun(c, i, sh->env, "failed_device", e.msg[0] ? e.msg : "not run", &e2);
+				rc = SB_EINTERNAL;
+			}
+			if (rc && (sh->first_idx < 0 || i < sh->first_idx)) {
+				sh->first_idx = i;
+				sh->first_rc = rc;
+				sh->first_err = e;
+			}
+			if (rc)
+				sh->failed++;
+			else if (gc[k].st == CELL_COMPLETED)
+				sh->completed++;
+			else if (gc[k].st == CELL_SKIPPED)
+				sh->skipped++;
+			else if (gc[k].st == CELL_FAILED_NONFINITE)
+				sh->nonfinite++;
+			if (rc) {
+				pthread_mutex_lock(sh->env->out_mu);
+				sb_cli_warn("cell %s failed: %s", c->cell_id, e.msg);
+				pthread_mutex_unlock(sh->env->out_mu);
+			}
+		}
+	}
+	free(grouped);
+	free(mc);
+	free(gc);
+	free(idx);
+}
+
 static int ncores(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -451,8 +553,10 @@ int main(int argc, char **argv)
 	}
 	int threads = o.threads > 0 ? o.threads : ncores();
 	int nrun = cs.n < threads ? cs.n : threads;
-	if (strcmp(o.device, "cpu"))
-		nrun = 1; /* one device: one runner (the backend batches inside a cell) */
+	int gpu = strcmp(o.device, "cpu") != 0; /* cells of a grid row at once: run_gpu_groups */
+	const char *grp = getenv("SB_TRAIN_GROUPS"); /* testing: the GPU's grouping on the CPU */
+	if (grp && !strcmp(grp, "1"))
+		gpu = 1;
 	/* probe the device once so that a bad --device is a usage error, not n failed cells */
 	{
 		struct sb_backend *be = NULL;
@@ -500,19 +604,23 @@ int main(int argc, char **argv)
 	struct runner_shared sh = {&cs, tds, ntds, o.device, &env, PTHREAD_MUTEX_INITIALIZER, 0, 0, -1,
 	                           {0}, 0,   0,    0,        0};
 	struct runner *rn = calloc((size_t)nrun, sizeof *rn);
-	for (int i = 0; i < nrun; i++) {
-		rn[i].sh = &sh;
-		rn[i].threads = threads / nrun + (i < threads % nrun);
-	}
-	for (int i = 1; i < nrun; i++)
-		if (pthread_create(&rn[i].th, NULL, runner_main, &rn[i])) {
-			rn[0].threads += rn[i].threads;
-			rn[i].threads = 0;
+	if (gpu) {
+		run_gpu_groups(&sh, o.threads);
+	} else {
+		for (int i = 0; i < nrun; i++) {
+			rn[i].sh = &sh;
+			rn[i].threads = threads / nrun + (i < threads % nrun);
 		}
-	runner_main(&rn[0]);
-	for (int i = 1; i < nrun; i++)
-		if (rn[i].threads)
-			pthread_join(rn[i].th, NULL);
+		for (int i = 1; i < nrun; i++)
+			if (pthread_create(&rn[i].th, NULL, runner_main, &rn[i])) {
+				rn[0].threads += rn[i].threads;
+				rn[i].threads = 0;
+			}
+		runner_main(&rn[0]);
+		for (int i = 1; i < nrun; i++)
+			if (rn[i].threads)
+				pthread_join(rn[i].th, NULL);
+	}
 	if (!sb_quiet)
 		sb_progress(1, "%d cell%s: %d completed, %d skipped, %d non-finite loss, %d failed", cs.n,
 		            cs.n == 1 ? "" : "s", sh.completed, sh.skipped, sh.nonfinite, sh.failed);

@@ -31,4 +31,11 @@ enum cell_status { CELL_COMPLETED, CELL_SKIPPED, CELL_FAILED_NONFINITE, CELL_FAI
 int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *ds, struct sb_backend *be,
                const struct train_env *env, enum cell_status *status, struct sb_err *err);
 
+/* A cell that could not run (its device was lost before it started, or no backend could
+ * be opened for it): its run directory gets run.meta (fresh runs) and a train.failed
+ * record with status (e.g. "failed_device") and msg, also written to env->out; a cell
+ * that already finished is left alone. Resume state is kept. */
+int train_cell_unrun(const struct sb_cell *cell, int index, const struct train_env *env, const char *status,
+                     const char *msg, struct sb_err *err);
+
 #endif

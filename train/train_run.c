@@ -358,6 +358,48 @@ static int attention_fields(struct sb_jw *w, struct sb_encoder *m, const struct 
 	return 0;
 }
 
+int train_cell_unrun(const struct sb_cell *cell, int index, const struct train_env *env, const char *status,
+                     const char *msg, struct sb_err *err)
+{
+	struct run R = {0};
+	struct run *r = &R;
+	r->c = cell;
+	r->env = env;
+	r->index = index;
+	r->t_wall0 = sb_monotonic_seconds();
+	sb_jw_init(&r->w, NULL);
+	snprintf(r->dir, sizeof r->dir, "%s/%s", env->runs_dir, cell->cell_id);
+	snprintf(r->ndjson, sizeof r->ndjson, "%s/train.ndjson", r->dir);
+	int done = 0, resume = 0;
+	double prev_seconds = 0;
+	int rc = sb_mkdir_p(r->dir, err);
+	if (!rc)
+		rc = scan_existing(r, &done, &resume, &prev_seconds, err);
+	if (!rc && done) { /* finished before: nothing to say (train_cell would skip it) */
+		lines_free(&r->lines);
+		sb_jw_free(&r->w);
+		return 0;
+	}
+	if (!rc && resume == 0) {
+		lines_free(&r->lines);
+		struct sb_jw w;
+		sb_jw_init(&w, NULL);
+		rc = sb_record_run_meta(&w, env->meta, err);
+		size_t n = w.len;
+		while (n && w.buf[n - 1] == '\n')
+			n--;
+		if (!rc)
+			rc = lines_add(&r->lines, w.buf, n, err);
+		sb_jw_free(&w);
+	}
+	r->train_seconds = prev_seconds;
+	if (!rc)
+		rc = record_failed(r, status, msg, -1, 0, 0, err);
+	lines_free(&r->lines);
+	sb_jw_free(&r->w);
+	return rc;
+}
+
 int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *ds, struct sb_backend *be,
                const struct train_env *env, enum cell_status *status, struct sb_err *err)
 {
@@ -459,6 +501,11 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 	o.dropout = (float)cell->dropout;
 	o.weight_decay = (float)cell->weight_decay;
 	o.clip = (float)cell->clip;
+	/* The steps are queued without reading anything back (sb_encoder_step); the loss
+	 * stays in the model's device-side accumulator, read at the end of each epoch on a
+	 * GPU (one wait per epoch) and after every step on the CPU (a memory copy there).
+	 * A non-finite loss is found there, with the step where it first happened. */
+	int64_t read_every = strcmp(be->name, "cpu") ? spe : 1;
 	for (int epoch = resume; epoch < cell->epochs; epoch++) {
 		struct sb_norm nm;
 		if ((rc = sb_cell_norm_at(cell, epoch, &nm, err)) || (rc = sb_encoder_set_norm(m, &nm, err)))
@@ -469,34 +516,55 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 		for (int64_t i = 0; i < sp.n_train; i++)
 			perm[i] = sp.train[perm[i]];
 		double t0 = sb_monotonic_seconds(), loss_sum = 0, lr0 = sb_cell_lr_at(cell, epoch * spe, T);
-		struct sb_step_result res = {0};
+		struct sb_attn_stats stats = {0};
+		struct sb_step_acc acc;
+		sb_step_acc_reset(&acc);
+		if ((rc = sb_encoder_acc_read(m, &acc, 1, err)))
+			goto fail;
 		for (int64_t s = 0; s < spe; s++) {
 			int64_t b0 = s * cell->batch;
 			int B = sp.n_train - b0 < cell->batch ? (int)(sp.n_train - b0) : cell->batch;
 			o.step = epoch * spe + s;
 			o.lr = (float)sb_cell_lr_at(cell, o.step, T);
 			o.stats = s == spe - 1;
-			if ((rc = sb_encoder_train_step(m, &data, perm + b0, B, &o, &res, err)))
+			if ((rc = sb_encoder_step(m, &data, perm + b0, B, &o, &stats, err)))
 				goto fail;
-			if (env->nan_at_step > 0 && o.step == env->nan_at_step - 1)
-				res.loss = NAN; /* testing hook: the non-finite-loss path */
-			if (!isfinite(res.loss)) {
-				char msg[200];
-				snprintf(msg, sizeof msg, "non-finite training loss (%s) at epoch %d, step %lld",
-				         isnan(res.loss) ? "nan" : "inf", epoch, (long long)o.step);
-				r->train_seconds += sb_monotonic_seconds() - t0;
-				rc = record_failed(r, "failed_nonfinite_loss", msg, epoch, o.step, (int)s, err);
-				*status = CELL_FAILED_NONFINITE;
-				goto out_noreport;
+			int last = s == spe - 1;
+			if (last || (s + 1) % read_every == 0) {
+				if ((rc = sb_encoder_acc_read(m, &acc, 0, err)))
+					goto fail;
+				int64_t bad = acc.first_bad;
+				double badv = acc.bad_loss;
+				int64_t hook = env->nan_at_step - 1; /* testing hook: that step's loss reads as NaN */
+				if (env->nan_at_step > 0 && hook >= epoch * spe && hook <= o.step && (bad < 0 || hook < bad)) {
+					bad = hook;
+					badv = NAN;
+				}
+				if (bad >= 0) {
+					char msg[200];
+					snprintf(msg, sizeof msg, "non-finite training loss (%s) at epoch %d, step %lld",
+					         isnan(badv) ? "nan" : "inf", epoch, (long long)bad);
+					r->train_seconds += sb_monotonic_seconds() - t0;
+					rc = record_failed(r, "failed_nonfinite_loss", msg, epoch, bad, (int)(bad - epoch * spe),
+					                   err);
+					*status = CELL_FAILED_NONFINITE;
+					goto out_noreport;
+				}
+				loss_sum = acc.loss_sum;
 			}
-			loss_sum += res.loss;
 			if (env->stop_after_steps > 0 && o.step + 1 >= env->stop_after_steps) {
 				fflush(NULL);
 				_exit(137); /* testing hook: die like kill -9 mid-epoch */
 			}
-			progress(r, "epoch %d/%d step %lld/%lld loss %.4f", epoch + 1, cell->epochs, (long long)s + 1,
-			         (long long)spe, res.loss);
+			if (read_every == 1)
+				progress(r, "epoch %d/%d step %lld/%lld loss %.4f", epoch + 1, cell->epochs,
+				         (long long)s + 1, (long long)spe, acc.last_loss);
+			else
+				progress(r, "epoch %d/%d step %lld/%lld", epoch + 1, cell->epochs, (long long)s + 1,
+				         (long long)spe);
 		}
+		struct sb_step_result res = {0};
+		res.stats = stats;
 		double secs = sb_monotonic_seconds() - t0;
 		r->train_seconds += secs;
 		char hex[SB_SHA256_HEX], ck[4300];

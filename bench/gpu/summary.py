@@ -1,7 +1,15 @@
 #!/usr/bin/env python3
-"""summary.py OUTDIR — the short table tests/gpu/run.sh prints last, from
-OUTDIR/bench.ndjson (gpu_bench and torch_bench records) and OUTDIR/sections.tsv.
-Also writes it to OUTDIR/summary.txt, ready to paste into bench/RESULTS.md."""
+"""summary.py OUTDIR [--apply RESULTS.md] [--meta KEY=VALUE ...]
+
+The closing table of tests/gpu/run.sh, from OUTDIR/bench.ndjson (gpu_bench and
+torch_bench records) and OUTDIR/sections.tsv: written to OUTDIR/summary.txt as the
+Markdown block of bench/RESULTS.md's CUDA section (between the markers
+<!-- cuda:begin --> and <!-- cuda:end -->), and printed. With --apply the block
+replaces the one in RESULTS.md (or is appended when the markers are missing), so
+the lead can run `python3 bench/gpu/summary.py OUTDIR --apply bench/RESULTS.md`
+on the fetched OUTDIR. The block's header (command, git, date, device) comes from the
+bench.meta record run.sh writes into bench.ndjson; --meta KEY=VALUE adds or overrides.
+"""
 import json
 import os
 import sys
@@ -9,9 +17,10 @@ import sys
 STUDY_CELLS, EPOCHS, N_TRAIN, N_VAL = 910, 30, 48000, 12000
 METHODS = ["softmax", "topk_softmax_0125", "topk_softmax_025", "topk_softmax_05", "sparsemax", "entmax15",
            "headwise_adaptive_entmax"]
+BEGIN, END = "<!-- cuda:begin -->", "<!-- cuda:end -->"
 
 
-def main(out):
+def load(out):
     recs = []
     p = os.path.join(out, "bench.ndjson")
     if os.path.exists(p):
@@ -22,60 +31,159 @@ def main(out):
                     recs.append(json.loads(line))
                 except ValueError:
                     pass
-    ours = {r["method"]: r for r in recs if r.get("kind") == "bench.single"}
+    return recs
+
+
+def fmt_x(a, b):
+    return ("%.1fx" % (a / b)) if a and b else "n/a"
+
+
+def block(out, cli_meta):
+    recs = load(out)
+    meta = {}
+    for r in recs:  # {"kind": "bench.meta", ...} written by run.sh
+        if r.get("kind") == "bench.meta":
+            meta.update({k: str(v) for k, v in r.items() if k != "kind"})
+    meta.update(cli_meta)
+    single = {}
+    for r in recs:
+        if r.get("kind") == "bench.single":
+            single[(r.get("method"), r.get("mode", "plain"))] = r
     torch = {r["method"]: r for r in recs if r.get("kind") == "bench.torch" and "method" in r}
-    multi = [r for r in recs if r.get("kind") == "bench.multi"]
-    L = []
+    multi = {r.get("mode", "plain"): r for r in recs if r.get("kind") == "bench.multi"}
+    prof = [r for r in recs if r.get("kind") == "bench.profile"]
+    ptot = {r["method"]: r for r in recs if r.get("kind") == "bench.profile_total"}
+    dev = next((r.get("device") for r in recs if r.get("kind") == "bench.torch" and r.get("device")), "?")
+    L = [BEGIN, "## CUDA backend vs PyTorch eager (latest GPU check)", ""]
+    for k in ("command", "git", "date", "device"):
+        if k in meta:
+            L.append("- %s: %s" % (k, meta[k]))
+    for k, v in meta.items():
+        if k not in ("command", "git", "date", "device"):
+            L.append("- %s: %s" % (k, v))
+    L.append("")
     sec = os.path.join(out, "sections.tsv")
     if os.path.exists(sec):
-        L.append("section            status  seconds  detail")
+        L.append("| section | status | seconds | detail |")
+        L.append("| --- | --- | ---: | --- |")
         for line in open(sec):
             f = line.rstrip("\n").split("\t")
             if len(f) >= 4:
-                L.append("%-18s %-7s %7s  %s" % (f[0], f[1], f[2], "; ".join(f[3:])))
+                L.append("| %s | %s | %s | %s |" % (f[0], f[1], f[2], "; ".join(f[3:]).replace("|", "/")))
         L.append("")
-    dev = next((r.get("device") for r in recs if r.get("kind") == "bench.torch" and r.get("device")), "?")
-    L.append("Throughput, compact Fashion-MNIST cell (T=50, d=64, batch 256), samples/s on %s" % dev)
-    L.append("| method | sparsebench 1 cell | PyTorch eager 1 cell | speed-up (target >= 5x) |")
-    L.append("| --- | ---: | ---: | ---: |")
+    L.append("Throughput, compact Fashion-MNIST cell (T=50, d=64, batch 256, fp32), samples/s on %s; "
+             "ours: steps queued as sb-train queues them, recorded once and replayed (graph) or issued op by op "
+             "(plain)" % dev)
+    L.append("")
+    L.append("| method | ours, graph | ms/step | ours, plain | ms/step | PyTorch eager | graph vs PyTorch "
+             "(target >= 5x) | plain vs PyTorch |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     inv = 0.0
     have_all = True
     for m in METHODS:
-        o = ours.get(m, {}).get("samples_per_s", 0) or 0
+        g = single.get((m, "graph"), {})
+        p = single.get((m, "plain"), {})
         t = torch.get(m, {}).get("samples_per_s", 0) or 0
-        L.append("| %s | %.0f | %.0f | %s |" % (m, o, t, ("%.1fx" % (o / t)) if o and t else "n/a"))
+        gs, ps = g.get("samples_per_s", 0) or 0, p.get("samples_per_s", 0) or 0
+        note = ""
+        if g and not g.get("replayed"):
+            note = " (no graph ops)" if g.get("device") == "cpu" else " (NOT replayed)"
+        L.append("| %s | %.0f%s | %.3f | %.0f | %.3f | %.0f | %s | %s |" % (
+            m, gs, note, g.get("ms_per_step", 0) or 0, ps, p.get("ms_per_step", 0) or 0, t, fmt_x(gs, t),
+            fmt_x(ps, t)))
         if t:
             inv += 1.0 / t
         else:
             have_all = False
+    seq = len(METHODS) / inv if have_all and inv > 0 else 0  # every method once, one after another
     if multi:
-        r = multi[-1]
-        mc = r.get("samples_per_s", 0) or 0
         L.append("")
-        L.append("| many cells | cells | samples/s |")
-        L.append("| --- | ---: | ---: |")
-        L.append("| sparsebench, one process | %d (%d ok) | %.0f |" % (r.get("cells", 0), r.get("cells_ok", 0), mc))
-        if have_all and inv > 0:
-            seq = len(METHODS) / inv  # cells of every method, one after another (harmonic mean)
-            L.append("| PyTorch eager, cells one after another | %d | %.0f |" % (r.get("cells", 0), seq))
+        L.append("| many cells (7 methods x 10 seeds), one process | cells | samples/s | vs sequential PyTorch "
+                 "(target >= 20x) | projected 910-cell study (target < 1 h) |")
+        L.append("| --- | ---: | ---: | ---: | ---: |")
+        samples = STUDY_CELLS * EPOCHS * (N_TRAIN + N_VAL / 3.0)
+        for mode in ("graph", "plain"):
+            r = multi.get(mode)
+            if not r:
+                continue
+            mc = r.get("samples_per_s", 0) or 0
+            L.append("| sparsebench, %s | %d (%d ok) | %.0f | %s | %s |" % (
+                "recorded steps (graphs)" if mode == "graph" else "op by op", r.get("cells", 0),
+                r.get("cells_ok", 0), mc, fmt_x(mc, seq), ("%.2f h" % (samples / mc / 3600.0)) if mc else "n/a"))
+        if seq:
+            L.append("| PyTorch eager, cells one after another (harmonic mean of the methods) | 1 at a time | %.0f "
+                     "| 1.0x | %.2f h |" % (seq, samples / seq / 3600.0))
+        L.append("")
+        L.append("Projection: %d cells x %d epochs x (%d train + %d val / 3) samples, every cell "
+                 "Fashion-MNIST-sized, at the measured many-cell rate (validation costs about a third of a "
+                 "training sample)." % (STUDY_CELLS, EPOCHS, N_TRAIN, N_VAL))
+    if prof:
+        L.append("")
+        L.append("Device time per op (gpu_bench --profile: each op of one plain step repeated %s times between "
+                 "two waits); the 12 largest per method:" % (prof[0].get("repeats", "?")))
+        for m in [m for m in METHODS if m in ptot]:
+            rows = sorted([r for r in prof if r.get("method") == m], key=lambda r: -(r.get("us_per_step") or 0))
+            t = ptot[m]
             L.append("")
-            L.append("multi-cell speed-up over sequential PyTorch: %.1fx (target >= 20x)" % (mc / seq if seq else 0))
-        if mc > 0:
-            # eval of the validation split costs about a third of a training step per sample
-            samples = STUDY_CELLS * EPOCHS * (N_TRAIN + N_VAL / 3.0)
-            hours = samples / mc / 3600.0
-            L.append("projected full study (%d cells x %d epochs x (%d train + %d val/3) samples, all cells "
-                     "Fashion-MNIST-sized) on this GPU: %.2f h (target < 1 h)" % (STUDY_CELLS, EPOCHS, N_TRAIN, N_VAL,
-                                                                                   hours))
+            L.append("%s: %d ops, %d calls, sum of op times %.0f us vs a plain step of %.0f us (the rest: gaps "
+                     "between launches and waits)" % (m, t.get("ops", 0), t.get("calls", 0),
+                                                       t.get("us_sum_of_ops", 0), t.get("us_plain_step", 0)))
+            L.append("")
+            L.append("| op | calls | us/call | us/step |")
+            L.append("| --- | ---: | ---: | ---: |")
+            for r in rows[:12]:
+                L.append("| %s | %d | %.1f | %.1f |" % (r.get("op"), r.get("calls", 0), r.get("us_per_call", 0),
+                                                       r.get("us_per_step", 0)))
     data = {r.get("data") for r in recs if r.get("data")}
     if data:
-        L.append("data: %s (throughput does not depend on pixel values)" % ", ".join(sorted(data)))
-    text = "\n".join(L) + "\n"
+        L.append("")
+        L.append("Data: %s (throughput does not depend on pixel values)." % ", ".join(sorted(data)))
+    L.append(END)
+    return "\n".join(L) + "\n"
+
+
+def apply(path, text):
+    old = open(path).read() if os.path.exists(path) else ""
+    if BEGIN in old and END in old:
+        a = old.index(BEGIN)
+        b = old.index(END) + len(END)
+        new = old[:a] + text.rstrip("\n") + old[b:]
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(new)
+    os.replace(tmp, path)
+
+
+def main(argv):
+    if not argv or argv[0].startswith("-"):
+        sys.stderr.write(__doc__)
+        return 2
+    out = argv[0]
+    target = None
+    meta = {}
+    i = 1
+    while i < len(argv):
+        if argv[i] == "--apply" and i + 1 < len(argv):
+            target = argv[i + 1]
+            i += 2
+        elif argv[i] == "--meta" and i + 1 < len(argv) and "=" in argv[i + 1]:
+            k, v = argv[i + 1].split("=", 1)
+            meta[k] = v
+            i += 2
+        else:
+            sys.stderr.write(__doc__)
+            return 2
+    text = block(out, meta)
     with open(os.path.join(out, "summary.txt"), "w") as f:
         f.write(text)
     sys.stdout.write(text)
+    if target:
+        apply(target, text)
+        sys.stderr.write("summary.py: the CUDA block of %s replaced\n" % target)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))
+    sys.exit(main(sys.argv[1:]))

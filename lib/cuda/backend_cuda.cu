@@ -96,13 +96,23 @@ static int g_device_lost; /* some backend in the process saw a context-poisoning
 int sb_cuda_fail(struct cuda_impl *im, struct sb_err *err, const char *what, const char *detail, int code,
 		 const char *file, int line)
 {
-	if (im && !im->failed) {
-		im->failed = 1;
-		sb_err_setf(&im->err, SB_EINTERNAL, file, line, "cuda: %s: %s", what, detail);
-	}
 	/* a poisoned context also shows as the error of the next runtime call */
-	if ((code > 0 && lost_code((cudaError_t)code)) || lost_code(cudaPeekAtLastError()))
+	int lost = (code > 0 && lost_code((cudaError_t)code)) || lost_code(cudaPeekAtLastError());
+	if (lost)
 		g_device_lost = 1;
+	if (im) {
+		if (im->capturing) /* a failed recording is refused at graph_end, not the device's failure */
+			im->capture_bad = 1;
+		else
+			im->cuda_errs++;
+		if (lost && !im->failed) {
+			im->failed = 1;
+			sb_err_setf(&im->err, SB_EINTERNAL, file, line, "cuda: %s: %s", what, detail);
+		} else if (!lost && !err && !im->pending) {
+			im->pending = 1;
+			sb_err_setf(&im->pend, SB_EINTERNAL, file, line, "cuda: %s: %s", what, detail);
+		}
+	}
 	if (err) {
 		if (im && im->failed)
 			*err = im->err;
@@ -112,40 +122,83 @@ int sb_cuda_fail(struct cuda_impl *im, struct sb_err *err, const char *what, con
 	return SB_EINTERNAL;
 }
 
+int sb_cuda_refuse(struct cuda_impl *im, struct sb_err *err, int code, const char *file, int line, const char *fmt,
+		   ...)
+{
+	char msg[sizeof err->msg];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (im && im->capturing)
+		im->capture_bad = 1;
+	if (err)
+		sb_err_setf(err, code, file, line, "cuda: %s", msg);
+	else if (im && !im->pending) {
+		im->pending = 1;
+		sb_err_setf(&im->pend, code, file, line, "cuda: %s", msg);
+	}
+	return code;
+}
+
 int sb_cuda_sticky(struct cuda_impl *im, struct sb_err *err)
 {
-	if (!im->failed)
-		return 0;
-	if (err)
-		*err = im->err;
-	return im->err.code ? im->err.code : SB_EINTERNAL;
+	if (im->failed) {
+		if (err)
+			*err = im->err;
+		return im->err.code ? im->err.code : SB_EINTERNAL;
+	}
+	if (im->pending) {
+		if (err) { /* reported once, to a caller that receives it */
+			im->pending = 0;
+			*err = im->pend;
+		}
+		return im->pend.code ? im->pend.code : SB_EINTERNAL;
+	}
+	return 0;
 }
 
 int sb_cuda_sync(struct cuda_impl *im, struct sb_err *err)
 {
 	if (im->failed)
 		return sb_cuda_sticky(im, err);
+	if (im->capturing)
+		return sb_cuda_refuse(im, err, SB_EINTERNAL, __FILE__, __LINE__, "a wait for the device while recording a step");
 	CU_RET(im, err, cudaStreamSynchronize(im->ctx.st));
 	int code = im->dflag_host[0];
-	if (code) {
-		im->failed = 1;
+	if (code) { /* a data error found by a kernel: the cell's, not the device's */
+		struct sb_err e;
+		sb_err_clear(&e);
 		if (code == DFLAG_NO_FINITE)
-			sb_err_setf(&im->err, SB_EDATA, __FILE__, __LINE__,
+			sb_err_setf(&e, SB_EDATA, __FILE__, __LINE__,
 				    "attention (block %d, row %d): attn_norm: no finite score among the valid keys",
 				    im->dflag_host[1], im->dflag_host[2]);
 		else
-			sb_err_setf(&im->err, SB_EDATA, __FILE__, __LINE__,
+			sb_err_setf(&e, SB_EDATA, __FILE__, __LINE__,
 				    "attention (sample %d): attn_norm: n_valid = %d outside 1..T", im->dflag_host[1],
 				    im->dflag_host[3]);
-		return sb_cuda_sticky(im, err);
+		memset(im->dflag_host, 0, 4 * sizeof(int));
+		if (err) {
+			im->pending = 0; /* the data error is the one to report */
+			*err = e;
+		} else if (!im->pending) {
+			im->pending = 1;
+			im->pend = e;
+		}
+		return SB_EDATA;
 	}
-	return 0;
+	return sb_cuda_sticky(im, err);
 }
 
 void *sb_cuda_scratch(struct cuda_impl *im, size_t bytes)
 {
 	if (bytes <= im->scr_n)
 		return im->scr;
+	if (im->capturing) { /* a recording must not allocate: the step ran op by op first */
+		sb_cuda_refuse(im, NULL, SB_EINTERNAL, __FILE__, __LINE__, "scratch of %zu bytes needed while recording",
+			       bytes);
+		return NULL;
+	}
 	if (im->scr)
 		CU_NOTE(im, cudaFreeAsync(im->scr, im->ctx.st));
 	im->scr = NULL;
@@ -220,12 +273,31 @@ static void cu_free(struct sb_backend *be, void *p)
 	cudaFreeAsync(p, im->ctx.st); /* errors here are not worth failing a cell for */
 }
 
+/* Small uploads (a step's state and indices) are copied into one of SB_RING pinned
+ * slots and sent from there: the call returns at once and never waits for the device
+ * unless the slot's previous copy (SB_RING uploads ago) has not run yet. Large ones
+ * go from pageable memory (staged by the driver). Either way src may be reused at once. */
 static int cu_upload(struct sb_backend *be, void *dst, const void *src, size_t bytes, struct sb_err *err)
 {
 	struct cuda_impl *im = IM(be);
 	SB_TRY(sb_cuda_sticky(im, err));
-	if (bytes)
-		CU_RET(im, err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, im->ctx.st));
+	if (im->capturing)
+		return sb_cuda_refuse(im, err, SB_EINTERNAL, __FILE__, __LINE__, "an upload while recording a step");
+	if (!bytes)
+		return 0;
+	if (bytes <= SB_RING_SLOT && im->ring_host) {
+		int k = im->ring_next;
+		im->ring_next = (k + 1) % SB_RING;
+		if (im->ring_used[k])
+			CU_RET(im, err, cudaEventSynchronize(im->ring_ev[k]));
+		unsigned char *slot = im->ring_host + (size_t)k * SB_RING_SLOT;
+		memcpy(slot, src, bytes);
+		CU_RET(im, err, cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, im->ctx.st));
+		CU_RET(im, err, cudaEventRecord(im->ring_ev[k], im->ctx.st));
+		im->ring_used[k] = 1;
+		return 0;
+	}
+	CU_RET(im, err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, im->ctx.st));
 	return 0;
 }
 
@@ -233,6 +305,8 @@ static int cu_download(struct sb_backend *be, void *dst, const void *src, size_t
 {
 	struct cuda_impl *im = IM(be);
 	SB_TRY(sb_cuda_sticky(im, err));
+	if (im->capturing)
+		return sb_cuda_refuse(im, err, SB_EINTERNAL, __FILE__, __LINE__, "a download while recording a step");
 	if (bytes)
 		CU_RET(im, err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, im->ctx.st));
 	return sb_cuda_sync(im, err);
@@ -240,11 +314,16 @@ static int cu_download(struct sb_backend *be, void *dst, const void *src, size_t
 
 static struct sb_ctx *cu_main_ctx(struct sb_backend *be) { return &IM(be)->ctx; }
 
+static __thread int tl_dev = -1; /* this thread's current device, as far as we set it */
+
 static int cu_run(struct sb_backend *be, int ntasks, sb_task_fn fn, void *arg, struct sb_err *err)
 {
 	struct cuda_impl *im = IM(be);
 	SB_TRY(sb_cuda_sticky(im, err));
-	CU_RET(im, err, cudaSetDevice(im->dev));
+	if (tl_dev != im->dev) {
+		CU_RET(im, err, cudaSetDevice(im->dev));
+		tl_dev = im->dev;
+	}
 	int rc = 0;
 	for (int t = 0; t < ntasks; t++) {
 		struct sb_err e;
@@ -405,21 +484,33 @@ static void cu_assemble_forward(struct sb_ctx *ctx, float *x, const float *emb, 
 	LAUNCHED(ctx->im, "assemble_forward");
 }
 
-/* dpos[t, c] (and dcls[c] for t = 0) += dx[b, t, c] over b in order: the CPU's order */
-__global__ void k_assemble_bwd(float *dcls, float *dpos, const float *dx, int B, int T, int d)
+/* dpos[t, c] (and dcls[c] for t = 0) += sum over b of dx[b, t, c]. A block owns 32
+ * columns e = t d + c; its 8 rows of threads sum the samples b = y, y + 8, ... in order,
+ * then the 8 partial sums are added in a fixed tree: deterministic, all samples in
+ * flight at once (the plain loop over b in the CPU's order ran a few thousand threads
+ * through B dependent loads). */
+#define ASM_COLS 32
+#define ASM_ROWS 8
+__global__ void __launch_bounds__(ASM_COLS *ASM_ROWS) k_assemble_bwd(float *dcls, float *dpos, const float *dx, int B,
+								     int T, int d)
 {
-	int e = blockIdx.x * blockDim.x + threadIdx.x;
-	if (e >= T * d)
-		return;
-	float v = dpos[e];
-	for (int b = 0; b < B; b++)
-		v += dx[(size_t)b * T * d + e];
-	dpos[e] = v;
-	if (e < d) {
-		float w = dcls[e];
-		for (int b = 0; b < B; b++)
-			w += dx[(size_t)b * T * d + e];
-		dcls[e] = w;
+	__shared__ float part[ASM_ROWS][ASM_COLS];
+	int cx = threadIdx.x % ASM_COLS, ry = threadIdx.x / ASM_COLS;
+	size_t n = (size_t)T * d;
+	size_t e = (size_t)blockIdx.x * ASM_COLS + cx;
+	float s = 0.0f;
+	if (e < n)
+		for (int b = ry; b < B; b += ASM_ROWS)
+			s += dx[(size_t)b * n + e];
+	part[ry][cx] = s;
+	__syncthreads();
+	if (ry == 0 && e < n) {
+		float a0 = part[0][cx] + part[1][cx], a1 = part[2][cx] + part[3][cx];
+		float a2 = part[4][cx] + part[5][cx], a3 = part[6][cx] + part[7][cx];
+		float v = (a0 + a1) + (a2 + a3);
+		dpos[e] += v;
+		if (e < (size_t)d)
+			dcls[e] += v;
 	}
 }
 
@@ -428,7 +519,7 @@ static void cu_assemble_backward(struct sb_ctx *ctx, float *demb, float *dcls, f
 {
 	if (B <= 0)
 		return;
-	k_assemble_bwd<<<cdiv((size_t)T * d, 128), 128, 0, ctx->st>>>(dcls, dpos, dx, B, T, d);
+	k_assemble_bwd<<<cdiv((size_t)T * d, ASM_COLS), ASM_COLS * ASM_ROWS, 0, ctx->st>>>(dcls, dpos, dx, B, T, d);
 	LAUNCHED(ctx->im, "assemble_backward");
 	if (demb && T > 1)
 		CU_NOTE(ctx->im, cudaMemcpy2DAsync(demb, (size_t)(T - 1) * d * sizeof(float), dx + d,
@@ -492,6 +583,10 @@ static const float *ones_of(struct sb_ctx *ctx, int M)
 	struct cuda_impl *im = ctx->im;
 	if ((size_t)M <= im->ones_n)
 		return im->ones;
+	if (im->capturing) {
+		sb_cuda_refuse(im, NULL, SB_EINTERNAL, __FILE__, __LINE__, "a ones vector needed while recording");
+		return NULL;
+	}
 	if (im->ones)
 		CU_NOTE(im, cudaFreeAsync(im->ones, ctx->st));
 	im->ones = NULL;
@@ -538,6 +633,7 @@ static LnDrop make_drop(const struct sb_dropout *drop, int use)
 		dr.sc = 1.0f / (1.0f - drop->p);
 		sb_rng_key(dr.key, drop->seed, SB_RNG_DROPOUT);
 		dr.stream = drop->stream;
+		dr.step = drop->step;
 		dr.first = drop->offset;
 		dr.thr = sb_drop_threshold(drop->p);
 	}
@@ -555,6 +651,10 @@ __global__ void k_ln_fwd(float *out, float *r, float *mean, float *rstd, uint8_t
 	Grp G = grp_here();
 	LnDrop d2 = dr;
 	d2.first = dr.first + (uint64_t)row * d;
+	if (dr.on) {
+		d2.stream = ln_stream(&dr);
+		d2.step = NULL;
+	}
 	ln_row_fwd<N>(G, out + (size_t)row * sout, r + (size_t)row * d, mean + row, rstd + row,
 		      mask ? mask + (size_t)row * d : NULL, x + (size_t)row * sin, y ? y + (size_t)row * d : NULL, w, b,
 		      &d2, d);
@@ -648,6 +748,21 @@ __global__ void k_sum_partials(float *out, const float *part, int nchunk, int n,
 	out[c] += s;
 }
 
+/* the layer norm's dw (columns c < d) and db (c >= d) from the blocks' partials [nchunk][2][d] */
+__global__ void k_sum_partials2(float *dw, float *db, const float *part, int nchunk, int d)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	if (c >= 2 * d)
+		return;
+	float s = 0;
+	for (int k = 0; k < nchunk; k++)
+		s += part[(size_t)k * 2 * d + c];
+	if (c < d)
+		dw[c] += s;
+	else
+		db[c - d] += s;
+}
+
 static void sum_partials(struct sb_ctx *ctx, float *out, const float *part, int nchunk, int n, int stride)
 {
 	k_sum_partials<<<cdiv(n, 128), 128, 0, ctx->st>>>(out, part, nchunk, n, stride);
@@ -692,8 +807,8 @@ static void cu_residual_ln_backward(struct sb_ctx *ctx, float *dx, float *dy, fl
 		return;
 	}
 	LAUNCHED(ctx->im, "ln_backward");
-	sum_partials(ctx, dw, part, (int)nb, d, 2 * d);
-	sum_partials(ctx, db, part + d, (int)nb, d, 2 * d);
+	k_sum_partials2<<<cdiv(2 * (size_t)d, 128), 128, 0, ctx->st>>>(dw, db, part, (int)nb, d);
+	LAUNCHED(ctx->im, "ln_backward_sums");
 }
 
 /* ================================================================ GELU */
@@ -708,7 +823,8 @@ __global__ void k_gelu_fwd(float *out, uint8_t *mask, const float *x, size_t n, 
 		return;
 	uint32_t words[4] = {0, 0, 0, 0};
 	if (dr.on) {
-		uint32_t ctr[4] = {(uint32_t)q, (uint32_t)(q >> 32), (uint32_t)dr.stream, (uint32_t)(dr.stream >> 32)};
+		uint64_t stream = ln_stream(&dr);
+		uint32_t ctr[4] = {(uint32_t)q, (uint32_t)(q >> 32), (uint32_t)stream, (uint32_t)(stream >> 32)};
 		sb_philox(words, ctr, dr.key);
 	}
 	for (int e = 0; e < 4; e++) {
@@ -874,7 +990,7 @@ __global__ void k_reduce_slots(float *dst, const float *src, int nslots, size_t 
 
 static void cu_reduce_slots(struct sb_ctx *ctx, float *dst, const float *src, int nslots, size_t stride, size_t n)
 {
-	if (!n)
+	if (!n || (nslots == 1 && dst == src))
 		return;
 	k_reduce_slots<<<cdiv(n, 256), 256, 0, ctx->st>>>(dst, src, nslots, stride, n);
 	LAUNCHED(ctx->im, "reduce_slots");
@@ -922,6 +1038,10 @@ static double cu_sumsq(struct sb_ctx *ctx, const float *x, size_t n)
 	struct cuda_impl *im = ctx->im;
 	if (im->failed)
 		return NAN;
+	if (im->capturing) {
+		sb_cuda_refuse(im, NULL, SB_EINTERNAL, __FILE__, __LINE__, "sumsq waits for the device: not while recording");
+		return NAN;
+	}
 	unsigned nb = sq_blocks(n);
 	double *part = (double *)sb_cuda_scratch(im, nb * sizeof(double));
 	if (!part)
@@ -967,6 +1087,180 @@ static void cu_adamw(struct sb_ctx *ctx, float *p, float *m, float *v, const flo
 	LAUNCHED(ctx->im, "adamw");
 }
 
+/* ================================================================ the step without host round trips */
+
+/* The batch's losses summed in order in double by one thread (the host loop this
+ * replaces), after the block has brought them into shared memory. */
+#define LA_CHUNK 1024
+__global__ void k_loss_accum(struct sb_step_acc *acc, const float *losses, int B, const struct sb_step_state *st)
+{
+	__shared__ float buf[LA_CHUNK];
+	double s = 0;
+	for (int i0 = 0; i0 < B; i0 += LA_CHUNK) {
+		int m = B - i0 < LA_CHUNK ? B - i0 : LA_CHUNK;
+		__syncthreads();
+		for (int i = threadIdx.x; i < m; i += blockDim.x)
+			buf[i] = losses[i0 + i];
+		__syncthreads();
+		if (threadIdx.x == 0)
+			for (int i = 0; i < m; i++)
+				s += buf[i];
+	}
+	if (threadIdx.x == 0) {
+		double mean = s / B;
+		acc->last_loss = mean;
+		if (isfinite(mean)) {
+			acc->loss_sum += mean;
+			acc->steps++;
+		} else if (acc->first_bad < 0) {
+			acc->first_bad = st->step;
+			acc->bad_loss = mean;
+		}
+	}
+}
+
+static void cu_loss_accum(struct sb_ctx *ctx, struct sb_step_acc *acc, const float *losses, int B,
+			  const struct sb_step_state *st)
+{
+	if (B <= 0)
+		return;
+	k_loss_accum<<<1, 256, 0, ctx->st>>>(acc, losses, B, st);
+	LAUNCHED(ctx->im, "loss_accum");
+}
+
+/* the partial sums of k_sumsq1 in order, the norm and torch's clipping coefficient */
+__global__ void k_clip_coef(struct sb_step_acc *acc, const double *part, int nb, float max_norm)
+{
+	if (threadIdx.x == 0 && blockIdx.x == 0) {
+		double s = 0;
+		for (int i = 0; i < nb; i++)
+			s += part[i];
+		double norm = sqrt(s);
+		acc->grad_norm = norm;
+		acc->clipped = 0;
+		acc->coef = 1.0f;
+		if (max_norm > 0) {
+			double coef = (double)max_norm / (norm + 1e-6);
+			if (coef < 1.0) {
+				acc->coef = (float)coef;
+				acc->clipped = 1;
+			}
+		}
+	}
+}
+
+static void cu_clip_coef(struct sb_ctx *ctx, struct sb_step_acc *acc, const float *g, size_t n, float max_norm)
+{
+	struct cuda_impl *im = ctx->im;
+	unsigned nb = sq_blocks(n);
+	double *part = (double *)sb_cuda_scratch(im, nb * sizeof(double));
+	if (!part)
+		return;
+	k_sumsq1<<<nb, SQ_THREADS, 0, ctx->st>>>(part, g, n);
+	LAUNCHED(im, "clip_coef sumsq");
+	k_clip_coef<<<1, 32, 0, ctx->st>>>(acc, part, (int)nb, max_norm);
+	LAUNCHED(im, "clip_coef");
+}
+
+__global__ void k_adamw_dev(float *p, float *m, float *v, const float *g, size_t n, const struct sb_step_acc *acc,
+			    const struct sb_step_state *st)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i >= n || !isfinite(acc->last_loss))
+		return;
+	float gi = g[i];
+	if (acc->clipped)
+		gi = gi * acc->coef;
+	struct sb_adam_k a;
+	a.decay = st->k.decay;
+	a.b1 = st->k.b1;
+	a.omb1 = st->k.omb1;
+	a.b2 = st->k.b2;
+	a.omb2 = st->k.omb2;
+	a.step_size = st->k.step_size;
+	a.bc2_sqrt = st->k.bc2_sqrt;
+	a.eps = st->k.eps;
+	sb_adamw1(p + i, m + i, v + i, gi, &a);
+}
+
+static void cu_adamw_dev(struct sb_ctx *ctx, float *p, float *m, float *v, const float *g, size_t n,
+			 const struct sb_step_acc *acc, const struct sb_step_state *st)
+{
+	if (!n)
+		return;
+	k_adamw_dev<<<cdiv(n, 256), 256, 0, ctx->st>>>(p, m, v, g, n, acc, st);
+	LAUNCHED(ctx->im, "adamw_dev");
+}
+
+/* ================================================================ recorded steps (CUDA graphs) */
+
+/* Ops between graph_begin and graph_end are captured on the backend's stream
+ * (thread-local capture mode: other threads' cells go on). Nothing in a recorded
+ * step may wait for the device or allocate: sb_cuda_sync, uploads, downloads,
+ * sumsq and scratch growth refuse while capturing, which fails the recording
+ * (graph_end returns the first refusal) and leaves the backend usable. */
+static int cu_graph_begin(struct sb_backend *be, struct sb_err *err)
+{
+	struct cuda_impl *im = IM(be);
+	SB_TRY(sb_cuda_sticky(im, err));
+	const char *env = getenv("SB_CUDA_GRAPHS");
+	if (env && !strcmp(env, "0"))
+		return sb_cuda_refuse(im, err, SB_EINTERNAL, __FILE__, __LINE__, "recorded steps disabled (SB_CUDA_GRAPHS=0)");
+	if (im->capturing)
+		return sb_cuda_refuse(im, err, SB_EINTERNAL, __FILE__, __LINE__, "graph_begin while recording");
+	im->capture_bad = 0;
+	CU_RET(im, err, cudaStreamBeginCapture(im->ctx.st, cudaStreamCaptureModeThreadLocal));
+	im->capturing = 1;
+	return 0;
+}
+
+static int cu_graph_end(struct sb_backend *be, void **graph, struct sb_err *err)
+{
+	struct cuda_impl *im = IM(be);
+	*graph = NULL;
+	if (!im->capturing)
+		return sb_cuda_refuse(im, err, SB_EINTERNAL, __FILE__, __LINE__, "graph_end without graph_begin");
+	cudaGraph_t g = NULL;
+	cudaError_t e = cudaStreamEndCapture(im->ctx.st, &g);
+	im->capturing = 0;
+	int bad = im->capture_bad;
+	im->capture_bad = 0;
+	if (e != cudaSuccess || bad || im->failed) {
+		if (g)
+			cudaGraphDestroy(g);
+		cudaGetLastError(); /* an invalidated capture is not an error of the context */
+		if (e != cudaSuccess && !bad)
+			return sb_cuda_refuse(im, err, SB_EINTERNAL, __FILE__, __LINE__, "recording the step: %s",
+					      cudaGetErrorString(e));
+		int rc = sb_cuda_sticky(im, err); /* the refusal or failure that spoilt it */
+		return rc ? rc : sb_cuda_refuse(im, err, SB_EINTERNAL, __FILE__, __LINE__, "recording the step failed");
+	}
+	cudaGraphExec_t x = NULL;
+	e = cudaGraphInstantiate(&x, g, 0);
+	cudaGraphDestroy(g);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		return sb_cuda_refuse(im, err, SB_EINTERNAL, __FILE__, __LINE__, "cudaGraphInstantiate: %s",
+				      cudaGetErrorString(e));
+	}
+	*graph = (void *)x;
+	return 0;
+}
+
+static int cu_graph_launch(struct sb_backend *be, void *graph, struct sb_err *err)
+{
+	struct cuda_impl *im = IM(be);
+	SB_TRY(sb_cuda_sticky(im, err));
+	CU_RET(im, err, cudaGraphLaunch((cudaGraphExec_t)graph, im->ctx.st));
+	return 0;
+}
+
+static void cu_graph_free(struct sb_backend *be, void *graph)
+{
+	if (graph)
+		cudaGraphExecDestroy((cudaGraphExec_t)graph);
+}
+
 /* ================================================================ open / close */
 
 static void cu_destroy(struct sb_backend *be);
@@ -1008,6 +1302,13 @@ static const struct sb_backend_ops cuda_ops = {
 	/* .reduce_slots = */ cu_reduce_slots,
 	/* .sumsq = */ cu_sumsq,
 	/* .scale = */ cu_scale,
+	/* .loss_accum = */ cu_loss_accum,
+	/* .clip_coef = */ cu_clip_coef,
+	/* .adamw_dev = */ cu_adamw_dev,
+	/* .graph_begin = */ cu_graph_begin,
+	/* .graph_end = */ cu_graph_end,
+	/* .graph_launch = */ cu_graph_launch,
+	/* .graph_free = */ cu_graph_free,
 	/* .adamw = */ cu_adamw,
 };
 
@@ -1123,8 +1424,13 @@ extern "C" int sb_backend_cuda_open(const char *device, int threads, struct sb_b
 	OPEN_TRY(cudaHostAlloc((void **)&im->red_host, sizeof(double), cudaHostAllocMapped));
 	OPEN_TRY(cudaHostGetDevicePointer((void **)&im->red_dev, im->red_host, 0));
 	memset(im->dflag_host, 0, 4 * sizeof(int));
+	OPEN_TRY(cudaHostAlloc((void **)&im->ring_host, (size_t)SB_RING * SB_RING_SLOT, cudaHostAllocDefault));
+	for (int k = 0; k < SB_RING; k++)
+		OPEN_TRY(cudaEventCreateWithFlags(&im->ring_ev[k], cudaEventDisableTiming | cudaEventBlockingSync));
 	im->workspace_n = (size_t)32 << 20;
-	OPEN_TRY(cudaMalloc(&im->workspace, im->workspace_n));
+	/* stream-ordered, as every allocation of a backend: no device-wide synchronisation
+	 * when cells open and close while others record their steps */
+	OPEN_TRY(cudaMallocAsync(&im->workspace, im->workspace_n, im->ctx.st));
 	{
 		cublasStatus_t s = cublasCreate(&im->ctx.blas);
 		if (s != CUBLAS_STATUS_SUCCESS) {
@@ -1144,6 +1450,9 @@ extern "C" int sb_backend_cuda_open(const char *device, int threads, struct sb_b
 	}
 	im->sm_count = prop.multiProcessorCount;
 	im->max_smem = (int)prop.sharedMemPerBlockOptin;
+	tl_dev = dev;
+	if ((rc = sb_cuda_attention_init(im, err)))
+		goto fail;
 	{
 		int rt = 0;
 		cudaRuntimeGetVersion(&rt);
@@ -1175,12 +1484,19 @@ static void cu_destroy(struct sb_backend *be)
 			cudaStreamSynchronize(im->ctx.st);
 		if (im->ctx.blas)
 			cublasDestroy(im->ctx.blas);
-		if (im->workspace)
-			cudaFree(im->workspace);
+		if (im->workspace && im->ctx.st) {
+			cudaFreeAsync(im->workspace, im->ctx.st);
+			cudaStreamSynchronize(im->ctx.st);
+		}
 		if (im->dflag_host)
 			cudaFreeHost(im->dflag_host);
 		if (im->red_host)
 			cudaFreeHost(im->red_host);
+		if (im->ring_host)
+			cudaFreeHost(im->ring_host);
+		for (int k = 0; k < SB_RING; k++)
+			if (im->ring_ev[k])
+				cudaEventDestroy(im->ring_ev[k]);
 		if (im->ctx.st)
 			cudaStreamDestroy(im->ctx.st);
 		cudaGetLastError();
@@ -1193,7 +1509,7 @@ static void cu_destroy(struct sb_backend *be)
 
 extern "C" int sb_cuda_failed(struct sb_backend *be)
 {
-	return be && be->ops == &cuda_ops && IM(be)->failed;
+	return be && be->ops == &cuda_ops && (IM(be)->failed || IM(be)->cuda_errs > 0);
 }
 
 extern "C" int sb_cuda_device_lost(struct sb_backend *be)

@@ -48,7 +48,10 @@ size_t sb_cuda_bytes_peak(struct sb_backend *be);
 /* ---- host builds of the row kernels, for tests without a GPU ----
  * The same source as the device code (lib/cuda/ *.cuh) compiled for the host. */
 
-/* sb_norm_forward / sb_norm_backward semantics, rows of one block */
+/* which lane layout the two functions below use: 0 = the shared-memory attention
+ * kernels' (fewest lanes that hold T), 1 = the global-memory kernels' (8, 16 or 32 per lane) */
+void sb_cuda_host_set_layout(int global);
+/* sb_norm_forward / sb_norm_backward semantics, rows of one block (T <= 512) */
 int sb_cuda_host_norm_forward(const struct sb_norm *nm, float *p, float *aux, const float *s, int rows, int T,
 			      int n_valid, float alpha, struct sb_err *err);
 void sb_cuda_host_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const float *dp,

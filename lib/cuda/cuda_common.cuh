@@ -40,12 +40,30 @@ struct sb_ctx {
 	cublasHandle_t blas;
 };
 
+#define SB_RING 4                 /* pinned staging slots for small uploads */
+#define SB_RING_SLOT (64 << 10)   /* bytes per slot */
+
 struct cuda_impl {
 	int dev;
 	struct sb_ctx ctx;
 	int tf32;
-	int failed;          /* sticky: a CUDA/cuBLAS call failed; every later fallible call returns err */
-	struct sb_err err;
+	/* Errors. A failure that poisons the CUDA context (illegal address, launch failure...)
+	 * is sticky: every later fallible call returns it. Any other failure (a bad launch
+	 * configuration, out of memory, a cuBLAS status, a shape this backend does not
+	 * support, a data error found by a kernel) is pending: the next fallible call returns
+	 * it once and the backend stays usable. */
+	int failed;          /* sticky */
+	struct sb_err err;   /* the sticky error */
+	int pending;
+	struct sb_err pend;  /* the pending error */
+	int cuda_errs;       /* CUDA/cuBLAS failures seen (sb_cuda_failed) */
+	int capturing;       /* between graph_begin and graph_end */
+	int capture_bad;     /* something during the recording failed or was refused */
+	/* small uploads go through pinned slots, so that they never wait for the device */
+	unsigned char *ring_host;
+	cudaEvent_t ring_ev[SB_RING];
+	int ring_used[SB_RING];
+	int ring_next;
 	int *dflag_host;     /* pinned, mapped: [0] code, [1] block, [2] row, [3] value */
 	int *dflag_dev;
 	double *red_host;    /* pinned, mapped: sumsq result */
@@ -62,10 +80,15 @@ struct cuda_impl {
 	size_t bytes_now, bytes_peak;
 };
 
-/* record a failure (first one wins), copy it to err, return SB_EINTERNAL */
+/* a failed CUDA or cuBLAS call (code: the cudaError_t, 0 for cuBLAS): into err when
+ * given, else pending; sticky when it poisons the context; returns SB_EINTERNAL */
 int sb_cuda_fail(struct cuda_impl *im, struct sb_err *err, const char *what, const char *detail, int code,
 		 const char *file, int line);
-/* the sticky error, if any, into err; returns its code or 0 */
+/* a request this backend refuses (unsupported shape, a wait while recording...):
+ * into err when given, else pending; never sticky; returns code */
+int sb_cuda_refuse(struct cuda_impl *im, struct sb_err *err, int code, const char *file, int line, const char *fmt,
+		   ...) __attribute__((format(printf, 6, 7)));
+/* the sticky error, else the pending one (cleared), into err; its code or 0 */
 int sb_cuda_sticky(struct cuda_impl *im, struct sb_err *err);
 /* synchronise the stream, then report a CUDA error or a device-side data error */
 int sb_cuda_sync(struct cuda_impl *im, struct sb_err *err);
@@ -113,6 +136,8 @@ const char *sb_cublas_status_name(cublasStatus_t s);
 static inline unsigned cdiv(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
 
 /* attn_cuda.cu */
+/* at open: let the attention kernels use the device's shared memory (before any recording) */
+int sb_cuda_attention_init(struct cuda_impl *im, struct sb_err *err);
 int sb_cuda_attention_forward(struct sb_ctx *ctx, float *out, float *S, float *P, float *aux, const float *qkv,
 			      const int32_t *nvalid, const float *alpha, const struct sb_norm *nm, int B, int T, int d,
 			      int NH, struct sb_err *err);

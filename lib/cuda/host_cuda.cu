@@ -74,9 +74,16 @@ static double bwd_rows(const NormP &nm, float *ds, const float *dp, const float 
 	return da;
 }
 
+/* the lanes per row of attn_cuda.cu's two kernel layouts: shared memory (the
+ * smallest N that holds T) or global memory (N of 8, 16, 32: more lanes than T needs) */
+static int host_layout_gl;
+extern "C" void sb_cuda_host_set_layout(int global) { host_layout_gl = global; }
+
 static int rows_n(int T)
 {
-	return T <= 16 ? 1 : T <= 32 ? 2 : T <= 64 ? 4 : T <= 80 ? 5 : T <= 112 ? 7 : T <= 128 ? 8 : T <= 256 ? 16 : 0;
+	if (host_layout_gl)
+		return T <= 128 ? 8 : T <= 256 ? 16 : T <= 512 ? 32 : 0;
+	return T <= 16 ? 1 : T <= 32 ? 2 : T <= 64 ? 4 : T <= 80 ? 5 : T <= 112 ? 7 : T <= 128 ? 8 : T <= 256 ? 16 : T <= 512 ? 32 : 0;
 }
 
 static int check_args(const struct sb_norm *nm, int rows, int T, int n_valid, struct sb_err *err)
@@ -88,7 +95,7 @@ static int check_args(const struct sb_norm *nm, int rows, int T, int n_valid, st
 	if (n_valid < 1 || n_valid > T)
 		return SB_ERR(err, SB_EDATA, "attn_norm: n_valid = %d outside 1..%d", n_valid, T);
 	if (!rows_n(T))
-		return SB_ERR(err, SB_EINTERNAL, "attn_norm (cuda): T = %d > 256", T);
+		return SB_ERR(err, SB_EINTERNAL, "attn_norm (cuda): T = %d > 512", T);
 	return 0;
 }
 
@@ -112,8 +119,11 @@ static int check_args(const struct sb_norm *nm, int rows, int T, int n_valid, st
 	case 8:                                                                                                    \
 		CALL(8);                                                                                           \
 		break;                                                                                             \
-	default:                                                                                                   \
+	case 16:                                                                                                   \
 		CALL(16);                                                                                          \
+		break;                                                                                             \
+	default:                                                                                                   \
+		CALL(32);                                                                                          \
 		break;                                                                                             \
 	}
 
@@ -164,7 +174,7 @@ static void ln_fwd_rows(float *out, float *r, float *mean, float *rstd, uint8_t 
 	if (dr.on) {
 		dr.sc = 1.0f / (1.0f - drop->p);
 		sb_rng_key(dr.key, drop->seed, SB_RNG_DROPOUT);
-		dr.stream = drop->stream;
+		dr.stream = sb_dropout_stream(drop); /* resolved here: ln_row_fwd reads dr.stream */
 		dr.thr = sb_drop_threshold(drop->p);
 	}
 	for (int i = 0; i < M; i++) {
@@ -259,7 +269,7 @@ extern "C" void sb_cuda_host_dropout_mask(uint8_t *mask, size_t n, const struct 
 	sb_rng_key(key, dr->seed, SB_RNG_DROPOUT);
 	uint32_t thr = sb_drop_threshold(dr->p);
 	for (size_t i = 0; i < n; i++)
-		mask[i] = (uint8_t)ln_keep(key, dr->stream, dr->offset + i, thr);
+		mask[i] = (uint8_t)ln_keep(key, sb_dropout_stream(dr), dr->offset + i, thr);
 }
 
 extern "C" void sb_cuda_host_philox(uint32_t out[4], const uint32_t ctr[4], const uint32_t key[2])

@@ -25,7 +25,14 @@ struct LnDrop {
 	uint64_t stream;
 	uint64_t first; /* flat index of this row's element 0 in the batch tensor */
 	uint32_t thr;
+	const int64_t *step; /* sb_dropout.step: when set, the stream is (*step << 8) | (stream & 0xff) */
 };
+
+/* the stream of a dropout site, the step read now (struct sb_dropout's rule) */
+SB_HDI uint64_t ln_stream(const LnDrop *dr)
+{
+	return dr->step ? (((uint64_t)*dr->step << 8) | (dr->stream & 0xffu)) : dr->stream;
+}
 
 /* r = x + drop(y) (y may be NULL; r NULL: not stored), out = LN(r) w + b; mean/rstd returned;
  * mask (when drop->on) written for the row. d <= 16 N. */

@@ -86,7 +86,7 @@ static void t_ln(int M, int d, int var)
 		w[c] += 1;
 	float *o = malloc(n * 4), *r = malloc(n * 4), *mu = malloc(M * 4), *rs = malloc(M * 4);
 	uint8_t *mk = calloc(n, 1);
-	struct sb_dropout dr = {var == 0 ? 0.1f : 0, 1000 + (uint64_t)M, SB_DROPOUT_STREAM(17, 3), 12345};
+	struct sb_dropout dr = {var == 0 ? 0.1f : 0, 1000 + (uint64_t)M, SB_DROPOUT_STREAM(17, 3), 12345, NULL};
 	const float *yy = var == 2 ? NULL : y;
 	E.cpu->ops->residual_ln_forward(E.cc, o, r, mu, rs, mk, x, yy, w, b, &dr, M, d);
 	float *gx = g_up(&E, x, n * 4), *gy = g_up(&E, y, n * 4), *gw = g_up(&E, w, d * 4), *gb = g_up(&E, b, d * 4);
@@ -126,7 +126,7 @@ static void t_gelu(size_t n, float p, uint64_t off)
 	snprintf(sh, sizeof sh, "n=%zu p=%.2g offset=%llu", n, p, (unsigned long long)off);
 	float *x = g_randn(&E, n, 2), *o = malloc(n * 4), *g = g_randn(&E, n, 1), *di = malloc(n * 4);
 	uint8_t *mk = calloc(n, 1);
-	struct sb_dropout dr = {p, 42, SB_DROPOUT_STREAM(3, 1), off};
+	struct sb_dropout dr = {p, 42, SB_DROPOUT_STREAM(3, 1), off, NULL};
 	E.cpu->ops->gelu_forward(E.cc, o, mk, x, &dr, n);
 	E.cpu->ops->gelu_backward(E.cc, di, g, x, mk, p, n);
 	float *gx = g_up(&E, x, n * 4), *go = g_poison(&E, n), *gg = g_up(&E, g, n * 4), *gd = g_poison(&E, n);
@@ -393,8 +393,177 @@ static void t_loss_optim(int B, int C, size_t n)
 	g_cmp(&E, "adamw p (3 steps)", sh, gp, p, n, 0);
 	g_cmp(&E, "adamw m", sh, gm, m, n, 0);
 	g_cmp(&E, "adamw v", sh, gv, v, n, 0);
+	/* the step without host round trips: loss_accum, clip_coef, adamw_dev (state and
+	 * accumulator in device memory) against the CPU's; clipped, unclipped, non-finite */
+	if (E.gpu->ops->loss_accum && E.cpu->ops->loss_accum) {
+		for (int var = 0; var < 3; var++) {
+			float clip = var == 1 ? 0.0f : 5.0f;
+			struct sb_step_state st;
+			memset(&st, 0, sizeof st);
+			st.step = 40 + var;
+			st.t = 4 + var;
+			sb_adamw_consts(&st.k, 1e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f, st.t);
+			struct sb_step_acc ac, ag;
+			sb_step_acc_reset(&ac);
+			ac.loss_sum = 7.25; /* accumulates */
+			ac.steps = 3;
+			float *ls = g_randn(&E, B, 1);
+			for (int b = 0; b < B; b++)
+				ls[b] = 2 + fabsf(ls[b]);
+			if (var == 2)
+				ls[B / 2] = NAN;
+			float *p0 = copyf(p, n), *m0 = copyf(m, n), *v0 = copyf(v, n);
+			struct sb_step_state *gst = g_up(&E, &st, sizeof st);
+			struct sb_step_acc *gac = g_up(&E, &ac, sizeof ac);
+			float *gls = g_up(&E, ls, B * 4), *gp2 = g_up(&E, p, n * 4), *gm2 = g_up(&E, m, n * 4),
+			      *gv2 = g_up(&E, v, n * 4);
+			E.cpu->ops->loss_accum(E.cc, &ac, ls, B, &st);
+			E.cpu->ops->clip_coef(E.cc, &ac, src, n, clip);
+			E.cpu->ops->adamw_dev(E.cc, p0, m0, v0, src, n, &ac, &st);
+			E.gpu->ops->loss_accum(E.gc, gac, gls, B, gst);
+			E.gpu->ops->clip_coef(E.gc, gac, gsrc, n, clip);
+			E.gpu->ops->adamw_dev(E.gc, gp2, gm2, gv2, gsrc, n, gac, gst);
+			char s2[96], det[400];
+			snprintf(s2, sizeof s2, "%s B=%d clip=%g%s", sh, B, clip, var == 2 ? " loss NaN" : "");
+			struct sb_err e2 = {0};
+			int got = E.gpu->ops->download(E.gpu, &ag, gac, sizeof ag, &e2) == 0;
+			double rn = fabs(ag.grad_norm - ac.grad_norm) / (ac.grad_norm + 1e-300);
+			int same_loss = (isnan(ac.last_loss) && isnan(ag.last_loss)) || ac.last_loss == ag.last_loss;
+			int ok = got && same_loss && ag.loss_sum == ac.loss_sum && ag.steps == ac.steps &&
+				 ag.first_bad == ac.first_bad && rn <= 1e-12 && ag.clipped == ac.clipped &&
+				 fabs((double)ag.coef - ac.coef) <= 2e-7 * fabs((double)ac.coef);
+			snprintf(det, sizeof det,
+				 "%s: last_loss %.17g/%.17g sum %.17g/%.17g steps %lld/%lld first_bad %lld/%lld norm rel %.3g "
+				 "clipped %d/%d coef %.9g/%.9g%s%s",
+				 s2, ag.last_loss, ac.last_loss, ag.loss_sum, ac.loss_sum, (long long)ag.steps,
+				 (long long)ac.steps, (long long)ag.first_bad, (long long)ac.first_bad, rn, ag.clipped,
+				 ac.clipped, ag.coef, ac.coef, got ? "" : "; download: ", got ? "" : e2.msg);
+			g_check(&E, ok, "loss_accum + clip_coef", det);
+			g_cmp(&E, "adamw_dev p", s2, gp2, p0, n, var == 2 ? 0 : 1e-12);
+			g_cmp(&E, "adamw_dev m", s2, gm2, m0, n, var == 2 ? 0 : 1e-12);
+			g_cmp(&E, "adamw_dev v", s2, gv2, v0, n, var == 2 ? 0 : 1e-12);
+			FREED(gst, gac, gls, gp2, gm2, gv2);
+			FREEH(ls, p0, m0, v0);
+		}
+	}
 	FREED(gsrc, gdst, gp, gm, gv);
 	FREEH(src, dst, p, m, v);
+}
+
+/* ---------------------------------------------------------------- errors that must not stick */
+
+static void t_errors(void)
+{
+	struct sb_err err = {0};
+	struct sb_norm nm;
+	sb_norm_parse("softmax", 1.5, &nm, &err);
+	float *buf = g_poison(&E, 1024), one = 1.0f;
+	int32_t zero = 0, *gnv = g_up(&E, &zero, 4);
+	struct sb_err e1 = {0}, e2 = {0};
+	float *h1, *h2;
+	char det[400];
+	int rc;
+	if (!strcmp(E.gpu->name, "cpu")) { /* dry run: the CPU has no row-length limit */
+		g_check(&E, 1, "a refused shape does not poison the backend", "skipped on the CPU backend");
+		goto data_error;
+	}
+	/* 1. a shape the backend refuses: returned, and the backend goes on */
+	rc = E.gpu->ops->attention_forward(E.gc, buf, buf, buf, buf, buf, NULL, NULL, &nm, 1, 600, 16, 1, &err);
+	E.gpu->ops->upload(E.gpu, buf, &one, 4, &(struct sb_err){0});
+	float *h = g_down(&E, buf, 4, &(struct sb_err){0});
+	snprintf(det, sizeof det, "attention_forward T=600 returned %d (%s); a download afterwards %s", rc, err.msg,
+		 h && h[0] == 1.0f ? "works" : "FAILS");
+	g_check(&E, rc != 0 && h && h[0] == 1.0f, "a refused shape does not poison the backend", det);
+	free(h);
+	/* 2. the same from a void op: reported once by the next fallible call, then gone */
+	sb_err_clear(&err);
+	E.gpu->ops->attention_backward(E.gc, buf, NULL, buf, buf, buf, buf, buf, NULL, NULL, &nm, 1, 600, 16, 1);
+	h1 = g_down(&E, buf, 4, &e1);
+	h2 = g_down(&E, buf, 4, &e2);
+	snprintf(det, sizeof det, "first download after attention_backward T=600: %s; second: %s",
+		 h1 ? "no error (WRONG)" : e1.msg, h2 ? "works" : e2.msg);
+	g_check(&E, !h1 && h2, "an error of a void op is reported once, then the backend goes on", det);
+	free(h1);
+	free(h2);
+data_error:
+	/* 3. a data error found by a kernel (n_valid = 0): SB_EDATA at the next wait, once */
+	sb_err_clear(&e1);
+	sb_err_clear(&e2);
+	rc = E.gpu->ops->attention_forward(E.gc, buf, buf, buf, buf, buf, gnv, NULL, &nm, 1, 8, 16, 1, &e1);
+	h1 = rc ? NULL : g_down(&E, buf, 4, &e1);
+	h2 = g_down(&E, buf, 4, &e2);
+	snprintf(det, sizeof det, "n_valid = 0: %s (code %d); the next download %s", h1 ? "no error (WRONG)" : e1.msg,
+		 e1.code, h2 ? "works" : e2.msg);
+	g_check(&E, !h1 && e1.code == SB_EDATA && h2, "a data error is the cell's, reported once", det);
+	free(h1);
+	free(h2);
+	FREED(buf, gnv);
+}
+
+/* ---------------------------------------------------------------- recorded steps */
+
+/* A recording replays with the device memory it names as it is at replay time: a
+ * dropout site whose step is read from device memory gives each replay's own mask. */
+static void t_graph(void)
+{
+	struct sb_backend *g = E.gpu;
+	if (!g->ops->graph_begin) {
+		g_check(&E, 1, "graph ops", "not offered by this backend (skipped)");
+		return;
+	}
+	struct sb_err err = {0};
+	size_t n = 100003;
+	float *x = g_randn(&E, n, 2), *o = malloc(n * 4);
+	uint8_t *mk = malloc(n);
+	struct sb_step_state st;
+	memset(&st, 0, sizeof st);
+	struct sb_step_state *gst = g_up(&E, &st, sizeof st);
+	float *gx = g_up(&E, x, n * 4), *go = g_poison(&E, n);
+	uint8_t *gk = g_up(&E, mk, n);
+	struct sb_dropout dr = {0.1f, 9, SB_DROPOUT_STREAM(0, 2), 12, &gst->step};
+	int rc = g->ops->graph_begin(g, &err);
+	if (!rc) {
+		g->ops->gelu_forward(sb_be_main(g), go, gk, gx, &dr, n);
+		g->ops->scale(sb_be_main(g), go, 0.5f, n);
+	}
+	void *graph = NULL;
+	if (!rc)
+		rc = g->ops->graph_end(g, &graph, &err);
+	if (rc) {
+		g_check(&E, 0, "record gelu + scale", err.msg);
+	} else {
+		for (int64_t step = 3; step <= 7; step += 4) {
+			st.step = step;
+			g->ops->upload(g, gst, &st, sizeof st, &err);
+			rc = g->ops->graph_launch(g, graph, &err);
+			struct sb_dropout d2 = {0.1f, 9, SB_DROPOUT_STREAM(step, 2), 12, NULL};
+			E.cpu->ops->gelu_forward(E.cc, o, mk, x, &d2, n);
+			E.cpu->ops->scale(E.cc, o, 0.5f, n);
+			char sh[64];
+			snprintf(sh, sizeof sh, "n=%zu replay with step %lld", n, (long long)step);
+			if (rc)
+				g_check(&E, 0, "graph_launch", err.msg);
+			g_cmp(&E, "recorded gelu + scale", sh, go, o, n, TOL_EX);
+			g_cmpi(&E, "recorded dropout mask (step from device memory)", sh, gk, mk, n);
+		}
+		g->ops->graph_free(g, graph);
+	}
+	/* a recording that waits for the device is refused, and the backend goes on */
+	sb_err_clear(&err);
+	rc = g->ops->graph_begin(g, &err);
+	float tmp;
+	int rc2 = rc ? 0 : g->ops->download(g, &tmp, gx, 4, &(struct sb_err){0});
+	graph = NULL;
+	int rc3 = rc ? 0 : g->ops->graph_end(g, &graph, &err);
+	float *h = g_down(&E, gx, 4, &(struct sb_err){0});
+	char det[300];
+	snprintf(det, sizeof det, "download while recording: %d; graph_end: %d (%s); a download afterwards %s", rc2, rc3,
+		 err.msg, h && h[0] == x[0] ? "works" : "FAILS");
+	g_check(&E, !rc && rc2 && rc3 && !graph && h && h[0] == x[0], "a refused recording leaves the backend usable",
+		 det);
+	free(h);
+	FREED(gst, gx, go, gk);
+	FREEH(x, o, mk);
 }
 
 int main(int argc, char **argv)
@@ -454,7 +623,10 @@ int main(int argc, char **argv)
 		  {"topk_softmax_05", 1.5, 0, 0},  {"bottomk_softmax_025", 1.5, 0, 0}, {"sparsemax", 1.5, 0, 0},
 		  {"entmax15", 1.5, 0, 0},         {"entmax_bisect", 1.3, 0, 0},     {"entmax_bisect", 2.0, 0, 0},
 		  {"headwise_adaptive_entmax", 1.5, 0, 1}, {"entmax15", 1.5, 1, 0}, {"headwise_adaptive_entmax", 1.5, 1, 1}};
-	static const int as[][4] = {{4, 50, 64, 4}, {3, 65, 64, 4}, {2, 97, 128, 4}, {3, 10, 32, 2}, {2, 17, 24, 3}, {1, 1, 16, 1}, {1, 200, 64, 2}};
+	/* T = 200 with d/NH = 32 needs more shared memory than a block gets: the global-memory
+	 * kernels; 257..512: the global ones with 32 keys per lane */
+	static const int as[][4] = {{4, 50, 64, 4}, {3, 65, 64, 4}, {2, 97, 128, 4}, {3, 10, 32, 2}, {2, 17, 24, 3},
+				    {1, 1, 16, 1},  {1, 200, 64, 2}, {1, 257, 32, 2}, {1, 384, 64, 4}, {1, 512, 64, 4}};
 	for (size_t mi = 0; mi < sizeof am / sizeof am[0]; mi++)
 		for (size_t si = 0; si < sizeof as / sizeof as[0]; si++) {
 			t_attention(am[mi].m, am[mi].a, am[mi].unrolled, 0, am[mi].hae, as[si][0], as[si][1], as[si][2],
@@ -478,6 +650,8 @@ int main(int argc, char **argv)
 	t_loss_optim(1, 10, 1);
 	t_loss_optim(256, 10, 107978);
 	t_loss_optim(37, 100, 1000003);
+	t_errors();
+	t_graph();
 	printf("# gpu_ops: %.1f s\n", g_now() - t0);
 	{ /* a sticky backend error surfaces at the next download */
 		float *z = g_poison(&E, 1), *h = z ? g_down(&E, z, 4, &err) : NULL;

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # tests/gpu/run.sh — the one GPU check: build, host checks, every op against the
-# CPU backend, training on both backends, the multi-cell driver, the benchmark
-# against PyTorch eager; a short table last, details in OUTDIR.
+# CPU backend (attention rows up to T = 512, errors that must not stick, recorded
+# steps), training on both backends (teacher-forced, with top-k selection flips
+# counted), recorded (CUDA-graph) steps against op-by-op steps, the multi-cell
+# driver and sb-train's multi-cell path, the benchmark (graph and plain steps, 70
+# cells at once, a per-op device-time profile) against PyTorch eager; the CUDA block
+# of bench/RESULTS.md last (OUTDIR/summary.txt), details in OUTDIR.
 #
-#   tests/gpu/run.sh OUTDIR             on a machine with a CUDA GPU (about 4-6 min on an H200)
+#   tests/gpu/run.sh OUTDIR             on a machine with a CUDA GPU (about 2 min on an H200
+#                                       with a prebuilt bundle)
 #   tests/gpu/run.sh --dry-run OUTDIR   here, without a GPU: the build, the host checks, and
 #                                       every program run with --device cpu (CPU against CPU:
 #                                       checks the plumbing, not the GPU), a tiny benchmark
@@ -13,9 +18,11 @@
 #   OUTDIR/run.log        environment, build, host checks, every section's stderr
 #   OUTDIR/ops.log        gpu_ops: one line per check      OUTDIR/ops.tsv   the same as a table
 #   OUTDIR/train.log      gpu_train: CPU vs CUDA training, multi-cell == single cell
-#   OUTDIR/bench.ndjson   gpu_bench and torch_bench records
+#   OUTDIR/bench.ndjson   gpu_bench and torch_bench records (and a bench.meta record)
 #   OUTDIR/sections.tsv   section, status, seconds, detail
-#   OUTDIR/summary.txt    the closing table (also printed)
+#   OUTDIR/summary.txt    the CUDA block of bench/RESULTS.md (also printed, and applied to
+#                         bench/RESULTS.md of this tree; on a fetched OUTDIR elsewhere:
+#                         python3 bench/gpu/summary.py OUTDIR --apply bench/RESULTS.md)
 # Environment: SB_GPU_DEVICE (default cuda), SB_GPU_JOBS (make -j, default 16),
 #   SB_GPU_DATA (a dataset file for the benchmark; default synthetic pixels).
 set -u
@@ -51,6 +58,7 @@ log() { echo "$*" | tee -a "$LOG" >&2; }
 section() {
 	local name=$1 lim=$2
 	shift 2
+	[ $dry -eq 1 ] && lim=$((lim * 4)) # the limits are for the GPU machine; a dry run trains on this CPU
 	local t=$SECONDS rc
 	log "=== $name (limit ${lim}s): $*"
 	timeout --kill-after=10 "$lim" "$@"
@@ -109,7 +117,7 @@ else
 	DETAIL="make CUDA=1 -j$jobs"
 	section build 420 make CUDA=1 -j"$jobs" >>"$LOG" 2>&1
 fi
-for b in build/gpu/gpu_ops build/gpu/gpu_train build/gpu/gpu_bench build/tests/test_cuda_host; do
+for b in build/gpu/gpu_ops build/gpu/gpu_train build/gpu/gpu_bench build/tests/test_cuda_host bin/sb-train; do
 	[ -x "$b" ] || log "missing after the build: $b"
 done
 if [ -f build/lib/cuda/attn_cuda.o ] && command -v cuobjdump >/dev/null 2>&1; then
@@ -137,7 +145,13 @@ if [ -f "$OUT/train.tsv" ]; then
 	rm -f "$OUT/train.tsv"
 fi
 
-# --- benchmark: one cell per method, then 7 methods x 10 seeds at once
+# --- sb-train on the device: cells of one grid row at once (multicell) == each alone
+section sbtrain 120 env SB_CHECK_LIMIT=$([ $dry -eq 1 ] && echo 800 || echo 3000) bash -c "tests/gpu/sbtrain_check.sh '$dev' '$OUT/sbtrain.tmp' > '$OUT/sbtrain.log' 2>&1; rc=\$?; cat '$OUT/sbtrain.log' >> '$LOG'; grep -E '^not ok' '$OUT/sbtrain.log' >&2; rm -rf '$OUT/sbtrain.tmp'; exit \$rc"
+sed -i "\$s/\$/	$(counts "$OUT/sbtrain.log")/" "$SEC" 2>/dev/null
+rm -f "$OUT/sbtrain.log"
+
+# --- benchmark: one cell per method (recorded and op by op), 7 methods x 10 seeds at
+# once (recorded, then op by op), a per-op profile
 data_args=()
 if [ -n "${SB_GPU_DATA:-}" ] && [ -f "$SB_GPU_DATA" ]; then
 	data_args=(--data "$SB_GPU_DATA")
@@ -147,14 +161,18 @@ else
 	log "                throughput does not depend on pixel values"
 fi
 if [ $dry -eq 1 ]; then
-	steps=(--steps 2 --warmup 1)
+	steps=(--steps 2 --warmup 2)
 	seeds=1
+	prof=softmax
 else
 	steps=(--steps 60 --warmup 8)
 	seeds=10
+	prof=softmax,entmax15,headwise_adaptive_entmax
 fi
-section bench-single 90 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --single >>"$OUT/bench.ndjson" 2>>"$LOG"
+section bench-single 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --single >>"$OUT/bench.ndjson" 2>>"$LOG"
 section bench-multi 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
+section bench-multi-plain 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --plain --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
+section bench-profile 90 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" --profile "$prof" >>"$OUT/bench.ndjson" 2>>"$LOG"
 
 # --- PyTorch eager on the same GPU
 if [ $dry -eq 1 ]; then
@@ -164,7 +182,26 @@ else
 fi
 
 log "total: $((SECONDS - T0)) s"
+# the header of the RESULTS.md block: a bench.meta record
+gitv=$(cat .gpubundle/VERSION 2>/dev/null || git describe --always --dirty 2>/dev/null || echo unknown)
+if [ $dry -eq 1 ]; then
+	cmdv="tests/gpu/run.sh --dry-run OUTDIR (CPU against CPU: plumbing only, not GPU numbers)"
+elif [ -n "${SB_GPU_PREBUILT:-}" ] && [ -f "$SB_GPU_PREBUILT" ]; then
+	cmdv="SB_GPU_PREBUILT=$SB_GPU_PREBUILT tests/gpu/run.sh OUTDIR"
+else
+	cmdv="tests/gpu/run.sh OUTDIR"
+fi
+devv=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+python3 -c 'import json, sys; print(json.dumps({"kind": "bench.meta", "command": sys.argv[1], "git": sys.argv[2], "date": sys.argv[3], "device": sys.argv[4], "total_seconds": int(sys.argv[5])}))' \
+	"$cmdv" "$gitv" "$(date -u +%F)" "${devv:-$dev}" "$((SECONDS - T0))" >>"$OUT/bench.ndjson"
 echo
-python3 bench/gpu/summary.py "$OUT" 2>>"$LOG" || cat "$SEC"
+if [ $dry -eq 1 ]; then
+	python3 bench/gpu/summary.py "$OUT" 2>>"$LOG" || cat "$SEC"
+	echo "(dry run: bench/RESULTS.md left alone)"
+elif python3 bench/gpu/summary.py "$OUT" --apply bench/RESULTS.md 2>>"$LOG"; then
+	echo "(this block is $OUT/summary.txt; bench/RESULTS.md of this tree now holds it)"
+else
+	cat "$SEC"
+fi
 echo "details: $OUT/{run.log,ops.log,ops.tsv,train.log,bench.ndjson,sections.tsv,summary.txt}"
 exit $failed

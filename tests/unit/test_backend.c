@@ -98,7 +98,7 @@ static void test_dropout(void)
 	for (int off = 0; off < 9; off++)
 		for (int n = 1; n < 260; n += (n < 20 ? 1 : 37)) {
 			struct sb_dropout d = {0.1f, 12345 + (uint64_t)off, SB_DROPOUT_STREAM(7, 3),
-			                       1000 + (uint64_t)off};
+			                       1000 + (uint64_t)off, NULL};
 			sb_cpu_dropout_mask(mask, (size_t)n, &d);
 			for (int i = 0; i < n; i++) {
 				total++;
@@ -108,7 +108,7 @@ static void test_dropout(void)
 	SB_CHECK(bad == 0, "dropout masks (vectorised Philox) equal sb_rng_word_at's rule: %d of %d differ", bad,
 	         total);
 	uint8_t big[100000];
-	struct sb_dropout d = {0.1f, 1, 5, 0};
+	struct sb_dropout d = {0.1f, 1, 5, 0, NULL};
 	sb_cpu_dropout_mask(big, sizeof big, &d);
 	int kept = 0;
 	for (size_t i = 0; i < sizeof big; i++)
@@ -164,7 +164,7 @@ static void test_layernorm(void)
 		      *dx = malloc(n * 4), *dy = malloc(n * 4), *dw = calloc(d, 4), *db = calloc(d, 4);
 		uint8_t *mask = malloc(n);
 		frand(x, n, -2, 2), frand(y, n, -2, 2), frand(w, d, 0.5, 1.5), frand(b, d, -1, 1), frand(g, n, -1, 1);
-		struct sb_dropout dr = {0.25f, 9, SB_DROPOUT_STREAM(2, 1), 77};
+		struct sb_dropout dr = {0.25f, 9, SB_DROPOUT_STREAM(2, 1), 77, NULL};
 		be->ops->residual_ln_forward(ctx, o, r, mu, rstd, mask, x, y, w, b, &dr, M, d);
 		be->ops->residual_ln_backward(ctx, dx, dy, dw, db, g, r, mu, rstd, mask, w, 0.25f, M, d);
 		double sc = 1.0f / 0.75f;
@@ -210,7 +210,7 @@ static void test_gelu_op(void)
 		float *x = malloc(n * 4), *o = malloc(n * 4), *g = malloc(n * 4), *dx = malloc(n * 4);
 		uint8_t *mask = malloc(n);
 		frand(x, n, -6, 6), frand(g, n, -1, 1);
-		struct sb_dropout dr = {0.1f, 3, 11, 5};
+		struct sb_dropout dr = {0.1f, 3, 11, 5, NULL};
 		be->ops->gelu_forward(ctx, o, mask, x, &dr, n);
 		be->ops->gelu_backward(ctx, dx, g, x, mask, 0.1f, n);
 		double *O = ref_alloc(n), *DX = ref_alloc(n), sc = 1.0f / 0.9f;

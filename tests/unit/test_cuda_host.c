@@ -208,13 +208,18 @@ out:
 	return ok;
 }
 
-static void test_norms(void)
+static void test_norms(int global)
 {
-	static const int Ts[] = {1, 2, 7, 16, 17, 33, 50, 65, 97, 128, 200};
+	static const int Ts_sh[] = {1, 2, 7, 16, 17, 33, 50, 65, 97, 128, 200, 300, 512};
+	/* the global-memory kernels' layout: more lanes than T needs must give the same bits */
+	static const int Ts_gl[] = {1, 17, 50, 97, 129, 200, 257, 512};
+	const int *Ts = global ? Ts_gl : Ts_sh;
+	size_t nT = global ? sizeof Ts_gl / sizeof Ts_gl[0] : sizeof Ts_sh / sizeof Ts_sh[0];
+	sb_cuda_host_set_layout(global);
 	int nmeth = (int)(sizeof meths / sizeof meths[0]);
 	int fails = 0, total = 0;
 	for (int mi = 0; mi < nmeth; mi++)
-		for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+		for (size_t ti = 0; ti < nT; ti++) {
 			int T = Ts[ti];
 			int nvs[3] = {T, T > 3 ? T / 3 + 1 : 1, 1};
 			for (int vi = 0; vi < 3; vi++) {
@@ -240,7 +245,9 @@ static void test_norms(void)
 			fails += !norm_case(&meths[mi], SB_MASK_MARGIN, T, T - 3, 3, 4);
 			fails += !norm_case(&meths[mi], SB_MASK_MARGIN, T, T, 4, 3);
 		}
-	printf("# normalisers: %d cases, %d failed\n", total, fails);
+	printf("# normalisers (%s layout): %d cases, %d failed\n", global ? "global-memory" : "shared-memory", total,
+	       fails);
+	sb_cuda_host_set_layout(0);
 }
 
 static void test_no_finite(void)
@@ -275,7 +282,7 @@ static void test_ln(struct sb_backend *cpu)
 				w[c] = 1 + 0.3f * nrand();
 				b[c] = 0.1f * nrand();
 			}
-			struct sb_dropout dr = {var == 0 ? 0.1f : 0.0f, 77, SB_DROPOUT_STREAM(5, 2), 1003};
+			struct sb_dropout dr = {var == 0 ? 0.1f : 0.0f, 77, SB_DROPOUT_STREAM(5, 2), 1003, NULL};
 			const float *yy = var == 2 ? NULL : y;
 			cpu->ops->residual_ln_forward(ctx, o1, r1, m1, s1, k1, x, yy, w, b, &dr, M, d);
 			sb_cuda_host_residual_ln_forward(o2, r2, m2, s2, k2, x, yy, w, b, &dr, M, d);
@@ -356,7 +363,7 @@ static void test_gelu_dropout(struct sb_backend *cpu)
 	static const size_t lens[] = {1, 3, 4, 63, 64, 65, 1000};
 	for (size_t oi = 0; oi < sizeof offs / sizeof offs[0]; oi++)
 		for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
-			struct sb_dropout dr = {oi % 2 ? 0.1f : 0.5f, 1234567ull + oi, SB_DROPOUT_STREAM(oi + 3, li), offs[oi]};
+			struct sb_dropout dr = {oi % 2 ? 0.1f : 0.5f, 1234567ull + oi, SB_DROPOUT_STREAM(oi + 3, li), offs[oi], NULL};
 			size_t m = lens[li];
 			uint8_t *k1 = calloc(m, 1), *k2 = calloc(m, 1), *k3 = calloc(m, 1);
 			cpu->ops->gelu_forward(ctx, o1, k1, x, &dr, m);
@@ -434,7 +441,8 @@ int main(void)
 	printf("# CPU FMA: %s (layer norm and GELU are compared %s)\n", CPU_FMA ? "yes" : "no",
 	       CPU_FMA ? "bit for bit" : "with a tolerance");
 	test_philox();
-	test_norms();
+	test_norms(0);
+	test_norms(1);
 	test_no_finite();
 	test_ln(cpu);
 	test_gelu_dropout(cpu);

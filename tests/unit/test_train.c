@@ -386,6 +386,24 @@ int main(int argc, char **argv)
 		SB_CHECK(ok, "the same cell trained twice gives identical records and checkpoints%s%s", ok ? "" : ": ",
 		         ok ? "" : why);
 	}
+	/* the GPU's way (cells of a task, architecture and tier at once through train/multicell.c,
+	 * a backend each), forced on the CPU: the same records and checkpoints */
+	{
+		char runsG[4500], outG[4500];
+		snprintf(runsG, sizeof runsG, "%s/runsG", tmp);
+		snprintf(outG, sizeof outG, "%s/G.out", tmp);
+		rc = run(outG, "SB_TRAIN_GROUPS=1", (const char *[]){"-q", "-d", data, "-o", runsG, "-j", "2", path, NULL},
+		         NULL);
+		char idG[NCELLS][192];
+		int ng = cell_ids(outG, idG, NCELLS), ok = rc == 0 && ng == NCELLS;
+		char runsA[4500];
+		snprintf(runsA, sizeof runsA, "%s/runsA", tmp);
+		for (int i = 0; ok && i < NCELLS; i++)
+			ok = same_run(runsA, runsG, idG[i], why, sizeof why);
+		SB_CHECK(ok, "cells grouped by task/arch/tier and run at once (multicell, SB_TRAIN_GROUPS=1): the same "
+		             "records and checkpoints as alone (exit %d, %d done)%s%s",
+		         rc, ng, ok ? "" : ": ", ok ? "" : why);
+	}
 	/* killed mid-epoch (hook: _exit(137) after 6 steps = in epoch 2 of 4 steps each), then resumed */
 	{
 		char runsK[4500], outK[4500], one[4500], id0[192] = "";

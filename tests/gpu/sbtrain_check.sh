@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# tests/gpu/sbtrain_check.sh DEVICE TMPDIR — sb-train's multi-cell path on a GPU:
+# four cells of one grid row (one task, architecture and tier) trained in one
+# process, where they run at once through train/multicell.c, against each cell
+# trained alone: the same records (timing fields aside) and byte-identical
+# checkpoints. On the CPU (dry run) SB_TRAIN_GROUPS=1 forces the same grouping.
+# SB_CHECK_LIMIT: examples per cell's pool (default 3000: 10 steps of 256 per epoch).
+# TAP-like lines; ends with "N passed, N failed"; exit 1 on any failure.
+set -u
+export LC_ALL=C
+dev=$1
+tmp=$2
+top=$(cd "$(dirname "$0")/../.." && pwd)
+pass=0 fail=0
+check() { # ok description
+	if [ "$1" -eq 0 ]; then pass=$((pass + 1)); echo "ok $((pass + fail)) - $2"; else fail=$((fail + 1)); echo "not ok $((pass + fail)) - $2"; fi
+}
+rm -rf "$tmp" && mkdir -p "$tmp/data/fashion_mnist" || exit 4
+"$top/build/gpu/gpu_bench" --make-data "$tmp/data/fashion_mnist/pool.safetensors" 2>/dev/null
+check $? "a synthetic dataset of Fashion-MNIST's shape (gpu_bench --make-data)"
+grp=()
+[ "$dev" = cpu ] && grp=(env SB_TRAIN_GROUPS=1)
+cells=$tmp/cells.ndjson
+: >"$cells"
+i=0
+for m in softmax sparsemax topk_softmax_025 headwise_adaptive_entmax; do
+	echo "{\"task\":\"fashion_mnist\",\"method\":\"$m\",\"seed\":$i,\"epochs\":2,\"limit\":${SB_CHECK_LIMIT:-3000}}" >>"$cells"
+	i=$((i + 1))
+done
+t0=$SECONDS
+"${grp[@]}" "$top/bin/sb-train" -q --device "$dev" -d "$tmp/data" -o "$tmp/runsM" "$cells" >"$tmp/M.out" 2>"$tmp/M.err"
+rc=$?
+check $rc "four cells in one process on $dev (exit $rc, $((SECONDS - t0)) s)$( [ $rc -ne 0 ] && echo ": $(tail -n 2 "$tmp/M.err" | tr '\n' ' ')")"
+n=0
+while read -r line; do
+	echo "$line" >"$tmp/one.ndjson"
+	"$top/bin/sb-train" -q --device "$dev" -d "$tmp/data" -o "$tmp/runsA" "$tmp/one.ndjson" >>"$tmp/A.out" 2>>"$tmp/A.err" || n=$((n + 1))
+done <"$cells"
+check $n "each cell alone on $dev ($n failed)"
+python3 - "$tmp" <<'EOF'
+import json, os, sys, filecmp
+tmp = sys.argv[1]
+TIMING = ("seconds", "samples_per_s", "train_seconds", "wall_seconds", "peak_memory_mb", "time")
+def recs(path):
+    out = []
+    for line in open(path):
+        r = json.loads(line)
+        if r.get("kind") in ("run.meta", "train.resume"):
+            continue
+        for k in TIMING:
+            r.pop(k, None)
+        out.append(r)
+    return out
+bad = []
+ids = sorted(os.listdir(os.path.join(tmp, "runsA")))
+for cid in ids:
+    a, m = os.path.join(tmp, "runsA", cid), os.path.join(tmp, "runsM", cid)
+    if not os.path.isdir(m):
+        bad.append(cid + ": missing in the multi-cell run")
+        continue
+    if recs(os.path.join(a, "train.ndjson")) != recs(os.path.join(m, "train.ndjson")):
+        bad.append(cid + ": train.ndjson records differ")
+    for f in sorted(os.listdir(a)):
+        if f.endswith(".safetensors") and not filecmp.cmp(os.path.join(a, f), os.path.join(m, f), shallow=False):
+            bad.append(cid + ": " + f + " differs")
+done = sum(1 for cid in ids for r in recs(os.path.join(tmp, "runsM", cid, "train.ndjson")) if r.get("kind") == "train.done") if ids else 0
+print("# %d cells compared, %d finished in the multi-cell run" % (len(ids), done))
+for b in bad:
+    print("# " + b)
+sys.exit(0 if ids and not bad and done == len(ids) else 1)
+EOF
+check $? "multi-cell sb-train == each cell alone: records (timing aside) and checkpoints identical"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
