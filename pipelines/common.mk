@@ -86,7 +86,7 @@ ifeq ($(SCHEDULER),slurm)
 	+@pipelines/slurm.sh submit $(1) $(SB_OUT)/$(1)
 else ifeq ($(SCHEDULER),local)
 	+@echo "$(1): $$($(1).NCELLS) cells in $(SB_OUT)/$(1) ($$(foreach b,$$($(1).BLOCKS),$$(b) $$($(1).$$(b).NCELLS)))" >&2; \
-	 $$(MAKE) --no-print-directory -k $(1)-final; rc=$$$$?; \
+	 rc=0; $$(MAKE) --no-print-directory -k $(1)-final || rc=$$$$?; \
 	 $$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),:,$(SB_STAGE) failed $(SB_OUT)/$(1)) || exit 1; \
 	 exit $$$$rc
 else
