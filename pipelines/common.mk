@@ -29,7 +29,9 @@ ACCEPT_FAILED ?= 0
 SB_STAGE    := pipelines/stage.sh
 SB_GRID     := scripts/grid
 SB_GRIDS    := $(sort $(wildcard pipelines/grids/*.grid) $(EXTRA_GRIDS))
-export SB_OUT SB_DATA SB_CACHE SB_MIRRORS SB_BIN TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST
+export SB_OUT SB_DATA SB_CACHE SB_MIRRORS SB_BIN TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST EXTRA_GRIDS
+export SB_SLURM_PARTITION SB_SLURM_ACCOUNT SB_SLURM_QOS SB_SLURM_TIME SB_SLURM_CPUS SB_SLURM_MEM \
+       SB_SLURM_THROTTLE SB_SLURM_MAX_ARRAY SB_SLURM_ARGS SB_SLURM_FORCE
 
 # The programs a stage needs: built by the top Makefile when SB_BIN is bin/.
 # Order-only: rebuilding a program does not invalidate finished cells (each
@@ -71,8 +73,9 @@ endef
 # GRID-failed   list failed cells   GRID-expand   expand the grid file
 # GRID.PREREQS  (set by NAME.mk) phony steps to run first, e.g. deps
 define sb_grid_targets
-.PHONY: $(1) $(1)-cells $(1)-final $(1)-list $(1)-failed $(1)-expand
+.PHONY: $(1) $(1)-cells $(1)-data $(1)-final $(1)-list $(1)-failed $(1)-expand
 $(1)-expand: $(SB_OUT)/$(1)/.grid/cells.mk
+$(1)-data: $$(sort $$(foreach b,$$($(1).BLOCKS),$$(foreach t,$$($(1).$$(b).TASKS),$(SB_DATA)/$$(t)/pool.safetensors $(SB_DATA)/$$(t)/test.safetensors)))
 $(1)-cells: $$($(1).CELLS)
 $(1)-final: $(SB_OUT)/$(1)/report.md
 $(SB_OUT)/$(1)/report.md: $$($(1).FINAL)
@@ -83,7 +86,7 @@ $(1)-failed:
 	@$(SB_STAGE) failed $(SB_OUT)/$(1)
 $(1): $(SB_OUT)/$(1)/.grid/cells.mk $$($(1).PREREQS)
 ifeq ($(SCHEDULER),slurm)
-	+@pipelines/slurm.sh submit $(1) $(SB_OUT)/$(1)
+	+@MAKE='$$(MAKE)' pipelines/slurm.sh submit $(1) $(SB_OUT)/$(1) $$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),--dry-run)
 else ifeq ($(SCHEDULER),local)
 	+@echo "$(1): $$($(1).NCELLS) cells in $(SB_OUT)/$(1) ($$(foreach b,$$($(1).BLOCKS),$$(b) $$($(1).$$(b).NCELLS)))" >&2; \
 	 rc=0; $$(MAKE) --no-print-directory -k $(1)-final || rc=$$$$?; \
