@@ -27,7 +27,7 @@ ifeq ($(origin CUDA),undefined)
   CUDA := $(if $(NVCC),1,0)
 endif
 
-PKGS     := yajl libarchive libcrypto openblas libcurl
+PKGS     := yajl libarchive libcrypto openblas libcurl zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -99,6 +99,9 @@ bin/$(basename $(notdir $(1))): build/$(1:.c=.o) $(patsubst %.c,build/%.o,$(filt
 	$$(CC) $$(CFLAGS) -pthread -o $$@ $$(filter %.o,$$^) $(LIBS_ALL) $$(CUDA_LIBS) $$(LDLIBS)
 endef
 $(foreach p,$(PROG_SRC),$(eval $(call prog_rule,$(p))))
+
+# sb-fetch embeds its registry (fetch/registry_blob.c: .incbin), which -MMD cannot see
+build/fetch/registry_blob.o: fetch/registry.json
 
 build/tests/%: build/tests/unit/%.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)

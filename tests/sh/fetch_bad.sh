@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Bad inputs are refused cleanly: truncated archives, wrong magic numbers,
+# inconsistent image/label counts, archive members that escape the target
+# directory (../, absolute paths, links), absurd header sizes, malformed text,
+# and wrong hashes. Each: exit 3, one line on stderr naming the file, no output.
+# The broken files are built by tests/fixtures/fetch/build.py --bad; a test
+# registry gives each the hash of the broken bytes, so that verification passes
+# and the decoder itself must refuse them.
+. "$(dirname "$0")/../shlib.sh"
+. "$TOP/tests/fixtures/fetch/lib.sh"
+need_py
+build_fixtures --bad
+cd "$T"
+ncases=$("$PY" -c 'import json; print(len(json.load(open("fx/bad/cases.json"))))')
+[ "$ncases" -ge 30 ]; t_result $? "fixture builder made $ncases broken inputs"
+while IFS=$'\t' read -r case task file expect; do
+	"$PY" "$FX/regedit.py" fx/registry.json "reg.$case.json" --match "$file" "fx/bad/$case/$file"
+	sb-fetch -q --offline --registry "reg.$case.json" -m "fx/bad/$case" -m fx/mirror -c "cache.$case" \
+		-o "data.$case" "$task" >"out.$case" 2>"err.$case"
+	rc=$?
+	lines=$(wc -l <"err.$case")
+	name=${file##*/}
+	ok=0
+	[ $rc -eq 3 ] || ok=1
+	[ "$lines" -eq 1 ] || ok=1
+	grep -qF -- "$expect" "err.$case" || ok=1
+	grep -qF -- "$name" "err.$case" || ok=1
+	[ ! -e "data.$case/$task" ] || ok=1
+	grep -q '"kind":"fetch.split"' "out.$case" && ok=1
+	grep -q '"kind":"fetch.failed"' "out.$case" || ok=1
+	t_result $ok "$case ($task): exit 3, one line naming $name with '$expect', no output" \
+		"exit $rc, $lines lines: $(head -c 400 "err.$case")"
+done < <("$PY" -c '
+import json
+for c in json.load(open("fx/bad/cases.json")):
+    print("\t".join([c["case"], c["task"], c["file"], c["expect"]]))')
+
+# A file whose hash does not match the registry (mirror): refused, left in place.
+mkdir -p wrong/mnist
+cp fx/mirror/mnist/* wrong/mnist/
+printf 'X' | dd of=wrong/mnist/t10k-labels-idx1-ubyte.gz bs=1 seek=100 conv=notrunc 2>/dev/null
+want=$("$PY" -c 'import json; print(json.load(open("fx/registry.json"))["files"]["mnist/t10k-labels-idx1-ubyte.gz"]["sha256"])')
+got=$(sha256sum wrong/mnist/t10k-labels-idx1-ubyte.gz | cut -d' ' -f1)
+sb-fetch -q --offline --registry fx/registry.json -m wrong -c cache.w -o data.w mnist >out.w 2>err.w; rc=$?
+[ $rc -eq 3 ] && grep -q "SHA-256 mismatch: expected $want, actual $got" err.w && [ ! -e data.w/mnist ] &&
+	[ -f wrong/mnist/t10k-labels-idx1-ubyte.gz ] && [ "$(wc -l <err.w)" -eq 1 ]
+t_result $? "wrong hash in a mirror: exit 3, expected and actual hash, mirror file left, nothing written" \
+	"exit $rc: $(head -c 400 err.w)"
+
+# The same file in the cache: renamed to NAME.wrong.
+mkdir -p cache.c/mnist
+cp wrong/mnist/* cache.c/mnist/
+sb-fetch -q --offline --registry fx/registry.json -c cache.c -o data.c mnist >out.c 2>err.c; rc=$?
+[ $rc -eq 3 ] && grep -q "expected $want, actual $got" err.c && [ -f cache.c/mnist/t10k-labels-idx1-ubyte.gz.wrong ] &&
+	[ ! -e cache.c/mnist/t10k-labels-idx1-ubyte.gz ] && [ ! -e data.c/mnist ]
+t_result $? "wrong hash in the cache: exit 3, renamed to NAME.wrong, nothing written" "exit $rc: $(head -c 400 err.c)"
+
+# ... and with a good mirror behind it, the bad cache file is set aside and the mirror used.
+cp wrong/mnist/t10k-labels-idx1-ubyte.gz cache.c/mnist/
+sb-fetch -q --offline --registry fx/registry.json -c cache.c -m fx/mirror -o data.c mnist >out.c2 2>err.c2; rc=$?
+[ $rc -eq 0 ] && grep -q "renamed to" err.c2 && [ -f data.c/mnist/pool.safetensors ]
+t_result $? "a bad cache file with a good mirror: warned, renamed, mirror used (exit $rc)"
+
+# Not found anywhere: exit 4 (I/O), nothing written.
+sb-fetch -q --offline --registry fx/registry.json -c cache.n -o data.n cifar10 >/dev/null 2>err.n; rc=$?
+[ $rc -eq 4 ] && grep -q "not found" err.n && [ ! -e data.n/cifar10 ]
+t_result $? "missing file offline: exit 4, nothing written (exit $rc: $(head -c 300 err.n))"
+t_done

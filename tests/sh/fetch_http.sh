@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The URL path, against a local HTTP server on 127.0.0.1 serving a mirror of
+# fixtures (tests/fixtures/fetch/httpd.py: http.server plus byte ranges): a
+# fallback URL after one that fails (404, refused connection), a resumed partial
+# download, a transfer cut off mid-way and resumed on retry, wrong bytes from a
+# URL (exit 3, NAME.wrong), http_proxy honoured, and two concurrent sb-fetch
+# processes on one cache and data directory. The servers are killed on exit.
+. "$(dirname "$0")/../shlib.sh"
+. "$TOP/tests/fixtures/fetch/lib.sh"
+need_py
+build_fixtures
+cd "$T"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$T"; }
+trap cleanup EXIT
+
+start_server() { # name extra-args... -> sets PORT
+	local name=$1
+	shift
+	"$PY" "$FX/httpd.py" --root srv --port-file "port.$name" --log "log.$name" --lifetime 240 "$@" &
+	pids+=($!)
+	for _ in $(seq 100); do [ -s "port.$name" ] && break; sleep 0.05; done
+	PORT=$(cat "port.$name")
+}
+mkdir -p srv
+cp -r fx/mirror srv/m
+start_server main --drop /m/cifar10/cifar-10-binary.tar.gz:3000
+P=$PORT
+[ -n "$P" ]; t_result $? "test server listens on 127.0.0.1:$P"
+closed=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+
+"$PY" "$FX/regedit.py" fx/registry.json reg.json --urls "http://127.0.0.1:$P/missing/{id}" --urls "http://127.0.0.1:$P/m/{id}"
+run() { sb-fetch -q --registry reg.json --retries 2 --timeout 5 -c cache -o data "$@"; }
+
+# 1. fallback after a 404, every task of a kind
+run mnist >out.1 2>err.1; rc=$?
+o=$(json_field out.1 fetch.archive origin | sort -u)
+[ $rc -eq 0 ] && [ "$o" = url ] && "$PY" "$FX/check.py" data fx/expect mnist >/dev/null
+t_result $? "mnist over HTTP after a failing first URL (exit $rc, origin $o: $(head -c 300 err.1))"
+n404=$(grep -c "^GET /missing/mnist/.* 404" log.main); n200=$(grep -c "^GET /m/mnist/.* 200" log.main)
+[ "$n404" -eq 4 ] && [ "$n200" -eq 4 ]; t_result $? "server saw 4 failing and 4 good requests ($n404, $n200)"
+u=$(json_field out.1 fetch.archive url)
+u=${u%%$'\n'*}
+[[ $u == "http://127.0.0.1:$P/m/mnist/"* ]]; t_result $? "fetch.archive records the URL used ($u)"
+[ -f cache/mnist/train-images-idx3-ubyte.gz ] && ! ls cache/mnist/*.part >/dev/null 2>&1
+t_result $? "downloads land in the cache by name, no .part left"
+
+# 2. a transfer cut off after 3000 bytes is retried and resumed from there
+run cifar10 >out.2 2>err.2; rc=$?
+[ $rc -eq 0 ] && "$PY" "$FX/check.py" data fx/expect cifar10 >/dev/null; t_result $? "cifar10 after an interrupted transfer (exit $rc: $(head -c 300 err.2))"
+grep -q "^GET /m/cifar10/cifar-10-binary.tar.gz range=- 200 drop-after=3000" log.main &&
+	grep -q "^GET /m/cifar10/cifar-10-binary.tar.gz range=bytes=3000- 206" log.main
+t_result $? "the retry asked for bytes=3000- and got 206"
+
+# 3. a partial download already in the cache is resumed
+mkdir -p cache/cifar100
+head -c 1000 fx/mirror/cifar100/cifar-100-binary.tar.gz >cache/cifar100/cifar-100-binary.tar.gz.part
+run cifar100 >out.3 2>err.3; rc=$?
+[ $rc -eq 0 ] && "$PY" "$FX/check.py" data fx/expect cifar100 >/dev/null &&
+	grep -q "^GET /m/cifar100/cifar-100-binary.tar.gz range=bytes=1000- 206" log.main
+t_result $? "a .part file in the cache is resumed with a range request (exit $rc)"
+# a stale partial longer than the file cannot be resumed: restarted
+head -c 400 /dev/zero >cache/mnist-junk.part
+mkdir -p cache/svhn
+head -c 300 /dev/urandom >cache/svhn/test_32x32.mat.part
+run svhn >out.3b 2>err.3b; rc=$?
+[ $rc -eq 0 ] && "$PY" "$FX/check.py" data fx/expect svhn >/dev/null
+t_result $? "a .part file that is not a prefix of the file: fails verification, set aside, downloaded again (exit $rc: $(head -c 300 err.3b))"
+
+# 4. wrong bytes from a URL: exit 3, NAME.wrong in the cache, nothing written
+mkdir -p srv/evil/usps
+cp fx/mirror/usps/usps.t.bz2 srv/evil/usps/usps.bz2
+"$PY" "$FX/regedit.py" fx/registry.json reg.evil.json --urls "http://127.0.0.1:$P/evil/{id}"
+sb-fetch -q --registry reg.evil.json --retries 0 -c cache.evil -o data.evil usps >out.4 2>err.4; rc=$?
+md5=$("$PY" -c 'import json; print(json.load(open("fx/registry.json"))["files"]["usps/usps.bz2"]["md5"])')
+[ $rc -eq 3 ] && grep -q "MD5 mismatch: expected $md5, actual" err.4 && [ -f cache.evil/usps/usps.bz2.wrong ] && [ ! -e data.evil/usps ]
+t_result $? "wrong bytes from a URL: exit 3, expected/actual, renamed .wrong, nothing written (exit $rc: $(head -c 300 err.4))"
+# published SHA-256 instead of MD5
+mkdir -p srv/evil/mnist
+cp fx/mirror/mnist/* srv/evil/mnist/
+cp fx/mirror/kmnist/t10k-labels-idx1-ubyte.gz srv/evil/mnist/t10k-labels-idx1-ubyte.gz
+sb-fetch -q --registry reg.evil.json --retries 0 -c cache.evil -o data.evil mnist >out.4b 2>err.4b; rc=$?
+[ $rc -eq 3 ] && grep -q "SHA-256 mismatch: expected" err.4b && [ -f cache.evil/mnist/t10k-labels-idx1-ubyte.gz.wrong ]
+t_result $? "wrong SHA-256 from a URL: exit 3, renamed .wrong (exit $rc)"
+
+# 5. a refused connection, retried with backoff, then the next URL; pinned files over HTTP
+"$PY" "$FX/regedit.py" fx/registry.json reg.ref.json --urls "http://127.0.0.1:$closed/m/{id}" --urls "http://127.0.0.1:$P/m/{id}"
+sb-fetch --registry reg.ref.json --retries 1 -c cache.ref -o data.ref usps >out.5 2>err.5; rc=$?
+[ $rc -eq 0 ] && grep -q "retrying" err.5 && [ "$(json_field out.5 fetch.archive verified_by | sort -u)" = first-fetch ]
+t_result $? "refused connection: retried, then the fallback URL; pinned on first fetch (exit $rc)"
+grep -q "downloading" err.5; t_result $? "a progress line on stderr for downloads"
+
+# 6. http_proxy is honoured (the server answers proxy requests; the host does not exist)
+"$PY" "$FX/regedit.py" fx/registry.json reg.proxy.json --urls "http://fixtures.invalid/m/{id}"
+http_proxy="http://127.0.0.1:$P" sb-fetch -q --registry reg.proxy.json --retries 0 -c cache.px -o data.px kmnist >out.6 2>err.6; rc=$?
+[ $rc -eq 0 ] && grep -q "^GET http://fixtures.invalid/m/kmnist/.* 200 PROXY" log.main
+t_result $? "http_proxy honoured (exit $rc: $(head -c 200 err.6))"
+sb-fetch -q --registry reg.proxy.json --retries 0 --timeout 2 -c cache.np -o data.np kmnist >/dev/null 2>err.6b; rc=$?
+[ $rc -eq 4 ]; t_result $? "without the proxy the same URLs fail: exit 4 (exit $rc)"
+
+# 7. two processes at once on one cache and data directory, through a slow server
+start_server slow --slow 0.02
+"$PY" "$FX/regedit.py" fx/registry.json reg.slow.json --urls "http://127.0.0.1:$PORT/m/{id}"
+sb-fetch -q --registry reg.slow.json -c cache.cc -o data.cc emnist_digits twenty_news >out.7a 2>err.7a &
+a=$!
+sb-fetch -q --registry reg.slow.json -c cache.cc -o data.cc twenty_news emnist_digits >out.7b 2>err.7b &
+b=$!
+wait $a; ra=$?
+wait $b; rb=$?
+[ $ra -eq 0 ] && [ $rb -eq 0 ] && "$PY" "$FX/check.py" data.cc fx/expect emnist_digits >/dev/null &&
+	"$PY" "$FX/check.py" data.cc fx/expect twenty_news >/dev/null
+t_result $? "two concurrent sb-fetch on one cache and data dir both succeed (exit $ra, $rb: $(head -c 200 err.7a) $(head -c 200 err.7b))"
+ng=$(grep -c "^GET /m/emnist/gzip.zip" log.slow)
+[ "$ng" -eq 1 ]; t_result $? "the shared archive was downloaded once ($ng requests)"
+ls cache.cc/*/*.part >/dev/null 2>&1; [ $? -ne 0 ]; t_result $? "no partial files left in the cache"
+t_done
