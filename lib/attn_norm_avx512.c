@@ -1,0 +1,826 @@
+/* attn_norm_avx512.c — AVX-512 row kernels of the float normalisers.
+ *
+ * Compiled to nothing unless __AVX512F__ is defined (e.g. -march=native on a
+ * machine that has it). The algorithms are those of the portable kernels in
+ * attn_norm.c (see the comments there); here rows need no padding, the tails
+ * use masked loads and stores, and exp/log are vectorised from the same series
+ * (exp: Taylor to r^7 after x = n ln2 + r, then vscalefps; log: vgetmantps to
+ * m in [0.75, 1.5), log m = 2 atanh((m-1)/(m+1)) to u^11). Explicit FMAs are
+ * used where they help; results therefore differ from the portable kernels in
+ * the last bits, and both are tested against the double reference.
+ *
+ * The study's bisection (sbv_unrolled) takes its branch decisions from the
+ * exact root tau* of sum p = 1 (found by the same Newton iteration as the
+ * exact entmax): sum p(tau) - 1 >= 0 exactly when tau <= tau*, so a midpoint
+ * farther from tau* than the float error of the sum (relative to the slope of
+ * the sum at tau*) is decided without evaluating the sum; nearer ones are
+ * evaluated in float as the straightforward loop would. The backward reads the
+ * decisions and tau_hi from aux instead of re-running the bisection.
+ */
+#include "attn_norm_impl.h"
+
+#ifdef SB_NORM_AVX512
+
+#include <float.h>
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline __mmask16 tm(int n, int i)
+{
+	int r = n - i;
+	return r >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << r) - 1u);
+}
+
+static inline __m512 set1(float v) { return _mm512_set1_ps(v); }
+
+static inline __m512 vexp(__m512 x)
+{
+	x = _mm512_max_ps(x, set1(-150.0f)); /* also maps -inf to -150: e^-150 underflows to 0 */
+	x = _mm512_min_ps(x, set1(89.0f));   /* e^89 overflows to inf */
+	__m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, set1(1.44269504088896341f)),
+					_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512 r = _mm512_fnmadd_ps(n, set1(0.693359375f), x);
+	r = _mm512_fnmadd_ps(n, set1(-2.12194440054690583e-4f), r);
+	__m512 q = set1(1.0f / 5040.0f);
+	q = _mm512_fmadd_ps(q, r, set1(1.0f / 720.0f));
+	q = _mm512_fmadd_ps(q, r, set1(1.0f / 120.0f));
+	q = _mm512_fmadd_ps(q, r, set1(1.0f / 24.0f));
+	q = _mm512_fmadd_ps(q, r, set1(1.0f / 6.0f));
+	q = _mm512_fmadd_ps(q, r, set1(0.5f));
+	q = _mm512_fmadd_ps(q, r, set1(1.0f));
+	q = _mm512_fmadd_ps(q, r, set1(1.0f));
+	return _mm512_scalef_ps(q, n);
+}
+
+/* a/b via the 14-bit reciprocal estimate and one Newton-Raphson step
+ * (relative error about 2^-28 before the final rounding; b a normal float) */
+static inline __m512 vdiv(__m512 a, __m512 b)
+{
+	__m512 r = _mm512_rcp14_ps(b);
+	r = _mm512_mul_ps(r, _mm512_fnmadd_ps(b, r, set1(2.0f)));
+	return _mm512_mul_ps(a, r);
+}
+
+/* log x for positive normal x */
+static inline __m512 vlog(__m512 x)
+{
+	__m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_src);
+	__m512 k = _mm512_getexp_ps(x);
+	k = _mm512_mask_add_ps(k, _mm512_cmp_ps_mask(m, set1(1.0f), _CMP_LT_OQ), k, set1(1.0f));
+	__m512 u = vdiv(_mm512_sub_ps(m, set1(1.0f)), _mm512_add_ps(m, set1(1.0f)));
+	__m512 u2 = _mm512_mul_ps(u, u);
+	__m512 q = set1(1.0f / 11.0f);
+	q = _mm512_fmadd_ps(q, u2, set1(1.0f / 9.0f));
+	q = _mm512_fmadd_ps(q, u2, set1(1.0f / 7.0f));
+	q = _mm512_fmadd_ps(q, u2, set1(1.0f / 5.0f));
+	q = _mm512_fmadd_ps(q, u2, set1(1.0f / 3.0f));
+	q = _mm512_fmadd_ps(q, u2, set1(1.0f));
+	__m512 lm = _mm512_mul_ps(_mm512_add_ps(u, u), q);
+	return _mm512_fmadd_ps(k, set1(0.693359375f), _mm512_fmadd_ps(k, set1(-2.12194440054690583e-4f), lm));
+}
+
+/* log2 x for positive normal x, with a short dependency chain (the entmax
+ * passes are limited by how many pow chains are in flight): x = 2^k m with
+ * m in [0.75, 1.5), log2 m = f P(f), f = m - 1, P of degree 9 fitted here for
+ * minimax relative error on [-0.25, 0.5] (1.6e-8 with float coefficients),
+ * evaluated by Estrin's scheme; no division. */
+static inline __m512 vlog2(__m512 x)
+{
+	__m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_src);
+	__m512 k = _mm512_getexp_ps(x);
+	k = _mm512_mask_add_ps(k, _mm512_cmp_ps_mask(m, set1(1.0f), _CMP_LT_OQ), k, set1(1.0f));
+	__m512 f = _mm512_sub_ps(m, set1(1.0f)), f2 = _mm512_mul_ps(f, f), f4 = _mm512_mul_ps(f2, f2);
+	__m512 p01 = _mm512_fmadd_ps(set1(-0.721347537f), f, set1(1.44269503f));
+	__m512 p23 = _mm512_fmadd_ps(set1(-0.360674854f), f, set1(0.480900772f));
+	__m512 p45 = _mm512_fmadd_ps(set1(-0.240148223f), f, set1(0.288384036f));
+	__m512 p67 = _mm512_fmadd_ps(set1(-0.190278398f), f, set1(0.209101045f));
+	__m512 p89 = _mm512_fmadd_ps(set1(-0.0643438415f), f, set1(0.150666606f));
+	__m512 q0 = _mm512_fmadd_ps(p23, f2, p01), q1 = _mm512_fmadd_ps(p67, f2, p45);
+	__m512 r0 = _mm512_fmadd_ps(q1, f4, q0);
+	__m512 P = _mm512_fmadd_ps(p89, _mm512_mul_ps(f4, f4), r0);
+	return _mm512_fmadd_ps(f, P, k);
+}
+
+/* 2^t: n = round(t), 2^(t-n) by a degree-6 fit on [-0.5, 0.5] (relative error
+ * 1.6e-8 with float coefficients), Estrin's scheme, then vscalefps (0 below
+ * 2^-149, inf above 2^128) */
+static inline __m512 vexp2(__m512 t)
+{
+	t = _mm512_min_ps(_mm512_max_ps(t, set1(-160.0f)), set1(130.0f));
+	__m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512 r = _mm512_sub_ps(t, n), r2 = _mm512_mul_ps(r, r);
+	__m512 a01 = _mm512_fmadd_ps(set1(0.693147206f), r, set1(1.0f));
+	__m512 a23 = _mm512_fmadd_ps(set1(0.0555032878f), r, set1(0.240226469f));
+	__m512 a45 = _mm512_fmadd_ps(set1(0.00133999312f), r, set1(0.00961848897f));
+	__m512 b1 = _mm512_fmadd_ps(set1(0.000153458095f), r2, a45);
+	__m512 b0 = _mm512_fmadd_ps(a23, r2, a01);
+	__m512 q = _mm512_fmadd_ps(b1, _mm512_mul_ps(r2, r2), b0);
+	return _mm512_scalef_ps(q, n);
+}
+
+/* [d]_+^e as in the portable powpos: 0 where d <= FLT_MIN */
+static inline __m512 vpowpos(__m512 d, __m512 e, __mmask16 *in_out)
+{
+	__mmask16 in = _mm512_cmp_ps_mask(d, set1(FLT_MIN), _CMP_GT_OQ);
+	__m512 dc = _mm512_mask_blend_ps(in, set1(1.0f), d);
+	*in_out = in;
+	return _mm512_maskz_mov_ps(in, vexp2(_mm512_mul_ps(e, vlog2(dc))));
+}
+
+/* x^y for a positive normal x, with the vector exp/log (no libm call) */
+static inline float spow(float x, float y)
+{
+	return _mm512_cvtss_f32(vexp2(_mm512_mul_ps(set1(y), vlog2(set1(x)))));
+}
+
+static float vmax_row(const float *x, int n)
+{
+	__m512 m = set1(-INFINITY);
+	for (int i = 0; i < n; i += 16)
+		m = _mm512_max_ps(m, _mm512_mask_loadu_ps(set1(-INFINITY), tm(n, i), x + i));
+	return _mm512_reduce_max_ps(m);
+}
+
+int sbv_row_finite(const float *x, int n, float *mn)
+{
+	__m512 z = _mm512_setzero_ps(), lo = set1(INFINITY);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 v = _mm512_maskz_loadu_ps(k, x + i);
+		z = _mm512_add_ps(z, _mm512_mul_ps(v, _mm512_setzero_ps())); /* NaN iff not finite */
+		lo = _mm512_mask_min_ps(lo, k, lo, v);
+	}
+	*mn = _mm512_reduce_min_ps(lo);
+	return _mm512_reduce_add_ps(z) == 0.0f;
+}
+
+/* ------------------------------------------------------------ softmax */
+
+void sbv_softmax(float *p, const float *x, int n, float *aux)
+{
+	float mx = vmax_row(x, n);
+	__m512 vm = set1(mx), acc = _mm512_setzero_ps();
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 e = vexp(_mm512_sub_ps(_mm512_mask_loadu_ps(set1(-INFINITY), k, x + i), vm));
+		e = _mm512_maskz_mov_ps(k, e);
+		_mm512_mask_storeu_ps(p + i, k, e);
+		acc = _mm512_add_ps(acc, e);
+	}
+	__m512 inv = set1(1.0f / _mm512_reduce_add_ps(acc));
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		_mm512_mask_storeu_ps(p + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), inv));
+	}
+	aux[0] = mx;
+	aux[1] = mx;
+}
+
+void sbv_softmax_bwd(float *ds, const float *p, const float *dp, int n)
+{
+	__m512 acc = _mm512_setzero_ps();
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, p + i), _mm512_maskz_loadu_ps(k, dp + i), acc);
+	}
+	__m512 d = set1(_mm512_reduce_add_ps(acc));
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 g = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), d);
+		_mm512_mask_storeu_ps(ds + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), g));
+	}
+}
+
+/* -------------------------------------------------------------- top-k */
+
+/* number of keys with sign * x >= t */
+static inline int count_ge(const float *x, int n, float t, __m512 sign)
+{
+	__m512 vt = set1(t);
+	int c = 0;
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), sign);
+		c += __builtin_popcount(_mm512_mask_cmp_ps_mask(k, v, vt, _CMP_GE_OQ));
+	}
+	return c;
+}
+
+/* Top-k (largest) or bottom-k of x, ties to the lower index, then softmax over
+ * the kept keys. On v = +-x, with c(t) = #{v >= t}:
+ *  1. bracket: lo, hi with c(lo) = clo >= k > chi = c(hi), from [min, max],
+ *     narrowed by a safeguarded interpolation search (the straight line through
+ *     (lo, clo) and (hi, chi) reaching k - 1/2; bisection when the last step did
+ *     not halve the bracket) until a threshold splits off exactly k keys or at
+ *     most 16 keys lie in [lo, hi) (usually one to three counting passes at
+ *     T <= 100);
+ *  2. the keys in [lo, hi) are compressed, in index order, into one vector and
+ *     ranked exactly: rank_j = #{v_l > v_j} + #{l < j : v_l = v_j}; the
+ *     k - chi of lowest rank are kept with every key >= hi. This is exact, and
+ *     breaks ties toward the lower index.
+ * If lo and hi become adjacent floats with more than 16 keys at lo (a heavily
+ * tied row), the keys at lo are taken lowest index first. */
+void sbv_topk(float *p, const float *x, int n, int kk, int largest, int32_t *key, float *aux)
+{
+	__m512 sign = set1(largest ? 1.0f : -1.0f);
+	__m512 vmn = set1(INFINITY), vmx = set1(-INFINITY);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), sign);
+		vmn = _mm512_mask_min_ps(vmn, k, vmn, v);
+		vmx = _mm512_mask_max_ps(vmx, k, vmx, v);
+	}
+	float lo = _mm512_reduce_min_ps(vmn), hi = INFINITY;
+	int clo = n, chi = 0, passes = 0, nb = (n + 15) / 16;
+	if (kk < n) {
+		hi = _mm512_reduce_max_ps(vmx);
+		chi = count_ge(x, n, hi, sign);
+		passes++;
+		if (chi >= kk) { /* the maximum is tied k or more times */
+			lo = hi;
+			clo = chi;
+			chi = 0;
+			hi = INFINITY;
+		}
+		int bisect = 0;
+		while (clo != kk && clo - chi > 16 && hi != INFINITY) {
+			float w = hi - lo, mid;
+			mid = bisect ? lo + 0.5f * w : lo + w * ((float)(clo - kk) + 0.5f) / (float)(clo - chi);
+			if (!(mid > lo && mid < hi))
+				mid = lo + 0.5f * w;
+			if (!(mid > lo && mid < hi))
+				break; /* adjacent floats: every key in [lo, hi) equals lo */
+			int c = count_ge(x, n, mid, sign), up = c >= kk;
+			passes++;
+			lo = up ? mid : lo;
+			clo = up ? c : clo;
+			hi = up ? hi : mid;
+			chi = up ? chi : c;
+			bisect = hi - lo > 0.5f * w;
+		}
+	}
+	/* keep masks per block: v >= lo when that is exactly k keys, else v >= hi
+	 * plus the best-ranked candidates in [lo, hi) */
+	__m512 vlo = set1(lo), vhi = set1(hi);
+	int exact = clo == kk || kk >= n, rank = !exact && clo - chi <= 16;
+	int need = kk - chi, m = 0;
+	__m512 vc = _mm512_setzero_ps();
+	uint32_t *cmask = (uint32_t *)key + nb; /* per block: candidate mask, offset in vc */
+	for (int i = 0, b = 0; i < n; i += 16, b++) {
+		__mmask16 k = tm(n, i);
+		__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), sign);
+		if (exact) {
+			key[b] = _mm512_mask_cmp_ps_mask(k, v, vlo, _CMP_GE_OQ);
+			continue;
+		}
+		key[b] = _mm512_mask_cmp_ps_mask(k, v, vhi, _CMP_GE_OQ);
+		__mmask16 cand = _mm512_mask_cmp_ps_mask(k, v, vlo, _CMP_GE_OQ) & (__mmask16)~key[b];
+		if (rank) { /* append this block's candidates to vc at lane m */
+			int c = __builtin_popcount(cand);
+			__m512 packed = _mm512_maskz_compress_ps(cand, v);
+			__m512i idx = _mm512_sub_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+						       _mm512_set1_epi32(m));
+			vc = _mm512_mask_permutexvar_ps(vc, (__mmask16)(((1u << c) - 1u) << m), idx, packed);
+			cmask[2 * b] = cand;
+			cmask[2 * b + 1] = (uint32_t)m;
+			m += c;
+		} else { /* more than 16 keys in [lo, hi), all equal to lo: lowest index first */
+			while (cand && need > 0) {
+				__mmask16 low = cand & (__mmask16)(-(int)cand);
+				key[b] |= low;
+				cand &= (__mmask16)~low;
+				need--;
+			}
+		}
+	}
+	if (rank && m > 0) {
+		/* rank_j = #{l : v_l > v_j} + #{l < j : v_l = v_j}, all lanes at once */
+		__m512i r = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
+		__m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+		__mmask16 live = tm(m, 0);
+		float cvs[16];
+		_mm512_storeu_ps(cvs, vc);
+		for (int l = 0; l < m; l++) {
+			__m512 vl = set1(cvs[l]);
+			__mmask16 gt = _mm512_mask_cmp_ps_mask(live, vc, vl, _CMP_LT_OQ); /* v_l > v_j */
+			__mmask16 eq = _mm512_mask_cmp_ps_mask(live, vc, vl, _CMP_EQ_OQ) &
+				       _mm512_cmpgt_epi32_mask(lane, _mm512_set1_epi32(l)); /* l < j */
+			r = _mm512_mask_add_epi32(r, gt | eq, r, one);
+		}
+		uint32_t kept = _mm512_mask_cmplt_epi32_mask(live, r, _mm512_set1_epi32(need));
+		for (int b = 0; b < nb; b++) { /* kept lanes back to key positions */
+			uint32_t cand = cmask[2 * b], bits = kept >> cmask[2 * b + 1];
+#ifdef __BMI2__
+			key[b] |= (int32_t)_pdep_u32(bits, cand);
+#else
+			for (uint32_t c = cand; c; c &= c - 1, bits >>= 1)
+				key[b] |= (int32_t)(c & -c & -(bits & 1u));
+#endif
+		}
+	}
+	__m512 vm = set1(-INFINITY);
+	for (int i = 0, b = 0; i < n; i += 16, b++)
+		vm = _mm512_mask_max_ps(vm, (__mmask16)key[b], vm, _mm512_maskz_loadu_ps(tm(n, i), x + i));
+	float mx = _mm512_reduce_max_ps(vm);
+	__m512 acc = _mm512_setzero_ps(), vmx2 = set1(mx);
+	for (int i = 0, b = 0; i < n; i += 16, b++) {
+		__mmask16 k = tm(n, i), keep = (__mmask16)key[b];
+		__m512 e = _mm512_maskz_mov_ps(keep, vexp(_mm512_sub_ps(_mm512_maskz_loadu_ps(keep, x + i), vmx2)));
+		_mm512_mask_storeu_ps(p + i, k, e);
+		acc = _mm512_add_ps(acc, e);
+	}
+	__m512 inv = set1(1.0f / _mm512_reduce_add_ps(acc));
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		_mm512_mask_storeu_ps(p + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), inv));
+	}
+	aux[0] = mx;
+	aux[2] = (float)passes;
+}
+
+/* ----------------------------------------------------------- sparsemax */
+
+/* Michelot passes on y = x - m (see sparsemax_tau_iter in attn_norm.c) */
+static int michelot(float *tau_out, const float *x, int n, float m)
+{
+	__m512 vm = set1(m);
+	float tau = -1.0f;
+	int kprev = -1;
+	for (int it = 1; it <= 64; it++) {
+		__m512 acc = _mm512_setzero_ps(), vt = set1(tau);
+		int cnt = 0;
+		for (int i = 0; i < n; i += 16) {
+			__m512 y = _mm512_sub_ps(_mm512_mask_loadu_ps(set1(-INFINITY), tm(n, i), x + i), vm);
+			__mmask16 in = _mm512_cmp_ps_mask(y, vt, _CMP_GT_OQ);
+			acc = _mm512_mask_add_ps(acc, in, acc, y);
+			cnt += __builtin_popcount(in);
+		}
+		float tn = (_mm512_reduce_add_ps(acc) - 1.0f) / (float)cnt;
+		if (cnt == kprev) {
+			*tau_out = tn;
+			return it;
+		}
+		kprev = cnt;
+		tau = tn > tau ? tn : tau;
+	}
+	return -1;
+}
+
+static int cmp_fdesc(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x < y) - (x > y);
+}
+
+void sbv_sparsemax(float *p, const float *x, int n, float *aux)
+{
+	float m = vmax_row(x, n), tau;
+	int it = michelot(&tau, x, n, m);
+	if (it < 0) { /* past the cap (never seen): the sort-based formula, in p as scratch */
+		for (int i = 0; i < n; i++)
+			p[i] = x[i] - m;
+		qsort(p, (size_t)n, sizeof *p, cmp_fdesc);
+		float cs = 0, csk = 0;
+		int k = 0;
+		for (int j = 0; j < n; j++) {
+			cs += p[j];
+			k += 1.0f + (float)(j + 1) * p[j] > cs;
+		}
+		k = k < 1 ? 1 : k;
+		for (int j = 0; j < k; j++)
+			csk += p[j];
+		tau = (csk - 1.0f) / (float)k;
+	}
+	__m512 vm = set1(m), vt = set1(tau);
+	int cnt = 0;
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 d = _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm), vt);
+		__m512 v = _mm512_max_ps(d, _mm512_setzero_ps());
+		_mm512_mask_storeu_ps(p + i, k, v);
+		cnt += __builtin_popcount(_mm512_mask_cmp_ps_mask(k, v, _mm512_setzero_ps(), _CMP_GT_OQ));
+	}
+	aux[0] = tau;
+	aux[1] = m;
+	aux[2] = (float)it;
+	aux[3] = (float)cnt;
+}
+
+void sbv_sparsemax_bwd(float *ds, const float *p, const float *dp, int n)
+{
+	__m512 acc = _mm512_setzero_ps();
+	int cnt = 0;
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__mmask16 in = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, p + i), _mm512_setzero_ps(), _CMP_GT_OQ);
+		acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(in, dp + i));
+		cnt += __builtin_popcount(in);
+	}
+	__m512 mean = set1(cnt ? _mm512_reduce_add_ps(acc) / (float)cnt : 0.0f);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__mmask16 in = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, p + i), _mm512_setzero_ps(), _CMP_GT_OQ);
+		__m512 g = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), mean);
+		_mm512_mask_storeu_ps(ds + i, k, _mm512_maskz_mov_ps(in, g));
+	}
+}
+
+/* -------------------------------------------------------------- entmax */
+
+enum emode { E_ONE, E_TWO, E_GEN };
+
+static enum emode emode_of(float am1) { return am1 == 1.0f ? E_ONE : am1 == 0.5f ? E_TWO : E_GEN; }
+
+/* y = x (alpha-1) - max(x)(alpha-1), as in the portable entmax_y */
+static inline __m512 vy(const float *x, int i, __mmask16 k, __m512 am1, __m512 ym)
+{
+	return _mm512_sub_ps(_mm512_mul_ps(_mm512_mask_loadu_ps(set1(-INFINITY), k, x + i), am1), ym);
+}
+
+/* sum [y - tau]_+^e into u (u may be NULL); also sum of d^(e-1) in *s1 */
+static float esum(float *u, float *s1, const float *x, int n, __m512 am1, __m512 ym, float tau, enum emode mode,
+		  float e)
+{
+	__m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), vt = set1(tau), ve = set1(e);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 d = _mm512_sub_ps(vy(x, i, k, am1, ym), vt), v, w;
+		if (mode == E_ONE) {
+			v = _mm512_max_ps(d, _mm512_setzero_ps());
+			w = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_GT_OQ), set1(1.0f));
+		} else if (mode == E_TWO) {
+			w = _mm512_max_ps(d, _mm512_setzero_ps());
+			v = _mm512_mul_ps(w, w);
+		} else {
+			__mmask16 in;
+			v = vpowpos(d, ve, &in);
+			w = _mm512_maskz_mov_ps(in, vdiv(v, _mm512_mask_blend_ps(in, set1(1.0f), d)));
+		}
+		if (u)
+			_mm512_mask_storeu_ps(u + i, k, v);
+		a0 = _mm512_add_ps(a0, v);
+		a1 = _mm512_add_ps(a1, w);
+	}
+	if (s1)
+		*s1 = _mm512_reduce_add_ps(a1);
+	return _mm512_reduce_add_ps(a0);
+}
+
+/* Newton on (sum [y - tau]_+^e)^(1/e) - 1 from tau = -1 (see entmax_newton in
+ * attn_norm.c); leaves u = [y - tau]_+^e in p. Returns passes. */
+static int newton(float *p, float *tau_out, float *Z, float *S1, const float *x, int n, float am1, float m,
+		  enum emode mode)
+{
+	__m512 va = set1(am1), ym = set1(m * am1);
+	float e = 1.0f / am1, tau = -1.0f;
+	int it;
+	for (it = 1; it <= 100; it++) {
+		float s1, se = esum(p, &s1, x, n, va, ym, tau, mode, e);
+		*Z = se;
+		*S1 = s1;
+		float pw = mode == E_TWO ? sqrtf(se) : spow(se, 1.0f - am1);
+		float tn = tau + (se - pw) / s1;
+		/* stop when the step is within 2 ulps of tau: p (just written, at tau) is
+		 * then as accurate as float allows, and the next pass would not move */
+		if (!(tn - tau > 2.4e-7f * fabsf(tau)))
+			break;
+		tau = tn;
+	}
+	*tau_out = tau;
+	return it;
+}
+
+/* entmax-1.5: Newton passes that also try the closed form on the current
+ * support S = {d > 0} (d = y - tau): sum_S (d - delta)^2 = 1 gives
+ * delta = (S1 - sqrt(S1^2 - k (S2 - 1)))/k, and if every d in S stays above
+ * delta and every d outside is <= delta, tau + delta is the exact threshold
+ * (the support is then S). Newton's iterates only shrink S towards the true
+ * support, so the test usually succeeds on the second pass. Returns passes;
+ * p is not written (the caller evaluates p at the returned tau). */
+static int newton15(float *tau_out, const float *x, int n, float m)
+{
+	__m512 va = set1(0.5f), ym = set1(m * 0.5f);
+	float tau = -1.0f;
+	int it;
+	for (it = 1; it <= 100; it++) {
+		__m512 a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), vt = set1(tau);
+		__m512 mnin = set1(INFINITY), mxout = set1(-INFINITY);
+		int k = 0;
+		for (int i = 0; i < n; i += 16) {
+			__mmask16 km = tm(n, i);
+			__m512 d = _mm512_sub_ps(vy(x, i, km, va, ym), vt);
+			__mmask16 in = _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_GT_OQ);
+			__m512 dp = _mm512_maskz_mov_ps(in, d);
+			a1 = _mm512_add_ps(a1, dp);
+			a2 = _mm512_fmadd_ps(dp, dp, a2);
+			mnin = _mm512_mask_min_ps(mnin, in, mnin, d);
+			mxout = _mm512_mask_max_ps(mxout, km & ~in, mxout, d);
+			k += __builtin_popcount(in);
+		}
+		double S1 = _mm512_reduce_add_ps(a1), S2 = _mm512_reduce_add_ps(a2);
+		double disc = S1 * S1 - k * (S2 - 1);
+		if (disc > 0) {
+			double sq = sqrt(disc), delta = (S1 - sq) / k;
+			/* float sums of k terms carry ~eps sqrt(k) relative error, which reaches
+			 * delta through d delta/d S1 = delta/sq and d delta/d S2 = 1/(2 sq):
+			 * accept only if that is within a few ulps (far from the root with
+			 * thousands of keys it is not, and Newton goes on) */
+			double err = 6e-8 * sqrt((double)k) * (S1 * delta + 0.5 * S2) / sq;
+			if (err <= 2.4e-7 && delta < _mm512_reduce_min_ps(mnin) &&
+			    delta >= _mm512_reduce_max_ps(mxout)) {
+				*tau_out = tau + (float)delta;
+				return it;
+			}
+		}
+		/* Newton on sqrt(S2) - 1: tau += (S2 - sqrt S2)/S1 */
+		float tn = tau + (float)((S2 - sqrt(S2)) / S1);
+		if (!(tn > tau))
+			break;
+		tau = tn;
+	}
+	*tau_out = tau;
+	return it;
+}
+
+void sbv_entmax(float *p, const float *x, int n, float am1, float *aux)
+{
+	enum emode mode = emode_of(am1);
+	if (mode == E_ONE) {
+		sbv_sparsemax(p, x, n, aux);
+		return;
+	}
+	float m = vmax_row(x, n), tau, Z, S1;
+	int it;
+	if (mode == E_TWO) {
+		it = newton15(&tau, x, n, m);
+		Z = esum(p, NULL, x, n, set1(0.5f), set1(m * 0.5f), tau, E_TWO, 2.0f);
+	} else {
+		it = newton(p, &tau, &Z, &S1, x, n, am1, m, mode);
+	}
+	__m512 inv = set1(1.0f / Z);
+	int cnt = 0;
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), inv);
+		_mm512_mask_storeu_ps(p + i, k, v);
+		cnt += __builtin_popcount(_mm512_mask_cmp_ps_mask(k, v, _mm512_setzero_ps(), _CMP_GT_OQ));
+	}
+	aux[0] = tau;
+	aux[1] = m;
+	aux[2] = (float)it;
+	aux[3] = (float)cnt;
+}
+
+/* Exact alpha-entmax (general alpha) for `rows` rows of stride `stride`, in
+ * groups of four rows whose Newton iterations are interleaved: the rows are
+ * independent, so one row's reductions and scalar step overlap the next row's
+ * vector pass instead of stalling on them. Same iteration and results as
+ * sbv_entmax row by row. */
+void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, float am1, float *aux)
+{
+	enum emode mode = emode_of(am1);
+	if (mode != E_GEN) {
+		for (int r = 0; r < rows; r++)
+			sbv_entmax(p + r * stride, x + r * stride, n, am1, aux + 4 * r);
+		return;
+	}
+	__m512 va = set1(am1);
+	float e = 1.0f / am1;
+	for (int r0 = 0; r0 < rows; r0 += 4) {
+		int G = rows - r0 < 4 ? rows - r0 : 4, active = G;
+		float tau[4], Z[4], m[4];
+		int it[4], done[4];
+		for (int g = 0; g < G; g++) {
+			m[g] = vmax_row(x + (r0 + g) * stride, n);
+			tau[g] = -1.0f;
+			done[g] = 0;
+			it[g] = 0;
+		}
+		for (int k = 1; k <= 100 && active; k++)
+			for (int g = 0; g < G; g++) {
+				if (done[g])
+					continue;
+				const float *xr = x + (r0 + g) * stride;
+				float s1, se = esum(p + (r0 + g) * stride, &s1, xr, n, va, set1(m[g] * am1), tau[g], mode, e);
+				Z[g] = se;
+				it[g] = k;
+				float tn = tau[g] + (se - spow(se, 1.0f - am1)) / s1;
+				if (!(tn - tau[g] > 2.4e-7f * fabsf(tau[g]))) {
+					done[g] = 1;
+					active--;
+				} else {
+					tau[g] = tn;
+				}
+			}
+		for (int g = 0; g < G; g++) {
+			float *pr = p + (r0 + g) * stride, *ar = aux + 4 * (r0 + g);
+			__m512 inv = set1(1.0f / Z[g]);
+			int cnt = 0;
+			for (int i = 0; i < n; i += 16) {
+				__mmask16 km = tm(n, i);
+				__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(km, pr + i), inv);
+				_mm512_mask_storeu_ps(pr + i, km, v);
+				cnt += __builtin_popcount(_mm512_mask_cmp_ps_mask(km, v, _mm512_setzero_ps(), _CMP_GT_OQ));
+			}
+			ar[0] = tau[g];
+			ar[1] = m[g];
+			ar[2] = (float)it[g];
+			ar[3] = (float)cnt;
+		}
+	}
+}
+
+/* q = d^(e-1) (up to the forward's 1/Z): 1 on the support for e = 1, p/d otherwise */
+/* ws: 2n floats */
+double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m, int n,
+		      float am1, int want_alpha, float *ws)
+{
+	enum emode mode = emode_of(am1);
+	__m512 va = set1(am1), ym = set1(m * am1), vt = set1(tau), aq = _mm512_setzero_ps(),
+	       aqd = _mm512_setzero_ps(), ah = _mm512_setzero_ps();
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 pv = _mm512_maskz_loadu_ps(k, p + i), q;
+		__mmask16 in = _mm512_cmp_ps_mask(pv, _mm512_setzero_ps(), _CMP_GT_OQ);
+		if (mode == E_ONE) {
+			q = _mm512_maskz_mov_ps(in, set1(1.0f));
+		} else {
+			__m512 d = _mm512_sub_ps(vy(x, i, k, va, ym), vt);
+			in &= _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_GT_OQ);
+			q = _mm512_maskz_mov_ps(in, vdiv(pv, _mm512_mask_blend_ps(in, set1(1.0f), d)));
+		}
+		_mm512_mask_storeu_ps(ws + i, k, q);
+		aq = _mm512_add_ps(aq, q);
+		aqd = _mm512_fmadd_ps(q, _mm512_maskz_loadu_ps(k, dp + i), aqd);
+		if (want_alpha) { /* p log p, kept in ws[n..2n) for the second pass */
+			__mmask16 pos = _mm512_cmp_ps_mask(pv, set1(FLT_MIN), _CMP_GT_OQ);
+			__m512 plp = _mm512_mul_ps(pv, vlog(_mm512_mask_blend_ps(pos, set1(1.0f), pv)));
+			_mm512_mask_storeu_ps(ws + n + i, k, plp);
+			ah = _mm512_add_ps(ah, plp);
+		}
+	}
+	float Q = _mm512_reduce_add_ps(aq), QD = _mm512_reduce_add_ps(aqd), ent = _mm512_reduce_add_ps(ah);
+	float e = 1.0f / am1;
+	__m512 c = set1(QD / Q), vQ = set1(1.0f / Q), vent = set1(ent), ve = set1(e), acc = _mm512_setzero_ps();
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 q = _mm512_maskz_loadu_ps(k, ws + i), g = _mm512_maskz_loadu_ps(k, dp + i);
+		if (want_alpha) { /* dp_i/dalpha = e (e (p - yq) - (p log p - yq ent)), yq = q/Q */
+			__m512 pv = _mm512_maskz_loadu_ps(k, p + i), plp = _mm512_maskz_loadu_ps(k, ws + n + i);
+			__m512 yq = _mm512_mul_ps(q, vQ);
+			__m512 t = _mm512_sub_ps(_mm512_mul_ps(ve, _mm512_sub_ps(pv, yq)),
+						 _mm512_fnmadd_ps(yq, vent, plp));
+			acc = _mm512_fmadd_ps(g, t, acc);
+		}
+		_mm512_mask_storeu_ps(ds + i, k, _mm512_mul_ps(q, _mm512_sub_ps(g, c)));
+	}
+	return want_alpha ? (double)e * (double)_mm512_reduce_add_ps(acc) : 0.0;
+}
+
+/* --------------------------------------------------- the study's bisection */
+
+/* first index of the min (want_max = 0) or max of y = x am1 - ym */
+static int arg_ext(const float *x, int n, __m512 am1, __m512 ym, int want_max, float *val)
+{
+	__m512 best = set1(want_max ? -INFINITY : INFINITY);
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 y = vy(x, i, k, am1, ym);
+		best = want_max ? _mm512_mask_max_ps(best, k, best, y) : _mm512_mask_min_ps(best, k, best, y);
+	}
+	float b = want_max ? _mm512_reduce_max_ps(best) : _mm512_reduce_min_ps(best);
+	*val = b;
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__mmask16 eq = _mm512_mask_cmp_ps_mask(k, vy(x, i, k, am1, ym), set1(b), _CMP_EQ_OQ);
+		if (eq)
+			return i + __builtin_ctz(eq);
+	}
+	return 0;
+}
+
+void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *aux)
+{
+	enum emode mode = emode_of(am1);
+	float e = 1.0f / am1, m = vmax_row(x, n), ymin;
+	__m512 va = set1(am1), ym = set1(m * am1);
+	arg_ext(x, n, va, ym, 0, &ymin);
+	float lo = ymin - 1.0f, c = powf((float)(1.0 / (double)dfull), am1), hi = 0.0f - c;
+	/* the exact root and the slope of sum p there */
+	float tstar, Z, S1;
+	newton(p, &tstar, &Z, &S1, x, n, am1, m, mode);
+	float slope = e * S1; /* -d(sum p)/dtau at tau* */
+	float delta = 2.0f * (float)n * FLT_EPSILON * (Z > 1 ? Z : 1) / (slope > 0 ? slope : FLT_MIN) +
+		      8.0f * FLT_EPSILON * (1.0f + fabsf(tstar));
+	unsigned bits = 0;
+	for (int t = 0; t < 18; t++) {
+		float tau = (lo + hi) / 2.0f;
+		int ge;
+		if (tau < tstar - delta)
+			ge = 1;
+		else if (tau > tstar + delta)
+			ge = 0;
+		else
+			ge = esum(NULL, NULL, x, n, va, ym, tau, mode, e) - 1.0f >= 0.0f;
+		if (ge) {
+			lo = tau;
+			bits |= 1u << t;
+		} else {
+			hi = tau;
+		}
+	}
+	float z = esum(p, NULL, x, n, va, ym, hi, mode, e) + 1e-12f;
+	__m512 vz = set1(z);
+	int cnt = 0;
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(k, p + i), vz);
+		_mm512_mask_storeu_ps(p + i, k, v);
+		cnt += __builtin_popcount(_mm512_mask_cmp_ps_mask(k, v, _mm512_setzero_ps(), _CMP_GT_OQ));
+	}
+	aux[0] = hi;
+	aux[1] = m;
+	aux[2] = (float)bits;
+	aux[3] = (float)cnt;
+}
+
+/* gradient of the unrolled graph (derivation: kb_unrolled in attn_norm.c);
+ * ws: 2n floats */
+double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float *aux, int n, int dfull,
+			float am1, int want_alpha, float *ws)
+{
+	enum emode mode = emode_of(am1);
+	float hi = aux[0], e = 1.0f / am1, m = vmax_row(x, n), ymin, ymax;
+	unsigned bits = (unsigned)aux[2];
+	__m512 va = set1(am1), ym = set1(m * am1), vhi = set1(hi), ve = set1(e);
+	int amin = arg_ext(x, n, va, ym, 0, &ymin), amax = arg_ext(x, n, va, ym, 1, &ymax);
+	float c = powf((float)(1.0 / (double)dfull), am1);
+	float *u = ws, *ld = ws + n;
+	__m512 az = _mm512_setzero_ps(), ap = _mm512_setzero_ps();
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 d = _mm512_sub_ps(vy(x, i, k, va, ym), vhi), v;
+		__mmask16 in = _mm512_cmp_ps_mask(d, set1(FLT_MIN), _CMP_GT_OQ);
+		__m512 dc = _mm512_mask_blend_ps(in, set1(1.0f), d);
+		__m512 l = vlog(dc);
+		if (mode == E_ONE)
+			v = _mm512_maskz_mov_ps(in, d);
+		else if (mode == E_TWO)
+			v = _mm512_maskz_mov_ps(in, _mm512_mul_ps(d, d));
+		else
+			v = _mm512_maskz_mov_ps(in, vexp(_mm512_mul_ps(ve, l)));
+		_mm512_mask_storeu_ps(u + i, k, v);
+		_mm512_mask_storeu_ps(ld + i, k, l);
+		az = _mm512_add_ps(az, v);
+		ap = _mm512_fmadd_ps(v, _mm512_maskz_loadu_ps(k, dp + i), ap);
+	}
+	float z = _mm512_reduce_add_ps(az) + 1e-12f;
+	float P = _mm512_reduce_add_ps(ap) / z;
+	__m512 vP = set1(P), vz = set1(z), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 d = _mm512_sub_ps(vy(x, i, k, va, ym), vhi), v = _mm512_maskz_loadu_ps(k, u + i);
+		__mmask16 in = _mm512_cmp_ps_mask(d, set1(FLT_MIN), _CMP_GT_OQ) &
+			       _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
+		__m512 dv = _mm512_div_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), vP), vz);
+		__m512 dd = _mm512_maskz_div_ps(in, _mm512_mul_ps(_mm512_mul_ps(dv, ve), v),
+						_mm512_mask_blend_ps(in, set1(1.0f), d));
+		_mm512_mask_storeu_ps(ds + i, k, dd);
+		a1 = _mm512_add_ps(a1, dd);
+		a2 = _mm512_fmadd_ps(_mm512_maskz_mul_ps(in, dv, v), _mm512_maskz_loadu_ps(k, ld + i), a2);
+	}
+	float dtau = -_mm512_reduce_add_ps(a1);
+	double wlo = 1, whi = 0;
+	for (int t = 0; t < 18; t++) {
+		double a = 0.5 * (wlo + whi);
+		if (bits >> t & 1u)
+			wlo = a;
+		else
+			whi = a;
+	}
+	float dlo = (float)(whi * dtau), dhi = (float)((1 - whi) * dtau);
+	ds[amin] += dlo;
+	ds[amax] += dhi;
+	double da = 0;
+	if (want_alpha) {
+		__m512 xm = set1(x[amax]), a3 = _mm512_setzero_ps();
+		for (int i = 0; i < n; i += 16) {
+			__mmask16 k = tm(n, i);
+			__m512 xv = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), xm);
+			a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, ds + i), _mm512_maskz_mov_ps(k, xv), a3);
+		}
+		da = (double)_mm512_reduce_add_ps(a3) + (double)dhi * c * log((double)dfull) -
+		     (double)e * e * _mm512_reduce_add_ps(a2);
+	}
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		_mm512_mask_storeu_ps(ds + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, ds + i), va));
+	}
+	return da;
+}
+
+#else
+typedef int sb_attn_norm_avx512_unused; /* ISO C wants a declaration in every file */
+#endif

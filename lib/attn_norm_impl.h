@@ -1,0 +1,42 @@
+/* attn_norm_impl.h — internal to lib/attn_norm*.c: the AVX-512 row kernels.
+ *
+ * Each kernel handles one effective row x[0..n) (n >= 1, finite scores, no
+ * padding needed: tails use masked loads and stores) and writes p[0..n).
+ * They implement the same algorithms as the portable kernels in attn_norm.c
+ * and are tested against the same double reference. ws is scratch of at
+ * least n floats (and n int32 for the top-k keys).
+ */
+#ifndef SB_ATTN_NORM_IMPL_H
+#define SB_ATTN_NORM_IMPL_H
+
+#include <stdint.h>
+
+#if defined(__AVX512F__) && !defined(SB_NORM_NO_AVX512)
+#define SB_NORM_AVX512 1
+
+/* 1 when x[0..n) are all finite; *mn = their minimum */
+int sbv_row_finite(const float *x, int n, float *mn);
+/* aux[0..3] as documented in attn_norm.h */
+void sbv_softmax(float *p, const float *x, int n, float *aux);
+void sbv_softmax_bwd(float *ds, const float *p, const float *dp, int n);
+/* top-k (largest = 1) or bottom-k of x, then softmax over the kept keys;
+ * kws: 3 (n/16 + 1) int32 of scratch */
+void sbv_topk(float *p, const float *x, int n, int k, int largest, int32_t *kws, float *aux);
+void sbv_sparsemax(float *p, const float *x, int n, float *aux);
+void sbv_sparsemax_bwd(float *ds, const float *p, const float *dp, int n);
+/* exact alpha-entmax, am1 = alpha - 1 in [0.05, 1] */
+void sbv_entmax(float *p, const float *x, int n, float am1, float *aux);
+/* the same for rows x + r stride, r < rows (all finite, length n), several at once;
+ * aux: 4 floats per row */
+void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, float am1, float *aux);
+/* returns d loss / d alpha of the row (0 unless want_alpha); tau = aux[0] and
+ * m = aux[1] of the forward */
+double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m,
+		      int n, float am1, int want_alpha, float *ws);
+/* the study's 18-iteration bisection; dfull = T */
+void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *aux);
+double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float *aux, int n, int dfull,
+			float am1, int want_alpha, float *ws);
+#endif
+
+#endif

@@ -1,0 +1,524 @@
+/* sb-train — train encoder cells (PROTOCOL A2, A4, A8) into run directories.
+ * See usage() and docs/sb-train.md. */
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cli.h"
+#include "dataset.h"
+#include "hash.h"
+#include "io.h"
+#include "json.h"
+#include "record.h"
+#include "train.h"
+#include "train_cell.h"
+
+static void usage(void)
+{
+	fputs("Usage: sb-train [OPTIONS] [CELLS.ndjson | -]\n"
+	      "       sb-train [OPTIONS] --task T --method M --seed S [--epochs E] [CELL OPTIONS]\n"
+	      "Train encoder classifiers (PROTOCOL A2/A4) cell by cell; every epoch's checkpoint is kept.\n"
+	      "\n"
+	      "Cells are NDJSON objects, one per line ('-' = stdin), or one cell from the flags below.\n"
+	      "Fields (defaults): task, method, seed (required); epochs (30), batch (256), lr (1e-3),\n"
+	      "weight_decay (1e-4), clip (5.0; 0 = off), tier (compact | medium | deep | wide),\n"
+	      "arch (plain | local_hybrid), limit (0 = whole pool), val_fraction (0.2),\n"
+	      "schedule (constant | linear_decay: lr (1 - t/T)), alpha (1.5, entmax_bisect),\n"
+	      "mask (margin | exclude: padded keys of text tasks), dropout (0.1),\n"
+	      "switch_epoch (switching methods). Unknown fields are an error.\n"
+	      "Methods: softmax, topk_softmax_{0125,025,05}, bottomk_softmax_{0125,025,05}, sparsemax,\n"
+	      "entmax15, entmax_bisect, headwise_adaptive_entmax; schedules (epochs e = 1..E):\n"
+	      "median_switch, early_accuracy_switch, entropy_switch, mechanistic_switch (top-k 0.25 while\n"
+	      "e < switch_epoch, then softmax) and cosine_alpha (entmax, alpha = 1 + 0.25 (1 - cos(pi (e-1)/29)),\n"
+	      "at least 1.05).\n"
+	      "\n"
+	      "Options:\n"
+	      "  -d, --data DIR        dataset files DIR/TASK/pool.safetensors from sb-fetch (data)\n"
+	      "  -o, --out DIR         run directories DIR/CELL_ID/ (runs)\n"
+	      "      --device DEV      cpu (default) or cuda[:N] when built with CUDA\n"
+	      "  -j, --threads N       worker threads in all (0 = every core; default 0). With several\n"
+	      "                        cells, up to N cells train at once; results do not depend on N\n"
+	      "  -q, --quiet           no progress lines on stderr\n"
+	      "      --help            this help;  --version  the version\n"
+	      "Cell options (with --task): --method M --seed S --epochs E --batch B --lr X\n"
+	      "  --weight-decay X --clip X --tier T --arch A --limit N --val-fraction X --schedule S\n"
+	      "  --alpha X --mask M --dropout X --switch-epoch N\n"
+	      "\n"
+	      "Run directory RUNS/CELL_ID/ (CELL_ID = TASK.METHOD.sSEED.ARCH.TIER.HASH8):\n"
+	      "  cell.json, epoch-NNN.safetensors (+ .sha256) for every epoch, the optimiser state of\n"
+	      "  the newest epoch (epoch-NNN.optim.safetensors) and train.ndjson. A cell whose\n"
+	      "  train.ndjson ends in train.done is skipped; an interrupted one resumes from its last\n"
+	      "  complete epoch, bit-identical to an uninterrupted run.\n"
+	      "\n"
+	      "Records (stdout): run.meta, then per cell train.epoch records, and train.done,\n"
+	      "train.failed (status failed_nonfinite_loss, failed_device or failed, with error, and for\n"
+	      "a non-finite loss the epoch and step), train.resume or train.skip. Fields: docs/records.md.\n"
+	      "A failing cell is recorded and the others go on.\n"
+	      "\n"
+	      "Exit status: 0 every cell completed, was skipped or ended with a non-finite loss (a\n"
+	      "result, recorded); 1 a dataset is a test split (refused); 2 usage; 3 bad input (cells,\n"
+	      "dataset); 4 I/O error; 5 internal or device error (the first failing cell's code).\n"
+	      "\n"
+	      "Examples:\n"
+	      "  sb-train --task fashion_mnist --method sparsemax --seed 0 --epochs 2\n"
+	      "  sb-train -d data -o runs -j 2 cells.ndjson > train.ndjson\n",
+	      stdout);
+}
+
+enum {
+	OPT_DEVICE = 256,
+	OPT_TASK,
+	OPT_METHOD,
+	OPT_SEED,
+	OPT_EPOCHS,
+	OPT_BATCH,
+	OPT_LR,
+	OPT_WD,
+	OPT_CLIP,
+	OPT_TIER,
+	OPT_ARCH,
+	OPT_LIMIT,
+	OPT_VALF,
+	OPT_SCHEDULE,
+	OPT_ALPHA,
+	OPT_MASK,
+	OPT_DROPOUT,
+	OPT_SWITCH,
+	OPT_HELP,
+	OPT_VERSION
+};
+
+static const struct option LONGOPTS[] = {{"data", required_argument, NULL, 'd'},
+					 {"out", required_argument, NULL, 'o'},
+					 {"device", required_argument, NULL, OPT_DEVICE},
+					 {"threads", required_argument, NULL, 'j'},
+					 {"quiet", no_argument, NULL, 'q'},
+					 {"task", required_argument, NULL, OPT_TASK},
+					 {"method", required_argument, NULL, OPT_METHOD},
+					 {"seed", required_argument, NULL, OPT_SEED},
+					 {"epochs", required_argument, NULL, OPT_EPOCHS},
+					 {"batch", required_argument, NULL, OPT_BATCH},
+					 {"lr", required_argument, NULL, OPT_LR},
+					 {"weight-decay", required_argument, NULL, OPT_WD},
+					 {"clip", required_argument, NULL, OPT_CLIP},
+					 {"tier", required_argument, NULL, OPT_TIER},
+					 {"arch", required_argument, NULL, OPT_ARCH},
+					 {"limit", required_argument, NULL, OPT_LIMIT},
+					 {"val-fraction", required_argument, NULL, OPT_VALF},
+					 {"schedule", required_argument, NULL, OPT_SCHEDULE},
+					 {"alpha", required_argument, NULL, OPT_ALPHA},
+					 {"mask", required_argument, NULL, OPT_MASK},
+					 {"dropout", required_argument, NULL, OPT_DROPOUT},
+					 {"switch-epoch", required_argument, NULL, OPT_SWITCH},
+					 {"help", no_argument, NULL, OPT_HELP},
+					 {"version", no_argument, NULL, OPT_VERSION},
+					 {NULL, 0, NULL, 0}};
+
+struct opts {
+	const char *data_dir, *runs_dir, *device, *cells_path;
+	int threads;
+	/* a cell from flags, as a JSON object built in w */
+	struct sb_jw flag_cell;
+	int nflags, have_task;
+};
+
+static void flag_num(struct opts *o, const char *key, const char *opt, const char *val, int integer)
+{
+	struct sb_err err = {0};
+	if (integer) {
+		long long v;
+		if (sb_parse_int(opt, val, 0, INT64_MAX, &v, &err))
+			sb_cli_usage_error("%s", err.msg);
+		sb_jw_kint(&o->flag_cell, key, v);
+	} else {
+		double v;
+		if (sb_parse_double(opt, val, 0, 1e30, &v, &err))
+			sb_cli_usage_error("%s", err.msg);
+		sb_jw_kf64(&o->flag_cell, key, v);
+	}
+	o->nflags++;
+}
+
+static void parse_opts(int argc, char **argv, struct opts *o)
+{
+	struct sb_err err = {0};
+	memset(o, 0, sizeof *o);
+	o->data_dir = "data";
+	o->runs_dir = "runs";
+	o->device = "cpu";
+	sb_jw_init(&o->flag_cell, NULL);
+	sb_jw_obj(&o->flag_cell);
+	int c;
+	while ((c = getopt_long(argc, argv, "d:o:j:q", LONGOPTS, NULL)) != -1) {
+		long long v;
+		switch (c) {
+		case 'd':
+			o->data_dir = optarg;
+			break;
+		case 'o':
+			o->runs_dir = optarg;
+			break;
+		case OPT_DEVICE:
+			o->device = optarg;
+			break;
+		case 'j':
+			if (sb_parse_int("--threads", optarg, 0, 1024, &v, &err))
+				sb_cli_usage_error("%s", err.msg);
+			o->threads = (int)v;
+			break;
+		case 'q':
+			sb_quiet = 1;
+			break;
+		case OPT_TASK:
+			sb_jw_kstr(&o->flag_cell, "task", optarg);
+			o->have_task = 1;
+			o->nflags++;
+			break;
+		case OPT_METHOD:
+			sb_jw_kstr(&o->flag_cell, "method", optarg);
+			o->nflags++;
+			break;
+		case OPT_TIER:
+			sb_jw_kstr(&o->flag_cell, "tier", optarg);
+			o->nflags++;
+			break;
+		case OPT_ARCH:
+			sb_jw_kstr(&o->flag_cell, "arch", optarg);
+			o->nflags++;
+			break;
+		case OPT_SCHEDULE:
+			sb_jw_kstr(&o->flag_cell, "schedule", optarg);
+			o->nflags++;
+			break;
+		case OPT_MASK:
+			sb_jw_kstr(&o->flag_cell, "mask", optarg);
+			o->nflags++;
+			break;
+		case OPT_SEED:
+			flag_num(o, "seed", "--seed", optarg, 1);
+			break;
+		case OPT_EPOCHS:
+			flag_num(o, "epochs", "--epochs", optarg, 1);
+			break;
+		case OPT_BATCH:
+			flag_num(o, "batch", "--batch", optarg, 1);
+			break;
+		case OPT_LIMIT:
+			flag_num(o, "limit", "--limit", optarg, 1);
+			break;
+		case OPT_SWITCH:
+			flag_num(o, "switch_epoch", "--switch-epoch", optarg, 1);
+			break;
+		case OPT_LR:
+			flag_num(o, "lr", "--lr", optarg, 0);
+			break;
+		case OPT_WD:
+			flag_num(o, "weight_decay", "--weight-decay", optarg, 0);
+			break;
+		case OPT_CLIP:
+			flag_num(o, "clip", "--clip", optarg, 0);
+			break;
+		case OPT_VALF:
+			flag_num(o, "val_fraction", "--val-fraction", optarg, 0);
+			break;
+		case OPT_ALPHA:
+			flag_num(o, "alpha", "--alpha", optarg, 0);
+			break;
+		case OPT_DROPOUT:
+			flag_num(o, "dropout", "--dropout", optarg, 0);
+			break;
+		case OPT_HELP:
+			usage();
+			exit(sb_cli_finish(0));
+		case OPT_VERSION:
+			sb_cli_version();
+		default:
+			sb_cli_usage_error("invalid option");
+		}
+	}
+	sb_jw_obj_end(&o->flag_cell);
+	int npos = argc - optind;
+	if (o->nflags > 0) {
+		if (!o->have_task)
+			sb_cli_usage_error("cell options need --task (and --method, --seed)");
+		if (npos > 0)
+			sb_cli_usage_error("give either a cells file or a cell from flags, not both");
+	} else {
+		if (npos == 0)
+			sb_cli_usage_error("no cells: give CELLS.ndjson, '-' for stdin, or --task/--method/--seed");
+		if (npos > 1)
+			sb_cli_usage_error("one cells file at a time (got %d)", npos);
+		o->cells_path = argv[optind];
+	}
+}
+
+/* ---------------------------------------------------------------- cells */
+
+struct cells {
+	struct sb_cell *c;
+	int n, cap;
+};
+
+static int cells_add(struct cells *cs, const struct sb_cell *c)
+{
+	for (int i = 0; i < cs->n; i++)
+		if (!strcmp(cs->c[i].cell_id, c->cell_id)) {
+			sb_cli_warn("cell %s given twice: trained once", c->cell_id);
+			return 0;
+		}
+	if (cs->n == cs->cap) {
+		int cap = cs->cap ? 2 * cs->cap : 16;
+		void *p = realloc(cs->c, (size_t)cap * sizeof *cs->c);
+		if (!p)
+			return -1;
+		cs->c = p;
+		cs->cap = cap;
+	}
+	cs->c[cs->n++] = *c;
+	return 0;
+}
+
+static int read_cells(const struct opts *o, struct cells *cs, struct sb_err *err)
+{
+	struct sb_cell c;
+	if (!o->cells_path) {
+		struct sb_json *v = NULL;
+		int rc = sb_json_parse(o->flag_cell.buf, o->flag_cell.len, &v, err);
+		if (!rc)
+			rc = sb_cell_from_json(v, 1, &c, err);
+		sb_json_free(v);
+		if (rc) {
+			err->code = SB_EUSAGE;
+			return rc;
+		}
+		return cells_add(cs, &c) ? SB_ERR(err, SB_EINTERNAL, "out of memory") : 0;
+	}
+	struct sb_ndjson_reader *rd = NULL;
+	SB_TRY(sb_ndjson_open(o->cells_path, &rd, err));
+	int rc = 0;
+	for (;;) {
+		struct sb_json *v = NULL;
+		rc = sb_ndjson_next(rd, &v, err);
+		if (rc || !v)
+			break;
+		rc = sb_cell_from_json(v, 1, &c, err);
+		sb_json_free(v);
+		if (rc) {
+			sb_err_prefix(err, "%s:%ld", sb_ndjson_name(rd), sb_ndjson_line(rd));
+			break;
+		}
+		if (cells_add(cs, &c)) {
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+			break;
+		}
+	}
+	sb_ndjson_close(rd);
+	if (!rc && cs->n == 0)
+		rc = SB_ERR(err, SB_EDATA, "%s: no cells", o->cells_path);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- datasets */
+
+struct task_ds {
+	char task[64];
+	char path[4096];
+	struct sb_dataset ds;
+};
+
+/* ---------------------------------------------------------------- runners */
+
+struct runner_shared {
+	struct cells *cs;
+	struct task_ds *tds;
+	int ntds;
+	const char *device;
+	struct train_env *env;
+	pthread_mutex_t mu;
+	int next;
+	int first_rc; /* code of the lowest-index failing cell */
+	int first_idx;
+	struct sb_err first_err;
+	int completed, skipped, nonfinite, failed;
+};
+
+struct runner {
+	struct runner_shared *sh;
+	int threads;
+	pthread_t th;
+};
+
+static void *runner_main(void *p)
+{
+	struct runner *rn = p;
+	struct runner_shared *sh = rn->sh;
+	struct sb_backend *be = NULL;
+	struct sb_err err = {0};
+	int open_rc = sb_backend_open(sh->device, rn->threads, &be, &err);
+	for (;;) {
+		pthread_mutex_lock(&sh->mu);
+		int i = sh->next++;
+		pthread_mutex_unlock(&sh->mu);
+		if (i >= sh->cs->n)
+			break;
+		const struct sb_cell *c = &sh->cs->c[i];
+		const struct sb_dataset *ds = NULL;
+		for (int k = 0; k < sh->ntds; k++)
+			if (!strcmp(sh->tds[k].task, c->task))
+				ds = &sh->tds[k].ds;
+		enum cell_status st = CELL_FAILED;
+		struct sb_err e = {0};
+		int rc = open_rc;
+		if (open_rc)
+			e = err;
+		else
+			rc = train_cell(c, i, ds, be, sh->env, &st, &e);
+		pthread_mutex_lock(&sh->mu);
+		if (rc && (sh->first_idx < 0 || i < sh->first_idx)) {
+			sh->first_idx = i;
+			sh->first_rc = rc;
+			sh->first_err = e;
+		}
+		if (rc)
+			sh->failed++;
+		else if (st == CELL_COMPLETED)
+			sh->completed++;
+		else if (st == CELL_SKIPPED)
+			sh->skipped++;
+		else if (st == CELL_FAILED_NONFINITE)
+			sh->nonfinite++;
+		pthread_mutex_unlock(&sh->mu);
+		if (rc) {
+			pthread_mutex_lock(sh->env->out_mu);
+			sb_cli_warn("cell %s failed: %s", c->cell_id, e.msg);
+			pthread_mutex_unlock(sh->env->out_mu);
+		}
+	}
+	sb_backend_close(be);
+	return NULL;
+}
+
+static int ncores(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 1 ? 1 : (int)n;
+}
+
+int main(int argc, char **argv)
+{
+	sb_cli_init("sb-train", argc, argv);
+	struct opts o;
+	parse_opts(argc, argv, &o);
+	struct sb_err err = {0};
+	struct cells cs = {0};
+	if (read_cells(&o, &cs, &err))
+		sb_cli_die(&err);
+	/* the datasets, once per task (pool files only: the reader refuses test splits) */
+	struct task_ds *tds = calloc((size_t)cs.n, sizeof *tds);
+	int ntds = 0;
+	if (!tds) {
+		SB_ERR(&err, SB_EINTERNAL, "out of memory");
+		sb_cli_die(&err);
+	}
+	for (int i = 0; i < cs.n; i++) {
+		int k;
+		for (k = 0; k < ntds; k++)
+			if (!strcmp(tds[k].task, cs.c[i].task))
+				break;
+		if (k < ntds)
+			continue;
+		snprintf(tds[k].task, sizeof tds[k].task, "%s", cs.c[i].task);
+		snprintf(tds[k].path, sizeof tds[k].path, "%s/%s/pool.safetensors", o.data_dir, cs.c[i].task);
+		if (sb_dataset_read(tds[k].path, 0, &tds[k].ds, &err))
+			sb_cli_die(&err);
+		ntds++;
+	}
+	/* check every cell against its dataset before anything is trained */
+	for (int i = 0; i < cs.n; i++) {
+		for (int k = 0; k < ntds; k++)
+			if (!strcmp(tds[k].task, cs.c[i].task)) {
+				struct sb_encoder_cfg cfg;
+				if (sb_cell_model_cfg(&cs.c[i], &tds[k].ds, &cfg, &err)) {
+					sb_err_prefix(&err, "cell %s", cs.c[i].cell_id);
+					sb_cli_die(&err);
+				}
+			}
+	}
+	int threads = o.threads > 0 ? o.threads : ncores();
+	int nrun = cs.n < threads ? cs.n : threads;
+	if (strcmp(o.device, "cpu"))
+		nrun = 1; /* one device: one runner (the backend batches inside a cell) */
+	/* probe the device once so that a bad --device is a usage error, not n failed cells */
+	{
+		struct sb_backend *be = NULL;
+		if (sb_backend_open(o.device, 1, &be, &err))
+			sb_cli_die(&err);
+		sb_backend_close(be);
+	}
+	if (sb_mkdir_p(o.runs_dir, &err))
+		sb_cli_die(&err);
+	struct sb_input *inputs = calloc((size_t)ntds + 1, sizeof *inputs);
+	for (int k = 0; k < ntds; k++) {
+		inputs[k].path = tds[k].path;
+		memcpy(inputs[k].sha256, tds[k].ds.sha256, sizeof inputs[k].sha256);
+		inputs[k].size_bytes = 0;
+		FILE *f = fopen(tds[k].path, "rb");
+		if (f) {
+			fseek(f, 0, SEEK_END);
+			inputs[k].size_bytes = (uint64_t)ftell(f);
+			fclose(f);
+		}
+	}
+	struct sb_run_meta meta = {.device = o.device, .threads = threads, .inputs = inputs, .n_inputs = ntds};
+	{
+		struct sb_backend *be = NULL;
+		static char dev[160];
+		if (!sb_backend_open(o.device, threads, &be, &err)) {
+			snprintf(dev, sizeof dev, "%s", be->device);
+			meta.device = dev;
+			sb_backend_close(be);
+		}
+	}
+	struct sb_jw w;
+	sb_jw_init(&w, stdout);
+	if (sb_record_run_meta(&w, &meta, &err))
+		sb_cli_die(&err);
+	sb_jw_free(&w);
+	pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
+	struct train_env env = {o.runs_dir, stdout, &out_mu, &meta, cs.n, 0};
+	const char *stop = getenv("SB_TRAIN_STOP_AFTER_STEPS");
+	if (stop)
+		env.stop_after_steps = atoll(stop);
+	struct runner_shared sh = {&cs, tds, ntds, o.device, &env, PTHREAD_MUTEX_INITIALIZER, 0, 0, -1, {0}, 0, 0, 0, 0};
+	struct runner *rn = calloc((size_t)nrun, sizeof *rn);
+	for (int i = 0; i < nrun; i++) {
+		rn[i].sh = &sh;
+		rn[i].threads = threads / nrun + (i < threads % nrun);
+	}
+	for (int i = 1; i < nrun; i++)
+		if (pthread_create(&rn[i].th, NULL, runner_main, &rn[i])) {
+			rn[0].threads += rn[i].threads;
+			rn[i].threads = 0;
+		}
+	runner_main(&rn[0]);
+	for (int i = 1; i < nrun; i++)
+		if (rn[i].threads)
+			pthread_join(rn[i].th, NULL);
+	if (!sb_quiet)
+		sb_progress(1, "%d cell%s: %d completed, %d skipped, %d non-finite loss, %d failed", cs.n, cs.n == 1 ? "" : "s",
+			    sh.completed, sh.skipped, sh.nonfinite, sh.failed);
+	int rc = sh.first_idx >= 0 ? sh.first_rc : 0;
+	for (int k = 0; k < ntds; k++)
+		sb_dataset_free(&tds[k].ds);
+	free(tds);
+	free(inputs);
+	free(rn);
+	free(cs.c);
+	sb_jw_free(&o.flag_cell);
+	return sb_cli_finish(rc);
+}

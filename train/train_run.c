@@ -1,0 +1,570 @@
+/* train_run.c — one cell: run directory, resume, the epoch loop, checkpoints and records.
+ *
+ * Files of RUNS_DIR/CELL_ID/ (docs/records.md), every one written atomically:
+ *   cell.json                      the complete cell and derived fields
+ *   epoch-NNN.safetensors (+.sha256)   parameters after NNN epochs (never rewritten)
+ *   epoch-NNN.optim.safetensors    parameters, AdamW moments and step after NNN epochs:
+ *                                  only for the newest epoch (the previous one is removed
+ *                                  once the newer one and its record are written)
+ *   train.ndjson                   run.meta, train.epoch per epoch, train.done | train.failed
+ *                                  (train.resume where a run was resumed)
+ *
+ * Order per epoch: checkpoint, optimiser state, train.ndjson (with the new train.epoch),
+ * then the previous optimiser state is removed. A killed run therefore always finds the
+ * optimiser state of the last epoch its train.ndjson records, and resumes from there:
+ * data order (SB_RNG_SHUFFLE, stream = epoch), dropout (stream = global step) and the
+ * optimiser state depend only on (seed, epoch, step), so the result is bit-identical.
+ */
+#include "train.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "encoder.h"
+#include "hash.h"
+#include "io.h"
+#include "rng.h"
+#include "tensor.h"
+
+/* ---------------------------------------------------------------- train.ndjson in memory */
+
+struct lines {
+	char **l;
+	size_t n, cap;
+};
+
+static int lines_add(struct lines *L, const char *s, size_t n, struct sb_err *err)
+{
+	if (L->n == L->cap) {
+		size_t cap = L->cap ? 2 * L->cap : 64;
+		char **p = realloc(L->l, cap * sizeof *p);
+		if (!p)
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		L->l = p;
+		L->cap = cap;
+	}
+	char *c = malloc(n + 1);
+	if (!c)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	memcpy(c, s, n);
+	c[n] = 0;
+	L->l[L->n++] = c;
+	return 0;
+}
+
+static void lines_free(struct lines *L)
+{
+	for (size_t i = 0; i < L->n; i++)
+		free(L->l[i]);
+	free(L->l);
+	memset(L, 0, sizeof *L);
+}
+
+static int lines_write(const struct lines *L, const char *path, struct sb_err *err)
+{
+	struct sb_atomic a;
+	SB_TRY(sb_atomic_open(&a, path, err));
+	for (size_t i = 0; i < L->n; i++)
+		if (fputs(L->l[i], a.f) == EOF || fputc('\n', a.f) == EOF) {
+			sb_atomic_abort(&a);
+			return SB_ERRNO(err, path);
+		}
+	return sb_atomic_commit(&a, err);
+}
+
+/* ---------------------------------------------------------------- a cell run */
+
+struct run {
+	const struct sb_cell *c;
+	const struct train_env *env;
+	int index;
+	char dir[4096], ndjson[4200];
+	struct lines lines;
+	struct sb_jw w;
+	double t_wall0, train_seconds;
+	size_t nparams;
+};
+
+/* Emit the record built in r->w: into train.ndjson (rewritten) and on the output stream. */
+static int emit(struct run *r, struct sb_err *err)
+{
+	struct sb_jw *w = &r->w;
+	sb_jw_obj_end(w);
+	int rc = sb_jw_line(w, err); /* in memory: appends '\n' */
+	if (rc)
+		return rc;
+	size_t n = w->len;
+	while (n && w->buf[n - 1] == '\n')
+		n--;
+	rc = lines_add(&r->lines, w->buf, n, err);
+	if (!rc)
+		rc = lines_write(&r->lines, r->ndjson, err);
+	pthread_mutex_lock(r->env->out_mu);
+	if (fwrite(w->buf, 1, w->len, r->env->out) != w->len || fflush(r->env->out))
+		if (!rc)
+			rc = SB_ERRNO(err, "write error on the output");
+	pthread_mutex_unlock(r->env->out_mu);
+	sb_jw_reset(w);
+	w->depth = 0;
+	w->need_comma[0] = 0;
+	return rc;
+}
+
+static void rec_start(struct run *r, const char *kind)
+{
+	sb_jw_reset(&r->w);
+	r->w.depth = 0;
+	r->w.need_comma[0] = 0;
+	sb_jw_record(&r->w, kind, 1);
+	sb_jw_kstr(&r->w, "cell_id", r->c->cell_id);
+}
+
+static double peak_mb(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru))
+		return NAN;
+	return ru.ru_maxrss / 1024.0; /* kilobytes on Linux */
+}
+
+static int record_failed(struct run *r, const char *status, const char *msg, int epoch, int64_t step, int sie,
+			 struct sb_err *err)
+{
+	rec_start(r, "train.failed");
+	struct sb_jw *w = &r->w;
+	sb_jw_kstr(w, "task", r->c->task);
+	sb_jw_kstr(w, "method", r->c->method);
+	sb_jw_kint(w, "seed", (int64_t)r->c->seed);
+	sb_jw_kstr(w, "status", status);
+	sb_jw_kstr(w, "error", msg);
+	if (epoch >= 0) {
+		sb_jw_kint(w, "epoch", epoch);
+		sb_jw_kint(w, "step", step);
+		sb_jw_kint(w, "step_in_epoch", sie);
+	}
+	int done = 0;
+	for (size_t i = 0; i < r->lines.n; i++)
+		done += strstr(r->lines.l[i], "\"kind\":\"train.epoch\"") != NULL;
+	sb_jw_kint(w, "epochs_run", done);
+	sb_jw_kf64(w, "train_seconds", r->train_seconds);
+	sb_jw_kf64(w, "wall_seconds", sb_monotonic_seconds() - r->t_wall0);
+	sb_jw_kf64(w, "peak_memory_mb", peak_mb());
+	sb_jw_kint(w, "parameter_count", (int64_t)r->nparams);
+	return emit(r, err);
+}
+
+static void progress(const struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void progress(const struct run *r, const char *fmt, ...)
+{
+	if (sb_quiet)
+		return;
+	char line[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(r->env->out_mu);
+	sb_progress(0, "cell %d/%d %s: %s", r->index + 1, r->env->ncells, r->c->cell_id, line);
+	pthread_mutex_unlock(r->env->out_mu);
+}
+
+/* ---------------------------------------------------------------- resume */
+
+/* Look at an existing train.ndjson: *done = 1 when the cell already finished
+ * (completed, or failed with a non-finite loss, which would fail again); else the
+ * last epoch whose checkpoint and optimiser state are intact, with the records up
+ * to it kept in r->lines. */
+static int scan_existing(struct run *r, int *done, int *resume_epochs, double *prev_seconds, struct sb_err *err)
+{
+	*done = 0;
+	*resume_epochs = 0;
+	*prev_seconds = 0;
+	if (!sb_file_exists(r->ndjson))
+		return 0;
+	struct sb_ndjson_reader *rd = NULL;
+	SB_TRY(sb_ndjson_open(r->ndjson, &rd, err));
+	struct lines keep = {0};
+	size_t keep_upto = 0;
+	double secs = 0, secs_upto = 0;
+	int rc = 0;
+	for (;;) {
+		const char *line;
+		size_t len;
+		rc = sb_ndjson_next_line(rd, &line, &len, err);
+		if (rc || !line)
+			break;
+		struct sb_json *v = NULL;
+		struct sb_err e2 = {0};
+		if (sb_json_parse(line, len, &v, &e2)) {
+			break; /* a torn last line cannot happen (atomic writes); stop at anything odd */
+		}
+		const char *kind = sb_json_str(sb_json_get(v, "kind"), "");
+		if (!strcmp(kind, "train.done")) {
+			*done = 1;
+		} else if (!strcmp(kind, "train.failed") &&
+			   !strcmp(sb_json_str(sb_json_get(v, "status"), ""), "failed_nonfinite_loss")) {
+			*done = 1;
+		}
+		if ((rc = lines_add(&keep, line, len, err))) {
+			sb_json_free(v);
+			break;
+		}
+		if (!strcmp(kind, "train.epoch")) {
+			int64_t ec = 0;
+			sb_json_int64(sb_json_get(v, "epochs_completed"), &ec);
+			secs += sb_json_num(sb_json_get(v, "seconds"), 0);
+			char ck[4300], op[4300], hex[SB_SHA256_HEX];
+			sb_run_checkpoint_path(ck, sizeof ck, r->dir, (int)ec);
+			sb_run_optim_path(op, sizeof op, r->dir, (int)ec);
+			const char *want = sb_json_str(sb_json_get(v, "checkpoint_sha256"), "");
+			struct sb_err e3 = {0};
+			if (sb_file_exists(op) && !sb_sha256_file(ck, hex, NULL, &e3) && !strcmp(hex, want)) {
+				*resume_epochs = (int)ec;
+				keep_upto = keep.n;
+				secs_upto = secs;
+			}
+		}
+		sb_json_free(v);
+	}
+	sb_ndjson_close(rd);
+	if (!rc && !*done && *resume_epochs > 0) {
+		for (size_t i = 0; i < keep_upto && !rc; i++)
+			rc = lines_add(&r->lines, keep.l[i], strlen(keep.l[i]), err);
+		*prev_seconds = secs_upto;
+	}
+	lines_free(&keep);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- checkpoints */
+
+static int write_checkpoint(struct run *r, struct sb_encoder *m, int epochs_completed, const struct sb_norm *nm,
+			    char hex[SB_SHA256_HEX], struct sb_err *err)
+{
+	char path[4300], buf[32];
+	struct sb_tensors ts;
+	sb_tensors_init(&ts);
+	int rc = sb_encoder_to_tensors(m, &ts, 0, err);
+	snprintf(buf, sizeof buf, "%d", epochs_completed);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "format", "sparsebench.checkpoint", err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "cell_id", r->c->cell_id, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "epochs_completed", buf, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "norm", sb_norm_name(nm), err);
+	sb_run_checkpoint_path(path, sizeof path, r->dir, epochs_completed);
+	if (!rc)
+		rc = sb_st_write(path, &ts, err);
+	sb_tensors_free(&ts);
+	if (!rc)
+		rc = sb_sha256_file(path, hex, NULL, err);
+	if (!rc)
+		rc = sb_sidecar_write(path, hex, err);
+	if (rc)
+		return rc;
+	/* optimiser state of this epoch */
+	sb_tensors_init(&ts);
+	rc = sb_encoder_to_tensors(m, &ts, 1, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "format", "sparsebench.optimizer", err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "cell_id", r->c->cell_id, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "epochs_completed", buf, err);
+	sb_run_optim_path(path, sizeof path, r->dir, epochs_completed);
+	if (!rc)
+		rc = sb_st_write(path, &ts, err);
+	sb_tensors_free(&ts);
+	return rc;
+}
+
+static int load_optim(struct run *r, struct sb_encoder *m, int epochs_completed, struct sb_err *err)
+{
+	char path[4300];
+	sb_run_optim_path(path, sizeof path, r->dir, epochs_completed);
+	struct sb_tensors ts;
+	sb_tensors_init(&ts);
+	int rc = sb_st_read(path, &ts, err);
+	if (!rc) {
+		const char *id = sb_tensors_meta(&ts, "cell_id");
+		if (!id || strcmp(id, r->c->cell_id))
+			rc = SB_ERR(err, SB_EDATA, "%s: belongs to another cell", path);
+	}
+	if (!rc)
+		rc = sb_encoder_from_tensors(m, &ts, 1, err);
+	if (rc)
+		sb_err_prefix(err, "resume");
+	sb_tensors_free(&ts);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- the cell */
+
+static int write_cell_json(struct run *r, const struct sb_dataset *ds, const struct sb_encoder *m,
+			   const struct sb_split *sp, struct sb_err *err)
+{
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	sb_jw_obj(&w);
+	sb_cell_write_fields(r->c, &w);
+	sb_jw_kint(&w, "parameter_count", (int64_t)sb_encoder_param_count(m));
+	sb_jw_kint(&w, "seq_len", m->T);
+	sb_jw_kint(&w, "classes", ds->classes);
+	sb_jw_kint(&w, "n_train", sp->n_train);
+	sb_jw_kint(&w, "n_val", sp->n_val);
+	sb_jw_kstr(&w, "dataset_sha256", ds->sha256);
+	sb_jw_kstr(&w, "modality", ds->modality == SB_IMAGE ? "image" : "text");
+	sb_jw_obj_end(&w);
+	int rc = sb_jw_line(&w, err);
+	char *path = sb_path_join(r->dir, "cell.json");
+	if (!rc && !path)
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	if (!rc)
+		rc = sb_write_file_atomic(path, w.buf, w.len, err);
+	free(path);
+	sb_jw_free(&w);
+	return rc;
+}
+
+static int attention_fields(struct sb_jw *w, struct sb_encoder *m, const struct sb_attn_stats *st, struct sb_err *err)
+{
+	sb_jw_kf64(w, "attention_density", st->valid_total > 0 ? st->nonzero / st->valid_total : NAN);
+	sb_jw_kf64(w, "attention_entropy", st->rows > 0 ? st->entropy_sum / st->rows : NAN);
+	float al[SB_ENCODER_MAX_LAYERS * 64];
+	int na = m->cfg.layers * m->cfg.heads <= (int)(sizeof al / sizeof al[0]) ? sb_encoder_alphas(m, al, err) : 0;
+	if (na < 0)
+		return -na;
+	double mu = NAN, sd = NAN;
+	if (na > 0) {
+		double s = 0, q = 0;
+		for (int i = 0; i < na; i++)
+			s += al[i];
+		mu = s / na;
+		for (int i = 0; i < na; i++)
+			q += (al[i] - mu) * (al[i] - mu);
+		sd = na > 1 ? sqrt(q / (na - 1)) : NAN;
+	}
+	sb_jw_kf64(w, "alpha_mean", mu);
+	sb_jw_kf64(w, "alpha_std", sd);
+	return 0;
+}
+
+int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *ds, struct sb_backend *be,
+	       const struct train_env *env, enum cell_status *status, struct sb_err *err)
+{
+	struct run R = {0};
+	struct run *r = &R;
+	r->c = cell;
+	r->env = env;
+	r->index = index;
+	r->t_wall0 = sb_monotonic_seconds();
+	sb_jw_init(&r->w, NULL);
+	snprintf(r->dir, sizeof r->dir, "%s/%s", env->runs_dir, cell->cell_id);
+	snprintf(r->ndjson, sizeof r->ndjson, "%s/train.ndjson", r->dir);
+	*status = CELL_FAILED;
+	struct sb_split sp = {0};
+	struct sb_encoder *m = NULL;
+	struct sb_encoder_data data = {0};
+	uint32_t *perm = NULL;
+	int rc = sb_mkdir_p(r->dir, err);
+	if (rc)
+		goto out_noreport;
+	int done = 0, resume = 0;
+	double prev_seconds = 0;
+	rc = scan_existing(r, &done, &resume, &prev_seconds, err);
+	if (rc)
+		goto fail;
+	if (done) {
+		*status = CELL_SKIPPED;
+		rec_start(r, "train.skip");
+		sb_jw_kstr(&r->w, "reason", "already finished (train.ndjson has train.done or a non-finite-loss failure)");
+		sb_jw_kstr(&r->w, "run_dir", r->dir);
+		/* stdout only: the run directory is left untouched */
+		sb_jw_obj_end(&r->w);
+		rc = sb_jw_line(&r->w, err);
+		pthread_mutex_lock(env->out_mu);
+		if (!rc && (fwrite(r->w.buf, 1, r->w.len, env->out) != r->w.len || fflush(env->out)))
+			rc = SB_ERRNO(err, "write error on the output");
+		pthread_mutex_unlock(env->out_mu);
+		goto out_noreport;
+	}
+	r->train_seconds = prev_seconds;
+	if (resume == 0) { /* a fresh start: a new train.ndjson beginning with run.meta */
+		lines_free(&r->lines);
+		struct sb_jw w;
+		sb_jw_init(&w, NULL);
+		rc = sb_record_run_meta(&w, env->meta, err);
+		size_t n = w.len;
+		while (n && w.buf[n - 1] == '\n')
+			n--;
+		if (!rc)
+			rc = lines_add(&r->lines, w.buf, n, err);
+		sb_jw_free(&w);
+		if (rc)
+			goto fail;
+	}
+	rc = sb_split_carve(ds, cell->seed, cell->val_fraction, cell->limit, &sp, err);
+	if (rc)
+		goto fail;
+	if (sp.n_train < 1) {
+		rc = SB_ERR(err, SB_EDATA, "the training split of %s is empty", ds->path);
+		goto fail;
+	}
+	struct sb_encoder_cfg cfg;
+	if ((rc = sb_cell_model_cfg(cell, ds, &cfg, err)))
+		goto fail;
+	if ((rc = sb_encoder_new(&cfg, be, cell->batch, &m, err)))
+		goto fail;
+	r->nparams = sb_encoder_param_count(m);
+	if ((rc = sb_encoder_init(m, cell->seed, err)))
+		goto fail;
+	if (resume > 0 && (rc = load_optim(r, m, resume, err)))
+		goto fail;
+	if ((rc = write_cell_json(r, ds, m, &sp, err)))
+		goto fail;
+	if (resume > 0) {
+		rec_start(r, "train.resume");
+		sb_jw_kint(&r->w, "epochs_completed", resume);
+		char t[32];
+		double us;
+		sb_time_rfc3339(t, &us);
+		sb_jw_kstr(&r->w, "time", t);
+		if ((rc = emit(r, err)))
+			goto fail;
+	} else {
+		if ((rc = lines_write(&r->lines, r->ndjson, err)))
+			goto fail;
+	}
+	if ((rc = sb_encoder_data_open(be, ds, &data, err)))
+		goto fail;
+	perm = malloc((size_t)sp.n_train * sizeof *perm);
+	if (!perm) {
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		goto fail;
+	}
+	int64_t spe = (sp.n_train + cell->batch - 1) / cell->batch, T = spe * cell->epochs;
+	struct sb_step_opts o;
+	sb_step_opts_default(&o);
+	o.seed = cell->seed;
+	o.dropout = (float)cell->dropout;
+	o.weight_decay = (float)cell->weight_decay;
+	o.clip = (float)cell->clip;
+	for (int epoch = resume; epoch < cell->epochs; epoch++) {
+		struct sb_norm nm;
+		if ((rc = sb_cell_norm_at(cell, epoch, &nm, err)) || (rc = sb_encoder_set_norm(m, &nm, err)))
+			goto fail;
+		struct sb_rng rng;
+		sb_rng_init(&rng, cell->seed, SB_RNG_SHUFFLE, (uint64_t)epoch);
+		sb_rng_permutation(&rng, perm, (size_t)sp.n_train);
+		for (int64_t i = 0; i < sp.n_train; i++)
+			perm[i] = sp.train[perm[i]];
+		double t0 = sb_monotonic_seconds(), loss_sum = 0, lr0 = sb_cell_lr_at(cell, epoch * spe, T);
+		struct sb_step_result res = {0};
+		for (int64_t s = 0; s < spe; s++) {
+			int64_t b0 = s * cell->batch;
+			int B = sp.n_train - b0 < cell->batch ? (int)(sp.n_train - b0) : cell->batch;
+			o.step = epoch * spe + s;
+			o.lr = (float)sb_cell_lr_at(cell, o.step, T);
+			o.stats = s == spe - 1;
+			if ((rc = sb_encoder_train_step(m, &data, perm + b0, B, &o, &res, err)))
+				goto fail;
+			if (!isfinite(res.loss)) {
+				char msg[200];
+				snprintf(msg, sizeof msg, "non-finite training loss (%s) at epoch %d, step %lld",
+					 isnan(res.loss) ? "nan" : "inf", epoch, (long long)o.step);
+				r->train_seconds += sb_monotonic_seconds() - t0;
+				rc = record_failed(r, "failed_nonfinite_loss", msg, epoch, o.step, (int)s, err);
+				*status = CELL_FAILED_NONFINITE;
+				goto out_noreport;
+			}
+			loss_sum += res.loss;
+			if (env->stop_after_steps > 0 && o.step + 1 >= env->stop_after_steps) {
+				fflush(NULL);
+				_exit(137); /* testing hook: die like kill -9 mid-epoch */
+			}
+			progress(r, "epoch %d/%d step %lld/%lld loss %.4f", epoch + 1, cell->epochs, (long long)s + 1,
+				 (long long)spe, res.loss);
+		}
+		double secs = sb_monotonic_seconds() - t0;
+		r->train_seconds += secs;
+		char hex[SB_SHA256_HEX], ck[4300];
+		if ((rc = write_checkpoint(r, m, epoch + 1, &nm, hex, err)))
+			goto fail;
+		sb_run_checkpoint_path(ck, sizeof ck, r->dir, epoch + 1);
+		rec_start(r, "train.epoch");
+		struct sb_jw *w = &r->w;
+		sb_jw_kstr(w, "task", cell->task);
+		sb_jw_kstr(w, "method", cell->method);
+		sb_jw_kint(w, "seed", (int64_t)cell->seed);
+		sb_jw_kstr(w, "tier", cell->tier);
+		sb_jw_kstr(w, "arch", cell->arch);
+		sb_jw_kint(w, "epoch", epoch);
+		sb_jw_kint(w, "epochs_completed", epoch + 1);
+		sb_jw_kf64(w, "train_loss", loss_sum / (double)spe);
+		sb_jw_kf64(w, "seconds", secs);
+		sb_jw_kf64(w, "samples_per_s", secs > 0 ? sp.n_train / secs : NAN);
+		sb_jw_kf64(w, "lr", lr0);
+		sb_jw_kstr(w, "norm", sb_norm_name(&nm));
+		if (nm.kind == SB_NORM_ENTMAX_BISECT)
+			sb_jw_kf64(w, "norm_alpha", nm.alpha);
+		if ((rc = attention_fields(w, m, &res.stats, err)))
+			goto fail;
+		sb_jw_kstr(w, "checkpoint", strrchr(ck, '/') + 1);
+		sb_jw_kstr(w, "checkpoint_sha256", hex);
+		if ((rc = emit(r, err)))
+			goto fail;
+		if (epoch > 0) {
+			char op[4300];
+			sb_run_optim_path(op, sizeof op, r->dir, epoch);
+			if (unlink(op) && errno != ENOENT) {
+				rc = SB_ERRNO(err, op);
+				goto fail;
+			}
+		}
+		pthread_mutex_lock(env->out_mu);
+		if (!sb_quiet)
+			sb_progress(1, "cell %d/%d %s: epoch %d/%d train loss %.4f, %.0f samples/s", index + 1, env->ncells,
+				    cell->cell_id, epoch + 1, cell->epochs, loss_sum / (double)spe,
+				    secs > 0 ? sp.n_train / secs : 0.0);
+		pthread_mutex_unlock(env->out_mu);
+	}
+	rec_start(r, "train.done");
+	sb_jw_kstr(&r->w, "task", cell->task);
+	sb_jw_kstr(&r->w, "method", cell->method);
+	sb_jw_kint(&r->w, "seed", (int64_t)cell->seed);
+	sb_jw_kstr(&r->w, "status", "completed");
+	sb_jw_kint(&r->w, "epochs_run", cell->epochs);
+	sb_jw_kf64(&r->w, "train_seconds", r->train_seconds);
+	sb_jw_kf64(&r->w, "wall_seconds", sb_monotonic_seconds() - r->t_wall0);
+	sb_jw_kf64(&r->w, "peak_memory_mb", peak_mb());
+	sb_jw_kint(&r->w, "parameter_count", (int64_t)r->nparams);
+	if ((rc = emit(r, err)))
+		goto fail;
+	/* the newest optimiser state stays: a later run with more epochs could continue from it */
+	*status = CELL_COMPLETED;
+	goto out_noreport;
+fail:
+	if (rc) {
+		struct sb_err e2 = {0};
+		int dev = rc == SB_EINTERNAL && strcmp(be->name, "cpu") != 0;
+		record_failed(r, dev ? "failed_device" : "failed", err->msg, -1, 0, 0, &e2);
+		*status = CELL_FAILED;
+	}
+out_noreport:
+	free(perm);
+	sb_encoder_data_close(be, &data);
+	sb_encoder_free(m);
+	sb_split_free(&sp);
+	lines_free(&r->lines);
+	sb_jw_free(&r->w);
+	return rc;
+}
