@@ -1,0 +1,647 @@
+/* sb-eval — validation-split evaluation of every saved epoch of run directories
+ * (DESIGN §3, PROTOCOL A4).
+ *
+ * The story, per RUN_DIR: read cell.json; list the saved checkpoints
+ * (epoch-NNN.safetensors) and hash them; keep the records of the existing
+ * val.ndjson whose checkpoint hash and correctness bitmap are unchanged; for
+ * the other epochs read the pool (refusing a file whose metadata says
+ * split=test), carve the validation split exactly as sb-train did
+ * (sb_split_carve with the cell's seed, val_fraction and limit), evaluate each
+ * checkpoint (evaluate_epoch: the one call into the engine), and write the
+ * bitmap of per-example correctness; then write val.ndjson atomically — only
+ * when its records changed, so that re-running on an unchanged run directory
+ * reads no data and leaves the file (and the freeze that hashed it) alone.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "dataset.h"
+#include "evalrun.h"
+#include "hash.h"
+#include "io.h"
+#include "json.h"
+#include "record.h"
+#include "vallog.h"
+
+static const char usage_text[] =
+    "Usage: sb-eval [-d DATA_DIR] [--device cpu|cuda] [-j THREADS] [-q] RUN_DIR...\n"
+    "\n"
+    "Evaluate every saved epoch of each run directory written by sb-train on the validation split:\n"
+    "accuracy, macro-F1, loss, attention density and entropy, alpha mean and sd (PROTOCOL A3/A4),\n"
+    "and which validation examples each checkpoint gets right. The validation split is carved from\n"
+    "DATA_DIR/TASK/pool.safetensors exactly as sb-train carved it, from cell.json's seed,\n"
+    "val_fraction and limit. A dataset file whose metadata says split=test is refused: only sb-test\n"
+    "reads test data. Epochs whose checkpoint still has the SHA-256 recorded in val.ndjson (and whose\n"
+    "bitmap is intact) are not evaluated again; when nothing changed, no data is read and val.ndjson\n"
+    "is left as it is.\n"
+    "\n"
+    "Options:\n"
+    "  -d DATA_DIR     dataset directory (default data)\n"
+    "  --device DEV    cpu (default) or cuda[:N]\n"
+    "  -j THREADS      CPU threads (default 0: all cores)\n"
+    "  -q              no progress lines on stderr\n"
+    "  --help          this text;  --version  the version\n"
+    "\n"
+    "Written, per RUN_DIR (atomically):\n"
+    "  RUN_DIR/val.ndjson: run.meta, one eval.epoch per saved epoch {cell_id, task, method, seed, tier,\n"
+    "    arch, epoch (0-based), epochs_completed, n_val, val_accuracy, val_macro_f1, val_loss,\n"
+    "    attention_density, attention_entropy, alpha_mean, alpha_std, correct_bits, correct_sha256,\n"
+    "    checkpoint, checkpoint_sha256}, then eval.done {cell_id, task, method, seed, tier, arch,\n"
+    "    epochs (the cell's budget), epochs_evaluated, train_status (from train.ndjson, or\n"
+    "    \"incomplete\")}\n"
+    "  RUN_DIR/val-correct-NNN.bits: one bit per validation example in split order (bit i of byte\n"
+    "    i/8, least significant first), 1 = correct\n"
+    "stdout: run.meta, then the eval.epoch and eval.done records of every run directory.\n"
+    "\n"
+    "Exit status: 0 ok; 1 refused (a dataset file with split=test); 2 usage; 3 bad input (malformed\n"
+    "cell.json, a checkpoint that differs from train.ndjson's hash, a pool that is not the one the\n"
+    "cell was trained on); 4 I/O error; 5 internal or device error (also: no evaluation engine in\n"
+    "this build). Every RUN_DIR is attempted; the status is that of the first failure.\n"
+    "\n"
+    "Examples:\n"
+    "  sb-eval -d data runs/*/\n"
+    "  sb-eval -q -d data runs/fashion_mnist.softmax.s0.plain.compact.1a2b3c4d\n";
+
+static _Noreturn void usage(void)
+{
+	fputs(usage_text, stdout);
+	exit(sb_cli_finish(0));
+}
+
+struct opts {
+	const char *data_dir, *device;
+	long long threads;
+};
+
+/* The pool last read, kept for the next run directory of the same task (a grid
+ * evaluates many cells of one task; re-reading a large pool for each is waste).
+ * Reused only while the file is the same one: path, device, inode, size, mtime. */
+static struct {
+	int valid;
+	char path[4096];
+	struct stat st;
+	struct sb_dataset ds;
+} pool_cache;
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* The pool of a task, refused when its metadata says split=test (sb_dataset_read with allow_test 0). */
+static int read_pool(const char *path, const struct sb_dataset **out, struct sb_err *err)
+{
+	struct stat st;
+	if (pool_cache.valid && strcmp(pool_cache.path, path) == 0 && stat(path, &st) == 0 &&
+	    same_file(&st, &pool_cache.st)) {
+		*out = &pool_cache.ds;
+		return 0;
+	}
+	if (pool_cache.valid)
+		sb_dataset_free(&pool_cache.ds);
+	pool_cache.valid = 0;
+	if (stat(path, &st) != 0)
+		return SB_ERRNO(err, path);
+	SB_TRY(sb_dataset_read(path, 0, &pool_cache.ds, err));
+	pool_cache.valid = 1;
+	pool_cache.st = st;
+	snprintf(pool_cache.path, sizeof pool_cache.path, "%s", path);
+	*out = &pool_cache.ds;
+	return 0;
+}
+
+struct ckpt {
+	int64_t e; /* epochs_completed */
+	char name[64];
+	char *path;
+	char sha[SB_SHA256_HEX];
+	const struct sb_val_epoch *old; /* reusable record, or NULL */
+	struct sb_json *rec;            /* the record of this run (owned), when evaluated */
+};
+
+static int cmp_ckpt(const void *a, const void *b)
+{
+	const struct ckpt *x = a, *y = b;
+	return (x->e > y->e) - (x->e < y->e);
+}
+
+/* epoch-NNN.safetensors with NNN >= 1 digits; returns NNN or -1 */
+static int64_t ckpt_epoch(const char *name)
+{
+	const char *p = name + 6;
+	if (strncmp(name, "epoch-", 6) != 0)
+		return -1;
+	int64_t v = 0;
+	int digits = 0;
+	while (*p >= '0' && *p <= '9' && digits < 9) {
+		v = v * 10 + (*p++ - '0');
+		digits++;
+	}
+	if (!digits || strcmp(p, ".safetensors") != 0 || v < 1)
+		return -1;
+	return v;
+}
+
+struct cell {
+	struct sb_json *json;
+	const char *cell_id, *task, *method, *tier, *arch, *dataset_sha256;
+	int64_t seed, epochs, limit, n_val;
+	double val_fraction;
+};
+
+static int read_cell(const char *run, struct cell *c, struct sb_err *err)
+{
+	memset(c, 0, sizeof *c);
+	char *p = sb_path_join(run, "cell.json");
+	char *buf;
+	size_t n;
+	int rc = p ? sb_read_file(p, &buf, &n, 1 << 20, err) : SB_ERR(err, SB_EINTERNAL, "out of memory");
+	if (rc) {
+		free(p);
+		return rc;
+	}
+	rc = sb_json_parse(buf, n, &c->json, err);
+	free(buf);
+	if (!rc && c->json->type != SB_JSON_OBJECT)
+		rc = SB_ERR(err, SB_EDATA, "not a JSON object");
+	if (!rc && !(rc = sb_json_req_str(c->json, "cell_id", &c->cell_id, err)) &&
+	    !(rc = sb_json_req_str(c->json, "task", &c->task, err)) &&
+	    !(rc = sb_json_req_str(c->json, "method", &c->method, err)) &&
+	    !(rc = sb_json_req_int(c->json, "seed", &c->seed, err)) &&
+	    !(rc = sb_json_req_int(c->json, "epochs", &c->epochs, err))) {
+		c->tier = sb_json_str(sb_json_get(c->json, "tier"), "compact");
+		c->arch = sb_json_str(sb_json_get(c->json, "arch"), "plain");
+		c->dataset_sha256 = sb_json_str(sb_json_get(c->json, "dataset_sha256"), NULL);
+		c->val_fraction = sb_json_num(sb_json_get(c->json, "val_fraction"), 0.2);
+		c->limit = 0;
+		c->n_val = -1;
+		const struct sb_json *l = sb_json_get(c->json, "limit");
+		if (l && sb_json_int64(l, &c->limit))
+			rc = SB_ERR(err, SB_EDATA, "field 'limit' must be an integer");
+		const struct sb_json *nv = sb_json_get(c->json, "n_val");
+		if (!rc && nv && sb_json_int64(nv, &c->n_val))
+			rc = SB_ERR(err, SB_EDATA, "field 'n_val' must be an integer");
+		if (!rc &&
+		    (c->seed < 0 || c->epochs < 1 || c->limit < 0 || !(c->val_fraction > 0 && c->val_fraction < 1)))
+			rc = SB_ERR(err, SB_EDATA, "seed, epochs, limit or val_fraction out of range");
+		if (!rc && (strchr(c->task, '/') || !c->task[0]))
+			rc = SB_ERR(err, SB_EDATA, "bad task name '%s'", c->task);
+	}
+	if (rc) {
+		sb_err_prefix(err, "%s", p);
+		sb_json_free(c->json);
+		c->json = NULL;
+	}
+	free(p);
+	return rc;
+}
+
+/* Status and checkpoint hashes from train.ndjson (missing file: "incomplete", no hashes). */
+struct train_info {
+	char status[64];
+	int64_t *e;
+	char (*sha)[SB_SHA256_HEX];
+	size_t n;
+};
+
+static int read_train(const char *run, struct train_info *t, struct sb_err *err)
+{
+	memset(t, 0, sizeof *t);
+	strcpy(t->status, "incomplete");
+	char *p = sb_path_join(run, "train.ndjson");
+	if (!p)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	if (!sb_file_exists(p)) {
+		free(p);
+		return 0;
+	}
+	struct sb_ndjson_reader *r;
+	int rc = sb_ndjson_open(p, &r, err);
+	while (!rc) {
+		struct sb_json *rec;
+		if ((rc = sb_ndjson_next(r, &rec, err)) || !rec)
+			break;
+		const char *kind = sb_json_str(sb_json_get(rec, "kind"), "");
+		if (strcmp(kind, "train.done") == 0 || strcmp(kind, "train.failed") == 0) {
+			snprintf(t->status, sizeof t->status, "%s", sb_json_str(sb_json_get(rec, "status"), "failed"));
+		} else if (strcmp(kind, "train.epoch") == 0) {
+			int64_t e;
+			const char *s = sb_json_str(sb_json_get(rec, "checkpoint_sha256"), NULL);
+			if (!sb_json_int64(sb_json_get(rec, "epochs_completed"), &e) && s && sb_is_sha256_hex(s)) {
+				int64_t *ne = realloc(t->e, (t->n + 1) * sizeof *ne);
+				char(*ns)[SB_SHA256_HEX] = realloc(t->sha, (t->n + 1) * sizeof *ns);
+				if (ne)
+					t->e = ne;
+				if (ns)
+					t->sha = ns;
+				if (!ne || !ns) {
+					sb_json_free(rec);
+					rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+					break;
+				}
+				t->e[t->n] = e;
+				memcpy(t->sha[t->n++], s, SB_SHA256_HEX); /* a later record for the same epoch wins */
+			}
+		}
+		sb_json_free(rec);
+	}
+	if (r)
+		sb_ndjson_close(r);
+	free(p);
+	return rc;
+}
+
+static const char *train_sha(const struct train_info *t, int64_t e)
+{
+	const char *s = NULL;
+	for (size_t i = 0; i < t->n; i++)
+		if (t->e[i] == e)
+			s = t->sha[i];
+	return s;
+}
+
+/* The one call into the engine: evaluate a checkpoint on the validation examples. */
+static int evaluate_epoch(struct sb_evalrun *er, const struct ckpt *ck, const struct sb_split *split,
+                          struct sb_evalrun_result *res, uint8_t *bits, struct sb_err *err)
+{
+	return sb_evalrun_checkpoint(er, ck->path, ck->sha, split->val, split->n_val, res, bits, err);
+}
+
+static void ident(struct sb_jw *w, const struct cell *c)
+{
+	sb_jw_kstr(w, "cell_id", c->cell_id);
+	sb_jw_kstr(w, "task", c->task);
+	sb_jw_kstr(w, "method", c->method);
+	sb_jw_kint(w, "seed", c->seed);
+	sb_jw_kstr(w, "tier", c->tier);
+	sb_jw_kstr(w, "arch", c->arch);
+}
+
+/* Records after the first run.meta line of an existing file, for the unchanged test. */
+static const char *body_after_meta(const char *buf, size_t n, size_t *len)
+{
+	const char *nl = memchr(buf, '\n', n);
+	if (!nl || strncmp(buf, "{\"kind\":\"run.meta\"", 18) != 0) {
+		*len = n;
+		return buf;
+	}
+	*len = n - (size_t)(nl + 1 - buf);
+	return nl + 1;
+}
+
+static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, struct sb_err *err)
+{
+	struct cell c;
+	SB_TRY(read_cell(run, &c, err));
+	int rc = 0;
+	struct train_info ti = {0};
+	struct ckpt *ck = NULL;
+	size_t nck = 0;
+	struct sb_vallog old = {0};
+	int have_old = 0;
+	char *val_path = sb_path_join(run, "val.ndjson");
+	char *old_buf = NULL;
+	size_t old_len = 0;
+	const struct sb_dataset *ds = NULL;
+	struct sb_split split = {0};
+	struct sb_evalrun *er = NULL;
+	struct sb_input *inputs = NULL;
+	size_t n_inputs = 0;
+	struct sb_jw body;
+	sb_jw_init(&body, NULL);
+	if (!val_path) {
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		goto out;
+	}
+	if ((rc = read_train(run, &ti, err)))
+		goto out;
+
+	/* the saved checkpoints, hashed (against their sidecar, and train.ndjson's record) */
+	DIR *d = opendir(run);
+	if (!d) {
+		rc = SB_ERRNO(err, run);
+		goto out;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		int64_t e = ckpt_epoch(de->d_name);
+		if (e < 0)
+			continue;
+		struct ckpt *n2 = realloc(ck, (nck + 1) * sizeof *n2);
+		if (!n2) {
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+			break;
+		}
+		ck = n2;
+		memset(&ck[nck], 0, sizeof *ck);
+		ck[nck].e = e;
+		snprintf(ck[nck].name, sizeof ck[nck].name, "%s", de->d_name);
+		ck[nck].path = sb_path_join(run, de->d_name);
+		nck++;
+	}
+	closedir(d);
+	if (rc)
+		goto out;
+	qsort(ck, nck, sizeof *ck, cmp_ckpt);
+	for (size_t i = 0; i < nck; i++) {
+		if (i && ck[i].e == ck[i - 1].e) {
+			rc = SB_ERR(err, SB_EDATA, "%s: two checkpoints of epoch %lld (%s, %s)", run,
+			            (long long)ck[i].e, ck[i - 1].name, ck[i].name);
+			goto out;
+		}
+		if (ck[i].e > c.epochs) {
+			rc = SB_ERR(err, SB_EDATA, "%s: checkpoint %s beyond the cell's %lld epochs", run, ck[i].name,
+			            (long long)c.epochs);
+			goto out;
+		}
+		char side[4200];
+		snprintf(side, sizeof side, "%s.sha256", ck[i].path);
+		if ((rc = sb_file_exists(side) ? sb_sidecar_verify(ck[i].path, ck[i].sha, err)
+		                               : sb_sha256_file(ck[i].path, ck[i].sha, NULL, err)))
+			goto out;
+		const char *ts = train_sha(&ti, ck[i].e);
+		if (ts && strcmp(ts, ck[i].sha) != 0) {
+			rc = SB_ERR(err, SB_EDATA, "%s: SHA-256 %s differs from the one train.ndjson recorded (%s)",
+			            ck[i].path, ck[i].sha, ts);
+			goto out;
+		}
+	}
+	if (nck == 0)
+		sb_cli_warn("%s: no saved checkpoints (epoch-NNN.safetensors)", run);
+
+	/* reusable records of the existing log */
+	if (sb_file_exists(val_path)) {
+		struct sb_err e2 = {0};
+		if (sb_read_file(val_path, &old_buf, &old_len, 0, &e2) ||
+		    sb_vallog_parse(old_buf, old_len, val_path, &old, &e2)) {
+			sb_cli_warn("%s: ignoring the existing log: %s", val_path, e2.msg);
+		} else {
+			have_old = 1;
+			const struct sb_val_cell *oc = NULL;
+			for (size_t i = 0; i < old.n_cells; i++)
+				if (strcmp(old.cells[i].cell_id, c.cell_id) == 0)
+					oc = &old.cells[i];
+			for (size_t i = 0; oc && i < nck; i++) {
+				const struct sb_val_epoch *oe = sb_val_cell_epoch(oc, ck[i].e);
+				if (!oe || strcmp(oe->checkpoint_sha256, ck[i].sha) != 0 ||
+				    strchr(oe->correct_bits, '/'))
+					continue;
+				char *bp = sb_path_join(run, oe->correct_bits);
+				struct sb_err e3 = {0};
+				if (bp && sb_sha256_verify_file(bp, oe->correct_sha256, &e3) == 0)
+					ck[i].old = oe;
+				free(bp);
+			}
+		}
+	}
+	size_t todo = 0;
+	for (size_t i = 0; i < nck; i++)
+		todo += !ck[i].old;
+
+	/* the data, only when something is to be evaluated */
+	inputs = calloc(nck + 3, sizeof *inputs);
+	if (!inputs) {
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		goto out;
+	}
+	char *cell_path = sb_path_join(run, "cell.json");
+	if (!cell_path || (rc = sb_input_hash(&inputs[n_inputs++], cell_path, err))) {
+		free(cell_path);
+		rc = rc ? rc : SB_ERR(err, SB_EINTERNAL, "out of memory");
+		goto out;
+	}
+	char *pool_path = NULL;
+	if (todo) {
+		char *tdir = sb_path_join(o->data_dir, c.task);
+		pool_path = tdir ? sb_path_join(tdir, "pool.safetensors") : NULL;
+		free(tdir);
+		if (!pool_path) {
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+			goto out_paths;
+		}
+		/* allow_test = 0: a file whose metadata says split=test is refused before its data is read */
+		if ((rc = read_pool(pool_path, &ds, err)))
+			goto out_paths;
+		if (strcmp(ds->task, c.task) != 0) {
+			rc = SB_ERR(err, SB_EDATA, "%s: a dataset of task '%s', but the cell's task is '%s'", pool_path,
+			            ds->task, c.task);
+			goto out_paths;
+		}
+		if (c.dataset_sha256 && strcmp(c.dataset_sha256, ds->sha256) != 0) {
+			rc = SB_ERR(err, SB_EDATA, "%s: SHA-256 %s is not the pool the cell was trained on (%s)",
+			            pool_path, ds->sha256, c.dataset_sha256);
+			goto out_paths;
+		}
+		inputs[n_inputs].path = pool_path;
+		memcpy(inputs[n_inputs].sha256, ds->sha256, SB_SHA256_HEX);
+		n_inputs++;
+		if ((rc = sb_split_carve(ds, (uint64_t)c.seed, c.val_fraction, c.limit, &split, err)))
+			goto out_paths;
+		if (c.n_val >= 0 && c.n_val != split.n_val) {
+			rc = SB_ERR(err, SB_EDATA,
+			            "%s: the validation split has %lld examples, cell.json says n_val %lld", run,
+			            (long long)split.n_val, (long long)c.n_val);
+			goto out_paths;
+		}
+		struct sb_evalrun_opts eo = {.device = o->device, .threads = (int)o->threads};
+		if ((rc = sb_evalrun_open(c.json, ds, &eo, &er, err)))
+			goto out_paths;
+	}
+
+	/* evaluate what changed; keep what did not */
+	size_t done = 0;
+	for (size_t i = 0; i < nck && !rc; i++) {
+		if (ck[i].old)
+			continue;
+		struct sb_evalrun_result res;
+		size_t nb = (size_t)(split.n_val + 7) / 8;
+		uint8_t *bits = calloc(nb + 1, 1);
+		if (!bits) {
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+			break;
+		}
+		sb_progress(0, "%s: epoch %lld (%zu/%zu)", c.cell_id, (long long)ck[i].e, done + 1, todo);
+		if ((rc = evaluate_epoch(er, &ck[i], &split, &res, bits, err))) {
+			free(bits);
+			break;
+		}
+		char bname[64], bhex[SB_SHA256_HEX];
+		snprintf(bname, sizeof bname, "val-correct-%03lld.bits", (long long)ck[i].e);
+		char *bpath = sb_path_join(run, bname);
+		rc = bpath ? sb_write_file_atomic(bpath, bits, nb, err) : SB_ERR(err, SB_EINTERNAL, "out of memory");
+		sb_sha256_buf(bits, nb, bhex);
+		free(bpath);
+		free(bits);
+		if (rc)
+			break;
+		struct sb_jw w;
+		sb_jw_init(&w, NULL);
+		sb_jw_record(&w, "eval.epoch", 1);
+		ident(&w, &c);
+		sb_jw_kint(&w, "epoch", ck[i].e - 1);
+		sb_jw_kint(&w, "epochs_completed", ck[i].e);
+		sb_jw_kint(&w, "n_val", split.n_val);
+		sb_jw_kf64(&w, "val_accuracy", res.accuracy);
+		sb_jw_kf64(&w, "val_macro_f1", res.macro_f1);
+		sb_jw_kf64(&w, "val_loss", res.loss);
+		sb_jw_kf64(&w, "attention_density", res.attention_density);
+		sb_jw_kf64(&w, "attention_entropy", res.attention_entropy);
+		sb_jw_kf64(&w, "alpha_mean", res.alpha_mean);
+		sb_jw_kf64(&w, "alpha_std", res.alpha_std);
+		sb_jw_kstr(&w, "correct_bits", bname);
+		sb_jw_kstr(&w, "correct_sha256", bhex);
+		sb_jw_kstr(&w, "checkpoint", ck[i].name);
+		sb_jw_kstr(&w, "checkpoint_sha256", ck[i].sha);
+		sb_jw_obj_end(&w);
+		if (w.oom)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		else if (sb_json_parse(w.buf, w.len, &ck[i].rec, err))
+			rc = SB_ERR(err, SB_EINTERNAL, "eval.epoch record does not parse back: %s", err->msg);
+		sb_jw_free(&w);
+		done++;
+	}
+	if (rc)
+		goto out_paths;
+	if (todo)
+		sb_progress(1, "%s: %zu epoch(s) evaluated, %zu unchanged", c.cell_id, todo, nck - todo);
+
+	/* the records, in epoch order, then eval.done */
+	for (size_t i = 0; i < nck; i++) {
+		sb_jw_value(&body, ck[i].old ? ck[i].old->rec : ck[i].rec);
+		if ((rc = sb_jw_line(&body, err)))
+			goto out_paths;
+		if (!ck[i].old) {
+			inputs[n_inputs].path = ck[i].path;
+			memcpy(inputs[n_inputs].sha256, ck[i].sha, SB_SHA256_HEX);
+			n_inputs++;
+		}
+	}
+	sb_jw_record(&body, "eval.done", 1);
+	ident(&body, &c);
+	sb_jw_kint(&body, "epochs", c.epochs);
+	sb_jw_kint(&body, "epochs_evaluated", (int64_t)nck);
+	sb_jw_kstr(&body, "train_status", ti.status);
+	sb_jw_obj_end(&body);
+	if ((rc = sb_jw_line(&body, err)))
+		goto out_paths;
+
+	/* write val.ndjson only when its records changed */
+	size_t ob_len = 0;
+	const char *ob = have_old ? body_after_meta(old_buf, old_len, &ob_len) : NULL;
+	if (!(ob && ob_len == body.len && memcmp(ob, body.buf, body.len) == 0)) {
+		struct sb_atomic a;
+		if ((rc = sb_atomic_open(&a, val_path, err)))
+			goto out_paths;
+		struct sb_jw mw;
+		sb_jw_init(&mw, a.f);
+		struct sb_run_meta meta = {.device = er ? sb_evalrun_device(er) : "cpu",
+		                           .threads = er ? sb_evalrun_threads(er) : 1,
+		                           .inputs = inputs,
+		                           .n_inputs = (int)n_inputs};
+		rc = sb_record_run_meta(&mw, &meta, err);
+		sb_jw_free(&mw);
+		if (!rc && fwrite(body.buf, 1, body.len, a.f) != body.len)
+			rc = SB_ERRNO(err, val_path);
+		if (rc)
+			sb_atomic_abort(&a);
+		else
+			rc = sb_atomic_commit(&a, err);
+	} else if (!todo) {
+		sb_progress(1, "%s: unchanged (%zu epoch(s))", c.cell_id, nck);
+	}
+	/* and the records to stdout */
+	if (!rc && (fwrite(body.buf, 1, body.len, stdout) != body.len || fflush(stdout) != 0))
+		rc = SB_ERRNO(err, "write error: stdout");
+out_paths:
+	free(cell_path);
+	free(pool_path);
+out:
+	sb_evalrun_close(er);
+	sb_split_free(&split);
+	for (size_t i = 0; i < nck; i++) {
+		free(ck[i].path);
+		sb_json_free(ck[i].rec);
+	}
+	free(ck);
+	free(inputs);
+	free(ti.e);
+	free(ti.sha);
+	sb_vallog_free(&old);
+	free(old_buf);
+	free(val_path);
+	sb_jw_free(&body);
+	sb_json_free(c.json);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	sb_cli_init("sb-eval", argc, argv);
+	struct opts o = {.data_dir = "data", .device = "cpu"};
+	struct sb_err err = {0};
+	enum { O_DEVICE = 256, O_HELP, O_VERSION };
+	static const struct option lo[] = {
+	    {"device", 1, 0, O_DEVICE}, {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
+	int ch;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":d:j:q", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'd':
+			o.data_dir = optarg;
+			break;
+		case 'j':
+			if (sb_parse_int("-j", optarg, 0, 4096, &o.threads, &err))
+				sb_cli_usage_error("%s", err.msg);
+			break;
+		case 'q':
+			sb_quiet = 1;
+			break;
+		case O_DEVICE:
+			o.device = optarg;
+			break;
+		case O_HELP:
+			usage();
+		case O_VERSION:
+			sb_cli_version();
+		case ':':
+			sb_cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			if (optopt)
+				sb_cli_usage_error("unknown option '-%c'", optopt);
+			sb_cli_usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind >= argc)
+		sb_cli_usage_error("no run directories given");
+
+	struct sb_jw std;
+	sb_jw_init(&std, stdout);
+	struct sb_run_meta meta = {.device = o.device};
+	if (sb_record_run_meta(&std, &meta, &err))
+		sb_cli_die(&err);
+	int status = 0;
+	for (int i = optind; i < argc; i++) {
+		struct sb_err e = {0};
+		int rc = eval_run(argv[i], &o, &std, &e);
+		if (rc) {
+			/* messages name the file; add the run directory when they do not */
+			if (!strstr(e.msg, argv[i]))
+				sb_err_prefix(&e, "%s", argv[i]);
+			fprintf(stderr, "%s: %s\n", sb_prog, e.msg);
+			if (!status)
+				status = rc;
+		}
+	}
+	sb_jw_free(&std);
+	if (pool_cache.valid)
+		sb_dataset_free(&pool_cache.ds);
+	return sb_cli_finish(status);
+}

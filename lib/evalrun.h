@@ -1,0 +1,51 @@
+/* evalrun.h — evaluate one saved checkpoint of a run directory on a set of
+ * examples: the one place where sb-eval and sb-test call the compute engine.
+ *
+ * A struct sb_evalrun holds what stays the same across the checkpoints of a
+ * run (the backend and a model built from the cell's configuration), so that
+ * the epochs of a cell are evaluated without rebuilding it.
+ */
+#ifndef SB_EVALRUN_H
+#define SB_EVALRUN_H
+
+#include <stdint.h>
+
+#include "dataset.h"
+#include "err.h"
+#include "json.h"
+
+struct sb_evalrun_opts {
+	const char *device; /* "cpu" (default) or "cuda[:N]" */
+	int threads;        /* 0 = all cores */
+	int batch;          /* 0 = the cell's batch (256 when absent) */
+};
+
+struct sb_evalrun_result {
+	int64_t n, correct;
+	double accuracy, macro_f1, loss;
+	double attention_density, attention_entropy;
+	double alpha_mean, alpha_std; /* NaN unless headwise_adaptive_entmax */
+};
+
+struct sb_evalrun;
+
+/* Is an evaluation engine linked in? 0 with a message in err when not. */
+int sb_evalrun_available(struct sb_err *err);
+
+/* Build the model a cell (the parsed cell.json) describes, for dataset ds
+ * (the pool or the test file of the cell's task). */
+int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, const struct sb_evalrun_opts *o,
+                    struct sb_evalrun **out, struct sb_err *err);
+/* Load `checkpoint` and evaluate examples idx[0..n) of ds: metrics, attention
+ * statistics, and one correctness bit per example in idx order (bit i of byte
+ * i/8, least significant first) into correct[(n+7)/8]. When expect_sha256 is
+ * not NULL, the bytes read are hashed and must match it (SB_EDATA otherwise):
+ * what is evaluated is exactly what the caller verified. */
+int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const char *expect_sha256, const uint32_t *idx,
+                          int64_t n, struct sb_evalrun_result *res, uint8_t *correct, struct sb_err *err);
+/* Human-readable description of the device ("cpu", "cuda:0 NVIDIA ..."). */
+const char *sb_evalrun_device(const struct sb_evalrun *r);
+int sb_evalrun_threads(const struct sb_evalrun *r);
+void sb_evalrun_close(struct sb_evalrun *r);
+
+#endif

@@ -1,0 +1,566 @@
+/* sb-test — the guarded single test read (PROTOCOL A6 "test", DESIGN §5).
+ *
+ * The story: parse options; run the guard (selection, its hash, the
+ * validation logs, their hashes and times); refuse a second read; check that
+ * every checkpoint of the test plan is still the one the validation logs
+ * recorded; only then record the read as started, open the test files, and
+ * evaluate each planned cell at its full-budget checkpoint; write
+ * OUT_DIR/test.ndjson atomically and record the read as completed with the
+ * hash of what it wrote. No test file is opened, and no path of one is built,
+ * before every check has passed.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "dataset.h"
+#include "evalrun.h"
+#include "guard.h"
+#include "hash.h"
+#include "io.h"
+#include "json.h"
+#include "record.h"
+#include "version.h"
+
+static const char usage_text[] =
+    "Usage: sb-test -s selection.json [-d DATA_DIR] [-o OUT_DIR] [--reread REASON]\n"
+    "               [--device cpu|cuda] [-j THREADS] [-q] RUNS_DIR\n"
+    "\n"
+    "The single, guarded read of the test split (PROTOCOL A6). Before anything else it checks, and\n"
+    "refuses with exit 1 and a message naming the failed check, unless:\n"
+    "  selection-exists   the selection can be read\n"
+    "  selection-format   it is a selection written by sb-freeze\n"
+    "  selection-hash     its payload hash recomputes (nobody edited it)\n"
+    "  log-present        every validation log it lists still exists\n"
+    "  log-hash           each still has the SHA-256 recorded at the freeze\n"
+    "  log-mtime          no validation log (listed, or any RUNS_DIR/*/val.ndjson) is newer than\n"
+    "                     the freeze\n"
+    "  single-read        the selection was not read before (the ledger next to it,\n"
+    "                     selection.reads.ndjson for selection.json, says), unless --reread\n"
+    "  output-fresh       OUT_DIR/test.ndjson does not exist\n"
+    "  checkpoint-present every cell of the frozen test plan has its full-budget checkpoint in\n"
+    "                     RUNS_DIR/CELL_ID/\n"
+    "  checkpoint-hash    and it still has the SHA-256 the validation log recorded\n"
+    "No test file is opened before all of them pass. Then the read is recorded as started in the\n"
+    "ledger, and for each selected task it evaluates the methods softmax, sparsemax, entmax15,\n"
+    "headwise_adaptive_entmax and the selected top-k ratio, for the seeds of the selection, on\n"
+    "DATA_DIR/TASK/test.safetensors at the full-budget checkpoint; the ledger then records the read\n"
+    "as completed with the SHA-256 of OUT_DIR/test.ndjson (or as failed).\n"
+    "\n"
+    "Options:\n"
+    "  -s FILE           the selection written by sb-freeze (required)\n"
+    "  -d DATA_DIR       dataset directory (default data)\n"
+    "  -o OUT_DIR        output directory (default test)\n"
+    "  --reread REASON   allow another read of a selection already read; the reason is recorded\n"
+    "  --device DEV      cpu (default) or cuda[:N]\n"
+    "  -j THREADS        CPU threads (default 0: all cores)\n"
+    "  -q                no progress lines on stderr\n"
+    "  --help            this text;  --version  the version\n"
+    "\n"
+    "Written: OUT_DIR/test.ndjson (atomically) and stdout: run.meta, then test.read {selection,\n"
+    "  selection_sha256, read, reread_reason, started_at, test_files [{task, path, sha256}]}, then\n"
+    "  one test.cell per planned cell {cell_id, task, method, seed, tier, arch, epochs, seq_len,\n"
+    "  n_test, test_accuracy, test_macro_f1, test_loss, test_nonzero_ratio, test_attention_entropy,\n"
+    "  test_alpha_mean, test_alpha_std, correct_bits, correct_sha256, checkpoint_sha256,\n"
+    "  selection_sha256}; OUT_DIR/bits/CELL_ID.bits: one bit per test example (bit i of byte i/8,\n"
+    "  least significant first), 1 = correct. The ledger gets test.read records {status \"started\" |\n"
+    "  \"completed\" | \"failed\", read, time, program, version, argv, cwd, selection,\n"
+    "  selection_sha256, out_dir, reread_reason, output, output_sha256, error}.\n"
+    "\n"
+    "Exit status: 0 read and recorded; 1 refused by a check above (nothing read); 2 usage; 3 bad\n"
+    "input data (malformed cell or dataset file); 4 I/O error; 5 internal or device error (also when\n"
+    "the build has no evaluation engine: then it stops before the read is recorded).\n"
+    "\n"
+    "Examples:\n"
+    "  sb-test -s study/selection.json -d data -o study/test runs\n"
+    "  sb-test -s study/selection.json -o study/test-2 --reread 'checkpoint copy was corrupt' runs\n";
+
+static _Noreturn void usage(void)
+{
+	fputs(usage_text, stdout);
+	exit(sb_cli_finish(0));
+}
+
+struct opts {
+	const char *sel, *data_dir, *out_dir, *reread, *runs, *device;
+	long long threads;
+};
+
+/* One cell of the frozen test plan. */
+struct plan {
+	const char *task, *method, *cell_id, *sha;
+	int64_t seed, epochs;
+	char *run_dir, *checkpoint;
+	struct sb_json *cell;
+};
+
+/* "PATH: refused by the guard (CHECK): detail", as lib/guard.c words its refusals */
+__attribute__((format(printf, 4, 5))) static int refuse(struct sb_err *err, const char *path, const char *check,
+                                                        const char *fmt, ...)
+{
+	char d[900];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(d, sizeof d, fmt, ap);
+	va_end(ap);
+	return SB_ERR(err, SB_EVERDICT, "%s: refused by the guard (%s): %s", path, check, d);
+}
+
+/* The test plan, resolved against RUNS_DIR and checked: no dataset is touched. */
+static int load_plan(const struct sb_json *sel, const char *runs, struct plan **out, size_t *n_out, struct sb_err *err)
+{
+	const struct sb_json *tp = sb_json_get(sel, "test_plan");
+	if (!tp || tp->type != SB_JSON_ARRAY || tp->n == 0)
+		return SB_ERR(err, SB_EDATA, "the selection has an empty test plan");
+	struct plan *p = calloc(tp->n, sizeof *p);
+	if (!p)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	*out = p;
+	*n_out = tp->n;
+	for (size_t i = 0; i < tp->n; i++) {
+		const struct sb_json *e = tp->items[i];
+		struct plan *q = &p[i];
+		if (sb_json_req_str(e, "task", &q->task, err) || sb_json_req_str(e, "method", &q->method, err) ||
+		    sb_json_req_str(e, "cell_id", &q->cell_id, err) ||
+		    sb_json_req_str(e, "checkpoint_sha256", &q->sha, err) ||
+		    sb_json_req_int(e, "seed", &q->seed, err) || sb_json_req_int(e, "epochs", &q->epochs, err)) {
+			sb_err_prefix(err, "test_plan[%zu]", i);
+			return err->code;
+		}
+		if (strchr(q->cell_id, '/') || strcmp(q->cell_id, "..") == 0 || strchr(q->task, '/') || q->epochs < 1 ||
+		    q->epochs > 999999)
+			return SB_ERR(err, SB_EDATA, "test_plan[%zu]: bad cell_id, task or epochs", i);
+		q->run_dir = sb_path_join(runs, q->cell_id);
+		char ck[32];
+		snprintf(ck, sizeof ck, "epoch-%03lld.safetensors", (long long)q->epochs);
+		q->checkpoint = q->run_dir ? sb_path_join(q->run_dir, ck) : NULL;
+		char *cj = q->run_dir ? sb_path_join(q->run_dir, "cell.json") : NULL;
+		if (!q->checkpoint || !cj) {
+			free(cj);
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		}
+		char *buf;
+		size_t len;
+		struct sb_err e2 = {0};
+		if (sb_read_file(cj, &buf, &len, 1 << 20, &e2)) {
+			free(cj);
+			return refuse(err, q->run_dir, "checkpoint-present",
+			              "the run directory of a planned cell is missing: %s", e2.msg);
+		}
+		int rc = sb_json_parse(buf, len, &q->cell, &e2);
+		free(buf);
+		if (rc) {
+			rc = SB_ERR(err, SB_EDATA, "%s: %s", cj, e2.msg);
+			free(cj);
+			return rc;
+		}
+		const char *id = sb_json_str(sb_json_get(q->cell, "cell_id"), "");
+		const char *task = sb_json_str(sb_json_get(q->cell, "task"), "");
+		const char *method = sb_json_str(sb_json_get(q->cell, "method"), "");
+		int64_t seed = -1;
+		sb_json_int64(sb_json_get(q->cell, "seed"), &seed);
+		if (strcmp(id, q->cell_id) || strcmp(task, q->task) || strcmp(method, q->method) || seed != q->seed) {
+			rc = SB_ERR(err, SB_EDATA,
+			            "%s: cell_id, task, method or seed differ from the selection's test plan", cj);
+			free(cj);
+			return rc;
+		}
+		free(cj);
+		if (!sb_file_exists(q->checkpoint))
+			return refuse(err, q->checkpoint, "checkpoint-present",
+			              "the full-budget checkpoint of a planned cell is missing");
+		char hex[SB_SHA256_HEX];
+		if (sb_sha256_file(q->checkpoint, hex, NULL, err))
+			return err->code;
+		if (strcmp(hex, q->sha) != 0)
+			return refuse(err, q->checkpoint, "checkpoint-hash",
+			              "the checkpoint hashes to %s, the validation log recorded %s at the freeze", hex,
+			              q->sha);
+	}
+	return 0;
+}
+
+static void free_plan(struct plan *p, size_t n)
+{
+	for (size_t i = 0; p && i < n; i++) {
+		free(p[i].run_dir);
+		free(p[i].checkpoint);
+		sb_json_free(p[i].cell);
+	}
+	free(p);
+}
+
+/* A test.read record for the ledger (without the trailing newline). */
+static void ledger_record(struct sb_jw *w, const char *status, int read, const struct opts *o, const char *sha,
+                          const char *output, const char *output_sha, const char *error)
+{
+	char t[32], cwd[4096];
+	double now;
+	sb_time_rfc3339(t, &now);
+	if (!getcwd(cwd, sizeof cwd))
+		strcpy(cwd, "?");
+	sb_jw_reset(w);
+	sb_jw_record(w, "test.read", 1);
+	sb_jw_kstr(w, "status", status);
+	sb_jw_kint(w, "read", read);
+	sb_jw_kstr(w, "time", t);
+	sb_jw_kf64(w, "time_unix_s", now);
+	sb_jw_kstr(w, "program", sb_prog);
+	sb_jw_kstr(w, "version", SB_VERSION);
+	sb_jw_key(w, "argv");
+	sb_jw_arr(w);
+	for (int i = 0; i < sb_cli_argc; i++)
+		sb_jw_str(w, sb_cli_argv[i]);
+	sb_jw_arr_end(w);
+	sb_jw_kstr(w, "cwd", cwd);
+	sb_jw_kstr(w, "selection", o->sel);
+	sb_jw_kstr(w, "selection_sha256", sha);
+	sb_jw_kstr(w, "out_dir", o->out_dir);
+	if (o->reread)
+		sb_jw_kstr(w, "reread_reason", o->reread);
+	else
+		sb_jw_knull(w, "reread_reason");
+	if (output) {
+		sb_jw_kstr(w, "output", output);
+		sb_jw_kstr(w, "output_sha256", output_sha);
+	}
+	if (error)
+		sb_jw_kstr(w, "error", error);
+	sb_jw_obj_end(w);
+}
+
+/* The read itself: open the test files, evaluate, write. Returns 0 or an error. */
+static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan *plan, size_t n_plan, int read_no,
+                   const char *out_path, char out_sha[SB_SHA256_HEX], struct sb_err *err)
+{
+	char *bits_dir = sb_path_join(o->out_dir, "bits");
+	if (!bits_dir)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	SB_TRY(sb_mkdir_p(bits_dir, err));
+	struct sb_atomic a;
+	int rc = sb_atomic_open(&a, out_path, err);
+	if (rc) {
+		free(bits_dir);
+		return rc;
+	}
+	struct sb_jw file, std;
+	sb_jw_init(&file, a.f);
+	sb_jw_init(&std, stdout);
+	/* the selection as the guard hashed it (not hashed again: what was checked is what is cited) */
+	struct sb_input in = {.path = o->sel};
+	memcpy(in.sha256, g->file_sha256, SB_SHA256_HEX);
+	struct stat sst;
+	if (stat(o->sel, &sst) == 0)
+		in.size_bytes = (uint64_t)sst.st_size;
+	struct sb_run_meta meta = {.device = o->device, .threads = (int)o->threads, .inputs = &in, .n_inputs = 1};
+	if ((rc = sb_record_run_meta(&file, &meta, err)) || (rc = sb_record_run_meta(&std, &meta, err)))
+		goto out;
+
+	/* the distinct tasks of the plan, in plan order; their test files opened one at a time */
+	char started[32];
+	sb_time_rfc3339(started, NULL);
+	struct sb_jw rec;
+	sb_jw_init(&rec, NULL);
+	struct sb_jw files; /* the test.read record's test_files, filled as the files are read */
+	sb_jw_init(&files, NULL);
+	/* the test.cell lines, kept until every cell is done (then written after test.read) */
+	char *cbuf = NULL;
+	size_t clen = 0;
+	FILE *cmem = open_memstream(&cbuf, &clen);
+	struct sb_jw cells;
+	sb_jw_init(&cells, cmem);
+	if (!cmem)
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	sb_jw_arr(&files);
+	for (size_t i = 0; i < n_plan && !rc; i++) {
+		int first = 1;
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(plan[j].task, plan[i].task) == 0)
+				first = 0;
+		if (!first)
+			continue;
+		char *tdir = sb_path_join(o->data_dir, plan[i].task);
+		char *tpath = tdir ? sb_path_join(tdir, "test.safetensors") : NULL;
+		free(tdir);
+		if (!tpath) {
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+			break;
+		}
+		sb_progress(1, "reading %s", tpath);
+		struct sb_dataset ds;
+		rc = sb_dataset_read(tpath, 1, &ds, err);
+		if (!rc && strcmp(ds.split, "test") != 0)
+			rc = SB_ERR(err, SB_EDATA, "%s: metadata says split=%s, not test", tpath, ds.split);
+		if (!rc && strcmp(ds.task, plan[i].task) != 0)
+			rc =
+			    SB_ERR(err, SB_EDATA, "%s: a dataset of task '%s', not '%s'", tpath, ds.task, plan[i].task);
+		if (rc) {
+			free(tpath);
+			break;
+		}
+		sb_jw_obj(&files);
+		sb_jw_kstr(&files, "task", ds.task);
+		sb_jw_kstr(&files, "path", tpath);
+		sb_jw_kstr(&files, "sha256", ds.sha256);
+		sb_jw_obj_end(&files);
+		for (size_t j = i; j < n_plan && !rc; j++) {
+			struct plan *q = &plan[j];
+			if (strcmp(q->task, plan[i].task) != 0)
+				continue;
+			uint32_t *idx = NULL;
+			int64_t n = 0;
+			struct sb_evalrun *er = NULL;
+			struct sb_evalrun_result res;
+			uint8_t *bits = NULL;
+			struct sb_evalrun_opts eo = {.device = o->device, .threads = (int)o->threads};
+			if ((rc = sb_split_test(&ds, (uint64_t)q->seed, &idx, &n, err)))
+				break;
+			bits = calloc((size_t)(n + 7) / 8 + 1, 1);
+			if (!bits)
+				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+			if (!rc)
+				rc = sb_evalrun_open(q->cell, &ds, &eo, &er, err);
+			if (!rc)
+				rc = sb_evalrun_checkpoint(er, q->checkpoint, q->sha, idx, n, &res, bits, err);
+			sb_evalrun_close(er);
+			free(idx);
+			char bname[300], bhex[SB_SHA256_HEX];
+			snprintf(bname, sizeof bname, "bits/%s.bits", q->cell_id);
+			char *bpath = sb_path_join(o->out_dir, bname);
+			if (!rc)
+				rc = bpath ? sb_write_file_atomic(bpath, bits, (size_t)(n + 7) / 8, err)
+				           : SB_ERR(err, SB_EINTERNAL, "out of memory");
+			if (!rc)
+				sb_sha256_buf(bits, (size_t)(n + 7) / 8, bhex);
+			free(bpath);
+			free(bits);
+			if (rc)
+				break;
+			sb_jw_record(&cells, "test.cell", 1);
+			sb_jw_kstr(&cells, "cell_id", q->cell_id);
+			sb_jw_kstr(&cells, "task", q->task);
+			sb_jw_kstr(&cells, "method", q->method);
+			sb_jw_kint(&cells, "seed", q->seed);
+			sb_jw_kstr(&cells, "tier", sb_json_str(sb_json_get(q->cell, "tier"), "compact"));
+			sb_jw_kstr(&cells, "arch", sb_json_str(sb_json_get(q->cell, "arch"), "plain"));
+			sb_jw_kint(&cells, "epochs", q->epochs);
+			const struct sb_json *sl = sb_json_get(q->cell, "seq_len");
+			if (sl && sl->type == SB_JSON_NUMBER)
+				sb_jw_kint(&cells, "seq_len", (int64_t)sl->number);
+			else
+				sb_jw_knull(&cells, "seq_len");
+			sb_jw_kint(&cells, "n_test", n);
+			sb_jw_kf64(&cells, "test_accuracy", res.accuracy);
+			sb_jw_kf64(&cells, "test_macro_f1", res.macro_f1);
+			sb_jw_kf64(&cells, "test_loss", res.loss);
+			sb_jw_kf64(&cells, "test_nonzero_ratio", res.attention_density);
+			sb_jw_kf64(&cells, "test_attention_entropy", res.attention_entropy);
+			sb_jw_kf64(&cells, "test_alpha_mean", res.alpha_mean);
+			sb_jw_kf64(&cells, "test_alpha_std", res.alpha_std);
+			sb_jw_kstr(&cells, "correct_bits", bname);
+			sb_jw_kstr(&cells, "correct_sha256", bhex);
+			sb_jw_kstr(&cells, "checkpoint_sha256", q->sha);
+			sb_jw_kstr(&cells, "selection_sha256", g->sha256);
+			sb_jw_obj_end(&cells);
+			if ((rc = sb_jw_line(&cells, err)))
+				break;
+			sb_progress(0, "%s %s seed %lld: test accuracy %.4f", q->task, q->method, (long long)q->seed,
+			            res.accuracy);
+		}
+		sb_dataset_free(&ds);
+		free(tpath);
+	}
+	sb_jw_arr_end(&files);
+	if (!rc) {
+		sb_jw_record(&rec, "test.read", 1);
+		sb_jw_kstr(&rec, "selection", o->sel);
+		sb_jw_kstr(&rec, "selection_sha256", g->sha256);
+		sb_jw_kint(&rec, "read", read_no);
+		if (o->reread)
+			sb_jw_kstr(&rec, "reread_reason", o->reread);
+		else
+			sb_jw_knull(&rec, "reread_reason");
+		sb_jw_kstr(&rec, "started_at", started);
+		sb_jw_key(&rec, "test_files");
+		sb_jw_raw(&rec, files.buf, files.len);
+		sb_jw_obj_end(&rec);
+		if (rec.oom || files.oom)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		if (!rc)
+			rc = sb_jw_line(&rec, err);
+	}
+	if (cmem && fclose(cmem) != 0 && !rc)
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	if (!rc) {
+		/* test.read, then the cells: to the file and to stdout */
+		const char *parts[2] = {rec.buf, cbuf};
+		size_t lens[2] = {rec.len, clen};
+		for (int k = 0; k < 2 && !rc; k++) {
+			if (lens[k] == 0)
+				continue;
+			if (fwrite(parts[k], 1, lens[k], a.f) != lens[k])
+				rc = SB_ERRNO(err, out_path);
+			else if (fwrite(parts[k], 1, lens[k], stdout) != lens[k] || fflush(stdout) != 0)
+				rc = SB_ERRNO(err, "write error: stdout");
+		}
+	}
+	free(cbuf);
+	sb_jw_free(&rec);
+	sb_jw_free(&files);
+	sb_jw_free(&cells);
+out:
+	sb_jw_free(&file);
+	sb_jw_free(&std);
+	free(bits_dir);
+	if (rc) {
+		sb_atomic_abort(&a);
+		return rc;
+	}
+	if ((rc = sb_atomic_commit(&a, err)))
+		return rc;
+	return sb_sha256_file(out_path, out_sha, NULL, err);
+}
+
+int main(int argc, char **argv)
+{
+	sb_cli_init("sb-test", argc, argv);
+	struct opts o = {.data_dir = "data", .out_dir = "test", .device = "cpu"};
+	struct sb_err err = {0};
+	enum { O_REREAD = 256, O_DEVICE, O_HELP, O_VERSION };
+	static const struct option lo[] = {{"reread", 1, 0, O_REREAD},
+	                                   {"device", 1, 0, O_DEVICE},
+	                                   {"help", 0, 0, O_HELP},
+	                                   {"version", 0, 0, O_VERSION},
+	                                   {0, 0, 0, 0}};
+	int c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":s:d:o:j:q", lo, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			o.sel = optarg;
+			break;
+		case 'd':
+			o.data_dir = optarg;
+			break;
+		case 'o':
+			o.out_dir = optarg;
+			break;
+		case 'j':
+			if (sb_parse_int("-j", optarg, 0, 4096, &o.threads, &err))
+				sb_cli_usage_error("%s", err.msg);
+			break;
+		case 'q':
+			sb_quiet = 1;
+			break;
+		case O_REREAD:
+			if (!optarg[0])
+				sb_cli_usage_error("--reread needs a non-empty reason");
+			o.reread = optarg;
+			break;
+		case O_DEVICE:
+			o.device = optarg;
+			break;
+		case O_HELP:
+			usage();
+		case O_VERSION:
+			sb_cli_version();
+		case ':':
+			sb_cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			if (optopt)
+				sb_cli_usage_error("unknown option '-%c'", optopt);
+			sb_cli_usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (!o.sel)
+		sb_cli_usage_error("no selection given (-s selection.json)");
+	if (argc - optind != 1)
+		sb_cli_usage_error("expected one RUNS_DIR, got %d arguments", argc - optind);
+	o.runs = argv[optind];
+
+	/* 1. the guard: selection, its hash, the validation logs */
+	struct sb_guarded g;
+	if (sb_guard_check(o.sel, o.runs, &g, &err))
+		sb_cli_die(&err);
+	/* 2. one read per selection */
+	char *ledger = sb_guard_ledger_path(o.sel);
+	int n_reads, n_same;
+	char *first = NULL;
+	if (!ledger) {
+		SB_ERR(&err, SB_EINTERNAL, "out of memory");
+		sb_cli_die(&err);
+	}
+	if (sb_guard_reads(ledger, g.sha256, &n_reads, &n_same, &first, &err))
+		sb_cli_die(&err);
+	if (n_reads > 0 && !o.reread) {
+		if (n_same > 0)
+			refuse(&err, o.sel, "single-read",
+			       "this selection was already read (%d time(s); first %s); pass --reread REASON to read "
+			       "it again",
+			       n_same, first ? first : "?");
+		else
+			refuse(&err, o.sel, "single-read",
+			       "a selection at this path was already read (%d time(s); first %s) and then replaced "
+			       "with --force; pass --reread REASON to read again",
+			       n_reads, first ? first : "?");
+		sb_cli_die(&err);
+	}
+	free(first);
+	char *out_path = sb_path_join(o.out_dir, "test.ndjson");
+	if (!out_path) {
+		SB_ERR(&err, SB_EINTERNAL, "out of memory");
+		sb_cli_die(&err);
+	}
+	if (sb_file_exists(out_path)) {
+		refuse(&err, out_path, "output-fresh",
+		       "exists (an earlier test read?); choose another output directory");
+		sb_cli_die(&err);
+	}
+	/* 3. the frozen plan's checkpoints */
+	struct plan *plan = NULL;
+	size_t n_plan = 0;
+	if (load_plan(g.sel, o.runs, &plan, &n_plan, &err))
+		sb_cli_die(&err);
+	/* 4. something to evaluate with: otherwise stop before the read counts */
+	if (sb_evalrun_available(&err))
+		sb_cli_die(&err);
+
+	/* 5. the read: recorded as started before the first test file is opened */
+	struct sb_jw lw;
+	sb_jw_init(&lw, NULL);
+	int read_no = n_reads + 1;
+	ledger_record(&lw, "started", read_no, &o, g.sha256, NULL, NULL, NULL);
+	if (sb_guard_ledger_append(ledger, lw.buf, lw.len, &err))
+		sb_cli_die(&err);
+	if (sb_mkdir_p(o.out_dir, &err))
+		goto failed;
+	char out_sha[SB_SHA256_HEX];
+	if (do_read(&o, &g, plan, n_plan, read_no, out_path, out_sha, &err))
+		goto failed;
+	ledger_record(&lw, "completed", read_no, &o, g.sha256, out_path, out_sha, NULL);
+	if (sb_guard_ledger_append(ledger, lw.buf, lw.len, &err))
+		sb_cli_die(&err);
+	if (!sb_quiet)
+		fprintf(stderr, "sb-test: test read %d of selection %.16s... written to %s (SHA-256 %.16s...)\n",
+		        read_no, g.sha256, out_path, out_sha);
+	sb_jw_free(&lw);
+	free_plan(plan, n_plan);
+	free(out_path);
+	free(ledger);
+	sb_guarded_free(&g);
+	return sb_cli_finish(0);
+failed : {
+	struct sb_err e2 = {0};
+	ledger_record(&lw, "failed", read_no, &o, g.sha256, NULL, NULL, err.msg);
+	if (sb_guard_ledger_append(ledger, lw.buf, lw.len, &e2))
+		sb_cli_warn("could not record the failed read in %s: %s", ledger, e2.msg);
+	sb_cli_die(&err);
+}
+}

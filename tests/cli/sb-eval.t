@@ -1,0 +1,96 @@
+# sb-eval: the command line, cell.json, checkpoints, reuse, and the refusal of test files.
+# Run directories are stand-ins (tests/fixtures/guard/lib.sh); evaluations with a real
+# engine are in tests/sh/eval_e2e.sh.
+
+%%% --help: synopsis, options, records, exit status, examples
+$ sb-eval --help
+~ Usage: sb-eval [-d DATA_DIR] [--device cpu|cuda] [-j THREADS] [-q] RUN_DIR...
+~ RUN_DIR/val.ndjson: run.meta, one eval.epoch per saved epoch
+~ Exit status: 0 ok; 1 refused (a dataset file with split=test)
+~ Examples:
+!! empty
+
+%%% no run directories: usage error
+$ sb-eval
+? 2
+! sb-eval: no run directories given
+
+%%% a missing run directory
+$ sb-eval -q nosuch
+? 4
+! nosuch/cell.json: No such file or directory
+
+%%% a malformed cell.json is bad data, named
+$ mkdir r
+$ echo '{"cell_id":"x","task":"t"}' >r/cell.json
+$ sb-eval -q r
+? 3
+! r/cell.json: missing field 'method'
+
+%%% a test file where the pool should be: refused by its metadata, nothing written
+$ . "$TOP/tests/fixtures/guard/lib.sh"
+$ id=$(mkcell runs guardtask softmax 0 "0.5 0.6")
+$ rm runs/$id/val.ndjson runs/$id/val-correct-*.bits
+$ mkdir -p d/guardtask
+$ cp "$TOP/tests/fixtures/guard/data/guardtask/test.safetensors" d/guardtask/pool.safetensors
+$ sb-eval -q -d d runs/$id || { rc=$?; test ! -e runs/$id/val.ndjson; exit $rc; }
+? 1
+! d/guardtask/pool.safetensors: refusing to read the test split (only sb-test reads test data, after the freeze)
+
+%%% an unchanged run directory: no data read, val.ndjson left as it is, records on stdout
+$ . "$TOP/tests/fixtures/guard/lib.sh"
+$ id=$(mkcell runs guardtask softmax 0 "0.5 0.6")
+$ touch -d '2001-01-01' runs/$id/val.ndjson
+$ sb-eval -q -d /nonexistent runs/$id | tail -n +2 | cut -c1-60
+$ test "$(stat -c %Y runs/$id/val.ndjson)" = "$(date -d 2001-01-01 +%s)"
+> {"kind":"eval.epoch","v":1,"cell_id":"guardtask.softmax.s0.p
+> {"kind":"eval.epoch","v":1,"cell_id":"guardtask.softmax.s0.p
+> {"kind":"eval.done","v":1,"cell_id":"guardtask.softmax.s0.pl
+
+%%% a changed checkpoint is evaluated again (here: no data directory, so exit 4 shows the attempt)
+$ . "$TOP/tests/fixtures/guard/lib.sh"
+$ id=$(mkcell runs guardtask softmax 0 "0.5 0.6")
+$ echo changed >>runs/$id/epoch-002.safetensors
+$ sb-eval -q -d /nonexistent runs/$id
+? 4
+! /nonexistent/guardtask/pool.safetensors: No such file or directory
+
+%%% a damaged correctness bitmap is evaluated again
+$ . "$TOP/tests/fixtures/guard/lib.sh"
+$ id=$(mkcell runs guardtask softmax 0 "0.5 0.6")
+$ printf '\002' >runs/$id/val-correct-001.bits
+$ sb-eval -q -d /nonexistent runs/$id
+? 4
+! /nonexistent/guardtask/pool.safetensors
+
+%%% a checkpoint that is not the one sb-train recorded
+$ . "$TOP/tests/fixtures/guard/lib.sh"
+$ id=$(mkcell runs guardtask softmax 0 "0.5 0.6")
+$ printf '{"kind":"train.epoch","v":1,"epochs_completed":2,"checkpoint_sha256":"%064d"}\n' 0 >>runs/$id/train.ndjson
+$ sb-eval -q runs/$id
+? 3
+! epoch-002.safetensors: SHA-256
+! differs from the one train.ndjson recorded
+
+%%% a checkpoint beyond the cell's budget
+$ . "$TOP/tests/fixtures/guard/lib.sh"
+$ id=$(mkcell runs guardtask softmax 0 "0.5 0.6")
+$ echo x >runs/$id/epoch-003.safetensors
+$ sb-eval -q runs/$id
+? 3
+! beyond the cell's 2 epochs
+
+%%% every run directory is attempted; the status is the first failure's
+$ . "$TOP/tests/fixtures/guard/lib.sh"
+$ id=$(mkcell runs guardtask softmax 0 "0.5 0.6")
+$ sb-eval -q nosuch runs/$id | grep -c eval.epoch
+? 4
+~ 2
+! nosuch/cell.json
+
+%%% run.meta first; stdout checked at exit
+$ . "$TOP/tests/fixtures/guard/lib.sh"
+$ id=$(mkcell runs guardtask softmax 0 "0.5 0.6")
+$ sb-eval -q runs/$id >/dev/full
+? 4
+! write error

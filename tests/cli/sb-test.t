@@ -1,0 +1,46 @@
+# sb-test: the command line and the guard's first checks. The attacks on a frozen
+# study are in tests/sh/guard_attacks.sh, the proof that nothing is read in
+# tests/sh/guard_noread.sh.
+
+%%% --help: synopsis, checks, records, exit status, examples
+$ sb-test --help
+~ Usage: sb-test -s selection.json [-d DATA_DIR] [-o OUT_DIR] [--reread REASON]
+~   selection-hash     its payload hash recomputes (nobody edited it)
+~ Exit status: 0 read and recorded; 1 refused by a check above (nothing read)
+~ Examples:
+!! empty
+
+%%% no selection: usage error
+$ sb-test runs
+? 2
+! sb-test: no selection given (-s selection.json)
+! Try 'sb-test --help'
+
+%%% one RUNS_DIR
+$ sb-test -s sel.json a b
+? 2
+! expected one RUNS_DIR, got 2 arguments
+
+%%% --reread needs a reason
+$ sb-test -s sel.json --reread '' runs
+? 2
+! --reread needs a non-empty reason
+
+%%% a missing selection is refused, naming the check
+$ mkdir runs
+$ sb-test -s sel.json runs
+? 1
+! sb-test: sel.json: refused by the guard (selection-exists): cannot read the selection: No such file or directory
+
+%%% a selection that is not one
+$ mkdir runs
+$ echo '{"kind":"run.meta","v":1}' >sel.json
+$ sb-test -s sel.json runs
+? 1
+! refused by the guard (selection-format): not a selection
+
+%%% a frozen study passes the guard (the read itself needs the engine and real checkpoints)
+$ . "$TOP/tests/fixtures/guard/lib.sh"
+$ mkstudy s
+$ sb-test -q -s s/selection.json -d s/data -o s/out s/runs 2>err || test $? -ne 1
+$ ! grep -q "refused by the guard" err

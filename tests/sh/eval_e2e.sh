@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# End to end on a small real task, through every stage that makes a result auditable:
+# sb-fetch (Fashion-MNIST from Debian's dataset-fashion-mnist mirror) -> sb-train
+# (2 methods x 3 seeds x 3 epochs on a 2,000-example cap of the pool) -> sb-eval ->
+# sb-freeze -> sb-test -> sb-stats. Checks the records against each other: split
+# sizes, bitmaps against accuracies, the reuse of unchanged epochs, the selection,
+# the single read, and that sb-stats reads what the guard wrote.
+# Skipped (with a note) when sb-train or sb-fetch is not built, or the mirror is absent.
+. "$(dirname "$0")/../shlib.sh"
+
+MIRROR=${SB_FMNIST_MIRROR:-/usr/share/datasets/fashion-mnist}
+for p in sb-fetch sb-train sb-eval sb-freeze sb-test; do
+	if [ ! -x "$TOP/bin/$p" ]; then
+		t_result 0 "# SKIP $p is not built in this tree (the end-to-end test needs every stage)"
+		t_done
+	fi
+done
+if [ ! -r "$MIRROR/train-images-idx3-ubyte.gz" ]; then
+	t_result 0 "# SKIP no Fashion-MNIST mirror at $MIRROR (Debian package dataset-fashion-mnist)"
+	t_done
+fi
+cd "$T"
+
+# popcount of a bitmap file
+popcount() { od -An -v -tu1 "$1" | tr -s ' ' '\n' | awk 'NF { n = $1; while (n) { c += n % 2; n = int(n / 2) } } END { print c + 0 }'; }
+
+sb-fetch -q -m "$MIRROR" -o data fashion_mnist >fetch.out 2>fetch.err
+t_result $? "sb-fetch fashion_mnist from the mirror ($(tail -c 200 fetch.err))"
+
+for m in softmax topk_softmax_025; do
+	for s in 0 1 2; do
+		printf '{"task":"fashion_mnist","method":"%s","seed":%d,"epochs":3,"limit":2000}\n' "$m" "$s"
+	done
+done >cells.ndjson
+sb-train -q -d data -o runs -j 2 cells.ndjson >train.out 2>train.err
+t_result $? "sb-train: 6 cells ($(tail -c 300 train.err))"
+n_runs=$(ls -d runs/*/ 2>/dev/null | wc -l)
+[ "$n_runs" -eq 6 ]
+t_result $? "six run directories ($n_runs)"
+
+sb-eval -q -d data runs/*/ >eval.out 2>eval.err
+t_result $? "sb-eval ($(tail -c 300 eval.err))"
+python3 - runs <<'PY'
+import hashlib, json, os, sys
+runs = sys.argv[1]
+bad = []
+for d in sorted(os.listdir(runs)):
+    rd = os.path.join(runs, d)
+    cell = json.load(open(os.path.join(rd, "cell.json")))
+    recs = [json.loads(l) for l in open(os.path.join(rd, "val.ndjson"))]
+    if recs[0]["kind"] != "run.meta":
+        bad.append("%s: run.meta not first" % d)
+    ep = [r for r in recs if r["kind"] == "eval.epoch"]
+    done = [r for r in recs if r["kind"] == "eval.done"]
+    if [r["epoch"] for r in ep] != [0, 1, 2] or len(done) != 1 or done[0]["train_status"] != "completed":
+        bad.append("%s: epochs %s, done %s" % (d, [r["epoch"] for r in ep], done))
+    for r in ep:
+        if r["n_val"] != 400:  # round(0.2 * 2000): the cap of 2,000, then the split
+            bad.append("%s: n_val %s" % (d, r["n_val"]))
+        b = open(os.path.join(rd, r["correct_bits"]), "rb").read()
+        if hashlib.sha256(b).hexdigest() != r["correct_sha256"] or len(b) != 50:
+            bad.append("%s: bitmap hash or size" % d)
+        ones = sum(bin(x).count("1") for x in b)
+        if abs(ones / 400 - r["val_accuracy"]) > 1e-12:
+            bad.append("%s: %d bits set for accuracy %s" % (d, ones, r["val_accuracy"]))
+        ck = open(os.path.join(rd, "epoch-%03d.safetensors" % r["epochs_completed"]), "rb").read()
+        if hashlib.sha256(ck).hexdigest() != r["checkpoint_sha256"]:
+            bad.append("%s: checkpoint hash" % d)
+        if not (0 < r["attention_density"] <= 1) or r["attention_entropy"] is None:
+            bad.append("%s: attention statistics %s %s" % (d, r["attention_density"], r["attention_entropy"]))
+    if "n_val" in cell and cell["n_val"] != 400:
+        bad.append("%s: cell.json n_val %s" % (d, cell["n_val"]))
+    if cell["method"] == "softmax" and any(r["attention_density"] != 1.0 for r in ep):
+        bad.append("%s: softmax density should be 1" % d)
+for b in bad:
+    print("# " + b)
+sys.exit(1 if bad else 0)
+PY
+t_result $? "val.ndjson: 3 epochs each, n_val 400, bitmaps agree with accuracies, checkpoint hashes"
+stat -c %Y runs/*/val.ndjson >mtimes.before
+sleep 1.1
+strace_ok=0
+if command -v strace >/dev/null && strace -f -qq -o /dev/null true 2>/dev/null; then strace_ok=1; fi
+if [ $strace_ok -eq 1 ]; then
+	strace -f -qq -e trace=%file -o eval.trace sb-eval -q -d data runs/*/ >/dev/null 2>&1
+else
+	sb-eval -q -d data runs/*/ >/dev/null 2>&1
+fi
+rc=$?
+stat -c %Y runs/*/val.ndjson >mtimes.after
+[ $rc -eq 0 ] && cmp -s mtimes.before mtimes.after && { [ $strace_ok -eq 0 ] || ! grep -v execve eval.trace | grep -q pool.safetensors; }
+t_result $? "sb-eval again on unchanged runs: no file rewritten, no dataset opened (exit $rc)"
+
+sleep 0.05
+sb-freeze -q --min-seeds 3 -o study/selection.json runs/*/val.ndjson >freeze.out 2>freeze.err
+t_result $? "sb-freeze ($(tail -c 300 freeze.err))"
+python3 -c '
+import json, sys
+d = json.load(open("study/selection.json"))
+assert d["selected"]["fashion_mnist"]["topk_method"] == "topk_softmax_025", d["selected"]
+assert d["selected"]["fashion_mnist"]["n_seeds"] == 3
+assert len(d["test_plan"]) == 6, len(d["test_plan"])   # softmax and the ratio, 3 seeds each
+assert len(d["test_plan_missing"]) == 9                  # sparsemax, entmax15, HAE were not trained
+'
+t_result $? "selection: topk_softmax_025 (the only ratio), 6 planned cells, 9 missing"
+
+sb-test -q -s study/selection.json -d data -o study/test runs >test.out 2>test.err
+t_result $? "sb-test: the read ($(tail -c 300 test.err))"
+python3 - <<'PY'
+import hashlib, json, sys
+sel = json.load(open("study/selection.json"))
+recs = [json.loads(l) for l in open("study/test/test.ndjson")]
+assert recs[0]["kind"] == "run.meta" and recs[1]["kind"] == "test.read", [r["kind"] for r in recs[:2]]
+assert recs[1]["read"] == 1 and recs[1]["selection_sha256"] == sel["sha256"]
+cells = [r for r in recs if r["kind"] == "test.cell"]
+assert len(cells) == 6, len(cells)
+for c in cells:
+    assert c["n_test"] == 10000, c["n_test"]
+    assert c["selection_sha256"] == sel["sha256"]
+    b = open("study/test/" + c["correct_bits"], "rb").read()
+    assert hashlib.sha256(b).hexdigest() == c["correct_sha256"]
+    assert abs(sum(bin(x).count("1") for x in b) / 10000 - c["test_accuracy"]) < 1e-12
+    assert 0.3 < c["test_accuracy"] <= 1, c["test_accuracy"]   # 3 epochs on 1,600 images learn something
+    assert c["checkpoint_sha256"] in {p["checkpoint_sha256"] for p in sel["test_plan"]}
+led = [json.loads(l) for l in open("study/selection.reads.ndjson")]
+assert [l["status"] for l in led] == ["started", "completed"], led
+assert led[1]["output_sha256"] == hashlib.sha256(open("study/test/test.ndjson", "rb").read()).hexdigest()
+PY
+t_result $? "test.ndjson: test.read, 6 test.cell of 10,000 examples, bitmaps agree, ledger completed with the output's hash"
+sb-test -q -s study/selection.json -d data -o study/test-again runs >/dev/null 2>err
+rc=$?
+[ $rc -eq 1 ] && grep -q "single-read" err && [ ! -e study/test-again ]
+t_result $? "a second read is refused (exit $rc)"
+
+if [ -x "$TOP/bin/sb-stats" ]; then
+	sb-stats --min-seeds 3 runs/*/val.ndjson study/test/test.ndjson >stats.out 2>stats.err
+	rc=$?
+	grep -q '"kind":"stats.paired"' stats.out && grep -q '"test_read"' stats.out
+	t_result $? "sb-stats reads the validation logs and the test read (exit $rc)"
+fi
+t_done

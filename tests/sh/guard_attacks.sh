@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# The guard attacked through the programs (DESIGN §5, PROTOCOL A6): each attack
+# on a fresh copy of a frozen study must be refused by sb-test with exit 1 and a
+# message naming the check, leaving the ledger unwritten; sb-freeze must refuse
+# to freeze twice; sb-eval must refuse a test file. Each refusal has a control
+# (the untouched copy) that gets past the guard, so a refusal is not vacuous.
+. "$(dirname "$0")/../shlib.sh"
+. "$TOP/tests/fixtures/guard/lib.sh"
+
+mkstudy "$T/pristine"
+t_result $? "a study is frozen"
+
+fresh() { rm -rf "$T/s"; cp -a "$T/pristine" "$T/s"; }
+# attack NAME CHECK [extra sb-test args]: run sb-test on $T/s, expect exit 1 naming CHECK
+attack() {
+	local name=$1 check=$2
+	shift 2
+	sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/test" "$@" "$T/s/runs" >"$T/out" 2>"$T/err"
+	local rc=$?
+	[ $rc -eq 1 ] && grep -q "refused by the guard ($check)" "$T/err" && [ ! -s "$T/out" ] &&
+		[ ! -e "$T/s/selection.reads.ndjson" ] && [ ! -e "$T/s/test" ]
+	t_result $? "$name: exit 1, check $check, nothing written (exit $rc: $(head -c 300 "$T/err"))"
+}
+# control: the untouched study gets past every check (it may still fail later: no engine, stand-in checkpoints)
+control() {
+	local name=$1
+	shift
+	sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/test" "$@" "$T/s/runs" >"$T/out" 2>"$T/err"
+	local rc=$?
+	[ $rc -ne 1 ] && [ $rc -ne 2 ] && ! grep -q "refused by the guard" "$T/err"
+	t_result $? "control: $name passes the guard (exit $rc: $(head -c 200 "$T/err"))"
+}
+
+fresh; control "the untouched study"
+
+fresh
+sed -i 's/"min_seeds": 3/"min_seeds": 2/' "$T/s/selection.json"
+attack "selection.json edited (min_seeds 3 -> 2)" selection-hash
+fresh
+python3 - "$T/s/selection.json" <<'PY'
+import json, sys
+p = sys.argv[1]
+d = json.load(open(p))
+d["selected"]["guardtask"]["topk_method"] = "topk_softmax_05"
+json.dump(d, open(p, "w"), indent=2)
+PY
+attack "selection.json: the selected ratio swapped, old hash kept" selection-hash
+fresh
+python3 - "$T/s/selection.json" <<'PY'
+import json, sys, hashlib
+p = sys.argv[1]
+d = json.load(open(p))
+d.pop("sha256")
+d["frozen_at_unix_s"] += 3600
+d["sha256"] = hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+json.dump(d, open(p, "w"), indent=2)
+PY
+# a resealed selection with a later freeze time passes the hash check (that is what a hash can do);
+# what it cannot hide is the validation logs: they must still hash as recorded
+control "a selection resealed by hand (the hash recomputes)"
+fresh
+printf 'not json\n' >"$T/s/selection.json"
+attack "selection.json replaced by garbage" selection-format
+fresh
+rm "$T/s/selection.json"
+attack "selection.json deleted" selection-exists
+
+log=$(ls "$T"/s/runs/*/val.ndjson | head -n 1)
+fresh
+cat "$log" | tail -n 2 | head -n 1 >>"$log"
+attack "a validation log appended to after the freeze" log-hash
+fresh
+touch "$log"
+attack "a validation log touched after the freeze" log-mtime
+fresh
+rm "$log"
+attack "a validation log deleted" log-present
+fresh
+mkcell "$T/s/runs" guardtask softmax 7 "0.9 0.95 0.99" >/dev/null
+attack "an unlisted validation log added after the freeze" log-mtime
+
+# the frozen checkpoints
+fresh
+ck=$(ls "$T"/s/runs/guardtask.softmax.s1.*/epoch-003.safetensors)
+echo tampered >>"$ck"
+attack "a planned full-budget checkpoint replaced" checkpoint-hash
+fresh
+rm "$(ls "$T"/s/runs/guardtask.sparsemax.s2.*/epoch-003.safetensors)"
+attack "a planned full-budget checkpoint deleted" checkpoint-present
+fresh
+rm -r "$(ls -d "$T"/s/runs/guardtask.entmax15.s0.*)"
+attack "a planned run directory deleted (its validation log with it)" log-present
+
+# the single read: a read that started (even if it never finished) counts
+fresh
+sha=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sha256"])' "$T/s/selection.json")
+printf '{"kind":"test.read","v":1,"status":"started","read":1,"time":"2026-01-01T00:00:00.000Z","argv":["sb-test","-s","selection.json","runs"],"selection_sha256":"%s","out_dir":"test","reread_reason":null}\n' "$sha" >"$T/s/selection.reads.ndjson"
+cp "$T/s/selection.reads.ndjson" "$T/ledger.before"
+sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/elsewhere" "$T/s/runs" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "refused by the guard (single-read)" "$T/err" && grep -q -- "--reread" "$T/err" &&
+	cmp -s "$T/ledger.before" "$T/s/selection.reads.ndjson" && [ ! -e "$T/s/elsewhere" ]
+t_result $? "a second read into another directory: exit 1, single-read, ledger unchanged (exit $rc: $(head -c 300 "$T/err"))"
+control "a second read with --reread REASON" --reread "testing the reread path"
+sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/x" --reread "" "$T/s/runs" >/dev/null 2>"$T/err"
+[ $? -eq 2 ]
+t_result $? "--reread needs a reason (exit 2)"
+fresh
+printf '{"kind":"test.read",\n' >"$T/s/selection.reads.ndjson"
+sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/test" "$T/s/runs" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "refused by the guard (single-read)" "$T/err" && grep -q damaged "$T/err" && [ ! -e "$T/s/test" ]
+t_result $? "a damaged ledger: exit 1, single-read (exit $rc: $(head -c 200 "$T/err"))"
+fresh
+mkdir -p "$T/s/test"
+echo '{}' >"$T/s/test/test.ndjson"
+sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/test" "$T/s/runs" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "refused by the guard (output-fresh)" "$T/err" && [ "$(cat "$T/s/test/test.ndjson")" = "{}" ]
+t_result $? "an existing output is never overwritten (exit $rc)"
+
+# freezing twice
+fresh
+before=$(sha256sum <"$T/s/selection.json")
+sb-freeze -q --min-seeds 3 -o "$T/s/selection.json" "$T"/s/runs/*/val.ndjson >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "already exists" "$T/err" && grep -q -- "--force" "$T/err" && [ ! -s "$T/out" ] &&
+	[ "$(sha256sum <"$T/s/selection.json")" = "$before" ]
+t_result $? "freeze twice: exit 1, selection unchanged (exit $rc: $(head -c 200 "$T/err"))"
+old_file=$(sha256sum "$T/s/selection.json" | cut -c1-64)
+old_sha=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sha256"])' "$T/s/selection.json")
+sb-freeze -q --force --min-seeds 3 -o "$T/s/selection.json" "$T"/s/runs/*/val.ndjson >"$T/out" 2>"$T/err"
+rc=$?
+python3 - "$T/s/selection.json" "$old_file" "$old_sha" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["forced"] is True, d["forced"]
+assert d["replaced"]["file_sha256"] == sys.argv[2], d["replaced"]
+assert d["replaced"]["sha256"] == sys.argv[3], d["replaced"]
+assert d["replaced"]["test_reads"] == 0, d["replaced"]
+assert "--force" in d["argv"]
+PY
+[ $rc -eq 0 ] && [ $? -eq 0 ]
+t_result $? "freeze --force: exit 0, records forced and the replaced selection's hashes (exit $rc)"
+control "the forced selection"
+# a forced re-freeze after a test read does not reset the single read
+fresh
+printf '{"kind":"test.read","v":1,"status":"started","read":1,"time":"T","argv":["sb-test"],"selection_sha256":"%s","out_dir":"test"}\n' "$sha" >"$T/s/selection.reads.ndjson"
+sb-freeze -q --force --min-seeds 3 -o "$T/s/selection.json" "$T"/s/runs/*/val.ndjson >/dev/null 2>&1
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["replaced"]["test_reads"] == 1' "$T/s/selection.json"
+t_result $? "a forced freeze records that the replaced selection was read"
+sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/t2" "$T/s/runs" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "refused by the guard (single-read)" "$T/err" && grep -q "replaced with --force" "$T/err"
+t_result $? "re-freezing after a read does not allow a fresh read (exit $rc: $(head -c 200 "$T/err"))"
+
+# sb-eval pointed at a test file
+fresh
+run=$(ls -d "$T"/s/runs/guardtask.softmax.s0.*)
+rm "$run/val.ndjson"
+mkdir -p "$T/bad/guardtask"
+cp "$T/s/data/guardtask/test.safetensors" "$T/bad/guardtask/pool.safetensors"
+sb-eval -q -d "$T/bad" "$run" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "refusing to read the test split" "$T/err" && [ ! -e "$run/val.ndjson" ] &&
+	[ "$(grep -c '"kind"' "$T/out")" = 1 ]
+t_result $? "sb-eval on a test file renamed pool: exit 1, no val.ndjson (exit $rc: $(head -c 200 "$T/err"))"
+rm "$T/bad/guardtask/pool.safetensors"*
+ln -s "$T/s/data/guardtask/test.safetensors" "$T/bad/guardtask/pool.safetensors"
+sb-eval -q -d "$T/bad" "$run" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "refusing to read the test split" "$T/err"
+t_result $? "sb-eval on a symlink to a test file: exit 1 (exit $rc)"
+sb-eval -q -d "$T/s/data" "$run" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -ne 1 ] && ! grep -q "refusing" "$T/err"
+t_result $? "control: sb-eval on the real pool is not refused (exit $rc: $(head -c 200 "$T/err"))"
+
+t_done
