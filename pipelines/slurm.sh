@@ -51,7 +51,7 @@ job_env() {
 	echo 'unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES'
 	echo 'set -eu -o pipefail'
 	echo 'export LC_ALL=C'
-	for v in SB_OUT SB_DATA SB_CACHE SB_MIRRORS SB_BIN TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST EXTRA_GRIDS; do
+	for v in SB_OUT SB_DATA SB_CACHE SB_MIRRORS SB_BIN TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST RESUME EXTRA_GRIDS; do
 		printf 'export %s=%q\n' "$v" "${!v:-}"
 	done
 	printf 'cd %q\n' "$PWD"
@@ -60,7 +60,7 @@ job_env() {
 job_make() {
 	local v s
 	s="$(printf '%q' "$MAKE") --no-print-directory SCHEDULER=local"
-	for v in SB_OUT SB_DATA SB_CACHE SB_MIRRORS SB_BIN TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST EXTRA_GRIDS; do
+	for v in SB_OUT SB_DATA SB_CACHE SB_MIRRORS SB_BIN TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST RESUME EXTRA_GRIDS; do
 		s+=" $(printf '%q' "$v=${!v:-}")"
 	done
 	echo "$s"

@@ -21,7 +21,7 @@
 #                                       (timings, hosts, paths): compares two runs
 #
 # Environment (set by pipelines/common.mk): SB_BIN SB_DATA SB_CACHE SB_MIRRORS
-# TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST SB_VERBOSE.
+# TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST RESUME SB_VERBOSE.
 set -eu -o pipefail
 export LC_ALL=C
 SB_BIN=${SB_BIN:-bin}
@@ -31,7 +31,7 @@ SB_MIRRORS=${SB_MIRRORS:-}
 TRAIN_THREADS=${TRAIN_THREADS:-1}
 ACCEPT_FAILED=${ACCEPT_FAILED:-0}
 REFREEZE=${REFREEZE:-0}
-RETEST=${RETEST:-0}
+RETEST=${RETEST:-}
 SB_VERBOSE=${SB_VERBOSE:-0}
 
 say() { echo "$*" >&2; }
@@ -177,32 +177,49 @@ do_fetch() {
 }
 
 # ---- train: one cell ----
+# sb-train writes into cells/KEY/work/CELL_ID; only a finished run is moved to
+# runs/CELL_ID and linked as cells/KEY/train.ndjson (make's target). An attempt
+# that was interrupted (work/ left behind) is resumed by sb-train from its last
+# epoch whose checkpoint still has the recorded SHA-256 (RESUME=1, the default; the
+# result is bit-identical) or set aside under cells/KEY/attempts/ (RESUME=0, or
+# when the cell's parameters changed since).
+set_aside() { # celldir what...
+	local d=$1 n
+	shift
+	n=$(date -u +%Y%m%dT%H%M%SZ).$$
+	mkdir -p "$d/attempts/$n"
+	mv "$@" "$d/attempts/$n/"
+	echo "$d/attempts/$n"
+}
 do_train() {
-	local B=$1 key=$2 d task t0 work runs rid old n log status
-	d="$B/cells/$key" task=${key%%.*} runs="$B/runs" work="$d/work"
+	local B=$1 key=$2 d task t0 work runs rid old log status st rc=0 where
+	d="$B/cells/$key" task=${key%%.*} runs="$B/runs" work="$B/cells/$key/work"
 	t0=$(now)
 	[ -f "$d/cell.json" ] || die 2 "$d/cell.json: missing"
 	check_cell "$d" train "$SB_DATA/$task/pool.safetensors"
 	mkdir -p "$runs"
-	# a previous attempt that did not finish is kept aside, never trusted
-	if [ -e "$work" ] || [ -f "$d/pending" ]; then
-		n=$(date -u +%Y%m%dT%H%M%SZ).$$
-		mkdir -p "$d/attempts/$n"
-		[ -e "$work" ] && mv "$work" "$d/attempts/$n/work"
-		if [ -f "$d/pending" ]; then
-			rid=$(cat "$d/pending")
-			if [ -n "$rid" ] && [ -d "$runs/$rid" ] && [ "$(readlink "$d/train.ndjson" 2>/dev/null)" != "../../runs/$rid/train.ndjson" ]; then
-				mv "$runs/$rid" "$d/attempts/$n/$rid"
-			fi
-			rm -f "$d/pending"
+	# a run moved to runs/ but never linked (killed in between): not trusted
+	if [ -f "$d/pending" ]; then
+		rid=$(cat "$d/pending")
+		if [ -n "$rid" ] && [ -d "$runs/$rid" ] && [ "$(readlink "$d/train.ndjson" 2>/dev/null)" != "../../runs/$rid/train.ndjson" ]; then
+			where=$(set_aside "$d" "$runs/$rid")
+			say "train $key: set aside an unpublished run in $where"
 		fi
-		say "train $key: set aside an unfinished attempt in $d/attempts/$n"
+		rm -f "$d/pending"
 	fi
-	rm -f "$d/FAILED" "$d/OUTCOME"
+	if [ -e "$work" ]; then
+		if [ "${RESUME:-1}" = 1 ] && cmp -s "$work/.cell.json" "$d/cell.json"; then
+			say "train $key: resuming an interrupted attempt (sb-train continues from its last verified epoch)"
+		else
+			where=$(set_aside "$d" "$work")
+			say "train $key: set aside an unfinished attempt in $where"
+		fi
+	fi
+	rm -f "$d/FAILED" "$d/OUTCOME" "$d/.OUTCOME.tmp"
 	mkdir -p "$work"
+	cp "$d/cell.json" "$work/.cell.json"
 	say "train $(label "$B") $key ..."
 	log="$d/train"
-	local rc=0
 	run_logged "$log.out" "$log.log" "$(prog train)" -d "$SB_DATA" -o "$work" -j "$TRAIN_THREADS" "$d/cell.json" || rc=$?
 	# the run directory sb-train made
 	shopt -s nullglob
@@ -213,15 +230,18 @@ do_train() {
 	fi
 	rid=$(basename "${made[0]}")
 	status=$(last_kind "${made[0]}train.ndjson")
-	if [ $rc -ne 0 ] || [ "$status" != train.done ]; then
-		local st
-		st=$(json_field "${made[0]}train.ndjson" status)
-		if [ "$ACCEPT_FAILED" = 1 ] && [ "$status" = train.failed ]; then
-			say "train $key: failed (${st:-failed}); ACCEPT_FAILED=1 records it as the cell's outcome"
-			echo "failed:${st:-failed}" >"$d/OUTCOME.tmp"
-		else
-			fail_cell "$d" train "sb-train exit $rc, last record ${status:-none}${st:+ (status $st)}"
-		fi
+	st=$(json_field "${made[0]}train.ndjson" status | tail -n 1)
+	if [ $rc -eq 0 ] && [ "$status" = train.done ]; then
+		:
+	elif [ $rc -eq 0 ] && [ "$status" = train.failed ] && [ "$st" = failed_nonfinite_loss ]; then
+		# a result of the protocol (PROTOCOL A4), not an accident: recorded, not retried
+		say "train $key: ended with a non-finite loss; recorded as the cell's outcome"
+		echo "failed:$st" >"$d/.OUTCOME.tmp"
+	elif [ "$ACCEPT_FAILED" = 1 ] && [ "$status" = train.failed ]; then
+		say "train $key: failed (${st:-failed}); ACCEPT_FAILED=1 records it as the cell's outcome"
+		echo "failed:${st:-failed}" >"$d/.OUTCOME.tmp"
+	else
+		fail_cell "$d" train "sb-train exit $rc, last record ${status:-none}${st:+ (status $st)}"
 	fi
 	# publish: runs/CELL_ID, then the sidecar, then the link that is make's target
 	old=$(readlink "$d/train.ndjson" 2>/dev/null || true)
@@ -229,15 +249,15 @@ do_train() {
 	old=${old%%/*}
 	echo "$rid" >"$d/pending"
 	if [ -e "$runs/$rid" ]; then
-		# the same cell made again (its old result is superseded), or a clash
-		[ "$old" = "$rid" ] || die 5 "$runs/$rid exists and belongs to another cell"
-		rm -rf "$runs/$rid"
+		# the same cell made again: CELL_ID hashes the complete cell, and the grid
+		# expansion refuses two identical cells in a block, so this is its old result
+		rm -rf "${runs:?}/$rid"
 	fi
 	mv "${made[0]%/}" "$runs/$rid"
-	rmdir "$work"
+	rm -rf "$work"
 	seal "$runs/$rid/train.ndjson"
 	mv -f "$runs/$rid/train.ndjson.sha256" "$d/train.ndjson.sha256"
-	[ -f "$d/OUTCOME.tmp" ] && mv -f "$d/OUTCOME.tmp" "$d/OUTCOME"
+	if [ -f "$d/.OUTCOME.tmp" ]; then mv -f "$d/.OUTCOME.tmp" "$d/OUTCOME"; fi
 	relink "../../runs/$rid/train.ndjson" "$d/train.ndjson"
 	relink "../../runs/$rid" "$d/run"
 	rm -f "$d/pending"
@@ -253,11 +273,7 @@ fail_cell() { # celldir stage message
 	} >"$1/FAILED"
 	# keep the attempt's records: move the work directory aside
 	if [ -d "$1/work" ]; then
-		local n
-		n=$(date -u +%Y%m%dT%H%M%SZ).$$
-		mkdir -p "$1/attempts/$n"
-		mv "$1/work" "$1/attempts/$n/work"
-		echo "records: $1/attempts/$n/work" >>"$1/FAILED"
+		echo "records: $(set_aside "$1" "$1/work")/work" >>"$1/FAILED"
 	fi
 	die 1 "$2 $(basename "$1") FAILED: $3 (records kept; see $1/FAILED)"
 }
@@ -273,21 +289,21 @@ do_eval() {
 	rid=${rid%%/*}
 	run="$B/runs/$rid"
 	rm -f "$d/FAILED"
-	if [ "$(outcome "$d")" != completed ]; then
-		# an accepted failure has no validation records: a marker stands in
+	# the checkpoints sb-train sealed
+	shopt -s nullglob
+	local ck=("$run"/epoch-[0-9][0-9][0-9].safetensors)
+	shopt -u nullglob
+	if [ ${#ck[@]} -eq 0 ] && [ "$(outcome "$d")" != completed ]; then
+		# a failure accepted as the outcome, before any epoch: a marker stands in
 		printf '{"kind":"pipeline.cell_failed","v":1,"key":"%s","cell_id":"%s","outcome":"%s"}\n' \
 			"$key" "$rid" "$(outcome "$d")" >"$d/.val.tmp"
 		mv -f "$d/.val.tmp" "$d/val.ndjson"
 		seal "$d/val.ndjson"
 		return 0
 	fi
-	# the checkpoints sb-train sealed
-	shopt -s nullglob
-	local ck=("$run"/*.safetensors)
-	shopt -u nullglob
 	[ ${#ck[@]} -eq 0 ] || check_cell "$d" eval "${ck[@]}"
 	say "eval $(label "$B") $key ..."
-	run_logged "$d/eval.out" "$d/eval.log" "$(prog eval)" -d "$SB_DATA" "$run" ||
+	run_logged "$d/eval.out" "$d/eval.log" "$(prog eval)" -q -d "$SB_DATA" -j "$TRAIN_THREADS" "$run" ||
 		fail_cell "$d" eval "sb-eval failed"
 	[ -s "$run/val.ndjson" ] || fail_cell "$d" eval "sb-eval wrote no $run/val.ndjson"
 	seal "$run/val.ndjson"
@@ -296,36 +312,40 @@ do_eval() {
 	say "eval $(label "$B") $key ok ($(elapsed "$t0")) [$(count_done "$B" val.ndjson)/$(block_keys "$B" | wc -l) evaluated]"
 }
 
-# the validation logs of a block's completed cells (real paths, for the programs)
+# the validation logs of a block, for the programs (which read each cell's
+# training status themselves); a marker of a failure before any epoch is left out
 val_inputs() { # blockdir -> lines "cells/KEY/val.ndjson<TAB>runs/ID/val.ndjson"
 	local B=$1 key d rid
 	while read -r key; do
 		d="$B/cells/$key"
-		[ "$(outcome "$d")" = completed ] || continue
+		[ -L "$d/val.ndjson" ] || continue
 		rid=$(readlink "$d/val.ndjson")
 		rid=${rid#../../runs/}
 		printf '%s\t%s\n' "$d/val.ndjson" "$B/runs/$rid"
 	done < <(block_keys "$B")
 }
+# threads of a single-process stage (freeze, test, stats): the CPUs Slurm gave
+# the job, else every core
+stage_threads() { echo "${SLURM_CPUS_PER_TASK:-0}"; }
 
 # ---- freeze ----
 do_freeze() {
-	local B=$1 t0 links=() reals=() a b opts=()
+	local B=$1 t0 links=() reals=() a b opts=() rc=0
 	t0=$(now)
 	while IFS=$'\t' read -r a b; do links+=("$a"); reals+=("$b"); done < <(val_inputs "$B")
-	[ ${#links[@]} -gt 0 ] || die 1 "freeze $(label "$B"): no completed cells"
+	[ ${#links[@]} -gt 0 ] || die 1 "freeze $(label "$B"): no validation logs"
 	check "${links[@]}"
 	mapfile -t opts < <(stage_opts "$B/params/freeze")
 	if [ -f "$B/selection.json" ]; then
-		# sb-freeze refuses to overwrite a selection; --force is recorded in the file
-		if [ -f "$B/test/test.ndjson" ] && [ "$REFREEZE" != 1 ]; then
-			die 1 "freeze $(label "$B"): the validation records changed after the test read of $B/selection.json; refusing to re-freeze (REFREEZE=1 forces it, and the selection records that it was forced)"
+		# sb-freeze refuses to overwrite a selection; --force is recorded in the new one
+		if [ -f "$B/selection.reads.ndjson" ] && [ "$REFREEZE" != 1 ]; then
+			die 1 "freeze $(label "$B"): the validation records changed after the test read of $B/selection.json; refusing to re-freeze (REFREEZE=1 forces it, and the new selection records that it was forced)"
 		fi
 		opts+=(--force)
 	fi
 	say "freeze $(label "$B"): ${#reals[@]} validation logs ..."
-	run_logged "$B/freeze.out" "$B/freeze.log" "$(prog freeze)" "${opts[@]}" -o "$B/selection.json" "${reals[@]}" ||
-		die 1 "freeze $(label "$B") failed (log: $B/freeze.log)"
+	run_logged "$B/freeze.out" "$B/freeze.log" "$(prog freeze)" -q "${opts[@]}" -o "$B/selection.json" "${reals[@]}" || rc=$?
+	[ $rc -eq 0 ] || die 1 "freeze $(label "$B") failed or refused (exit $rc; log: $B/freeze.log)"
 	[ -s "$B/selection.json" ] || die 5 "sb-freeze wrote no $B/selection.json"
 	seal "$B/selection.json"
 	say "freeze $(label "$B") ok ($(elapsed "$t0"))"
@@ -333,7 +353,7 @@ do_freeze() {
 
 # ---- test read ----
 do_test() {
-	local B=$1 t0 opts=() links=() a b task tf=()
+	local B=$1 t0 opts=() links=() a b task tf=() n reason=""
 	t0=$(now)
 	while IFS=$'\t' read -r a b; do links+=("$a"); done < <(val_inputs "$B")
 	for task in $(block_keys "$B" | cut -d. -f1 | sort -u); do tf+=("$SB_DATA/$task/test.safetensors"); done
@@ -341,18 +361,25 @@ do_test() {
 	mapfile -t opts < <(stage_opts "$B/params/test")
 	if [ -f "$B/test/test.ndjson" ]; then
 		if [ "$B/selection.json" -nt "$B/test/test.ndjson" ]; then
-			# a new selection (REFREEZE=1): the old read is kept aside, the new one starts afresh
-			local n
-			n=$(date -u +%Y%m%dT%H%M%SZ)
-			mv "$B/test" "$B/test.superseded.$n"
-			say "test read $(label "$B"): the selection changed; the previous read is kept in $B/test.superseded.$n"
-		elif [ "$RETEST" = 1 ]; then
-			opts+=(--again)
+			# a new selection (REFREEZE=1): its read replaces the old one, which is kept
+			[ "$REFREEZE" = 1 ] && reason="the selection was re-frozen (make REFREEZE=1)"
+		else
+			# the same selection again: only when asked for (sb-test records the reason)
+			[ -n "$RETEST" ] && [ "$RETEST" != 0 ] || die 1 "test read $(label "$B"): $B/test/test.ndjson changed or is missing its sidecar, and the test split is read once; RETEST=REASON asks for a recorded re-read"
 		fi
+		n=$(date -u +%Y%m%dT%H%M%SZ)
+		mv "$B/test" "$B/test.superseded.$n"
+		say "test read $(label "$B"): the previous read is kept in $B/test.superseded.$n"
 	fi
+	if [ -n "$RETEST" ] && [ "$RETEST" != 0 ]; then
+		reason=$RETEST
+		[ "$reason" = 1 ] && reason="make RETEST=1"
+	fi
+	[ -z "$reason" ] || opts+=(--reread "$reason")
 	mkdir -p "$B/test"
 	say "test read $(label "$B") ..."
-	run_logged "$B/test.out" "$B/test.log" "$(prog test)" "${opts[@]}" -s "$B/selection.json" -d "$SB_DATA" -o "$B/test" "$B/runs" ||
+	run_logged "$B/test.out" "$B/test.log" "$(prog test)" -q "${opts[@]}" -s "$B/selection.json" -d "$SB_DATA" \
+		-o "$B/test" -j "$(stage_threads)" "$B/runs" ||
 		die 1 "test read $(label "$B") failed or was refused (log: $B/test.log)"
 	[ -s "$B/test/test.ndjson" ] || die 5 "sb-test wrote no $B/test/test.ndjson"
 	seal "$B/test/test.ndjson"
@@ -361,7 +388,7 @@ do_test() {
 
 # ---- statistics: tables and figures ----
 do_stats() {
-	local B=$1 t0 links=() reals=() a b inputs=() opts=() S base fmt
+	local B=$1 t0 links=() reals=() a b inputs=() opts=() S rc=0 f
 	t0=$(now)
 	S="$B/stats"
 	while IFS=$'\t' read -r a b; do links+=("$a"); reals+=("$b"); done < <(val_inputs "$B")
@@ -371,27 +398,41 @@ do_stats() {
 		inputs+=("$B/test/test.ndjson")
 	fi
 	check "${links[@]}"
-	base=$(param "$B/params/stats" baseline softmax)
-	mkdir -p "$S"
-	rm -f "$S"/.*.tmp
+	mapfile -t opts < <(stage_opts "$B/params/stats")
+	rm -rf "$S.tmp"
+	mkdir -p "$S.tmp"
 	say "stats $(label "$B"): ${#inputs[@]} record files ..."
-	local p
-	p=$(prog stats)
-	for fmt in md csv tex; do
-		run_logged "$S/.table.$fmt.tmp" "$S/table.$fmt.log" "$p" --baseline "$base" --format "$fmt" "${inputs[@]}" ||
-			die 1 "stats $(label "$B") failed (log: $S/table.$fmt.log)"
+	run_logged "$S.tmp/stats.out" "$S.tmp/stats.log" "$(prog stats)" -q "${opts[@]}" -o "$S.tmp" -p "$S.tmp" "${inputs[@]}" || rc=$?
+	# with --rule, exit 2 (power condition not met) and 3 (the rule failed) are results
+	if [ $rc -ne 0 ]; then
+		if [ "$(param "$B/params/stats" rule false)" = true ] && { [ $rc -eq 2 ] || [ $rc -eq 3 ]; }; then
+			echo "$rc" >"$S.tmp/rule-exit"
+		else
+			die 1 "stats $(label "$B") failed (exit $rc; log: $S.tmp/stats.log)"
+		fi
+	fi
+	[ -s "$S.tmp/stats.ndjson" ] || die 5 "sb-stats wrote no $S.tmp/stats.ndjson"
+	for f in "$S.tmp"/*; do
+		case "$f" in *.sha256 | */stats.out | */stats.log) ;; *) seal "$f" ;; esac
 	done
-	run_logged "$S/.stats.ndjson.tmp" "$S/stats.log" "$p" --baseline "$base" --format ndjson --plot "$S/.figure.svg.tmp" "${inputs[@]}" ||
-		die 1 "stats $(label "$B") failed (log: $S/stats.log)"
-	for fmt in md csv tex; do mv -f "$S/.table.$fmt.tmp" "$S/table.$fmt"; done
-	[ -f "$S/.figure.svg.tmp" ] && mv -f "$S/.figure.svg.tmp" "$S/figure.svg"
-	seal "$S"/table.* "$S"/*.svg
-	mv -f "$S/.stats.ndjson.tmp" "$S/stats.ndjson"
-	seal "$S/stats.ndjson"
+	rm -rf "$S"
+	mv "$S.tmp" "$S"
 	say "stats $(label "$B") ok ($(elapsed "$t0"))"
 }
 
 # ---- the grid's report ----
+title() {
+	case "$1" in
+	table2) echo "Table 2: validation accuracy, sparse minus softmax (PROTOCOL A7)" ;;
+	test) echo "The test read (PROTOCOL A6)" ;;
+	budget) echo "Training budget: best validation accuracy within the first E epochs (PROTOCOL A9)" ;;
+	detail) echo "Paired statistics in detail" ;;
+	test_detail) echo "The test read in detail" ;;
+	curves) echo "Validation accuracy by epoch" ;;
+	figure) echo "Figure" ;;
+	*) echo "$1" ;;
+	esac
+}
 do_report() {
 	local G=$1 name b B f nc nf
 	name=$(basename "$G")
@@ -411,20 +452,27 @@ do_report() {
 			echo "## $b"
 			echo
 			if [ $nf -gt 0 ]; then
-				echo "$nc cells: $((nc - nf)) completed, $nf failed (recorded as their outcome, ACCEPT_FAILED=1)."
+				echo "$nc cells: $((nc - nf)) completed, $nf failed (recorded as their outcome: a non-finite loss, or ACCEPT_FAILED=1; the selection and statistics use completed cells only)."
 			else
 				echo "$nc cells, all completed."
 			fi
 			[ -f "$B/selection.json" ] && echo "Selection: \`$b/selection.json\` (SHA-256 \`$(cut -d' ' -f1 "$B/selection.json.sha256")\`)."
 			[ -f "$B/test/test.ndjson" ] && echo "Test read: \`$b/test/test.ndjson\` (SHA-256 \`$(cut -d' ' -f1 "$B/test/test.ndjson.sha256")\`)."
-			if [ -f "$B/stats/table.md" ]; then
+			[ -f "$B/stats/rule-exit" ] && echo "The PROTOCOL A7 rule: sb-stats --rule exited $(cat "$B/stats/rule-exit") (2: power condition not met; 3: the rule failed)."
+			# sb-stats' tables (aggregate/: table2 detail budget test test_detail probes probe_pairs)
+			for f in table2 test budget detail test_detail probes probe_pairs table; do
+				[ -f "$B/stats/$f.md" ] || continue
 				echo
-				cat "$B/stats/table.md"
-			fi
+				echo "### $(title "$f")"
+				echo
+				cat "$B/stats/$f.md"
+				echo
+				echo "CSV and LaTeX: \`$b/stats/$f.csv\`, \`$b/stats/$f.tex\`."
+			done
 			for f in "$B"/stats/*.svg; do
 				[ -f "$f" ] || continue
 				echo
-				echo "![$(basename "$f" .svg)]($b/stats/$(basename "$f"))"
+				echo "![$(title "$(basename "$f" .svg)")]($b/stats/$(basename "$f"))"
 			done
 		done
 	} >"$G/.report.md.tmp"
@@ -448,7 +496,7 @@ do_failed() {
 			nmiss=$((nmiss + 1))
 		elif [ -f "$d/OUTCOME" ]; then
 			nacc=$((nacc + 1))
-			[ $nacc -le 50 ] && say "  accepted failure $b/$key: $(cat "$d/OUTCOME")"
+			[ $nacc -le 50 ] && say "  recorded failure $b/$key: $(cat "$d/OUTCOME")"
 		fi
 	done < <(sed -n 's/^{"grid":"[^"]*","block":"\([^"]*\)","key":"\([^"]*\)".*/\1 \2/p' "$G/.grid/cells.ndjson")
 	[ $nfail -gt 50 ] && say "  ... and $((nfail - 50)) more (make $name-failed)"
@@ -456,7 +504,7 @@ do_failed() {
 		say "$name: $nfail of $total cells FAILED (records kept), $nmiss not finished; 'make $name' again retries only these"
 		return 1
 	fi
-	[ $nacc -gt 0 ] && say "$name: $nacc cells failed and were accepted as outcomes (ACCEPT_FAILED=1)"
+	[ $nacc -gt 0 ] && say "$name: $nacc cells ended in a failure recorded as their outcome (a non-finite loss, or ACCEPT_FAILED=1)"
 	say "$name: all $total cells finished"
 }
 

@@ -43,7 +43,7 @@ pmake pt >"$T/stats.log" 2>&1
 t_result $? "a changed stats option re-runs"
 [ "$(ncalls sb-train)" = 0 ] && [ "$(ncalls sb-freeze)" = 0 ] && [ "$(ncalls sb-stats)" -ge 1 ]
 t_result $? "only the statistics ($(ncalls sb-stats) sb-stats calls, no training or freeze)"
-grep -q 'baseline sparsemax' "$T/out/pt/main/stats/table.md" && grep -q 'baseline sparsemax' "$T/out/pt/budget/stats/table.md"
+grep -q 'baseline sparsemax' "$T/out/pt/main/stats/table2.md" && grep -q 'baseline sparsemax' "$T/out/pt/budget/stats/table2.md"
 t_result $? "of both blocks, with the new option"
 
 # an unchanged grid file that is merely touched re-runs nothing

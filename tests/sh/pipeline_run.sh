@@ -44,9 +44,9 @@ head -n 1 "$T/out/pt/MANIFEST.csv" | grep -qx 'path,size_bytes,sha256'; t_result
 grep -q '^main/selection.json,[0-9]*,[0-9a-f]\{64\}$' "$T/out/pt/MANIFEST.csv"; t_result $? "MANIFEST.csv lists the selection"
 pmake out-verify OUTTREE="$T/out/pt" >"$T/ver.log" 2>&1
 t_result $? "make out-verify passes on an untouched tree ($(tail -n 1 "$T/ver.log"))"
-echo "# tampered" >>"$T/out/pt/main/stats/table.md"
+echo "# tampered" >>"$T/out/pt/main/stats/table2.md"
 pmake out-verify OUTTREE="$T/out/pt" >"$T/ver2.log" 2>&1
 rc=$?
-[ $rc -ne 0 ] && grep -q 'main/stats/table.md: SHA-256 mismatch' "$T/ver2.log"
+[ $rc -ne 0 ] && grep -q 'main/stats/table2.md: SHA-256 mismatch' "$T/ver2.log"
 t_result $? "make out-verify fails and names a changed output (exit $rc)"
 t_done
