@@ -25,6 +25,7 @@ SB_MIRRORS  ?= /usr/share/datasets/fashion-mnist
 SB_BIN      ?= bin
 TRAIN_THREADS ?= 1
 SCHEDULER   ?= local
+SB_JOBS     ?= $(shell nproc 2>/dev/null || echo 1)
 ACCEPT_FAILED ?= 0
 SB_STAGE    := pipelines/stage.sh
 SB_GRID     := scripts/grid
@@ -39,6 +40,13 @@ export SB_SLURM_PARTITION SB_SLURM_ACCOUNT SB_SLURM_QOS SB_SLURM_TIME SB_SLURM_C
 # (Only programs the top Makefile can build are prerequisites; stage.sh reports a missing one.)
 sb_prog = $(filter $(SB_BIN)/sb-$(1),$(PROGS))
 
+# the programs, built first when they are this tree's (SB_BIN=bin)
+.PHONY: sb-programs
+sb-programs:
+ifeq ($(SB_BIN),bin)
+	@$(MAKE) --no-print-directory $(PROGS) >&2
+endif
+
 # ---- datasets (one target per task, shared by every grid) ----
 $(SB_DATA)/%/pool.safetensors $(SB_DATA)/%/test.safetensors: | $(call sb_prog,fetch)
 	@$(SB_STAGE) fetch $*
@@ -50,7 +58,7 @@ $(1).$(2).TRAIN := $$(patsubst %,$(SB_OUT)/$(1)/$(2)/cells/%/train.ndjson,$$($(1
 $(1).$(2).VAL   := $$(patsubst %,$(SB_OUT)/$(1)/$(2)/cells/%/val.ndjson,$$($(1).$(2).KEYS))
 $(1).$(2).FINAL := $$(if $$(filter stats,$$($(1).$(2).STAGES)),$(SB_OUT)/$(1)/$(2)/stats/stats.ndjson,$$(if $$(filter test,$$($(1).$(2).STAGES)),$(SB_OUT)/$(1)/$(2)/test/test.ndjson,$$(if $$(filter freeze,$$($(1).$(2).STAGES)),$(SB_OUT)/$(1)/$(2)/selection.json,$$($(1).$(2).VAL))))
 $(1).CELLS += $$($(1).$(2).VAL)
-$(1).FINAL += $$($(1).$(2).FINAL)
+$(1).FINAL += $$($(1).$(2).FINAL) $(SB_OUT)/$(1)/$(2)/params/criteria
 
 $$($(1).$(2).TRAIN): $(SB_OUT)/$(1)/$(2)/cells/%/train.ndjson: $(SB_OUT)/$(1)/$(2)/cells/%/cell.json | $(call sb_prog,train)
 	@$(SB_STAGE) train $(SB_OUT)/$(1)/$(2) $$*
@@ -71,7 +79,8 @@ endef
 #               only them). With SCHEDULER=slurm it submits instead (pipelines/slurm.sh).
 # GRID-cells    only the cells      GRID-list     print the cells
 # GRID-failed   list failed cells   GRID-expand   expand the grid file
-# GRID.PREREQS  (set by NAME.mk) phony steps to run first, e.g. deps
+# (NAME.mk may add prerequisites, e.g. demo: demo-setup.) Without -j on the command
+# line the cells run $(SB_JOBS) at a time (default: every core).
 define sb_grid_targets
 .PHONY: $(1) $(1)-cells $(1)-data $(1)-final $(1)-list $(1)-failed $(1)-expand
 $(1)-expand: $(SB_OUT)/$(1)/.grid/cells.mk
@@ -84,12 +93,12 @@ $(1)-list: $(SB_OUT)/$(1)/.grid/cells.mk
 	@$(SB_GRID) list $(SB_GRIDFILE.$(1))
 $(1)-failed:
 	@$(SB_STAGE) failed $(SB_OUT)/$(1)
-$(1): $(SB_OUT)/$(1)/.grid/cells.mk $$($(1).PREREQS)
+$(1): $(SB_OUT)/$(1)/.grid/cells.mk sb-programs
 ifeq ($(SCHEDULER),slurm)
 	+@MAKE='$$(MAKE)' pipelines/slurm.sh submit $(1) $(SB_OUT)/$(1) $$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),--dry-run)
 else ifeq ($(SCHEDULER),local)
 	+@echo "$(1): $$($(1).NCELLS) cells in $(SB_OUT)/$(1) ($$(foreach b,$$($(1).BLOCKS),$$(b) $$($(1).$$(b).NCELLS)))" >&2; \
-	 rc=0; $$(MAKE) --no-print-directory -k $(1)-final || rc=$$$$?; \
+	 rc=0; $$(MAKE) --no-print-directory -k $$(if $$(filter -j%,$$(MAKEFLAGS)),,-j$$(SB_JOBS)) $(1)-final || rc=$$$$?; \
 	 $$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),:,$(SB_STAGE) failed $(SB_OUT)/$(1)) || exit 1; \
 	 exit $$$$rc
 else
@@ -99,7 +108,9 @@ endef
 
 # ---- loading grids: a grid's cells.mk is read only when a goal needs it ----
 # (SB_LOAD_ALL=1 loads every grid, for targets given by path.)
-sb_goal_needs = $(filter $(1) $(1)-% $(SB_OUT)/$(1)/% $(if $(SB_LOAD_ALL),%),$(MAKECMDGOALS))
+# (sb_also.GRID: other goals that run GRID, e.g. make extension runs switching.)
+sb_also.switching := $(if $(wildcard pipelines/grids/switching-epochs.inc),extension extension-%)
+sb_goal_needs = $(filter $(1) $(1)-% $(SB_OUT)/$(1)/% $(sb_also.$(1)) $(if $(SB_LOAD_ALL),%),$(MAKECMDGOALS))
 define sb_param_rule
 $(1):
 	@$(SB_GRID) expand $(3) $(SB_OUT)/$(2) && [ -f $$@ ] || { echo "$$@: not declared by $(3)" >&2; exit 2; }
@@ -110,7 +121,7 @@ ifneq ($$(call sb_goal_needs,$(1)),)
 $(SB_OUT)/$(1)/.grid/cells.mk: $(2) $(SB_GRID)
 	@$(SB_GRID) expand $(2) $(SB_OUT)/$(1)
 # parameter files are written by the expansion; a missing one re-runs it
-$$(foreach p,%/cell.json %/params/freeze %/params/test %/params/stats,$$(eval $$(call sb_param_rule,$(SB_OUT)/$(1)/$$(p),$(1),$(2))))
+$$(foreach p,%/cell.json %/params/freeze %/params/test %/params/stats %/params/criteria,$$(eval $$(call sb_param_rule,$(SB_OUT)/$(1)/$$(p),$(1),$(2))))
 -include $(SB_OUT)/$(1)/.grid/cells.mk
 $$(eval $$(call sb_grid_targets,$(1)))
 endif

@@ -124,12 +124,14 @@ write_if_changed() {
 }
 # the options of a stage from BLOCKDIR/params/STAGE: key=value -> --key value
 # ("_" becomes "-"; a value "true" gives the bare flag)
-stage_opts() { # file
+stage_opts() { # file [key to leave out]...
 	[ -f "$1" ] || return 0
-	awk -F= 'NF >= 2 && $1 ~ /^[a-z_]+$/ {
+	local f=$1
+	shift
+	awk -F= -v skip=" $* " 'NF >= 2 && $1 ~ /^[a-z_]+$/ && index(skip, " " $1 " ") == 0 {
 		k = $1; gsub(/_/, "-", k); v = substr($0, length($1) + 2)
 		if (v == "true") print "--" k; else { print "--" k; print v }
-	}' "$1"
+	}' "$f"
 }
 param() { # file key default
 	local v
@@ -387,6 +389,21 @@ do_test() {
 }
 
 # ---- statistics: tables and figures ----
+stats_run() { # blockdir outdir opts... -- inputs...
+	local B=$1 o=$2 opts=() rc=0
+	shift 2
+	while [ "$1" != -- ]; do opts+=("$1"); shift; done
+	shift
+	say "stats $(label "$B"): $# record files -> $o ..."
+	run_logged "$o/stats.out" "$o/stats.log" "$(prog stats)" -q "${opts[@]}" -o "$o" -p "$o" "$@" || rc=$?
+	[ $rc -eq 0 ] && return 0
+	# with --rule, exit 2 (power condition not met) and 3 (the rule failed) are results
+	if [ "$(param "$B/params/stats" rule false)" = true ] && { [ $rc -eq 2 ] || [ $rc -eq 3 ]; }; then
+		echo "$rc" >"$o/rule-exit"
+		return 0
+	fi
+	die 1 "stats $(label "$B") failed (exit $rc; log: $o/stats.log)"
+}
 do_stats() {
 	local B=$1 t0 links=() reals=() a b inputs=() opts=() S rc=0 f
 	t0=$(now)
@@ -398,23 +415,30 @@ do_stats() {
 		inputs+=("$B/test/test.ndjson")
 	fi
 	check "${links[@]}"
-	mapfile -t opts < <(stage_opts "$B/params/stats")
+	mapfile -t opts < <(stage_opts "$B/params/stats" group_by)
 	rm -rf "$S.tmp"
 	mkdir -p "$S.tmp"
-	say "stats $(label "$B"): ${#inputs[@]} record files ..."
-	run_logged "$S.tmp/stats.out" "$S.tmp/stats.log" "$(prog stats)" -q "${opts[@]}" -o "$S.tmp" -p "$S.tmp" "${inputs[@]}" || rc=$?
-	# with --rule, exit 2 (power condition not met) and 3 (the rule failed) are results
-	if [ $rc -ne 0 ]; then
-		if [ "$(param "$B/params/stats" rule false)" = true ] && { [ $rc -eq 2 ] || [ $rc -eq 3 ]; }; then
-			echo "$rc" >"$S.tmp/rule-exit"
-		else
-			die 1 "stats $(label "$B") failed (exit $rc; log: $S.tmp/stats.log)"
-		fi
+	if [ "$(param "$B/params/stats" group_by "")" = epochs ]; then
+		# one analysis per budget: cells of different budgets are different runs of
+		# the same (task, method, seed), which sb-stats would take for reruns
+		local e ins
+		for e in $(block_keys "$B" | sed 's/.*\.e//' | sort -n -u); do
+			ins=()
+			for a in "${reals[@]}"; do
+				grep -q "\"epochs\":$e[,}]" "$(dirname "$a")/cell.json" && ins+=("$a")
+			done
+			[ ${#ins[@]} -gt 0 ] || continue
+			mkdir -p "$S.tmp/e$e"
+			stats_run "$B" "$S.tmp/e$e" "${opts[@]}" -- "${ins[@]}"
+			sed "s/^{/{\"budget_epochs\":$e,/" "$S.tmp/e$e/stats.ndjson" >>"$S.tmp/stats.ndjson"
+		done
+	else
+		stats_run "$B" "$S.tmp" "${opts[@]}" -- "${inputs[@]}"
 	fi
 	[ -s "$S.tmp/stats.ndjson" ] || die 5 "sb-stats wrote no $S.tmp/stats.ndjson"
-	for f in "$S.tmp"/*; do
+	while IFS= read -r -d '' f; do
 		case "$f" in *.sha256 | */stats.out | */stats.log) ;; *) seal "$f" ;; esac
-	done
+	done < <(find "$S.tmp" -type f -print0)
 	rm -rf "$S"
 	mv "$S.tmp" "$S"
 	say "stats $(label "$B") ok ($(elapsed "$t0"))"
@@ -458,21 +482,33 @@ do_report() {
 			fi
 			[ -f "$B/selection.json" ] && echo "Selection: \`$b/selection.json\` (SHA-256 \`$(cut -d' ' -f1 "$B/selection.json.sha256")\`)."
 			[ -f "$B/test/test.ndjson" ] && echo "Test read: \`$b/test/test.ndjson\` (SHA-256 \`$(cut -d' ' -f1 "$B/test/test.ndjson.sha256")\`)."
+			if [ -s "$B/params/criteria" ]; then
+				echo
+				echo "Predeclared criteria (fixed in the grid file before the run; judge them against the statistics below):"
+				echo
+				sed 's/^/- /' "$B/params/criteria"
+			fi
 			[ -f "$B/stats/rule-exit" ] && echo "The PROTOCOL A7 rule: sb-stats --rule exited $(cat "$B/stats/rule-exit") (2: power condition not met; 3: the rule failed)."
 			# sb-stats' tables (aggregate/: table2 detail budget test test_detail probes probe_pairs)
-			for f in table2 test budget detail test_detail probes probe_pairs table; do
-				[ -f "$B/stats/$f.md" ] || continue
-				echo
-				echo "### $(title "$f")"
-				echo
-				cat "$B/stats/$f.md"
-				echo
-				echo "CSV and LaTeX: \`$b/stats/$f.csv\`, \`$b/stats/$f.tex\`."
-			done
-			for f in "$B"/stats/*.svg; do
-				[ -f "$f" ] || continue
-				echo
-				echo "![$(title "$(basename "$f" .svg)")]($b/stats/$(basename "$f"))"
+			local sd g
+			for sd in "$B/stats" "$B"/stats/e[0-9]*; do
+				[ -d "$sd" ] || continue
+				g=""
+				[ "$sd" = "$B/stats" ] || g=" (budget ${sd##*/e} epochs)"
+				for f in table2 test budget detail test_detail probes probe_pairs table; do
+					[ -f "$sd/$f.md" ] || continue
+					echo
+					echo "### $(title "$f")$g"
+					echo
+					cat "$sd/$f.md"
+					echo
+					echo "CSV and LaTeX: \`${sd#"$G/"}/$f.csv\`, \`${sd#"$G/"}/$f.tex\`."
+				done
+				for f in "$sd"/*.svg; do
+					[ -f "$f" ] || continue
+					echo
+					echo "![$(title "$(basename "$f" .svg)")$g](${f#"$G/"})"
+				done
 			done
 		done
 	} >"$G/.report.md.tmp"

@@ -69,7 +69,7 @@ grep -q 'nothing to submit' "$T/again.log"; t_result $? "and a second submission
 # a failing cell under Slurm: listed by the final job, resubmitted alone
 rm -rf "$T/out"
 reset_calls
-STUB_FAIL='^t_b\.softmax\.s0$' pmake pt SCHEDULER=slurm >"$T/submit2.log" 2>&1
+STUB_CRASH='^t_b\.softmax\.s0$' pmake pt SCHEDULER=slurm >"$T/submit2.log" 2>&1
 t_result $? "a grid with a failing cell is submitted"
 "$TOP/pipelines/slurm.sh" wait "$T/out/pt" 240 >"$T/wait2.log" 2>&1
 rc=$?
