@@ -149,8 +149,12 @@ stop() {
 	fi
 }
 
+main() {
 case "${1:-}" in
 start) start "${2:?DIR}" ;;
 stop) stop "${2:?DIR}" ;;
 *) die "usage: pipelines/slurm-local.sh start|stop DIR" ;;
 esac
+}
+# read whole before it runs (safe to edit this file while a grid runs)
+main "$@"; exit

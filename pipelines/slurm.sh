@@ -226,8 +226,12 @@ wait_jobs() {
 	return $bad
 }
 
+main() {
 case "${1:-}" in
 submit) shift; submit "$@" ;;
 wait) shift; wait_jobs "$@" ;;
 *) rc=2 die "usage: pipelines/slurm.sh submit GRID GRIDDIR [--dry-run] | wait GRIDDIR [TIMEOUT_S]" ;;
 esac
+}
+# read whole before it runs (safe to edit this file while a grid runs)
+main "$@"; exit

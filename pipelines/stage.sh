@@ -498,9 +498,14 @@ do_report() {
 				for f in table2 test budget detail test_detail probes probe_pairs table; do
 					[ -f "$sd/$f.md" ] || continue
 					echo
-					echo "### $(title "$f")$g"
-					echo
-					cat "$sd/$f.md"
+					# sb-stats starts its tables with their own heading
+					if head -n 1 "$sd/$f.md" | grep -q '^#'; then
+						sed '1s/^#* */### /; 1s/$/'"$g"'/' "$sd/$f.md"
+					else
+						echo "### $(title "$f")$g"
+						echo
+						cat "$sd/$f.md"
+					fi
 					echo
 					echo "CSV and LaTeX: \`${sd#"$G/"}/$f.csv\`, \`${sd#"$G/"}/$f.tex\`."
 				done
@@ -601,6 +606,7 @@ do_digest() {
 		done) | if [ "${2:-}" = -v ]; then cat; else sha256sum | cut -d' ' -f1; fi
 }
 
+main() {
 cmd=${1:-}
 [ -n "$cmd" ] || die 2 "usage: pipelines/stage.sh fetch|train|eval|freeze|test|stats|report|failed|check|seal|manifest|verify|digest ..."
 shift
@@ -620,3 +626,7 @@ verify) do_verify "$@" ;;
 digest) do_digest "$@" ;;
 *) die 2 "unknown subcommand '$cmd'" ;;
 esac
+}
+# one line, read whole before it runs: editing this file while a grid runs
+# cannot make a running recipe execute half-read text
+main "$@"; exit
