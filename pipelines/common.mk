@@ -95,9 +95,10 @@ $(1)-failed:
 	@$(SB_STAGE) failed $(SB_OUT)/$(1)
 $(1): $(SB_OUT)/$(1)/.grid/cells.mk sb-programs
 ifeq ($(SCHEDULER),slurm)
-	+@MAKE='$$(MAKE)' pipelines/slurm.sh submit $(1) $(SB_OUT)/$(1) $$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),--dry-run)
+	+@$$(call sb_lock,$(1)); MAKE='$$(MAKE)' pipelines/slurm.sh submit $(1) $(SB_OUT)/$(1) $$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),--dry-run)
 else ifeq ($(SCHEDULER),local)
-	+@echo "$(1): $$($(1).NCELLS) cells in $(SB_OUT)/$(1) ($$(foreach b,$$($(1).BLOCKS),$$(b) $$($(1).$$(b).NCELLS)))" >&2; \
+	+@$$(call sb_lock,$(1)); \
+	 echo "$(1): $$($(1).NCELLS) cells in $(SB_OUT)/$(1) ($$(foreach b,$$($(1).BLOCKS),$$(b) $$($(1).$$(b).NCELLS)))" >&2; \
 	 rc=0; $$(MAKE) --no-print-directory -k $$(if $$(filter -j%,$$(MAKEFLAGS)),,-j$$(SB_JOBS)) $(1)-final || rc=$$$$?; \
 	 $$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),:,$(SB_STAGE) failed $(SB_OUT)/$(1)) || exit 1; \
 	 exit $$$$rc
@@ -105,6 +106,11 @@ else
 	@echo "$(1): unknown SCHEDULER '$(SCHEDULER)' (local or slurm)" >&2; exit 2
 endif
 endef
+
+# one make at a time per output tree: the lock (fd 8) is held by the recipe and
+# everything it starts, so a second make, or one started while an orphaned trainer
+# of a killed make still runs, refuses instead of racing it
+sb_lock = exec 8>>"$(SB_OUT)/$(1)/.grid/run.lock"; flock -n 8 || { echo "$(1): another make is working on $(SB_OUT)/$(1) (or a program it started still runs); wait for it" >&2; exit 1; }
 
 # ---- loading grids: a grid's cells.mk is read only when a goal needs it ----
 # (SB_LOAD_ALL=1 loads every grid, for targets given by path.)

@@ -552,7 +552,7 @@ do_failed() {
 # ---- output manifests ----
 manifest_gen() { # tree
 	echo "path,size_bytes,sha256"
-	(cd "$1" && find . -type f ! -name MANIFEST.csv ! -name '*.tmp' ! -name '.*.tmp.*' ! -path './.grid/lock' -printf '%P\n' | sort |
+	(cd "$1" && find . -type f ! -name MANIFEST.csv ! -name '*.tmp' ! -name '.*.tmp.*' ! -path '*.grid/*lock' -printf '%P\n' | sort |
 		while IFS= read -r f; do
 			case "$f" in *,* | *'"'*) die 2 "manifest: unsupported file name: $f" ;; esac
 			printf '%s,%s,%s\n' "$f" "$(stat -c %s "$f")" "$(sha256sum <"$f" | cut -d' ' -f1)"
@@ -567,11 +567,12 @@ do_manifest() {
 do_verify() {
 	local T=$1 bad=0 n=0 f
 	[ -d "$T" ] || die 2 "$T: no such output tree"
-	# every sidecar in the tree
+	# every sidecar in the tree, but those of attempts set aside (kept, not trusted)
+	# and of a cell in training
 	while IFS= read -r -d '' f; do
 		n=$((n + 1))
 		(check "${f%.sha256}") || bad=1
-	done < <(find "$T" -name '*.sha256' -print0)
+	done < <(find "$T" \( -path '*/attempts/*' -o -path '*/work/*' \) -prune -o -name '*.sha256' -print0)
 	say "$T: $n sidecars checked"
 	if [ -f "$T/MANIFEST.csv" ]; then
 		if ! diff <(manifest_gen "$T") "$T/MANIFEST.csv" >"$T/.manifest.diff.tmp"; then

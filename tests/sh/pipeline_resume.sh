@@ -27,10 +27,15 @@ for _ in $(seq 1 300); do
 	if [ "$n" -ge 4 ] && [ "$w" -ge 1 ]; then ready=1; break; fi
 	sleep 0.1
 done
+# meanwhile a second make on the same tree refuses instead of racing the first
+pmake pt >"$T/second.log" 2>&1
+rc2=$?
 kill -KILL -- -"$pg" 2>/dev/null
 { wait "$pg"; } 2>/dev/null
 unset STUB_SLEEP
 [ $ready = 1 ]; t_result $? "the run was killed mid-grid ($n cells trained, $w in training)"
+[ $rc2 -ne 0 ] && grep -q 'another make is working on' "$T/second.log"
+t_result $? "a second make during the run refuses (exit $rc2: $(tail -n 1 "$T/second.log"))"
 done_before=$(find "$T/out/pt" -path '*/cells/*' -name train.ndjson -type l -xtype f | wc -l)
 half=$(find "$T/out/pt" -path '*/cells/*/work' -type d | wc -l)
 [ "$half" -ge 1 ]; t_result $? "half-written cells were left behind ($half work directories)"
