@@ -35,14 +35,19 @@ WERROR  ?= -Werror
 OPT     ?= -O2 -march=native
 CFLAGS  ?= $(OPT) -g
 SB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra $(WERROR) \
-             -Wno-unused-parameter -Wno-format-truncation -fno-fast-math -pthread -MMD -MP -Ilib $(PKG_CFLAGS)
+             -Wno-unused-parameter -Wno-format-truncation -Wno-psabi -fno-fast-math -pthread -MMD -MP -Ilib $(PKG_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lm -lpthread
 
 ifeq ($(CUDA),1)
   SB_CFLAGS += -DSB_HAVE_CUDA=1
   NVCCFLAGS ?= -O2 -std=c++17 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=sm_80 \
                -gencode=arch=compute_90,code=compute_90 -Xcompiler -Wall,-fno-fast-math -Ilib -MMD -MP
-  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
+  # -fmad=false: no FMA contraction, so the row kernels give the CPU backend's bits
+  # (lib/cuda/lanes.cuh); fmaf is used exactly where the CPU fuses.
+  NVCCFLAGS += -fmad=false
+  # -u: the backend is reached only through a weak reference (lib/backend.h), which
+  # would not pull its object out of the archive.
+  CUDA_LIBS := -Wl,-u,sb_backend_cuda_open -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
   FEATURES := cpu cuda
 else
   FEATURES := cpu
@@ -64,7 +69,12 @@ LIBA     := lib/libsparsebench.a
 LIBS_ALL := $(LIBA) $(if $(filter 1,$(CUDA)),lib/libsparsebench_cuda.a)
 
 .PHONY: all check clean demo manifest verify deps features
-all: $(PROGS) $(TESTS) features
+# GPU check and benchmark programs (tests/gpu/*.c, bench/gpu/*.c -> build/gpu/NAME):
+# backend-generic C, linked with train/multicell.o; built by every build (CUDA=0 too).
+GPU_SRC   := $(sort $(wildcard tests/gpu/*.c bench/gpu/*.c))
+GPU_PROGS := $(addprefix build/gpu/,$(basename $(notdir $(GPU_SRC))))
+
+all: $(PROGS) $(TESTS) $(GPU_PROGS) features
 
 features: $(PROGS)
 	@echo "sparsebench $(VERSION): built [$(FEATURES)] -> $(PROGS)" >&2
@@ -106,6 +116,14 @@ build/fetch/registry_blob.o: fetch/registry.json
 build/tests/%: build/tests/unit/%.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -pthread -o $@ $< $(LIBS_ALL) $(CUDA_LIBS) $(LDLIBS)
+
+build/gpu/%: build/tests/gpu/%.o build/train/multicell.o $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -pthread -o $@ $(filter %.o,$^) $(LIBS_ALL) $(CUDA_LIBS) $(LDLIBS)
+
+build/gpu/%: build/bench/gpu/%.o build/train/multicell.o $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -pthread -o $@ $(filter %.o,$^) $(LIBS_ALL) $(CUDA_LIBS) $(LDLIBS)
 
 deps:
 	@scripts/deps.sh

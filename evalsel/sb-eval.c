@@ -62,8 +62,9 @@ static const char usage_text[] =
     "\n"
     "Exit status: 0 ok; 1 refused (a dataset file with split=test); 2 usage; 3 bad input (malformed\n"
     "cell.json, a checkpoint that differs from train.ndjson's hash, a pool that is not the one the\n"
-    "cell was trained on); 4 I/O error; 5 internal or device error (also: no evaluation engine in\n"
-    "this build). Every RUN_DIR is attempted; the status is that of the first failure.\n"
+    "cell was trained on, a cell.json whose fields do not hash to its cell_id, a checkpoint whose\n"
+    "metadata names another cell, epoch or normaliser); 4 I/O error; 5 internal or device error.\n"
+    "Every RUN_DIR is attempted; the status is that of the first failure.\n"
     "\n"
     "Examples:\n"
     "  sb-eval -d data runs/*/\n"
@@ -272,7 +273,7 @@ static const char *train_sha(const struct train_info *t, int64_t e)
 static int evaluate_epoch(struct sb_evalrun *er, const struct ckpt *ck, const struct sb_split *split,
                           struct sb_evalrun_result *res, uint8_t *bits, struct sb_err *err)
 {
-	return sb_evalrun_checkpoint(er, ck->path, ck->sha, split->val, split->n_val, res, bits, err);
+	return sb_evalrun_checkpoint(er, ck->path, ck->sha, (int)ck->e, split->val, split->n_val, res, bits, err);
 }
 
 static void ident(struct sb_jw *w, const struct cell *c)

@@ -30,19 +30,19 @@ struct method {
 };
 
 static const struct method methods[] = {
-	{"softmax", SB_NORM_SOFTMAX, 0},
-	{"topk_softmax_0125", SB_NORM_TOPK, 0.125},
-	{"topk_softmax_025", SB_NORM_TOPK, 0.25},
-	{"topk_softmax_05", SB_NORM_TOPK, 0.5},
-	{"topk_softmax", SB_NORM_TOPK, 0.25},
-	{"bottomk_softmax_0125", SB_NORM_BOTTOMK, 0.125},
-	{"bottomk_softmax_025", SB_NORM_BOTTOMK, 0.25},
-	{"bottomk_softmax_05", SB_NORM_BOTTOMK, 0.5},
-	{"bottomk_softmax", SB_NORM_BOTTOMK, 0.25},
-	{"sparsemax", SB_NORM_SPARSEMAX, 0},
-	{"entmax15", SB_NORM_ENTMAX15, 0},
-	{"entmax_bisect", SB_NORM_ENTMAX_BISECT, 0},
-	{"headwise_adaptive_entmax", SB_NORM_ADAPTIVE, 0},
+    {"softmax", SB_NORM_SOFTMAX, 0},
+    {"topk_softmax_0125", SB_NORM_TOPK, 0.125},
+    {"topk_softmax_025", SB_NORM_TOPK, 0.25},
+    {"topk_softmax_05", SB_NORM_TOPK, 0.5},
+    {"topk_softmax", SB_NORM_TOPK, 0.25},
+    {"bottomk_softmax_0125", SB_NORM_BOTTOMK, 0.125},
+    {"bottomk_softmax_025", SB_NORM_BOTTOMK, 0.25},
+    {"bottomk_softmax_05", SB_NORM_BOTTOMK, 0.5},
+    {"bottomk_softmax", SB_NORM_BOTTOMK, 0.25},
+    {"sparsemax", SB_NORM_SPARSEMAX, 0},
+    {"entmax15", SB_NORM_ENTMAX15, 0},
+    {"entmax_bisect", SB_NORM_ENTMAX_BISECT, 0},
+    {"headwise_adaptive_entmax", SB_NORM_ADAPTIVE, 0},
 };
 
 static double clamp_alpha(double a)
@@ -72,8 +72,7 @@ int sb_norm_parse(const char *method, double alpha, struct sb_norm *out, struct 
 {
 	if (!method || !out)
 		return SB_ERR(err, SB_EUSAGE, "no normaliser method given");
-	struct sb_norm nm = {.kind = SB_NORM_SOFTMAX, .ratio = 0, .alpha = 1.5, .unrolled = 0,
-			     .mask = SB_MASK_MARGIN};
+	struct sb_norm nm = {.kind = SB_NORM_SOFTMAX, .ratio = 0, .alpha = 1.5, .unrolled = 0, .mask = SB_MASK_MARGIN};
 	const struct method *m = NULL;
 	for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
 		if (strcmp(method, methods[i].name) == 0)
@@ -84,16 +83,15 @@ int sb_norm_parse(const char *method, double alpha, struct sb_norm *out, struct 
 	} else if (strncmp(method, "topk_softmax_", 13) == 0 && ratio_from_suffix(method + 13) > 0) {
 		nm.kind = SB_NORM_TOPK;
 		nm.ratio = ratio_from_suffix(method + 13);
-	} else if (strncmp(method, "bottomk_softmax_", 16) == 0 &&
-		   ratio_from_suffix(method + 16) > 0) {
+	} else if (strncmp(method, "bottomk_softmax_", 16) == 0 && ratio_from_suffix(method + 16) > 0) {
 		nm.kind = SB_NORM_BOTTOMK;
 		nm.ratio = ratio_from_suffix(method + 16);
 	} else {
 		return SB_ERR(err, SB_EUSAGE,
-			      "unknown normaliser method '%s' (known: softmax, topk_softmax_{0125,025,05}, "
-			      "bottomk_softmax_{0125,025}, sparsemax, entmax15, entmax_bisect, "
-			      "headwise_adaptive_entmax)",
-			      method);
+		              "unknown normaliser method '%s' (known: softmax, topk_softmax_{0125,025,05}, "
+		              "bottomk_softmax_{0125,025}, sparsemax, entmax15, entmax_bisect, "
+		              "headwise_adaptive_entmax)",
+		              method);
 	}
 	if (nm.kind == SB_NORM_ENTMAX_BISECT) {
 		if (!isfinite(alpha))
@@ -152,8 +150,8 @@ int sb_norm_topk_k(double ratio, int n_valid)
 	return k;
 }
 
-void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero,
-		   double *valid_total, double *entropy_sum)
+void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero, double *valid_total,
+                   double *entropy_sum)
 {
 	if (n_valid > T)
 		n_valid = T;
@@ -179,17 +177,19 @@ void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero
 /* ------------------------------------------------------------ workspace */
 
 #define STACK_T 512
-#define NBUF 6 /* x, p, g, h, and y of two rows' length */
+#define NBUF 6                           /* x, p, g, h, and y of two rows' length */
+#define BIG(np) (9 * (size_t)(np) + 160) /* scratch of the AVX-512 general-alpha entmax */
 
 struct work {
 	float *x, *y, *p, *g, *h; /* effective scores, scratch (2 rows), probabilities, upstream grad, result */
+	float *big;               /* BIG(np) floats of kernel scratch */
 	int32_t *key;
 	int *idx;
 	void *heap;
 };
 
 struct stackbuf {
-	float f[NBUF * (STACK_T + VW)];
+	float f[NBUF * (STACK_T + VW) + BIG(STACK_T + VW)];
 	int32_t key[STACK_T + VW];
 	int idx[STACK_T];
 };
@@ -205,11 +205,12 @@ static int work_init(struct work *w, struct stackbuf *sb, int T)
 		w->key = sb->key;
 		w->idx = sb->idx;
 	} else {
-		m = malloc(NBUF * np * sizeof(float) + np * sizeof(int32_t) + (size_t)T * sizeof(int));
+		size_t nf = NBUF * np + BIG(np);
+		m = malloc(nf * sizeof(float) + np * sizeof(int32_t) + (size_t)T * sizeof(int));
 		if (!m)
 			return -1;
 		w->heap = m;
-		w->key = (int32_t *)((float *)m + NBUF * np);
+		w->key = (int32_t *)((float *)m + nf);
 		w->idx = (int *)(w->key + np);
 	}
 	w->x = (float *)m;
@@ -217,21 +218,21 @@ static int work_init(struct work *w, struct stackbuf *sb, int T)
 	w->g = w->p + np;
 	w->h = w->g + np;
 	w->y = w->h + np;
+	w->big = w->y + 2 * np;
 	return 0;
 }
 
 /* ---------------------------------------------------------- effective row */
 
 struct row {
-	int n, nv, np;  /* effective length, finite valid keys, padded length */
-	int compact;    /* some valid key was -inf: idx[] maps effective -> original */
-	int npads;      /* margin pads at the end of the effective row */
-	int argmin;     /* original position of min finite valid score (margin gradient) */
-	int bad;        /* 1: NaN or +inf score (NaN row); 2: no finite valid score */
+	int n, nv, np; /* effective length, finite valid keys, padded length */
+	int compact;   /* some valid key was -inf: idx[] maps effective -> original */
+	int npads;     /* margin pads at the end of the effective row */
+	int argmin;    /* original position of min finite valid score (margin gradient) */
+	int bad;       /* 1: NaN or +inf score (NaN row); 2: no finite valid score */
 };
 
-static void row_build(struct row *r, struct work *w, const float *s, int T, int n_valid,
-		      enum sb_mask_mode mask)
+static void row_build(struct row *r, struct work *w, const float *s, int T, int n_valid, enum sb_mask_mode mask)
 {
 	float *restrict x = w->x;
 	int nv = n_valid, npv = vw_round_up(nv);
@@ -283,11 +284,14 @@ static void row_build(struct row *r, struct work *w, const float *s, int T, int 
 		x[i] = -INFINITY;
 }
 
-static int row_identity(const struct row *r, int T) { return !r->compact && r->n == T; }
+static int row_identity(const struct row *r, int T)
+{
+	return !r->compact && r->n == T;
+}
 
 /* original layout (T) -> effective layout, zero past n */
-static void row_gather(float *restrict ge, const float *restrict g, const struct row *r,
-		       const struct work *w, int T, int n_valid)
+static void row_gather(float *restrict ge, const float *restrict g, const struct row *r, const struct work *w, int T,
+                       int n_valid)
 {
 	if (row_identity(r, T)) {
 		memcpy(ge, g, (size_t)T * sizeof *ge);
@@ -305,8 +309,7 @@ static void row_gather(float *restrict ge, const float *restrict g, const struct
 }
 
 /* effective layout -> original layout; excluded keys get 0 */
-static void row_scatter(float *out, const float *pe, const struct row *r, const struct work *w,
-			int T, int n_valid)
+static void row_scatter(float *out, const float *pe, const struct row *r, const struct work *w, int T, int n_valid)
 {
 	if (row_identity(r, T)) {
 		memcpy(out, pe, (size_t)T * sizeof *out);
@@ -323,8 +326,7 @@ static void row_scatter(float *out, const float *pe, const struct row *r, const 
 }
 
 /* gradient scatter: the padded keys' gradient goes to the minimum they copy */
-static void row_scatter_grad(float *ds, const float *de, const struct row *r,
-			     const struct work *w, int T)
+static void row_scatter_grad(float *ds, const float *de, const struct row *r, const struct work *w, int T)
 {
 	float route = 0;
 	for (int t = 0; t < r->npads; t++)
@@ -364,8 +366,7 @@ static void k_softmax(float *restrict p, const float *restrict x, int np, float 
 }
 
 /* softmax over the keys with keep[i] = 1 (others exactly 0) */
-static void k_softmax_kept(float *restrict p, const float *restrict x, const float *restrict keep,
-			   int np, float *aux)
+static void k_softmax_kept(float *restrict p, const float *restrict x, const float *restrict keep, int np, float *aux)
 {
 	float mx[VW];
 	for (int l = 0; l < VW; l++)
@@ -412,8 +413,8 @@ static inline int count_ge(const int32_t *restrict key, int32_t t, int np)
  * the lower index, exactly k kept: a bisection over the order-preserving integer
  * image of the scores (at most 32 counting passes, usually about log2 n + 2, as
  * it stops as soon as a threshold splits off exactly k keys). Returns passes. */
-static int select_k_iter(float *restrict keep, int32_t *restrict key, const float *restrict x,
-			 int n, int np, int k, int largest)
+static int select_k_iter(float *restrict keep, int32_t *restrict key, const float *restrict x, int n, int np, int k,
+                         int largest)
 {
 	int32_t flip = largest ? 0 : -1;
 	int32_t kmn[VW], kmx[VW];
@@ -523,8 +524,7 @@ static int select_k_sort(float *keep, const float *x, int n, int np, int k, int 
 }
 
 /* ds = p (dp - <p, dp>) */
-static void kb_softmax(float *restrict de, const float *restrict pe, const float *restrict ge,
-		       int np)
+static void kb_softmax(float *restrict de, const float *restrict pe, const float *restrict ge, int np)
 {
 	float d = v_dot(pe, ge, np);
 	for (int b = 0; b < np; b += VW)
@@ -595,8 +595,8 @@ static int sparsemax_tau_iter(float *tau_out, const float *restrict y, int np)
 	return -1;
 }
 
-static int k_sparsemax(float *restrict p, float *restrict y, const float *restrict x, int n, int np,
-		       int plain, float *aux)
+static int k_sparsemax(float *restrict p, float *restrict y, const float *restrict x, int n, int np, int plain,
+                       float *aux)
 {
 	float m = v_max(x, np);
 	for (int b = 0; b < np; b += VW)
@@ -621,8 +621,7 @@ static int k_sparsemax(float *restrict p, float *restrict y, const float *restri
 }
 
 /* ds = [p > 0] (dp - mean over the support of dp) */
-static void kb_sparsemax(float *restrict de, const float *restrict pe, const float *restrict ge,
-			 int np)
+static void kb_sparsemax(float *restrict de, const float *restrict pe, const float *restrict ge, int np)
 {
 	float acc[VW] = {0};
 	int32_t cnt[VW] = {0};
@@ -636,8 +635,7 @@ static void kb_sparsemax(float *restrict de, const float *restrict pe, const flo
 	int k = lanes_isum(cnt);
 	float mean = k ? lanes_sum(acc) / (float)k : 0.0f;
 	for (int b = 0; b < np; b += VW)
-		for (int l = 0; l < VW; l++)
-		{
+		for (int l = 0; l < VW; l++) {
 			float g = ge[b + l] - mean;
 			de[b + l] = pe[b + l] > 0 ? g : 0.0f;
 		}
@@ -670,8 +668,7 @@ static inline float powpos(float d, float e)
 /* sum_i [y_i - tau]_+^e  (e given by mode: 1, 2, general) */
 enum emode { E_ONE, E_TWO, E_GEN };
 
-static float entmax_sum(float *restrict u, const float *restrict y, int np, float tau, float e,
-			enum emode mode)
+static float entmax_sum(float *restrict u, const float *restrict y, int np, float tau, float e, enum emode mode)
 {
 	float acc[VW] = {0};
 	if (mode == E_ONE) {
@@ -708,8 +705,8 @@ static float entmax_sum(float *restrict u, const float *restrict y, int np, floa
  * a single support size when all supported y are equal), so few passes are
  * needed. Each pass keeps u = d^e in p, so when the step stops rising p holds
  * the unnormalised answer. Returns passes; *Z = the sum at the final tau. */
-static int entmax_newton(float *restrict p, float *tau_out, float *Z, const float *restrict y,
-			 int np, float am1, enum emode mode)
+static int entmax_newton(float *restrict p, float *tau_out, float *Z, const float *restrict y, int np, float am1,
+                         enum emode mode)
 {
 	float e = 1.0f / am1;
 	float tau = -1.0f;
@@ -752,8 +749,8 @@ static int entmax_newton(float *restrict p, float *tau_out, float *Z, const floa
 }
 
 /* bisection to float precision (the plain path for general alpha) */
-static int entmax_bisect_plain(float *restrict p, float *tau_out, float *Z, const float *restrict y,
-			       int n, int np, float am1, enum emode mode)
+static int entmax_bisect_plain(float *restrict p, float *tau_out, float *Z, const float *restrict y, int n, int np,
+                               float am1, enum emode mode)
 {
 	float e = 1.0f / am1;
 	float lo = -1.0f, hi = -powf(1.0f / (float)n, am1);
@@ -815,8 +812,8 @@ static enum emode emode_of(float am1)
 }
 
 /* exact alpha-entmax on the effective row; am1 = alpha - 1 (clamped) */
-static int k_entmax(float *restrict p, float *restrict y, const float *restrict x, int n, int np,
-		    float am1, int plain, float *aux)
+static int k_entmax(float *restrict p, float *restrict y, const float *restrict x, int n, int np, float am1, int plain,
+                    float *aux)
 {
 	enum emode mode = emode_of(am1);
 	if (mode == E_ONE)
@@ -854,9 +851,8 @@ static int k_entmax(float *restrict p, float *restrict y, const float *restrict 
  * ent = sum p log p,
  *   dp_i/dalpha = e^2 (p_i - Yq_i) - e (p_i log p_i - Yq_i ent).
  * Returns d loss/d alpha for the row (0 when want_alpha is 0). */
-static double kb_entmax(float *restrict de, float *restrict q, const float *restrict pe,
-			const float *restrict ge, const float *restrict x, float tau, int np,
-			float am1, int want_alpha)
+static double kb_entmax(float *restrict de, float *restrict q, const float *restrict pe, const float *restrict ge,
+                        const float *restrict x, float tau, int np, float am1, int want_alpha)
 {
 	enum emode mode = emode_of(am1);
 	if (mode == E_ONE) {
@@ -922,8 +918,8 @@ struct unrolled {
 
 /* PROTOCOL A3 steps 1-4 on the effective row (n keys); dfull = T. u gets
  * [y - tau_hi]_+^e, p the output (p may be NULL to skip it). */
-static void unrolled_run(struct unrolled *st, float *restrict u, float *restrict y,
-			 const float *restrict x, int n, int np, int dfull, float am1)
+static void unrolled_run(struct unrolled *st, float *restrict u, float *restrict y, const float *restrict x, int n,
+                         int np, int dfull, float am1)
 {
 	enum emode mode = emode_of(am1);
 	float e = 1.0f / am1;
@@ -959,8 +955,8 @@ static void unrolled_run(struct unrolled *st, float *restrict u, float *restrict
 	st->amax = amax;
 }
 
-static void k_unrolled(float *restrict p, float *restrict y, const float *restrict x, int n, int np,
-		       int dfull, float am1, float *aux)
+static void k_unrolled(float *restrict p, float *restrict y, const float *restrict x, int n, int np, int dfull,
+                       float am1, float *aux)
 {
 	struct unrolled st;
 	unrolled_run(&st, p, y, x, n, np, dfull, am1);
@@ -987,9 +983,8 @@ static void k_unrolled(float *restrict p, float *restrict y, const float *restri
  *   ds = (alpha-1) dy,
  *   dalpha = sum dy_i (x_i - x_max) + (1-w) dtau c ln T - e^2 sum du_i u_i ln d_i
  * (y = x(alpha-1) - max, c = T^-(alpha-1), e = 1/(alpha-1)). */
-static double kb_unrolled(float *restrict de, float *restrict u, float *restrict y,
-			  const float *restrict ge, const float *restrict x, int n, int np, int dfull,
-			  float am1, int want_alpha)
+static double kb_unrolled(float *restrict de, float *restrict u, float *restrict y, const float *restrict ge,
+                          const float *restrict x, int n, int np, int dfull, float am1, int want_alpha)
 {
 	struct unrolled st;
 	unrolled_run(&st, u, y, x, n, np, dfull, am1);
@@ -1037,8 +1032,7 @@ static double kb_unrolled(float *restrict de, float *restrict u, float *restrict
 				xv = b + l < n ? xv : 0.0f;
 				a3[l] += de[b + l] * xv;
 			}
-		da = (double)lanes_sum(a3) + (double)dhi * st.c * log((double)dfull) -
-		     (double)e * e * lanes_sum(a2);
+		da = (double)lanes_sum(a3) + (double)dhi * st.c * log((double)dfull) - (double)e * e * lanes_sum(a2);
 	}
 	for (int b = 0; b < np; b += VW)
 		for (int l = 0; l < VW; l++)
@@ -1062,10 +1056,8 @@ static int check_args(const struct sb_norm *nm, int rows, int T, int n_valid, st
 	if (n_valid < 1)
 		return SB_ERR(err, SB_EDATA, "attn_norm: no valid key (n_valid = %d, T = %d)", n_valid, T);
 	if (n_valid > T)
-		return SB_ERR(err, SB_EDATA, "attn_norm: n_valid = %d exceeds the row length T = %d",
-			      n_valid, T);
-	if ((nm->kind == SB_NORM_TOPK || nm->kind == SB_NORM_BOTTOMK) &&
-	    !(nm->ratio > 0 && nm->ratio <= 1))
+		return SB_ERR(err, SB_EDATA, "attn_norm: n_valid = %d exceeds the row length T = %d", n_valid, T);
+	if ((nm->kind == SB_NORM_TOPK || nm->kind == SB_NORM_BOTTOMK) && !(nm->ratio > 0 && nm->ratio <= 1))
 		return SB_ERR(err, SB_EDATA, "attn_norm: top-k ratio %g outside (0, 1]", nm->ratio);
 	return 0;
 }
@@ -1087,6 +1079,7 @@ static void fill_nan(float *v, int n)
 		v[i] = NAN;
 }
 
+#ifdef SB_NORM_AVX512
 /* Methods for which SB_MASK_MARGIN gives exactly the SB_MASK_EXCLUDE result
  * (a key 60 below the row minimum is never kept by top-k, since k <= n_valid, and
  * lies outside every sparsemax/entmax support since (alpha-1) 60 > 1), as long
@@ -1094,11 +1087,10 @@ static void fill_nan(float *v, int n)
 static int margin_is_exclude(const struct sb_norm *nm)
 {
 	return nm->kind == SB_NORM_TOPK || nm->kind == SB_NORM_SPARSEMAX ||
-	       (!nm->unrolled && (nm->kind == SB_NORM_ENTMAX15 || nm->kind == SB_NORM_ENTMAX_BISECT ||
-				  nm->kind == SB_NORM_ADAPTIVE));
+	       (!nm->unrolled &&
+	        (nm->kind == SB_NORM_ENTMAX15 || nm->kind == SB_NORM_ENTMAX_BISECT || nm->kind == SB_NORM_ADAPTIVE));
 }
 
-#ifdef SB_NORM_AVX512
 /* the row is its own effective row: all valid scores finite and nothing to pad */
 static int row_direct(const struct sb_norm *nm, const float *s, int T, int n_valid)
 {
@@ -1110,8 +1102,8 @@ static int row_direct(const struct sb_norm *nm, const float *s, int T, int n_val
 }
 
 /* forward of one effective row x[0..n) with the AVX-512 kernels */
-static void fwd_avx(const struct sb_norm *nm, float *pe, float *ar, const float *x, int n, int T, int k,
-		    float am1, struct work *w)
+static void fwd_avx(const struct sb_norm *nm, float *pe, float *ar, const float *x, int n, int T, int k, float am1,
+                    struct work *w)
 {
 	switch (nm->kind) {
 	case SB_NORM_SOFTMAX:
@@ -1133,16 +1125,16 @@ static void fwd_avx(const struct sb_norm *nm, float *pe, float *ar, const float 
 	case SB_NORM_ENTMAX_BISECT:
 	case SB_NORM_ADAPTIVE:
 		if (nm->unrolled)
-			sbv_unrolled(pe, x, n, T, am1, ar);
+			sbv_unrolled(pe, x, n, T, am1, ar, w->big);
 		else
-			sbv_entmax(pe, x, n, am1, ar);
+			sbv_entmax(pe, x, n, am1, ar, w->big);
 		break;
 	}
 }
 
 /* backward of one effective row with the AVX-512 kernels; returns dalpha */
-static double bwd_avx(const struct sb_norm *nm, float *de, const float *pe, const float *ge,
-		      const float *x, const float *ar, int n, int T, float am1, int want_alpha, struct work *w)
+static double bwd_avx(const struct sb_norm *nm, float *de, const float *pe, const float *ge, const float *x,
+                      const float *ar, int n, int T, float am1, int want_alpha, struct work *w)
 {
 	float a4[SB_NORM_AUX];
 	switch (nm->kind) {
@@ -1159,9 +1151,9 @@ static double bwd_avx(const struct sb_norm *nm, float *de, const float *pe, cons
 	case SB_NORM_ADAPTIVE:
 		if (!ar) { /* no aux: recompute the forward's threshold (into scratch) */
 			if (nm->unrolled)
-				sbv_unrolled(w->y, x, n, T, am1, a4);
+				sbv_unrolled(w->y, x, n, T, am1, a4, w->big);
 			else
-				sbv_entmax(w->y, x, n, am1, a4);
+				sbv_entmax(w->y, x, n, am1, a4, w->big);
 			ar = a4;
 		}
 		if (nm->unrolled)
@@ -1178,8 +1170,8 @@ static double bwd_avx(const struct sb_norm *nm, float *de, const float *pe, cons
 #endif
 
 /* forward of one effective row (padded to np) with the portable kernels */
-static int fwd_portable(const struct sb_norm *nm, int plain, float *pe, float *ar, struct work *w, int n,
-			int np, int T, int k, float am1)
+static int fwd_portable(const struct sb_norm *nm, int plain, float *pe, float *ar, struct work *w, int n, int np, int T,
+                        int k, float am1)
 {
 	switch (nm->kind) {
 	case SB_NORM_SOFTMAX:
@@ -1214,9 +1206,8 @@ static int fwd_portable(const struct sb_norm *nm, int plain, float *pe, float *a
 	return 0;
 }
 
-int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float *p, float *aux,
-			 const float *s, int rows, int T, int n_valid, float alpha,
-			 struct sb_err *err)
+int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float *p, float *aux, const float *s,
+                         int rows, int T, int n_valid, float alpha, struct sb_err *err)
 {
 	SB_TRY(check_args(nm, rows, T, n_valid, err));
 	struct stackbuf sbuf;
@@ -1241,11 +1232,11 @@ int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float
 		}
 #ifdef SB_NORM_AVX512
 		/* general-alpha entmax: four direct rows at a time, interleaved */
-		if (algo == SB_NORM_ALGO_AUTO && aux && !nm->unrolled && uses_alpha(nm->kind) &&
-		    am1 != 0.5f && am1 != 1.0f && r + 4 <= rows && row_direct(nm, sr, T, n_valid) &&
+		if (algo == SB_NORM_ALGO_AUTO && aux && !nm->unrolled && uses_alpha(nm->kind) && am1 != 0.5f &&
+		    am1 != 1.0f && r + 4 <= rows && row_direct(nm, sr, T, n_valid) &&
 		    row_direct(nm, sr + T, T, n_valid) && row_direct(nm, sr + 2 * T, T, n_valid) &&
 		    row_direct(nm, sr + 3 * T, T, n_valid)) {
-			sbv_entmax_rows(pr, sr, 4, T, n_valid, am1, ar);
+			sbv_entmax_rows(pr, sr, 4, T, n_valid, am1, ar, w.big);
 			for (int q = 0; q < 4; q++)
 				for (int j = n_valid; j < T; j++)
 					pr[q * T + j] = 0;
@@ -1262,8 +1253,8 @@ int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float
 		struct row rw;
 		row_build(&rw, &w, sr, T, n_valid, nm->mask);
 		if (rw.bad == 2) {
-			rc = SB_ERR(err, SB_EDATA, "attn_norm: row %d: no finite score among its %d valid keys",
-				    r, n_valid);
+			rc = SB_ERR(err, SB_EDATA, "attn_norm: row %d: no finite score among its %d valid keys", r,
+			            n_valid);
 			break;
 		}
 		if (rw.bad) {
@@ -1276,7 +1267,7 @@ int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float
 			fwd_avx(nm, w.p, ar, w.x, rw.n, T, k, am1, &w);
 		else
 #endif
-			if (fwd_portable(nm, plain, w.p, ar, &w, rw.n, rw.np, T, k, am1))
+		    if (fwd_portable(nm, plain, w.p, ar, &w, rw.n, rw.np, T, k, am1))
 			rc = SB_ERR(err, SB_EIO, "attn_norm: out of memory");
 		if (!rc)
 			row_scatter(pr, w.p, &rw, &w, T, n_valid);
@@ -1285,16 +1276,15 @@ int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float
 	return rc;
 }
 
-int sb_norm_forward(const struct sb_norm *nm, float *p, float *aux, const float *s, int rows, int T,
-		    int n_valid, float alpha, struct sb_err *err)
+int sb_norm_forward(const struct sb_norm *nm, float *p, float *aux, const float *s, int rows, int T, int n_valid,
+                    float alpha, struct sb_err *err)
 {
 	return sb_norm_forward_algo(nm, SB_NORM_ALGO_AUTO, p, aux, s, rows, T, n_valid, alpha, err);
 }
 
 /* backward of one effective row (padded) with the portable kernels */
-__attribute__((unused)) static double bwd_portable(const struct sb_norm *nm, struct work *w, const float *ar,
-						   int n, int np, int T,
-			   float am1, int want_alpha)
+__attribute__((unused)) static double bwd_portable(const struct sb_norm *nm, struct work *w, const float *ar, int n,
+                                                   int np, int T, float am1, int want_alpha)
 {
 	switch (nm->kind) {
 	case SB_NORM_SOFTMAX:
@@ -1323,9 +1313,8 @@ __attribute__((unused)) static double bwd_portable(const struct sb_norm *nm, str
 	return 0;
 }
 
-void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const float *dp,
-		      const float *p, const float *aux, const float *s, int rows, int T, int n_valid,
-		      float alpha)
+void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const float *dp, const float *p,
+                      const float *aux, const float *s, int rows, int T, int n_valid, float alpha)
 {
 	struct stackbuf sbuf;
 	struct work w;

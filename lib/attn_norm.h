@@ -63,28 +63,29 @@ int sb_norm_topk_k(double ratio, int n_valid);
 
 /* p[rows*T] = normalise(s[rows*T]); aux[rows*SB_NORM_AUX] saved for backward.
  * alpha is used by entmax_bisect and headwise_adaptive_entmax (ignored otherwise). */
-int sb_norm_forward(const struct sb_norm *nm, float *p, float *aux, const float *s, int rows, int T,
-		    int n_valid, float alpha, struct sb_err *err);
+int sb_norm_forward(const struct sb_norm *nm, float *p, float *aux, const float *s, int rows, int T, int n_valid,
+                    float alpha, struct sb_err *err);
 
 /* ds = d loss / d s given dp = d loss / d p (ds may alias dp).
  * For headwise_adaptive_entmax and entmax_bisect, *dalpha (if not NULL) is
  * increased by d loss / d alpha summed over the rows. */
-void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const float *dp,
-		      const float *p, const float *aux, const float *s, int rows, int T, int n_valid,
-		      float alpha);
+void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const float *dp, const float *p,
+                      const float *aux, const float *s, int rows, int T, int n_valid, float alpha);
 
 /* Attention statistics of a block (PROTOCOL A3): counts probabilities > 1e-7
  * among the valid keys (*nonzero += count, *valid_total += rows*n_valid) and
  * adds the sum over rows of -sum p log max(p, 1e-12) to *entropy_sum. */
-void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero,
-		   double *valid_total, double *entropy_sum);
+void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero, double *valid_total,
+                   double *entropy_sum);
 
 /* ---- Additions (norm branch): semantics made precise, references, test hooks ----
  *
  * alpha: entmax15 always uses 1.5; entmax_bisect and headwise_adaptive_entmax use
  *   the `alpha` argument of forward/backward (for entmax_bisect pass nm->alpha,
- *   which sb_norm_parse sets). alpha is clamped to [1.05, 2]; *dalpha only
- *   receives gradient when 1.05 <= alpha <= 2 (torch.clamp's rule), otherwise 0.
+ *   which sb_norm_parse sets). alpha is clamped to [1.05f, 2] (the float32 bounds,
+ *   as in the study's float32 torch.clamp); *dalpha only receives gradient when
+ *   1.05f <= alpha <= 2 (torch.clamp's rule), otherwise 0. A NaN alpha gives NaN
+ *   rows. sb_norm_backward called with arguments sb_norm_forward rejects writes NaN.
  *
  * Non-finite scores (among the valid keys of a row):
  *   NaN or +inf  the whole row of p is NaN (and its ds, and *dalpha becomes NaN):
@@ -104,35 +105,42 @@ void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero
  * Exact sparse methods (sparsemax, entmax) give padded keys exactly 0 under both
  *   mask modes (a margin of 60 is outside every support for alpha >= 1.05).
  *
- * aux (SB_NORM_AUX floats per row, diagnostics; backward only needs [0]):
+ * aux (SB_NORM_AUX floats per row): the entmax backward reads [0] and [1], the
+ * unrolled one [0] and [2]; aux = NULL (in forward and backward) makes backward
+ * recompute them. The rest is diagnostics.
  *   [0] threshold tau on the y = (alpha-1)(s - max s) scale (entmax, sparsemax,
  *       unrolled: final tau_hi); softmax/top-k: the largest kept score.
- *   [1] the max of the effective row;  [2] iterations (Newton/Michelot passes, or
- *       the unrolled branch bits as an integer);  [3] support size (keys with p > 0).
+ *   [1] the max of the effective row (top-k: the largest kept score);
+ *   [2] passes (Newton/Michelot, top-k counting passes), or the unrolled branch
+ *       decisions as an integer (bit t = 1: iteration t raised tau_lo);
+ *   [3] support size (keys with p > 0).
+ *
+ * Implementation: lib/attn_norm.c (API, masks, the portable kernels),
+ * lib/attn_norm_avx512.c (the kernels used when compiled with AVX-512),
+ * lib/attn_norm_ref.c (the double reference).
  */
 
 /* Double-precision references: plain loops, full sorts, bisection to double
  * precision; obviously correct and slow. Same semantics as the float API.
  * The reference backward recomputes its forward (no aux). */
-int sb_norm_forward_ref_f64(const struct sb_norm *nm, double *p, const double *s, int rows, int T,
-			    int n_valid, double alpha, struct sb_err *err);
-int sb_norm_backward_ref_f64(const struct sb_norm *nm, double *ds, double *dalpha, const double *dp,
-			     const double *s, int rows, int T, int n_valid, double alpha,
-			     struct sb_err *err);
+int sb_norm_forward_ref_f64(const struct sb_norm *nm, double *p, const double *s, int rows, int T, int n_valid,
+                            double alpha, struct sb_err *err);
+int sb_norm_backward_ref_f64(const struct sb_norm *nm, double *ds, double *dalpha, const double *dp, const double *s,
+                             int rows, int T, int n_valid, double alpha, struct sb_err *err);
 /* One row of alpha-entmax in double by bisection, alpha in (1, 2] NOT clamped
  * (to test the alpha -> 1 limit); p[0..n) from s[0..n), all finite. */
 void sb_norm_entmax_row_f64(double *p, const double *s, int n, double alpha);
 
 /* Test hook: the float forward with a chosen algorithm.
- *   SB_NORM_ALGO_AUTO     what sb_norm_forward uses;
+ *   SB_NORM_ALGO_AUTO     what sb_norm_forward uses: the AVX-512 kernels when the
+ *                         library was compiled with AVX-512, else ITERATE;
  *   SB_NORM_ALGO_PLAIN    full sort for top-k/bottom-k, the sort-based closed form for
  *                         sparsemax (and alpha = 2) and entmax15 (and alpha = 1.5),
  *                         bisection to float precision for other alpha;
- *   SB_NORM_ALGO_ITERATE  the O(T) paths: bit-wise threshold search for top-k,
- *                         Michelot / Newton iterations for sparsemax and entmax. */
+ *   SB_NORM_ALGO_ITERATE  the portable O(T) paths: bisection over the scores' integer
+ *                         images for top-k, Michelot / Newton for sparsemax and entmax. */
 enum sb_norm_algo { SB_NORM_ALGO_AUTO = 0, SB_NORM_ALGO_PLAIN = 1, SB_NORM_ALGO_ITERATE = 2 };
-int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float *p, float *aux,
-			 const float *s, int rows, int T, int n_valid, float alpha,
-			 struct sb_err *err);
+int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float *p, float *aux, const float *s,
+                         int rows, int T, int n_valid, float alpha, struct sb_err *err);
 
 #endif

@@ -33,14 +33,17 @@ static inline __mmask16 tm(int n, int i)
 	return r >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << r) - 1u);
 }
 
-static inline __m512 set1(float v) { return _mm512_set1_ps(v); }
+static inline __m512 set1(float v)
+{
+	return _mm512_set1_ps(v);
+}
 
 static inline __m512 vexp(__m512 x)
 {
 	x = _mm512_max_ps(x, set1(-150.0f)); /* also maps -inf to -150: e^-150 underflows to 0 */
 	x = _mm512_min_ps(x, set1(89.0f));   /* e^89 overflows to inf */
 	__m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, set1(1.44269504088896341f)),
-					_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 	__m512 r = _mm512_fnmadd_ps(n, set1(0.693359375f), x);
 	r = _mm512_fnmadd_ps(n, set1(-2.12194440054690583e-4f), r);
 	__m512 q = set1(1.0f / 5040.0f);
@@ -280,8 +283,9 @@ void sbv_topk(float *p, const float *x, int n, int kk, int largest, int32_t *key
 		if (rank) { /* append this block's candidates to vc at lane m */
 			int c = __builtin_popcount(cand);
 			__m512 packed = _mm512_maskz_compress_ps(cand, v);
-			__m512i idx = _mm512_sub_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-						       _mm512_set1_epi32(m));
+			__m512i idx =
+			    _mm512_sub_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+			                     _mm512_set1_epi32(m));
 			vc = _mm512_mask_permutexvar_ps(vc, (__mmask16)(((1u << c) - 1u) << m), idx, packed);
 			cmask[2 * b] = cand;
 			cmask[2 * b + 1] = (uint32_t)m;
@@ -306,7 +310,7 @@ void sbv_topk(float *p, const float *x, int n, int kk, int largest, int32_t *key
 			__m512 vl = set1(cvs[l]);
 			__mmask16 gt = _mm512_mask_cmp_ps_mask(live, vc, vl, _CMP_LT_OQ); /* v_l > v_j */
 			__mmask16 eq = _mm512_mask_cmp_ps_mask(live, vc, vl, _CMP_EQ_OQ) &
-				       _mm512_cmpgt_epi32_mask(lane, _mm512_set1_epi32(l)); /* l < j */
+			               _mm512_cmpgt_epi32_mask(lane, _mm512_set1_epi32(l)); /* l < j */
 			r = _mm512_mask_add_epi32(r, gt | eq, r, one);
 		}
 		uint32_t kept = _mm512_mask_cmplt_epi32_mask(live, r, _mm512_set1_epi32(need));
@@ -414,14 +418,16 @@ void sbv_sparsemax_bwd(float *ds, const float *p, const float *dp, int n)
 	int cnt = 0;
 	for (int i = 0; i < n; i += 16) {
 		__mmask16 k = tm(n, i);
-		__mmask16 in = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, p + i), _mm512_setzero_ps(), _CMP_GT_OQ);
+		__mmask16 in =
+		    _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, p + i), _mm512_setzero_ps(), _CMP_GT_OQ);
 		acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(in, dp + i));
 		cnt += __builtin_popcount(in);
 	}
 	__m512 mean = set1(cnt ? _mm512_reduce_add_ps(acc) / (float)cnt : 0.0f);
 	for (int i = 0; i < n; i += 16) {
 		__mmask16 k = tm(n, i);
-		__mmask16 in = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, p + i), _mm512_setzero_ps(), _CMP_GT_OQ);
+		__mmask16 in =
+		    _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, p + i), _mm512_setzero_ps(), _CMP_GT_OQ);
 		__m512 g = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), mean);
 		_mm512_mask_storeu_ps(ds + i, k, _mm512_maskz_mov_ps(in, g));
 	}
@@ -431,7 +437,10 @@ void sbv_sparsemax_bwd(float *ds, const float *p, const float *dp, int n)
 
 enum emode { E_ONE, E_TWO, E_GEN };
 
-static enum emode emode_of(float am1) { return am1 == 1.0f ? E_ONE : am1 == 0.5f ? E_TWO : E_GEN; }
+static enum emode emode_of(float am1)
+{
+	return am1 == 1.0f ? E_ONE : am1 == 0.5f ? E_TWO : E_GEN;
+}
 
 /* y = x (alpha-1) - max(x)(alpha-1), as in the portable entmax_y */
 static inline __m512 vy(const float *x, int i, __mmask16 k, __m512 am1, __m512 ym)
@@ -441,7 +450,7 @@ static inline __m512 vy(const float *x, int i, __mmask16 k, __m512 am1, __m512 y
 
 /* sum [y - tau]_+^e into u (u may be NULL); also sum of d^(e-1) in *s1 */
 static float esum(float *u, float *s1, const float *x, int n, __m512 am1, __m512 ym, float tau, enum emode mode,
-		  float e)
+                  float e)
 {
 	__m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), vt = set1(tau), ve = set1(e);
 	for (int i = 0; i < n; i += 16) {
@@ -471,7 +480,7 @@ static float esum(float *u, float *s1, const float *x, int n, __m512 am1, __m512
 /* Newton on (sum [y - tau]_+^e)^(1/e) - 1 from tau = -1 (see entmax_newton in
  * attn_norm.c); leaves u = [y - tau]_+^e in p. Returns passes. */
 static int newton(float *p, float *tau_out, float *Z, float *S1, const float *x, int n, float am1, float m,
-		  enum emode mode)
+                  enum emode mode)
 {
 	__m512 va = set1(am1), ym = set1(m * am1);
 	float e = 1.0f / am1, tau = -1.0f;
@@ -544,7 +553,7 @@ static int newton15(float *tau_out, const float *x, int n, float m)
 	return it;
 }
 
-void sbv_entmax(float *p, const float *x, int n, float am1, float *aux)
+void sbv_entmax(float *p, const float *x, int n, float am1, float *aux, float *ws)
 {
 	enum emode mode = emode_of(am1);
 	if (mode == E_ONE) {
@@ -556,6 +565,9 @@ void sbv_entmax(float *p, const float *x, int n, float am1, float *aux)
 	if (mode == E_TWO) {
 		it = newton15(&tau, x, n, m);
 		Z = esum(p, NULL, x, n, set1(0.5f), set1(m * 0.5f), tau, E_TWO, 2.0f);
+	} else if (ws) {
+		sbv_entmax_rows(p, x, 1, 0, n, am1, aux, ws);
+		return;
 	} else {
 		it = newton(p, &tau, &Z, &S1, x, n, am1, m, mode);
 	}
@@ -573,73 +585,175 @@ void sbv_entmax(float *p, const float *x, int n, float am1, float *aux)
 	aux[3] = (float)cnt;
 }
 
-/* Exact alpha-entmax (general alpha) for `rows` rows of stride `stride`, in
- * groups of four rows whose Newton iterations are interleaved: the rows are
- * independent, so one row's reductions and scalar step overlap the next row's
- * vector pass instead of stalling on them. Same iteration and results as
- * sbv_entmax row by row. */
-void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, float am1, float *aux)
+/* sum [y - tau]_+^e over a compressed array y[0..m) into u; *s1 = sum of d^(e-1) */
+static float esum_c(float *u, float *s1, const float *y, int m, float tau, __m512 ve)
+{
+	__m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), vt = set1(tau);
+	for (int i = 0; i < m; i += 16) {
+		__mmask16 k = tm(m, i), in;
+		__m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, y + i), vt);
+		__m512 v = vpowpos(d, ve, &in);
+		in &= k;
+		v = _mm512_maskz_mov_ps(in, v);
+		__m512 w = _mm512_maskz_mov_ps(in, vdiv(v, _mm512_mask_blend_ps(in, set1(1.0f), d)));
+		_mm512_storeu_ps(u + i, v);
+		a0 = _mm512_add_ps(a0, v);
+		a1 = _mm512_add_ps(a1, w);
+	}
+	*s1 = _mm512_reduce_add_ps(a1);
+	return _mm512_reduce_add_ps(a0);
+}
+
+/* Per-row state of the general-alpha Newton iteration on compressed candidates. */
+struct gstate {
+	const float *x;
+	float *p, *y, *u; /* y, u: candidates and their [y - tau]_+^e, n + 16 floats each */
+	uint32_t *km;     /* per block of x: candidate mask, then offset in y */
+	float tau, Z, m;
+	int n, nc, it, done;
+};
+
+/* Set up one row: max, the Jensen lower bound on tau, the candidate keys.
+ * For any set S of keys, (1/|S|) sum_S [y - tau]_+^e >= [mean_S y - tau]_+^e by
+ * convexity, and sum_S <= 1 at the root, so tau* >= mean_S y - |S|^-(alpha-1).
+ * S = {y > t} for t in {-1, -1/2, -1/4, -1/8} (and tau* >= -1 from the max key
+ * alone) gives tau0 <= tau*, from which Newton rises monotonically as before.
+ * Since tau never falls below tau0, keys with y <= tau0 stay outside the
+ * support: only the others are kept, compressed, for the Newton passes. */
+static void gsetup(struct gstate *g, float am1)
+{
+	const float *x = g->x;
+	int n = g->n;
+	g->m = vmax_row(x, n);
+	__m512 va = set1(am1), ym = set1(g->m * am1);
+	__m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+	int k0 = 0, k1 = 0, k2 = 0, k3 = 0;
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = tm(n, i);
+		__m512 y = vy(x, i, k, va, ym);
+		__mmask16 m0 = _mm512_cmp_ps_mask(y, set1(-1.0f), _CMP_GT_OQ);
+		__mmask16 m1 = _mm512_cmp_ps_mask(y, set1(-0.5f), _CMP_GT_OQ);
+		__mmask16 m2 = _mm512_cmp_ps_mask(y, set1(-0.25f), _CMP_GT_OQ);
+		__mmask16 m3 = _mm512_cmp_ps_mask(y, set1(-0.125f), _CMP_GT_OQ);
+		s0 = _mm512_mask_add_ps(s0, m0, s0, y);
+		s1 = _mm512_mask_add_ps(s1, m1, s1, y);
+		s2 = _mm512_mask_add_ps(s2, m2, s2, y);
+		s3 = _mm512_mask_add_ps(s3, m3, s3, y);
+		k0 += __builtin_popcount(m0);
+		k1 += __builtin_popcount(m1);
+		k2 += __builtin_popcount(m2);
+		k3 += __builtin_popcount(m3);
+	}
+	/* k0 >= k1 >= k2 >= k3 >= 1 (the max key has y = 0) */
+	__m512 kv = _mm512_set_ps(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, (float)k3, (float)k2, (float)k1, (float)k0);
+	float kp[16];
+	_mm512_storeu_ps(kp, vexp2(_mm512_mul_ps(set1(-am1), vlog2(kv)))); /* k^-(alpha-1) */
+	float b0 = _mm512_reduce_add_ps(s0) / (float)k0 - kp[0], b1 = _mm512_reduce_add_ps(s1) / (float)k1 - kp[1];
+	float b2 = _mm512_reduce_add_ps(s2) / (float)k2 - kp[2], b3 = _mm512_reduce_add_ps(s3) / (float)k3 - kp[3];
+	float t0 = -1.0f;
+	t0 = b0 > t0 ? b0 : t0;
+	t0 = b1 > t0 ? b1 : t0;
+	t0 = b2 > t0 ? b2 : t0;
+	t0 = b3 > t0 ? b3 : t0;
+	/* the bound carries float rounding: back off by a few ulps so it stays below tau* */
+	t0 -= 4.8e-7f * (1.0f + fabsf(t0));
+	t0 = t0 > -1.0f ? t0 : -1.0f;
+	g->tau = t0;
+	__m512 vt = set1(t0);
+	int c = 0;
+	for (int i = 0, b = 0; i < n; i += 16, b++) {
+		__mmask16 k = tm(n, i);
+		__m512 y = vy(x, i, k, va, ym);
+		__mmask16 cand = _mm512_mask_cmp_ps_mask(k, y, vt, _CMP_GT_OQ);
+		int cc = __builtin_popcount(cand);
+		_mm512_mask_storeu_ps(g->y + c, (__mmask16)((1u << cc) - 1u), _mm512_maskz_compress_ps(cand, y));
+		g->km[2 * b] = cand;
+		g->km[2 * b + 1] = (uint32_t)c;
+		c += cc;
+	}
+	g->nc = c;
+	g->it = 0;
+	g->done = 0;
+}
+
+/* write p from the candidates' u (zeros elsewhere), normalised; fill aux */
+static void gfinish(struct gstate *g, float *aux)
+{
+	int n = g->n, cnt = 0;
+	__m512 inv = set1(1.0f / g->Z);
+	for (int i = 0, b = 0; i < n; i += 16, b++) {
+		__mmask16 k = tm(n, i), cand = (__mmask16)g->km[2 * b];
+		__m512 v = _mm512_maskz_expand_ps(cand, _mm512_loadu_ps(g->u + g->km[2 * b + 1]));
+		v = _mm512_mul_ps(v, inv);
+		_mm512_mask_storeu_ps(g->p + i, k, v);
+		cnt += __builtin_popcount(_mm512_mask_cmp_ps_mask(k, v, _mm512_setzero_ps(), _CMP_GT_OQ));
+	}
+	aux[0] = g->tau;
+	aux[1] = g->m;
+	aux[2] = (float)g->it;
+	aux[3] = (float)cnt;
+}
+
+/* one Newton pass of one row; sets done when the step is within 2 ulps */
+static void gstep(struct gstate *g, float am1, __m512 ve)
+{
+	float s1, se = esum_c(g->u, &s1, g->y, g->nc, g->tau, ve);
+	g->Z = se;
+	g->it++;
+	float tn = g->tau + (se - spow(se, 1.0f - am1)) / s1;
+	if (!(tn - g->tau > 2.4e-7f * fabsf(g->tau)) || g->it >= 100)
+		g->done = 1;
+	else
+		g->tau = tn;
+}
+
+/* Exact alpha-entmax (general alpha) for `rows` rows of stride `stride`:
+ * Newton from the Jensen bound over the compressed candidates (gsetup), with
+ * four rows' iterations interleaved (the rows are independent, so one row's
+ * reductions and scalar step overlap the next row's vector pass). ws: 4 (2n +
+ * 3n/16 + 40) floats. */
+void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, float am1, float *aux, float *ws)
 {
 	enum emode mode = emode_of(am1);
 	if (mode != E_GEN) {
 		for (int r = 0; r < rows; r++)
-			sbv_entmax(p + r * stride, x + r * stride, n, am1, aux + 4 * r);
+			sbv_entmax(p + r * stride, x + r * stride, n, am1, aux + 4 * r, NULL);
 		return;
 	}
-	__m512 va = set1(am1);
-	float e = 1.0f / am1;
+	__m512 ve = set1(1.0f / am1);
+	int nb = (n + 15) / 16;
 	for (int r0 = 0; r0 < rows; r0 += 4) {
 		int G = rows - r0 < 4 ? rows - r0 : 4, active = G;
-		float tau[4], Z[4], m[4];
-		int it[4], done[4];
-		for (int g = 0; g < G; g++) {
-			m[g] = vmax_row(x + (r0 + g) * stride, n);
-			tau[g] = -1.0f;
-			done[g] = 0;
-			it[g] = 0;
+		struct gstate g[4];
+		for (int q = 0; q < G; q++) {
+			float *base = ws + (size_t)q * (2 * (size_t)n + 2 * (size_t)nb + 40);
+			g[q].x = x + (r0 + q) * stride;
+			g[q].p = p + (r0 + q) * stride;
+			g[q].n = n;
+			g[q].y = base;
+			g[q].u = base + n + 16;
+			g[q].km = (uint32_t *)(base + 2 * n + 32);
+			gsetup(&g[q], am1);
 		}
-		for (int k = 1; k <= 100 && active; k++)
-			for (int g = 0; g < G; g++) {
-				if (done[g])
-					continue;
-				const float *xr = x + (r0 + g) * stride;
-				float s1, se = esum(p + (r0 + g) * stride, &s1, xr, n, va, set1(m[g] * am1), tau[g], mode, e);
-				Z[g] = se;
-				it[g] = k;
-				float tn = tau[g] + (se - spow(se, 1.0f - am1)) / s1;
-				if (!(tn - tau[g] > 2.4e-7f * fabsf(tau[g]))) {
-					done[g] = 1;
-					active--;
-				} else {
-					tau[g] = tn;
+		while (active)
+			for (int q = 0; q < G; q++)
+				if (!g[q].done) {
+					gstep(&g[q], am1, ve);
+					active -= g[q].done;
 				}
-			}
-		for (int g = 0; g < G; g++) {
-			float *pr = p + (r0 + g) * stride, *ar = aux + 4 * (r0 + g);
-			__m512 inv = set1(1.0f / Z[g]);
-			int cnt = 0;
-			for (int i = 0; i < n; i += 16) {
-				__mmask16 km = tm(n, i);
-				__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(km, pr + i), inv);
-				_mm512_mask_storeu_ps(pr + i, km, v);
-				cnt += __builtin_popcount(_mm512_mask_cmp_ps_mask(km, v, _mm512_setzero_ps(), _CMP_GT_OQ));
-			}
-			ar[0] = tau[g];
-			ar[1] = m[g];
-			ar[2] = (float)it[g];
-			ar[3] = (float)cnt;
-		}
+		for (int q = 0; q < G; q++)
+			gfinish(&g[q], aux + 4 * (r0 + q));
 	}
 }
 
 /* q = d^(e-1) (up to the forward's 1/Z): 1 on the support for e = 1, p/d otherwise */
 /* ws: 2n floats */
-double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m, int n,
-		      float am1, int want_alpha, float *ws)
+double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m, int n, float am1,
+                      int want_alpha, float *ws)
 {
 	enum emode mode = emode_of(am1);
-	__m512 va = set1(am1), ym = set1(m * am1), vt = set1(tau), aq = _mm512_setzero_ps(),
-	       aqd = _mm512_setzero_ps(), ah = _mm512_setzero_ps();
+	__m512 va = set1(am1), ym = set1(m * am1), vt = set1(tau), aq = _mm512_setzero_ps(), aqd = _mm512_setzero_ps(),
+	       ah = _mm512_setzero_ps();
 	for (int i = 0; i < n; i += 16) {
 		__mmask16 k = tm(n, i);
 		__m512 pv = _mm512_maskz_loadu_ps(k, p + i), q;
@@ -670,8 +784,8 @@ double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x
 		if (want_alpha) { /* dp_i/dalpha = e (e (p - yq) - (p log p - yq ent)), yq = q/Q */
 			__m512 pv = _mm512_maskz_loadu_ps(k, p + i), plp = _mm512_maskz_loadu_ps(k, ws + n + i);
 			__m512 yq = _mm512_mul_ps(q, vQ);
-			__m512 t = _mm512_sub_ps(_mm512_mul_ps(ve, _mm512_sub_ps(pv, yq)),
-						 _mm512_fnmadd_ps(yq, vent, plp));
+			__m512 t =
+			    _mm512_sub_ps(_mm512_mul_ps(ve, _mm512_sub_ps(pv, yq)), _mm512_fnmadd_ps(yq, vent, plp));
 			acc = _mm512_fmadd_ps(g, t, acc);
 		}
 		_mm512_mask_storeu_ps(ds + i, k, _mm512_mul_ps(q, _mm512_sub_ps(g, c)));
@@ -681,55 +795,72 @@ double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x
 
 /* --------------------------------------------------- the study's bisection */
 
-/* first index of the min (want_max = 0) or max of y = x am1 - ym */
-static int arg_ext(const float *x, int n, __m512 am1, __m512 ym, int want_max, float *val)
+/* first indices of the min and the max of y = x am1 - ym */
+static void arg_minmax(const float *x, int n, __m512 am1, __m512 ym, int *amin, int *amax, float *ymin)
 {
-	__m512 best = set1(want_max ? -INFINITY : INFINITY);
+	__m512 lo = set1(INFINITY), hi = set1(-INFINITY);
 	for (int i = 0; i < n; i += 16) {
 		__mmask16 k = tm(n, i);
 		__m512 y = vy(x, i, k, am1, ym);
-		best = want_max ? _mm512_mask_max_ps(best, k, best, y) : _mm512_mask_min_ps(best, k, best, y);
+		lo = _mm512_mask_min_ps(lo, k, lo, y);
+		hi = _mm512_mask_max_ps(hi, k, hi, y);
 	}
-	float b = want_max ? _mm512_reduce_max_ps(best) : _mm512_reduce_min_ps(best);
-	*val = b;
-	for (int i = 0; i < n; i += 16) {
+	float vlo = _mm512_reduce_min_ps(lo), vhi = _mm512_reduce_max_ps(hi);
+	*ymin = vlo;
+	*amin = *amax = -1;
+	for (int i = 0; i < n && (*amin < 0 || *amax < 0); i += 16) {
 		__mmask16 k = tm(n, i);
-		__mmask16 eq = _mm512_mask_cmp_ps_mask(k, vy(x, i, k, am1, ym), set1(b), _CMP_EQ_OQ);
-		if (eq)
-			return i + __builtin_ctz(eq);
+		__m512 y = vy(x, i, k, am1, ym);
+		__mmask16 elo = _mm512_mask_cmp_ps_mask(k, y, set1(vlo), _CMP_EQ_OQ);
+		__mmask16 ehi = _mm512_mask_cmp_ps_mask(k, y, set1(vhi), _CMP_EQ_OQ);
+		if (*amin < 0 && elo)
+			*amin = i + __builtin_ctz(elo);
+		if (*amax < 0 && ehi)
+			*amax = i + __builtin_ctz(ehi);
 	}
-	return 0;
+	if (*amin < 0) /* not reached: y of a finite row */
+		*amin = 0;
+	if (*amax < 0)
+		*amax = 0;
 }
 
-void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *aux)
+void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *aux, float *ws)
 {
 	enum emode mode = emode_of(am1);
 	float e = 1.0f / am1, m = vmax_row(x, n), ymin;
 	__m512 va = set1(am1), ym = set1(m * am1);
-	arg_ext(x, n, va, ym, 0, &ymin);
-	float lo = ymin - 1.0f, c = powf((float)(1.0 / (double)dfull), am1), hi = 0.0f - c;
+	int amin, amax;
+	arg_minmax(x, n, va, ym, &amin, &amax, &ymin);
+	float lo = ymin - 1.0f, c = spow((float)(1.0 / (double)dfull), am1), hi = 0.0f - c;
 	/* the exact root and the slope of sum p there */
 	float tstar, Z, S1;
-	newton(p, &tstar, &Z, &S1, x, n, am1, m, mode);
+	if (mode == E_GEN && ws) { /* the compressed Newton of the exact entmax */
+		struct gstate g = {
+		    .x = x, .p = p, .n = n, .y = ws, .u = ws + n + 16, .km = (uint32_t *)(ws + 2 * n + 32)};
+		gsetup(&g, am1);
+		__m512 ve = set1(e);
+		while (!g.done)
+			gstep(&g, am1, ve);
+		float s1;
+		Z = esum_c(g.u, &s1, g.y, g.nc, g.tau, ve);
+		tstar = g.tau;
+		S1 = s1;
+	} else {
+		newton(p, &tstar, &Z, &S1, x, n, am1, m, mode);
+	}
 	float slope = e * S1; /* -d(sum p)/dtau at tau* */
 	float delta = 2.0f * (float)n * FLT_EPSILON * (Z > 1 ? Z : 1) / (slope > 0 ? slope : FLT_MIN) +
-		      8.0f * FLT_EPSILON * (1.0f + fabsf(tstar));
+	              8.0f * FLT_EPSILON * (1.0f + fabsf(tstar));
 	unsigned bits = 0;
+	float dlo = tstar - delta, dhi = tstar + delta;
 	for (int t = 0; t < 18; t++) {
 		float tau = (lo + hi) / 2.0f;
-		int ge;
-		if (tau < tstar - delta)
-			ge = 1;
-		else if (tau > tstar + delta)
-			ge = 0;
-		else
+		int ge = tau < tstar; /* branch-free: the decisions are coin flips */
+		if (__builtin_expect(tau >= dlo && tau <= dhi, 0))
 			ge = esum(NULL, NULL, x, n, va, ym, tau, mode, e) - 1.0f >= 0.0f;
-		if (ge) {
-			lo = tau;
-			bits |= 1u << t;
-		} else {
-			hi = tau;
-		}
+		lo = ge ? tau : lo;
+		hi = ge ? hi : tau;
+		bits |= (unsigned)ge << t;
 	}
 	float z = esum(p, NULL, x, n, va, ym, hi, mode, e) + 1e-12f;
 	__m512 vz = set1(z);
@@ -748,15 +879,17 @@ void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *
 
 /* gradient of the unrolled graph (derivation: kb_unrolled in attn_norm.c);
  * ws: 2n floats */
-double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float *aux, int n, int dfull,
-			float am1, int want_alpha, float *ws)
+double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float *aux, int n, int dfull, float am1,
+                        int want_alpha, float *ws)
 {
 	enum emode mode = emode_of(am1);
-	float hi = aux[0], e = 1.0f / am1, m = vmax_row(x, n), ymin, ymax;
+	float hi = aux[0], e = 1.0f / am1, m = vmax_row(x, n), ymin;
 	unsigned bits = (unsigned)aux[2];
 	__m512 va = set1(am1), ym = set1(m * am1), vhi = set1(hi), ve = set1(e);
-	int amin = arg_ext(x, n, va, ym, 0, &ymin), amax = arg_ext(x, n, va, ym, 1, &ymax);
-	float c = powf((float)(1.0 / (double)dfull), am1);
+	int amin, amax;
+	arg_minmax(x, n, va, ym, &amin, &amax, &ymin);
+	int need_log = want_alpha || mode == E_GEN;
+	float c = spow((float)(1.0 / (double)dfull), am1);
 	float *u = ws, *ld = ws + n;
 	__m512 az = _mm512_setzero_ps(), ap = _mm512_setzero_ps();
 	for (int i = 0; i < n; i += 16) {
@@ -764,7 +897,7 @@ double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float 
 		__m512 d = _mm512_sub_ps(vy(x, i, k, va, ym), vhi), v;
 		__mmask16 in = _mm512_cmp_ps_mask(d, set1(FLT_MIN), _CMP_GT_OQ);
 		__m512 dc = _mm512_mask_blend_ps(in, set1(1.0f), d);
-		__m512 l = vlog(dc);
+		__m512 l = need_log ? vlog(dc) : _mm512_setzero_ps();
 		if (mode == E_ONE)
 			v = _mm512_maskz_mov_ps(in, d);
 		else if (mode == E_TWO)
@@ -783,10 +916,10 @@ double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float 
 		__mmask16 k = tm(n, i);
 		__m512 d = _mm512_sub_ps(vy(x, i, k, va, ym), vhi), v = _mm512_maskz_loadu_ps(k, u + i);
 		__mmask16 in = _mm512_cmp_ps_mask(d, set1(FLT_MIN), _CMP_GT_OQ) &
-			       _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
+		               _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
 		__m512 dv = _mm512_div_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), vP), vz);
 		__m512 dd = _mm512_maskz_div_ps(in, _mm512_mul_ps(_mm512_mul_ps(dv, ve), v),
-						_mm512_mask_blend_ps(in, set1(1.0f), d));
+		                                _mm512_mask_blend_ps(in, set1(1.0f), d));
 		_mm512_mask_storeu_ps(ds + i, k, dd);
 		a1 = _mm512_add_ps(a1, dd);
 		a2 = _mm512_fmadd_ps(_mm512_maskz_mul_ps(in, dv, v), _mm512_maskz_loadu_ps(k, ld + i), a2);

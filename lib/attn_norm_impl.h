@@ -24,19 +24,21 @@ void sbv_softmax_bwd(float *ds, const float *p, const float *dp, int n);
 void sbv_topk(float *p, const float *x, int n, int k, int largest, int32_t *kws, float *aux);
 void sbv_sparsemax(float *p, const float *x, int n, float *aux);
 void sbv_sparsemax_bwd(float *ds, const float *p, const float *dp, int n);
-/* exact alpha-entmax, am1 = alpha - 1 in [0.05, 1] */
-void sbv_entmax(float *p, const float *x, int n, float am1, float *aux);
+/* exact alpha-entmax, am1 = alpha - 1 in [0.05, 1]; ws (may be NULL):
+ * SBV_ENTMAX_WS(n) floats of scratch for the general-alpha path */
+void sbv_entmax(float *p, const float *x, int n, float am1, float *aux, float *ws);
+#define SBV_ENTMAX_WS(n) (4 * (2 * (size_t)(n) + 2 * (((size_t)(n) + 15) / 16) + 40))
 /* the same for rows x + r stride, r < rows (all finite, length n), several at once;
  * aux: 4 floats per row */
-void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, float am1, float *aux);
+void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, float am1, float *aux, float *ws);
 /* returns d loss / d alpha of the row (0 unless want_alpha); tau = aux[0] and
  * m = aux[1] of the forward */
-double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m,
-		      int n, float am1, int want_alpha, float *ws);
-/* the study's 18-iteration bisection; dfull = T */
-void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *aux);
-double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float *aux, int n, int dfull,
-			float am1, int want_alpha, float *ws);
+double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m, int n, float am1,
+                      int want_alpha, float *ws);
+/* the study's 18-iteration bisection; dfull = T; ws as for sbv_entmax */
+void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *aux, float *ws);
+double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float *aux, int n, int dfull, float am1,
+                        int want_alpha, float *ws);
 #endif
 
 #endif

@@ -19,8 +19,8 @@
 
 struct refrow {
 	int n, nv, npads, argmin, bad;
-	int *idx;   /* effective valid key j -> original position */
-	double *z;  /* effective scores */
+	int *idx;  /* effective valid key j -> original position */
+	double *z; /* effective scores */
 };
 
 /* effective row: finite valid scores in order, then (margin) the pads */
@@ -280,8 +280,8 @@ static double ref_am1(const struct sb_norm *nm, double alpha)
 }
 
 /* forward on the effective row z[0..n) */
-static void ref_row_forward(const struct sb_norm *nm, double *p, const double *z, int n, int T,
-			    int n_valid, double alpha, int *keep)
+static void ref_row_forward(const struct sb_norm *nm, double *p, const double *z, int n, int T, int n_valid,
+                            double alpha, int *keep)
 {
 	switch (nm->kind) {
 	case SB_NORM_SOFTMAX:
@@ -321,8 +321,8 @@ static int ref_check(const struct sb_norm *nm, int rows, int T, int n_valid, str
 	return 0;
 }
 
-int sb_norm_forward_ref_f64(const struct sb_norm *nm, double *p, const double *s, int rows, int T,
-			    int n_valid, double alpha, struct sb_err *err)
+int sb_norm_forward_ref_f64(const struct sb_norm *nm, double *p, const double *s, int rows, int T, int n_valid,
+                            double alpha, struct sb_err *err)
 {
 	SB_TRY(ref_check(nm, rows, T, n_valid, err));
 	struct refrow r;
@@ -358,8 +358,7 @@ int sb_norm_forward_ref_f64(const struct sb_norm *nm, double *p, const double *s
 }
 
 /* Gradient of the unrolled graph (see kb_unrolled in attn_norm.c for the derivation). */
-static double unrolled_grad_ref(double *de, const double *g, const double *z, int n, int dfull,
-				double am1)
+static double unrolled_grad_ref(double *de, const double *g, const double *z, int n, int dfull, double am1)
 {
 	double *p = malloc((size_t)n * sizeof *p), *y = malloc((size_t)n * sizeof *y);
 	struct unr st;
@@ -401,9 +400,8 @@ static double unrolled_grad_ref(double *de, const double *g, const double *z, in
 	return da;
 }
 
-int sb_norm_backward_ref_f64(const struct sb_norm *nm, double *ds, double *dalpha, const double *dp,
-			     const double *s, int rows, int T, int n_valid, double alpha,
-			     struct sb_err *err)
+int sb_norm_backward_ref_f64(const struct sb_norm *nm, double *ds, double *dalpha, const double *dp, const double *s,
+                             int rows, int T, int n_valid, double alpha, struct sb_err *err)
 {
 	SB_TRY(ref_check(nm, rows, T, n_valid, err));
 	struct refrow r;
@@ -433,8 +431,7 @@ int sb_norm_backward_ref_f64(const struct sb_norm *nm, double *ds, double *dalph
 		for (int j = 0; j < n; j++)
 			ge[j] = gr[ref_pos(&r, j, n_valid)];
 		ref_row_forward(nm, pe, r.z, n, T, n_valid, alpha, keep);
-		if (nm->kind == SB_NORM_SOFTMAX || nm->kind == SB_NORM_TOPK ||
-		    nm->kind == SB_NORM_BOTTOMK) {
+		if (nm->kind == SB_NORM_SOFTMAX || nm->kind == SB_NORM_TOPK || nm->kind == SB_NORM_BOTTOMK) {
 			/* p = softmax over the kept keys: ds = p (dp - <p, dp>) */
 			double dot = 0;
 			for (int j = 0; j < n; j++)

@@ -25,7 +25,10 @@
 
 #define VW 16
 
-static inline int vw_round_up(int n) { return (n + VW - 1) / VW * VW; }
+static inline int vw_round_up(int n)
+{
+	return (n + VW - 1) / VW * VW;
+}
 
 static inline float f_from_bits(int32_t i)
 {
@@ -51,7 +54,7 @@ static inline float exp_f(float x)
 	float xc = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
 	float t = xc * 1.44269504088896341f + 12582912.0f; /* 1.5*2^23: round to integer */
 	float n = t - 12582912.0f;
-	float r = xc - n * 0.693359375f;     /* ln2 high part, 9 bits: n*hi is exact */
+	float r = xc - n * 0.693359375f;      /* ln2 high part, 9 bits: n*hi is exact */
 	r = r - n * -2.12194440054690583e-4f; /* ln2 low part */
 	float q = 1.0f / 5040.0f;
 	q = q * r + 1.0f / 720.0f;

@@ -80,32 +80,32 @@ struct sb_backend_ops {
 	/* out[B, L, Ch*p*p] = patches of images u8[.., Ch, H, W] selected by idx[B],
 	 * /255, cropped to a multiple of p; patches row-major, each (channel, row, col) */
 	void (*patchify)(struct sb_ctx *ctx, float *out, const uint8_t *images, const uint32_t *idx, int B, int Ch,
-			 int H, int W, int p);
+	                 int H, int W, int p);
 	/* ids[B, L] = tokens[idx[b]], nvalid[B] = 1 + len[idx[b]] (CLS counts) */
 	void (*gather_tokens)(struct sb_ctx *ctx, int32_t *ids, int32_t *nvalid, const int32_t *tokens,
-			      const int32_t *len, const uint32_t *idx, int B, int L);
+	                      const int32_t *len, const uint32_t *idx, int B, int L);
 	/* out[b] = src[idx[b]] (labels) */
 	void (*gather_i32)(struct sb_ctx *ctx, int32_t *out, const int32_t *src, const uint32_t *idx, int B);
 	/* out[n, d] = table[ids[i]] */
 	void (*embedding_forward)(struct sb_ctx *ctx, float *out, const int32_t *ids, const float *table, int n, int d);
 	/* dtable[ids[i]] += dout[i] for ids[i] != 0 (padding row never updated), in index order */
 	void (*embedding_backward)(struct sb_ctx *ctx, float *dtable, const float *dout, const int32_t *ids, int n,
-				   int d);
+	                           int d);
 	/* x[b, 0] = cls + pos[0]; x[b, t] = emb[b, t-1] + pos[t] (t = 1..T-1) */
 	void (*assemble_forward)(struct sb_ctx *ctx, float *x, const float *emb, const float *cls, const float *pos,
-				 int B, int T, int d);
+	                         int B, int T, int d);
 	/* demb = dx[:, 1:]; dcls += sum_b dx[b, 0]; dpos += sum_b dx[b] */
 	void (*assemble_backward)(struct sb_ctx *ctx, float *demb, float *dcls, float *dpos, const float *dx, int B,
-				  int T, int d);
+	                          int T, int d);
 
 	/* ---- dense ---- */
 	/* out[M, N] = inp[M, K] w[N, K]^T + bias[N] (bias may be NULL) */
 	void (*matmul_forward)(struct sb_ctx *ctx, float *out, const float *inp, const float *w, const float *bias,
-			       int M, int K, int N);
+	                       int M, int K, int N);
 	/* dinp[M, K] (= or += when accumulate; NULL to skip) = dout w; dw[N, K] += dout^T inp;
 	 * dbias[N] += column sums of dout (NULL to skip) */
 	void (*matmul_backward)(struct sb_ctx *ctx, float *dinp, float *dw, float *dbias, const float *dout,
-				const float *inp, const float *w, int M, int K, int N, int accumulate);
+	                        const float *inp, const float *w, int M, int K, int N, int accumulate);
 	/* out[b, :] = x[b, 0, :] (the CLS rows) */
 	void (*gather_cls)(struct sb_ctx *ctx, float *out, const float *x, int B, int T, int d);
 	/* dx[b, 0, :] = dcls[b, :], other rows 0 */
@@ -114,20 +114,20 @@ struct sb_backend_ops {
 	/* ---- normalisation and activations ---- */
 	/* r = x + drop(y) (y may be NULL: r = x); out = LN(r) with w, b, eps 1e-5;
 	 * saves r, mean, rstd and the dropout mask (when drop->p > 0) */
-	void (*residual_ln_forward)(struct sb_ctx *ctx, float *out, float *r, float *mean, float *rstd,
-				    uint8_t *mask, const float *x, const float *y, const float *w, const float *b,
-				    const struct sb_dropout *drop, int M, int d);
+	void (*residual_ln_forward)(struct sb_ctx *ctx, float *out, float *r, float *mean, float *rstd, uint8_t *mask,
+	                            const float *x, const float *y, const float *w, const float *b,
+	                            const struct sb_dropout *drop, int M, int d);
 	/* dr = LN backward of dout (written to dx); dy = drop backward of dr (NULL to skip);
 	 * dw, db += */
 	void (*residual_ln_backward)(struct sb_ctx *ctx, float *dx, float *dy, float *dw, float *db, const float *dout,
-				     const float *r, const float *mean, const float *rstd, const uint8_t *mask,
-				     const float *w, float p, int M, int d);
+	                             const float *r, const float *mean, const float *rstd, const uint8_t *mask,
+	                             const float *w, float p, int M, int d);
 	/* out = drop(gelu(inp)), gelu exact (erf); saves the mask */
 	void (*gelu_forward)(struct sb_ctx *ctx, float *out, uint8_t *mask, const float *inp,
-			     const struct sb_dropout *drop, size_t n);
+	                     const struct sb_dropout *drop, size_t n);
 	/* dinp = gelu'(inp) * drop backward (dout) */
 	void (*gelu_backward)(struct sb_ctx *ctx, float *dinp, const float *dout, const float *inp, const uint8_t *mask,
-			      float p, size_t n);
+	                      float p, size_t n);
 
 	/* ---- attention ---- */
 	/* qkv[B, T, 3d] (q | k | v, head h at columns h*hd..), scores S = q k^T / sqrt(hd),
@@ -135,16 +135,15 @@ struct sb_backend_ops {
 	 * nvalid is NULL) and alpha = alpha[h] (when alpha is not NULL, else nm->alpha);
 	 * out[B, T, d] = P v. Saves S, P [B, NH, T, T] and aux [B, NH, T, SB_NORM_AUX]. */
 	int (*attention_forward)(struct sb_ctx *ctx, float *out, float *S, float *P, float *aux, const float *qkv,
-				 const int32_t *nvalid, const float *alpha, const struct sb_norm *nm, int B, int T,
-				 int d, int NH, struct sb_err *err);
+	                         const int32_t *nvalid, const float *alpha, const struct sb_norm *nm, int B, int T,
+	                         int d, int NH, struct sb_err *err);
 	/* dqkv = gradient of out wrt qkv; dalpha[h] += d loss / d alpha_h (NULL to skip) */
-	void (*attention_backward)(struct sb_ctx *ctx, float *dqkv, float *dalpha, const float *dout,
-				   const float *qkv, const float *S, const float *P, const float *aux,
-				   const int32_t *nvalid, const float *alpha, const struct sb_norm *nm, int B, int T,
-				   int d, int NH);
+	void (*attention_backward)(struct sb_ctx *ctx, float *dqkv, float *dalpha, const float *dout, const float *qkv,
+	                           const float *S, const float *P, const float *aux, const int32_t *nvalid,
+	                           const float *alpha, const struct sb_norm *nm, int B, int T, int d, int NH);
 	/* statistics of P (evaluation) accumulated into st in block order */
 	void (*attention_stats)(struct sb_ctx *ctx, struct sb_attn_stats *st, const float *P, const int32_t *nvalid,
-				int B, int NH, int T);
+	                        int B, int NH, int T);
 	/* alpha[i] = 1.05 + 0.90 sigmoid(raw[i]) */
 	void (*hae_alpha)(struct sb_ctx *ctx, float *alpha, const float *raw, int n);
 	/* draw[i] += dalpha[i] * 0.90 sigmoid'(raw[i]) */
@@ -156,19 +155,19 @@ struct sb_backend_ops {
 	 * valid[b, t] = t < nvalid[b] - 1 (all when nvalid is NULL). out may not alias x.
 	 * Saves y, z [B, L, d], mean, rstd [B, L]. cw is PyTorch's [d, 1, k(, k)] */
 	void (*localmix_forward)(struct sb_ctx *ctx, float *out, float *y, float *z, float *mean, float *rstd,
-				 const float *x, const int32_t *nvalid, const float *lnw, const float *lnb,
-				 const float *cw, const float *cb, const float *scale, int B, int T, int d, int G);
+	                         const float *x, const int32_t *nvalid, const float *lnw, const float *lnb,
+	                         const float *cw, const float *cb, const float *scale, int B, int T, int d, int G);
 	/* dx = gradient wrt x (all rows); parameter gradients += */
 	void (*localmix_backward)(struct sb_ctx *ctx, float *dx, float *dlnw, float *dlnb, float *dcw, float *dcb,
-				  float *dscale, const float *dout, const float *x, const float *y, const float *z,
-				  const float *mean, const float *rstd, const int32_t *nvalid, const float *lnw,
-				  const float *cw, const float *scale, int B, int T, int d, int G);
+	                          float *dscale, const float *dout, const float *x, const float *y, const float *z,
+	                          const float *mean, const float *rstd, const int32_t *nvalid, const float *lnw,
+	                          const float *cw, const float *scale, int B, int T, int d, int G);
 
 	/* ---- loss ---- */
 	/* losses[b] = -log softmax(logits[b])[labels[b]]; pred[b] = argmax (lowest index on
 	 * ties; NULL to skip); dlogits (NULL to skip) = (softmax - onehot) * dscale */
 	void (*cross_entropy)(struct sb_ctx *ctx, float *losses, int32_t *pred, float *dlogits, const float *logits,
-			      const int32_t *labels, int B, int C, float dscale);
+	                      const int32_t *labels, int B, int C, float dscale);
 
 	/* ---- optimiser (main context; may use every worker) ---- */
 	/* dst[i] = sum over s (in order) of src[s * stride + i]; when dst aliases src
@@ -181,7 +180,7 @@ struct sb_backend_ops {
 	 * p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 	 * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps) */
 	void (*adamw)(struct sb_ctx *ctx, float *p, float *m, float *v, const float *g, size_t n, float lr, float b1,
-		      float b2, float eps, float wd, int64_t t);
+	              float b2, float eps, float wd, int64_t t);
 };
 
 struct sb_backend {
@@ -202,18 +201,24 @@ void sb_backend_close(struct sb_backend *be);
 int sb_backend_cpu_open(int threads, struct sb_backend **out, struct sb_err *err);
 /* The CUDA backend (lib/cuda/, CUDA=1 builds): a weak reference, NULL when not linked. */
 int sb_backend_cuda_open(const char *device, int threads, struct sb_backend **out, struct sb_err *err)
-	__attribute__((weak));
+    __attribute__((weak));
 /* Bytes currently allocated through the CPU backend, and their peak. */
 size_t sb_cpu_bytes_peak(struct sb_backend *be);
 
 /* Convenience wrappers. */
-static inline void *sb_be_alloc(struct sb_backend *be, size_t bytes) { return be->ops->alloc(be, bytes); }
+static inline void *sb_be_alloc(struct sb_backend *be, size_t bytes)
+{
+	return be->ops->alloc(be, bytes);
+}
 static inline void sb_be_free(struct sb_backend *be, void *p)
 {
 	if (p)
 		be->ops->free(be, p);
 }
-static inline struct sb_ctx *sb_be_main(struct sb_backend *be) { return be->ops->main_ctx(be); }
+static inline struct sb_ctx *sb_be_main(struct sb_backend *be)
+{
+	return be->ops->main_ctx(be);
+}
 
 /* Fast GELU pieces exposed for tests: Phi(x) = P(X <= x) for a standard normal,
  * computed with the CPU backend's vectorisable erfc (|rel err| ~ 1e-7). */

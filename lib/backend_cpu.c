@@ -31,11 +31,17 @@
  * after each run. */
 #if defined(__SSE__) || defined(__x86_64__)
 #include <xmmintrin.h>
-#define FTZ_ON() unsigned sb_csr_ = _mm_getcsr(); _mm_setcsr(sb_csr_ | 0x8040u)
+#define FTZ_ON()                                                                                                       \
+	unsigned sb_csr_ = _mm_getcsr();                                                                               \
+	_mm_setcsr(sb_csr_ | 0x8040u)
 #define FTZ_OFF() _mm_setcsr(sb_csr_)
 #else
-#define FTZ_ON() do { } while (0)
-#define FTZ_OFF() do { } while (0)
+#define FTZ_ON()                                                                                                       \
+	do {                                                                                                           \
+	} while (0)
+#define FTZ_OFF()                                                                                                      \
+	do {                                                                                                           \
+	} while (0)
 #endif
 
 struct pool {
@@ -168,7 +174,10 @@ static int chunk_task(struct sb_ctx *ctx, int worker, int t, void *p, struct sb_
 
 #define CHUNK ((size_t)1 << 15)
 
-static int nchunks(size_t n) { return (int)((n + CHUNK - 1) / CHUNK); }
+static int nchunks(size_t n)
+{
+	return (int)((n + CHUNK - 1) / CHUNK);
+}
 
 static void par_chunks(struct sb_ctx *ctx, size_t n, void (*fn)(void *, size_t, size_t, int), void *arg)
 {
@@ -248,7 +257,10 @@ static struct sb_ctx *cpu_main_ctx(struct sb_backend *be)
 	return &im->pool->ctx[0];
 }
 
-static void cpu_zero(struct sb_ctx *ctx, void *p, size_t bytes) { memset(p, 0, bytes); }
+static void cpu_zero(struct sb_ctx *ctx, void *p, size_t bytes)
+{
+	memset(p, 0, bytes);
+}
 static void cpu_copy_dev(struct sb_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
 	if (bytes)
@@ -282,7 +294,7 @@ static void u8_table_init(void)
 }
 
 static void cpu_patchify(struct sb_ctx *ctx, float *out, const uint8_t *images, const uint32_t *idx, int B, int Ch,
-			 int H, int W, int p)
+                         int H, int W, int p)
 {
 	int gh = H / p, gw = W / p, P = Ch * p * p;
 	size_t img = (size_t)Ch * H * W;
@@ -293,7 +305,8 @@ static void cpu_patchify(struct sb_ctx *ctx, float *out, const uint8_t *images, 
 				float *o = out + ((size_t)b * gh * gw + (size_t)pr * gw + pc) * P;
 				for (int c = 0; c < Ch; c++)
 					for (int i = 0; i < p; i++) {
-						const uint8_t *row = im + (size_t)c * H * W + (size_t)(pr * p + i) * W + pc * p;
+						const uint8_t *row =
+						    im + (size_t)c * H * W + (size_t)(pr * p + i) * W + pc * p;
 						for (int j = 0; j < p; j++)
 							*o++ = u8_unit[row[j]];
 					}
@@ -302,7 +315,7 @@ static void cpu_patchify(struct sb_ctx *ctx, float *out, const uint8_t *images, 
 }
 
 static void cpu_gather_tokens(struct sb_ctx *ctx, int32_t *ids, int32_t *nvalid, const int32_t *tokens,
-			      const int32_t *len, const uint32_t *idx, int B, int L)
+                              const int32_t *len, const uint32_t *idx, int B, int L)
 {
 	for (int b = 0; b < B; b++) {
 		memcpy(ids + (size_t)b * L, tokens + (size_t)idx[b] * L, (size_t)L * sizeof *ids);
@@ -317,15 +330,14 @@ static void cpu_gather_i32(struct sb_ctx *ctx, int32_t *out, const int32_t *src,
 		out[b] = src[idx[b]];
 }
 
-static void cpu_embedding_forward(struct sb_ctx *ctx, float *out, const int32_t *ids, const float *table, int n,
-				  int d)
+static void cpu_embedding_forward(struct sb_ctx *ctx, float *out, const int32_t *ids, const float *table, int n, int d)
 {
 	for (int i = 0; i < n; i++)
 		memcpy(out + (size_t)i * d, table + (size_t)ids[i] * d, (size_t)d * sizeof *out);
 }
 
 static void cpu_embedding_backward(struct sb_ctx *ctx, float *dtable, const float *dout, const int32_t *ids, int n,
-				   int d)
+                                   int d)
 {
 	for (int i = 0; i < n; i++) {
 		if (ids[i] == 0)
@@ -338,7 +350,7 @@ static void cpu_embedding_backward(struct sb_ctx *ctx, float *dtable, const floa
 }
 
 static void cpu_assemble_forward(struct sb_ctx *ctx, float *x, const float *emb, const float *cls, const float *pos,
-				 int B, int T, int d)
+                                 int B, int T, int d)
 {
 	for (int b = 0; b < B; b++) {
 		float *xb = x + (size_t)b * T * d;
@@ -355,7 +367,7 @@ static void cpu_assemble_forward(struct sb_ctx *ctx, float *x, const float *emb,
 }
 
 static void cpu_assemble_backward(struct sb_ctx *ctx, float *demb, float *dcls, float *dpos, const float *dx, int B,
-				  int T, int d)
+                                  int T, int d)
 {
 	for (int b = 0; b < B; b++) {
 		const float *g = dx + (size_t)b * T * d;
@@ -440,14 +452,16 @@ void sb_cpu_dropout_mask(uint8_t *mask, size_t n, const struct sb_dropout *dr)
 			__m512i p0e = _mm512_mul_epu32(c0, M0), p0o = _mm512_mul_epu32(_mm512_srli_epi64(c0, 32), M0);
 			__m512i p1e = _mm512_mul_epu32(c2, M1), p1o = _mm512_mul_epu32(_mm512_srli_epi64(c2, 32), M1);
 			/* hi and lo words back into 32-bit lanes */
-			__m512i hi0 = _mm512_or_si512(_mm512_srli_epi64(p0e, 32),
-						      _mm512_and_si512(p0o, _mm512_set1_epi64((long long)0xFFFFFFFF00000000ull)));
+			__m512i hi0 =
+			    _mm512_or_si512(_mm512_srli_epi64(p0e, 32),
+			                    _mm512_and_si512(p0o, _mm512_set1_epi64((long long)0xFFFFFFFF00000000ull)));
 			__m512i lo0 = _mm512_or_si512(_mm512_and_si512(p0e, _mm512_set1_epi64(0xFFFFFFFFll)),
-						      _mm512_slli_epi64(p0o, 32));
-			__m512i hi1 = _mm512_or_si512(_mm512_srli_epi64(p1e, 32),
-						      _mm512_and_si512(p1o, _mm512_set1_epi64((long long)0xFFFFFFFF00000000ull)));
+			                              _mm512_slli_epi64(p0o, 32));
+			__m512i hi1 =
+			    _mm512_or_si512(_mm512_srli_epi64(p1e, 32),
+			                    _mm512_and_si512(p1o, _mm512_set1_epi64((long long)0xFFFFFFFF00000000ull)));
 			__m512i lo1 = _mm512_or_si512(_mm512_and_si512(p1e, _mm512_set1_epi64(0xFFFFFFFFll)),
-						      _mm512_slli_epi64(p1o, 32));
+			                              _mm512_slli_epi64(p1o, 32));
 			__m512i n0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32((int)k0));
 			__m512i n2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32((int)k1));
 			c0 = n0;
@@ -455,15 +469,27 @@ void sb_cpu_dropout_mask(uint8_t *mask, size_t n, const struct sb_dropout *dr)
 			c2 = n2;
 			c3 = lo0;
 		}
+		uint8_t *m = mask + (i - i0);
+#if defined(__AVX512BW__) && defined(__BMI2__)
+		/* element 4 l + q of the chunk is word q of lane l: interleave the four lane masks */
+		const __m512i tv = _mm512_set1_epi32((int)thr);
+		uint64_t k0m = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(c0, 8), tv);
+		uint64_t k1m = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(c1, 8), tv);
+		uint64_t k2m = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(c2, 8), tv);
+		uint64_t k3m = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(c3, 8), tv);
+		uint64_t bits = _pdep_u64(k0m, 0x1111111111111111ull) | _pdep_u64(k1m, 0x2222222222222222ull) |
+		                _pdep_u64(k2m, 0x4444444444444444ull) | _pdep_u64(k3m, 0x8888888888888888ull);
+		_mm512_storeu_si512(m, _mm512_maskz_set1_epi8(bits, 1));
+#else
 		uint32_t w[4][16];
 		_mm512_storeu_si512(w[0], c0);
 		_mm512_storeu_si512(w[1], c1);
 		_mm512_storeu_si512(w[2], c2);
 		_mm512_storeu_si512(w[3], c3);
-		uint8_t *m = mask + (i - i0);
 		for (int l = 0; l < 16; l++)
 			for (int q = 0; q < 4; q++)
 				m[l * 4 + q] = (w[q][l] >> 8) >= thr;
+#endif
 		i += 64;
 	}
 #endif
@@ -483,7 +509,10 @@ void sb_cpu_dropout_mask(uint8_t *mask, size_t n, const struct sb_dropout *dr)
 	}
 }
 
-static inline float drop_scale(float p) { return 1.0f / (1.0f - p); }
+static inline float drop_scale(float p)
+{
+	return 1.0f / (1.0f - p);
+}
 
 /* ---------------------------------------------------------------- layer norm */
 
@@ -521,9 +550,9 @@ static void row_moments(const float *r, int d, float *mean, float *rstd)
 	*rstd = 1.0f / sqrtf(q / (float)d + LN_EPS);
 }
 
-static void cpu_residual_ln_forward(struct sb_ctx *ctx, float *out, float *r, float *mean, float *rstd,
-				    uint8_t *mask, const float *x, const float *y, const float *w, const float *b,
-				    const struct sb_dropout *drop, int M, int d)
+static void cpu_residual_ln_forward(struct sb_ctx *ctx, float *out, float *r, float *mean, float *rstd, uint8_t *mask,
+                                    const float *x, const float *y, const float *w, const float *b,
+                                    const struct sb_dropout *drop, int M, int d)
 {
 	int use_drop = y && drop && drop->p > 0;
 	float sc = use_drop ? drop_scale(drop->p) : 1.0f;
@@ -538,8 +567,11 @@ static void cpu_residual_ln_forward(struct sb_ctx *ctx, float *out, float *r, fl
 		} else if (use_drop) {
 			const float *yi = y + (size_t)i * d;
 			const uint8_t *mi = mask + (size_t)i * d;
-			for (int c = 0; c < d; c++)
-				ri[c] = xi[c] + (mi[c] ? yi[c] * sc : 0.0f);
+			int c = 0;
+			for (; c + VL <= d; c += VL)
+				vstore(ri + c, vload(xi + c) + vload(yi + c) * vmask(mi + c, sc));
+			for (; c < d; c++)
+				ri[c] = xi[c] + yi[c] * (mi[c] ? sc : 0.0f);
 		} else {
 			const float *yi = y + (size_t)i * d;
 			for (int c = 0; c < d; c++)
@@ -560,8 +592,8 @@ static void cpu_residual_ln_forward(struct sb_ctx *ctx, float *out, float *r, fl
 }
 
 static void cpu_residual_ln_backward(struct sb_ctx *ctx, float *dx, float *dy, float *dw, float *db, const float *dout,
-				     const float *r, const float *mean, const float *rstd, const uint8_t *mask,
-				     const float *w, float p, int M, int d)
+                                     const float *r, const float *mean, const float *rstd, const uint8_t *mask,
+                                     const float *w, float p, int M, int d)
 {
 	float sc = p > 0 ? drop_scale(p) : 1.0f;
 	for (int i = 0; i < M; i++) {
@@ -609,8 +641,11 @@ static void cpu_residual_ln_backward(struct sb_ctx *ctx, float *dx, float *dy, f
 			float *dyi = dy + (size_t)i * d;
 			if (p > 0) {
 				const uint8_t *mi = mask + (size_t)i * d;
-				for (int cc = 0; cc < d; cc++)
-					dyi[cc] = mi[cc] ? dxi[cc] * sc : 0.0f;
+				int cc = 0;
+				for (; cc + VL <= d; cc += VL)
+					vstore(dyi + cc, vload(dxi + cc) * vmask(mi + cc, sc));
+				for (; cc < d; cc++)
+					dyi[cc] = dxi[cc] * (mi[cc] ? sc : 0.0f);
 			} else {
 				memcpy(dyi, dxi, (size_t)d * sizeof *dyi);
 			}
@@ -619,8 +654,8 @@ static void cpu_residual_ln_backward(struct sb_ctx *ctx, float *dx, float *dy, f
 }
 
 /* plain layer norm (local mixer): out = LN(x) */
-void sb_cpu_layernorm_rows(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
-			   int M, int d)
+void sb_cpu_layernorm_rows(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b, int M,
+                           int d)
 {
 	for (int i = 0; i < M; i++) {
 		const float *ri = x + (size_t)i * d;
@@ -641,7 +676,7 @@ void sb_cpu_layernorm_rows(float *out, float *mean, float *rstd, const float *x,
 
 /* dx (+= when acc) from dout of out = LN(x); dw, db += */
 void sb_cpu_layernorm_rows_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
-				    const float *mean, const float *rstd, const float *w, int M, int d, int acc)
+                                    const float *mean, const float *rstd, const float *w, int M, int d, int acc)
 {
 	for (int i = 0; i < M; i++) {
 		const float *g = dout + (size_t)i * d, *ri = x + (size_t)i * d;
@@ -718,39 +753,68 @@ void sb_cpu_exp(float *out, const float *x, size_t n)
 	}
 }
 
-void sb_cpu_gelu_ref_f(float *out, const float *x, size_t n) { sb_cpu_gelu_vec(out, NULL, x, n); }
+void sb_cpu_gelu_ref_f(float *out, const float *x, size_t n)
+{
+	sb_cpu_gelu_vec(out, NULL, x, n);
+}
 
 static void cpu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, const float *inp,
-			     const struct sb_dropout *drop, size_t n)
+                             const struct sb_dropout *drop, size_t n)
 {
-	sb_cpu_gelu_vec(out, NULL, inp, n);
-	if (drop && drop->p > 0) {
+	int use = drop && drop->p > 0;
+	float sc = use ? drop_scale(drop->p) : 1.0f;
+	if (use)
 		sb_cpu_dropout_mask(mask, n, drop);
-		float sc = drop_scale(drop->p);
-		for (size_t i = 0; i < n; i++)
-			out[i] = mask[i] ? out[i] * sc : 0.0f;
+	size_t i = 0;
+	for (; i + VL <= n; i += VL) {
+		vf v = vload(inp + i), Phi, phi;
+		vnormcdf(v, &Phi, &phi);
+		vf o = v * Phi;
+		vstore(out + i, use ? o * vmask(mask + i, sc) : o);
+	}
+	if (i < n) { /* tail through a padded copy */
+		float xb[VL] = {0}, o[VL];
+		uint8_t mb[VL] = {0};
+		memcpy(xb, inp + i, (n - i) * sizeof *xb);
+		if (use)
+			memcpy(mb, mask + i, n - i);
+		vf v = vload(xb), Phi, phi;
+		vnormcdf(v, &Phi, &phi);
+		vf r = v * Phi;
+		vstore(o, use ? r * vmask(mb, sc) : r);
+		memcpy(out + i, o, (n - i) * sizeof *o);
 	}
 }
 
 /* dinp = gelu'(inp) * drop backward (dout); dinp may alias dout */
-static void cpu_gelu_backward(struct sb_ctx *ctx, float *dinp, const float *dout, const float *inp,
-			      const uint8_t *mask, float p, size_t n)
+static void cpu_gelu_backward(struct sb_ctx *ctx, float *dinp, const float *dout, const float *inp, const uint8_t *mask,
+                              float p, size_t n)
 {
-	float sc = p > 0 ? drop_scale(p) : 1.0f;
-	for (size_t i = 0; i < n; i += VL) {
-		size_t m = n - i < VL ? n - i : VL;
+	int use = p > 0;
+	float sc = use ? drop_scale(p) : 1.0f;
+	size_t i = 0;
+	for (; i + VL <= n; i += VL) {
+		vf v = vload(inp + i), Phi, phi;
+		vnormcdf(v, &Phi, &phi);
+		vf g = vload(dout + i);
+		if (use)
+			g = g * vmask(mask + i, sc);
+		vstore(dinp + i, vfma(v, phi, Phi) * g);
+	}
+	if (i < n) {
 		float xb[VL] = {0}, gb[VL] = {0}, o[VL];
-		memcpy(xb, inp + i, m * sizeof *xb);
-		if (p > 0) {
-			for (size_t k = 0; k < m; k++)
-				gb[k] = mask[i + k] ? dout[i + k] * sc : 0.0f;
-		} else {
-			memcpy(gb, dout + i, m * sizeof *gb);
-		}
+		uint8_t mb[VL] = {0};
+		memcpy(xb, inp + i, (n - i) * sizeof *xb);
+		memcpy(gb, dout + i, (n - i) * sizeof *gb);
+		if (use)
+			memcpy(mb, mask + i, n - i);
 		vf v = vload(xb), Phi, phi;
 		vnormcdf(v, &Phi, &phi);
-		vstore(o, vfma(v, phi, Phi) * vload(gb));
-		memcpy(dinp + i, o, m * sizeof *o);
+		vf g = vload(gb);
+		if (use)
+			g = g * vmask(mb, sc);
+		vstore(o, vfma(v, phi, Phi) * g);
+		memcpy(dinp + i, o, (n - i) * sizeof *o);
 	}
 }
 
@@ -775,7 +839,7 @@ static void cpu_hae_alpha_backward(struct sb_ctx *ctx, float *draw, const float 
 /* ---------------------------------------------------------------- loss */
 
 static void cpu_cross_entropy(struct sb_ctx *ctx, float *losses, int32_t *pred, float *dlogits, const float *logits,
-			      const int32_t *labels, int B, int C, float dscale)
+                              const int32_t *labels, int B, int C, float dscale)
 {
 	for (int b = 0; b < B; b++) {
 		const float *l = logits + (size_t)b * C;
@@ -893,21 +957,21 @@ static void adam_chunk(void *pp, size_t lo, size_t hi, int ch)
 	}
 }
 static void cpu_adamw(struct sb_ctx *ctx, float *p, float *m, float *v, const float *g, size_t n, float lr, float b1,
-		      float b2, float eps, float wd, int64_t t)
+                      float b2, float eps, float wd, int64_t t)
 {
 	double bc1 = 1.0 - pow((double)b1, (double)t), bc2 = 1.0 - pow((double)b2, (double)t);
 	struct adam_arg a = {p,
-			     m,
-			     v,
-			     g,
-			     (float)(1.0 - (double)lr * (double)wd),
-			     b1,
-			     (float)(1.0 - (double)b1),
-			     b2,
-			     (float)(1.0 - (double)b2),
-			     (float)((double)lr / bc1),
-			     (float)sqrt(bc2),
-			     eps};
+	                     m,
+	                     v,
+	                     g,
+	                     (float)(1.0 - (double)lr * (double)wd),
+	                     b1,
+	                     (float)(1.0 - (double)b1),
+	                     b2,
+	                     (float)(1.0 - (double)b2),
+	                     (float)((double)lr / bc1),
+	                     (float)sqrt(bc2),
+	                     eps};
 	par_chunks(ctx, n, adam_chunk, &a);
 }
 
@@ -916,43 +980,43 @@ static void cpu_adamw(struct sb_ctx *ctx, float *p, float *m, float *v, const fl
 static void cpu_destroy(struct sb_backend *be);
 
 static const struct sb_backend_ops cpu_ops = {
-	.name = "cpu",
-	.destroy = cpu_destroy,
-	.alloc = cpu_alloc,
-	.free = cpu_free,
-	.upload = cpu_copy,
-	.download = cpu_copy,
-	.main_ctx = cpu_main_ctx,
-	.run = cpu_run,
-	.zero = cpu_zero,
-	.copy = cpu_copy_dev,
-	.patchify = cpu_patchify,
-	.gather_tokens = cpu_gather_tokens,
-	.gather_i32 = cpu_gather_i32,
-	.embedding_forward = cpu_embedding_forward,
-	.embedding_backward = cpu_embedding_backward,
-	.assemble_forward = cpu_assemble_forward,
-	.assemble_backward = cpu_assemble_backward,
-	.matmul_forward = sb_cpu_matmul_forward,
-	.matmul_backward = sb_cpu_matmul_backward,
-	.gather_cls = cpu_gather_cls,
-	.scatter_cls = cpu_scatter_cls,
-	.residual_ln_forward = cpu_residual_ln_forward,
-	.residual_ln_backward = cpu_residual_ln_backward,
-	.gelu_forward = cpu_gelu_forward,
-	.gelu_backward = cpu_gelu_backward,
-	.attention_forward = sb_cpu_attention_forward,
-	.attention_backward = sb_cpu_attention_backward,
-	.attention_stats = sb_cpu_attention_stats,
-	.hae_alpha = cpu_hae_alpha,
-	.hae_alpha_backward = cpu_hae_alpha_backward,
-	.localmix_forward = sb_cpu_localmix_forward,
-	.localmix_backward = sb_cpu_localmix_backward,
-	.cross_entropy = cpu_cross_entropy,
-	.reduce_slots = cpu_reduce_slots,
-	.sumsq = cpu_sumsq,
-	.scale = cpu_scale,
-	.adamw = cpu_adamw,
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .main_ctx = cpu_main_ctx,
+    .run = cpu_run,
+    .zero = cpu_zero,
+    .copy = cpu_copy_dev,
+    .patchify = cpu_patchify,
+    .gather_tokens = cpu_gather_tokens,
+    .gather_i32 = cpu_gather_i32,
+    .embedding_forward = cpu_embedding_forward,
+    .embedding_backward = cpu_embedding_backward,
+    .assemble_forward = cpu_assemble_forward,
+    .assemble_backward = cpu_assemble_backward,
+    .matmul_forward = sb_cpu_matmul_forward,
+    .matmul_backward = sb_cpu_matmul_backward,
+    .gather_cls = cpu_gather_cls,
+    .scatter_cls = cpu_scatter_cls,
+    .residual_ln_forward = cpu_residual_ln_forward,
+    .residual_ln_backward = cpu_residual_ln_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .attention_forward = sb_cpu_attention_forward,
+    .attention_backward = sb_cpu_attention_backward,
+    .attention_stats = sb_cpu_attention_stats,
+    .hae_alpha = cpu_hae_alpha,
+    .hae_alpha_backward = cpu_hae_alpha_backward,
+    .localmix_forward = sb_cpu_localmix_forward,
+    .localmix_backward = sb_cpu_localmix_backward,
+    .cross_entropy = cpu_cross_entropy,
+    .reduce_slots = cpu_reduce_slots,
+    .sumsq = cpu_sumsq,
+    .scale = cpu_scale,
+    .adamw = cpu_adamw,
 };
 
 static int ncores(void)
@@ -997,6 +1061,10 @@ int sb_backend_cpu_open(int threads, struct sb_backend **out, struct sb_err *err
 		pl->ctx[i].be = be;
 		pl->ctx[i].pool = pl;
 		pl->ctx[i].worker = i;
+		/* scratch for every tier's ops (largest: the packed w^T of medium's fc2, 256 KiB);
+		 * it grows on first use beyond that, so a training step normally allocates nothing */
+		if (!sb_cpu_scratch(&pl->ctx[i], SB_CPU_SCRATCH_DEFAULT))
+			goto oom;
 	}
 	for (int i = 1; i < threads; i++) {
 		int rc = pthread_create(&pl->th[i], NULL, pool_thread, &pl->ctx[i]);
@@ -1053,7 +1121,8 @@ int sb_backend_open(const char *device, int threads, struct sb_backend **out, st
 	if (!strncmp(device, "cuda", 4) && (device[4] == 0 || device[4] == ':')) {
 		if (sb_backend_cuda_open)
 			return sb_backend_cuda_open(device, threads, out, err);
-		return SB_ERR(err, SB_EUSAGE, "device '%s': this build has no CUDA backend (build with CUDA=1)", device);
+		return SB_ERR(err, SB_EUSAGE, "device '%s': this build has no CUDA backend (build with CUDA=1)",
+		              device);
 	}
 	return SB_ERR(err, SB_EUSAGE, "unknown device '%s' (expected cpu or cuda[:N])", device);
 }

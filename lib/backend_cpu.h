@@ -12,6 +12,7 @@
  * these constants (the order of gradient sums), never on the thread count. */
 #define SB_CPU_TILE 8
 #define SB_CPU_SLOTS 16
+#define SB_CPU_SCRATCH_DEFAULT ((size_t)1 << 20)
 
 struct pool;
 
@@ -42,34 +43,38 @@ struct cpu_impl {
 void *sb_cpu_scratch(struct sb_ctx *ctx, size_t bytes);
 void sb_cpu_dropout_mask(uint8_t *mask, size_t n, const struct sb_dropout *dr);
 void sb_cpu_gelu_vec(float *out, float *dgelu, const float *x, size_t n);
-void sb_cpu_layernorm_rows(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
-			   int M, int d);
+void sb_cpu_layernorm_rows(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b, int M,
+                           int d);
 void sb_cpu_layernorm_rows_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
-				    const float *mean, const float *rstd, const float *w, int M, int d, int acc);
+                                    const float *mean, const float *rstd, const float *w, int M, int d, int acc);
 
 /* backend_cpu_dense.c */
+/* C[i][j] (= or += when acc) sum_k A[i*ars + k*acs] B[k*ldb + j] (+ bias[j] when not acc),
+ * i < M, j < N, k < K; one FMA chain per element in increasing k */
+void sb_cpu_gemm(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int M, int N, int K,
+                 const float *bias, int acc);
 void sb_cpu_blas_single_thread(void);
 void sb_cpu_describe(char *buf, size_t n, int threads);
 void sb_cpu_matmul_forward(struct sb_ctx *ctx, float *out, const float *inp, const float *w, const float *bias, int M,
-			   int K, int N);
+                           int K, int N);
 void sb_cpu_matmul_backward(struct sb_ctx *ctx, float *dinp, float *dw, float *dbias, const float *dout,
-			    const float *inp, const float *w, int M, int K, int N, int accumulate);
+                            const float *inp, const float *w, int M, int K, int N, int accumulate);
 void sb_cpu_localmix_forward(struct sb_ctx *ctx, float *out, float *y, float *z, float *mean, float *rstd,
-			     const float *x, const int32_t *nvalid, const float *lnw, const float *lnb, const float *cw,
-			     const float *cb, const float *scale, int B, int T, int d, int G);
+                             const float *x, const int32_t *nvalid, const float *lnw, const float *lnb, const float *cw,
+                             const float *cb, const float *scale, int B, int T, int d, int G);
 void sb_cpu_localmix_backward(struct sb_ctx *ctx, float *dx, float *dlnw, float *dlnb, float *dcw, float *dcb,
-			      float *dscale, const float *dout, const float *x, const float *y, const float *z,
-			      const float *mean, const float *rstd, const int32_t *nvalid, const float *lnw,
-			      const float *cw, const float *scale, int B, int T, int d, int G);
+                              float *dscale, const float *dout, const float *x, const float *y, const float *z,
+                              const float *mean, const float *rstd, const int32_t *nvalid, const float *lnw,
+                              const float *cw, const float *scale, int B, int T, int d, int G);
 
 /* backend_cpu_attn.c */
 int sb_cpu_attention_forward(struct sb_ctx *ctx, float *out, float *S, float *P, float *aux, const float *qkv,
-			     const int32_t *nvalid, const float *alpha, const struct sb_norm *nm, int B, int T, int d,
-			     int NH, struct sb_err *err);
+                             const int32_t *nvalid, const float *alpha, const struct sb_norm *nm, int B, int T, int d,
+                             int NH, struct sb_err *err);
 void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, const float *dout, const float *qkv,
-			       const float *S, const float *P, const float *aux, const int32_t *nvalid,
-			       const float *alpha, const struct sb_norm *nm, int B, int T, int d, int NH);
-void sb_cpu_attention_stats(struct sb_ctx *ctx, struct sb_attn_stats *st, const float *P, const int32_t *nvalid,
-			    int B, int NH, int T);
+                               const float *S, const float *P, const float *aux, const int32_t *nvalid,
+                               const float *alpha, const struct sb_norm *nm, int B, int T, int d, int NH);
+void sb_cpu_attention_stats(struct sb_ctx *ctx, struct sb_attn_stats *st, const float *P, const int32_t *nvalid, int B,
+                            int NH, int T);
 
 #endif

@@ -13,7 +13,10 @@
 #include "backend_cpu.h"
 #include "backend_cpu_simd.h"
 
-static inline int round16(int n) { return (n + 15) & ~15; }
+static inline int round16(int n)
+{
+	return (n + 15) & ~15;
+}
 
 /* 1/sqrt(hd) applied as in PyTorch's `scores / math.sqrt(hd)`: a multiplication
  * by the inverse when sqrt(hd) is a power of two (exactly the same), else a division. */
@@ -48,7 +51,7 @@ static void pack_t(float *YT, const float *Y, int ldy, int T, int hd, int Tp)
 /* C[i, j] = sum_c X[i, c] Y[j, c] (then scaled) for i, j < T; C row stride T.
  * YT is Y packed by pack_t. */
 static void rowdot(float *C, const float *X, int ldx, const float *YT, int T, int hd, int Tp, struct qk_scale sc,
-		   int apply_scale)
+                   int apply_scale)
 {
 	float row[4][64] __attribute__((aligned(64)));
 	for (int jb = 0; jb < Tp; jb += 64) {
@@ -64,8 +67,8 @@ static void rowdot(float *C, const float *X, int ldx, const float *YT, int T, in
 					acc[r][v] = vzero();
 			for (int c = 0; c < hd; c++) {
 				const float *yt = YT + (size_t)c * Tp + jb;
-				vf y0 = vload(yt), y1 = nv > 1 ? vload(yt + 16) : vzero(), y2 = nv > 2 ? vload(yt + 32) : vzero(),
-				   y3 = nv > 3 ? vload(yt + 48) : vzero();
+				vf y0 = vload(yt), y1 = nv > 1 ? vload(yt + 16) : vzero(),
+				   y2 = nv > 2 ? vload(yt + 32) : vzero(), y3 = nv > 3 ? vload(yt + 48) : vzero();
 				for (int r = 0; r < ni; r++) {
 					vf xb = vset1(X[(size_t)(i + r) * ldx + c]);
 					acc[r][0] = vfma(xb, y0, acc[r][0]);
@@ -88,48 +91,81 @@ static void rowdot(float *C, const float *X, int ldx, const float *YT, int T, in
 	}
 }
 
-/* O[i, :hd] (= or +=) sum_j A[i, j] Y[j, :hd] over the nonzero A[i, j]; A row stride lda */
+/* O[i, :hd] (= or +=) sum_j A[i, j] Y[j, :hd]; A row stride lda. Blocks of 4 rows that
+ * are mostly nonzero (softmax) run a dense kernel that reuses each Y row for 4 output
+ * rows; sparse rows (top-k, sparsemax, entmax) loop over a list of their nonzeros. */
 static void rowmix(float *O, int ldo, const float *A, int lda, const float *Y, int ldy, int T, int hd, int *nz,
-		   int accumulate)
+                   int accumulate)
 {
 	int nvec = hd / VL;
-	for (int i = 0; i < T; i++) {
-		const float *a = A + (size_t)i * lda;
-		int n = 0;
-		for (int j = 0; j < T; j++) {
-			nz[n] = j;
-			n += a[j] != 0.0f;
+	for (int i0 = 0; i0 < T; i0 += 4) {
+		int nr = T - i0 < 4 ? T - i0 : 4;
+		int cnt = 0;
+		for (int r = 0; r < nr; r++) {
+			const float *a = A + (size_t)(i0 + r) * lda;
+			for (int j = 0; j < T; j++)
+				cnt += a[j] != 0.0f;
 		}
-		float *o = O + (size_t)i * ldo;
-		for (int v = 0; v < nvec; v++) {
-			/* two accumulators to halve the FMA dependency chain */
-			vf acc0 = accumulate ? vload(o + v * VL) : vzero(), acc1 = vzero();
-			int q = 0;
-			for (; q + 2 <= n; q += 2) {
-				int j0 = nz[q], j1 = nz[q + 1];
-				acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
-				acc1 = vfma(vset1(a[j1]), vload(Y + (size_t)j1 * ldy + v * VL), acc1);
+		if (nr == 4 && 2 * cnt > 4 * T) {
+			const float *a0 = A + (size_t)i0 * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+			for (int v = 0; v < nvec; v++) {
+				vf c0 = vzero(), c1 = vzero(), c2 = vzero(), c3 = vzero();
+				for (int j = 0; j < T; j++) {
+					vf y = vload(Y + (size_t)j * ldy + v * VL);
+					c0 = vfma(vset1(a0[j]), y, c0);
+					c1 = vfma(vset1(a1[j]), y, c1);
+					c2 = vfma(vset1(a2[j]), y, c2);
+					c3 = vfma(vset1(a3[j]), y, c3);
+				}
+				float *o = O + (size_t)i0 * ldo + v * VL;
+				if (accumulate) {
+					c0 += vload(o);
+					c1 += vload(o + ldo);
+					c2 += vload(o + 2 * ldo);
+					c3 += vload(o + 3 * ldo);
+				}
+				vstore(o, c0);
+				vstore(o + ldo, c1);
+				vstore(o + 2 * ldo, c2);
+				vstore(o + 3 * ldo, c3);
 			}
-			if (q < n) {
-				int j0 = nz[q];
-				acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
+			continue;
+		}
+		for (int r = 0; r < nr; r++) {
+			int i = i0 + r;
+			const float *a = A + (size_t)i * lda;
+			int n = 0;
+			for (int j = 0; j < T; j++) {
+				nz[n] = j;
+				n += a[j] != 0.0f;
 			}
-			vstore(o + v * VL, acc0 + acc1);
+			float *o = O + (size_t)i * ldo;
+			for (int v = 0; v < nvec; v++) {
+				/* two accumulators to halve the FMA dependency chain */
+				vf acc0 = vzero(), acc1 = vzero();
+				int q = 0;
+				for (; q + 2 <= n; q += 2) {
+					int j0 = nz[q], j1 = nz[q + 1];
+					acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
+					acc1 = vfma(vset1(a[j1]), vload(Y + (size_t)j1 * ldy + v * VL), acc1);
+				}
+				if (q < n) {
+					int j0 = nz[q];
+					acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
+				}
+				vf res = acc0 + acc1;
+				if (accumulate)
+					res += vload(o + v * VL);
+				vstore(o + v * VL, res);
+			}
 		}
 	}
 }
 
-static void transpose(float *AT, const float *A, int T)
-{
-	for (int i = 0; i < T; i++)
-		for (int j = 0; j < T; j++)
-			AT[(size_t)j * T + i] = A[(size_t)i * T + j];
-}
-
 /* ---- plain reference loops for head dims that are not multiples of 16 ---- */
 
-static void rowdot_plain(float *C, const float *X, int ldx, const float *Y, int ldy, int T, int hd,
-			 struct qk_scale sc, int apply_scale)
+static void rowdot_plain(float *C, const float *X, int ldx, const float *Y, int ldy, int T, int hd, struct qk_scale sc,
+                         int apply_scale)
 {
 	for (int i = 0; i < T; i++)
 		for (int j = 0; j < T; j++) {
@@ -143,7 +179,7 @@ static void rowdot_plain(float *C, const float *X, int ldx, const float *Y, int 
 }
 
 static void rowmix_plain(float *O, int ldo, const float *A, int lda, const float *Y, int ldy, int T, int hd,
-			 int accumulate)
+                         int accumulate)
 {
 	for (int i = 0; i < T; i++)
 		for (int c = 0; c < hd; c++) {
@@ -162,8 +198,8 @@ static float head_alpha(const struct sb_norm *nm, const float *alpha, int h)
 }
 
 int sb_cpu_attention_forward(struct sb_ctx *ctx, float *out, float *S, float *P, float *aux, const float *qkv,
-			     const int32_t *nvalid, const float *alpha, const struct sb_norm *nm, int B, int T, int d,
-			     int NH, struct sb_err *err)
+                             const int32_t *nvalid, const float *alpha, const struct sb_norm *nm, int B, int T, int d,
+                             int NH, struct sb_err *err)
 {
 	int hd = d / NH, Tp = round16(T), d3 = 3 * d;
 	int fast = hd % VL == 0;
@@ -187,7 +223,7 @@ int sb_cpu_attention_forward(struct sb_ctx *ctx, float *out, float *S, float *P,
 				rowdot_plain(Sb, q, d3, k, d3, T, hd, sc, 1);
 			}
 			int rc = sb_norm_forward(nm, Pb, aux + blk * (size_t)T * SB_NORM_AUX, Sb, T, T, nv,
-						 head_alpha(nm, alpha, h), err);
+			                         head_alpha(nm, alpha, h), err);
 			if (rc) {
 				sb_err_prefix(err, "attention (sample %d, head %d)", b, h);
 				return rc;
@@ -203,18 +239,18 @@ int sb_cpu_attention_forward(struct sb_ctx *ctx, float *out, float *S, float *P,
 }
 
 void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, const float *dout, const float *qkv,
-			       const float *S, const float *P, const float *aux, const int32_t *nvalid,
-			       const float *alpha, const struct sb_norm *nm, int B, int T, int d, int NH)
+                               const float *S, const float *P, const float *aux, const int32_t *nvalid,
+                               const float *alpha, const struct sb_norm *nm, int B, int T, int d, int NH)
 {
 	int hd = d / NH, Tp = round16(T), d3 = 3 * d;
 	int fast = hd % VL == 0;
 	struct qk_scale sc = qk_scale_of(hd);
 	size_t TT = (size_t)T * T;
-	float *VT = sb_cpu_scratch(ctx, ((size_t)hd * Tp + 3 * TT + (size_t)T) * sizeof(float) + 256);
+	float *VT = sb_cpu_scratch(ctx, ((size_t)hd * Tp + TT + (size_t)T) * sizeof(float) + 256);
 	if (!VT)
 		return; /* scratch is reserved by the forward pass of the same sizes */
-	float *dP = VT + (size_t)hd * Tp, *PT = dP + TT, *dST = PT + TT;
-	int *nz = (int *)(dST + TT);
+	float *dP = VT + (size_t)hd * Tp;
+	int *nz = (int *)(dP + TT);
 	int has_alpha = nm->kind == SB_NORM_ADAPTIVE || nm->kind == SB_NORM_ENTMAX_BISECT;
 	for (int b = 0; b < B; b++) {
 		const float *qb = qkv + (size_t)b * T * d3;
@@ -234,43 +270,46 @@ void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, c
 			} else {
 				rowdot_plain(dP, go, d, v, d3, T, hd, sc, 0);
 			}
-			/* dV = P^T dO */
-			transpose(PT, Pb, T);
-			if (fast)
-				rowmix(dv, d3, PT, T, go, d, T, hd, nz, 0);
-			else
-				rowmix_plain(dv, d3, PT, T, go, d, T, hd, 0);
+			/* dV = P^T dO: P read transposed through its strides */
+			sb_cpu_gemm(dv, d3, Pb, 1, T, go, d, T, hd, T, NULL, 0);
 			/* dS (in place) */
 			double da = 0;
-			sb_norm_backward(nm, dP, has_alpha ? &da : NULL, dP, Pb, aux + blk * (size_t)T * SB_NORM_AUX, Sb,
-					 T, T, nv, head_alpha(nm, alpha, h));
+			sb_norm_backward(nm, dP, has_alpha ? &da : NULL, dP, Pb, aux + blk * (size_t)T * SB_NORM_AUX,
+			                 Sb, T, T, nv, head_alpha(nm, alpha, h));
 			if (dalpha && has_alpha)
 				dalpha[h] += (float)da;
 			/* through the 1/sqrt(hd) scaling */
-			for (size_t e = 0; e < TT; e++)
-				dP[e] = sc.exact ? dP[e] * sc.mul : dP[e] / sc.div;
-			/* dQ = dS K, dK = dS^T Q */
-			transpose(dST, dP, T);
-			if (fast) {
-				rowmix(dq, d3, dP, T, k, d3, T, hd, nz, 0);
-				rowmix(dk, d3, dST, T, q, d3, T, hd, nz, 0);
+			size_t e = 0;
+			if (sc.exact) {
+				for (; e + VL <= TT; e += VL)
+					vstore(dP + e, vload(dP + e) * sc.mul);
+				for (; e < TT; e++)
+					dP[e] *= sc.mul;
 			} else {
-				rowmix_plain(dq, d3, dP, T, k, d3, T, hd, 0);
-				rowmix_plain(dk, d3, dST, T, q, d3, T, hd, 0);
+				for (; e + VL <= TT; e += VL)
+					vstore(dP + e, vload(dP + e) / sc.div);
+				for (; e < TT; e++)
+					dP[e] /= sc.div;
 			}
+			/* dQ = dS K (sparse rows skip zeros), dK = dS^T Q (transposed through strides) */
+			if (fast)
+				rowmix(dq, d3, dP, T, k, d3, T, hd, nz, 0);
+			else
+				rowmix_plain(dq, d3, dP, T, k, d3, T, hd, 0);
+			sb_cpu_gemm(dk, d3, dP, 1, T, q, d3, T, hd, T, NULL, 0);
 		}
 	}
 }
 
-void sb_cpu_attention_stats(struct sb_ctx *ctx, struct sb_attn_stats *st, const float *P, const int32_t *nvalid,
-			    int B, int NH, int T)
+void sb_cpu_attention_stats(struct sb_ctx *ctx, struct sb_attn_stats *st, const float *P, const int32_t *nvalid, int B,
+                            int NH, int T)
 {
 	size_t TT = (size_t)T * T;
 	for (int b = 0; b < B; b++) {
 		int nv = nvalid ? nvalid[b] : T;
 		for (int h = 0; h < NH; h++) {
 			sb_norm_stats(P + ((size_t)b * NH + h) * TT, T, T, nv, &st->nonzero, &st->valid_total,
-				      &st->entropy_sum);
+			              &st->entropy_sum);
 			st->rows += T;
 		}
 	}

@@ -1,18 +1,20 @@
-/* backend_cpu_dense.c — CPU matrix products (OpenBLAS, single-threaded per
- * call: the parallelism is the backend's tasks) and the local mixer. */
-#include <cblas.h>
+/* backend_cpu_dense.c — CPU matrix products (our register-blocked kernel,
+ * single-threaded per call: the parallelism is the backend's tasks) and the local mixer. */
 #include <stdio.h>
 #include <string.h>
 
 #include "backend_cpu.h"
 #include "backend_cpu_simd.h"
 
-/* OpenBLAS's own threads would make the bits depend on its thread count and fight
- * the backend's workers for the cores: always one. */
-extern void openblas_set_num_threads(int);
-extern char *openblas_get_corename(void);
+/* OpenBLAS is not used by this backend (its products are below); should a caller in
+ * the same process use it, its threads would fight the backend's workers: keep one. */
+extern void openblas_set_num_threads(int) __attribute__((weak));
 
-void sb_cpu_blas_single_thread(void) { openblas_set_num_threads(1); }
+void sb_cpu_blas_single_thread(void)
+{
+	if (openblas_set_num_threads)
+		openblas_set_num_threads(1);
+}
 
 void sb_cpu_describe(char *buf, size_t n, int threads)
 {
@@ -35,39 +37,183 @@ void sb_cpu_describe(char *buf, size_t n, int threads)
 		}
 		fclose(f);
 	}
-	snprintf(buf, n, "cpu: %s, %d thread%s, OpenBLAS %s", model, threads, threads == 1 ? "" : "s",
-		 openblas_get_corename());
+	const char *isa =
+#if defined(__AVX512F__)
+	    "AVX-512";
+#elif defined(__AVX2__)
+	    "AVX2";
+#else
+	    "SSE2";
+#endif
+	snprintf(buf, n, "cpu: %s, %d thread%s, %s", model, threads, threads == 1 ? "" : "s", isa);
+}
+
+/* ---------------------------------------------------------------- products
+ *
+ * One register-blocked kernel for the three products of a Linear layer:
+ *   C[i][j] (= or +=) sum_k A(i, k) B[k][j]  (+ bias[j]),   A(i, k) = A[i*ars + k*acs],
+ * B row-major with row stride ldb. A micro-tile is 6 rows x 64 columns of C held in
+ * 24 vector accumulators; per k it loads 4 vectors of B and broadcasts 6 values of A.
+ *   forward   out = inp w^T + b:  A = inp (ars K, acs 1), B = w^T packed [K][N]
+ *   d input   dinp = dout w:      A = dout (ars N, acs 1), B = w [N][K]
+ *   d weight  dw += dout^T inp:   A = dout^T (ars 1, acs N), B = inp [M][K]
+ * Each C element is one chain of FMAs over k in increasing order: the result does
+ * not depend on the tiling, the thread count or OpenBLAS (which the CPU backend no
+ * longer uses for these; OpenBLAS 0.3.21 does not know recent cores and falls back
+ * to its Haswell kernels). */
+
+#define GEMM_MR 6
+
+static inline vf gemm_init(const float *C, const float *bias, int acc)
+{
+	return acc ? vload(C) : bias ? vload(bias) : vzero();
+}
+
+/* 6 rows x 4 vectors: 24 accumulators in registers */
+static void gemm_k6x4(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int K,
+                      const float *bias, int acc)
+{
+#define ROWINIT(r)                                                                                                     \
+	vf c##r##0 = gemm_init(C + (size_t)(r)*ldc, bias, acc),                                                        \
+	   c##r##1 = gemm_init(C + (size_t)(r)*ldc + 16, bias ? bias + 16 : NULL, acc),                                \
+	   c##r##2 = gemm_init(C + (size_t)(r)*ldc + 32, bias ? bias + 32 : NULL, acc),                                \
+	   c##r##3 = gemm_init(C + (size_t)(r)*ldc + 48, bias ? bias + 48 : NULL, acc)
+	ROWINIT(0);
+	ROWINIT(1);
+	ROWINIT(2);
+	ROWINIT(3);
+	ROWINIT(4);
+	ROWINIT(5);
+#undef ROWINIT
+	const float *a0 = A, *a1 = A + ars, *a2 = A + 2 * ars, *a3 = A + 3 * ars, *a4 = A + 4 * ars, *a5 = A + 5 * ars;
+	for (int k = 0; k < K; k++) {
+		const float *b = B + (size_t)k * ldb;
+		vf b0 = vload(b), b1 = vload(b + 16), b2 = vload(b + 32), b3 = vload(b + 48);
+		long o = (long)k * acs;
+#define ROW(r)                                                                                                         \
+	do {                                                                                                           \
+		vf x = vset1(a##r[o]);                                                                                 \
+		c##r##0 = vfma(x, b0, c##r##0);                                                                        \
+		c##r##1 = vfma(x, b1, c##r##1);                                                                        \
+		c##r##2 = vfma(x, b2, c##r##2);                                                                        \
+		c##r##3 = vfma(x, b3, c##r##3);                                                                        \
+	} while (0)
+		ROW(0);
+		ROW(1);
+		ROW(2);
+		ROW(3);
+		ROW(4);
+		ROW(5);
+#undef ROW
+	}
+#define ROWSTORE(r)                                                                                                    \
+	do {                                                                                                           \
+		vstore(C + (size_t)(r)*ldc, c##r##0);                                                                  \
+		vstore(C + (size_t)(r)*ldc + 16, c##r##1);                                                             \
+		vstore(C + (size_t)(r)*ldc + 32, c##r##2);                                                             \
+		vstore(C + (size_t)(r)*ldc + 48, c##r##3);                                                             \
+	} while (0)
+	ROWSTORE(0);
+	ROWSTORE(1);
+	ROWSTORE(2);
+	ROWSTORE(3);
+	ROWSTORE(4);
+	ROWSTORE(5);
+#undef ROWSTORE
+}
+
+/* 6 rows x 1 vector */
+static void gemm_k6x1(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int K,
+                      const float *bias, int acc)
+{
+	vf c0 = gemm_init(C, bias, acc), c1 = gemm_init(C + ldc, bias, acc),
+	   c2 = gemm_init(C + 2 * (size_t)ldc, bias, acc), c3 = gemm_init(C + 3 * (size_t)ldc, bias, acc),
+	   c4 = gemm_init(C + 4 * (size_t)ldc, bias, acc), c5 = gemm_init(C + 5 * (size_t)ldc, bias, acc);
+	const float *a0 = A, *a1 = A + ars, *a2 = A + 2 * ars, *a3 = A + 3 * ars, *a4 = A + 4 * ars, *a5 = A + 5 * ars;
+	for (int k = 0; k < K; k++) {
+		vf b = vload(B + (size_t)k * ldb);
+		long o = (long)k * acs;
+		c0 = vfma(vset1(a0[o]), b, c0);
+		c1 = vfma(vset1(a1[o]), b, c1);
+		c2 = vfma(vset1(a2[o]), b, c2);
+		c3 = vfma(vset1(a3[o]), b, c3);
+		c4 = vfma(vset1(a4[o]), b, c4);
+		c5 = vfma(vset1(a5[o]), b, c5);
+	}
+	vstore(C, c0);
+	vstore(C + ldc, c1);
+	vstore(C + 2 * (size_t)ldc, c2);
+	vstore(C + 3 * (size_t)ldc, c3);
+	vstore(C + 4 * (size_t)ldc, c4);
+	vstore(C + 5 * (size_t)ldc, c5);
+}
+
+/* 1 row x 1 vector */
+static void gemm_k1x1(float *C, const float *A, long acs, const float *B, int ldb, int K, const float *bias, int acc)
+{
+	vf c = gemm_init(C, bias, acc);
+	for (int k = 0; k < K; k++)
+		c = vfma(vset1(A[(long)k * acs]), vload(B + (size_t)k * ldb), c);
+	vstore(C, c);
+}
+
+void sb_cpu_gemm(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int M, int N, int K,
+                 const float *bias, int acc)
+{
+	int nfull = N / VL * VL;
+	for (int j0 = 0; j0 < nfull;) {
+		int four = nfull - j0 >= 4 * VL;
+		int i = 0;
+		for (; i + GEMM_MR <= M; i += GEMM_MR) {
+			float *c = C + (size_t)i * ldc + j0;
+			const float *a = A + (long)i * ars;
+			if (four)
+				gemm_k6x4(c, ldc, a, ars, acs, B + j0, ldb, K, bias ? bias + j0 : NULL, acc);
+			else
+				gemm_k6x1(c, ldc, a, ars, acs, B + j0, ldb, K, bias ? bias + j0 : NULL, acc);
+		}
+		for (; i < M; i++)
+			for (int v = 0; v < (four ? 4 : 1); v++)
+				gemm_k1x1(C + (size_t)i * ldc + j0 + v * VL, A + (long)i * ars, acs, B + j0 + v * VL,
+				          ldb, K, bias ? bias + j0 + v * VL : NULL, acc);
+		j0 += four ? 4 * VL : VL;
+	}
+	/* columns past the last whole vector: one FMA chain per element, same order */
+	for (int i = 0; i < M; i++)
+		for (int j = nfull; j < N; j++) {
+			float s = acc ? C[(size_t)i * ldc + j] : bias ? bias[j] : 0.0f;
+			for (int k = 0; k < K; k++)
+				s = sfma(A[(long)i * ars + (long)k * acs], B[(size_t)k * ldb + j], s);
+			C[(size_t)i * ldc + j] = s;
+		}
 }
 
 /* out[M, N] = inp[M, K] w[N, K]^T + bias */
 void sb_cpu_matmul_forward(struct sb_ctx *ctx, float *out, const float *inp, const float *w, const float *bias, int M,
-			   int K, int N)
+                           int K, int N)
 {
 	if (M <= 0 || N <= 0)
 		return;
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, inp, K, w, K, 0.0f, out, N);
-	if (bias) {
-		for (int i = 0; i < M; i++) {
-			float *o = out + (size_t)i * N;
-			int c = 0;
-			for (; c + VL <= N; c += VL)
-				vstore(o + c, vload(o + c) + vload(bias + c));
-			for (; c < N; c++)
-				o[c] += bias[c];
+	float *wt = sb_cpu_scratch(ctx, (size_t)K * N * sizeof(float) + 64);
+	for (int n0 = 0; n0 < N; n0 += 16) /* w^T, [K][N], in 16 x 16 blocks */
+		for (int k0 = 0; k0 < K; k0 += 16) {
+			int n1 = n0 + 16 < N ? n0 + 16 : N, k1 = k0 + 16 < K ? k0 + 16 : K;
+			for (int n = n0; n < n1; n++)
+				for (int k = k0; k < k1; k++)
+					wt[(size_t)k * N + n] = w[(size_t)n * K + k];
 		}
-	}
+	sb_cpu_gemm(out, N, inp, K, 1, wt, N, M, N, K, bias, 0);
 }
 
 void sb_cpu_matmul_backward(struct sb_ctx *ctx, float *dinp, float *dw, float *dbias, const float *dout,
-			    const float *inp, const float *w, int M, int K, int N, int accumulate)
+                            const float *inp, const float *w, int M, int K, int N, int accumulate)
 {
 	if (M <= 0)
 		return;
 	if (dinp)
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, N, w, K,
-			    accumulate ? 1.0f : 0.0f, dinp, K);
+		sb_cpu_gemm(dinp, K, dout, N, 1, w, K, M, K, N, NULL, accumulate);
 	if (dw)
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, N, inp, K, 1.0f, dw, K);
+		sb_cpu_gemm(dw, K, dout, 1, N, inp, K, N, K, M, NULL, 1);
 	if (dbias) {
 		for (int i = 0; i < M; i++) {
 			const float *g = dout + (size_t)i * N;
@@ -96,11 +242,14 @@ static inline int mix_nbr(int t, int k, int G, int L)
 	return s < 0 || s >= L ? -1 : s;
 }
 
-static inline int mix_valid(const int32_t *nvalid, int b, int t) { return !nvalid || t < nvalid[b] - 1; }
+static inline int mix_valid(const int32_t *nvalid, int b, int t)
+{
+	return !nvalid || t < nvalid[b] - 1;
+}
 
 void sb_cpu_localmix_forward(struct sb_ctx *ctx, float *out, float *y, float *z, float *mean, float *rstd,
-			     const float *x, const int32_t *nvalid, const float *lnw, const float *lnb, const float *cw,
-			     const float *cb, const float *scale, int B, int T, int d, int G)
+                             const float *x, const int32_t *nvalid, const float *lnw, const float *lnb, const float *cw,
+                             const float *cb, const float *scale, int B, int T, int d, int G)
 {
 	int L = T - 1, KK = G > 0 ? 9 : 3;
 	float *gz = sb_cpu_scratch(ctx, (size_t)L * d * sizeof(float) + (size_t)KK * d * sizeof(float) + 64);
@@ -144,9 +293,9 @@ void sb_cpu_localmix_forward(struct sb_ctx *ctx, float *out, float *y, float *z,
 }
 
 void sb_cpu_localmix_backward(struct sb_ctx *ctx, float *dx, float *dlnw, float *dlnb, float *dcw, float *dcb,
-			      float *dscale, const float *dout, const float *x, const float *y, const float *z,
-			      const float *mean, const float *rstd, const int32_t *nvalid, const float *lnw,
-			      const float *cw, const float *scale, int B, int T, int d, int G)
+                              float *dscale, const float *dout, const float *x, const float *y, const float *z,
+                              const float *mean, const float *rstd, const int32_t *nvalid, const float *lnw,
+                              const float *cw, const float *scale, int B, int T, int d, int G)
 {
 	int L = T - 1, KK = G > 0 ? 9 : 3;
 	size_t Ld = (size_t)L * d;
@@ -204,7 +353,7 @@ void sb_cpu_localmix_backward(struct sb_ctx *ctx, float *dx, float *dlnw, float 
 			if (!mix_valid(nvalid, b, t))
 				memset(dy + (size_t)t * d, 0, (size_t)d * sizeof *dy);
 		sb_cpu_layernorm_rows_backward(dxb + d, dlnw, dlnb, dy, x + (size_t)b * T * d + d, mean + (size_t)b * L,
-					       rstd + (size_t)b * L, lnw, L, d, 1);
+		                               rstd + (size_t)b * L, lnw, L, d, 1);
 	}
 	for (int c = 0; c < d; c++)
 		for (int k = 0; k < KK; k++)

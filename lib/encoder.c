@@ -43,10 +43,13 @@ int sb_encoder_arch_parse(const char *name, enum sb_arch *out)
 	return -1;
 }
 
-const char *sb_encoder_arch_name(enum sb_arch a) { return a == SB_ARCH_LOCAL_HYBRID ? "local_hybrid" : "plain"; }
+const char *sb_encoder_arch_name(enum sb_arch a)
+{
+	return a == SB_ARCH_LOCAL_HYBRID ? "local_hybrid" : "plain";
+}
 
 int sb_encoder_cfg_from_dataset(struct sb_encoder_cfg *cfg, const struct sb_dataset *ds, const char *tier,
-				const char *arch, const struct sb_norm *nm, struct sb_err *err)
+                                const char *arch, const struct sb_norm *nm, struct sb_err *err)
 {
 	memset(cfg, 0, sizeof *cfg);
 	cfg->modality = ds->modality;
@@ -109,7 +112,10 @@ static int padd(struct ptable *pt, const char *name, int ndim, const int64_t *sh
 #define P3(n0, n1, n2) ((const int64_t[]){(n0), (n1), (n2)})
 #define P4(n0, n1, n2, n3) ((const int64_t[]){(n0), (n1), (n2), (n3)})
 
-static float ubound(int fan_in) { return (float)(1.0 / sqrt((double)fan_in)); }
+static float ubound(int fan_in)
+{
+	return (float)(1.0 / sqrt((double)fan_in));
+}
 
 static int build_table(struct sb_encoder *m, struct sb_err *err)
 {
@@ -120,9 +126,7 @@ static int build_table(struct sb_encoder *m, struct sb_err *err)
 	if (c->modality == SB_IMAGE) {
 		rc |= padd(&pt, "embed.weight", 2, P2(d, m->P), SB_INIT_UNIFORM, ubound(m->P));
 		rc |= padd(&pt, "embed.bias", 1, P1(d), SB_INIT_UNIFORM, ubound(m->P));
-	} else {
-		rc |= padd(&pt, "embed.weight", 2, P2(c->vocab, d), SB_INIT_EMBEDDING, 1.0f);
-	}
+	} /* text: the token table goes last (below), outside the gradient slots */
 	rc |= padd(&pt, "cls", 1, P1(d), SB_INIT_NORMAL, 0.02f);
 	rc |= padd(&pt, "pos", 2, P2(m->T, d), SB_INIT_NORMAL, 0.02f);
 	for (int l = 0; l < c->layers; l++) {
@@ -132,7 +136,8 @@ static int build_table(struct sb_encoder *m, struct sb_err *err)
 			rc |= padd(&pt, NAME("mixer.ln.weight"), 1, P1(d), SB_INIT_CONST, 1.0f);
 			rc |= padd(&pt, NAME("mixer.ln.bias"), 1, P1(d), SB_INIT_CONST, 0.0f);
 			if (m->G > 0)
-				rc |= padd(&pt, NAME("mixer.conv.weight"), 4, P4(d, 1, 3, 3), SB_INIT_UNIFORM, ubound(kk));
+				rc |= padd(&pt, NAME("mixer.conv.weight"), 4, P4(d, 1, 3, 3), SB_INIT_UNIFORM,
+				           ubound(kk));
 			else
 				rc |= padd(&pt, NAME("mixer.conv.weight"), 3, P3(d, 1, 3), SB_INIT_UNIFORM, ubound(kk));
 			rc |= padd(&pt, NAME("mixer.conv.bias"), 1, P1(d), SB_INIT_UNIFORM, ubound(kk));
@@ -156,6 +161,11 @@ static int build_table(struct sb_encoder *m, struct sb_err *err)
 	}
 	rc |= padd(&pt, "head.weight", 2, P2(c->classes, d), SB_INIT_UNIFORM, ubound(d));
 	rc |= padd(&pt, "head.bias", 1, P1(c->classes), SB_INIT_UNIFORM, ubound(d));
+	/* the dense part: what the gradient slots hold (the token table's gradient is
+	 * scattered once per batch from the tiles' embedding gradients instead) */
+	m->dense_n = pt.off;
+	if (c->modality == SB_TEXT)
+		rc |= padd(&pt, "embed.weight", 2, P2(c->vocab, d), SB_INIT_EMBEDDING, 1.0f);
 	if (rc) {
 		free(pt.t);
 		return SB_ERR(err, SB_EINTERNAL, "out of memory building the parameter table");
@@ -163,6 +173,7 @@ static int build_table(struct sb_encoder *m, struct sb_err *err)
 	m->pinfo = pt.t;
 	m->ntensors = pt.n;
 	m->pstride = (pt.off + 255) & ~(size_t)255;
+	m->dstride = (m->dense_n + 255) & ~(size_t)255;
 	m->nparams = 0;
 	for (int i = 0; i < pt.n; i++)
 		m->nparams += pt.t[i].numel;
@@ -215,7 +226,10 @@ void sb_encoder_ptrs(const struct sb_encoder *m, float *base, struct sb_model_pt
 #undef AT
 }
 
-size_t sb_encoder_param_count(const struct sb_encoder *m) { return m->nparams; }
+size_t sb_encoder_param_count(const struct sb_encoder *m)
+{
+	return m->nparams;
+}
 
 /* ------------------------------------------------------------------ arena */
 
@@ -330,12 +344,12 @@ static struct sb_encoder_arena *arena_new(struct sb_encoder *m)
 /* ------------------------------------------------------------------ new / free */
 
 int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int max_batch, struct sb_encoder **out,
-		   struct sb_err *err)
+                   struct sb_err *err)
 {
 	const struct sb_encoder_cfg *c = cfg;
 	if (c->layers < 1 || c->layers > SB_ENCODER_MAX_LAYERS || c->d < 1 || c->heads < 1 || c->d % c->heads)
 		return SB_ERR(err, SB_EUSAGE, "invalid model shape: %d layers, d %d, %d heads", c->layers, c->d,
-			      c->heads);
+		              c->heads);
 	if (c->classes < 2)
 		return SB_ERR(err, SB_EDATA, "a classifier needs at least 2 classes (got %d)", c->classes);
 	if (max_batch < 1)
@@ -350,7 +364,7 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 		if (c->patch < 1 || c->height < c->patch || c->width < c->patch || c->channels < 1) {
 			free(m);
 			return SB_ERR(err, SB_EDATA, "image %dx%dx%d cannot be cut into %dx%d patches", c->channels,
-				      c->height, c->width, c->patch, c->patch);
+			              c->height, c->width, c->patch, c->patch);
 		}
 		int gh = c->height / c->patch, gw = c->width / c->patch;
 		m->L = gh * gw;
@@ -380,7 +394,8 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 	m->nslots_max = be->slots > 0 ? (be->slots < m->ntiles_max ? be->slots : m->ntiles_max) : 1;
 	size_t pbytes = m->pstride * sizeof(float);
 	m->params = sb_be_alloc(be, pbytes);
-	m->slots = sb_be_alloc(be, pbytes * (size_t)m->nslots_max);
+	m->slots = sb_be_alloc(be, m->dstride * sizeof(float) * (size_t)m->nslots_max);
+	m->grads = sb_be_alloc(be, pbytes);
 	m->m = sb_be_alloc(be, pbytes);
 	m->v = sb_be_alloc(be, pbytes);
 	m->alpha = sb_be_alloc(be, (size_t)c->layers * c->heads * sizeof(float));
@@ -390,22 +405,23 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 	m->out_labels = sb_be_alloc(be, (size_t)max_batch * sizeof(int32_t));
 	m->out_logits = sb_be_alloc(be, (size_t)max_batch * c->classes * sizeof(float));
 	m->tile_stats = calloc((size_t)m->ntiles_max, sizeof *m->tile_stats);
+	m->host_loss = calloc((size_t)max_batch, sizeof *m->host_loss);
 	if (c->modality == SB_TEXT) {
 		m->demb_all = sb_be_alloc(be, (size_t)max_batch * m->L * c->d * sizeof(float));
 		m->ids_all = sb_be_alloc(be, (size_t)max_batch * m->L * sizeof(int32_t));
 	}
 	m->nworkers = be->threads > 0 ? be->threads : 1;
 	m->arena = calloc((size_t)m->nworkers, sizeof *m->arena);
-	int ok = m->params && m->slots && m->m && m->v && m->alpha && m->idx_dev && m->out_loss && m->out_pred &&
-		 m->out_labels && m->out_logits && m->tile_stats && m->arena && (c->modality == SB_IMAGE || (m->demb_all && m->ids_all));
+	int ok = m->params && m->slots && m->grads && m->m && m->v && m->alpha && m->idx_dev && m->out_loss &&
+	         m->out_pred && m->out_labels && m->out_logits && m->tile_stats && m->host_loss && m->arena &&
+	         (c->modality == SB_IMAGE || (m->demb_all && m->ids_all));
 	for (int w = 0; ok && w < m->nworkers; w++)
 		ok = (m->arena[w] = arena_new(m)) != NULL;
 	if (!ok) {
 		sb_encoder_free(m);
 		return SB_ERR(err, SB_EINTERNAL, "out of memory allocating the model (%zu parameters, batch %d)",
-			      m->nparams, max_batch);
+		              m->nparams, max_batch);
 	}
-	m->grads = m->slots;
 	sb_encoder_ptrs(m, m->params, &m->p);
 	sb_encoder_ptrs(m, m->grads, &m->g);
 	*out = m;
@@ -419,6 +435,7 @@ void sb_encoder_free(struct sb_encoder *m)
 	struct sb_backend *be = m->be;
 	sb_be_free(be, m->params);
 	sb_be_free(be, m->slots);
+	sb_be_free(be, m->grads);
 	sb_be_free(be, m->m);
 	sb_be_free(be, m->v);
 	sb_be_free(be, m->alpha);
@@ -437,6 +454,7 @@ void sb_encoder_free(struct sb_encoder *m)
 			}
 	free(m->arena);
 	free(m->tile_stats);
+	free(m->host_loss);
 	free(m->pinfo);
 	free(m);
 }
@@ -504,7 +522,7 @@ int sb_encoder_init(struct sb_encoder *m, uint64_t seed, struct sb_err *err)
 /* ------------------------------------------------------------------ data */
 
 int sb_encoder_data_open(struct sb_backend *be, const struct sb_dataset *ds, struct sb_encoder_data *out,
-			 struct sb_err *err)
+                         struct sb_err *err)
 {
 	memset(out, 0, sizeof *out);
 	out->n = ds->n;
@@ -522,10 +540,10 @@ int sb_encoder_data_open(struct sb_backend *be, const struct sb_dataset *ds, str
 		size_t bytes;
 		const void **dst;
 	} a[] = {
-		{ds->x_u8, ds->x_u8 ? n * ds->C * ds->H * ds->W : 0, (const void **)&out->images},
-		{ds->x_i32, ds->x_i32 ? n * ds->L * sizeof(int32_t) : 0, (const void **)&out->tokens},
-		{ds->len, ds->len ? n * sizeof(int32_t) : 0, (const void **)&out->len},
-		{ds->y, n * sizeof(int32_t), (const void **)&out->labels},
+	    {ds->x_u8, ds->x_u8 ? n * ds->C * ds->H * ds->W : 0, (const void **)&out->images},
+	    {ds->x_i32, ds->x_i32 ? n * ds->L * sizeof(int32_t) : 0, (const void **)&out->tokens},
+	    {ds->len, ds->len ? n * sizeof(int32_t) : 0, (const void **)&out->len},
+	    {ds->y, n * sizeof(int32_t), (const void **)&out->labels},
 	};
 	for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
 		if (!a[i].src)
@@ -568,7 +586,7 @@ struct pass {
 };
 
 static int tile_forward(struct sb_ctx *ctx, struct sb_encoder_arena *a, const struct pass *ps, int b0, int B,
-			struct sb_attn_stats *st, struct sb_err *err)
+                        struct sb_attn_stats *st, struct sb_err *err)
 {
 	struct sb_encoder *m = ps->m;
 	const struct sb_backend_ops *ops = m->be->ops;
@@ -596,13 +614,13 @@ static int tile_forward(struct sb_ctx *ctx, struct sb_encoder_arena *a, const st
 		float *xm = x;
 		if (c->arch == SB_ARCH_LOCAL_HYBRID) {
 			ops->localmix_forward(ctx, la->xm, la->my, la->mz, la->mmean, la->mrstd, x, nvalid, lp->mix_lnw,
-					      lp->mix_lnb, lp->mix_cw, lp->mix_cb, lp->mix_scale, B, T, d, m->G);
+			                      lp->mix_lnb, lp->mix_cw, lp->mix_cb, lp->mix_scale, B, T, d, m->G);
 			xm = la->xm;
 		}
 		ops->matmul_forward(ctx, la->qkv, xm, lp->qkv_w, lp->qkv_b, n, d, 3 * d);
 		const float *alpha = c->norm.kind == SB_NORM_ADAPTIVE ? m->alpha + (size_t)l * NH : NULL;
-		int rc = ops->attention_forward(ctx, la->att, la->S, la->P, la->aux, la->qkv, nvalid, alpha, &c->norm, B,
-						T, d, NH, err);
+		int rc = ops->attention_forward(ctx, la->att, la->S, la->P, la->aux, la->qkv, nvalid, alpha, &c->norm,
+		                                B, T, d, NH, err);
 		if (rc) {
 			sb_err_prefix(err, "layer %d", l);
 			return rc;
@@ -614,7 +632,7 @@ static int tile_forward(struct sb_ctx *ctx, struct sb_encoder_arena *a, const st
 		dr.stream = SB_DROPOUT_STREAM(ps->o ? ps->o->step : 0, 3 * l);
 		dr.offset = (uint64_t)b0 * T * d;
 		ops->residual_ln_forward(ctx, la->x1, la->r1, la->mean1, la->rstd1, la->mask1, xm, a->tmp, lp->ln1_w,
-					 lp->ln1_b, &dr, n, d);
+		                         lp->ln1_b, &dr, n, d);
 		ops->matmul_forward(ctx, la->h, la->x1, lp->fc1_w, lp->fc1_b, n, d, ff);
 		dr.stream = SB_DROPOUT_STREAM(ps->o ? ps->o->step : 0, 3 * l + 1);
 		dr.offset = (uint64_t)b0 * T * ff;
@@ -622,8 +640,8 @@ static int tile_forward(struct sb_ctx *ctx, struct sb_encoder_arena *a, const st
 		ops->matmul_forward(ctx, a->tmp, la->g, lp->fc2_w, lp->fc2_b, n, ff, d);
 		dr.stream = SB_DROPOUT_STREAM(ps->o ? ps->o->step : 0, 3 * l + 2);
 		dr.offset = (uint64_t)b0 * T * d;
-		ops->residual_ln_forward(ctx, la->xout, la->r2, la->mean2, la->rstd2, la->mask2, la->x1, a->tmp, lp->ln2_w,
-					 lp->ln2_b, &dr, n, d);
+		ops->residual_ln_forward(ctx, la->xout, la->r2, la->mean2, la->rstd2, la->mask2, la->x1, a->tmp,
+		                         lp->ln2_w, lp->ln2_b, &dr, n, d);
 		x = la->xout;
 	}
 	ops->gather_cls(ctx, a->cls_out, x, B, T, d);
@@ -632,7 +650,7 @@ static int tile_forward(struct sb_ctx *ctx, struct sb_encoder_arena *a, const st
 }
 
 static void tile_backward(struct sb_ctx *ctx, struct sb_encoder_arena *a, const struct pass *ps,
-			  const struct sb_model_ptrs *G, int b0, int B)
+                          const struct sb_model_ptrs *G, int b0, int B)
 {
 	struct sb_encoder *m = ps->m;
 	const struct sb_backend_ops *ops = m->be->ops;
@@ -642,9 +660,9 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_encoder_arena *a, const 
 	const int32_t *nvalid = c->modality == SB_TEXT ? a->nvalid : NULL;
 	float p = ps->o->dropout;
 	ops->cross_entropy(ctx, m->out_loss + b0, m->out_pred + b0, a->dlogits, a->logits, a->labels, B, c->classes,
-			   1.0f / (float)ps->B);
+	                   1.0f / (float)ps->B);
 	ops->matmul_backward(ctx, a->dcls, G->head_w, G->head_b, a->dlogits, a->cls_out, P->head_w, B, d, c->classes,
-			     0);
+	                     0);
 	float *dx = a->dx, *dxa = a->dxa, *dxb = a->dxb;
 	ops->scatter_cls(ctx, dx, a->dcls, B, T, d);
 	for (int l = c->layers - 1; l >= 0; l--) {
@@ -655,26 +673,27 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_encoder_arena *a, const 
 		const float *xm = c->arch == SB_ARCH_LOCAL_HYBRID ? la->xm : xin;
 		/* x_out = LN2(x1 + drop(f)) */
 		ops->residual_ln_backward(ctx, dxa, a->dtmp, lg->ln2_w, lg->ln2_b, dx, la->r2, la->mean2, la->rstd2,
-					  la->mask2, lp->ln2_w, p, n, d);
+		                          la->mask2, lp->ln2_w, p, n, d);
 		ops->matmul_backward(ctx, a->dh, lg->fc2_w, lg->fc2_b, a->dtmp, la->g, lp->fc2_w, n, ff, d, 0);
 		ops->gelu_backward(ctx, a->dh, a->dh, la->h, la->maskh, p, (size_t)n * ff);
 		ops->matmul_backward(ctx, dxa, lg->fc1_w, lg->fc1_b, a->dh, la->x1, lp->fc1_w, n, d, ff, 1);
 		/* x1 = LN1(xm + drop(proj)) */
 		ops->residual_ln_backward(ctx, dxb, a->dtmp, lg->ln1_w, lg->ln1_b, dxa, la->r1, la->mean1, la->rstd1,
-					  la->mask1, lp->ln1_w, p, n, d);
+		                          la->mask1, lp->ln1_w, p, n, d);
 		ops->matmul_backward(ctx, a->datt, lg->out_w, lg->out_b, a->dtmp, la->att, lp->out_w, n, d, d, 0);
 		int adaptive = c->norm.kind == SB_NORM_ADAPTIVE;
 		if (adaptive)
 			ops->zero(ctx, a->dalpha, (size_t)NH * sizeof(float));
-		ops->attention_backward(ctx, a->dqkv, adaptive ? a->dalpha : NULL, a->datt, la->qkv, la->S, la->P, la->aux,
-					nvalid, adaptive ? m->alpha + (size_t)l * NH : NULL, &c->norm, B, T, d, NH);
+		ops->attention_backward(ctx, a->dqkv, adaptive ? a->dalpha : NULL, a->datt, la->qkv, la->S, la->P,
+		                        la->aux, nvalid, adaptive ? m->alpha + (size_t)l * NH : NULL, &c->norm, B, T, d,
+		                        NH);
 		if (adaptive)
 			ops->hae_alpha_backward(ctx, lg->alpha_raw, a->dalpha, lp->alpha_raw, NH);
 		ops->matmul_backward(ctx, dxb, lg->qkv_w, lg->qkv_b, a->dqkv, xm, lp->qkv_w, n, d, 3 * d, 1);
 		if (c->arch == SB_ARCH_LOCAL_HYBRID) {
-			ops->localmix_backward(ctx, dx, lg->mix_lnw, lg->mix_lnb, lg->mix_cw, lg->mix_cb, lg->mix_scale, dxb,
-					       xin, la->my, la->mz, la->mmean, la->mrstd, nvalid, lp->mix_lnw, lp->mix_cw,
-					       lp->mix_scale, B, T, d, m->G);
+			ops->localmix_backward(ctx, dx, lg->mix_lnw, lg->mix_lnb, lg->mix_cw, lg->mix_cb, lg->mix_scale,
+			                       dxb, xin, la->my, la->mz, la->mmean, la->mrstd, nvalid, lp->mix_lnw,
+			                       lp->mix_cw, lp->mix_scale, B, T, d, m->G);
 		} else {
 			float *t = dx;
 			dx = dxb;
@@ -683,7 +702,8 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_encoder_arena *a, const 
 	}
 	if (c->modality == SB_IMAGE) {
 		ops->assemble_backward(ctx, a->demb, G->cls, G->pos, dx, B, T, d);
-		ops->matmul_backward(ctx, NULL, G->embed_w, G->embed_b, a->demb, a->patches, P->embed_w, B * L, m->P, d, 0);
+		ops->matmul_backward(ctx, NULL, G->embed_w, G->embed_b, a->demb, a->patches, P->embed_w, B * L, m->P, d,
+		                     0);
 	} else {
 		/* the table's gradient is scattered after the slots are summed (sparse rows) */
 		ops->assemble_backward(ctx, m->demb_all + (size_t)b0 * L * d, G->cls, G->pos, dx, B, T, d);
@@ -696,10 +716,10 @@ static int slot_task(struct sb_ctx *ctx, int worker, int s, void *arg, struct sb
 	struct pass *ps = arg;
 	struct sb_encoder *m = ps->m;
 	struct sb_encoder_arena *a = m->arena[worker];
-	float *slot = m->slots + (size_t)s * m->pstride;
+	float *slot = m->slots + (size_t)s * m->dstride;
 	struct sb_model_ptrs G;
-	sb_encoder_ptrs(m, slot, &G);
-	m->be->ops->zero(ctx, slot, m->pstride * sizeof(float));
+	sb_encoder_ptrs(m, slot, &G); /* G.embed_w of a text model points past the slot: never used */
+	m->be->ops->zero(ctx, slot, m->dstride * sizeof(float));
 	int t0 = (int)((int64_t)s * ps->ntiles / ps->nslots), t1 = (int)((int64_t)(s + 1) * ps->ntiles / ps->nslots);
 	for (int t = t0; t < t1; t++) {
 		int b0 = t * m->tile, B = ps->B - b0 < m->tile ? ps->B - b0 : m->tile;
@@ -730,7 +750,8 @@ static int eval_task(struct sb_ctx *ctx, int worker, int t, void *arg, struct sb
 		return rc;
 	ops->cross_entropy(ctx, m->out_loss + b0, m->out_pred + b0, NULL, a->logits, a->labels, B, m->cfg.classes, 0);
 	ops->copy(ctx, m->out_labels + b0, a->labels, (size_t)B * sizeof(int32_t));
-	ops->copy(ctx, m->out_logits + (size_t)b0 * m->cfg.classes, a->logits, (size_t)B * m->cfg.classes * sizeof(float));
+	ops->copy(ctx, m->out_logits + (size_t)b0 * m->cfg.classes, a->logits,
+	          (size_t)B * m->cfg.classes * sizeof(float));
 	return 0;
 }
 
@@ -749,14 +770,14 @@ void sb_step_opts_default(struct sb_step_opts *o)
 }
 
 static int upload_idx(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int B,
-		      struct sb_err *err)
+                      struct sb_err *err)
 {
 	if (B < 1 || B > m->max_batch)
 		return SB_ERR(err, SB_EINTERNAL, "batch of %d examples (model built for at most %d)", B, m->max_batch);
 	for (int i = 0; i < B; i++)
 		if ((int64_t)idx[i] >= data->n)
 			return SB_ERR(err, SB_EINTERNAL, "example index %u out of range (%lld examples)", idx[i],
-				      (long long)data->n);
+			              (long long)data->n);
 	return m->be->ops->upload(m->be, m->idx_dev, idx, (size_t)B * sizeof *idx, err);
 }
 
@@ -779,8 +800,8 @@ static void sum_stats(const struct sb_encoder *m, int ntiles, struct sb_attn_sta
 	}
 }
 
-int sb_encoder_forward_backward(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx,
-				int B, const struct sb_step_opts *o, struct sb_step_result *res, struct sb_err *err)
+int sb_encoder_forward_backward(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int B,
+                                const struct sb_step_opts *o, struct sb_step_result *res, struct sb_err *err)
 {
 	struct sb_backend *be = m->be;
 	const struct sb_backend_ops *ops = be->ops;
@@ -792,20 +813,16 @@ int sb_encoder_forward_backward(struct sb_encoder *m, const struct sb_encoder_da
 	ps.nslots = ps.ntiles < m->nslots_max ? ps.ntiles : m->nslots_max;
 	SB_TRY(ops->run(be, ps.nslots, slot_task, &ps, err));
 	struct sb_ctx *ctx = sb_be_main(be);
-	if (ps.nslots > 1)
-		ops->reduce_slots(ctx, m->grads, m->slots, ps.nslots, m->pstride, m->pstride);
-	if (m->cfg.modality == SB_TEXT) /* the embedding table: rows of the whole batch in order */
+	ops->reduce_slots(ctx, m->grads, m->slots, ps.nslots, m->dstride, m->dense_n);
+	if (m->cfg.modality == SB_TEXT) { /* the token table: rows of the whole batch in order */
+		ops->zero(ctx, m->grads + m->dense_n, (m->pstride - m->dense_n) * sizeof(float));
 		ops->embedding_backward(ctx, m->g.embed_w, m->demb_all, m->ids_all, B * m->L, m->cfg.d);
-	float *loss = malloc((size_t)B * sizeof *loss);
-	if (!loss)
-		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	int rc = ops->download(be, loss, m->out_loss, (size_t)B * sizeof *loss, err);
+	}
+	float *loss = m->host_loss;
+	SB_TRY(ops->download(be, loss, m->out_loss, (size_t)B * sizeof *loss, err));
 	double s = 0;
 	for (int i = 0; i < B; i++)
 		s += loss[i];
-	free(loss);
-	if (rc)
-		return rc;
 	res->loss = s / B;
 	if (o->stats)
 		sum_stats(m, ps.ntiles, &res->stats);
@@ -813,7 +830,7 @@ int sb_encoder_forward_backward(struct sb_encoder *m, const struct sb_encoder_da
 }
 
 int sb_encoder_update(struct sb_encoder *m, const struct sb_step_opts *o, struct sb_step_result *res,
-		      struct sb_err *err)
+                      struct sb_err *err)
 {
 	struct sb_backend *be = m->be;
 	const struct sb_backend_ops *ops = be->ops;
@@ -830,13 +847,13 @@ int sb_encoder_update(struct sb_encoder *m, const struct sb_step_opts *o, struct
 		}
 	}
 	m->adam_t++;
-	ops->adamw(ctx, m->params, m->m, m->v, m->grads, m->pstride, o->lr, o->beta1, o->beta2, o->eps,
-		   o->weight_decay, m->adam_t);
+	ops->adamw(ctx, m->params, m->m, m->v, m->grads, m->pstride, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay,
+	           m->adam_t);
 	return 0;
 }
 
 int sb_encoder_train_step(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int B,
-			  const struct sb_step_opts *o, struct sb_step_result *res, struct sb_err *err)
+                          const struct sb_step_opts *o, struct sb_step_result *res, struct sb_err *err)
 {
 	SB_TRY(sb_encoder_forward_backward(m, data, idx, B, o, res, err));
 	if (!isfinite(res->loss))
@@ -847,7 +864,7 @@ int sb_encoder_train_step(struct sb_encoder *m, const struct sb_encoder_data *da
 /* ------------------------------------------------------------------ evaluation */
 
 int sb_encoder_forward(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int B,
-		       float *logits, float *losses, int32_t *pred, struct sb_attn_stats *stats, struct sb_err *err)
+                       float *logits, float *losses, int32_t *pred, struct sb_attn_stats *stats, struct sb_err *err)
 {
 	struct sb_backend *be = m->be;
 	SB_TRY(upload_idx(m, data, idx, B, err));
@@ -877,7 +894,7 @@ int sb_encoder_alphas(struct sb_encoder *m, float *out, struct sb_err *err)
 }
 
 int sb_encoder_evaluate(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int64_t n,
-			int batch, struct sb_eval_result *res, uint8_t *correct, struct sb_err *err)
+                        int batch, struct sb_eval_result *res, uint8_t *correct, struct sb_err *err)
 {
 	memset(res, 0, sizeof *res);
 	if (batch < 1 || batch > m->max_batch)
@@ -945,8 +962,8 @@ int sb_encoder_evaluate(struct sb_encoder *m, const struct sb_encoder_data *data
 		res->attention_entropy = ndens ? ent_sum / ndens : NAN;
 		res->alpha_mean = res->alpha_std = NAN;
 		float al[SB_ENCODER_MAX_LAYERS * 64];
-		int na = m->cfg.layers * m->cfg.heads <= (int)(sizeof al / sizeof al[0]) ? sb_encoder_alphas(m, al, err)
-											 : 0;
+		int na =
+		    m->cfg.layers * m->cfg.heads <= (int)(sizeof al / sizeof al[0]) ? sb_encoder_alphas(m, al, err) : 0;
 		if (na > 0) {
 			double s = 0, q = 0;
 			for (int i = 0; i < na; i++)
@@ -987,8 +1004,8 @@ int sb_encoder_to_tensors(struct sb_encoder *m, struct sb_tensors *ts, int with_
 			const struct sb_param_info *q = &m->pinfo[i];
 			char name[96];
 			snprintf(name, sizeof name, "%s%s", pre[k], q->name);
-			rc = sb_tensors_add(ts, name, SB_F32, q->ndim, q->shape, host + (size_t)k * m->pstride + q->offset,
-					    0, err);
+			rc = sb_tensors_add(ts, name, SB_F32, q->ndim, q->shape,
+			                    host + (size_t)k * m->pstride + q->offset, 0, err);
 		}
 	}
 	if (!rc && with_optim) {
@@ -1021,7 +1038,8 @@ int sb_encoder_from_tensors(struct sb_encoder *m, const struct sb_tensors *ts, i
 			for (int j = 0; same && j < q->ndim; j++)
 				same = t->shape[j] == q->shape[j];
 			if (!same) {
-				rc = SB_ERR(err, SB_EDATA, "tensor '%s' has the wrong dtype or shape for this model", name);
+				rc = SB_ERR(err, SB_EDATA, "tensor '%s' has the wrong dtype or shape for this model",
+				            name);
 				break;
 			}
 			memcpy(host + (size_t)k * m->pstride + q->offset, t->data, q->numel * sizeof(float));

@@ -41,7 +41,7 @@
 enum sb_arch { SB_ARCH_PLAIN = 0, SB_ARCH_LOCAL_HYBRID = 1 };
 
 struct sb_encoder_cfg {
-	enum sb_modality modality; /* SB_IMAGE or SB_TEXT */
+	enum sb_modality modality;          /* SB_IMAGE or SB_TEXT */
 	int channels, height, width, patch; /* images */
 	int seq_len, vocab;                 /* text: L tokens per example, vocabulary V */
 	int classes;
@@ -57,7 +57,7 @@ int sb_encoder_arch_parse(const char *name, enum sb_arch *out);
 const char *sb_encoder_arch_name(enum sb_arch a);
 /* Shapes and classes from a dataset, then tier, architecture and normaliser. */
 int sb_encoder_cfg_from_dataset(struct sb_encoder_cfg *cfg, const struct sb_dataset *ds, const char *tier,
-				const char *arch, const struct sb_norm *nm, struct sb_err *err);
+                                const char *arch, const struct sb_norm *nm, struct sb_err *err);
 
 /* One parameter tensor of the table. */
 enum sb_init { SB_INIT_UNIFORM, SB_INIT_NORMAL, SB_INIT_CONST, SB_INIT_EMBEDDING };
@@ -72,7 +72,7 @@ struct sb_param_info {
 
 struct sb_layer_ptrs {
 	float *mix_lnw, *mix_lnb, *mix_cw, *mix_cb, *mix_scale; /* local_hybrid */
-	float *qkv_w, *qkv_b, *out_w, *out_b, *alpha_raw;      /* alpha_raw: HAE */
+	float *qkv_w, *qkv_b, *out_w, *out_b, *alpha_raw;       /* alpha_raw: HAE */
 	float *ln1_w, *ln1_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b, *ln2_w, *ln2_b;
 };
 #define SB_ENCODER_MAX_LAYERS 16
@@ -93,7 +93,7 @@ struct sb_encoder_data {
 	int owned;
 };
 int sb_encoder_data_open(struct sb_backend *be, const struct sb_dataset *ds, struct sb_encoder_data *out,
-			 struct sb_err *err);
+                         struct sb_err *err);
 void sb_encoder_data_close(struct sb_backend *be, struct sb_encoder_data *d);
 
 struct sb_encoder_arena; /* per-worker activations (encoder.c) */
@@ -105,26 +105,28 @@ struct sb_encoder {
 	int max_batch, tile, ntiles_max, nslots_max;
 	struct sb_param_info *pinfo;
 	int ntensors;
-	size_t nparams, pstride; /* floats; slot stride (padded) */
-	float *params, *slots, *m, *v; /* device; grads = slot 0 */
+	size_t nparams, pstride;       /* floats; padded size of params, grads, m, v */
+	size_t dense_n, dstride;       /* the part held by gradient slots (all but a text token table), slot stride */
+	float *params, *slots, *m, *v; /* device */
 	float *grads;
-	struct sb_model_ptrs p, g; /* pointers into params and into slot 0 */
-	float *alpha;              /* device [layers * heads] (HAE) */
-	uint32_t *idx_dev;         /* device [max_batch] */
-	float *demb_all;           /* text: [max_batch * L * d] embedding gradients of the batch */
-	int32_t *ids_all;          /* text: [max_batch * L] */
-	float *out_loss;           /* device [max_batch] per-example losses */
-	int32_t *out_pred;         /* device [max_batch] */
-	int32_t *out_labels;       /* device [max_batch] */
-	float *out_logits;         /* device [max_batch * classes] */
+	struct sb_model_ptrs p, g;        /* pointers into params and into slot 0 */
+	float *alpha;                     /* device [layers * heads] (HAE) */
+	uint32_t *idx_dev;                /* device [max_batch] */
+	float *demb_all;                  /* text: [max_batch * L * d] embedding gradients of the batch */
+	int32_t *ids_all;                 /* text: [max_batch * L] */
+	float *out_loss;                  /* device [max_batch] per-example losses */
+	int32_t *out_pred;                /* device [max_batch] */
+	int32_t *out_labels;              /* device [max_batch] */
+	float *out_logits;                /* device [max_batch * classes] */
 	struct sb_attn_stats *tile_stats; /* host [ntiles_max] */
+	float *host_loss;                 /* host [max_batch] */
 	int nworkers;
 	struct sb_encoder_arena **arena; /* [nworkers] */
-	int64_t adam_t; /* optimiser steps taken */
+	int64_t adam_t;                  /* optimiser steps taken */
 };
 
 int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int max_batch, struct sb_encoder **out,
-		   struct sb_err *err);
+                   struct sb_err *err);
 void sb_encoder_free(struct sb_encoder *m);
 /* Change the normaliser (switching schedules); the parameter table must not change. */
 int sb_encoder_set_norm(struct sb_encoder *m, const struct sb_norm *nm, struct sb_err *err);
@@ -135,10 +137,10 @@ size_t sb_encoder_param_count(const struct sb_encoder *m);
 void sb_encoder_ptrs(const struct sb_encoder *m, float *base, struct sb_model_ptrs *out);
 
 struct sb_step_opts {
-	uint64_t seed;  /* dropout key (the cell's seed) */
-	int64_t step;   /* global step index (0-based): dropout stream */
-	float dropout;  /* 0 disables */
-	int stats;      /* collect attention statistics */
+	uint64_t seed; /* dropout key (the cell's seed) */
+	int64_t step;  /* global step index (0-based): dropout stream */
+	float dropout; /* 0 disables */
+	int stats;     /* collect attention statistics */
 	/* optimiser */
 	float lr, weight_decay, clip, beta1, beta2, eps;
 };
@@ -153,20 +155,20 @@ struct sb_step_result {
 
 /* Gradients of the mean loss over the batch idx[0..B) (host indices into data) into
  * m->grads; no update. A non-finite loss is reported in res->loss (not an error). */
-int sb_encoder_forward_backward(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx,
-				int B, const struct sb_step_opts *o, struct sb_step_result *res, struct sb_err *err);
+int sb_encoder_forward_backward(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int B,
+                                const struct sb_step_opts *o, struct sb_step_result *res, struct sb_err *err);
 /* Global-norm clipping (torch clip_grad_norm_ semantics) and one AdamW step. */
 int sb_encoder_update(struct sb_encoder *m, const struct sb_step_opts *o, struct sb_step_result *res,
-		      struct sb_err *err);
+                      struct sb_err *err);
 /* forward_backward, then update when the loss is finite. */
 int sb_encoder_train_step(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int B,
-			  const struct sb_step_opts *o, struct sb_step_result *res, struct sb_err *err);
+                          const struct sb_step_opts *o, struct sb_step_result *res, struct sb_err *err);
 
 /* Forward pass in evaluation mode (no dropout) of idx[0..B): per-example logits
  * [B, classes], losses and predictions to host arrays (each may be NULL); attention
  * statistics added into *stats when not NULL. */
 int sb_encoder_forward(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int B,
-		       float *logits, float *losses, int32_t *pred, struct sb_attn_stats *stats, struct sb_err *err);
+                       float *logits, float *losses, int32_t *pred, struct sb_attn_stats *stats, struct sb_err *err);
 
 /* Evaluation of examples idx[0..n) in batches of `batch` (PROTOCOL A4 evaluate):
  * accuracy, macro-F1 over all classes (0 for an undefined class F1), loss = unweighted
@@ -180,7 +182,7 @@ struct sb_eval_result {
 	double alpha_mean, alpha_std;
 };
 int sb_encoder_evaluate(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int64_t n,
-			int batch, struct sb_eval_result *res, uint8_t *correct, struct sb_err *err);
+                        int batch, struct sb_eval_result *res, uint8_t *correct, struct sb_err *err);
 
 /* alpha of every (layer, head) for HAE (host, [layers*heads]); returns the count (0 otherwise). */
 int sb_encoder_alphas(struct sb_encoder *m, float *out, struct sb_err *err);

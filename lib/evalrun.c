@@ -1,26 +1,12 @@
-/* evalrun.c — the evaluation call of sb-eval and sb-test (see evalrun.h).
- *
- * With the compute engine (lib/encoder.h, branch engine): build the cell's
- * model once, then per checkpoint read its bytes, check their SHA-256 when one
- * is expected (so the bytes evaluated are the bytes the caller verified), load
- * the parameters and evaluate (PROTOCOL A4 evaluate: sb_encoder_evaluate).
- *
- * Without it (a build of this branch before the engine is merged) every entry
- * point reports that no evaluation engine is linked in, and the programs stop
- * before reading data they could not use. The switch is the presence of the
- * engine's header, so merging the engine needs no edit here.
- */
+/* evalrun.c — the evaluation call of sb-eval and sb-test (see evalrun.h), on
+ * the engine: the cell parsed and checked by lib/train_cell.h, the model built
+ * by sb_cell_model_cfg + sb_encoder_new as sb-train builds it, each checkpoint
+ * read and hashed once, checked against its metadata, loaded, and evaluated by
+ * sb_encoder_evaluate with the normaliser of its epoch. */
 #include "evalrun.h"
 
-#if defined(__has_include)
-#if __has_include("encoder.h")
-#define SB_EVALRUN_ENGINE 1
-#endif
-#endif
-
-#ifdef SB_EVALRUN_ENGINE
-
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,8 +16,10 @@
 #include "hash.h"
 #include "io.h"
 #include "tensor.h"
+#include "train_cell.h"
 
 struct sb_evalrun {
+	struct sb_cell cell;
 	struct sb_backend *be;
 	struct sb_encoder *m;
 	struct sb_encoder_data data;
@@ -59,38 +47,32 @@ int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, con
                     struct sb_evalrun **out, struct sb_err *err)
 {
 	*out = NULL;
-	const char *method = sb_json_str(sb_json_get(cell, "method"), NULL);
-	const char *tier = sb_json_str(sb_json_get(cell, "tier"), "compact");
-	const char *arch = sb_json_str(sb_json_get(cell, "arch"), "plain");
-	const char *mask = sb_json_str(sb_json_get(cell, "mask"), "margin");
-	double alpha = sb_json_num(sb_json_get(cell, "alpha"), 1.5);
-	int64_t batch = 256;
-	const struct sb_json *b = sb_json_get(cell, "batch");
-	if (b && (sb_json_int64(b, &batch) || batch < 1 || batch > 1 << 20))
-		return SB_ERR(err, SB_EDATA, "cell.json: 'batch' must be a positive integer");
-	if (o && o->batch > 0)
-		batch = o->batch;
-	if (!method)
-		return SB_ERR(err, SB_EDATA, "cell.json: missing field 'method'");
-	struct sb_norm nm;
-	struct sb_err e2 = {0};
-	int rc = sb_norm_parse(method, alpha, &nm, &e2);
-	if (rc)
-		return SB_ERR(err, rc == SB_EUSAGE ? SB_EDATA : rc, "cell.json: %s", e2.msg);
-	if (strcmp(mask, "exclude") == 0)
-		nm.mask = SB_MASK_EXCLUDE;
-	else if (strcmp(mask, "margin") == 0)
-		nm.mask = SB_MASK_MARGIN;
-	else
-		return SB_ERR(err, SB_EDATA, "cell.json: 'mask' must be \"margin\" or \"exclude\"");
-	struct sb_encoder_cfg cfg;
-	if ((rc = sb_encoder_cfg_from_dataset(&cfg, ds, tier, arch, &nm, &e2)))
-		return SB_ERR(err, rc == SB_EUSAGE ? SB_EDATA : rc, "cell.json: %s", e2.msg);
 	struct sb_evalrun *r = calloc(1, sizeof *r);
 	if (!r)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	r->batch = (int)batch;
-	if ((rc = sb_backend_open(o && o->device ? o->device : "cpu", o ? o->threads : 0, &r->be, err)) ||
+	struct sb_err e2 = {0};
+	int rc = sb_cell_from_json(cell, 0, &r->cell, &e2);
+	if (rc) {
+		free(r);
+		return SB_ERR(err, rc == SB_EUSAGE ? SB_EDATA : rc, "cell.json: %s", e2.msg);
+	}
+	const char *id = sb_json_str(sb_json_get(cell, "cell_id"), NULL);
+	if (!id || strcmp(id, r->cell.cell_id) != 0) {
+		rc = SB_ERR(err, SB_EDATA, "cell.json: cell_id '%s' is not the one its fields hash to (%s)",
+		            id ? id : "(none)", r->cell.cell_id);
+		free(r);
+		return rc;
+	}
+	if (strcmp(ds->task, r->cell.task) != 0) {
+		rc = SB_ERR(err, SB_EDATA, "%s: a dataset of task '%s', the cell's task is '%s'", ds->path, ds->task,
+		            r->cell.task);
+		free(r);
+		return rc;
+	}
+	r->batch = o && o->batch > 0 ? o->batch : r->cell.batch;
+	struct sb_encoder_cfg cfg;
+	if ((rc = sb_cell_model_cfg(&r->cell, ds, &cfg, err)) ||
+	    (rc = sb_backend_open(o && o->device ? o->device : "cpu", o ? o->threads : 0, &r->be, err)) ||
 	    (rc = sb_encoder_new(&cfg, r->be, r->batch, &r->m, err)) ||
 	    (rc = sb_encoder_data_open(r->be, ds, &r->data, err))) {
 		sb_evalrun_close(r);
@@ -101,8 +83,9 @@ int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, con
 	return 0;
 }
 
-int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const char *expect_sha256, const uint32_t *idx,
-                          int64_t n, struct sb_evalrun_result *res, uint8_t *correct, struct sb_err *err)
+int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const char *expect_sha256, int epochs_completed,
+                          const uint32_t *idx, int64_t n, struct sb_evalrun_result *res, uint8_t *correct,
+                          struct sb_err *err)
 {
 	char *buf;
 	size_t len;
@@ -119,10 +102,33 @@ int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const ch
 	struct sb_tensors ts;
 	sb_tensors_init(&ts);
 	int rc = sb_st_parse(buf, len, checkpoint, &ts, err);
+	struct sb_norm nm;
+	if (!rc) {
+		const char *fmt = sb_tensors_meta(&ts, "format");
+		const char *id = sb_tensors_meta(&ts, "cell_id");
+		const char *ec = sb_tensors_meta(&ts, "epochs_completed");
+		const char *norm = sb_tensors_meta(&ts, "norm");
+		char want[16];
+		snprintf(want, sizeof want, "%d", epochs_completed);
+		if (!fmt || strcmp(fmt, "sparsebench.checkpoint") != 0)
+			rc = SB_ERR(err, SB_EDATA, "%s: not a sparsebench checkpoint (metadata 'format')", checkpoint);
+		else if (!id || strcmp(id, r->cell.cell_id) != 0)
+			rc = SB_ERR(err, SB_EDATA, "%s: a checkpoint of cell '%s', not of '%s'", checkpoint,
+			            id ? id : "?", r->cell.cell_id);
+		else if (!ec || strcmp(ec, want) != 0)
+			rc = SB_ERR(err, SB_EDATA, "%s: metadata says %s epochs completed, expected %d", checkpoint,
+			            ec ? ec : "?", epochs_completed);
+		else if (!(rc = sb_cell_norm_at(&r->cell, epochs_completed - 1, &nm, err)) && norm &&
+		         strcmp(norm, sb_norm_name(&nm)) != 0)
+			rc = SB_ERR(err, SB_EDATA, "%s: trained with normaliser '%s', the cell's schedule says '%s'",
+			            checkpoint, norm, sb_norm_name(&nm));
+	}
 	if (!rc && (rc = sb_encoder_from_tensors(r->m, &ts, 0, err)))
 		sb_err_prefix(err, "%s", checkpoint);
 	sb_tensors_free(&ts);
 	free(buf);
+	if (!rc)
+		rc = sb_encoder_set_norm(r->m, &nm, err);
 	if (rc)
 		return rc;
 	struct sb_eval_result e;
@@ -148,37 +154,3 @@ int sb_evalrun_threads(const struct sb_evalrun *r)
 {
 	return r ? r->be->threads : 1;
 }
-
-#else /* no engine */
-
-#define NO_ENGINE "no evaluation engine in this build (lib/encoder.h of the engine is not merged)"
-
-int sb_evalrun_available(struct sb_err *err)
-{
-	return SB_ERR(err, SB_EINTERNAL, NO_ENGINE);
-}
-
-int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, const struct sb_evalrun_opts *o,
-                    struct sb_evalrun **out, struct sb_err *err)
-{
-	*out = NULL;
-	return SB_ERR(err, SB_EINTERNAL, NO_ENGINE);
-}
-
-int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const char *expect_sha256, const uint32_t *idx,
-                          int64_t n, struct sb_evalrun_result *res, uint8_t *correct, struct sb_err *err)
-{
-	return SB_ERR(err, SB_EINTERNAL, NO_ENGINE);
-}
-
-const char *sb_evalrun_device(const struct sb_evalrun *r)
-{
-	return "cpu";
-}
-int sb_evalrun_threads(const struct sb_evalrun *r)
-{
-	return 1;
-}
-void sb_evalrun_close(struct sb_evalrun *r) {}
-
-#endif

@@ -1,9 +1,11 @@
 /* evalrun.h — evaluate one saved checkpoint of a run directory on a set of
- * examples: the one place where sb-eval and sb-test call the compute engine.
+ * examples: the one place where sb-eval and sb-test call the compute engine
+ * (lib/encoder.h, lib/train_cell.h).
  *
  * A struct sb_evalrun holds what stays the same across the checkpoints of a
- * run (the backend and a model built from the cell's configuration), so that
- * the epochs of a cell are evaluated without rebuilding it.
+ * run (the parsed cell, the backend, a model built from the cell's
+ * configuration exactly as sb-train builds it), so that the epochs of a cell
+ * are evaluated without rebuilding it.
  */
 #ifndef SB_EVALRUN_H
 #define SB_EVALRUN_H
@@ -17,7 +19,7 @@
 struct sb_evalrun_opts {
 	const char *device; /* "cpu" (default) or "cuda[:N]" */
 	int threads;        /* 0 = all cores */
-	int batch;          /* 0 = the cell's batch (256 when absent) */
+	int batch;          /* 0 = the cell's batch */
 };
 
 struct sb_evalrun_result {
@@ -29,20 +31,31 @@ struct sb_evalrun_result {
 
 struct sb_evalrun;
 
-/* Is an evaluation engine linked in? 0 with a message in err when not. */
+/* Is an evaluation engine linked in? (Always, since the engine was merged;
+ * kept so that a build without one can say so before any data is read.) */
 int sb_evalrun_available(struct sb_err *err);
 
-/* Build the model a cell (the parsed cell.json) describes, for dataset ds
- * (the pool or the test file of the cell's task). */
+/* Build the model a cell (the parsed cell.json of a run directory) describes,
+ * for dataset ds (the pool or the test file of the cell's task). The cell is
+ * validated by the engine's cell layer (sb_cell_from_json) and its cell_id must
+ * be the one its fields hash to (SB_EDATA otherwise: an edited cell.json). */
 int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, const struct sb_evalrun_opts *o,
                     struct sb_evalrun **out, struct sb_err *err);
-/* Load `checkpoint` and evaluate examples idx[0..n) of ds: metrics, attention
+
+/* Load the checkpoint saved after `epochs_completed` epochs and evaluate
+ * examples idx[0..n) of ds (PROTOCOL A4 evaluate): metrics, attention
  * statistics, and one correctness bit per example in idx order (bit i of byte
- * i/8, least significant first) into correct[(n+7)/8]. When expect_sha256 is
- * not NULL, the bytes read are hashed and must match it (SB_EDATA otherwise):
- * what is evaluated is exactly what the caller verified. */
-int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const char *expect_sha256, const uint32_t *idx,
-                          int64_t n, struct sb_evalrun_result *res, uint8_t *correct, struct sb_err *err);
+ * i/8, least significant first) into correct[(n+7)/8].
+ *   - The file is read once; when expect_sha256 is not NULL its bytes must hash
+ *     to it (SB_EDATA otherwise): what is evaluated is what the caller verified.
+ *   - Its metadata must say format "sparsebench.checkpoint", this cell's cell_id
+ *     and this epochs_completed (SB_EDATA otherwise).
+ *   - The normaliser is the one in effect in that epoch (schedules of PROTOCOL A8
+ *     switch it), and must be the one the checkpoint's metadata names. */
+int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const char *expect_sha256, int epochs_completed,
+                          const uint32_t *idx, int64_t n, struct sb_evalrun_result *res, uint8_t *correct,
+                          struct sb_err *err);
+
 /* Human-readable description of the device ("cpu", "cuda:0 NVIDIA ..."). */
 const char *sb_evalrun_device(const struct sb_evalrun *r);
 int sb_evalrun_threads(const struct sb_evalrun *r);

@@ -8,9 +8,10 @@
 
 #include "hash.h"
 #include "io.h"
+#include "tensor.h"
 
 static const char *switch_methods[] = {"median_switch", "early_accuracy_switch", "entropy_switch",
-				       "mechanistic_switch"};
+                                       "mechanistic_switch"};
 
 static int is_switch(const char *m)
 {
@@ -49,7 +50,7 @@ static int get_str(const struct sb_json *v, const char *key, char *dst, size_t n
 		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
 		      ch == '-'))
 			return SB_ERR(err, SB_EDATA, "field '%s': '%s' may only hold letters, digits, '_' and '-'", key,
-				      v->text);
+			              v->text);
 	}
 	memcpy(dst, v->text, v->len + 1);
 	return 0;
@@ -60,7 +61,7 @@ static int get_int(const struct sb_json *v, const char *key, int64_t lo, int64_t
 	int64_t x;
 	if (sb_json_int64(v, &x) || x < lo || x > hi)
 		return SB_ERR(err, SB_EDATA, "field '%s' must be an integer in [%lld, %lld]", key, (long long)lo,
-			      (long long)hi);
+		              (long long)hi);
 	*out = x;
 	return 0;
 }
@@ -261,12 +262,12 @@ int sb_cell_finish(struct sb_cell *c, struct sb_err *err)
 	sb_sha256_buf(w.buf, w.len, hex);
 	sb_jw_free(&w);
 	snprintf(c->cell_id, sizeof c->cell_id, "%s.%s.s%llu.%s.%s.%.8s", c->task, c->method,
-		 (unsigned long long)c->seed, c->arch, c->tier, hex);
+	         (unsigned long long)c->seed, c->arch, c->tier, hex);
 	return 0;
 }
 
 int sb_cell_model_cfg(const struct sb_cell *c, const struct sb_dataset *ds, struct sb_encoder_cfg *cfg,
-		      struct sb_err *err)
+                      struct sb_err *err)
 {
 	struct sb_norm nm;
 	SB_TRY(sb_cell_norm_base(c, &nm, err));
@@ -293,7 +294,7 @@ int sb_cell_read(const char *run_dir, struct sb_cell *c, struct sb_err *err)
 			rc = sb_cell_from_json(v, 0, c, err);
 			if (!rc && strcmp(want, c->cell_id))
 				rc = SB_ERR(err, SB_EDATA, "cell_id '%s' does not match the cell's fields (%s)", want,
-					    c->cell_id);
+				            c->cell_id);
 		}
 		if (rc)
 			sb_err_prefix(err, "%s", path);
@@ -312,4 +313,41 @@ void sb_run_checkpoint_path(char *buf, size_t n, const char *run_dir, int epochs
 void sb_run_optim_path(char *buf, size_t n, const char *run_dir, int epochs_completed)
 {
 	snprintf(buf, n, "%s/epoch-%03d.optim.safetensors", run_dir, epochs_completed);
+}
+
+int sb_run_open_model(const char *run_dir, int epochs_completed, const struct sb_dataset *ds, struct sb_backend *be,
+                      int max_batch, struct sb_cell *cell, struct sb_encoder **out, struct sb_err *err)
+{
+	*out = NULL;
+	SB_TRY(sb_cell_read(run_dir, cell, err));
+	if (strcmp(ds->task, cell->task))
+		return SB_ERR(err, SB_EDATA, "%s: dataset of task '%s' given for a '%s' run", run_dir, ds->task,
+		              cell->task);
+	if (epochs_completed < 1 || epochs_completed > cell->epochs)
+		return SB_ERR(err, SB_EUSAGE, "%s: no epoch %d (the cell trains %d)", run_dir, epochs_completed,
+		              cell->epochs);
+	char path[4200];
+	sb_run_checkpoint_path(path, sizeof path, run_dir, epochs_completed);
+	struct sb_tensors meta;
+	SB_TRY(sb_st_read_meta(path, &meta, err));
+	const char *id = sb_tensors_meta(&meta, "cell_id");
+	int rc = 0;
+	if (!id || strcmp(id, cell->cell_id))
+		rc = SB_ERR(err, SB_EDATA, "%s: checkpoint of cell '%s', run directory of '%s'", path,
+		            id ? id : "(none)", cell->cell_id);
+	sb_tensors_free(&meta);
+	if (rc)
+		return rc;
+	struct sb_encoder_cfg cfg;
+	struct sb_norm nm;
+	struct sb_encoder *m = NULL;
+	if ((rc = sb_cell_model_cfg(cell, ds, &cfg, err)) ||
+	    (rc = sb_encoder_new(&cfg, be, max_batch > 0 ? max_batch : cell->batch, &m, err)) ||
+	    (rc = sb_cell_norm_at(cell, epochs_completed - 1, &nm, err)) || (rc = sb_encoder_set_norm(m, &nm, err)) ||
+	    (rc = sb_encoder_load_checkpoint(m, path, err))) {
+		sb_encoder_free(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
 }

@@ -62,7 +62,16 @@ int sb_cell_norm_base(const struct sb_cell *c, struct sb_norm *out, struct sb_er
 double sb_cell_lr_at(const struct sb_cell *c, int64_t t, int64_t T);
 /* Model configuration for the cell on a dataset (shapes, tier, arch, normaliser). */
 int sb_cell_model_cfg(const struct sb_cell *c, const struct sb_dataset *ds, struct sb_encoder_cfg *cfg,
-		      struct sb_err *err);
+                      struct sb_err *err);
+
+/* The model of a run directory after `epochs_completed` epochs, ready for
+ * sb_encoder_evaluate / sb_encoder_forward (what sb-eval and sb-test need): reads
+ * RUN_DIR/cell.json into *cell, builds the model for ds on be (batches up to
+ * max_batch; 0 = the cell's batch), sets the normaliser in effect in that epoch
+ * (schedules), loads RUN_DIR/epoch-NNN.safetensors (verified against its .sha256
+ * sidecar and its cell_id metadata). ds must be the cell's task (pool or test file). */
+int sb_run_open_model(const char *run_dir, int epochs_completed, const struct sb_dataset *ds, struct sb_backend *be,
+                      int max_batch, struct sb_cell *cell, struct sb_encoder **out, struct sb_err *err);
 
 /* Read RUN_DIR/cell.json. */
 int sb_cell_read(const char *run_dir, struct sb_cell *c, struct sb_err *err);

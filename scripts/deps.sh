@@ -15,6 +15,7 @@
 #   libssl-dev                      SHA-256 through OpenSSL libcrypto
 #   libopenblas-dev                 CPU matrix products
 #   libcurl4-openssl-dev            sb-fetch downloads
+#   strace                          the guard test proves with it that a refused test read opens no test file
 #   zlib1g-dev                      MATLAB v5 miCOMPRESSED elements (SVHN); already a libarchive dependency
 #   dataset-fashion-mnist           the real data of `make demo` and of the sb-fetch tests (mirror)
 #   jargon-text                     an LM corpus (the Jargon File)
@@ -25,7 +26,7 @@ print_only=0
 [ "${1:-}" = "--print" ] && print_only=1
 
 pkgs=(build-essential pkg-config libyajl-dev libarchive-dev libssl-dev libopenblas-dev libcurl4-openssl-dev
-      zlib1g-dev dataset-fashion-mnist jargon-text python3 python3-numpy python3-scipy bzip2 zip unzip xz-utils curl)
+      zlib1g-dev strace dataset-fashion-mnist jargon-text python3 python3-numpy python3-scipy bzip2 zip unzip xz-utils curl)
 if [ -n "${SB_EXTRA_PKGS:-}" ]; then
 	# shellcheck disable=SC2206
 	pkgs+=($SB_EXTRA_PKGS)

@@ -75,8 +75,9 @@ static const char usage_text[] =
     "  selection_sha256, out_dir, reread_reason, output, output_sha256, error}.\n"
     "\n"
     "Exit status: 0 read and recorded; 1 refused by a check above (nothing read); 2 usage; 3 bad\n"
-    "input data (malformed cell or dataset file); 4 I/O error; 5 internal or device error (also when\n"
-    "the build has no evaluation engine: then it stops before the read is recorded).\n"
+    "input data (a malformed or edited cell.json, a test file that is not one, a checkpoint whose\n"
+    "metadata names another cell, epoch or normaliser); 4 I/O error; 5 internal or device error.\n"
+    "After the read is recorded as started, a failure is recorded as failed and still counts.\n"
     "\n"
     "Examples:\n"
     "  sb-test -s study/selection.json -d data -o study/test runs\n"
@@ -328,7 +329,8 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 			if (!rc)
 				rc = sb_evalrun_open(q->cell, &ds, &eo, &er, err);
 			if (!rc)
-				rc = sb_evalrun_checkpoint(er, q->checkpoint, q->sha, idx, n, &res, bits, err);
+				rc = sb_evalrun_checkpoint(er, q->checkpoint, q->sha, (int)q->epochs, idx, n, &res,
+				                           bits, err);
 			sb_evalrun_close(er);
 			free(idx);
 			char bname[300], bhex[SB_SHA256_HEX];

@@ -94,30 +94,30 @@ enum {
 };
 
 static const struct option LONGOPTS[] = {{"data", required_argument, NULL, 'd'},
-					 {"out", required_argument, NULL, 'o'},
-					 {"device", required_argument, NULL, OPT_DEVICE},
-					 {"threads", required_argument, NULL, 'j'},
-					 {"quiet", no_argument, NULL, 'q'},
-					 {"task", required_argument, NULL, OPT_TASK},
-					 {"method", required_argument, NULL, OPT_METHOD},
-					 {"seed", required_argument, NULL, OPT_SEED},
-					 {"epochs", required_argument, NULL, OPT_EPOCHS},
-					 {"batch", required_argument, NULL, OPT_BATCH},
-					 {"lr", required_argument, NULL, OPT_LR},
-					 {"weight-decay", required_argument, NULL, OPT_WD},
-					 {"clip", required_argument, NULL, OPT_CLIP},
-					 {"tier", required_argument, NULL, OPT_TIER},
-					 {"arch", required_argument, NULL, OPT_ARCH},
-					 {"limit", required_argument, NULL, OPT_LIMIT},
-					 {"val-fraction", required_argument, NULL, OPT_VALF},
-					 {"schedule", required_argument, NULL, OPT_SCHEDULE},
-					 {"alpha", required_argument, NULL, OPT_ALPHA},
-					 {"mask", required_argument, NULL, OPT_MASK},
-					 {"dropout", required_argument, NULL, OPT_DROPOUT},
-					 {"switch-epoch", required_argument, NULL, OPT_SWITCH},
-					 {"help", no_argument, NULL, OPT_HELP},
-					 {"version", no_argument, NULL, OPT_VERSION},
-					 {NULL, 0, NULL, 0}};
+                                         {"out", required_argument, NULL, 'o'},
+                                         {"device", required_argument, NULL, OPT_DEVICE},
+                                         {"threads", required_argument, NULL, 'j'},
+                                         {"quiet", no_argument, NULL, 'q'},
+                                         {"task", required_argument, NULL, OPT_TASK},
+                                         {"method", required_argument, NULL, OPT_METHOD},
+                                         {"seed", required_argument, NULL, OPT_SEED},
+                                         {"epochs", required_argument, NULL, OPT_EPOCHS},
+                                         {"batch", required_argument, NULL, OPT_BATCH},
+                                         {"lr", required_argument, NULL, OPT_LR},
+                                         {"weight-decay", required_argument, NULL, OPT_WD},
+                                         {"clip", required_argument, NULL, OPT_CLIP},
+                                         {"tier", required_argument, NULL, OPT_TIER},
+                                         {"arch", required_argument, NULL, OPT_ARCH},
+                                         {"limit", required_argument, NULL, OPT_LIMIT},
+                                         {"val-fraction", required_argument, NULL, OPT_VALF},
+                                         {"schedule", required_argument, NULL, OPT_SCHEDULE},
+                                         {"alpha", required_argument, NULL, OPT_ALPHA},
+                                         {"mask", required_argument, NULL, OPT_MASK},
+                                         {"dropout", required_argument, NULL, OPT_DROPOUT},
+                                         {"switch-epoch", required_argument, NULL, OPT_SWITCH},
+                                         {"help", no_argument, NULL, OPT_HELP},
+                                         {"version", no_argument, NULL, OPT_VERSION},
+                                         {NULL, 0, NULL, 0}};
 
 struct opts {
 	const char *data_dir, *runs_dir, *device, *cells_path;
@@ -490,11 +490,15 @@ int main(int argc, char **argv)
 		sb_cli_die(&err);
 	sb_jw_free(&w);
 	pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
-	struct train_env env = {o.runs_dir, stdout, &out_mu, &meta, cs.n, 0};
+	struct train_env env = {o.runs_dir, stdout, &out_mu, &meta, cs.n, 0, 0};
 	const char *stop = getenv("SB_TRAIN_STOP_AFTER_STEPS");
 	if (stop)
 		env.stop_after_steps = atoll(stop);
-	struct runner_shared sh = {&cs, tds, ntds, o.device, &env, PTHREAD_MUTEX_INITIALIZER, 0, 0, -1, {0}, 0, 0, 0, 0};
+	const char *nan = getenv("SB_TRAIN_NAN_AT_STEP");
+	if (nan)
+		env.nan_at_step = atoll(nan);
+	struct runner_shared sh = {&cs, tds, ntds, o.device, &env, PTHREAD_MUTEX_INITIALIZER, 0, 0, -1,
+	                           {0}, 0,   0,    0,        0};
 	struct runner *rn = calloc((size_t)nrun, sizeof *rn);
 	for (int i = 0; i < nrun; i++) {
 		rn[i].sh = &sh;
@@ -510,8 +514,8 @@ int main(int argc, char **argv)
 		if (rn[i].threads)
 			pthread_join(rn[i].th, NULL);
 	if (!sb_quiet)
-		sb_progress(1, "%d cell%s: %d completed, %d skipped, %d non-finite loss, %d failed", cs.n, cs.n == 1 ? "" : "s",
-			    sh.completed, sh.skipped, sh.nonfinite, sh.failed);
+		sb_progress(1, "%d cell%s: %d completed, %d skipped, %d non-finite loss, %d failed", cs.n,
+		            cs.n == 1 ? "" : "s", sh.completed, sh.skipped, sh.nonfinite, sh.failed);
 	int rc = sh.first_idx >= 0 ? sh.first_rc : 0;
 	for (int k = 0; k < ntds; k++)
 		sb_dataset_free(&tds[k].ds);

@@ -19,6 +19,7 @@ struct train_env {
 	const struct sb_run_meta *meta;
 	int ncells;
 	int64_t stop_after_steps; /* testing hook (SB_TRAIN_STOP_AFTER_STEPS): exit(137) after so many steps */
+	int64_t nan_at_step; /* testing hook (SB_TRAIN_NAN_AT_STEP=k): step k's loss reads as NaN (k >= 1: step k-1) */
 };
 
 /* Outcome of one cell. */
@@ -28,6 +29,6 @@ enum cell_status { CELL_COMPLETED, CELL_SKIPPED, CELL_FAILED_NONFINITE, CELL_FAI
  * (also to env->out). Any failure after the run directory exists is recorded as
  * train.failed there and on env->out; the return value is then the error's code. */
 int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *ds, struct sb_backend *be,
-	       const struct train_env *env, enum cell_status *status, struct sb_err *err);
+               const struct train_env *env, enum cell_status *status, struct sb_err *err);
 
 #endif

@@ -18,8 +18,8 @@
 #include "train.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,7 +135,7 @@ static double peak_mb(void)
 }
 
 static int record_failed(struct run *r, const char *status, const char *msg, int epoch, int64_t step, int sie,
-			 struct sb_err *err)
+                         struct sb_err *err)
 {
 	rec_start(r, "train.failed");
 	struct sb_jw *w = &r->w;
@@ -209,7 +209,7 @@ static int scan_existing(struct run *r, int *done, int *resume_epochs, double *p
 		if (!strcmp(kind, "train.done")) {
 			*done = 1;
 		} else if (!strcmp(kind, "train.failed") &&
-			   !strcmp(sb_json_str(sb_json_get(v, "status"), ""), "failed_nonfinite_loss")) {
+		           !strcmp(sb_json_str(sb_json_get(v, "status"), ""), "failed_nonfinite_loss")) {
 			*done = 1;
 		}
 		if ((rc = lines_add(&keep, line, len, err))) {
@@ -246,7 +246,7 @@ static int scan_existing(struct run *r, int *done, int *resume_epochs, double *p
 /* ---------------------------------------------------------------- checkpoints */
 
 static int write_checkpoint(struct run *r, struct sb_encoder *m, int epochs_completed, const struct sb_norm *nm,
-			    char hex[SB_SHA256_HEX], struct sb_err *err)
+                            char hex[SB_SHA256_HEX], struct sb_err *err)
 {
 	char path[4300], buf[32];
 	struct sb_tensors ts;
@@ -310,7 +310,7 @@ static int load_optim(struct run *r, struct sb_encoder *m, int epochs_completed,
 /* ---------------------------------------------------------------- the cell */
 
 static int write_cell_json(struct run *r, const struct sb_dataset *ds, const struct sb_encoder *m,
-			   const struct sb_split *sp, struct sb_err *err)
+                           const struct sb_split *sp, struct sb_err *err)
 {
 	struct sb_jw w;
 	sb_jw_init(&w, NULL);
@@ -359,7 +359,7 @@ static int attention_fields(struct sb_jw *w, struct sb_encoder *m, const struct 
 }
 
 int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *ds, struct sb_backend *be,
-	       const struct train_env *env, enum cell_status *status, struct sb_err *err)
+               const struct train_env *env, enum cell_status *status, struct sb_err *err)
 {
 	struct run R = {0};
 	struct run *r = &R;
@@ -386,7 +386,8 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 	if (done) {
 		*status = CELL_SKIPPED;
 		rec_start(r, "train.skip");
-		sb_jw_kstr(&r->w, "reason", "already finished (train.ndjson has train.done or a non-finite-loss failure)");
+		sb_jw_kstr(&r->w, "reason",
+		           "already finished (train.ndjson has train.done or a non-finite-loss failure)");
 		sb_jw_kstr(&r->w, "run_dir", r->dir);
 		/* stdout only: the run directory is left untouched */
 		sb_jw_obj_end(&r->w);
@@ -477,10 +478,12 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 			o.stats = s == spe - 1;
 			if ((rc = sb_encoder_train_step(m, &data, perm + b0, B, &o, &res, err)))
 				goto fail;
+			if (env->nan_at_step > 0 && o.step == env->nan_at_step - 1)
+				res.loss = NAN; /* testing hook: the non-finite-loss path */
 			if (!isfinite(res.loss)) {
 				char msg[200];
 				snprintf(msg, sizeof msg, "non-finite training loss (%s) at epoch %d, step %lld",
-					 isnan(res.loss) ? "nan" : "inf", epoch, (long long)o.step);
+				         isnan(res.loss) ? "nan" : "inf", epoch, (long long)o.step);
 				r->train_seconds += sb_monotonic_seconds() - t0;
 				rc = record_failed(r, "failed_nonfinite_loss", msg, epoch, o.step, (int)s, err);
 				*status = CELL_FAILED_NONFINITE;
@@ -492,7 +495,7 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 				_exit(137); /* testing hook: die like kill -9 mid-epoch */
 			}
 			progress(r, "epoch %d/%d step %lld/%lld loss %.4f", epoch + 1, cell->epochs, (long long)s + 1,
-				 (long long)spe, res.loss);
+			         (long long)spe, res.loss);
 		}
 		double secs = sb_monotonic_seconds() - t0;
 		r->train_seconds += secs;
@@ -532,9 +535,9 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 		}
 		pthread_mutex_lock(env->out_mu);
 		if (!sb_quiet)
-			sb_progress(1, "cell %d/%d %s: epoch %d/%d train loss %.4f, %.0f samples/s", index + 1, env->ncells,
-				    cell->cell_id, epoch + 1, cell->epochs, loss_sum / (double)spe,
-				    secs > 0 ? sp.n_train / secs : 0.0);
+			sb_progress(1, "cell %d/%d %s: epoch %d/%d train loss %.4f, %.0f samples/s", index + 1,
+			            env->ncells, cell->cell_id, epoch + 1, cell->epochs, loss_sum / (double)spe,
+			            secs > 0 ? sp.n_train / secs : 0.0);
 		pthread_mutex_unlock(env->out_mu);
 	}
 	rec_start(r, "train.done");

@@ -7,7 +7,8 @@ Functions (naive autograd through the entmax threshold gives NaN); HAE by the st
   torch_train.py --method softmax --threads 2 --steps 30 [--epochs 1] [--data DIR]
 
 Prints one JSON line: method, threads, samples_per_s (steady state, after 3 warm-up
-steps), and with --epochs the validation accuracy after each epoch.
+steps; wall clock), cpu_s and samples_per_cpu_s (process CPU time of those steps), and
+with --epochs the validation accuracy after each epoch.
 """
 import argparse, gzip, json, math, os, struct, sys, time
 
@@ -203,11 +204,12 @@ def main():
         model.train()
         for i in range(3):
             step(tr[i * 256 : (i + 1) * 256])
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for i in range(a.steps):
             j = (i * 256) % (len(tr) - 256)
             step(tr[j : j + 256])
-        out["samples_per_s"] = a.steps * 256 / (time.perf_counter() - t0)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        out.update(samples_per_s=a.steps * 256 / wall, cpu_s=cpu, samples_per_cpu_s=a.steps * 256 / cpu, wall_s=wall)
     else:
         accs = []
         g = torch.Generator().manual_seed(a.seed)

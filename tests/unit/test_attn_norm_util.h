@@ -112,7 +112,7 @@ static inline int errs_report(const struct errs *e, const char *name, double ato
 
 static inline double *to_f64(const float *x, long n)
 {
-	double *d = malloc((size_t)(n ? n : 1) * sizeof *d);
+	double *d = malloc((n > 0 ? (size_t)n : 1) * sizeof *d);
 	for (long i = 0; i < n; i++)
 		d[i] = x[i];
 	return d;

@@ -84,7 +84,7 @@ static void perturb_params(struct sb_encoder *m)
 }
 
 static void compare_case(const char *label, int text, const char *method, const char *arch, enum sb_mask_mode mask,
-			 float dropout)
+                         float dropout)
 {
 	struct fixture f;
 	fixture_make(&f, text, 40);
@@ -168,8 +168,10 @@ static void compare_case(const char *label, int text, const char *method, const 
 		num += (ge[i] - gd[i]) * (ge[i] - gd[i]);
 		den += gd[i] * gd[i];
 	}
-	SB_CHECK(bad == 0, "%s: all %zu gradients within 1e-5 max|g_tensor| + 1e-6 max|g| + 1e-4 |g| of the reference (worst at %.3g of its tolerance; NMSE %.2e)",
-		 label, m->nparams, worst, den > 0 ? num / den : num);
+	SB_CHECK(bad == 0,
+	         "%s: all %zu gradients within 1e-5 max|g_tensor| + 1e-6 max|g| + 1e-4 |g| of the reference (worst at "
+	         "%.3g of its tolerance; NMSE %.2e)",
+	         label, m->nparams, worst, den > 0 ? num / den : num);
 	free(ge);
 	free(pd);
 	free(gd);
@@ -179,7 +181,7 @@ static void compare_case(const char *label, int text, const char *method, const 
 }
 
 static size_t count_params(int C, int H, int W, int p, int classes, const char *method, const char *tier,
-			   const char *arch)
+                           const char *arch)
 {
 	struct sb_err e = {0};
 	struct sb_backend *be = NULL;
@@ -211,7 +213,8 @@ static void test_param_counts(void)
 	n = count_params(1, 16, 16, 2, 10, "headwise_adaptive_entmax", "compact", "plain");
 	SB_CHECK(n == 105162 + 8, "USPS compact HAE parameter count %zu (study: +8 = 105,170)", n);
 	n = count_params(1, 28, 28, 4, 10, "softmax", "compact", "plain");
-	SB_CHECK(n == 105162 - 320 + (16 * 64 + 64) - 65 * 64 + 50 * 64, "Fashion-MNIST compact parameter count %zu", n);
+	SB_CHECK(n == 105162 - 320 + (16 * 64 + 64) - 65 * 64 + 50 * 64, "Fashion-MNIST compact parameter count %zu",
+	         n);
 	/* local_hybrid adds per layer LN (2d), conv 9d + d, scale 1 */
 	n = count_params(3, 32, 32, 4, 10, "softmax", "compact", "local_hybrid");
 	SB_CHECK(n == 107978 + 2 * (2 * 64 + 9 * 64 + 64 + 1), "CIFAR-10 compact local_hybrid parameter count %zu", n);
@@ -253,10 +256,11 @@ static void test_threads(void)
 			memcpy(ref + np, m->grads, np * sizeof *ref);
 			ref_loss = l;
 		} else {
-			SB_CHECK(!memcmp(ref, m->params, np * sizeof *ref) && !memcmp(ref + np, m->grads, np * sizeof *ref) &&
-					 l == ref_loss,
-				 "3 training steps with %d threads: parameters, gradients and losses bit-identical to 1 thread",
-				 th);
+			SB_CHECK(!memcmp(ref, m->params, np * sizeof *ref) &&
+			             !memcmp(ref + np, m->grads, np * sizeof *ref) && l == ref_loss,
+			         "3 training steps with %d threads: parameters, gradients and losses bit-identical to "
+			         "1 thread",
+			         th);
 		}
 		sb_encoder_free(m);
 		sb_backend_close(be);
@@ -268,9 +272,9 @@ static void test_threads(void)
 int main(void)
 {
 	test_param_counts();
-	static const char *methods[] = {"softmax",         "topk_softmax_0125", "topk_softmax_025",
-					"topk_softmax_05", "bottomk_softmax_025", "sparsemax",
-					"entmax15",        "headwise_adaptive_entmax"};
+	static const char *methods[] = {"softmax",         "topk_softmax_0125",       "topk_softmax_025",
+	                                "topk_softmax_05", "bottomk_softmax_025",     "sparsemax",
+	                                "entmax15",        "headwise_adaptive_entmax"};
 	for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
 		char lab[160];
 		snprintf(lab, sizeof lab, "image plain %s", methods[i]);

@@ -54,19 +54,19 @@ struct gcase {
 };
 
 static const struct gcase cases[] = {
-	{"image_softmax", 0, "softmax", "plain", "margin", 16, 1, 1},
-	{"image_topk0125", 0, "topk_softmax_0125", "plain", "margin", 16, 1, 2},
-	{"image_topk025", 0, "topk_softmax_025", "plain", "margin", 16, 1, 3},
-	{"image_topk05", 0, "topk_softmax_05", "plain", "margin", 16, 1, 4},
-	{"image_bottomk025", 0, "bottomk_softmax_025", "plain", "margin", 16, 1, 5},
-	{"image_sparsemax", 0, "sparsemax", "plain", "margin", 16, 1, 6},
-	{"image_entmax15", 0, "entmax15", "plain", "margin", 16, 1, 7},
-	{"image_hae", 0, "headwise_adaptive_entmax", "plain", "margin", 32, 2, 8},
-	{"image_hybrid_topk025", 0, "topk_softmax_025", "local_hybrid", "margin", 16, 1, 9},
-	{"text_softmax_margin", 1, "softmax", "plain", "margin", 16, 2, 10},
-	{"text_sparsemax_exclude", 1, "sparsemax", "plain", "exclude", 16, 2, 11},
-	{"text_hybrid_entmax15_margin", 1, "entmax15", "local_hybrid", "margin", 16, 2, 12},
-	{"text_topk025_margin", 1, "topk_softmax_025", "plain", "margin", 16, 2, 13},
+    {"image_softmax", 0, "softmax", "plain", "margin", 16, 1, 1},
+    {"image_topk0125", 0, "topk_softmax_0125", "plain", "margin", 16, 1, 2},
+    {"image_topk025", 0, "topk_softmax_025", "plain", "margin", 16, 1, 3},
+    {"image_topk05", 0, "topk_softmax_05", "plain", "margin", 16, 1, 4},
+    {"image_bottomk025", 0, "bottomk_softmax_025", "plain", "margin", 16, 1, 5},
+    {"image_sparsemax", 0, "sparsemax", "plain", "margin", 16, 1, 6},
+    {"image_entmax15", 0, "entmax15", "plain", "margin", 16, 1, 7},
+    {"image_hae", 0, "headwise_adaptive_entmax", "plain", "margin", 32, 2, 8},
+    {"image_hybrid_topk025", 0, "topk_softmax_025", "local_hybrid", "margin", 16, 1, 9},
+    {"text_softmax_margin", 1, "softmax", "plain", "margin", 16, 2, 10},
+    {"text_sparsemax_exclude", 1, "sparsemax", "plain", "exclude", 16, 2, 11},
+    {"text_hybrid_entmax15_margin", 1, "entmax15", "local_hybrid", "margin", 16, 2, 12},
+    {"text_topk025_margin", 1, "topk_softmax_025", "plain", "margin", 16, 2, 13},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 #define NEX 24
@@ -88,8 +88,7 @@ static void make_cfg(const struct gcase *g, struct sb_encoder_cfg *c)
 }
 
 /* deterministic data of a case */
-static void make_data(const struct gcase *g, uint8_t *img, int32_t *tok, int32_t *len, int32_t *lab,
-		      int32_t *batches)
+static void make_data(const struct gcase *g, uint8_t *img, int32_t *tok, int32_t *len, int32_t *lab, int32_t *batches)
 {
 	uint64_t s = 1000 + g->seed;
 #define R() (s = s * 6364136223846793005ull + 1442695040888963407ull, (double)(s >> 11) / 9007199254740992.0)
@@ -111,12 +110,12 @@ static char *cfg_json(const struct gcase *g)
 {
 	static char buf[1024];
 	snprintf(buf, sizeof buf,
-		 "{\"name\":\"%s\",\"modality\":\"%s\",\"channels\":1,\"height\":17,\"width\":16,\"patch\":4,"
-		 "\"seq_len\":7,\"vocab\":13,\"classes\":5,\"layers\":2,\"d\":%d,\"heads\":%d,\"arch\":\"%s\","
-		 "\"method\":\"%s\",\"mask\":\"%s\",\"batch\":%d,\"steps\":%d,\"lr\":0.001,\"weight_decay\":0.0001,"
-		 "\"clip\":5.0,\"seed\":%llu}",
-		 g->name, g->text ? "text" : "image", g->d, g->heads, g->arch, g->method, g->mask, BATCH, STEPS,
-		 (unsigned long long)g->seed);
+	         "{\"name\":\"%s\",\"modality\":\"%s\",\"channels\":1,\"height\":17,\"width\":16,\"patch\":4,"
+	         "\"seq_len\":7,\"vocab\":13,\"classes\":5,\"layers\":2,\"d\":%d,\"heads\":%d,\"arch\":\"%s\","
+	         "\"method\":\"%s\",\"mask\":\"%s\",\"batch\":%d,\"steps\":%d,\"lr\":0.001,\"weight_decay\":0.0001,"
+	         "\"clip\":5.0,\"seed\":%llu}",
+	         g->name, g->text ? "text" : "image", g->d, g->heads, g->arch, g->method, g->mask, BATCH, STEPS,
+	         (unsigned long long)g->seed);
 	return buf;
 }
 
@@ -182,7 +181,7 @@ static const double *tdata(const struct sb_tensors *ts, const char *name, size_t
 }
 
 static void compare_grads(const char *label, struct sb_encoder *m, const float *grads, const struct sb_tensors *out,
-			  const char *prefix, double atol_rel, double rtol, double *worst_out)
+                          const char *prefix, double atol_rel, double rtol, double *worst_out)
 {
 	int bad = 0;
 	double worst = 0;
@@ -206,15 +205,17 @@ static void compare_grads(const char *label, struct sb_encoder *m, const float *
 			double tol = atol_rel * amax + rtol * fabs(want[i]) + 1e-12;
 			worst = fmax(worst, d / tol);
 			if (d > tol && bad++ < 4)
-				printf("#   %s %s[%zu]: engine %.9g torch %.9g\n", label, nm, i, grads[q->offset + i], want[i]);
+				printf("#   %s %s[%zu]: engine %.9g torch %.9g\n", label, nm, i, grads[q->offset + i],
+				       want[i]);
 		}
 		free(own);
 	}
 	if (worst_out)
 		*worst_out = worst;
 	else
-		SB_CHECK(bad == 0, "%s: every %sgradient within %.0e max|g| + %.0e |g| of PyTorch (worst at %.3g of it)", label,
-			 prefix, atol_rel, rtol, worst);
+		SB_CHECK(bad == 0,
+		         "%s: every %sgradient within %.0e max|g| + %.0e |g| of PyTorch (worst at %.3g of it)", label,
+		         prefix, atol_rel, rtol, worst);
 }
 
 static void compare_case(const struct gcase *g, const char *dir, struct sb_backend *be)
@@ -233,7 +234,7 @@ static void compare_case(const struct gcase *g, const char *dir, struct sb_backe
 	struct sb_encoder_cfg cfg;
 	make_cfg(g, &cfg);
 	SB_CHECK(!strcmp(sb_tensors_meta(&in, "config") ? sb_tensors_meta(&in, "config") : "", cfg_json(g)),
-		 "%s: committed configuration matches this test's case table", g->name);
+	         "%s: committed configuration matches this test's case table", g->name);
 	struct sb_encoder *m = NULL;
 	if (sb_encoder_new(&cfg, be, BATCH, &m, &e)) {
 		SB_CHECK(0, "%s: %s", g->name, e.msg);
@@ -247,18 +248,18 @@ static void compare_case(const struct gcase *g, const char *dir, struct sb_backe
 	sb_tensors_init(&pt);
 	for (size_t i = 0; i < in.n; i++)
 		if (!strncmp(in.t[i].name, "param.", 6))
-			sb_tensors_add(&pt, in.t[i].name + 6, in.t[i].dtype, in.t[i].ndim, in.t[i].shape, in.t[i].data, 1,
-				       &e);
+			sb_tensors_add(&pt, in.t[i].name + 6, in.t[i].dtype, in.t[i].ndim, in.t[i].shape, in.t[i].data,
+			               1, &e);
 	int rc = sb_encoder_from_tensors(m, &pt, 0, &e);
 	SB_CHECK(rc == 0, "%s: load committed parameters (%s)", g->name, rc ? e.msg : "ok");
 	SB_CHECK(!memcmp(init, m->params, m->pstride * sizeof *init),
-		 "%s: initialisation from seed %llu reproduces the committed parameters bit for bit", g->name,
-		 (unsigned long long)g->seed);
+	         "%s: initialisation from seed %llu reproduces the committed parameters bit for bit", g->name,
+	         (unsigned long long)g->seed);
 	const struct sb_tensor *ti = sb_tensors_find(&in, "data.images"), *tt = sb_tensors_find(&in, "data.tokens");
 	const struct sb_tensor *tl = sb_tensors_find(&in, "data.len"), *ty = sb_tensors_find(&in, "data.labels");
 	const struct sb_tensor *tb = sb_tensors_find(&in, "batches");
-	struct sb_encoder_data data = {NEX, ti ? ti->data : NULL, tt ? tt->data : NULL, tl ? tl->data : NULL,
-				       ty->data, 0};
+	struct sb_encoder_data data = {NEX, ti ? ti->data : NULL, tt ? tt->data : NULL, tl ? tl->data : NULL, ty->data,
+	                               0};
 	const int32_t *batches = tb->data;
 	uint32_t idx[(STEPS + 1) * BATCH];
 	for (int i = 0; i < (STEPS + 1) * BATCH; i++)
@@ -316,7 +317,8 @@ static void compare_case(const struct gcase *g, const char *dir, struct sb_backe
 			free(o2);
 			double w;
 			compare_grads(lab, m, m->grads, &out, "bisect.", 1e-5, 1e-4, &w);
-			printf("# %s: our exact gradients vs the study's unrolled-bisection gradients: worst element at %.3g "
+			printf("# %s: our exact gradients vs the study's unrolled-bisection gradients: worst element "
+			       "at %.3g "
 			       "x the 1e-5 max|g| + 1e-4 |g| tolerance\n",
 			       g->name, w);
 		}
@@ -330,7 +332,7 @@ static void compare_case(const struct gcase *g, const char *dir, struct sb_backe
 		snprintf(key, sizeof key, "%sstep_losses", pre);
 		want = tdata(&out, key, &n, &own);
 		snprintf(nm2, sizeof nm2, "%s: losses of 10 AdamW steps vs PyTorch (%.6f ... %.6f)", lab, sl[0],
-			 sl[STEPS - 1]);
+		         sl[STEPS - 1]);
 		if (want && n == STEPS)
 			sb_check_close(nm2, sl, want, STEPS, 0, 2e-6);
 		else

@@ -43,7 +43,7 @@ struct fd_stats {
 	int n;
 };
 static void fd_check(const char *name, double *x, size_t n, const double *an, fd_fn f, void *ctx, size_t stride,
-		     struct fd_stats *acc)
+                     struct fd_stats *acc)
 {
 	double amax = 0;
 	for (size_t i = 0; i < n; i++)
@@ -73,8 +73,9 @@ static void fd_check(const char *name, double *x, size_t n, const double *an, fd
 		acc->max_err = fmax(acc->max_err, worst);
 		acc->n += cnt;
 	}
-	SB_CHECK(worst <= FD_TOL, "%s: %d coords, max rel err %.2e (tol %.0e; worst [%zu] fd %.10g analytic %.10g, |g|max %.3g)",
-		 name, cnt, worst, FD_TOL, wi, fd_w, an_w, amax);
+	SB_CHECK(worst <= FD_TOL,
+	         "%s: %d coords, max rel err %.2e (tol %.0e; worst [%zu] fd %.10g analytic %.10g, |g|max %.3g)", name,
+	         cnt, worst, FD_TOL, wi, fd_w, an_w, amax);
 }
 
 /* ---------------------------------------------------------------- layers */
@@ -152,12 +153,16 @@ static void test_layernorm(uint64_t *rs)
 		ref_ln_bwd(dr, dw, db, c.wt, c.r, c.mean, c.rstd, c.w, c.M, c.d, 0);
 		for (size_t i = 0; i < n; i++)
 			dy[i] = c.keep[i] ? dr[i] * c.sc : 0.0;
-		fd_check(with_res ? "residual+dropout+layernorm d/dx" : "layernorm d/dx", c.x, n, dr, ln_f, &c, 1, NULL);
-		fd_check(with_res ? "residual+dropout+layernorm d/dw" : "layernorm d/dw", c.w, 9, dw, ln_f, &c, 1, NULL);
-		fd_check(with_res ? "residual+dropout+layernorm d/db" : "layernorm d/db", c.b, 9, db, ln_f, &c, 1, NULL);
+		fd_check(with_res ? "residual+dropout+layernorm d/dx" : "layernorm d/dx", c.x, n, dr, ln_f, &c, 1,
+		         NULL);
+		fd_check(with_res ? "residual+dropout+layernorm d/dw" : "layernorm d/dw", c.w, 9, dw, ln_f, &c, 1,
+		         NULL);
+		fd_check(with_res ? "residual+dropout+layernorm d/db" : "layernorm d/db", c.b, 9, db, ln_f, &c, 1,
+		         NULL);
 		if (with_res)
 			fd_check("residual+dropout+layernorm d/dy (dropped entries 0)", c.y, n, dy, ln_f, &c, 1, NULL);
-		free(c.x), free(c.y), free(c.w), free(c.b), free(c.wt), free(c.out), free(c.mean), free(c.rstd), free(c.r);
+		free(c.x), free(c.y), free(c.w), free(c.b), free(c.wt), free(c.out), free(c.mean), free(c.rstd),
+		    free(c.r);
 		free(c.keep), free(dr), free(dw), free(db), free(dy);
 	}
 }
@@ -242,7 +247,7 @@ static double att_f(void *p)
 		for (int h = 0; h < c->NH; h++)
 			c->alpha[h] = 1.05 + 0.90 / (1.0 + exp(-c->alpha_raw[h]));
 	int rc = ref_attention(c->out, c->S, c->P, c->qkv, c->nvalid, c->adaptive ? c->alpha : NULL, &c->nm, c->B, c->T,
-			       c->d, c->NH);
+	                       c->d, c->NH);
 	if (rc)
 		return NAN;
 	double s = 0;
@@ -252,7 +257,7 @@ static double att_f(void *p)
 }
 
 static void attention_case(const char *label, const char *method, double alpha, enum sb_mask_mode mask,
-			   const int32_t *nvalid, int ties, double raw0, uint64_t *rs, struct fd_stats *acc)
+                           const int32_t *nvalid, int ties, double raw0, uint64_t *rs, struct fd_stats *acc)
 {
 	struct att_ctx c = {.B = 3, .T = 7, .d = 8, .NH = 2};
 	struct sb_err e = {0};
@@ -274,8 +279,10 @@ static void attention_case(const char *label, const char *method, double alpha, 
 	if (ties) /* keys 2 and 5 (and 1 and 3) equal in every sample: exact score ties */
 		for (int b = 0; b < c.B; b++)
 			for (int k = 0; k < c.d; k++) {
-				c.qkv[((size_t)b * c.T + 5) * d3 + c.d + k] = c.qkv[((size_t)b * c.T + 2) * d3 + c.d + k];
-				c.qkv[((size_t)b * c.T + 3) * d3 + c.d + k] = c.qkv[((size_t)b * c.T + 1) * d3 + c.d + k];
+				c.qkv[((size_t)b * c.T + 5) * d3 + c.d + k] =
+				    c.qkv[((size_t)b * c.T + 2) * d3 + c.d + k];
+				c.qkv[((size_t)b * c.T + 3) * d3 + c.d + k] =
+				    c.qkv[((size_t)b * c.T + 1) * d3 + c.d + k];
 			}
 	double f0 = att_f(&c);
 	if (isnan(f0)) {
@@ -284,7 +291,7 @@ static void attention_case(const char *label, const char *method, double alpha, 
 	}
 	double *dqkv = ref_alloc((size_t)n * d3), dal[8] = {0};
 	ref_attention_bwd(dqkv, c.adaptive || c.nm.kind == SB_NORM_ENTMAX_BISECT ? dal : NULL, c.wt, c.qkv, c.S, c.P,
-			  c.nvalid, c.adaptive ? c.alpha : NULL, &c.nm, c.B, c.T, c.d, c.NH);
+	                  c.nvalid, c.adaptive ? c.alpha : NULL, &c.nm, c.B, c.T, c.d, c.NH);
 	char nm[256];
 	if (!ties) {
 		snprintf(nm, sizeof nm, "attention %s d/dqkv", label);
@@ -315,8 +322,8 @@ static void attention_case(const char *label, const char *method, double alpha, 
 				worst = fmax(worst, fabs(fd - an[j]) / den);
 			}
 		acc->max_err = fmax(acc->max_err, worst);
-		SB_CHECK(worst <= FD_TOL, "attention %s d/dq, d/dv with tied keys: max rel err %.2e (tol %.0e)", label, worst,
-			 FD_TOL);
+		SB_CHECK(worst <= FD_TOL, "attention %s d/dq, d/dv with tied keys: max rel err %.2e (tol %.0e)", label,
+		         worst, FD_TOL);
 		free(an);
 	}
 	if (c.adaptive) {
@@ -333,9 +340,9 @@ static void attention_case(const char *label, const char *method, double alpha, 
 
 static void test_attention(uint64_t *rs)
 {
-	static const char *methods[] = {"softmax",           "topk_softmax_0125", "topk_softmax_025",
-					"topk_softmax_05",   "bottomk_softmax_025", "sparsemax",
-					"entmax15",          "headwise_adaptive_entmax"};
+	static const char *methods[] = {"softmax",         "topk_softmax_0125",       "topk_softmax_025",
+	                                "topk_softmax_05", "bottomk_softmax_025",     "sparsemax",
+	                                "entmax15",        "headwise_adaptive_entmax"};
 	const int32_t nv_mixed[3] = {7, 4, 1}; /* full, padded, CLS only */
 	struct fd_stats acc = {0};
 	for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
@@ -356,11 +363,11 @@ static void test_attention(uint64_t *rs)
 	attention_case("entmax_bisect alpha 1.2", "entmax_bisect", 1.2, SB_MASK_MARGIN, NULL, 0, 0, rs, &acc);
 	attention_case("entmax_bisect alpha 2.0", "entmax_bisect", 2.0, SB_MASK_MARGIN, NULL, 0, 0, rs, &acc);
 	attention_case("HAE alpha near 1.05 (raw -6)", "headwise_adaptive_entmax", 0, SB_MASK_MARGIN, NULL, 0, -6.0, rs,
-		       &acc);
+	               &acc);
 	attention_case("HAE alpha near 1.95 (raw +6)", "headwise_adaptive_entmax", 0, SB_MASK_MARGIN, NULL, 0, 6.0, rs,
-		       &acc);
+	               &acc);
 	attention_case("HAE masked margin, alpha near 1.95", "headwise_adaptive_entmax", 0, SB_MASK_MARGIN, nv_mixed, 0,
-		       5.0, rs, &acc);
+	               5.0, rs, &acc);
 	printf("# attention: %d FD coordinates, max rel err %.2e\n", acc.n, acc.max_err);
 }
 
@@ -374,7 +381,7 @@ static double mix_f(void *p)
 {
 	struct mix_ctx *c = p;
 	ref_localmix(c->out, c->y, c->z, c->mean, c->rstd, c->x, c->nvalid, c->lnw, c->lnb, c->cw, c->cb, c->scale[0],
-		     c->B, c->T, c->d, c->G);
+	             c->B, c->T, c->d, c->G);
 	double s = 0;
 	for (int i = 0; i < c->B * c->T * c->d; i++)
 		s += c->wt[i] * c->out[i];
@@ -389,7 +396,8 @@ static void test_localmix(uint64_t *rs)
 		c.x = ref_alloc(n), c.out = ref_alloc(n), c.wt = ref_alloc(n);
 		c.y = ref_alloc((size_t)c.B * L * c.d), c.z = ref_alloc((size_t)c.B * L * c.d);
 		c.mean = ref_alloc((size_t)c.B * L), c.rstd = ref_alloc((size_t)c.B * L);
-		c.lnw = ref_alloc(c.d), c.lnb = ref_alloc(c.d), c.cw = ref_alloc((size_t)c.d * KK), c.cb = ref_alloc(c.d);
+		c.lnw = ref_alloc(c.d), c.lnb = ref_alloc(c.d), c.cw = ref_alloc((size_t)c.d * KK),
+		c.cb = ref_alloc(c.d);
 		c.scale = ref_alloc(1);
 		fill(c.x, n, -2, 2, rs);
 		fill(c.wt, n, -1, 1, rs);
@@ -399,10 +407,10 @@ static void test_localmix(uint64_t *rs)
 		fill(c.cb, c.d, -0.3, 0.3, rs);
 		c.scale[0] = 0.7;
 		mix_f(&c);
-		double *dx = ref_alloc(n), *dlnw = ref_alloc(c.d), *dlnb = ref_alloc(c.d), *dcw = ref_alloc((size_t)c.d * KK),
-		       *dcb = ref_alloc(c.d), ds = 0;
-		ref_localmix_bwd(dx, dlnw, dlnb, dcw, dcb, &ds, c.wt, c.x, c.y, c.z, c.mean, c.rstd, c.nvalid, c.lnw, c.cw,
-				 c.scale[0], c.B, c.T, c.d, c.G);
+		double *dx = ref_alloc(n), *dlnw = ref_alloc(c.d), *dlnb = ref_alloc(c.d),
+		       *dcw = ref_alloc((size_t)c.d * KK), *dcb = ref_alloc(c.d), ds = 0;
+		ref_localmix_bwd(dx, dlnw, dlnb, dcw, dcb, &ds, c.wt, c.x, c.y, c.z, c.mean, c.rstd, c.nvalid, c.lnw,
+		                 c.cw, c.scale[0], c.B, c.T, c.d, c.G);
 		const char *k = twod ? "local mixer 3x3 grid" : "local mixer 1-D, masked n_valid {6,10}";
 		char nm[128];
 		snprintf(nm, sizeof nm, "%s d/dx", k);
@@ -418,7 +426,8 @@ static void test_localmix(uint64_t *rs)
 		snprintf(nm, sizeof nm, "%s d/dscale", k);
 		fd_check(nm, c.scale, 1, &ds, mix_f, &c, 1, NULL);
 		free(c.x), free(c.out), free(c.wt), free(c.y), free(c.z), free(c.mean), free(c.rstd), free(c.lnw);
-		free(c.lnb), free(c.cw), free(c.cb), free(c.scale), free(dx), free(dlnw), free(dlnb), free(dcw), free(dcb);
+		free(c.lnb), free(c.cw), free(c.cb), free(c.scale), free(dx), free(dlnw), free(dlnb), free(dcw),
+		    free(dcb);
 	}
 }
 
@@ -440,7 +449,7 @@ static double model_f(void *p)
 }
 
 static void model_case(const char *label, int text, const char *method, const char *arch, enum sb_mask_mode mask,
-		       double dropout, uint64_t *rs)
+                       double dropout, uint64_t *rs)
 {
 	struct sb_backend *be = NULL;
 	struct sb_err e = {0};
@@ -501,8 +510,8 @@ static void model_case(const char *label, int text, const char *method, const ch
 		size_t stride = q->numel > 64 ? q->numel / 48 + 1 : 1;
 		fd_check(nm, c.params + q->offset, q->numel, g + q->offset, model_f, &c, stride, &acc);
 	}
-	printf("# model %s: %zu parameters, %d FD coordinates, max rel err %.2e\n", label, sb_encoder_param_count(m), acc.n,
-	       acc.max_err);
+	printf("# model %s: %zu parameters, %d FD coordinates, max rel err %.2e\n", label, sb_encoder_param_count(m),
+	       acc.n, acc.max_err);
 	free(fp);
 	free(g);
 	free(c.params);
@@ -521,7 +530,8 @@ int main(void)
 	test_attention(&rs);
 	model_case("image plain softmax", 0, "softmax", "plain", SB_MASK_MARGIN, 0.0, &rs);
 	model_case("image plain softmax dropout 0.3", 0, "softmax", "plain", SB_MASK_MARGIN, 0.3, &rs);
-	model_case("image local_hybrid topk_softmax_05", 0, "topk_softmax_05", "local_hybrid", SB_MASK_MARGIN, 0.1, &rs);
+	model_case("image local_hybrid topk_softmax_05", 0, "topk_softmax_05", "local_hybrid", SB_MASK_MARGIN, 0.1,
+	           &rs);
 	model_case("image plain HAE", 0, "headwise_adaptive_entmax", "plain", SB_MASK_MARGIN, 0.0, &rs);
 	model_case("text plain sparsemax margin", 1, "sparsemax", "plain", SB_MASK_MARGIN, 0.0, &rs);
 	model_case("text local_hybrid entmax15 exclude", 1, "entmax15", "local_hybrid", SB_MASK_EXCLUDE, 0.1, &rs);

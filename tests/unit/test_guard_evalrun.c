@@ -1,37 +1,61 @@
 /* test_guard_evalrun — the evaluation call of sb-eval and sb-test (lib/evalrun.h)
- * against the engine's own evaluation: a model of the tiny guard fixture task is
- * initialised, trained a few steps and saved as a checkpoint; evaluating that file
- * through sb_evalrun must give exactly the metrics and correctness bits of
- * sb_encoder_evaluate on the model in memory (same code path, same bits: any
- * difference means the checkpoint round trip or the cell's configuration is wrong).
- * A checkpoint whose bytes do not match the expected SHA-256 must be refused. */
+ * against the engine's own evaluation. For several methods (and a switching
+ * schedule), a model of the tiny guard fixture task is built from a cell as
+ * sb-train builds it, trained a few steps and saved as sb-train saves a
+ * checkpoint (metadata: format, cell_id, epochs_completed, norm). Evaluating that
+ * file through sb_evalrun must give exactly the metrics and correctness bits of
+ * sb_encoder_evaluate on the model in memory with the epoch's normaliser (same
+ * code path, so any difference means the checkpoint round trip, the cell's
+ * configuration or the normaliser is wrong). Then every way the file can fail to
+ * be the cell's checkpoint of that epoch is refused: other bytes than the
+ * expected SHA-256, another cell_id, another epoch, another normaliser, and a
+ * cell.json whose fields do not hash to its cell_id. */
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "../harness.h"
-
-#if defined(__has_include)
-#if __has_include("encoder.h")
-#define HAVE_ENGINE 1
-#endif
-#endif
-
-#ifndef HAVE_ENGINE
-int main(void)
-{
-	/* before the engine is merged there is nothing to compare against */
-	SB_CHECK(1, "# SKIP no engine in this build (lib/encoder.h absent)");
-	return sb_test_done();
-}
-#else
-
 #include "encoder.h"
 #include "evalrun.h"
 #include "hash.h"
 #include "io.h"
+#include "train_cell.h"
 
-static void one(const char *method, const char *pool)
+static char pool[1024], dir[64];
+
+/* Save the model as sb-train does, with the given metadata. */
+static int save(struct sb_encoder *m, const char *path, const char *cell_id, const char *epochs, const char *norm,
+                struct sb_err *err)
+{
+	struct sb_tensors ts;
+	sb_tensors_init(&ts);
+	int rc = sb_encoder_to_tensors(m, &ts, 0, err);
+	rc = rc ? rc : sb_tensors_set_meta(&ts, "format", "sparsebench.checkpoint", err);
+	rc = rc ? rc : sb_tensors_set_meta(&ts, "cell_id", cell_id, err);
+	rc = rc ? rc : sb_tensors_set_meta(&ts, "epochs_completed", epochs, err);
+	rc = rc ? rc : sb_tensors_set_meta(&ts, "norm", norm, err);
+	rc = rc ? rc : sb_st_write(path, &ts, err);
+	sb_tensors_free(&ts);
+	return rc;
+}
+
+/* The cell as cell.json holds it: its fields and cell_id. */
+static struct sb_json *cell_json(const struct sb_cell *c, const char *cell_id)
+{
+	struct sb_jw w;
+	struct sb_err err = {0};
+	sb_jw_init(&w, NULL);
+	sb_jw_obj(&w);
+	sb_jw_kstr(&w, "cell_id", cell_id);
+	sb_cell_write_fields(c, &w);
+	sb_jw_obj_end(&w);
+	struct sb_json *v = NULL;
+	sb_json_parse(w.buf, w.len, &v, &err);
+	sb_jw_free(&w);
+	return v;
+}
+
+static void one(const char *method, int switch_epoch, int epochs_completed)
 {
 	struct sb_err err = {0};
 	struct sb_dataset ds;
@@ -39,19 +63,30 @@ static void one(const char *method, const char *pool)
 		SB_CHECK(0, "read %s (%s)", pool, err.msg);
 		return;
 	}
+	struct sb_cell c;
+	sb_cell_defaults(&c);
+	snprintf(c.task, sizeof c.task, "%s", ds.task);
+	snprintf(c.method, sizeof c.method, "%s", method);
+	c.seed = 3;
+	c.epochs = 3;
+	c.batch = 16;
+	c.switch_epoch = switch_epoch;
+	int rc = sb_cell_finish(&c, &err);
+	SB_CHECK(rc == 0, "%s: cell %s (%s)", method, c.cell_id, err.msg);
 	struct sb_split split;
-	sb_split_carve(&ds, 0, 0.2, 0, &split, &err);
-	struct sb_norm nm;
-	sb_norm_parse(method, 1.5, &nm, &err);
+	sb_split_carve(&ds, c.seed, c.val_fraction, c.limit, &split, &err);
 	struct sb_encoder_cfg cfg;
-	sb_encoder_cfg_from_dataset(&cfg, &ds, "compact", "plain", &nm, &err);
-	struct sb_backend *be;
-	struct sb_encoder *m;
+	struct sb_backend *be = NULL;
+	struct sb_encoder *m = NULL;
 	struct sb_encoder_data data;
-	int rc = sb_backend_open("cpu", 2, &be, &err);
+	struct sb_norm nm;
+	rc = sb_cell_model_cfg(&c, &ds, &cfg, &err);
+	rc = rc ? rc : sb_backend_open("cpu", 2, &be, &err);
 	rc = rc ? rc : sb_encoder_new(&cfg, be, 16, &m, &err);
-	rc = rc ? rc : sb_encoder_init(m, 0, &err);
+	rc = rc ? rc : sb_encoder_init(m, c.seed, &err);
 	rc = rc ? rc : sb_encoder_data_open(be, &ds, &data, &err);
+	rc = rc ? rc : sb_cell_norm_at(&c, epochs_completed - 1, &nm, &err);
+	rc = rc ? rc : sb_encoder_set_norm(m, &nm, &err);
 	SB_CHECK(rc == 0, "%s: model built (%s)", method, err.msg);
 	if (rc)
 		return;
@@ -62,14 +97,10 @@ static void one(const char *method, const char *pool)
 		so.step = s;
 		sb_encoder_train_step(m, &data, split.train + (s * 8) % 40, 8, &so, &sr, &err);
 	}
-	struct sb_tensors ts;
-	sb_tensors_init(&ts);
-	char dir[] = "/tmp/sbevalrunXXXXXX", path[300];
-	mkdtemp(dir);
-	snprintf(path, sizeof path, "%s/epoch-001.safetensors", dir);
-	rc = sb_encoder_to_tensors(m, &ts, 0, &err);
-	rc = rc ? rc : sb_st_write(path, &ts, &err);
-	sb_tensors_free(&ts);
+	char path[300], ec[16];
+	snprintf(path, sizeof path, "%s/epoch-%03d.safetensors", dir, epochs_completed);
+	snprintf(ec, sizeof ec, "%d", epochs_completed);
+	rc = save(m, path, c.cell_id, ec, sb_norm_name(&nm), &err);
 	SB_CHECK(rc == 0, "%s: checkpoint written (%s)", method, err.msg);
 	struct sb_eval_result want;
 	uint8_t wbits[64] = {0}, gbits[64] = {0};
@@ -77,24 +108,25 @@ static void one(const char *method, const char *pool)
 
 	char hex[SB_SHA256_HEX];
 	sb_sha256_file(path, hex, NULL, &err);
-	char cell_text[256];
-	snprintf(cell_text, sizeof cell_text,
-	         "{\"method\":\"%s\",\"tier\":\"compact\",\"arch\":\"plain\",\"batch\":16}", method);
-	struct sb_json *cell;
-	sb_json_parse(cell_text, strlen(cell_text), &cell, &err);
-	struct sb_evalrun *er;
+	struct sb_json *cell = cell_json(&c, c.cell_id);
+	struct sb_evalrun *er = NULL;
 	struct sb_evalrun_opts eo = {.device = "cpu", .threads = 1};
 	struct sb_evalrun_result got;
 	rc = sb_evalrun_open(cell, &ds, &eo, &er, &err);
-	rc = rc ? rc : sb_evalrun_checkpoint(er, path, hex, split.val, split.n_val, &got, gbits, &err);
+	if (!rc)
+		rc = sb_evalrun_checkpoint(er, path, hex, epochs_completed, split.val, split.n_val, &got, gbits, &err);
 	SB_CHECK(rc == 0, "%s: evaluated through evalrun (%s)", method, err.msg);
+	if (rc)
+		return;
 	SB_CHECK(got.n == want.n && got.correct == want.correct && got.accuracy == want.accuracy &&
 	             got.macro_f1 == want.macro_f1 && got.loss == want.loss &&
 	             got.attention_density == want.attention_density &&
 	             got.attention_entropy == want.attention_entropy &&
 	             (got.alpha_mean == want.alpha_mean || (isnan(got.alpha_mean) && isnan(want.alpha_mean))),
-	         "%s: metrics identical to the engine's (acc %.9g vs %.9g, loss %.9g vs %.9g)", method, got.accuracy,
-	         want.accuracy, got.loss, want.loss);
+	         "%s (epoch %d, %s): metrics identical to the engine's (acc %.9g vs %.9g, loss %.9g vs %.9g, density "
+	         "%.9g vs %.9g)",
+	         method, epochs_completed, sb_norm_name(&nm), got.accuracy, want.accuracy, got.loss, want.loss,
+	         got.attention_density, want.attention_density);
 	SB_CHECK(memcmp(gbits, wbits, sizeof gbits) == 0, "%s: correctness bits identical", method);
 	int pop = 0;
 	for (int64_t i = 0; i < split.n_val; i++)
@@ -102,16 +134,37 @@ static void one(const char *method, const char *pool)
 	SB_CHECK(pop == got.correct, "%s: bits set = correct count (%d vs %lld)", method, pop, (long long)got.correct);
 	SB_CHECK(!strcmp(method, "headwise_adaptive_entmax") ? isfinite(got.alpha_mean) : isnan(got.alpha_mean),
 	         "%s: alpha statistics only for HAE", method);
+
+	/* what must be refused */
 	char bad[SB_SHA256_HEX];
 	memcpy(bad, hex, sizeof bad);
 	bad[0] = bad[0] == '0' ? '1' : '0';
-	rc = sb_evalrun_checkpoint(er, path, bad, split.val, split.n_val, &got, gbits, &err);
-	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "mismatch"), "%s: a checkpoint with other bytes is refused (%s)",
-	         method, err.msg);
+	rc = sb_evalrun_checkpoint(er, path, bad, epochs_completed, split.val, split.n_val, &got, gbits, &err);
+	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "mismatch"), "%s: other bytes than expected refused (%s)", method,
+	         err.msg);
+	rc = sb_evalrun_checkpoint(er, path, NULL, epochs_completed + 1, split.val, split.n_val, &got, gbits, &err);
+	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "epochs completed"), "%s: another epoch refused (%s)", method,
+	         err.msg);
+	save(m, path, "t.softmax.s0.plain.compact.00000000", ec, sb_norm_name(&nm), &err);
+	rc = sb_evalrun_checkpoint(er, path, NULL, epochs_completed, split.val, split.n_val, &got, gbits, &err);
+	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "a checkpoint of cell"),
+	         "%s: another cell's checkpoint refused (%s)", method, err.msg);
+	save(m, path, c.cell_id, ec, strcmp(sb_norm_name(&nm), "sparsemax") ? "sparsemax" : "softmax", &err);
+	rc = sb_evalrun_checkpoint(er, path, NULL, epochs_completed, split.val, split.n_val, &got, gbits, &err);
+	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "normaliser"), "%s: another normaliser refused (%s)", method,
+	         err.msg);
 	sb_evalrun_close(er);
 	sb_json_free(cell);
+	/* a cell.json edited after training: its fields no longer hash to its cell_id */
+	struct sb_cell c2 = c;
+	c2.seed = 4;
+	cell = cell_json(&c2, c.cell_id);
+	rc = sb_evalrun_open(cell, &ds, &eo, &er, &err);
+	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "hash to"), "%s: an edited cell.json refused (%s)", method, err.msg);
+	if (!rc)
+		sb_evalrun_close(er);
+	sb_json_free(cell);
 	unlink(path);
-	rmdir(dir);
 	sb_encoder_data_close(be, &data);
 	sb_encoder_free(m);
 	sb_backend_close(be);
@@ -122,24 +175,15 @@ static void one(const char *method, const char *pool)
 int main(void)
 {
 	const char *top = getenv("SB_TOP") ? getenv("SB_TOP") : ".";
-	char pool[1024];
 	snprintf(pool, sizeof pool, "%s/tests/fixtures/guard/data/guardtask/pool.safetensors", top);
-	one("softmax", pool);
-	one("topk_softmax_025", pool);
-	one("headwise_adaptive_entmax", pool);
-	struct sb_err err = {0};
-	struct sb_json *cell;
-	const char *bad = "{\"method\":\"no_such_method\"}";
-	sb_json_parse(bad, strlen(bad), &cell, &err);
-	struct sb_dataset ds;
-	sb_dataset_read(pool, 0, &ds, &err);
-	struct sb_evalrun *er;
-	int rc = sb_evalrun_open(cell, &ds, NULL, &er, &err);
-	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "no_such_method"), "an unknown method in cell.json is bad data (%s)",
-	         err.msg);
-	sb_json_free(cell);
-	sb_dataset_free(&ds);
+	snprintf(dir, sizeof dir, "/tmp/sbevalrunXXXXXX");
+	if (!mkdtemp(dir))
+		return 1;
+	one("softmax", 0, 2);
+	one("topk_softmax_025", 0, 3);
+	one("headwise_adaptive_entmax", 0, 1);
+	one("mechanistic_switch", 2, 1); /* epoch 1 of a switch at 2: still top-k */
+	one("mechanistic_switch", 2, 3); /* after the switch: softmax */
+	rmdir(dir);
 	return sb_test_done();
 }
-
-#endif

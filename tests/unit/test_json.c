@@ -59,6 +59,8 @@ static void reader_cases(void)
 		{"invalid UTF-8", "{\"a\":1}\n{\"a\":\"\xc3\x28\"}\n", NULL, "mem.ndjson:2: column 7: invalid UTF-8", -SB_EDATA},
 		{"overlong UTF-8", "\"\xc0\xaf\"\n", NULL, "mem.ndjson:1: column 2: invalid UTF-8", -SB_EDATA},
 		{"surrogate in UTF-8", "\"\xed\xa0\x80\"\n", NULL, "invalid UTF-8", -SB_EDATA},
+		{"code point above U+10FFFF", "\"\xf4\x90\x80\x80\"\n", NULL, "mem.ndjson:1: column 2: invalid UTF-8", -SB_EDATA},
+		{"U+10FFFF itself is valid", "\"\xf4\x8f\xbf\xbf\"\n", "\"\xf4\x8f\xbf\xbf\"\n", NULL, 1},
 		{"two values on a line", "{\"a\":1} {\"b\":2}\n", NULL, "mem.ndjson:1: column", -SB_EDATA},
 		{"comment rejected", "{\"a\":1} // no\n", NULL, "mem.ndjson:1:", -SB_EDATA},
 		{"garbage", "{\"a\":1}\n{\"a\":1}\nnope\n", NULL, "mem.ndjson:3: column", -SB_EDATA},
@@ -82,6 +84,28 @@ static void reader_cases(void)
 			}
 		}
 		SB_CHECK(all_ok, "reader '%s' with read buffers 1..31%s%s", cases[c].name, all_ok ? "" : ": ", detail);
+	}
+	/* raw lines: CR of CRLF stripped, blank lines skipped, last line without newline kept */
+	{
+		const char txt[] = "a\r\n\r\nb\nc";
+		for (size_t bs = 1; bs <= 31; bs++) {
+			FILE *g = fmemopen((void *)txt, sizeof txt - 1, "rb");
+			struct sb_ndjson_reader *rr = sb_ndjson_open_file(g, "raw", bs);
+			struct sb_err e3 = {0};
+			const char *ln;
+			size_t n;
+			char got[64] = "";
+			while (sb_ndjson_next_line(rr, &ln, &n, &e3) == 0 && ln) {
+				strncat(got, ln, n);
+				strcat(got, "|");
+			}
+			sb_ndjson_close(rr);
+			fclose(g);
+			if (strcmp(got, "a|b|c|") != 0 || bs == 31)
+				SB_CHECK(strcmp(got, "a|b|c|") == 0, "raw lines with read buffer %zu (and all smaller): got '%s' want 'a|b|c|'", bs, got);
+			if (strcmp(got, "a|b|c|") != 0)
+				break;
+		}
 	}
 	/* a NUL byte inside a line is refused (fmemopen with explicit length) */
 	const char nul[] = "{\"a\":\"x\0y\"}\n";

@@ -1,0 +1,1208 @@
+/* backend_cuda.cu — the CUDA backend (lib/backend.h): device memory and the
+ * stream, cuBLAS products, and the element-wise, layer-norm, embedding, loss
+ * and optimiser kernels. Attention is in attn_cuda.cu, the local mixer in
+ * mixer_cuda.cu, host builds of the row kernels for tests in host_cuda.cu.
+ *
+ * Conventions. One stream per backend; every op is queued on it and returns
+ * at once, except download / sumsq / attention_stats, which synchronise.
+ * Kernels are the plainest correct mapping (a thread per element, a half-warp
+ * per row through lanes.cuh where the CPU keeps 16 lane sums, so the bits
+ * match); reductions that the CPU does serially over many rows (bias and
+ * layer-norm parameter gradients, sums of squares) are two-pass with fixed
+ * chunks, so results are deterministic (same bits on every run) but not the
+ * CPU's bits. Every CUDA/cuBLAS call goes through CU_NOTE/CU_RET/CB_NOTE and
+ * every launch through LAUNCHED: a failure becomes the backend's sticky error.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_common.cuh"
+#include "ln_rows.cuh"
+#include "norm_rows.cuh"
+extern "C" {
+#include "rng.h"
+}
+
+static_assert(NK_SOFTMAX == (int)SB_NORM_SOFTMAX && NK_ADAPTIVE == (int)SB_NORM_ADAPTIVE, "norm kinds");
+
+/* ================================================================ errors */
+
+int sb_cuda_err_setf(struct sb_err *err, int code, const char *src, int line, const char *fmt, ...)
+{
+	if (!err)
+		return code;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+	va_end(ap);
+	err->code = code;
+	err->src = src;
+	err->src_line = line;
+	return code;
+}
+
+const char *sb_cublas_status_name(cublasStatus_t s)
+{
+	switch (s) {
+	case CUBLAS_STATUS_SUCCESS:
+		return "CUBLAS_STATUS_SUCCESS";
+	case CUBLAS_STATUS_NOT_INITIALIZED:
+		return "CUBLAS_STATUS_NOT_INITIALIZED";
+	case CUBLAS_STATUS_ALLOC_FAILED:
+		return "CUBLAS_STATUS_ALLOC_FAILED";
+	case CUBLAS_STATUS_INVALID_VALUE:
+		return "CUBLAS_STATUS_INVALID_VALUE";
+	case CUBLAS_STATUS_ARCH_MISMATCH:
+		return "CUBLAS_STATUS_ARCH_MISMATCH";
+	case CUBLAS_STATUS_MAPPING_ERROR:
+		return "CUBLAS_STATUS_MAPPING_ERROR";
+	case CUBLAS_STATUS_EXECUTION_FAILED:
+		return "CUBLAS_STATUS_EXECUTION_FAILED";
+	case CUBLAS_STATUS_INTERNAL_ERROR:
+		return "CUBLAS_STATUS_INTERNAL_ERROR";
+	case CUBLAS_STATUS_NOT_SUPPORTED:
+		return "CUBLAS_STATUS_NOT_SUPPORTED";
+	default:
+		return "CUBLAS_STATUS_(other)";
+	}
+}
+
+static int lost_code(cudaError_t e)
+{
+	switch (e) {
+	case cudaErrorIllegalAddress:
+	case cudaErrorLaunchFailure:
+	case cudaErrorHardwareStackError:
+	case cudaErrorIllegalInstruction:
+	case cudaErrorMisalignedAddress:
+	case cudaErrorInvalidAddressSpace:
+	case cudaErrorInvalidPc:
+	case cudaErrorECCUncorrectable:
+	case cudaErrorLaunchTimeout:
+	case cudaErrorUnknown:
+	case cudaErrorDevicesUnavailable:
+	case cudaErrorNoDevice:
+	case cudaErrorContextIsDestroyed:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static int g_device_lost; /* some backend in the process saw a context-poisoning error */
+
+int sb_cuda_fail(struct cuda_impl *im, struct sb_err *err, const char *what, const char *detail, int code,
+		 const char *file, int line)
+{
+	if (im && !im->failed) {
+		im->failed = 1;
+		sb_err_setf(&im->err, SB_EINTERNAL, file, line, "cuda: %s: %s", what, detail);
+	}
+	/* a poisoned context also shows as the error of the next runtime call */
+	if ((code > 0 && lost_code((cudaError_t)code)) || lost_code(cudaPeekAtLastError()))
+		g_device_lost = 1;
+	if (err) {
+		if (im && im->failed)
+			*err = im->err;
+		else
+			sb_err_setf(err, SB_EINTERNAL, file, line, "cuda: %s: %s", what, detail);
+	}
+	return SB_EINTERNAL;
+}
+
+int sb_cuda_sticky(struct cuda_impl *im, struct sb_err *err)
+{
+	if (!im->failed)
+		return 0;
+	if (err)
+		*err = im->err;
+	return im->err.code ? im->err.code : SB_EINTERNAL;
+}
+
+int sb_cuda_sync(struct cuda_impl *im, struct sb_err *err)
+{
+	if (im->failed)
+		return sb_cuda_sticky(im, err);
+	CU_RET(im, err, cudaStreamSynchronize(im->ctx.st));
+	int code = im->dflag_host[0];
+	if (code) {
+		im->failed = 1;
+		if (code == DFLAG_NO_FINITE)
+			sb_err_setf(&im->err, SB_EDATA, __FILE__, __LINE__,
+				    "attention (block %d, row %d): attn_norm: no finite score among the valid keys",
+				    im->dflag_host[1], im->dflag_host[2]);
+		else
+			sb_err_setf(&im->err, SB_EDATA, __FILE__, __LINE__,
+				    "attention (sample %d): attn_norm: n_valid = %d outside 1..T", im->dflag_host[1],
+				    im->dflag_host[3]);
+		return sb_cuda_sticky(im, err);
+	}
+	return 0;
+}
+
+void *sb_cuda_scratch(struct cuda_impl *im, size_t bytes)
+{
+	if (bytes <= im->scr_n)
+		return im->scr;
+	if (im->scr)
+		CU_NOTE(im, cudaFreeAsync(im->scr, im->ctx.st));
+	im->scr = NULL;
+	im->scr_n = 0;
+	size_t n = bytes + bytes / 4 + 4096;
+	void *p = NULL;
+	cudaError_t e = cudaMallocAsync(&p, n, im->ctx.st);
+	if (e != cudaSuccess) {
+		sb_cuda_fail(im, NULL, "cudaMallocAsync(scratch)", cudaGetErrorString(e), (int)e, __FILE__, __LINE__);
+		return NULL;
+	}
+	im->scr = p;
+	im->scr_n = n;
+	return p;
+}
+
+static struct cuda_impl *IM(struct sb_backend *be) { return (struct cuda_impl *)be->impl; }
+
+/* ================================================================ memory */
+
+struct blk {
+	void *p;
+	size_t n;
+	struct blk *next;
+};
+static pthread_mutex_t blk_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct blk *blk_list;
+
+static void *cu_alloc(struct sb_backend *be, size_t bytes)
+{
+	struct cuda_impl *im = IM(be);
+	if (im->failed)
+		return NULL;
+	if (bytes == 0)
+		bytes = 64;
+	bytes = (bytes + 255) & ~(size_t)255;
+	void *p = NULL;
+	cudaError_t e = cudaMallocAsync(&p, bytes, im->ctx.st);
+	if (e != cudaSuccess) {
+		sb_cuda_fail(im, NULL, "cudaMallocAsync", cudaGetErrorString(e), (int)e, __FILE__, __LINE__);
+		return NULL;
+	}
+	CU_NOTE(im, cudaMemsetAsync(p, 0, bytes, im->ctx.st));
+	struct blk *b = (struct blk *)malloc(sizeof *b);
+	if (b) {
+		b->p = p;
+		b->n = bytes;
+		pthread_mutex_lock(&blk_mu);
+		b->next = blk_list;
+		blk_list = b;
+		pthread_mutex_unlock(&blk_mu);
+	}
+	im->bytes_now += bytes;
+	if (im->bytes_now > im->bytes_peak)
+		im->bytes_peak = im->bytes_now;
+	return p;
+}
+
+static void cu_free(struct sb_backend *be, void *p)
+{
+	struct cuda_impl *im = IM(be);
+	pthread_mutex_lock(&blk_mu);
+	for (struct blk **b = &blk_list; *b; b = &(*b)->next)
+		if ((*b)->p == p) {
+			struct blk *d = *b;
+			*b = d->next;
+			im->bytes_now -= d->n;
+			free(d);
+			break;
+		}
+	pthread_mutex_unlock(&blk_mu);
+	cudaFreeAsync(p, im->ctx.st); /* errors here are not worth failing a cell for */
+}
+
+static int cu_upload(struct sb_backend *be, void *dst, const void *src, size_t bytes, struct sb_err *err)
+{
+	struct cuda_impl *im = IM(be);
+	SB_TRY(sb_cuda_sticky(im, err));
+	if (bytes)
+		CU_RET(im, err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, im->ctx.st));
+	return 0;
+}
+
+static int cu_download(struct sb_backend *be, void *dst, const void *src, size_t bytes, struct sb_err *err)
+{
+	struct cuda_impl *im = IM(be);
+	SB_TRY(sb_cuda_sticky(im, err));
+	if (bytes)
+		CU_RET(im, err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, im->ctx.st));
+	return sb_cuda_sync(im, err);
+}
+
+static struct sb_ctx *cu_main_ctx(struct sb_backend *be) { return &IM(be)->ctx; }
+
+static int cu_run(struct sb_backend *be, int ntasks, sb_task_fn fn, void *arg, struct sb_err *err)
+{
+	struct cuda_impl *im = IM(be);
+	SB_TRY(sb_cuda_sticky(im, err));
+	CU_RET(im, err, cudaSetDevice(im->dev));
+	int rc = 0;
+	for (int t = 0; t < ntasks; t++) {
+		struct sb_err e;
+		sb_err_clear(&e);
+		int r = fn(&im->ctx, 0, t, arg, &e);
+		if (r && !rc) {
+			rc = r;
+			if (err)
+				*err = e;
+		}
+	}
+	if (rc)
+		return rc;
+	return sb_cuda_sticky(im, err);
+}
+
+static void cu_zero(struct sb_ctx *ctx, void *p, size_t bytes)
+{
+	if (bytes)
+		CU_NOTE(ctx->im, cudaMemsetAsync(p, 0, bytes, ctx->st));
+}
+
+static void cu_copy(struct sb_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+	if (bytes && dst != src)
+		CU_NOTE(ctx->im, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx->st));
+}
+
+/* ================================================================ embedding */
+
+__global__ void k_patchify(float *out, const uint8_t *images, const uint32_t *idx, int B, int Ch, int H, int W, int p,
+			   int gw, int L)
+{
+	int P = Ch * p * p;
+	size_t n = (size_t)B * L * P;
+	for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
+		int b = (int)(e / ((size_t)L * P));
+		int rem = (int)(e % ((size_t)L * P));
+		int t = rem / P, q = rem % P;
+		int c = q / (p * p), i = (q / p) % p, j = q % p;
+		int pr = t / gw, pc = t % gw;
+		const uint8_t *im = images + (size_t)idx[b] * Ch * H * W;
+		out[e] = (float)im[(size_t)c * H * W + (size_t)(pr * p + i) * W + pc * p + j] / 255.0f;
+	}
+}
+
+static void cu_patchify(struct sb_ctx *ctx, float *out, const uint8_t *images, const uint32_t *idx, int B, int Ch,
+			int H, int W, int p)
+{
+	int gh = H / p, gw = W / p, L = gh * gw;
+	size_t n = (size_t)B * L * Ch * p * p;
+	if (!n)
+		return;
+	k_patchify<<<cdiv(n, 256) < 65535 ? cdiv(n, 256) : 65535, 256, 0, ctx->st>>>(out, images, idx, B, Ch, H, W, p,
+										      gw, L);
+	LAUNCHED(ctx->im, "patchify");
+}
+
+__global__ void k_gather_tokens(int32_t *ids, int32_t *nvalid, const int32_t *tokens, const int32_t *len,
+				const uint32_t *idx, int B, int L)
+{
+	size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (e >= (size_t)B * L)
+		return;
+	int b = (int)(e / L), t = (int)(e % L);
+	ids[e] = tokens[(size_t)idx[b] * L + t];
+	if (t == 0 && nvalid)
+		nvalid[b] = 1 + (len ? len[idx[b]] : L);
+}
+
+static void cu_gather_tokens(struct sb_ctx *ctx, int32_t *ids, int32_t *nvalid, const int32_t *tokens,
+			     const int32_t *len, const uint32_t *idx, int B, int L)
+{
+	if (B * L <= 0)
+		return;
+	k_gather_tokens<<<cdiv((size_t)B * L, 256), 256, 0, ctx->st>>>(ids, nvalid, tokens, len, idx, B, L);
+	LAUNCHED(ctx->im, "gather_tokens");
+}
+
+__global__ void k_gather_i32(int32_t *out, const int32_t *src, const uint32_t *idx, int B)
+{
+	int b = blockIdx.x * blockDim.x + threadIdx.x;
+	if (b < B)
+		out[b] = src[idx[b]];
+}
+
+static void cu_gather_i32(struct sb_ctx *ctx, int32_t *out, const int32_t *src, const uint32_t *idx, int B)
+{
+	if (B <= 0)
+		return;
+	k_gather_i32<<<cdiv(B, 256), 256, 0, ctx->st>>>(out, src, idx, B);
+	LAUNCHED(ctx->im, "gather_i32");
+}
+
+__global__ void k_embedding_fwd(float *out, const int32_t *ids, const float *table, int n, int d)
+{
+	size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (e < (size_t)n * d)
+		out[e] = table[(size_t)ids[e / d] * d + e % d];
+}
+
+static void cu_embedding_forward(struct sb_ctx *ctx, float *out, const int32_t *ids, const float *table, int n, int d)
+{
+	if ((size_t)n * d == 0)
+		return;
+	k_embedding_fwd<<<cdiv((size_t)n * d, 256), 256, 0, ctx->st>>>(out, ids, table, n, d);
+	LAUNCHED(ctx->im, "embedding_forward");
+}
+
+/* dtable[ids[i]] += dout[i] in index order (the CPU's order, so the same bits):
+ * block = a partition of the table's rows (id % NP), thread = a column */
+#define EMB_NP 256
+__global__ void k_embedding_bwd(float *dtable, const float *dout, const int32_t *ids, int n, int d)
+{
+	__shared__ int32_t sid[1024];
+	int part = blockIdx.x;
+	for (int i0 = 0; i0 < n; i0 += 1024) {
+		int m = n - i0 < 1024 ? n - i0 : 1024;
+		__syncthreads();
+		for (int t = threadIdx.x; t < m; t += blockDim.x)
+			sid[t] = ids[i0 + t];
+		__syncthreads();
+		for (int c = threadIdx.x; c < d; c += blockDim.x)
+			for (int t = 0; t < m; t++) {
+				int id = sid[t];
+				if (id != 0 && id % EMB_NP == part)
+					dtable[(size_t)id * d + c] += dout[(size_t)(i0 + t) * d + c];
+			}
+	}
+}
+
+static void cu_embedding_backward(struct sb_ctx *ctx, float *dtable, const float *dout, const int32_t *ids, int n,
+				  int d)
+{
+	if (n <= 0)
+		return;
+	k_embedding_bwd<<<EMB_NP, d < 128 ? 64 : 128, 0, ctx->st>>>(dtable, dout, ids, n, d);
+	LAUNCHED(ctx->im, "embedding_backward");
+}
+
+__global__ void k_assemble_fwd(float *x, const float *emb, const float *cls, const float *pos, int B, int T, int d)
+{
+	size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (e >= (size_t)B * T * d)
+		return;
+	int b = (int)(e / ((size_t)T * d));
+	int t = (int)(e / d % T), c = (int)(e % d);
+	x[e] = t == 0 ? cls[c] + pos[c] : emb[((size_t)b * (T - 1) + t - 1) * d + c] + pos[(size_t)t * d + c];
+}
+
+static void cu_assemble_forward(struct sb_ctx *ctx, float *x, const float *emb, const float *cls, const float *pos,
+				int B, int T, int d)
+{
+	size_t n = (size_t)B * T * d;
+	if (!n)
+		return;
+	k_assemble_fwd<<<cdiv(n, 256), 256, 0, ctx->st>>>(x, emb, cls, pos, B, T, d);
+	LAUNCHED(ctx->im, "assemble_forward");
+}
+
+/* dpos[t, c] (and dcls[c] for t = 0) += dx[b, t, c] over b in order: the CPU's order */
+__global__ void k_assemble_bwd(float *dcls, float *dpos, const float *dx, int B, int T, int d)
+{
+	int e = blockIdx.x * blockDim.x + threadIdx.x;
+	if (e >= T * d)
+		return;
+	float v = dpos[e];
+	for (int b = 0; b < B; b++)
+		v += dx[(size_t)b * T * d + e];
+	dpos[e] = v;
+	if (e < d) {
+		float w = dcls[e];
+		for (int b = 0; b < B; b++)
+			w += dx[(size_t)b * T * d + e];
+		dcls[e] = w;
+	}
+}
+
+static void cu_assemble_backward(struct sb_ctx *ctx, float *demb, float *dcls, float *dpos, const float *dx, int B,
+				 int T, int d)
+{
+	if (B <= 0)
+		return;
+	k_assemble_bwd<<<cdiv((size_t)T * d, 128), 128, 0, ctx->st>>>(dcls, dpos, dx, B, T, d);
+	LAUNCHED(ctx->im, "assemble_backward");
+	if (demb && T > 1)
+		CU_NOTE(ctx->im, cudaMemcpy2DAsync(demb, (size_t)(T - 1) * d * sizeof(float), dx + d,
+						   (size_t)T * d * sizeof(float), (size_t)(T - 1) * d * sizeof(float), B,
+						   cudaMemcpyDeviceToDevice, ctx->st));
+}
+
+/* ================================================================ dense */
+
+__global__ void k_add_bias(float *out, const float *bias, size_t M, int N)
+{
+	size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (e < M * N)
+		out[e] += bias[e % N];
+}
+
+static const float F_ONE = 1.0f, F_ZERO = 0.0f;
+
+static void cu_matmul_forward(struct sb_ctx *ctx, float *out, const float *inp, const float *w, const float *bias,
+			      int M, int K, int N)
+{
+	if (M <= 0 || N <= 0)
+		return;
+	CB_NOTE(ctx->im, cublasSgemm(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &F_ONE, w, K, inp, K, &F_ZERO, out, N));
+	if (bias) {
+		k_add_bias<<<cdiv((size_t)M * N, 256), 256, 0, ctx->st>>>(out, bias, (size_t)M, N);
+		LAUNCHED(ctx->im, "add_bias");
+	}
+}
+
+static const float *ones_of(struct sb_ctx *ctx, int M);
+
+static void cu_matmul_backward(struct sb_ctx *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+			       const float *inp, const float *w, int M, int K, int N, int accumulate)
+{
+	if (M <= 0)
+		return;
+	if (dinp)
+		CB_NOTE(ctx->im, cublasSgemm(ctx->blas, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, &F_ONE, w, K, dout, N,
+					     accumulate ? &F_ONE : &F_ZERO, dinp, K));
+	if (dw)
+		CB_NOTE(ctx->im,
+			cublasSgemm(ctx->blas, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, &F_ONE, inp, K, dout, N, &F_ONE, dw, K));
+	if (dbias) {
+		const float *ones = ones_of(ctx, M);
+		if (ones)
+			CB_NOTE(ctx->im,
+				cublasSgemv(ctx->blas, CUBLAS_OP_N, N, M, &F_ONE, dout, N, ones, 1, &F_ONE, dbias, 1));
+	}
+}
+
+__global__ void k_fill(float *p, float v, size_t n)
+{
+	size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (e < n)
+		p[e] = v;
+}
+
+static const float *ones_of(struct sb_ctx *ctx, int M)
+{
+	struct cuda_impl *im = ctx->im;
+	if ((size_t)M <= im->ones_n)
+		return im->ones;
+	if (im->ones)
+		CU_NOTE(im, cudaFreeAsync(im->ones, ctx->st));
+	im->ones = NULL;
+	im->ones_n = 0;
+	size_t n = (size_t)M < ((size_t)1 << 16) ? ((size_t)1 << 16) : (size_t)M * 2;
+	void *p = NULL;
+	cudaError_t e = cudaMallocAsync(&p, n * sizeof(float), ctx->st);
+	if (e != cudaSuccess) {
+		sb_cuda_fail(im, NULL, "cudaMallocAsync(ones)", cudaGetErrorString(e), (int)e, __FILE__, __LINE__);
+		return NULL;
+	}
+	k_fill<<<cdiv(n, 256), 256, 0, ctx->st>>>((float *)p, 1.0f, n);
+	LAUNCHED(im, "fill");
+	im->ones = (float *)p;
+	im->ones_n = n;
+	return im->ones;
+}
+
+static void cu_gather_cls(struct sb_ctx *ctx, float *out, const float *x, int B, int T, int d)
+{
+	if (B <= 0)
+		return;
+	CU_NOTE(ctx->im, cudaMemcpy2DAsync(out, (size_t)d * sizeof(float), x, (size_t)T * d * sizeof(float),
+					   (size_t)d * sizeof(float), B, cudaMemcpyDeviceToDevice, ctx->st));
+}
+
+static void cu_scatter_cls(struct sb_ctx *ctx, float *dx, const float *dcls, int B, int T, int d)
+{
+	if (B <= 0)
+		return;
+	CU_NOTE(ctx->im, cudaMemsetAsync(dx, 0, (size_t)B * T * d * sizeof(float), ctx->st));
+	CU_NOTE(ctx->im, cudaMemcpy2DAsync(dx, (size_t)T * d * sizeof(float), dcls, (size_t)d * sizeof(float),
+					   (size_t)d * sizeof(float), B, cudaMemcpyDeviceToDevice, ctx->st));
+}
+
+/* ================================================================ layer norm */
+
+static LnDrop make_drop(const struct sb_dropout *drop, int use)
+{
+	LnDrop dr;
+	memset(&dr, 0, sizeof dr);
+	dr.on = use;
+	if (use) {
+		dr.sc = 1.0f / (1.0f - drop->p);
+		sb_rng_key(dr.key, drop->seed, SB_RNG_DROPOUT);
+		dr.stream = drop->stream;
+		dr.first = drop->offset;
+		dr.thr = sb_drop_threshold(drop->p);
+	}
+	return dr;
+}
+
+/* a half-warp per row; 16 rows per 256-thread block */
+template <int N>
+__global__ void k_ln_fwd(float *out, float *r, float *mean, float *rstd, uint8_t *mask, const float *x, const float *y,
+			 const float *w, const float *b, LnDrop dr, int M, int d, int sin, int sout)
+{
+	int row = blockIdx.x * 16 + (threadIdx.x >> 4);
+	if (row >= M)
+		return;
+	Grp G = grp_here();
+	LnDrop d2 = dr;
+	d2.first = dr.first + (uint64_t)row * d;
+	ln_row_fwd<N>(G, out + (size_t)row * sout, r + (size_t)row * d, mean + row, rstd + row,
+		      mask ? mask + (size_t)row * d : NULL, x + (size_t)row * sin, y ? y + (size_t)row * d : NULL, w, b,
+		      &d2, d);
+	(void)G;
+}
+
+static int lanes_for(int d) { return d <= 16 ? 1 : d <= 32 ? 2 : d <= 64 ? 4 : d <= 128 ? 8 : d <= 256 ? 16 : 0; }
+
+void sb_cuda_ln_forward(struct sb_ctx *ctx, float *out, float *r, float *mean, float *rstd, uint8_t *mask,
+			const float *x, const float *y, const float *w, const float *b, const struct sb_dropout *drop,
+			int M, int d, int sin, int sout)
+{
+	if (M <= 0)
+		return;
+	int use = y && drop && drop->p > 0;
+	LnDrop dr = make_drop(drop, use);
+	unsigned g = cdiv(M, 16);
+	switch (lanes_for(d)) {
+	case 1:
+		k_ln_fwd<1><<<g, 256, 0, ctx->st>>>(out, r, mean, rstd, mask, x, y, w, b, dr, M, d, sin, sout);
+		break;
+	case 2:
+		k_ln_fwd<2><<<g, 256, 0, ctx->st>>>(out, r, mean, rstd, mask, x, y, w, b, dr, M, d, sin, sout);
+		break;
+	case 4:
+		k_ln_fwd<4><<<g, 256, 0, ctx->st>>>(out, r, mean, rstd, mask, x, y, w, b, dr, M, d, sin, sout);
+		break;
+	case 8:
+		k_ln_fwd<8><<<g, 256, 0, ctx->st>>>(out, r, mean, rstd, mask, x, y, w, b, dr, M, d, sin, sout);
+		break;
+	case 16:
+		k_ln_fwd<16><<<g, 256, 0, ctx->st>>>(out, r, mean, rstd, mask, x, y, w, b, dr, M, d, sin, sout);
+		break;
+	default:
+		sb_cuda_fail(ctx->im, NULL, "layer norm", "width d > 256 is not supported by the CUDA backend", 0,
+			     __FILE__, __LINE__);
+		return;
+	}
+	LAUNCHED(ctx->im, "ln_forward");
+}
+
+static void cu_residual_ln_forward(struct sb_ctx *ctx, float *out, float *r, float *mean, float *rstd, uint8_t *mask,
+				   const float *x, const float *y, const float *w, const float *b,
+				   const struct sb_dropout *drop, int M, int d)
+{
+	sb_cuda_ln_forward(ctx, out, r, mean, rstd, mask, x, y, w, b, drop, M, d, d, d);
+}
+
+#define LN_RPB 64 /* rows per block in the backward (one partial of dw, db per block) */
+
+template <int N>
+__global__ void k_ln_bwd(float *dx, float *dy, float *part, const float *dout, const float *r, const float *mean,
+			 const float *rstd, const uint8_t *mask, const float *w, float p, int M, int d)
+{
+	__shared__ float red[16][2][16 * N];
+	Grp G = grp_here();
+	int hw = threadIdx.x >> 4;
+	Row<N> pw, pb;
+	KLOOP for (int k = 0; k < N; k++)
+	{
+		pw.at(G.lane, k) = 0.0f;
+		pb.at(G.lane, k) = 0.0f;
+	}
+	int r0 = blockIdx.x * LN_RPB;
+	for (int row = r0 + hw; row < r0 + LN_RPB && row < M; row += 16)
+		ln_row_bwd<N>(G, dx + (size_t)row * d, dy ? dy + (size_t)row * d : NULL, pw, pb, dout + (size_t)row * d,
+			      r + (size_t)row * d, mean[row], rstd[row], mask ? mask + (size_t)row * d : NULL, w, p, d);
+	KLOOP for (int k = 0; k < N; k++)
+	{
+		red[hw][0][G.lane + 16 * k] = pw.at(G.lane, k);
+		red[hw][1][G.lane + 16 * k] = pb.at(G.lane, k);
+	}
+	__syncthreads();
+	for (int e = threadIdx.x; e < 2 * d; e += blockDim.x) {
+		int which = e / d, c = e % d;
+		float s = 0;
+		for (int h = 0; h < 16; h++)
+			s += red[h][which][c];
+		part[((size_t)blockIdx.x * 2 + which) * d + c] = s;
+	}
+}
+
+__global__ void k_sum_partials(float *out, const float *part, int nchunk, int n, int stride)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	if (c >= n)
+		return;
+	float s = 0;
+	for (int k = 0; k < nchunk; k++)
+		s += part[(size_t)k * stride + c];
+	out[c] += s;
+}
+
+static void sum_partials(struct sb_ctx *ctx, float *out, const float *part, int nchunk, int n, int stride)
+{
+	k_sum_partials<<<cdiv(n, 128), 128, 0, ctx->st>>>(out, part, nchunk, n, stride);
+	LAUNCHED(ctx->im, "sum_partials");
+}
+
+void sb_cuda_sum_partials(struct sb_ctx *ctx, float *out, const float *part, int nchunk, int n)
+{
+	sum_partials(ctx, out, part, nchunk, n, n);
+}
+
+static void cu_residual_ln_backward(struct sb_ctx *ctx, float *dx, float *dy, float *dw, float *db, const float *dout,
+				    const float *r, const float *mean, const float *rstd, const uint8_t *mask,
+				    const float *w, float p, int M, int d)
+{
+	if (M <= 0)
+		return;
+	unsigned nb = cdiv(M, LN_RPB);
+	float *part = (float *)sb_cuda_scratch(ctx->im, (size_t)nb * 2 * d * sizeof(float));
+	if (!part)
+		return;
+	const uint8_t *mk = p > 0 ? mask : NULL;
+	switch (lanes_for(d)) {
+	case 1:
+		k_ln_bwd<1><<<nb, 256, 0, ctx->st>>>(dx, dy, part, dout, r, mean, rstd, mk, w, p, M, d);
+		break;
+	case 2:
+		k_ln_bwd<2><<<nb, 256, 0, ctx->st>>>(dx, dy, part, dout, r, mean, rstd, mk, w, p, M, d);
+		break;
+	case 4:
+		k_ln_bwd<4><<<nb, 256, 0, ctx->st>>>(dx, dy, part, dout, r, mean, rstd, mk, w, p, M, d);
+		break;
+	case 8:
+		k_ln_bwd<8><<<nb, 256, 0, ctx->st>>>(dx, dy, part, dout, r, mean, rstd, mk, w, p, M, d);
+		break;
+	case 16:
+		k_ln_bwd<16><<<nb, 256, 0, ctx->st>>>(dx, dy, part, dout, r, mean, rstd, mk, w, p, M, d);
+		break;
+	default:
+		sb_cuda_fail(ctx->im, NULL, "layer norm", "width d > 256 is not supported by the CUDA backend", 0,
+			     __FILE__, __LINE__);
+		return;
+	}
+	LAUNCHED(ctx->im, "ln_backward");
+	sum_partials(ctx, dw, part, (int)nb, d, 2 * d);
+	sum_partials(ctx, db, part + d, (int)nb, d, 2 * d);
+}
+
+/* ================================================================ GELU */
+
+/* thread per Philox block (4 consecutive flat indices) */
+__global__ void k_gelu_fwd(float *out, uint8_t *mask, const float *x, size_t n, LnDrop dr)
+{
+	uint64_t q0 = dr.first >> 2;
+	uint64_t q = q0 + blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+	uint64_t end = dr.first + n;
+	if (q * 4 >= end)
+		return;
+	uint32_t words[4] = {0, 0, 0, 0};
+	if (dr.on) {
+		uint32_t ctr[4] = {(uint32_t)q, (uint32_t)(q >> 32), (uint32_t)dr.stream, (uint32_t)(dr.stream >> 32)};
+		sb_philox(words, ctr, dr.key);
+	}
+	for (int e = 0; e < 4; e++) {
+		uint64_t gi = q * 4 + e;
+		if (gi < dr.first || gi >= end)
+			continue;
+		size_t i = (size_t)(gi - dr.first);
+		float o = sb_gelu1(x[i]);
+		if (dr.on) {
+			int keep = (words[e] >> 8) >= dr.thr;
+			mask[i] = (uint8_t)keep;
+			o = keep ? o * dr.sc : 0.0f;
+		}
+		out[i] = o;
+	}
+}
+
+static void cu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, const float *inp,
+			    const struct sb_dropout *drop, size_t n)
+{
+	if (!n)
+		return;
+	int use = drop && drop->p > 0;
+	LnDrop dr = make_drop(drop, use);
+	if (!use)
+		dr.first = 0;
+	uint64_t nq = ((dr.first + n + 3) >> 2) - (dr.first >> 2);
+	k_gelu_fwd<<<cdiv(nq, 256), 256, 0, ctx->st>>>(out, mask, inp, n, dr);
+	LAUNCHED(ctx->im, "gelu_forward");
+}
+
+__global__ void k_gelu_bwd(float *dinp, const float *dout, const float *x, const uint8_t *mask, float p, float sc,
+			   size_t n)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	float g = p > 0 ? (mask[i] ? dout[i] * sc : 0.0f) : dout[i];
+	dinp[i] = sb_dgelu1(x[i]) * g;
+}
+
+static void cu_gelu_backward(struct sb_ctx *ctx, float *dinp, const float *dout, const float *inp, const uint8_t *mask,
+			     float p, size_t n)
+{
+	if (!n)
+		return;
+	float sc = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
+	k_gelu_bwd<<<cdiv(n, 256), 256, 0, ctx->st>>>(dinp, dout, inp, mask, p, sc, n);
+	LAUNCHED(ctx->im, "gelu_backward");
+}
+
+__global__ void k_gelu_rows(float *out, float *dg, const float *x, size_t n)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	float Phi, phi;
+	sb_normcdf1(x[i], &Phi, &phi);
+	if (out)
+		out[i] = x[i] * Phi;
+	if (dg)
+		dg[i] = fmaf(x[i], phi, Phi);
+}
+
+void sb_cuda_gelu_rows(struct sb_ctx *ctx, float *out, float *dgelu, const float *x, size_t n)
+{
+	if (!n)
+		return;
+	k_gelu_rows<<<cdiv(n, 256), 256, 0, ctx->st>>>(out, dgelu, x, n);
+	LAUNCHED(ctx->im, "gelu");
+}
+
+/* ================================================================ HAE alpha */
+
+__global__ void k_hae_alpha(float *alpha, const float *raw, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) {
+		float s = 1.0f / (1.0f + expf(-raw[i]));
+		alpha[i] = 1.05f + 0.90f * s;
+	}
+}
+
+__global__ void k_hae_alpha_bwd(float *draw, const float *dalpha, const float *raw, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) {
+		float s = 1.0f / (1.0f + expf(-raw[i]));
+		draw[i] += dalpha[i] * 0.90f * s * (1.0f - s);
+	}
+}
+
+static void cu_hae_alpha(struct sb_ctx *ctx, float *alpha, const float *raw, int n)
+{
+	if (n <= 0)
+		return;
+	k_hae_alpha<<<cdiv(n, 64), 64, 0, ctx->st>>>(alpha, raw, n);
+	LAUNCHED(ctx->im, "hae_alpha");
+}
+
+static void cu_hae_alpha_backward(struct sb_ctx *ctx, float *draw, const float *dalpha, const float *raw, int n)
+{
+	if (n <= 0)
+		return;
+	k_hae_alpha_bwd<<<cdiv(n, 64), 64, 0, ctx->st>>>(draw, dalpha, raw, n);
+	LAUNCHED(ctx->im, "hae_alpha_backward");
+}
+
+/* ================================================================ loss */
+
+__global__ void k_cross_entropy(float *losses, int32_t *pred, float *dlogits, const float *logits,
+				const int32_t *labels, int B, int C, float dscale)
+{
+	int b = blockIdx.x * blockDim.x + threadIdx.x;
+	if (b >= B)
+		return;
+	const float *l = logits + (size_t)b * C;
+	float mx = l[0];
+	int am = 0;
+	for (int c = 1; c < C; c++)
+		if (l[c] > mx) {
+			mx = l[c];
+			am = c;
+		}
+	double s = 0;
+	for (int c = 0; c < C; c++)
+		s += exp((double)l[c] - mx);
+	double lse = log(s) + mx;
+	int y = labels[b];
+	losses[b] = (float)(lse - l[y]);
+	if (pred)
+		pred[b] = am;
+	if (dlogits) {
+		float *g = dlogits + (size_t)b * C;
+		for (int c = 0; c < C; c++) {
+			double pc = exp((double)l[c] - lse);
+			g[c] = (float)((pc - (c == y)) * dscale);
+		}
+	}
+}
+
+static void cu_cross_entropy(struct sb_ctx *ctx, float *losses, int32_t *pred, float *dlogits, const float *logits,
+			     const int32_t *labels, int B, int C, float dscale)
+{
+	if (B <= 0)
+		return;
+	k_cross_entropy<<<cdiv(B, 128), 128, 0, ctx->st>>>(losses, pred, dlogits, logits, labels, B, C, dscale);
+	LAUNCHED(ctx->im, "cross_entropy");
+}
+
+/* ================================================================ optimiser */
+
+__global__ void k_reduce_slots(float *dst, const float *src, int nslots, size_t stride, size_t n)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	float s = src[i];
+	for (int k = 1; k < nslots; k++)
+		s += src[(size_t)k * stride + i];
+	dst[i] = s;
+}
+
+static void cu_reduce_slots(struct sb_ctx *ctx, float *dst, const float *src, int nslots, size_t stride, size_t n)
+{
+	if (!n)
+		return;
+	k_reduce_slots<<<cdiv(n, 256), 256, 0, ctx->st>>>(dst, src, nslots, stride, n);
+	LAUNCHED(ctx->im, "reduce_slots");
+}
+
+#define SQ_THREADS 256
+#define SQ_MAXBLK 512
+
+/* fixed grid for a given n: deterministic */
+static unsigned sq_blocks(size_t n)
+{
+	unsigned b = cdiv(n, (size_t)SQ_THREADS * 16);
+	return b < 1 ? 1 : b > SQ_MAXBLK ? SQ_MAXBLK : b;
+}
+
+__global__ void k_sumsq1(double *part, const float *x, size_t n)
+{
+	__shared__ double sh[SQ_THREADS];
+	double s = 0;
+	for (size_t i = blockIdx.x * (size_t)SQ_THREADS + threadIdx.x; i < n; i += (size_t)gridDim.x * SQ_THREADS)
+		s += (double)x[i] * x[i];
+	sh[threadIdx.x] = s;
+	__syncthreads();
+	for (int w = SQ_THREADS / 2; w >= 1; w >>= 1) {
+		if (threadIdx.x < w)
+			sh[threadIdx.x] += sh[threadIdx.x + w];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		part[blockIdx.x] = sh[0];
+}
+
+__global__ void k_sumsq2(double *out, const double *part, int nb)
+{
+	if (threadIdx.x == 0 && blockIdx.x == 0) {
+		double s = 0;
+		for (int i = 0; i < nb; i++)
+			s += part[i];
+		*out = s;
+	}
+}
+
+static double cu_sumsq(struct sb_ctx *ctx, const float *x, size_t n)
+{
+	struct cuda_impl *im = ctx->im;
+	if (im->failed)
+		return NAN;
+	unsigned nb = sq_blocks(n);
+	double *part = (double *)sb_cuda_scratch(im, nb * sizeof(double));
+	if (!part)
+		return NAN;
+	k_sumsq1<<<nb, SQ_THREADS, 0, ctx->st>>>(part, x, n);
+	LAUNCHED(im, "sumsq1");
+	k_sumsq2<<<1, 32, 0, ctx->st>>>(im->red_dev, part, (int)nb);
+	LAUNCHED(im, "sumsq2");
+	if (sb_cuda_sync(im, NULL))
+		return NAN;
+	return *(volatile double *)im->red_host;
+}
+
+__global__ void k_scale(float *x, float c, size_t n)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n)
+		x[i] *= c;
+}
+
+static void cu_scale(struct sb_ctx *ctx, float *x, float c, size_t n)
+{
+	if (!n)
+		return;
+	k_scale<<<cdiv(n, 256), 256, 0, ctx->st>>>(x, c, n);
+	LAUNCHED(ctx->im, "scale");
+}
+
+__global__ void k_adamw(float *p, float *m, float *v, const float *g, size_t n, struct sb_adam_k a)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n)
+		sb_adamw1(p + i, m + i, v + i, g[i], &a);
+}
+
+static void cu_adamw(struct sb_ctx *ctx, float *p, float *m, float *v, const float *g, size_t n, float lr, float b1,
+		     float b2, float eps, float wd, int64_t t)
+{
+	if (!n)
+		return;
+	struct sb_adam_k a = sb_adam_consts(lr, b1, b2, eps, wd, t);
+	k_adamw<<<cdiv(n, 256), 256, 0, ctx->st>>>(p, m, v, g, n, a);
+	LAUNCHED(ctx->im, "adamw");
+}
+
+/* ================================================================ open / close */
+
+static void cu_destroy(struct sb_backend *be);
+
+static const struct sb_backend_ops cuda_ops = {
+	/* .name = */ "cuda",
+	/* .destroy = */ cu_destroy,
+	/* .alloc = */ cu_alloc,
+	/* .free = */ cu_free,
+	/* .upload = */ cu_upload,
+	/* .download = */ cu_download,
+	/* .main_ctx = */ cu_main_ctx,
+	/* .run = */ cu_run,
+	/* .zero = */ cu_zero,
+	/* .copy = */ cu_copy,
+	/* .patchify = */ cu_patchify,
+	/* .gather_tokens = */ cu_gather_tokens,
+	/* .gather_i32 = */ cu_gather_i32,
+	/* .embedding_forward = */ cu_embedding_forward,
+	/* .embedding_backward = */ cu_embedding_backward,
+	/* .assemble_forward = */ cu_assemble_forward,
+	/* .assemble_backward = */ cu_assemble_backward,
+	/* .matmul_forward = */ cu_matmul_forward,
+	/* .matmul_backward = */ cu_matmul_backward,
+	/* .gather_cls = */ cu_gather_cls,
+	/* .scatter_cls = */ cu_scatter_cls,
+	/* .residual_ln_forward = */ cu_residual_ln_forward,
+	/* .residual_ln_backward = */ cu_residual_ln_backward,
+	/* .gelu_forward = */ cu_gelu_forward,
+	/* .gelu_backward = */ cu_gelu_backward,
+	/* .attention_forward = */ sb_cuda_attention_forward,
+	/* .attention_backward = */ sb_cuda_attention_backward,
+	/* .attention_stats = */ sb_cuda_attention_stats,
+	/* .hae_alpha = */ cu_hae_alpha,
+	/* .hae_alpha_backward = */ cu_hae_alpha_backward,
+	/* .localmix_forward = */ sb_cuda_localmix_forward,
+	/* .localmix_backward = */ sb_cuda_localmix_backward,
+	/* .cross_entropy = */ cu_cross_entropy,
+	/* .reduce_slots = */ cu_reduce_slots,
+	/* .sumsq = */ cu_sumsq,
+	/* .scale = */ cu_scale,
+	/* .adamw = */ cu_adamw,
+};
+
+static pthread_once_t flags_once = PTHREAD_ONCE_INIT;
+static void set_flags(void)
+{
+	const char *m = getenv("SB_CUDA_SYNC");
+	unsigned f = cudaDeviceScheduleYield;
+	if (m && !strcmp(m, "spin"))
+		f = cudaDeviceScheduleSpin;
+	else if (m && !strcmp(m, "block"))
+		f = cudaDeviceScheduleBlockingSync;
+	cudaSetDeviceFlags(f | cudaDeviceMapHost);
+	cudaGetLastError(); /* an active context keeps its flags: not an error */
+}
+
+static int parse_device(const char *device, int *dev, int *tf32, struct sb_err *err)
+{
+	*dev = 0;
+	*tf32 = 0;
+	const char *e = getenv("SB_CUDA_TF32");
+	if (e && *e && strcmp(e, "0"))
+		*tf32 = 1;
+	if (!device || strncmp(device, "cuda", 4))
+		return SB_ERR(err, SB_EUSAGE, "not a CUDA device name: '%s'", device ? device : "(null)");
+	const char *p = device + 4;
+	if (*p == ':') {
+		char *end;
+		long v = strtol(p + 1, &end, 10);
+		if (end == p + 1 || v < 0 || v > 255)
+			return SB_ERR(err, SB_EUSAGE, "device '%s': expected cuda[:N][,tf32]", device);
+		*dev = (int)v;
+		p = end;
+	}
+	while (*p == ',') {
+		const char *q = p + 1;
+		size_t n = strcspn(q, ",");
+		if (n == 4 && !strncmp(q, "tf32", 4))
+			*tf32 = 1;
+		else if (n == 4 && !strncmp(q, "fp32", 4))
+			*tf32 = 0;
+		else
+			return SB_ERR(err, SB_EUSAGE, "device '%s': unknown option (expected tf32 or fp32)", device);
+		p = q + n;
+	}
+	if (*p)
+		return SB_ERR(err, SB_EUSAGE, "device '%s': expected cuda[:N][,tf32]", device);
+	return 0;
+}
+
+int sb_cuda_device_count(void)
+{
+	int n = 0;
+	if (cudaGetDeviceCount(&n) != cudaSuccess) {
+		cudaGetLastError();
+		return 0;
+	}
+	return n;
+}
+
+extern "C" int sb_backend_cuda_open(const char *device, int threads, struct sb_backend **out, struct sb_err *err)
+{
+	int dev, tf32;
+	SB_TRY(parse_device(device, &dev, &tf32, err));
+	pthread_once(&flags_once, set_flags);
+	int ndev = sb_cuda_device_count();
+	if (ndev < 1)
+		return SB_ERR(err, SB_EINTERNAL, "device '%s': no CUDA device is available (driver or GPU missing)",
+			      device);
+	if (dev >= ndev)
+		return SB_ERR(err, SB_EUSAGE, "device '%s': only %d CUDA device(s)", device, ndev);
+	struct sb_backend *be = (struct sb_backend *)calloc(1, sizeof *be);
+	struct cuda_impl *im = (struct cuda_impl *)calloc(1, sizeof *im);
+	if (!be || !im) {
+		free(be);
+		free(im);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory opening the CUDA backend");
+	}
+	be->ops = &cuda_ops;
+	be->impl = im;
+	snprintf(be->name, sizeof be->name, "cuda");
+	be->threads = 1; /* one stream: ops are queued in order */
+	be->tile = 0;    /* the whole batch is one tile */
+	be->slots = 1;
+	im->dev = dev;
+	im->tf32 = tf32;
+	im->ctx.be = be;
+	im->ctx.im = im;
+	int rc = 0;
+	cudaDeviceProp prop;
+	memset(&prop, 0, sizeof prop);
+#define OPEN_TRY(call)                                                                                             \
+	do {                                                                                                       \
+		cudaError_t e_ = (call);                                                                           \
+		if (e_ != cudaSuccess) {                                                                           \
+			rc = sb_cuda_fail(im, err, #call, cudaGetErrorString(e_), (int)e_, __FILE__, __LINE__);            \
+			goto fail;                                                                                 \
+		}                                                                                                  \
+	} while (0)
+	OPEN_TRY(cudaSetDevice(dev));
+	OPEN_TRY(cudaGetDeviceProperties(&prop, dev));
+	OPEN_TRY(cudaStreamCreateWithFlags(&im->ctx.st, cudaStreamNonBlocking));
+	{
+		cudaMemPool_t pool;
+		if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
+			uint64_t thr = UINT64_MAX; /* keep freed memory in the pool: no implicit syncs */
+			cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thr);
+		}
+		cudaGetLastError();
+	}
+	OPEN_TRY(cudaHostAlloc((void **)&im->dflag_host, 4 * sizeof(int), cudaHostAllocMapped));
+	OPEN_TRY(cudaHostGetDevicePointer((void **)&im->dflag_dev, im->dflag_host, 0));
+	OPEN_TRY(cudaHostAlloc((void **)&im->red_host, sizeof(double), cudaHostAllocMapped));
+	OPEN_TRY(cudaHostGetDevicePointer((void **)&im->red_dev, im->red_host, 0));
+	memset(im->dflag_host, 0, 4 * sizeof(int));
+	im->workspace_n = (size_t)32 << 20;
+	OPEN_TRY(cudaMalloc(&im->workspace, im->workspace_n));
+	{
+		cublasStatus_t s = cublasCreate(&im->ctx.blas);
+		if (s != CUBLAS_STATUS_SUCCESS) {
+			rc = sb_cuda_fail(im, err, "cublasCreate", sb_cublas_status_name(s), 0, __FILE__, __LINE__);
+			im->ctx.blas = NULL;
+			goto fail;
+		}
+		s = cublasSetStream(im->ctx.blas, im->ctx.st);
+		if (s == CUBLAS_STATUS_SUCCESS)
+			s = cublasSetWorkspace(im->ctx.blas, im->workspace, im->workspace_n);
+		if (s == CUBLAS_STATUS_SUCCESS)
+			s = cublasSetMathMode(im->ctx.blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+		if (s != CUBLAS_STATUS_SUCCESS) {
+			rc = sb_cuda_fail(im, err, "cublas set-up", sb_cublas_status_name(s), 0, __FILE__, __LINE__);
+			goto fail;
+		}
+	}
+	im->sm_count = prop.multiProcessorCount;
+	im->max_smem = (int)prop.sharedMemPerBlockOptin;
+	{
+		int rt = 0;
+		cudaRuntimeGetVersion(&rt);
+		snprintf(be->device, sizeof be->device, "cuda:%d %.60s (%d SMs, cc %d.%d), CUDA %d.%d, matmul %s", dev,
+			 prop.name, prop.multiProcessorCount, prop.major, prop.minor, rt / 1000, rt % 1000 / 10,
+			 tf32 ? "tf32" : "fp32");
+	}
+	*out = be;
+	return 0;
+fail:
+	cu_destroy(be);
+	return rc ? rc : SB_EINTERNAL;
+#undef OPEN_TRY
+}
+
+static void cu_destroy(struct sb_backend *be)
+{
+	if (!be)
+		return;
+	struct cuda_impl *im = IM(be);
+	if (im) {
+		if (im->ctx.st)
+			cudaStreamSynchronize(im->ctx.st);
+		if (im->scr)
+			cudaFreeAsync(im->scr, im->ctx.st);
+		if (im->ones)
+			cudaFreeAsync(im->ones, im->ctx.st);
+		if (im->ctx.st)
+			cudaStreamSynchronize(im->ctx.st);
+		if (im->ctx.blas)
+			cublasDestroy(im->ctx.blas);
+		if (im->workspace)
+			cudaFree(im->workspace);
+		if (im->dflag_host)
+			cudaFreeHost(im->dflag_host);
+		if (im->red_host)
+			cudaFreeHost(im->red_host);
+		if (im->ctx.st)
+			cudaStreamDestroy(im->ctx.st);
+		cudaGetLastError();
+		free(im);
+	}
+	free(be);
+}
+
+/* ================================================================ queries */
+
+extern "C" int sb_cuda_failed(struct sb_backend *be)
+{
+	return be && be->ops == &cuda_ops && IM(be)->failed;
+}
+
+extern "C" int sb_cuda_device_lost(struct sb_backend *be)
+{
+	(void)be;
+	return g_device_lost;
+}
+
+extern "C" size_t sb_cuda_bytes_peak(struct sb_backend *be)
+{
+	return be && be->ops == &cuda_ops ? IM(be)->bytes_peak : 0;
+}

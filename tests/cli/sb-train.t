@@ -1,0 +1,106 @@
+# sb-train: the command-line contract (DESIGN §8), cells and records.
+# Datasets: build/tests/test_train --fixtures writes img (images 1x12x12, patch 4),
+# txt (text, L 10) and tst (a split=test file) under $T/data.
+
+%%% --help is complete: synopsis, options, records, exit status, examples
+$ sb-train --help
+~ Usage: sb-train [OPTIONS] [CELLS.ndjson | -]
+~   -d, --data DIR
+~   -j, --threads N
+~ Records (stdout): run.meta
+~ Exit status: 0
+~ Examples:
+!! empty
+
+%%% --version
+$ sb-train --version | grep -q '^sb-train '
+
+%%% no cells: usage error with a hint
+$ sb-train -o x
+? 2
+! sb-train: no cells
+! Try 'sb-train --help' for more information.
+
+%%% cell options need --task
+$ sb-train --method softmax --seed 0
+? 2
+! need --task
+
+%%% a cells file and flags together
+$ sb-train --task img --method softmax --seed 0 cells.ndjson
+? 2
+! not both
+
+%%% bad option value
+$ sb-train -j many --task img --method softmax --seed 0
+? 2
+! invalid value for --threads
+
+%%% unknown method from flags is a usage error
+$ $TOP/build/tests/test_train --fixtures $T
+$ sb-train -d $T/data -o $T/runs --task img --method softmaxx --seed 0
+? 2
+! softmaxx
+
+%%% unknown field in a cells file names the line
+$ $TOP/build/tests/test_train --fixtures $T
+$ printf '{"task":"img","method":"softmax","seed":0,"epochs":1}\n{"task":"img","method":"softmax","seed":1,"epoch":1}\n' > $T/c.ndjson
+$ sb-train -q -d $T/data -o $T/runs $T/c.ndjson
+? 3
+! c.ndjson:2: unknown cell field 'epoch'
+
+%%% missing dataset
+$ sb-train -q -d $T/nodata -o $T/runs --task img --method softmax --seed 0 --epochs 1
+? 4
+! nodata/img/pool.safetensors
+
+%%% a test split is refused
+$ $TOP/build/tests/test_train --fixtures $T
+$ sb-train -q -d $T/data -o $T/runs --task tst --method softmax --seed 0 --epochs 1
+? 1
+! refusing to read the test split
+
+%%% a cell from flags: run.meta first, train.epoch per epoch, train.done
+$ $TOP/build/tests/test_train --fixtures $T
+$ sb-train -q -d $T/data -o $T/runs --task img --method sparsemax --seed 0 --epochs 2 --batch 32 > $T/out
+$ head -n 1 $T/out | grep -q '"kind":"run.meta"'
+$ test $(grep -c '"kind":"train.epoch"' $T/out) = 2
+$ grep '"kind":"train.done"' $T/out | grep -q '"status":"completed"'
+$ ls $T/runs/img.sparsemax.s0.plain.compact.*/ | tr '\n' ' '
+~ cell.json epoch-001.safetensors epoch-001.safetensors.sha256 epoch-002.optim.safetensors epoch-002.safetensors epoch-002.safetensors.sha256 train.ndjson
+!! empty
+
+%%% checkpoints hash as their sidecars and as the records say
+$ $TOP/build/tests/test_train --fixtures $T
+$ sb-train -q -d $T/data -o $T/runs --task img --method softmax --seed 1 --epochs 1 --batch 64 > $T/out
+$ cd $T/runs/img.softmax.s1.*/ && sha256sum -c epoch-001.safetensors.sha256
+$ h=$(sha256sum $T/runs/img.softmax.s1.*/epoch-001.safetensors | cut -c1-64); grep -q "\"checkpoint_sha256\":\"$h\"" $T/out
+
+%%% the cell id is stable and names the same cell for equal values written differently
+$ $TOP/build/tests/test_train --fixtures $T
+$ printf '{"task":"img","method":"topk_softmax","seed":2,"epochs":1,"batch":64,"lr":1e-3}\n' > $T/a.ndjson
+$ printf '{"seed":2,"batch":64,"epochs":1,"lr":0.001,"method":"topk_softmax_025","task":"img","tier":"compact"}\n' > $T/b.ndjson
+$ sb-train -q -d $T/data -o $T/runs $T/a.ndjson > $T/a.out
+$ sb-train -q -d $T/data -o $T/runs $T/b.ndjson > $T/b.out
+$ grep -q '"kind":"train.done"' $T/a.out
+$ grep -q '"kind":"train.skip"' $T/b.out
+$ ls $T/runs
+> img.topk_softmax_025.s2.plain.compact.39c400cb
+
+%%% cells from stdin; text task with masks excluded; HAE records alpha statistics
+$ $TOP/build/tests/test_train --fixtures $T
+$ printf '{"task":"txt","method":"headwise_adaptive_entmax","seed":0,"epochs":1,"batch":50,"mask":"exclude"}\n' | sb-train -q -d $T/data -o $T/runs - > $T/out
+$ grep '"kind":"train.epoch"' $T/out | grep -q '"alpha_mean":1.'
+$ grep -q '"modality":"text"' $T/runs/txt.*/cell.json
+
+%%% a progress line on stderr unless -q
+$ $TOP/build/tests/test_train --fixtures $T
+$ sb-train -d $T/data -o $T/runs --task img --method softmax --seed 3 --epochs 1 --batch 64 > /dev/null
+! sb-train: cell 1/1 img.softmax.s3.plain.compact.
+! epoch 1/1 train loss
+
+%%% an unavailable device is a usage error
+$ $TOP/build/tests/test_train --fixtures $T
+$ sb-train -q -d $T/data -o $T/runs --device tpu --task img --method softmax --seed 0
+? 2
+! unknown device 'tpu'

@@ -1,0 +1,494 @@
+/* gpu_ops — every op of the CUDA backend against the CPU backend, ggml
+ * test-backend-ops style: fresh random inputs of many shapes, outputs poisoned
+ * with NaN before each GPU run (an unwritten element fails), normalised MSE
+ * against a per-op tolerance, max abs error and the number of bit-identical
+ * elements (ops written to the CPU's order should be all identical; reductions
+ * in another order and cuBLAS products are not).
+ *
+ *   gpu_ops [--device cuda[:N][,tf32]] [--seed S] [--tsv FILE]
+ * Exit: 0 all passed, 1 some failed, 5 no CUDA device / backend.
+ * Ends with "N passed, N failed".
+ */
+#include "gpu_common.h"
+
+#include "attn_norm.h"
+
+static struct genv E;
+static double TOL_MM = 1e-10;  /* cuBLAS vs OpenBLAS products (fp32); tf32: 1e-5 */
+static const double TOL_EX = 1e-10; /* ops in the CPU's order (bit-identical to the CPU's scalar paths; within rounding of its AVX-512 ones) */
+static const double TOL_RED = 1e-10; /* sums in another order */
+
+#define FREEH(...)                                                                                                 \
+	do {                                                                                                       \
+		void *fp_[] = {__VA_ARGS__};                                                                       \
+		for (size_t i_ = 0; i_ < sizeof fp_ / sizeof fp_[0]; i_++)                                         \
+			free(fp_[i_]);                                                                             \
+	} while (0)
+#define FREED(...)                                                                                                 \
+	do {                                                                                                       \
+		void *fp_[] = {__VA_ARGS__};                                                                       \
+		for (size_t i_ = 0; i_ < sizeof fp_ / sizeof fp_[0]; i_++)                                         \
+			sb_be_free(E.gpu, fp_[i_]);                                                                \
+	} while (0)
+
+static float *copyf(const float *a, size_t n)
+{
+	float *p = malloc((n ? n : 1) * sizeof *p);
+	memcpy(p, a, n * sizeof *p);
+	return p;
+}
+
+/* ---------------------------------------------------------------- dense */
+
+static void t_matmul(int M, int K, int N)
+{
+	char sh[64];
+	snprintf(sh, sizeof sh, "M=%d K=%d N=%d", M, K, N);
+	float *x = g_randn(&E, (size_t)M * K, 1), *w = g_randn(&E, (size_t)N * K, 0.2f), *b = g_randn(&E, N, 0.5f);
+	float *o = malloc((size_t)M * N * 4);
+	E.cpu->ops->matmul_forward(E.cc, o, x, w, b, M, K, N);
+	float *dx = g_up(&E, x, (size_t)M * K * 4), *dw = g_up(&E, w, (size_t)N * K * 4), *db = g_up(&E, b, N * 4);
+	float *dout = g_poison(&E, (size_t)M * N);
+	E.gpu->ops->matmul_forward(E.gc, dout, dx, dw, db, M, K, N);
+	g_cmp(&E, "matmul_forward", sh, dout, o, (size_t)M * N, TOL_MM);
+	/* backward: dinp (= and +=), dw +=, dbias += */
+	float *g = g_randn(&E, (size_t)M * N, 1), *gi = g_randn(&E, (size_t)M * K, 1), *gw = g_randn(&E, (size_t)N * K, 1),
+	      *gb = g_randn(&E, N, 1);
+	float *gi0 = copyf(gi, (size_t)M * K), *gw0 = copyf(gw, (size_t)N * K), *gb0 = copyf(gb, N);
+	for (int acc = 0; acc < 2; acc++) {
+		memcpy(gi, gi0, (size_t)M * K * 4);
+		memcpy(gw, gw0, (size_t)N * K * 4);
+		memcpy(gb, gb0, (size_t)N * 4);
+		E.cpu->ops->matmul_backward(E.cc, gi, gw, gb, g, x, w, M, K, N, acc);
+		float *dg = g_up(&E, g, (size_t)M * N * 4), *dgi = acc ? g_up(&E, gi0, (size_t)M * K * 4) : g_poison(&E, (size_t)M * K);
+		float *dgw = g_up(&E, gw0, (size_t)N * K * 4), *dgb = g_up(&E, gb0, N * 4);
+		E.gpu->ops->matmul_backward(E.gc, dgi, dgw, dgb, dg, dx, dw, M, K, N, acc);
+		char s2[80];
+		snprintf(s2, sizeof s2, "%s acc=%d", sh, acc);
+		g_cmp(&E, "matmul_backward dinp", s2, dgi, gi, (size_t)M * K, TOL_MM);
+		g_cmp(&E, "matmul_backward dw+=", s2, dgw, gw, (size_t)N * K, TOL_MM);
+		g_cmp(&E, "matmul_backward dbias+=", s2, dgb, gb, N, TOL_RED);
+		FREED(dg, dgi, dgw, dgb);
+	}
+	FREED(dx, dw, db, dout);
+	FREEH(x, w, b, o, g, gi, gw, gb, gi0, gw0, gb0);
+}
+
+/* ---------------------------------------------------------------- layer norm */
+
+static void t_ln(int M, int d, int var)
+{
+	char sh[64];
+	snprintf(sh, sizeof sh, "M=%d d=%d %s", M, d, var == 0 ? "y+dropout" : var == 1 ? "y" : "no y");
+	size_t n = (size_t)M * d;
+	float *x = g_randn(&E, n, 2), *y = g_randn(&E, n, 1), *w = g_randn(&E, d, 0.3f), *b = g_randn(&E, d, 0.1f);
+	for (int c = 0; c < d; c++)
+		w[c] += 1;
+	float *o = malloc(n * 4), *r = malloc(n * 4), *mu = malloc(M * 4), *rs = malloc(M * 4);
+	uint8_t *mk = calloc(n, 1);
+	struct sb_dropout dr = {var == 0 ? 0.1f : 0, 1000 + (uint64_t)M, SB_DROPOUT_STREAM(17, 3), 12345};
+	const float *yy = var == 2 ? NULL : y;
+	E.cpu->ops->residual_ln_forward(E.cc, o, r, mu, rs, mk, x, yy, w, b, &dr, M, d);
+	float *gx = g_up(&E, x, n * 4), *gy = g_up(&E, y, n * 4), *gw = g_up(&E, w, d * 4), *gb = g_up(&E, b, d * 4);
+	float *go = g_poison(&E, n), *gr = g_poison(&E, n), *gm = g_poison(&E, M), *gs = g_poison(&E, M);
+	uint8_t *gk = g_up(&E, mk, n); /* overwritten when dropout is on */
+	if (var == 0) {
+		uint8_t *z = calloc(n, 1);
+		for (size_t i = 0; i < n; i++)
+			z[i] = 7;
+		E.gpu->ops->upload(E.gpu, gk, z, n, &(struct sb_err){0});
+		free(z);
+	}
+	E.gpu->ops->residual_ln_forward(E.gc, go, gr, gm, gs, gk, gx, yy ? gy : NULL, gw, gb, &dr, M, d);
+	g_cmp(&E, "residual_ln_forward out", sh, go, o, n, TOL_EX);
+	g_cmp(&E, "residual_ln_forward r", sh, gr, r, n, TOL_EX);
+	g_cmp(&E, "residual_ln_forward mean", sh, gm, mu, M, TOL_EX);
+	g_cmp(&E, "residual_ln_forward rstd", sh, gs, rs, M, TOL_EX);
+	if (var == 0)
+		g_cmpi(&E, "residual_ln_forward dropout mask", sh, gk, mk, n);
+	float *g = g_randn(&E, n, 1), *dx = malloc(n * 4), *dy = malloc(n * 4), *dw = g_randn(&E, d, 1), *db = g_randn(&E, d, 1);
+	float *gdw = g_up(&E, dw, d * 4), *gdb = g_up(&E, db, d * 4), *gg = g_up(&E, g, n * 4);
+	float p = dr.p;
+	E.cpu->ops->residual_ln_backward(E.cc, dx, dy, dw, db, g, r, mu, rs, mk, w, p, M, d);
+	float *gdx = g_poison(&E, n), *gdy = g_poison(&E, n);
+	E.gpu->ops->residual_ln_backward(E.gc, gdx, gdy, gdw, gdb, gg, gr, gm, gs, gk, gw, p, M, d);
+	g_cmp(&E, "residual_ln_backward dx", sh, gdx, dx, n, TOL_EX);
+	g_cmp(&E, "residual_ln_backward dy", sh, gdy, dy, n, TOL_EX);
+	g_cmp(&E, "residual_ln_backward dw+=", sh, gdw, dw, d, TOL_RED);
+	g_cmp(&E, "residual_ln_backward db+=", sh, gdb, db, d, TOL_RED);
+	FREED(gx, gy, gw, gb, go, gr, gm, gs, gk, gdw, gdb, gg, gdx, gdy);
+	FREEH(x, y, w, b, o, r, mu, rs, mk, g, dx, dy, dw, db);
+}
+
+static void t_gelu(size_t n, float p, uint64_t off)
+{
+	char sh[64];
+	snprintf(sh, sizeof sh, "n=%zu p=%.2g offset=%llu", n, p, (unsigned long long)off);
+	float *x = g_randn(&E, n, 2), *o = malloc(n * 4), *g = g_randn(&E, n, 1), *di = malloc(n * 4);
+	uint8_t *mk = calloc(n, 1);
+	struct sb_dropout dr = {p, 42, SB_DROPOUT_STREAM(3, 1), off};
+	E.cpu->ops->gelu_forward(E.cc, o, mk, x, &dr, n);
+	E.cpu->ops->gelu_backward(E.cc, di, g, x, mk, p, n);
+	float *gx = g_up(&E, x, n * 4), *go = g_poison(&E, n), *gg = g_up(&E, g, n * 4), *gd = g_poison(&E, n);
+	uint8_t *gk = g_up(&E, mk, n);
+	E.gpu->ops->gelu_forward(E.gc, go, gk, gx, &dr, n);
+	g_cmp(&E, "gelu_forward", sh, go, o, n, TOL_EX);
+	if (p > 0)
+		g_cmpi(&E, "gelu_forward dropout mask", sh, gk, mk, n);
+	E.gpu->ops->gelu_backward(E.gc, gd, gg, gx, gk, p, n);
+	g_cmp(&E, "gelu_backward", sh, gd, di, n, TOL_EX);
+	FREED(gx, go, gg, gd, gk);
+	FREEH(x, o, g, di, mk);
+}
+
+/* ---------------------------------------------------------------- attention */
+
+static void t_attention(const char *method, double alpha, int unrolled, int mask, int hae, int B, int T, int d, int NH,
+			int use_nvalid)
+{
+	struct sb_err err = {0};
+	struct sb_norm nm;
+	if (sb_norm_parse(method, alpha, &nm, &err)) {
+		g_check(&E, 0, "attention parse", err.msg);
+		return;
+	}
+	nm.unrolled = unrolled;
+	nm.mask = mask ? SB_MASK_EXCLUDE : SB_MASK_MARGIN;
+	char sh[160];
+	snprintf(sh, sizeof sh, "%s%s%s B=%d T=%d d=%d NH=%d%s%s", method, unrolled ? "(unrolled)" : "",
+		 hae ? "(alpha per head)" : "", B, T, d, NH, use_nvalid ? " nvalid" : "",
+		 use_nvalid ? (mask ? "/exclude" : "/margin") : "");
+	size_t nq = (size_t)B * T * 3 * d, no = (size_t)B * T * d, nS = (size_t)B * NH * T * T, na = (size_t)B * NH * T * 4;
+	float *qkv = g_randn(&E, nq, 1.2f), *out = malloc(no * 4), *S = malloc(nS * 4), *P = malloc(nS * 4),
+	      *aux = malloc(na * 4);
+	int32_t *nv = malloc(B * 4);
+	for (int b = 0; b < B; b++)
+		nv[b] = 1 + (int)(g_urand(&E) * T);
+	float *al = malloc(NH * 4);
+	for (int h = 0; h < NH; h++)
+		al[h] = 1.05f + 0.9f * (float)g_urand(&E);
+	const int32_t *nvp = use_nvalid ? nv : NULL;
+	const float *alp = hae ? al : NULL;
+	int rc = E.cpu->ops->attention_forward(E.cc, out, S, P, aux, qkv, nvp, alp, &nm, B, T, d, NH, &err);
+	if (rc) {
+		g_check(&E, 0, "attention_forward cpu", err.msg);
+		FREEH(qkv, out, S, P, aux, nv, al);
+		return;
+	}
+	float *gq = g_up(&E, qkv, nq * 4), *go = g_poison(&E, no), *gS = g_poison(&E, nS), *gP = g_poison(&E, nS),
+	      *ga = g_poison(&E, na);
+	int32_t *gnv = g_up(&E, nv, B * 4);
+	float *gal = g_up(&E, al, NH * 4);
+	rc = E.gpu->ops->attention_forward(E.gc, go, gS, gP, ga, gq, nvp ? gnv : NULL, alp ? gal : NULL, &nm, B, T, d, NH,
+					   &err);
+	if (rc)
+		g_check(&E, 0, "attention_forward cuda", err.msg);
+	g_cmp(&E, "attention_forward out", sh, go, out, no, TOL_EX);
+	g_cmp(&E, "attention_forward S", sh, gS, S, nS, TOL_EX);
+	g_cmp(&E, "attention_forward P", sh, gP, P, nS, TOL_EX);
+	g_cmp(&E, "attention_forward aux", sh, ga, aux, na, TOL_EX);
+	/* backward */
+	float *dout = g_randn(&E, no, 1), *dq = malloc(nq * 4), *da = g_randn(&E, NH, 0.1f);
+	float *gdout = g_up(&E, dout, no * 4), *gdq = g_poison(&E, nq), *gda = g_up(&E, da, NH * 4);
+	int want_da = nm.kind == SB_NORM_ADAPTIVE || nm.kind == SB_NORM_ENTMAX_BISECT;
+	E.cpu->ops->attention_backward(E.cc, dq, want_da ? da : NULL, dout, qkv, S, P, aux, nvp, alp, &nm, B, T, d, NH);
+	E.gpu->ops->attention_backward(E.gc, gdq, want_da ? gda : NULL, gdout, gq, gS, gP, ga, nvp ? gnv : NULL,
+				       alp ? gal : NULL, &nm, B, T, d, NH);
+	g_cmp(&E, "attention_backward dqkv", sh, gdq, dq, nq, TOL_EX);
+	if (want_da)
+		g_cmp(&E, "attention_backward dalpha+=", sh, gda, da, NH, TOL_EX);
+	/* statistics */
+	struct sb_attn_stats s1 = {0}, s2 = {0};
+	E.cpu->ops->attention_stats(E.cc, &s1, P, nvp, B, NH, T);
+	E.gpu->ops->attention_stats(E.gc, &s2, gP, nvp ? gnv : NULL, B, NH, T);
+	char det[200];
+	double re = fabs(s1.entropy_sum - s2.entropy_sum) / (fabs(s1.entropy_sum) + 1e-300);
+	int ok = s1.nonzero == s2.nonzero && s1.valid_total == s2.valid_total && s1.rows == s2.rows && re < 1e-9;
+	snprintf(det, sizeof det, "%s: nonzero %.0f/%.0f valid %.0f/%.0f rows %.0f/%.0f entropy rel err %.3g", sh,
+		 s2.nonzero, s1.nonzero, s2.valid_total, s1.valid_total, s2.rows, s1.rows, re);
+	g_check(&E, ok, "attention_stats", det);
+	FREED(gq, go, gS, gP, ga, gnv, gal, gdout, gdq, gda);
+	FREEH(qkv, out, S, P, aux, nv, al, dout, dq, da);
+}
+
+/* ---------------------------------------------------------------- local mixer */
+
+static void t_localmix(int B, int T, int d, int G, int use_nvalid)
+{
+	char sh[80];
+	snprintf(sh, sizeof sh, "B=%d T=%d d=%d G=%d%s", B, T, d, G, use_nvalid ? " nvalid" : "");
+	int L = T - 1, KK = G > 0 ? 9 : 3;
+	size_t n = (size_t)B * T * d, nl = (size_t)B * L * d;
+	float *x = g_randn(&E, n, 1), *lnw = g_randn(&E, d, 0.2f), *lnb = g_randn(&E, d, 0.1f), *cw = g_randn(&E, (size_t)d * KK, 0.3f),
+	      *cb = g_randn(&E, d, 0.1f), sc[1] = {0.37f};
+	for (int c = 0; c < d; c++)
+		lnw[c] += 1;
+	int32_t *nv = malloc(B * 4);
+	for (int b = 0; b < B; b++)
+		nv[b] = 1 + (int)(g_urand(&E) * T);
+	const int32_t *nvp = use_nvalid ? nv : NULL;
+	float *o = malloc(n * 4), *y = malloc(nl * 4), *z = malloc(nl * 4), *mu = malloc(B * L * 4), *rs = malloc(B * L * 4);
+	E.cpu->ops->localmix_forward(E.cc, o, y, z, mu, rs, x, nvp, lnw, lnb, cw, cb, sc, B, T, d, G);
+	float *gx = g_up(&E, x, n * 4), *glw = g_up(&E, lnw, d * 4), *glb = g_up(&E, lnb, d * 4),
+	      *gcw = g_up(&E, cw, (size_t)d * KK * 4), *gcb = g_up(&E, cb, d * 4), *gsc = g_up(&E, sc, 4);
+	int32_t *gnv = g_up(&E, nv, B * 4);
+	float *go = g_poison(&E, n), *gy = g_poison(&E, nl), *gz = g_poison(&E, nl), *gm = g_poison(&E, B * L),
+	      *gr = g_poison(&E, B * L);
+	E.gpu->ops->localmix_forward(E.gc, go, gy, gz, gm, gr, gx, nvp ? gnv : NULL, glw, glb, gcw, gcb, gsc, B, T, d, G);
+	g_cmp(&E, "localmix_forward out", sh, go, o, n, TOL_EX);
+	g_cmp(&E, "localmix_forward y", sh, gy, y, nl, TOL_EX);
+	g_cmp(&E, "localmix_forward z", sh, gz, z, nl, TOL_EX);
+	g_cmp(&E, "localmix_forward mean", sh, gm, mu, B * L, TOL_EX);
+	g_cmp(&E, "localmix_forward rstd", sh, gr, rs, B * L, TOL_EX);
+	float *g = g_randn(&E, n, 1), *dx = malloc(n * 4), *dlw = g_randn(&E, d, 1), *dlb = g_randn(&E, d, 1),
+	      *dcw = g_randn(&E, (size_t)d * KK, 1), *dcb = g_randn(&E, d, 1), dsc[1] = {0.5f};
+	float *gg = g_up(&E, g, n * 4), *gdx = g_poison(&E, n), *gdlw = g_up(&E, dlw, d * 4), *gdlb = g_up(&E, dlb, d * 4),
+	      *gdcw = g_up(&E, dcw, (size_t)d * KK * 4), *gdcb = g_up(&E, dcb, d * 4), *gdsc = g_up(&E, dsc, 4);
+	E.cpu->ops->localmix_backward(E.cc, dx, dlw, dlb, dcw, dcb, dsc, g, x, y, z, mu, rs, nvp, lnw, cw, sc, B, T, d, G);
+	E.gpu->ops->localmix_backward(E.gc, gdx, gdlw, gdlb, gdcw, gdcb, gdsc, gg, gx, gy, gz, gm, gr, nvp ? gnv : NULL,
+				      glw, gcw, gsc, B, T, d, G);
+	g_cmp(&E, "localmix_backward dx", sh, gdx, dx, n, TOL_EX);
+	g_cmp(&E, "localmix_backward dlnw+=", sh, gdlw, dlw, d, TOL_RED);
+	g_cmp(&E, "localmix_backward dlnb+=", sh, gdlb, dlb, d, TOL_RED);
+	g_cmp(&E, "localmix_backward dconvw+=", sh, gdcw, dcw, (size_t)d * KK, TOL_RED);
+	g_cmp(&E, "localmix_backward dconvb+=", sh, gdcb, dcb, d, TOL_RED);
+	g_cmp(&E, "localmix_backward dscale+=", sh, gdsc, dsc, 1, TOL_EX);
+	FREED(gx, glw, glb, gcw, gcb, gsc, gnv, go, gy, gz, gm, gr, gg, gdx, gdlw, gdlb, gdcw, gdcb, gdsc);
+	FREEH(x, lnw, lnb, cw, cb, nv, o, y, z, mu, rs, g, dx, dlw, dlb, dcw, dcb);
+}
+
+/* ---------------------------------------------------------------- embedding, gathers, loss */
+
+static void t_embed(int B, int C, int H, int W, int p, int Lt, int V, int d)
+{
+	char sh[96];
+	snprintf(sh, sizeof sh, "B=%d img %dx%dx%d p=%d text L=%d V=%d d=%d", B, C, H, W, p, Lt, V, d);
+	int N = B + 7, gh = H / p, gw = W / p, L = gh * gw, P = C * p * p;
+	uint8_t *img = malloc((size_t)N * C * H * W);
+	for (size_t i = 0; i < (size_t)N * C * H * W; i++)
+		img[i] = (uint8_t)(g_urand(&E) * 256);
+	uint32_t *idx = malloc(B * 4);
+	for (int b = 0; b < B; b++)
+		idx[b] = (uint32_t)(g_urand(&E) * N);
+	float *pt = malloc((size_t)B * L * P * 4);
+	E.cpu->ops->patchify(E.cc, pt, img, idx, B, C, H, W, p);
+	uint8_t *gimg = g_up(&E, img, (size_t)N * C * H * W);
+	uint32_t *gidx = g_up(&E, idx, B * 4);
+	float *gpt = g_poison(&E, (size_t)B * L * P);
+	E.gpu->ops->patchify(E.gc, gpt, gimg, gidx, B, C, H, W, p);
+	g_cmp(&E, "patchify", sh, gpt, pt, (size_t)B * L * P, 0);
+	/* tokens */
+	int32_t *tok = malloc((size_t)N * Lt * 4), *len = malloc(N * 4), *lab = malloc(N * 4);
+	for (int i = 0; i < N; i++) {
+		len[i] = (int)(g_urand(&E) * (Lt + 1));
+		lab[i] = (int)(g_urand(&E) * 10);
+		for (int t = 0; t < Lt; t++)
+			tok[(size_t)i * Lt + t] = t < len[i] ? 1 + (int)(g_urand(&E) * (V - 1)) : 0;
+	}
+	int32_t *ids = malloc((size_t)B * Lt * 4), *nv = malloc(B * 4), *lb = malloc(B * 4);
+	E.cpu->ops->gather_tokens(E.cc, ids, nv, tok, len, idx, B, Lt);
+	E.cpu->ops->gather_i32(E.cc, lb, lab, idx, B);
+	int32_t *gtok = g_up(&E, tok, (size_t)N * Lt * 4), *glen = g_up(&E, len, N * 4), *glab = g_up(&E, lab, N * 4);
+	int32_t *gids = g_up(&E, ids, (size_t)B * Lt * 4), *gnv = g_up(&E, nv, B * 4), *glb = g_up(&E, lb, B * 4);
+	E.gpu->ops->zero(E.gc, gids, (size_t)B * Lt * 4);
+	E.gpu->ops->zero(E.gc, gnv, B * 4);
+	E.gpu->ops->zero(E.gc, glb, B * 4);
+	E.gpu->ops->gather_tokens(E.gc, gids, gnv, gtok, glen, gidx, B, Lt);
+	E.gpu->ops->gather_i32(E.gc, glb, glab, gidx, B);
+	g_cmpi(&E, "gather_tokens ids", sh, gids, ids, (size_t)B * Lt * 4);
+	g_cmpi(&E, "gather_tokens nvalid", sh, gnv, nv, B * 4);
+	g_cmpi(&E, "gather_i32", sh, glb, lb, B * 4);
+	float *tab = g_randn(&E, (size_t)V * d, 1), *emb = malloc((size_t)B * Lt * d * 4);
+	E.cpu->ops->embedding_forward(E.cc, emb, ids, tab, B * Lt, d);
+	float *gtab = g_up(&E, tab, (size_t)V * d * 4), *gemb = g_poison(&E, (size_t)B * Lt * d);
+	E.gpu->ops->embedding_forward(E.gc, gemb, gids, gtab, B * Lt, d);
+	g_cmp(&E, "embedding_forward", sh, gemb, emb, (size_t)B * Lt * d, 0);
+	float *gout = g_randn(&E, (size_t)B * Lt * d, 1);
+	float *ggout = g_up(&E, gout, (size_t)B * Lt * d * 4);
+	E.cpu->ops->embedding_backward(E.cc, tab, gout, ids, B * Lt, d);
+	E.gpu->ops->embedding_backward(E.gc, gtab, ggout, gids, B * Lt, d);
+	g_cmp(&E, "embedding_backward +=", sh, gtab, tab, (size_t)V * d, TOL_EX);
+	/* assemble, cls */
+	int T = L + 1;
+	float *e = g_randn(&E, (size_t)B * L * d, 1), *cls = g_randn(&E, d, 1), *pos = g_randn(&E, (size_t)T * d, 1);
+	float *x = malloc((size_t)B * T * d * 4);
+	E.cpu->ops->assemble_forward(E.cc, x, e, cls, pos, B, T, d);
+	float *ge = g_up(&E, e, (size_t)B * L * d * 4), *gcls = g_up(&E, cls, d * 4), *gpos = g_up(&E, pos, (size_t)T * d * 4),
+	      *gx = g_poison(&E, (size_t)B * T * d);
+	E.gpu->ops->assemble_forward(E.gc, gx, ge, gcls, gpos, B, T, d);
+	g_cmp(&E, "assemble_forward", sh, gx, x, (size_t)B * T * d, 0);
+	float *dx = g_randn(&E, (size_t)B * T * d, 1), *demb = malloc((size_t)B * L * d * 4);
+	float *gdx = g_up(&E, dx, (size_t)B * T * d * 4), *gdemb = g_poison(&E, (size_t)B * L * d);
+	E.cpu->ops->assemble_backward(E.cc, demb, cls, pos, dx, B, T, d);
+	E.gpu->ops->assemble_backward(E.gc, gdemb, gcls, gpos, gdx, B, T, d);
+	g_cmp(&E, "assemble_backward demb", sh, gdemb, demb, (size_t)B * L * d, 0);
+	g_cmp(&E, "assemble_backward dcls+=", sh, gcls, cls, d, TOL_EX);
+	g_cmp(&E, "assemble_backward dpos+=", sh, gpos, pos, (size_t)T * d, TOL_EX);
+	float *co = malloc((size_t)B * d * 4), *gco = g_poison(&E, (size_t)B * d);
+	E.cpu->ops->gather_cls(E.cc, co, x, B, T, d);
+	E.gpu->ops->gather_cls(E.gc, gco, gx, B, T, d);
+	g_cmp(&E, "gather_cls", sh, gco, co, (size_t)B * d, 0);
+	E.cpu->ops->scatter_cls(E.cc, x, co, B, T, d);
+	E.gpu->ops->scatter_cls(E.gc, gx, gco, B, T, d);
+	g_cmp(&E, "scatter_cls", sh, gx, x, (size_t)B * T * d, 0);
+	FREED(gimg, gidx, gpt, gtok, glen, glab, gids, gnv, glb, gtab, gemb, ggout, ge, gcls, gpos, gx, gdx, gdemb, gco);
+	FREEH(img, idx, pt, tok, len, lab, ids, nv, lb, tab, emb, gout, e, cls, pos, x, dx, demb, co);
+}
+
+static void t_loss_optim(int B, int C, size_t n)
+{
+	char sh[64];
+	snprintf(sh, sizeof sh, "B=%d C=%d", B, C);
+	float *lg = g_randn(&E, (size_t)B * C, 3), *ls = malloc(B * 4), *dl = malloc((size_t)B * C * 4);
+	int32_t *lab = malloc(B * 4), *pr = malloc(B * 4);
+	for (int b = 0; b < B; b++)
+		lab[b] = (int)(g_urand(&E) * C);
+	E.cpu->ops->cross_entropy(E.cc, ls, pr, dl, lg, lab, B, C, 1.0f / B);
+	float *glg = g_up(&E, lg, (size_t)B * C * 4), *gls = g_poison(&E, B), *gdl = g_poison(&E, (size_t)B * C);
+	int32_t *glab = g_up(&E, lab, B * 4), *gpr = g_up(&E, lab, B * 4);
+	E.gpu->ops->cross_entropy(E.gc, gls, gpr, gdl, glg, glab, B, C, 1.0f / B);
+	g_cmp(&E, "cross_entropy losses", sh, gls, ls, B, TOL_EX);
+	g_cmpi(&E, "cross_entropy pred", sh, gpr, pr, B * 4);
+	g_cmp(&E, "cross_entropy dlogits", sh, gdl, dl, (size_t)B * C, TOL_EX);
+	FREED(glg, gls, gdl, glab, gpr);
+	FREEH(lg, ls, dl, lab, pr);
+	/* hae alpha */
+	float raw[8], a1[8], dr1[8], da[8];
+	for (int i = 0; i < 8; i++) {
+		raw[i] = g_nrand(&E);
+		da[i] = g_nrand(&E);
+		dr1[i] = g_nrand(&E);
+	}
+	float *graw = g_up(&E, raw, 32), *ga = g_poison(&E, 8), *gda = g_up(&E, da, 32), *gdr = g_up(&E, dr1, 32);
+	E.cpu->ops->hae_alpha(E.cc, a1, raw, 8);
+	E.cpu->ops->hae_alpha_backward(E.cc, dr1, da, raw, 8);
+	E.gpu->ops->hae_alpha(E.gc, ga, graw, 8);
+	E.gpu->ops->hae_alpha_backward(E.gc, gdr, gda, graw, 8);
+	g_cmp(&E, "hae_alpha", "n=8", ga, a1, 8, 1e-13);
+	g_cmp(&E, "hae_alpha_backward +=", "n=8", gdr, dr1, 8, 1e-13);
+	FREED(graw, ga, gda, gdr);
+	/* slots, norms, AdamW */
+	snprintf(sh, sizeof sh, "n=%zu", n);
+	int ns = 3;
+	float *src = g_randn(&E, n * ns, 1), *dst = malloc(n * 4);
+	E.cpu->ops->reduce_slots(E.cc, dst, src, ns, n, n);
+	float *gsrc = g_up(&E, src, n * ns * 4), *gdst = g_poison(&E, n);
+	E.gpu->ops->reduce_slots(E.gc, gdst, gsrc, ns, n, n);
+	g_cmp(&E, "reduce_slots", sh, gdst, dst, n, 0);
+	double q1 = E.cpu->ops->sumsq(E.cc, src, n), q2 = E.gpu->ops->sumsq(E.gc, gsrc, n);
+	char det[160];
+	snprintf(det, sizeof det, "%s: %.17g vs %.17g (rel %.3g)", sh, q2, q1, fabs(q1 - q2) / q1);
+	g_check(&E, fabs(q1 - q2) <= 1e-12 * q1, "sumsq", det);
+	E.cpu->ops->scale(E.cc, src, 0.37f, n);
+	E.gpu->ops->scale(E.gc, gsrc, 0.37f, n);
+	g_cmp(&E, "scale", sh, gsrc, src, n, 0);
+	float *p = g_randn(&E, n, 1), *m = g_randn(&E, n, 0.01f), *v = g_randn(&E, n, 0.001f);
+	for (size_t i = 0; i < n; i++)
+		v[i] = v[i] * v[i];
+	float *gp = g_up(&E, p, n * 4), *gm = g_up(&E, m, n * 4), *gv = g_up(&E, v, n * 4);
+	for (int t = 1; t <= 3; t++) {
+		E.cpu->ops->adamw(E.cc, p, m, v, src, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f, t);
+		E.gpu->ops->adamw(E.gc, gp, gm, gv, gsrc, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f, t);
+	}
+	g_cmp(&E, "adamw p (3 steps)", sh, gp, p, n, 0);
+	g_cmp(&E, "adamw m", sh, gm, m, n, 0);
+	g_cmp(&E, "adamw v", sh, gv, v, n, 0);
+	FREED(gsrc, gdst, gp, gm, gv);
+	FREEH(src, dst, p, m, v);
+}
+
+int main(int argc, char **argv)
+{
+	const char *device = "cuda", *tsv = NULL;
+	uint64_t seed = (uint64_t)time(NULL);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--device") && i + 1 < argc)
+			device = argv[++i];
+		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+			seed = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--tsv") && i + 1 < argc)
+			tsv = argv[++i];
+		else {
+			fprintf(stderr, "usage: gpu_ops [--device cuda[:N][,tf32]] [--seed S] [--tsv FILE]\n");
+			return 2;
+		}
+	}
+	struct sb_err err = {0};
+	E.rs = seed * 2654435761u + 1;
+	E.section = "ops";
+	printf("# gpu_ops: seed %llu, device %s\n", (unsigned long long)seed, device);
+	if (sb_backend_cpu_open(0, &E.cpu, &err) || sb_backend_open(device, 1, &E.gpu, &err)) {
+		printf("not ok 1 - open backends: %s\n0 passed, 1 failed\n", err.msg);
+		return 5;
+	}
+	printf("# cpu: %s\n# gpu: %s\n", E.cpu->device, E.gpu->device);
+	if (strstr(E.gpu->device, "tf32"))
+		TOL_MM = 1e-5;
+	E.cc = sb_be_main(E.cpu);
+	E.gc = sb_be_main(E.gpu);
+	if (tsv) {
+		E.tsv = fopen(tsv, "w");
+		if (E.tsv)
+			fprintf(E.tsv, "section\top\tshape\tresult\tnmse\ttol\tmax_abs\tn\tbit_identical_or_detail\n");
+	}
+	double t0 = g_now();
+	/* dense: sizes 1, primes, the model's */
+	static const int mm[][3] = {{1, 1, 1}, {7, 13, 5}, {33, 17, 31}, {64, 64, 192}, {12800, 64, 192}, {12800, 64, 64},
+				    {12800, 64, 256}, {12800, 256, 64}, {256, 64, 10}, {12544, 16, 64}, {517, 48, 100}};
+	for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++)
+		t_matmul(mm[i][0], mm[i][1], mm[i][2]);
+	static const int ln[][2] = {{1, 16}, {37, 24}, {5, 8}, {12800, 64}, {6400, 128}, {99, 100}, {3, 256}};
+	for (size_t i = 0; i < sizeof ln / sizeof ln[0]; i++)
+		for (int v = 0; v < 3; v++)
+			t_ln(ln[i][0], ln[i][1], v);
+	t_gelu(1, 0.1f, 0);
+	t_gelu(1000003, 0.0f, 0);
+	t_gelu(1000003, 0.1f, 3);
+	t_gelu(12800 * 256, 0.1f, 12800 * 256 * 3);
+	/* attention: every method, row lengths of the study (50, 65, 97) and odd ones */
+	static const struct {
+		const char *m;
+		double a;
+		int unrolled, hae;
+	} am[] = {{"softmax", 1.5, 0, 0},          {"topk_softmax_0125", 1.5, 0, 0}, {"topk_softmax_025", 1.5, 0, 0},
+		  {"topk_softmax_05", 1.5, 0, 0},  {"bottomk_softmax_025", 1.5, 0, 0}, {"sparsemax", 1.5, 0, 0},
+		  {"entmax15", 1.5, 0, 0},         {"entmax_bisect", 1.3, 0, 0},     {"entmax_bisect", 2.0, 0, 0},
+		  {"headwise_adaptive_entmax", 1.5, 0, 1}, {"entmax15", 1.5, 1, 0}, {"headwise_adaptive_entmax", 1.5, 1, 1}};
+	static const int as[][4] = {{4, 50, 64, 4}, {3, 65, 64, 4}, {2, 97, 128, 4}, {3, 10, 32, 2}, {2, 17, 24, 3}, {1, 1, 16, 1}, {1, 200, 64, 2}};
+	for (size_t mi = 0; mi < sizeof am / sizeof am[0]; mi++)
+		for (size_t si = 0; si < sizeof as / sizeof as[0]; si++) {
+			t_attention(am[mi].m, am[mi].a, am[mi].unrolled, 0, am[mi].hae, as[si][0], as[si][1], as[si][2],
+				    as[si][3], 0);
+			if (si == 2 || si == 3) { /* text rows: margin and exclusion */
+				t_attention(am[mi].m, am[mi].a, am[mi].unrolled, 0, am[mi].hae, as[si][0], as[si][1],
+					    as[si][2], as[si][3], 1);
+				t_attention(am[mi].m, am[mi].a, am[mi].unrolled, 1, am[mi].hae, as[si][0], as[si][1],
+					    as[si][2], as[si][3], 1);
+			}
+		}
+	/* the compact model's full-size block: B = 256 */
+	t_attention("softmax", 1.5, 0, 0, 0, 256, 50, 64, 4, 0);
+	t_attention("headwise_adaptive_entmax", 1.5, 0, 0, 1, 256, 50, 64, 4, 0);
+	t_localmix(3, 10, 32, 3, 0);
+	t_localmix(2, 50, 64, 7, 0);
+	t_localmix(3, 10, 32, 0, 1);
+	t_localmix(2, 97, 64, 0, 1);
+	t_embed(5, 1, 28, 28, 4, 96, 50, 64);
+	t_embed(3, 3, 10, 9, 3, 9, 23, 32);
+	t_loss_optim(1, 10, 1);
+	t_loss_optim(256, 10, 107978);
+	t_loss_optim(37, 100, 1000003);
+	printf("# gpu_ops: %.1f s\n", g_now() - t0);
+	{ /* a sticky backend error surfaces at the next download */
+		float *z = g_poison(&E, 1), *h = z ? g_down(&E, z, 4, &err) : NULL;
+		g_check(&E, h != NULL, "no sticky backend error at the end", h ? "none" : err.msg);
+		free(h);
+		sb_be_free(E.gpu, z);
+	}
+	if (E.tsv)
+		fclose(E.tsv);
+	sb_backend_close(E.gpu);
+	sb_backend_close(E.cpu);
+	printf("%d passed, %d failed\n", E.n - E.fail, E.fail);
+	return E.fail ? 1 : 0;
+}

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh — the one GPU check: build, host checks, every op against the
+# CPU backend, training on both backends, the multi-cell driver, the benchmark
+# against PyTorch eager; a short table last, details in OUTDIR.
+#
+#   tests/gpu/run.sh OUTDIR             on a machine with a CUDA GPU (about 4-6 min on an H200)
+#   tests/gpu/run.sh --dry-run OUTDIR   here, without a GPU: the build, the host checks, and
+#                                       every program run with --device cpu (CPU against CPU:
+#                                       checks the plumbing, not the GPU), a tiny benchmark
+#
+# Each section has its own time limit, reports, and the script goes on; the
+# exit status is 1 when any section failed. Files written (at most 8, flat):
+#   OUTDIR/run.log        environment, build, host checks, every section's stderr
+#   OUTDIR/ops.log        gpu_ops: one line per check      OUTDIR/ops.tsv   the same as a table
+#   OUTDIR/train.log      gpu_train: CPU vs CUDA training, multi-cell == single cell
+#   OUTDIR/bench.ndjson   gpu_bench and torch_bench records
+#   OUTDIR/sections.tsv   section, status, seconds, detail
+#   OUTDIR/summary.txt    the closing table (also printed)
+# Environment: SB_GPU_DEVICE (default cuda), SB_GPU_JOBS (make -j, default 16),
+#   SB_GPU_DATA (a dataset file for the benchmark; default synthetic pixels).
+set -u
+export LC_ALL=C
+dry=0
+if [ "${1:-}" = "--dry-run" ]; then
+	dry=1
+	shift
+fi
+if [ $# -ne 1 ]; then
+	echo "usage: tests/gpu/run.sh [--dry-run] OUTDIR" >&2
+	exit 2
+fi
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top" || exit 4
+OUT=$1
+mkdir -p "$OUT" || exit 4
+OUT=$(cd "$OUT" && pwd)
+LOG=$OUT/run.log
+SEC=$OUT/sections.tsv
+: >"$LOG"
+: >"$SEC"
+: >"$OUT/bench.ndjson"
+jobs=${SB_GPU_JOBS:-16}
+dev=${SB_GPU_DEVICE:-cuda}
+[ $dry -eq 1 ] && dev=cpu
+failed=0
+T0=$SECONDS
+
+log() { echo "$*" | tee -a "$LOG" >&2; }
+
+# section NAME TIMEOUT_S COMMAND...: runs, records status and time, never stops the script
+section() {
+	local name=$1 lim=$2
+	shift 2
+	local t=$SECONDS rc
+	log "=== $name (limit ${lim}s): $*"
+	timeout --kill-after=10 "$lim" "$@"
+	rc=$?
+	local st=ok
+	[ $rc -ne 0 ] && st=FAIL && failed=1
+	[ $rc -eq 124 ] && st=TIMEOUT
+	printf '%s\t%s\t%d\t%s\n' "$name" "$st" $((SECONDS - t)) "${DETAIL:-exit $rc}" >>"$SEC"
+	DETAIL=
+	log "=== $name: $st (exit $rc, $((SECONDS - t)) s)"
+	return 0
+}
+
+# the closing "N passed, N failed" of a log, for the section table
+counts() { grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" 2>/dev/null | tail -n 1; }
+
+log "sparsebench GPU check $( [ $dry -eq 1 ] && echo '(DRY RUN: no GPU, programs run with --device cpu)')"
+log "date: $(date -u +%FT%TZ)  host: $(uname -n)  git: $(git describe --always --dirty 2>/dev/null)"
+{
+	echo "--- nvidia-smi"
+	nvidia-smi -L 2>&1 || echo "(no nvidia-smi)"
+	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | head -3
+	echo "--- nvcc"; nvcc --version 2>&1 | tail -2 || echo "(no nvcc)"
+	echo "--- cc"; ${CC:-cc} --version 2>&1 | head -1
+	echo "--- python"; python3 -c 'import torch,sys; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 | tail -1
+	echo "--- cpu"; grep -m1 'model name' /proc/cpuinfo; nproc
+} >>"$LOG" 2>&1
+
+# --- programs: a prebuilt bundle (tests/gpu/bundle.sh; for a machine without the
+# -dev packages), or a build here
+if [ -n "${SB_GPU_PREBUILT:-}" ] && [ -f "$SB_GPU_PREBUILT" ]; then
+	t=$SECONDS
+	mkdir -p bin build/gpu build/tests .gpubundle
+	tar -C .gpubundle -xJf "$SB_GPU_PREBUILT" 2>>"$LOG" ||
+		python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$SB_GPU_PREBUILT" .gpubundle
+	cp .gpubundle/bin/* bin/ && cp .gpubundle/gpu/* build/gpu/ && cp .gpubundle/tests/* build/tests/
+	export LD_LIBRARY_PATH="$top/.gpubundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	# cuBLAS: the programs look in /usr/local/cuda/lib64 (rpath); elsewhere, find it
+	if ! ldd build/gpu/gpu_ops | grep -q 'libcublas.so.13 => /'; then
+		for d in /usr/local/cuda*/lib64 /usr/local/cuda*/targets/x86_64-linux/lib $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cublas", "lib") for p in nvidia.__path__))' 2>/dev/null); do
+			[ -e "$d/libcublas.so.13" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d" && break
+		done
+	fi
+	log "prebuilt bundle $(cat .gpubundle/VERSION) unpacked in $((SECONDS - t)) s; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+	ldd build/gpu/gpu_ops >>"$LOG" 2>&1
+	printf 'build\tok\t%d\tprebuilt %s\n' $((SECONDS - t)) "$(cat .gpubundle/VERSION)" >>"$SEC"
+else
+	missing=()
+	for p in yajl libarchive libcrypto openblas libcurl; do
+		pkg-config --exists "$p" 2>/dev/null || missing+=("$p")
+	done
+	if [ ${#missing[@]} -ne 0 ]; then
+		log "WARNING: pkg-config does not find: ${missing[*]} (the build needs their -dev packages;"
+		log "         use SB_GPU_PREBUILT with a bundle from tests/gpu/bundle.sh)"
+	fi
+	DETAIL="make CUDA=1 -j$jobs"
+	section build 420 make CUDA=1 -j"$jobs" >>"$LOG" 2>&1
+fi
+for b in build/gpu/gpu_ops build/gpu/gpu_train build/gpu/gpu_bench build/tests/test_cuda_host; do
+	[ -x "$b" ] || log "missing after the build: $b"
+done
+if [ -f build/lib/cuda/attn_cuda.o ] && command -v cuobjdump >/dev/null 2>&1; then
+	{
+		echo "--- cuobjdump -lelf lib/libsparsebench_cuda.a (machine code embedded)"
+		cuobjdump -lelf lib/libsparsebench_cuda.a 2>&1 | sort | uniq -c | head -20
+	} >>"$LOG"
+fi
+
+# --- host checks of the row kernels (no GPU needed)
+section host-checks 60 bash -c "./build/tests/test_cuda_host > '$OUT/host.tmp' 2>&1; rc=\$?; cat '$OUT/host.tmp' >> '$LOG'; tail -n 1 '$OUT/host.tmp' >&2; rm -f '$OUT/host.tmp'; exit \$rc"
+
+# --- every op against the CPU backend
+section ops 150 ./build/gpu/gpu_ops --device "$dev" --tsv "$OUT/ops.tsv" >"$OUT/ops.log" 2>>"$LOG"
+sed -i "\$s/\$/	$(counts "$OUT/ops.log")/" "$SEC" 2>/dev/null
+grep -E '^not ok' "$OUT/ops.log" | head -n 20 | tee -a "$LOG" >&2
+
+# --- training on both backends, multi-cell == single cell, isolation
+section train 150 ./build/gpu/gpu_train --device "$dev" --tsv "$OUT/train.tsv" >"$OUT/train.log" 2>>"$LOG"
+sed -i "\$s/\$/	$(counts "$OUT/train.log")/" "$SEC" 2>/dev/null
+grep -E '^not ok' "$OUT/train.log" | head -n 20 | tee -a "$LOG" >&2
+# train.tsv is folded into train.log (8-file limit)
+if [ -f "$OUT/train.tsv" ]; then
+	{ echo "--- train.tsv"; cat "$OUT/train.tsv"; } >>"$OUT/train.log"
+	rm -f "$OUT/train.tsv"
+fi
+
+# --- benchmark: one cell per method, then 7 methods x 10 seeds at once
+data_args=()
+if [ -n "${SB_GPU_DATA:-}" ] && [ -f "$SB_GPU_DATA" ]; then
+	data_args=(--data "$SB_GPU_DATA")
+	log "benchmark data: $SB_GPU_DATA"
+else
+	log "benchmark data: synthetic pixels of Fashion-MNIST's shape (60000 x 1 x 28 x 28 u8, 10 classes, patch 4);"
+	log "                throughput does not depend on pixel values"
+fi
+if [ $dry -eq 1 ]; then
+	steps=(--steps 2 --warmup 1)
+	seeds=1
+else
+	steps=(--steps 60 --warmup 8)
+	seeds=10
+fi
+section bench-single 90 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --single >>"$OUT/bench.ndjson" 2>>"$LOG"
+section bench-multi 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
+
+# --- PyTorch eager on the same GPU
+if [ $dry -eq 1 ]; then
+	section torch-syntax 60 python3 -m py_compile bench/gpu/torch_bench.py bench/gpu/summary.py
+else
+	section torch 150 python3 bench/gpu/torch_bench.py --steps 30 --warmup 5 >>"$OUT/bench.ndjson" 2>>"$LOG"
+fi
+
+log "total: $((SECONDS - T0)) s"
+echo
+python3 bench/gpu/summary.py "$OUT" 2>>"$LOG" || cat "$SEC"
+echo "details: $OUT/{run.log,ops.log,ops.tsv,train.log,bench.ndjson,sections.tsv,summary.txt}"
+exit $failed

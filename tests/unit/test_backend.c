@@ -1,0 +1,411 @@
+/* test_backend.c — every CPU backend op against the plain double-precision
+ * reference (ref_encoder.h) on random inputs of many sizes: 1, primes, and sizes
+ * that are not multiples of the 16-lane vectors; the vector exp and erfc against
+ * libm; dropout masks against sb_rng_word_at.
+ *
+ * Tolerances (float32 vs double; ~1e-7 relative per rounding): element-wise ops
+ * 1e-6 relative, reductions over K terms 1e-5 * scale; each check prints its
+ * measured max abs / rel error and NMSE.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../harness.h"
+#include "backend_cpu.h"
+#include "ref_encoder.h"
+
+static uint64_t rs = 4242;
+static double ur(void)
+{
+	rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+	return (double)(rs >> 11) / 9007199254740992.0;
+}
+static void frand(float *x, size_t n, double lo, double hi)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = (float)(lo + (hi - lo) * ur());
+}
+static double *todbl(const float *x, size_t n)
+{
+	double *d = ref_alloc(n);
+	for (size_t i = 0; i < n; i++)
+		d[i] = x[i];
+	return d;
+}
+
+static struct sb_backend *be;
+static struct sb_ctx *ctx;
+
+static void test_exp_erfc(void)
+{
+	size_t n = 200001;
+	float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+	double *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+	for (size_t i = 0; i < n; i++)
+		x[i] = (float)(-87.0 + 175.0 * i / (n - 1));
+	sb_cpu_exp(y, x, n);
+	double worst = 0;
+	for (size_t i = 0; i < n; i++)
+		worst = fmax(worst, fabs(y[i] - exp((double)x[i])) / exp((double)x[i]));
+	SB_CHECK(worst < 3e-7, "vector exp on [-87, 88]: max rel err %.3g vs libm exp (tol 3e-7, ~2.5 ulp)", worst);
+	float spec[4] = {-100.0f, 100.0f, NAN, -INFINITY}, sy[4];
+	sb_cpu_exp(sy, spec, 4);
+	SB_CHECK(sy[0] == 0 && isinf(sy[1]) && isnan(sy[2]) && sy[3] == 0,
+	         "vector exp: -100 -> 0, 100 -> inf, nan -> nan, -inf -> 0");
+	/* normal CDF: relative error where Phi >= 1e-30 */
+	for (size_t i = 0; i < n; i++)
+		x[i] = (float)(-11.0 + 22.0 * i / (n - 1));
+	sb_cpu_normcdf(y, x, n);
+	worst = 0;
+	for (size_t i = 0; i < n; i++) {
+		double w = 0.5 * erfc(-(double)x[i] / sqrt(2.0));
+		if (w > 1e-30)
+			worst = fmax(worst, fabs(y[i] - w) / w);
+	}
+	SB_CHECK(worst < 1e-6,
+	         "Phi(x) = erfc(-x/sqrt2)/2 via the vector erfc on [-11, 11]: max rel err %.3g (tol 1e-6; x^2 formed "
+	         "exactly)",
+	         worst);
+	/* GELU against the exact double GELU and against erff */
+	sb_cpu_gelu_ref_f(y, x, n);
+	double wa = 0, wr = 0, ea = 0;
+	for (size_t i = 0; i < n; i++) {
+		double w = ref_gelu(x[i]);
+		double ef = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678f)); /* libm erff */
+		wa = fmax(wa, fabs(y[i] - w));
+		if (fabs(w) > 1e-30)
+			wr = fmax(wr, fabs(y[i] - w) / fabs(w));
+		ea = fmax(ea, fabs(ef - w));
+	}
+	SB_CHECK(wa <= 1.5 * ea,
+	         "GELU with the vector erfc is as accurate as one with libm's erff: max abs %.3g vs %.3g", wa, ea);
+	SB_CHECK(wa < 1e-6 && wr < 1e-6,
+	         "GELU (vector erfc) vs exact double: max abs %.3g, max rel %.3g (tol 1e-6 abs and rel); erff-based: "
+	         "max abs %.3g",
+	         wa, wr, ea);
+	free(x);
+	free(y);
+	free(want);
+	free(got);
+}
+
+static void test_dropout(void)
+{
+	int bad = 0, total = 0;
+	uint8_t mask[300];
+	for (int off = 0; off < 9; off++)
+		for (int n = 1; n < 260; n += (n < 20 ? 1 : 37)) {
+			struct sb_dropout d = {0.1f, 12345 + (uint64_t)off, SB_DROPOUT_STREAM(7, 3),
+			                       1000 + (uint64_t)off};
+			sb_cpu_dropout_mask(mask, (size_t)n, &d);
+			for (int i = 0; i < n; i++) {
+				total++;
+				bad += mask[i] != ref_keep(0.1, d.seed, d.stream, d.offset + (uint64_t)i);
+			}
+		}
+	SB_CHECK(bad == 0, "dropout masks (vectorised Philox) equal sb_rng_word_at's rule: %d of %d differ", bad,
+	         total);
+	uint8_t big[100000];
+	struct sb_dropout d = {0.1f, 1, 5, 0};
+	sb_cpu_dropout_mask(big, sizeof big, &d);
+	int kept = 0;
+	for (size_t i = 0; i < sizeof big; i++)
+		kept += big[i];
+	SB_CHECK(fabs(kept / 1e5 - 0.9) < 0.005, "dropout p = 0.1 keeps %.4f of 100000", kept / 1e5);
+}
+
+static void test_matmul(void)
+{
+	int sizes[][3] = {{1, 1, 1}, {1, 16, 3}, {7, 5, 3}, {13, 17, 19}, {50, 64, 192}, {97, 64, 256}, {33, 256, 64}};
+	for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+		int M = sizes[s][0], K = sizes[s][1], N = sizes[s][2];
+		float *x = malloc((size_t)M * K * 4), *w = malloc((size_t)N * K * 4), *b = malloc((size_t)N * 4);
+		float *o = malloc((size_t)M * N * 4), *g = malloc((size_t)M * N * 4), *dx = malloc((size_t)M * K * 4);
+		float *dw = calloc((size_t)N * K, 4), *db = calloc((size_t)N, 4);
+		frand(x, (size_t)M * K, -1, 1), frand(w, (size_t)N * K, -1, 1), frand(b, N, -1, 1),
+		    frand(g, (size_t)M * N, -1, 1);
+		be->ops->matmul_forward(ctx, o, x, w, b, M, K, N);
+		be->ops->matmul_backward(ctx, dx, dw, db, g, x, w, M, K, N, 0);
+		double *X = todbl(x, (size_t)M * K), *W = todbl(w, (size_t)N * K), *Bb = todbl(b, N),
+		       *G = todbl(g, (size_t)M * N);
+		double *O = ref_alloc((size_t)M * N), *DX = ref_alloc((size_t)M * K), *DW = ref_alloc((size_t)N * K),
+		       *DB = ref_alloc(N);
+		ref_linear(O, X, W, Bb, M, K, N);
+		ref_linear_bwd(DX, DW, DB, G, X, W, M, K, N, 0);
+		char nm[128];
+		double tol = 2e-6 * sqrt((double)K);
+		double *o2 = todbl(o, (size_t)M * N), *dx2 = todbl(dx, (size_t)M * K), *dw2 = todbl(dw, (size_t)N * K),
+		       *db2 = todbl(db, N);
+		snprintf(nm, sizeof nm, "matmul forward M=%d K=%d N=%d", M, K, N);
+		sb_check_close(nm, o2, O, (size_t)M * N, tol, 1e-5);
+		snprintf(nm, sizeof nm, "matmul d/dinput M=%d K=%d N=%d", M, K, N);
+		sb_check_close(nm, dx2, DX, (size_t)M * K, 2e-6 * sqrt((double)N), 1e-5);
+		snprintf(nm, sizeof nm, "matmul d/dweight M=%d K=%d N=%d", M, K, N);
+		sb_check_close(nm, dw2, DW, (size_t)N * K, 2e-6 * sqrt((double)M), 1e-5);
+		snprintf(nm, sizeof nm, "matmul d/dbias M=%d K=%d N=%d", M, K, N);
+		sb_check_close(nm, db2, DB, N, 2e-6 * sqrt((double)M), 1e-5);
+		free(x), free(w), free(b), free(o), free(g), free(dx), free(dw), free(db);
+		free(X), free(W), free(Bb), free(G), free(O), free(DX), free(DW), free(DB), free(o2), free(dx2),
+		    free(dw2), free(db2);
+	}
+}
+
+static void test_layernorm(void)
+{
+	int ds[] = {1, 2, 7, 16, 17, 64, 100, 128};
+	for (size_t s = 0; s < sizeof ds / sizeof ds[0]; s++) {
+		int d = ds[s], M = 13;
+		size_t n = (size_t)M * d;
+		float *x = malloc(n * 4), *y = malloc(n * 4), *w = malloc(d * 4), *b = malloc(d * 4),
+		      *o = malloc(n * 4);
+		float *r = malloc(n * 4), *mu = malloc(M * 4), *rstd = malloc(M * 4), *g = malloc(n * 4),
+		      *dx = malloc(n * 4), *dy = malloc(n * 4), *dw = calloc(d, 4), *db = calloc(d, 4);
+		uint8_t *mask = malloc(n);
+		frand(x, n, -2, 2), frand(y, n, -2, 2), frand(w, d, 0.5, 1.5), frand(b, d, -1, 1), frand(g, n, -1, 1);
+		struct sb_dropout dr = {0.25f, 9, SB_DROPOUT_STREAM(2, 1), 77};
+		be->ops->residual_ln_forward(ctx, o, r, mu, rstd, mask, x, y, w, b, &dr, M, d);
+		be->ops->residual_ln_backward(ctx, dx, dy, dw, db, g, r, mu, rstd, mask, w, 0.25f, M, d);
+		double sc = 1.0f / 0.75f;
+		double *R = ref_alloc(n), *O = ref_alloc(n), *MU = ref_alloc(M), *RS = ref_alloc(M), *DR = ref_alloc(n);
+		double *DW = ref_alloc(d), *DB = ref_alloc(d), *DY = ref_alloc(n), *G = todbl(g, n), *Wd = todbl(w, d),
+		       *Bd = todbl(b, d);
+		int maskok = 1;
+		for (size_t i = 0; i < n; i++) {
+			int k = ref_keep(0.25, 9, dr.stream, 77 + i);
+			maskok &= k == mask[i];
+			R[i] = (double)x[i] + (k ? (double)y[i] * sc : 0.0);
+		}
+		ref_ln(O, MU, RS, R, Wd, Bd, M, d);
+		ref_ln_bwd(DR, DW, DB, G, R, MU, RS, Wd, M, d, 0);
+		for (size_t i = 0; i < n; i++)
+			DY[i] = mask[i] ? DR[i] * sc : 0.0;
+		char nm[128];
+		double *o2 = todbl(o, n), *dx2 = todbl(dx, n), *dy2 = todbl(dy, n), *dw2 = todbl(dw, d),
+		       *db2 = todbl(db, d);
+		SB_CHECK(maskok, "residual+dropout+LN d=%d: dropout mask at offset 77 follows the rule", d);
+		snprintf(nm, sizeof nm, "residual+dropout+LN forward d=%d", d);
+		sb_check_close(nm, o2, O, n, 5e-6, 5e-6);
+		snprintf(nm, sizeof nm, "residual+dropout+LN d/dx d=%d", d);
+		sb_check_close(nm, dx2, DR, n, 1e-5, 1e-5);
+		snprintf(nm, sizeof nm, "residual+dropout+LN d/dy d=%d", d);
+		sb_check_close(nm, dy2, DY, n, 1e-5, 1e-5);
+		snprintf(nm, sizeof nm, "residual+dropout+LN d/dweight, d/dbias d=%d", d);
+		sb_check_close(nm, dw2, DW, d, 2e-5, 1e-5);
+		sb_check_close(nm, db2, DB, d, 2e-5, 1e-5);
+		free(x), free(y), free(w), free(b), free(o), free(r), free(mu), free(rstd), free(g), free(dx), free(dy),
+		    free(dw), free(db), free(mask);
+		free(R), free(O), free(MU), free(RS), free(DR), free(DW), free(DB), free(DY), free(G), free(Wd),
+		    free(Bd);
+		free(o2), free(dx2), free(dy2), free(dw2), free(db2);
+	}
+}
+
+static void test_gelu_op(void)
+{
+	size_t ns[] = {1, 15, 16, 17, 1000, 4099};
+	for (size_t s = 0; s < sizeof ns / sizeof ns[0]; s++) {
+		size_t n = ns[s];
+		float *x = malloc(n * 4), *o = malloc(n * 4), *g = malloc(n * 4), *dx = malloc(n * 4);
+		uint8_t *mask = malloc(n);
+		frand(x, n, -6, 6), frand(g, n, -1, 1);
+		struct sb_dropout dr = {0.1f, 3, 11, 5};
+		be->ops->gelu_forward(ctx, o, mask, x, &dr, n);
+		be->ops->gelu_backward(ctx, dx, g, x, mask, 0.1f, n);
+		double *O = ref_alloc(n), *DX = ref_alloc(n), sc = 1.0f / 0.9f;
+		for (size_t i = 0; i < n; i++) {
+			int k = ref_keep(0.1, 3, 11, 5 + i);
+			O[i] = k ? ref_gelu(x[i]) * sc : 0;
+			DX[i] = k ? g[i] * sc * ref_gelu_d(x[i]) : 0;
+		}
+		double *o2 = todbl(o, n), *dx2 = todbl(dx, n);
+		char nm[100];
+		snprintf(nm, sizeof nm, "GELU+dropout forward n=%zu", n);
+		sb_check_close(nm, o2, O, n, 1e-6, 3e-6);
+		snprintf(nm, sizeof nm, "GELU+dropout backward n=%zu (in place on dout)", n);
+		memcpy(dx, g, n * 4);
+		be->ops->gelu_backward(ctx, dx, dx, x, mask, 0.1f, n);
+		free(dx2);
+		dx2 = todbl(dx, n);
+		sb_check_close(nm, dx2, DX, n, 1e-6, 3e-6);
+		free(x), free(o), free(g), free(dx), free(mask), free(O), free(DX), free(o2), free(dx2);
+	}
+}
+
+static void test_attention(void)
+{
+	static const char *methods[] = {"softmax",   "topk_softmax_025", "bottomk_softmax_0125",
+	                                "sparsemax", "entmax15",         "headwise_adaptive_entmax"};
+	int Ts[] = {1, 2, 5, 17, 50, 65, 97};
+	int hds[] = {3, 16, 32};
+	for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; mi++)
+		for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+			for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++) {
+				int T = Ts[ti], hd = hds[hi], NH = 2, d = hd * NH, B = 2, d3 = 3 * d;
+				if (T > 50 && hd == 3)
+					continue;
+				struct sb_norm nm;
+				struct sb_err e = {0};
+				sb_norm_parse(methods[mi], 1.5, &nm, &e);
+				size_t nq = (size_t)B * T * d3, no = (size_t)B * T * d, np = (size_t)B * NH * T * T;
+				float *qkv = malloc(nq * 4), *out = malloc(no * 4), *S = malloc(np * 4),
+				      *P = malloc(np * 4);
+				float *aux = malloc((size_t)B * NH * T * SB_NORM_AUX * 4), *g = malloc(no * 4),
+				      *dq = malloc(nq * 4);
+				float alpha[2] = {1.3f, 1.8f}, dal[2] = {0, 0};
+				int32_t nv[2] = {T, T > 3 ? T / 2 : T};
+				int text = T == 17 || T == 97;
+				frand(qkv, nq, -2, 2), frand(g, no, -1, 1);
+				int adaptive = nm.kind == SB_NORM_ADAPTIVE;
+				int rc = be->ops->attention_forward(ctx, out, S, P, aux, qkv, text ? nv : NULL,
+				                                    adaptive ? alpha : NULL, &nm, B, T, d, NH, &e);
+				be->ops->attention_backward(ctx, dq, adaptive ? dal : NULL, g, qkv, S, P, aux,
+				                            text ? nv : NULL, adaptive ? alpha : NULL, &nm, B, T, d,
+				                            NH);
+				double *Q = todbl(qkv, nq), *O = ref_alloc(no), *SS = ref_alloc(np),
+				       *PP = ref_alloc(np), *G = todbl(g, no);
+				double *DQ = ref_alloc(nq), AL[2] = {alpha[0], alpha[1]}, DAL[2] = {0, 0};
+				ref_attention(O, SS, PP, Q, text ? nv : NULL, adaptive ? AL : NULL, &nm, B, T, d, NH);
+				ref_attention_bwd(DQ, adaptive ? DAL : NULL, G, Q, SS, PP, text ? nv : NULL,
+				                  adaptive ? AL : NULL, &nm, B, T, d, NH);
+				double *o2 = todbl(out, no), *dq2 = todbl(dq, nq);
+				double gmax = 0;
+				for (size_t i = 0; i < nq; i++)
+					gmax = fmax(gmax, fabs(DQ[i]));
+				char nmb[160];
+				snprintf(nmb, sizeof nmb, "attention %s T=%d hd=%d%s forward", methods[mi], T, hd,
+				         text ? " masked" : "");
+				SB_CHECK(rc == 0, "%s runs", nmb);
+				sb_check_close(nmb, o2, O, no, 1e-5, 1e-5);
+				snprintf(nmb, sizeof nmb, "attention %s T=%d hd=%d%s d/dqkv", methods[mi], T, hd,
+				         text ? " masked" : "");
+				sb_check_close(nmb, dq2, DQ, nq, 2e-5 * fmax(gmax, 1), 1e-4);
+				if (adaptive) {
+					double da2[2] = {dal[0], dal[1]};
+					snprintf(nmb, sizeof nmb, "attention HAE T=%d hd=%d d/dalpha", T, hd);
+					sb_check_close(nmb, da2, DAL, 2, 1e-4 * fmax(fabs(DAL[0]) + fabs(DAL[1]), 1e-3),
+					               1e-3);
+				}
+				free(qkv), free(out), free(S), free(P), free(aux), free(g), free(dq);
+				free(Q), free(O), free(SS), free(PP), free(G), free(DQ), free(o2), free(dq2);
+			}
+}
+
+static void test_localmix(void)
+{
+	struct {
+		int T, d, G, masked;
+	} cs[] = {{50, 64, 7, 0}, {10, 5, 3, 0}, {13, 17, 0, 1}, {97, 64, 0, 1}, {2, 3, 1, 0}};
+	for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+		int T = cs[c].T, d = cs[c].d, G = cs[c].G, B = 3, L = T - 1, KK = G > 0 ? 9 : 3;
+		size_t n = (size_t)B * T * d, nl = (size_t)B * L * d;
+		float *x = malloc(n * 4), *o = malloc(n * 4), *y = malloc(nl * 4), *z = malloc(nl * 4),
+		      *mu = malloc(B * L * 4), *rsd = malloc(B * L * 4), *lw = malloc(d * 4), *lb = malloc(d * 4),
+		      *cw = malloc(d * KK * 4), *cb = malloc(d * 4), sc = 0.37f, *g = malloc(n * 4),
+		      *dx = malloc(n * 4), *dlw = calloc(d, 4), *dlb = calloc(d, 4), *dcw = calloc(d * KK, 4),
+		      *dcb = calloc(d, 4), dsc = 0;
+		int32_t nv[3] = {T, 1, T / 2 + 1};
+		frand(x, n, -2, 2), frand(lw, d, 0.5, 1.5), frand(lb, d, -0.5, 0.5), frand(cw, d * KK, -0.5, 0.5);
+		frand(cb, d, -0.2, 0.2), frand(g, n, -1, 1);
+		const int32_t *nvp = cs[c].masked ? nv : NULL;
+		be->ops->localmix_forward(ctx, o, y, z, mu, rsd, x, nvp, lw, lb, cw, cb, &sc, B, T, d, G);
+		be->ops->localmix_backward(ctx, dx, dlw, dlb, dcw, dcb, &dsc, g, x, y, z, mu, rsd, nvp, lw, cw, &sc, B,
+		                           T, d, G);
+		double *X = todbl(x, n), *O = ref_alloc(n), *Y = ref_alloc(nl), *Z = ref_alloc(nl),
+		       *MU = ref_alloc(B * L), *RS = ref_alloc(B * L), *LW = todbl(lw, d), *LB = todbl(lb, d),
+		       *CW = todbl(cw, d * KK), *CB = todbl(cb, d), *GG = todbl(g, n), *DX = ref_alloc(n),
+		       *DLW = ref_alloc(d), *DLB = ref_alloc(d), *DCW = ref_alloc(d * KK), *DCB = ref_alloc(d), DSC = 0;
+		ref_localmix(O, Y, Z, MU, RS, X, nvp, LW, LB, CW, CB, sc, B, T, d, G);
+		ref_localmix_bwd(DX, DLW, DLB, DCW, DCB, &DSC, GG, X, Y, Z, MU, RS, nvp, LW, CW, sc, B, T, d, G);
+		char nm[128];
+		double *o2 = todbl(o, n), *dx2 = todbl(dx, n), *dcw2 = todbl(dcw, d * KK), *dlw2 = todbl(dlw, d),
+		       ds2 = dsc;
+		snprintf(nm, sizeof nm, "local mixer T=%d d=%d %s forward", T, d, G > 0 ? "2-D" : "1-D masked");
+		sb_check_close(nm, o2, O, n, 5e-6, 5e-6);
+		snprintf(nm, sizeof nm, "local mixer T=%d d=%d d/dx", T, d);
+		sb_check_close(nm, dx2, DX, n, 2e-5, 1e-5);
+		snprintf(nm, sizeof nm, "local mixer T=%d d=%d d/dconv, d/dln, d/dscale", T, d);
+		sb_check_close(nm, dcw2, DCW, d * KK, 5e-5, 1e-4);
+		sb_check_close(nm, dlw2, DLW, d, 5e-5, 1e-4);
+		sb_check_close(nm, &ds2, &DSC, 1, 1e-4 * (1 + fabs(DSC)), 1e-4);
+		free(x), free(o), free(y), free(z), free(mu), free(rsd), free(lw), free(lb), free(cw), free(cb),
+		    free(g), free(dx);
+		free(dlw), free(dlb), free(dcw), free(dcb);
+		free(X), free(O), free(Y), free(Z), free(MU), free(RS), free(LW), free(LB), free(CW), free(CB),
+		    free(GG), free(DX), free(DLW), free(DLB), free(DCW), free(DCB), free(o2), free(dx2), free(dcw2),
+		    free(dlw2);
+	}
+}
+
+static void test_ce_adam(void)
+{
+	int B = 7, C = 13;
+	float lg[7 * 13], loss[7], dl[7 * 13];
+	int32_t lab[7] = {0, 12, 5, 5, 3, 1, 7}, pred[7];
+	frand(lg, (size_t)B * C, -20, 20);
+	lg[13 + 2] = lg[13 + 9] = 25.0f; /* a tie: the lower index is the prediction */
+	be->ops->cross_entropy(ctx, loss, pred, dl, lg, lab, B, C, 1.0f / 7);
+	double L[7], D[7 * 13], l2[7], d2[7 * 13];
+	for (int b = 0; b < B; b++) {
+		double mx = -INFINITY, s = 0;
+		for (int c = 0; c < C; c++)
+			mx = fmax(mx, lg[b * C + c]);
+		for (int c = 0; c < C; c++)
+			s += exp(lg[b * C + c] - mx);
+		L[b] = log(s) + mx - lg[b * C + lab[b]];
+		for (int c = 0; c < C; c++)
+			D[b * C + c] = (exp(lg[b * C + c] - mx) / s - (c == lab[b])) / 7;
+		l2[b] = loss[b];
+	}
+	for (int i = 0; i < B * C; i++)
+		d2[i] = dl[i];
+	sb_check_close("cross-entropy losses", l2, L, B, 1e-6, 1e-6);
+	sb_check_close("cross-entropy d/dlogits", d2, D, (size_t)B * C, 1e-7, 1e-6);
+	SB_CHECK(pred[1] == 2, "argmax ties go to the lower index (got %d)", pred[1]);
+	/* AdamW against torch's formula in double */
+	size_t n = 100003;
+	float *p = malloc(n * 4), *m = calloc(n, 4), *v = calloc(n, 4), *g = malloc(n * 4);
+	double *P = ref_alloc(n), *M = ref_alloc(n), *V = ref_alloc(n);
+	frand(p, n, -1, 1);
+	for (size_t i = 0; i < n; i++)
+		P[i] = p[i];
+	for (int t = 1; t <= 5; t++) {
+		frand(g, n, -1e-2, 1e-2);
+		be->ops->adamw(sb_be_main(be), p, m, v, g, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f, t);
+		double bc1 = 1 - pow(0.9, t), bc2 = 1 - pow(0.999, t);
+		for (size_t i = 0; i < n; i++) {
+			P[i] *= 1 - 1e-3 * 1e-4;
+			M[i] = 0.9 * M[i] + 0.1 * g[i];
+			V[i] = 0.999 * V[i] + 0.001 * (double)g[i] * g[i];
+			P[i] -= 1e-3 / bc1 * M[i] / (sqrt(V[i]) / sqrt(bc2) + 1e-8);
+		}
+	}
+	double *p2 = todbl(p, n);
+	sb_check_close("AdamW: 5 steps on 100003 parameters vs torch's formula in double", p2, P, n, 1e-6, 1e-6);
+	double ss = be->ops->sumsq(sb_be_main(be), p, n), want = 0;
+	for (size_t i = 0; i < n; i++)
+		want += (double)p[i] * p[i];
+	sb_check_close("sum of squares (fixed chunk order)", &ss, &want, 1, 0, 1e-12);
+	free(p), free(m), free(v), free(g), free(P), free(M), free(V), free(p2);
+}
+
+int main(void)
+{
+	struct sb_err e = {0};
+	if (sb_backend_cpu_open(2, &be, &e)) {
+		SB_CHECK(0, "open: %s", e.msg);
+		return sb_test_done();
+	}
+	ctx = sb_be_main(be);
+	test_exp_erfc();
+	test_dropout();
+	test_matmul();
+	test_layernorm();
+	test_gelu_op();
+	test_attention();
+	test_localmix();
+	test_ce_adam();
+	sb_backend_close(be);
+	return sb_test_done();
+}
