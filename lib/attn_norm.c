@@ -1343,7 +1343,21 @@ void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const
 			continue;
 		}
 #ifdef SB_NORM_AVX512
-		if (row_direct(nm, sr, T, n_valid)) {
+		int direct = row_direct(nm, sr, T, n_valid);
+		/* general-alpha entmax: a run of up to 16 direct rows together */
+		if (direct && ar && !nm->unrolled && uses_alpha(nm->kind) && am1 != 0.5f && am1 != 1.0f) {
+			int gmax = (int)(w.nbig / (2 * (size_t)n_valid)), G = 1;
+			gmax = gmax > 16 ? 16 : gmax;
+			while (G < gmax && r + G < rows && row_direct(nm, sr + (size_t)G * T, T, n_valid))
+				G++;
+			da += sbv_entmax_bwd_rows(dr, pr, gr, sr, ar, G, T, n_valid, am1, want_alpha, w.big, w.nbig);
+			for (int q = 0; q < G; q++)
+				for (int j = n_valid; j < T; j++)
+					dr[(size_t)q * T + j] = 0;
+			r += G - 1;
+			continue;
+		}
+		if (direct) {
 			da += bwd_avx(nm, dr, pr, gr, sr, ar, n_valid, T, am1, want_alpha, &w);
 			for (int j = n_valid; j < T; j++)
 				dr[j] = 0;

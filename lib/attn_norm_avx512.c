@@ -852,14 +852,16 @@ void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, flo
 	}
 }
 
-/* q = d^(e-1) (up to the forward's 1/Z): 1 on the support for e = 1, p/d otherwise */
-/* ws: 2n floats */
+/* Exact backward (kb_entmax in attn_norm.c): q = d^(e-1) up to the forward's
+ * 1/Z (1 on the support for e = 1, p/d otherwise), ds = q (dp - c) with
+ * c = sum q dp / sum q, and d loss/d alpha = e sum_i dp_i (e (p_i - yq_i) -
+ * (p_i log p_i - yq_i ent)), yq = q/Q, ent = sum p log p. The logarithms are
+ * log2 (vlog2, no division), scaled by ln 2. ws: 2n floats. */
 double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m, int n, float am1,
                       int want_alpha, float *ws)
 {
 	enum emode mode = emode_of(am1);
-	__m512 va = set1(am1), ym = set1(m * am1), vt = set1(tau), aq = _mm512_setzero_ps(), aqd = _mm512_setzero_ps(),
-	       ah = _mm512_setzero_ps();
+	__m512 va = set1(am1), ym = set1(m * am1), vt = set1(tau), aq = _mm512_setzero_ps(), aqd = aq, ah = aq;
 	for (int i = 0; i < n; i += 16) {
 		__mmask16 k = tm(n, i);
 		__m512 pv = _mm512_maskz_loadu_ps(k, p + i), q;
@@ -874,9 +876,10 @@ double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x
 		_mm512_mask_storeu_ps(ws + i, k, q);
 		aq = _mm512_add_ps(aq, q);
 		aqd = _mm512_fmadd_ps(q, _mm512_maskz_loadu_ps(k, dp + i), aqd);
-		if (want_alpha) { /* p log p, kept in ws[n..2n) for the second pass */
+		if (want_alpha) { /* p ln p (0 where p <= FLT_MIN), kept in ws[n..2n) for the second pass */
 			__mmask16 pos = _mm512_cmp_ps_mask(pv, set1(FLT_MIN), _CMP_GT_OQ);
-			__m512 plp = _mm512_mul_ps(pv, vlog(_mm512_mask_blend_ps(pos, set1(1.0f), pv)));
+			__m512 lp = _mm512_mul_ps(vlog2(_mm512_mask_blend_ps(pos, set1(1.0f), pv)), set1(0.693147181f));
+			__m512 plp = _mm512_maskz_mul_ps(pos, pv, lp);
 			_mm512_mask_storeu_ps(ws + n + i, k, plp);
 			ah = _mm512_add_ps(ah, plp);
 		}
@@ -897,6 +900,93 @@ double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x
 		_mm512_mask_storeu_ps(ds + i, k, _mm512_mul_ps(q, _mm512_sub_ps(g, c)));
 	}
 	return want_alpha ? (double)e * (double)_mm512_reduce_add_ps(acc) : 0.0;
+}
+
+/* sbv_entmax_bwd for G <= 16 rows at once (x + r stride, ...; aux: 4 floats per
+ * row): the same arithmetic, with the rows' reductions done together (hsum16), so
+ * one row's reductions and the next row's passes overlap. Returns the sum of the
+ * rows' d loss/d alpha (each row's value as sbv_entmax_bwd returns it, added in
+ * row order). ws: 2n floats per row. */
+static double bwd_group(float *ds, const float *p, const float *dp, const float *x, const float *aux, int G,
+                        long stride, int n, float am1, int want_alpha, float *ws)
+{
+	__m512 va = set1(am1), aq[GROWS], aqd[GROWS], ah[GROWS], acc[GROWS];
+	for (int r = 0; r < GROWS; r++)
+		aq[r] = aqd[r] = ah[r] = acc[r] = _mm512_setzero_ps();
+	for (int r = 0; r < G; r++) {
+		const float *pr = p + r * stride, *gr = dp + r * stride, *xr = x + r * stride;
+		float *wq = ws + (size_t)r * 2 * n, *wl = wq + n;
+		__m512 ym = set1(aux[4 * r + 1] * am1), vt = set1(aux[4 * r]), a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0;
+		for (int i = 0; i < n; i += 16) {
+			__mmask16 k = tm(n, i);
+			__m512 pv = _mm512_maskz_loadu_ps(k, pr + i);
+			__mmask16 in = _mm512_cmp_ps_mask(pv, _mm512_setzero_ps(), _CMP_GT_OQ);
+			__m512 d = _mm512_sub_ps(vy(xr, i, k, va, ym), vt);
+			in &= _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_GT_OQ);
+			__m512 q = _mm512_maskz_mov_ps(in, vdiv(pv, _mm512_mask_blend_ps(in, set1(1.0f), d)));
+			_mm512_mask_storeu_ps(wq + i, k, q);
+			a0 = _mm512_add_ps(a0, q);
+			a1 = _mm512_fmadd_ps(q, _mm512_maskz_loadu_ps(k, gr + i), a1);
+			if (want_alpha) {
+				__mmask16 pos = _mm512_cmp_ps_mask(pv, set1(FLT_MIN), _CMP_GT_OQ);
+				__m512 lp =
+				    _mm512_mul_ps(vlog2(_mm512_mask_blend_ps(pos, set1(1.0f), pv)), set1(0.693147181f));
+				__m512 plp = _mm512_maskz_mul_ps(pos, pv, lp);
+				_mm512_mask_storeu_ps(wl + i, k, plp);
+				a2 = _mm512_add_ps(a2, plp);
+			}
+		}
+		aq[r] = a0;
+		aqd[r] = a1;
+		ah[r] = a2;
+	}
+	__m512 Q = _mm512_mask_blend_ps((__mmask16)((1u << G) - 1u), set1(1.0f), hsum16(aq)), QD = hsum16(aqd);
+	float cs[GROWS], iq[GROWS], ents[GROWS];
+	_mm512_storeu_ps(cs, _mm512_div_ps(QD, Q));
+	_mm512_storeu_ps(iq, _mm512_div_ps(set1(1.0f), Q));
+	_mm512_storeu_ps(ents, hsum16(ah));
+	float e = 1.0f / am1;
+	__m512 ve = set1(e);
+	for (int r = 0; r < G; r++) {
+		const float *pr = p + r * stride, *gr = dp + r * stride, *wq = ws + (size_t)r * 2 * n, *wl = wq + n;
+		float *dr = ds + r * stride;
+		__m512 c = set1(cs[r]), vQ = set1(iq[r]), vent = set1(ents[r]), a = _mm512_setzero_ps();
+		for (int i = 0; i < n; i += 16) {
+			__mmask16 k = tm(n, i);
+			__m512 q = _mm512_maskz_loadu_ps(k, wq + i), g = _mm512_maskz_loadu_ps(k, gr + i);
+			if (want_alpha) {
+				__m512 pv = _mm512_maskz_loadu_ps(k, pr + i), plp = _mm512_maskz_loadu_ps(k, wl + i);
+				__m512 yq = _mm512_mul_ps(q, vQ);
+				__m512 t = _mm512_sub_ps(_mm512_mul_ps(ve, _mm512_sub_ps(pv, yq)),
+				                         _mm512_fnmadd_ps(yq, vent, plp));
+				a = _mm512_fmadd_ps(g, t, a);
+			}
+			_mm512_mask_storeu_ps(dr + i, k, _mm512_mul_ps(q, _mm512_sub_ps(g, c)));
+		}
+		acc[r] = a;
+	}
+	if (!want_alpha)
+		return 0.0;
+	float das[GROWS];
+	_mm512_storeu_ps(das, hsum16(acc));
+	double da = 0;
+	for (int r = 0; r < G; r++)
+		da += (double)e * (double)das[r];
+	return da;
+}
+
+double sbv_entmax_bwd_rows(float *ds, const float *p, const float *dp, const float *x, const float *aux, int rows,
+                           long stride, int n, float am1, int want_alpha, float *ws, size_t ws_floats)
+{
+	int gmax = (int)(ws_floats / (2 * (size_t)n));
+	gmax = gmax < 1 ? 1 : gmax > GROWS ? GROWS : gmax;
+	double da = 0;
+	for (int r0 = 0; r0 < rows; r0 += gmax) {
+		int G = rows - r0 < gmax ? rows - r0 : gmax;
+		da += bwd_group(ds + r0 * stride, p + r0 * stride, dp + r0 * stride, x + r0 * stride, aux + 4 * r0, G,
+		                stride, n, am1, want_alpha, ws);
+	}
+	return da;
 }
 
 /* --------------------------------------------------- the study's bisection */

@@ -39,6 +39,11 @@ int sbv_entmax_rows_fit(int n, size_t ws_floats);
  * m = aux[1] of the forward */
 double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m, int n, float am1,
                       int want_alpha, float *ws);
+/* the same for rows x + r stride, r < rows, up to 16 at once (general alpha only:
+ * am1 not 0.5 or 1); aux of the forward, 4 floats per row; returns the sum of
+ * the rows' d loss / d alpha. ws: ws_floats >= 2n floats. */
+double sbv_entmax_bwd_rows(float *ds, const float *p, const float *dp, const float *x, const float *aux, int rows,
+                           long stride, int n, float am1, int want_alpha, float *ws, size_t ws_floats);
 /* the study's 18-iteration bisection; dfull = T; ws as for sbv_entmax */
 void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *aux, float *ws);
 double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float *aux, int n, int dfull, float am1,

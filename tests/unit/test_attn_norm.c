@@ -293,15 +293,16 @@ static void test_against_ref(void)
  * (lanes of one vector); a block must give every row exactly what the row alone
  * gives (bit for bit: the per-row arithmetic does not depend on the other
  * lanes), and stay within test_against_ref's tolerances of the double reference.
+ * The backward solves such runs together too: the same bits per row again.
  * Rows cycle through the generators, so runs are broken by rows with -inf keys
  * (not direct), and groups of 16 end at every position. */
 static void test_blocks(void)
 {
 	static const double alphas[] = {1.05, 1.13, 1.33, 1.499, 1.8, 1.95};
 	static const int Ts[] = {1, 2, 7, 16, 17, 50, 97, 513};
-	long n_rows = 0, n_diff = 0;
+	long n_rows = 0, n_diff = 0, n_blocks = 0, n_bdiff = 0;
 	struct errs ef = {0};
-	char worst[200] = "";
+	char worst[200] = "", bworst[200] = "";
 	for (int ai = 0; ai < 6; ai++)
 		for (int ti = 0; ti < 8; ti++)
 			for (int mode = 0; mode < 3; mode++) {
@@ -330,6 +331,24 @@ static void test_blocks(void)
 				for (int r = 0; r < R && !rc; r++)
 					rc = sb_norm_forward(&nm, pr + (long)r * T, ar + r * SB_NORM_AUX, s + (long)r * T, 1, T, nv,
 					                     alpha, &err);
+				/* backward of the block and of each row alone, from the block's forward */
+				float *g = malloc(n * sizeof *g), *db = malloc(n * sizeof *db), *dr = malloc(n * sizeof *dr);
+				for (long i = 0; i < n; i++)
+					g[i] = (float)sb_rng_normal(&rng);
+				double dab = 0, dar = 0;
+				sb_norm_backward(&nm, db, &dab, g, pb, ab, s, R, T, nv, alpha);
+				for (int r = 0; r < R; r++)
+					sb_norm_backward(&nm, dr + (long)r * T, &dar, g + (long)r * T, pb + (long)r * T,
+					                 ab + r * SB_NORM_AUX, s + (long)r * T, 1, T, nv, alpha);
+				if (memcmp(db, dr, n * sizeof *db) || !(fabs(dab - dar) <= 1e-12 * (fabs(dar) + 1e-30))) {
+					if (!n_bdiff++)
+						snprintf(bworst, sizeof bworst, "alpha %g T=%d n_valid=%d: dalpha %.17g vs %.17g",
+						         alphas[ai], T, nv, dab, dar);
+				}
+				n_blocks++;
+				free(g);
+				free(db);
+				free(dr);
 				double *sd = to_f64(s, n);
 				rc = rc ? rc : sb_norm_forward_ref_f64(&nm, ref, sd, R, T, nv, alpha, &err);
 				for (int r = 0; r < R; r++) {
@@ -367,6 +386,9 @@ static void test_blocks(void)
 	SB_CHECK(n_diff == 0, "general alpha: a block of rows gives each row bit for bit what the row alone gives "
 	                      "(%ld of %ld rows differ%s%s)",
 	         n_diff, n_rows, n_diff ? "; first: " : "", worst);
+	SB_CHECK(n_bdiff == 0, "general alpha: the backward of a block gives each row's ds bit for bit, and dalpha "
+	                       "the sum of the rows' within 1e-12 (%ld of %ld blocks differ%s%s)",
+	         n_bdiff, n_blocks, n_bdiff ? "; first: " : "", bworst);
 	errs_report(&ef, "general alpha: blocks of 21-37 rows vs double reference", 2e-7, 2e-6);
 }
 
