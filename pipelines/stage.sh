@@ -115,13 +115,6 @@ relink() { # target link
 	ln -sfn "$1" "$tmp"
 	mv -fT "$tmp" "$2"
 }
-# write stdin to FILE atomically, only when the content differs
-write_if_changed() {
-	local f=$1 tmp
-	tmp="$(dirname "$f")/.$(basename "$f").tmp.$$"
-	cat >"$tmp"
-	if [ -f "$f" ] && cmp -s "$tmp" "$f"; then rm -f "$tmp"; else mv -f "$tmp" "$f"; fi
-}
 # the options of a stage from BLOCKDIR/params/STAGE: key=value -> --key value
 # ("_" becomes "-"; a value "true" gives the bare flag)
 stage_opts() { # file [key to leave out]...

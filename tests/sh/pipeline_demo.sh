@@ -18,7 +18,7 @@ if [ ! -r "$MIRROR/train-images-idx3-ubyte.gz" ]; then
 	t_done
 fi
 sed -e 's/^task    fashion_mnist synthetic_marker$/task    fashion_mnist/' \
-	-e 's/^set when task=fashion_mnist limit=4000 epochs=3$/set when task=fashion_mnist limit=1000 epochs=2/' \
+	-e 's/^set when task=fashion_mnist limit=6000 epochs=4$/set when task=fashion_mnist limit=1000 epochs=2/' \
 	"$TOP/pipelines/grids/demo.grid" >"$T/demo-ci.grid"
 grep -q '^task    fashion_mnist$' "$T/demo-ci.grid" && grep -q 'limit=1000 epochs=2' "$T/demo-ci.grid"
 t_result $? "the reduced grid is demo.grid with smaller sizes"
