@@ -183,6 +183,7 @@ void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero
 struct work {
 	float *x, *y, *p, *g, *h; /* effective scores, scratch (2 rows), probabilities, upstream grad, result */
 	float *big;               /* BIG(np) floats of kernel scratch */
+	size_t nbig;              /* = BIG(np) */
 	int32_t *key;
 	int *idx;
 	void *heap;
@@ -219,6 +220,7 @@ static int work_init(struct work *w, struct stackbuf *sb, int T)
 	w->h = w->g + np;
 	w->y = w->h + np;
 	w->big = w->y + 2 * np;
+	w->nbig = BIG(np);
 	return 0;
 }
 
@@ -1231,19 +1233,21 @@ int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float
 			continue;
 		}
 #ifdef SB_NORM_AVX512
-		/* general-alpha entmax: four direct rows at a time, interleaved */
-		if (algo == SB_NORM_ALGO_AUTO && aux && !nm->unrolled && uses_alpha(nm->kind) && am1 != 0.5f &&
-		    am1 != 1.0f && r + 4 <= rows && row_direct(nm, sr, T, n_valid) &&
-		    row_direct(nm, sr + T, T, n_valid) && row_direct(nm, sr + 2 * T, T, n_valid) &&
-		    row_direct(nm, sr + 3 * T, T, n_valid)) {
-			sbv_entmax_rows(pr, sr, 4, T, n_valid, am1, ar, w.big);
-			for (int q = 0; q < 4; q++)
+		int direct = algo == SB_NORM_ALGO_AUTO && row_direct(nm, sr, T, n_valid);
+		/* general-alpha entmax: a run of up to 16 direct rows solved together */
+		if (direct && !nm->unrolled && uses_alpha(nm->kind) && am1 != 0.5f && am1 != 1.0f) {
+			int gmax = sbv_entmax_rows_fit(n_valid, w.nbig), G = 1;
+			while (G < gmax && r + G < rows && row_direct(nm, sr + (size_t)G * T, T, n_valid))
+				G++;
+			float ag[16 * SB_NORM_AUX];
+			sbv_entmax_rows(pr, sr, G, T, n_valid, am1, aux ? ar : ag, w.big, w.nbig);
+			for (int q = 0; q < G; q++)
 				for (int j = n_valid; j < T; j++)
-					pr[q * T + j] = 0;
-			r += 3;
+					pr[(size_t)q * T + j] = 0;
+			r += G - 1;
 			continue;
 		}
-		if (algo == SB_NORM_ALGO_AUTO && row_direct(nm, sr, T, n_valid)) {
+		if (direct) {
 			fwd_avx(nm, pr, ar, sr, n_valid, T, k, am1, &w);
 			for (int j = n_valid; j < T; j++)
 				pr[j] = 0;
@@ -1339,7 +1343,21 @@ void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const
 			continue;
 		}
 #ifdef SB_NORM_AVX512
-		if (row_direct(nm, sr, T, n_valid)) {
+		int direct = row_direct(nm, sr, T, n_valid);
+		/* general-alpha entmax: a run of up to 16 direct rows together */
+		if (direct && ar && !nm->unrolled && uses_alpha(nm->kind) && am1 != 0.5f && am1 != 1.0f) {
+			int gmax = (int)(w.nbig / (2 * (size_t)n_valid)), G = 1;
+			gmax = gmax > 16 ? 16 : gmax;
+			while (G < gmax && r + G < rows && row_direct(nm, sr + (size_t)G * T, T, n_valid))
+				G++;
+			da += sbv_entmax_bwd_rows(dr, pr, gr, sr, ar, G, T, n_valid, am1, want_alpha, w.big, w.nbig);
+			for (int q = 0; q < G; q++)
+				for (int j = n_valid; j < T; j++)
+					dr[(size_t)q * T + j] = 0;
+			r += G - 1;
+			continue;
+		}
+		if (direct) {
 			da += bwd_avx(nm, dr, pr, gr, sr, ar, n_valid, T, am1, want_alpha, &w);
 			for (int j = n_valid; j < T; j++)
 				dr[j] = 0;

@@ -566,7 +566,7 @@ void sbv_entmax(float *p, const float *x, int n, float am1, float *aux, float *w
 		it = newton15(&tau, x, n, m);
 		Z = esum(p, NULL, x, n, set1(0.5f), set1(m * 0.5f), tau, E_TWO, 2.0f);
 	} else if (ws) {
-		sbv_entmax_rows(p, x, 1, 0, n, am1, aux, ws);
+		sbv_entmax_rows(p, x, 1, 0, n, am1, aux, ws, SBV_ENTMAX_WS(n));
 		return;
 	} else {
 		it = newton(p, &tau, &Z, &S1, x, n, am1, m, mode);
@@ -585,102 +585,230 @@ void sbv_entmax(float *p, const float *x, int n, float am1, float *aux, float *w
 	aux[3] = (float)cnt;
 }
 
-/* sum [y - tau]_+^e over a compressed array y[0..m) into u; *s1 = sum of d^(e-1) */
-static float esum_c(float *u, float *s1, const float *y, int m, float tau, __m512 ve)
+/* lane q of the result = the sum of the 16 lanes of v[q] (a transposing tree:
+ * 15 additions instead of 16 separate reductions) */
+static inline __m512 hsum16(const __m512 *v)
 {
-	__m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), vt = set1(tau);
-	for (int i = 0; i < m; i += 16) {
-		__mmask16 k = tm(m, i), in;
+	__m512 a[8], b[4], c[2];
+	for (int i = 0; i < 8; i++) /* lanes 0-7: halves of v[2i]; 8-15: of v[2i+1] */
+		a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+		                     _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+	for (int i = 0; i < 4; i++) /* 128-bit chunk j: quarters of v[4i + j] */
+		b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
+		                     _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xDD));
+	for (int i = 0; i < 2; i++) /* chunk j, lanes 0-1: v[8i + j]; lanes 2-3: v[8i + 4 + j] */
+		c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
+		                     _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xEE));
+	/* chunk j, lane k: v[4k + j]; put v[q] in lane q */
+	__m512 s = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xDD));
+	return _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), s);
+}
+
+/* One row of the general-alpha solver. */
+struct grow {
+	const float *x;
+	float *p, *y, *u; /* y, u: candidates and their [y - tau]_+^e, n + 16 floats each */
+	uint32_t *km;     /* per block of x: candidate mask, then offset in y */
+	float m;
+	int n, nc;
+};
+
+#define GROWS 16 /* rows solved together */
+
+/* floats of ws per row */
+static size_t grow_floats(int n)
+{
+	return 2 * (size_t)n + 32 + 2 * (((size_t)n + 15) / 16) + 16;
+}
+
+int sbv_entmax_rows_fit(int n, size_t ws_floats)
+{
+	size_t g = ws_floats / grow_floats(n);
+	return g < 1 ? 1 : g > GROWS ? GROWS : (int)g;
+}
+
+static void grow_init(struct grow *g, float *ws, const float *x, float *p, int n)
+{
+	g->x = x;
+	g->p = p;
+	g->n = n;
+	g->y = ws;
+	g->u = ws + n + 16;
+	g->km = (uint32_t *)(ws + 2 * n + 32);
+}
+
+/* Lower bound on tau (Jensen): for any set S of keys, (1/|S|) sum_S [y - tau]_+^e
+ * >= [mean_S y - tau]_+^e by convexity, and sum_S <= 1 at the root, so
+ * tau* >= mean_S y - |S|^-(alpha-1). S = {y > t} for t in {-1, -1/2, -1/4, -1/8}
+ * (and tau* >= -1 from the max key alone) gives tau0 <= tau*. Since the
+ * iterates never fall below tau0, keys with y <= tau0 stay outside the
+ * support: only the others are kept, compressed, for the passes.
+ * Pass 1 (per row): the max; pass 2: the four sums and counts; then the bounds
+ * of all rows at once; pass 3: the compressed candidates. Returns tau0 in lanes. */
+static __m512 gsetup(struct grow *g, int G, float am1)
+{
+	__m512 va = set1(am1), acc[4][GROWS];
+	float cnt[4][GROWS];
+	for (int q = 0; q < GROWS; q++)
+		for (int t = 0; t < 4; t++) {
+			acc[t][q] = _mm512_setzero_ps();
+			cnt[t][q] = 1.0f;
+		}
+	for (int q = 0; q < G; q++) {
+		const float *x = g[q].x;
+		int n = g[q].n;
+		g[q].m = vmax_row(x, n);
+		__m512 ym = set1(g[q].m * am1);
+		__m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+		int k0 = 0, k1 = 0, k2 = 0, k3 = 0;
+		for (int i = 0; i < n; i += 16) {
+			__mmask16 k = tm(n, i);
+			__m512 y = vy(x, i, k, va, ym);
+			__mmask16 m0 = _mm512_cmp_ps_mask(y, set1(-1.0f), _CMP_GT_OQ);
+			__mmask16 m1 = _mm512_cmp_ps_mask(y, set1(-0.5f), _CMP_GT_OQ);
+			__mmask16 m2 = _mm512_cmp_ps_mask(y, set1(-0.25f), _CMP_GT_OQ);
+			__mmask16 m3 = _mm512_cmp_ps_mask(y, set1(-0.125f), _CMP_GT_OQ);
+			s0 = _mm512_mask_add_ps(s0, m0, s0, y);
+			s1 = _mm512_mask_add_ps(s1, m1, s1, y);
+			s2 = _mm512_mask_add_ps(s2, m2, s2, y);
+			s3 = _mm512_mask_add_ps(s3, m3, s3, y);
+			k0 += __builtin_popcount(m0);
+			k1 += __builtin_popcount(m1);
+			k2 += __builtin_popcount(m2);
+			k3 += __builtin_popcount(m3);
+		}
+		/* k0 >= k1 >= k2 >= k3 >= 1 (the max key has y = 0) */
+		acc[0][q] = s0;
+		acc[1][q] = s1;
+		acc[2][q] = s2;
+		acc[3][q] = s3;
+		cnt[0][q] = (float)k0;
+		cnt[1][q] = (float)k1;
+		cnt[2][q] = (float)k2;
+		cnt[3][q] = (float)k3;
+	}
+	__m512 t0 = set1(-1.0f);
+	for (int t = 0; t < 4; t++) {
+		__m512 k = _mm512_loadu_ps(cnt[t]);
+		__m512 kp = vexp2(_mm512_mul_ps(set1(-am1), vlog2(k))); /* k^-(alpha-1) */
+		t0 = _mm512_max_ps(t0, _mm512_sub_ps(_mm512_div_ps(hsum16(acc[t]), k), kp));
+	}
+	/* the bound carries float rounding: back off by a few ulps so it stays below tau* */
+	t0 = _mm512_fnmadd_ps(set1(4.8e-7f), _mm512_add_ps(set1(1.0f), _mm512_abs_ps(t0)), t0);
+	t0 = _mm512_max_ps(t0, set1(-1.0f));
+	float t0s[GROWS];
+	_mm512_storeu_ps(t0s, t0);
+	for (int q = 0; q < G; q++) {
+		const float *x = g[q].x;
+		int n = g[q].n, c = 0;
+		__m512 ym = set1(g[q].m * am1), vt = set1(t0s[q]);
+		for (int i = 0, b = 0; i < n; i += 16, b++) {
+			__mmask16 k = tm(n, i);
+			__m512 y = vy(x, i, k, va, ym);
+			__mmask16 cand = _mm512_mask_cmp_ps_mask(k, y, vt, _CMP_GT_OQ);
+			int cc = __builtin_popcount(cand);
+			_mm512_mask_storeu_ps(g[q].y + c, (__mmask16)((1u << cc) - 1u), _mm512_maskz_compress_ps(cand, y));
+			g[q].km[2 * b] = cand;
+			g[q].km[2 * b + 1] = (uint32_t)c;
+			c += cc;
+		}
+		g[q].nc = c;
+	}
+	return t0;
+}
+
+/* One pass over a row's candidates at tau: u = [y - tau]_+^e, and the vector
+ * partial sums of u = d^e, d^(e-1) and d^(e-2). */
+static inline void gpass(struct grow *g, __m512 vt, __m512 ve, __m512 *F, __m512 *S1, __m512 *S2)
+{
+	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0;
+	const float *y = g->y;
+	float *u = g->u;
+	int nc = g->nc;
+	for (int i = 0; i < nc; i += 16) {
+		__mmask16 k = tm(nc, i), in;
 		__m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, y + i), vt);
 		__m512 v = vpowpos(d, ve, &in);
 		in &= k;
 		v = _mm512_maskz_mov_ps(in, v);
-		__m512 w = _mm512_maskz_mov_ps(in, vdiv(v, _mm512_mask_blend_ps(in, set1(1.0f), d)));
+		__m512 dc = _mm512_mask_blend_ps(in, set1(1.0f), d);
+		__m512 r = _mm512_rcp14_ps(dc);
+		r = _mm512_mul_ps(r, _mm512_fnmadd_ps(dc, r, set1(2.0f))); /* 1/d, as vdiv */
+		__m512 w = _mm512_maskz_mul_ps(in, v, r);
 		_mm512_storeu_ps(u + i, v);
 		a0 = _mm512_add_ps(a0, v);
 		a1 = _mm512_add_ps(a1, w);
+		a2 = _mm512_fmadd_ps(w, r, a2);
 	}
-	*s1 = _mm512_reduce_add_ps(a1);
-	return _mm512_reduce_add_ps(a0);
+	*F = a0;
+	*S1 = a1;
+	*S2 = a2;
 }
 
-/* Per-row state of the general-alpha Newton iteration on compressed candidates. */
-struct gstate {
-	const float *x;
-	float *p, *y, *u; /* y, u: candidates and their [y - tau]_+^e, n + 16 floats each */
-	uint32_t *km;     /* per block of x: candidate mask, then offset in y */
-	float tau, Z, m;
-	int n, nc, it, done;
-};
-
-/* Set up one row: max, the Jensen lower bound on tau, the candidate keys.
- * For any set S of keys, (1/|S|) sum_S [y - tau]_+^e >= [mean_S y - tau]_+^e by
- * convexity, and sum_S <= 1 at the root, so tau* >= mean_S y - |S|^-(alpha-1).
- * S = {y > t} for t in {-1, -1/2, -1/4, -1/8} (and tau* >= -1 from the max key
- * alone) gives tau0 <= tau*, from which Newton rises monotonically as before.
- * Since tau never falls below tau0, keys with y <= tau0 stay outside the
- * support: only the others are kept, compressed, for the Newton passes. */
-static void gsetup(struct gstate *g, float am1)
+/* Solve G <= 16 rows (lanes) for tau: Halley's method on the convex, decreasing
+ * h(tau) = F^(alpha-1) - 1, F = sum [y - tau]_+^e, from the Jensen bound tau0.
+ * With P = F^(alpha-1), S1 = sum d^(e-1), S2 = sum d^(e-2):
+ *   Newton step  -h/h' = (F - F^(1-(alpha-1)))/S1   (as before: h is close to
+ *                linear, and from below Newton rises monotonically to the root)
+ *   Halley step  = Newton / (1 - L/2),  L = h h''/h'^2
+ *                = (P - 1)(e - 1)(F S2 - S1^2)/(P S1^2)
+ * (used when |L| <= 1, Newton otherwise), which converges cubically: about 3
+ * passes from tau0 instead of 4. A step that falls by more than 2 ulps (a
+ * Halley step can pass the root by its cubic error) is taken; the iteration
+ * stops when a step moves tau by at most 2 ulps (the last pass then left
+ * u = [y - tau]_+^e, as accurate as float allows, in u), or after 100 passes.
+ * The rows' passes are independent vector work; the steps of all rows are one
+ * vector computation per round (no per-row scalar chain or branch on it).
+ * Lane q of *tau, *Z, *S1 (F and S1 at the final tau), *it: row q. */
+static void gsolve(struct grow *g, int G, float am1, __m512 *tau_out, __m512 *Z_out, __m512 *S1_out, __m512 *it_out)
 {
-	const float *x = g->x;
-	int n = g->n;
-	g->m = vmax_row(x, n);
-	__m512 va = set1(am1), ym = set1(g->m * am1);
-	__m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-	int k0 = 0, k1 = 0, k2 = 0, k3 = 0;
-	for (int i = 0; i < n; i += 16) {
-		__mmask16 k = tm(n, i);
-		__m512 y = vy(x, i, k, va, ym);
-		__mmask16 m0 = _mm512_cmp_ps_mask(y, set1(-1.0f), _CMP_GT_OQ);
-		__mmask16 m1 = _mm512_cmp_ps_mask(y, set1(-0.5f), _CMP_GT_OQ);
-		__mmask16 m2 = _mm512_cmp_ps_mask(y, set1(-0.25f), _CMP_GT_OQ);
-		__mmask16 m3 = _mm512_cmp_ps_mask(y, set1(-0.125f), _CMP_GT_OQ);
-		s0 = _mm512_mask_add_ps(s0, m0, s0, y);
-		s1 = _mm512_mask_add_ps(s1, m1, s1, y);
-		s2 = _mm512_mask_add_ps(s2, m2, s2, y);
-		s3 = _mm512_mask_add_ps(s3, m3, s3, y);
-		k0 += __builtin_popcount(m0);
-		k1 += __builtin_popcount(m1);
-		k2 += __builtin_popcount(m2);
-		k3 += __builtin_popcount(m3);
+	__m512 t0 = gsetup(g, G, am1);
+	__m512 ve = set1(1.0f / am1), tau = t0, Z = set1(1.0f), S1z = set1(1.0f), it = _mm512_setzero_ps();
+	__m512 em1 = set1(1.0f / am1 - 1.0f), om = set1(1.0f - am1), one = set1(1.0f);
+	__mmask16 done = (__mmask16)~((1u << G) - 1u);
+	float ts[GROWS];
+	__m512 a0[GROWS], a1[GROWS], a2[GROWS];
+	for (int q = 0; q < GROWS; q++)
+		a0[q] = a1[q] = a2[q] = _mm512_setzero_ps();
+	while (done != 0xffff) {
+		_mm512_storeu_ps(ts, tau);
+		for (int q = 0; q < G; q++)
+			if (!(done >> q & 1))
+				gpass(&g[q], set1(ts[q]), ve, &a0[q], &a1[q], &a2[q]);
+		__mmask16 act = (__mmask16)~done;
+		__m512 F = _mm512_mask_blend_ps(act, one, hsum16(a0));
+		__m512 S1 = _mm512_mask_blend_ps(act, one, hsum16(a1));
+		__m512 S2 = hsum16(a2);
+		__m512 pw = vexp2(_mm512_mul_ps(om, vlog2(F))); /* F^(1-(alpha-1)) */
+		__m512 nstep = _mm512_div_ps(_mm512_sub_ps(F, pw), S1);
+		__m512 P = _mm512_div_ps(F, pw);
+		__m512 L = _mm512_div_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(P, one), em1),
+		                                       _mm512_fmsub_ps(F, S2, _mm512_mul_ps(S1, S1))),
+		                         _mm512_mul_ps(P, _mm512_mul_ps(S1, S1)));
+		__mmask16 hal = _mm512_cmp_ps_mask(_mm512_abs_ps(L), one, _CMP_LE_OQ);
+		__m512 step = _mm512_mask_div_ps(nstep, hal, nstep, _mm512_fnmadd_ps(set1(0.5f), L, one));
+		__m512 tn = _mm512_max_ps(_mm512_add_ps(tau, step), t0);
+		__m512 thr = _mm512_mul_ps(set1(2.4e-7f), _mm512_abs_ps(tau));
+		it = _mm512_mask_add_ps(it, act, it, one);
+		__mmask16 go = (_mm512_cmp_ps_mask(_mm512_sub_ps(tn, tau), thr, _CMP_GT_OQ) |
+		                _mm512_cmp_ps_mask(_mm512_sub_ps(tau, tn), thr, _CMP_GT_OQ)) &
+		               _mm512_cmp_ps_mask(it, set1(100.0f), _CMP_LT_OQ) & act;
+		Z = _mm512_mask_mov_ps(Z, act, F);
+		S1z = _mm512_mask_mov_ps(S1z, act, S1);
+		tau = _mm512_mask_mov_ps(tau, go, tn);
+		done |= (__mmask16)(act & ~go);
 	}
-	/* k0 >= k1 >= k2 >= k3 >= 1 (the max key has y = 0) */
-	__m512 kv = _mm512_set_ps(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, (float)k3, (float)k2, (float)k1, (float)k0);
-	float kp[16];
-	_mm512_storeu_ps(kp, vexp2(_mm512_mul_ps(set1(-am1), vlog2(kv)))); /* k^-(alpha-1) */
-	float b0 = _mm512_reduce_add_ps(s0) / (float)k0 - kp[0], b1 = _mm512_reduce_add_ps(s1) / (float)k1 - kp[1];
-	float b2 = _mm512_reduce_add_ps(s2) / (float)k2 - kp[2], b3 = _mm512_reduce_add_ps(s3) / (float)k3 - kp[3];
-	float t0 = -1.0f;
-	t0 = b0 > t0 ? b0 : t0;
-	t0 = b1 > t0 ? b1 : t0;
-	t0 = b2 > t0 ? b2 : t0;
-	t0 = b3 > t0 ? b3 : t0;
-	/* the bound carries float rounding: back off by a few ulps so it stays below tau* */
-	t0 -= 4.8e-7f * (1.0f + fabsf(t0));
-	t0 = t0 > -1.0f ? t0 : -1.0f;
-	g->tau = t0;
-	__m512 vt = set1(t0);
-	int c = 0;
-	for (int i = 0, b = 0; i < n; i += 16, b++) {
-		__mmask16 k = tm(n, i);
-		__m512 y = vy(x, i, k, va, ym);
-		__mmask16 cand = _mm512_mask_cmp_ps_mask(k, y, vt, _CMP_GT_OQ);
-		int cc = __builtin_popcount(cand);
-		_mm512_mask_storeu_ps(g->y + c, (__mmask16)((1u << cc) - 1u), _mm512_maskz_compress_ps(cand, y));
-		g->km[2 * b] = cand;
-		g->km[2 * b + 1] = (uint32_t)c;
-		c += cc;
-	}
-	g->nc = c;
-	g->it = 0;
-	g->done = 0;
+	*tau_out = tau;
+	*Z_out = Z;
+	*S1_out = S1z;
+	*it_out = it;
 }
 
 /* write p from the candidates' u (zeros elsewhere), normalised; fill aux */
-static void gfinish(struct gstate *g, float *aux)
+static void gfinish(struct grow *g, float tau, float Z, float it, float *aux)
 {
 	int n = g->n, cnt = 0;
-	__m512 inv = set1(1.0f / g->Z);
+	__m512 inv = set1(1.0f / Z);
 	for (int i = 0, b = 0; i < n; i += 16, b++) {
 		__mmask16 k = tm(n, i), cand = (__mmask16)g->km[2 * b];
 		__m512 v = _mm512_maskz_expand_ps(cand, _mm512_loadu_ps(g->u + g->km[2 * b + 1]));
@@ -688,31 +816,17 @@ static void gfinish(struct gstate *g, float *aux)
 		_mm512_mask_storeu_ps(g->p + i, k, v);
 		cnt += __builtin_popcount(_mm512_mask_cmp_ps_mask(k, v, _mm512_setzero_ps(), _CMP_GT_OQ));
 	}
-	aux[0] = g->tau;
+	aux[0] = tau;
 	aux[1] = g->m;
-	aux[2] = (float)g->it;
+	aux[2] = it;
 	aux[3] = (float)cnt;
 }
 
-/* one Newton pass of one row; sets done when the step is within 2 ulps */
-static void gstep(struct gstate *g, float am1, __m512 ve)
-{
-	float s1, se = esum_c(g->u, &s1, g->y, g->nc, g->tau, ve);
-	g->Z = se;
-	g->it++;
-	float tn = g->tau + (se - spow(se, 1.0f - am1)) / s1;
-	if (!(tn - g->tau > 2.4e-7f * fabsf(g->tau)) || g->it >= 100)
-		g->done = 1;
-	else
-		g->tau = tn;
-}
-
-/* Exact alpha-entmax (general alpha) for `rows` rows of stride `stride`:
- * Newton from the Jensen bound over the compressed candidates (gsetup), with
- * four rows' iterations interleaved (the rows are independent, so one row's
- * reductions and scalar step overlap the next row's vector pass). ws: 4 (2n +
- * 3n/16 + 40) floats. */
-void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, float am1, float *aux, float *ws)
+/* Exact alpha-entmax (general alpha) for `rows` rows of stride `stride`, in
+ * groups of up to 16 rows (as many as ws holds: sbv_entmax_rows_fit) solved
+ * together by gsolve. */
+void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, float am1, float *aux, float *ws,
+                     size_t ws_floats)
 {
 	enum emode mode = emode_of(am1);
 	if (mode != E_GEN) {
@@ -720,40 +834,34 @@ void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, flo
 			sbv_entmax(p + r * stride, x + r * stride, n, am1, aux + 4 * r, NULL);
 		return;
 	}
-	__m512 ve = set1(1.0f / am1);
-	int nb = (n + 15) / 16;
-	for (int r0 = 0; r0 < rows; r0 += 4) {
-		int G = rows - r0 < 4 ? rows - r0 : 4, active = G;
-		struct gstate g[4];
-		for (int q = 0; q < G; q++) {
-			float *base = ws + (size_t)q * (2 * (size_t)n + 2 * (size_t)nb + 40);
-			g[q].x = x + (r0 + q) * stride;
-			g[q].p = p + (r0 + q) * stride;
-			g[q].n = n;
-			g[q].y = base;
-			g[q].u = base + n + 16;
-			g[q].km = (uint32_t *)(base + 2 * n + 32);
-			gsetup(&g[q], am1);
-		}
-		while (active)
-			for (int q = 0; q < G; q++)
-				if (!g[q].done) {
-					gstep(&g[q], am1, ve);
-					active -= g[q].done;
-				}
+	int gmax = sbv_entmax_rows_fit(n, ws_floats);
+	size_t per = grow_floats(n);
+	for (int r0 = 0; r0 < rows; r0 += gmax) {
+		int G = rows - r0 < gmax ? rows - r0 : gmax;
+		struct grow g[GROWS];
 		for (int q = 0; q < G; q++)
-			gfinish(&g[q], aux + 4 * (r0 + q));
+			grow_init(&g[q], ws + (size_t)q * per, x + (r0 + q) * stride, p + (r0 + q) * stride, n);
+		__m512 tau, Z, S1, it;
+		gsolve(g, G, am1, &tau, &Z, &S1, &it);
+		float ts[GROWS], zs[GROWS], is[GROWS];
+		_mm512_storeu_ps(ts, tau);
+		_mm512_storeu_ps(zs, Z);
+		_mm512_storeu_ps(is, it);
+		for (int q = 0; q < G; q++)
+			gfinish(&g[q], ts[q], zs[q], is[q], aux + 4 * (r0 + q));
 	}
 }
 
-/* q = d^(e-1) (up to the forward's 1/Z): 1 on the support for e = 1, p/d otherwise */
-/* ws: 2n floats */
+/* Exact backward (kb_entmax in attn_norm.c): q = d^(e-1) up to the forward's
+ * 1/Z (1 on the support for e = 1, p/d otherwise), ds = q (dp - c) with
+ * c = sum q dp / sum q, and d loss/d alpha = e sum_i dp_i (e (p_i - yq_i) -
+ * (p_i log p_i - yq_i ent)), yq = q/Q, ent = sum p log p. The logarithms are
+ * log2 (vlog2, no division), scaled by ln 2. ws: 2n floats. */
 double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m, int n, float am1,
                       int want_alpha, float *ws)
 {
 	enum emode mode = emode_of(am1);
-	__m512 va = set1(am1), ym = set1(m * am1), vt = set1(tau), aq = _mm512_setzero_ps(), aqd = _mm512_setzero_ps(),
-	       ah = _mm512_setzero_ps();
+	__m512 va = set1(am1), ym = set1(m * am1), vt = set1(tau), aq = _mm512_setzero_ps(), aqd = aq, ah = aq;
 	for (int i = 0; i < n; i += 16) {
 		__mmask16 k = tm(n, i);
 		__m512 pv = _mm512_maskz_loadu_ps(k, p + i), q;
@@ -768,9 +876,10 @@ double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x
 		_mm512_mask_storeu_ps(ws + i, k, q);
 		aq = _mm512_add_ps(aq, q);
 		aqd = _mm512_fmadd_ps(q, _mm512_maskz_loadu_ps(k, dp + i), aqd);
-		if (want_alpha) { /* p log p, kept in ws[n..2n) for the second pass */
+		if (want_alpha) { /* p ln p (0 where p <= FLT_MIN), kept in ws[n..2n) for the second pass */
 			__mmask16 pos = _mm512_cmp_ps_mask(pv, set1(FLT_MIN), _CMP_GT_OQ);
-			__m512 plp = _mm512_mul_ps(pv, vlog(_mm512_mask_blend_ps(pos, set1(1.0f), pv)));
+			__m512 lp = _mm512_mul_ps(vlog2(_mm512_mask_blend_ps(pos, set1(1.0f), pv)), set1(0.693147181f));
+			__m512 plp = _mm512_maskz_mul_ps(pos, pv, lp);
 			_mm512_mask_storeu_ps(ws + n + i, k, plp);
 			ah = _mm512_add_ps(ah, plp);
 		}
@@ -791,6 +900,93 @@ double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x
 		_mm512_mask_storeu_ps(ds + i, k, _mm512_mul_ps(q, _mm512_sub_ps(g, c)));
 	}
 	return want_alpha ? (double)e * (double)_mm512_reduce_add_ps(acc) : 0.0;
+}
+
+/* sbv_entmax_bwd for G <= 16 rows at once (x + r stride, ...; aux: 4 floats per
+ * row): the same arithmetic, with the rows' reductions done together (hsum16), so
+ * one row's reductions and the next row's passes overlap. Returns the sum of the
+ * rows' d loss/d alpha (each row's value as sbv_entmax_bwd returns it, added in
+ * row order). ws: 2n floats per row. */
+static double bwd_group(float *ds, const float *p, const float *dp, const float *x, const float *aux, int G,
+                        long stride, int n, float am1, int want_alpha, float *ws)
+{
+	__m512 va = set1(am1), aq[GROWS], aqd[GROWS], ah[GROWS], acc[GROWS];
+	for (int r = 0; r < GROWS; r++)
+		aq[r] = aqd[r] = ah[r] = acc[r] = _mm512_setzero_ps();
+	for (int r = 0; r < G; r++) {
+		const float *pr = p + r * stride, *gr = dp + r * stride, *xr = x + r * stride;
+		float *wq = ws + (size_t)r * 2 * n, *wl = wq + n;
+		__m512 ym = set1(aux[4 * r + 1] * am1), vt = set1(aux[4 * r]), a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0;
+		for (int i = 0; i < n; i += 16) {
+			__mmask16 k = tm(n, i);
+			__m512 pv = _mm512_maskz_loadu_ps(k, pr + i);
+			__mmask16 in = _mm512_cmp_ps_mask(pv, _mm512_setzero_ps(), _CMP_GT_OQ);
+			__m512 d = _mm512_sub_ps(vy(xr, i, k, va, ym), vt);
+			in &= _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_GT_OQ);
+			__m512 q = _mm512_maskz_mov_ps(in, vdiv(pv, _mm512_mask_blend_ps(in, set1(1.0f), d)));
+			_mm512_mask_storeu_ps(wq + i, k, q);
+			a0 = _mm512_add_ps(a0, q);
+			a1 = _mm512_fmadd_ps(q, _mm512_maskz_loadu_ps(k, gr + i), a1);
+			if (want_alpha) {
+				__mmask16 pos = _mm512_cmp_ps_mask(pv, set1(FLT_MIN), _CMP_GT_OQ);
+				__m512 lp =
+				    _mm512_mul_ps(vlog2(_mm512_mask_blend_ps(pos, set1(1.0f), pv)), set1(0.693147181f));
+				__m512 plp = _mm512_maskz_mul_ps(pos, pv, lp);
+				_mm512_mask_storeu_ps(wl + i, k, plp);
+				a2 = _mm512_add_ps(a2, plp);
+			}
+		}
+		aq[r] = a0;
+		aqd[r] = a1;
+		ah[r] = a2;
+	}
+	__m512 Q = _mm512_mask_blend_ps((__mmask16)((1u << G) - 1u), set1(1.0f), hsum16(aq)), QD = hsum16(aqd);
+	float cs[GROWS], iq[GROWS], ents[GROWS];
+	_mm512_storeu_ps(cs, _mm512_div_ps(QD, Q));
+	_mm512_storeu_ps(iq, _mm512_div_ps(set1(1.0f), Q));
+	_mm512_storeu_ps(ents, hsum16(ah));
+	float e = 1.0f / am1;
+	__m512 ve = set1(e);
+	for (int r = 0; r < G; r++) {
+		const float *pr = p + r * stride, *gr = dp + r * stride, *wq = ws + (size_t)r * 2 * n, *wl = wq + n;
+		float *dr = ds + r * stride;
+		__m512 c = set1(cs[r]), vQ = set1(iq[r]), vent = set1(ents[r]), a = _mm512_setzero_ps();
+		for (int i = 0; i < n; i += 16) {
+			__mmask16 k = tm(n, i);
+			__m512 q = _mm512_maskz_loadu_ps(k, wq + i), g = _mm512_maskz_loadu_ps(k, gr + i);
+			if (want_alpha) {
+				__m512 pv = _mm512_maskz_loadu_ps(k, pr + i), plp = _mm512_maskz_loadu_ps(k, wl + i);
+				__m512 yq = _mm512_mul_ps(q, vQ);
+				__m512 t = _mm512_sub_ps(_mm512_mul_ps(ve, _mm512_sub_ps(pv, yq)),
+				                         _mm512_fnmadd_ps(yq, vent, plp));
+				a = _mm512_fmadd_ps(g, t, a);
+			}
+			_mm512_mask_storeu_ps(dr + i, k, _mm512_mul_ps(q, _mm512_sub_ps(g, c)));
+		}
+		acc[r] = a;
+	}
+	if (!want_alpha)
+		return 0.0;
+	float das[GROWS];
+	_mm512_storeu_ps(das, hsum16(acc));
+	double da = 0;
+	for (int r = 0; r < G; r++)
+		da += (double)e * (double)das[r];
+	return da;
+}
+
+double sbv_entmax_bwd_rows(float *ds, const float *p, const float *dp, const float *x, const float *aux, int rows,
+                           long stride, int n, float am1, int want_alpha, float *ws, size_t ws_floats)
+{
+	int gmax = (int)(ws_floats / (2 * (size_t)n));
+	gmax = gmax < 1 ? 1 : gmax > GROWS ? GROWS : gmax;
+	double da = 0;
+	for (int r0 = 0; r0 < rows; r0 += gmax) {
+		int G = rows - r0 < gmax ? rows - r0 : gmax;
+		da += bwd_group(ds + r0 * stride, p + r0 * stride, dp + r0 * stride, x + r0 * stride, aux + 4 * r0, G,
+		                stride, n, am1, want_alpha, ws);
+	}
+	return da;
 }
 
 /* --------------------------------------------------- the study's bisection */
@@ -834,17 +1030,14 @@ void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *
 	float lo = ymin - 1.0f, c = spow((float)(1.0 / (double)dfull), am1), hi = 0.0f - c;
 	/* the exact root and the slope of sum p there */
 	float tstar, Z, S1;
-	if (mode == E_GEN && ws) { /* the compressed Newton of the exact entmax */
-		struct gstate g = {
-		    .x = x, .p = p, .n = n, .y = ws, .u = ws + n + 16, .km = (uint32_t *)(ws + 2 * n + 32)};
-		gsetup(&g, am1);
-		__m512 ve = set1(e);
-		while (!g.done)
-			gstep(&g, am1, ve);
-		float s1;
-		Z = esum_c(g.u, &s1, g.y, g.nc, g.tau, ve);
-		tstar = g.tau;
-		S1 = s1;
+	if (mode == E_GEN && ws) { /* the solver of the exact entmax */
+		struct grow g;
+		grow_init(&g, ws, x, p, n);
+		__m512 vt, vz, vs, vi;
+		gsolve(&g, 1, am1, &vt, &vz, &vs, &vi);
+		tstar = _mm512_cvtss_f32(vt);
+		Z = _mm512_cvtss_f32(vz);
+		S1 = _mm512_cvtss_f32(vs);
 	} else {
 		newton(p, &tstar, &Z, &S1, x, n, am1, m, mode);
 	}

@@ -9,6 +9,7 @@
 #ifndef SB_ATTN_NORM_IMPL_H
 #define SB_ATTN_NORM_IMPL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #if defined(__AVX512F__) && !defined(SB_NORM_NO_AVX512)
@@ -28,13 +29,21 @@ void sbv_sparsemax_bwd(float *ds, const float *p, const float *dp, int n);
  * SBV_ENTMAX_WS(n) floats of scratch for the general-alpha path */
 void sbv_entmax(float *p, const float *x, int n, float am1, float *aux, float *ws);
 #define SBV_ENTMAX_WS(n) (4 * (2 * (size_t)(n) + 2 * (((size_t)(n) + 15) / 16) + 40))
-/* the same for rows x + r stride, r < rows (all finite, length n), several at once;
- * aux: 4 floats per row */
-void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, float am1, float *aux, float *ws);
+/* the same for rows x + r stride, r < rows (all finite, length n), up to 16 at
+ * once; aux: 4 floats per row; ws: ws_floats >= SBV_ENTMAX_WS(n) floats */
+void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, float am1, float *aux, float *ws,
+                     size_t ws_floats);
+/* how many rows of length n sbv_entmax_rows solves at once in ws_floats of ws */
+int sbv_entmax_rows_fit(int n, size_t ws_floats);
 /* returns d loss / d alpha of the row (0 unless want_alpha); tau = aux[0] and
  * m = aux[1] of the forward */
 double sbv_entmax_bwd(float *ds, const float *p, const float *dp, const float *x, float tau, float m, int n, float am1,
                       int want_alpha, float *ws);
+/* the same for rows x + r stride, r < rows, up to 16 at once (general alpha only:
+ * am1 not 0.5 or 1); aux of the forward, 4 floats per row; returns the sum of
+ * the rows' d loss / d alpha. ws: ws_floats >= 2n floats. */
+double sbv_entmax_bwd_rows(float *ds, const float *p, const float *dp, const float *x, const float *aux, int rows,
+                           long stride, int n, float am1, int want_alpha, float *ws, size_t ws_floats);
 /* the study's 18-iteration bisection; dfull = T; ws as for sbv_entmax */
 void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *aux, float *ws);
 double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float *aux, int n, int dfull, float am1,

@@ -335,10 +335,34 @@ static int write_cell_json(struct run *r, const struct sb_dataset *ds, const str
 	return rc;
 }
 
-static int attention_fields(struct sb_jw *w, struct sb_encoder *m, const struct sb_attn_stats *st, struct sb_err *err)
+/* Attention statistics of train.epoch: PROTOCOL A3's per-batch density (probabilities
+ * > 1e-7 over valid keys) and entropy (mean over rows) of the training forward pass
+ * (training mode: dropout on), averaged unweighted over the sampled batches of the
+ * epoch, as sb-eval averages its batches. Sampled: every STATS_EVERY-th batch
+ * (steps s with (s + 1) % STATS_EVERY == 0) and the epoch's last batch. Every batch
+ * would cost about 13% of the step on the CPU (a double log per probability); this
+ * sample costs under 1% and spans the epoch. */
+#define STATS_EVERY 16
+
+struct epoch_stats {
+	double density, entropy;
+	int batches;
+};
+
+static void epoch_stats_add(struct epoch_stats *es, const struct sb_attn_stats *st)
 {
-	sb_jw_kf64(w, "attention_density", st->valid_total > 0 ? st->nonzero / st->valid_total : NAN);
-	sb_jw_kf64(w, "attention_entropy", st->rows > 0 ? st->entropy_sum / st->rows : NAN);
+	if (st->valid_total > 0 && st->rows > 0) {
+		es->density += st->nonzero / st->valid_total;
+		es->entropy += st->entropy_sum / st->rows;
+		es->batches++;
+	}
+}
+
+static int attention_fields(struct sb_jw *w, struct sb_encoder *m, const struct epoch_stats *es, struct sb_err *err)
+{
+	sb_jw_kf64(w, "attention_density", es->batches ? es->density / es->batches : NAN);
+	sb_jw_kf64(w, "attention_entropy", es->batches ? es->entropy / es->batches : NAN);
+	sb_jw_kint(w, "attention_batches", es->batches);
 	float al[SB_ENCODER_MAX_LAYERS * 64];
 	int na = m->cfg.layers * m->cfg.heads <= (int)(sizeof al / sizeof al[0]) ? sb_encoder_alphas(m, al, err) : 0;
 	if (na < 0)
@@ -516,7 +540,8 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 		for (int64_t i = 0; i < sp.n_train; i++)
 			perm[i] = sp.train[perm[i]];
 		double t0 = sb_monotonic_seconds(), loss_sum = 0, lr0 = sb_cell_lr_at(cell, epoch * spe, T);
-		struct sb_attn_stats stats = {0};
+		double lr1 = sb_cell_lr_at(cell, epoch * spe + spe - 1, T);
+		struct epoch_stats es = {0};
 		struct sb_step_acc acc;
 		sb_step_acc_reset(&acc);
 		if ((rc = sb_encoder_acc_read(m, &acc, 1, err)))
@@ -526,9 +551,12 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 			int B = sp.n_train - b0 < cell->batch ? (int)(sp.n_train - b0) : cell->batch;
 			o.step = epoch * spe + s;
 			o.lr = (float)sb_cell_lr_at(cell, o.step, T);
-			o.stats = s == spe - 1;
-			if ((rc = sb_encoder_step(m, &data, perm + b0, B, &o, &stats, err)))
+			o.stats = (s + 1) % STATS_EVERY == 0 || s == spe - 1;
+			struct sb_attn_stats st = {0};
+			if ((rc = sb_encoder_step(m, &data, perm + b0, B, &o, &st, err)))
 				goto fail;
+			if (o.stats)
+				epoch_stats_add(&es, &st);
 			int last = s == spe - 1;
 			if (last || (s + 1) % read_every == 0) {
 				if ((rc = sb_encoder_acc_read(m, &acc, 0, err)))
@@ -563,8 +591,6 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 				progress(r, "epoch %d/%d step %lld/%lld", epoch + 1, cell->epochs, (long long)s + 1,
 				         (long long)spe);
 		}
-		struct sb_step_result res = {0};
-		res.stats = stats;
 		double secs = sb_monotonic_seconds() - t0;
 		r->train_seconds += secs;
 		char hex[SB_SHA256_HEX], ck[4300];
@@ -584,10 +610,11 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 		sb_jw_kf64(w, "seconds", secs);
 		sb_jw_kf64(w, "samples_per_s", secs > 0 ? sp.n_train / secs : NAN);
 		sb_jw_kf64(w, "lr", lr0);
+		sb_jw_kf64(w, "lr_end", lr1);
 		sb_jw_kstr(w, "norm", sb_norm_name(&nm));
 		if (nm.kind == SB_NORM_ENTMAX_BISECT)
 			sb_jw_kf64(w, "norm_alpha", nm.alpha);
-		if ((rc = attention_fields(w, m, &res.stats, err)))
+		if ((rc = attention_fields(w, m, &es, err)))
 			goto fail;
 		sb_jw_kstr(w, "checkpoint", strrchr(ck, '/') + 1);
 		sb_jw_kstr(w, "checkpoint_sha256", hex);

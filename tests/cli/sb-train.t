@@ -70,6 +70,14 @@ $ ls $T/runs/img.sparsemax.s0.plain.compact.*/ | tr '\n' ' '
 ~ cell.json epoch-001.safetensors epoch-001.safetensors.sha256 epoch-002.optim.safetensors epoch-002.safetensors epoch-002.safetensors.sha256 train.ndjson
 !! empty
 
+%%% train.epoch: attention statistics averaged over every 16th batch and the last; lr of the epoch's first and last steps
+$ $TOP/build/tests/test_train --fixtures $T
+$ sb-train -q -d $T/data -o $T/runs --task img --method softmax --seed 4 --epochs 1 --batch 3 --schedule linear_decay > $T/out
+$ grep -q '"n_train":128,' $T/runs/img.softmax.s4.*/cell.json
+$ grep '"kind":"train.epoch"' $T/out | grep -q '"attention_batches":3,'
+$ grep '"kind":"train.epoch"' $T/out | grep -q '"lr":0.001,"lr_end":2.32558139534'
+$ grep '"kind":"train.epoch"' $T/out | grep -q '"attention_density":1,"attention_entropy":2.'
+
 %%% checkpoints hash as their sidecars and as the records say
 $ $TOP/build/tests/test_train --fixtures $T
 $ sb-train -q -d $T/data -o $T/runs --task img --method softmax --seed 1 --epochs 1 --batch 64 > $T/out

@@ -1,0 +1,626 @@
+#!/usr/bin/env bash
+# pipelines/stage.sh — the recipes of the make pipelines (pipelines/common.mk), one
+# subcommand per stage. Each verifies the SHA-256 sidecars of its inputs first and
+# refuses (exit 3, naming the file) when one no longer matches; each writes its
+# outputs under a temporary name and renames them into place, so a target exists
+# only when complete. Progress goes to stderr; the programs' own output goes to
+# logs beside the outputs.
+#
+#   stage.sh fetch TASK                 sb-fetch  -> $SB_DATA/TASK/{pool,test}.safetensors
+#   stage.sh train BLOCKDIR KEY         sb-train  -> BLOCKDIR/runs/CELL_ID, cells/KEY/train.ndjson
+#   stage.sh eval BLOCKDIR KEY          sb-eval   -> runs/CELL_ID/val.ndjson, cells/KEY/val.ndjson
+#   stage.sh freeze BLOCKDIR            sb-freeze -> BLOCKDIR/selection.json
+#   stage.sh test BLOCKDIR              sb-test   -> BLOCKDIR/test/test.ndjson
+#   stage.sh stats BLOCKDIR             sb-stats  -> BLOCKDIR/stats/{stats.ndjson,*.md,*.csv,*.tex,*.svg}
+#   stage.sh report GRIDDIR             GRIDDIR/report.md
+#   stage.sh failed GRIDDIR             list failed / unfinished cells (exit 1 if any)
+#   stage.sh check FILE...              verify FILE.sha256 sidecars
+#   stage.sh seal FILE...               write FILE.sha256 sidecars
+#   stage.sh manifest TREE | verify TREE   TREE/MANIFEST.csv (path,size_bytes,sha256)
+#   stage.sh digest TREE                the results of a tree without volatile fields
+#                                       (timings, hosts, paths): compares two runs
+#
+# Environment (set by pipelines/common.mk): SB_BIN SB_DATA SB_CACHE SB_MIRRORS
+# TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST RESUME SB_VERBOSE.
+set -eu -o pipefail
+export LC_ALL=C
+SB_BIN=${SB_BIN:-bin}
+SB_DATA=${SB_DATA:-data}
+SB_CACHE=${SB_CACHE:-$SB_DATA/.cache}
+SB_MIRRORS=${SB_MIRRORS:-}
+TRAIN_THREADS=${TRAIN_THREADS:-1}
+ACCEPT_FAILED=${ACCEPT_FAILED:-0}
+REFREEZE=${REFREEZE:-0}
+RETEST=${RETEST:-}
+SB_VERBOSE=${SB_VERBOSE:-0}
+
+say() { echo "$*" >&2; }
+die() { local rc=$1; shift; echo "pipeline: $*" >&2; exit "$rc"; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
+prog() { # the path of a stage program, which must exist
+	local p="$SB_BIN/sb-$1"
+	[ -x "$p" ] || die 4 "$p: not found or not executable (build it with 'make', or set SB_BIN)"
+	echo "$p"
+}
+# run a program with its stdout to OUT and stderr to LOG (also to our stderr
+# with SB_VERBOSE=1); on failure show the end of the log
+run_logged() { # out log cmd...
+	local out=$1 log=$2 rc=0
+	shift 2
+	if [ "$SB_VERBOSE" = 1 ]; then
+		"$@" >"$out" 2> >(tee "$log" >&2) || rc=$?
+	else
+		"$@" >"$out" 2>"$log" || rc=$?
+	fi
+	if [ $rc -ne 0 ]; then
+		say "pipeline: $(basename "$1") exited $rc; end of $log:"
+		tail -n 8 "$log" | sed 's/^/  | /' >&2
+	fi
+	return $rc
+}
+
+# ---- sidecars: "HEX  NAME\n" in sha256sum format, as lib/hash.h writes them ----
+seal() {
+	local f d n h
+	for f in "$@"; do
+		d=$(dirname "$f") n=$(basename "$f")
+		h=$(sha256sum <"$f" | cut -d' ' -f1)
+		printf '%s  %s\n' "$h" "$n" >"$d/.$n.sha256.tmp"
+		mv -f "$d/.$n.sha256.tmp" "$f.sha256"
+	done
+}
+# verify every FILE against FILE.sha256, hashing them in one pass
+check() {
+	[ $# -gt 0 ] || return 0
+	local f
+	for f in "$@"; do
+		[ -e "$f" ] || die 3 "$f: missing (an input of this step; rebuild it)"
+		[ -f "$f.sha256" ] || die 3 "$f: no SHA-256 sidecar ($f.sha256): not made by this pipeline, or half written"
+	done
+	printf '%s\0' "$@" | xargs -0 sha256sum -- | awk '
+	{
+		h = $1; f = substr($0, 67)
+		sc = f ".sha256"
+		line = ""; getline line < sc; close(sc)
+		split(line, p, "  ")
+		n = f; sub(/.*\//, "", n)
+		if (length(p[1]) != 64 || p[2] != n) { printf "pipeline: %s: malformed sidecar %s\n", f, sc > "/dev/stderr"; bad = 1; exit }
+		if (p[1] != h) {
+			printf "pipeline: %s: SHA-256 mismatch: expected %s (from %s), actual %s\n", f, p[1], sc, h > "/dev/stderr"
+			if (system("test -L \"" f "\"") == 0) {
+				cmd = "readlink -f \"" f "\""; cmd | getline real; close(cmd)
+				printf "pipeline: (%s links to %s)\n", f, real > "/dev/stderr"
+			}
+			printf "pipeline: %s changed after it was made and what depends on it was not rebuilt; refusing to use it.\n", f > "/dev/stderr"
+			printf "pipeline: restore it, or delete it (make rebuilds it and everything made from it).\n" > "/dev/stderr"
+			bad = 1; exit
+		}
+	}
+	END { exit bad ? 3 : 0 }'
+}
+# check for one cell: a refusal marks the cell FAILED, so the final listing names it
+check_cell() { # celldir stage file...
+	local d=$1 st=$2 msg
+	shift 2
+	if ! msg=$(check "$@" 2>&1); then
+		echo "$msg" >&2
+		fail_cell "$d" "$st" "input refused: $(echo "$msg" | head -n 1 | sed 's/^pipeline: //; s/ (from .*//')"
+	fi
+}
+# link LINK -> TARGET atomically (ln to a temporary name, rename over)
+relink() { # target link
+	local tmp
+	tmp="$(dirname "$2")/.$(basename "$2").lnk.$$"
+	ln -sfn "$1" "$tmp"
+	mv -fT "$tmp" "$2"
+}
+# the options of a stage from BLOCKDIR/params/STAGE: key=value -> --key value
+# ("_" becomes "-"; a value "true" gives the bare flag)
+stage_opts() { # file [key to leave out]...
+	[ -f "$1" ] || return 0
+	local f=$1
+	shift
+	awk -F= -v skip=" $* " 'NF >= 2 && $1 ~ /^[a-z_]+$/ && index(skip, " " $1 " ") == 0 {
+		k = $1; gsub(/_/, "-", k); v = substr($0, length($1) + 2)
+		if (v == "true") print "--" k; else { print "--" k; print v }
+	}' "$f"
+}
+param() { # file key default
+	local v
+	v=$(awk -F= -v k="$2" '$1 == k { print substr($0, length(k) + 2); exit }' "$1" 2>/dev/null || true)
+	echo "${v:-$3}"
+}
+# the keys of a block, from the grid's cells.ndjson
+block_keys() { # blockdir
+	local g b
+	g=$(dirname "$1") b=$(basename "$1")
+	[ -f "$g/.grid/cells.ndjson" ] || die 2 "$g/.grid/cells.ndjson: missing (the grid was not expanded)"
+	sed -n "s/^{\"grid\":\"[^\"]*\",\"block\":\"$b\",\"key\":\"\([^\"]*\)\".*/\1/p" "$g/.grid/cells.ndjson"
+}
+last_kind() { # ndjson -> kind of its last record
+	tail -n 1 "$1" | sed -n 's/^{"kind":"\([^"]*\)".*/\1/p'
+}
+json_field() { # file field -> first string value of "field" in the file
+	sed -n "s/.*\"$2\":\"\([^\"]*\)\".*/\1/p" "$1" | head -n 1
+}
+label() { # blockdir -> grid/block, for progress lines
+	echo "$(basename "$(dirname "$1")")/$(basename "$1")"
+}
+count_done() { # blockdir suffix
+	local n=0 f
+	for f in "$1"/cells/*/"$2"; do [ -e "$f" ] && n=$((n + 1)); done
+	echo $n
+}
+# cells whose training failed and was accepted as their outcome (ACCEPT_FAILED=1)
+outcome() { # celldir -> completed | failed:STATUS
+	if [ -f "$1/OUTCOME" ]; then cat "$1/OUTCOME"; else echo completed; fi
+}
+
+# ---- fetch ----
+do_fetch() {
+	local task=$1 t0 m mopts=() log
+	t0=$(now)
+	for m in $SB_MIRRORS; do [ -d "$m" ] && mopts+=(-m "$m"); done
+	mkdir -p "$SB_DATA/.logs" "$SB_CACHE"
+	log="$SB_DATA/.logs/fetch-$task"
+	say "fetch $task ..."
+	run_logged "$log.ndjson" "$log.log" "$(prog fetch)" "${mopts[@]}" -c "$SB_CACHE" -o "$SB_DATA" "$task" ||
+		die 1 "fetch $task failed (log: $log.log)"
+	check "$SB_DATA/$task/pool.safetensors" "$SB_DATA/$task/test.safetensors"
+	say "fetch $task ok ($(elapsed "$t0"))"
+}
+
+# ---- train: one cell ----
+# sb-train writes into cells/KEY/work/CELL_ID; only a finished run is moved to
+# runs/CELL_ID and linked as cells/KEY/train.ndjson (make's target). An attempt
+# that was interrupted (work/ left behind) is resumed by sb-train from its last
+# epoch whose checkpoint still has the recorded SHA-256 (RESUME=1, the default; the
+# result is bit-identical) or set aside under cells/KEY/attempts/ (RESUME=0, or
+# when the cell's parameters changed since).
+set_aside() { # celldir what...
+	local d=$1 n
+	shift
+	n=$(date -u +%Y%m%dT%H%M%SZ).$$
+	mkdir -p "$d/attempts/$n"
+	mv "$@" "$d/attempts/$n/"
+	echo "$d/attempts/$n"
+}
+do_train() {
+	local B=$1 key=$2 d task t0 work runs rid old log status st rc=0 where
+	d="$B/cells/$key" task=${key%%.*} runs="$B/runs" work="$B/cells/$key/work"
+	t0=$(now)
+	[ -f "$d/cell.json" ] || die 2 "$d/cell.json: missing"
+	check_cell "$d" train "$SB_DATA/$task/pool.safetensors"
+	mkdir -p "$runs"
+	# a run moved to runs/ but never linked (killed in between): not trusted
+	if [ -f "$d/pending" ]; then
+		rid=$(cat "$d/pending")
+		if [ -n "$rid" ] && [ -d "$runs/$rid" ] && [ "$(readlink "$d/train.ndjson" 2>/dev/null)" != "../../runs/$rid/train.ndjson" ]; then
+			where=$(set_aside "$d" "$runs/$rid")
+			say "train $key: set aside an unpublished run in $where"
+		fi
+		rm -f "$d/pending"
+	fi
+	if [ -e "$work" ]; then
+		if [ "${RESUME:-1}" = 1 ] && cmp -s "$work/.cell.json" "$d/cell.json"; then
+			say "train $key: resuming an interrupted attempt (sb-train continues from its last verified epoch)"
+		else
+			where=$(set_aside "$d" "$work")
+			say "train $key: set aside an unfinished attempt in $where"
+		fi
+	fi
+	rm -f "$d/FAILED" "$d/OUTCOME" "$d/.OUTCOME.tmp"
+	mkdir -p "$work"
+	cp "$d/cell.json" "$work/.cell.json"
+	say "train $(label "$B") $key ..."
+	log="$d/train"
+	run_logged "$log.out" "$log.log" "$(prog train)" -d "$SB_DATA" -o "$work" -j "$TRAIN_THREADS" "$d/cell.json" || rc=$?
+	# the run directory sb-train made
+	shopt -s nullglob
+	local made=("$work"/*/)
+	shopt -u nullglob
+	if [ ${#made[@]} -ne 1 ] || [ ! -f "${made[0]}train.ndjson" ]; then
+		fail_cell "$d" train "sb-train exit $rc; expected one run directory with train.ndjson in $work (found ${#made[@]})"
+	fi
+	rid=$(basename "${made[0]}")
+	status=$(last_kind "${made[0]}train.ndjson")
+	st=$(json_field "${made[0]}train.ndjson" status | tail -n 1)
+	if [ $rc -eq 0 ] && [ "$status" = train.done ]; then
+		:
+	elif [ $rc -eq 0 ] && [ "$status" = train.failed ] && [ "$st" = failed_nonfinite_loss ]; then
+		# a result of the protocol (PROTOCOL A4), not an accident: recorded, not retried
+		say "train $key: ended with a non-finite loss; recorded as the cell's outcome"
+		echo "failed:$st" >"$d/.OUTCOME.tmp"
+	elif [ "$ACCEPT_FAILED" = 1 ] && [ "$status" = train.failed ]; then
+		say "train $key: failed (${st:-failed}); ACCEPT_FAILED=1 records it as the cell's outcome"
+		echo "failed:${st:-failed}" >"$d/.OUTCOME.tmp"
+	else
+		fail_cell "$d" train "sb-train exit $rc, last record ${status:-none}${st:+ (status $st)}"
+	fi
+	# publish: runs/CELL_ID, then the sidecar, then the link that is make's target
+	old=$(readlink "$d/train.ndjson" 2>/dev/null || true)
+	old=${old#../../runs/}
+	old=${old%%/*}
+	echo "$rid" >"$d/pending"
+	if [ -e "$runs/$rid" ]; then
+		# the same cell made again: CELL_ID hashes the complete cell, and the grid
+		# expansion refuses two identical cells in a block, so this is its old result
+		rm -rf "${runs:?}/$rid"
+	fi
+	mv "${made[0]%/}" "$runs/$rid"
+	rm -rf "$work"
+	seal "$runs/$rid/train.ndjson"
+	mv -f "$runs/$rid/train.ndjson.sha256" "$d/train.ndjson.sha256"
+	if [ -f "$d/.OUTCOME.tmp" ]; then mv -f "$d/.OUTCOME.tmp" "$d/OUTCOME"; fi
+	relink "../../runs/$rid/train.ndjson" "$d/train.ndjson"
+	relink "../../runs/$rid" "$d/run"
+	rm -f "$d/pending"
+	if [ -n "$old" ] && [ "$old" != "$rid" ] && [ -d "$runs/$old" ]; then rm -rf "${runs:?}/$old"; fi
+	say "train $(label "$B") $key ok ($(elapsed "$t0")) [$(count_done "$B" train.ndjson)/$(block_keys "$B" | wc -l) trained]"
+}
+fail_cell() { # celldir stage message
+	{
+		echo "stage: $2"
+		echo "error: $3"
+		echo "time: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+		echo "log: $1/$2.log"
+	} >"$1/FAILED"
+	# keep the attempt's records: move the work directory aside
+	if [ -d "$1/work" ]; then
+		echo "records: $(set_aside "$1" "$1/work")/work" >>"$1/FAILED"
+	fi
+	die 1 "$2 $(basename "$1") FAILED: $3 (records kept; see $1/FAILED)"
+}
+
+# ---- eval: one cell ----
+do_eval() {
+	local B=$1 key=$2 d rid t0 run
+	d="$B/cells/$key"
+	t0=$(now)
+	check_cell "$d" eval "$d/train.ndjson"
+	rid=$(readlink "$d/train.ndjson")
+	rid=${rid#../../runs/}
+	rid=${rid%%/*}
+	run="$B/runs/$rid"
+	rm -f "$d/FAILED"
+	# the checkpoints sb-train sealed
+	shopt -s nullglob
+	local ck=("$run"/epoch-[0-9][0-9][0-9].safetensors)
+	shopt -u nullglob
+	if [ ${#ck[@]} -eq 0 ] && [ "$(outcome "$d")" != completed ]; then
+		# a failure accepted as the outcome, before any epoch: a marker stands in
+		printf '{"kind":"pipeline.cell_failed","v":1,"key":"%s","cell_id":"%s","outcome":"%s"}\n' \
+			"$key" "$rid" "$(outcome "$d")" >"$d/.val.tmp"
+		mv -f "$d/.val.tmp" "$d/val.ndjson"
+		seal "$d/val.ndjson"
+		return 0
+	fi
+	[ ${#ck[@]} -eq 0 ] || check_cell "$d" eval "${ck[@]}"
+	say "eval $(label "$B") $key ..."
+	run_logged "$d/eval.out" "$d/eval.log" "$(prog eval)" -q -d "$SB_DATA" -j "$TRAIN_THREADS" "$run" ||
+		fail_cell "$d" eval "sb-eval failed"
+	[ -s "$run/val.ndjson" ] || fail_cell "$d" eval "sb-eval wrote no $run/val.ndjson"
+	seal "$run/val.ndjson"
+	mv -f "$run/val.ndjson.sha256" "$d/val.ndjson.sha256"
+	relink "../../runs/$rid/val.ndjson" "$d/val.ndjson"
+	say "eval $(label "$B") $key ok ($(elapsed "$t0")) [$(count_done "$B" val.ndjson)/$(block_keys "$B" | wc -l) evaluated]"
+}
+
+# the validation logs of a block, for the programs (which read each cell's
+# training status themselves); a marker of a failure before any epoch is left out
+val_inputs() { # blockdir -> lines "cells/KEY/val.ndjson<TAB>runs/ID/val.ndjson"
+	local B=$1 key d rid
+	while read -r key; do
+		d="$B/cells/$key"
+		[ -L "$d/val.ndjson" ] || continue
+		rid=$(readlink "$d/val.ndjson")
+		rid=${rid#../../runs/}
+		printf '%s\t%s\n' "$d/val.ndjson" "$B/runs/$rid"
+	done < <(block_keys "$B")
+}
+# threads of a single-process stage (freeze, test, stats): the CPUs Slurm gave
+# the job, else every core
+stage_threads() { echo "${SLURM_CPUS_PER_TASK:-0}"; }
+
+# ---- freeze ----
+do_freeze() {
+	local B=$1 t0 links=() reals=() a b opts=() rc=0
+	t0=$(now)
+	while IFS=$'\t' read -r a b; do links+=("$a"); reals+=("$b"); done < <(val_inputs "$B")
+	[ ${#links[@]} -gt 0 ] || die 1 "freeze $(label "$B"): no validation logs"
+	check "${links[@]}"
+	mapfile -t opts < <(stage_opts "$B/params/freeze")
+	if [ -f "$B/selection.json" ]; then
+		# sb-freeze refuses to overwrite a selection; --force is recorded in the new one
+		if [ -f "$B/selection.reads.ndjson" ] && [ "$REFREEZE" != 1 ]; then
+			die 1 "freeze $(label "$B"): the validation records changed after the test read of $B/selection.json; refusing to re-freeze (REFREEZE=1 forces it, and the new selection records that it was forced)"
+		fi
+		opts+=(--force)
+	fi
+	say "freeze $(label "$B"): ${#reals[@]} validation logs ..."
+	run_logged "$B/freeze.out" "$B/freeze.log" "$(prog freeze)" -q "${opts[@]}" -o "$B/selection.json" "${reals[@]}" || rc=$?
+	[ $rc -eq 0 ] || die 1 "freeze $(label "$B") failed or refused (exit $rc; log: $B/freeze.log)"
+	[ -s "$B/selection.json" ] || die 5 "sb-freeze wrote no $B/selection.json"
+	seal "$B/selection.json"
+	say "freeze $(label "$B") ok ($(elapsed "$t0"))"
+}
+
+# ---- test read ----
+do_test() {
+	local B=$1 t0 opts=() links=() a b task tf=() n reason=""
+	t0=$(now)
+	while IFS=$'\t' read -r a b; do links+=("$a"); done < <(val_inputs "$B")
+	for task in $(block_keys "$B" | cut -d. -f1 | sort -u); do tf+=("$SB_DATA/$task/test.safetensors"); done
+	check "$B/selection.json" "${links[@]}" "${tf[@]}"
+	mapfile -t opts < <(stage_opts "$B/params/test")
+	if [ -f "$B/test/test.ndjson" ]; then
+		if [ "$B/selection.json" -nt "$B/test/test.ndjson" ]; then
+			# a new selection (REFREEZE=1): its read replaces the old one, which is kept
+			[ "$REFREEZE" = 1 ] && reason="the selection was re-frozen (make REFREEZE=1)"
+		else
+			# the same selection again: only when asked for (sb-test records the reason)
+			[ -n "$RETEST" ] && [ "$RETEST" != 0 ] || die 1 "test read $(label "$B"): $B/test/test.ndjson changed or is missing its sidecar, and the test split is read once; RETEST=REASON asks for a recorded re-read"
+		fi
+		n=$(date -u +%Y%m%dT%H%M%SZ)
+		mv "$B/test" "$B/test.superseded.$n"
+		say "test read $(label "$B"): the previous read is kept in $B/test.superseded.$n"
+	fi
+	if [ -n "$RETEST" ] && [ "$RETEST" != 0 ]; then
+		reason=$RETEST
+		[ "$reason" = 1 ] && reason="make RETEST=1"
+	fi
+	[ -z "$reason" ] || opts+=(--reread "$reason")
+	mkdir -p "$B/test"
+	say "test read $(label "$B") ..."
+	run_logged "$B/test.out" "$B/test.log" "$(prog test)" -q "${opts[@]}" -s "$B/selection.json" -d "$SB_DATA" \
+		-o "$B/test" -j "$(stage_threads)" "$B/runs" ||
+		die 1 "test read $(label "$B") failed or was refused (log: $B/test.log)"
+	[ -s "$B/test/test.ndjson" ] || die 5 "sb-test wrote no $B/test/test.ndjson"
+	seal "$B/test/test.ndjson"
+	say "test read $(label "$B") ok ($(elapsed "$t0"))"
+}
+
+# ---- statistics: tables and figures ----
+stats_run() { # blockdir outdir opts... -- inputs...
+	local B=$1 o=$2 opts=() rc=0
+	shift 2
+	while [ "$1" != -- ]; do opts+=("$1"); shift; done
+	shift
+	say "stats $(label "$B"): $# record files -> $o ..."
+	run_logged "$o/stats.out" "$o/stats.log" "$(prog stats)" -q "${opts[@]}" -o "$o" -p "$o" "$@" || rc=$?
+	[ $rc -eq 0 ] && return 0
+	# with --rule, exit 2 (power condition not met) and 3 (the rule failed) are results
+	if [ "$(param "$B/params/stats" rule false)" = true ] && { [ $rc -eq 2 ] || [ $rc -eq 3 ]; }; then
+		echo "$rc" >"$o/rule-exit"
+		return 0
+	fi
+	die 1 "stats $(label "$B") failed (exit $rc; log: $o/stats.log)"
+}
+do_stats() {
+	local B=$1 t0 links=() reals=() a b inputs=() opts=() S rc=0 f
+	t0=$(now)
+	S="$B/stats"
+	while IFS=$'\t' read -r a b; do links+=("$a"); reals+=("$b"); done < <(val_inputs "$B")
+	inputs=("${reals[@]}")
+	if [ -f "$B/test/test.ndjson" ]; then
+		check "$B/test/test.ndjson"
+		inputs+=("$B/test/test.ndjson")
+	fi
+	check "${links[@]}"
+	mapfile -t opts < <(stage_opts "$B/params/stats" group_by)
+	rm -rf "$S.tmp"
+	mkdir -p "$S.tmp"
+	if [ "$(param "$B/params/stats" group_by "")" = epochs ]; then
+		# one analysis per budget: cells of different budgets are different runs of
+		# the same (task, method, seed), which sb-stats would take for reruns
+		local e ins
+		for e in $(block_keys "$B" | sed 's/.*\.e//' | sort -n -u); do
+			ins=()
+			for a in "${reals[@]}"; do
+				grep -q "\"epochs\":$e[,}]" "$(dirname "$a")/cell.json" && ins+=("$a")
+			done
+			[ ${#ins[@]} -gt 0 ] || continue
+			mkdir -p "$S.tmp/e$e"
+			stats_run "$B" "$S.tmp/e$e" "${opts[@]}" -- "${ins[@]}"
+			sed "s/^{/{\"budget_epochs\":$e,/" "$S.tmp/e$e/stats.ndjson" >>"$S.tmp/stats.ndjson"
+		done
+	else
+		stats_run "$B" "$S.tmp" "${opts[@]}" -- "${inputs[@]}"
+	fi
+	[ -s "$S.tmp/stats.ndjson" ] || die 5 "sb-stats wrote no $S.tmp/stats.ndjson"
+	while IFS= read -r -d '' f; do
+		case "$f" in *.sha256 | */stats.out | */stats.log) ;; *) seal "$f" ;; esac
+	done < <(find "$S.tmp" -type f -print0)
+	rm -rf "$S"
+	mv "$S.tmp" "$S"
+	say "stats $(label "$B") ok ($(elapsed "$t0"))"
+}
+
+# ---- the grid's report ----
+title() {
+	case "$1" in
+	table2) echo "Table 2: validation accuracy, sparse minus softmax (PROTOCOL A7)" ;;
+	test) echo "The test read (PROTOCOL A6)" ;;
+	budget) echo "Training budget: best validation accuracy within the first E epochs (PROTOCOL A9)" ;;
+	detail) echo "Paired statistics in detail" ;;
+	test_detail) echo "The test read in detail" ;;
+	curves) echo "Validation accuracy by epoch" ;;
+	figure) echo "Figure" ;;
+	*) echo "$1" ;;
+	esac
+}
+do_report() {
+	local G=$1 name b B f nc nf
+	name=$(basename "$G")
+	local blocks
+	blocks=$(sed -n 's/^{"grid":"[^"]*","block":"\([^"]*\)".*/\1/p' "$G/.grid/cells.ndjson" | uniq | awk '!s[$0]++')
+	{
+		echo "# sparsebench — $name"
+		echo
+		echo "Made by \`make $name\` from \`$(sed -n 's/^# generated by scripts\/grid from \([^ ]*\).*/\1/p' "$G/.grid/cells.mk")\`."
+		echo "Every output has a \`.sha256\` sidecar; \`make out-verify OUTTREE=DIR\`, DIR being the directory of this report, checks them all."
+		for b in $blocks; do
+			B="$G/$b"
+			nc=$(block_keys "$B" | wc -l)
+			nf=0
+			for f in "$B"/cells/*/OUTCOME; do [ -f "$f" ] && nf=$((nf + 1)); done
+			echo
+			echo "## $b"
+			echo
+			if [ $nf -gt 0 ]; then
+				echo "$nc cells: $((nc - nf)) completed, $nf failed (recorded as their outcome: a non-finite loss, or ACCEPT_FAILED=1; the selection and statistics use completed cells only)."
+			else
+				echo "$nc cells, all completed."
+			fi
+			[ -f "$B/selection.json" ] && echo "Selection: \`$b/selection.json\` (SHA-256 \`$(cut -d' ' -f1 "$B/selection.json.sha256")\`)."
+			[ -f "$B/test/test.ndjson" ] && echo "Test read: \`$b/test/test.ndjson\` (SHA-256 \`$(cut -d' ' -f1 "$B/test/test.ndjson.sha256")\`)."
+			if [ -s "$B/params/criteria" ]; then
+				echo
+				echo "Predeclared criteria (fixed in the grid file before the run; judge them against the statistics below):"
+				echo
+				sed 's/^/- /' "$B/params/criteria"
+			fi
+			[ -f "$B/stats/rule-exit" ] && echo "The PROTOCOL A7 rule: sb-stats --rule exited $(cat "$B/stats/rule-exit") (2: power condition not met; 3: the rule failed)."
+			# sb-stats' tables (aggregate/: table2 detail budget test test_detail probes probe_pairs)
+			local sd g
+			for sd in "$B/stats" "$B"/stats/e[0-9]*; do
+				[ -d "$sd" ] || continue
+				g=""
+				[ "$sd" = "$B/stats" ] || g=" (budget ${sd##*/e} epochs)"
+				for f in table2 test budget detail test_detail probes probe_pairs table; do
+					[ -f "$sd/$f.md" ] || continue
+					echo
+					# sb-stats starts its tables with their own heading
+					if head -n 1 "$sd/$f.md" | grep -q '^#'; then
+						sed '1s/^#* */### /; 1s/$/'"$g"'/' "$sd/$f.md"
+					else
+						echo "### $(title "$f")$g"
+						echo
+						cat "$sd/$f.md"
+					fi
+					echo
+					echo "CSV and LaTeX: \`${sd#"$G/"}/$f.csv\`, \`${sd#"$G/"}/$f.tex\`."
+				done
+				for f in "$sd"/*.svg; do
+					[ -f "$f" ] || continue
+					echo
+					echo "![$(title "$(basename "$f" .svg)")$g](${f#"$G/"})"
+				done
+			done
+		done
+	} >"$G/.report.md.tmp"
+	mv -f "$G/.report.md.tmp" "$G/report.md"
+	seal "$G/report.md"
+	say "report: $G/report.md"
+}
+
+# ---- failed and unfinished cells ----
+do_failed() {
+	local G=$1 name b key d nfail=0 nmiss=0 nacc=0 total=0
+	name=$(basename "$G")
+	[ -f "$G/.grid/cells.ndjson" ] || die 2 "$G: not an expanded grid"
+	while read -r b key; do
+		total=$((total + 1))
+		d="$G/$b/cells/$key"
+		if [ -f "$d/FAILED" ]; then
+			nfail=$((nfail + 1))
+			[ $nfail -le 50 ] && say "  FAILED $b/$key: $(sed -n 's/^error: //p' "$d/FAILED") ($(sed -n 's/^stage: //p' "$d/FAILED"); $d/FAILED)"
+		elif [ ! -e "$d/val.ndjson" ]; then
+			nmiss=$((nmiss + 1))
+		elif [ -f "$d/OUTCOME" ]; then
+			nacc=$((nacc + 1))
+			[ $nacc -le 50 ] && say "  recorded failure $b/$key: $(cat "$d/OUTCOME")"
+		fi
+	done < <(sed -n 's/^{"grid":"[^"]*","block":"\([^"]*\)","key":"\([^"]*\)".*/\1 \2/p' "$G/.grid/cells.ndjson")
+	[ $nfail -gt 50 ] && say "  ... and $((nfail - 50)) more (make $name-failed)"
+	if [ $nfail -gt 0 ] || [ $nmiss -gt 0 ]; then
+		say "$name: $nfail of $total cells FAILED (records kept), $nmiss not finished; 'make $name' again retries only these"
+		return 1
+	fi
+	[ $nacc -gt 0 ] && say "$name: $nacc cells ended in a failure recorded as their outcome (a non-finite loss, or ACCEPT_FAILED=1)"
+	say "$name: all $total cells finished"
+}
+
+# ---- output manifests ----
+manifest_gen() { # tree
+	echo "path,size_bytes,sha256"
+	(cd "$1" && find . -type f ! -name MANIFEST.csv ! -name '*.tmp' ! -name '.*.tmp.*' ! -path '*.grid/*lock' -printf '%P\n' | sort |
+		while IFS= read -r f; do
+			case "$f" in *,* | *'"'*) die 2 "manifest: unsupported file name: $f" ;; esac
+			printf '%s,%s,%s\n' "$f" "$(stat -c %s "$f")" "$(sha256sum <"$f" | cut -d' ' -f1)"
+		done)
+}
+do_manifest() {
+	[ -d "$1" ] || die 2 "$1: no such output tree"
+	manifest_gen "$1" >"$1/.MANIFEST.csv.tmp"
+	mv -f "$1/.MANIFEST.csv.tmp" "$1/MANIFEST.csv"
+	say "$1/MANIFEST.csv: $(($(wc -l <"$1/MANIFEST.csv") - 1)) files"
+}
+do_verify() {
+	local T=$1 bad=0 n=0 f
+	[ -d "$T" ] || die 2 "$T: no such output tree"
+	# every sidecar in the tree, but those of attempts set aside (kept, not trusted)
+	# and of a cell in training
+	while IFS= read -r -d '' f; do
+		n=$((n + 1))
+		(check "${f%.sha256}") || bad=1
+	done < <(find "$T" \( -path '*/attempts/*' -o -path '*/work/*' \) -prune -o -name '*.sha256' -print0)
+	say "$T: $n sidecars checked"
+	if [ -f "$T/MANIFEST.csv" ]; then
+		if ! diff <(manifest_gen "$T") "$T/MANIFEST.csv" >"$T/.manifest.diff.tmp"; then
+			say "$T/MANIFEST.csv does not match the tree (< now, > manifest):"
+			head -n 20 "$T/.manifest.diff.tmp" >&2
+			bad=1
+		else
+			say "$T/MANIFEST.csv matches $(($(wc -l <"$T/MANIFEST.csv") - 1)) files"
+		fi
+		rm -f "$T/.manifest.diff.tmp"
+	fi
+	[ $bad -eq 0 ] || die 3 "$T: verification failed"
+}
+# digest: the results of a tree, for comparing two runs of the same cells (the
+# -j, resume and Slurm tests). Records lose the fields that legitimately vary
+# (run.meta, times, hosts, paths, argv, threads, devices, versions) and every
+# SHA-256 (those of files are compared through the files themselves); binary
+# files (checkpoints, bitmaps) count by their hash.
+do_digest() {
+	local T=$1
+	(cd "$T" && find . \( -name '*.ndjson' -o -name '*.md' -o -name '*.csv' -o -name '*.tex' -o -name '*.svg' -o -name '*.json' \
+		-o -name '*.safetensors' -o -name '*.bits' \) ! -path './.grid/*' ! -path '*/attempts/*' ! -path '*/work/*' -printf '%P\n' | sort |
+		while IFS= read -r f; do
+			[ -e "$f" ] || continue
+			echo "== $f"
+			case "$f" in
+			*.safetensors | *.bits) sha256sum <"$f" ;;
+			*) grep -v '"kind":"run.meta"' "$f" |
+				sed -E -e 's/"[a-z_]*(seconds|_s|time|host|path|argv|threads|device|version|samples_per_s|peak_memory_mb|mtime|frozen_at[a-z_]*)":("[^"]*"|[-0-9.eE+]+|null|\[[^]]*\])/"\1":"~"/g' \
+					-e 's/[0-9a-f]{64}/~/g' || true ;;
+			esac
+		done) | if [ "${2:-}" = -v ]; then cat; else sha256sum | cut -d' ' -f1; fi
+}
+
+main() {
+cmd=${1:-}
+[ -n "$cmd" ] || die 2 "usage: pipelines/stage.sh fetch|train|eval|freeze|test|stats|report|failed|check|seal|manifest|verify|digest ..."
+shift
+case "$cmd" in
+fetch) do_fetch "$@" ;;
+train) do_train "$@" ;;
+eval) do_eval "$@" ;;
+freeze) do_freeze "$@" ;;
+test) do_test "$@" ;;
+stats) do_stats "$@" ;;
+report) do_report "$@" ;;
+failed) do_failed "$@" ;;
+check) check "$@" ;;
+seal) seal "$@" ;;
+manifest) do_manifest "$@" ;;
+verify) do_verify "$@" ;;
+digest) do_digest "$@" ;;
+*) die 2 "unknown subcommand '$cmd'" ;;
+esac
+}
+# one line, read whole before it runs: editing this file while a grid runs
+# cannot make a running recipe execute half-read text
+main "$@"; exit

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# A recipe verifies the SHA-256 sidecars of its inputs first: an upstream file that
+# changed without its target being rebuilt is refused, naming the file, and nothing
+# downstream is made from it.
+. "$(dirname "$0")/../shlib.sh"
+. "$TOP/tests/fixtures/pipeline/lib.sh"
+
+pmake pt >"$T/ref.log" 2>&1
+t_result $? "reference run"
+sel=$(sha256sum <"$T/out/pt/main/selection.json")
+
+# a validation log edited after the fact: the freeze refuses it
+c="$T/out/pt/main/cells/t_a.softmax.s1.plain.compact.e3"
+v=$(readlink -f "$c/val.ndjson")
+cp "$v" "$T/val.orig"
+sleep 1
+sed -i 's/"val_accuracy":0\.[0-9]*/"val_accuracy":0.9999/' "$v"
+reset_calls
+pmake pt >"$T/val.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "pipeline: $c/val.ndjson: SHA-256 mismatch" "$T/val.log"
+t_result $? "a tampered validation log is refused, naming it (exit $rc: $(grep -m1 'mismatch' "$T/val.log"))"
+grep -q "links to $v" "$T/val.log"; t_result $? "the message also names the file the link points to"
+[ "$(ncalls sb-freeze)" = 0 ] && [ "$(sha256sum <"$T/out/pt/main/selection.json")" = "$sel" ]
+t_result $? "sb-freeze did not run and the selection is unchanged"
+cp "$T/val.orig" "$v"
+
+# a dataset changed under finished cells: every cell of that task refuses it
+p="$T/data/t_b/pool.safetensors"
+echo "extra bytes" >>"$p"
+reset_calls
+pmake pt REFREEZE=1 >"$T/data.log" 2>&1
+rc=$?
+n=$(grep -c "pipeline: $p: SHA-256 mismatch" "$T/data.log")
+[ $rc -ne 0 ] && [ "$n" -ge 1 ]; t_result $? "a tampered dataset is refused by the cells that use it (exit $rc, $n refusals)"
+[ "$(ncalls sb-train)" = 0 ]; t_result $? "no cell trained on it ($(ncalls sb-train))"
+grep -q "not finished" "$T/data.log"; t_result $? "the run ends listing the unfinished cells"
+
+# a selection edited after the freeze: the test read refuses it
+rm -rf "$T/out" "$T/data"
+pmake pt >"$T/ref2.log" 2>&1
+s="$T/out/pt/main/selection.json"
+sleep 1
+sed -i 's/topk_softmax_025/topk_softmax_05/g' "$s"
+reset_calls
+pmake pt >"$T/sel.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "pipeline: $s: SHA-256 mismatch" "$T/sel.log" && [ "$(ncalls sb-test)" = 0 ]
+t_result $? "a tampered selection is refused before the test read (exit $rc)"
+
+# a half-written output without its sidecar is not trusted either
+rm -f "$T/out/pt/budget/cells/t_a.softmax.s0.plain.compact.e2/val.ndjson.sha256"
+touch -h "$T/out/pt/budget/cells/t_a.softmax.s0.plain.compact.e2/val.ndjson"
+touch "$(readlink -f "$T/out/pt/budget/cells/t_a.softmax.s0.plain.compact.e2/val.ndjson")"
+pmake "$T/out/pt/budget/stats/stats.ndjson" >"$T/side.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "no SHA-256 sidecar" "$T/side.log"
+t_result $? "an input without its sidecar is refused (exit $rc)"
+t_done
