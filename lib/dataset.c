@@ -229,12 +229,28 @@ int sb_split_carve(const struct sb_dataset *ds, uint64_t seed, double val_fracti
 			sb_split_free(out);
 			return SB_ERR(err, SB_EINTERNAL, "out of memory");
 		}
+		/* a cap keeps the first round(limit * (1 - val_fraction)) training and the first
+		 * round(limit * val_fraction) validation examples of the seed (file order, which is
+		 * the generator's order), as a pool of `limit` examples would be split */
+		int64_t cap_t = nt, cap_v = nv;
+		if (limit > 0 && limit < nt + nv) {
+			if (!(val_fraction > 0 && val_fraction < 1)) {
+				sb_split_free(out);
+				return SB_ERR(err, SB_EUSAGE, "val_fraction %g outside (0, 1) with a limit on a pre-split task",
+					      val_fraction);
+			}
+			int64_t lv = sb_round_half_even(val_fraction * (double)limit);
+			cap_v = lv < nv ? (lv > 0 ? lv : 1) : nv;
+			cap_t = limit - lv < nt ? (limit - lv > 0 ? limit - lv : 1) : nt;
+		}
 		for (int64_t i = 0; i < ds->n; i++)
 			if ((uint64_t)ds->seed[i] == seed) {
-				if (ds->part[i])
-					out->val[out->n_val++] = (uint32_t)i;
-				else
+				if (ds->part[i]) {
+					if (out->n_val < cap_v)
+						out->val[out->n_val++] = (uint32_t)i;
+				} else if (out->n_train < cap_t) {
 					out->train[out->n_train++] = (uint32_t)i;
+				}
 			}
 		return 0;
 	}

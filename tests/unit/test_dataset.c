@@ -171,6 +171,19 @@ static void presplit(void)
 		ok = seed[s.val[i]] == 1 && part[s.val[i]] == 1;
 	SB_CHECK(ok, "pre-split seed 1: 20 train / 10 validation of that seed");
 	sb_split_free(&s);
+	/* a limit caps a pre-split task like a pool of `limit` examples: 15 -> 12 train, 3 validation */
+	rc = sb_split_carve(&ds, 1, 0.2, 15, &s, &err);
+	ok = rc == 0 && s.n_train == 12 && s.n_val == 3;
+	for (int64_t i = 0; ok && i < s.n_train; i++)
+		ok = seed[s.train[i]] == 1 && part[s.train[i]] == 0 && s.train[i] == 30 + i;
+	for (int64_t i = 0; ok && i < s.n_val; i++)
+		ok = seed[s.val[i]] == 1 && part[s.val[i]] == 1 && s.val[i] == 50 + i;
+	SB_CHECK(ok, "pre-split with limit 15: the first 12 train and 3 validation examples of the seed (got %lld/%lld)",
+		 (long long)s.n_train, (long long)s.n_val);
+	sb_split_free(&s);
+	rc = sb_split_carve(&ds, 1, 0.2, 1000, &s, &err);
+	SB_CHECK(rc == 0 && s.n_train == 20 && s.n_val == 10, "pre-split with a limit above its size keeps everything");
+	sb_split_free(&s);
 	rc = sb_split_carve(&ds, 7, 0.2, 0, &s, &err);
 	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "seed 7"), "missing seed refused: %s", err.msg);
 	sb_dataset_free(&ds);
