@@ -1,0 +1,224 @@
+/* backend.h — the compute engine's device interface (DESIGN §6).
+ *
+ * The model code (lib/encoder.c) is one code path written against these ops;
+ * a backend (CPU here, CUDA later) implements them. Conventions (llm.c style):
+ *   - outputs first, inputs next, sizes last;
+ *   - every pointer argument is a DEVICE pointer of the backend (host memory for
+ *     the CPU backend), allocated with sb_be_alloc; nothing host-side touches
+ *     elements inside an op;
+ *   - activations are row-major [rows, width]; a sequence tensor is [B, T, C]
+ *     with rows = B*T; Linear weights are PyTorch's [out, in];
+ *   - gradients of parameters ACCUMULATE (+=) into their buffers; gradients of
+ *     activations overwrite unless an op says otherwise;
+ *   - an op that can fail (bad data such as n_valid < 1) returns an sb_code and
+ *     fills err; the others cannot fail.
+ *
+ * Parallelism and determinism. A training step is cut into fixed tiles of
+ * `be->tile` samples (whole batch when 0); tiles are grouped into at most
+ * `be->slots` gradient slots, each of which accumulates its tiles in order into
+ * its own gradient buffer; slots are then summed in slot order. sb_be_run runs
+ * independent tasks (the slots) on the backend's workers. Because the
+ * decomposition depends on the backend's tile and slot constants and never on
+ * the number of threads, results are bit-identical for any thread count (and a
+ * cell gives the same bits alone or beside other cells in one process).
+ *
+ * Dropout. Element i of a dropout site's batch tensor is kept when
+ * sb_rng_u32_to_unit_f(sb_rng_word_at(seed, SB_RNG_DROPOUT, stream, i)) >= p,
+ * and scaled by 1/(1-p); i is the flat index in the whole batch's [B, T, width]
+ * tensor (ops take the tile's offset), so every backend draws the same masks.
+ */
+#ifndef SB_BACKEND_H
+#define SB_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn_norm.h"
+#include "err.h"
+
+struct sb_backend;
+struct sb_ctx; /* one worker's execution context (a CPU thread, a CUDA stream) with its scratch */
+
+/* Dropout masks are one byte per element: 1 = kept. */
+struct sb_dropout {
+	float p;         /* drop probability; 0 disables (no mask is read) */
+	uint64_t seed;   /* the cell's seed */
+	uint64_t stream; /* SB_DROPOUT_STREAM(step, site) */
+	uint64_t offset; /* flat index of the first element of this call in the batch tensor */
+};
+#define SB_DROPOUT_STREAM(step, site) (((uint64_t)(step) << 8) | (uint64_t)(site))
+
+/* Attention statistics accumulators (PROTOCOL A3), summed in a fixed order. */
+struct sb_attn_stats {
+	double nonzero;     /* probabilities > 1e-7 among valid keys */
+	double valid_total; /* number of (row, valid key) pairs */
+	double entropy_sum; /* sum over rows of -sum p log max(p, 1e-12) */
+	double rows;        /* number of rows */
+};
+
+typedef int (*sb_task_fn)(struct sb_ctx *ctx, int worker, int task, void *arg, struct sb_err *err);
+
+struct sb_backend_ops {
+	const char *name;
+	void (*destroy)(struct sb_backend *be);
+	/* memory: zeroed, aligned to 64 bytes; NULL on failure */
+	void *(*alloc)(struct sb_backend *be, size_t bytes);
+	void (*free)(struct sb_backend *be, void *p);
+	int (*upload)(struct sb_backend *be, void *dst, const void *src, size_t bytes, struct sb_err *err);
+	int (*download)(struct sb_backend *be, void *dst, const void *src, size_t bytes, struct sb_err *err);
+	/* the main context (outside tasks); ops called with it may use every worker */
+	struct sb_ctx *(*main_ctx)(struct sb_backend *be);
+	/* run fn(ctx, worker, task, arg, err) for task = 0..ntasks-1 on the workers (worker
+	 * = 0..threads-1 identifies the context's worker, for per-worker buffers); a task
+	 * fails by returning non-zero with its err filled; the error of the lowest failing
+	 * task is returned (the others run to completion) */
+	int (*run)(struct sb_backend *be, int ntasks, sb_task_fn fn, void *arg, struct sb_err *err);
+	void (*zero)(struct sb_ctx *ctx, void *p, size_t bytes);
+	void (*copy)(struct sb_ctx *ctx, void *dst, const void *src, size_t bytes); /* device to device */
+
+	/* ---- embedding ---- */
+	/* out[B, L, Ch*p*p] = patches of images u8[.., Ch, H, W] selected by idx[B],
+	 * /255, cropped to a multiple of p; patches row-major, each (channel, row, col) */
+	void (*patchify)(struct sb_ctx *ctx, float *out, const uint8_t *images, const uint32_t *idx, int B, int Ch,
+			 int H, int W, int p);
+	/* ids[B, L] = tokens[idx[b]], nvalid[B] = 1 + len[idx[b]] (CLS counts) */
+	void (*gather_tokens)(struct sb_ctx *ctx, int32_t *ids, int32_t *nvalid, const int32_t *tokens,
+			      const int32_t *len, const uint32_t *idx, int B, int L);
+	/* out[b] = src[idx[b]] (labels) */
+	void (*gather_i32)(struct sb_ctx *ctx, int32_t *out, const int32_t *src, const uint32_t *idx, int B);
+	/* out[n, d] = table[ids[i]] */
+	void (*embedding_forward)(struct sb_ctx *ctx, float *out, const int32_t *ids, const float *table, int n, int d);
+	/* dtable[ids[i]] += dout[i] for ids[i] != 0 (padding row never updated), in index order */
+	void (*embedding_backward)(struct sb_ctx *ctx, float *dtable, const float *dout, const int32_t *ids, int n,
+				   int d);
+	/* x[b, 0] = cls + pos[0]; x[b, t] = emb[b, t-1] + pos[t] (t = 1..T-1) */
+	void (*assemble_forward)(struct sb_ctx *ctx, float *x, const float *emb, const float *cls, const float *pos,
+				 int B, int T, int d);
+	/* demb = dx[:, 1:]; dcls += sum_b dx[b, 0]; dpos += sum_b dx[b] */
+	void (*assemble_backward)(struct sb_ctx *ctx, float *demb, float *dcls, float *dpos, const float *dx, int B,
+				  int T, int d);
+
+	/* ---- dense ---- */
+	/* out[M, N] = inp[M, K] w[N, K]^T + bias[N] (bias may be NULL) */
+	void (*matmul_forward)(struct sb_ctx *ctx, float *out, const float *inp, const float *w, const float *bias,
+			       int M, int K, int N);
+	/* dinp[M, K] (= or += when accumulate; NULL to skip) = dout w; dw[N, K] += dout^T inp;
+	 * dbias[N] += column sums of dout (NULL to skip) */
+	void (*matmul_backward)(struct sb_ctx *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+				const float *inp, const float *w, int M, int K, int N, int accumulate);
+	/* out[b, :] = x[b, 0, :] (the CLS rows) */
+	void (*gather_cls)(struct sb_ctx *ctx, float *out, const float *x, int B, int T, int d);
+	/* dx[b, 0, :] = dcls[b, :], other rows 0 */
+	void (*scatter_cls)(struct sb_ctx *ctx, float *dx, const float *dcls, int B, int T, int d);
+
+	/* ---- normalisation and activations ---- */
+	/* r = x + drop(y) (y may be NULL: r = x); out = LN(r) with w, b, eps 1e-5;
+	 * saves r, mean, rstd and the dropout mask (when drop->p > 0) */
+	void (*residual_ln_forward)(struct sb_ctx *ctx, float *out, float *r, float *mean, float *rstd,
+				    uint8_t *mask, const float *x, const float *y, const float *w, const float *b,
+				    const struct sb_dropout *drop, int M, int d);
+	/* dr = LN backward of dout (written to dx); dy = drop backward of dr (NULL to skip);
+	 * dw, db += */
+	void (*residual_ln_backward)(struct sb_ctx *ctx, float *dx, float *dy, float *dw, float *db, const float *dout,
+				     const float *r, const float *mean, const float *rstd, const uint8_t *mask,
+				     const float *w, float p, int M, int d);
+	/* out = drop(gelu(inp)), gelu exact (erf); saves the mask */
+	void (*gelu_forward)(struct sb_ctx *ctx, float *out, uint8_t *mask, const float *inp,
+			     const struct sb_dropout *drop, size_t n);
+	/* dinp = gelu'(inp) * drop backward (dout) */
+	void (*gelu_backward)(struct sb_ctx *ctx, float *dinp, const float *dout, const float *inp, const uint8_t *mask,
+			      float p, size_t n);
+
+	/* ---- attention ---- */
+	/* qkv[B, T, 3d] (q | k | v, head h at columns h*hd..), scores S = q k^T / sqrt(hd),
+	 * P = normaliser(S) per (sample, head) block with n_valid = nvalid[b] (all T when
+	 * nvalid is NULL) and alpha = alpha[h] (when alpha is not NULL, else nm->alpha);
+	 * out[B, T, d] = P v. Saves S, P [B, NH, T, T] and aux [B, NH, T, SB_NORM_AUX]. */
+	int (*attention_forward)(struct sb_ctx *ctx, float *out, float *S, float *P, float *aux, const float *qkv,
+				 const int32_t *nvalid, const float *alpha, const struct sb_norm *nm, int B, int T,
+				 int d, int NH, struct sb_err *err);
+	/* dqkv = gradient of out wrt qkv; dalpha[h] += d loss / d alpha_h (NULL to skip) */
+	void (*attention_backward)(struct sb_ctx *ctx, float *dqkv, float *dalpha, const float *dout,
+				   const float *qkv, const float *S, const float *P, const float *aux,
+				   const int32_t *nvalid, const float *alpha, const struct sb_norm *nm, int B, int T,
+				   int d, int NH);
+	/* statistics of P (evaluation) accumulated into st in block order */
+	void (*attention_stats)(struct sb_ctx *ctx, struct sb_attn_stats *st, const float *P, const int32_t *nvalid,
+				int B, int NH, int T);
+	/* alpha[i] = 1.05 + 0.90 sigmoid(raw[i]) */
+	void (*hae_alpha)(struct sb_ctx *ctx, float *alpha, const float *raw, int n);
+	/* draw[i] += dalpha[i] * 0.90 sigmoid'(raw[i]) */
+	void (*hae_alpha_backward)(struct sb_ctx *ctx, float *draw, const float *dalpha, const float *raw, int n);
+
+	/* ---- local mixer (local_hybrid, PROTOCOL A2) on the content tokens x[:, 1:] ----
+	 * y = LN(x_c) * valid; z = depthwise conv(y) + cb (grid G x G with k=3 pad 1 when
+	 * G > 0, else 1-D k=3 pad 1 along the L tokens); x_c' = (x_c + scale * gelu(z)) * valid.
+	 * valid[b, t] = t < nvalid[b] - 1 (all when nvalid is NULL). out may not alias x.
+	 * Saves y, z [B, L, d], mean, rstd [B, L]. cw is PyTorch's [d, 1, k(, k)] */
+	void (*localmix_forward)(struct sb_ctx *ctx, float *out, float *y, float *z, float *mean, float *rstd,
+				 const float *x, const int32_t *nvalid, const float *lnw, const float *lnb,
+				 const float *cw, const float *cb, const float *scale, int B, int T, int d, int G);
+	/* dx = gradient wrt x (all rows); parameter gradients += */
+	void (*localmix_backward)(struct sb_ctx *ctx, float *dx, float *dlnw, float *dlnb, float *dcw, float *dcb,
+				  float *dscale, const float *dout, const float *x, const float *y, const float *z,
+				  const float *mean, const float *rstd, const int32_t *nvalid, const float *lnw,
+				  const float *cw, const float *scale, int B, int T, int d, int G);
+
+	/* ---- loss ---- */
+	/* losses[b] = -log softmax(logits[b])[labels[b]]; pred[b] = argmax (lowest index on
+	 * ties; NULL to skip); dlogits (NULL to skip) = (softmax - onehot) * dscale */
+	void (*cross_entropy)(struct sb_ctx *ctx, float *losses, int32_t *pred, float *dlogits, const float *logits,
+			      const int32_t *labels, int B, int C, float dscale);
+
+	/* ---- optimiser (main context; may use every worker) ---- */
+	/* dst[i] = sum over s (in order) of src[s * stride + i]; when dst aliases src
+	 * (slot 0) it is updated in place */
+	void (*reduce_slots)(struct sb_ctx *ctx, float *dst, const float *src, int nslots, size_t stride, size_t n);
+	/* sum of squares in double, in a fixed order */
+	double (*sumsq)(struct sb_ctx *ctx, const float *x, size_t n);
+	void (*scale)(struct sb_ctx *ctx, float *x, float c, size_t n);
+	/* torch.optim.AdamW step t (1-based) on n parameters:
+	 * p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+	 * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps) */
+	void (*adamw)(struct sb_ctx *ctx, float *p, float *m, float *v, const float *g, size_t n, float lr, float b1,
+		      float b2, float eps, float wd, int64_t t);
+};
+
+struct sb_backend {
+	const struct sb_backend_ops *ops;
+	char name[16];    /* "cpu", "cuda" */
+	char device[128]; /* human-readable device description */
+	int threads;      /* workers */
+	int tile;         /* samples per tile in a step (0 = whole batch) */
+	int slots;        /* maximum number of gradient slots */
+	void *impl;
+};
+
+/* Open a backend: device "cpu" (threads: 0 = all cores) or "cuda[:N]" when built with CUDA. */
+int sb_backend_open(const char *device, int threads, struct sb_backend **out, struct sb_err *err);
+void sb_backend_close(struct sb_backend *be);
+
+/* The CPU backend (lib/backend_cpu.c). */
+int sb_backend_cpu_open(int threads, struct sb_backend **out, struct sb_err *err);
+/* The CUDA backend (lib/cuda/, CUDA=1 builds): a weak reference, NULL when not linked. */
+int sb_backend_cuda_open(const char *device, int threads, struct sb_backend **out, struct sb_err *err)
+	__attribute__((weak));
+/* Bytes currently allocated through the CPU backend, and their peak. */
+size_t sb_cpu_bytes_peak(struct sb_backend *be);
+
+/* Convenience wrappers. */
+static inline void *sb_be_alloc(struct sb_backend *be, size_t bytes) { return be->ops->alloc(be, bytes); }
+static inline void sb_be_free(struct sb_backend *be, void *p)
+{
+	if (p)
+		be->ops->free(be, p);
+}
+static inline struct sb_ctx *sb_be_main(struct sb_backend *be) { return be->ops->main_ctx(be); }
+
+/* Fast GELU pieces exposed for tests: Phi(x) = P(X <= x) for a standard normal,
+ * computed with the CPU backend's vectorisable erfc (|rel err| ~ 1e-7). */
+void sb_cpu_gelu_ref_f(float *out, const float *x, size_t n);
+void sb_cpu_normcdf(float *out, const float *x, size_t n);
+void sb_cpu_exp(float *out, const float *x, size_t n);
+
+#endif

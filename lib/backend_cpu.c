@@ -1,0 +1,1042 @@
+/* backend_cpu.c — the CPU backend: workers, memory and the element-wise,
+ * normalisation, embedding, loss and optimiser ops. Matrix products, attention
+ * and the local mixer are in backend_cpu_dense.c / backend_cpu_attn.c.
+ *
+ * Workers: the calling thread plus threads-1 pthreads. sb_be_run hands out
+ * task indices; each task runs on one worker with that worker's context and
+ * scratch. OpenBLAS is set to one thread: every product runs inside a task,
+ * so the parallelism (and hence the bits) never depend on OpenBLAS's threads.
+ */
+#include "backend_cpu.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend_cpu_simd.h"
+#include "rng.h"
+
+/* ---------------------------------------------------------------- workers */
+
+struct pool {
+	int n; /* workers including the caller */
+	pthread_t *th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv_go, cv_done;
+	uint64_t gen;
+	int running; /* helper threads still working on this generation */
+	int stop;
+	int ntasks;
+	atomic_int next;
+	sb_task_fn fn;
+	void *arg;
+	int err_task; /* lowest failing task index (deterministic error choice) */
+	struct sb_err err;
+	struct sb_ctx *ctx; /* [n] */
+	struct sb_backend *be;
+};
+
+static void pool_work(struct pool *pl, struct sb_ctx *ctx)
+{
+	for (;;) {
+		int t = atomic_fetch_add(&pl->next, 1);
+		if (t >= pl->ntasks)
+			break;
+		ctx->in_task = 1;
+		sb_err_clear(&ctx->err);
+		int rc = pl->fn(ctx, ctx->worker, t, pl->arg, &ctx->err);
+		ctx->in_task = 0;
+		if (rc) {
+			pthread_mutex_lock(&pl->mu);
+			if (pl->err_task < 0 || t < pl->err_task) {
+				pl->err_task = t;
+				pl->err = ctx->err;
+				pl->err.code = rc;
+			}
+			pthread_mutex_unlock(&pl->mu);
+			sb_err_clear(&ctx->err);
+		}
+	}
+}
+
+static void *pool_thread(void *p)
+{
+	struct sb_ctx *ctx = p;
+	struct pool *pl = ctx->pool;
+	uint64_t seen = 0;
+	for (;;) {
+		pthread_mutex_lock(&pl->mu);
+		while (pl->gen == seen && !pl->stop)
+			pthread_cond_wait(&pl->cv_go, &pl->mu);
+		if (pl->stop) {
+			pthread_mutex_unlock(&pl->mu);
+			return NULL;
+		}
+		seen = pl->gen;
+		pthread_mutex_unlock(&pl->mu);
+		pool_work(pl, ctx);
+		pthread_mutex_lock(&pl->mu);
+		if (--pl->running == 0)
+			pthread_cond_signal(&pl->cv_done);
+		pthread_mutex_unlock(&pl->mu);
+	}
+}
+
+static int cpu_run(struct sb_backend *be, int ntasks, sb_task_fn fn, void *arg, struct sb_err *err)
+{
+	struct cpu_impl *im = be->impl;
+	struct pool *pl = im->pool;
+	if (ntasks <= 0)
+		return 0;
+	pthread_mutex_lock(&im->run_mu); /* one run at a time per backend */
+	pl->fn = fn;
+	pl->arg = arg;
+	pl->ntasks = ntasks;
+	pl->err_task = -1;
+	sb_err_clear(&pl->err);
+	atomic_store(&pl->next, 0);
+	int helpers = pl->n - 1;
+	if (helpers > ntasks - 1)
+		helpers = ntasks - 1;
+	if (helpers > 0) {
+		pthread_mutex_lock(&pl->mu);
+		pl->running = pl->n - 1;
+		pl->gen++;
+		pthread_cond_broadcast(&pl->cv_go);
+		pthread_mutex_unlock(&pl->mu);
+	}
+	pool_work(pl, &pl->ctx[0]);
+	if (helpers > 0) {
+		pthread_mutex_lock(&pl->mu);
+		while (pl->running > 0)
+			pthread_cond_wait(&pl->cv_done, &pl->mu);
+		pthread_mutex_unlock(&pl->mu);
+	}
+	int rc = 0;
+	if (pl->err_task >= 0) {
+		rc = pl->err.code ? pl->err.code : SB_EINTERNAL;
+		if (err)
+			*err = pl->err;
+	}
+	pthread_mutex_unlock(&im->run_mu);
+	return rc;
+}
+
+/* Parallel loop over fixed chunks for main-context ops: the chunking depends on n
+ * only, so results do not depend on the number of workers. */
+struct chunk_job {
+	void (*fn)(void *arg, size_t lo, size_t hi, int chunk);
+	void *arg;
+	size_t n, chunk;
+};
+
+static int chunk_task(struct sb_ctx *ctx, int worker, int t, void *p, struct sb_err *err)
+{
+	struct chunk_job *j = p;
+	size_t lo = (size_t)t * j->chunk, hi = lo + j->chunk;
+	if (hi > j->n)
+		hi = j->n;
+	j->fn(j->arg, lo, hi, t);
+	return 0;
+}
+
+#define CHUNK ((size_t)1 << 15)
+
+static int nchunks(size_t n) { return (int)((n + CHUNK - 1) / CHUNK); }
+
+static void par_chunks(struct sb_ctx *ctx, size_t n, void (*fn)(void *, size_t, size_t, int), void *arg)
+{
+	struct chunk_job j = {fn, arg, n, CHUNK};
+	int nt = nchunks(n);
+	if (ctx->worker == 0 && !ctx->in_task && ctx->pool->n > 1 && nt > 1) {
+		ctx->in_task = 1;
+		cpu_run(ctx->be, nt, chunk_task, &j, NULL);
+		ctx->in_task = 0;
+	} else {
+		for (int t = 0; t < nt; t++)
+			chunk_task(ctx, ctx->worker, t, &j, NULL);
+	}
+}
+
+/* ---------------------------------------------------------------- memory */
+
+static void *cpu_alloc(struct sb_backend *be, size_t bytes)
+{
+	void *p = NULL;
+	if (bytes == 0)
+		bytes = 64;
+	bytes = (bytes + 63) & ~(size_t)63;
+	if (posix_memalign(&p, 64, bytes))
+		return NULL;
+	memset(p, 0, bytes);
+	struct cpu_impl *im = be->impl;
+	pthread_mutex_lock(&im->mem_mu);
+	im->bytes_now += bytes;
+	if (im->bytes_now > im->bytes_peak)
+		im->bytes_peak = im->bytes_now;
+	pthread_mutex_unlock(&im->mem_mu);
+	/* remember the size in a small header table: keep it simple with a side list */
+	struct cpu_block *b = malloc(sizeof *b);
+	if (!b) {
+		free(p);
+		return NULL;
+	}
+	b->p = p;
+	b->bytes = bytes;
+	pthread_mutex_lock(&im->mem_mu);
+	b->next = im->blocks;
+	im->blocks = b;
+	pthread_mutex_unlock(&im->mem_mu);
+	return p;
+}
+
+static void cpu_free(struct sb_backend *be, void *p)
+{
+	struct cpu_impl *im = be->impl;
+	pthread_mutex_lock(&im->mem_mu);
+	for (struct cpu_block **b = &im->blocks; *b; b = &(*b)->next) {
+		if ((*b)->p == p) {
+			struct cpu_block *d = *b;
+			im->bytes_now -= d->bytes;
+			*b = d->next;
+			free(d);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&im->mem_mu);
+	free(p);
+}
+
+static int cpu_copy(struct sb_backend *be, void *dst, const void *src, size_t bytes, struct sb_err *err)
+{
+	if (bytes)
+		memmove(dst, src, bytes);
+	return 0;
+}
+
+static struct sb_ctx *cpu_main_ctx(struct sb_backend *be)
+{
+	struct cpu_impl *im = be->impl;
+	return &im->pool->ctx[0];
+}
+
+static void cpu_zero(struct sb_ctx *ctx, void *p, size_t bytes) { memset(p, 0, bytes); }
+static void cpu_copy_dev(struct sb_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+	if (bytes)
+		memmove(dst, src, bytes);
+}
+
+void *sb_cpu_scratch(struct sb_ctx *ctx, size_t bytes)
+{
+	if (bytes <= ctx->scratch_bytes)
+		return ctx->scratch;
+	/* grows at most a few times, during the first step; sb_cpu_reserve avoids it */
+	free(ctx->scratch);
+	ctx->scratch = NULL;
+	ctx->scratch_bytes = 0;
+	void *p = NULL;
+	if (posix_memalign(&p, 64, bytes))
+		return NULL;
+	ctx->scratch = p;
+	ctx->scratch_bytes = bytes;
+	return p;
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+static float u8_unit[256];
+static pthread_once_t u8_once = PTHREAD_ONCE_INIT;
+static void u8_table_init(void)
+{
+	for (int i = 0; i < 256; i++)
+		u8_unit[i] = (float)i / 255.0f; /* as torch: uint8 -> float32, then / 255 */
+}
+
+static void cpu_patchify(struct sb_ctx *ctx, float *out, const uint8_t *images, const uint32_t *idx, int B, int Ch,
+			 int H, int W, int p)
+{
+	int gh = H / p, gw = W / p, P = Ch * p * p;
+	size_t img = (size_t)Ch * H * W;
+	for (int b = 0; b < B; b++) {
+		const uint8_t *im = images + (size_t)idx[b] * img;
+		for (int pr = 0; pr < gh; pr++)
+			for (int pc = 0; pc < gw; pc++) {
+				float *o = out + ((size_t)b * gh * gw + (size_t)pr * gw + pc) * P;
+				for (int c = 0; c < Ch; c++)
+					for (int i = 0; i < p; i++) {
+						const uint8_t *row = im + (size_t)c * H * W + (size_t)(pr * p + i) * W + pc * p;
+						for (int j = 0; j < p; j++)
+							*o++ = u8_unit[row[j]];
+					}
+			}
+	}
+}
+
+static void cpu_gather_tokens(struct sb_ctx *ctx, int32_t *ids, int32_t *nvalid, const int32_t *tokens,
+			      const int32_t *len, const uint32_t *idx, int B, int L)
+{
+	for (int b = 0; b < B; b++) {
+		memcpy(ids + (size_t)b * L, tokens + (size_t)idx[b] * L, (size_t)L * sizeof *ids);
+		if (nvalid)
+			nvalid[b] = 1 + (len ? len[idx[b]] : L);
+	}
+}
+
+static void cpu_gather_i32(struct sb_ctx *ctx, int32_t *out, const int32_t *src, const uint32_t *idx, int B)
+{
+	for (int b = 0; b < B; b++)
+		out[b] = src[idx[b]];
+}
+
+static void cpu_embedding_forward(struct sb_ctx *ctx, float *out, const int32_t *ids, const float *table, int n,
+				  int d)
+{
+	for (int i = 0; i < n; i++)
+		memcpy(out + (size_t)i * d, table + (size_t)ids[i] * d, (size_t)d * sizeof *out);
+}
+
+static void cpu_embedding_backward(struct sb_ctx *ctx, float *dtable, const float *dout, const int32_t *ids, int n,
+				   int d)
+{
+	for (int i = 0; i < n; i++) {
+		if (ids[i] == 0)
+			continue;
+		float *g = dtable + (size_t)ids[i] * d;
+		const float *s = dout + (size_t)i * d;
+		for (int c = 0; c < d; c++)
+			g[c] += s[c];
+	}
+}
+
+static void cpu_assemble_forward(struct sb_ctx *ctx, float *x, const float *emb, const float *cls, const float *pos,
+				 int B, int T, int d)
+{
+	for (int b = 0; b < B; b++) {
+		float *xb = x + (size_t)b * T * d;
+		for (int c = 0; c < d; c++)
+			xb[c] = cls[c] + pos[c];
+		for (int t = 1; t < T; t++) {
+			const float *e = emb + ((size_t)b * (T - 1) + t - 1) * d;
+			const float *ps = pos + (size_t)t * d;
+			float *o = xb + (size_t)t * d;
+			for (int c = 0; c < d; c++)
+				o[c] = e[c] + ps[c];
+		}
+	}
+}
+
+static void cpu_assemble_backward(struct sb_ctx *ctx, float *demb, float *dcls, float *dpos, const float *dx, int B,
+				  int T, int d)
+{
+	for (int b = 0; b < B; b++) {
+		const float *g = dx + (size_t)b * T * d;
+		for (int c = 0; c < d; c++)
+			dcls[c] += g[c];
+		for (int t = 0; t < T; t++) {
+			float *dp = dpos + (size_t)t * d;
+			const float *gt = g + (size_t)t * d;
+			for (int c = 0; c < d; c++)
+				dp[c] += gt[c];
+		}
+		if (demb)
+			memcpy(demb + (size_t)b * (T - 1) * d, g + d, (size_t)(T - 1) * d * sizeof *demb);
+	}
+}
+
+static void cpu_gather_cls(struct sb_ctx *ctx, float *out, const float *x, int B, int T, int d)
+{
+	for (int b = 0; b < B; b++)
+		memcpy(out + (size_t)b * d, x + (size_t)b * T * d, (size_t)d * sizeof *out);
+}
+
+static void cpu_scatter_cls(struct sb_ctx *ctx, float *dx, const float *dcls, int B, int T, int d)
+{
+	memset(dx, 0, (size_t)B * T * d * sizeof *dx);
+	for (int b = 0; b < B; b++)
+		memcpy(dx + (size_t)b * T * d, dcls + (size_t)b * d, (size_t)d * sizeof *dx);
+}
+
+/* ---------------------------------------------------------------- dropout */
+
+/* keep[i] = word(offset + i) >> 8 >= ceil(p * 2^24): exactly the test
+ * sb_rng_u32_to_unit_f(word) >= p, since both sides are exact in float. */
+static uint32_t drop_threshold(float p)
+{
+	double t = ceil((double)p * 16777216.0);
+	return t > 16777216.0 ? 16777217u : (uint32_t)t;
+}
+
+void sb_cpu_dropout_mask(uint8_t *mask, size_t n, const struct sb_dropout *dr)
+{
+	uint32_t thr = drop_threshold(dr->p);
+	uint32_t key[2];
+	/* reproduce sb_rng_word_at: the key of (seed, purpose), counter (block, stream) */
+	struct sb_rng r;
+	sb_rng_init(&r, dr->seed, SB_RNG_DROPOUT, dr->stream);
+	key[0] = r.key[0];
+	key[1] = r.key[1];
+	uint64_t i0 = dr->offset, i = i0, end = i0 + n;
+	/* leading partial block */
+	while (i < end && (i & 3)) {
+		uint32_t w = sb_rng_word_at(dr->seed, SB_RNG_DROPOUT, dr->stream, i);
+		mask[i - i0] = (w >> 8) >= thr;
+		i++;
+	}
+	uint32_t ctr[4] = {0, 0, (uint32_t)dr->stream, (uint32_t)(dr->stream >> 32)};
+	uint32_t out[4];
+#if defined(__AVX512F__)
+	/* 16 Philox blocks at once: 32x32->64 products with vpmuludq on even lanes */
+	while (end - i >= 64) {
+		uint64_t blk = i >> 2;
+		__m512i c0, c1, c2, c3;
+		{
+			uint32_t a0[16], a1[16];
+			for (int l = 0; l < 16; l++) {
+				a0[l] = (uint32_t)(blk + (uint64_t)l);
+				a1[l] = (uint32_t)((blk + (uint64_t)l) >> 32);
+			}
+			c0 = _mm512_loadu_si512(a0);
+			c1 = _mm512_loadu_si512(a1);
+			c2 = _mm512_set1_epi32((int)ctr[2]);
+			c3 = _mm512_set1_epi32((int)ctr[3]);
+		}
+		uint32_t k0 = key[0], k1 = key[1];
+		const __m512i M0 = _mm512_set1_epi64(0xD2511F53u), M1 = _mm512_set1_epi64(0xCD9E8D57u);
+		for (int rd = 0; rd < 10; rd++) {
+			if (rd) {
+				k0 += 0x9E3779B9u;
+				k1 += 0xBB67AE85u;
+			}
+			/* products of even and odd 32-bit lanes separately */
+			__m512i p0e = _mm512_mul_epu32(c0, M0), p0o = _mm512_mul_epu32(_mm512_srli_epi64(c0, 32), M0);
+			__m512i p1e = _mm512_mul_epu32(c2, M1), p1o = _mm512_mul_epu32(_mm512_srli_epi64(c2, 32), M1);
+			/* hi and lo words back into 32-bit lanes */
+			__m512i hi0 = _mm512_or_si512(_mm512_srli_epi64(p0e, 32),
+						      _mm512_and_si512(p0o, _mm512_set1_epi64((long long)0xFFFFFFFF00000000ull)));
+			__m512i lo0 = _mm512_or_si512(_mm512_and_si512(p0e, _mm512_set1_epi64(0xFFFFFFFFll)),
+						      _mm512_slli_epi64(p0o, 32));
+			__m512i hi1 = _mm512_or_si512(_mm512_srli_epi64(p1e, 32),
+						      _mm512_and_si512(p1o, _mm512_set1_epi64((long long)0xFFFFFFFF00000000ull)));
+			__m512i lo1 = _mm512_or_si512(_mm512_and_si512(p1e, _mm512_set1_epi64(0xFFFFFFFFll)),
+						      _mm512_slli_epi64(p1o, 32));
+			__m512i n0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32((int)k0));
+			__m512i n2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32((int)k1));
+			c0 = n0;
+			c1 = lo1;
+			c2 = n2;
+			c3 = lo0;
+		}
+		uint32_t w[4][16];
+		_mm512_storeu_si512(w[0], c0);
+		_mm512_storeu_si512(w[1], c1);
+		_mm512_storeu_si512(w[2], c2);
+		_mm512_storeu_si512(w[3], c3);
+		uint8_t *m = mask + (i - i0);
+		for (int l = 0; l < 16; l++)
+			for (int q = 0; q < 4; q++)
+				m[l * 4 + q] = (w[q][l] >> 8) >= thr;
+		i += 64;
+	}
+#endif
+	while (end - i >= 4) {
+		uint64_t blk = i >> 2;
+		ctr[0] = (uint32_t)blk;
+		ctr[1] = (uint32_t)(blk >> 32);
+		sb_philox4x32_10(out, ctr, key);
+		for (int q = 0; q < 4; q++)
+			mask[i - i0 + q] = (out[q] >> 8) >= thr;
+		i += 4;
+	}
+	while (i < end) {
+		uint32_t w = sb_rng_word_at(dr->seed, SB_RNG_DROPOUT, dr->stream, i);
+		mask[i - i0] = (w >> 8) >= thr;
+		i++;
+	}
+}
+
+static inline float drop_scale(float p) { return 1.0f / (1.0f - p); }
+
+/* ---------------------------------------------------------------- layer norm */
+
+#define LN_EPS 1e-5f
+
+/* mean and rstd of a row: two passes, vector partial sums in a fixed order */
+static void row_moments(const float *r, int d, float *mean, float *rstd)
+{
+	float s = 0;
+	int c = 0;
+	if (d >= VL) {
+		vf a = vzero();
+		for (; c + VL <= d; c += VL)
+			a += vload(r + c);
+		s = vhsum(a);
+	}
+	for (; c < d; c++)
+		s += r[c];
+	float mu = s / (float)d;
+	float q = 0;
+	c = 0;
+	if (d >= VL) {
+		vf a = vzero(), m = vset1(mu);
+		for (; c + VL <= d; c += VL) {
+			vf t = vload(r + c) - m;
+			a = vfma(t, t, a);
+		}
+		q = vhsum(a);
+	}
+	for (; c < d; c++) {
+		float t = r[c] - mu;
+		q = sfma(t, t, q);
+	}
+	*mean = mu;
+	*rstd = 1.0f / sqrtf(q / (float)d + LN_EPS);
+}
+
+static void cpu_residual_ln_forward(struct sb_ctx *ctx, float *out, float *r, float *mean, float *rstd,
+				    uint8_t *mask, const float *x, const float *y, const float *w, const float *b,
+				    const struct sb_dropout *drop, int M, int d)
+{
+	int use_drop = y && drop && drop->p > 0;
+	float sc = use_drop ? drop_scale(drop->p) : 1.0f;
+	if (use_drop)
+		sb_cpu_dropout_mask(mask, (size_t)M * d, drop);
+	for (int i = 0; i < M; i++) {
+		const float *xi = x + (size_t)i * d;
+		float *ri = r + (size_t)i * d, *oi = out + (size_t)i * d;
+		if (!y) {
+			if (ri != xi)
+				memcpy(ri, xi, (size_t)d * sizeof *ri);
+		} else if (use_drop) {
+			const float *yi = y + (size_t)i * d;
+			const uint8_t *mi = mask + (size_t)i * d;
+			for (int c = 0; c < d; c++)
+				ri[c] = xi[c] + (mi[c] ? yi[c] * sc : 0.0f);
+		} else {
+			const float *yi = y + (size_t)i * d;
+			for (int c = 0; c < d; c++)
+				ri[c] = xi[c] + yi[c];
+		}
+		float mu, rs;
+		row_moments(ri, d, &mu, &rs);
+		mean[i] = mu;
+		rstd[i] = rs;
+		int c = 0;
+		for (; c + VL <= d; c += VL) {
+			vf xh = (vload(ri + c) - mu) * rs;
+			vstore(oi + c, vfma(xh, vload(w + c), vload(b + c)));
+		}
+		for (; c < d; c++)
+			oi[c] = sfma((ri[c] - mu) * rs, w[c], b[c]);
+	}
+}
+
+static void cpu_residual_ln_backward(struct sb_ctx *ctx, float *dx, float *dy, float *dw, float *db, const float *dout,
+				     const float *r, const float *mean, const float *rstd, const uint8_t *mask,
+				     const float *w, float p, int M, int d)
+{
+	float sc = p > 0 ? drop_scale(p) : 1.0f;
+	for (int i = 0; i < M; i++) {
+		const float *g = dout + (size_t)i * d, *ri = r + (size_t)i * d;
+		float *dxi = dx + (size_t)i * d;
+		float mu = mean[i], rs = rstd[i];
+		/* sums of dxhat and dxhat * xhat */
+		float s1 = 0, s2 = 0;
+		int c = 0;
+		if (d >= VL) {
+			vf a1 = vzero(), a2 = vzero(), m = vset1(mu), vr = vset1(rs);
+			for (; c + VL <= d; c += VL) {
+				vf xh = (vload(ri + c) - m) * vr;
+				vf gg = vload(g + c);
+				vf dxh = gg * vload(w + c);
+				a1 += dxh;
+				a2 = vfma(dxh, xh, a2);
+				vstore(dw + c, vfma(gg, xh, vload(dw + c)));
+				vstore(db + c, vload(db + c) + gg);
+			}
+			s1 = vhsum(a1);
+			s2 = vhsum(a2);
+		}
+		for (; c < d; c++) {
+			float xh = (ri[c] - mu) * rs;
+			float dxh = g[c] * w[c];
+			s1 += dxh;
+			s2 = sfma(dxh, xh, s2);
+			dw[c] = sfma(g[c], xh, dw[c]);
+			db[c] += g[c];
+		}
+		float m1 = s1 / (float)d, m2 = s2 / (float)d;
+		c = 0;
+		for (; c + VL <= d; c += VL) {
+			vf xh = (vload(ri + c) - mu) * rs;
+			vf dxh = vload(g + c) * vload(w + c);
+			vstore(dxi + c, (dxh - m1 - xh * m2) * rs);
+		}
+		for (; c < d; c++) {
+			float xh = (ri[c] - mu) * rs;
+			float dxh = g[c] * w[c];
+			dxi[c] = (dxh - m1 - xh * m2) * rs;
+		}
+		if (dy) {
+			float *dyi = dy + (size_t)i * d;
+			if (p > 0) {
+				const uint8_t *mi = mask + (size_t)i * d;
+				for (int cc = 0; cc < d; cc++)
+					dyi[cc] = mi[cc] ? dxi[cc] * sc : 0.0f;
+			} else {
+				memcpy(dyi, dxi, (size_t)d * sizeof *dyi);
+			}
+		}
+	}
+}
+
+/* plain layer norm (local mixer): out = LN(x) */
+void sb_cpu_layernorm_rows(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b,
+			   int M, int d)
+{
+	for (int i = 0; i < M; i++) {
+		const float *ri = x + (size_t)i * d;
+		float *oi = out + (size_t)i * d;
+		float mu, rs;
+		row_moments(ri, d, &mu, &rs);
+		mean[i] = mu;
+		rstd[i] = rs;
+		int c = 0;
+		for (; c + VL <= d; c += VL) {
+			vf xh = (vload(ri + c) - mu) * rs;
+			vstore(oi + c, vfma(xh, vload(w + c), vload(b + c)));
+		}
+		for (; c < d; c++)
+			oi[c] = sfma((ri[c] - mu) * rs, w[c], b[c]);
+	}
+}
+
+/* dx (+= when acc) from dout of out = LN(x); dw, db += */
+void sb_cpu_layernorm_rows_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+				    const float *mean, const float *rstd, const float *w, int M, int d, int acc)
+{
+	for (int i = 0; i < M; i++) {
+		const float *g = dout + (size_t)i * d, *ri = x + (size_t)i * d;
+		float *dxi = dx + (size_t)i * d;
+		float mu = mean[i], rs = rstd[i];
+		float s1 = 0, s2 = 0;
+		for (int c = 0; c < d; c++) {
+			float xh = (ri[c] - mu) * rs;
+			float dxh = g[c] * w[c];
+			s1 += dxh;
+			s2 = sfma(dxh, xh, s2);
+			dw[c] = sfma(g[c], xh, dw[c]);
+			db[c] += g[c];
+		}
+		float m1 = s1 / (float)d, m2 = s2 / (float)d;
+		for (int c = 0; c < d; c++) {
+			float xh = (ri[c] - mu) * rs;
+			float v = (g[c] * w[c] - m1 - xh * m2) * rs;
+			dxi[c] = acc ? dxi[c] + v : v;
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- GELU */
+
+/* gelu(x) = x Phi(x) with the vector erfc; gelu'(x) = Phi(x) + x phi(x) */
+void sb_cpu_gelu_vec(float *out, float *dgelu, const float *x, size_t n)
+{
+	size_t i = 0;
+	for (; i + VL <= n; i += VL) {
+		vf v = vload(x + i), Phi, phi;
+		vnormcdf(v, &Phi, &phi);
+		if (out)
+			vstore(out + i, v * Phi);
+		if (dgelu)
+			vstore(dgelu + i, vfma(v, phi, Phi));
+	}
+	if (i < n) {
+		float tmp[VL] = {0};
+		memcpy(tmp, x + i, (n - i) * sizeof *tmp);
+		vf v = vload(tmp), Phi, phi;
+		vnormcdf(v, &Phi, &phi);
+		float o[VL], g[VL];
+		vstore(o, v * Phi);
+		vstore(g, vfma(v, phi, Phi));
+		if (out)
+			memcpy(out + i, o, (n - i) * sizeof *o);
+		if (dgelu)
+			memcpy(dgelu + i, g, (n - i) * sizeof *g);
+	}
+}
+
+void sb_cpu_normcdf(float *out, const float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i += VL) {
+		float tmp[VL] = {0}, o[VL];
+		size_t m = n - i < VL ? n - i : VL;
+		memcpy(tmp, x + i, m * sizeof *tmp);
+		vf Phi, phi;
+		vnormcdf(vload(tmp), &Phi, &phi);
+		vstore(o, Phi);
+		memcpy(out + i, o, m * sizeof *o);
+	}
+}
+
+void sb_cpu_exp(float *out, const float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i += VL) {
+		float tmp[VL] = {0}, o[VL];
+		size_t m = n - i < VL ? n - i : VL;
+		memcpy(tmp, x + i, m * sizeof *tmp);
+		vstore(o, vexp(vload(tmp)));
+		memcpy(out + i, o, m * sizeof *o);
+	}
+}
+
+void sb_cpu_gelu_ref_f(float *out, const float *x, size_t n) { sb_cpu_gelu_vec(out, NULL, x, n); }
+
+static void cpu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, const float *inp,
+			     const struct sb_dropout *drop, size_t n)
+{
+	sb_cpu_gelu_vec(out, NULL, inp, n);
+	if (drop && drop->p > 0) {
+		sb_cpu_dropout_mask(mask, n, drop);
+		float sc = drop_scale(drop->p);
+		for (size_t i = 0; i < n; i++)
+			out[i] = mask[i] ? out[i] * sc : 0.0f;
+	}
+}
+
+/* dinp = gelu'(inp) * drop backward (dout); dinp may alias dout */
+static void cpu_gelu_backward(struct sb_ctx *ctx, float *dinp, const float *dout, const float *inp,
+			      const uint8_t *mask, float p, size_t n)
+{
+	float sc = p > 0 ? drop_scale(p) : 1.0f;
+	for (size_t i = 0; i < n; i += VL) {
+		size_t m = n - i < VL ? n - i : VL;
+		float xb[VL] = {0}, gb[VL] = {0}, o[VL];
+		memcpy(xb, inp + i, m * sizeof *xb);
+		if (p > 0) {
+			for (size_t k = 0; k < m; k++)
+				gb[k] = mask[i + k] ? dout[i + k] * sc : 0.0f;
+		} else {
+			memcpy(gb, dout + i, m * sizeof *gb);
+		}
+		vf v = vload(xb), Phi, phi;
+		vnormcdf(v, &Phi, &phi);
+		vstore(o, vfma(v, phi, Phi) * vload(gb));
+		memcpy(dinp + i, o, m * sizeof *o);
+	}
+}
+
+/* ---------------------------------------------------------------- HAE alpha */
+
+static void cpu_hae_alpha(struct sb_ctx *ctx, float *alpha, const float *raw, int n)
+{
+	for (int i = 0; i < n; i++) {
+		float s = 1.0f / (1.0f + expf(-raw[i]));
+		alpha[i] = 1.05f + 0.90f * s;
+	}
+}
+
+static void cpu_hae_alpha_backward(struct sb_ctx *ctx, float *draw, const float *dalpha, const float *raw, int n)
+{
+	for (int i = 0; i < n; i++) {
+		float s = 1.0f / (1.0f + expf(-raw[i]));
+		draw[i] += dalpha[i] * 0.90f * s * (1.0f - s);
+	}
+}
+
+/* ---------------------------------------------------------------- loss */
+
+static void cpu_cross_entropy(struct sb_ctx *ctx, float *losses, int32_t *pred, float *dlogits, const float *logits,
+			      const int32_t *labels, int B, int C, float dscale)
+{
+	for (int b = 0; b < B; b++) {
+		const float *l = logits + (size_t)b * C;
+		float mx = l[0];
+		int am = 0;
+		for (int c = 1; c < C; c++)
+			if (l[c] > mx) {
+				mx = l[c];
+				am = c;
+			}
+		double s = 0;
+		for (int c = 0; c < C; c++)
+			s += exp((double)l[c] - mx);
+		double lse = log(s) + mx;
+		losses[b] = (float)(lse - l[labels[b]]);
+		if (pred)
+			pred[b] = am;
+		if (dlogits) {
+			float *g = dlogits + (size_t)b * C;
+			for (int c = 0; c < C; c++) {
+				double pc = exp((double)l[c] - lse);
+				g[c] = (float)((pc - (c == labels[b])) * dscale);
+			}
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- optimiser */
+
+struct red_arg {
+	float *dst;
+	const float *src;
+	int nslots;
+	size_t stride;
+};
+static void red_chunk(void *p, size_t lo, size_t hi, int ch)
+{
+	struct red_arg *a = p;
+	for (size_t i = lo; i < hi; i++) {
+		float s = a->src[i];
+		for (int k = 1; k < a->nslots; k++)
+			s += a->src[(size_t)k * a->stride + i];
+		a->dst[i] = s;
+	}
+}
+static void cpu_reduce_slots(struct sb_ctx *ctx, float *dst, const float *src, int nslots, size_t stride, size_t n)
+{
+	struct red_arg a = {dst, src, nslots, stride};
+	par_chunks(ctx, n, red_chunk, &a);
+}
+
+struct sq_arg {
+	const float *x;
+	double *part;
+};
+static void sq_chunk(void *p, size_t lo, size_t hi, int ch)
+{
+	struct sq_arg *a = p;
+	double s = 0;
+	for (size_t i = lo; i < hi; i++)
+		s += (double)a->x[i] * a->x[i];
+	a->part[ch] = s;
+}
+static double cpu_sumsq(struct sb_ctx *ctx, const float *x, size_t n)
+{
+	int nc = nchunks(n);
+	double stackpart[64], *part = nc <= 64 ? stackpart : malloc((size_t)nc * sizeof *part);
+	if (!part)
+		return NAN;
+	struct sq_arg a = {x, part};
+	par_chunks(ctx, n, sq_chunk, &a);
+	double s = 0;
+	for (int i = 0; i < nc; i++)
+		s += part[i];
+	if (part != stackpart)
+		free(part);
+	return s;
+}
+
+struct scale_arg {
+	float *x;
+	float c;
+};
+static void scale_chunk(void *p, size_t lo, size_t hi, int ch)
+{
+	struct scale_arg *a = p;
+	for (size_t i = lo; i < hi; i++)
+		a->x[i] *= a->c;
+}
+static void cpu_scale(struct sb_ctx *ctx, float *x, float c, size_t n)
+{
+	struct scale_arg a = {x, c};
+	par_chunks(ctx, n, scale_chunk, &a);
+}
+
+struct adam_arg {
+	float *p, *m, *v;
+	const float *g;
+	float decay, b1, omb1, b2, omb2, step_size, bc2_sqrt, eps;
+};
+static void adam_chunk(void *pp, size_t lo, size_t hi, int ch)
+{
+	struct adam_arg *a = pp;
+	/* torch.optim.AdamW (1.13, single-tensor path), operation by operation in float */
+	for (size_t i = lo; i < hi; i++) {
+		float p = a->p[i] * a->decay;
+		float g = a->g[i];
+		float m = a->m[i] * a->b1 + g * a->omb1;
+		float v = a->v[i] * a->b2 + a->omb2 * (g * g);
+		float denom = sqrtf(v) / a->bc2_sqrt + a->eps;
+		p = p + (-a->step_size) * (m / denom);
+		a->p[i] = p;
+		a->m[i] = m;
+		a->v[i] = v;
+	}
+}
+static void cpu_adamw(struct sb_ctx *ctx, float *p, float *m, float *v, const float *g, size_t n, float lr, float b1,
+		      float b2, float eps, float wd, int64_t t)
+{
+	double bc1 = 1.0 - pow((double)b1, (double)t), bc2 = 1.0 - pow((double)b2, (double)t);
+	struct adam_arg a = {p,
+			     m,
+			     v,
+			     g,
+			     (float)(1.0 - (double)lr * (double)wd),
+			     b1,
+			     (float)(1.0 - (double)b1),
+			     b2,
+			     (float)(1.0 - (double)b2),
+			     (float)((double)lr / bc1),
+			     (float)sqrt(bc2),
+			     eps};
+	par_chunks(ctx, n, adam_chunk, &a);
+}
+
+/* ---------------------------------------------------------------- open / close */
+
+static void cpu_destroy(struct sb_backend *be);
+
+static const struct sb_backend_ops cpu_ops = {
+	.name = "cpu",
+	.destroy = cpu_destroy,
+	.alloc = cpu_alloc,
+	.free = cpu_free,
+	.upload = cpu_copy,
+	.download = cpu_copy,
+	.main_ctx = cpu_main_ctx,
+	.run = cpu_run,
+	.zero = cpu_zero,
+	.copy = cpu_copy_dev,
+	.patchify = cpu_patchify,
+	.gather_tokens = cpu_gather_tokens,
+	.gather_i32 = cpu_gather_i32,
+	.embedding_forward = cpu_embedding_forward,
+	.embedding_backward = cpu_embedding_backward,
+	.assemble_forward = cpu_assemble_forward,
+	.assemble_backward = cpu_assemble_backward,
+	.matmul_forward = sb_cpu_matmul_forward,
+	.matmul_backward = sb_cpu_matmul_backward,
+	.gather_cls = cpu_gather_cls,
+	.scatter_cls = cpu_scatter_cls,
+	.residual_ln_forward = cpu_residual_ln_forward,
+	.residual_ln_backward = cpu_residual_ln_backward,
+	.gelu_forward = cpu_gelu_forward,
+	.gelu_backward = cpu_gelu_backward,
+	.attention_forward = sb_cpu_attention_forward,
+	.attention_backward = sb_cpu_attention_backward,
+	.attention_stats = sb_cpu_attention_stats,
+	.hae_alpha = cpu_hae_alpha,
+	.hae_alpha_backward = cpu_hae_alpha_backward,
+	.localmix_forward = sb_cpu_localmix_forward,
+	.localmix_backward = sb_cpu_localmix_backward,
+	.cross_entropy = cpu_cross_entropy,
+	.reduce_slots = cpu_reduce_slots,
+	.sumsq = cpu_sumsq,
+	.scale = cpu_scale,
+	.adamw = cpu_adamw,
+};
+
+static int ncores(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 1 ? 1 : (int)n;
+}
+
+int sb_backend_cpu_open(int threads, struct sb_backend **out, struct sb_err *err)
+{
+	pthread_once(&u8_once, u8_table_init);
+	sb_cpu_blas_single_thread();
+	if (threads <= 0)
+		threads = ncores();
+	if (threads > 256)
+		threads = 256;
+	struct sb_backend *be = calloc(1, sizeof *be);
+	struct cpu_impl *im = calloc(1, sizeof *im);
+	struct pool *pl = calloc(1, sizeof *pl);
+	if (!be || !im || !pl)
+		goto oom;
+	be->ops = &cpu_ops;
+	snprintf(be->name, sizeof be->name, "cpu");
+	be->threads = threads;
+	be->tile = SB_CPU_TILE;
+	be->slots = SB_CPU_SLOTS;
+	be->impl = im;
+	im->pool = pl;
+	pthread_mutex_init(&im->mem_mu, NULL);
+	pthread_mutex_init(&im->run_mu, NULL);
+	sb_cpu_describe(be->device, sizeof be->device, threads);
+	pl->n = threads;
+	pl->be = be;
+	pthread_mutex_init(&pl->mu, NULL);
+	pthread_cond_init(&pl->cv_go, NULL);
+	pthread_cond_init(&pl->cv_done, NULL);
+	pl->ctx = calloc((size_t)threads, sizeof *pl->ctx);
+	pl->th = calloc((size_t)threads, sizeof *pl->th);
+	if (!pl->ctx || !pl->th)
+		goto oom;
+	for (int i = 0; i < threads; i++) {
+		pl->ctx[i].be = be;
+		pl->ctx[i].pool = pl;
+		pl->ctx[i].worker = i;
+	}
+	for (int i = 1; i < threads; i++) {
+		int rc = pthread_create(&pl->th[i], NULL, pool_thread, &pl->ctx[i]);
+		if (rc) {
+			pl->n = i;
+			be->threads = i;
+			break;
+		}
+	}
+	*out = be;
+	return 0;
+oom:
+	free(be);
+	free(im);
+	free(pl);
+	return SB_ERR(err, SB_EINTERNAL, "out of memory opening the CPU backend");
+}
+
+static void cpu_destroy(struct sb_backend *be)
+{
+	struct cpu_impl *im = be->impl;
+	struct pool *pl = im->pool;
+	pthread_mutex_lock(&pl->mu);
+	pl->stop = 1;
+	pthread_cond_broadcast(&pl->cv_go);
+	pthread_mutex_unlock(&pl->mu);
+	for (int i = 1; i < pl->n; i++)
+		pthread_join(pl->th[i], NULL);
+	for (int i = 0; i < pl->n; i++)
+		free(pl->ctx[i].scratch);
+	free(pl->ctx);
+	free(pl->th);
+	while (im->blocks) {
+		struct cpu_block *b = im->blocks;
+		im->blocks = b->next;
+		free(b->p);
+		free(b);
+	}
+	free(pl);
+	free(im);
+	free(be);
+}
+
+size_t sb_cpu_bytes_peak(struct sb_backend *be)
+{
+	struct cpu_impl *im = be->impl;
+	return im->bytes_peak;
+}
+
+int sb_backend_open(const char *device, int threads, struct sb_backend **out, struct sb_err *err)
+{
+	if (!device || !strcmp(device, "cpu"))
+		return sb_backend_cpu_open(threads, out, err);
+	if (!strncmp(device, "cuda", 4) && (device[4] == 0 || device[4] == ':')) {
+		if (sb_backend_cuda_open)
+			return sb_backend_cuda_open(device, threads, out, err);
+		return SB_ERR(err, SB_EUSAGE, "device '%s': this build has no CUDA backend (build with CUDA=1)", device);
+	}
+	return SB_ERR(err, SB_EUSAGE, "unknown device '%s' (expected cpu or cuda[:N])", device);
+}
+
+void sb_backend_close(struct sb_backend *be)
+{
+	if (be)
+		be->ops->destroy(be);
+}

@@ -1,0 +1,277 @@
+/* backend_cpu_attn.c — attention on the CPU, fused per (sample, head) block:
+ * the block's q, k, v (T x hd), scores, probabilities and their gradients stay
+ * in the worker's scratch (L1/L2). The normaliser is lib/attn_norm.h's, called
+ * once per block with the sample's n_valid and the head's alpha.
+ *
+ * Vector kernels for head dims that are multiples of 16 (all tiers: 16, 32);
+ * plain loops otherwise. Products with a probability (or its gradient) skip the
+ * zeros of sparse rows through a per-row list of the nonzero columns.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backend_cpu.h"
+#include "backend_cpu_simd.h"
+
+static inline int round16(int n) { return (n + 15) & ~15; }
+
+/* 1/sqrt(hd) applied as in PyTorch's `scores / math.sqrt(hd)`: a multiplication
+ * by the inverse when sqrt(hd) is a power of two (exactly the same), else a division. */
+struct qk_scale {
+	float div;
+	float mul;
+	int exact;
+};
+static struct qk_scale qk_scale_of(int hd)
+{
+	struct qk_scale s;
+	double r = sqrt((double)hd);
+	s.div = (float)r;
+	s.mul = 1.0f / s.div;
+	int e;
+	s.exact = frexp(r, &e) == 0.5; /* power of two */
+	return s;
+}
+
+/* Y^T packed: YT[c * Tp + j] = Y[j * ldy + c], zero for j >= T */
+static void pack_t(float *YT, const float *Y, int ldy, int T, int hd, int Tp)
+{
+	for (int c = 0; c < hd; c++) {
+		float *o = YT + (size_t)c * Tp;
+		for (int j = 0; j < T; j++)
+			o[j] = Y[(size_t)j * ldy + c];
+		for (int j = T; j < Tp; j++)
+			o[j] = 0;
+	}
+}
+
+/* C[i, j] = sum_c X[i, c] Y[j, c] (then scaled) for i, j < T; C row stride T.
+ * YT is Y packed by pack_t. */
+static void rowdot(float *C, const float *X, int ldx, const float *YT, int T, int hd, int Tp, struct qk_scale sc,
+		   int apply_scale)
+{
+	float row[4][64] __attribute__((aligned(64)));
+	for (int jb = 0; jb < Tp; jb += 64) {
+		int nv = (Tp - jb) / VL;
+		if (nv > 4)
+			nv = 4;
+		int i = 0;
+		for (; i < T; i += 4) {
+			int ni = T - i < 4 ? T - i : 4;
+			vf acc[4][4];
+			for (int r = 0; r < 4; r++)
+				for (int v = 0; v < 4; v++)
+					acc[r][v] = vzero();
+			for (int c = 0; c < hd; c++) {
+				const float *yt = YT + (size_t)c * Tp + jb;
+				vf y0 = vload(yt), y1 = nv > 1 ? vload(yt + 16) : vzero(), y2 = nv > 2 ? vload(yt + 32) : vzero(),
+				   y3 = nv > 3 ? vload(yt + 48) : vzero();
+				for (int r = 0; r < ni; r++) {
+					vf xb = vset1(X[(size_t)(i + r) * ldx + c]);
+					acc[r][0] = vfma(xb, y0, acc[r][0]);
+					acc[r][1] = vfma(xb, y1, acc[r][1]);
+					acc[r][2] = vfma(xb, y2, acc[r][2]);
+					acc[r][3] = vfma(xb, y3, acc[r][3]);
+				}
+			}
+			int ncol = T - jb < 64 ? T - jb : 64;
+			for (int r = 0; r < ni; r++) {
+				for (int v = 0; v < nv; v++) {
+					vf a = acc[r][v];
+					if (apply_scale)
+						a = sc.exact ? a * sc.mul : a / sc.div;
+					vstore(&row[r][v * VL], a);
+				}
+				memcpy(C + (size_t)(i + r) * T + jb, row[r], (size_t)ncol * sizeof(float));
+			}
+		}
+	}
+}
+
+/* O[i, :hd] (= or +=) sum_j A[i, j] Y[j, :hd] over the nonzero A[i, j]; A row stride lda */
+static void rowmix(float *O, int ldo, const float *A, int lda, const float *Y, int ldy, int T, int hd, int *nz,
+		   int accumulate)
+{
+	int nvec = hd / VL;
+	for (int i = 0; i < T; i++) {
+		const float *a = A + (size_t)i * lda;
+		int n = 0;
+		for (int j = 0; j < T; j++) {
+			nz[n] = j;
+			n += a[j] != 0.0f;
+		}
+		float *o = O + (size_t)i * ldo;
+		for (int v = 0; v < nvec; v++) {
+			/* two accumulators to halve the FMA dependency chain */
+			vf acc0 = accumulate ? vload(o + v * VL) : vzero(), acc1 = vzero();
+			int q = 0;
+			for (; q + 2 <= n; q += 2) {
+				int j0 = nz[q], j1 = nz[q + 1];
+				acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
+				acc1 = vfma(vset1(a[j1]), vload(Y + (size_t)j1 * ldy + v * VL), acc1);
+			}
+			if (q < n) {
+				int j0 = nz[q];
+				acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
+			}
+			vstore(o + v * VL, acc0 + acc1);
+		}
+	}
+}
+
+static void transpose(float *AT, const float *A, int T)
+{
+	for (int i = 0; i < T; i++)
+		for (int j = 0; j < T; j++)
+			AT[(size_t)j * T + i] = A[(size_t)i * T + j];
+}
+
+/* ---- plain reference loops for head dims that are not multiples of 16 ---- */
+
+static void rowdot_plain(float *C, const float *X, int ldx, const float *Y, int ldy, int T, int hd,
+			 struct qk_scale sc, int apply_scale)
+{
+	for (int i = 0; i < T; i++)
+		for (int j = 0; j < T; j++) {
+			float s = 0;
+			for (int c = 0; c < hd; c++)
+				s = sfma(X[(size_t)i * ldx + c], Y[(size_t)j * ldy + c], s);
+			if (apply_scale)
+				s = sc.exact ? s * sc.mul : s / sc.div;
+			C[(size_t)i * T + j] = s;
+		}
+}
+
+static void rowmix_plain(float *O, int ldo, const float *A, int lda, const float *Y, int ldy, int T, int hd,
+			 int accumulate)
+{
+	for (int i = 0; i < T; i++)
+		for (int c = 0; c < hd; c++) {
+			float s = accumulate ? O[(size_t)i * ldo + c] : 0.0f;
+			for (int j = 0; j < T; j++)
+				s = sfma(A[(size_t)i * lda + j], Y[(size_t)j * ldy + c], s);
+			O[(size_t)i * ldo + c] = s;
+		}
+}
+
+/* ------------------------------------------------------------------ ops */
+
+static float head_alpha(const struct sb_norm *nm, const float *alpha, int h)
+{
+	return alpha ? alpha[h] : (float)nm->alpha;
+}
+
+int sb_cpu_attention_forward(struct sb_ctx *ctx, float *out, float *S, float *P, float *aux, const float *qkv,
+			     const int32_t *nvalid, const float *alpha, const struct sb_norm *nm, int B, int T, int d,
+			     int NH, struct sb_err *err)
+{
+	int hd = d / NH, Tp = round16(T), d3 = 3 * d;
+	int fast = hd % VL == 0;
+	struct qk_scale sc = qk_scale_of(hd);
+	float *KT = sb_cpu_scratch(ctx, ((size_t)hd * Tp + (size_t)T) * sizeof(float) + 256);
+	if (!KT)
+		return SB_ERR(err, SB_EINTERNAL, "attention: out of memory for scratch");
+	int *nz = (int *)(KT + (size_t)hd * Tp);
+	size_t TT = (size_t)T * T;
+	for (int b = 0; b < B; b++) {
+		const float *qb = qkv + (size_t)b * T * d3;
+		int nv = nvalid ? nvalid[b] : T;
+		for (int h = 0; h < NH; h++) {
+			const float *q = qb + h * hd, *k = qb + d + h * hd, *v = qb + 2 * d + h * hd;
+			size_t blk = (size_t)b * NH + h;
+			float *Sb = S + blk * TT, *Pb = P + blk * TT;
+			if (fast) {
+				pack_t(KT, k, d3, T, hd, Tp);
+				rowdot(Sb, q, d3, KT, T, hd, Tp, sc, 1);
+			} else {
+				rowdot_plain(Sb, q, d3, k, d3, T, hd, sc, 1);
+			}
+			int rc = sb_norm_forward(nm, Pb, aux + blk * (size_t)T * SB_NORM_AUX, Sb, T, T, nv,
+						 head_alpha(nm, alpha, h), err);
+			if (rc) {
+				sb_err_prefix(err, "attention (sample %d, head %d)", b, h);
+				return rc;
+			}
+			float *o = out + (size_t)b * T * d + h * hd;
+			if (fast)
+				rowmix(o, d, Pb, T, v, d3, T, hd, nz, 0);
+			else
+				rowmix_plain(o, d, Pb, T, v, d3, T, hd, 0);
+		}
+	}
+	return 0;
+}
+
+void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, const float *dout, const float *qkv,
+			       const float *S, const float *P, const float *aux, const int32_t *nvalid,
+			       const float *alpha, const struct sb_norm *nm, int B, int T, int d, int NH)
+{
+	int hd = d / NH, Tp = round16(T), d3 = 3 * d;
+	int fast = hd % VL == 0;
+	struct qk_scale sc = qk_scale_of(hd);
+	size_t TT = (size_t)T * T;
+	float *VT = sb_cpu_scratch(ctx, ((size_t)hd * Tp + 3 * TT + (size_t)T) * sizeof(float) + 256);
+	if (!VT)
+		return; /* scratch is reserved by the forward pass of the same sizes */
+	float *dP = VT + (size_t)hd * Tp, *PT = dP + TT, *dST = PT + TT;
+	int *nz = (int *)(dST + TT);
+	int has_alpha = nm->kind == SB_NORM_ADAPTIVE || nm->kind == SB_NORM_ENTMAX_BISECT;
+	for (int b = 0; b < B; b++) {
+		const float *qb = qkv + (size_t)b * T * d3;
+		float *gb = dqkv + (size_t)b * T * d3;
+		const float *gob = dout + (size_t)b * T * d;
+		int nv = nvalid ? nvalid[b] : T;
+		for (int h = 0; h < NH; h++) {
+			const float *q = qb + h * hd, *k = qb + d + h * hd, *v = qb + 2 * d + h * hd;
+			const float *go = gob + h * hd;
+			float *dq = gb + h * hd, *dk = gb + d + h * hd, *dv = gb + 2 * d + h * hd;
+			size_t blk = (size_t)b * NH + h;
+			const float *Pb = P + blk * TT, *Sb = S + blk * TT;
+			/* dP = dO V^T */
+			if (fast) {
+				pack_t(VT, v, d3, T, hd, Tp);
+				rowdot(dP, go, d, VT, T, hd, Tp, sc, 0);
+			} else {
+				rowdot_plain(dP, go, d, v, d3, T, hd, sc, 0);
+			}
+			/* dV = P^T dO */
+			transpose(PT, Pb, T);
+			if (fast)
+				rowmix(dv, d3, PT, T, go, d, T, hd, nz, 0);
+			else
+				rowmix_plain(dv, d3, PT, T, go, d, T, hd, 0);
+			/* dS (in place) */
+			double da = 0;
+			sb_norm_backward(nm, dP, has_alpha ? &da : NULL, dP, Pb, aux + blk * (size_t)T * SB_NORM_AUX, Sb,
+					 T, T, nv, head_alpha(nm, alpha, h));
+			if (dalpha && has_alpha)
+				dalpha[h] += (float)da;
+			/* through the 1/sqrt(hd) scaling */
+			for (size_t e = 0; e < TT; e++)
+				dP[e] = sc.exact ? dP[e] * sc.mul : dP[e] / sc.div;
+			/* dQ = dS K, dK = dS^T Q */
+			transpose(dST, dP, T);
+			if (fast) {
+				rowmix(dq, d3, dP, T, k, d3, T, hd, nz, 0);
+				rowmix(dk, d3, dST, T, q, d3, T, hd, nz, 0);
+			} else {
+				rowmix_plain(dq, d3, dP, T, k, d3, T, hd, 0);
+				rowmix_plain(dk, d3, dST, T, q, d3, T, hd, 0);
+			}
+		}
+	}
+}
+
+void sb_cpu_attention_stats(struct sb_ctx *ctx, struct sb_attn_stats *st, const float *P, const int32_t *nvalid,
+			    int B, int NH, int T)
+{
+	size_t TT = (size_t)T * T;
+	for (int b = 0; b < B; b++) {
+		int nv = nvalid ? nvalid[b] : T;
+		for (int h = 0; h < NH; h++) {
+			sb_norm_stats(P + ((size_t)b * NH + h) * TT, T, T, nv, &st->nonzero, &st->valid_total,
+				      &st->entropy_sum);
+			st->rows += T;
+		}
+	}
+}
