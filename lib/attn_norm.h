@@ -79,4 +79,60 @@ void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const
 void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero,
 		   double *valid_total, double *entropy_sum);
 
+/* ---- Additions (norm branch): semantics made precise, references, test hooks ----
+ *
+ * alpha: entmax15 always uses 1.5; entmax_bisect and headwise_adaptive_entmax use
+ *   the `alpha` argument of forward/backward (for entmax_bisect pass nm->alpha,
+ *   which sb_norm_parse sets). alpha is clamped to [1.05, 2]; *dalpha only
+ *   receives gradient when 1.05 <= alpha <= 2 (torch.clamp's rule), otherwise 0.
+ *
+ * Non-finite scores (among the valid keys of a row):
+ *   NaN or +inf  the whole row of p is NaN (and its ds, and *dalpha becomes NaN):
+ *                NaN propagates, as in torch, so a diverged model fails its
+ *                non-finite loss check. Never a crash or an endless loop.
+ *   -inf         the key is excluded: p = 0 and ds = 0 exactly; the row is
+ *                normalised over its other keys (top-k still keeps
+ *                k = ceil(r*n_valid) keys, fewer if fewer are finite). A row
+ *                with no finite valid score is SB_EDATA ("row R: no finite score").
+ * SB_MASK_MARGIN: the margin is taken below the minimum finite valid score; the
+ *   whole margin gradient goes to that minimum (lowest index on ties). Padded keys
+ *   always get ds = 0 (their input score is replaced).
+ * Unrolled bisection: d (in tau_hi = max y - (1/d)^(alpha-1)) is always T, with
+ *   either mask mode; with SB_MASK_EXCLUDE (which the study does not have) the
+ *   bisection runs on the valid keys only. The gradient routes the bracket's
+ *   min/max to the lowest index on ties.
+ * Exact sparse methods (sparsemax, entmax) give padded keys exactly 0 under both
+ *   mask modes (a margin of 60 is outside every support for alpha >= 1.05).
+ *
+ * aux (SB_NORM_AUX floats per row, diagnostics; backward only needs [0]):
+ *   [0] threshold tau on the y = (alpha-1)(s - max s) scale (entmax, sparsemax,
+ *       unrolled: final tau_hi); softmax/top-k: the largest kept score.
+ *   [1] the max of the effective row;  [2] iterations (Newton/Michelot passes, or
+ *       the unrolled branch bits as an integer);  [3] support size (keys with p > 0).
+ */
+
+/* Double-precision references: plain loops, full sorts, bisection to double
+ * precision; obviously correct and slow. Same semantics as the float API.
+ * The reference backward recomputes its forward (no aux). */
+int sb_norm_forward_ref_f64(const struct sb_norm *nm, double *p, const double *s, int rows, int T,
+			    int n_valid, double alpha, struct sb_err *err);
+int sb_norm_backward_ref_f64(const struct sb_norm *nm, double *ds, double *dalpha, const double *dp,
+			     const double *s, int rows, int T, int n_valid, double alpha,
+			     struct sb_err *err);
+/* One row of alpha-entmax in double by bisection, alpha in (1, 2] NOT clamped
+ * (to test the alpha -> 1 limit); p[0..n) from s[0..n), all finite. */
+void sb_norm_entmax_row_f64(double *p, const double *s, int n, double alpha);
+
+/* Test hook: the float forward with a chosen algorithm.
+ *   SB_NORM_ALGO_AUTO     what sb_norm_forward uses;
+ *   SB_NORM_ALGO_PLAIN    full sort for top-k/bottom-k, the sort-based closed form for
+ *                         sparsemax (and alpha = 2) and entmax15 (and alpha = 1.5),
+ *                         bisection to float precision for other alpha;
+ *   SB_NORM_ALGO_ITERATE  the O(T) paths: bit-wise threshold search for top-k,
+ *                         Michelot / Newton iterations for sparsemax and entmax. */
+enum sb_norm_algo { SB_NORM_ALGO_AUTO = 0, SB_NORM_ALGO_PLAIN = 1, SB_NORM_ALGO_ITERATE = 2 };
+int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float *p, float *aux,
+			 const float *s, int rows, int T, int n_valid, float alpha,
+			 struct sb_err *err);
+
 #endif

@@ -1,0 +1,1233 @@
+/* attn_norm.c — attention normalisers (PROTOCOL A3): method names, statistics,
+ * and the float forward/backward used in training.
+ *
+ * Each row is first turned into an "effective row" x[0..n): its finite valid
+ * scores in order (keys scored -inf are dropped), then, with SB_MASK_MARGIN and
+ * padding, T - n_valid copies of min(valid) - 60. The normaliser runs on x; the
+ * result is scattered back (dropped and excluded keys get exactly 0), and in the
+ * backward the padded keys' gradient is routed to the minimum it came from.
+ * Buffers are padded to a multiple of VW with a neutral value so that every hot
+ * loop vectorises (attn_norm_vec.h). The double reference in attn_norm_ref.c is
+ * what every path here is tested against (tests/unit/test_attn_norm*.c).
+ */
+#include "attn_norm.h"
+#include "attn_norm_vec.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- names */
+
+struct method {
+	const char *name;
+	enum sb_norm_kind kind;
+	double ratio;
+};
+
+static const struct method methods[] = {
+	{"softmax", SB_NORM_SOFTMAX, 0},
+	{"topk_softmax_0125", SB_NORM_TOPK, 0.125},
+	{"topk_softmax_025", SB_NORM_TOPK, 0.25},
+	{"topk_softmax_05", SB_NORM_TOPK, 0.5},
+	{"topk_softmax", SB_NORM_TOPK, 0.25},
+	{"bottomk_softmax_0125", SB_NORM_BOTTOMK, 0.125},
+	{"bottomk_softmax_025", SB_NORM_BOTTOMK, 0.25},
+	{"bottomk_softmax_05", SB_NORM_BOTTOMK, 0.5},
+	{"bottomk_softmax", SB_NORM_BOTTOMK, 0.25},
+	{"sparsemax", SB_NORM_SPARSEMAX, 0},
+	{"entmax15", SB_NORM_ENTMAX15, 0},
+	{"entmax_bisect", SB_NORM_ENTMAX_BISECT, 0},
+	{"headwise_adaptive_entmax", SB_NORM_ADAPTIVE, 0},
+};
+
+static double clamp_alpha(double a)
+{
+	return a < SB_ALPHA_MIN ? SB_ALPHA_MIN : a > SB_ALPHA_MAX ? SB_ALPHA_MAX : a;
+}
+
+/* "topk_softmax_0375" -> 0.375: the ratio's decimal digits without the point
+ * ("1" for 1). Returns 0 when the suffix is not of that form. */
+static double ratio_from_suffix(const char *suf)
+{
+	size_t n = strlen(suf);
+	if (n == 0 || n > 12 || strspn(suf, "0123456789") != n)
+		return 0;
+	if (strcmp(suf, "1") == 0)
+		return 1;
+	if (suf[0] != '0' || n < 2)
+		return 0;
+	char buf[16] = "0.";
+	memcpy(buf + 2, suf + 1, n - 1);
+	buf[n + 1] = 0;
+	double r = strtod(buf, NULL);
+	return r > 0 && r <= 1 ? r : 0;
+}
+
+int sb_norm_parse(const char *method, double alpha, struct sb_norm *out, struct sb_err *err)
+{
+	if (!method || !out)
+		return SB_ERR(err, SB_EUSAGE, "no normaliser method given");
+	struct sb_norm nm = {.kind = SB_NORM_SOFTMAX, .ratio = 0, .alpha = 1.5, .unrolled = 0,
+			     .mask = SB_MASK_MARGIN};
+	const struct method *m = NULL;
+	for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+		if (strcmp(method, methods[i].name) == 0)
+			m = &methods[i];
+	if (m) {
+		nm.kind = m->kind;
+		nm.ratio = m->ratio;
+	} else if (strncmp(method, "topk_softmax_", 13) == 0 && ratio_from_suffix(method + 13) > 0) {
+		nm.kind = SB_NORM_TOPK;
+		nm.ratio = ratio_from_suffix(method + 13);
+	} else if (strncmp(method, "bottomk_softmax_", 16) == 0 &&
+		   ratio_from_suffix(method + 16) > 0) {
+		nm.kind = SB_NORM_BOTTOMK;
+		nm.ratio = ratio_from_suffix(method + 16);
+	} else {
+		return SB_ERR(err, SB_EUSAGE,
+			      "unknown normaliser method '%s' (known: softmax, topk_softmax_{0125,025,05}, "
+			      "bottomk_softmax_{0125,025}, sparsemax, entmax15, entmax_bisect, "
+			      "headwise_adaptive_entmax)",
+			      method);
+	}
+	if (nm.kind == SB_NORM_ENTMAX_BISECT) {
+		if (!isfinite(alpha))
+			return SB_ERR(err, SB_EUSAGE, "entmax_bisect: alpha must be a finite number");
+		nm.alpha = clamp_alpha(alpha);
+	}
+	*out = nm;
+	return 0;
+}
+
+const char *sb_norm_name(const struct sb_norm *nm)
+{
+	static _Thread_local char buf[64];
+	if (!nm)
+		return "?";
+	switch (nm->kind) {
+	case SB_NORM_SOFTMAX:
+		return "softmax";
+	case SB_NORM_SPARSEMAX:
+		return "sparsemax";
+	case SB_NORM_ENTMAX15:
+		return "entmax15";
+	case SB_NORM_ENTMAX_BISECT:
+		return "entmax_bisect";
+	case SB_NORM_ADAPTIVE:
+		return "headwise_adaptive_entmax";
+	case SB_NORM_TOPK:
+	case SB_NORM_BOTTOMK: {
+		const char *base = nm->kind == SB_NORM_TOPK ? "topk_softmax_" : "bottomk_softmax_";
+		char num[32], digits[32];
+		size_t j = 0;
+		if (nm->ratio == 1) {
+			snprintf(buf, sizeof buf, "%s1", base);
+			return buf;
+		}
+		snprintf(num, sizeof num, "%.10g", nm->ratio);
+		if (!(nm->ratio > 0 && nm->ratio < 1) || strncmp(num, "0.", 2) != 0)
+			return nm->kind == SB_NORM_TOPK ? "topk_softmax" : "bottomk_softmax";
+		for (const char *c = num; *c; c++)
+			if (*c != '.')
+				digits[j++] = *c;
+		digits[j] = 0;
+		snprintf(buf, sizeof buf, "%s%s", base, digits);
+		return buf;
+	}
+	}
+	return "?";
+}
+
+int sb_norm_topk_k(double ratio, int n_valid)
+{
+	if (n_valid < 1)
+		return 0;
+	double c = ceil(ratio * (double)n_valid); /* Python's math.ceil(r * n), in double */
+	int k = c < 1 ? 1 : c > n_valid ? n_valid : (int)c;
+	return k;
+}
+
+void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero,
+		   double *valid_total, double *entropy_sum)
+{
+	if (n_valid > T)
+		n_valid = T;
+	for (int r = 0; r < rows; r++) {
+		const float *pr = p + (size_t)r * T;
+		long cnt = 0;
+		double h = 0;
+		for (int j = 0; j < T; j++) {
+			double v = pr[j];
+			if (j < n_valid && v > 1e-7)
+				cnt++;
+			h -= v * log(v > 1e-12 ? v : 1e-12);
+		}
+		if (nonzero)
+			*nonzero += (double)cnt;
+		if (valid_total)
+			*valid_total += n_valid > 0 ? n_valid : 0;
+		if (entropy_sum)
+			*entropy_sum += h;
+	}
+}
+
+/* ------------------------------------------------------------ workspace */
+
+#define STACK_T 512
+#define NBUF 5
+
+struct work {
+	float *x, *y, *p, *g, *h; /* effective scores, scratch, probabilities, upstream grad, result */
+	int32_t *key;
+	int *idx;
+	void *heap;
+};
+
+struct stackbuf {
+	float f[NBUF][STACK_T + VW];
+	int32_t key[STACK_T + VW];
+	int idx[STACK_T];
+};
+
+static int work_init(struct work *w, struct stackbuf *sb, int T)
+{
+	w->heap = NULL;
+	if (T <= STACK_T) {
+		w->x = sb->f[0];
+		w->y = sb->f[1];
+		w->p = sb->f[2];
+		w->g = sb->f[3];
+		w->h = sb->f[4];
+		w->key = sb->key;
+		w->idx = sb->idx;
+		return 0;
+	}
+	size_t np = (size_t)vw_round_up(T);
+	char *m = malloc(NBUF * np * sizeof(float) + np * sizeof(int32_t) + (size_t)T * sizeof(int));
+	if (!m)
+		return -1;
+	w->heap = m;
+	w->x = (float *)m;
+	w->y = w->x + np;
+	w->p = w->y + np;
+	w->g = w->p + np;
+	w->h = w->g + np;
+	w->key = (int32_t *)(w->h + np);
+	w->idx = (int *)(w->key + np);
+	return 0;
+}
+
+/* ---------------------------------------------------------- effective row */
+
+struct row {
+	int n, nv, np;  /* effective length, finite valid keys, padded length */
+	int compact;    /* some valid key was -inf: idx[] maps effective -> original */
+	int npads;      /* margin pads at the end of the effective row */
+	int argmin;     /* original position of min finite valid score (margin gradient) */
+	int bad;        /* 1: NaN or +inf score (NaN row); 2: no finite valid score */
+};
+
+static void row_build(struct row *r, struct work *w, const float *s, int T, int n_valid,
+		      enum sb_mask_mode mask)
+{
+	float *restrict x = w->x;
+	int nv = n_valid, npv = vw_round_up(nv);
+	memcpy(x, s, (size_t)nv * sizeof *x);
+	for (int i = nv; i < npv; i++)
+		x[i] = 0;
+	float acc[VW] = {0};
+	for (int b = 0; b < npv; b += VW)
+		for (int l = 0; l < VW; l++)
+			acc[l] += x[b + l] * 0.0f; /* NaN iff some score is not finite */
+	r->compact = 0;
+	r->bad = 0;
+	if (lanes_sum(acc) != 0.0f) {
+		int cnt = 0;
+		for (int i = 0; i < n_valid; i++)
+			if (isnan(s[i]) || s[i] == INFINITY) {
+				r->bad = 1;
+				return;
+			}
+		for (int i = 0; i < n_valid; i++)
+			if (s[i] != -INFINITY) {
+				w->idx[cnt] = i;
+				x[cnt++] = s[i];
+			}
+		if (cnt == 0) {
+			r->bad = 2;
+			return;
+		}
+		nv = cnt;
+		r->compact = 1;
+	}
+	r->nv = nv;
+	r->npads = 0;
+	r->argmin = -1;
+	if (mask == SB_MASK_MARGIN && n_valid < T) {
+		int am = 0;
+		for (int i = 1; i < nv; i++)
+			if (x[i] < x[am])
+				am = i;
+		float pad = x[am] - (float)SB_MASK_MARGIN_VALUE;
+		r->argmin = r->compact ? w->idx[am] : am;
+		r->npads = T - n_valid;
+		for (int t = 0; t < r->npads; t++)
+			x[nv + t] = pad;
+	}
+	r->n = nv + r->npads;
+	r->np = vw_round_up(r->n);
+	for (int i = r->n; i < r->np; i++)
+		x[i] = -INFINITY;
+}
+
+static int row_identity(const struct row *r, int T) { return !r->compact && r->n == T; }
+
+/* original layout (T) -> effective layout, zero past n */
+static void row_gather(float *restrict ge, const float *restrict g, const struct row *r,
+		       const struct work *w, int T, int n_valid)
+{
+	if (row_identity(r, T)) {
+		memcpy(ge, g, (size_t)T * sizeof *ge);
+	} else {
+		if (r->compact)
+			for (int j = 0; j < r->nv; j++)
+				ge[j] = g[w->idx[j]];
+		else
+			memcpy(ge, g, (size_t)r->nv * sizeof *ge);
+		for (int t = 0; t < r->npads; t++)
+			ge[r->nv + t] = g[n_valid + t];
+	}
+	for (int i = r->n; i < r->np; i++)
+		ge[i] = 0;
+}
+
+/* effective layout -> original layout; excluded keys get 0 */
+static void row_scatter(float *out, const float *pe, const struct row *r, const struct work *w,
+			int T, int n_valid)
+{
+	if (row_identity(r, T)) {
+		memcpy(out, pe, (size_t)T * sizeof *out);
+		return;
+	}
+	memset(out, 0, (size_t)T * sizeof *out);
+	if (r->compact)
+		for (int j = 0; j < r->nv; j++)
+			out[w->idx[j]] = pe[j];
+	else
+		memcpy(out, pe, (size_t)r->nv * sizeof *out);
+	for (int t = 0; t < r->npads; t++)
+		out[n_valid + t] = pe[r->nv + t];
+}
+
+/* gradient scatter: the padded keys' gradient goes to the minimum they copy */
+static void row_scatter_grad(float *ds, const float *de, const struct row *r,
+			     const struct work *w, int T)
+{
+	float route = 0;
+	for (int t = 0; t < r->npads; t++)
+		route += de[r->nv + t];
+	if (!r->compact && r->npads == 0 && r->n == T) {
+		memcpy(ds, de, (size_t)T * sizeof *ds);
+		return;
+	}
+	memset(ds, 0, (size_t)T * sizeof *ds);
+	if (r->compact)
+		for (int j = 0; j < r->nv; j++)
+			ds[w->idx[j]] = de[j];
+	else
+		memcpy(ds, de, (size_t)r->nv * sizeof *ds);
+	if (r->npads)
+		ds[r->argmin] += route;
+}
+
+/* ------------------------------------------------------- softmax family */
+
+static void k_softmax(float *restrict p, const float *restrict x, int np, float *aux)
+{
+	float m = v_max(x, np);
+	float acc[VW] = {0};
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++) {
+			float e = exp_f(x[b + l] - m);
+			p[b + l] = e;
+			acc[l] += e;
+		}
+	float z = lanes_sum(acc);
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++)
+			p[b + l] = p[b + l] / z;
+	aux[0] = m;
+	aux[1] = m;
+}
+
+/* softmax over the keys with keep[i] = 1 (others exactly 0) */
+static void k_softmax_kept(float *restrict p, const float *restrict x, const float *restrict keep,
+			   int np, float *aux)
+{
+	float mx[VW];
+	for (int l = 0; l < VW; l++)
+		mx[l] = -INFINITY;
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++) {
+			float xv = x[b + l];
+			float v = keep[b + l] != 0 ? xv : -INFINITY;
+			mx[l] = v > mx[l] ? v : mx[l];
+		}
+	float m = lanes_max(mx);
+	float acc[VW] = {0};
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++) {
+			float e = exp_f(x[b + l] - m);
+			e = keep[b + l] != 0 ? e : 0.0f;
+			p[b + l] = e;
+			acc[l] += e;
+		}
+	float z = lanes_sum(acc);
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++)
+			p[b + l] = p[b + l] / z;
+	aux[0] = m;
+}
+
+/* Order-preserving int32 image of a float; -0 and +0 map to the same key. */
+static inline int32_t sort_key(float f)
+{
+	int32_t b = f_bits(f + 0.0f);
+	return b ^ ((b >> 31) & 0x7fffffff);
+}
+
+static inline int count_ge(const int32_t *restrict key, int32_t t, int np)
+{
+	int32_t acc[VW] = {0};
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++)
+			acc[l] += key[b + l] >= t;
+	return lanes_isum(acc);
+}
+
+/* keep[i] = 1 for the k largest (largest=1) or smallest keys of x[0..n), ties to
+ * the lower index, exactly k kept: a bisection over the order-preserving integer
+ * image of the scores (at most 32 counting passes, usually about log2 n + 2, as
+ * it stops as soon as a threshold splits off exactly k keys). Returns passes. */
+static int select_k_iter(float *restrict keep, int32_t *restrict key, const float *restrict x,
+			 int n, int np, int k, int largest)
+{
+	int32_t flip = largest ? 0 : -1;
+	int32_t kmn[VW], kmx[VW];
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++)
+			key[b + l] = sort_key(x[b + l]) ^ flip;
+	for (int i = n; i < np; i++)
+		key[i] = INT32_MIN;
+	if (k >= n) {
+		for (int b = 0; b < np; b += VW)
+			for (int l = 0; l < VW; l++)
+				keep[b + l] = key[b + l] != INT32_MIN ? 1.0f : 0.0f;
+		return 0;
+	}
+	for (int l = 0; l < VW; l++) {
+		kmn[l] = INT32_MAX;
+		kmx[l] = INT32_MIN;
+	}
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++) {
+			int32_t v = key[b + l];
+			kmx[l] = v > kmx[l] ? v : kmx[l];
+			v = v == INT32_MIN ? INT32_MAX : v;
+			kmn[l] = v < kmn[l] ? v : kmn[l];
+		}
+	int32_t mn = kmn[0], mx = kmx[0];
+	for (int l = 1; l < VW; l++) {
+		mn = kmn[l] < mn ? kmn[l] : mn;
+		mx = kmx[l] > mx ? kmx[l] : mx;
+	}
+	/* invariant: count(key >= lo) = clo >= k > chi = count(key >= hi) */
+	int64_t lo = mn, hi = (int64_t)mx + 1;
+	int clo = n, chi = 0, passes = 0;
+	while (hi - lo > 1 && clo != k) {
+		int32_t mid = (int32_t)(lo + (hi - lo) / 2);
+		int c = count_ge(key, mid, np);
+		passes++;
+		if (c >= k) {
+			lo = mid;
+			clo = c;
+		} else {
+			hi = mid;
+			chi = c;
+		}
+	}
+	int32_t t = (int32_t)lo;
+	if (clo == k) {
+		for (int b = 0; b < np; b += VW)
+			for (int l = 0; l < VW; l++)
+				keep[b + l] = key[b + l] >= t ? 1.0f : 0.0f;
+	} else { /* key t is the k-th largest and is tied: lower indices first */
+		for (int b = 0; b < np; b += VW)
+			for (int l = 0; l < VW; l++)
+				keep[b + l] = key[b + l] > t ? 1.0f : 0.0f;
+		int need = k - chi;
+		for (int i = 0; i < n && need > 0; i++)
+			if (key[i] == t) {
+				keep[i] = 1.0f;
+				need--;
+			}
+	}
+	return passes;
+}
+
+struct vi {
+	float v;
+	int i;
+};
+
+static int cmp_desc(const void *a, const void *b)
+{
+	const struct vi *x = a, *y = b;
+	if (x->v > y->v)
+		return -1;
+	if (x->v < y->v)
+		return 1;
+	return (x->i > y->i) - (x->i < y->i);
+}
+
+static int cmp_asc(const void *a, const void *b)
+{
+	const struct vi *x = a, *y = b;
+	if (x->v < y->v)
+		return -1;
+	if (x->v > y->v)
+		return 1;
+	return (x->i > y->i) - (x->i < y->i);
+}
+
+/* the plain version: a full sort by (score, index) */
+static int select_k_sort(float *keep, const float *x, int n, int np, int k, int largest)
+{
+	struct vi *v = malloc((size_t)n * sizeof *v);
+	if (!v)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		v[i].v = x[i];
+		v[i].i = i;
+	}
+	qsort(v, (size_t)n, sizeof *v, largest ? cmp_desc : cmp_asc);
+	for (int i = 0; i < np; i++)
+		keep[i] = 0;
+	for (int j = 0; j < k && j < n; j++)
+		keep[v[j].i] = 1.0f;
+	free(v);
+	return 0;
+}
+
+/* ds = p (dp - <p, dp>) */
+static void kb_softmax(float *restrict de, const float *restrict pe, const float *restrict ge,
+		       int np)
+{
+	float d = v_dot(pe, ge, np);
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++)
+			de[b + l] = pe[b + l] * (ge[b + l] - d);
+}
+
+/* ------------------------------------------------------------ sparsemax */
+
+static int cmp_fdesc(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x < y) - (x > y);
+}
+
+/* PROTOCOL A3's sort-based sparsemax on y = x - max x: returns tau. */
+static int sparsemax_tau_sort(float *tau, const float *y, int n)
+{
+	float *z = malloc((size_t)n * sizeof *z);
+	if (!z)
+		return -1;
+	memcpy(z, y, (size_t)n * sizeof *z);
+	qsort(z, (size_t)n, sizeof *z, cmp_fdesc);
+	float cs = 0, csk = 0;
+	int k = 0;
+	for (int j = 0; j < n; j++) {
+		cs += z[j];
+		if (1.0f + (float)(j + 1) * z[j] > cs) { /* the count of such j, as torch sums the mask */
+			k++;
+		}
+	}
+	if (k < 1)
+		k = 1;
+	for (int j = 0; j < k; j++)
+		csk += z[j];
+	*tau = (csk - 1.0f) / (float)k;
+	free(z);
+	return 0;
+}
+
+/* Michelot's algorithm with whole-row passes (Newton on the piecewise linear
+ * sum_i [y_i - tau]_+ = 1 from tau = max y - 1, which lies below the root): each
+ * pass takes S = {y > tau}, tau <- (sum_S y - 1)/|S|; S only shrinks and the
+ * answer is exact once |S| repeats. Returns passes, or -1 past the cap. */
+static int sparsemax_tau_iter(float *tau_out, const float *restrict y, int np)
+{
+	float tau = -1.0f;
+	int kprev = -1;
+	for (int it = 1; it <= 64; it++) {
+		float acc[VW] = {0};
+		int32_t cnt[VW] = {0};
+		for (int b = 0; b < np; b += VW)
+			for (int l = 0; l < VW; l++) {
+				float v = y[b + l];
+				int in = v > tau;
+				acc[l] += in ? v : 0.0f;
+				cnt[l] += in;
+			}
+		int k = lanes_isum(cnt);
+		float tn = (lanes_sum(acc) - 1.0f) / (float)k;
+		if (k == kprev) {
+			*tau_out = tn;
+			return it;
+		}
+		kprev = k;
+		tau = tn > tau ? tn : tau;
+	}
+	return -1;
+}
+
+static int k_sparsemax(float *restrict p, float *restrict y, const float *restrict x, int n, int np,
+		       int plain, float *aux)
+{
+	float m = v_max(x, np);
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++)
+			y[b + l] = x[b + l] - m;
+	float tau;
+	int it = plain ? -1 : sparsemax_tau_iter(&tau, y, np);
+	if (it < 0 && sparsemax_tau_sort(&tau, y, n))
+		return -1;
+	int32_t cnt[VW] = {0};
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++) {
+			float d = y[b + l] - tau;
+			p[b + l] = d > 0 ? d : 0.0f;
+			cnt[l] += d > 0;
+		}
+	aux[0] = tau;
+	aux[1] = m;
+	aux[2] = (float)it;
+	aux[3] = (float)lanes_isum(cnt);
+	return 0;
+}
+
+/* ds = [p > 0] (dp - mean over the support of dp) */
+static void kb_sparsemax(float *restrict de, const float *restrict pe, const float *restrict ge,
+			 int np)
+{
+	float acc[VW] = {0};
+	int32_t cnt[VW] = {0};
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++) {
+			float g = ge[b + l];
+			int in = pe[b + l] > 0;
+			acc[l] += in ? g : 0.0f;
+			cnt[l] += in;
+		}
+	int k = lanes_isum(cnt);
+	float mean = k ? lanes_sum(acc) / (float)k : 0.0f;
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++)
+		{
+			float g = ge[b + l] - mean;
+			de[b + l] = pe[b + l] > 0 ? g : 0.0f;
+		}
+}
+
+/* -------------------------------------------------------------- entmax */
+
+/* y = x (alpha-1) - max(x (alpha-1)), the study's order of operations; returns max x. */
+static float entmax_y(float *restrict y, const float *restrict x, int np, float am1)
+{
+	float m = v_max(x, np);
+	float ym = m * am1;
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++)
+			y[b + l] = x[b + l] * am1 - ym;
+	return m;
+}
+
+/* [d]_+^e for the exponents the methods use: 1, 2, or any e via exp(e log d).
+ * d <= 1 in the exact paths (y <= 0, tau >= -1); the study's bisection may
+ * start with d > 1 (its lower bracket is min y - 1), where d^e can overflow to
+ * inf, as it does in float32 torch. */
+static inline float powpos(float d, float e)
+{
+	float dc = d > FLT_MIN ? d : 1.0f;
+	float u = exp_f(e * log_pos(dc));
+	return d > FLT_MIN ? u : 0.0f;
+}
+
+/* sum_i [y_i - tau]_+^e  (e given by mode: 1, 2, general) */
+enum emode { E_ONE, E_TWO, E_GEN };
+
+static float entmax_sum(float *restrict u, const float *restrict y, int np, float tau, float e,
+			enum emode mode)
+{
+	float acc[VW] = {0};
+	if (mode == E_ONE) {
+		for (int b = 0; b < np; b += VW)
+			for (int l = 0; l < VW; l++) {
+				float d = y[b + l] - tau;
+				d = d > 0 ? d : 0.0f;
+				u[b + l] = d;
+				acc[l] += d;
+			}
+	} else if (mode == E_TWO) {
+		for (int b = 0; b < np; b += VW)
+			for (int l = 0; l < VW; l++) {
+				float d = y[b + l] - tau;
+				d = d > 0 ? d : 0.0f;
+				u[b + l] = d * d;
+				acc[l] += d * d;
+			}
+	} else {
+		for (int b = 0; b < np; b += VW)
+			for (int l = 0; l < VW; l++) {
+				float v = powpos(y[b + l] - tau, e);
+				u[b + l] = v;
+				acc[l] += v;
+			}
+	}
+	return lanes_sum(acc);
+}
+
+/* Newton's method on h(tau) = (sum_i [y_i - tau]_+^e)^(1/e) - 1, from tau = -1
+ * (max y = 0, so h >= 0 there). h is convex and decreasing (a norm of convex
+ * non-negative functions of tau), so the iterates rise monotonically to the
+ * root without a bracket, and h is close to linear in tau (exactly linear for
+ * a single support size when all supported y are equal), so few passes are
+ * needed. Each pass keeps u = d^e in p, so when the step stops rising p holds
+ * the unnormalised answer. Returns passes; *Z = the sum at the final tau. */
+static int entmax_newton(float *restrict p, float *tau_out, float *Z, const float *restrict y,
+			 int np, float am1, enum emode mode)
+{
+	float e = 1.0f / am1;
+	float tau = -1.0f;
+	int it;
+	for (it = 1; it <= 100; it++) {
+		float se = 0, se1 = 0;
+		float a0[VW] = {0}, a1[VW] = {0};
+		if (mode == E_TWO) {
+			for (int b = 0; b < np; b += VW)
+				for (int l = 0; l < VW; l++) {
+					float d = y[b + l] - tau;
+					d = d > 0 ? d : 0.0f;
+					p[b + l] = d * d;
+					a0[l] += d * d;
+					a1[l] += d;
+				}
+		} else {
+			for (int b = 0; b < np; b += VW)
+				for (int l = 0; l < VW; l++) {
+					float d = y[b + l] - tau;
+					float u = powpos(d, e); /* 0 when d <= FLT_MIN */
+					float dd = d > FLT_MIN ? d : 1.0f;
+					p[b + l] = u;
+					a0[l] += u;
+					a1[l] += u / dd;
+				}
+		}
+		se = lanes_sum(a0);
+		se1 = lanes_sum(a1);
+		*Z = se;
+		/* tau' = tau - h/h' = tau + (S_e - S_e^(1 - 1/e)) / S_(e-1) */
+		float pw = mode == E_TWO ? sqrtf(se) : (float)pow((double)se, 1.0 - (double)am1);
+		float tn = tau + (se - pw) / se1;
+		if (!(tn > tau))
+			break;
+		tau = tn;
+	}
+	*tau_out = tau;
+	return it;
+}
+
+/* bisection to float precision (the plain path for general alpha) */
+static int entmax_bisect_plain(float *restrict p, float *tau_out, float *Z, const float *restrict y,
+			       int n, int np, float am1, enum emode mode)
+{
+	float e = 1.0f / am1;
+	float lo = -1.0f, hi = -powf(1.0f / (float)n, am1);
+	int it = 0;
+	while (it < 200) {
+		float mid = 0.5f * (lo + hi);
+		if (!(mid > lo && mid < hi))
+			break;
+		it++;
+		if (entmax_sum(p, y, np, mid, e, mode) >= 1.0f)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	*tau_out = lo;
+	*Z = entmax_sum(p, y, np, lo, e, mode);
+	return it;
+}
+
+static int cmp_ddesc(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x < y) - (x > y);
+}
+
+/* entmax-1.5 threshold by sorting: for support size k (the k largest y), tau_k
+ * solves sum_{i<=k} (y_i - tau)^2 = 1, i.e. tau_k = mean_k - sqrt(1/k - var_k);
+ * the support is the number of k with tau_k <= y_(k). */
+static int entmax15_tau_sort(float *tau_out, const float *y, int n)
+{
+	double *z = malloc((size_t)n * sizeof *z);
+	if (!z)
+		return -1;
+	for (int i = 0; i < n; i++)
+		z[i] = y[i];
+	qsort(z, (size_t)n, sizeof *z, cmp_ddesc);
+	double s1 = 0, s2 = 0, best = z[0] - 1;
+	int support = 0;
+	for (int k = 1; k <= n; k++) {
+		s1 += z[k - 1];
+		s2 += z[k - 1] * z[k - 1];
+		double mean = s1 / k, var = s2 / k - mean * mean;
+		double dlt = 1.0 / k - var;
+		double tk = mean - sqrt(dlt > 0 ? dlt : 0);
+		if (tk <= z[k - 1]) {
+			support = k;
+			best = tk;
+		}
+	}
+	(void)support;
+	*tau_out = (float)best;
+	free(z);
+	return 0;
+}
+
+static enum emode emode_of(float am1)
+{
+	return am1 == 1.0f ? E_ONE : am1 == 0.5f ? E_TWO : E_GEN;
+}
+
+/* exact alpha-entmax on the effective row; am1 = alpha - 1 (clamped) */
+static int k_entmax(float *restrict p, float *restrict y, const float *restrict x, int n, int np,
+		    float am1, int plain, float *aux)
+{
+	enum emode mode = emode_of(am1);
+	if (mode == E_ONE)
+		return k_sparsemax(p, y, x, n, np, plain, aux);
+	float m = entmax_y(y, x, np, am1);
+	float tau, Z;
+	int it;
+	if (plain && mode == E_TWO) {
+		if (entmax15_tau_sort(&tau, y, n))
+			return -1;
+		Z = entmax_sum(p, y, np, tau, 2.0f, E_TWO);
+		it = 0;
+	} else if (plain) {
+		it = entmax_bisect_plain(p, &tau, &Z, y, n, np, am1, mode);
+	} else {
+		it = entmax_newton(p, &tau, &Z, y, np, am1, mode);
+	}
+	int32_t cnt[VW] = {0};
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++) {
+			p[b + l] = p[b + l] / Z;
+			cnt[l] += p[b + l] > 0;
+		}
+	aux[0] = tau;
+	aux[1] = m;
+	aux[2] = (float)it;
+	aux[3] = (float)lanes_isum(cnt);
+	return 0;
+}
+
+/* Exact backward of alpha-entmax (implicit differentiation of sum p = 1).
+ * With d = y - tau, p = d^e (e = 1/(alpha-1)) and q = d^(e-1) = p^(2-alpha):
+ *   ds_j = q_j dp_j - q_j (sum q dp)/(sum q)
+ * (the (alpha-1) of dy/ds cancels the e of dp/dd), and, with Yq = q/sum q and
+ * ent = sum p log p,
+ *   dp_i/dalpha = e^2 (p_i - Yq_i) - e (p_i log p_i - Yq_i ent).
+ * Returns d loss/d alpha for the row (0 when want_alpha is 0). */
+static double kb_entmax(float *restrict de, float *restrict q, const float *restrict pe,
+			const float *restrict ge, const float *restrict x, float tau, int np,
+			float am1, int want_alpha)
+{
+	enum emode mode = emode_of(am1);
+	if (mode == E_ONE) {
+		for (int b = 0; b < np; b += VW)
+			for (int l = 0; l < VW; l++)
+				q[b + l] = pe[b + l] > 0 ? 1.0f : 0.0f;
+	} else { /* q = p/d = d^(e-1)/Z (Z = the forward's sum, 1 up to rounding) */
+		float m = v_max(x, np), ym = m * am1;
+		for (int b = 0; b < np; b += VW)
+			for (int l = 0; l < VW; l++) {
+				float d = (x[b + l] * am1 - ym) - tau;
+				float pv = pe[b + l];
+				int in = pv > 0 && d > 0;
+				float r = (in ? pv : 0.0f) / (in ? d : 1.0f);
+				q[b + l] = r;
+			}
+	}
+	float a0[VW] = {0}, a1[VW] = {0};
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++) {
+			a0[l] += q[b + l];
+			a1[l] += q[b + l] * ge[b + l];
+		}
+	float Q = lanes_sum(a0), QD = lanes_sum(a1);
+	float c = QD / Q;
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++)
+			de[b + l] = q[b + l] * (ge[b + l] - c);
+	if (!want_alpha)
+		return 0;
+	/* entropy term: ent = sum p log p */
+	float e = 1.0f / am1;
+	float h[VW] = {0};
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++) {
+			float pv = pe[b + l];
+			float lp = log_pos(pv > FLT_MIN ? pv : 1.0f); /* 0 where p ~ 0 */
+			h[l] += pv * lp;
+		}
+	float ent = lanes_sum(h);
+	float acc[VW] = {0};
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++) {
+			float pv = pe[b + l];
+			float yq = q[b + l] / Q;
+			float lp = log_pos(pv > FLT_MIN ? pv : 1.0f);
+			float plp = pv * lp;
+			float t = e * (pv - yq) - (plp - yq * ent);
+			acc[l] += ge[b + l] * t;
+		}
+	return (double)e * (double)lanes_sum(acc);
+}
+
+/* -------------------------------------------------- the study's bisection */
+
+#define UNROLL_ITERS 18
+
+struct unrolled {
+	float lo0, hi0, hi, c, Z, e;
+	int amin, amax; /* effective positions of min y / max y (lowest index) */
+	unsigned bits;
+};
+
+/* PROTOCOL A3 steps 1-4 on the effective row (n keys); dfull = T. u gets
+ * [y - tau_hi]_+^e, p the output (p may be NULL to skip it). */
+static void unrolled_run(struct unrolled *st, float *restrict u, float *restrict y,
+			 const float *restrict x, int n, int np, int dfull, float am1)
+{
+	enum emode mode = emode_of(am1);
+	float e = 1.0f / am1;
+	entmax_y(y, x, np, am1);
+	int amin = 0, amax = 0;
+	for (int i = 1; i < n; i++) {
+		if (y[i] < y[amin])
+			amin = i;
+		if (y[i] > y[amax])
+			amax = i;
+	}
+	float lo = y[amin] - 1.0f;
+	float c = powf((float)(1.0 / (double)dfull), am1);
+	float hi = y[amax] - c;
+	st->lo0 = lo;
+	st->hi0 = hi;
+	st->c = c;
+	st->bits = 0;
+	for (int t = 0; t < UNROLL_ITERS; t++) {
+		float tau = (lo + hi) / 2.0f;
+		float s = entmax_sum(u, y, np, tau, e, mode);
+		if (s - 1.0f >= 0.0f) {
+			lo = tau;
+			st->bits |= 1u << t;
+		} else {
+			hi = tau;
+		}
+	}
+	st->hi = hi;
+	st->Z = entmax_sum(u, y, np, hi, e, mode);
+	st->e = e;
+	st->amin = amin;
+	st->amax = amax;
+}
+
+static void k_unrolled(float *restrict p, float *restrict y, const float *restrict x, int n, int np,
+		       int dfull, float am1, float *aux)
+{
+	struct unrolled st;
+	unrolled_run(&st, p, y, x, n, np, dfull, am1);
+	float z = st.Z + 1e-12f;
+	int32_t cnt[VW] = {0};
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++) {
+			p[b + l] = p[b + l] / z;
+			cnt[l] += p[b + l] > 0;
+		}
+	aux[0] = st.hi;
+	aux[1] = x[st.amax];
+	aux[2] = (float)st.bits;
+	aux[3] = (float)lanes_isum(cnt);
+}
+
+/* Gradient of the unrolled graph. The branch decisions are piecewise constant,
+ * so only the last step carries gradient: with d = y - tau_hi, u = [d]_+^e,
+ * Z = sum u + 1e-12, p = u/Z, and tau_hi = w lo0 + (1-w) hi0 where w is the
+ * dyadic weight the 18 decisions give the initial lower bound,
+ * lo0 = min y - 1, hi0 = max y - (1/T)^(alpha-1):
+ *   du_i = (dp_i - <dp, p>)/Z,  dd_i = du_i e d_i^(e-1),  dtau = -sum dd,
+ *   dy_i = dd_i (+ w dtau at argmin y) (+ (1-w) dtau at argmax y),
+ *   ds = (alpha-1) dy,
+ *   dalpha = sum dy_i (x_i - x_max) + (1-w) dtau c ln T - e^2 sum du_i u_i ln d_i
+ * (y = x(alpha-1) - max, c = T^-(alpha-1), e = 1/(alpha-1)). */
+static double kb_unrolled(float *restrict de, float *restrict u, float *restrict y,
+			  const float *restrict ge, const float *restrict x, int n, int np, int dfull,
+			  float am1, int want_alpha)
+{
+	struct unrolled st;
+	unrolled_run(&st, u, y, x, n, np, dfull, am1);
+	float z = st.Z + 1e-12f, e = st.e;
+	/* <dp, p> with p = u/z */
+	float a0[VW] = {0};
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++)
+			a0[l] += ge[b + l] * (u[b + l] / z);
+	float P = lanes_sum(a0);
+	float a1[VW] = {0}, a2[VW] = {0};
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++) {
+			float d = y[b + l] - st.hi;
+			float dv = (ge[b + l] - P) / z;
+			float uv = u[b + l];
+			int in = d > FLT_MIN && uv > 0;
+			uv = in ? uv : 0.0f;
+			float dc = in ? d : 1.0f;
+			float dd = dv * e * (uv / dc);
+			de[b + l] = dd;
+			a1[l] += dd;
+			a2[l] += dv * uv * log_pos(dc);
+		}
+	float dtau = -lanes_sum(a1);
+	double w = 0, wlo = 1, whi = 0; /* coefficient of lo0 in lo, hi */
+	for (int t = 0; t < UNROLL_ITERS; t++) {
+		double a = 0.5 * (wlo + whi);
+		if (st.bits >> t & 1u)
+			wlo = a;
+		else
+			whi = a;
+	}
+	w = whi;
+	float dlo = (float)(w * dtau), dhi = (float)((1 - w) * dtau);
+	de[st.amin] += dlo;
+	de[st.amax] += dhi;
+	double da = 0;
+	if (want_alpha) {
+		float xm = x[st.amax];
+		float a3[VW] = {0};
+		for (int b = 0; b < np; b += VW)
+			for (int l = 0; l < VW; l++) {
+				float xv = x[b + l] - xm;
+				xv = b + l < n ? xv : 0.0f;
+				a3[l] += de[b + l] * xv;
+			}
+		da = (double)lanes_sum(a3) + (double)dhi * st.c * log((double)dfull) -
+		     (double)e * e * lanes_sum(a2);
+	}
+	for (int b = 0; b < np; b += VW)
+		for (int l = 0; l < VW; l++)
+			de[b + l] *= am1;
+	return da;
+}
+
+/* ------------------------------------------------------------ the API */
+
+static int uses_alpha(enum sb_norm_kind k)
+{
+	return k == SB_NORM_ENTMAX_BISECT || k == SB_NORM_ADAPTIVE;
+}
+
+static int check_args(const struct sb_norm *nm, int rows, int T, int n_valid, struct sb_err *err)
+{
+	if (!nm)
+		return SB_ERR(err, SB_EINTERNAL, "attn_norm: no normaliser");
+	if (rows < 0 || T < 1)
+		return SB_ERR(err, SB_EDATA, "attn_norm: bad block shape rows=%d T=%d", rows, T);
+	if (n_valid < 1)
+		return SB_ERR(err, SB_EDATA, "attn_norm: no valid key (n_valid = %d, T = %d)", n_valid, T);
+	if (n_valid > T)
+		return SB_ERR(err, SB_EDATA, "attn_norm: n_valid = %d exceeds the row length T = %d",
+			      n_valid, T);
+	if ((nm->kind == SB_NORM_TOPK || nm->kind == SB_NORM_BOTTOMK) &&
+	    !(nm->ratio > 0 && nm->ratio <= 1))
+		return SB_ERR(err, SB_EDATA, "attn_norm: top-k ratio %g outside (0, 1]", nm->ratio);
+	return 0;
+}
+
+/* alpha - 1 for the row's method, after the clamp (NaN stays NaN) */
+static float method_am1(const struct sb_norm *nm, float alpha)
+{
+	if (nm->kind == SB_NORM_ENTMAX15)
+		return 0.5f;
+	if (isnan(alpha))
+		return NAN;
+	float a = alpha < 1.05f ? 1.05f : alpha > 2.0f ? 2.0f : alpha;
+	return a - 1.0f;
+}
+
+static void fill_nan(float *v, int n)
+{
+	for (int i = 0; i < n; i++)
+		v[i] = NAN;
+}
+
+int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float *p, float *aux,
+			 const float *s, int rows, int T, int n_valid, float alpha,
+			 struct sb_err *err)
+{
+	SB_TRY(check_args(nm, rows, T, n_valid, err));
+	struct stackbuf sbuf;
+	struct work w;
+	if (work_init(&w, &sbuf, T))
+		return SB_ERR(err, SB_EIO, "attn_norm: out of memory for rows of %d keys", T);
+	int plain = algo == SB_NORM_ALGO_PLAIN;
+	float am1 = method_am1(nm, alpha);
+	int k = sb_norm_topk_k(nm->ratio, n_valid);
+	int rc = 0;
+	for (int r = 0; r < rows && !rc; r++) {
+		const float *sr = s + (size_t)r * T;
+		float *pr = p + (size_t)r * T;
+		float a4[SB_NORM_AUX] = {0};
+		float *ar = aux ? aux + (size_t)r * SB_NORM_AUX : a4;
+		struct row rw;
+		for (int j = 0; j < SB_NORM_AUX; j++)
+			ar[j] = 0;
+		row_build(&rw, &w, sr, T, n_valid, nm->mask);
+		if (rw.bad == 2) {
+			rc = SB_ERR(err, SB_EDATA, "attn_norm: row %d: no finite score among its %d valid keys",
+				    r, n_valid);
+			break;
+		}
+		if (rw.bad || (uses_alpha(nm->kind) && isnan(am1))) {
+			fill_nan(pr, T);
+			ar[3] = NAN;
+			continue;
+		}
+		int n = rw.n, np = rw.np;
+		switch (nm->kind) {
+		case SB_NORM_SOFTMAX:
+			k_softmax(w.p, w.x, np, ar);
+			ar[3] = (float)n;
+			break;
+		case SB_NORM_TOPK:
+		case SB_NORM_BOTTOMK: {
+			int kk = k < n ? k : n, largest = nm->kind == SB_NORM_TOPK;
+			if (plain) {
+				if (select_k_sort(w.y, w.x, n, np, kk, largest)) {
+					rc = SB_ERR(err, SB_EIO, "attn_norm: out of memory");
+					break;
+				}
+			} else {
+				ar[2] = (float)select_k_iter(w.y, w.key, w.x, n, np, kk, largest);
+			}
+			k_softmax_kept(w.p, w.x, w.y, np, ar);
+			ar[1] = v_max(w.x, np);
+			ar[3] = (float)kk;
+			break;
+		}
+		case SB_NORM_SPARSEMAX:
+			if (k_sparsemax(w.p, w.y, w.x, n, np, plain, ar))
+				rc = SB_ERR(err, SB_EIO, "attn_norm: out of memory");
+			break;
+		case SB_NORM_ENTMAX15:
+		case SB_NORM_ENTMAX_BISECT:
+		case SB_NORM_ADAPTIVE:
+			if (nm->unrolled)
+				k_unrolled(w.p, w.y, w.x, n, np, T, am1, ar);
+			else if (k_entmax(w.p, w.y, w.x, n, np, am1, plain, ar))
+				rc = SB_ERR(err, SB_EIO, "attn_norm: out of memory");
+			break;
+		}
+		if (!rc)
+			row_scatter(pr, w.p, &rw, &w, T, n_valid);
+	}
+	free(w.heap);
+	return rc;
+}
+
+int sb_norm_forward(const struct sb_norm *nm, float *p, float *aux, const float *s, int rows, int T,
+		    int n_valid, float alpha, struct sb_err *err)
+{
+	return sb_norm_forward_algo(nm, SB_NORM_ALGO_AUTO, p, aux, s, rows, T, n_valid, alpha, err);
+}
+
+void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const float *dp,
+		      const float *p, const float *aux, const float *s, int rows, int T, int n_valid,
+		      float alpha)
+{
+	struct stackbuf sbuf;
+	struct work w;
+	if (check_args(nm, rows, T, n_valid, NULL) || work_init(&w, &sbuf, T)) {
+		if (T > 0 && rows > 0)
+			fill_nan(ds, rows * T);
+		if (dalpha && nm && uses_alpha(nm->kind))
+			*dalpha = NAN;
+		return;
+	}
+	float am1 = method_am1(nm, alpha);
+	int want_alpha = dalpha && uses_alpha(nm->kind) && !(alpha < 1.05f) && !(alpha > 2.0f);
+	double da = 0;
+	for (int r = 0; r < rows; r++) {
+		const float *sr = s + (size_t)r * T, *pr = p + (size_t)r * T;
+		const float *gr = dp + (size_t)r * T;
+		float *dr = ds + (size_t)r * T;
+		struct row rw;
+		row_build(&rw, &w, sr, T, n_valid, nm->mask);
+		if (rw.bad || (uses_alpha(nm->kind) && isnan(am1))) {
+			fill_nan(dr, T);
+			da = NAN;
+			continue;
+		}
+		int n = rw.n, np = rw.np;
+		row_gather(w.g, gr, &rw, &w, T, n_valid);
+		row_gather(w.p, pr, &rw, &w, T, n_valid);
+		switch (nm->kind) {
+		case SB_NORM_SOFTMAX:
+		case SB_NORM_TOPK:
+		case SB_NORM_BOTTOMK:
+			kb_softmax(w.h, w.p, w.g, np);
+			break;
+		case SB_NORM_SPARSEMAX:
+			kb_sparsemax(w.h, w.p, w.g, np);
+			break;
+		case SB_NORM_ENTMAX15:
+		case SB_NORM_ENTMAX_BISECT:
+		case SB_NORM_ADAPTIVE:
+			if (nm->unrolled) {
+				da += kb_unrolled(w.h, w.p, w.y, w.g, w.x, n, np, T, am1, want_alpha);
+			} else {
+				float tau;
+				if (aux) {
+					tau = aux[(size_t)r * SB_NORM_AUX];
+				} else { /* no aux: recompute the threshold */
+					float a4[SB_NORM_AUX];
+					k_entmax(w.h, w.y, w.x, n, np, am1, 0, a4);
+					tau = a4[0];
+				}
+				da += kb_entmax(w.h, w.y, w.p, w.g, w.x, tau, np, am1, want_alpha);
+			}
+			break;
+		}
+		row_scatter_grad(dr, w.h, &rw, &w, T);
+	}
+	if (want_alpha || (dalpha && uses_alpha(nm->kind) && isnan(da)))
+		*dalpha += da;
+	free(w.heap);
+}

@@ -1,0 +1,580 @@
+/* test_attn_norm.c — the float normalisers against the double reference, plus
+ * names, errors and the properties PROTOCOL A3 asks for.
+ *
+ * Finite differences on the reference: test_attn_norm_fd.c.
+ * PyTorch golden outputs: test_attn_norm_golden.c.
+ */
+#include "test_attn_norm_util.h"
+
+struct cfg {
+	const char *label, *method;
+	double alpha;
+	int unrolled;
+};
+
+static const struct cfg cfgs[] = {
+	{"softmax", "softmax", 0, 0},
+	{"topk_0125", "topk_softmax_0125", 0, 0},
+	{"topk_025", "topk_softmax_025", 0, 0},
+	{"topk_05", "topk_softmax_05", 0, 0},
+	{"bottomk_0125", "bottomk_softmax_0125", 0, 0},
+	{"bottomk_025", "bottomk_softmax_025", 0, 0},
+	{"sparsemax", "sparsemax", 0, 0},
+	{"entmax15", "entmax15", 0, 0},
+	{"bisect_a1.05", "entmax_bisect", 1.05, 0},
+	{"bisect_a1.2", "entmax_bisect", 1.2, 0},
+	{"bisect_a1.5", "entmax_bisect", 1.5, 0},
+	{"bisect_a1.8", "entmax_bisect", 1.8, 0},
+	{"bisect_a2", "entmax_bisect", 2.0, 0},
+	{"hae_a1.33", "headwise_adaptive_entmax", 1.33, 0},
+	{"entmax15_unrolled", "entmax15", 0, 1},
+	{"bisect_a1.3_unrolled", "entmax_bisect", 1.3, 1},
+	{"hae_a1.05_unrolled", "headwise_adaptive_entmax", 1.05, 1},
+	{"bisect_a2_unrolled", "entmax_bisect", 2.0, 1},
+};
+#define N_CFGS ((int)(sizeof cfgs / sizeof cfgs[0]))
+
+static struct sb_norm make(const struct cfg *c, enum sb_mask_mode mask)
+{
+	struct sb_norm nm;
+	struct sb_err err = {0};
+	if (sb_norm_parse(c->method, c->alpha, &nm, &err))
+		fprintf(stderr, "parse %s: %s\n", c->method, err.msg);
+	nm.unrolled = c->unrolled;
+	nm.mask = mask;
+	return nm;
+}
+
+static float call_alpha(const struct cfg *c, const struct sb_norm *nm)
+{
+	return nm->kind == SB_NORM_ENTMAX_BISECT ? (float)nm->alpha : (float)c->alpha;
+}
+
+/* the exponent 1/(alpha-1) amplifies float rounding of d = y - tau */
+static double amp(const struct cfg *c, const struct sb_norm *nm)
+{
+	if (nm->kind == SB_NORM_ENTMAX_BISECT || nm->kind == SB_NORM_ADAPTIVE) {
+		double a = call_alpha(c, nm);
+		return 1 / (a - 1);
+	}
+	return 2;
+}
+
+/* -------------------------------------------------------------- names */
+
+static void test_names(void)
+{
+	struct sb_norm nm;
+	struct sb_err err = {0};
+	static const char *names[] = {"softmax", "topk_softmax_0125", "topk_softmax_025",
+				      "topk_softmax_05", "bottomk_softmax_0125", "bottomk_softmax_025",
+				      "sparsemax", "entmax15", "entmax_bisect",
+				      "headwise_adaptive_entmax"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		int rc = sb_norm_parse(names[i], 1.5, &nm, &err);
+		SB_CHECK(rc == 0 && strcmp(sb_norm_name(&nm), names[i]) == 0,
+			 "parse/name round trip '%s' -> '%s' (rc %d)", names[i], rc ? "-" : sb_norm_name(&nm), rc);
+	}
+	int rc = sb_norm_parse("topk_softmax", 0, &nm, &err);
+	SB_CHECK(rc == 0 && nm.kind == SB_NORM_TOPK && nm.ratio == 0.25 &&
+			 strcmp(sb_norm_name(&nm), "topk_softmax_025") == 0,
+		 "bare topk_softmax means ratio 0.25 (got %g, name %s)", nm.ratio, sb_norm_name(&nm));
+	rc = sb_norm_parse("topk_softmax_0375", 0, &nm, &err);
+	SB_CHECK(rc == 0 && nm.ratio == 0.375 && strcmp(sb_norm_name(&nm), "topk_softmax_0375") == 0,
+		 "topk_softmax_0375 parses to ratio 0.375 and back (got %g, %s)", nm.ratio, sb_norm_name(&nm));
+	rc = sb_norm_parse("entmax_bisect", 3.0, &nm, &err);
+	SB_CHECK(rc == 0 && nm.alpha == 2.0, "entmax_bisect alpha 3 clamps to 2 (got %g)", nm.alpha);
+	rc = sb_norm_parse("entmax_bisect", 0.5, &nm, &err);
+	SB_CHECK(rc == 0 && nm.alpha == 1.05, "entmax_bisect alpha 0.5 clamps to 1.05 (got %g)", nm.alpha);
+	rc = sb_norm_parse("entmax15", 1.9, &nm, &err);
+	SB_CHECK(rc == 0 && nm.alpha == 1.5 && nm.mask == SB_MASK_MARGIN && nm.unrolled == 0,
+		 "entmax15 has alpha 1.5, margin mask, exact gradient by default (alpha %g)", nm.alpha);
+	rc = sb_norm_parse("entmax_bisect", NAN, &nm, &err);
+	SB_CHECK(rc == SB_EUSAGE, "entmax_bisect with alpha NaN is a usage error (rc %d)", rc);
+	err.code = 0;
+	rc = sb_norm_parse("softmaxx", 0, &nm, &err);
+	SB_CHECK(rc == SB_EUSAGE && strstr(err.msg, "softmaxx"), "unknown method is a usage error naming it: %s",
+		 err.msg);
+	rc = sb_norm_parse("topk_softmax_5", 0, &nm, &err);
+	SB_CHECK(rc == SB_EUSAGE, "topk_softmax_5 (ratio 5) is rejected (rc %d)", rc);
+
+	/* PROTOCOL A3: retained counts T=65 -> 9/17/33, T=50 -> 7/13/25 */
+	int k65[3] = {sb_norm_topk_k(0.125, 65), sb_norm_topk_k(0.25, 65), sb_norm_topk_k(0.5, 65)};
+	int k50[3] = {sb_norm_topk_k(0.125, 50), sb_norm_topk_k(0.25, 50), sb_norm_topk_k(0.5, 50)};
+	SB_CHECK(k65[0] == 9 && k65[1] == 17 && k65[2] == 33, "top-k counts at T=65: %d/%d/%d (want 9/17/33)",
+		 k65[0], k65[1], k65[2]);
+	SB_CHECK(k50[0] == 7 && k50[1] == 13 && k50[2] == 25, "top-k counts at T=50: %d/%d/%d (want 7/13/25)",
+		 k50[0], k50[1], k50[2]);
+	SB_CHECK(sb_norm_topk_k(0.125, 1) == 1 && sb_norm_topk_k(0.125, 3) == 1 && sb_norm_topk_k(1, 7) == 7 &&
+			 sb_norm_topk_k(0.5, 97) == 49,
+		 "top-k counts: k = max(1, ceil(r n)) at n = 1, 3, 7, 97");
+}
+
+/* ------------------------------------------------------------- errors */
+
+static void test_errors(void)
+{
+	struct sb_norm nm;
+	struct sb_err err = {0};
+	float s[8] = {1, 2, 3, 4, 5, 6, 7, 8}, p[8], aux[SB_NORM_AUX];
+	static const char *ms[] = {"softmax", "topk_softmax_025", "sparsemax", "entmax15", "entmax_bisect"};
+	for (int m = 0; m < 5; m++) {
+		sb_norm_parse(ms[m], 1.3, &nm, &err);
+		err.code = 0;
+		int rc = sb_norm_forward(&nm, p, aux, s, 1, 8, 0, 1.3f, &err);
+		SB_CHECK(rc == SB_EDATA && err.code == SB_EDATA, "%s: n_valid = 0 is SB_EDATA (rc %d): %s", ms[m],
+			 rc, err.msg);
+		rc = sb_norm_forward(&nm, p, aux, s, 1, 8, 9, 1.3f, &err);
+		SB_CHECK(rc == SB_EDATA, "%s: n_valid > T is SB_EDATA (rc %d)", ms[m], rc);
+		float ni[8] = {-INFINITY, -INFINITY, -INFINITY, 2, 2, 2, 2, 2};
+		rc = sb_norm_forward(&nm, p, aux, ni, 1, 8, 3, 1.3f, &err);
+		SB_CHECK(rc == SB_EDATA && strstr(err.msg, "row 0"),
+			 "%s: a row whose valid keys are all -inf is SB_EDATA naming the row: %s", ms[m], err.msg);
+		/* NaN: the row is NaN, the call returns, the next row is unaffected */
+		float sn[16] = {1, NAN, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8};
+		float pn[16], dsn[16], g[16] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+		float an[2 * SB_NORM_AUX];
+		rc = sb_norm_forward(&nm, pn, an, sn, 2, 8, 8, 1.3f, &err);
+		int allnan = 1, finite2 = 1;
+		for (int i = 0; i < 8; i++)
+			allnan &= isnan(pn[i]);
+		for (int i = 8; i < 16; i++)
+			finite2 &= isfinite(pn[i]);
+		SB_CHECK(rc == 0 && allnan && finite2, "%s: a NaN score makes its row NaN, the next row is fine",
+			 ms[m]);
+		double da = 0;
+		sb_norm_backward(&nm, dsn, &da, g, pn, an, sn, 2, 8, 8, 1.3f);
+		allnan = 1;
+		finite2 = 1;
+		for (int i = 0; i < 8; i++)
+			allnan &= isnan(dsn[i]);
+		for (int i = 8; i < 16; i++)
+			finite2 &= isfinite(dsn[i]);
+		SB_CHECK(allnan && finite2 && (nm.kind != SB_NORM_ENTMAX_BISECT || isnan(da)),
+			 "%s: backward of a NaN row is NaN (and dalpha NaN for entmax_bisect)", ms[m]);
+		float si[8] = {1, INFINITY, 3, 4, 5, 6, 7, 8};
+		rc = sb_norm_forward(&nm, p, aux, si, 1, 8, 8, 1.3f, &err);
+		SB_CHECK(rc == 0 && isnan(p[0]) && isnan(p[7]), "%s: a +inf score makes the row NaN", ms[m]);
+	}
+}
+
+/* ------------------------------------------------- float vs reference */
+
+static const char *mask_name[] = {"unmasked", "margin", "exclude"};
+
+/* forward (every algorithm) and backward (with dalpha) against the reference */
+static void test_against_ref(void)
+{
+	static const enum sb_norm_algo algos[] = {SB_NORM_ALGO_AUTO, SB_NORM_ALGO_PLAIN,
+						  SB_NORM_ALGO_ITERATE};
+	static const char *algo_name[] = {"auto", "plain", "iterate"};
+	for (int ci = 0; ci < N_CFGS; ci++) {
+		const struct cfg *c = &cfgs[ci];
+		struct errs ef[3] = {0}, eb = {0}, ea = {0};
+		/* Tolerances. Forward: float keeps ~1e-7 relative per operation; the exponent
+		 * e = 1/(alpha-1) multiplies the relative error of d = y - tau (e = 20 at
+		 * alpha = 1.05), and a score of magnitude |s| carries an absolute rounding
+		 * of |s| 6e-8 into y. Backward: sums of O(T) float products. The study's
+		 * bisection (unrolled) can flip a branch decision when sum p - 1 is within
+		 * float rounding of 0, which moves tau by one final bracket width
+		 * ((max y - min y + 1)/2^18), hence its looser tolerance. */
+		double atol_f = 2e-7, rtol_f = 2e-6, atol_b = 2e-6, rtol_b = 2e-5;
+		for (int mode = 0; mode < 3; mode++)
+			for (int si = 0; si < N_SIZES; si++)
+				for (int v = 0; v < N_VARIANTS; v++) {
+					int T = test_sizes[si], rows = T >= 4096 ? 1 : 3;
+					int nv = mode == 0 ? T : (T * 3 + 4) / 5;
+					if (mode && nv == T)
+						continue;
+					struct sb_norm nm = make(c, mode == 2 ? SB_MASK_EXCLUDE : SB_MASK_MARGIN);
+					float alpha = call_alpha(c, &nm);
+					struct sb_rng rng;
+					sb_rng_init(&rng, 1000 + ci, SB_RNG_USER, (uint64_t)(si * 100 + v * 10 + mode));
+					long n = (long)rows * T;
+					float *s = malloc(n * sizeof *s), *p = malloc(n * sizeof *p);
+					float *g = malloc(n * sizeof *g), *ds = malloc(n * sizeof *ds);
+					float *aux = malloc(rows * SB_NORM_AUX * sizeof *aux);
+					for (int r = 0; r < rows; r++)
+						gen_row(&rng, s + (long)r * T, T, v);
+					for (long i = 0; i < n; i++)
+						g[i] = (float)sb_rng_normal(&rng);
+					double *sd = to_f64(s, n), *gd = to_f64(g, n);
+					double *pr = malloc(n * sizeof *pr), *dr = malloc(n * sizeof *dr);
+					struct sb_err err = {0};
+					int rc = sb_norm_forward_ref_f64(&nm, pr, sd, rows, T, nv, alpha, &err);
+					double mag = 0;
+					for (long i = 0; i < n; i++)
+						if (isfinite(s[i]) && fabs(s[i]) > mag)
+							mag = fabs(s[i]);
+					double sc = mag > 1 ? mag : 1, e = amp(c, &nm);
+					double at = atol_f * e * sc, rt = rtol_f * e * sc;
+					if (c->unrolled) {
+						at = 3e-5 * e * sc;
+						rt = 3e-4 * e * sc;
+					}
+					char ctx[160];
+					snprintf(ctx, sizeof ctx, "T=%d n_valid=%d %s %s", T, nv, variant_name[v],
+						 mask_name[mode]);
+					for (int a = 0; a < 3; a++) {
+						int rc2 = sb_norm_forward_algo(&nm, algos[a], p, aux, s, rows, T, nv,
+									       alpha, &err);
+						double *pd = to_f64(p, n);
+						if (rc || rc2) {
+							double bad = NAN;
+							errs_add(&ef[a], &bad, &sc, 1, 0, 0, ctx);
+						} else {
+							errs_add(&ef[a], pd, pr, n, at, rt, ctx);
+						}
+						free(pd);
+					}
+					/* backward from the AUTO forward, with ds aliasing dp in half the cases */
+					sb_norm_forward(&nm, p, aux, s, rows, T, nv, alpha, &err);
+					double da = 0, dar = 0;
+					float *dsp = (si + v) % 2 ? g : ds;
+					sb_norm_backward(&nm, dsp, &da, g, p, aux, s, rows, T, nv, alpha);
+					sb_norm_backward_ref_f64(&nm, dr, &dar, gd, sd, rows, T, nv, alpha, &err);
+					double *dd = to_f64(dsp, n);
+					double gmax = 0;
+					for (long i = 0; i < n; i++)
+						gmax = fabs(gd[i]) > gmax ? fabs(gd[i]) : gmax;
+					double atb = atol_b * e * sc * gmax, rtb = rtol_b * e * sc;
+					if (c->unrolled) {
+						atb *= 30;
+						rtb *= 30;
+					}
+					errs_add(&eb, dd, dr, n, atb, rtb, ctx);
+					/* dalpha sums e^2-scaled terms over every key of the block: compare
+					 * it in units of e^2 max(1,|s|) sum|dp| */
+					double gs = 0;
+					for (long i = 0; i < n; i++)
+						gs += fabs(gd[i]);
+					double un = e * e * sc * (gs > 0 ? gs : 1), dan = da / un, darn = dar / un;
+					errs_add(&ea, &dan, &darn, 1, c->unrolled ? 3e-6 : 1e-7, 0, ctx);
+					free(dd);
+					free(s);
+					free(p);
+					free(g);
+					free(ds);
+					free(aux);
+					free(sd);
+					free(gd);
+					free(pr);
+					free(dr);
+				}
+		char name[200];
+		for (int a = 0; a < 3; a++) {
+			snprintf(name, sizeof name, "%s forward (%s) float vs double reference", c->label,
+				 algo_name[a]);
+			errs_report(&ef[a], name, atol_f, rtol_f);
+		}
+		snprintf(name, sizeof name, "%s backward float vs double reference", c->label);
+		errs_report(&eb, name, atol_b, rtol_b);
+		struct sb_norm nm = make(c, SB_MASK_MARGIN);
+		if (nm.kind == SB_NORM_ENTMAX_BISECT || nm.kind == SB_NORM_ADAPTIVE) {
+			snprintf(name, sizeof name, "%s dalpha/(e^2 max(1,|s|) sum|dp|) float vs double reference", c->label);
+			errs_report(&ea, name, c->unrolled ? 3e-6 : 1e-7, 0);
+		}
+	}
+}
+
+
+/* ---------------------------------------------------------- properties */
+
+static int fwd(const char *method, double alpha, int unrolled, enum sb_mask_mode mask, float *p,
+	       const float *s, int rows, int T, int nv)
+{
+	struct sb_norm nm;
+	struct sb_err err = {0};
+	sb_norm_parse(method, alpha, &nm, &err);
+	nm.unrolled = unrolled;
+	nm.mask = mask;
+	float *aux = malloc((size_t)(rows ? rows : 1) * SB_NORM_AUX * sizeof *aux);
+	int rc = sb_norm_forward(&nm, p, aux, s, rows, T, nv, (float)alpha, &err);
+	free(aux);
+	return rc;
+}
+
+static void test_topk_exact(void)
+{
+	/* ties at the k-th score go to the lower key index; exactly k kept, the rest exactly 0 */
+	float s[5] = {1, 3, 3, 3, 2}, p[5];
+	fwd("topk_softmax_05", 0, 0, SB_MASK_MARGIN, p, s, 1, 5, 4); /* k = 2 of the 4 valid */
+	SB_CHECK(p[1] > 0 && p[2] > 0 && p[0] == 0 && p[3] == 0 && p[4] == 0 && p[1] == p[2],
+		 "top-k: s=[1,3,3,3 | 2] k=2 keeps keys 1,2 (the lower-index ties): p = %g %g %g %g %g", p[0],
+		 p[1], p[2], p[3], p[4]);
+	float b[5] = {1, 1, 1, 0, 2};
+	fwd("bottomk_softmax_025", 0, 0, SB_MASK_MARGIN, p, b, 1, 5, 5); /* k = 2 */
+	SB_CHECK(p[3] > 0 && p[0] > 0 && p[1] == 0 && p[2] == 0 && p[4] == 0,
+		 "bottom-k: s=[1,1,1,0,2] k=2 keeps keys 3 and 0: p = %g %g %g %g %g", p[0], p[1], p[2], p[3],
+		 p[4]);
+	float z[4] = {-0.0f, 0.0f, 0.0f, -1}, pz[4];
+	fwd("topk_softmax_05", 0, 0, SB_MASK_MARGIN, pz, z, 1, 4, 4);
+	SB_CHECK(pz[0] == 0.5f && pz[1] == 0.5f && pz[2] == 0 && pz[3] == 0,
+		 "top-k: -0 and +0 tie (keys 0 and 1 kept): p = %g %g %g %g", pz[0], pz[1], pz[2], pz[3]);
+	/* random tied rows of every size: count the kept keys */
+	static const char *ms[] = {"topk_softmax_0125", "topk_softmax_025", "topk_softmax_05",
+				   "bottomk_softmax_0125", "bottomk_softmax_025"};
+	static const double rs[] = {0.125, 0.25, 0.5, 0.125, 0.25};
+	int bad = 0, total = 0, leak = 0;
+	char ctx[160] = "";
+	for (int m = 0; m < 5; m++)
+		for (int si = 0; si < N_SIZES; si++)
+			for (int v = V_NORMAL; v <= V_EQUAL; v++) {
+				int T = test_sizes[si];
+				float *sr = malloc(T * sizeof *sr), *pr = malloc(T * sizeof *pr);
+				struct sb_rng rng;
+				sb_rng_init(&rng, 5, SB_RNG_USER, (uint64_t)(m * 1000 + si * 10 + v));
+				gen_row(&rng, sr, T, v);
+				fwd(ms[m], 0, 0, SB_MASK_MARGIN, pr, sr, 1, T, T);
+				int kept = 0, k = sb_norm_topk_k(rs[m], T);
+				for (int i = 0; i < T; i++) {
+					kept += pr[i] > 0;
+					leak += pr[i] != 0 && pr[i] < 1e-30f;
+				}
+				total++;
+				if (kept != k && !(v == V_NORMAL && T == 4096)) { /* 4096 N(0,4) may underflow */
+					bad++;
+					snprintf(ctx, sizeof ctx, "%s T=%d %s kept %d want %d", ms[m], T,
+						 variant_name[v], kept, k);
+				}
+				free(sr);
+				free(pr);
+			}
+	SB_CHECK(bad == 0 && leak == 0, "top-k/bottom-k keep exactly k keys on %d tied/equal/normal rows (%d wrong %s; %d leaks)",
+		 total, bad, ctx, leak);
+}
+
+static double l1(const float *a, const float *b, int n)
+{
+	double d = 0;
+	for (int i = 0; i < n; i++)
+		d += fabs((double)a[i] - b[i]);
+	return d;
+}
+
+static void test_limits(void)
+{
+	enum { T = 97, R = 4 };
+	float s[R * T], a[R * T], b[R * T];
+	struct sb_rng rng;
+	sb_rng_init(&rng, 9, SB_RNG_USER, 0);
+	for (int i = 0; i < R * T; i++) /* small scores: supports of tens of keys */
+		s[i] = (float)(0.15 * sb_rng_normal(&rng));
+	/* alpha = 2 is sparsemax and alpha = 1.5 is entmax15: same code path in float */
+	fwd("entmax_bisect", 2.0, 0, SB_MASK_MARGIN, a, s, R, T, T);
+	fwd("sparsemax", 0, 0, SB_MASK_MARGIN, b, s, R, T, T);
+	int supp = 0;
+	for (int i = 0; i < R * T; i++)
+		supp += b[i] > 0;
+	SB_CHECK(memcmp(a, b, sizeof a) == 0 && supp > 10 * R,
+		 "entmax_bisect(alpha=2) == sparsemax bit for bit (float; %d of %d keys in the supports)", supp, R * T);
+	fwd("entmax_bisect", 1.5, 0, SB_MASK_MARGIN, a, s, R, T, T);
+	fwd("entmax15", 0, 0, SB_MASK_MARGIN, b, s, R, T, T);
+	SB_CHECK(memcmp(a, b, sizeof a) == 0, "entmax_bisect(alpha=1.5) == entmax15 bit for bit (float)");
+	/* and in the reference, bisection against the sort-based closed forms */
+	double sd[T], pa[T], pb[T];
+	for (int i = 0; i < T; i++)
+		sd[i] = s[i];
+	struct sb_norm nm;
+	struct sb_err err = {0};
+	sb_norm_entmax_row_f64(pa, sd, T, 2.0);
+	sb_norm_parse("sparsemax", 0, &nm, &err);
+	sb_norm_forward_ref_f64(&nm, pb, sd, 1, T, T, 0, &err);
+	sb_check_close("reference: bisection at alpha=2 vs sort-based sparsemax", pa, pb, T, 1e-12, 0);
+	sb_norm_entmax_row_f64(pa, sd, T, 1.5);
+	sb_norm_parse("entmax15", 0, &nm, &err);
+	sb_norm_forward_ref_f64(&nm, pb, sd, 1, T, T, 0, &err);
+	sb_check_close("reference: bisection at alpha=1.5 vs entmax15 closed form", pa, pb, T, 1e-12, 0);
+	/* alpha -> 1: entmax -> softmax, with an O(alpha-1) gap */
+	static const double as[] = {1.5, 1.2, 1.1, 1.05, 1.01, 1.001, 1.0001};
+	double dist[7], sm[T];
+	for (int i = 0; i < T; i++)
+		sd[i] = 10 * s[i];
+	sb_norm_parse("softmax", 0, &nm, &err);
+	sb_norm_forward_ref_f64(&nm, sm, sd, 1, T, T, 0, &err);
+	int mono = 1;
+	for (int k = 0; k < 7; k++) {
+		sb_norm_entmax_row_f64(pa, sd, T, as[k]);
+		dist[k] = 0;
+		for (int i = 0; i < T; i++)
+			dist[k] += fabs(pa[i] - sm[i]);
+		if (k && !(dist[k] < dist[k - 1]))
+			mono = 0;
+	}
+	SB_CHECK(mono && dist[5] < 5e-3 && dist[6] < 5e-4,
+		 "reference: L1(entmax_alpha, softmax) falls with alpha -> 1: %.3g %.3g %.3g %.3g %.3g %.3g %.3g "
+		 "(alpha 1.5 .. 1.0001; want < 5e-3 at 1.001, < 5e-4 at 1.0001)",
+		 dist[0], dist[1], dist[2], dist[3], dist[4], dist[5], dist[6]);
+	float s15[T];
+	for (int i = 0; i < T; i++)
+		s15[i] = 10 * s[i];
+	fwd("softmax", 0, 0, SB_MASK_MARGIN, b, s15, 1, T, T);
+	double dfl[4];
+	static const double af[4] = {1.5, 1.2, 1.1, 1.05};
+	for (int k = 0; k < 4; k++) {
+		fwd("entmax_bisect", af[k], 0, SB_MASK_MARGIN, a, s15, 1, T, T);
+		dfl[k] = l1(a, b, T);
+	}
+	SB_CHECK(dfl[1] < dfl[0] && dfl[2] < dfl[1] && dfl[3] < dfl[2] && dfl[3] < 0.3 * dfl[0],
+		 "float: L1(entmax, softmax) at alpha 1.5/1.2/1.1/1.05 (the clamp) = %.3g %.3g %.3g %.3g, falling",
+		 dfl[0], dfl[1], dfl[2], dfl[3]);
+	/* the study's bisection against the exact answer: within its final bracket */
+	fwd("entmax15", 0, 1, SB_MASK_MARGIN, a, s, R, T, T);
+	fwd("entmax15", 0, 0, SB_MASK_MARGIN, b, s, R, T, T);
+	double m = 0;
+	for (int i = 0; i < R * T; i++)
+		m = fmax(m, fabs((double)a[i] - b[i]));
+	SB_CHECK(m < 1e-4, "entmax15: 18-iteration bisection vs exact, max |dp| = %.3g (< 1e-4)", m);
+	fwd("entmax_bisect", 2.0, 1, SB_MASK_MARGIN, a, s, R, T, T);
+	fwd("sparsemax", 0, 0, SB_MASK_MARGIN, b, s, R, T, T);
+	m = 0;
+	for (int i = 0; i < R * T; i++)
+		m = fmax(m, fabs((double)a[i] - b[i]));
+	SB_CHECK(m < 1e-4, "alpha=2: 18-iteration bisection vs sparsemax, max |dp| = %.3g (< 1e-4)", m);
+}
+
+static void test_masks(void)
+{
+	enum { T = 65, R = 3, NV = 40 };
+	static const char *ms[] = {"softmax", "topk_softmax_025", "sparsemax", "entmax15", "entmax_bisect",
+				   "headwise_adaptive_entmax"};
+	float s[R * T], pm[R * T], pe[R * T], g[R * T], dm[R * T], de[R * T], aux[R * SB_NORM_AUX];
+	struct sb_rng rng;
+	sb_rng_init(&rng, 10, SB_RNG_USER, 0);
+	for (int i = 0; i < R * T; i++) {
+		s[i] = (float)(2 * sb_rng_normal(&rng));
+		g[i] = (float)sb_rng_normal(&rng);
+	}
+	for (int m = 0; m < 6; m++) {
+		struct sb_norm nm;
+		struct sb_err err = {0};
+		sb_norm_parse(ms[m], 1.3, &nm, &err);
+		nm.mask = SB_MASK_MARGIN;
+		sb_norm_forward(&nm, pm, aux, s, R, T, NV, 1.3f, &err);
+		sb_norm_backward(&nm, dm, NULL, g, pm, aux, s, R, T, NV, 1.3f);
+		nm.mask = SB_MASK_EXCLUDE;
+		sb_norm_forward(&nm, pe, aux, s, R, T, NV, 1.3f, &err);
+		sb_norm_backward(&nm, de, NULL, g, pe, aux, s, R, T, NV, 1.3f);
+		double padmass = 0, sum_err = 0;
+		int pad_zero = 1, dpad_zero = 1;
+		for (int r = 0; r < R; r++) {
+			double sm = 0;
+			for (int j = 0; j < T; j++)
+				sm += pe[r * T + j];
+			sum_err = fmax(sum_err, fabs(sm - 1));
+			for (int j = NV; j < T; j++) {
+				padmass = fmax(padmass, pm[r * T + j]);
+				pad_zero &= pe[r * T + j] == 0;
+				dpad_zero &= de[r * T + j] == 0 && dm[r * T + j] == 0;
+			}
+		}
+		SB_CHECK(pad_zero && dpad_zero && sum_err < 1e-6,
+			 "%s exclude: padded keys get p = 0 and ds = 0 exactly, rows sum to 1 (|sum-1| %.2g)", ms[m],
+			 sum_err);
+		SB_CHECK(padmass <= 1e-6, "%s margin: padded keys get mass <= 1e-6 (the study's self-check): %.3g",
+			 ms[m], padmass);
+		if (m >= 2) /* a margin of 60 is outside every support: identical results */
+			SB_CHECK(memcmp(pm, pe, sizeof pm) == 0 && memcmp(dm, de, sizeof dm) == 0,
+				 "%s: margin and exclude give identical p and ds", ms[m]);
+	}
+	/* -inf keys: excluded exactly, the same as removing them */
+	float si[6] = {0.5f, -INFINITY, 2, -INFINITY, 1, -1}, sr[4] = {0.5f, 2, 1, -1}, pi[6], prr[4];
+	for (int m = 0; m < 6; m++) {
+		fwd(ms[m], 1.3, 0, SB_MASK_MARGIN, pi, si, 1, 6, 6);
+		fwd(ms[m], 1.3, 0, SB_MASK_MARGIN, prr, sr, 1, 4, 4);
+		int ok = pi[1] == 0 && pi[3] == 0;
+		if (m != 1) /* top-k's k counts n_valid (6 -> 2 kept, of 4 finite -> 1) */
+			ok = ok && pi[0] == prr[0] && pi[2] == prr[1] && pi[4] == prr[2] && pi[5] == prr[3];
+		SB_CHECK(ok, "%s: -inf keys get p = 0 and the rest equals the row without them: %g %g %g %g %g %g",
+			 ms[m], pi[0], pi[1], pi[2], pi[3], pi[4], pi[5]);
+	}
+	/* margin gradient goes to the valid minimum (visible in the study's bisection,
+	 * whose lower bracket is min y - 1 and so includes the padded score) */
+	float sm[5] = {1.0f, 0.2f, 2.0f, 9, 9}, pmm[5], gm[5] = {1, -1, 0.5f, 3, 3}, dsm[5];
+	struct sb_norm nm;
+	struct sb_err err = {0};
+	sb_norm_parse("entmax15", 0, &nm, &err);
+	nm.unrolled = 1;
+	sb_norm_forward(&nm, pmm, aux, sm, 1, 5, 3, 0, &err);
+	sb_norm_backward(&nm, dsm, NULL, gm, pmm, aux, sm, 1, 5, 3, 0);
+	double dsd[5], sdd[5] = {1.0, 0.2, 2.0, 9, 9}, gdd[5] = {1, -1, 0.5, 3, 3};
+	sb_norm_backward_ref_f64(&nm, dsd, NULL, gdd, sdd, 1, 5, 3, 0, &err);
+	SB_CHECK(dsm[3] == 0 && dsm[4] == 0 && fabs(dsm[1] - dsd[1]) < 1e-6 && dsd[1] != 0,
+		 "unrolled margin: padded keys' gradient is routed to the valid minimum (key 1): %g vs ref %g; "
+		 "padded ds %g %g",
+		 dsm[1], dsd[1], dsm[3], dsm[4]);
+}
+
+static void test_misc(void)
+{
+	enum { T = 97, R = 5 };
+	float s[R * T], p1[R * T], p2[R * T], g[R * T], d1[R * T], d2[R * T], aux[R * SB_NORM_AUX];
+	struct sb_rng rng;
+	sb_rng_init(&rng, 11, SB_RNG_USER, 0);
+	for (int i = 0; i < R * T; i++) {
+		s[i] = (float)(2 * sb_rng_normal(&rng));
+		g[i] = (float)sb_rng_normal(&rng);
+	}
+	struct sb_norm nm;
+	struct sb_err err = {0};
+	/* backward without aux recomputes the threshold: the same gradient */
+	sb_norm_parse("headwise_adaptive_entmax", 0, &nm, &err);
+	sb_norm_forward(&nm, p1, aux, s, R, T, T, 1.37f, &err);
+	double da1 = 0, da2 = 0;
+	sb_norm_backward(&nm, d1, &da1, g, p1, aux, s, R, T, T, 1.37f);
+	sb_norm_backward(&nm, d2, &da2, g, p1, NULL, s, R, T, T, 1.37f);
+	SB_CHECK(memcmp(d1, d2, sizeof d1) == 0 && da1 == da2, "HAE backward with aux == NULL equals with aux");
+	/* determinism and shift invariance */
+	static const char *ms[] = {"softmax", "topk_softmax_025", "sparsemax", "entmax15", "entmax_bisect"};
+	for (int m = 0; m < 5; m++) {
+		fwd(ms[m], 1.3, 0, SB_MASK_MARGIN, p1, s, R, T, T);
+		fwd(ms[m], 1.3, 0, SB_MASK_MARGIN, p2, s, R, T, T);
+		int same = memcmp(p1, p2, sizeof p1) == 0;
+		float sh[R * T];
+		for (int i = 0; i < R * T; i++)
+			sh[i] = s[i] + 3.0f;
+		fwd(ms[m], 1.3, 0, SB_MASK_MARGIN, p2, sh, R, T, T);
+		double mx = 0;
+		for (int i = 0; i < R * T; i++)
+			mx = fmax(mx, fabs((double)p1[i] - p2[i]));
+		/* s + 3 is rounded to float: |ds| <= 2.4e-7 per score, times (alpha-1)e = 1 */
+		SB_CHECK(same && mx < 2e-6, "%s: deterministic, and p(s + 3) = p(s) within %.3g (< 2e-6)", ms[m], mx);
+	}
+	/* ITERATE (Michelot / Newton / bisection select) vs PLAIN (sorts) directly, LM-size rows */
+	static const char *it[] = {"topk_softmax_0125", "bottomk_softmax_025", "sparsemax", "entmax15"};
+	enum { TL = 4096 };
+	float *sl = malloc(2 * TL * sizeof *sl), *pa = malloc(2 * TL * sizeof *pa),
+	      *pb = malloc(2 * TL * sizeof *pb), al[2 * SB_NORM_AUX];
+	for (int i = 0; i < 2 * TL; i++) /* row 0: N(0, 0.03^2), support of thousands; row 1: N(0, 3^2) */
+		sl[i] = (float)((i < TL ? 0.03 : 3) * sb_rng_normal(&rng));
+	for (int m = 0; m < 4; m++) {
+		sb_norm_parse(it[m], 0, &nm, &err);
+		sb_norm_forward_algo(&nm, SB_NORM_ALGO_ITERATE, pa, al, sl, 2, TL, TL, 0, &err);
+		sb_norm_forward_algo(&nm, SB_NORM_ALGO_PLAIN, pb, al, sl, 2, TL, TL, 0, &err);
+		char name[120];
+		snprintf(name, sizeof name, "%s T=4096: O(T) path vs sort-based path", it[m]);
+		sb_check_closef(name, pa, pb, 2 * TL, 2e-7, 2e-6);
+	}
+	free(sl);
+	free(pa);
+	free(pb);
+	/* stats: density over valid keys, entropy over the row */
+	float ps[2 * 4] = {0.5f, 0.5f, 0, 0, 1, 0, 5e-8f, 0};
+	double nz = 0, vt = 0, ent = 0;
+	sb_norm_stats(ps, 2, 4, 3, &nz, &vt, &ent);
+	double want_ent = -(2 * 0.5 * log(0.5) + 5e-8 * log(5e-8));
+	SB_CHECK(nz == 3 && vt == 6 && fabs(ent - want_ent) < 1e-12,
+		 "stats: nonzero %g (want 3), valid %g (want 6), entropy %.12g (want %.12g)", nz, vt, ent, want_ent);
+}
+
+int main(void)
+{
+	test_names();
+	test_errors();
+	test_topk_exact();
+	test_limits();
+	test_masks();
+	test_misc();
+	test_against_ref();
+	return sb_test_done();
+}
