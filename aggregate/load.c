@@ -1,0 +1,425 @@
+/* load.c — read eval.epoch, test.cell and probe.result records into struct data. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "model.h"
+#include "record.h"
+
+/* ---- strings ---- */
+
+int strtab_find(const struct strtab *t, const char *s)
+{
+	for (int i = 0; i < t->n; i++)
+		if (!strcmp(t->s[i], s))
+			return i;
+	return -1;
+}
+
+int strtab_id(struct strtab *t, const char *s)
+{
+	int i = strtab_find(t, s);
+	if (i >= 0)
+		return i;
+	if (t->n == t->cap) {
+		int cap = t->cap ? 2 * t->cap : 16;
+		char **p = realloc(t->s, (size_t)cap * sizeof *p);
+		if (!p)
+			return -1;
+		t->s = p;
+		t->cap = cap;
+	}
+	if (!(t->s[t->n] = strdup(s)))
+		return -1;
+	return t->n++;
+}
+
+void strtab_free(struct strtab *t)
+{
+	for (int i = 0; i < t->n; i++)
+		free(t->s[i]);
+	free(t->s);
+	memset(t, 0, sizeof *t);
+}
+
+/* ---- data ---- */
+
+void data_init(struct data *d)
+{
+	memset(d, 0, sizeof *d);
+}
+
+void data_free(struct data *d)
+{
+	strtab_free(&d->tasks);
+	strtab_free(&d->archs);
+	strtab_free(&d->tiers);
+	strtab_free(&d->methods);
+	strtab_free(&d->models);
+	strtab_free(&d->probe_ids);
+	for (int i = 0; i < d->n_cells; i++) {
+		free(d->cells[i].cell_id);
+		free(d->cells[i].acc);
+		free(d->cells[i].ent);
+		free(d->cells[i].src);
+	}
+	for (int i = 0; i < d->n_tests; i++)
+		free(d->tests[i].src);
+	for (int i = 0; i < d->n_probes; i++)
+		free(d->probes[i].src);
+	free(d->cells);
+	free(d->tests);
+	free(d->probes);
+	free(d->groups);
+	free(d->cell_index);
+	memset(d, 0, sizeof *d);
+}
+
+#define GROW(arr, n, cap)                                                                                              \
+	do {                                                                                                           \
+		if ((n) == (cap)) {                                                                                    \
+			int c_ = (cap) ? 2 * (cap) : 64;                                                               \
+			void *p_ = realloc((arr), (size_t)c_ * sizeof *(arr));                                         \
+			if (!p_)                                                                                       \
+				return SB_ERR(err, SB_EINTERNAL, "out of memory");                                     \
+			(arr) = p_;                                                                                    \
+			(cap) = c_;                                                                                    \
+		}                                                                                                      \
+	} while (0)
+
+int data_group_find(const struct data *d, int task, int arch, int tier)
+{
+	for (int g = 0; g < d->n_groups; g++)
+		if (d->groups[g].task == task && d->groups[g].arch == arch && d->groups[g].tier == tier)
+			return g;
+	return -1;
+}
+
+/* Index of the group, created when absent; -1 when out of memory. */
+static int group_id(struct data *d, int task, int arch, int tier)
+{
+	int g = data_group_find(d, task, arch, tier);
+	if (g >= 0)
+		return g;
+	if (d->n_groups == d->cap_groups) {
+		int cap = d->cap_groups ? 2 * d->cap_groups : 16;
+		struct group *p = realloc(d->groups, (size_t)cap * sizeof *p);
+		if (!p)
+			return -1;
+		d->groups = p;
+		d->cap_groups = cap;
+	}
+	d->groups[d->n_groups] = (struct group){task, arch, tier};
+	return d->n_groups++;
+}
+
+const char *group_label(const struct data *d, int g, char *buf, size_t n)
+{
+	const struct group *gr = &d->groups[g];
+	const char *arch = d->archs.s[gr->arch], *tier = d->tiers.s[gr->tier];
+	if (!strcmp(arch, "plain") && !strcmp(tier, "compact"))
+		snprintf(buf, n, "%s", d->tasks.s[gr->task]);
+	else
+		snprintf(buf, n, "%s (%s/%s)", d->tasks.s[gr->task], arch, tier);
+	return buf;
+}
+
+/* ---- cell index: open addressing on (group, method, seed) ---- */
+
+static uint64_t cell_hash(int g, int m, int64_t seed)
+{
+	uint64_t h = 1469598103934665603ull;
+	uint64_t parts[3] = {(uint64_t)g, (uint64_t)m, (uint64_t)seed};
+	for (int i = 0; i < 3; i++) {
+		h ^= parts[i] + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static int index_rebuild(struct data *d, size_t cap)
+{
+	int *idx = malloc(cap * sizeof *idx);
+	if (!idx)
+		return -1;
+	for (size_t i = 0; i < cap; i++)
+		idx[i] = -1;
+	for (int c = 0; c < d->n_cells; c++) {
+		const struct cell *ce = &d->cells[c];
+		size_t h = cell_hash(ce->group, ce->method, ce->seed) & (cap - 1);
+		while (idx[h] >= 0)
+			h = (h + 1) & (cap - 1);
+		idx[h] = c;
+	}
+	free(d->cell_index);
+	d->cell_index = idx;
+	d->index_cap = cap;
+	return 0;
+}
+
+static int cell_find(const struct data *d, int g, int m, int64_t seed)
+{
+	if (!d->index_cap)
+		return -1;
+	size_t h = cell_hash(g, m, seed) & (d->index_cap - 1);
+	while (d->cell_index[h] >= 0) {
+		const struct cell *c = &d->cells[d->cell_index[h]];
+		if (c->group == g && c->method == m && c->seed == seed)
+			return d->cell_index[h];
+		h = (h + 1) & (d->index_cap - 1);
+	}
+	return -1;
+}
+
+static int cell_new(struct data *d, int g, int m, int64_t seed, const char *src, struct sb_err *err)
+{
+	GROW(d->cells, d->n_cells, d->cap_cells);
+	struct cell *c = &d->cells[d->n_cells];
+	memset(c, 0, sizeof *c);
+	c->group = g;
+	c->method = m;
+	c->seed = seed;
+	if (!(c->src = strdup(src)))
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	d->n_cells++;
+	if ((size_t)d->n_cells * 2 > d->index_cap) {
+		if (index_rebuild(d, d->index_cap ? 2 * d->index_cap : 1024))
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	} else {
+		size_t h = cell_hash(g, m, seed) & (d->index_cap - 1);
+		while (d->cell_index[h] >= 0)
+			h = (h + 1) & (d->index_cap - 1);
+		d->cell_index[h] = d->n_cells - 1;
+	}
+	return 0;
+}
+
+static int cell_set(struct cell *c, int64_t epoch, double acc, double ent, struct sb_err *err)
+{
+	if (epoch >= c->cap) {
+		int cap = c->cap ? c->cap : 32;
+		while (cap <= epoch)
+			cap *= 2;
+		double *a = realloc(c->acc, (size_t)cap * sizeof *a);
+		if (a)
+			c->acc = a;
+		double *e = realloc(c->ent, (size_t)cap * sizeof *e);
+		if (e)
+			c->ent = e;
+		if (!a || !e)
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		for (int i = c->cap; i < cap; i++)
+			c->acc[i] = c->ent[i] = NAN;
+		c->cap = cap;
+	}
+	c->acc[epoch] = acc;
+	c->ent[epoch] = ent;
+	if (epoch + 1 > c->n_epochs)
+		c->n_epochs = (int)epoch + 1;
+	return 0;
+}
+
+/* ---- record parsing ---- */
+
+#define MAX_EPOCH 100000
+
+/* Common identity fields: task, method, seed, arch, tier. */
+static int read_identity(struct data *d, const struct sb_json *rec, int *g, int *m, int64_t *seed, struct sb_err *err)
+{
+	const char *task, *method, *arch = "plain", *tier = "compact";
+	SB_TRY(sb_json_req_str(rec, "task", &task, err));
+	SB_TRY(sb_json_req_str(rec, "method", &method, err));
+	SB_TRY(sb_json_req_int(rec, "seed", seed, err));
+	if (sb_json_get(rec, "arch"))
+		SB_TRY(sb_json_req_str(rec, "arch", &arch, err));
+	if (sb_json_get(rec, "tier"))
+		SB_TRY(sb_json_req_str(rec, "tier", &tier, err));
+	if (!*task || !*method)
+		return SB_ERR(err, SB_EDATA, "empty task or method name");
+	int t = strtab_id(&d->tasks, task), a = strtab_id(&d->archs, arch), ti = strtab_id(&d->tiers, tier);
+	*m = strtab_id(&d->methods, method);
+	if (t < 0 || a < 0 || ti < 0 || *m < 0)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	*g = group_id(d, t, a, ti);
+	return *g < 0 ? SB_ERR(err, SB_EINTERNAL, "out of memory") : 0;
+}
+
+static int req_unit(const struct sb_json *rec, const char *key, double *out, struct sb_err *err)
+{
+	SB_TRY(sb_json_req_num(rec, key, out, err));
+	if (!(*out >= 0 && *out <= 1))
+		return SB_ERR(err, SB_EDATA, "field '%s' must lie in [0, 1] (got %g)", key, *out);
+	return 0;
+}
+
+static int load_eval_epoch(struct data *d, const struct sb_json *rec, const char *src, struct sb_err *err)
+{
+	int g, m;
+	int64_t seed, epoch;
+	double acc, ent = NAN;
+	SB_TRY(read_identity(d, rec, &g, &m, &seed, err));
+	SB_TRY(sb_json_req_int(rec, "epoch", &epoch, err));
+	if (epoch < 0 || epoch > MAX_EPOCH)
+		return SB_ERR(err, SB_EDATA, "field 'epoch' out of range (%lld)", (long long)epoch);
+	SB_TRY(req_unit(rec, "val_accuracy", &acc, err));
+	const struct sb_json *e = sb_json_get(rec, "attention_entropy");
+	if (e && e->type == SB_JSON_NUMBER)
+		ent = e->number;
+	else if (e && e->type != SB_JSON_NULL)
+		return SB_ERR(err, SB_EDATA, "field 'attention_entropy' must be a number or null");
+	const char *cell_id = sb_json_str(sb_json_get(rec, "cell_id"), NULL);
+	int c = cell_find(d, g, m, seed);
+	if (c < 0) {
+		SB_TRY(cell_new(d, g, m, seed, src, err));
+		c = d->n_cells - 1;
+	}
+	struct cell *ce = &d->cells[c];
+	if (cell_id && (!ce->cell_id || strcmp(ce->cell_id, cell_id))) {
+		if (ce->cell_id) { /* a later run of the same (task, arch, tier, method, seed) wins */
+			d->superseded_cells++;
+			for (int i = 0; i < ce->cap; i++)
+				ce->acc[i] = ce->ent[i] = NAN;
+			ce->n_epochs = 0;
+			free(ce->src);
+			if (!(ce->src = strdup(src)))
+				return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		}
+		free(ce->cell_id);
+		if (!(ce->cell_id = strdup(cell_id)))
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	return cell_set(ce, epoch, acc, ent, err);
+}
+
+static int load_test_cell(struct data *d, const struct sb_json *rec, const char *src, struct sb_err *err)
+{
+	int g, m;
+	int64_t seed;
+	double acc;
+	SB_TRY(read_identity(d, rec, &g, &m, &seed, err));
+	SB_TRY(req_unit(rec, "test_accuracy", &acc, err));
+	for (int i = 0; i < d->n_tests; i++) {
+		struct testcell *t = &d->tests[i];
+		if (t->group == g && t->method == m && t->seed == seed) {
+			d->superseded_tests++;
+			t->acc = acc;
+			free(t->src);
+			return (t->src = strdup(src)) ? 0 : SB_ERR(err, SB_EINTERNAL, "out of memory");
+		}
+	}
+	GROW(d->tests, d->n_tests, d->cap_tests);
+	struct testcell *t = &d->tests[d->n_tests];
+	*t = (struct testcell){g, m, seed, acc, strdup(src)};
+	if (!t->src)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	d->n_tests++;
+	return 0;
+}
+
+static int load_probe(struct data *d, const struct sb_json *rec, const char *src, struct sb_err *err)
+{
+	const char *model, *task, *method;
+	char idbuf[64];
+	const char *pid;
+	SB_TRY(sb_json_req_str(rec, "model", &model, err));
+	SB_TRY(sb_json_req_str(rec, "task", &task, err));
+	SB_TRY(sb_json_req_str(rec, "method", &method, err));
+	const struct sb_json *v = sb_json_get(rec, "probe_id");
+	if (!v)
+		return SB_ERR(err, SB_EDATA, "missing field 'probe_id'");
+	if (v->type == SB_JSON_STRING) {
+		pid = v->text;
+	} else {
+		int64_t i;
+		if (sb_json_int64(v, &i))
+			return SB_ERR(err, SB_EDATA, "field 'probe_id' must be a string or an integer");
+		snprintf(idbuf, sizeof idbuf, "%lld", (long long)i);
+		pid = idbuf;
+	}
+	int correct;
+	const struct sb_json *c = sb_json_get(rec, "correct");
+	int64_t ci;
+	if (!c)
+		return SB_ERR(err, SB_EDATA, "missing field 'correct'");
+	if (c->type == SB_JSON_BOOL)
+		correct = c->boolean;
+	else if (!sb_json_int64(c, &ci) && (ci == 0 || ci == 1))
+		correct = (int)ci;
+	else
+		return SB_ERR(err, SB_EDATA, "field 'correct' must be true, false, 0 or 1");
+	int mo = strtab_id(&d->models, model), t = strtab_id(&d->tasks, task), me = strtab_id(&d->methods, method);
+	int p = strtab_id(&d->probe_ids, pid);
+	if (mo < 0 || t < 0 || me < 0 || p < 0)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (int i = 0; i < d->n_probes; i++) {
+		struct probe *q = &d->probes[i];
+		if (q->model == mo && q->task == t && q->method == me && q->probe == p) {
+			d->superseded_probes++;
+			q->correct = correct;
+			return 0;
+		}
+	}
+	GROW(d->probes, d->n_probes, d->cap_probes);
+	d->probes[d->n_probes] = (struct probe){mo, t, me, p, correct, strdup(src)};
+	if (!d->probes[d->n_probes].src)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	d->n_probes++;
+	return 0;
+}
+
+int data_load(struct data *d, void *reader, struct sb_err *err)
+{
+	struct sb_ndjson_reader *r = reader;
+	for (;;) {
+		struct sb_json *rec;
+		SB_TRY(sb_ndjson_next(r, &rec, err));
+		if (!rec)
+			return 0;
+		char src[512];
+		snprintf(src, sizeof src, "%s:%ld", sb_ndjson_name(r), sb_ndjson_line(r));
+		const char *kind;
+		int64_t v;
+		int rc = sb_record_kind(rec, &kind, &v, err);
+		if (!rc) {
+			d->records++;
+			int known =
+			    !strcmp(kind, "eval.epoch") || !strcmp(kind, "test.cell") || !strcmp(kind, "probe.result");
+			if (!known) {
+				d->ignored++;
+			} else if (v != 1) {
+				rc =
+				    SB_ERR(err, SB_EDATA, "%s record version %lld not supported (this program reads 1)",
+				           kind, (long long)v);
+			} else if (!strcmp(kind, "eval.epoch")) {
+				rc = load_eval_epoch(d, rec, src, err);
+			} else if (!strcmp(kind, "test.cell")) {
+				rc = load_test_cell(d, rec, src, err);
+			} else {
+				rc = load_probe(d, rec, src, err);
+			}
+		}
+		sb_json_free(rec);
+		if (rc) {
+			if (rc == SB_EDATA)
+				sb_err_prefix(err, "%s", src);
+			return rc;
+		}
+	}
+}
+
+int data_check(const struct data *d, struct sb_err *err)
+{
+	for (int c = 0; c < d->n_cells; c++) {
+		const struct cell *ce = &d->cells[c];
+		for (int e = 0; e < ce->n_epochs; e++)
+			if (isnan(ce->acc[e]))
+				return SB_ERR(
+				    err, SB_EDATA,
+				    "%s: cell %s/%s seed %lld: epoch %d missing (epochs must run 0..%d without gaps)",
+				    ce->src, d->tasks.s[d->groups[ce->group].task], d->methods.s[ce->method],
+				    (long long)ce->seed, e, ce->n_epochs - 1);
+	}
+	return 0;
+}

@@ -1,0 +1,234 @@
+/* model.h — sb-stats' data model, analyses and outputs (aggregate/ only).
+ *
+ *   load.c      records -> struct data (eval.epoch, test.cell, probe.result)
+ *   analysis.c  paired comparisons, budgets, curves, the rule, probe statistics
+ *   report.c    tables (Table 2, details, budgets, test, probes) and stats.* records
+ *   table.c     a small table type rendered as Markdown, CSV or LaTeX
+ *   svg.c       a small SVG writer and the two figures
+ */
+#ifndef SB_AGG_MODEL_H
+#define SB_AGG_MODEL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "err.h"
+#include "json.h"
+#include "stats.h"
+
+/* ---- interned strings ---- */
+struct strtab {
+	char **s;
+	int n, cap;
+};
+int strtab_find(const struct strtab *t, const char *s); /* -1 when absent */
+int strtab_id(struct strtab *t, const char *s);         /* insert when absent; -1 on OOM */
+void strtab_free(struct strtab *t);
+
+/* ---- loaded data ---- */
+
+/* A comparison group: cells of one task, architecture and tier. */
+struct group {
+	int task, arch, tier; /* indices into data.tasks / archs / tiers */
+};
+
+/* One training run read from its eval.epoch records. */
+struct cell {
+	int group, method;
+	int64_t seed;
+	char *cell_id; /* NULL when the records carry none */
+	int n_epochs;  /* 1 + the largest epoch seen */
+	int cap;
+	double *acc; /* val_accuracy by 0-based epoch, NAN = missing */
+	double *ent; /* attention_entropy, NAN = missing or null */
+	char *src;   /* file:line of the first record, for messages */
+};
+
+struct testcell {
+	int group, method;
+	int64_t seed;
+	double acc;
+	char *src;
+};
+
+struct probe {
+	int model, task, method; /* model -> data.models, task -> data.tasks */
+	int probe;               /* -> data.probe_ids */
+	int correct;
+	char *src;
+};
+
+struct data {
+	struct strtab tasks, archs, tiers, methods, models, probe_ids;
+	struct group *groups;
+	int n_groups, cap_groups;
+	struct cell *cells;
+	int n_cells, cap_cells;
+	struct testcell *tests;
+	int n_tests, cap_tests;
+	struct probe *probes;
+	int n_probes, cap_probes;
+	int superseded_cells; /* cells replaced by a later cell_id of the same key */
+	int superseded_tests, superseded_probes;
+	long records, ignored;
+	/* hash index of cells by (group, method, seed) */
+	int *cell_index;
+	size_t index_cap;
+};
+
+void data_init(struct data *d);
+void data_free(struct data *d);
+/* Read every record of one reader into d. Unknown kinds are counted and ignored. */
+int data_load(struct data *d, void *reader /* struct sb_ndjson_reader * */, struct sb_err *err);
+/* After loading: check every cell's epochs are 0..n-1 without gaps. */
+int data_check(const struct data *d, struct sb_err *err);
+int data_group_find(const struct data *d, int task, int arch, int tier);
+const char *group_label(const struct data *d, int g, char *buf, size_t n); /* "task" or "task (arch/tier)" */
+
+/* ---- options ---- */
+struct opts {
+	const char *baseline;
+	const char *format; /* md | csv | tex | ndjson */
+	const char *out_dir;
+	const char *plot_dir;
+	int patience;
+	uint64_t seed;
+	int resamples;
+	double alpha;
+	int min_seeds;
+	enum sb_wilcoxon_method wilcoxon;
+	int rule;
+	int all_pairs;
+	double level; /* CI level, 0.95 */
+};
+
+/* ---- analysis results ---- */
+
+/* One method against the baseline in one group, on one metric. */
+struct comparison {
+	int group, method;
+	int n;
+	int64_t *seeds;
+	double *d; /* paired differences (method - baseline), seed order */
+	double mean_base, mean_method;
+	struct sb_ttest t;
+	struct sb_wilcoxon w;
+	double ci_lo, ci_hi, dz;
+	double p_holm;
+	int holm_m;
+	int supported;
+	/* validation only: best epochs and budgets */
+	int *best_epoch_base, *best_epoch_method; /* per paired seed, 0-based */
+	int K;                                    /* budgets 1..K (the fewest epochs among the paired cells) */
+	double *b_mean, *b_lo, *b_hi, *b_p;       /* per budget */
+	struct sb_sign_change sc;
+};
+
+struct group_summary {
+	int group;
+	int has_baseline;
+	double baseline_mean; /* mean baseline metric over its seeds */
+	int n_baseline;
+	int n_cmp;
+	int first_cmp;    /* index into the comparison array */
+	int sparse_helps; /* some method with mean > 0 and supported */
+	int best_method;  /* -1 when no comparison */
+	double best_delta;
+	/* predictors of the A7 rule from the baseline runs at 0-based epoch 3 */
+	double acc_k, d_acc, entropy_k;
+	int have_predictors;
+	char missing_predictor[96];
+};
+
+/* Mean validation accuracy by epoch of one method in one group (all its seeds). */
+struct curve {
+	int group, method;
+	int K;
+	double *mean;
+	int *n;
+};
+
+struct analysis {
+	struct comparison *val;
+	int n_val;
+	struct group_summary *vgroups;
+	int n_vgroups;
+	struct comparison *test;
+	int n_test;
+	struct group_summary *tgroups;
+	int n_tgroups;
+	struct curve *curves;
+	int n_curves;
+	int n_labelled; /* groups with the sparse-helps label */
+	/* rule */
+	int rule_ran;
+	struct sb_rule_fold *folds;
+	struct sb_rule_result rule;
+	int *rule_groups; /* group index of each rule task */
+	int n_rule;
+	/* probes */
+	struct probe_rate {
+		int model, task, method; /* task -1 = all tasks */
+		int64_t k, n;
+		double lo, hi;
+	} * rates;
+	int n_rates;
+	struct probe_pair {
+		int model, a, b; /* methods: a compared with b (a - b) */
+		struct sb_paired_binary pb;
+		double p_holm;
+		int holm_m;
+	} * pairs;
+	int n_pairs;
+	int skipped; /* comparisons skipped for too few paired seeds */
+};
+
+int analysis_run(const struct data *d, const struct opts *o, struct analysis *a, struct sb_err *err);
+void analysis_free(struct analysis *a);
+
+/* ---- tables ---- */
+enum table_align { ALIGN_LEFT, ALIGN_RIGHT };
+
+struct table {
+	const char *name; /* file stem: table2, detail, budget, test, probes, probe_pairs */
+	char *title;
+	char *note; /* a line under the table (may be NULL) */
+	int ncols;
+	char **head;
+	enum table_align *align;
+	char **cells; /* rows x ncols */
+	int nrows, caprows;
+};
+
+struct table *table_new(const char *name, const char *title, int ncols);
+void table_head(struct table *t, int col, const char *text, enum table_align al);
+int table_row(struct table *t); /* append an empty row; returns its index */
+void table_set(struct table *t, int row, int col, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void table_note(struct table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void table_drop_col(struct table *t, int col);
+void table_free(struct table *t);
+void table_write_md(const struct table *t, FILE *f);
+void table_write_csv(const struct table *t, FILE *f);
+void table_write_tex(const struct table *t, FILE *f);
+
+/* ---- reports ---- */
+/* Build every table that has data; returns the count in *n. */
+struct table **report_tables(const struct data *d, const struct analysis *a, const struct opts *o, int *n);
+/* Append every stats.* record to w (after run.meta). */
+int report_records(struct sb_jw *w, const struct data *d, const struct analysis *a, const struct opts *o,
+                   struct sb_err *err);
+/* Display name of a task (PROTOCOL A9 spelling) and its pre-fixed softmax threshold (NAN if none). */
+const char *task_display(const char *task);
+double task_threshold(const char *task);
+int task_order(const char *task); /* PROTOCOL A1 order; large for unknown tasks */
+/* Table 2 column order of a method (softmax 0, top-k 0.125 1 ... HAE 6; others 100). */
+int method_order(const char *method);
+const char *method_display(const char *method);
+
+/* ---- figures ---- */
+int plot_budget(const char *path, const struct data *d, const struct analysis *a, const struct opts *o,
+                struct sb_err *err);
+int plot_curves(const char *path, const struct data *d, const struct analysis *a, const struct opts *o,
+                struct sb_err *err);
+
+#endif

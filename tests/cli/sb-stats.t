@@ -1,0 +1,184 @@
+# sb-stats: command line, tables, power floor, rule exit codes, malformed input.
+# Fixtures and expected values: tests/golden/stats/ (gen_fixtures.py, scipy/statsmodels).
+
+%%% --help is complete and goes to stdout
+$ sb-stats --help
+~ Usage: sb-stats [OPTIONS] RECORDS...
+~ eval.epoch
+~ probe.result
+~ --patience N
+~ --rule
+~ Records written
+~ stats.paired
+~ Exit status:
+~ 3  malformed input
+!! empty
+
+%%% --version
+$ sb-stats --version | grep -q '^sb-stats '
+
+%%% no input is a usage error
+$ sb-stats
+? 2
+! sb-stats: no RECORDS given
+! Try 'sb-stats --help'
+
+%%% a bad --format is a usage error
+$ sb-stats --format html x.ndjson
+? 2
+! invalid value for --format: 'html'
+
+%%% a bad --patience is a usage error
+$ sb-stats --patience soon x.ndjson
+? 2
+! invalid value for --patience
+
+%%% stdin given twice is a usage error
+$ sb-stats - - </dev/null
+? 2
+! '-' (stdin) given more than once
+
+%%% a missing input file is an I/O error
+$ sb-stats no-such-file.ndjson
+? 4
+! no-such-file.ndjson
+
+%%% Table 2 (Markdown) equals the table computed with numpy/scipy/statsmodels
+$ sb-stats -q --seed 7 --resamples 2000 --format md $TOP/tests/golden/stats/fixtures/val.ndjson >out.md
+$ awk '/^### /{n++} n==1 && /^\| /' out.md >rows.md
+$ diff rows.md $TOP/tests/golden/stats/expected/table2_rows.md
+$ head -n 1 out.md
+> ### Table 2: validation accuracy at the best epoch (patience 5): softmax mean and paired delta (method - softmax) over seeds
+
+%%% Table 2 as CSV
+$ sb-stats -q --seed 7 --resamples 2000 --format csv $TOP/tests/golden/stats/fixtures/val.ndjson | head -n 4 | tr -d '\r'
+> Dataset,Threshold,softmax,top-k 0.125,top-k 0.25,top-k 0.5,sparsemax,entmax-1.5,HAE
+> F-MNIST,0.85,0.8835,+0.0004,+0.0025,+0.0020,-0.0006,-0.0009,-0.0020
+> CIFAR-10,0.60,0.6614,-0.0038,-0.0009,+0.0004,-0.0331*,-0.0173*,-0.0175*
+> USPS,—,0.9582,+0.0054,+0.0122*,+0.0040*,-0.0027,-0.0006,+0.0038*
+
+%%% Table 2 as LaTeX
+$ sb-stats -q --seed 7 --resamples 2000 --format tex $TOP/tests/golden/stats/fixtures/val.ndjson | sed -n '2,7p'
+> \begin{tabular}{lrrrrrrrr}
+> \hline
+> Dataset & Threshold & softmax & top-k 0.125 & top-k 0.25 & top-k 0.5 & sparsemax & entmax-1.5 & HAE \\
+> \hline
+> F-MNIST & 0.85 & 0.8835 & +0.0004 & +0.0025 & +0.0020 & $-$0.0006 & $-$0.0009 & $-$0.0020 \\
+> CIFAR-10 & 0.60 & 0.6614 & $-$0.0038 & $-$0.0009 & +0.0004 & $-$0.0331$^{*}$ & $-$0.0173$^{*}$ & $-$0.0175$^{*}$ \\
+
+%%% records start with run.meta naming the input and its hash; a superseded run is counted
+$ f=$TOP/tests/golden/stats/fixtures/val.ndjson
+$ sb-stats -q $f --resamples 100 >out.ndjson 2>err
+$ head -n 1 out.ndjson | grep -q '"kind":"run.meta"'
+$ head -n 1 out.ndjson | grep -qF "\"sha256\":\"$(sha256sum $f | cut -c1-64)\""
+$ grep -c '"kind":"stats.paired"' out.ndjson
+$ grep -c '"kind":"stats.budget"' out.ndjson
+$ grep -o '"superseded_cells":[0-9]*' out.ndjson
+$ tail -n 1 out.ndjson | grep -q '"kind":"stats.summary"'
+$ cat err
+> 18
+> 144
+> "superseded_cells":1
+> sb-stats: 1 cell(s) superseded by a later run of the same task/arch/tier/method/seed
+
+%%% stdin gives the same table as the file
+$ sb-stats -q --seed 7 --resamples 2000 --format md - <$TOP/tests/golden/stats/fixtures/val.ndjson | awk '/^### /{n++} n==1 && /^\| /' >rows.md
+$ diff rows.md $TOP/tests/golden/stats/expected/table2_rows.md
+
+%%% the test-read table (no Threshold column)
+$ sb-stats -q --seed 7 --resamples 2000 --format md $TOP/tests/golden/stats/fixtures/test.ndjson | awk '/^### /{n++} n==1 && /^\| /' >rows.md
+$ diff rows.md $TOP/tests/golden/stats/expected/test_rows.md
+
+%%% --out writes the records and every table, atomically named
+$ sb-stats -q --resamples 200 --out res $TOP/tests/golden/stats/fixtures/val.ndjson $TOP/tests/golden/stats/fixtures/test.ndjson >/dev/null 2>&1
+$ ls res | tr '\n' ' '; echo
+> budget.csv budget.md budget.tex detail.csv detail.md detail.tex stats.ndjson table2.csv table2.md table2.tex test.csv test.md test.tex test_detail.csv test_detail.md test_detail.tex 
+
+%%% --plot writes two SVG figures
+$ sb-stats -q --resamples 200 --plot fig $TOP/tests/golden/stats/fixtures/val.ndjson >/dev/null 2>&1
+$ ls fig | tr '\n' ' '; echo
+$ tail -n 1 fig/budget.svg
+$ grep -c '<polygon' fig/budget.svg
+> budget.svg curves.svg 
+> </svg>
+> 18
+
+%%% the power floor: one sparse-helps task, --rule exits 2 and says why
+$ sb-stats -q --resamples 200 --rule $TOP/tests/golden/stats/fixtures/val.ndjson >out.ndjson
+? 2
+! power condition not met: 1 task(s) carry the sparse-helps label, at least 3 are needed; no rule fitted
+
+%%% without --rule the power floor is only reported
+$ sb-stats -q --resamples 200 $TOP/tests/golden/stats/fixtures/val.ndjson | grep '"kind":"stats.power"' | grep -o '"n_labelled":1,"labelled":\["usps"\],"min_labelled":3,"met":false'
+> "n_labelled":1,"labelled":["usps"],"min_labelled":3,"met":false
+
+%%% the rule succeeds: exit 0
+$ sb-stats -q --resamples 200 --rule $TOP/tests/golden/stats/fixtures/rule_ok.ndjson >/dev/null
+! rule succeeded: mean gain +0.010250, wins 3, losses 0, non-softmax decisions 3 of 6
+
+%%% the rule fails: exit 3
+$ sb-stats -q --resamples 200 --rule $TOP/tests/golden/stats/fixtures/rule_fail.ndjson >/dev/null
+? 3
+! rule failed: mean gain -0.010813, wins 0, losses 3, non-softmax decisions 3 of 6
+
+%%% probes: Wilson intervals and paired McNemar against the baseline
+$ sb-stats -q --baseline dense --format md $TOP/tests/golden/stats/fixtures/probes.ndjson >out.md
+$ grep -c '^| tiny-hybrid' out.md
+$ grep '^| tiny-hybrid | window_only | dense' out.md | cut -d'|' -f5-9
+> 15
+>  40 | 3 | 0 | 29 | 8 
+
+%%% probes: --all-pairs compares every pair
+$ sb-stats -q --baseline dense --all-pairs $TOP/tests/golden/stats/fixtures/probes.ndjson | grep -c '"kind":"stats.probe_paired"'
+> 6
+
+%%% --min-seeds above the seeds available skips every comparison, with a warning
+$ sb-stats -q --min-seeds 6 --format md $TOP/tests/golden/stats/fixtures/val.ndjson
+! 18 comparison(s) skipped: fewer than 6 paired seed(s)
+
+%%% unknown kinds are ignored
+$ printf '%s\n' '{"kind":"run.meta","v":1}' '{"kind":"train.epoch","v":7,"x":1}' >in.ndjson
+$ sb-stats -q in.ndjson | grep -o '"records":2,"ignored_records":2'
+> "records":2,"ignored_records":2
+! no eval.epoch, test.cell or probe.result records in the input
+
+%%% malformed JSON: exit 3 naming file and line
+$ printf '%s\n' '{"kind":"eval.epoch","v":1,"task":"mnist","method":"softmax","seed":0,"epoch":0,"val_accuracy":0.5}' '{"kind":"eval.epoch",' >bad.ndjson
+$ sb-stats bad.ndjson
+? 3
+! sb-stats: bad.ndjson:2:
+
+%%% a missing field: exit 3 naming file, line and field
+$ printf '%s\n' '{"kind":"run.meta","v":1}' '{"kind":"eval.epoch","v":1,"task":"mnist","method":"softmax","seed":0,"epoch":0,"val_accuracy":0.5}' '{"kind":"eval.epoch","v":1,"task":"mnist","method":"softmax","epoch":1,"val_accuracy":0.5}' >bad.ndjson
+$ sb-stats bad.ndjson
+? 3
+! sb-stats: bad.ndjson:3: missing field 'seed'
+
+%%% an accuracy outside [0, 1]: exit 3
+$ printf '%s\n' '{"kind":"eval.epoch","v":1,"task":"mnist","method":"softmax","seed":0,"epoch":0,"val_accuracy":1.5}' >bad.ndjson
+$ sb-stats bad.ndjson
+? 3
+! bad.ndjson:1: field 'val_accuracy' must lie in [0, 1] (got 1.5)
+
+%%% a null accuracy: exit 3
+$ printf '%s\n' '{"kind":"eval.epoch","v":1,"task":"mnist","method":"softmax","seed":0,"epoch":0,"val_accuracy":null,"val_accuracy_nonfinite":"nan"}' >bad.ndjson
+$ sb-stats bad.ndjson
+? 3
+! bad.ndjson:1: field 'val_accuracy' must be a number
+
+%%% a gap in the epochs: exit 3
+$ for e in 0 1 3; do printf '{"kind":"eval.epoch","v":1,"task":"mnist","method":"softmax","seed":0,"epoch":%d,"val_accuracy":0.5}\n' $e; done >gap.ndjson
+$ sb-stats gap.ndjson
+? 3
+! gap.ndjson:1: cell mnist/softmax seed 0: epoch 2 missing
+
+%%% an unsupported record version: exit 3
+$ printf '%s\n' '{"kind":"test.cell","v":2,"task":"mnist","method":"softmax","seed":0,"test_accuracy":0.5}' >bad.ndjson
+$ sb-stats bad.ndjson
+? 3
+! bad.ndjson:1: test.cell record version 2 not supported
+
+%%% a write error on stdout is exit 4
+$ sb-stats -q --resamples 100 $TOP/tests/golden/stats/fixtures/test.ndjson >/dev/full
+? 4
+! write error
