@@ -125,4 +125,18 @@ struct sb_lm_budget {
 };
 static inline double sb_lm_budget_fraction(const struct sb_lm_budget *b) { return b->causal > 0 ? b->kept / b->causal : 0; }
 
+/* What the evaluation attention observed (one A layer): kept and causal
+ * (query, key) pairs summed over rows and heads, blocks of 16/64/128 keys the
+ * selections touch, and optionally the selections themselves:
+ * sel[(row * NH + head) * cap + i], i < sel_n[row * NH + head] (rows relative to t0). */
+struct sb_lm_attn_obs {
+	double kept, causal;
+	double touched[3];
+	double rows;   /* (row, head) pairs observed */
+	int32_t *sel;  /* optional */
+	int32_t *sel_n;
+	int cap;
+};
+static inline int sb_lm_touch_block(int i) { return i == 0 ? 16 : i == 1 ? 64 : 128; }
+
 #endif
