@@ -998,6 +998,8 @@ struct sb_lm_cache {
 	float *x, *nrm, *mean, *rstd, *q, *k, *v, *att, *y, *h, *a, *logits;
 	void *base;
 	size_t bytes;
+	float *qcap;
+	int qcap_layer;
 };
 
 static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct sb_lm_cache *k)
@@ -1089,6 +1091,18 @@ void sb_lm_cache_reset(struct sb_lm_cache *c, uint64_t mask_seed)
 
 int sb_lm_cache_pos(const struct sb_lm_cache *c) { return c->pos; }
 
+void sb_lm_cache_capture_q(struct sb_lm_cache *c, int layer, float *buf)
+{
+	c->qcap = buf;
+	c->qcap_layer = layer;
+}
+
+void sb_lm_cache_kv(const struct sb_lm_cache *c, int layer, const float **K, const float **V)
+{
+	*K = layer >= 0 && layer < c->m->cfg.n_layer ? c->K[layer] : NULL;
+	*V = layer >= 0 && layer < c->m->cfg.n_layer ? c->V[layer] : NULL;
+}
+
 int sb_lm_forward_cached(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, const uint8_t *tokens,
 			 int n, const struct sb_lm_mask *mask, float *logits, int all_rows,
 			 struct sb_lm_attn_obs *obs, struct sb_err *err)
@@ -1127,6 +1141,8 @@ int sb_lm_forward_cached(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm
 				lo->rope(ctx, c->q, 1, n, t0, NH, hd, cf->rope_theta, 0);
 				lo->rope(ctx, Kn, 1, n, t0, NKV, hd, cf->rope_theta, 0);
 			}
+			if (c->qcap && c->qcap_layer == l)
+				op->copy(ctx, c->qcap + (size_t)t0 * qd, c->q, (size_t)n * qd * sizeof(float));
 			SB_TRY(lo->attn_rows(ctx, c->att, c->q, c->K[l], c->V[l], c->acc[l], c->Tcap, t0, n, NH, NKV, hd,
 					     mask ? &mk : NULL, l, obs ? &obs[l] : NULL, err));
 			lo->matmul_rows(ctx, c->y, c->att, yt->o_w, y->o_b, n, qd, d);

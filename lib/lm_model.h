@@ -177,6 +177,11 @@ void sb_lm_cache_free(struct sb_lm_cache *c);
 /* Empty the cache (position 0); mask_seed keys the random controls of this text. */
 void sb_lm_cache_reset(struct sb_lm_cache *c, uint64_t mask_seed);
 int sb_lm_cache_pos(const struct sb_lm_cache *c);
+/* Copy the post-RoPE queries of A layer `layer` into buf[Tcap][heads*head_dim]
+ * (rows at their positions) during later forwards; buf NULL stops. */
+void sb_lm_cache_capture_q(struct sb_lm_cache *c, int layer, float *buf);
+/* The KV cache of an A layer: K, V [Tcap][kv_heads*head_dim] (NULL for other layers). */
+void sb_lm_cache_kv(const struct sb_lm_cache *c, int layer, const float **K, const float **V);
 /* Feed n tokens at positions pos..pos+n-1 under `mask` (NULL = dense) on context
  * ctx. logits (host, may be NULL): all n rows ([n][vocab]) when all_rows, else the
  * last row only. obs (may be NULL): one struct sb_lm_attn_obs per layer
