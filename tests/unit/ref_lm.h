@@ -222,4 +222,78 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 	return loss / T;
 }
 
+#ifdef SB_LM_MODEL_H
+/* The reference's view of a library model's parameters (converted to double in P,
+ * laid out by the library's table): only names and offsets are shared. */
+static const double *ref_dp(const struct sb_lm_model *m, const double *base, const char *name)
+{
+	for (int i = 0; i < m->n_params; i++)
+		if (strcmp(m->params[i].name, name) == 0)
+			return base + m->params[i].offset;
+	return NULL;
+}
+
+static void ref_from_model(struct ref_model *r, const struct sb_lm_model *m, const double *P)
+{
+	const struct sb_lm_cfg *c = &m->cfg;
+	memset(r, 0, sizeof *r);
+	r->V = c->vocab;
+	r->d = c->d;
+	r->L = c->n_layer;
+	r->NH = c->heads;
+	r->NKV = c->kv_heads;
+	r->hd = c->head_dim;
+	r->LH = c->lin_heads;
+	r->K = c->conv_k;
+	r->F = c->ffn;
+	r->swiglu = c->swiglu;
+	r->rms = c->rmsnorm;
+	r->pos = c->pos;
+	r->tied = c->tied;
+	r->eps = c->norm_eps;
+	r->theta = c->rope_theta;
+	r->embed = ref_dp(m, P, "model.embed_tokens.weight");
+	r->posw = ref_dp(m, P, "model.embed_positions.weight");
+	r->lnf_w = ref_dp(m, P, "model.norm.weight");
+	r->lnf_b = ref_dp(m, P, "model.norm.bias");
+	r->head = c->tied ? r->embed : ref_dp(m, P, "lm_head.weight");
+	char nm[128];
+	for (int l = 0; l < c->n_layer; l++) {
+		struct ref_layer *y = &r->layer[l];
+		y->kind = c->pattern[l];
+#define G(f, s) (snprintf(nm, sizeof nm, "model.layers.%d.%s", l, s), y->f = ref_dp(m, P, nm))
+		G(ln1_w, "input_layernorm.weight");
+		G(ln1_b, "input_layernorm.bias");
+		G(ln2_w, "post_attention_layernorm.weight");
+		G(ln2_b, "post_attention_layernorm.bias");
+		const char *pre = y->kind == 'A' ? "self_attn" : "linear_attn";
+		char s[96];
+#define GA(f, s2) (snprintf(s, sizeof s, "%s.%s", pre, s2), G(f, s))
+		GA(q_w, "q_proj.weight");
+		GA(q_b, "q_proj.bias");
+		GA(k_w, "k_proj.weight");
+		GA(k_b, "k_proj.bias");
+		GA(v_w, "v_proj.weight");
+		GA(v_b, "v_proj.bias");
+		GA(o_w, "o_proj.weight");
+		GA(o_b, "o_proj.bias");
+		G(in_w, "conv.in_proj.weight");
+		G(in_b, "conv.in_proj.bias");
+		G(cw, "conv.conv.weight");
+		G(cb, "conv.conv.bias");
+		G(out_w, "conv.out_proj.weight");
+		G(out_b, "conv.out_proj.bias");
+		G(gate_w, "mlp.gate_proj.weight");
+		G(gate_b, "mlp.gate_proj.bias");
+		G(up_w, "mlp.up_proj.weight");
+		G(up_b, "mlp.up_proj.bias");
+		G(down_w, "mlp.down_proj.weight");
+		G(down_b, "mlp.down_proj.bias");
+#undef GA
+#undef G
+	}
+}
+
+#endif
+
 #endif
