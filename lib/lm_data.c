@@ -3,6 +3,7 @@
 
 #include <archive.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "io.h"
 #include "lm_probe.h"
 #include "rng.h"
+#include "tensor.h"
 
 void sb_lm_corpus_free(struct sb_lm_corpus *c)
 {
@@ -122,6 +124,49 @@ static int cut(struct sb_lm_corpus *c, uint8_t *all, size_t total, const char *s
 	return 0;
 }
 
+/* sb-fetch's corpus directory: DIR/SPLIT.safetensors, tensor "bytes" U8 [n] */
+static int read_fetch_dir(struct sb_lm_corpus *c, const char *dir, const char *split, struct sb_err *err)
+{
+	if (strcmp(split, "test") == 0)
+		return SB_ERR(err, SB_EVERDICT,
+			      "%s: refusing to read the test part of a corpus (only sb-test reads test data)", dir);
+	if (strcmp(split, "train") && strcmp(split, "valid"))
+		return SB_ERR(err, SB_EUSAGE, "corpus directory %s: split must be train or valid (got '%s')", dir, split);
+	char path[4200];
+	snprintf(path, sizeof path, "%s/%s.safetensors", dir, split);
+	snprintf(c->path, sizeof c->path, "%s", path);
+	char side[4300];
+	snprintf(side, sizeof side, "%s.sha256", path);
+	if (sb_file_exists(side))
+		SB_TRY(sb_sidecar_verify(path, c->sha256, err));
+	else
+		SB_TRY(sb_sha256_file(path, c->sha256, NULL, err));
+	struct sb_tensors ts;
+	SB_TRY(sb_st_read(path, &ts, err));
+	const char *fmt = sb_tensors_meta(&ts, "format"), *sp = sb_tensors_meta(&ts, "split");
+	const struct sb_tensor *t = sb_tensors_find(&ts, "bytes");
+	int rc = 0;
+	if (!fmt || strcmp(fmt, "sparsebench.corpus"))
+		rc = SB_ERR(err, SB_EDATA, "%s: not a sparsebench corpus (metadata 'format')", path);
+	else if (!sp || strcmp(sp, split))
+		rc = SB_ERR(err, SB_EDATA, "%s: metadata says split '%s', expected '%s'", path, sp ? sp : "", split);
+	else if (!t || t->dtype != SB_U8 || t->ndim != 1)
+		rc = SB_ERR(err, SB_EDATA, "%s: tensor 'bytes' (U8, one dimension) missing", path);
+	if (!rc) {
+		c->n = c->total = (size_t)t->shape[0];
+		c->file_bytes = c->n;
+		c->offset = 0;
+		snprintf(c->split, sizeof c->split, "%s", split);
+		c->bytes = malloc(c->n ? c->n : 1);
+		if (!c->bytes)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		else
+			memcpy(c->bytes, t->data, c->n);
+	}
+	sb_tensors_free(&ts);
+	return rc;
+}
+
 int sb_lm_corpus_read(const char *spec, const char *split, struct sb_lm_corpus *c, struct sb_err *err)
 {
 	memset(c, 0, sizeof *c);
@@ -137,6 +182,14 @@ int sb_lm_corpus_read(const char *spec, const char *split, struct sb_lm_corpus *
 		base_name(c->name, sizeof c->name, path);
 	}
 	snprintf(c->path, sizeof c->path, "%s", path);
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		if (!eq) { /* name a directory after itself */
+			const char *b = strrchr(path, '/');
+			snprintf(c->name, sizeof c->name, "%s", b && b[1] ? b + 1 : path);
+		}
+		return read_fetch_dir(c, path, split, err);
+	}
 	if (strcmp(split, "test") == 0)
 		return cut(c, NULL, 0, split, err);
 	SB_TRY(sb_sha256_file(path, c->sha256, &c->file_bytes, err));

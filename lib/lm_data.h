@@ -1,11 +1,12 @@
 /* lm_data.h — LM corpora as byte streams, and the training mixture (PROTOCOL C).
  *
- * Corpora. A corpus is one text (a plain file, or gzip/bzip2/xz-compressed:
- * any filter libarchive reads) cut into train / valid / test at
- * floor(0.9 n) and floor(0.95 n) bytes (sb-fetch's registry uses the same
- * fractions for one-file corpora; the "valid" part is the held-out text of the
- * LM evaluation). sb-fetch's per-split corpus files are read whole with split
- * "all". Tokens are bytes (vocabulary 256, PROTOCOL B Decision). The test part
+ * Corpora. A corpus is either sb-fetch's corpus directory DATA_DIR/CORPUS/
+ * ({train,valid,test}.safetensors, tensor "bytes" U8 [n], metadata format
+ * "sparsebench.corpus", SHA-256 sidecars verified), or one text (a plain file,
+ * or gzip/bzip2/xz-compressed: any filter libarchive reads) cut into
+ * train / valid / test at floor(0.9 n) and floor(0.95 n) bytes, the cut
+ * sb-fetch's registry uses for one-file corpora, so both give the same bytes.
+ * The "valid" part is the held-out text of the LM evaluation. Tokens are bytes (vocabulary 256, PROTOCOL B Decision). The test part
  * is refused (SB_EVERDICT), as every stage before sb-test refuses test data.
  *
  * Mixture. A training example is T+1 bytes (inputs 0..T-1, targets 1..T).

@@ -172,6 +172,7 @@ struct ev {
 	int n_corp, hay;
 	int phase;
 	int done, total;
+	struct sb_json *train_done; /* the run's train.done record */
 };
 
 static uint64_t probe_mask_seed(uint64_t seed, int task, int idx)
@@ -712,6 +713,13 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 	}
 	sb_jw_arr_end(w);
 	sb_jw_kstr(w, "haystack", e->corp[e->hay].name);
+	sb_jw_kstr(w, "mixture", e->cell.mixture);
+	sb_jw_kint(w, "train_steps", e->cell.steps);
+	sb_jw_kint(w, "train_batch", e->cell.batch);
+	if (e->train_done) {
+		sb_jw_key(w, "train_done");
+		sb_jw_value(w, e->train_done);
+	}
 	sb_jw_obj_end(w);
 	SB_TRY(sb_jw_line(w, err));
 
@@ -957,6 +965,23 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 		return SB_ERR(err, SB_EUSAGE, "the first mask must be dense");
 	}
 	int rc = 0;
+	{
+		char tp[4600];
+		snprintf(tp, sizeof tp, "%s/train.ndjson", run_dir);
+		struct sb_ndjson_reader *rd;
+		struct sb_err e2 = {0};
+		if (!sb_ndjson_open(tp, &rd, &e2)) {
+			struct sb_json *v;
+			while (!sb_ndjson_next(rd, &v, &e2) && v) {
+				if (!strcmp(sb_json_str(sb_json_get(v, "kind"), ""), "train.done")) {
+					sb_json_free(e.train_done);
+					e.train_done = v;
+				} else
+					sb_json_free(v);
+			}
+			sb_ndjson_close(rd);
+		}
+	}
 	e.T = e.cell.T;
 	e.V = e.m->cfg.vocab;
 	e.L = e.m->cfg.n_layer;
@@ -1069,5 +1094,6 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 	for (int i = 0; i < e.n_corp; i++)
 		sb_lm_corpus_free(&e.corp[i]);
 	sb_lm_model_free(e.m);
+	sb_json_free(e.train_done);
 	return rc;
 }

@@ -8,7 +8,9 @@
 
 #include "../harness.h"
 #include "lm_data.h"
+#include "hash.h"
 #include "lm_probe.h"
+#include "tensor.h"
 #include "rng.h"
 
 /* A small essay haystack: deterministic English-like lines. */
@@ -250,6 +252,52 @@ int main(void)
 		sb_lm_corpus_free(&tr);
 		sb_lm_corpus_free(&va);
 		sb_lm_corpus_free(&all);
+	}
+	/* sb-fetch's corpus directory: {train,valid}.safetensors with sidecars */
+	{
+		char dir[] = "/tmp/sblmcorpus.XXXXXX";
+		struct sb_err err = {0};
+		if (!mkdtemp(dir)) {
+			SB_CHECK(0, "mkdtemp");
+		} else {
+			const char *splits[2] = {"train", "valid"};
+			for (int k = 0; k < 2; k++) {
+				struct sb_tensors ts;
+				sb_tensors_init(&ts);
+				int64_t n = k ? 300 : 1000;
+				sb_tensors_add(&ts, "bytes", SB_U8, 1, &n, hay + (k ? 1000 : 0), 0, &err);
+				sb_tensors_set_meta(&ts, "format", "sparsebench.corpus", &err);
+				sb_tensors_set_meta(&ts, "split", splits[k], &err);
+				char p2[4200], hex[65];
+				snprintf(p2, sizeof p2, "%s/%s.safetensors", dir, splits[k]);
+				sb_st_write(p2, &ts, &err);
+				sb_sha256_file(p2, hex, NULL, &err);
+				sb_sidecar_write(p2, hex, &err);
+				sb_tensors_free(&ts);
+			}
+			struct sb_lm_corpus tr, va, te;
+			int r1 = sb_lm_corpus_read(dir, "train", &tr, &err);
+			int r2 = sb_lm_corpus_read(dir, "valid", &va, &err);
+			SB_CHECK(r1 == 0 && r2 == 0 && tr.n == 1000 && va.n == 300 && !memcmp(va.bytes, hay + 1000, 300),
+				 "sb-fetch corpus directory read by split (%s)", err.msg);
+			SB_CHECK(sb_lm_corpus_read(dir, "test", &te, &err) == SB_EVERDICT, "its test split is refused");
+			char p2[4200];
+			snprintf(p2, sizeof p2, "%s/valid.safetensors.sha256", dir);
+			FILE *f = fopen(p2, "w");
+			if (f) {
+				fprintf(f, "%064d  valid.safetensors\n", 0);
+				fclose(f);
+			}
+			struct sb_lm_corpus bad;
+			SB_CHECK(sb_lm_corpus_read(dir, "valid", &bad, &err) == SB_EDATA, "a wrong sidecar is refused: %s",
+				 err.msg);
+			sb_lm_corpus_free(&tr);
+			sb_lm_corpus_free(&va);
+			char cmd[4300];
+			snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+			if (system(cmd)) {
+			}
+		}
 	}
 	free(hay);
 	return sb_test_done();
