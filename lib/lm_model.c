@@ -19,7 +19,7 @@ void sb_lm_cfg_default(struct sb_lm_cfg *c)
 	c->d = 64;
 	snprintf(c->pattern, sizeof c->pattern, "CACA");
 	c->heads = 4;
-	c->kv_heads = 4;
+	c->kv_heads = 0; /* = heads */
 	c->lin_heads = 4;
 	c->conv_k = 4;
 	c->ffn = 256;
@@ -46,6 +46,8 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 	}
 	if (c->vocab < 2 || c->vocab > 1 << 20 || c->d < 2 || c->d > 1 << 14)
 		return SB_ERR(err, SB_EUSAGE, "model: bad vocab %d or d %d", c->vocab, c->d);
+	if (c->kv_heads == 0)
+		c->kv_heads = c->heads;
 	if (nA) {
 		if (c->heads < 1 || c->kv_heads < 1 || c->heads % c->kv_heads)
 			return SB_ERR(err, SB_EUSAGE, "model: heads %d must be a positive multiple of kv_heads %d", c->heads,
@@ -157,16 +159,22 @@ int sb_lm_cfg_from_json(struct sb_lm_cfg *c, const struct sb_json *obj, struct s
 		const struct sb_json *v = obj->items[i];
 		if (strcmp(obj->keys[i], "n_layer") == 0 || strcmp(obj->keys[i], "parameter_count") == 0)
 			continue; /* derived */
+		int rc = 0;
 		if (v->type == SB_JSON_NUMBER)
-			SB_TRY(set_kv(c, obj->keys[i], NULL, v->number, 1, err));
+			rc = set_kv(c, obj->keys[i], NULL, v->number, 1, err);
 		else if (v->type == SB_JSON_STRING)
-			SB_TRY(set_kv(c, obj->keys[i], v->text, 0, 0, err));
+			rc = set_kv(c, obj->keys[i], v->text, 0, 0, err);
 		else if (v->type == SB_JSON_BOOL)
-			SB_TRY(set_kv(c, obj->keys[i], NULL, v->boolean, 1, err));
+			rc = set_kv(c, obj->keys[i], NULL, v->boolean, 1, err);
 		else
-			return SB_ERR(err, SB_EDATA, "model: field '%s' has the wrong type", obj->keys[i]);
+			rc = SB_ERR(err, SB_EDATA, "model: field '%s' has the wrong type", obj->keys[i]);
+		if (rc) /* a model read from data: bad data, not misuse */
+			return err ? (err->code = SB_EDATA) : SB_EDATA;
 	}
-	return sb_lm_cfg_check(c, err);
+	int rc = sb_lm_cfg_check(c, err);
+	if (rc && err)
+		err->code = SB_EDATA;
+	return rc ? SB_EDATA : 0;
 }
 
 void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)

@@ -62,7 +62,7 @@ struct sb_lm_cfg {
 	int d;
 	char pattern[SB_LM_MAX_LAYERS + 1]; /* e.g. "CCACCA" */
 	int n_layer;    /* strlen(pattern) */
-	int heads, kv_heads, head_dim; /* A layers; head_dim 0 = d / heads */
+	int heads, kv_heads, head_dim; /* A layers; kv_heads 0 = heads; head_dim 0 = d / heads */
 	int lin_heads;  /* L layers (width d / lin_heads) */
 	int conv_k;     /* 4 */
 	int ffn;        /* MLP hidden width; 0 = no MLP */
@@ -77,7 +77,7 @@ struct sb_lm_cfg {
 	float init_std;   /* 0.02 */
 };
 
-/* Defaults: vocab 256, d 64, "CACA", 4 heads, kv 4, lin 4, conv 4, ffn 4d, GELU,
+/* Defaults: vocab 256, d 64, "CACA", 4 heads, kv heads = heads (0), lin 4, conv 4, ffn 4d, GELU,
  * LayerNorm 1e-5, no biases, tied, pos none, theta 10000, max_T 256, std 0.02. */
 void sb_lm_cfg_default(struct sb_lm_cfg *c);
 /* Fill from a JSON object (missing fields keep their current values) and check. */
