@@ -83,6 +83,8 @@ int sb_lm_cell_parse(struct sb_lm_cell *c, const struct sb_json *obj, struct sb_
 			SB_TRY(get_int(v, k, 1, 1 << 16, &c->tile, err));
 		else if (!strcmp(k, "log_every"))
 			SB_TRY(get_int(v, k, 1, 1 << 30, &c->log_every, err));
+		else if (!strcmp(k, "ckpt_every"))
+			SB_TRY(get_int(v, k, 0, 1 << 30, &c->ckpt_every, err));
 		else if (!strcmp(k, "lr"))
 			SB_TRY(get_num(v, k, 0, 10, &c->lr, err));
 		else if (!strcmp(k, "lr_min"))
@@ -147,6 +149,8 @@ static void cell_fields(struct sb_jw *w, const struct sb_lm_cell *c)
 	sb_jw_kint(w, "warmup", c->warmup);
 	sb_jw_kint(w, "tile", c->tile);
 	sb_jw_kint(w, "log_every", c->log_every);
+	if (c->ckpt_every) /* written only when set, so older cells keep their ids */
+		sb_jw_kint(w, "ckpt_every", c->ckpt_every);
 	sb_jw_kf64(w, "lr", c->lr);
 	sb_jw_kf64(w, "lr_min", c->lr_min);
 	sb_jw_kf64(w, "weight_decay", c->weight_decay);
@@ -232,6 +236,49 @@ static int write_line(struct sb_jw *w, FILE *f, struct sb_err *err)
 	int rc = sb_jw_line(w, err);
 	if (!rc && fflush(f))
 		rc = SB_ERRNO(err, "train.ndjson");
+	return rc;
+}
+
+/* Write the parameters to path (+ sidecar) with the checkpoint metadata. */
+static int save_params(const struct sb_lm_model *m, const struct sb_lm_cell *c, const struct sb_lm_mix *mix,
+		       const char *path, int64_t steps_done, char *sha, struct sb_err *err)
+{
+	struct sb_tensors ts;
+	sb_tensors_init(&ts);
+	int rc = sb_lm_model_to_tensors(m, &ts, err);
+	struct sb_jw mj, xj;
+	sb_jw_init(&mj, NULL);
+	sb_lm_cfg_json(&mj, &c->model);
+	sb_jw_init(&xj, NULL);
+	sb_lm_mix_json(&xj, mix);
+	char *mjs = strndup(mj.buf ? mj.buf : "{}", mj.len), *xjs = strndup(xj.buf ? xj.buf : "{}", xj.len);
+	char steps[32];
+	snprintf(steps, sizeof steps, "%lld", (long long)steps_done);
+	if (!rc && (!mjs || !xjs))
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "format", "sparsebench.checkpoint", err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "family", "lm", err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "cell_id", c->cell_id, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "steps", steps, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "model", mjs, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "mixture", xjs, err);
+	if (!rc)
+		rc = sb_st_write(path, &ts, err);
+	if (!rc)
+		rc = sb_sha256_file(path, sha, NULL, err);
+	if (!rc)
+		rc = sb_sidecar_write(path, sha, err);
+	free(mjs);
+	free(xjs);
+	sb_jw_free(&mj);
+	sb_jw_free(&xj);
+	sb_tensors_free(&ts);
 	return rc;
 }
 
@@ -351,6 +398,11 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 			win_loss = 0;
 			win_n = 0;
 		}
+		if (!rc && c->ckpt_every && (step + 1) % c->ckpt_every == 0 && step + 1 < c->steps) {
+			char p2[4700], hx[SB_SHA256_HEX];
+			snprintf(p2, sizeof p2, "%s/step-%06lld.safetensors", run_dir, (long long)(step + 1));
+			rc = save_params(m, c, &mix, p2, step + 1, hx, err);
+		}
 		if (prog && prog->fn)
 			prog->fn(prog->arg, step + 1, c->steps, loss, secs);
 	}
@@ -358,44 +410,9 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 	/* checkpoint */
 	char sha[SB_SHA256_HEX] = "";
 	if (!rc) {
-		struct sb_tensors ts;
-		sb_tensors_init(&ts);
-		rc = sb_lm_model_to_tensors(m, &ts, err);
-		struct sb_jw mj;
-		sb_jw_init(&mj, NULL);
-		sb_lm_cfg_json(&mj, &c->model);
-		char *mjs = strndup(mj.buf ? mj.buf : "{}", mj.len);
-		struct sb_jw xj;
-		sb_jw_init(&xj, NULL);
-		sb_lm_mix_json(&xj, &mix);
-		char *xjs = strndup(xj.buf ? xj.buf : "{}", xj.len);
-		char steps[32];
-		snprintf(steps, sizeof steps, "%d", c->steps);
-		if (!rc)
-			rc = sb_tensors_set_meta(&ts, "format", "sparsebench.checkpoint", err);
-		if (!rc)
-			rc = sb_tensors_set_meta(&ts, "family", "lm", err);
-		if (!rc)
-			rc = sb_tensors_set_meta(&ts, "cell_id", c->cell_id, err);
-		if (!rc)
-			rc = sb_tensors_set_meta(&ts, "steps", steps, err);
-		if (!rc && mjs)
-			rc = sb_tensors_set_meta(&ts, "model", mjs, err);
-		if (!rc && xjs)
-			rc = sb_tensors_set_meta(&ts, "mixture", xjs, err);
 		char p2[4600];
 		snprintf(p2, sizeof p2, "%s/model.safetensors", run_dir);
-		if (!rc)
-			rc = sb_st_write(p2, &ts, err);
-		if (!rc)
-			rc = sb_sha256_file(p2, sha, NULL, err);
-		if (!rc)
-			rc = sb_sidecar_write(p2, sha, err);
-		free(mjs);
-		free(xjs);
-		sb_jw_free(&mj);
-		sb_jw_free(&xj);
-		sb_tensors_free(&ts);
+		rc = save_params(m, c, &mix, p2, step, sha, err);
 	}
 	if (f) {
 		struct sb_err e2 = {0};

@@ -5,7 +5,8 @@
  * docs/lm.md; every default is filled in before the cell is hashed):
  *   seed, model {lib/lm_model.h}, T, batch, steps, warmup, lr, lr_min,
  *   weight_decay, clip, b1, b2, eps, tile, corpora ["NAME=PATH", ...],
- *   mixture "NAME=W,...", haystack, data_seed, log_every.
+ *   mixture "NAME=W,...", haystack, data_seed, log_every, ckpt_every (0 = only the
+ *   final checkpoint; N = also step-NNNNNN.safetensors every N steps, parameters only).
  * cell_id = "lm.dense.sSEED.PATTERN.dD.HASH8", HASH8 = the first 8 hex digits of
  * the SHA-256 of the canonical JSON of the complete cell.
  *
@@ -33,7 +34,7 @@
 struct sb_lm_cell {
 	uint64_t seed, data_seed;
 	struct sb_lm_cfg model;
-	int T, batch, steps, warmup, tile, log_every;
+	int T, batch, steps, warmup, tile, log_every, ckpt_every;
 	double lr, lr_min, weight_decay, clip, b1, b2, eps;
 	int n_corpora;
 	char corpora[8][4200]; /* NAME=PATH */
