@@ -8,20 +8,22 @@
 
 #include "rng.h"
 
-static const char *const task_names[SB_LM_NTASKS] = {
+static const char *const task_names[SB_LM_NALLTASKS] = {
 	"niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2",
-	"niah_multikey_3", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa_1", "qa_2"};
+	"niah_multikey_3", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa_1", "qa_2",
+	"kv_recall", "qa_recall"};
 
 /* Training weights: needles and lookups dominate (they are what the masks are
  * tested on); the aggregation tasks get a share so that the model sees them. */
-static const double task_weight[SB_LM_NTASKS] = {1.0, 1.5, 1.0, 1.5, 1.0, 1.0, 0.75, 1.0, 0.75, 0.5, 0.5, 1.0, 1.0};
-static const int task_min_len[SB_LM_NTASKS] = {64, 64, 64, 128, 64, 96, 128, 160, 192, 160, 160, 160, 128};
+static const double task_weight[SB_LM_NALLTASKS] = {1.0, 1.5, 1.0, 1.5, 1.0, 1.0, 0.75, 1.0, 0.75, 0.5, 0.5, 1.0, 1.0,
+							   0, 0};
+static const int task_min_len[SB_LM_NALLTASKS] = {64, 64, 64, 128, 64, 96, 128, 160, 192, 160, 160, 160, 128, 128, 192};
 
-const char *sb_lm_task_name(int task) { return task >= 0 && task < SB_LM_NTASKS ? task_names[task] : "?"; }
+const char *sb_lm_task_name(int task) { return task >= 0 && task < SB_LM_NALLTASKS ? task_names[task] : "?"; }
 
 int sb_lm_task_parse(const char *name)
 {
-	for (int i = 0; i < SB_LM_NTASKS; i++)
+	for (int i = 0; i < SB_LM_NALLTASKS; i++)
 		if (strcmp(name, task_names[i]) == 0)
 			return i;
 	return -1;
@@ -29,7 +31,7 @@ int sb_lm_task_parse(const char *name)
 
 int sb_lm_task_is_needle(int task) { return task >= SB_LM_NIAH_SINGLE_1 && task <= SB_LM_NIAH_SINGLE_3; }
 double sb_lm_task_weight(int task) { return task >= 0 && task < SB_LM_NTASKS ? task_weight[task] : 0; }
-int sb_lm_task_min_len(int task) { return task >= 0 && task < SB_LM_NTASKS ? task_min_len[task] : 1 << 30; }
+int sb_lm_task_min_len(int task) { return task >= 0 && task < SB_LM_NALLTASKS ? task_min_len[task] : 1 << 30; }
 
 /* RULER's noise haystack, one line. */
 static const char noise_line[] =
@@ -764,11 +766,124 @@ static int make_qa(struct sb_lm_probe *p, struct sb_rng *r, struct wordset *ws, 
 	return 0;
 }
 
+/* Training-only dense recall: needles or facts in text, then many queries. */
+static int make_recall(struct sb_lm_probe *p, struct sb_rng *r, struct wordset *ws, int task, int len,
+		       const uint8_t *hay, size_t n_hay)
+{
+	int qa = task == SB_LM_QA_RECALL;
+	int n = qa ? len / 64 : len / 48;
+	if (n < 2)
+		n = 2;
+	if (n > 64)
+		n = 64;
+	struct line *ln = calloc((size_t)n, sizeof *ln);
+	char(*q)[96] = calloc((size_t)n, 96), (*a)[32] = calloc((size_t)n, 32);
+	int *order = calloc((size_t)(4 * n + 8), sizeof *order);
+	struct str h = {0}, s = {0}, qs = {0};
+	int rc = -1;
+	if (!ln || !q || !a || !order)
+		goto out;
+	char ents[8][WORD_MAX];
+	int nent = n / 3 + 1 < 8 ? n / 3 + 1 : 8;
+	for (int i = 0; i < nent && qa; i++)
+		if (fresh(r, ws, W_NAME, ents[i]))
+			goto out;
+	unsigned char used[8][N_REL];
+	memset(used, 0, sizeof used);
+	for (int i = 0; i < n; i++) {
+		char k[WORD_MAX], v[WORD_MAX];
+		if (qa) {
+			int e = 0, rel = 0;
+			for (int tries = 0; tries < 100; tries++) {
+				e = (int)sb_rng_below(r, (uint64_t)nent);
+				rel = (int)sb_rng_below(r, N_REL);
+				if (!used[e][rel])
+					break;
+			}
+			used[e][rel] = 1;
+			if (fresh(r, ws, W_NAME, v))
+				goto out;
+			snprintf(ln[i].text, sizeof ln[i].text, "\n@%s's %s is %s.\n", ents[e], relations[rel], v);
+			snprintf(q[i], 96, "\nQ: What is %s's %s?\nA: ", ents[e], relations[rel]);
+		} else {
+			int hexk = sb_rng_below(r, 4) == 0, hexv = sb_rng_below(r, 10) < 3;
+			if (fresh(r, ws, hexk ? W_HEX : W_KEY, k) || (hexv ? fresh(r, ws, W_HEX, v) : (digits5(r, v), 0)))
+				goto out;
+			snprintf(ln[i].text, sizeof ln[i].text, "\n#%s=%s\n", k, v);
+			snprintf(q[i], 96, "\n?%s=", k);
+		}
+		snprintf(a[i], 32, "%s\n", v);
+		ln[i].depth = sb_rng_uniform(r);
+	}
+	/* queries: every needle in random order, then random repeats, within 40% of len */
+	int Q = (int)(0.4 * len), nq = 0, qlen = 0;
+	for (int i = 0; i < n; i++)
+		order[i] = i;
+	for (int i = n - 1; i > 0; i--) {
+		int j = (int)sb_rng_below(r, (uint64_t)i + 1), x = order[i];
+		order[i] = order[j];
+		order[j] = x;
+	}
+	for (int i = 0; i < 4 * n + 8; i++) {
+		int which = i < n ? order[i] : (int)sb_rng_below(r, (uint64_t)n);
+		int L = (int)(strlen(q[which]) + strlen(a[which]));
+		if (qlen + L > Q)
+			break;
+		order[nq++] = which;
+		qlen += L;
+	}
+	int nlines = lines_len(ln, n);
+	int H = len - qlen - nlines;
+	if (nq < 1 || H < 0) {
+		rc = -2;
+		goto out;
+	}
+	int mode = (int)sb_rng_below(r, 4); /* 0-1 essay, 2 noise, 3 a list after text */
+	if (mode <= 1 && hay && n_hay >= (size_t)H + 1) {
+		if (hay_essay(&h, r, hay, n_hay, H))
+			goto out;
+	} else {
+		hay_noise(&h, H);
+	}
+	if (mode == 3) { /* the needles as one list after the text */
+		for (int i = 0; i < n; i++)
+			ln[i].depth = 1.0;
+	}
+	insert_lines(&s, &h, ln, n, -1);
+	for (int i = 0; i < nq; i++) {
+		if (i == nq - 1)
+			p->prompt_beg[0] = s.n; /* the last query is turn 0, its prompt starts here */
+		puts_(&s, q[order[i]]);
+		if (i == nq - 1)
+			p->answer_beg[0] = s.n;
+		puts_(&s, a[order[i]]);
+	}
+	p->answer_end[0] = s.n;
+	p->prompt_beg[0] = 0;
+	p->n_turns = 1;
+	p->depth = NAN;
+	if (s.oom)
+		goto out;
+	p->text = s.p;
+	p->len = s.n;
+	s.p = NULL;
+	rc = 0;
+out:
+	free(ln);
+	free(q);
+	free(a);
+	free(order);
+	free(h.p);
+	free(s.p);
+	free(qs.p);
+	return rc;
+}
+
 int sb_lm_probe_make(int task, int len, const uint8_t *hay, size_t n_hay, uint64_t seed, uint32_t purpose,
 		     uint64_t index, double depth, struct sb_lm_probe *p, struct sb_err *err)
 {
 	memset(p, 0, sizeof *p);
-	if (task < 0 || task >= SB_LM_NTASKS)
+	if (task < 0 || task >= SB_LM_NALLTASKS)
 		return SB_ERR(err, SB_EUSAGE, "unknown retrieval task %d", task);
 	if (len < task_min_len[task])
 		return SB_ERR(err, SB_EUSAGE, "task %s needs a context of at least %d bytes (got %d)", task_names[task],
@@ -789,6 +904,8 @@ int sb_lm_probe_make(int task, int len, const uint8_t *hay, size_t n_hay, uint64
 	case SB_LM_FWE: rc = make_fwe(p, &r, &ws, len); break;
 	case SB_LM_QA_1:
 	case SB_LM_QA_2: rc = make_qa(p, &r, &ws, task, len, hay, n_hay, depth); break;
+	case SB_LM_KV_RECALL:
+	case SB_LM_QA_RECALL: rc = make_recall(p, &r, &ws, task, len, hay, n_hay); break;
 	default: rc = make_niah(p, &r, &ws, task, len, hay, n_hay, depth); break;
 	}
 	free(ws.w);

@@ -31,6 +31,11 @@
  *                    the entity or the relation); "Q: What is E's R?\nA: " -> "A"
  *   qa_2             a haystack made only of such facts (many documents), one asked
  *
+ * Training-only tasks (mixture items "kv_recall", "qa_recall"): about len/48 needles (keys
+ * words or hex, values digits or hex) or len/64 facts, in essay or noise text or as a
+ * list, followed by queries of random needles filling 40% of the sequence; the last
+ * query is turn 0 (so they can be evaluated like the others).
+ *
  * Determinism: a probe is a pure function of (task, len, haystack corpus,
  * seed, purpose, index, depth). Evaluation uses purpose SB_RNG_SYNTH and the
  * valid part of the corpus; training examples SB_RNG_DATA and the train part.
@@ -57,7 +62,12 @@ enum sb_lm_task {
 	SB_LM_FWE,
 	SB_LM_QA_1,
 	SB_LM_QA_2,
-	SB_LM_NTASKS
+	SB_LM_NTASKS, /* the battery: the 13 tasks above */
+	/* training-only tasks (mixture items; never in the battery): many needles and many
+	 * queries per sequence, so that a sequence carries dozens of retrievable bytes */
+	SB_LM_KV_RECALL = SB_LM_NTASKS, /* "#K=V" lines in text, then "?K=V" queries */
+	SB_LM_QA_RECALL,                /* "@E's R is A." facts in text, then Q/A pairs */
+	SB_LM_NALLTASKS
 };
 
 #define SB_LM_PROBE_MAXTURN 4
@@ -73,7 +83,7 @@ struct sb_lm_probe {
 };
 
 const char *sb_lm_task_name(int task);
-int sb_lm_task_parse(const char *name); /* -1 when unknown */
+int sb_lm_task_parse(const char *name); /* -1 when unknown; training-only tasks included */
 /* Is the task one of the needle arms (niah_single_1..3): the "needle recall" of the track. */
 int sb_lm_task_is_needle(int task);
 /* Default relative weight of a task in the training mixture's "retrieval" item. */

@@ -131,6 +131,45 @@ int main(void)
 			 rc_min, m - 1, rc_short);
 	}
 
+	/* training-only dense recall tasks */
+	for (int task = SB_LM_NTASKS; task < SB_LM_NALLTASKS; task++) {
+		int ok_len = 1, ok_det = 1, ok_q = 1, nq_min = 1 << 30;
+		for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+			for (int i = 0; i < 20; i++) {
+				struct sb_lm_probe p, q;
+				struct sb_err err = {0};
+				if (sb_lm_probe_make(task, lens[li], hay, n_hay, 4, SB_RNG_DATA, (uint64_t)i, -1, &p, &err)) {
+					ok_len = 0;
+					continue;
+				}
+				ok_len &= p.len == lens[li] && p.n_turns == 1 && p.answer_end[0] == p.len &&
+					  p.text[p.len - 1] == '\n';
+				if (sb_lm_probe_make(task, lens[li], hay, n_hay, 4, SB_RNG_DATA, (uint64_t)i, -1, &q, &err) ||
+				    memcmp(p.text, q.text, (size_t)p.len))
+					ok_det = 0;
+				/* every query's answer is given by exactly one earlier line */
+				int nq = 0;
+				for (int j = 0; j + 1 < p.len; j++) {
+					if (task == SB_LM_KV_RECALL && p.text[j] == '\n' && p.text[j + 1] == '?') {
+						const uint8_t *e = memchr(p.text + j + 1, '\n', (size_t)(p.len - j - 1));
+						char kv[64];
+						snprintf(kv, sizeof kv, "\n#%.*s\n", (int)(e - (p.text + j + 2)), (const char *)p.text + j + 2);
+						ok_q &= count_sub(p.text, p.len, kv) == 1;
+						nq++;
+					}
+					if (task == SB_LM_QA_RECALL && p.text[j] == '\n' && p.text[j + 1] == 'Q')
+						nq++;
+				}
+				if (nq < nq_min)
+					nq_min = nq;
+				sb_lm_probe_free(&p);
+				sb_lm_probe_free(&q);
+			}
+		SB_CHECK(ok_len && ok_det, "%s: exact lengths, the last query is turn 0, deterministic", sb_lm_task_name(task));
+		SB_CHECK(ok_q && nq_min >= 2, "%s: every query answered by exactly one earlier line; >= 2 queries per text (min %d)",
+			 sb_lm_task_name(task), nq_min);
+	}
+
 	/* specific answers */
 	{
 		struct sb_lm_probe p;
