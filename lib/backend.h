@@ -276,6 +276,15 @@ struct sb_backend_lm_ops {
 	 * previous rows (oldest first, zeros at the start) and is updated */
 	void (*conv_rows)(struct sb_ctx *ctx, float *y, const float *bch, float *hist, const float *w, const float *bias,
 			  int n, int d, int K);
+	/* plain causal depthwise convolution: y = bias + sum_i w[ch, i] x[t-K+1+i] (zero
+	 * before the start); backward writes dx (overwrite), dw and dbias += */
+	void (*dwconv_forward)(struct sb_ctx *ctx, float *y, const float *x, const float *w, const float *bias, int B,
+			       int T, int d, int K);
+	void (*dwconv_backward)(struct sb_ctx *ctx, float *dx, float *dw, float *dbias, const float *dy, const float *x,
+				const float *w, int B, int T, int d, int K);
+	/* evaluation path: n rows, hist[K-1, d] = x of the K-1 previous rows (updated) */
+	void (*dwconv_rows)(struct sb_ctx *ctx, float *y, const float *x, float *hist, const float *w, const float *bias,
+			    int n, int d, int K);
 	/* causal linear attention with phi(x) = elu(x) + 1 per head of width hd:
 	 * out_t = sum_{j<=t} (phi(q_t).phi(k_j)) v_j / (sum_{j<=t} phi(q_t).phi(k_j) + 1e-6);
 	 * training path (quadratic form), saves den[B, NH, T]; backward overwrites dq, dk, dv */

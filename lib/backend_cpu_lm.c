@@ -593,6 +593,104 @@ static void lm_conv_rows(struct sb_ctx *ctx, float *y, const float *bch, float *
 	}
 }
 
+/* ---------------------------------------------------------------- plain depthwise convolution */
+
+/* y_t = sum_i w[i] x[t-K+1+i] as an FMA chain from 0 in i order (out-of-range rows count
+ * as zeros, with the same FMA as the rows op), then + bias */
+static void lm_dwconv_forward(struct sb_ctx *ctx, float *y, const float *x, const float *w, const float *bias, int B,
+			      int T, int d, int K)
+{
+	float *wt = sb_cpu_scratch(ctx, (size_t)K * d * sizeof(float));
+	for (int c = 0; c < d; c++)
+		for (int i = 0; i < K; i++)
+			wt[(size_t)i * d + c] = w[(size_t)c * K + i];
+	for (int b = 0; b < B; b++)
+		for (int t = 0; t < T; t++) {
+			float *yt = y + ((size_t)b * T + t) * d;
+			memset(yt, 0, (size_t)d * sizeof *yt);
+			for (int i = 0; i < K; i++) {
+				int s = t - K + 1 + i;
+				const float *wi = wt + (size_t)i * d;
+				if (s < 0) {
+					for (int c = 0; c < d; c++)
+						yt[c] = sfma(wi[c], 0.0f, yt[c]);
+					continue;
+				}
+				const float *xs = x + ((size_t)b * T + s) * d;
+				int c = 0;
+				for (; c + VL <= d; c += VL)
+					vstore(yt + c, vfma(vload(wi + c), vload(xs + c), vload(yt + c)));
+				for (; c < d; c++)
+					yt[c] = sfma(wi[c], xs[c], yt[c]);
+			}
+			if (bias)
+				for (int c = 0; c < d; c++)
+					yt[c] += bias[c];
+		}
+}
+
+static void lm_dwconv_backward(struct sb_ctx *ctx, float *dx, float *dw, float *dbias, const float *dy, const float *x,
+			       const float *w, int B, int T, int d, int K)
+{
+	float *wt = sb_cpu_scratch(ctx, (size_t)2 * K * d * sizeof(float));
+	float *dwt = wt + (size_t)K * d;
+	for (int c = 0; c < d; c++)
+		for (int i = 0; i < K; i++)
+			wt[(size_t)i * d + c] = w[(size_t)c * K + i];
+	memset(dwt, 0, (size_t)K * d * sizeof *dwt);
+	memset(dx, 0, (size_t)B * T * d * sizeof *dx);
+	for (int b = 0; b < B; b++)
+		for (int t = 0; t < T; t++) {
+			const float *g = dy + ((size_t)b * T + t) * d;
+			if (dbias)
+				for (int c = 0; c < d; c++)
+					dbias[c] += g[c];
+			for (int i = 0; i < K; i++) {
+				int s = t - K + 1 + i;
+				if (s < 0)
+					continue;
+				const float *xs = x + ((size_t)b * T + s) * d, *wi = wt + (size_t)i * d;
+				float *dxs = dx + ((size_t)b * T + s) * d, *dwi = dwt + (size_t)i * d;
+				for (int c = 0; c < d; c++) {
+					dwi[c] = sfma(g[c], xs[c], dwi[c]);
+					dxs[c] = sfma(wi[c], g[c], dxs[c]);
+				}
+			}
+		}
+	for (int c = 0; c < d; c++)
+		for (int i = 0; i < K; i++)
+			dw[(size_t)c * K + i] += dwt[(size_t)i * d + c];
+}
+
+static void lm_dwconv_rows(struct sb_ctx *ctx, float *y, const float *x, float *hist, const float *w, const float *bias,
+			   int n, int d, int K)
+{
+	float *wt = sb_cpu_scratch(ctx, (size_t)K * d * sizeof(float));
+	for (int c = 0; c < d; c++)
+		for (int i = 0; i < K; i++)
+			wt[(size_t)i * d + c] = w[(size_t)c * K + i];
+	for (int r = 0; r < n; r++) {
+		const float *xt = x + (size_t)r * d;
+		float *yt = y + (size_t)r * d;
+		memset(yt, 0, (size_t)d * sizeof *yt);
+		for (int i = 0; i < K; i++) {
+			const float *xs = i < K - 1 ? hist + (size_t)i * d : xt, *wi = wt + (size_t)i * d;
+			int c = 0;
+			for (; c + VL <= d; c += VL)
+				vstore(yt + c, vfma(vload(wi + c), vload(xs + c), vload(yt + c)));
+			for (; c < d; c++)
+				yt[c] = sfma(wi[c], xs[c], yt[c]);
+		}
+		if (bias)
+			for (int c = 0; c < d; c++)
+				yt[c] += bias[c];
+		if (K > 1) {
+			memmove(hist, hist + d, (size_t)(K - 2) * d * sizeof *hist);
+			memcpy(hist + (size_t)(K - 2) * d, xt, (size_t)d * sizeof *hist);
+		}
+	}
+}
+
 /* ---------------------------------------------------------------- linear attention */
 
 #define LIN_EPS 1e-6f
@@ -738,6 +836,9 @@ static const struct sb_backend_lm_ops cpu_lm_ops = {
 	.conv_forward = lm_conv_forward,
 	.conv_backward = lm_conv_backward,
 	.conv_rows = lm_conv_rows,
+	.dwconv_forward = lm_dwconv_forward,
+	.dwconv_backward = lm_dwconv_backward,
+	.dwconv_rows = lm_dwconv_rows,
 	.linattn_forward = lm_linattn_forward,
 	.linattn_backward = lm_linattn_backward,
 	.linattn_rows = lm_linattn_rows,

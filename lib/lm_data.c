@@ -308,34 +308,47 @@ int sb_lm_mix_parse(struct sb_lm_mix *m, const char *spec, const struct sb_lm_co
 
 int sb_lm_mix_sample(const struct sb_lm_mix *m, uint64_t index, uint8_t *out, int *item, struct sb_err *err)
 {
+	return sb_lm_mix_sample_len(m, index, m->T, out, item, err);
+}
+
+int sb_lm_mix_sample_len(const struct sb_lm_mix *m, uint64_t index, int T, uint8_t *out, int *item,
+			 struct sb_err *err)
+{
 	struct sb_rng r;
 	sb_rng_init(&r, m->seed, SB_RNG_DATA, index);
-	double u = sb_rng_uniform(&r), acc = 0;
 	int k = m->n - 1;
-	for (int i = 0; i < m->n; i++) {
-		acc += m->item[i].weight;
-		if (u < acc) {
-			k = i;
-			break;
+	for (int tries = 0;; tries++) {
+		double u = sb_rng_uniform(&r), acc = 0;
+		k = m->n - 1;
+		for (int i = 0; i < m->n; i++) {
+			acc += m->item[i].weight;
+			if (u < acc) {
+				k = i;
+				break;
+			}
 		}
+		while (k > 0 && m->item[k].weight == 0)
+			k--;
+		if (m->item[k].task < 0 || sb_lm_task_min_len(m->item[k].task) <= T + 1)
+			break;
+		if (tries == 1000)
+			return SB_ERR(err, SB_EUSAGE, "no mixture item fits a context of %d", T);
 	}
-	while (k > 0 && m->item[k].weight == 0)
-		k--;
 	if (item)
 		*item = k;
 	const struct sb_lm_mix_item *it = &m->item[k];
 	if (it->corpus >= 0) {
 		const struct sb_lm_corpus *c = &m->corpora[it->corpus];
-		size_t start = (size_t)sb_rng_below(&r, (uint64_t)(c->n - (size_t)m->T));
-		memcpy(out, c->bytes + start, (size_t)m->T + 1);
+		size_t start = (size_t)sb_rng_below(&r, (uint64_t)(c->n - (size_t)T));
+		memcpy(out, c->bytes + start, (size_t)T + 1);
 		return 0;
 	}
 	const struct sb_lm_corpus *h = &m->corpora[m->haystack];
 	struct sb_lm_probe p;
 	/* the probe's own draws: purpose SB_RNG_DATA, seed mixed with the index word */
-	SB_TRY(sb_lm_probe_make(it->task, m->T + 1, h->bytes, h->n, m->seed ^ 0x6c6d6d6978ull, SB_RNG_DATA, index, -1, &p,
+	SB_TRY(sb_lm_probe_make(it->task, T + 1, h->bytes, h->n, m->seed ^ 0x6c6d6d6978ull, SB_RNG_DATA, index, -1, &p,
 				err));
-	memcpy(out, p.text, (size_t)m->T + 1);
+	memcpy(out, p.text, (size_t)T + 1);
 	sb_lm_probe_free(&p);
 	return 0;
 }

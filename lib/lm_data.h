@@ -77,6 +77,10 @@ int sb_lm_mix_parse(struct sb_lm_mix *m, const char *spec, const struct sb_lm_co
 		    const char *haystack, uint64_t seed, int T, struct sb_err *err);
 /* Example `index`: out[0..T] (T+1 bytes); *item (may be NULL) the item drawn. */
 int sb_lm_mix_sample(const struct sb_lm_mix *m, uint64_t index, uint8_t *out, int *item, struct sb_err *err);
+/* The same for a shorter context T' <= T (out[0..T']): items that do not fit (tasks
+ * whose minimum length exceeds T'+1) are redrawn from the same stream. */
+int sb_lm_mix_sample_len(const struct sb_lm_mix *m, uint64_t index, int T, uint8_t *out, int *item,
+			 struct sb_err *err);
 /* The mixture as a JSON object value (items with weights, seed, T, haystack,
  * corpora with their split, offsets and SHA-256). */
 void sb_lm_mix_json(struct sb_jw *w, const struct sb_lm_mix *m);

@@ -22,6 +22,7 @@ void sb_lm_cfg_default(struct sb_lm_cfg *c)
 	c->kv_heads = 0; /* = heads */
 	c->lin_heads = 4;
 	c->conv_k = 4;
+	c->conv_gate = 1;
 	c->ffn = 256;
 	c->norm_eps = 1e-5f;
 	c->tied = 1;
@@ -94,6 +95,7 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	INT_FIELD(head_dim)
 	INT_FIELD(lin_heads)
 	INT_FIELD(conv_k)
+	INT_FIELD(conv_gate)
 	INT_FIELD(ffn)
 	INT_FIELD(bias)
 	INT_FIELD(attn_bias)
@@ -189,6 +191,7 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 	sb_jw_kint(w, "head_dim", c->head_dim);
 	sb_jw_kint(w, "lin_heads", c->lin_heads);
 	sb_jw_kint(w, "conv_k", c->conv_k);
+	sb_jw_kint(w, "conv_gate", c->conv_gate);
 	sb_jw_kint(w, "ffn", c->ffn);
 	sb_jw_kstr(w, "mlp", c->swiglu ? "swiglu" : "gelu");
 	sb_jw_kstr(w, "norm", c->rmsnorm ? "rmsnorm" : "layernorm");
@@ -276,9 +279,10 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 				}
 			}
 		} else {
-			tadd(&t, NM("conv.in_proj.weight"), 2, 3 * d, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
+			int gi = c->conv_gate ? 3 : 1;
+			tadd(&t, NM("conv.in_proj.weight"), 2, gi * d, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
 			if (c->bias)
-				tadd(&t, NM("conv.in_proj.bias"), 1, 3 * d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+				tadd(&t, NM("conv.in_proj.bias"), 1, gi * d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
 			tadd(&t, NM("conv.conv.weight"), 3, d, 1, c->conv_k, SB_LM_INIT_UNIFORM, cb, 1, 0);
 			if (c->bias)
 				tadd(&t, NM("conv.conv.bias"), 1, d, 0, 0, SB_LM_INIT_UNIFORM, cb, 0, 0);
@@ -634,7 +638,8 @@ static size_t act_layout(const struct sb_lm_cfg *c, int Bt, int T, void *base, s
 
 struct sb_lm_trainer {
 	struct sb_lm_model *m;
-	struct sb_lm_train_opts o;
+	struct sb_lm_train_opts o;   /* the current shape (B, T, tile) */
+	struct sb_lm_train_opts o0;  /* the shape the arena was sized for */
 	int ntiles, nslots;
 	size_t stride;       /* floats per gradient slot */
 	float *grad;         /* [nslots][stride] */
@@ -685,8 +690,13 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 					    d / c->lin_heads);
 			op->matmul_forward(ctx, out, a->att[l], y->o_w, y->o_b, M, d, d);
 		} else {
-			op->matmul_forward(ctx, a->bch[l], a->n1[l], y->in_w, y->in_b, M, d, 3 * d);
-			lo->conv_forward(ctx, a->cy[l], a->z[l], a->bch[l], y->cw, y->cb, Bt, T, d, c->conv_k);
+			if (c->conv_gate) {
+				op->matmul_forward(ctx, a->bch[l], a->n1[l], y->in_w, y->in_b, M, d, 3 * d);
+				lo->conv_forward(ctx, a->cy[l], a->z[l], a->bch[l], y->cw, y->cb, Bt, T, d, c->conv_k);
+			} else {
+				op->matmul_forward(ctx, a->bch[l], a->n1[l], y->in_w, y->in_b, M, d, d);
+				lo->dwconv_forward(ctx, a->cy[l], a->bch[l], y->cw, y->cb, Bt, T, d, c->conv_k);
+			}
 			op->matmul_forward(ctx, out, a->cy[l], y->out_w, y->out_b, M, d, d);
 		}
 		float *xm = F ? a->xmid[l] : a->x[l + 1];
@@ -759,9 +769,14 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 			op->matmul_backward(ctx, a->dn, gy->v_w, gy->v_b, a->dv, a->n1[l], y->v_w, M, d, d, 1);
 		} else {
 			op->matmul_backward(ctx, a->datt, gy->out_w, gy->out_b, a->dx, a->cy[l], y->out_w, M, d, d, 0);
-			lo->conv_backward(ctx, a->dq, gy->cw, gy->cb, a->datt, a->bch[l], a->z[l], y->cw, Bt, T, d,
-					  c->conv_k);
-			op->matmul_backward(ctx, a->dn, gy->in_w, gy->in_b, a->dq, a->n1[l], y->in_w, M, d, 3 * d, 0);
+			if (c->conv_gate) {
+				lo->conv_backward(ctx, a->dq, gy->cw, gy->cb, a->datt, a->bch[l], a->z[l], y->cw, Bt, T, d,
+						  c->conv_k);
+				op->matmul_backward(ctx, a->dn, gy->in_w, gy->in_b, a->dq, a->n1[l], y->in_w, M, d, 3 * d, 0);
+			} else {
+				lo->dwconv_backward(ctx, a->dq, gy->cw, gy->cb, a->datt, a->bch[l], y->cw, Bt, T, d, c->conv_k);
+				op->matmul_backward(ctx, a->dn, gy->in_w, gy->in_b, a->dq, a->n1[l], y->in_w, M, d, d, 0);
+			}
 		}
 		lo->norm_backward(ctx, a->dx, gy->ln1_w, gy->ln1_b, a->dn, a->x[l], a->mean1[l], a->rstd1[l], y->ln1_w, M,
 				  d, rms);
@@ -790,6 +805,7 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 		free(tr);
 		return SB_ERR(err, SB_EUSAGE, "training: batch %d is not a multiple of the tile %d", o->B, tile);
 	}
+	tr->o0 = tr->o;
 	tr->ntiles = o->B / tr->o.tile;
 	tr->nslots = tr->ntiles < m->be->slots ? tr->ntiles : m->be->slots;
 	if (tr->nslots < 1)
@@ -892,6 +908,43 @@ int sb_lm_train_grad(struct sb_lm_trainer *tr, const uint8_t *batch, double *los
 	SB_TRY(grad_pass(tr, batch, loss, err));
 	*grad = tr->grad;
 	return 0;
+}
+
+/* Lay the arenas out for sequences of Tp tokens (Tp dividing the original T). */
+static int reshape(struct sb_lm_trainer *tr, int Tp, struct sb_err *err)
+{
+	const struct sb_lm_train_opts *o0 = &tr->o0;
+	if (Tp == tr->o.T)
+		return 0;
+	if (Tp < 1 || Tp > o0->T || o0->T % Tp)
+		return SB_ERR(err, SB_EUSAGE, "training: a context of %d does not divide %d", Tp, o0->T);
+	int f = o0->T / Tp;
+	struct sb_lm_train_opts o = *o0;
+	o.T = Tp;
+	o.B = o0->B * f;
+	o.tile = o0->tile * f;
+	for (int wk = 0; wk < tr->nworkers; wk++) {
+		struct lm_act dry;
+		void *base = tr->act[wk].base;
+		size_t bytes = tr->act[wk].bytes;
+		size_t need = act_layout(&tr->m->cfg, o.tile, Tp, NULL, &dry);
+		if (need > bytes)
+			return SB_ERR(err, SB_EINTERNAL, "training: the arena (%zu bytes) cannot hold T=%d (%zu)", bytes,
+				      Tp, need);
+		act_layout(&tr->m->cfg, o.tile, Tp, base, &tr->act[wk]);
+		tr->act[wk].base = base;
+		tr->act[wk].bytes = bytes;
+	}
+	tr->o = o;
+	tr->ntiles = o.B / o.tile; /* unchanged: B/tile */
+	return 0;
+}
+
+int sb_lm_train_step_len(struct sb_lm_trainer *tr, const uint8_t *batch, int Tp, int64_t step, float lr, double *loss,
+			 double *gnorm, struct sb_err *err)
+{
+	SB_TRY(reshape(tr, Tp, err));
+	return sb_lm_train_step(tr, batch, step, lr, loss, gnorm, err);
 }
 
 int sb_lm_train_step(struct sb_lm_trainer *tr, const uint8_t *batch, int64_t step, float lr, double *loss,
@@ -1161,8 +1214,13 @@ int sb_lm_forward_cached(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm
 			lo->linattn_rows(ctx, c->att, c->q, c->k, c->v, c->S[l], c->z[l], n, cf->lin_heads, d / cf->lin_heads);
 			lo->matmul_rows(ctx, c->y, c->att, yt->o_w, y->o_b, n, d, d);
 		} else {
-			lo->matmul_rows(ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, 3 * d);
-			lo->conv_rows(ctx, c->att, c->q, c->hist[l], y->cw, y->cb, n, d, cf->conv_k);
+			if (cf->conv_gate) {
+				lo->matmul_rows(ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, 3 * d);
+				lo->conv_rows(ctx, c->att, c->q, c->hist[l], y->cw, y->cb, n, d, cf->conv_k);
+			} else {
+				lo->matmul_rows(ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, d);
+				lo->dwconv_rows(ctx, c->att, c->q, c->hist[l], y->cw, y->cb, n, d, cf->conv_k);
+			}
 			lo->matmul_rows(ctx, c->y, c->att, yt->out_w, y->out_b, n, d, d);
 		}
 		lo->add(ctx, c->x, c->y, (size_t)n * d);

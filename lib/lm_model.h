@@ -9,8 +9,11 @@
  *     A  full causal softmax attention: q/k/v/o projections, heads of head_dim,
  *        kv_heads <= heads (GQA), RoPE when pos = rope, scores q.k / sqrt(head_dim).
  *        The sparse masks (lib/lm_mask.h) act here, and only here.
- *     C  gated causal depthwise short convolution (as LFM2's conv block):
- *        (b, c, h) = in_proj(x) (d -> 3d), y = c * conv_K(b * h), out_proj (d -> d).
+ *     C  causal depthwise short convolution of kernel conv_K, gated as LFM2's conv
+ *        block (conv_gate = 1): (b, c, h) = in_proj(x) (d -> 3d), y = c * conv_K(b * h),
+ *        out_proj (d -> d); or plain (conv_gate = 0): y = conv_K(in_proj(x)) (d -> d),
+ *        out_proj. The plain form trains far faster from a small initialisation (the
+ *        gated form's signal is a product of three small projections).
  *     L  causal linear attention, phi = elu + 1, lin_heads heads of d / lin_heads:
  *        o_t = sum_{j<=t} (phi(q_t).phi(k_j)) v_j / (sum_{j<=t} phi(q_t).phi(k_j) + 1e-6).
  *     MLP  GELU: down(gelu(up x));  SwiGLU: down(silu(gate x) * up x).
@@ -65,6 +68,7 @@ struct sb_lm_cfg {
 	int heads, kv_heads, head_dim; /* A layers; kv_heads 0 = heads; head_dim 0 = d / heads */
 	int lin_heads;  /* L layers (width d / lin_heads) */
 	int conv_k;     /* 4 */
+	int conv_gate;  /* 1: gated short conv (LFM2's block); 0: plain depthwise conv */
 	int ffn;        /* MLP hidden width; 0 = no MLP */
 	int swiglu;     /* 0 GELU, 1 SwiGLU */
 	int rmsnorm;    /* 0 LayerNorm, 1 RMSNorm */
@@ -160,6 +164,11 @@ void sb_lm_trainer_free(struct sb_lm_trainer *tr);
  * (1-based) with learning rate lr. */
 int sb_lm_train_step(struct sb_lm_trainer *tr, const uint8_t *batch, int64_t step, float lr, double *loss,
 		     double *gnorm, struct sb_err *err);
+/* The same on a shorter context: batch[B'][T'+1] with T' dividing T and B' = B T / T'
+ * (the same tokens per step; tiles hold tile T / T' sequences): the arena is laid out
+ * again for (B', T'), allocating nothing. */
+int sb_lm_train_step_len(struct sb_lm_trainer *tr, const uint8_t *batch, int Tp, int64_t step, float lr, double *loss,
+			 double *gnorm, struct sb_err *err);
 /* Loss and gradient only (no update): the gradient (reduced over slots) is left in
  * *grad (n_floats floats on the device, owned by the trainer). */
 int sb_lm_train_grad(struct sb_lm_trainer *tr, const uint8_t *batch, double *loss, float **grad, struct sb_err *err);

@@ -17,7 +17,7 @@ static const char *const task_names[SB_LM_NALLTASKS] = {
  * tested on); the aggregation tasks get a share so that the model sees them. */
 static const double task_weight[SB_LM_NALLTASKS] = {1.0, 1.5, 1.0, 1.5, 1.0, 1.0, 0.75, 1.0, 0.75, 0.5, 0.5, 1.0, 1.0,
 							   0, 0};
-static const int task_min_len[SB_LM_NALLTASKS] = {64, 64, 64, 128, 64, 96, 128, 160, 192, 160, 160, 160, 128, 128, 192};
+static const int task_min_len[SB_LM_NALLTASKS] = {64, 64, 64, 128, 64, 96, 128, 160, 192, 160, 160, 160, 128, 64, 192};
 
 const char *sb_lm_task_name(int task) { return task >= 0 && task < SB_LM_NALLTASKS ? task_names[task] : "?"; }
 

@@ -85,6 +85,10 @@ int sb_lm_cell_parse(struct sb_lm_cell *c, const struct sb_json *obj, struct sb_
 			SB_TRY(get_int(v, k, 1, 1 << 30, &c->log_every, err));
 		else if (!strcmp(k, "ckpt_every"))
 			SB_TRY(get_int(v, k, 0, 1 << 30, &c->ckpt_every, err));
+		else if (!strcmp(k, "warm_T"))
+			SB_TRY(get_int(v, k, 0, 1 << 16, &c->warm_T, err));
+		else if (!strcmp(k, "warm_steps"))
+			SB_TRY(get_int(v, k, 0, 1 << 30, &c->warm_steps, err));
 		else if (!strcmp(k, "lr"))
 			SB_TRY(get_num(v, k, 0, 10, &c->lr, err));
 		else if (!strcmp(k, "lr_min"))
@@ -127,6 +131,8 @@ int sb_lm_cell_parse(struct sb_lm_cell *c, const struct sb_json *obj, struct sb_
 		return SB_ERR(err, SB_EDATA, "cell: T %d exceeds the model's max_T %d", c->T, c->model.max_T);
 	if (c->batch % c->tile)
 		return SB_ERR(err, SB_EDATA, "cell: batch %d is not a multiple of tile %d", c->batch, c->tile);
+	if (c->warm_steps && (c->warm_T < 8 || c->warm_T > c->T || c->T % c->warm_T))
+		return SB_ERR(err, SB_EDATA, "cell: warm_T %d must divide T %d", c->warm_T, c->T);
 	if (c->n_corpora < 1)
 		return SB_ERR(err, SB_EDATA, "cell: 'corpora' must name at least one corpus (NAME=PATH)");
 	if (!obj || !sb_json_get(obj, "data_seed"))
@@ -151,6 +157,10 @@ static void cell_fields(struct sb_jw *w, const struct sb_lm_cell *c)
 	sb_jw_kint(w, "log_every", c->log_every);
 	if (c->ckpt_every) /* written only when set, so older cells keep their ids */
 		sb_jw_kint(w, "ckpt_every", c->ckpt_every);
+	if (c->warm_steps) {
+		sb_jw_kint(w, "warm_T", c->warm_T);
+		sb_jw_kint(w, "warm_steps", c->warm_steps);
+	}
 	sb_jw_kf64(w, "lr", c->lr);
 	sb_jw_kf64(w, "lr_min", c->lr_min);
 	sb_jw_kf64(w, "weight_decay", c->weight_decay);
@@ -320,7 +330,7 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 				     .eps = (float)c->eps, .wd = (float)c->weight_decay, .clip = (float)c->clip};
 	if (!rc)
 		rc = sb_lm_trainer_new(m, &o, &tr, err);
-	if (!rc && !(batch = malloc((size_t)c->batch * (c->T + 1))))
+	if (!rc && !(batch = malloc((size_t)c->batch * (c->T + 1) * (c->warm_steps ? (size_t)(c->T / c->warm_T) : 1))))
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	size_t nparam = 0;
 	if (m)
@@ -370,15 +380,22 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 		rc = sb_record_run_meta(&w, &meta, err);
 	}
 	double t_start = sb_monotonic_seconds(), loss = NAN, gnorm = 0, win_loss = 0;
+	int nonfinite = 0;
 	int win_n = 0;
 	int64_t step = 0;
 	for (; !rc && step < c->steps; step++) {
-		for (int b = 0; b < c->batch && !rc; b++)
-			rc = sb_lm_mix_sample(&mix, (uint64_t)step * c->batch + b, batch + (size_t)b * (c->T + 1), NULL, err);
+		int Tp = step < c->warm_steps ? c->warm_T : c->T, Bp = c->batch * (c->T / Tp);
+		/* example indices: the step's first example is step * batch * (T / T'), so that
+		 * a curriculum never reuses an example */
+		uint64_t base = (uint64_t)step * c->batch * (uint64_t)(c->warm_steps && c->warm_T ? c->T / c->warm_T : 1);
+		for (int b = 0; b < Bp && !rc; b++)
+			rc = sb_lm_mix_sample_len(&mix, base + (uint64_t)b, Tp, batch + (size_t)b * (Tp + 1), NULL, err);
 		if (rc)
 			break;
 		double lr = sb_lm_lr(c, step);
-		rc = sb_lm_train_step(tr, batch, step + 1, (float)lr, &loss, &gnorm, err);
+		rc = sb_lm_train_step_len(tr, batch, Tp, step + 1, (float)lr, &loss, &gnorm, err);
+		if (rc && !isfinite(loss))
+			nonfinite = 1;
 		if (rc)
 			break;
 		win_loss += loss;
@@ -388,6 +405,7 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 			sb_jw_record(&w, "train.step", 1);
 			sb_jw_kstr(&w, "cell_id", c->cell_id);
 			sb_jw_kint(&w, "step", step + 1);
+			sb_jw_kint(&w, "T", Tp);
 			sb_jw_kf64(&w, "train_loss", win_loss / win_n);
 			sb_jw_kf64(&w, "last_loss", loss);
 			sb_jw_kf64(&w, "grad_norm", gnorm);
@@ -420,7 +438,7 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 			sb_jw_reset(&w);
 		sb_jw_record(&w, rc ? "train.failed" : "train.done", 1);
 		sb_jw_kstr(&w, "cell_id", c->cell_id);
-		sb_jw_kstr(&w, "status", !rc ? "completed" : !isfinite(loss) ? "failed_nonfinite_loss" : "failed");
+		sb_jw_kstr(&w, "status", !rc ? "completed" : nonfinite ? "failed_nonfinite_loss" : "failed");
 		sb_jw_kint(&w, "steps_run", step);
 		sb_jw_kf64(&w, "final_loss", loss);
 		sb_jw_kf64(&w, "train_seconds", train_s);

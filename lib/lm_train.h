@@ -6,7 +6,9 @@
  *   seed, model {lib/lm_model.h}, T, batch, steps, warmup, lr, lr_min,
  *   weight_decay, clip, b1, b2, eps, tile, corpora ["NAME=PATH", ...],
  *   mixture "NAME=W,...", haystack, data_seed, log_every, ckpt_every (0 = only the
- *   final checkpoint; N = also step-NNNNNN.safetensors every N steps, parameters only).
+ *   final checkpoint; N = also step-NNNNNN.safetensors every N steps, parameters only),
+ *   warm_T and warm_steps (a short-context curriculum: the first warm_steps steps train
+ *   on contexts of warm_T bytes, batch * T / warm_T of them per step; 0 = none).
  * cell_id = "lm.dense.sSEED.PATTERN.dD.HASH8", HASH8 = the first 8 hex digits of
  * the SHA-256 of the canonical JSON of the complete cell.
  *
@@ -35,6 +37,8 @@ struct sb_lm_cell {
 	uint64_t seed, data_seed;
 	struct sb_lm_cfg model;
 	int T, batch, steps, warmup, tile, log_every, ckpt_every;
+	int warm_T, warm_steps; /* curriculum: the first warm_steps steps on contexts of warm_T
+				 * (dividing T), batch * T / warm_T sequences (the same tokens) */
 	double lr, lr_min, weight_decay, clip, b1, b2, eps;
 	int n_corpora;
 	char corpora[8][4200]; /* NAME=PATH */

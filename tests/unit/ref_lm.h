@@ -99,6 +99,21 @@ static void ref_conv(double *y, const double *bch, const double *w, const double
 		}
 }
 
+/* plain depthwise conv: x [T, d], w [d, K] */
+static void ref_dwconv(double *y, const double *x, const double *w, const double *bias, int T, int d, int K)
+{
+	for (int t = 0; t < T; t++)
+		for (int c = 0; c < d; c++) {
+			double z = bias ? bias[c] : 0;
+			for (int i = 0; i < K; i++) {
+				int s = t - K + 1 + i;
+				if (s >= 0)
+					z += w[(size_t)c * K + i] * x[(size_t)s * d + c];
+			}
+			y[(size_t)t * d + c] = z;
+		}
+}
+
 static double ref_phi(double x) { return x > 0 ? x + 1 : exp(x); }
 
 /* causal linear attention, heads of hd over width NH*hd */
@@ -133,7 +148,7 @@ struct ref_layer {
 	const double *in_w, *in_b, *cw, *cb, *out_w, *out_b, *gate_w, *gate_b, *up_w, *up_b, *down_w, *down_b;
 };
 struct ref_model {
-	int V, d, L, NH, NKV, hd, LH, K, F, swiglu, rms, pos, tied;
+	int V, d, L, NH, NKV, hd, LH, K, F, swiglu, rms, pos, tied, conv_gate;
 	double eps, theta;
 	const double *embed, *posw, *lnf_w, *lnf_b, *head;
 	struct ref_layer layer[32];
@@ -173,8 +188,13 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 			ref_linattn(att, q, k, v, T, r->LH, d / r->LH);
 			ref_matmul(y, att, y_->o_w, y_->o_b, T, d, d);
 		} else {
-			ref_matmul(q, n, y_->in_w, y_->in_b, T, d, 3 * d);
-			ref_conv(att, q, y_->cw, y_->cb, T, d, r->K);
+			if (r->conv_gate) {
+				ref_matmul(q, n, y_->in_w, y_->in_b, T, d, 3 * d);
+				ref_conv(att, q, y_->cw, y_->cb, T, d, r->K);
+			} else {
+				ref_matmul(q, n, y_->in_w, y_->in_b, T, d, d);
+				ref_dwconv(att, q, y_->cw, y_->cb, T, d, r->K);
+			}
 			ref_matmul(y, att, y_->out_w, y_->out_b, T, d, d);
 		}
 		for (size_t i = 0; i < Td; i++)
@@ -250,6 +270,7 @@ static void ref_from_model(struct ref_model *r, const struct sb_lm_model *m, con
 	r->rms = c->rmsnorm;
 	r->pos = c->pos;
 	r->tied = c->tied;
+	r->conv_gate = c->conv_gate;
 	r->eps = c->norm_eps;
 	r->theta = c->rope_theta;
 	r->embed = ref_dp(m, P, "model.embed_tokens.weight");

@@ -76,6 +76,13 @@ static void conv_fwd(double *out, const double *in, void *vc)
 	ref_conv(out, bch, w, c->bias ? b : NULL, c->T, c->d, c->K);
 }
 
+static void dwconv_fwd(double *out, const double *in, void *vc)
+{
+	struct conv_ctx *c = vc;
+	const double *x = in, *w = in + (size_t)c->T * c->d, *b = w + (size_t)c->d * c->K;
+	ref_dwconv(out, x, w, c->bias ? b : NULL, c->T, c->d, c->K);
+}
+
 struct lin_ctx {
 	int T, NH, hd;
 };
@@ -174,6 +181,45 @@ static void layer_checks(struct sb_backend *be)
 		free(fz);
 		free(fR);
 		free(fdb);
+		free(fdw);
+	}
+	/* ---- plain depthwise conv: T = 7, d = 5, K = 4 with bias ---- */
+	{
+		int T = 7, d = 5, K = 4;
+		size_t nx = (size_t)T * d, nw = (size_t)d * K, nin = nx + nw + d, nout = nx;
+		double *in = malloc(nin * sizeof *in), *Rw = malloc(nout * sizeof *Rw), *g = malloc(nin * sizeof *g),
+		       *ref = malloc(nout * sizeof *ref);
+		for (size_t i = 0; i < nin; i++)
+			in[i] = rnd(1);
+		for (size_t i = 0; i < nout; i++)
+			Rw[i] = rnd(1);
+		float *fin = malloc(nin * sizeof *fin), *fy = malloc(nout * sizeof *fy), *fR = malloc(nout * sizeof *fR);
+		float *fdx = malloc(nx * sizeof *fdx), *fdw = calloc(nw + d, sizeof *fdw);
+		to_f(fin, in, nin);
+		to_f(fR, Rw, nout);
+		lo->dwconv_forward(ctx, fy, fin, fin + nx, fin + nx + nw, 1, T, d, K);
+		struct conv_ctx cc = {T, d, K, 1};
+		(void)cc;
+		ref_dwconv(ref, in, in + nx, in + nx + nw, T, d, K);
+		check_grad("plain conv forward vs reference", fy, ref, nout, 1e-6, 1e-5);
+		lo->dwconv_backward(ctx, fdx, fdw, fdw + nw, fR, fin, fin + nx, 1, T, d, K);
+		fd(g, in, nin, nout, Rw, dwconv_fwd, &cc);
+		check_grad("plain conv dx vs finite differences", fdx, g, nx, 1e-4, 1e-3);
+		check_grad("plain conv d(weight, bias) vs finite differences", fdw, g + nx, nw + d, 1e-4, 1e-3);
+		float *hist = calloc((size_t)(K - 1) * d, sizeof *hist), *yr = malloc(nout * sizeof *yr);
+		for (int t = 0; t < T; t++)
+			lo->dwconv_rows(ctx, yr + (size_t)t * d, fin + (size_t)t * d, hist, fin + nx, fin + nx + nw, 1, d, K);
+		SB_CHECK(memcmp(yr, fy, nout * sizeof *yr) == 0, "plain conv: the decoding op gives the training op's bits");
+		free(hist);
+		free(yr);
+		free(in);
+		free(Rw);
+		free(g);
+		free(ref);
+		free(fin);
+		free(fy);
+		free(fR);
+		free(fdx);
 		free(fdw);
 	}
 	/* ---- linear attention: T = 6, 2 heads of 3 ---- */
@@ -484,6 +530,8 @@ int main(void)
 	model_check(be, "LCA, learned positions, biases", k3, 4);
 	const char *k4[] = {"pattern=A", "ffn=0"};
 	model_check(be, "one attention layer without MLP", k4, 2);
+	const char *k5[] = {"pattern=CACL", "conv_gate=0", "bias=1", "pos=rope"};
+	model_check(be, "CACL with plain convolutions, biases, RoPE", k5, 4);
 	sb_backend_close(be);
 	return sb_test_done();
 }

@@ -69,10 +69,10 @@ int main(void)
 	}
 	struct sb_ctx *ctx = sb_be_main(be);
 	enum { T = 80 };
-	const char *cfgs[][8] = {{"pattern=CACLA", "pos=rope"},
+	const char *cfgs[][8] = {{"pattern=CACLA", "pos=rope", "conv_gate=0"},
 				 {"pattern=ACA", "pos=learned", "mlp=swiglu", "norm=rmsnorm", "tied=0", "bias=1"},
 				 {"pattern=LAC", "kv_heads=4", "attn_bias=1"}};
-	const int ncfg[] = {2, 6, 3};
+	const int ncfg[] = {3, 6, 3};
 	/* masks small enough to bite at T = 80 */
 	const char *masks[] = {"dense", "recipe:s=2,w=8,k=5", "struct_random:s=2,w=8,k=5", "random:s=2,w=8,k=5",
 			       "structure:s=2,w=8", "h2o:s=2,w=8,k=5", "block4:s=2,w=8,k=5", "block16:s=2,w=8,k=5"};
