@@ -9,9 +9,9 @@
 #   make lm-clean         remove $(LM_OUT)
 #
 # Variables: LM_OUT (out/lm), LM_THREADS (2), LM_EVAL_ARGS (extra `sb-lm eval` options,
-# e.g. --probes 40 --windows 32), LM_STEPS, LM_D, LM_PATTERN, LM_T, LM_BATCH (the demo
-# cell), LM_SHAKESPEARE and LM_JARGON (corpus sources: an sb-fetch corpus directory
-# DATA/NAME, or the text file).
+# e.g. --probes 40 --windows 32), LM_STEPS, LM_WARM_STEPS, LM_WARM_T, LM_D, LM_PATTERN,
+# LM_T, LM_BATCH, LM_SEED (the demo cell: docs/lm.md), LM_SHAKESPEARE and LM_JARGON
+# (corpus sources: an sb-fetch corpus directory DATA/NAME, or the text file).
 # Corpora: sb-fetch's directories $(SB_DATA)/tinyshakespeare and $(SB_DATA)/jargon when
 # they exist; otherwise the files sb-fetch would read (the shared Tiny Shakespeare copy,
 # Debian's jargon-text), cut the same way (0.9 / 0.05 / 0.05). See docs/lm.md.
@@ -19,18 +19,21 @@ SB_DATA ?= data
 LM_OUT ?= out/lm
 LM_THREADS ?= 2
 LM_EVAL_ARGS ?=
-LM_STEPS ?= 2400
+LM_STEPS ?= 3000
+LM_WARM_STEPS ?= 1800
+LM_WARM_T ?= 64
 LM_D ?= 128
-LM_PATTERN ?= CCACCA
+LM_PATTERN ?= ACLACL
 LM_T ?= 512
 LM_BATCH ?= 16
+LM_SEED ?= 0
 LM_SHAKESPEARE ?= $(firstword $(patsubst %/train.safetensors,%,$(wildcard $(SB_DATA)/tinyshakespeare/train.safetensors)) \
                   $(wildcard ../shared/data/tinyshakespeare/input.txt) $(wildcard /work/shared/data/tinyshakespeare/input.txt))
 LM_JARGON ?= $(firstword $(patsubst %/train.safetensors,%,$(wildcard $(SB_DATA)/jargon/train.safetensors)) \
              $(wildcard /usr/share/doc/jargon-text/jargon.txt.gz))
 LM_BIN := bin/sb-lm
 
-LM_CELL_JSON = {"family":"lm","seed":0,"model":{"d":$(LM_D),"pattern":"$(LM_PATTERN)","heads":4,"ffn":$(shell echo $$(( 4 * $(LM_D) )))},"T":$(LM_T),"batch":$(LM_BATCH),"steps":$(LM_STEPS),"warmup":100,"lr":0.002,"lr_min":0.0001,"log_every":25,"corpora":["tinyshakespeare=$(abspath $(LM_SHAKESPEARE))"$(if $(LM_JARGON),$(comma)"jargon=$(abspath $(LM_JARGON))")],"mixture":"tinyshakespeare=0.3$(if $(LM_JARGON),$(comma)jargon=0.1),retrieval=0.6","haystack":"tinyshakespeare"}
+LM_CELL_JSON = {"family":"lm","seed":$(LM_SEED),"model":{"d":$(LM_D),"pattern":"$(LM_PATTERN)","heads":4,"lin_heads":4,"ffn":$(shell echo $$(( 4 * $(LM_D) ))),"pos":"rope","conv_gate":0},"T":$(LM_T),"batch":$(LM_BATCH),"steps":$(LM_STEPS),"warmup":100,"lr":0.003,"lr_min":0.0003,"warm_T":$(LM_WARM_T),"warm_steps":$(LM_WARM_STEPS),"log_every":25,"corpora":["tinyshakespeare=$(abspath $(LM_SHAKESPEARE))"$(if $(LM_JARGON),$(comma)"jargon=$(abspath $(LM_JARGON))")],"mixture":"tinyshakespeare=0.2$(if $(LM_JARGON),$(comma)jargon=0.1),kv_recall=0.3,qa_recall=0.1,retrieval=0.3","haystack":"tinyshakespeare"}
 comma := ,
 
 .PHONY: lm lm-train lm-eval lm-report lm-clean

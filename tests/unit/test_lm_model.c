@@ -318,6 +318,39 @@ int main(void)
 		}
 		free(p1);
 	}
+	/* the short-context curriculum: a step at T/4 through the reshaped arena equals a step
+	 * of a trainer built for T/4 (4x the sequences, 4x the tile), bit for bit */
+	{
+		enum { B = 2, TT = 64 };
+		const char *kv[] = {"pattern=ACL", "d=32", "conv_gate=0", "pos=rope"};
+		struct sb_lm_model *m1 = make_model(be, kv, 4, 5), *m2 = make_model(be, kv, 4, 5);
+		m1->cfg.max_T = m2->cfg.max_T = TT;
+		struct sb_lm_train_opts o1 = {.B = B, .T = TT, .tile = 1, .b1 = 0.9f, .b2 = 0.99f, .eps = 1e-8f, .clip = 1.0f};
+		struct sb_lm_train_opts o2 = o1;
+		o2.B = 4 * B;
+		o2.T = TT / 4;
+		o2.tile = 4;
+		struct sb_lm_trainer *t1, *t2;
+		sb_lm_trainer_new(m1, &o1, &t1, &err);
+		sb_lm_trainer_new(m2, &o2, &t2, &err);
+		uint8_t small[4 * B * (TT / 4 + 1)], big[B * (TT + 1)];
+		text(small, (int)sizeof small, 3);
+		text(big, (int)sizeof big, 4);
+		double l1, l2, g1, g2;
+		int rc = 0;
+		rc |= sb_lm_train_step_len(t1, small, TT / 4, 1, 1e-3f, &l1, &g1, &err);
+		rc |= sb_lm_train_step(t2, small, 1, 1e-3f, &l2, &g2, &err);
+		SB_CHECK(!rc && l1 == l2 && g1 == g2 && memcmp(m1->p, m2->p, m1->n_floats * 4) == 0,
+			 "a step at T/4 through the reshaped arena equals a trainer built for T/4 (loss %.9g vs %.9g)", l1, l2);
+		rc = sb_lm_train_step_len(t1, big, TT, 2, 1e-3f, &l1, &g1, &err);
+		SB_CHECK(!rc && isfinite(l1), "back to the full context after the curriculum (loss %.4f)", l1);
+		SB_CHECK(sb_lm_train_step_len(t1, small, 24, 3, 1e-3f, &l1, &g1, &err) == SB_EUSAGE,
+			 "a context that does not divide T is refused: %s", err.msg);
+		sb_lm_trainer_free(t1);
+		sb_lm_trainer_free(t2);
+		sb_lm_model_free(m1);
+		sb_lm_model_free(m2);
+	}
 	sb_backend_close(be);
 	return sb_test_done();
 }
