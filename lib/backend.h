@@ -288,6 +288,102 @@ int sb_backend_cuda_open(const char *device, int threads, struct sb_backend **ou
 /* Bytes currently allocated through the CPU backend, and their peak. */
 size_t sb_cpu_bytes_peak(struct sb_backend *be);
 
+/* ---- LM track ops (decoder of PROTOCOL B/C) --------------------------------
+ * Added by the LM track, additively: a second op table, so that the encoder's
+ * table above is untouched. The CPU implementation is lib/backend_cpu_lm.c;
+ * sb_backend_lm() returns NULL for a backend without these ops (the CUDA
+ * backend until they are ported). Conventions as above (outputs first, sizes
+ * last, parameter gradients accumulate). Shapes: a sequence tensor is
+ * [B, T, width]; attention heads are column blocks of width hd (q: NH heads,
+ * k/v: NKV heads, head h reads kv head h / (NH / NKV)).
+ *
+ * The "rows" ops are the evaluation path (no backward): they process rows
+ * t0..t0+n-1 of ONE sequence against a cache of earlier rows, and are
+ * row-deterministic: row t's result is the same bits whatever n (prefill of a
+ * whole prompt or one decoding step), which makes KV-cached decoding exact
+ * against the full-sequence forward of the same path. */
+struct sb_lm_mask;     /* lib/lm_mask.h */
+struct sb_lm_attn_obs; /* lib/lm_mask.h */
+
+struct sb_backend_lm_ops {
+	/* dtable[ids[i]] += dout[i] for every i (no padding id: byte 0 is a token) */
+	void (*embedding_backward)(struct sb_ctx *ctx, float *dtable, const float *dout, const int32_t *ids, int n,
+				   int d);
+	/* x[b, t] += pos[t0 + t];  dpos[t0 + t] += sum_b dx[b, t] */
+	void (*pos_forward)(struct sb_ctx *ctx, float *x, const float *pos, int B, int T, int t0, int d);
+	void (*pos_backward)(struct sb_ctx *ctx, float *dpos, const float *dx, int B, int T, int t0, int d);
+	/* out = LayerNorm(x) * w + b (b may be NULL), or RMSNorm (rms = 1: x * rstd * w,
+	 * mean unused and may be NULL); saves mean, rstd */
+	void (*norm_forward)(struct sb_ctx *ctx, float *out, float *mean, float *rstd, const float *x, const float *w,
+			     const float *b, int M, int d, float eps, int rms);
+	/* dx += d(out)/dx^T dout; dw += ; db += (NULL to skip) */
+	void (*norm_backward)(struct sb_ctx *ctx, float *dx, float *dw, float *db, const float *dout, const float *x,
+			      const float *mean, const float *rstd, const float *w, int M, int d, int rms);
+	/* x += y */
+	void (*add)(struct sb_ctx *ctx, float *x, const float *y, size_t n);
+	/* wt[K, N] = w[N, K]^T */
+	void (*transpose)(struct sb_ctx *ctx, float *wt, const float *w, int N, int K);
+	/* out[M, N] = inp[M, K] wt[K, N] + bias[N] (bias may be NULL), row-deterministic */
+	void (*matmul_rows)(struct sb_ctx *ctx, float *out, const float *inp, const float *wt, const float *bias, int M,
+			    int K, int N);
+	/* SwiGLU: out[M, F] = silu(gu[:, 0:F]) * gu[:, F:2F]; dgu from dout */
+	void (*swiglu_forward)(struct sb_ctx *ctx, float *out, const float *gu, int M, int F);
+	void (*swiglu_backward)(struct sb_ctx *ctx, float *dgu, const float *dout, const float *gu, int M, int F);
+	/* rotary position embedding in place on x[B, T, nh*hd] at positions t0 + t
+	 * (rotate-half pairs (i, i + hd/2), angle (t0+t) theta^(-2i/hd)); inverse = 1
+	 * rotates back (the backward of a gradient) */
+	void (*rope)(struct sb_ctx *ctx, float *x, int B, int T, int t0, int nh, int hd, float theta, int inverse);
+	/* causal softmax attention, training path: out[B, T, NH*hd], saves P[B, NH, T, T]
+	 * (scores q.k / sqrt(hd)); backward writes dq, dk, dv (overwrite) */
+	void (*attn_forward)(struct sb_ctx *ctx, float *out, float *P, const float *q, const float *k, const float *v,
+			     int B, int T, int NH, int NKV, int hd);
+	void (*attn_backward)(struct sb_ctx *ctx, float *dq, float *dk, float *dv, const float *dout, const float *P,
+			      const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int hd);
+	/* evaluation path: query rows t0..t0+n-1 (q[n, NH*hd]) of one sequence against keys
+	 * 0..t (k, v [>= t0+n, NKV*hd], the KV cache) under a mask (lib/lm_mask.h; NULL =
+	 * dense), selection per head; acc[NH, Tcap] is the accumulated attention of the
+	 * heavy-hitter mask (updated; NULL otherwise); obs (may be NULL) counts kept pairs,
+	 * causal pairs, blocks touched, and can record the selections */
+	int (*attn_rows)(struct sb_ctx *ctx, float *out, const float *q, const float *k, const float *v, float *acc,
+			 int Tcap, int t0, int n, int NH, int NKV, int hd, const struct sb_lm_mask *mask, int layer,
+			 struct sb_lm_attn_obs *obs, struct sb_err *err);
+	/* gated causal depthwise convolution (short conv): bch[B, T, 3d] = (b | c | h),
+	 * u = b * h, z = bias + sum_i w[ch, i] u[t-K+1+i] (zero before the start),
+	 * y = c * z; saves z. w is PyTorch's Conv1d weight [d, 1, K]. */
+	void (*conv_forward)(struct sb_ctx *ctx, float *y, float *z, const float *bch, const float *w, const float *bias,
+			     int B, int T, int d, int K);
+	void (*conv_backward)(struct sb_ctx *ctx, float *dbch, float *dw, float *dbias, const float *dy,
+			      const float *bch, const float *z, const float *w, int B, int T, int d, int K);
+	/* evaluation path: n rows of one sequence; hist[K-1, d] holds u of the K-1
+	 * previous rows (oldest first, zeros at the start) and is updated */
+	void (*conv_rows)(struct sb_ctx *ctx, float *y, const float *bch, float *hist, const float *w, const float *bias,
+			  int n, int d, int K);
+	/* plain causal depthwise convolution: y = bias + sum_i w[ch, i] x[t-K+1+i] (zero
+	 * before the start); backward writes dx (overwrite), dw and dbias += */
+	void (*dwconv_forward)(struct sb_ctx *ctx, float *y, const float *x, const float *w, const float *bias, int B,
+			       int T, int d, int K);
+	void (*dwconv_backward)(struct sb_ctx *ctx, float *dx, float *dw, float *dbias, const float *dy, const float *x,
+				const float *w, int B, int T, int d, int K);
+	/* evaluation path: n rows, hist[K-1, d] = x of the K-1 previous rows (updated) */
+	void (*dwconv_rows)(struct sb_ctx *ctx, float *y, const float *x, float *hist, const float *w, const float *bias,
+			    int n, int d, int K);
+	/* causal linear attention with phi(x) = elu(x) + 1 per head of width hd:
+	 * out_t = sum_{j<=t} (phi(q_t).phi(k_j)) v_j / (sum_{j<=t} phi(q_t).phi(k_j) + 1e-6);
+	 * training path (quadratic form), saves den[B, NH, T]; backward overwrites dq, dk, dv */
+	void (*linattn_forward)(struct sb_ctx *ctx, float *out, float *den, const float *q, const float *k,
+				const float *v, int B, int T, int NH, int hd);
+	void (*linattn_backward)(struct sb_ctx *ctx, float *dq, float *dk, float *dv, const float *dout,
+				 const float *out, const float *den, const float *q, const float *k, const float *v,
+				 int B, int T, int NH, int hd);
+	/* evaluation path (recurrent form): state S[NH, hd, hd] = sum phi(k) v^T and
+	 * z[NH, hd] = sum phi(k), updated */
+	void (*linattn_rows)(struct sb_ctx *ctx, float *out, const float *q, const float *k, const float *v, float *S,
+			     float *z, int n, int NH, int hd);
+};
+
+/* The LM op table of a backend, or NULL. */
+const struct sb_backend_lm_ops *sb_backend_lm(const struct sb_backend *be);
+
 /* Convenience wrappers. */
 static inline void *sb_be_alloc(struct sb_backend *be, size_t bytes)
 {

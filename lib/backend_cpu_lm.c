@@ -1,0 +1,852 @@
+/* backend_cpu_lm.c — the CPU implementation of the LM track's ops
+ * (struct sb_backend_lm_ops, lib/backend.h): norms, RoPE, SwiGLU, causal
+ * attention (training: OpenBLAS; evaluation: row kernels with the sparse
+ * masks of lib/lm_mask.h), the gated short convolution and linear attention.
+ *
+ * Single-threaded per call, like the rest of the CPU backend: the parallelism
+ * is the backend's tasks. The evaluation ("rows") ops compute each row with a
+ * fixed sequence of operations that does not depend on how many rows a call
+ * processes, so a prefill and token-by-token decoding give the same bits.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cpu.h"
+#include "backend_cpu_simd.h"
+#include "lm_mask.h"
+
+/* ---------------------------------------------------------------- small helpers */
+
+/* fixed-order dot product */
+static inline float dotf(const float *a, const float *b, int n)
+{
+	int c = 0;
+	float s = 0;
+	if (n >= VL) {
+		vf acc = vzero();
+		for (; c + VL <= n; c += VL)
+			acc = vfma(vload(a + c), vload(b + c), acc);
+		s = vhsum(acc);
+	}
+	for (; c < n; c++)
+		s = sfma(a[c], b[c], s);
+	return s;
+}
+
+/* y = a x + y */
+static inline void axpy(float *y, float a, const float *x, int n)
+{
+	int c = 0;
+	vf va = vset1(a);
+	for (; c + VL <= n; c += VL)
+		vstore(y + c, vfma(va, vload(x + c), vload(y + c)));
+	for (; c < n; c++)
+		y[c] = sfma(a, x[c], y[c]);
+}
+
+static inline float phi(float x) { return x > 0 ? x + 1.0f : expf(x); }
+static inline float dphi(float x) { return x > 0 ? 1.0f : expf(x); }
+
+/* ---------------------------------------------------------------- embedding, positions */
+
+static void lm_embedding_backward(struct sb_ctx *ctx, float *dtable, const float *dout, const int32_t *ids, int n,
+				  int d)
+{
+	for (int i = 0; i < n; i++)
+		axpy(dtable + (size_t)ids[i] * d, 1.0f, dout + (size_t)i * d, d);
+}
+
+static void lm_pos_forward(struct sb_ctx *ctx, float *x, const float *pos, int B, int T, int t0, int d)
+{
+	for (int b = 0; b < B; b++)
+		for (int t = 0; t < T; t++) {
+			float *xi = x + ((size_t)b * T + t) * d;
+			const float *p = pos + (size_t)(t0 + t) * d;
+			for (int c = 0; c < d; c++)
+				xi[c] += p[c];
+		}
+}
+
+static void lm_pos_backward(struct sb_ctx *ctx, float *dpos, const float *dx, int B, int T, int t0, int d)
+{
+	for (int b = 0; b < B; b++)
+		for (int t = 0; t < T; t++)
+			axpy(dpos + (size_t)(t0 + t) * d, 1.0f, dx + ((size_t)b * T + t) * d, d);
+}
+
+/* ---------------------------------------------------------------- norms */
+
+static void lm_norm_forward(struct sb_ctx *ctx, float *out, float *mean, float *rstd, const float *x, const float *w,
+			    const float *b, int M, int d, float eps, int rms)
+{
+	for (int i = 0; i < M; i++) {
+		const float *xi = x + (size_t)i * d;
+		float *oi = out + (size_t)i * d;
+		float mu = 0;
+		if (!rms) {
+			float s = 0;
+			int c = 0;
+			if (d >= VL) {
+				vf a = vzero();
+				for (; c + VL <= d; c += VL)
+					a += vload(xi + c);
+				s = vhsum(a);
+			}
+			for (; c < d; c++)
+				s += xi[c];
+			mu = s / (float)d;
+		}
+		float q = 0;
+		int c = 0;
+		if (d >= VL) {
+			vf a = vzero(), m = vset1(mu);
+			for (; c + VL <= d; c += VL) {
+				vf t = vload(xi + c) - m;
+				a = vfma(t, t, a);
+			}
+			q = vhsum(a);
+		}
+		for (; c < d; c++) {
+			float t = xi[c] - mu;
+			q = sfma(t, t, q);
+		}
+		float rs = 1.0f / sqrtf(q / (float)d + eps);
+		if (mean)
+			mean[i] = mu;
+		rstd[i] = rs;
+		for (c = 0; c < d; c++) {
+			float xh = (xi[c] - mu) * rs;
+			oi[c] = b ? sfma(xh, w[c], b[c]) : xh * w[c];
+		}
+	}
+}
+
+static void lm_norm_backward(struct sb_ctx *ctx, float *dx, float *dw, float *db, const float *dout, const float *x,
+			     const float *mean, const float *rstd, const float *w, int M, int d, int rms)
+{
+	for (int i = 0; i < M; i++) {
+		const float *g = dout + (size_t)i * d, *xi = x + (size_t)i * d;
+		float *dxi = dx + (size_t)i * d;
+		float mu = rms ? 0.0f : mean[i], rs = rstd[i];
+		float s1 = 0, s2 = 0;
+		for (int c = 0; c < d; c++) {
+			float xh = (xi[c] - mu) * rs;
+			float dxh = g[c] * w[c];
+			s1 += dxh;
+			s2 = sfma(dxh, xh, s2);
+			dw[c] = sfma(g[c], xh, dw[c]);
+			if (db)
+				db[c] += g[c];
+		}
+		float m1 = rms ? 0.0f : s1 / (float)d, m2 = s2 / (float)d;
+		for (int c = 0; c < d; c++) {
+			float xh = (xi[c] - mu) * rs;
+			dxi[c] += (g[c] * w[c] - m1 - xh * m2) * rs;
+		}
+	}
+}
+
+static void lm_add(struct sb_ctx *ctx, float *x, const float *y, size_t n)
+{
+	size_t c = 0;
+	for (; c + VL <= n; c += VL)
+		vstore(x + c, vload(x + c) + vload(y + c));
+	for (; c < n; c++)
+		x[c] += y[c];
+}
+
+/* ---------------------------------------------------------------- row-deterministic matmul */
+
+static void lm_transpose(struct sb_ctx *ctx, float *wt, const float *w, int N, int K)
+{
+	for (int n = 0; n < N; n++)
+		for (int k = 0; k < K; k++)
+			wt[(size_t)k * N + n] = w[(size_t)n * K + k];
+}
+
+/* out[i, n] = bias[n] + sum_k inp[i, k] wt[k, n]: each output element is an FMA
+ * chain over k = 0..K-1 from 0, then the bias is added, in every code path below
+ * (4-row blocks, single rows, vector lanes and the scalar tail), so a row's bits
+ * do not depend on M or on the row's position. */
+static void lm_matmul_rows(struct sb_ctx *ctx, float *out, const float *inp, const float *wt, const float *bias, int M,
+			   int K, int N)
+{
+	int i = 0;
+	for (; i + 4 <= M; i += 4) {
+		const float *a0 = inp + (size_t)i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;
+		float *o0 = out + (size_t)i * N, *o1 = o0 + N, *o2 = o1 + N, *o3 = o2 + N;
+		int n = 0;
+		for (; n + VL <= N; n += VL) {
+			vf c0 = vzero(), c1 = vzero(), c2 = vzero(), c3 = vzero();
+			const float *bp = wt + n;
+			for (int k = 0; k < K; k++, bp += N) {
+				vf bv = vload(bp);
+				c0 = vfma(vset1(a0[k]), bv, c0);
+				c1 = vfma(vset1(a1[k]), bv, c1);
+				c2 = vfma(vset1(a2[k]), bv, c2);
+				c3 = vfma(vset1(a3[k]), bv, c3);
+			}
+			if (bias) {
+				vf bb = vload(bias + n);
+				c0 += bb;
+				c1 += bb;
+				c2 += bb;
+				c3 += bb;
+			}
+			vstore(o0 + n, c0);
+			vstore(o1 + n, c1);
+			vstore(o2 + n, c2);
+			vstore(o3 + n, c3);
+		}
+		for (; n < N; n++) {
+			float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+			for (int k = 0; k < K; k++) {
+				float bv = wt[(size_t)k * N + n];
+				s0 = sfma(a0[k], bv, s0);
+				s1 = sfma(a1[k], bv, s1);
+				s2 = sfma(a2[k], bv, s2);
+				s3 = sfma(a3[k], bv, s3);
+			}
+			float bb = bias ? bias[n] : 0.0f;
+			o0[n] = bias ? s0 + bb : s0;
+			o1[n] = bias ? s1 + bb : s1;
+			o2[n] = bias ? s2 + bb : s2;
+			o3[n] = bias ? s3 + bb : s3;
+		}
+	}
+	for (; i < M; i++) {
+		const float *a0 = inp + (size_t)i * K;
+		float *o0 = out + (size_t)i * N;
+		int n = 0;
+		for (; n + VL <= N; n += VL) {
+			vf c0 = vzero();
+			const float *bp = wt + n;
+			for (int k = 0; k < K; k++, bp += N)
+				c0 = vfma(vset1(a0[k]), vload(bp), c0);
+			if (bias)
+				c0 += vload(bias + n);
+			vstore(o0 + n, c0);
+		}
+		for (; n < N; n++) {
+			float s0 = 0;
+			for (int k = 0; k < K; k++)
+				s0 = sfma(a0[k], wt[(size_t)k * N + n], s0);
+			o0[n] = bias ? s0 + bias[n] : s0;
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- SwiGLU */
+
+static void lm_swiglu_forward(struct sb_ctx *ctx, float *out, const float *gu, int M, int F)
+{
+	for (int i = 0; i < M; i++) {
+		const float *g = gu + (size_t)i * 2 * F, *u = g + F;
+		float *o = out + (size_t)i * F;
+		for (int c = 0; c < F; c++) {
+			float s = 1.0f / (1.0f + expf(-g[c]));
+			o[c] = g[c] * s * u[c];
+		}
+	}
+}
+
+static void lm_swiglu_backward(struct sb_ctx *ctx, float *dgu, const float *dout, const float *gu, int M, int F)
+{
+	for (int i = 0; i < M; i++) {
+		const float *g = gu + (size_t)i * 2 * F, *u = g + F, *d = dout + (size_t)i * F;
+		float *dg = dgu + (size_t)i * 2 * F, *du = dg + F;
+		for (int c = 0; c < F; c++) {
+			float s = 1.0f / (1.0f + expf(-g[c]));
+			float silu = g[c] * s;
+			du[c] = d[c] * silu;
+			dg[c] = d[c] * u[c] * (s * (1.0f + g[c] * (1.0f - s)));
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- RoPE */
+
+static void lm_rope(struct sb_ctx *ctx, float *x, int B, int T, int t0, int nh, int hd, float theta, int inverse)
+{
+	int half = hd / 2;
+	for (int t = 0; t < T; t++) {
+		double pos = (double)(t0 + t);
+		for (int i = 0; i < half; i++) {
+			double ang = pos * pow((double)theta, -2.0 * i / hd);
+			float cs = (float)cos(ang), sn = (float)(inverse ? -sin(ang) : sin(ang));
+			for (int b = 0; b < B; b++)
+				for (int h = 0; h < nh; h++) {
+					float *p = x + ((size_t)b * T + t) * nh * hd + (size_t)h * hd;
+					float x1 = p[i], x2 = p[i + half];
+					p[i] = x1 * cs - x2 * sn;
+					p[i + half] = x2 * cs + x1 * sn;
+				}
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- attention: training path */
+
+static void lm_attn_forward(struct sb_ctx *ctx, float *out, float *P, const float *q, const float *k, const float *v,
+			    int B, int T, int NH, int NKV, int hd)
+{
+	float scale = 1.0f / sqrtf((float)hd);
+	int g = NH / NKV, ldq = NH * hd, ldk = NKV * hd;
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < NH; h++) {
+			const float *qh = q + (size_t)b * T * ldq + (size_t)h * hd;
+			const float *kh = k + (size_t)b * T * ldk + (size_t)(h / g) * hd;
+			const float *vh = v + (size_t)b * T * ldk + (size_t)(h / g) * hd;
+			float *Pb = P + ((size_t)b * NH + h) * T * T;
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, scale, qh, ldq, kh, ldk, 0.0f, Pb, T);
+			for (int t = 0; t < T; t++) {
+				float *row = Pb + (size_t)t * T;
+				float mx = row[0];
+				for (int j = 1; j <= t; j++)
+					mx = row[j] > mx ? row[j] : mx;
+				for (int j = 0; j <= t; j++)
+					row[j] -= mx;
+				sb_cpu_exp(row, row, (size_t)t + 1);
+				float s = 0;
+				for (int j = 0; j <= t; j++)
+					s += row[j];
+				float inv = 1.0f / s;
+				for (int j = 0; j <= t; j++)
+					row[j] *= inv;
+				if (t + 1 < T)
+					memset(row + t + 1, 0, (size_t)(T - t - 1) * sizeof *row);
+			}
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, Pb, T, vh, ldk, 0.0f,
+				    out + (size_t)b * T * ldq + (size_t)h * hd, ldq);
+		}
+}
+
+static void lm_attn_backward(struct sb_ctx *ctx, float *dq, float *dk, float *dv, const float *dout, const float *P,
+			     const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int hd)
+{
+	float scale = 1.0f / sqrtf((float)hd);
+	int g = NH / NKV, ldq = NH * hd, ldk = NKV * hd;
+	float *dS = sb_cpu_scratch(ctx, (size_t)T * T * sizeof(float));
+	for (int b = 0; b < B; b++) {
+		for (int t = 0; t < T; t++) {
+			memset(dk + ((size_t)b * T + t) * ldk, 0, (size_t)ldk * sizeof(float));
+			memset(dv + ((size_t)b * T + t) * ldk, 0, (size_t)ldk * sizeof(float));
+		}
+		for (int h = 0; h < NH; h++) {
+			const float *qh = q + (size_t)b * T * ldq + (size_t)h * hd;
+			const float *kh = k + (size_t)b * T * ldk + (size_t)(h / g) * hd;
+			const float *vh = v + (size_t)b * T * ldk + (size_t)(h / g) * hd;
+			const float *doh = dout + (size_t)b * T * ldq + (size_t)h * hd;
+			const float *Pb = P + ((size_t)b * NH + h) * T * T;
+			float *dqh = dq + (size_t)b * T * ldq + (size_t)h * hd;
+			float *dkh = dk + (size_t)b * T * ldk + (size_t)(h / g) * hd;
+			float *dvh = dv + (size_t)b * T * ldk + (size_t)(h / g) * hd;
+			/* dP = dO V^T */
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, doh, ldq, vh, ldk, 0.0f, dS, T);
+			for (int t = 0; t < T; t++) {
+				float *r = dS + (size_t)t * T;
+				const float *p = Pb + (size_t)t * T;
+				float s = dotf(p, r, t + 1);
+				for (int j = 0; j <= t; j++)
+					r[j] = p[j] * (r[j] - s);
+				if (t + 1 < T)
+					memset(r + t + 1, 0, (size_t)(T - t - 1) * sizeof *r);
+			}
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, scale, dS, T, kh, ldk, 0.0f, dqh,
+				    ldq);
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, scale, dS, T, qh, ldq, 1.0f, dkh, ldk);
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, Pb, T, doh, ldq, 1.0f, dvh, ldk);
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- attention: evaluation rows */
+
+static int lm_attn_rows(struct sb_ctx *ctx, float *out, const float *q, const float *k, const float *v, float *acc,
+			int Tcap, int t0, int n, int NH, int NKV, int hd, const struct sb_lm_mask *mask, int layer,
+			struct sb_lm_attn_obs *obs, struct sb_err *err)
+{
+	int T = t0 + n; /* keys 0..T-1 exist */
+	int g = NH / NKV, ldq = NH * hd, ldk = NKV * hd;
+	float scale = 1.0f / sqrtf((float)hd);
+	struct sb_lm_mask dense = {.kind = SB_LM_MASK_DENSE};
+	if (!mask)
+		mask = &dense;
+	if (mask->kind == SB_LM_MASK_H2O && !acc)
+		return SB_ERR(err, SB_EINTERNAL, "heavy-hitter mask without its accumulated attention");
+	int B = mask->kind == SB_LM_MASK_BLOCK ? mask->block : 1;
+	int nblk = mask->kind == SB_LM_MASK_BLOCK ? T / B : 0;
+	/* scratch: scores/probabilities [T], keys idx [T], mask scratch a [T] + f [T],
+	 * pooled keys [nblk, hd], block scores [nblk] */
+	size_t need = (size_t)T * 4 * sizeof(float) + (size_t)(nblk + 1) * (hd + 1) * sizeof(float) + 256;
+	char *scr = sb_cpu_scratch(ctx, need);
+	if (!scr)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory (attention scratch)");
+	float *sc = (float *)scr;
+	int32_t *idx = (int32_t *)(sc + T);
+	struct sb_lm_mask_scratch ms = {.cap = T, .a = (int32_t *)(idx + T), .f = (float *)(idx + 2 * (size_t)T)};
+	float *kbar = ms.f + T, *bsc = kbar + (size_t)nblk * hd;
+	float *es = ms.f; /* softmax over the selected keys */
+	for (int h = 0; h < NH; h++) {
+		int kvh = h / g;
+		if (nblk) {
+			/* pooled keys of the complete blocks: sum in key order, then times 1/B */
+			float invB = 1.0f / (float)B;
+			for (int c = 0; c < nblk; c++) {
+				float *kb = kbar + (size_t)c * hd;
+				memcpy(kb, k + (size_t)c * B * ldk + (size_t)kvh * hd, (size_t)hd * sizeof *kb);
+				for (int j = c * B + 1; j < (c + 1) * B; j++)
+					axpy(kb, 1.0f, k + (size_t)j * ldk + (size_t)kvh * hd, hd);
+				for (int e = 0; e < hd; e++)
+					kb[e] *= invB;
+			}
+		}
+		float *acch = acc ? acc + (size_t)h * Tcap : NULL;
+		for (int r = 0; r < n; r++) {
+			int t = t0 + r;
+			const float *qt = q + (size_t)r * ldq + (size_t)h * hd;
+			float *ot = out + (size_t)r * ldq + (size_t)h * hd;
+			int ns;
+			if (mask->kind == SB_LM_MASK_RECIPE || mask->kind == SB_LM_MASK_DENSE) {
+				/* full scoring of the causal keys (the recipe's selection needs it) */
+				for (int j = 0; j <= t; j++)
+					sc[j] = dotf(qt, k + (size_t)j * ldk + (size_t)kvh * hd, hd) * scale;
+				ns = sb_lm_mask_row(mask, layer, h, t, sc, NULL, NULL, idx, &ms);
+				for (int i = 0; i < ns; i++)
+					es[i] = sc[idx[i]];
+			} else {
+				if (mask->kind == SB_LM_MASK_BLOCK)
+					for (int c = 0; c < t / B; c++)
+						bsc[c] = dotf(qt, kbar + (size_t)c * hd, hd) * scale;
+				ns = sb_lm_mask_row(mask, layer, h, t, NULL, acch, bsc, idx, &ms);
+				/* scores of the selected keys only */
+				for (int i = 0; i < ns; i++)
+					es[i] = dotf(qt, k + (size_t)idx[i] * ldk + (size_t)kvh * hd, hd) * scale;
+			}
+			float mx = es[0];
+			for (int i = 1; i < ns; i++)
+				mx = es[i] > mx ? es[i] : mx;
+			for (int i = 0; i < ns; i++)
+				es[i] -= mx;
+			sb_cpu_exp(es, es, (size_t)ns);
+			float s = 0;
+			for (int i = 0; i < ns; i++)
+				s += es[i];
+			float inv = 1.0f / s;
+			memset(ot, 0, (size_t)hd * sizeof *ot);
+			for (int i = 0; i < ns; i++) {
+				float p = es[i] * inv;
+				axpy(ot, p, v + (size_t)idx[i] * ldk + (size_t)kvh * hd, hd);
+				if (acch)
+					acch[idx[i]] += p;
+			}
+			if (obs) {
+				obs->kept += ns;
+				obs->causal += t + 1;
+				obs->rows += 1;
+				for (int bi = 0; bi < 3; bi++)
+					obs->touched[bi] += sb_lm_mask_blocks_touched(idx, ns, sb_lm_touch_block(bi));
+				if (obs->sel && obs->sel_n) {
+					int m = ns < obs->cap ? ns : obs->cap;
+					memcpy(obs->sel + ((size_t)r * NH + h) * obs->cap, idx, (size_t)m * sizeof *idx);
+					obs->sel_n[(size_t)r * NH + h] = ns;
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- gated short convolution */
+
+static void lm_conv_forward(struct sb_ctx *ctx, float *y, float *z, const float *bch, const float *w, const float *bias,
+			    int B, int T, int d, int K)
+{
+	float *u = sb_cpu_scratch(ctx, ((size_t)T * d + (size_t)K * d) * sizeof(float));
+	float *wt = u + (size_t)T * d; /* taps transposed: wt[i][c] */
+	for (int c = 0; c < d; c++)
+		for (int i = 0; i < K; i++)
+			wt[(size_t)i * d + c] = w[(size_t)c * K + i];
+	for (int b = 0; b < B; b++) {
+		const float *xb = bch + (size_t)b * T * 3 * d;
+		for (int t = 0; t < T; t++) {
+			const float *bt = xb + (size_t)t * 3 * d, *ht = bt + 2 * d;
+			float *ut = u + (size_t)t * d;
+			for (int c = 0; c < d; c++)
+				ut[c] = bt[c] * ht[c];
+		}
+		for (int t = 0; t < T; t++) {
+			float *zt = z + ((size_t)b * T + t) * d, *yt = y + ((size_t)b * T + t) * d;
+			const float *ct = xb + (size_t)t * 3 * d + d;
+			for (int c = 0; c < d; c++)
+				zt[c] = 0;
+			for (int i = 0; i < K; i++) {
+				int s = t - K + 1 + i;
+				if (s < 0) { /* the zero history: the same FMA with 0 as the rows op */
+					for (int c = 0; c < d; c++)
+						zt[c] = sfma(wt[(size_t)i * d + c], 0.0f, zt[c]);
+					continue;
+				}
+				const float *us = u + (size_t)s * d, *wi = wt + (size_t)i * d;
+				int c = 0;
+				for (; c + VL <= d; c += VL)
+					vstore(zt + c, vfma(vload(wi + c), vload(us + c), vload(zt + c)));
+				for (; c < d; c++)
+					zt[c] = sfma(wi[c], us[c], zt[c]);
+			}
+			for (int c = 0; c < d; c++) {
+				if (bias)
+					zt[c] += bias[c];
+				yt[c] = ct[c] * zt[c];
+			}
+		}
+	}
+}
+
+static void lm_conv_backward(struct sb_ctx *ctx, float *dbch, float *dw, float *dbias, const float *dy,
+			     const float *bch, const float *z, const float *w, int B, int T, int d, int K)
+{
+	float *u = sb_cpu_scratch(ctx, ((size_t)3 * T * d + (size_t)2 * K * d) * sizeof(float));
+	float *dz = u + (size_t)T * d, *du = dz + (size_t)T * d, *wt = du + (size_t)T * d, *dwt = wt + (size_t)K * d;
+	for (int c = 0; c < d; c++)
+		for (int i = 0; i < K; i++)
+			wt[(size_t)i * d + c] = w[(size_t)c * K + i];
+	memset(dwt, 0, (size_t)K * d * sizeof *dwt);
+	for (int b = 0; b < B; b++) {
+		const float *xb = bch + (size_t)b * T * 3 * d;
+		float *db = dbch + (size_t)b * T * 3 * d;
+		for (int t = 0; t < T; t++) {
+			const float *bt = xb + (size_t)t * 3 * d, *ct = bt + d, *ht = bt + 2 * d;
+			const float *g = dy + ((size_t)b * T + t) * d, *zt = z + ((size_t)b * T + t) * d;
+			float *ut = u + (size_t)t * d, *dzt = dz + (size_t)t * d, *dct = db + (size_t)t * 3 * d + d;
+			for (int c = 0; c < d; c++) {
+				ut[c] = bt[c] * ht[c];
+				dct[c] = g[c] * zt[c];
+				dzt[c] = g[c] * ct[c];
+				if (dbias)
+					dbias[c] += dzt[c];
+			}
+		}
+		memset(du, 0, (size_t)T * d * sizeof *du);
+		for (int t = 0; t < T; t++) {
+			const float *dzt = dz + (size_t)t * d;
+			for (int i = 0; i < K; i++) {
+				int s = t - K + 1 + i;
+				if (s < 0)
+					continue;
+				const float *us = u + (size_t)s * d, *wi = wt + (size_t)i * d;
+				float *dws = dwt + (size_t)i * d, *dus = du + (size_t)s * d;
+				for (int c = 0; c < d; c++) {
+					dws[c] = sfma(dzt[c], us[c], dws[c]);
+					dus[c] = sfma(wi[c], dzt[c], dus[c]);
+				}
+			}
+		}
+		for (int t = 0; t < T; t++) {
+			const float *bt = xb + (size_t)t * 3 * d, *ht = bt + 2 * d, *dut = du + (size_t)t * d;
+			float *dbt = db + (size_t)t * 3 * d, *dht = dbt + 2 * d;
+			for (int c = 0; c < d; c++) {
+				dbt[c] = dut[c] * ht[c];
+				dht[c] = dut[c] * bt[c];
+			}
+		}
+	}
+	for (int c = 0; c < d; c++)
+		for (int i = 0; i < K; i++)
+			dw[(size_t)c * K + i] += dwt[(size_t)i * d + c];
+}
+
+static void lm_conv_rows(struct sb_ctx *ctx, float *y, const float *bch, float *hist, const float *w, const float *bias,
+			 int n, int d, int K)
+{
+	float *wt = sb_cpu_scratch(ctx, ((size_t)K * d + d) * sizeof(float));
+	float *u = wt + (size_t)K * d;
+	for (int c = 0; c < d; c++)
+		for (int i = 0; i < K; i++)
+			wt[(size_t)i * d + c] = w[(size_t)c * K + i];
+	for (int r = 0; r < n; r++) {
+		const float *bt = bch + (size_t)r * 3 * d, *ct = bt + d, *ht = bt + 2 * d;
+		float *yt = y + (size_t)r * d;
+		for (int c = 0; c < d; c++)
+			u[c] = bt[c] * ht[c];
+		float *zt = yt; /* z accumulates in y, then y = c * z */
+		for (int c = 0; c < d; c++)
+			zt[c] = 0;
+		for (int i = 0; i < K; i++) {
+			const float *us = i < K - 1 ? hist + (size_t)i * d : u, *wi = wt + (size_t)i * d;
+			int c = 0;
+			for (; c + VL <= d; c += VL)
+				vstore(zt + c, vfma(vload(wi + c), vload(us + c), vload(zt + c)));
+			for (; c < d; c++)
+				zt[c] = sfma(wi[c], us[c], zt[c]);
+		}
+		for (int c = 0; c < d; c++) {
+			float zc = bias ? zt[c] + bias[c] : zt[c];
+			yt[c] = ct[c] * zc;
+		}
+		if (K > 1) {
+			memmove(hist, hist + d, (size_t)(K - 2) * d * sizeof *hist);
+			memcpy(hist + (size_t)(K - 2) * d, u, (size_t)d * sizeof *hist);
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- plain depthwise convolution */
+
+/* y_t = sum_i w[i] x[t-K+1+i] as an FMA chain from 0 in i order (out-of-range rows count
+ * as zeros, with the same FMA as the rows op), then + bias */
+static void lm_dwconv_forward(struct sb_ctx *ctx, float *y, const float *x, const float *w, const float *bias, int B,
+			      int T, int d, int K)
+{
+	float *wt = sb_cpu_scratch(ctx, (size_t)K * d * sizeof(float));
+	for (int c = 0; c < d; c++)
+		for (int i = 0; i < K; i++)
+			wt[(size_t)i * d + c] = w[(size_t)c * K + i];
+	for (int b = 0; b < B; b++)
+		for (int t = 0; t < T; t++) {
+			float *yt = y + ((size_t)b * T + t) * d;
+			memset(yt, 0, (size_t)d * sizeof *yt);
+			for (int i = 0; i < K; i++) {
+				int s = t - K + 1 + i;
+				const float *wi = wt + (size_t)i * d;
+				if (s < 0) {
+					for (int c = 0; c < d; c++)
+						yt[c] = sfma(wi[c], 0.0f, yt[c]);
+					continue;
+				}
+				const float *xs = x + ((size_t)b * T + s) * d;
+				int c = 0;
+				for (; c + VL <= d; c += VL)
+					vstore(yt + c, vfma(vload(wi + c), vload(xs + c), vload(yt + c)));
+				for (; c < d; c++)
+					yt[c] = sfma(wi[c], xs[c], yt[c]);
+			}
+			if (bias)
+				for (int c = 0; c < d; c++)
+					yt[c] += bias[c];
+		}
+}
+
+static void lm_dwconv_backward(struct sb_ctx *ctx, float *dx, float *dw, float *dbias, const float *dy, const float *x,
+			       const float *w, int B, int T, int d, int K)
+{
+	float *wt = sb_cpu_scratch(ctx, (size_t)2 * K * d * sizeof(float));
+	float *dwt = wt + (size_t)K * d;
+	for (int c = 0; c < d; c++)
+		for (int i = 0; i < K; i++)
+			wt[(size_t)i * d + c] = w[(size_t)c * K + i];
+	memset(dwt, 0, (size_t)K * d * sizeof *dwt);
+	memset(dx, 0, (size_t)B * T * d * sizeof *dx);
+	for (int b = 0; b < B; b++)
+		for (int t = 0; t < T; t++) {
+			const float *g = dy + ((size_t)b * T + t) * d;
+			if (dbias)
+				for (int c = 0; c < d; c++)
+					dbias[c] += g[c];
+			for (int i = 0; i < K; i++) {
+				int s = t - K + 1 + i;
+				if (s < 0)
+					continue;
+				const float *xs = x + ((size_t)b * T + s) * d, *wi = wt + (size_t)i * d;
+				float *dxs = dx + ((size_t)b * T + s) * d, *dwi = dwt + (size_t)i * d;
+				for (int c = 0; c < d; c++) {
+					dwi[c] = sfma(g[c], xs[c], dwi[c]);
+					dxs[c] = sfma(wi[c], g[c], dxs[c]);
+				}
+			}
+		}
+	for (int c = 0; c < d; c++)
+		for (int i = 0; i < K; i++)
+			dw[(size_t)c * K + i] += dwt[(size_t)i * d + c];
+}
+
+static void lm_dwconv_rows(struct sb_ctx *ctx, float *y, const float *x, float *hist, const float *w, const float *bias,
+			   int n, int d, int K)
+{
+	float *wt = sb_cpu_scratch(ctx, (size_t)K * d * sizeof(float));
+	for (int c = 0; c < d; c++)
+		for (int i = 0; i < K; i++)
+			wt[(size_t)i * d + c] = w[(size_t)c * K + i];
+	for (int r = 0; r < n; r++) {
+		const float *xt = x + (size_t)r * d;
+		float *yt = y + (size_t)r * d;
+		memset(yt, 0, (size_t)d * sizeof *yt);
+		for (int i = 0; i < K; i++) {
+			const float *xs = i < K - 1 ? hist + (size_t)i * d : xt, *wi = wt + (size_t)i * d;
+			int c = 0;
+			for (; c + VL <= d; c += VL)
+				vstore(yt + c, vfma(vload(wi + c), vload(xs + c), vload(yt + c)));
+			for (; c < d; c++)
+				yt[c] = sfma(wi[c], xs[c], yt[c]);
+		}
+		if (bias)
+			for (int c = 0; c < d; c++)
+				yt[c] += bias[c];
+		if (K > 1) {
+			memmove(hist, hist + d, (size_t)(K - 2) * d * sizeof *hist);
+			memcpy(hist + (size_t)(K - 2) * d, xt, (size_t)d * sizeof *hist);
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- linear attention */
+
+#define LIN_EPS 1e-6f
+
+static void lm_linattn_forward(struct sb_ctx *ctx, float *out, float *den, const float *q, const float *k,
+			       const float *v, int B, int T, int NH, int hd)
+{
+	int ld = NH * hd;
+	float *Fq = sb_cpu_scratch(ctx, ((size_t)2 * T * hd + (size_t)T * T) * sizeof(float));
+	float *Fk = Fq + (size_t)T * hd, *A = Fk + (size_t)T * hd;
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < NH; h++) {
+			const float *qh = q + (size_t)b * T * ld + (size_t)h * hd, *kh = k + (size_t)b * T * ld + (size_t)h * hd;
+			const float *vh = v + (size_t)b * T * ld + (size_t)h * hd;
+			float *oh = out + (size_t)b * T * ld + (size_t)h * hd, *dn = den + ((size_t)b * NH + h) * T;
+			for (int t = 0; t < T; t++)
+				for (int e = 0; e < hd; e++) {
+					Fq[(size_t)t * hd + e] = phi(qh[(size_t)t * ld + e]);
+					Fk[(size_t)t * hd + e] = phi(kh[(size_t)t * ld + e]);
+				}
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, Fq, hd, Fk, hd, 0.0f, A, T);
+			for (int t = 0; t < T; t++) {
+				float *r = A + (size_t)t * T, s = 0;
+				for (int j = 0; j <= t; j++)
+					s += r[j];
+				if (t + 1 < T)
+					memset(r + t + 1, 0, (size_t)(T - t - 1) * sizeof *r);
+				dn[t] = s + LIN_EPS;
+			}
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, A, T, vh, ld, 0.0f, oh, ld);
+			for (int t = 0; t < T; t++) {
+				float inv = 1.0f / dn[t];
+				for (int e = 0; e < hd; e++)
+					oh[(size_t)t * ld + e] *= inv;
+			}
+		}
+}
+
+static void lm_linattn_backward(struct sb_ctx *ctx, float *dq, float *dk, float *dv, const float *dout,
+				const float *out, const float *den, const float *q, const float *k, const float *v,
+				int B, int T, int NH, int hd)
+{
+	int ld = NH * hd;
+	size_t Th = (size_t)T * hd, TT = (size_t)T * T;
+	float *Fq = sb_cpu_scratch(ctx, (5 * Th + 2 * TT) * sizeof(float));
+	float *Fk = Fq + Th, *dnum = Fk + Th, *dFq = dnum + Th, *dFk = dFq + Th, *A = dFk + Th, *dA = A + TT;
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < NH; h++) {
+			size_t off = (size_t)b * T * ld + (size_t)h * hd;
+			const float *qh = q + off, *kh = k + off, *vh = v + off, *oh = out + off, *g = dout + off;
+			const float *dn = den + ((size_t)b * NH + h) * T;
+			for (int t = 0; t < T; t++)
+				for (int e = 0; e < hd; e++) {
+					Fq[(size_t)t * hd + e] = phi(qh[(size_t)t * ld + e]);
+					Fk[(size_t)t * hd + e] = phi(kh[(size_t)t * ld + e]);
+				}
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, Fq, hd, Fk, hd, 0.0f, A, T);
+			for (int t = 0; t < T; t++)
+				if (t + 1 < T)
+					memset(A + (size_t)t * T + t + 1, 0, (size_t)(T - t - 1) * sizeof(float));
+			/* dnum = dO / den; dden = -sum dO * O / den */
+			float *ddn = dFq; /* first T floats, used before dFq is written */
+			for (int t = 0; t < T; t++) {
+				float inv = 1.0f / dn[t], s = 0;
+				for (int e = 0; e < hd; e++) {
+					float ge = g[(size_t)t * ld + e];
+					dnum[(size_t)t * hd + e] = ge * inv;
+					s = sfma(ge, oh[(size_t)t * ld + e], s);
+				}
+				ddn[t] = -s * inv;
+			}
+			/* dA = dnum V^T + dden 1^T, causal */
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, dnum, hd, vh, ld, 0.0f, dA, T);
+			for (int t = 0; t < T; t++) {
+				float *r = dA + (size_t)t * T;
+				for (int j = 0; j <= t; j++)
+					r[j] += ddn[t];
+				if (t + 1 < T)
+					memset(r + t + 1, 0, (size_t)(T - t - 1) * sizeof *r);
+			}
+			/* dV = A^T dnum */
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, A, T, dnum, hd, 0.0f, dv + off, ld);
+			/* dFq = dA Fk; dFk = dA^T Fq */
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, dA, T, Fk, hd, 0.0f, dFq, hd);
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, dA, T, Fq, hd, 0.0f, dFk, hd);
+			for (int t = 0; t < T; t++)
+				for (int e = 0; e < hd; e++) {
+					dq[off + (size_t)t * ld + e] = dFq[(size_t)t * hd + e] * dphi(qh[(size_t)t * ld + e]);
+					dk[off + (size_t)t * ld + e] = dFk[(size_t)t * hd + e] * dphi(kh[(size_t)t * ld + e]);
+				}
+		}
+}
+
+static void lm_linattn_rows(struct sb_ctx *ctx, float *out, const float *q, const float *k, const float *v, float *S,
+			    float *z, int n, int NH, int hd)
+{
+	int ld = NH * hd;
+	float *fq = sb_cpu_scratch(ctx, (size_t)2 * hd * sizeof(float));
+	float *fk = fq + hd;
+	for (int r = 0; r < n; r++)
+		for (int h = 0; h < NH; h++) {
+			const float *qt = q + (size_t)r * ld + (size_t)h * hd, *kt = k + (size_t)r * ld + (size_t)h * hd;
+			const float *vt = v + (size_t)r * ld + (size_t)h * hd;
+			float *ot = out + (size_t)r * ld + (size_t)h * hd;
+			float *Sh = S + (size_t)h * hd * hd, *zh = z + (size_t)h * hd;
+			for (int e = 0; e < hd; e++) {
+				fq[e] = phi(qt[e]);
+				fk[e] = phi(kt[e]);
+			}
+			for (int a = 0; a < hd; a++) {
+				axpy(Sh + (size_t)a * hd, fk[a], vt, hd);
+				zh[a] += fk[a];
+			}
+			memset(ot, 0, (size_t)hd * sizeof *ot);
+			float dsum = 0;
+			for (int a = 0; a < hd; a++) {
+				axpy(ot, fq[a], Sh + (size_t)a * hd, hd);
+				dsum = sfma(fq[a], zh[a], dsum);
+			}
+			float inv = 1.0f / (dsum + LIN_EPS);
+			for (int e = 0; e < hd; e++)
+				ot[e] *= inv;
+		}
+}
+
+/* ---------------------------------------------------------------- table */
+
+static const struct sb_backend_lm_ops cpu_lm_ops = {
+	.embedding_backward = lm_embedding_backward,
+	.pos_forward = lm_pos_forward,
+	.pos_backward = lm_pos_backward,
+	.norm_forward = lm_norm_forward,
+	.norm_backward = lm_norm_backward,
+	.add = lm_add,
+	.transpose = lm_transpose,
+	.matmul_rows = lm_matmul_rows,
+	.swiglu_forward = lm_swiglu_forward,
+	.swiglu_backward = lm_swiglu_backward,
+	.rope = lm_rope,
+	.attn_forward = lm_attn_forward,
+	.attn_backward = lm_attn_backward,
+	.attn_rows = lm_attn_rows,
+	.conv_forward = lm_conv_forward,
+	.conv_backward = lm_conv_backward,
+	.conv_rows = lm_conv_rows,
+	.dwconv_forward = lm_dwconv_forward,
+	.dwconv_backward = lm_dwconv_backward,
+	.dwconv_rows = lm_dwconv_rows,
+	.linattn_forward = lm_linattn_forward,
+	.linattn_backward = lm_linattn_backward,
+	.linattn_rows = lm_linattn_rows,
+};
+
+const struct sb_backend_lm_ops *sb_backend_lm(const struct sb_backend *be)
+{
+	if (be && be->ops && be->ops->name && strcmp(be->ops->name, "cpu") == 0)
+		return &cpu_lm_ops;
+	return NULL;
+}

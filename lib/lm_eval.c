@@ -1,0 +1,1099 @@
+/* lm_eval.c — fidelity, retrieval, budgets and efficiency of a trained LM run
+ * under every mask (see lm_eval.h). */
+#include "lm_eval.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+#include "io.h"
+#include "lm_data.h"
+#include "lm_model.h"
+#include "lm_train.h"
+#include "rng.h"
+#include "stats.h"
+
+void sb_lm_eval_defaults(struct sb_lm_eval_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->n_windows = 32;
+	o->n_probes = 40;
+	o->n_tasks = SB_LM_NTASKS;
+	for (int i = 0; i < SB_LM_NTASKS; i++)
+		o->tasks[i] = i;
+	o->n_masks = sb_lm_mask_defaults(o->masks, SB_LM_EVAL_MAXMASK);
+	o->bench_reps = 7;
+	int ks[] = {8, 16, 32, 64, 128};
+	o->n_budgets = 5;
+	memcpy(o->budgets_k, ks, sizeof ks);
+	o->boot_resamples = 10000;
+}
+
+int sb_lm_eval_set_masks(struct sb_lm_eval_opts *o, const char *list, struct sb_err *err)
+{
+	char *dup = strdup(list), *save = NULL;
+	if (!dup)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	int n = 0, rc = 0, have_dense = 0;
+	struct sb_lm_mask tmp[SB_LM_EVAL_MAXMASK];
+	/* ';' separates masks (a mask's parameters use ','); a plain list without ':' may use ',' */
+	const char *sep = strchr(list, ':') ? ";" : ",;";
+	for (char *t = strtok_r(dup, sep, &save); t && !rc; t = strtok_r(NULL, sep, &save)) {
+		if (n == SB_LM_EVAL_MAXMASK - 1) {
+			rc = SB_ERR(err, SB_EUSAGE, "too many masks");
+			break;
+		}
+		rc = sb_lm_mask_parse(t, &tmp[n], err);
+		if (!rc && tmp[n].kind == SB_LM_MASK_DENSE)
+			have_dense = 1;
+		n++;
+	}
+	free(dup);
+	if (rc)
+		return rc;
+	/* dense first, always */
+	o->n_masks = 0;
+	sb_lm_mask_parse("dense", &o->masks[o->n_masks++], NULL);
+	for (int i = 0; i < n; i++)
+		if (tmp[i].kind != SB_LM_MASK_DENSE)
+			o->masks[o->n_masks++] = tmp[i];
+	(void)have_dense;
+	return 0;
+}
+
+int sb_lm_eval_set_tasks(struct sb_lm_eval_opts *o, const char *list, struct sb_err *err)
+{
+	char *dup = strdup(list), *save = NULL;
+	if (!dup)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	int rc = 0;
+	o->n_tasks = 0;
+	for (char *t = strtok_r(dup, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) {
+		int k = sb_lm_task_parse(t);
+		if (k < 0)
+			rc = SB_ERR(err, SB_EUSAGE, "unknown task '%s'", t);
+		else if (o->n_tasks < SB_LM_NTASKS)
+			o->tasks[o->n_tasks++] = k;
+	}
+	free(dup);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- metrics */
+
+void sb_lm_fidelity_row(const float *ld, const float *lm, int V, double *kl, int *agree, double *corr)
+{
+	double mxd = ld[0], mxm = lm[0];
+	int ad = 0, am = 0;
+	for (int c = 1; c < V; c++) {
+		if (ld[c] > mxd) {
+			mxd = ld[c];
+			ad = c;
+		}
+		if (lm[c] > mxm) {
+			mxm = lm[c];
+			am = c;
+		}
+	}
+	double sd = 0, sm = 0, md = 0, mm = 0;
+	for (int c = 0; c < V; c++) {
+		sd += exp(ld[c] - mxd);
+		sm += exp(lm[c] - mxm);
+		md += ld[c];
+		mm += lm[c];
+	}
+	double lzd = log(sd) + mxd, lzm = log(sm) + mxm;
+	md /= V;
+	mm /= V;
+	double k = 0, sxy = 0, sxx = 0, syy = 0;
+	for (int c = 0; c < V; c++) {
+		double lpd = ld[c] - lzd, lpm = lm[c] - lzm;
+		k += exp(lpd) * (lpd - lpm);
+		double x = ld[c] - md, y = lm[c] - mm;
+		sxy += x * y;
+		sxx += x * x;
+		syy += y * y;
+	}
+	*kl = k > 0 ? k : 0;
+	*agree = ad == am;
+	*corr = sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : (sxx == syy ? 1.0 : 0.0);
+}
+
+static double nll_of(const float *l, int V, int target)
+{
+	double mx = l[0];
+	for (int c = 1; c < V; c++)
+		mx = l[c] > mx ? l[c] : mx;
+	double s = 0;
+	for (int c = 0; c < V; c++)
+		s += exp(l[c] - mx);
+	return log(s) + mx - l[target];
+}
+
+static int argmax_row(const float *l, int V)
+{
+	int a = 0;
+	for (int c = 1; c < V; c++)
+		if (l[c] > l[a])
+			a = c;
+	return a;
+}
+
+/* ---------------------------------------------------------------- state */
+
+struct fid {
+	double kl, top1, corr, nll, kl_t, top1_t, corr_t, nll_t;
+	int n, nt;
+};
+
+struct ev {
+	struct sb_backend *be;
+	struct sb_lm_model *m;
+	struct sb_lm_cell cell;
+	const struct sb_lm_eval_opts *o;
+	int T, V, L, tail;
+	struct sb_lm_cache **cache; /* per worker */
+	float **lbuf;               /* per worker [T][V] */
+	int nw;
+	uint8_t *win;               /* [nw][T+1] */
+	int *win_corpus;
+	size_t *win_start;
+	float *dense;               /* [nw][T][V] */
+	struct fid *fid;            /* [nmask][nw] */
+	struct sb_lm_attn_obs *obs_text; /* [nmask][nw][L] */
+	int np, nt;
+	struct sb_lm_probe *probe;  /* [nt][np] */
+	uint8_t *correct;           /* [nmask][nt][np] */
+	char (*gen)[64];            /* [nmask][nt][np] first wrong turn's output (or the last turn's) */
+	struct sb_lm_attn_obs *obs_probe; /* [nmask][nt][np][L] */
+	struct sb_lm_corpus corp[8];
+	int n_corp, hay;
+	int phase;
+	int done, total;
+	struct sb_json *train_done; /* the run's train.done record */
+};
+
+static uint64_t probe_mask_seed(uint64_t seed, int task, int idx)
+{
+	return sb_rng_word_at(seed, SB_RNG_MASK, ((uint64_t)task << 32) | (uint32_t)idx, 0) |
+	       ((uint64_t)sb_rng_word_at(seed, SB_RNG_MASK, ((uint64_t)task << 32) | (uint32_t)idx, 1) << 32);
+}
+
+static int fid_dense_task(struct sb_ctx *ctx, int worker, int w, void *arg, struct sb_err *err)
+{
+	struct ev *e = arg;
+	struct sb_lm_cache *c = e->cache[worker];
+	sb_lm_cache_reset(c, (uint64_t)w);
+	struct sb_lm_mask dense;
+	sb_lm_mask_parse("dense", &dense, NULL);
+	struct sb_lm_attn_obs *obs = &e->obs_text[((size_t)0 * e->nw + w) * e->L];
+	return sb_lm_forward_cached(ctx, e->m, c, e->win + (size_t)w * (e->T + 1), e->T, &dense,
+				    e->dense + (size_t)w * e->T * e->V, 1, obs, err);
+}
+
+static int fid_mask_task(struct sb_ctx *ctx, int worker, int task, void *arg, struct sb_err *err)
+{
+	struct ev *e = arg;
+	int mi = task / e->nw, w = task % e->nw;
+	const uint8_t *win = e->win + (size_t)w * (e->T + 1);
+	const float *ld = e->dense + (size_t)w * e->T * e->V;
+	float *lm = e->lbuf[worker];
+	if (mi > 0) {
+		struct sb_lm_cache *c = e->cache[worker];
+		sb_lm_cache_reset(c, (uint64_t)w);
+		struct sb_lm_attn_obs *obs = &e->obs_text[((size_t)mi * e->nw + w) * e->L];
+		SB_TRY(sb_lm_forward_cached(ctx, e->m, c, win, e->T, &e->o->masks[mi], lm, 1, obs, err));
+	} else {
+		lm = (float *)ld;
+	}
+	struct fid f = {0};
+	for (int t = 0; t < e->T; t++) {
+		double kl, corr;
+		int ag;
+		sb_lm_fidelity_row(ld + (size_t)t * e->V, lm + (size_t)t * e->V, e->V, &kl, &ag, &corr);
+		double nll = nll_of(lm + (size_t)t * e->V, e->V, win[t + 1]);
+		f.kl += kl;
+		f.top1 += ag;
+		f.corr += corr;
+		f.nll += nll;
+		f.n++;
+		if (t >= e->tail) {
+			f.kl_t += kl;
+			f.top1_t += ag;
+			f.corr_t += corr;
+			f.nll_t += nll;
+			f.nt++;
+		}
+	}
+	e->fid[(size_t)mi * e->nw + w] = f;
+	return 0;
+}
+
+/* Greedy decoding of one probe under one mask. Turn k: feed its prompt (after the
+ * first turn, preceded by the newline that ended the model's previous answer, as in
+ * the probe's text), then generate at most (answer length incl. its newline) bytes,
+ * feeding each generated byte back, stopping at a newline. Positions never exceed
+ * the probe's length. */
+static int run_probe(struct sb_ctx *ctx, struct ev *e, int worker, int mi, int ti, int pi, struct sb_err *err)
+{
+	const struct sb_lm_probe *p = &e->probe[(size_t)ti * e->np + pi];
+	struct sb_lm_cache *c = e->cache[worker];
+	float *logit = e->lbuf[worker];
+	size_t at = ((size_t)mi * e->nt + ti) * e->np + pi;
+	struct sb_lm_attn_obs *obs = &e->obs_probe[at * e->L];
+	sb_lm_cache_reset(c, probe_mask_seed(e->o->seed, p->task, (int)p->index));
+	const struct sb_lm_mask *mk = &e->o->masks[mi];
+	int ok = 1;
+	char *gen = e->gen[at];
+	gen[0] = 0;
+	for (int k = 0; k < p->n_turns; k++) {
+		if (k > 0)
+			SB_TRY(sb_lm_forward_cached(ctx, e->m, c, (const uint8_t *)"\n", 1, mk, NULL, 0, obs, err));
+		int beg = p->prompt_beg[k];
+		SB_TRY(sb_lm_forward_cached(ctx, e->m, c, p->text + beg, p->answer_beg[k] - beg, mk, logit, 0, obs, err));
+		int alen = p->answer_end[k] - p->answer_beg[k];
+		uint8_t out[64];
+		int n = 0, stopped = 0;
+		for (int s = 0; s < alen && n < (int)sizeof out; s++) {
+			int b = argmax_row(logit, e->V);
+			if (b == '\n') {
+				stopped = 1;
+				break;
+			}
+			out[n++] = (uint8_t)b;
+			if (s + 1 < alen)
+				SB_TRY(sb_lm_forward_cached(ctx, e->m, c, &out[n - 1], 1, mk, logit, 0, obs, err));
+		}
+		int good = stopped && sb_lm_probe_match(p, k, out, n);
+		if (ok)
+			snprintf(gen, 64, "%.*s%s", n, (const char *)out, stopped ? "" : "...");
+		if (!good)
+			ok = 0;
+	}
+	e->correct[at] = (uint8_t)ok;
+	return 0;
+}
+
+static int probe_task(struct sb_ctx *ctx, int worker, int task, void *arg, struct sb_err *err)
+{
+	struct ev *e = arg;
+	int per = e->nt * e->np;
+	int mi = task / per, r = task % per;
+	return run_probe(ctx, e, worker, mi, r / e->np, r % e->np, err);
+}
+
+/* ---------------------------------------------------------------- efficiency */
+
+/* A block-sparse attention kernel: for each (row, head) the listed blocks of B
+ * keys (whole blocks, causally truncated) are scored, normalised and summed. */
+static void blocksparse_attn(float *out, const float *q, const float *k, const float *v, int T, int NH, int NKV,
+			     int hd, int B, const int32_t *blk, const int32_t *nblk, int maxb, float *sc)
+{
+	int g = NH / NKV, ldq = NH * hd, ldk = NKV * hd;
+	float scale = 1.0f / sqrtf((float)hd);
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < NH; h++) {
+			const float *qt = q + (size_t)t * ldq + (size_t)h * hd;
+			const int32_t *bl = blk + ((size_t)t * NH + h) * maxb;
+			int nb = nblk[(size_t)t * NH + h], ns = 0;
+			float mx = -INFINITY;
+			for (int i = 0; i < nb; i++) {
+				int j1 = (bl[i] + 1) * B - 1 < t ? (bl[i] + 1) * B - 1 : t;
+				for (int j = bl[i] * B; j <= j1; j++) {
+					const float *kj = k + (size_t)j * ldk + (size_t)(h / g) * hd;
+					float s = 0;
+					for (int e = 0; e < hd; e++)
+						s += qt[e] * kj[e];
+					s *= scale;
+					sc[ns++] = s;
+					mx = s > mx ? s : mx;
+				}
+			}
+			float z = 0;
+			for (int i = 0; i < ns; i++)
+				z += (sc[i] = expf(sc[i] - mx));
+			float *ot = out + (size_t)t * ldq + (size_t)h * hd;
+			memset(ot, 0, (size_t)hd * sizeof *ot);
+			ns = 0;
+			for (int i = 0; i < nb; i++) {
+				int j1 = (bl[i] + 1) * B - 1 < t ? (bl[i] + 1) * B - 1 : t;
+				for (int j = bl[i] * B; j <= j1; j++) {
+					const float *vj = v + (size_t)j * ldk + (size_t)(h / g) * hd;
+					float p = sc[ns++] / z;
+					for (int e = 0; e < hd; e++)
+						ot[e] += p * vj[e];
+				}
+			}
+		}
+}
+
+#include <time.h>
+
+static double cpu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static void time_stats(double *t, int n, double *mn, double *med)
+{
+	qsort(t, (size_t)n, sizeof *t, cmp_d);
+	*mn = t[0];
+	*med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static int bench(struct ev *e, struct sb_jw *w, struct sb_err *err)
+{
+	const struct sb_lm_cfg *cf = &e->m->cfg;
+	int lA = -1;
+	for (int l = 0; l < cf->n_layer && lA < 0; l++)
+		if (cf->pattern[l] == 'A')
+			lA = l;
+	if (lA < 0 || e->nw < 1)
+		return 0;
+	const struct sb_backend_lm_ops *lo = sb_backend_lm(e->be);
+	struct sb_ctx *ctx = sb_be_main(e->be);
+	int T = e->T, NH = cf->heads, NKV = cf->kv_heads, hd = cf->head_dim, qd = NH * hd, reps = e->o->bench_reps;
+	if (reps < 1)
+		reps = 1;
+	struct sb_lm_cache *c = e->cache[0];
+	float *q = malloc((size_t)T * qd * sizeof *q), *out = malloc((size_t)T * qd * sizeof *out);
+	float *P = malloc((size_t)NH * T * T * sizeof *P), *acc = calloc((size_t)NH * T, sizeof *acc);
+	int32_t *sel = malloc((size_t)T * NH * T * sizeof *sel), *seln = malloc((size_t)T * NH * sizeof *seln);
+	int32_t *blk = malloc((size_t)T * NH * (T / 16 + 2) * sizeof *blk), *nblk = malloc((size_t)T * NH * sizeof *nblk);
+	float *sc = malloc((size_t)T * sizeof *sc);
+	double *tm = malloc((size_t)reps * sizeof *tm), *tc = malloc((size_t)reps * sizeof *tc);
+	int rc = 0;
+	if (!q || !out || !P || !acc || !sel || !seln || !blk || !nblk || !sc || !tm || !tc) {
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory (bench)");
+		goto out;
+	}
+	sb_lm_cache_reset(c, 0);
+	sb_lm_cache_capture_q(c, lA, q);
+	rc = sb_lm_forward_cached(ctx, e->m, c, e->win, T, NULL, NULL, 0, NULL, err);
+	sb_lm_cache_capture_q(c, -1, NULL);
+	if (rc)
+		goto out;
+	const float *K, *V;
+	sb_lm_cache_kv(c, lA, &K, &V);
+	/* dense, training path (OpenBLAS) */
+	for (int r = 0; r < reps; r++) {
+		double t0 = sb_monotonic_seconds(), c0 = cpu_now();
+		lo->attn_forward(ctx, out, P, q, K, V, 1, T, NH, NKV, hd);
+		tm[r] = sb_monotonic_seconds() - t0;
+		tc[r] = cpu_now() - c0;
+	}
+	double gemm_min, gemm_med, rows_min = 0, rows_med = 0, gemm_cmin, gemm_cmed, rows_cmin = 0;
+	time_stats(tm, reps, &gemm_min, &gemm_med);
+	time_stats(tc, reps, &gemm_cmin, &gemm_cmed);
+	char nm[64];
+	double causal_rows = (double)T * (T + 1) / 2 / T;
+	sb_jw_record(w, "lm.efficiency", 1);
+	sb_jw_kstr(w, "cell_id", e->cell.cell_id);
+	sb_jw_kstr(w, "method", "dense");
+	sb_jw_kstr(w, "kernel", "dense_gemm");
+	sb_jw_kint(w, "layer", lA);
+	sb_jw_kint(w, "T", T);
+	sb_jw_kint(w, "reps", reps);
+	sb_jw_kf64(w, "ms_min", gemm_min * 1e3);
+	sb_jw_kf64(w, "ms_median", gemm_med * 1e3);
+	sb_jw_kf64(w, "cpu_ms_min", gemm_cmin * 1e3);
+	sb_jw_kf64(w, "cpu_ms_median", gemm_cmed * 1e3);
+	sb_jw_kf64(w, "speedup_vs_dense_gemm", 1.0);
+	sb_jw_kf64(w, "cpu_speedup_vs_dense_gemm", 1.0);
+	sb_jw_kf64(w, "keys_scored_per_row", (double)T); /* a full square product */
+	sb_jw_kf64(w, "keys_kept_per_row", causal_rows);
+	sb_jw_obj_end(w);
+	if ((rc = sb_jw_line(w, err)))
+		goto out;
+	for (int mi = 0; mi < e->o->n_masks; mi++) {
+		const struct sb_lm_mask *mk = &e->o->masks[mi];
+		struct sb_lm_attn_obs obs = {0};
+		for (int r = 0; r < reps; r++) {
+			memset(acc, 0, (size_t)NH * T * sizeof *acc);
+			struct sb_lm_mask m2 = *mk;
+			m2.seed = 0;
+			struct sb_lm_attn_obs o2 = {0};
+			double t0 = sb_monotonic_seconds(), c0 = cpu_now();
+			rc = lo->attn_rows(ctx, out, q, K, V, acc, T, 0, T, NH, NKV, hd, &m2, lA, &o2, err);
+			tm[r] = sb_monotonic_seconds() - t0;
+			tc[r] = cpu_now() - c0;
+			if (rc)
+				goto out;
+			obs = o2;
+		}
+		double mn, med, cmn, cmed;
+		time_stats(tm, reps, &mn, &med);
+		time_stats(tc, reps, &cmn, &cmed);
+		if (mi == 0) {
+			rows_min = mn;
+			rows_med = med;
+			rows_cmin = cmn;
+		}
+		double kept = obs.kept / obs.rows;
+		double scored = mk->kind == SB_LM_MASK_RECIPE || mk->kind == SB_LM_MASK_DENSE ? causal_rows : kept;
+		sb_jw_record(w, "lm.efficiency", 1);
+		sb_jw_kstr(w, "cell_id", e->cell.cell_id);
+		sb_jw_kstr(w, "method", sb_lm_mask_name(mk, nm, sizeof nm));
+		sb_jw_kstr(w, "kernel", "rows");
+		sb_jw_kint(w, "layer", lA);
+		sb_jw_kint(w, "T", T);
+		sb_jw_kint(w, "reps", reps);
+		sb_jw_kf64(w, "ms_min", mn * 1e3);
+		sb_jw_kf64(w, "ms_median", med * 1e3);
+		sb_jw_kf64(w, "cpu_ms_min", cmn * 1e3);
+		sb_jw_kf64(w, "cpu_ms_median", cmed * 1e3);
+		sb_jw_kf64(w, "speedup_vs_dense_gemm", gemm_min / mn);
+		sb_jw_kf64(w, "speedup_vs_dense_rows", rows_min / mn);
+		sb_jw_kf64(w, "cpu_speedup_vs_dense_gemm", gemm_cmin / cmn);
+		sb_jw_kf64(w, "cpu_speedup_vs_dense_rows", rows_cmin / cmn);
+		sb_jw_kf64(w, "keys_scored_per_row", scored);
+		sb_jw_kf64(w, "keys_kept_per_row", kept);
+		sb_jw_kf64(w, "kept_fraction", obs.kept / obs.causal);
+		sb_jw_obj_end(w);
+		if ((rc = sb_jw_line(w, err)))
+			goto out;
+	}
+	(void)rows_med;
+	/* budgets: blocks touched by the recipe's per-key selection, and a block-sparse kernel */
+	for (int bi = 0; bi < e->o->n_budgets; bi++) {
+		struct sb_lm_mask mk;
+		sb_lm_mask_parse("recipe", &mk, NULL);
+		mk.topk = e->o->budgets_k[bi];
+		struct sb_lm_attn_obs obs = {.sel = sel, .sel_n = seln, .cap = T};
+		memset(acc, 0, (size_t)NH * T * sizeof *acc);
+		if ((rc = lo->attn_rows(ctx, out, q, K, V, acc, T, 0, T, NH, NKV, hd, &mk, lA, &obs, err)))
+			goto out;
+		sb_jw_record(w, "lm.blocks", 1);
+		sb_jw_kstr(w, "cell_id", e->cell.cell_id);
+		sb_jw_kstr(w, "method", sb_lm_mask_name(&mk, nm, sizeof nm));
+		sb_jw_kint(w, "topk", mk.topk);
+		sb_jw_kint(w, "layer", lA);
+		sb_jw_kint(w, "T", T);
+		sb_jw_kf64(w, "keys_kept_per_row", obs.kept / obs.rows);
+		sb_jw_kf64(w, "kept_fraction", obs.kept / obs.causal);
+		sb_jw_kf64(w, "dense_gemm_ms", gemm_min * 1e3);
+		sb_jw_kf64(w, "dense_gemm_cpu_ms", gemm_cmin * 1e3);
+		sb_jw_kf64(w, "dense_rows_cpu_ms", rows_cmin * 1e3);
+		sb_jw_key(w, "block");
+		sb_jw_arr(w);
+		for (int b3 = 0; b3 < 3; b3++) {
+			int B = sb_lm_touch_block(b3), maxb = T / B + 2;
+			double covered = 0;
+			for (int r = 0; r < T * NH; r++) {
+				int nb = 0, last = -1;
+				for (int i = 0; i < seln[r]; i++) {
+					int bb = sel[(size_t)r * T + i] / B;
+					if (bb != last)
+						blk[(size_t)r * maxb + nb++] = last = bb;
+				}
+				nblk[r] = nb;
+				int t = r / NH;
+				for (int i = 0; i < nb; i++) {
+					int j1 = (blk[(size_t)r * maxb + i] + 1) * B - 1;
+					covered += (j1 < t ? j1 : t) - blk[(size_t)r * maxb + i] * B + 1;
+				}
+			}
+			for (int r = 0; r < reps; r++) {
+				double t0 = sb_monotonic_seconds(), c0 = cpu_now();
+				blocksparse_attn(out, q, K, V, T, NH, NKV, hd, B, blk, nblk, maxb, sc);
+				tm[r] = sb_monotonic_seconds() - t0;
+				tc[r] = cpu_now() - c0;
+			}
+			double mn, med, cmn, cmed;
+			time_stats(tm, reps, &mn, &med);
+			time_stats(tc, reps, &cmn, &cmed);
+			sb_jw_obj(w);
+			sb_jw_kint(w, "B", B);
+			sb_jw_kf64(w, "blocks_per_row", obs.touched[b3] / obs.rows);
+			sb_jw_kf64(w, "keys_covered_per_row", covered / obs.rows);
+			sb_jw_kf64(w, "covered_fraction", covered / obs.causal);
+			sb_jw_kf64(w, "ms_min", mn * 1e3);
+			sb_jw_kf64(w, "ms_median", med * 1e3);
+			sb_jw_kf64(w, "cpu_ms_min", cmn * 1e3);
+			sb_jw_kf64(w, "cpu_ms_median", cmed * 1e3);
+			sb_jw_kf64(w, "speedup_vs_dense_gemm", gemm_min / mn);
+			sb_jw_kf64(w, "cpu_speedup_vs_dense_gemm", gemm_cmin / cmn);
+			sb_jw_obj_end(w);
+		}
+		sb_jw_arr_end(w);
+		sb_jw_obj_end(w);
+		if ((rc = sb_jw_line(w, err)))
+			goto out;
+	}
+out:
+	free(q);
+	free(out);
+	free(P);
+	free(acc);
+	free(sel);
+	free(seln);
+	free(blk);
+	free(nblk);
+	free(sc);
+	free(tm);
+	free(tc);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- records */
+
+static void budget_record(struct sb_jw *w, struct ev *e, int mi, const char *source, const struct sb_lm_attn_obs *obs,
+			  size_t nunits)
+{
+	char nm[64];
+	sb_jw_record(w, "lm.budget", 1);
+	sb_jw_kstr(w, "cell_id", e->cell.cell_id);
+	sb_jw_kstr(w, "method", sb_lm_mask_name(&e->o->masks[mi], nm, sizeof nm));
+	sb_jw_kstr(w, "source", source);
+	double K = 0, C = 0, R = 0, tch[3] = {0, 0, 0};
+	sb_jw_key(w, "layers");
+	sb_jw_arr(w);
+	for (int l = 0; l < e->L; l++) {
+		if (e->m->cfg.pattern[l] != 'A')
+			continue;
+		double k = 0, c = 0, r = 0;
+		for (size_t u = 0; u < nunits; u++) {
+			const struct sb_lm_attn_obs *o = &obs[u * e->L + l];
+			k += o->kept;
+			c += o->causal;
+			r += o->rows;
+			for (int b = 0; b < 3; b++)
+				tch[b] += o->touched[b];
+		}
+		sb_jw_obj(w);
+		sb_jw_kint(w, "layer", l);
+		sb_jw_kf64(w, "kept", k);
+		sb_jw_kf64(w, "causal", c);
+		sb_jw_kf64(w, "fraction", c > 0 ? k / c : 0);
+		sb_jw_obj_end(w);
+		K += k;
+		C += c;
+		R += r;
+	}
+	sb_jw_arr_end(w);
+	sb_jw_kf64(w, "kept", K);
+	sb_jw_kf64(w, "causal", C);
+	sb_jw_kf64(w, "fraction", C > 0 ? K / C : 0);
+	sb_jw_kf64(w, "keys_per_row", R > 0 ? K / R : 0);
+	sb_jw_kf64(w, "blocks16_per_row", R > 0 ? tch[0] / R : 0);
+	sb_jw_kf64(w, "blocks64_per_row", R > 0 ? tch[1] / R : 0);
+	sb_jw_kf64(w, "blocks128_per_row", R > 0 ? tch[2] / R : 0);
+	sb_jw_obj_end(w);
+}
+
+static void wilson_rec(struct sb_jw *w, struct ev *e, const char *method, const char *subset, int64_t k, int64_t n)
+{
+	double lo = NAN, hi = NAN;
+	if (n > 0)
+		sb_stats_wilson(k, n, 0.95, &lo, &hi, NULL);
+	sb_jw_record(w, "lm.retrieval", 1);
+	sb_jw_kstr(w, "cell_id", e->cell.cell_id);
+	sb_jw_kstr(w, "method", method);
+	sb_jw_kstr(w, "subset", subset);
+	sb_jw_kint(w, "correct", k);
+	sb_jw_kint(w, "n", n);
+	sb_jw_kf64(w, "accuracy", n > 0 ? (double)k / n : NAN);
+	sb_jw_kf64(w, "wilson_lo", lo);
+	sb_jw_kf64(w, "wilson_hi", hi);
+	sb_jw_obj_end(w);
+}
+
+static int subset_has(int subset, int task)
+{
+	return subset == 0 ? 1 : subset == 1 ? sb_lm_task_is_needle(task) : task == subset - 2;
+}
+
+static int mask_index(const struct sb_lm_eval_opts *o, enum sb_lm_mask_kind k)
+{
+	for (int i = 0; i < o->n_masks; i++)
+		if (o->masks[i].kind == k && o->masks[i].sinks == 4 && o->masks[i].window == 64 && o->masks[i].topk == 32)
+			return i;
+	for (int i = 0; i < o->n_masks; i++)
+		if (o->masks[i].kind == k)
+			return i;
+	return -1;
+}
+
+static int paired_metric(struct sb_jw *w, struct ev *e, int ma, int mb, const char *metric, int tail, struct sb_err *err)
+{
+	int n = e->nw;
+	double *d = malloc((size_t)n * sizeof *d);
+	if (!d)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (int i = 0; i < n; i++) {
+		const struct fid *a = &e->fid[(size_t)ma * n + i], *b = &e->fid[(size_t)mb * n + i];
+		double va, vb;
+		if (!strcmp(metric, "corr")) {
+			va = tail ? a->corr_t / a->nt : a->corr / a->n;
+			vb = tail ? b->corr_t / b->nt : b->corr / b->n;
+		} else if (!strcmp(metric, "kl")) {
+			va = tail ? a->kl_t / a->nt : a->kl / a->n;
+			vb = tail ? b->kl_t / b->nt : b->kl / b->n;
+		} else {
+			va = tail ? a->top1_t / a->nt : a->top1 / a->n;
+			vb = tail ? b->top1_t / b->nt : b->top1 / b->n;
+		}
+		d[i] = va - vb;
+	}
+	struct sb_boot bc = {.seed = 0, .stream = 0, .resamples = e->o->boot_resamples, .level = 0.95};
+	double lo = NAN, hi = NAN;
+	struct sb_ttest tt = {0};
+	struct sb_wilcoxon wx = {0};
+	sb_stats_bootstrap_ci(d, n, &bc, &lo, &hi, NULL);
+	sb_stats_ttest_paired(d, n, &tt, NULL);
+	sb_stats_wilcoxon(d, n, SB_WILCOXON_AUTO, &wx, NULL);
+	char na[64], nb[64];
+	sb_jw_record(w, "lm.fidelity.pair", 1);
+	sb_jw_kstr(w, "cell_id", e->cell.cell_id);
+	sb_jw_kstr(w, "method_a", sb_lm_mask_name(&e->o->masks[ma], na, sizeof na));
+	sb_jw_kstr(w, "method_b", sb_lm_mask_name(&e->o->masks[mb], nb, sizeof nb));
+	sb_jw_kstr(w, "metric", metric);
+	sb_jw_kstr(w, "positions", tail ? "tail" : "all");
+	sb_jw_kint(w, "n_windows", n);
+	sb_jw_kf64(w, "mean_diff", sb_stats_mean(d, n));
+	sb_jw_kf64(w, "ci_lo", lo);
+	sb_jw_kf64(w, "ci_hi", hi);
+	sb_jw_kf64(w, "p_t", tt.p);
+	sb_jw_kf64(w, "p_wilcoxon", wx.p);
+	sb_jw_kf64(w, "cohen_dz", sb_stats_cohen_dz(d, n));
+	sb_jw_obj_end(w);
+	free(d);
+	return sb_jw_line(w, err);
+}
+
+static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, struct sb_err *err)
+{
+	const struct sb_lm_eval_opts *o = e->o;
+	char nm[64];
+	/* setup */
+	sb_jw_record(w, "lm.eval.setup", 1);
+	sb_jw_kstr(w, "cell_id", e->cell.cell_id);
+	sb_jw_kstr(w, "model_sha256", model_sha);
+	sb_jw_key(w, "model");
+	sb_lm_cfg_json(w, &e->m->cfg);
+	size_t np = 0;
+	for (int i = 0; i < e->m->n_params; i++)
+		np += e->m->params[i].numel;
+	sb_jw_kint(w, "parameter_count", (int64_t)np);
+	sb_jw_kint(w, "T", e->T);
+	sb_jw_kint(w, "tail_from", e->tail);
+	sb_jw_kint(w, "n_windows", e->nw);
+	sb_jw_kint(w, "n_probes", e->np);
+	sb_jw_kint(w, "seed", (int64_t)o->seed);
+	sb_jw_key(w, "masks");
+	sb_jw_arr(w);
+	for (int i = 0; i < o->n_masks; i++)
+		sb_jw_str(w, sb_lm_mask_name(&o->masks[i], nm, sizeof nm));
+	sb_jw_arr_end(w);
+	sb_jw_key(w, "tasks");
+	sb_jw_arr(w);
+	for (int i = 0; i < e->nt; i++)
+		sb_jw_str(w, sb_lm_task_name(o->tasks[i]));
+	sb_jw_arr_end(w);
+	sb_jw_key(w, "heldout");
+	sb_jw_arr(w);
+	for (int i = 0; i < e->n_corp; i++) {
+		sb_jw_obj(w);
+		sb_jw_kstr(w, "name", e->corp[i].name);
+		sb_jw_kstr(w, "sha256", e->corp[i].sha256);
+		sb_jw_kstr(w, "split", e->corp[i].split);
+		sb_jw_kint(w, "offset", (int64_t)e->corp[i].offset);
+		sb_jw_kint(w, "bytes", (int64_t)e->corp[i].n);
+		sb_jw_obj_end(w);
+	}
+	sb_jw_arr_end(w);
+	sb_jw_kstr(w, "haystack", e->corp[e->hay].name);
+	sb_jw_kstr(w, "mixture", e->cell.mixture);
+	sb_jw_kint(w, "train_steps", e->cell.steps);
+	sb_jw_kint(w, "train_batch", e->cell.batch);
+	if (e->train_done) {
+		sb_jw_key(w, "train_done");
+		sb_jw_value(w, e->train_done);
+	}
+	sb_jw_obj_end(w);
+	SB_TRY(sb_jw_line(w, err));
+
+	/* budgets */
+	for (int mi = 0; mi < o->n_masks; mi++) {
+		budget_record(w, e, mi, "text", &e->obs_text[(size_t)mi * e->nw * e->L], (size_t)e->nw);
+		SB_TRY(sb_jw_line(w, err));
+		budget_record(w, e, mi, "probes", &e->obs_probe[(size_t)mi * e->nt * e->np * e->L],
+			      (size_t)e->nt * e->np);
+		SB_TRY(sb_jw_line(w, err));
+	}
+
+	/* fidelity: windows, then per method */
+	for (int mi = 0; mi < o->n_masks; mi++)
+		for (int wi = 0; wi < e->nw; wi++) {
+			const struct fid *f = &e->fid[(size_t)mi * e->nw + wi];
+			sb_jw_record(w, "lm.fidelity.window", 1);
+			sb_jw_kstr(w, "cell_id", e->cell.cell_id);
+			sb_jw_kstr(w, "method", sb_lm_mask_name(&o->masks[mi], nm, sizeof nm));
+			sb_jw_kint(w, "window", wi);
+			sb_jw_kstr(w, "corpus", e->corp[e->win_corpus[wi]].name);
+			sb_jw_kint(w, "start", (int64_t)e->win_start[wi]);
+			sb_jw_kf64(w, "kl", f->kl / f->n);
+			sb_jw_kf64(w, "top1", f->top1 / f->n);
+			sb_jw_kf64(w, "corr", f->corr / f->n);
+			sb_jw_kf64(w, "nll", f->nll / f->n);
+			sb_jw_kf64(w, "kl_tail", f->nt ? f->kl_t / f->nt : NAN);
+			sb_jw_kf64(w, "top1_tail", f->nt ? f->top1_t / f->nt : NAN);
+			sb_jw_kf64(w, "corr_tail", f->nt ? f->corr_t / f->nt : NAN);
+			sb_jw_kf64(w, "nll_tail", f->nt ? f->nll_t / f->nt : NAN);
+			sb_jw_obj_end(w);
+			SB_TRY(sb_jw_line(w, err));
+		}
+	double nll_dense = 0, nll_dense_t = 0;
+	for (int wi = 0; wi < e->nw; wi++) {
+		nll_dense += e->fid[wi].nll / e->fid[wi].n / e->nw;
+		nll_dense_t += e->fid[wi].nt ? e->fid[wi].nll_t / e->fid[wi].nt / e->nw : 0;
+	}
+	double *x = malloc((size_t)e->nw * sizeof *x);
+	if (!x)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (int mi = 0; mi < o->n_masks; mi++) {
+		double m[8] = {0};
+		for (int wi = 0; wi < e->nw; wi++) {
+			const struct fid *f = &e->fid[(size_t)mi * e->nw + wi];
+			m[0] += f->kl / f->n / e->nw;
+			m[1] += f->top1 / f->n / e->nw;
+			m[2] += f->corr / f->n / e->nw;
+			m[3] += f->nll / f->n / e->nw;
+			m[4] += f->nt ? f->kl_t / f->nt / e->nw : 0;
+			m[5] += f->nt ? f->top1_t / f->nt / e->nw : 0;
+			m[6] += f->nt ? f->corr_t / f->nt / e->nw : 0;
+			m[7] += f->nt ? f->nll_t / f->nt / e->nw : 0;
+		}
+		struct sb_boot bc = {.seed = 0, .stream = 0, .resamples = o->boot_resamples, .level = 0.95};
+		double clo = NAN, chi = NAN, klo = NAN, khi = NAN;
+		for (int wi = 0; wi < e->nw; wi++)
+			x[wi] = e->fid[(size_t)mi * e->nw + wi].corr / e->fid[(size_t)mi * e->nw + wi].n;
+		sb_stats_bootstrap_ci(x, e->nw, &bc, &clo, &chi, NULL);
+		for (int wi = 0; wi < e->nw; wi++)
+			x[wi] = e->fid[(size_t)mi * e->nw + wi].kl / e->fid[(size_t)mi * e->nw + wi].n;
+		sb_stats_bootstrap_ci(x, e->nw, &bc, &klo, &khi, NULL);
+		sb_jw_record(w, "lm.fidelity", 1);
+		sb_jw_kstr(w, "cell_id", e->cell.cell_id);
+		sb_jw_kstr(w, "method", sb_lm_mask_name(&o->masks[mi], nm, sizeof nm));
+		sb_jw_kint(w, "n_windows", e->nw);
+		sb_jw_kf64(w, "kl", m[0]);
+		sb_jw_kf64(w, "kl_ci_lo", klo);
+		sb_jw_kf64(w, "kl_ci_hi", khi);
+		sb_jw_kf64(w, "top1", m[1]);
+		sb_jw_kf64(w, "corr", m[2]);
+		sb_jw_kf64(w, "corr_ci_lo", clo);
+		sb_jw_kf64(w, "corr_ci_hi", chi);
+		sb_jw_kf64(w, "ppl_dense", exp(nll_dense));
+		sb_jw_kf64(w, "ppl", exp(m[3]));
+		sb_jw_kf64(w, "ppl_change_pct", 100.0 * (exp(m[3]) - exp(nll_dense)) / exp(nll_dense));
+		sb_jw_kf64(w, "kl_tail", m[4]);
+		sb_jw_kf64(w, "top1_tail", m[5]);
+		sb_jw_kf64(w, "corr_tail", m[6]);
+		sb_jw_kf64(w, "ppl_tail", exp(m[7]));
+		sb_jw_kf64(w, "ppl_dense_tail", exp(nll_dense_t));
+		sb_jw_obj_end(w);
+		SB_TRY(sb_jw_line(w, err));
+	}
+	free(x);
+	int ir = mask_index(o, SB_LM_MASK_RECIPE), isr = mask_index(o, SB_LM_MASK_STRUCT_RANDOM);
+	if (ir >= 0 && isr >= 0) {
+		const char *metrics[3] = {"corr", "kl", "top1"};
+		for (int k = 0; k < 3; k++)
+			for (int tail = 0; tail < 2; tail++)
+				SB_TRY(paired_metric(w, e, ir, isr, metrics[k], tail, err));
+	}
+
+	/* retrieval: every probe, then rates and pairs */
+	for (int mi = 0; mi < o->n_masks; mi++)
+		for (int ti = 0; ti < e->nt; ti++)
+			for (int pi = 0; pi < e->np; pi++) {
+				size_t at = ((size_t)mi * e->nt + ti) * e->np + pi;
+				const struct sb_lm_probe *p = &e->probe[(size_t)ti * e->np + pi];
+				sb_jw_record(w, "probe.result", 1);
+				sb_jw_kstr(w, "model", e->cell.cell_id);
+				sb_jw_kstr(w, "task", sb_lm_task_name(p->task));
+				sb_jw_kstr(w, "method", sb_lm_mask_name(&o->masks[mi], nm, sizeof nm));
+				sb_jw_kint(w, "probe_id", pi);
+				sb_jw_kbool(w, "correct", e->correct[at]);
+				sb_jw_kf64(w, "depth", p->depth);
+				sb_jw_key(w, "expected");
+				sb_jw_strn(w, (const char *)p->text + p->answer_beg[0],
+					   (size_t)(p->answer_end[0] - p->answer_beg[0] - 1));
+				sb_jw_kstr(w, "output", e->gen[at]);
+				sb_jw_obj_end(w);
+				SB_TRY(sb_jw_line(w, err));
+			}
+	int nsub = 2 + SB_LM_NTASKS;
+	for (int mi = 0; mi < o->n_masks; mi++)
+		for (int sub = 0; sub < nsub; sub++) {
+			int64_t k = 0, n = 0;
+			for (int ti = 0; ti < e->nt; ti++) {
+				if (!subset_has(sub, o->tasks[ti]))
+					continue;
+				for (int pi = 0; pi < e->np; pi++) {
+					k += e->correct[((size_t)mi * e->nt + ti) * e->np + pi];
+					n++;
+				}
+			}
+			if (n == 0)
+				continue;
+			wilson_rec(w, e, sb_lm_mask_name(&o->masks[mi], nm, sizeof nm),
+				   sub == 0 ? "all" : sub == 1 ? "needle" : sb_lm_task_name(sub - 2), k, n);
+			SB_TRY(sb_jw_line(w, err));
+		}
+	/* content-blind patterns pooled (struct_random, random, structure) on the needle arms */
+	{
+		int64_t k = 0, n = 0;
+		for (int mi = 0; mi < o->n_masks; mi++) {
+			enum sb_lm_mask_kind kd = o->masks[mi].kind;
+			if (kd != SB_LM_MASK_STRUCT_RANDOM && kd != SB_LM_MASK_RANDOM && kd != SB_LM_MASK_STRUCTURE)
+				continue;
+			for (int ti = 0; ti < e->nt; ti++)
+				if (sb_lm_task_is_needle(o->tasks[ti]))
+					for (int pi = 0; pi < e->np; pi++) {
+						k += e->correct[((size_t)mi * e->nt + ti) * e->np + pi];
+						n++;
+					}
+		}
+		if (n > 0) {
+			wilson_rec(w, e, "content_blind", "needle", k, n);
+			SB_TRY(sb_jw_line(w, err));
+		}
+	}
+	if (ir >= 0)
+		for (int mi = 0; mi < o->n_masks; mi++) {
+			if (mi == ir)
+				continue;
+			for (int sub = 0; sub < 2; sub++) {
+				int64_t c11 = 0, c10 = 0, c01 = 0, c00 = 0;
+				for (int ti = 0; ti < e->nt; ti++) {
+					if (!subset_has(sub, o->tasks[ti]))
+						continue;
+					for (int pi = 0; pi < e->np; pi++) {
+						int a = e->correct[((size_t)ir * e->nt + ti) * e->np + pi];
+						int b = e->correct[((size_t)mi * e->nt + ti) * e->np + pi];
+						c11 += a && b;
+						c10 += a && !b;
+						c01 += !a && b;
+						c00 += !a && !b;
+					}
+				}
+				if (c11 + c10 + c01 + c00 == 0)
+					continue;
+				struct sb_paired_binary pb;
+				sb_stats_paired_binary(c11, c10, c01, c00, 0.95, &pb, NULL);
+				char nb[64];
+				sb_jw_record(w, "lm.retrieval.pair", 1);
+				sb_jw_kstr(w, "cell_id", e->cell.cell_id);
+				sb_jw_kstr(w, "method_a", sb_lm_mask_name(&o->masks[ir], nm, sizeof nm));
+				sb_jw_kstr(w, "method_b", sb_lm_mask_name(&o->masks[mi], nb, sizeof nb));
+				sb_jw_kstr(w, "subset", sub == 0 ? "all" : "needle");
+				sb_jw_kint(w, "n", pb.n);
+				sb_jw_kint(w, "n11", c11);
+				sb_jw_kint(w, "n10", c10);
+				sb_jw_kint(w, "n01", c01);
+				sb_jw_kint(w, "n00", c00);
+				sb_jw_kf64(w, "p_a", pb.p_a);
+				sb_jw_kf64(w, "p_b", pb.p_b);
+				sb_jw_kf64(w, "diff", pb.diff);
+				sb_jw_kf64(w, "ci_lo", pb.lo);
+				sb_jw_kf64(w, "ci_hi", pb.hi);
+				sb_jw_kf64(w, "mcnemar_p", pb.mcnemar_p);
+				sb_jw_obj_end(w);
+				SB_TRY(sb_jw_line(w, err));
+			}
+		}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- driver */
+
+static void prog(struct ev *e, const char *phase, int done, int total)
+{
+	if (e->o->progress)
+		e->o->progress(e->o->progress_arg, phase, done, total);
+}
+
+struct chunk {
+	struct ev *e;
+	sb_task_fn fn;
+	int base;
+};
+
+static int chunk_fn(struct sb_ctx *ctx, int worker, int task, void *arg, struct sb_err *err)
+{
+	struct chunk *c = arg;
+	return c->fn(ctx, worker, c->base + task, c->e, err);
+}
+
+/* run ntasks tasks in chunks, reporting progress between chunks */
+static int run_tasks(struct ev *e, const char *phase, int ntasks, sb_task_fn fn, struct sb_err *err)
+{
+	int step = 4 * e->be->threads;
+	if (step < 8)
+		step = 8;
+	for (int b = 0; b < ntasks; b += step) {
+		struct chunk c = {e, fn, b};
+		int n = ntasks - b < step ? ntasks - b : step;
+		SB_TRY(e->be->ops->run(e->be, n, chunk_fn, &c, err));
+		prog(e, phase, b + n, ntasks);
+	}
+	return 0;
+}
+
+int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_lm_eval_opts *o, struct sb_jw *w,
+		   struct sb_err *err)
+{
+	struct ev e;
+	memset(&e, 0, sizeof e);
+	e.be = be;
+	e.o = o;
+	char model_sha[SB_SHA256_HEX];
+	SB_TRY(sb_lm_run_open(be, run_dir, &e.cell, &e.m, model_sha, err));
+	if (o->n_masks < 1 || o->masks[0].kind != SB_LM_MASK_DENSE) {
+		sb_lm_model_free(e.m);
+		return SB_ERR(err, SB_EUSAGE, "the first mask must be dense");
+	}
+	int rc = 0;
+	{
+		char tp[4600];
+		snprintf(tp, sizeof tp, "%s/train.ndjson", run_dir);
+		struct sb_ndjson_reader *rd;
+		struct sb_err e2 = {0};
+		if (!sb_ndjson_open(tp, &rd, &e2)) {
+			struct sb_json *v;
+			while (!sb_ndjson_next(rd, &v, &e2) && v) {
+				if (!strcmp(sb_json_str(sb_json_get(v, "kind"), ""), "train.done")) {
+					sb_json_free(e.train_done);
+					e.train_done = v;
+				} else
+					sb_json_free(v);
+			}
+			sb_ndjson_close(rd);
+		}
+	}
+	e.T = e.cell.T;
+	e.V = e.m->cfg.vocab;
+	e.L = e.m->cfg.n_layer;
+	e.tail = o->masks[0].sinks + o->masks[0].window + o->masks[0].topk;
+	for (int i = 0; i < o->n_masks; i++)
+		if (o->masks[i].kind == SB_LM_MASK_RECIPE) {
+			e.tail = o->masks[i].sinks + o->masks[i].window + o->masks[i].topk;
+			break;
+		}
+	if (e.tail >= e.T)
+		e.tail = e.T / 2;
+	/* held-out text: the valid parts */
+	e.n_corp = e.cell.n_corpora;
+	for (int i = 0; i < e.n_corp && !rc; i++)
+		rc = sb_lm_corpus_read(e.cell.corpora[i], "valid", &e.corp[i], err);
+	e.hay = 0;
+	for (int i = 0; i < e.n_corp; i++)
+		if (e.cell.haystack[0] && !strcmp(e.corp[i].name, e.cell.haystack))
+			e.hay = i;
+	/* workers */
+	int nwk = be->threads;
+	e.cache = calloc((size_t)nwk, sizeof *e.cache);
+	e.lbuf = calloc((size_t)nwk, sizeof *e.lbuf);
+	if (!rc && (!e.cache || !e.lbuf))
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (int i = 0; i < nwk && !rc; i++) {
+		rc = sb_lm_cache_new(e.m, e.T, &e.cache[i], err);
+		if (!rc && !(e.lbuf[i] = malloc((size_t)e.T * e.V * sizeof(float))))
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	/* windows */
+	int usable = 0;
+	for (int i = 0; i < e.n_corp; i++)
+		usable += e.corp[i].n >= (size_t)e.T + 1;
+	e.nw = usable ? o->n_windows : 0;
+	if (!rc && e.nw) {
+		e.win = malloc((size_t)e.nw * (e.T + 1));
+		e.win_corpus = calloc((size_t)e.nw, sizeof *e.win_corpus);
+		e.win_start = calloc((size_t)e.nw, sizeof *e.win_start);
+		e.dense = malloc((size_t)e.nw * e.T * e.V * sizeof(float));
+		if (!e.win || !e.win_corpus || !e.win_start || !e.dense)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory (windows)");
+		int wi = 0, ui = 0;
+		for (int i = 0; i < e.n_corp && !rc; i++) {
+			if (e.corp[i].n < (size_t)e.T + 1)
+				continue;
+			int cnt = e.nw / usable + (ui < e.nw % usable);
+			ui++;
+			size_t span = e.corp[i].n - (size_t)(e.T + 1);
+			for (int j = 0; j < cnt; j++, wi++) {
+				size_t st = cnt > 1 ? span * (size_t)j / (size_t)(cnt - 1) : 0;
+				memcpy(e.win + (size_t)wi * (e.T + 1), e.corp[i].bytes + st, (size_t)e.T + 1);
+				e.win_corpus[wi] = i;
+				e.win_start[wi] = e.corp[i].offset + st;
+			}
+		}
+	}
+	e.fid = calloc((size_t)o->n_masks * (e.nw ? e.nw : 1), sizeof *e.fid);
+	e.obs_text = calloc((size_t)o->n_masks * (e.nw ? e.nw : 1) * e.L, sizeof *e.obs_text);
+	/* probes */
+	e.np = o->n_probes;
+	e.nt = o->n_tasks;
+	size_t nprob = (size_t)e.nt * e.np;
+	e.probe = calloc(nprob ? nprob : 1, sizeof *e.probe);
+	e.correct = calloc((size_t)o->n_masks * nprob + 1, 1);
+	e.gen = calloc((size_t)o->n_masks * nprob + 1, sizeof *e.gen);
+	e.obs_probe = calloc((size_t)o->n_masks * nprob * e.L + 1, sizeof *e.obs_probe);
+	if (!rc && (!e.fid || !e.obs_text || !e.probe || !e.correct || !e.gen || !e.obs_probe))
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	const struct sb_lm_corpus *hay = &e.corp[e.hay];
+	for (int ti = 0; ti < e.nt && !rc; ti++)
+		for (int pi = 0; pi < e.np && !rc; pi++)
+			rc = sb_lm_probe_make(o->tasks[ti], e.T, hay->bytes, hay->n, o->seed, SB_RNG_SYNTH, (uint64_t)pi,
+					      sb_lm_probe_depth(pi, e.np), &e.probe[(size_t)ti * e.np + pi], err);
+	/* run */
+	if (!rc && e.nw)
+		rc = run_tasks(&e, "fidelity (dense)", e.nw, fid_dense_task, err);
+	if (!rc && e.nw)
+		rc = run_tasks(&e, "fidelity (masks)", o->n_masks * e.nw, fid_mask_task, err);
+	if (!rc && nprob)
+		rc = run_tasks(&e, "retrieval", (int)(o->n_masks * nprob), probe_task, err);
+	if (!rc)
+		rc = write_records(&e, w, model_sha, err);
+	if (!rc && e.nw) {
+		prog(&e, "efficiency", 0, 1);
+		rc = bench(&e, w, err);
+	}
+	/* cleanup */
+	for (int i = 0; i < nwk; i++) {
+		if (e.cache)
+			sb_lm_cache_free(e.cache[i]);
+		if (e.lbuf)
+			free(e.lbuf[i]);
+	}
+	free(e.cache);
+	free(e.lbuf);
+	free(e.win);
+	free(e.win_corpus);
+	free(e.win_start);
+	free(e.dense);
+	free(e.fid);
+	free(e.obs_text);
+	if (e.probe)
+		for (size_t i = 0; i < nprob; i++)
+			sb_lm_probe_free(&e.probe[i]);
+	free(e.probe);
+	free(e.correct);
+	free(e.gen);
+	free(e.obs_probe);
+	for (int i = 0; i < e.n_corp; i++)
+		sb_lm_corpus_free(&e.corp[i]);
+	sb_lm_model_free(e.m);
+	sb_json_free(e.train_done);
+	return rc;
+}

@@ -1,0 +1,1246 @@
+/* lm_model.c — the decoder LM: configuration, parameter table, training path
+ * (forward and exact backward over tiles, gradient slots, AdamW) and the cached
+ * evaluation path (see lm_model.h). */
+#include "lm_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+
+/* ================================================================ configuration */
+
+void sb_lm_cfg_default(struct sb_lm_cfg *c)
+{
+	memset(c, 0, sizeof *c);
+	c->vocab = 256;
+	c->d = 64;
+	snprintf(c->pattern, sizeof c->pattern, "CACA");
+	c->heads = 4;
+	c->kv_heads = 0; /* = heads */
+	c->lin_heads = 4;
+	c->conv_k = 4;
+	c->conv_gate = 1;
+	c->ffn = 256;
+	c->norm_eps = 1e-5f;
+	c->tied = 1;
+	c->pos = SB_LM_POS_NONE;
+	c->rope_theta = 10000.0f;
+	c->max_T = 256;
+	c->init_std = 0.02f;
+}
+
+int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
+{
+	c->n_layer = (int)strlen(c->pattern);
+	if (c->n_layer < 1 || c->n_layer > SB_LM_MAX_LAYERS)
+		return SB_ERR(err, SB_EUSAGE, "model: pattern '%s' must have 1..%d layers", c->pattern, SB_LM_MAX_LAYERS);
+	int nA = 0, nL = 0;
+	for (int i = 0; i < c->n_layer; i++) {
+		char k = c->pattern[i];
+		if (k != 'A' && k != 'C' && k != 'L')
+			return SB_ERR(err, SB_EUSAGE, "model: pattern '%s': layer kinds are A, C and L", c->pattern);
+		nA += k == 'A';
+		nL += k == 'L';
+	}
+	if (c->vocab < 2 || c->vocab > 1 << 20 || c->d < 2 || c->d > 1 << 14)
+		return SB_ERR(err, SB_EUSAGE, "model: bad vocab %d or d %d", c->vocab, c->d);
+	if (c->kv_heads == 0)
+		c->kv_heads = c->heads;
+	if (nA) {
+		if (c->heads < 1 || c->kv_heads < 1 || c->heads % c->kv_heads)
+			return SB_ERR(err, SB_EUSAGE, "model: heads %d must be a positive multiple of kv_heads %d", c->heads,
+				      c->kv_heads);
+		if (c->head_dim == 0) {
+			if (c->d % c->heads)
+				return SB_ERR(err, SB_EUSAGE, "model: d %d is not a multiple of heads %d", c->d, c->heads);
+			c->head_dim = c->d / c->heads;
+		}
+		if (c->pos == SB_LM_POS_ROPE && c->head_dim % 2)
+			return SB_ERR(err, SB_EUSAGE, "model: RoPE needs an even head_dim (%d)", c->head_dim);
+	}
+	if (nL && (c->lin_heads < 1 || c->d % c->lin_heads))
+		return SB_ERR(err, SB_EUSAGE, "model: d %d is not a multiple of lin_heads %d", c->d, c->lin_heads);
+	if (c->conv_k < 1 || c->conv_k > 64)
+		return SB_ERR(err, SB_EUSAGE, "model: conv_k %d out of 1..64", c->conv_k);
+	if (c->ffn < 0 || c->max_T < 1 || !(c->norm_eps > 0) || !(c->init_std > 0) || !(c->rope_theta > 1))
+		return SB_ERR(err, SB_EUSAGE, "model: bad ffn, max_T, norm_eps, init_std or rope_theta");
+	return 0;
+}
+
+static const char *pos_name(enum sb_lm_pos p) { return p == SB_LM_POS_LEARNED ? "learned" : p == SB_LM_POS_ROPE ? "rope" : "none"; }
+
+static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double num, int is_num, struct sb_err *err)
+{
+#define INT_FIELD(NAME)                                                                                            \
+	if (strcmp(key, #NAME) == 0) {                                                                             \
+		if (!is_num || num != floor(num) || fabs(num) > 1e9)                                               \
+			return SB_ERR(err, SB_EUSAGE, "model: '%s' must be an integer", key);                      \
+		c->NAME = (int)num;                                                                                \
+		return 0;                                                                                          \
+	}
+#define FLT_FIELD(NAME)                                                                                            \
+	if (strcmp(key, #NAME) == 0) {                                                                             \
+		if (!is_num)                                                                                       \
+			return SB_ERR(err, SB_EUSAGE, "model: '%s' must be a number", key);                        \
+		c->NAME = (float)num;                                                                              \
+		return 0;                                                                                          \
+	}
+	INT_FIELD(vocab)
+	INT_FIELD(d)
+	INT_FIELD(heads)
+	INT_FIELD(kv_heads)
+	INT_FIELD(head_dim)
+	INT_FIELD(lin_heads)
+	INT_FIELD(conv_k)
+	INT_FIELD(conv_gate)
+	INT_FIELD(ffn)
+	INT_FIELD(bias)
+	INT_FIELD(attn_bias)
+	INT_FIELD(tied)
+	INT_FIELD(max_T)
+	FLT_FIELD(norm_eps)
+	FLT_FIELD(rope_theta)
+	FLT_FIELD(init_std)
+#undef INT_FIELD
+#undef FLT_FIELD
+	if (!sval)
+		return SB_ERR(err, SB_EUSAGE, "model: '%s' must be a string (or is unknown)", key);
+	if (strcmp(key, "pattern") == 0) {
+		if (strlen(sval) >= sizeof c->pattern)
+			return SB_ERR(err, SB_EUSAGE, "model: pattern too long");
+		snprintf(c->pattern, sizeof c->pattern, "%s", sval);
+		return 0;
+	}
+	if (strcmp(key, "mlp") == 0) {
+		if (strcmp(sval, "gelu") && strcmp(sval, "swiglu"))
+			return SB_ERR(err, SB_EUSAGE, "model: mlp is gelu or swiglu");
+		c->swiglu = strcmp(sval, "swiglu") == 0;
+		return 0;
+	}
+	if (strcmp(key, "norm") == 0) {
+		if (strcmp(sval, "layernorm") && strcmp(sval, "rmsnorm"))
+			return SB_ERR(err, SB_EUSAGE, "model: norm is layernorm or rmsnorm");
+		c->rmsnorm = strcmp(sval, "rmsnorm") == 0;
+		return 0;
+	}
+	if (strcmp(key, "pos") == 0) {
+		if (strcmp(sval, "none") == 0)
+			c->pos = SB_LM_POS_NONE;
+		else if (strcmp(sval, "learned") == 0)
+			c->pos = SB_LM_POS_LEARNED;
+		else if (strcmp(sval, "rope") == 0)
+			c->pos = SB_LM_POS_ROPE;
+		else
+			return SB_ERR(err, SB_EUSAGE, "model: pos is none, learned or rope");
+		return 0;
+	}
+	return SB_ERR(err, SB_EUSAGE, "model: unknown field '%s'", key);
+}
+
+int sb_lm_cfg_set(struct sb_lm_cfg *c, const char *kv, struct sb_err *err)
+{
+	const char *eq = strchr(kv, '=');
+	if (!eq || eq == kv)
+		return SB_ERR(err, SB_EUSAGE, "model: expected key=value, got '%s'", kv);
+	char key[64];
+	snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
+	char *end;
+	double num = strtod(eq + 1, &end);
+	int is_num = end != eq + 1 && *end == 0;
+	return set_kv(c, key, eq + 1, num, is_num, err);
+}
+
+int sb_lm_cfg_from_json(struct sb_lm_cfg *c, const struct sb_json *obj, struct sb_err *err)
+{
+	if (!obj || obj->type != SB_JSON_OBJECT)
+		return SB_ERR(err, SB_EDATA, "model: expected a JSON object");
+	for (size_t i = 0; i < obj->n; i++) {
+		const struct sb_json *v = obj->items[i];
+		if (strcmp(obj->keys[i], "n_layer") == 0 || strcmp(obj->keys[i], "parameter_count") == 0)
+			continue; /* derived */
+		int rc = 0;
+		if (v->type == SB_JSON_NUMBER)
+			rc = set_kv(c, obj->keys[i], NULL, v->number, 1, err);
+		else if (v->type == SB_JSON_STRING)
+			rc = set_kv(c, obj->keys[i], v->text, 0, 0, err);
+		else if (v->type == SB_JSON_BOOL)
+			rc = set_kv(c, obj->keys[i], NULL, v->boolean, 1, err);
+		else
+			rc = SB_ERR(err, SB_EDATA, "model: field '%s' has the wrong type", obj->keys[i]);
+		if (rc) /* a model read from data: bad data, not misuse */
+			return err ? (err->code = SB_EDATA) : SB_EDATA;
+	}
+	int rc = sb_lm_cfg_check(c, err);
+	if (rc && err)
+		err->code = SB_EDATA;
+	return rc ? SB_EDATA : 0;
+}
+
+void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
+{
+	sb_jw_obj(w);
+	sb_jw_kint(w, "vocab", c->vocab);
+	sb_jw_kint(w, "d", c->d);
+	sb_jw_kstr(w, "pattern", c->pattern);
+	sb_jw_kint(w, "n_layer", c->n_layer);
+	sb_jw_kint(w, "heads", c->heads);
+	sb_jw_kint(w, "kv_heads", c->kv_heads);
+	sb_jw_kint(w, "head_dim", c->head_dim);
+	sb_jw_kint(w, "lin_heads", c->lin_heads);
+	sb_jw_kint(w, "conv_k", c->conv_k);
+	sb_jw_kint(w, "conv_gate", c->conv_gate);
+	sb_jw_kint(w, "ffn", c->ffn);
+	sb_jw_kstr(w, "mlp", c->swiglu ? "swiglu" : "gelu");
+	sb_jw_kstr(w, "norm", c->rmsnorm ? "rmsnorm" : "layernorm");
+	sb_jw_kf32(w, "norm_eps", c->norm_eps);
+	sb_jw_kint(w, "bias", c->bias);
+	sb_jw_kint(w, "attn_bias", c->attn_bias);
+	sb_jw_kint(w, "tied", c->tied);
+	sb_jw_kstr(w, "pos", pos_name(c->pos));
+	sb_jw_kf32(w, "rope_theta", c->rope_theta);
+	sb_jw_kint(w, "max_T", c->max_T);
+	sb_jw_kf32(w, "init_std", c->init_std);
+	sb_jw_obj_end(w);
+}
+
+/* ================================================================ parameter table */
+
+struct table {
+	struct sb_lm_param *p;
+	int n, cap;
+	size_t total;
+	int oom;
+};
+
+static void tadd(struct table *t, const char *name, int ndim, int64_t s0, int64_t s1, int64_t s2, enum sb_lm_init init,
+		 float a, int decay, int linear)
+{
+	if (t->oom)
+		return;
+	if (t->n == t->cap) {
+		int cap = t->cap ? 2 * t->cap : 64;
+		void *q = realloc(t->p, (size_t)cap * sizeof *t->p);
+		if (!q) {
+			t->oom = 1;
+			return;
+		}
+		t->p = q;
+		t->cap = cap;
+	}
+	struct sb_lm_param *p = &t->p[t->n++];
+	memset(p, 0, sizeof *p);
+	snprintf(p->name, sizeof p->name, "%s", name);
+	p->ndim = ndim;
+	p->shape[0] = s0;
+	p->shape[1] = s1;
+	p->shape[2] = s2;
+	p->numel = (size_t)s0 * (size_t)(ndim > 1 ? s1 : 1) * (size_t)(ndim > 2 ? s2 : 1);
+	p->offset = t->total;
+	/* keep every tensor 16-float aligned (vector loads), except a SwiGLU gate, which
+	 * must be followed directly by its up projection (one [2F, d] product) */
+	t->total += strstr(name, "gate_proj") ? p->numel : (p->numel + 15) & ~(size_t)15;
+	p->init = init;
+	p->a = a;
+	p->decay = decay;
+	p->linear = linear;
+}
+
+int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *n, size_t *n_floats,
+		      struct sb_err *err)
+{
+	struct table t = {0};
+	int d = c->d, V = c->vocab, F = c->ffn, L = c->n_layer;
+	int qd = c->heads * c->head_dim, kvd = c->kv_heads * c->head_dim;
+	float std = c->init_std, ostd = c->init_std / sqrtf(2.0f * (float)L), cb = 1.0f / sqrtf((float)c->conv_k);
+	char nm[80];
+	tadd(&t, "model.embed_tokens.weight", 2, V, d, 0, SB_LM_INIT_NORMAL, std, 1, 0);
+	if (c->pos == SB_LM_POS_LEARNED)
+		tadd(&t, "model.embed_positions.weight", 2, c->max_T, d, 0, SB_LM_INIT_NORMAL, std, 1, 0);
+	for (int l = 0; l < L; l++) {
+		char k = c->pattern[l];
+#define NM(fmt) (snprintf(nm, sizeof nm, "model.layers.%d." fmt, l), nm)
+		tadd(&t, NM("input_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+		if (!c->rmsnorm)
+			tadd(&t, NM("input_layernorm.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+		if (k == 'A' || k == 'L') {
+			const char *pre = k == 'A' ? "self_attn" : "linear_attn";
+			int qo = k == 'A' ? qd : d, ko = k == 'A' ? kvd : d;
+			const char *proj[4] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+			int outs[4] = {qo, ko, ko, d}, ins[4] = {d, d, d, qo};
+			for (int i = 0; i < 4; i++) {
+				snprintf(nm, sizeof nm, "model.layers.%d.%s.%s.weight", l, pre, proj[i]);
+				tadd(&t, nm, 2, outs[i], ins[i], 0, SB_LM_INIT_NORMAL, i == 3 ? ostd : std, 1, 1);
+				if (c->attn_bias) {
+					snprintf(nm, sizeof nm, "model.layers.%d.%s.%s.bias", l, pre, proj[i]);
+					tadd(&t, nm, 1, outs[i], 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+				}
+			}
+		} else {
+			int gi = c->conv_gate ? 3 : 1;
+			tadd(&t, NM("conv.in_proj.weight"), 2, gi * d, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
+			if (c->bias)
+				tadd(&t, NM("conv.in_proj.bias"), 1, gi * d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+			tadd(&t, NM("conv.conv.weight"), 3, d, 1, c->conv_k, SB_LM_INIT_UNIFORM, cb, 1, 0);
+			if (c->bias)
+				tadd(&t, NM("conv.conv.bias"), 1, d, 0, 0, SB_LM_INIT_UNIFORM, cb, 0, 0);
+			tadd(&t, NM("conv.out_proj.weight"), 2, d, d, 0, SB_LM_INIT_NORMAL, ostd, 1, 1);
+			if (c->bias)
+				tadd(&t, NM("conv.out_proj.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+		}
+		if (F > 0) {
+			tadd(&t, NM("post_attention_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+			if (!c->rmsnorm)
+				tadd(&t, NM("post_attention_layernorm.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+			if (c->swiglu) {
+				/* gate and up adjacent: one [2F, d] product (linear = 2: transposed together) */
+				tadd(&t, NM("mlp.gate_proj.weight"), 2, F, d, 0, SB_LM_INIT_NORMAL, std, 1, 2);
+				tadd(&t, NM("mlp.up_proj.weight"), 2, F, d, 0, SB_LM_INIT_NORMAL, std, 1, 0);
+				if (c->bias) {
+					tadd(&t, NM("mlp.gate_proj.bias"), 1, F, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+					tadd(&t, NM("mlp.up_proj.bias"), 1, F, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+				}
+			} else {
+				tadd(&t, NM("mlp.up_proj.weight"), 2, F, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
+				if (c->bias)
+					tadd(&t, NM("mlp.up_proj.bias"), 1, F, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+			}
+			tadd(&t, NM("mlp.down_proj.weight"), 2, d, F, 0, SB_LM_INIT_NORMAL, ostd, 1, 1);
+			if (c->bias)
+				tadd(&t, NM("mlp.down_proj.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+		}
+#undef NM
+	}
+	tadd(&t, "model.norm.weight", 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+	if (!c->rmsnorm)
+		tadd(&t, "model.norm.bias", 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+	if (!c->tied)
+		tadd(&t, "lm_head.weight", 2, V, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
+	if (t.oom) {
+		free(t.p);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory (parameter table)");
+	}
+	/* SwiGLU: gate/up biases must be adjacent too (they are, when present) */
+	*out = t.p;
+	*n = t.n;
+	*n_floats = t.total;
+	return 0;
+}
+
+static const struct sb_lm_param *find_param(const struct sb_lm_model *m, const char *name)
+{
+	for (int i = 0; i < m->n_params; i++)
+		if (strcmp(m->params[i].name, name) == 0)
+			return &m->params[i];
+	return NULL;
+}
+
+static float *at(const struct sb_lm_model *m, float *base, const char *name)
+{
+	const struct sb_lm_param *p = find_param(m, name);
+	return p ? base + p->offset : NULL;
+}
+
+void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *o)
+{
+	memset(o, 0, sizeof *o);
+	char nm[96];
+	o->embed = at(m, base, "model.embed_tokens.weight");
+	o->pos = at(m, base, "model.embed_positions.weight");
+	o->lnf_w = at(m, base, "model.norm.weight");
+	o->lnf_b = at(m, base, "model.norm.bias");
+	o->head = m->cfg.tied ? o->embed : at(m, base, "lm_head.weight");
+	for (int l = 0; l < m->cfg.n_layer; l++) {
+		struct sb_lm_layer *y = &o->layer[l];
+		y->kind = m->cfg.pattern[l];
+#define P(field, fmt)                                                                                              \
+	do {                                                                                                       \
+		snprintf(nm, sizeof nm, "model.layers.%d." fmt, l);                                                \
+		y->field = at(m, base, nm);                                                                        \
+	} while (0)
+		P(ln1_w, "input_layernorm.weight");
+		P(ln1_b, "input_layernorm.bias");
+		P(ln2_w, "post_attention_layernorm.weight");
+		P(ln2_b, "post_attention_layernorm.bias");
+		if (y->kind == 'A') {
+			P(q_w, "self_attn.q_proj.weight");
+			P(q_b, "self_attn.q_proj.bias");
+			P(k_w, "self_attn.k_proj.weight");
+			P(k_b, "self_attn.k_proj.bias");
+			P(v_w, "self_attn.v_proj.weight");
+			P(v_b, "self_attn.v_proj.bias");
+			P(o_w, "self_attn.o_proj.weight");
+			P(o_b, "self_attn.o_proj.bias");
+		} else if (y->kind == 'L') {
+			P(q_w, "linear_attn.q_proj.weight");
+			P(q_b, "linear_attn.q_proj.bias");
+			P(k_w, "linear_attn.k_proj.weight");
+			P(k_b, "linear_attn.k_proj.bias");
+			P(v_w, "linear_attn.v_proj.weight");
+			P(v_b, "linear_attn.v_proj.bias");
+			P(o_w, "linear_attn.o_proj.weight");
+			P(o_b, "linear_attn.o_proj.bias");
+		} else {
+			P(in_w, "conv.in_proj.weight");
+			P(in_b, "conv.in_proj.bias");
+			P(cw, "conv.conv.weight");
+			P(cb, "conv.conv.bias");
+			P(out_w, "conv.out_proj.weight");
+			P(out_b, "conv.out_proj.bias");
+		}
+		if (m->cfg.swiglu) {
+			P(up_w, "mlp.gate_proj.weight");
+			P(up_b, "mlp.gate_proj.bias");
+		} else {
+			P(up_w, "mlp.up_proj.weight");
+			P(up_b, "mlp.up_proj.bias");
+		}
+		P(down_w, "mlp.down_proj.weight");
+		P(down_b, "mlp.down_proj.bias");
+#undef P
+	}
+}
+
+/* ================================================================ model */
+
+int sb_lm_model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, struct sb_lm_model **out, struct sb_err *err)
+{
+	const struct sb_backend_lm_ops *lo = sb_backend_lm(be);
+	if (!lo)
+		return SB_ERR(err, SB_EUSAGE, "backend '%s' lacks the LM ops (ported to the CPU backend only)", be->name);
+	struct sb_lm_model *m = calloc(1, sizeof *m);
+	if (!m)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	m->cfg = *cfg;
+	m->be = be;
+	m->lo = lo;
+	int rc = sb_lm_cfg_check(&m->cfg, err);
+	if (!rc)
+		rc = sb_lm_param_table(&m->cfg, &m->params, &m->n_params, &m->n_floats, err);
+	if (rc) {
+		free(m);
+		return rc;
+	}
+	size_t extra = m->cfg.tied ? (size_t)m->cfg.vocab * m->cfg.d : 0;
+	m->p = sb_be_alloc(be, m->n_floats * sizeof(float));
+	m->pt = sb_be_alloc(be, (m->n_floats + extra) * sizeof(float));
+	if (!m->p || !m->pt) {
+		sb_lm_model_free(m);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory (parameters)");
+	}
+	sb_lm_ptrs_at(m, m->p, &m->w);
+	sb_lm_ptrs_at(m, m->pt, &m->wt);
+	if (m->cfg.tied)
+		m->wt.head = m->pt + m->n_floats;
+	*out = m;
+	return 0;
+}
+
+void sb_lm_model_free(struct sb_lm_model *m)
+{
+	if (!m)
+		return;
+	sb_be_free(m->be, m->p);
+	sb_be_free(m->be, m->pt);
+	free(m->params);
+	free(m);
+}
+
+static uint64_t fnv1a64(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++) {
+		h ^= (uint8_t)*s;
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+int sb_lm_model_init(struct sb_lm_model *m, uint64_t seed, struct sb_err *err)
+{
+	float *host = malloc(m->n_floats * sizeof *host);
+	if (!host)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	memset(host, 0, m->n_floats * sizeof *host);
+	for (int i = 0; i < m->n_params; i++) {
+		const struct sb_lm_param *p = &m->params[i];
+		float *x = host + p->offset;
+		struct sb_rng r;
+		sb_rng_init(&r, seed, SB_RNG_INIT, fnv1a64(p->name));
+		for (size_t j = 0; j < p->numel; j++) {
+			switch (p->init) {
+			case SB_LM_INIT_NORMAL: x[j] = (float)(p->a * sb_rng_normal(&r)); break;
+			case SB_LM_INIT_UNIFORM: x[j] = (float)(p->a * (2.0 * sb_rng_uniform(&r) - 1.0)); break;
+			case SB_LM_INIT_ONE: x[j] = 1.0f; break;
+			case SB_LM_INIT_ZERO: x[j] = 0.0f; break;
+			}
+		}
+	}
+	int rc = m->be->ops->upload(m->be, m->p, host, m->n_floats * sizeof *host, err);
+	free(host);
+	if (!rc)
+		sb_lm_model_prepare(m);
+	return rc;
+}
+
+int sb_lm_model_to_tensors(const struct sb_lm_model *m, struct sb_tensors *ts, struct sb_err *err)
+{
+	float *host = malloc(m->n_floats * sizeof *host);
+	if (!host)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	int rc = m->be->ops->download(m->be, host, m->p, m->n_floats * sizeof *host, err);
+	for (int i = 0; i < m->n_params && !rc; i++) {
+		const struct sb_lm_param *p = &m->params[i];
+		rc = sb_tensors_add(ts, p->name, SB_F32, p->ndim, p->shape, host + p->offset, 0, err);
+	}
+	free(host);
+	return rc;
+}
+
+int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts, struct sb_err *err)
+{
+	float *host = calloc(m->n_floats, sizeof *host);
+	if (!host)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	int rc = 0;
+	for (int i = 0; i < m->n_params && !rc; i++) {
+		const struct sb_lm_param *p = &m->params[i];
+		const struct sb_tensor *t = sb_tensors_find(ts, p->name);
+		if (!t) {
+			rc = SB_ERR(err, SB_EDATA, "checkpoint lacks tensor '%s'", p->name);
+			break;
+		}
+		int same = t->dtype == SB_F32 && t->ndim == p->ndim;
+		for (int k = 0; k < p->ndim && same; k++)
+			same = t->shape[k] == p->shape[k];
+		if (!same) {
+			rc = SB_ERR(err, SB_EDATA, "checkpoint tensor '%s' has another dtype or shape", p->name);
+			break;
+		}
+		memcpy(host + p->offset, t->data, p->numel * sizeof *host);
+	}
+	if (!rc)
+		rc = m->be->ops->upload(m->be, m->p, host, m->n_floats * sizeof *host, err);
+	free(host);
+	if (!rc)
+		sb_lm_model_prepare(m);
+	return rc;
+}
+
+void sb_lm_model_prepare(struct sb_lm_model *m)
+{
+	struct sb_ctx *ctx = sb_be_main(m->be);
+	m->be->ops->copy(ctx, m->pt, m->p, m->n_floats * sizeof(float));
+	for (int i = 0; i < m->n_params; i++) {
+		const struct sb_lm_param *p = &m->params[i];
+		if (p->linear == 1)
+			m->lo->transpose(ctx, m->pt + p->offset, m->p + p->offset, (int)p->shape[0], (int)p->shape[1]);
+		else if (p->linear == 2) /* gate and up: one [2F, d] matrix (the table keeps them adjacent) */
+			m->lo->transpose(ctx, m->pt + p->offset, m->p + p->offset, (int)(2 * p->shape[0]),
+					 (int)p->shape[1]);
+	}
+	if (m->cfg.tied)
+		m->lo->transpose(ctx, m->wt.head, m->w.embed, m->cfg.vocab, m->cfg.d);
+	m->pt_valid = 1;
+}
+
+/* ================================================================ training path */
+
+struct lm_act {
+	int32_t *ids, *tgt;
+	float *x[SB_LM_MAX_LAYERS + 1], *xmid[SB_LM_MAX_LAYERS];
+	float *n1[SB_LM_MAX_LAYERS], *mean1[SB_LM_MAX_LAYERS], *rstd1[SB_LM_MAX_LAYERS];
+	float *n2[SB_LM_MAX_LAYERS], *mean2[SB_LM_MAX_LAYERS], *rstd2[SB_LM_MAX_LAYERS];
+	float *q[SB_LM_MAX_LAYERS], *k[SB_LM_MAX_LAYERS], *v[SB_LM_MAX_LAYERS], *P[SB_LM_MAX_LAYERS];
+	float *att[SB_LM_MAX_LAYERS], *den[SB_LM_MAX_LAYERS];
+	float *bch[SB_LM_MAX_LAYERS], *z[SB_LM_MAX_LAYERS], *cy[SB_LM_MAX_LAYERS];
+	float *h[SB_LM_MAX_LAYERS], *a[SB_LM_MAX_LAYERS];
+	float *nf, *meanf, *rstdf, *logits, *losses;
+	float *dx, *dn, *dy, *dq, *dk, *dv, *datt, *dh, *da, *dlogits;
+	size_t bytes;
+	void *base;
+};
+
+static float *take(char *base, size_t *off, size_t nfloats)
+{
+	float *p = base ? (float *)(base + *off) : NULL;
+	*off += ((nfloats * sizeof(float)) + 63) & ~(size_t)63;
+	return p;
+}
+
+/* Lay out the activations of a tile of Bt sequences of T tokens at base (NULL: count). */
+static size_t act_layout(const struct sb_lm_cfg *c, int Bt, int T, void *base, struct lm_act *a)
+{
+	char *cur = base;
+	size_t off = 0;
+	size_t M = (size_t)Bt * T, d = (size_t)c->d, F = (size_t)c->ffn, V = (size_t)c->vocab;
+	size_t qd = (size_t)c->heads * c->head_dim, kvd = (size_t)c->kv_heads * c->head_dim;
+	size_t wide = 3 * d;
+	if (qd > wide)
+		wide = qd;
+	if (2 * F > wide)
+		wide = 2 * F;
+	memset(a, 0, sizeof *a);
+	a->ids = (int32_t *)take(cur, &off, M);
+	a->tgt = (int32_t *)take(cur, &off, M);
+	for (int l = 0; l <= c->n_layer; l++)
+		a->x[l] = take(cur, &off, M * d);
+	for (int l = 0; l < c->n_layer; l++) {
+		char k = c->pattern[l];
+		a->xmid[l] = take(cur, &off, M * d);
+		a->n1[l] = take(cur, &off, M * d);
+		a->mean1[l] = take(cur, &off, M);
+		a->rstd1[l] = take(cur, &off, M);
+		if (k == 'A') {
+			a->q[l] = take(cur, &off, M * qd);
+			a->k[l] = take(cur, &off, M * kvd);
+			a->v[l] = take(cur, &off, M * kvd);
+			a->P[l] = take(cur, &off, (size_t)Bt * c->heads * T * T);
+			a->att[l] = take(cur, &off, M * qd);
+		} else if (k == 'L') {
+			a->q[l] = take(cur, &off, M * d);
+			a->k[l] = take(cur, &off, M * d);
+			a->v[l] = take(cur, &off, M * d);
+			a->den[l] = take(cur, &off, (size_t)Bt * c->lin_heads * T);
+			a->att[l] = take(cur, &off, M * d);
+		} else {
+			a->bch[l] = take(cur, &off, M * 3 * d);
+			a->z[l] = take(cur, &off, M * d);
+			a->cy[l] = take(cur, &off, M * d);
+		}
+		if (F) {
+			a->n2[l] = take(cur, &off, M * d);
+			a->mean2[l] = take(cur, &off, M);
+			a->rstd2[l] = take(cur, &off, M);
+			a->h[l] = take(cur, &off, M * F * (c->swiglu ? 2 : 1));
+			a->a[l] = take(cur, &off, M * F);
+		}
+	}
+	a->nf = take(cur, &off, M * d);
+	a->meanf = take(cur, &off, M);
+	a->rstdf = take(cur, &off, M);
+	a->logits = take(cur, &off, M * V);
+	a->losses = take(cur, &off, M);
+	a->dx = take(cur, &off, M * d);
+	a->dn = take(cur, &off, M * d);
+	a->dy = take(cur, &off, M * d);
+	a->dq = take(cur, &off, M * wide);
+	a->dk = take(cur, &off, M * (kvd > d ? kvd : d));
+	a->dv = take(cur, &off, M * (kvd > d ? kvd : d));
+	a->datt = take(cur, &off, M * wide);
+	a->dh = take(cur, &off, M * (2 * F > 1 ? 2 * F : 1));
+	a->da = take(cur, &off, M * (F > 0 ? F : 1));
+	a->dlogits = take(cur, &off, M * V);
+	return off;
+}
+
+struct sb_lm_trainer {
+	struct sb_lm_model *m;
+	struct sb_lm_train_opts o;   /* the current shape (B, T, tile) */
+	struct sb_lm_train_opts o0;  /* the shape the arena was sized for */
+	int ntiles, nslots;
+	size_t stride;       /* floats per gradient slot */
+	float *grad;         /* [nslots][stride] */
+	float *adam_m, *adam_v;
+	struct lm_act *act;  /* per worker */
+	int nworkers;
+	double *tile_loss;
+	const uint8_t *batch;
+	float dscale;
+	int want_grad_only;
+};
+
+static const struct sb_dropout no_drop = {0};
+
+/* forward of one tile: sets a->losses and a->dlogits (scaled by dscale) */
+static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_act *a, int Bt, int T, float dscale,
+			 int want_dlogits)
+{
+	const struct sb_lm_cfg *c = &m->cfg;
+	const struct sb_backend_ops *op = m->be->ops;
+	const struct sb_backend_lm_ops *lo = m->lo;
+	const struct sb_lm_ptrs *w = &m->w;
+	int M = Bt * T, d = c->d, F = c->ffn, hd = c->head_dim, NH = c->heads, NKV = c->kv_heads;
+	int qd = NH * hd, kvd = NKV * hd, rms = c->rmsnorm;
+	op->embedding_forward(ctx, a->x[0], a->ids, w->embed, M, d);
+	if (c->pos == SB_LM_POS_LEARNED)
+		lo->pos_forward(ctx, a->x[0], w->pos, Bt, T, 0, d);
+	for (int l = 0; l < c->n_layer; l++) {
+		const struct sb_lm_layer *y = &w->layer[l];
+		lo->norm_forward(ctx, a->n1[l], a->mean1[l], a->rstd1[l], a->x[l], y->ln1_w, y->ln1_b, M, d, c->norm_eps,
+				 rms);
+		float *out = a->dy; /* mixer output, before the residual */
+		if (y->kind == 'A') {
+			op->matmul_forward(ctx, a->q[l], a->n1[l], y->q_w, y->q_b, M, d, qd);
+			op->matmul_forward(ctx, a->k[l], a->n1[l], y->k_w, y->k_b, M, d, kvd);
+			op->matmul_forward(ctx, a->v[l], a->n1[l], y->v_w, y->v_b, M, d, kvd);
+			if (c->pos == SB_LM_POS_ROPE) {
+				lo->rope(ctx, a->q[l], Bt, T, 0, NH, hd, c->rope_theta, 0);
+				lo->rope(ctx, a->k[l], Bt, T, 0, NKV, hd, c->rope_theta, 0);
+			}
+			lo->attn_forward(ctx, a->att[l], a->P[l], a->q[l], a->k[l], a->v[l], Bt, T, NH, NKV, hd);
+			op->matmul_forward(ctx, out, a->att[l], y->o_w, y->o_b, M, qd, d);
+		} else if (y->kind == 'L') {
+			op->matmul_forward(ctx, a->q[l], a->n1[l], y->q_w, y->q_b, M, d, d);
+			op->matmul_forward(ctx, a->k[l], a->n1[l], y->k_w, y->k_b, M, d, d);
+			op->matmul_forward(ctx, a->v[l], a->n1[l], y->v_w, y->v_b, M, d, d);
+			lo->linattn_forward(ctx, a->att[l], a->den[l], a->q[l], a->k[l], a->v[l], Bt, T, c->lin_heads,
+					    d / c->lin_heads);
+			op->matmul_forward(ctx, out, a->att[l], y->o_w, y->o_b, M, d, d);
+		} else {
+			if (c->conv_gate) {
+				op->matmul_forward(ctx, a->bch[l], a->n1[l], y->in_w, y->in_b, M, d, 3 * d);
+				lo->conv_forward(ctx, a->cy[l], a->z[l], a->bch[l], y->cw, y->cb, Bt, T, d, c->conv_k);
+			} else {
+				op->matmul_forward(ctx, a->bch[l], a->n1[l], y->in_w, y->in_b, M, d, d);
+				lo->dwconv_forward(ctx, a->cy[l], a->bch[l], y->cw, y->cb, Bt, T, d, c->conv_k);
+			}
+			op->matmul_forward(ctx, out, a->cy[l], y->out_w, y->out_b, M, d, d);
+		}
+		float *xm = F ? a->xmid[l] : a->x[l + 1];
+		op->copy(ctx, xm, a->x[l], (size_t)M * d * sizeof(float));
+		lo->add(ctx, xm, out, (size_t)M * d);
+		if (F) {
+			lo->norm_forward(ctx, a->n2[l], a->mean2[l], a->rstd2[l], xm, y->ln2_w, y->ln2_b, M, d,
+					 c->norm_eps, rms);
+			op->matmul_forward(ctx, a->h[l], a->n2[l], y->up_w, y->up_b, M, d, c->swiglu ? 2 * F : F);
+			if (c->swiglu)
+				lo->swiglu_forward(ctx, a->a[l], a->h[l], M, F);
+			else
+				op->gelu_forward(ctx, a->a[l], NULL, a->h[l], &no_drop, (size_t)M * F);
+			op->matmul_forward(ctx, out, a->a[l], y->down_w, y->down_b, M, F, d);
+			op->copy(ctx, a->x[l + 1], xm, (size_t)M * d * sizeof(float));
+			lo->add(ctx, a->x[l + 1], out, (size_t)M * d);
+		}
+	}
+	int L = c->n_layer;
+	lo->norm_forward(ctx, a->nf, a->meanf, a->rstdf, a->x[L], w->lnf_w, w->lnf_b, M, d, c->norm_eps, rms);
+	op->matmul_forward(ctx, a->logits, a->nf, w->head, NULL, M, d, c->vocab);
+	op->cross_entropy(ctx, a->losses, NULL, want_dlogits ? a->dlogits : NULL, a->logits, a->tgt, M, c->vocab, dscale);
+}
+
+static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_act *a, const struct sb_lm_ptrs *g,
+			  int Bt, int T)
+{
+	const struct sb_lm_cfg *c = &m->cfg;
+	const struct sb_backend_ops *op = m->be->ops;
+	const struct sb_backend_lm_ops *lo = m->lo;
+	const struct sb_lm_ptrs *w = &m->w;
+	int M = Bt * T, d = c->d, F = c->ffn, hd = c->head_dim, NH = c->heads, NKV = c->kv_heads;
+	int qd = NH * hd, kvd = NKV * hd, rms = c->rmsnorm, L = c->n_layer;
+	op->matmul_backward(ctx, a->dn, g->head, NULL, a->dlogits, a->nf, w->head, M, d, c->vocab, 0);
+	op->zero(ctx, a->dx, (size_t)M * d * sizeof(float));
+	lo->norm_backward(ctx, a->dx, g->lnf_w, g->lnf_b, a->dn, a->x[L], a->meanf, a->rstdf, w->lnf_w, M, d, rms);
+	for (int l = L - 1; l >= 0; l--) {
+		const struct sb_lm_layer *y = &w->layer[l], *gy = &g->layer[l];
+		const float *xm = F ? a->xmid[l] : a->x[l + 1];
+		if (F) {
+			/* x[l+1] = xm + down(act(up(norm2(xm)))) */
+			op->matmul_backward(ctx, a->da, gy->down_w, gy->down_b, a->dx, a->a[l], y->down_w, M, F, d, 0);
+			if (c->swiglu)
+				lo->swiglu_backward(ctx, a->dh, a->da, a->h[l], M, F);
+			else
+				op->gelu_backward(ctx, a->dh, a->da, a->h[l], NULL, 0.0f, (size_t)M * F);
+			op->matmul_backward(ctx, a->dn, gy->up_w, gy->up_b, a->dh, a->n2[l], y->up_w, M, d,
+					    c->swiglu ? 2 * F : F, 0);
+			lo->norm_backward(ctx, a->dx, gy->ln2_w, gy->ln2_b, a->dn, xm, a->mean2[l], a->rstd2[l], y->ln2_w,
+					  M, d, rms);
+		}
+		/* xm = x[l] + mixer(norm1(x[l])): dx is d xm */
+		if (y->kind == 'A') {
+			op->matmul_backward(ctx, a->datt, gy->o_w, gy->o_b, a->dx, a->att[l], y->o_w, M, qd, d, 0);
+			lo->attn_backward(ctx, a->dq, a->dk, a->dv, a->datt, a->P[l], a->q[l], a->k[l], a->v[l], Bt, T, NH,
+					  NKV, hd);
+			if (c->pos == SB_LM_POS_ROPE) {
+				lo->rope(ctx, a->dq, Bt, T, 0, NH, hd, c->rope_theta, 1);
+				lo->rope(ctx, a->dk, Bt, T, 0, NKV, hd, c->rope_theta, 1);
+			}
+			op->matmul_backward(ctx, a->dn, gy->q_w, gy->q_b, a->dq, a->n1[l], y->q_w, M, d, qd, 0);
+			op->matmul_backward(ctx, a->dn, gy->k_w, gy->k_b, a->dk, a->n1[l], y->k_w, M, d, kvd, 1);
+			op->matmul_backward(ctx, a->dn, gy->v_w, gy->v_b, a->dv, a->n1[l], y->v_w, M, d, kvd, 1);
+		} else if (y->kind == 'L') {
+			op->matmul_backward(ctx, a->datt, gy->o_w, gy->o_b, a->dx, a->att[l], y->o_w, M, d, d, 0);
+			lo->linattn_backward(ctx, a->dq, a->dk, a->dv, a->datt, a->att[l], a->den[l], a->q[l], a->k[l],
+					     a->v[l], Bt, T, c->lin_heads, d / c->lin_heads);
+			op->matmul_backward(ctx, a->dn, gy->q_w, gy->q_b, a->dq, a->n1[l], y->q_w, M, d, d, 0);
+			op->matmul_backward(ctx, a->dn, gy->k_w, gy->k_b, a->dk, a->n1[l], y->k_w, M, d, d, 1);
+			op->matmul_backward(ctx, a->dn, gy->v_w, gy->v_b, a->dv, a->n1[l], y->v_w, M, d, d, 1);
+		} else {
+			op->matmul_backward(ctx, a->datt, gy->out_w, gy->out_b, a->dx, a->cy[l], y->out_w, M, d, d, 0);
+			if (c->conv_gate) {
+				lo->conv_backward(ctx, a->dq, gy->cw, gy->cb, a->datt, a->bch[l], a->z[l], y->cw, Bt, T, d,
+						  c->conv_k);
+				op->matmul_backward(ctx, a->dn, gy->in_w, gy->in_b, a->dq, a->n1[l], y->in_w, M, d, 3 * d, 0);
+			} else {
+				lo->dwconv_backward(ctx, a->dq, gy->cw, gy->cb, a->datt, a->bch[l], y->cw, Bt, T, d, c->conv_k);
+				op->matmul_backward(ctx, a->dn, gy->in_w, gy->in_b, a->dq, a->n1[l], y->in_w, M, d, d, 0);
+			}
+		}
+		lo->norm_backward(ctx, a->dx, gy->ln1_w, gy->ln1_b, a->dn, a->x[l], a->mean1[l], a->rstd1[l], y->ln1_w, M,
+				  d, rms);
+	}
+	lo->embedding_backward(ctx, g->embed, a->dx, a->ids, M, d);
+	if (c->pos == SB_LM_POS_LEARNED)
+		lo->pos_backward(ctx, g->pos, a->dx, Bt, T, 0, d);
+}
+
+int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, struct sb_lm_trainer **out,
+		      struct sb_err *err)
+{
+	if (o->B < 1 || o->T < 1 || o->T > m->cfg.max_T)
+		return SB_ERR(err, SB_EUSAGE, "training: B %d, T %d (max_T %d)", o->B, o->T, m->cfg.max_T);
+	struct sb_lm_trainer *tr = calloc(1, sizeof *tr);
+	if (!tr)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	tr->m = m;
+	tr->o = *o;
+	if (tr->o.tile < 1)
+		tr->o.tile = 1;
+	if (tr->o.tile > o->B)
+		tr->o.tile = o->B;
+	if (o->B % tr->o.tile) {
+		int tile = tr->o.tile;
+		free(tr);
+		return SB_ERR(err, SB_EUSAGE, "training: batch %d is not a multiple of the tile %d", o->B, tile);
+	}
+	tr->o0 = tr->o;
+	tr->ntiles = o->B / tr->o.tile;
+	tr->nslots = tr->ntiles < m->be->slots ? tr->ntiles : m->be->slots;
+	if (tr->nslots < 1)
+		tr->nslots = 1;
+	tr->stride = (m->n_floats + 15) & ~(size_t)15;
+	tr->grad = sb_be_alloc(m->be, (size_t)tr->nslots * tr->stride * sizeof(float));
+	tr->adam_m = sb_be_alloc(m->be, m->n_floats * sizeof(float));
+	tr->adam_v = sb_be_alloc(m->be, m->n_floats * sizeof(float));
+	tr->nworkers = m->be->threads;
+	tr->act = calloc((size_t)tr->nworkers, sizeof *tr->act);
+	tr->tile_loss = calloc((size_t)tr->ntiles, sizeof *tr->tile_loss);
+	if (!tr->grad || !tr->adam_m || !tr->adam_v || !tr->act || !tr->tile_loss)
+		goto oom;
+	struct lm_act tmp;
+	size_t bytes = act_layout(&m->cfg, tr->o.tile, o->T, NULL, &tmp);
+	for (int wk = 0; wk < tr->nworkers; wk++) {
+		void *base = sb_be_alloc(m->be, bytes);
+		if (!base)
+			goto oom;
+		act_layout(&m->cfg, tr->o.tile, o->T, base, &tr->act[wk]);
+		tr->act[wk].base = base;
+		tr->act[wk].bytes = bytes;
+	}
+	*out = tr;
+	return 0;
+oom:
+	sb_lm_trainer_free(tr);
+	return SB_ERR(err, SB_EINTERNAL, "out of memory (trainer)");
+}
+
+void sb_lm_trainer_free(struct sb_lm_trainer *tr)
+{
+	if (!tr)
+		return;
+	struct sb_backend *be = tr->m->be;
+	sb_be_free(be, tr->grad);
+	sb_be_free(be, tr->adam_m);
+	sb_be_free(be, tr->adam_v);
+	if (tr->act)
+		for (int i = 0; i < tr->nworkers; i++)
+			sb_be_free(be, tr->act[i].base);
+	free(tr->act);
+	free(tr->tile_loss);
+	free(tr);
+}
+
+static void fill_ids(struct lm_act *a, const uint8_t *batch, int first_seq, int Bt, int T)
+{
+	/* the CPU backend's memory is the host's; a device backend would upload here */
+	for (int b = 0; b < Bt; b++) {
+		const uint8_t *s = batch + (size_t)(first_seq + b) * (T + 1);
+		for (int t = 0; t < T; t++) {
+			a->ids[(size_t)b * T + t] = s[t];
+			a->tgt[(size_t)b * T + t] = s[t + 1];
+		}
+	}
+}
+
+static int slot_task(struct sb_ctx *ctx, int worker, int slot, void *arg, struct sb_err *err)
+{
+	struct sb_lm_trainer *tr = arg;
+	struct sb_lm_model *m = tr->m;
+	struct lm_act *a = &tr->act[worker];
+	float *g = tr->grad + (size_t)slot * tr->stride;
+	m->be->ops->zero(ctx, g, m->n_floats * sizeof(float));
+	struct sb_lm_ptrs gp;
+	sb_lm_ptrs_at(m, g, &gp);
+	int t0 = (int)((int64_t)slot * tr->ntiles / tr->nslots), t1 = (int)((int64_t)(slot + 1) * tr->ntiles / tr->nslots);
+	int Bt = tr->o.tile, T = tr->o.T;
+	for (int tile = t0; tile < t1; tile++) {
+		fill_ids(a, tr->batch, tile * Bt, Bt, T);
+		tile_forward(ctx, m, a, Bt, T, tr->dscale, 1);
+		double s = 0;
+		for (int i = 0; i < Bt * T; i++)
+			s += a->losses[i];
+		tr->tile_loss[tile] = s;
+		tile_backward(ctx, m, a, &gp, Bt, T);
+	}
+	return 0;
+}
+
+static int grad_pass(struct sb_lm_trainer *tr, const uint8_t *batch, double *loss, struct sb_err *err)
+{
+	struct sb_lm_model *m = tr->m;
+	tr->batch = batch;
+	tr->dscale = 1.0f / (float)((double)tr->o.B * tr->o.T);
+	SB_TRY(m->be->ops->run(m->be, tr->nslots, slot_task, tr, err));
+	struct sb_ctx *ctx = sb_be_main(m->be);
+	if (tr->nslots > 1)
+		m->be->ops->reduce_slots(ctx, tr->grad, tr->grad, tr->nslots, tr->stride, m->n_floats);
+	double s = 0;
+	for (int i = 0; i < tr->ntiles; i++)
+		s += tr->tile_loss[i];
+	*loss = s / ((double)tr->o.B * tr->o.T);
+	return 0;
+}
+
+int sb_lm_train_grad(struct sb_lm_trainer *tr, const uint8_t *batch, double *loss, float **grad, struct sb_err *err)
+{
+	SB_TRY(grad_pass(tr, batch, loss, err));
+	*grad = tr->grad;
+	return 0;
+}
+
+/* Lay the arenas out for sequences of Tp tokens (Tp dividing the original T). */
+static int reshape(struct sb_lm_trainer *tr, int Tp, struct sb_err *err)
+{
+	const struct sb_lm_train_opts *o0 = &tr->o0;
+	if (Tp == tr->o.T)
+		return 0;
+	if (Tp < 1 || Tp > o0->T || o0->T % Tp)
+		return SB_ERR(err, SB_EUSAGE, "training: a context of %d does not divide %d", Tp, o0->T);
+	int f = o0->T / Tp;
+	struct sb_lm_train_opts o = *o0;
+	o.T = Tp;
+	o.B = o0->B * f;
+	o.tile = o0->tile * f;
+	for (int wk = 0; wk < tr->nworkers; wk++) {
+		struct lm_act dry;
+		void *base = tr->act[wk].base;
+		size_t bytes = tr->act[wk].bytes;
+		size_t need = act_layout(&tr->m->cfg, o.tile, Tp, NULL, &dry);
+		if (need > bytes)
+			return SB_ERR(err, SB_EINTERNAL, "training: the arena (%zu bytes) cannot hold T=%d (%zu)", bytes,
+				      Tp, need);
+		act_layout(&tr->m->cfg, o.tile, Tp, base, &tr->act[wk]);
+		tr->act[wk].base = base;
+		tr->act[wk].bytes = bytes;
+	}
+	tr->o = o;
+	tr->ntiles = o.B / o.tile; /* unchanged: B/tile */
+	return 0;
+}
+
+int sb_lm_train_step_len(struct sb_lm_trainer *tr, const uint8_t *batch, int Tp, int64_t step, float lr, double *loss,
+			 double *gnorm, struct sb_err *err)
+{
+	SB_TRY(reshape(tr, Tp, err));
+	return sb_lm_train_step(tr, batch, step, lr, loss, gnorm, err);
+}
+
+int sb_lm_train_step(struct sb_lm_trainer *tr, const uint8_t *batch, int64_t step, float lr, double *loss,
+		     double *gnorm, struct sb_err *err)
+{
+	struct sb_lm_model *m = tr->m;
+	SB_TRY(grad_pass(tr, batch, loss, err));
+	if (!isfinite(*loss))
+		return SB_ERR(err, SB_EDATA, "non-finite training loss at step %lld", (long long)step);
+	struct sb_ctx *ctx = sb_be_main(m->be);
+	double gn = sqrt(m->be->ops->sumsq(ctx, tr->grad, m->n_floats));
+	*gnorm = gn;
+	if (tr->o.clip > 0 && gn > tr->o.clip)
+		m->be->ops->scale(ctx, tr->grad, (float)(tr->o.clip / gn), m->n_floats);
+	for (int i = 0; i < m->n_params; i++) {
+		const struct sb_lm_param *p = &m->params[i];
+		m->be->ops->adamw(ctx, m->p + p->offset, tr->adam_m + p->offset, tr->adam_v + p->offset,
+				  tr->grad + p->offset, p->numel, lr, tr->o.b1, tr->o.b2, tr->o.eps,
+				  p->decay ? tr->o.wd : 0.0f, step);
+	}
+	m->pt_valid = 0;
+	return 0;
+}
+
+int sb_lm_train_logits(struct sb_lm_trainer *tr, const uint8_t *tokens, float *out, struct sb_err *err)
+{
+	struct sb_lm_model *m = tr->m;
+	struct lm_act *a = &tr->act[0];
+	int T = tr->o.T;
+	uint8_t *seq = malloc((size_t)T + 1);
+	if (!seq)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	memcpy(seq, tokens, (size_t)T);
+	seq[T] = 0;
+	/* a tile of tr->o.tile sequences: repeat the sequence */
+	int Bt = tr->o.tile;
+	uint8_t *b = malloc((size_t)Bt * (T + 1));
+	if (!b) {
+		free(seq);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	for (int i = 0; i < Bt; i++)
+		memcpy(b + (size_t)i * (T + 1), seq, (size_t)T + 1);
+	fill_ids(a, b, 0, Bt, T);
+	tile_forward(sb_be_main(m->be), m, a, Bt, T, 1.0f, 0);
+	int rc = m->be->ops->download(m->be, out, a->logits, (size_t)T * m->cfg.vocab * sizeof(float), err);
+	free(seq);
+	free(b);
+	return rc;
+}
+
+int sb_lm_trainer_state_to(const struct sb_lm_trainer *tr, struct sb_tensors *ts, struct sb_err *err)
+{
+	const struct sb_lm_model *m = tr->m;
+	float *host = malloc(2 * m->n_floats * sizeof *host);
+	if (!host)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	int rc = m->be->ops->download(m->be, host, tr->adam_m, m->n_floats * sizeof *host, err);
+	if (!rc)
+		rc = m->be->ops->download(m->be, host + m->n_floats, tr->adam_v, m->n_floats * sizeof *host, err);
+	char nm[128];
+	for (int i = 0; i < m->n_params && !rc; i++) {
+		const struct sb_lm_param *p = &m->params[i];
+		snprintf(nm, sizeof nm, "adam_m.%s", p->name);
+		rc = sb_tensors_add(ts, nm, SB_F32, p->ndim, p->shape, host + p->offset, 0, err);
+		snprintf(nm, sizeof nm, "adam_v.%s", p->name);
+		if (!rc)
+			rc = sb_tensors_add(ts, nm, SB_F32, p->ndim, p->shape, host + m->n_floats + p->offset, 0, err);
+	}
+	free(host);
+	return rc;
+}
+
+int sb_lm_trainer_state_from(struct sb_lm_trainer *tr, const struct sb_tensors *ts, struct sb_err *err)
+{
+	const struct sb_lm_model *m = tr->m;
+	float *host = calloc(2 * m->n_floats, sizeof *host);
+	if (!host)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	char nm[128];
+	int rc = 0;
+	for (int i = 0; i < m->n_params && !rc; i++) {
+		const struct sb_lm_param *p = &m->params[i];
+		for (int k = 0; k < 2 && !rc; k++) {
+			snprintf(nm, sizeof nm, "%s.%s", k ? "adam_v" : "adam_m", p->name);
+			const struct sb_tensor *t = sb_tensors_find(ts, nm);
+			if (!t || t->dtype != SB_F32 || (size_t)sb_tensor_numel(t) != p->numel)
+				rc = SB_ERR(err, SB_EDATA, "optimiser state lacks '%s' or has another shape", nm);
+			else
+				memcpy(host + (size_t)k * m->n_floats + p->offset, t->data, p->numel * sizeof *host);
+		}
+	}
+	if (!rc)
+		rc = m->be->ops->upload(m->be, tr->adam_m, host, m->n_floats * sizeof *host, err);
+	if (!rc)
+		rc = m->be->ops->upload(m->be, tr->adam_v, host + m->n_floats, m->n_floats * sizeof *host, err);
+	free(host);
+	return rc;
+}
+
+/* ================================================================ cached path */
+
+struct sb_lm_cache {
+	const struct sb_lm_model *m;
+	int Tcap, pos;
+	uint64_t mask_seed;
+	float *K[SB_LM_MAX_LAYERS], *V[SB_LM_MAX_LAYERS], *acc[SB_LM_MAX_LAYERS]; /* A */
+	float *hist[SB_LM_MAX_LAYERS];                                           /* C */
+	float *S[SB_LM_MAX_LAYERS], *z[SB_LM_MAX_LAYERS];                        /* L */
+	/* row buffers for up to Tcap rows */
+	int32_t *ids;
+	float *x, *nrm, *mean, *rstd, *q, *k, *v, *att, *y, *h, *a, *logits;
+	void *base;
+	size_t bytes;
+	float *qcap;
+	int qcap_layer;
+};
+
+static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct sb_lm_cache *k)
+{
+	char *cur = base;
+	size_t off = 0;
+	size_t d = (size_t)c->d, F = (size_t)c->ffn, T = (size_t)Tc;
+	size_t kvd = (size_t)c->kv_heads * c->head_dim, qd = (size_t)c->heads * c->head_dim;
+	size_t wide = 3 * d > qd ? 3 * d : qd;
+	for (int l = 0; l < c->n_layer; l++) {
+		char kind = c->pattern[l];
+		if (kind == 'A') {
+			k->K[l] = take(cur, &off, T * kvd);
+			k->V[l] = take(cur, &off, T * kvd);
+			k->acc[l] = take(cur, &off, (size_t)c->heads * T);
+		} else if (kind == 'C') {
+			k->hist[l] = take(cur, &off, (size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * d);
+		} else {
+			size_t e = d / (size_t)c->lin_heads;
+			k->S[l] = take(cur, &off, (size_t)c->lin_heads * e * e);
+			k->z[l] = take(cur, &off, (size_t)c->lin_heads * e);
+		}
+	}
+	k->ids = (int32_t *)take(cur, &off, T);
+	k->x = take(cur, &off, T * d);
+	k->nrm = take(cur, &off, T * d);
+	k->mean = take(cur, &off, T);
+	k->rstd = take(cur, &off, T);
+	k->q = take(cur, &off, T * wide);
+	k->k = take(cur, &off, T * d);
+	k->v = take(cur, &off, T * d);
+	k->att = take(cur, &off, T * (qd > d ? qd : d));
+	k->y = take(cur, &off, T * d);
+	k->h = take(cur, &off, T * (F ? F * (c->swiglu ? 2 : 1) : 1));
+	k->a = take(cur, &off, T * (F ? F : 1));
+	k->logits = take(cur, &off, T * (size_t)c->vocab);
+	return off;
+}
+
+int sb_lm_cache_new(const struct sb_lm_model *m, int Tcap, struct sb_lm_cache **out, struct sb_err *err)
+{
+	if (Tcap < 1 || (m->cfg.pos == SB_LM_POS_LEARNED && Tcap > m->cfg.max_T))
+		return SB_ERR(err, SB_EUSAGE, "cache of %d positions (model max_T %d)", Tcap, m->cfg.max_T);
+	struct sb_lm_cache *k = calloc(1, sizeof *k);
+	if (!k)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	k->m = m;
+	k->Tcap = Tcap;
+	k->bytes = cache_layout(&m->cfg, Tcap, NULL, k);
+	k->base = sb_be_alloc(m->be, k->bytes);
+	if (!k->base) {
+		size_t bytes = k->bytes;
+		free(k);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory (cache of %zu bytes)", bytes);
+	}
+	cache_layout(&m->cfg, Tcap, k->base, k);
+	sb_lm_cache_reset(k, 0);
+	*out = k;
+	return 0;
+}
+
+void sb_lm_cache_free(struct sb_lm_cache *c)
+{
+	if (!c)
+		return;
+	sb_be_free(c->m->be, c->base);
+	free(c);
+}
+
+void sb_lm_cache_reset(struct sb_lm_cache *c, uint64_t mask_seed)
+{
+	const struct sb_lm_cfg *cf = &c->m->cfg;
+	struct sb_ctx *ctx = sb_be_main(c->m->be);
+	for (int l = 0; l < cf->n_layer; l++) {
+		if (c->acc[l])
+			c->m->be->ops->zero(ctx, c->acc[l], (size_t)cf->heads * c->Tcap * sizeof(float));
+		if (c->hist[l])
+			c->m->be->ops->zero(ctx, c->hist[l],
+					    (size_t)(cf->conv_k > 1 ? cf->conv_k - 1 : 1) * cf->d * sizeof(float));
+		if (c->S[l]) {
+			size_t e = (size_t)cf->d / cf->lin_heads;
+			c->m->be->ops->zero(ctx, c->S[l], (size_t)cf->lin_heads * e * e * sizeof(float));
+			c->m->be->ops->zero(ctx, c->z[l], (size_t)cf->lin_heads * e * sizeof(float));
+		}
+	}
+	c->pos = 0;
+	c->mask_seed = mask_seed;
+}
+
+int sb_lm_cache_pos(const struct sb_lm_cache *c) { return c->pos; }
+
+void sb_lm_cache_capture_q(struct sb_lm_cache *c, int layer, float *buf)
+{
+	c->qcap = buf;
+	c->qcap_layer = layer;
+}
+
+void sb_lm_cache_kv(const struct sb_lm_cache *c, int layer, const float **K, const float **V)
+{
+	*K = layer >= 0 && layer < c->m->cfg.n_layer ? c->K[layer] : NULL;
+	*V = layer >= 0 && layer < c->m->cfg.n_layer ? c->V[layer] : NULL;
+}
+
+int sb_lm_forward_cached(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, const uint8_t *tokens,
+			 int n, const struct sb_lm_mask *mask, float *logits, int all_rows,
+			 struct sb_lm_attn_obs *obs, struct sb_err *err)
+{
+	const struct sb_lm_cfg *cf = &m->cfg;
+	const struct sb_backend_ops *op = m->be->ops;
+	const struct sb_backend_lm_ops *lo = m->lo;
+	if (n < 1)
+		return 0;
+	if (c->pos + n > c->Tcap)
+		return SB_ERR(err, SB_EUSAGE, "cache full: %d + %d tokens > %d", c->pos, n, c->Tcap);
+	if (!m->pt_valid)
+		sb_lm_model_prepare(m);
+	int t0 = c->pos, d = cf->d, F = cf->ffn, hd = cf->head_dim, NH = cf->heads, NKV = cf->kv_heads;
+	int qd = NH * hd, kvd = NKV * hd, rms = cf->rmsnorm;
+	const struct sb_lm_ptrs *w = &m->w, *wt = &m->wt;
+	struct sb_lm_mask mk;
+	if (mask) {
+		mk = *mask;
+		mk.seed = c->mask_seed;
+	}
+	for (int i = 0; i < n; i++)
+		c->ids[i] = tokens[i];
+	op->embedding_forward(ctx, c->x, c->ids, w->embed, n, d);
+	if (cf->pos == SB_LM_POS_LEARNED)
+		lo->pos_forward(ctx, c->x, w->pos, 1, n, t0, d);
+	for (int l = 0; l < cf->n_layer; l++) {
+		const struct sb_lm_layer *y = &w->layer[l], *yt = &wt->layer[l];
+		lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x, y->ln1_w, y->ln1_b, n, d, cf->norm_eps, rms);
+		if (y->kind == 'A') {
+			float *Kn = c->K[l] + (size_t)t0 * kvd, *Vn = c->V[l] + (size_t)t0 * kvd;
+			lo->matmul_rows(ctx, c->q, c->nrm, yt->q_w, y->q_b, n, d, qd);
+			lo->matmul_rows(ctx, Kn, c->nrm, yt->k_w, y->k_b, n, d, kvd);
+			lo->matmul_rows(ctx, Vn, c->nrm, yt->v_w, y->v_b, n, d, kvd);
+			if (cf->pos == SB_LM_POS_ROPE) {
+				lo->rope(ctx, c->q, 1, n, t0, NH, hd, cf->rope_theta, 0);
+				lo->rope(ctx, Kn, 1, n, t0, NKV, hd, cf->rope_theta, 0);
+			}
+			if (c->qcap && c->qcap_layer == l)
+				op->copy(ctx, c->qcap + (size_t)t0 * qd, c->q, (size_t)n * qd * sizeof(float));
+			SB_TRY(lo->attn_rows(ctx, c->att, c->q, c->K[l], c->V[l], c->acc[l], c->Tcap, t0, n, NH, NKV, hd,
+					     mask ? &mk : NULL, l, obs ? &obs[l] : NULL, err));
+			lo->matmul_rows(ctx, c->y, c->att, yt->o_w, y->o_b, n, qd, d);
+		} else if (y->kind == 'L') {
+			lo->matmul_rows(ctx, c->q, c->nrm, yt->q_w, y->q_b, n, d, d);
+			lo->matmul_rows(ctx, c->k, c->nrm, yt->k_w, y->k_b, n, d, d);
+			lo->matmul_rows(ctx, c->v, c->nrm, yt->v_w, y->v_b, n, d, d);
+			lo->linattn_rows(ctx, c->att, c->q, c->k, c->v, c->S[l], c->z[l], n, cf->lin_heads, d / cf->lin_heads);
+			lo->matmul_rows(ctx, c->y, c->att, yt->o_w, y->o_b, n, d, d);
+		} else {
+			if (cf->conv_gate) {
+				lo->matmul_rows(ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, 3 * d);
+				lo->conv_rows(ctx, c->att, c->q, c->hist[l], y->cw, y->cb, n, d, cf->conv_k);
+			} else {
+				lo->matmul_rows(ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, d);
+				lo->dwconv_rows(ctx, c->att, c->q, c->hist[l], y->cw, y->cb, n, d, cf->conv_k);
+			}
+			lo->matmul_rows(ctx, c->y, c->att, yt->out_w, y->out_b, n, d, d);
+		}
+		lo->add(ctx, c->x, c->y, (size_t)n * d);
+		if (F) {
+			lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x, y->ln2_w, y->ln2_b, n, d, cf->norm_eps, rms);
+			lo->matmul_rows(ctx, c->h, c->nrm, yt->up_w, y->up_b, n, d, cf->swiglu ? 2 * F : F);
+			if (cf->swiglu)
+				lo->swiglu_forward(ctx, c->a, c->h, n, F);
+			else
+				op->gelu_forward(ctx, c->a, NULL, c->h, &no_drop, (size_t)n * F);
+			lo->matmul_rows(ctx, c->y, c->a, yt->down_w, y->down_b, n, F, d);
+			lo->add(ctx, c->x, c->y, (size_t)n * d);
+		}
+	}
+	c->pos += n;
+	if (!logits)
+		return 0;
+	int r0 = all_rows ? 0 : n - 1, nr = all_rows ? n : 1;
+	lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x + (size_t)r0 * d, w->lnf_w, w->lnf_b, nr, d, cf->norm_eps,
+			 rms);
+	lo->matmul_rows(ctx, c->logits, c->nrm, wt->head, NULL, nr, d, cf->vocab);
+	return op->download(m->be, logits, c->logits, (size_t)nr * cf->vocab * sizeof(float), err);
+}

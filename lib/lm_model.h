@@ -1,0 +1,202 @@
+/* lm_model.h — the causal decoder LM of the LM track (PROTOCOL C; and the tiny
+ * decoder of PROTOCOL B), one code path on any backend with the LM ops
+ * (lib/backend.h, struct sb_backend_lm_ops).
+ *
+ * Model (pre-norm):
+ *   x = embed_tokens[ids] (+ embed_positions[t] when pos = learned)
+ *   per layer l, kind pattern[l]:
+ *     x += Mixer(Norm1(x));  x += MLP(Norm2(x))      (MLP omitted when ffn = 0)
+ *     A  full causal softmax attention: q/k/v/o projections, heads of head_dim,
+ *        kv_heads <= heads (GQA), RoPE when pos = rope, scores q.k / sqrt(head_dim).
+ *        The sparse masks (lib/lm_mask.h) act here, and only here.
+ *     C  causal depthwise short convolution of kernel conv_K, gated as LFM2's conv
+ *        block (conv_gate = 1): (b, c, h) = in_proj(x) (d -> 3d), y = c * conv_K(b * h),
+ *        out_proj (d -> d); or plain (conv_gate = 0): y = conv_K(in_proj(x)) (d -> d),
+ *        out_proj. The plain form trains far faster from a small initialisation (the
+ *        gated form's signal is a product of three small projections).
+ *     L  causal linear attention, phi = elu + 1, lin_heads heads of d / lin_heads:
+ *        o_t = sum_{j<=t} (phi(q_t).phi(k_j)) v_j / (sum_{j<=t} phi(q_t).phi(k_j) + 1e-6).
+ *     MLP  GELU: down(gelu(up x));  SwiGLU: down(silu(gate x) * up x).
+ *   logits = lm_head(Norm_f(x)), lm_head tied to embed_tokens or not.
+ *   Norm is LayerNorm (weight and bias) or RMSNorm (weight), eps norm_eps.
+ *   `bias` adds biases to the MLP and conv projections and the conv, `attn_bias`
+ *   to the q/k/v/o projections of A and L layers (Qwen2 has q/k/v biases).
+ *
+ * Parameter names follow the Llama/Qwen safetensors layout where one exists
+ * (model.embed_tokens.weight, model.layers.N.self_attn.q_proj.weight,
+ * .input_layernorm, .post_attention_layernorm, .mlp.{gate,up,down}_proj,
+ * model.norm.weight, lm_head.weight), so a pretrained checkpoint maps onto the
+ * table by name; conv and linear-attention layers use model.layers.N.conv.* and
+ * model.layers.N.linear_attn.*.
+ *
+ * Initialisation (drawn from SB_RNG_INIT, stream = FNV-1a-64 of the tensor name,
+ * elements in row-major order): Linear weights and embeddings N(0, init_std^2);
+ * the projections that write into the residual stream (o_proj, out_proj,
+ * down_proj) N(0, (init_std / sqrt(2 n_layer))^2); conv weight and bias
+ * U(-1/sqrt(K), 1/sqrt(K)) (PyTorch's Conv1d default for groups = d); norm
+ * weights 1; biases 0.
+ *
+ * Two forward paths:
+ *   training  whole sequences of a tile, OpenBLAS products, exact backward;
+ *   cached    the evaluation path: rows of one sequence appended to a cache
+ *             (KV caches for A, the short history for C, the state for L) with
+ *             row-deterministic products; any mask applies to A layers; a prefill
+ *             of n tokens and n single-token steps give the same bits.
+ * Dense logits of the two paths agree to float tolerance (tested).
+ */
+#ifndef SB_LM_MODEL_H
+#define SB_LM_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "err.h"
+#include "json.h"
+#include "lm_mask.h"
+#include "tensor.h"
+
+#define SB_LM_MAX_LAYERS 32
+
+enum sb_lm_pos { SB_LM_POS_NONE = 0, SB_LM_POS_LEARNED = 1, SB_LM_POS_ROPE = 2 };
+
+struct sb_lm_cfg {
+	int vocab;      /* 256 (bytes) */
+	int d;
+	char pattern[SB_LM_MAX_LAYERS + 1]; /* e.g. "CCACCA" */
+	int n_layer;    /* strlen(pattern) */
+	int heads, kv_heads, head_dim; /* A layers; kv_heads 0 = heads; head_dim 0 = d / heads */
+	int lin_heads;  /* L layers (width d / lin_heads) */
+	int conv_k;     /* 4 */
+	int conv_gate;  /* 1: gated short conv (LFM2's block); 0: plain depthwise conv */
+	int ffn;        /* MLP hidden width; 0 = no MLP */
+	int swiglu;     /* 0 GELU, 1 SwiGLU */
+	int rmsnorm;    /* 0 LayerNorm, 1 RMSNorm */
+	float norm_eps; /* 1e-5 */
+	int bias, attn_bias;
+	int tied;
+	enum sb_lm_pos pos;
+	float rope_theta; /* 10000 */
+	int max_T;        /* longest sequence (learned positions) */
+	float init_std;   /* 0.02 */
+};
+
+/* Defaults: vocab 256, d 64, "CACA", 4 heads, kv heads = heads (0), lin 4, conv 4, ffn 4d, GELU,
+ * LayerNorm 1e-5, no biases, tied, pos none, theta 10000, max_T 256, std 0.02. */
+void sb_lm_cfg_default(struct sb_lm_cfg *c);
+/* Fill from a JSON object (missing fields keep their current values) and check. */
+int sb_lm_cfg_from_json(struct sb_lm_cfg *c, const struct sb_json *obj, struct sb_err *err);
+/* Set one field from "key=value" (the same keys as the JSON form). */
+int sb_lm_cfg_set(struct sb_lm_cfg *c, const char *kv, struct sb_err *err);
+int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err); /* also fills n_layer, head_dim */
+void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c); /* an object value */
+
+enum sb_lm_init { SB_LM_INIT_NORMAL, SB_LM_INIT_UNIFORM, SB_LM_INIT_ONE, SB_LM_INIT_ZERO };
+
+struct sb_lm_param {
+	char name[80];
+	int ndim;
+	int64_t shape[3];
+	size_t offset, numel; /* floats */
+	enum sb_lm_init init;
+	float a;        /* std or bound */
+	int decay;      /* weight decay applies (matrices and the conv weight) */
+	int linear;     /* a Linear weight [out, in]: stored transposed for the cached path */
+};
+
+struct sb_lm_layer {
+	char kind; /* 'A', 'C', 'L' */
+	float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+	float *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b; /* A and L */
+	float *in_w, *in_b, *cw, *cb, *out_w, *out_b;        /* C */
+	float *up_w, *up_b, *down_w, *down_b;                /* MLP; SwiGLU: up_w = [gate; up] (2F rows) */
+};
+
+struct sb_lm_ptrs {
+	float *embed, *pos, *lnf_w, *lnf_b, *head;
+	struct sb_lm_layer layer[SB_LM_MAX_LAYERS];
+};
+
+struct sb_lm_model {
+	struct sb_lm_cfg cfg;
+	struct sb_backend *be;
+	const struct sb_backend_lm_ops *lo;
+	struct sb_lm_param *params;
+	int n_params;
+	size_t n_floats;
+	float *p;            /* parameters (device) */
+	struct sb_lm_ptrs w; /* into p */
+	float *pt;           /* the cached path's copy: Linear weights transposed [in, out] */
+	struct sb_lm_ptrs wt;
+	int pt_valid;
+};
+
+/* The parameter table of a configuration (owned array). */
+int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *n, size_t *n_floats,
+		      struct sb_err *err);
+/* Pointers of every tensor into a buffer laid out by the table. */
+void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *out);
+
+int sb_lm_model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, struct sb_lm_model **out, struct sb_err *err);
+void sb_lm_model_free(struct sb_lm_model *m);
+/* Random initialisation from seed (see above). */
+int sb_lm_model_init(struct sb_lm_model *m, uint64_t seed, struct sb_err *err);
+/* Parameters as named tensors (host copies), and back (names and shapes must match). */
+int sb_lm_model_to_tensors(const struct sb_lm_model *m, struct sb_tensors *ts, struct sb_err *err);
+int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts, struct sb_err *err);
+/* Refresh the cached path's transposed weights (after training or loading). */
+void sb_lm_model_prepare(struct sb_lm_model *m);
+
+/* ---- training ---- */
+
+struct sb_lm_train_opts {
+	int B, T;       /* sequences per step, tokens per sequence */
+	int tile;       /* sequences per tile (default 1) */
+	float b1, b2, eps, wd, clip;
+};
+
+struct sb_lm_trainer;
+int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, struct sb_lm_trainer **out,
+		      struct sb_err *err);
+void sb_lm_trainer_free(struct sb_lm_trainer *tr);
+/* One step on batch[B][T+1] bytes (inputs 0..T-1, targets 1..T): loss (mean per
+ * token, before the update), gradient norm (before clipping); AdamW step `step`
+ * (1-based) with learning rate lr. */
+int sb_lm_train_step(struct sb_lm_trainer *tr, const uint8_t *batch, int64_t step, float lr, double *loss,
+		     double *gnorm, struct sb_err *err);
+/* The same on a shorter context: batch[B'][T'+1] with T' dividing T and B' = B T / T'
+ * (the same tokens per step; tiles hold tile T / T' sequences): the arena is laid out
+ * again for (B', T'), allocating nothing. */
+int sb_lm_train_step_len(struct sb_lm_trainer *tr, const uint8_t *batch, int Tp, int64_t step, float lr, double *loss,
+			 double *gnorm, struct sb_err *err);
+/* Loss and gradient only (no update): the gradient (reduced over slots) is left in
+ * *grad (n_floats floats on the device, owned by the trainer). */
+int sb_lm_train_grad(struct sb_lm_trainer *tr, const uint8_t *batch, double *loss, float **grad, struct sb_err *err);
+/* Optimiser state as tensors ("adam_m.NAME", "adam_v.NAME") and back. */
+int sb_lm_trainer_state_to(const struct sb_lm_trainer *tr, struct sb_tensors *ts, struct sb_err *err);
+int sb_lm_trainer_state_from(struct sb_lm_trainer *tr, const struct sb_tensors *ts, struct sb_err *err);
+/* Logits of the training path for one sequence of T tokens (tests): out[T][vocab] (host). */
+int sb_lm_train_logits(struct sb_lm_trainer *tr, const uint8_t *tokens, float *out, struct sb_err *err);
+
+/* ---- the cached (evaluation) path ---- */
+
+struct sb_lm_cache;
+int sb_lm_cache_new(const struct sb_lm_model *m, int Tcap, struct sb_lm_cache **out, struct sb_err *err);
+void sb_lm_cache_free(struct sb_lm_cache *c);
+/* Empty the cache (position 0); mask_seed keys the random controls of this text. */
+void sb_lm_cache_reset(struct sb_lm_cache *c, uint64_t mask_seed);
+int sb_lm_cache_pos(const struct sb_lm_cache *c);
+/* Copy the post-RoPE queries of A layer `layer` into buf[Tcap][heads*head_dim]
+ * (rows at their positions) during later forwards; buf NULL stops. */
+void sb_lm_cache_capture_q(struct sb_lm_cache *c, int layer, float *buf);
+/* The KV cache of an A layer: K, V [Tcap][kv_heads*head_dim] (NULL for other layers). */
+void sb_lm_cache_kv(const struct sb_lm_cache *c, int layer, const float **K, const float **V);
+/* Feed n tokens at positions pos..pos+n-1 under `mask` (NULL = dense) on context
+ * ctx. logits (host, may be NULL): all n rows ([n][vocab]) when all_rows, else the
+ * last row only. obs (may be NULL): one struct sb_lm_attn_obs per layer
+ * (entries of non-A layers are untouched). */
+int sb_lm_forward_cached(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, const uint8_t *tokens,
+			 int n, const struct sb_lm_mask *mask, float *logits, int all_rows,
+			 struct sb_lm_attn_obs *obs, struct sb_err *err);
+
+#endif

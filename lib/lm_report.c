@@ -1,0 +1,458 @@
+/* lm_report.c — the LM track's report from one eval.ndjson: Markdown tables with
+ * the study's three findings beside ours, and SVG figures (see lm_eval.h). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io.h"
+#include "json.h"
+#include "lm_eval.h"
+
+/* ---------------------------------------------------------------- text buffer */
+struct buf {
+	char *p;
+	size_t n, cap;
+	int oom;
+};
+
+static void bprintf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bprintf(struct buf *b, const char *fmt, ...)
+{
+	if (b->oom)
+		return;
+	for (;;) {
+		va_list ap;
+		va_start(ap, fmt);
+		int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+		va_end(ap);
+		if (k < 0) {
+			b->oom = 1;
+			return;
+		}
+		if (b->p && b->n + (size_t)k < b->cap) {
+			b->n += (size_t)k;
+			return;
+		}
+		size_t cap = b->cap ? b->cap * 2 : 4096;
+		while (cap < b->n + (size_t)k + 1)
+			cap *= 2;
+		char *q = realloc(b->p, cap);
+		if (!q) {
+			b->oom = 1;
+			return;
+		}
+		b->p = q;
+		b->cap = cap;
+	}
+}
+
+/* ---------------------------------------------------------------- records */
+struct recs {
+	struct sb_json **v;
+	size_t n;
+};
+
+static const char *kind_of(const struct sb_json *v) { return sb_json_str(sb_json_get(v, "kind"), ""); }
+static double num(const struct sb_json *v, const char *k) { return sb_json_num(sb_json_get(v, k), NAN); }
+static const char *str(const struct sb_json *v, const char *k) { return sb_json_str(sb_json_get(v, k), ""); }
+
+static const struct sb_json *find(const struct recs *r, const char *kind, const char *k1, const char *v1, const char *k2,
+				  const char *v2)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		const struct sb_json *v = r->v[i];
+		if (strcmp(kind_of(v), kind))
+			continue;
+		if (k1 && strcmp(str(v, k1), v1))
+			continue;
+		if (k2 && strcmp(str(v, k2), v2))
+			continue;
+		return v;
+	}
+	return NULL;
+}
+
+static void f3(char *s, size_t n, double x, const char *fmt)
+{
+	if (isnan(x))
+		snprintf(s, n, "—");
+	else
+		snprintf(s, n, fmt, x);
+}
+
+/* ---------------------------------------------------------------- SVG */
+
+/* Horizontal bar chart: one bar per label with an optional interval [lo, hi]. */
+static void svg_bars(struct buf *b, const char *title, const char *xlabel, char (*labels)[64], const double *val,
+		     const double *lo, const double *hi, int n, double xmin, double xmax)
+{
+	int W = 720, row = 26, top = 48, left = 170, right = 40, H = top + row * n + 50;
+	double pw = W - left - right;
+#define X(v) (left + pw * (((v) < xmin ? xmin : (v) > xmax ? xmax : (v)) - xmin) / (xmax - xmin))
+	bprintf(b,
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+		"font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+		"<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">%s</text>\n",
+		W, H, W, H, 10, title);
+	for (int t = 0; t <= 4; t++) {
+		double v = xmin + (xmax - xmin) * t / 4;
+		double x = X(v);
+		bprintf(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/>\n", x, top - 6, x,
+			top + row * n);
+		bprintf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" fill=\"#555\">%.3g</text>\n", x,
+			top + row * n + 16, v);
+	}
+	bprintf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", left + pw / 2, top + row * n + 36,
+		xlabel);
+	for (int i = 0; i < n; i++) {
+		int y = top + row * i;
+		bprintf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>\n", left - 8, y + 15, labels[i]);
+		if (!isnan(val[i])) {
+			double x0 = X(xmin), x1 = X(val[i]);
+			bprintf(b, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"16\" fill=\"%s\"/>\n", x0, y + 3,
+				x1 - x0 > 0 ? x1 - x0 : 0, i == 0 ? "#888" : "#4a7ebb");
+			bprintf(b, "<text x=\"%.1f\" y=\"%d\" fill=\"#222\">%.3f</text>\n", x1 + 4, y + 15, val[i]);
+		}
+		if (lo && hi && !isnan(lo[i]) && !isnan(hi[i])) {
+			double a = X(lo[i]), c = X(hi[i]);
+			bprintf(b,
+				"<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\" stroke-width=\"1.5\"/>\n"
+				"<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\"/>\n"
+				"<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\"/>\n",
+				a, y + 11, c, y + 11, a, y + 6, a, y + 16, c, y + 6, c, y + 16);
+		}
+	}
+	bprintf(b, "</svg>\n");
+#undef X
+}
+
+static int write_buf(const char *dir, const char *name, struct buf *b, struct sb_err *err)
+{
+	if (b->oom)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory (report)");
+	char *p = sb_path_join(dir, name);
+	if (!p)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	int rc = sb_write_file_atomic(p, b->p ? b->p : "", b->n, err);
+	free(p);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- report */
+
+int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err *err)
+{
+	struct recs r = {0};
+	struct sb_ndjson_reader *rd;
+	SB_TRY(sb_ndjson_open(eval_path, &rd, err));
+	struct sb_json *v;
+	int rc = 0;
+	size_t cap = 0;
+	while (!(rc = sb_ndjson_next(rd, &v, err)) && v) {
+		if (r.n == cap) {
+			cap = cap ? 2 * cap : 1024;
+			void *q = realloc(r.v, cap * sizeof *r.v);
+			if (!q) {
+				sb_json_free(v);
+				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+				break;
+			}
+			r.v = q;
+		}
+		r.v[r.n++] = v;
+	}
+	sb_ndjson_close(rd);
+	const struct sb_json *setup = find(&r, "lm.eval.setup", NULL, NULL, NULL, NULL);
+	if (!rc && !setup)
+		rc = SB_ERR(err, SB_EDATA, "%s: no lm.eval.setup record (not an LM evaluation)", eval_path);
+	struct buf md = {0}, svg1 = {0}, svg2 = {0}, svg3 = {0};
+	if (rc)
+		goto out;
+	const struct sb_json *masks = sb_json_get(setup, "masks"), *tasks = sb_json_get(setup, "tasks");
+	int nm = masks ? (int)masks->n : 0, nt = tasks ? (int)tasks->n : 0;
+	const struct sb_json *model = sb_json_get(setup, "model"), *td = sb_json_get(setup, "train_done");
+	char a[64], b2[64], c[64], d[64], e[64];
+
+	bprintf(&md, "# LM track report — budget-matched sparse masks (PROTOCOL C)\n\n");
+	bprintf(&md, "Run `%s`, evaluated from `%s`.\n\n", str(setup, "cell_id"), eval_path);
+	bprintf(&md,
+		"Model: hybrid decoder `%s` (A = full attention, C = gated short convolution, L = linear attention), "
+		"d = %.0f, %.0f heads of %.0f (kv heads %.0f), ffn %.0f, %s, %s, positions %s; %.0f parameters; "
+		"byte vocabulary %.0f; context T = %.0f.\n\n",
+		str(model, "pattern"), num(model, "d"), num(model, "heads"), num(model, "head_dim"),
+		num(model, "kv_heads"), num(model, "ffn"), str(model, "mlp"), str(model, "norm"), str(model, "pos"),
+		num(setup, "parameter_count"), num(model, "vocab"), num(setup, "T"));
+	bprintf(&md, "Training: %.0f steps of %.0f sequences on the mixture `%s` (haystack corpus `%s`)", num(setup, "train_steps"),
+		num(setup, "train_batch"), str(setup, "mixture"), str(setup, "haystack"));
+	if (td)
+		bprintf(&md, "; final training loss %.4f nats/byte; %.0f s of training on `%s`.\n\n",
+			num(td, "final_loss"), num(td, "train_seconds"), "this machine");
+	else
+		bprintf(&md, ".\n\n");
+	bprintf(&md,
+		"Held-out text: the valid parts (bytes [0.9 n, 0.95 n)) of the corpora; %.0f fidelity windows of T+1 "
+		"bytes; %.0f retrieval probes per task and method over %d tasks; tail positions are t >= %.0f "
+		"(where the recipe's budget is below the causal row length). Masks act on the A layers only, per "
+		"head; the random controls match the recipe's kept count on every row and head.\n\n",
+		num(setup, "n_windows"), num(setup, "n_probes"), nt, num(setup, "tail_from"));
+
+	/* ---- the three findings side by side ---- */
+	const struct sb_json *gain = find(&r, "lm.fidelity.pair", "metric", "corr", "positions", "all");
+	const struct sb_json *gain_t = find(&r, "lm.fidelity.pair", "metric", "corr", "positions", "tail");
+	const struct sb_json *rec_n = find(&r, "lm.retrieval", "method", "recipe", "subset", "needle");
+	const struct sb_json *den_n = find(&r, "lm.retrieval", "method", "dense", "subset", "needle");
+	const struct sb_json *cb_n = find(&r, "lm.retrieval", "method", "content_blind", "subset", "needle");
+	const struct sb_json *eff_g = find(&r, "lm.efficiency", "kernel", "dense_gemm", NULL, NULL);
+	const struct sb_json *eff_r = find(&r, "lm.efficiency", "method", "recipe", "kernel", "rows");
+	const struct sb_json *blk32 = NULL;
+	for (size_t i = 0; i < r.n; i++)
+		if (!strcmp(kind_of(r.v[i]), "lm.blocks") && num(r.v[i], "topk") == 32)
+			blk32 = r.v[i];
+	bprintf(&md, "## The three findings, study and this run\n\n");
+	bprintf(&md, "| finding | the study (pretrained hybrids, 0.6B–27B) | this run |\n|---|---|---|\n");
+	if (gain) {
+		bprintf(&md,
+			"| 1. fidelity gain of content top-k over the structure-matched random control (logit "
+			"correlation, recipe − struct_random) | +0.016 to +0.057 (median +0.024) over 15 model cells; "
+			"unstructured random collapses | %+.4f [%+.4f, %+.4f] over %.0f windows (paired t p = %.2g); "
+			"tail positions %+.4f [%+.4f, %+.4f] |\n",
+			num(gain, "mean_diff"), num(gain, "ci_lo"), num(gain, "ci_hi"), num(gain, "n_windows"),
+			num(gain, "p_t"), gain_t ? num(gain_t, "mean_diff") : NAN, gain_t ? num(gain_t, "ci_lo") : NAN,
+			gain_t ? num(gain_t, "ci_hi") : NAN);
+	}
+	if (rec_n) {
+		bprintf(&md,
+			"| 2. retrieval: the recipe vs content-blind patterns (needle arms, exact match) | recipe 44/45 "
+			"and 45/45 (near dense); content-blind patterns 0/270 at each context, even with moderate-to-high "
+			"logit fidelity | recipe %.0f/%.0f [%.2f, %.2f]; dense %.0f/%.0f; content-blind (struct_random, "
+			"random, structure) %.0f/%.0f [%.2f, %.2f] |\n",
+			num(rec_n, "correct"), num(rec_n, "n"), num(rec_n, "wilson_lo"), num(rec_n, "wilson_hi"),
+			den_n ? num(den_n, "correct") : NAN, den_n ? num(den_n, "n") : NAN,
+			cb_n ? num(cb_n, "correct") : NAN, cb_n ? num(cb_n, "n") : NAN, cb_n ? num(cb_n, "wilson_lo") : NAN,
+			cb_n ? num(cb_n, "wilson_hi") : NAN);
+	}
+	if (eff_g && eff_r) {
+		bprintf(&md,
+			"| 3. the efficiency boundary | the pair reduction is a logical budget: a per-key masked kernel "
+			"still scores nearly every key and is not faster; blocks of 128+ keys cannot express per-key "
+			"selection | recipe kernel %.2f ms vs dense %.2f ms (OpenBLAS; CPU time %.2f vs %.2f ms): "
+			"speed-up %.2fx (CPU %.2fx) at kept fraction %.3f",
+			num(eff_r, "ms_min"), num(eff_g, "ms_min"), num(eff_r, "cpu_ms_min"), num(eff_g, "cpu_ms_min"),
+			num(eff_r, "speedup_vs_dense_gemm"), num(eff_r, "cpu_speedup_vs_dense_gemm"),
+			num(eff_r, "kept_fraction"));
+		if (blk32) {
+			const struct sb_json *bl = sb_json_get(blk32, "block");
+			bprintf(&md, "; at k = 32 the per-key selection touches");
+			for (size_t i = 0; bl && i < bl->n; i++)
+				bprintf(&md, "%s %.1f blocks of %.0f (%.0f%% of causal keys covered)", i ? "," : "",
+					num(bl->items[i], "blocks_per_row"), num(bl->items[i], "B"),
+					100 * num(bl->items[i], "covered_fraction"));
+		}
+		bprintf(&md, " |\n");
+	}
+	bprintf(&md, "\n");
+
+	/* ---- budgets ---- */
+	bprintf(&md, "## Budgets (measured)\n\nFraction of causal (query, key) pairs kept, summed over the A layers "
+		     "and heads; keys per row; blocks of 16/64/128 keys touched per row.\n\n");
+	bprintf(&md, "| method | kept fraction (text) | keys/row | blocks16/row | blocks64/row | blocks128/row | kept "
+		     "fraction (probes) | per A layer (text) |\n|---|---|---|---|---|---|---|---|\n");
+	for (int i = 0; i < nm; i++) {
+		const char *mname = masks->items[i]->text;
+		const struct sb_json *bt = find(&r, "lm.budget", "method", mname, "source", "text");
+		const struct sb_json *bp = find(&r, "lm.budget", "method", mname, "source", "probes");
+		if (!bt)
+			continue;
+		bprintf(&md, "| %s | %.4f | %.1f | %.2f | %.2f | %.2f | %.4f | ", mname, num(bt, "fraction"),
+			num(bt, "keys_per_row"), num(bt, "blocks16_per_row"), num(bt, "blocks64_per_row"),
+			num(bt, "blocks128_per_row"), bp ? num(bp, "fraction") : NAN);
+		const struct sb_json *ls = sb_json_get(bt, "layers");
+		for (size_t k = 0; ls && k < ls->n; k++)
+			bprintf(&md, "%sL%.0f %.4f", k ? ", " : "", num(ls->items[k], "layer"), num(ls->items[k], "fraction"));
+		bprintf(&md, " |\n");
+	}
+
+	/* ---- fidelity ---- */
+	bprintf(&md, "\n## Fidelity on held-out text\n\nMeans over windows (95%% bootstrap CIs over windows). KL(dense || "
+		     "masked) in nats; top-1 agreement; logit fidelity = mean per-position Pearson correlation of the "
+		     "logit vectors; perplexity of the true next byte.\n\n");
+	bprintf(&md, "| method | KL | top-1 | logit corr | ppl | Δppl %% | KL (tail) | top-1 (tail) | corr (tail) |\n"
+		     "|---|---|---|---|---|---|---|---|---|\n");
+	char(*lab)[64] = calloc((size_t)(nm + nt + 4), 64);
+	double *val = calloc((size_t)(nm + 4), sizeof *val), *lo = calloc((size_t)(nm + 4), sizeof *lo),
+	       *hi = calloc((size_t)(nm + 4), sizeof *hi);
+	if (!lab || !val || !lo || !hi) {
+		free(lab);
+		free(val);
+		free(lo);
+		free(hi);
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		goto out;
+	}
+	int nf = 0;
+	double cmin = 1;
+	for (int i = 0; i < nm; i++) {
+		const char *mname = masks->items[i]->text;
+		const struct sb_json *f = find(&r, "lm.fidelity", "method", mname, NULL, NULL);
+		if (!f)
+			continue;
+		f3(a, sizeof a, num(f, "kl"), "%.4g");
+		f3(b2, sizeof b2, num(f, "corr"), "%.5f");
+		bprintf(&md, "| %s | %s [%.3g, %.3g] | %.4f | %s [%.5f, %.5f] | %.4f | %+.3f | %.4g | %.4f | %.5f |\n", mname,
+			a, num(f, "kl_ci_lo"), num(f, "kl_ci_hi"), num(f, "top1"), b2, num(f, "corr_ci_lo"),
+			num(f, "corr_ci_hi"), num(f, "ppl"), num(f, "ppl_change_pct"), num(f, "kl_tail"),
+			num(f, "top1_tail"), num(f, "corr_tail"));
+		snprintf(lab[nf], 64, "%s", mname);
+		val[nf] = num(f, "corr");
+		lo[nf] = num(f, "corr_ci_lo");
+		hi[nf] = num(f, "corr_ci_hi");
+		if (val[nf] < cmin)
+			cmin = val[nf];
+		nf++;
+	}
+	bprintf(&md, "\nPaired over windows, recipe − struct_random (same windows, same kept count per row and head):\n\n"
+		     "| metric | positions | mean difference | 95%% CI | paired t p | Wilcoxon p | dz |\n|---|---|---|---|---|---|---|\n");
+	for (size_t i = 0; i < r.n; i++) {
+		const struct sb_json *p = r.v[i];
+		if (strcmp(kind_of(p), "lm.fidelity.pair"))
+			continue;
+		bprintf(&md, "| %s | %s | %+.5g | [%+.5g, %+.5g] | %.3g | %.3g | %.3g |\n", str(p, "metric"),
+			str(p, "positions"), num(p, "mean_diff"), num(p, "ci_lo"), num(p, "ci_hi"), num(p, "p_t"),
+			num(p, "p_wilcoxon"), num(p, "cohen_dz"));
+	}
+	double lo_axis = cmin > 0.9 ? floor(cmin * 100 - 0.5) / 100 : cmin > 0 ? 0 : floor(cmin * 10) / 10;
+	svg_bars(&svg2, "Logit fidelity (mean per-position Pearson correlation with dense; 95% bootstrap CI)",
+		 "logit correlation", lab, val, lo, hi, nf, lo_axis, 1.0);
+
+	/* ---- retrieval ---- */
+	bprintf(&md, "\n## Retrieval (exact match; 95%% Wilson intervals)\n\n");
+	bprintf(&md, "| method | needle arms | all %d tasks |", nt);
+	for (int t = 0; t < nt; t++)
+		bprintf(&md, " %s |", tasks->items[t]->text);
+	bprintf(&md, "\n|---|---|---|");
+	for (int t = 0; t < nt; t++)
+		bprintf(&md, "---|");
+	bprintf(&md, "\n");
+	int nr = 0;
+	for (int i = 0; i < nm; i++) {
+		const char *mname = masks->items[i]->text;
+		const struct sb_json *ra = find(&r, "lm.retrieval", "method", mname, "subset", "all");
+		const struct sb_json *rn = find(&r, "lm.retrieval", "method", mname, "subset", "needle");
+		if (!ra)
+			continue;
+		bprintf(&md, "| %s | ", mname);
+		if (rn)
+			bprintf(&md, "%.0f/%.0f = %.3f [%.3f, %.3f]", num(rn, "correct"), num(rn, "n"), num(rn, "accuracy"),
+				num(rn, "wilson_lo"), num(rn, "wilson_hi"));
+		bprintf(&md, " | %.0f/%.0f = %.3f [%.3f, %.3f] |", num(ra, "correct"), num(ra, "n"), num(ra, "accuracy"),
+			num(ra, "wilson_lo"), num(ra, "wilson_hi"));
+		for (int t = 0; t < nt; t++) {
+			const struct sb_json *rt = find(&r, "lm.retrieval", "method", mname, "subset", tasks->items[t]->text);
+			bprintf(&md, " %.2f |", rt ? num(rt, "accuracy") : NAN);
+		}
+		bprintf(&md, "\n");
+		snprintf(lab[nr], 64, "%s", mname);
+		const struct sb_json *use = rn ? rn : ra;
+		val[nr] = num(use, "accuracy");
+		lo[nr] = num(use, "wilson_lo");
+		hi[nr] = num(use, "wilson_hi");
+		nr++;
+	}
+	if (cb_n)
+		bprintf(&md, "\nContent-blind patterns pooled (struct_random, random, structure) on the needle arms: "
+			     "%.0f/%.0f [%.3f, %.3f].\n",
+			num(cb_n, "correct"), num(cb_n, "n"), num(cb_n, "wilson_lo"), num(cb_n, "wilson_hi"));
+	bprintf(&md, "\nPaired on the same probes, recipe (A) against each method (B): 2×2 counts, difference in "
+		     "accuracy with Newcombe's paired score CI, exact McNemar p.\n\n"
+		     "| B | subset | n | A right, B wrong | A wrong, B right | both right | diff | 95%% CI | McNemar p |\n"
+		     "|---|---|---|---|---|---|---|---|---|\n");
+	for (size_t i = 0; i < r.n; i++) {
+		const struct sb_json *p = r.v[i];
+		if (strcmp(kind_of(p), "lm.retrieval.pair"))
+			continue;
+		f3(c, sizeof c, num(p, "mcnemar_p"), "%.3g");
+		bprintf(&md, "| %s | %s | %.0f | %.0f | %.0f | %.0f | %+.3f | [%+.3f, %+.3f] | %s |\n", str(p, "method_b"),
+			str(p, "subset"), num(p, "n"), num(p, "n10"), num(p, "n01"), num(p, "n11"), num(p, "diff"),
+			num(p, "ci_lo"), num(p, "ci_hi"), c);
+	}
+	svg_bars(&svg1, "Needle retrieval (niah_single_1..3), exact match, 95% Wilson CI", "accuracy", lab, val, lo, hi,
+		 nr, 0.0, 1.0);
+
+	/* ---- efficiency ---- */
+	bprintf(&md, "\n## Efficiency (one A layer, T = %.0f, CPU, one thread; minimum over repetitions)\n\n",
+		num(setup, "T"));
+	bprintf(&md, "Wall-clock and thread CPU time (the machine may be shared: CPU time is the steadier of the "
+		     "two). Speed-ups are dense / method, as measured (below 1 = slower than dense). `dense_gemm` is "
+		     "the training path's OpenBLAS attention (full T×T product); `rows` is the evaluation kernel, "
+		     "whose selection needs the scores it selects on (the recipe scores every causal key).\n\n");
+	bprintf(&md, "| method | kernel | wall ms | CPU ms | speed-up vs dense (wall) | vs dense (CPU) | vs dense rows (CPU) "
+		     "| keys scored/row | keys kept/row |\n|---|---|---|---|---|---|---|---|---|\n");
+	for (size_t i = 0; i < r.n; i++) {
+		const struct sb_json *p = r.v[i];
+		if (strcmp(kind_of(p), "lm.efficiency"))
+			continue;
+		f3(d, sizeof d, num(p, "cpu_speedup_vs_dense_rows"), "%.2fx");
+		bprintf(&md, "| %s | %s | %.3f | %.3f | %.2fx | %.2fx | %s | %.1f | %.1f |\n", str(p, "method"),
+			str(p, "kernel"), num(p, "ms_min"), num(p, "cpu_ms_min"), num(p, "speedup_vs_dense_gemm"),
+			num(p, "cpu_speedup_vs_dense_gemm"), d, num(p, "keys_scored_per_row"),
+			num(p, "keys_kept_per_row"));
+	}
+	bprintf(&md, "\nBlock granularity: for each budget (the recipe with k free keys), the blocks of B keys its "
+		     "per-key selection touches per row, the keys those blocks cover, and the CPU time of a block-sparse "
+		     "kernel that computes those whole blocks (dense OpenBLAS for reference).\n\n");
+	bprintf(&md, "| budget | keys kept/row (fraction) | B | blocks/row | keys covered/row (fraction) | kernel CPU ms "
+		     "| speed-up vs dense (CPU) |\n|---|---|---|---|---|---|---|\n");
+	int nb = 0;
+	double bval[32], blo[32], bhi[32];
+	char(*blab)[64] = calloc(32, 64);
+	for (size_t i = 0; i < r.n && blab; i++) {
+		const struct sb_json *p = r.v[i];
+		if (strcmp(kind_of(p), "lm.blocks"))
+			continue;
+		const struct sb_json *bl = sb_json_get(p, "block");
+		for (size_t k = 0; bl && k < bl->n; k++) {
+			const struct sb_json *q = bl->items[k];
+			snprintf(e, sizeof e, "k=%.0f", num(p, "topk"));
+			bprintf(&md, "| %s | %.1f (%.3f) | %.0f | %.2f | %.1f (%.3f) | %.3f | %.2fx |\n", k ? "" : e,
+				num(p, "keys_kept_per_row"), num(p, "kept_fraction"), num(q, "B"), num(q, "blocks_per_row"),
+				num(q, "keys_covered_per_row"), num(q, "covered_fraction"), num(q, "cpu_ms_min"),
+				num(q, "cpu_speedup_vs_dense_gemm"));
+			if (nb < 32) {
+				snprintf(blab[nb], 64, "k=%.0f, B=%.0f", num(p, "topk"), num(q, "B"));
+				bval[nb] = num(q, "covered_fraction");
+				blo[nb] = bhi[nb] = NAN;
+				nb++;
+			}
+		}
+	}
+	if (blab)
+		svg_bars(&svg3, "Causal keys covered by the blocks a per-key selection touches (fraction)",
+			 "fraction of causal (query, key) pairs", blab, bval, blo, bhi, nb, 0.0, 1.0);
+	free(blab);
+	bprintf(&md, "\n## Figures\n\n![needle retrieval](lm-retrieval.svg)\n\n![logit fidelity](lm-fidelity.svg)\n\n"
+		     "![block coverage](lm-blocks.svg)\n\n");
+	bprintf(&md, "Per-probe outcomes are the `probe.result` records of the evaluation; `sb-stats` computes the same "
+		     "Wilson intervals and McNemar tests from them (`sb-stats --baseline dense --all-pairs`).\n");
+	free(lab);
+	free(val);
+	free(lo);
+	free(hi);
+	rc = write_buf(out_dir, "lm-report.md", &md, err);
+	if (!rc)
+		rc = write_buf(out_dir, "lm-retrieval.svg", &svg1, err);
+	if (!rc)
+		rc = write_buf(out_dir, "lm-fidelity.svg", &svg2, err);
+	if (!rc)
+		rc = write_buf(out_dir, "lm-blocks.svg", &svg3, err);
+out:
+	for (size_t i = 0; i < r.n; i++)
+		sb_json_free(r.v[i]);
+	free(r.v);
+	free(md.p);
+	free(svg1.p);
+	free(svg2.p);
+	free(svg3.p);
+	return rc;
+}

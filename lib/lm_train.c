@@ -1,0 +1,513 @@
+/* lm_train.c — one LM training cell (see lm_train.h). */
+#include "lm_train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+#include "io.h"
+#include "record.h"
+
+static void cell_defaults(struct sb_lm_cell *c)
+{
+	memset(c, 0, sizeof *c);
+	sb_lm_cfg_default(&c->model);
+	c->T = 256;
+	c->model.max_T = 256;
+	c->batch = 16;
+	c->steps = 1000;
+	c->warmup = 50;
+	c->tile = 1;
+	c->log_every = 25;
+	c->lr = 2e-3;
+	c->lr_min = 1e-4;
+	c->weight_decay = 0.1;
+	c->clip = 1.0;
+	c->b1 = 0.9;
+	c->b2 = 0.95;
+	c->eps = 1e-8;
+	snprintf(c->mixture, sizeof c->mixture, "retrieval=0.5");
+}
+
+static int get_int(const struct sb_json *v, const char *key, int lo, int hi, int *out, struct sb_err *err)
+{
+	int64_t x;
+	if (sb_json_int64(v, &x) || x < lo || x > hi)
+		return SB_ERR(err, SB_EDATA, "cell: '%s' must be an integer in [%d, %d]", key, lo, hi);
+	*out = (int)x;
+	return 0;
+}
+
+static int get_num(const struct sb_json *v, const char *key, double lo, double hi, double *out, struct sb_err *err)
+{
+	if (!v || v->type != SB_JSON_NUMBER || !(v->number >= lo && v->number <= hi))
+		return SB_ERR(err, SB_EDATA, "cell: '%s' must be a number in [%g, %g]", key, lo, hi);
+	*out = v->number;
+	return 0;
+}
+
+int sb_lm_cell_parse(struct sb_lm_cell *c, const struct sb_json *obj, struct sb_err *err)
+{
+	cell_defaults(c);
+	if (!obj || obj->type != SB_JSON_OBJECT)
+		return SB_ERR(err, SB_EDATA, "cell: expected a JSON object");
+	int have_max_T = 0;
+	const struct sb_json *model = sb_json_get(obj, "model");
+	if (model && model->type == SB_JSON_OBJECT && sb_json_get(model, "max_T"))
+		have_max_T = 1;
+	for (size_t i = 0; i < obj->n; i++) {
+		const char *k = obj->keys[i];
+		const struct sb_json *v = obj->items[i];
+		int64_t x;
+		if (!strcmp(k, "family") || !strcmp(k, "task") || !strcmp(k, "method") || !strcmp(k, "cell_id") ||
+		    !strcmp(k, "parameter_count") || !strcmp(k, "model") || !strcmp(k, "mixture_used"))
+			continue;
+		if (!strcmp(k, "seed") || !strcmp(k, "data_seed")) {
+			if (sb_json_int64(v, &x) || x < 0)
+				return SB_ERR(err, SB_EDATA, "cell: '%s' must be a non-negative integer", k);
+			if (!strcmp(k, "seed"))
+				c->seed = (uint64_t)x;
+			else
+				c->data_seed = (uint64_t)x;
+		} else if (!strcmp(k, "T"))
+			SB_TRY(get_int(v, k, 8, 1 << 16, &c->T, err));
+		else if (!strcmp(k, "batch"))
+			SB_TRY(get_int(v, k, 1, 1 << 16, &c->batch, err));
+		else if (!strcmp(k, "steps"))
+			SB_TRY(get_int(v, k, 0, 1 << 30, &c->steps, err));
+		else if (!strcmp(k, "warmup"))
+			SB_TRY(get_int(v, k, 0, 1 << 30, &c->warmup, err));
+		else if (!strcmp(k, "tile"))
+			SB_TRY(get_int(v, k, 1, 1 << 16, &c->tile, err));
+		else if (!strcmp(k, "log_every"))
+			SB_TRY(get_int(v, k, 1, 1 << 30, &c->log_every, err));
+		else if (!strcmp(k, "ckpt_every"))
+			SB_TRY(get_int(v, k, 0, 1 << 30, &c->ckpt_every, err));
+		else if (!strcmp(k, "warm_T"))
+			SB_TRY(get_int(v, k, 0, 1 << 16, &c->warm_T, err));
+		else if (!strcmp(k, "warm_steps"))
+			SB_TRY(get_int(v, k, 0, 1 << 30, &c->warm_steps, err));
+		else if (!strcmp(k, "lr"))
+			SB_TRY(get_num(v, k, 0, 10, &c->lr, err));
+		else if (!strcmp(k, "lr_min"))
+			SB_TRY(get_num(v, k, 0, 10, &c->lr_min, err));
+		else if (!strcmp(k, "weight_decay"))
+			SB_TRY(get_num(v, k, 0, 10, &c->weight_decay, err));
+		else if (!strcmp(k, "clip"))
+			SB_TRY(get_num(v, k, 0, 1e9, &c->clip, err));
+		else if (!strcmp(k, "b1"))
+			SB_TRY(get_num(v, k, 0, 1, &c->b1, err));
+		else if (!strcmp(k, "b2"))
+			SB_TRY(get_num(v, k, 0, 1, &c->b2, err));
+		else if (!strcmp(k, "eps"))
+			SB_TRY(get_num(v, k, 0, 1, &c->eps, err));
+		else if (!strcmp(k, "mixture") || !strcmp(k, "haystack")) {
+			if (v->type != SB_JSON_STRING)
+				return SB_ERR(err, SB_EDATA, "cell: '%s' must be a string", k);
+			if (!strcmp(k, "mixture"))
+				snprintf(c->mixture, sizeof c->mixture, "%s", v->text);
+			else
+				snprintf(c->haystack, sizeof c->haystack, "%s", v->text);
+		} else if (!strcmp(k, "corpora")) {
+			if (v->type != SB_JSON_ARRAY || v->n > 8)
+				return SB_ERR(err, SB_EDATA, "cell: 'corpora' must be an array of at most 8 strings");
+			c->n_corpora = (int)v->n;
+			for (size_t j = 0; j < v->n; j++) {
+				if (v->items[j]->type != SB_JSON_STRING || v->items[j]->len >= sizeof c->corpora[0])
+					return SB_ERR(err, SB_EDATA, "cell: 'corpora' must hold strings NAME=PATH");
+				snprintf(c->corpora[j], sizeof c->corpora[j], "%s", v->items[j]->text);
+			}
+		} else
+			return SB_ERR(err, SB_EDATA, "cell: unknown field '%s'", k);
+	}
+	if (model)
+		SB_TRY(sb_lm_cfg_from_json(&c->model, model, err));
+	if (!have_max_T)
+		c->model.max_T = c->T;
+	SB_TRY(sb_lm_cfg_check(&c->model, err));
+	if (c->T > c->model.max_T)
+		return SB_ERR(err, SB_EDATA, "cell: T %d exceeds the model's max_T %d", c->T, c->model.max_T);
+	if (c->batch % c->tile)
+		return SB_ERR(err, SB_EDATA, "cell: batch %d is not a multiple of tile %d", c->batch, c->tile);
+	if (c->warm_steps && (c->warm_T < 8 || c->warm_T > c->T || c->T % c->warm_T))
+		return SB_ERR(err, SB_EDATA, "cell: warm_T %d must divide T %d", c->warm_T, c->T);
+	if (c->n_corpora < 1)
+		return SB_ERR(err, SB_EDATA, "cell: 'corpora' must name at least one corpus (NAME=PATH)");
+	if (!obj || !sb_json_get(obj, "data_seed"))
+		c->data_seed = c->seed;
+	return 0;
+}
+
+static void cell_fields(struct sb_jw *w, const struct sb_lm_cell *c)
+{
+	sb_jw_kstr(w, "family", "lm");
+	sb_jw_kstr(w, "task", "lm");
+	sb_jw_kstr(w, "method", "dense");
+	sb_jw_kint(w, "seed", (int64_t)c->seed);
+	sb_jw_kint(w, "data_seed", (int64_t)c->data_seed);
+	sb_jw_key(w, "model");
+	sb_lm_cfg_json(w, &c->model);
+	sb_jw_kint(w, "T", c->T);
+	sb_jw_kint(w, "batch", c->batch);
+	sb_jw_kint(w, "steps", c->steps);
+	sb_jw_kint(w, "warmup", c->warmup);
+	sb_jw_kint(w, "tile", c->tile);
+	sb_jw_kint(w, "log_every", c->log_every);
+	if (c->ckpt_every) /* written only when set, so older cells keep their ids */
+		sb_jw_kint(w, "ckpt_every", c->ckpt_every);
+	if (c->warm_steps) {
+		sb_jw_kint(w, "warm_T", c->warm_T);
+		sb_jw_kint(w, "warm_steps", c->warm_steps);
+	}
+	sb_jw_kf64(w, "lr", c->lr);
+	sb_jw_kf64(w, "lr_min", c->lr_min);
+	sb_jw_kf64(w, "weight_decay", c->weight_decay);
+	sb_jw_kf64(w, "clip", c->clip);
+	sb_jw_kf64(w, "b1", c->b1);
+	sb_jw_kf64(w, "b2", c->b2);
+	sb_jw_kf64(w, "eps", c->eps);
+	sb_jw_key(w, "corpora");
+	sb_jw_arr(w);
+	for (int i = 0; i < c->n_corpora; i++)
+		sb_jw_str(w, c->corpora[i]);
+	sb_jw_arr_end(w);
+	sb_jw_kstr(w, "mixture", c->mixture);
+	sb_jw_kstr(w, "haystack", c->haystack);
+}
+
+void sb_lm_cell_json(struct sb_jw *w, const struct sb_lm_cell *c)
+{
+	sb_jw_obj(w);
+	cell_fields(w, c);
+	sb_jw_obj_end(w);
+}
+
+int sb_lm_cell_id(struct sb_lm_cell *c, struct sb_err *err)
+{
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	sb_lm_cell_json(&w, c);
+	struct sb_json *v = NULL;
+	int rc = w.oom ? SB_ERR(err, SB_EINTERNAL, "out of memory") : sb_json_parse(w.buf, w.len, &v, err);
+	sb_jw_free(&w);
+	if (rc)
+		return rc;
+	struct sb_jw cw;
+	sb_jw_init(&cw, NULL);
+	sb_jw_canonical(&cw, v);
+	char hex[SB_SHA256_HEX];
+	sb_sha256_buf(cw.buf, cw.len, hex);
+	sb_jw_free(&cw);
+	sb_json_free(v);
+	snprintf(c->cell_id, sizeof c->cell_id, "lm.dense.s%llu.%s.d%d.%.8s", (unsigned long long)c->seed,
+		 c->model.pattern, c->model.d, hex);
+	return 0;
+}
+
+double sb_lm_lr(const struct sb_lm_cell *c, int64_t s)
+{
+	if (c->warmup > 0 && s < c->warmup)
+		return c->lr * (double)(s + 1) / c->warmup;
+	int64_t span = c->steps - c->warmup - 1;
+	if (span <= 0)
+		return c->lr;
+	double f = (double)(s - c->warmup) / (double)span;
+	if (f > 1)
+		f = 1;
+	return c->lr_min + 0.5 * (c->lr - c->lr_min) * (1 + cos(M_PI * f));
+}
+
+/* train.ndjson ends in a train.done of this cell? */
+static int already_done(const char *path, const char *cell_id)
+{
+	struct sb_ndjson_reader *r;
+	struct sb_err e = {0};
+	if (!sb_file_exists(path) || sb_ndjson_open(path, &r, &e))
+		return 0;
+	int done = 0;
+	struct sb_json *v;
+	while (!sb_ndjson_next(r, &v, &e) && v) {
+		const char *kind = sb_json_str(sb_json_get(v, "kind"), "");
+		if (!strcmp(kind, "train.done") && !strcmp(sb_json_str(sb_json_get(v, "cell_id"), ""), cell_id))
+			done = 1;
+		else if (strcmp(kind, "run.meta"))
+			done = done && strcmp(kind, "train.failed") != 0;
+		sb_json_free(v);
+	}
+	sb_ndjson_close(r);
+	return done;
+}
+
+static int write_line(struct sb_jw *w, FILE *f, struct sb_err *err)
+{
+	sb_jw_obj_end(w);
+	int rc = sb_jw_line(w, err);
+	if (!rc && fflush(f))
+		rc = SB_ERRNO(err, "train.ndjson");
+	return rc;
+}
+
+/* Write the parameters to path (+ sidecar) with the checkpoint metadata. */
+static int save_params(const struct sb_lm_model *m, const struct sb_lm_cell *c, const struct sb_lm_mix *mix,
+		       const char *path, int64_t steps_done, char *sha, struct sb_err *err)
+{
+	struct sb_tensors ts;
+	sb_tensors_init(&ts);
+	int rc = sb_lm_model_to_tensors(m, &ts, err);
+	struct sb_jw mj, xj;
+	sb_jw_init(&mj, NULL);
+	sb_lm_cfg_json(&mj, &c->model);
+	sb_jw_init(&xj, NULL);
+	sb_lm_mix_json(&xj, mix);
+	char *mjs = strndup(mj.buf ? mj.buf : "{}", mj.len), *xjs = strndup(xj.buf ? xj.buf : "{}", xj.len);
+	char steps[32];
+	snprintf(steps, sizeof steps, "%lld", (long long)steps_done);
+	if (!rc && (!mjs || !xjs))
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "format", "sparsebench.checkpoint", err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "family", "lm", err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "cell_id", c->cell_id, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "steps", steps, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "model", mjs, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "mixture", xjs, err);
+	if (!rc)
+		rc = sb_st_write(path, &ts, err);
+	if (!rc)
+		rc = sb_sha256_file(path, sha, NULL, err);
+	if (!rc)
+		rc = sb_sidecar_write(path, sha, err);
+	free(mjs);
+	free(xjs);
+	sb_jw_free(&mj);
+	sb_jw_free(&xj);
+	sb_tensors_free(&ts);
+	return rc;
+}
+
+int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *runs_dir, char *run_dir, int *skipped,
+		     const struct sb_lm_progress *prog, struct sb_err *err)
+{
+	*skipped = 0;
+	SB_TRY(sb_lm_cell_id(c, err));
+	snprintf(run_dir, 4096, "%s/%s", runs_dir, c->cell_id);
+	char path[4600];
+	snprintf(path, sizeof path, "%s/train.ndjson", run_dir);
+	if (already_done(path, c->cell_id)) {
+		*skipped = 1;
+		return 0;
+	}
+	SB_TRY(sb_mkdir_p(run_dir, err));
+
+	/* data */
+	struct sb_lm_corpus corp[8];
+	memset(corp, 0, sizeof corp);
+	int rc = 0;
+	for (int i = 0; i < c->n_corpora && !rc; i++)
+		rc = sb_lm_corpus_read(c->corpora[i], "train", &corp[i], err);
+	struct sb_lm_mix mix;
+	if (!rc)
+		rc = sb_lm_mix_parse(&mix, c->mixture, corp, c->n_corpora, c->haystack[0] ? c->haystack : NULL,
+				     c->data_seed, c->T, err);
+	struct sb_lm_model *m = NULL;
+	struct sb_lm_trainer *tr = NULL;
+	uint8_t *batch = NULL;
+	FILE *f = NULL;
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	if (!rc)
+		rc = sb_lm_model_new(be, &c->model, &m, err);
+	if (!rc)
+		rc = sb_lm_model_init(m, c->seed, err);
+	struct sb_lm_train_opts o = {.B = c->batch, .T = c->T, .tile = c->tile, .b1 = (float)c->b1, .b2 = (float)c->b2,
+				     .eps = (float)c->eps, .wd = (float)c->weight_decay, .clip = (float)c->clip};
+	if (!rc)
+		rc = sb_lm_trainer_new(m, &o, &tr, err);
+	if (!rc && !(batch = malloc((size_t)c->batch * (c->T + 1) * (c->warm_steps ? (size_t)(c->T / c->warm_T) : 1))))
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	size_t nparam = 0;
+	if (m)
+		for (int i = 0; i < m->n_params; i++)
+			nparam += m->params[i].numel;
+	/* cell.json */
+	if (!rc) {
+		struct sb_jw cj;
+		sb_jw_init(&cj, NULL);
+		sb_jw_obj(&cj);
+		cell_fields(&cj, c);
+		sb_jw_kstr(&cj, "cell_id", c->cell_id);
+		sb_jw_kint(&cj, "parameter_count", (int64_t)nparam);
+		sb_jw_key(&cj, "mixture_used");
+		sb_lm_mix_json(&cj, &mix);
+		sb_jw_obj_end(&cj);
+		char p2[4600];
+		snprintf(p2, sizeof p2, "%s/cell.json", run_dir);
+		if (cj.oom)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		else {
+			char *buf = malloc(cj.len + 2);
+			if (!buf)
+				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+			else {
+				memcpy(buf, cj.buf, cj.len);
+				buf[cj.len] = '\n';
+				rc = sb_write_file_atomic(p2, buf, cj.len + 1, err);
+				free(buf);
+			}
+		}
+		sb_jw_free(&cj);
+	}
+	/* train.ndjson (truncated: a run that did not finish starts over) */
+	if (!rc && !(f = fopen(path, "w")))
+		rc = SB_ERRNO(err, path);
+	if (!rc) {
+		w.out = f;
+		struct sb_input in[8];
+		for (int i = 0; i < c->n_corpora; i++) {
+			in[i].path = corp[i].path;
+			memcpy(in[i].sha256, corp[i].sha256, 65);
+			in[i].size_bytes = corp[i].file_bytes;
+		}
+		struct sb_run_meta meta = {.device = be->device, .threads = be->threads, .inputs = in,
+					   .n_inputs = c->n_corpora};
+		rc = sb_record_run_meta(&w, &meta, err);
+	}
+	double t_start = sb_monotonic_seconds(), loss = NAN, gnorm = 0, win_loss = 0;
+	int nonfinite = 0;
+	int win_n = 0;
+	int64_t step = 0;
+	for (; !rc && step < c->steps; step++) {
+		int Tp = step < c->warm_steps ? c->warm_T : c->T, Bp = c->batch * (c->T / Tp);
+		/* example indices: the step's first example is step * batch * (T / T'), so that
+		 * a curriculum never reuses an example */
+		uint64_t base = (uint64_t)step * c->batch * (uint64_t)(c->warm_steps && c->warm_T ? c->T / c->warm_T : 1);
+		for (int b = 0; b < Bp && !rc; b++)
+			rc = sb_lm_mix_sample_len(&mix, base + (uint64_t)b, Tp, batch + (size_t)b * (Tp + 1), NULL, err);
+		if (rc)
+			break;
+		double lr = sb_lm_lr(c, step);
+		rc = sb_lm_train_step_len(tr, batch, Tp, step + 1, (float)lr, &loss, &gnorm, err);
+		if (rc && !isfinite(loss))
+			nonfinite = 1;
+		if (rc)
+			break;
+		win_loss += loss;
+		win_n++;
+		double secs = sb_monotonic_seconds() - t_start;
+		if ((step + 1) % c->log_every == 0 || step + 1 == c->steps) {
+			sb_jw_record(&w, "train.step", 1);
+			sb_jw_kstr(&w, "cell_id", c->cell_id);
+			sb_jw_kint(&w, "step", step + 1);
+			sb_jw_kint(&w, "T", Tp);
+			sb_jw_kf64(&w, "train_loss", win_loss / win_n);
+			sb_jw_kf64(&w, "last_loss", loss);
+			sb_jw_kf64(&w, "grad_norm", gnorm);
+			sb_jw_kf64(&w, "lr", lr);
+			sb_jw_kf64(&w, "seconds", secs);
+			sb_jw_kf64(&w, "tokens_per_s", (double)(step + 1) * c->batch * c->T / (secs > 0 ? secs : 1));
+			rc = write_line(&w, f, err);
+			win_loss = 0;
+			win_n = 0;
+		}
+		if (!rc && c->ckpt_every && (step + 1) % c->ckpt_every == 0 && step + 1 < c->steps) {
+			char p2[4700], hx[SB_SHA256_HEX];
+			snprintf(p2, sizeof p2, "%s/step-%06lld.safetensors", run_dir, (long long)(step + 1));
+			rc = save_params(m, c, &mix, p2, step + 1, hx, err);
+		}
+		if (prog && prog->fn)
+			prog->fn(prog->arg, step + 1, c->steps, loss, secs);
+	}
+	double train_s = sb_monotonic_seconds() - t_start;
+	/* checkpoint */
+	char sha[SB_SHA256_HEX] = "";
+	if (!rc) {
+		char p2[4600];
+		snprintf(p2, sizeof p2, "%s/model.safetensors", run_dir);
+		rc = save_params(m, c, &mix, p2, step, sha, err);
+	}
+	if (f) {
+		struct sb_err e2 = {0};
+		if (rc)
+			sb_jw_reset(&w);
+		sb_jw_record(&w, rc ? "train.failed" : "train.done", 1);
+		sb_jw_kstr(&w, "cell_id", c->cell_id);
+		sb_jw_kstr(&w, "status", !rc ? "completed" : nonfinite ? "failed_nonfinite_loss" : "failed");
+		sb_jw_kint(&w, "steps_run", step);
+		sb_jw_kf64(&w, "final_loss", loss);
+		sb_jw_kf64(&w, "train_seconds", train_s);
+		sb_jw_kint(&w, "parameter_count", (int64_t)nparam);
+		sb_jw_kf64(&w, "peak_memory_mb", (double)sb_cpu_bytes_peak(be) / (1024.0 * 1024.0));
+		if (rc)
+			sb_jw_kstr(&w, "error", err->msg);
+		else {
+			sb_jw_kstr(&w, "checkpoint", "model.safetensors");
+			sb_jw_kstr(&w, "checkpoint_sha256", sha);
+		}
+		int r2 = write_line(&w, f, &e2);
+		if (fclose(f) && !rc && !r2)
+			r2 = SB_ERRNO(&e2, path);
+		if (!rc && r2) {
+			*err = e2;
+			rc = r2;
+		}
+	}
+	sb_jw_free(&w);
+	free(batch);
+	sb_lm_trainer_free(tr);
+	sb_lm_model_free(m);
+	for (int i = 0; i < c->n_corpora; i++)
+		sb_lm_corpus_free(&corp[i]);
+	return rc;
+}
+
+int sb_lm_run_open(struct sb_backend *be, const char *run_dir, struct sb_lm_cell *cell, struct sb_lm_model **model,
+		   char *model_sha256, struct sb_err *err)
+{
+	char path[4600];
+	snprintf(path, sizeof path, "%s/cell.json", run_dir);
+	char *buf;
+	size_t n;
+	SB_TRY(sb_read_file(path, &buf, &n, 1 << 24, err));
+	struct sb_json *v;
+	int rc = sb_json_parse(buf, n, &v, err);
+	free(buf);
+	if (rc) {
+		sb_err_prefix(err, "%s", path);
+		return rc;
+	}
+	/* cell.json carries extra fields (cell_id, parameter_count, mixture_used): skipped */
+	rc = sb_lm_cell_parse(cell, v, err);
+	const char *id = sb_json_str(sb_json_get(v, "cell_id"), "");
+	if (!rc)
+		rc = sb_lm_cell_id(cell, err);
+	if (!rc && strcmp(id, cell->cell_id))
+		rc = SB_ERR(err, SB_EDATA, "%s: cell_id %s does not match its content (%s)", path, id, cell->cell_id);
+	sb_json_free(v);
+	if (rc)
+		return rc;
+	snprintf(path, sizeof path, "%s/model.safetensors", run_dir);
+	SB_TRY(sb_sidecar_verify(path, model_sha256, err));
+	struct sb_tensors ts;
+	SB_TRY(sb_st_read(path, &ts, err));
+	const char *cid = sb_tensors_meta(&ts, "cell_id");
+	if (!cid || strcmp(cid, cell->cell_id)) {
+		sb_tensors_free(&ts);
+		return SB_ERR(err, SB_EDATA, "%s: checkpoint of another cell (%s)", path, cid ? cid : "none");
+	}
+	rc = sb_lm_model_new(be, &cell->model, model, err);
+	if (!rc)
+		rc = sb_lm_model_from_tensors(*model, &ts, err);
+	sb_tensors_free(&ts);
+	if (rc && *model) {
+		sb_lm_model_free(*model);
+		*model = NULL;
+	}
+	return rc;
+}

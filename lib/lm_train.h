@@ -1,0 +1,76 @@
+/* lm_train.h — one LM training cell (PROTOCOL C): a decoder trained on the
+ * corpus + retrieval mixture, written as a run directory.
+ *
+ * A cell is one JSON object with "family": "lm" (fields and defaults in
+ * docs/lm.md; every default is filled in before the cell is hashed):
+ *   seed, model {lib/lm_model.h}, T, batch, steps, warmup, lr, lr_min,
+ *   weight_decay, clip, b1, b2, eps, tile, corpora ["NAME=PATH", ...],
+ *   mixture "NAME=W,...", haystack, data_seed, log_every, ckpt_every (0 = only the
+ *   final checkpoint; N = also step-NNNNNN.safetensors every N steps, parameters only),
+ *   warm_T and warm_steps (a short-context curriculum: the first warm_steps steps train
+ *   on contexts of warm_T bytes, batch * T / warm_T of them per step; 0 = none).
+ * cell_id = "lm.dense.sSEED.PATTERN.dD.HASH8", HASH8 = the first 8 hex digits of
+ * the SHA-256 of the canonical JSON of the complete cell.
+ *
+ * RUNS_DIR/CELL_ID/:
+ *   cell.json        the complete cell, cell_id, parameter_count, the mixture as
+ *                    used (items, weights, seed, corpora with split offsets and SHA-256)
+ *   train.ndjson     run.meta, train.step every log_every steps, then train.done or
+ *                    train.failed
+ *   model.safetensors (+ .sha256) the trained parameters; metadata: format
+ *                    "sparsebench.checkpoint", cell_id, steps, model (JSON), mixture (JSON)
+ * A cell whose train.ndjson already ends in train.done with the same cell_id is
+ * not run again (*skipped = 1).
+ */
+#ifndef SB_LM_TRAIN_H
+#define SB_LM_TRAIN_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "err.h"
+#include "json.h"
+#include "lm_data.h"
+#include "lm_model.h"
+
+struct sb_lm_cell {
+	uint64_t seed, data_seed;
+	struct sb_lm_cfg model;
+	int T, batch, steps, warmup, tile, log_every, ckpt_every;
+	int warm_T, warm_steps; /* curriculum: the first warm_steps steps on contexts of warm_T
+				 * (dividing T), batch * T / warm_T sequences (the same tokens) */
+	double lr, lr_min, weight_decay, clip, b1, b2, eps;
+	int n_corpora;
+	char corpora[8][4200]; /* NAME=PATH */
+	char mixture[1024];
+	char haystack[64];
+	char cell_id[128];
+};
+
+/* Defaults, then the fields of obj (unknown fields are an error). */
+int sb_lm_cell_parse(struct sb_lm_cell *c, const struct sb_json *obj, struct sb_err *err);
+/* The complete cell as a JSON object (without cell_id). */
+void sb_lm_cell_json(struct sb_jw *w, const struct sb_lm_cell *c);
+/* Fill c->cell_id from the canonical JSON. */
+int sb_lm_cell_id(struct sb_lm_cell *c, struct sb_err *err);
+
+/* The learning rate at 0-based step s: linear warmup over `warmup` steps, then
+ * cosine from lr to lr_min at the last step. */
+double sb_lm_lr(const struct sb_lm_cell *c, int64_t s);
+
+struct sb_lm_progress {
+	/* called after every step (may be NULL) */
+	void (*fn)(void *arg, int64_t step, int64_t steps, double loss, double seconds);
+	void *arg;
+};
+
+/* Train one cell into runs_dir/cell_id (created). run_dir (>= 4096 bytes) receives
+ * the directory. */
+int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *runs_dir, char *run_dir, int *skipped,
+		     const struct sb_lm_progress *prog, struct sb_err *err);
+
+/* Open a trained run: the cell, the model (parameters loaded, on be). */
+int sb_lm_run_open(struct sb_backend *be, const char *run_dir, struct sb_lm_cell *cell, struct sb_lm_model **model,
+		   char *model_sha256, struct sb_err *err);
+
+#endif

@@ -1,0 +1,356 @@
+/* test_lm_model — the decoder's two paths and KV-cached decoding:
+ *   - dense logits of the cached (evaluation) path equal the training path's to
+ *     float tolerance, and the double reference's;
+ *   - token-by-token decoding equals the full-sequence forward of the cached path
+ *     bit for bit, dense and under every mask, and the per-step key selections
+ *     equal the full-sequence mask (decode-time selection uses only keys that
+ *     exist at that step);
+ *   - chunked prefill equals one prefill; selections are causal (a later token
+ *     never changes an earlier row's selection);
+ *   - the recipe's selection equals an independent recomputation from the cached
+ *     q and K (sinks, window, top-k of the free keys by q.k);
+ *   - training: the loss falls, and results do not depend on the thread count;
+ *     parameters round-trip through tensors. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../harness.h"
+#include "backend.h"
+#include "lm_mask.h"
+#include "lm_model.h"
+#include "ref_lm.h"
+#include "rng.h"
+
+static struct sb_lm_model *make_model(struct sb_backend *be, const char *const *kv, int n, uint64_t seed)
+{
+	struct sb_lm_cfg cfg;
+	sb_lm_cfg_default(&cfg);
+	cfg.d = 32;
+	cfg.heads = 4;
+	cfg.kv_heads = 2;
+	cfg.lin_heads = 2;
+	cfg.ffn = 48;
+	cfg.max_T = 96;
+	cfg.init_std = 0.2f;
+	struct sb_err err = {0};
+	for (int i = 0; i < n; i++)
+		sb_lm_cfg_set(&cfg, kv[i], &err);
+	struct sb_lm_model *m = NULL;
+	if (sb_lm_model_new(be, &cfg, &m, &err) || sb_lm_model_init(m, seed, &err)) {
+		SB_CHECK(0, "model: %s", err.msg);
+		return NULL;
+	}
+	return m;
+}
+
+static void text(uint8_t *t, int n, uint64_t seed)
+{
+	/* a repetitive text, so that heads have structure to attend to */
+	static const char *w[] = {"alpha ", "beta ", "gamma ", "delta ", "#key=123\n", "?key="};
+	struct sb_rng r;
+	sb_rng_init(&r, seed, SB_RNG_USER, 5);
+	int i = 0;
+	while (i < n) {
+		const char *s = w[sb_rng_below(&r, 6)];
+		for (int j = 0; s[j] && i < n; j++)
+			t[i++] = (uint8_t)s[j];
+	}
+}
+
+int main(void)
+{
+	struct sb_backend *be;
+	struct sb_err err = {0};
+	if (sb_backend_cpu_open(2, &be, &err)) {
+		SB_CHECK(0, "backend: %s", err.msg);
+		return sb_test_done();
+	}
+	struct sb_ctx *ctx = sb_be_main(be);
+	enum { T = 80 };
+	const char *cfgs[][8] = {{"pattern=CACLA", "pos=rope", "conv_gate=0"},
+				 {"pattern=ACA", "pos=learned", "mlp=swiglu", "norm=rmsnorm", "tied=0", "bias=1"},
+				 {"pattern=LAC", "kv_heads=4", "attn_bias=1"}};
+	const int ncfg[] = {3, 6, 3};
+	/* masks small enough to bite at T = 80 */
+	const char *masks[] = {"dense", "recipe:s=2,w=8,k=5", "struct_random:s=2,w=8,k=5", "random:s=2,w=8,k=5",
+			       "structure:s=2,w=8", "h2o:s=2,w=8,k=5", "block4:s=2,w=8,k=5", "block16:s=2,w=8,k=5"};
+	const int nmask = 8;
+	uint8_t tok[T + 1];
+	text(tok, T + 1, 1);
+	for (int ci = 0; ci < 3; ci++) {
+		struct sb_lm_model *m = make_model(be, cfgs[ci], ncfg[ci], 7 + ci);
+		if (!m)
+			continue;
+		const char *name = cfgs[ci][0];
+		int V = m->cfg.vocab, L = m->cfg.n_layer, NH = m->cfg.heads;
+		float *lt = malloc((size_t)T * V * sizeof *lt), *lc = malloc((size_t)T * V * sizeof *lc);
+		float *ls = malloc((size_t)T * V * sizeof *ls);
+		/* training path vs cached path, dense */
+		struct sb_lm_train_opts o = {.B = 1, .T = T, .tile = 1};
+		struct sb_lm_trainer *tr;
+		sb_lm_trainer_new(m, &o, &tr, &err);
+		sb_lm_train_logits(tr, tok, lt, &err);
+		struct sb_lm_cache *c;
+		sb_lm_cache_new(m, T, &c, &err);
+		sb_lm_cache_reset(c, 0);
+		sb_lm_forward_cached(ctx, m, c, tok, T, NULL, lc, 1, NULL, &err);
+		char nm[200];
+		snprintf(nm, sizeof nm, "%s: dense logits, cached path vs training path", name);
+		sb_check_closef(nm, lc, lt, (size_t)T * V, 2e-5, 1e-4);
+		/* double reference */
+		double *P = malloc(m->n_floats * sizeof *P), *lr = malloc((size_t)T * V * sizeof *lr);
+		for (size_t i = 0; i < m->n_floats; i++)
+			P[i] = m->p[i];
+		struct ref_model r;
+		ref_from_model(&r, m, P);
+		ref_model_loss(&r, tok, T, lr);
+		double *lcd = malloc((size_t)T * V * sizeof *lcd);
+		for (size_t i = 0; i < (size_t)T * V; i++)
+			lcd[i] = lc[i];
+		snprintf(nm, sizeof nm, "%s: dense logits, cached path vs double reference", name);
+		sb_check_close(nm, lcd, lr, (size_t)T * V, 2e-5, 1e-4);
+		free(P);
+		free(lr);
+		free(lcd);
+
+		for (int mi = 0; mi < nmask; mi++) {
+			struct sb_lm_mask mk;
+			sb_lm_mask_parse(masks[mi], &mk, &err);
+			/* full sequence, selections recorded */
+			struct sb_lm_attn_obs *of = calloc((size_t)L, sizeof *of), *os = calloc((size_t)L, sizeof *os);
+			int32_t *self = malloc((size_t)L * T * NH * T * 4), *seln = malloc((size_t)L * T * NH * 4);
+			int32_t *sels = malloc((size_t)L * T * NH * T * 4), *selsn = malloc((size_t)L * T * NH * 4);
+			for (int l = 0; l < L; l++) {
+				of[l] = (struct sb_lm_attn_obs){.sel = self + (size_t)l * T * NH * T,
+								.sel_n = seln + (size_t)l * T * NH, .cap = T};
+			}
+			sb_lm_cache_reset(c, 99);
+			sb_lm_forward_cached(ctx, m, c, tok, T, &mk, lc, 1, of, &err);
+			/* token by token */
+			sb_lm_cache_reset(c, 99);
+			int ok_bits = 1, ok_sel = 1, ok_exist = 1;
+			for (int t = 0; t < T; t++) {
+				for (int l = 0; l < L; l++)
+					os[l] = (struct sb_lm_attn_obs){.sel = sels + ((size_t)l * T + t) * NH * T,
+									.sel_n = selsn + ((size_t)l * T + t) * NH, .cap = T};
+				sb_lm_forward_cached(ctx, m, c, tok + t, 1, &mk, ls + (size_t)t * V, 0, os, &err);
+			}
+			ok_bits = memcmp(ls, lc, (size_t)T * V * sizeof *ls) == 0;
+			for (int l = 0; l < L; l++) {
+				if (m->cfg.pattern[l] != 'A')
+					continue;
+				for (int t = 0; t < T; t++)
+					for (int h = 0; h < NH; h++) {
+						size_t at = ((size_t)l * T + t) * NH + h;
+						int n1 = seln[at], n2 = selsn[at];
+						if (n1 != n2 || memcmp(self + at * T, sels + at * T, (size_t)n1 * 4))
+							ok_sel = 0;
+						for (int i = 0; i < n2; i++)
+							if (sels[at * T + i] > t)
+								ok_exist = 0;
+					}
+			}
+			SB_CHECK(ok_bits, "%s %s: token-by-token decoding gives the full-sequence logits bit for bit", name,
+				 masks[mi]);
+			SB_CHECK(ok_sel, "%s %s: decode-time selections equal the full-sequence mask, every layer/row/head",
+				 name, masks[mi]);
+			SB_CHECK(ok_exist, "%s %s: every decode-time selection uses only keys that exist at its step", name,
+				 masks[mi]);
+			/* chunked prefill (17 + 1 + 30 + rest) equals one prefill */
+			sb_lm_cache_reset(c, 99);
+			int cuts[] = {17, 1, 30, T - 48}, pos = 0;
+			for (int k = 0; k < 4; k++) {
+				sb_lm_forward_cached(ctx, m, c, tok + pos, cuts[k], &mk, ls + (size_t)pos * V, 1, NULL, &err);
+				pos += cuts[k];
+			}
+			SB_CHECK(memcmp(ls, lc, (size_t)T * V * sizeof *ls) == 0,
+				 "%s %s: prefill in chunks of 17, 1, 30, 32 equals one prefill bit for bit", name, masks[mi]);
+			/* causality: another continuation after position 50 leaves rows < 50 unchanged */
+			uint8_t tok2[T + 1];
+			memcpy(tok2, tok, sizeof tok2);
+			for (int t = 50; t < T; t++)
+				tok2[t] = (uint8_t)('a' + (t * 7) % 26);
+			for (int l = 0; l < L; l++)
+				os[l] = (struct sb_lm_attn_obs){.sel = sels + (size_t)l * T * NH * T,
+								.sel_n = selsn + (size_t)l * T * NH, .cap = T};
+			sb_lm_cache_reset(c, 99);
+			sb_lm_forward_cached(ctx, m, c, tok2, T, &mk, ls, 1, os, &err);
+			int causal = memcmp(ls, lc, (size_t)50 * V * sizeof *ls) == 0;
+			for (int l = 0; l < L; l++)
+				if (m->cfg.pattern[l] == 'A')
+					for (size_t at = (size_t)l * T * NH; at < (size_t)l * T * NH + 50 * (size_t)NH; at++)
+						causal &= seln[at] == selsn[at] && !memcmp(self + at * T, sels + at * T, (size_t)seln[at] * 4);
+			SB_CHECK(causal, "%s %s: a different future leaves earlier rows' logits and selections unchanged",
+				 name, masks[mi]);
+			/* the recipe against an independent recomputation from q and K */
+			if (mk.kind == SB_LM_MASK_RECIPE) {
+				int lA = -1;
+				for (int l = 0; l < L && lA < 0; l++)
+					if (m->cfg.pattern[l] == 'A')
+						lA = l;
+				int hd = m->cfg.head_dim, NKV = m->cfg.kv_heads;
+				float *qc = malloc((size_t)T * NH * hd * sizeof *qc);
+				sb_lm_cache_reset(c, 99);
+				sb_lm_cache_capture_q(c, lA, qc);
+				sb_lm_forward_cached(ctx, m, c, tok, T, &mk, NULL, 0, NULL, &err);
+				sb_lm_cache_capture_q(c, -1, NULL);
+				const float *K, *Vv;
+				sb_lm_cache_kv(c, lA, &K, &Vv);
+				int ok = 1, ties = 0;
+				for (int t = 0; t < T; t++)
+					for (int h = 0; h < NH; h++) {
+						/* scores in double; expected set = sinks, window, top-k free */
+						double sc[T];
+						int want[T], nw = 0;
+						for (int j = 0; j <= t; j++) {
+							double s = 0;
+							for (int e2 = 0; e2 < hd; e2++)
+								s += (double)qc[((size_t)t * NH + h) * hd + e2] *
+								     K[((size_t)j * NKV + h / (NH / NKV)) * hd + e2];
+							sc[j] = s;
+						}
+						int isfree[T], nf = 0;
+						for (int j = 0; j <= t; j++) {
+							isfree[j] = !(j < mk.sinks || j > t - mk.window);
+							nf += isfree[j];
+							if (!isfree[j])
+								want[nw++] = j;
+						}
+						int k = mk.topk < nf ? mk.topk : nf;
+						for (int q = 0; q < k; q++) {
+							int b = -1;
+							for (int j = 0; j <= t; j++)
+								if (isfree[j] && (b < 0 || sc[j] > sc[b]))
+									b = j;
+							/* a near tie with the runner-up is reported, not failed */
+							isfree[b] = 0;
+							want[nw++] = b;
+						}
+						if (k < nf) {
+							double worst = INFINITY, best_out = -INFINITY;
+							for (int q = nw - k; q < nw; q++)
+								worst = sc[want[q]] < worst ? sc[want[q]] : worst;
+							for (int j = 0; j <= t; j++)
+								if (isfree[j])
+									best_out = sc[j] > best_out ? sc[j] : best_out;
+							if (worst - best_out < 1e-5)
+								ties++;
+						}
+						size_t at = ((size_t)lA * T + t) * NH + h;
+						if (seln[at] != nw)
+							ok = 0;
+						for (int q = 0; q < nw && ok; q++) {
+							int found = 0;
+							for (int i = 0; i < seln[at]; i++)
+								found |= self[at * T + i] == want[q];
+							if (!found && ties == 0)
+								ok = 0;
+						}
+					}
+				SB_CHECK(ok, "%s %s: selection = sinks + window + top-%d free keys by q.k recomputed in double (%d near ties)",
+					 name, masks[mi], mk.topk, ties);
+				free(qc);
+			}
+			free(of);
+			free(os);
+			free(self);
+			free(seln);
+			free(sels);
+			free(selsn);
+		}
+		/* round trip through tensors */
+		struct sb_tensors ts;
+		sb_tensors_init(&ts);
+		sb_lm_model_to_tensors(m, &ts, &err);
+		struct sb_lm_model *m2 = NULL;
+		sb_lm_model_new(be, &m->cfg, &m2, &err);
+		int rt = sb_lm_model_from_tensors(m2, &ts, &err) == 0 && memcmp(m2->p, m->p, m->n_floats * 4) == 0;
+		SB_CHECK(rt, "%s: parameters round-trip through named tensors (%s)", name, err.msg);
+		sb_tensors_free(&ts);
+		sb_lm_model_free(m2);
+		free(lt);
+		free(lc);
+		free(ls);
+		sb_lm_cache_free(c);
+		sb_lm_trainer_free(tr);
+		sb_lm_model_free(m);
+	}
+
+	/* training: loss falls; the same bits for 1 and 2 threads */
+	{
+		enum { B = 4, TT = 48, STEPS = 30 };
+		uint8_t batch[B * (TT + 1)];
+		float *p1 = NULL;
+		double first = 0, last = 0;
+		for (int th = 1; th <= 2; th++) {
+			struct sb_backend *b2;
+			sb_backend_cpu_open(th, &b2, &err);
+			const char *kv[] = {"pattern=CA", "d=32"};
+			struct sb_lm_model *m = make_model(b2, kv, 2, 3);
+			m->cfg.max_T = TT;
+			struct sb_lm_train_opts o = {.B = B, .T = TT, .tile = 1, .b1 = 0.9f, .b2 = 0.99f, .eps = 1e-8f,
+						     .wd = 0.0f, .clip = 1.0f};
+			struct sb_lm_trainer *tr;
+			sb_lm_trainer_new(m, &o, &tr, &err);
+			for (int s = 0; s < STEPS; s++) {
+				for (int b = 0; b < B; b++)
+					text(batch + b * (TT + 1), TT + 1, (uint64_t)(s * B + b));
+				double loss, gn;
+				sb_lm_train_step(tr, batch, s + 1, 3e-3f, &loss, &gn, &err);
+				if (s == 0)
+					first = loss;
+				last = loss;
+			}
+			if (th == 1) {
+				p1 = malloc(m->n_floats * 4);
+				memcpy(p1, m->p, m->n_floats * 4);
+				SB_CHECK(last < 0.6 * first, "training on a repetitive text: loss %.4f -> %.4f in %d steps", first,
+					 last, STEPS);
+			} else {
+				SB_CHECK(memcmp(p1, m->p, m->n_floats * 4) == 0,
+					 "training gives the same parameters with 1 and 2 threads (bit for bit)");
+			}
+			sb_lm_trainer_free(tr);
+			sb_lm_model_free(m);
+			sb_backend_close(b2);
+		}
+		free(p1);
+	}
+	/* the short-context curriculum: a step at T/4 through the reshaped arena equals a step
+	 * of a trainer built for T/4 (4x the sequences, 4x the tile), bit for bit */
+	{
+		enum { B = 2, TT = 64 };
+		const char *kv[] = {"pattern=ACL", "d=32", "conv_gate=0", "pos=rope"};
+		struct sb_lm_model *m1 = make_model(be, kv, 4, 5), *m2 = make_model(be, kv, 4, 5);
+		m1->cfg.max_T = m2->cfg.max_T = TT;
+		struct sb_lm_train_opts o1 = {.B = B, .T = TT, .tile = 1, .b1 = 0.9f, .b2 = 0.99f, .eps = 1e-8f, .clip = 1.0f};
+		struct sb_lm_train_opts o2 = o1;
+		o2.B = 4 * B;
+		o2.T = TT / 4;
+		o2.tile = 4;
+		struct sb_lm_trainer *t1, *t2;
+		sb_lm_trainer_new(m1, &o1, &t1, &err);
+		sb_lm_trainer_new(m2, &o2, &t2, &err);
+		uint8_t small[4 * B * (TT / 4 + 1)], big[B * (TT + 1)];
+		text(small, (int)sizeof small, 3);
+		text(big, (int)sizeof big, 4);
+		double l1, l2, g1, g2;
+		int rc = 0;
+		rc |= sb_lm_train_step_len(t1, small, TT / 4, 1, 1e-3f, &l1, &g1, &err);
+		rc |= sb_lm_train_step(t2, small, 1, 1e-3f, &l2, &g2, &err);
+		SB_CHECK(!rc && l1 == l2 && g1 == g2 && memcmp(m1->p, m2->p, m1->n_floats * 4) == 0,
+			 "a step at T/4 through the reshaped arena equals a trainer built for T/4 (loss %.9g vs %.9g)", l1, l2);
+		rc = sb_lm_train_step_len(t1, big, TT, 2, 1e-3f, &l1, &g1, &err);
+		SB_CHECK(!rc && isfinite(l1), "back to the full context after the curriculum (loss %.4f)", l1);
+		SB_CHECK(sb_lm_train_step_len(t1, small, 24, 3, 1e-3f, &l1, &g1, &err) == SB_EUSAGE,
+			 "a context that does not divide T is refused: %s", err.msg);
+		sb_lm_trainer_free(t1);
+		sb_lm_trainer_free(t2);
+		sb_lm_model_free(m1);
+		sb_lm_model_free(m2);
+	}
+	sb_backend_close(be);
+	return sb_test_done();
+}

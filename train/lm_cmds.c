@@ -1,0 +1,151 @@
+/* lm_cmds.c — `sb-lm eval` and `sb-lm report`: option parsing, files, progress;
+ * the work is lib/lm_eval.c and lib/lm_report.c. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cli.h"
+#include "io.h"
+#include "json.h"
+#include "lm_eval.h"
+#include "record.h"
+
+static void eval_progress(void *arg, const char *phase, int done, int total)
+{
+	sb_progress(done == total, "%s: %s %d/%d", (const char *)arg, phase, done, total);
+}
+
+int sb_lm_eval_main(int argc, char **argv)
+{
+	struct sb_lm_eval_opts o;
+	sb_lm_eval_defaults(&o);
+	const char *out_dir = NULL;
+	int threads = 0;
+	struct sb_err err = {0};
+	static const struct option lo[] = {{"out", 1, 0, 'o'},        {"threads", 1, 0, 'j'}, {"masks", 1, 0, 'm'},
+					   {"probes", 1, 0, 'p'},     {"windows", 1, 0, 'w'}, {"tasks", 1, 0, 't'},
+					   {"bench-reps", 1, 0, 'r'}, {"budgets", 1, 0, 'b'}, {"seed", 1, 0, 's'},
+					   {"quiet", 0, 0, 'q'},      {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
+	int ch;
+	long long v;
+	while ((ch = getopt_long(argc, argv, "o:j:q", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'o': out_dir = optarg; break;
+		case 'j':
+			if (sb_parse_int("--threads", optarg, 0, 1024, &v, &err))
+				sb_cli_die(&err);
+			threads = (int)v;
+			break;
+		case 'm':
+			if (sb_lm_eval_set_masks(&o, optarg, &err))
+				sb_cli_die(&err);
+			break;
+		case 't':
+			if (sb_lm_eval_set_tasks(&o, optarg, &err))
+				sb_cli_die(&err);
+			break;
+		case 'p':
+			if (sb_parse_int("--probes", optarg, 0, 100000, &v, &err))
+				sb_cli_die(&err);
+			o.n_probes = (int)v;
+			break;
+		case 'w':
+			if (sb_parse_int("--windows", optarg, 0, 100000, &v, &err))
+				sb_cli_die(&err);
+			o.n_windows = (int)v;
+			break;
+		case 'r':
+			if (sb_parse_int("--bench-reps", optarg, 1, 10000, &v, &err))
+				sb_cli_die(&err);
+			o.bench_reps = (int)v;
+			break;
+		case 's':
+			if (sb_parse_int("--seed", optarg, 0, 1ll << 62, &v, &err))
+				sb_cli_die(&err);
+			o.seed = (uint64_t)v;
+			break;
+		case 'b': {
+			char *dup = strdup(optarg), *save = NULL;
+			o.n_budgets = 0;
+			for (char *t = strtok_r(dup, ",", &save); t && o.n_budgets < 8; t = strtok_r(NULL, ",", &save)) {
+				if (sb_parse_int("--budgets", t, 0, 1 << 20, &v, &err))
+					sb_cli_die(&err);
+				o.budgets_k[o.n_budgets++] = (int)v;
+			}
+			free(dup);
+			break;
+		}
+		case 'q': sb_quiet = 1; break;
+		case 'h':
+			puts("Usage: sb-lm eval [-o OUT_DIR] [-j N] [--masks LIST] [--tasks LIST] [--probes N]\n"
+			     "                  [--windows N] [--bench-reps N] [--budgets K,K,...] [--seed N] RUN_DIR\n"
+			     "See sb-lm --help and docs/lm.md.");
+			return sb_cli_finish(0);
+		default: sb_cli_usage_error("bad option");
+		}
+	}
+	if (optind != argc - 1)
+		sb_cli_usage_error("eval needs one run directory");
+	const char *run_dir = argv[optind];
+	char path[4600];
+	snprintf(path, sizeof path, "%s/eval.ndjson", out_dir ? out_dir : run_dir);
+	if (out_dir && sb_mkdir_p(out_dir, &err))
+		sb_cli_die(&err);
+	struct sb_backend *be;
+	if (sb_backend_open("cpu", threads, &be, &err))
+		sb_cli_die(&err);
+	struct sb_atomic a;
+	if (sb_atomic_open(&a, path, &err))
+		sb_cli_die(&err);
+	struct sb_jw w;
+	sb_jw_init(&w, a.f);
+	struct sb_input in[2];
+	int nin = 0;
+	char mp[4600];
+	snprintf(mp, sizeof mp, "%s/model.safetensors", run_dir);
+	if (!sb_input_hash(&in[0], mp, &err))
+		nin = 1;
+	struct sb_run_meta meta = {.device = be->device, .threads = be->threads, .inputs = in, .n_inputs = nin};
+	int rc = sb_record_run_meta(&w, &meta, &err);
+	o.progress = eval_progress;
+	o.progress_arg = (void *)run_dir;
+	if (!rc)
+		rc = sb_lm_eval_run(be, run_dir, &o, &w, &err);
+	sb_jw_free(&w);
+	if (!rc)
+		rc = sb_atomic_commit(&a, &err);
+	else
+		sb_atomic_abort(&a);
+	sb_backend_close(be);
+	if (rc)
+		sb_cli_die(&err);
+	printf("%s\n", path);
+	return sb_cli_finish(0);
+}
+
+int sb_lm_report_main(int argc, char **argv)
+{
+	const char *out_dir = ".";
+	struct sb_err err = {0};
+	static const struct option lo[] = {{"out", 1, 0, 'o'}, {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	int ch;
+	while ((ch = getopt_long(argc, argv, "o:q", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'o': out_dir = optarg; break;
+		case 'q': sb_quiet = 1; break;
+		case 'h':
+			puts("Usage: sb-lm report [-o OUT_DIR] EVAL.ndjson\n"
+			     "Writes OUT_DIR/lm-report.md, lm-retrieval.svg, lm-fidelity.svg, lm-blocks.svg.");
+			return sb_cli_finish(0);
+		default: sb_cli_usage_error("bad option");
+		}
+	}
+	if (optind != argc - 1)
+		sb_cli_usage_error("report needs one eval.ndjson");
+	if (sb_mkdir_p(out_dir, &err) || sb_lm_report_write(argv[optind], out_dir, &err))
+		sb_cli_die(&err);
+	printf("%s/lm-report.md\n", out_dir);
+	return sb_cli_finish(0);
+}

@@ -1,0 +1,270 @@
+/* sb-lm — the LM track's program (PROTOCOL C): train decoder cells, evaluate
+ * their masks, write the report. A temporary entry point: sb-train and sb-eval
+ * dispatch "family": "lm" cells and LM run directories to the same library
+ * functions (train/lm_train.c, evalsel/lm_eval.c). See docs/lm.md. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cli.h"
+#include "io.h"
+#include "json.h"
+#include "lm_eval.h"
+#include "lm_probe.h"
+#include "lm_train.h"
+#include "record.h"
+
+static void usage(void)
+{
+	fputs("Usage: sb-lm COMMAND [OPTIONS] ARGS\n"
+	      "The LM track of PROTOCOL C: hybrid decoders, training-free sparse masks, fidelity,\n"
+	      "retrieval and efficiency. Full documentation: docs/lm.md.\n"
+	      "\n"
+	      "Commands:\n"
+	      "  train [-o RUNS_DIR] [-j N] [--set KEY=VALUE]... CELLS.ndjson|-\n"
+	      "        train every cell (one JSON object per line, \"family\": \"lm\") into\n"
+	      "        RUNS_DIR/CELL_ID/ (cell.json, train.ndjson, model.safetensors); --set overrides a\n"
+	      "        field of every cell (model fields as model.KEY=VALUE); a finished cell is skipped\n"
+	      "  eval [-o OUT_DIR] [-j N] [--masks LIST] [--probes N] [--windows N] [--bench-reps N]\n"
+	      "       [--tasks LIST] [--budgets LIST] RUN_DIR\n"
+	      "        evaluate a trained run on held-out text (the corpora's valid parts): fidelity of\n"
+	      "        every mask against dense, the 13-task retrieval battery (N probes per task and\n"
+	      "        method), budgets, block touches and kernel timings; writes OUT_DIR/eval.ndjson\n"
+	      "        (default RUN_DIR/eval.ndjson)\n"
+	      "  report [-o OUT_DIR] EVAL.ndjson\n"
+	      "        the report: OUT_DIR/lm-report.md, lm-retrieval.svg, lm-fidelity.svg\n"
+	      "  probe --task NAME [--len N] [--index I] [--depth D] [--corpus PATH]\n"
+	      "        print one retrieval probe (for inspection)\n"
+	      "\n"
+	      "Common options:\n"
+	      "  -j, --threads N   worker threads (0 = all cores; default 0)\n"
+	      "  -q, --quiet       no progress lines\n"
+	      "      --help, --version\n"
+	      "\n"
+	      "Exit status: 0 ok, 2 usage, 3 bad input data, 4 I/O error, 5 internal error.\n",
+	      stdout);
+}
+
+struct train_prog {
+	const char *cell_id;
+};
+
+static void on_step(void *arg, int64_t step, int64_t steps, double loss, double secs)
+{
+	struct train_prog *p = arg;
+	sb_progress(step == steps, "%s: step %lld/%lld loss %.4f (%.0f s)", p->cell_id, (long long)step,
+		    (long long)steps, loss, secs);
+}
+
+static int apply_set(struct sb_lm_cell *c, const char *kv, struct sb_err *err)
+{
+	if (strncmp(kv, "model.", 6) == 0) {
+		SB_TRY(sb_lm_cfg_set(&c->model, kv + 6, err));
+		return sb_lm_cfg_check(&c->model, err);
+	}
+	/* top level: rebuild through the JSON form so that the same checks apply */
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	sb_lm_cell_json(&w, c);
+	struct sb_json *v;
+	int rc = sb_json_parse(w.buf, w.len, &v, err);
+	sb_jw_free(&w);
+	if (rc)
+		return rc;
+	const char *eq = strchr(kv, '=');
+	if (!eq)
+		return SB_ERR(err, SB_EUSAGE, "--set expects KEY=VALUE, got '%s'", kv);
+	char key[64];
+	snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
+	/* the value: JSON if it parses, else a string */
+	struct sb_json *val;
+	struct sb_err e2 = {0};
+	if (sb_json_parse(eq + 1, strlen(eq + 1), &val, &e2)) {
+		struct sb_jw sw;
+		sb_jw_init(&sw, NULL);
+		sb_jw_str(&sw, eq + 1);
+		rc = sb_json_parse(sw.buf, sw.len, &val, err);
+		sb_jw_free(&sw);
+		if (rc) {
+			sb_json_free(v);
+			return rc;
+		}
+	}
+	int found = 0;
+	for (size_t i = 0; i < v->n; i++)
+		if (!strcmp(v->keys[i], key)) {
+			sb_json_free(v->items[i]);
+			v->items[i] = val;
+			found = 1;
+		}
+	if (!found) {
+		sb_json_free(val);
+		sb_json_free(v);
+		return SB_ERR(err, SB_EUSAGE, "--set: unknown cell field '%s'", key);
+	}
+	int max_T = c->model.max_T;
+	rc = sb_lm_cell_parse(c, v, err);
+	sb_json_free(v);
+	if (!rc && strcmp(key, "T") && c->model.max_T != max_T)
+		c->model.max_T = max_T;
+	return rc;
+}
+
+static int cmd_train(int argc, char **argv)
+{
+	const char *runs = "runs";
+	int threads = 0;
+	char *sets[64];
+	int nsets = 0;
+	static const struct option lo[] = {{"out", 1, 0, 'o'}, {"threads", 1, 0, 'j'}, {"set", 1, 0, 's'},
+					   {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
+	int ch;
+	struct sb_err err = {0};
+	while ((ch = getopt_long(argc, argv, "o:j:q", lo, NULL)) != -1) {
+		long long v;
+		switch (ch) {
+		case 'o': runs = optarg; break;
+		case 'j':
+			if (sb_parse_int("--threads", optarg, 0, 1024, &v, &err))
+				sb_cli_die(&err);
+			threads = (int)v;
+			break;
+		case 's':
+			if (nsets == 64)
+				sb_cli_usage_error("too many --set");
+			sets[nsets++] = optarg;
+			break;
+		case 'q': sb_quiet = 1; break;
+		case 'h': usage(); return sb_cli_finish(0);
+		default: sb_cli_usage_error("bad option");
+		}
+	}
+	if (optind != argc - 1)
+		sb_cli_usage_error("train needs one cells file (or -)");
+	const char *cells = argv[optind];
+	struct sb_backend *be;
+	if (sb_backend_open("cpu", threads, &be, &err))
+		sb_cli_die(&err);
+	struct sb_ndjson_reader *r;
+	if (sb_ndjson_open(cells, &r, &err))
+		sb_cli_die(&err);
+	struct sb_jw w;
+	sb_jw_init(&w, stdout);
+	struct sb_input in = {0};
+	int nin = 0;
+	if (strcmp(cells, "-") && !sb_input_hash(&in, cells, &err))
+		nin = 1;
+	struct sb_run_meta meta = {.device = be->device, .threads = be->threads, .inputs = &in, .n_inputs = nin};
+	if (sb_record_run_meta(&w, &meta, &err))
+		sb_cli_die(&err);
+	struct sb_json *v;
+	int rc = 0;
+	while (!rc && !(rc = sb_ndjson_next(r, &v, &err)) && v) {
+		struct sb_lm_cell c;
+		rc = sb_lm_cell_parse(&c, v, &err);
+		sb_json_free(v);
+		for (int i = 0; i < nsets && !rc; i++)
+			rc = apply_set(&c, sets[i], &err);
+		if (rc)
+			break;
+		char run_dir[4096];
+		int skipped = 0;
+		sb_lm_cell_id(&c, &err);
+		struct train_prog tp = {c.cell_id};
+		struct sb_lm_progress prog = {on_step, &tp};
+		rc = sb_lm_train_cell(be, &c, runs, run_dir, &skipped, &prog, &err);
+		sb_jw_record(&w, "lm.train", 1);
+		sb_jw_kstr(&w, "cell_id", c.cell_id);
+		sb_jw_kstr(&w, "run_dir", run_dir);
+		sb_jw_kstr(&w, "status", rc ? "failed" : skipped ? "skipped" : "completed");
+		if (rc)
+			sb_jw_kstr(&w, "error", err.msg);
+		sb_jw_obj_end(&w);
+		struct sb_err e2 = {0};
+		if (sb_jw_line(&w, &e2))
+			sb_cli_die(&e2);
+	}
+	sb_ndjson_close(r);
+	sb_jw_free(&w);
+	sb_backend_close(be);
+	if (rc)
+		sb_cli_die(&err);
+	return sb_cli_finish(0);
+}
+
+static int cmd_probe(int argc, char **argv)
+{
+	const char *task = NULL, *corpus = NULL;
+	long long len = 512, index = 0;
+	double depth = -1;
+	struct sb_err err = {0};
+	static const struct option lo[] = {{"task", 1, 0, 't'}, {"len", 1, 0, 'n'},    {"index", 1, 0, 'i'},
+					   {"depth", 1, 0, 'd'}, {"corpus", 1, 0, 'c'}, {"help", 0, 0, 'h'},
+					   {0, 0, 0, 0}};
+	int ch;
+	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (ch) {
+		case 't': task = optarg; break;
+		case 'n':
+			if (sb_parse_int("--len", optarg, 1, 1 << 20, &len, &err))
+				sb_cli_die(&err);
+			break;
+		case 'i':
+			if (sb_parse_int("--index", optarg, 0, 1ll << 40, &index, &err))
+				sb_cli_die(&err);
+			break;
+		case 'd':
+			if (sb_parse_double("--depth", optarg, 0, 1, &depth, &err))
+				sb_cli_die(&err);
+			break;
+		case 'c': corpus = optarg; break;
+		case 'h': usage(); return sb_cli_finish(0);
+		default: sb_cli_usage_error("bad option");
+		}
+	}
+	int t = task ? sb_lm_task_parse(task) : -1;
+	if (t < 0)
+		sb_cli_usage_error("probe needs --task NAME (one of the 13 tasks)");
+	struct sb_lm_corpus c = {0};
+	if (corpus && sb_lm_corpus_read(corpus, "valid", &c, &err))
+		sb_cli_die(&err);
+	struct sb_lm_probe p;
+	if (sb_lm_probe_make(t, (int)len, c.bytes, c.n, 0, 6 /* SB_RNG_SYNTH */, (uint64_t)index, depth, &p, &err))
+		sb_cli_die(&err);
+	fwrite(p.text, 1, (size_t)p.len, stdout);
+	fprintf(stderr, "sb-lm: %s: %d turns; answers:", sb_lm_task_name(t), p.n_turns);
+	for (int i = 0; i < p.n_turns; i++)
+		fprintf(stderr, " '%.*s'", p.answer_end[i] - p.answer_beg[i] - 1, (const char *)p.text + p.answer_beg[i]);
+	fprintf(stderr, "; depth %.3f\n", p.depth);
+	sb_lm_probe_free(&p);
+	sb_lm_corpus_free(&c);
+	return sb_cli_finish(0);
+}
+
+int main(int argc, char **argv)
+{
+	sb_cli_init("sb-lm", argc, argv);
+	if (argc < 2)
+		sb_cli_usage_error("missing command (train, eval, report, probe)");
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage();
+		return sb_cli_finish(0);
+	}
+	if (!strcmp(argv[1], "--version"))
+		sb_cli_version();
+	const char *cmd = argv[1];
+	argv[1] = argv[0];
+	argc--;
+	argv++;
+	if (!strcmp(cmd, "train"))
+		return cmd_train(argc, argv);
+	if (!strcmp(cmd, "eval"))
+		return sb_lm_eval_main(argc, argv);
+	if (!strcmp(cmd, "report"))
+		return sb_lm_report_main(argc, argv);
+	if (!strcmp(cmd, "probe"))
+		return cmd_probe(argc, argv);
+	sb_cli_usage_error("unknown command '%s' (train, eval, report, probe)", cmd);
+}
