@@ -111,7 +111,7 @@ void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero
  *   [0] threshold tau on the y = (alpha-1)(s - max s) scale (entmax, sparsemax,
  *       unrolled: final tau_hi); softmax/top-k: the largest kept score.
  *   [1] the max of the effective row (top-k: the largest kept score);
- *   [2] passes (Newton/Michelot, top-k counting passes), or the unrolled branch
+ *   [2] passes (Newton/Halley/Michelot, top-k counting passes), or the unrolled branch
  *       decisions as an integer (bit t = 1: iteration t raised tau_lo);
  *   [3] support size (keys with p > 0).
  *

@@ -9,6 +9,13 @@
  * used where they help; results therefore differ from the portable kernels in
  * the last bits, and both are tested against the double reference.
  *
+ * General alpha (entmax_bisect, headwise_adaptive_entmax) differs from the
+ * portable Newton iteration: Halley steps from Jensen's lower bound over the
+ * compressed candidate keys, up to 16 rows (one (sample, head) block's queries)
+ * solved together with their per-row steps as one vector computation, and the
+ * backward likewise done for runs of rows (gsolve, bwd_group below). A row's
+ * result does not depend on the rows solved with it (tested bit for bit).
+ *
  * The study's bisection (sbv_unrolled) takes its branch decisions from the
  * exact root tau* of sum p = 1 (found by the same Newton iteration as the
  * exact entmax): sum p(tau) - 1 >= 0 exactly when tau <= tau*, so a midpoint

@@ -4,11 +4,15 @@ careful user would. Sparse normalisers with closed-form backwards in custom auto
 Functions (naive autograd through the entmax threshold gives NaN); HAE by the study's
 18-iteration bisection, differentiated through autograd as the study does.
 
-  torch_train.py --method softmax --threads 2 --steps 30 [--epochs 1] [--data DIR]
+  torch_train.py --method softmax --threads 2 --steps 30 [--epochs 1] [--seed S]
+                 [--val-fraction 0.2] [--test] [--data DIR]
 
 Prints one JSON line: method, threads, samples_per_s (steady state, after 3 warm-up
 steps; wall clock), cpu_s and samples_per_cpu_s (process CPU time of those steps), and
-with --epochs the validation accuracy after each epoch.
+with --epochs the mean training loss and the validation accuracy after each epoch
+(the split of PROTOCOL A1: numpy default_rng(seed).permutation, n_val = round(f n);
+--val-fraction 0 trains on the whole 60k pool) and, with --test, the accuracy on the
+10k test set after each epoch.
 """
 import argparse, gzip, json, math, os, struct, sys, time
 
@@ -178,6 +182,8 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--epochs", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--val-fraction", type=float, default=0.2)
+    ap.add_argument("--test", action="store_true", help="also evaluate on the t10k test set after each epoch")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -186,7 +192,7 @@ def main():
     y = torch.tensor(load_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz")).astype(np.int64))
     X = patchify(torch.tensor(x, dtype=torch.float32) / 255, 4)
     perm = np.random.default_rng(a.seed).permutation(len(y))
-    n_val = round(0.2 * len(y))
+    n_val = round(a.val_fraction * len(y))
     val, tr = perm[:n_val], perm[n_val:]
     model = Encoder(16, 49, 64, 4, 2, 10, a.method)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-4)
@@ -211,21 +217,31 @@ def main():
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         out.update(samples_per_s=a.steps * 256 / wall, cpu_s=cpu, samples_per_cpu_s=a.steps * 256 / cpu, wall_s=wall)
     else:
-        accs = []
+        if a.test:
+            xt = load_idx(os.path.join(a.data, "t10k-images-idx3-ubyte.gz")).reshape(-1, 1, 28, 28)
+            Xt = patchify(torch.tensor(xt, dtype=torch.float32) / 255, 4)
+            yt = torch.tensor(load_idx(os.path.join(a.data, "t10k-labels-idx1-ubyte.gz")).astype(np.int64))
+
+        def accuracy(Xs, ys):
+            model.eval()
+            with torch.no_grad():
+                pred = torch.cat([model(Xs[i : i + 256]).argmax(-1) for i in range(0, len(ys), 256)])
+            return float((pred == ys).float().mean())
+
         g = torch.Generator().manual_seed(a.seed)
+        out.update(seed=a.seed, n_train=len(tr), n_val=len(val))
         for ep in range(a.epochs):
             model.train()
             order = tr[torch.randperm(len(tr), generator=g).numpy()]
             t0 = time.perf_counter()
-            for i in range(0, len(order), 256):
-                step(order[i : i + 256])
+            losses = [step(order[i : i + 256]) for i in range(0, len(order), 256)]
             dt = time.perf_counter() - t0
-            model.eval()
-            with torch.no_grad():
-                pred = torch.cat([model(X[val[i : i + 256]]).argmax(-1) for i in range(0, len(val), 256)])
-            accs.append(float((pred == y[val]).float().mean()))
+            out.setdefault("train_loss", []).append(sum(losses) / len(losses))
+            if len(val):
+                out.setdefault("val_accuracy", []).append(accuracy(X[val], y[val]))
+            if a.test:
+                out.setdefault("test_accuracy", []).append(accuracy(Xt, yt))
             out.setdefault("epoch_samples_per_s", []).append(len(tr) / dt)
-        out["val_accuracy"] = accs
     print(json.dumps(out))
 
 
