@@ -141,8 +141,11 @@ static int load(const char *path, struct sb_input *in, struct sb_err *err)
 			struct run *r = run_get(id);
 			snprintf(r->task, sizeof r->task, "%s", task);
 			snprintf(r->method, sizeof r->method, "%s", method);
-			snprintf(r->arch, sizeof r->arch, "%s", arch);
-			snprintf(r->tier, sizeof r->tier, "%s", tier);
+			/* the defaults only where no record of the run said otherwise */
+			if (!r->arch[0] || sb_json_get(rec, "arch"))
+				snprintf(r->arch, sizeof r->arch, "%s", arch);
+			if (!r->tier[0] || sb_json_get(rec, "tier"))
+				snprintf(r->tier, sizeof r->tier, "%s", tier);
 			r->seed = (int)seed;
 			if (done) {
 				int64_t E;
