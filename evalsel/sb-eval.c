@@ -31,7 +31,7 @@
 #include "vallog.h"
 
 static const char usage_text[] =
-    "Usage: sb-eval [-d DATA_DIR] [--device cpu|cuda] [-j THREADS] [-q] RUN_DIR...\n"
+    "Usage: sb-eval [-d DATA_DIR] [--device cpu|cuda] [-j THREADS] [--no-probe] [-q] RUN_DIR...\n"
     "\n"
     "Evaluate every saved epoch of each run directory written by sb-train on the validation split:\n"
     "accuracy, macro-F1, loss, attention density and entropy, alpha mean and sd (PROTOCOL A3/A4),\n"
@@ -46,6 +46,7 @@ static const char usage_text[] =
     "  -d DATA_DIR     dataset directory (default data)\n"
     "  --device DEV    cpu (default) or cuda[:N]\n"
     "  -j THREADS      CPU threads (default 0: all cores)\n"
+    "  --no-probe      without the probe features (PROTOCOL A8 M1; docs/sb-eval.md)\n"
     "  -q              no progress lines on stderr\n"
     "  --help          this text;  --version  the version\n"
     "\n"
@@ -79,6 +80,7 @@ static _Noreturn void usage(void)
 struct opts {
 	const char *data_dir, *device;
 	long long threads;
+	int no_probe;
 };
 
 /* The pool last read, kept for the next run directory of the same task (a grid
@@ -452,7 +454,7 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 			            (long long)split.n_val, (long long)c.n_val);
 			goto out_paths;
 		}
-		struct sb_evalrun_opts eo = {.device = o->device, .threads = (int)o->threads};
+		struct sb_evalrun_opts eo = {.device = o->device, .threads = (int)o->threads, .probe = !o->no_probe};
 		if ((rc = sb_evalrun_open(c.json, ds, &eo, &er, err)))
 			goto out_paths;
 	}
@@ -497,6 +499,7 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 		sb_jw_kf64(&w, "attention_entropy", res.attention_entropy);
 		sb_jw_kf64(&w, "alpha_mean", res.alpha_mean);
 		sb_jw_kf64(&w, "alpha_std", res.alpha_std);
+		sb_probe_write(&w, &res.probe);
 		sb_jw_kstr(&w, "correct_bits", bname);
 		sb_jw_kstr(&w, "correct_sha256", bhex);
 		sb_jw_kstr(&w, "checkpoint", ck[i].name);
@@ -588,9 +591,10 @@ int main(int argc, char **argv)
 	sb_cli_init("sb-eval", argc, argv);
 	struct opts o = {.data_dir = "data", .device = "cpu"};
 	struct sb_err err = {0};
-	enum { O_DEVICE = 256, O_HELP, O_VERSION };
-	static const struct option lo[] = {
-	    {"device", 1, 0, O_DEVICE}, {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
+	enum { O_DEVICE = 256, O_HELP, O_VERSION, O_NO_PROBE };
+	static const struct option lo[] = {{"device", 1, 0, O_DEVICE},      {"help", 0, 0, O_HELP},
+	                                   {"version", 0, 0, O_VERSION},    {"no-probe", 0, 0, O_NO_PROBE},
+	                                   {0, 0, 0, 0}};
 	int ch;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":d:j:q", lo, NULL)) != -1) {
@@ -607,6 +611,9 @@ int main(int argc, char **argv)
 			break;
 		case O_DEVICE:
 			o.device = optarg;
+			break;
+		case O_NO_PROBE:
+			o.no_probe = 1;
 			break;
 		case O_HELP:
 			usage();
