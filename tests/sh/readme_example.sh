@@ -36,4 +36,17 @@ t_result $? "sb-stats wrote a Markdown table with an F-MNIST row"
 n=$(awk -F'\t' 'NF == 4 && $4 >= 0 && $4 <= 1' example.out | wc -l)
 [ "$n" -eq 18 ]
 t_result $? "the jq line prints 18 rows (9 cells x 2 epochs) of method, seed, epoch, accuracy (got $n)"
+# The README's one-cell command, as written (issue 4's "works from the README's
+# instructions"), on the data the example fetched: 2 epochs of the full 48,000-example split.
+cmd=$(grep -o '`sb-train --task fashion_mnist --method sparsemax --seed 0 --epochs 2`' "$TOP/README.md" | tr -d '`')
+[ -n "$cmd" ]
+t_result $? "the README's one-cell sb-train command was found"
+if [ -n "$cmd" ]; then
+	$cmd -q >one.ndjson 2>one.err
+	rc=$?
+	t_result $rc "'$cmd' runs (exit $rc)" "$(tail -n 3 one.err | tr '\n' ' ')"
+	n=$(jq -r 'select(.kind == "train.done") | "\(.method) \(.seed) \(.epochs_run) \(.status)"' one.ndjson 2>/dev/null)
+	[ "$n" = "sparsemax 0 2 completed" ]
+	t_result $? "it trains the cell of the README: sparsemax, seed 0, 2 epochs, completed (got '$n')"
+fi
 t_done
