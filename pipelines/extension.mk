@@ -21,11 +21,16 @@ $(foreach g,$(basename $(notdir $(SB_GRIDS))),$(foreach b,$($(g).BLOCKS),$(if $(
 ifneq ($(wildcard pipelines/grids/switching-epochs.inc),)
 extension: switching
 else
-# The switch epochs are written by the trajectory block's sb-a8 m1, i.e. by this run;
-# the switching grid is loaded only when the file exists, so it runs with the next
-# make extension (or make switching).
-.PHONY: extension-switching-note
-extension: extension-switching-note
-extension-switching-note:
-	@echo "extension: the switching schedules (pipelines/grids/switching.grid, 2,400 runs) need pipelines/grids/switching-epochs.inc, which the trajectory block's analysis (sb-a8 m1) writes; not there yet, so they are not run now: once it exists, 'make extension' again (or 'make switching') runs them (docs/pipelines.md)" >&2
+# The switch epochs are written by the trajectory block's sb-a8 m1, i.e. by this run; the
+# switching grid is loaded only when the file exists, so once the extension grid is
+# done, a new make (which loads it) runs the switching schedules (sb_after, common.mk).
+sb_after.extension := extension-then-switching
+.PHONY: extension-then-switching
+extension-then-switching:
+	@if [ -f pipelines/grids/switching-epochs.inc ]; then \
+	   echo "extension: the trajectory analysis wrote pipelines/grids/switching-epochs.inc; now the switching schedules (pipelines/grids/switching.grid)" >&2; \
+	   $(MAKE) --no-print-directory switching; \
+	 else \
+	   echo "extension: the switching schedules (pipelines/grids/switching.grid, 2,400 runs) need pipelines/grids/switching-epochs.inc, which the trajectory block's analysis (sb-a8 m1) writes; it did not (see its a8 record), so they were not run (docs/pipelines.md)" >&2; \
+	 fi
 endif

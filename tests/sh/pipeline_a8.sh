@@ -122,4 +122,13 @@ c=$(ls "$T/out/a8s/switching/cells" | grep -c 'mechanistic_switch')
 grep -q '"switch_epoch":[0-9]' "$T"/out/a8s/switching/cells/t_a.median_switch.*/cell.json && [ "$c" = 4 ]
 t_result $? "the switching cells carry their predicted switch_epoch ($c mechanistic cells)"
 grep -q 'M2 verdict: ' "$T/out/a8s/report.md"; t_result $? "the switching report has the M2 verdict"
+# one make does both, as make extension does (sb_after.extension, pipelines/extension.mk):
+# with neither the switch epochs nor the switching outputs, the trajectory analysis writes
+# the file during the run and a new make then loads and runs the switching grid
+rm -rf "$INC" "$T/out/a8s" "$T/out/a8t/trajectory/a8"
+amake sb_after.a8t=a8s a8t >"$T/a8ts.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ -f "$INC" ] && grep -q 'M2 verdict: ' "$T/out/a8s/report.md" 2>/dev/null
+t_result $? "one make: the trajectory analysis writes the switch epochs, then the switching grid runs (exit $rc)" \
+	"$(tail -n 3 "$T/a8ts.log" | tr '\n' ' ')"
 t_done
