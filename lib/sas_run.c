@@ -39,6 +39,12 @@ int sb_sas_cell_parse(struct sb_sas_cell *c, const struct sb_json *obj, struct s
 	sb_sas_proc_default(&c->proc);
 	if (!sb_sas_is_cell(obj))
 		return SB_ERR(err, SB_EDATA, "not a SAS cell (\"family\": \"sas\")");
+	if (sb_json_get(obj, "backbone")) {
+		c->scaled = 1;
+		SB_TRY(sb_sas_scaled_parse(&c->sx, obj, err));
+		snprintf(c->cell_id, sizeof c->cell_id, "%s", c->sx.cell_id);
+		return 0;
+	}
 	const char *corpus = NULL, *id = NULL;
 	for (size_t i = 0; i < obj->n; i++) {
 		const char *k = obj->keys[i];
@@ -287,9 +293,25 @@ static void on_step(void *arg, const char *phase, int step, double loss, double 
 		L->fn(L->arg, phase, step, pre ? L->pre_steps : L->sel_steps, loss);
 }
 
+struct scaled_prog {
+	sb_sas_progress_fn fn;
+	void *arg;
+};
+
+static void scaled_progress(void *arg, const char *what, int done, int total, double value)
+{
+	struct scaled_prog *p = arg;
+	if (p->fn)
+		p->fn(p->arg, what, done, total, value);
+}
+
 int sb_sas_train_cell(struct sb_backend *be, const struct sb_sas_cell *c, const char *runs_dir, char *run_dir,
 		      sb_sas_progress_fn fn, void *arg, struct sb_err *err)
 {
+	if (c->scaled) {
+		struct scaled_prog p = {fn, arg};
+		return sb_sas_scaled_train(&c->sx, runs_dir, run_dir, scaled_progress, &p, err);
+	}
 	snprintf(run_dir, 4096, "%s/%s", runs_dir, c->cell_id);
 	SB_TRY(sb_mkdir_p(run_dir, err));
 	struct sb_lm_corpus tr;
@@ -491,6 +513,8 @@ int sb_sas_eval_run(struct sb_backend *be, const char *run_dir, struct sb_jw *ou
 		sb_err_prefix(err, "%s", path);
 		return rc;
 	}
+	if (c.scaled)
+		return sb_sas_scaled_eval(run_dir, out, NULL, NULL, err);
 	SB_TRY(read_done(run_dir, &done, err));
 	char mp[4600], sha[65];
 	snprintf(mp, sizeof mp, "%s/model.safetensors", run_dir);

@@ -5,7 +5,8 @@
  * optional: "id" (default sas-CORPUS-sSEED), T, block, topk, dsel, pre_steps,
  * pre_batch, pre_lr, pre_wd, pre_clip, sel_steps, sel_batch, sel_lr, sel_wd, sel_clip,
  * eval_windows, train_bytes, eval_bytes (defaults: PROTOCOL B). An unknown key is an
- * error (a typo must not silently fall back to a default).
+ * error (a typo must not silently fall back to a default). A cell with "backbone" is
+ * the scaled comparison instead (lib/sas_scaled.h, its own fields).
  *
  * The corpus is sb-fetch's corpus directory (DIR/{train,valid,test}.safetensors) or
  * one text file cut at floor(0.9 n) and floor(0.95 n) (lib/lm_data.h). Tokens are
@@ -35,12 +36,15 @@
 #include "json.h"
 #include "lm_data.h"
 #include "sas.h"
+#include "sas_scaled.h"
 
 struct sb_sas_cell {
 	char cell_id[128];
 	char corpus[4096]; /* NAME=PATH or PATH */
 	struct sb_sas_cfg sc;
 	struct sb_sas_proc proc;
+	int scaled;               /* a "backbone" cell: the scaled comparison (lib/sas_scaled.h) */
+	struct sb_sas_scaled sx;
 };
 
 /* Is this JSON object a SAS cell ("family": "sas")? */

@@ -39,7 +39,7 @@ void sb_train_sas_free(struct sb_train_sas_cells *q)
 
 static void progress(void *arg, const char *phase, int step, int steps, double loss)
 {
-	sb_progress(step == steps && !strcmp(phase, "selector"), "%s: %s step %d/%d loss %.4f", (const char *)arg,
+	sb_progress(step == steps && strncmp(phase, "pretrain", 8), "%s: %s step %d/%d loss %.4f", (const char *)arg,
 		    phase, step, steps, loss);
 }
 
