@@ -57,6 +57,7 @@ int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, stru
 	c->sel_clip = 1.0f;
 	c->windows = 16;
 	c->probes = 10;
+	c->untrained = 1;
 	c->n_tasks = 3;
 	c->tasks[0] = SB_LM_NIAH_SINGLE_1;
 	c->tasks[1] = SB_LM_NIAH_SINGLE_2;
@@ -112,6 +113,8 @@ int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, stru
 			rc = int_field(v, k, 1, 100000, &c->windows, err);
 		else if (!strcmp(k, "probes"))
 			rc = int_field(v, k, 0, 100000, &c->probes, err);
+		else if (!strcmp(k, "untrained"))
+			rc = int_field(v, k, 0, 1, &c->untrained, err);
 		else if (!strcmp(k, "sel_lr"))
 			rc = num_field(v, k, &c->sel_lr, err);
 		else if (!strcmp(k, "sel_wd"))
@@ -160,6 +163,7 @@ void sb_sas_scaled_json(struct sb_jw *w, const struct sb_sas_scaled *c)
 	sb_jw_kf32(w, "sel_clip", c->sel_clip);
 	sb_jw_kint(w, "windows", c->windows);
 	sb_jw_kint(w, "probes", c->probes);
+	sb_jw_kint(w, "untrained", c->untrained);
 	sb_jw_key(w, "tasks");
 	sb_jw_arr(w);
 	for (int i = 0; i < c->n_tasks; i++)
@@ -297,8 +301,11 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 			sb_jw_kf64(&w, "gate_entropy", sb_sas_lm_gate_entropy(x));
 			sb_jw_obj_end(&w);
 			rc = sb_jw_line(&w, err);
-			if (fn)
-				fn(arg, B == 8 ? "selector b8" : B == 16 ? "selector b16" : "selector", s, c->sel_steps, loss);
+			if (fn) {
+				char what[32];
+				snprintf(what, sizeof what, "selector b%d", B);
+				fn(arg, what, s, c->sel_steps, loss);
+			}
 		}
 		char sp[4200], sha[65] = "";
 		snprintf(sp, sizeof sp, "%s/selector-b%d.safetensors", run_dir, B);
@@ -363,7 +370,7 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 
 /* ---------------------------------------------------------------- evaluation */
 
-#define MAXM (SB_SAS_SCALED_MAXMASK + SB_SAS_SCALED_MAXB + 1)
+#define MAXM (SB_SAS_SCALED_MAXMASK + 2 * SB_SAS_SCALED_MAXB + 1)
 
 struct method {
 	char name[64];
@@ -515,6 +522,16 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 		if (!rc)
 			rc = load_selector(me->x, sp, err);
 	}
+	/* the same selectors before training (the initialisation sb-train started from): does
+	 * training the selector matter? */
+	for (int bi = 0; bi < c.n_blocks && !rc && c.untrained; bi++) {
+		struct method *me = &ms[nm++];
+		snprintf(me->name, sizeof me->name, "sas-b%d-untrained", c.blocks[bi]);
+		me->mode = SB_SAS_LM_SAS;
+		me->block = c.blocks[bi];
+		lm_cfg_for(&sc, &c, c.blocks[bi], 1);
+		rc = sb_sas_lm_new(bb.m, &sc, T, c.seed, &me->x, err);
+	}
 	/* held-out text */
 	struct sb_lm_corpus val = {0}, hay = {0};
 	int hay_i = 0;
@@ -656,7 +673,7 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 	/* paired: each SAS variant against every other method, on kl_tail */
 	double *d = malloc((size_t)W * sizeof *d);
 	for (int i = 0; i < nm && !rc && d; i++) {
-		if (ms[i].mode != SB_SAS_LM_SAS)
+		if (ms[i].mode != SB_SAS_LM_SAS || strstr(ms[i].name, "untrained"))
 			continue;
 		for (int j = 1; j < nm && !rc; j++) {
 			if (j == i)
@@ -757,7 +774,7 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 		}
 	}
 	for (int i = 0; i < nm && !rc && P; i++) {
-		if (ms[i].mode != SB_SAS_LM_SAS)
+		if (ms[i].mode != SB_SAS_LM_SAS || strstr(ms[i].name, "untrained"))
 			continue;
 		for (int j = 0; j < nm && !rc; j++) {
 			if (j == i)

@@ -45,3 +45,53 @@ $(SAS_OUT)/report.md: $(SAS_OUT)/eval.ndjson pipelines/sas-report.sh
 
 sas-clean:
 	rm -rf $(SAS_OUT)
+
+# ---- make sas-scaled: SAS beyond the toy (docs/sas.md, lib/sas_scaled.h) ----
+#   make sas-scaled                       train a small LM-track decoder (ACAC, d 64, T 512,
+#                                         ~4 min on one core), selectors at blocks 8/16/64,
+#                                         compare -> out/sas-scaled/report.md
+#   make sas-scaled SAS_BACKBONE=RUN_DIR  use an LM-track run instead (e.g. make lm's)
+#   SAS_SCALED_EXTRA='"sel_steps":150,"probes":10,'   cell fields (lib/sas_scaled.h)
+SAS_SCALED_OUT ?= $(SB_OUT)/sas-scaled
+SAS_BACKBONE ?=
+SAS_SCALED_EXTRA ?=
+SAS_BB_STEPS ?= 2600
+SAS_BB_WARM ?= 1800
+SAS_TS := $(firstword $(wildcard $(SAS_TS_CANDIDATES)))
+SAS_BB_CELL = {"family":"lm","seed":0,"model":{"d":64,"pattern":"ACAC","heads":4,"ffn":256,"pos":"rope","conv_gate":0},"T":512,"batch":8,"steps":$(SAS_BB_STEPS),"warmup":50,"lr":0.003,"lr_min":0.0003,"warm_T":64,"warm_steps":$(SAS_BB_WARM),"log_every":25,"corpora":["tinyshakespeare=$(abspath $(SAS_TS))"],"mixture":"tinyshakespeare=0.5,kv_recall=0.3,retrieval=0.2","haystack":"tinyshakespeare"}
+
+SAS_BB_GIVEN := {"kind":"lm.train","v":1,"run_dir":"%s","status":"given"}
+
+.PHONY: sas-scaled
+sas-scaled: $(SAS_SCALED_OUT)/report.md
+	@echo "sas-scaled: $(SAS_SCALED_OUT)/report.md" >&2
+
+$(SAS_SCALED_OUT)/backbone-cell.ndjson: FORCE
+	@mkdir -p $(@D)
+	@test -n "$(SAS_BACKBONE)$(SAS_TS)" || { echo "sas-scaled: no Tiny Shakespeare for the backbone; set SAS_BACKBONE=RUN_DIR" >&2; exit 3; }
+	@printf '%s\n' '$(SAS_BB_CELL)' > $@.tmp
+	@if [ -f $@ ] && cmp -s $@ $@.tmp; then rm -f $@.tmp; else mv $@.tmp $@; fi
+
+$(SAS_SCALED_OUT)/backbone.ndjson: $(if $(SAS_BACKBONE),,$(SAS_SCALED_OUT)/backbone-cell.ndjson) | $(SB_BIN)/sb-lm
+	@mkdir -p $(@D)
+	if [ -n '$(SAS_BACKBONE)' ]; then printf '$(SAS_BB_GIVEN)\n' '$(SAS_BACKBONE)'; \
+	else $(SB_BIN)/sb-lm train -q -j 1 -o $(SAS_SCALED_OUT)/backbone $(SAS_SCALED_OUT)/backbone-cell.ndjson; fi > $@.tmp
+	@mv $@.tmp $@
+
+$(SAS_SCALED_OUT)/cells.ndjson: $(SAS_SCALED_OUT)/backbone.ndjson FORCE
+	@run=$$(sed -n 's/.*"kind":"lm.train".*"run_dir":"\([^"]*\)".*/\1/p' $< | tail -n 1); \
+	 test -n "$$run" || { echo "sas-scaled: no backbone run directory in $<" >&2; exit 3; }; \
+	 printf '{"family":"sas","id":"sas-scaled","seed":0,%s"backbone":"%s"}\n' '$(SAS_SCALED_EXTRA)' "$$run" > $@.tmp
+	@if [ -f $@ ] && cmp -s $@ $@.tmp; then rm -f $@.tmp; else mv $@.tmp $@; fi
+
+$(SAS_SCALED_OUT)/train.ndjson: $(SAS_SCALED_OUT)/cells.ndjson $(SB_BIN)/sb-train
+	$(SB_BIN)/sb-train -q -o $(SAS_SCALED_OUT)/runs $< > $@.tmp
+	@mv $@.tmp $@
+
+$(SAS_SCALED_OUT)/eval.ndjson: $(SAS_SCALED_OUT)/train.ndjson $(SB_BIN)/sb-eval
+	$(SB_BIN)/sb-eval -q $(SAS_SCALED_OUT)/runs/sas-scaled > $@.tmp
+	@mv $@.tmp $@
+
+$(SAS_SCALED_OUT)/report.md: $(SAS_SCALED_OUT)/eval.ndjson pipelines/sas-scaled-report.sh
+	pipelines/sas-scaled-report.sh $(SAS_SCALED_OUT)/runs/sas-scaled/eval.ndjson $(SAS_SCALED_OUT)/runs/sas-scaled/train.ndjson > $@.tmp
+	@mv $@.tmp $@
