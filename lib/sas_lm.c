@@ -34,6 +34,7 @@ struct sb_sas_lm {
 	struct sb_lm_budget *budget;
 	int fwd_layer, bwd_layer;
 	double last_entropy;
+	int nogate;
 };
 
 static struct sb_sas_lm *cur; /* the SAS state of the call in progress (see sas_lm.h) */
@@ -113,7 +114,7 @@ static void sas_select(struct sb_sas_lm *x, int li, const float *q, const float 
 		L->ent_n += 1;
 		for (int c = 0; c < c0; c++)
 			if (sr[c]) {
-				float lb = (float)log(fmax((double)gr[c], SB_SAS_GATE_FLOOR));
+				float lb = x->nogate ? 0.0f : (float)log(fmax((double)gr[c], SB_SAS_GATE_FLOOR));
 				for (int j = c * B; j < (c + 1) * B; j++)
 					br[j] = lb;
 			}
@@ -435,6 +436,7 @@ float *sb_sas_lm_params(struct sb_sas_lm *x, size_t *n)
 
 int sb_sas_lm_n_layers(const struct sb_sas_lm *x) { return x->n_a; }
 double sb_sas_lm_gate_entropy(const struct sb_sas_lm *x) { return x->last_entropy; }
+void sb_sas_lm_set_gate(struct sb_sas_lm *x, int gate) { x->nogate = !gate; }
 
 /* run fn with our ops installed */
 static void begin(struct sb_sas_lm *x, enum sb_sas_lm_mode mode, const struct sb_lm_mask *mask,

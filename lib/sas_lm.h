@@ -64,6 +64,9 @@ int sb_sas_lm_grad(struct sb_sas_lm *x, const uint8_t *batch, double *loss, floa
  * pre-clip norm. step is 1-based. */
 int sb_sas_lm_step(struct sb_sas_lm *x, const uint8_t *batch, int64_t step, float lr, float wd, float clip,
 		   double *loss, double *gnorm, struct sb_err *err);
+/* gate 0: the selected blocks keep their scores (bias 0 instead of log g): the trained
+ * selection without the gates' reweighting (an ablation; default 1). */
+void sb_sas_lm_set_gate(struct sb_sas_lm *x, int gate);
 /* Mean entropy of the gates (nats) over the rows with at least one earlier block, of the
  * last SAS forward's first A layer. */
 double sb_sas_lm_gate_entropy(const struct sb_sas_lm *x);

@@ -58,6 +58,7 @@ int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, stru
 	c->windows = 16;
 	c->probes = 10;
 	c->untrained = 1;
+	c->nogate = 1;
 	c->n_tasks = 3;
 	c->tasks[0] = SB_LM_NIAH_SINGLE_1;
 	c->tasks[1] = SB_LM_NIAH_SINGLE_2;
@@ -115,6 +116,8 @@ int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, stru
 			rc = int_field(v, k, 0, 100000, &c->probes, err);
 		else if (!strcmp(k, "untrained"))
 			rc = int_field(v, k, 0, 1, &c->untrained, err);
+		else if (!strcmp(k, "nogate"))
+			rc = int_field(v, k, 0, 1, &c->nogate, err);
 		else if (!strcmp(k, "sel_lr"))
 			rc = num_field(v, k, &c->sel_lr, err);
 		else if (!strcmp(k, "sel_wd"))
@@ -164,6 +167,7 @@ void sb_sas_scaled_json(struct sb_jw *w, const struct sb_sas_scaled *c)
 	sb_jw_kint(w, "windows", c->windows);
 	sb_jw_kint(w, "probes", c->probes);
 	sb_jw_kint(w, "untrained", c->untrained);
+	sb_jw_kint(w, "nogate", c->nogate);
 	sb_jw_key(w, "tasks");
 	sb_jw_arr(w);
 	for (int i = 0; i < c->n_tasks; i++)
@@ -370,7 +374,7 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 
 /* ---------------------------------------------------------------- evaluation */
 
-#define MAXM (SB_SAS_SCALED_MAXMASK + 2 * SB_SAS_SCALED_MAXB + 1)
+#define MAXM (SB_SAS_SCALED_MAXMASK + 3 * SB_SAS_SCALED_MAXB + 1)
 
 struct method {
 	char name[64];
@@ -521,6 +525,22 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 		snprintf(sp, sizeof sp, "%s/selector-b%d.safetensors", run_dir, c.blocks[bi]);
 		if (!rc)
 			rc = load_selector(me->x, sp, err);
+	}
+	/* the trained selection without the log-gate reweighting (selected blocks keep their
+	 * scores, as the training-free masks do): is it the choice of blocks or the gates? */
+	for (int bi = 0; bi < c.n_blocks && !rc && c.nogate; bi++) {
+		struct method *me = &ms[nm++];
+		snprintf(me->name, sizeof me->name, "sas-b%d-nogate", c.blocks[bi]);
+		me->mode = SB_SAS_LM_SAS;
+		me->block = c.blocks[bi];
+		lm_cfg_for(&sc, &c, c.blocks[bi], 1);
+		rc = sb_sas_lm_new(bb.m, &sc, T, c.seed, &me->x, err);
+		char sp[4600];
+		snprintf(sp, sizeof sp, "%s/selector-b%d.safetensors", run_dir, c.blocks[bi]);
+		if (!rc)
+			rc = load_selector(me->x, sp, err);
+		if (!rc)
+			sb_sas_lm_set_gate(me->x, 0);
 	}
 	/* the same selectors before training (the initialisation sb-train started from): does
 	 * training the selector matter? */
@@ -673,7 +693,7 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 	/* paired: each SAS variant against every other method, on kl_tail */
 	double *d = malloc((size_t)W * sizeof *d);
 	for (int i = 0; i < nm && !rc && d; i++) {
-		if (ms[i].mode != SB_SAS_LM_SAS || strstr(ms[i].name, "untrained"))
+		if (ms[i].mode != SB_SAS_LM_SAS || strstr(ms[i].name, "untrained") || strstr(ms[i].name, "nogate"))
 			continue;
 		for (int j = 1; j < nm && !rc; j++) {
 			if (j == i)
@@ -774,7 +794,7 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 		}
 	}
 	for (int i = 0; i < nm && !rc && P; i++) {
-		if (ms[i].mode != SB_SAS_LM_SAS || strstr(ms[i].name, "untrained"))
+		if (ms[i].mode != SB_SAS_LM_SAS || strstr(ms[i].name, "untrained") || strstr(ms[i].name, "nogate"))
 			continue;
 		for (int j = 0; j < nm && !rc; j++) {
 			if (j == i)

@@ -7,7 +7,8 @@
  * optional: id (sas-scaled-sSEED), blocks [8,16,64], dsel 32, sel_steps 100, sel_batch 4,
  * sel_lr 1e-3, sel_wd 0.01, sel_clip 1, windows 16, probes 10, tasks (names; default the
  * needle arms niah_single_1..3), masks ("recipe;block16;block64"), budget ("recipe"),
- * untrained 1 (also evaluate every selector at its initialisation: sas-bB-untrained).
+ * untrained 1 (also evaluate every selector at its initialisation: sas-bB-untrained),
+ * nogate 1 (also the trained selection with bias 0 instead of log g: sas-bB-nogate).
  *
  * Training (sb-train): per block size B, a selector per A layer, trained for sel_steps
  * AdamW steps on batches of sel_batch sequences of the backbone's own training mixture
@@ -16,7 +17,7 @@
  * grad_norm}; writes selector-bB.safetensors (+ .sha256) per block, train.ndjson and
  * sas.scaled.done {block: final loss, mean grad norm, seconds}.
  *
- * Evaluation (sb-eval): methods dense, the masks, sas-bB per block (and sas-bB-untrained). Fidelity on
+ * Evaluation (sb-eval): methods dense, the masks, sas-bB per block (and the controls sas-bB-nogate, sas-bB-untrained). Fidelity on
  * `windows` windows of T+1 bytes evenly spaced in the valid part of the backbone's first
  * corpus: per position KL(dense || method), top-1 agreement with dense, NLL of the true
  * byte; all positions and the tail (t >= the recipe's s + w + k, where masks differ from
@@ -51,6 +52,7 @@ struct sb_sas_scaled {
 	float sel_lr, sel_wd, sel_clip;
 	int windows, probes;
 	int untrained;  /* also evaluate each selector at its initialisation (1) */
+	int nogate;     /* also the trained selection without the log-gate bias (1) */
 	int n_tasks, tasks[SB_SAS_SCALED_MAXTASK];
 	char masks[512];
 	char budget[128];

@@ -28,10 +28,10 @@ E=$R/eval.ndjson
 head -n 1 "$E" | grep -q '"kind":"run.meta"'
 t_result $? "eval.ndjson starts with run.meta"
 methods=$(grep '"kind":"sas.scaled.fidelity"' "$E" | sed 's/.*"method":"\([^"]*\)".*/\1/' | tr '\n' ' ')
-[ "$methods" = "dense recipe:s=2,w=16,k=16 block16:s=2,w=16,k=16 sas-b8 sas-b32 sas-b8-untrained sas-b32-untrained " ]
-t_result $? "fidelity for dense, both masks, both SAS variants trained and untrained (got: $methods)"
-[ "$(grep -c '"kind":"sas.scaled.fidelity.window"' "$E")" -eq 21 ]
-t_result $? "one fidelity.window record per window and method (3 x 7)"
+[ "$methods" = "dense recipe:s=2,w=16,k=16 block16:s=2,w=16,k=16 sas-b8 sas-b32 sas-b8-nogate sas-b32-nogate sas-b8-untrained sas-b32-untrained " ]
+t_result $? "fidelity for dense, both masks, both SAS variants, without gates, untrained (got: $methods)"
+[ "$(grep -c '"kind":"sas.scaled.fidelity.window"' "$E")" -eq 27 ]
+t_result $? "one fidelity.window record per window and method (3 x 9)"
 grep '"kind":"sas.scaled.fidelity"' "$E" | grep '"method":"dense"' | grep -q '"budget_fraction":1,"kl":0,'
 t_result $? "dense against itself: budget 1, KL 0"
 # SAS budgets are matched row by row to the recipe: within a few percent of its fraction
@@ -41,8 +41,8 @@ bad=$(grep '"kind":"sas.scaled.fidelity"' "$E" | awk '{ match($0, /"budget_fract
 	END { for (m in s) if ((s[m] - r) ^ 2 > (0.1 * r) ^ 2) print m, s[m], r }' | wc -l)
 [ "$bad" -eq 0 ]
 t_result $? "SAS kept fractions within 10% of the recipe's ($bad off)"
-[ "$(grep -c '"kind":"probe.result"' "$E")" -eq 14 ] && [ "$(grep -c '"kind":"sas.scaled.retrieval.pair"' "$E")" -eq 12 ]
-t_result $? "probe.result per probe and method (2 x 7), trained-SAS retrieval pairs (2 x 6)"
+[ "$(grep -c '"kind":"probe.result"' "$E")" -eq 18 ] && [ "$(grep -c '"kind":"sas.scaled.retrieval.pair"' "$E")" -eq 16 ]
+t_result $? "probe.result per probe and method (2 x 9), trained-SAS retrieval pairs (2 x 8)"
 pipelines/sas-scaled-report.sh "$E" "$R/train.ndjson" >"$T/report.md" && grep -q '^| sas-b32 | recipe:s=2,w=16,k=16 |' "$T/report.md" &&
 	grep -q '^## Retrieval' "$T/report.md"
 t_result $? "the report's tables"

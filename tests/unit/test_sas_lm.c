@@ -13,6 +13,7 @@
  *    last A layer's selector (the inputs are detached, see test_grad): the directional
  *    derivative along the gradient and the 16 largest coordinates, tolerance 1%
  *    (h = 1e-2: the loss changes by ~1e-3 and is rounded at ~1e-6; measured 6e-4);
+ *  - without the gates and with every earlier block kept, SAS equals dense attention;
  *  - selector steps leave the backbone bit-identical and lower the training loss. */
 #include <math.h>
 #include <stdint.h>
@@ -164,6 +165,22 @@ static void test_grad(void)
 	}
 	uint8_t batch[2 * 33];
 	tokens(batch, 2 * (T + 1), 11);
+	/* without the gates and with every earlier block kept, SAS is dense attention */
+	{
+		float *a = malloc((size_t)T * 256 * sizeof *a), *b = malloc((size_t)T * 256 * sizeof *b);
+		sb_sas_lm_logits(x, batch, SB_SAS_LM_DENSE, NULL, a, NULL, &err);
+		sb_sas_lm_set_gate(x, 0);
+		sb_sas_lm_logits(x, batch, SB_SAS_LM_SAS, NULL, b, NULL, &err);
+		sb_sas_lm_set_gate(x, 1);
+		sb_check_closef("SAS without gates, all blocks kept = dense", b, a, (size_t)T * 256, 2e-4, 1e-4);
+		sb_sas_lm_logits(x, batch, SB_SAS_LM_SAS, NULL, b, NULL, &err);
+		double md = 0;
+		for (size_t j = 0; j < (size_t)T * 256; j++)
+			md = fmax(md, fabs(a[j] - b[j]));
+		SB_CHECK(md > 1e-2, "with the gates it is not (max |diff| %.3g)", md);
+		free(a);
+		free(b);
+	}
 	size_t n;
 	float *w = sb_sas_lm_params(x, &n);
 	float *g = malloc(n * sizeof *g), *w0 = malloc(n * sizeof *w0);
