@@ -42,7 +42,7 @@ static uint64_t fnv1a64(const char *s)
 }
 
 int sb_sas_model_new(struct sb_backend *be, const struct sb_sas_cfg *sc, const struct sb_lm_cfg *lc0,
-		     struct sb_sas_model **out, struct sb_err *err)
+                     struct sb_sas_model **out, struct sb_err *err)
 {
 	*out = NULL;
 	struct sb_lm_cfg lc;
@@ -54,11 +54,12 @@ int sb_sas_model_new(struct sb_backend *be, const struct sb_sas_cfg *sc, const s
 	if (strcmp(lc.pattern, "A") != 0 || lc.swiglu || lc.rmsnorm || lc.pos != SB_LM_POS_LEARNED || lc.attn_bias ||
 	    lc.kv_heads != lc.heads || !lc.tied || lc.ffn < 1)
 		return SB_ERR(err, SB_EUSAGE,
-			      "sas: the backbone must be one 'A' layer, LayerNorm, GELU MLP, learned positions, tied "
-			      "output, no attention biases, no GQA");
+		              "sas: the backbone must be one 'A' layer, LayerNorm, GELU MLP, learned positions, tied "
+		              "output, no attention biases, no GQA");
 	if (sc->T < 1 || sc->block < 1 || sc->T % sc->block || sc->topk < 0 || sc->dsel < 1 || sc->T > lc.max_T)
-		return SB_ERR(err, SB_EUSAGE, "sas: bad T %d, block %d, topk %d or dsel %d (T a multiple of block, <= max_T %d)",
-			      sc->T, sc->block, sc->topk, sc->dsel, lc.max_T);
+		return SB_ERR(err, SB_EUSAGE,
+		              "sas: bad T %d, block %d, topk %d or dsel %d (T a multiple of block, <= max_T %d)", sc->T,
+		              sc->block, sc->topk, sc->dsel, lc.max_T);
 	if (strcmp(be->name, "cpu") != 0)
 		return SB_ERR(err, SB_EUSAGE, "sas: runs on the CPU backend only (got %s)", be->name);
 	struct sb_sas_model *m = calloc(1, sizeof *m);
@@ -142,7 +143,8 @@ int sb_sas_model_from_tensors(struct sb_sas_model *m, const struct sb_tensors *t
 			continue;
 		}
 		if (t->dtype != SB_F32 || t->ndim != 2 || t->shape[0] != m->sc.dsel || t->shape[1] != m->lm->cfg.d)
-			rc = SB_ERR(err, SB_EDATA, "tensor %s: expected F32 [%d, %d]", t->name, m->sc.dsel, m->lm->cfg.d);
+			rc = SB_ERR(err, SB_EDATA, "tensor %s: expected F32 [%d, %d]", t->name, m->sc.dsel,
+			            m->lm->cfg.d);
 		else {
 			memcpy(m->sel + s * half, t->data, half * sizeof(float));
 			found[s] = 1;
@@ -161,15 +163,15 @@ int sb_sas_model_from_tensors(struct sb_sas_model *m, const struct sb_tensors *t
 struct sb_sas_ws {
 	int T, d, H, hd, F, V, nb, B, ds;
 	enum sb_sas_mode mode;
-	uint8_t *tok;                     /* T+1 */
-	float *x0, *h1, *mu1, *rs1;       /* [T][d], [T] */
-	float *q, *k, *v, *o, *x1;        /* [T][d] */
-	float *bias, *p;                  /* [T][T], [H][T][T] */
+	uint8_t *tok;                       /* T+1 */
+	float *x0, *h1, *mu1, *rs1;         /* [T][d], [T] */
+	float *q, *k, *v, *o, *x1;          /* [T][d] */
+	float *bias, *p;                    /* [T][T], [H][T][T] */
 	float *h2, *mu2, *rs2, *u, *a, *x2; /* [T][d], [T], [T][F] */
-	float *hf, *muf, *rsf, *logits;   /* [T][d], [T], [T][V] (logits, then probabilities in probs) */
-	float *probs;                     /* [T][V] */
-	float *qs, *ks, *kb, *g;          /* [T][ds], [T][ds], [nb][ds], [T][nb] */
-	uint8_t *sel;                     /* [T][nb] */
+	float *hf, *muf, *rsf, *logits;     /* [T][d], [T], [T][V] (logits, then probabilities in probs) */
+	float *probs;                       /* [T][V] */
+	float *qs, *ks, *kb, *g;            /* [T][ds], [T][ds], [nb][ds], [T][nb] */
+	uint8_t *sel;                       /* [T][nb] */
 	/* backward scratch */
 	float *dx, *dh, *dq, *dk, *dv, *dout, *du, *dbias, *dqs, *dkb; /* */
 	void *mem;
@@ -194,18 +196,18 @@ int sb_sas_ws_new(const struct sb_sas_model *m, struct sb_sas_ws **out, struct s
 	size_t T = (size_t)w->T, d = (size_t)w->d, F = (size_t)w->F, V = (size_t)w->V, nb = (size_t)w->nb,
 	       ds = (size_t)w->ds, H = (size_t)w->H;
 	size_t sizes[] = {
-		T * d, T * d, T, T,                  /* x0 h1 mu1 rs1 */
-		T * d, T * d, T * d, T * d, T * d,   /* q k v o x1 */
-		T * T, H * T * T,                    /* bias p */
-		T * d, T, T, T * F, T * F, T * d,    /* h2 mu2 rs2 u a x2 */
-		T * d, T, T, T * V, T * V,           /* hf muf rsf logits probs */
-		T * ds, T * ds, nb * ds, T * nb,     /* qs ks kb g */
-		T * d, T * d, T * d, T * d, T * d, T * d, T * F, T * T, T * ds, nb * ds, /* backward */
+	    T * d,  T * d,     T,       T,                    /* x0 h1 mu1 rs1 */
+	    T * d,  T * d,     T * d,   T * d,  T * d,        /* q k v o x1 */
+	    T * T,  H * T * T,                                /* bias p */
+	    T * d,  T,         T,       T * F,  T * F, T * d, /* h2 mu2 rs2 u a x2 */
+	    T * d,  T,         T,       T * V,  T * V,        /* hf muf rsf logits probs */
+	    T * ds, T * ds,    nb * ds, T * nb,               /* qs ks kb g */
+	    T * d,  T * d,     T * d,   T * d,  T * d, T * d, T * F, T * T, T * ds, nb * ds, /* backward */
 	};
-	float **ptrs[] = {&w->x0, &w->h1, &w->mu1, &w->rs1, &w->q,  &w->k,    &w->v,     &w->o,    &w->x1,
-			  &w->bias, &w->p, &w->h2, &w->mu2, &w->rs2, &w->u, &w->a, &w->x2, &w->hf, &w->muf, &w->rsf,
-			  &w->logits, &w->probs, &w->qs, &w->ks, &w->kb, &w->g, &w->dx, &w->dh, &w->dq, &w->dk,
-			  &w->dv, &w->dout, &w->du, &w->dbias, &w->dqs, &w->dkb};
+	float **ptrs[] = {&w->x0,   &w->h1,  &w->mu1,    &w->rs1,   &w->q,    &w->k,  &w->v,     &w->o,   &w->x1,
+	                  &w->bias, &w->p,   &w->h2,     &w->mu2,   &w->rs2,  &w->u,  &w->a,     &w->x2,  &w->hf,
+	                  &w->muf,  &w->rsf, &w->logits, &w->probs, &w->qs,   &w->ks, &w->kb,    &w->g,   &w->dx,
+	                  &w->dh,   &w->dq,  &w->dk,     &w->dv,    &w->dout, &w->du, &w->dbias, &w->dqs, &w->dkb};
 	size_t n = sizeof sizes / sizeof sizes[0], total = 0;
 	for (size_t i = 0; i < n; i++)
 		total += sizes[i];
@@ -235,10 +237,22 @@ void sb_sas_ws_free(struct sb_sas_ws *ws)
 	free(ws);
 }
 
-const float *sb_sas_logits(const struct sb_sas_ws *ws) { return ws->logits; }
-const float *sb_sas_bias(const struct sb_sas_ws *ws) { return ws->bias; }
-const float *sb_sas_gates(const struct sb_sas_ws *ws) { return ws->g; }
-const uint8_t *sb_sas_selected(const struct sb_sas_ws *ws) { return ws->sel; }
+const float *sb_sas_logits(const struct sb_sas_ws *ws)
+{
+	return ws->logits;
+}
+const float *sb_sas_bias(const struct sb_sas_ws *ws)
+{
+	return ws->bias;
+}
+const float *sb_sas_gates(const struct sb_sas_ws *ws)
+{
+	return ws->g;
+}
+const uint8_t *sb_sas_selected(const struct sb_sas_ws *ws)
+{
+	return ws->sel;
+}
 
 /* ---------------------------------------------------------------- plain ops */
 
@@ -257,7 +271,7 @@ static void linear(float *out, const float *x, const float *W, const float *b, i
 
 /* dx[t][i] += sum_o dout[t][o] W[o][i]; dW[o][i] += sum_t dout[t][o] x[t][i]; db[o] += sum_t dout */
 static void linear_back(float *dx, float *dW, float *db, const float *dout, const float *x, const float *W, int T,
-			int in, int outn)
+                        int in, int outn)
 {
 	if (dx)
 		for (int t = 0; t < T; t++)
@@ -307,7 +321,7 @@ static void layernorm(float *out, float *mu, float *rs, const float *x, const fl
 
 /* dx += LN backward of dout; dw, db accumulate (may be NULL) */
 static void layernorm_back(float *dx, float *dw, float *db, const float *dout, const float *x, const float *mu,
-			   const float *rs, const float *w, int T, int d)
+                           const float *rs, const float *w, int T, int d)
 {
 	for (int t = 0; t < T; t++) {
 		const float *xr = x + (size_t)t * d, *gr = dout + (size_t)t * d;
@@ -332,8 +346,14 @@ static void layernorm_back(float *dx, float *dw, float *db, const float *dout, c
 	}
 }
 
-static double gelu(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
-static double gelu_d(double x) { return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI); }
+static double gelu(double x)
+{
+	return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+}
+static double gelu_d(double x)
+{
+	return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+}
 
 /* ---------------------------------------------------------------- the selector's mask */
 
@@ -416,7 +436,7 @@ static void selector_bias(struct sb_sas_ws *w, const struct sb_sas_model *m, str
 /* ---------------------------------------------------------------- forward */
 
 void sb_sas_forward(struct sb_sas_ws *w, const struct sb_sas_model *m, const uint8_t *tokens, enum sb_sas_mode mode,
-		    double *loss, struct sb_sas_obs *obs)
+                    double *loss, struct sb_sas_obs *obs)
 {
 	const struct sb_lm_ptrs *P = &m->lm->w;
 	const struct sb_lm_layer *L = &P->layer[0];
@@ -455,7 +475,8 @@ void sb_sas_forward(struct sb_sas_ws *w, const struct sb_sas_model *m, const uin
 				}
 				double s = 0;
 				for (int e = 0; e < hd; e++)
-					s += (double)w->q[(size_t)t * d + h * hd + e] * w->k[(size_t)j * d + h * hd + e];
+					s +=
+					    (double)w->q[(size_t)t * d + h * hd + e] * w->k[(size_t)j * d + h * hd + e];
 				s = s * sc + br[j];
 				pr[j] = (float)s;
 				if (s > mx)
@@ -532,7 +553,7 @@ void sb_sas_backward(struct sb_sas_ws *w, const struct sb_sas_model *m, float sc
 	/* final norm -> dx (= dx2) */
 	memset(w->dx, 0, Td * sizeof(float));
 	layernorm_back(w->dx, gback ? G.lnf_w : NULL, gback ? G.lnf_b : NULL, w->dh, w->x2, w->muf, w->rsf, P->lnf_w, T,
-		       d);
+	               d);
 	/* MLP: dx1 = dx2 + LN2 back(up back(gelu back(down back(dx2)))) */
 	memset(w->du, 0, (size_t)T * F * sizeof(float));
 	linear_back(w->du, gback ? GL->down_w : NULL, gback ? GL->down_b : NULL, w->dx, w->a, L->down_w, T, F, d);
@@ -540,8 +561,8 @@ void sb_sas_backward(struct sb_sas_ws *w, const struct sb_sas_model *m, float sc
 		w->du[i] = (float)(w->du[i] * gelu_d(w->u[i]));
 	memset(w->dh, 0, Td * sizeof(float));
 	linear_back(w->dh, gback ? GL->up_w : NULL, gback ? GL->up_b : NULL, w->du, w->h2, L->up_w, T, d, F);
-	layernorm_back(w->dx, gback ? GL->ln2_w : NULL, gback ? GL->ln2_b : NULL, w->dh, w->x1, w->mu2, w->rs2, L->ln2_w,
-		       T, d);
+	layernorm_back(w->dx, gback ? GL->ln2_w : NULL, gback ? GL->ln2_b : NULL, w->dh, w->x1, w->mu2, w->rs2,
+	               L->ln2_w, T, d);
 	/* attention output: dO = dx1 Wo; dWo += dx1^T o */
 	memset(w->dout, 0, Td * sizeof(float));
 	linear_back(w->dout, gback ? GL->o_w : NULL, NULL, w->dx, w->o, L->o_w, T, d, d);
@@ -574,8 +595,10 @@ void sb_sas_backward(struct sb_sas_ws *w, const struct sb_sas_model *m, float sc
 				double dsj = pr[j] * (s - dpp);
 				w->dbias[(size_t)t * T + j] += (float)dsj;
 				for (int e = 0; e < hd; e++) {
-					w->dq[(size_t)t * d + h * hd + e] += (float)(dsj * isq * w->k[(size_t)j * d + h * hd + e]);
-					w->dk[(size_t)j * d + h * hd + e] += (float)(dsj * isq * w->q[(size_t)t * d + h * hd + e]);
+					w->dq[(size_t)t * d + h * hd + e] +=
+					    (float)(dsj * isq * w->k[(size_t)j * d + h * hd + e]);
+					w->dk[(size_t)j * d + h * hd + e] +=
+					    (float)(dsj * isq * w->q[(size_t)t * d + h * hd + e]);
 				}
 			}
 		}
@@ -730,7 +753,7 @@ static int check_text(size_t n, int T, struct sb_err *err)
 }
 
 int sb_sas_pretrain(struct sb_sas_model *m, const uint8_t *text, size_t n, const struct sb_sas_proc *p,
-		    sb_sas_step_fn fn, void *arg, struct sb_err *err)
+                    sb_sas_step_fn fn, void *arg, struct sb_err *err)
 {
 	int T = m->sc.T;
 	SB_TRY(check_text(n, T, err));
@@ -776,7 +799,7 @@ int sb_sas_pretrain(struct sb_sas_model *m, const uint8_t *text, size_t n, const
 }
 
 int sb_sas_train_selector(struct sb_sas_model *m, const uint8_t *text, size_t n, const struct sb_sas_proc *p,
-			  sb_sas_step_fn fn, void *arg, double *gnorm_mean, struct sb_err *err)
+                          sb_sas_step_fn fn, void *arg, double *gnorm_mean, struct sb_err *err)
 {
 	int T = m->sc.T;
 	*gnorm_mean = 0;
@@ -812,7 +835,8 @@ int sb_sas_train_selector(struct sb_sas_model *m, const uint8_t *text, size_t n,
 		double loss = lsum / p->sel_batch;
 		double gn = sb_sas_clip(g, m->n_sel, p->sel_clip);
 		if (!isfinite(loss) || !isfinite(gn)) {
-			rc = SB_ERR(err, SB_EINTERNAL, "sas selector training: non-finite loss or gradient at step %d", s);
+			rc = SB_ERR(err, SB_EINTERNAL, "sas selector training: non-finite loss or gradient at step %d",
+			            s);
 			break;
 		}
 		gsum += gn;
@@ -829,15 +853,16 @@ int sb_sas_train_selector(struct sb_sas_model *m, const uint8_t *text, size_t n,
 }
 
 int sb_sas_evaluate(const struct sb_sas_model *m, const uint8_t *text, size_t n, int windows, enum sb_sas_mode mode,
-		    struct sb_sas_evalres *r, struct sb_err *err)
+                    struct sb_sas_evalres *r, struct sb_err *err)
 {
 	memset(r, 0, sizeof *r);
 	int T = m->sc.T;
 	if (windows < 1)
 		return SB_ERR(err, SB_EUSAGE, "sas: evaluation needs at least one window");
 	if ((size_t)(windows - 1) * (size_t)T + (size_t)T + 1 > n)
-		return SB_ERR(err, SB_EDATA, "sas: %d windows of %d tokens at stride %d need %zu tokens, the text has %zu",
-			      windows, T + 1, T, (size_t)(windows - 1) * T + T + 1, n);
+		return SB_ERR(err, SB_EDATA,
+		              "sas: %d windows of %d tokens at stride %d need %zu tokens, the text has %zu", windows,
+		              T + 1, T, (size_t)(windows - 1) * T + T + 1, n);
 	struct sb_sas_ws *ws;
 	SB_TRY(sb_sas_ws_new(m, &ws, err));
 	double tot = 0;

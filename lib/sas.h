@@ -61,14 +61,14 @@ void sb_sas_backbone_cfg(struct sb_lm_cfg *lc, int T);
 struct sb_sas_model {
 	struct sb_lm_model *lm; /* the backbone; its parameters must be host memory (CPU backend) */
 	struct sb_sas_cfg sc;
-	float *sel;             /* selector_q.weight [dsel][d], then selector_k.weight [dsel][d] */
+	float *sel; /* selector_q.weight [dsel][d], then selector_k.weight [dsel][d] */
 	size_t n_sel;
 };
 
 /* A model on backend be (the CPU backend: the loops here read lm->p on the host) with the
  * backbone configuration lc (NULL: sb_sas_backbone_cfg) — it must have one A layer. */
 int sb_sas_model_new(struct sb_backend *be, const struct sb_sas_cfg *sc, const struct sb_lm_cfg *lc,
-		     struct sb_sas_model **out, struct sb_err *err);
+                     struct sb_sas_model **out, struct sb_err *err);
 void sb_sas_model_free(struct sb_sas_model *m);
 /* Every Linear/Embedding weight N(0, std^2) (std = the backbone's init_std), norms 1,
  * biases 0; selector likewise. */
@@ -83,9 +83,9 @@ enum sb_sas_mode { SB_SAS_DENSE = 0, SB_SAS_SPARSE = 1 };
 
 /* Observations summed over forwards (reset by the caller). */
 struct sb_sas_obs {
-	double kept, causal;   /* kept and causal (query, key) positions */
-	double entropy_sum;    /* sum over queries with c0 >= 1 of the entropy of g (nats) */
-	double entropy_n;      /* number of such queries */
+	double kept, causal; /* kept and causal (query, key) positions */
+	double entropy_sum;  /* sum over queries with c0 >= 1 of the entropy of g (nats) */
+	double entropy_n;    /* number of such queries */
 };
 
 struct sb_sas_ws;
@@ -95,7 +95,7 @@ void sb_sas_ws_free(struct sb_sas_ws *ws);
 /* Forward one window tokens[T+1] (inputs 0..T-1, targets 1..T): *loss = mean
  * cross-entropy over the T targets. obs (may be NULL) is added to. */
 void sb_sas_forward(struct sb_sas_ws *ws, const struct sb_sas_model *m, const uint8_t *tokens, enum sb_sas_mode mode,
-		    double *loss, struct sb_sas_obs *obs);
+                    double *loss, struct sb_sas_obs *obs);
 /* Backward of the last forward with dL/dloss = scale; gradients are ADDED to gback
  * (the backbone's n_floats, lm_model layout; NULL: not computed) and gsel (n_sel;
  * NULL: not computed; only in SB_SAS_SPARSE mode). */
@@ -125,11 +125,11 @@ double sb_sas_clip(float *g, size_t n, double clip);
 
 struct sb_sas_proc {
 	uint64_t seed;
-	int pre_steps, pre_batch;   /* 30, 8 */
+	int pre_steps, pre_batch;       /* 30, 8 */
 	float pre_lr, pre_wd, pre_clip; /* 8e-4, 0.01, 1.0 */
-	int sel_steps, sel_batch;   /* 24, 8 */
+	int sel_steps, sel_batch;       /* 24, 8 */
 	float sel_lr, sel_wd, sel_clip; /* 2e-3, 0.01, 1.0 */
-	int eval_windows;           /* 12: starts 0, T, 2T, ... */
+	int eval_windows;               /* 12: starts 0, T, 2T, ... */
 	size_t train_bytes, eval_bytes; /* 12000, 4096 */
 };
 void sb_sas_proc_default(struct sb_sas_proc *p);
@@ -142,19 +142,19 @@ typedef void (*sb_sas_step_fn)(void *arg, const char *phase, int step, double lo
 size_t sb_sas_window_start(uint64_t seed, uint64_t stream, uint64_t i, size_t n, int T);
 /* Dense pretraining of every backbone parameter (the selector is untouched). */
 int sb_sas_pretrain(struct sb_sas_model *m, const uint8_t *text, size_t n, const struct sb_sas_proc *p,
-		    sb_sas_step_fn fn, void *arg, struct sb_err *err);
+                    sb_sas_step_fn fn, void *arg, struct sb_err *err);
 /* Selector training on the frozen backbone; *gnorm_mean = mean pre-clip norm. */
 int sb_sas_train_selector(struct sb_sas_model *m, const uint8_t *text, size_t n, const struct sb_sas_proc *p,
-			  sb_sas_step_fn fn, void *arg, double *gnorm_mean, struct sb_err *err);
+                          sb_sas_step_fn fn, void *arg, double *gnorm_mean, struct sb_err *err);
 
 struct sb_sas_evalres {
-	double loss, ppl;  /* mean cross-entropy over the windows; exp(min(loss, 20)) */
+	double loss, ppl; /* mean cross-entropy over the windows; exp(min(loss, 20)) */
 	struct sb_sas_obs obs;
 	int windows;
 };
 /* Windows starting at 0, T, 2T, ... (p->eval_windows of them), batch 1. */
 int sb_sas_evaluate(const struct sb_sas_model *m, const uint8_t *text, size_t n, int windows, enum sb_sas_mode mode,
-		    struct sb_sas_evalres *r, struct sb_err *err);
+                    struct sb_sas_evalres *r, struct sb_err *err);
 
 /* Retained fraction of the selector's mask at (T, block, topk) by counting (no data):
  * kept / causal pairs, as *kept and *causal. */

@@ -19,11 +19,11 @@ struct sb_sas_lm {
 	struct sb_sas_lm_cfg c;
 	int T, nb, ds, NH, NKV, hd, n_a;
 	struct sb_lm_trainer *tr;
-	struct sb_backend_lm_ops ops;      /* the backend's, with our attention */
+	struct sb_backend_lm_ops ops; /* the backend's, with our attention */
 	const struct sb_backend_lm_ops *orig;
-	float *sel, *grad;                 /* selector parameters and gradient */
+	float *sel, *grad; /* selector parameters and gradient */
 	size_t n_sel, per_layer;
-	float *am, *av;                    /* AdamW moments */
+	float *am, *av; /* AdamW moments */
 	struct sas_layer *L;
 	float *bias, *dbias, *dqs, *dkb, *row; /* [T][T], [T][T], [T][ds], [nb][ds], [T] */
 	struct sb_lm_mask_scratch scr;
@@ -124,7 +124,7 @@ static void sas_select(struct sb_sas_lm *x, int li, const float *q, const float 
 /* ---------------------------------------------------------------- attention ops */
 
 static void sas_attn_forward(struct sb_ctx *ctx, float *out, float *P, const float *q, const float *k, const float *v,
-			     int Bt, int T, int NH, int NKV, int hd)
+                             int Bt, int T, int NH, int NKV, int hd)
 {
 	struct sb_sas_lm *x = cur;
 	int li = x->fwd_layer;
@@ -196,7 +196,8 @@ static void sas_attn_forward(struct sb_ctx *ctx, float *out, float *P, const flo
 				for (int e = 0; e < hd; e++) {
 					double s = 0;
 					for (int i = 0; i < n; i++)
-						s += (double)pr[x->idx[i]] * vb[(size_t)x->idx[i] * kd + (size_t)kh * hd + e];
+						s += (double)pr[x->idx[i]] *
+						     vb[(size_t)x->idx[i] * kd + (size_t)kh * hd + e];
 					o[e] = (float)s;
 				}
 				if (x->budget) {
@@ -211,7 +212,7 @@ static void sas_attn_forward(struct sb_ctx *ctx, float *out, float *P, const flo
 }
 
 static void sas_attn_backward(struct sb_ctx *ctx, float *dq, float *dk, float *dv, const float *dout, const float *P,
-			      const float *q, const float *k, const float *v, int Bt, int T, int NH, int NKV, int hd)
+                              const float *q, const float *k, const float *v, int Bt, int T, int NH, int NKV, int hd)
 {
 	struct sb_sas_lm *x = cur;
 	x->bwd_layer = (x->bwd_layer + x->n_a - 1) % x->n_a;
@@ -227,7 +228,6 @@ static void sas_attn_backward(struct sb_ctx *ctx, float *dq, float *dk, float *d
 	memset(dk, 0, (size_t)Bt * T * kd * sizeof(float));
 	memset(dv, 0, (size_t)Bt * T * kd * sizeof(float));
 	struct sas_layer *L = &x->L[li];
-	float *Sq = x->sel + (size_t)li * x->per_layer, *Sk = Sq + (size_t)ds * qd;
 	float *gq = x->grad + (size_t)li * x->per_layer, *gk = gq + (size_t)ds * qd;
 	for (int b = 0; b < Bt; b++) {
 		const float *qb = q + (size_t)b * T * qd, *kb = k + (size_t)b * T * kd, *vb = v + (size_t)b * T * kd;
@@ -313,21 +313,21 @@ static void sas_attn_backward(struct sb_ctx *ctx, float *dq, float *dk, float *d
 			}
 		}
 	}
-	(void)Sk;
 }
 
 /* ---------------------------------------------------------------- lifecycle */
 
 int sb_sas_lm_new(struct sb_lm_model *m, const struct sb_sas_lm_cfg *c, int T, uint64_t seed, struct sb_sas_lm **out,
-		  struct sb_err *err)
+                  struct sb_err *err)
 {
 	*out = NULL;
 	if (strcmp(m->be->name, "cpu") || m->be->threads != 1)
 		return SB_ERR(err, SB_EUSAGE, "sas-lm: needs a 1-thread CPU backend (got %s, %d threads)", m->be->name,
-			      m->be->threads);
+		              m->be->threads);
 	if (c->block < 1 || c->dsel < 1 || c->batch < 1 || T < 1 || T > m->cfg.max_T || T % c->block)
-		return SB_ERR(err, SB_EUSAGE, "sas-lm: bad block %d, dsel %d, batch %d or T %d (max_T %d; T a multiple of block)",
-			      c->block, c->dsel, c->batch, T, m->cfg.max_T);
+		return SB_ERR(err, SB_EUSAGE,
+		              "sas-lm: bad block %d, dsel %d, batch %d or T %d (max_T %d; T a multiple of block)",
+		              c->block, c->dsel, c->batch, T, m->cfg.max_T);
 	struct sb_sas_lm *x = calloc(1, sizeof *x);
 	if (!x)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -372,7 +372,7 @@ int sb_sas_lm_new(struct sb_lm_model *m, const struct sb_sas_lm_cfg *c, int T, u
 	x->row = calloc(Tz, sizeof(float));
 	x->idx = calloc(Tz, sizeof(int32_t));
 	int ok = x->sel && x->grad && x->am && x->av && x->L && x->bias && x->dbias && x->dqs && x->dkb && x->row &&
-		 x->idx && !sb_lm_mask_scratch_init(&x->scr, T);
+	         x->idx && !sb_lm_mask_scratch_init(&x->scr, T);
 	for (int l = 0; ok && l < x->n_a; l++) {
 		struct sas_layer *L = &x->L[l];
 		L->qs = calloc(Tz * ds, sizeof(float));
@@ -434,13 +434,22 @@ float *sb_sas_lm_params(struct sb_sas_lm *x, size_t *n)
 	return x->sel;
 }
 
-int sb_sas_lm_n_layers(const struct sb_sas_lm *x) { return x->n_a; }
-double sb_sas_lm_gate_entropy(const struct sb_sas_lm *x) { return x->last_entropy; }
-void sb_sas_lm_set_gate(struct sb_sas_lm *x, int gate) { x->nogate = !gate; }
+int sb_sas_lm_n_layers(const struct sb_sas_lm *x)
+{
+	return x->n_a;
+}
+double sb_sas_lm_gate_entropy(const struct sb_sas_lm *x)
+{
+	return x->last_entropy;
+}
+void sb_sas_lm_set_gate(struct sb_sas_lm *x, int gate)
+{
+	x->nogate = !gate;
+}
 
 /* run fn with our ops installed */
 static void begin(struct sb_sas_lm *x, enum sb_sas_lm_mode mode, const struct sb_lm_mask *mask,
-		  struct sb_lm_budget *budget)
+                  struct sb_lm_budget *budget)
 {
 	x->mode = mode;
 	x->mask = mask ? *mask : x->c.budget;
@@ -460,7 +469,7 @@ static void end(struct sb_sas_lm *x)
 }
 
 int sb_sas_lm_logits(struct sb_sas_lm *x, const uint8_t *tokens, enum sb_sas_lm_mode mode,
-		     const struct sb_lm_mask *mask, float *logits, struct sb_lm_budget *budget, struct sb_err *err)
+                     const struct sb_lm_mask *mask, float *logits, struct sb_lm_budget *budget, struct sb_err *err)
 {
 	if (mode == SB_SAS_LM_MASK && (!mask || sb_lm_mask_needs_acc(mask)))
 		return SB_ERR(err, SB_EUSAGE, "sas-lm: masks with accumulated attention (h2o) are not supported here");
@@ -483,14 +492,21 @@ int sb_sas_lm_grad(struct sb_sas_lm *x, const uint8_t *batch, double *loss, floa
 }
 
 int sb_sas_lm_step(struct sb_sas_lm *x, const uint8_t *batch, int64_t step, float lr, float wd, float clip,
-		   double *loss, double *gnorm, struct sb_err *err)
+                   double *loss, double *gnorm, struct sb_err *err)
 {
 	SB_TRY(sb_sas_lm_grad(x, batch, loss, NULL, err));
 	*gnorm = sb_sas_clip(x->grad, x->n_sel, clip);
 	if (!isfinite(*loss) || !isfinite(*gnorm))
 		return SB_ERR(err, SB_EINTERNAL, "sas-lm: non-finite loss or gradient at step %lld", (long long)step);
-	struct sb_sas_adamw o = {.lr = lr, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = wd, .t = step - 1,
-				 .m = x->am, .v = x->av, .n = x->n_sel};
+	struct sb_sas_adamw o = {.lr = lr,
+	                         .b1 = 0.9f,
+	                         .b2 = 0.999f,
+	                         .eps = 1e-8f,
+	                         .wd = wd,
+	                         .t = step - 1,
+	                         .m = x->am,
+	                         .v = x->av,
+	                         .n = x->n_sel};
 	sb_sas_adamw_step(&o, x->sel, x->grad);
 	return 0;
 }

@@ -48,7 +48,7 @@ struct sb_sas_lm;
 
 /* m: a trained decoder on a 1-thread CPU backend (borrowed, never modified). T: window. */
 int sb_sas_lm_new(struct sb_lm_model *m, const struct sb_sas_lm_cfg *c, int T, uint64_t seed, struct sb_sas_lm **out,
-		  struct sb_err *err);
+                  struct sb_err *err);
 void sb_sas_lm_free(struct sb_sas_lm *x);
 /* The selector's parameters (all A layers: [Sq (dsel x heads*hd), Sk (dsel x kv*hd)] per layer). */
 float *sb_sas_lm_params(struct sb_sas_lm *x, size_t *n);
@@ -57,13 +57,13 @@ int sb_sas_lm_n_layers(const struct sb_sas_lm *x); /* A layers */
 /* Logits [T][vocab] of tokens[0..T) under dense, a training-free mask, or SAS.
  * budget (may be NULL): kept/causal (query, key) pairs over heads and A layers, added. */
 int sb_sas_lm_logits(struct sb_sas_lm *x, const uint8_t *tokens, enum sb_sas_lm_mode mode,
-		     const struct sb_lm_mask *mask, float *logits, struct sb_lm_budget *budget, struct sb_err *err);
+                     const struct sb_lm_mask *mask, float *logits, struct sb_lm_budget *budget, struct sb_err *err);
 /* Loss and the selector's gradient (into g, n floats; not accumulated) on batch[batch][T+1]. */
 int sb_sas_lm_grad(struct sb_sas_lm *x, const uint8_t *batch, double *loss, float *g, struct sb_err *err);
 /* One AdamW step (torch semantics) of the selector on batch: loss before the update,
  * pre-clip norm. step is 1-based. */
 int sb_sas_lm_step(struct sb_sas_lm *x, const uint8_t *batch, int64_t step, float lr, float wd, float clip,
-		   double *loss, double *gnorm, struct sb_err *err);
+                   double *loss, double *gnorm, struct sb_err *err);
 /* gate 0: the selected blocks keep their scores (bias 0 instead of log g): the trained
  * selection without the gates' reweighting (an ablation; default 1). */
 void sb_sas_lm_set_gate(struct sb_sas_lm *x, int gate);

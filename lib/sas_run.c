@@ -69,12 +69,12 @@ int sb_sas_cell_parse(struct sb_sas_cell *c, const struct sb_json *obj, struct s
 		}
 #define IFIELD(name, dst, lo, hi) else if (!strcmp(k, name)) rc = get_int(v, k, lo, hi, &dst, err);
 #define FFIELD(name, dst) else if (!strcmp(k, name)) rc = get_f(v, k, &dst, err);
-#define ZFIELD(name, dst)                                                                                          \
-	else if (!strcmp(k, name))                                                                                 \
-	{                                                                                                          \
-		rc = get_int(v, k, 1, 1 << 30, &iv, err);                                                          \
-		zv = (size_t)iv;                                                                                   \
-		dst = zv;                                                                                          \
+#define ZFIELD(name, dst)                                                                                              \
+	else if (!strcmp(k, name))                                                                                     \
+	{                                                                                                              \
+		rc = get_int(v, k, 1, 1 << 30, &iv, err);                                                              \
+		zv = (size_t)iv;                                                                                       \
+		dst = zv;                                                                                              \
 	}
 		IFIELD("T", c->sc.T, 1, 4096)
 		IFIELD("block", c->sc.block, 1, 4096)
@@ -106,7 +106,7 @@ int sb_sas_cell_parse(struct sb_sas_cell *c, const struct sb_json *obj, struct s
 		return SB_ERR(err, SB_EDATA, "missing field 'seed'");
 	if (c->sc.T % c->sc.block || c->sc.T / c->sc.block > 64)
 		return SB_ERR(err, SB_EDATA, "T (%d) must be a multiple of block (%d), with at most 64 blocks", c->sc.T,
-			      c->sc.block);
+		              c->sc.block);
 	snprintf(c->corpus, sizeof c->corpus, "%s", corpus);
 	if (id) {
 		snprintf(c->cell_id, sizeof c->cell_id, "%s", id);
@@ -211,8 +211,7 @@ static int read_test_part(const char *spec, struct sb_lm_corpus *c, struct sb_er
 	return rc;
 }
 
-int sb_sas_corpus_part(const char *spec, const char *part, size_t limit, struct sb_lm_corpus *c,
-		       struct sb_err *err)
+int sb_sas_corpus_part(const char *spec, const char *part, size_t limit, struct sb_lm_corpus *c, struct sb_err *err)
 {
 	int rc;
 	if (!strcmp(part, "test"))
@@ -306,7 +305,7 @@ static void scaled_progress(void *arg, const char *what, int done, int total, do
 }
 
 int sb_sas_train_cell(struct sb_backend *be, const struct sb_sas_cell *c, const char *runs_dir, char *run_dir,
-		      sb_sas_progress_fn fn, void *arg, struct sb_err *err)
+                      sb_sas_progress_fn fn, void *arg, struct sb_err *err)
 {
 	if (c->scaled) {
 		struct scaled_prog p = {fn, arg};

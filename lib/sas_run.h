@@ -43,7 +43,7 @@ struct sb_sas_cell {
 	char corpus[4096]; /* NAME=PATH or PATH */
 	struct sb_sas_cfg sc;
 	struct sb_sas_proc proc;
-	int scaled;               /* a "backbone" cell: the scaled comparison (lib/sas_scaled.h) */
+	int scaled; /* a "backbone" cell: the scaled comparison (lib/sas_scaled.h) */
 	struct sb_sas_scaled sx;
 };
 
@@ -53,8 +53,7 @@ int sb_sas_cell_parse(struct sb_sas_cell *c, const struct sb_json *obj, struct s
 void sb_sas_cell_json(struct sb_jw *w, const struct sb_sas_cell *c); /* an object value */
 
 /* The first `limit` bytes of a corpus part ("train", "valid" or "test"; see above). */
-int sb_sas_corpus_part(const char *spec, const char *part, size_t limit, struct sb_lm_corpus *c,
-		       struct sb_err *err);
+int sb_sas_corpus_part(const char *spec, const char *part, size_t limit, struct sb_lm_corpus *c, struct sb_err *err);
 /* "Tiny Shakespeare stands in for WikiText-2 ..." when the corpus is not WikiText-2, else "". */
 const char *sb_sas_corpus_note(const char *corpus_name);
 
@@ -65,7 +64,7 @@ typedef void (*sb_sas_progress_fn)(void *arg, const char *phase, int step, int s
  * frozen backbone. run_dir receives the directory (4096 bytes). meta: the run.meta of
  * train.ndjson. Writes train.ndjson and model.safetensors (+ .sha256) atomically. */
 int sb_sas_train_cell(struct sb_backend *be, const struct sb_sas_cell *c, const char *runs_dir, char *run_dir,
-		      sb_sas_progress_fn fn, void *arg, struct sb_err *err);
+                      sb_sas_progress_fn fn, void *arg, struct sb_err *err);
 
 /* Is RUN_DIR a SAS run (cell.json says "family": "sas")? */
 int sb_sas_is_run(const char *run_dir);

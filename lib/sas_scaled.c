@@ -86,9 +86,10 @@ int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, stru
 			have_seed = 1;
 		} else if (!strcmp(k, "blocks") || !strcmp(k, "tasks")) {
 			int is_b = k[0] == 'b';
-			if (v->type != SB_JSON_ARRAY || v->n < 1 || v->n > (is_b ? SB_SAS_SCALED_MAXB : SB_SAS_SCALED_MAXTASK))
+			if (v->type != SB_JSON_ARRAY || v->n < 1 ||
+			    v->n > (is_b ? SB_SAS_SCALED_MAXB : SB_SAS_SCALED_MAXTASK))
 				rc = SB_ERR(err, SB_EDATA, "field '%s': a non-empty array (at most %d) expected", k,
-					    is_b ? SB_SAS_SCALED_MAXB : SB_SAS_SCALED_MAXTASK);
+				            is_b ? SB_SAS_SCALED_MAXB : SB_SAS_SCALED_MAXTASK);
 			for (size_t j = 0; j < v->n && !rc; j++) {
 				if (is_b) {
 					rc = int_field(v->items[j], k, 1, 4096, &c->blocks[j], err);
@@ -96,7 +97,7 @@ int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, stru
 					int t = sb_lm_task_parse(sb_json_str(v->items[j], ""));
 					if (t < 0 || t >= SB_LM_NTASKS)
 						rc = SB_ERR(err, SB_EDATA, "field 'tasks': unknown battery task '%s'",
-							    sb_json_str(v->items[j], "?"));
+						            sb_json_str(v->items[j], "?"));
 					c->tasks[j] = t;
 				}
 			}
@@ -230,8 +231,8 @@ static void lm_cfg_for(struct sb_sas_lm_cfg *sc, const struct sb_sas_scaled *c, 
 
 /* ---------------------------------------------------------------- training */
 
-int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, char *run_dir,
-			sb_sas_scaled_progress fn, void *arg, struct sb_err *err)
+int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, char *run_dir, sb_sas_scaled_progress fn,
+                        void *arg, struct sb_err *err)
 {
 	snprintf(run_dir, 4096, "%s/%s", runs_dir, c->cell_id);
 	SB_TRY(sb_mkdir_p(run_dir, err));
@@ -246,7 +247,7 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 	struct sb_lm_mix mix;
 	if (!rc)
 		rc = sb_lm_mix_parse(&mix, lc->mixture, corp, lc->n_corpora, lc->haystack[0] ? lc->haystack : NULL,
-				     c->seed + 1000, T, err);
+		                     c->seed + 1000, T, err);
 	char path[4200];
 	if (!rc) {
 		struct sb_jw w;
@@ -286,8 +287,8 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 		double t0 = sb_monotonic_seconds(), gsum = 0, first = 0, last = 0;
 		for (int s = 1; s <= c->sel_steps && !rc; s++) {
 			for (int k = 0; k < c->sel_batch && !rc; k++)
-				rc = sb_lm_mix_sample(&mix, (uint64_t)(s - 1) * c->sel_batch + k, batch + (size_t)k * (T + 1),
-						      NULL, err);
+				rc = sb_lm_mix_sample(&mix, (uint64_t)(s - 1) * c->sel_batch + k,
+				                      batch + (size_t)k * (T + 1), NULL, err);
 			double loss = 0, gn = 0;
 			if (!rc)
 				rc = sb_sas_lm_step(x, batch, s, c->sel_lr, c->sel_wd, c->sel_clip, &loss, &gn, err);
@@ -451,11 +452,11 @@ static void compare(const float *a, const float *b, const uint8_t *tok, int T, i
 }
 
 static int logits_of(struct method *me, struct sb_sas_lm *host, const uint8_t *tok, float *out, int count,
-		     struct sb_err *err)
+                     struct sb_err *err)
 {
 	struct sb_sas_lm *x = me->x ? me->x : host;
 	return sb_sas_lm_logits(x, tok, me->mode, me->mode == SB_SAS_LM_MASK ? &me->mask : NULL, out,
-				count ? &me->budget : NULL, err);
+	                        count ? &me->budget : NULL, err);
 }
 
 static void mean_ci(const double *d, int n, uint64_t seed, double *mean, double *lo, double *hi)
@@ -467,8 +468,7 @@ static void mean_ci(const double *d, int n, uint64_t seed, double *mean, double 
 		sb_stats_bootstrap_ci(d, n, &bc, lo, hi, NULL);
 }
 
-int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_progress fn, void *arg,
-		       struct sb_err *err)
+int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_progress fn, void *arg, struct sb_err *err)
 {
 	char path[4600];
 	snprintf(path, sizeof path, "%s/cell.json", run_dir);
@@ -600,15 +600,15 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 	struct sb_run_meta meta = {.device = bb.be->device, .threads = 1, .inputs = &in, .n_inputs = 1};
 	rc = sb_record_run_meta(&w, &meta, err);
 /* end a record; summary records (EMIT) go to out (stdout) too */
-#define EMIT()                                                                                                     \
-	do {                                                                                                       \
-		sb_jw_obj_end(&w);                                                                                 \
-		if (out && out->out && !w.oom) {                                                                   \
-			fwrite(w.buf, 1, w.len, out->out);                                                         \
-			fputc('\n', out->out);                                                                     \
-		}                                                                                                  \
-		if (!rc)                                                                                           \
-			rc = sb_jw_line(&w, err);                                                                  \
+#define EMIT()                                                                                                         \
+	do {                                                                                                           \
+		sb_jw_obj_end(&w);                                                                                     \
+		if (out && out->out && !w.oom) {                                                                       \
+			fwrite(w.buf, 1, w.len, out->out);                                                             \
+			fputc('\n', out->out);                                                                         \
+		}                                                                                                      \
+		if (!rc)                                                                                               \
+			rc = sb_jw_line(&w, err);                                                                      \
 	} while (0)
 	if (!rc) {
 		sb_jw_record(&w, "sas.scaled.setup", 1);
@@ -680,8 +680,8 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 		double nll = sb_stats_mean(me->nll, W);
 		sb_jw_kf64(&w, "nll", nll);
 		sb_jw_kf64(&w, "ppl", exp(fmin(nll, 20)));
-		sb_jw_kf64(&w, "ppl_change_pct", 100.0 * (exp(fmin(nll, 20)) - exp(fmin(dense_nll, 20))) /
-							 exp(fmin(dense_nll, 20)));
+		sb_jw_kf64(&w, "ppl_change_pct",
+		           100.0 * (exp(fmin(nll, 20)) - exp(fmin(dense_nll, 20))) / exp(fmin(dense_nll, 20)));
 		mean_ci(me->kl_t, W, c.seed, &m, &lo, &hi);
 		sb_jw_kf64(&w, "kl_tail", m);
 		sb_jw_kf64(&w, "kl_tail_lo", lo);
@@ -726,8 +726,8 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 		for (int pi = 0; pi < c.probes && !rc; pi++) {
 			struct sb_lm_probe pr;
 			double depth = (pi + 0.5) / c.probes;
-			rc = sb_lm_probe_make(c.tasks[ti], T, hay.bytes, hay.n, c.seed, SB_RNG_SYNTH, (uint64_t)pi, depth, &pr,
-					      err);
+			rc = sb_lm_probe_make(c.tasks[ti], T, hay.bytes, hay.n, c.seed, SB_RNG_SYNTH, (uint64_t)pi,
+			                      depth, &pr, err);
 			if (rc)
 				break;
 			int alen = pr.answer_end[0] - pr.answer_beg[0];
@@ -760,7 +760,8 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 				sb_jw_kbool(&w, "correct", ok);
 				sb_jw_kf64(&w, "depth", pr.depth);
 				sb_jw_key(&w, "expected");
-				sb_jw_strn(&w, (const char *)pr.text + pr.answer_beg[0], (size_t)(alen > 0 ? alen - 1 : 0));
+				sb_jw_strn(&w, (const char *)pr.text + pr.answer_beg[0],
+				           (size_t)(alen > 0 ? alen - 1 : 0));
 				sb_jw_key(&w, "output");
 				sb_jw_strn(&w, (const char *)gen, (size_t)ng);
 				sb_jw_obj_end(&w);

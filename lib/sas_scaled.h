@@ -17,15 +17,13 @@
  * grad_norm}; writes selector-bB.safetensors (+ .sha256) per block, train.ndjson and
  * sas.scaled.done {block: final loss, mean grad norm, seconds}.
  *
- * Evaluation (sb-eval): methods dense, the masks, sas-bB per block (and the controls sas-bB-nogate, sas-bB-untrained). Fidelity on
- * `windows` windows of T+1 bytes evenly spaced in the valid part of the backbone's first
- * corpus: per position KL(dense || method), top-1 agreement with dense, NLL of the true
- * byte; all positions and the tail (t >= the recipe's s + w + k, where masks differ from
- * dense). Retrieval: `probes` probes per task (depth (i + 0.5)/probes, haystack the
- * valid part of the backbone's haystack corpus), greedy decoding with full-sequence
- * forwards (every method is causal: tested), exact match.
- * Records (eval.ndjson and stdout): run.meta; sas.scaled.setup; sas.scaled.fidelity.window;
- * sas.scaled.fidelity {method, budget_fraction, kl, kl_lo, kl_hi, top1, nll, ppl,
+ * Evaluation (sb-eval): methods dense, the masks, sas-bB per block (and the controls sas-bB-nogate, sas-bB-untrained).
+ * Fidelity on `windows` windows of T+1 bytes evenly spaced in the valid part of the backbone's first corpus: per
+ * position KL(dense || method), top-1 agreement with dense, NLL of the true byte; all positions and the tail (t >= the
+ * recipe's s + w + k, where masks differ from dense). Retrieval: `probes` probes per task (depth (i + 0.5)/probes,
+ * haystack the valid part of the backbone's haystack corpus), greedy decoding with full-sequence forwards (every method
+ * is causal: tested), exact match. Records (eval.ndjson and stdout): run.meta; sas.scaled.setup;
+ * sas.scaled.fidelity.window; sas.scaled.fidelity {method, budget_fraction, kl, kl_lo, kl_hi, top1, nll, ppl,
  * ppl_change_pct, and _tail}; sas.scaled.fidelity.pair {method_a (sas-bB), method_b,
  * metric kl_tail, n_windows, mean_diff, ci_lo, ci_hi, p_t, p_wilcoxon, cohen_dz};
  * probe.result (sb-stats reads them); sas.scaled.retrieval {method, subset all|TASK,
@@ -51,8 +49,8 @@ struct sb_sas_scaled {
 	int dsel, sel_steps, sel_batch;
 	float sel_lr, sel_wd, sel_clip;
 	int windows, probes;
-	int untrained;  /* also evaluate each selector at its initialisation (1) */
-	int nogate;     /* also the trained selection without the log-gate bias (1) */
+	int untrained; /* also evaluate each selector at its initialisation (1) */
+	int nogate;    /* also the trained selection without the log-gate bias (1) */
 	int n_tasks, tasks[SB_SAS_SCALED_MAXTASK];
 	char masks[512];
 	char budget[128];
@@ -63,9 +61,9 @@ void sb_sas_scaled_json(struct sb_jw *w, const struct sb_sas_scaled *c);
 
 typedef void (*sb_sas_scaled_progress)(void *arg, const char *what, int done, int total, double value);
 
-int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, char *run_dir,
-			sb_sas_scaled_progress fn, void *arg, struct sb_err *err);
+int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, char *run_dir, sb_sas_scaled_progress fn,
+                        void *arg, struct sb_err *err);
 int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_progress fn, void *arg,
-		       struct sb_err *err);
+                       struct sb_err *err);
 
 #endif

@@ -40,15 +40,15 @@ void sb_train_sas_free(struct sb_train_sas_cells *q)
 static void progress(void *arg, const char *phase, int step, int steps, double loss)
 {
 	sb_progress(step == steps && strncmp(phase, "pretrain", 8), "%s: %s step %d/%d loss %.4f", (const char *)arg,
-		    phase, step, steps, loss);
+	            phase, step, steps, loss);
 }
 
 int sb_train_sas_run(struct sb_train_sas_cells *q, int n_other, const char *runs_dir, const char *device, FILE *out,
-		     struct sb_err *err)
+                     struct sb_err *err)
 {
 	if (n_other)
 		return SB_ERR(err, SB_EUSAGE, "a cells file mixes %d SAS cell%s with %d other%s: train them separately",
-			      q->n, q->n == 1 ? "" : "s", n_other, n_other == 1 ? "" : "s");
+		              q->n, q->n == 1 ? "" : "s", n_other, n_other == 1 ? "" : "s");
 	if (strcmp(device, "cpu"))
 		return SB_ERR(err, SB_EUSAGE, "SAS cells run on the CPU (--device cpu), not '%s'", device);
 	struct sb_backend *be = NULL;

@@ -27,6 +27,6 @@ void sb_train_sas_free(struct sb_train_sas_cells *q);
  * cell is reported on stderr and the others go on. Returns 0, or the first failing
  * cell's code (err holds its message). */
 int sb_train_sas_run(struct sb_train_sas_cells *q, int n_other, const char *runs_dir, const char *device, FILE *out,
-		     struct sb_err *err);
+                     struct sb_err *err);
 
 #endif

@@ -36,8 +36,8 @@ struct ref {
 	int T, d, H, hd, F, V, B, ds, topk;
 	double *E, *P, *ln1w, *ln1b, *Wq, *Wk, *Wv, *Wo, *ln2w, *ln2b, *Wu, *bu, *Wd, *bd, *lnfw, *lnfb, *Sq, *Sk;
 	/* outputs of the last run */
-	double *g;     /* [T][nb] */
-	uint8_t *sel;  /* [T][nb] */
+	double *g;    /* [T][nb] */
+	uint8_t *sel; /* [T][nb] */
 	double entropy_mean;
 };
 
@@ -99,8 +99,8 @@ static void ref_load(struct ref *r, const struct sb_sas_model *m)
 
 static void ref_free(struct ref *r)
 {
-	double *a[] = {r->E, r->P, r->ln1w, r->ln1b, r->Wq, r->Wk, r->Wv, r->Wo, r->ln2w, r->ln2b,
-		       r->Wu, r->bu, r->Wd, r->bd, r->lnfw, r->lnfb, r->Sq, r->Sk, r->g};
+	double *a[] = {r->E,  r->P,  r->ln1w, r->ln1b, r->Wq,   r->Wk,   r->Wv, r->Wo, r->ln2w, r->ln2b,
+	               r->Wu, r->bu, r->Wd,   r->bd,   r->lnfw, r->lnfb, r->Sq, r->Sk, r->g};
 	for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
 		free(a[i]);
 	free(r->sel);
@@ -233,8 +233,8 @@ static double ref_loss(struct ref *r, const uint8_t *tok, int sparse)
 		}
 	}
 	double loss = 0;
-	double *u = calloc((size_t)F, sizeof *u), *y = calloc((size_t)d, sizeof *y), *hf = calloc((size_t)d, sizeof *hf),
-	       *lg = calloc((size_t)V, sizeof *lg);
+	double *u = calloc((size_t)F, sizeof *u), *y = calloc((size_t)d, sizeof *y),
+	       *hf = calloc((size_t)d, sizeof *hf), *lg = calloc((size_t)V, sizeof *lg);
 	for (int t = 0; t < T; t++) {
 		mv(o, r->Wo, att + t * d, NULL, d, d);
 		double x1[256], h2[256];
@@ -384,8 +384,9 @@ static void test_mask(void)
 	SB_CHECK(future == 0, "mask is causal: %d future keys kept", future);
 	SB_CHECK(own == 0, "own block kept up to t with bias 0: %d exceptions", own);
 	SB_CHECK(kept == 1120 && causal == 2080, "retained positions counted from the mask: %lld/%lld, want 1120/2080",
-		 (long long)kept, (long long)causal);
-	SB_CHECK(obs.kept == 1120 && obs.causal == 2080, "observed budget %.0f/%.0f, want 1120/2080", obs.kept, obs.causal);
+	         (long long)kept, (long long)causal);
+	SB_CHECK(obs.kept == 1120 && obs.causal == 2080, "observed budget %.0f/%.0f, want 1120/2080", obs.kept,
+	         obs.causal);
 	double frac = (double)kept / (double)causal;
 	SB_CHECK(fabs(frac - 0.5385) < 5e-5, "retained fraction %.6f (published 0.5385)", frac);
 	/* the counting function against brute force on other shapes */
@@ -413,8 +414,8 @@ static void test_mask(void)
 	struct ref r;
 	ref_load(&r, m);
 	double lref = ref_loss(&r, tok, 1);
-	SB_CHECK(fabs(lref - loss) <= 1e-5 * fabs(lref), "sparse loss vs double reference: %.9g vs %.9g (rel %.2g)", loss,
-		 lref, fabs(lref - loss) / fabs(lref));
+	SB_CHECK(fabs(lref - loss) <= 1e-5 * fabs(lref), "sparse loss vs double reference: %.9g vs %.9g (rel %.2g)",
+	         loss, lref, fabs(lref - loss) / fabs(lref));
 	int seldiff = 0;
 	const uint8_t *sel = sb_sas_selected(ws);
 	const float *g = sb_sas_gates(ws);
@@ -427,8 +428,8 @@ static void test_mask(void)
 	SB_CHECK(gerr < 1e-5, "gates vs reference: max abs error %.2g (tolerance 1e-5)", gerr);
 	double ent = obs.entropy_sum / obs.entropy_n;
 	SB_CHECK(fabs(ent - r.entropy_mean) < 1e-5 && obs.entropy_n == T - B,
-		 "gate entropy %.9f vs direct computation %.9f over %.0f queries (want %d)", ent, r.entropy_mean,
-		 obs.entropy_n, T - B);
+	         "gate entropy %.9f vs direct computation %.9f over %.0f queries (want %d)", ent, r.entropy_mean,
+	         obs.entropy_n, T - B);
 	/* non-uniform gates here (else a bug that only shows off-uniform would pass): below
 	 * the mean of ln(c0), the entropy of uniform gates */
 	double hu = 0;
@@ -540,7 +541,7 @@ static void test_frozen(void)
 	for (size_t i = 0; i < m->n_sel; i++)
 		moved += sel0[i] != m->sel[i];
 	SB_CHECK(moved > (int)m->n_sel / 2, "selector training moves the selector: %d of %zu weights changed", moved,
-		 m->n_sel);
+	         m->n_sel);
 	SB_CHECK(gmean > 0 && isfinite(gmean), "mean selector gradient norm is finite and positive: %.3g", gmean);
 	/* checkpoint round trip */
 	struct sb_tensors ts;
@@ -550,7 +551,7 @@ static void test_frozen(void)
 	if (!rc)
 		rc = sb_sas_model_from_tensors(m2, &ts, &err);
 	SB_CHECK(rc == 0 && !memcmp(m->lm->p, m2->lm->p, nb) && !memcmp(m->sel, m2->sel, m->n_sel * sizeof(float)),
-		 "checkpoint round trip is bit-exact (%s)", rc ? err.msg : "ok");
+	         "checkpoint round trip is bit-exact (%s)", rc ? err.msg : "ok");
 	sb_tensors_free(&ts);
 	sb_sas_model_free(m2);
 	free(before);
@@ -575,8 +576,8 @@ static void test_pretrain_learns(void)
 	sb_sas_evaluate(m, text, (size_t)n, 12, SB_SAS_DENSE, &r0, &err);
 	sb_sas_pretrain(m, text, (size_t)n, &p, NULL, NULL, &err);
 	sb_sas_evaluate(m, text, (size_t)n, 12, SB_SAS_DENSE, &r1, &err);
-	SB_CHECK(r1.loss < r0.loss - 0.3, "30 pretraining steps lower the loss: %.4f -> %.4f (want a drop > 0.3)", r0.loss,
-		 r1.loss);
+	SB_CHECK(r1.loss < r0.loss - 0.3, "30 pretraining steps lower the loss: %.4f -> %.4f (want a drop > 0.3)",
+	         r0.loss, r1.loss);
 	SB_CHECK(fabs(r0.loss - log(256.0)) < 0.05, "loss at initialisation near ln 256 = 5.545: %.4f", r0.loss);
 	free(text);
 	sb_sas_model_free(m);

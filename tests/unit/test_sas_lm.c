@@ -134,7 +134,7 @@ static void test_paths(void)
 	kept *= 4 * 2; /* heads x A layers */
 	causal *= 4 * 2;
 	SB_CHECK(bud.kept == kept && bud.causal == causal, "SAS budget counted %.0f/%.0f, want %.0f/%.0f", bud.kept,
-		 bud.causal, kept, causal);
+	         bud.causal, kept, causal);
 	/* causality: change the last 10 tokens, earlier logits unchanged */
 	uint8_t tok2[49];
 	memcpy(tok2, tok, sizeof tok);
@@ -207,8 +207,8 @@ static void test_grad(void)
 	sb_sas_lm_grad(x, batch, &lm, NULL, &err);
 	memcpy(w, w0, n * sizeof *w);
 	double dd = (lp - lm) / (2 * h);
-	SB_CHECK(fabs(dd - gn) <= 0.01 * gn, "directional derivative along g: FD %.6g vs |g| %.6g (rel %.2g, tol 0.01)", dd,
-		 gn, fabs(dd - gn) / gn);
+	SB_CHECK(fabs(dd - gn) <= 0.01 * gn, "directional derivative along g: FD %.6g vs |g| %.6g (rel %.2g, tol 0.01)",
+	         dd, gn, fabs(dd - gn) / gn);
 	/* the 16 largest coordinates of each layer */
 	for (int layer = 1; layer >= 0; layer--) {
 		size_t a0 = layer ? lo : 0, a1 = layer ? hi : lo;
@@ -231,10 +231,13 @@ static void test_grad(void)
 			g[best] = 0; /* next largest */
 		}
 		if (layer)
-			SB_CHECK(bad == 0, "last layer: 16 largest selector coordinates vs central FD: worst rel error %.3g (tol 0.01)",
-				 worst);
+			SB_CHECK(bad == 0,
+			         "last layer: 16 largest selector coordinates vs central FD: worst rel error %.3g (tol "
+			         "0.01)",
+			         worst);
 		else
-			printf("# first layer (detached inputs, not a check): worst rel difference to FD %.3g\n", worst);
+			printf("# first layer (detached inputs, not a check): worst rel difference to FD %.3g\n",
+			       worst);
 	}
 	/* steps: backbone untouched, loss goes down on a fixed batch */
 	float *p0 = malloc(m->n_floats * sizeof *p0);
