@@ -50,19 +50,19 @@ int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, stru
 	c->n_blocks = 3;
 	memcpy(c->blocks, b, sizeof b);
 	c->dsel = 32;
-	c->sel_steps = 100;
-	c->sel_batch = 4;
+	c->sel_steps = 150;
+	c->sel_batch = 8;
 	c->sel_lr = 1e-3f;
 	c->sel_wd = 0.01f;
 	c->sel_clip = 1.0f;
 	c->windows = 16;
-	c->probes = 10;
+	c->probes = 6;
 	c->untrained = 1;
 	c->nogate = 1;
-	c->n_tasks = 3;
-	c->tasks[0] = SB_LM_NIAH_SINGLE_1;
-	c->tasks[1] = SB_LM_NIAH_SINGLE_2;
-	c->tasks[2] = SB_LM_NIAH_SINGLE_3;
+	int tasks[] = {SB_LM_NIAH_SINGLE_1,   SB_LM_NIAH_SINGLE_2,   SB_LM_NIAH_SINGLE_3,
+		       SB_LM_NIAH_MULTIKEY_1, SB_LM_NIAH_MULTIKEY_2, SB_LM_NIAH_MULTIKEY_3};
+	c->n_tasks = 6;
+	memcpy(c->tasks, tasks, sizeof tasks);
 	snprintf(c->masks, sizeof c->masks, "recipe;block16;block64");
 	snprintf(c->budget, sizeof c->budget, "recipe");
 	int have_seed = 0;

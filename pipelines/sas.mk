@@ -48,17 +48,19 @@ sas-clean:
 
 # ---- make sas-scaled: SAS beyond the toy (docs/sas.md, lib/sas_scaled.h) ----
 #   make sas-scaled                       train a small LM-track decoder (ACAC, d 64, T 512,
-#                                         ~4 min on one core), selectors at blocks 8/16/64,
-#                                         compare -> out/sas-scaled/report.md
+#                                         5000 steps, ~10 min on one core), selectors at
+#                                         blocks 8/16/64 (~6 min), compare (~5 min)
+#                                         -> out/sas-scaled/report.md
 #   make sas-scaled SAS_BACKBONE=RUN_DIR  use an LM-track run instead (e.g. make lm's)
-#   SAS_SCALED_EXTRA='"sel_steps":150,"probes":10,'   cell fields (lib/sas_scaled.h)
+#   SAS_SCALED_EXTRA='"sel_steps":50,"probes":4,'   cell fields (lib/sas_scaled.h)
 SAS_SCALED_OUT ?= $(SB_OUT)/sas-scaled
 SAS_BACKBONE ?=
 SAS_SCALED_EXTRA ?=
-SAS_BB_STEPS ?= 2600
-SAS_BB_WARM ?= 1800
+SAS_BB_STEPS ?= 5000
+SAS_BB_WARM ?= 4000
+SAS_BB_MIX ?= tinyshakespeare=0.3,kv_recall=0.4,retrieval=0.3
 SAS_TS := $(firstword $(wildcard $(SAS_TS_CANDIDATES)))
-SAS_BB_CELL = {"family":"lm","seed":0,"model":{"d":64,"pattern":"ACAC","heads":4,"ffn":256,"pos":"rope","conv_gate":0},"T":512,"batch":8,"steps":$(SAS_BB_STEPS),"warmup":50,"lr":0.003,"lr_min":0.0003,"warm_T":64,"warm_steps":$(SAS_BB_WARM),"log_every":25,"corpora":["tinyshakespeare=$(abspath $(SAS_TS))"],"mixture":"tinyshakespeare=0.5,kv_recall=0.3,retrieval=0.2","haystack":"tinyshakespeare"}
+SAS_BB_CELL = {"family":"lm","seed":0,"model":{"d":64,"pattern":"ACAC","heads":4,"ffn":256,"pos":"rope","conv_gate":0},"T":512,"batch":8,"steps":$(SAS_BB_STEPS),"warmup":50,"lr":0.003,"lr_min":0.0003,"warm_T":64,"warm_steps":$(SAS_BB_WARM),"log_every":25,"corpora":["tinyshakespeare=$(abspath $(SAS_TS))"],"mixture":"$(SAS_BB_MIX)","haystack":"tinyshakespeare"}
 
 SAS_BB_GIVEN := {"kind":"lm.train","v":1,"run_dir":"%s","status":"given"}
 
