@@ -182,10 +182,12 @@ static int read_test_part(const char *spec, struct sb_lm_corpus *c, struct sb_er
 		struct sb_tensors ts;
 		SB_TRY(sb_st_read(p, &ts, err));
 		const struct sb_tensor *t = sb_tensors_find(&ts, "bytes");
-		const char *fmt = sb_tensors_meta(&ts, "format");
+		const char *fmt = sb_tensors_meta(&ts, "format"), *sp = sb_tensors_meta(&ts, "split");
 		int rc = 0;
 		if (!fmt || strcmp(fmt, "sparsebench.corpus") || !t || t->dtype != SB_U8 || t->ndim != 1)
 			rc = SB_ERR(err, SB_EDATA, "%s: not a sparsebench corpus (format, tensor 'bytes' U8 [n])", p);
+		else if (!sp || strcmp(sp, "test"))
+			rc = SB_ERR(err, SB_EDATA, "%s: metadata says split '%s', expected 'test'", p, sp ? sp : "");
 		else
 			rc = sb_lm_corpus_from(c, "", t->data, (size_t)t->shape[0], err);
 		sb_tensors_free(&ts);

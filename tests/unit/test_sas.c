@@ -29,6 +29,7 @@
 #include "lm_model.h"
 #include "rng.h"
 #include "sas.h"
+#include "sas_run.h"
 
 /* ---------------------------------------------------------------- double reference */
 
@@ -583,6 +584,83 @@ static void test_pretrain_learns(void)
 	sb_sas_model_free(m);
 }
 
+static int write_part(const char *dir, const char *split, const char *meta_split, const uint8_t *b, size_t n)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s.safetensors", dir, split);
+	struct sb_tensors ts;
+	sb_tensors_init(&ts);
+	struct sb_err err = {0};
+	int64_t shape[1] = {(int64_t)n};
+	int rc = sb_tensors_add(&ts, "bytes", SB_U8, 1, shape, b, 0, &err);
+	rc |= sb_tensors_set_meta(&ts, "format", "sparsebench.corpus", &err);
+	rc |= sb_tensors_set_meta(&ts, "split", meta_split, &err);
+	rc |= sb_st_write(path, &ts, &err);
+	sb_tensors_free(&ts);
+	return rc;
+}
+
+static void test_corpus_parts(void)
+{
+	char dir[] = "/tmp/sbsasXXXXXX";
+	if (!mkdtemp(dir)) {
+		SB_CHECK(0, "mkdtemp");
+		return;
+	}
+	uint8_t b[3][300];
+	for (int k = 0; k < 3; k++)
+		for (int i = 0; i < 300; i++)
+			b[k][i] = (uint8_t)('a' + (i + 7 * k) % 26);
+	const char *sp[3] = {"train", "valid", "test"};
+	int rc = 0;
+	for (int k = 0; k < 3; k++)
+		rc |= write_part(dir, sp[k], sp[k], b[k], 300);
+	struct sb_err err = {0};
+	int ok = !rc;
+	for (int k = 0; k < 3 && ok; k++) {
+		struct sb_lm_corpus c;
+		char spec[600];
+		snprintf(spec, sizeof spec, "wt=%s", dir);
+		if (sb_sas_corpus_part(spec, sp[k], 100, &c, &err)) {
+			ok = 0;
+			break;
+		}
+		ok = c.n == 100 && !memcmp(c.bytes, b[k], 100) && !strcmp(c.split, sp[k]);
+		sb_lm_corpus_free(&c);
+	}
+	SB_CHECK(ok, "corpus directory: train, valid and test parts, first 100 bytes each (%s)", ok ? "ok" : err.msg);
+	/* a test file whose metadata names another split is refused */
+	write_part(dir, "test", "valid", b[2], 300);
+	struct sb_lm_corpus c;
+	char spec[600];
+	snprintf(spec, sizeof spec, "wt=%s", dir);
+	rc = sb_sas_corpus_part(spec, "test", 100, &c, &err);
+	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "expected 'test'"), "a mislabelled test part is refused (%s)",
+	         err.msg);
+	/* one text: the test part is the last 5% (from floor(0.95 n)) */
+	char file[600];
+	snprintf(file, sizeof file, "%s/one.txt", dir);
+	FILE *f = fopen(file, "wb");
+	uint8_t t[1000];
+	for (int i = 0; i < 1000; i++)
+		t[i] = (uint8_t)('A' + i % 26);
+	fwrite(t, 1, 1000, f);
+	fclose(f);
+	rc = sb_sas_corpus_part(file, "test", 4096, &c, &err);
+	SB_CHECK(!rc && c.n == 50 && c.offset == 950 && !memcmp(c.bytes, t + 950, 50),
+	         "one text: the test part is bytes 950..1000 (got %zu bytes at %zu)", rc ? 0 : c.n, rc ? 0 : c.offset);
+	if (!rc)
+		sb_lm_corpus_free(&c);
+	rc = sb_sas_corpus_part(file, "valid", 4096, &c, &err);
+	SB_CHECK(!rc && c.n == 50 && c.offset == 900, "one text: the valid part is bytes 900..950");
+	if (!rc)
+		sb_lm_corpus_free(&c);
+	char cmd[700];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	if (system(cmd))
+		fprintf(stderr, "# could not remove %s\n", dir);
+}
+
 int main(void)
 {
 	struct sb_err err = {0};
@@ -596,6 +674,7 @@ int main(void)
 	test_selector_fd();
 	test_frozen();
 	test_pretrain_learns();
+	test_corpus_parts();
 	sb_backend_close(be);
 	return sb_test_done();
 }
