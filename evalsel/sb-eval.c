@@ -23,6 +23,7 @@
 
 #include "cli.h"
 #include "dataset.h"
+#include "eval_sas.h"
 #include "evalrun.h"
 #include "hash.h"
 #include "io.h"
@@ -41,6 +42,9 @@ static const char usage_text[] =
     "reads test data. Epochs whose checkpoint still has the SHA-256 recorded in val.ndjson (and whose\n"
     "bitmap is intact) are not evaluated again; when nothing changed, no data is read and val.ndjson\n"
     "is left as it is.\n"
+    "A run directory whose cell.json says \"family\": \"sas\" is a SAS run (PROTOCOL B, docs/sas.md):\n"
+    "dense and SAS loss and perplexity on the corpus's validation and test parts, written to\n"
+    "RUN_DIR/eval.ndjson (run.meta, sas.eval) and stdout.\n"
     "\n"
     "Options:\n"
     "  -d DATA_DIR     dataset directory (default data)\n"
@@ -638,7 +642,7 @@ int main(int argc, char **argv)
 	int status = 0;
 	for (int i = optind; i < argc; i++) {
 		struct sb_err e = {0};
-		int rc = eval_run(argv[i], &o, &std, &e);
+		int rc = sb_eval_sas_is_run(argv[i]) ? sb_eval_sas(argv[i], &std, &e) : eval_run(argv[i], &o, &std, &e);
 		if (rc) {
 			/* messages name the file; add the run directory when they do not */
 			if (!strstr(e.msg, argv[i]))

@@ -18,6 +18,7 @@
 #include "record.h"
 #include "train.h"
 #include "train_cell.h"
+#include "train_sas.h"
 
 static void usage(void)
 {
@@ -62,6 +63,8 @@ static void usage(void)
 	      "train.failed (status failed_nonfinite_loss, failed_device or failed, with error, and for\n"
 	      "a non-finite loss the epoch and step), train.resume or train.skip. Fields: docs/records.md.\n"
 	      "A failing cell is recorded and the others go on.\n"
+	      "Cells with \"family\": \"sas\" train SAS (PROTOCOL B, docs/sas.md): a cells file holds\n"
+	      "only such cells or none.\n"
 	      "\n"
 	      "Exit status: 0 every cell completed, was skipped or ended with a non-finite loss (a\n"
 	      "result, recorded); 1 a dataset is a test split (refused); 2 usage; 3 bad input (cells,\n"
@@ -265,6 +268,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 struct cells {
 	struct sb_cell *c;
 	int n, cap;
+	struct sb_train_sas_cells sas; /* "family": "sas" cells (train/train_sas.h) */
 };
 
 static int cells_add(struct cells *cs, const struct sb_cell *c)
@@ -309,6 +313,16 @@ static int read_cells(const struct opts *o, struct cells *cs, struct sb_err *err
 		rc = sb_ndjson_next(rd, &v, err);
 		if (rc || !v)
 			break;
+		int sas = 0;
+		rc = sb_train_sas_take(&cs->sas, v, &sas, err);
+		if (sas || rc) {
+			sb_json_free(v);
+			if (rc) {
+				sb_err_prefix(err, "%s:%ld", sb_ndjson_name(rd), sb_ndjson_line(rd));
+				break;
+			}
+			continue;
+		}
 		rc = sb_cell_from_json(v, 1, &c, err);
 		sb_json_free(v);
 		if (rc) {
@@ -321,7 +335,7 @@ static int read_cells(const struct opts *o, struct cells *cs, struct sb_err *err
 		}
 	}
 	sb_ndjson_close(rd);
-	if (!rc && cs->n == 0)
+	if (!rc && cs->n == 0 && cs->sas.n == 0)
 		rc = SB_ERR(err, SB_EDATA, "%s: no cells", o->cells_path);
 	return rc;
 }
@@ -520,6 +534,15 @@ int main(int argc, char **argv)
 	struct cells cs = {0};
 	if (read_cells(&o, &cs, &err))
 		sb_cli_die(&err);
+	if (cs.sas.n) {
+		int rc = sb_train_sas_run(&cs.sas, cs.n, o.runs_dir, o.device, stdout, &err);
+		if (rc == SB_EUSAGE)
+			sb_cli_die(&err);
+		sb_train_sas_free(&cs.sas);
+		free(cs.c);
+		sb_jw_free(&o.flag_cell);
+		return sb_cli_finish(rc);
+	}
 	/* the datasets, once per task (pool files only: the reader refuses test splits) */
 	struct task_ds *tds = calloc((size_t)cs.n, sizeof *tds);
 	int ntds = 0;

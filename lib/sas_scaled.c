@@ -1,0 +1,853 @@
+/* sas_scaled.c — the scaled SAS comparison (see sas_scaled.h). */
+#include "sas_scaled.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+#include "io.h"
+#include "lm_data.h"
+#include "lm_mask.h"
+#include "lm_probe.h"
+#include "lm_train.h"
+#include "record.h"
+#include "rng.h"
+#include "sas_lm.h"
+#include "stats.h"
+
+/* ---------------------------------------------------------------- the cell */
+
+static int int_field(const struct sb_json *v, const char *k, int lo, int hi, int *out, struct sb_err *err)
+{
+	int64_t x;
+	if (sb_json_int64(v, &x) || x < lo || x > hi)
+		return SB_ERR(err, SB_EDATA, "field '%s': an integer in [%d, %d] expected", k, lo, hi);
+	*out = (int)x;
+	return 0;
+}
+
+static int num_field(const struct sb_json *v, const char *k, float *out, struct sb_err *err)
+{
+	if (v->type != SB_JSON_NUMBER || !(v->number >= 0) || !isfinite(v->number))
+		return SB_ERR(err, SB_EDATA, "field '%s': a non-negative number expected", k);
+	*out = (float)v->number;
+	return 0;
+}
+
+static int str_field(const struct sb_json *v, const char *k, char *dst, size_t cap, struct sb_err *err)
+{
+	if (v->type != SB_JSON_STRING || !v->len || v->len >= cap)
+		return SB_ERR(err, SB_EDATA, "field '%s': a non-empty string expected", k);
+	memcpy(dst, v->text, v->len + 1);
+	return 0;
+}
+
+int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, struct sb_err *err)
+{
+	memset(c, 0, sizeof *c);
+	int b[] = {8, 16, 64};
+	c->n_blocks = 3;
+	memcpy(c->blocks, b, sizeof b);
+	c->dsel = 32;
+	c->sel_steps = 150;
+	c->sel_batch = 8;
+	c->sel_lr = 1e-3f;
+	c->sel_wd = 0.01f;
+	c->sel_clip = 1.0f;
+	c->windows = 16;
+	c->probes = 6;
+	c->untrained = 1;
+	c->nogate = 1;
+	int tasks[] = {SB_LM_NIAH_SINGLE_1,   SB_LM_NIAH_SINGLE_2,   SB_LM_NIAH_SINGLE_3,
+		       SB_LM_NIAH_MULTIKEY_1, SB_LM_NIAH_MULTIKEY_2, SB_LM_NIAH_MULTIKEY_3};
+	c->n_tasks = 6;
+	memcpy(c->tasks, tasks, sizeof tasks);
+	snprintf(c->masks, sizeof c->masks, "recipe;block16;block64");
+	snprintf(c->budget, sizeof c->budget, "recipe");
+	int have_seed = 0;
+	for (size_t i = 0; i < obj->n; i++) {
+		const char *k = obj->keys[i];
+		const struct sb_json *v = obj->items[i];
+		int rc = 0;
+		if (!strcmp(k, "family"))
+			continue;
+		else if (!strcmp(k, "id")) {
+			rc = str_field(v, k, c->cell_id, sizeof c->cell_id, err);
+			if (!rc && strchr(c->cell_id, '/'))
+				rc = SB_ERR(err, SB_EDATA, "field 'id': no '/' allowed");
+		} else if (!strcmp(k, "backbone"))
+			rc = str_field(v, k, c->backbone, sizeof c->backbone, err);
+		else if (!strcmp(k, "seed")) {
+			int64_t s;
+			if (sb_json_int64(v, &s) || s < 0)
+				rc = SB_ERR(err, SB_EDATA, "field 'seed': a non-negative integer expected");
+			c->seed = (uint64_t)s;
+			have_seed = 1;
+		} else if (!strcmp(k, "blocks") || !strcmp(k, "tasks")) {
+			int is_b = k[0] == 'b';
+			if (v->type != SB_JSON_ARRAY || v->n < 1 ||
+			    v->n > (is_b ? SB_SAS_SCALED_MAXB : SB_SAS_SCALED_MAXTASK))
+				rc = SB_ERR(err, SB_EDATA, "field '%s': a non-empty array (at most %d) expected", k,
+				            is_b ? SB_SAS_SCALED_MAXB : SB_SAS_SCALED_MAXTASK);
+			for (size_t j = 0; j < v->n && !rc; j++) {
+				if (is_b) {
+					rc = int_field(v->items[j], k, 1, 4096, &c->blocks[j], err);
+				} else {
+					int t = sb_lm_task_parse(sb_json_str(v->items[j], ""));
+					if (t < 0 || t >= SB_LM_NTASKS)
+						rc = SB_ERR(err, SB_EDATA, "field 'tasks': unknown battery task '%s'",
+						            sb_json_str(v->items[j], "?"));
+					c->tasks[j] = t;
+				}
+			}
+			if (is_b)
+				c->n_blocks = (int)v->n;
+			else
+				c->n_tasks = (int)v->n;
+		} else if (!strcmp(k, "dsel"))
+			rc = int_field(v, k, 1, 1024, &c->dsel, err);
+		else if (!strcmp(k, "sel_steps"))
+			rc = int_field(v, k, 0, 1000000, &c->sel_steps, err);
+		else if (!strcmp(k, "sel_batch"))
+			rc = int_field(v, k, 1, 1024, &c->sel_batch, err);
+		else if (!strcmp(k, "windows"))
+			rc = int_field(v, k, 1, 100000, &c->windows, err);
+		else if (!strcmp(k, "probes"))
+			rc = int_field(v, k, 0, 100000, &c->probes, err);
+		else if (!strcmp(k, "untrained"))
+			rc = int_field(v, k, 0, 1, &c->untrained, err);
+		else if (!strcmp(k, "nogate"))
+			rc = int_field(v, k, 0, 1, &c->nogate, err);
+		else if (!strcmp(k, "sel_lr"))
+			rc = num_field(v, k, &c->sel_lr, err);
+		else if (!strcmp(k, "sel_wd"))
+			rc = num_field(v, k, &c->sel_wd, err);
+		else if (!strcmp(k, "sel_clip"))
+			rc = num_field(v, k, &c->sel_clip, err);
+		else if (!strcmp(k, "masks"))
+			rc = str_field(v, k, c->masks, sizeof c->masks, err);
+		else if (!strcmp(k, "budget"))
+			rc = str_field(v, k, c->budget, sizeof c->budget, err);
+		else
+			rc = SB_ERR(err, SB_EDATA, "unknown field '%s' in a scaled SAS cell", k);
+		if (rc)
+			return rc;
+	}
+	if (!c->backbone[0])
+		return SB_ERR(err, SB_EDATA, "missing field 'backbone'");
+	if (!have_seed)
+		return SB_ERR(err, SB_EDATA, "missing field 'seed'");
+	struct sb_lm_mask mk;
+	SB_TRY(sb_lm_mask_parse(c->budget, &mk, err));
+	if (mk.kind != SB_LM_MASK_RECIPE)
+		return SB_ERR(err, SB_EDATA, "field 'budget': a recipe (\"recipe[:s=..,w=..,k=..]\") expected");
+	if (!c->cell_id[0])
+		snprintf(c->cell_id, sizeof c->cell_id, "sas-scaled-s%llu", (unsigned long long)c->seed);
+	return 0;
+}
+
+void sb_sas_scaled_json(struct sb_jw *w, const struct sb_sas_scaled *c)
+{
+	sb_jw_obj(w);
+	sb_jw_kstr(w, "family", "sas");
+	sb_jw_kstr(w, "id", c->cell_id);
+	sb_jw_kint(w, "seed", (int64_t)c->seed);
+	sb_jw_kstr(w, "backbone", c->backbone);
+	sb_jw_key(w, "blocks");
+	sb_jw_arr(w);
+	for (int i = 0; i < c->n_blocks; i++)
+		sb_jw_int(w, c->blocks[i]);
+	sb_jw_arr_end(w);
+	sb_jw_kint(w, "dsel", c->dsel);
+	sb_jw_kint(w, "sel_steps", c->sel_steps);
+	sb_jw_kint(w, "sel_batch", c->sel_batch);
+	sb_jw_kf32(w, "sel_lr", c->sel_lr);
+	sb_jw_kf32(w, "sel_wd", c->sel_wd);
+	sb_jw_kf32(w, "sel_clip", c->sel_clip);
+	sb_jw_kint(w, "windows", c->windows);
+	sb_jw_kint(w, "probes", c->probes);
+	sb_jw_kint(w, "untrained", c->untrained);
+	sb_jw_kint(w, "nogate", c->nogate);
+	sb_jw_key(w, "tasks");
+	sb_jw_arr(w);
+	for (int i = 0; i < c->n_tasks; i++)
+		sb_jw_str(w, sb_lm_task_name(c->tasks[i]));
+	sb_jw_arr_end(w);
+	sb_jw_kstr(w, "masks", c->masks);
+	sb_jw_kstr(w, "budget", c->budget);
+	sb_jw_obj_end(w);
+}
+
+/* ---------------------------------------------------------------- shared */
+
+struct backbone {
+	struct sb_backend *be;
+	struct sb_lm_cell cell;
+	struct sb_lm_model *m;
+	char sha[65];
+};
+
+static int open_backbone(const char *dir, struct backbone *b, struct sb_err *err)
+{
+	memset(b, 0, sizeof *b);
+	SB_TRY(sb_backend_open("cpu", 1, &b->be, err));
+	int rc = sb_lm_run_open(b->be, dir, &b->cell, &b->m, b->sha, err);
+	if (rc) {
+		sb_backend_close(b->be);
+		b->be = NULL;
+	}
+	return rc;
+}
+
+static void close_backbone(struct backbone *b)
+{
+	sb_lm_model_free(b->m);
+	sb_backend_close(b->be);
+}
+
+static int write_text(const char *path, struct sb_jw *w, struct sb_err *err)
+{
+	char *text = malloc(w->len + 2);
+	if (!text || w->oom) {
+		free(text);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	memcpy(text, w->buf, w->len);
+	text[w->len] = '\n';
+	int rc = sb_write_file_atomic(path, text, w->len + 1, err);
+	free(text);
+	return rc;
+}
+
+static void lm_cfg_for(struct sb_sas_lm_cfg *sc, const struct sb_sas_scaled *c, int block, int batch)
+{
+	memset(sc, 0, sizeof *sc);
+	sc->block = block;
+	sc->dsel = c->dsel;
+	sc->batch = batch;
+	sb_lm_mask_parse(c->budget, &sc->budget, NULL);
+}
+
+/* ---------------------------------------------------------------- training */
+
+int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, char *run_dir, sb_sas_scaled_progress fn,
+                        void *arg, struct sb_err *err)
+{
+	snprintf(run_dir, 4096, "%s/%s", runs_dir, c->cell_id);
+	SB_TRY(sb_mkdir_p(run_dir, err));
+	struct backbone bb;
+	SB_TRY(open_backbone(c->backbone, &bb, err));
+	const struct sb_lm_cell *lc = &bb.cell;
+	int T = lc->T, rc = 0;
+	struct sb_lm_corpus corp[8];
+	memset(corp, 0, sizeof corp);
+	for (int i = 0; i < lc->n_corpora && !rc; i++)
+		rc = sb_lm_corpus_read(lc->corpora[i], "train", &corp[i], err);
+	struct sb_lm_mix mix;
+	if (!rc)
+		rc = sb_lm_mix_parse(&mix, lc->mixture, corp, lc->n_corpora, lc->haystack[0] ? lc->haystack : NULL,
+		                     c->seed + 1000, T, err);
+	char path[4200];
+	if (!rc) {
+		struct sb_jw w;
+		sb_jw_init(&w, NULL);
+		sb_sas_scaled_json(&w, c);
+		snprintf(path, sizeof path, "%s/cell.json", run_dir);
+		rc = write_text(path, &w, err);
+		sb_jw_free(&w);
+	}
+	struct sb_atomic a;
+	snprintf(path, sizeof path, "%s/train.ndjson", run_dir);
+	if (!rc)
+		rc = sb_atomic_open(&a, path, err);
+	if (rc) {
+		for (int i = 0; i < lc->n_corpora; i++)
+			sb_lm_corpus_free(&corp[i]);
+		close_backbone(&bb);
+		return rc;
+	}
+	struct sb_jw w;
+	sb_jw_init(&w, a.f);
+	char mp[4200];
+	snprintf(mp, sizeof mp, "%s/model.safetensors", c->backbone);
+	struct sb_input in = {.path = mp};
+	memcpy(in.sha256, bb.sha, sizeof bb.sha);
+	struct sb_run_meta meta = {.device = bb.be->device, .threads = 1, .inputs = &in, .n_inputs = 1};
+	rc = sb_record_run_meta(&w, &meta, err);
+	uint8_t *batch = malloc((size_t)c->sel_batch * (T + 1));
+	if (!batch && !rc)
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (int bi = 0; bi < c->n_blocks && !rc; bi++) {
+		int B = c->blocks[bi];
+		struct sb_sas_lm_cfg sc;
+		lm_cfg_for(&sc, c, B, c->sel_batch);
+		struct sb_sas_lm *x = NULL;
+		rc = sb_sas_lm_new(bb.m, &sc, T, c->seed, &x, err);
+		double t0 = sb_monotonic_seconds(), gsum = 0, first = 0, last = 0;
+		for (int s = 1; s <= c->sel_steps && !rc; s++) {
+			for (int k = 0; k < c->sel_batch && !rc; k++)
+				rc = sb_lm_mix_sample(&mix, (uint64_t)(s - 1) * c->sel_batch + k,
+				                      batch + (size_t)k * (T + 1), NULL, err);
+			double loss = 0, gn = 0;
+			if (!rc)
+				rc = sb_sas_lm_step(x, batch, s, c->sel_lr, c->sel_wd, c->sel_clip, &loss, &gn, err);
+			if (rc)
+				break;
+			if (s == 1)
+				first = loss;
+			last = loss;
+			gsum += gn;
+			sb_jw_record(&w, "sas.scaled.step", 1);
+			sb_jw_kint(&w, "block", B);
+			sb_jw_kint(&w, "step", s);
+			sb_jw_kf64(&w, "loss", loss);
+			sb_jw_kf64(&w, "grad_norm", gn);
+			sb_jw_kf64(&w, "gate_entropy", sb_sas_lm_gate_entropy(x));
+			sb_jw_obj_end(&w);
+			rc = sb_jw_line(&w, err);
+			if (fn) {
+				char what[32];
+				snprintf(what, sizeof what, "selector b%d", B);
+				fn(arg, what, s, c->sel_steps, loss);
+			}
+		}
+		char sp[4200], sha[65] = "";
+		snprintf(sp, sizeof sp, "%s/selector-b%d.safetensors", run_dir, B);
+		if (!rc) {
+			size_t n;
+			float *p = sb_sas_lm_params(x, &n);
+			struct sb_tensors ts;
+			sb_tensors_init(&ts);
+			int64_t shape[1] = {(int64_t)n};
+			char v[32];
+			rc = sb_tensors_add(&ts, "selector", SB_F32, 1, shape, p, 1, err);
+			snprintf(v, sizeof v, "%d", B);
+			if (!rc)
+				rc = sb_tensors_set_meta(&ts, "block", v, err);
+			if (!rc)
+				rc = sb_tensors_set_meta(&ts, "format", "sparsebench.sas_scaled", err);
+			if (!rc)
+				rc = sb_tensors_set_meta(&ts, "backbone_sha256", bb.sha, err);
+			if (!rc)
+				rc = sb_st_write(sp, &ts, err);
+			sb_tensors_free(&ts);
+			if (!rc)
+				rc = sb_sha256_file(sp, sha, NULL, err);
+			if (!rc)
+				rc = sb_sidecar_write(sp, sha, err);
+		}
+		if (!rc) {
+			sb_jw_record(&w, "sas.scaled.block", 1);
+			sb_jw_kint(&w, "block", B);
+			sb_jw_kint(&w, "steps", c->sel_steps);
+			sb_jw_kf64(&w, "loss_first", first);
+			sb_jw_kf64(&w, "loss_last", last);
+			sb_jw_kf64(&w, "selector_gradient_norm_mean", c->sel_steps ? gsum / c->sel_steps : 0);
+			sb_jw_kf64(&w, "seconds", sb_monotonic_seconds() - t0);
+			sb_jw_kstr(&w, "selector", sp + strlen(run_dir) + 1);
+			sb_jw_kstr(&w, "selector_sha256", sha);
+			sb_jw_obj_end(&w);
+			rc = sb_jw_line(&w, err);
+		}
+		sb_sas_lm_free(x);
+	}
+	if (!rc) {
+		sb_jw_record(&w, "sas.scaled.done", 1);
+		sb_jw_kstr(&w, "cell_id", c->cell_id);
+		sb_jw_kstr(&w, "status", "completed");
+		sb_jw_kstr(&w, "backbone_sha256", bb.sha);
+		sb_jw_kint(&w, "T", T);
+		sb_jw_obj_end(&w);
+		rc = sb_jw_line(&w, err);
+	}
+	sb_jw_free(&w);
+	if (!rc)
+		rc = sb_atomic_commit(&a, err);
+	else
+		sb_atomic_abort(&a);
+	free(batch);
+	for (int i = 0; i < lc->n_corpora; i++)
+		sb_lm_corpus_free(&corp[i]);
+	close_backbone(&bb);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- evaluation */
+
+#define MAXM (SB_SAS_SCALED_MAXMASK + 3 * SB_SAS_SCALED_MAXB + 1)
+
+struct method {
+	char name[64];
+	enum sb_sas_lm_mode mode;
+	struct sb_lm_mask mask;
+	struct sb_sas_lm *x; /* SAS: the trained selector (owned) */
+	int block;
+	struct sb_lm_budget budget;
+	double *kl, *top1, *nll, *kl_t, *top1_t, *nll_t; /* per window */
+	uint8_t *correct;                                /* per probe */
+};
+
+static int load_selector(struct sb_sas_lm *x, const char *path, struct sb_err *err)
+{
+	char sha[65];
+	SB_TRY(sb_sidecar_verify(path, sha, err));
+	struct sb_tensors ts;
+	SB_TRY(sb_st_read(path, &ts, err));
+	const struct sb_tensor *t = sb_tensors_find(&ts, "selector");
+	size_t n;
+	float *p = sb_sas_lm_params(x, &n);
+	int rc = 0;
+	if (!t || t->dtype != SB_F32 || t->ndim != 1 || (size_t)t->shape[0] != n)
+		rc = SB_ERR(err, SB_EDATA, "%s: tensor 'selector' F32 [%zu] expected", path, n);
+	else
+		memcpy(p, t->data, n * sizeof(float));
+	sb_tensors_free(&ts);
+	return rc;
+}
+
+/* per-position comparison of logits a (dense) and b */
+static void compare(const float *a, const float *b, const uint8_t *tok, int T, int V, int tail, double out[6])
+{
+	double s[6] = {0, 0, 0, 0, 0, 0};
+	int nt = 0;
+	for (int t = 0; t < T; t++) {
+		const float *ar = a + (size_t)t * V, *br = b + (size_t)t * V;
+		double ma = -INFINITY, mb = -INFINITY, za = 0, zb = 0;
+		int ia = 0, ib = 0;
+		for (int i = 0; i < V; i++) {
+			if (ar[i] > ma) {
+				ma = ar[i];
+				ia = i;
+			}
+			if (br[i] > mb) {
+				mb = br[i];
+				ib = i;
+			}
+		}
+		for (int i = 0; i < V; i++) {
+			za += exp(ar[i] - ma);
+			zb += exp(br[i] - mb);
+		}
+		double la = log(za), lb = log(zb), kl = 0;
+		for (int i = 0; i < V; i++) {
+			double lpa = ar[i] - ma - la, lpb = br[i] - mb - lb;
+			kl += exp(lpa) * (lpa - lpb);
+		}
+		double nll = -(br[tok[t + 1]] - mb - lb), agree = ia == ib;
+		s[0] += kl;
+		s[1] += agree;
+		s[2] += nll;
+		if (t >= tail) {
+			s[3] += kl;
+			s[4] += agree;
+			s[5] += nll;
+			nt++;
+		}
+	}
+	for (int i = 0; i < 3; i++)
+		out[i] = s[i] / T;
+	for (int i = 3; i < 6; i++)
+		out[i] = nt ? s[i] / nt : NAN;
+}
+
+static int logits_of(struct method *me, struct sb_sas_lm *host, const uint8_t *tok, float *out, int count,
+                     struct sb_err *err)
+{
+	struct sb_sas_lm *x = me->x ? me->x : host;
+	return sb_sas_lm_logits(x, tok, me->mode, me->mode == SB_SAS_LM_MASK ? &me->mask : NULL, out,
+	                        count ? &me->budget : NULL, err);
+}
+
+static void mean_ci(const double *d, int n, uint64_t seed, double *mean, double *lo, double *hi)
+{
+	struct sb_boot bc = {.seed = seed, .stream = 0, .resamples = 2000, .level = 0.95};
+	*mean = sb_stats_mean(d, n);
+	*lo = *hi = NAN;
+	if (n >= 2)
+		sb_stats_bootstrap_ci(d, n, &bc, lo, hi, NULL);
+}
+
+int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_progress fn, void *arg, struct sb_err *err)
+{
+	char path[4600];
+	snprintf(path, sizeof path, "%s/cell.json", run_dir);
+	char *buf;
+	size_t blen;
+	SB_TRY(sb_read_file(path, &buf, &blen, 1 << 20, err));
+	struct sb_json *cj = NULL;
+	int rc = sb_json_parse(buf, blen, &cj, err);
+	free(buf);
+	struct sb_sas_scaled c;
+	if (!rc)
+		rc = sb_sas_scaled_parse(&c, cj, err);
+	sb_json_free(cj);
+	if (rc) {
+		sb_err_prefix(err, "%s", path);
+		return rc;
+	}
+	struct backbone bb;
+	SB_TRY(open_backbone(c.backbone, &bb, err));
+	const struct sb_lm_cell *lc = &bb.cell;
+	int T = lc->T, V = bb.m->cfg.vocab;
+	struct method ms[MAXM];
+	memset(ms, 0, sizeof ms);
+	int nm = 0;
+	snprintf(ms[nm].name, sizeof ms[nm].name, "dense");
+	ms[nm++].mode = SB_SAS_LM_DENSE;
+	{
+		char *dup = strdup(c.masks), *save = NULL;
+		for (char *t = strtok_r(dup, ";", &save); t && !rc && nm < SB_SAS_SCALED_MAXMASK;
+		     t = strtok_r(NULL, ";", &save)) {
+			rc = sb_lm_mask_parse(t, &ms[nm].mask, err);
+			if (!rc && (ms[nm].mask.kind == SB_LM_MASK_H2O || ms[nm].mask.kind == SB_LM_MASK_DENSE))
+				continue;
+			ms[nm].mode = SB_SAS_LM_MASK;
+			sb_lm_mask_name(&ms[nm].mask, ms[nm].name, sizeof ms[nm].name);
+			nm++;
+		}
+		free(dup);
+	}
+	/* a host for dense and masks, and one per trained selector */
+	struct sb_sas_lm_cfg sc;
+	struct sb_sas_lm *host = NULL;
+	lm_cfg_for(&sc, &c, c.blocks[0], 1);
+	if (!rc)
+		rc = sb_sas_lm_new(bb.m, &sc, T, c.seed, &host, err);
+	for (int bi = 0; bi < c.n_blocks && !rc; bi++) {
+		struct method *me = &ms[nm++];
+		snprintf(me->name, sizeof me->name, "sas-b%d", c.blocks[bi]);
+		me->mode = SB_SAS_LM_SAS;
+		me->block = c.blocks[bi];
+		lm_cfg_for(&sc, &c, c.blocks[bi], 1);
+		rc = sb_sas_lm_new(bb.m, &sc, T, c.seed, &me->x, err);
+		char sp[4600];
+		snprintf(sp, sizeof sp, "%s/selector-b%d.safetensors", run_dir, c.blocks[bi]);
+		if (!rc)
+			rc = load_selector(me->x, sp, err);
+	}
+	/* the trained selection without the log-gate reweighting (selected blocks keep their
+	 * scores, as the training-free masks do): is it the choice of blocks or the gates? */
+	for (int bi = 0; bi < c.n_blocks && !rc && c.nogate; bi++) {
+		struct method *me = &ms[nm++];
+		snprintf(me->name, sizeof me->name, "sas-b%d-nogate", c.blocks[bi]);
+		me->mode = SB_SAS_LM_SAS;
+		me->block = c.blocks[bi];
+		lm_cfg_for(&sc, &c, c.blocks[bi], 1);
+		rc = sb_sas_lm_new(bb.m, &sc, T, c.seed, &me->x, err);
+		char sp[4600];
+		snprintf(sp, sizeof sp, "%s/selector-b%d.safetensors", run_dir, c.blocks[bi]);
+		if (!rc)
+			rc = load_selector(me->x, sp, err);
+		if (!rc)
+			sb_sas_lm_set_gate(me->x, 0);
+	}
+	/* the same selectors before training (the initialisation sb-train started from): does
+	 * training the selector matter? */
+	for (int bi = 0; bi < c.n_blocks && !rc && c.untrained; bi++) {
+		struct method *me = &ms[nm++];
+		snprintf(me->name, sizeof me->name, "sas-b%d-untrained", c.blocks[bi]);
+		me->mode = SB_SAS_LM_SAS;
+		me->block = c.blocks[bi];
+		lm_cfg_for(&sc, &c, c.blocks[bi], 1);
+		rc = sb_sas_lm_new(bb.m, &sc, T, c.seed, &me->x, err);
+	}
+	/* held-out text */
+	struct sb_lm_corpus val = {0}, hay = {0};
+	int hay_i = 0;
+	for (int i = 0; i < lc->n_corpora; i++)
+		if (lc->haystack[0] && !strncmp(lc->corpora[i], lc->haystack, strlen(lc->haystack)) &&
+		    lc->corpora[i][strlen(lc->haystack)] == '=')
+			hay_i = i;
+	if (!rc)
+		rc = sb_lm_corpus_read(lc->corpora[0], "valid", &val, err);
+	if (!rc)
+		rc = sb_lm_corpus_read(lc->corpora[hay_i], "valid", &hay, err);
+	if (!rc && val.n < (size_t)T + 1)
+		rc = SB_ERR(err, SB_EDATA, "%s: the valid part (%zu bytes) is shorter than a window", val.path, val.n);
+	int W = c.windows, P = c.probes * c.n_tasks;
+	for (int i = 0; i < nm && !rc; i++) {
+		struct method *me = &ms[i];
+		double **arr[6] = {&me->kl, &me->top1, &me->nll, &me->kl_t, &me->top1_t, &me->nll_t};
+		for (int k = 0; k < 6; k++)
+			if (!(*arr[k] = calloc((size_t)W, sizeof(double))))
+				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		if (!(me->correct = calloc((size_t)(P ? P : 1), 1)))
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	float *ld = malloc((size_t)T * V * sizeof(float)), *lm = malloc((size_t)T * V * sizeof(float));
+	uint8_t *tok = calloc((size_t)T + 1, 1);
+	if (!rc && (!ld || !lm || !tok))
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	struct sb_lm_mask rec;
+	sb_lm_mask_parse(c.budget, &rec, NULL);
+	int tail = rec.sinks + rec.window + rec.topk;
+	if (tail >= T)
+		tail = T / 2;
+	/* records */
+	struct sb_atomic a;
+	snprintf(path, sizeof path, "%s/eval.ndjson", run_dir);
+	if (!rc)
+		rc = sb_atomic_open(&a, path, err);
+	if (rc)
+		goto done;
+	struct sb_jw w;
+	sb_jw_init(&w, a.f);
+	char mp[4200];
+	snprintf(mp, sizeof mp, "%s/model.safetensors", c.backbone);
+	struct sb_input in = {.path = mp};
+	memcpy(in.sha256, bb.sha, sizeof bb.sha);
+	struct sb_run_meta meta = {.device = bb.be->device, .threads = 1, .inputs = &in, .n_inputs = 1};
+	rc = sb_record_run_meta(&w, &meta, err);
+/* end a record; summary records (EMIT) go to out (stdout) too */
+#define EMIT()                                                                                                         \
+	do {                                                                                                           \
+		sb_jw_obj_end(&w);                                                                                     \
+		if (out && out->out && !w.oom) {                                                                       \
+			fwrite(w.buf, 1, w.len, out->out);                                                             \
+			fputc('\n', out->out);                                                                         \
+		}                                                                                                      \
+		if (!rc)                                                                                               \
+			rc = sb_jw_line(&w, err);                                                                      \
+	} while (0)
+	if (!rc) {
+		sb_jw_record(&w, "sas.scaled.setup", 1);
+		sb_jw_kstr(&w, "cell_id", c.cell_id);
+		sb_jw_kstr(&w, "backbone", c.backbone);
+		sb_jw_kstr(&w, "backbone_sha256", bb.sha);
+		sb_jw_key(&w, "model");
+		sb_lm_cfg_json(&w, &bb.m->cfg);
+		sb_jw_kint(&w, "T", T);
+		sb_jw_kint(&w, "tail_from", tail);
+		sb_jw_kint(&w, "n_windows", W);
+		sb_jw_kint(&w, "probes_per_task", c.probes);
+		sb_jw_kstr(&w, "fidelity_corpus", val.name);
+		sb_jw_kstr(&w, "haystack", hay.name);
+		sb_jw_key(&w, "methods");
+		sb_jw_arr(&w);
+		for (int i = 0; i < nm; i++)
+			sb_jw_str(&w, ms[i].name);
+		sb_jw_arr_end(&w);
+		EMIT();
+	}
+	/* fidelity */
+	for (int wi = 0; wi < W && !rc; wi++) {
+		size_t span = val.n - (size_t)T - 1;
+		size_t st = W > 1 ? (size_t)((double)span * wi / (W - 1)) : 0;
+		memcpy(tok, val.bytes + st, (size_t)T + 1);
+		rc = logits_of(&ms[0], host, tok, ld, 1, err);
+		for (int i = 0; i < nm && !rc; i++) {
+			struct method *me = &ms[i];
+			rc = i ? logits_of(me, host, tok, lm, 1, err) : 0;
+			if (rc)
+				break;
+			double r[6];
+			compare(ld, i ? lm : ld, tok, T, V, tail, r);
+			me->kl[wi] = r[0];
+			me->top1[wi] = r[1];
+			me->nll[wi] = r[2];
+			me->kl_t[wi] = r[3];
+			me->top1_t[wi] = r[4];
+			me->nll_t[wi] = r[5];
+			sb_jw_record(&w, "sas.scaled.fidelity.window", 1);
+			sb_jw_kstr(&w, "method", me->name);
+			sb_jw_kint(&w, "window", wi);
+			sb_jw_kint(&w, "start", (int64_t)st);
+			sb_jw_kf64(&w, "kl", r[0]);
+			sb_jw_kf64(&w, "top1", r[1]);
+			sb_jw_kf64(&w, "nll", r[2]);
+			sb_jw_kf64(&w, "kl_tail", r[3]);
+			sb_jw_kf64(&w, "top1_tail", r[4]);
+			sb_jw_kf64(&w, "nll_tail", r[5]);
+			sb_jw_obj_end(&w);
+			rc = sb_jw_line(&w, err);
+		}
+		if (fn)
+			fn(arg, "fidelity windows", wi + 1, W, 0);
+	}
+	double dense_nll = ms[0].nll ? sb_stats_mean(ms[0].nll, W) : NAN;
+	for (int i = 0; i < nm && !rc; i++) {
+		struct method *me = &ms[i];
+		double m, lo, hi;
+		sb_jw_record(&w, "sas.scaled.fidelity", 1);
+		sb_jw_kstr(&w, "method", me->name);
+		sb_jw_kf64(&w, "budget_fraction", me->budget.causal > 0 ? me->budget.kept / me->budget.causal : 1.0);
+		mean_ci(me->kl, W, c.seed, &m, &lo, &hi);
+		sb_jw_kf64(&w, "kl", m);
+		sb_jw_kf64(&w, "kl_lo", lo);
+		sb_jw_kf64(&w, "kl_hi", hi);
+		sb_jw_kf64(&w, "top1", sb_stats_mean(me->top1, W));
+		double nll = sb_stats_mean(me->nll, W);
+		sb_jw_kf64(&w, "nll", nll);
+		sb_jw_kf64(&w, "ppl", exp(fmin(nll, 20)));
+		sb_jw_kf64(&w, "ppl_change_pct",
+		           100.0 * (exp(fmin(nll, 20)) - exp(fmin(dense_nll, 20))) / exp(fmin(dense_nll, 20)));
+		mean_ci(me->kl_t, W, c.seed, &m, &lo, &hi);
+		sb_jw_kf64(&w, "kl_tail", m);
+		sb_jw_kf64(&w, "kl_tail_lo", lo);
+		sb_jw_kf64(&w, "kl_tail_hi", hi);
+		sb_jw_kf64(&w, "top1_tail", sb_stats_mean(me->top1_t, W));
+		sb_jw_kf64(&w, "nll_tail", sb_stats_mean(me->nll_t, W));
+		EMIT();
+	}
+	/* paired: each SAS variant against every other method, on kl_tail */
+	double *d = malloc((size_t)W * sizeof *d);
+	for (int i = 0; i < nm && !rc && d; i++) {
+		if (ms[i].mode != SB_SAS_LM_SAS || strstr(ms[i].name, "untrained") || strstr(ms[i].name, "nogate"))
+			continue;
+		for (int j = 1; j < nm && !rc; j++) {
+			if (j == i)
+				continue;
+			for (int k = 0; k < W; k++)
+				d[k] = ms[i].kl_t[k] - ms[j].kl_t[k];
+			struct sb_ttest tt;
+			struct sb_wilcoxon wx;
+			double m, lo, hi;
+			mean_ci(d, W, c.seed, &m, &lo, &hi);
+			int okt = !sb_stats_ttest_paired(d, W, &tt, NULL);
+			int okw = !sb_stats_wilcoxon(d, W, SB_WILCOXON_AUTO, &wx, NULL);
+			sb_jw_record(&w, "sas.scaled.fidelity.pair", 1);
+			sb_jw_kstr(&w, "method_a", ms[i].name);
+			sb_jw_kstr(&w, "method_b", ms[j].name);
+			sb_jw_kstr(&w, "metric", "kl_tail");
+			sb_jw_kint(&w, "n_windows", W);
+			sb_jw_kf64(&w, "mean_diff", m);
+			sb_jw_kf64(&w, "ci_lo", lo);
+			sb_jw_kf64(&w, "ci_hi", hi);
+			sb_jw_kf64(&w, "p_t", okt ? tt.p : NAN);
+			sb_jw_kf64(&w, "p_wilcoxon", okw ? wx.p : NAN);
+			sb_jw_kf64(&w, "cohen_dz", sb_stats_cohen_dz(d, W));
+			EMIT();
+		}
+	}
+	free(d);
+	/* retrieval: greedy decoding with full-sequence forwards */
+	for (int ti = 0; ti < c.n_tasks && !rc; ti++)
+		for (int pi = 0; pi < c.probes && !rc; pi++) {
+			struct sb_lm_probe pr;
+			double depth = (pi + 0.5) / c.probes;
+			rc = sb_lm_probe_make(c.tasks[ti], T, hay.bytes, hay.n, c.seed, SB_RNG_SYNTH, (uint64_t)pi,
+			                      depth, &pr, err);
+			if (rc)
+				break;
+			int alen = pr.answer_end[0] - pr.answer_beg[0];
+			for (int i = 0; i < nm && !rc; i++) {
+				struct method *me = &ms[i];
+				int n = pr.answer_beg[0];
+				memset(tok, 0, (size_t)T + 1);
+				memcpy(tok, pr.text, (size_t)n);
+				uint8_t gen[256];
+				int ng = 0;
+				while (ng < alen && ng < (int)sizeof gen && n < T && !rc) {
+					rc = logits_of(me, host, tok, lm, 0, err);
+					const float *row = lm + (size_t)(n - 1) * V;
+					int best = 0;
+					for (int v = 1; v < V; v++)
+						if (row[v] > row[best])
+							best = v;
+					if (best == '\n')
+						break;
+					gen[ng++] = (uint8_t)best;
+					tok[n++] = (uint8_t)best;
+				}
+				int ok = !rc && sb_lm_probe_match(&pr, 0, gen, ng);
+				me->correct[ti * c.probes + pi] = (uint8_t)ok;
+				sb_jw_record(&w, "probe.result", 1);
+				sb_jw_kstr(&w, "model", c.cell_id);
+				sb_jw_kstr(&w, "task", sb_lm_task_name(c.tasks[ti]));
+				sb_jw_kstr(&w, "method", me->name);
+				sb_jw_kint(&w, "probe_id", pi);
+				sb_jw_kbool(&w, "correct", ok);
+				sb_jw_kf64(&w, "depth", pr.depth);
+				sb_jw_key(&w, "expected");
+				sb_jw_strn(&w, (const char *)pr.text + pr.answer_beg[0],
+				           (size_t)(alen > 0 ? alen - 1 : 0));
+				sb_jw_key(&w, "output");
+				sb_jw_strn(&w, (const char *)gen, (size_t)ng);
+				sb_jw_obj_end(&w);
+				if (!rc)
+					rc = sb_jw_line(&w, err);
+			}
+			sb_lm_probe_free(&pr);
+			if (fn)
+				fn(arg, "probes", ti * c.probes + pi + 1, P, 0);
+		}
+	for (int i = 0; i < nm && !rc && P; i++) {
+		for (int s = -1; s < c.n_tasks && !rc; s++) {
+			int k = 0, n = 0;
+			for (int ti = 0; ti < c.n_tasks; ti++)
+				if (s < 0 || s == ti)
+					for (int pi = 0; pi < c.probes; pi++) {
+						k += ms[i].correct[ti * c.probes + pi];
+						n++;
+					}
+			double lo, hi;
+			sb_stats_wilson(k, n, 0.95, &lo, &hi, NULL);
+			sb_jw_record(&w, "sas.scaled.retrieval", 1);
+			sb_jw_kstr(&w, "method", ms[i].name);
+			sb_jw_kstr(&w, "subset", s < 0 ? "all" : sb_lm_task_name(c.tasks[s]));
+			sb_jw_kint(&w, "correct", k);
+			sb_jw_kint(&w, "n", n);
+			sb_jw_kf64(&w, "accuracy", (double)k / n);
+			sb_jw_kf64(&w, "wilson_lo", lo);
+			sb_jw_kf64(&w, "wilson_hi", hi);
+			EMIT();
+		}
+	}
+	for (int i = 0; i < nm && !rc && P; i++) {
+		if (ms[i].mode != SB_SAS_LM_SAS || strstr(ms[i].name, "untrained") || strstr(ms[i].name, "nogate"))
+			continue;
+		for (int j = 0; j < nm && !rc; j++) {
+			if (j == i)
+				continue;
+			int64_t n11 = 0, n10 = 0, n01 = 0, n00 = 0;
+			for (int p = 0; p < P; p++) {
+				int x = ms[i].correct[p], y = ms[j].correct[p];
+				n11 += x && y;
+				n10 += x && !y;
+				n01 += !x && y;
+				n00 += !x && !y;
+			}
+			struct sb_paired_binary pb;
+			int okp = !sb_stats_paired_binary(n11, n10, n01, n00, 0.95, &pb, NULL);
+			sb_jw_record(&w, "sas.scaled.retrieval.pair", 1);
+			sb_jw_kstr(&w, "method_a", ms[i].name);
+			sb_jw_kstr(&w, "method_b", ms[j].name);
+			sb_jw_kint(&w, "n", P);
+			sb_jw_kint(&w, "n11", n11);
+			sb_jw_kint(&w, "n10", n10);
+			sb_jw_kint(&w, "n01", n01);
+			sb_jw_kint(&w, "n00", n00);
+			sb_jw_kf64(&w, "diff", okp ? pb.diff : NAN);
+			sb_jw_kf64(&w, "ci_lo", okp ? pb.lo : NAN);
+			sb_jw_kf64(&w, "ci_hi", okp ? pb.hi : NAN);
+			sb_jw_kf64(&w, "mcnemar_p", sb_stats_mcnemar_exact(n10, n01));
+			EMIT();
+		}
+	}
+#undef EMIT
+	sb_jw_free(&w);
+	if (!rc)
+		rc = sb_atomic_commit(&a, err);
+	else
+		sb_atomic_abort(&a);
+done:
+	free(ld);
+	free(lm);
+	free(tok);
+	for (int i = 0; i < nm; i++) {
+		sb_sas_lm_free(ms[i].x);
+		free(ms[i].kl);
+		free(ms[i].top1);
+		free(ms[i].nll);
+		free(ms[i].kl_t);
+		free(ms[i].top1_t);
+		free(ms[i].nll_t);
+		free(ms[i].correct);
+	}
+	sb_sas_lm_free(host);
+	sb_lm_corpus_free(&val);
+	sb_lm_corpus_free(&hay);
+	close_backbone(&bb);
+	return rc;
+}

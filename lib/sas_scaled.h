@@ -1,0 +1,70 @@
+/* sas_scaled.h — the scaled SAS comparison (issue 9, beyond the toy): selectors trained on
+ * a frozen LM-track decoder (lib/sas_lm.h), compared with dense attention and the LM
+ * track's training-free masks on fidelity and retrieval, with the LM track's statistics.
+ *
+ * A scaled cell is a SAS cell with "backbone":
+ *   {"family":"sas","seed":0,"backbone":"out/lm/runs/lm.dense.s0...."}
+ * optional: id (sas-scaled-sSEED), blocks [8,16,64], dsel 32, sel_steps 150, sel_batch 8,
+ * sel_lr 1e-3, sel_wd 0.01, sel_clip 1, windows 16, probes 6 (per task), tasks (names;
+ * default niah_single_1..3 and niah_multikey_1..3), masks ("recipe;block16;block64"),
+ * budget ("recipe"), untrained 1 (also evaluate every selector at its initialisation:
+ * sas-bB-untrained), nogate 1 (also the trained selection with bias 0 instead of log g:
+ * sas-bB-nogate).
+ *
+ * Training (sb-train): per block size B, a selector per A layer, trained for sel_steps
+ * AdamW steps on batches of sel_batch sequences of the backbone's own training mixture
+ * (lib/lm_data.h) drawn with data seed seed + 1000 (other examples than the backbone's,
+ * as a pure function of the index); records sas.scaled.step {block, step, loss,
+ * grad_norm}; writes selector-bB.safetensors (+ .sha256) per block, train.ndjson and
+ * sas.scaled.done {block: final loss, mean grad norm, seconds}.
+ *
+ * Evaluation (sb-eval): methods dense, the masks, sas-bB per block (and the controls sas-bB-nogate, sas-bB-untrained).
+ * Fidelity on `windows` windows of T+1 bytes evenly spaced in the valid part of the backbone's first corpus: per
+ * position KL(dense || method), top-1 agreement with dense, NLL of the true byte; all positions and the tail (t >= the
+ * recipe's s + w + k, where masks differ from dense). Retrieval: `probes` probes per task (depth (i + 0.5)/probes,
+ * haystack the valid part of the backbone's haystack corpus), greedy decoding with full-sequence forwards (every method
+ * is causal: tested), exact match. Records (eval.ndjson and stdout): run.meta; sas.scaled.setup;
+ * sas.scaled.fidelity.window; sas.scaled.fidelity {method, budget_fraction, kl, kl_lo, kl_hi, top1, nll, ppl,
+ * ppl_change_pct, and _tail}; sas.scaled.fidelity.pair {method_a (sas-bB), method_b,
+ * metric kl_tail, n_windows, mean_diff, ci_lo, ci_hi, p_t, p_wilcoxon, cohen_dz};
+ * probe.result (sb-stats reads them); sas.scaled.retrieval {method, subset all|TASK,
+ * correct, n, accuracy, wilson_lo, wilson_hi}; sas.scaled.retrieval.pair {method_a,
+ * method_b, n, n11, n10, n01, n00, diff, ci_lo, ci_hi, mcnemar_p}.
+ */
+#ifndef SB_SAS_SCALED_H
+#define SB_SAS_SCALED_H
+
+#include "backend.h"
+#include "err.h"
+#include "json.h"
+
+#define SB_SAS_SCALED_MAXB 8
+#define SB_SAS_SCALED_MAXTASK 16
+#define SB_SAS_SCALED_MAXMASK 8
+
+struct sb_sas_scaled {
+	char cell_id[128];
+	char backbone[4096];
+	uint64_t seed;
+	int n_blocks, blocks[SB_SAS_SCALED_MAXB];
+	int dsel, sel_steps, sel_batch;
+	float sel_lr, sel_wd, sel_clip;
+	int windows, probes;
+	int untrained; /* also evaluate each selector at its initialisation (1) */
+	int nogate;    /* also the trained selection without the log-gate bias (1) */
+	int n_tasks, tasks[SB_SAS_SCALED_MAXTASK];
+	char masks[512];
+	char budget[128];
+};
+
+int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, struct sb_err *err);
+void sb_sas_scaled_json(struct sb_jw *w, const struct sb_sas_scaled *c);
+
+typedef void (*sb_sas_scaled_progress)(void *arg, const char *what, int done, int total, double value);
+
+int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, char *run_dir, sb_sas_scaled_progress fn,
+                        void *arg, struct sb_err *err);
+int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_progress fn, void *arg,
+                       struct sb_err *err);
+
+#endif

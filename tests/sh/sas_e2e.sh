@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# sas_e2e.sh — make sas end to end (PROTOCOL B's full setting: 3 seeds, 30 + 24 steps,
+# 12 evaluation windows; ~5 s) on a corpus made of this repository's documentation (so
+# the test needs no download), then the records' fields, the retained fraction, the
+# perplexity arithmetic, the report, make's idempotence and the error paths.
+. "$(dirname "$0")/../shlib.sh"
+for p in sb-train sb-eval; do
+	command -v $p >/dev/null || { t_result 1 "$p is built (make)"; t_done; }
+done
+cat "$TOP"/README.md "$TOP"/docs/*.md >"$T/corpus.txt"
+[ "$(wc -c <"$T/corpus.txt")" -gt 40000 ]
+t_result $? "test corpus has > 40,000 bytes (train part >= 12,000, valid and test parts >= 769)"
+make -s -C "$TOP" sas SAS_OUT="$T/sas" SAS_CORPUS="docs=$T/corpus.txt" >"$T/make.out" 2>&1
+t_result $? "make sas runs ($(tail -n 3 "$T/make.out" | tr '\n' ' '))"
+E=$T/sas/eval.ndjson
+head -n 1 "$E" | grep -q '"kind":"run.meta"'
+t_result $? "eval.ndjson starts with run.meta"
+n=$(grep -c '"kind":"sas.eval"' "$E")
+[ "$n" -eq 3 ]
+t_result $? "one sas.eval record per seed (got $n)"
+missing=""
+for f in seed corpus corpus_note test_read parameter_count selector_parameter_count pretrain_loss_first \
+	pretrain_loss_last selector_gradient_norm_mean dense_val_loss dense_val_ppl sas_val_loss sas_val_ppl \
+	dense_test_loss dense_test_ppl sas_test_loss sas_test_ppl test_ppl_change_vs_dense_percent \
+	retained_attention_fraction attention_positions_reduced_percent selector_gate_entropy; do
+	c=$(grep '"kind":"sas.eval"' "$E" | grep -c "\"$f\":[-0-9\"]")
+	[ "$c" -eq 3 ] || missing="$missing $f"
+done
+[ -z "$missing" ]
+t_result $? "every published field present with a value in every record (missing:${missing:- none})"
+grep '"kind":"sas.eval"' "$E" | grep -q '"corpus":"docs"' && grep -q '"corpus_note":"NOT WikiText-2' "$E"
+t_result $? "the corpus is named and flagged as not WikiText-2"
+bad=$(grep '"kind":"sas.eval"' "$E" | grep -vc '"retained_positions":13440,"causal_positions":24960')
+[ "$bad" -eq 0 ]
+t_result $? "retained positions 13440/24960 = 12 windows x 1120/2080 in every record ($bad differ)"
+bad=$(grep '"kind":"sas.eval"' "$E" | awk '{
+	match($0, /"retained_attention_fraction":[0-9.e-]+/); f = substr($0, RSTART + 30, RLENGTH - 30) + 0
+	match($0, /"attention_positions_reduced_percent":[0-9.e-]+/); r = substr($0, RSTART + 38, RLENGTH - 38) + 0
+	if (f != 1120 / 2080 || (r - 100 * (1 - 1120 / 2080)) ^ 2 > 1e-20) print }' | wc -l)
+[ "$bad" -eq 0 ]
+t_result $? "retained_attention_fraction = 1120/2080 exactly and reduced = 46.15...% ($bad records differ)"
+bad=$(grep '"kind":"sas.eval"' "$E" | awk 'function g(k) { if (!match($0, "\"" k "\":[-0-9.eE+]+")) return -1e300
+		return substr($0, RSTART + length(k) + 3, RLENGTH - length(k) - 3) + 0 }
+	{ for (i = 0; i < 4; i++) {
+		split("dense_val dense_test sas_val sas_test", p, " "); k = p[i + 1]
+		l = g(k "_loss"); q = g(k "_ppl"); w = exp(l < 20 ? l : 20)
+		if ((q - w) ^ 2 > (1e-12 * w) ^ 2) print k, q, w }
+	  c = 100 * (g("sas_test_ppl") - g("dense_test_ppl")) / g("dense_test_ppl")
+	  if ((c - g("test_ppl_change_vs_dense_percent")) ^ 2 > 1e-18) print "change", c }' | wc -l)
+[ "$bad" -eq 0 ]
+t_result $? "ppl = exp(min(loss, 20)) and the change in percent recompute from the losses ($bad differ)"
+grep '"kind":"sas.eval"' "$E" | grep -q '"parameter_count":23392,"selector_parameter_count":512'
+t_result $? "parameter counts 23,392 and 512"
+# the gradient norm is small but not zero; pretraining lowers the loss
+bad=$(grep '"kind":"sas.eval"' "$E" | awk '{ match($0, /"selector_gradient_norm_mean":[-0-9.eE+]+/)
+	g = substr($0, RSTART + 30, RLENGTH - 30) + 0
+	match($0, /"pretrain_loss_first":[-0-9.eE+]+/); a = substr($0, RSTART + 22, RLENGTH - 22) + 0
+	match($0, /"pretrain_loss_last":[-0-9.eE+]+/); b = substr($0, RSTART + 21, RLENGTH - 21) + 0
+	if (!(g > 0 && g < 1 && a > 5 && b < a - 0.3)) print g, a, b }' | wc -l)
+[ "$bad" -eq 0 ]
+t_result $? "selector gradient norm in (0, 1), pretraining loss from > 5 down by > 0.3 ($bad records off)"
+R=$T/sas/runs/sas-s42
+head -n 1 "$R/train.ndjson" | grep -q '"kind":"run.meta"' &&
+	[ "$(grep -c '"kind":"sas.pretrain.step"' "$R/train.ndjson")" -eq 30 ] &&
+	[ "$(grep -c '"kind":"sas.selector.step"' "$R/train.ndjson")" -eq 24 ] &&
+	grep -q '"kind":"sas.train.done"' "$R/train.ndjson"
+t_result $? "train.ndjson: run.meta, 30 pretraining steps, 24 selector steps, sas.train.done"
+(cd "$R" && sha256sum -c model.safetensors.sha256 >/dev/null 2>&1)
+t_result $? "the checkpoint's sidecar verifies with sha256sum -c"
+grep -q 'NOT WikiText-2' "$T/sas/report.md" && grep -q '139.65 ± 2.81' "$T/sas/report.md" &&
+	grep -q '+0.018 ± 0.017' "$T/sas/report.md" && grep -q '0.5385 (13440/24960 positions)' "$T/sas/report.md" &&
+	[ "$(grep -c '^| 4[234] |' "$T/sas/report.md")" -eq 3 ]
+t_result $? "report.md: the corpus warning, published numbers, our fraction and three seed rows"
+# make is idempotent: nothing retrained
+before=$(stat -c %Y.%s "$T/sas/train.ndjson")
+sleep 1
+make -s -C "$TOP" sas SAS_OUT="$T/sas" SAS_CORPUS="docs=$T/corpus.txt" >/dev/null 2>&1
+[ "$before" = "$(stat -c %Y.%s "$T/sas/train.ndjson")" ]
+t_result $? "a second make sas retrains nothing"
+# determinism: training the same cell again gives the same checkpoint bits
+head -n 1 "$T/sas/cells.ndjson" >"$T/one.ndjson"
+sb-train -q -o "$T/again" "$T/one.ndjson" >/dev/null 2>&1 && cmp -s "$T/again/sas-s42/model.safetensors" "$R/model.safetensors"
+t_result $? "retraining seed 42 reproduces the checkpoint bit for bit"
+# error paths
+cp -r "$R" "$T/tampered"
+printf '\0' | dd of="$T/tampered/model.safetensors" bs=1 seek=2000 conv=notrunc 2>/dev/null
+sb-eval -q "$T/tampered" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q 'SHA-256 mismatch' "$T/e"
+t_result $? "a modified checkpoint is refused by sb-eval (exit $rc: $(head -c 200 "$T/e"))"
+echo '{"family":"sas","seed":1,"corpus":"x","pre_stepz":3}' >"$T/bad.ndjson"
+sb-train -q -o "$T/r2" "$T/bad.ndjson" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q "bad.ndjson:1: unknown field 'pre_stepz'" "$T/e"
+t_result $? "an unknown cell field: exit 3 naming file and line (exit $rc: $(cat "$T/e"))"
+{ head -n 1 "$T/sas/cells.ndjson"; echo '{"task":"mnist","method":"softmax","seed":0}'; } >"$T/mixed.ndjson"
+sb-train -q -o "$T/r3" "$T/mixed.ndjson" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 2 ] && grep -q 'mixes 1 SAS cell with 1 other' "$T/e"
+t_result $? "a cells file mixing SAS and encoder cells: exit 2 (exit $rc)"
+echo '{"family":"sas","seed":1,"corpus":"x=/nonexistent/c.txt"}' >"$T/nocorpus.ndjson"
+sb-train -q -o "$T/r4" "$T/nocorpus.ndjson" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 4 ] && grep -q '/nonexistent/c.txt' "$T/e"
+t_result $? "a missing corpus: exit 4 naming the file (exit $rc)"
+t_done

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# sas_scaled.sh — the scaled SAS comparison end to end on a tiny LM-track decoder
+# (trained here for 40 steps at T = 128; ~20 s): sb-train with a "backbone" cell,
+# sb-eval, the records and the tables of pipelines/sas-scaled-report.sh, the budget
+# matching, the error paths.
+. "$(dirname "$0")/../shlib.sh"
+for p in sb-train sb-eval sb-lm; do
+	command -v $p >/dev/null || { t_result 1 "$p is built (make)"; t_done; }
+done
+cat "$TOP"/README.md "$TOP"/docs/*.md >"$T/corpus.txt"
+cat >"$T/lm.ndjson" <<CELL
+{"family":"lm","seed":1,"model":{"d":32,"pattern":"ACA","heads":4,"kv_heads":2,"ffn":64,"pos":"rope","conv_gate":0},"T":128,"batch":4,"steps":40,"warmup":5,"lr":0.003,"log_every":20,"corpora":["docs=$T/corpus.txt"],"mixture":"docs=0.6,retrieval=0.4"}
+CELL
+sb-lm train -q -j 1 -o "$T/lm" "$T/lm.ndjson" >"$T/lm.out" 2>"$T/lm.err"
+run=$(sed -n 's/.*"kind":"lm.train".*"run_dir":"\([^"]*\)".*/\1/p' "$T/lm.out")
+[ -n "$run" ] && [ -f "$run/model.safetensors" ]
+t_result $? "a tiny LM-track decoder trains ($(tail -c 200 "$T/lm.err"))"
+echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$run\",\"blocks\":[8,32],\"dsel\":8,\"sel_steps\":3,\"sel_batch\":2,\"windows\":3,\"probes\":1,\"tasks\":[\"niah_single_1\",\"niah_multikey_2\"],\"budget\":\"recipe:s=2,w=16,k=16\",\"masks\":\"recipe:s=2,w=16,k=16;block16:s=2,w=16,k=16\"}" >"$T/cell.ndjson"
+sb-train -q -o "$T/runs" "$T/cell.ndjson" >"$T/train.out" 2>"$T/e"
+t_result $? "sb-train runs the scaled cell ($(cat "$T/e"))"
+R=$T/runs/sas-scaled-s3
+[ "$(grep -c '"kind":"sas.scaled.step"' "$R/train.ndjson")" -eq 6 ] && [ "$(grep -c '"kind":"sas.scaled.block"' "$R/train.ndjson")" -eq 2 ] &&
+	grep -q '"kind":"sas.scaled.done"' "$R/train.ndjson" && (cd "$R" && sha256sum -c --quiet selector-b8.safetensors.sha256 selector-b32.safetensors.sha256)
+t_result $? "train.ndjson: 3 steps x 2 block sizes, sas.scaled.block, done; selector checkpoints verify"
+sb-eval -q "$R" >"$T/eval.out" 2>"$T/e"
+t_result $? "sb-eval evaluates the scaled run ($(cat "$T/e"))"
+E=$R/eval.ndjson
+head -n 1 "$E" | grep -q '"kind":"run.meta"'
+t_result $? "eval.ndjson starts with run.meta"
+methods=$(grep '"kind":"sas.scaled.fidelity"' "$E" | sed 's/.*"method":"\([^"]*\)".*/\1/' | tr '\n' ' ')
+[ "$methods" = "dense recipe:s=2,w=16,k=16 block16:s=2,w=16,k=16 sas-b8 sas-b32 sas-b8-nogate sas-b32-nogate sas-b8-untrained sas-b32-untrained " ]
+t_result $? "fidelity for dense, both masks, both SAS variants, without gates, untrained (got: $methods)"
+[ "$(grep -c '"kind":"sas.scaled.fidelity.window"' "$E")" -eq 27 ]
+t_result $? "one fidelity.window record per window and method (3 x 9)"
+grep '"kind":"sas.scaled.fidelity"' "$E" | grep '"method":"dense"' | grep -q '"budget_fraction":1,"kl":0,'
+t_result $? "dense against itself: budget 1, KL 0"
+# SAS budgets are matched row by row to the recipe: within a few percent of its fraction
+bad=$(grep '"kind":"sas.scaled.fidelity"' "$E" | awk '{ match($0, /"budget_fraction":[0-9.e-]+/); f = substr($0, RSTART + 18, RLENGTH - 18) + 0
+	match($0, /"method":"[^"]*"/); m = substr($0, RSTART + 10, RLENGTH - 11)
+	if (m ~ /^recipe/) r = f; else if (m ~ /^sas/) s[m] = f }
+	END { for (m in s) if ((s[m] - r) ^ 2 > (0.1 * r) ^ 2) print m, s[m], r }' | wc -l)
+[ "$bad" -eq 0 ]
+t_result $? "SAS kept fractions within 10% of the recipe's ($bad off)"
+[ "$(grep -c '"kind":"probe.result"' "$E")" -eq 18 ] && [ "$(grep -c '"kind":"sas.scaled.retrieval.pair"' "$E")" -eq 16 ]
+t_result $? "probe.result per probe and method (2 x 9), trained-SAS retrieval pairs (2 x 8)"
+pipelines/sas-scaled-report.sh "$E" "$R/train.ndjson" >"$T/report.md" && grep -q '^| sas-b32 | recipe:s=2,w=16,k=16 |' "$T/report.md" &&
+	grep -q '^## Retrieval' "$T/report.md"
+t_result $? "the report's tables"
+sb-stats -q "$E" >"$T/stats.out" 2>"$T/e" && grep -q '"kind":"stats.probe_rate"' "$T/stats.out"
+t_result $? "sb-stats reads the probe.result records ($(head -c 200 "$T/e"))"
+echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$T/nope\"}" >"$T/bad.ndjson"
+sb-train -q -o "$T/r2" "$T/bad.ndjson" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -ne 0 ] && grep -q "$T/nope" "$T/e"
+t_result $? "a missing backbone fails naming it (exit $rc)"
+echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$run\",\"blocks\":[8],\"sel_stepz\":3}" >"$T/bad2.ndjson"
+sb-train -q -o "$T/r3" "$T/bad2.ndjson" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q "bad2.ndjson:1: unknown field 'sel_stepz'" "$T/e"
+t_result $? "an unknown scaled-cell field: exit 3 with file:line (exit $rc)"
+t_done
