@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "hash.h"
 #include "io.h"
 #include "lm_data.h"
@@ -79,6 +80,57 @@ int sb_lm_eval_set_tasks(struct sb_lm_eval_opts *o, const char *list, struct sb_
 	}
 	free(dup);
 	return rc;
+}
+
+int sb_lm_eval_set(struct sb_lm_eval_opts *o, const char *setting, struct sb_err *err)
+{
+	const char *eq = strchr(setting, '=');
+	if (!eq || eq == setting)
+		return SB_ERR(err, SB_EUSAGE, "evaluation setting '%s': expected KEY=VALUE", setting);
+	char key[32];
+	snprintf(key, sizeof key, "%.*s", (int)(eq - setting < 31 ? eq - setting : 31), setting);
+	const char *val = eq + 1;
+	long long v;
+	if (!strcmp(key, "masks"))
+		return sb_lm_eval_set_masks(o, val, err);
+	if (!strcmp(key, "tasks"))
+		return sb_lm_eval_set_tasks(o, val, err);
+	if (!strcmp(key, "probes") || !strcmp(key, "windows")) {
+		SB_TRY(sb_parse_int(key, val, 0, 100000, &v, err));
+		*(key[0] == 'p' ? &o->n_probes : &o->n_windows) = (int)v;
+		return 0;
+	}
+	if (!strcmp(key, "bench_reps")) {
+		SB_TRY(sb_parse_int(key, val, 1, 10000, &v, err));
+		o->bench_reps = (int)v;
+		return 0;
+	}
+	if (!strcmp(key, "seed")) {
+		SB_TRY(sb_parse_int(key, val, 0, 1ll << 62, &v, err));
+		o->seed = (uint64_t)v;
+		return 0;
+	}
+	if (!strcmp(key, "budgets")) {
+		int ks[8], n = 0;
+		const char *p = val;
+		for (;;) {
+			char tok[32];
+			size_t len = strcspn(p, ",");
+			if (n == 8 || len == 0 || len >= sizeof tok)
+				return SB_ERR(err, SB_EUSAGE, "budgets '%s': 1 to 8 numbers, comma-separated", val);
+			snprintf(tok, sizeof tok, "%.*s", (int)len, p);
+			SB_TRY(sb_parse_int(key, tok, 0, 1 << 20, &v, err));
+			ks[n++] = (int)v;
+			if (!p[len])
+				break;
+			p += len + 1;
+		}
+		memcpy(o->budgets_k, ks, sizeof ks[0] * (size_t)n);
+		o->n_budgets = n;
+		return 0;
+	}
+	return SB_ERR(err, SB_EUSAGE,
+		      "unknown evaluation setting '%s' (masks, tasks, probes, windows, bench_reps, budgets, seed)", key);
 }
 
 /* ---------------------------------------------------------------- metrics */

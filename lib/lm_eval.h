@@ -67,6 +67,9 @@ void sb_lm_eval_defaults(struct sb_lm_eval_opts *o);
 /* Parse a comma-separated list of masks / tasks into o. */
 int sb_lm_eval_set_masks(struct sb_lm_eval_opts *o, const char *list, struct sb_err *err);
 int sb_lm_eval_set_tasks(struct sb_lm_eval_opts *o, const char *list, struct sb_err *err);
+/* One setting KEY=VALUE: masks=LIST, tasks=LIST, probes=N, windows=N, bench_reps=N,
+ * budgets=K,K,..., seed=N (what sb-eval's --set passes to an LM run). */
+int sb_lm_eval_set(struct sb_lm_eval_opts *o, const char *setting, struct sb_err *err);
 
 /* Evaluate RUN_DIR; records go to w (which writes them). */
 int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_lm_eval_opts *o, struct sb_jw *w,

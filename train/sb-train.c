@@ -1,4 +1,5 @@
-/* sb-train — train encoder cells (PROTOCOL A2, A4, A8) into run directories.
+/* sb-train — train encoder cells (PROTOCOL A2, A4, A8), and cells of other families
+ * (PROTOCOL C's LM decoders: "family": "lm"), into run directories.
  * See usage() and docs/sb-train.md. */
 #include <getopt.h>
 #include <math.h>
@@ -18,6 +19,7 @@
 #include "record.h"
 #include "train.h"
 #include "train_cell.h"
+#include "train_lm.h"
 
 static void usage(void)
 {
@@ -32,6 +34,8 @@ static void usage(void)
 	      "schedule (constant | linear_decay: lr (1 - t/T)), alpha (1.5, entmax_bisect),\n"
 	      "mask (margin | exclude: padded keys of text tasks), dropout (0.1),\n"
 	      "switch_epoch (switching methods). Unknown fields are an error.\n"
+	      "A cell with \"family\": \"lm\" is a decoder of PROTOCOL C (fields: docs/lm.md): it trains after\n"
+	      "the encoder cells, alone, with every thread, into RUNS/CELL_ID/, and writes an lm.train record.\n"
 	      "Methods: softmax, topk_softmax_{0125,025,05}, bottomk_softmax_{0125,025,05}, sparsemax,\n"
 	      "entmax15, entmax_bisect, headwise_adaptive_entmax; schedules (epochs e = 1..E):\n"
 	      "median_switch, early_accuracy_switch, entropy_switch, mechanistic_switch (top-k 0.25 while\n"
@@ -260,11 +264,49 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	}
 }
 
+/* ---------------------------------------------------------------- other families */
+
+/* A cell with "family": NAME goes to NAME's trainer, which writes its run directory
+ * RUNS/CELL_ID/ and one record per cell to stdout. Encoder cells carry no family. To add a
+ * family, add a row. */
+typedef int (*family_train_fn)(const struct sb_json *cell, const char *runs_dir, struct sb_backend *be, FILE *out,
+                               int *skipped, struct sb_err *err);
+static const struct {
+	const char *name;
+	family_train_fn train;
+} FAMILIES[] = {
+	{"lm", sb_train_lm_cell}, /* train/train_lm.h: lib/lm_train.h, docs/lm.md */
+};
+
+struct family_cell {
+	struct sb_json *cell; /* owned */
+	int family;           /* index in FAMILIES */
+};
+
+/* The family of a cell object: -1 none (an encoder cell), an index in FAMILIES, or an
+ * error for a family nobody trains. */
+static int cell_family(const struct sb_json *v, int *family, struct sb_err *err)
+{
+	*family = -1;
+	const struct sb_json *f = sb_json_get(v, "family");
+	if (!f)
+		return 0;
+	const char *name = sb_json_str(f, "");
+	for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
+		if (!strcmp(name, FAMILIES[i].name)) {
+			*family = (int)i;
+			return 0;
+		}
+	return SB_ERR(err, SB_EDATA, "cell: unknown family \"%s\"", name);
+}
+
 /* ---------------------------------------------------------------- cells */
 
 struct cells {
 	struct sb_cell *c;
 	int n, cap;
+	struct family_cell *fc; /* cells of other families, in input order */
+	int nf, capf;
 };
 
 static int cells_add(struct cells *cs, const struct sb_cell *c)
@@ -284,6 +326,28 @@ static int cells_add(struct cells *cs, const struct sb_cell *c)
 	}
 	cs->c[cs->n++] = *c;
 	return 0;
+}
+
+static int family_cell_add(struct cells *cs, struct sb_json *v, int family, struct sb_err *err)
+{
+	if (cs->nf == cs->capf) {
+		int cap = cs->capf ? 2 * cs->capf : 4;
+		void *p = realloc(cs->fc, (size_t)cap * sizeof *cs->fc);
+		if (!p)
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		cs->fc = p;
+		cs->capf = cap;
+	}
+	cs->fc[cs->nf++] = (struct family_cell){v, family};
+	return 0;
+}
+
+static void cells_free(struct cells *cs)
+{
+	for (int i = 0; i < cs->nf; i++)
+		sb_json_free(cs->fc[i].cell);
+	free(cs->fc);
+	free(cs->c);
 }
 
 static int read_cells(const struct opts *o, struct cells *cs, struct sb_err *err)
@@ -309,19 +373,26 @@ static int read_cells(const struct opts *o, struct cells *cs, struct sb_err *err
 		rc = sb_ndjson_next(rd, &v, err);
 		if (rc || !v)
 			break;
-		rc = sb_cell_from_json(v, 1, &c, err);
-		sb_json_free(v);
+		int family;
+		rc = cell_family(v, &family, err);
+		if (!rc && family >= 0) { /* kept whole for its family's trainer */
+			rc = family_cell_add(cs, v, family, err);
+			if (rc)
+				sb_json_free(v);
+		} else {
+			if (!rc)
+				rc = sb_cell_from_json(v, 1, &c, err);
+			sb_json_free(v);
+			if (!rc && cells_add(cs, &c))
+				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		}
 		if (rc) {
 			sb_err_prefix(err, "%s:%ld", sb_ndjson_name(rd), sb_ndjson_line(rd));
 			break;
 		}
-		if (cells_add(cs, &c)) {
-			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
-			break;
-		}
 	}
 	sb_ndjson_close(rd);
-	if (!rc && cs->n == 0)
+	if (!rc && cs->n + cs->nf == 0)
 		rc = SB_ERR(err, SB_EDATA, "%s: no cells", o->cells_path);
 	return rc;
 }
@@ -505,6 +576,38 @@ static void run_gpu_groups(struct runner_shared *sh, int max_active)
 	free(idx);
 }
 
+/* Train the cells of other families one after another, each with every thread, after
+ * the encoder cells. Counts go to sh; the first failure's code and message too. */
+static void train_family_cells(const struct cells *cs, const char *device, int threads, int first_index,
+                               struct runner_shared *sh)
+{
+	for (int i = 0; i < cs->nf; i++) {
+		const struct family_cell *fc = &cs->fc[i];
+		struct sb_backend *be = NULL;
+		struct sb_err e = {0};
+		int skipped = 0;
+		int rc = sb_backend_open(device, threads, &be, &e);
+		if (!rc)
+			rc = FAMILIES[fc->family].train(fc->cell, sh->env->runs_dir, be, sh->env->out, &skipped, &e);
+		sb_backend_close(be);
+		if (fflush(sh->env->out) && !rc)
+			rc = SB_ERR(&e, SB_EIO, "stdout: write error");
+		if (rc) {
+			sh->failed++;
+			if (sh->first_idx < 0) {
+				sh->first_idx = first_index + i;
+				sh->first_rc = rc;
+				sh->first_err = e;
+			}
+			sb_cli_warn("%s cell %d failed: %s", FAMILIES[fc->family].name, i + 1, e.msg);
+		} else if (skipped) {
+			sh->skipped++;
+		} else {
+			sh->completed++;
+		}
+	}
+}
+
 static int ncores(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -604,7 +707,9 @@ int main(int argc, char **argv)
 	struct runner_shared sh = {&cs, tds, ntds, o.device, &env, PTHREAD_MUTEX_INITIALIZER, 0, 0, -1,
 	                           {0}, 0,   0,    0,        0};
 	struct runner *rn = calloc((size_t)nrun, sizeof *rn);
-	if (gpu) {
+	if (cs.n == 0) {
+		/* only cells of other families */
+	} else if (gpu) {
 		run_gpu_groups(&sh, o.threads);
 	} else {
 		for (int i = 0; i < nrun; i++) {
@@ -621,16 +726,17 @@ int main(int argc, char **argv)
 			if (rn[i].threads)
 				pthread_join(rn[i].th, NULL);
 	}
+	train_family_cells(&cs, o.device, threads, cs.n, &sh);
 	if (!sb_quiet)
-		sb_progress(1, "%d cell%s: %d completed, %d skipped, %d non-finite loss, %d failed", cs.n,
-		            cs.n == 1 ? "" : "s", sh.completed, sh.skipped, sh.nonfinite, sh.failed);
+		sb_progress(1, "%d cell%s: %d completed, %d skipped, %d non-finite loss, %d failed", cs.n + cs.nf,
+		            cs.n + cs.nf == 1 ? "" : "s", sh.completed, sh.skipped, sh.nonfinite, sh.failed);
 	int rc = sh.first_idx >= 0 ? sh.first_rc : 0;
 	for (int k = 0; k < ntds; k++)
 		sb_dataset_free(&tds[k].ds);
 	free(tds);
 	free(inputs);
 	free(rn);
-	free(cs.c);
+	cells_free(&cs);
 	sb_jw_free(&o.flag_cell);
 	return sb_cli_finish(rc);
 }
