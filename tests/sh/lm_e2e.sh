@@ -29,6 +29,10 @@ run=$(sed -n 's/.*"run_dir":"\([^"]*\)".*/\1/p' "$T/train2.out")
 tr=$run/train.ndjson
 grep -q '"kind":"train.done".*"status":"completed"' "$tr"
 t_result $? "train.ndjson ends in train.done, completed"
+cpu=$(sed -n 's/.*"kind":"train.done".*"train_cpu_seconds":\([0-9.e+-]*\),.*/\1/p' "$tr")
+wall=$(sed -n 's/.*"kind":"train.done".*"train_seconds":\([0-9.e+-]*\),.*/\1/p' "$tr")
+awk -v c="$cpu" -v w="$wall" 'BEGIN { exit !(c > 0 && w > 0 && c < 2.5 * w + 1) }'
+t_result $? "train.done records wall-clock and process CPU seconds (wall $wall, CPU $cpu)"
 first=$(grep '"kind":"train.step"' "$tr" | head -n 1 | sed 's/.*"train_loss":\([0-9.e-]*\).*/\1/')
 last=$(grep '"kind":"train.step"' "$tr" | tail -n 1 | sed 's/.*"train_loss":\([0-9.e-]*\).*/\1/')
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }'
