@@ -768,6 +768,10 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 	sb_jw_kstr(w, "mixture", e->cell.mixture);
 	sb_jw_kint(w, "train_steps", e->cell.steps);
 	sb_jw_kint(w, "train_batch", e->cell.batch);
+	if (e->cell.warm_steps) {
+		sb_jw_kint(w, "train_warm_T", e->cell.warm_T);
+		sb_jw_kint(w, "train_warm_steps", e->cell.warm_steps);
+	}
 	if (e->train_done) {
 		sb_jw_key(w, "train_done");
 		sb_jw_value(w, e->train_done);

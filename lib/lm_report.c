@@ -184,8 +184,15 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 		str(model, "pattern"), num(model, "conv_gate") == 0 ? "plain" : "gated", num(model, "d"), num(model, "heads"), num(model, "head_dim"),
 		num(model, "kv_heads"), num(model, "ffn"), str(model, "mlp"), str(model, "norm"), str(model, "pos"),
 		num(setup, "parameter_count"), num(model, "vocab"), num(setup, "T"));
-	bprintf(&md, "Training: %.0f steps of %.0f sequences on the mixture `%s` (haystack corpus `%s`)", num(setup, "train_steps"),
-		num(setup, "train_batch"), str(setup, "mixture"), str(setup, "haystack"));
+	if (sb_json_get(setup, "train_warm_steps")) {
+		double ws = num(setup, "train_warm_steps"), wT = num(setup, "train_warm_T"), T = num(setup, "T");
+		bprintf(&md, "Training: %.0f steps: %.0f at context %.0f (%.0f sequences per step), then %.0f at %.0f (%.0f per step)",
+			num(setup, "train_steps"), ws, wT, num(setup, "train_batch") * T / wT,
+			num(setup, "train_steps") - ws, T, num(setup, "train_batch"));
+	} else {
+		bprintf(&md, "Training: %.0f steps of %.0f sequences", num(setup, "train_steps"), num(setup, "train_batch"));
+	}
+	bprintf(&md, " on the mixture `%s` (haystack corpus `%s`)", str(setup, "mixture"), str(setup, "haystack"));
 	if (td)
 	{
 		bprintf(&md, "; final training loss %.4f nats/byte; training took %.0f s wall-clock", num(td, "final_loss"),
