@@ -283,6 +283,56 @@ static int fid_mask_task(struct sb_ctx *ctx, int worker, int task, void *arg, st
 	return 0;
 }
 
+/* The length of the UTF-8 sequence starting at s[0] (n bytes available), 0 if none. */
+static size_t utf8_seq(const uint8_t *s, size_t n)
+{
+	size_t len;
+	uint32_t cp;
+	if (s[0] < 0x80)
+		return s[0] != 0; /* NUL would end the C string */
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		len = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return len;
+}
+
+size_t sb_lm_display_bytes(char *dst, size_t cap, const uint8_t *src, size_t n)
+{
+	size_t o = 0;
+	if (!cap)
+		return 0;
+	for (size_t i = 0; i < n;) {
+		size_t len = utf8_seq(src + i, n - i);
+		size_t need = len ? len : 3;
+		if (o + need + 1 > cap)
+			break;
+		if (len) {
+			memcpy(dst + o, src + i, len);
+			i += len;
+		} else {
+			memcpy(dst + o, "\xef\xbf\xbd", 3); /* U+FFFD */
+			i++;
+		}
+		o += need;
+	}
+	dst[o] = 0;
+	return o;
+}
+
 /* Greedy decoding of one probe under one mask. Turn k: feed its prompt (after the
  * first turn, preceded by the newline that ended the model's previous answer, as in
  * the probe's text), then generate at most (answer length incl. its newline) bytes,
@@ -319,8 +369,11 @@ static int run_probe(struct sb_ctx *ctx, struct ev *e, int worker, int mi, int t
 				SB_TRY(sb_lm_forward_cached(ctx, e->m, c, &out[n - 1], 1, mk, logit, 0, obs, err));
 		}
 		int good = stopped && sb_lm_probe_match(p, k, out, n);
-		if (ok)
-			snprintf(gen, 64, "%.*s%s", n, (const char *)out, stopped ? "" : "...");
+		if (ok) {
+			size_t len = sb_lm_display_bytes(gen, 64 - 3, out, (size_t)n);
+			if (!stopped)
+				memcpy(gen + len, "...", 4);
+		}
 		if (!good)
 			ok = 0;
 	}
