@@ -338,7 +338,7 @@ int plot_budget(const char *path, const struct data *d, const struct analysis *a
 	int ncols = ng < 3 ? (ng ? ng : 1) : 3, nrows = (ng + ncols - 1) / ncols;
 	if (!nrows)
 		nrows = 1;
-	double W = ncols * PANEL_W, H = LEGEND_H + nrows * PANEL_H + FOOTER_H;
+	double W = ncols * PANEL_W, H = LEGEND_H + nrows * PANEL_H + FOOTER_H + 16; /* two caption lines */
 	struct svg s;
 	int rc = svg_begin(&s, W, H, err);
 	if (rc) {
@@ -347,10 +347,11 @@ int plot_budget(const char *path, const struct data *d, const struct analysis *a
 		return rc;
 	}
 	legend(&s, d, ms, nm, W, NULL);
-	svg_text(&s, 20, H - 10, 12, "start", NULL, 0,
-	         "Lines: mean paired difference (method - %s) of the best validation accuracy within the first E "
-	         "epochs; bands: %.0f%% percentile bootstrap CI over seeds.",
-	         o->baseline, 100 * o->level);
+	/* the caption in two lines: one would overflow a figure of one or two panels */
+	svg_text(&s, 20, H - 24, 12, "start", NULL, 0,
+	         "Lines: mean paired difference (method - %s) of the best validation accuracy", o->baseline);
+	svg_text(&s, 20, H - 9, 12, "start", NULL, 0,
+	         "within the first E epochs; bands: %.0f%% percentile bootstrap CI over seeds.", 100 * o->level);
 	double *xs = NULL, *ys = NULL, *lo = NULL, *hi = NULL;
 	for (int k = 0; k < ng; k++) {
 		int g = groups[k];

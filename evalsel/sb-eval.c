@@ -33,7 +33,7 @@
 #include "vallog.h"
 
 static const char usage_text[] =
-    "Usage: sb-eval [-d DATA_DIR] [--device cpu|cuda] [-j THREADS] [-q] [--set KEY=VALUE]... RUN_DIR...\n"
+    "Usage: sb-eval [-d DATA_DIR] [--device cpu|cuda] [-j THREADS] [--no-probe] [-q] [--set KEY=VALUE]... RUN_DIR...\n"
     "\n"
     "Evaluate every saved epoch of each run directory written by sb-train on the validation split:\n"
     "accuracy, macro-F1, loss, attention density and entropy, alpha mean and sd (PROTOCOL A3/A4),\n"
@@ -48,7 +48,9 @@ static const char usage_text[] =
     "  -d DATA_DIR     dataset directory (default data)\n"
     "  --device DEV    cpu (default) or cuda[:N]\n"
     "  -j THREADS      CPU threads (default 0: all cores)\n"
-    "  -q              no progress lines on stderr\n"    "  --set KEY=VALUE an evaluation setting of LM runs (repeatable): probes=N, windows=N,\n"
+    "  --no-probe      without the probe features (PROTOCOL A8 M1; docs/sb-eval.md)\n"
+    "  -q              no progress lines on stderr\n"
+    "  --set KEY=VALUE an evaluation setting of LM runs (repeatable): probes=N, windows=N,\n"
     "                  masks=LIST, tasks=LIST, bench_reps=N, budgets=K,K,..., seed=N (docs/lm.md)\n"
     "  --help          this text;  --version  the version\n"
     "\n"
@@ -87,6 +89,7 @@ static _Noreturn void usage(void)
 struct opts {
 	const char *data_dir, *device;
 	long long threads;
+	int no_probe;
 	char **settings; /* --set KEY=VALUE: evaluation settings of family runs (argv's strings) */
 	int n_settings;
 };
@@ -462,7 +465,7 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 			            (long long)split.n_val, (long long)c.n_val);
 			goto out_paths;
 		}
-		struct sb_evalrun_opts eo = {.device = o->device, .threads = (int)o->threads};
+		struct sb_evalrun_opts eo = {.device = o->device, .threads = (int)o->threads, .probe = !o->no_probe};
 		if ((rc = sb_evalrun_open(c.json, ds, &eo, &er, err)))
 			goto out_paths;
 	}
@@ -507,6 +510,7 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 		sb_jw_kf64(&w, "attention_entropy", res.attention_entropy);
 		sb_jw_kf64(&w, "alpha_mean", res.alpha_mean);
 		sb_jw_kf64(&w, "alpha_std", res.alpha_std);
+		sb_probe_write(&w, &res.probe);
 		sb_jw_kstr(&w, "correct_bits", bname);
 		sb_jw_kstr(&w, "correct_sha256", bhex);
 		sb_jw_kstr(&w, "checkpoint", ck[i].name);
@@ -660,12 +664,10 @@ int main(int argc, char **argv)
 	sb_cli_init("sb-eval", argc, argv);
 	struct opts o = {.data_dir = "data", .device = "cpu"};
 	struct sb_err err = {0};
-	enum { O_DEVICE = 256, O_SET, O_HELP, O_VERSION };
-	static const struct option lo[] = {{"device", 1, 0, O_DEVICE},
-	                                   {"set", 1, 0, O_SET},
-	                                   {"help", 0, 0, O_HELP},
-	                                   {"version", 0, 0, O_VERSION},
-	                                   {0, 0, 0, 0}};
+	enum { O_DEVICE = 256, O_SET, O_HELP, O_VERSION, O_NO_PROBE };
+	static const struct option lo[] = {{"device", 1, 0, O_DEVICE},      {"set", 1, 0, O_SET},
+	                                   {"help", 0, 0, O_HELP},          {"version", 0, 0, O_VERSION},
+	                                   {"no-probe", 0, 0, O_NO_PROBE},  {0, 0, 0, 0}};
 	o.settings = calloc((size_t)argc, sizeof *o.settings);
 	if (!o.settings) {
 		SB_ERR(&err, SB_EINTERNAL, "out of memory");
@@ -690,6 +692,9 @@ int main(int argc, char **argv)
 			break;
 		case O_SET:
 			o.settings[o.n_settings++] = optarg;
+			break;
+		case O_NO_PROBE:
+			o.no_probe = 1;
 			break;
 		case O_HELP:
 			usage();

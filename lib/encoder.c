@@ -455,6 +455,7 @@ void sb_encoder_free(struct sb_encoder *m)
 	if (m->slots != m->grads)
 		sb_be_free(be, m->slots);
 	sb_be_free(be, m->grads);
+	sb_be_free(be, m->keep_datt);
 	sb_be_free(be, m->m);
 	sb_be_free(be, m->v);
 	sb_be_free(be, m->alpha);
@@ -704,6 +705,8 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_encoder_arena *a, const 
 		ops->residual_ln_backward(ctx, dxb, a->dtmp, lg->ln1_w, lg->ln1_b, dxa, la->r1, la->mean1, la->rstd1,
 		                          la->mask1, lp->ln1_w, p, n, d);
 		ops->matmul_backward(ctx, a->datt, lg->out_w, lg->out_b, a->dtmp, la->att, lp->out_w, n, d, d, 0);
+		if (m->keep_datt && b0 == 0)
+			ops->copy(ctx, m->keep_datt + (size_t)l * m->tile * T * d, a->datt, (size_t)n * d * sizeof(float));
 		int adaptive = c->norm.kind == SB_NORM_ADAPTIVE;
 		if (adaptive)
 			ops->zero(ctx, a->dalpha, (size_t)NH * sizeof(float));
@@ -1073,6 +1076,35 @@ int sb_encoder_saved_attention(struct sb_encoder *m, int layer, int B, float *S,
 		rc = m->be->ops->download(m->be, S, la->S, n, err);
 	if (!rc && P)
 		rc = m->be->ops->download(m->be, P, la->P, n, err);
+	return rc ? -rc : B;
+}
+
+int sb_encoder_keep_grads(struct sb_encoder *m, int on, struct sb_err *err)
+{
+	if (!on) {
+		sb_be_free(m->be, m->keep_datt);
+		m->keep_datt = NULL;
+		return 0;
+	}
+	if (!m->keep_datt &&
+	    !(m->keep_datt = sb_be_alloc(m->be, (size_t)m->cfg.layers * m->tile * m->T * m->cfg.d * sizeof(float))))
+		return SB_ERR(err, SB_EINTERNAL, "out of memory (probe gradients)");
+	return 0;
+}
+
+int sb_encoder_saved_grads(struct sb_encoder *m, int layer, int B, float *qkv, float *datt, struct sb_err *err)
+{
+	if (layer < 0 || layer >= m->cfg.layers || B < 1 || B > m->tile || !m->keep_datt)
+		return -SB_ERR(err, SB_EUSAGE, "saved gradients of layer %d for %d samples: the pass must be one tile "
+		                               "(tile %d) with sb_encoder_keep_grads on",
+		               layer, B, m->tile);
+	size_t n = (size_t)B * m->T * m->cfg.d;
+	int rc = 0;
+	if (qkv)
+		rc = m->be->ops->download(m->be, qkv, m->arena[0]->la[layer].qkv, 3 * n * sizeof(float), err);
+	if (!rc && datt)
+		rc = m->be->ops->download(m->be, datt, m->keep_datt + (size_t)layer * m->tile * m->T * m->cfg.d,
+		                          n * sizeof(float), err);
 	return rc ? -rc : B;
 }
 

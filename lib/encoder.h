@@ -135,6 +135,7 @@ struct sb_encoder {
 	char graph_note[200];
 	unsigned char graph_key[128];
 	int64_t steps_replayed, steps_issued; /* counts, for benchmarks and tests */
+	float *keep_datt; /* device [layers * tile * T * d] or NULL: see sb_encoder_keep_grads */
 };
 
 int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int max_batch, struct sb_encoder **out,
@@ -196,6 +197,12 @@ void sb_encoder_graph_reset(struct sb_encoder *m);
  * the last pass, copied to host arrays (NULL to skip), when that pass was one tile (the
  * whole batch in worker 0's activations); returns the number of samples, or -code. */
 int sb_encoder_saved_attention(struct sb_encoder *m, int layer, int B, float *S, float *P, struct sb_err *err);
+/* Probes (lib/probe_feat.h): with on, the backward of sb_encoder_forward_backward keeps each
+ * layer's gradient wrt the attention output (before the output projection) of a one-tile
+ * pass; sb_encoder_saved_grads copies layer l's qkv [B, T, 3d] and that gradient [B, T, d]
+ * of the last such pass to host arrays (NULL to skip). Same conventions as saved_attention. */
+int sb_encoder_keep_grads(struct sb_encoder *m, int on, struct sb_err *err);
+int sb_encoder_saved_grads(struct sb_encoder *m, int layer, int B, float *qkv, float *datt, struct sb_err *err);
 
 /* Forward pass in evaluation mode (no dropout) of idx[0..B): per-example logits
  * [B, classes], losses and predictions to host arrays (each may be NULL); attention

@@ -25,6 +25,8 @@ struct sb_evalrun {
 	struct sb_encoder_data data;
 	int have_data;
 	int batch;
+	int probe;
+	const struct sb_dataset *ds;
 };
 
 int sb_evalrun_available(struct sb_err *err)
@@ -70,6 +72,8 @@ int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, con
 		return rc;
 	}
 	r->batch = o && o->batch > 0 ? o->batch : r->cell.batch;
+	r->probe = o ? o->probe : 0;
+	r->ds = ds;
 	struct sb_encoder_cfg cfg;
 	if ((rc = sb_cell_model_cfg(&r->cell, ds, &cfg, err)) ||
 	    (rc = sb_backend_open(o && o->device ? o->device : "cpu", o ? o->threads : 0, &r->be, err)) ||
@@ -143,6 +147,9 @@ int sb_evalrun_checkpoint(struct sb_evalrun *r, const char *checkpoint, const ch
 	res->attention_entropy = e.attention_entropy;
 	res->alpha_mean = e.alpha_mean;
 	res->alpha_std = e.alpha_std;
+	if (r->probe)
+		return sb_probe_features(r->m, &r->data, r->ds, idx, n, &res->probe, err);
+	res->probe.n = 0;
 	return 0;
 }
 

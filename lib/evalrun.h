@@ -15,11 +15,13 @@
 #include "dataset.h"
 #include "err.h"
 #include "json.h"
+#include "probe_feat.h"
 
 struct sb_evalrun_opts {
 	const char *device; /* "cpu" (default) or "cuda[:N]" */
 	int threads;        /* 0 = all cores */
 	int batch;          /* 0 = the cell's batch */
+	int probe;          /* 1: also the probe features of PROTOCOL A8 M1 (lib/probe_feat.h) */
 };
 
 struct sb_evalrun_result {
@@ -27,6 +29,7 @@ struct sb_evalrun_result {
 	double accuracy, macro_f1, loss;
 	double attention_density, attention_entropy;
 	double alpha_mean, alpha_std; /* NaN unless headwise_adaptive_entmax */
+	struct sb_probe_feat probe;   /* with opts.probe: on the first examples of idx (probe.n 0 otherwise) */
 };
 
 struct sb_evalrun;

@@ -100,6 +100,7 @@ else ifeq ($(SCHEDULER),local)
 	+@$$(call sb_lock,$(1)); \
 	 echo "$(1): $$($(1).NCELLS) cells in $(SB_OUT)/$(1) ($$(foreach b,$$($(1).BLOCKS),$$(b) $$($(1).$$(b).NCELLS)))" >&2; \
 	 rc=0; $$(MAKE) --no-print-directory -k $$(if $$(filter -j%,$$(MAKEFLAGS)),,-j$$(SB_JOBS)) $(1)-final || rc=$$$$?; \
+	 $$(if $$(sb_after.$(1)),[ $$$$rc -ne 0 ] || $$(MAKE) --no-print-directory $$(sb_after.$(1)) || rc=$$$$?;) \
 	 $$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),:,$(SB_STAGE) failed $(SB_OUT)/$(1)) || exit 1; \
 	 exit $$$$rc
 else
@@ -111,6 +112,10 @@ endef
 # everything it starts, so a second make, or one started while an orphaned trainer
 # of a killed make still runs, refuses instead of racing it
 sb_lock = exec 8>>"$(SB_OUT)/$(1)/.grid/run.lock"; flock -n 8 || { echo "$(1): another make is working on $(SB_OUT)/$(1) (or a program it started still runs); wait for it" >&2; exit 1; }
+
+# sb_after.GRID: a goal made (in a new make, which re-reads the grids) after GRID's
+# own targets succeed, e.g. make extension then runs the switching grid whose switch
+# epochs the extension grid has just written (pipelines/extension.mk).
 
 # ---- loading grids: a grid's cells.mk is read only when a goal needs it ----
 # (SB_LOAD_ALL=1 loads every grid, for targets given by path.)
@@ -127,7 +132,7 @@ ifneq ($$(call sb_goal_needs,$(1)),)
 $(SB_OUT)/$(1)/.grid/cells.mk: $(2) $(SB_GRID)
 	@$(SB_GRID) expand $(2) $(SB_OUT)/$(1)
 # parameter files are written by the expansion; a missing one re-runs it
-$$(foreach p,%/cell.json %/params/freeze %/params/test %/params/stats %/params/criteria,$$(eval $$(call sb_param_rule,$(SB_OUT)/$(1)/$$(p),$(1),$(2))))
+$$(foreach p,%/cell.json %/params/freeze %/params/test %/params/stats %/params/a8 %/params/criteria,$$(eval $$(call sb_param_rule,$(SB_OUT)/$(1)/$$(p),$(1),$(2))))
 -include $(SB_OUT)/$(1)/.grid/cells.mk
 $$(eval $$(call sb_grid_targets,$(1)))
 endif

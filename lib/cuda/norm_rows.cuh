@@ -573,7 +573,8 @@ SB_HDI int nr_forward(const Grp &G, const NormP &nm, Row<N> &p, float *aux, cons
 		int kk = k < n ? k : n;
 		aux[2] = (float)nr_select_k(G, y, x, n, kk, nm.kind == NK_TOPK);
 		nr_softmax_kept(G, p, x, y, aux);
-		aux[1] = nr_vmax(G, x);
+		aux[1] = aux[0]; /* the largest kept score, as the CPU's (lib/attn_norm.h); for
+				  * bottom-k that is not the row's maximum */
 		aux[3] = (float)kk;
 		break;
 	}

@@ -186,7 +186,37 @@ static void t_attention(const char *method, double alpha, int unrolled, int mask
 	g_cmp(&E, "attention_forward out", sh, go, out, no, TOL_EX);
 	g_cmp(&E, "attention_forward S", sh, gS, S, nS, TOL_EX);
 	g_cmp(&E, "attention_forward P", sh, gP, P, nS, TOL_EX);
-	g_cmp(&E, "attention_forward aux", sh, ga, aux, na, TOL_EX);
+	if (!unrolled) {
+		g_cmp(&E, "attention_forward aux", sh, ga, aux, na, TOL_EX);
+	} else {
+		/* aux[2] of the unrolled bisection holds its 18 branch decisions as an integer
+		 * (lib/attn_norm.h): a diagnostic that neither backward reads. A row whose score
+		 * and alpha round differently on the two devices (the CPU's AVX-512 kernels are
+		 * within rounding, not bit-identical) may take the other branch at a near-tie in
+		 * the last iterations, which moves this integer by 2^t while P and tau agree to
+		 * TOL_EX (checked above and here). So aux[0,1,3] are compared; differing
+		 * decision words are counted and printed, not failed. */
+		struct sb_err derr = {0};
+		float *ha = g_down(&E, ga, na * 4, &derr);
+		float *ga3 = NULL;
+		size_t ndec = 0, nrow = na / 4;
+		if (ha) {
+			for (size_t r = 0; r < nrow; r++) {
+				if (memcmp(&ha[4 * r + 2], &aux[4 * r + 2], 4))
+					ndec++;
+				ha[4 * r + 2] = aux[4 * r + 2];
+			}
+			ga3 = g_up(&E, ha, na * 4);
+		}
+		char sh2[220];
+		snprintf(sh2, sizeof sh2, "%s (fields 0,1,3; decision words differ in %zu/%zu rows)", sh, ndec, nrow);
+		if (ga3)
+			g_cmp(&E, "attention_forward aux", sh2, ga3, aux, na, TOL_EX);
+		else
+			g_check(&E, 0, "attention_forward aux download", derr.msg);
+		free(ha);
+		FREED(ga3);
+	}
 	/* backward */
 	float *dout = g_randn(&E, no, 1), *dq = malloc(nq * 4), *da = g_randn(&E, NH, 0.1f);
 	float *gdout = g_up(&E, dout, no * 4), *gdq = g_poison(&E, nq), *gda = g_up(&E, da, NH * 4);
@@ -198,9 +228,13 @@ static void t_attention(const char *method, double alpha, int unrolled, int mask
 	if (want_da)
 		g_cmp(&E, "attention_backward dalpha+=", sh, gda, da, NH, TOL_EX);
 	/* statistics */
+	/* the op on the same P on both devices (the forward's P is compared above; feeding
+	 * the GPU's own P would mix the forward's rounding into this op's check) */
 	struct sb_attn_stats s1 = {0}, s2 = {0};
+	float *gPc = g_up(&E, P, nS * 4);
 	E.cpu->ops->attention_stats(E.cc, &s1, P, nvp, B, NH, T);
-	E.gpu->ops->attention_stats(E.gc, &s2, gP, nvp ? gnv : NULL, B, NH, T);
+	E.gpu->ops->attention_stats(E.gc, &s2, gPc, nvp ? gnv : NULL, B, NH, T);
+	FREED(gPc);
 	char det[200];
 	double re = fabs(s1.entropy_sum - s2.entropy_sum) / (fabs(s1.entropy_sum) + 1e-300);
 	int ok = s1.nonzero == s2.nonzero && s1.valid_total == s2.valid_total && s1.rows == s2.rows && re < 1e-9;

@@ -67,6 +67,12 @@ for d in sorted(os.listdir(runs)):
         ck = open(os.path.join(rd, "epoch-%03d.safetensors" % r["epochs_completed"]), "rb").read()
         if hashlib.sha256(ck).hexdigest() != r["checkpoint_sha256"]:
             bad.append("%s: checkpoint hash" % d)
+        # PROTOCOL A8 M1's probe (docs/sb-eval.md): 128 examples, 50 keys, k = 13
+        pe, pm, pt, pg = (r.get(f) for f in ("probe_dense_entropy", "probe_boundary_margin",
+                                               "probe_tail_mass", "probe_gradient_topk_share"))
+        if r.get("probe_examples") != 128 or None in (pe, pm, pt, pg) or not (
+                0 < pe <= __import__("math").log(50) + 1e-9 and pm >= 0 and 0 < pt < 1 and 0 < pg <= 1):
+            bad.append("%s: probe fields %s" % (d, [r.get("probe_examples"), pe, pm, pt, pg]))
         if not (0 < r["attention_density"] <= 1) or r["attention_entropy"] is None:
             bad.append("%s: attention statistics %s %s" % (d, r["attention_density"], r["attention_entropy"]))
     if "n_val" in cell and cell["n_val"] != 400:
@@ -81,7 +87,7 @@ for b in bad:
     print("# " + b)
 sys.exit(1 if bad else 0)
 PY
-t_result $? "val.ndjson: 3 epochs each, n_val 400, bitmaps agree with accuracies, checkpoint hashes"
+t_result $? "val.ndjson: 3 epochs each, n_val 400, bitmaps agree with accuracies, checkpoint hashes, probe features"
 stat -c %Y runs/*/val.ndjson >mtimes.before
 sleep 1.1
 strace_ok=0

@@ -369,6 +369,7 @@ struct ref_input {
 	double dropout;
 	uint64_t seed;
 	int64_t step;
+	double **keep_datt; /* not NULL: ref_backward copies layer l's d loss / d attention output [B,T,d] here */
 };
 
 struct ref_layer_cache {
@@ -594,6 +595,8 @@ static __attribute__((unused)) void ref_backward(const struct sb_encoder *m, con
 		for (size_t i = 0; i < (size_t)n * d; i++)
 			dproj[i] = a->k1[i] ? db[i] * sc : 0.0;
 		ref_linear_bwd(datt, (double *)lg->out_w, (double *)lg->out_b, dproj, a->att, lp->out_w, n, d, d, 0);
+		if (in->keep_datt)
+			memcpy(in->keep_datt[l], datt, (size_t)n * d * sizeof *datt);
 		double dal[64] = {0};
 		int adaptive = cf->norm.kind == SB_NORM_ADAPTIVE;
 		ref_attention_bwd(dqkv, adaptive ? dal : NULL, datt, a->qkv, a->S, a->P, c->nvalid,

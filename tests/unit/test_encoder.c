@@ -117,7 +117,7 @@ static void compare_case(const char *label, int text, const char *method, const 
 	double *pd = ref_alloc(m->pstride), *gd = ref_alloc(m->pstride);
 	for (size_t i = 0; i < m->pstride; i++)
 		pd[i] = m->params[i];
-	struct ref_input in = {B, f.img, f.tok, f.len, f.lab, idx, dropout, 17, 5};
+	struct ref_input in = {B, f.img, f.tok, f.len, f.lab, idx, dropout, 17, 5, NULL};
 	struct ref_cache cache;
 	int rrc;
 	double loss = ref_forward(m, pd, &in, &cache, &rrc);

@@ -481,7 +481,7 @@ static void model_case(const char *label, int text, const char *method, const ch
 		tok[i] = (i % 5) < len[i / 5] ? 2 + (int)(urand(rs) * 9) : 0;
 	tok[7] = 1; /* the reserved marker id */
 	uint32_t idx[4] = {4, 1, 2, 0};
-	struct model_ctx c = {m, NULL, {4, img, tok, len, lab, idx, dropout, 7, 3}};
+	struct model_ctx c = {m, NULL, {4, img, tok, len, lab, idx, dropout, 7, 3, NULL}};
 	(void)n;
 	c.params = ref_alloc(m->pstride);
 	/* parameters: the model's initialisation, then perturbed so that nothing is at a

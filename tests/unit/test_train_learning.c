@@ -3,12 +3,18 @@
  * API (lib/encoder.h sb_encoder_evaluate, what sb-eval builds on) from the saved
  * checkpoint.
  *
- * Threshold: validation accuracy >= 0.70 after one epoch (chance: 0.10). Measured
- * here: seed 0 0.722, seeds 0-3 0.713-0.747; the PyTorch reference of
- * bench/train/torch_train.py gives 0.732-0.756 for seeds 0-2 (its draws differ).
- * The brief's 0.75 is therefore not met by seed 0 (nor by PyTorch's seed 1): the
- * 1-epoch accuracy varies by +-0.02 with the seed in both implementations, while
- * the golden test (test_encoder_golden) pins the per-step arithmetic to PyTorch's.
+ * Threshold: validation accuracy >= 0.70 after one epoch (chance: 0.10), below the
+ * issue's 0.75, and why: the PyTorch reference itself does not reach 0.75 on this
+ * condition. bench/train/learn.py (bench/RESULTS.md, "learning"; 2026-11-30, git
+ * 600faa0) trained both implementations one epoch on the PROTOCOL A1 split, seeds 0-9:
+ * ours mean 0.7315 (sd 0.0233, range 0.685-0.759), PyTorch mean 0.7360 (sd 0.0140,
+ * range 0.707-0.756; 8 of 10 seeds below 0.75); difference -0.0045, bootstrap 95%
+ * interval [-0.021, +0.011], Welch p = 0.61; training losses 1.2486 vs 1.2501. Our
+ * seed 0 gives 0.7217. The issue's parenthetical condition (one epoch on the full 60k,
+ * test accuracy 0.76-0.80) is met: ours 0.7628, PyTorch 0.7700 (seed 0). 0.70 sits
+ * about 1.3 sd below our mean: it fails when learning is broken (chance 0.10; a
+ * one-step-too-few or a wrong gradient sign lands far below), not on a seed's luck.
+ * The golden test (test_encoder_golden) pins the per-step arithmetic to PyTorch's.
  *
  * Data: $SB_DATA/fashion_mnist/pool.safetensors when SB_DATA is set, else
  * $SB_TOP/data/..., else sb-fetch from Debian's dataset-fashion-mnist mirror

@@ -1,0 +1,911 @@
+/* sb-a8 — PROTOCOL A8's extension analyses with their predeclared criteria:
+ * M1 (the switch-epoch predictor, and the switch epochs of the M2 schedules), M2 (the
+ * switching schedules), the bottom-k control and the linear-decay control. The
+ * arithmetic is lib/a8.h; docs/sb-a8.md defines every number. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "a8.h"
+#include "cli.h"
+#include "io.h"
+#include "json.h"
+#include "record.h"
+#include "stats.h"
+
+static const char usage_text[] =
+    "Usage: sb-a8 m1|m2|bottomk|lineardecay [--md FILE] [--switch-epochs FILE] [--seed N]\n"
+    "             [--resamples N] [-q] RECORDS...\n"
+    "\n"
+    "PROTOCOL A8's extension analyses from sb-eval's eval.epoch records (val.ndjson files),\n"
+    "each ending with its verdict against the predeclared criteria (docs/sb-a8.md):\n"
+    "  m1           target switch epoch per (task, arch, tier) from the paired softmax /\n"
+    "               topk_softmax_025 trajectories; leave-one-dataset-out ridge on the early\n"
+    "               probe features (epochs 1..3) + metadata against the constant (median),\n"
+    "               early-accuracy, entropy and metadata baselines; verdict PASS or FAILED\n"
+    "               (naming each failed clause). --switch-epochs FILE: the switch epochs of\n"
+    "               median_switch, early_accuracy_switch, entropy_switch and mechanistic_switch\n"
+    "               per (task, arch, tier), as pipelines' switching-epochs.inc\n"
+    "  m2           time to target of the switching schedules; verdict PASS or KILLED\n"
+    "  bottomk      endpoint best validation accuracy, the guard (dense mean >= 0.60) and the\n"
+    "               patience-5 readout beside the published one\n"
+    "  lineardecay  summed correct-count difference per budget; PERSISTS_BOTH, PERSISTS_0125,\n"
+    "               PERSISTS_025 or PERSISTS_NEITHER\n"
+    "\n"
+    "Options:\n"
+    "  --md FILE             the section of the report (Markdown), written atomically\n"
+    "  --switch-epochs FILE  (m1) the switch epochs, rewritten only when their content changes\n"
+    "  --seed N              bootstrap seed (m1 260826, m2 260827)\n"
+    "  --resamples N         bootstrap resamples (20000)\n"
+    "  -q                    no progress lines\n"
+    "  --help, --version\n"
+    "\n"
+    "stdout: run.meta, then a8.* records (docs/sb-a8.md), the last one a8.verdict.\n"
+    "Exit status: 0 computed (whatever the verdict); 2 usage; 3 malformed or insufficient\n"
+    "input; 4 I/O error.\n";
+
+static _Noreturn void usage(void)
+{
+	fputs(usage_text, stdout);
+	exit(sb_cli_finish(0));
+}
+
+/* ---------------------------------------------------------------- runs */
+
+#define MAXE 64
+enum { F_ENT, F_MARGIN, F_TAIL, F_GRAD, NPROBE };
+static const char *probe_names[NPROBE] = {"probe_dense_entropy", "probe_boundary_margin", "probe_tail_mass",
+                                          "probe_gradient_topk_share"};
+
+struct run {
+	char id[160], task[64], method[64], arch[32], tier[32];
+	int seed, budget, n_val;
+	int have[MAXE];
+	double acc[MAXE], ent[MAXE], probe[MAXE][NPROBE];
+};
+
+static struct run *runs;
+static int nruns, caprun;
+
+static struct run *run_get(const char *id)
+{
+	for (int i = nruns - 1; i >= 0; i--)
+		if (strcmp(runs[i].id, id) == 0)
+			return &runs[i];
+	if (nruns == caprun) {
+		caprun = caprun ? 2 * caprun : 256;
+		runs = realloc(runs, (size_t)caprun * sizeof *runs);
+		if (!runs) {
+			fprintf(stderr, "sb-a8: out of memory\n");
+			exit(5);
+		}
+	}
+	struct run *r = &runs[nruns++];
+	memset(r, 0, sizeof *r);
+	snprintf(r->id, sizeof r->id, "%s", id);
+	return r;
+}
+
+static int run_epochs(const struct run *r)
+{
+	int k = 0;
+	while (k < MAXE && r->have[k])
+		k++;
+	return r->budget > 0 && r->budget < k ? r->budget : k;
+}
+
+static int load(const char *path, struct sb_input *in, struct sb_err *err)
+{
+	char *buf;
+	size_t len;
+	SB_TRY(sb_read_file(path, &buf, &len, 0, err));
+	SB_TRY(sb_input_hash(in, path, err));
+	int rc = 0, line = 0;
+	for (size_t a = 0; a < len && !rc; line++) {
+		size_t b = a;
+		while (b < len && buf[b] != '\n')
+			b++;
+		size_t n = b - a;
+		const char *s = buf + a;
+		a = b + 1;
+		if (n == 0)
+			continue;
+		struct sb_json *rec;
+		if (sb_json_parse(s, n, &rec, err)) {
+			rc = SB_ERR(err, SB_EDATA, "%s:%d: %s", path, line + 1, err->msg);
+			break;
+		}
+		const char *kind = sb_json_str(sb_json_get(rec, "kind"), "");
+		int ep = strcmp(kind, "eval.epoch") == 0, done = strcmp(kind, "eval.done") == 0;
+		if (ep || done) {
+			const char *task, *method;
+			int64_t seed = 0, e = 0;
+			if (sb_json_req_str(rec, "task", &task, err) || sb_json_req_str(rec, "method", &method, err) ||
+			    sb_json_req_int(rec, "seed", &seed, err) ||
+			    (ep && sb_json_req_int(rec, "epoch", &e, err))) {
+				rc = SB_ERR(err, SB_EDATA, "%s:%d: %s", path, line + 1, err->msg);
+				sb_json_free(rec);
+				break;
+			}
+			const char *arch = sb_json_str(sb_json_get(rec, "arch"), "plain");
+			const char *tier = sb_json_str(sb_json_get(rec, "tier"), "compact");
+			char idb[160];
+			const char *id = sb_json_str(sb_json_get(rec, "cell_id"), NULL);
+			if (!id) {
+				snprintf(idb, sizeof idb, "%s.%s.s%lld.%s.%s", task, method, (long long)seed, arch, tier);
+				id = idb;
+			}
+			struct run *r = run_get(id);
+			snprintf(r->task, sizeof r->task, "%s", task);
+			snprintf(r->method, sizeof r->method, "%s", method);
+			/* the defaults only where no record of the run said otherwise */
+			if (!r->arch[0] || sb_json_get(rec, "arch"))
+				snprintf(r->arch, sizeof r->arch, "%s", arch);
+			if (!r->tier[0] || sb_json_get(rec, "tier"))
+				snprintf(r->tier, sizeof r->tier, "%s", tier);
+			r->seed = (int)seed;
+			if (done) {
+				int64_t E;
+				if (!sb_json_int64(sb_json_get(rec, "epochs"), &E))
+					r->budget = (int)E;
+			} else if (e < 0 || e >= MAXE) {
+				rc = SB_ERR(err, SB_EDATA, "%s:%d: epoch %lld out of range", path, line + 1, (long long)e);
+			} else {
+				double acc = sb_json_num(sb_json_get(rec, "val_accuracy"), NAN);
+				if (!(acc >= 0 && acc <= 1))
+					rc = SB_ERR(err, SB_EDATA, "%s:%d: val_accuracy missing or outside [0, 1]", path,
+					            line + 1);
+				r->have[e] = 1;
+				r->acc[e] = acc;
+				r->ent[e] = sb_json_num(sb_json_get(rec, "attention_entropy"), NAN);
+				for (int f = 0; f < NPROBE; f++)
+					r->probe[e][f] = sb_json_num(sb_json_get(rec, probe_names[f]), NAN);
+				r->n_val = (int)sb_json_num(sb_json_get(rec, "n_val"), 0);
+			}
+		}
+		sb_json_free(rec);
+	}
+	free(buf);
+	return rc;
+}
+
+static struct run *find(const char *task, const char *arch, const char *tier, const char *method, int seed,
+                        int budget)
+{
+	for (int i = 0; i < nruns; i++) {
+		struct run *r = &runs[i];
+		if (r->seed == seed && !strcmp(r->task, task) && !strcmp(r->arch, arch) && !strcmp(r->tier, tier) &&
+		    !strcmp(r->method, method) && (budget <= 0 || run_epochs(r) == budget))
+			return r;
+	}
+	return NULL;
+}
+
+/* distinct (task, arch, tier[, budget]) groups in order of first appearance */
+struct group {
+	const char *task, *arch, *tier;
+	int budget;
+};
+static int groups_of(struct group *g, int cap, int by_budget)
+{
+	int n = 0;
+	for (int i = 0; i < nruns; i++) {
+		const struct run *r = &runs[i];
+		int b = by_budget ? run_epochs(r) : 0, j;
+		for (j = 0; j < n; j++)
+			if (!strcmp(g[j].task, r->task) && !strcmp(g[j].arch, r->arch) && !strcmp(g[j].tier, r->tier) &&
+			    g[j].budget == b)
+				break;
+		if (j == n && n < cap)
+			g[n++] = (struct group){r->task, r->arch, r->tier, b};
+	}
+	return n;
+}
+
+static int tier_index(const char *t)
+{
+	return !strcmp(t, "deep") ? 1 : !strcmp(t, "wide") ? 2 : 0;
+}
+
+/* classes and modality of the A1 tasks (metadata features) */
+static void task_meta(const char *task, double *classes, double *text)
+{
+	static const struct {
+		const char *t;
+		int c, text;
+	} tab[] = {{"mnist", 10, 0},          {"fashion_mnist", 10, 0},   {"kmnist", 10, 0},
+	           {"cifar10", 10, 0},        {"cifar100", 100, 0},       {"twenty_news", 20, 1},
+	           {"synthetic_marker", 10, 1}, {"emnist_balanced", 47, 0}, {"emnist_letters", 26, 0},
+	           {"emnist_digits", 10, 0},  {"k49", 49, 0},             {"svhn", 10, 0},
+	           {"usps", 10, 0}};
+	*classes = 10;
+	*text = 0;
+	for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+		if (!strcmp(tab[i].t, task)) {
+			*classes = tab[i].c;
+			*text = tab[i].text;
+		}
+}
+
+/* ---------------------------------------------------------------- output helpers */
+
+struct md {
+	char *buf;
+	size_t len, cap;
+};
+static void mdf(struct md *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void mdf(struct md *m, const char *fmt, ...)
+{
+	va_list ap;
+	for (;;) {
+		va_start(ap, fmt);
+		int n = vsnprintf(m->buf ? m->buf + m->len : NULL, m->buf ? m->cap - m->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return;
+		if (m->buf && m->len + (size_t)n < m->cap) {
+			m->len += (size_t)n;
+			return;
+		}
+		m->cap = (m->cap + (size_t)n + 1) * 2;
+		m->buf = realloc(m->buf, m->cap);
+		if (!m->buf) {
+			fprintf(stderr, "sb-a8: out of memory\n");
+			exit(5);
+		}
+	}
+}
+
+static int emit(struct sb_jw *w, struct sb_err *err)
+{
+	return sb_jw_line(w, err);
+}
+
+static const char *yes(int c)
+{
+	return c ? "met" : "**not met**";
+}
+
+/* ---------------------------------------------------------------- M1 */
+
+#define NMETA 6
+#define NMECH (2 * NPROBE + NMETA)
+enum { P_MECH, P_CONST, P_EARLY, P_ENTROPY, P_META, NPRED };
+static const char *pred_names[NPRED] = {"mechanistic", "constant_median", "early_accuracy", "entropy", "metadata"};
+static const char *switch_methods[NPRED] = {"mechanistic_switch", "median_switch", "early_accuracy_switch",
+                                            "entropy_switch", NULL};
+
+static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t seed, int resamples,
+              struct sb_err *err)
+{
+	struct group g[1024];
+	int ng = groups_of(g, 1024, 0), n = 0, K = 0;
+	double *X = calloc((size_t)ng * NMECH + 1, sizeof *X), *y = calloc((size_t)ng + 1, sizeof *y);
+	double *xe = calloc((size_t)ng * 2 + 1, sizeof *xe), *xh = calloc((size_t)ng + 1, sizeof *xh);
+	int *ds = calloc((size_t)ng + 1, sizeof *ds), *arch = calloc((size_t)ng + 1, sizeof *arch),
+	    *tier = calloc((size_t)ng + 1, sizeof *tier), *gi = calloc((size_t)ng + 1, sizeof *gi),
+	    *nseeds = calloc((size_t)ng + 1, sizeof *nseeds);
+	int *pred = calloc((size_t)NPRED * ng + 1, sizeof *pred);
+	const char *dsname[64];
+	int cifar[64], nd = 0, rc = 0;
+	if (!X || !y || !xe || !xh || !ds || !arch || !tier || !gi || !nseeds || !pred)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (int j = 0; j < ng; j++) {
+		/* paired seeds: softmax and topk_softmax_025 of this group */
+		double delta[MAXE] = {0}, fe[NPROBE][3] = {{0}}, acc3 = 0, acc1 = 0, ent3 = 0;
+		int ns = 0, Kg = MAXE;
+		for (int i = 0; i < nruns; i++) {
+			struct run *s = &runs[i];
+			if (strcmp(s->method, "topk_softmax_025") || strcmp(s->task, g[j].task) ||
+			    strcmp(s->arch, g[j].arch) || strcmp(s->tier, g[j].tier))
+				continue;
+			struct run *d = find(g[j].task, g[j].arch, g[j].tier, "softmax", s->seed, 0);
+			if (!d)
+				continue;
+			int k = run_epochs(s) < run_epochs(d) ? run_epochs(s) : run_epochs(d);
+			Kg = k < Kg ? k : Kg;
+			ns++;
+		}
+		if (ns == 0 || Kg < 3)
+			continue;
+		for (int i = 0; i < nruns; i++) {
+			struct run *s = &runs[i];
+			if (strcmp(s->method, "topk_softmax_025") || strcmp(s->task, g[j].task) ||
+			    strcmp(s->arch, g[j].arch) || strcmp(s->tier, g[j].tier))
+				continue;
+			struct run *d = find(g[j].task, g[j].arch, g[j].tier, "softmax", s->seed, 0);
+			if (!d)
+				continue;
+			for (int e = 0; e < Kg; e++)
+				delta[e] += (s->acc[e] - d->acc[e]) / ns;
+			for (int f = 0; f < NPROBE; f++)
+				for (int e = 0; e < 3; e++)
+					fe[f][e] += s->probe[e][f] / ns;
+			acc3 += d->acc[2] / ns;
+			acc1 += d->acc[0] / ns;
+			ent3 += d->ent[2] / ns;
+		}
+		if (K == 0 || Kg < K)
+			K = Kg;
+		int dj;
+		for (dj = 0; dj < nd; dj++)
+			if (!strcmp(dsname[dj], g[j].task))
+				break;
+		if (dj == nd) {
+			if (nd == 64)
+				continue;
+			dsname[nd] = g[j].task;
+			cifar[nd] = !strncmp(g[j].task, "cifar", 5);
+			nd++;
+		}
+		ds[n] = dj;
+		arch[n] = !strcmp(g[j].arch, "local_hybrid");
+		tier[n] = tier_index(g[j].tier);
+		y[n] = sb_a8_switch_target(delta, Kg);
+		gi[n] = j;
+		nseeds[n] = ns;
+		double *x = X + (size_t)n * NMECH, classes, text;
+		task_meta(g[j].task, &classes, &text);
+		for (int f = 0; f < NPROBE; f++) {
+			x[f] = fe[f][2];
+			x[NPROBE + f] = fe[f][2] - fe[f][0];
+		}
+		double *meta = x + 2 * NPROBE;
+		meta[0] = arch[n];
+		meta[1] = tier[n] == 1;
+		meta[2] = tier[n] == 2;
+		meta[3] = log(classes);
+		meta[4] = text;
+		meta[5] = 0;
+		for (int i = 0; i < nruns; i++)
+			if (!strcmp(runs[i].task, g[j].task) && runs[i].n_val > 0) {
+				meta[5] = log((double)runs[i].n_val);
+				break;
+			}
+		xe[n] = acc3;
+		xh[n] = ent3;
+		(void)acc1;
+		for (int q = 0; q < NMECH; q++)
+			if (!isfinite(x[q])) {
+				rc = SB_ERR(err, SB_EDATA,
+				            "%s/%s/%s: the early probe features are missing (records without probe_* "
+				            "fields: sb-eval ran with --no-probe, or an older sb-eval)",
+				            g[j].task, g[j].arch, g[j].tier);
+				goto out;
+			}
+		n++;
+	}
+	if (n < 2 || nd < 2) {
+		rc = SB_ERR(err, SB_EDATA, "M1 needs paired softmax / topk_softmax_025 trajectories of at least 3 epochs "
+		                           "in at least 2 tasks (found %d groups in %d tasks)",
+		            n, nd);
+		goto out;
+	}
+	/* the five leave-one-dataset-out predictors */
+	double *meta = calloc((size_t)n * NMETA + 1, sizeof *meta);
+	if (!meta) {
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < n; i++)
+		memcpy(meta + (size_t)i * NMETA, X + (size_t)i * NMECH + 2 * NPROBE, NMETA * sizeof *meta);
+	if ((rc = sb_a8_loo(X, y, ds, n, NMECH, 1.0, pred + (size_t)P_MECH * n, NULL, err)) ||
+	    (rc = sb_a8_loo(NULL, y, ds, n, 0, 1.0, pred + (size_t)P_CONST * n, NULL, err)) ||
+	    (rc = sb_a8_loo(xe, y, ds, n, 1, 1.0, pred + (size_t)P_EARLY * n, NULL, err)) ||
+	    (rc = sb_a8_loo(xh, y, ds, n, 1, 1.0, pred + (size_t)P_ENTROPY * n, NULL, err)) ||
+	    (rc = sb_a8_loo(meta, y, ds, n, NMETA, 1.0, pred + (size_t)P_META * n, NULL, err))) {
+		free(meta);
+		goto out;
+	}
+	free(meta);
+	struct sb_a8_m1_verdict v;
+	if ((rc = sb_a8_m1_verdict(n, nd, NPRED, K, ds, cifar, arch, tier, y, pred, seed, resamples, &v, err)))
+		goto out;
+	for (int i = 0; i < n; i++) {
+		const struct group *q = &g[gi[i]];
+		sb_jw_record(w, "a8.m1.group", 1);
+		sb_jw_kstr(w, "task", q->task);
+		sb_jw_kstr(w, "arch", q->arch);
+		sb_jw_kstr(w, "tier", q->tier);
+		sb_jw_kint(w, "n_seeds", nseeds[i]);
+		sb_jw_kint(w, "target_switch_epoch", (int64_t)y[i]);
+		for (int f = 0; f < NPROBE; f++) {
+			char k[80];
+			snprintf(k, sizeof k, "%s_e3", probe_names[f]);
+			sb_jw_kf64(w, k, X[(size_t)i * NMECH + f]);
+			snprintf(k, sizeof k, "%s_d13", probe_names[f]);
+			sb_jw_kf64(w, k, X[(size_t)i * NMECH + NPROBE + f]);
+		}
+		sb_jw_kf64(w, "dense_val_accuracy_e3", xe[i]);
+		sb_jw_kf64(w, "dense_attention_entropy_e3", xh[i]);
+		for (int m = 0; m < NPRED; m++) {
+			char k[80];
+			snprintf(k, sizeof k, "pred_%s", pred_names[m]);
+			sb_jw_kint(w, k, pred[(size_t)m * n + i]);
+		}
+		sb_jw_obj_end(w);
+		if ((rc = emit(w, err)))
+			goto out;
+	}
+	char failed[400] = "";
+	if (!v.clause_reversals)
+		strcat(failed, " reversals");
+	if (!v.clause_improvement)
+		strcat(failed, " macro-MAE-improvement");
+	if (!v.clause_ci)
+		strcat(failed, " bootstrap-CI");
+	if (!v.clause_share)
+		strcat(failed, " single-dataset-share");
+	char verdict[440];
+	snprintf(verdict, sizeof verdict, "%s%s", v.pass ? "PASS" : "FAILED:", failed);
+	sb_jw_record(w, "a8.verdict", 1);
+	sb_jw_kstr(w, "analysis", "m1");
+	sb_jw_kstr(w, "verdict", verdict);
+	sb_jw_kint(w, "groups", n);
+	sb_jw_kint(w, "datasets", nd);
+	sb_jw_kint(w, "epochs", K);
+	sb_jw_kint(w, "reversal_datasets_noncifar", v.rev_datasets_noncifar);
+	sb_jw_kint(w, "reversal_archs", v.rev_archs);
+	sb_jw_kint(w, "reversal_tiers", v.rev_tiers);
+	sb_jw_kbool(w, "clause_reversals", v.clause_reversals);
+	for (int m = 0; m < NPRED; m++) {
+		char k[80];
+		snprintf(k, sizeof k, "macro_mae_%s", pred_names[m]);
+		sb_jw_kf64(w, k, v.macro_mae[m]);
+	}
+	sb_jw_kstr(w, "strongest_baseline", pred_names[v.best_baseline]);
+	sb_jw_kf64(w, "improvement", v.improvement);
+	sb_jw_kbool(w, "clause_improvement", v.clause_improvement);
+	sb_jw_kf64(w, "mae_diff", v.diff);
+	sb_jw_kf64(w, "mae_diff_ci_lo", v.ci_lo);
+	sb_jw_kf64(w, "mae_diff_ci_hi", v.ci_hi);
+	sb_jw_kint(w, "bootstrap_seed", (int64_t)seed);
+	sb_jw_kint(w, "bootstrap_resamples", resamples);
+	sb_jw_kbool(w, "clause_ci", v.clause_ci);
+	sb_jw_kf64(w, "max_dataset_share", v.max_share);
+	sb_jw_kstr(w, "max_share_dataset", v.max_share_dataset >= 0 ? dsname[v.max_share_dataset] : "");
+	sb_jw_kbool(w, "clause_share", v.clause_share);
+	sb_jw_kbool(w, "pass", v.pass);
+	sb_jw_kstr(w, "published_outcome", "failed");
+	sb_jw_obj_end(w);
+	if ((rc = emit(w, err)))
+		goto out;
+	/* the report's section */
+	mdf(md, "### M1: the switch-epoch predictor (computed)\n\n");
+	mdf(md, "%d (task, arch, tier) groups in %d datasets, %d epochs; targets and leave-one-dataset-out "
+	        "predictions in stats `a8.m1.group` records.\n\n",
+	    n, nd, K);
+	mdf(md, "| predictor | macro-MAE (epochs) |\n| --- | --- |\n");
+	for (int m = 0; m < NPRED; m++)
+		mdf(md, "| %s%s | %.4f |\n", pred_names[m], m == v.best_baseline ? " (strongest baseline)" : "",
+		    v.macro_mae[m]);
+	mdf(md, "\n| criterion | computed | |\n| --- | --- | --- |\n");
+	mdf(md, "| reversals in >= 3 non-CIFAR datasets, both architectures, >= 2 tiers | %d datasets, %d "
+	        "architectures, %d tiers | %s |\n",
+	    v.rev_datasets_noncifar, v.rev_archs, v.rev_tiers, yes(v.clause_reversals));
+	mdf(md, "| macro-MAE improvement >= 10%% over the strongest baseline | %.1f%% | %s |\n", 100 * v.improvement,
+	    yes(v.clause_improvement));
+	mdf(md, "| bootstrap 95%% CI of the MAE difference (seed %llu, %d resamples) entirely < 0 | %.4f [%.4f, "
+	        "%.4f] | %s |\n",
+	    (unsigned long long)seed, resamples, v.diff, v.ci_lo, v.ci_hi, yes(v.clause_ci));
+	mdf(md, "| largest single-dataset share of the improvement <= 0.5 | %.3f (%s) | %s |\n", v.max_share,
+	    v.max_share_dataset >= 0 ? dsname[v.max_share_dataset] : "-", yes(v.clause_share));
+	mdf(md, "\n**M1 verdict: %s** (published outcome: failed)\n\n", verdict);
+	/* switching-epochs.inc */
+	if (switch_path) {
+		struct md inc = {0};
+		mdf(&inc, "# switching-epochs.inc — written by sb-a8 m1 (docs/sb-a8.md): the switch epoch of each\n"
+		          "# switching method per (task, arch, tier), predicted leave-one-dataset-out from the\n"
+		          "# trajectory grid: median_switch = the constant (median) baseline, early_accuracy_switch\n"
+		          "# = ridge on the dense epoch-3 accuracy, entropy_switch = ridge on the dense epoch-3\n"
+		          "# attention entropy, mechanistic_switch = ridge on the early probe features + metadata.\n");
+		for (int i = 0; i < n; i++)
+			for (int m = 0; m < NPRED; m++)
+				if (switch_methods[m])
+					mdf(&inc, "set when task=%s arch=%s tier=%s method=%s switch_epoch=%d\n",
+					    g[gi[i]].task, g[gi[i]].arch, g[gi[i]].tier, switch_methods[m],
+					    pred[(size_t)m * n + i]);
+		char *old = NULL;
+		size_t olen = 0;
+		struct sb_err e2 = {0};
+		int same = sb_file_exists(switch_path) && !sb_read_file(switch_path, &old, &olen, 0, &e2) &&
+		           olen == inc.len && memcmp(old, inc.buf, olen) == 0;
+		free(old);
+		if (!same)
+			rc = sb_write_file_atomic(switch_path, inc.buf, inc.len, err);
+		free(inc.buf);
+	}
+out:
+	free(X);
+	free(y);
+	free(xe);
+	free(xh);
+	free(ds);
+	free(arch);
+	free(tier);
+	free(gi);
+	free(nseeds);
+	free(pred);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- M2 */
+
+static const char *simple_methods[] = {"median_switch", "early_accuracy_switch", "entropy_switch"};
+#define NSIMPLE 3
+
+static int m2(struct sb_jw *w, struct md *md, uint64_t seed, int resamples, struct sb_err *err)
+{
+	int cap = nruns + 1, n = 0;
+	double *td = calloc((size_t)cap, sizeof *td), *tm = calloc((size_t)cap, sizeof *tm),
+	       *ts = calloc((size_t)cap * NSIMPLE, sizeof *ts), *fd = calloc((size_t)cap, sizeof *fd),
+	       *fm = calloc((size_t)cap, sizeof *fm);
+	int *arch = calloc((size_t)cap, sizeof *arch), *tier = calloc((size_t)cap, sizeof *tier);
+	int rc = 0;
+	if (!td || !tm || !ts || !fd || !fm || !arch || !tier)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (int i = 0; i < nruns; i++) {
+		struct run *mr = &runs[i];
+		if (strcmp(mr->method, "mechanistic_switch"))
+			continue;
+		struct run *d = find(mr->task, mr->arch, mr->tier, "softmax", mr->seed, 0), *s[NSIMPLE];
+		int ok = d != NULL;
+		for (int q = 0; q < NSIMPLE && ok; q++)
+			ok = (s[q] = find(mr->task, mr->arch, mr->tier, simple_methods[q], mr->seed, 0)) != NULL;
+		if (!ok)
+			continue;
+		int K = run_epochs(d);
+		if (run_epochs(mr) < K)
+			K = run_epochs(mr);
+		for (int q = 0; q < NSIMPLE; q++)
+			if (run_epochs(s[q]) < K)
+				K = run_epochs(s[q]);
+		if (K < 1)
+			continue;
+		double dense_final = d->acc[K - 1];
+		td[n] = sb_a8_time_to_target(d->acc, K, dense_final);
+		tm[n] = sb_a8_time_to_target(mr->acc, K, dense_final);
+		for (int q = 0; q < NSIMPLE; q++)
+			ts[(size_t)q * cap + n] = sb_a8_time_to_target(s[q]->acc, K, dense_final);
+		fd[n] = dense_final;
+		fm[n] = mr->acc[K - 1];
+		arch[n] = !strcmp(mr->arch, "local_hybrid");
+		tier[n] = tier_index(mr->tier);
+		n++;
+	}
+	if (n < 1) {
+		rc = SB_ERR(err, SB_EDATA, "M2 needs paired softmax, mechanistic_switch, median_switch, "
+		                           "early_accuracy_switch and entropy_switch runs (found none)");
+		goto out;
+	}
+	double *ts2 = malloc((size_t)n * NSIMPLE * sizeof *ts2);
+	if (!ts2) {
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		goto out;
+	}
+	for (int q = 0; q < NSIMPLE; q++)
+		memcpy(ts2 + (size_t)q * n, ts + (size_t)q * cap, (size_t)n * sizeof *ts2);
+	struct sb_a8_m2_verdict v;
+	rc = sb_a8_m2_verdict(n, NSIMPLE, td, tm, ts2, fd, fm, arch, tier, seed, resamples, &v, err);
+	free(ts2);
+	if (rc)
+		goto out;
+	char failed[400] = "";
+	if (!v.clause_median)
+		strcat(failed, " median-reduction");
+	if (!v.clause_bounds)
+		strcat(failed, " bootstrap-lower-bounds");
+	if (!v.clause_final)
+		strcat(failed, " final-accuracy");
+	if (!v.clause_benefit)
+		strcat(failed, " benefit-archs-tiers");
+	char verdict[440];
+	snprintf(verdict, sizeof verdict, "%s%s", v.pass ? "PASS" : "KILLED:", failed);
+	const char *bs = v.best_simple >= 0 ? simple_methods[v.best_simple] : "";
+	sb_jw_record(w, "a8.verdict", 1);
+	sb_jw_kstr(w, "analysis", "m2");
+	sb_jw_kstr(w, "verdict", verdict);
+	sb_jw_kint(w, "units", n);
+	sb_jw_kf64(w, "median_reduction", v.median_reduction);
+	sb_jw_kbool(w, "clause_median", v.clause_median);
+	sb_jw_kf64(w, "reduction_vs_dense_ci_lo", v.lo_vs_dense);
+	sb_jw_kf64(w, "reduction_vs_dense_ci_hi", v.hi_vs_dense);
+	sb_jw_kstr(w, "strongest_simple", bs);
+	sb_jw_kf64(w, "reduction_vs_simple_ci_lo", v.lo_vs_simple);
+	sb_jw_kf64(w, "reduction_vs_simple_ci_hi", v.hi_vs_simple);
+	sb_jw_kbool(w, "clause_bounds", v.clause_bounds);
+	sb_jw_kf64(w, "final_accuracy_diff", v.final_diff);
+	sb_jw_kf64(w, "final_accuracy_ci_lo", v.final_lo);
+	sb_jw_kf64(w, "final_accuracy_ci_hi", v.final_hi);
+	sb_jw_kbool(w, "clause_final", v.clause_final);
+	sb_jw_kf64(w, "benefit_plain", v.benefit_arch[0]);
+	sb_jw_kf64(w, "benefit_local_hybrid", v.benefit_arch[1]);
+	sb_jw_kf64(w, "benefit_compact", v.benefit_tier[0]);
+	sb_jw_kf64(w, "benefit_deep", v.benefit_tier[1]);
+	sb_jw_kf64(w, "benefit_wide", v.benefit_tier[2]);
+	sb_jw_kbool(w, "clause_benefit", v.clause_benefit);
+	sb_jw_kint(w, "bootstrap_seed", (int64_t)seed);
+	sb_jw_kint(w, "bootstrap_resamples", resamples);
+	sb_jw_kbool(w, "pass", v.pass);
+	sb_jw_kstr(w, "published_outcome", "killed");
+	sb_jw_obj_end(w);
+	if ((rc = emit(w, err)))
+		goto out;
+	mdf(md, "### M2: the switching schedules (computed)\n\n%d paired units (task x arch x tier x seed); "
+	        "mechanistic_switch against softmax and the simple schedules.\n\n",
+	    n);
+	mdf(md, "| criterion | computed | |\n| --- | --- | --- |\n");
+	mdf(md, "| median time-to-target reduction vs dense >= 10%% | %.1f%% | %s |\n", 100 * v.median_reduction,
+	    yes(v.clause_median));
+	mdf(md, "| bootstrap lower bounds (seed %llu) > 0 vs dense and vs the strongest simple schedule (%s) | "
+	        "[%.3f, %.3f]; [%.3f, %.3f] epochs | %s |\n",
+	    (unsigned long long)seed, bs, v.lo_vs_dense, v.hi_vs_dense, v.lo_vs_simple, v.hi_vs_simple,
+	    yes(v.clause_bounds));
+	mdf(md, "| final-accuracy CI lower bound > -0.005 | %.4f [%.4f, %.4f] | %s |\n", v.final_diff, v.final_lo,
+	    v.final_hi, yes(v.clause_final));
+	mdf(md, "| benefit > 0 in both architectures and >= 2 tiers | plain %.3f, local_hybrid %.3f; compact "
+	        "%.3f, deep %.3f, wide %.3f | %s |\n",
+	    v.benefit_arch[0], v.benefit_arch[1], v.benefit_tier[0], v.benefit_tier[1], v.benefit_tier[2],
+	    yes(v.clause_benefit));
+	mdf(md, "\n**M2 verdict: %s** (published outcome: killed)\n\n", verdict);
+out:
+	free(td);
+	free(tm);
+	free(ts);
+	free(fd);
+	free(fm);
+	free(arch);
+	free(tier);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- controls */
+
+/* best validation accuracy within the first K epochs with patience (0 = never stop):
+ * the first epoch of maximal accuracy among those before the stop */
+static double best_acc(const struct run *r, int K, int patience)
+{
+	double best = -1;
+	int since = 0;
+	for (int e = 0; e < K; e++) {
+		if (r->acc[e] > best) {
+			best = r->acc[e];
+			since = 0;
+		} else if (patience > 0 && ++since >= patience)
+			break;
+	}
+	return best;
+}
+
+static int bottomk(struct sb_jw *w, struct md *md, struct sb_err *err)
+{
+	static const char *methods[] = {"softmax", "topk_softmax_0125", "topk_softmax_025", "bottomk_softmax_0125",
+	                                "bottomk_softmax_025"};
+	static const double published[] = {0.67093, -0.03227, -0.01783, -0.3726, -0.34618};
+	double mean0[5] = {0}, mean5[5] = {0};
+	int cnt[5] = {0};
+	for (int i = 0; i < nruns; i++)
+		for (int q = 0; q < 5; q++)
+			if (!strcmp(runs[i].method, methods[q])) {
+				int K = run_epochs(&runs[i]);
+				mean0[q] += best_acc(&runs[i], K, 0);
+				mean5[q] += best_acc(&runs[i], K, 5);
+				cnt[q]++;
+			}
+	if (!cnt[0])
+		return SB_ERR(err, SB_EDATA, "bottom-k control: no softmax runs");
+	for (int q = 0; q < 5; q++)
+		if (cnt[q]) {
+			mean0[q] /= cnt[q];
+			mean5[q] /= cnt[q];
+		}
+	int guard = mean0[0] >= 0.60;
+	mdf(md, "### Bottom-k control (computed)\n\n| method | runs | endpoint best val acc (patience 0) | delta | "
+	        "patience-5 readout | delta | published patience-5 |\n| --- | --- | --- | --- | --- | --- | --- |\n");
+	for (int q = 0; q < 5; q++) {
+		sb_jw_record(w, "a8.bottomk", 1);
+		sb_jw_kstr(w, "method", methods[q]);
+		sb_jw_kint(w, "runs", cnt[q]);
+		if (cnt[q]) {
+			sb_jw_kf64(w, "mean_best_val_accuracy", mean0[q]);
+			sb_jw_kf64(w, "mean_best_val_accuracy_patience5", mean5[q]);
+			sb_jw_kf64(w, "delta", q ? mean0[q] - mean0[0] : 0.0);
+			sb_jw_kf64(w, "delta_patience5", q ? mean5[q] - mean5[0] : 0.0);
+			mdf(md, "| %s | %d | %.5f | %s%+.5f | %.5f | %s%+.5f | %s%.5f |\n", methods[q], cnt[q], mean0[q],
+			    "", q ? mean0[q] - mean0[0] : 0.0, mean5[q], "", q ? mean5[q] - mean5[0] : 0.0,
+			    q ? "delta " : "", published[q]);
+		} else {
+			mdf(md, "| %s | 0 | - | - | - | - | %s%.5f |\n", methods[q], q ? "delta " : "", published[q]);
+		}
+		sb_jw_kf64(w, q ? "published_delta_patience5" : "published_patience5", published[q]);
+		sb_jw_obj_end(w);
+		SB_TRY(emit(w, err));
+	}
+	const char *verdict = guard ? "GUARD_MET" : "GUARD_FAILED";
+	sb_jw_record(w, "a8.verdict", 1);
+	sb_jw_kstr(w, "analysis", "bottomk");
+	sb_jw_kstr(w, "verdict", verdict);
+	sb_jw_kf64(w, "dense_mean", mean0[0]);
+	sb_jw_kbool(w, "guard", guard);
+	sb_jw_obj_end(w);
+	SB_TRY(emit(w, err));
+	mdf(md, "\nGuard (dense mean best validation accuracy >= 0.60): %.5f, %s. **Bottom-k verdict: %s**\n\n",
+	    mean0[0], yes(guard), verdict);
+	return 0;
+}
+
+static int lineardecay(struct sb_jw *w, struct md *md, struct sb_err *err)
+{
+	static const char *ratios[] = {"topk_softmax_0125", "topk_softmax_025"};
+	int budgets[MAXE], nb = 0;
+	for (int i = 0; i < nruns; i++) {
+		int K = run_epochs(&runs[i]), j;
+		for (j = 0; j < nb; j++)
+			if (budgets[j] == K)
+				break;
+		if (j == nb && nb < MAXE)
+			budgets[nb++] = K;
+	}
+	for (int a = 0; a < nb; a++) /* ascending */
+		for (int b = a + 1; b < nb; b++)
+			if (budgets[b] < budgets[a]) {
+				int t = budgets[a];
+				budgets[a] = budgets[b];
+				budgets[b] = t;
+			}
+	if (nb < 2)
+		return SB_ERR(err, SB_EDATA, "linear-decay control: runs of at least two budgets are needed (found %d)",
+		              nb);
+	long long diff[2][MAXE] = {{0}};
+	int pairs[2][MAXE] = {{0}};
+	for (int i = 0; i < nruns; i++) {
+		struct run *r = &runs[i];
+		for (int q = 0; q < 2; q++) {
+			if (strcmp(r->method, ratios[q]))
+				continue;
+			int K = run_epochs(r);
+			struct run *d = find(r->task, r->arch, r->tier, "softmax", r->seed, K);
+			if (!d)
+				continue;
+			int b;
+			for (b = 0; b < nb && budgets[b] != K; b++)
+				;
+			long long cs = llround(best_acc(r, K, 0) * r->n_val), cd = llround(best_acc(d, K, 0) * d->n_val);
+			diff[q][b] += cs - cd;
+			pairs[q][b]++;
+		}
+	}
+	mdf(md, "### Linear-decay LR control (computed)\n\nSummed correct-count difference (top-k - softmax, best "
+	        "validation epoch of each run) per budget:\n\n| budget E |");
+	for (int q = 0; q < 2; q++)
+		mdf(md, " %s |", ratios[q]);
+	mdf(md, "\n| --- | --- | --- |\n");
+	for (int b = 0; b < nb; b++) {
+		mdf(md, "| %d |", budgets[b]);
+		for (int q = 0; q < 2; q++) {
+			sb_jw_record(w, "a8.lineardecay", 1);
+			sb_jw_kstr(w, "method", ratios[q]);
+			sb_jw_kint(w, "budget_epochs", budgets[b]);
+			sb_jw_kint(w, "pairs", pairs[q][b]);
+			sb_jw_kint(w, "correct_diff", diff[q][b]);
+			sb_jw_obj_end(w);
+			SB_TRY(emit(w, err));
+			mdf(md, " %+lld (%d seeds) |", diff[q][b], pairs[q][b]);
+		}
+		mdf(md, "\n");
+	}
+	int per[2];
+	for (int q = 0; q < 2; q++)
+		per[q] = pairs[q][0] > 0 && pairs[q][nb - 1] > 0 && diff[q][0] > 0 && diff[q][nb - 1] < 0;
+	const char *verdict = per[0] && per[1] ? "PERSISTS_BOTH"
+	                      : per[0]         ? "PERSISTS_0125"
+	                      : per[1]         ? "PERSISTS_025"
+	                                       : "PERSISTS_NEITHER";
+	sb_jw_record(w, "a8.verdict", 1);
+	sb_jw_kstr(w, "analysis", "lineardecay");
+	sb_jw_kstr(w, "verdict", verdict);
+	sb_jw_kint(w, "first_budget", budgets[0]);
+	sb_jw_kint(w, "last_budget", budgets[nb - 1]);
+	sb_jw_kbool(w, "persists_0125", per[0]);
+	sb_jw_kbool(w, "persists_025", per[1]);
+	sb_jw_kstr(w, "published_outcome", "PERSISTS_BOTH");
+	sb_jw_obj_end(w);
+	SB_TRY(emit(w, err));
+	mdf(md, "\npersists = difference > 0 at E = %d and < 0 at E = %d: 0.125 %s, 0.25 %s. **Linear-decay verdict: "
+	        "%s** (published: PERSISTS_BOTH)\n\n",
+	    budgets[0], budgets[nb - 1], per[0] ? "yes" : "no", per[1] ? "yes" : "no", verdict);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+	sb_cli_init("sb-a8", argc, argv);
+	struct sb_err err = {0};
+	const char *md_path = NULL, *switch_path = NULL;
+	long long seed = -1, resamples = 20000;
+	enum { O_MD = 256, O_SWITCH, O_SEED, O_RES, O_HELP, O_VERSION };
+	static const struct option lo[] = {{"md", 1, 0, O_MD},          {"switch-epochs", 1, 0, O_SWITCH},
+	                                   {"seed", 1, 0, O_SEED},      {"resamples", 1, 0, O_RES},
+	                                   {"help", 0, 0, O_HELP},      {"version", 0, 0, O_VERSION},
+	                                   {0, 0, 0, 0}};
+	int ch;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":q", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'q':
+			sb_quiet = 1;
+			break;
+		case O_MD:
+			md_path = optarg;
+			break;
+		case O_SWITCH:
+			switch_path = optarg;
+			break;
+		case O_SEED:
+			if (sb_parse_int("--seed", optarg, 0, (long long)1 << 53, &seed, &err))
+				sb_cli_usage_error("%s", err.msg);
+			break;
+		case O_RES:
+			if (sb_parse_int("--resamples", optarg, 1, 10000000, &resamples, &err))
+				sb_cli_usage_error("%s", err.msg);
+			break;
+		case O_HELP:
+			usage();
+		case O_VERSION:
+			sb_cli_version();
+		case ':':
+			sb_cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			if (optopt)
+				sb_cli_usage_error("unknown option '-%c'", optopt);
+			sb_cli_usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind >= argc)
+		sb_cli_usage_error("no analysis given (m1, m2, bottomk or lineardecay)");
+	const char *mode = argv[optind++];
+	int which = !strcmp(mode, "m1") ? 1 : !strcmp(mode, "m2") ? 2 : !strcmp(mode, "bottomk") ? 3
+	                                                         : !strcmp(mode, "lineardecay") ? 4 : 0;
+	if (!which)
+		sb_cli_usage_error("unknown analysis '%s' (m1, m2, bottomk or lineardecay)", mode);
+	if (switch_path && which != 1)
+		sb_cli_usage_error("--switch-epochs is an output of m1 only");
+	if (optind >= argc)
+		sb_cli_usage_error("no record files given");
+	if (seed < 0)
+		seed = which == 2 ? 260827 : 260826;
+	int nin = argc - optind;
+	struct sb_input *in = calloc((size_t)nin, sizeof *in);
+	if (!in)
+		sb_cli_die(&(struct sb_err){SB_EINTERNAL, "out of memory", "", 0});
+	for (int i = 0; i < nin; i++) {
+		int rc = load(argv[optind + i], &in[i], &err);
+		if (rc)
+			sb_cli_die(&err);
+	}
+	sb_progress(1, "%d files, %d runs", nin, nruns);
+	struct sb_jw w;
+	sb_jw_init(&w, stdout);
+	struct sb_run_meta meta = {.device = "cpu", .threads = 1, .inputs = in, .n_inputs = nin};
+	if (sb_record_run_meta(&w, &meta, &err))
+		sb_cli_die(&err);
+	struct md md = {0};
+	int rc = which == 1   ? m1(&w, &md, switch_path, (uint64_t)seed, (int)resamples, &err)
+	         : which == 2 ? m2(&w, &md, (uint64_t)seed, (int)resamples, &err)
+	         : which == 3 ? bottomk(&w, &md, &err)
+	                      : lineardecay(&w, &md, &err);
+	if (!rc && md_path)
+		rc = sb_write_file_atomic(md_path, md.buf ? md.buf : "", md.len, &err);
+	sb_jw_free(&w);
+	free(md.buf);
+	free(in);
+	free(runs);
+	if (rc)
+		sb_cli_die(&err);
+	return sb_cli_finish(0);
+}
