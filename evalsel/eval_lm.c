@@ -37,8 +37,16 @@ static void progress(void *arg, const char *phase, int done, int total)
 
 int sb_eval_lm_run(const char *run_dir, struct sb_backend *be, struct sb_err *err)
 {
+	return sb_eval_lm_run_set(run_dir, be, NULL, 0, err);
+}
+
+int sb_eval_lm_run_set(const char *run_dir, struct sb_backend *be, const char *const *settings, int n_settings,
+		       struct sb_err *err)
+{
 	struct sb_lm_eval_opts o;
 	sb_lm_eval_defaults(&o);
+	for (int i = 0; i < n_settings; i++)
+		SB_TRY(sb_lm_eval_set(&o, settings[i], err));
 	o.progress = progress;
 	o.progress_arg = (void *)run_dir;
 	char path[4600], mp[4600];

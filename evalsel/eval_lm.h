@@ -15,5 +15,9 @@
 
 int sb_eval_is_lm_run(const char *run_dir);
 int sb_eval_lm_run(const char *run_dir, struct sb_backend *be, struct sb_err *err);
+/* The same with evaluation settings KEY=VALUE (sb_lm_eval_set: probes=N, windows=N,
+ * masks=LIST, tasks=LIST, bench_reps=N, budgets=LIST, seed=N) over the defaults. */
+int sb_eval_lm_run_set(const char *run_dir, struct sb_backend *be, const char *const *settings, int n_settings,
+		       struct sb_err *err);
 
 #endif

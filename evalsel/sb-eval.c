@@ -21,8 +21,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backend.h"
 #include "cli.h"
 #include "dataset.h"
+#include "eval_lm.h"
 #include "eval_sas.h"
 #include "evalrun.h"
 #include "hash.h"
@@ -32,7 +34,7 @@
 #include "vallog.h"
 
 static const char usage_text[] =
-    "Usage: sb-eval [-d DATA_DIR] [--device cpu|cuda] [-j THREADS] [--no-probe] [-q] RUN_DIR...\n"
+    "Usage: sb-eval [-d DATA_DIR] [--device cpu|cuda] [-j THREADS] [--no-probe] [-q] [--set KEY=VALUE]... RUN_DIR...\n"
     "\n"
     "Evaluate every saved epoch of each run directory written by sb-train on the validation split:\n"
     "accuracy, macro-F1, loss, attention density and entropy, alpha mean and sd (PROTOCOL A3/A4),\n"
@@ -52,6 +54,8 @@ static const char usage_text[] =
     "  -j THREADS      CPU threads (default 0: all cores)\n"
     "  --no-probe      without the probe features (PROTOCOL A8 M1; docs/sb-eval.md)\n"
     "  -q              no progress lines on stderr\n"
+    "  --set KEY=VALUE an evaluation setting of LM runs (repeatable): probes=N, windows=N,\n"
+    "                  masks=LIST, tasks=LIST, bench_reps=N, budgets=K,K,..., seed=N (docs/lm.md)\n"
     "  --help          this text;  --version  the version\n"
     "\n"
     "Written, per RUN_DIR (atomically):\n"
@@ -71,6 +75,11 @@ static const char usage_text[] =
     "metadata names another cell, epoch or normaliser); 4 I/O error; 5 internal or device error.\n"
     "Every RUN_DIR is attempted; the status is that of the first failure.\n"
     "\n"
+    "A RUN_DIR whose cell.json says \"family\": \"lm\" (a decoder of PROTOCOL C, trained by sb-train) is\n"
+    "evaluated by the LM track instead: fidelity of every mask, the 13-task retrieval battery, budgets\n"
+    "and kernel timings into RUN_DIR/eval.ndjson (docs/lm.md); stdout gets one lm.eval record\n"
+    "{run_dir, records, status}. -d is not used for it (the corpora are named in cell.json).\n"
+    "\n"
     "Examples:\n"
     "  sb-eval -d data runs/*/\n"
     "  sb-eval -q -d data runs/fashion_mnist.softmax.s0.plain.compact.1a2b3c4d\n";
@@ -85,6 +94,8 @@ struct opts {
 	const char *data_dir, *device;
 	long long threads;
 	int no_probe;
+	char **settings; /* --set KEY=VALUE: evaluation settings of family runs (argv's strings) */
+	int n_settings;
 };
 
 /* The pool last read, kept for the next run directory of the same task (a grid
@@ -590,15 +601,82 @@ out:
 	return rc;
 }
 
+/* ---------------------------------------------------------------- other families */
+
+/* A run directory whose cell.json says "family": NAME is evaluated by NAME's evaluator,
+ * which writes its own records (RUN_DIR/eval.ndjson); stdout gets one NAME.eval record.
+ * Encoder runs carry no family. To add a family, add a row. */
+typedef int (*family_eval_fn)(const char *run_dir, struct sb_backend *be, const char *const *settings, int n_settings,
+                              struct sb_err *err);
+static const struct {
+	const char *name;
+	family_eval_fn eval;
+} FAMILIES[] = {
+	{"lm", sb_eval_lm_run_set}, /* evalsel/eval_lm.h: lib/lm_eval.h, docs/lm.md */
+};
+
+/* The family of RUN_DIR/cell.json: an index in FAMILIES, -1 for an encoder run (no
+ * family), -2 when cell.json cannot be read or parsed (eval_run reports on it). */
+static int run_family(const char *run)
+{
+	char *path = sb_path_join(run, "cell.json");
+	char *buf = NULL;
+	size_t n = 0;
+	struct sb_err e = {0};
+	struct sb_json *v = NULL;
+	int family = -2;
+	if (path && !sb_read_file(path, &buf, &n, 1 << 24, &e) && !sb_json_parse(buf, n, &v, &e)) {
+		family = -1;
+		const char *name = sb_json_str(sb_json_get(v, "family"), "");
+		for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
+			if (!strcmp(name, FAMILIES[i].name))
+				family = (int)i;
+	}
+	sb_json_free(v);
+	free(buf);
+	free(path);
+	return family;
+}
+
+static int eval_family_run(const char *run, int family, const struct opts *o, struct sb_jw *std, struct sb_err *err)
+{
+	struct sb_backend *be = NULL;
+	SB_TRY(sb_backend_open(o->device, (int)o->threads, &be, err));
+	int rc = FAMILIES[family].eval(run, be, (const char *const *)o->settings, o->n_settings, err);
+	sb_backend_close(be);
+	if (rc)
+		return rc;
+	char *path = sb_path_join(run, "eval.ndjson");
+	if (!path)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	char kind[64];
+	snprintf(kind, sizeof kind, "%s.eval", FAMILIES[family].name);
+	sb_jw_record(std, kind, 1);
+	sb_jw_kstr(std, "run_dir", run);
+	sb_jw_kstr(std, "records", path);
+	sb_jw_kstr(std, "status", "completed");
+	sb_jw_obj_end(std);
+	free(path);
+	SB_TRY(sb_jw_line(std, err));
+	if (fflush(stdout))
+		return SB_ERRNO(err, "write error: stdout");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	sb_cli_init("sb-eval", argc, argv);
 	struct opts o = {.data_dir = "data", .device = "cpu"};
 	struct sb_err err = {0};
-	enum { O_DEVICE = 256, O_HELP, O_VERSION, O_NO_PROBE };
-	static const struct option lo[] = {{"device", 1, 0, O_DEVICE},      {"help", 0, 0, O_HELP},
-	                                   {"version", 0, 0, O_VERSION},    {"no-probe", 0, 0, O_NO_PROBE},
-	                                   {0, 0, 0, 0}};
+	enum { O_DEVICE = 256, O_SET, O_HELP, O_VERSION, O_NO_PROBE };
+	static const struct option lo[] = {{"device", 1, 0, O_DEVICE},      {"set", 1, 0, O_SET},
+	                                   {"help", 0, 0, O_HELP},          {"version", 0, 0, O_VERSION},
+	                                   {"no-probe", 0, 0, O_NO_PROBE},  {0, 0, 0, 0}};
+	o.settings = calloc((size_t)argc, sizeof *o.settings);
+	if (!o.settings) {
+		SB_ERR(&err, SB_EINTERNAL, "out of memory");
+		sb_cli_die(&err);
+	}
 	int ch;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":d:j:q", lo, NULL)) != -1) {
@@ -615,6 +693,9 @@ int main(int argc, char **argv)
 			break;
 		case O_DEVICE:
 			o.device = optarg;
+			break;
+		case O_SET:
+			o.settings[o.n_settings++] = optarg;
 			break;
 		case O_NO_PROBE:
 			o.no_probe = 1;
@@ -642,7 +723,19 @@ int main(int argc, char **argv)
 	int status = 0;
 	for (int i = optind; i < argc; i++) {
 		struct sb_err e = {0};
-		int rc = sb_eval_sas_is_run(argv[i]) ? sb_eval_sas(argv[i], &std, &e) : eval_run(argv[i], &o, &std, &e);
+		/* SAS runs first: their sas.eval records go to stdout whole (the report reads them
+		 * there), not as the family table's summary record */
+		int family = sb_eval_sas_is_run(argv[i]) ? -3 : run_family(argv[i]);
+		int rc;
+		if (family == -3)
+			rc = o.n_settings ? SB_ERR(&e, SB_EUSAGE, "--set applies to lm runs, not to SAS runs")
+			                  : sb_eval_sas(argv[i], &std, &e);
+		else if (family >= 0)
+			rc = eval_family_run(argv[i], family, &o, &std, &e);
+		else if (o.n_settings && family == -1)
+			rc = SB_ERR(&e, SB_EUSAGE, "--set applies to the runs of other families (lm), not to encoder runs");
+		else
+			rc = eval_run(argv[i], &o, &std, &e);
 		if (rc) {
 			/* messages name the file; add the run directory when they do not */
 			if (!strstr(e.msg, argv[i]))
@@ -655,5 +748,6 @@ int main(int argc, char **argv)
 	sb_jw_free(&std);
 	if (pool_cache.valid)
 		sb_dataset_free(&pool_cache.ds);
+	free(o.settings);
 	return sb_cli_finish(status);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "hash.h"
 #include "io.h"
 #include "lm_data.h"
@@ -79,6 +80,57 @@ int sb_lm_eval_set_tasks(struct sb_lm_eval_opts *o, const char *list, struct sb_
 	}
 	free(dup);
 	return rc;
+}
+
+int sb_lm_eval_set(struct sb_lm_eval_opts *o, const char *setting, struct sb_err *err)
+{
+	const char *eq = strchr(setting, '=');
+	if (!eq || eq == setting)
+		return SB_ERR(err, SB_EUSAGE, "evaluation setting '%s': expected KEY=VALUE", setting);
+	char key[32];
+	snprintf(key, sizeof key, "%.*s", (int)(eq - setting < 31 ? eq - setting : 31), setting);
+	const char *val = eq + 1;
+	long long v;
+	if (!strcmp(key, "masks"))
+		return sb_lm_eval_set_masks(o, val, err);
+	if (!strcmp(key, "tasks"))
+		return sb_lm_eval_set_tasks(o, val, err);
+	if (!strcmp(key, "probes") || !strcmp(key, "windows")) {
+		SB_TRY(sb_parse_int(key, val, 0, 100000, &v, err));
+		*(key[0] == 'p' ? &o->n_probes : &o->n_windows) = (int)v;
+		return 0;
+	}
+	if (!strcmp(key, "bench_reps")) {
+		SB_TRY(sb_parse_int(key, val, 1, 10000, &v, err));
+		o->bench_reps = (int)v;
+		return 0;
+	}
+	if (!strcmp(key, "seed")) {
+		SB_TRY(sb_parse_int(key, val, 0, 1ll << 62, &v, err));
+		o->seed = (uint64_t)v;
+		return 0;
+	}
+	if (!strcmp(key, "budgets")) {
+		int ks[8], n = 0;
+		const char *p = val;
+		for (;;) {
+			char tok[32];
+			size_t len = strcspn(p, ",");
+			if (n == 8 || len == 0 || len >= sizeof tok)
+				return SB_ERR(err, SB_EUSAGE, "budgets '%s': 1 to 8 numbers, comma-separated", val);
+			snprintf(tok, sizeof tok, "%.*s", (int)len, p);
+			SB_TRY(sb_parse_int(key, tok, 0, 1 << 20, &v, err));
+			ks[n++] = (int)v;
+			if (!p[len])
+				break;
+			p += len + 1;
+		}
+		memcpy(o->budgets_k, ks, sizeof ks[0] * (size_t)n);
+		o->n_budgets = n;
+		return 0;
+	}
+	return SB_ERR(err, SB_EUSAGE,
+		      "unknown evaluation setting '%s' (masks, tasks, probes, windows, bench_reps, budgets, seed)", key);
 }
 
 /* ---------------------------------------------------------------- metrics */
@@ -231,6 +283,56 @@ static int fid_mask_task(struct sb_ctx *ctx, int worker, int task, void *arg, st
 	return 0;
 }
 
+/* The length of the UTF-8 sequence starting at s[0] (n bytes available), 0 if none. */
+static size_t utf8_seq(const uint8_t *s, size_t n)
+{
+	size_t len;
+	uint32_t cp;
+	if (s[0] < 0x80)
+		return s[0] != 0; /* NUL would end the C string */
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		len = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return len;
+}
+
+size_t sb_lm_display_bytes(char *dst, size_t cap, const uint8_t *src, size_t n)
+{
+	size_t o = 0;
+	if (!cap)
+		return 0;
+	for (size_t i = 0; i < n;) {
+		size_t len = utf8_seq(src + i, n - i);
+		size_t need = len ? len : 3;
+		if (o + need + 1 > cap)
+			break;
+		if (len) {
+			memcpy(dst + o, src + i, len);
+			i += len;
+		} else {
+			memcpy(dst + o, "\xef\xbf\xbd", 3); /* U+FFFD */
+			i++;
+		}
+		o += need;
+	}
+	dst[o] = 0;
+	return o;
+}
+
 /* Greedy decoding of one probe under one mask. Turn k: feed its prompt (after the
  * first turn, preceded by the newline that ended the model's previous answer, as in
  * the probe's text), then generate at most (answer length incl. its newline) bytes,
@@ -267,8 +369,11 @@ static int run_probe(struct sb_ctx *ctx, struct ev *e, int worker, int mi, int t
 				SB_TRY(sb_lm_forward_cached(ctx, e->m, c, &out[n - 1], 1, mk, logit, 0, obs, err));
 		}
 		int good = stopped && sb_lm_probe_match(p, k, out, n);
-		if (ok)
-			snprintf(gen, 64, "%.*s%s", n, (const char *)out, stopped ? "" : "...");
+		if (ok) {
+			size_t len = sb_lm_display_bytes(gen, 64 - 3, out, (size_t)n);
+			if (!stopped)
+				memcpy(gen + len, "...", 4);
+		}
 		if (!good)
 			ok = 0;
 	}
@@ -716,6 +821,10 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 	sb_jw_kstr(w, "mixture", e->cell.mixture);
 	sb_jw_kint(w, "train_steps", e->cell.steps);
 	sb_jw_kint(w, "train_batch", e->cell.batch);
+	if (e->cell.warm_steps) {
+		sb_jw_kint(w, "train_warm_T", e->cell.warm_T);
+		sb_jw_kint(w, "train_warm_steps", e->cell.warm_steps);
+	}
 	if (e->train_done) {
 		sb_jw_key(w, "train_done");
 		sb_jw_value(w, e->train_done);

@@ -178,17 +178,29 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 	bprintf(&md, "# LM track report — budget-matched sparse masks (PROTOCOL C)\n\n");
 	bprintf(&md, "Run `%s`, evaluated from `%s`.\n\n", str(setup, "cell_id"), eval_path);
 	bprintf(&md,
-		"Model: hybrid decoder `%s` (A = full attention, C = gated short convolution, L = linear attention), "
-		"d = %.0f, %.0f heads of %.0f (kv heads %.0f), ffn %.0f, %s, %s, positions %s; %.0f parameters; "
+		"Model: hybrid decoder `%s` (A = full attention, C = %s causal depthwise short convolution, L = linear "
+		"attention), d = %.0f, %.0f heads of %.0f (kv heads %.0f), ffn %.0f, %s, %s, positions %s; %.0f parameters; "
 		"byte vocabulary %.0f; context T = %.0f.\n\n",
-		str(model, "pattern"), num(model, "d"), num(model, "heads"), num(model, "head_dim"),
+		str(model, "pattern"), num(model, "conv_gate") == 0 ? "plain" : "gated", num(model, "d"), num(model, "heads"), num(model, "head_dim"),
 		num(model, "kv_heads"), num(model, "ffn"), str(model, "mlp"), str(model, "norm"), str(model, "pos"),
 		num(setup, "parameter_count"), num(model, "vocab"), num(setup, "T"));
-	bprintf(&md, "Training: %.0f steps of %.0f sequences on the mixture `%s` (haystack corpus `%s`)", num(setup, "train_steps"),
-		num(setup, "train_batch"), str(setup, "mixture"), str(setup, "haystack"));
+	if (sb_json_get(setup, "train_warm_steps")) {
+		double ws = num(setup, "train_warm_steps"), wT = num(setup, "train_warm_T"), T = num(setup, "T");
+		bprintf(&md, "Training: %.0f steps: %.0f at context %.0f (%.0f sequences per step), then %.0f at %.0f (%.0f per step)",
+			num(setup, "train_steps"), ws, wT, num(setup, "train_batch") * T / wT,
+			num(setup, "train_steps") - ws, T, num(setup, "train_batch"));
+	} else {
+		bprintf(&md, "Training: %.0f steps of %.0f sequences", num(setup, "train_steps"), num(setup, "train_batch"));
+	}
+	bprintf(&md, " on the mixture `%s` (haystack corpus `%s`)", str(setup, "mixture"), str(setup, "haystack"));
 	if (td)
-		bprintf(&md, "; final training loss %.4f nats/byte; %.0f s of training on `%s`.\n\n",
-			num(td, "final_loss"), num(td, "train_seconds"), "this machine");
+	{
+		bprintf(&md, "; final training loss %.4f nats/byte; training took %.0f s wall-clock", num(td, "final_loss"),
+			num(td, "train_seconds"));
+		if (sb_json_get(td, "train_cpu_seconds"))
+			bprintf(&md, " and %.0f s of CPU time (user + system, all threads)", num(td, "train_cpu_seconds"));
+		bprintf(&md, ".\n\n");
+	}
 	else
 		bprintf(&md, ".\n\n");
 	bprintf(&md,

@@ -1,4 +1,5 @@
-/* sb-train — train encoder cells (PROTOCOL A2, A4, A8) into run directories.
+/* sb-train — train encoder cells (PROTOCOL A2, A4, A8), and cells of other families
+ * (PROTOCOL C's LM decoders: "family": "lm"), into run directories.
  * See usage() and docs/sb-train.md. */
 #include <getopt.h>
 #include <math.h>
@@ -18,6 +19,7 @@
 #include "record.h"
 #include "train.h"
 #include "train_cell.h"
+#include "train_lm.h"
 #include "train_sas.h"
 
 static void usage(void)
@@ -33,6 +35,10 @@ static void usage(void)
 	      "schedule (constant | linear_decay: lr (1 - t/T)), alpha (1.5, entmax_bisect),\n"
 	      "mask (margin | exclude: padded keys of text tasks), dropout (0.1),\n"
 	      "switch_epoch (switching methods). Unknown fields are an error.\n"
+	      "A cell with \"family\": \"lm\" is a decoder of PROTOCOL C (fields: docs/lm.md): it trains after\n"
+	      "the encoder cells, alone, with every thread, into RUNS/CELL_ID/, and writes an lm.train record.\n"
+	      "A cell with \"family\": \"sas\" is a SAS cell of PROTOCOL B (fields: docs/sas.md): the same, on one\n"
+	      "CPU thread, with a sas.train record.\n"
 	      "Methods: softmax, topk_softmax_{0125,025,05}, bottomk_softmax_{0125,025,05}, sparsemax,\n"
 	      "entmax15, entmax_bisect, headwise_adaptive_entmax; schedules (epochs e = 1..E):\n"
 	      "median_switch, early_accuracy_switch, entropy_switch, mechanistic_switch (top-k 0.25 while\n"
@@ -63,8 +69,6 @@ static void usage(void)
 	      "train.failed (status failed_nonfinite_loss, failed_device or failed, with error, and for\n"
 	      "a non-finite loss the epoch and step), train.resume or train.skip. Fields: docs/records.md.\n"
 	      "A failing cell is recorded and the others go on.\n"
-	      "Cells with \"family\": \"sas\" train SAS (PROTOCOL B, docs/sas.md): a cells file holds\n"
-	      "only such cells or none.\n"
 	      "\n"
 	      "Exit status: 0 every cell completed, was skipped or ended with a non-finite loss (a\n"
 	      "result, recorded); 1 a dataset is a test split (refused); 2 usage; 3 bad input (cells,\n"
@@ -263,12 +267,54 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	}
 }
 
+/* ---------------------------------------------------------------- other families */
+
+/* A cell with "family": NAME goes to NAME's trainer, which writes its run directory
+ * RUNS/CELL_ID/ and one record per cell to stdout. Encoder cells carry no family. To add a
+ * family, add a row. */
+typedef int (*family_train_fn)(const struct sb_json *cell, const char *runs_dir, struct sb_backend *be, FILE *out,
+                               int *skipped, struct sb_err *err);
+/* check (optional): validates a cell when it is read, so that a malformed one is refused
+ * naming its file and line before anything trains. */
+typedef int (*family_check_fn)(const struct sb_json *cell, struct sb_err *err);
+static const struct {
+	const char *name;
+	family_train_fn train;
+	family_check_fn check;
+} FAMILIES[] = {
+	{"lm", sb_train_lm_cell, NULL},                  /* train/train_lm.h: lib/lm_train.h, docs/lm.md */
+	{"sas", sb_train_sas_cell, sb_train_sas_check}, /* train/train_sas.h: lib/sas_run.h, docs/sas.md */
+};
+
+struct family_cell {
+	struct sb_json *cell; /* owned */
+	int family;           /* index in FAMILIES */
+};
+
+/* The family of a cell object: -1 none (an encoder cell), an index in FAMILIES, or an
+ * error for a family nobody trains. */
+static int cell_family(const struct sb_json *v, int *family, struct sb_err *err)
+{
+	*family = -1;
+	const struct sb_json *f = sb_json_get(v, "family");
+	if (!f)
+		return 0;
+	const char *name = sb_json_str(f, "");
+	for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
+		if (!strcmp(name, FAMILIES[i].name)) {
+			*family = (int)i;
+			return 0;
+		}
+	return SB_ERR(err, SB_EDATA, "cell: unknown family \"%s\"", name);
+}
+
 /* ---------------------------------------------------------------- cells */
 
 struct cells {
 	struct sb_cell *c;
 	int n, cap;
-	struct sb_train_sas_cells sas; /* "family": "sas" cells (train/train_sas.h) */
+	struct family_cell *fc; /* cells of other families, in input order */
+	int nf, capf;
 };
 
 static int cells_add(struct cells *cs, const struct sb_cell *c)
@@ -288,6 +334,28 @@ static int cells_add(struct cells *cs, const struct sb_cell *c)
 	}
 	cs->c[cs->n++] = *c;
 	return 0;
+}
+
+static int family_cell_add(struct cells *cs, struct sb_json *v, int family, struct sb_err *err)
+{
+	if (cs->nf == cs->capf) {
+		int cap = cs->capf ? 2 * cs->capf : 4;
+		void *p = realloc(cs->fc, (size_t)cap * sizeof *cs->fc);
+		if (!p)
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		cs->fc = p;
+		cs->capf = cap;
+	}
+	cs->fc[cs->nf++] = (struct family_cell){v, family};
+	return 0;
+}
+
+static void cells_free(struct cells *cs)
+{
+	for (int i = 0; i < cs->nf; i++)
+		sb_json_free(cs->fc[i].cell);
+	free(cs->fc);
+	free(cs->c);
 }
 
 static int read_cells(const struct opts *o, struct cells *cs, struct sb_err *err)
@@ -313,29 +381,29 @@ static int read_cells(const struct opts *o, struct cells *cs, struct sb_err *err
 		rc = sb_ndjson_next(rd, &v, err);
 		if (rc || !v)
 			break;
-		int sas = 0;
-		rc = sb_train_sas_take(&cs->sas, v, &sas, err);
-		if (sas || rc) {
+		int family;
+		rc = cell_family(v, &family, err);
+		if (!rc && family >= 0) { /* kept whole for its family's trainer */
+			if (FAMILIES[family].check)
+				rc = FAMILIES[family].check(v, err);
+			if (!rc)
+				rc = family_cell_add(cs, v, family, err);
+			if (rc)
+				sb_json_free(v);
+		} else {
+			if (!rc)
+				rc = sb_cell_from_json(v, 1, &c, err);
 			sb_json_free(v);
-			if (rc) {
-				sb_err_prefix(err, "%s:%ld", sb_ndjson_name(rd), sb_ndjson_line(rd));
-				break;
-			}
-			continue;
+			if (!rc && cells_add(cs, &c))
+				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 		}
-		rc = sb_cell_from_json(v, 1, &c, err);
-		sb_json_free(v);
 		if (rc) {
 			sb_err_prefix(err, "%s:%ld", sb_ndjson_name(rd), sb_ndjson_line(rd));
 			break;
 		}
-		if (cells_add(cs, &c)) {
-			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
-			break;
-		}
 	}
 	sb_ndjson_close(rd);
-	if (!rc && cs->n == 0 && cs->sas.n == 0)
+	if (!rc && cs->n + cs->nf == 0)
 		rc = SB_ERR(err, SB_EDATA, "%s: no cells", o->cells_path);
 	return rc;
 }
@@ -519,6 +587,38 @@ static void run_gpu_groups(struct runner_shared *sh, int max_active)
 	free(idx);
 }
 
+/* Train the cells of other families one after another, each with every thread, after
+ * the encoder cells. Counts go to sh; the first failure's code and message too. */
+static void train_family_cells(const struct cells *cs, const char *device, int threads, int first_index,
+                               struct runner_shared *sh)
+{
+	for (int i = 0; i < cs->nf; i++) {
+		const struct family_cell *fc = &cs->fc[i];
+		struct sb_backend *be = NULL;
+		struct sb_err e = {0};
+		int skipped = 0;
+		int rc = sb_backend_open(device, threads, &be, &e);
+		if (!rc)
+			rc = FAMILIES[fc->family].train(fc->cell, sh->env->runs_dir, be, sh->env->out, &skipped, &e);
+		sb_backend_close(be);
+		if (fflush(sh->env->out) && !rc)
+			rc = SB_ERR(&e, SB_EIO, "stdout: write error");
+		if (rc) {
+			sh->failed++;
+			if (sh->first_idx < 0) {
+				sh->first_idx = first_index + i;
+				sh->first_rc = rc;
+				sh->first_err = e;
+			}
+			sb_cli_warn("%s cell %d failed: %s", FAMILIES[fc->family].name, i + 1, e.msg);
+		} else if (skipped) {
+			sh->skipped++;
+		} else {
+			sh->completed++;
+		}
+	}
+}
+
 static int ncores(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -534,15 +634,6 @@ int main(int argc, char **argv)
 	struct cells cs = {0};
 	if (read_cells(&o, &cs, &err))
 		sb_cli_die(&err);
-	if (cs.sas.n) {
-		int rc = sb_train_sas_run(&cs.sas, cs.n, o.runs_dir, o.device, stdout, &err);
-		if (rc == SB_EUSAGE)
-			sb_cli_die(&err);
-		sb_train_sas_free(&cs.sas);
-		free(cs.c);
-		sb_jw_free(&o.flag_cell);
-		return sb_cli_finish(rc);
-	}
 	/* the datasets, once per task (pool files only: the reader refuses test splits) */
 	struct task_ds *tds = calloc((size_t)cs.n, sizeof *tds);
 	int ntds = 0;
@@ -627,7 +718,9 @@ int main(int argc, char **argv)
 	struct runner_shared sh = {&cs, tds, ntds, o.device, &env, PTHREAD_MUTEX_INITIALIZER, 0, 0, -1,
 	                           {0}, 0,   0,    0,        0};
 	struct runner *rn = calloc((size_t)nrun, sizeof *rn);
-	if (gpu) {
+	if (cs.n == 0) {
+		/* only cells of other families */
+	} else if (gpu) {
 		run_gpu_groups(&sh, o.threads);
 	} else {
 		for (int i = 0; i < nrun; i++) {
@@ -644,16 +737,17 @@ int main(int argc, char **argv)
 			if (rn[i].threads)
 				pthread_join(rn[i].th, NULL);
 	}
+	train_family_cells(&cs, o.device, threads, cs.n, &sh);
 	if (!sb_quiet)
-		sb_progress(1, "%d cell%s: %d completed, %d skipped, %d non-finite loss, %d failed", cs.n,
-		            cs.n == 1 ? "" : "s", sh.completed, sh.skipped, sh.nonfinite, sh.failed);
+		sb_progress(1, "%d cell%s: %d completed, %d skipped, %d non-finite loss, %d failed", cs.n + cs.nf,
+		            cs.n + cs.nf == 1 ? "" : "s", sh.completed, sh.skipped, sh.nonfinite, sh.failed);
 	int rc = sh.first_idx >= 0 ? sh.first_rc : 0;
 	for (int k = 0; k < ntds; k++)
 		sb_dataset_free(&tds[k].ds);
 	free(tds);
 	free(inputs);
 	free(rn);
-	free(cs.c);
+	cells_free(&cs);
 	sb_jw_free(&o.flag_cell);
 	return sb_cli_finish(rc);
 }

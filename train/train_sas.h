@@ -1,32 +1,26 @@
 /* train_sas.h — sb-train's entry for SAS cells ("family": "sas"; lib/sas_run.h).
  *
- * sb-train's dispatch is at the point where cells are read: read_cells hands every
- * cell to sb_train_sas_take first, which keeps the SAS ones; main then runs them
- * with sb_train_sas_run (a cells file holds SAS cells or others, not both). */
+ * A row of sb-train's family table (train/sb-train.c): the same signature as the LM
+ * track's sb_train_lm_cell. */
 #ifndef SB_TRAIN_SAS_H
 #define SB_TRAIN_SAS_H
 
 #include <stdio.h>
 
+#include "backend.h"
 #include "err.h"
 #include "json.h"
-#include "sas_run.h"
 
-struct sb_train_sas_cells {
-	struct sb_sas_cell *c;
-	int n, cap;
-};
+/* Train one SAS cell (PROTOCOL B's tiny decoder, or a selector on a frozen LM-track
+ * backbone) into runs_dir/CELL_ID and write one {"kind":"sas.train","v":1,"cell_id",
+ * "run_dir","status"[,"error"]} line to out (may be NULL). SAS runs on the CPU with one
+ * thread (lib/sas_lm.h): a CPU backend with more threads is replaced by a 1-thread one
+ * for the cell; another device is a usage error. *skipped is always 0 (a SAS cell
+ * retrains: it takes seconds). */
+int sb_train_sas_cell(const struct sb_json *cell, const char *runs_dir, struct sb_backend *be, FILE *out,
+                      int *skipped, struct sb_err *err);
 
-/* *taken = 1 when cell is a SAS cell (parsed and queued; a malformed one is an
- * SB_EDATA error), 0 when it is not one (left to the caller). */
-int sb_train_sas_take(struct sb_train_sas_cells *q, const struct sb_json *cell, int *taken, struct sb_err *err);
-void sb_train_sas_free(struct sb_train_sas_cells *q);
-
-/* Train the queued cells into runs_dir (CPU only). n_other: the other cells read
- * (must be 0). Writes run.meta and one sas.train record per cell to out; a failing
- * cell is reported on stderr and the others go on. Returns 0, or the first failing
- * cell's code (err holds its message). */
-int sb_train_sas_run(struct sb_train_sas_cells *q, int n_other, const char *runs_dir, const char *device, FILE *out,
-                     struct sb_err *err);
+/* Parses the cell (unknown fields, ranges) without training: sb-train's read-time check. */
+int sb_train_sas_check(const struct sb_json *cell, struct sb_err *err);
 
 #endif

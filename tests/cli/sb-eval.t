@@ -4,7 +4,7 @@
 
 %%% --help: synopsis, options, records, exit status, examples
 $ sb-eval --help
-~ Usage: sb-eval [-d DATA_DIR] [--device cpu|cuda] [-j THREADS] [--no-probe] [-q] RUN_DIR...
+~ Usage: sb-eval [-d DATA_DIR] [--device cpu|cuda] [-j THREADS] [--no-probe] [-q] [--set KEY=VALUE]... RUN_DIR...
 ~ RUN_DIR/val.ndjson: run.meta, one eval.epoch per saved epoch
 ~ Exit status: 0 ok; 1 refused (a dataset file with split=test)
 ~ Examples:

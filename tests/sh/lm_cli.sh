@@ -37,4 +37,31 @@ t_result $? "a context too short for a task is a usage error (exit $rc)"
 sb-lm eval "$T/nope" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 4 ]
 t_result $? "eval of a missing run directory: exit 4 (got $rc)"
+# sb-train and sb-eval hand "family": "lm" cells and run directories to the LM track
+if command -v sb-train >/dev/null && command -v sb-eval >/dev/null; then
+	echo '{"family":"lmx","seed":0}' >"$T/fam.json"
+	sb-train -q -o "$T/runs" "$T/fam.json" >/dev/null 2>"$T/e"; rc=$?
+	[ $rc -eq 3 ] && grep -q 'unknown family "lmx"' "$T/e"
+	t_result $? "sb-train: an unknown family is bad input naming it (exit $rc)"
+	sb-train -q -o "$T/runs" "$T/bad2.json" >/dev/null 2>"$T/e"; rc=$?
+	[ $rc -eq 3 ] && grep -q "unknown field 'stepz'" "$T/e"
+	t_result $? "sb-train: an LM cell's unknown field is bad input (exit $rc)"
+	sb-train -q -o "$T/runs" "$T/bad3.json" >"$T/o" 2>"$T/e"; rc=$?
+	[ $rc -eq 4 ] && grep -q '"kind":"lm.train".*"status":"failed"' "$T/o"
+	t_result $? "sb-train: an LM cell whose corpus is missing fails with exit 4 and a failed lm.train record (exit $rc)"
+	sb-train --help | grep -q '"family": "lm"'
+	t_result $? "sb-train --help names the lm family"
+	mkdir -p "$T/lmrun" && cp "$T/bad3.json" "$T/lmrun/cell.json"
+	sb-eval -q "$T/lmrun" >"$T/o" 2>"$T/e"; rc=$?
+	[ $rc -eq 3 ] && grep -q 'cell_id .* does not match its content (lm\.dense\.s0\.CACA' "$T/e" &&
+		! grep -q '"kind":"lm.eval"' "$T/o"
+	t_result $? "sb-eval: an LM run directory goes to the LM evaluator (a cell.json without its LM cell_id: exit $rc)"
+	sb-eval -q --set probez=3 "$T/lmrun" >/dev/null 2>"$T/e"; rc=$?
+	[ $rc -eq 2 ] && grep -q "unknown evaluation setting 'probez'" "$T/e"
+	t_result $? "sb-eval: an unknown --set key is a usage error (exit $rc)"
+	mkdir -p "$T/encrun" && echo '{"task":"x"}' >"$T/encrun/cell.json"
+	sb-eval -q --set probes=3 "$T/encrun" >/dev/null 2>"$T/e"; rc=$?
+	[ $rc -eq 2 ] && grep -q 'not to encoder runs' "$T/e"
+	t_result $? "sb-eval: --set on an encoder run is a usage error (exit $rc)"
+fi
 t_done

@@ -1,26 +1,38 @@
 #!/usr/bin/env bash
 # lm_e2e.sh — the LM track end to end on a tiny hybrid decoder (PROTOCOL C): train a few
-# hundred steps on a Tiny Shakespeare slice + the retrieval mixture, evaluate every mask
-# (fidelity, retrieval battery, budgets, timings), write the report; check the records.
-# About a minute on two cores.
+# hundred steps on a Tiny Shakespeare slice + the retrieval mixture (sb-train, a cell with
+# "family": "lm"), evaluate every mask (sb-eval: fidelity, retrieval battery, budgets,
+# timings; sb-lm eval must give the same records), write the report; check the records.
+# About 15 s on two cores.
 . "$(dirname "$0")/../shlib.sh"
-if ! command -v sb-lm >/dev/null; then
-	t_result 1 "sb-lm is built (make)"
+if ! command -v sb-lm >/dev/null || ! command -v sb-train >/dev/null || ! command -v sb-eval >/dev/null; then
+	t_result 1 "sb-lm, sb-train and sb-eval are built (make)"
 	t_done
 fi
 corpus=$TOP/tests/fixtures/lm/shakespeare-head.txt
 cat >"$T/cell.json" <<JSON
 {"family":"lm","seed":1,"model":{"d":32,"pattern":"CACA","heads":2,"ffn":64},"T":256,"batch":8,"steps":300,"warmup":30,"lr":0.003,"log_every":50,"corpora":["shakespeare=$corpus"],"mixture":"shakespeare=0.5,retrieval=0.5"}
 JSON
-t_check "sb-lm train: a tiny CACA decoder, 300 steps" sb-lm train -q -j 2 -o "$T/runs" "$T/cell.json"
+sb-train -q -j 2 -o "$T/runs" "$T/cell.json" >"$T/train1.out" 2>"$T/train1.err"
+t_result $? "sb-train: a tiny CACA decoder (\"family\": \"lm\"), 300 steps" "$(tail -n 3 "$T/train1.err")"
 [ $_t_fail -eq 0 ] || t_done
+head -n 1 "$T/train1.out" | grep -q '"kind":"run.meta".*"program":"sb-train"' &&
+	grep -q '"kind":"lm.train".*"status":"completed"' "$T/train1.out"
+t_result $? "sb-train writes run.meta and an lm.train record, completed"
 sb-lm train -q -j 2 -o "$T/runs" "$T/cell.json" >"$T/train2.out" 2>&1
 grep -q '"status":"skipped"' "$T/train2.out"
-t_result $? "a finished cell is skipped on a rerun"
+t_result $? "sb-lm train skips the cell sb-train finished (same run directory)"
+sb-train -q -j 2 -o "$T/runs" "$T/cell.json" >"$T/train3.out" 2>&1
+grep -q '"kind":"lm.train".*"status":"skipped"' "$T/train3.out"
+t_result $? "sb-train skips a finished cell on a rerun"
 run=$(sed -n 's/.*"run_dir":"\([^"]*\)".*/\1/p' "$T/train2.out")
 tr=$run/train.ndjson
 grep -q '"kind":"train.done".*"status":"completed"' "$tr"
 t_result $? "train.ndjson ends in train.done, completed"
+cpu=$(sed -n 's/.*"kind":"train.done".*"train_cpu_seconds":\([0-9.e+-]*\),.*/\1/p' "$tr")
+wall=$(sed -n 's/.*"kind":"train.done".*"train_seconds":\([0-9.e+-]*\),.*/\1/p' "$tr")
+awk -v c="$cpu" -v w="$wall" 'BEGIN { exit !(c > 0 && w > 0 && c < 2.5 * w + 1) }'
+t_result $? "train.done records wall-clock and process CPU seconds (wall $wall, CPU $cpu)"
 first=$(grep '"kind":"train.step"' "$tr" | head -n 1 | sed 's/.*"train_loss":\([0-9.e-]*\).*/\1/')
 last=$(grep '"kind":"train.step"' "$tr" | tail -n 1 | sed 's/.*"train_loss":\([0-9.e-]*\).*/\1/')
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }'
@@ -30,9 +42,12 @@ t_result $? "the checkpoint matches its sidecar"
 grep -q '"mixture_used"' "$run/cell.json" && grep -q '"sha256"' "$run/cell.json"
 t_result $? "cell.json records the mixture with the corpus hashes"
 
-t_check "sb-lm eval: 9 masks, 4 windows, 4 probes per task" \
-	sb-lm eval -q -j 2 --probes 4 --windows 4 --bench-reps 2 -o "$T/ev" "$run"
-[ -s "$T/ev/eval.ndjson" ] || t_done
+sb-eval -q -j 2 --set probes=4 --set windows=4 --set bench_reps=2 "$run" >"$T/eval.out" 2>"$T/eval.err"
+t_result $? "sb-eval on the LM run: 9 masks, 4 windows, 4 probes per task" "$(tail -n 3 "$T/eval.err")"
+[ -s "$run/eval.ndjson" ] || t_done
+grep -q '"kind":"lm.eval".*"status":"completed"' "$T/eval.out"
+t_result $? "sb-eval's stdout has the lm.eval record"
+mkdir -p "$T/ev" && cp "$run/eval.ndjson" "$T/ev/eval.ndjson"
 ev=$T/ev/eval.ndjson
 n=$(grep -c '"kind":"probe.result"' "$ev")
 [ "$n" -eq $((9 * 13 * 4)) ]
@@ -64,11 +79,11 @@ t_result $? "the paired fidelity gain of the recipe over struct_random is record
 grep -q '"kind":"lm.retrieval.pair".*"method_a":"recipe","method_b":"struct_random".*"mcnemar_p"' "$ev"
 t_result $? "recipe vs struct_random on the same probes: McNemar"
 
-# determinism: one thread gives the same records (timings and run.meta aside)
+# sb-lm eval with one thread gives the same records (timings and run.meta aside)
 sb-lm eval -q -j 1 --probes 4 --windows 4 --bench-reps 1 -o "$T/ev1" "$run" >/dev/null 2>&1
 strip() { grep -E '"kind":"(probe.result|lm.fidelity|lm.fidelity.window|lm.budget|lm.retrieval)"' "$1"; }
 cmp -s <(strip "$ev") <(strip "$T/ev1/eval.ndjson")
-t_result $? "evaluation records identical with 1 and 2 threads"
+t_result $? "evaluation records identical: sb-eval with 2 threads, sb-lm eval with 1"
 
 t_check "sb-lm report" sb-lm report -o "$T/rep" "$ev"
 for f in lm-report.md lm-retrieval.svg lm-fidelity.svg lm-blocks.svg; do
