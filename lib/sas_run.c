@@ -15,7 +15,7 @@ int sb_sas_is_cell(const struct sb_json *obj)
 	return obj && obj->type == SB_JSON_OBJECT && strcmp(sb_json_str(sb_json_get(obj, "family"), ""), "sas") == 0;
 }
 
-static int get_int(const struct sb_json *v, const char *key, int lo, int hi, int *out, struct sb_err *err)
+int sb_sas_field_int(const struct sb_json *v, const char *key, int lo, int hi, int *out, struct sb_err *err)
 {
 	int64_t x;
 	if (sb_json_int64(v, &x) || x < lo || x > hi)
@@ -24,7 +24,7 @@ static int get_int(const struct sb_json *v, const char *key, int lo, int hi, int
 	return 0;
 }
 
-static int get_f(const struct sb_json *v, const char *key, float *out, struct sb_err *err)
+int sb_sas_field_num(const struct sb_json *v, const char *key, float *out, struct sb_err *err)
 {
 	if (v->type != SB_JSON_NUMBER || !(v->number >= 0) || !isfinite(v->number))
 		return SB_ERR(err, SB_EDATA, "field '%s': a non-negative number expected", key);
@@ -67,12 +67,12 @@ int sb_sas_cell_parse(struct sb_sas_cell *c, const struct sb_json *obj, struct s
 				rc = SB_ERR(err, SB_EDATA, "field 'seed': a non-negative integer expected");
 			c->proc.seed = (uint64_t)s;
 		}
-#define IFIELD(name, dst, lo, hi) else if (!strcmp(k, name)) rc = get_int(v, k, lo, hi, &dst, err);
-#define FFIELD(name, dst) else if (!strcmp(k, name)) rc = get_f(v, k, &dst, err);
+#define IFIELD(name, dst, lo, hi) else if (!strcmp(k, name)) rc = sb_sas_field_int(v, k, lo, hi, &dst, err);
+#define FFIELD(name, dst) else if (!strcmp(k, name)) rc = sb_sas_field_num(v, k, &dst, err);
 #define ZFIELD(name, dst)                                                                                              \
 	else if (!strcmp(k, name))                                                                                     \
 	{                                                                                                              \
-		rc = get_int(v, k, 1, 1 << 30, &iv, err);                                                              \
+		rc = sb_sas_field_int(v, k, 1, 1 << 30, &iv, err);                                                              \
 		zv = (size_t)iv;                                                                                       \
 		dst = zv;                                                                                              \
 	}

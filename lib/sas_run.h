@@ -49,6 +49,10 @@ struct sb_sas_cell {
 
 /* Is this JSON object a SAS cell ("family": "sas")? */
 int sb_sas_is_cell(const struct sb_json *obj);
+/* A cell field: an integer in [lo, hi] / a finite non-negative number (SB_EDATA naming
+ * the field otherwise); shared by the two kinds of SAS cells. */
+int sb_sas_field_int(const struct sb_json *v, const char *key, int lo, int hi, int *out, struct sb_err *err);
+int sb_sas_field_num(const struct sb_json *v, const char *key, float *out, struct sb_err *err);
 int sb_sas_cell_parse(struct sb_sas_cell *c, const struct sb_json *obj, struct sb_err *err);
 void sb_sas_cell_json(struct sb_jw *w, const struct sb_sas_cell *c); /* an object value */
 

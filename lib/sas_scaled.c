@@ -14,26 +14,10 @@
 #include "record.h"
 #include "rng.h"
 #include "sas_lm.h"
+#include "sas_run.h"
 #include "stats.h"
 
 /* ---------------------------------------------------------------- the cell */
-
-static int int_field(const struct sb_json *v, const char *k, int lo, int hi, int *out, struct sb_err *err)
-{
-	int64_t x;
-	if (sb_json_int64(v, &x) || x < lo || x > hi)
-		return SB_ERR(err, SB_EDATA, "field '%s': an integer in [%d, %d] expected", k, lo, hi);
-	*out = (int)x;
-	return 0;
-}
-
-static int num_field(const struct sb_json *v, const char *k, float *out, struct sb_err *err)
-{
-	if (v->type != SB_JSON_NUMBER || !(v->number >= 0) || !isfinite(v->number))
-		return SB_ERR(err, SB_EDATA, "field '%s': a non-negative number expected", k);
-	*out = (float)v->number;
-	return 0;
-}
 
 static int str_field(const struct sb_json *v, const char *k, char *dst, size_t cap, struct sb_err *err)
 {
@@ -92,7 +76,7 @@ int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, stru
 				            is_b ? SB_SAS_SCALED_MAXB : SB_SAS_SCALED_MAXTASK);
 			for (size_t j = 0; j < v->n && !rc; j++) {
 				if (is_b) {
-					rc = int_field(v->items[j], k, 1, 4096, &c->blocks[j], err);
+					rc = sb_sas_field_int(v->items[j], k, 1, 4096, &c->blocks[j], err);
 				} else {
 					int t = sb_lm_task_parse(sb_json_str(v->items[j], ""));
 					if (t < 0 || t >= SB_LM_NTASKS)
@@ -106,25 +90,25 @@ int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, stru
 			else
 				c->n_tasks = (int)v->n;
 		} else if (!strcmp(k, "dsel"))
-			rc = int_field(v, k, 1, 1024, &c->dsel, err);
+			rc = sb_sas_field_int(v, k, 1, 1024, &c->dsel, err);
 		else if (!strcmp(k, "sel_steps"))
-			rc = int_field(v, k, 0, 1000000, &c->sel_steps, err);
+			rc = sb_sas_field_int(v, k, 0, 1000000, &c->sel_steps, err);
 		else if (!strcmp(k, "sel_batch"))
-			rc = int_field(v, k, 1, 1024, &c->sel_batch, err);
+			rc = sb_sas_field_int(v, k, 1, 1024, &c->sel_batch, err);
 		else if (!strcmp(k, "windows"))
-			rc = int_field(v, k, 1, 100000, &c->windows, err);
+			rc = sb_sas_field_int(v, k, 1, 100000, &c->windows, err);
 		else if (!strcmp(k, "probes"))
-			rc = int_field(v, k, 0, 100000, &c->probes, err);
+			rc = sb_sas_field_int(v, k, 0, 100000, &c->probes, err);
 		else if (!strcmp(k, "untrained"))
-			rc = int_field(v, k, 0, 1, &c->untrained, err);
+			rc = sb_sas_field_int(v, k, 0, 1, &c->untrained, err);
 		else if (!strcmp(k, "nogate"))
-			rc = int_field(v, k, 0, 1, &c->nogate, err);
+			rc = sb_sas_field_int(v, k, 0, 1, &c->nogate, err);
 		else if (!strcmp(k, "sel_lr"))
-			rc = num_field(v, k, &c->sel_lr, err);
+			rc = sb_sas_field_num(v, k, &c->sel_lr, err);
 		else if (!strcmp(k, "sel_wd"))
-			rc = num_field(v, k, &c->sel_wd, err);
+			rc = sb_sas_field_num(v, k, &c->sel_wd, err);
 		else if (!strcmp(k, "sel_clip"))
-			rc = num_field(v, k, &c->sel_clip, err);
+			rc = sb_sas_field_num(v, k, &c->sel_clip, err);
 		else if (!strcmp(k, "masks"))
 			rc = str_field(v, k, c->masks, sizeof c->masks, err);
 		else if (!strcmp(k, "budget"))
