@@ -194,11 +194,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case OPT_VERSION:
 			sb_cli_version();
 		case ':':
-			sb_cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+			sb_cli_bad_option(argv, 1);
 		default:
-			if (optopt && optopt < 256)
-				sb_cli_usage_error("unknown option '-%c'", optopt);
-			sb_cli_usage_error("unknown option '%s'", argv[optind - 1]);
+			sb_cli_bad_option(argv, 0);
 		}
 	}
 	if (optind >= argc)

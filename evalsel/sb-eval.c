@@ -705,11 +705,9 @@ int main(int argc, char **argv)
 		case O_VERSION:
 			sb_cli_version();
 		case ':':
-			sb_cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+			sb_cli_bad_option(argv, 1);
 		default:
-			if (optopt)
-				sb_cli_usage_error("unknown option '-%c'", optopt);
-			sb_cli_usage_error("unknown option '%s'", argv[optind - 1]);
+			sb_cli_bad_option(argv, 0);
 		}
 	}
 	if (optind >= argc)

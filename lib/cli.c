@@ -103,6 +103,15 @@ void sb_progress(int final, const char *fmt, ...)
 	fflush(stderr);
 }
 
+void sb_cli_bad_option(char **argv, int missing_value)
+{
+	if (missing_value)
+		sb_cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+	if (optopt && optopt < 256)
+		sb_cli_usage_error("unknown option '-%c'", optopt);
+	sb_cli_usage_error("unknown option '%s'", argv[optind - 1]);
+}
+
 int sb_parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out, struct sb_err *err)
 {
 	char *end;

@@ -21,6 +21,9 @@ extern int sb_quiet;
 void sb_cli_init(const char *prog, int argc, char **argv);
 /* Print usage error and exit 2. */
 _Noreturn void sb_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* getopt_long's ':' (an option without its value: missing_value 1) and '?' (an unknown
+ * option) as a usage error (exit 2) naming the option. */
+_Noreturn void sb_cli_bad_option(char **argv, int missing_value);
 /* Print "PROGRAM: err->msg" and exit with err->code (5 when unset). */
 _Noreturn void sb_cli_die(const struct sb_err *err);
 /* Print "PROGRAM: msg" (a diagnostic, not fatal). */

@@ -229,7 +229,9 @@ static int lines_len(const struct line *ln, int m)
 	return n;
 }
 
-static void finish(struct sb_lm_probe *p, struct str *s, const struct turns *t)
+/* Appends the turns to the text, records their offsets and hands the text to p: 0, or -1
+ * when out of memory (the text freed). */
+static int finish(struct sb_lm_probe *p, struct str *s, const struct turns *t)
 {
 	for (int i = 0; i < t->n; i++) {
 		p->prompt_beg[i] = i == 0 ? 0 : s->n;
@@ -239,6 +241,14 @@ static void finish(struct sb_lm_probe *p, struct str *s, const struct turns *t)
 		p->answer_end[i] = s->n;
 	}
 	p->n_turns = t->n;
+	if (s->oom) {
+		free(s->p);
+		s->p = NULL;
+		return -1;
+	}
+	p->text = s->p;
+	p->len = s->n;
+	return 0;
 }
 
 /* Draw depths for distractors; d < 0 draws the target's. */
@@ -394,12 +404,7 @@ static int make_niah(struct sb_lm_probe *p, struct sb_rng *r, struct wordset *ws
 	insert_lines(&s, &h, ln, m, target);
 	free(h.p);
 	p->depth = depth;
-	finish(p, &s, &t);
-	if (s.oom)
-		return -1;
-	p->text = s.p;
-	p->len = s.n;
-	return 0;
+	return finish(p, &s, &t);
 }
 
 static int make_kv_hay(struct sb_lm_probe *p, struct sb_rng *r, struct wordset *ws, int task, int len, double depth)
@@ -421,12 +426,7 @@ static int make_kv_hay(struct sb_lm_probe *p, struct sb_rng *r, struct wordset *
 	if (tpos < 0)
 		return -1;
 	p->depth = (double)tpos / H;
-	finish(p, &s, &t);
-	if (s.oom)
-		return -1;
-	p->text = s.p;
-	p->len = s.n;
-	return 0;
+	return finish(p, &s, &t);
 }
 
 static int make_vt(struct sb_lm_probe *p, struct sb_rng *r, struct wordset *ws, int len, double depth)
@@ -476,12 +476,7 @@ static int make_vt(struct sb_lm_probe *p, struct sb_rng *r, struct wordset *ws, 
 	insert_lines(&s, &h, ln, m, 0);
 	free(h.p);
 	p->depth = depth;
-	finish(p, &s, &t);
-	if (s.oom)
-		return -1;
-	p->text = s.p;
-	p->len = s.n;
-	return 0;
+	return finish(p, &s, &t);
 }
 
 /* Join words with ' ', a '\n' after every 8th. */
@@ -598,14 +593,7 @@ static int make_cwe(struct sb_lm_probe *p, struct sb_rng *r, struct wordset *ws,
 		}
 	strcat(t.a[0], "\n");
 	p->depth = NAN;
-	finish(p, &s, &t);
-	if (s.oom) {
-		free(s.p);
-		goto out;
-	}
-	p->text = s.p;
-	p->len = s.n;
-	ret = 0;
+	ret = finish(p, &s, &t);
 out:
 	free(w);
 	free(order);
@@ -672,12 +660,7 @@ static int make_fwe(struct sb_lm_probe *p, struct sb_rng *r, struct wordset *ws,
 		put(&s, " ", 1);
 	free(order);
 	p->depth = NAN;
-	finish(p, &s, &t);
-	if (s.oom)
-		return -1;
-	p->text = s.p;
-	p->len = s.n;
-	return 0;
+	return finish(p, &s, &t);
 }
 
 static int make_qa(struct sb_lm_probe *p, struct sb_rng *r, struct wordset *ws, int task, int len, const uint8_t *hay,
@@ -721,12 +704,7 @@ static int make_qa(struct sb_lm_probe *p, struct sb_rng *r, struct wordset *ws, 
 		insert_lines(&s, &h, ln, 4, 0);
 		free(h.p);
 		p->depth = depth;
-		finish(p, &s, &t);
-		if (s.oom)
-			return -1;
-		p->text = s.p;
-		p->len = s.n;
-		return 0;
+		return finish(p, &s, &t);
 	}
 	/* qa_2: facts only; entities reused so that both entity and relation must match */
 	char tl[96];
@@ -758,12 +736,7 @@ static int make_qa(struct sb_lm_probe *p, struct sb_rng *r, struct wordset *ws, 
 	if (tpos < 0)
 		return -1;
 	p->depth = (double)tpos / H;
-	finish(p, &s, &t);
-	if (s.oom)
-		return -1;
-	p->text = s.p;
-	p->len = s.n;
-	return 0;
+	return finish(p, &s, &t);
 }
 
 /* Training-only dense recall: needles or facts in text, then many queries. */
