@@ -50,7 +50,7 @@ static const char usage_text[] =
     "\n"
     "Options:\n"
     "  -d DATA_DIR     dataset directory (default data)\n"
-    "  --device DEV    cpu (default) or cuda[:N]\n"
+    "  --device DEV    cpu (default) or cuda[:N][,tf32]\n"
     "  -j THREADS      CPU threads (default 0: all cores)\n"
     "  --no-probe      without the probe features (PROTOCOL A8 M1; docs/sb-eval.md)\n"
     "  -q              no progress lines on stderr\n"

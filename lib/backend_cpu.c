@@ -1195,13 +1195,13 @@ int sb_backend_open(const char *device, int threads, struct sb_backend **out, st
 {
 	if (!device || !strcmp(device, "cpu"))
 		return sb_backend_cpu_open(threads, out, err);
-	if (!strncmp(device, "cuda", 4) && (device[4] == 0 || device[4] == ':')) {
+	if (!strncmp(device, "cuda", 4) && (device[4] == 0 || device[4] == ':' || device[4] == ',')) {
 		if (sb_backend_cuda_open)
 			return sb_backend_cuda_open(device, threads, out, err);
 		return SB_ERR(err, SB_EUSAGE, "device '%s': this build has no CUDA backend (build with CUDA=1)",
 		              device);
 	}
-	return SB_ERR(err, SB_EUSAGE, "unknown device '%s' (expected cpu or cuda[:N])", device);
+	return SB_ERR(err, SB_EUSAGE, "unknown device '%s' (expected cpu or cuda[:N][,tf32])", device);
 }
 
 void sb_backend_close(struct sb_backend *be)

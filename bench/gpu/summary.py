@@ -50,7 +50,9 @@ def block(out, cli_meta):
         if r.get("kind") == "bench.single":
             single[(r.get("method"), r.get("mode", "plain"))] = r
     torch = {r["method"]: r for r in recs if r.get("kind") == "bench.torch" and "method" in r}
-    multi = {r.get("mode", "plain"): r for r in recs if r.get("kind") == "bench.multi"}
+    # keyed by (mode, cells, tf32): the 70-cell rows, the 140-cell row and the TF32 row
+    multi = {(r.get("mode", "plain"), r.get("cells", 0), "tf32" in str(r.get("device", ""))): r
+             for r in recs if r.get("kind") == "bench.multi"}
     prof = [r for r in recs if r.get("kind") == "bench.profile"]
     ptot = {r["method"]: r for r in recs if r.get("kind") == "bench.profile_total"}
     dev = next((r.get("device") for r in recs if r.get("kind") == "bench.torch" and r.get("device")), "?")
@@ -98,17 +100,19 @@ def block(out, cli_meta):
     seq = len(METHODS) / inv if have_all and inv > 0 else 0  # every method once, one after another
     if multi:
         L.append("")
-        L.append("| many cells (7 methods x 10 seeds), one process | cells | samples/s | vs sequential PyTorch "
+        L.append("| many cells (7 methods x N seeds), one process | cells | samples/s | vs sequential PyTorch "
                  "(target >= 20x) | projected 910-cell study (target < 1 h) |")
         L.append("| --- | ---: | ---: | ---: | ---: |")
         samples = STUDY_CELLS * EPOCHS * (N_TRAIN + N_VAL / 3.0)
-        for mode in ("graph", "plain"):
-            r = multi.get(mode)
-            if not r:
-                continue
+        for key in sorted(multi, key=lambda k: (k[2], k[0] != "graph", k[1])):
+            mode, cells, tf32 = key
+            r = multi[key]
             mc = r.get("samples_per_s", 0) or 0
+            label = "recorded steps (graphs)" if mode == "graph" else "op by op"
+            if tf32:
+                label += ", TF32 (opt-in, not the fp32 default)"
             L.append("| sparsebench, %s | %d (%d ok) | %.0f | %s | %s |" % (
-                "recorded steps (graphs)" if mode == "graph" else "op by op", r.get("cells", 0),
+                label, r.get("cells", 0),
                 r.get("cells_ok", 0), mc, fmt_x(mc, seq), ("%.2f h" % (samples / mc / 3600.0)) if mc else "n/a"))
         if seq:
             L.append("| PyTorch eager, cells one after another (harmonic mean of the methods) | 1 at a time | %.0f "

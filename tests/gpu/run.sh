@@ -172,6 +172,11 @@ fi
 section bench-single 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --single >>"$OUT/bench.ndjson" 2>>"$LOG"
 section bench-multi 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
 section bench-multi-plain 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --plain --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
+# what more concurrency and the TF32 option (opt-in; fp32 is the default and the target) give
+if [ $dry -eq 0 ]; then
+	section bench-multi-20 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi 20 >>"$OUT/bench.ndjson" 2>>"$LOG"
+	section bench-multi-tf32 120 ./build/gpu/gpu_bench --device "$dev,tf32" "${data_args[@]}" "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
+fi
 section bench-profile 90 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" --profile "$prof" >>"$OUT/bench.ndjson" 2>>"$LOG"
 
 # --- PyTorch eager on the same GPU
