@@ -905,8 +905,10 @@ static int m3map(struct sb_jw *w, struct md *md, const char *switch_path, const 
 	          "# (task, arch, tier), the switch epoch of mechanistic_switch (ridge on the early probe features\n"
 	          "# + metadata) and of %s (M2's strongest simple schedule; predictor %s), each\n"
 	          "# fitted on all %d discovery groups of the trajectory grid and applied to the features of\n"
-	          "# the confirmation grid's own softmax / topk_softmax_025 runs (epochs 1-3).\n",
-	    simple, spred, t.n);
+	          "# the confirmation grid's own softmax / topk_softmax_025 runs (epochs 1-3). The method line\n"
+	          "# is the method axis of the block that includes this file (pipelines/grids/confirmation.grid).\n"
+	          "method mechanistic_switch %s\n",
+	    simple, spred, t.n, simple);
 	for (int i = 0; i < n; i++) {
 		const struct group *q = &g[gi[i]];
 		mdf(&inc, "set when task=%s arch=%s tier=%s method=mechanistic_switch switch_epoch=%d\n", q->task, q->arch,

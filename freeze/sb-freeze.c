@@ -199,6 +199,7 @@ struct switch_map {
 	struct mapline *l;
 	size_t n;
 	char simple[64]; /* the simple schedule the map names beside mechanistic_switch */
+	char axis[64];   /* the simple schedule of its method line (when it has one) */
 	char sha256[SB_SHA256_HEX];
 };
 
@@ -226,6 +227,20 @@ static int map_read(const char *path, struct switch_map *m, struct sb_err *err)
 			continue;
 		struct mapline ml;
 		int used = 0;
+		char m1[64], m2[64];
+		if (!strncmp(p, "method", 6) && (p[6] == ' ' || p[6] == '\t')) {
+			/* the method axis of the block that includes the map: mechanistic_switch and one simple schedule */
+			if (sscanf(p, "method %63[a-z0-9_] %63[a-z0-9_]%n", m1, m2, &used) != 2 || p[used] != '\0' ||
+			    (strcmp(m1, "mechanistic_switch") && strcmp(m2, "mechanistic_switch")) || !strcmp(m1, m2) ||
+			    m->axis[0]) {
+				rc = SB_ERR(err, SB_EDATA, "%s:%d: the method line must name mechanistic_switch and one simple "
+				                           "schedule, once",
+				            path, line);
+				break;
+			}
+			snprintf(m->axis, sizeof m->axis, "%s", strcmp(m1, "mechanistic_switch") ? m1 : m2);
+			continue;
+		}
 		if (sscanf(p, "set when task=%63[a-z0-9_] arch=%31[a-z0-9_] tier=%31[a-z0-9_] method=%63[a-z0-9_] "
 		              "switch_epoch=%d%n",
 		           ml.task, ml.arch, ml.tier, ml.method, &ml.epoch, &used) != 5 ||
@@ -263,6 +278,9 @@ static int map_read(const char *path, struct switch_map *m, struct sb_err *err)
 		m->l[m->n++] = ml;
 	}
 	free(buf);
+	if (!rc && m->axis[0] && m->simple[0] && strcmp(m->axis, m->simple))
+		rc = SB_ERR(err, SB_EDATA, "%s: the method line names %s, the switch epochs are for %s", path, m->axis,
+		            m->simple);
 	if (!rc && (m->n == 0 || !m->simple[0]))
 		rc = SB_ERR(err, SB_EDATA, "%s: the switch map names no %s", path,
 		            m->n == 0 ? "switch epochs" : "simple schedule beside mechanistic_switch");

@@ -79,7 +79,7 @@ for (g, a, b) in zip(list(want), pm, ps):
     want[g] = {"mechanistic_switch": rint(a), simple: rint(b)}
 got = {}
 for l in open(mapf):
-    if l.startswith("#"):
+    if not l.startswith("set "):
         continue
     f = dict(kv.split("=") for kv in l.split()[2:])
     got[(f["task"], f["arch"], f["tier"], f["method"])] = int(f["switch_epoch"])
@@ -93,5 +93,9 @@ for g, w in want.items():
 for k in got:
     bad += 1
     print("# %s: in the map, not computed here" % (k,))
+axis = [l.split()[1:] for l in open(mapf) if l.startswith("method ")]
+if axis != [["mechanistic_switch", simple]]:
+    bad += 1
+    print("# the method line: %s, want mechanistic_switch %s" % (axis, simple))
 print("# %d groups checked, %d discovery groups, simple schedule %s" % (len(want), len(T), simple))
 sys.exit(1 if bad or not want else 0)
