@@ -243,41 +243,46 @@ static int map_read(const char *path, struct switch_map *m, struct sb_err *err)
 		int used = 0;
 		char m1[64], m2[64];
 		if (!strncmp(p, "method", 6) && (p[6] == ' ' || p[6] == '\t')) {
-			/* the method axis of the block that includes the map: mechanistic_switch and one simple schedule */
+			/* the method axis of the block that includes the map: mechanistic_switch and one simple
+			 * schedule */
 			if (sscanf(p, "method %63[a-z0-9_] %63[a-z0-9_]%n", m1, m2, &used) != 2 || p[used] != '\0' ||
 			    (strcmp(m1, "mechanistic_switch") && strcmp(m2, "mechanistic_switch")) || !strcmp(m1, m2) ||
 			    m->axis[0]) {
-				rc = SB_ERR(err, SB_EDATA, "%s:%d: the method line must name mechanistic_switch and one simple "
-				                           "schedule, once",
+				rc = SB_ERR(err, SB_EDATA,
+				            "%s:%d: the method line must name mechanistic_switch and one simple "
+				            "schedule, once",
 				            path, line);
 				break;
 			}
 			snprintf(m->axis, sizeof m->axis, "%s", strcmp(m1, "mechanistic_switch") ? m1 : m2);
 			continue;
 		}
-		if (sscanf(p, "set when task=%63[a-z0-9_] arch=%31[a-z0-9_] tier=%31[a-z0-9_] method=%63[a-z0-9_] "
-		              "switch_epoch=%d%n",
+		if (sscanf(p,
+		           "set when task=%63[a-z0-9_] arch=%31[a-z0-9_] tier=%31[a-z0-9_] method=%63[a-z0-9_] "
+		           "switch_epoch=%d%n",
 		           ml.task, ml.arch, ml.tier, ml.method, &ml.epoch, &used) != 5 ||
 		    p[used] != '\0' || ml.epoch < 1) {
-			rc = SB_ERR(err, SB_EDATA,
-			            "%s:%d: not a switch map line (set when task=T arch=A tier=R method=M switch_epoch=N)", path,
-			            line);
+			rc = SB_ERR(
+			    err, SB_EDATA,
+			    "%s:%d: not a switch map line (set when task=T arch=A tier=R method=M switch_epoch=N)",
+			    path, line);
 			break;
 		}
 		if (strcmp(ml.method, "mechanistic_switch")) {
 			if (!m->simple[0])
 				snprintf(m->simple, sizeof m->simple, "%s", ml.method);
 			else if (strcmp(m->simple, ml.method)) {
-				rc = SB_ERR(err, SB_EDATA, "%s:%d: a third switching method '%s' (the map names %s and %s)",
-				            path, line, ml.method, "mechanistic_switch", m->simple);
+				rc = SB_ERR(err, SB_EDATA,
+				            "%s:%d: a third switching method '%s' (the map names %s and %s)", path,
+				            line, ml.method, "mechanistic_switch", m->simple);
 				break;
 			}
 		}
 		for (size_t i = 0; i < m->n; i++)
 			if (!strcmp(m->l[i].task, ml.task) && !strcmp(m->l[i].arch, ml.arch) &&
 			    !strcmp(m->l[i].tier, ml.tier) && !strcmp(m->l[i].method, ml.method))
-				rc = SB_ERR(err, SB_EDATA, "%s:%d: %s/%s/%s %s appears twice", path, line, ml.task, ml.arch,
-				            ml.tier, ml.method);
+				rc = SB_ERR(err, SB_EDATA, "%s:%d: %s/%s/%s %s appears twice", path, line, ml.task,
+				            ml.arch, ml.tier, ml.method);
 		if (rc)
 			break;
 		if (m->n == cap) {
@@ -377,15 +382,15 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 	}
 	size_t nc = 0, nseeds = 0, nreasons = 0;
 	int mismatch = 0, incomplete = 0;
-#define REASON(flag, ...)                                                                                          \
-	do {                                                                                                       \
-		char *r_ = fmt_dup(__VA_ARGS__);                                                                   \
-		if (!r_) {                                                                                         \
-			SB_ERR(&err, SB_EINTERNAL, "out of memory");                                               \
-			die(&err);                                                                                 \
-		}                                                                                                  \
-		reasons[nreasons++] = r_;                                                                          \
-		flag = 1;                                                                                          \
+#define REASON(flag, ...)                                                                                              \
+	do {                                                                                                           \
+		char *r_ = fmt_dup(__VA_ARGS__);                                                                       \
+		if (!r_) {                                                                                             \
+			SB_ERR(&err, SB_EINTERNAL, "out of memory");                                                   \
+			die(&err);                                                                                     \
+		}                                                                                                      \
+		reasons[nreasons++] = r_;                                                                              \
+		flag = 1;                                                                                              \
 	} while (0)
 	for (int i = 0; i < n_logs; i++)
 		for (size_t j = 0; j < logs[i].n_cells; j++) {
@@ -396,9 +401,11 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 				    !strcmp(cells[k].vc->arch, vc->arch) && !strcmp(cells[k].vc->tier, vc->tier)) {
 					cells[k].included = 0;
 					snprintf(cells[k].reason, sizeof cells[k].reason,
-					         "superseded by cell %s in %s (a later log)", vc->cell_id, logs[i].path);
+					         "superseded by cell %s in %s (a later log)", vc->cell_id,
+					         logs[i].path);
 					sb_cli_warn("%s: cell %s superseded by cell %s of the later log %s",
-					            logs[cells[k].log].path, cells[k].vc->cell_id, vc->cell_id, logs[i].path);
+					            logs[cells[k].log].path, cells[k].vc->cell_id, vc->cell_id,
+					            logs[i].path);
 				}
 			struct m3cell *ce = &cells[nc++];
 			ce->vc = vc;
@@ -427,8 +434,8 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 			m++;
 		ce->planned = m < 4 && map_has_group(&map, vc->task, vc->arch, vc->tier);
 		if (!ce->planned) {
-			REASON(mismatch, "cell %s (%s/%s/%s %s seed %lld) is not planned by the switch map", vc->cell_id,
-			       vc->task, vc->arch, vc->tier, vc->method, (long long)vc->seed);
+			REASON(mismatch, "cell %s (%s/%s/%s %s seed %lld) is not planned by the switch map",
+			       vc->cell_id, vc->task, vc->arch, vc->tier, vc->method, (long long)vc->seed);
 			if (ce->included)
 				snprintf(ce->reason, sizeof ce->reason, "not planned by the switch map");
 			ce->included = 0;
@@ -438,8 +445,8 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 			ce->map_epoch = map_epoch(&map, vc->task, vc->arch, vc->tier, vc->method);
 			ce->switch_epoch = cell_switch_epoch(logs[ce->log].path, vc->cell_id, why, sizeof why);
 			if (!ce->map_epoch)
-				REASON(mismatch, "cell %s: the switch map has no switch epoch for %s/%s/%s %s", vc->cell_id,
-				       vc->task, vc->arch, vc->tier, vc->method);
+				REASON(mismatch, "cell %s: the switch map has no switch epoch for %s/%s/%s %s",
+				       vc->cell_id, vc->task, vc->arch, vc->tier, vc->method);
 			else if (!ce->switch_epoch)
 				REASON(mismatch, "cell %s: its switch epoch cannot be checked: %s", vc->cell_id, why);
 			else if (ce->switch_epoch != ce->map_epoch)
@@ -456,7 +463,8 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 		if (!vc->done)
 			why = "the log has no eval.done record (sb-eval did not finish)";
 		else if (strcmp(vc->train_status, "completed") != 0) {
-			snprintf(ce->reason, sizeof ce->reason, "training status is '%s', not 'completed'", vc->train_status);
+			snprintf(ce->reason, sizeof ce->reason, "training status is '%s', not 'completed'",
+			         vc->train_status);
 			why = ce->reason;
 		} else if (vc->epochs_evaluated != vc->epochs || vc->n_ep != (size_t)vc->epochs) {
 			snprintf(ce->reason, sizeof ce->reason, "%zu of %lld epochs evaluated", vc->n_ep,
@@ -484,20 +492,22 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 			continue; /* each group once (by its mechanistic line when it has one) */
 		if (!map_epoch(&map, map.l[i].task, map.l[i].arch, map.l[i].tier, "mechanistic_switch") ||
 		    !map_epoch(&map, map.l[i].task, map.l[i].arch, map.l[i].tier, map.simple))
-			REASON(mismatch, "the switch map gives %s/%s/%s only one of mechanistic_switch and %s", map.l[i].task,
-			       map.l[i].arch, map.l[i].tier, map.simple);
+			REASON(mismatch, "the switch map gives %s/%s/%s only one of mechanistic_switch and %s",
+			       map.l[i].task, map.l[i].arch, map.l[i].tier, map.simple);
 		planned += 4 * nseeds;
 	}
 	if (o->expect_cells && (long long)planned != o->expect_cells)
-		REASON(incomplete, "the switch map's groups x 4 methods x the %zu seeds of the logs plan %zu cells; "
-		                   "--expect-cells says %lld",
+		REASON(incomplete,
+		       "the switch map's groups x 4 methods x the %zu seeds of the logs plan %zu cells; "
+		       "--expect-cells says %lld",
 		       nseeds, planned, o->expect_cells);
 	/* time of the freeze, after every log was read */
 	char frozen_at[32];
 	double frozen_unix;
 	sb_time_rfc3339(frozen_at, &frozen_unix);
 	if (newest > frozen_unix) {
-		SB_ERR(&err, SB_EDATA, "a validation log has a modification time in the future (clock skew?): cannot freeze");
+		SB_ERR(&err, SB_EDATA,
+		       "a validation log has a modification time in the future (clock skew?): cannot freeze");
 		die(&err);
 	}
 	char *sel_dir = sb_path_dirname(o->out), *map_rel = NULL;
@@ -515,22 +525,25 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 	sb_jw_arr(&tm);
 	for (size_t i = 0; i < map.n; i++) {
 		const struct mapline *g = &map.l[i];
-		if (strcmp(g->method, "mechanistic_switch") && map_epoch(&map, g->task, g->arch, g->tier, "mechanistic_switch"))
+		if (strcmp(g->method, "mechanistic_switch") &&
+		    map_epoch(&map, g->task, g->arch, g->tier, "mechanistic_switch"))
 			continue;
 		for (int m = 0; m < 4; m++)
 			for (size_t s = 0; s < nseeds; s++) {
 				const struct m3cell *hit = NULL, *any = NULL;
 				for (size_t k = 0; k < nc && !hit; k++) {
 					const struct sb_val_cell *vc = cells[k].vc;
-					if (vc->seed == seeds[s] && !strcmp(vc->task, g->task) && !strcmp(vc->arch, g->arch) &&
-					    !strcmp(vc->tier, g->tier) && !strcmp(vc->method, methods[m])) {
+					if (vc->seed == seeds[s] && !strcmp(vc->task, g->task) &&
+					    !strcmp(vc->arch, g->arch) && !strcmp(vc->tier, g->tier) &&
+					    !strcmp(vc->method, methods[m])) {
 						if (cells[k].included)
 							hit = &cells[k];
 						else
 							any = &cells[k];
 					}
 				}
-				const struct sb_val_epoch *full = hit ? sb_val_cell_epoch(hit->vc, hit->vc->epochs) : NULL;
+				const struct sb_val_epoch *full =
+				    hit ? sb_val_cell_epoch(hit->vc, hit->vc->epochs) : NULL;
 				struct sb_jw *w = full ? &tp : &tm;
 				sb_jw_obj(w);
 				key_cell(w, g->task, methods[m], seeds[s]);
@@ -544,8 +557,8 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 				} else {
 					const char *why = any ? any->reason : "no validation log holds it";
 					sb_jw_kstr(w, "reason", why);
-					REASON(incomplete, "%s/%s/%s %s seed %lld: %s", g->task, g->arch, g->tier, methods[m],
-					       (long long)seeds[s], why);
+					REASON(incomplete, "%s/%s/%s %s seed %lld: %s", g->task, g->arch, g->tier,
+					       methods[m], (long long)seeds[s], why);
 					plan_missing++;
 				}
 				sb_jw_obj_end(w);
@@ -704,10 +717,11 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 	if (sb_jw_line(&out, &err))
 		die(&err);
 	if (strcmp(status, M3_AUTHORIZED)) {
-		sb_cli_warn("%s: status %s: the test read will be refused (%zu reason(s); the first: %s)", o->out, status,
-		            nreasons, nreasons ? reasons[0] : "-");
+		sb_cli_warn("%s: status %s: the test read will be refused (%zu reason(s); the first: %s)", o->out,
+		            status, nreasons, nreasons ? reasons[0] : "-");
 	} else if (!sb_quiet)
-		fprintf(stderr, "sb-freeze: froze %zu confirmation cells into %s, status %s (payload SHA-256 %.16s...)\n",
+		fprintf(stderr,
+		        "sb-freeze: froze %zu confirmation cells into %s, status %s (payload SHA-256 %.16s...)\n",
 		        plan_n, o->out, status, hex);
 #undef REASON
 	for (size_t i = 0; i < nreasons; i++)
@@ -734,12 +748,11 @@ int main(int argc, char **argv)
 	struct opts o = {.rule = "topk_mean_val_acc", .out = "selection.json", .min_seeds = 10, .patience = 5};
 	struct sb_err err = {0};
 	enum { O_RULE = 256, O_MIN, O_PAT, O_BUDGET, O_TIER, O_ARCH, O_FORCE, O_MAP, O_EXPECT, O_HELP, O_VERSION };
-	static const struct option lo[] = {{"rule", 1, 0, O_RULE},       {"min-seeds", 1, 0, O_MIN},
-	                                   {"patience", 1, 0, O_PAT},    {"budget", 1, 0, O_BUDGET},
-	                                   {"tier", 1, 0, O_TIER},       {"arch", 1, 0, O_ARCH},
-	                                   {"force", 0, 0, O_FORCE},     {"switch-map", 1, 0, O_MAP},
-	                                   {"expect-cells", 1, 0, O_EXPECT}, {"help", 0, 0, O_HELP},
-	                                   {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
+	static const struct option lo[] = {
+	    {"rule", 1, 0, O_RULE},     {"min-seeds", 1, 0, O_MIN},   {"patience", 1, 0, O_PAT},
+	    {"budget", 1, 0, O_BUDGET}, {"tier", 1, 0, O_TIER},       {"arch", 1, 0, O_ARCH},
+	    {"force", 0, 0, O_FORCE},   {"switch-map", 1, 0, O_MAP},  {"expect-cells", 1, 0, O_EXPECT},
+	    {"help", 0, 0, O_HELP},     {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":o:q", lo, NULL)) != -1) {
@@ -803,8 +816,9 @@ int main(int argc, char **argv)
 	if (m3 && !o.switch_map)
 		sb_cli_usage_error("rule m3_confirmation needs --switch-map FILE (sb-a8 m3map's switch map)");
 	if (m3 && o.topk_opt)
-		sb_cli_usage_error("--min-seeds, --patience, --budget, --tier and --arch belong to rule topk_mean_val_acc "
-		                   "(m3_confirmation takes every confirmation cell at its full budget)");
+		sb_cli_usage_error(
+		    "--min-seeds, --patience, --budget, --tier and --arch belong to rule topk_mean_val_acc "
+		    "(m3_confirmation takes every confirmation cell at its full budget)");
 	if (!m3 && (o.switch_map || o.expect_cells))
 		sb_cli_usage_error("--switch-map and --expect-cells belong to rule m3_confirmation");
 	if (o.budget && o.patience_set)

@@ -136,7 +136,8 @@ static int m3_checks(const struct sb_guarded *g, const char *sel, struct sb_err 
 		              "the selection's status is %s, not %s: the confirmation grid was not frozen complete and "
 		              "matching its switch map (its status_reasons say why)",
 		              status ? status : "missing", M3_AUTHORIZED);
-	const char *path = sb_json_str(sb_json_get(sm, "path"), NULL), *hash = sb_json_str(sb_json_get(sm, "sha256"), NULL);
+	const char *path = sb_json_str(sb_json_get(sm, "path"), NULL),
+	           *hash = sb_json_str(sb_json_get(sm, "sha256"), NULL);
 	if (!path || !hash || !sb_is_sha256_hex(hash))
 		return refuse(err, sel, "switch-map-hash", "the selection names no switch map {path, sha256}");
 	char *p = sb_guard_resolve(g, path), hex[SB_SHA256_HEX];
@@ -148,7 +149,8 @@ static int m3_checks(const struct sb_guarded *g, const char *sel, struct sb_err 
 		rc = refuse(err, p, "switch-map-hash", "the switch map the selection froze cannot be read: %s", e2.msg);
 	else if (strcmp(hex, hash))
 		rc = refuse(err, p, "switch-map-hash",
-		            "the switch map now hashes to %s, the selection froze %s: it changed after the freeze", hex, hash);
+		            "the switch map now hashes to %s, the selection froze %s: it changed after the freeze", hex,
+		            hash);
 	free(p);
 	return rc;
 }
