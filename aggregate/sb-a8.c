@@ -11,14 +11,15 @@
 
 #include "a8.h"
 #include "cli.h"
+#include "hash.h"
 #include "io.h"
 #include "json.h"
 #include "record.h"
 #include "stats.h"
 
 static const char usage_text[] =
-    "Usage: sb-a8 m1|m2|bottomk|lineardecay [--md FILE] [--switch-epochs FILE] [--seed N]\n"
-    "             [--resamples N] [-q] RECORDS...\n"
+    "Usage: sb-a8 m1|m2|bottomk|lineardecay|m3|m3map [--md FILE] [--switch-epochs FILE] [--seed N]\n"
+    "             [--resamples N] [--trajectory A8.ndjson --m2 A8.ndjson] [-q] RECORDS...\n"
     "\n"
     "PROTOCOL A8's extension analyses from sb-eval's eval.epoch records (val.ndjson files),\n"
     "each ending with its verdict against the predeclared criteria (docs/sb-a8.md):\n"
@@ -34,11 +35,22 @@ static const char usage_text[] =
     "               patience-5 readout beside the published one\n"
     "  lineardecay  summed correct-count difference per budget; PERSISTS_BOTH, PERSISTS_0125,\n"
     "               PERSISTS_025 or PERSISTS_NEITHER\n"
+    "  m3map        M3's switch map: the switch epochs of mechanistic_switch and of M2's strongest\n"
+    "               simple schedule per confirmation (task, arch, tier), the M1 predictors fitted\n"
+    "               on ALL discovery groups (--trajectory: sb-a8 m1's a8.ndjson of the trajectory\n"
+    "               grid; --m2: sb-a8 m2's a8.ndjson, which names the strongest simple schedule)\n"
+    "               applied to RECORDS, the confirmation grid's softmax / topk_softmax_025 logs;\n"
+    "               --switch-epochs FILE writes the map (its SHA-256 is recorded)\n"
+    "  m3           M2's criteria on the confirmation grid (RECORDS: its validation logs and\n"
+    "               sb-test's test.ndjson; the final-accuracy clause on test accuracy); verdict\n"
+    "               CONFIRMED or NOT_CONFIRMED (a rule of ours: the protocol gives none)\n"
     "\n"
     "Options:\n"
     "  --md FILE             the section of the report (Markdown), written atomically\n"
-    "  --switch-epochs FILE  (m1) the switch epochs, rewritten only when their content changes\n"
-    "  --seed N              bootstrap seed (m1 260826, m2 260827)\n"
+    "  --switch-epochs FILE  (m1, m3map) the switch epochs, rewritten only when their content changes\n"
+    "  --trajectory FILE     (m3map) sb-a8 m1's records (a8.m1.group) of the trajectory grid\n"
+    "  --m2 FILE             (m3map) sb-a8 m2's records (its a8.verdict names strongest_simple)\n"
+    "  --seed N              bootstrap seed (m1 260826, m2 and m3 260827)\n"
     "  --resamples N         bootstrap resamples (20000)\n"
     "  -q                    no progress lines\n"
     "  --help, --version\n"
@@ -63,8 +75,8 @@ static const char *probe_names[NPROBE] = {"probe_dense_entropy", "probe_boundary
 struct run {
 	char id[160], task[64], method[64], arch[32], tier[32];
 	int seed, budget, n_val;
-	int have[MAXE];
-	double acc[MAXE], ent[MAXE], probe[MAXE][NPROBE];
+	int have[MAXE], have_test;
+	double acc[MAXE], ent[MAXE], probe[MAXE][NPROBE], test_acc;
 };
 
 static struct run *runs;
@@ -97,7 +109,8 @@ static int run_epochs(const struct run *r)
 	return r->budget > 0 && r->budget < k ? r->budget : k;
 }
 
-static int load(const char *path, struct sb_input *in, struct sb_err *err)
+/* with_test: also sb-test's test.cell records (their test_accuracy, for m3) */
+static int load(const char *path, struct sb_input *in, int with_test, struct sb_err *err)
 {
 	char *buf;
 	size_t len;
@@ -120,7 +133,8 @@ static int load(const char *path, struct sb_input *in, struct sb_err *err)
 		}
 		const char *kind = sb_json_str(sb_json_get(rec, "kind"), "");
 		int ep = strcmp(kind, "eval.epoch") == 0, done = strcmp(kind, "eval.done") == 0;
-		if (ep || done) {
+		int tc = with_test && strcmp(kind, "test.cell") == 0;
+		if (ep || done || tc) {
 			const char *task, *method;
 			int64_t seed = 0, e = 0;
 			if (sb_json_req_str(rec, "task", &task, err) || sb_json_req_str(rec, "method", &method, err) ||
@@ -147,7 +161,14 @@ static int load(const char *path, struct sb_input *in, struct sb_err *err)
 			if (!r->tier[0] || sb_json_get(rec, "tier"))
 				snprintf(r->tier, sizeof r->tier, "%s", tier);
 			r->seed = (int)seed;
-			if (done) {
+			if (tc) {
+				double acc = sb_json_num(sb_json_get(rec, "test_accuracy"), NAN);
+				if (!(acc >= 0 && acc <= 1))
+					rc = SB_ERR(err, SB_EDATA, "%s:%d: test_accuracy missing or outside [0, 1]", path,
+					            line + 1);
+				r->test_acc = acc;
+				r->have_test = 1;
+			} else if (done) {
 				int64_t E;
 				if (!sb_json_int64(sb_json_get(rec, "epochs"), &E))
 					r->budget = (int)E;
@@ -278,6 +299,69 @@ static const char *pred_names[NPRED] = {"mechanistic", "constant_median", "early
 static const char *switch_methods[NPRED] = {"mechanistic_switch", "median_switch", "early_accuracy_switch",
                                             "entropy_switch", NULL};
 
+/* The M1 features of one (task, arch, tier) group from its paired seeds (a softmax and a
+ * topk_softmax_025 run of the same seed): delta_e (mean top-k - softmax accuracy), the
+ * mechanistic features (the top-k runs' probe features at epoch 3 and their change from
+ * epoch 1 to 3, then the six metadata), the softmax runs' epoch-3 accuracy and entropy.
+ * Returns 0 when the group has no paired seeds of at least 3 epochs. */
+struct gfeat {
+	int ns, K, n_val;
+	double delta[MAXE], x[NMECH], acc3, ent3;
+};
+static void meta_features(double *meta, const char *task, const char *arch, const char *tier, int n_val)
+{
+	double classes, text;
+	task_meta(task, &classes, &text);
+	meta[0] = !strcmp(arch, "local_hybrid");
+	meta[1] = tier_index(tier) == 1;
+	meta[2] = tier_index(tier) == 2;
+	meta[3] = log(classes);
+	meta[4] = text;
+	meta[5] = n_val > 0 ? log((double)n_val) : 0;
+}
+static int group_features(const struct group *g, struct gfeat *f)
+{
+	double fe[NPROBE][3] = {{0}};
+	memset(f, 0, sizeof *f);
+	f->K = MAXE;
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < nruns; i++) {
+			struct run *s = &runs[i];
+			if (strcmp(s->method, "topk_softmax_025") || strcmp(s->task, g->task) || strcmp(s->arch, g->arch) ||
+			    strcmp(s->tier, g->tier))
+				continue;
+			struct run *d = find(g->task, g->arch, g->tier, "softmax", s->seed, 0);
+			if (!d)
+				continue;
+			if (pass == 0) {
+				int k = run_epochs(s) < run_epochs(d) ? run_epochs(s) : run_epochs(d);
+				f->K = k < f->K ? k : f->K;
+				f->ns++;
+				continue;
+			}
+			for (int e = 0; e < f->K; e++)
+				f->delta[e] += (s->acc[e] - d->acc[e]) / f->ns;
+			for (int q = 0; q < NPROBE; q++)
+				for (int e = 0; e < 3; e++)
+					fe[q][e] += s->probe[e][q] / f->ns;
+			f->acc3 += d->acc[2] / f->ns;
+			f->ent3 += d->ent[2] / f->ns;
+		}
+	if (f->ns == 0 || f->K < 3)
+		return 0;
+	for (int q = 0; q < NPROBE; q++) {
+		f->x[q] = fe[q][2];
+		f->x[NPROBE + q] = fe[q][2] - fe[q][0];
+	}
+	for (int i = 0; i < nruns; i++)
+		if (!strcmp(runs[i].task, g->task) && runs[i].n_val > 0) {
+			f->n_val = runs[i].n_val;
+			break;
+		}
+	meta_features(f->x + 2 * NPROBE, g->task, g->arch, g->tier, f->n_val);
+	return 1;
+}
+
 static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t seed, int resamples,
               struct sb_err *err)
 {
@@ -287,49 +371,18 @@ static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t 
 	double *xe = calloc((size_t)ng * 2 + 1, sizeof *xe), *xh = calloc((size_t)ng + 1, sizeof *xh);
 	int *ds = calloc((size_t)ng + 1, sizeof *ds), *arch = calloc((size_t)ng + 1, sizeof *arch),
 	    *tier = calloc((size_t)ng + 1, sizeof *tier), *gi = calloc((size_t)ng + 1, sizeof *gi),
-	    *nseeds = calloc((size_t)ng + 1, sizeof *nseeds);
+	    *nseeds = calloc((size_t)ng + 1, sizeof *nseeds), *nval = calloc((size_t)ng + 1, sizeof *nval);
 	int *pred = calloc((size_t)NPRED * ng + 1, sizeof *pred);
 	const char *dsname[64];
 	int cifar[64], nd = 0, rc = 0;
-	if (!X || !y || !xe || !xh || !ds || !arch || !tier || !gi || !nseeds || !pred)
+	if (!X || !y || !xe || !xh || !ds || !arch || !tier || !gi || !nseeds || !nval || !pred)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	for (int j = 0; j < ng; j++) {
-		/* paired seeds: softmax and topk_softmax_025 of this group */
-		double delta[MAXE] = {0}, fe[NPROBE][3] = {{0}}, acc3 = 0, acc1 = 0, ent3 = 0;
-		int ns = 0, Kg = MAXE;
-		for (int i = 0; i < nruns; i++) {
-			struct run *s = &runs[i];
-			if (strcmp(s->method, "topk_softmax_025") || strcmp(s->task, g[j].task) ||
-			    strcmp(s->arch, g[j].arch) || strcmp(s->tier, g[j].tier))
-				continue;
-			struct run *d = find(g[j].task, g[j].arch, g[j].tier, "softmax", s->seed, 0);
-			if (!d)
-				continue;
-			int k = run_epochs(s) < run_epochs(d) ? run_epochs(s) : run_epochs(d);
-			Kg = k < Kg ? k : Kg;
-			ns++;
-		}
-		if (ns == 0 || Kg < 3)
+		struct gfeat gf;
+		if (!group_features(&g[j], &gf))
 			continue;
-		for (int i = 0; i < nruns; i++) {
-			struct run *s = &runs[i];
-			if (strcmp(s->method, "topk_softmax_025") || strcmp(s->task, g[j].task) ||
-			    strcmp(s->arch, g[j].arch) || strcmp(s->tier, g[j].tier))
-				continue;
-			struct run *d = find(g[j].task, g[j].arch, g[j].tier, "softmax", s->seed, 0);
-			if (!d)
-				continue;
-			for (int e = 0; e < Kg; e++)
-				delta[e] += (s->acc[e] - d->acc[e]) / ns;
-			for (int f = 0; f < NPROBE; f++)
-				for (int e = 0; e < 3; e++)
-					fe[f][e] += s->probe[e][f] / ns;
-			acc3 += d->acc[2] / ns;
-			acc1 += d->acc[0] / ns;
-			ent3 += d->ent[2] / ns;
-		}
-		if (K == 0 || Kg < K)
-			K = Kg;
+		if (K == 0 || gf.K < K)
+			K = gf.K;
 		int dj;
 		for (dj = 0; dj < nd; dj++)
 			if (!strcmp(dsname[dj], g[j].task))
@@ -344,30 +397,14 @@ static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t 
 		ds[n] = dj;
 		arch[n] = !strcmp(g[j].arch, "local_hybrid");
 		tier[n] = tier_index(g[j].tier);
-		y[n] = sb_a8_switch_target(delta, Kg);
+		y[n] = sb_a8_switch_target(gf.delta, gf.K);
 		gi[n] = j;
-		nseeds[n] = ns;
-		double *x = X + (size_t)n * NMECH, classes, text;
-		task_meta(g[j].task, &classes, &text);
-		for (int f = 0; f < NPROBE; f++) {
-			x[f] = fe[f][2];
-			x[NPROBE + f] = fe[f][2] - fe[f][0];
-		}
-		double *meta = x + 2 * NPROBE;
-		meta[0] = arch[n];
-		meta[1] = tier[n] == 1;
-		meta[2] = tier[n] == 2;
-		meta[3] = log(classes);
-		meta[4] = text;
-		meta[5] = 0;
-		for (int i = 0; i < nruns; i++)
-			if (!strcmp(runs[i].task, g[j].task) && runs[i].n_val > 0) {
-				meta[5] = log((double)runs[i].n_val);
-				break;
-			}
-		xe[n] = acc3;
-		xh[n] = ent3;
-		(void)acc1;
+		nseeds[n] = gf.ns;
+		nval[n] = gf.n_val;
+		double *x = X + (size_t)n * NMECH;
+		memcpy(x, gf.x, sizeof gf.x);
+		xe[n] = gf.acc3;
+		xh[n] = gf.ent3;
 		for (int q = 0; q < NMECH; q++)
 			if (!isfinite(x[q])) {
 				rc = SB_ERR(err, SB_EDATA,
@@ -411,6 +448,7 @@ static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t 
 		sb_jw_kstr(w, "arch", q->arch);
 		sb_jw_kstr(w, "tier", q->tier);
 		sb_jw_kint(w, "n_seeds", nseeds[i]);
+		sb_jw_kint(w, "n_val", nval[i]);
 		sb_jw_kint(w, "target_switch_epoch", (int64_t)y[i]);
 		for (int f = 0; f < NPROBE; f++) {
 			char k[80];
@@ -528,6 +566,7 @@ out:
 	free(tier);
 	free(gi);
 	free(nseeds);
+	free(nval);
 	free(pred);
 	return rc;
 }
@@ -651,6 +690,501 @@ static int m2(struct sb_jw *w, struct md *md, uint64_t seed, int resamples, stru
 	    v.benefit_arch[0], v.benefit_arch[1], v.benefit_tier[0], v.benefit_tier[1], v.benefit_tier[2],
 	    yes(v.clause_benefit));
 	mdf(md, "\n**M2 verdict: %s** (published outcome: killed)\n\n", verdict);
+out:
+	free(td);
+	free(tm);
+	free(ts);
+	free(fd);
+	free(fm);
+	free(arch);
+	free(tier);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- M3 */
+
+/* the simple schedules and the M1 predictor each takes its switch epoch from */
+static const char *simple_predictor(const char *method)
+{
+	return !strcmp(method, "median_switch")           ? "constant_median"
+	       : !strcmp(method, "early_accuracy_switch") ? "early_accuracy"
+	       : !strcmp(method, "entropy_switch")        ? "entropy"
+	                                                  : NULL;
+}
+
+/* Calls fn on every record of an NDJSON file; errors name file:line. */
+static int each_record(const char *path, int (*fn)(const struct sb_json *rec, void *ctx, struct sb_err *err), void *ctx,
+                       struct sb_err *err)
+{
+	char *buf;
+	size_t len;
+	SB_TRY(sb_read_file(path, &buf, &len, 0, err));
+	int rc = 0, line = 0;
+	for (size_t a = 0; a < len && !rc; line++) {
+		size_t b = a;
+		while (b < len && buf[b] != '\n')
+			b++;
+		const char *s = buf + a;
+		size_t n = b - a;
+		a = b + 1;
+		if (n == 0)
+			continue;
+		struct sb_json *rec;
+		if (sb_json_parse(s, n, &rec, err)) {
+			rc = SB_ERR(err, SB_EDATA, "%s:%d: %s", path, line + 1, err->msg);
+			break;
+		}
+		if ((rc = fn(rec, ctx, err)))
+			rc = SB_ERR(err, SB_EDATA, "%s:%d: %s", path, line + 1, err->msg);
+		sb_json_free(rec);
+	}
+	free(buf);
+	return rc;
+}
+
+/* the discovery groups of sb-a8 m1's a8.m1.group records */
+struct traj {
+	int n, cap;
+	double *x, *xe, *xh, *y;
+	char (*task)[64];
+};
+static int traj_rec(const struct sb_json *rec, void *ctx, struct sb_err *err)
+{
+	struct traj *t = ctx;
+	if (strcmp(sb_json_str(sb_json_get(rec, "kind"), ""), "a8.m1.group"))
+		return 0;
+	if (t->n == t->cap) {
+		t->cap = t->cap ? 2 * t->cap : 64;
+		t->x = realloc(t->x, (size_t)t->cap * NMECH * sizeof *t->x);
+		t->xe = realloc(t->xe, (size_t)t->cap * sizeof *t->xe);
+		t->xh = realloc(t->xh, (size_t)t->cap * sizeof *t->xh);
+		t->y = realloc(t->y, (size_t)t->cap * sizeof *t->y);
+		t->task = realloc(t->task, (size_t)t->cap * sizeof *t->task);
+		if (!t->x || !t->xe || !t->xh || !t->y || !t->task)
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	const char *task, *arch, *tier;
+	int64_t target, n_val;
+	if (sb_json_req_str(rec, "task", &task, err) || sb_json_req_str(rec, "arch", &arch, err) ||
+	    sb_json_req_str(rec, "tier", &tier, err) || sb_json_req_int(rec, "target_switch_epoch", &target, err))
+		return err->code;
+	if (sb_json_req_int(rec, "n_val", &n_val, err))
+		return SB_ERR(err, SB_EDATA, "a8.m1.group without n_val (written by an older sb-a8: run sb-a8 m1 again)");
+	double *x = t->x + (size_t)t->n * NMECH;
+	for (int f = 0; f < NPROBE; f++) {
+		char k[80];
+		snprintf(k, sizeof k, "%s_e3", probe_names[f]);
+		x[f] = sb_json_num(sb_json_get(rec, k), NAN);
+		snprintf(k, sizeof k, "%s_d13", probe_names[f]);
+		x[NPROBE + f] = sb_json_num(sb_json_get(rec, k), NAN);
+	}
+	meta_features(x + 2 * NPROBE, task, arch, tier, (int)n_val);
+	t->xe[t->n] = sb_json_num(sb_json_get(rec, "dense_val_accuracy_e3"), NAN);
+	t->xh[t->n] = sb_json_num(sb_json_get(rec, "dense_attention_entropy_e3"), NAN);
+	t->y[t->n] = (double)target;
+	for (int q = 0; q < NMECH; q++)
+		if (!isfinite(x[q]))
+			return SB_ERR(err, SB_EDATA, "a8.m1.group %s/%s/%s: a feature is missing or not finite", task, arch,
+			              tier);
+	if (!isfinite(t->xe[t->n]) || !isfinite(t->xh[t->n]))
+		return SB_ERR(err, SB_EDATA, "a8.m1.group %s/%s/%s: dense_val_accuracy_e3 or dense_attention_entropy_e3 "
+		                             "missing",
+		              task, arch, tier);
+	snprintf(t->task[t->n], sizeof t->task[0], "%s", task);
+	t->n++;
+	return 0;
+}
+static int m2_rec(const struct sb_json *rec, void *ctx, struct sb_err *err)
+{
+	char *best = ctx;
+	if (strcmp(sb_json_str(sb_json_get(rec, "kind"), ""), "a8.verdict") ||
+	    strcmp(sb_json_str(sb_json_get(rec, "analysis"), ""), "m2"))
+		return 0;
+	snprintf(best, 64, "%s", sb_json_str(sb_json_get(rec, "strongest_simple"), ""));
+	return 0;
+}
+
+static const struct group *sort_groups_base;
+static int cmp_group(const void *a, const void *b)
+{
+	const struct group *x = &sort_groups_base[*(const int *)a], *y = &sort_groups_base[*(const int *)b];
+	int c = strcmp(x->task, y->task);
+	if (!c)
+		c = strcmp(x->arch, y->arch);
+	if (!c)
+		c = tier_index(x->tier) - tier_index(y->tier);
+	return c;
+}
+
+static int m3map(struct sb_jw *w, struct md *md, const char *switch_path, const char *traj_path, const char *m2_path,
+                 struct sb_err *err)
+{
+	struct traj t = {0};
+	char simple[64] = "";
+	int rc = 0;
+	struct group g[1024];
+	int ng = groups_of(g, 1024, 0), n = 0, ntask = 0;
+	int *gi = calloc((size_t)ng + 1, sizeof *gi), *pm = calloc((size_t)ng + 1, sizeof *pm),
+	    *ps = calloc((size_t)ng + 1, sizeof *ps), *target = calloc((size_t)ng + 1, sizeof *target);
+	struct gfeat *gf = calloc((size_t)ng + 1, sizeof *gf);
+	double *X = calloc((size_t)ng * NMECH + 1, sizeof *X), *xs = calloc((size_t)ng + 1, sizeof *xs);
+	struct md inc = {0};
+	if (!gi || !pm || !ps || !target || !gf || !X || !xs) {
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		goto out;
+	}
+	if ((rc = each_record(traj_path, traj_rec, &t, err)) || (rc = each_record(m2_path, m2_rec, simple, err)))
+		goto out;
+	const char *spred = simple_predictor(simple);
+	if (!spred) {
+		rc = SB_ERR(err, SB_EDATA,
+		            "%s: no a8.verdict of analysis m2 naming its strongest simple schedule (median_switch, "
+		            "early_accuracy_switch or entropy_switch)",
+		            m2_path);
+		goto out;
+	}
+	if (t.n < 2) {
+		rc = SB_ERR(err, SB_EDATA, "%s: %d a8.m1.group records (sb-a8 m1's output of the trajectory grid); at "
+		                           "least 2 are needed",
+		            traj_path, t.n);
+		goto out;
+	}
+	for (int i = 0; i < t.n; i++) {
+		int j = 0;
+		while (j < i && strcmp(t.task[j], t.task[i]))
+			j++;
+		ntask += j == i;
+	}
+	/* the confirmation groups, in a fixed order (the map's content does not depend on
+	 * the order of the inputs) */
+	for (int j = 0; j < ng; j++)
+		gi[j] = j;
+	sort_groups_base = g;
+	qsort(gi, (size_t)ng, sizeof *gi, cmp_group);
+	for (int k = 0; k < ng; k++) {
+		int j = gi[k];
+		for (int i = 0; i < t.n; i++)
+			if (!strcmp(t.task[i], g[j].task)) {
+				rc = SB_ERR(err, SB_EDATA,
+				            "task %s is a discovery task of %s: the confirmation tasks must be new (the "
+				            "predictors are fitted on every discovery group)",
+				            g[j].task, traj_path);
+				goto out;
+			}
+		if (!group_features(&g[j], &gf[n]))
+			continue;
+		for (int q = 0; q < NMECH; q++)
+			if (!isfinite(gf[n].x[q])) {
+				rc = SB_ERR(err, SB_EDATA,
+				            "%s/%s/%s: the early probe features are missing (records without probe_* fields)",
+				            g[j].task, g[j].arch, g[j].tier);
+				goto out;
+			}
+		memcpy(X + (size_t)n * NMECH, gf[n].x, sizeof gf[n].x);
+		xs[n] = !strcmp(spred, "early_accuracy") ? gf[n].acc3 : gf[n].ent3;
+		target[n] = sb_a8_switch_target(gf[n].delta, gf[n].K);
+		gi[n] = j;
+		n++;
+	}
+	if (n < 1) {
+		rc = SB_ERR(err, SB_EDATA, "M3's switch map needs paired softmax / topk_softmax_025 runs of at least 3 "
+		                           "epochs of the confirmation tasks (found none)");
+		goto out;
+	}
+	/* the predictors fitted on every discovery group, applied to the confirmation groups */
+	if ((rc = sb_a8_fit_predict(t.x, t.y, t.n, NMECH, 1.0, X, n, pm, NULL, err)))
+		goto out;
+	if (!strcmp(spred, "constant_median"))
+		rc = sb_a8_fit_predict(NULL, t.y, t.n, 0, 1.0, NULL, n, ps, NULL, err);
+	else
+		rc = sb_a8_fit_predict(!strcmp(spred, "early_accuracy") ? t.xe : t.xh, t.y, t.n, 1, 1.0, xs, n, ps, NULL,
+		                       err);
+	if (rc)
+		goto out;
+	mdf(&inc, "# written by sb-a8 m3map (docs/sb-a8.md): PROTOCOL A8 M3's switch map. Per confirmation\n"
+	          "# (task, arch, tier), the switch epoch of mechanistic_switch (ridge on the early probe features\n"
+	          "# + metadata) and of %s (M2's strongest simple schedule; predictor %s), each\n"
+	          "# fitted on all %d discovery groups of the trajectory grid and applied to the features of\n"
+	          "# the confirmation grid's own softmax / topk_softmax_025 runs (epochs 1-3). The method line\n"
+	          "# is the method axis of the block that includes this file (pipelines/grids/confirmation.grid).\n"
+	          "method mechanistic_switch %s\n",
+	    simple, spred, t.n, simple);
+	for (int i = 0; i < n; i++) {
+		const struct group *q = &g[gi[i]];
+		mdf(&inc, "set when task=%s arch=%s tier=%s method=mechanistic_switch switch_epoch=%d\n", q->task, q->arch,
+		    q->tier, pm[i]);
+		mdf(&inc, "set when task=%s arch=%s tier=%s method=%s switch_epoch=%d\n", q->task, q->arch, q->tier,
+		    simple, ps[i]);
+	}
+	char hex[SB_SHA256_HEX];
+	sb_sha256_buf(inc.buf, inc.len, hex);
+	int rewritten = 0;
+	if (switch_path) {
+		char *old = NULL;
+		size_t olen = 0;
+		struct sb_err e2 = {0};
+		int same = sb_file_exists(switch_path) && !sb_read_file(switch_path, &old, &olen, 0, &e2) &&
+		           olen == inc.len && memcmp(old, inc.buf, olen) == 0;
+		free(old);
+		if (!same) {
+			if ((rc = sb_write_file_atomic(switch_path, inc.buf, inc.len, err)))
+				goto out;
+			rewritten = 1;
+		}
+		sb_progress(1, "switch map %s: SHA-256 %s (%s)", switch_path, hex, rewritten ? "written" : "unchanged");
+	}
+	char pk[80];
+	snprintf(pk, sizeof pk, "pred_%s", spred);
+	for (int i = 0; i < n; i++) {
+		const struct group *q = &g[gi[i]];
+		sb_jw_record(w, "a8.m3map.group", 1);
+		sb_jw_kstr(w, "task", q->task);
+		sb_jw_kstr(w, "arch", q->arch);
+		sb_jw_kstr(w, "tier", q->tier);
+		sb_jw_kint(w, "n_seeds", gf[i].ns);
+		sb_jw_kint(w, "n_val", gf[i].n_val);
+		for (int f = 0; f < NPROBE; f++) {
+			char k[80];
+			snprintf(k, sizeof k, "%s_e3", probe_names[f]);
+			sb_jw_kf64(w, k, gf[i].x[f]);
+			snprintf(k, sizeof k, "%s_d13", probe_names[f]);
+			sb_jw_kf64(w, k, gf[i].x[NPROBE + f]);
+		}
+		sb_jw_kf64(w, "dense_val_accuracy_e3", gf[i].acc3);
+		sb_jw_kf64(w, "dense_attention_entropy_e3", gf[i].ent3);
+		sb_jw_kint(w, "observed_target_switch_epoch", target[i]);
+		sb_jw_kint(w, "pred_mechanistic", pm[i]);
+		sb_jw_kint(w, pk, ps[i]);
+		sb_jw_obj_end(w);
+		if ((rc = emit(w, err)))
+			goto out;
+	}
+	const char *verdict = !switch_path ? "SWITCH_MAP_COMPUTED" : rewritten ? "SWITCH_MAP_WRITTEN" : "SWITCH_MAP_UNCHANGED";
+	sb_jw_record(w, "a8.verdict", 1);
+	sb_jw_kstr(w, "analysis", "m3map");
+	sb_jw_kstr(w, "verdict", verdict);
+	sb_jw_kint(w, "groups", n);
+	sb_jw_kint(w, "discovery_groups", t.n);
+	sb_jw_kint(w, "discovery_tasks", ntask);
+	sb_jw_kstr(w, "strongest_simple", simple);
+	sb_jw_kstr(w, "simple_predictor", spred);
+	if (switch_path)
+		sb_jw_kstr(w, "switch_map", switch_path);
+	else
+		sb_jw_knull(w, "switch_map");
+	sb_jw_kstr(w, "switch_map_sha256", hex);
+	sb_jw_kbool(w, "switch_map_rewritten", rewritten);
+	sb_jw_obj_end(w);
+	if ((rc = emit(w, err)))
+		goto out;
+	mdf(md, "### M3: the switch map (computed)\n\n%d confirmation (task, arch, tier) groups; the M1 predictors "
+	        "fitted on all %d discovery groups (%d tasks) of the trajectory grid, no leave-one-out; "
+	        "mechanistic_switch and %s (M2's strongest simple schedule, predictor %s). Switch map SHA-256 "
+	        "`%s`.\n\n",
+	    n, t.n, ntask, simple, spred, hex);
+	mdf(md, "| task | arch | tier | seeds | mechanistic_switch | %s | observed target (this grid) |\n| --- | --- | --- "
+	        "| --- | --- | --- | --- |\n",
+	    simple);
+	for (int i = 0; i < n; i++)
+		mdf(md, "| %s | %s | %s | %d | %d | %d | %d |\n", g[gi[i]].task, g[gi[i]].arch, g[gi[i]].tier, gf[i].ns,
+		    pm[i], ps[i], target[i]);
+	mdf(md, "\n**M3 switch map: %s**\n\n", verdict);
+out:
+	free(inc.buf);
+	free(gi);
+	free(pm);
+	free(ps);
+	free(target);
+	free(gf);
+	free(X);
+	free(xs);
+	free(t.x);
+	free(t.xe);
+	free(t.xh);
+	free(t.y);
+	free(t.task);
+	return rc;
+}
+
+static int m3(struct sb_jw *w, struct md *md, uint64_t seed, int resamples, struct sb_err *err)
+{
+	const char *simple = NULL;
+	for (int i = 0; i < nruns; i++)
+		if (simple_predictor(runs[i].method)) {
+			if (!simple)
+				simple = runs[i].method;
+			else if (strcmp(simple, runs[i].method))
+				return SB_ERR(err, SB_EDATA,
+				              "runs of two simple schedules (%s, %s): the confirmation grid runs one, M2's "
+				              "strongest",
+				              simple, runs[i].method);
+		}
+	if (!simple)
+		return SB_ERR(err, SB_EDATA, "no runs of a simple schedule (median_switch, early_accuracy_switch or "
+		                             "entropy_switch)");
+	int cap = nruns + 1, n = 0, unpaired = 0, no_test = 0, rc = 0;
+	double *td = calloc((size_t)cap, sizeof *td), *tm = calloc((size_t)cap, sizeof *tm),
+	       *ts = calloc((size_t)cap, sizeof *ts), *fd = calloc((size_t)cap, sizeof *fd),
+	       *fm = calloc((size_t)cap, sizeof *fm);
+	int *arch = calloc((size_t)cap, sizeof *arch), *tier = calloc((size_t)cap, sizeof *tier);
+	if (!td || !tm || !ts || !fd || !fm || !arch || !tier) {
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < nruns; i++) {
+		struct run *mr = &runs[i];
+		if (strcmp(mr->method, "mechanistic_switch") || run_epochs(mr) < 1)
+			continue;
+		struct run *d = find(mr->task, mr->arch, mr->tier, "softmax", mr->seed, 0);
+		struct run *s = find(mr->task, mr->arch, mr->tier, simple, mr->seed, 0);
+		if (!d || !s || run_epochs(d) < 1 || run_epochs(s) < 1) {
+			unpaired++;
+			continue;
+		}
+		if (!mr->have_test || !d->have_test) {
+			no_test++;
+			continue;
+		}
+		int K = run_epochs(d);
+		if (run_epochs(mr) < K)
+			K = run_epochs(mr);
+		if (run_epochs(s) < K)
+			K = run_epochs(s);
+		double dense_final = d->acc[K - 1];
+		td[n] = sb_a8_time_to_target(d->acc, K, dense_final);
+		tm[n] = sb_a8_time_to_target(mr->acc, K, dense_final);
+		ts[n] = sb_a8_time_to_target(s->acc, K, dense_final);
+		fd[n] = d->test_acc;
+		fm[n] = mr->test_acc;
+		arch[n] = !strcmp(mr->arch, "local_hybrid");
+		tier[n] = tier_index(mr->tier);
+		n++;
+	}
+	if (unpaired || no_test)
+		sb_cli_warn("%d mechanistic_switch runs without a softmax / %s run of the same seed, %d without the test "
+		            "accuracy of both: left out",
+		            unpaired, simple, no_test);
+	if (n < 1) {
+		rc = SB_ERR(err, SB_EDATA, "M3 needs mechanistic_switch runs paired by seed with softmax and %s runs, "
+		                           "with their test accuracies (test.cell records of sb-test; found none)",
+		            simple);
+		goto out;
+	}
+	struct sb_a8_m2_verdict v;
+	if ((rc = sb_a8_m2_verdict(n, 1, td, tm, ts, fd, fm, arch, tier, seed, resamples, &v, err)))
+		goto out;
+	/* mean test accuracy per method, overall and per (arch, tier) */
+	const char *methods[4] = {"softmax", "topk_softmax_025", "mechanistic_switch", simple};
+	static const char *archs[2] = {"plain", "local_hybrid"}, *tiers[3] = {"compact", "deep", "wide"};
+	double sum[4][7] = {{0}};
+	int cnt[4][7] = {{0}};
+	for (int i = 0; i < nruns; i++) {
+		if (!runs[i].have_test)
+			continue;
+		for (int q = 0; q < 4; q++)
+			if (!strcmp(runs[i].method, methods[q])) {
+				int c = 1 + (strcmp(runs[i].arch, "local_hybrid") == 0) * 3 + tier_index(runs[i].tier);
+				sum[q][0] += runs[i].test_acc;
+				cnt[q][0]++;
+				sum[q][c] += runs[i].test_acc;
+				cnt[q][c]++;
+			}
+	}
+	for (int q = 0; q < 4; q++)
+		for (int c = 0; c < 7; c++) {
+			if (!cnt[q][c])
+				continue;
+			sb_jw_record(w, "a8.m3.test", 1);
+			sb_jw_kstr(w, "method", methods[q]);
+			sb_jw_kstr(w, "arch", c ? archs[(c - 1) / 3] : "all");
+			sb_jw_kstr(w, "tier", c ? tiers[(c - 1) % 3] : "all");
+			sb_jw_kint(w, "runs", cnt[q][c]);
+			sb_jw_kf64(w, "mean_test_accuracy", sum[q][c] / cnt[q][c]);
+			sb_jw_obj_end(w);
+			if ((rc = emit(w, err)))
+				goto out;
+		}
+	char failed[400] = "";
+	if (!v.clause_median)
+		strcat(failed, " median-reduction");
+	if (!v.clause_bounds)
+		strcat(failed, " bootstrap-lower-bounds");
+	if (!v.clause_final)
+		strcat(failed, " final-test-accuracy");
+	if (!v.clause_benefit)
+		strcat(failed, " benefit-archs-tiers");
+	char verdict[440];
+	snprintf(verdict, sizeof verdict, "%s%s", v.pass ? "CONFIRMED" : "NOT_CONFIRMED:", failed);
+	sb_jw_record(w, "a8.verdict", 1);
+	sb_jw_kstr(w, "analysis", "m3");
+	sb_jw_kstr(w, "verdict", verdict);
+	sb_jw_kint(w, "units", n);
+	sb_jw_kint(w, "units_unpaired", unpaired);
+	sb_jw_kint(w, "units_without_test", no_test);
+	sb_jw_kstr(w, "simple_schedule", simple);
+	sb_jw_kf64(w, "median_reduction", v.median_reduction);
+	sb_jw_kbool(w, "clause_median", v.clause_median);
+	sb_jw_kf64(w, "reduction_vs_dense_ci_lo", v.lo_vs_dense);
+	sb_jw_kf64(w, "reduction_vs_dense_ci_hi", v.hi_vs_dense);
+	sb_jw_kf64(w, "reduction_vs_simple_ci_lo", v.lo_vs_simple);
+	sb_jw_kf64(w, "reduction_vs_simple_ci_hi", v.hi_vs_simple);
+	sb_jw_kbool(w, "clause_bounds", v.clause_bounds);
+	sb_jw_kf64(w, "final_test_accuracy_diff", v.final_diff);
+	sb_jw_kf64(w, "final_test_accuracy_ci_lo", v.final_lo);
+	sb_jw_kf64(w, "final_test_accuracy_ci_hi", v.final_hi);
+	sb_jw_kbool(w, "clause_final", v.clause_final);
+	sb_jw_kf64(w, "benefit_plain", v.benefit_arch[0]);
+	sb_jw_kf64(w, "benefit_local_hybrid", v.benefit_arch[1]);
+	sb_jw_kf64(w, "benefit_compact", v.benefit_tier[0]);
+	sb_jw_kf64(w, "benefit_deep", v.benefit_tier[1]);
+	sb_jw_kf64(w, "benefit_wide", v.benefit_tier[2]);
+	sb_jw_kbool(w, "clause_benefit", v.clause_benefit);
+	sb_jw_kint(w, "bootstrap_seed", (int64_t)seed);
+	sb_jw_kint(w, "bootstrap_resamples", resamples);
+	sb_jw_kbool(w, "pass", v.pass);
+	sb_jw_kstr(w, "verdict_rule", "ours: PROTOCOL A8 gives no M3 verdict rule; the M2 criteria on the confirmation "
+	                              "grid, the final-accuracy clause on test accuracy");
+	sb_jw_obj_end(w);
+	if ((rc = emit(w, err)))
+		goto out;
+	mdf(md, "### M3: the confirmation (computed)\n\n%d units (task x arch x tier x seed): mechanistic_switch against "
+	        "softmax and %s (the simple schedule of the switch map); time to target on validation accuracy, the "
+	        "final-accuracy clause on the test read (mechanistic - softmax test accuracy, paired by seed).%s\n\n",
+	    n, simple, unpaired || no_test ? " Some runs were left out (see the a8.verdict record)." : "");
+	mdf(md, "| criterion (M2's, on the confirmation grid) | computed | |\n| --- | --- | --- |\n");
+	mdf(md, "| median time-to-target reduction vs dense >= 10%% | %.1f%% | %s |\n", 100 * v.median_reduction,
+	    yes(v.clause_median));
+	mdf(md, "| bootstrap lower bounds (seed %llu) > 0 vs dense and vs %s | [%.3f, %.3f]; [%.3f, %.3f] epochs | %s |\n",
+	    (unsigned long long)seed, simple, v.lo_vs_dense, v.hi_vs_dense, v.lo_vs_simple, v.hi_vs_simple,
+	    yes(v.clause_bounds));
+	mdf(md, "| final TEST accuracy CI lower bound > -0.005 | %.4f [%.4f, %.4f] | %s |\n", v.final_diff, v.final_lo,
+	    v.final_hi, yes(v.clause_final));
+	mdf(md, "| benefit > 0 in both architectures and >= 2 tiers | plain %.3f, local_hybrid %.3f; compact %.3f, deep "
+	        "%.3f, wide %.3f | %s |\n",
+	    v.benefit_arch[0], v.benefit_arch[1], v.benefit_tier[0], v.benefit_tier[1], v.benefit_tier[2],
+	    yes(v.clause_benefit));
+	mdf(md, "\nMean test accuracy (runs):\n\n| method | all |");
+	for (int c = 1; c < 7; c++)
+		if (cnt[0][c] || cnt[2][c])
+			mdf(md, " %s %s |", archs[(c - 1) / 3], tiers[(c - 1) % 3]);
+	mdf(md, "\n| --- | --- |");
+	for (int c = 1; c < 7; c++)
+		if (cnt[0][c] || cnt[2][c])
+			mdf(md, " --- |");
+	mdf(md, "\n");
+	for (int q = 0; q < 4; q++) {
+		mdf(md, "| %s |", methods[q]);
+		for (int c = 0; c < 7; c++) {
+			if (c && !cnt[0][c] && !cnt[2][c])
+				continue;
+			if (cnt[q][c])
+				mdf(md, " %.4f (%d) |", sum[q][c] / cnt[q][c], cnt[q][c]);
+			else
+				mdf(md, " - |");
+		}
+		mdf(md, "\n");
+	}
+	mdf(md, "\n**M3 verdict: %s** (the verdict rule is ours: PROTOCOL A8 gives none)\n\n", verdict);
 out:
 	free(td);
 	free(tm);
@@ -826,11 +1360,12 @@ int main(int argc, char **argv)
 {
 	sb_cli_init("sb-a8", argc, argv);
 	struct sb_err err = {0};
-	const char *md_path = NULL, *switch_path = NULL;
+	const char *md_path = NULL, *switch_path = NULL, *traj_path = NULL, *m2_path = NULL;
 	long long seed = -1, resamples = 20000;
-	enum { O_MD = 256, O_SWITCH, O_SEED, O_RES, O_HELP, O_VERSION };
+	enum { O_MD = 256, O_SWITCH, O_SEED, O_RES, O_TRAJ, O_M2, O_HELP, O_VERSION };
 	static const struct option lo[] = {{"md", 1, 0, O_MD},          {"switch-epochs", 1, 0, O_SWITCH},
 	                                   {"seed", 1, 0, O_SEED},      {"resamples", 1, 0, O_RES},
+	                                   {"trajectory", 1, 0, O_TRAJ}, {"m2", 1, 0, O_M2},
 	                                   {"help", 0, 0, O_HELP},      {"version", 0, 0, O_VERSION},
 	                                   {0, 0, 0, 0}};
 	int ch;
@@ -845,6 +1380,12 @@ int main(int argc, char **argv)
 			break;
 		case O_SWITCH:
 			switch_path = optarg;
+			break;
+		case O_TRAJ:
+			traj_path = optarg;
+			break;
+		case O_M2:
+			m2_path = optarg;
 			break;
 		case O_SEED:
 			if (sb_parse_int("--seed", optarg, 0, (long long)1 << 53, &seed, &err))
@@ -865,38 +1406,50 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc)
-		sb_cli_usage_error("no analysis given (m1, m2, bottomk or lineardecay)");
+		sb_cli_usage_error("no analysis given (m1, m2, bottomk, lineardecay, m3map or m3)");
 	const char *mode = argv[optind++];
-	int which = !strcmp(mode, "m1") ? 1 : !strcmp(mode, "m2") ? 2 : !strcmp(mode, "bottomk") ? 3
-	                                                         : !strcmp(mode, "lineardecay") ? 4 : 0;
+	static const char *modes[] = {"m1", "m2", "bottomk", "lineardecay", "m3map", "m3"};
+	int which = 0;
+	for (int i = 0; i < 6; i++)
+		if (!strcmp(mode, modes[i]))
+			which = i + 1;
 	if (!which)
-		sb_cli_usage_error("unknown analysis '%s' (m1, m2, bottomk or lineardecay)", mode);
-	if (switch_path && which != 1)
-		sb_cli_usage_error("--switch-epochs is an output of m1 only");
+		sb_cli_usage_error("unknown analysis '%s' (m1, m2, bottomk, lineardecay, m3map or m3)", mode);
+	if (switch_path && which != 1 && which != 5)
+		sb_cli_usage_error("--switch-epochs is an output of m1 and m3map only");
+	if ((traj_path || m2_path) && which != 5)
+		sb_cli_usage_error("--trajectory and --m2 are inputs of m3map only");
+	if (which == 5 && (!traj_path || !m2_path))
+		sb_cli_usage_error("m3map needs --trajectory (sb-a8 m1's records of the trajectory grid) and --m2 (sb-a8 "
+		                   "m2's records of the switching grid)");
 	if (optind >= argc)
 		sb_cli_usage_error("no record files given");
 	if (seed < 0)
-		seed = which == 2 ? 260827 : 260826;
-	int nin = argc - optind;
-	struct sb_input *in = calloc((size_t)nin, sizeof *in);
+		seed = which == 2 || which == 6 ? 260827 : 260826;
+	int nin = argc - optind, next = which == 5 ? 2 : 0;
+	struct sb_input *in = calloc((size_t)(nin + next), sizeof *in);
 	if (!in)
 		sb_cli_die(&(struct sb_err){SB_EINTERNAL, "out of memory", "", 0});
 	for (int i = 0; i < nin; i++) {
-		int rc = load(argv[optind + i], &in[i], &err);
+		int rc = load(argv[optind + i], &in[i], which == 6, &err);
 		if (rc)
 			sb_cli_die(&err);
 	}
+	if (next && (sb_input_hash(&in[nin], traj_path, &err) || sb_input_hash(&in[nin + 1], m2_path, &err)))
+		sb_cli_die(&err);
 	sb_progress(1, "%d files, %d runs", nin, nruns);
 	struct sb_jw w;
 	sb_jw_init(&w, stdout);
-	struct sb_run_meta meta = {.device = "cpu", .threads = 1, .inputs = in, .n_inputs = nin};
+	struct sb_run_meta meta = {.device = "cpu", .threads = 1, .inputs = in, .n_inputs = nin + next};
 	if (sb_record_run_meta(&w, &meta, &err))
 		sb_cli_die(&err);
 	struct md md = {0};
 	int rc = which == 1   ? m1(&w, &md, switch_path, (uint64_t)seed, (int)resamples, &err)
 	         : which == 2 ? m2(&w, &md, (uint64_t)seed, (int)resamples, &err)
 	         : which == 3 ? bottomk(&w, &md, &err)
-	                      : lineardecay(&w, &md, &err);
+	         : which == 4 ? lineardecay(&w, &md, &err)
+	         : which == 5 ? m3map(&w, &md, switch_path, traj_path, m2_path, &err)
+	                      : m3(&w, &md, (uint64_t)seed, (int)resamples, &err);
 	if (!rc && md_path)
 		rc = sb_write_file_atomic(md_path, md.buf ? md.buf : "", md.len, &err);
 	sb_jw_free(&w);

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,13 +30,15 @@
 static const char usage_text[] =
     "Usage: sb-freeze [--rule NAME] [--min-seeds N] [--patience N | --budget E] [--tier T] [--arch A]\n"
     "                 [-o selection.json] [--force] [-q] VAL.ndjson...\n"
+    "       sb-freeze --rule m3_confirmation --switch-map FILE [--expect-cells N] [-o selection.json]\n"
+    "                 [--force] [-q] VAL.ndjson...\n"
     "\n"
     "Apply the predeclared selection rule of PROTOCOL A6 to validation logs (RUN_DIR/val.ndjson,\n"
     "written by sb-eval) and freeze the result in selection.json, with the SHA-256 of every log read\n"
     "and the SHA-256 of the canonical JSON of the whole payload. sb-test reads the test split only\n"
     "after checking all of it.\n"
     "\n"
-    "Rule topk_mean_val_acc (the only rule, the default): per task, among topk_softmax_0125,\n"
+    "Rule topk_mean_val_acc (the default): per task, among topk_softmax_0125,\n"
     "topk_softmax_025 and topk_softmax_05, the ratio with the highest mean validation accuracy over\n"
     "its seeds, counting only ratios with at least --min-seeds seeds; ties go to the earlier ratio in\n"
     "that order (strict >). A cell's validation accuracy is the one at its best epoch under early\n"
@@ -44,8 +47,20 @@ static const char usage_text[] =
     "completed and whose every epoch was evaluated take part; the later log on the command line wins\n"
     "when two hold the same task, method and seed.\n"
     "\n"
+    "Rule m3_confirmation (PROTOCOL A8 M3, our reading; docs/sb-freeze.md): the confirmation grid's\n"
+    "logs (both blocks) against the switch map of sb-a8 m3map. Planned cells: the map's (task, arch,\n"
+    "tier) groups x softmax, topk_softmax_025, mechanistic_switch and the map's simple schedule x\n"
+    "the seeds of the logs (and exactly --expect-cells N of them). Status\n"
+    "M3_VALIDATION_FROZEN_OFFICIAL_TEST_AUTHORIZED when every planned cell completed and every\n"
+    "switching cell's cell.json has the map's switch_epoch; else M3_SWITCH_MAP_MISMATCH or\n"
+    "M3_VALIDATION_INCOMPLETE with the reasons. The selection (status, reasons, the map's path and\n"
+    "SHA-256 in the hashed payload; every confirmation cell in the test plan) is written whatever\n"
+    "the status; sb-test reads only an authorised one whose map still hashes the same.\n"
+    "\n"
     "Options:\n"
-    "  --rule NAME       selection rule (topk_mean_val_acc)\n"
+    "  --rule NAME       selection rule (topk_mean_val_acc, m3_confirmation)\n"
+    "  --switch-map FILE (m3_confirmation) the switch map\n"
+    "  --expect-cells N  (m3_confirmation) the number of planned cells required\n"
     "  --min-seeds N     seeds a ratio needs to be eligible (default 10)\n"
     "  --patience N      early-stopping patience for the best epoch (default 5; 0: no stopping)\n"
     "  --budget E        use the accuracy after exactly E epochs instead of the best epoch\n"
@@ -91,9 +106,9 @@ static _Noreturn void die(const struct sb_err *e)
 }
 
 struct opts {
-	const char *rule, *tier, *arch, *out;
-	long long min_seeds, patience, budget;
-	int patience_set, force;
+	const char *rule, *tier, *arch, *out, *switch_map;
+	long long min_seeds, patience, budget, expect_cells;
+	int patience_set, force, topk_opt; /* topk_opt: an option of rule topk_mean_val_acc given */
 };
 
 /* One cell of the logs, after the tier/arch filter. */
@@ -141,17 +156,603 @@ static void key_cell(struct sb_jw *w, const char *task, const char *method, int6
 	sb_jw_kint(w, "seed", seed);
 }
 
+/* the "replaced" member: the selection that --force replaced, or null */
+static void write_replaced(struct sb_jw *w, const char *old_file_sha, const struct sb_json *old, int old_reads)
+{
+	if (old_file_sha[0]) {
+		sb_jw_key(w, "replaced");
+		sb_jw_obj(w);
+		sb_jw_kstr(w, "file_sha256", old_file_sha);
+		const char *osha = sb_json_str(sb_json_get(old, "sha256"), NULL);
+		if (osha)
+			sb_jw_kstr(w, "sha256", osha);
+		else
+			sb_jw_knull(w, "sha256");
+		const char *ofz = sb_json_str(sb_json_get(old, "frozen_at"), NULL);
+		if (ofz)
+			sb_jw_kstr(w, "frozen_at", ofz);
+		else
+			sb_jw_knull(w, "frozen_at");
+		if (old_reads >= 0)
+			sb_jw_kint(w, "test_reads", old_reads);
+		else
+			sb_jw_knull(w, "test_reads");
+		sb_jw_obj_end(w);
+	} else {
+		sb_jw_knull(w, "replaced");
+	}
+}
+
+__attribute__((format(printf, 1, 2))) static char *fmt_dup(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+	if (s) {
+		va_start(ap, fmt);
+		vsnprintf(s, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
+	return s;
+}
+
+/* ---------------------------------------------------------------- rule m3_confirmation */
+
+#define M3_AUTHORIZED "M3_VALIDATION_FROZEN_OFFICIAL_TEST_AUTHORIZED"
+#define M3_INCOMPLETE "M3_VALIDATION_INCOMPLETE"
+#define M3_MISMATCH "M3_SWITCH_MAP_MISMATCH"
+
+/* one line of the switch map: set when task=T arch=A tier=R method=M switch_epoch=N */
+struct mapline {
+	char task[64], arch[32], tier[32], method[64];
+	int epoch;
+};
+struct switch_map {
+	struct mapline *l;
+	size_t n;
+	char simple[64]; /* the simple schedule the map names beside mechanistic_switch */
+	char axis[64];   /* the simple schedule of its method line (when it has one) */
+	char sha256[SB_SHA256_HEX];
+};
+
+static int map_read(const char *path, struct switch_map *m, struct sb_err *err)
+{
+	char *buf;
+	size_t len;
+	memset(m, 0, sizeof *m);
+	SB_TRY(sb_read_file(path, &buf, &len, 16u << 20, err));
+	sb_sha256_buf(buf, len, m->sha256);
+	size_t cap = 0;
+	int rc = 0, line = 0;
+	for (size_t a = 0; a < len && !rc;) {
+		size_t b = a;
+		while (b < len && buf[b] != '\n')
+			b++;
+		char s[512];
+		snprintf(s, sizeof s, "%.*s", (int)(b - a < 511 ? b - a : 511), buf + a);
+		a = b + 1;
+		line++;
+		const char *p = s;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!*p || *p == '#')
+			continue;
+		struct mapline ml;
+		int used = 0;
+		char m1[64], m2[64];
+		if (!strncmp(p, "method", 6) && (p[6] == ' ' || p[6] == '\t')) {
+			/* the method axis of the block that includes the map: mechanistic_switch and one simple
+			 * schedule */
+			if (sscanf(p, "method %63[a-z0-9_] %63[a-z0-9_]%n", m1, m2, &used) != 2 || p[used] != '\0' ||
+			    (strcmp(m1, "mechanistic_switch") && strcmp(m2, "mechanistic_switch")) || !strcmp(m1, m2) ||
+			    m->axis[0]) {
+				rc = SB_ERR(err, SB_EDATA,
+				            "%s:%d: the method line must name mechanistic_switch and one simple "
+				            "schedule, once",
+				            path, line);
+				break;
+			}
+			snprintf(m->axis, sizeof m->axis, "%s", strcmp(m1, "mechanistic_switch") ? m1 : m2);
+			continue;
+		}
+		if (sscanf(p,
+		           "set when task=%63[a-z0-9_] arch=%31[a-z0-9_] tier=%31[a-z0-9_] method=%63[a-z0-9_] "
+		           "switch_epoch=%d%n",
+		           ml.task, ml.arch, ml.tier, ml.method, &ml.epoch, &used) != 5 ||
+		    p[used] != '\0' || ml.epoch < 1) {
+			rc = SB_ERR(
+			    err, SB_EDATA,
+			    "%s:%d: not a switch map line (set when task=T arch=A tier=R method=M switch_epoch=N)",
+			    path, line);
+			break;
+		}
+		if (strcmp(ml.method, "mechanistic_switch")) {
+			if (!m->simple[0])
+				snprintf(m->simple, sizeof m->simple, "%s", ml.method);
+			else if (strcmp(m->simple, ml.method)) {
+				rc = SB_ERR(err, SB_EDATA,
+				            "%s:%d: a third switching method '%s' (the map names %s and %s)", path,
+				            line, ml.method, "mechanistic_switch", m->simple);
+				break;
+			}
+		}
+		for (size_t i = 0; i < m->n; i++)
+			if (!strcmp(m->l[i].task, ml.task) && !strcmp(m->l[i].arch, ml.arch) &&
+			    !strcmp(m->l[i].tier, ml.tier) && !strcmp(m->l[i].method, ml.method))
+				rc = SB_ERR(err, SB_EDATA, "%s:%d: %s/%s/%s %s appears twice", path, line, ml.task,
+				            ml.arch, ml.tier, ml.method);
+		if (rc)
+			break;
+		if (m->n == cap) {
+			cap = cap ? 2 * cap : 64;
+			struct mapline *nl = realloc(m->l, cap * sizeof *nl);
+			if (!nl) {
+				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+				break;
+			}
+			m->l = nl;
+		}
+		m->l[m->n++] = ml;
+	}
+	free(buf);
+	if (!rc && m->axis[0] && m->simple[0] && strcmp(m->axis, m->simple))
+		rc = SB_ERR(err, SB_EDATA, "%s: the method line names %s, the switch epochs are for %s", path, m->axis,
+		            m->simple);
+	if (!rc && (m->n == 0 || !m->simple[0]))
+		rc = SB_ERR(err, SB_EDATA, "%s: the switch map names no %s", path,
+		            m->n == 0 ? "switch epochs" : "simple schedule beside mechanistic_switch");
+	if (rc) {
+		free(m->l);
+		m->l = NULL;
+	}
+	return rc;
+}
+
+/* the map's switch epoch of (task, arch, tier, method), or 0 */
+static int map_epoch(const struct switch_map *m, const char *task, const char *arch, const char *tier,
+                     const char *method)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (!strcmp(m->l[i].task, task) && !strcmp(m->l[i].arch, arch) && !strcmp(m->l[i].tier, tier) &&
+		    !strcmp(m->l[i].method, method))
+			return m->l[i].epoch;
+	return 0;
+}
+
+/* a (task, arch, tier) group of the map: its first line */
+static int map_has_group(const struct switch_map *m, const char *task, const char *arch, const char *tier)
+{
+	return map_epoch(m, task, arch, tier, "mechanistic_switch") || map_epoch(m, task, arch, tier, m->simple);
+}
+
+/* The switch_epoch in the cell.json beside a validation log (the run directory's);
+ * 0 with a reason when it cannot be read there. */
+static int cell_switch_epoch(const char *log, const char *cell_id, char *why, size_t nwhy)
+{
+	char *dir = sb_path_dirname(log), *cj = dir ? sb_path_join(dir, "cell.json") : NULL;
+	char *buf = NULL;
+	size_t len;
+	struct sb_err e = {0};
+	struct sb_json *v = NULL;
+	int64_t se = 0;
+	if (!cj)
+		snprintf(why, nwhy, "out of memory");
+	else if (sb_read_file(cj, &buf, &len, 1 << 20, &e) || sb_json_parse(buf, len, &v, &e))
+		snprintf(why, nwhy, "its cell.json cannot be read: %s", e.msg);
+	else if (strcmp(sb_json_str(sb_json_get(v, "cell_id"), ""), cell_id))
+		snprintf(why, nwhy, "%s belongs to another cell (%s)", cj, sb_json_str(sb_json_get(v, "cell_id"), "?"));
+	else if (sb_json_int64(sb_json_get(v, "switch_epoch"), &se) || se < 1)
+		snprintf(why, nwhy, "%s has no switch_epoch", cj);
+	free(dir);
+	free(cj);
+	free(buf);
+	sb_json_free(v);
+	return (int)se;
+}
+
+struct m3cell {
+	const struct sb_val_cell *vc;
+	int log, included, planned, switch_epoch, map_epoch;
+	double acc;
+	char reason[400];
+};
+
+static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vallog *logs, int n_logs,
+                     struct sb_input *inputs, double newest, const char *old_file_sha, const struct sb_json *old,
+                     int old_reads)
+{
+	struct sb_err err = {0};
+	struct switch_map map;
+	if (map_read(o->switch_map, &map, &err))
+		die(&err);
+	const char *methods[4] = {"softmax", "topk_softmax_025", "mechanistic_switch", map.simple};
+	/* the cells; the later log wins on (task, method, seed, arch, tier) */
+	size_t n_all = 0;
+	for (int i = 0; i < n_logs; i++)
+		n_all += logs[i].n_cells;
+	struct m3cell *cells = calloc(n_all ? n_all : 1, sizeof *cells);
+	int *cells_used = calloc((size_t)n_logs, sizeof *cells_used);
+	int64_t *seeds = calloc(n_all ? n_all : 1, sizeof *seeds);
+	char **reasons = calloc(4 * n_all + map.n + 8, sizeof *reasons);
+	if (!cells || !cells_used || !seeds || !reasons) {
+		SB_ERR(&err, SB_EINTERNAL, "out of memory");
+		die(&err);
+	}
+	size_t nc = 0, nseeds = 0, nreasons = 0;
+	int mismatch = 0, incomplete = 0;
+#define REASON(flag, ...)                                                                                              \
+	do {                                                                                                           \
+		char *r_ = fmt_dup(__VA_ARGS__);                                                                       \
+		if (!r_) {                                                                                             \
+			SB_ERR(&err, SB_EINTERNAL, "out of memory");                                                   \
+			die(&err);                                                                                     \
+		}                                                                                                      \
+		reasons[nreasons++] = r_;                                                                              \
+		flag = 1;                                                                                              \
+	} while (0)
+	for (int i = 0; i < n_logs; i++)
+		for (size_t j = 0; j < logs[i].n_cells; j++) {
+			const struct sb_val_cell *vc = &logs[i].cells[j];
+			for (size_t k = 0; k < nc; k++)
+				if (cells[k].included && !strcmp(cells[k].vc->task, vc->task) &&
+				    !strcmp(cells[k].vc->method, vc->method) && cells[k].vc->seed == vc->seed &&
+				    !strcmp(cells[k].vc->arch, vc->arch) && !strcmp(cells[k].vc->tier, vc->tier)) {
+					cells[k].included = 0;
+					snprintf(cells[k].reason, sizeof cells[k].reason,
+					         "superseded by cell %s in %s (a later log)", vc->cell_id,
+					         logs[i].path);
+					sb_cli_warn("%s: cell %s superseded by cell %s of the later log %s",
+					            logs[cells[k].log].path, cells[k].vc->cell_id, vc->cell_id,
+					            logs[i].path);
+				}
+			struct m3cell *ce = &cells[nc++];
+			ce->vc = vc;
+			ce->log = i;
+			ce->included = 1;
+			size_t s = 0;
+			while (s < nseeds && seeds[s] != vc->seed)
+				s++;
+			if (s == nseeds)
+				seeds[nseeds++] = vc->seed;
+		}
+	for (size_t a = 0; a < nseeds; a++) /* ascending */
+		for (size_t b = a + 1; b < nseeds; b++)
+			if (seeds[b] < seeds[a]) {
+				int64_t t = seeds[a];
+				seeds[a] = seeds[b];
+				seeds[b] = t;
+			}
+	/* each cell: planned by the map? completed and evaluated? its switch epoch the map's? */
+	size_t n_excluded = 0;
+	for (size_t k = 0; k < nc; k++) {
+		struct m3cell *ce = &cells[k];
+		const struct sb_val_cell *vc = ce->vc;
+		int m = 0;
+		while (m < 4 && strcmp(vc->method, methods[m]))
+			m++;
+		ce->planned = m < 4 && map_has_group(&map, vc->task, vc->arch, vc->tier);
+		if (!ce->planned) {
+			REASON(mismatch, "cell %s (%s/%s/%s %s seed %lld) is not planned by the switch map",
+			       vc->cell_id, vc->task, vc->arch, vc->tier, vc->method, (long long)vc->seed);
+			if (ce->included)
+				snprintf(ce->reason, sizeof ce->reason, "not planned by the switch map");
+			ce->included = 0;
+		}
+		if (ce->planned && m >= 2) {
+			char why[300] = "";
+			ce->map_epoch = map_epoch(&map, vc->task, vc->arch, vc->tier, vc->method);
+			ce->switch_epoch = cell_switch_epoch(logs[ce->log].path, vc->cell_id, why, sizeof why);
+			if (!ce->map_epoch)
+				REASON(mismatch, "cell %s: the switch map has no switch epoch for %s/%s/%s %s",
+				       vc->cell_id, vc->task, vc->arch, vc->tier, vc->method);
+			else if (!ce->switch_epoch)
+				REASON(mismatch, "cell %s: its switch epoch cannot be checked: %s", vc->cell_id, why);
+			else if (ce->switch_epoch != ce->map_epoch)
+				REASON(mismatch, "cell %s: switch_epoch %d, the switch map says %d", vc->cell_id,
+				       ce->switch_epoch, ce->map_epoch);
+		}
+		if (!ce->included) {
+			n_excluded++;
+			continue;
+		}
+		const char *why = NULL;
+		int64_t ep;
+		struct sb_err e2 = {0};
+		if (!vc->done)
+			why = "the log has no eval.done record (sb-eval did not finish)";
+		else if (strcmp(vc->train_status, "completed") != 0) {
+			snprintf(ce->reason, sizeof ce->reason, "training status is '%s', not 'completed'",
+			         vc->train_status);
+			why = ce->reason;
+		} else if (vc->epochs_evaluated != vc->epochs || vc->n_ep != (size_t)vc->epochs) {
+			snprintf(ce->reason, sizeof ce->reason, "%zu of %lld epochs evaluated", vc->n_ep,
+			         (long long)vc->epochs);
+			why = ce->reason;
+		} else if (sb_val_cell_value(vc, 0, vc->epochs, &ce->acc, &ep, &e2)) {
+			snprintf(ce->reason, sizeof ce->reason, "%s", e2.msg);
+			why = ce->reason;
+		}
+		if (why) {
+			if (why != ce->reason)
+				snprintf(ce->reason, sizeof ce->reason, "%s", why);
+			ce->included = 0;
+			n_excluded++;
+			sb_cli_warn("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
+		} else {
+			cells_used[ce->log]++;
+		}
+	}
+	/* the plan: every group of the map x the four methods x every seed of the logs */
+	size_t planned = 0, plan_n = 0, plan_missing = 0;
+	for (size_t i = 0; i < map.n; i++) {
+		if (strcmp(map.l[i].method, "mechanistic_switch") &&
+		    map_epoch(&map, map.l[i].task, map.l[i].arch, map.l[i].tier, "mechanistic_switch"))
+			continue; /* each group once (by its mechanistic line when it has one) */
+		if (!map_epoch(&map, map.l[i].task, map.l[i].arch, map.l[i].tier, "mechanistic_switch") ||
+		    !map_epoch(&map, map.l[i].task, map.l[i].arch, map.l[i].tier, map.simple))
+			REASON(mismatch, "the switch map gives %s/%s/%s only one of mechanistic_switch and %s",
+			       map.l[i].task, map.l[i].arch, map.l[i].tier, map.simple);
+		planned += 4 * nseeds;
+	}
+	if (o->expect_cells && (long long)planned != o->expect_cells)
+		REASON(incomplete,
+		       "the switch map's groups x 4 methods x the %zu seeds of the logs plan %zu cells; "
+		       "--expect-cells says %lld",
+		       nseeds, planned, o->expect_cells);
+	/* time of the freeze, after every log was read */
+	char frozen_at[32];
+	double frozen_unix;
+	sb_time_rfc3339(frozen_at, &frozen_unix);
+	if (newest > frozen_unix) {
+		SB_ERR(&err, SB_EDATA,
+		       "a validation log has a modification time in the future (clock skew?): cannot freeze");
+		die(&err);
+	}
+	char *sel_dir = sb_path_dirname(o->out), *map_rel = NULL;
+	if (!sel_dir) {
+		SB_ERR(&err, SB_EINTERNAL, "out of memory");
+		die(&err);
+	}
+	if (sb_mkdir_p(sel_dir, &err) || sb_path_relative(sel_dir, o->switch_map, &map_rel, &err))
+		die(&err);
+	/* the test plan and what is missing from it (first, so that the reasons are complete) */
+	struct sb_jw tp, tm;
+	sb_jw_init(&tp, NULL);
+	sb_jw_init(&tm, NULL);
+	sb_jw_arr(&tp);
+	sb_jw_arr(&tm);
+	for (size_t i = 0; i < map.n; i++) {
+		const struct mapline *g = &map.l[i];
+		if (strcmp(g->method, "mechanistic_switch") &&
+		    map_epoch(&map, g->task, g->arch, g->tier, "mechanistic_switch"))
+			continue;
+		for (int m = 0; m < 4; m++)
+			for (size_t s = 0; s < nseeds; s++) {
+				const struct m3cell *hit = NULL, *any = NULL;
+				for (size_t k = 0; k < nc && !hit; k++) {
+					const struct sb_val_cell *vc = cells[k].vc;
+					if (vc->seed == seeds[s] && !strcmp(vc->task, g->task) &&
+					    !strcmp(vc->arch, g->arch) && !strcmp(vc->tier, g->tier) &&
+					    !strcmp(vc->method, methods[m])) {
+						if (cells[k].included)
+							hit = &cells[k];
+						else
+							any = &cells[k];
+					}
+				}
+				const struct sb_val_epoch *full =
+				    hit ? sb_val_cell_epoch(hit->vc, hit->vc->epochs) : NULL;
+				struct sb_jw *w = full ? &tp : &tm;
+				sb_jw_obj(w);
+				key_cell(w, g->task, methods[m], seeds[s]);
+				sb_jw_kstr(w, "arch", g->arch);
+				sb_jw_kstr(w, "tier", g->tier);
+				if (full) {
+					sb_jw_kstr(w, "cell_id", hit->vc->cell_id);
+					sb_jw_kint(w, "epochs", hit->vc->epochs);
+					sb_jw_kstr(w, "checkpoint_sha256", full->checkpoint_sha256);
+					plan_n++;
+				} else {
+					const char *why = any ? any->reason : "no validation log holds it";
+					sb_jw_kstr(w, "reason", why);
+					REASON(incomplete, "%s/%s/%s %s seed %lld: %s", g->task, g->arch, g->tier,
+					       methods[m], (long long)seeds[s], why);
+					plan_missing++;
+				}
+				sb_jw_obj_end(w);
+			}
+	}
+	sb_jw_arr_end(&tp);
+	sb_jw_arr_end(&tm);
+	const char *status = mismatch ? M3_MISMATCH : incomplete ? M3_INCOMPLETE : M3_AUTHORIZED;
+
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	sb_jw_record(&w, "freeze.selection", 1);
+	sb_jw_kint(&w, "schema", 1);
+	sb_jw_kstr(&w, "program", sb_prog);
+	sb_jw_kstr(&w, "version", SB_VERSION);
+	sb_jw_key(&w, "argv");
+	sb_jw_arr(&w);
+	for (int i = 0; i < argc; i++)
+		sb_jw_str(&w, argv[i]);
+	sb_jw_arr_end(&w);
+	sb_jw_kstr(&w, "frozen_at", frozen_at);
+	sb_jw_kf64(&w, "frozen_at_unix_s", frozen_unix);
+	sb_jw_kf64(&w, "newest_validation_log_mtime_unix_s", newest);
+	sb_jw_key(&w, "rule");
+	sb_jw_obj(&w);
+	sb_jw_kstr(&w, "name", o->rule);
+	sb_jw_key(&w, "methods");
+	sb_jw_arr(&w);
+	for (int m = 0; m < 4; m++)
+		sb_jw_str(&w, methods[m]);
+	sb_jw_arr_end(&w);
+	sb_jw_key(&w, "seeds");
+	sb_jw_arr(&w);
+	for (size_t s = 0; s < nseeds; s++)
+		sb_jw_int(&w, seeds[s]);
+	sb_jw_arr_end(&w);
+	sb_jw_kstr(&w, "basis", "full_budget");
+	sb_jw_kint(&w, "planned_cells", (int64_t)planned);
+	if (o->expect_cells)
+		sb_jw_kint(&w, "expected_cells", o->expect_cells);
+	else
+		sb_jw_knull(&w, "expected_cells");
+	sb_jw_obj_end(&w);
+	sb_jw_kstr(&w, "status", status);
+	sb_jw_key(&w, "status_reasons");
+	sb_jw_arr(&w);
+	for (size_t i = 0; i < nreasons; i++)
+		sb_jw_str(&w, reasons[i]);
+	sb_jw_arr_end(&w);
+	sb_jw_key(&w, "switch_map");
+	sb_jw_obj(&w);
+	sb_jw_kstr(&w, "path", map_rel);
+	sb_jw_kstr(&w, "sha256", map.sha256);
+	sb_jw_kint(&w, "lines", (int64_t)map.n);
+	sb_jw_kstr(&w, "simple_schedule", map.simple);
+	sb_jw_obj_end(&w);
+	sb_jw_kbool(&w, "forced", o->force && old_file_sha[0]);
+	write_replaced(&w, old_file_sha, old, old_reads);
+	sb_jw_key(&w, "cells");
+	sb_jw_arr(&w);
+	for (size_t k = 0; k < nc; k++) {
+		const struct m3cell *ce = &cells[k];
+		sb_jw_obj(&w);
+		sb_jw_kstr(&w, "cell_id", ce->vc->cell_id);
+		key_cell(&w, ce->vc->task, ce->vc->method, ce->vc->seed);
+		sb_jw_kstr(&w, "tier", ce->vc->tier);
+		sb_jw_kstr(&w, "arch", ce->vc->arch);
+		if (ce->vc->epochs > 0)
+			sb_jw_kint(&w, "epochs", ce->vc->epochs);
+		else
+			sb_jw_knull(&w, "epochs");
+		sb_jw_kbool(&w, "included", ce->included);
+		if (ce->included) {
+			sb_jw_knull(&w, "reason");
+			sb_jw_kf64(&w, "val_accuracy", ce->acc);
+		} else {
+			sb_jw_kstr(&w, "reason", ce->reason);
+			sb_jw_knull(&w, "val_accuracy");
+		}
+		if (ce->switch_epoch)
+			sb_jw_kint(&w, "switch_epoch", ce->switch_epoch);
+		else
+			sb_jw_knull(&w, "switch_epoch");
+		if (ce->map_epoch)
+			sb_jw_kint(&w, "map_switch_epoch", ce->map_epoch);
+		else
+			sb_jw_knull(&w, "map_switch_epoch");
+		sb_jw_kint(&w, "log", ce->log);
+		sb_jw_obj_end(&w);
+	}
+	sb_jw_arr_end(&w);
+	sb_jw_key(&w, "test_plan");
+	sb_jw_raw(&w, tp.buf, tp.len);
+	sb_jw_key(&w, "test_plan_missing");
+	sb_jw_raw(&w, tm.buf, tm.len);
+	sb_jw_key(&w, "validation_logs");
+	sb_jw_arr(&w);
+	for (int i = 0; i < n_logs; i++) {
+		char *rel;
+		if (sb_path_relative(sel_dir, logs[i].path, &rel, &err))
+			die(&err);
+		sb_jw_obj(&w);
+		sb_jw_kstr(&w, "path", rel);
+		sb_jw_kstr(&w, "sha256", logs[i].sha256);
+		sb_jw_kint(&w, "size_bytes", (int64_t)logs[i].size_bytes);
+		sb_jw_kf64(&w, "mtime_unix_s", logs[i].mtime);
+		sb_jw_kint(&w, "cells_used", cells_used[i]);
+		sb_jw_obj_end(&w);
+		free(rel);
+	}
+	sb_jw_arr_end(&w);
+	sb_jw_obj_end(&w);
+	if (w.oom || tp.oom || tm.oom) {
+		SB_ERR(&err, SB_EINTERNAL, "out of memory");
+		die(&err);
+	}
+	char *text, hex[SB_SHA256_HEX], file_hex[SB_SHA256_HEX];
+	size_t text_len;
+	if (sb_selection_seal(w.buf, w.len, &text, &text_len, hex, &err))
+		die(&err);
+	if (!o->force && sb_file_exists(o->out)) {
+		SB_ERR(&err, SB_EVERDICT, "%s: a selection appeared while freezing; refusing to replace it", o->out);
+		die(&err);
+	}
+	if (sb_write_file_atomic(o->out, text, text_len, &err))
+		die(&err);
+	sb_sha256_buf(text, text_len, file_hex);
+	struct sb_jw out;
+	sb_jw_init(&out, stdout);
+	struct sb_input *ins = calloc((size_t)n_logs + 1, sizeof *ins);
+	if (!ins) {
+		SB_ERR(&err, SB_EINTERNAL, "out of memory");
+		die(&err);
+	}
+	memcpy(ins, inputs, (size_t)n_logs * sizeof *ins);
+	ins[n_logs].path = o->switch_map;
+	memcpy(ins[n_logs].sha256, map.sha256, SB_SHA256_HEX);
+	struct sb_run_meta meta = {.inputs = ins, .n_inputs = n_logs + 1};
+	if (sb_record_run_meta(&out, &meta, &err))
+		die(&err);
+	sb_jw_record(&out, "freeze.selection", 1);
+	sb_jw_kstr(&out, "path", o->out);
+	sb_jw_kstr(&out, "sha256", hex);
+	sb_jw_kstr(&out, "file_sha256", file_hex);
+	sb_jw_kbool(&out, "forced", o->force && old_file_sha[0]);
+	sb_jw_kstr(&out, "rule", o->rule);
+	sb_jw_kstr(&out, "status", status);
+	sb_jw_kint(&out, "status_reasons", (int64_t)nreasons);
+	sb_jw_kstr(&out, "switch_map_sha256", map.sha256);
+	sb_jw_kint(&out, "planned_cells", (int64_t)planned);
+	sb_jw_kint(&out, "n_cells", (int64_t)nc);
+	sb_jw_kint(&out, "n_excluded", (int64_t)n_excluded);
+	sb_jw_kint(&out, "test_plan_size", (int64_t)plan_n);
+	sb_jw_kint(&out, "test_plan_missing", (int64_t)plan_missing);
+	sb_jw_obj_end(&out);
+	if (sb_jw_line(&out, &err))
+		die(&err);
+	if (strcmp(status, M3_AUTHORIZED)) {
+		sb_cli_warn("%s: status %s: the test read will be refused (%zu reason(s); the first: %s)", o->out,
+		            status, nreasons, nreasons ? reasons[0] : "-");
+	} else if (!sb_quiet)
+		fprintf(stderr,
+		        "sb-freeze: froze %zu confirmation cells into %s, status %s (payload SHA-256 %.16s...)\n",
+		        plan_n, o->out, status, hex);
+#undef REASON
+	for (size_t i = 0; i < nreasons; i++)
+		free(reasons[i]);
+	free(reasons);
+	free(ins);
+	sb_jw_free(&out);
+	sb_jw_free(&w);
+	sb_jw_free(&tp);
+	sb_jw_free(&tm);
+	free(text);
+	free(sel_dir);
+	free(map_rel);
+	free(cells);
+	free(cells_used);
+	free(seeds);
+	free(map.l);
+	return sb_cli_finish(0);
+}
+
 int main(int argc, char **argv)
 {
 	sb_cli_init("sb-freeze", argc, argv);
 	struct opts o = {.rule = "topk_mean_val_acc", .out = "selection.json", .min_seeds = 10, .patience = 5};
 	struct sb_err err = {0};
-	enum { O_RULE = 256, O_MIN, O_PAT, O_BUDGET, O_TIER, O_ARCH, O_FORCE, O_HELP, O_VERSION };
-	static const struct option lo[] = {{"rule", 1, 0, O_RULE},       {"min-seeds", 1, 0, O_MIN},
-	                                   {"patience", 1, 0, O_PAT},    {"budget", 1, 0, O_BUDGET},
-	                                   {"tier", 1, 0, O_TIER},       {"arch", 1, 0, O_ARCH},
-	                                   {"force", 0, 0, O_FORCE},     {"help", 0, 0, O_HELP},
-	                                   {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
+	enum { O_RULE = 256, O_MIN, O_PAT, O_BUDGET, O_TIER, O_ARCH, O_FORCE, O_MAP, O_EXPECT, O_HELP, O_VERSION };
+	static const struct option lo[] = {
+	    {"rule", 1, 0, O_RULE},     {"min-seeds", 1, 0, O_MIN},   {"patience", 1, 0, O_PAT},
+	    {"budget", 1, 0, O_BUDGET}, {"tier", 1, 0, O_TIER},       {"arch", 1, 0, O_ARCH},
+	    {"force", 0, 0, O_FORCE},   {"switch-map", 1, 0, O_MAP},  {"expect-cells", 1, 0, O_EXPECT},
+	    {"help", 0, 0, O_HELP},     {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":o:q", lo, NULL)) != -1) {
@@ -162,21 +763,33 @@ int main(int argc, char **argv)
 		case O_MIN:
 			if (sb_parse_int("--min-seeds", optarg, 1, 1000000, &o.min_seeds, &err))
 				sb_cli_usage_error("%s", err.msg);
+			o.topk_opt = 1;
+			break;
+		case O_MAP:
+			o.switch_map = optarg;
+			break;
+		case O_EXPECT:
+			if (sb_parse_int("--expect-cells", optarg, 1, 100000000, &o.expect_cells, &err))
+				sb_cli_usage_error("%s", err.msg);
 			break;
 		case O_PAT:
 			if (sb_parse_int("--patience", optarg, 0, 1000000, &o.patience, &err))
 				sb_cli_usage_error("%s", err.msg);
 			o.patience_set = 1;
+			o.topk_opt = 1;
 			break;
 		case O_BUDGET:
 			if (sb_parse_int("--budget", optarg, 1, 1000000, &o.budget, &err))
 				sb_cli_usage_error("%s", err.msg);
+			o.topk_opt = 1;
 			break;
 		case O_TIER:
 			o.tier = optarg;
+			o.topk_opt = 1;
 			break;
 		case O_ARCH:
 			o.arch = optarg;
+			o.topk_opt = 1;
 			break;
 		case O_FORCE:
 			o.force = 1;
@@ -197,8 +810,17 @@ int main(int argc, char **argv)
 			sb_cli_bad_option(argv, 0);
 		}
 	}
-	if (strcmp(o.rule, "topk_mean_val_acc") != 0)
-		sb_cli_usage_error("unknown rule '%s' (known: topk_mean_val_acc)", o.rule);
+	int m3 = strcmp(o.rule, "m3_confirmation") == 0;
+	if (strcmp(o.rule, "topk_mean_val_acc") != 0 && !m3)
+		sb_cli_usage_error("unknown rule '%s' (known: topk_mean_val_acc, m3_confirmation)", o.rule);
+	if (m3 && !o.switch_map)
+		sb_cli_usage_error("rule m3_confirmation needs --switch-map FILE (sb-a8 m3map's switch map)");
+	if (m3 && o.topk_opt)
+		sb_cli_usage_error(
+		    "--min-seeds, --patience, --budget, --tier and --arch belong to rule topk_mean_val_acc "
+		    "(m3_confirmation takes every confirmation cell at its full budget)");
+	if (!m3 && (o.switch_map || o.expect_cells))
+		sb_cli_usage_error("--switch-map and --expect-cells belong to rule m3_confirmation");
 	if (o.budget && o.patience_set)
 		sb_cli_usage_error("--patience and --budget exclude each other (a fixed budget has no early stopping)");
 	int n_logs = argc - optind;
@@ -256,6 +878,8 @@ int main(int argc, char **argv)
 		if (logs[i].mtime > newest)
 			newest = logs[i].mtime;
 	}
+	if (m3)
+		return m3_freeze(&o, argc, argv, logs, n_logs, inputs, newest, old_file_sha, old, old_reads);
 	const char *tier = o.tier ? o.tier : sole_value(logs, n_logs, tier_of, "--tier");
 	const char *arch = o.arch ? o.arch : sole_value(logs, n_logs, arch_of, "--arch");
 
@@ -403,28 +1027,7 @@ int main(int argc, char **argv)
 		sb_jw_knull(&w, "arch");
 	sb_jw_obj_end(&w);
 	sb_jw_kbool(&w, "forced", o.force && old_file_sha[0]);
-	if (old_file_sha[0]) {
-		sb_jw_key(&w, "replaced");
-		sb_jw_obj(&w);
-		sb_jw_kstr(&w, "file_sha256", old_file_sha);
-		const char *osha = sb_json_str(sb_json_get(old, "sha256"), NULL);
-		if (osha)
-			sb_jw_kstr(&w, "sha256", osha);
-		else
-			sb_jw_knull(&w, "sha256");
-		const char *ofz = sb_json_str(sb_json_get(old, "frozen_at"), NULL);
-		if (ofz)
-			sb_jw_kstr(&w, "frozen_at", ofz);
-		else
-			sb_jw_knull(&w, "frozen_at");
-		if (old_reads >= 0)
-			sb_jw_kint(&w, "test_reads", old_reads);
-		else
-			sb_jw_knull(&w, "test_reads");
-		sb_jw_obj_end(&w);
-	} else {
-		sb_jw_knull(&w, "replaced");
-	}
+	write_replaced(&w, old_file_sha, old, old_reads);
 	sb_jw_key(&w, "selected");
 	sb_jw_obj(&w);
 	for (size_t t = 0; t < sel.n_tasks; t++) {

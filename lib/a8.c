@@ -205,6 +205,33 @@ int sb_a8_loo(const double *X, const double *y, const int *fold, int n, int p, d
 	return rc;
 }
 
+int sb_a8_fit_predict(const double *X, const double *y, int n, int p, double lambda, const double *Xnew, int m,
+                      int *pred, double *raw, struct sb_err *err)
+{
+	if (n < 1)
+		return SB_ERR(err, SB_EDATA, "fit: no training rows");
+	double med = 0;
+	struct sb_ridge r = {0};
+	if (p == 0) {
+		double *tmp = malloc((size_t)n * sizeof *tmp);
+		if (!tmp)
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		memcpy(tmp, y, (size_t)n * sizeof *tmp);
+		med = median_of(tmp, n);
+		free(tmp);
+	} else {
+		SB_TRY(sb_ridge_fit(&r, X, y, NULL, n, p, lambda, err));
+	}
+	for (int i = 0; i < m; i++) {
+		double v = p == 0 ? med : sb_ridge_predict(&r, Xnew + (size_t)i * p);
+		if (raw)
+			raw[i] = v;
+		pred[i] = sb_a8_round_clip(v, 3, 30);
+	}
+	sb_ridge_free(&r);
+	return 0;
+}
+
 int sb_a8_m1_verdict(int n, int nd, int npred, int K, const int *ds, const int *cifar, const int *arch, const int *tier,
                      const double *target, const int *pred, uint64_t seed, int resamples,
                      struct sb_a8_m1_verdict *v, struct sb_err *err)

@@ -38,6 +38,13 @@ int sb_a8_round_clip(double v, int lo, int hi);
 int sb_a8_loo(const double *X, const double *y, const int *fold, int n, int p, double lambda, int *pred, double *raw,
               struct sb_err *err);
 
+/* Fit on every row of (X, y) (n rows, p features; p = 0: the median of y, numpy.median)
+ * and predict the m rows of Xnew: pred[i] rounded and clipped to [3, 30], raw[i] (may be
+ * NULL) unrounded. PROTOCOL A8 M3's switch map: the M1 predictors fitted on all discovery
+ * groups, applied to the confirmation tasks. */
+int sb_a8_fit_predict(const double *X, const double *y, int n, int p, double lambda, const double *Xnew, int m,
+                      int *pred, double *raw, struct sb_err *err);
+
 /* M1's verdict. Groups i < n: dataset ds[i] < nd, arch[i] (0/1), tier[i] (0..2),
  * target[i] (a reversal: 4 <= target <= K, K the epochs of the trajectories); pred[m * n + i] the LOO prediction of predictor m (m = 0 the mechanistic
  * ridge, 1..npred-1 the baselines). cifar[d] marks the CIFAR datasets. */

@@ -275,6 +275,11 @@ fail:
 	return rc;
 }
 
+int sb_guard_check_runs(const struct sb_guarded *g, const char *runs_dir, struct sb_err *err)
+{
+	return scan_runs(runs_dir, g->frozen_at, err);
+}
+
 char *sb_guard_ledger_path(const char *selection)
 {
 	size_t n = strlen(selection);

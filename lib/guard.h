@@ -64,6 +64,10 @@ struct sb_guarded {
 int sb_guard_check(const char *selection, const char *runs_dir, struct sb_guarded *out, struct sb_err *err);
 void sb_guarded_free(struct sb_guarded *g);
 
+/* The log-mtime check for every RUNS_DIR/STAR/val.ndjson of one more runs directory
+ * (sb_guard_check does it for the one it is given). */
+int sb_guard_check_runs(const struct sb_guarded *g, const char *runs_dir, struct sb_err *err);
+
 /* Resolve a path recorded in the selection (relative to its directory). Newly allocated. */
 char *sb_guard_resolve(const struct sb_guarded *g, const char *recorded);
 

@@ -31,7 +31,7 @@
 
 static const char usage_text[] =
     "Usage: sb-test -s selection.json [-d DATA_DIR] [-o OUT_DIR] [--reread REASON]\n"
-    "               [--device cpu|cuda] [-j THREADS] [-q] RUNS_DIR\n"
+    "               [--device cpu|cuda] [-j THREADS] [-q] RUNS_DIR...\n"
     "\n"
     "The single, guarded read of the test split (PROTOCOL A6). Before anything else it checks, and\n"
     "refuses with exit 1 and a message naming the failed check, unless:\n"
@@ -42,15 +42,19 @@ static const char usage_text[] =
     "  log-hash           each still has the SHA-256 recorded at the freeze\n"
     "  log-mtime          no validation log (listed, or any RUNS_DIR/*/val.ndjson) is newer than\n"
     "                     the freeze\n"
+    "  freeze-status      (a selection of rule m3_confirmation) its status is exactly\n"
+    "                     M3_VALIDATION_FROZEN_OFFICIAL_TEST_AUTHORIZED\n"
+    "  switch-map-hash    (the same) the switch map it names still has the SHA-256 it froze\n"
     "  single-read        the selection was not read before (the ledger next to it,\n"
     "                     selection.reads.ndjson for selection.json, says), unless --reread\n"
     "  output-fresh       OUT_DIR/test.ndjson does not exist\n"
     "  checkpoint-present every cell of the frozen test plan has its full-budget checkpoint in\n"
-    "                     RUNS_DIR/CELL_ID/\n"
+    "                     RUNS_DIR/CELL_ID/ (the first RUNS_DIR that holds CELL_ID)\n"
     "  checkpoint-hash    and it still has the SHA-256 the validation log recorded\n"
     "No test file is opened before all of them pass. Then the read is recorded as started in the\n"
-    "ledger, and for each selected task it evaluates the methods softmax, sparsemax, entmax15,\n"
-    "headwise_adaptive_entmax and the selected top-k ratio, for the seeds of the selection, on\n"
+    "ledger, and it evaluates every cell of the frozen test plan (rule topk_mean_val_acc: the\n"
+    "methods softmax, sparsemax, entmax15, headwise_adaptive_entmax and the selected top-k ratio, for\n"
+    "the seeds of the selection; rule m3_confirmation: every confirmation cell) on\n"
     "DATA_DIR/TASK/test.safetensors at the full-budget checkpoint; the ledger then records the read\n"
     "as completed with the SHA-256 of OUT_DIR/test.ndjson (or as failed).\n"
     "\n"
@@ -90,9 +94,13 @@ static _Noreturn void usage(void)
 }
 
 struct opts {
-	const char *sel, *data_dir, *out_dir, *reread, *runs, *device;
+	const char *sel, *data_dir, *out_dir, *reread, *device;
+	char **runs; /* RUNS_DIR... */
+	int n_runs;
 	long long threads;
 };
+
+#define M3_AUTHORIZED "M3_VALIDATION_FROZEN_OFFICIAL_TEST_AUTHORIZED"
 
 /* One cell of the frozen test plan. */
 struct plan {
@@ -114,8 +122,42 @@ __attribute__((format(printf, 4, 5))) static int refuse(struct sb_err *err, cons
 	return SB_ERR(err, SB_EVERDICT, "%s: refused by the guard (%s): %s", path, check, d);
 }
 
-/* The test plan, resolved against RUNS_DIR and checked: no dataset is touched. */
-static int load_plan(const struct sb_json *sel, const char *runs, struct plan **out, size_t *n_out, struct sb_err *err)
+/* A selection of rule m3_confirmation (or one carrying its status or switch map):
+ * freeze-status, then switch-map-hash. Reads the selection and the switch map only. */
+static int m3_checks(const struct sb_guarded *g, const char *sel, struct sb_err *err)
+{
+	const struct sb_json *st = sb_json_get(g->sel, "status"), *sm = sb_json_get(g->sel, "switch_map");
+	const char *rule = sb_json_str(sb_json_get(sb_json_get(g->sel, "rule"), "name"), "");
+	if (strcmp(rule, "m3_confirmation") && !st && !sm)
+		return 0;
+	const char *status = sb_json_str(st, NULL);
+	if (!status || strcmp(status, M3_AUTHORIZED))
+		return refuse(err, sel, "freeze-status",
+		              "the selection's status is %s, not %s: the confirmation grid was not frozen complete and "
+		              "matching its switch map (its status_reasons say why)",
+		              status ? status : "missing", M3_AUTHORIZED);
+	const char *path = sb_json_str(sb_json_get(sm, "path"), NULL),
+	           *hash = sb_json_str(sb_json_get(sm, "sha256"), NULL);
+	if (!path || !hash || !sb_is_sha256_hex(hash))
+		return refuse(err, sel, "switch-map-hash", "the selection names no switch map {path, sha256}");
+	char *p = sb_guard_resolve(g, path), hex[SB_SHA256_HEX];
+	if (!p)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	struct sb_err e2 = {0};
+	int rc = 0;
+	if (sb_sha256_file(p, hex, NULL, &e2))
+		rc = refuse(err, p, "switch-map-hash", "the switch map the selection froze cannot be read: %s", e2.msg);
+	else if (strcmp(hex, hash))
+		rc = refuse(err, p, "switch-map-hash",
+		            "the switch map now hashes to %s, the selection froze %s: it changed after the freeze", hex,
+		            hash);
+	free(p);
+	return rc;
+}
+
+/* The test plan, resolved against the RUNS_DIRs and checked: no dataset is touched. */
+static int load_plan(const struct sb_json *sel, char **runs_dirs, int n_runs, struct plan **out, size_t *n_out,
+                     struct sb_err *err)
 {
 	const struct sb_json *tp = sb_json_get(sel, "test_plan");
 	if (!tp || tp->type != SB_JSON_ARRAY || tp->n == 0)
@@ -138,7 +180,17 @@ static int load_plan(const struct sb_json *sel, const char *runs, struct plan **
 		if (strchr(q->cell_id, '/') || strcmp(q->cell_id, "..") == 0 || strchr(q->task, '/') || q->epochs < 1 ||
 		    q->epochs > 999999)
 			return SB_ERR(err, SB_EDATA, "test_plan[%zu]: bad cell_id, task or epochs", i);
-		q->run_dir = sb_path_join(runs, q->cell_id);
+		/* the first RUNS_DIR that holds the cell (the first when none does) */
+		for (int r = 0; r < n_runs; r++) {
+			free(q->run_dir);
+			q->run_dir = sb_path_join(runs_dirs[r], q->cell_id);
+			if (!q->run_dir || sb_file_exists(q->run_dir))
+				break;
+		}
+		if (!q->run_dir || !sb_file_exists(q->run_dir)) {
+			free(q->run_dir);
+			q->run_dir = sb_path_join(runs_dirs[0], q->cell_id);
+		}
 		char ck[32];
 		snprintf(ck, sizeof ck, "epoch-%03lld.safetensors", (long long)q->epochs);
 		q->checkpoint = q->run_dir ? sb_path_join(q->run_dir, ck) : NULL;
@@ -481,13 +533,20 @@ int main(int argc, char **argv)
 	}
 	if (!o.sel)
 		sb_cli_usage_error("no selection given (-s selection.json)");
-	if (argc - optind != 1)
-		sb_cli_usage_error("expected one RUNS_DIR, got %d arguments", argc - optind);
-	o.runs = argv[optind];
+	if (argc - optind < 1)
+		sb_cli_usage_error("no RUNS_DIR given");
+	o.runs = argv + optind;
+	o.n_runs = argc - optind;
 
-	/* 1. the guard: selection, its hash, the validation logs */
+	/* 1. the guard: selection, its hash, the validation logs (of every RUNS_DIR); for
+	 * rule m3_confirmation, the freeze status and the switch map */
 	struct sb_guarded g;
-	if (sb_guard_check(o.sel, o.runs, &g, &err))
+	if (sb_guard_check(o.sel, o.runs[0], &g, &err))
+		sb_cli_die(&err);
+	for (int r = 1; r < o.n_runs; r++)
+		if (sb_guard_check_runs(&g, o.runs[r], &err))
+			sb_cli_die(&err);
+	if (m3_checks(&g, o.sel, &err))
 		sb_cli_die(&err);
 	/* 2. one read per selection */
 	char *ledger = sb_guard_ledger_path(o.sel);
@@ -526,7 +585,7 @@ int main(int argc, char **argv)
 	/* 3. the frozen plan's checkpoints */
 	struct plan *plan = NULL;
 	size_t n_plan = 0;
-	if (load_plan(g.sel, o.runs, &plan, &n_plan, &err))
+	if (load_plan(g.sel, o.runs, o.n_runs, &plan, &n_plan, &err))
 		sb_cli_die(&err);
 	/* 4. something to evaluate with: otherwise stop before the read counts */
 	if (sb_evalrun_available(&err))

@@ -3,25 +3,42 @@
 
 %%% --help: synopsis, analyses, options, exit status
 $ sb-a8 --help
-~ Usage: sb-a8 m1|m2|bottomk|lineardecay [--md FILE] [--switch-epochs FILE] [--seed N]
-~ --switch-epochs FILE  (m1) the switch epochs
+~ Usage: sb-a8 m1|m2|bottomk|lineardecay|m3|m3map [--md FILE] [--switch-epochs FILE] [--seed N]
+~ --switch-epochs FILE  (m1, m3map) the switch epochs
+~   m3map        M3's switch map
 ~ Exit status: 0 computed (whatever the verdict)
 !! empty
 
 %%% no analysis: usage error
 $ sb-a8
 ? 2
-! sb-a8: no analysis given (m1, m2, bottomk or lineardecay)
+! sb-a8: no analysis given (m1, m2, bottomk, lineardecay, m3map or m3)
 
 %%% an unknown analysis
-$ sb-a8 m3 x.ndjson
+$ sb-a8 m4 x.ndjson
 ? 2
-! sb-a8: unknown analysis 'm3'
+! sb-a8: unknown analysis 'm4'
 
-%%% --switch-epochs belongs to m1
+%%% --switch-epochs belongs to m1 and m3map
 $ sb-a8 m2 --switch-epochs s.inc x.ndjson
 ? 2
-! --switch-epochs is an output of m1 only
+! --switch-epochs is an output of m1 and m3map only
+
+%%% m3map needs the trajectory and switching records
+$ sb-a8 m3map --trajectory t.ndjson x.ndjson
+? 2
+! m3map needs --trajectory
+
+%%% --trajectory and --m2 belong to m3map
+$ sb-a8 m3 --m2 m.ndjson x.ndjson
+? 2
+! --trajectory and --m2 are inputs of m3map only
+
+%%% m3map: a missing trajectory file is an I/O error
+$ echo '{"kind":"run.meta","v":1}' >x.ndjson
+$ sb-a8 m3map --trajectory nosuch.ndjson --m2 x.ndjson x.ndjson
+? 4
+! nosuch.ndjson
 
 %%% a missing file
 $ sb-a8 bottomk nosuch.ndjson

@@ -6,6 +6,8 @@
 $ sb-test --help
 ~ Usage: sb-test -s selection.json [-d DATA_DIR] [-o OUT_DIR] [--reread REASON]
 ~   selection-hash     its payload hash recomputes (nobody edited it)
+~   freeze-status      (a selection of rule m3_confirmation) its status is exactly
+~   switch-map-hash    (the same) the switch map it names still has the SHA-256 it froze
 ~ Exit status: 0 read and recorded; 1 refused by a check above (nothing read)
 ~ Examples:
 !! empty
@@ -16,10 +18,10 @@ $ sb-test runs
 ! sb-test: no selection given (-s selection.json)
 ! Try 'sb-test --help'
 
-%%% one RUNS_DIR
-$ sb-test -s sel.json a b
+%%% at least one RUNS_DIR
+$ sb-test -s sel.json
 ? 2
-! expected one RUNS_DIR, got 2 arguments
+! no RUNS_DIR given
 
 %%% --reread needs a reason
 $ sb-test -s sel.json --reread '' runs

@@ -2,6 +2,8 @@
  *   - leave-one-group-out ridge and median predictions against NumPy
  *     (tests/golden/a8/ridge.txt, from tests/golden/a8/gen.py): unrounded to 1e-10
  *     relative, rounded exactly;
+ *   - fit on every row and predict new rows (M3's switch map) against NumPy
+ *     (tests/golden/a8/fitall.txt, from tests/golden/a8/gen_fitall.py), the same way;
  *   - the target switch epoch on hand-made trajectories;
  *   - the M1 and M2 verdicts on fixtures that pass, and on fixtures that fail each
  *     clause alone (the verdict must name exactly that clause).
@@ -64,6 +66,64 @@ static void golden(void)
 		free(wr);
 	}
 	fclose(f);
+}
+
+static void fitall(void)
+{
+	const char *top = getenv("SB_TOP");
+	char path[4096];
+	snprintf(path, sizeof path, "%s/tests/golden/a8/fitall.txt", top ? top : ".");
+	FILE *f = fopen(path, "r");
+	if (!SB_CHECK(f != NULL, "open %s", path))
+		return;
+	char name[64];
+	int n, m, p, ncase = 0;
+	while (fscanf(f, " case %63s %d %d %d", name, &n, &m, &p) == 4) {
+		ncase++;
+		double *X = malloc((size_t)n * p * sizeof *X + 8), *y = malloc((size_t)n * sizeof *y);
+		double *Xn = malloc((size_t)m * p * sizeof *Xn + 8), *raw = malloc((size_t)m * sizeof *raw);
+		double *wraw = malloc((size_t)m * sizeof *wraw), wmed, med;
+		int *pred = malloc((size_t)m * sizeof *pred), *wr = malloc((size_t)m * sizeof *wr), wmr, mr;
+		int ok = 1;
+		for (int i = 0; i < n; i++) {
+			ok &= fscanf(f, "%lf", &y[i]) == 1;
+			for (int j = 0; j < p; j++)
+				ok &= fscanf(f, "%lf", &X[(size_t)i * p + j]) == 1;
+		}
+		for (int i = 0; i < m * p; i++)
+			ok &= fscanf(f, "%lf", &Xn[i]) == 1;
+		for (int i = 0; i < m; i++)
+			ok &= fscanf(f, "%lf %d", &wraw[i], &wr[i]) == 2;
+		ok &= fscanf(f, "%lf %d", &wmed, &wmr) == 2;
+		struct sb_err e = {0};
+		int rc = sb_a8_fit_predict(X, y, n, p, 1.0, Xn, m, pred, raw, &e);
+		char nm[200];
+		snprintf(nm, sizeof nm, "%s: ridge fitted on all %d rows, %d new rows predicted, vs NumPy (p %d)", name,
+		         n, m, p);
+		SB_CHECK(ok && rc == 0, "%s: fixture read and fit (rc %d %s)", nm, rc, e.msg);
+		/* the same arithmetic as the leave-one-out fits, so the same tolerance */
+		sb_check_close(nm, raw, wraw, (size_t)m, 1e-12, 1e-10);
+		int bad = 0;
+		for (int i = 0; i < m; i++)
+			bad += pred[i] != wr[i];
+		SB_CHECK(bad == 0, "%s: rounded and clipped to [3, 30] exactly (%d differ)", nm, bad);
+		rc = sb_a8_fit_predict(NULL, y, n, 0, 1.0, NULL, 1, &mr, &med, &e);
+		SB_CHECK(rc == 0 && med == wmed && mr == wmr, "%s: the median baseline %g -> %d (NumPy %g -> %d)", name,
+		         med, mr, wmed, wmr);
+		free(X);
+		free(y);
+		free(Xn);
+		free(raw);
+		free(wraw);
+		free(pred);
+		free(wr);
+	}
+	fclose(f);
+	SB_CHECK(ncase == 3, "fitall.txt holds 3 cases (%d read)", ncase);
+	int pr;
+	struct sb_err e = {0};
+	SB_CHECK(sb_a8_fit_predict(NULL, NULL, 0, 0, 1.0, NULL, 1, &pr, NULL, &e) == SB_EDATA,
+	         "fit on no rows is refused");
 }
 
 static void targets(void)
@@ -261,6 +321,7 @@ static void m2_verdicts(void)
 int main(void)
 {
 	golden();
+	fitall();
 	targets();
 	m1_verdicts();
 	m2_verdicts();
