@@ -63,7 +63,7 @@ static const char usage_text[] =
     "  -d DATA_DIR       dataset directory (default data)\n"
     "  -o OUT_DIR        output directory (default test)\n"
     "  --reread REASON   allow another read of a selection already read; the reason is recorded\n"
-    "  --device DEV      cpu (default) or cuda[:N]\n"
+    "  --device DEV      cpu (default) or cuda[:N][,tf32]\n"
     "  -j THREADS        CPU threads (default 0: all cores)\n"
     "  -q                no progress lines on stderr\n"
     "  --help            this text;  --version  the version\n"
