@@ -101,25 +101,9 @@ static int check_task(const struct sbf_registry *r, const struct sb_json *t, con
 	if (strcmp(mod, "image") && strcmp(mod, "text") && strcmp(mod, "corpus"))
 		return SB_ERR(err, SB_EDATA, "%s: task '%s': unknown modality '%s'", where, name, mod);
 	if (strcmp(mod, "corpus")) {
-		int64_t classes, x;
+		int64_t classes;
 		if (sbf_int(t, "classes", &classes) || classes < 2 || classes > 100000)
 			return SB_ERR(err, SB_EDATA, "%s: task '%s': bad 'classes'", where, name);
-		/* the ranges lib/dataset.c accepts, so that a bad entry is refused here and
-		 * not by the read-back of what was written */
-		if (!strcmp(mod, "image") && (sbf_int(t, "patch", &x) || x < 1 || x > 64))
-			return SB_ERR(err, SB_EDATA, "%s: task '%s': 'patch' must be an integer in [1, 64]", where, name);
-		if (!strcmp(mod, "text") && (sbf_int(t, "seq_len", &x) || x < 1 || x > (1 << 20) ||
-		                             sbf_int(t, "vocab", &x) || x < 2 || x > (1 << 30)))
-			return SB_ERR(err, SB_EDATA, "%s: task '%s': bad 'seq_len' or 'vocab'", where, name);
-	}
-	/* counts checked after decoding: absent or null = not checked, else an integer >= 0 */
-	static const char *const counts[] = {"n_pool", "n_test"};
-	for (int k = 0; k < 2; k++) {
-		const struct sb_json *c = sb_json_get(t, counts[k]);
-		int64_t x;
-		if (c && c->type != SB_JSON_NULL && (sbf_int(t, counts[k], &x) || x < 0))
-			return SB_ERR(err, SB_EDATA, "%s: task '%s': '%s' must be an integer >= 0 or null", where, name,
-			              counts[k]);
 	}
 	/* file references */
 	const char *arch = sbf_str(t, "archive");
@@ -148,6 +132,22 @@ static int check_task(const struct sbf_registry *r, const struct sb_json *t, con
 				SB_TRY(check_ref(r, name,
 				                 sp->items[i]->type == SB_JSON_STRING ? sp->items[i]->text : NULL,
 				                 where, err));
+	}
+	/* the ranges lib/dataset.c accepts, so that a bad entry is refused here and not
+	 * by the read-back of what was written */
+	int64_t x;
+	if (!strcmp(mod, "image") && (sbf_int(t, "patch", &x) || x < 1 || x > 64))
+		return SB_ERR(err, SB_EDATA, "%s: task '%s': 'patch' must be an integer in [1, 64]", where, name);
+	if (!strcmp(mod, "text") && (sbf_int(t, "seq_len", &x) || x < 1 || x > (1 << 20) ||
+	                             sbf_int(t, "vocab", &x) || x < 2 || x > (1 << 30)))
+		return SB_ERR(err, SB_EDATA, "%s: task '%s': bad 'seq_len' or 'vocab'", where, name);
+	/* counts checked after decoding: absent or null = not checked, else an integer >= 0 */
+	static const char *const counts[] = {"n_pool", "n_test"};
+	for (int k = 0; k < 2; k++) {
+		const struct sb_json *c = sb_json_get(t, counts[k]);
+		if (c && c->type != SB_JSON_NULL && (sbf_int(t, counts[k], &x) || x < 0))
+			return SB_ERR(err, SB_EDATA, "%s: task '%s': '%s' must be an integer >= 0 or null", where, name,
+			              counts[k]);
 	}
 	return 0;
 }
