@@ -2,6 +2,7 @@
 #
 #   make            CPU build of every program into bin/, lib/libsparsebench.a
 #   make CUDA=1     also the CUDA backend (default: on when nvcc is found)
+#   make SAN=1      ASan + UBSan build (CUDA off) into build/san/, programs in build/san/bin/
 #   make check      build and run every test; ends with "N passed, N failed"
 #   make demo       the embedded default pipeline on real data (pipelines/demo.mk)
 #   make manifest   regenerate MANIFEST.csv;   make verify: check it
@@ -27,6 +28,21 @@ ifeq ($(origin CUDA),undefined)
   CUDA := $(if $(NVCC),1,0)
 endif
 
+# SAN=1: AddressSanitizer + UndefinedBehaviorSanitizer, everything under build/san/ so it
+# never mixes with the normal objects; a UBSan report aborts (no recovery) so it cannot pass.
+SAN ?= 0
+ifeq ($(SAN),1)
+  override CUDA := 0
+  B       := build/san
+  BIN     := build/san/bin
+  OPT     ?= -O1 -march=native
+  SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+else
+  B       := build
+  BIN     := bin
+  SAN_FLAGS :=
+endif
+
 PKGS     := yajl libarchive libcrypto openblas libcurl zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -34,6 +50,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 WERROR  ?= -Werror
 OPT     ?= -O2 -march=native
 CFLAGS  ?= $(OPT) -g
+override CFLAGS += $(SAN_FLAGS)
 SB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra $(WERROR) \
              -Wno-unused-parameter -Wno-format-truncation -Wno-psabi -fno-fast-math -pthread -MMD -MP -Ilib $(PKG_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lm -lpthread
@@ -56,25 +73,25 @@ endif
 VERSION := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
 
 LIB_SRC  := $(sort $(wildcard lib/*.c))
-LIB_OBJ  := $(LIB_SRC:%.c=build/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 CU_SRC   := $(sort $(wildcard lib/cuda/*.cu))
-CU_OBJ   := $(CU_SRC:%.cu=build/%.o)
+CU_OBJ   := $(CU_SRC:%.cu=$(B)/%.o)
 STAGES   := fetch train evalsel freeze testread aggregate
 PROG_SRC := $(sort $(foreach s,$(STAGES),$(wildcard $(s)/sb-*.c)))
-PROGS    := $(foreach p,$(PROG_SRC),bin/$(basename $(notdir $(p))))
+PROGS    := $(foreach p,$(PROG_SRC),$(BIN)/$(basename $(notdir $(p))))
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
-TESTS    := $(TEST_SRC:tests/unit/%.c=build/tests/%)
+TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
 
-LIBA     := lib/libsparsebench.a
+LIBA     := $(if $(filter 1,$(SAN)),$(B)/libsparsebench.a,lib/libsparsebench.a)
 LIBS_ALL := $(LIBA) $(if $(filter 1,$(CUDA)),lib/libsparsebench_cuda.a)
 
 .PHONY: all check clean demo manifest verify deps features
 # GPU check and benchmark programs (tests/gpu/*.c, bench/gpu/*.c -> build/gpu/NAME):
 # backend-generic C, linked with train/multicell.o; built by every build (CUDA=0 too).
 GPU_SRC   := $(sort $(wildcard tests/gpu/*.c bench/gpu/*.c))
-GPU_PROGS := $(addprefix build/gpu/,$(basename $(notdir $(GPU_SRC))))
+GPU_PROGS := $(addprefix $(B)/gpu/,$(basename $(notdir $(GPU_SRC))))
 
-all: $(PROGS) $(TESTS) $(GPU_PROGS) features
+all: $(PROGS) $(TESTS) $(if $(filter 1,$(SAN)),,$(GPU_PROGS)) features
 
 features: $(PROGS)
 	@echo "sparsebench $(VERSION): built [$(FEATURES)] -> $(PROGS)" >&2
@@ -86,11 +103,11 @@ lib/version.h: FORCE
 .PHONY: FORCE
 FORCE:
 
-build/%.o: %.c | lib/version.h
+$(B)/%.o: %.c | lib/version.h
 	@mkdir -p $(dir $@)
 	$(CC) $(SB_CFLAGS) $(CFLAGS) -c $< -o $@
 
-build/lib/cuda/%.o: lib/cuda/%.cu
+$(B)/lib/cuda/%.o: lib/cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -104,24 +121,24 @@ lib/libsparsebench_cuda.a: $(CU_OBJ)
 
 # bin/sb-NAME: the stage's main file plus the stage's other (non sb-*) objects
 define prog_rule
-bin/$(basename $(notdir $(1))): build/$(1:.c=.o) $(patsubst %.c,build/%.o,$(filter-out $(dir $(1))sb-%.c,$(wildcard $(dir $(1))*.c))) $(LIBS_ALL)
-	@mkdir -p bin
+$(BIN)/$(basename $(notdir $(1))): $(B)/$(1:.c=.o) $(patsubst %.c,$(B)/%.o,$(filter-out $(dir $(1))sb-%.c,$(wildcard $(dir $(1))*.c))) $(LIBS_ALL)
+	@mkdir -p $(BIN)
 	$$(CC) $$(CFLAGS) -pthread -o $$@ $$(filter %.o,$$^) $(LIBS_ALL) $$(CUDA_LIBS) $$(LDLIBS)
 endef
 $(foreach p,$(PROG_SRC),$(eval $(call prog_rule,$(p))))
 
 # sb-fetch embeds its registry (fetch/registry_blob.c: .incbin), which -MMD cannot see
-build/fetch/registry_blob.o: fetch/registry.json
+$(B)/fetch/registry_blob.o: fetch/registry.json
 
-build/tests/%: build/tests/unit/%.o $(LIBS_ALL)
+$(B)/tests/%: $(B)/tests/unit/%.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -pthread -o $@ $< $(LIBS_ALL) $(CUDA_LIBS) $(LDLIBS)
 
-build/gpu/%: build/tests/gpu/%.o build/train/multicell.o $(LIBS_ALL)
+$(B)/gpu/%: $(B)/tests/gpu/%.o $(B)/train/multicell.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -pthread -o $@ $(filter %.o,$^) $(LIBS_ALL) $(CUDA_LIBS) $(LDLIBS)
 
-build/gpu/%: build/bench/gpu/%.o build/train/multicell.o $(LIBS_ALL)
+$(B)/gpu/%: $(B)/bench/gpu/%.o $(B)/train/multicell.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -pthread -o $@ $(filter %.o,$^) $(LIBS_ALL) $(CUDA_LIBS) $(LDLIBS)
 

@@ -269,7 +269,9 @@ static int load_eval_epoch(struct data *d, const struct sb_json *rec, const char
 		ent = e->number;
 	else if (e && e->type != SB_JSON_NULL)
 		return SB_ERR(err, SB_EDATA, "field 'attention_entropy' must be a number or null");
-	const char *cell_id = sb_json_str(sb_json_get(rec, "cell_id"), NULL);
+	const char *cell_id = NULL; /* optional; when present, a string */
+	if (sb_json_get(rec, "cell_id"))
+		SB_TRY(sb_json_req_str(rec, "cell_id", &cell_id, err));
 	int c = cell_find(d, g, m, seed);
 	if (c < 0) {
 		SB_TRY(cell_new(d, g, m, seed, src, err));

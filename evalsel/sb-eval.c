@@ -197,16 +197,18 @@ static int read_cell(const char *run, struct cell *c, struct sb_err *err)
 	    !(rc = sb_json_req_int(c->json, "epochs", &c->epochs, err))) {
 		c->tier = sb_json_str(sb_json_get(c->json, "tier"), "compact");
 		c->arch = sb_json_str(sb_json_get(c->json, "arch"), "plain");
-		c->dataset_sha256 = sb_json_str(sb_json_get(c->json, "dataset_sha256"), NULL);
+		c->dataset_sha256 = NULL; /* optional; when present, a string */
+		if (sb_json_get(c->json, "dataset_sha256"))
+			rc = sb_json_req_str(c->json, "dataset_sha256", &c->dataset_sha256, err);
 		c->val_fraction = sb_json_num(sb_json_get(c->json, "val_fraction"), 0.2);
 		c->limit = 0;
 		c->n_val = -1;
 		const struct sb_json *l = sb_json_get(c->json, "limit");
-		if (l && sb_json_int64(l, &c->limit))
+		if (!rc && l && sb_json_int64(l, &c->limit))
 			rc = SB_ERR(err, SB_EDATA, "field 'limit' must be an integer");
 		const struct sb_json *nv = sb_json_get(c->json, "n_val");
-		if (!rc && nv && sb_json_int64(nv, &c->n_val))
-			rc = SB_ERR(err, SB_EDATA, "field 'n_val' must be an integer");
+		if (!rc && nv && (sb_json_int64(nv, &c->n_val) || c->n_val < 0))
+			rc = SB_ERR(err, SB_EDATA, "field 'n_val' must be an integer >= 0");
 		if (!rc &&
 		    (c->seed < 0 || c->epochs < 1 || c->limit < 0 || !(c->val_fraction > 0 && c->val_fraction < 1)))
 			rc = SB_ERR(err, SB_EDATA, "seed, epochs, limit or val_fraction out of range");
@@ -252,8 +254,18 @@ static int read_train(const char *run, struct train_info *t, struct sb_err *err)
 			snprintf(t->status, sizeof t->status, "%s", sb_json_str(sb_json_get(rec, "status"), "failed"));
 		} else if (strcmp(kind, "train.epoch") == 0) {
 			int64_t e;
-			const char *s = sb_json_str(sb_json_get(rec, "checkpoint_sha256"), NULL);
-			if (!sb_json_int64(sb_json_get(rec, "epochs_completed"), &e) && s && sb_is_sha256_hex(s)) {
+			const struct sb_json *ev = sb_json_get(rec, "epochs_completed");
+			const struct sb_json *sv = sb_json_get(rec, "checkpoint_sha256");
+			const char *s = sb_json_str(sv, NULL);
+			/* an epoch record names the hash of its checkpoint: a malformed one is bad
+			 * data (skipping it would evaluate that checkpoint unchecked) */
+			if ((ev && (sb_json_int64(ev, &e) || e < 1)) || (sv && !(s && sb_is_sha256_hex(s)))) {
+				rc = SB_ERR(err, SB_EDATA, "%s:%ld: train.epoch: 'epochs_completed' must be an integer >= 1 "
+				            "and 'checkpoint_sha256' 64 hex digits", p, sb_ndjson_line(r));
+				sb_json_free(rec);
+				break;
+			}
+			if (ev && s) {
 				int64_t *ne = realloc(t->e, (t->n + 1) * sizeof *ne);
 				char(*ns)[SB_SHA256_HEX] = realloc(t->sha, (t->n + 1) * sizeof *ns);
 				if (ne)

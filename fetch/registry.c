@@ -54,6 +54,12 @@ static int check_file(struct sbf_file *f, const char *where, struct sb_err *err)
 	if ((v = sb_json_get(o, "content_size")) && v->type != SB_JSON_NULL &&
 	    (sb_json_int64(v, &f->content_size) || f->content_size < 0))
 		return SB_ERR(err, SB_EDATA, "%s: file '%s': bad 'content_size'", where, f->id);
+	/* a hash is a string or null (unpublished); any other type is an error, never "no hash" */
+	static const char *const hashes[] = {"sha256", "md5", "content_sha256"};
+	for (int k = 0; k < 3; k++)
+		if ((v = sb_json_get(o, hashes[k])) && v->type != SB_JSON_STRING && v->type != SB_JSON_NULL)
+			return SB_ERR(err, SB_EDATA, "%s: file '%s': '%s' must be a string or null", where, f->id,
+			              hashes[k]);
 	f->sha256 = sbf_str(o, "sha256");
 	f->md5 = sbf_str(o, "md5");
 	f->content_sha256 = sbf_str(o, "content_sha256");
@@ -126,6 +132,22 @@ static int check_task(const struct sbf_registry *r, const struct sb_json *t, con
 				SB_TRY(check_ref(r, name,
 				                 sp->items[i]->type == SB_JSON_STRING ? sp->items[i]->text : NULL,
 				                 where, err));
+	}
+	/* the ranges lib/dataset.c accepts, so that a bad entry is refused here and not
+	 * by the read-back of what was written */
+	int64_t x;
+	if (!strcmp(mod, "image") && (sbf_int(t, "patch", &x) || x < 1 || x > 64))
+		return SB_ERR(err, SB_EDATA, "%s: task '%s': 'patch' must be an integer in [1, 64]", where, name);
+	if (!strcmp(mod, "text") && (sbf_int(t, "seq_len", &x) || x < 1 || x > (1 << 20) ||
+	                             sbf_int(t, "vocab", &x) || x < 2 || x > (1 << 30)))
+		return SB_ERR(err, SB_EDATA, "%s: task '%s': bad 'seq_len' or 'vocab'", where, name);
+	/* counts checked after decoding: absent or null = not checked, else an integer >= 0 */
+	static const char *const counts[] = {"n_pool", "n_test"};
+	for (int k = 0; k < 2; k++) {
+		const struct sb_json *c = sb_json_get(t, counts[k]);
+		if (c && c->type != SB_JSON_NULL && (sbf_int(t, counts[k], &x) || x < 0))
+			return SB_ERR(err, SB_EDATA, "%s: task '%s': '%s' must be an integer >= 0 or null", where, name,
+			              counts[k]);
 	}
 	return 0;
 }

@@ -1072,6 +1072,14 @@ int sbf_run_task(struct sbf_ctx *c, const struct sb_json *task, const int64_t *s
 		if ((rc = sb_dataset_read(paths[k], 1, &ds, err))) {
 			sb_err_prefix(err, "internal error: the dataset reader refuses what sb-fetch wrote");
 			rc = SB_EINTERNAL;
+			/* nothing the stages would refuse is left behind */
+			for (int j = 0; j < nsplit; j++) {
+				char side[4300];
+				snprintf(side, sizeof side, "%s.sha256", paths[j]);
+				unlink(side);
+				unlink(paths[j]);
+			}
+			rmdir(dir);
 			goto done;
 		}
 		sb_dataset_free(&ds);

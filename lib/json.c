@@ -109,6 +109,7 @@ struct builder {
 	int depth;
 	char *pending_key; /* key waiting for its value */
 	int oom, too_deep;
+	char *dup_key;  /* an object key that appeared twice (owned) */
 };
 
 static struct sb_json *new_value(enum sb_json_type t)
@@ -236,6 +237,41 @@ static int cb_map_key(void *ctx, const unsigned char *s, size_t n)
 	return 1;
 }
 
+static int cmp_key(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* A key twice in one object is refused: readers take the first (sb_json_get), Python's
+ * json the last, so the same line would mean two different things. Sorted copy of the
+ * key pointers: O(n log n) for objects of any size. */
+static int check_dup_keys(struct builder *b, const struct sb_json *o)
+{
+	if (o->n < 2)
+		return 1;
+	char **k = malloc(o->n * sizeof *k);
+	if (!k) {
+		b->oom = 1;
+		return 0;
+	}
+	memcpy(k, o->keys, o->n * sizeof *k);
+	qsort(k, o->n, sizeof *k, cmp_key);
+	int ok = 1;
+	for (size_t i = 1; i < o->n && ok; i++)
+		if (strcmp(k[i - 1], k[i]) == 0) {
+			b->dup_key = strdup(k[i]);
+			if (!b->dup_key)
+				b->oom = 1;
+			ok = 0;
+		}
+	free(k);
+	return ok;
+}
+
+static int cb_end_map(void *ctx)
+{
+	struct builder *b = ctx;
+	const struct sb_json *o = b->stack[--b->depth];
+	return check_dup_keys(b, o);
+}
+
 static int cb_end(void *ctx)
 {
 	struct builder *b = ctx;
@@ -245,7 +281,7 @@ static int cb_end(void *ctx)
 
 static const yajl_callbacks callbacks = {
 	cb_null, cb_bool, NULL, NULL, cb_number, cb_string,
-	cb_start_map, cb_map_key, cb_end, cb_start_array, cb_end,
+	cb_start_map, cb_map_key, cb_end_map, cb_start_array, cb_end,
 };
 
 int sb_json_parse(const char *buf, size_t len, struct sb_json **out, struct sb_err *err)
@@ -269,6 +305,9 @@ int sb_json_parse(const char *buf, size_t len, struct sb_json **out, struct sb_e
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	} else if (b.too_deep) {
 		rc = SB_ERR(err, SB_EDATA, "JSON nested too deeply (limit 256)");
+	} else if (b.dup_key) {
+		rc = SB_ERR(err, SB_EDATA, "column %zu: duplicate key '%.200s'", yajl_get_bytes_consumed(h),
+			    b.dup_key);
 	} else if (incomplete) {
 		rc = SB_ERR(err, SB_EDATA, "column %zu: incomplete JSON value (each line must hold one complete value)",
 			    len + 1);
@@ -291,6 +330,7 @@ int sb_json_parse(const char *buf, size_t len, struct sb_json **out, struct sb_e
 	}
 	yajl_free(h);
 	free(b.pending_key);
+	free(b.dup_key);
 	if (rc) {
 		sb_json_free(b.root);
 		return rc;

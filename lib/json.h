@@ -2,9 +2,9 @@
  *
  * Reader: one JSON value per line. Lines end in LF or CRLF; the last line may
  * lack its newline. A line that is not one complete JSON value (including a
- * value that continues on the next line), invalid UTF-8, a byte-order mark or
- * a NUL byte is an error naming the file and line (SB_EDATA). Blank lines are
- * skipped.
+ * value that continues on the next line), invalid UTF-8, a byte-order mark,
+ * a NUL byte or a key twice in one object is an error naming the file and line
+ * (SB_EDATA). Blank lines are skipped.
  *
  * Writer: compact JSON, keys in the order written; numbers formatted to
  * round-trip (shortest of %.{6..9}g for float32, %.{15..17}g for double) and
@@ -37,7 +37,8 @@ struct sb_json {
 };
 
 /* Parse one complete JSON value from buf[0..len). On error returns non-zero and
- * sets err->msg to "column C: what". */
+ * sets err->msg to "column C: what". Nesting deeper than 256 and a key twice in
+ * one object (column C: the object's closing brace) are errors too. */
 int sb_json_parse(const char *buf, size_t len, struct sb_json **out, struct sb_err *err);
 void sb_json_free(struct sb_json *v);
 

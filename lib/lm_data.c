@@ -196,6 +196,10 @@ int sb_lm_corpus_read(const char *spec, const char *split, struct sb_lm_corpus *
 	uint8_t *all = NULL;
 	size_t total = 0;
 	SB_TRY(read_text(path, &all, &total, err));
+	if (total == 0) { /* nothing to train on or cut from (later: a probe without a haystack) */
+		free(all);
+		return SB_ERR(err, SB_EDATA, "%s: empty corpus", path);
+	}
 	return cut(c, all, total, split, err);
 }
 

@@ -345,7 +345,7 @@ static int make_niah(struct sb_lm_probe *p, struct sb_rng *r, struct wordset *ws
 	int target = 0;
 	for (int i = 0; i < nneedle; i++) {
 		if (task == SB_LM_NIAH_MULTIVALUE && i > 0)
-			snprintf(keys[i], WORD_MAX, "%s", keys[0]);
+			memcpy(keys[i], keys[0], WORD_MAX); /* i > 0: no overlap (snprintf warned at -O1) */
 		else if (fresh(r, ws, W_KEY, keys[i]))
 			return -1;
 		if (fresh(r, ws, hexval ? W_HEX : W_VALUE, vals[i]))

@@ -316,9 +316,7 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 		*skipped = 1;
 		return 0;
 	}
-	SB_TRY(sb_mkdir_p(run_dir, err));
-
-	/* data */
+	/* data first: a cell whose corpora or mixture cannot be read leaves no run directory */
 	struct sb_lm_corpus corp[8];
 	memset(corp, 0, sizeof corp);
 	int rc = 0;
@@ -328,6 +326,10 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 	if (!rc)
 		rc = sb_lm_mix_parse(&mix, c->mixture, corp, c->n_corpora, c->haystack[0] ? c->haystack : NULL,
 				     c->data_seed, c->T, err);
+	if (rc == SB_EUSAGE) /* the corpora and mixture were written in a cell: bad input data */
+		rc = err ? (err->code = SB_EDATA) : SB_EDATA;
+	if (!rc)
+		rc = sb_mkdir_p(run_dir, err);
 	struct sb_lm_model *m = NULL;
 	struct sb_lm_trainer *tr = NULL;
 	uint8_t *batch = NULL;

@@ -115,6 +115,8 @@ int sb_cell_from_json(const struct sb_json *obj, int strict, struct sb_cell *c, 
 			SB_TRY(get_num(v, k, 0, 1e30, &c->clip, err));
 		} else if (!strcmp(k, "val_fraction")) {
 			SB_TRY(get_num(v, k, 0, 1, &c->val_fraction, err));
+			if (c->val_fraction >= 1) /* the split needs a training part (sb_split_carve) */
+				return SB_ERR(err, SB_EDATA, "field 'val_fraction' must be a number in [0, 1)");
 		} else if (!strcmp(k, "alpha")) {
 			SB_TRY(get_num(v, k, 1, 10, &c->alpha, err));
 		} else if (!strcmp(k, "dropout")) {

@@ -165,6 +165,8 @@ static int cmd_train(int argc, char **argv)
 		struct sb_lm_cell c;
 		rc = sb_lm_cell_parse(&c, v, &err);
 		sb_json_free(v);
+		if (rc)
+			sb_err_prefix(&err, "%s:%ld", sb_ndjson_name(r), sb_ndjson_line(r));
 		for (int i = 0; i < nsets && !rc; i++)
 			rc = apply_set(&c, sets[i], &err);
 		if (rc)

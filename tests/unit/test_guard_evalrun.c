@@ -44,10 +44,13 @@ static struct sb_json *cell_json(const struct sb_cell *c, const char *cell_id)
 {
 	struct sb_jw w;
 	struct sb_err err = {0};
+	/* the fields with the given cell_id (sb_cell_write_fields writes cell_id itself:
+	 * writing it here too made a key twice, which the JSON reader now refuses) */
+	struct sb_cell cc = *c;
+	snprintf(cc.cell_id, sizeof cc.cell_id, "%s", cell_id);
 	sb_jw_init(&w, NULL);
 	sb_jw_obj(&w);
-	sb_jw_kstr(&w, "cell_id", cell_id);
-	sb_cell_write_fields(c, &w);
+	sb_cell_write_fields(&cc, &w);
 	sb_jw_obj_end(&w);
 	struct sb_json *v = NULL;
 	sb_json_parse(w.buf, w.len, &v, &err);

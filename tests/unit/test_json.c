@@ -65,6 +65,10 @@ static void reader_cases(void)
 		{"comment rejected", "{\"a\":1} // no\n", NULL, "mem.ndjson:1:", -SB_EDATA},
 		{"garbage", "{\"a\":1}\n{\"a\":1}\nnope\n", NULL, "mem.ndjson:3: column", -SB_EDATA},
 		{"trailing comma", "[1,2,]\n", NULL, "mem.ndjson:1:", -SB_EDATA},
+		{"duplicate key", "{\"a\":1}\n{\"b\":{\"x\":1,\"y\":2,\"x\":3}}\n", NULL,
+		 "mem.ndjson:2: column 24: duplicate key 'x'", -SB_EDATA},
+		{"same key in different objects", "{\"a\":{\"a\":1},\"b\":[{\"a\":2},{\"a\":3}]}\n",
+		 "{\"a\":{\"a\":1},\"b\":[{\"a\":2},{\"a\":3}]}\n", NULL, 1},
 	};
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		int all_ok = 1;

@@ -53,7 +53,7 @@ static void hostile(void)
 		{"negative dim", "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "bad shape"},
 		{"too many dims", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1, "bad shape"},
 		{"metadata not strings", "{\"__metadata__\":{\"k\":1}}", 0, "not a string"},
-		{"duplicate tensor", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2, "twice"},
+		{"duplicate tensor", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2, "duplicate key 'a'"},
 		{"missing offsets", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1]}}", 1, "bad data_offsets"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# tests/san.sh — the hostile-input sweep and the readers' unit tests under AddressSanitizer
+# and UndefinedBehaviorSanitizer (make SAN=1: build/san/, never mixed with the normal build).
+# Opt-in (not part of make check); .ci/run calls it after make check. About 2 minutes on
+# two cores: the sanitizer build, then tests/sh/hostile_inputs.sh against build/san/bin.
+# Ends with "N passed, N failed"; exit 1 on any failure or sanitizer report.
+set -u -o pipefail
+export LC_ALL=C
+cd "$(dirname "$0")/.."
+mkdir -p build
+make --no-print-directory -j"$(nproc)" SAN=1 all >build/san.log 2>&1 || {
+	tail -n 30 build/san.log
+	echo "0 passed, 1 failed"
+	exit 1
+}
+export ASAN_OPTIONS=exitcode=99:detect_leaks=1 UBSAN_OPTIONS=exitcode=99:print_stacktrace=1:halt_on_error=1
+export SB_TOP=$PWD
+passed=0 failed=0
+for t in test_json test_tensor test_dataset test_io test_fetch_fuzz test_fetch_formats; do
+	out=$(build/san/tests/$t 2>&1)
+	rc=$?
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -n 1)
+	if [ $rc -eq 0 ] && [ -n "$line" ] && ! grep -qE 'Sanitizer|runtime error:' <<<"$out"; then
+		passed=$((passed + 1))
+		echo "ok - build/san/tests/$t ($line)"
+	else
+		failed=$((failed + 1))
+		echo "not ok - build/san/tests/$t (exit $rc)"
+		grep -E 'not ok|Sanitizer|runtime error:|^    #' <<<"$out" | head -n 20 | sed 's/^/#   /'
+	fi
+done
+t0=$SECONDS
+out=$(SB_BIN=build/san/bin SB_TESTBIN=build/san/tests bash tests/sh/hostile_inputs.sh 2>&1)
+rc=$?
+grep -E '^not ok|^# cases' <<<"$out"
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -n 1)
+echo "hostile_inputs.sh under the sanitizers: ${line:-no result} in $((SECONDS - t0)) s"
+p=${line%% passed*} f=${line#*, }
+f=${f%% failed}
+[ -n "$line" ] || { p=0 f=1; }
+[ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
+echo "$((passed + p)) passed, $((failed + f)) failed"
+[ $((failed + f)) -eq 0 ]

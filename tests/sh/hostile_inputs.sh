@@ -1,0 +1,683 @@
+#!/usr/bin/env bash
+# hostile_inputs.sh — bad input never crashes, hangs or corrupts (DESIGN.md §8).
+#
+# A sweep of hostile inputs over sb-fetch (registry, mirror files, the idx decoder),
+# sb-train (cells on stdin and in files, flags, a dataset file, a checkpoint to resume
+# from), sb-eval (run directories: cell.json, train.ndjson, checkpoints), sb-stats
+# (records), sb-attn (rows, options) and sb-lm, and through them lib's readers (JSON,
+# safetensors, dataset, records): empty files, truncations at many offsets, a
+# directory where a file is expected, a missing file, binary garbage, a 10 MB line,
+# deep nesting, wrong JSON types, numbers out of range, duplicate keys, invalid UTF-8,
+# safetensors headers claiming sizes beyond the file, a checkpoint of another shape,
+# a dataset whose sidecar does not match.
+#
+# Each case passes when: no signal, no timeout, no sanitizer report; the exit status is
+# in the case's documented set; stderr is exactly ONE line (zero for the few cases where
+# the documented behaviour is to carry on) that names the file (and the line or offset
+# where the case says so); and nothing new is left in the output location except what
+# the case allows. Every case prints what it compared.
+#
+# Normal build (make check): bin/ and build/tests/. Sanitizer build:
+#   make SAN=1 && SB_BIN=build/san/bin SB_TESTBIN=build/san/tests bash tests/sh/hostile_inputs.sh
+# (tests/san.sh does both). SB_TIMEOUT (default 20 s) is the per-case limit.
+. "$(dirname "$0")/../shlib.sh"
+BIN=${SB_BIN:-$TOP/bin}
+TB=${SB_TESTBIN:-$TOP/build/tests}
+case $BIN in /*) ;; *) BIN=$TOP/$BIN ;; esac
+case $TB in /*) ;; *) TB=$TOP/$TB ;; esac
+TO=${SB_TIMEOUT:-20}
+export PATH="$BIN:$PATH"
+# A sanitizer report (LeakSanitizer's included) must fail the case: exit 99 and text on
+# stderr. (Memory still held by main() when a program exits with an error is reachable,
+# not a leak.)
+export ASAN_OPTIONS=${ASAN_OPTIONS:-exitcode=99:detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-exitcode=99:print_stacktrace=1:halt_on_error=1}
+unset SB_MIRROR SB_CACHE SB_DATA http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy
+W=$T/w
+mkdir -p "$W"
+t0=$SECONDS
+declare -A per_prog=() per_ms=()
+
+# ---------------------------------------------------------------- the case runner
+# hc NAME CODES NEEDLE WATCH CMD...
+#   CODES   allowed exit statuses, e.g. "3" or "3 4"
+#   NEEDLE  fixed text stderr must contain (the file, with its line or offset), "" = none
+#   WATCH   the output location: nothing may appear there ("" = none watched)
+# Options through variables, reset after each case:
+#   IN=FILE      stdin (default /dev/null)
+#   NLW=N      stderr lines wanted (default 1; 0 for a documented carry-on;
+#                "auto": 0 when the exit status is 0, else 1)
+#   ALLOW=REGEX  new paths under WATCH that the docs allow (egrep on the path)
+#   POS=TEXT     stderr must also contain this (fixed text), e.g. "FILE:LINE"
+IN=/dev/null NLW=1 ALLOW='' POS=''
+snap() { [ -n "$1" ] && [ -e "$1" ] && find "$1" -mindepth 0 | LC_ALL=C sort; true; }
+hc() {
+	local name=$1 codes=$2 needle=$3 watch=$4
+	shift 4
+	local before after new rc ok=0 why="" nl
+	local c0=$EPOCHREALTIME
+	before=$(snap "$watch")
+	timeout -k 5 "$TO" "$@" <"$IN" >"$W/.out" 2>"$W/.err"
+	rc=$?
+	after=$(snap "$watch")
+	new=$(comm -13 <(printf '%s\n' "$before") <(printf '%s\n' "$after") | sed '/^$/d')
+	[ -n "$ALLOW" ] && new=$(printf '%s\n' "$new" | grep -Ev -- "$ALLOW" | sed '/^$/d')
+	# stderr lines (a last line without a newline counts too); after a usage error
+	# (exit 2) the "Try 'PROG --help'" hint is the contract's second line, not counted
+	nl=$(grep -c '' "$W/.err")
+	[ $rc -eq 2 ] && [ "$nl" -ge 2 ] && tail -n 1 "$W/.err" | grep -q "^Try '.* --help'" && nl=$((nl - 1))
+	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then ok=1; why="timeout (${TO}s)"; fi
+	if [ $rc -gt 128 ] && [ $rc -ne 137 ]; then ok=1; why="$why; killed by signal $((rc - 128))"; fi
+	if grep -qE 'Sanitizer|runtime error:|LeakSanitizer' "$W/.err"; then ok=1; why="$why; sanitizer report"; fi
+	[[ " $codes " == *" $rc "* ]] || { ok=1; why="$why; exit $rc not in {$codes}"; }
+	[ "$NLW" = auto ] && { NLW=1; [ $rc -eq 0 ] && NLW=0; }
+	[ "$nl" -eq "$NLW" ] || { ok=1; why="$why; $nl stderr lines, want $NLW"; }
+	# (a documented silent carry-on has no line to name anything)
+	[ $rc -eq 0 ] && [ "$NLW" -eq 0 ] && needle='' POS=''
+	if [ -n "$needle" ] && ! grep -qF -- "$needle" "$W/.err"; then ok=1; why="$why; stderr lacks '$needle'"; fi
+	if [ -n "$POS" ] && ! grep -qF -- "$POS" "$W/.err"; then ok=1; why="$why; stderr lacks the position '$POS'"; fi
+	[ -z "$new" ] || { ok=1; why="$why; left behind: $(printf '%s' "$new" | tr '\n' ' ' | head -c 300)"; }
+	local prog=${name%%:*}
+	per_prog[$prog]=$((${per_prog[$prog]:-0} + 1))
+	local c1=$EPOCHREALTIME
+	per_ms[$prog]=$((${per_ms[$prog]:-0} + (${c1/./} - ${c0/./}) / 1000))
+	local desc="$name: exit $rc in {$codes}, stderr $nl line(s) (want $NLW)${needle:+ naming '$needle'}${POS:+ at '$POS'}, leftovers ${new:+yes}${new:-none}"
+	if [ $ok -eq 0 ]; then
+		t_result 0 "$desc"
+	else
+		t_result 1 "$desc" "${why#; }; stderr: $(head -c 600 "$W/.err" | tr '\n' '|')"
+	fi
+	IN=/dev/null NLW=1 ALLOW='' POS=''
+}
+
+# deterministic binary garbage (no NUL-free guarantee: it has every byte value)
+garbage() { # N FILE
+	awk -v n="$1" 'BEGIN { x = 12345; for (i = 0; i < n; i++) { x = (x * 1103515245 + 12345) % 2147483648; printf "%c", int(x / 65536) % 256 } }' >"$2"
+}
+# ten million 'a's
+tenmb() { head -c 10000000 /dev/zero | tr '\0' a; }
+# FILE truncated to N bytes
+cut_to() { head -c "$2" "$1" >"$3"; }
+# offsets at which to cut a file of size S: the first bytes, around 8 (safetensors'
+# length prefix), quarters, and the last bytes
+offsets() {
+	local s=$1
+	local o
+	for o in 0 1 4 7 8 9 16 $((s / 4)) $((s / 2)) $((3 * s / 4)) $((s - 9)) $((s - 1)); do
+		[ "$o" -ge 0 ] && [ "$o" -lt "$s" ] && echo "$o"
+	done | sort -un
+}
+LC_ALL=C
+export LC_ALL
+
+# ---------------------------------------------------------------- fixtures
+"$TB/test_train" --fixtures "$W" >/dev/null 2>&1
+[ -f "$W/data/img/pool.safetensors" ]
+t_result $? "fixtures: test_train --fixtures wrote img, txt and tst datasets"
+D=$W/data
+good_cell='{"task":"img","method":"softmax","seed":0,"epochs":1,"batch":16,"limit":48}'
+printf '%s\n' '{"task":"img","method":"softmax","seed":0,"epochs":2,"batch":16,"limit":48}' >"$W/base.ndjson"
+sb-train -q -d "$D" -o "$W/base" "$W/base.ndjson" >/dev/null 2>"$W/base.err"
+RUN=$(ls -d "$W"/base/img.* 2>/dev/null | head -n 1)
+[ -n "$RUN" ] && [ -f "$RUN/epoch-002.safetensors" ]
+t_result $? "fixtures: a real 2-epoch run directory" "$(head -c 300 "$W/base.err")"
+CK=$RUN/epoch-001.safetensors
+CKS=$(stat -c %s "$CK")
+
+# ================================================================ sb-attn
+hd=sb-attn
+mk() { printf '%b' "$2" >"$W/$1"; }
+mk a_empty ''
+NLW=0
+hc "$hd: empty input, no stderr" "0" "" "" sb-attn -m softmax "$W/a_empty"
+hc "$hd: missing file" "4" "$W/nosuch" "" sb-attn -m softmax "$W/nosuch"
+hc "$hd: a directory" "4" "$W" "" sb-attn -m softmax "$W"
+garbage 4096 "$W/a_garbage"
+hc "$hd: binary garbage" "3" "a_garbage:1" "" sb-attn -m softmax "$W/a_garbage"
+mk a_trunc '[1,2,3]\n[1,2'
+POS='a_trunc:2'
+hc "$hd: truncated row" "3" "a_trunc" "" sb-attn -m softmax "$W/a_trunc"
+mk a_str '["a",1]\n'
+hc "$hd: a string in a row" "3" "a_str:1" "" sb-attn -m softmax "$W/a_str"
+mk a_obj '{"scores":[1]}\n'
+hc "$hd: an object without --backward" "3" "a_obj:1" "" sb-attn -m softmax "$W/a_obj"
+mk a_nest '[[1,2]]\n'
+hc "$hd: a nested array" "3" "a_nest:1" "" sb-attn -m softmax "$W/a_nest"
+mk a_empty_row '[]\n'
+hc "$hd: an empty row" "0 3" "" "" sb-attn -m softmax "$W/a_empty_row"
+awk 'BEGIN { s = ""; for (i = 0; i < 100000; i++) s = s "["; print s }' >"$W/a_deep"
+hc "$hd: 100000 nested arrays" "3" "a_deep:1" "" sb-attn -m softmax "$W/a_deep"
+mk a_big '[1e999,1]\n'
+# documented: a score may be inf; 1e999 is read as +inf (as Python's json reads it)
+NLW=0
+hc "$hd: 1e999 in a row is +inf, a valid score" "0" "" "" sb-attn -m softmax "$W/a_big"
+mk a_nan '[NaN,1]\n'
+hc "$hd: bare NaN" "3" "a_nan:1" "" sb-attn -m softmax "$W/a_nan"
+mk a_utf '["\xff"]\n'
+hc "$hd: invalid UTF-8" "3" "a_utf:1" "" sb-attn -m softmax "$W/a_utf"
+mk a_nul '[1,\x00 2]\n'
+hc "$hd: a NUL byte" "3" "a_nul:1" "" sb-attn -m softmax "$W/a_nul"
+mk a_bw_dup '{"scores":[1,2],"grad":[1,1],"scores":[1,2,3]}\n'
+hc "$hd: --backward, duplicate key" "3" "a_bw_dup:1" "" sb-attn -m softmax --backward "$W/a_bw_dup"
+mk a_bw_len '{"scores":[1,2],"grad":[1]}\n'
+hc "$hd: --backward, grad of another length" "3" "a_bw_len:1" "" sb-attn -m softmax --backward "$W/a_bw_len"
+mk a_bw_type '{"scores":"x","grad":[1]}\n'
+hc "$hd: --backward, scores a string" "3" "a_bw_type:1" "" sb-attn -m softmax --backward "$W/a_bw_type"
+mk a_bw_arr '[1,2]\n'
+hc "$hd: --backward, an array" "3" "a_bw_arr:1" "" sb-attn -m softmax --backward "$W/a_bw_arr"
+awk 'BEGIN { printf "["; for (i = 0; i < 1000000; i++) printf "%s%d", (i ? "," : ""), i % 7; print "]" }' >"$W/a_long"
+NLW=0
+hc "$hd: a 6 MB row (1e6 scores) is a row" "0" "" "" sb-attn -m sparsemax "$W/a_long"
+{ printf '%s' '"'; tenmb; printf '%s\n' '"'; } >"$W/a_10mb"
+hc "$hd: a 10 MB string line" "3" "a_10mb:1" "" sb-attn -m softmax "$W/a_10mb"
+for opt in "--ratio 0" "--ratio -1" "--ratio 1e999" "--ratio nan" "--alpha nan" "--alpha 1e999" "--n-valid -1" \
+	"--n-valid 18446744073709551616" "--mask nope" "--ratio 0.5x"; do
+	IN=$W/a_trunc
+	hc "$hd: option $opt" "2" "" "" sb-attn -m topk_softmax $opt
+done
+mk a_ok '[1,2,3]\n'
+IN=$W/a_ok
+hc "$hd: --n-valid beyond the row" "3" "<stdin>:1" "" sb-attn -m softmax --n-valid 9
+
+# ================================================================ sb-stats
+hd=sb-stats
+S=$TOP/tests/golden/stats/fixtures/val.ndjson
+head -n 40 "$S" >"$W/s_good"
+sb-stats -q --resamples 10 "$W/s_good" >/dev/null 2>"$W/s.err"
+t_result $? "sb-stats accepts the first 40 lines of the golden fixture" "$(head -c 300 "$W/s.err")"
+mkdir -p "$W/s_out"
+st() { # name codes needle file  (stats into $W/s_out)
+	hc "$hd: $1" "$2" "$3" "$W/s_out" sb-stats -q --resamples 10 --format md -o "$W/s_out" "$4"
+}
+: >"$W/s_empty"
+# no records: a warning, exit 0, the (empty) outputs written
+ALLOW='s_out/stats'
+st "empty file" "0 3" "" "$W/s_empty"
+st "missing file" "4" "$W/nosuch" "$W/nosuch"
+st "a directory" "3 4" "$W/s_out" "$W/s_out"
+garbage 3000 "$W/s_garbage"
+st "binary garbage" "3" "s_garbage:1" "$W/s_garbage"
+ss=$(stat -c %s "$W/s_good")
+for o in 10 100 $((ss / 3)) $((ss / 2)) $((ss - 2)); do
+	cut_to "$W/s_good" "$o" "$W/s_cut$o"
+	st "cut at byte $o" "3" "s_cut$o:" "$W/s_cut$o"
+done
+ep='{"kind":"eval.epoch","v":1,"cell_id":"c1","task":"usps","method":"softmax","seed":0,"epoch":0,"val_accuracy":0.5}'
+badrec() { # name json-line
+	{ head -n 3 "$W/s_good"; printf '%s\n' "$2"; } >"$W/s_$1"
+	POS="s_$1:4"
+	st "record: $1" "3" "s_$1" "$W/s_$1"
+}
+declare -A epv=([task]=usps [method]=softmax [cell_id]=c1)
+for f in task method cell_id; do
+	for v in 1 null '[]' '{}' true; do badrec "${f}_$v" "${ep/\"$f\":\"${epv[$f]}\"/\"$f\":$v}"; done
+done
+badrec seed_str "${ep/\"seed\":0/\"seed\":\"0\"}"
+badrec seed_264 "${ep/\"seed\":0/\"seed\":18446744073709551616}"
+badrec seed_frac "${ep/\"seed\":0/\"seed\":0.5}"
+badrec epoch_neg "${ep/\"epoch\":0/\"epoch\":-1}"
+badrec epoch_big "${ep/\"epoch\":0/\"epoch\":1e999}"
+badrec epoch_str "${ep/\"epoch\":0/\"epoch\":\"0\"}"
+badrec acc_big "${ep/\"val_accuracy\":0.5/\"val_accuracy\":1e999}"
+badrec acc_neg "${ep/\"val_accuracy\":0.5/\"val_accuracy\":-0.5}"
+badrec acc_null "${ep/\"val_accuracy\":0.5/\"val_accuracy\":null}"
+badrec acc_str "${ep/\"val_accuracy\":0.5/\"val_accuracy\":\"0.5\"}"
+badrec v_two "${ep/\"v\":1/\"v\":2}"
+badrec v_str "${ep/\"v\":1/\"v\":\"1\"}"
+badrec kind_num "${ep/\"kind\":\"eval.epoch\"/\"kind\":7}"
+badrec no_kind '{"v":1}'
+badrec array '[1,2]'
+badrec dup_key "${ep/\"seed\":0/\"seed\":0,\"seed\":1}"
+badrec utf8 "${ep/usps/us$'\xff'ps}"
+badrec nan "${ep/0.5/NaN}"
+badrec deep "$(awk 'BEGIN { s = ""; for (i = 0; i < 5000; i++) s = s "{\"a\":"; print s }')"
+{ printf '%s' '{"kind":"x","v":1,"pad":"'; tenmb; printf '%s\n' '"}'; } >"$W/s_10mb"
+ALLOW='s_out/stats'
+st "a 10 MB record of an unknown kind (ignored; the no-records warning)" "0" "records" "$W/s_10mb"
+
+# ================================================================ sb-train
+hd=sb-train
+mkdir -p "$W/tr_runs"
+trn() { # name codes needle  (cells on stdin from $IN or a file arg)
+	local name=$1 codes=$2 needle=$3
+	shift 3
+	hc "$hd: $name" "$codes" "$needle" "$W/tr_runs" sb-train -q -d "$D" -o "$W/tr_runs" "$@"
+}
+cells() { # name codes line  (as a file and on stdin)
+	printf '%s\n' "$3" >"$W/c_$1"
+	POS="c_$1:1"
+	trn "cells file: $1" "$2" "c_$1" "$W/c_$1"
+	case $1 in cut* | dup_key | utf8 | deep | array | seed_264 | lr_inf) ;; *) return 0 ;; esac
+	IN=$W/c_$1 POS='<stdin>:1'
+	trn "cells stdin: $1" "$2" "<stdin>" -
+}
+: >"$W/c_empty"
+trn "empty cells file" "0 2 3" "c_empty" "$W/c_empty"
+trn "missing cells file" "4" "$W/nosuch" "$W/nosuch"
+trn "cells file is a directory" "3 4" "$W/tr_runs" "$W/tr_runs"
+garbage 2000 "$W/c_garbage"
+POS='c_garbage:1'
+trn "binary garbage cells" "3" "c_garbage" "$W/c_garbage"
+gl=${#good_cell}
+for o in 1 10 30 $((gl - 1)); do
+	cells "cut$o" 3 "${good_cell:0:$o}"
+done
+setf() { # field value -> good_cell with field replaced or added
+	local f=$1 v=$2
+	if [[ $good_cell == *"\"$f\":"* ]]; then
+		printf '%s' "$good_cell" | sed -E "s/\"$f\":(\"[^\"]*\"|[^,}]*)/\"$f\":$(printf '%s' "$v" | sed 's/[&/\]/\\&/g')/"
+	else
+		printf '%s' "${good_cell%\}},\"$f\":$v}"
+	fi
+}
+for f in task method arch tier schedule mask; do
+	for v in 1 null '[]' '{}' true; do cells "${f}_$v" 3 "$(setf $f "$v")"; done
+done
+for f in seed epochs batch limit lr weight_decay clip val_fraction alpha dropout switch_epoch; do
+	for v in '"1"' null '{}'; do cells "${f}_$v" 3 "$(setf $f "$v")"; done
+done
+cells seed_264 3 "$(setf seed 18446744073709551616)"
+cells seed_neg 3 "$(setf seed -1)"
+cells seed_frac 3 "$(setf seed 0.5)"
+cells epochs_neg 3 "$(setf epochs -1)"
+cells epochs_zero 3 "$(setf epochs 0)"
+cells epochs_big 3 "$(setf epochs 1e999)"
+cells batch_zero 3 "$(setf batch 0)"
+cells batch_neg 3 "$(setf batch -16)"
+cells batch_264 3 "$(setf batch 18446744073709551616)"
+cells lr_inf 3 "$(setf lr 1e999)"
+cells lr_ninf 3 "$(setf lr -1e999)"
+cells lr_nan 3 "$(setf lr NaN)"
+cells lr_neg 3 "$(setf lr -0.001)"
+cells clip_neg 3 "$(setf clip -1)"
+NLW=0 ALLOW='tr_runs/img'
+trn "val_fraction 0 is valid (no validation part)" 0 "" <(setf val_fraction 0)
+rm -rf "$W/tr_runs"/img.*
+cells vf_one 3 "$(setf val_fraction 1)"
+cells vf_big 3 "$(setf val_fraction 2)"
+cells dropout_one 3 "$(setf dropout 1)"
+cells dropout_neg 3 "$(setf dropout -0.1)"
+cells limit_neg 3 "$(setf limit -5)"
+cells alpha_inf 3 "$(setf alpha 1e999)"
+cells wd_nan 3 "$(setf weight_decay -1e999)"
+cells dup_key 3 "$(setf seed '0,"seed":1')"
+cells utf8 3 "$(setf task $'"im\xffg"')"
+cells array 3 '[1,2,3]'
+cells string 3 '"cell"'
+cells deep 3 "$(awk 'BEGIN { s = ""; for (i = 0; i < 5000; i++) s = s "["; print s }')"
+# documented: a missing dataset is an I/O error (exit 4) naming the file
+printf '%s\n' "$(setf task '"nosuchtask"')" >"$W/c_unknown_task"
+trn "cells file: a task without a dataset" 4 "nosuchtask/pool.safetensors" "$W/c_unknown_task"
+cells family_num 3 "$(setf family 1)"
+{ printf '%s' '{"task":"'; tenmb; printf '%s\n' '","method":"softmax","seed":0}'; } >"$W/c_10mb"
+POS='c_10mb:1'
+trn "a 10 MB cell line" "3 4" "c_10mb" "$W/c_10mb"
+# flags
+for fl in "--epochs -1" "--epochs 0" "--epochs 1e999" "--seed 18446744073709551616" "--seed -1" "--batch 0" \
+	"--lr nan" "--lr 1e999" "--lr -1" "--val-fraction 1" "--limit -1" "--dropout 2" "--alpha inf" "--epochs 1x"; do
+	trn "flags: $fl" "2" "" --task img --method softmax --seed 0 --limit 48 $fl
+done
+trn "-j -1" "2" "" -j -1 --task img --method softmax --seed 0 --epochs 1 --limit 48
+trn "-j 18446744073709551616" "2" "" -j 18446744073709551616 --task img --method softmax --seed 0 --epochs 1 --limit 48
+
+# the dataset file
+dsrun() { # name codes needle datadir
+	hc "$hd: dataset: $1" "$2" "$3" "$W/tr_runs" sb-train -q -d "$4" -o "$W/tr_runs" --task img --method softmax \
+		--seed 0 --epochs 1 --batch 16 --limit 48
+}
+P=$D/img/pool.safetensors
+PS=$(stat -c %s "$P")
+mkds() { rm -rf "$W/ds"; mkdir -p "$W/ds/img"; }
+mkds; : >"$W/ds/img/pool.safetensors"
+dsrun "empty pool file" 3 "pool.safetensors" "$W/ds"
+mkds; mkdir "$W/ds/img/pool.safetensors"
+dsrun "pool is a directory" "3 4" "pool.safetensors" "$W/ds"
+mkds; garbage 5000 "$W/ds/img/pool.safetensors"
+dsrun "binary garbage pool" 3 "pool.safetensors" "$W/ds"
+for o in $(offsets "$PS"); do
+	mkds; cut_to "$P" "$o" "$W/ds/img/pool.safetensors"
+	dsrun "pool cut at byte $o of $PS" 3 "pool.safetensors" "$W/ds"
+done
+# a header claiming more bytes than the file holds; a header length of 2^63
+mkds; { printf '\xff\xff\xff\xff\xff\xff\xff\x7f'; tail -c +9 "$P"; } >"$W/ds/img/pool.safetensors"
+dsrun "header length 2^63-1" 3 "pool.safetensors" "$W/ds"
+hl=$(od -An -tu8 -N8 "$P" | tr -d ' ')
+hdr=$(tail -c +9 "$P" | head -c "$hl")
+mkst() { # header-json out   (pads to the original length with spaces, keeps the data)
+	local h=$1 out=$2 n=${#1}
+	{
+		printf "$(printf '\\x%02x' $((n & 255)) $(((n >> 8) & 255)) 0 0 0 0 0 0)"
+		printf '%s' "$h"
+		tail -c +$((9 + hl)) "$P"
+	} >"$out"
+}
+last=$(printf '%s' "$hdr" | grep -o '"data_offsets":\[[0-9]*,[0-9]*\]' | tail -n 1)
+endo=$(printf '%s' "$last" | grep -o '[0-9]*\]' | tr -d ']')
+mkds; mkst "${hdr/"$last"/"${last/",$endo]"/",$((endo + 4096))]"}"}" "$W/ds/img/pool.safetensors"
+dsrun "a tensor's data_offsets beyond the file" 3 "pool.safetensors" "$W/ds"
+mkds; mkst "${hdr/"$last"/"${last/",$endo]"/",18446744073709551615]"}"}" "$W/ds/img/pool.safetensors"
+dsrun "data_offsets end 2^64-1" 3 "pool.safetensors" "$W/ds"
+mkds; mkst "$(printf '%s' "$hdr" | sed -E 's/"shape":\[[0-9]+/"shape":[4611686018427387904/')" "$W/ds/img/pool.safetensors"
+dsrun "a shape of 2^62 rows" 3 "pool.safetensors" "$W/ds"
+mkds; mkst "$(printf '%s' "$hdr" | sed -E 's/"shape":\[[0-9]+/"shape":[-1/')" "$W/ds/img/pool.safetensors"
+dsrun "a negative shape" 3 "pool.safetensors" "$W/ds"
+mkds; mkst "$(printf '%s' "$hdr" | sed -E 's/"dtype":"[A-Z0-9]+"/"dtype":"F99"/')" "$W/ds/img/pool.safetensors"
+dsrun "an unknown dtype" 3 "pool.safetensors" "$W/ds"
+mkds; mkst "$(printf '%s' "$hdr" | sed -E 's/"dtype":"[A-Z0-9]+"/"dtype":7/')" "$W/ds/img/pool.safetensors"
+dsrun "a dtype that is a number" 3 "pool.safetensors" "$W/ds"
+mkds; mkst "$(printf '%s' "$hdr" | sed -E 's/"format":"[^"]*"/"format":1/')" "$W/ds/img/pool.safetensors"
+dsrun "a metadata value that is a number" 3 "pool.safetensors" "$W/ds"
+mkds; mkst "$(printf '%s' "$hdr" | sed -E 's/"classes":"[^"]*"/"classes":"1e999"/')" "$W/ds/img/pool.safetensors"
+dsrun "classes 1e999" 3 "pool.safetensors" "$W/ds"
+mkds; mkst "$(printf '%s' "$hdr" | sed -E 's/"classes":"[^"]*"/"classes":"-3"/')" "$W/ds/img/pool.safetensors"
+dsrun "classes -3" 3 "pool.safetensors" "$W/ds"
+mkds; mkst "$(printf '%s' "$hdr" | sed -E 's/"__metadata__":\{/"__metadata__":{"split":"pool",/')" "$W/ds/img/pool.safetensors"
+dsrun "a duplicate metadata key" 3 "pool.safetensors" "$W/ds"
+mkds; mkst "$(printf '%s' "$hdr" | sed -E 's/^\{/{"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},/')" "$W/ds/img/pool.safetensors"
+dsrun "overlapping tensors" 3 "pool.safetensors" "$W/ds"
+mkds; mkst "$(printf '%s' "$hdr" | sed -E 's/"task":"img"/"task":"im\xffg"/')" "$W/ds/img/pool.safetensors"
+dsrun "invalid UTF-8 in the header" 3 "pool.safetensors" "$W/ds"
+mkds; cp "$P" "$W/ds/img/pool.safetensors"
+printf '%064d  pool.safetensors\n' 0 >"$W/ds/img/pool.safetensors.sha256"
+dsrun "a sidecar that does not match" 3 "pool.safetensors" "$W/ds"
+mkds; cp "$P" "$W/ds/img/pool.safetensors"
+printf 'garbage\n' >"$W/ds/img/pool.safetensors.sha256"
+dsrun "a malformed sidecar" 3 "pool.safetensors" "$W/ds"
+mkds
+dsrun "no dataset file" 4 "pool.safetensors" "$W/ds"
+
+# a checkpoint to resume from: a run killed after epoch 1, then its state damaged
+mkres() {
+	rm -rf "$W/res"
+	mkdir -p "$W/res"
+	printf '%s\n' '{"task":"img","method":"softmax","seed":0,"epochs":2,"batch":16,"limit":48}' >"$W/res.ndjson"
+	SB_TRAIN_STOP_AFTER_STEPS=4 sb-train -q -d "$D" -o "$W/res" "$W/res.ndjson" >/dev/null 2>&1
+	R=$(ls -d "$W"/res/img.* | head -n 1)
+}
+resrun() { # name codes needle
+	# documented: a missing or stale state means a fresh start (exit 0, new epochs);
+	# a damaged one is bad data (exit 3) naming the file, the run directory kept as it was
+	NLW=auto ALLOW='epoch-00[12]|train.ndjson|optim'
+	hc "$hd: resume: $1" "$2" "$3" "$W/res" sb-train -q -d "$D" -o "$W/res" "$W/res.ndjson"
+}
+mkres
+if [ -f "$R/epoch-001.optim.safetensors" ]; then
+	O=$R/epoch-001.optim.safetensors
+	OS=$(stat -c %s "$O")
+	for o in 0 8 100 $((OS / 2)) $((OS - 1)); do
+		mkres; cut_to "$O" "$o" "$O.x"; mv "$O.x" "$O"
+		resrun "optimiser state cut at $o" "0 3" "epoch-001.optim.safetensors"
+	done
+	mkres; garbage 4096 "$O"
+	resrun "optimiser state garbage" "0 3" "epoch-001.optim.safetensors"
+	mkres; rm "$O"; mkdir "$O"
+	resrun "optimiser state is a directory" "0 3 4" "epoch-001.optim.safetensors"
+	mkres; cp "$RUN/epoch-001.safetensors" "$R/epoch-001.safetensors"
+	resrun "checkpoint of another run" "0 3" "epoch-001.safetensors"
+fi
+
+# ================================================================ sb-eval
+hd=sb-eval
+mkev() { # copy the base run to $W/ev/RUN
+	rm -rf "$W/ev"
+	mkdir -p "$W/ev"
+	cp -r "$RUN" "$W/ev/"
+	rm -f "$W/ev"/*/val*
+	E=$W/ev/$(basename "$RUN")
+}
+ev() { # name codes needle
+	ALLOW=${ALLOW:-'val'}
+	hc "$hd: $1" "$2" "$3" "$W/ev" sb-eval -q -d "$D" "$E"
+}
+mkev
+NLW=0 ALLOW='val'
+ev "the base run evaluates" 0 ""
+mkev
+hc "$hd: missing run directory" 4 "$W/ev/nosuch" "$W/ev" sb-eval -q -d "$D" "$W/ev/nosuch"
+: >"$W/ev/afile"
+hc "$hd: a file as the run directory" "3 4" "afile" "$W/ev" sb-eval -q -d "$D" "$W/ev/afile"
+# documented: a run without train.ndjson records is evaluated without recorded hashes
+mkev; : >"$E/train.ndjson"
+NLW=0
+ev "empty train.ndjson (no recorded hashes: evaluated)" 0 ""
+mkev; rm "$E/train.ndjson"
+NLW=0
+ev "train.ndjson missing (no recorded hashes: evaluated)" 0 ""
+for what in cell.json train.ndjson; do
+	if [ $what = cell.json ]; then
+		mkev; : >"$E/$what"
+		ev "empty $what" 3 "$what"
+		mkev; rm "$E/$what"
+		ev "$what missing" "3 4" "$what"
+	fi
+	mkev; rm "$E/$what"; mkdir "$E/$what"
+	ev "$what is a directory" "3 4" "$what"
+	mkev; garbage 3000 "$E/$what"
+	ev "$what binary garbage" 3 "$what"
+	s=$(stat -c %s "$RUN/$what")
+	for o in 5 $((s / 2)) $((s - 2)); do
+		mkev; cut_to "$RUN/$what" "$o" "$E/$what"
+		ev "$what cut at byte $o" 3 "$what"
+	done
+done
+cj=$(cat "$RUN/cell.json")
+cjset() { # field value
+	printf '%s' "$cj" | sed -E "s/\"$1\":(\"[^\"]*\"|[^,}]*)/\"$1\":$(printf '%s' "$2" | sed 's/[&/\]/\\&/g')/"
+}
+for f in task method seed epochs batch cell_id val_fraction limit n_val dataset_sha256; do
+	for v in '"x"' null '[]' -1 1e999; do
+		mkev; cjset "$f" "$v" >"$E/cell.json"
+		cmp -s "$E/cell.json" "$RUN/cell.json" && continue
+		if [ "$f" = task ] && [ "$v" = '"x"' ]; then # documented: a missing dataset, exit 4
+			ev "cell.json $f=$v (no such dataset)" "4" "x/pool.safetensors"
+		elif [ "$f" = dataset_sha256 ] && [ "$v" = '"x"' ]; then
+			ev "cell.json $f=$v (not the pool's hash)" "3" "pool.safetensors"
+		else
+			ev "cell.json $f=$v" "3" "cell.json"
+		fi
+	done
+done
+mkev; printf '%s' "${cj/\"seed\":0/\"seed\":0,\"seed\":1}" >"$E/cell.json"
+ev "cell.json duplicate key" 3 "cell.json"
+mkev; printf '%s' "${cj/softmax/soft$'\xff'max}" >"$E/cell.json"
+ev "cell.json invalid UTF-8" 3 "cell.json"
+mkev; awk 'BEGIN { s = ""; for (i = 0; i < 5000; i++) s = s "{\"a\":"; print s }' >"$E/cell.json"
+ev "cell.json nested 5000 deep" 3 "cell.json"
+mkev; { printf '%s' '{"task":"'; tenmb; printf '%s\n' '"}'; } >"$E/cell.json"
+ev "cell.json a 10 MB line" 3 "cell.json"
+# train.ndjson: an epoch record with wrong types
+tl=$(grep -m 1 '"kind":"train.epoch"' "$RUN/train.ndjson")
+for f in epochs_completed checkpoint_sha256; do
+	for v in '"x"' null -1 1e999 '[]'; do
+		mkev
+		new=$(printf '%s' "$tl" | sed -E "s/\"$f\":(\"[^\"]*\"|[^,}]*)/\"$f\":$v/")
+		{ grep -v '"kind":"train.epoch"' "$RUN/train.ndjson" | head -n 1; printf '%s\n' "$new";
+			grep '"kind":"train.epoch"' "$RUN/train.ndjson" | tail -n +2; grep '"kind":"train.done"' "$RUN/train.ndjson"; } >"$E/train.ndjson"
+		cmp -s "$E/train.ndjson" "$RUN/train.ndjson" && continue
+		ev "train.ndjson $f=$v" "3" "train.ndjson"
+	done
+done
+# checkpoints
+for o in $(offsets "$CKS"); do
+	mkev; cut_to "$CK" "$o" "$E/epoch-001.safetensors"; rm -f "$E/epoch-001.safetensors.sha256"
+	ev "checkpoint cut at byte $o of $CKS" 3 "epoch-001.safetensors"
+done
+mkev; rm "$E/epoch-001.safetensors"; mkdir "$E/epoch-001.safetensors"
+ev "checkpoint is a directory" "3 4" "epoch-001.safetensors"
+mkev; rm "$E/epoch-001.safetensors"
+# an epoch without its checkpoint is not evaluated (the saved epochs are)
+NLW=0 ALLOW=val
+ev "checkpoint missing (the other epoch is evaluated)" "0" ""
+mkev; printf 'garbage\n' >"$E/epoch-001.safetensors.sha256"
+ev "checkpoint sidecar malformed" 3 "epoch-001.safetensors"
+mkev; printf '%064d  epoch-001.safetensors\n' 0 >"$E/epoch-001.safetensors.sha256"
+ev "checkpoint sidecar mismatch" 3 "epoch-001.safetensors"
+# a checkpoint of another shape, recorded as if it were this run's (hashes consistent)
+printf '%s\n' '{"task":"img","method":"softmax","seed":0,"epochs":1,"batch":16,"limit":48,"tier":"wide"}' >"$W/wide.ndjson"
+sb-train -q -d "$D" -o "$W/wide" "$W/wide.ndjson" >/dev/null 2>&1
+WCK=$(ls "$W"/wide/img.*/epoch-001.safetensors 2>/dev/null | head -n 1)
+if [ -n "$WCK" ]; then
+	mkev; cp "$WCK" "$E/epoch-001.safetensors"; rm -f "$E/epoch-001.safetensors.sha256"
+	ws=$(sha256sum "$WCK" | cut -c1-64)
+	os=$(sha256sum "$CK" | cut -c1-64)
+	sed -i "s/$os/$ws/g" "$E/train.ndjson"
+	ev "a checkpoint of another shape (wide tier)" 3 "epoch-001.safetensors"
+fi
+
+# ================================================================ sb-lm
+hd=sb-lm
+mkdir -p "$W/lm_runs"
+lmt() { # name codes needle file
+	hc "$hd: $1" "$2" "$3" "$W/lm_runs" sb-lm train -q -o "$W/lm_runs" "$4"
+}
+: >"$W/l_empty"
+NLW=0
+lmt "empty cells file (nothing to do)" "0" "" "$W/l_empty"
+lmt "missing cells file" 4 "$W/nosuch" "$W/nosuch"
+garbage 1000 "$W/l_garbage"
+lmt "binary garbage" 3 "l_garbage:1" "$W/l_garbage"
+corpus=$TOP/tests/fixtures/lm/shakespeare-head.txt
+lmc='{"family":"lm","seed":1,"model":{"d":16,"pattern":"CA","heads":2,"ffn":32},"T":64,"batch":2,"steps":1,"warmup":1,"lr":0.003,"log_every":50,"corpora":["s='$corpus'"]}'
+lmset() { printf '%s' "$lmc" | sed -E "s/\"$1\":(\"[^\"]*\"|\{[^}]*\}|\[[^]]*\]|[^,}]*)/\"$1\":$(printf '%s' "$2" | sed 's/[&/\]/\\&/g')/"; }
+for f in seed T batch steps warmup lr log_every corpora model; do
+	for v in '"x"' null -1 1e999 18446744073709551616 '[]'; do
+		lmset "$f" "$v" >"$W/l_$f"
+		cmp -s "$W/l_$f" <(printf '%s' "$lmc") && continue
+		POS="l_$f:1"
+		lmt "cell $f=$v" 3 "l_$f" "$W/l_$f"
+	done
+done
+printf '%s\n' "${lmc/\"seed\":1/\"seed\":1,\"seed\":2}" >"$W/l_dup"
+lmt "duplicate key" 3 "l_dup:1" "$W/l_dup"
+printf '%s\n' "$(lmset model '{"d":16,"pattern":"CA","heads":3,"ffn":32}')" >"$W/l_heads"
+lmt "d not a multiple of heads" 3 "l_heads:1" "$W/l_heads"
+printf '%s\n' "$(lmset model '{"d":0,"pattern":"CA","heads":2,"ffn":32}')" >"$W/l_d0"
+lmt "d 0" 3 "l_d0:1" "$W/l_d0"
+printf '%s\n' "$(lmset corpora '["s='"$W"'"]')" >"$W/l_cdir"
+# a directory is an sb-fetch corpus directory: its train part is missing (exit 4)
+lmt "a corpus that is a directory" "3 4" "$W/train.safetensors" "$W/l_cdir"
+: >"$W/l_ce.txt"
+printf '%s\n' "$(lmset corpora '["s='"$W"'/l_ce.txt"]')" >"$W/l_cempty"
+lmt "an empty corpus" "3" "l_ce.txt" "$W/l_cempty"
+hc "$hd: eval of a file" "3 4" "l_empty" "" sb-lm eval -q "$W/l_empty"
+hc "$hd: report of garbage" "3" "l_garbage:1" "" sb-lm report -o "$W/lm_rep" "$W/l_garbage"
+hc "$hd: probe --len -1" 2 "" "" sb-lm probe --task niah_single_1 --len -1
+hc "$hd: probe --len 18446744073709551616" 2 "" "" sb-lm probe --task niah_single_1 --len 18446744073709551616
+hc "$hd: probe --index -5" 2 "" "" sb-lm probe --task niah_single_1 --len 128 --index -5
+hc "$hd: probe --corpus a directory" "3 4" "$W" "" sb-lm probe --task niah_single_1 --len 128 --corpus "$W"
+
+# ================================================================ sb-fetch
+hd=sb-fetch
+fx=$W/fx
+mkdir -p "$fx/m/tiny"
+idx() { # magic-type ndim dims... ; data from stdin
+	local t=$1 nd=$2
+	shift 2
+	printf "\\x00\\x00\\x$t\\x0$nd"
+	local d
+	for d in "$@"; do printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $((d >> 24 & 255)) $((d >> 16 & 255)) $((d >> 8 & 255)) $((d & 255)))"; done
+	cat
+}
+head -c $((4 * 784)) /dev/zero | idx 08 3 4 28 28 | gzip -n >"$fx/m/tiny/pool-images.gz"
+printf '\x01\x02\x03\x04' | idx 08 1 4 | gzip -n >"$fx/m/tiny/pool-labels.gz"
+head -c $((2 * 784)) /dev/zero | idx 08 3 2 28 28 | gzip -n >"$fx/m/tiny/test-images.gz"
+printf '\x05\x06' | idx 08 1 2 | gzip -n >"$fx/m/tiny/test-labels.gz"
+mkreg() { # mirror-dir out
+	local m=$1 out=$2 f sep=""
+	{
+		printf '{"registry":"sparsebench.registry","registry_version":"1","files":{'
+		for f in pool-images pool-labels test-images test-labels; do
+			if [ -f "$m/tiny/$f.gz" ]; then
+				printf '%s"tiny/%s.gz":{"urls":[],"size":%d,"sha256":"%s"}' "$sep" "$f" "$(stat -c %s "$m/tiny/$f.gz")" \
+					"$(sha256sum "$m/tiny/$f.gz" | cut -c1-64)"
+			else
+				printf '%s"tiny/%s.gz":{"urls":[],"size":10,"sha256":"%064d"}' "$sep" "$f" 0
+			fi
+			sep=,
+		done
+		printf '},"tasks":[{"task":"tiny","modality":"image","decoder":"idx","classes":10,"shape":[1,28,28],"patch":4,"tokens":50,"n_pool":4,"n_test":2,'
+		printf '"pool":{"images":"tiny/pool-images.gz","labels":"tiny/pool-labels.gz"},"test":{"images":"tiny/test-images.gz","labels":"tiny/test-labels.gz"},"license":"test","homepage":"none","citation":"none"}]}\n'
+	} >"$out"
+}
+mkreg "$fx/m" "$fx/reg.json"
+mkdir -p "$fx/out"
+sb-fetch -q --offline --registry "$fx/reg.json" -m "$fx/m" -c "$fx/cache" -o "$fx/good" tiny >/dev/null 2>"$fx/good.err"
+[ -f "$fx/good/tiny/pool.safetensors" ]
+t_result $? "sb-fetch: the tiny idx fixture decodes" "$(head -c 300 "$fx/good.err")"
+fe() { # name codes needle registry mirror   (fresh cache and output each time)
+	rm -rf "$fx/out" "$fx/cache"
+	mkdir -p "$fx/out"
+	# DATA_DIR/.TASK.lock is documented (docs/sb-fetch.md: outputs are produced under it)
+	ALLOW=${ALLOW:-'/\.tiny\.lock$'}
+	hc "$hd: $1" "$2" "$3" "$fx/out" sb-fetch -q --offline --registry "$4" -m "$5" -c "$fx/cache" -o "$fx/out" tiny
+}
+: >"$fx/r_empty"
+fe "empty registry" 3 "r_empty" "$fx/r_empty" "$fx/m"
+fe "missing registry" 4 "$fx/nosuch" "$fx/nosuch" "$fx/m"
+fe "registry is a directory" "3 4" "$fx/m" "$fx/m" "$fx/m"
+garbage 2000 "$fx/r_garbage"
+fe "binary garbage registry" 3 "r_garbage" "$fx/r_garbage" "$fx/m"
+rs=$(stat -c %s "$fx/reg.json")
+for o in 1 50 $((rs / 2)) $((rs - 3)); do
+	cut_to "$fx/reg.json" "$o" "$fx/r_cut$o"
+	fe "registry cut at byte $o" 3 "r_cut$o" "$fx/r_cut$o" "$fx/m"
+done
+awk 'BEGIN { s = ""; for (i = 0; i < 100000; i++) s = s "["; print s }' >"$fx/r_deep"
+fe "registry nested 100000 deep" 3 "r_deep" "$fx/r_deep" "$fx/m"
+regset() { sed -E "s/\"$1\":(\"[^\"]*\"|\[[^]]*\]|[^,}]*)/\"$1\":$(printf '%s' "$2" | sed 's/[&/\]/\\&/g')/" "$fx/reg.json" >"$fx/r_x"; }
+for f in decoder classes shape patch n_pool n_test task modality tasks files sha256 size urls; do
+	for v in '"x"' null -1 '[]' 18446744073709551616; do
+		# documented: a null sha256 is pinned on first fetch, a null size unpublished,
+		# null counts unchecked
+		[ "$v" = null ] && [[ " sha256 size n_pool n_test " == *" $f "* ]] && continue
+		regset "$f" "$v"
+		cmp -s "$fx/r_x" "$fx/reg.json" && continue
+		if [ "$f" = task ] && [ "$v" = '"x"' ]; then
+			fe "registry $f=$v: TASK is then unknown (usage)" 2 "unknown task 'tiny'" "$fx/r_x" "$fx/m"
+			continue
+		fi
+		cp "$fx/r_x" "$fx/r_$f"
+		fe "registry $f=$v" "3 4" "" "$fx/r_$f" "$fx/m"
+	done
+done
+sed 's/"task":"tiny",/"task":"tiny","task":"tiny2",/' "$fx/reg.json" >"$fx/r_dup"
+fe "registry duplicate key" 3 "r_dup" "$fx/r_dup" "$fx/m"
+# the idx decoder: files that verify (the registry holds their hash) but are broken
+bad_mirror() { rm -rf "$fx/b"; cp -r "$fx/m" "$fx/b"; }
+gi=$fx/m/tiny/pool-images.gz
+gs=$(stat -c %s "$gi")
+for o in 0 5 10 $((gs / 2)) $((gs - 4)) $((gs - 1)); do
+	bad_mirror; cut_to "$gi" "$o" "$fx/b/tiny/pool-images.gz"; mkreg "$fx/b" "$fx/r_b"
+	fe "pool-images.gz cut at byte $o" 3 "pool-images.gz" "$fx/r_b" "$fx/b"
+done
+raw=$fx/raw
+gzip -dc "$gi" >"$raw"
+rsz=$(stat -c %s "$raw")
+for o in 0 3 4 8 15 16 $((rsz / 2)) $((rsz - 1)); do
+	bad_mirror; head -c "$o" "$raw" | gzip -n >"$fx/b/tiny/pool-images.gz"; mkreg "$fx/b" "$fx/r_b"
+	fe "IDX images cut at byte $o" 3 "pool-images.gz" "$fx/r_b" "$fx/b"
+done
+bad_mirror; head -c 784 /dev/zero | idx 08 3 2147483647 28 28 | gzip -n >"$fx/b/tiny/pool-images.gz"; mkreg "$fx/b" "$fx/r_b"
+fe "IDX claims 2^31-1 images" 3 "pool-images.gz" "$fx/r_b" "$fx/b"
+bad_mirror; head -c 784 /dev/zero | idx 08 3 65536 65536 65536 | gzip -n >"$fx/b/tiny/pool-images.gz"; mkreg "$fx/b" "$fx/r_b"
+fe "IDX dimensions whose product overflows 32 bits" 3 "pool-images.gz" "$fx/r_b" "$fx/b"
+bad_mirror; printf '\x01\x02\x03\x0b' | idx 08 1 4 | gzip -n >"$fx/b/tiny/pool-labels.gz"; mkreg "$fx/b" "$fx/r_b"
+fe "a label beyond the classes" 3 "pool-labels.gz" "$fx/r_b" "$fx/b"
+bad_mirror; printf '\x01\x02\x03' | idx 08 1 3 | gzip -n >"$fx/b/tiny/pool-labels.gz"; mkreg "$fx/b" "$fx/r_b"
+fe "fewer labels than images" 3 "pool-labels.gz" "$fx/r_b" "$fx/b"
+bad_mirror; garbage 3000 "$fx/b/tiny/pool-images.gz"; mkreg "$fx/b" "$fx/r_b"
+fe "garbage instead of gzip" 3 "pool-images.gz" "$fx/r_b" "$fx/b"
+bad_mirror; : >"$fx/b/tiny/pool-images.gz"; mkreg "$fx/b" "$fx/r_b"
+fe "an empty archive" 3 "pool-images.gz" "$fx/r_b" "$fx/b"
+bad_mirror; rm "$fx/b/tiny/pool-images.gz"; mkdir "$fx/b/tiny/pool-images.gz"
+fe "a directory where the archive should be" "3 4" "pool-images.gz" "$fx/reg.json" "$fx/b"
+bad_mirror; printf 'x' >>"$fx/b/tiny/pool-images.gz"
+fe "an archive whose hash differs" 3 "pool-images.gz" "$fx/reg.json" "$fx/b"
+for fl in "--seeds 18446744073709551616" "--seeds -1" "--seeds 5-2" "--retries -1" "--timeout -1" "--timeout 1e999"; do
+	hc "$hd: option $fl" 2 "" "" sb-fetch -q --offline -o "$fx/out" $fl synthetic_marker
+done
+
+summary=""
+for p in "${!per_prog[@]}"; do summary="$summary $p=${per_prog[$p]} ($((${per_ms[$p]} / 1000)) s)"; done
+echo "# cases per program:$summary; $((SECONDS - t0)) s with $BIN"
+t_done
