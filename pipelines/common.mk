@@ -95,7 +95,8 @@ $(1)-failed:
 	@$(SB_STAGE) failed $(SB_OUT)/$(1)
 $(1): $(SB_OUT)/$(1)/.grid/cells.mk sb-programs
 ifeq ($(SCHEDULER),slurm)
-	+@$$(call sb_lock,$(1)); MAKE='$$(MAKE)' pipelines/slurm.sh submit $(1) $(SB_OUT)/$(1) $$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),--dry-run)
+	+@$$(call sb_lock,$(1)); MAKE='$$(MAKE)' SB_SLURM_AFTER='$$(sb_after_slurm.$(1))' SB_SLURM_AFTER_WHEN='$$(sb_after_when.$(1))' \
+	 pipelines/slurm.sh submit $(1) $(SB_OUT)/$(1) $$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),--dry-run)
 else ifeq ($(SCHEDULER),local)
 	+@$$(call sb_lock,$(1)); \
 	 echo "$(1): $$($(1).NCELLS) cells in $(SB_OUT)/$(1) ($$(foreach b,$$($(1).BLOCKS),$$(b) $$($(1).$$(b).NCELLS)))" >&2; \
@@ -116,6 +117,9 @@ sb_lock = exec 8>>"$(SB_OUT)/$(1)/.grid/run.lock"; flock -n 8 || { echo "$(1): a
 # sb_after.GRID: a goal made (in a new make, which re-reads the grids) after GRID's
 # own targets succeed, e.g. make extension then runs the switching grid whose switch
 # epochs the extension grid has just written (pipelines/extension.mk).
+# Under Slurm the same continuation is a new submission: sb_after_slurm.GRID is the goal
+# the final job submits (make SCHEDULER=slurm GOAL) once every file of
+# sb_after_when.GRID exists (pipelines/slurm.sh).
 
 # ---- loading grids: a grid's cells.mk is read only when a goal needs it ----
 # (SB_LOAD_ALL=1 loads every grid, for targets given by path.)

@@ -64,6 +64,8 @@ endef
 # (the hook is defined for every loaded grid: the new make, which expands the grid again,
 # no longer sees the blocks as waiting)
 $(foreach g,$(basename $(notdir $(SB_GRIDS))),$(if $(strip $($(g).WAITING)),$(eval sb_after.$(g) := $(g)-after-await)))
+# under Slurm: the final job resubmits the grid once the awaited files exist
+$(foreach g,$(basename $(notdir $(SB_GRIDS))),$(if $(strip $($(g).WAITING)),$(eval sb_after_slurm.$(g) := $(g))$(eval sb_after_when.$(g) := $(foreach b,$($(g).WAITING),$($(g).$(b).AWAITS)))))
 $(foreach g,$(basename $(notdir $(SB_GRIDS))),$(if $(strip $($(g).BLOCKS) $($(g).WAITING)),$(eval $(call sb_await_hook,$(g)))))
 
 ifneq ($(wildcard pipelines/grids/switching-epochs.inc),)
@@ -73,6 +75,8 @@ else
 # switching grid is loaded only when the file exists, so once the extension grid is
 # done, a new make (which loads it) runs the switching schedules (sb_after, common.mk).
 sb_after.extension := extension-then-switching
+sb_after_slurm.extension := switching
+sb_after_when.extension := pipelines/grids/switching-epochs.inc
 .PHONY: extension-then-switching
 extension-then-switching:
 	@if [ -f pipelines/grids/switching-epochs.inc ]; then \

@@ -56,6 +56,50 @@ job_env() {
 	done
 	printf 'cd %q\n' "$PWD"
 }
+# the continuation of the final job (SB_SLURM_AFTER, from sb_after_slurm.GRID in
+# pipelines/common.mk): what a local make runs next in a new make (the switching grid after
+# the extension grid, a grid's blocks that await a file an earlier block writes) is, under
+# Slurm, a new submission made by the final job once every file of SB_SLURM_AFTER_WHEN
+# exists. It is forced (SB_SLURM_FORCE=1) because this final job is still running.
+after_lines() {
+	local f
+	echo "# then, as the local run's new make would: submit $SB_SLURM_AFTER"
+	# the grid itself (blocks awaiting a file): without the file the grid is incomplete (exit
+	# 1, as the local run's after-await); another grid (extension -> switching): a note only
+	local miss=0
+	[ "$SB_SLURM_AFTER" = "$grid" ] && miss=1
+	for f in ${SB_SLURM_AFTER_WHEN:-}; do
+		printf '[ -e %q ] || { echo "final: %s was not written (see the analysis that makes it), so %s was not submitted" >&2; exit %d; }\n' "$f" "$f" "$SB_SLURM_AFTER" "$miss"
+	done
+	printf 'echo "final: submitting %s" >&2\n' "$SB_SLURM_AFTER"
+	after_submit
+}
+
+# the submission's settings, for a submission made by the final job
+slurm_settings() {
+	local v
+	for v in SB_SLURM_PARTITION SB_SLURM_ACCOUNT SB_SLURM_QOS SB_SLURM_TIME SB_SLURM_CPUS SB_SLURM_MEM SB_SLURM_THROTTLE SB_SLURM_MAX_ARRAY SB_SLURM_ARGS; do
+		[ -z "${!v:-}" ] || printf 'export %s=%q\n' "$v" "${!v}"
+	done
+}
+# The awaited files normally appear during the final make (an analysis stage writes them);
+# if they exist already when the final job starts, its make would expand the waiting blocks
+# and train their cells here, one after another: submit the grid again instead (its final job
+# then makes everything).
+early_lines() {
+	local f c=""
+	for f in ${SB_SLURM_AFTER_WHEN:-}; do c+=" && [ -e $(printf '%q' "$f") ]"; done
+	echo "# the awaited files exist already: the blocks that waited are submitted, not run here"
+	echo "if true$c; then"
+	echo "	echo \"final: the awaited files exist already; submitting $grid for the blocks that waited for them\" >&2"
+	echo "	$(after_submit)"
+	echo "	exit \$?"
+	echo "fi"
+}
+after_submit() {
+	echo "SB_SLURM_FORCE=1 $(job_make | sed 's/ SCHEDULER=local / SCHEDULER=slurm /') $SB_SLURM_AFTER"
+}
+
 # the make command line of a stage job: the same variables as this run
 job_make() {
 	local v s
@@ -143,7 +187,10 @@ submit() {
 				# runs after the others whatever became of them: lists the failed
 				# cells (kept; resubmitting retries only them), else finishes
 				echo "pipelines/stage.sh failed $(printf '%q' "$G") || exit 1"
+				[ -z "${SB_SLURM_AFTER:-}" ] || slurm_settings
+				[ "${SB_SLURM_AFTER:-}" != "$grid" ] || early_lines
 				echo "$(job_make) $*"
+				[ -z "${SB_SLURM_AFTER:-}" ] || after_lines
 			else
 				echo "$(job_make) $*"
 			fi
@@ -198,20 +245,33 @@ submit() {
 	if [ $dry = 1 ]; then
 		say "$grid: dry run: would submit $ncells cells and the stage jobs:"
 		sed 's/^/  /' "$S/sbatch.txt" >&2
+		[ -z "${SB_SLURM_AFTER:-}" ] || say "$grid: then the final job would submit make $SB_SLURM_AFTER SCHEDULER=slurm once ${SB_SLURM_AFTER_WHEN:-nothing} exists" 
 	else
 		say "$grid: submitted $ncells cells as $(grep -c '^cells ' "$jobs") array job(s) (at most $throttle at once), then $(grep -v '^cells ' "$jobs" | cut -d' ' -f1 | paste -sd' ' -)"
 		say "$grid: jobs: $(cut -d' ' -f1,2 "$jobs" | tr '\n' ' ')"
 		say "$grid: follow with: squeue -j $(cut -d' ' -f2 "$jobs" | paste -sd, -); logs in $S/logs"
 		say "$grid: pipelines/slurm.sh wait $G  waits; afterwards 'make $grid' here is a no-op"
+		[ -z "${SB_SLURM_AFTER:-}" ] || say "$grid: then the final job submits make $SB_SLURM_AFTER SCHEDULER=slurm once ${SB_SLURM_AFTER_WHEN:-nothing} exists$([ "$SB_SLURM_AFTER" = "$grid" ] && echo " (the wait follows it)")"
 	fi
 }
 
 # wait for the jobs of the last submission; 0 when every one completed
 wait_jobs() {
-	local G=$1 timeout=${2:-3600} t0 ids left st bad=0 j
+	local G=$1 timeout=${2:-3600} t0 ids left st bad=0 j cur
 	[ -f "$G/.slurm/last/jobs" ] || die "$G: no submission"
-	ids=$(cut -d' ' -f2 "$G/.slurm/last/jobs" | paste -sd, -)
 	t0=$SECONDS
+	while :; do
+		cur=$(readlink "$G/.slurm/last")
+		ids=$(cut -d' ' -f2 "$G/.slurm/last/jobs" | paste -sd, -)
+		wait_ids
+		# the final job may have submitted the grid again (blocks that awaited a file its
+		# stages wrote): follow the new submission
+		[ "$(readlink "$G/.slurm/last")" != "$cur" ] || break
+		say "the final job submitted $G again ($(readlink "$G/.slurm/last")); waiting for it too"
+	done
+	return $bad
+}
+wait_ids() { # ids, t0, timeout -> bad
 	while :; do
 		left=$(squeue -h -j "$ids" -o %i 2>/dev/null | wc -l || true)
 		[ "$left" -eq 0 ] && break
@@ -223,7 +283,6 @@ wait_jobs() {
 		say "job $j: ${st:-unknown (no longer known to slurmctld)}"
 		case "$st" in COMPLETED) ;; *) bad=1 ;; esac
 	done
-	return $bad
 }
 
 main() {

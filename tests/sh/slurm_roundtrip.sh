@@ -85,6 +85,76 @@ t_result $? "sends only the failed cell"
 t_result $? "which completes, with the rest of the chain"
 [ "$(digest)" = "$ref" ]; t_result $? "and the results equal the local run's"
 
+# a grid whose second block awaits a file that a stage of the first block writes (as the
+# confirmation grid's switch block awaits the map its base block's sb-a8 m3map writes; here
+# the stub sb-stats writes it): the final job submits the grid again once the file exists,
+# and the wait follows that submission
+cat >"$T/pw.grid" <<'GRID'
+set batch=256 lr=0.001 weight_decay=0.0001
+block first
+task    t_a
+method  softmax topk_softmax_025
+seed    0
+arch    plain
+tier    compact
+epochs  2
+stage   stats baseline=softmax
+
+block second
+task    t_a
+seed    1
+arch    plain
+tier    compact
+epochs  2
+await   pw-next.inc
+GRID
+pwmake() {
+	make -C "$TOP" --no-print-directory EXTRA_GRIDS="$T/pw.grid" SB_OUT="$T/out" SB_DATA="$T/data" \
+		SB_BIN="$FIX/stubs" SB_MIRRORS= "$@"
+}
+second_submitted() { # the last submission holds exactly the second block's 2 cells
+	[ "$(wc -l <"$T/out/pw/.slurm/last/cells.txt")" = 2 ] && [ "$(grep -c '/pw/second ' "$T/out/pw/.slurm/last/cells.txt")" = 2 ]
+}
+export STUB_WRITE="sb-stats:$T/pw-next.inc=method softmax sparsemax"
+pwmake pw >"$T/pw-local.log" 2>&1
+t_result $? "the awaiting grid runs locally in one make (the reference)"
+pwref=$(digest "$T/out/pw")
+rm -rf "$T/out/pw" "$T/pw-next.inc"
+reset_calls
+pwmake pw SCHEDULER=slurm >"$T/pw-submit.log" 2>&1
+grep -q 'then the final job submits make pw SCHEDULER=slurm once' "$T/pw-submit.log" && [ "$(wc -l <"$T/out/pw/.slurm/last/cells.txt")" = 2 ]
+t_result $? "under Slurm the first submission sends the first block's 2 cells and says what follows"
+first=$(readlink "$T/out/pw/.slurm/last")
+"$TOP/pipelines/slurm.sh" wait "$T/out/pw" 240 >"$T/pw-wait.log" 2>&1
+t_result $? "the wait completes ($(grep -c '^slurm: job' "$T/pw-wait.log") jobs)"
+[ "$(readlink "$T/out/pw/.slurm/last")" != "$first" ] && grep -q 'waiting for it too' "$T/pw-wait.log" && second_submitted
+t_result $? "the final job submitted the second block's 2 cells, and the wait followed them"
+n=$(grep -c '^sb-train .* slurm_job=[0-9]' "$STUB_LOG" || true)
+[ "$n" = 4 ] && [ "$(ncalls sb-train)" = 4 ]; t_result $? "all 4 cells trained inside Slurm jobs ($n of $(ncalls sb-train))"
+[ "$(digest "$T/out/pw")" = "$pwref" ]; t_result $? "the results equal the local run's"
+
+# the file there before the final job starts (here the cells write it): the final job must
+# not train the waiting blocks itself, one after another, but submit them
+rm -rf "$T/out/pw" "$T/pw-next.inc"
+reset_calls
+STUB_WRITE="sb-train:$T/pw-next.inc=method softmax sparsemax" pwmake pw SCHEDULER=slurm >"$T/pw-submit3.log" 2>&1
+"$TOP/pipelines/slurm.sh" wait "$T/out/pw" 240 >"$T/pw-wait3.log" 2>&1
+t_result $? "with the file written by the cells, the wait completes"
+grep -q 'the awaited files exist already' "$T/out/pw/.slurm/"*/logs/final-*.log && second_submitted &&
+	[ "$(grep -c '^sb-train .* slurm_job=[0-9]' "$STUB_LOG")" = 4 ] && [ "$(digest "$T/out/pw")" = "$pwref" ]
+t_result $? "the final job submitted the waiting block instead of training it; same results"
+
+# without the file: the final job fails saying so (the grid is incomplete), nothing more is submitted
+rm -rf "$T/out/pw" "$T/pw-next.inc"
+unset STUB_WRITE
+pwmake pw SCHEDULER=slurm >"$T/pw-submit2.log" 2>&1
+first=$(readlink "$T/out/pw/.slurm/last")
+"$TOP/pipelines/slurm.sh" wait "$T/out/pw" 240 >"$T/pw-wait2.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ "$(readlink "$T/out/pw/.slurm/last")" = "$first" ] &&
+	grep -q 'pw-next.inc was not written' "$T/out/pw/.slurm/last/logs/"final-*.log
+t_result $? "without the awaited file the final job fails saying so, and nothing more is submitted (wait exit $rc)"
+
 # the daemons go away
 "$TOP/pipelines/slurm-local.sh" stop "$C"
 left=0
