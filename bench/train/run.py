@@ -105,9 +105,12 @@ def main():
     P("")
     P("Command: `make && /usr/bin/python3 bench/train/run.py --threads %d --repeats %d` (git %s, %s)." % (
         a.threads, reps, git, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
-    P("Machine: %s; %s. Load average %.1f at the start, %.1f at the end (other jobs were running: "
-      "wall-clock numbers are contended, per-CPU-second numbers are not)." % (
-        ours["softmax"]["device"], platform.platform(), load0[0], load1[0]))
+    # more runnable tasks than the threads we use: other jobs shared the cores
+    busy = max(load0[0], load1[0]) > a.threads
+    P("Machine: %s; %s. Load average %.1f at the start, %.1f at the end (%s)." % (
+        ours["softmax"]["device"], platform.platform(), load0[0], load1[0],
+        "other jobs were running: wall-clock numbers are contended, per-CPU-second numbers are not" if busy else
+        "no more than %d runnable: a quiet machine, wall-clock numbers stand" % a.threads))
     P("Cell: Fashion-MNIST, compact (2 layers, d 64, 4 heads), patch 4 -> 50 tokens, batch 256, dropout 0.1, AdamW, "
       "clipping 5; %d threads on both sides (PyTorch %s: `torch.set_num_threads(%d)`, `OPENBLAS_NUM_THREADS=1` "
       "so that its BLAS does not oversubscribe the cores). Ours: `bench/train/bench_step.c` (sb-train's model and "
@@ -138,8 +141,8 @@ def main():
       "%.1fx." % (one_ours["samples_per_cpu_s"], one_torch["samples_per_cpu_s"],
                   one_ours["samples_per_cpu_s"] / one_torch["samples_per_cpu_s"]))
     P("sb-train end to end (`sb-train -j %d --task fashion_mnist --method softmax --seed 0 --epochs 1`): %.0f samples/s "
-      "over the epoch (wall, contended), peak RSS %.1f MB (dataset included), %d parameters." % (
-        a.threads, ep["samples_per_s"], done["peak_memory_mb"], done["parameter_count"]))
+      "over the epoch (wall%s), peak RSS %.1f MB (dataset included), %d parameters." % (
+        a.threads, ep["samples_per_s"], ", contended" if busy else "", done["peak_memory_mb"], done["parameter_count"]))
     P("Engine memory (backend allocations: parameters, gradient slots, moments, per-worker activations): %.1f MB." %
       ours["softmax"]["peak_mb"])
     P("")
