@@ -406,6 +406,19 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 	}
 	if (nck == 0)
 		sb_cli_warn("%s: no saved checkpoints (epoch-NNN.safetensors)", run);
+	/* an epoch train.ndjson recorded whose checkpoint is gone is not evaluated: say so (the
+	 * log then lacks that epoch, and sb-freeze leaves the cell out) */
+	for (size_t i = 0; i < ti.n; i++) {
+		int found = 0, again = 0;
+		for (size_t j = 0; j < nck && !found; j++)
+			found = ck[j].e == ti.e[i];
+		for (size_t j = 0; j < i && !again; j++)
+			again = ti.e[j] == ti.e[i];
+		if (!found && !again)
+			sb_cli_warn("%s: train.ndjson records epoch %lld's checkpoint (epoch-%03lld.safetensors), which is "
+			            "missing: that epoch is not evaluated",
+			            run, (long long)ti.e[i], (long long)ti.e[i]);
+	}
 
 	/* reusable records of the existing log */
 	if (sb_file_exists(val_path)) {

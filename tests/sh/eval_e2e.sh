@@ -149,4 +149,14 @@ if [ -x "$TOP/bin/sb-stats" ]; then
 	grep -q '"kind":"stats.paired"' stats.out && grep -q '"test_read"' stats.out
 	t_result $? "sb-stats reads the validation logs and the test read (exit $rc)"
 fi
+
+# a checkpoint train.ndjson recorded, deleted: sb-eval says which epoch it cannot evaluate
+r=$(ls -d runs/*/ | head -n 1)
+cp -r "$r" lost
+rm -f lost/val.ndjson lost/epoch-002.safetensors lost/epoch-002.safetensors.sha256
+sb-eval -q -d data lost >lost.out 2>lost.err
+rc=$?
+[ $rc -eq 0 ] && grep -q "train.ndjson records epoch 2's checkpoint (epoch-002.safetensors), which is missing" lost.err &&
+	[ "$(grep -c '"kind":"eval.epoch"' lost/val.ndjson)" = 2 ] && ! grep -q '"epoch":1,' lost/val.ndjson
+t_result $? "a recorded checkpoint that is gone: sb-eval warns naming epoch 2, and evaluates epochs 1 and 3 (exit $rc: $(head -c 300 lost.err))"
 t_done
