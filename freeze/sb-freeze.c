@@ -231,9 +231,13 @@ static int map_read(const char *path, struct switch_map *m, struct sb_err *err)
 		while (b < len && buf[b] != '\n')
 			b++;
 		char s[512];
-		snprintf(s, sizeof s, "%.*s", (int)(b - a < 511 ? b - a : 511), buf + a);
-		a = b + 1;
 		line++;
+		if (b - a > 511) {
+			rc = SB_ERR(err, SB_EDATA, "%s:%d: line longer than 511 bytes: not a switch map line", path, line);
+			break;
+		}
+		snprintf(s, sizeof s, "%.*s", (int)(b - a), buf + a);
+		a = b + 1;
 		const char *p = s;
 		while (*p == ' ' || *p == '\t')
 			p++;

@@ -91,6 +91,13 @@ printf 'set when task=cx arch=plain tier=compact method=mechanistic_switch switc
 sb-freeze -q --rule m3_confirmation --switch-map bad.inc -o c6/selection.json runs/*/val.ndjson 2>c6/err
 [ $? -eq 3 ] && grep -q "bad.inc:1: not a switch map line" c6/err
 t_result $? "a malformed switch map: exit 3, file and line"
+# indented so that its first 511 bytes end in "switch_epoch=5" and the line in "...=50": read
+# truncated, it would be a valid line with the wrong epoch
+core='set when task=cx arch=plain tier=compact method=mechanistic_switch switch_epoch=5'
+{ printf 'method mechanistic_switch median_switch\n'; printf '%*s%s0\n' $((511 - ${#core})) '' "$core"; } >long.inc
+sb-freeze -q --rule m3_confirmation --switch-map long.inc -o c6/selection.json runs/*/val.ndjson 2>c6/err
+[ $? -eq 3 ] && grep -q "long.inc:2: line longer than 511 bytes" c6/err && [ ! -e c6/selection.json ]
+t_result $? "a switch map line longer than 511 bytes is refused, not read truncated: exit 3, file and line"
 
 # ---- sb-test ----
 fresh() { rm -rf s; mkdir s; cp -a ok/selection.json s/; }
