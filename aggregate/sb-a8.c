@@ -285,6 +285,24 @@ static int emit(struct sb_jw *w, struct sb_err *err)
 	return sb_jw_line(w, err);
 }
 
+/* A verdict string: PASS_WORD when every clause holds, else FAIL_WORD followed by the name of
+ * each clause that failed (" name", in the order given). */
+struct clause {
+	int holds;
+	const char *name;
+};
+static void verdict_str(char *out, size_t n, const char *pass_word, const char *fail_word, const struct clause *c,
+                        int nc)
+{
+	int all = 1;
+	for (int i = 0; i < nc; i++)
+		all &= c[i].holds != 0;
+	size_t k = (size_t)snprintf(out, n, "%s", all ? pass_word : fail_word);
+	for (int i = 0; i < nc && k < n; i++)
+		if (!c[i].holds)
+			k += (size_t)snprintf(out + k, n - k, " %s", c[i].name);
+}
+
 static const char *yes(int c)
 {
 	return c ? "met" : "**not met**";
@@ -468,17 +486,13 @@ static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t 
 		if ((rc = emit(w, err)))
 			goto out;
 	}
-	char failed[400] = "";
-	if (!v.clause_reversals)
-		strcat(failed, " reversals");
-	if (!v.clause_improvement)
-		strcat(failed, " macro-MAE-improvement");
-	if (!v.clause_ci)
-		strcat(failed, " bootstrap-CI");
-	if (!v.clause_share)
-		strcat(failed, " single-dataset-share");
 	char verdict[440];
-	snprintf(verdict, sizeof verdict, "%s%s", v.pass ? "PASS" : "FAILED:", failed);
+	verdict_str(verdict, sizeof verdict, "PASS", "FAILED:",
+	            (struct clause[]){{v.clause_reversals, "reversals"},
+	                              {v.clause_improvement, "macro-MAE-improvement"},
+	                              {v.clause_ci, "bootstrap-CI"},
+	                              {v.clause_share, "single-dataset-share"}},
+	            4);
 	sb_jw_record(w, "a8.verdict", 1);
 	sb_jw_kstr(w, "analysis", "m1");
 	sb_jw_kstr(w, "verdict", verdict);
@@ -632,17 +646,13 @@ static int m2(struct sb_jw *w, struct md *md, uint64_t seed, int resamples, stru
 	free(ts2);
 	if (rc)
 		goto out;
-	char failed[400] = "";
-	if (!v.clause_median)
-		strcat(failed, " median-reduction");
-	if (!v.clause_bounds)
-		strcat(failed, " bootstrap-lower-bounds");
-	if (!v.clause_final)
-		strcat(failed, " final-accuracy");
-	if (!v.clause_benefit)
-		strcat(failed, " benefit-archs-tiers");
 	char verdict[440];
-	snprintf(verdict, sizeof verdict, "%s%s", v.pass ? "PASS" : "KILLED:", failed);
+	verdict_str(verdict, sizeof verdict, "PASS", "KILLED:",
+	            (struct clause[]){{v.clause_median, "median-reduction"},
+	                              {v.clause_bounds, "bootstrap-lower-bounds"},
+	                              {v.clause_final, "final-accuracy"},
+	                              {v.clause_benefit, "benefit-archs-tiers"}},
+	            4);
 	const char *bs = v.best_simple >= 0 ? simple_methods[v.best_simple] : "";
 	sb_jw_record(w, "a8.verdict", 1);
 	sb_jw_kstr(w, "analysis", "m2");
@@ -1104,17 +1114,13 @@ static int m3(struct sb_jw *w, struct md *md, uint64_t seed, int resamples, stru
 			if ((rc = emit(w, err)))
 				goto out;
 		}
-	char failed[400] = "";
-	if (!v.clause_median)
-		strcat(failed, " median-reduction");
-	if (!v.clause_bounds)
-		strcat(failed, " bootstrap-lower-bounds");
-	if (!v.clause_final)
-		strcat(failed, " final-test-accuracy");
-	if (!v.clause_benefit)
-		strcat(failed, " benefit-archs-tiers");
 	char verdict[440];
-	snprintf(verdict, sizeof verdict, "%s%s", v.pass ? "CONFIRMED" : "NOT_CONFIRMED:", failed);
+	verdict_str(verdict, sizeof verdict, "CONFIRMED", "NOT_CONFIRMED:",
+	            (struct clause[]){{v.clause_median, "median-reduction"},
+	                              {v.clause_bounds, "bootstrap-lower-bounds"},
+	                              {v.clause_final, "final-test-accuracy"},
+	                              {v.clause_benefit, "benefit-archs-tiers"}},
+	            4);
 	sb_jw_record(w, "a8.verdict", 1);
 	sb_jw_kstr(w, "analysis", "m3");
 	sb_jw_kstr(w, "verdict", verdict);
