@@ -156,6 +156,21 @@ static void key_cell(struct sb_jw *w, const char *task, const char *method, int6
 	sb_jw_kint(w, "seed", seed);
 }
 
+/* the members every entry of "cells" starts with, both rules: identity, tier, arch, budget
+ * (null when unknown), included */
+static void cell_head(struct sb_jw *w, const struct sb_val_cell *vc, int included)
+{
+	sb_jw_kstr(w, "cell_id", vc->cell_id);
+	key_cell(w, vc->task, vc->method, vc->seed);
+	sb_jw_kstr(w, "tier", vc->tier);
+	sb_jw_kstr(w, "arch", vc->arch);
+	if (vc->epochs > 0)
+		sb_jw_kint(w, "epochs", vc->epochs);
+	else
+		sb_jw_knull(w, "epochs");
+	sb_jw_kbool(w, "included", included);
+}
+
 /* the "replaced" member: the selection that --force replaced, or null */
 static void write_replaced(struct sb_jw *w, const char *old_file_sha, const struct sb_json *old, int old_reads)
 {
@@ -626,15 +641,7 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 	for (size_t k = 0; k < nc; k++) {
 		const struct m3cell *ce = &cells[k];
 		sb_jw_obj(&w);
-		sb_jw_kstr(&w, "cell_id", ce->vc->cell_id);
-		key_cell(&w, ce->vc->task, ce->vc->method, ce->vc->seed);
-		sb_jw_kstr(&w, "tier", ce->vc->tier);
-		sb_jw_kstr(&w, "arch", ce->vc->arch);
-		if (ce->vc->epochs > 0)
-			sb_jw_kint(&w, "epochs", ce->vc->epochs);
-		else
-			sb_jw_knull(&w, "epochs");
-		sb_jw_kbool(&w, "included", ce->included);
+		cell_head(&w, ce->vc, ce->included);
 		if (ce->included) {
 			sb_jw_knull(&w, "reason");
 			sb_jw_kf64(&w, "val_accuracy", ce->acc);
@@ -1085,15 +1092,7 @@ int main(int argc, char **argv)
 	for (size_t k = 0; k < nc; k++) {
 		const struct cell *ce = &cells[k];
 		sb_jw_obj(&w);
-		sb_jw_kstr(&w, "cell_id", ce->vc->cell_id);
-		key_cell(&w, ce->vc->task, ce->vc->method, ce->vc->seed);
-		sb_jw_kstr(&w, "tier", ce->vc->tier);
-		sb_jw_kstr(&w, "arch", ce->vc->arch);
-		if (ce->vc->epochs > 0)
-			sb_jw_kint(&w, "epochs", ce->vc->epochs);
-		else
-			sb_jw_knull(&w, "epochs");
-		sb_jw_kbool(&w, "included", ce->included);
+		cell_head(&w, ce->vc, ce->included);
 		if (ce->included) {
 			sb_jw_knull(&w, "reason");
 			sb_jw_kint(&w, "selected_epoch", ce->epoch);
