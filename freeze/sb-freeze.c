@@ -378,6 +378,51 @@ struct m3cell {
 	char reason[400];
 };
 
+/* the "validation_logs" member: each log with its path relative to the selection's
+ * directory, hash, size, time and how many cells of it the selection used */
+static void write_logs(struct sb_jw *w, const char *sel_dir, const struct sb_vallog *logs, int n_logs,
+                       const int *cells_used)
+{
+	struct sb_err err = {0};
+	sb_jw_key(w, "validation_logs");
+	sb_jw_arr(w);
+	for (int i = 0; i < n_logs; i++) {
+		char *rel;
+		if (sb_path_relative(sel_dir, logs[i].path, &rel, &err))
+			die(&err);
+		sb_jw_obj(w);
+		sb_jw_kstr(w, "path", rel);
+		sb_jw_kstr(w, "sha256", logs[i].sha256);
+		sb_jw_kint(w, "size_bytes", (int64_t)logs[i].size_bytes);
+		sb_jw_kf64(w, "mtime_unix_s", logs[i].mtime);
+		sb_jw_kint(w, "cells_used", cells_used[i]);
+		sb_jw_obj_end(w);
+		free(rel);
+	}
+	sb_jw_arr_end(w);
+}
+
+/* Seal the payload (PROTOCOL A6 step 5: canonical-JSON SHA-256 as its last member) and write
+ * it atomically to OUT, refusing when a selection appeared there meanwhile (unless FORCE);
+ * HEX gets the payload hash, FILE_HEX the file's. */
+static void seal_write(const struct sb_jw *w, const char *out, int force, char hex[SB_SHA256_HEX],
+                       char file_hex[SB_SHA256_HEX])
+{
+	struct sb_err err = {0};
+	char *text;
+	size_t text_len;
+	if (sb_selection_seal(w->buf, w->len, &text, &text_len, hex, &err))
+		die(&err);
+	if (!force && sb_file_exists(out)) { /* appeared while we worked */
+		SB_ERR(&err, SB_EVERDICT, "%s: a selection appeared while freezing; refusing to replace it", out);
+		die(&err);
+	}
+	if (sb_write_file_atomic(out, text, text_len, &err))
+		die(&err);
+	sb_sha256_buf(text, text_len, file_hex);
+	free(text);
+}
+
 static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vallog *logs, int n_logs,
                      struct sb_input *inputs, double newest, const char *old_file_sha, const struct sb_json *old,
                      int old_reads)
@@ -665,38 +710,14 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 	sb_jw_raw(&w, tp.buf, tp.len);
 	sb_jw_key(&w, "test_plan_missing");
 	sb_jw_raw(&w, tm.buf, tm.len);
-	sb_jw_key(&w, "validation_logs");
-	sb_jw_arr(&w);
-	for (int i = 0; i < n_logs; i++) {
-		char *rel;
-		if (sb_path_relative(sel_dir, logs[i].path, &rel, &err))
-			die(&err);
-		sb_jw_obj(&w);
-		sb_jw_kstr(&w, "path", rel);
-		sb_jw_kstr(&w, "sha256", logs[i].sha256);
-		sb_jw_kint(&w, "size_bytes", (int64_t)logs[i].size_bytes);
-		sb_jw_kf64(&w, "mtime_unix_s", logs[i].mtime);
-		sb_jw_kint(&w, "cells_used", cells_used[i]);
-		sb_jw_obj_end(&w);
-		free(rel);
-	}
-	sb_jw_arr_end(&w);
+	write_logs(&w, sel_dir, logs, n_logs, cells_used);
 	sb_jw_obj_end(&w);
 	if (w.oom || tp.oom || tm.oom) {
 		SB_ERR(&err, SB_EINTERNAL, "out of memory");
 		die(&err);
 	}
-	char *text, hex[SB_SHA256_HEX], file_hex[SB_SHA256_HEX];
-	size_t text_len;
-	if (sb_selection_seal(w.buf, w.len, &text, &text_len, hex, &err))
-		die(&err);
-	if (!o->force && sb_file_exists(o->out)) {
-		SB_ERR(&err, SB_EVERDICT, "%s: a selection appeared while freezing; refusing to replace it", o->out);
-		die(&err);
-	}
-	if (sb_write_file_atomic(o->out, text, text_len, &err))
-		die(&err);
-	sb_sha256_buf(text, text_len, file_hex);
+	char hex[SB_SHA256_HEX], file_hex[SB_SHA256_HEX];
+	seal_write(&w, o->out, o->force, hex, file_hex);
 	struct sb_jw out;
 	sb_jw_init(&out, stdout);
 	struct sb_input *ins = calloc((size_t)n_logs + 1, sizeof *ins);
@@ -743,7 +764,6 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 	sb_jw_free(&w);
 	sb_jw_free(&tp);
 	sb_jw_free(&tm);
-	free(text);
 	free(sel_dir);
 	free(map_rel);
 	free(cells);
@@ -1148,22 +1168,7 @@ int main(int argc, char **argv)
 		}
 		sb_jw_arr_end(&w);
 	}
-	sb_jw_key(&w, "validation_logs");
-	sb_jw_arr(&w);
-	for (int i = 0; i < n_logs; i++) {
-		char *rel;
-		if (sb_path_relative(sel_dir, logs[i].path, &rel, &err))
-			die(&err);
-		sb_jw_obj(&w);
-		sb_jw_kstr(&w, "path", rel);
-		sb_jw_kstr(&w, "sha256", logs[i].sha256);
-		sb_jw_kint(&w, "size_bytes", (int64_t)logs[i].size_bytes);
-		sb_jw_kf64(&w, "mtime_unix_s", logs[i].mtime);
-		sb_jw_kint(&w, "cells_used", cells_used[i]);
-		sb_jw_obj_end(&w);
-		free(rel);
-	}
-	sb_jw_arr_end(&w);
+	write_logs(&w, sel_dir, logs, n_logs, cells_used);
 	sb_jw_obj_end(&w);
 	if (w.oom) {
 		SB_ERR(&err, SB_EINTERNAL, "out of memory");
@@ -1171,17 +1176,8 @@ int main(int argc, char **argv)
 	}
 
 	/* 7. seal and write */
-	char *text, hex[SB_SHA256_HEX], file_hex[SB_SHA256_HEX];
-	size_t text_len;
-	if (sb_selection_seal(w.buf, w.len, &text, &text_len, hex, &err))
-		die(&err);
-	if (!o.force && sb_file_exists(o.out)) { /* appeared while we worked */
-		SB_ERR(&err, SB_EVERDICT, "%s: a selection appeared while freezing; refusing to replace it", o.out);
-		die(&err);
-	}
-	if (sb_write_file_atomic(o.out, text, text_len, &err))
-		die(&err);
-	sb_sha256_buf(text, text_len, file_hex);
+	char hex[SB_SHA256_HEX], file_hex[SB_SHA256_HEX];
+	seal_write(&w, o.out, o.force, hex, file_hex);
 
 	/* 8. report */
 	struct sb_jw out;
@@ -1213,7 +1209,6 @@ int main(int argc, char **argv)
 
 	sb_jw_free(&out);
 	sb_jw_free(&w);
-	free(text);
 	free(sel_dir);
 	sb_selection_free(&sel);
 	free(sc);
