@@ -406,6 +406,10 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 	}
 	if (nck == 0)
 		sb_cli_warn("%s: no saved checkpoints (epoch-NNN.safetensors)", run);
+	else if (ti.n == 0)
+		sb_cli_warn("%s: train.ndjson records no checkpoint hashes (missing or empty): the checkpoints are "
+		            "evaluated against their sidecars only",
+		            run);
 	/* an epoch train.ndjson recorded whose checkpoint is gone is not evaluated: say so (the
 	 * log then lacks that epoch, and sb-freeze leaves the cell out) */
 	for (size_t i = 0; i < ti.n; i++) {

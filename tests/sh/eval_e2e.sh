@@ -159,4 +159,9 @@ rc=$?
 [ $rc -eq 0 ] && grep -q "train.ndjson records epoch 2's checkpoint (epoch-002.safetensors), which is missing" lost.err &&
 	[ "$(grep -c '"kind":"eval.epoch"' lost/val.ndjson)" = 2 ] && ! grep -q '"epoch":1,' lost/val.ndjson
 t_result $? "a recorded checkpoint that is gone: sb-eval warns naming epoch 2, and evaluates epochs 1 and 3 (exit $rc: $(head -c 300 lost.err))"
+rm -f lost/val.ndjson lost/train.ndjson
+sb-eval -q -d data lost >lost.out 2>lost.err
+rc=$?
+[ $rc -eq 0 ] && grep -q "train.ndjson records no checkpoint hashes" lost.err
+t_result $? "without train.ndjson: sb-eval warns that only the sidecars check the checkpoints (exit $rc: $(head -c 300 lost.err))"
 t_done

@@ -436,13 +436,14 @@ mkev
 hc "$hd: missing run directory" 4 "$W/ev/nosuch" "$W/ev" sb-eval -q -d "$D" "$W/ev/nosuch"
 : >"$W/ev/afile"
 hc "$hd: a file as the run directory" "3 4" "afile" "$W/ev" sb-eval -q -d "$D" "$W/ev/afile"
-# documented: a run without train.ndjson records is evaluated without recorded hashes
+# documented: a run without train.ndjson records is evaluated without recorded hashes, with
+# one warning saying so
 mkev; : >"$E/train.ndjson"
-NLW=0
-ev "empty train.ndjson (no recorded hashes: evaluated)" 0 ""
+NLW=1
+ev "empty train.ndjson (no recorded hashes: evaluated, one warning)" 0 "train.ndjson records no checkpoint hashes"
 mkev; rm "$E/train.ndjson"
-NLW=0
-ev "train.ndjson missing (no recorded hashes: evaluated)" 0 ""
+NLW=1
+ev "train.ndjson missing (no recorded hashes: evaluated, one warning)" 0 "train.ndjson records no checkpoint hashes"
 for what in cell.json train.ndjson; do
 	if [ $what = cell.json ]; then
 		mkev; : >"$E/$what"
@@ -505,9 +506,9 @@ done
 mkev; rm "$E/epoch-001.safetensors"; mkdir "$E/epoch-001.safetensors"
 ev "checkpoint is a directory" "3 4" "epoch-001.safetensors"
 mkev; rm "$E/epoch-001.safetensors"
-# an epoch without its checkpoint is not evaluated (the saved epochs are)
-NLW=0 ALLOW=val
-ev "checkpoint missing (the other epoch is evaluated)" "0" ""
+# an epoch without its checkpoint is not evaluated (the saved epochs are), with one warning
+NLW=1 ALLOW=val
+ev "checkpoint missing (the other epoch is evaluated, one warning)" "0" "epoch-001.safetensors"
 mkev; printf 'garbage\n' >"$E/epoch-001.safetensors.sha256"
 ev "checkpoint sidecar malformed" 3 "epoch-001.safetensors"
 mkev; printf '%064d  epoch-001.safetensors\n' 0 >"$E/epoch-001.safetensors.sha256"
