@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh --dry-run: the device check's plumbing without a GPU (every program of it
+# run with --device cpu, CPU against CPU: gpu_ops, gpu_train, sb-train's multi-cell path,
+# gpu_bench, the summary). A GPU session has minutes; a script that breaks there wastes them,
+# so make check runs it. Skipped when the tree was built without CUDA (no build/gpu/).
+. "$(dirname "$0")/../shlib.sh"
+for b in build/gpu/gpu_ops build/gpu/gpu_train build/gpu/gpu_bench build/tests/test_cuda_host; do
+	if [ ! -x "$TOP/$b" ]; then
+		t_result 0 "# SKIP $b is not built (make CUDA=1 builds the device check)"
+		t_done
+	fi
+done
+before=$(git -C "$TOP" status --porcelain 2>/dev/null)
+SB_GPU_JOBS=2 bash "$TOP/tests/gpu/run.sh" --dry-run "$T/gpu" >"$T/out" 2>"$T/err"
+rc=$?
+t_result $rc "tests/gpu/run.sh --dry-run exits 0 ($(tail -n 3 "$T/err" | tr '\n' ' '))"
+want="build host-checks ops train sbtrain bench-single bench-multi bench-multi-plain bench-profile torch-syntax"
+got=$(cut -f1 "$T/gpu/sections.tsv" | paste -sd' ' -)
+[ "$got" = "$want" ]; t_result $? "every section ran ($got)"
+bad=$(awk -F'\t' '$2 != "ok" { print $1 "=" $2 }' "$T/gpu/sections.tsv" | paste -sd' ' -)
+[ -z "$bad" ]; t_result $? "every section ok (${bad:-all ok})"
+grep -qE $'^ops\tok\t[0-9]+\texit 0\t[0-9]+ passed, 0 failed' "$T/gpu/sections.tsv" &&
+	grep -qE $'^train\tok\t[0-9]+\texit 0\t[0-9]+ passed, 0 failed' "$T/gpu/sections.tsv" &&
+	grep -qE $'^sbtrain\tok\t[0-9]+\texit 0\t[0-9]+ passed, 0 failed' "$T/gpu/sections.tsv"
+t_result $? "ops, train and sbtrain report their counts with none failed ($(cut -f1,5 "$T/gpu/sections.tsv" | grep -E '^(ops|train|sbtrain)' | tr '\t\n' ': '))"
+grep -q '"kind":"bench.multi"' "$T/gpu/bench.ndjson" && grep -q '"kind":"bench.profile_total"' "$T/gpu/bench.ndjson" &&
+	grep -q '<!-- cuda:end -->' "$T/gpu/summary.txt"
+t_result $? "the benchmark records and the summary block are written"
+[ "$(git -C "$TOP" status --porcelain 2>/dev/null)" = "$before" ]; t_result $? "the dry run leaves the working tree as it was (bench/RESULTS.md untouched)"
+t_done
