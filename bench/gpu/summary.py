@@ -15,6 +15,11 @@ import os
 import sys
 
 STUDY_CELLS, EPOCHS, N_TRAIN, N_VAL = 910, 30, 48000, 12000
+# PROTOCOL A1's 13 tasks, 70 cells each (7 methods x 10 seeds); their sizes and token
+# counts come from sb-fetch's registry
+STUDY_TASKS = ["mnist", "fashion_mnist", "kmnist", "cifar10", "cifar100", "twenty_news", "synthetic_marker",
+               "emnist_balanced", "emnist_letters", "emnist_digits", "k49", "svhn", "usps"]
+REGISTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fetch", "registry.json")
 METHODS = ["softmax", "topk_softmax_0125", "topk_softmax_025", "topk_softmax_05", "sparsemax", "entmax15",
            "headwise_adaptive_entmax"]
 BEGIN, END = "<!-- cuda:begin -->", "<!-- cuda:end -->"
@@ -32,6 +37,40 @@ def load(out):
                 except ValueError:
                     pass
     return recs
+
+
+def flops_per_sample(T, P, d=64, layers=2, classes=10):
+    """compact tier: multiply-adds x 2 of the matrix products, training = forward x 3 (the
+    model of bench/train/run.py); P = patch dimension (0 for text: an embedding lookup)"""
+    ff = 4 * d
+    macs = (T - 1) * P * d + layers * (T * d * 3 * d + 2 * T * T * d + T * d * d + 2 * T * d * ff) + d * classes
+    return 3 * 2 * macs
+
+
+def study_workload(registry=REGISTRY):
+    """The 910-cell study in Fashion-MNIST-sample equivalents: per task, 70 cells x 30 epochs x
+    (train + validation / 3) samples of the PROTOCOL A1 split (validation = round(0.2 n_pool);
+    the synthetic task's generator sizes), each weighted by its model FLOPs per sample relative
+    to Fashion-MNIST's. Returns (equivalent samples, [(task, samples, weight)]), or None."""
+    try:
+        tasks = {t["task"]: t for t in json.load(open(registry))["tasks"]}
+        ref = flops_per_sample(50, 16)
+        rows, total = [], 0.0
+        for name in STUDY_TASKS:
+            t = tasks[name]
+            if "generator" in t:
+                n_train, n_val = t["generator"]["n_train"], t["generator"]["n_val"]
+            else:
+                n_val = int(round(0.2 * t["n_pool"]))
+                n_train = t["n_pool"] - n_val
+            P = 0 if t["modality"] == "text" else t["shape"][0] * t["patch"] ** 2
+            w = flops_per_sample(t["tokens"], P, classes=t["classes"]) / ref
+            n = 70 * EPOCHS * (n_train + n_val / 3.0)
+            rows.append((name, n, w))
+            total += n * w
+        return total, rows
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def fmt_x(a, b):
@@ -103,7 +142,9 @@ def block(out, cli_meta):
         L.append("| many cells (7 methods x N seeds), one process | cells | samples/s | vs sequential PyTorch "
                  "(target >= 20x) | projected 910-cell study (target < 1 h) |")
         L.append("| --- | ---: | ---: | ---: | ---: |")
-        samples = STUDY_CELLS * EPOCHS * (N_TRAIN + N_VAL / 3.0)
+        flat = STUDY_CELLS * EPOCHS * (N_TRAIN + N_VAL / 3.0)
+        wl = study_workload()
+        samples = wl[0] if wl else flat
         for key in sorted(multi, key=lambda k: (k[2], k[0] != "graph", k[1])):
             mode, cells, tf32 = key
             r = multi[key]
@@ -118,9 +159,19 @@ def block(out, cli_meta):
             L.append("| PyTorch eager, cells one after another (harmonic mean of the methods) | 1 at a time | %.0f "
                      "| 1.0x | %.2f h |" % (seq, samples / seq / 3600.0))
         L.append("")
-        L.append("Projection: %d cells x %d epochs x (%d train + %d val / 3) samples, every cell "
-                 "Fashion-MNIST-sized, at the measured many-cell rate (validation costs about a third of a "
-                 "training sample)." % (STUDY_CELLS, EPOCHS, N_TRAIN, N_VAL))
+        if wl:
+            L.append("Projection: the 13 tasks of PROTOCOL A1 at their own sizes, 70 cells x %d epochs x (train + "
+                     "validation / 3) samples each (validation costs about a third of a training sample), weighted "
+                     "by model FLOPs per sample relative to Fashion-MNIST (more tokens: CIFAR, SVHN, USPS 65, text "
+                     "97), at the measured Fashion-MNIST many-cell rate: %.3g Fashion-MNIST-sample equivalents, "
+                     "%.2fx the %d x %d x (%d + %d / 3) of a study whose every cell were Fashion-MNIST-sized. "
+                     "Per task (samples, weight): %s." % (
+                         EPOCHS, samples, samples / flat, STUDY_CELLS, EPOCHS, N_TRAIN, N_VAL,
+                         ", ".join("%s %.3g x %.2f" % r for r in wl[1])))
+        else:
+            L.append("Projection: %d cells x %d epochs x (%d train + %d val / 3) samples, every cell "
+                     "Fashion-MNIST-sized (fetch/registry.json not found: the tasks' own sizes are not used), at "
+                     "the measured many-cell rate." % (STUDY_CELLS, EPOCHS, N_TRAIN, N_VAL))
     if prof:
         L.append("")
         L.append("Device time per op (gpu_bench --profile: each op of one plain step repeated %s times between "

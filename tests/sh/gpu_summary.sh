@@ -43,14 +43,32 @@ for m in $methods; do
 done
 [ $bad = 0 ]; t_result $? "one row per method: samples/s, ms/step and the speed-ups over PyTorch (graph and plain)"
 
-# many cells: against the harmonic mean of PyTorch's methods (every method once, one after another)
-read -r seq h70 h140 htf hpl x70 x140 xtf <<<"$(python3 - <<'PY'
+# many cells: against the harmonic mean of PyTorch's methods (every method once, one after another);
+# the projection: PROTOCOL A1's 13 tasks at their sizes (fetch/registry.json), 70 cells x 30
+# epochs x (train + val / 3), each weighted by its compact model's matrix-product FLOPs per
+# sample relative to Fashion-MNIST's, written out here term by term
+read -r seq h70 h140 htf hpl x70 x140 xtf factor <<<"$(python3 - "$TOP/fetch/registry.json" <<'PY'
+import json, sys
 t = [40000 + 500 * i for i in range(1, 8)]
 seq = len(t) / sum(1 / x for x in t)
-samples = 910 * 30 * (48000 + 12000 / 3)
+reg = {x["task"]: x for x in json.load(open(sys.argv[1]))["tasks"]}
+def macs(T, P, C):  # embedding of T-1 patches, 2 layers of (QKV, scores + mix, out, FF 4d), head
+    return (T - 1) * P * 64 + 2 * (T * 64 * 192 + 2 * T * T * 64 + T * 64 * 64 + 2 * T * 64 * 256) + 64 * C
+ref = macs(50, 16, 10)
+samples = 0.0
+for name in ["mnist", "fashion_mnist", "kmnist", "cifar10", "cifar100", "twenty_news", "synthetic_marker",
+             "emnist_balanced", "emnist_letters", "emnist_digits", "k49", "svhn", "usps"]:
+    x = reg[name]
+    if name == "synthetic_marker":
+        tr, va = 20000, 4000
+    else:
+        va = round(0.2 * x["n_pool"])
+        tr = x["n_pool"] - va
+    P = 0 if x["modality"] == "text" else x["shape"][0] * x["patch"] ** 2
+    samples += 70 * 30 * (tr + va / 3) * macs(x["tokens"], P, x["classes"]) / ref
 h = lambda r: "%.2f" % (samples / r / 3600)
 print("%.0f" % seq, h(600000), h(700000), h(800000), h(300000), "%.1f" % (600000 / seq), "%.1f" % (700000 / seq),
-      "%.1f" % (800000 / seq))
+      "%.1f" % (800000 / seq), "%.2f" % (samples / (910 * 30 * (48000 + 12000 / 3))))
 PY
 )"
 grep -qF "| sparsebench, recorded steps (graphs) | 70 (70 ok) | 600000 | ${x70}x | $h70 h |" "$T/out.md"
@@ -64,6 +82,8 @@ t_result $? "the op-by-op row and the sequential PyTorch row"
 rows=$(grep -E '^\| sparsebench, ' "$T/out.md" | sed -E 's/^\| sparsebench, ([^|]*) \| ([0-9]+) .*/\1 \2/' | paste -sd';' -)
 [ "$rows" = "recorded steps (graphs) 70;recorded steps (graphs) 140;op by op 70;recorded steps (graphs), TF32 (opt-in, not the fp32 default) 70" ]
 t_result $? "row order: fp32 graphs by cells, op by op, then TF32 ($rows)"
+grep -q "the 13 tasks of PROTOCOL A1 at their own sizes" "$T/out.md" && grep -qF "${factor}x the 910 x 30" "$T/out.md"
+t_result $? "the projection uses every task's own size: ${factor}x a study of Fashion-MNIST-sized cells"
 
 # --apply replaces only the block
 printf '# Results\n\nbefore\n<!-- cuda:begin -->\nold block\n<!-- cuda:end -->\nafter\n' >"$T/R.md"
