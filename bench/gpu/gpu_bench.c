@@ -5,15 +5,18 @@
  * through train/multicell.c, then a per-op profile of one step.
  *
  *   gpu_bench --make-data PATH          write a synthetic dataset of Fashion-MNIST's shape
- *   gpu_bench [--device D] [--data PATH] [--steps S] [--warmup W] [--single] [--plain]
- *             [--multi SEEDS] [--profile METHODS]
+ *   gpu_bench [--device D] [--data PATH | --shape fmnist|cifar|text] [--steps S] [--warmup W]
+ *             [--single] [--plain] [--multi SEEDS] [--profile METHODS]
  *
  * Steps are queued as sb-train queues them (sb_encoder_step, the loss read once at
  * the end). --single times every method twice, recorded and op by op (--plain: op
  * by op only). --profile runs one step of each named method (comma-separated) with
  * every op repeated R times between two waits: device time per op call.
  * Without --data the examples are synthetic (60000 x 1 x 28 x 28 u8, 10 classes):
- * throughput does not depend on the pixel values. Output: one NDJSON record per
+ * throughput does not depend on the pixel values. --shape cifar (50000 x 3 x 32 x 32,
+ * patch 4: 65 tokens) and --shape text (20000 x 96 tokens, vocabulary 20000: 97 tokens)
+ * measure the other task families' shapes, for the study projection (bench/gpu/summary.py);
+ * every record carries "shape". Output: one NDJSON record per
  * measurement on stdout ("kind": "bench.single" / "bench.multi" / "bench.profile"),
  * progress on stderr.
  */
@@ -484,7 +487,7 @@ static int profile(const char *device, const struct sb_dataset *ds, const char *
 
 int main(int argc, char **argv)
 {
-	const char *device = "cuda", *data = NULL, *prof = NULL;
+	const char *device = "cuda", *data = NULL, *prof = NULL, *shape = "fmnist";
 	int single = 0, seeds = 0, plain_only = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--make-data") && i + 1 < argc)
@@ -493,6 +496,8 @@ int main(int argc, char **argv)
 			device = argv[++i];
 		else if (!strcmp(argv[i], "--data") && i + 1 < argc)
 			data = argv[++i];
+		else if (!strcmp(argv[i], "--shape") && i + 1 < argc)
+			shape = argv[++i];
 		else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
 			STEPS = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
@@ -506,10 +511,15 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--profile") && i + 1 < argc)
 			prof = argv[++i];
 		else {
-			fprintf(stderr, "usage: gpu_bench --make-data PATH | [--device D] [--data PATH] [--steps S] "
-					"[--warmup W] [--single] [--plain] [--multi SEEDS] [--profile METHODS]\n");
+			fprintf(stderr, "usage: gpu_bench --make-data PATH | [--device D] [--data PATH | --shape "
+					"fmnist|cifar|text] [--steps S] [--warmup W] [--single] [--plain] [--multi SEEDS] "
+					"[--profile METHODS]\n");
 			return 2;
 		}
+	}
+	if (strcmp(shape, "fmnist") && strcmp(shape, "cifar") && strcmp(shape, "text")) {
+		fprintf(stderr, "gpu_bench: --shape %s: expected fmnist, cifar or text\n", shape);
+		return 2;
 	}
 	if (WARMUP < 2)
 		WARMUP = 2; /* the second step is the one recorded */
@@ -521,10 +531,12 @@ int main(int argc, char **argv)
 			fprintf(stderr, "gpu_bench: %s\n", err.msg);
 			return 3;
 		}
-	} else {
+	} else if (!strcmp(shape, "fmnist")) {
 		synth_dataset(&ds, 0, 60000, 2026);
+	} else {
+		synth_shape(&ds, shape, !strcmp(shape, "text") ? 20000 : 50000, 2026);
 	}
-	const char *what = synthetic || strstr(ds.task, "fashion") == NULL ? "synthetic pixels" : "dataset file";
+	const char *what = !synthetic && strstr(ds.task, "fashion") ? "dataset file" : !strcmp(shape, "text") && synthetic ? "synthetic tokens" : "synthetic pixels";
 	int rc_all = 0;
 	struct sb_mc_opts mo = {device, 0, 0, NULL, NULL};
 	if (single) {
@@ -539,10 +551,10 @@ int main(int argc, char **argv)
 				struct sb_mc_cell c = {METHODS[mi], &a, 0, {0}, 0};
 				int rc = sb_multicell_run(&mo, &c, 1, cell_fn, &err);
 				double sps = rc ? 0 : (double)STEPS * BATCH / (a.t_end - a.t_start);
-				printf("{\"kind\":\"bench.single\",\"device\":\"%s\",\"method\":\"%s\",\"mode\":\"%s\",\"cells\":1,"
+				printf("{\"kind\":\"bench.single\",\"device\":\"%s\",\"shape\":\"%s\",\"method\":\"%s\",\"mode\":\"%s\",\"cells\":1,"
 				       "\"batch\":%d,\"steps\":%d,\"samples_per_s\":%.1f,\"ms_per_step\":%.4f,\"replayed\":%lld,"
 				       "\"issued\":%lld,\"data\":\"%s\",\"status\":\"%s\"%s%s%s}\n",
-				       device, METHODS[mi], graphs ? "graph" : "plain", BATCH, STEPS, sps,
+				       device, shape, METHODS[mi], graphs ? "graph" : "plain", BATCH, STEPS, sps,
 				       rc ? 0 : 1e3 * (a.t_end - a.t_start) / STEPS, (long long)a.replayed, (long long)a.issued,
 				       what, sb_mc_status_name(c.status), rc ? ",\"error\":\"" : "", rc ? "see stderr" : "",
 				       rc ? "\"" : "");
@@ -584,9 +596,9 @@ int main(int argc, char **argv)
 				rep += a[i].replayed;
 			}
 		double sps = ok ? (double)ok * STEPS * BATCH / (te - ts) : 0;
-		printf("{\"kind\":\"bench.multi\",\"device\":\"%s\",\"mode\":\"%s\",\"cells\":%d,\"cells_ok\":%d,\"batch\":%d,"
+		printf("{\"kind\":\"bench.multi\",\"device\":\"%s\",\"shape\":\"%s\",\"mode\":\"%s\",\"cells\":%d,\"cells_ok\":%d,\"batch\":%d,"
 		       "\"steps\":%d,\"samples_per_s\":%.1f,\"timed_s\":%.3f,\"wall_s\":%.3f,\"replayed\":%lld,\"data\":\"%s\"}\n",
-		       device, plain_only ? "plain" : "graph", n, ok, BATCH, STEPS, sps, ok ? te - ts : 0, wall, rep, what);
+		       device, shape, plain_only ? "plain" : "graph", n, ok, BATCH, STEPS, sps, ok ? te - ts : 0, wall, rep, what);
 		if (rc)
 			fprintf(stderr, "gpu_bench: multi: %s\n", err.msg);
 		rc_all |= rc;

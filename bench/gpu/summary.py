@@ -51,7 +51,9 @@ def study_workload(registry=REGISTRY):
     """The 910-cell study in Fashion-MNIST-sample equivalents: per task, 70 cells x 30 epochs x
     (train + validation / 3) samples of the PROTOCOL A1 split (validation = round(0.2 n_pool);
     the synthetic task's generator sizes), each weighted by its model FLOPs per sample relative
-    to Fashion-MNIST's. Returns (equivalent samples, [(task, samples, weight)]), or None."""
+    to Fashion-MNIST's. Returns (equivalent samples, [(task, samples, weight, shape family)]),
+    or None. The families are gpu_bench's --shape: fmnist (50 tokens), cifar (65 tokens: CIFAR,
+    SVHN, and USPS, whose 2 x 2 patches make its embedding cheaper), text (97 tokens)."""
     try:
         tasks = {t["task"]: t for t in json.load(open(registry))["tasks"]}
         ref = flops_per_sample(50, 16)
@@ -66,7 +68,8 @@ def study_workload(registry=REGISTRY):
             P = 0 if t["modality"] == "text" else t["shape"][0] * t["patch"] ** 2
             w = flops_per_sample(t["tokens"], P, classes=t["classes"]) / ref
             n = 70 * EPOCHS * (n_train + n_val / 3.0)
-            rows.append((name, n, w))
+            family = "text" if t["modality"] == "text" else ("fmnist" if t["tokens"] == 50 else "cifar")
+            rows.append((name, n, w, family))
             total += n * w
         return total, rows
     except (OSError, ValueError, KeyError, TypeError):
@@ -89,9 +92,10 @@ def block(out, cli_meta):
         if r.get("kind") == "bench.single":
             single[(r.get("method"), r.get("mode", "plain"))] = r
     torch = {r["method"]: r for r in recs if r.get("kind") == "bench.torch" and "method" in r}
-    # keyed by (mode, cells, tf32): the 70-cell rows, the 140-cell row and the TF32 row
-    multi = {(r.get("mode", "plain"), r.get("cells", 0), "tf32" in str(r.get("device", ""))): r
-             for r in recs if r.get("kind") == "bench.multi"}
+    # keyed by (shape, mode, cells, tf32): the 70-cell rows, the 140-cell row, the TF32 row and
+    # the other task families' shapes
+    multi = {(r.get("shape", "fmnist"), r.get("mode", "plain"), r.get("cells", 0),
+              "tf32" in str(r.get("device", ""))): r for r in recs if r.get("kind") == "bench.multi"}
     prof = [r for r in recs if r.get("kind") == "bench.profile"]
     ptot = {r["method"]: r for r in recs if r.get("kind") == "bench.profile_total"}
     dev = next((r.get("device") for r in recs if r.get("kind") == "bench.torch" and r.get("device")), "?")
@@ -145,13 +149,19 @@ def block(out, cli_meta):
         flat = STUDY_CELLS * EPOCHS * (N_TRAIN + N_VAL / 3.0)
         wl = study_workload()
         samples = wl[0] if wl else flat
-        for key in sorted(multi, key=lambda k: (k[2], k[0] != "graph", k[1])):
-            mode, cells, tf32 = key
+        shapes = {"fmnist": 0, "cifar": 1, "text": 2}
+        for key in sorted(multi, key=lambda k: (shapes.get(k[0], 3), k[3], k[1] != "graph", k[2])):
+            shape, mode, cells, tf32 = key
             r = multi[key]
             mc = r.get("samples_per_s", 0) or 0
             label = "recorded steps (graphs)" if mode == "graph" else "op by op"
             if tf32:
                 label += ", TF32 (opt-in, not the fp32 default)"
+            if shape != "fmnist":  # PyTorch was measured on Fashion-MNIST's shape only
+                label += ", %s shape (%s tokens)" % (shape, {"cifar": "65", "text": "97"}.get(shape, "?"))
+                L.append("| sparsebench, %s | %d (%d ok) | %.0f | n/a (other shape) | (below) |" % (
+                    label, r.get("cells", 0), r.get("cells_ok", 0), mc))
+                continue
             L.append("| sparsebench, %s | %d (%d ok) | %.0f | %s | %s |" % (
                 label, r.get("cells", 0),
                 r.get("cells_ok", 0), mc, fmt_x(mc, seq), ("%.2f h" % (samples / mc / 3600.0)) if mc else "n/a"))
@@ -167,7 +177,22 @@ def block(out, cli_meta):
                      "%.2fx the %d x %d x (%d + %d / 3) of a study whose every cell were Fashion-MNIST-sized. "
                      "Per task (samples, weight): %s." % (
                          EPOCHS, samples, samples / flat, STUDY_CELLS, EPOCHS, N_TRAIN, N_VAL,
-                         ", ".join("%s %.3g x %.2f" % r for r in wl[1])))
+                         ", ".join("%s %.3g x %.2f" % r[:3] for r in wl[1])))
+            # measured instead of FLOPs-weighted: each task at the graph rate of its shape, with the
+            # same number of cells for the three (70 on a device run)
+            common = set.intersection(*[{k[2] for k in multi if k[0] == sh and k[1] == "graph" and not k[3]}
+                                        for sh in ("fmnist", "cifar", "text")])
+            nc = max(common) if common else 0
+            rate = {sh: (multi.get((sh, "graph", nc, False)) or {}).get("samples_per_s", 0) or 0
+                    for sh in ("fmnist", "cifar", "text")}
+            if nc and all(rate.values()):
+                hours = {sh: sum(r[1] for r in wl[1] if r[3] == sh) / rate[sh] / 3600.0 for sh in rate}
+                L.append("")
+                L.append("**Projection from the measured rates of the three shapes** (%d cells, recorded steps, "
+                         "fp32; each task's samples at the rate of its shape, no FLOPs model): %.2f h (target "
+                         "< 1 h): Fashion-MNIST shape %.2f h at %.0f samples/s, CIFAR shape %.2f h at %.0f, text "
+                         "%.2f h at %.0f." % (nc, sum(hours.values()), hours["fmnist"], rate["fmnist"],
+                                             hours["cifar"], rate["cifar"], hours["text"], rate["text"]))
         else:
             L.append("Projection: %d cells x %d epochs x (%d train + %d val / 3) samples, every cell "
                      "Fashion-MNIST-sized (fetch/registry.json not found: the tasks' own sizes are not used), at "

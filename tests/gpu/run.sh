@@ -4,7 +4,8 @@
 # steps), training on both backends (teacher-forced, with top-k selection flips
 # counted), recorded (CUDA-graph) steps against op-by-op steps, the multi-cell
 # driver and sb-train's multi-cell path, the benchmark (graph and plain steps, 70
-# cells at once, a per-op device-time profile) against PyTorch eager; the CUDA block
+# cells at once, 140 cells, TF32, the CIFAR- and text-shaped cells for the study
+# projection, a per-op device-time profile) against PyTorch eager; the CUDA block
 # of bench/RESULTS.md last (OUTDIR/summary.txt), details in OUTDIR.
 #
 #   tests/gpu/run.sh OUTDIR             on a machine with a CUDA GPU (about 2 min on an H200
@@ -172,6 +173,9 @@ fi
 section bench-single 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --single >>"$OUT/bench.ndjson" 2>>"$LOG"
 section bench-multi 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
 section bench-multi-plain 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --plain --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
+# the other task families' shapes (CIFAR/SVHN/USPS: 65 tokens; text: 97), for the study projection
+section bench-multi-cifar 120 ./build/gpu/gpu_bench --device "$dev" --shape cifar "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
+section bench-multi-text 120 ./build/gpu/gpu_bench --device "$dev" --shape text "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
 # what more concurrency and the TF32 option (opt-in; fp32 is the default and the target) give
 if [ $dry -eq 0 ]; then
 	section bench-multi-20 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi 20 >>"$OUT/bench.ndjson" 2>>"$LOG"

@@ -14,7 +14,7 @@ before=$(git -C "$TOP" status --porcelain 2>/dev/null)
 SB_GPU_JOBS=2 bash "$TOP/tests/gpu/run.sh" --dry-run "$T/gpu" >"$T/out" 2>"$T/err"
 rc=$?
 t_result $rc "tests/gpu/run.sh --dry-run exits 0 ($(tail -n 3 "$T/err" | tr '\n' ' '))"
-want="build host-checks ops train sbtrain bench-single bench-multi bench-multi-plain bench-profile torch-syntax"
+want="build host-checks ops train sbtrain bench-single bench-multi bench-multi-plain bench-multi-cifar bench-multi-text bench-profile torch-syntax"
 got=$(cut -f1 "$T/gpu/sections.tsv" | paste -sd' ' -)
 [ "$got" = "$want" ]; t_result $? "every section ran ($got)"
 bad=$(awk -F'\t' '$2 != "ok" { print $1 "=" $2 }' "$T/gpu/sections.tsv" | paste -sd' ' -)
@@ -24,7 +24,9 @@ grep -qE $'^ops\tok\t[0-9]+\texit 0\t[0-9]+ passed, 0 failed' "$T/gpu/sections.t
 	grep -qE $'^sbtrain\tok\t[0-9]+\texit 0\t[0-9]+ passed, 0 failed' "$T/gpu/sections.tsv"
 t_result $? "ops, train and sbtrain report their counts with none failed ($(cut -f1,5 "$T/gpu/sections.tsv" | grep -E '^(ops|train|sbtrain)' | tr '\t\n' ': '))"
 grep -q '"kind":"bench.multi"' "$T/gpu/bench.ndjson" && grep -q '"kind":"bench.profile_total"' "$T/gpu/bench.ndjson" &&
+	grep -q '"shape":"cifar"' "$T/gpu/bench.ndjson" && grep -q '"shape":"text"' "$T/gpu/bench.ndjson" &&
+	grep -q 'Projection from the measured rates of the three shapes' "$T/gpu/summary.txt" &&
 	grep -q '<!-- cuda:end -->' "$T/gpu/summary.txt"
-t_result $? "the benchmark records and the summary block are written"
+t_result $? "the benchmark records (all three shapes) and the summary block with the measured projection are written"
 [ "$(git -C "$TOP" status --porcelain 2>/dev/null)" = "$before" ]; t_result $? "the dry run leaves the working tree as it was (bench/RESULTS.md untouched)"
 t_done

@@ -21,6 +21,8 @@ methods="softmax topk_softmax_0125 topk_softmax_025 topk_softmax_05 sparsemax en
 	echo '{"kind":"bench.multi","device":"cuda","mode":"plain","cells":70,"cells_ok":70,"batch":256,"steps":60,"samples_per_s":300000.0,"timed_s":1,"wall_s":1,"replayed":0,"data":"synthetic"}'
 	echo '{"kind":"bench.multi","device":"cuda","mode":"graph","cells":140,"cells_ok":139,"batch":256,"steps":60,"samples_per_s":700000.0,"timed_s":1,"wall_s":1,"replayed":1,"data":"synthetic"}'
 	echo '{"kind":"bench.multi","device":"cuda,tf32","mode":"graph","cells":70,"cells_ok":70,"batch":256,"steps":60,"samples_per_s":800000.0,"timed_s":1,"wall_s":1,"replayed":1,"data":"synthetic"}'
+	echo '{"kind":"bench.multi","device":"cuda","shape":"cifar","mode":"graph","cells":70,"cells_ok":70,"batch":256,"steps":60,"samples_per_s":450000.0,"timed_s":1,"wall_s":1,"replayed":1,"data":"synthetic"}'
+	echo '{"kind":"bench.multi","device":"cuda","shape":"text","mode":"graph","cells":70,"cells_ok":70,"batch":256,"steps":60,"samples_per_s":250000.0,"timed_s":1,"wall_s":1,"replayed":1,"data":"synthetic"}'
 } >"$O/bench.ndjson"
 printf 'build\tok\t2\tprebuilt abc1234\nops\tFAIL\t5\texit 1\t10 passed, 2 failed\n' >"$O/sections.tsv"
 
@@ -47,7 +49,7 @@ done
 # the projection: PROTOCOL A1's 13 tasks at their sizes (fetch/registry.json), 70 cells x 30
 # epochs x (train + val / 3), each weighted by its compact model's matrix-product FLOPs per
 # sample relative to Fashion-MNIST's, written out here term by term
-read -r seq h70 h140 htf hpl x70 x140 xtf factor <<<"$(python3 - "$TOP/fetch/registry.json" <<'PY'
+read -r seq h70 h140 htf hpl x70 x140 xtf factor hmeas <<<"$(python3 - "$TOP/fetch/registry.json" <<'PY'
 import json, sys
 t = [40000 + 500 * i for i in range(1, 8)]
 seq = len(t) / sum(1 / x for x in t)
@@ -56,6 +58,7 @@ def macs(T, P, C):  # embedding of T-1 patches, 2 layers of (QKV, scores + mix, 
     return (T - 1) * P * 64 + 2 * (T * 64 * 192 + 2 * T * T * 64 + T * 64 * 64 + 2 * T * 64 * 256) + 64 * C
 ref = macs(50, 16, 10)
 samples = 0.0
+fam = {"fmnist": 0.0, "cifar": 0.0, "text": 0.0}  # unweighted samples per shape family
 for name in ["mnist", "fashion_mnist", "kmnist", "cifar10", "cifar100", "twenty_news", "synthetic_marker",
              "emnist_balanced", "emnist_letters", "emnist_digits", "k49", "svhn", "usps"]:
     x = reg[name]
@@ -66,9 +69,11 @@ for name in ["mnist", "fashion_mnist", "kmnist", "cifar10", "cifar100", "twenty_
         tr = x["n_pool"] - va
     P = 0 if x["modality"] == "text" else x["shape"][0] * x["patch"] ** 2
     samples += 70 * 30 * (tr + va / 3) * macs(x["tokens"], P, x["classes"]) / ref
+    fam["text" if x["modality"] == "text" else ("fmnist" if x["tokens"] == 50 else "cifar")] += 70 * 30 * (tr + va / 3)
 h = lambda r: "%.2f" % (samples / r / 3600)
 print("%.0f" % seq, h(600000), h(700000), h(800000), h(300000), "%.1f" % (600000 / seq), "%.1f" % (700000 / seq),
-      "%.1f" % (800000 / seq), "%.2f" % (samples / (910 * 30 * (48000 + 12000 / 3))))
+      "%.1f" % (800000 / seq), "%.2f" % (samples / (910 * 30 * (48000 + 12000 / 3))),
+      "%.2f" % ((fam["fmnist"] / 600000 + fam["cifar"] / 450000 + fam["text"] / 250000) / 3600))
 PY
 )"
 grep -qF "| sparsebench, recorded steps (graphs) | 70 (70 ok) | 600000 | ${x70}x | $h70 h |" "$T/out.md"
@@ -80,10 +85,15 @@ t_result $? "the TF32 row is labelled as the opt-in (${xtf}x)"
 grep -qF "| sparsebench, op by op | 70 (70 ok) | 300000 |" "$T/out.md" && grep -qF "| PyTorch eager, cells one after another (harmonic mean of the methods) | 1 at a time | $seq | 1.0x |" "$T/out.md"
 t_result $? "the op-by-op row and the sequential PyTorch row"
 rows=$(grep -E '^\| sparsebench, ' "$T/out.md" | sed -E 's/^\| sparsebench, ([^|]*) \| ([0-9]+) .*/\1 \2/' | paste -sd';' -)
-[ "$rows" = "recorded steps (graphs) 70;recorded steps (graphs) 140;op by op 70;recorded steps (graphs), TF32 (opt-in, not the fp32 default) 70" ]
-t_result $? "row order: fp32 graphs by cells, op by op, then TF32 ($rows)"
+[ "$rows" = "recorded steps (graphs) 70;recorded steps (graphs) 140;op by op 70;recorded steps (graphs), TF32 (opt-in, not the fp32 default) 70;recorded steps (graphs), cifar shape (65 tokens) 70;recorded steps (graphs), text shape (97 tokens) 70" ]
+t_result $? "row order: fp32 graphs by cells, op by op, TF32, then the other shapes ($rows)"
 grep -q "the 13 tasks of PROTOCOL A1 at their own sizes" "$T/out.md" && grep -qF "${factor}x the 910 x 30" "$T/out.md"
 t_result $? "the projection uses every task's own size: ${factor}x a study of Fashion-MNIST-sized cells"
+grep -qF "**Projection from the measured rates of the three shapes** (70 cells, recorded steps, fp32; each task's samples at the rate of its shape, no FLOPs model): $hmeas h" "$T/out.md"
+t_result $? "with the CIFAR- and text-shaped rates measured, the projection from the three measured rates: $hmeas h"
+grep -qF "| sparsebench, recorded steps (graphs), cifar shape (65 tokens) | 70 (70 ok) | 450000 | n/a (other shape) |" "$T/out.md" &&
+	grep -qF "| sparsebench, recorded steps (graphs), text shape (97 tokens) | 70 (70 ok) | 250000 | n/a (other shape) |" "$T/out.md"
+t_result $? "the other shapes' rows are not compared with PyTorch's Fashion-MNIST-shaped cells"
 
 # --apply replaces only the block
 printf '# Results\n\nbefore\n<!-- cuda:begin -->\nold block\n<!-- cuda:end -->\nafter\n' >"$T/R.md"
