@@ -285,6 +285,21 @@ static int emit(struct sb_jw *w, struct sb_err *err)
 	return sb_jw_line(w, err);
 }
 
+/* The last members of the m2 and m3 verdict records (the same criteria): the benefit per
+ * architecture and tier, its clause, the bootstrap's seed and resamples, and pass. */
+static void m2_tail(struct sb_jw *w, const struct sb_a8_m2_verdict *v, uint64_t seed, int resamples)
+{
+	sb_jw_kf64(w, "benefit_plain", v->benefit_arch[0]);
+	sb_jw_kf64(w, "benefit_local_hybrid", v->benefit_arch[1]);
+	sb_jw_kf64(w, "benefit_compact", v->benefit_tier[0]);
+	sb_jw_kf64(w, "benefit_deep", v->benefit_tier[1]);
+	sb_jw_kf64(w, "benefit_wide", v->benefit_tier[2]);
+	sb_jw_kbool(w, "clause_benefit", v->clause_benefit);
+	sb_jw_kint(w, "bootstrap_seed", (int64_t)seed);
+	sb_jw_kint(w, "bootstrap_resamples", resamples);
+	sb_jw_kbool(w, "pass", v->pass);
+}
+
 /* A verdict string: PASS_WORD when every clause holds, else FAIL_WORD followed by the name of
  * each clause that failed (" name", in the order given). */
 struct clause {
@@ -670,15 +685,7 @@ static int m2(struct sb_jw *w, struct md *md, uint64_t seed, int resamples, stru
 	sb_jw_kf64(w, "final_accuracy_ci_lo", v.final_lo);
 	sb_jw_kf64(w, "final_accuracy_ci_hi", v.final_hi);
 	sb_jw_kbool(w, "clause_final", v.clause_final);
-	sb_jw_kf64(w, "benefit_plain", v.benefit_arch[0]);
-	sb_jw_kf64(w, "benefit_local_hybrid", v.benefit_arch[1]);
-	sb_jw_kf64(w, "benefit_compact", v.benefit_tier[0]);
-	sb_jw_kf64(w, "benefit_deep", v.benefit_tier[1]);
-	sb_jw_kf64(w, "benefit_wide", v.benefit_tier[2]);
-	sb_jw_kbool(w, "clause_benefit", v.clause_benefit);
-	sb_jw_kint(w, "bootstrap_seed", (int64_t)seed);
-	sb_jw_kint(w, "bootstrap_resamples", resamples);
-	sb_jw_kbool(w, "pass", v.pass);
+	m2_tail(w, &v, seed, resamples);
 	sb_jw_kstr(w, "published_outcome", "killed");
 	sb_jw_obj_end(w);
 	if ((rc = emit(w, err)))
@@ -1139,15 +1146,7 @@ static int m3(struct sb_jw *w, struct md *md, uint64_t seed, int resamples, stru
 	sb_jw_kf64(w, "final_test_accuracy_ci_lo", v.final_lo);
 	sb_jw_kf64(w, "final_test_accuracy_ci_hi", v.final_hi);
 	sb_jw_kbool(w, "clause_final", v.clause_final);
-	sb_jw_kf64(w, "benefit_plain", v.benefit_arch[0]);
-	sb_jw_kf64(w, "benefit_local_hybrid", v.benefit_arch[1]);
-	sb_jw_kf64(w, "benefit_compact", v.benefit_tier[0]);
-	sb_jw_kf64(w, "benefit_deep", v.benefit_tier[1]);
-	sb_jw_kf64(w, "benefit_wide", v.benefit_tier[2]);
-	sb_jw_kbool(w, "clause_benefit", v.clause_benefit);
-	sb_jw_kint(w, "bootstrap_seed", (int64_t)seed);
-	sb_jw_kint(w, "bootstrap_resamples", resamples);
-	sb_jw_kbool(w, "pass", v.pass);
+	m2_tail(w, &v, seed, resamples);
 	sb_jw_kstr(w, "verdict_rule", "ours: PROTOCOL A8 gives no M3 verdict rule; the M2 criteria on the confirmation "
 	                              "grid, the final-accuracy clause on test accuracy");
 	sb_jw_obj_end(w);
