@@ -378,6 +378,29 @@ struct m3cell {
 	char reason[400];
 };
 
+/* The selection's first members, both rules: kind, v, schema, how it was made, when, the
+ * newest log's time, and the rule object opened with its name (the caller adds the rest). */
+static void selection_head(struct sb_jw *w, int argc, char **argv, const char *frozen_at, double frozen_unix,
+                           double newest, const char *rule)
+{
+	sb_jw_init(w, NULL);
+	sb_jw_record(w, "freeze.selection", 1);
+	sb_jw_kint(w, "schema", 1);
+	sb_jw_kstr(w, "program", sb_prog);
+	sb_jw_kstr(w, "version", SB_VERSION);
+	sb_jw_key(w, "argv");
+	sb_jw_arr(w);
+	for (int i = 0; i < argc; i++)
+		sb_jw_str(w, argv[i]);
+	sb_jw_arr_end(w);
+	sb_jw_kstr(w, "frozen_at", frozen_at);
+	sb_jw_kf64(w, "frozen_at_unix_s", frozen_unix);
+	sb_jw_kf64(w, "newest_validation_log_mtime_unix_s", newest);
+	sb_jw_key(w, "rule");
+	sb_jw_obj(w);
+	sb_jw_kstr(w, "name", rule);
+}
+
 /* the "validation_logs" member: each log with its path relative to the selection's
  * directory, hash, size, time and how many cells of it the selection used */
 static void write_logs(struct sb_jw *w, const char *sel_dir, const struct sb_vallog *logs, int n_logs,
@@ -633,22 +656,7 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 	const char *status = mismatch ? M3_MISMATCH : incomplete ? M3_INCOMPLETE : M3_AUTHORIZED;
 
 	struct sb_jw w;
-	sb_jw_init(&w, NULL);
-	sb_jw_record(&w, "freeze.selection", 1);
-	sb_jw_kint(&w, "schema", 1);
-	sb_jw_kstr(&w, "program", sb_prog);
-	sb_jw_kstr(&w, "version", SB_VERSION);
-	sb_jw_key(&w, "argv");
-	sb_jw_arr(&w);
-	for (int i = 0; i < argc; i++)
-		sb_jw_str(&w, argv[i]);
-	sb_jw_arr_end(&w);
-	sb_jw_kstr(&w, "frozen_at", frozen_at);
-	sb_jw_kf64(&w, "frozen_at_unix_s", frozen_unix);
-	sb_jw_kf64(&w, "newest_validation_log_mtime_unix_s", newest);
-	sb_jw_key(&w, "rule");
-	sb_jw_obj(&w);
-	sb_jw_kstr(&w, "name", o->rule);
+	selection_head(&w, argc, argv, frozen_at, frozen_unix, newest, o->rule);
 	sb_jw_key(&w, "methods");
 	sb_jw_arr(&w);
 	for (int m = 0; m < 4; m++)
@@ -1017,22 +1025,7 @@ int main(int argc, char **argv)
 	if (sb_mkdir_p(sel_dir, &err))
 		die(&err);
 	struct sb_jw w;
-	sb_jw_init(&w, NULL);
-	sb_jw_record(&w, "freeze.selection", 1);
-	sb_jw_kint(&w, "schema", 1);
-	sb_jw_kstr(&w, "program", sb_prog);
-	sb_jw_kstr(&w, "version", SB_VERSION);
-	sb_jw_key(&w, "argv");
-	sb_jw_arr(&w);
-	for (int i = 0; i < argc; i++)
-		sb_jw_str(&w, argv[i]);
-	sb_jw_arr_end(&w);
-	sb_jw_kstr(&w, "frozen_at", frozen_at);
-	sb_jw_kf64(&w, "frozen_at_unix_s", frozen_unix);
-	sb_jw_kf64(&w, "newest_validation_log_mtime_unix_s", newest);
-	sb_jw_key(&w, "rule");
-	sb_jw_obj(&w);
-	sb_jw_kstr(&w, "name", o.rule);
+	selection_head(&w, argc, argv, frozen_at, frozen_unix, newest, o.rule);
 	sb_jw_key(&w, "methods");
 	sb_jw_arr(&w);
 	for (int j = 0; j < 3; j++)

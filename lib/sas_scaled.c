@@ -498,34 +498,24 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 	lm_cfg_for(&sc, &c, c.blocks[0], 1);
 	if (!rc)
 		rc = sb_sas_lm_new(bb.m, &sc, T, c.seed, &host, err);
-	for (int bi = 0; bi < c.n_blocks && !rc; bi++) {
-		struct method *me = &ms[nm++];
-		snprintf(me->name, sizeof me->name, "sas-b%d", c.blocks[bi]);
-		me->mode = SB_SAS_LM_SAS;
-		me->block = c.blocks[bi];
-		lm_cfg_for(&sc, &c, c.blocks[bi], 1);
-		rc = sb_sas_lm_new(bb.m, &sc, T, c.seed, &me->x, err);
-		char sp[4600];
-		snprintf(sp, sizeof sp, "%s/selector-b%d.safetensors", run_dir, c.blocks[bi]);
-		if (!rc)
-			rc = load_selector(me->x, sp, err);
-	}
-	/* the trained selection without the log-gate reweighting (selected blocks keep their
-	 * scores, as the training-free masks do): is it the choice of blocks or the gates? */
-	for (int bi = 0; bi < c.n_blocks && !rc && c.nogate; bi++) {
-		struct method *me = &ms[nm++];
-		snprintf(me->name, sizeof me->name, "sas-b%d-nogate", c.blocks[bi]);
-		me->mode = SB_SAS_LM_SAS;
-		me->block = c.blocks[bi];
-		lm_cfg_for(&sc, &c, c.blocks[bi], 1);
-		rc = sb_sas_lm_new(bb.m, &sc, T, c.seed, &me->x, err);
-		char sp[4600];
-		snprintf(sp, sizeof sp, "%s/selector-b%d.safetensors", run_dir, c.blocks[bi]);
-		if (!rc)
-			rc = load_selector(me->x, sp, err);
-		if (!rc)
-			sb_sas_lm_set_gate(me->x, 0);
-	}
+	/* the trained selectors (pass 0); then (pass 1, with c.nogate) the trained selection without
+	 * the log-gate reweighting (selected blocks keep their scores, as the training-free masks
+	 * do): is it the choice of blocks or the gates? */
+	for (int pass = 0; pass < (c.nogate ? 2 : 1); pass++)
+		for (int bi = 0; bi < c.n_blocks && !rc; bi++) {
+			struct method *me = &ms[nm++];
+			snprintf(me->name, sizeof me->name, "sas-b%d%s", c.blocks[bi], pass ? "-nogate" : "");
+			me->mode = SB_SAS_LM_SAS;
+			me->block = c.blocks[bi];
+			lm_cfg_for(&sc, &c, c.blocks[bi], 1);
+			rc = sb_sas_lm_new(bb.m, &sc, T, c.seed, &me->x, err);
+			char sp[4600];
+			snprintf(sp, sizeof sp, "%s/selector-b%d.safetensors", run_dir, c.blocks[bi]);
+			if (!rc)
+				rc = load_selector(me->x, sp, err);
+			if (!rc && pass)
+				sb_sas_lm_set_gate(me->x, 0);
+		}
 	/* the same selectors before training (the initialisation sb-train started from): does
 	 * training the selector matter? */
 	for (int bi = 0; bi < c.n_blocks && !rc && c.untrained; bi++) {
