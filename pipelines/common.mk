@@ -26,11 +26,26 @@ SB_BIN      ?= bin
 TRAIN_THREADS ?= 1
 SCHEDULER   ?= local
 SB_JOBS     ?= $(shell nproc 2>/dev/null || echo 1)
+# training on a GPU (docs/pipelines.md, "On a GPU"): DEVICE=cuda[:N][,tf32] trains the
+# encoder cells of a block that share task, architecture and tier in one sb-train
+# process (at most DEVICE_CELLS at once; 0: all, up to 128), retries the cells of a
+# lost device context DEVICE_RETRIES times in a new process, and runs at most
+# DEVICE_GROUPS such processes on the device at once; evaluation stays on the CPU
+DEVICE      ?= cpu
+DEVICE_CELLS ?= 0
+DEVICE_RETRIES ?= 2
+DEVICE_GROUPS ?= 1
+# this make's identity: a cell that failed in it is not trained again by it
+# (computed once: sub-makes inherit it from the environment)
+ifeq ($(origin SB_MAKE_RUN),undefined)
+SB_MAKE_RUN := $(shell date -u +%Y%m%dT%H%M%S.%N).$(shell echo $$PPID)
+endif
 ACCEPT_FAILED ?= 0
 SB_STAGE    := pipelines/stage.sh
 SB_GRID     := scripts/grid
 SB_GRIDS    := $(sort $(wildcard pipelines/grids/*.grid) $(EXTRA_GRIDS))
-export SB_OUT SB_DATA SB_CACHE SB_MIRRORS SB_BIN TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST RESUME EXTRA_GRIDS
+export SB_OUT SB_DATA SB_CACHE SB_MIRRORS SB_BIN TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST RESUME EXTRA_GRIDS \
+       DEVICE DEVICE_CELLS DEVICE_RETRIES DEVICE_GROUPS SB_MAKE_RUN
 export SB_SLURM_PARTITION SB_SLURM_ACCOUNT SB_SLURM_QOS SB_SLURM_TIME SB_SLURM_CPUS SB_SLURM_MEM \
        SB_SLURM_THROTTLE SB_SLURM_MAX_ARRAY SB_SLURM_ARGS SB_SLURM_FORCE
 

@@ -51,7 +51,8 @@ job_env() {
 	echo 'unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES'
 	echo 'set -eu -o pipefail'
 	echo 'export LC_ALL=C'
-	for v in SB_OUT SB_DATA SB_CACHE SB_MIRRORS SB_BIN TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST RESUME EXTRA_GRIDS; do
+	for v in SB_OUT SB_DATA SB_CACHE SB_MIRRORS SB_BIN TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST RESUME EXTRA_GRIDS \
+		DEVICE DEVICE_CELLS DEVICE_RETRIES DEVICE_GROUPS SB_TRAIN_GROUPS; do
 		printf 'export %s=%q\n' "$v" "${!v:-}"
 	done
 	printf 'cd %q\n' "$PWD"
@@ -104,7 +105,8 @@ after_submit() {
 job_make() {
 	local v s
 	s="$(printf '%q' "$MAKE") --no-print-directory SCHEDULER=local"
-	for v in SB_OUT SB_DATA SB_CACHE SB_MIRRORS SB_BIN TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST RESUME EXTRA_GRIDS; do
+	for v in SB_OUT SB_DATA SB_CACHE SB_MIRRORS SB_BIN TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST RESUME EXTRA_GRIDS \
+		DEVICE DEVICE_CELLS DEVICE_RETRIES DEVICE_GROUPS; do
 		s+=" $(printf '%q' "$v=${!v:-}")"
 	done
 	echo "$s"
@@ -137,8 +139,28 @@ submit() {
 			if (!(k in st)) { order[++n] = k; st[k] = $2 } else st[k] = st[k] "," $2
 		}
 		END { for (i = 1; i <= n; i++) print st[order[i]], order[i] }' >"$pend" || true
-	local ncells
-	ncells=$(wc -l <"$pend")
+	# on a GPU (DEVICE, docs/pipelines.md "On a GPU"): one array task per group of cells
+	# that train in one sb-train process (block, task, architecture, tier), its keys
+	# joined by commas; cells of other families stay one per task
+	if [ "${DEVICE:-cpu}" != cpu ] || [ "${SB_TRAIN_GROUPS:-0}" = 1 ]; then
+		local merged
+		merged=$(mktemp)
+		while read -r stages block key; do
+			if [[ ",$stages," == *,train,* ]] && ! grep -q '"family"' "$block/cells/$key/cell.json" 2>/dev/null; then
+				local kt kl ks ka kr
+				IFS=. read -r kt kl ks ka kr _ <<<"$key"
+				printf '%s\t%s %s\n' "$block $kt.$ka.$kr" "$stages $block" "$key"
+			else
+				printf '%s\t%s %s\n' "$block $key" "$stages $block" "$key"
+			fi
+		done <"$pend" | awk -F'\t' '
+			{ split($2, p, " "); if (!($1 in line)) { order[++n] = $1; line[$1] = p[1] " " p[2] " " p[3] } else line[$1] = line[$1] "," p[3] }
+			END { for (i = 1; i <= n; i++) print line[order[i]] }' >"$merged"
+		mv -f "$merged" "$pend"
+	fi
+	local ncells nkeys
+	ncells=$(wc -l <"$pend")   # array tasks: a cell each, or a group of cells on a GPU
+	nkeys=$(awk '{ n += split($3, k, ",") } END { print n + 0 }' "$pend")
 	if [ "$ncells" -eq 0 ] && "$MAKE" --no-print-directory -q "$G/report.md" 2>/dev/null; then
 		say "$grid: everything is up to date; nothing to submit"
 		rm -f "$pend"
@@ -163,9 +185,10 @@ submit() {
 		job_env
 		echo 'line=$(sed -n "$((${1:?offset} + SLURM_ARRAY_TASK_ID + 1))p" '"$(printf '%q' "$S/cells.txt")"')'
 		echo '[ -n "$line" ] || { echo "no cell for task $SLURM_ARRAY_TASK_ID" >&2; exit 2; }'
-		echo 'read -r stages block key <<<"$line"'
-		echo 'echo "cell $key ($stages) on $(hostname), job ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}" >&2'
-		echo 'for st in ${stages//,/ }; do pipelines/stage.sh "$st" "$block" "$key"; done'
+		echo 'read -r stages block keys <<<"$line"'
+		echo '# a line is one cell, or on a GPU the cells of one sb-train process (KEY,KEY,...)'
+		echo 'echo "cell(s) $keys ($stages) on $(hostname), job ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}" >&2'
+		echo 'for key in ${keys//,/ }; do for st in ${stages//,/ }; do pipelines/stage.sh "$st" "$block" "$key"; done; done'
 	} >"$S/array.sh"
 	chmod +x "$S/array.sh"
 
@@ -243,11 +266,11 @@ submit() {
 	[ $dry = 1 ] || { ln -sfn "$id" "$G/.slurm/last.tmp" && mv -fT "$G/.slurm/last.tmp" "$G/.slurm/last"; }
 
 	if [ $dry = 1 ]; then
-		say "$grid: dry run: would submit $ncells cells and the stage jobs:"
+		say "$grid: dry run: would submit $nkeys cells$([ "$nkeys" = "$ncells" ] || echo " in $ncells sb-train processes") and the stage jobs:"
 		sed 's/^/  /' "$S/sbatch.txt" >&2
 		[ -z "${SB_SLURM_AFTER:-}" ] || say "$grid: then the final job would submit make $SB_SLURM_AFTER SCHEDULER=slurm once ${SB_SLURM_AFTER_WHEN:-nothing} exists" 
 	else
-		say "$grid: submitted $ncells cells as $(grep -c '^cells ' "$jobs") array job(s) (at most $throttle at once), then $(grep -v '^cells ' "$jobs" | cut -d' ' -f1 | paste -sd' ' -)"
+		say "$grid: submitted $nkeys cells$([ "$nkeys" = "$ncells" ] || echo " in $ncells array tasks") as $(grep -c '^cells ' "$jobs") array job(s) (at most $throttle at once), then $(grep -v '^cells ' "$jobs" | cut -d' ' -f1 | paste -sd' ' -)"
 		say "$grid: jobs: $(cut -d' ' -f1,2 "$jobs" | tr '\n' ' ')"
 		say "$grid: follow with: squeue -j $(cut -d' ' -f2 "$jobs" | paste -sd, -); logs in $S/logs"
 		say "$grid: pipelines/slurm.sh wait $G  waits; afterwards 'make $grid' here is a no-op"

@@ -22,7 +22,8 @@
 #                                       (timings, hosts, paths): compares two runs
 #
 # Environment (set by pipelines/common.mk): SB_BIN SB_DATA SB_CACHE SB_MIRRORS
-# TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST RESUME SB_VERBOSE.
+# TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST RESUME SB_VERBOSE, and for training on
+# a GPU DEVICE DEVICE_CELLS DEVICE_RETRIES DEVICE_GROUPS SB_MAKE_RUN (do_train_group).
 set -eu -o pipefail
 export LC_ALL=C
 SB_BIN=${SB_BIN:-bin}
@@ -188,10 +189,11 @@ set_aside() { # celldir what...
 	mv "$@" "$d/attempts/$n/"
 	echo "$d/attempts/$n"
 }
-do_train() {
-	local B=$1 key=$2 d task t0 work runs rid old log status st rc=0 where
+# the pre-run part: inputs checked, an unpublished run set aside, an interrupted
+# attempt resumed or set aside, the work directory made
+prepare_cell() { # blockdir key
+	local B=$1 key=$2 d task runs work rid where
 	d="$B/cells/$key" task=${key%%.*} runs="$B/runs" work="$B/cells/$key/work"
-	t0=$(now)
 	[ -f "$d/cell.json" ] || die 2 "$d/cell.json: missing"
 	check_cell "$d" train "$SB_DATA/$task/pool.safetensors"
 	mkdir -p "$runs"
@@ -215,22 +217,40 @@ do_train() {
 	rm -f "$d/FAILED" "$d/OUTCOME" "$d/.OUTCOME.tmp"
 	mkdir -p "$work"
 	cp "$d/cell.json" "$work/.cell.json"
+}
+do_train() {
+	local B=$1 key=$2 d t0 rc=0
+	d="$B/cells/$key"
+	if group_mode "$d"; then
+		do_train_group "$B" "$key"
+		return
+	fi
+	t0=$(now)
+	prepare_cell "$B" "$key"
 	say "train $(label "$B") $key ..."
-	log="$d/train"
-	run_logged "$log.out" "$log.log" "$(prog train)" -d "$SB_DATA" -o "$work" -j "$TRAIN_THREADS" "$d/cell.json" || rc=$?
+	run_logged "$d/train.out" "$d/train.log" "$(prog train)" -d "$SB_DATA" -o "$d/work" -j "$TRAIN_THREADS" "$d/cell.json" || rc=$?
+	publish_run "$B" "$key" "$rc" "sb-train exit $rc"
+	say "train $(label "$B") $key ok ($(elapsed "$t0")) [$(count_done "$B" train.ndjson)/$(block_keys "$B" | wc -l) trained]"
+}
+# the post-run part: the run directory sb-train made in cells/KEY/work/ becomes
+# runs/CELL_ID (the cell's outcome), or the cell fails (fail_cell, which exits).
+# RC: what the cell's run came to (0: sb-train reported no error for it).
+publish_run() { # blockdir key rc what
+	local B=$1 key=$2 rc=$3 what=$4 d runs work rid status st old
+	d="$B/cells/$key" runs="$B/runs" work="$B/cells/$key/work"
 	# the run directory sb-train made
 	shopt -s nullglob
 	local made=("$work"/*/)
 	shopt -u nullglob
 	if [ ${#made[@]} -ne 1 ] || [ ! -f "${made[0]}train.ndjson" ]; then
-		fail_cell "$d" train "sb-train exit $rc; expected one run directory with train.ndjson in $work (found ${#made[@]})"
+		fail_cell "$d" train "$what; expected one run directory with train.ndjson in $work (found ${#made[@]})"
 	fi
 	rid=$(basename "${made[0]}")
 	status=$(last_kind "${made[0]}train.ndjson")
 	st=$(json_field "${made[0]}train.ndjson" status | tail -n 1)
-	if [ $rc -eq 0 ] && [ "$status" = train.done ]; then
+	if [ "$rc" -eq 0 ] && [ "$status" = train.done ]; then
 		:
-	elif [ $rc -eq 0 ] && [ "$status" = train.failed ] && [ "$st" = failed_nonfinite_loss ]; then
+	elif [ "$rc" -eq 0 ] && [ "$status" = train.failed ] && [ "$st" = failed_nonfinite_loss ]; then
 		# a result of the protocol (PROTOCOL A4), not an accident: recorded, not retried
 		say "train $key: ended with a non-finite loss; recorded as the cell's outcome"
 		echo "failed:$st" >"$d/.OUTCOME.tmp"
@@ -238,7 +258,7 @@ do_train() {
 		say "train $key: failed (${st:-failed}); ACCEPT_FAILED=1 records it as the cell's outcome"
 		echo "failed:${st:-failed}" >"$d/.OUTCOME.tmp"
 	else
-		fail_cell "$d" train "sb-train exit $rc, last record ${status:-none}${st:+ (status $st)}"
+		fail_cell "$d" train "$what, last record ${status:-none}${st:+ (status $st)}"
 	fi
 	# publish: runs/CELL_ID, then the sidecar, then the link that is make's target
 	old=$(readlink "$d/train.ndjson" 2>/dev/null || true)
@@ -259,7 +279,143 @@ do_train() {
 	relink "../../runs/$rid" "$d/run"
 	rm -f "$d/pending"
 	if [ -n "$old" ] && [ "$old" != "$rid" ] && [ -d "$runs/$old" ]; then rm -rf "${runs:?}/$old"; fi
-	say "train $(label "$B") $key ok ($(elapsed "$t0")) [$(count_done "$B" train.ndjson)/$(block_keys "$B" | wc -l) trained]"
+}
+
+# ---- train on a GPU: the cells of a grid row in one process ----
+# With DEVICE=cuda[:N][,tf32] (or SB_TRAIN_GROUPS=1, which tests it on the CPU) the
+# encoder cells of a block that share task, architecture and tier train in one
+# sb-train process (docs/cuda.md, multi-cell training). make still has one target per
+# cell: the first recipe of a group takes the group's lock and trains every cell of
+# the group that is out of date; the others wait for the lock and find their cell
+# made. Cells that end with failed_device (a lost device context ends every cell of
+# its process) are retried in a new process, DEVICE_RETRIES times; a cell that still
+# fails gets its FAILED file, marked with this make's SB_MAKE_RUN so that its own
+# recipe does not train it again in the same make.
+group_mode() { # celldir
+	{ [ "${DEVICE:-cpu}" != cpu ] || [ "${SB_TRAIN_GROUPS:-0}" = 1 ]; } && ! grep -q '"family"' "$1/cell.json"
+}
+group_of() { # key -> TASK.ARCH.TIER
+	local IFS=.
+	# shellcheck disable=SC2086
+	set -- $1
+	echo "$1.$4.$5"
+}
+# as make sees it: train.ndjson exists and is not older than the cell or its dataset
+cell_current() { # blockdir key
+	local d="$1/cells/$2" task=${2%%.*}
+	[ -e "$d/train.ndjson" ] && ! [ "$d/cell.json" -nt "$d/train.ndjson" ] &&
+		! [ "$SB_DATA/$task/pool.safetensors" -nt "$d/train.ndjson" ]
+}
+failed_this_run() { # blockdir key
+	[ -n "${SB_MAKE_RUN:-}" ] && [ -f "$1/cells/$2/FAILED" ] && grep -qxF "run: $SB_MAKE_RUN" "$1/cells/$2/FAILED"
+}
+last_status() { # ndjson -> the status of its last record (none when it has none)
+	local s
+	s=$(tail -n 1 "$1" 2>/dev/null | sed -n 's/.*"status":"\([^"]*\)".*/\1/p')
+	echo "${s:-none}"
+}
+do_train_group() {
+	local B=$1 key=$2 d gid G k t0 i n id attempt tries rc st
+	d="$B/cells/$key" gid=$(group_of "$key") G="$B/groups/$(group_of "$key")"
+	mkdir -p "$G"
+	exec 9>>"$G/lock"
+	if ! flock -n 9; then
+		say "train $key: waiting for its group's process ($gid)"
+		flock 9
+	fi
+	if cell_current "$B" "$key"; then
+		say "train $(label "$B") $key ok (trained with its group $gid)"
+		return 0
+	fi
+	if failed_this_run "$B" "$key"; then
+		die 1 "train $key FAILED with its group $gid: $(sed -n 's/^error: //p' "$d/FAILED") (records kept; see $d/FAILED)"
+	fi
+	t0=$(now)
+	# the group: this block's encoder cells of the same task, architecture and tier
+	# that are out of date (and did not fail in this make)
+	local todo=()
+	while read -r k; do
+		[ "$(group_of "$k")" = "$gid" ] || continue
+		grep -q '"family"' "$B/cells/$k/cell.json" 2>/dev/null && continue
+		if [ "$k" = "$key" ] || { ! cell_current "$B" "$k" && ! failed_this_run "$B" "$k"; }; then
+			todo+=("$k")
+		fi
+	done < <(block_keys "$B")
+	for k in "${todo[@]}"; do prepare_cell "$B" "$k"; done
+	# every cell's run directory stays cells/KEY/work/CELL_ID, as with one cell per
+	# process; the process writes them through links in the group's work directory
+	local -a ids
+	for k in "${todo[@]}"; do cat "$B/cells/$k/cell.json"; done >"$G/cells.ndjson"
+	"$(prog train)" --ids "$G/cells.ndjson" >"$G/ids" || die 1 "train $gid: sb-train --ids failed on $G/cells.ndjson"
+	mapfile -t ids <"$G/ids"
+	[ ${#ids[@]} -eq ${#todo[@]} ] || die 1 "train $gid: sb-train --ids gave ${#ids[@]} ids for ${#todo[@]} cells"
+	rm -rf "$G/work"
+	mkdir -p "$G/work"
+	for i in "${!todo[@]}"; do
+		mkdir -p "$B/cells/${todo[$i]}/work/${ids[$i]}"
+		ln -s "../../../cells/${todo[$i]}/work/${ids[$i]}" "$G/work/${ids[$i]}"
+	done
+	# one process per attempt; the device's slots bound the processes on it at once
+	local -a left=("${!todo[@]}") again
+	tries=$((1 + ${DEVICE_RETRIES:-2}))
+	for ((attempt = 1; attempt <= tries; attempt++)); do
+		for i in "${left[@]}"; do cat "$B/cells/${todo[$i]}/cell.json"; done >"$G/cells.ndjson"
+		device_slot
+		say "train $(label "$B") group $gid: ${#left[@]} cell(s) in one process on ${DEVICE:-cpu}$([ $attempt -eq 1 ] || echo " (attempt $attempt of $tries)") ..."
+		rc=0
+		run_logged "$G/train-$attempt.out" "$G/train-$attempt.log" "$(prog train)" -d "$SB_DATA" -o "$G/work" \
+			--device "${DEVICE:-cpu}" -j "${DEVICE_CELLS:-0}" "$G/cells.ndjson" || rc=$?
+		exec 7>&-
+		again=()
+		for i in "${left[@]}"; do
+			st=$(last_status "$B/cells/${todo[$i]}/work/${ids[$i]}/train.ndjson")
+			[ "$st" = failed_device ] && again+=("$i")
+		done
+		[ ${#again[@]} -gt 0 ] && [ $attempt -lt $tries ] || break
+		say "train $gid: ${#again[@]} cell(s) ended with failed_device (sb-train exit $rc); retrying them in a new process"
+		left=("${again[@]}")
+	done
+	rm -rf "$G/work"
+	# each cell: its records, then published or failed (a failure does not stop the others)
+	local failed=0 mine=0
+	for i in "${!todo[@]}"; do
+		k=${todo[$i]}
+		grep -hF "\"cell_id\":\"${ids[$i]}\"" "$G"/train-*.out >"$B/cells/$k/train.out" 2>/dev/null || true
+		{
+			echo "trained in one sb-train process with its group $gid (logs: $G/train-N.log, N = attempt)"
+			grep -hF "${ids[$i]}" "$G"/train-*.log 2>/dev/null || true
+		} >"$B/cells/$k/train.log"
+		st=$(last_status "$B/cells/$k/work/${ids[$i]}/train.ndjson")
+		case $st in
+		completed | failed_nonfinite_loss) n=0 ;;
+		*) n=1 ;;
+		esac
+		if ! (publish_run "$B" "$k" "$n" "sb-train exit $rc in its group's process ($gid)") 2>"$G/publish.err"; then
+			sed 's/^/  /' "$G/publish.err" >&2
+			failed=$((failed + 1))
+			[ "$k" = "$key" ] && mine=1
+		fi
+	done
+	rm -f "$G/publish.err"
+	say "train $(label "$B") group $gid: ${#todo[@]} cell(s), $failed failed ($(elapsed "$t0")) [$(count_done "$B" train.ndjson)/$(block_keys "$B" | wc -l) trained]"
+	[ $mine = 0 ] || die 1 "train $key FAILED (records kept; see $d/FAILED)"
+}
+# hold one of the device's DEVICE_GROUPS slots on fd 7 (one group process at a time
+# per device by default; the slots are per output tree; not under Slurm)
+device_slot() {
+	[ -z "${SLURM_JOB_ID:-}" ] || return 0 # under Slurm the job's allocation is the device
+	local n=${DEVICE_GROUPS:-1} i dir="$SB_OUT/.device"
+	mkdir -p "$dir"
+	local dev=${DEVICE:-cpu}
+	dev=${dev//[^A-Za-z0-9_.-]/_}
+	for ((i = 0; i < n; i++)); do
+		exec 7>>"$dir/$dev.$i.lock"
+		flock -n 7 && return 0
+		exec 7>&-
+	done
+	say "train: waiting for a free slot of the device ($dev, DEVICE_GROUPS=$n)"
+	exec 7>>"$dir/$dev.0.lock"
+	flock 7
 }
 fail_cell() { # celldir stage message
 	{
@@ -267,6 +423,7 @@ fail_cell() { # celldir stage message
 		echo "error: $3"
 		echo "time: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 		echo "log: $1/$2.log"
+		[ -z "${SB_MAKE_RUN:-}" ] || echo "run: $SB_MAKE_RUN"
 	} >"$1/FAILED"
 	# keep the attempt's records: move the work directory aside
 	if [ -d "$1/work" ]; then
@@ -678,14 +835,14 @@ do_verify() {
 do_digest() {
 	local T=$1
 	(cd "$T" && find . \( -name '*.ndjson' -o -name '*.md' -o -name '*.csv' -o -name '*.tex' -o -name '*.svg' -o -name '*.json' \
-		-o -name '*.safetensors' -o -name '*.bits' \) ! -path './.grid/*' ! -path '*/attempts/*' ! -path '*/work/*' -printf '%P\n' | sort |
+		-o -name '*.safetensors' -o -name '*.bits' \) ! -path './.grid/*' ! -path '*/groups/*' ! -path '*/attempts/*' ! -path '*/work/*' -printf '%P\n' | sort |
 		while IFS= read -r f; do
 			[ -e "$f" ] || continue
 			echo "== $f"
 			case "$f" in
 			*.safetensors | *.bits) sha256sum <"$f" ;;
 			*) grep -v '"kind":"run.meta"' "$f" |
-				sed -E -e 's/"[a-z_]*(seconds|_s|time|host|path|argv|threads|device|version|samples_per_s|peak_memory_mb|mtime|frozen_at[a-z_]*)":("[^"]*"|[-0-9.eE+]+|null|\[[^]]*\])/"\1":"~"/g' \
+				sed -E -e 's/"[a-z_]*(seconds|_s|time|host|path|argv|threads|device|version|samples_per_s|peak_memory_mb|mtime|size_bytes|frozen_at[a-z_]*)": ?("[^"]*"|[-0-9.eE+]+|null|\[[^]]*\])/"\1":"~"/g' \
 					-e 's/[0-9a-f]{64}/~/g' || true ;;
 			esac
 		done) | if [ "${2:-}" = -v ]; then cat; else sha256sum | cut -d' ' -f1; fi

@@ -55,6 +55,9 @@ static void usage(void)
 	      "                        On a GPU, cells of one task, architecture and tier train at once\n"
 	      "                        (each on its own stream), up to N of them (0: all, at most 128)\n"
 	      "  -q, --quiet           no progress lines on stderr\n"
+	      "      --ids             print each cell's CELL_ID (its run directory's name), one line per\n"
+	      "                        distinct cell in input order, and exit: nothing is read or trained\n"
+	      "                        (encoder cells only)\n"
 	      "      --help            this help;  --version  the version\n"
 	      "Cell options (with --task): --method M --seed S --epochs E --batch B --lr X\n"
 	      "  --weight-decay X --clip X --tier T --arch A --limit N --val-fraction X --schedule S\n"
@@ -101,7 +104,8 @@ enum {
 	OPT_DROPOUT,
 	OPT_SWITCH,
 	OPT_HELP,
-	OPT_VERSION
+	OPT_VERSION,
+	OPT_IDS
 };
 
 static const struct option LONGOPTS[] = {{"data", required_argument, NULL, 'd'},
@@ -128,11 +132,12 @@ static const struct option LONGOPTS[] = {{"data", required_argument, NULL, 'd'},
                                          {"switch-epoch", required_argument, NULL, OPT_SWITCH},
                                          {"help", no_argument, NULL, OPT_HELP},
                                          {"version", no_argument, NULL, OPT_VERSION},
+                                         {"ids", no_argument, NULL, OPT_IDS},
                                          {NULL, 0, NULL, 0}};
 
 struct opts {
 	const char *data_dir, *runs_dir, *device, *cells_path;
-	int threads;
+	int threads, ids;
 	/* a cell from flags, as a JSON object built in w */
 	struct sb_jw flag_cell;
 	int nflags, have_task;
@@ -246,6 +251,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case OPT_HELP:
 			usage();
 			exit(sb_cli_finish(0));
+		case OPT_IDS:
+			o->ids = 1;
+			break;
 		case OPT_VERSION:
 			sb_cli_version();
 		default:
@@ -507,6 +515,10 @@ struct gpu_cell {
 static int gpu_cell_fn(struct sb_backend *be, struct sb_mc_cell *mc, struct sb_err *err)
 {
 	struct gpu_cell *g = mc->arg;
+	(void)be;
+	if (sb_train_device_lost(g->env)) /* as multicell.c does for a lost CUDA context */
+		return SB_ERR(err, SB_EINTERNAL, "%s: not run: the device was lost by another cell of this process",
+		              g->cell->cell_id);
 	g->ran = 1;
 	return train_cell(g->cell, g->index, g->ds, be, g->env, &g->st, err);
 }
@@ -635,6 +647,20 @@ int main(int argc, char **argv)
 	struct cells cs = {0};
 	if (read_cells(&o, &cs, &err))
 		sb_cli_die(&err);
+	if (o.ids) { /* the run directories the cells would train into */
+		if (cs.nf > 0)
+			sb_cli_usage_error("--ids: only encoder cells (%d cell%s of another family)", cs.nf,
+			                   cs.nf == 1 ? " is" : "s are");
+		for (int i = 0; i < cs.n; i++)
+			printf("%s\n", cs.c[i].cell_id);
+		cells_free(&cs);
+		sb_jw_free(&o.flag_cell);
+		if (fflush(stdout)) {
+			SB_ERR(&err, SB_EIO, "stdout: write error");
+			sb_cli_die(&err);
+		}
+		return sb_cli_finish(0);
+	}
 	/* the datasets, once per task (pool files only: the reader refuses test splits) */
 	struct task_ds *tds = calloc((size_t)cs.n, sizeof *tds);
 	int ntds = 0;
@@ -709,13 +735,22 @@ int main(int argc, char **argv)
 		sb_cli_die(&err);
 	sb_jw_free(&w);
 	pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
-	struct train_env env = {o.runs_dir, stdout, &out_mu, &meta, cs.n, 0, 0};
+	struct train_env env = {.runs_dir = o.runs_dir, .out = stdout, .out_mu = &out_mu, .meta = &meta, .ncells = cs.n};
 	const char *stop = getenv("SB_TRAIN_STOP_AFTER_STEPS");
 	if (stop)
 		env.stop_after_steps = atoll(stop);
 	const char *nan = getenv("SB_TRAIN_NAN_AT_STEP");
 	if (nan)
 		env.nan_at_step = atoll(nan);
+	atomic_int device_lost = 0;
+	const char *dev_err = getenv("SB_TRAIN_DEVICE_ERROR"); /* testing: N[:FILE] */
+	if (dev_err && *dev_err) {
+		char *end = NULL;
+		env.device_error_at_step = strtoll(dev_err, &end, 10);
+		if (end && *end == ':' && end[1])
+			env.device_error_once = end + 1;
+		env.device_lost = &device_lost;
+	}
 	struct runner_shared sh = {&cs, tds, ntds, o.device, &env, PTHREAD_MUTEX_INITIALIZER, 0, 0, -1,
 	                           {0}, 0,   0,    0,        0};
 	struct runner *rn = calloc((size_t)nrun, sizeof *rn);

@@ -3,6 +3,7 @@
 #define SB_TRAIN_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "backend.h"
@@ -20,6 +21,13 @@ struct train_env {
 	int ncells;
 	int64_t stop_after_steps; /* testing hook (SB_TRAIN_STOP_AFTER_STEPS): exit(137) after so many steps */
 	int64_t nan_at_step; /* testing hook (SB_TRAIN_NAN_AT_STEP=k): step k's loss reads as NaN (k >= 1: step k-1) */
+	/* testing hook (SB_TRAIN_DEVICE_ERROR=N[:FILE]): after step N a cell fails as if its device
+	 * context were lost; with FILE, only when this process removes FILE (once in all). The
+	 * process's other cells then fail at their next step, and cells not started are not run,
+	 * as on a GPU whose context is poisoned. */
+	int64_t device_error_at_step;
+	const char *device_error_once;
+	atomic_int *device_lost; /* set once the (emulated) device is lost; NULL: no hook */
 };
 
 /* Outcome of one cell. */
@@ -30,6 +38,9 @@ enum cell_status { CELL_COMPLETED, CELL_SKIPPED, CELL_FAILED_NONFINITE, CELL_FAI
  * train.failed there and on env->out; the return value is then the error's code. */
 int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *ds, struct sb_backend *be,
                const struct train_env *env, enum cell_status *status, struct sb_err *err);
+
+/* Whether the emulated device of SB_TRAIN_DEVICE_ERROR has been lost in this process. */
+int sb_train_device_lost(const struct train_env *env);
 
 /* A cell that could not run (its device was lost before it started, or no backend could
  * be opened for it): its run directory gets run.meta (fresh runs) and a train.failed

@@ -424,6 +424,26 @@ int train_cell_unrun(const struct sb_cell *cell, int index, const struct train_e
 	return rc;
 }
 
+int sb_train_device_lost(const struct train_env *env)
+{
+	return env->device_lost && atomic_load(env->device_lost);
+}
+
+/* The testing hook SB_TRAIN_DEVICE_ERROR (train.h): a lost device, emulated on any backend. */
+static int device_error_hook(const struct train_env *env, int64_t step, struct sb_err *err)
+{
+	if (!env->device_lost)
+		return 0;
+	if (atomic_load(env->device_lost))
+		return SB_ERR(err, SB_EINTERNAL, "device lost (SB_TRAIN_DEVICE_ERROR, by another cell of this process)");
+	if (env->device_error_at_step <= 0 || step + 1 < env->device_error_at_step)
+		return 0;
+	if (env->device_error_once && unlink(env->device_error_once) != 0)
+		return 0; /* fired already (in this process or an earlier one) */
+	atomic_store(env->device_lost, 1);
+	return SB_ERR(err, SB_EINTERNAL, "device lost after step %lld (SB_TRAIN_DEVICE_ERROR)", (long long)step + 1);
+}
+
 int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *ds, struct sb_backend *be,
                const struct train_env *env, enum cell_status *status, struct sb_err *err)
 {
@@ -584,6 +604,8 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 				fflush(NULL);
 				_exit(137); /* testing hook: die like kill -9 mid-epoch */
 			}
+			if ((rc = device_error_hook(env, o.step, err)))
+				goto fail;
 			if (read_every == 1)
 				progress(r, "epoch %d/%d step %lld/%lld loss %.4f", epoch + 1, cell->epochs,
 				         (long long)s + 1, (long long)spe, acc.last_loss);
@@ -653,7 +675,7 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 fail:
 	if (rc) {
 		struct sb_err e2 = {0};
-		int dev = rc == SB_EINTERNAL && strcmp(be->name, "cpu") != 0;
+		int dev = rc == SB_EINTERNAL && (strcmp(be->name, "cpu") != 0 || sb_train_device_lost(env));
 		record_failed(r, dev ? "failed_device" : "failed", err->msg, -1, 0, 0, &e2);
 		*status = CELL_FAILED;
 	}

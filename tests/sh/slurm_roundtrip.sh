@@ -85,6 +85,22 @@ t_result $? "sends only the failed cell"
 t_result $? "which completes, with the rest of the chain"
 [ "$(digest)" = "$ref" ]; t_result $? "and the results equal the local run's"
 
+# on a GPU (DEVICE=cuda; here SB_TRAIN_GROUPS=1, which groups the same way on the CPU): one
+# array task per sb-train process, i.e. per block, task, architecture and tier
+rm -rf "$T/out"
+reset_calls
+SB_TRAIN_GROUPS=1 pmake pt SCHEDULER=slurm >"$T/submit4.log" 2>&1
+t_result $? "grouped training is submitted ($(grep -m1 'submitted' "$T/submit4.log"))"
+S="$T/out/pt/.slurm/last"
+[ "$(wc -l <"$S/cells.txt")" = 3 ] && grep -q -- '--array 0-2%3 ' "$S/sbatch.txt" &&
+	grep -q '^train,eval .*/main t_a.softmax.s0.plain.compact.e3,t_a.softmax.s1.plain.compact.e3,' "$S/cells.txt"
+t_result $? "as three array tasks, one per group of cells (main: t_a, t_b; budget: t_a)"
+"$TOP/pipelines/slurm.sh" wait "$T/out/pt" 240 >"$T/wait4.log" 2>&1
+t_result $? "every job completes ($(tr '\n' ' ' <"$T/wait4.log"))"
+n=$(grep -c '^sb-train .*--device cpu .* slurm_job=[0-9]' "$STUB_LOG" || true)
+[ "$n" = 3 ]; t_result $? "three sb-train processes trained the 16 cells, inside Slurm jobs ($n)"
+[ "$(digest)" = "$ref" ]; t_result $? "the results are identical to the local run's"
+
 # a grid whose second block awaits a file that a stage of the first block writes (as the
 # confirmation grid's switch block awaits the map its base block's sb-a8 m3map writes; here
 # the stub sb-stats writes it): the final job submits the grid again once the file exists,
