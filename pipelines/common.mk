@@ -35,9 +35,12 @@ DEVICE      ?= cpu
 DEVICE_CELLS ?= 0
 DEVICE_RETRIES ?= 2
 DEVICE_GROUPS ?= 1
+# sb-eval's device (cpu by default, also with DEVICE=cuda: see docs/pipelines.md)
+EVAL_DEVICE ?= cpu
 # this make's identity: a cell that failed in it is not trained again by it
-# (computed once: sub-makes inherit it from the environment)
-ifeq ($(origin SB_MAKE_RUN),undefined)
+# (computed once per make; a grid's own sub-make gets it on its command line, and a
+# value from the environment, e.g. of a make that runs tests, is not this make's)
+ifneq ($(origin SB_MAKE_RUN),command line)
 SB_MAKE_RUN := $(shell date -u +%Y%m%dT%H%M%S.%N).$(shell echo $$PPID)
 endif
 ACCEPT_FAILED ?= 0
@@ -45,7 +48,7 @@ SB_STAGE    := pipelines/stage.sh
 SB_GRID     := scripts/grid
 SB_GRIDS    := $(sort $(wildcard pipelines/grids/*.grid) $(EXTRA_GRIDS))
 export SB_OUT SB_DATA SB_CACHE SB_MIRRORS SB_BIN TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST RESUME EXTRA_GRIDS \
-       DEVICE DEVICE_CELLS DEVICE_RETRIES DEVICE_GROUPS SB_MAKE_RUN
+       DEVICE DEVICE_CELLS DEVICE_RETRIES DEVICE_GROUPS SB_MAKE_RUN EVAL_DEVICE
 export SB_SLURM_PARTITION SB_SLURM_ACCOUNT SB_SLURM_QOS SB_SLURM_TIME SB_SLURM_CPUS SB_SLURM_MEM \
        SB_SLURM_THROTTLE SB_SLURM_MAX_ARRAY SB_SLURM_ARGS SB_SLURM_FORCE
 
@@ -115,7 +118,7 @@ ifeq ($(SCHEDULER),slurm)
 else ifeq ($(SCHEDULER),local)
 	+@$$(call sb_lock,$(1)); \
 	 echo "$(1): $$($(1).NCELLS) cells in $(SB_OUT)/$(1) ($$(foreach b,$$($(1).BLOCKS),$$(b) $$($(1).$$(b).NCELLS)))" >&2; \
-	 rc=0; $$(MAKE) --no-print-directory -k $$(if $$(filter -j%,$$(MAKEFLAGS)),,-j$$(SB_JOBS)) $(1)-final || rc=$$$$?; \
+	 rc=0; $$(MAKE) --no-print-directory -k $$(if $$(filter -j%,$$(MAKEFLAGS)),,-j$$(SB_JOBS)) SB_MAKE_RUN=$$(SB_MAKE_RUN) $(1)-final || rc=$$$$?; \
 	 $$(if $$(sb_after.$(1)),[ $$$$rc -ne 0 ] || $$(MAKE) --no-print-directory $$(sb_after.$(1)) || rc=$$$$?;) \
 	 $$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),:,$(SB_STAGE) failed $(SB_OUT)/$(1)) || exit 1; \
 	 exit $$$$rc

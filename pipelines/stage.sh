@@ -23,7 +23,7 @@
 #
 # Environment (set by pipelines/common.mk): SB_BIN SB_DATA SB_CACHE SB_MIRRORS
 # TRAIN_THREADS ACCEPT_FAILED REFREEZE RETEST RESUME SB_VERBOSE, and for training on
-# a GPU DEVICE DEVICE_CELLS DEVICE_RETRIES DEVICE_GROUPS SB_MAKE_RUN (do_train_group).
+# a GPU DEVICE DEVICE_CELLS DEVICE_RETRIES DEVICE_GROUPS SB_MAKE_RUN (do_train_group), EVAL_DEVICE.
 set -eu -o pipefail
 export LC_ALL=C
 SB_BIN=${SB_BIN:-bin}
@@ -356,23 +356,33 @@ do_train_group() {
 		ln -s "../../../cells/${todo[$i]}/work/${ids[$i]}" "$G/work/${ids[$i]}"
 	done
 	# one process per attempt; the device's slots bound the processes on it at once
-	local -a left=("${!todo[@]}") again
+	local -a left=("${!todo[@]}") again outs=() logs=()
+	local P
 	tries=$((1 + ${DEVICE_RETRIES:-2}))
 	for ((attempt = 1; attempt <= tries; attempt++)); do
 		for i in "${left[@]}"; do cat "$B/cells/${todo[$i]}/cell.json"; done >"$G/cells.ndjson"
 		device_slot
 		say "train $(label "$B") group $gid: ${#left[@]} cell(s) in one process on ${DEVICE:-cpu}$([ $attempt -eq 1 ] || echo " (attempt $attempt of $tries)") ..."
 		rc=0
-		run_logged "$G/train-$attempt.out" "$G/train-$attempt.log" "$(prog train)" -d "$SB_DATA" -o "$G/work" \
+		# the group's processes are numbered (train-P.out, train-P.log), never overwritten
+		P=$(($(find "$G" -maxdepth 1 -name 'train-*.log' | wc -l) + 1))
+		outs+=("$G/train-$P.out") logs+=("$G/train-$P.log")
+		run_logged "$G/train-$P.out" "$G/train-$P.log" "$(prog train)" -d "$SB_DATA" -o "$G/work" \
 			--device "${DEVICE:-cpu}" -j "${DEVICE_CELLS:-0}" "$G/cells.ndjson" || rc=$?
 		exec 7>&-
 		again=()
 		for i in "${left[@]}"; do
 			st=$(last_status "$B/cells/${todo[$i]}/work/${ids[$i]}/train.ndjson")
-			[ "$st" = failed_device ] && again+=("$i")
+			# a lost device; or a process that died by a signal (a driver abort, the OOM
+			# killer) before the cell recorded its end
+			if [ "$st" = failed_device ] || { [ $rc -ge 128 ] && [ "$st" = none ]; }; then again+=("$i"); fi
 		done
 		[ ${#again[@]} -gt 0 ] && [ $attempt -lt $tries ] || break
-		say "train $gid: ${#again[@]} cell(s) ended with failed_device (sb-train exit $rc); retrying them in a new process"
+		if [ $rc -ge 128 ]; then
+			say "train $gid: the process died (exit $rc, signal $((rc - 128))); retrying its ${#again[@]} unfinished cell(s) in a new process"
+		else
+			say "train $gid: ${#again[@]} cell(s) ended with failed_device (sb-train exit $rc); retrying them in a new process"
+		fi
 		left=("${again[@]}")
 	done
 	rm -rf "$G/work"
@@ -380,10 +390,10 @@ do_train_group() {
 	local failed=0 mine=0
 	for i in "${!todo[@]}"; do
 		k=${todo[$i]}
-		grep -hF "\"cell_id\":\"${ids[$i]}\"" "$G"/train-*.out >"$B/cells/$k/train.out" 2>/dev/null || true
+		grep -hF "\"cell_id\":\"${ids[$i]}\"" "${outs[@]}" >"$B/cells/$k/train.out" 2>/dev/null || true
 		{
-			echo "trained in one sb-train process with its group $gid (logs: $G/train-N.log, N = attempt)"
-			grep -hF "${ids[$i]}" "$G"/train-*.log 2>/dev/null || true
+			echo "trained with its group $gid in one sb-train process per attempt (logs: ${logs[*]})"
+			grep -hF "${ids[$i]}" "${logs[@]}" 2>/dev/null || true
 		} >"$B/cells/$k/train.log"
 		st=$(last_status "$B/cells/$k/work/${ids[$i]}/train.ndjson")
 		case $st in
@@ -457,7 +467,7 @@ do_eval() {
 	fi
 	[ ${#ck[@]} -eq 0 ] || check_cell "$d" eval "${ck[@]}"
 	say "eval $(label "$B") $key ..."
-	run_logged "$d/eval.out" "$d/eval.log" "$(prog eval)" -q -d "$SB_DATA" -j "$TRAIN_THREADS" "$run" ||
+	run_logged "$d/eval.out" "$d/eval.log" "$(prog eval)" -q -d "$SB_DATA" -j "$TRAIN_THREADS" $([ "${EVAL_DEVICE:-cpu}" = cpu ] || echo "--device ${EVAL_DEVICE}") "$run" ||
 		fail_cell "$d" eval "sb-eval failed"
 	[ -s "$run/val.ndjson" ] || fail_cell "$d" eval "sb-eval wrote no $run/val.ndjson"
 	seal "$run/val.ndjson"

@@ -3,7 +3,8 @@
 # four cells of one grid row (one task, architecture and tier) trained in one
 # process, where they run at once through train/multicell.c, against each cell
 # trained alone: the same records (timing fields aside) and byte-identical
-# checkpoints. On the CPU (dry run) SB_TRAIN_GROUPS=1 forces the same grouping.
+# checkpoints. On the CPU (dry run) SB_TRAIN_GROUPS=1 forces the same grouping. Then
+# sb-eval of those runs on DEVICE against sb-eval on the CPU (every epoch's metrics).
 # SB_CHECK_LIMIT: examples per cell's pool (default 3000: 10 steps of 256 per epoch).
 # TAP-like lines; ends with "N passed, N failed"; exit 1 on any failure.
 set -u
@@ -70,5 +71,57 @@ for b in bad:
 sys.exit(0 if ids and not bad and done == len(ids) else 1)
 EOF
 check $? "multi-cell sb-train == each cell alone: records (timing aside) and checkpoints identical"
+
+# sb-eval on the device against sb-eval on the CPU, on copies of the multi-cell runs
+# (what a pipeline with EVAL_DEVICE=cuda evaluates): every epoch's validation metrics;
+# products summed in another order may flip near-tie predictions, hence the tolerances
+cp -r "$tmp/runsM" "$tmp/evalD" && cp -r "$tmp/runsM" "$tmp/evalC"
+t0=$SECONDS
+"$top/bin/sb-eval" -q --device "$dev" -d "$tmp/data" -j 4 "$tmp"/evalD/*/ >"$tmp/evalD.out" 2>"$tmp/evalD.err"
+rc=$?
+check $rc "sb-eval --device $dev on the four runs (exit $rc, $((SECONDS - t0)) s)$( [ $rc -ne 0 ] && echo ": $(tail -n 2 "$tmp/evalD.err" | tr '\n' ' ')")"
+t0=$SECONDS
+"$top/bin/sb-eval" -q --device cpu -d "$tmp/data" -j 4 "$tmp"/evalC/*/ >"$tmp/evalC.out" 2>"$tmp/evalC.err"
+rc=$?
+check $rc "sb-eval --device cpu on the same runs (exit $rc, $((SECONDS - t0)) s)"
+python3 - "$tmp" <<'EOF'
+import json, os, sys
+tmp = sys.argv[1]
+def epochs(d):
+    out = {}
+    for line in open(os.path.join(d, "val.ndjson")):
+        r = json.loads(line)
+        if r.get("kind") == "eval.epoch":
+            out[r["epoch"]] = r
+    return out
+KEYS = ("val_accuracy", "val_loss", "attention_density", "attention_entropy")
+worst = dict.fromkeys(KEYS, 0.0)
+n, bad = 0, []
+for cid in sorted(os.listdir(os.path.join(tmp, "evalC"))):
+    c, d = epochs(os.path.join(tmp, "evalC", cid)), epochs(os.path.join(tmp, "evalD", cid))
+    if sorted(c) != sorted(d) or not c:
+        bad.append("%s: epochs %s vs %s" % (cid, sorted(d), sorted(c)))
+        continue
+    for e in c:
+        n += 1
+        for k in KEYS:
+            a, b = c[e].get(k), d[e].get(k)
+            if (a is None) != (b is None):
+                bad.append("%s epoch %d: %s %s vs %s" % (cid, e, k, b, a))
+                continue
+            if a is None:
+                continue
+            diff = abs(a - b) * c[e]["n_val"] if k == "val_accuracy" else abs(a - b) / max(abs(a), 1e-12)
+            worst[k] = max(worst[k], diff)
+            # at most 3 flipped predictions per epoch; 1e-4 relative on the loss and statistics
+            if diff > (3.5 if k == "val_accuracy" else 1e-4):
+                bad.append("%s epoch %d: %s %.8g vs %.8g" % (cid, e, k, b, a))
+print("# %d epochs compared; worst: flipped predictions %d, relative loss %.3g, density %.3g, entropy %.3g"
+      % (n, round(worst["val_accuracy"]), worst["val_loss"], worst["attention_density"], worst["attention_entropy"]))
+for b in bad:
+    print("# " + b)
+sys.exit(0 if n and not bad else 1)
+EOF
+check $? "sb-eval on $dev == on cpu: accuracy within 3 predictions per epoch, loss and attention statistics within 1e-4 relative"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -95,6 +95,21 @@ t_result $? "the next make (device healthy) succeeds ($(tail -n 1 "$T/heal.log")
 got=$(digest)
 [ "$got" = "$ref" ]; t_result $? "with the same results (digest $got vs $ref)"
 
+# a process that dies by a signal (SB_TRAIN_STOP_AFTER_STEPS: _exit(137) mid-epoch, as
+# after kill -9) has its unfinished cells retried too; here every process dies, so the
+# retries run out and the cells fail with their records kept
+rm -rf "$T/out"
+SB_TRAIN_GROUPS=1 SB_TRAIN_STOP_AFTER_STEPS=5 gmake -k gg-cells DEVICE_RETRIES=1 >"$T/killed.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q 'the process died (exit 137, signal 9); retrying its 6 unfinished cell(s) in a new process' "$T/killed.log" &&
+	[ "$(processes)" = 4 ]
+t_result $? "a process killed mid-epoch: its cells are retried in a new process ($(processes) processes; exit $rc)" \
+	"$(grep -m2 'died\|FAILED' "$T/killed.log")"
+SB_TRAIN_GROUPS=1 gmake gg >"$T/killed2.log" 2>&1
+t_result $? "and the next make completes them ($(tail -n 1 "$T/killed2.log"))"
+got=$(digest)
+[ "$got" = "$ref" ]; t_result $? "with the same results (digest $got vs $ref)"
+
 # one cell fails for good (not the device: where its first checkpoint goes there is a
 # directory); the others of its group are published and evaluated in the same make
 rm -rf "$T/out"
