@@ -163,7 +163,10 @@ void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero
 			double v = pr[j];
 			if (j < n_valid && v > 1e-7)
 				cnt++;
-			h -= v * log(v > 1e-12 ? v : 1e-12);
+			/* an exact zero adds -0 * log(1e-12) = -0: h is unchanged, so the
+			 * logarithm is skipped (the same bits; sparse rows are mostly zeros) */
+			if (v != 0)
+				h -= v * log(v > 1e-12 ? v : 1e-12);
 		}
 		if (nonzero)
 			*nonzero += (double)cnt;
