@@ -315,8 +315,9 @@ last_status() { # ndjson -> the status of its last record (none when it has none
 	echo "${s:-none}"
 }
 do_train_group() {
-	local B=$1 key=$2 d gid G k t0 i n id attempt tries rc st
-	d="$B/cells/$key" gid=$(group_of "$key") G="$B/groups/$(group_of "$key")"
+	local B=$1 key=$2 d gid G k t0 i crc attempt tries rc st
+	d="$B/cells/$key" gid=$(group_of "$key")
+	G="$B/groups/$gid"
 	mkdir -p "$G"
 	exec 9>>"$G/lock"
 	if ! flock -n 9; then
@@ -336,7 +337,7 @@ do_train_group() {
 	local todo=()
 	while read -r k; do
 		[ "$(group_of "$k")" = "$gid" ] || continue
-		grep -q '"family"' "$B/cells/$k/cell.json" 2>/dev/null && continue
+		group_mode "$B/cells/$k" || continue
 		if [ "$k" = "$key" ] || { ! cell_current "$B" "$k" && ! failed_this_run "$B" "$k"; }; then
 			todo+=("$k")
 		fi
@@ -397,16 +398,15 @@ do_train_group() {
 		} >"$B/cells/$k/train.log"
 		st=$(last_status "$B/cells/$k/work/${ids[$i]}/train.ndjson")
 		case $st in
-		completed | failed_nonfinite_loss) n=0 ;;
-		*) n=1 ;;
+		completed | failed_nonfinite_loss) crc=0 ;;
+		*) crc=1 ;;
 		esac
-		if ! (publish_run "$B" "$k" "$n" "sb-train exit $rc in its group's process ($gid)") 2>"$G/publish.err"; then
-			sed 's/^/  /' "$G/publish.err" >&2
+		# in a subshell: fail_cell exits, and only this cell fails
+		if ! (publish_run "$B" "$k" "$crc" "sb-train exit $rc in its group's process ($gid)"); then
 			failed=$((failed + 1))
 			[ "$k" = "$key" ] && mine=1
 		fi
 	done
-	rm -f "$G/publish.err"
 	say "train $(label "$B") group $gid: ${#todo[@]} cell(s), $failed failed ($(elapsed "$t0")) [$(count_done "$B" train.ndjson)/$(block_keys "$B" | wc -l) trained]"
 	[ $mine = 0 ] || die 1 "train $key FAILED (records kept; see $d/FAILED)"
 }
