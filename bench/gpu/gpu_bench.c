@@ -32,6 +32,17 @@ static const char *METHODS[] = {"softmax",   "topk_softmax_0125", "topk_softmax_
 enum { NMETH = 7, BATCH = 256 };
 static int STEPS = 40, WARMUP = 5;
 
+/* the hardware work queues the cells' streams share: CUDA_DEVICE_MAX_CONNECTIONS as the
+ * driver read it (the CUDA backend sets 32 unless the environment chose; 8 is the
+ * driver's own default; 0 on the CPU) */
+static int connections(const char *device)
+{
+	if (strncmp(device, "cuda", 4))
+		return 0; /* no queues on the CPU */
+	const char *e = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+	return e && *e ? atoi(e) : 8;
+}
+
 /* a barrier that gives up after a while (a cell that never arrives must not hang the run) */
 struct tbar {
 	pthread_mutex_t mu;
@@ -597,8 +608,10 @@ int main(int argc, char **argv)
 			}
 		double sps = ok ? (double)ok * STEPS * BATCH / (te - ts) : 0;
 		printf("{\"kind\":\"bench.multi\",\"device\":\"%s\",\"shape\":\"%s\",\"mode\":\"%s\",\"cells\":%d,\"cells_ok\":%d,\"batch\":%d,"
-		       "\"steps\":%d,\"samples_per_s\":%.1f,\"timed_s\":%.3f,\"wall_s\":%.3f,\"replayed\":%lld,\"data\":\"%s\"}\n",
-		       device, shape, plain_only ? "plain" : "graph", n, ok, BATCH, STEPS, sps, ok ? te - ts : 0, wall, rep, what);
+		       "\"steps\":%d,\"samples_per_s\":%.1f,\"timed_s\":%.3f,\"wall_s\":%.3f,\"replayed\":%lld,\"data\":\"%s\","
+		       "\"connections\":%d}\n",
+		       device, shape, plain_only ? "plain" : "graph", n, ok, BATCH, STEPS, sps, ok ? te - ts : 0, wall, rep, what,
+		       connections(device));
 		if (rc)
 			fprintf(stderr, "gpu_bench: multi: %s\n", err.msg);
 		rc_all |= rc;

@@ -1313,8 +1313,17 @@ static const struct sb_backend_ops cuda_ops = {
 };
 
 static pthread_once_t flags_once = PTHREAD_ONCE_INIT;
+/* Once per process, before the driver's first call (cudaSetDeviceFlags below starts it). */
 static void set_flags(void)
 {
+	/* One process trains many cells, each on its own stream (train/multicell.c). The
+	 * driver maps streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware work queues, 8
+	 * unless the environment says otherwise, and kernels of streams sharing a queue
+	 * run one after another (false dependencies): with 70 cells, about 9 cells per
+	 * queue. Ask for the most the driver offers (32) unless the user chose a value;
+	 * tests/gpu/run.sh measures 70 cells with 8 too. The variable is read when the
+	 * driver starts, so it is set here, under the once, before any CUDA call. */
+	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 	const char *m = getenv("SB_CUDA_SYNC");
 	unsigned f = cudaDeviceScheduleYield;
 	if (m && !strcmp(m, "spin"))
@@ -1372,8 +1381,8 @@ int sb_cuda_device_count(void)
 extern "C" int sb_backend_cuda_open(const char *device, int threads, struct sb_backend **out, struct sb_err *err)
 {
 	int dev, tf32;
+	pthread_once(&flags_once, set_flags); /* first: it may set the environment (above) */
 	SB_TRY(parse_device(device, &dev, &tf32, err));
-	pthread_once(&flags_once, set_flags);
 	int ndev = sb_cuda_device_count();
 	if (ndev < 1)
 		return SB_ERR(err, SB_EINTERNAL, "device '%s': no CUDA device is available (driver or GPU missing)",

@@ -176,9 +176,11 @@ section bench-multi-plain 120 ./build/gpu/gpu_bench --device "$dev" "${data_args
 # the other task families' shapes (CIFAR/SVHN/USPS: 65 tokens; text: 97), for the study projection
 section bench-multi-cifar 120 ./build/gpu/gpu_bench --device "$dev" --shape cifar "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
 section bench-multi-text 120 ./build/gpu/gpu_bench --device "$dev" --shape text "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
-# what more concurrency and the TF32 option (opt-in; fp32 is the default and the target) give
+# what more concurrency, fewer hardware queues and the TF32 option (opt-in; fp32 is the default and the target) give
 if [ $dry -eq 0 ]; then
 	section bench-multi-20 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi 20 >>"$OUT/bench.ndjson" 2>>"$LOG"
+	# the driver's default of 8 hardware queues for the 70 streams (the backend asks for 32)
+	section bench-multi-q8 120 env CUDA_DEVICE_MAX_CONNECTIONS=8 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
 	section bench-multi-tf32 120 ./build/gpu/gpu_bench --device "$dev,tf32" "${data_args[@]}" "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
 fi
 section bench-profile 90 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" --profile "$prof" >>"$OUT/bench.ndjson" 2>>"$LOG"

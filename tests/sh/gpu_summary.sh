@@ -22,6 +22,7 @@ methods="softmax topk_softmax_0125 topk_softmax_025 topk_softmax_05 sparsemax en
 	echo '{"kind":"bench.multi","device":"cuda","mode":"graph","cells":140,"cells_ok":139,"batch":256,"steps":60,"samples_per_s":700000.0,"timed_s":1,"wall_s":1,"replayed":1,"data":"synthetic"}'
 	echo '{"kind":"bench.multi","device":"cuda,tf32","mode":"graph","cells":70,"cells_ok":70,"batch":256,"steps":60,"samples_per_s":800000.0,"timed_s":1,"wall_s":1,"replayed":1,"data":"synthetic"}'
 	echo '{"kind":"bench.multi","device":"cuda","shape":"cifar","mode":"graph","cells":70,"cells_ok":70,"batch":256,"steps":60,"samples_per_s":450000.0,"timed_s":1,"wall_s":1,"replayed":1,"data":"synthetic"}'
+	echo '{"kind":"bench.multi","device":"cuda","mode":"graph","cells":70,"cells_ok":70,"batch":256,"steps":60,"samples_per_s":420000.0,"timed_s":1,"wall_s":1,"replayed":1,"data":"synthetic","connections":8}'
 	echo '{"kind":"bench.multi","device":"cuda","shape":"text","mode":"graph","cells":70,"cells_ok":70,"batch":256,"steps":60,"samples_per_s":250000.0,"timed_s":1,"wall_s":1,"replayed":1,"data":"synthetic"}'
 } >"$O/bench.ndjson"
 printf 'build\tok\t2\tprebuilt abc1234\nops\tFAIL\t5\texit 1\t10 passed, 2 failed\n' >"$O/sections.tsv"
@@ -85,8 +86,11 @@ t_result $? "the TF32 row is labelled as the opt-in (${xtf}x)"
 grep -qF "| sparsebench, op by op | 70 (70 ok) | 300000 |" "$T/out.md" && grep -qF "| PyTorch eager, cells one after another (harmonic mean of the methods) | 1 at a time | $seq | 1.0x |" "$T/out.md"
 t_result $? "the op-by-op row and the sequential PyTorch row"
 rows=$(grep -E '^\| sparsebench, ' "$T/out.md" | sed -E 's/^\| sparsebench, ([^|]*) \| ([0-9]+) .*/\1 \2/' | paste -sd';' -)
-[ "$rows" = "recorded steps (graphs) 70;recorded steps (graphs) 140;op by op 70;recorded steps (graphs), TF32 (opt-in, not the fp32 default) 70;recorded steps (graphs), cifar shape (65 tokens) 70;recorded steps (graphs), text shape (97 tokens) 70" ]
+[ "$rows" = "recorded steps (graphs) 70;recorded steps (graphs) 140;op by op 70;recorded steps (graphs), TF32 (opt-in, not the fp32 default) 70;recorded steps (graphs), cifar shape (65 tokens) 70;recorded steps (graphs), text shape (97 tokens) 70;recorded steps (graphs), 8 hardware queues (CUDA_DEVICE_MAX_CONNECTIONS; the backend's is 32) 70" ]
 t_result $? "row order: fp32 graphs by cells, op by op, TF32, then the other shapes ($rows)"
+x8=$(awk -v s="$seq" 'BEGIN { printf "%.1f", 420000 / s }')
+grep -qF "| sparsebench, recorded steps (graphs), 8 hardware queues (CUDA_DEVICE_MAX_CONNECTIONS; the backend's is 32) | 70 (70 ok) | 420000 | ${x8}x | n/a |" "$T/out.md"
+t_result $? "70 cells with the driver's default of 8 hardware queues: their own row (${x8}x), no projection, and the 70-cell row above is still the 32-queue one"
 grep -q "the 13 tasks of PROTOCOL A1 at their own sizes" "$T/out.md" && grep -qF "${factor}x the 910 x 30" "$T/out.md"
 t_result $? "the projection uses every task's own size: ${factor}x a study of Fashion-MNIST-sized cells"
 grep -qF "**Projection from the measured rates of the three shapes** (70 cells, recorded steps, fp32; each task's samples at the rate of its shape, no FLOPs model): $hmeas h" "$T/out.md"
