@@ -141,23 +141,15 @@ submit() {
 		END { for (i = 1; i <= n; i++) print st[order[i]], order[i] }' >"$pend" || true
 	# on a GPU (DEVICE, docs/pipelines.md "On a GPU"): one array task per group of cells
 	# that train in one sb-train process (block, task, architecture, tier), its keys
-	# joined by commas; cells of other families stay one per task
-	if [ "${DEVICE:-cpu}" != cpu ] || [ "${SB_TRAIN_GROUPS:-0}" = 1 ]; then
-		local merged
-		merged=$(mktemp)
-		while read -r stages block key; do
-			if [[ ",$stages," == *,train,* ]] && ! grep -q '"family"' "$block/cells/$key/cell.json" 2>/dev/null; then
-				local kt kl ks ka kr
-				IFS=. read -r kt kl ks ka kr _ <<<"$key"
-				printf '%s\t%s %s\n' "$block $kt.$ka.$kr" "$stages $block" "$key"
-			else
-				printf '%s\t%s %s\n' "$block $key" "$stages $block" "$key"
-			fi
-		done <"$pend" | awk -F'\t' '
-			{ split($2, p, " "); if (!($1 in line)) { order[++n] = $1; line[$1] = p[1] " " p[2] " " p[3] } else line[$1] = line[$1] "," p[3] }
-			END { for (i = 1; i <= n; i++) print line[order[i]] }' >"$merged"
-		mv -f "$merged" "$pend"
-	fi
+	# joined by commas; cells of other families, and every cell on the CPU, stay one per
+	# task. The groups are stage.sh's (`stage.sh group`), the rule the recipes follow.
+	local merged
+	merged=$(mktemp)
+	awk '{ print $2, $3 }' "$pend" | pipelines/stage.sh group | paste -d' ' "$pend" - | awk '
+		{ k = ($1 ~ /(^|,)train(,|$)/ && $4 != "-") ? $2 " " $4 : $2 " " $3
+		  if (!(k in line)) { order[++n] = k; line[k] = $1 " " $2 " " $3 } else line[k] = line[k] "," $3 }
+		END { for (i = 1; i <= n; i++) print line[order[i]] }' >"$merged"
+	mv -f "$merged" "$pend"
 	local ncells nkeys
 	ncells=$(wc -l <"$pend")   # array tasks: a cell each, or a group of cells on a GPU
 	nkeys=$(awk '{ n += split($3, k, ",") } END { print n + 0 }' "$pend")

@@ -14,6 +14,8 @@
 #   stage.sh stats BLOCKDIR             sb-stats  -> BLOCKDIR/stats/{stats.ndjson,*.md,*.csv,*.tex,*.svg}
 #   stage.sh a8 BLOCKDIR                sb-a8     -> BLOCKDIR/a8/{a8.ndjson,a8.md} (PROTOCOL A8 verdicts)
 #   stage.sh report GRIDDIR             GRIDDIR/report.md
+#   stage.sh group < "BLOCKDIR KEY" lines   each cell's training group (TASK.ARCH.TIER)
+#                                       or "-" (trained alone): pipelines/slurm.sh
 #   stage.sh failed GRIDDIR             list failed / unfinished cells (exit 1 if any)
 #   stage.sh check FILE...              verify FILE.sha256 sidecars
 #   stage.sh seal FILE...               write FILE.sha256 sidecars
@@ -299,6 +301,14 @@ group_of() { # key -> TASK.ARCH.TIER
 	# shellcheck disable=SC2086
 	set -- $1
 	echo "$1.$4.$5"
+}
+# for each "BLOCKDIR KEY" line on stdin, the cell's group, or "-" when it trains alone
+# (on the CPU, or a cell of another family): pipelines/slurm.sh makes an array task of a group
+do_group() {
+	local block key
+	while read -r block key; do
+		if group_mode "$block/cells/$key"; then group_of "$key"; else echo -; fi
+	done
 }
 # as make sees it: train.ndjson exists and is not older than the cell or its dataset
 cell_current() { # blockdir key
@@ -860,7 +870,7 @@ do_digest() {
 
 main() {
 cmd=${1:-}
-[ -n "$cmd" ] || die 2 "usage: pipelines/stage.sh fetch|train|eval|freeze|test|stats|a8|report|failed|check|seal|manifest|verify|digest ..."
+[ -n "$cmd" ] || die 2 "usage: pipelines/stage.sh fetch|train|eval|freeze|test|stats|a8|report|group|failed|check|seal|manifest|verify|digest ..."
 shift
 case "$cmd" in
 fetch) do_fetch "$@" ;;
@@ -871,6 +881,7 @@ test) do_test "$@" ;;
 stats) do_stats "$@" ;;
 a8) do_a8 "$@" ;;
 report) do_report "$@" ;;
+group) do_group "$@" ;;
 failed) do_failed "$@" ;;
 check) check "$@" ;;
 seal) seal "$@" ;;
