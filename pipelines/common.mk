@@ -58,11 +58,13 @@ export SB_SLURM_PARTITION SB_SLURM_ACCOUNT SB_SLURM_QOS SB_SLURM_TIME SB_SLURM_C
 # (Only programs the top Makefile can build are prerequisites; stage.sh reports a missing one.)
 sb_prog = $(filter $(SB_BIN)/sb-$(1),$(PROGS))
 
-# the programs, built first when they are this tree's (SB_BIN=bin)
+# the programs, built first when they are this tree's (SB_BIN=bin); silently (-s: no
+# "'bin/sb-...' is up to date" line per program at the start of every grid; a
+# compiler's errors and warnings still show)
 .PHONY: sb-programs
 sb-programs:
 ifeq ($(SB_BIN),bin)
-	@$(MAKE) --no-print-directory $(PROGS) >&2
+	@$(MAKE) -s --no-print-directory $(PROGS) >&2
 endif
 
 # ---- datasets (one target per task, shared by every grid) ----
