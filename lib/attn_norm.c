@@ -150,31 +150,77 @@ int sb_norm_topk_k(double ratio, int n_valid)
 	return k;
 }
 
+/* The entropy terms -sum p log max(p, 1e-12) of p[0..n): each term in double from
+ * the float logarithm log_pos (a few float ulp: p itself is a float, rounded to 6e-8
+ * relative, so a double logarithm would add digits the probabilities do not have),
+ * summed in double in VW lanes (element i in lane i % VW, lanes combined by a fixed
+ * tree: deterministic); the last partial chunk is padded with zeros, which add
+ * -0 * log(1e-12) = -0: nothing. */
+static double entropy_terms(const float *restrict p, size_t n)
+{
+	double acc[VW];
+	for (int l = 0; l < VW; l++)
+		acc[l] = 0;
+	size_t b = 0;
+	for (; b + VW <= n; b += VW)
+		for (int l = 0; l < VW; l++) {
+			float v = p[b + l];
+			acc[l] -= (double)v * (double)log_pos(v > 1e-12f ? v : 1e-12f);
+		}
+	if (b < n) {
+		float tail[VW];
+		for (int l = 0; l < VW; l++)
+			tail[l] = b + l < n ? p[b + l] : 0.0f;
+		for (int l = 0; l < VW; l++) {
+			float v = tail[l];
+			acc[l] -= (double)v * (double)log_pos(v > 1e-12f ? v : 1e-12f);
+		}
+	}
+	for (int w = VW / 2; w >= 1; w /= 2)
+		for (int l = 0; l < w; l++)
+			acc[l] += acc[l + w];
+	return acc[0];
+}
+
+/* how many of p[0..n) exceed 1e-7 (compared in double, as the density is defined) */
+static long count_nonzero(const float *restrict p, size_t n)
+{
+	int32_t c[VW];
+	for (int l = 0; l < VW; l++)
+		c[l] = 0;
+	size_t b = 0;
+	for (; b + VW <= n; b += VW)
+		for (int l = 0; l < VW; l++)
+			c[l] += (double)p[b + l] > 1e-7 ? 1 : 0;
+	long cnt = lanes_isum(c);
+	for (; b < n; b++)
+		cnt += (double)p[b] > 1e-7 ? 1 : 0;
+	return cnt;
+}
+
+/* The rows of a block are contiguous: the entropy is summed over the whole block at
+ * once (the statistics are totals; a row's own entropy is never needed), and so is
+ * the count when every key is valid. Counts are whole numbers, exact in double. */
 void sb_norm_stats(const float *p, int rows, int T, int n_valid, double *nonzero, double *valid_total,
                    double *entropy_sum)
 {
 	if (n_valid > T)
 		n_valid = T;
-	for (int r = 0; r < rows; r++) {
-		const float *pr = p + (size_t)r * T;
+	if (n_valid < 0)
+		n_valid = 0;
+	if (nonzero) {
 		long cnt = 0;
-		double h = 0;
-		for (int j = 0; j < T; j++) {
-			double v = pr[j];
-			if (j < n_valid && v > 1e-7)
-				cnt++;
-			/* an exact zero adds -0 * log(1e-12) = -0: h is unchanged, so the
-			 * logarithm is skipped (the same bits; sparse rows are mostly zeros) */
-			if (v != 0)
-				h -= v * log(v > 1e-12 ? v : 1e-12);
-		}
-		if (nonzero)
-			*nonzero += (double)cnt;
-		if (valid_total)
-			*valid_total += n_valid > 0 ? n_valid : 0;
-		if (entropy_sum)
-			*entropy_sum += h;
+		if (n_valid == T)
+			cnt = count_nonzero(p, (size_t)rows * T);
+		else
+			for (int r = 0; r < rows; r++)
+				cnt += count_nonzero(p + (size_t)r * T, (size_t)n_valid);
+		*nonzero += (double)cnt;
 	}
+	if (valid_total)
+		*valid_total += (double)rows * n_valid;
+	if (entropy_sum)
+		*entropy_sum += entropy_terms(p, (size_t)rows * T);
 }
 
 /* ------------------------------------------------------------ workspace */

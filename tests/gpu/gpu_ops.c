@@ -237,7 +237,10 @@ static void t_attention(const char *method, double alpha, int unrolled, int mask
 	FREED(gPc);
 	char det[200];
 	double re = fabs(s1.entropy_sum - s2.entropy_sum) / (fabs(s1.entropy_sum) + 1e-300);
-	int ok = s1.nonzero == s2.nonzero && s1.valid_total == s2.valid_total && s1.rows == s2.rows && re < 1e-9;
+	/* the CPU takes each entropy term's logarithm in float (within 2.08e-7 relative of
+	 * the double one: lib/attn_norm.c entropy_terms, tests/unit/test_attn_norm.c), the
+	 * GPU in double: the CPU's bound, 2.5e-7 (was 1e-9 while both used double) */
+	int ok = s1.nonzero == s2.nonzero && s1.valid_total == s2.valid_total && s1.rows == s2.rows && re < 2.5e-7;
 	snprintf(det, sizeof det, "%s: nonzero %.0f/%.0f valid %.0f/%.0f rows %.0f/%.0f entropy rel err %.3g", sh,
 		 s2.nonzero, s1.nonzero, s2.valid_total, s1.valid_total, s2.rows, s1.rows, re);
 	g_check(&E, ok, "attention_stats", det);

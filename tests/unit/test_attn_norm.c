@@ -296,6 +296,83 @@ static void test_against_ref(void)
  * The backward solves such runs together too: the same bits per row again.
  * Rows cycle through the generators, so runs are broken by rows with -inf keys
  * (not direct), and groups of 16 end at every position. */
+/* sb_norm_stats on blocks of many shapes (every length modulo the 16 lanes, rows
+ * longer than a register, padded rows with n_valid < T, dense, sparse and one-hot
+ * rows, values down to the 1e-12 clamp) against the plain double-precision loop:
+ * counts exact, entropy within rel_tol, the same bits on a second call. */
+static void test_stats_blocks(double rel_tol)
+{
+	static const int Ts[] = {1, 2, 7, 15, 16, 17, 31, 50, 65, 97, 513};
+	uint64_t st = 0x5eed5eedULL;
+	double worst = 0;
+	char wdesc[96] = "";
+	int bad = 0, nblocks = 0;
+	for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+		int T = Ts[ti], rows = T < 40 ? T : 40;
+		float *p = malloc(sizeof(float) * (size_t)rows * T);
+		for (int kind = 0; kind < 4; kind++) /* dense, sparse, one-hot, tiny values */
+			for (int nvk = 0; nvk < 2; nvk++) {
+				int nv = nvk ? (T > 1 ? T - 1 - (T / 3) : 1) : T;
+				for (int r = 0; r < rows; r++) {
+					float *pr = p + (size_t)r * T;
+					double sum = 0;
+					for (int j = 0; j < T; j++) {
+						st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+						double u = (double)(st >> 11) / 9007199254740992.0;
+						double v = kind == 1 && u < 0.6 ? 0 : kind == 3 ? exp(-28 * u) : u;
+						pr[j] = (float)v;
+						sum += v;
+					}
+					if (kind == 2) {
+						for (int j = 0; j < T; j++)
+							pr[j] = 0;
+						pr[r % T] = 1;
+					} else if (sum > 0 && kind != 3) {
+						for (int j = 0; j < T; j++)
+							pr[j] = (float)(pr[j] / sum);
+					}
+				}
+				double nz = 0, vt = 0, ent = 0, nz2 = 0, vt2 = 0, ent2 = 0;
+				sb_norm_stats(p, rows, T, nv, &nz, &vt, &ent);
+				sb_norm_stats(p, rows, T, nv, &nz2, &vt2, &ent2);
+				double wnz = 0, went = 0;
+				for (int r = 0; r < rows; r++)
+					for (int j = 0; j < T; j++) {
+						double v = p[(size_t)r * T + j];
+						if (j < nv && v > 1e-7)
+							wnz++;
+						went -= v * log(v > 1e-12 ? v : 1e-12);
+					}
+				double rel = went > 0 ? fabs(ent - went) / went : fabs(ent);
+				nblocks++;
+				if (rel > worst) {
+					worst = rel;
+					snprintf(wdesc, sizeof wdesc, "T=%d kind %d n_valid %d", T, kind, nv);
+				}
+				if (nz != wnz || vt != (double)rows * nv || rel > rel_tol ||
+				    memcmp(&ent, &ent2, sizeof ent) || nz2 != nz || vt2 != vt) {
+					if (!bad)
+						fprintf(stderr, "# stats T=%d kind %d n_valid %d: nonzero %g (want %g), valid %g (want %g), "
+						        "entropy %.17g (want %.17g, rel %.2e), repeat %.17g\n",
+						        T, kind, nv, nz, wnz, vt, (double)rows * nv, ent, went, rel, ent2);
+					bad++;
+				}
+			}
+		free(p);
+	}
+	/* the density's threshold is (double)p > 1e-7: the float nearest 1e-7 is above it
+	 * and counts, the float below it does not; 17 keys, so both a full lane chunk and
+	 * the scalar tail see them */
+	float edge[17];
+	for (int j = 0; j < 17; j++)
+		edge[j] = j % 2 ? nextafterf(1e-7f, 0) : 1e-7f;
+	double enz = 0;
+	sb_norm_stats(edge, 1, 17, 17, &enz, NULL, NULL);
+	SB_CHECK(enz == 9, "stats: 1e-7f counts as above 1e-7, the float below it does not (%g of 17 counted, want 9)", enz);
+	SB_CHECK(!bad, "stats on %d blocks (T 1..513, dense/sparse/one-hot/tiny, padded rows): counts exact, entropy "
+	         "within %.1e of double precision (worst %.2e at %s), repeatable; %d bad", nblocks, rel_tol, worst, wdesc, bad);
+}
+
 static void test_blocks(void)
 {
 	static const double alphas[] = {1.05, 1.13, 1.33, 1.499, 1.8, 1.95};
@@ -672,13 +749,20 @@ static void test_misc(void)
 	free(sl);
 	free(pa);
 	free(pb);
-	/* stats: density over valid keys, entropy over the row */
+	/* stats: density over valid keys, entropy over the row. The entropy's terms use the
+	 * float logarithm (lib/attn_norm.c entropy_terms): each term -p log p within
+	 * 2.08e-7 relative of the double-precision term (log_pos against libm's log over
+	 * every float in [1e-12, 1]), all terms >= 0, so the sum is within ENT_REL of the
+	 * double-precision entropy (the bound plus room for the double sums' rounding). */
+	const double ENT_REL = 2.5e-7;
 	float ps[2 * 4] = {0.5f, 0.5f, 0, 0, 1, 0, 5e-8f, 0};
 	double nz = 0, vt = 0, ent = 0;
 	sb_norm_stats(ps, 2, 4, 3, &nz, &vt, &ent);
 	double want_ent = -(2 * 0.5 * log(0.5) + 5e-8 * log(5e-8));
-	SB_CHECK(nz == 3 && vt == 6 && fabs(ent - want_ent) < 1e-12,
-	         "stats: nonzero %g (want 3), valid %g (want 6), entropy %.12g (want %.12g)", nz, vt, ent, want_ent);
+	SB_CHECK(nz == 3 && vt == 6 && fabs(ent - want_ent) <= ENT_REL * want_ent,
+	         "stats: nonzero %g (want 3), valid %g (want 6), entropy %.12g (want %.12g, rel err %.2e)", nz, vt, ent,
+	         want_ent, fabs(ent - want_ent) / want_ent);
+	test_stats_blocks(ENT_REL);
 }
 
 int main(void)
