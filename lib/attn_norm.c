@@ -156,6 +156,12 @@ int sb_norm_topk_k(double ratio, int n_valid)
  * summed in double in VW lanes (element i in lane i % VW, lanes combined by a fixed
  * tree: deterministic); the last partial chunk is padded with zeros, which add
  * -0 * log(1e-12) = -0: nothing. */
+static inline void entropy_chunk(double *restrict acc, const float *restrict v)
+{
+	for (int l = 0; l < VW; l++)
+		acc[l] -= (double)v[l] * (double)log_pos(v[l] > 1e-12f ? v[l] : 1e-12f);
+}
+
 static double entropy_terms(const float *restrict p, size_t n)
 {
 	double acc[VW];
@@ -163,18 +169,12 @@ static double entropy_terms(const float *restrict p, size_t n)
 		acc[l] = 0;
 	size_t b = 0;
 	for (; b + VW <= n; b += VW)
-		for (int l = 0; l < VW; l++) {
-			float v = p[b + l];
-			acc[l] -= (double)v * (double)log_pos(v > 1e-12f ? v : 1e-12f);
-		}
+		entropy_chunk(acc, p + b);
 	if (b < n) {
 		float tail[VW];
 		for (int l = 0; l < VW; l++)
 			tail[l] = b + l < n ? p[b + l] : 0.0f;
-		for (int l = 0; l < VW; l++) {
-			float v = tail[l];
-			acc[l] -= (double)v * (double)log_pos(v > 1e-12f ? v : 1e-12f);
-		}
+		entropy_chunk(acc, tail);
 	}
 	for (int w = VW / 2; w >= 1; w /= 2)
 		for (int l = 0; l < w; l++)
