@@ -297,10 +297,75 @@ static void sort_groups(const struct data *d, int *g, int n)
 		}
 }
 
-static void panel_origin(int k, int ncols, double *x0, double *y0)
+/* A figure's panels (the groups it shows, in task order, three to a row) and its legend (the
+ * methods it shows, in Table 2 order). */
+struct panels {
+	int *groups, ng, *ms, nm, ncols, nrows;
+};
+
+static int panels_init(struct panels *p, const struct data *d, struct sb_err *err)
 {
-	*x0 = (k % ncols) * PANEL_W + MARGIN_L;
-	*y0 = LEGEND_H + (k / ncols) * PANEL_H + MARGIN_T;
+	*p = (struct panels){0};
+	p->groups = calloc((size_t)d->n_groups + 1, sizeof *p->groups);
+	p->ms = calloc((size_t)d->methods.n + 1, sizeof *p->ms);
+	if (!p->groups || !p->ms) {
+		free(p->groups);
+		free(p->ms);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	return 0;
+}
+
+static void add_distinct(int *set, int *n, int v)
+{
+	for (int i = 0; i < *n; i++)
+		if (set[i] == v)
+			return;
+	set[(*n)++] = v;
+}
+
+/* a curve of method m in the panel of group g */
+static void panels_add(struct panels *p, int g, int m)
+{
+	add_distinct(p->groups, &p->ng, g);
+	add_distinct(p->ms, &p->nm, m);
+}
+
+/* after every panels_add: the order and the layout */
+static void panels_done(struct panels *p, const struct data *d)
+{
+	sort_groups(d, p->groups, p->ng);
+	for (int i = 1; i < p->nm; i++)
+		for (int j = i; j > 0 && method_order(d->methods.s[p->ms[j - 1]]) > method_order(d->methods.s[p->ms[j]]);
+		     j--) {
+			int t = p->ms[j];
+			p->ms[j] = p->ms[j - 1];
+			p->ms[j - 1] = t;
+		}
+	p->ncols = p->ng < 3 ? (p->ng ? p->ng : 1) : 3;
+	p->nrows = p->ng ? (p->ng + p->ncols - 1) / p->ncols : 1;
+}
+
+static void panels_free(struct panels *p)
+{
+	free(p->groups);
+	free(p->ms);
+}
+
+/* the plot area of panel k */
+static void panel_axes(const struct panels *p, int k, struct axes *ax)
+{
+	ax->x0 = (k % p->ncols) * PANEL_W + MARGIN_L;
+	ax->y0 = LEGEND_H + (k / p->ncols) * PANEL_H + MARGIN_T;
+	ax->w = PANEL_W - MARGIN_L - MARGIN_R;
+	ax->h = PANEL_H - MARGIN_T - MARGIN_B;
+}
+
+/* a figure given up on an error: nothing is written */
+static void svg_discard(struct svg *s)
+{
+	fclose(s->f);
+	free(s->buf);
 }
 
 /* ---- figure 1: difference vs budget ---- */
@@ -308,57 +373,30 @@ static void panel_origin(int k, int ncols, double *x0, double *y0)
 int plot_budget(const char *path, const struct data *d, const struct analysis *a, const struct opts *o,
                 struct sb_err *err)
 {
-	int *groups = calloc((size_t)d->n_groups + 1, sizeof *groups), ng = 0;
-	int *ms = calloc((size_t)d->methods.n + 1, sizeof *ms), nm = 0;
-	if (!groups || !ms) {
-		free(groups);
-		free(ms);
-		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	}
-	for (int c = 0; c < a->n_val; c++) {
-		int seen = 0;
-		for (int i = 0; i < ng; i++)
-			seen |= groups[i] == a->val[c].group;
-		if (!seen)
-			groups[ng++] = a->val[c].group;
-		seen = 0;
-		for (int i = 0; i < nm; i++)
-			seen |= ms[i] == a->val[c].method;
-		if (!seen)
-			ms[nm++] = a->val[c].method;
-	}
-	sort_groups(d, groups, ng);
-	for (int i = 1; i < nm; i++) /* legend in Table 2 order */
-		for (int j = i; j > 0 && method_order(d->methods.s[ms[j - 1]]) > method_order(d->methods.s[ms[j]]);
-		     j--) {
-			int t = ms[j];
-			ms[j] = ms[j - 1];
-			ms[j - 1] = t;
-		}
-	int ncols = ng < 3 ? (ng ? ng : 1) : 3, nrows = (ng + ncols - 1) / ncols;
-	if (!nrows)
-		nrows = 1;
-	double W = ncols * PANEL_W, H = LEGEND_H + nrows * PANEL_H + FOOTER_H + 16; /* two caption lines */
+	struct panels p;
+	int rc = panels_init(&p, d, err);
+	if (rc)
+		return rc;
+	for (int c = 0; c < a->n_val; c++)
+		panels_add(&p, a->val[c].group, a->val[c].method);
+	panels_done(&p, d);
+	double W = p.ncols * PANEL_W, H = LEGEND_H + p.nrows * PANEL_H + FOOTER_H + 16; /* two caption lines */
 	struct svg s;
-	int rc = svg_begin(&s, W, H, err);
-	if (rc) {
-		free(groups);
-		free(ms);
+	if ((rc = svg_begin(&s, W, H, err))) {
+		panels_free(&p);
 		return rc;
 	}
-	legend(&s, d, ms, nm, W, NULL);
+	legend(&s, d, p.ms, p.nm, W, NULL);
 	/* the caption in two lines: one would overflow a figure of one or two panels */
 	svg_text(&s, 20, H - 24, 12, "start", NULL, 0,
 	         "Lines: mean paired difference (method - %s) of the best validation accuracy", o->baseline);
 	svg_text(&s, 20, H - 9, 12, "start", NULL, 0,
 	         "within the first E epochs; bands: %.0f%% percentile bootstrap CI over seeds.", 100 * o->level);
 	double *xs = NULL, *ys = NULL, *lo = NULL, *hi = NULL;
-	for (int k = 0; k < ng; k++) {
-		int g = groups[k];
+	for (int k = 0; k < p.ng; k++) {
+		int g = p.groups[k];
 		struct axes ax;
-		panel_origin(k, ncols, &ax.x0, &ax.y0);
-		ax.w = PANEL_W - MARGIN_L - MARGIN_R;
-		ax.h = PANEL_H - MARGIN_T - MARGIN_B;
+		panel_axes(&p, k, &ax);
 		int Kmax = 1, nmax = 0;
 		double ymin = 0, ymax = 0;
 		for (int c = 0; c < a->n_val; c++) {
@@ -396,10 +434,10 @@ int plot_budget(const char *path, const struct data *d, const struct analysis *a
 			break;
 		}
 		for (int pass = 0; pass < 2; pass++) /* bands first, lines on top */
-			for (int i = 0; i < nm; i++)
+			for (int i = 0; i < p.nm; i++)
 				for (int c = 0; c < a->n_val; c++) {
 					const struct comparison *cm = &a->val[c];
-					if (cm->group != g || cm->method != ms[i])
+					if (cm->group != g || cm->method != p.ms[i])
 						continue;
 					for (int e = 0; e < cm->K; e++) {
 						xs[e] = ax_x(&ax, e + 1);
@@ -408,11 +446,11 @@ int plot_budget(const char *path, const struct data *d, const struct analysis *a
 						hi[e] = ax_y(&ax, 100 * cm->b_hi[e]);
 					}
 					if (pass == 0) {
-						svg_band(&s, xs, lo, hi, cm->K, method_color(d, ms[i]), 0.15);
+						svg_band(&s, xs, lo, hi, cm->K, method_color(d, p.ms[i]), 0.15);
 					} else {
-						svg_polyline(&s, xs, ys, cm->K, method_color(d, ms[i]), 2.2);
+						svg_polyline(&s, xs, ys, cm->K, method_color(d, p.ms[i]), 2.2);
 						if (cm->K == 1)
-							svg_circle(&s, xs[0], ys[0], 3, method_color(d, ms[i]));
+							svg_circle(&s, xs[0], ys[0], 3, method_color(d, p.ms[i]));
 					}
 				}
 	}
@@ -420,11 +458,9 @@ int plot_budget(const char *path, const struct data *d, const struct analysis *a
 	free(ys);
 	free(lo);
 	free(hi);
-	free(groups);
-	free(ms);
+	panels_free(&p);
 	if (rc) {
-		fclose(s.f);
-		free(s.buf);
+		svg_discard(&s);
 		return rc;
 	}
 	return svg_end(&s, path, err);
@@ -435,53 +471,26 @@ int plot_budget(const char *path, const struct data *d, const struct analysis *a
 int plot_curves(const char *path, const struct data *d, const struct analysis *a, const struct opts *o,
                 struct sb_err *err)
 {
-	int *groups = calloc((size_t)d->n_groups + 1, sizeof *groups), ng = 0;
-	int *ms = calloc((size_t)d->methods.n + 1, sizeof *ms), nm = 0;
-	if (!groups || !ms) {
-		free(groups);
-		free(ms);
-		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	}
-	for (int c = 0; c < a->n_curves; c++) {
-		int seen = 0;
-		for (int i = 0; i < ng; i++)
-			seen |= groups[i] == a->curves[c].group;
-		if (!seen)
-			groups[ng++] = a->curves[c].group;
-		seen = 0;
-		for (int i = 0; i < nm; i++)
-			seen |= ms[i] == a->curves[c].method;
-		if (!seen)
-			ms[nm++] = a->curves[c].method;
-	}
-	sort_groups(d, groups, ng);
-	for (int i = 1; i < nm; i++)
-		for (int j = i; j > 0 && method_order(d->methods.s[ms[j - 1]]) > method_order(d->methods.s[ms[j]]);
-		     j--) {
-			int t = ms[j];
-			ms[j] = ms[j - 1];
-			ms[j - 1] = t;
-		}
-	int ncols = ng < 3 ? (ng ? ng : 1) : 3, nrows = (ng + ncols - 1) / ncols;
-	if (!nrows)
-		nrows = 1;
-	double W = ncols * PANEL_W, H = LEGEND_H + nrows * PANEL_H + FOOTER_H;
+	struct panels p;
+	int rc = panels_init(&p, d, err);
+	if (rc)
+		return rc;
+	for (int c = 0; c < a->n_curves; c++)
+		panels_add(&p, a->curves[c].group, a->curves[c].method);
+	panels_done(&p, d);
+	double W = p.ncols * PANEL_W, H = LEGEND_H + p.nrows * PANEL_H + FOOTER_H;
 	struct svg s;
-	int rc = svg_begin(&s, W, H, err);
-	if (rc) {
-		free(groups);
-		free(ms);
+	if ((rc = svg_begin(&s, W, H, err))) {
+		panels_free(&p);
 		return rc;
 	}
-	legend(&s, d, ms, nm, W, NULL);
+	legend(&s, d, p.ms, p.nm, W, NULL);
 	svg_text(&s, 20, H - 10, 12, "start", NULL, 0,
 	         "Lines: mean validation accuracy over the seeds of each method.");
-	for (int k = 0; k < ng && !rc; k++) {
-		int g = groups[k];
+	for (int k = 0; k < p.ng && !rc; k++) {
+		int g = p.groups[k];
 		struct axes ax;
-		panel_origin(k, ncols, &ax.x0, &ax.y0);
-		ax.w = PANEL_W - MARGIN_L - MARGIN_R;
-		ax.h = PANEL_H - MARGIN_T - MARGIN_B;
+		panel_axes(&p, k, &ax);
 		int Kmax = 1, nseeds = 0;
 		double ymin = INFINITY, ymax = -INFINITY;
 		for (int c = 0; c < a->n_curves; c++) {
@@ -513,28 +522,26 @@ int plot_curves(const char *path, const struct data *d, const struct analysis *a
 			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 			break;
 		}
-		for (int i = 0; i < nm; i++)
+		for (int i = 0; i < p.nm; i++)
 			for (int c = 0; c < a->n_curves; c++) {
 				const struct curve *cu = &a->curves[c];
-				if (cu->group != g || cu->method != ms[i])
+				if (cu->group != g || cu->method != p.ms[i])
 					continue;
 				for (int e = 0; e < cu->K; e++) {
 					xs[e] = ax_x(&ax, e + 1);
 					ys[e] = ax_y(&ax, 100 * cu->mean[e]);
 				}
-				svg_polyline(&s, xs, ys, cu->K, method_color(d, ms[i]), 2.0);
+				svg_polyline(&s, xs, ys, cu->K, method_color(d, p.ms[i]), 2.0);
 				for (int e = 0; e < cu->K && cu->K <= 12; e++)
-					svg_circle(&s, xs[e], ys[e], 2.2, method_color(d, ms[i]));
+					svg_circle(&s, xs[e], ys[e], 2.2, method_color(d, p.ms[i]));
 			}
 		free(xs);
 		free(ys);
 	}
 	(void)o;
-	free(groups);
-	free(ms);
+	panels_free(&p);
 	if (rc) {
-		fclose(s.f);
-		free(s.buf);
+		svg_discard(&s);
 		return rc;
 	}
 	return svg_end(&s, path, err);

@@ -149,6 +149,26 @@ static const char *sole_value(struct sb_vallog *logs, int n, const char *(*get)(
 	return one;
 }
 
+/* Why a cell of a validation log cannot enter a selection (written to buf, which is returned),
+ * or NULL when it can: its value, the best validation accuracy under patience within budget
+ * epochs (sb_val_cell_value), then in *acc and *epoch. Both rules. */
+static const char *cell_unusable(const struct sb_val_cell *vc, int patience, int64_t budget, double *acc,
+                                 int64_t *epoch, char *buf, size_t n)
+{
+	struct sb_err e = {0};
+	if (!vc->done)
+		snprintf(buf, n, "the log has no eval.done record (sb-eval did not finish)");
+	else if (strcmp(vc->train_status, "completed") != 0)
+		snprintf(buf, n, "training status is '%s', not 'completed'", vc->train_status);
+	else if (vc->epochs_evaluated != vc->epochs || vc->n_ep != (size_t)vc->epochs)
+		snprintf(buf, n, "%zu of %lld epochs evaluated", vc->n_ep, (long long)vc->epochs);
+	else if (sb_val_cell_value(vc, patience, budget, acc, epoch, &e))
+		snprintf(buf, n, "%s", e.msg);
+	else
+		return NULL;
+	return buf;
+}
+
 static void key_cell(struct sb_jw *w, const char *task, const char *method, int64_t seed)
 {
 	sb_jw_kstr(w, "task", task);
@@ -544,26 +564,8 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 			n_excluded++;
 			continue;
 		}
-		const char *why = NULL;
 		int64_t ep;
-		struct sb_err e2 = {0};
-		if (!vc->done)
-			why = "the log has no eval.done record (sb-eval did not finish)";
-		else if (strcmp(vc->train_status, "completed") != 0) {
-			snprintf(ce->reason, sizeof ce->reason, "training status is '%s', not 'completed'",
-			         vc->train_status);
-			why = ce->reason;
-		} else if (vc->epochs_evaluated != vc->epochs || vc->n_ep != (size_t)vc->epochs) {
-			snprintf(ce->reason, sizeof ce->reason, "%zu of %lld epochs evaluated", vc->n_ep,
-			         (long long)vc->epochs);
-			why = ce->reason;
-		} else if (sb_val_cell_value(vc, 0, vc->epochs, &ce->acc, &ep, &e2)) {
-			snprintf(ce->reason, sizeof ce->reason, "%s", e2.msg);
-			why = ce->reason;
-		}
-		if (why) {
-			if (why != ce->reason)
-				snprintf(ce->reason, sizeof ce->reason, "%s", why);
+		if (cell_unusable(vc, 0, vc->epochs, &ce->acc, &ep, ce->reason, sizeof ce->reason)) {
 			ce->included = 0;
 			n_excluded++;
 			sb_cli_warn("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
@@ -959,22 +961,8 @@ int main(int argc, char **argv)
 			n_excluded++;
 			continue;
 		}
-		const char *why = NULL;
-		struct sb_err e2 = {0};
-		if (!vc->done)
-			why = "the log has no eval.done record (sb-eval did not finish)";
-		else if (strcmp(vc->train_status, "completed") != 0) {
-			snprintf(ce->reason_buf, sizeof ce->reason_buf, "training status is '%s', not 'completed'",
-			         vc->train_status);
-			why = ce->reason_buf;
-		} else if (vc->epochs_evaluated != vc->epochs || vc->n_ep != (size_t)vc->epochs) {
-			snprintf(ce->reason_buf, sizeof ce->reason_buf, "%zu of %lld epochs evaluated", vc->n_ep,
-			         (long long)vc->epochs);
-			why = ce->reason_buf;
-		} else if (sb_val_cell_value(vc, o.budget ? 0 : (int)o.patience, o.budget, &ce->acc, &ce->epoch, &e2)) {
-			snprintf(ce->reason_buf, sizeof ce->reason_buf, "%s", e2.msg);
-			why = ce->reason_buf;
-		}
+		const char *why = cell_unusable(vc, o.budget ? 0 : (int)o.patience, o.budget, &ce->acc, &ce->epoch,
+		                                ce->reason_buf, sizeof ce->reason_buf);
 		if (why) {
 			ce->included = 0;
 			ce->reason = why;

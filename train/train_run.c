@@ -382,11 +382,9 @@ static int attention_fields(struct sb_jw *w, struct sb_encoder *m, const struct 
 	return 0;
 }
 
-int train_cell_unrun(const struct sb_cell *cell, int index, const struct train_env *env, const char *status,
-                     const char *msg, struct sb_err *err)
+/* a cell's run in the runs directory of env */
+static void run_init(struct run *r, const struct sb_cell *cell, int index, const struct train_env *env)
 {
-	struct run R = {0};
-	struct run *r = &R;
 	r->c = cell;
 	r->env = env;
 	r->index = index;
@@ -394,6 +392,30 @@ int train_cell_unrun(const struct sb_cell *cell, int index, const struct train_e
 	sb_jw_init(&r->w, NULL);
 	snprintf(r->dir, sizeof r->dir, "%s/%s", env->runs_dir, cell->cell_id);
 	snprintf(r->ndjson, sizeof r->ndjson, "%s/train.ndjson", r->dir);
+}
+
+/* a fresh start: the log's lines begin again with this process's run.meta */
+static int start_log(struct run *r, struct sb_err *err)
+{
+	lines_free(&r->lines);
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	int rc = sb_record_run_meta(&w, r->env->meta, err);
+	size_t n = w.len;
+	while (n && w.buf[n - 1] == '\n')
+		n--;
+	if (!rc)
+		rc = lines_add(&r->lines, w.buf, n, err);
+	sb_jw_free(&w);
+	return rc;
+}
+
+int train_cell_unrun(const struct sb_cell *cell, int index, const struct train_env *env, const char *status,
+                     const char *msg, struct sb_err *err)
+{
+	struct run R = {0};
+	struct run *r = &R;
+	run_init(r, cell, index, env);
 	int done = 0, resume = 0;
 	double prev_seconds = 0;
 	int rc = sb_mkdir_p(r->dir, err);
@@ -404,18 +426,8 @@ int train_cell_unrun(const struct sb_cell *cell, int index, const struct train_e
 		sb_jw_free(&r->w);
 		return 0;
 	}
-	if (!rc && resume == 0) {
-		lines_free(&r->lines);
-		struct sb_jw w;
-		sb_jw_init(&w, NULL);
-		rc = sb_record_run_meta(&w, env->meta, err);
-		size_t n = w.len;
-		while (n && w.buf[n - 1] == '\n')
-			n--;
-		if (!rc)
-			rc = lines_add(&r->lines, w.buf, n, err);
-		sb_jw_free(&w);
-	}
+	if (!rc && resume == 0)
+		rc = start_log(r, err);
 	r->train_seconds = prev_seconds;
 	if (!rc)
 		rc = record_failed(r, status, msg, -1, 0, 0, err);
@@ -449,13 +461,7 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 {
 	struct run R = {0};
 	struct run *r = &R;
-	r->c = cell;
-	r->env = env;
-	r->index = index;
-	r->t_wall0 = sb_monotonic_seconds();
-	sb_jw_init(&r->w, NULL);
-	snprintf(r->dir, sizeof r->dir, "%s/%s", env->runs_dir, cell->cell_id);
-	snprintf(r->ndjson, sizeof r->ndjson, "%s/train.ndjson", r->dir);
+	run_init(r, cell, index, env);
 	*status = CELL_FAILED;
 	struct sb_split sp = {0};
 	struct sb_encoder *m = NULL;
@@ -485,20 +491,8 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 		goto out_noreport;
 	}
 	r->train_seconds = prev_seconds;
-	if (resume == 0) { /* a fresh start: a new train.ndjson beginning with run.meta */
-		lines_free(&r->lines);
-		struct sb_jw w;
-		sb_jw_init(&w, NULL);
-		rc = sb_record_run_meta(&w, env->meta, err);
-		size_t n = w.len;
-		while (n && w.buf[n - 1] == '\n')
-			n--;
-		if (!rc)
-			rc = lines_add(&r->lines, w.buf, n, err);
-		sb_jw_free(&w);
-		if (rc)
-			goto fail;
-	}
+	if (resume == 0 && (rc = start_log(r, err))) /* a fresh start: a new train.ndjson */
+		goto fail;
 	rc = sb_split_carve(ds, cell->seed, cell->val_fraction, cell->limit, &sp, err);
 	if (rc)
 		goto fail;
