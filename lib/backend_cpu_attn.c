@@ -91,6 +91,21 @@ static void rowdot(float *C, const float *X, int ldx, const float *YT, int T, in
 	}
 }
 
+/* the number of a[0..n) that are not 0 (NaN counts), 16 at a time */
+static inline int count_nonzero(const float *a, int n)
+{
+	vi acc = {0};
+	int j = 0;
+	for (; j + VL <= n; j += VL)
+		acc -= (vi)(vload(a + j) != vzero()); /* -1 in each lane that is nonzero */
+	int c = 0;
+	for (int l = 0; l < VL; l++)
+		c += acc[l];
+	for (; j < n; j++)
+		c += a[j] != 0.0f;
+	return c;
+}
+
 /* O[i, :hd] (= or +=) sum_j A[i, j] Y[j, :hd]; A row stride lda. Blocks of 4 rows that
  * are mostly nonzero (softmax) run a dense kernel that reuses each Y row for 4 output
  * rows; sparse rows (top-k, sparsemax, entmax) loop over a list of their nonzeros. */
@@ -101,11 +116,8 @@ static void rowmix(float *O, int ldo, const float *A, int lda, const float *Y, i
 	for (int i0 = 0; i0 < T; i0 += 4) {
 		int nr = T - i0 < 4 ? T - i0 : 4;
 		int cnt = 0;
-		for (int r = 0; r < nr; r++) {
-			const float *a = A + (size_t)(i0 + r) * lda;
-			for (int j = 0; j < T; j++)
-				cnt += a[j] != 0.0f;
-		}
+		for (int r = 0; r < nr; r++)
+			cnt += count_nonzero(A + (size_t)(i0 + r) * lda, T);
 		if (nr == 4 && 2 * cnt > 4 * T) {
 			const float *a0 = A + (size_t)i0 * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
 			for (int v = 0; v < nvec; v++) {
