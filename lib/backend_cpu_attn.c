@@ -77,15 +77,20 @@ static void rowdot(float *C, const float *X, int ldx, const float *YT, int T, in
 					acc[r][3] = vfma(xb, y3, acc[r][3]);
 				}
 			}
-			int ncol = T - jb < 64 ? T - jb : 64;
+			int ncol = T - jb < 64 ? T - jb : 64, nfull = ncol / VL;
 			for (int r = 0; r < ni; r++) {
+				float *c = C + (size_t)(i + r) * T + jb;
 				for (int v = 0; v < nv; v++) {
 					vf a = acc[r][v];
 					if (apply_scale)
 						a = sc.exact ? a * sc.mul : a / sc.div;
-					vstore(&row[r][v * VL], a);
+					if (v < nfull) /* whole vectors straight into the row */
+						vstore(c + v * VL, a);
+					else /* the row's last columns through the buffer */
+						vstore(&row[r][v * VL], a);
 				}
-				memcpy(C + (size_t)(i + r) * T + jb, row[r], (size_t)ncol * sizeof(float));
+				if (ncol > nfull * VL)
+					memcpy(c + nfull * VL, &row[r][nfull * VL], (size_t)(ncol - nfull * VL) * sizeof(float));
 			}
 		}
 	}
