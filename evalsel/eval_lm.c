@@ -62,6 +62,9 @@ int sb_eval_lm_run_set(const char *run_dir, struct sb_backend *be, const char *c
 	int rc = sb_record_run_meta(&w, &meta, err);
 	if (!rc)
 		rc = sb_lm_eval_run(be, run_dir, &o, &w, err);
+	const char *note = rc ? NULL : sb_lm_blas_note(); /* on the efficiency records just written */
+	if (note && !sb_quiet)
+		sb_cli_warn("%s: %s", run_dir, note);
 	sb_jw_free(&w);
 	if (!rc)
 		rc = sb_atomic_commit(&a, err);

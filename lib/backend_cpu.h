@@ -55,6 +55,12 @@ void sb_cpu_gemm(float *C, int ldc, const float *A, long ars, long acs, const fl
                  const float *bias, int acc);
 void sb_cpu_blas_single_thread(void);
 void sb_cpu_describe(char *buf, size_t n, int threads);
+/* OpenBLAS's kernel set ("SkylakeX", "Haswell", ...; "unknown" without OpenBLAS), and whether
+ * it is a pre-AVX2 fallback on a CPU with AVX2 (products far slower than the CPU allows:
+ * OPENBLAS_CORETYPE chooses the set); sb_blas_core_generic is the rule */
+const char *sb_cpu_blas_core(void);
+int sb_cpu_blas_generic(void);
+int sb_blas_core_generic(const char *core, int cpu_has_avx2);
 void sb_cpu_matmul_forward(struct sb_ctx *ctx, float *out, const float *inp, const float *w, const float *bias, int M,
                            int K, int N);
 void sb_cpu_matmul_backward(struct sb_ctx *ctx, float *dinp, float *dw, float *dbias, const float *dout,

@@ -2,6 +2,7 @@
  * single-threaded per call: the parallelism is the backend's tasks) and the local mixer. */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "backend_cpu.h"
 #include "backend_cpu_simd.h"
@@ -14,6 +15,37 @@ void sb_cpu_blas_single_thread(void)
 {
 	if (openblas_set_num_threads)
 		openblas_set_num_threads(1);
+}
+
+extern char *openblas_get_corename(void) __attribute__((weak));
+
+/* Pre-AVX2 cores OpenBLAS falls back to when it does not know a CPU (Debian 12's 0.3.21
+ * does not know Intel's model 207, Emerald Rapids, and runs "Prescott" there: SGEMM at a
+ * sixth of its SkylakeX kernel's speed on the same machine). */
+int sb_blas_core_generic(const char *core, int cpu_has_avx2)
+{
+	static const char *const old[] = {"Prescott", "Core2",    "Penryn",  "Dunnington", "Nehalem",
+	                                  "Atom",     "Katmai",   "Coppermine", "Northwood", "Banias",
+	                                  "Yonah",    "Athlon",   "Opteron", "Opteron_SSE3", "Barcelona",
+	                                  "Bobcat",   "Sandybridge"};
+	if (!core || !cpu_has_avx2)
+		return 0;
+	for (size_t i = 0; i < sizeof old / sizeof old[0]; i++)
+		if (!strcasecmp(core, old[i]))
+			return 1;
+	return 0;
+}
+
+const char *sb_cpu_blas_core(void)
+{
+	const char *c = openblas_get_corename ? openblas_get_corename() : NULL;
+	return c && c[0] ? c : "unknown";
+}
+
+int sb_cpu_blas_generic(void)
+{
+	return sb_blas_core_generic(openblas_get_corename ? openblas_get_corename() : NULL,
+	                            __builtin_cpu_supports("avx2"));
 }
 
 void sb_cpu_describe(char *buf, size_t n, int threads)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_cpu.h"
 #include "cli.h"
 #include "hash.h"
 #include "io.h"
@@ -506,6 +507,8 @@ static int bench(struct ev *e, struct sb_jw *w, struct sb_err *err)
 	sb_jw_kstr(w, "cell_id", e->cell.cell_id);
 	sb_jw_kstr(w, "method", "dense");
 	sb_jw_kstr(w, "kernel", "dense_gemm");
+	sb_jw_kstr(w, "blas", sb_cpu_blas_core()); /* the baseline's speed is its kernel set's */
+	sb_jw_kbool(w, "blas_generic", sb_cpu_blas_generic());
 	sb_jw_kint(w, "layer", lA);
 	sb_jw_kint(w, "T", T);
 	sb_jw_kint(w, "reps", reps);
@@ -1058,6 +1061,19 @@ static int run_tasks(struct ev *e, const char *phase, int ntasks, sb_task_fn fn,
 		prog(e, phase, b + n, ntasks);
 	}
 	return 0;
+}
+
+const char *sb_lm_blas_note(void)
+{
+	static char line[320];
+	if (!sb_cpu_blas_generic())
+		return NULL;
+	snprintf(line, sizeof line,
+	         "OpenBLAS runs its generic '%s' kernels on this CPU (it does not know the model): the dense_gemm "
+	         "baseline is slower than the CPU allows and speed-ups against it are overstated; set "
+	         "OPENBLAS_CORETYPE (SkylakeX on AVX-512, Haswell on AVX2)",
+	         sb_cpu_blas_core());
+	return line;
 }
 
 int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_lm_eval_opts *o, struct sb_jw *w,

@@ -77,6 +77,10 @@ int sb_lm_eval_set(struct sb_lm_eval_opts *o, const char *setting, struct sb_err
 size_t sb_lm_display_bytes(char *dst, size_t cap, const uint8_t *src, size_t n);
 
 /* Evaluate RUN_DIR; records go to w (which writes them). */
+/* A line for stderr when the efficiency measurement's dense baseline runs OpenBLAS's generic
+ * pre-AVX2 kernels on an AVX2 CPU (its speed-ups against dense_gemm would be overstated), or NULL */
+const char *sb_lm_blas_note(void);
+
 int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_lm_eval_opts *o, struct sb_jw *w,
 		   struct sb_err *err);
 

@@ -398,7 +398,16 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 	bprintf(&md, "Wall-clock and thread CPU time (the machine may be shared: CPU time is the steadier of the "
 		     "two). Speed-ups are dense / method, as measured (below 1 = slower than dense). `dense_gemm` is "
 		     "the training path's OpenBLAS attention (full T×T product); `rows` is the evaluation kernel, "
-		     "whose selection needs the scores it selects on (the recipe scores every causal key).\n\n");
+		     "whose selection needs the scores it selects on (the recipe scores every causal key).");
+	const struct sb_json *g0 = find(&r, "lm.efficiency", "kernel", "dense_gemm", NULL, NULL);
+	if (g0 && str(g0, "blas")[0])
+		bprintf(&md, " OpenBLAS ran its `%s` kernels.", str(g0, "blas"));
+	if (g0 && sb_json_bool(sb_json_get(g0, "blas_generic"), 0))
+		bprintf(&md, " **These are OpenBLAS's generic pre-AVX2 kernels on a CPU with AVX2 (it did not know the "
+			     "model): the dense baseline is slower than this CPU allows, so every speed-up against "
+			     "`dense_gemm` is overstated. Rerun with `OPENBLAS_CORETYPE` set (SkylakeX on AVX-512, Haswell on "
+			     "AVX2).** The speed-ups against dense rows do not depend on OpenBLAS.");
+	bprintf(&md, "\n\n");
 	bprintf(&md, "| method | kernel | wall ms | CPU ms | speed-up vs dense (wall) | vs dense (CPU) | vs dense rows (CPU) "
 		     "| keys scored/row | keys kept/row |\n|---|---|---|---|---|---|---|---|---|\n");
 	for (size_t i = 0; i < r.n; i++) {

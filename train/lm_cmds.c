@@ -113,6 +113,9 @@ int sb_lm_eval_main(int argc, char **argv)
 	o.progress_arg = (void *)run_dir;
 	if (!rc)
 		rc = sb_lm_eval_run(be, run_dir, &o, &w, &err);
+	const char *note = rc ? NULL : sb_lm_blas_note(); /* on the efficiency records just written */
+	if (note && !sb_quiet)
+		sb_cli_warn("%s: %s", run_dir, note);
 	sb_jw_free(&w);
 	if (!rc)
 		rc = sb_atomic_commit(&a, &err);

@@ -85,6 +85,30 @@ strip() { grep -E '"kind":"(probe.result|lm.fidelity|lm.fidelity.window|lm.budge
 cmp -s <(strip "$ev") <(strip "$T/ev1/eval.ndjson")
 t_result $? "evaluation records identical: sb-eval with 2 threads, sb-lm eval with 1"
 
+# the efficiency baseline's OpenBLAS kernel set is recorded; a pre-AVX2 fallback on an AVX2 CPU
+# (OpenBLAS not knowing the model) is said on stderr, in the record and in the report
+grep '"kind":"lm.efficiency"' "$ev" | grep '"kernel":"dense_gemm"' | grep -qE '"blas":"[A-Za-z0-9_]+","blas_generic":(true|false)'
+t_result $? "the dense_gemm record names OpenBLAS's kernel set ($(grep -o '"blas":"[^"]*","blas_generic":[a-z]*' "$ev" | head -n 1))"
+if grep -qw avx2 /proc/cpuinfo; then
+	for core in Prescott Haswell; do
+		OPENBLAS_CORETYPE=$core sb-lm eval -j 1 --probes 2 --windows 2 --bench-reps 1 -o "$T/ev_$core" "$run" \
+			>/dev/null 2>"$T/ev_$core.err"
+		rc=$?
+		sb-lm report -o "$T/rep_$core" "$T/ev_$core/eval.ndjson" >/dev/null 2>&1
+		note=$(grep -c "generic 'Prescott' kernels" "$T/ev_$core.err")
+		rec=$(grep -o '"blas":"[^"]*","blas_generic":[a-z]*' "$T/ev_$core/eval.ndjson")
+		warn=$(grep -c 'speed-up against .dense_gemm. is overstated' "$T/rep_$core/lm-report.md")
+		if [ $core = Prescott ]; then
+			[ $rc -eq 0 ] && [ "$note" = 1 ] && [ "$rec" = '"blas":"Prescott","blas_generic":true' ] && [ "$warn" = 1 ]
+		else
+			[ $rc -eq 0 ] && [ "$note" = 0 ] && [ "$rec" = '"blas":"Haswell","blas_generic":false' ] && [ "$warn" = 0 ]
+		fi
+		t_result $? "OPENBLAS_CORETYPE=$core: exit $rc, stderr note $note, record $rec, report warning $warn"
+	done
+else
+	t_result 0 "# SKIP this CPU has no AVX2: no OpenBLAS kernel set counts as a fallback here"
+fi
+
 t_check "sb-lm report" sb-lm report -o "$T/rep" "$ev"
 for f in lm-report.md lm-retrieval.svg lm-fidelity.svg lm-blocks.svg; do
 	[ -s "$T/rep/$f" ]

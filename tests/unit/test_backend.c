@@ -390,6 +390,23 @@ static void test_ce_adam(void)
 	free(p), free(m), free(v), free(g), free(P), free(M), free(V), free(p2);
 }
 
+/* which OpenBLAS kernel sets count as a pre-AVX2 fallback on an AVX2 CPU (the LM track's
+ * efficiency records and report say so: its dense baseline is OpenBLAS's) */
+static void test_blas_core(void)
+{
+	static const struct {
+		const char *core;
+		int avx2, want;
+	} c[] = {{"Prescott", 1, 1}, {"Prescott", 0, 0}, {"prescott", 1, 1}, {"Sandybridge", 1, 1},
+	         {"Core2", 1, 1},    {"Haswell", 1, 0},  {"SkylakeX", 1, 0}, {"Zen", 1, 0},
+	         {"Cooperlake", 1, 0}, {"", 1, 0},       {NULL, 1, 0}};
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		int got = sb_blas_core_generic(c[i].core, c[i].avx2);
+		SB_CHECK(got == c[i].want, "OpenBLAS core '%s' on a CPU %s AVX2: generic %d (want %d)",
+		         c[i].core ? c[i].core : "(none)", c[i].avx2 ? "with" : "without", got, c[i].want);
+	}
+}
+
 int main(void)
 {
 	struct sb_err e = {0};
@@ -406,6 +423,7 @@ int main(void)
 	test_attention();
 	test_localmix();
 	test_ce_adam();
+	test_blas_core();
 	sb_backend_close(be);
 	return sb_test_done();
 }
