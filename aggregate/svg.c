@@ -336,8 +336,8 @@ static void panels_done(struct panels *p, const struct data *d)
 {
 	sort_groups(d, p->groups, p->ng);
 	for (int i = 1; i < p->nm; i++)
-		for (int j = i; j > 0 && method_order(d->methods.s[p->ms[j - 1]]) > method_order(d->methods.s[p->ms[j]]);
-		     j--) {
+		for (int j = i;
+		     j > 0 && method_order(d->methods.s[p->ms[j - 1]]) > method_order(d->methods.s[p->ms[j]]); j--) {
 			int t = p->ms[j];
 			p->ms[j] = p->ms[j - 1];
 			p->ms[j - 1] = t;

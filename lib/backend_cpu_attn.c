@@ -90,7 +90,8 @@ static void rowdot(float *C, const float *X, int ldx, const float *YT, int T, in
 						vstore(&row[r][v * VL], a);
 				}
 				if (ncol > nfull * VL)
-					memcpy(c + nfull * VL, &row[r][nfull * VL], (size_t)(ncol - nfull * VL) * sizeof(float));
+					memcpy(c + nfull * VL, &row[r][nfull * VL],
+					       (size_t)(ncol - nfull * VL) * sizeof(float));
 			}
 		}
 	}

@@ -24,10 +24,9 @@ extern char *openblas_get_corename(void) __attribute__((weak));
  * sixth of its SkylakeX kernel's speed on the same machine). */
 int sb_blas_core_generic(const char *core, int cpu_has_avx2)
 {
-	static const char *const old[] = {"Prescott", "Core2",    "Penryn",  "Dunnington", "Nehalem",
-	                                  "Atom",     "Katmai",   "Coppermine", "Northwood", "Banias",
-	                                  "Yonah",    "Athlon",   "Opteron", "Opteron_SSE3", "Barcelona",
-	                                  "Bobcat",   "Sandybridge"};
+	static const char *const old[] = {"Prescott", "Core2",        "Penryn",    "Dunnington", "Nehalem",    "Atom",
+	                                  "Katmai",   "Coppermine",   "Northwood", "Banias",     "Yonah",      "Athlon",
+	                                  "Opteron",  "Opteron_SSE3", "Barcelona", "Bobcat",     "Sandybridge"};
 	if (!core || !cpu_has_avx2)
 		return 0;
 	for (size_t i = 0; i < sizeof old / sizeof old[0]; i++)

@@ -399,10 +399,9 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 		     "two). Speed-ups are dense / method, as measured (below 1 = slower than dense). `dense_gemm` is "
 		     "the training path's OpenBLAS attention (full T×T product); `rows` is the evaluation kernel, "
 		     "whose selection needs the scores it selects on (the recipe scores every causal key).");
-	const struct sb_json *g0 = find(&r, "lm.efficiency", "kernel", "dense_gemm", NULL, NULL);
-	if (g0 && str(g0, "blas")[0])
-		bprintf(&md, " OpenBLAS ran its `%s` kernels.", str(g0, "blas"));
-	if (g0 && sb_json_bool(sb_json_get(g0, "blas_generic"), 0))
+	if (eff_g && str(eff_g, "blas")[0])
+		bprintf(&md, " OpenBLAS ran its `%s` kernels.", str(eff_g, "blas"));
+	if (eff_g && sb_json_bool(sb_json_get(eff_g, "blas_generic"), 0))
 		bprintf(&md, " **These are OpenBLAS's generic pre-AVX2 kernels on a CPU with AVX2 (it did not know the "
 			     "model): the dense baseline is slower than this CPU allows, so every speed-up against "
 			     "`dense_gemm` is overstated. Rerun with `OPENBLAS_CORETYPE` set (SkylakeX on AVX-512, Haswell on "

@@ -397,9 +397,9 @@ static void test_blas_core(void)
 	static const struct {
 		const char *core;
 		int avx2, want;
-	} c[] = {{"Prescott", 1, 1}, {"Prescott", 0, 0}, {"prescott", 1, 1}, {"Sandybridge", 1, 1},
-	         {"Core2", 1, 1},    {"Haswell", 1, 0},  {"SkylakeX", 1, 0}, {"Zen", 1, 0},
-	         {"Cooperlake", 1, 0}, {"", 1, 0},       {NULL, 1, 0}};
+	} c[] = {{"Prescott", 1, 1},   {"Prescott", 0, 0}, {"prescott", 1, 1}, {"Sandybridge", 1, 1},
+	         {"Core2", 1, 1},      {"Haswell", 1, 0},  {"SkylakeX", 1, 0}, {"Zen", 1, 0},
+	         {"Cooperlake", 1, 0}, {"", 1, 0},         {NULL, 1, 0}};
 	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
 		int got = sb_blas_core_generic(c[i].core, c[i].avx2);
 		SB_CHECK(got == c[i].want, "OpenBLAS core '%s' on a CPU %s AVX2: generic %d (want %d)",
