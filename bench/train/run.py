@@ -31,6 +31,22 @@ def sh(cmd, env=None, check=True):
     return r
 
 
+# OpenBLAS kernel sets older than AVX2: what an OpenBLAS that does not know the CPU falls back to
+# (Debian 12's 0.3.21 runs Prescott on Intel's model 207). The rule is lib's sb_blas_core_generic.
+GENERIC_BLAS = {"prescott", "core2", "penryn", "dunnington", "nehalem", "atom", "katmai", "coppermine", "northwood",
+                "banias", "yonah", "athlon", "opteron", "opteron_sse3", "barcelona", "bobcat", "sandybridge"}
+
+
+def cpu_flags():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
 def flops_per_sample(L=49, P=16, d=64, T=50, layers=2, classes=10):
     """multiply-adds x 2 of the matrix products; training = forward + 2 x forward"""
     ff = 4 * d
@@ -67,6 +83,21 @@ def main():
     load0 = os.getloadavg()
     peak = json.loads(sh([peak_bin, str(a.threads)]).stdout)
     print("peak:", peak, file=sys.stderr)
+    # PyTorch's products are OpenBLAS's (Debian's build: BLAS_INFO=generic, libblas.so.3): an OpenBLAS on its
+    # generic kernels would handicap the reference, so it then gets the kernel set this CPU supports (ours does
+    # not use OpenBLAS)
+    blas_note = ""
+    flags = cpu_flags()
+    if peak["openblas_core"].lower() in GENERIC_BLAS and "avx2" in flags and "OPENBLAS_CORETYPE" not in os.environ:
+        core = "SkylakeX" if "avx512f" in flags else "Haswell"
+        os.environ["OPENBLAS_CORETYPE"] = core
+        first = peak
+        peak = json.loads(sh([peak_bin, str(a.threads)]).stdout)
+        blas_note = (" OpenBLAS did not know this CPU and chose its generic `%s` kernels (SGEMM %.1f GFLOP/s per "
+                     "CPU-second); PyTorch (whose products are OpenBLAS's) and the SGEMM peak ran with "
+                     "`OPENBLAS_CORETYPE=%s` so that the reference is not handicapped." % (
+                         first["openblas_core"], first["sgemm_gflops_1thread_per_cpu_s"], core))
+        print("peak with OPENBLAS_CORETYPE=%s:" % core, peak, file=sys.stderr)
     ours, torch = {}, {}
     tenv = dict(os.environ, OPENBLAS_NUM_THREADS="1")  # PyTorch's own threads only (no oversubscription)
     for rep in range(reps):
@@ -122,7 +153,8 @@ def main():
       "SGEMM 2048^3 %.1f GFLOP/s per CPU-second on one thread (%.1f wall with %d threads), OpenBLAS core `%s`. "
       "Machine peak used below: %d x %.1f = %.1f GFLOP/s." % (
         peak["fma_gflops_per_core"], peak["fma_gflops_wall"], a.threads, peak["sgemm_gflops_1thread_per_cpu_s"],
-        peak["sgemm_gflops_wall"], a.threads, peak["openblas_core"], a.threads, peak["fma_gflops_per_core"], peak2))
+        peak["sgemm_gflops_wall"], a.threads, peak["openblas_core"], a.threads, peak["fma_gflops_per_core"], peak2)
+      + blas_note)
     P("Model FLOPs per training sample (matrix products, forward x 3): %.1f MFLOP." % (F / 1e6))
     P("")
     P("| method | ours samples/s | PyTorch samples/s | ratio | ours samples/CPU-s | PyTorch samples/CPU-s | ratio | "
