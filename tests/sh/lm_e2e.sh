@@ -98,7 +98,10 @@ if grep -qw avx2 /proc/cpuinfo; then
 		note=$(grep -c "generic 'Prescott' kernels" "$T/ev_$core.err")
 		rec=$(grep -o '"blas":"[^"]*","blas_generic":[a-z]*' "$T/ev_$core/eval.ndjson")
 		warn=$(grep -c 'speed-up against .dense_gemm. is overstated' "$T/rep_$core/lm-report.md")
-		if [ $core = Prescott ]; then
+		if [ $rc -eq 0 ] && [ -n "$rec" ] && [ "${rec#\"blas\":\"$core\"}" = "$rec" ]; then
+			t_result 0 "# SKIP OpenBLAS ignored OPENBLAS_CORETYPE=$core ($rec): not a DYNAMIC_ARCH build"
+			continue
+		elif [ $core = Prescott ]; then
 			[ $rc -eq 0 ] && [ "$note" = 1 ] && [ "$rec" = '"blas":"Prescott","blas_generic":true' ] && [ "$warn" = 1 ]
 		else
 			[ $rc -eq 0 ] && [ "$note" = 0 ] && [ "$rec" = '"blas":"Haswell","blas_generic":false' ] && [ "$warn" = 0 ]
