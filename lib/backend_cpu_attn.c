@@ -112,6 +112,28 @@ static inline int count_nonzero(const float *a, int n)
 	return c;
 }
 
+/* nz[0..n) = the columns j < T with a[j] != 0 (NaN included), in order; returns n. Writes
+ * nz[0..T) at most. With AVX-512, 16 columns at a time through a register compress (the
+ * memory form is microcoded and slow on some CPUs); the same list either way. */
+static inline int nonzero_list(int *nz, const float *a, int T)
+{
+	int n = 0, j = 0;
+#if defined(__AVX512F__)
+	__m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	for (; j + 16 <= T; j += 16) { /* n <= j: the 16 stored ints end by j + 16 <= T */
+		__mmask16 m = _mm512_cmp_ps_mask(_mm512_loadu_ps(a + j), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+		_mm512_storeu_si512(nz + n, _mm512_maskz_compress_epi32(m, idx));
+		n += __builtin_popcount(m);
+		idx = _mm512_add_epi32(idx, _mm512_set1_epi32(16));
+	}
+#endif
+	for (; j < T; j++) {
+		nz[n] = j;
+		n += a[j] != 0.0f;
+	}
+	return n;
+}
+
 /* O[i, :hd] (= or +=) sum_j A[i, j] Y[j, :hd]; A row stride lda. Blocks of 4 rows that
  * are mostly nonzero (softmax) run a dense kernel that reuses each Y row for 4 output
  * rows; sparse rows (top-k, sparsemax, entmax) loop over a list of their nonzeros. */
@@ -152,11 +174,7 @@ static void rowmix(float *O, int ldo, const float *A, int lda, const float *Y, i
 		for (int r = 0; r < nr; r++) {
 			int i = i0 + r;
 			const float *a = A + (size_t)i * lda;
-			int n = 0;
-			for (int j = 0; j < T; j++) {
-				nz[n] = j;
-				n += a[j] != 0.0f;
-			}
+			int n = nonzero_list(nz, a, T);
 			float *o = O + (size_t)i * ldo;
 			for (int v = 0; v < nvec; v++) {
 				/* two accumulators to halve the FMA dependency chain */
