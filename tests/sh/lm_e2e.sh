@@ -91,7 +91,7 @@ grep '"kind":"lm.efficiency"' "$ev" | grep '"kernel":"dense_gemm"' | grep -qE '"
 t_result $? "the dense_gemm record names OpenBLAS's kernel set ($(grep -o '"blas":"[^"]*","blas_generic":[a-z]*' "$ev" | head -n 1))"
 if grep -qw avx2 /proc/cpuinfo; then
 	for core in Prescott Haswell; do
-		OPENBLAS_CORETYPE=$core sb-lm eval -j 1 --probes 2 --windows 2 --bench-reps 1 -o "$T/ev_$core" "$run" \
+		OPENBLAS_CORETYPE=$core sb-lm eval -j 2 --masks dense,recipe --tasks kv_recall --probes 1 --windows 1 --bench-reps 1 -o "$T/ev_$core" "$run" \
 			>/dev/null 2>"$T/ev_$core.err"
 		rc=$?
 		sb-lm report -o "$T/rep_$core" "$T/ev_$core/eval.ndjson" >/dev/null 2>&1
