@@ -179,12 +179,14 @@ struct sb_backend_ops {
 	void (*residual_ln_backward)(struct sb_ctx *ctx, float *dx, float *dy, float *dw, float *db, const float *dout,
 	                             const float *r, const float *mean, const float *rstd, const uint8_t *mask,
 	                             const float *w, float p, int M, int d);
-	/* out = drop(gelu(inp)), gelu exact (erf); saves the mask */
-	void (*gelu_forward)(struct sb_ctx *ctx, float *out, uint8_t *mask, const float *inp,
+	/* out = drop(gelu(inp)), gelu exact (erf); saves the mask; dgelu = gelu'(inp) for the
+	 * backward when not NULL (it may be inp itself: a training pass keeps gelu' in place of
+	 * the pre-activation, which nothing else reads) */
+	void (*gelu_forward)(struct sb_ctx *ctx, float *out, uint8_t *mask, float *dgelu, const float *inp,
 	                     const struct sb_dropout *drop, size_t n);
-	/* dinp = gelu'(inp) * drop backward (dout) */
-	void (*gelu_backward)(struct sb_ctx *ctx, float *dinp, const float *dout, const float *inp, const uint8_t *mask,
-	                      float p, size_t n);
+	/* dinp = dgelu * drop backward (dout), dgelu from gelu_forward; dinp may be dout */
+	void (*gelu_backward)(struct sb_ctx *ctx, float *dinp, const float *dout, const float *dgelu,
+	                      const uint8_t *mask, float p, size_t n);
 
 	/* ---- attention ---- */
 	/* qkv[B, T, 3d] (q | k | v, head h at columns h*hd..), scores S = q k^T / sqrt(hd),

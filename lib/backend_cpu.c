@@ -761,7 +761,7 @@ void sb_cpu_gelu_ref_f(float *out, const float *x, size_t n)
 	sb_cpu_gelu_vec(out, NULL, x, n);
 }
 
-static void cpu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, const float *inp,
+static void cpu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, float *dgelu, const float *inp,
                              const struct sb_dropout *drop, size_t n)
 {
 	int use = drop && drop->p > 0;
@@ -774,9 +774,11 @@ static void cpu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, cons
 		vnormcdf(v, &Phi, &phi);
 		vf o = v * Phi;
 		vstore(out + i, use ? o * vmask(mask + i, sc) : o);
+		if (dgelu) /* after the load: dgelu may be inp */
+			vstore(dgelu + i, vfma(v, phi, Phi));
 	}
 	if (i < n) { /* tail through a padded copy */
-		float xb[VL] = {0}, o[VL];
+		float xb[VL] = {0}, o[VL], g[VL];
 		uint8_t mb[VL] = {0};
 		memcpy(xb, inp + i, (n - i) * sizeof *xb);
 		if (use)
@@ -786,38 +788,31 @@ static void cpu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, cons
 		vf r = v * Phi;
 		vstore(o, use ? r * vmask(mb, sc) : r);
 		memcpy(out + i, o, (n - i) * sizeof *o);
+		if (dgelu) {
+			vstore(g, vfma(v, phi, Phi));
+			memcpy(dgelu + i, g, (n - i) * sizeof *g);
+		}
 	}
 }
 
-/* dinp = gelu'(inp) * drop backward (dout); dinp may alias dout */
-static void cpu_gelu_backward(struct sb_ctx *ctx, float *dinp, const float *dout, const float *inp, const uint8_t *mask,
-                              float p, size_t n)
+/* dinp = dgelu * drop backward (dout); dinp may alias dout */
+static void cpu_gelu_backward(struct sb_ctx *ctx, float *dinp, const float *dout, const float *dgelu,
+                              const uint8_t *mask, float p, size_t n)
 {
 	int use = p > 0;
 	float sc = use ? drop_scale(p) : 1.0f;
 	size_t i = 0;
 	for (; i + VL <= n; i += VL) {
-		vf v = vload(inp + i), Phi, phi;
-		vnormcdf(v, &Phi, &phi);
 		vf g = vload(dout + i);
 		if (use)
 			g = g * vmask(mask + i, sc);
-		vstore(dinp + i, vfma(v, phi, Phi) * g);
+		vstore(dinp + i, vload(dgelu + i) * g);
 	}
-	if (i < n) {
-		float xb[VL] = {0}, gb[VL] = {0}, o[VL];
-		uint8_t mb[VL] = {0};
-		memcpy(xb, inp + i, (n - i) * sizeof *xb);
-		memcpy(gb, dout + i, (n - i) * sizeof *gb);
+	for (; i < n; i++) {
+		float g = dout[i];
 		if (use)
-			memcpy(mb, mask + i, n - i);
-		vf v = vload(xb), Phi, phi;
-		vnormcdf(v, &Phi, &phi);
-		vf g = vload(gb);
-		if (use)
-			g = g * vmask(mb, sc);
-		vstore(o, vfma(v, phi, Phi) * g);
-		memcpy(dinp + i, o, (n - i) * sizeof *o);
+			g = g * (mask[i] ? sc : 0.0f); /* as vmask: a dropped -g gives -0 */
+		dinp[i] = dgelu[i] * g;
 	}
 }
 

@@ -660,7 +660,8 @@ static int tile_forward(struct sb_ctx *ctx, struct sb_encoder_arena *a, const st
 		ops->matmul_forward(ctx, la->h, la->x1, lp->fc1_w, lp->fc1_b, n, d, ff);
 		dr.stream = SB_DROPOUT_STREAM(step, 3 * l + 1);
 		dr.offset = (uint64_t)b0 * T * ff;
-		ops->gelu_forward(ctx, la->g, la->maskh, la->h, &dr, (size_t)n * ff);
+		/* a training pass keeps gelu'(h) in h for the backward (nothing else reads h) */
+		ops->gelu_forward(ctx, la->g, la->maskh, ps->o ? la->h : NULL, la->h, &dr, (size_t)n * ff);
 		ops->matmul_forward(ctx, a->tmp, la->g, lp->fc2_w, lp->fc2_b, n, ff, d);
 		dr.stream = SB_DROPOUT_STREAM(step, 3 * l + 2);
 		dr.offset = (uint64_t)b0 * T * d;
@@ -699,7 +700,7 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_encoder_arena *a, const 
 		ops->residual_ln_backward(ctx, dxa, a->dtmp, lg->ln2_w, lg->ln2_b, dx, la->r2, la->mean2, la->rstd2,
 		                          la->mask2, lp->ln2_w, p, n, d);
 		ops->matmul_backward(ctx, a->dh, lg->fc2_w, lg->fc2_b, a->dtmp, la->g, lp->fc2_w, n, ff, d, 0);
-		ops->gelu_backward(ctx, a->dh, a->dh, la->h, la->maskh, p, (size_t)n * ff);
+		ops->gelu_backward(ctx, a->dh, a->dh, la->h /* gelu'(h) */, la->maskh, p, (size_t)n * ff);
 		ops->matmul_backward(ctx, dxa, lg->fc1_w, lg->fc1_b, a->dh, la->x1, lp->fc1_w, n, d, ff, 1);
 		/* x1 = LN1(xm + drop(proj)) */
 		ops->residual_ln_backward(ctx, dxb, a->dtmp, lg->ln1_w, lg->ln1_b, dxa, la->r1, la->mean1, la->rstd1,

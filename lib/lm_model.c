@@ -709,7 +709,9 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 			if (c->swiglu)
 				lo->swiglu_forward(ctx, a->a[l], a->h[l], M, F);
 			else
-				op->gelu_forward(ctx, a->a[l], NULL, a->h[l], &no_drop, (size_t)M * F);
+				/* training keeps gelu'(h) in h for the backward (nothing else reads it) */
+				op->gelu_forward(ctx, a->a[l], NULL, want_dlogits ? a->h[l] : NULL, a->h[l], &no_drop,
+						 (size_t)M * F);
 			op->matmul_forward(ctx, out, a->a[l], y->down_w, y->down_b, M, F, d);
 			op->copy(ctx, a->x[l + 1], xm, (size_t)M * d * sizeof(float));
 			lo->add(ctx, a->x[l + 1], out, (size_t)M * d);
@@ -742,7 +744,7 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 			if (c->swiglu)
 				lo->swiglu_backward(ctx, a->dh, a->da, a->h[l], M, F);
 			else
-				op->gelu_backward(ctx, a->dh, a->da, a->h[l], NULL, 0.0f, (size_t)M * F);
+				op->gelu_backward(ctx, a->dh, a->da, a->h[l] /* gelu'(h) */, NULL, 0.0f, (size_t)M * F);
 			op->matmul_backward(ctx, a->dn, gy->up_w, gy->up_b, a->dh, a->n2[l], y->up_w, M, d,
 					    c->swiglu ? 2 * F : F, 0);
 			lo->norm_backward(ctx, a->dx, gy->ln2_w, gy->ln2_b, a->dn, xm, a->mean2[l], a->rstd2[l], y->ln2_w,
@@ -1230,7 +1232,7 @@ int sb_lm_forward_cached(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm
 			if (cf->swiglu)
 				lo->swiglu_forward(ctx, c->a, c->h, n, F);
 			else
-				op->gelu_forward(ctx, c->a, NULL, c->h, &no_drop, (size_t)n * F);
+				op->gelu_forward(ctx, c->a, NULL, NULL, c->h, &no_drop, (size_t)n * F);
 			lo->matmul_rows(ctx, c->y, c->a, yt->down_w, y->down_b, n, F, d);
 			lo->add(ctx, c->x, c->y, (size_t)n * d);
 		}

@@ -285,14 +285,15 @@ static void p_residual_ln_backward(struct sb_ctx *c, float *dx, float *dy, float
 	TIMED(REAL->residual_ln_backward(c, dx, dy, dw, db, g, r, mu, rs, mk, w, p, M, d),
 	      "residual_ln_backward M=%d d=%d", M, d);
 }
-static void p_gelu_forward(struct sb_ctx *c, float *o, uint8_t *mk, const float *in, const struct sb_dropout *dr, size_t n)
+static void p_gelu_forward(struct sb_ctx *c, float *o, uint8_t *mk, float *dg, const float *in,
+			   const struct sb_dropout *dr, size_t n)
 {
-	TIMED(REAL->gelu_forward(c, o, mk, in, dr, n), "gelu_forward n=%zu", n);
+	TIMED(REAL->gelu_forward(c, o, mk, dg, in, dr, n), "gelu_forward n=%zu", n);
 }
-static void p_gelu_backward(struct sb_ctx *c, float *di, const float *g, const float *in, const uint8_t *mk, float p,
+static void p_gelu_backward(struct sb_ctx *c, float *di, const float *g, const float *dg, const uint8_t *mk, float p,
 			    size_t n)
 {
-	TIMED(REAL->gelu_backward(c, di, g, in, mk, p, n), "gelu_backward n=%zu", n);
+	TIMED(REAL->gelu_backward(c, di, g, dg, mk, p, n), "gelu_backward n=%zu", n);
 }
 static int p_attention_forward(struct sb_ctx *c, float *o, float *S, float *P, float *aux, const float *qkv,
 			       const int32_t *nv, const float *al, const struct sb_norm *nm, int B, int T, int d, int NH,

@@ -814,7 +814,8 @@ static void cu_residual_ln_backward(struct sb_ctx *ctx, float *dx, float *dy, fl
 /* ================================================================ GELU */
 
 /* thread per Philox block (4 consecutive flat indices) */
-__global__ void k_gelu_fwd(float *out, uint8_t *mask, const float *x, size_t n, LnDrop dr)
+/* dg (may be x itself: each thread reads its x[i] before writing dg[i]) = gelu'(x) when not NULL */
+__global__ void k_gelu_fwd(float *out, uint8_t *mask, float *dg, const float *x, size_t n, LnDrop dr)
 {
 	uint64_t q0 = dr.first >> 2;
 	uint64_t q = q0 + blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
@@ -832,7 +833,11 @@ __global__ void k_gelu_fwd(float *out, uint8_t *mask, const float *x, size_t n, 
 		if (gi < dr.first || gi >= end)
 			continue;
 		size_t i = (size_t)(gi - dr.first);
-		float o = sb_gelu1(x[i]);
+		float xi = x[i], Phi, phi;
+		sb_normcdf1(xi, &Phi, &phi); /* sb_gelu1 and sb_dgelu1 at once */
+		float o = xi * Phi;
+		if (dg)
+			dg[i] = fmaf(xi, phi, Phi);
 		if (dr.on) {
 			int keep = (words[e] >> 8) >= dr.thr;
 			mask[i] = (uint8_t)keep;
@@ -842,7 +847,7 @@ __global__ void k_gelu_fwd(float *out, uint8_t *mask, const float *x, size_t n, 
 	}
 }
 
-static void cu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, const float *inp,
+static void cu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, float *dgelu, const float *inp,
 			    const struct sb_dropout *drop, size_t n)
 {
 	if (!n)
@@ -852,27 +857,27 @@ static void cu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, const
 	if (!use)
 		dr.first = 0;
 	uint64_t nq = ((dr.first + n + 3) >> 2) - (dr.first >> 2);
-	k_gelu_fwd<<<cdiv(nq, 256), 256, 0, ctx->st>>>(out, mask, inp, n, dr);
+	k_gelu_fwd<<<cdiv(nq, 256), 256, 0, ctx->st>>>(out, mask, dgelu, inp, n, dr);
 	LAUNCHED(ctx->im, "gelu_forward");
 }
 
-__global__ void k_gelu_bwd(float *dinp, const float *dout, const float *x, const uint8_t *mask, float p, float sc,
+__global__ void k_gelu_bwd(float *dinp, const float *dout, const float *dg, const uint8_t *mask, float p, float sc,
 			   size_t n)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i >= n)
 		return;
 	float g = p > 0 ? (mask[i] ? dout[i] * sc : 0.0f) : dout[i];
-	dinp[i] = sb_dgelu1(x[i]) * g;
+	dinp[i] = dg[i] * g;
 }
 
-static void cu_gelu_backward(struct sb_ctx *ctx, float *dinp, const float *dout, const float *inp, const uint8_t *mask,
-			     float p, size_t n)
+static void cu_gelu_backward(struct sb_ctx *ctx, float *dinp, const float *dout, const float *dgelu,
+			     const uint8_t *mask, float p, size_t n)
 {
 	if (!n)
 		return;
 	float sc = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
-	k_gelu_bwd<<<cdiv(n, 256), 256, 0, ctx->st>>>(dinp, dout, inp, mask, p, sc, n);
+	k_gelu_bwd<<<cdiv(n, 256), 256, 0, ctx->st>>>(dinp, dout, dgelu, mask, p, sc, n);
 	LAUNCHED(ctx->im, "gelu_backward");
 }
 

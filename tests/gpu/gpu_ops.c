@@ -124,21 +124,27 @@ static void t_gelu(size_t n, float p, uint64_t off)
 {
 	char sh[64];
 	snprintf(sh, sizeof sh, "n=%zu p=%.2g offset=%llu", n, p, (unsigned long long)off);
-	float *x = g_randn(&E, n, 2), *o = malloc(n * 4), *g = g_randn(&E, n, 1), *di = malloc(n * 4);
+	float *x = g_randn(&E, n, 2), *o = malloc(n * 4), *dg = malloc(n * 4), *g = g_randn(&E, n, 1),
+	      *di = malloc(n * 4);
 	uint8_t *mk = calloc(n, 1);
 	struct sb_dropout dr = {p, 42, SB_DROPOUT_STREAM(3, 1), off, NULL};
-	E.cpu->ops->gelu_forward(E.cc, o, mk, x, &dr, n);
-	E.cpu->ops->gelu_backward(E.cc, di, g, x, mk, p, n);
-	float *gx = g_up(&E, x, n * 4), *go = g_poison(&E, n), *gg = g_up(&E, g, n * 4), *gd = g_poison(&E, n);
+	E.cpu->ops->gelu_forward(E.cc, o, mk, dg, x, &dr, n);
+	E.cpu->ops->gelu_backward(E.cc, di, g, dg, mk, p, n);
+	float *gx = g_up(&E, x, n * 4), *go = g_poison(&E, n), *gdg = g_poison(&E, n), *gg = g_up(&E, g, n * 4),
+	      *gd = g_poison(&E, n), *gxi = g_up(&E, x, n * 4);
 	uint8_t *gk = g_up(&E, mk, n);
-	E.gpu->ops->gelu_forward(E.gc, go, gk, gx, &dr, n);
+	E.gpu->ops->gelu_forward(E.gc, go, gk, NULL, gx, &dr, n);
 	g_cmp(&E, "gelu_forward", sh, go, o, n, TOL_EX);
 	if (p > 0)
 		g_cmpi(&E, "gelu_forward dropout mask", sh, gk, mk, n);
-	E.gpu->ops->gelu_backward(E.gc, gd, gg, gx, gk, p, n);
+	E.gpu->ops->gelu_forward(E.gc, go, gk, gdg, gx, &dr, n);
+	g_cmp(&E, "gelu_forward gelu'", sh, gdg, dg, n, TOL_EX);
+	E.gpu->ops->gelu_forward(E.gc, go, gk, gxi, gxi, &dr, n); /* a training pass: gelu' over the input */
+	g_cmp(&E, "gelu_forward gelu' in place", sh, gxi, dg, n, TOL_EX);
+	E.gpu->ops->gelu_backward(E.gc, gd, gg, gxi, gk, p, n);
 	g_cmp(&E, "gelu_backward", sh, gd, di, n, TOL_EX);
-	FREED(gx, go, gg, gd, gk);
-	FREEH(x, o, g, di, mk);
+	FREED(gx, go, gdg, gg, gd, gxi, gk);
+	FREEH(x, o, dg, g, di, mk);
 }
 
 /* ---------------------------------------------------------------- attention */
@@ -560,7 +566,7 @@ static void t_graph(void)
 	struct sb_dropout dr = {0.1f, 9, SB_DROPOUT_STREAM(0, 2), 12, &gst->step};
 	int rc = g->ops->graph_begin(g, &err);
 	if (!rc) {
-		g->ops->gelu_forward(sb_be_main(g), go, gk, gx, &dr, n);
+		g->ops->gelu_forward(sb_be_main(g), go, gk, NULL, gx, &dr, n);
 		g->ops->scale(sb_be_main(g), go, 0.5f, n);
 	}
 	void *graph = NULL;
@@ -574,7 +580,7 @@ static void t_graph(void)
 			g->ops->upload(g, gst, &st, sizeof st, &err);
 			rc = g->ops->graph_launch(g, graph, &err);
 			struct sb_dropout d2 = {0.1f, 9, SB_DROPOUT_STREAM(step, 2), 12, NULL};
-			E.cpu->ops->gelu_forward(E.cc, o, mk, x, &d2, n);
+			E.cpu->ops->gelu_forward(E.cc, o, mk, NULL, x, &d2, n);
 			E.cpu->ops->scale(E.cc, o, 0.5f, n);
 			char sh[64];
 			snprintf(sh, sizeof sh, "n=%zu replay with step %lld", n, (long long)step);

@@ -207,29 +207,44 @@ static void test_gelu_op(void)
 	size_t ns[] = {1, 15, 16, 17, 1000, 4099};
 	for (size_t s = 0; s < sizeof ns / sizeof ns[0]; s++) {
 		size_t n = ns[s];
-		float *x = malloc(n * 4), *o = malloc(n * 4), *g = malloc(n * 4), *dx = malloc(n * 4);
-		uint8_t *mask = malloc(n);
+		float *x = malloc(n * 4), *o = malloc(n * 4), *g = malloc(n * 4), *dx = malloc(n * 4),
+		      *dg = malloc(n * 4), *o0 = malloc(n * 4), *xin = malloc(n * 4);
+		uint8_t *mask = malloc(n), *mask0 = malloc(n);
 		frand(x, n, -6, 6), frand(g, n, -1, 1);
 		struct sb_dropout dr = {0.1f, 3, 11, 5, NULL};
-		be->ops->gelu_forward(ctx, o, mask, x, &dr, n);
-		be->ops->gelu_backward(ctx, dx, g, x, mask, 0.1f, n);
-		double *O = ref_alloc(n), *DX = ref_alloc(n), sc = 1.0f / 0.9f;
+		be->ops->gelu_forward(ctx, o0, mask0, NULL, x, &dr, n); /* evaluation: no gelu' */
+		be->ops->gelu_forward(ctx, o, mask, dg, x, &dr, n);
+		be->ops->gelu_backward(ctx, dx, g, dg, mask, 0.1f, n);
+		double *O = ref_alloc(n), *DX = ref_alloc(n), *DG = ref_alloc(n), sc = 1.0f / 0.9f;
 		for (size_t i = 0; i < n; i++) {
 			int k = ref_keep(0.1, 3, 11, 5 + i);
 			O[i] = k ? ref_gelu(x[i]) * sc : 0;
+			DG[i] = ref_gelu_d(x[i]);
 			DX[i] = k ? g[i] * sc * ref_gelu_d(x[i]) : 0;
 		}
-		double *o2 = todbl(o, n), *dx2 = todbl(dx, n);
+		double *o2 = todbl(o, n), *dx2 = todbl(dx, n), *dg2 = todbl(dg, n);
 		char nm[100];
 		snprintf(nm, sizeof nm, "GELU+dropout forward n=%zu", n);
 		sb_check_close(nm, o2, O, n, 1e-6, 3e-6);
+		snprintf(nm, sizeof nm, "GELU forward's gelu' n=%zu", n);
+		sb_check_close(nm, dg2, DG, n, 1e-6, 3e-6);
+		SB_CHECK(!memcmp(o0, o, n * 4) && !memcmp(mask0, mask, n),
+		         "GELU forward n=%zu: output and mask the same with and without gelu'", n);
+		snprintf(nm, sizeof nm, "GELU+dropout backward n=%zu", n);
+		sb_check_close(nm, dx2, DX, n, 1e-6, 3e-6);
+		/* a training pass: gelu' in place of the input, backward in place on dout */
+		memcpy(xin, x, n * 4);
+		be->ops->gelu_forward(ctx, o0, mask0, xin, xin, &dr, n);
+		SB_CHECK(!memcmp(o0, o, n * 4) && !memcmp(xin, dg, n * 4),
+		         "GELU forward n=%zu with gelu' written over its input: the same output and gelu'", n);
 		snprintf(nm, sizeof nm, "GELU+dropout backward n=%zu (in place on dout)", n);
 		memcpy(dx, g, n * 4);
-		be->ops->gelu_backward(ctx, dx, dx, x, mask, 0.1f, n);
+		be->ops->gelu_backward(ctx, dx, dx, xin, mask, 0.1f, n);
 		free(dx2);
 		dx2 = todbl(dx, n);
 		sb_check_close(nm, dx2, DX, n, 1e-6, 3e-6);
-		free(x), free(o), free(g), free(dx), free(mask), free(O), free(DX), free(o2), free(dx2);
+		free(x), free(o), free(g), free(dx), free(dg), free(o0), free(xin), free(mask), free(mask0), free(O),
+		    free(DX), free(DG), free(o2), free(dx2), free(dg2);
 	}
 }
 
