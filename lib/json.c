@@ -658,7 +658,7 @@ static void str_body(struct sb_jw *w, const char *s, size_t n, int ascii_only)
 			esc = "\\b";
 		else if (c == '\f')
 			esc = "\\f";
-		else if (c < 0x20) {
+		else if (c < 0x20 || (c == 0x7f && ascii_only)) { /* ASCII-only as Python's: DEL too */
 			snprintf(ubuf, sizeof ubuf, "\\u%04x", c);
 			esc = ubuf;
 		} else if (c >= 0x80 && ascii_only) {

@@ -240,6 +240,18 @@ static void writer_cases(void)
 	const char *cw = "{\"A\":true,\"a\":\"\\u00e9\\ud83d\\ude00\",\"b\":[1,2.50,{\"a\":null,\"z\":1}]}";
 	SB_CHECK(strcmp(w.buf, cw) == 0, "canonical: got %s want %s", w.buf, cw);
 	sb_json_free(v);
+	/* Python's ensure_ascii escapes everything outside ' '..'~': DEL (0x7f) too, as \u007f;
+	 * the plain writer keeps DEL as it is (valid JSON) */
+	const char *in2 = "{\"d\": \"a\x7f\\u001fb\"}";
+	SB_CHECK(sb_json_parse(in2, strlen(in2), &v, &err) == 0, "parse DEL for canonical");
+	sb_jw_reset(&w);
+	sb_jw_canonical(&w, v);
+	const char *cw2 = "{\"d\":\"a\\u007f\\u001fb\"}";
+	SB_CHECK(strcmp(w.buf, cw2) == 0, "canonical DEL: got %s want %s (json.dumps(ensure_ascii=True))", w.buf, cw2);
+	sb_jw_reset(&w);
+	sb_jw_str(&w, "a\x7f");
+	SB_CHECK(strcmp(w.buf, "\"a\x7f\"") == 0, "plain writer keeps DEL: got %s", w.buf);
+	sb_json_free(v);
 	sb_jw_free(&w);
 }
 
