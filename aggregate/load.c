@@ -139,6 +139,21 @@ static uint64_t cell_hash(int g, int m, int64_t seed)
 	return h;
 }
 
+/* the slot of (g, m, seed) takes cell c: replaces the key's previous run, else a free slot */
+static void index_put(struct data *d, int c)
+{
+	const struct cell *ce = &d->cells[c];
+	size_t h = cell_hash(ce->group, ce->method, ce->seed) & (d->index_cap - 1);
+	while (d->cell_index[h] >= 0) {
+		const struct cell *o = &d->cells[d->cell_index[h]];
+		if (o->group == ce->group && o->method == ce->method && o->seed == ce->seed)
+			break;
+		h = (h + 1) & (d->index_cap - 1);
+	}
+	d->cell_index[h] = c;
+}
+
+/* in cell order, so that each key's slot ends on its latest run */
 static int index_rebuild(struct data *d, size_t cap)
 {
 	int *idx = malloc(cap * sizeof *idx);
@@ -146,19 +161,15 @@ static int index_rebuild(struct data *d, size_t cap)
 		return -1;
 	for (size_t i = 0; i < cap; i++)
 		idx[i] = -1;
-	for (int c = 0; c < d->n_cells; c++) {
-		const struct cell *ce = &d->cells[c];
-		size_t h = cell_hash(ce->group, ce->method, ce->seed) & (cap - 1);
-		while (idx[h] >= 0)
-			h = (h + 1) & (cap - 1);
-		idx[h] = c;
-	}
 	free(d->cell_index);
 	d->cell_index = idx;
 	d->index_cap = cap;
+	for (int c = 0; c < d->n_cells; c++)
+		index_put(d, c);
 	return 0;
 }
 
+/* the latest run of (g, m, seed), or -1 */
 static int cell_find(const struct data *d, int g, int m, int64_t seed)
 {
 	if (!d->index_cap)
@@ -173,7 +184,28 @@ static int cell_find(const struct data *d, int g, int m, int64_t seed)
 	return -1;
 }
 
-static int cell_new(struct data *d, int g, int m, int64_t seed, const char *src, struct sb_err *err)
+/* The run of (g, m, seed) that records with this cell_id belong to, or -1 for a new run: the
+ * run of that cell_id; without a cell_id, the latest run; a run read without any cell_id so
+ * far takes the first cell_id it meets. */
+static int run_find(struct data *d, int g, int m, int64_t seed, const char *cell_id, struct sb_err *err, int *rc)
+{
+	*rc = 0;
+	int head = cell_find(d, g, m, seed);
+	if (!cell_id || head < 0)
+		return head;
+	for (int c = head; c >= 0; c = d->cells[c].prev)
+		if (d->cells[c].cell_id && !strcmp(d->cells[c].cell_id, cell_id))
+			return c;
+	if (!d->cells[head].cell_id) {
+		if (!(d->cells[head].cell_id = strdup(cell_id)))
+			*rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		return head;
+	}
+	return -1;
+}
+
+static int cell_new(struct data *d, int g, int m, int64_t seed, const char *cell_id, const char *src,
+                    struct sb_err *err)
 {
 	GROW(d->cells, d->n_cells, d->cap_cells);
 	struct cell *c = &d->cells[d->n_cells];
@@ -181,17 +213,15 @@ static int cell_new(struct data *d, int g, int m, int64_t seed, const char *src,
 	c->group = g;
 	c->method = m;
 	c->seed = seed;
-	if (!(c->src = strdup(src)))
+	c->prev = cell_find(d, g, m, seed);
+	if (!(c->src = strdup(src)) || (cell_id && !(c->cell_id = strdup(cell_id))))
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	d->n_cells++;
 	if ((size_t)d->n_cells * 2 > d->index_cap) {
 		if (index_rebuild(d, d->index_cap ? 2 * d->index_cap : 1024))
 			return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	} else {
-		size_t h = cell_hash(g, m, seed) & (d->index_cap - 1);
-		while (d->cell_index[h] >= 0)
-			h = (h + 1) & (d->index_cap - 1);
-		d->cell_index[h] = d->n_cells - 1;
+		index_put(d, d->n_cells - 1);
 	}
 	return 0;
 }
@@ -272,27 +302,51 @@ static int load_eval_epoch(struct data *d, const struct sb_json *rec, const char
 	const char *cell_id = NULL; /* optional; when present, a string */
 	if (sb_json_get(rec, "cell_id"))
 		SB_TRY(sb_json_req_str(rec, "cell_id", &cell_id, err));
-	int c = cell_find(d, g, m, seed);
+	int rc, c = run_find(d, g, m, seed, cell_id, err, &rc);
+	SB_TRY(rc);
 	if (c < 0) {
-		SB_TRY(cell_new(d, g, m, seed, src, err));
+		SB_TRY(cell_new(d, g, m, seed, cell_id, src, err));
+		c = d->n_cells - 1;
+	}
+	if (d->cells[c].has_done)
+		return SB_ERR(err, SB_EDATA, "cell %s: eval.epoch after its eval.done", cell_id ? cell_id : "(no cell_id)");
+	return cell_set(&d->cells[c], epoch, acc, ent, err);
+}
+
+/* eval.done (sb-eval): whether the run may enter the statistics (PROTOCOL A7: status
+ * completed), and every epoch of its budget evaluated */
+static int load_eval_done(struct data *d, const struct sb_json *rec, const char *src, struct sb_err *err)
+{
+	int g, m;
+	int64_t seed, epochs, evaluated;
+	const char *status, *cell_id = NULL;
+	SB_TRY(read_identity(d, rec, &g, &m, &seed, err));
+	SB_TRY(sb_json_req_int(rec, "epochs", &epochs, err));
+	SB_TRY(sb_json_req_int(rec, "epochs_evaluated", &evaluated, err));
+	SB_TRY(sb_json_req_str(rec, "train_status", &status, err));
+	if (sb_json_get(rec, "cell_id"))
+		SB_TRY(sb_json_req_str(rec, "cell_id", &cell_id, err));
+	if (epochs < 1 || epochs > MAX_EPOCH || evaluated < 0 || evaluated > epochs)
+		return SB_ERR(err, SB_EDATA, "eval.done: epochs %lld / epochs_evaluated %lld out of range",
+		              (long long)epochs, (long long)evaluated);
+	int rc, c = run_find(d, g, m, seed, cell_id, err, &rc);
+	SB_TRY(rc);
+	if (c < 0) { /* no epoch evaluated */
+		SB_TRY(cell_new(d, g, m, seed, cell_id, src, err));
 		c = d->n_cells - 1;
 	}
 	struct cell *ce = &d->cells[c];
-	if (cell_id && (!ce->cell_id || strcmp(ce->cell_id, cell_id))) {
-		if (ce->cell_id) { /* a later run of the same (task, arch, tier, method, seed) wins */
-			d->superseded_cells++;
-			for (int i = 0; i < ce->cap; i++)
-				ce->acc[i] = ce->ent[i] = NAN;
-			ce->n_epochs = 0;
-			free(ce->src);
-			if (!(ce->src = strdup(src)))
-				return SB_ERR(err, SB_EINTERNAL, "out of memory");
-		}
-		free(ce->cell_id);
-		if (!(ce->cell_id = strdup(cell_id)))
-			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	if (ce->has_done)
+		return SB_ERR(err, SB_EDATA, "cell %s: a second eval.done", cell_id ? cell_id : "(no cell_id)");
+	ce->has_done = 1;
+	if (strcmp(status, "completed") != 0) {
+		ce->excluded = 1;
+		snprintf(ce->why, sizeof ce->why, "training status '%s', not 'completed'", status);
+	} else if (evaluated != epochs || ce->n_epochs != epochs) {
+		ce->excluded = 1;
+		snprintf(ce->why, sizeof ce->why, "%d of %lld epochs evaluated", ce->n_epochs, (long long)epochs);
 	}
-	return cell_set(ce, epoch, acc, ent, err);
+	return 0;
 }
 
 static int load_test_cell(struct data *d, const struct sb_json *rec, const char *src, struct sb_err *err)
@@ -386,8 +440,8 @@ int data_load(struct data *d, void *reader, struct sb_err *err)
 		int rc = sb_record_kind(rec, &kind, &v, err);
 		if (!rc) {
 			d->records++;
-			int known =
-			    !strcmp(kind, "eval.epoch") || !strcmp(kind, "test.cell") || !strcmp(kind, "probe.result");
+			int known = !strcmp(kind, "eval.epoch") || !strcmp(kind, "eval.done") ||
+			            !strcmp(kind, "test.cell") || !strcmp(kind, "probe.result");
 			if (!known) {
 				d->ignored++;
 			} else if (v != 1) {
@@ -396,6 +450,8 @@ int data_load(struct data *d, void *reader, struct sb_err *err)
 				           kind, (long long)v);
 			} else if (!strcmp(kind, "eval.epoch")) {
 				rc = load_eval_epoch(d, rec, src, err);
+			} else if (!strcmp(kind, "eval.done")) {
+				rc = load_eval_done(d, rec, src, err);
 			} else if (!strcmp(kind, "test.cell")) {
 				rc = load_test_cell(d, rec, src, err);
 			} else {
@@ -411,8 +467,74 @@ int data_load(struct data *d, void *reader, struct sb_err *err)
 	}
 }
 
-int data_check(const struct data *d, struct sb_err *err)
+static void cell_free(struct cell *c)
 {
+	free(c->cell_id);
+	free(c->acc);
+	free(c->ent);
+	free(c->src);
+}
+
+/* one run per (group, method, seed): the latest run that is not excluded, kept at the place
+ * of the key's first run (the order the records first named it) */
+static int resolve_runs(struct data *d, struct sb_err *err)
+{
+	int n = d->n_cells, *keep = malloc((size_t)(n ? n : 1) * sizeof *keep), k = 0;
+	char *used = calloc((size_t)(n ? n : 1), 1);
+	if (!keep || !used) {
+		free(keep);
+		free(used);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	for (int c = 0; c < n; c++) {
+		if (d->cells[c].prev >= 0)
+			continue; /* not the key's first run */
+		int head = cell_find(d, d->cells[c].group, d->cells[c].method, d->cells[c].seed), win = -1;
+		for (int r = head; r >= 0; r = d->cells[r].prev) {
+			const struct cell *ce = &d->cells[r];
+			if (ce->excluded) {
+				if (!d->excluded_cells++)
+					snprintf(d->excluded_example, sizeof d->excluded_example, "%s: %s/%s seed %lld: %s",
+					         ce->src, d->tasks.s[d->groups[ce->group].task], d->methods.s[ce->method],
+					         (long long)ce->seed, ce->why);
+			} else if (win < 0 && ce->n_epochs > 0) {
+				win = r;
+			} else if (ce->n_epochs > 0) {
+				d->superseded_cells++;
+			}
+		}
+		if (win >= 0) {
+			keep[k++] = win;
+			used[win] = 1;
+			d->no_done_cells += !d->cells[win].has_done;
+		}
+	}
+	struct cell *cells = malloc((size_t)(k ? k : 1) * sizeof *cells);
+	if (!cells) {
+		free(keep);
+		free(used);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	for (int i = 0; i < k; i++) {
+		cells[i] = d->cells[keep[i]];
+		cells[i].prev = -1;
+	}
+	for (int c = 0; c < n; c++)
+		if (!used[c])
+			cell_free(&d->cells[c]);
+	free(d->cells);
+	free(keep);
+	free(used);
+	d->cells = cells;
+	d->n_cells = d->cap_cells = k;
+	if (index_rebuild(d, d->index_cap ? d->index_cap : 1024))
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	return 0;
+}
+
+int data_check(struct data *d, struct sb_err *err)
+{
+	SB_TRY(resolve_runs(d, err));
 	for (int c = 0; c < d->n_cells; c++) {
 		const struct cell *ce = &d->cells[c];
 		for (int e = 0; e < ce->n_epochs; e++)

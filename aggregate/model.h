@@ -42,6 +42,12 @@ struct cell {
 	double *acc; /* val_accuracy by 0-based epoch, NAN = missing */
 	double *ent; /* attention_entropy, NAN = missing or null */
 	char *src;   /* file:line of the first record, for messages */
+	/* while loading, every run (cell_id) is a cell of its own; data_check keeps one per
+	 * (group, method, seed) */
+	int prev;      /* the previous run of the same (group, method, seed), or -1 */
+	int has_done;  /* an eval.done record was read */
+	int excluded;  /* eval.done: training not completed, or not every epoch evaluated */
+	char why[160]; /* why excluded */
 };
 
 struct testcell {
@@ -68,7 +74,10 @@ struct data {
 	int n_tests, cap_tests;
 	struct probe *probes;
 	int n_probes, cap_probes;
-	int superseded_cells; /* cells replaced by a later cell_id of the same key */
+	int superseded_cells; /* cells replaced by a later usable cell_id of the same key */
+	int excluded_cells;   /* runs whose eval.done says training did not complete (PROTOCOL A7) */
+	int no_done_cells;    /* used cells without an eval.done record (status unknown) */
+	char excluded_example[400];
 	int superseded_tests, superseded_probes;
 	long records, ignored;
 	/* hash index of cells by (group, method, seed) */
@@ -80,8 +89,11 @@ void data_init(struct data *d);
 void data_free(struct data *d);
 /* Read every record of one reader into d. Unknown kinds are counted and ignored. */
 int data_load(struct data *d, void *reader /* struct sb_ndjson_reader * */, struct sb_err *err);
-/* After loading: check every cell's epochs are 0..n-1 without gaps. */
-int data_check(const struct data *d, struct sb_err *err);
+/* After loading: keep one run per (group, method, seed): runs whose eval.done says the
+ * training did not complete (or not every epoch was evaluated) are excluded first, then the
+ * latest remaining run wins (PROTOCOL A6/A7: filter, then the later file wins); check every
+ * kept cell's epochs are 0..n-1 without gaps. */
+int data_check(struct data *d, struct sb_err *err);
 int data_group_find(const struct data *d, int task, int arch, int tier);
 const char *group_label(const struct data *d, int g, char *buf, size_t n); /* "task" or "task (arch/tier)" */
 

@@ -728,6 +728,8 @@ int report_records(struct sb_jw *w, const struct data *d, const struct analysis 
 	sb_jw_kint(w, "ignored_records", d->ignored);
 	sb_jw_kint(w, "cells", d->n_cells);
 	sb_jw_kint(w, "superseded_cells", d->superseded_cells);
+	sb_jw_kint(w, "excluded_cells", d->excluded_cells);
+	sb_jw_kint(w, "cells_without_eval_done", d->no_done_cells);
 	sb_jw_kint(w, "test_cells", d->n_tests);
 	sb_jw_kint(w, "superseded_test_cells", d->superseded_tests);
 	sb_jw_kint(w, "probes", d->n_probes);

@@ -21,10 +21,14 @@ static void usage(void)
 	      "RECORDS are NDJSON files ('-' = stdin, once). Records read (schema v 1):\n"
 	      "  eval.epoch    task, method, seed, epoch (0-based), val_accuracy; optional arch\n"
 	      "                (default plain), tier (compact), cell_id, attention_entropy\n"
+	      "  eval.done     the same identity, epochs, epochs_evaluated, train_status (sb-eval): a\n"
+	      "                run whose train_status is not 'completed', or with fewer epochs evaluated\n"
+	      "                than its budget, is excluded (PROTOCOL A7); a run without one is used\n"
 	      "  test.cell     task, method, seed, test_accuracy; optional arch, tier\n"
 	      "  probe.result  model, task, method, probe_id (string or integer), correct (bool or 0/1)\n"
 	      "Other kinds (run.meta, train.*, ...) are ignored. For one (task, arch, tier, method, seed)\n"
-	      "the last cell_id read wins (a rerun supersedes an earlier run; counted in stats.summary).\n"
+	      "the last cell_id read among the runs not excluded wins (a rerun supersedes an earlier\n"
+	      "run, a failed rerun does not; both counted in stats.summary).\n"
 	      "\n"
 	      "Options:\n"
 	      "  -b, --baseline NAME   baseline method of every paired difference (softmax)\n"
@@ -343,6 +347,10 @@ int main(int argc, char **argv)
 		sb_cli_die(&err);
 	if (!d.n_cells && !d.n_tests && !d.n_probes)
 		sb_cli_warn("no eval.epoch, test.cell or probe.result records in the input");
+	if (d.excluded_cells)
+		sb_cli_warn("%d run(s) excluded: their eval.done says the training did not complete or not every "
+		            "epoch was evaluated (PROTOCOL A7: completed runs only); first: %s",
+		            d.excluded_cells, d.excluded_example);
 	if (d.superseded_cells)
 		sb_cli_warn("%d cell(s) superseded by a later run of the same task/arch/tier/method/seed",
 		            d.superseded_cells);

@@ -81,6 +81,32 @@ $ cat err
 > "superseded_cells":1
 > sb-stats: 1 cell(s) superseded by a later run of the same task/arch/tier/method/seed
 
+%%% PROTOCOL A6/A7: runs whose eval.done says the training did not complete are excluded before the later run wins
+# softmax seeds 0-3 (0.50..0.53); top-k seeds 0-2 first (0.60..0.62); then a failed rerun of
+# seed 1 (0.95: must not count nor displace the completed run), a completed rerun of seed 2
+# (0.72: supersedes), and seed 3 with its epoch not evaluated (excluded: no pair for seed 3)
+$ e() { printf '{"kind":"eval.epoch","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epoch":0,"val_accuracy":%s}\n' "$@"; }
+$ d() { printf '{"kind":"eval.done","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epochs":1,"epochs_evaluated":%s,"train_status":"%s"}\n' "$@"; }
+$ for s in 0 1 2 3; do e s$s softmax $s 0.5$s; d s$s softmax $s 1 completed; done >v.ndjson
+$ for s in 0 1 2; do e a$s topk_softmax_025 $s 0.6$s; d a$s topk_softmax_025 $s 1 completed; done >>v.ndjson
+$ { e b1 topk_softmax_025 1 0.95; d b1 topk_softmax_025 1 1 failed_nonfinite_loss; e b2 topk_softmax_025 2 0.72; d b2 topk_softmax_025 2 1 completed; e b3 topk_softmax_025 3 0.9; d b3 topk_softmax_025 3 0 completed; } >>v.ndjson
+$ sb-stats -q --resamples 100 v.ndjson >out.ndjson 2>err
+$ grep '"kind":"stats.paired"' out.ndjson | grep -o '"n":[0-9]*,"seeds":[^]]*]'
+$ grep '"kind":"stats.paired"' out.ndjson | grep -o '"mean_method":[0-9.]*'
+$ grep -o '"superseded_cells":[0-9]*,"excluded_cells":[0-9]*' out.ndjson
+$ cat err
+> "n":3,"seeds":[0,1,2]
+> "mean_method":0.6433333333333333
+> "superseded_cells":1,"excluded_cells":2
+> sb-stats: 2 run(s) excluded: their eval.done says the training did not complete or not every epoch was evaluated (PROTOCOL A7: completed runs only); first: v.ndjson:15: t/topk_softmax_025 seed 1: training status 'failed_nonfinite_loss', not 'completed'
+> sb-stats: 1 cell(s) superseded by a later run of the same task/arch/tier/method/seed
+
+%%% an eval.done after which the same run has another epoch is malformed input
+$ printf '{"kind":"eval.done","v":1,"cell_id":"x","task":"t","method":"softmax","seed":0,"epochs":1,"epochs_evaluated":1,"train_status":"completed"}\n{"kind":"eval.epoch","v":1,"cell_id":"x","task":"t","method":"softmax","seed":0,"epoch":0,"val_accuracy":0.5}\n' >v.ndjson
+$ sb-stats -q v.ndjson
+? 3
+! v.ndjson:2: cell x: eval.epoch after its eval.done
+
 %%% stdin gives the same table as the file
 $ sb-stats -q --seed 7 --resamples 2000 --format md - <$TOP/tests/golden/stats/fixtures/val.ndjson | awk '/^### /{n++} n==1 && /^\| /' >rows.md
 $ diff rows.md $TOP/tests/golden/stats/expected/table2_rows.md
