@@ -308,6 +308,37 @@ static int load_optim(struct run *r, struct sb_encoder *m, int epochs_completed,
 }
 
 /* ---------------------------------------------------------------- the cell */
+/* A resumed run must go on with the dataset file it started on (PROTOCOL A4's resume rule:
+ * the same data and patch, which the pool's hash covers): its cell.json names that file's
+ * SHA-256. Epochs of two pools in one run would look like a clean run on the second. */
+static int check_resume_pool(const struct run *r, const struct sb_dataset *ds, struct sb_err *err)
+{
+	char *path = sb_path_join(r->dir, "cell.json"), *buf = NULL;
+	size_t n = 0;
+	struct sb_json *v = NULL;
+	if (!path)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	int rc = 0;
+	if (!sb_file_exists(path))
+		rc = SB_ERR(err, SB_EDATA, "%s: missing, so the dataset file the run started on is unknown: remove %s to "
+		                           "start the cell over",
+		            path, r->dir);
+	else if (!(rc = sb_read_file(path, &buf, &n, 1 << 20, err)) && !(rc = sb_json_parse(buf, n, &v, err))) {
+		const char *was = sb_json_str(sb_json_get(v, "dataset_sha256"), "");
+		if (strcmp(was, ds->sha256) != 0)
+			rc = SB_ERR(err, SB_EDATA,
+			            "%s: the run started on the dataset file with SHA-256 %.12s..., not on %s (%.12s...): "
+			            "resume it with the file it started on, or remove %s to start the cell over",
+			            path, *was ? was : "(none)", ds->path, ds->sha256, r->dir);
+	} else if (rc) {
+		sb_err_prefix(err, "%s", path);
+	}
+	sb_json_free(v);
+	free(buf);
+	free(path);
+	return rc;
+}
+
 
 static int write_cell_json(struct run *r, const struct sb_dataset *ds, const struct sb_encoder *m,
                            const struct sb_split *sp, struct sb_err *err)
@@ -491,6 +522,8 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 		goto out_noreport;
 	}
 	r->train_seconds = prev_seconds;
+	if (resume > 0 && (rc = check_resume_pool(r, ds, err)))
+		goto out_noreport; /* the run directory is left as it is */
 	if (resume == 0 && (rc = start_log(r, err))) /* a fresh start: a new train.ndjson */
 		goto fail;
 	rc = sb_split_carve(ds, cell->seed, cell->val_fraction, cell->limit, &sp, err);

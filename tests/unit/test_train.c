@@ -34,6 +34,8 @@
 extern char **environ;
 static char top[4096], tmp[4096], prog[4300];
 
+static const char *ds_root = "data"; /* write_ds writes TMP/ds_root/TASK/SPLIT.safetensors */
+
 static void write_ds(const char *task, int text, const char *split, int n)
 {
 	struct sb_err e = {0};
@@ -81,7 +83,7 @@ static void write_ds(const char *task, int text, const char *split, int n)
 		sb_tensors_set_meta(&ts, "patch", "4", &e);
 	}
 	char dir[4300], path[4400];
-	snprintf(dir, sizeof dir, "%s/data/%s", tmp, task);
+	snprintf(dir, sizeof dir, "%s/%s/%s", tmp, ds_root, task);
 	sb_mkdir_p(dir, &e);
 	snprintf(path, sizeof path, "%s/pool.safetensors", dir);
 	if (sb_st_write(path, &ts, &e))
@@ -406,7 +408,7 @@ int main(int argc, char **argv)
 	}
 	/* killed mid-epoch (hook: _exit(137) after 6 steps = in epoch 2 of 4 steps each), then resumed */
 	{
-		char runsK[4500], outK[4500], one[4500], id0[192] = "";
+		char runsK[4500], outK[4500], one[4500], id0[192] = "", errp0[4600];
 		snprintf(runsK, sizeof runsK, "%s/runsK", tmp);
 		snprintf(outK, sizeof outK, "%s/K.out", tmp);
 		snprintf(one, sizeof one, "%s/cell0.ndjson", tmp);
@@ -420,6 +422,25 @@ int main(int argc, char **argv)
 		snprintf(p2, sizeof p2, "%s/%s/epoch-002.safetensors", runsK, id0);
 		SB_CHECK(rc == 137 && sb_file_exists(p1) && !sb_file_exists(p2),
 		         "a run dying after step 6 (in epoch 2) leaves epoch 1 only (exit %d)", rc);
+		/* resumed with another dataset file for the task: refused, the run left as it was */
+		char data2[4400], tn[4800], *before = NULL, *after = NULL;
+		size_t nb = 0, na = 0;
+		snprintf(data2, sizeof data2, "%s/data2", tmp);
+		ds_root = "data2";
+		write_ds("img", 0, "pool", 161);
+		ds_root = "data";
+		snprintf(tn, sizeof tn, "%s/%s/train.ndjson", runsK, id0);
+		sb_read_file(tn, &before, &nb, 1 << 24, &e);
+		rc = run(outK, NULL, (const char *[]){"-q", "-d", data2, "-o", runsK, one, NULL}, NULL);
+		sb_read_file(tn, &after, &na, 1 << 24, &e);
+		snprintf(errp0, sizeof errp0, "%s.err", outK);
+		SB_CHECK(rc == 3 && grep_file(errp0, "the run started on the dataset file with SHA-256") && before &&
+		             after && nb == na && !memcmp(before, after, nb) && !sb_file_exists(p2),
+		         "resuming on another dataset file is refused (exit %d, want 3), train.ndjson unchanged (%zu -> "
+		         "%zu bytes), no epoch 2",
+		         rc, nb, na);
+		free(before);
+		free(after);
 		rc = run(outK, NULL, (const char *[]){"-q", "-d", data, "-o", runsK, one, NULL}, NULL);
 		char runsA[4500];
 		snprintf(runsA, sizeof runsA, "%s/runsA", tmp);
