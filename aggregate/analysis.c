@@ -74,33 +74,81 @@ static int paired_tests(struct comparison *c, const struct opts *o, struct sb_er
 	return 0;
 }
 
-/* Holm over the comparisons [first, first + n) of one group, and the group summary. */
-static int holm_group(struct comparison *c, int n, double alpha, struct group_summary *s, struct sb_err *err)
+/* PROTOCOL A7's Holm family: the six sparse methods of Table 2 (top-k 0.125/0.25/0.5,
+ * sparsemax, entmax-1.5, HAE) */
+static int in_family(const struct data *d, int m)
 {
-	double *p = xcalloc((size_t)n, sizeof *p), *adj = xcalloc((size_t)n, sizeof *adj);
+	int o = method_order(d->methods.s[m]);
+	return o >= 1 && o <= 6;
+}
+
+/* Holm over the comparisons c[idx[0..k)] */
+static int holm_subset(struct comparison *c, const int *idx, int k, double alpha, struct sb_err *err)
+{
+	if (!k)
+		return 0;
+	double *p = xcalloc((size_t)k, sizeof *p), *adj = xcalloc((size_t)k, sizeof *adj);
 	if (!p || !adj) {
 		free(p);
 		free(adj);
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	}
-	for (int i = 0; i < n; i++)
-		p[i] = c[i].t.p;
-	int rc = sb_stats_holm(p, n, adj, err);
-	s->best_method = -1;
-	s->best_delta = NAN;
-	for (int i = 0; !rc && i < n; i++) {
-		c[i].p_holm = adj[i];
-		c[i].holm_m = n;
-		c[i].supported = adj[i] < alpha;
-		if (c[i].t.mean > 0 && c[i].supported)
-			s->sparse_helps = 1;
-		if (s->best_method < 0 || c[i].t.mean > s->best_delta) {
-			s->best_method = c[i].method;
-			s->best_delta = c[i].t.mean;
-		}
+	for (int i = 0; i < k; i++)
+		p[i] = c[idx[i]].t.p;
+	int rc = sb_stats_holm(p, k, adj, err);
+	for (int i = 0; !rc && i < k; i++) {
+		c[idx[i]].p_holm = adj[i];
+		c[idx[i]].holm_m = k;
+		c[idx[i]].supported = adj[i] < alpha;
 	}
 	free(p);
 	free(adj);
+	return rc;
+}
+
+/* Holm over the comparisons [first, first + n) of one group, and the group summary. The
+ * protocol's six sparse methods form one family (m = 6 in a complete grid, PROTOCOL A7); any
+ * other methods of the group (a bottom-k control, say) form a second one, so that they neither
+ * change the six's adjusted p-values nor the label. The label and the best delta are read
+ * from the six (from the others only when none of the six is present). */
+static int holm_group(const struct data *d, struct comparison *c, int n, double alpha, struct group_summary *s,
+                      struct sb_err *err)
+{
+	int *fam = xcalloc((size_t)n, sizeof *fam), *oth = xcalloc((size_t)n, sizeof *oth), nf = 0, no = 0;
+	if (!fam || !oth) {
+		free(fam);
+		free(oth);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	unsigned orders = 0;
+	for (int i = 0; i < n; i++) {
+		if (in_family(d, c[i].method)) {
+			fam[nf++] = i;
+			orders |= 1u << method_order(d->methods.s[c[i].method]);
+		} else {
+			oth[no++] = i;
+		}
+	}
+	int rc = holm_subset(c, fam, nf, alpha, err);
+	if (!rc)
+		rc = holm_subset(c, oth, no, alpha, err);
+	s->n_family = nf;
+	s->family_complete = orders == 0x7eu; /* orders 1..6 */
+	const int *lab = nf ? fam : oth;
+	int nl = nf ? nf : no;
+	s->best_method = -1;
+	s->best_delta = NAN;
+	for (int j = 0; !rc && j < nl; j++) {
+		const struct comparison *ci = &c[lab[j]];
+		if (ci->t.mean > 0 && ci->supported)
+			s->sparse_helps = 1;
+		if (s->best_method < 0 || ci->t.mean > s->best_delta) {
+			s->best_method = ci->method;
+			s->best_delta = ci->t.mean;
+		}
+	}
+	free(fam);
+	free(oth);
 	return rc;
 }
 
@@ -299,7 +347,7 @@ static int run_validation(const struct data *d, const struct opts *o, struct ana
 		}
 		s->n_cmp = a->n_val - s->first_cmp;
 		if (!rc && s->n_cmp)
-			rc = holm_group(a->val + s->first_cmp, s->n_cmp, o->alpha, s, err);
+			rc = holm_group(d, a->val + s->first_cmp, s->n_cmp, o->alpha, s, err);
 		if (s->sparse_helps)
 			a->n_labelled++;
 	}
@@ -411,7 +459,7 @@ static int run_test(const struct data *d, const struct opts *o, struct analysis 
 		}
 		s->n_cmp = a->n_test - s->first_cmp;
 		if (!rc && s->n_cmp)
-			rc = holm_group(a->test + s->first_cmp, s->n_cmp, o->alpha, s, err);
+			rc = holm_group(d, a->test + s->first_cmp, s->n_cmp, o->alpha, s, err);
 	}
 	free(methods);
 	return rc;
@@ -474,10 +522,20 @@ static int run_rule(const struct data *d, struct analysis *a, struct sb_err *err
 	int *gi = xcalloc((size_t)a->n_vgroups, sizeof *gi);
 	if (!gi)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	a->n_labelled = 0; /* over the tasks that enter the rule */
 	for (int i = 0; i < a->n_vgroups; i++) {
-		const struct group_summary *s = &a->vgroups[i];
+		struct group_summary *s = &a->vgroups[i];
 		if (!s->has_baseline || !s->n_cmp)
 			continue;
+		if (!s->family_complete) {
+			s->out_of_rule = 1; /* PROTOCOL A7: all six sparse methods, each with enough seeds */
+			char lb[256];
+			if (!a->rule_incomplete++)
+				snprintf(a->rule_incomplete_example, sizeof a->rule_incomplete_example,
+				         "%s has %d of the six sparse methods with enough paired seeds",
+				         group_label(d, s->group, lb, sizeof lb), s->n_family);
+			continue;
+		}
 		for (int j = 0; j < n; j++)
 			if (d->groups[a->vgroups[gi[j]].group].task == d->groups[s->group].task) {
 				free(gi);
@@ -487,6 +545,7 @@ static int run_rule(const struct data *d, struct analysis *a, struct sb_err *err
 				              d->tasks.s[d->groups[s->group].task]);
 			}
 		gi[n++] = i;
+		a->n_labelled += s->sparse_helps;
 	}
 	a->rule_groups = gi;
 	a->n_rule = n;

@@ -143,7 +143,10 @@ struct group_summary {
 	int n_baseline;
 	int n_cmp;
 	int first_cmp;    /* index into the comparison array */
-	int sparse_helps; /* some method with mean > 0 and supported */
+	int sparse_helps; /* some method of the Holm family with mean > 0 and supported */
+	int n_family;        /* comparisons of the protocol's six sparse methods (one Holm family) */
+	int family_complete; /* all six compared (PROTOCOL A7: required by the rule) */
+	int out_of_rule;     /* --rule: left out for that reason (not counted by the power floor) */
 	int best_method;  /* -1 when no comparison */
 	double best_delta;
 	/* predictors of the A7 rule from the baseline runs at 0-based epoch 3 */
@@ -177,6 +180,8 @@ struct analysis {
 	struct sb_rule_fold *folds;
 	struct sb_rule_result rule;
 	int *rule_groups; /* group index of each rule task */
+	int rule_incomplete; /* tasks left out of the rule: not all six sparse methods compared */
+	char rule_incomplete_example[300];
 	int n_rule;
 	/* probes */
 	struct probe_rate {

@@ -541,6 +541,8 @@ static int rec_task(struct sb_jw *w, const struct data *d, const struct group_su
 	sb_jw_kint(w, "n_baseline", s->n_baseline);
 	sb_jw_kf64(w, "baseline_mean", s->baseline_mean);
 	sb_jw_kint(w, "n_methods", s->n_cmp);
+	sb_jw_kint(w, "n_protocol_methods", s->n_family);
+	sb_jw_kbool(w, "protocol_methods_complete", s->family_complete);
 	sb_jw_kbool(w, "sparse_helps", s->sparse_helps);
 	if (s->best_method >= 0)
 		sb_jw_kstr(w, "best_method", d->methods.s[s->best_method]);
@@ -626,13 +628,13 @@ int report_records(struct sb_jw *w, const struct data *d, const struct analysis 
 		sb_jw_record(w, "stats.power", 1);
 		int n = 0;
 		for (int i = 0; i < a->n_vgroups; i++)
-			n += a->vgroups[i].has_baseline && a->vgroups[i].n_cmp > 0;
+			n += a->vgroups[i].has_baseline && a->vgroups[i].n_cmp > 0 && !a->vgroups[i].out_of_rule;
 		sb_jw_kint(w, "n_tasks", n);
 		sb_jw_kint(w, "n_labelled", a->n_labelled);
 		sb_jw_key(w, "labelled");
 		sb_jw_arr(w);
 		for (int i = 0; i < a->n_vgroups; i++)
-			if (a->vgroups[i].sparse_helps) {
+			if (a->vgroups[i].sparse_helps && !a->vgroups[i].out_of_rule) {
 				char lab[256];
 				sb_jw_str(w, group_label(d, a->vgroups[i].group, lab, sizeof lab));
 			}

@@ -46,7 +46,8 @@ static void usage(void)
 	      "      --min-seeds N     skip comparisons with fewer paired seeds (2; the study used 10)\n"
 	      "      --wilcoxon M      auto (exact when <= 50 non-zero differences), exact or approx (auto)\n"
 	      "      --rule            apply the power floor and fit the leave-one-task-out threshold rule\n"
-	      "                        of PROTOCOL A7 (see EXIT STATUS)\n"
+	      "                        of PROTOCOL A7 (see EXIT STATUS); a task enters when all six sparse\n"
+	      "                        methods have at least --min-seeds paired seeds\n"
 	      "      --all-pairs       probes: compare every pair of methods, not only each with the baseline\n"
 	      "  -q, --quiet           no progress lines\n"
 	      "      --help            this help;  --version  the version\n"
@@ -57,8 +58,9 @@ static void usage(void)
 	      "              two-sided paired t (PROTOCOL A7: n<2 -> p=1; sd=0 -> p=0 if mean!=0 else 1;\n"
 	      "              mean=0 -> p=1), Wilcoxon signed-rank (zeros dropped; differences rounded to 1e-9\n"
 	      "              for ranking), percentile bootstrap CI of the mean, Cohen's dz, Holm over the\n"
-	      "              methods of the task; supported = Holm p < alpha; a task is sparse-helps when\n"
-	      "              some method has mean > 0 and is supported.\n"
+	      "              six sparse methods of the task (other methods: a family of their own);\n"
+	      "              supported = Holm p < alpha; a task is sparse-helps when one of the six has\n"
+	      "              mean > 0 and is supported.\n"
 	      "  budgets     for E = 1..K (K = fewest epochs among the paired runs): best val_accuracy within\n"
 	      "              the first E epochs; mean difference, bootstrap CI, t p; the sign change (first E\n"
 	      "              from which the mean difference stays < 0; K+1 = none), the first negative E and\n"
@@ -409,6 +411,10 @@ int main(int argc, char **argv)
 		print_tables(o.format, tables, nt);
 
 	int rc = 0;
+	if (o.rule && a.rule_incomplete)
+		sb_cli_warn("%d task(s) left out of the rule: PROTOCOL A7 needs all six sparse methods, each with "
+		            "at least --min-seeds paired seeds (first: %s)",
+		            a.rule_incomplete, a.rule_incomplete_example);
 	if (o.rule) {
 		if (a.n_labelled < SB_RULE_MIN_LABELLED) {
 			sb_cli_warn("power condition not met: %d task(s) carry the sparse-helps label, at least %d are "

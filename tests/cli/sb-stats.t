@@ -140,12 +140,31 @@ $ sb-stats -q --resamples 200 $TOP/tests/golden/stats/fixtures/val.ndjson | grep
 
 %%% the rule succeeds: exit 0
 $ sb-stats -q --resamples 200 --rule $TOP/tests/golden/stats/fixtures/rule_ok.ndjson >/dev/null
-! rule succeeded: mean gain +0.010250, wins 3, losses 0, non-softmax decisions 3 of 6
+! rule succeeded: mean gain +0.010521, wins 3, losses 0, non-softmax decisions 3 of 6
 
 %%% the rule fails: exit 3
 $ sb-stats -q --resamples 200 --rule $TOP/tests/golden/stats/fixtures/rule_fail.ndjson >/dev/null
 ? 3
-! rule failed: mean gain -0.010813, wins 0, losses 3, non-softmax decisions 3 of 6
+! rule failed: mean gain -0.003250, wins 0, losses 3, non-softmax decisions 3 of 6
+
+%%% PROTOCOL A7: a task without all six sparse methods is left out of the rule (and of the power floor)
+# cifar10 is one of the three sparse-helps tasks of rule_ok; without its HAE runs 2 labelled tasks remain
+$ grep -v '"task":"cifar10","method":"headwise_adaptive_entmax"' $TOP/tests/golden/stats/fixtures/rule_ok.ndjson >r.ndjson
+$ sb-stats -q --resamples 200 --rule r.ndjson | grep '"kind":"stats.power"' | grep -o '"n_tasks":[0-9]*,"n_labelled":[0-9]*'
+? 2
+> "n_tasks":5,"n_labelled":2
+! 1 task(s) left out of the rule: PROTOCOL A7 needs all six sparse methods, each with at least --min-seeds paired seeds (first: cifar10 has 5 of the six sparse methods with enough paired seeds)
+! power condition not met: 2 task(s) carry the sparse-helps label
+
+%%% Holm's family is the six sparse methods (m = 6): another method in the records forms its own family
+# a bottom-k copy of top-k 0.25 added to every task: the six keep m = 6 and their adjusted p-values
+$ f=$TOP/tests/golden/stats/fixtures/val.ndjson
+$ sb-stats -q --resamples 100 $f | grep '"kind":"stats.paired"' | grep -o '"method":"[a-z_0-9]*".*"p_holm":[^,]*,"holm_m":[0-9]*' | sed 's/"method":"\([a-z_0-9]*\)".*\("p_holm".*\)/\1 \2/' >six
+$ { cat $f; grep '"method":"topk_softmax_025"' $f | sed 's/topk_softmax_025/bottomk_softmax_025/'; } >vb.ndjson
+$ sb-stats -q --resamples 100 vb.ndjson | grep '"kind":"stats.paired"' | grep -o '"method":"[a-z_0-9]*".*"p_holm":[^,]*,"holm_m":[0-9]*' | sed 's/"method":"\([a-z_0-9]*\)".*\("p_holm".*\)/\1 \2/' >withb
+$ grep -v bottomk withb | diff - six && grep -c '"holm_m":6' six && grep bottomk withb | grep -c '"holm_m":1'
+> 18
+> 3
 
 %%% probes: Wilson intervals and paired McNemar against the baseline
 $ sb-stats -q --baseline dense --format md $TOP/tests/golden/stats/fixtures/probes.ndjson >out.md
