@@ -3,8 +3,9 @@
  *
  * The story: parse options; refuse to overwrite a selection without --force;
  * read and hash every validation log; keep the cells of the chosen tier and
- * architecture whose training completed and whose every epoch was evaluated;
- * per cell, the validation accuracy at the best epoch under patience (or at a
+ * architecture whose training completed (the row filter), then the later log's
+ * cell of each (task, method, seed), if its every epoch was evaluated; per
+ * cell, the validation accuracy at the best epoch under patience (or at a
  * fixed budget); per task, the top-k ratio of highest mean accuracy over at
  * least --min-seeds seeds (earlier ratio on ties); the test plan; seal the
  * payload with its canonical SHA-256; write it atomically; report on stdout.
@@ -44,8 +45,9 @@ static const char usage_text[] =
     "that order (strict >). A cell's validation accuracy is the one at its best epoch under early\n"
     "stopping with --patience (first epoch of maximal accuracy among the epochs before the stop,\n"
     "PROTOCOL A4), or with --budget E the accuracy after exactly E epochs. Only cells whose training\n"
-    "completed and whose every epoch was evaluated take part; the later log on the command line wins\n"
-    "when two hold the same task, method and seed.\n"
+    "completed take part (a failed rerun displaces nothing); among those, the later log on the\n"
+    "command line wins when two hold the same task, method and seed, and the winner must have every\n"
+    "epoch evaluated (else that seed has no cell).\n"
     "\n"
     "Rule m3_confirmation (PROTOCOL A8 M3, our reading; docs/sb-freeze.md): the confirmation grid's\n"
     "logs (both blocks) against the switch map of sb-a8 m3map. Planned cells: the map's (task, arch,\n"
@@ -116,6 +118,7 @@ struct cell {
 	const struct sb_val_cell *vc;
 	int log; /* index of its log */
 	int included;
+	int filtered; /* dropped by the row filter (training not completed): supersedes nothing */
 	const char *reason;
 	char reason_buf[300];
 	double acc;
@@ -149,17 +152,40 @@ static const char *sole_value(struct sb_vallog *logs, int n, const char *(*get)(
 	return one;
 }
 
-/* Why a cell of a validation log cannot enter a selection (written to buf, which is returned),
- * or NULL when it can: its value, the best validation accuracy under patience within budget
- * epochs (sb_val_cell_value), then in *acc and *epoch. Both rules. */
+/* The order in which cells are judged, both rules (docs/sb-freeze.md, "Which cells take part"):
+ *   1. the row filter of PROTOCOL A6 step 2 ("keep rows with status completed and a matching
+ *      tier"): a cell of another tier or architecture (rule topk_mean_val_acc), or one whose
+ *      eval.done gives a training status other than 'completed' (row_filtered), is dropped
+ *      first and supersedes nothing: a failed rerun leaves the earlier completed run in use;
+ *   2. among the cells kept, the later log wins on the cell's key ("the later file wins");
+ *   3. the winner is then checked for integrity (cell_unusable: eval.done present, every epoch
+ *      evaluated, a value under the rule). A winner that fails these is excluded and the key is
+ *      left without a cell: the later run's status is completed (or unknown, without eval.done),
+ *      so by the protocol it is the row that counts, and we cannot read it; falling back to the
+ *      earlier run would hide that. */
+
+/* Why a cell is dropped by the protocol's row filter (written to buf, which is returned), or
+ * NULL when it is kept: its eval.done says training did not complete. A log without eval.done
+ * does not say; it is kept here and excluded by cell_unusable after supersession. */
+static const char *row_filtered(const struct sb_val_cell *vc, char *buf, size_t n)
+{
+	if (!vc->done || strcmp(vc->train_status, "completed") == 0)
+		return NULL;
+	snprintf(buf, n, "training status is '%s', not 'completed'", vc->train_status);
+	return buf;
+}
+
+/* Why a cell kept by row_filtered and not superseded cannot enter a selection (written to buf,
+ * which is returned), or NULL when it can: its value, the best validation accuracy under
+ * patience within budget epochs (sb_val_cell_value), then in *acc and *epoch. Both rules. */
 static const char *cell_unusable(const struct sb_val_cell *vc, int patience, int64_t budget, double *acc,
                                  int64_t *epoch, char *buf, size_t n)
 {
 	struct sb_err e = {0};
 	if (!vc->done)
 		snprintf(buf, n, "the log has no eval.done record (sb-eval did not finish)");
-	else if (strcmp(vc->train_status, "completed") != 0)
-		snprintf(buf, n, "training status is '%s', not 'completed'", vc->train_status);
+	else if (row_filtered(vc, buf, n))
+		return buf; /* the callers filter first; so that this function alone never accepts one */
 	else if (vc->epochs_evaluated != vc->epochs || vc->n_ep != (size_t)vc->epochs)
 		snprintf(buf, n, "%zu of %lld epochs evaluated", vc->n_ep, (long long)vc->epochs);
 	else if (sb_val_cell_value(vc, patience, budget, acc, epoch, &e))
@@ -394,6 +420,7 @@ static int cell_switch_epoch(const char *log, const char *cell_id, char *why, si
 struct m3cell {
 	const struct sb_val_cell *vc;
 	int log, included, planned, switch_epoch, map_epoch;
+	int filtered; /* dropped by the row filter (training not completed): supersedes nothing */
 	double acc;
 	char reason[400];
 };
@@ -499,9 +526,24 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 		reasons[nreasons++] = r_;                                                                              \
 		flag = 1;                                                                                              \
 	} while (0)
+	/* the row filter first (training completed), then the later log wins on (task, method,
+	 * seed, arch, tier) among the cells kept (as for rule topk_mean_val_acc) */
 	for (int i = 0; i < n_logs; i++)
 		for (size_t j = 0; j < logs[i].n_cells; j++) {
 			const struct sb_val_cell *vc = &logs[i].cells[j];
+			struct m3cell *ce = &cells[nc];
+			ce->vc = vc;
+			ce->log = i;
+			size_t s = 0;
+			while (s < nseeds && seeds[s] != vc->seed)
+				s++;
+			if (s == nseeds)
+				seeds[nseeds++] = vc->seed;
+			if (row_filtered(vc, ce->reason, sizeof ce->reason)) { /* excluded; supersedes nothing */
+				ce->filtered = 1;
+				nc++;
+				continue;
+			}
 			for (size_t k = 0; k < nc; k++)
 				if (cells[k].included && !strcmp(cells[k].vc->task, vc->task) &&
 				    !strcmp(cells[k].vc->method, vc->method) && cells[k].vc->seed == vc->seed &&
@@ -514,15 +556,8 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 					            logs[cells[k].log].path, cells[k].vc->cell_id, vc->cell_id,
 					            logs[i].path);
 				}
-			struct m3cell *ce = &cells[nc++];
-			ce->vc = vc;
-			ce->log = i;
 			ce->included = 1;
-			size_t s = 0;
-			while (s < nseeds && seeds[s] != vc->seed)
-				s++;
-			if (s == nseeds)
-				seeds[nseeds++] = vc->seed;
+			nc++;
 		}
 	for (size_t a = 0; a < nseeds; a++) /* ascending */
 		for (size_t b = a + 1; b < nseeds; b++)
@@ -531,7 +566,11 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 				seeds[a] = seeds[b];
 				seeds[b] = t;
 			}
-	/* each cell: planned by the map? completed and evaluated? its switch epoch the map's? */
+	/* each cell: planned by the map? its switch epoch the map's? completed and evaluated? Only
+	 * the cells that stand for their key (kept by the row filter, not superseded) are held
+	 * against the map: a failed rerun, or an earlier run a later one replaced, is not what the
+	 * test read would use. (Switch epochs are still read for every planned switching cell, for
+	 * its entry in "cells".) */
 	size_t n_excluded = 0;
 	for (size_t k = 0; k < nc; k++) {
 		struct m3cell *ce = &cells[k];
@@ -540,17 +579,26 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 		while (m < 4 && strcmp(vc->method, methods[m]))
 			m++;
 		ce->planned = m < 4 && map_has_group(&map, vc->task, vc->arch, vc->tier);
+		char why[300] = "";
+		if (ce->planned && m >= 2) {
+			ce->map_epoch = map_epoch(&map, vc->task, vc->arch, vc->tier, vc->method);
+			ce->switch_epoch = cell_switch_epoch(logs[ce->log].path, vc->cell_id, why, sizeof why);
+		}
+		if (ce->filtered)
+			sb_cli_warn("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
+		if (!ce->included) { /* filtered or superseded */
+			n_excluded++;
+			continue;
+		}
 		if (!ce->planned) {
 			REASON(mismatch, "cell %s (%s/%s/%s %s seed %lld) is not planned by the switch map",
 			       vc->cell_id, vc->task, vc->arch, vc->tier, vc->method, (long long)vc->seed);
-			if (ce->included)
-				snprintf(ce->reason, sizeof ce->reason, "not planned by the switch map");
+			snprintf(ce->reason, sizeof ce->reason, "not planned by the switch map");
 			ce->included = 0;
+			n_excluded++;
+			continue;
 		}
-		if (ce->planned && m >= 2) {
-			char why[300] = "";
-			ce->map_epoch = map_epoch(&map, vc->task, vc->arch, vc->tier, vc->method);
-			ce->switch_epoch = cell_switch_epoch(logs[ce->log].path, vc->cell_id, why, sizeof why);
+		if (m >= 2) {
 			if (!ce->map_epoch)
 				REASON(mismatch, "cell %s: the switch map has no switch epoch for %s/%s/%s %s",
 				       vc->cell_id, vc->task, vc->arch, vc->tier, vc->method);
@@ -559,10 +607,6 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 			else if (ce->switch_epoch != ce->map_epoch)
 				REASON(mismatch, "cell %s: switch_epoch %d, the switch map says %d", vc->cell_id,
 				       ce->switch_epoch, ce->map_epoch);
-		}
-		if (!ce->included) {
-			n_excluded++;
-			continue;
 		}
 		int64_t ep;
 		if (cell_unusable(vc, 0, vc->epochs, &ce->acc, &ep, ce->reason, sizeof ce->reason)) {
@@ -924,7 +968,8 @@ int main(int argc, char **argv)
 	const char *tier = o.tier ? o.tier : sole_value(logs, n_logs, tier_of, "--tier");
 	const char *arch = o.arch ? o.arch : sole_value(logs, n_logs, arch_of, "--arch");
 
-	/* 3. the cells of this tier and architecture; later logs win on (task, method, seed) */
+	/* 3. the cells of this tier and architecture whose training completed (the row filter);
+	 * among those, later logs win on (task, method, seed); then the winners' integrity */
 	size_t n_all = 0;
 	for (int i = 0; i < n_logs; i++)
 		n_all += logs[i].n_cells;
@@ -936,6 +981,15 @@ int main(int argc, char **argv)
 			const struct sb_val_cell *vc = &logs[i].cells[j];
 			if ((tier && strcmp(vc->tier, tier) != 0) || (arch && strcmp(vc->arch, arch) != 0))
 				continue;
+			struct cell *ce = &cells[nc];
+			ce->vc = vc;
+			ce->log = i;
+			ce->reason = row_filtered(vc, ce->reason_buf, sizeof ce->reason_buf);
+			if (ce->reason) { /* excluded, and supersedes nothing */
+				ce->filtered = 1;
+				nc++;
+				continue;
+			}
 			for (size_t k = 0; k < nc; k++)
 				if (cells[k].included && strcmp(cells[k].vc->task, vc->task) == 0 &&
 				    strcmp(cells[k].vc->method, vc->method) == 0 && cells[k].vc->seed == vc->seed) {
@@ -948,15 +1002,15 @@ int main(int argc, char **argv)
 					            logs[cells[k].log].path, cells[k].vc->cell_id, vc->cell_id,
 					            logs[i].path);
 				}
-			struct cell *ce = &cells[nc++];
-			ce->vc = vc;
-			ce->log = i;
 			ce->included = 1;
+			nc++;
 		}
 	size_t n_excluded = 0;
 	for (size_t k = 0; k < nc; k++) {
 		struct cell *ce = &cells[k];
 		const struct sb_val_cell *vc = ce->vc;
+		if (ce->filtered)
+			sb_cli_warn("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
 		if (!ce->included) {
 			n_excluded++;
 			continue;
