@@ -35,33 +35,15 @@ void sb_lm_eval_defaults(struct sb_lm_eval_opts *o)
 
 int sb_lm_eval_set_masks(struct sb_lm_eval_opts *o, const char *list, struct sb_err *err)
 {
-	char *dup = strdup(list), *save = NULL;
-	if (!dup)
-		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	int n = 0, rc = 0, have_dense = 0;
-	struct sb_lm_mask tmp[SB_LM_EVAL_MAXMASK];
-	/* ';' separates masks (a mask's parameters use ','); a plain list without ':' may use ',' */
-	const char *sep = strchr(list, ':') ? ";" : ",;";
-	for (char *t = strtok_r(dup, sep, &save); t && !rc; t = strtok_r(NULL, sep, &save)) {
-		if (n == SB_LM_EVAL_MAXMASK - 1) {
-			rc = SB_ERR(err, SB_EUSAGE, "too many masks");
-			break;
-		}
-		rc = sb_lm_mask_parse(t, &tmp[n], err);
-		if (!rc && tmp[n].kind == SB_LM_MASK_DENSE)
-			have_dense = 1;
-		n++;
-	}
-	free(dup);
-	if (rc)
-		return rc;
+	struct sb_lm_mask tmp[SB_LM_EVAL_MAXMASK - 1];
+	int n;
+	SB_TRY(sb_lm_mask_parse_list(list, tmp, SB_LM_EVAL_MAXMASK - 1, &n, err));
 	/* dense first, always */
 	o->n_masks = 0;
 	sb_lm_mask_parse("dense", &o->masks[o->n_masks++], NULL);
 	for (int i = 0; i < n; i++)
 		if (tmp[i].kind != SB_LM_MASK_DENSE)
 			o->masks[o->n_masks++] = tmp[i];
-	(void)have_dense;
 	return 0;
 }
 
@@ -721,13 +703,30 @@ static int subset_has(int subset, int task)
 	return subset == 0 ? 1 : subset == 1 ? sb_lm_task_is_needle(task) : task == subset - 2;
 }
 
-static int mask_index(const struct sb_lm_eval_opts *o, enum sb_lm_mask_kind k)
+/* Is mask mi a control paired with recipe ir: dense, or any other method run with
+ * the recipe's s, w, k (the mask list matched them: sb_lm_mask_parse_list)? A recipe
+ * is never paired with a control of other parameters. */
+static int paired_with(const struct sb_lm_eval_opts *o, int ir, int mi)
+{
+	const struct sb_lm_mask *c = &o->masks[mi];
+	if (mi == ir || c->kind == SB_LM_MASK_RECIPE)
+		return 0;
+	return c->kind == SB_LM_MASK_DENSE || sb_lm_mask_same_params(c, &o->masks[ir]);
+}
+
+/* The first mask of kind k paired with recipe ir, or -1. */
+static int matched_index(const struct sb_lm_eval_opts *o, int ir, enum sb_lm_mask_kind k)
 {
 	for (int i = 0; i < o->n_masks; i++)
-		if (o->masks[i].kind == k && o->masks[i].sinks == 4 && o->masks[i].window == 64 && o->masks[i].topk == 32)
+		if (o->masks[i].kind == k && paired_with(o, ir, i))
 			return i;
+	return -1;
+}
+
+static int first_recipe(const struct sb_lm_eval_opts *o)
+{
 	for (int i = 0; i < o->n_masks; i++)
-		if (o->masks[i].kind == k)
+		if (o->masks[i].kind == SB_LM_MASK_RECIPE)
 			return i;
 	return -1;
 }
@@ -917,8 +916,11 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 		SB_TRY(sb_jw_line(w, err));
 	}
 	free(x);
-	int ir = mask_index(o, SB_LM_MASK_RECIPE), isr = mask_index(o, SB_LM_MASK_STRUCT_RANDOM);
-	if (ir >= 0 && isr >= 0) {
+	/* each recipe against its own structure-matched random control (same s, w, k) */
+	for (int ir = 0; ir < o->n_masks; ir++) {
+		int isr = o->masks[ir].kind == SB_LM_MASK_RECIPE ? matched_index(o, ir, SB_LM_MASK_STRUCT_RANDOM) : -1;
+		if (isr < 0)
+			continue;
 		const char *metrics[3] = {"corr", "kl", "top1"};
 		for (int k = 0; k < 3; k++)
 			for (int tail = 0; tail < 2; tail++)
@@ -963,12 +965,16 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 				   sub == 0 ? "all" : sub == 1 ? "needle" : sb_lm_task_name(sub - 2), k, n);
 			SB_TRY(sb_jw_line(w, err));
 		}
-	/* content-blind patterns pooled (struct_random, random, structure) on the needle arms */
+	/* content-blind patterns pooled (struct_random, random, structure) on the needle arms:
+	 * those matched to the first recipe when the list has one */
+	int ir0 = first_recipe(o);
 	{
 		int64_t k = 0, n = 0;
 		for (int mi = 0; mi < o->n_masks; mi++) {
 			enum sb_lm_mask_kind kd = o->masks[mi].kind;
 			if (kd != SB_LM_MASK_STRUCT_RANDOM && kd != SB_LM_MASK_RANDOM && kd != SB_LM_MASK_STRUCTURE)
+				continue;
+			if (ir0 >= 0 && !paired_with(o, ir0, mi))
 				continue;
 			for (int ti = 0; ti < e->nt; ti++)
 				if (sb_lm_task_is_needle(o->tasks[ti]))
@@ -982,9 +988,12 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 			SB_TRY(sb_jw_line(w, err));
 		}
 	}
-	if (ir >= 0)
+	/* each recipe against dense and its matched controls, on the same probes */
+	for (int ir = 0; ir < o->n_masks; ir++) {
+		if (o->masks[ir].kind != SB_LM_MASK_RECIPE)
+			continue;
 		for (int mi = 0; mi < o->n_masks; mi++) {
-			if (mi == ir)
+			if (!paired_with(o, ir, mi))
 				continue;
 			for (int sub = 0; sub < 2; sub++) {
 				int64_t c11 = 0, c10 = 0, c01 = 0, c00 = 0;
@@ -1025,6 +1034,7 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 				SB_TRY(sb_jw_line(w, err));
 			}
 		}
+	}
 	return 0;
 }
 

@@ -11,16 +11,20 @@
  * (perplexity = exp(mean NLL)). Means over all positions, and over the "tail"
  * positions t >= n_budget (the recipe's per-row budget s + w + k), where masks
  * differ from dense. Per method, the window means get bootstrap CIs; the gain of
- * content top-k over its structure-matched control (recipe - struct_random) is a
- * paired comparison over windows (mean, bootstrap CI, paired t and Wilcoxon).
+ * content top-k over its structure-matched control (recipe - struct_random of the
+ * same s, w, k; one set of pairs per recipe of the list) is a paired comparison
+ * over windows (mean, bootstrap CI, paired t and Wilcoxon).
  *
  * Retrieval: n_probes probes per task (depths (i+0.5)/n) of length T, the
  * haystack corpus's valid part as essay; greedy decoding with the KV cache under
  * each mask (prompt prefill, then token by token), exact match of every turn.
  * One probe.result per probe and method (read by sb-stats); per method the
  * Wilson interval over all tasks, over the needle arms (niah_single_1..3) and per
- * task; recipe against each other method on the same probes: 2x2 counts,
- * Newcombe's paired CI of the difference, exact McNemar p.
+ * task; each recipe against dense and against every other method run with the
+ * recipe's s, w, k (never one of other parameters) on the same probes: 2x2
+ * counts, Newcombe's paired CI of the difference, exact McNemar p. The pooled
+ * content-blind rate pools the struct_random, random and structure masks matched
+ * to the first recipe (all of them when the list has no recipe).
  *
  * Budgets: kept / causal (query, key) pairs per A layer and overall, on the
  * fidelity text and on the probes; blocks of 16/64/128 keys touched per row.
@@ -64,7 +68,8 @@ struct sb_lm_eval_opts {
 };
 
 void sb_lm_eval_defaults(struct sb_lm_eval_opts *o);
-/* Parse a comma-separated list of masks / tasks into o. */
+/* Parse a list of masks (sb_lm_mask_parse_list: controls matched to the recipe; dense
+ * always first) / a comma-separated list of tasks into o. */
 int sb_lm_eval_set_masks(struct sb_lm_eval_opts *o, const char *list, struct sb_err *err);
 int sb_lm_eval_set_tasks(struct sb_lm_eval_opts *o, const char *list, struct sb_err *err);
 /* One setting KEY=VALUE: masks=LIST, tasks=LIST, probes=N, windows=N, bench_reps=N,

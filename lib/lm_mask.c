@@ -104,6 +104,88 @@ int sb_lm_mask_defaults(struct sb_lm_mask *out, int cap)
 	return n;
 }
 
+/* Name a recipe spec for a message: "recipe" + its parameters as given. */
+static const char *recipe_specs(const struct sb_lm_mask *m, char *const *spec, int n, char *buf, size_t cap)
+{
+	size_t at = 0;
+	buf[0] = 0;
+	for (int i = 0; i < n && at + 1 < cap; i++)
+		if (m[i].kind == SB_LM_MASK_RECIPE) {
+			int k = snprintf(buf + at, cap - at, "%s'%s'", at ? ", " : "", spec[i]);
+			if (k < 0)
+				break;
+			at += (size_t)k < cap - at ? (size_t)k : cap - at - 1;
+		}
+	return buf;
+}
+
+int sb_lm_mask_parse_list(const char *list, struct sb_lm_mask *out, int cap, int *n_out, struct sb_err *err)
+{
+	*n_out = 0;
+	char *dup = strdup(list), *save = NULL;
+	char **spec = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *spec);
+	if (!dup || !spec) {
+		free(dup);
+		free(spec);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	int n = 0, rc = 0, nrec = 0, first_rec = -1;
+	/* ';' separates masks (a mask's parameters use ','); a plain list without ':' may use ',' */
+	const char *sep = strchr(list, ':') ? ";" : ",;";
+	for (char *t = strtok_r(dup, sep, &save); t && !rc; t = strtok_r(NULL, sep, &save)) {
+		if (n == cap) {
+			rc = SB_ERR(err, SB_EUSAGE, "too many masks");
+			break;
+		}
+		spec[n] = t;
+		rc = sb_lm_mask_parse(t, &out[n], err);
+		if (!rc && out[n].kind == SB_LM_MASK_RECIPE && nrec++ == 0)
+			first_rec = n;
+		n++;
+	}
+	/* controls at matched budget: a control with no parameters of its own inherits the
+	 * recipe's; one with parameters must equal a recipe's */
+	char rs[512];
+	for (int i = 0; i < n && !rc && nrec > 0; i++) {
+		if (out[i].kind == SB_LM_MASK_DENSE || out[i].kind == SB_LM_MASK_RECIPE)
+			continue;
+		if (!strchr(spec[i], ':')) {
+			if (nrec > 1) {
+				rc = SB_ERR(err, SB_EUSAGE,
+					    "mask '%s' is ambiguous: the list holds several recipes (%s); give it the "
+					    "parameters of the recipe it is matched to ('%s:s=S,w=W,k=K')",
+					    spec[i], recipe_specs(out, spec, n, rs, sizeof rs), spec[i]);
+				break;
+			}
+			out[i].sinks = out[first_rec].sinks;
+			out[i].window = out[first_rec].window;
+			out[i].topk = out[first_rec].topk;
+			continue;
+		}
+		int match = 0;
+		for (int j = 0; j < n && !match; j++)
+			match = out[j].kind == SB_LM_MASK_RECIPE && sb_lm_mask_same_params(&out[i], &out[j]);
+		if (!match)
+			rc = SB_ERR(err, SB_EUSAGE,
+				    "mask '%s' matches no recipe of the list (%s): a control's s, w, k must equal its "
+				    "recipe's (or be left out to inherit them)",
+				    spec[i], recipe_specs(out, spec, n, rs, sizeof rs));
+	}
+	/* every method name once: records are keyed by it */
+	for (int i = 0; i < n && !rc; i++)
+		for (int j = 0; j < i && !rc; j++) {
+			char a[64], b[64];
+			if (!strcmp(sb_lm_mask_name(&out[i], a, sizeof a), sb_lm_mask_name(&out[j], b, sizeof b)))
+				rc = SB_ERR(err, SB_EUSAGE, "masks '%s' and '%s' are the same method (%s)", spec[j], spec[i],
+					    a);
+		}
+	free(spec);
+	free(dup);
+	if (!rc)
+		*n_out = n;
+	return rc;
+}
+
 /* |S u W| for row t */
 static int sw_count(const struct sb_lm_mask *m, int t)
 {

@@ -41,7 +41,9 @@
  *                  round((n(t) - own)/B) clamped to [0, #earlier blocks] (round half
  *                  down), i.e. the block count closest to the recipe's budget. Its
  *                  budget is not exactly the recipe's and is reported as measured.
- * The numbers s, w, k (and B) are configurable: "recipe:s=4,w=64,k=32".
+ * The numbers s, w, k (and B) are configurable: "recipe:s=4,w=64,k=32". In a mask
+ * list (sb_lm_mask_parse_list) a control without numbers of its own takes the
+ * recipe's, so that it stays matched to the recipe's budget.
  *
  * Random draws: sb_rng(seed, SB_RNG_MASK, stream = sb_lm_mask_stream(layer, head, t)),
  * where `seed` is the mask's seed (the evaluation sets it per text).
@@ -78,6 +80,23 @@ int sb_lm_mask_parse(const char *spec, struct sb_lm_mask *m, struct sb_err *err)
 /* Canonical name: "recipe", "block64", ...; with the numbers when they are not
  * the defaults ("recipe:s=4,w=64,k=16"). buf >= 64 bytes. */
 const char *sb_lm_mask_name(const struct sb_lm_mask *m, char *buf, size_t cap);
+/* Do two masks run with the same s, w, k? */
+static inline int sb_lm_mask_same_params(const struct sb_lm_mask *a, const struct sb_lm_mask *b)
+{
+	return a->sinks == b->sinks && a->window == b->window && a->topk == b->topk;
+}
+/* Parse a list of masks ("recipe:s=4,w=64,k=16;struct_random;random": ';' between
+ * masks, or ',' when no mask has parameters) into out[0..*n), at most cap, in the
+ * order given, and match the controls (every method but dense and recipe) to the
+ * recipes, so that they run at the recipe's budget (PROTOCOL C):
+ *   - a control written without parameters inherits the s, w, k of the recipe of
+ *     the list; with two or more recipes (a sweep) it is ambiguous: SB_EUSAGE;
+ *   - a control written with parameters (missing ones take the defaults) must
+ *     equal one recipe's s, w, k exactly, else SB_EUSAGE naming both specs;
+ *   - a list without a recipe leaves every mask with its own parameters;
+ *   - two masks of the same name (after inheritance) are SB_EUSAGE.
+ * The error message names the offending spec and the recipe spec(s). */
+int sb_lm_mask_parse_list(const char *list, struct sb_lm_mask *out, int cap, int *n, struct sb_err *err);
 /* The methods of the study, in report order (dense first). */
 int sb_lm_mask_defaults(struct sb_lm_mask *out, int cap);
 

@@ -213,11 +213,18 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 	/* ---- the three findings side by side ---- */
 	const struct sb_json *gain = find(&r, "lm.fidelity.pair", "metric", "corr", "positions", "all");
 	const struct sb_json *gain_t = find(&r, "lm.fidelity.pair", "metric", "corr", "positions", "tail");
-	const struct sb_json *rec_n = find(&r, "lm.retrieval", "method", "recipe", "subset", "needle");
+	/* the recipe of the findings: the first of the list ("recipe", or with its numbers) */
+	const char *recipe = "recipe";
+	for (int i = 0; i < nm; i++)
+		if (!strncmp(masks->items[i]->text, "recipe", 6)) {
+			recipe = masks->items[i]->text;
+			break;
+		}
+	const struct sb_json *rec_n = find(&r, "lm.retrieval", "method", recipe, "subset", "needle");
 	const struct sb_json *den_n = find(&r, "lm.retrieval", "method", "dense", "subset", "needle");
 	const struct sb_json *cb_n = find(&r, "lm.retrieval", "method", "content_blind", "subset", "needle");
 	const struct sb_json *eff_g = find(&r, "lm.efficiency", "kernel", "dense_gemm", NULL, NULL);
-	const struct sb_json *eff_r = find(&r, "lm.efficiency", "method", "recipe", "kernel", "rows");
+	const struct sb_json *eff_r = find(&r, "lm.efficiency", "method", recipe, "kernel", "rows");
 	const struct sb_json *blk32 = NULL;
 	for (size_t i = 0; i < r.n; i++)
 		if (!strcmp(kind_of(r.v[i]), "lm.blocks") && num(r.v[i], "topk") == 32)
@@ -324,15 +331,17 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 			cmin = val[nf];
 		nf++;
 	}
-	bprintf(&md, "\nPaired over windows, recipe − struct_random (same windows, same kept count per row and head):\n\n"
-		     "| metric | positions | mean difference | 95%% CI | paired t p | Wilcoxon p | dz |\n|---|---|---|---|---|---|---|\n");
+	bprintf(&md, "\nPaired over windows, recipe (A) − struct_random of the same s, w, k (B) (same windows, same kept "
+		     "count per row and head):\n\n"
+		     "| A | B | metric | positions | mean difference | 95%% CI | paired t p | Wilcoxon p | dz |\n"
+		     "|---|---|---|---|---|---|---|---|---|\n");
 	for (size_t i = 0; i < r.n; i++) {
 		const struct sb_json *p = r.v[i];
 		if (strcmp(kind_of(p), "lm.fidelity.pair"))
 			continue;
-		bprintf(&md, "| %s | %s | %+.5g | [%+.5g, %+.5g] | %.3g | %.3g | %.3g |\n", str(p, "metric"),
-			str(p, "positions"), num(p, "mean_diff"), num(p, "ci_lo"), num(p, "ci_hi"), num(p, "p_t"),
-			num(p, "p_wilcoxon"), num(p, "cohen_dz"));
+		bprintf(&md, "| %s | %s | %s | %s | %+.5g | [%+.5g, %+.5g] | %.3g | %.3g | %.3g |\n", str(p, "method_a"),
+			str(p, "method_b"), str(p, "metric"), str(p, "positions"), num(p, "mean_diff"), num(p, "ci_lo"),
+			num(p, "ci_hi"), num(p, "p_t"), num(p, "p_wilcoxon"), num(p, "cohen_dz"));
 	}
 	double lo_axis = cmin > 0.9 ? floor(cmin * 100 - 0.5) / 100 : cmin > 0 ? 0 : floor(cmin * 10) / 10;
 	svg_bars(&svg2, "Logit fidelity (mean per-position Pearson correlation with dense; 95% bootstrap CI)",
@@ -376,17 +385,17 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 		bprintf(&md, "\nContent-blind patterns pooled (struct_random, random, structure) on the needle arms: "
 			     "%.0f/%.0f [%.3f, %.3f].\n",
 			num(cb_n, "correct"), num(cb_n, "n"), num(cb_n, "wilson_lo"), num(cb_n, "wilson_hi"));
-	bprintf(&md, "\nPaired on the same probes, recipe (A) against each method (B): 2×2 counts, difference in "
-		     "accuracy with Newcombe's paired score CI, exact McNemar p.\n\n"
-		     "| B | subset | n | A right, B wrong | A wrong, B right | both right | diff | 95%% CI | McNemar p |\n"
-		     "|---|---|---|---|---|---|---|---|---|\n");
+	bprintf(&md, "\nPaired on the same probes, recipe (A) against dense and each method run with its s, w, k (B): "
+		     "2×2 counts, difference in accuracy with Newcombe's paired score CI, exact McNemar p.\n\n"
+		     "| A | B | subset | n | A right, B wrong | A wrong, B right | both right | diff | 95%% CI | McNemar p |\n"
+		     "|---|---|---|---|---|---|---|---|---|---|\n");
 	for (size_t i = 0; i < r.n; i++) {
 		const struct sb_json *p = r.v[i];
 		if (strcmp(kind_of(p), "lm.retrieval.pair"))
 			continue;
 		f3(c, sizeof c, num(p, "mcnemar_p"), "%.3g");
-		bprintf(&md, "| %s | %s | %.0f | %.0f | %.0f | %.0f | %+.3f | [%+.3f, %+.3f] | %s |\n", str(p, "method_b"),
-			str(p, "subset"), num(p, "n"), num(p, "n10"), num(p, "n01"), num(p, "n11"), num(p, "diff"),
+		bprintf(&md, "| %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %+.3f | [%+.3f, %+.3f] | %s |\n",
+			str(p, "method_a"), str(p, "method_b"), str(p, "subset"), num(p, "n"), num(p, "n10"), num(p, "n01"), num(p, "n11"), num(p, "diff"),
 			num(p, "ci_lo"), num(p, "ci_hi"), c);
 	}
 	svg_bars(&svg1, "Needle retrieval (niah_single_1..3), exact match, 95% Wilson CI", "accuracy", lab, val, lo, hi,

@@ -81,7 +81,8 @@ int sb_lm_eval_main(int argc, char **argv)
 		case 'h':
 			puts("Usage: sb-lm eval [-o OUT_DIR] [-j N] [--masks LIST] [--tasks LIST] [--probes N]\n"
 			     "                  [--windows N] [--bench-reps N] [--budgets K,K,...] [--seed N] RUN_DIR\n"
-			     "See sb-lm --help and docs/lm.md.");
+			     "LIST: masks separated by ';' (',' when none has parameters), NAME[:s=S,w=W,k=K];\n"
+			     "a control without parameters takes the recipe's; see sb-lm --help and docs/lm.md.");
 			return sb_cli_finish(0);
 		default: sb_cli_usage_error("bad option");
 		}

@@ -2,13 +2,15 @@
  * duplicates, rows shorter than the budget, the recipe against a brute-force
  * reference (ties to the lower index), controls matched to the recipe row by
  * row, random draws uniform and deterministic, heavy hitters and block
- * selection against references, block-touch counting. */
+ * selection against references, block-touch counting; mask lists: controls
+ * inherit the recipe's parameters, ambiguous or unmatched controls refused. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../harness.h"
+#include "lm_eval.h"
 #include "lm_mask.h"
 #include "rng.h"
 
@@ -94,6 +96,64 @@ int main(void)
 			 "bad mask specs refused (%s)", err.msg);
 		struct sb_lm_mask all[16];
 		SB_CHECK(sb_lm_mask_defaults(all, 16) == 9, "nine default methods");
+	}
+
+	/* mask lists (sb-lm eval --masks, sb-eval --set masks=): controls at the recipe's budget */
+	{
+		struct sb_lm_eval_opts o;
+		struct sb_err err = {0};
+		char buf[64], names[512];
+		sb_lm_eval_defaults(&o);
+		int rc = sb_lm_eval_set_masks(&o, "recipe:s=4,w=64,k=16;struct_random;random;structure;h2o;block64", &err);
+		int ok = rc == 0 && o.n_masks == 7, rows = 1;
+		names[0] = 0;
+		for (int i = 0; ok && i < o.n_masks; i++) {
+			snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? " " : "",
+				 sb_lm_mask_name(&o.masks[i], buf, sizeof buf));
+			if (i > 0)
+				ok &= o.masks[i].sinks == 4 && o.masks[i].window == 64 && o.masks[i].topk == 16;
+		}
+		SB_CHECK(ok && !strcmp(names, "dense recipe:s=4,w=64,k=16 struct_random:s=4,w=64,k=16 random:s=4,w=64,k=16 "
+					      "structure:s=4,w=64,k=16 h2o:s=4,w=64,k=16 block64:s=4,w=64,k=16"),
+			 "controls without parameters inherit the recipe's s, w, k and say so in their names (rc %d: %s%s)",
+			 rc, names, rc ? err.msg : "");
+		for (int t = 0; ok && t < 1024; t++)
+			for (int i = 2; i < 6; i++)
+				if (o.masks[i].kind != SB_LM_MASK_STRUCTURE &&
+				    sb_lm_mask_count(&o.masks[i], t) != sb_lm_mask_count(&o.masks[1], t))
+					rows = 0;
+		SB_CHECK(ok && rows, "recipe:k=16 with inherited struct_random, random, h2o: the same count on rows 0..1023");
+		sb_lm_eval_defaults(&o);
+		rc = sb_lm_eval_set_masks(&o, "recipe,struct_random,random", &err);
+		SB_CHECK(rc == 0 && o.n_masks == 4 && o.masks[2].topk == 32 &&
+				 !strcmp(sb_lm_mask_name(&o.masks[2], buf, sizeof buf), "struct_random"),
+			 "default parameters: names unchanged (%s)", rc ? err.msg : buf);
+		rc = sb_lm_eval_set_masks(&o, "recipe:k=16;recipe;struct_random:k=16;random:s=4,w=64,k=32;h2o:k=16", &err);
+		SB_CHECK(rc == 0 && o.n_masks == 6 && o.masks[3].topk == 16 && o.masks[4].topk == 32 && o.masks[5].topk == 16,
+			 "a sweep whose controls give their recipe's parameters is accepted (%s)", rc ? err.msg : "");
+		err.msg[0] = 0;
+		rc = sb_lm_eval_set_masks(&o, "recipe:k=16;recipe;struct_random", &err);
+		SB_CHECK(rc == SB_EUSAGE && strstr(err.msg, "'struct_random'") && strstr(err.msg, "'recipe:k=16'") &&
+				 strstr(err.msg, "'recipe'"),
+			 "a control without parameters among several recipes is ambiguous: usage error naming the specs "
+			 "(rc %d: %s)",
+			 rc, err.msg);
+		err.msg[0] = 0;
+		rc = sb_lm_eval_set_masks(&o, "recipe:s=4,w=64,k=16;struct_random:k=32", &err);
+		SB_CHECK(rc == SB_EUSAGE && strstr(err.msg, "'struct_random:k=32'") &&
+				 strstr(err.msg, "'recipe:s=4,w=64,k=16'"),
+			 "a control whose parameters match no recipe: usage error naming both specs (rc %d: %s)", rc,
+			 err.msg);
+		err.msg[0] = 0;
+		rc = sb_lm_eval_set_masks(&o, "recipe:k=16;recipe:k=8;block16:w=32,k=16", &err);
+		SB_CHECK(rc == SB_EUSAGE && strstr(err.msg, "'block16:w=32,k=16'"),
+			 "a block control matching neither recipe of a sweep is refused (rc %d: %s)", rc, err.msg);
+		err.msg[0] = 0;
+		rc = sb_lm_eval_set_masks(&o, "recipe:k=16;struct_random;struct_random:k=16", &err);
+		SB_CHECK(rc == SB_EUSAGE, "the same method twice (once inherited) is refused (rc %d: %s)", rc, err.msg);
+		rc = sb_lm_eval_set_masks(&o, "struct_random:k=8;random", &err);
+		SB_CHECK(rc == 0 && o.n_masks == 3 && o.masks[1].topk == 8 && o.masks[2].topk == 32,
+			 "without a recipe every mask keeps its own parameters (%s)", rc ? err.msg : "");
 	}
 
 	/* configurations: default recipe, small ones, edge cases */
