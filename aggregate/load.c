@@ -343,7 +343,7 @@ static int load_eval_done(struct data *d, const struct sb_json *rec, const char 
 		ce->excluded = 1;
 		snprintf(ce->why, sizeof ce->why, "training status '%s', not 'completed'", status);
 	} else if (evaluated != epochs || ce->n_epochs != epochs) {
-		ce->excluded = 1;
+		ce->partial = 1;
 		snprintf(ce->why, sizeof ce->why, "%d of %lld epochs evaluated", ce->n_epochs, (long long)epochs);
 	}
 	return 0;
@@ -475,8 +475,18 @@ static void cell_free(struct cell *c)
 	free(c->src);
 }
 
-/* one run per (group, method, seed): the latest run that is not excluded, kept at the place
- * of the key's first run (the order the records first named it) */
+static void note_excluded(struct data *d, const struct cell *ce)
+{
+	if (!d->excluded_cells++)
+		snprintf(d->excluded_example, sizeof d->excluded_example, "%s: %s/%s seed %lld: %s", ce->src,
+		         d->tasks.s[d->groups[ce->group].task], d->methods.s[ce->method], (long long)ce->seed, ce->why);
+}
+
+/* One run per (group, method, seed), in sb-freeze's order (docs/sb-freeze.md): runs whose
+ * training did not complete are dropped first and supersede nothing; among the others the latest
+ * wins; a winner with epochs not evaluated leaves its key without a run (it is the run the
+ * protocol counts, and it cannot be read whole). The kept run takes the place of the key's first
+ * run (the order the records first named it). */
 static int resolve_runs(struct data *d, struct sb_err *err)
 {
 	int n = d->n_cells, *keep = malloc((size_t)(n ? n : 1) * sizeof *keep), k = 0;
@@ -492,16 +502,16 @@ static int resolve_runs(struct data *d, struct sb_err *err)
 		int head = cell_find(d, d->cells[c].group, d->cells[c].method, d->cells[c].seed), win = -1;
 		for (int r = head; r >= 0; r = d->cells[r].prev) {
 			const struct cell *ce = &d->cells[r];
-			if (ce->excluded) {
-				if (!d->excluded_cells++)
-					snprintf(d->excluded_example, sizeof d->excluded_example, "%s: %s/%s seed %lld: %s",
-					         ce->src, d->tasks.s[d->groups[ce->group].task], d->methods.s[ce->method],
-					         (long long)ce->seed, ce->why);
-			} else if (win < 0 && ce->n_epochs > 0) {
+			if (ce->excluded)
+				note_excluded(d, ce);
+			else if (win < 0 && (ce->n_epochs > 0 || ce->has_done))
 				win = r;
-			} else if (ce->n_epochs > 0) {
+			else if (ce->n_epochs > 0 || ce->has_done)
 				d->superseded_cells++;
-			}
+		}
+		if (win >= 0 && d->cells[win].partial) { /* the run that counts cannot be read whole */
+			note_excluded(d, &d->cells[win]);
+			win = -1;
 		}
 		if (win >= 0) {
 			keep[k++] = win;

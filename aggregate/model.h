@@ -46,7 +46,8 @@ struct cell {
 	 * (group, method, seed) */
 	int prev;      /* the previous run of the same (group, method, seed), or -1 */
 	int has_done;  /* an eval.done record was read */
-	int excluded;  /* eval.done: training not completed, or not every epoch evaluated */
+	int excluded;  /* eval.done: training not completed (supersedes nothing) */
+	int partial;   /* eval.done: not every epoch evaluated (unusable when it wins) */
 	char why[160]; /* why excluded */
 };
 

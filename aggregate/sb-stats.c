@@ -22,8 +22,8 @@ static void usage(void)
 	      "  eval.epoch    task, method, seed, epoch (0-based), val_accuracy; optional arch\n"
 	      "                (default plain), tier (compact), cell_id, attention_entropy\n"
 	      "  eval.done     the same identity, epochs, epochs_evaluated, train_status (sb-eval): a\n"
-	      "                run whose train_status is not 'completed', or with fewer epochs evaluated\n"
-	      "                than its budget, is excluded (PROTOCOL A7); a run without one is used\n"
+	      "                run whose train_status is not 'completed' is excluded (PROTOCOL A7); a\n"
+	      "                later run that wins with epochs not evaluated leaves its seed out\n"
 	      "  test.cell     task, method, seed, test_accuracy; optional arch, tier\n"
 	      "  probe.result  model, task, method, probe_id (string or integer), correct (bool or 0/1)\n"
 	      "Other kinds (run.meta, train.*, ...) are ignored. For one (task, arch, tier, method, seed)\n"
@@ -350,8 +350,8 @@ int main(int argc, char **argv)
 	if (!d.n_cells && !d.n_tests && !d.n_probes)
 		sb_cli_warn("no eval.epoch, test.cell or probe.result records in the input");
 	if (d.excluded_cells)
-		sb_cli_warn("%d run(s) excluded: their eval.done says the training did not complete or not every "
-		            "epoch was evaluated (PROTOCOL A7: completed runs only); first: %s",
+		sb_cli_warn("%d run(s) excluded: their eval.done says the training did not complete, or (for the "
+		            "run that counts) not every epoch was evaluated (PROTOCOL A7); first: %s",
 		            d.excluded_cells, d.excluded_example);
 	if (d.superseded_cells)
 		sb_cli_warn("%d cell(s) superseded by a later run of the same task/arch/tier/method/seed",

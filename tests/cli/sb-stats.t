@@ -98,8 +98,18 @@ $ cat err
 > "n":3,"seeds":[0,1,2]
 > "mean_method":0.6433333333333333
 > "superseded_cells":1,"excluded_cells":2
-> sb-stats: 2 run(s) excluded: their eval.done says the training did not complete or not every epoch was evaluated (PROTOCOL A7: completed runs only); first: v.ndjson:15: t/topk_softmax_025 seed 1: training status 'failed_nonfinite_loss', not 'completed'
+> sb-stats: 2 run(s) excluded: their eval.done says the training did not complete, or (for the run that counts) not every epoch was evaluated (PROTOCOL A7); first: v.ndjson:15: t/topk_softmax_025 seed 1: training status 'failed_nonfinite_loss', not 'completed'
 > sb-stats: 1 cell(s) superseded by a later run of the same task/arch/tier/method/seed
+
+%%% a later completed rerun with an epoch not evaluated wins, and leaves its seed without a run (as sb-freeze)
+$ e() { printf '{"kind":"eval.epoch","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epoch":0,"val_accuracy":%s}\n' "$@"; }
+$ d() { printf '{"kind":"eval.done","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epochs":1,"epochs_evaluated":%s,"train_status":"%s"}\n' "$@"; }
+$ for s in 0 1 2; do e s$s softmax $s 0.5$s; d s$s softmax $s 1 completed; e a$s sparsemax $s 0.6$s; d a$s sparsemax $s 1 completed; done >v.ndjson
+$ d c0 sparsemax 0 0 completed >>v.ndjson
+$ sb-stats -q --resamples 100 v.ndjson 2>err | grep '"kind":"stats.paired"' | grep -o '"n":[0-9]*,"seeds":[^]]*]'
+$ grep -o 'first: .*' err
+> "n":2,"seeds":[1,2]
+> first: v.ndjson:13: t/sparsemax seed 0: 0 of 1 epochs evaluated
 
 %%% an eval.done after which the same run has another epoch is malformed input
 $ printf '{"kind":"eval.done","v":1,"cell_id":"x","task":"t","method":"softmax","seed":0,"epochs":1,"epochs_evaluated":1,"train_status":"completed"}\n{"kind":"eval.epoch","v":1,"cell_id":"x","task":"t","method":"softmax","seed":0,"epoch":0,"val_accuracy":0.5}\n' >v.ndjson
