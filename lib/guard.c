@@ -102,17 +102,23 @@ __attribute__((format(printf, 6, 7))) static int refuse(struct sb_err *err, cons
 	return sb_err_setf(err, SB_EVERDICT, src, line, "%s: refused by the guard (%s): %s", path, check, detail);
 }
 
+/* PROTOCOL A6: every log's mtime <= frozen_at + 1.0 s (the study's allowance, which absorbs
+ * clocks that differ by a little between the machines of a cluster sharing the runs; a log's
+ * content is held by its hash anyway) */
+#define MTIME_ALLOWANCE_S 1.0
+
 static int check_mtime(const char *path, double frozen_at, const char *what, struct sb_err *err)
 {
 	struct stat st;
 	if (stat(path, &st) != 0)
 		return REFUSE(err, path, "log-present", "%s", strerror(errno));
 	double m = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
-	if (m > frozen_at) {
+	if (m > frozen_at + MTIME_ALLOWANCE_S) {
 		char a[40], b[40];
 		fmt_time(a, m);
 		fmt_time(b, frozen_at);
-		return REFUSE(err, path, "log-mtime", "%s modified at %s, after the freeze at %s", what, a, b);
+		return REFUSE(err, path, "log-mtime", "%s modified at %s, after the freeze at %s (+%.1f s allowed)", what,
+		              a, b, MTIME_ALLOWANCE_S);
 	}
 	return 0;
 }

@@ -189,10 +189,13 @@ static void attacks(void)
 	set_mtime(vlog1, frozen - 10);
 	SB_CHECK(guard(runs, msg) == 0, "restored log passes (%s)", msg);
 
-	/* touched: same bytes, newer than the freeze */
-	set_mtime(vlog2, frozen + 0.001);
+	/* touched: same bytes, newer than the freeze by more than PROTOCOL A6's 1.0 s */
+	set_mtime(vlog2, frozen + 1.01);
 	rc = guard(runs, msg);
 	SB_CHECK(refused(rc, msg, "log-mtime") && strstr(msg, "after the freeze"), "touched log refused: %s", msg);
+	set_mtime(vlog2, frozen + 0.99);
+	SB_CHECK(guard(runs, msg) == 0, "a log 0.99 s newer than the freeze passes (PROTOCOL A6: <= frozen_at + 1.0 s) (%s)",
+	         msg);
 	set_mtime(vlog2, frozen);
 	SB_CHECK(guard(runs, msg) == 0, "a log exactly as old as the freeze passes (%s)", msg);
 
@@ -211,6 +214,7 @@ static void attacks(void)
 	sb_mkdir_p(p3, &err);
 	snprintf(vlog3, sizeof vlog3, "%s/val.ndjson", p3);
 	sb_write_file_atomic(vlog3, "{}\n", 3, &err);
+	set_mtime(vlog3, frozen + 5);
 	rc = guard(runs, msg);
 	SB_CHECK(refused(rc, msg, "log-mtime") && strstr(msg, "c3/val.ndjson"), "unlisted newer log refused: %s", msg);
 	SB_CHECK(guard(NULL, msg) == 0, "without a runs directory only the listed logs count");
