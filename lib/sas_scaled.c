@@ -27,6 +27,40 @@ static int str_field(const struct sb_json *v, const char *k, char *dst, size_t c
 	return 0;
 }
 
+/* Each mask of the list runs at the cell's budget (PROTOCOL C: controls at matched budget,
+ * row by row): a mask written without numbers takes the budget recipe's s, w, k; one with
+ * numbers must have exactly those (else bad input naming both). With out, the mask of
+ * spec t is parsed into *out; with out NULL the whole list is checked. */
+static int mask_at_budget(const char *t, const struct sb_lm_mask *bud, struct sb_lm_mask *out, struct sb_err *err)
+{
+	if (!out) {
+		char *dup = strdup(t), *save = NULL;
+		if (!dup)
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		int rc = 0;
+		struct sb_lm_mask m;
+		for (char *u = strtok_r(dup, ";", &save); u && !rc; u = strtok_r(NULL, ";", &save))
+			rc = mask_at_budget(u, bud, &m, err);
+		free(dup);
+		return rc;
+	}
+	SB_TRY(sb_lm_mask_parse(t, out, err));
+	if (out->kind == SB_LM_MASK_DENSE)
+		return 0;
+	if (!strchr(t, ':')) {
+		out->sinks = bud->sinks;
+		out->window = bud->window;
+		out->topk = bud->topk;
+	} else if (!sb_lm_mask_same_params(out, bud)) {
+		char b[64];
+		return SB_ERR(err, SB_EDATA,
+		              "field 'masks': '%s' does not run at the cell's budget '%s' (give it no numbers, or the "
+		              "budget's s, w, k)",
+		              t, sb_lm_mask_name(bud, b, sizeof b));
+	}
+	return 0;
+}
+
 int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, struct sb_err *err)
 {
 	memset(c, 0, sizeof *c);
@@ -126,6 +160,7 @@ int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, stru
 	SB_TRY(sb_lm_mask_parse(c->budget, &mk, err));
 	if (mk.kind != SB_LM_MASK_RECIPE)
 		return SB_ERR(err, SB_EDATA, "field 'budget': a recipe (\"recipe[:s=..,w=..,k=..]\") expected");
+	SB_TRY(mask_at_budget(c->masks, &mk, NULL, err));
 	if (!c->cell_id[0])
 		snprintf(c->cell_id, sizeof c->cell_id, "sas-scaled-s%llu", (unsigned long long)c->seed);
 	return 0;
@@ -477,13 +512,16 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 	struct method ms[MAXM];
 	memset(ms, 0, sizeof ms);
 	int nm = 0;
+	struct sb_lm_mask bud; /* checked when the cell was read */
+	if (!rc)
+		rc = sb_lm_mask_parse(c.budget, &bud, err);
 	snprintf(ms[nm].name, sizeof ms[nm].name, "dense");
 	ms[nm++].mode = SB_SAS_LM_DENSE;
 	{
 		char *dup = strdup(c.masks), *save = NULL;
 		for (char *t = strtok_r(dup, ";", &save); t && !rc && nm < SB_SAS_SCALED_MAXMASK;
 		     t = strtok_r(NULL, ";", &save)) {
-			rc = sb_lm_mask_parse(t, &ms[nm].mask, err);
+			rc = mask_at_budget(t, &bud, &ms[nm].mask, err);
 			if (!rc && (ms[nm].mask.kind == SB_LM_MASK_H2O || ms[nm].mask.kind == SB_LM_MASK_DENSE))
 				continue;
 			ms[nm].mode = SB_SAS_LM_MASK;

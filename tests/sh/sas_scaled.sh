@@ -15,7 +15,7 @@ sb-lm train -q -j 1 -o "$T/lm" "$T/lm.ndjson" >"$T/lm.out" 2>"$T/lm.err"
 run=$(sed -n 's/.*"kind":"lm.train".*"run_dir":"\([^"]*\)".*/\1/p' "$T/lm.out")
 [ -n "$run" ] && [ -f "$run/model.safetensors" ]
 t_result $? "a tiny LM-track decoder trains ($(tail -c 200 "$T/lm.err"))"
-echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$run\",\"blocks\":[8,32],\"dsel\":8,\"sel_steps\":3,\"sel_batch\":2,\"windows\":3,\"probes\":1,\"tasks\":[\"niah_single_1\",\"niah_multikey_2\"],\"budget\":\"recipe:s=2,w=16,k=16\",\"masks\":\"recipe:s=2,w=16,k=16;block16:s=2,w=16,k=16\"}" >"$T/cell.ndjson"
+echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$run\",\"blocks\":[8,32],\"dsel\":8,\"sel_steps\":3,\"sel_batch\":2,\"windows\":3,\"probes\":1,\"tasks\":[\"niah_single_1\",\"niah_multikey_2\"],\"budget\":\"recipe:s=2,w=16,k=16\",\"masks\":\"recipe;block16:s=2,w=16,k=16\"}" >"$T/cell.ndjson"
 sb-train -q -o "$T/runs" "$T/cell.ndjson" >"$T/train.out" 2>"$T/e"
 t_result $? "sb-train runs the scaled cell ($(cat "$T/e"))"
 R=$T/runs/sas-scaled-s3
@@ -29,7 +29,7 @@ head -n 1 "$E" | grep -q '"kind":"run.meta"'
 t_result $? "eval.ndjson starts with run.meta"
 methods=$(grep '"kind":"sas.scaled.fidelity"' "$E" | sed 's/.*"method":"\([^"]*\)".*/\1/' | tr '\n' ' ')
 [ "$methods" = "dense recipe:s=2,w=16,k=16 block16:s=2,w=16,k=16 sas-b8 sas-b32 sas-b8-nogate sas-b32-nogate sas-b8-untrained sas-b32-untrained " ]
-t_result $? "fidelity for dense, both masks, both SAS variants, without gates, untrained (got: $methods)"
+t_result $? "fidelity for dense, both masks (a mask without numbers runs at the cell's budget), both SAS variants, without gates, untrained (got: $methods)"
 [ "$(grep -c '"kind":"sas.scaled.fidelity.window"' "$E")" -eq 27 ]
 t_result $? "one fidelity.window record per window and method (3 x 9)"
 grep '"kind":"sas.scaled.fidelity"' "$E" | grep '"method":"dense"' | grep -q '"budget_fraction":1,"kl":0,'
@@ -56,4 +56,8 @@ echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$run\",\"blocks\":[8],\"sel_
 sb-train -q -o "$T/r3" "$T/bad2.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q "bad2.ndjson:1: unknown field 'sel_stepz'" "$T/e"
 t_result $? "an unknown scaled-cell field: exit 3 with file:line (exit $rc)"
+echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$run\",\"blocks\":[8],\"budget\":\"recipe:s=2,w=16,k=16\",\"masks\":\"recipe;block16:s=2,w=16,k=8\"}" >"$T/bad3.ndjson"
+sb-train -q -o "$T/r4" "$T/bad3.ndjson" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q "'block16:s=2,w=16,k=8' does not run at the cell's budget 'recipe:s=2,w=16,k=16'" "$T/e"
+t_result $? "a mask at another budget than the cell's is refused, naming both (exit $rc: $(head -c 300 "$T/e"))"
 t_done
