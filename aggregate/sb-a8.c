@@ -33,8 +33,9 @@ static const char usage_text[] =
     "  m2           time to target of the switching schedules; verdict PASS or KILLED\n"
     "  bottomk      endpoint best validation accuracy, the guard (dense mean >= 0.60) and the\n"
     "               patience-5 readout beside the published one\n"
-    "  lineardecay  summed correct-count difference per budget; PERSISTS_BOTH, PERSISTS_0125,\n"
-    "               PERSISTS_025 or PERSISTS_NEITHER\n"
+    "  lineardecay  summed correct-count difference per budget; at E = 3 and E = 30: PERSISTS_BOTH,\n"
+    "               PERSISTS_0125, PERSISTS_025 or PERSISTS_NEITHER (INCOMPLETE, naming what is missing,\n"
+    "               without complete paired runs at either)\n"
     "  m3map        M3's switch map: the switch epochs of mechanistic_switch and of M2's strongest\n"
     "               simple schedule per confirmation (task, arch, tier), the M1 predictors fitted\n"
     "               on ALL discovery groups (--trajectory: sb-a8 m1's a8.ndjson of the trajectory\n"
@@ -55,6 +56,10 @@ static const char usage_text[] =
     "  -q                    no progress lines\n"
     "  --help, --version\n"
     "\n"
+    "Only runs whose eval.done says train_status completed, with every epoch of their budget\n"
+    "evaluated, count; of duplicate runs (same task, method, seed, arch, tier, epochs) the later\n"
+    "one wins. The others are counted on stderr and in the verdict record (runs_*).\n"
+    "\n"
     "stdout: run.meta, then a8.* records (docs/sb-a8.md), the last one a8.verdict.\n"
     "Exit status: 0 computed (whatever the verdict); 2 usage; 3 malformed or insufficient\n"
     "input; 4 I/O error.\n";
@@ -72,15 +77,23 @@ enum { F_ENT, F_MARGIN, F_TAIL, F_GRAD, NPROBE };
 static const char *probe_names[NPROBE] = {"probe_dense_entropy", "probe_boundary_margin", "probe_tail_mass",
                                           "probe_gradient_topk_share"};
 
+/* One run (a cell_id, or without one task.method.seed.arch.tier). budget, status and
+ * evaluated come from the run's eval.done (done = 1): the cell's registered epochs, sb-train's
+ * train_status, epochs_evaluated (-1 when the record lacks it). */
 struct run {
-	char id[160], task[64], method[64], arch[32], tier[32];
-	int seed, budget, n_val;
+	char id[160], task[64], method[64], arch[32], tier[32], status[48];
+	int seed, budget, n_val, done, evaluated;
 	int have[MAXE], have_test;
 	double acc[MAXE], ent[MAXE], probe[MAXE][NPROBE], test_acc;
 };
 
 static struct run *runs;
 static int nruns, caprun;
+
+/* the runs left out of every analysis by select_runs (docs/sb-a8.md, "Which runs count") */
+static struct {
+	int used, status, no_done, partial, superseded;
+} left;
 
 static struct run *run_get(const char *id)
 {
@@ -101,12 +114,10 @@ static struct run *run_get(const char *id)
 	return r;
 }
 
+/* a run's epochs: its registered budget (select_runs keeps only runs evaluated at every one) */
 static int run_epochs(const struct run *r)
 {
-	int k = 0;
-	while (k < MAXE && r->have[k])
-		k++;
-	return r->budget > 0 && r->budget < k ? r->budget : k;
+	return r->budget;
 }
 
 /* with_test: also sb-test's test.cell records (their test_accuracy, for m3) */
@@ -169,9 +180,22 @@ static int load(const char *path, struct sb_input *in, int with_test, struct sb_
 				r->test_acc = acc;
 				r->have_test = 1;
 			} else if (done) {
-				int64_t E;
-				if (!sb_json_int64(sb_json_get(rec, "epochs"), &E))
+				/* sb-eval's eval.done (lib/vallog.h): the budget and the training status */
+				int64_t E, ev = -1;
+				const char *st;
+				if (sb_json_req_int(rec, "epochs", &E, err) || sb_json_req_str(rec, "train_status", &st, err) ||
+				    (sb_json_get(rec, "epochs_evaluated") &&
+				     sb_json_req_int(rec, "epochs_evaluated", &ev, err))) {
+					rc = SB_ERR(err, SB_EDATA, "%s:%d: eval.done: %s", path, line + 1, err->msg);
+				} else if (E < 1 || E > MAXE) {
+					rc = SB_ERR(err, SB_EDATA, "%s:%d: eval.done epochs %lld out of range (1..%d)", path,
+					            line + 1, (long long)E, MAXE);
+				} else {
+					r->done = 1;
 					r->budget = (int)E;
+					r->evaluated = (int)ev;
+					snprintf(r->status, sizeof r->status, "%s", st);
+				}
 			} else if (e < 0 || e >= MAXE) {
 				rc = SB_ERR(err, SB_EDATA, "%s:%d: epoch %lld out of range", path, line + 1, (long long)e);
 			} else {
@@ -193,10 +217,92 @@ static int load(const char *path, struct sb_input *in, int with_test, struct sb_
 	return rc;
 }
 
+/* Which runs count (PROTOCOL A7: status `completed`; as sb-freeze's cell_unusable): a run
+ * enters the analyses only when its eval.done says train_status "completed" and every epoch
+ * of its budget was evaluated. A run without eval.done (sb-eval did not finish, or only a
+ * test.cell record) does not count either. Among the runs that count, the later run (in input
+ * order: files as given, records in file order) of the same task, method, seed, arch, tier and
+ * budget wins, as in sb-stats and sb-freeze. The runs array keeps only the runs that count,
+ * in input order; `left` counts the others. */
+static int same_identity(const struct run *a, const struct run *b)
+{
+	return a->seed == b->seed && a->budget == b->budget && !strcmp(a->task, b->task) &&
+	       !strcmp(a->method, b->method) && !strcmp(a->arch, b->arch) && !strcmp(a->tier, b->tier);
+}
+static void select_runs(void)
+{
+	/* one example of each (copies: the array is compacted in place) */
+	char ex_status[160] = "", ex_done[160] = "", ex_partial[160] = "", ex_sup[160] = "", st[48] = "";
+	int n = 0;
+	for (int i = 0; i < nruns; i++) {
+		struct run *r = &runs[i];
+		int complete = r->done && (r->evaluated < 0 || r->evaluated == r->budget);
+		for (int e = 0; complete && e < r->budget; e++)
+			complete = r->have[e];
+		if (!r->done) {
+			if (!left.no_done++)
+				snprintf(ex_done, sizeof ex_done, "%s", r->id);
+		} else if (strcmp(r->status, "completed")) {
+			if (!left.status++) {
+				snprintf(ex_status, sizeof ex_status, "%s", r->id);
+				snprintf(st, sizeof st, "%s", r->status);
+			}
+		} else if (!complete) {
+			if (!left.partial++)
+				snprintf(ex_partial, sizeof ex_partial, "%s", r->id);
+		} else {
+			if (n != i)
+				runs[n] = *r;
+			n++;
+		}
+	}
+	nruns = n;
+	n = 0;
+	for (int i = 0; i < nruns; i++) {
+		int later = 0;
+		for (int j = i + 1; j < nruns && !later; j++)
+			later = same_identity(&runs[i], &runs[j]);
+		if (later) {
+			if (!left.superseded++)
+				snprintf(ex_sup, sizeof ex_sup, "%s", runs[i].id);
+			continue;
+		}
+		if (n != i)
+			runs[n] = runs[i];
+		n++;
+	}
+	nruns = n;
+	left.used = n;
+	if (left.status)
+		sb_cli_warn("%d run(s) left out: training status not 'completed' (e.g. %s: %s)", left.status, ex_status,
+		            st);
+	if (left.no_done)
+		sb_cli_warn("%d run(s) left out: no eval.done record (sb-eval did not finish; e.g. %s)", left.no_done,
+		            ex_done);
+	if (left.partial)
+		sb_cli_warn("%d run(s) left out: not evaluated at every epoch of the budget (e.g. %s)", left.partial,
+		            ex_partial);
+	if (left.superseded)
+		sb_cli_warn("%d run(s) superseded by a later run of the same task/method/seed/arch/tier/epochs (e.g. %s)",
+		            left.superseded, ex_sup);
+}
+
+/* the runs' counts in a verdict record, and in the report */
+static void left_fields(struct sb_jw *w)
+{
+	sb_jw_kint(w, "runs_used", left.used);
+	sb_jw_kint(w, "runs_excluded_status", left.status);
+	sb_jw_kint(w, "runs_excluded_no_eval_done", left.no_done);
+	sb_jw_kint(w, "runs_excluded_partial", left.partial);
+	sb_jw_kint(w, "runs_superseded", left.superseded);
+}
+
+/* the run of that identity (budget <= 0: any budget); select_runs left at most one per budget,
+ * and the later one in input order is taken */
 static struct run *find(const char *task, const char *arch, const char *tier, const char *method, int seed,
                         int budget)
 {
-	for (int i = 0; i < nruns; i++) {
+	for (int i = nruns - 1; i >= 0; i--) {
 		struct run *r = &runs[i];
 		if (r->seed == seed && !strcmp(r->task, task) && !strcmp(r->arch, arch) && !strcmp(r->tier, tier) &&
 		    !strcmp(r->method, method) && (budget <= 0 || run_epochs(r) == budget))
@@ -321,6 +427,15 @@ static void verdict_str(char *out, size_t n, const char *pass_word, const char *
 static const char *yes(int c)
 {
 	return c ? "met" : "**not met**";
+}
+
+/* the report's line on the runs that count (select_runs) */
+static void left_md(struct md *md)
+{
+	mdf(md, "Runs counted: %d; left out: %d with a training status other than `completed`, %d without "
+	        "`eval.done` (evaluation unfinished), %d not evaluated at every epoch of their budget; %d superseded "
+	        "by a later run of the same cell.\n\n",
+	    left.used, left.status, left.no_done, left.partial, left.superseded);
 }
 
 /* ---------------------------------------------------------------- M1 */
@@ -537,6 +652,7 @@ static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t 
 	sb_jw_kbool(w, "clause_share", v.clause_share);
 	sb_jw_kbool(w, "pass", v.pass);
 	sb_jw_kstr(w, "published_outcome", "failed");
+	left_fields(w);
 	sb_jw_obj_end(w);
 	if ((rc = emit(w, err)))
 		goto out;
@@ -561,6 +677,7 @@ static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t 
 	mdf(md, "| largest single-dataset share of the improvement <= 0.5 | %.3f (%s) | %s |\n", v.max_share,
 	    v.max_share_dataset >= 0 ? dsname[v.max_share_dataset] : "-", yes(v.clause_share));
 	mdf(md, "\n**M1 verdict: %s** (published outcome: failed)\n\n", verdict);
+	left_md(md);
 	/* switching-epochs.inc */
 	if (switch_path) {
 		struct md inc = {0};
@@ -687,6 +804,7 @@ static int m2(struct sb_jw *w, struct md *md, uint64_t seed, int resamples, stru
 	sb_jw_kbool(w, "clause_final", v.clause_final);
 	m2_tail(w, &v, seed, resamples);
 	sb_jw_kstr(w, "published_outcome", "killed");
+	left_fields(w);
 	sb_jw_obj_end(w);
 	if ((rc = emit(w, err)))
 		goto out;
@@ -707,6 +825,7 @@ static int m2(struct sb_jw *w, struct md *md, uint64_t seed, int resamples, stru
 	    v.benefit_arch[0], v.benefit_arch[1], v.benefit_tier[0], v.benefit_tier[1], v.benefit_tier[2],
 	    yes(v.clause_benefit));
 	mdf(md, "\n**M2 verdict: %s** (published outcome: killed)\n\n", verdict);
+	left_md(md);
 out:
 	free(td);
 	free(tm);
@@ -991,6 +1110,7 @@ static int m3map(struct sb_jw *w, struct md *md, const char *switch_path, const 
 		sb_jw_knull(w, "switch_map");
 	sb_jw_kstr(w, "switch_map_sha256", hex);
 	sb_jw_kbool(w, "switch_map_rewritten", rewritten);
+	left_fields(w);
 	sb_jw_obj_end(w);
 	if ((rc = emit(w, err)))
 		goto out;
@@ -1006,6 +1126,7 @@ static int m3map(struct sb_jw *w, struct md *md, const char *switch_path, const 
 		mdf(md, "| %s | %s | %s | %d | %d | %d | %d |\n", g[gi[i]].task, g[gi[i]].arch, g[gi[i]].tier, gf[i].ns,
 		    pm[i], ps[i], target[i]);
 	mdf(md, "\n**M3 switch map: %s**\n\n", verdict);
+	left_md(md);
 out:
 	free(inc.buf);
 	free(gi);
@@ -1149,6 +1270,7 @@ static int m3(struct sb_jw *w, struct md *md, uint64_t seed, int resamples, stru
 	m2_tail(w, &v, seed, resamples);
 	sb_jw_kstr(w, "verdict_rule", "ours: PROTOCOL A8 gives no M3 verdict rule; the M2 criteria on the confirmation "
 	                              "grid, the final-accuracy clause on test accuracy");
+	left_fields(w);
 	sb_jw_obj_end(w);
 	if ((rc = emit(w, err)))
 		goto out;
@@ -1190,6 +1312,7 @@ static int m3(struct sb_jw *w, struct md *md, uint64_t seed, int resamples, stru
 		mdf(md, "\n");
 	}
 	mdf(md, "\n**M3 verdict: %s** (the verdict rule is ours: PROTOCOL A8 gives none)\n\n", verdict);
+	left_md(md);
 out:
 	free(td);
 	free(tm);
@@ -1269,23 +1392,30 @@ static int bottomk(struct sb_jw *w, struct md *md, struct sb_err *err)
 	sb_jw_kstr(w, "verdict", verdict);
 	sb_jw_kf64(w, "dense_mean", mean0[0]);
 	sb_jw_kbool(w, "guard", guard);
+	left_fields(w);
 	sb_jw_obj_end(w);
 	SB_TRY(emit(w, err));
 	mdf(md, "\nGuard (dense mean best validation accuracy >= 0.60): %.5f, %s. **Bottom-k verdict: %s**\n\n",
 	    mean0[0], yes(guard), verdict);
+	left_md(md);
 	return 0;
 }
+
+/* PROTOCOL A8's registered linear-decay budgets: the verdict compares exactly these two */
+#define LD_FIRST 3
+#define LD_LAST 30
 
 static int lineardecay(struct sb_jw *w, struct md *md, struct sb_err *err)
 {
 	static const char *ratios[] = {"topk_softmax_0125", "topk_softmax_025"};
-	int budgets[MAXE], nb = 0;
+	/* the registered budgets of the runs that count, and the two the verdict needs */
+	int budgets[MAXE + 2] = {LD_FIRST, LD_LAST}, nb = 2;
 	for (int i = 0; i < nruns; i++) {
 		int K = run_epochs(&runs[i]), j;
 		for (j = 0; j < nb; j++)
 			if (budgets[j] == K)
 				break;
-		if (j == nb && nb < MAXE)
+		if (j == nb && nb < MAXE + 2)
 			budgets[nb++] = K;
 	}
 	for (int a = 0; a < nb; a++) /* ascending */
@@ -1295,11 +1425,14 @@ static int lineardecay(struct sb_jw *w, struct md *md, struct sb_err *err)
 				budgets[a] = budgets[b];
 				budgets[b] = t;
 			}
-	if (nb < 2)
-		return SB_ERR(err, SB_EDATA, "linear-decay control: runs of at least two budgets are needed (found %d)",
-		              nb);
-	long long diff[2][MAXE] = {{0}};
-	int pairs[2][MAXE] = {{0}};
+	long long diff[2][MAXE + 2] = {{0}};
+	int pairs[2][MAXE + 2] = {{0}}, first = 0, last = 0;
+	for (int b = 0; b < nb; b++) {
+		if (budgets[b] == LD_FIRST)
+			first = b;
+		if (budgets[b] == LD_LAST)
+			last = b;
+	}
 	for (int i = 0; i < nruns; i++) {
 		struct run *r = &runs[i];
 		for (int q = 0; q < 2; q++) {
@@ -1336,26 +1469,56 @@ static int lineardecay(struct sb_jw *w, struct md *md, struct sb_err *err)
 		}
 		mdf(md, "\n");
 	}
-	int per[2];
-	for (int q = 0; q < 2; q++)
-		per[q] = pairs[q][0] > 0 && pairs[q][nb - 1] > 0 && diff[q][0] > 0 && diff[q][nb - 1] < 0;
-	const char *verdict = per[0] && per[1] ? "PERSISTS_BOTH"
-	                      : per[0]         ? "PERSISTS_0125"
-	                      : per[1]         ? "PERSISTS_025"
-	                                       : "PERSISTS_NEITHER";
+	/* a ratio without complete paired runs at E = 3 or E = 30 has no verdict: INCOMPLETE,
+	 * naming what is missing (never another budget in their place) */
+	int per[2], known[2];
+	char missing[400] = "";
+	size_t k = 0;
+	for (int q = 0; q < 2; q++) {
+		known[q] = pairs[q][first] > 0 && pairs[q][last] > 0;
+		per[q] = known[q] && diff[q][first] > 0 && diff[q][last] < 0;
+		for (int e = 0; e < 2; e++)
+			if (pairs[q][e ? last : first] == 0 && k < sizeof missing)
+				k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%s at E = %d", k ? "; " : "", ratios[q],
+				                      e ? LD_LAST : LD_FIRST);
+	}
+	char verdict[440];
+	if (missing[0])
+		snprintf(verdict, sizeof verdict, "INCOMPLETE: no complete paired runs of %s", missing);
+	else
+		snprintf(verdict, sizeof verdict, "%s",
+		         per[0] && per[1] ? "PERSISTS_BOTH"
+		         : per[0]         ? "PERSISTS_0125"
+		         : per[1]         ? "PERSISTS_025"
+		                          : "PERSISTS_NEITHER");
+	if (missing[0])
+		sb_cli_warn("linear-decay control: %s (the verdict compares E = %d and E = %d only)", verdict, LD_FIRST,
+		            LD_LAST);
 	sb_jw_record(w, "a8.verdict", 1);
 	sb_jw_kstr(w, "analysis", "lineardecay");
 	sb_jw_kstr(w, "verdict", verdict);
-	sb_jw_kint(w, "first_budget", budgets[0]);
-	sb_jw_kint(w, "last_budget", budgets[nb - 1]);
-	sb_jw_kbool(w, "persists_0125", per[0]);
-	sb_jw_kbool(w, "persists_025", per[1]);
+	sb_jw_kint(w, "first_budget", LD_FIRST);
+	sb_jw_kint(w, "last_budget", LD_LAST);
+	for (int q = 0; q < 2; q++) {
+		const char *key = q ? "persists_025" : "persists_0125";
+		if (known[q])
+			sb_jw_kbool(w, key, per[q]);
+		else
+			sb_jw_knull(w, key);
+	}
+	if (missing[0])
+		sb_jw_kstr(w, "missing", missing);
+	else
+		sb_jw_knull(w, "missing");
 	sb_jw_kstr(w, "published_outcome", "PERSISTS_BOTH");
+	left_fields(w);
 	sb_jw_obj_end(w);
 	SB_TRY(emit(w, err));
 	mdf(md, "\npersists = difference > 0 at E = %d and < 0 at E = %d: 0.125 %s, 0.25 %s. **Linear-decay verdict: "
 	        "%s** (published: PERSISTS_BOTH)\n\n",
-	    budgets[0], budgets[nb - 1], per[0] ? "yes" : "no", per[1] ? "yes" : "no", verdict);
+	    LD_FIRST, LD_LAST, known[0] ? per[0] ? "yes" : "no" : "unknown", known[1] ? per[1] ? "yes" : "no" : "unknown",
+	    verdict);
+	left_md(md);
 	return 0;
 }
 
@@ -1442,7 +1605,9 @@ int main(int argc, char **argv)
 	}
 	if (next && (sb_input_hash(&in[nin], traj_path, &err) || sb_input_hash(&in[nin + 1], m2_path, &err)))
 		sb_cli_die(&err);
-	sb_progress(1, "%d files, %d runs", nin, nruns);
+	int nread = nruns;
+	select_runs();
+	sb_progress(1, "%d files, %d runs, %d counted", nin, nread, nruns);
 	struct sb_jw w;
 	sb_jw_init(&w, stdout);
 	struct sb_run_meta meta = {.device = "cpu", .threads = 1, .inputs = in, .n_inputs = nin + next};

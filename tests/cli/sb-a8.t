@@ -1,5 +1,7 @@
-# sb-a8: the command line and its refusals; the analyses themselves are tested in
-# tests/unit/test_a8.c (arithmetic, verdict fixtures) and tests/sh/pipeline_a8.sh (the chain).
+# sb-a8: the command line and its refusals, which runs count (training status, finished
+# evaluation, later run wins) and the linear-decay budgets; the analyses' arithmetic is tested
+# in tests/unit/test_a8.c (verdict fixtures), tests/sh/a8_m3.sh and tests/sh/pipeline_a8.sh (the
+# chain). Fixtures: tests/fixtures/a8/run.sh (one run's records), ld_grid.sh (a linear-decay grid).
 
 %%% --help: synopsis, analyses, options, exit status
 $ sb-a8 --help
@@ -52,14 +54,124 @@ $ sb-a8 bottomk v.ndjson
 ! v.ndjson:2:
 
 %%% m1 refuses records without the probe features, saying why
-$ for m in softmax topk_softmax_025; do for t in t1 t2; do for e in 0 1 2 3; do printf '{"kind":"eval.epoch","v":1,"task":"%s","method":"%s","seed":0,"epoch":%d,"val_accuracy":0.5}\n' $t $m $e; done; done; done >v.ndjson
+$ for m in softmax topk_softmax_025; do for t in t1 t2; do for e in 0 1 2 3; do printf '{"kind":"eval.epoch","v":1,"task":"%s","method":"%s","seed":0,"epoch":%d,"val_accuracy":0.5}\n' $t $m $e; done; printf '{"kind":"eval.done","v":1,"task":"%s","method":"%s","seed":0,"epochs":4,"epochs_evaluated":4,"train_status":"completed"}\n' $t $m; done; done >v.ndjson
 $ sb-a8 m1 v.ndjson
 ? 3
 ! the early probe features are missing
 
 %%% the bottom-k guard from the records: GUARD_FAILED under 0.60, with the published readout
-$ for m in softmax topk_softmax_025; do for s in 0 1; do for e in 0 1 2; do printf '{"kind":"eval.epoch","v":1,"task":"cifar10","method":"%s","seed":%d,"epoch":%d,"val_accuracy":0.5%d}\n' $m $s $e $e; done; done; done >v.ndjson
-$ sb-a8 bottomk --md r.md v.ndjson | tail -n 1 | cut -c1-90
+$ for m in softmax topk_softmax_025; do for s in 0 1; do for e in 0 1 2; do printf '{"kind":"eval.epoch","v":1,"task":"cifar10","method":"%s","seed":%d,"epoch":%d,"val_accuracy":0.5%d}\n' $m $s $e $e; done; printf '{"kind":"eval.done","v":1,"task":"cifar10","method":"%s","seed":%d,"epochs":3,"epochs_evaluated":3,"train_status":"completed"}\n' $m $s; done; done >v.ndjson
+$ sb-a8 bottomk --md r.md v.ndjson | tail -n 1 | grep -o '"verdict":"[^"]*"\|"runs_used":[0-9]*\|"dense_mean":[0-9.]*'
 $ grep -c 'published patience-5' r.md
-> {"kind":"a8.verdict","v":1,"analysis":"bottomk","verdict":"GUARD_FAILED","dense_mean":0.52
+> "verdict":"GUARD_FAILED"
+> "dense_mean":0.52
+> "runs_used":4
 > 1
+
+%%% a run whose training failed is left out: the bottom-k verdict is the one without it, counted
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ for s in 0 1; do $R cifar10 softmax $s 4 0.70; $R cifar10 topk_softmax_025 $s 4 0.68; done >ok.ndjson
+$ { cat ok.ndjson; $R -s failed_nonfinite_loss -n 2 cifar10 softmax 2 4 0.10; } >v.ndjson
+$ sb-a8 bottomk ok.ndjson | tail -n 1 | grep -o '"verdict":"[^"]*"\|"runs_used":[0-9]*\|"dense_mean":[0-9.]*'
+$ sb-a8 bottomk --md r.md v.ndjson | tail -n 1 | grep -o '"verdict":"[^"]*"\|"runs_excluded_status":[0-9]*\|"dense_mean":[0-9.]*'
+$ grep -c '1 with a training status other than `completed`' r.md
+> "verdict":"GUARD_MET"
+> "dense_mean":0.7
+> "runs_used":4
+> "verdict":"GUARD_MET"
+> "dense_mean":0.7
+> "runs_excluded_status":1
+> 1
+! 1 run(s) left out: training status not 'completed' (e.g. cifar10.softmax.s2.plain.compact.e4: failed_nonfinite_loss)
+
+%%% runs without eval.done (evaluation unfinished) or not evaluated at every epoch are left out, counted
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ for s in 0 1; do $R cifar10 softmax $s 4 0.70; done >v.ndjson
+$ $R -D cifar10 softmax 2 4 0.10 >>v.ndjson
+$ $R -n 3 cifar10 softmax 3 4 0.10 >>v.ndjson
+$ sb-a8 bottomk v.ndjson | tail -n 1 | grep -o '"verdict":"[^"]*"\|"runs_[a-z_]*":[0-9]*\|"dense_mean":[0-9.]*'
+> "verdict":"GUARD_MET"
+> "dense_mean":0.7
+> "runs_used":2
+> "runs_excluded_status":0
+> "runs_excluded_no_eval_done":1
+> "runs_excluded_partial":1
+> "runs_superseded":0
+! 1 run(s) left out: no eval.done record
+! 1 run(s) left out: not evaluated at every epoch of the budget
+
+%%% an eval.done without the budget or the training status is malformed
+$ printf '{"kind":"eval.done","v":1,"task":"t","method":"softmax","seed":0,"train_status":"completed"}\n' >v.ndjson
+$ sb-a8 bottomk v.ndjson
+? 3
+! v.ndjson:1: eval.done:
+
+%%% duplicate runs: the later completed run of the same cell wins (a later failed one does not), counted
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ $R -i first cifar10 softmax 0 4 0.50 >v.ndjson
+$ $R -i second cifar10 softmax 0 4 0.70 >>v.ndjson
+$ $R -i third cifar10 softmax 1 4 0.70 >>v.ndjson
+$ $R -i fourth -s failed_nonfinite_loss cifar10 softmax 1 4 0.10 >>v.ndjson
+$ sb-a8 bottomk v.ndjson | grep -o '"method":"softmax","runs":[0-9]*\|"runs_[a-z_]*":[0-9]*\|"dense_mean":[0-9.]*'
+> "method":"softmax","runs":2
+> "dense_mean":0.7
+> "runs_used":2
+> "runs_excluded_status":1
+> "runs_excluded_no_eval_done":0
+> "runs_excluded_partial":0
+> "runs_superseded":1
+! 1 run(s) superseded by a later run of the same task/method/seed/arch/tier/epochs (e.g. first)
+
+%%% duplicate runs in m1: the later top-k run is the group's, its seed counted once
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ $R -p -i early t1 topk_softmax_025 0 4 0.6 >v.ndjson
+$ for m in softmax topk_softmax_025; do for t in t1 t2; do $R -p $t $m 0 4 0.5; done; done >>v.ndjson
+$ sb-a8 m1 --resamples 100 v.ndjson | grep -o '"task":"t1","arch":"plain","tier":"compact","n_seeds":[0-9]*\|"target_switch_epoch":[0-9]*\|"runs_superseded":[0-9]*'
+> "task":"t1","arch":"plain","tier":"compact","n_seeds":1
+> "target_switch_epoch":3
+> "target_switch_epoch":3
+> "runs_superseded":1
+
+%%% linear-decay: the clean grid (E = 3, 9, 30) persists for both ratios
+$ $TOP/tests/fixtures/a8/ld_grid.sh >v.ndjson
+$ sb-a8 lineardecay v.ndjson | tail -n 1 | grep -o '"verdict":"[^"]*"\|"[a-z_]*budget":[0-9]*\|"persists_[0-9]*":[a-z]*\|"missing":null'
+> "verdict":"PERSISTS_BOTH"
+> "first_budget":3
+> "last_budget":30
+> "persists_0125":true
+> "persists_025":true
+> "missing":null
+
+%%% linear-decay: a failed E = 30 run (2 epochs evaluated) is left out, the verdict stays PERSISTS_BOTH at E = 3 and 30
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ { $TOP/tests/fixtures/a8/ld_grid.sh; $R cifar10 softmax 2 30 0.55; $R -s failed_nonfinite_loss -n 2 cifar10 topk_softmax_025 2 30 0.90; } >v.ndjson
+$ sb-a8 lineardecay v.ndjson | tail -n 1 | grep -o '"verdict":"[^"]*"\|"runs_excluded_status":[0-9]*\|"[a-z_]*budget":[0-9]*'
+> "verdict":"PERSISTS_BOTH"
+> "first_budget":3
+> "last_budget":30
+> "runs_excluded_status":1
+
+%%% linear-decay: without E = 3 runs the verdict is INCOMPLETE, naming the budget and the methods (never E = 9 in its place)
+$ $TOP/tests/fixtures/a8/ld_grid.sh 9 30 >v.ndjson
+$ sb-a8 lineardecay --md r.md v.ndjson | tail -n 1 | grep -o '"verdict":"[^"]*"\|"persists_[0-9]*":[a-z]*'
+$ grep -c 'Linear-decay verdict: INCOMPLETE' r.md
+> "verdict":"INCOMPLETE: no complete paired runs of topk_softmax_0125 at E = 3; topk_softmax_025 at E = 3"
+> "persists_0125":null
+> "persists_025":null
+> 1
+! linear-decay control: INCOMPLETE: no complete paired runs of topk_softmax_0125 at E = 3; topk_softmax_025 at E = 3
+
+%%% linear-decay: one ratio's E = 30 runs failed: INCOMPLETE, naming it (not PERSISTS_025)
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ $TOP/tests/fixtures/a8/ld_grid.sh | grep -v 'topk_softmax_0125.s[01].plain.compact.e30"' >v.ndjson
+$ for s in 0 1; do $R -s failed_nonfinite_loss -n 2 cifar10 topk_softmax_0125 $s 30 0.40; done >>v.ndjson
+$ sb-a8 lineardecay v.ndjson | tail -n 1 | grep -o '"verdict":"[^"]*"\|"persists_[0-9]*":[a-z]*'
+> "verdict":"INCOMPLETE: no complete paired runs of topk_softmax_0125 at E = 30"
+> "persists_0125":null
+> "persists_025":true
+
+%%% linear-decay: a duplicate top-k run is counted once (the later one)
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ { $R -i early cifar10 topk_softmax_025 0 3 0.50; $TOP/tests/fixtures/a8/ld_grid.sh; } >v.ndjson
+$ sb-a8 lineardecay v.ndjson | grep '"method":"topk_softmax_025","budget_epochs":3,' | grep -o '"pairs":[0-9]*,"correct_diff":-\{0,1\}[0-9]*'
+> "pairs":2,"correct_diff":10

@@ -20,6 +20,8 @@ def run(task, arch, tier, method, seed, ttt, tacc):
     for e in range(K):
         val.write(json.dumps({"kind": "eval.epoch", "v": 1, "cell_id": cid, "task": task, "method": method, "seed": seed,
                               "arch": arch, "tier": tier, "epoch": e, "n_val": 100, "val_accuracy": 0.9 if e + 1 >= ttt else 0.5}) + "\n")
+    val.write(json.dumps({"kind": "eval.done", "v": 1, "cell_id": cid, "task": task, "method": method, "seed": seed,
+                          "arch": arch, "tier": tier, "epochs": K, "epochs_evaluated": K, "train_status": "completed"}) + "\n")
     test.write(json.dumps({"kind": "test.cell", "v": 1, "cell_id": cid, "task": task, "method": method, "seed": seed,
                            "arch": arch, "tier": tier, "test_accuracy": tacc}) + "\n")
 i = 0
@@ -88,6 +90,8 @@ def recs(f, tasks, archs, tiers, seeds, K):
                             f.write(json.dumps(dict(kind="eval.epoch", v=1, task=t, method=m, seed=s, arch=a, tier=ti, epoch=e,
                                 n_val=700 + 100 * len(t), val_accuracy=random.random(), attention_entropy=random.random(),
                                 **{p: random.random() * 3 for p in ("probe_dense_entropy", "probe_boundary_margin", "probe_tail_mass", "probe_gradient_topk_share")})) + "\n")
+                        f.write(json.dumps(dict(kind="eval.done", v=1, task=t, method=m, seed=s, arch=a, tier=ti, epochs=K,
+                                                epochs_evaluated=K, train_status="completed")) + "\n")
 recs(open("traj.ndjson", "w"), ["mnist", "usps", "cifar100", "twenty_news", "kmnist"], ["plain", "local_hybrid"], ["compact", "deep", "wide"], [0, 1], 8)
 recs(open("conf.ndjson", "w"), ["emnist_balanced", "k49", "svhn"], ["plain", "local_hybrid"], ["compact", "deep", "wide"], [10, 11, 12], 5)
 PY

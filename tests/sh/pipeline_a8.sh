@@ -40,7 +40,7 @@ method  softmax topk_softmax_0125 topk_softmax_025
 seed    0..1
 arch    plain
 tier    compact
-epochs  3 5
+epochs  3 30
 set     schedule=linear_decay
 stage   a8 analysis=lineardecay
 criterion persists: the summed correct-count difference (top-k - softmax) is > 0 at E = 3 and < 0 at E = 30
@@ -69,6 +69,10 @@ R="$T/out/a8t/report.md"
 for v in "M1 verdict: \*\*\|\*\*M1 verdict: " "Bottom-k verdict: " "Linear-decay verdict: "; do
 	grep -q "$v" "$R"; t_result $? "report.md has the computed '$v'"
 done
+# the linear-decay verdict is decided at E = 3 and 30 from all 12 runs (the stub logs' eval.done
+# carry the budget and the training status, as sb-eval's)
+grep -q 'Linear-decay verdict: PERSISTS_' "$R" && tail -n 1 "$T/out/a8t/lineardecay/a8/a8.ndjson" | grep -q '"runs_used":12,"runs_excluded_status":0'
+t_result $? "the linear-decay verdict is decided, from all 12 runs ($(grep -o 'Linear-decay verdict: [^*]*' "$R"))"
 # each verdict sits after its block's criteria
 awk '/^## trajectory/{b=1} /^- PASS needs: macro-MAE/{if(b==1)c=1} /M1 verdict:/{if(c==1)ok=1} END{exit !ok}' "$R"
 t_result $? "the M1 verdict follows the trajectory block's predeclared criterion"
