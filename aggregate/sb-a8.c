@@ -234,29 +234,23 @@ static void select_runs(void)
 	/* one example of each (copies: the array is compacted in place) */
 	char ex_status[160] = "", ex_done[160] = "", ex_partial[160] = "", ex_sup[160] = "", st[48] = "";
 	int n = 0;
+	/* 1. the row filter: training not completed (a failed rerun supersedes nothing) */
 	for (int i = 0; i < nruns; i++) {
 		struct run *r = &runs[i];
-		int complete = r->done && (r->evaluated < 0 || r->evaluated == r->budget);
-		for (int e = 0; complete && e < r->budget; e++)
-			complete = r->have[e];
-		if (!r->done) {
-			if (!left.no_done++)
-				snprintf(ex_done, sizeof ex_done, "%s", r->id);
-		} else if (strcmp(r->status, "completed")) {
+		if (r->done && strcmp(r->status, "completed")) {
 			if (!left.status++) {
 				snprintf(ex_status, sizeof ex_status, "%s", r->id);
 				snprintf(st, sizeof st, "%s", r->status);
 			}
-		} else if (!complete) {
-			if (!left.partial++)
-				snprintf(ex_partial, sizeof ex_partial, "%s", r->id);
-		} else {
-			if (n != i)
-				runs[n] = *r;
-			n++;
+			continue;
 		}
+		if (n != i)
+			runs[n] = *r;
+		n++;
 	}
 	nruns = n;
+	/* 2. the later run of an identity wins; 3. the winner must be whole (as sb-freeze and
+	 * sb-stats: a later run that cannot be read is not replaced by an earlier one) */
 	n = 0;
 	for (int i = 0; i < nruns; i++) {
 		int later = 0;
@@ -265,6 +259,20 @@ static void select_runs(void)
 		if (later) {
 			if (!left.superseded++)
 				snprintf(ex_sup, sizeof ex_sup, "%s", runs[i].id);
+			continue;
+		}
+		struct run *r = &runs[i];
+		int complete = r->done && (r->evaluated < 0 || r->evaluated == r->budget);
+		for (int e = 0; complete && e < r->budget; e++)
+			complete = r->have[e];
+		if (!r->done) {
+			if (!left.no_done++)
+				snprintf(ex_done, sizeof ex_done, "%s", r->id);
+			continue;
+		}
+		if (!complete) {
+			if (!left.partial++)
+				snprintf(ex_partial, sizeof ex_partial, "%s", r->id);
 			continue;
 		}
 		if (n != i)

@@ -122,6 +122,20 @@ $ sb-a8 bottomk v.ndjson | grep -o '"method":"softmax","runs":[0-9]*\|"runs_[a-z
 > "runs_superseded":1
 ! 1 run(s) superseded by a later run of the same task/method/seed/arch/tier/epochs (e.g. first)
 
+%%% a later completed run that was not evaluated at every epoch wins and leaves its seed out (as sb-freeze, sb-stats)
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ $R -i whole cifar10 softmax 0 4 0.50 >v.ndjson
+$ $R -i part -n 2 cifar10 softmax 0 4 0.90 >>v.ndjson
+$ $R cifar10 softmax 1 4 0.70 >>v.ndjson
+$ sb-a8 bottomk v.ndjson | grep -o '"method":"softmax","runs":[0-9]*\|"runs_[a-z_]*":[0-9]*\|"dense_mean":[0-9.]*'
+> "method":"softmax","runs":1
+> "dense_mean":0.7
+> "runs_used":1
+> "runs_excluded_status":0
+> "runs_excluded_no_eval_done":0
+> "runs_excluded_partial":1
+> "runs_superseded":1
+
 %%% duplicate runs in m1: the later top-k run is the group's, its seed counted once
 $ R=$TOP/tests/fixtures/a8/run.sh
 $ $R -p -i early t1 topk_softmax_025 0 4 0.6 >v.ndjson
