@@ -216,11 +216,18 @@ static uint64_t probe_mask_seed(uint64_t seed, int task, int idx)
 	       ((uint64_t)sb_rng_word_at(seed, SB_RNG_MASK, ((uint64_t)task << 32) | (uint32_t)idx, 1) << 32);
 }
 
+/* The random controls' draws of fidelity window w: they follow --seed (seed 0 gives the
+ * window index, as before --seed reached them) */
+static uint64_t window_mask_seed(uint64_t seed, int w)
+{
+	return (uint64_t)w ^ (seed * 0x9E3779B97F4A7C15ull);
+}
+
 static int fid_dense_task(struct sb_ctx *ctx, int worker, int w, void *arg, struct sb_err *err)
 {
 	struct ev *e = arg;
 	struct sb_lm_cache *c = e->cache[worker];
-	sb_lm_cache_reset(c, (uint64_t)w);
+	sb_lm_cache_reset(c, window_mask_seed(e->o->seed, w));
 	struct sb_lm_mask dense;
 	sb_lm_mask_parse("dense", &dense, NULL);
 	struct sb_lm_attn_obs *obs = &e->obs_text[((size_t)0 * e->nw + w) * e->L];
@@ -237,7 +244,7 @@ static int fid_mask_task(struct sb_ctx *ctx, int worker, int task, void *arg, st
 	float *lm = e->lbuf[worker];
 	if (mi > 0) {
 		struct sb_lm_cache *c = e->cache[worker];
-		sb_lm_cache_reset(c, (uint64_t)w);
+		sb_lm_cache_reset(c, window_mask_seed(e->o->seed, w));
 		struct sb_lm_attn_obs *obs = &e->obs_text[((size_t)mi * e->nw + w) * e->L];
 		SB_TRY(sb_lm_forward_cached(ctx, e->m, c, win, e->T, &e->o->masks[mi], lm, 1, obs, err));
 	} else {

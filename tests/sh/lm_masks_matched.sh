@@ -67,4 +67,16 @@ rc=$?
 [ $rc -eq 2 ] && grep -q "'struct_random:k=32'" "$T/e4.err" && grep -q "'recipe:s=4,w=64,k=16'" "$T/e4.err" &&
 	[ ! -e "$T/e4/eval.ndjson" ]
 t_result $? "a control of other parameters than the recipe's: unmatched, exit $rc: $(head -n 1 "$T/e4.err")"
+
+# --seed reaches the random controls' fidelity draws (it used to reach the probes only):
+# another seed changes struct_random's and random's fidelity, never the recipe's
+for s in 0 1; do
+	sb-lm eval -q -j 2 --masks 'recipe;struct_random;random' --tasks niah_single_1 --probes 1 --windows 2 \
+		--bench-reps 1 --budgets 16 --seed $s -o "$T/s$s" "$run" >/dev/null 2>"$T/s$s.err"
+done
+fid() { grep '"kind":"lm.fidelity",' "$1" | grep "\"method\":\"$2\"" | sed 's/"seconds":[^,]*,//'; }
+[ "$(fid "$T/s0/eval.ndjson" recipe)" = "$(fid "$T/s1/eval.ndjson" recipe)" ] && [ -n "$(fid "$T/s0/eval.ndjson" recipe)" ] &&
+	[ "$(fid "$T/s0/eval.ndjson" struct_random)" != "$(fid "$T/s1/eval.ndjson" struct_random)" ] &&
+	[ "$(fid "$T/s0/eval.ndjson" random)" != "$(fid "$T/s1/eval.ndjson" random)" ]
+t_result $? "--seed 1: the recipe's fidelity as with --seed 0, struct_random's and random's other draws" "$(cat "$T/s1.err")"
 t_done
