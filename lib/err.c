@@ -8,10 +8,14 @@ int sb_err_vsetf(struct sb_err *err, int code, const char *src, int line, const 
 {
 	if (!err)
 		return code;
+	/* through a copy: callers may pass err->msg itself as an argument ("%s: %s", path,
+	 * err->msg), and vsnprintf's source and destination must not overlap */
+	char msg[sizeof err->msg];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	memcpy(err->msg, msg, sizeof msg);
 	err->code = code;
 	err->src = src;
 	err->src_line = line;
-	vsnprintf(err->msg, sizeof err->msg, fmt, ap);
 	return code;
 }
 

@@ -189,3 +189,9 @@ $ R=$TOP/tests/fixtures/a8/run.sh
 $ { $R -i early cifar10 topk_softmax_025 0 3 0.50; $TOP/tests/fixtures/a8/ld_grid.sh; } >v.ndjson
 $ sb-a8 lineardecay v.ndjson | grep '"method":"topk_softmax_025","budget_epochs":3,' | grep -o '"pairs":[0-9]*,"correct_diff":-\{0,1\}[0-9]*'
 > "pairs":2,"correct_diff":10
+
+%%% a malformed line: one clear message naming file, line and column (the message used to be formatted over itself)
+$ printf '{"kind":"run.meta","v":1}\n{"kind":"eval.epoch", bad\n' >bad.ndjson
+$ sb-a8 m1 bad.ndjson
+? 3
+! sb-a8: bad.ndjson:2: column 23: invalid JSON: lexical error: invalid char in json text.
