@@ -30,7 +30,8 @@ int sb_lm_eval_main(int argc, char **argv)
 					   {"quiet", 0, 0, 'q'},      {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
 	int ch;
 	long long v;
-	while ((ch = getopt_long(argc, argv, "o:j:q", lo, NULL)) != -1) {
+	opterr = 0; /* one message of ours, not getopt's as well */
+	while ((ch = getopt_long(argc, argv, ":o:j:q", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'o': out_dir = optarg; break;
 		case 'j':
@@ -84,7 +85,8 @@ int sb_lm_eval_main(int argc, char **argv)
 			     "LIST: masks separated by ';' (',' when none has parameters), NAME[:s=S,w=W,k=K];\n"
 			     "a control without parameters takes the recipe's; see sb-lm --help and docs/lm.md.");
 			return sb_cli_finish(0);
-		default: sb_cli_usage_error("bad option");
+		case ':': sb_cli_bad_option(argv, 1);
+		default: sb_cli_bad_option(argv, 0);
 		}
 	}
 	if (optind != argc - 1)
@@ -135,7 +137,8 @@ int sb_lm_report_main(int argc, char **argv)
 	struct sb_err err = {0};
 	static const struct option lo[] = {{"out", 1, 0, 'o'}, {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	int ch;
-	while ((ch = getopt_long(argc, argv, "o:q", lo, NULL)) != -1) {
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":o:q", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'o': out_dir = optarg; break;
 		case 'q': sb_quiet = 1; break;
@@ -143,7 +146,8 @@ int sb_lm_report_main(int argc, char **argv)
 			puts("Usage: sb-lm report [-o OUT_DIR] EVAL.ndjson\n"
 			     "Writes OUT_DIR/lm-report.md, lm-retrieval.svg, lm-fidelity.svg, lm-blocks.svg.");
 			return sb_cli_finish(0);
-		default: sb_cli_usage_error("bad option");
+		case ':': sb_cli_bad_option(argv, 1);
+		default: sb_cli_bad_option(argv, 0);
 		}
 	}
 	if (optind != argc - 1)

@@ -131,7 +131,8 @@ static int cmd_train(int argc, char **argv)
 					   {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
 	int ch;
 	struct sb_err err = {0};
-	while ((ch = getopt_long(argc, argv, "o:j:q", lo, NULL)) != -1) {
+	opterr = 0; /* one message of ours, not getopt's as well */
+	while ((ch = getopt_long(argc, argv, ":o:j:q", lo, NULL)) != -1) {
 		long long v;
 		switch (ch) {
 		case 'o': runs = optarg; break;
@@ -147,7 +148,8 @@ static int cmd_train(int argc, char **argv)
 			break;
 		case 'q': sb_quiet = 1; break;
 		case 'h': usage(); return sb_cli_finish(0);
-		default: sb_cli_usage_error("bad option");
+		case ':': sb_cli_bad_option(argv, 1);
+		default: sb_cli_bad_option(argv, 0);
 		}
 	}
 	if (optind != argc - 1)
@@ -215,7 +217,8 @@ static int cmd_probe(int argc, char **argv)
 					   {"depth", 1, 0, 'd'}, {"corpus", 1, 0, 'c'}, {"help", 0, 0, 'h'},
 					   {0, 0, 0, 0}};
 	int ch;
-	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
 		switch (ch) {
 		case 't': task = optarg; break;
 		case 'n':
@@ -232,7 +235,8 @@ static int cmd_probe(int argc, char **argv)
 			break;
 		case 'c': corpus = optarg; break;
 		case 'h': usage(); return sb_cli_finish(0);
-		default: sb_cli_usage_error("bad option");
+		case ':': sb_cli_bad_option(argv, 1);
+		default: sb_cli_bad_option(argv, 0);
 		}
 	}
 	int t = task ? sb_lm_task_parse(task) : -1;

@@ -170,7 +170,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	sb_jw_init(&o->flag_cell, NULL);
 	sb_jw_obj(&o->flag_cell);
 	int c;
-	while ((c = getopt_long(argc, argv, "d:o:j:q", LONGOPTS, NULL)) != -1) {
+	opterr = 0; /* one message of ours, not getopt's as well */
+	while ((c = getopt_long(argc, argv, ":d:o:j:q", LONGOPTS, NULL)) != -1) {
 		long long v;
 		switch (c) {
 		case 'd':
@@ -256,8 +257,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_VERSION:
 			sb_cli_version();
+		case ':':
+			sb_cli_bad_option(argv, 1);
 		default:
-			sb_cli_usage_error("invalid option");
+			sb_cli_bad_option(argv, 0);
 		}
 	}
 	sb_jw_obj_end(&o->flag_cell);

@@ -14,10 +14,17 @@ for p in "${progs[@]}"; do
 	out=$("$p" --version 2>&1); rc=$?
 	[ $rc -eq 0 ] && [[ $out == "$n "* ]]; t_result $? "$n --version prints '$n VERSION' ($out)"
 	"$p" --no-such-option >"$T/out" 2>"$T/err"; rc=$?
-	[ $rc -eq 2 ] && grep -q "Try '$n --help'" "$T/err" && [ ! -s "$T/out" ]
-	t_result $? "$n --no-such-option: exit 2 with a hint (exit $rc: $(head -c 200 "$T/err"))"
+	[ $rc -eq 2 ] && grep -q "Try '$n --help'" "$T/err" && [ ! -s "$T/out" ] && [ "$(wc -l <"$T/err")" -eq 2 ] &&
+		grep -q "^$n: .*--no-such-option" "$T/err"
+	t_result $? "$n --no-such-option: exit 2, one line naming the option and the hint (exit $rc: $(head -c 300 "$T/err"))"
 	"$p" --help >/dev/full 2>"$T/err"; rc=$?
 	[ $rc -eq 4 ] && grep -qi "write error" "$T/err"
 	t_result $? "$n --help >/dev/full: exit 4 with a message (exit $rc: $(head -c 200 "$T/err"))"
+done
+# options of sb-lm's subcommands, and a missing value, the same way
+for args in "sb-lm train --no-such-option" "sb-lm eval --no-such-option" "sb-lm train -o" "sb-train -j"; do
+	$TOP/bin/$args >"$T/out" 2>"$T/err"; rc=$?
+	[ $rc -eq 2 ] && [ "$(wc -l <"$T/err")" -eq 2 ] && grep -q "Try '${args%% *} --help'" "$T/err"
+	t_result $? "$args: exit 2, one line and the hint (exit $rc: $(head -c 300 "$T/err"))"
 done
 t_done
