@@ -710,6 +710,16 @@ do_report() {
 	name=$(basename "$G")
 	local blocks
 	blocks=$(sed -n 's/^{"grid":"[^"]*","block":"\([^"]*\)".*/\1/p' "$G/.grid/cells.ndjson" | uniq | awk '!s[$0]++')
+	# everything the report quotes or links is checked against its sidecar first
+	local ins=() sd0
+	for b in $blocks; do
+		for f in "$G/$b/selection.json" "$G/$b/test/test.ndjson" "$G/$b/a8/a8.md"; do [ -f "$f" ] && ins+=("$f"); done
+		for sd0 in "$G/$b/stats" "$G/$b"/stats/e[0-9]*; do
+			[ -d "$sd0" ] || continue
+			for f in "$sd0"/*.md "$sd0"/*.svg "$sd0"/rule-exit; do [ -f "$f" ] && ins+=("$f"); done
+		done
+	done
+	check "${ins[@]}"
 	{
 		echo "# sparsebench — $name"
 		echo

@@ -39,6 +39,23 @@ grep -q "not finished" "$T/data.log"; t_result $? "the run ends listing the unfi
 # a selection edited after the freeze: the test read refuses it
 rm -rf "$T/out" "$T/data"
 pmake pt >"$T/ref2.log" 2>&1
+# a statistics table edited after sb-stats wrote it: the report refuses to quote it, and
+# the report in place is not replaced
+t2=$(ls "$T"/out/pt/*/stats/table2.md 2>/dev/null | head -n 1)
+if [ -n "$t2" ] && [ -f "$T/out/pt/report.md" ]; then
+	rep=$(sha256sum <"$T/out/pt/report.md")
+	cp "$t2" "$T/t2.orig"
+	echo "| forged | row |" >>"$t2"
+	bash "$TOP/pipelines/stage.sh" report "$T/out/pt" >"$T/rep.log" 2>&1
+	rc=$?
+	[ $rc -eq 3 ] && grep -q "pipeline: $t2: SHA-256 mismatch" "$T/rep.log" &&
+		[ "$(sha256sum <"$T/out/pt/report.md")" = "$rep" ] && ! ls "$T"/out/pt/.report.md.tmp >/dev/null 2>&1
+	t_result $? "a tampered statistics table is refused by the report (exit $rc: $(grep -m1 mismatch "$T/rep.log")), report.md unchanged"
+	cp "$T/t2.orig" "$t2"
+else
+	t_result 1 "the reference run has a statistics table and a report ($t2)"
+fi
+
 s="$T/out/pt/main/selection.json"
 sleep 1
 sed -i 's/topk_softmax_025/topk_softmax_05/g' "$s"
