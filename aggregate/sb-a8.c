@@ -21,7 +21,8 @@ static const char usage_text[] =
     "Usage: sb-a8 m1|m2|bottomk|lineardecay|m3|m3map [--md FILE] [--switch-epochs FILE] [--seed N]\n"
     "             [--resamples N] [--trajectory A8.ndjson --m2 A8.ndjson] [-q] RECORDS...\n"
     "\n"
-    "PROTOCOL A8's extension analyses from sb-eval's eval.epoch records (val.ndjson files),\n"
+    "PROTOCOL A8's extension analyses from sb-eval's eval.epoch records (val.ndjson files; '-' =\n"
+    "stdin, once),\n"
     "each ending with its verdict against the predeclared criteria (docs/sb-a8.md):\n"
     "  m1           target switch epoch per (task, arch, tier) from the paired softmax /\n"
     "               topk_softmax_025 trajectories; leave-one-dataset-out ridge on the early\n"
@@ -127,8 +128,18 @@ static int load(const char *path, struct sb_input *in, int with_test, struct sb_
 {
 	char *buf;
 	size_t len;
-	SB_TRY(sb_read_file(path, &buf, &len, 0, err));
-	SB_TRY(sb_input_hash(in, path, err));
+	if (!strcmp(path, "-")) { /* stdin, once: hashed from the bytes read */
+		static int stdin_used;
+		if (stdin_used++)
+			return SB_ERR(err, SB_EUSAGE, "'-' (stdin) given twice");
+		SB_TRY(sb_read_stream(stdin, "<stdin>", &buf, &len, 0, err));
+		in->path = "-";
+		in->size_bytes = len;
+		sb_sha256_buf(buf, len, in->sha256);
+	} else {
+		SB_TRY(sb_read_file(path, &buf, &len, 0, err));
+		SB_TRY(sb_input_hash(in, path, err));
+	}
 	int rc = 0, line = 0;
 	for (size_t a = 0; a < len && !rc; line++) {
 		size_t b = a;

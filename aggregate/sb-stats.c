@@ -219,26 +219,7 @@ struct input {
 
 static int slurp_stdin(struct input *in, struct sb_err *err)
 {
-	size_t cap = 1 << 16;
-	in->data = malloc(cap);
-	in->n = 0;
-	if (!in->data)
-		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	for (;;) {
-		if (in->n == cap) {
-			char *p = realloc(in->data, cap *= 2);
-			if (!p)
-				return SB_ERR(err, SB_EINTERNAL, "out of memory");
-			in->data = p;
-		}
-		size_t k = fread(in->data + in->n, 1, cap - in->n, stdin);
-		in->n += k;
-		if (k == 0) {
-			if (ferror(stdin))
-				return SB_ERRNO(err, "<stdin>");
-			return 0;
-		}
-	}
+	return sb_read_stream(stdin, "<stdin>", &in->data, &in->n, 0, err);
 }
 
 static int write_tables(const char *dir, struct table **t, int nt, struct sb_err *err)

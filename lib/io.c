@@ -199,26 +199,20 @@ int sb_write_file_atomic(const char *path, const void *data, size_t n, struct sb
 	return sb_atomic_commit(&a, err);
 }
 
-int sb_read_file(const char *path, char **data, size_t *n, size_t limit, struct sb_err *err)
+int sb_read_stream(FILE *f, const char *name, char **data, size_t *n, size_t limit, struct sb_err *err)
 {
 	*data = NULL;
 	*n = 0;
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return SB_ERRNO(err, path);
 	size_t cap = 4096, len = 0;
 	char *buf = malloc(cap);
-	if (!buf) {
-		fclose(f);
+	if (!buf)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	}
 	for (;;) {
 		if (len + 1 >= cap) {
 			size_t nc = cap * 2;
 			char *b = realloc(buf, nc);
 			if (!b) {
 				free(buf);
-				fclose(f);
 				return SB_ERR(err, SB_EINTERNAL, "out of memory");
 			}
 			buf = b;
@@ -228,22 +222,31 @@ int sb_read_file(const char *path, char **data, size_t *n, size_t limit, struct 
 		len += got;
 		if (limit && len > limit) {
 			free(buf);
-			fclose(f);
-			return SB_ERR(err, SB_EDATA, "%s: file larger than %zu bytes", path, limit);
+			return SB_ERR(err, SB_EDATA, "%s: file larger than %zu bytes", name, limit);
 		}
 		if (got == 0)
 			break;
 	}
-	int bad = ferror(f);
-	fclose(f);
-	if (bad) {
+	if (ferror(f)) {
 		free(buf);
-		return SB_ERR(err, SB_EIO, "%s: read error", path);
+		return SB_ERR(err, SB_EIO, "%s: read error", name);
 	}
 	buf[len] = 0;
 	*data = buf;
 	*n = len;
 	return 0;
+}
+
+int sb_read_file(const char *path, char **data, size_t *n, size_t limit, struct sb_err *err)
+{
+	*data = NULL;
+	*n = 0;
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return SB_ERRNO(err, path);
+	int rc = sb_read_stream(f, path, data, n, limit, err);
+	fclose(f);
+	return rc;
 }
 
 int sb_mkdir_p(const char *path, struct sb_err *err)

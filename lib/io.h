@@ -36,6 +36,8 @@ int sb_write_file_atomic(const char *path, const void *data, size_t n, struct sb
 /* Read a whole file (NUL appended, not counted in *n). limit 0 = no limit;
  * a larger file is SB_EDATA. */
 int sb_read_file(const char *path, char **data, size_t *n, size_t limit, struct sb_err *err);
+/* The same for an open stream (stdin), named in messages by name. */
+int sb_read_stream(FILE *f, const char *name, char **data, size_t *n, size_t limit, struct sb_err *err);
 
 /* mkdir -p */
 int sb_mkdir_p(const char *path, struct sb_err *err);

@@ -195,3 +195,19 @@ $ printf '{"kind":"run.meta","v":1}\n{"kind":"eval.epoch", bad\n' >bad.ndjson
 $ sb-a8 m1 bad.ndjson
 ? 3
 ! sb-a8: bad.ndjson:2: column 23: invalid JSON: lexical error: invalid char in json text.
+
+%%% '-' reads the records from stdin (once): the same verdict as from the file
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ for s in 0 1; do $R cifar10 softmax $s 4 0.7; $R cifar10 topk_softmax_025 $s 4 0.6; done >v.ndjson
+$ sb-a8 bottomk v.ndjson | grep '"kind":"a8.verdict"' >f.out
+$ sb-a8 bottomk - <v.ndjson | grep '"kind":"a8.verdict"' >s.out
+$ cmp f.out s.out && grep -c verdict s.out
+$ sb-a8 bottomk - <v.ndjson >all.out
+$ sed -n 1p all.out | grep -o '"path":"-","sha256":"[0-9a-f]*"' | grep -c "$(sha256sum <v.ndjson | cut -c1-64)"
+> 1
+> 1
+
+%%% '-' twice is a usage error
+$ sb-a8 bottomk - - </dev/null
+? 2
+! '-' (stdin) given twice
