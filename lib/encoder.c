@@ -1082,13 +1082,20 @@ int sb_encoder_saved_attention(struct sb_encoder *m, int layer, int B, float *S,
 
 int sb_encoder_keep_grads(struct sb_encoder *m, int on, struct sb_err *err)
 {
+	/* A recorded step copies into keep_datt when it was on at recording time and not
+	 * otherwise: turning it on or off records the step again (op by op first), so a
+	 * replay never writes to a freed keep_datt nor skips the copy. */
 	if (!on) {
+		if (m->keep_datt)
+			sb_encoder_graph_reset(m);
 		sb_be_free(m->be, m->keep_datt);
 		m->keep_datt = NULL;
 		return 0;
 	}
-	if (!m->keep_datt &&
-	    !(m->keep_datt = sb_be_alloc(m->be, (size_t)m->cfg.layers * m->tile * m->T * m->cfg.d * sizeof(float))))
+	if (m->keep_datt)
+		return 0;
+	sb_encoder_graph_reset(m);
+	if (!(m->keep_datt = sb_be_alloc(m->be, (size_t)m->cfg.layers * m->tile * m->T * m->cfg.d * sizeof(float))))
 		return SB_ERR(err, SB_EINTERNAL, "out of memory (probe gradients)");
 	return 0;
 }

@@ -4,13 +4,17 @@
  * values; the backward does dP = dO V^T, dV = P^T dO, the normaliser's exact
  * backward per row, dQ = dS K, dK = dS^T Q in the same way.
  *
- * Every sum is taken in the CPU backend's order (backend_cpu_attn.c): score
- * dot products as an fma chain over the head dimension; products with a
- * probability (or its gradient) over the nonzero entries in column order with
- * two alternating accumulators (head dims that are multiples of 16; one fma
- * chain over all entries otherwise); d loss/d alpha summed over rows in order
- * per block, then over samples in order per head. So the GPU reproduces the
- * CPU's bits for S, P, out and the gradients (the tests say where it does).
+ * Sums follow the CPU backend's order (backend_cpu_attn.c) where it has one
+ * order: score dot products as an fma chain over the head dimension; d loss/d
+ * alpha summed over rows in order per block, then over samples in order per
+ * head. Products with a probability (or its gradient), mix_sum below, take the
+ * nonzero entries in column order with two alternating accumulators (head dims
+ * that are multiples of 16; one fma chain over all entries otherwise): the CPU's
+ * order for sparse rows, but not for dense ones (the CPU's rowmix runs blocks of
+ * 4 rows more than half nonzero, e.g. softmax, with one fma chain), nor for dV
+ * and dK (the CPU's GEMM). So S (and P, given the same scores; docs/cuda.md says
+ * when) are the CPU's bits; out, dQ of dense rows, dV and dK agree within
+ * rounding, not bit for bit (docs/cuda.md "Which results are the CPU's bits").
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -496,7 +500,7 @@ void sb_cuda_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, 
 #undef BWD
 	LAUNCHED(im, "attention_backward");
 	if (dablk) {
-		k_dalpha<<<1, 64, 0, ctx->st>>>(dalpha, dablk, B, NH);
+		k_dalpha<<<cdiv(NH, 64), 64, 0, ctx->st>>>(dalpha, dablk, B, NH); /* a thread per head */
 		LAUNCHED(im, "attention_dalpha");
 	}
 }
@@ -545,11 +549,12 @@ void sb_cuda_attention_stats(struct sb_ctx *ctx, struct sb_attn_stats *st, const
 		return;
 	size_t nb = (size_t)B * NH;
 	double *dev = (double *)sb_cuda_scratch(im, nb * 3 * sizeof(double));
+	if (!dev) /* reported by sb_cuda_scratch */
+		return;
 	double *host = (double *)malloc(nb * 3 * sizeof(double));
-	if (!dev || !host) {
-		free(host);
-		if (!im->failed)
-			sb_cuda_fail(im, NULL, "attention_stats", "out of memory", 0, __FILE__, __LINE__);
+	if (!host) { /* the host's memory, not the device's failure: pending */
+		sb_cuda_refuse(im, NULL, SB_EINTERNAL, __FILE__, __LINE__, "attention_stats: out of host memory (%zu bytes)",
+			       nb * 3 * sizeof(double));
 		return;
 	}
 	k_attn_stats<<<(unsigned)nb, 128, 2 * (size_t)T * sizeof(double), ctx->st>>>(dev, P, nvalid, NH, T);

@@ -11,7 +11,9 @@
  * layer-norm parameter gradients, sums of squares) are two-pass with fixed
  * chunks, so results are deterministic (same bits on every run) but not the
  * CPU's bits. Every CUDA/cuBLAS call goes through CU_NOTE/CU_RET/CB_NOTE and
- * every launch through LAUNCHED: a failure becomes the backend's sticky error.
+ * every launch through LAUNCHED: a failure is recorded, sticky when it poisons the
+ * context and pending otherwise (cuda_common.cuh); shapes and requests this backend
+ * refuses go through sb_cuda_refuse (pending, never counted as a device failure).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -178,16 +180,60 @@ int sb_cuda_sync(struct cuda_impl *im, struct sb_err *err)
 				    "attention (sample %d): attn_norm: n_valid = %d outside 1..T", im->dflag_host[1],
 				    im->dflag_host[3]);
 		memset(im->dflag_host, 0, 4 * sizeof(int));
-		if (err) {
-			im->pending = 0; /* the data error is the one to report */
+		if (im->pending) /* an earlier error waits: the first one is reported, as everywhere */
+			return sb_cuda_sticky(im, err);
+		if (err)
 			*err = e;
-		} else if (!im->pending) {
+		else {
 			im->pending = 1;
 			im->pend = e;
 		}
 		return SB_EDATA;
 	}
 	return sb_cuda_sticky(im, err);
+}
+
+struct retired_buf {
+	void *p;
+	size_t n;
+	struct retired_buf *next;
+};
+
+/* Give back a scratch or ones buffer being replaced. While a recorded step exists it may
+ * name this buffer (replays run between op-by-op steps that grow it): keep it until the
+ * last recording is freed. A node we cannot allocate leaks the buffer rather than free
+ * it under a recording. */
+static void drop_buffer(struct cuda_impl *im, void *p, size_t n)
+{
+	if (!p)
+		return;
+	if (im->graphs_live > 0 || im->capturing) {
+		struct retired_buf *r = (struct retired_buf *)malloc(sizeof *r);
+		if (r) {
+			r->p = p;
+			r->n = n;
+			r->next = im->retired;
+			im->retired = r;
+			im->retired_n += n;
+		}
+		return;
+	}
+	CU_NOTE(im, cudaFreeAsync(p, im->ctx.st));
+}
+
+/* free the retired buffers, ordered on the stream after every replay queued so far */
+static void free_retired(struct cuda_impl *im, int check)
+{
+	while (im->retired) {
+		struct retired_buf *r = im->retired;
+		im->retired = r->next;
+		if (check)
+			CU_NOTE(im, cudaFreeAsync(r->p, im->ctx.st));
+		else
+			cudaFreeAsync(r->p, im->ctx.st);
+		free(r);
+	}
+	im->retired_n = 0;
 }
 
 void *sb_cuda_scratch(struct cuda_impl *im, size_t bytes)
@@ -199,8 +245,7 @@ void *sb_cuda_scratch(struct cuda_impl *im, size_t bytes)
 			       bytes);
 		return NULL;
 	}
-	if (im->scr)
-		CU_NOTE(im, cudaFreeAsync(im->scr, im->ctx.st));
+	drop_buffer(im, im->scr, im->scr_n);
 	im->scr = NULL;
 	im->scr_n = 0;
 	size_t n = bytes + bytes / 4 + 4096;
@@ -232,6 +277,11 @@ static void *cu_alloc(struct sb_backend *be, size_t bytes)
 	struct cuda_impl *im = IM(be);
 	if (im->failed)
 		return NULL;
+	if (im->capturing) { /* it would become an allocation node of the recording */
+		sb_cuda_refuse(im, NULL, SB_EINTERNAL, __FILE__, __LINE__, "an allocation of %zu bytes while recording a step",
+			       bytes);
+		return NULL;
+	}
 	if (bytes == 0)
 		bytes = 64;
 	bytes = (bytes + 255) & ~(size_t)255;
@@ -270,6 +320,11 @@ static void cu_free(struct sb_backend *be, void *p)
 			break;
 		}
 	pthread_mutex_unlock(&blk_mu);
+	if (im->capturing) { /* not a free node of the recording: freed later, and the recording refused */
+		sb_cuda_refuse(im, NULL, SB_EINTERNAL, __FILE__, __LINE__, "a free while recording a step");
+		drop_buffer(im, p, 0);
+		return;
+	}
 	cudaFreeAsync(p, im->ctx.st); /* errors here are not worth failing a cell for */
 }
 
@@ -587,8 +642,7 @@ static const float *ones_of(struct sb_ctx *ctx, int M)
 		sb_cuda_refuse(im, NULL, SB_EINTERNAL, __FILE__, __LINE__, "a ones vector needed while recording");
 		return NULL;
 	}
-	if (im->ones)
-		CU_NOTE(im, cudaFreeAsync(im->ones, ctx->st));
+	drop_buffer(im, im->ones, im->ones_n * sizeof(float));
 	im->ones = NULL;
 	im->ones_n = 0;
 	size_t n = (size_t)M < ((size_t)1 << 16) ? ((size_t)1 << 16) : (size_t)M * 2;
@@ -689,8 +743,9 @@ void sb_cuda_ln_forward(struct sb_ctx *ctx, float *out, float *r, float *mean, f
 		k_ln_fwd<16><<<g, 256, 0, ctx->st>>>(out, r, mean, rstd, mask, x, y, w, b, dr, M, d, sin, sout);
 		break;
 	default:
-		sb_cuda_fail(ctx->im, NULL, "layer norm", "width d > 256 is not supported by the CUDA backend", 0,
-			     __FILE__, __LINE__);
+		/* a shape this backend refuses: pending, not the device's failure */
+		sb_cuda_refuse(ctx->im, NULL, SB_EDATA, __FILE__, __LINE__,
+			       "layer norm: width d = %d (the CUDA backend does 1..256)", d);
 		return;
 	}
 	LAUNCHED(ctx->im, "ln_forward");
@@ -802,8 +857,9 @@ static void cu_residual_ln_backward(struct sb_ctx *ctx, float *dx, float *dy, fl
 		k_ln_bwd<16><<<nb, 256, 0, ctx->st>>>(dx, dy, part, dout, r, mean, rstd, mk, w, p, M, d);
 		break;
 	default:
-		sb_cuda_fail(ctx->im, NULL, "layer norm", "width d > 256 is not supported by the CUDA backend", 0,
-			     __FILE__, __LINE__);
+		/* a shape this backend refuses: pending, not the device's failure */
+		sb_cuda_refuse(ctx->im, NULL, SB_EDATA, __FILE__, __LINE__,
+			       "layer norm: width d = %d (the CUDA backend does 1..256)", d);
 		return;
 	}
 	LAUNCHED(ctx->im, "ln_backward");
@@ -1230,6 +1286,8 @@ static int cu_graph_end(struct sb_backend *be, void **graph, struct sb_err *err)
 	im->capturing = 0;
 	int bad = im->capture_bad;
 	im->capture_bad = 0;
+	if (!im->graphs_live)
+		free_retired(im, 1); /* anything retired during a failed recording */
 	if (e != cudaSuccess || bad || im->failed) {
 		if (g)
 			cudaGraphDestroy(g);
@@ -1249,6 +1307,7 @@ static int cu_graph_end(struct sb_backend *be, void **graph, struct sb_err *err)
 				      cudaGetErrorString(e));
 	}
 	*graph = (void *)x;
+	im->graphs_live++;
 	return 0;
 }
 
@@ -1262,8 +1321,12 @@ static int cu_graph_launch(struct sb_backend *be, void *graph, struct sb_err *er
 
 static void cu_graph_free(struct sb_backend *be, void *graph)
 {
-	if (graph)
-		cudaGraphExecDestroy((cudaGraphExec_t)graph);
+	struct cuda_impl *im = IM(be);
+	if (!graph)
+		return;
+	cudaGraphExecDestroy((cudaGraphExec_t)graph); /* one in flight is destroyed when it completes */
+	if (im->graphs_live > 0 && --im->graphs_live == 0)
+		free_retired(im, 1);
 }
 
 /* ================================================================ open / close */
@@ -1494,6 +1557,7 @@ static void cu_destroy(struct sb_backend *be)
 			cudaFreeAsync(im->scr, im->ctx.st);
 		if (im->ones)
 			cudaFreeAsync(im->ones, im->ctx.st);
+		free_retired(im, 0);
 		if (im->ctx.st)
 			cudaStreamSynchronize(im->ctx.st);
 		if (im->ctx.blas)
@@ -1535,4 +1599,9 @@ extern "C" int sb_cuda_device_lost(struct sb_backend *be)
 extern "C" size_t sb_cuda_bytes_peak(struct sb_backend *be)
 {
 	return be && be->ops == &cuda_ops ? IM(be)->bytes_peak : 0;
+}
+
+extern "C" size_t sb_cuda_retired_bytes(struct sb_backend *be)
+{
+	return be && be->ops == &cuda_ops ? IM(be)->retired_n : 0;
 }

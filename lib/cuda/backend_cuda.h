@@ -13,14 +13,17 @@
  *   waits (default: yield; block for many cells on few cores); it applies to
  *   the whole process and is set by the first open.
  *
- * Errors: a failed CUDA or cuBLAS call makes the backend's error sticky: every
- * later upload, download, run, attention_forward and sumsq (NaN) reports it.
- * sb_cuda_failed says whether that happened, and sb_cuda_device_lost whether the
- * failure poisons the whole device context (illegal address, launch failure...),
- * in which case every backend in the process is unusable and the caller should
- * end its cells with status failed_device for a retry in a new process.
- * Data errors found on the device (n_valid outside 1..T, a row with no finite
- * score) are reported at the next synchronisation as SB_EDATA.
+ * Errors (docs/cuda.md "Errors"): a failure that poisons the device context
+ * (illegal address, launch failure...) is sticky: every later upload, download,
+ * run, attention_forward and sumsq (NaN) reports it, and sb_cuda_device_lost says
+ * so; every backend in the process is then unusable and the caller should end its
+ * cells with status failed_device for a retry in a new process. Any other failure
+ * (a CUDA or cuBLAS error, a shape this backend refuses, a wait or an allocation
+ * while recording) is pending: the op that can report it returns it, else the next
+ * fallible call, once; the first one is kept until reported. sb_cuda_failed says
+ * whether a CUDA or cuBLAS call itself failed. Data errors found on the device
+ * (n_valid outside 1..T, a row with no finite score) are reported at the next
+ * synchronisation as SB_EDATA.
  */
 #ifndef SB_BACKEND_CUDA_H
 #define SB_BACKEND_CUDA_H
@@ -36,7 +39,8 @@
 extern "C" {
 #endif
 
-/* 1 when be is a CUDA backend whose error is sticky (a CUDA call failed) */
+/* 1 when be is a CUDA backend on which a CUDA or cuBLAS call failed outside a
+ * recording (a refused shape, a refusal while recording or a data error does not count) */
 int sb_cuda_failed(struct sb_backend *be);
 /* 1 when that failure is one that poisons the device context for the process */
 int sb_cuda_device_lost(struct sb_backend *be);
@@ -44,6 +48,10 @@ int sb_cuda_device_lost(struct sb_backend *be);
 int sb_cuda_device_count(void);
 /* bytes allocated through this backend now, and their peak */
 size_t sb_cuda_bytes_peak(struct sb_backend *be);
+/* bytes of scratch buffers replaced while a recorded step existed and kept (not freed)
+ * because a replay may still use them; freed when the backend's last recording is
+ * freed (tests: a replay after the scratch grew must not use freed memory) */
+size_t sb_cuda_retired_bytes(struct sb_backend *be);
 
 /* ---- host builds of the row kernels, for tests without a GPU ----
  * The same source as the device code (lib/cuda/ *.cuh) compiled for the host. */

@@ -70,11 +70,20 @@ struct cuda_impl {
 	double *red_dev;
 	void *workspace;     /* cuBLAS workspace (own per handle: reproducible) */
 	size_t workspace_n;
-	/* scratch grown on first use (the first step), never during later steps */
+	/* scratch grown on first use (the first step), never during a recording */
 	float *ones;
 	size_t ones_n;
 	void *scr;
 	size_t scr_n;
+	/* A recorded step (CUDA graph) names the scratch and ones buffers it was recorded
+	 * with. Ops issued one by one between replays (statistics steps, evaluation) may
+	 * grow them; while any recording exists the old buffer is retired, not freed, so a
+	 * replay never writes to memory the pool has handed to someone else. Retired
+	 * buffers are freed (stream-ordered, after every replay queued) when the last
+	 * recording is freed, and at destroy. */
+	int graphs_live;     /* recordings instantiated by graph_end and not yet freed */
+	struct retired_buf *retired;
+	size_t retired_n;    /* bytes held by retired buffers */
 	int max_smem;
 	int sm_count;
 	size_t bytes_now, bytes_peak;

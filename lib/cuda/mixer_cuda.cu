@@ -100,8 +100,9 @@ void sb_cuda_localmix_forward(struct sb_ctx *ctx, float *out, float *y, float *z
 		k_mix_ln<16><<<g, 256, 0, ctx->st>>>(y, mean, rstd, x, nvalid, lnw, lnb, B, T, d);
 		break;
 	default:
-		sb_cuda_fail(ctx->im, NULL, "local mixer", "width d > 256 is not supported by the CUDA backend", 0,
-			     __FILE__, __LINE__);
+		/* a shape this backend refuses: pending, not the device's failure */
+		sb_cuda_refuse(ctx->im, NULL, SB_EDATA, __FILE__, __LINE__,
+			       "local mixer: width d = %d (the CUDA backend does 1..256)", d);
 		return;
 	}
 	LAUNCHED(ctx->im, "localmix_ln");

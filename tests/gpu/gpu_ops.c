@@ -14,7 +14,12 @@
 #include "attn_norm.h"
 
 static struct genv E;
-static double TOL_MM = 1e-10;  /* cuBLAS vs OpenBLAS products (fp32); tf32: 1e-5 */
+static const char *g_device = "cuda";
+
+/* the CUDA backend's queries (lib/cuda/backend_cuda.h); weak: absent in a CUDA=0 build */
+int sb_cuda_failed(struct sb_backend *be) __attribute__((weak));
+size_t sb_cuda_retired_bytes(struct sb_backend *be) __attribute__((weak));
+static double TOL_MM = 1e-10;  /* cuBLAS vs the CPU backend's own GEMM (fp32); tf32: 1e-5 */
 static const double TOL_EX = 1e-10; /* ops in the CPU's order (bit-identical to the CPU's scalar paths; within rounding of its AVX-512 ones) */
 static const double TOL_RED = 1e-10; /* sums in another order */
 
@@ -528,6 +533,54 @@ static void t_errors(void)
 	g_check(&E, !h1 && h2, "an error of a void op is reported once, then the backend goes on", det);
 	free(h1);
 	free(h2);
+	/* 2b. widths d > 256 (layer norm, local mixer): refused, pending, reported once as
+	 * SB_EDATA, and not a device failure (sb_cuda_failed stays as it was: a cell of
+	 * train/multicell.c would be "failed", not "failed_device", and not retried) */
+	for (int op = 0; op < 3; op++) {
+		static const char *const name[] = {"residual_ln_forward", "residual_ln_backward", "localmix_forward"};
+		int f0 = sb_cuda_failed ? sb_cuda_failed(E.gpu) : 0;
+		int M = 2, d = 300; /* M * d floats fit in buf */
+		sb_err_clear(&e1);
+		sb_err_clear(&e2);
+		if (op == 0)
+			E.gpu->ops->residual_ln_forward(E.gc, buf, buf, buf, buf, NULL, buf, NULL, buf, buf, NULL, M, d);
+		else if (op == 1)
+			E.gpu->ops->residual_ln_backward(E.gc, buf, NULL, buf, buf, buf, buf, buf, buf, NULL, buf, 0.0f, M,
+							 d);
+		else
+			E.gpu->ops->localmix_forward(E.gc, buf, buf, buf, buf, buf, buf, NULL, buf, buf, buf, buf, buf, 1, M,
+						     d, 0);
+		int f1 = sb_cuda_failed ? sb_cuda_failed(E.gpu) : 0;
+		h1 = g_down(&E, buf, 4, &e1);
+		h2 = g_down(&E, buf, 4, &e2);
+		snprintf(det, sizeof det, "%s d=%d: first download %s (code %d); second %s; sb_cuda_failed %d -> %d", name[op],
+			 d, h1 ? "no error (WRONG)" : e1.msg, e1.code, h2 ? "works" : e2.msg, f0, f1);
+		g_check(&E, !h1 && e1.code == SB_EDATA && h2 && f1 == f0 && !f1, "a refused width is pending, not a device failure",
+			det);
+		free(h1);
+		free(h2);
+	}
+	/* 2c. a data error found on the device while another error is pending: the first
+	 * (pending) one is reported first, then the data error at the next wait, then none */
+	{
+		struct sb_err e3 = {0};
+		float *h3;
+		sb_err_clear(&e1);
+		sb_err_clear(&e2);
+		E.gpu->ops->residual_ln_forward(E.gc, buf, buf, buf, buf, NULL, buf, NULL, buf, buf, NULL, 2, 300);
+		E.gpu->ops->attention_backward(E.gc, buf, NULL, buf, buf, buf, buf, buf, gnv, NULL, &nm, 1, 8, 16, 1);
+		h1 = g_down(&E, buf, 4, &e1);
+		h2 = g_down(&E, buf, 4, &e2);
+		h3 = g_down(&E, buf, 4, &e3);
+		snprintf(det, sizeof det,
+			 "refused layer norm, then n_valid = 0 in attention_backward: downloads report %s; %s (code %d); %s",
+			 h1 ? "no error (WRONG)" : e1.msg, h2 ? "no error (WRONG)" : e2.msg, e2.code, h3 ? "works" : e3.msg);
+		g_check(&E, !h1 && strstr(e1.msg, "layer norm") && !h2 && e2.code == SB_EDATA && h3,
+			"the first pending error is reported first, the data error next", det);
+		free(h1);
+		free(h2);
+		free(h3);
+	}
 data_error:
 	/* 3. a data error found by a kernel (n_valid = 0): SB_EDATA at the next wait, once */
 	sb_err_clear(&e1);
@@ -609,6 +662,136 @@ static void t_graph(void)
 	FREEH(x, o, mk);
 }
 
+/* A recording names the scratch (and ones) buffer of its time. Ops issued op by op
+ * between replays may grow it (statistics steps, evaluation); the replay must not
+ * then write to the freed old buffer, which the device's pool hands to the next
+ * allocation. Here: a fresh backend; the layer norm backward (scratch for its
+ * partial sums) and a bias gradient (the ones vector) recorded at M0 rows; both grown
+ * op by op at M1 rows; new buffers allocated (where the pool would put the old ones)
+ * and filled with a pattern; then the replay must give the right sums and leave the
+ * new buffers alone. */
+static void t_graph_scratch(void)
+{
+	if (!E.gpu->ops->graph_begin || !strcmp(E.gpu->name, "cpu")) {
+		g_check(&E, 1, "replay after the scratch grew", "skipped (no recorded steps on this backend)");
+		return;
+	}
+	struct genv save = E;
+	struct sb_err err = {0};
+	struct sb_backend *g = NULL;
+	if (sb_backend_open(g_device, 1, &g, &err)) {
+		g_check(&E, 0, "replay after the scratch grew: open a fresh backend", err.msg);
+		return;
+	}
+	E.gpu = g;
+	E.gc = sb_be_main(g);
+	const int d = 64, M0 = 64, M1 = 64 * 200, MB = 70000; /* MB > the 65536 ones of the first size */
+	size_t n1 = (size_t)M1 * d;
+	float *x = g_randn(&E, n1, 2), *w = g_randn(&E, d, 0.3f), *b = g_randn(&E, d, 0.1f), *go = g_randn(&E, n1, 1);
+	for (int c = 0; c < d; c++)
+		w[c] += 1;
+	float *o = malloc(n1 * 4), *r = malloc(n1 * 4), *mu = malloc(M1 * 4), *rs = malloc(M1 * 4);
+	E.cpu->ops->residual_ln_forward(E.cc, o, r, mu, rs, NULL, x, NULL, w, b, NULL, M1, d);
+	/* the CPU's answer for M0 rows: dx, dy, dw, db (from zero) and dbias = dout^T 1 */
+	float *dx = malloc((size_t)M0 * d * 4), *dy = malloc((size_t)M0 * d * 4), *dw = calloc(d, 4), *db = calloc(d, 4),
+	      *dbias = calloc(d, 4);
+	E.cpu->ops->residual_ln_backward(E.cc, dx, dy, dw, db, go, r, mu, rs, NULL, w, 0.0f, M0, d);
+	for (int c = 0; c < d; c++) {
+		double s = 0;
+		for (int i = 0; i < M0; i++)
+			s += go[(size_t)i * d + c];
+		dbias[c] = (float)s;
+	}
+	float *gr = g_up(&E, r, n1 * 4), *gm = g_up(&E, mu, M1 * 4), *gs = g_up(&E, rs, M1 * 4), *gw = g_up(&E, w, d * 4),
+	      *gg = g_up(&E, go, n1 * 4);
+	float *gdx = g_poison(&E, (size_t)M0 * d), *gdy = g_poison(&E, (size_t)M0 * d), *gdw = g_poison(&E, d),
+	      *gdb = g_poison(&E, d), *gdbias = g_poison(&E, d);
+	float *bx = g_poison(&E, n1), *by = g_poison(&E, n1), *bw = g_poison(&E, d), *bb = g_poison(&E, d);
+	float *ob = g_randn(&E, MB, 1), *gob = g_up(&E, ob, (size_t)MB * 4), *g1 = g_poison(&E, 1);
+	struct sb_ctx *c = E.gc;
+	const struct sb_backend_ops *ops = g->ops;
+#define STEP_M0()                                                                                                  \
+	do {                                                                                                       \
+		ops->zero(c, gdw, d * 4);                                                                          \
+		ops->zero(c, gdb, d * 4);                                                                          \
+		ops->zero(c, gdbias, d * 4);                                                                       \
+		ops->residual_ln_backward(c, gdx, gdy, gdw, gdb, gg, gr, gm, gs, NULL, gw, 0.0f, M0, d);           \
+		ops->matmul_backward(c, NULL, NULL, gdbias, gg, NULL, NULL, M0, d, d, 0);                        \
+	} while (0)
+	STEP_M0(); /* op by op: the buffers of this size */
+	void *graph = NULL;
+	int rc = ops->graph_begin(g, &err);
+	if (!rc) {
+		STEP_M0();
+		rc = ops->graph_end(g, &graph, &err);
+	}
+	char det[400];
+	if (rc) {
+		g_check(&E, 0, "replay after the scratch grew: record", err.msg);
+	} else {
+		/* grow both op by op (other outputs) */
+		ops->residual_ln_backward(c, bx, by, bw, bb, gg, gr, gm, gs, NULL, gw, 0.0f, M1, d);
+		ops->matmul_backward(c, NULL, NULL, g1, gob, NULL, NULL, MB, 1, 1, 0);
+		size_t ret = sb_cuda_retired_bytes ? sb_cuda_retired_bytes(g) : 0;
+		/* new buffers where the pool would put the old scratch (4736 bytes) and ones (256 KiB) */
+		enum { NV = 8 };
+		static const size_t vsz[2] = {4736, 65536 * 4};
+		void *vic[2][NV];
+		unsigned char *pat = malloc(vsz[1]);
+		memset(pat, 0x5a, vsz[1]);
+		for (int k = 0; k < 2; k++)
+			for (int v = 0; v < NV; v++) {
+				vic[k][v] = sb_be_alloc(g, vsz[k]);
+				if (vic[k][v])
+					ops->upload(g, vic[k][v], pat, vsz[k], &(struct sb_err){0});
+			}
+		rc = ops->graph_launch(g, graph, &err);
+		snprintf(det, sizeof det, "graph_launch %s; %zu bytes retired while the recording lives",
+			 rc ? err.msg : "ok", ret);
+		g_check(&E, !rc && (!sb_cuda_retired_bytes || ret > 0), "replay after the scratch grew: launch", det);
+		const char *sh = "M0=64 d=64 recorded, grown to M=12800 (ln) and M=70000 (bias)";
+		g_cmp(&E, "replayed residual_ln_backward dx", sh, gdx, dx, (size_t)M0 * d, TOL_EX);
+		g_cmp(&E, "replayed residual_ln_backward dy", sh, gdy, dy, (size_t)M0 * d, TOL_EX);
+		g_cmp(&E, "replayed residual_ln_backward dw", sh, gdw, dw, d, TOL_RED);
+		g_cmp(&E, "replayed residual_ln_backward db", sh, gdb, db, d, TOL_RED);
+		g_cmp(&E, "replayed matmul_backward dbias", sh, gdbias, dbias, d, TOL_RED);
+		size_t bad = 0, nv = 0;
+		for (int k = 0; k < 2; k++)
+			for (int v = 0; v < NV; v++) {
+				if (!vic[k][v])
+					continue;
+				nv++;
+				unsigned char *h = (unsigned char *)g_down(&E, vic[k][v], vsz[k], &err);
+				if (!h || memcmp(h, pat, vsz[k]))
+					bad++;
+				free(h);
+				sb_be_free(g, vic[k][v]);
+			}
+		snprintf(det, sizeof det, "%zu of %zu buffers allocated after the growth were written by the replay", bad,
+			 nv);
+		g_check(&E, bad == 0 && nv == 2 * NV, "a replay does not write to freed scratch", det);
+		free(pat);
+		ops->graph_free(g, graph);
+		size_t after = sb_cuda_retired_bytes ? sb_cuda_retired_bytes(g) : 0;
+		snprintf(det, sizeof det, "%zu bytes retired after the last recording was freed", after);
+		g_check(&E, after == 0, "retired scratch freed with the last recording", det);
+	}
+#undef STEP_M0
+	FREED(gr, gm, gs, gw, gg, gdx, gdy, gdw, gdb, gdbias, bx, by, bw, bb, gob, g1);
+	FREEH(x, w, b, go, o, r, mu, rs, dx, dy, dw, db, dbias, ob);
+	{
+		float *z = g_poison(&E, 1), *h = z ? g_down(&E, z, 4, &err) : NULL;
+		int f = sb_cuda_failed ? sb_cuda_failed(g) : 0;
+		snprintf(det, sizeof det, "no pending or sticky error: %s; sb_cuda_failed %d", h ? "none" : err.msg, f);
+		g_check(&E, h && !f, "replay after the scratch grew: backend healthy", det);
+		free(h);
+		sb_be_free(g, z);
+	}
+	sb_backend_close(g);
+	E.gpu = save.gpu;
+	E.gc = save.gc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *device = "cuda", *tsv = NULL;
@@ -628,6 +811,7 @@ int main(int argc, char **argv)
 	struct sb_err err = {0};
 	E.rs = seed * 2654435761u + 1;
 	E.section = "ops";
+	g_device = device;
 	printf("# gpu_ops: seed %llu, device %s\n", (unsigned long long)seed, device);
 	if (sb_backend_cpu_open(0, &E.cpu, &err) || sb_backend_open(device, 1, &E.gpu, &err)) {
 		printf("not ok 1 - open backends: %s\n0 passed, 1 failed\n", err.msg);
@@ -684,6 +868,9 @@ int main(int argc, char **argv)
 	/* the compact model's full-size block: B = 256 */
 	t_attention("softmax", 1.5, 0, 0, 0, 256, 50, 64, 4, 0);
 	t_attention("headwise_adaptive_entmax", 1.5, 0, 0, 1, 256, 50, 64, 4, 0);
+	/* more than 64 heads: d alpha of every head (k_dalpha's grid) */
+	t_attention("headwise_adaptive_entmax", 1.5, 0, 0, 1, 2, 10, 160, 80, 0);
+	t_attention("entmax_bisect", 1.3, 0, 0, 0, 2, 10, 130, 130, 0);
 	t_localmix(3, 10, 32, 3, 0);
 	t_localmix(2, 50, 64, 7, 0);
 	t_localmix(3, 10, 32, 0, 1);
@@ -695,6 +882,7 @@ int main(int argc, char **argv)
 	t_loss_optim(37, 100, 1000003);
 	t_errors();
 	t_graph();
+	t_graph_scratch();
 	printf("# gpu_ops: %.1f s\n", g_now() - t0);
 	{ /* a sticky backend error surfaces at the next download */
 		float *z = g_poison(&E, 1), *h = z ? g_down(&E, z, 4, &err) : NULL;

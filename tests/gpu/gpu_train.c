@@ -4,8 +4,8 @@
  * 1. CPU vs CUDA, teacher-forced: before every step the CUDA model is given the CPU
  *    model's state (parameters, AdamW moments, step), both take the same step (same
  *    batch, dropout masks), and the losses, gradient norms and parameters after the
- *    step are compared. Per step the backends differ only by rounding (cuBLAS vs
- *    OpenBLAS products, reductions in another order), so nothing accumulates over
+ *    step are compared. Per step the backends differ only by rounding (cuBLAS vs the
+ *    CPU backend's own GEMM, reductions in another order), so nothing accumulates over
  *    steps. Top-k and bottom-k select exactly k keys per row: when the k-th and
  *    (k+1)-th scores of a row are closer than that rounding, the two backends may
  *    select different keys, and the row's probabilities then differ by O(1) (a
