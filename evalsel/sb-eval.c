@@ -67,7 +67,9 @@ static const char usage_text[] =
     "    \"incomplete\")}\n"
     "  RUN_DIR/val-correct-NNN.bits: one bit per validation example in split order (bit i of byte\n"
     "    i/8, least significant first), 1 = correct\n"
-    "stdout: run.meta, then the eval.epoch and eval.done records of every run directory.\n"
+    "stdout: run.meta (inputs: each run's cell.json, the pools read, every checkpoint, and the\n"
+    "  val.ndjson whose records were kept; docs/sb-eval.md), then the eval.epoch and eval.done\n"
+    "  records of every run directory.\n"
     "\n"
     "Exit status: 0 ok; 1 refused (a dataset file with split=test); 2 usage; 3 bad input (malformed\n"
     "cell.json, a checkpoint that differs from train.ndjson's hash, a pool that is not the one the\n"
@@ -136,11 +138,59 @@ static int read_pool(const char *path, const struct sb_dataset **out, struct sb_
 	return 0;
 }
 
+/* What stdout's run.meta says (DESIGN §4), known only when every run directory is
+ * done (the records wait in a temporary file until then): the files the records on
+ * stdout were made from, as they were hashed, and the device and threads of the first
+ * evaluation that opened a backend. */
+struct std_meta {
+	struct sb_input *in; /* paths owned */
+	size_t n;
+	char device[256];
+	int threads; /* 0: no backend opened */
+};
+
+static int std_input(struct std_meta *m, const char *path, const char *sha, uint64_t size, struct sb_err *err)
+{
+	for (size_t i = 0; i < m->n; i++) /* a pool shared by several runs is listed once */
+		if (strcmp(m->in[i].path, path) == 0 && strcmp(m->in[i].sha256, sha) == 0)
+			return 0;
+	struct sb_input *n2 = realloc(m->in, (m->n + 1) * sizeof *n2);
+	if (n2)
+		m->in = n2;
+	char *p = strdup(path);
+	if (!n2 || !p) {
+		free(p);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	memset(&m->in[m->n], 0, sizeof *m->in);
+	m->in[m->n].path = p;
+	snprintf(m->in[m->n].sha256, sizeof m->in[m->n].sha256, "%s", sha);
+	m->in[m->n].size_bytes = size;
+	m->n++;
+	return 0;
+}
+
+static void std_backend(struct std_meta *m, const char *device, int threads)
+{
+	if (m->threads)
+		return;
+	snprintf(m->device, sizeof m->device, "%s", device);
+	m->threads = threads;
+}
+
+static void std_meta_free(struct std_meta *m)
+{
+	for (size_t i = 0; i < m->n; i++)
+		free((char *)m->in[i].path);
+	free(m->in);
+}
+
 struct ckpt {
 	int64_t e; /* epochs_completed */
 	char name[64];
 	char *path;
 	char sha[SB_SHA256_HEX];
+	uint64_t size;                  /* bytes hashed */
 	const struct sb_val_epoch *old; /* reusable record, or NULL */
 	struct sb_json *rec;            /* the record of this run (owned), when evaluated */
 };
@@ -215,8 +265,13 @@ static int read_cell(const char *run, struct cell *c, struct sb_err *err)
 		if (!rc && (strchr(c->task, '/') || !c->task[0]))
 			rc = SB_ERR(err, SB_EDATA, "bad task name '%s'", c->task);
 	}
-	if (rc) {
+	if (rc)
 		sb_err_prefix(err, "%s", p);
+	/* an edited cell.json is refused here, whether or not any epoch is evaluated again
+	 * (sb_evalrun_open checks it too, but is not called when nothing changed) */
+	else
+		rc = sb_evalrun_cell_check(c->json, p, err);
+	if (rc) {
 		sb_json_free(c->json);
 		c->json = NULL;
 	}
@@ -327,7 +382,7 @@ static const char *body_after_meta(const char *buf, size_t n, size_t *len)
 	return nl + 1;
 }
 
-static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, struct sb_err *err)
+static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, struct std_meta *sm, struct sb_err *err)
 {
 	struct cell c;
 	SB_TRY(read_cell(run, &c, err));
@@ -392,11 +447,19 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 			            (long long)c.epochs);
 			goto out;
 		}
-		char side[4200];
+		char side[4200], want[SB_SHA256_HEX];
 		snprintf(side, sizeof side, "%s.sha256", ck[i].path);
-		if ((rc = sb_file_exists(side) ? sb_sidecar_verify(ck[i].path, ck[i].sha, err)
-		                               : sb_sha256_file(ck[i].path, ck[i].sha, NULL, err)))
+		if ((rc = sb_sha256_file(ck[i].path, ck[i].sha, &ck[i].size, err)))
 			goto out;
+		if (sb_file_exists(side)) {
+			if ((rc = sb_sidecar_read(ck[i].path, want, err)))
+				goto out;
+			if (strcmp(want, ck[i].sha) != 0) {
+				rc = SB_ERR(err, SB_EDATA, "%s: SHA-256 mismatch: expected %s, actual %s", ck[i].path,
+				            want, ck[i].sha);
+				goto out;
+			}
+		}
 		const char *ts = train_sha(&ti, ck[i].e);
 		if (ts && strcmp(ts, ck[i].sha) != 0) {
 			rc = SB_ERR(err, SB_EDATA, "%s: SHA-256 %s differs from the one train.ndjson recorded (%s)",
@@ -489,6 +552,7 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 		}
 		inputs[n_inputs].path = pool_path;
 		memcpy(inputs[n_inputs].sha256, ds->sha256, SB_SHA256_HEX);
+		inputs[n_inputs].size_bytes = ds->size_bytes;
 		n_inputs++;
 		if ((rc = sb_split_carve(ds, (uint64_t)c.seed, c.val_fraction, c.limit, &split, err)))
 			goto out_paths;
@@ -569,6 +633,7 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 		if (!ck[i].old) {
 			inputs[n_inputs].path = ck[i].path;
 			memcpy(inputs[n_inputs].sha256, ck[i].sha, SB_SHA256_HEX);
+			inputs[n_inputs].size_bytes = ck[i].size;
 			n_inputs++;
 		}
 	}
@@ -605,9 +670,27 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 	} else if (!todo) {
 		sb_progress(1, "%s: unchanged (%zu epoch(s))", c.cell_id, nck);
 	}
-	/* and the records to stdout */
-	if (!rc && (fwrite(body.buf, 1, body.len, stdout) != body.len || fflush(stdout) != 0))
-		rc = SB_ERRNO(err, "write error: stdout");
+	/* and the records to stdout, with what they were made from: cell.json, the pool (when
+	 * read), every checkpoint (all hashed above), the old val.ndjson (when records of it
+	 * were kept) */
+	if (!rc && (fwrite(body.buf, 1, body.len, std->out) != body.len || fflush(std->out) != 0))
+		rc = SB_ERRNO(err, "write error: stdout (its temporary file)");
+	if (!rc)
+		rc = std_input(sm, inputs[0].path, inputs[0].sha256, inputs[0].size_bytes, err); /* cell.json */
+	if (!rc && pool_path)
+		rc = std_input(sm, pool_path, ds->sha256, ds->size_bytes, err);
+	int kept = 0;
+	for (size_t i = 0; i < nck && !rc; i++) {
+		kept |= ck[i].old != NULL;
+		rc = std_input(sm, ck[i].path, ck[i].sha, ck[i].size, err);
+	}
+	if (!rc && kept) {
+		char hex[SB_SHA256_HEX];
+		sb_sha256_buf(old_buf, old_len, hex);
+		rc = std_input(sm, val_path, hex, old_len, err);
+	}
+	if (!rc && er)
+		std_backend(sm, sb_evalrun_device(er), sb_evalrun_threads(er));
 out_paths:
 	free(cell_path);
 	free(pool_path);
@@ -667,11 +750,14 @@ static int run_family(const char *run)
 	return family;
 }
 
-static int eval_family_run(const char *run, int family, const struct opts *o, struct sb_jw *std, struct sb_err *err)
+static int eval_family_run(const char *run, int family, const struct opts *o, struct sb_jw *std, struct std_meta *sm,
+                           struct sb_err *err)
 {
 	struct sb_backend *be = NULL;
 	SB_TRY(sb_backend_open(o->device, (int)o->threads, &be, err));
 	int rc = FAMILIES[family].eval(run, be, (const char *const *)o->settings, o->n_settings, err);
+	if (!rc)
+		std_backend(sm, be->device, be->threads);
 	sb_backend_close(be);
 	if (rc)
 		return rc;
@@ -686,10 +772,7 @@ static int eval_family_run(const char *run, int family, const struct opts *o, st
 	sb_jw_kstr(std, "status", "completed");
 	sb_jw_obj_end(std);
 	free(path);
-	SB_TRY(sb_jw_line(std, err));
-	if (fflush(stdout))
-		return SB_ERRNO(err, "write error: stdout");
-	return 0;
+	return sb_jw_line(std, err);
 }
 
 int main(int argc, char **argv)
@@ -742,11 +825,16 @@ int main(int argc, char **argv)
 	if (optind >= argc)
 		sb_cli_usage_error("no run directories given");
 
-	struct sb_jw std;
-	sb_jw_init(&std, stdout);
-	struct sb_run_meta meta = {.device = o.device};
-	if (sb_record_run_meta(&std, &meta, &err))
+	/* the records go to a temporary file first: stdout's run.meta, which comes first, names
+	 * inputs known only when every run directory is done */
+	FILE *tmp = tmpfile();
+	if (!tmp) {
+		SB_ERRNO(&err, "a temporary file for stdout's records");
 		sb_cli_die(&err);
+	}
+	struct sb_jw std;
+	sb_jw_init(&std, tmp);
+	struct std_meta sm = {0};
 	int status = 0;
 	for (int i = optind; i < argc; i++) {
 		struct sb_err e = {0};
@@ -758,11 +846,11 @@ int main(int argc, char **argv)
 			rc = o.n_settings ? SB_ERR(&e, SB_EUSAGE, "--set applies to lm runs, not to SAS runs")
 			                  : sb_eval_sas(argv[i], &std, &e);
 		else if (family >= 0)
-			rc = eval_family_run(argv[i], family, &o, &std, &e);
+			rc = eval_family_run(argv[i], family, &o, &std, &sm, &e);
 		else if (o.n_settings && family == -1)
 			rc = SB_ERR(&e, SB_EUSAGE, "--set applies to the runs of other families (lm), not to encoder runs");
 		else
-			rc = eval_run(argv[i], &o, &std, &e);
+			rc = eval_run(argv[i], &o, &std, &sm, &e);
 		if (rc) {
 			/* messages name the file; add the run directory when they do not */
 			if (!strstr(e.msg, argv[i]))
@@ -773,6 +861,31 @@ int main(int argc, char **argv)
 		}
 	}
 	sb_jw_free(&std);
+	/* stdout: run.meta, then the records */
+	struct sb_jw mw;
+	sb_jw_init(&mw, stdout);
+	struct sb_run_meta meta = {.device = sm.threads ? sm.device : o.device,
+	                           .threads = sm.threads ? sm.threads : 1,
+	                           .inputs = sm.in,
+	                           .n_inputs = (int)sm.n};
+	int rc = sb_record_run_meta(&mw, &meta, &err);
+	sb_jw_free(&mw);
+	char buf[1 << 16];
+	size_t got;
+	if (!rc && (fflush(tmp) != 0 || fseek(tmp, 0, SEEK_SET) != 0))
+		rc = SB_ERRNO(&err, "stdout's records (their temporary file)");
+	/* a failed write to stdout is reported by sb_cli_finish (ferror) */
+	while (!rc && (got = fread(buf, 1, sizeof buf, tmp)) > 0 && fwrite(buf, 1, got, stdout) == got)
+		;
+	if (!rc && ferror(tmp))
+		rc = SB_ERRNO(&err, "stdout's records (their temporary file)");
+	if (rc) {
+		fprintf(stderr, "%s: %s\n", sb_prog, err.msg);
+		if (!status)
+			status = rc;
+	}
+	fclose(tmp);
+	std_meta_free(&sm);
 	if (pool_cache.valid)
 		sb_dataset_free(&pool_cache.ds);
 	free(o.settings);

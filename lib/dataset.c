@@ -78,11 +78,12 @@ int sb_dataset_read(const char *path, int allow_test, struct sb_dataset *ds, str
 	char expect[SB_SHA256_HEX];
 	char side[4200];
 	snprintf(side, sizeof side, "%s.sha256", path);
+	SB_TRY(sb_sha256_file(path, ds->sha256, &ds->size_bytes, err));
 	if (sb_file_exists(side)) {
-		SB_TRY(sb_sidecar_verify(path, expect, err));
-		memcpy(ds->sha256, expect, SB_SHA256_HEX);
-	} else {
-		SB_TRY(sb_sha256_file(path, ds->sha256, NULL, err));
+		SB_TRY(sb_sidecar_read(path, expect, err));
+		if (strcmp(ds->sha256, expect) != 0)
+			return SB_ERR(err, SB_EDATA, "%s: SHA-256 mismatch: expected %s, actual %s", path, expect,
+			              ds->sha256);
 	}
 	int rc = sb_st_read(path, &ds->ts, err);
 	if (rc)

@@ -42,6 +42,7 @@ struct sb_dataset {
 	const int32_t *seed;      /* presplit [n] */
 	const uint8_t *part;      /* presplit [n] */
 	char sha256[65];          /* SHA-256 of the file as read */
+	uint64_t size_bytes;      /* size of the file as hashed */
 	char path[4096];
 	struct sb_tensors ts;     /* owns the arrays */
 };

@@ -45,6 +45,27 @@ void sb_evalrun_close(struct sb_evalrun *r)
 	free(r);
 }
 
+static int check_cell(const struct sb_json *cell, const char *path, struct sb_cell *c, struct sb_err *err)
+{
+	if (!path)
+		path = "cell.json";
+	struct sb_err e2 = {0};
+	int rc = sb_cell_from_json(cell, 0, c, &e2);
+	if (rc)
+		return SB_ERR(err, rc == SB_EUSAGE ? SB_EDATA : rc, "%s: %s", path, e2.msg);
+	const char *id = sb_json_str(sb_json_get(cell, "cell_id"), NULL);
+	if (!id || strcmp(id, c->cell_id) != 0)
+		return SB_ERR(err, SB_EDATA, "%s: cell_id '%s' is not the one its fields hash to (%s)", path,
+		              id ? id : "(none)", c->cell_id);
+	return 0;
+}
+
+int sb_evalrun_cell_check(const struct sb_json *cell, const char *path, struct sb_err *err)
+{
+	struct sb_cell c;
+	return check_cell(cell, path, &c, err);
+}
+
 int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, const struct sb_evalrun_opts *o,
                     struct sb_evalrun **out, struct sb_err *err)
 {
@@ -52,16 +73,8 @@ int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, con
 	struct sb_evalrun *r = calloc(1, sizeof *r);
 	if (!r)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	struct sb_err e2 = {0};
-	int rc = sb_cell_from_json(cell, 0, &r->cell, &e2);
+	int rc = check_cell(cell, o ? o->cell_path : NULL, &r->cell, err);
 	if (rc) {
-		free(r);
-		return SB_ERR(err, rc == SB_EUSAGE ? SB_EDATA : rc, "cell.json: %s", e2.msg);
-	}
-	const char *id = sb_json_str(sb_json_get(cell, "cell_id"), NULL);
-	if (!id || strcmp(id, r->cell.cell_id) != 0) {
-		rc = SB_ERR(err, SB_EDATA, "cell.json: cell_id '%s' is not the one its fields hash to (%s)",
-		            id ? id : "(none)", r->cell.cell_id);
 		free(r);
 		return rc;
 	}

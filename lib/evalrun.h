@@ -22,6 +22,7 @@ struct sb_evalrun_opts {
 	int threads;        /* 0 = all cores */
 	int batch;          /* 0 = the cell's batch */
 	int probe;          /* 1: also the probe features of PROTOCOL A8 M1 (lib/probe_feat.h) */
+	const char *cell_path; /* the file the cell was read from, for messages (NULL: "cell.json") */
 };
 
 struct sb_evalrun_result {
@@ -38,10 +39,18 @@ struct sb_evalrun;
  * kept so that a build without one can say so before any data is read.) */
 int sb_evalrun_available(struct sb_err *err);
 
+/* Check a cell (the parsed cell.json of a run directory, read from path; NULL:
+ * "cell.json"): valid for the engine's cell layer (sb_cell_from_json), and its
+ * cell_id the one its fields hash to. SB_EDATA otherwise, "PATH: ..." (an edited
+ * cell.json). Callers that may skip sb_evalrun_open (sb-eval, when every epoch is
+ * unchanged; sb-test, before the read) call it themselves. */
+int sb_evalrun_cell_check(const struct sb_json *cell, const char *path, struct sb_err *err);
+
 /* Build the model a cell (the parsed cell.json of a run directory) describes,
  * for dataset ds (the pool or the test file of the cell's task). The cell is
  * validated by the engine's cell layer (sb_cell_from_json) and its cell_id must
- * be the one its fields hash to (SB_EDATA otherwise: an edited cell.json). */
+ * be the one its fields hash to (SB_EDATA otherwise: an edited cell.json; as
+ * sb_evalrun_cell_check, naming o->cell_path). */
 int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, const struct sb_evalrun_opts *o,
                     struct sb_evalrun **out, struct sb_err *err);
 

@@ -106,7 +106,7 @@ struct opts {
 struct plan {
 	const char *task, *method, *cell_id, *sha;
 	int64_t seed, epochs;
-	char *run_dir, *checkpoint;
+	char *run_dir, *checkpoint, *cell_path;
 	struct sb_json *cell;
 };
 
@@ -225,7 +225,13 @@ static int load_plan(const struct sb_json *sel, char **runs_dirs, int n_runs, st
 			free(cj);
 			return rc;
 		}
-		free(cj);
+		/* an edited cell.json (its fields no longer hash to its cell_id) is bad input, refused
+		 * here, before the read counts, not when the model is built from it */
+		if ((rc = sb_evalrun_cell_check(q->cell, cj, err))) {
+			free(cj);
+			return rc;
+		}
+		q->cell_path = cj;
 		if (!sb_file_exists(q->checkpoint))
 			return refuse(err, q->checkpoint, "checkpoint-present",
 			              "the full-budget checkpoint of a planned cell is missing");
@@ -245,6 +251,7 @@ static void free_plan(struct plan *p, size_t n)
 	for (size_t i = 0; p && i < n; i++) {
 		free(p[i].run_dir);
 		free(p[i].checkpoint);
+		free(p[i].cell_path);
 		sb_json_free(p[i].cell);
 	}
 	free(p);
@@ -372,7 +379,8 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 			struct sb_evalrun *er = NULL;
 			struct sb_evalrun_result res;
 			uint8_t *bits = NULL;
-			struct sb_evalrun_opts eo = {.device = o->device, .threads = (int)o->threads};
+			struct sb_evalrun_opts eo = {
+			    .device = o->device, .threads = (int)o->threads, .cell_path = q->cell_path};
 			if ((rc = sb_split_test(&ds, (uint64_t)q->seed, &idx, &n, err)))
 				break;
 			bits = calloc((size_t)(n + 7) / 8 + 1, 1);

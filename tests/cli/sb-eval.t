@@ -33,7 +33,7 @@ $ id=$(mkcell runs guardtask softmax 0 "0.5 0.6")
 $ rm runs/$id/val.ndjson runs/$id/val-correct-*.bits
 $ mkdir -p d/guardtask
 $ cp "$TOP/tests/fixtures/guard/data/guardtask/test.safetensors" d/guardtask/pool.safetensors
-$ sb-eval -q -d d runs/$id || { rc=$?; test ! -e runs/$id/val.ndjson; exit $rc; }
+$ sb-eval -q -d d runs/$id || { rc=$?; test ! -e runs/$id/val.ndjson || exit 99; exit $rc; }
 ? 1
 ! d/guardtask/pool.safetensors: refusing to read the test split (only sb-test reads test data, after the freeze)
 
@@ -94,3 +94,41 @@ $ id=$(mkcell runs guardtask softmax 0 "0.5 0.6")
 $ sb-eval -q runs/$id >/dev/full
 ? 4
 ! write error
+
+%%% an edited cell.json is refused though no epoch changed (nothing evaluated): exit 3 naming it, val.ndjson left as it is
+$ . "$TOP/tests/fixtures/guard/lib.sh"
+$ id=$(mkcell runs guardtask softmax 0 "0.5 0.6")
+$ cp runs/$id/val.ndjson before
+$ sed -i 's/"seed":0,/"seed":5,/' runs/$id/cell.json
+$ sb-eval -q -d /nonexistent runs/$id >out || { rc=$?; cmp before runs/$id/val.ndjson || exit 99; grep -c '"kind":"eval' out || true; exit $rc; }
+? 3
+> 0
+! sb-eval: runs/guardtask.softmax.s0.plain.compact.
+! /cell.json: cell_id 'guardtask.softmax.s0.plain.compact.
+! ' is not the one its fields hash to (guardtask.softmax.s5.plain.compact.
+
+%%% stdout's run.meta names what its records came from: cell.json, every checkpoint, the val.ndjson whose records were kept (SHA-256, size)
+$ . "$TOP/tests/fixtures/guard/lib.sh"
+$ id=$(mkcell runs guardtask softmax 0 "0.5 0.6")
+$ for f in cell.json epoch-001.safetensors epoch-002.safetensors val.ndjson; do printf '{"path":"runs/%s/%s","sha256":"%s","size_bytes":%s}\n' "$id" "$f" "$(sha256sum <runs/$id/$f | cut -c1-64)" "$(stat -c %s runs/$id/$f)"; done >want
+$ sb-eval -q -d /nonexistent runs/$id >out
+$ head -n 1 out >meta
+$ grep -o '{"path":[^}]*}' meta | diff want -
+$ grep -o '"device":"[^"]*","threads":[0-9]*' meta
+> "device":"cpu","threads":1
+
+%%% a real evaluation (-j 2): the run.meta of val.ndjson and of stdout name the pool and each checkpoint with their true sizes, and the evaluation's threads
+$ printf '{"task":"guardtask","method":"softmax","seed":0,"epochs":2,"batch":8}\n' >cells.ndjson
+$ sb-train -q -d "$TOP/tests/fixtures/guard/data" -o runs -j 1 cells.ndjson >/dev/null
+$ r=$(ls -d runs/*)
+$ sizes() { grep -o '"path":"[^"]*","sha256":"[0-9a-f]*","size_bytes":[0-9]*' | sed 's/"path":"\([^"]*\)","sha256":"\([0-9a-f]*\)","size_bytes":/\1 \2 /'; }
+$ truth() { while read -r p h s; do echo "$p $(sha256sum <"$p" | cut -c1-64) $(stat -c %s "$p")"; done; }
+$ sb-eval -q -d "$TOP/tests/fixtures/guard/data" -j 2 "$r" >out
+$ head -n 1 out >meta
+$ head -n 1 "$r/val.ndjson" | sizes >v; sizes <meta >s
+$ truth <v | diff v -; truth <s | diff s -; diff v s
+$ grep -c 'pool.safetensors \|epoch-00[12].safetensors ' v
+$ grep -o '"threads":[0-9]*' meta; head -n 1 "$r/val.ndjson" | grep -o '"threads":[0-9]*'
+> 3
+> "threads":2
+> "threads":2

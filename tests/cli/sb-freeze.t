@@ -44,7 +44,7 @@ $ echo unreachable
 $ . "$TOP/tests/fixtures/guard/lib.sh"
 $ id=$(mkcell runs t topk_softmax_025 0 "0.5 0.6")
 $ sed -i '3s/"epoch":1,/"epoch":"one",/' runs/$id/val.ndjson
-$ sb-freeze -q --min-seeds 1 -o sel.json runs/*/val.ndjson || { rc=$?; test ! -e sel.json; exit $rc; }
+$ sb-freeze -q --min-seeds 1 -o sel.json runs/*/val.ndjson || { rc=$?; test ! -e sel.json || exit 99; exit $rc; }
 ? 3
 ! val.ndjson:3: field 'epoch' must be an integer
 
@@ -68,7 +68,7 @@ $ test "$(grep -c '"tier": "compact"' sel.json)" = 2
 %%% too few seeds: refused, nothing written
 $ . "$TOP/tests/fixtures/guard/lib.sh"
 $ mkcell runs t topk_softmax_025 0 "0.5 0.6" >/dev/null
-$ sb-freeze -q -o sel.json runs/*/val.ndjson || { rc=$?; test ! -e sel.json; exit $rc; }
+$ sb-freeze -q -o sel.json runs/*/val.ndjson || { rc=$?; test ! -e sel.json || exit 99; exit $rc; }
 ? 1
 ! no task has a top-k ratio with at least 10 seeds
 
@@ -117,7 +117,7 @@ $ . "$TOP/tests/fixtures/guard/lib.sh"
 $ mkcell runs t topk_softmax_025 0 "0.5 0.6" >/dev/null
 $ sb-freeze -q --min-seeds 1 -o sel.json runs/*/val.ndjson >/dev/null
 $ cp sel.json before.json
-$ sb-freeze -q --min-seeds 1 -o sel.json runs/*/val.ndjson || { rc=$?; cmp sel.json before.json; exit $rc; }
+$ sb-freeze -q --min-seeds 1 -o sel.json runs/*/val.ndjson || { rc=$?; cmp sel.json before.json || exit 99; exit $rc; }
 ? 1
 ! sel.json: a selection already exists; refusing to replace it (pass --force
 

@@ -46,3 +46,14 @@ $ . "$TOP/tests/fixtures/guard/lib.sh"
 $ mkstudy s
 $ sb-test -q -s s/selection.json -d s/data -o s/out s/runs 2>err || test $? -ne 1
 $ ! grep -q "refused by the guard" err
+
+%%% a planned cell's cell.json edited after the freeze (its fields no longer hash to its cell_id): bad input, named, refused before the read is recorded
+$ . "$TOP/tests/fixtures/guard/lib.sh"
+$ mkstudy s
+$ c=$(ls -d s/runs/guardtask.softmax.s0.*)
+$ sed -i 's/"limit":0,/"limit":0,"dropout":0.2,/' $c/cell.json
+$ sb-test -q -s s/selection.json -d s/data -o s/out s/runs || { rc=$?; test ! -e s/selection.reads.ndjson && test ! -e s/out/test.ndjson || exit 99; exit $rc; }
+? 3
+! sb-test: s/runs/guardtask.softmax.s0.plain.compact.
+! /cell.json: cell_id 'guardtask.softmax.s0.plain.compact.
+! ' is not the one its fields hash to (guardtask.softmax.s0.plain.compact.

@@ -75,6 +75,12 @@ for d in sorted(os.listdir(runs)):
             bad.append("%s: probe fields %s" % (d, [r.get("probe_examples"), pe, pm, pt, pg]))
         if not (0 < r["attention_density"] <= 1) or r["attention_entropy"] is None:
             bad.append("%s: attention statistics %s %s" % (d, r["attention_density"], r["attention_entropy"]))
+    # run.meta: every input with its true size (the pool and checkpoints were once 0)
+    for i in recs[0]["inputs"]:
+        if i["size_bytes"] != os.path.getsize(i["path"]):
+            bad.append("%s: run.meta size_bytes %s of %s, the file has %s" % (d, i["size_bytes"], i["path"], os.path.getsize(i["path"])))
+    if len(recs[0]["inputs"]) != 5:  # cell.json, the pool, three checkpoints
+        bad.append("%s: run.meta inputs %s" % (d, [i["path"] for i in recs[0]["inputs"]]))
     if "n_val" in cell and cell["n_val"] != 400:
         bad.append("%s: cell.json n_val %s" % (d, cell["n_val"]))
     # softmax keeps every key (density 1 up to probabilities that underflow below 1e-7);
@@ -87,7 +93,20 @@ for b in bad:
     print("# " + b)
 sys.exit(1 if bad else 0)
 PY
-t_result $? "val.ndjson: 3 epochs each, n_val 400, bitmaps agree with accuracies, checkpoint hashes, probe features"
+t_result $? "val.ndjson: 3 epochs each, n_val 400, bitmaps agree with accuracies, checkpoint hashes, probe features, run.meta sizes"
+python3 - <<'PY'
+import glob, json, os, sys
+m = json.loads(open("eval.out").readline())
+v = json.loads(open(glob.glob("runs/*/val.ndjson")[0]).readline())
+paths = [i["path"] for i in m["inputs"]]
+want = len(glob.glob("runs/*/cell.json")) + 1 + len(glob.glob("runs/*/epoch-00?.safetensors"))  # the pool once
+ok = (m["kind"] == "run.meta" and len(paths) == want == 6 + 1 + 18 and paths.count("data/fashion_mnist/pool.safetensors") == 1
+      and all(i["size_bytes"] == os.path.getsize(i["path"]) for i in m["inputs"])
+      and m["threads"] == v["threads"] and m["device"] == v["device"])
+print("# stdout run.meta: %d inputs (want %d), threads %s (val.ndjson %s)" % (len(paths), want, m["threads"], v["threads"]))
+sys.exit(0 if ok else 1)
+PY
+t_result $? "stdout's run.meta: each cell.json, the pool once, every checkpoint, with true sizes; the evaluation's device and threads"
 stat -c %Y runs/*/val.ndjson >mtimes.before
 sleep 1.1
 strace_ok=0
@@ -164,4 +183,15 @@ sb-eval -q -d data lost >lost.out 2>lost.err
 rc=$?
 [ $rc -eq 0 ] && grep -q "train.ndjson records no checkpoint hashes" lost.err
 t_result $? "without train.ndjson: sb-eval warns that only the sidecars check the checkpoints (exit $rc: $(head -c 300 lost.err))"
+# an evaluated run whose cell.json is edited (seed 0 -> 5; its epochs unchanged, so nothing
+# would be evaluated): refused, naming the file, val.ndjson left as it was, no records
+r0=$(ls -d runs/*.s0.*/ | head -n 1)
+cp -r "$r0" edited
+sed -i 's/"seed":0,/"seed":5,/' edited/cell.json
+cp edited/val.ndjson edited.before
+sb-eval -q -d data edited >edited.out 2>edited.err
+rc=$?
+[ $rc -eq 3 ] && grep -q "^sb-eval: edited/cell.json: cell_id '[^']*' is not the one its fields hash to" edited.err &&
+	cmp -s edited.before edited/val.ndjson && ! grep -q '"kind":"eval' edited.out
+t_result $? "an edited cell.json of an evaluated run: exit 3 naming edited/cell.json, val.ndjson unchanged, no records (exit $rc: $(head -c 300 edited.err))"
 t_done

@@ -55,7 +55,7 @@ rc=$?
 got=$(sel b/sel.json 2>&1) cs=$(cellsof b/sel.json topk_softmax_025 1 2>&1)
 m=$(field b/sel.json '"%.6g" % [c["val_accuracy"] for c in d["all_topk_validation"] if c["method"] == "topk_softmax_025"][0]' 2>&1)
 [ $rc -eq 0 ] && [ "$got" = "topk_softmax_0125 0.7 [0, 1]" ] && [ "$m" = 0.65 ] &&
-	[ "$cs" = "b1:False:superseded_by_cell_t.topk_softmax_025.s1.plain.compact.$(_sha t/topk_softmax_025/1/compact/2 | cut -c1-8)_in_b2/$(ls b2)/val.ndjson_(a_later_log) b2:True:-" ]
+	[ "$cs" = "b1:False:superseded_by_cell_$(ls b2)_in_b2/$(ls b2)/val.ndjson_(a_later_log) b2:True:-" ]
 t_result $? "a later completed rerun (0.5) of topk_softmax_025 seed 1 supersedes the earlier (0.8): mean 0.65 (got $m), selected 'topk_softmax_0125 0.7 [0, 1]' got '$got'; cells '$cs' (exit $rc)" "$(head -c 300 b/err)"
 
 # 3. a later failed rerun of a cell whose earlier run failed too: both excluded for their own
@@ -109,9 +109,7 @@ t_result $? "a later log without eval.done (status unknown) still supersedes the
 	echo "set when task=t arch=plain tier=compact method=entropy_switch switch_epoch=3"
 } >map.inc
 swcell() { # dir method switch_epoch [status]: a switching cell whose cell.json has switch_epoch
-	local id
-	id=$(mkcell "$1" t "$2" 0 "0.5 0.6 0.7" "${4:-completed}")
-	sed -i "s/\"limit\":0/\"switch_epoch\":$3,\"limit\":0/" "$1/$id/cell.json"
+	mkcell "$1" t "$2" 0 "0.5 0.6 0.7" "${4:-completed}" compact "$3" >/dev/null
 }
 m3base() { # dir
 	mkcell "$1" t softmax 0 "0.5 0.6 0.7" >/dev/null

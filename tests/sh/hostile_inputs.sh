@@ -469,15 +469,16 @@ for f in task method seed epochs batch cell_id val_fraction limit n_val dataset_
 	for v in '"x"' null '[]' -1 1e999; do
 		mkev; cjset "$f" "$v" >"$E/cell.json"
 		cmp -s "$E/cell.json" "$RUN/cell.json" && continue
-		if [ "$f" = task ] && [ "$v" = '"x"' ]; then # documented: a missing dataset, exit 4
-			ev "cell.json $f=$v (no such dataset)" "4" "x/pool.safetensors"
-		elif [ "$f" = dataset_sha256 ] && [ "$v" = '"x"' ]; then
+		if [ "$f" = dataset_sha256 ] && [ "$v" = '"x"' ]; then
 			ev "cell.json $f=$v (not the pool's hash)" "3" "pool.safetensors"
 		else
 			ev "cell.json $f=$v" "3" "cell.json"
 		fi
 	done
 done
+# a cell whose dataset is missing (its cell.json intact): an I/O error, exit 4, naming the pool
+mkev
+hc "$hd: no such dataset" 4 "nosuch/img/pool.safetensors" "$W/ev" sb-eval -q -d "$W/nosuch" "$E"
 mkev; printf '%s' "${cj/\"seed\":0/\"seed\":0,\"seed\":1}" >"$E/cell.json"
 ev "cell.json duplicate key" 3 "cell.json"
 mkev; printf '%s' "${cj/softmax/soft$'\xff'max}" >"$E/cell.json"

@@ -166,6 +166,24 @@ static void one(const char *method, int switch_epoch, int epochs_completed)
 	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "hash to"), "%s: an edited cell.json refused (%s)", method, err.msg);
 	if (!rc)
 		sb_evalrun_close(er);
+	/* named by the path it was read from, by the check alone (what sb-eval and sb-test call
+	 * before anything is evaluated) and by sb_evalrun_open */
+	rc = sb_evalrun_cell_check(cell, "runs/x/cell.json", &err);
+	SB_CHECK(rc == SB_EDATA && strncmp(err.msg, "runs/x/cell.json: cell_id '", 27) == 0 &&
+	             strstr(err.msg, "hash to"),
+	         "%s: sb_evalrun_cell_check names the file (%s)", method, err.msg);
+	struct sb_evalrun_opts eo2 = eo;
+	eo2.cell_path = "runs/x/cell.json";
+	er = NULL;
+	rc = sb_evalrun_open(cell, &ds, &eo2, &er, &err);
+	SB_CHECK(rc == SB_EDATA && strncmp(err.msg, "runs/x/cell.json: ", 18) == 0,
+	         "%s: sb_evalrun_open names opts.cell_path (%s)", method, err.msg);
+	if (!rc)
+		sb_evalrun_close(er);
+	struct sb_json *good = cell_json(&c, c.cell_id);
+	rc = sb_evalrun_cell_check(good, "runs/x/cell.json", &err);
+	SB_CHECK(rc == 0, "%s: the unedited cell.json passes the check (%s)", method, rc ? err.msg : "ok");
+	sb_json_free(good);
 	sb_json_free(cell);
 	unlink(path);
 	sb_encoder_data_close(be, &data);
