@@ -529,6 +529,12 @@ int sb_sas_eval_run(struct sb_backend *be, const char *run_dir, struct sb_jw *ou
 		rc = sb_sas_model_new(be, &c.sc, NULL, &m, err);
 	if (!rc)
 		rc = sb_st_read(mp, &ts, err);
+	if (!rc) { /* the checkpoint names its cell (written by the training, sb_sas_train_cell) */
+		const char *mid = sb_tensors_meta(&ts, "cell_id");
+		if (!mid || strcmp(mid, c.cell_id))
+			rc = SB_ERR(err, SB_EDATA, "%s: metadata names cell '%s', not this run's '%s'", mp, mid ? mid : "(none)",
+			            c.cell_id);
+	}
 	if (!rc)
 		rc = sb_sas_model_from_tensors(m, &ts, err);
 	if (rc && !strstr(err->msg, mp))

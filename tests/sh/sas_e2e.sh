@@ -87,6 +87,11 @@ printf '\0' | dd of="$T/tampered/model.safetensors" bs=1 seek=2000 conv=notrunc 
 sb-eval -q "$T/tampered" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q 'SHA-256 mismatch' "$T/e"
 t_result $? "a modified checkpoint is refused by sb-eval (exit $rc: $(head -c 200 "$T/e"))"
+cp -r "$R" "$T/renamed" # a run directory whose cell.json names another cell than its checkpoint
+sed -i 's/"id":"sas-s42"/"id":"sas-s99"/' "$T/renamed/cell.json"
+sb-eval -q "$T/renamed" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q "metadata names cell 'sas-s42', not this run's 'sas-s99'" "$T/e" && [ ! -e "$T/renamed/eval.ndjson.new" ]
+t_result $? "a checkpoint of another cell is refused by sb-eval (exit $rc: $(head -c 300 "$T/e"))"
 echo '{"family":"sas","seed":1,"corpus":"x","pre_stepz":3}' >"$T/bad.ndjson"
 sb-train -q -o "$T/r2" "$T/bad.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q "bad.ndjson:1: unknown field 'pre_stepz'" "$T/e"
