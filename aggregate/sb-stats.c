@@ -217,11 +217,6 @@ struct input {
 	size_t n;
 };
 
-static int slurp_stdin(struct input *in, struct sb_err *err)
-{
-	return sb_read_stream(stdin, "<stdin>", &in->data, &in->n, 0, err);
-}
-
 static int write_tables(const char *dir, struct table **t, int nt, struct sb_err *err)
 {
 	static const char *ext[3] = {"md", "csv", "tex"};
@@ -289,7 +284,7 @@ int main(int argc, char **argv)
 		if (!strcmp(in[i].path, "-")) {
 			if (saw_stdin++)
 				sb_cli_usage_error("'-' (stdin) given more than once");
-			if (slurp_stdin(&in[i], &err))
+			if (sb_read_stream(stdin, "<stdin>", &in[i].data, &in[i].n, 0, &err))
 				sb_cli_die(&err);
 			meta_in[i].path = "-";
 			sb_sha256_buf(in[i].data, in[i].n, meta_in[i].sha256);
