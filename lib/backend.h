@@ -332,9 +332,10 @@ struct sb_backend_lm_ops {
 	void (*swiglu_forward)(struct sb_ctx *ctx, float *out, const float *gu, int M, int F);
 	void (*swiglu_backward)(struct sb_ctx *ctx, float *dgu, const float *dout, const float *gu, int M, int F);
 	/* rotary position embedding in place on x[B, T, nh*hd] at positions t0 + t
-	 * (rotate-half pairs (i, i + hd/2), angle (t0+t) theta^(-2i/hd)); inverse = 1
-	 * rotates back (the backward of a gradient) */
-	void (*rope)(struct sb_ctx *ctx, float *x, int B, int T, int t0, int nh, int hd, float theta, int inverse);
+	 * (rotate-half pairs (i, i + hd/2), angle (t0+t) freq[i], freq[hd/2] in double: the
+	 * model's frequencies, lib/lm_model.h sb_lm_rope_freqs); inverse = 1 rotates back
+	 * (the backward of a gradient) */
+	void (*rope)(struct sb_ctx *ctx, float *x, int B, int T, int t0, int nh, int hd, const double *freq, int inverse);
 	/* causal softmax attention, training path: out[B, T, NH*hd], saves P[B, NH, T, T]
 	 * (scores q.k / sqrt(hd)); backward writes dq, dk, dv (overwrite) */
 	void (*attn_forward)(struct sb_ctx *ctx, float *out, float *P, const float *q, const float *k, const float *v,

@@ -268,13 +268,13 @@ static void lm_swiglu_backward(struct sb_ctx *ctx, float *dgu, const float *dout
 
 /* ---------------------------------------------------------------- RoPE */
 
-static void lm_rope(struct sb_ctx *ctx, float *x, int B, int T, int t0, int nh, int hd, float theta, int inverse)
+static void lm_rope(struct sb_ctx *ctx, float *x, int B, int T, int t0, int nh, int hd, const double *freq, int inverse)
 {
 	int half = hd / 2;
 	for (int t = 0; t < T; t++) {
 		double pos = (double)(t0 + t);
 		for (int i = 0; i < half; i++) {
-			double ang = pos * pow((double)theta, -2.0 * i / hd);
+			double ang = pos * freq[i];
 			float cs = (float)cos(ang), sn = (float)(inverse ? -sin(ang) : sin(ang));
 			for (int b = 0; b < B; b++)
 				for (int h = 0; h < nh; h++) {

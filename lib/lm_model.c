@@ -28,6 +28,10 @@ void sb_lm_cfg_default(struct sb_lm_cfg *c)
 	c->tied = 1;
 	c->pos = SB_LM_POS_NONE;
 	c->rope_theta = 10000.0f;
+	c->rope_factor = 8.0f;
+	c->rope_low_freq = 1.0f;
+	c->rope_high_freq = 4.0f;
+	c->rope_orig_max = 8192;
 	c->max_T = 256;
 	c->init_std = 0.02f;
 }
@@ -67,6 +71,15 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 		return SB_ERR(err, SB_EUSAGE, "model: conv_k %d out of 1..64", c->conv_k);
 	if (c->ffn < 0 || c->max_T < 1 || !(c->norm_eps > 0) || !(c->init_std > 0) || !(c->rope_theta > 1))
 		return SB_ERR(err, SB_EUSAGE, "model: bad ffn, max_T, norm_eps, init_std or rope_theta");
+	if (c->attn_bias < 0 || c->attn_bias > 2 || c->qk_norm < 0 || c->qk_norm > 1)
+		return SB_ERR(err, SB_EUSAGE, "model: attn_bias is 0, 1 (q/k/v/o) or 2 (q/k/v); qk_norm 0 or 1");
+	if (c->rope_scaling < 0 || c->rope_scaling > 1)
+		return SB_ERR(err, SB_EUSAGE, "model: rope_scaling is none or llama3");
+	if (c->rope_scaling && (!(c->rope_factor >= 1) || !(c->rope_low_freq > 0) ||
+				!(c->rope_high_freq > c->rope_low_freq) || c->rope_orig_max < 1))
+		return SB_ERR(err, SB_EUSAGE,
+			      "model: llama3 RoPE scaling needs rope_factor >= 1, 0 < rope_low_freq < rope_high_freq and "
+			      "rope_orig_max >= 1");
 	return 0;
 }
 
@@ -99,7 +112,12 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	INT_FIELD(ffn)
 	INT_FIELD(bias)
 	INT_FIELD(attn_bias)
+	INT_FIELD(qk_norm)
 	INT_FIELD(tied)
+	INT_FIELD(rope_orig_max)
+	FLT_FIELD(rope_factor)
+	FLT_FIELD(rope_low_freq)
+	FLT_FIELD(rope_high_freq)
 	INT_FIELD(max_T)
 	FLT_FIELD(norm_eps)
 	FLT_FIELD(rope_theta)
@@ -124,6 +142,12 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 		if (strcmp(sval, "layernorm") && strcmp(sval, "rmsnorm"))
 			return SB_ERR(err, SB_EUSAGE, "model: norm is layernorm or rmsnorm");
 		c->rmsnorm = strcmp(sval, "rmsnorm") == 0;
+		return 0;
+	}
+	if (strcmp(key, "rope_scaling") == 0) {
+		if (strcmp(sval, "none") && strcmp(sval, "llama3"))
+			return SB_ERR(err, SB_EUSAGE, "model: rope_scaling is none or llama3");
+		c->rope_scaling = strcmp(sval, "llama3") == 0;
 		return 0;
 	}
 	if (strcmp(key, "pos") == 0) {
@@ -201,6 +225,16 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 	sb_jw_kint(w, "tied", c->tied);
 	sb_jw_kstr(w, "pos", pos_name(c->pos));
 	sb_jw_kf32(w, "rope_theta", c->rope_theta);
+	/* the fields of pretrained layouts only when used (cells of the trained models keep their ids) */
+	if (c->qk_norm)
+		sb_jw_kint(w, "qk_norm", c->qk_norm);
+	if (c->rope_scaling) {
+		sb_jw_kstr(w, "rope_scaling", "llama3");
+		sb_jw_kf32(w, "rope_factor", c->rope_factor);
+		sb_jw_kf32(w, "rope_low_freq", c->rope_low_freq);
+		sb_jw_kf32(w, "rope_high_freq", c->rope_high_freq);
+		sb_jw_kint(w, "rope_orig_max", c->rope_orig_max);
+	}
 	sb_jw_kint(w, "max_T", c->max_T);
 	sb_jw_kf32(w, "init_std", c->init_std);
 	sb_jw_obj_end(w);
@@ -273,10 +307,14 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 			for (int i = 0; i < 4; i++) {
 				snprintf(nm, sizeof nm, "model.layers.%d.%s.%s.weight", l, pre, proj[i]);
 				tadd(&t, nm, 2, outs[i], ins[i], 0, SB_LM_INIT_NORMAL, i == 3 ? ostd : std, 1, 1);
-				if (c->attn_bias) {
+				if (c->attn_bias == 1 || (c->attn_bias == 2 && i < 3)) {
 					snprintf(nm, sizeof nm, "model.layers.%d.%s.%s.bias", l, pre, proj[i]);
 					tadd(&t, nm, 1, outs[i], 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
 				}
+			}
+			if (k == 'A' && c->qk_norm) {
+				tadd(&t, NM("self_attn.q_norm.weight"), 1, c->head_dim, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+				tadd(&t, NM("self_attn.k_norm.weight"), 1, c->head_dim, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
 			}
 		} else {
 			int gi = c->conv_gate ? 3 : 1;
@@ -373,6 +411,8 @@ void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *
 			P(v_b, "self_attn.v_proj.bias");
 			P(o_w, "self_attn.o_proj.weight");
 			P(o_b, "self_attn.o_proj.bias");
+			P(qn_w, "self_attn.q_norm.weight");
+			P(kn_w, "self_attn.k_norm.weight");
 		} else if (y->kind == 'L') {
 			P(q_w, "linear_attn.q_proj.weight");
 			P(q_b, "linear_attn.q_proj.bias");
@@ -405,6 +445,27 @@ void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *
 
 /* ================================================================ model */
 
+void sb_lm_rope_freqs(const struct sb_lm_cfg *c, double *out)
+{
+	int hd = c->head_dim, half = hd / 2;
+	for (int i = 0; i < half; i++) {
+		double f = pow((double)c->rope_theta, -2.0 * i / hd);
+		if (c->rope_scaling == 1) {
+			/* Llama 3.1's rule: long wavelengths slowed by factor, short ones kept,
+			 * linear in 1/wavelength between */
+			double wl = 6.283185307179586 / f, orig = c->rope_orig_max;
+			double lo_wl = orig / c->rope_low_freq, hi_wl = orig / c->rope_high_freq;
+			if (wl > lo_wl)
+				f /= c->rope_factor;
+			else if (!(wl < hi_wl)) {
+				double s = (orig / wl - c->rope_low_freq) / (c->rope_high_freq - c->rope_low_freq);
+				f = (1.0 - s) * f / c->rope_factor + s * f;
+			}
+		}
+		out[i] = f;
+	}
+}
+
 int sb_lm_model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, struct sb_lm_model **out, struct sb_err *err)
 {
 	const struct sb_backend_lm_ops *lo = sb_backend_lm(be);
@@ -434,6 +495,12 @@ int sb_lm_model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, struct s
 	sb_lm_ptrs_at(m, m->pt, &m->wt);
 	if (m->cfg.tied)
 		m->wt.head = m->pt + m->n_floats;
+	int half = m->cfg.head_dim > 1 ? m->cfg.head_dim / 2 : 1;
+	if (!(m->rope_freq = malloc((size_t)half * sizeof *m->rope_freq))) {
+		sb_lm_model_free(m);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	sb_lm_rope_freqs(&m->cfg, m->rope_freq);
 	*out = m;
 	return 0;
 }
@@ -444,6 +511,7 @@ void sb_lm_model_free(struct sb_lm_model *m)
 		return;
 	sb_be_free(m->be, m->p);
 	sb_be_free(m->be, m->pt);
+	free(m->rope_freq);
 	free(m->params);
 	free(m);
 }
@@ -499,6 +567,33 @@ int sb_lm_model_to_tensors(const struct sb_lm_model *m, struct sb_tensors *ts, s
 	return rc;
 }
 
+float sb_bf16_to_f32(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+float sb_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023u, u;
+	if (e == 31)
+		u = sign | 0x7f800000u | (m << 13); /* inf, NaN (payload kept) */
+	else if (e)
+		u = sign | ((e + 112) << 23) | (m << 13);
+	else if (!m)
+		u = sign;
+	else { /* subnormal: m 2^-24, exact in float */
+		float f = (float)m * 5.9604644775390625e-8f;
+		memcpy(&u, &f, sizeof u);
+		u |= sign;
+	}
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
 int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts, struct sb_err *err)
 {
 	float *host = calloc(m->n_floats, sizeof *host);
@@ -512,14 +607,22 @@ int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts,
 			rc = SB_ERR(err, SB_EDATA, "checkpoint lacks tensor '%s'", p->name);
 			break;
 		}
-		int same = t->dtype == SB_F32 && t->ndim == p->ndim;
+		int same = (t->dtype == SB_F32 || t->dtype == SB_BF16 || t->dtype == SB_F16) && t->ndim == p->ndim;
 		for (int k = 0; k < p->ndim && same; k++)
 			same = t->shape[k] == p->shape[k];
 		if (!same) {
 			rc = SB_ERR(err, SB_EDATA, "checkpoint tensor '%s' has another dtype or shape", p->name);
 			break;
 		}
-		memcpy(host + p->offset, t->data, p->numel * sizeof *host);
+		float *dst = host + p->offset;
+		if (t->dtype == SB_F32)
+			memcpy(dst, t->data, p->numel * sizeof *host);
+		else
+			for (size_t j = 0; j < p->numel; j++) {
+				uint16_t h;
+				memcpy(&h, (const char *)t->data + 2 * j, 2);
+				dst[j] = t->dtype == SB_BF16 ? sb_bf16_to_f32(h) : sb_f16_to_f32(h);
+			}
 	}
 	if (!rc)
 		rc = m->be->ops->upload(m->be, m->p, host, m->n_floats * sizeof *host, err);
@@ -677,8 +780,8 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 			op->matmul_forward(ctx, a->k[l], a->n1[l], y->k_w, y->k_b, M, d, kvd);
 			op->matmul_forward(ctx, a->v[l], a->n1[l], y->v_w, y->v_b, M, d, kvd);
 			if (c->pos == SB_LM_POS_ROPE) {
-				lo->rope(ctx, a->q[l], Bt, T, 0, NH, hd, c->rope_theta, 0);
-				lo->rope(ctx, a->k[l], Bt, T, 0, NKV, hd, c->rope_theta, 0);
+				lo->rope(ctx, a->q[l], Bt, T, 0, NH, hd, m->rope_freq, 0);
+				lo->rope(ctx, a->k[l], Bt, T, 0, NKV, hd, m->rope_freq, 0);
 			}
 			lo->attn_forward(ctx, a->att[l], a->P[l], a->q[l], a->k[l], a->v[l], Bt, T, NH, NKV, hd);
 			op->matmul_forward(ctx, out, a->att[l], y->o_w, y->o_b, M, qd, d);
@@ -756,8 +859,8 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 			lo->attn_backward(ctx, a->dq, a->dk, a->dv, a->datt, a->P[l], a->q[l], a->k[l], a->v[l], Bt, T, NH,
 					  NKV, hd);
 			if (c->pos == SB_LM_POS_ROPE) {
-				lo->rope(ctx, a->dq, Bt, T, 0, NH, hd, c->rope_theta, 1);
-				lo->rope(ctx, a->dk, Bt, T, 0, NKV, hd, c->rope_theta, 1);
+				lo->rope(ctx, a->dq, Bt, T, 0, NH, hd, m->rope_freq, 1);
+				lo->rope(ctx, a->dk, Bt, T, 0, NKV, hd, m->rope_freq, 1);
 			}
 			op->matmul_backward(ctx, a->dn, gy->q_w, gy->q_b, a->dq, a->n1[l], y->q_w, M, d, qd, 0);
 			op->matmul_backward(ctx, a->dn, gy->k_w, gy->k_b, a->dk, a->n1[l], y->k_w, M, d, kvd, 1);
@@ -793,6 +896,9 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 {
 	if (o->B < 1 || o->T < 1 || o->T > m->cfg.max_T)
 		return SB_ERR(err, SB_EUSAGE, "training: B %d, T %d (max_T %d)", o->B, o->T, m->cfg.max_T);
+	if (m->cfg.qk_norm)
+		return SB_ERR(err, SB_EUSAGE, "training: qk_norm is evaluation-only (pretrained layouts); the training "
+					      "path does not have it");
 	struct sb_lm_trainer *tr = calloc(1, sizeof *tr);
 	if (!tr)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -1058,7 +1164,7 @@ struct sb_lm_cache {
 	float *S[SB_LM_MAX_LAYERS], *z[SB_LM_MAX_LAYERS];                        /* L */
 	/* row buffers for up to Tcap rows */
 	int32_t *ids;
-	float *x, *nrm, *mean, *rstd, *q, *k, *v, *att, *y, *h, *a, *logits;
+	float *x, *nrm, *mean, *rstd, *qkr, *q, *k, *v, *att, *y, *h, *a, *logits;
 	void *base;
 	size_t bytes;
 	float *qcap;
@@ -1091,6 +1197,7 @@ static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct
 	k->nrm = take(cur, &off, T * d);
 	k->mean = take(cur, &off, T);
 	k->rstd = take(cur, &off, T);
+	k->qkr = take(cur, &off, c->qk_norm ? T * (size_t)c->heads : 1);
 	k->q = take(cur, &off, T * wide);
 	k->k = take(cur, &off, T * d);
 	k->v = take(cur, &off, T * d);
@@ -1166,9 +1273,38 @@ void sb_lm_cache_kv(const struct sb_lm_cache *c, int layer, const float **K, con
 	*V = layer >= 0 && layer < c->m->cfg.n_layer ? c->V[layer] : NULL;
 }
 
+static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, int n,
+			const struct sb_lm_mask *mask, float *logits, int all_rows, struct sb_lm_attn_obs *obs,
+			struct sb_err *err);
+
 int sb_lm_forward_cached(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, const uint8_t *tokens,
 			 int n, const struct sb_lm_mask *mask, float *logits, int all_rows,
 			 struct sb_lm_attn_obs *obs, struct sb_err *err)
+{
+	if (n > 0 && c->pos + n <= c->Tcap)
+		for (int i = 0; i < n; i++)
+			c->ids[i] = tokens[i];
+	return forward_rows(ctx, m, c, n, mask, logits, all_rows, obs, err);
+}
+
+int sb_lm_forward_cached_ids(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, const int32_t *tokens,
+			     int n, const struct sb_lm_mask *mask, float *logits, int all_rows,
+			     struct sb_lm_attn_obs *obs, struct sb_err *err)
+{
+	if (n > 0 && c->pos + n <= c->Tcap)
+		for (int i = 0; i < n; i++) {
+			if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab)
+				return SB_ERR(err, SB_EDATA, "token id %d at position %d is outside the vocabulary (%d)",
+					      (int)tokens[i], c->pos + i, m->cfg.vocab);
+			c->ids[i] = tokens[i];
+		}
+	return forward_rows(ctx, m, c, n, mask, logits, all_rows, obs, err);
+}
+
+/* The rows c->ids[0..n) at positions pos..pos+n-1 */
+static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, int n,
+			const struct sb_lm_mask *mask, float *logits, int all_rows, struct sb_lm_attn_obs *obs,
+			struct sb_err *err)
 {
 	const struct sb_lm_cfg *cf = &m->cfg;
 	const struct sb_backend_ops *op = m->be->ops;
@@ -1187,8 +1323,6 @@ int sb_lm_forward_cached(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm
 		mk = *mask;
 		mk.seed = c->mask_seed;
 	}
-	for (int i = 0; i < n; i++)
-		c->ids[i] = tokens[i];
 	op->embedding_forward(ctx, c->x, c->ids, w->embed, n, d);
 	if (cf->pos == SB_LM_POS_LEARNED)
 		lo->pos_forward(ctx, c->x, w->pos, 1, n, t0, d);
@@ -1200,9 +1334,13 @@ int sb_lm_forward_cached(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm
 			lo->matmul_rows(ctx, c->q, c->nrm, yt->q_w, y->q_b, n, d, qd);
 			lo->matmul_rows(ctx, Kn, c->nrm, yt->k_w, y->k_b, n, d, kvd);
 			lo->matmul_rows(ctx, Vn, c->nrm, yt->v_w, y->v_b, n, d, kvd);
+			if (cf->qk_norm) { /* per head, in place (Qwen3) */
+				lo->norm_forward(ctx, c->q, NULL, c->qkr, c->q, y->qn_w, NULL, n * NH, hd, cf->norm_eps, 1);
+				lo->norm_forward(ctx, Kn, NULL, c->qkr, Kn, y->kn_w, NULL, n * NKV, hd, cf->norm_eps, 1);
+			}
 			if (cf->pos == SB_LM_POS_ROPE) {
-				lo->rope(ctx, c->q, 1, n, t0, NH, hd, cf->rope_theta, 0);
-				lo->rope(ctx, Kn, 1, n, t0, NKV, hd, cf->rope_theta, 0);
+				lo->rope(ctx, c->q, 1, n, t0, NH, hd, m->rope_freq, 0);
+				lo->rope(ctx, Kn, 1, n, t0, NKV, hd, m->rope_freq, 0);
 			}
 			if (c->qcap && c->qcap_layer == l)
 				op->copy(ctx, c->qcap + (size_t)t0 * qd, c->q, (size_t)n * qd * sizeof(float));

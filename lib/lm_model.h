@@ -56,7 +56,7 @@
 #include "lm_mask.h"
 #include "tensor.h"
 
-#define SB_LM_MAX_LAYERS 32
+#define SB_LM_MAX_LAYERS 128
 
 enum sb_lm_pos { SB_LM_POS_NONE = 0, SB_LM_POS_LEARNED = 1, SB_LM_POS_ROPE = 2 };
 
@@ -73,10 +73,18 @@ struct sb_lm_cfg {
 	int swiglu;     /* 0 GELU, 1 SwiGLU */
 	int rmsnorm;    /* 0 LayerNorm, 1 RMSNorm */
 	float norm_eps; /* 1e-5 */
-	int bias, attn_bias;
+	int bias;
+	int attn_bias;  /* 0 none, 1 q/k/v/o, 2 q/k/v only (Qwen2) */
+	int qk_norm;    /* RMSNorm of every query and key head (weight [head_dim]) before RoPE (Qwen3) */
 	int tied;
 	enum sb_lm_pos pos;
 	float rope_theta; /* 10000 */
+	/* RoPE frequency scaling: rope_scaling 0 none, 1 "llama3" (Llama 3.1+: wavelengths
+	 * above rope_orig_max / rope_low_freq are divided by rope_factor, below
+	 * rope_orig_max / rope_high_freq kept, smoothly between) */
+	int rope_scaling;
+	float rope_factor, rope_low_freq, rope_high_freq;
+	int rope_orig_max;
 	int max_T;        /* longest sequence (learned positions) */
 	float init_std;   /* 0.02 */
 };
@@ -108,6 +116,7 @@ struct sb_lm_layer {
 	char kind; /* 'A', 'C', 'L' */
 	float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
 	float *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b; /* A and L */
+	float *qn_w, *kn_w;                                   /* A with qk_norm */
 	float *in_w, *in_b, *cw, *cb, *out_w, *out_b;        /* C */
 	float *up_w, *up_b, *down_w, *down_b;                /* MLP; SwiGLU: up_w = [gate; up] (2F rows) */
 };
@@ -126,10 +135,15 @@ struct sb_lm_model {
 	size_t n_floats;
 	float *p;            /* parameters (device) */
 	struct sb_lm_ptrs w; /* into p */
+	double *rope_freq;   /* RoPE: head_dim / 2 angular frequencies (host), scaling applied */
 	float *pt;           /* the cached path's copy: Linear weights transposed [in, out] */
 	struct sb_lm_ptrs wt;
 	int pt_valid;
 };
+
+/* RoPE's angular frequencies of a configuration: out[i] = theta^(-2i / head_dim), i < head_dim / 2
+ * (in double), then the configured scaling. */
+void sb_lm_rope_freqs(const struct sb_lm_cfg *c, double *out);
 
 /* The parameter table of a configuration (owned array). */
 int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *n, size_t *n_floats,
@@ -143,7 +157,10 @@ void sb_lm_model_free(struct sb_lm_model *m);
 int sb_lm_model_init(struct sb_lm_model *m, uint64_t seed, struct sb_err *err);
 /* Parameters as named tensors (host copies), and back (names and shapes must match). */
 int sb_lm_model_to_tensors(const struct sb_lm_model *m, struct sb_tensors *ts, struct sb_err *err);
+/* from_tensors also takes BF16 and F16 tensors (pretrained checkpoints), widened exactly. */
 int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts, struct sb_err *err);
+float sb_bf16_to_f32(uint16_t h);
+float sb_f16_to_f32(uint16_t h);
 /* Refresh the cached path's transposed weights (after training or loading). */
 void sb_lm_model_prepare(struct sb_lm_model *m);
 
@@ -198,5 +215,10 @@ void sb_lm_cache_kv(const struct sb_lm_cache *c, int layer, const float **K, con
 int sb_lm_forward_cached(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, const uint8_t *tokens,
 			 int n, const struct sb_lm_mask *mask, float *logits, int all_rows,
 			 struct sb_lm_attn_obs *obs, struct sb_err *err);
+/* The same on token ids (vocabularies beyond bytes): an id outside [0, vocab) is SB_EDATA. The
+ * byte form above feeds its tokens through this one, 256 at a time (same bits). */
+int sb_lm_forward_cached_ids(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, const int32_t *tokens,
+			     int n, const struct sb_lm_mask *mask, float *logits, int all_rows,
+			     struct sb_lm_attn_obs *obs, struct sb_err *err);
 
 #endif

@@ -111,6 +111,23 @@ int sb_lm_cell_parse(struct sb_lm_cell *c, const struct sb_json *obj, struct sb_
 				snprintf(c->mixture, sizeof c->mixture, "%s", v->text);
 			else
 				snprintf(c->haystack, sizeof c->haystack, "%s", v->text);
+		} else if (!strcmp(k, "source")) {
+			if (v->type != SB_JSON_OBJECT)
+				return SB_ERR(err, SB_EDATA, "cell: 'source' must be an object");
+			struct sb_jw cw;
+			sb_jw_init(&cw, NULL);
+			sb_jw_canonical(&cw, v);
+			int fits = !cw.oom && cw.len < sizeof c->source;
+			if (fits)
+				snprintf(c->source, sizeof c->source, "%.*s", (int)cw.len, cw.buf);
+			sb_jw_free(&cw);
+			if (!fits)
+				return SB_ERR(err, SB_EDATA, "cell: 'source' longer than %zu bytes", sizeof c->source - 1);
+		} else if (!strcmp(k, "tokenizer")) {
+			if (v->type != SB_JSON_STRING || !v->text[0] || v->len >= sizeof c->tokenizer ||
+			    strchr(v->text, '/') || v->text[0] == '.')
+				return SB_ERR(err, SB_EDATA, "cell: 'tokenizer' must be a file name in the run directory");
+			snprintf(c->tokenizer, sizeof c->tokenizer, "%s", v->text);
 		} else if (!strcmp(k, "corpora")) {
 			if (v->type != SB_JSON_ARRAY || v->n > 8)
 				return SB_ERR(err, SB_EDATA, "cell: 'corpora' must be an array of at most 8 strings");
@@ -141,7 +158,7 @@ int sb_lm_cell_parse(struct sb_lm_cell *c, const struct sb_json *obj, struct sb_
 	return 0;
 }
 
-static void cell_fields(struct sb_jw *w, const struct sb_lm_cell *c)
+void sb_lm_cell_fields(struct sb_jw *w, const struct sb_lm_cell *c)
 {
 	sb_jw_kstr(w, "family", "lm");
 	sb_jw_kstr(w, "task", "lm");
@@ -151,6 +168,19 @@ static void cell_fields(struct sb_jw *w, const struct sb_lm_cell *c)
 	sb_jw_key(w, "model");
 	sb_lm_cfg_json(w, &c->model);
 	sb_jw_kint(w, "T", c->T);
+	if (c->source[0]) { /* imported: no training fields */
+		sb_jw_key(w, "source");
+		sb_jw_raw(w, c->source, strlen(c->source));
+		if (c->tokenizer[0])
+			sb_jw_kstr(w, "tokenizer", c->tokenizer);
+		sb_jw_key(w, "corpora");
+		sb_jw_arr(w);
+		for (int i = 0; i < c->n_corpora; i++)
+			sb_jw_str(w, c->corpora[i]);
+		sb_jw_arr_end(w);
+		sb_jw_kstr(w, "haystack", c->haystack);
+		return;
+	}
 	sb_jw_kint(w, "batch", c->batch);
 	sb_jw_kint(w, "steps", c->steps);
 	sb_jw_kint(w, "warmup", c->warmup);
@@ -181,7 +211,7 @@ static void cell_fields(struct sb_jw *w, const struct sb_lm_cell *c)
 void sb_lm_cell_json(struct sb_jw *w, const struct sb_lm_cell *c)
 {
 	sb_jw_obj(w);
-	cell_fields(w, c);
+	sb_lm_cell_fields(w, c);
 	sb_jw_obj_end(w);
 }
 
@@ -202,8 +232,11 @@ int sb_lm_cell_id(struct sb_lm_cell *c, struct sb_err *err)
 	sb_sha256_buf(cw.buf, cw.len, hex);
 	sb_jw_free(&cw);
 	sb_json_free(v);
-	snprintf(c->cell_id, sizeof c->cell_id, "lm.dense.s%llu.%s.d%d.%.8s", (unsigned long long)c->seed,
-		 c->model.pattern, c->model.d, hex);
+	if (c->source[0])
+		snprintf(c->cell_id, sizeof c->cell_id, "lm.pretrained.L%d.d%d.%.8s", c->model.n_layer, c->model.d, hex);
+	else
+		snprintf(c->cell_id, sizeof c->cell_id, "lm.dense.s%llu.%s.d%d.%.8s", (unsigned long long)c->seed,
+			 c->model.pattern, c->model.d, hex);
 	return 0;
 }
 
@@ -308,6 +341,9 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 		     const struct sb_lm_progress *prog, struct sb_err *err)
 {
 	*skipped = 0;
+	if (c->source[0])
+		return SB_ERR(err, SB_EDATA, "cell: an imported pretrained decoder (it has a 'source') is not trained here; "
+					     "evaluate its run directory (sb-lm import, docs/lm.md)");
 	SB_TRY(sb_lm_cell_id(c, err));
 	snprintf(run_dir, 4096, "%s/%s", runs_dir, c->cell_id);
 	char path[4600];
@@ -355,7 +391,7 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 		struct sb_jw cj;
 		sb_jw_init(&cj, NULL);
 		sb_jw_obj(&cj);
-		cell_fields(&cj, c);
+		sb_lm_cell_fields(&cj, c);
 		sb_jw_kstr(&cj, "cell_id", c->cell_id);
 		sb_jw_kint(&cj, "parameter_count", (int64_t)nparam);
 		sb_jw_key(&cj, "mixture_used");

@@ -10,7 +10,8 @@
  *   warm_T and warm_steps (a short-context curriculum: the first warm_steps steps train
  *   on contexts of warm_T bytes, batch * T / warm_T of them per step; 0 = none).
  * cell_id = "lm.dense.sSEED.PATTERN.dD.HASH8", HASH8 = the first 8 hex digits of
- * the SHA-256 of the canonical JSON of the complete cell.
+ * the SHA-256 of the canonical JSON of the complete cell. An imported pretrained decoder
+ * (fields "source" and "tokenizer"; no training fields) is "lm.pretrained.LnL.dD.HASH8".
  *
  * RUNS_DIR/CELL_ID/:
  *   cell.json        the complete cell, cell_id, parameter_count, the mixture as
@@ -44,6 +45,11 @@ struct sb_lm_cell {
 	char corpora[8][4200]; /* NAME=PATH */
 	char mixture[1024];
 	char haystack[64];
+	/* a pretrained decoder (sb-lm import, lib/lm_import.h): the canonical JSON of its source
+	 * (format, model_type, the files read with their SHA-256), "" for a trained cell; and
+	 * the tokenizer file in the run directory ("" = bytes) */
+	char source[8192];
+	char tokenizer[64];
 	char cell_id[128];
 };
 
@@ -51,6 +57,8 @@ struct sb_lm_cell {
 int sb_lm_cell_parse(struct sb_lm_cell *c, const struct sb_json *obj, struct sb_err *err);
 /* The complete cell as a JSON object (without cell_id). */
 void sb_lm_cell_json(struct sb_jw *w, const struct sb_lm_cell *c);
+/* Its fields only (inside an object the caller opens: cell.json adds cell_id, ...). */
+void sb_lm_cell_fields(struct sb_jw *w, const struct sb_lm_cell *c);
 /* Fill c->cell_id from the canonical JSON. */
 int sb_lm_cell_id(struct sb_lm_cell *c, struct sb_err *err);
 

@@ -10,6 +10,7 @@
 #include "io.h"
 #include "json.h"
 #include "lm_eval.h"
+#include "lm_import.h"
 #include "record.h"
 
 static void eval_progress(void *arg, const char *phase, int done, int total)
@@ -155,5 +156,98 @@ int sb_lm_report_main(int argc, char **argv)
 	if (sb_mkdir_p(out_dir, &err) || sb_lm_report_write(argv[optind], out_dir, &err))
 		sb_cli_die(&err);
 	printf("%s/lm-report.md\n", out_dir);
+	return sb_cli_finish(0);
+}
+
+/* ---------------------------------------------------------------- sb-lm import */
+
+int sb_lm_import_main(int argc, char **argv)
+{
+	struct sb_lm_import_opts o;
+	memset(&o, 0, sizeof o);
+	const char *runs = "runs";
+	int threads = 1;
+	long long v;
+	struct sb_err err = {0};
+	static const struct option lo[] = {{"out", 1, 0, 'o'},     {"corpus", 1, 0, 'c'}, {"haystack", 1, 0, 'y'},
+					   {"T", 1, 0, 'T'},       {"threads", 1, 0, 'j'}, {"quiet", 0, 0, 'q'},
+					   {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
+	int ch;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":o:c:j:q", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'o': runs = optarg; break;
+		case 'c':
+			if (o.n_corpora >= 8 || strlen(optarg) >= sizeof o.corpora[0] || !strchr(optarg, '='))
+				sb_cli_usage_error("--corpus NAME=PATH (at most 8)");
+			snprintf(o.corpora[o.n_corpora++], sizeof o.corpora[0], "%s", optarg);
+			break;
+		case 'y':
+			if (strlen(optarg) >= sizeof o.haystack)
+				sb_cli_usage_error("--haystack NAME: a corpus name");
+			snprintf(o.haystack, sizeof o.haystack, "%s", optarg);
+			break;
+		case 'T':
+			if (sb_parse_int("--T", optarg, 8, 1 << 20, &v, &err))
+				sb_cli_die(&err);
+			o.T = (int)v;
+			break;
+		case 'j':
+			if (sb_parse_int("--threads", optarg, 0, 1024, &v, &err))
+				sb_cli_die(&err);
+			threads = (int)v;
+			break;
+		case 'q': sb_quiet = 1; break;
+		case 'h':
+			puts("Usage: sb-lm import [-o RUNS_DIR] --corpus NAME=PATH [--corpus ...] [--haystack NAME]\n"
+			     "                    [--T N] HF_DIR\n"
+			     "A pretrained decoder of the Llama/Qwen family (PROTOCOL C(b)) from a Hugging Face\n"
+			     "directory (config.json; model.safetensors or model.safetensors.index.json and its\n"
+			     "shards; tokenizer.json) into RUNS_DIR/CELL_ID/ (default RUNS_DIR: runs), which\n"
+			     "sb-eval and sb-lm eval evaluate like a trained LM run: cell.json (the model, the\n"
+			     "SHA-256 of every file read, the evaluation text), model.safetensors (the weights in\n"
+			     "their dtype, under the toolkit's names) and a copy of tokenizer.json.\n"
+			     "  --corpus NAME=PATH  held-out text for fidelity and the probes' essays (an sb-fetch\n"
+			     "                      corpus directory or a text file; its valid part is read)\n"
+			     "  --haystack NAME     the corpus of the probes' essays (default: the first)\n"
+			     "  --T N               evaluation context in tokens (default min(512, max_position_embeddings))\n"
+			     "Read: model_type llama, qwen2, qwen3; F32/BF16/F16 weights; RoPE scaling none or llama3.\n"
+			     "Anything else is refused, naming the field (docs/lm.md). An existing run of the same\n"
+			     "cell is kept. stdout: one lm.import record {cell_id, run_dir, status}.\n"
+			     "Exit status: 0 ok, 2 usage, 3 bad input data, 4 I/O error, 5 internal error.");
+			return sb_cli_finish(0);
+		case ':': sb_cli_bad_option(argv, 1);
+		default: sb_cli_bad_option(argv, 0);
+		}
+	}
+	if (optind != argc - 1)
+		sb_cli_usage_error("import needs one Hugging Face model directory");
+	struct sb_backend *be;
+	if (sb_backend_open("cpu", threads, &be, &err))
+		sb_cli_die(&err);
+	struct sb_lm_cell *cell = malloc(sizeof *cell);
+	char *run_dir = malloc(4096);
+	if (!cell || !run_dir) {
+		SB_ERR(&err, SB_EINTERNAL, "out of memory");
+		sb_cli_die(&err);
+	}
+	int existed = 0;
+	sb_progress(0, "importing %s", argv[optind]);
+	if (sb_lm_import(be, argv[optind], runs, &o, cell, run_dir, &existed, &err))
+		sb_cli_die(&err);
+	sb_progress(1, "%s: %s", existed ? "already imported" : "imported", run_dir);
+	struct sb_jw w;
+	sb_jw_init(&w, stdout);
+	sb_jw_record(&w, "lm.import", 1);
+	sb_jw_kstr(&w, "cell_id", cell->cell_id);
+	sb_jw_kstr(&w, "run_dir", run_dir);
+	sb_jw_kstr(&w, "status", existed ? "existed" : "imported");
+	sb_jw_obj_end(&w);
+	if (sb_jw_line(&w, &err))
+		sb_cli_die(&err);
+	sb_jw_free(&w);
+	free(cell);
+	free(run_dir);
+	sb_backend_close(be);
 	return sb_cli_finish(0);
 }

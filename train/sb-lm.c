@@ -12,6 +12,7 @@
 #include "io.h"
 #include "json.h"
 #include "lm_eval.h"
+#include "lm_import.h"
 #include "lm_probe.h"
 #include "lm_train.h"
 #include "record.h"
@@ -46,6 +47,10 @@ static void usage(void)
 	      "        the report: OUT_DIR/lm-report.md, lm-retrieval.svg, lm-fidelity.svg\n"
 	      "  probe --task NAME [--len N] [--index I] [--depth D] [--corpus PATH]\n"
 	      "        print one retrieval probe (for inspection)\n"
+	      "  import [-o RUNS_DIR] --corpus NAME=PATH [--haystack NAME] [--T N] HF_DIR\n"
+	      "        a pretrained Llama/Qwen decoder (Hugging Face directory: config.json,\n"
+	      "        safetensors weights, tokenizer.json) as a run directory RUNS_DIR/CELL_ID/ that\n"
+	      "        eval measures like a trained one (PROTOCOL C(b); sb-lm import --help)\n"
 	      "\n"
 	      "Common options:\n"
 	      "  -j, --threads N   worker threads (0 = all cores; default 0)\n"
@@ -262,7 +267,7 @@ int main(int argc, char **argv)
 {
 	sb_cli_init("sb-lm", argc, argv);
 	if (argc < 2)
-		sb_cli_usage_error("missing command (train, eval, report, probe)");
+		sb_cli_usage_error("missing command (train, eval, report, probe, import)");
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage();
 		return sb_cli_finish(0);
@@ -281,5 +286,7 @@ int main(int argc, char **argv)
 		return sb_lm_report_main(argc, argv);
 	if (!strcmp(cmd, "probe"))
 		return cmd_probe(argc, argv);
-	sb_cli_usage_error("unknown command '%s' (train, eval, report, probe)", cmd);
+	if (!strcmp(cmd, "import"))
+		return sb_lm_import_main(argc, argv);
+	sb_cli_usage_error("unknown command '%s' (train, eval, report, probe, import)", cmd);
 }

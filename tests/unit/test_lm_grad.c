@@ -352,17 +352,20 @@ static void layer_checks(struct sb_backend *be)
 		float *f = malloc(n * sizeof *f), *fR = malloc(n * sizeof *fR);
 		to_f(f, in, n);
 		to_f(fR, Rw, n);
-		lo->rope(ctx, f, 1, c.T, 0, c.nh, c.hd, 10000.0f, 0);
+		double freq[16];
+		for (int i = 0; i < c.hd / 2; i++)
+			freq[i] = pow(10000.0, -2.0 * i / c.hd);
+		lo->rope(ctx, f, 1, c.T, 0, c.nh, c.hd, freq, 0);
 		rope_fwd(ref, in, &c);
 		check_grad("RoPE forward vs reference", f, ref, n, 1e-6, 1e-5);
-		lo->rope(ctx, fR, 1, c.T, 0, c.nh, c.hd, 10000.0f, 1);
+		lo->rope(ctx, fR, 1, c.T, 0, c.nh, c.hd, freq, 1);
 		fd(g, in, n, n, Rw, rope_fwd, &c);
 		check_grad("RoPE backward (inverse rotation) vs finite differences", fR, g, n, 1e-4, 1e-3);
 		/* rows at an offset equal the whole-sequence op */
 		float *f2 = malloc(n * sizeof *f2);
 		to_f(f2, in, n);
 		for (int t = 0; t < c.T; t++)
-			lo->rope(ctx, f2 + (size_t)t * c.nh * c.hd, 1, 1, t, c.nh, c.hd, 10000.0f, 0);
+			lo->rope(ctx, f2 + (size_t)t * c.nh * c.hd, 1, 1, t, c.nh, c.hd, freq, 0);
 		SB_CHECK(memcmp(f, f2, n * sizeof *f) == 0, "RoPE one row at a time at its position equals the whole sequence");
 		free(f2);
 		free(in);

@@ -1,0 +1,535 @@
+/* lm_import.c — a Hugging Face Llama/Qwen decoder as an LM run directory (see lm_import.h). */
+#include "lm_import.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hash.h"
+#include "io.h"
+#include "json.h"
+#include "tensor.h"
+
+/* ---------------------------------------------------------------- config.json */
+
+static int cfg_int(const struct sb_json *o, const char *name, const char *key, int lo, int hi, int def, int *out,
+		   struct sb_err *err)
+{
+	const struct sb_json *v = sb_json_get(o, key);
+	if (!v || v->type == SB_JSON_NULL) {
+		if (def < lo)
+			return SB_ERR(err, SB_EDATA, "%s: '%s' is missing", name, key);
+		*out = def;
+		return 0;
+	}
+	if (v->type != SB_JSON_NUMBER || v->number != floor(v->number) || v->number < lo || v->number > hi)
+		return SB_ERR(err, SB_EDATA, "%s: '%s' must be an integer in [%d, %d]", name, key, lo, hi);
+	*out = (int)v->number;
+	return 0;
+}
+
+static int cfg_num(const struct sb_json *o, const char *name, const char *key, double def, double *out,
+		   struct sb_err *err)
+{
+	const struct sb_json *v = sb_json_get(o, key);
+	if (!v || v->type == SB_JSON_NULL) {
+		if (isnan(def))
+			return SB_ERR(err, SB_EDATA, "%s: '%s' is missing", name, key);
+		*out = def;
+		return 0;
+	}
+	if (v->type != SB_JSON_NUMBER || !(v->number > 0) || !isfinite(v->number))
+		return SB_ERR(err, SB_EDATA, "%s: '%s' must be a positive number", name, key);
+	*out = v->number;
+	return 0;
+}
+
+static int cfg_bool(const struct sb_json *o, const char *name, const char *key, int def, int *out, struct sb_err *err)
+{
+	const struct sb_json *v = sb_json_get(o, key);
+	if (!v || v->type == SB_JSON_NULL) {
+		*out = def;
+		return 0;
+	}
+	if (v->type != SB_JSON_BOOL)
+		return SB_ERR(err, SB_EDATA, "%s: '%s' must be true or false", name, key);
+	*out = v->boolean;
+	return 0;
+}
+
+int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_cfg *c, char *model_type, size_t cap,
+		    int *max_pos, struct sb_err *err)
+{
+	struct sb_json *o;
+	if (sb_json_parse(json, n, &o, err)) {
+		sb_err_prefix(err, "%s", name);
+		return SB_EDATA;
+	}
+	int rc = 0;
+	if (o->type != SB_JSON_OBJECT) {
+		rc = SB_ERR(err, SB_EDATA, "%s: expected a JSON object", name);
+		goto out;
+	}
+	const char *mt = sb_json_str(sb_json_get(o, "model_type"), "");
+	int llama = !strcmp(mt, "llama"), qwen2 = !strcmp(mt, "qwen2"), qwen3 = !strcmp(mt, "qwen3");
+	if (!llama && !qwen2 && !qwen3) {
+		rc = SB_ERR(err, SB_EDATA, "%s: model_type '%s' is not one of the layouts read here (llama, qwen2, qwen3)",
+			    name, mt);
+		goto out;
+	}
+	snprintf(model_type, cap, "%s", mt);
+	const struct sb_json *arch = sb_json_get(o, "architectures");
+	if (arch && arch->type == SB_JSON_ARRAY)
+		for (size_t i = 0; i < arch->n && !rc; i++) {
+			const char *a = sb_json_str(arch->items[i], "");
+			size_t la = strlen(a);
+			if (la < 11 || strcmp(a + la - 11, "ForCausalLM"))
+				rc = SB_ERR(err, SB_EDATA, "%s: architecture '%s' is not a causal LM", name, a);
+		}
+	const char *act = sb_json_str(sb_json_get(o, "hidden_act"), "silu");
+	if (!rc && strcmp(act, "silu"))
+		rc = SB_ERR(err, SB_EDATA, "%s: hidden_act '%s' (only silu, SwiGLU)", name, act);
+	sb_lm_cfg_default(c);
+	int layers = 0, heads = 0, bias_attn = 0, bias_mlp = 0, tied = 0, sliding = 0;
+	double eps = 0, theta = 0;
+	if (!rc)
+		rc = cfg_int(o, name, "vocab_size", 2, 1 << 20, -1, &c->vocab, err);
+	if (!rc)
+		rc = cfg_int(o, name, "hidden_size", 2, 1 << 14, -1, &c->d, err);
+	if (!rc)
+		rc = cfg_int(o, name, "intermediate_size", 1, 1 << 17, -1, &c->ffn, err);
+	if (!rc)
+		rc = cfg_int(o, name, "num_hidden_layers", 1, SB_LM_MAX_LAYERS, -1, &layers, err);
+	if (!rc)
+		rc = cfg_int(o, name, "num_attention_heads", 1, 1024, -1, &heads, err);
+	if (!rc)
+		rc = cfg_int(o, name, "num_key_value_heads", 1, 1024, heads, &c->kv_heads, err);
+	if (!rc)
+		rc = cfg_int(o, name, "head_dim", 1, 1024, heads && c->d % heads == 0 ? c->d / heads : -1, &c->head_dim,
+			     err);
+	if (!rc)
+		rc = cfg_num(o, name, "rms_norm_eps", 1e-6, &eps, err);
+	if (!rc)
+		rc = cfg_num(o, name, "rope_theta", 10000.0, &theta, err);
+	if (!rc)
+		rc = cfg_int(o, name, "max_position_embeddings", 1, 1 << 24, 2048, max_pos, err);
+	if (!rc)
+		rc = cfg_bool(o, name, "tie_word_embeddings", 0, &tied, err);
+	if (!rc)
+		rc = cfg_bool(o, name, "attention_bias", 0, &bias_attn, err);
+	if (!rc)
+		rc = cfg_bool(o, name, "mlp_bias", 0, &bias_mlp, err);
+	if (!rc)
+		rc = cfg_bool(o, name, "use_sliding_window", 0, &sliding, err);
+	if (!rc && sliding)
+		rc = SB_ERR(err, SB_EDATA, "%s: use_sliding_window is true (sliding-window layers are not read here)", name);
+	if (!rc && qwen2 && bias_attn)
+		rc = SB_ERR(err, SB_EDATA, "%s: qwen2 with attention_bias (its layout has q/k/v biases only)", name);
+	if (!rc && !llama && bias_mlp)
+		rc = SB_ERR(err, SB_EDATA, "%s: mlp_bias on %s", name, mt);
+	const struct sb_json *rs = sb_json_get(o, "rope_scaling");
+	if (!rc && rs && rs->type != SB_JSON_NULL) {
+		const char *ty = sb_json_str(sb_json_get(rs, "rope_type"), sb_json_str(sb_json_get(rs, "type"), ""));
+		if (rs->type != SB_JSON_OBJECT)
+			rc = SB_ERR(err, SB_EDATA, "%s: rope_scaling must be null or an object", name);
+		else if (!strcmp(ty, "llama3")) {
+			double f, lo, hi;
+			c->rope_scaling = 1;
+			rc = cfg_num(rs, name, "factor", NAN, &f, err);
+			if (!rc)
+				rc = cfg_num(rs, name, "low_freq_factor", NAN, &lo, err);
+			if (!rc)
+				rc = cfg_num(rs, name, "high_freq_factor", NAN, &hi, err);
+			if (!rc)
+				rc = cfg_int(rs, name, "original_max_position_embeddings", 1, 1 << 24, -1, &c->rope_orig_max,
+					     err);
+			c->rope_factor = (float)f;
+			c->rope_low_freq = (float)lo;
+			c->rope_high_freq = (float)hi;
+			if (!rc && (double)c->rope_factor != f)
+				rc = SB_ERR(err, SB_EDATA, "%s: rope_scaling.factor %g is not a float", name, f);
+		} else if (strcmp(ty, "default"))
+			rc = SB_ERR(err, SB_EDATA, "%s: rope_scaling type '%s' is not implemented (none, default, llama3)",
+				    name, ty);
+	}
+	if (rc)
+		goto out;
+	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
+		rc = SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
+	c->norm_eps = (float)eps;
+	c->rope_theta = (float)theta;
+	if (!rc && (double)c->rope_theta != theta)
+		rc = SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g is not exactly a float", name, theta);
+	memset(c->pattern, 'A', (size_t)layers);
+	c->pattern[layers] = 0;
+	c->heads = heads;
+	c->swiglu = 1;
+	c->rmsnorm = 1;
+	c->pos = SB_LM_POS_ROPE;
+	c->tied = tied;
+	c->attn_bias = qwen2 ? 2 : bias_attn ? 1 : 0;
+	c->bias = bias_mlp;
+	c->qk_norm = qwen3;
+	c->max_T = *max_pos;
+	if (!rc)
+		rc = sb_lm_cfg_check(c, err);
+	if (rc && err)
+		err->code = SB_EDATA;
+out:
+	sb_json_free(o);
+	return rc ? SB_EDATA : 0;
+}
+
+/* ---------------------------------------------------------------- files */
+
+struct src_file {
+	char name[256];
+	char sha[SB_SHA256_HEX];
+	uint64_t size;
+};
+
+static int hash_file(const char *dir, const char *name, struct src_file *f, struct sb_err *err)
+{
+	char path[4600];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	snprintf(f->name, sizeof f->name, "%s", name);
+	return sb_sha256_file(path, f->sha, &f->size, err);
+}
+
+static int plain_name(const char *s)
+{
+	return s[0] && s[0] != '.' && !strchr(s, '/') && strlen(s) < 256;
+}
+
+/* The weight files: model.safetensors, or the distinct files of the index's weight_map
+ * (in order of first appearance). */
+static int weight_files(const char *dir, char (**files)[256], int *nfiles, struct sb_err *err)
+{
+	char path[4600];
+	snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+	*files = NULL;
+	*nfiles = 0;
+	if (!sb_file_exists(path)) {
+		snprintf(path, sizeof path, "%s/model.safetensors", dir);
+		if (!sb_file_exists(path))
+			return SB_ERR(err, SB_EIO, "%s: neither model.safetensors nor model.safetensors.index.json", dir);
+		*files = calloc(1, sizeof **files);
+		if (!*files)
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		snprintf((*files)[0], 256, "model.safetensors");
+		*nfiles = 1;
+		return 0;
+	}
+	char *buf;
+	size_t n;
+	SB_TRY(sb_read_file(path, &buf, &n, 64u << 20, err));
+	struct sb_json *v;
+	int rc = sb_json_parse(buf, n, &v, err);
+	free(buf);
+	if (rc) {
+		sb_err_prefix(err, "%s", path);
+		return SB_EDATA;
+	}
+	const struct sb_json *map = sb_json_get(v, "weight_map");
+	if (!map || map->type != SB_JSON_OBJECT || !map->n)
+		rc = SB_ERR(err, SB_EDATA, "%s: 'weight_map' must be a non-empty object", path);
+	if (!rc && !(*files = calloc(map->n, sizeof **files)))
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (size_t i = 0; !rc && i < map->n; i++) {
+		const char *f = sb_json_str(map->items[i], "");
+		if (!plain_name(f)) {
+			rc = SB_ERR(err, SB_EDATA, "%s: weight_map['%s'] is not a file name in the directory", path,
+				    map->keys[i]);
+			break;
+		}
+		int seen = 0;
+		for (int j = 0; j < *nfiles && !seen; j++)
+			seen = !strcmp((*files)[j], f);
+		if (!seen)
+			snprintf((*files)[(*nfiles)++], 256, "%s", f);
+	}
+	sb_json_free(v);
+	if (rc) {
+		free(*files);
+		*files = NULL;
+		*nfiles = 0;
+	}
+	return rc;
+}
+
+/* A tensor of the checkpoint that the layout does not need but may be skipped. */
+static int skippable(const char *name, const struct sb_lm_cfg *c)
+{
+	size_t n = strlen(name);
+	static const char inv[] = ".rotary_emb.inv_freq";
+	if (n > sizeof inv - 1 && !strcmp(name + n - (sizeof inv - 1), inv))
+		return 1;
+	return c->tied && !strcmp(name, "lm_head.weight");
+}
+
+static int rm_partial(const char *dir, struct sb_err *err)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : SB_ERRNO(err, dir);
+	struct dirent *e;
+	char p[4700];
+	int rc = 0;
+	while ((e = readdir(d)) && !rc) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+		if (unlink(p))
+			rc = SB_ERRNO(err, p);
+	}
+	closedir(d);
+	if (!rc && rmdir(dir))
+		rc = SB_ERRNO(err, dir);
+	return rc;
+}
+
+static int copy_file(const char *from, const char *to, struct sb_err *err)
+{
+	char *buf;
+	size_t n;
+	SB_TRY(sb_read_file(from, &buf, &n, 1u << 30, err));
+	int rc = sb_write_file_atomic(to, buf, n, err);
+	free(buf);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- import */
+
+int sb_lm_import(struct sb_backend *be, const char *hf_dir, const char *runs_dir, const struct sb_lm_import_opts *o,
+		 struct sb_lm_cell *cell, char *run_dir, int *existed, struct sb_err *err)
+{
+	*existed = 0;
+	char path[4600], mt[32];
+	int max_pos = 0, rc = 0;
+	struct src_file cfg_f, tok_f = {{0}, {0}, 0};
+	/* config */
+	snprintf(path, sizeof path, "%s/config.json", hf_dir);
+	char *buf;
+	size_t n;
+	SB_TRY(sb_read_file(path, &buf, &n, 16u << 20, err));
+	memset(cell, 0, sizeof *cell);
+	struct sb_json *empty;
+	SB_TRY(sb_json_parse("{\"corpora\":[\"x=x\"]}", 19, &empty, err));
+	rc = sb_lm_cell_parse(cell, empty, err); /* the defaults */
+	sb_json_free(empty);
+	if (!rc)
+		rc = sb_lm_hf_config(buf, n, path, &cell->model, mt, sizeof mt, &max_pos, err);
+	free(buf);
+	if (rc)
+		return rc;
+	SB_TRY(hash_file(hf_dir, "config.json", &cfg_f, err));
+	cell->T = o->T ? o->T : max_pos < 512 ? max_pos : 512;
+	if (cell->T < 8 || cell->T > max_pos)
+		return SB_ERR(err, SB_EUSAGE, "--T %d out of 8..%d (max_position_embeddings)", cell->T, max_pos);
+	if (o->n_corpora < 1)
+		return SB_ERR(err, SB_EUSAGE, "no --corpus NAME=PATH (held-out text to evaluate on)");
+	cell->n_corpora = o->n_corpora;
+	memcpy(cell->corpora, o->corpora, sizeof cell->corpora);
+	snprintf(cell->haystack, sizeof cell->haystack, "%s", o->haystack);
+	cell->seed = 0;
+	cell->data_seed = 0;
+	cell->mixture[0] = 0;
+	/* tokenizer */
+	snprintf(path, sizeof path, "%s/tokenizer.json", hf_dir);
+	if (sb_file_exists(path)) {
+		SB_TRY(hash_file(hf_dir, "tokenizer.json", &tok_f, err));
+		snprintf(cell->tokenizer, sizeof cell->tokenizer, "tokenizer.json");
+	}
+	/* weights */
+	char(*files)[256];
+	int nf;
+	SB_TRY(weight_files(hf_dir, &files, &nf, err));
+	struct src_file *wf = calloc((size_t)nf, sizeof *wf);
+	struct sb_tensors *shard = calloc((size_t)nf, sizeof *shard);
+	struct sb_lm_param *params = NULL;
+	int np = 0;
+	size_t nfl = 0;
+	struct sb_tensors out;
+	sb_tensors_init(&out);
+	struct sb_lm_model *m = NULL;
+	char tmpdir[4200] = "";
+	if (!wf || !shard)
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (int i = 0; i < nf && !rc; i++) {
+		sb_tensors_init(&shard[i]);
+		rc = hash_file(hf_dir, files[i], &wf[i], err);
+		snprintf(path, sizeof path, "%s/%s", hf_dir, files[i]);
+		if (!rc)
+			rc = sb_st_read(path, &shard[i], err);
+	}
+	/* the source and the cell id */
+	if (!rc) {
+		struct sb_jw w;
+		sb_jw_init(&w, NULL);
+		sb_jw_obj(&w);
+		sb_jw_kstr(&w, "format", "huggingface");
+		sb_jw_kstr(&w, "model_type", mt);
+		sb_jw_key(&w, "files");
+		sb_jw_arr(&w);
+		struct src_file *all[1 + 1];
+		all[0] = &cfg_f;
+		all[1] = tok_f.name[0] ? &tok_f : NULL;
+		for (int i = -2; i < nf; i++) {
+			const struct src_file *f = i < 0 ? all[i + 2] : &wf[i];
+			if (!f)
+				continue;
+			sb_jw_obj(&w);
+			sb_jw_kstr(&w, "name", f->name);
+			sb_jw_kstr(&w, "sha256", f->sha);
+			sb_jw_kint(&w, "size_bytes", (int64_t)f->size);
+			sb_jw_obj_end(&w);
+		}
+		sb_jw_arr_end(&w);
+		sb_jw_obj_end(&w);
+		struct sb_json *v = NULL;
+		rc = w.oom ? SB_ERR(err, SB_EINTERNAL, "out of memory") : sb_json_parse(w.buf, w.len, &v, err);
+		sb_jw_free(&w);
+		if (!rc) {
+			struct sb_jw cw;
+			sb_jw_init(&cw, NULL);
+			sb_jw_canonical(&cw, v);
+			if (cw.oom || cw.len >= sizeof cell->source)
+				rc = SB_ERR(err, SB_EDATA, "%s: too many weight files (%d) for the cell's source", hf_dir, nf);
+			else
+				snprintf(cell->source, sizeof cell->source, "%.*s", (int)cw.len, cw.buf);
+			sb_jw_free(&cw);
+		}
+		sb_json_free(v);
+	}
+	if (!rc)
+		rc = sb_lm_cell_id(cell, err);
+	if (!rc) {
+		snprintf(run_dir, 4096, "%s/%s", runs_dir, cell->cell_id);
+		snprintf(path, sizeof path, "%s/cell.json", run_dir);
+		if (sb_file_exists(path)) {
+			*existed = 1;
+			goto done;
+		}
+	}
+	/* every tensor of the layout, and nothing else */
+	if (!rc)
+		rc = sb_lm_param_table(&cell->model, &params, &np, &nfl, err);
+	for (int i = 0; i < np && !rc; i++) {
+		const struct sb_tensor *t = NULL;
+		for (int s = 0; s < nf && !t; s++)
+			t = sb_tensors_find(&shard[s], params[i].name);
+		if (!t)
+			rc = SB_ERR(err, SB_EDATA, "%s: the checkpoint lacks tensor '%s' (model_type %s)", hf_dir,
+				    params[i].name, mt);
+		else if (t->dtype != SB_F32 && t->dtype != SB_BF16 && t->dtype != SB_F16)
+			rc = SB_ERR(err, SB_EDATA, "%s: tensor '%s' is not F32, BF16 or F16", hf_dir, params[i].name);
+		else
+			rc = sb_tensors_add(&out, params[i].name, t->dtype, t->ndim, t->shape, t->data, 1, err);
+	}
+	for (int s = 0; s < nf && !rc; s++)
+		for (size_t j = 0; j < shard[s].n && !rc; j++) {
+			const char *nm = shard[s].t[j].name;
+			int known = skippable(nm, &cell->model);
+			for (int i = 0; i < np && !known; i++)
+				known = !strcmp(params[i].name, nm);
+			if (!known)
+				rc = SB_ERR(err, SB_EDATA, "%s/%s: tensor '%s' is not part of the %s layout read here", hf_dir,
+					    files[s], nm, mt);
+		}
+	/* load it once (names, shapes), then write */
+	if (!rc)
+		rc = sb_lm_model_new(be, &cell->model, &m, err);
+	if (!rc)
+		rc = sb_lm_model_from_tensors(m, &out, err);
+	if (!rc) {
+		struct sb_jw mj;
+		sb_jw_init(&mj, NULL);
+		sb_lm_cfg_json(&mj, &cell->model);
+		char *mjs = strndup(mj.buf ? mj.buf : "{}", mj.len);
+		sb_jw_free(&mj);
+		if (!mjs)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		if (!rc)
+			rc = sb_tensors_set_meta(&out, "format", "sparsebench.checkpoint", err);
+		if (!rc)
+			rc = sb_tensors_set_meta(&out, "family", "lm", err);
+		if (!rc)
+			rc = sb_tensors_set_meta(&out, "cell_id", cell->cell_id, err);
+		if (!rc)
+			rc = sb_tensors_set_meta(&out, "steps", "0", err);
+		if (!rc)
+			rc = sb_tensors_set_meta(&out, "model", mjs, err);
+		if (!rc)
+			rc = sb_tensors_set_meta(&out, "source", cell->source, err);
+		free(mjs);
+	}
+	if (!rc)
+		rc = sb_mkdir_p(runs_dir, err);
+	if (!rc) {
+		snprintf(tmpdir, sizeof tmpdir, "%s.partial", run_dir);
+		rc = rm_partial(tmpdir, err);
+		if (!rc && mkdir(tmpdir, 0777))
+			rc = SB_ERRNO(err, tmpdir);
+	}
+	if (!rc) {
+		char sha[SB_SHA256_HEX];
+		snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
+		rc = sb_st_write(path, &out, err);
+		if (!rc)
+			rc = sb_sha256_file(path, sha, NULL, err);
+		if (!rc)
+			rc = sb_sidecar_write(path, sha, err);
+	}
+	if (!rc && cell->tokenizer[0]) {
+		char from[4600];
+		snprintf(from, sizeof from, "%s/tokenizer.json", hf_dir);
+		snprintf(path, sizeof path, "%s/%s", tmpdir, cell->tokenizer);
+		rc = copy_file(from, path, err);
+		char sha[SB_SHA256_HEX];
+		if (!rc)
+			rc = sb_sha256_file(path, sha, NULL, err);
+		if (!rc && strcmp(sha, tok_f.sha))
+			rc = SB_ERR(err, SB_EIO, "%s changed while it was copied", from);
+	}
+	if (!rc) { /* cell.json, as sb-train writes it */
+		struct sb_jw cj;
+		sb_jw_init(&cj, NULL);
+		sb_jw_obj(&cj);
+		sb_lm_cell_fields(&cj, cell);
+		sb_jw_kstr(&cj, "cell_id", cell->cell_id);
+		sb_jw_kint(&cj, "parameter_count", (int64_t)nfl);
+		sb_jw_obj_end(&cj);
+		char *line = cj.oom ? NULL : malloc(cj.len + 1);
+		snprintf(path, sizeof path, "%s/cell.json", tmpdir);
+		if (!line)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		else {
+			memcpy(line, cj.buf, cj.len);
+			line[cj.len] = '\n';
+			rc = sb_write_file_atomic(path, line, cj.len + 1, err);
+			free(line);
+		}
+		sb_jw_free(&cj);
+	}
+	if (!rc && rename(tmpdir, run_dir))
+		rc = SB_ERRNO(err, run_dir);
+	if (rc && tmpdir[0]) {
+		struct sb_err e2 = {0};
+		rm_partial(tmpdir, &e2);
+	}
+done:
+	sb_lm_model_free(m);
+	sb_tensors_free(&out);
+	for (int i = 0; shard && i < nf; i++)
+		sb_tensors_free(&shard[i]);
+	free(shard);
+	free(wf);
+	free(files);
+	free(params);
+	return rc;
+}

@@ -1,0 +1,56 @@
+/* lm_import.h — a pretrained decoder of the Llama/Qwen family (PROTOCOL C(b)) from a
+ * Hugging Face model directory into a run directory that the LM evaluation reads
+ * like a trained one (`sb-lm import`, docs/lm.md).
+ *
+ * The directory holds config.json, the weights (model.safetensors, or the shards that
+ * model.safetensors.index.json names) and, for text, tokenizer.json. Read:
+ *   model_type  llama, qwen2 or qwen3 (architectures *ForCausalLM); hidden_act silu;
+ *   vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
+ *   num_key_value_heads (default: heads), head_dim (default: hidden / heads),
+ *   rms_norm_eps, rope_theta (10000), rope_scaling (null, "default" or "llama3"),
+ *   tie_word_embeddings (false), attention_bias / mlp_bias (llama, qwen3),
+ *   max_position_embeddings; qwen2 always has q/k/v biases; qwen3 has q_norm/k_norm.
+ * Refused, naming the field: other model types, activations, RoPE scalings (linear,
+ * dynamic, yarn, ...), sliding-window attention switched on, a tensor the layout does
+ * not know (rotary inv_freq buffers and a tied model's lm_head copy are skipped), a
+ * missing tensor or one of another shape, dtypes other than F32/BF16/F16.
+ *
+ * Every layer is a full-attention layer ('A'): all of them are masked (a pretrained
+ * hybrid's other mixers are not among these layouts). The weights keep their dtype in
+ * RUN_DIR/model.safetensors (widened to float when loaded); the cell's "source" holds
+ * the model type and the SHA-256 and size of every file read, and "tokenizer" the copy
+ * of tokenizer.json in the run directory. Memory: the whole checkpoint is held once,
+ * plus the model in float when it is checked after writing.
+ */
+#ifndef SB_LM_IMPORT_H
+#define SB_LM_IMPORT_H
+
+#include <stddef.h>
+
+#include "backend.h"
+#include "err.h"
+#include "lm_model.h"
+#include "lm_train.h"
+
+struct sb_lm_import_opts {
+	int T;                 /* evaluation context; 0 = min(max_position_embeddings, 512) */
+	int n_corpora;         /* held-out text for the evaluation (NAME=PATH, as a cell's corpora) */
+	char corpora[8][4200];
+	char haystack[64];     /* the retrieval probes' essay corpus ("" = the first) */
+};
+
+/* A Hugging Face config.json (text json[n], named `name` in messages) as a model
+ * configuration; model_type (cap bytes) and max_position_embeddings are returned too. */
+int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_cfg *cfg, char *model_type,
+		    size_t cap, int *max_pos, struct sb_err *err);
+
+/* Import hf_dir into runs_dir/CELL_ID (run_dir receives it, >= 4096 bytes). An existing
+ * run directory of the same cell is left as it is (*existed = 1); the directory appears
+ * whole or not at all (built as CELL_ID.partial, then renamed). */
+int sb_lm_import(struct sb_backend *be, const char *hf_dir, const char *runs_dir, const struct sb_lm_import_opts *o,
+		 struct sb_lm_cell *cell, char *run_dir, int *existed, struct sb_err *err);
+
+/* `sb-lm import` (train/lm_cmds.c) */
+int sb_lm_import_main(int argc, char **argv);
+
+#endif
