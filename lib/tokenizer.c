@@ -695,6 +695,30 @@ int sb_tok_encode(const struct sb_tok *t, const char *text, size_t n, int32_t **
 	return 0;
 }
 
+int sb_tok_pretokenize(const struct sb_tok *t, const char *text, size_t n, size_t **ends, size_t *n_ends,
+		       struct sb_err *err)
+{
+	*ends = NULL;
+	*n_ends = 0;
+	size_t bad = sb_utf8_check(text, n);
+	if (bad != (size_t)-1)
+		return SB_ERR(err, SB_EDATA, "text: byte offset %zu: invalid UTF-8", bad);
+	size_t cap = 0, m = 0, *e = NULL;
+	for (size_t i = 0; i < n;) {
+		i = pattern_match(&t->pat, (const unsigned char *)text, n, i);
+		if (grow((void **)&e, &cap, m + 1, sizeof *e)) {
+			free(e);
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		}
+		e[m++] = i;
+	}
+	if (!e && !(e = malloc(sizeof *e)))
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	*ends = e;
+	*n_ends = m;
+	return 0;
+}
+
 /* ---- decode ---- */
 
 int sb_tok_token_bytes(const struct sb_tok *t, int32_t id, char *buf, size_t cap)

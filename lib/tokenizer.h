@@ -57,4 +57,11 @@ int sb_tok_decode(const struct sb_tok *t, const int32_t *ids, size_t n, char **o
  * bytes to buf; -1 for an id outside the vocabulary. */
 int sb_tok_token_bytes(const struct sb_tok *t, int32_t id, char *buf, size_t cap);
 
+/* For tests and diagnostics: the pre-token boundaries the pattern gives for the whole text
+ * (no added-token split, no normalizer): *ends (malloc'd, also when empty) receives the byte
+ * offset just after each pre-token, as HF's pre_tokenizer.pre_tokenize_str. Invalid UTF-8 is
+ * SB_EDATA naming the byte offset. */
+int sb_tok_pretokenize(const struct sb_tok *t, const char *text, size_t n, size_t **ends, size_t *n_ends,
+		       struct sb_err *err);
+
 #endif

@@ -95,6 +95,24 @@ static void check_cases(void)
 			continue;
 		}
 		n_cases[k]++;
+		const struct sb_json *pre = sb_json_get(v, "pre");
+		if (pre && pre->type == SB_JSON_ARRAY) {
+			size_t *ends = NULL, n_ends = 0, first = (size_t)-1;
+			int prc = sb_tok_pretokenize(toks[k], text->text, text->len, &ends, &n_ends, &err);
+			for (size_t i = 0; prc == 0 && i < n_ends && i < pre->n && first == (size_t)-1; i++)
+				if (ends[i] != (size_t)sb_json_num(pre->items[i], -1))
+					first = i;
+			if (prc == 0 && first == (size_t)-1 && n_ends != pre->n)
+				first = n_ends < pre->n ? n_ends : pre->n;
+			size_t at = first == (size_t)-1 || first == 0 ? 0 : ends[first - 1];
+			SB_CHECK(prc == 0 && first == (size_t)-1,
+				 "%s case %ld: %zu pre-token ends equal HF's pre_tokenize_str (rc %d; first difference: "
+				 "pre-token %zu, starting at byte %zu \"%s\": got end %ld, want %ld)",
+				 kind, ci, pre->n, prc, first, at, show(text->text + at, text->len - at),
+				 first < n_ends ? (long)ends[first] : -1L,
+				 first < pre->n ? (long)sb_json_num(pre->items[first], -1) : -1L);
+			free(ends);
+		}
 		int32_t *ids = NULL;
 		size_t n_ids = 0;
 		sb_err_clear(&err);
@@ -167,7 +185,7 @@ static void check_api(void)
 	if (!t)
 		return;
 	struct sb_err err = {0};
-	SB_CHECK(sb_tok_vocab_size(t) == 903, "llama3 vocab size 903 (got %d)", sb_tok_vocab_size(t));
+	SB_CHECK(sb_tok_vocab_size(t) == 904, "llama3 vocab size 904 (got %d)", sb_tok_vocab_size(t));
 	SB_CHECK(sb_tok_id(t, "<|endoftext|>") == 0 && sb_tok_id(t, "<|im_end|>") == 2,
 		 "ids of special tokens (%d, %d)", sb_tok_id(t, "<|endoftext|>"), sb_tok_id(t, "<|im_end|>"));
 	SB_CHECK(sb_tok_id(t, "sparse bench") == 901 && sb_tok_id(t, "zz<|") == 902,
@@ -180,18 +198,18 @@ static void check_api(void)
 	SB_CHECK(n == 6 && memcmp(buf, " zqxjv", 6) == 0, "token_bytes(900) = \" zqxjv\" (got %d)", n);
 	n = sb_tok_token_bytes(t, 901, buf, 3);
 	SB_CHECK(n == 12 && memcmp(buf, "spa", 3) == 0, "token_bytes(901) with cap 3: length 12, 3 bytes (got %d)", n);
-	SB_CHECK(sb_tok_token_bytes(t, 903, buf, sizeof buf) == -1 && sb_tok_token_bytes(t, -1, buf, sizeof buf) == -1,
-		 "token_bytes of ids 903 and -1: -1");
+	SB_CHECK(sb_tok_token_bytes(t, 904, buf, sizeof buf) == -1 && sb_tok_token_bytes(t, -1, buf, sizeof buf) == -1,
+		 "token_bytes of ids 904 and -1: -1");
 	/* a byte token that is half of a UTF-8 character decodes to that raw byte */
 	int id_c3 = sb_tok_id(t, "\xC3\x83"); /* byte 0xC3 */
 	n = sb_tok_token_bytes(t, id_c3, buf, sizeof buf);
 	SB_CHECK(id_c3 >= 0 && n == 1 && (unsigned char)buf[0] == 0xC3, "byte token 0xC3 -> raw byte (id %d, len %d)",
 		 id_c3, n);
-	int32_t bad[3] = {5, 903, 6};
+	int32_t bad[3] = {5, 904, 6};
 	char *out = NULL;
 	size_t n_out;
 	int rc = sb_tok_decode(t, bad, 3, &out, &n_out, &err);
-	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "ids[1]") && !out, "decode of id 903: SB_EDATA naming ids[1] (%s)",
+	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "ids[1]") && !out, "decode of id 904: SB_EDATA naming ids[1] (%s)",
 		 err.msg);
 	int32_t *ids = NULL;
 	size_t n_ids = 5;
