@@ -10,6 +10,7 @@
 #include "tokenizer.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,13 +206,10 @@ static uint32_t byte_cp(int b)
 static unsigned char bl_utf8[256][2];
 static unsigned char bl_len[256];
 static int16_t bl_inv[324];
-static int bl_ready;
+static pthread_once_t bl_once = PTHREAD_ONCE_INIT;
 
 static void bl_init(void)
 {
-	/* Idempotent and deterministic: a race between two first calls writes the same values. */
-	if (bl_ready)
-		return;
 	for (int i = 0; i < 324; i++)
 		bl_inv[i] = -1;
 	for (int b = 0; b < 256; b++) {
@@ -226,7 +224,6 @@ static void bl_init(void)
 			bl_len[b] = 2;
 		}
 	}
-	bl_ready = 1;
 }
 
 /* Decode one code point of valid UTF-8 at s[i]; *len receives its byte length. */
@@ -1166,7 +1163,7 @@ static int load_model(struct sb_tok *t, const struct sb_json *model, const struc
 int sb_tok_load_mem(const char *json, size_t n, const char *name, struct sb_tok **out, struct sb_err *err)
 {
 	*out = NULL;
-	bl_init();
+	pthread_once(&bl_once, bl_init);
 	struct sb_json *root = NULL;
 	if (sb_json_parse(json, n, &root, err)) {
 		sb_err_prefix(err, "%s", name);
