@@ -1,0 +1,1222 @@
+/* tokenizer.c — HF tokenizer.json byte-level BPE (see tokenizer.h and docs/tokenizer.md).
+ *
+ * Encode pipeline, as HF tokenizers 0.20 runs it:
+ *   1. split the text on added tokens whose "normalized" is false (leftmost-longest);
+ *   2. each remaining piece: normalise (NFC: quick check only, refuse otherwise), then split
+ *      it on the added tokens whose "normalized" is true;
+ *   3. each remaining piece: pre-tokenize with the pattern (pattern_match below), map bytes to
+ *      the GPT-2 byte-level alphabet, BPE each pre-token (merge_word below).
+ */
+#include "tokenizer.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io.h"
+#include "json.h"
+#include "unicode_tab.h"
+
+#define MAX_ID (1 << 24)                   /* ids at or above are refused ("huge") */
+#define MAX_FILE ((size_t)1 << 30)          /* tokenizer.json size limit */
+
+/* ---- the three patterns, recognised by their exact text ---- */
+
+static const char PAT_GPT2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char PAT_LLAMA3[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+				 "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char PAT_QWEN2[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+				"?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* The parameters that tell the patterns apart. */
+struct pattern {
+	int contr_ci;     /* contractions case-insensitive: (?i:'s|...) */
+	int letter_class; /* letters: [^\r\n\p{L}\p{N}]?\p{L}+ (1) or ` ?\p{L}+` (0) */
+	int num_max;      /* \p{N}{1,num_max} (0: ` ?\p{N}+`) */
+	int punct_nl;     /* ` ?[^\s\p{L}\p{N}]+[\r\n]*` (1) or without [\r\n]* (0) */
+	int nl_alt;       /* the alternative \s*[\r\n]+ */
+};
+
+static const struct pattern P_GPT2 = {0, 0, 0, 0, 0};
+static const struct pattern P_LLAMA3 = {1, 1, 3, 1, 1};
+static const struct pattern P_QWEN2 = {1, 1, 1, 1, 1};
+
+/* ---- hash maps ---- */
+
+static uint64_t fnv1a(const void *p, size_t n)
+{
+	const unsigned char *s = p;
+	uint64_t h = 1469598103934665603ULL;
+	for (size_t i = 0; i < n; i++) {
+		h ^= s[i];
+		h *= 1099511628211ULL;
+	}
+	return h ^ (h >> 29);
+}
+
+/* string -> id; keys borrowed (they live in struct sb_tok). */
+struct strmap {
+	const char **key;
+	uint32_t *klen;
+	int32_t *val;
+	size_t cap, n; /* cap: power of two */
+};
+
+static int strmap_init(struct strmap *m, size_t n)
+{
+	size_t cap = 16;
+	while (cap < 2 * n + 2)
+		cap *= 2;
+	m->key = calloc(cap, sizeof *m->key);
+	m->klen = calloc(cap, sizeof *m->klen);
+	m->val = calloc(cap, sizeof *m->val);
+	m->cap = cap;
+	m->n = 0;
+	return m->key && m->klen && m->val ? 0 : -1;
+}
+
+static void strmap_free(struct strmap *m)
+{
+	free(m->key);
+	free(m->klen);
+	free(m->val);
+}
+
+/* Returns the slot of key (key[slot] == NULL when absent). */
+static size_t strmap_slot(const struct strmap *m, const char *k, size_t n)
+{
+	size_t i = fnv1a(k, n) & (m->cap - 1);
+	while (m->key[i] && !(m->klen[i] == n && memcmp(m->key[i], k, n) == 0))
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+static int32_t strmap_get(const struct strmap *m, const char *k, size_t n)
+{
+	if (!m->cap)
+		return -1;
+	size_t i = strmap_slot(m, k, n);
+	return m->key[i] ? m->val[i] : -1;
+}
+
+/* Insert (capacity was sized up front); returns 1 when the key was already there. */
+static int strmap_put(struct strmap *m, const char *k, size_t n, int32_t v)
+{
+	size_t i = strmap_slot(m, k, n);
+	if (m->key[i])
+		return 1;
+	m->key[i] = k;
+	m->klen[i] = (uint32_t)n;
+	m->val[i] = v;
+	m->n++;
+	return 0;
+}
+
+/* (left id, right id) -> (rank, merged id) */
+struct pairmap {
+	uint64_t *key; /* (a << 32 | b) + 1; 0 = empty */
+	int32_t *rank, *merged;
+	size_t cap;
+};
+
+static int pairmap_init(struct pairmap *m, size_t n)
+{
+	size_t cap = 16;
+	while (cap < 2 * n + 2)
+		cap *= 2;
+	m->key = calloc(cap, sizeof *m->key);
+	m->rank = calloc(cap, sizeof *m->rank);
+	m->merged = calloc(cap, sizeof *m->merged);
+	m->cap = cap;
+	return m->key && m->rank && m->merged ? 0 : -1;
+}
+
+static void pairmap_free(struct pairmap *m)
+{
+	free(m->key);
+	free(m->rank);
+	free(m->merged);
+}
+
+static size_t pairmap_slot(const struct pairmap *m, int32_t a, int32_t b)
+{
+	uint64_t k = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1;
+	uint64_t h = k * 0x9E3779B97F4A7C15ULL;
+	size_t i = (size_t)(h ^ (h >> 32)) & (m->cap - 1);
+	while (m->key[i] && m->key[i] != k)
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+/* rank of the merge (a, b), -1 if none; *merged receives its id. */
+static int32_t pairmap_get(const struct pairmap *m, int32_t a, int32_t b, int32_t *merged)
+{
+	size_t i = pairmap_slot(m, a, b);
+	if (!m->key[i])
+		return -1;
+	*merged = m->merged[i];
+	return m->rank[i];
+}
+
+/* ---- the tokenizer ---- */
+
+struct added {
+	char *content;
+	size_t len;
+	int32_t id;
+	int normalized;
+};
+
+struct sb_tok {
+	int n_ids;             /* largest id + 1 */
+	char **model_str;      /* id -> model vocab string (NULL: not in the model vocab) */
+	uint32_t *model_len;
+	char *bytes;           /* decoded bytes of every id, concatenated */
+	size_t *bytes_off;     /* id -> offset into bytes; bytes_off[n_ids] = end */
+	unsigned char *has_id; /* id is in the model vocab or an added token */
+	struct strmap vocab;   /* model vocab string -> id */
+	struct strmap added_map;
+	struct pairmap merges;
+	int32_t byte_id[256]; /* id of each byte's single-character token, -1 if none */
+	int ignore_merges;
+	int nfc;
+	struct pattern pat;
+	struct added *added;
+	size_t n_added;
+	/* added tokens by first byte, longest first: set 0 normalized false, set 1 true */
+	size_t *by_first[2][256];
+	size_t n_first[2][256];
+};
+
+/* GPT-2 bytes_to_unicode: byte -> code point, and back (code points < 324). */
+static uint32_t byte_cp(int b)
+{
+	if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF))
+		return (uint32_t)b;
+	int n = 0;
+	for (int x = 0; x < b; x++)
+		if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF)))
+			n++;
+	return 256u + (uint32_t)n;
+}
+
+/* The byte-level form of each byte as UTF-8 (1 or 2 bytes) and the inverse map. */
+static unsigned char bl_utf8[256][2];
+static unsigned char bl_len[256];
+static int16_t bl_inv[324];
+static pthread_once_t bl_once = PTHREAD_ONCE_INIT;
+
+static void bl_init(void)
+{
+	for (int i = 0; i < 324; i++)
+		bl_inv[i] = -1;
+	for (int b = 0; b < 256; b++) {
+		uint32_t cp = byte_cp(b);
+		bl_inv[cp] = (int16_t)b;
+		if (cp < 0x80) {
+			bl_utf8[b][0] = (unsigned char)cp;
+			bl_len[b] = 1;
+		} else {
+			bl_utf8[b][0] = (unsigned char)(0xC0 | (cp >> 6));
+			bl_utf8[b][1] = (unsigned char)(0x80 | (cp & 0x3F));
+			bl_len[b] = 2;
+		}
+	}
+}
+
+/* Decode one code point of valid UTF-8 at s[i]; *len receives its byte length. */
+static uint32_t utf8_at(const unsigned char *s, size_t i, int *len)
+{
+	unsigned c = s[i];
+	if (c < 0x80) {
+		*len = 1;
+		return c;
+	}
+	if (c < 0xE0) {
+		*len = 2;
+		return (uint32_t)(c & 0x1F) << 6 | (s[i + 1] & 0x3F);
+	}
+	if (c < 0xF0) {
+		*len = 3;
+		return (uint32_t)(c & 0x0F) << 12 | (uint32_t)(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
+	}
+	*len = 4;
+	return (uint32_t)(c & 0x07) << 18 | (uint32_t)(s[i + 1] & 0x3F) << 12 | (uint32_t)(s[i + 2] & 0x3F) << 6 |
+	       (s[i + 3] & 0x3F);
+}
+
+static int uc_lookup(const struct sb_uc_range *t, size_t n, uint32_t cp)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (cp < t[mid].lo)
+			hi = mid;
+		else if (cp > t[mid].hi)
+			lo = mid + 1;
+		else
+			return t[mid].v;
+	}
+	return 0;
+}
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+enum { C_OTHER = 0, C_L = 1, C_N = 2, C_S = 3 };
+
+static int uc_class(uint32_t cp)
+{
+	if (cp < 0x80) {
+		if (cp >= 'a' && cp <= 'z')
+			return C_L;
+		if (cp >= 'A' && cp <= 'Z')
+			return C_L;
+		if (cp >= '0' && cp <= '9')
+			return C_N;
+		if (cp == ' ' || (cp >= 9 && cp <= 13))
+			return C_S;
+		return C_OTHER;
+	}
+	return uc_lookup(sb_uc_class, NELEM(sb_uc_class), cp);
+}
+
+/* ---- the pre-tokenizer ---- */
+
+/* One code point of the piece: class and byte extent. */
+struct cpi {
+	uint32_t cp;
+	int cls;
+	size_t end; /* byte offset just after it */
+};
+
+static struct cpi cp_at(const unsigned char *s, size_t i)
+{
+	struct cpi r;
+	int len;
+	r.cp = utf8_at(s, i, &len);
+	r.cls = uc_class(r.cp);
+	r.end = i + (size_t)len;
+	return r;
+}
+
+/* End of the run of class cls starting at i (i itself when none). */
+static size_t run_of(const unsigned char *s, size_t n, size_t i, int cls)
+{
+	while (i < n) {
+		struct cpi c = cp_at(s, i);
+		if (c.cls != cls)
+			break;
+		i = c.end;
+	}
+	return i;
+}
+
+/* Case fold for the contraction letters: Oniguruma's (?i) folds ASCII letters and U+017F
+ * LATIN SMALL LETTER LONG S (folds to 's'); no other code point folds to t r e v m l d. */
+static uint32_t fold(uint32_t cp, int ci)
+{
+	if (!ci)
+		return cp;
+	if (cp >= 'A' && cp <= 'Z')
+		return cp + 32;
+	if (cp == 0x17F)
+		return 's';
+	return cp;
+}
+
+/* The end of the match that starts at i (the patterns match every character, and never the
+ * empty string, so a match always starts at i and ends after it). The alternatives are tried
+ * in order; the first that matches wins (each greedy, backtracking as the regex would). */
+static size_t pattern_match(const struct pattern *p, const unsigned char *s, size_t n, size_t i)
+{
+	struct cpi c = cp_at(s, i);
+	struct cpi nx = {0, -1, c.end};
+	if (c.end < n)
+		nx = cp_at(s, c.end);
+
+	/* 's|'t|'re|'ve|'m|'ll|'d */
+	if (c.cp == '\'' && c.end < n) {
+		uint32_t a = fold(nx.cp, p->contr_ci);
+		if (a == 's' || a == 't' || a == 'm' || a == 'd')
+			return nx.end;
+		if ((a == 'r' || a == 'v' || a == 'l') && nx.end < n) {
+			struct cpi b = cp_at(s, nx.end);
+			uint32_t bf = fold(b.cp, p->contr_ci);
+			if ((a == 'r' && bf == 'e') || (a == 'v' && bf == 'e') || (a == 'l' && bf == 'l'))
+				return b.end;
+		}
+	}
+	/* letters */
+	if (c.cls == C_L)
+		return run_of(s, n, c.end, C_L);
+	if (nx.cls == C_L) {
+		if (p->letter_class ? (c.cp != '\r' && c.cp != '\n' && c.cls != C_N) : c.cp == ' ')
+			return run_of(s, n, nx.end, C_L);
+	}
+	/* numbers */
+	if (p->num_max) {
+		if (c.cls == C_N) {
+			size_t e = c.end;
+			for (int k = 1; k < p->num_max && e < n; k++) {
+				struct cpi d = cp_at(s, e);
+				if (d.cls != C_N)
+					break;
+				e = d.end;
+			}
+			return e;
+		}
+	} else {
+		if (c.cls == C_N)
+			return run_of(s, n, c.end, C_N);
+		if (c.cp == ' ' && nx.cls == C_N)
+			return run_of(s, n, nx.end, C_N);
+	}
+	/* ` ?[^\s\p{L}\p{N}]+` then [\r\n]* */
+	size_t e = 0;
+	if (c.cls == C_OTHER)
+		e = run_of(s, n, c.end, C_OTHER);
+	else if (c.cp == ' ' && nx.cls == C_OTHER)
+		e = run_of(s, n, nx.end, C_OTHER);
+	if (e) {
+		if (p->punct_nl)
+			while (e < n && (s[e] == '\r' || s[e] == '\n'))
+				e++;
+		return e;
+	}
+	/* here c is white space: W = the run of white space from i */
+	size_t w_end = c.end, last_start = i, last_nl_end = 0;
+	if (c.cp == '\r' || c.cp == '\n')
+		last_nl_end = c.end;
+	while (w_end < n) {
+		struct cpi d = cp_at(s, w_end);
+		if (d.cls != C_S)
+			break;
+		last_start = w_end;
+		w_end = d.end;
+		if (d.cp == '\r' || d.cp == '\n')
+			last_nl_end = d.end;
+	}
+	/* \s*[\r\n]+ : \s* backs off to the last CR or LF of W, [\r\n]+ takes it */
+	if (p->nl_alt && last_nl_end)
+		return last_nl_end;
+	/* \s+(?!\S) : all of W at the end of the piece, else W less its last character */
+	if (w_end == n)
+		return w_end;
+	if (last_start > i)
+		return last_start;
+	/* \s+ */
+	return w_end;
+}
+
+/* ---- BPE ---- */
+
+struct sym {
+	int32_t id;
+	int32_t prev, next;
+	int32_t alive;
+};
+
+struct merge_item {
+	int32_t rank, pos, merged;
+};
+
+/* scratch buffers of one encode call */
+struct scratch {
+	struct sym *sym;
+	size_t sym_cap;
+	struct merge_item *heap;
+	size_t heap_n, heap_cap;
+	char *map; /* byte-level form of a pre-token (ignore_merges) */
+	size_t map_cap;
+	int32_t *ids;
+	size_t n_ids, ids_cap;
+};
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t c = *cap ? *cap : 64;
+	while (c < need)
+		c *= 2;
+	void *q = realloc(*p, c * elem);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+static int emit(struct scratch *sc, int32_t id)
+{
+	if (grow((void **)&sc->ids, &sc->ids_cap, sc->n_ids + 1, sizeof *sc->ids))
+		return -1;
+	sc->ids[sc->n_ids++] = id;
+	return 0;
+}
+
+static int item_less(const struct merge_item *a, const struct merge_item *b)
+{
+	return a->rank != b->rank ? a->rank < b->rank : a->pos < b->pos;
+}
+
+static int heap_push(struct scratch *sc, struct merge_item it)
+{
+	if (grow((void **)&sc->heap, &sc->heap_cap, sc->heap_n + 1, sizeof *sc->heap))
+		return -1;
+	size_t i = sc->heap_n++;
+	while (i > 0) {
+		size_t up = (i - 1) / 2;
+		if (!item_less(&it, &sc->heap[up]))
+			break;
+		sc->heap[i] = sc->heap[up];
+		i = up;
+	}
+	sc->heap[i] = it;
+	return 0;
+}
+
+static struct merge_item heap_pop(struct scratch *sc)
+{
+	struct merge_item top = sc->heap[0], last = sc->heap[--sc->heap_n];
+	size_t i = 0, n = sc->heap_n;
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		const struct merge_item *best = &last;
+		if (l < n && item_less(&sc->heap[l], best)) {
+			m = l;
+			best = &sc->heap[l];
+		}
+		if (r < n && item_less(&sc->heap[r], best))
+			m = r;
+		if (m == i)
+			break;
+		sc->heap[i] = sc->heap[m];
+		i = m;
+	}
+	if (n)
+		sc->heap[i] = last;
+	return top;
+}
+
+static int push_pair(const struct sb_tok *t, struct scratch *sc, int32_t pos)
+{
+	int32_t merged, nx = sc->sym[pos].next;
+	if (nx < 0)
+		return 0;
+	int32_t rank = pairmap_get(&t->merges, sc->sym[pos].id, sc->sym[nx].id, &merged);
+	if (rank < 0)
+		return 0;
+	return heap_push(sc, (struct merge_item){rank, pos, merged});
+}
+
+/* BPE of one pre-token (raw bytes), as HF's BPE::merge_word + Word::merge_all: one symbol
+ * per byte (a byte whose token is missing from the vocab is dropped, as HF does without
+ * unk_token), then the lowest-rank merge first, the leftmost on ties. */
+static int bpe_word(const struct sb_tok *t, struct scratch *sc, const unsigned char *w, size_t n)
+{
+	if (t->ignore_merges) {
+		size_t m = 0;
+		if (grow((void **)&sc->map, &sc->map_cap, 2 * n, 1))
+			return -1;
+		for (size_t i = 0; i < n; i++)
+			for (int k = 0; k < bl_len[w[i]]; k++)
+				sc->map[m++] = (char)bl_utf8[w[i]][k];
+		int32_t id = strmap_get(&t->vocab, sc->map, m);
+		if (id >= 0)
+			return emit(sc, id);
+	}
+	if (grow((void **)&sc->sym, &sc->sym_cap, n, sizeof *sc->sym))
+		return -1;
+	int32_t ns = 0;
+	for (size_t i = 0; i < n; i++) {
+		int32_t id = t->byte_id[w[i]];
+		if (id < 0)
+			continue;
+		sc->sym[ns] = (struct sym){id, ns - 1, ns + 1, 1};
+		ns++;
+	}
+	if (!ns)
+		return 0;
+	sc->sym[ns - 1].next = -1;
+	sc->heap_n = 0;
+	for (int32_t i = 0; i + 1 < ns; i++)
+		if (push_pair(t, sc, i))
+			return -1;
+	while (sc->heap_n) {
+		struct merge_item top = heap_pop(sc);
+		struct sym *a = &sc->sym[top.pos];
+		if (!a->alive || a->next < 0)
+			continue;
+		int32_t merged;
+		if (pairmap_get(&t->merges, a->id, sc->sym[a->next].id, &merged) < 0 || merged != top.merged)
+			continue;
+		int32_t b = a->next;
+		a->id = merged;
+		a->next = sc->sym[b].next;
+		sc->sym[b].alive = 0;
+		if (a->next >= 0)
+			sc->sym[a->next].prev = top.pos;
+		if (a->prev >= 0 && push_pair(t, sc, a->prev))
+			return -1;
+		if (push_pair(t, sc, top.pos))
+			return -1;
+	}
+	for (int32_t i = 0; i >= 0; i = sc->sym[i].next)
+		if (emit(sc, sc->sym[i].id))
+			return -1;
+	return 0;
+}
+
+/* Pre-tokenize a piece and BPE each pre-token. */
+static int encode_piece(const struct sb_tok *t, struct scratch *sc, const unsigned char *s, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		size_t e = pattern_match(&t->pat, s, n, i);
+		if (bpe_word(t, sc, s + i, e - i))
+			return -1;
+		i = e;
+	}
+	return 0;
+}
+
+/* Leftmost-longest added token of set `set` in s[from..n): returns its index, or -1. */
+static long find_added(const struct sb_tok *t, int set, const unsigned char *s, size_t from, size_t n,
+		       size_t *at)
+{
+	for (size_t i = from; i < n; i++) {
+		size_t k = t->n_first[set][s[i]];
+		const size_t *list = t->by_first[set][s[i]];
+		for (size_t j = 0; j < k; j++) {
+			const struct added *a = &t->added[list[j]];
+			if (a->len <= n - i && memcmp(a->content, s + i, a->len) == 0) {
+				*at = i;
+				return (long)list[j];
+			}
+		}
+	}
+	return -1;
+}
+
+/* Offset (from s) of the first code point failing the NFC quick check, or (size_t)-1. */
+static size_t nfc_quick_check(const unsigned char *s, size_t n)
+{
+	int last_cc = 0;
+	for (size_t i = 0; i < n;) {
+		if (s[i] < 0xCC) { /* below U+0300: combining class 0, quick check Yes */
+			last_cc = 0;
+			i += s[i] < 0x80 ? 1 : 2;
+			continue;
+		}
+		int len;
+		uint32_t cp = utf8_at(s, i, &len);
+		int cc = uc_lookup(sb_uc_ccc, NELEM(sb_uc_ccc), cp);
+		if (cc && last_cc > cc)
+			return i;
+		if (uc_lookup(sb_uc_nfcqc, NELEM(sb_uc_nfcqc), cp))
+			return i;
+		last_cc = cc;
+		i += (size_t)len;
+	}
+	return (size_t)-1;
+}
+
+/* Pieces between the non-normalized added tokens: normalise, split on the normalized ones. */
+static int encode_normalized(const struct sb_tok *t, struct scratch *sc, const unsigned char *s, size_t n,
+			     size_t base, struct sb_err *err)
+{
+	if (t->nfc) {
+		size_t bad = nfc_quick_check(s, n);
+		if (bad != (size_t)-1) {
+			int len;
+			uint32_t cp = utf8_at(s, bad, &len);
+			return SB_ERR(err, SB_EDATA,
+				      "text: byte offset %zu: U+%04X fails the NFC quick check (the normalizer is "
+				      "NFC, which is only checked, not applied)",
+				      base + bad, (unsigned)cp);
+		}
+	}
+	size_t i = 0, at;
+	while (i < n) {
+		long k = find_added(t, 1, s, i, n, &at);
+		size_t stop = k < 0 ? n : at;
+		if (stop > i && encode_piece(t, sc, s + i, stop - i))
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		if (k < 0)
+			break;
+		if (emit(sc, t->added[k].id))
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		i = at + t->added[k].len;
+	}
+	return 0;
+}
+
+int sb_tok_encode(const struct sb_tok *t, const char *text, size_t n, int32_t **ids, size_t *n_ids,
+		  struct sb_err *err)
+{
+	*ids = NULL;
+	*n_ids = 0;
+	size_t bad = sb_utf8_check(text, n);
+	if (bad != (size_t)-1)
+		return SB_ERR(err, SB_EDATA, "text: byte offset %zu: invalid UTF-8", bad);
+	struct scratch sc = {0};
+	const unsigned char *s = (const unsigned char *)text;
+	size_t i = 0, at;
+	int rc = 0;
+	while (i < n) {
+		long k = find_added(t, 0, s, i, n, &at);
+		size_t stop = k < 0 ? n : at;
+		if (stop > i && (rc = encode_normalized(t, &sc, s + i, stop - i, i, err)))
+			break;
+		if (k < 0)
+			break;
+		if (emit(&sc, t->added[k].id)) {
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+			break;
+		}
+		i = at + t->added[k].len;
+	}
+	free(sc.sym);
+	free(sc.heap);
+	free(sc.map);
+	if (rc) {
+		free(sc.ids);
+		return rc;
+	}
+	if (!sc.ids && !(sc.ids = malloc(sizeof *sc.ids)))
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	*ids = sc.ids;
+	*n_ids = sc.n_ids;
+	return 0;
+}
+
+int sb_tok_pretokenize(const struct sb_tok *t, const char *text, size_t n, size_t **ends, size_t *n_ends,
+		       struct sb_err *err)
+{
+	*ends = NULL;
+	*n_ends = 0;
+	size_t bad = sb_utf8_check(text, n);
+	if (bad != (size_t)-1)
+		return SB_ERR(err, SB_EDATA, "text: byte offset %zu: invalid UTF-8", bad);
+	size_t cap = 0, m = 0, *e = NULL;
+	for (size_t i = 0; i < n;) {
+		i = pattern_match(&t->pat, (const unsigned char *)text, n, i);
+		if (grow((void **)&e, &cap, m + 1, sizeof *e)) {
+			free(e);
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		}
+		e[m++] = i;
+	}
+	if (!e && !(e = malloc(sizeof *e)))
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	*ends = e;
+	*n_ends = m;
+	return 0;
+}
+
+/* ---- decode ---- */
+
+int sb_tok_token_bytes(const struct sb_tok *t, int32_t id, char *buf, size_t cap)
+{
+	if (!t || id < 0 || id >= t->n_ids || !t->has_id[id])
+		return -1;
+	size_t len = t->bytes_off[id + 1] - t->bytes_off[id];
+	memcpy(buf, t->bytes + t->bytes_off[id], len < cap ? len : cap);
+	return (int)len;
+}
+
+int sb_tok_decode(const struct sb_tok *t, const int32_t *ids, size_t n, char **out, size_t *n_out,
+		  struct sb_err *err)
+{
+	*out = NULL;
+	*n_out = 0;
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ids[i] < 0 || ids[i] >= t->n_ids || !t->has_id[ids[i]])
+			return SB_ERR(err, SB_EDATA, "ids[%zu]: id %ld is not in the vocabulary (size %d)", i,
+				      (long)ids[i], t->n_ids);
+		total += t->bytes_off[ids[i] + 1] - t->bytes_off[ids[i]];
+	}
+	char *o = malloc(total + 1);
+	if (!o)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t len = t->bytes_off[ids[i] + 1] - t->bytes_off[ids[i]];
+		memcpy(o + m, t->bytes + t->bytes_off[ids[i]], len);
+		m += len;
+	}
+	o[m] = 0;
+	*out = o;
+	*n_out = m;
+	return 0;
+}
+
+/* ---- queries ---- */
+
+int sb_tok_vocab_size(const struct sb_tok *t) { return t ? t->n_ids : 0; }
+
+int sb_tok_id(const struct sb_tok *t, const char *token)
+{
+	if (!t || !token)
+		return -1;
+	size_t n = strlen(token);
+	int32_t id = strmap_get(&t->added_map, token, n);
+	return id >= 0 ? id : strmap_get(&t->vocab, token, n);
+}
+
+void sb_tok_free(struct sb_tok *t)
+{
+	if (!t)
+		return;
+	if (t->model_str)
+		for (int i = 0; i < t->n_ids; i++)
+			free(t->model_str[i]);
+	free(t->model_str);
+	free(t->model_len);
+	free(t->bytes);
+	free(t->bytes_off);
+	free(t->has_id);
+	strmap_free(&t->vocab);
+	strmap_free(&t->added_map);
+	pairmap_free(&t->merges);
+	for (size_t i = 0; i < t->n_added; i++)
+		free(t->added[i].content);
+	free(t->added);
+	for (int s = 0; s < 2; s++)
+		for (int b = 0; b < 256; b++)
+			free(t->by_first[s][b]);
+	free(t);
+}
+
+/* ---- load ---- */
+
+/* "field is not X" for an optional member that must be null/absent/false/empty. */
+static int want_null(const struct sb_json *obj, const char *key, const char *name, const char *path,
+		     struct sb_err *err)
+{
+	const struct sb_json *v = sb_json_get(obj, key);
+	if (!v || v->type == SB_JSON_NULL)
+		return 0;
+	return SB_ERR(err, SB_EDATA, "%s: %s.%s: only null is supported", name, path, key);
+}
+
+static int want_false(const struct sb_json *obj, const char *key, const char *name, const char *path,
+		      struct sb_err *err)
+{
+	const struct sb_json *v = sb_json_get(obj, key);
+	if (!v || v->type == SB_JSON_NULL || (v->type == SB_JSON_BOOL && !v->boolean))
+		return 0;
+	return SB_ERR(err, SB_EDATA, "%s: %s.%s: only false is supported", name, path, key);
+}
+
+static const char *type_of(const struct sb_json *v)
+{
+	return sb_json_str(sb_json_get(v, "type"), NULL);
+}
+
+static int get_id(const struct sb_json *v, int32_t *id, const char *name, const char *field, struct sb_err *err)
+{
+	int64_t x;
+	/* digits only, as serde reads a u32 (HF refuses 1e3 or 5.0) */
+	if (!v || v->type != SB_JSON_NUMBER || !v->text || v->text[strspn(v->text, "0123456789")] != 0 ||
+	    sb_json_int64(v, &x) || x < 0 || x >= MAX_ID)
+		return SB_ERR(err, SB_EDATA, "%s: %s: id must be an integer in [0, %d)", name, field, MAX_ID);
+	*id = (int32_t)x;
+	return 0;
+}
+
+static int check_normalizer(struct sb_tok *t, const struct sb_json *nz, const char *name, struct sb_err *err)
+{
+	if (!nz || nz->type == SB_JSON_NULL)
+		return 0;
+	const char *ty = type_of(nz);
+	if (ty && strcmp(ty, "NFC") == 0) {
+		t->nfc = 1;
+		return 0;
+	}
+	if (ty && strcmp(ty, "Sequence") == 0) {
+		const struct sb_json *list = sb_json_get(nz, "normalizers");
+		if (list && list->type == SB_JSON_ARRAY && list->n == 0)
+			return 0;
+		if (list && list->type == SB_JSON_ARRAY && list->n == 1 && type_of(list->items[0]) &&
+		    strcmp(type_of(list->items[0]), "NFC") == 0) {
+			t->nfc = 1;
+			return 0;
+		}
+	}
+	return SB_ERR(err, SB_EDATA, "%s: normalizer: only null, NFC or a Sequence of zero or one NFC is supported",
+		      name);
+}
+
+static int check_bytelevel_pre(const struct sb_json *bl, int want_regex, const char *name, const char *field,
+			       struct sb_err *err)
+{
+	if (sb_json_bool(sb_json_get(bl, "add_prefix_space"), 1))
+		return SB_ERR(err, SB_EDATA, "%s: %s.add_prefix_space: only false is supported", name, field);
+	if (sb_json_bool(sb_json_get(bl, "use_regex"), 1) != want_regex)
+		return SB_ERR(err, SB_EDATA, "%s: %s.use_regex: must be %s here", name, field,
+			      want_regex ? "true" : "false");
+	return 0;
+}
+
+static int check_pre_tokenizer(struct sb_tok *t, const struct sb_json *pt, const char *name, struct sb_err *err)
+{
+	const char *ty = type_of(pt);
+	if (ty && strcmp(ty, "ByteLevel") == 0) {
+		SB_TRY(check_bytelevel_pre(pt, 1, name, "pre_tokenizer", err));
+		t->pat = P_GPT2;
+		return 0;
+	}
+	if (!ty || strcmp(ty, "Sequence") != 0)
+		return SB_ERR(err, SB_EDATA, "%s: pre_tokenizer: only ByteLevel or Sequence[Split, ByteLevel] is supported",
+			      name);
+	const struct sb_json *list = sb_json_get(pt, "pretokenizers");
+	if (!list || list->type != SB_JSON_ARRAY || list->n != 2 || !type_of(list->items[0]) ||
+	    strcmp(type_of(list->items[0]), "Split") != 0 || !type_of(list->items[1]) ||
+	    strcmp(type_of(list->items[1]), "ByteLevel") != 0)
+		return SB_ERR(err, SB_EDATA,
+			      "%s: pre_tokenizer.pretokenizers: only [Split, ByteLevel] is supported", name);
+	const struct sb_json *sp = list->items[0];
+	const char *re = sb_json_str(sb_json_get(sb_json_get(sp, "pattern"), "Regex"), NULL);
+	if (!re)
+		return SB_ERR(err, SB_EDATA, "%s: pre_tokenizer.pretokenizers[0].pattern: only a Regex is supported",
+			      name);
+	if (strcmp(re, PAT_GPT2) == 0)
+		t->pat = P_GPT2;
+	else if (strcmp(re, PAT_LLAMA3) == 0)
+		t->pat = P_LLAMA3;
+	else if (strcmp(re, PAT_QWEN2) == 0)
+		t->pat = P_QWEN2;
+	else
+		return SB_ERR(err, SB_EDATA,
+			      "%s: pre_tokenizer.pretokenizers[0].pattern.Regex: unknown pattern (only the GPT-2, "
+			      "Llama-3 and Qwen2 patterns are supported)",
+			      name);
+	const char *beh = sb_json_str(sb_json_get(sp, "behavior"), "");
+	if (strcmp(beh, "Isolated") != 0)
+		return SB_ERR(err, SB_EDATA, "%s: pre_tokenizer.pretokenizers[0].behavior: only \"Isolated\" is supported",
+			      name);
+	SB_TRY(want_false(sp, "invert", name, "pre_tokenizer.pretokenizers[0]", err));
+	return check_bytelevel_pre(list->items[1], 0, name, "pre_tokenizer.pretokenizers[1]", err);
+}
+
+/* Parse a merge entry into its two parts (pointers into the JSON, lengths). */
+static int merge_parts(const struct sb_json *m, const char **a, size_t *na, const char **b, size_t *nb)
+{
+	if (m->type == SB_JSON_STRING) {
+		const char *sp = memchr(m->text, ' ', m->len);
+		if (!sp || memchr(sp + 1, ' ', m->len - (size_t)(sp + 1 - m->text)))
+			return -1;
+		*a = m->text;
+		*na = (size_t)(sp - m->text);
+		*b = sp + 1;
+		*nb = m->len - *na - 1;
+		return 0;
+	}
+	if (m->type == SB_JSON_ARRAY && m->n == 2 && m->items[0]->type == SB_JSON_STRING &&
+	    m->items[1]->type == SB_JSON_STRING) {
+		*a = m->items[0]->text;
+		*na = m->items[0]->len;
+		*b = m->items[1]->text;
+		*nb = m->items[1]->len;
+		return 0;
+	}
+	return -1;
+}
+
+/* Byte-level decode of one token string (HF ByteLevel decoder): every character mapped
+ * back to its byte, or, when one character is not in the byte alphabet, the UTF-8 as is. */
+static size_t token_to_bytes(const char *s, size_t n, char *out)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < n;) {
+		int len;
+		uint32_t cp = utf8_at((const unsigned char *)s, i, &len);
+		if (cp >= 324 || bl_inv[cp] < 0) {
+			memcpy(out, s, n);
+			return n;
+		}
+		out[m++] = (char)bl_inv[cp];
+		i += (size_t)len;
+	}
+	return m;
+}
+
+static int load_model(struct sb_tok *t, const struct sb_json *model, const struct sb_json *added_list,
+		      const char *name, struct sb_err *err)
+{
+	if (!model || model->type != SB_JSON_OBJECT)
+		return SB_ERR(err, SB_EDATA, "%s: model: missing or not an object", name);
+	const char *ty = type_of(model);
+	if (!ty || strcmp(ty, "BPE") != 0)
+		return SB_ERR(err, SB_EDATA, "%s: model.type: only \"BPE\" is supported (got %s)", name,
+			      ty ? ty : "none");
+	SB_TRY(want_null(model, "dropout", name, "model", err));
+	SB_TRY(want_null(model, "unk_token", name, "model", err));
+	SB_TRY(want_false(model, "byte_fallback", name, "model", err));
+	const char *aff[2] = {"continuing_subword_prefix", "end_of_word_suffix"};
+	for (int k = 0; k < 2; k++) {
+		const struct sb_json *v = sb_json_get(model, aff[k]);
+		if (v && v->type != SB_JSON_NULL && !(v->type == SB_JSON_STRING && v->len == 0))
+			return SB_ERR(err, SB_EDATA, "%s: model.%s: only null or \"\" is supported", name, aff[k]);
+	}
+	const struct sb_json *im = sb_json_get(model, "ignore_merges");
+	if (im && im->type != SB_JSON_BOOL && im->type != SB_JSON_NULL)
+		return SB_ERR(err, SB_EDATA, "%s: model.ignore_merges: not a boolean", name);
+	t->ignore_merges = sb_json_bool(im, 0);
+
+	const struct sb_json *vocab = sb_json_get(model, "vocab");
+	if (!vocab || vocab->type != SB_JSON_OBJECT)
+		return SB_ERR(err, SB_EDATA, "%s: model.vocab: missing or not an object", name);
+	const struct sb_json *merges = sb_json_get(model, "merges");
+	if (!merges || merges->type != SB_JSON_ARRAY)
+		return SB_ERR(err, SB_EDATA, "%s: model.merges: missing or not an array", name);
+	if (added_list && added_list->type != SB_JSON_ARRAY && added_list->type != SB_JSON_NULL)
+		return SB_ERR(err, SB_EDATA, "%s: added_tokens: not an array", name);
+	size_t n_added = added_list && added_list->type == SB_JSON_ARRAY ? added_list->n : 0;
+
+	/* ids: the largest one sizes the tables */
+	int32_t max_id = -1;
+	char field[160];
+	for (size_t i = 0; i < vocab->n; i++) {
+		int32_t id;
+		snprintf(field, sizeof field, "model.vocab[\"%.60s\"]", vocab->keys[i]);
+		SB_TRY(get_id(vocab->items[i], &id, name, field, err));
+		if (id > max_id)
+			max_id = id;
+	}
+	if (!(t->added = calloc(n_added ? n_added : 1, sizeof *t->added)))
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (size_t i = 0; i < n_added; i++) {
+		const struct sb_json *a = added_list->items[i];
+		snprintf(field, sizeof field, "added_tokens[%zu]", i);
+		if (a->type != SB_JSON_OBJECT)
+			return SB_ERR(err, SB_EDATA, "%s: %s: not an object", name, field);
+		const struct sb_json *c = sb_json_get(a, "content");
+		if (!c || c->type != SB_JSON_STRING || c->len == 0)
+			return SB_ERR(err, SB_EDATA, "%s: %s.content: missing or empty", name, field);
+		snprintf(field, sizeof field, "added_tokens[%zu].id", i);
+		int32_t id;
+		SB_TRY(get_id(sb_json_get(a, "id"), &id, name, field, err));
+		snprintf(field, sizeof field, "added_tokens[%zu]", i);
+		SB_TRY(want_false(a, "single_word", name, field, err));
+		SB_TRY(want_false(a, "lstrip", name, field, err));
+		SB_TRY(want_false(a, "rstrip", name, field, err));
+		if (!(t->added[i].content = malloc(c->len + 1)))
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		memcpy(t->added[i].content, c->text, c->len + 1);
+		t->added[i].len = c->len;
+		t->added[i].id = id;
+		t->added[i].normalized = sb_json_bool(sb_json_get(a, "normalized"), 0);
+		t->n_added = i + 1;
+		if (id > max_id)
+			max_id = id;
+	}
+	t->n_ids = max_id + 1;
+	size_t nid = (size_t)t->n_ids;
+	t->model_str = calloc(nid ? nid : 1, sizeof *t->model_str);
+	t->model_len = calloc(nid ? nid : 1, sizeof *t->model_len);
+	t->has_id = calloc(nid ? nid : 1, 1);
+	t->bytes_off = calloc(nid + 1, sizeof *t->bytes_off);
+	if (!t->model_str || !t->model_len || !t->has_id || !t->bytes_off || strmap_init(&t->vocab, vocab->n) ||
+	    strmap_init(&t->added_map, n_added) || pairmap_init(&t->merges, merges->n))
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+
+	for (size_t i = 0; i < vocab->n; i++) {
+		int32_t id;
+		SB_TRY(get_id(vocab->items[i], &id, name, "model.vocab", err));
+		if (t->model_str[id])
+			return SB_ERR(err, SB_EDATA, "%s: model.vocab[\"%.60s\"]: id %ld already used by \"%.60s\"", name,
+				      vocab->keys[i], (long)id, t->model_str[id]);
+		size_t len = strlen(vocab->keys[i]);
+		if (!(t->model_str[id] = malloc(len + 1)))
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		memcpy(t->model_str[id], vocab->keys[i], len + 1);
+		t->model_len[id] = (uint32_t)len;
+		t->has_id[id] = 1;
+		strmap_put(&t->vocab, t->model_str[id], len, id); /* keys are unique (JSON parser) */
+	}
+	/* HF ignores the ids of added tokens on load and assigns them again (AddedVocabulary::
+	 * add_tokens, in file order): the model vocab's id when the content is in it, otherwise the
+	 * model vocab's size (its number of entries), or one more than the largest added id when
+	 * that is already at or past it. A file whose ids differ would mean other ids in HF: refused. */
+	int32_t max_added = -1;
+	for (size_t i = 0; i < n_added; i++) {
+		struct added *a = &t->added[i];
+		int32_t want = strmap_get(&t->vocab, a->content, a->len);
+		int32_t nv = (int32_t)vocab->n;
+		if (want < 0)
+			want = max_added < 0 ? nv : (max_added >= nv || nv == 0) ? max_added + 1 : nv;
+		if (want != a->id)
+			return SB_ERR(err, SB_EDATA,
+				      "%s: added_tokens[%zu].id: %ld, but HF assigns %ld to \"%.60s\" on load "
+				      "(model.vocab has %zu entries)",
+				      name, i, (long)a->id, (long)want, a->content, vocab->n);
+		if (want > max_added)
+			max_added = want;
+		if (strmap_put(&t->added_map, a->content, a->len, a->id))
+			return SB_ERR(err, SB_EDATA, "%s: added_tokens[%zu].content: \"%.60s\" given twice", name, i,
+				      a->content);
+		for (size_t j = 0; j < i; j++)
+			if (t->added[j].id == a->id)
+				return SB_ERR(err, SB_EDATA, "%s: added_tokens[%zu].id: id %ld already used by "
+							     "added_tokens[%zu]",
+					      name, i, (long)a->id, j);
+		if (t->model_str[a->id] &&
+		    !(t->model_len[a->id] == a->len && memcmp(t->model_str[a->id], a->content, a->len) == 0))
+			return SB_ERR(err, SB_EDATA,
+				      "%s: added_tokens[%zu].id: id %ld is \"%.60s\" in model.vocab, not \"%.60s\"",
+				      name, i, (long)a->id, t->model_str[a->id], a->content);
+		t->has_id[a->id] = 1;
+	}
+
+	/* merges: (left, right) -> (rank, merged); a pair given twice keeps its last rank (HF's map) */
+	for (size_t i = 0; i < merges->n; i++) {
+		const char *a, *b;
+		size_t na, nb;
+		if (merge_parts(merges->items[i], &a, &na, &b, &nb))
+			return SB_ERR(err, SB_EDATA,
+				      "%s: model.merges[%zu]: not \"a b\" (one space) nor a pair of strings", name, i);
+		int32_t ia = strmap_get(&t->vocab, a, na), ib = strmap_get(&t->vocab, b, nb);
+		char *ab = malloc(na + nb + 1);
+		if (!ab)
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		memcpy(ab, a, na);
+		memcpy(ab + na, b, nb);
+		int32_t iab = strmap_get(&t->vocab, ab, na + nb);
+		if (ia < 0 || ib < 0 || iab < 0) {
+			int rc = SB_ERR(err, SB_EDATA, "%s: model.merges[%zu]: token \"%.*s\" is not in model.vocab", name,
+					i, ia < 0 ? (int)(na > 60 ? 60 : na) : ib < 0 ? (int)(nb > 60 ? 60 : nb)
+										 : (int)(na + nb > 60 ? 60 : na + nb),
+					ia < 0 ? a : ib < 0 ? b : ab);
+			free(ab);
+			return rc;
+		}
+		free(ab);
+		if (i >= INT32_MAX)
+			return SB_ERR(err, SB_EDATA, "%s: model.merges: too many", name);
+		size_t slot = pairmap_slot(&t->merges, ia, ib);
+		t->merges.key[slot] = ((uint64_t)(uint32_t)ia << 32 | (uint32_t)ib) + 1;
+		t->merges.rank[slot] = (int32_t)i;
+		t->merges.merged[slot] = iab;
+	}
+
+	/* single-byte tokens */
+	for (int b = 0; b < 256; b++)
+		t->byte_id[b] = strmap_get(&t->vocab, (const char *)bl_utf8[b], bl_len[b]);
+
+	/* decoded bytes of every id: added content first (HF's id_to_token), then the model's */
+	size_t total = 0;
+	for (size_t i = 0; i < n_added; i++)
+		total += t->added[i].len;
+	for (size_t id = 0; id < nid; id++)
+		total += t->model_len[id];
+	if (!(t->bytes = malloc(total + 1)))
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	const char **src = calloc(nid ? nid : 1, sizeof *src);
+	size_t *srclen = calloc(nid ? nid : 1, sizeof *srclen);
+	if (!src || !srclen) {
+		free(src);
+		free(srclen);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	for (size_t id = 0; id < nid; id++) {
+		src[id] = t->model_str[id];
+		srclen[id] = t->model_len[id];
+	}
+	for (size_t i = 0; i < n_added; i++) {
+		src[t->added[i].id] = t->added[i].content;
+		srclen[t->added[i].id] = t->added[i].len;
+	}
+	size_t off = 0;
+	for (size_t id = 0; id < nid; id++) {
+		t->bytes_off[id] = off;
+		if (src[id])
+			off += token_to_bytes(src[id], srclen[id], t->bytes + off);
+	}
+	t->bytes_off[nid] = off;
+	free(src);
+	free(srclen);
+
+	/* added-token lookup by first byte, longest first */
+	for (size_t i = 0; i < n_added; i++) {
+		int set = t->added[i].normalized ? 1 : 0;
+		unsigned char b = (unsigned char)t->added[i].content[0];
+		size_t k = t->n_first[set][b];
+		size_t *l = realloc(t->by_first[set][b], (k + 1) * sizeof *l);
+		if (!l)
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		t->by_first[set][b] = l;
+		while (k > 0 && t->added[l[k - 1]].len < t->added[i].len) {
+			l[k] = l[k - 1];
+			k--;
+		}
+		l[k] = i;
+		t->n_first[set][b]++;
+	}
+	return 0;
+}
+
+int sb_tok_load_mem(const char *json, size_t n, const char *name, struct sb_tok **out, struct sb_err *err)
+{
+	*out = NULL;
+	pthread_once(&bl_once, bl_init);
+	struct sb_json *root = NULL;
+	if (sb_json_parse(json, n, &root, err)) {
+		sb_err_prefix(err, "%s", name);
+		err->code = SB_EDATA;
+		return SB_EDATA;
+	}
+	struct sb_tok *t = calloc(1, sizeof *t);
+	int rc = 0;
+	if (!t) {
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		goto done;
+	}
+	if (root->type != SB_JSON_OBJECT) {
+		rc = SB_ERR(err, SB_EDATA, "%s: not a JSON object", name);
+		goto done;
+	}
+	if ((rc = check_normalizer(t, sb_json_get(root, "normalizer"), name, err)))
+		goto done;
+	if ((rc = check_pre_tokenizer(t, sb_json_get(root, "pre_tokenizer"), name, err)))
+		goto done;
+	const struct sb_json *dec = sb_json_get(root, "decoder");
+	if (!type_of(dec) || strcmp(type_of(dec), "ByteLevel") != 0) {
+		rc = SB_ERR(err, SB_EDATA, "%s: decoder: only ByteLevel is supported", name);
+		goto done;
+	}
+	if ((rc = load_model(t, sb_json_get(root, "model"), sb_json_get(root, "added_tokens"), name, err)))
+		goto done;
+	if (t->nfc)
+		for (size_t i = 0; i < t->n_added; i++)
+			if (t->added[i].normalized && nfc_quick_check((const unsigned char *)t->added[i].content,
+								      t->added[i].len) != (size_t)-1) {
+				rc = SB_ERR(err, SB_EDATA,
+					    "%s: added_tokens[%zu].content: normalized, but fails the NFC quick check",
+					    name, i);
+				goto done;
+			}
+done:
+	sb_json_free(root);
+	if (rc) {
+		sb_tok_free(t);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+int sb_tok_load(const char *path, struct sb_tok **out, struct sb_err *err)
+{
+	char *data;
+	size_t n;
+	*out = NULL;
+	SB_TRY(sb_read_file(path, &data, &n, MAX_FILE, err));
+	int rc = sb_tok_load_mem(data, n, path, out, err);
+	free(data);
+	return rc;
+}

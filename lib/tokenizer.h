@@ -1,0 +1,67 @@
+/* tokenizer.h — Hugging Face `tokenizer.json` byte-level BPE (GPT-2, Llama 3, Qwen2 families):
+ * encode and decode, exactly as HF `tokenizers` 0.20 does for the configurations below.
+ *
+ * Supported (anything else is refused at load with SB_EDATA naming the file and the field):
+ *  - model: type "BPE"; vocab {token: id}; merges as "a b" strings or ["a","b"] pairs;
+ *    ignore_merges; byte_fallback false; unk_token, dropout null; continuing_subword_prefix
+ *    and end_of_word_suffix null or "".
+ *  - normalizer: null, {"type":"NFC"}, or a Sequence of zero or one NFC. NFC is not
+ *    implemented: with it, text must pass the NFC quick check (then normalising is the
+ *    identity), otherwise encode fails with SB_EDATA naming the byte offset.
+ *  - pre_tokenizer: ByteLevel(add_prefix_space false, use_regex true) = the GPT-2 pattern, or
+ *    Sequence[Split(Regex P, "Isolated", invert false), ByteLevel(add_prefix_space false,
+ *    use_regex false)] with P the GPT-2, Llama-3 or Qwen2 pattern, matched by hand-written
+ *    code (no regex engine), character classes from Unicode 14.0 (lib/unicode_tab.h).
+ *  - decoder: ByteLevel.
+ *  - added_tokens: split out of the text first (leftmost-longest; tokens with normalized false
+ *    before those with normalized true, as HF does); single_word, lstrip and rstrip must be false.
+ *  - post_processor, truncation and padding are ignored: encode never adds special tokens.
+ * See docs/tokenizer.md.
+ */
+#ifndef SB_TOKENIZER_H
+#define SB_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct sb_tok;
+
+/* Load a tokenizer.json file, or one held in memory (name is used in messages). */
+int sb_tok_load(const char *path, struct sb_tok **out, struct sb_err *err);
+int sb_tok_load_mem(const char *json, size_t n, const char *name, struct sb_tok **out, struct sb_err *err);
+void sb_tok_free(struct sb_tok *t); /* NULL ok */
+
+/* Largest id (model vocab or added token) + 1. */
+int sb_tok_vocab_size(const struct sb_tok *t);
+/* Id of a token string (added token content first, then the model vocab form, as HF's
+ * token_to_id), -1 if none. */
+int sb_tok_id(const struct sb_tok *t, const char *token);
+
+/* Encode n bytes of UTF-8 text as HF `tokenizer.encode(text, add_special_tokens=False).ids`
+ * (added tokens in the text are recognised). Invalid UTF-8, or text failing the NFC quick
+ * check under an NFC normalizer: SB_EDATA naming the byte offset. *ids is malloc'd (also when
+ * *n_ids is 0); the caller frees it. */
+int sb_tok_encode(const struct sb_tok *t, const char *text, size_t n, int32_t **ids, size_t *n_ids,
+		  struct sb_err *err);
+
+/* Decode ids as HF `tokenizer.decode(ids, skip_special_tokens=False)` with the ByteLevel
+ * decoder, but raw: bytes are not replaced by U+FFFD where the ids split a character.
+ * *out is malloc'd and NUL-terminated; *n_out excludes the NUL. An id outside the
+ * vocabulary is SB_EDATA. */
+int sb_tok_decode(const struct sb_tok *t, const int32_t *ids, size_t n, char **out, size_t *n_out,
+		  struct sb_err *err);
+
+/* The bytes of one token (streaming decode): returns its length and writes min(length, cap)
+ * bytes to buf; -1 for an id outside the vocabulary. */
+int sb_tok_token_bytes(const struct sb_tok *t, int32_t id, char *buf, size_t cap);
+
+/* For tests and diagnostics: the pre-token boundaries the pattern gives for the whole text
+ * (no added-token split, no normalizer): *ends (malloc'd, also when empty) receives the byte
+ * offset just after each pre-token, as HF's pre_tokenizer.pre_tokenize_str. Invalid UTF-8 is
+ * SB_EDATA naming the byte offset. */
+int sb_tok_pretokenize(const struct sb_tok *t, const char *text, size_t n, size_t **ends, size_t *n_ends,
+		       struct sb_err *err);
+
+#endif

@@ -1,0 +1,479 @@
+/* test_tokenizer.c — lib/tokenizer against Hugging Face tokenizers 0.20.3 on the committed
+ * fixtures of tests/fixtures/tokenizer (gen.py there: three byte-level BPE tokenizers, GPT-2,
+ * Llama-3 and Qwen2 style, and the ids and decodes HF gives for ~85 texts each), plus
+ * hostile tokenizer.json files and text, and an encode rate diagnostic.
+ *
+ * Every encode is compared id for id (a failure names the tokenizer, the case, the first
+ * differing position and both ids there); every decode byte for byte with HF's decode and
+ * with the input text. Fixtures are found under $SB_TOP (default: the current directory).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../harness.h"
+#include "io.h"
+#include "json.h"
+#include "rng.h"
+#include "tokenizer.h"
+
+static const char *KINDS[3] = {"gpt2", "llama3", "qwen2"};
+static struct sb_tok *toks[3];
+static char top_dir[2048];
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A short printable rendering of bytes for messages. */
+static const char *show(const char *s, size_t n)
+{
+	static char buf[4][160];
+	static int k;
+	char *b = buf[k++ & 3];
+	size_t m = 0;
+	for (size_t i = 0; i < n && m + 8 < sizeof buf[0]; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c < 0x7F && c != '\\')
+			b[m++] = (char)c;
+		else
+			m += (size_t)snprintf(b + m, sizeof buf[0] - m, "\\x%02X", c);
+	}
+	if (m + 8 >= sizeof buf[0])
+		m += (size_t)snprintf(b + m, sizeof buf[0] - m, "...");
+	b[m] = 0;
+	return b;
+}
+
+static void load_fixtures(void)
+{
+	for (int k = 0; k < 3; k++) {
+		char path[4200];
+		struct sb_err err = {0};
+		snprintf(path, sizeof path, "%s/tests/fixtures/tokenizer/%s.json", top_dir, KINDS[k]);
+		int rc = sb_tok_load(path, &toks[k], &err);
+		SB_CHECK(rc == 0, "load %s (%s)", path, rc ? err.msg : "ok");
+	}
+}
+
+static int kind_index(const char *s)
+{
+	for (int k = 0; k < 3; k++)
+		if (strcmp(s, KINDS[k]) == 0)
+			return k;
+	return -1;
+}
+
+/* Compare with HF for every case of cases.ndjson. */
+static void check_cases(void)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/tests/fixtures/tokenizer/cases.ndjson", top_dir);
+	struct sb_ndjson_reader *r = NULL;
+	struct sb_err err = {0};
+	if (!SB_CHECK(sb_ndjson_open(path, &r, &err) == 0, "open %s (%s)", path, err.msg))
+		return;
+	int n_cases[3] = {0}, n_refuse = 0;
+	struct sb_json *v;
+	struct sb_err rerr = {0};
+	while (sb_ndjson_next(r, &v, &rerr) == 0 && v) {
+		const char *kind = sb_json_str(sb_json_get(v, "tok"), "");
+		int k = kind_index(kind);
+		long ci = (long)sb_json_num(sb_json_get(v, "i"), -1);
+		const struct sb_json *text = sb_json_get(v, "text"), *want = sb_json_get(v, "ids");
+		const struct sb_json *dec = sb_json_get(v, "decode"), *ref = sb_json_get(v, "refuse_offset");
+		if (!SB_CHECK(k >= 0 && toks[k] && text && text->type == SB_JSON_STRING && want &&
+				      want->type == SB_JSON_ARRAY,
+			      "%s:%ld: a case with a loaded tokenizer, text and ids", path, sb_ndjson_line(r))) {
+			sb_json_free(v);
+			continue;
+		}
+		n_cases[k]++;
+		const struct sb_json *pre = sb_json_get(v, "pre");
+		if (pre && pre->type == SB_JSON_ARRAY) {
+			size_t *ends = NULL, n_ends = 0, first = (size_t)-1;
+			int prc = sb_tok_pretokenize(toks[k], text->text, text->len, &ends, &n_ends, &err);
+			for (size_t i = 0; prc == 0 && i < n_ends && i < pre->n && first == (size_t)-1; i++)
+				if (ends[i] != (size_t)sb_json_num(pre->items[i], -1))
+					first = i;
+			if (prc == 0 && first == (size_t)-1 && n_ends != pre->n)
+				first = n_ends < pre->n ? n_ends : pre->n;
+			size_t at = first == (size_t)-1 || first == 0 ? 0 : ends[first - 1];
+			SB_CHECK(prc == 0 && first == (size_t)-1,
+				 "%s case %ld: %zu pre-token ends equal HF's pre_tokenize_str (rc %d; first difference: "
+				 "pre-token %zu, starting at byte %zu \"%s\": got end %ld, want %ld)",
+				 kind, ci, pre->n, prc, first, at, show(text->text + at, text->len - at),
+				 first < n_ends ? (long)ends[first] : -1L,
+				 first < pre->n ? (long)sb_json_num(pre->items[first], -1) : -1L);
+			free(ends);
+		}
+		int32_t *ids = NULL;
+		size_t n_ids = 0;
+		sb_err_clear(&err);
+		int rc = sb_tok_encode(toks[k], text->text, text->len, &ids, &n_ids, &err);
+		if (ref) {
+			/* expected refusal (NFC quick check) at a byte offset */
+			char want_msg[64];
+			snprintf(want_msg, sizeof want_msg, "byte offset %ld:", (long)sb_json_num(ref, -1));
+			n_refuse++;
+			SB_CHECK(rc == SB_EDATA && strstr(err.msg, want_msg),
+				 "%s case %ld \"%s\": refused with SB_EDATA at \"%s\" (got rc %d: %s)", kind, ci,
+				 show(text->text, text->len), want_msg, rc, rc ? err.msg : "encoded");
+			free(ids);
+			sb_json_free(v);
+			continue;
+		}
+		if (!SB_CHECK(rc == 0, "%s case %ld \"%s\": encode (%s)", kind, ci, show(text->text, text->len),
+			      rc ? err.msg : "ok")) {
+			sb_json_free(v);
+			continue;
+		}
+		size_t first = (size_t)-1, nw = want->n;
+		for (size_t i = 0; i < (n_ids < nw ? n_ids : nw) && first == (size_t)-1; i++)
+			if (ids[i] != (int32_t)sb_json_num(want->items[i], -1))
+				first = i;
+		if (first == (size_t)-1 && n_ids != nw)
+			first = n_ids < nw ? n_ids : nw;
+		if (first == (size_t)-1)
+			SB_CHECK(1, "%s case %ld: %zu ids equal HF's", kind, ci, nw);
+		else
+			SB_CHECK(0,
+				 "%s case %ld \"%s\": ids differ from HF's at position %zu of %zu (got %ld, want %ld; "
+				 "got %zu ids)",
+				 kind, ci, show(text->text, text->len), first, nw,
+				 first < n_ids ? (long)ids[first] : -1L,
+				 first < nw ? (long)sb_json_num(want->items[first], -1) : -1L, n_ids);
+		/* decode HF's ids (so a decode check does not depend on the encode) */
+		int32_t *wids = malloc((nw ? nw : 1) * sizeof *wids);
+		for (size_t i = 0; i < nw; i++)
+			wids[i] = (int32_t)sb_json_num(want->items[i], -1);
+		char *out = NULL;
+		size_t n_out = 0;
+		rc = sb_tok_decode(toks[k], wids, nw, &out, &n_out, &err);
+		size_t d = 0;
+		while (rc == 0 && d < n_out && d < text->len && out[d] == text->text[d])
+			d++;
+		int same_text = rc == 0 && n_out == text->len && d == n_out;
+		int same_hf = rc == 0 && dec && n_out == dec->len && memcmp(out, dec->text, n_out) == 0;
+		SB_CHECK(same_text && same_hf,
+			 "%s case %ld: decode of HF's ids equals the text and HF's decode (%zu bytes; rc %d; first "
+			 "difference from the text at byte %zu: got \"%s\", want \"%s\")",
+			 kind, ci, text->len, rc, d, rc ? "" : show(out + d, n_out - d),
+			 show(text->text + d, text->len - d));
+		free(out);
+		free(wids);
+		free(ids);
+		sb_json_free(v);
+	}
+	SB_CHECK(rerr.code == 0, "read %s to the end (%s)", path, rerr.code ? rerr.msg : "ok");
+	sb_ndjson_close(r);
+	SB_CHECK(n_cases[0] >= 60 && n_cases[1] >= 60 && n_cases[2] >= 60 && n_refuse >= 10,
+		 "cases per tokenizer: gpt2 %d, llama3 %d, qwen2 %d (of which %d refusals)", n_cases[0], n_cases[1],
+		 n_cases[2], n_refuse);
+}
+
+/* The smaller API: ids of strings, vocab size, token bytes, bad ids. */
+static void check_api(void)
+{
+	struct sb_tok *t = toks[1]; /* llama3 */
+	if (!t)
+		return;
+	struct sb_err err = {0};
+	SB_CHECK(sb_tok_vocab_size(t) == 904, "llama3 vocab size 904 (got %d)", sb_tok_vocab_size(t));
+	SB_CHECK(sb_tok_id(t, "<|endoftext|>") == 0 && sb_tok_id(t, "<|im_end|>") == 2,
+		 "ids of special tokens (%d, %d)", sb_tok_id(t, "<|endoftext|>"), sb_tok_id(t, "<|im_end|>"));
+	SB_CHECK(sb_tok_id(t, "sparse bench") == 901 && sb_tok_id(t, "zz<|") == 902,
+		 "ids of non-special added tokens (%d, %d)", sb_tok_id(t, "sparse bench"), sb_tok_id(t, "zz<|"));
+	SB_CHECK(sb_tok_id(t, "\xC4\xA0zqxjv") == 900 && sb_tok_id(t, "\xC4\xA0") >= 0 && sb_tok_id(t, "nope!!") == -1,
+		 "ids of vocab forms (Gzqxjv %d, G %d, missing %d)", sb_tok_id(t, "\xC4\xA0zqxjv"),
+		 sb_tok_id(t, "\xC4\xA0"), sb_tok_id(t, "nope!!"));
+	char buf[64];
+	int n = sb_tok_token_bytes(t, 900, buf, sizeof buf);
+	SB_CHECK(n == 6 && memcmp(buf, " zqxjv", 6) == 0, "token_bytes(900) = \" zqxjv\" (got %d)", n);
+	n = sb_tok_token_bytes(t, 901, buf, 3);
+	SB_CHECK(n == 12 && memcmp(buf, "spa", 3) == 0, "token_bytes(901) with cap 3: length 12, 3 bytes (got %d)", n);
+	SB_CHECK(sb_tok_token_bytes(t, 904, buf, sizeof buf) == -1 && sb_tok_token_bytes(t, -1, buf, sizeof buf) == -1,
+		 "token_bytes of ids 904 and -1: -1");
+	/* a byte token that is half of a UTF-8 character decodes to that raw byte */
+	int id_c3 = sb_tok_id(t, "\xC3\x83"); /* byte 0xC3 */
+	n = sb_tok_token_bytes(t, id_c3, buf, sizeof buf);
+	SB_CHECK(id_c3 >= 0 && n == 1 && (unsigned char)buf[0] == 0xC3, "byte token 0xC3 -> raw byte (id %d, len %d)",
+		 id_c3, n);
+	int32_t bad[3] = {5, 904, 6};
+	char *out = NULL;
+	size_t n_out;
+	int rc = sb_tok_decode(t, bad, 3, &out, &n_out, &err);
+	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "ids[1]") && !out, "decode of id 904: SB_EDATA naming ids[1] (%s)",
+		 err.msg);
+	int32_t *ids = NULL;
+	size_t n_ids = 5;
+	rc = sb_tok_encode(t, "", 0, &ids, &n_ids, &err);
+	SB_CHECK(rc == 0 && n_ids == 0 && ids, "empty text: no ids, non-NULL array");
+	free(ids);
+	rc = sb_tok_decode(t, NULL, 0, &out, &n_out, &err);
+	SB_CHECK(rc == 0 && n_out == 0 && out && out[0] == 0, "decode of no ids: empty string");
+	free(out);
+}
+
+static void check_bad_text(void)
+{
+	static const struct {
+		const char *s;
+		size_t n, off;
+	} cases[] = {
+		{"ab\xFF" "cd", 5, 2},           {"abc\xE2\x82", 5, 3},          {"\xC0\xAF", 2, 0},
+		{"ok \xED\xA0\x80 surrogate", 15, 3}, {"x\xF4\x90\x80\x80", 5, 1}, {"caf\xC3\xA9\x80", 6, 5},
+	};
+	for (int k = 0; k < 3; k++) {
+		if (!toks[k])
+			continue;
+		for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+			struct sb_err err = {0};
+			int32_t *ids = (int32_t *)1;
+			size_t n_ids = 9;
+			char want[48];
+			snprintf(want, sizeof want, "byte offset %zu:", cases[i].off);
+			int rc = sb_tok_encode(toks[k], cases[i].s, cases[i].n, &ids, &n_ids, &err);
+			SB_CHECK(rc == SB_EDATA && strstr(err.msg, want) && !ids && n_ids == 0,
+				 "%s: invalid UTF-8 \"%s\" refused at \"%s\" (rc %d: %s)", KINDS[k],
+				 show(cases[i].s, cases[i].n), want, rc, err.msg);
+		}
+	}
+}
+
+/* ---- hostile tokenizer.json ---- */
+
+static const char BASE[] =
+	"{\"version\":\"1.0\",\"added_tokens\":[{\"id\":4,\"content\":\"<s>\",\"single_word\":false,\"lstrip\":false,"
+	"\"rstrip\":false,\"normalized\":false,\"special\":true}],\"normalizer\":null,"
+	"\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":true},"
+	"\"post_processor\":null,\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":true,"
+	"\"use_regex\":true},\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,"
+	"\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":false,\"byte_fallback\":false,"
+	"\"ignore_merges\":false,\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\xC4\xA0\":3},\"merges\":[\"a b\"]}}";
+
+/* BASE with the first occurrence of `from` replaced by `to`. */
+static char *variant(const char *from, const char *to)
+{
+	const char *p = strstr(BASE, from);
+	if (!p)
+		return NULL;
+	size_t n = strlen(BASE) - strlen(from) + strlen(to);
+	char *s = malloc(n + 1);
+	size_t a = (size_t)(p - BASE);
+	memcpy(s, BASE, a);
+	strcpy(s + a, to);
+	strcat(s, p + strlen(from));
+	return s;
+}
+
+static void check_hostile(void)
+{
+	struct sb_tok *t = NULL;
+	struct sb_err err = {0};
+	int rc = sb_tok_load_mem(BASE, strlen(BASE), "base.json", &t, &err);
+	SB_CHECK(rc == 0, "the minimal tokenizer.json loads (%s)", rc ? err.msg : "ok");
+	if (t) {
+		int32_t *ids = NULL;
+		size_t n = 0;
+		rc = sb_tok_encode(t, "ab a<s>b", 8, &ids, &n, &err);
+		SB_CHECK(rc == 0 && n == 5 && ids[0] == 2 && ids[1] == 3 && ids[2] == 0 && ids[3] == 4 && ids[4] == 1,
+			 "minimal tokenizer: \"ab a<s>b\" -> 2 3 0 4 1 (got %zu ids)", n);
+		free(ids);
+		sb_tok_free(t);
+	}
+	static const struct {
+		const char *from, *to, *field;
+	} v[] = {
+		{"\"type\":\"BPE\"", "\"type\":\"WordPiece\"", "model.type"},
+		{"\"type\":\"BPE\",", "", "model.type"},
+		{"\"merges\":[\"a b\"]", "\"merges\":[\"a c\"]", "model.merges[0]"},
+		{"\"merges\":[\"a b\"]", "\"merges\":[[\"b\",\"b\"]]", "model.merges[0]"},
+		{"\"merges\":[\"a b\"]", "\"merges\":[\"a  b\"]", "model.merges[0]"},
+		{"\"merges\":[\"a b\"]", "\"merges\":[\"ab\"]", "model.merges[0]"},
+		{"\"merges\":[\"a b\"]", "\"merges\":[[\"a\",\"b\",\"c\"]]", "model.merges[0]"},
+		{"\"merges\":[\"a b\"]", "\"merges\":[7]", "model.merges[0]"},
+		{"\"merges\":[\"a b\"]", "\"merges\":{}", "model.merges"},
+		{"\"b\":1,", "\"b\":0,", "model.vocab"},
+		{"\"b\":1,", "\"b\":2147483648,", "model.vocab"},
+		{"\"b\":1,", "\"b\":2147483647,", "model.vocab"},
+		{"\"b\":1,", "\"b\":-1,", "model.vocab"},
+		{"\"b\":1,", "\"b\":1.5,", "model.vocab"},
+		{"\"b\":1,", "\"b\":\"1\",", "model.vocab"},
+		{"\"b\":1,", "\"b\":1e3,", "model.vocab"},
+		{"\"b\":1,", "\"b\":1.0,", "model.vocab"},
+		{"\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\xC4\xA0\":3}", "\"vocab\":[\"a\",\"b\"]", "model.vocab"},
+		{"\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\xC4\xA0\":3}", "\"vocab\":null", "model.vocab"},
+		{"\"id\":4", "\"id\":2147483648", "added_tokens[0].id"},
+		{"\"id\":4", "\"id\":7", "added_tokens[0].id"},
+		{"\"id\":4", "\"id\":1", "added_tokens[0].id"},
+		{"\"content\":\"<s>\"", "\"content\":\"\"", "added_tokens[0].content"},
+		{"\"single_word\":false", "\"single_word\":true", "added_tokens[0].single_word"},
+		{"\"lstrip\":false", "\"lstrip\":true", "added_tokens[0].lstrip"},
+		{"\"rstrip\":false", "\"rstrip\":true", "added_tokens[0].rstrip"},
+		{"\"added_tokens\":[", "\"added_tokens\":[7,", "added_tokens[0]"},
+		{"\"dropout\":null", "\"dropout\":0.1", "model.dropout"},
+		{"\"unk_token\":null", "\"unk_token\":\"a\"", "model.unk_token"},
+		{"\"byte_fallback\":false", "\"byte_fallback\":true", "model.byte_fallback"},
+		{"\"continuing_subword_prefix\":null", "\"continuing_subword_prefix\":\"##\"",
+		 "model.continuing_subword_prefix"},
+		{"\"end_of_word_suffix\":null", "\"end_of_word_suffix\":\"</w>\"", "model.end_of_word_suffix"},
+		{"\"normalizer\":null", "\"normalizer\":{\"type\":\"NFKC\"}", "normalizer"},
+		{"\"normalizer\":null", "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Lowercase\"}]}",
+		 "normalizer"},
+		{"\"add_prefix_space\":false", "\"add_prefix_space\":true", "pre_tokenizer.add_prefix_space"},
+		{"\"use_regex\":true}", "\"use_regex\":false}", "pre_tokenizer.use_regex"},
+		{"\"pre_tokenizer\":{\"type\":\"ByteLevel\"", "\"pre_tokenizer\":{\"type\":\"Whitespace\"", "pre_tokenizer"},
+		{"\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":true}",
+		 "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"},"
+		 "\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}]}",
+		 "pre_tokenizer.pretokenizers[0].pattern.Regex"},
+		{"\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":true}",
+		 "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+|\\\\s+(?!\\\\S)|\\\\s+\"},"
+		 "\"behavior\":\"Removed\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}]}",
+		 "pre_tokenizer.pretokenizers[0].behavior"},
+		{"\"decoder\":{\"type\":\"ByteLevel\"", "\"decoder\":{\"type\":\"Metaspace\"", "decoder"},
+		{"\"model\":{", "\"model\":[],\"m\":{", "model"},
+	};
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+		char *s = variant(v[i].from, v[i].to);
+		if (!SB_CHECK(s != NULL, "hostile variant %zu: pattern found in the base", i))
+			continue;
+		t = NULL;
+		sb_err_clear(&err);
+		rc = sb_tok_load_mem(s, strlen(s), "bad.json", &t, &err);
+		SB_CHECK(rc == SB_EDATA && !t && strstr(err.msg, "bad.json") && strstr(err.msg, v[i].field),
+			 "hostile %zu (%s -> %s): SB_EDATA naming bad.json and %s (rc %d: %s)", i, v[i].from, v[i].to,
+			 v[i].field, rc, err.msg);
+		sb_tok_free(t);
+		free(s);
+	}
+	/* not JSON, not an object, truncated at every length (a sample), bytes flipped at random */
+	const char *nots[] = {"", "nul", "[]", "\"x\"", "{\"model\":1", "{} {}"};
+	for (size_t i = 0; i < sizeof nots / sizeof nots[0]; i++) {
+		t = NULL;
+		rc = sb_tok_load_mem(nots[i], strlen(nots[i]), "bad.json", &t, &err);
+		SB_CHECK(rc == SB_EDATA && !t && strstr(err.msg, "bad.json"), "not a tokenizer \"%s\": SB_EDATA (%s)",
+			 nots[i], err.msg);
+		sb_tok_free(t);
+	}
+	char path[4200];
+	snprintf(path, sizeof path, "%s/tests/fixtures/tokenizer/llama3.json", top_dir);
+	char *data = NULL;
+	size_t n = 0;
+	if (!SB_CHECK(sb_read_file(path, &data, &n, 0, &err) == 0, "read %s", path))
+		return;
+	int bad_trunc = 0, crashes_none = 1, loaded = 0, refused = 0;
+	size_t first_bad = 0;
+	for (size_t len = 0; len + 2 < n; len += (len < 2000 ? 1 : 97)) {
+		t = NULL;
+		rc = sb_tok_load_mem(data, len, "trunc.json", &t, &err);
+		if (rc != SB_EDATA || t) {
+			if (!bad_trunc++)
+				first_bad = len;
+		}
+		sb_tok_free(t);
+	}
+	SB_CHECK(bad_trunc == 0, "llama3.json truncated (every length to 2000, then every 97th): all SB_EDATA "
+				 "(%d not, first at length %zu)",
+		 bad_trunc, first_bad);
+	struct sb_rng rng;
+	sb_rng_init(&rng, 12345, 0, 0);
+	char *m = malloc(n + 1);
+	for (int it = 0; it < 300; it++) {
+		memcpy(m, data, n + 1);
+		int flips = 1 + (int)(sb_rng_u64(&rng) % 4);
+		for (int f = 0; f < flips; f++) {
+			static const char pick[] = "{}[]\":,0123456789- aZ\\";
+			m[sb_rng_u64(&rng) % n] = pick[sb_rng_u64(&rng) % (sizeof pick - 1)];
+		}
+		t = NULL;
+		rc = sb_tok_load_mem(m, n, "flip.json", &t, &err);
+		if (rc == 0) {
+			loaded++;
+			int32_t *ids = NULL;
+			size_t nid = 0;
+			const char *txt = "Hello <|im_start|>world 12345 \xD0\x9F\xD1\x80\xD0\xB8 \n\n";
+			if (sb_tok_encode(t, txt, strlen(txt), &ids, &nid, &err) == 0) {
+				char *o = NULL;
+				size_t no;
+				if (sb_tok_decode(t, ids, nid, &o, &no, &err) != 0 && err.code != SB_EDATA)
+					crashes_none = 0;
+				free(o);
+			}
+			free(ids);
+		} else if (rc == SB_EDATA) {
+			refused++;
+		} else {
+			crashes_none = 0;
+		}
+		sb_tok_free(t);
+	}
+	SB_CHECK(crashes_none, "300 llama3.json with random bytes replaced: %d refused (SB_EDATA), %d loaded and "
+			       "encoded; no other outcome",
+		 refused, loaded);
+	free(m);
+	free(data);
+}
+
+/* Encode ~2 MB of mixed text with each tokenizer; rate as a diagnostic, round trip checked. */
+static void check_rate(void)
+{
+	static const char *parts[] = {
+		"First Citizen:\nBefore we proceed any further, hear me speak.\n\n",
+		"All:\nSpeak, speak. I'LL don't you're 1,234.5 and 7777777!!!\r\n",
+		"\xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82, \xD0\xBC\xD0\xB8\xD1\x80! ",
+		"\xE4\xBD\xA0\xE5\xA5\xBD\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C\xE3\x80\x82 ",
+		"emoji \xF0\x9F\x98\x80 \xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD   tabs\t\tend  \n",
+		"<|endoftext|>",
+	};
+	size_t cap = 2u << 20, n = 0;
+	char *text = malloc(cap + 256);
+	for (size_t i = 0; n < cap; i++) {
+		size_t l = strlen(parts[i % 6]);
+		memcpy(text + n, parts[i % 6], l);
+		n += l;
+	}
+	for (int k = 0; k < 3; k++) {
+		if (!toks[k])
+			continue;
+		struct sb_err err = {0};
+		int32_t *ids = NULL;
+		size_t n_ids = 0;
+		double t0 = now();
+		int rc = sb_tok_encode(toks[k], text, n, &ids, &n_ids, &err);
+		double dt = now() - t0;
+		char *out = NULL;
+		size_t n_out = 0;
+		if (rc == 0)
+			rc = sb_tok_decode(toks[k], ids, n_ids, &out, &n_out, &err);
+		SB_CHECK(rc == 0 && n_out == n && memcmp(out, text, n) == 0,
+			 "%s: %.2f MB encoded to %zu ids and decoded back identically (%s)", KINDS[k], n / 1e6, n_ids,
+			 rc ? err.msg : "ok");
+		printf("# %s: encode rate %.2f MB/s (%.3f s for %zu bytes)\n", KINDS[k], n / 1e6 / dt, dt, n);
+		free(ids);
+		free(out);
+	}
+	free(text);
+}
+
+int main(void)
+{
+	const char *top = getenv("SB_TOP");
+	snprintf(top_dir, sizeof top_dir, "%s", top ? top : ".");
+	load_fixtures();
+	check_cases();
+	check_api();
+	check_bad_text();
+	check_hostile();
+	check_rate();
+	for (int k = 0; k < 3; k++)
+		sb_tok_free(toks[k]);
+	return sb_test_done();
+}
