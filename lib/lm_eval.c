@@ -16,6 +16,7 @@
 #include "lm_train.h"
 #include "rng.h"
 #include "stats.h"
+#include "tokenizer.h"
 
 void sb_lm_eval_defaults(struct sb_lm_eval_opts *o)
 {
@@ -178,6 +179,14 @@ static int argmax_row(const float *l, int V)
 
 /* ---------------------------------------------------------------- state */
 
+/* A probe's turns as token ids (runs with a tokenizer): turn k's input is the tokens of
+ * its prompt, preceded after the first turn by the newline that ended the previous answer
+ * (one text, tokenized as the model reads it). */
+struct tprobe {
+	int32_t *ids[SB_LM_PROBE_MAXTURN];
+	int n[SB_LM_PROBE_MAXTURN];
+};
+
 struct fid {
 	double kl, top1, corr, nll, kl_t, top1_t, corr_t, nll_t;
 	int n, nt;
@@ -192,10 +201,12 @@ struct ev {
 	struct sb_lm_cache **cache; /* per worker */
 	float **lbuf;               /* per worker [T][V] */
 	int nw;
-	uint8_t *win;               /* [nw][T+1] */
+	int32_t *win;               /* [nw][T+1] token ids (bytes, or the tokenizer's) */
 	int *win_corpus;
 	size_t *win_start;
-	float *dense;               /* [nw][T][V] */
+	float *dense;               /* [nw][T][V]; NULL when too large: each mask's task recomputes
+				     * its window's dense logits into dbuf (the same bits) */
+	float **dbuf;               /* per worker [T][V] when dense is NULL */
 	struct fid *fid;            /* [nmask][nw] */
 	struct sb_lm_attn_obs *obs_text; /* [nmask][nw][L] */
 	int np, nt;
@@ -208,7 +219,11 @@ struct ev {
 	int phase;
 	int done, total;
 	struct sb_json *train_done; /* the run's train.done record */
+	struct sb_tok *tok;         /* the run's tokenizer; NULL: bytes */
+	struct tprobe *tprobe;      /* [nt][np] with a tokenizer: each turn's input as token ids */
 };
+
+#define DENSE_KEEP_BYTES (1024.0 * 1024 * 1024)
 
 static uint64_t probe_mask_seed(uint64_t seed, int task, int idx)
 {
@@ -231,22 +246,29 @@ static int fid_dense_task(struct sb_ctx *ctx, int worker, int w, void *arg, stru
 	struct sb_lm_mask dense;
 	sb_lm_mask_parse("dense", &dense, NULL);
 	struct sb_lm_attn_obs *obs = &e->obs_text[((size_t)0 * e->nw + w) * e->L];
-	return sb_lm_forward_cached(ctx, e->m, c, e->win + (size_t)w * (e->T + 1), e->T, &dense,
-				    e->dense + (size_t)w * e->T * e->V, 1, obs, err);
+	float *out = e->dense ? e->dense + (size_t)w * e->T * e->V : e->dbuf[worker];
+	return sb_lm_forward_cached_ids(ctx, e->m, c, e->win + (size_t)w * (e->T + 1), e->T, &dense, out, 1, obs, err);
 }
 
 static int fid_mask_task(struct sb_ctx *ctx, int worker, int task, void *arg, struct sb_err *err)
 {
 	struct ev *e = arg;
 	int mi = task / e->nw, w = task % e->nw;
-	const uint8_t *win = e->win + (size_t)w * (e->T + 1);
-	const float *ld = e->dense + (size_t)w * e->T * e->V;
+	const int32_t *win = e->win + (size_t)w * (e->T + 1);
+	const float *ld = e->dense ? e->dense + (size_t)w * e->T * e->V : e->dbuf[worker];
 	float *lm = e->lbuf[worker];
+	if (!e->dense) { /* this window's dense logits again (its observations were kept by the dense pass) */
+		struct sb_lm_cache *c = e->cache[worker];
+		sb_lm_cache_reset(c, window_mask_seed(e->o->seed, w));
+		struct sb_lm_mask dense;
+		sb_lm_mask_parse("dense", &dense, NULL);
+		SB_TRY(sb_lm_forward_cached_ids(ctx, e->m, c, win, e->T, &dense, e->dbuf[worker], 1, NULL, err));
+	}
 	if (mi > 0) {
 		struct sb_lm_cache *c = e->cache[worker];
 		sb_lm_cache_reset(c, window_mask_seed(e->o->seed, w));
 		struct sb_lm_attn_obs *obs = &e->obs_text[((size_t)mi * e->nw + w) * e->L];
-		SB_TRY(sb_lm_forward_cached(ctx, e->m, c, win, e->T, &e->o->masks[mi], lm, 1, obs, err));
+		SB_TRY(sb_lm_forward_cached_ids(ctx, e->m, c, win, e->T, &e->o->masks[mi], lm, 1, obs, err));
 	} else {
 		lm = (float *)ld;
 	}
@@ -371,11 +393,127 @@ static int run_probe(struct sb_ctx *ctx, struct ev *e, int worker, int mi, int t
 	return 0;
 }
 
+/* Greedy decoding of a tokenized probe: as run_probe, in tokens; each generated token's
+ * bytes are appended to the answer until a newline appears in them (the answer is what
+ * came before it), or the answer's length in bytes is reached without one, or the cache
+ * is full. */
+static int run_token_probe(struct sb_ctx *ctx, struct ev *e, int worker, int mi, int ti, int pi, struct sb_err *err)
+{
+	const struct sb_lm_probe *p = &e->probe[(size_t)ti * e->np + pi];
+	const struct tprobe *tp = &e->tprobe[(size_t)ti * e->np + pi];
+	struct sb_lm_cache *c = e->cache[worker];
+	float *logit = e->lbuf[worker];
+	size_t at = ((size_t)mi * e->nt + ti) * e->np + pi;
+	struct sb_lm_attn_obs *obs = &e->obs_probe[at * e->L];
+	sb_lm_cache_reset(c, probe_mask_seed(e->o->seed, p->task, (int)p->index));
+	const struct sb_lm_mask *mk = &e->o->masks[mi];
+	int ok = 1;
+	char *gen = e->gen[at];
+	gen[0] = 0;
+	for (int k = 0; k < p->n_turns; k++) {
+		if (sb_lm_cache_pos(c) + tp->n[k] > e->T) {
+			ok = 0;
+			break;
+		}
+		SB_TRY(sb_lm_forward_cached_ids(ctx, e->m, c, tp->ids[k], tp->n[k], mk, logit, 0, obs, err));
+		int alen = p->answer_end[k] - p->answer_beg[k];
+		uint8_t out[64];
+		int n = 0, stopped = 0;
+		for (int s = 0; s < alen && !stopped && n < alen; s++) {
+			int32_t id = argmax_row(logit, e->V);
+			char b[256];
+			int nb = sb_tok_token_bytes(e->tok, id, b, sizeof b);
+			if (nb < 0 || nb > (int)sizeof b)
+				break; /* an id the tokenizer does not have (the model's vocabulary is padded) */
+			for (int j = 0; j < nb && !stopped; j++) {
+				if (b[j] == '\n')
+					stopped = 1;
+				else if (n < (int)sizeof out)
+					out[n++] = (uint8_t)b[j];
+			}
+			if (stopped || n >= alen || s + 1 >= alen || sb_lm_cache_pos(c) >= e->T)
+				break;
+			SB_TRY(sb_lm_forward_cached_ids(ctx, e->m, c, &id, 1, mk, logit, 0, obs, err));
+		}
+		int good = stopped && sb_lm_probe_match(p, k, out, n);
+		if (ok) {
+			size_t len = sb_lm_display_bytes(gen, 64 - 3, out, (size_t)n);
+			if (!stopped)
+				memcpy(gen + len, "...", 4);
+		}
+		if (!good)
+			ok = 0;
+	}
+	e->correct[at] = (uint8_t)ok;
+	return 0;
+}
+
+/* A probe for a run with a tokenizer: its text is made in bytes (the battery's generator)
+ * at a length of about 0.85 T tokens (bytes_per_token of the haystack), tokenized turn by
+ * turn; when the turns and the longest answers do not fit T tokens it is made again 15%
+ * shorter (at most 12 times). */
+static int make_token_probe(struct ev *e, int task, int pi, const struct sb_lm_corpus *hay, double bytes_per_token,
+			    struct sb_lm_probe *p, struct tprobe *tp, struct sb_err *err)
+{
+	double len = 0.85 * e->T * bytes_per_token;
+	for (int attempt = 0; attempt < 12; attempt++, len *= 0.85) {
+		int L = len > (double)hay->n ? (int)hay->n : (int)len;
+		if (L < sb_lm_task_min_len(task))
+			L = sb_lm_task_min_len(task);
+		SB_TRY(sb_lm_probe_make(task, L, hay->bytes, hay->n, e->o->seed, SB_RNG_SYNTH, (uint64_t)pi,
+					sb_lm_probe_depth(pi, e->np), p, err));
+		int total = 0, rc = 0;
+		for (int k = 0; k < p->n_turns && !rc; k++) {
+			/* turn k's text: the newline that ended answer k-1 (after the first turn), then the prompt */
+			int beg = p->prompt_beg[k], plen = p->answer_beg[k] - beg;
+			char *txt = malloc((size_t)plen + 2);
+			size_t n = 0;
+			free(tp->ids[k]);
+			tp->ids[k] = NULL;
+			if (!txt) {
+				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+				break;
+			}
+			txt[0] = '\n';
+			memcpy(txt + 1, p->text + beg, (size_t)plen);
+			rc = sb_tok_encode(e->tok, k ? txt : txt + 1, (size_t)plen + (k ? 1 : 0), &tp->ids[k], &n, err);
+			free(txt);
+			int32_t bos = sb_tok_bos(e->tok);
+			if (!rc && !k && bos >= 0) { /* the sequence starts with the tokenizer's BOS, as HF encodes it */
+				int32_t *b = realloc(tp->ids[0], (n + 1) * sizeof *b);
+				if (!b) {
+					rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+					break;
+				}
+				memmove(b + 1, b, n * sizeof *b);
+				b[0] = bos;
+				tp->ids[0] = b;
+				n++;
+			}
+			tp->n[k] = (int)n;
+			total += (int)n + (p->answer_end[k] - p->answer_beg[k]);
+		}
+		if (rc) {
+			sb_err_prefix(err, "probe %s #%d", sb_lm_task_name(task), pi);
+			return rc;
+		}
+		if (total <= e->T)
+			return 0;
+		if (L <= sb_lm_task_min_len(task))
+			break;
+		sb_lm_probe_free(p);
+	}
+	return SB_ERR(err, SB_EUSAGE, "probe %s #%d does not fit a context of %d tokens (the task needs %d bytes)",
+		      sb_lm_task_name(task), pi, e->T, sb_lm_task_min_len(task));
+}
+
 static int probe_task(struct sb_ctx *ctx, int worker, int task, void *arg, struct sb_err *err)
 {
 	struct ev *e = arg;
 	int per = e->nt * e->np;
 	int mi = task / per, r = task % per;
+	if (e->tok)
+		return run_token_probe(ctx, e, worker, mi, r / e->np, r % e->np, err);
 	return run_probe(ctx, e, worker, mi, r / e->np, r % e->np, err);
 }
 
@@ -474,7 +612,7 @@ static int bench(struct ev *e, struct sb_jw *w, struct sb_err *err)
 	}
 	sb_lm_cache_reset(c, 0);
 	sb_lm_cache_capture_q(c, lA, q);
-	rc = sb_lm_forward_cached(ctx, e->m, c, e->win, T, NULL, NULL, 0, NULL, err);
+	rc = sb_lm_forward_cached_ids(ctx, e->m, c, e->win, T, NULL, NULL, 0, NULL, err);
 	sb_lm_cache_capture_q(c, -1, NULL);
 	if (rc)
 		goto out;
@@ -800,6 +938,19 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 		np += e->m->params[i].numel;
 	sb_jw_kint(w, "parameter_count", (int64_t)np);
 	sb_jw_kint(w, "T", e->T);
+	if (e->tok) { /* T, windows, tail and budgets count tokens of this tokenizer; probes are made in bytes */
+		sb_jw_kstr(w, "units", "tokens");
+		sb_jw_kstr(w, "tokenizer", e->cell.tokenizer);
+		if (e->cell.source[0]) {
+			sb_jw_key(w, "source");
+			sb_jw_raw(w, e->cell.source, strlen(e->cell.source));
+		}
+		sb_jw_key(w, "probe_len_bytes");
+		sb_jw_arr(w);
+		for (int i = 0; i < e->nt * e->np; i += e->np)
+			sb_jw_int(w, e->probe[i].len);
+		sb_jw_arr_end(w);
+	}
 	sb_jw_kint(w, "tail_from", e->tail);
 	sb_jw_kint(w, "n_windows", e->nw);
 	sb_jw_kint(w, "n_probes", e->np);
@@ -860,6 +1011,8 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 			sb_jw_kint(w, "window", wi);
 			sb_jw_kstr(w, "corpus", e->corp[e->win_corpus[wi]].name);
 			sb_jw_kint(w, "start", (int64_t)e->win_start[wi]);
+			if (e->tok) /* the index in the tokens of the corpus's valid part, not a byte offset */
+				sb_jw_kstr(w, "start_unit", "token");
 			sb_jw_kf64(w, "kl", f->kl / f->n);
 			sb_jw_kf64(w, "top1", f->top1 / f->n);
 			sb_jw_kf64(w, "corr", f->corr / f->n);
@@ -1154,33 +1307,72 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 		if (!rc && !(e.lbuf[i] = malloc((size_t)e.T * e.V * sizeof(float))))
 			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	}
+	/* the held-out text as token ids: bytes, or the run's tokenizer */
+	if (!rc && e.cell.tokenizer[0]) {
+		char tp[4700];
+		snprintf(tp, sizeof tp, "%s/%s", run_dir, e.cell.tokenizer);
+		rc = sb_tok_load(tp, &e.tok, err);
+		if (!rc && sb_tok_vocab_size(e.tok) > e.V)
+			rc = SB_ERR(err, SB_EDATA, "%s: %d tokens, more than the model's vocabulary (%d)", tp,
+				    sb_tok_vocab_size(e.tok), e.V);
+	}
+	int32_t *ids[8] = {0};
+	size_t nids[8] = {0};
+	int32_t bos = e.tok ? sb_tok_bos(e.tok) : -1; /* HF's add_special_tokens default: Llama 3's BOS */
+	for (int i = 0; i < e.n_corp && !rc; i++) {
+		if (e.tok) {
+			rc = sb_tok_encode(e.tok, (const char *)e.corp[i].bytes, e.corp[i].n, &ids[i], &nids[i], err);
+			if (rc)
+				sb_err_prefix(err, "corpus '%s' (valid part)", e.corp[i].name);
+		} else if (!(ids[i] = malloc((e.corp[i].n ? e.corp[i].n : 1) * sizeof *ids[i])))
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		else {
+			for (size_t j = 0; j < e.corp[i].n; j++)
+				ids[i][j] = e.corp[i].bytes[j];
+			nids[i] = e.corp[i].n;
+		}
+	}
 	/* windows */
 	int usable = 0;
 	for (int i = 0; i < e.n_corp; i++)
-		usable += e.corp[i].n >= (size_t)e.T + 1;
+		usable += nids[i] >= (size_t)e.T + 1;
 	e.nw = usable ? o->n_windows : 0;
 	if (!rc && e.nw) {
-		e.win = malloc((size_t)e.nw * (e.T + 1));
+		e.win = malloc((size_t)e.nw * (e.T + 1) * sizeof *e.win);
 		e.win_corpus = calloc((size_t)e.nw, sizeof *e.win_corpus);
 		e.win_start = calloc((size_t)e.nw, sizeof *e.win_start);
-		e.dense = malloc((size_t)e.nw * e.T * e.V * sizeof(float));
-		if (!e.win || !e.win_corpus || !e.win_start || !e.dense)
+		/* the dense logits of every window are kept when they fit in DENSE_KEEP_BYTES */
+		if ((double)e.nw * e.T * e.V * sizeof(float) <= DENSE_KEEP_BYTES)
+			e.dense = malloc((size_t)e.nw * e.T * e.V * sizeof(float));
+		else if ((e.dbuf = calloc((size_t)nwk, sizeof *e.dbuf)))
+			for (int i = 0; i < nwk; i++)
+				if (!(e.dbuf[i] = malloc((size_t)e.T * e.V * sizeof(float))))
+					rc = SB_ERR(err, SB_EINTERNAL, "out of memory (windows)");
+		if (!e.win || !e.win_corpus || !e.win_start || (!e.dense && !e.dbuf))
 			rc = SB_ERR(err, SB_EINTERNAL, "out of memory (windows)");
 		int wi = 0, ui = 0;
 		for (int i = 0; i < e.n_corp && !rc; i++) {
-			if (e.corp[i].n < (size_t)e.T + 1)
+			if (nids[i] < (size_t)e.T + 1)
 				continue;
 			int cnt = e.nw / usable + (ui < e.nw % usable);
 			ui++;
-			size_t span = e.corp[i].n - (size_t)(e.T + 1);
+			size_t span = nids[i] - (size_t)(e.T + 1);
 			for (int j = 0; j < cnt; j++, wi++) {
 				size_t st = cnt > 1 ? span * (size_t)j / (size_t)(cnt - 1) : 0;
-				memcpy(e.win + (size_t)wi * (e.T + 1), e.corp[i].bytes + st, (size_t)e.T + 1);
+				int32_t *wp = e.win + (size_t)wi * (e.T + 1);
+				if (bos >= 0) /* the tokenizer's leading token, then T tokens of text */
+					wp[0] = bos;
+				memcpy(wp + (bos >= 0), ids[i] + st, ((size_t)e.T + (bos < 0)) * sizeof *e.win);
 				e.win_corpus[wi] = i;
-				e.win_start[wi] = e.corp[i].offset + st;
+				/* bytes: the offset in the corpus; tokens: the index in the valid part's tokens */
+				e.win_start[wi] = e.tok ? st : e.corp[i].offset + st;
 			}
 		}
 	}
+	/* bytes per token of the haystack: the probes' length in bytes for a context of T tokens */
+	double bytes_per_token = nids[e.hay] ? (double)e.corp[e.hay].n / (double)nids[e.hay] : 1.0;
+	for (int i = 0; i < 8; i++)
+		free(ids[i]);
 	e.fid = calloc((size_t)o->n_masks * (e.nw ? e.nw : 1), sizeof *e.fid);
 	e.obs_text = calloc((size_t)o->n_masks * (e.nw ? e.nw : 1) * e.L, sizeof *e.obs_text);
 	/* probes */
@@ -1194,10 +1386,18 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 	if (!rc && (!e.fid || !e.obs_text || !e.probe || !e.correct || !e.gen || !e.obs_probe))
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	const struct sb_lm_corpus *hay = &e.corp[e.hay];
+	if (!rc && e.tok && nprob && !(e.tprobe = calloc(nprob, sizeof *e.tprobe)))
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	for (int ti = 0; ti < e.nt && !rc; ti++)
-		for (int pi = 0; pi < e.np && !rc; pi++)
-			rc = sb_lm_probe_make(o->tasks[ti], e.T, hay->bytes, hay->n, o->seed, SB_RNG_SYNTH, (uint64_t)pi,
-					      sb_lm_probe_depth(pi, e.np), &e.probe[(size_t)ti * e.np + pi], err);
+		for (int pi = 0; pi < e.np && !rc; pi++) {
+			size_t at = (size_t)ti * e.np + pi;
+			if (e.tok)
+				rc = make_token_probe(&e, o->tasks[ti], pi, hay, bytes_per_token, &e.probe[at], &e.tprobe[at],
+						      err);
+			else
+				rc = sb_lm_probe_make(o->tasks[ti], e.T, hay->bytes, hay->n, o->seed, SB_RNG_SYNTH,
+						      (uint64_t)pi, sb_lm_probe_depth(pi, e.np), &e.probe[at], err);
+		}
 	/* run */
 	if (!rc && e.nw)
 		rc = run_tasks(&e, "fidelity (dense)", e.nw, fid_dense_task, err);
@@ -1224,12 +1424,22 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 	free(e.win_corpus);
 	free(e.win_start);
 	free(e.dense);
+	if (e.dbuf)
+		for (int i = 0; i < nwk; i++)
+			free(e.dbuf[i]);
+	free(e.dbuf);
+	sb_tok_free(e.tok);
 	free(e.fid);
 	free(e.obs_text);
 	if (e.probe)
 		for (size_t i = 0; i < nprob; i++)
 			sb_lm_probe_free(&e.probe[i]);
 	free(e.probe);
+	if (e.tprobe)
+		for (size_t i = 0; i < nprob; i++)
+			for (int k = 0; k < SB_LM_PROBE_MAXTURN; k++)
+				free(e.tprobe[i].ids[k]);
+	free(e.tprobe);
 	free(e.correct);
 	free(e.gen);
 	free(e.obs_probe);

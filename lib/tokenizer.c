@@ -182,6 +182,7 @@ struct sb_tok {
 	int32_t byte_id[256]; /* id of each byte's single-character token, -1 if none */
 	int ignore_merges;
 	int nfc;
+	int32_t bos;          /* the post-processor's leading special token of a single sequence, -1 */
 	struct pattern pat;
 	struct added *added;
 	size_t n_added;
@@ -1160,6 +1161,42 @@ static int load_model(struct sb_tok *t, const struct sb_json *model, const struc
 	return 0;
 }
 
+/* The token a TemplateProcessing post-processor puts before a single sequence (Llama 3's
+ * <|begin_of_text|>), alone or inside a Sequence of processors: t->bos, else -1. Only the
+ * leading special token is read; encode still adds nothing (the caller places it). */
+static int read_bos(struct sb_tok *t, const struct sb_json *pp, const char *name, struct sb_err *err)
+{
+	t->bos = -1;
+	if (!pp || pp->type == SB_JSON_NULL)
+		return 0;
+	const char *ty = type_of(pp);
+	if (ty && !strcmp(ty, "Sequence")) {
+		const struct sb_json *ps = sb_json_get(pp, "processors");
+		if (!ps || ps->type != SB_JSON_ARRAY)
+			return SB_ERR(err, SB_EDATA, "%s: post_processor.processors must be an array", name);
+		for (size_t i = 0; i < ps->n; i++)
+			SB_TRY(read_bos(t, ps->items[i], name, err));
+		return 0;
+	}
+	if (!ty || strcmp(ty, "TemplateProcessing"))
+		return 0; /* ByteLevel (offsets only) and others add no leading token we would place */
+	const struct sb_json *single = sb_json_get(pp, "single");
+	if (!single || single->type != SB_JSON_ARRAY || !single->n)
+		return SB_ERR(err, SB_EDATA, "%s: post_processor.single must be a non-empty array", name);
+	const struct sb_json *st = sb_json_get(single->items[0], "SpecialToken");
+	if (!st)
+		return 0; /* the sequence comes first: no leading token */
+	const char *id = sb_json_str(sb_json_get(st, "id"), NULL);
+	int32_t v = id ? sb_tok_id(t, id) : -1;
+	if (v < 0)
+		return SB_ERR(err, SB_EDATA, "%s: post_processor.single[0]: special token '%s' is not in the vocabulary",
+			      name, id ? id : "?");
+	t->bos = v;
+	return 0;
+}
+
+int32_t sb_tok_bos(const struct sb_tok *t) { return t ? t->bos : -1; }
+
 int sb_tok_load_mem(const char *json, size_t n, const char *name, struct sb_tok **out, struct sb_err *err)
 {
 	*out = NULL;
@@ -1190,6 +1227,8 @@ int sb_tok_load_mem(const char *json, size_t n, const char *name, struct sb_tok 
 		goto done;
 	}
 	if ((rc = load_model(t, sb_json_get(root, "model"), sb_json_get(root, "added_tokens"), name, err)))
+		goto done;
+	if ((rc = read_bos(t, sb_json_get(root, "post_processor"), name, err)))
 		goto done;
 	if (t->nfc)
 		for (size_t i = 0; i < t->n_added; i++)

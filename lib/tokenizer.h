@@ -15,7 +15,8 @@
  *  - decoder: ByteLevel.
  *  - added_tokens: split out of the text first (leftmost-longest; tokens with normalized false
  *    before those with normalized true, as HF does); single_word, lstrip and rstrip must be false.
- *  - post_processor, truncation and padding are ignored: encode never adds special tokens.
+ *  - post_processor: only its leading special token is read (sb_tok_bos); truncation and
+ *    padding are ignored: encode never adds special tokens.
  * See docs/tokenizer.md.
  */
 #ifndef SB_TOKENIZER_H
@@ -52,6 +53,11 @@ int sb_tok_encode(const struct sb_tok *t, const char *text, size_t n, int32_t **
  * vocabulary is SB_EDATA. */
 int sb_tok_decode(const struct sb_tok *t, const int32_t *ids, size_t n, char **out, size_t *n_out,
 		  struct sb_err *err);
+
+/* The special token HF's post_processor (TemplateProcessing, alone or in a Sequence) puts
+ * before a single sequence when add_special_tokens is true (Llama 3: <|begin_of_text|>), or
+ * -1 (GPT-2, Qwen2: none). encode never adds it; a caller that wants HF's default places it. */
+int32_t sb_tok_bos(const struct sb_tok *t);
 
 /* The bytes of one token (streaming decode): returns its length and writes min(length, cap)
  * bytes to buf; -1 for an id outside the vocabulary. */

@@ -20,6 +20,7 @@
 #include "lm_model.h"
 #include "lm_train.h"
 #include "tensor.h"
+#include "tokenizer.h"
 
 static char top[4096], tmp[64];
 
@@ -104,6 +105,31 @@ static void check_model(struct sb_backend *be, const char *name)
 	SB_CHECK(worst <= LOGIT_ATOL, "%s: logits of %d positions x %d vs the reference: max |diff| %.3g at (%d, %d) "
 				      "(got %.6f, want %.6f; tolerance %.0e)",
 		 name, T, V, worst, wt, wv, got[(size_t)wt * V + wv], want[(size_t)wt * V + wv], LOGIT_ATOL);
+	/* a fixture with a tokenizer: the run's copy encodes text.txt into the ids HF's tokenizers gave */
+	snprintf(path, sizeof path, "%s/text.txt", dir);
+	if (!access(path, F_OK)) {
+		char *text, tp[4700];
+		size_t n;
+		struct sb_tok *tok = NULL;
+		int32_t *mine = NULL;
+		size_t nm = 0;
+		snprintf(tp, sizeof tp, "%s/%s", run_dir, c2.tokenizer);
+		rc = sb_read_file(path, &text, &n, 0, &err);
+		if (!rc)
+			rc = sb_tok_load(tp, &tok, &err);
+		if (!rc)
+			rc = sb_tok_encode(tok, text, n, &mine, &nm, &err);
+		int first = -1;
+		for (size_t i = 0; !rc && i < nm && i < (size_t)T && first < 0; i++)
+			if (mine[i] != ids[i])
+				first = (int)i;
+		SB_CHECK(!rc && nm == (size_t)T && first < 0 && !strcmp(c2.tokenizer, "tokenizer.json"),
+			 "%s: the run's tokenizer encodes text.txt as HF did (%zu ids, want %d; first difference at %d; %s)",
+			 name, nm, T, first, rc ? err.msg : "ok");
+		free(mine);
+		free(text);
+		sb_tok_free(tok);
+	}
 	/* token by token: the same bits */
 	sb_lm_cache_reset(c, 0);
 	int same = 1;
@@ -215,6 +241,7 @@ int main(void)
 	check_model(be, "llama_bias");
 	check_model(be, "qwen2_f16");
 	check_model(be, "qwen3");
+	check_model(be, "qwen2_tok");
 
 	/* refusals: a Qwen3 base, changed one field at a time */
 	char path[4700], *base;

@@ -423,6 +423,48 @@ static void check_hostile(void)
 }
 
 /* Encode ~2 MB of mixed text with each tokenizer; rate as a diagnostic, round trip checked. */
+/* The post-processor's leading special token (sb_tok_bos), as Llama 3 writes it */
+static void check_bos(void)
+{
+	static const struct {
+		const char *pp;
+		int want;
+		const char *what;
+	} c[] = {
+		{"null", -1, "no post_processor"},
+		{"{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":false,\"use_regex\":true}", -1,
+		 "ByteLevel only (Qwen2)"},
+		{"{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
+		 "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":[],\"special_tokens\":{}}",
+		 4, "TemplateProcessing <s> $A"},
+		{"{\"type\":\"Sequence\",\"processors\":[{\"type\":\"ByteLevel\"},{\"type\":\"TemplateProcessing\","
+		 "\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}]}]}",
+		 4, "Sequence[ByteLevel, TemplateProcessing] (Llama 3)"},
+		{"{\"type\":\"TemplateProcessing\",\"single\":[{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},"
+		 "{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}}]}",
+		 -1, "TemplateProcessing $A <s> (a trailing token is not a BOS)"},
+		{"{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<bos>\",\"type_id\":0}}]}",
+		 -2, "a leading token not in the vocabulary: refused"},
+		{"{\"type\":\"TemplateProcessing\",\"single\":[]}", -2, "an empty template: refused"},
+	};
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		char *full = malloc(strlen(BASE) + strlen(c[i].pp) + 32);
+		const char *p = strstr(BASE, "\"post_processor\":null");
+		sprintf(full, "%.*s\"post_processor\":%s%s", (int)(p - BASE), BASE, c[i].pp,
+			p + strlen("\"post_processor\":null"));
+		struct sb_tok *t = NULL;
+		struct sb_err err = {0};
+		int rc = sb_tok_load_mem(full, strlen(full), "pp.json", &t, &err);
+		if (c[i].want == -2)
+			SB_CHECK(rc == SB_EDATA && strstr(err.msg, "post_processor"), "bos: %s (%s)", c[i].what, err.msg);
+		else
+			SB_CHECK(rc == 0 && sb_tok_bos(t) == c[i].want, "bos: %s -> %d (got %d; %s)", c[i].what, c[i].want,
+				 t ? sb_tok_bos(t) : -9, rc ? err.msg : "loaded");
+		sb_tok_free(t);
+		free(full);
+	}
+}
+
 static void check_rate(void)
 {
 	static const char *parts[] = {
@@ -472,6 +514,7 @@ int main(void)
 	check_api();
 	check_bad_text();
 	check_hostile();
+	check_bos();
 	check_rate();
 	for (int k = 0; k < 3; k++)
 		sb_tok_free(toks[k]);

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# lm_import.sh — a pretrained decoder through the LM track (PROTOCOL C(b)): sb-lm import of a
+# tiny Hugging Face Qwen2 with its byte-level BPE tokenizer (tests/fixtures/hf/qwen2_tok, made
+# by gen.py), then sb-eval on the run directory: fidelity windows and probes in tokens, the
+# records the trained runs write; the import's command-line contract and refusals.
+. "$(dirname "$0")/../shlib.sh"
+if ! command -v sb-lm >/dev/null; then
+	t_result 1 "sb-lm is built (make)"
+	t_done
+fi
+HF="$TOP/tests/fixtures/hf/qwen2_tok"
+TXT="$TOP/tests/fixtures/lm/shakespeare-head.txt"
+sb-lm import -q -o "$T/runs" --corpus "shakespeare=$TXT" --T 256 "$HF" >"$T/o" 2>"$T/e"; rc=$?
+run=$(jq -r 'select(.kind == "lm.import") | .run_dir' "$T/o" 2>/dev/null)
+[ $rc -eq 0 ] && [ "$(jq -r .status "$T/o")" = imported ] && [ -f "$run/cell.json" ] &&
+	[ -f "$run/model.safetensors.sha256" ] && cmp -s "$run/tokenizer.json" "$HF/tokenizer.json"
+t_result $? "import: exit $rc, one lm.import record, cell.json, checkpoint + sidecar, tokenizer copy ($(cat "$T/e"))"
+jq -e '.source.format == "huggingface" and .source.model_type == "qwen2" and (.source.files | length) == 3
+	and .tokenizer == "tokenizer.json" and .model.vocab == 832 and .model.attn_bias == 2 and .T == 256
+	and (has("steps") | not)' "$run/cell.json" >/dev/null
+t_result $? "cell.json: source (config, tokenizer, weights with SHA-256), the Qwen2 layout, no training fields"
+want=$(sha256sum "$HF/model.safetensors" | cut -d' ' -f1)
+jq -e --arg h "$want" '.source.files[] | select(.name == "model.safetensors") | .sha256 == $h' "$run/cell.json" >/dev/null
+t_result $? "cell.json records the SHA-256 of the weights read"
+sb-lm import -q -o "$T/runs" --corpus "shakespeare=$TXT" --T 256 "$HF" >"$T/o2" 2>/dev/null
+[ "$(jq -r .status "$T/o2")" = existed ] && [ "$(jq -r .run_dir "$T/o2")" = "$run" ]
+t_result $? "a second import keeps the run (status existed)"
+# evaluation, through sb-eval's family dispatch
+sb-eval -q --set probes=2 --set windows=4 --set tasks=niah_single_1,vt --set bench_reps=1 \
+	--set 'masks=dense;recipe:s=4,w=16,k=8;struct_random;random' "$run" >"$T/ev" 2>"$T/e"; rc=$?
+E="$run/eval.ndjson"
+[ $rc -eq 0 ] && [ -s "$E" ]
+t_result $? "sb-eval of the imported run: exit $rc ($(tail -c 300 "$T/e"))"
+jq -e -s 'map(select(.kind == "lm.eval.setup"))[0] | .units == "tokens" and .tokenizer == "tokenizer.json" and .T == 256
+	and .source.model_type == "qwen2" and (.probe_len_bytes | length) == 2 and all(.probe_len_bytes[]; . > 256)' "$E" >/dev/null
+t_result $? "setup record: units tokens, the tokenizer, the source, probes longer in bytes than T tokens"
+n=$(jq -s '[.[] | select(.kind == "lm.fidelity.window")] | length' "$E")
+[ "$n" -eq 16 ]
+t_result $? "fidelity: 4 windows x 4 masks (got $n)"
+jq -e -s '[.[] | select(.kind == "lm.fidelity.window" and .method == "dense")] |
+	all(.kl == 0 and .top1 == 1 and .start_unit == "token")' "$E" >/dev/null
+t_result $? "dense against itself: KL 0, top-1 1, window starts in tokens"
+jq -e -s '[.[] | select(.kind == "lm.fidelity.window" and .method != "dense")] | any(.kl_tail > 0)' "$E" >/dev/null
+t_result $? "a mask changes the logits past the recipe's budget (some KL > 0 in the tail)"
+n=$(jq -s '[.[] | select(.kind == "probe.result")] | length' "$E")
+[ "$n" -eq 16 ]
+t_result $? "retrieval: 2 tasks x 2 probes x 4 masks probe.result records (got $n)"
+# the statistics read them as they read a trained run's
+sb-stats --baseline dense "$E" >"$T/st" 2>"$T/e"; rc=$?
+[ $rc -eq 0 ] && [ -s "$T/st" ]
+t_result $? "sb-stats reads the records (exit $rc)"
+# refusals
+sb-lm import -q -o "$T/runs" "$HF" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 2 ] && grep -q -- '--corpus' "$T/e"
+t_result $? "no --corpus: usage error (exit $rc)"
+sb-lm import -q -o "$T/runs" --corpus "x=$TXT" "$T/nope" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 4 ] && grep -q "$T/nope/config.json" "$T/e"
+t_result $? "a missing directory: exit 4 naming config.json (got $rc)"
+mkdir -p "$T/gpt2" && cp "$HF"/* "$T/gpt2/" &&
+	jq '.model_type = "gpt2"' "$HF/config.json" >"$T/gpt2/config.json"
+sb-lm import -q -o "$T/runs2" --corpus "x=$TXT" "$T/gpt2" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q "model_type 'gpt2'" "$T/e" && [ ! -e "$T/runs2" ] || [ -z "$(ls -A "$T/runs2" 2>/dev/null)" ]
+t_result $? "another model type: exit 3 naming it, no run left (got $rc)"
+mkdir -p "$T/badtok" && cp "$HF"/* "$T/badtok/" && printf '{"model": {"type": "WordPiece"}}' >"$T/badtok/tokenizer.json"
+sb-lm import -q -o "$T/runs3" --corpus "x=$TXT" --T 256 "$T/badtok" >"$T/o3" 2>"$T/e"; rc=$?
+r3=$(jq -r .run_dir "$T/o3" 2>/dev/null)
+sb-eval -q --set probes=1 --set windows=1 --set tasks=vt "$r3" >/dev/null 2>"$T/e"; rc2=$?
+[ $rc2 -eq 3 ] && grep -q "tokenizer.json" "$T/e"
+t_result $? "a tokenizer the evaluation cannot read: sb-eval exit 3 naming it (import $rc, eval $rc2: $(cat "$T/e"))"
+sb-lm import --help | grep -q 'Usage: sb-lm import'
+t_result $? "import --help"
+t_done
