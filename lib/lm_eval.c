@@ -1342,7 +1342,9 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 		e.win_corpus = calloc((size_t)e.nw, sizeof *e.win_corpus);
 		e.win_start = calloc((size_t)e.nw, sizeof *e.win_start);
 		/* the dense logits of every window are kept when they fit in DENSE_KEEP_BYTES */
-		if ((double)e.nw * e.T * e.V * sizeof(float) <= DENSE_KEEP_BYTES)
+		const char *keep_env = getenv("SB_LM_DENSE_KEEP"); /* bytes; a test hook for the other path */
+		double keep = keep_env ? atof(keep_env) : DENSE_KEEP_BYTES;
+		if ((double)e.nw * e.T * e.V * sizeof(float) <= keep)
 			e.dense = malloc((size_t)e.nw * e.T * e.V * sizeof(float));
 		else if ((e.dbuf = calloc((size_t)nwk, sizeof *e.dbuf)))
 			for (int i = 0; i < nwk; i++)

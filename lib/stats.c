@@ -663,6 +663,19 @@ double sb_stats_mcnemar_exact(int64_t b, int64_t c)
 	if (n == 0)
 		return 1.0;
 	double p = 2.0 * sb_stats_binom_cdf(s, n, 0.5);
+	if (p < 1e-290) {
+		/* the incomplete beta underflows before the tail does (b = 0, c = 1074 gives
+		 * 2^-1073, a subnormal, where it gives 0): the same sum in logs,
+		 * 2 * sum_{i<=s} C(n,i) 2^-n = 2^(1-n) C(n,s) (1 + s/(n-s+1) + ...), the terms
+		 * falling at least geometrically below i = s < n / 2 */
+		double lt = lgamma((double)n + 1) - lgamma((double)s + 1) - lgamma((double)(n - s) + 1);
+		double sum = 1.0, term = 1.0;
+		for (int64_t i = s; i > 0 && term > 1e-18 * sum; i--) {
+			term *= (double)i / (double)(n - i + 1);
+			sum += term;
+		}
+		p = exp(lt + log(sum) + (double)(1 - n) * 0.69314718055994530942);
+	}
 	return p > 1.0 ? 1.0 : p;
 }
 

@@ -45,6 +45,14 @@ t_result $? "a mask changes the logits past the recipe's budget (some KL > 0 in 
 n=$(jq -s '[.[] | select(.kind == "probe.result")] | length' "$E")
 [ "$n" -eq 16 ]
 t_result $? "retrieval: 2 tasks x 2 probes x 4 masks probe.result records (got $n)"
+# the same records when the dense logits are recomputed per mask instead of kept
+# (SB_LM_DENSE_KEEP=0: the path of large vocabularies)
+cp "$E" "$T/ev_keep.ndjson"
+SB_LM_DENSE_KEEP=0 sb-eval -q --set probes=2 --set windows=4 --set tasks=niah_single_1,vt --set bench_reps=1 \
+	--set 'masks=dense;recipe:s=4,w=16,k=8;struct_random;random' "$run" >/dev/null 2>&1
+strip() { grep -E '"kind":"(probe.result|lm.fidelity|lm.fidelity.window|lm.budget|lm.retrieval|lm.retrieval.pair|lm.fidelity.pair)"' "$1"; }
+[ "$(strip "$E" | wc -l)" -gt 30 ] && cmp -s <(strip "$T/ev_keep.ndjson") <(strip "$E")
+t_result $? "dense logits recomputed per mask (SB_LM_DENSE_KEEP=0): the same records ($(strip "$E" | wc -l) compared)"
 # the statistics read them as they read a trained run's
 sb-stats --baseline dense "$E" >"$T/st" 2>"$T/e"; rc=$?
 [ $rc -eq 0 ] && [ -s "$T/st" ]

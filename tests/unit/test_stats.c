@@ -330,6 +330,27 @@ static void edges(void)
 	double lo, hi;
 	SB_CHECK(sb_stats_wilson(3, 0, 0.95, &lo, &hi, &err) == SB_EDATA, "Wilson n=0 is SB_EDATA");
 	SB_CHECK(sb_stats_mcnemar_exact(0, 0) == 1.0, "McNemar 0/0: p = 1");
+	/* the far tail, where the incomplete beta underflows: references are exact rational sums
+	 * (Python fractions: 2 sum_{i<=s} C(n,i) / 2^n) rounded once to double */
+	{
+		static const struct {
+			int64_t b, c;
+			double want, rtol;
+		} mc[] = {
+			{0, 1074, 0x0.0000000000002p-1022, 0}, /* 2^-1073 (scipy: 1e-323; we gave 0) */
+			{0, 1075, 0x0.0000000000001p-1022, 0}, /* 2^-1074, the smallest subnormal */
+			{2, 1060, 0x0.00001139cc000p-1022, 1e-9}, /* subnormal: ~33 significant bits */
+			{1, 1070, 0x0.0000000004300p-1022, 1e-3}, /* subnormal: ~11 bits */
+			{3, 1000, 0x1.40c33d0000000p-975, 1e-12}, /* normal, below 1e-290: the log sum */
+			{10, 1200, 0.0, 0},                      /* below the smallest subnormal: 0 */
+		};
+		for (size_t i = 0; i < sizeof mc / sizeof mc[0]; i++) {
+			double p = sb_stats_mcnemar_exact(mc[i].b, mc[i].c);
+			double miss = mc[i].want ? fabs(p / mc[i].want - 1) : fabs(p);
+			SB_CHECK(mc[i].want ? miss <= mc[i].rtol : p == 0, "McNemar %lld/%lld: p %.17g, want %.17g (rel. miss %.2g)",
+				 (long long)mc[i].b, (long long)mc[i].c, p, mc[i].want, miss);
+		}
+	}
 	SB_CHECK(fabs(sb_stats_mcnemar_exact(0, 270) / ldexp(1.0, -269) - 1) < 1e-14,
 	         "McNemar 0/270: p = 2^-269 (%.17g)", sb_stats_mcnemar_exact(0, 270));
 
