@@ -349,6 +349,8 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 			if (!rc)
 				rc = sb_tensors_set_meta(&ts, "backbone_sha256", bb.sha, err);
 			if (!rc)
+				rc = sb_tensors_set_meta(&ts, "cell_id", c->cell_id, err);
+			if (!rc)
 				rc = sb_st_write(sp, &ts, err);
 			sb_tensors_free(&ts);
 			if (!rc)
@@ -407,7 +409,11 @@ struct method {
 	uint8_t *correct;                                /* per probe */
 };
 
-static int load_selector(struct sb_sas_lm *x, const char *path, struct sb_err *err)
+/* A selector checkpoint of this run: its sidecar, then its metadata must name this
+ * block, this backbone (SHA-256) and this cell (checkpoints written before 2026-12-02
+ * carry no cell_id; block and backbone are checked for them too). */
+static int load_selector(struct sb_sas_lm *x, const char *path, int block, const char *backbone_sha,
+			 const char *cell_id, struct sb_err *err)
 {
 	char sha[65];
 	SB_TRY(sb_sidecar_verify(path, sha, err));
@@ -417,7 +423,16 @@ static int load_selector(struct sb_sas_lm *x, const char *path, struct sb_err *e
 	size_t n;
 	float *p = sb_sas_lm_params(x, &n);
 	int rc = 0;
-	if (!t || t->dtype != SB_F32 || t->ndim != 1 || (size_t)t->shape[0] != n)
+	const char *mb = sb_tensors_meta(&ts, "block"), *ms = sb_tensors_meta(&ts, "backbone_sha256"),
+		   *mc = sb_tensors_meta(&ts, "cell_id");
+	if (!mb || atoi(mb) != block)
+		rc = SB_ERR(err, SB_EDATA, "%s: a selector for block %s, not %d", path, mb ? mb : "(none)", block);
+	else if (!ms || strcmp(ms, backbone_sha))
+		rc = SB_ERR(err, SB_EDATA, "%s: trained on backbone %.12s, not this run's %.12s", path, ms ? ms : "(none)",
+			    backbone_sha);
+	else if (mc && strcmp(mc, cell_id))
+		rc = SB_ERR(err, SB_EDATA, "%s: metadata names cell '%s', not this run's '%s'", path, mc, cell_id);
+	else if (!t || t->dtype != SB_F32 || t->ndim != 1 || (size_t)t->shape[0] != n)
 		rc = SB_ERR(err, SB_EDATA, "%s: tensor 'selector' F32 [%zu] expected", path, n);
 	else
 		memcpy(p, t->data, n * sizeof(float));
@@ -550,7 +565,7 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 			char sp[4600];
 			snprintf(sp, sizeof sp, "%s/selector-b%d.safetensors", run_dir, c.blocks[bi]);
 			if (!rc)
-				rc = load_selector(me->x, sp, err);
+				rc = load_selector(me->x, sp, c.blocks[bi], bb.sha, c.cell_id, err);
 			if (!rc && pass)
 				sb_sas_lm_set_gate(me->x, 0);
 		}

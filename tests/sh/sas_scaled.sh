@@ -48,6 +48,14 @@ pipelines/sas-scaled-report.sh "$E" "$R/train.ndjson" >"$T/report.md" && grep -q
 t_result $? "the report's tables"
 sb-stats -q "$E" >"$T/stats.out" 2>"$T/e" && grep -q '"kind":"stats.probe_rate"' "$T/stats.out"
 t_result $? "sb-stats reads the probe.result records ($(head -c 200 "$T/e"))"
+# selector checkpoints swapped between block sizes (sidecars remade, so only the metadata tells)
+cp -r "$R" "$T/swapped"
+(cd "$T/swapped" && mv selector-b8.safetensors x && mv selector-b32.safetensors selector-b8.safetensors &&
+	mv x selector-b32.safetensors && sha256sum selector-b8.safetensors >selector-b8.safetensors.sha256 &&
+	sha256sum selector-b32.safetensors >selector-b32.safetensors.sha256)
+sb-eval -q "$T/swapped" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q "a selector for block 32, not 8" "$T/e"
+t_result $? "selectors swapped between block sizes are refused naming both (exit $rc: $(cat "$T/e"))"
 echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$T/nope\"}" >"$T/bad.ndjson"
 sb-train -q -o "$T/r2" "$T/bad.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -ne 0 ] && grep -q "$T/nope" "$T/e"
