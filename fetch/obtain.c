@@ -192,7 +192,7 @@ static int pin_add(const struct sbf_ctx *c, const struct sbf_src *s, const char 
 		goto done;
 	char t[32];
 	sb_time_rfc3339(t, NULL);
-	sb_jw_obj(&w);
+	sb_jw_record(&w, "fetch.pin", 1); /* pins written before 2026-12-02 lack kind and v */
 	sb_jw_kstr(&w, "file", s->f->id);
 	sb_jw_kstr(&w, "sha256", s->sha256);
 	sb_jw_kint(&w, "size_bytes", (int64_t)s->size);

@@ -28,6 +28,7 @@ v=$(json_field out.k49 fetch.archive verified_by | sort -u)
 [ "$v" = first-fetch ]; t_result $? "k49 (no published SHA-256) pinned on first fetch ($v)"
 grep -q '"file":"k49/k49-train-imgs.npz"' cache/pins.ndjson; t_result $? "pins file records k49 files"
 grep -q '"md5_checked":true' cache/pins.ndjson; t_result $? "pins record that the published MD5 was checked"
+! grep -qv '^{"kind":"fetch.pin","v":1,' cache/pins.ndjson; t_result $? "every pin is a fetch.pin record (kind, v)"
 
 # re-run: no rewrite, re-verified, pins now required
 before=$(stat -c %Y.%i data/mnist/pool.safetensors data/k49/test.safetensors)

@@ -404,9 +404,13 @@ static void layer_checks(struct sb_backend *be)
 		free(fR);
 		free(fg);
 	}
-	/* ---- row-deterministic matmul: any M, same bits per row; equals the reference ---- */
-	{
-		int K = 37, N = 53, M = 11;
+	/* ---- row-deterministic matmul: any M, same bits per row; equals the reference. The
+	 * second shape takes the column tiles (K x width of wt within 1 MiB: 864 + 128 vector
+	 * columns, then a scalar tail of 13) ---- */
+	static const int mm_shape[2][3] = {{11, 37, 53}, {13, 300, 1005}};
+	for (int sh = 0; sh < 2; sh++) {
+		int M = mm_shape[sh][0], K = mm_shape[sh][1], N = mm_shape[sh][2];
+		char what[96];
 		float *A = malloc((size_t)M * K * 4), *W = malloc((size_t)N * K * 4), *Wt = malloc((size_t)N * K * 4),
 		      *b = malloc((size_t)N * 4), *O = malloc((size_t)M * N * 4), *o1 = malloc((size_t)N * 4);
 		double *dA = malloc((size_t)M * K * 8), *dW = malloc((size_t)N * K * 8), *db = malloc((size_t)N * 8),
@@ -420,13 +424,14 @@ static void layer_checks(struct sb_backend *be)
 		lo->transpose(ctx, Wt, W, N, K);
 		lo->matmul_rows(ctx, O, A, Wt, b, M, K, N);
 		ref_matmul(dO, dA, dW, db, M, K, N);
-		check_grad("matmul_rows vs reference (M=11, K=37, N=53)", O, dO, (size_t)M * N, 1e-6, 1e-5);
+		snprintf(what, sizeof what, "matmul_rows vs reference (M=%d, K=%d, N=%d)", M, K, N);
+		check_grad(what, O, dO, (size_t)M * N, 1e-6, 1e-5);
 		int same = 1;
 		for (int i = 0; i < M; i++) {
 			lo->matmul_rows(ctx, o1, A + (size_t)i * K, Wt, b, 1, K, N);
 			same &= memcmp(o1, O + (size_t)i * N, (size_t)N * 4) == 0;
 		}
-		SB_CHECK(same, "matmul_rows: each row alone gives the same bits as in a block of 11");
+		SB_CHECK(same, "matmul_rows: each row alone gives the same bits as in a block of %d (K=%d, N=%d)", M, K, N);
 		free(A);
 		free(W);
 		free(Wt);

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# bench/lm/pretrained.sh [N [D]] — the LM evaluation path on a Qwen2.5-0.5B-shaped decoder
+# (what `sb-lm import` + sb-eval run on a pretrained model), one thread, against PyTorch
+# eager on the same shapes (Debian's python3-torch): a prefill of N tokens with all logits
+# (a fidelity window; default 256) and D decoding steps (a probe's answer; default 32).
+# Needs ~7 GB of memory. Prints both JSON lines and the ratios.
+set -eu -o pipefail
+cd "$(dirname "$0")/../.."
+N=${1:-256} D=${2:-32}
+make -s lib/libsparsebench.a >/dev/null
+mkdir -p build
+cc -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -march=native -Ilib bench/lm/bench_pretrained.c lib/libsparsebench.a \
+	-L/usr/lib/x86_64-linux-gnu/openblas-pthread/ -lopenblas -lyajl -larchive -lcrypto -lcurl -lz -lm -lpthread \
+	-o build/bench_pretrained
+ours=$(OPENBLAS_NUM_THREADS=1 build/bench_pretrained "$N" "$D")
+ref=$(OMP_NUM_THREADS=1 /usr/bin/python3 bench/lm/torch_pretrained.py "$N" "$D")
+echo "sparsebench: $ours"
+echo "pytorch:     $ref"
+/usr/bin/python3 - "$ours" "$ref" <<'PY'
+import json, sys
+o, r = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+print(f"prefill {o['prefill_tokens']} tokens: ours {o['dense_prefill_s']:.2f} s, torch {r['dense_prefill_s']:.2f} s, "
+      f"ours/torch time {o['dense_prefill_s'] / r['dense_prefill_s']:.2f}")
+print(f"decode: ours {o['dense_decode_ms_per_token']:.0f} ms/token, torch {r['dense_decode_ms_per_token']:.0f} ms/token, "
+      f"ours/torch time {o['dense_decode_ms_per_token'] / r['dense_decode_ms_per_token']:.2f}")
+print(f"recipe mask: prefill {o['recipe_prefill_s']:.2f} s, decode {o['recipe_decode_ms_per_token']:.0f} ms/token")
+PY
