@@ -50,7 +50,8 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 int sb_lm_import(struct sb_backend *be, const char *hf_dir, const char *runs_dir, const struct sb_lm_import_opts *o,
 		 struct sb_lm_cell *cell, char *run_dir, int *existed, struct sb_err *err);
 
-/* `sb-lm import` (train/lm_cmds.c) */
+/* `sb-lm import` and `sb-lm tokenize` (train/lm_cmds.c) */
 int sb_lm_import_main(int argc, char **argv);
+int sb_lm_tokenize_main(int argc, char **argv);
 
 #endif

@@ -1,6 +1,7 @@
 /* lm_cmds.c — `sb-lm eval` and `sb-lm report`: option parsing, files, progress;
  * the work is lib/lm_eval.c and lib/lm_report.c. */
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "json.h"
 #include "lm_eval.h"
 #include "lm_import.h"
+#include "tokenizer.h"
 #include "record.h"
 
 static void eval_progress(void *arg, const char *phase, int done, int total)
@@ -249,5 +251,103 @@ int sb_lm_import_main(int argc, char **argv)
 	free(cell);
 	free(run_dir);
 	sb_backend_close(be);
+	return sb_cli_finish(0);
+}
+
+/* ---------------------------------------------------------------- sb-lm tokenize */
+
+int sb_lm_tokenize_main(int argc, char **argv)
+{
+	const char *tok_path = NULL;
+	int decode = 0, bos = 0;
+	struct sb_err err = {0};
+	static const struct option lo[] = {{"tokenizer", 1, 0, 't'}, {"decode", 0, 0, 'd'}, {"bos", 0, 0, 'b'},
+					   {"help", 0, 0, 'h'},      {0, 0, 0, 0}};
+	int ch;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":t:d", lo, NULL)) != -1) {
+		switch (ch) {
+		case 't': tok_path = optarg; break;
+		case 'd': decode = 1; break;
+		case 'b': bos = 1; break;
+		case 'h':
+			puts("Usage: sb-lm tokenize --tokenizer TOKENIZER.json [--bos] [FILE|-]\n"
+			     "       sb-lm tokenize --tokenizer TOKENIZER.json --decode [FILE|-]\n"
+			     "Encode UTF-8 text (FILE or stdin) with a Hugging Face byte-level BPE tokenizer, as\n"
+			     "the LM evaluation of an imported model does (docs/tokenizer.md): one id per line on\n"
+			     "stdout; --bos puts the tokenizer's leading special token first when its post-processor\n"
+			     "has one (Hugging Face's add_special_tokens default). --decode reads whitespace-separated\n"
+			     "ids and writes their bytes.\n"
+			     "Exit status: 0 ok, 2 usage, 3 bad input data (the tokenizer, invalid UTF-8, text that\n"
+			     "is not NFC for an NFC tokenizer, an id outside the vocabulary), 4 I/O error.");
+			return sb_cli_finish(0);
+		case ':': sb_cli_bad_option(argv, 1);
+		default: sb_cli_bad_option(argv, 0);
+		}
+	}
+	if (!tok_path)
+		sb_cli_usage_error("tokenize needs --tokenizer FILE");
+	if (optind < argc - 1)
+		sb_cli_usage_error("tokenize reads one FILE (or stdin)");
+	const char *in = optind < argc ? argv[optind] : "-";
+	const char *in_name = strcmp(in, "-") ? in : "stdin";
+	struct sb_tok *tok;
+	if (sb_tok_load(tok_path, &tok, &err))
+		sb_cli_die(&err);
+	char *buf;
+	size_t n;
+	int rc = !strcmp(in, "-") ? sb_read_stream(stdin, "stdin", &buf, &n, 0, &err) : sb_read_file(in, &buf, &n, 0, &err);
+	if (rc)
+		sb_cli_die(&err);
+	if (!decode) {
+		int32_t *ids;
+		size_t ni;
+		if (sb_tok_encode(tok, buf, n, &ids, &ni, &err)) {
+			sb_err_prefix(&err, "%s", in_name);
+			sb_cli_die(&err);
+		}
+		if (bos && sb_tok_bos(tok) >= 0)
+			printf("%d\n", (int)sb_tok_bos(tok));
+		for (size_t i = 0; i < ni; i++)
+			printf("%d\n", (int)ids[i]);
+		free(ids);
+	} else {
+		size_t cap = 1024, ni = 0;
+		int32_t *ids = malloc(cap * sizeof *ids);
+		char *p = buf, *end;
+		for (;;) {
+			while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+				p++;
+			if (!*p)
+				break;
+			long v = strtol(p, &end, 10);
+			if (end == p || v < 0 || v > INT32_MAX) {
+				SB_ERR(&err, SB_EDATA, "%s: byte %zu: expected a token id", in_name, (size_t)(p - buf));
+				sb_cli_die(&err);
+			}
+			if (ni == cap) {
+				int32_t *q = ids ? realloc(ids, 2 * cap * sizeof *ids) : NULL;
+				if (!q) {
+					SB_ERR(&err, SB_EINTERNAL, "out of memory");
+					sb_cli_die(&err);
+				}
+				ids = q;
+				cap *= 2;
+			}
+			ids[ni++] = (int32_t)v;
+			p = end;
+		}
+		char *out;
+		size_t no;
+		if (sb_tok_decode(tok, ids, ni, &out, &no, &err)) {
+			sb_err_prefix(&err, "%s", in_name);
+			sb_cli_die(&err);
+		}
+		fwrite(out, 1, no, stdout);
+		free(out);
+		free(ids);
+	}
+	free(buf);
+	sb_tok_free(tok);
 	return sb_cli_finish(0);
 }

@@ -51,6 +51,9 @@ static void usage(void)
 	      "        a pretrained Llama/Qwen decoder (Hugging Face directory: config.json,\n"
 	      "        safetensors weights, tokenizer.json) as a run directory RUNS_DIR/CELL_ID/ that\n"
 	      "        eval measures like a trained one (PROTOCOL C(b); sb-lm import --help)\n"
+	      "  tokenize --tokenizer TOKENIZER.json [--bos] [--decode] [FILE]\n"
+	      "        encode text to ids (one per line) or decode ids, as the evaluation of an imported\n"
+	      "        model does (docs/tokenizer.md)\n"
 	      "\n"
 	      "Common options:\n"
 	      "  -j, --threads N   worker threads (0 = all cores; default 0)\n"
@@ -267,7 +270,7 @@ int main(int argc, char **argv)
 {
 	sb_cli_init("sb-lm", argc, argv);
 	if (argc < 2)
-		sb_cli_usage_error("missing command (train, eval, report, probe, import)");
+		sb_cli_usage_error("missing command (train, eval, report, probe, import, tokenize)");
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage();
 		return sb_cli_finish(0);
@@ -288,5 +291,7 @@ int main(int argc, char **argv)
 		return cmd_probe(argc, argv);
 	if (!strcmp(cmd, "import"))
 		return sb_lm_import_main(argc, argv);
-	sb_cli_usage_error("unknown command '%s' (train, eval, report, probe, import)", cmd);
+	if (!strcmp(cmd, "tokenize"))
+		return sb_lm_tokenize_main(argc, argv);
+	sb_cli_usage_error("unknown command '%s' (train, eval, report, probe, import, tokenize)", cmd);
 }

@@ -77,4 +77,19 @@ sb-eval -q --set probes=1 --set windows=1 --set tasks=vt "$r3" >/dev/null 2>"$T/
 t_result $? "a tokenizer the evaluation cannot read: sb-eval exit 3 naming it (import $rc, eval $rc2: $(cat "$T/e"))"
 sb-lm import --help | grep -q 'Usage: sb-lm import'
 t_result $? "import --help"
+# sb-lm tokenize: the run's tokenizer on text.txt gives the ids transformers' fixture holds
+TOK="$HF/tokenizer.json"
+sb-lm tokenize --tokenizer "$TOK" "$HF/text.txt" >"$T/ids" 2>"$T/e"; rc=$?
+n=$(wc -l <"$T/ids")
+[ $rc -eq 0 ] && [ "$n" -eq 70 ] && sb-lm tokenize --tokenizer "$TOK" --decode "$T/ids" | cmp -s - "$HF/text.txt"
+t_result $? "tokenize: text.txt -> $n ids (HF gave 70), --decode gives the text back (exit $rc)"
+printf 'ab\xffcd' | sb-lm tokenize --tokenizer "$TOK" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q 'byte 2\|offset 2' "$T/e"
+t_result $? "tokenize: invalid UTF-8 is bad input naming the offset (exit $rc: $(cat "$T/e"))"
+echo 5 99999 | sb-lm tokenize --tokenizer "$TOK" --decode >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 3 ]
+t_result $? "tokenize --decode: an id outside the vocabulary is bad input (exit $rc: $(cat "$T/e"))"
+echo hi | sb-lm tokenize >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 2 ] && grep -q -- '--tokenizer' "$T/e"
+t_result $? "tokenize without --tokenizer: usage error (exit $rc)"
 t_done
