@@ -63,7 +63,7 @@ static int cfg_bool(const struct sb_json *o, const char *name, const char *key, 
 }
 
 int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_cfg *c, char *model_type, size_t cap,
-		    int *max_pos, struct sb_err *err)
+		    int *max_pos, int *sliding_window, struct sb_err *err)
 {
 	struct sb_json *o;
 	if (sb_json_parse(json, n, &o, err)) {
@@ -76,10 +76,11 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 		goto out;
 	}
 	const char *mt = sb_json_str(sb_json_get(o, "model_type"), "");
-	int llama = !strcmp(mt, "llama"), qwen2 = !strcmp(mt, "qwen2"), qwen3 = !strcmp(mt, "qwen3");
+	int mistral = !strcmp(mt, "mistral");
+	int llama = !strcmp(mt, "llama") || mistral, qwen2 = !strcmp(mt, "qwen2"), qwen3 = !strcmp(mt, "qwen3");
 	if (!llama && !qwen2 && !qwen3) {
-		rc = SB_ERR(err, SB_EDATA, "%s: model_type '%s' is not one of the layouts read here (llama, qwen2, qwen3)",
-			    name, mt);
+		rc = SB_ERR(err, SB_EDATA,
+			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, qwen2, qwen3)", name, mt);
 		goto out;
 	}
 	snprintf(model_type, cap, "%s", mt);
@@ -128,6 +129,11 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 		rc = cfg_bool(o, name, "use_sliding_window", 0, &sliding, err);
 	if (!rc && sliding)
 		rc = SB_ERR(err, SB_EDATA, "%s: use_sliding_window is true (sliding-window layers are not read here)", name);
+	/* Mistral's sliding window: full attention over contexts no longer than the window
+	 * (sb_lm_import refuses a longer T); null = none */
+	*sliding_window = 0;
+	if (!rc && mistral)
+		rc = cfg_int(o, name, "sliding_window", 1, 1 << 30, 0, sliding_window, err);
 	if (!rc && qwen2 && bias_attn)
 		rc = SB_ERR(err, SB_EDATA, "%s: qwen2 with attention_bias (its layout has q/k/v biases only)", name);
 	if (!rc && !llama && bias_mlp)
@@ -310,7 +316,7 @@ int sb_lm_import(struct sb_backend *be, const char *hf_dir, const char *runs_dir
 {
 	*existed = 0;
 	char path[4600], mt[32];
-	int max_pos = 0, rc = 0;
+	int max_pos = 0, window = 0, rc = 0;
 	struct src_file cfg_f, tok_f = {{0}, {0}, 0};
 	/* config */
 	snprintf(path, sizeof path, "%s/config.json", hf_dir);
@@ -323,7 +329,7 @@ int sb_lm_import(struct sb_backend *be, const char *hf_dir, const char *runs_dir
 	rc = sb_lm_cell_parse(cell, empty, err); /* the defaults */
 	sb_json_free(empty);
 	if (!rc)
-		rc = sb_lm_hf_config(buf, n, path, &cell->model, mt, sizeof mt, &max_pos, err);
+		rc = sb_lm_hf_config(buf, n, path, &cell->model, mt, sizeof mt, &max_pos, &window, err);
 	free(buf);
 	if (rc)
 		return rc;
@@ -331,6 +337,11 @@ int sb_lm_import(struct sb_backend *be, const char *hf_dir, const char *runs_dir
 	cell->T = o->T ? o->T : max_pos < 512 ? max_pos : 512;
 	if (cell->T < 8 || cell->T > max_pos)
 		return SB_ERR(err, SB_EUSAGE, "--T %d out of 8..%d (max_position_embeddings)", cell->T, max_pos);
+	if (window && cell->T > window)
+		return SB_ERR(err, SB_EUSAGE,
+			      "--T %d exceeds the model's sliding_window %d (beyond it the model's attention is not full; "
+			      "not read here)",
+			      cell->T, window);
 	if (o->n_corpora < 1)
 		return SB_ERR(err, SB_EUSAGE, "no --corpus NAME=PATH (held-out text to evaluate on)");
 	cell->n_corpora = o->n_corpora;

@@ -4,12 +4,14 @@
  *
  * The directory holds config.json, the weights (model.safetensors, or the shards that
  * model.safetensors.index.json names) and, for text, tokenizer.json. Read:
- *   model_type  llama, qwen2 or qwen3 (architectures *ForCausalLM); hidden_act silu;
+ *   model_type  llama, mistral, qwen2 or qwen3 (architectures *ForCausalLM); hidden_act silu;
  *   vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
  *   num_key_value_heads (default: heads), head_dim (default: hidden / heads),
  *   rms_norm_eps, rope_theta (10000), rope_scaling (null, "default" or "llama3"),
  *   tie_word_embeddings (false), attention_bias / mlp_bias (llama, qwen3),
- *   max_position_embeddings; qwen2 always has q/k/v biases; qwen3 has q_norm/k_norm.
+ *   max_position_embeddings; qwen2 always has q/k/v biases; qwen3 has q_norm/k_norm;
+ *   mistral is llama's layout with a sliding_window (null, or at least the evaluation
+ *   context T: within it the attention is full; a longer T is refused).
  * Refused, naming the field: other model types, activations, RoPE scalings (linear,
  * dynamic, yarn, ...), sliding-window attention switched on, a tensor the layout does
  * not know (rotary inv_freq buffers and a tied model's lm_head copy are skipped), a
@@ -40,9 +42,10 @@ struct sb_lm_import_opts {
 };
 
 /* A Hugging Face config.json (text json[n], named `name` in messages) as a model
- * configuration; model_type (cap bytes) and max_position_embeddings are returned too. */
+ * configuration; model_type (cap bytes), max_position_embeddings and Mistral's
+ * sliding_window (0 = none) are returned too. */
 int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_cfg *cfg, char *model_type,
-		    size_t cap, int *max_pos, struct sb_err *err);
+		    size_t cap, int *max_pos, int *sliding_window, struct sb_err *err);
 
 /* Import hf_dir into runs_dir/CELL_ID (run_dir receives it, >= 4096 bytes). An existing
  * run directory of the same cell is left as it is (*existed = 1); the directory appears

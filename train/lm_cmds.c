@@ -213,7 +213,8 @@ int sb_lm_import_main(int argc, char **argv)
 			     "                      corpus directory or a text file; its valid part is read)\n"
 			     "  --haystack NAME     the corpus of the probes' essays (default: the first)\n"
 			     "  --T N               evaluation context in tokens (default min(512, max_position_embeddings))\n"
-			     "Read: model_type llama, qwen2, qwen3; F32/BF16/F16 weights; RoPE scaling none or llama3.\n"
+			     "Read: model_type llama, mistral (T within its sliding_window), qwen2, qwen3; F32/BF16/F16\n"
+			     "weights; RoPE scaling none or llama3.\n"
 			     "Anything else is refused, naming the field (docs/lm.md). An existing run of the same\n"
 			     "cell is kept. stdout: one lm.import record {cell_id, run_dir, status}.\n"
 			     "Exit status: 0 ok, 2 usage, 3 bad input data, 4 I/O error, 5 internal error.");

@@ -242,6 +242,22 @@ int main(void)
 	check_model(be, "qwen2_f16");
 	check_model(be, "qwen3");
 	check_model(be, "qwen2_tok");
+	check_model(be, "mistral");
+	{ /* Mistral beyond its sliding window: the attention is no longer full, refused */
+		char dir[4600], runs[128], rd[4096];
+		snprintf(dir, sizeof dir, "%s/tests/fixtures/hf/mistral", top);
+		snprintf(runs, sizeof runs, "%s/runs-mistral", tmp);
+		struct sb_lm_import_opts o;
+		memset(&o, 0, sizeof o);
+		o.n_corpora = 1;
+		snprintf(o.corpora[0], sizeof o.corpora[0], "text=x.txt");
+		o.T = 65;
+		struct sb_lm_cell cell;
+		int existed = 0;
+		int rc = sb_lm_import(be, dir, runs, &o, &cell, rd, &existed, &err);
+		SB_CHECK(rc == SB_EUSAGE && strstr(err.msg, "sliding_window 64"),
+			 "mistral: T 65 beyond its sliding window 64 is refused (rc %d: %s)", rc, err.msg);
+	}
 
 	/* refusals: a Qwen3 base, changed one field at a time */
 	char path[4700], *base;
