@@ -7,6 +7,7 @@
 #include "json.h"
 #include "model.h"
 #include "record.h"
+#include "runsel.h"
 
 /* ---- strings ---- */
 
@@ -482,42 +483,54 @@ static void note_excluded(struct data *d, const struct cell *ce)
 		         d->tasks.s[d->groups[ce->group].task], d->methods.s[ce->method], (long long)ce->seed, ce->why);
 }
 
-/* One run per (group, method, seed), in sb-freeze's order (docs/sb-freeze.md): runs whose
- * training did not complete are dropped first and supersede nothing; among the others the latest
- * wins; a winner with epochs not evaluated leaves its key without a run (it is the run the
- * protocol counts, and it cannot be read whole). The kept run takes the place of the key's first
- * run (the order the records first named it). */
+/* One run per (group, method, seed), by the rule sb-freeze applies (lib/runsel.h,
+ * docs/sb-freeze.md): runs whose training did not complete are dropped first and supersede
+ * nothing; among the others the latest wins; a winner with epochs not evaluated leaves its key
+ * without a run (it is the run the protocol counts, and it cannot be read whole). The kept run
+ * takes the place of the key's first run (the order the records first named it). */
 static int resolve_runs(struct data *d, struct sb_err *err)
 {
-	int n = d->n_cells, *keep = malloc((size_t)(n ? n : 1) * sizeof *keep), k = 0;
+	int n = d->n_cells, k = 0, n_keys = 0;
+	int *keep = malloc((size_t)(n ? n : 1) * sizeof *keep),
+	    *key_run = malloc((size_t)(n ? n : 1) * sizeof *key_run);
 	char *used = calloc((size_t)(n ? n : 1), 1);
-	if (!keep || !used) {
-		free(keep);
-		free(used);
-		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	struct sb_runsel_item *rs = calloc((size_t)(n ? n : 1), sizeof *rs);
+	int rc = !keep || !key_run || !used || !rs ? SB_ERR(err, SB_EINTERNAL, "out of memory") : 0;
+	for (int c = 0; c < n && !rc; c++) { /* a key per (group, method, seed), by its first run */
+		const struct cell *ce = &d->cells[c];
+		rs[c].key = ce->prev < 0 ? n_keys++ : rs[ce->prev].key;
+		rs[c].completed = !ce->excluded && (ce->n_epochs > 0 || ce->has_done);
+		rs[c].whole = !ce->partial;
 	}
-	for (int c = 0; c < n; c++) {
+	if (!rc)
+		rc = sb_runsel_resolve(rs, (size_t)n, n_keys, key_run, err);
+	for (int c = 0; c < n && !rc; c++) {
 		if (d->cells[c].prev >= 0)
 			continue; /* not the key's first run */
-		int head = cell_find(d, d->cells[c].group, d->cells[c].method, d->cells[c].seed), win = -1;
-		for (int r = head; r >= 0; r = d->cells[r].prev) {
-			const struct cell *ce = &d->cells[r];
-			if (ce->excluded)
-				note_excluded(d, ce);
-			else if (win < 0 && (ce->n_epochs > 0 || ce->has_done))
-				win = r;
-			else if (ce->n_epochs > 0 || ce->has_done)
-				d->superseded_cells++;
+		int not_whole = -1;
+		for (int r = cell_find(d, d->cells[c].group, d->cells[c].method, d->cells[c].seed); r >= 0;
+		     r = d->cells[r].prev) { /* the key's runs, latest first */
+			if (d->cells[r].excluded)
+				note_excluded(d, &d->cells[r]);
+			d->superseded_cells += rs[r].disp == SB_RUNSEL_SUPERSEDED;
+			if (rs[r].disp == SB_RUNSEL_WINNER_NOT_WHOLE) /* the run that counts cannot be read whole */
+				not_whole = r;
 		}
-		if (win >= 0 && d->cells[win].partial) { /* the run that counts cannot be read whole */
-			note_excluded(d, &d->cells[win]);
-			win = -1;
-		}
+		if (not_whole >= 0)
+			note_excluded(d, &d->cells[not_whole]);
+		int win = key_run[rs[c].key];
 		if (win >= 0) {
 			keep[k++] = win;
 			used[win] = 1;
 			d->no_done_cells += !d->cells[win].has_done;
 		}
+	}
+	free(key_run);
+	free(rs);
+	if (rc) {
+		free(keep);
+		free(used);
+		return rc;
 	}
 	struct cell *cells = malloc((size_t)(k ? k : 1) * sizeof *cells);
 	if (!cells) {

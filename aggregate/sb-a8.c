@@ -15,6 +15,7 @@
 #include "io.h"
 #include "json.h"
 #include "record.h"
+#include "runsel.h"
 #include "stats.h"
 
 static const char usage_text[] =
@@ -235,63 +236,77 @@ static int load(const char *path, struct sb_input *in, int with_test, struct sb_
  * of its budget was evaluated. A run without eval.done (sb-eval did not finish, or only a
  * test.cell record) does not count either. Among the runs that count, the later run (in input
  * order: files as given, records in file order) of the same task, method, seed, arch, tier and
- * budget wins, as in sb-stats and sb-freeze. The runs array keeps only the runs that count,
- * in input order; `left` counts the others. */
-static int same_identity(const struct run *a, const struct run *b)
+ * budget wins, as in sb-stats and sb-freeze (the rule of lib/runsel.h). The runs array keeps
+ * only the runs that count, in input order; `left` counts the others. */
+static int run_cmp(int a, int b, void *ctx)
 {
-	return a->seed == b->seed && a->budget == b->budget && !strcmp(a->task, b->task) &&
-	       !strcmp(a->method, b->method) && !strcmp(a->arch, b->arch) && !strcmp(a->tier, b->tier);
+	const struct run *x = &runs[a], *y = &runs[b];
+	int c = strcmp(x->task, y->task);
+	if (!c)
+		c = strcmp(x->method, y->method);
+	if (!c)
+		c = (x->seed > y->seed) - (x->seed < y->seed);
+	if (!c)
+		c = strcmp(x->arch, y->arch);
+	if (!c)
+		c = strcmp(x->tier, y->tier);
+	if (!c)
+		c = (x->budget > y->budget) - (x->budget < y->budget);
+	return c;
 }
-static void select_runs(void)
+static int select_runs(struct sb_err *err)
 {
 	/* one example of each (copies: the array is compacted in place) */
 	char ex_status[160] = "", ex_done[160] = "", ex_partial[160] = "", ex_sup[160] = "", st[48] = "";
-	int n = 0;
-	/* 1. the row filter: training not completed (a failed rerun supersedes nothing) */
+	struct sb_runsel_item *rs = calloc((size_t)(nruns ? nruns : 1), sizeof *rs);
+	if (!rs)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	for (int i = 0; i < nruns; i++) {
-		struct run *r = &runs[i];
-		if (r->done && strcmp(r->status, "completed")) {
+		const struct run *r = &runs[i];
+		/* 1. the row filter: training not completed (a failed rerun supersedes nothing) */
+		rs[i].completed = !(r->done && strcmp(r->status, "completed"));
+		/* 3. the winner must be whole: an eval.done and every epoch of its budget evaluated */
+		int complete = r->done && (r->evaluated < 0 || r->evaluated == r->budget);
+		for (int e = 0; complete && e < r->budget; e++)
+			complete = r->have[e];
+		rs[i].whole = complete;
+	}
+	/* 2. the later run of an identity wins */
+	int n_keys, n = 0;
+	if (sb_runsel_keys(rs, (size_t)nruns, run_cmp, NULL, &n_keys, err) ||
+	    sb_runsel_resolve(rs, (size_t)nruns, n_keys, NULL, err)) {
+		free(rs);
+		return err->code;
+	}
+	for (int i = 0; i < nruns; i++) {
+		const struct run *r = &runs[i];
+		switch (rs[i].disp) {
+		case SB_RUNSEL_FILTERED:
 			if (!left.status++) {
 				snprintf(ex_status, sizeof ex_status, "%s", r->id);
 				snprintf(st, sizeof st, "%s", r->status);
 			}
-			continue;
-		}
-		if (n != i)
-			runs[n] = *r;
-		n++;
-	}
-	nruns = n;
-	/* 2. the later run of an identity wins; 3. the winner must be whole (as sb-freeze and
-	 * sb-stats: a later run that cannot be read is not replaced by an earlier one) */
-	n = 0;
-	for (int i = 0; i < nruns; i++) {
-		int later = 0;
-		for (int j = i + 1; j < nruns && !later; j++)
-			later = same_identity(&runs[i], &runs[j]);
-		if (later) {
+			break;
+		case SB_RUNSEL_SUPERSEDED:
 			if (!left.superseded++)
-				snprintf(ex_sup, sizeof ex_sup, "%s", runs[i].id);
-			continue;
-		}
-		struct run *r = &runs[i];
-		int complete = r->done && (r->evaluated < 0 || r->evaluated == r->budget);
-		for (int e = 0; complete && e < r->budget; e++)
-			complete = r->have[e];
-		if (!r->done) {
-			if (!left.no_done++)
-				snprintf(ex_done, sizeof ex_done, "%s", r->id);
-			continue;
-		}
-		if (!complete) {
-			if (!left.partial++)
+				snprintf(ex_sup, sizeof ex_sup, "%s", r->id);
+			break;
+		case SB_RUNSEL_WINNER_NOT_WHOLE: /* not replaced by an earlier run */
+			if (!r->done) {
+				if (!left.no_done++)
+					snprintf(ex_done, sizeof ex_done, "%s", r->id);
+			} else if (!left.partial++) {
 				snprintf(ex_partial, sizeof ex_partial, "%s", r->id);
-			continue;
+			}
+			break;
+		case SB_RUNSEL_WINNER:
+			if (n != i)
+				runs[n] = runs[i];
+			n++;
+			break;
 		}
-		if (n != i)
-			runs[n] = runs[i];
-		n++;
 	}
+	free(rs);
 	nruns = n;
 	left.used = n;
 	if (left.status)
@@ -306,6 +321,7 @@ static void select_runs(void)
 	if (left.superseded)
 		sb_cli_warn("%d run(s) superseded by a later run of the same task/method/seed/arch/tier/epochs (e.g. %s)",
 		            left.superseded, ex_sup);
+	return 0;
 }
 
 /* the runs' counts in a verdict record, and in the report */
@@ -1627,7 +1643,8 @@ int main(int argc, char **argv)
 	if (next && (sb_input_hash(&in[nin], traj_path, &err) || sb_input_hash(&in[nin + 1], m2_path, &err)))
 		sb_cli_die(&err);
 	int nread = nruns;
-	select_runs();
+	if (select_runs(&err))
+		sb_cli_die(&err);
 	sb_progress(1, "%d files, %d runs, %d counted", nin, nread, nruns);
 	struct sb_jw w;
 	sb_jw_init(&w, stdout);

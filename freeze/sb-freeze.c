@@ -24,6 +24,7 @@
 #include "io.h"
 #include "json.h"
 #include "record.h"
+#include "runsel.h"
 #include "select.h"
 #include "vallog.h"
 #include "version.h"
@@ -118,7 +119,6 @@ struct cell {
 	const struct sb_val_cell *vc;
 	int log; /* index of its log */
 	int included;
-	int filtered; /* dropped by the row filter (training not completed): supersedes nothing */
 	const char *reason;
 	char reason_buf[300];
 	double acc;
@@ -162,7 +162,9 @@ static const char *sole_value(struct sb_vallog *logs, int n, const char *(*get)(
  *      evaluated, a value under the rule). A winner that fails these is excluded and the key is
  *      left without a cell: the later run's status is completed (or unknown, without eval.done),
  *      so by the protocol it is the row that counts, and we cannot read it; falling back to the
- *      earlier run would hide that. */
+ *      earlier run would hide that.
+ * The order itself is lib/runsel.h's (sb-stats and sb-a8 use it too); row_filtered and
+ * cell_unusable say, for each cell, whether it completed and whether it is whole. */
 
 /* Why a cell is dropped by the protocol's row filter (written to buf, which is returned), or
  * NULL when it is kept: its eval.done says training did not complete. A log without eval.done
@@ -175,8 +177,8 @@ static const char *row_filtered(const struct sb_val_cell *vc, char *buf, size_t 
 	return buf;
 }
 
-/* Why a cell kept by row_filtered and not superseded cannot enter a selection (written to buf,
- * which is returned), or NULL when it can: its value, the best validation accuracy under
+/* Why a cell kept by row_filtered cannot enter a selection should it win its key (written to
+ * buf, which is returned), or NULL when it can: its value, the best validation accuracy under
  * patience within budget epochs (sb_val_cell_value), then in *acc and *epoch. Both rules. */
 static const char *cell_unusable(const struct sb_val_cell *vc, int patience, int64_t budget, double *acc,
                                  int64_t *epoch, char *buf, size_t n)
@@ -420,10 +422,43 @@ static int cell_switch_epoch(const char *log, const char *cell_id, char *why, si
 struct m3cell {
 	const struct sb_val_cell *vc;
 	int log, included, planned, switch_epoch, map_epoch;
-	int filtered; /* dropped by the row filter (training not completed): supersedes nothing */
 	double acc;
 	char reason[400];
 };
+
+/* the cells' keys (sb_runsel_keys): (task, method, seed), and with FULL (arch, tier) too */
+static int vc_cmp(const struct sb_val_cell *a, const struct sb_val_cell *b, int full)
+{
+	int c = strcmp(a->task, b->task);
+	if (!c)
+		c = strcmp(a->method, b->method);
+	if (!c)
+		c = (a->seed > b->seed) - (a->seed < b->seed);
+	if (!c && full)
+		c = strcmp(a->arch, b->arch);
+	if (!c && full)
+		c = strcmp(a->tier, b->tier);
+	return c;
+}
+static int cell_cmp(int a, int b, void *cells)
+{
+	const struct cell *c = cells;
+	return vc_cmp(c[a].vc, c[b].vc, 0);
+}
+static int m3cell_cmp(int a, int b, void *cells)
+{
+	const struct m3cell *c = cells;
+	return vc_cmp(c[a].vc, c[b].vc, 1);
+}
+
+/* cell EARLY (of log EARLY_LOG) is superseded by the later cell LATE: its reason, and a warning */
+static void superseded(const struct sb_vallog *logs, const struct sb_val_cell *late, int late_log,
+                       const struct sb_val_cell *early, int early_log, char *reason, size_t n)
+{
+	snprintf(reason, n, "superseded by cell %s in %s (a later log)", late->cell_id, logs[late_log].path);
+	sb_cli_warn("%s: cell %s superseded by cell %s of the later log %s", logs[early_log].path, early->cell_id,
+	            late->cell_id, logs[late_log].path);
+}
 
 /* The selection's first members, both rules: kind, v, schema, how it was made, when, the
  * newest log's time, and the rule object opened with its name (the caller adds the rest). */
@@ -507,10 +542,11 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 	for (int i = 0; i < n_logs; i++)
 		n_all += logs[i].n_cells;
 	struct m3cell *cells = calloc(n_all ? n_all : 1, sizeof *cells);
+	struct sb_runsel_item *rs = calloc(n_all ? n_all : 1, sizeof *rs);
 	int *cells_used = calloc((size_t)n_logs, sizeof *cells_used);
 	int64_t *seeds = calloc(n_all ? n_all : 1, sizeof *seeds);
 	char **reasons = calloc(4 * n_all + map.n + 8, sizeof *reasons);
-	if (!cells || !cells_used || !seeds || !reasons) {
+	if (!cells || !rs || !cells_used || !seeds || !reasons) {
 		SB_ERR(&err, SB_EINTERNAL, "out of memory");
 		die(&err);
 	}
@@ -526,8 +562,8 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 		reasons[nreasons++] = r_;                                                                              \
 		flag = 1;                                                                                              \
 	} while (0)
-	/* the row filter first (training completed), then the later log wins on (task, method,
-	 * seed, arch, tier) among the cells kept (as for rule topk_mean_val_acc) */
+	/* the rule's order (lib/runsel.h), as for rule topk_mean_val_acc: the row filter, then the
+	 * later log wins on (task, method, seed, arch, tier), then the winners' integrity */
 	for (int i = 0; i < n_logs; i++)
 		for (size_t j = 0; j < logs[i].n_cells; j++) {
 			const struct sb_val_cell *vc = &logs[i].cells[j];
@@ -539,25 +575,20 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 				s++;
 			if (s == nseeds)
 				seeds[nseeds++] = vc->seed;
-			if (row_filtered(vc, ce->reason, sizeof ce->reason)) { /* excluded; supersedes nothing */
-				ce->filtered = 1;
-				nc++;
-				continue;
-			}
-			for (size_t k = 0; k < nc; k++)
-				if (cells[k].included && !strcmp(cells[k].vc->task, vc->task) &&
-				    !strcmp(cells[k].vc->method, vc->method) && cells[k].vc->seed == vc->seed &&
-				    !strcmp(cells[k].vc->arch, vc->arch) && !strcmp(cells[k].vc->tier, vc->tier)) {
-					cells[k].included = 0;
-					snprintf(cells[k].reason, sizeof cells[k].reason,
-					         "superseded by cell %s in %s (a later log)", vc->cell_id,
-					         logs[i].path);
-					sb_cli_warn("%s: cell %s superseded by cell %s of the later log %s",
-					            logs[cells[k].log].path, cells[k].vc->cell_id, vc->cell_id,
-					            logs[i].path);
-				}
-			ce->included = 1;
+			int64_t ep;
+			rs[nc].completed = !row_filtered(vc, ce->reason, sizeof ce->reason);
+			rs[nc].whole = rs[nc].completed &&
+			               !cell_unusable(vc, 0, vc->epochs, &ce->acc, &ep, ce->reason, sizeof ce->reason);
 			nc++;
+		}
+	int n_keys;
+	if (sb_runsel_keys(rs, nc, m3cell_cmp, cells, &n_keys, &err) || sb_runsel_resolve(rs, nc, n_keys, NULL, &err))
+		die(&err);
+	for (size_t k = 0; k < nc; k++)
+		if (rs[k].supersedes >= 0) {
+			struct m3cell *early = &cells[rs[k].supersedes];
+			superseded(logs, cells[k].vc, cells[k].log, early->vc, early->log, early->reason,
+			           sizeof early->reason);
 		}
 	for (size_t a = 0; a < nseeds; a++) /* ascending */
 		for (size_t b = a + 1; b < nseeds; b++)
@@ -584,9 +615,9 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 			ce->map_epoch = map_epoch(&map, vc->task, vc->arch, vc->tier, vc->method);
 			ce->switch_epoch = cell_switch_epoch(logs[ce->log].path, vc->cell_id, why, sizeof why);
 		}
-		if (ce->filtered)
+		if (rs[k].disp == SB_RUNSEL_FILTERED)
 			sb_cli_warn("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
-		if (!ce->included) { /* filtered or superseded */
+		if (rs[k].disp == SB_RUNSEL_FILTERED || rs[k].disp == SB_RUNSEL_SUPERSEDED) {
 			n_excluded++;
 			continue;
 		}
@@ -594,7 +625,6 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 			REASON(mismatch, "cell %s (%s/%s/%s %s seed %lld) is not planned by the switch map",
 			       vc->cell_id, vc->task, vc->arch, vc->tier, vc->method, (long long)vc->seed);
 			snprintf(ce->reason, sizeof ce->reason, "not planned by the switch map");
-			ce->included = 0;
 			n_excluded++;
 			continue;
 		}
@@ -608,15 +638,15 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 				REASON(mismatch, "cell %s: switch_epoch %d, the switch map says %d", vc->cell_id,
 				       ce->switch_epoch, ce->map_epoch);
 		}
-		int64_t ep;
-		if (cell_unusable(vc, 0, vc->epochs, &ce->acc, &ep, ce->reason, sizeof ce->reason)) {
-			ce->included = 0;
+		if (rs[k].disp == SB_RUNSEL_WINNER_NOT_WHOLE) { /* ce->reason: cell_unusable's */
 			n_excluded++;
 			sb_cli_warn("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
 		} else {
+			ce->included = 1;
 			cells_used[ce->log]++;
 		}
 	}
+	free(rs);
 	/* the plan: every group of the map x the four methods x every seed of the logs */
 	size_t planned = 0, plan_n = 0, plan_missing = 0;
 	for (size_t i = 0; i < map.n; i++) {
@@ -968,13 +998,18 @@ int main(int argc, char **argv)
 	const char *tier = o.tier ? o.tier : sole_value(logs, n_logs, tier_of, "--tier");
 	const char *arch = o.arch ? o.arch : sole_value(logs, n_logs, arch_of, "--arch");
 
-	/* 3. the cells of this tier and architecture whose training completed (the row filter);
-	 * among those, later logs win on (task, method, seed); then the winners' integrity */
+	/* 3. the cells of this tier and architecture; the rule's order (lib/runsel.h): the row
+	 * filter, then the later log wins on (task, method, seed), then the winners' integrity */
 	size_t n_all = 0;
 	for (int i = 0; i < n_logs; i++)
 		n_all += logs[i].n_cells;
 	struct cell *cells = calloc(n_all ? n_all : 1, sizeof *cells);
+	struct sb_runsel_item *rs = calloc(n_all ? n_all : 1, sizeof *rs);
 	int *cells_used = calloc((size_t)n_logs, sizeof *cells_used);
+	if (!cells || !rs || !cells_used) {
+		SB_ERR(&err, SB_EINTERNAL, "out of memory");
+		die(&err);
+	}
 	size_t nc = 0;
 	for (int i = 0; i < n_logs; i++)
 		for (size_t j = 0; j < logs[i].n_cells; j++) {
@@ -985,47 +1020,41 @@ int main(int argc, char **argv)
 			ce->vc = vc;
 			ce->log = i;
 			ce->reason = row_filtered(vc, ce->reason_buf, sizeof ce->reason_buf);
-			if (ce->reason) { /* excluded, and supersedes nothing */
-				ce->filtered = 1;
-				nc++;
-				continue;
-			}
-			for (size_t k = 0; k < nc; k++)
-				if (cells[k].included && strcmp(cells[k].vc->task, vc->task) == 0 &&
-				    strcmp(cells[k].vc->method, vc->method) == 0 && cells[k].vc->seed == vc->seed) {
-					cells[k].included = 0;
-					snprintf(cells[k].reason_buf, sizeof cells[k].reason_buf,
-					         "superseded by cell %s in %s (a later log)", vc->cell_id,
-					         logs[i].path);
-					cells[k].reason = cells[k].reason_buf;
-					sb_cli_warn("%s: cell %s superseded by cell %s of the later log %s",
-					            logs[cells[k].log].path, cells[k].vc->cell_id, vc->cell_id,
-					            logs[i].path);
-				}
-			ce->included = 1;
+			rs[nc].completed = !ce->reason;
+			rs[nc].whole =
+			    !ce->reason && !cell_unusable(vc, o.budget ? 0 : (int)o.patience, o.budget, &ce->acc,
+			                                  &ce->epoch, ce->reason_buf, sizeof ce->reason_buf);
 			nc++;
 		}
+	int n_keys;
+	if (sb_runsel_keys(rs, nc, cell_cmp, cells, &n_keys, &err) || sb_runsel_resolve(rs, nc, n_keys, NULL, &err))
+		die(&err);
+	for (size_t k = 0; k < nc; k++) {
+		int p = rs[k].supersedes;
+		if (p >= 0) {
+			superseded(logs, cells[k].vc, cells[k].log, cells[p].vc, cells[p].log, cells[p].reason_buf,
+			           sizeof cells[p].reason_buf);
+			cells[p].reason = cells[p].reason_buf;
+		}
+	}
 	size_t n_excluded = 0;
 	for (size_t k = 0; k < nc; k++) {
 		struct cell *ce = &cells[k];
 		const struct sb_val_cell *vc = ce->vc;
-		if (ce->filtered)
+		if (rs[k].disp == SB_RUNSEL_FILTERED)
 			sb_cli_warn("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
-		if (!ce->included) {
+		if (rs[k].disp == SB_RUNSEL_FILTERED || rs[k].disp == SB_RUNSEL_SUPERSEDED) {
 			n_excluded++;
-			continue;
-		}
-		const char *why = cell_unusable(vc, o.budget ? 0 : (int)o.patience, o.budget, &ce->acc, &ce->epoch,
-		                                ce->reason_buf, sizeof ce->reason_buf);
-		if (why) {
-			ce->included = 0;
-			ce->reason = why;
+		} else if (rs[k].disp == SB_RUNSEL_WINNER_NOT_WHOLE) {
+			ce->reason = ce->reason_buf; /* cell_unusable's */
 			n_excluded++;
-			sb_cli_warn("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, why);
+			sb_cli_warn("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
 		} else {
+			ce->included = 1;
 			cells_used[ce->log]++;
 		}
 	}
+	free(rs);
 
 	/* 4. the rule */
 	struct sb_sel_cell *sc = calloc(nc ? nc : 1, sizeof *sc);
