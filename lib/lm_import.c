@@ -311,8 +311,18 @@ static int copy_file(const char *from, const char *to, struct sb_err *err)
 
 /* ---------------------------------------------------------------- import */
 
-int sb_lm_import(struct sb_backend *be, const char *hf_dir, const char *runs_dir, const struct sb_lm_import_opts *o,
-		 struct sb_lm_cell *cell, char *run_dir, int *existed, struct sb_err *err)
+static int same_shape(const struct sb_tensor *t, const struct sb_lm_param *p)
+{
+	if (t->ndim != p->ndim)
+		return 0;
+	for (int k = 0; k < p->ndim; k++)
+		if (t->shape[k] != p->shape[k])
+			return 0;
+	return 1;
+}
+
+int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_import_opts *o, struct sb_lm_cell *cell,
+		 char *run_dir, int *existed, struct sb_err *err)
 {
 	*existed = 0;
 	char path[4600], mt[32];
@@ -367,7 +377,6 @@ int sb_lm_import(struct sb_backend *be, const char *hf_dir, const char *runs_dir
 	size_t nfl = 0;
 	struct sb_tensors out;
 	sb_tensors_init(&out);
-	struct sb_lm_model *m = NULL;
 	char tmpdir[4200] = "";
 	if (!wf || !shard)
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -439,6 +448,12 @@ int sb_lm_import(struct sb_backend *be, const char *hf_dir, const char *runs_dir
 				    params[i].name, mt);
 		else if (t->dtype != SB_F32 && t->dtype != SB_BF16 && t->dtype != SB_F16)
 			rc = SB_ERR(err, SB_EDATA, "%s: tensor '%s' is not F32, BF16 or F16", hf_dir, params[i].name);
+		else if (!same_shape(t, &params[i]))
+			rc = SB_ERR(err, SB_EDATA,
+				    "%s: checkpoint tensor '%s' has another shape: [%lld, %lld] in the file, "
+				    "[%lld, %lld] from config.json",
+				    hf_dir, params[i].name, (long long)t->shape[0], (long long)(t->ndim > 1 ? t->shape[1] : 1),
+				    (long long)params[i].shape[0], (long long)(params[i].ndim > 1 ? params[i].shape[1] : 1));
 		else
 			rc = sb_tensors_add(&out, params[i].name, t->dtype, t->ndim, t->shape, t->data, 1, err);
 	}
@@ -452,11 +467,8 @@ int sb_lm_import(struct sb_backend *be, const char *hf_dir, const char *runs_dir
 				rc = SB_ERR(err, SB_EDATA, "%s/%s: tensor '%s' is not part of the %s layout read here", hf_dir,
 					    files[s], nm, mt);
 		}
-	/* load it once (names, shapes), then write */
-	if (!rc)
-		rc = sb_lm_model_new(be, &cell->model, &m, err);
-	if (!rc)
-		rc = sb_lm_model_from_tensors(m, &out, err);
+	/* names and shapes checked: write (the weights are not widened here; sb_lm_run_open
+	 * does that when the run is evaluated) */
 	if (!rc) {
 		struct sb_jw mj;
 		sb_jw_init(&mj, NULL);
@@ -534,7 +546,6 @@ int sb_lm_import(struct sb_backend *be, const char *hf_dir, const char *runs_dir
 		rm_partial(tmpdir, &e2);
 	}
 done:
-	sb_lm_model_free(m);
 	sb_tensors_free(&out);
 	for (int i = 0; shard && i < nf; i++)
 		sb_tensors_free(&shard[i]);

@@ -21,8 +21,9 @@
  * hybrid's other mixers are not among these layouts). The weights keep their dtype in
  * RUN_DIR/model.safetensors (widened to float when loaded); the cell's "source" holds
  * the model type and the SHA-256 and size of every file read, and "tokenizer" the copy
- * of tokenizer.json in the run directory. Memory: the whole checkpoint is held once,
- * plus the model in float when it is checked after writing.
+ * of tokenizer.json in the run directory. Memory: the whole checkpoint is held once
+ * (names, shapes and dtypes are checked against the layout; the weights are widened to
+ * float only when the run is evaluated).
  */
 #ifndef SB_LM_IMPORT_H
 #define SB_LM_IMPORT_H
@@ -50,8 +51,8 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 /* Import hf_dir into runs_dir/CELL_ID (run_dir receives it, >= 4096 bytes). An existing
  * run directory of the same cell is left as it is (*existed = 1); the directory appears
  * whole or not at all (built as CELL_ID.partial, then renamed). */
-int sb_lm_import(struct sb_backend *be, const char *hf_dir, const char *runs_dir, const struct sb_lm_import_opts *o,
-		 struct sb_lm_cell *cell, char *run_dir, int *existed, struct sb_err *err);
+int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_import_opts *o, struct sb_lm_cell *cell,
+		 char *run_dir, int *existed, struct sb_err *err);
 
 /* `sb-lm import` and `sb-lm tokenize` (train/lm_cmds.c) */
 int sb_lm_import_main(int argc, char **argv);

@@ -225,9 +225,7 @@ int sb_lm_import_main(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		sb_cli_usage_error("import needs one Hugging Face model directory");
-	struct sb_backend *be;
-	if (sb_backend_open("cpu", threads, &be, &err))
-		sb_cli_die(&err);
+	(void)threads; /* accepted like every sb-lm command's; the import computes nothing */
 	struct sb_lm_cell *cell = malloc(sizeof *cell);
 	char *run_dir = malloc(4096);
 	if (!cell || !run_dir) {
@@ -236,7 +234,7 @@ int sb_lm_import_main(int argc, char **argv)
 	}
 	int existed = 0;
 	sb_progress(0, "importing %s", argv[optind]);
-	if (sb_lm_import(be, argv[optind], runs, &o, cell, run_dir, &existed, &err))
+	if (sb_lm_import(argv[optind], runs, &o, cell, run_dir, &existed, &err))
 		sb_cli_die(&err);
 	sb_progress(1, "%s: %s", existed ? "already imported" : "imported", run_dir);
 	struct sb_jw w;
@@ -251,7 +249,6 @@ int sb_lm_import_main(int argc, char **argv)
 	sb_jw_free(&w);
 	free(cell);
 	free(run_dir);
-	sb_backend_close(be);
 	return sb_cli_finish(0);
 }
 
