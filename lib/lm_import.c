@@ -519,26 +519,8 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 		if (!rc && strcmp(sha, tok_f.sha))
 			rc = SB_ERR(err, SB_EIO, "%s changed while it was copied", from);
 	}
-	if (!rc) { /* cell.json, as sb-train writes it */
-		struct sb_jw cj;
-		sb_jw_init(&cj, NULL);
-		sb_jw_obj(&cj);
-		sb_lm_cell_fields(&cj, cell);
-		sb_jw_kstr(&cj, "cell_id", cell->cell_id);
-		sb_jw_kint(&cj, "parameter_count", (int64_t)nfl);
-		sb_jw_obj_end(&cj);
-		char *line = cj.oom ? NULL : malloc(cj.len + 1);
-		snprintf(path, sizeof path, "%s/cell.json", tmpdir);
-		if (!line)
-			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
-		else {
-			memcpy(line, cj.buf, cj.len);
-			line[cj.len] = '\n';
-			rc = sb_write_file_atomic(path, line, cj.len + 1, err);
-			free(line);
-		}
-		sb_jw_free(&cj);
-	}
+	if (!rc) /* cell.json, as sb-train writes it (no mixture: nothing was trained) */
+		rc = sb_lm_cell_write(tmpdir, cell, (int64_t)nfl, NULL, err);
 	if (!rc && rename(tmpdir, run_dir))
 		rc = SB_ERRNO(err, run_dir);
 	if (rc && tmpdir[0]) {

@@ -240,6 +240,35 @@ int sb_lm_cell_id(struct sb_lm_cell *c, struct sb_err *err)
 	return 0;
 }
 
+int sb_lm_cell_write(const char *run_dir, const struct sb_lm_cell *c, int64_t parameter_count,
+		     const struct sb_lm_mix *mix, struct sb_err *err)
+{
+	struct sb_jw cj;
+	sb_jw_init(&cj, NULL);
+	sb_jw_obj(&cj);
+	sb_lm_cell_fields(&cj, c);
+	sb_jw_kstr(&cj, "cell_id", c->cell_id);
+	sb_jw_kint(&cj, "parameter_count", parameter_count);
+	if (mix) {
+		sb_jw_key(&cj, "mixture_used");
+		sb_lm_mix_json(&cj, mix);
+	}
+	sb_jw_obj_end(&cj);
+	char path[4600], *line = cj.oom ? NULL : malloc(cj.len + 1);
+	int rc;
+	snprintf(path, sizeof path, "%s/cell.json", run_dir);
+	if (!line)
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	else {
+		memcpy(line, cj.buf, cj.len);
+		line[cj.len] = '\n';
+		rc = sb_write_file_atomic(path, line, cj.len + 1, err);
+		free(line);
+	}
+	sb_jw_free(&cj);
+	return rc;
+}
+
 double sb_lm_lr(const struct sb_lm_cell *c, int64_t s)
 {
 	if (c->warmup > 0 && s < c->warmup)
@@ -387,33 +416,8 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 		for (int i = 0; i < m->n_params; i++)
 			nparam += m->params[i].numel;
 	/* cell.json */
-	if (!rc) {
-		struct sb_jw cj;
-		sb_jw_init(&cj, NULL);
-		sb_jw_obj(&cj);
-		sb_lm_cell_fields(&cj, c);
-		sb_jw_kstr(&cj, "cell_id", c->cell_id);
-		sb_jw_kint(&cj, "parameter_count", (int64_t)nparam);
-		sb_jw_key(&cj, "mixture_used");
-		sb_lm_mix_json(&cj, &mix);
-		sb_jw_obj_end(&cj);
-		char p2[4600];
-		snprintf(p2, sizeof p2, "%s/cell.json", run_dir);
-		if (cj.oom)
-			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
-		else {
-			char *buf = malloc(cj.len + 2);
-			if (!buf)
-				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
-			else {
-				memcpy(buf, cj.buf, cj.len);
-				buf[cj.len] = '\n';
-				rc = sb_write_file_atomic(p2, buf, cj.len + 1, err);
-				free(buf);
-			}
-		}
-		sb_jw_free(&cj);
-	}
+	if (!rc)
+		rc = sb_lm_cell_write(run_dir, c, (int64_t)nparam, &mix, err);
 	/* train.ndjson (truncated: a run that did not finish starts over) */
 	if (!rc && !(f = fopen(path, "w")))
 		rc = SB_ERRNO(err, path);

@@ -59,6 +59,10 @@ int sb_lm_cell_parse(struct sb_lm_cell *c, const struct sb_json *obj, struct sb_
 void sb_lm_cell_json(struct sb_jw *w, const struct sb_lm_cell *c);
 /* Its fields only (inside an object the caller opens: cell.json adds cell_id, ...). */
 void sb_lm_cell_fields(struct sb_jw *w, const struct sb_lm_cell *c);
+/* RUN_DIR/cell.json (atomically): the cell's fields, cell_id, parameter_count and, when mix
+ * is not NULL, mixture_used (the mixture as used). */
+int sb_lm_cell_write(const char *run_dir, const struct sb_lm_cell *c, int64_t parameter_count,
+		     const struct sb_lm_mix *mix, struct sb_err *err);
 /* Fill c->cell_id from the canonical JSON. */
 int sb_lm_cell_id(struct sb_lm_cell *c, struct sb_err *err);
 
