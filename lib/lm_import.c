@@ -333,13 +333,8 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 	char *buf;
 	size_t n;
 	SB_TRY(sb_read_file(path, &buf, &n, 16u << 20, err));
-	memset(cell, 0, sizeof *cell);
-	struct sb_json *empty;
-	SB_TRY(sb_json_parse("{\"corpora\":[\"x=x\"]}", 19, &empty, err));
-	rc = sb_lm_cell_parse(cell, empty, err); /* the defaults */
-	sb_json_free(empty);
-	if (!rc)
-		rc = sb_lm_hf_config(buf, n, path, &cell->model, mt, sizeof mt, &max_pos, &window, err);
+	sb_lm_cell_defaults(cell);
+	rc = sb_lm_hf_config(buf, n, path, &cell->model, mt, sizeof mt, &max_pos, &window, err);
 	free(buf);
 	if (rc)
 		return rc;

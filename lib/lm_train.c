@@ -11,7 +11,7 @@
 #include "io.h"
 #include "record.h"
 
-static void cell_defaults(struct sb_lm_cell *c)
+void sb_lm_cell_defaults(struct sb_lm_cell *c)
 {
 	memset(c, 0, sizeof *c);
 	sb_lm_cfg_default(&c->model);
@@ -51,7 +51,7 @@ static int get_num(const struct sb_json *v, const char *key, double lo, double h
 
 int sb_lm_cell_parse(struct sb_lm_cell *c, const struct sb_json *obj, struct sb_err *err)
 {
-	cell_defaults(c);
+	sb_lm_cell_defaults(c);
 	if (!obj || obj->type != SB_JSON_OBJECT)
 		return SB_ERR(err, SB_EDATA, "cell: expected a JSON object");
 	int have_max_T = 0;

@@ -53,6 +53,8 @@ struct sb_lm_cell {
 	char cell_id[128];
 };
 
+/* Every field at its default (docs/lm.md). */
+void sb_lm_cell_defaults(struct sb_lm_cell *c);
 /* Defaults, then the fields of obj (unknown fields are an error). */
 int sb_lm_cell_parse(struct sb_lm_cell *c, const struct sb_json *obj, struct sb_err *err);
 /* The complete cell as a JSON object (without cell_id). */
