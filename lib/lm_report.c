@@ -177,14 +177,36 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 
 	bprintf(&md, "# LM track report — budget-matched sparse masks (PROTOCOL C)\n\n");
 	bprintf(&md, "Run `%s`, evaluated from `%s`.\n\n", str(setup, "cell_id"), eval_path);
-	bprintf(&md,
-		"Model: hybrid decoder `%s` (A = full attention, C = %s causal depthwise short convolution, L = linear "
-		"attention), d = %.0f, %.0f heads of %.0f (kv heads %.0f), ffn %.0f, %s, %s, positions %s; %.0f parameters; "
-		"byte vocabulary %.0f; context T = %.0f.\n\n",
-		str(model, "pattern"), num(model, "conv_gate") == 0 ? "plain" : "gated", num(model, "d"), num(model, "heads"), num(model, "head_dim"),
-		num(model, "kv_heads"), num(model, "ffn"), str(model, "mlp"), str(model, "norm"), str(model, "pos"),
-		num(setup, "parameter_count"), num(model, "vocab"), num(setup, "T"));
-	if (sb_json_get(setup, "train_warm_steps")) {
+	/* a pretrained decoder (sb-lm import) is evaluated in its tokenizer's tokens */
+	int tokens = !strcmp(str(setup, "units"), "tokens");
+	const char *unit = tokens ? "token" : "byte";
+	const struct sb_json *source = sb_json_get(setup, "source");
+	if (source)
+		bprintf(&md,
+			"Model: a pretrained `%s` decoder imported by `sb-lm import` (PROTOCOL C(b); every layer is full "
+			"attention, every layer is masked), %.0f layers, d = %.0f, %.0f heads of %.0f (kv heads %.0f), ffn "
+			"%.0f; %.0f parameters; vocabulary %.0f, text encoded by its tokenizer `%s`; context T = %.0f tokens. "
+			"Files read (SHA-256): ",
+			str(source, "model_type"), num(model, "n_layer"), num(model, "d"), num(model, "heads"),
+			num(model, "head_dim"), num(model, "kv_heads"), num(model, "ffn"), num(setup, "parameter_count"),
+			num(model, "vocab"), str(setup, "tokenizer"), num(setup, "T"));
+	else
+		bprintf(&md,
+			"Model: hybrid decoder `%s` (A = full attention, C = %s causal depthwise short convolution, L = "
+			"linear attention), d = %.0f, %.0f heads of %.0f (kv heads %.0f), ffn %.0f, %s, %s, positions %s; %.0f "
+			"parameters; %s vocabulary %.0f; context T = %.0f.\n\n",
+			str(model, "pattern"), num(model, "conv_gate") == 0 ? "plain" : "gated", num(model, "d"),
+			num(model, "heads"), num(model, "head_dim"), num(model, "kv_heads"), num(model, "ffn"), str(model, "mlp"),
+			str(model, "norm"), str(model, "pos"), num(setup, "parameter_count"), unit, num(model, "vocab"),
+			num(setup, "T"));
+	const struct sb_json *files = source ? sb_json_get(source, "files") : NULL;
+	for (size_t i = 0; files && i < files->n; i++)
+		bprintf(&md, "%s`%s` %.12s…", i ? ", " : "", str(files->items[i], "name"), str(files->items[i], "sha256"));
+	if (source)
+		bprintf(&md, ".\n\n");
+	if (source)
+		; /* nothing was trained here */
+	else if (sb_json_get(setup, "train_warm_steps")) {
 		double ws = num(setup, "train_warm_steps"), wT = num(setup, "train_warm_T"), T = num(setup, "T");
 		bprintf(&md, "Training: %.0f steps: %.0f at context %.0f (%.0f sequences per step), then %.0f at %.0f (%.0f per step)",
 			num(setup, "train_steps"), ws, wT, num(setup, "train_batch") * T / wT,
@@ -192,8 +214,11 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 	} else {
 		bprintf(&md, "Training: %.0f steps of %.0f sequences", num(setup, "train_steps"), num(setup, "train_batch"));
 	}
-	bprintf(&md, " on the mixture `%s` (haystack corpus `%s`)", str(setup, "mixture"), str(setup, "haystack"));
-	if (td)
+	if (!source)
+		bprintf(&md, " on the mixture `%s` (haystack corpus `%s`)", str(setup, "mixture"), str(setup, "haystack"));
+	if (source)
+		;
+	else if (td)
 	{
 		bprintf(&md, "; final training loss %.4f nats/byte; training took %.0f s wall-clock", num(td, "final_loss"),
 			num(td, "train_seconds"));
@@ -205,10 +230,12 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 		bprintf(&md, ".\n\n");
 	bprintf(&md,
 		"Held-out text: the valid parts (bytes [0.9 n, 0.95 n)) of the corpora; %.0f fidelity windows of T+1 "
-		"bytes; %.0f retrieval probes per task and method over %d tasks; tail positions are t >= %.0f "
+		"%ss; %.0f retrieval probes per task and method over %d tasks%s; tail positions are t >= %.0f "
 		"(where the recipe's budget is below the causal row length). Masks act on the A layers only, per "
-		"head; the random controls match the recipe's kept count on every row and head.\n\n",
-		num(setup, "n_windows"), num(setup, "n_probes"), nt, num(setup, "tail_from"));
+		"head; the random controls match the recipe's kept count on every row and head; budgets count %ss.\n\n",
+		num(setup, "n_windows"), unit, num(setup, "n_probes"), nt,
+		tokens ? " (made in bytes at about 0.85 T tokens, encoded turn by turn; answers compared in bytes)" : "",
+		num(setup, "tail_from"), unit);
 
 	/* ---- the three findings side by side ---- */
 	const struct sb_json *gain = find(&r, "lm.fidelity.pair", "metric", "corr", "positions", "all");
@@ -296,7 +323,7 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 	/* ---- fidelity ---- */
 	bprintf(&md, "\n## Fidelity on held-out text\n\nMeans over windows (95%% bootstrap CIs over windows). KL(dense || "
 		     "masked) in nats; top-1 agreement; logit fidelity = mean per-position Pearson correlation of the "
-		     "logit vectors; perplexity of the true next byte.\n\n");
+		     "logit vectors; perplexity of the true next %s.\n\n", unit);
 	bprintf(&md, "| method | KL | top-1 | logit corr | ppl | Δppl %% | KL (tail) | top-1 (tail) | corr (tail) |\n"
 		     "|---|---|---|---|---|---|---|---|---|\n");
 	char(*lab)[64] = calloc((size_t)(nm + nt + 4), 64);

@@ -77,3 +77,40 @@ $(LM_OUT)/report/lm-report.md: $(LM_OUT)/eval/eval.ndjson | bin/sb-lm bin/sb-sta
 
 lm-clean:
 	rm -rf $(LM_OUT)
+
+# A pretrained decoder through the same protocol (PROTOCOL C(b); docs/lm.md "Pretrained
+# decoders"):
+#   make lm-pretrained LM_HF=DIR      import the Hugging Face directory DIR (sb-lm import),
+#                                     evaluate it in its tokenizer's tokens (sb-eval), report
+#                                     (sb-lm report, sb-stats) into $(LM_PT_OUT)
+# Variables: LM_HF (required), LM_PT_OUT (out/lm-pretrained), LM_PT_T (the context in
+# tokens, 512), LM_PT_CORPUS (NAME=PATH of the held-out text; default Tiny Shakespeare),
+# LM_EVAL_SET and LM_THREADS as above. The import depends on every file of DIR it reads, so
+# another checkpoint or tokenizer reruns everything (it is another run directory).
+LM_HF ?=
+LM_PT_OUT ?= out/lm-pretrained
+LM_PT_T ?= 512
+LM_PT_CORPUS ?= tinyshakespeare=$(abspath $(LM_SHAKESPEARE))
+
+.PHONY: lm-pretrained
+lm-pretrained: $(LM_PT_OUT)/report/lm-report.md
+
+$(LM_PT_OUT)/import.ndjson: $(wildcard $(LM_HF)/config.json $(LM_HF)/*.safetensors $(LM_HF)/model.safetensors.index.json \
+                             $(LM_HF)/tokenizer.json) | bin/sb-lm
+	@test -n "$(LM_HF)" && test -f "$(LM_HF)/config.json" || \
+		{ echo "lm-pretrained: set LM_HF to a Hugging Face model directory (config.json, weights, tokenizer.json)" >&2; exit 2; }
+	@mkdir -p $(@D)
+	bin/sb-lm import -q -o $(LM_PT_OUT)/runs --T $(LM_PT_T) --corpus "$(LM_PT_CORPUS)" "$(LM_HF)" >$@.tmp
+	mv $@.tmp $@
+
+$(LM_PT_OUT)/eval/eval.ndjson: $(LM_PT_OUT)/import.ndjson | bin/sb-eval
+	run=$$(sed -n 's/.*"kind":"lm.import".*"run_dir":"\([^"]*\)".*/\1/p' $< | tail -n 1); \
+	(cd $$run && sha256sum -c --quiet model.safetensors.sha256); \
+	mkdir -p $(@D); \
+	bin/sb-eval -j $(LM_THREADS) $(addprefix --set ,$(LM_EVAL_SET)) $$run >$(@D)/sb-eval.ndjson; \
+	cp $$run/eval.ndjson $@.tmp && mv $@.tmp $@
+
+$(LM_PT_OUT)/report/lm-report.md: $(LM_PT_OUT)/eval/eval.ndjson | bin/sb-lm bin/sb-stats
+	bin/sb-lm report -o $(@D) $<
+	bin/sb-stats -q --baseline dense --all-pairs -o $(LM_PT_OUT)/stats $< >/dev/null
+	@echo "lm-pretrained: report in $@" >&2

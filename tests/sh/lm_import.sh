@@ -57,6 +57,25 @@ t_result $? "dense logits recomputed per mask (SB_LM_DENSE_KEEP=0): the same rec
 sb-stats --baseline dense "$E" >"$T/st" 2>"$T/e"; rc=$?
 [ $rc -eq 0 ] && [ -s "$T/st" ]
 t_result $? "sb-stats reads the records (exit $rc)"
+# the report says what was evaluated, in tokens
+sb-lm report -o "$T/rep" "$E" >/dev/null 2>"$T/e" && grep -q 'a pretrained `qwen2` decoder imported by `sb-lm import`' "$T/rep/lm-report.md" &&
+	grep -q 'windows of T+1 tokens' "$T/rep/lm-report.md" && grep -q 'next token' "$T/rep/lm-report.md" &&
+	grep -q "\`model.safetensors\` $(echo "$want" | cut -c1-12)" "$T/rep/lm-report.md"
+t_result $? "sb-lm report: a pretrained qwen2, windows and perplexity in tokens, the weights' SHA-256 ($(cat "$T/e"))"
+# the make pipeline: import, eval, report, stats; a second make does nothing
+MK=(-s -C "$TOP" lm-pretrained LM_HF="$HF" LM_PT_OUT="$T/mk" LM_PT_T=256 LM_PT_CORPUS="shakespeare=$TXT"
+	LM_EVAL_SET="probes=1 windows=2 tasks=vt bench_reps=1")
+make "${MK[@]}" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 0 ] && [ -s "$T/mk/report/lm-report.md" ] && [ -d "$T/mk/stats" ]
+t_result $? "make lm-pretrained: report and stats (exit $rc: $(tail -c 300 "$T/e"))"
+before=$(stat -c %Y.%s "$T/mk/eval/eval.ndjson")
+sleep 1
+make "${MK[@]}" >/dev/null 2>&1
+[ "$before" = "$(stat -c %Y.%s "$T/mk/eval/eval.ndjson")" ]
+t_result $? "a second make lm-pretrained re-evaluates nothing"
+make -s -C "$TOP" lm-pretrained LM_PT_OUT="$T/mk2" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -ne 0 ] && grep -q 'set LM_HF' "$T/e"
+t_result $? "make lm-pretrained without LM_HF says what to set (exit $rc)"
 # refusals
 sb-lm import -q -o "$T/runs" "$HF" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 2 ] && grep -q -- '--corpus' "$T/e"
