@@ -61,19 +61,27 @@ $(LM_OUT)/train.ndjson: $(LM_OUT)/cell.ndjson | bin/sb-train
 	mv $@.tmp $@
 
 # sb-eval hands the run directory to the LM track (evalsel/eval_lm.c): RUN/eval.ndjson.
-$(LM_OUT)/eval/eval.ndjson: $(LM_OUT)/train.ndjson | bin/sb-eval
-	run=$$(sed -n 's/.*"kind":"lm.train".*"run_dir":"\([^"]*\)".*/\1/p' $< | tail -n 1); \
+# $(call lm_eval,KIND): the run directory is the last KIND record's run_dir in $<.
+define lm_eval
+	run=$$(sed -n 's/.*"kind":"$(1)".*"run_dir":"\([^"]*\)".*/\1/p' $< | tail -n 1); \
 	(cd $$run && sha256sum -c --quiet model.safetensors.sha256); \
 	mkdir -p $(@D); \
 	bin/sb-eval -j $(LM_THREADS) $(addprefix --set ,$(LM_EVAL_SET)) $$run >$(@D)/sb-eval.ndjson; \
 	cp $$run/eval.ndjson $@.tmp && mv $@.tmp $@
+endef
+$(LM_OUT)/eval/eval.ndjson: $(LM_OUT)/train.ndjson | bin/sb-eval
+	$(call lm_eval,lm.train)
 
 # The report (Markdown + SVG: sb-lm report, the LM track's own tables and figures) and
 # sb-stats' tables of the probe outcomes (Wilson, McNemar, Holm) against dense.
-$(LM_OUT)/report/lm-report.md: $(LM_OUT)/eval/eval.ndjson | bin/sb-lm bin/sb-stats
+# $(call lm_report,OUT_DIR,NAME)
+define lm_report
 	bin/sb-lm report -o $(@D) $<
-	bin/sb-stats -q --baseline dense --all-pairs -o $(LM_OUT)/stats $< >/dev/null
-	@echo "lm: report in $@" >&2
+	bin/sb-stats -q --baseline dense --all-pairs -o $(1)/stats $< >/dev/null
+	@echo "$(2): report in $@" >&2
+endef
+$(LM_OUT)/report/lm-report.md: $(LM_OUT)/eval/eval.ndjson | bin/sb-lm bin/sb-stats
+	$(call lm_report,$(LM_OUT),lm)
 
 lm-clean:
 	rm -rf $(LM_OUT)
@@ -104,13 +112,7 @@ $(LM_PT_OUT)/import.ndjson: $(wildcard $(LM_HF)/config.json $(LM_HF)/*.safetenso
 	mv $@.tmp $@
 
 $(LM_PT_OUT)/eval/eval.ndjson: $(LM_PT_OUT)/import.ndjson | bin/sb-eval
-	run=$$(sed -n 's/.*"kind":"lm.import".*"run_dir":"\([^"]*\)".*/\1/p' $< | tail -n 1); \
-	(cd $$run && sha256sum -c --quiet model.safetensors.sha256); \
-	mkdir -p $(@D); \
-	bin/sb-eval -j $(LM_THREADS) $(addprefix --set ,$(LM_EVAL_SET)) $$run >$(@D)/sb-eval.ndjson; \
-	cp $$run/eval.ndjson $@.tmp && mv $@.tmp $@
+	$(call lm_eval,lm.import)
 
 $(LM_PT_OUT)/report/lm-report.md: $(LM_PT_OUT)/eval/eval.ndjson | bin/sb-lm bin/sb-stats
-	bin/sb-lm report -o $(@D) $<
-	bin/sb-stats -q --baseline dense --all-pairs -o $(LM_PT_OUT)/stats $< >/dev/null
-	@echo "lm-pretrained: report in $@" >&2
+	$(call lm_report,$(LM_PT_OUT),lm-pretrained)
