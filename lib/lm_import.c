@@ -464,28 +464,6 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 		}
 	/* names and shapes checked: write (the weights are not widened here; sb_lm_run_open
 	 * does that when the run is evaluated) */
-	if (!rc) {
-		struct sb_jw mj;
-		sb_jw_init(&mj, NULL);
-		sb_lm_cfg_json(&mj, &cell->model);
-		char *mjs = strndup(mj.buf ? mj.buf : "{}", mj.len);
-		sb_jw_free(&mj);
-		if (!mjs)
-			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
-		if (!rc)
-			rc = sb_tensors_set_meta(&out, "format", "sparsebench.checkpoint", err);
-		if (!rc)
-			rc = sb_tensors_set_meta(&out, "family", "lm", err);
-		if (!rc)
-			rc = sb_tensors_set_meta(&out, "cell_id", cell->cell_id, err);
-		if (!rc)
-			rc = sb_tensors_set_meta(&out, "steps", "0", err);
-		if (!rc)
-			rc = sb_tensors_set_meta(&out, "model", mjs, err);
-		if (!rc)
-			rc = sb_tensors_set_meta(&out, "source", cell->source, err);
-		free(mjs);
-	}
 	if (!rc)
 		rc = sb_mkdir_p(runs_dir, err);
 	if (!rc) {
@@ -497,11 +475,7 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 	if (!rc) {
 		char sha[SB_SHA256_HEX];
 		snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
-		rc = sb_st_write(path, &out, err);
-		if (!rc)
-			rc = sb_sha256_file(path, sha, NULL, err);
-		if (!rc)
-			rc = sb_sidecar_write(path, sha, err);
+		rc = sb_lm_ckpt_write(path, &out, cell, 0, "source", cell->source, sha, err);
 	}
 	if (!rc && cell->tokenizer[0]) {
 		char from[4600];

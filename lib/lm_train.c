@@ -240,6 +240,38 @@ int sb_lm_cell_id(struct sb_lm_cell *c, struct sb_err *err)
 	return 0;
 }
 
+int sb_lm_ckpt_write(const char *path, struct sb_tensors *ts, const struct sb_lm_cell *c, int64_t steps,
+		     const char *key, const char *value, char *sha, struct sb_err *err)
+{
+	struct sb_jw mj;
+	sb_jw_init(&mj, NULL);
+	sb_lm_cfg_json(&mj, &c->model);
+	char *mjs = strndup(mj.buf ? mj.buf : "{}", mj.len), st[32];
+	sb_jw_free(&mj);
+	snprintf(st, sizeof st, "%lld", (long long)steps);
+	int rc = mjs ? 0 : SB_ERR(err, SB_EINTERNAL, "out of memory");
+	if (!rc)
+		rc = sb_tensors_set_meta(ts, "format", "sparsebench.checkpoint", err);
+	if (!rc)
+		rc = sb_tensors_set_meta(ts, "family", "lm", err);
+	if (!rc)
+		rc = sb_tensors_set_meta(ts, "cell_id", c->cell_id, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(ts, "steps", st, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(ts, "model", mjs, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(ts, key, value, err);
+	free(mjs);
+	if (!rc)
+		rc = sb_st_write(path, ts, err);
+	if (!rc)
+		rc = sb_sha256_file(path, sha, NULL, err);
+	if (!rc)
+		rc = sb_sidecar_write(path, sha, err);
+	return rc;
+}
+
 int sb_lm_cell_write(const char *run_dir, const struct sb_lm_cell *c, int64_t parameter_count,
 		     const struct sb_lm_mix *mix, struct sb_err *err)
 {
@@ -330,37 +362,15 @@ static int save_params(const struct sb_lm_model *m, const struct sb_lm_cell *c, 
 	struct sb_tensors ts;
 	sb_tensors_init(&ts);
 	int rc = sb_lm_model_to_tensors(m, &ts, err);
-	struct sb_jw mj, xj;
-	sb_jw_init(&mj, NULL);
-	sb_lm_cfg_json(&mj, &c->model);
+	struct sb_jw xj;
 	sb_jw_init(&xj, NULL);
 	sb_lm_mix_json(&xj, mix);
-	char *mjs = strndup(mj.buf ? mj.buf : "{}", mj.len), *xjs = strndup(xj.buf ? xj.buf : "{}", xj.len);
-	char steps[32];
-	snprintf(steps, sizeof steps, "%lld", (long long)steps_done);
-	if (!rc && (!mjs || !xjs))
+	char *xjs = strndup(xj.buf ? xj.buf : "{}", xj.len);
+	if (!rc && !xjs)
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "format", "sparsebench.checkpoint", err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "family", "lm", err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "cell_id", c->cell_id, err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "steps", steps, err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "model", mjs, err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "mixture", xjs, err);
-	if (!rc)
-		rc = sb_st_write(path, &ts, err);
-	if (!rc)
-		rc = sb_sha256_file(path, sha, NULL, err);
-	if (!rc)
-		rc = sb_sidecar_write(path, sha, err);
-	free(mjs);
+		rc = sb_lm_ckpt_write(path, &ts, c, steps_done, "mixture", xjs, sha, err);
 	free(xjs);
-	sb_jw_free(&mj);
 	sb_jw_free(&xj);
 	sb_tensors_free(&ts);
 	return rc;

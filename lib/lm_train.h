@@ -61,6 +61,11 @@ int sb_lm_cell_parse(struct sb_lm_cell *c, const struct sb_json *obj, struct sb_
 void sb_lm_cell_json(struct sb_jw *w, const struct sb_lm_cell *c);
 /* Its fields only (inside an object the caller opens: cell.json adds cell_id, ...). */
 void sb_lm_cell_fields(struct sb_jw *w, const struct sb_lm_cell *c);
+/* An LM checkpoint: PATH (+ .sha256; sha receives the hex) from the tensors ts, with the
+ * metadata format, family, cell_id, steps, model and KEY = VALUE (a trained run's mixture,
+ * an imported run's source). */
+int sb_lm_ckpt_write(const char *path, struct sb_tensors *ts, const struct sb_lm_cell *c, int64_t steps,
+		     const char *key, const char *value, char *sha, struct sb_err *err);
 /* RUN_DIR/cell.json (atomically): the cell's fields, cell_id, parameter_count and, when mix
  * is not NULL, mixture_used (the mixture as used). */
 int sb_lm_cell_write(const char *run_dir, const struct sb_lm_cell *c, int64_t parameter_count,
