@@ -323,10 +323,11 @@ struct sb_backend_lm_ops {
 			      const float *mean, const float *rstd, const float *w, int M, int d, int rms);
 	/* x += y */
 	void (*add)(struct sb_ctx *ctx, float *x, const float *y, size_t n);
-	/* wt[K, N] = w[N, K]^T */
-	void (*transpose)(struct sb_ctx *ctx, float *wt, const float *w, int N, int K);
-	/* out[M, N] = inp[M, K] wt[K, N] + bias[N] (bias may be NULL), row-deterministic */
-	void (*matmul_rows)(struct sb_ctx *ctx, float *out, const float *inp, const float *wt, const float *bias, int M,
+	/* wp = w[N, K] in the layout matmul_rows reads (the backend's; as many floats as w) */
+	void (*pack_rows)(struct sb_ctx *ctx, float *wp, const float *w, int N, int K);
+	/* out[M, N] = inp[M, K] w[N, K]^T + bias[N] (bias may be NULL) from wp = pack_rows(w),
+	 * row-deterministic */
+	void (*matmul_rows)(struct sb_ctx *ctx, float *out, const float *inp, const float *wp, const float *bias, int M,
 			    int K, int N);
 	/* SwiGLU: out[M, F] = silu(gu[:, 0:F]) * gu[:, F:2F]; dgu from dout */
 	void (*swiglu_forward)(struct sb_ctx *ctx, float *out, const float *gu, int M, int F);

@@ -159,66 +159,118 @@ static void lm_add(struct sb_ctx *ctx, float *x, const float *y, size_t n)
 
 /* ---------------------------------------------------------------- row-deterministic matmul */
 
-static void lm_transpose(struct sb_ctx *ctx, float *wt, const float *w, int N, int K)
+/* The layout matmul_rows reads: w[N, K] transposed and cut in panels of PANEL columns,
+ * each panel's K x PANEL block contiguous (element (k, n) of the panel that starts at
+ * column p0 at wp[p0 K + k PANEL + n - p0]); a last, narrower panel holds the N mod PANEL
+ * columns left (at wp[p0 K + k w + n - p0], w its width). A product then streams its
+ * weights in order instead of striding N floats per k. Same size as w. */
+#define PANEL (3 * VL)
+
+static void lm_pack_rows(struct sb_ctx *ctx, float *wp, const float *w, int N, int K)
 {
-	for (int n = 0; n < N; n++)
-		for (int k = 0; k < K; k++)
-			wt[(size_t)k * N + n] = w[(size_t)n * K + k];
+	for (int p0 = 0; p0 < N; p0 += PANEL) {
+		int pw = N - p0 < PANEL ? N - p0 : PANEL;
+		float *dst = wp + (size_t)p0 * K;
+		for (int j = 0; j < pw; j++) {
+			const float *src = w + (size_t)(p0 + j) * K;
+			for (int k = 0; k < K; k++)
+				dst[(size_t)k * pw + j] = src[k];
+		}
+	}
 }
 
-/* out[i, n] = bias[n] + sum_k inp[i, k] wt[k, n]: each output element is an FMA
- * chain over k = 0..K-1 from 0, then the bias is added, in every code path below
- * (4-row blocks, single rows, vector lanes and the scalar tail), so a row's bits
- * do not depend on M or on the row's position. The vector columns are taken in tiles
- * whose K x width slice of wt fits in ~1 MiB, all rows per tile: a prefill of many
- * rows reads each weight from memory once instead of once per 4 rows (the order of
- * the chains, hence the bits, is the same). */
-#define ROWS_TILE_BYTES (1u << 20)
+/* out[i, n] = bias[n] + sum_k inp[i, k] w[n, k] from the packed wp: each output element
+ * is an FMA chain over k = 0..K-1 from 0, then the bias is added, in every code path
+ * below (4-row blocks, single rows, vector lanes and the scalar tail), so a row's bits do
+ * not depend on M or on the row's position. A panel is taken ROWS_KC values of k at a
+ * time, all rows per block (the partial sums wait in out: stored and reloaded exactly,
+ * the chain is unchanged), so each block of weights (ROWS_KC x PANEL floats, 24 KiB)
+ * is read from memory once and then from L1 for every row. */
+#define ROWS_KC 128
 
-/* vector columns [n0, n1) (a multiple of VL wide) of every row */
-static void rows_vec(float *out, const float *inp, const float *wt, const float *bias, int M, int K, int N, int n0,
-		     int n1)
+/* the full panels of columns [n0, n1) of every row */
+static void rows_panels(float *out, const float *inp, const float *wp, const float *bias, int M, int K, int N,
+			int n0, int n1)
 {
+	for (int n = n0; n < n1; n += PANEL) {
+		const float *pan = wp + (size_t)n * K;
+		for (int k0 = 0; k0 < K; k0 += ROWS_KC) {
+			int k1 = K - k0 < ROWS_KC ? K : k0 + ROWS_KC, first = k0 == 0, addb = k1 == K && bias;
+			int i = 0;
+			/* 4 rows x 3 vectors: 12 chains share each broadcast and each weight load */
+			for (; i + 4 <= M; i += 4) {
+				const float *a0 = inp + (size_t)i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;
+				float *o[4] = {out + (size_t)i * N + n, out + (size_t)(i + 1) * N + n,
+					       out + (size_t)(i + 2) * N + n, out + (size_t)(i + 3) * N + n};
+				vf c[4][3];
+				for (int r = 0; r < 4; r++)
+					for (int j = 0; j < 3; j++)
+						c[r][j] = first ? vzero() : vload(o[r] + j * VL);
+				const float *bp = pan + (size_t)k0 * PANEL;
+				for (int k = k0; k < k1; k++, bp += PANEL) {
+					vf b0 = vload(bp), b1 = vload(bp + VL), b2 = vload(bp + 2 * VL);
+					vf x0 = vset1(a0[k]), x1 = vset1(a1[k]), x2 = vset1(a2[k]), x3 = vset1(a3[k]);
+					c[0][0] = vfma(x0, b0, c[0][0]);
+					c[0][1] = vfma(x0, b1, c[0][1]);
+					c[0][2] = vfma(x0, b2, c[0][2]);
+					c[1][0] = vfma(x1, b0, c[1][0]);
+					c[1][1] = vfma(x1, b1, c[1][1]);
+					c[1][2] = vfma(x1, b2, c[1][2]);
+					c[2][0] = vfma(x2, b0, c[2][0]);
+					c[2][1] = vfma(x2, b1, c[2][1]);
+					c[2][2] = vfma(x2, b2, c[2][2]);
+					c[3][0] = vfma(x3, b0, c[3][0]);
+					c[3][1] = vfma(x3, b1, c[3][1]);
+					c[3][2] = vfma(x3, b2, c[3][2]);
+				}
+				for (int r = 0; r < 4; r++)
+					for (int j = 0; j < 3; j++) {
+						vf v = c[r][j];
+						if (addb)
+							v += vload(bias + n + j * VL);
+						vstore(o[r] + j * VL, v);
+					}
+			}
+			/* one row x 3 vectors: three chains (and one weight stream) */
+			for (; i < M; i++) {
+				const float *a0 = inp + (size_t)i * K;
+				float *o0 = out + (size_t)i * N + n;
+				vf c0 = first ? vzero() : vload(o0), c1 = first ? vzero() : vload(o0 + VL),
+				   c2 = first ? vzero() : vload(o0 + 2 * VL);
+				const float *bp = pan + (size_t)k0 * PANEL;
+				for (int k = k0; k < k1; k++, bp += PANEL) {
+					vf x = vset1(a0[k]);
+					c0 = vfma(x, vload(bp), c0);
+					c1 = vfma(x, vload(bp + VL), c1);
+					c2 = vfma(x, vload(bp + 2 * VL), c2);
+				}
+				if (addb) {
+					c0 += vload(bias + n);
+					c1 += vload(bias + n + VL);
+					c2 += vload(bias + n + 2 * VL);
+				}
+				vstore(o0, c0);
+				vstore(o0 + VL, c1);
+				vstore(o0 + 2 * VL, c2);
+			}
+		}
+	}
+}
+
+/* the last panel, columns [n0, N) narrower than PANEL (pw wide): its vectors, then
+ * scalar columns */
+static void rows_last(float *out, const float *inp, const float *wp, const float *bias, int M, int K, int N, int n0)
+{
+	int pw = N - n0, nv = n0 + (pw - pw % VL);
+	const float *base = wp + (size_t)n0 * K;
 	int i = 0;
 	for (; i + 4 <= M; i += 4) {
 		const float *a0 = inp + (size_t)i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;
 		float *o0 = out + (size_t)i * N, *o1 = o0 + N, *o2 = o1 + N, *o3 = o2 + N;
-		int n = n0;
-		/* 4 rows x 3 vectors: 12 chains share each broadcast and each weight load */
-		for (; n + 3 * VL <= n1; n += 3 * VL) {
-			vf c[4][3];
-			for (int r = 0; r < 4; r++)
-				c[r][0] = c[r][1] = c[r][2] = vzero();
-			const float *bp = wt + n;
-			for (int k = 0; k < K; k++, bp += N) {
-				vf b0 = vload(bp), b1 = vload(bp + VL), b2 = vload(bp + 2 * VL);
-				vf x0 = vset1(a0[k]), x1 = vset1(a1[k]), x2 = vset1(a2[k]), x3 = vset1(a3[k]);
-				c[0][0] = vfma(x0, b0, c[0][0]);
-				c[0][1] = vfma(x0, b1, c[0][1]);
-				c[0][2] = vfma(x0, b2, c[0][2]);
-				c[1][0] = vfma(x1, b0, c[1][0]);
-				c[1][1] = vfma(x1, b1, c[1][1]);
-				c[1][2] = vfma(x1, b2, c[1][2]);
-				c[2][0] = vfma(x2, b0, c[2][0]);
-				c[2][1] = vfma(x2, b1, c[2][1]);
-				c[2][2] = vfma(x2, b2, c[2][2]);
-				c[3][0] = vfma(x3, b0, c[3][0]);
-				c[3][1] = vfma(x3, b1, c[3][1]);
-				c[3][2] = vfma(x3, b2, c[3][2]);
-			}
-			float *o[4] = {o0, o1, o2, o3};
-			for (int r = 0; r < 4; r++)
-				for (int j = 0; j < 3; j++) {
-					vf v = c[r][j];
-					if (bias)
-						v += vload(bias + n + j * VL);
-					vstore(o[r] + n + j * VL, v);
-				}
-		}
-		for (; n < n1; n += VL) {
+		for (int n = n0; n < nv; n += VL) {
 			vf c0 = vzero(), c1 = vzero(), c2 = vzero(), c3 = vzero();
-			const float *bp = wt + n;
-			for (int k = 0; k < K; k++, bp += N) {
+			const float *bp = base + (n - n0);
+			for (int k = 0; k < K; k++, bp += pw) {
 				vf bv = vload(bp);
 				c0 = vfma(vset1(a0[k]), bv, c0);
 				c1 = vfma(vset1(a1[k]), bv, c1);
@@ -237,56 +289,11 @@ static void rows_vec(float *out, const float *inp, const float *wt, const float 
 			vstore(o2 + n, c2);
 			vstore(o3 + n, c3);
 		}
-	}
-	for (; i < M; i++) {
-		const float *a0 = inp + (size_t)i * K;
-		float *o0 = out + (size_t)i * N;
-		int n = n0;
-		/* one row x 4 vectors: four independent chains (and weight streams) in flight */
-		for (; n + 4 * VL <= n1; n += 4 * VL) {
-			vf c0 = vzero(), c1 = vzero(), c2 = vzero(), c3 = vzero();
-			const float *bp = wt + n;
-			for (int k = 0; k < K; k++, bp += N) {
-				vf x = vset1(a0[k]);
-				c0 = vfma(x, vload(bp), c0);
-				c1 = vfma(x, vload(bp + VL), c1);
-				c2 = vfma(x, vload(bp + 2 * VL), c2);
-				c3 = vfma(x, vload(bp + 3 * VL), c3);
-			}
-			if (bias) {
-				c0 += vload(bias + n);
-				c1 += vload(bias + n + VL);
-				c2 += vload(bias + n + 2 * VL);
-				c3 += vload(bias + n + 3 * VL);
-			}
-			vstore(o0 + n, c0);
-			vstore(o0 + n + VL, c1);
-			vstore(o0 + n + 2 * VL, c2);
-			vstore(o0 + n + 3 * VL, c3);
-		}
-		for (; n < n1; n += VL) {
-			vf c0 = vzero();
-			const float *bp = wt + n;
-			for (int k = 0; k < K; k++, bp += N)
-				c0 = vfma(vset1(a0[k]), vload(bp), c0);
-			if (bias)
-				c0 += vload(bias + n);
-			vstore(o0 + n, c0);
-		}
-	}
-}
-
-/* scalar columns [n0, N) of every row */
-static void rows_tail(float *out, const float *inp, const float *wt, const float *bias, int M, int K, int N, int n0)
-{
-	int i = 0;
-	for (; i + 4 <= M; i += 4) {
-		const float *a0 = inp + (size_t)i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;
-		float *o0 = out + (size_t)i * N, *o1 = o0 + N, *o2 = o1 + N, *o3 = o2 + N;
-		for (int n = n0; n < N; n++) {
+		for (int n = nv; n < N; n++) {
 			float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-			for (int k = 0; k < K; k++) {
-				float bv = wt[(size_t)k * N + n];
+			const float *bp = base + (n - n0);
+			for (int k = 0; k < K; k++, bp += pw) {
+				float bv = *bp;
 				s0 = sfma(a0[k], bv, s0);
 				s1 = sfma(a1[k], bv, s1);
 				s2 = sfma(a2[k], bv, s2);
@@ -302,27 +309,32 @@ static void rows_tail(float *out, const float *inp, const float *wt, const float
 	for (; i < M; i++) {
 		const float *a0 = inp + (size_t)i * K;
 		float *o0 = out + (size_t)i * N;
-		for (int n = n0; n < N; n++) {
+		for (int n = n0; n < nv; n += VL) {
+			vf c0 = vzero();
+			const float *bp = base + (n - n0);
+			for (int k = 0; k < K; k++, bp += pw)
+				c0 = vfma(vset1(a0[k]), vload(bp), c0);
+			if (bias)
+				c0 += vload(bias + n);
+			vstore(o0 + n, c0);
+		}
+		for (int n = nv; n < N; n++) {
 			float s0 = 0;
-			for (int k = 0; k < K; k++)
-				s0 = sfma(a0[k], wt[(size_t)k * N + n], s0);
+			const float *bp = base + (n - n0);
+			for (int k = 0; k < K; k++, bp += pw)
+				s0 = sfma(a0[k], *bp, s0);
 			o0[n] = bias ? s0 + bias[n] : s0;
 		}
 	}
 }
 
-static void lm_matmul_rows(struct sb_ctx *ctx, float *out, const float *inp, const float *wt, const float *bias, int M,
-			   int K, int N)
+static void lm_matmul_rows(struct sb_ctx *ctx, float *out, const float *inp, const float *wp, const float *bias,
+			   int M, int K, int N)
 {
-	int nv = N - N % VL;
-	size_t per_col = (size_t)(K > 0 ? K : 1) * sizeof(float);
-	int width = (int)(ROWS_TILE_BYTES / per_col) / VL * VL;
-	if (width < VL || M <= 4)
-		width = nv; /* one row block reads the weights once anyway */
-	for (int n0 = 0; n0 < nv; n0 += width)
-		rows_vec(out, inp, wt, bias, M, K, N, n0, n0 + width < nv ? n0 + width : nv);
-	if (nv < N)
-		rows_tail(out, inp, wt, bias, M, K, N, nv);
+	int full = N - N % PANEL;
+	rows_panels(out, inp, wp, bias, M, K, N, 0, full);
+	if (full < N)
+		rows_last(out, inp, wp, bias, M, K, N, full);
 }
 
 /* ---------------------------------------------------------------- SwiGLU */
@@ -912,7 +924,7 @@ static const struct sb_backend_lm_ops cpu_lm_ops = {
 	.norm_forward = lm_norm_forward,
 	.norm_backward = lm_norm_backward,
 	.add = lm_add,
-	.transpose = lm_transpose,
+	.pack_rows = lm_pack_rows,
 	.matmul_rows = lm_matmul_rows,
 	.swiglu_forward = lm_swiglu_forward,
 	.swiglu_backward = lm_swiglu_backward,

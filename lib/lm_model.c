@@ -333,7 +333,7 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 			if (!c->rmsnorm)
 				tadd(&t, NM("post_attention_layernorm.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
 			if (c->swiglu) {
-				/* gate and up adjacent: one [2F, d] product (linear = 2: transposed together) */
+				/* gate and up adjacent: one [2F, d] product (linear = 2: packed together) */
 				tadd(&t, NM("mlp.gate_proj.weight"), 2, F, d, 0, SB_LM_INIT_NORMAL, std, 1, 2);
 				tadd(&t, NM("mlp.up_proj.weight"), 2, F, d, 0, SB_LM_INIT_NORMAL, std, 1, 0);
 				if (c->bias) {
@@ -639,13 +639,13 @@ void sb_lm_model_prepare(struct sb_lm_model *m)
 	for (int i = 0; i < m->n_params; i++) {
 		const struct sb_lm_param *p = &m->params[i];
 		if (p->linear == 1)
-			m->lo->transpose(ctx, m->pt + p->offset, m->p + p->offset, (int)p->shape[0], (int)p->shape[1]);
+			m->lo->pack_rows(ctx, m->pt + p->offset, m->p + p->offset, (int)p->shape[0], (int)p->shape[1]);
 		else if (p->linear == 2) /* gate and up: one [2F, d] matrix (the table keeps them adjacent) */
-			m->lo->transpose(ctx, m->pt + p->offset, m->p + p->offset, (int)(2 * p->shape[0]),
+			m->lo->pack_rows(ctx, m->pt + p->offset, m->p + p->offset, (int)(2 * p->shape[0]),
 					 (int)p->shape[1]);
 	}
 	if (m->cfg.tied)
-		m->lo->transpose(ctx, m->wt.head, m->w.embed, m->cfg.vocab, m->cfg.d);
+		m->lo->pack_rows(ctx, m->wt.head, m->w.embed, m->cfg.vocab, m->cfg.d);
 	m->pt_valid = 1;
 }
 

@@ -109,7 +109,7 @@ struct sb_lm_param {
 	enum sb_lm_init init;
 	float a;        /* std or bound */
 	int decay;      /* weight decay applies (matrices and the conv weight) */
-	int linear;     /* a Linear weight [out, in]: stored transposed for the cached path */
+	int linear;     /* a Linear weight [out, in]: packed for the cached path (pack_rows) */
 };
 
 struct sb_lm_layer {
@@ -136,7 +136,7 @@ struct sb_lm_model {
 	float *p;            /* parameters (device) */
 	struct sb_lm_ptrs w; /* into p */
 	double *rope_freq;   /* RoPE: head_dim / 2 angular frequencies (host), scaling applied */
-	float *pt;           /* the cached path's copy: Linear weights transposed [in, out] */
+	float *pt;           /* the cached path's copy: Linear weights packed for matmul_rows */
 	struct sb_lm_ptrs wt;
 	int pt_valid;
 };
@@ -161,7 +161,7 @@ int sb_lm_model_to_tensors(const struct sb_lm_model *m, struct sb_tensors *ts, s
 int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts, struct sb_err *err);
 float sb_bf16_to_f32(uint16_t h);
 float sb_f16_to_f32(uint16_t h);
-/* Refresh the cached path's transposed weights (after training or loading). */
+/* Refresh the cached path's packed weights (after training or loading). */
 void sb_lm_model_prepare(struct sb_lm_model *m);
 
 /* ---- training ---- */

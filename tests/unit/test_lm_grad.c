@@ -405,10 +405,13 @@ static void layer_checks(struct sb_backend *be)
 		free(fg);
 	}
 	/* ---- row-deterministic matmul: any M, same bits per row; equals the reference. The
-	 * second shape takes the column tiles (K x width of wt within 1 MiB: 864 + 128 vector
-	 * columns, then a scalar tail of 13) ---- */
-	static const int mm_shape[2][3] = {{11, 37, 53}, {13, 300, 1005}};
-	for (int sh = 0; sh < 2; sh++) {
+	 * weights are packed in panels of 48 columns (pack_rows): 53 = one panel and a last one
+	 * of 5 scalar columns; 1005 = 20 panels in two column tiles (K x 18 panels within 1 MiB)
+	 * and a last one of 2 vectors and 13 scalar columns; 96 = panels only; 40 = a last
+	 * panel only (2 vectors, 8 scalar columns); M leaves 1-3 rows after the 4-row blocks,
+	 * or none ---- */
+	static const int mm_shape[4][3] = {{11, 37, 53}, {13, 300, 1005}, {8, 64, 96}, {6, 17, 40}};
+	for (int sh = 0; sh < 4; sh++) {
 		int M = mm_shape[sh][0], K = mm_shape[sh][1], N = mm_shape[sh][2];
 		char what[96];
 		float *A = malloc((size_t)M * K * 4), *W = malloc((size_t)N * K * 4), *Wt = malloc((size_t)N * K * 4),
@@ -421,7 +424,7 @@ static void layer_checks(struct sb_backend *be)
 			W[i] = (float)(dW[i] = (float)rnd(1));
 		for (int i = 0; i < N; i++)
 			b[i] = (float)(db[i] = (float)rnd(1));
-		lo->transpose(ctx, Wt, W, N, K);
+		lo->pack_rows(ctx, Wt, W, N, K);
 		lo->matmul_rows(ctx, O, A, Wt, b, M, K, N);
 		ref_matmul(dO, dA, dW, db, M, K, N);
 		snprintf(what, sizeof what, "matmul_rows vs reference (M=%d, K=%d, N=%d)", M, K, N);
@@ -432,6 +435,24 @@ static void layer_checks(struct sb_backend *be)
 			same &= memcmp(o1, O + (size_t)i * N, (size_t)N * 4) == 0;
 		}
 		SB_CHECK(same, "matmul_rows: each row alone gives the same bits as in a block of %d (K=%d, N=%d)", M, K, N);
+		/* every element is the FMA chain over k in order from 0, then + bias (the bits the
+		 * evaluation records depend on; fused as the backend's sfma where the target has FMA) */
+		size_t off = 0, bad = 0;
+		for (int i = 0; i < M; i++)
+			for (int n = 0; n < N; n++) {
+				float acc = 0;
+				for (int k = 0; k < K; k++)
+#if defined(__FMA__) || defined(__AVX512F__)
+					acc = fmaf(A[(size_t)i * K + k], W[(size_t)n * K + k], acc);
+#else
+					acc = A[(size_t)i * K + k] * W[(size_t)n * K + k] + acc;
+#endif
+				acc = acc + b[n];
+				if (memcmp(&acc, &O[(size_t)i * N + n], 4) && !bad++)
+					off = (size_t)i * N + n;
+			}
+		SB_CHECK(!bad, "matmul_rows (M=%d, K=%d, N=%d): every element is the in-order FMA chain plus bias: %zu of %d "
+			       "differ (first [%zu])", M, K, N, bad, M * N, off);
 		free(A);
 		free(W);
 		free(Wt);
