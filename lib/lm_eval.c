@@ -1239,7 +1239,7 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 	e.be = be;
 	e.o = o;
 	char model_sha[SB_SHA256_HEX];
-	SB_TRY(sb_lm_run_open(be, run_dir, &e.cell, &e.m, model_sha, err));
+	SB_TRY(sb_lm_run_open(be, run_dir, 1, &e.cell, &e.m, model_sha, err));
 	if (o->n_masks < 1 || o->masks[0].kind != SB_LM_MASK_DENSE) {
 		sb_lm_model_free(e.m);
 		return SB_ERR(err, SB_EUSAGE, "the first mask must be dense");

@@ -466,7 +466,8 @@ void sb_lm_rope_freqs(const struct sb_lm_cfg *c, double *out)
 	}
 }
 
-int sb_lm_model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, struct sb_lm_model **out, struct sb_err *err)
+static int model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, int eval_only, struct sb_lm_model **out,
+		     struct sb_err *err)
 {
 	const struct sb_backend_lm_ops *lo = sb_backend_lm(be);
 	if (!lo)
@@ -485,13 +486,14 @@ int sb_lm_model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, struct s
 		return rc;
 	}
 	size_t extra = m->cfg.tied ? (size_t)m->cfg.vocab * m->cfg.d : 0;
-	m->p = sb_be_alloc(be, m->n_floats * sizeof(float));
+	m->p = eval_only ? NULL : sb_be_alloc(be, m->n_floats * sizeof(float));
 	m->pt = sb_be_alloc(be, (m->n_floats + extra) * sizeof(float));
-	if (!m->p || !m->pt) {
+	if ((!eval_only && !m->p) || !m->pt) {
 		sb_lm_model_free(m);
-		return SB_ERR(err, SB_EINTERNAL, "out of memory (parameters)");
+		return SB_ERR(err, SB_EINTERNAL, "out of memory (parameters: %zu floats%s)", m->n_floats,
+			      eval_only ? "" : ", twice");
 	}
-	sb_lm_ptrs_at(m, m->p, &m->w);
+	sb_lm_ptrs_at(m, eval_only ? m->pt : m->p, &m->w);
 	sb_lm_ptrs_at(m, m->pt, &m->wt);
 	if (m->cfg.tied)
 		m->wt.head = m->pt + m->n_floats;
@@ -503,6 +505,23 @@ int sb_lm_model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, struct s
 	sb_lm_rope_freqs(&m->cfg, m->rope_freq);
 	*out = m;
 	return 0;
+}
+
+int sb_lm_model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, struct sb_lm_model **out, struct sb_err *err)
+{
+	return model_new(be, cfg, 0, out, err);
+}
+
+int sb_lm_model_new_eval(struct sb_backend *be, const struct sb_lm_cfg *cfg, struct sb_lm_model **out,
+			 struct sb_err *err)
+{
+	return model_new(be, cfg, 1, out, err);
+}
+
+static int refuse_eval_only(const struct sb_lm_model *m, const char *what, struct sb_err *err)
+{
+	return m->p ? 0 : SB_ERR(err, SB_EUSAGE, "%s: an evaluation-only model (sb_lm_model_new_eval) has no training "
+					       "weights", what);
 }
 
 void sb_lm_model_free(struct sb_lm_model *m)
@@ -528,6 +547,7 @@ static uint64_t fnv1a64(const char *s)
 
 int sb_lm_model_init(struct sb_lm_model *m, uint64_t seed, struct sb_err *err)
 {
+	SB_TRY(refuse_eval_only(m, "initialisation", err));
 	float *host = malloc(m->n_floats * sizeof *host);
 	if (!host)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -555,6 +575,7 @@ int sb_lm_model_init(struct sb_lm_model *m, uint64_t seed, struct sb_err *err)
 
 int sb_lm_model_to_tensors(const struct sb_lm_model *m, struct sb_tensors *ts, struct sb_err *err)
 {
+	SB_TRY(refuse_eval_only(m, "parameters as tensors", err));
 	float *host = malloc(m->n_floats * sizeof *host);
 	if (!host)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -594,6 +615,8 @@ float sb_f16_to_f32(uint16_t h)
 	return f;
 }
 
+static void prepare_from(struct sb_lm_model *m, const float *src);
+
 int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts, struct sb_err *err)
 {
 	float *host = calloc(m->n_floats, sizeof *host);
@@ -624,29 +647,37 @@ int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts,
 				dst[j] = t->dtype == SB_BF16 ? sb_bf16_to_f32(h) : sb_f16_to_f32(h);
 			}
 	}
-	if (!rc)
+	if (!rc && m->p)
 		rc = m->be->ops->upload(m->be, m->p, host, m->n_floats * sizeof *host, err);
-	free(host);
 	if (!rc)
-		sb_lm_model_prepare(m);
+		prepare_from(m, m->p ? m->p : host);
+	free(host);
 	return rc;
+}
+
+/* the cached path's copy from the parameters at src (m->p, or for an evaluation-only model
+ * the host buffer it is loaded from: the LM ops run on the CPU backend only) */
+static void prepare_from(struct sb_lm_model *m, const float *src)
+{
+	struct sb_ctx *ctx = sb_be_main(m->be);
+	m->be->ops->copy(ctx, m->pt, src, m->n_floats * sizeof(float));
+	for (int i = 0; i < m->n_params; i++) {
+		const struct sb_lm_param *p = &m->params[i];
+		if (p->linear == 1)
+			m->lo->pack_rows(ctx, m->pt + p->offset, src + p->offset, (int)p->shape[0], (int)p->shape[1]);
+		else if (p->linear == 2) /* gate and up: one [2F, d] matrix (the table keeps them adjacent) */
+			m->lo->pack_rows(ctx, m->pt + p->offset, src + p->offset, (int)(2 * p->shape[0]),
+					 (int)p->shape[1]);
+	}
+	if (m->cfg.tied) /* the embedding (not a Linear) is at the same offset in src and pt */
+		m->lo->pack_rows(ctx, m->wt.head, src + (m->wt.embed - m->pt), m->cfg.vocab, m->cfg.d);
+	m->pt_valid = 1;
 }
 
 void sb_lm_model_prepare(struct sb_lm_model *m)
 {
-	struct sb_ctx *ctx = sb_be_main(m->be);
-	m->be->ops->copy(ctx, m->pt, m->p, m->n_floats * sizeof(float));
-	for (int i = 0; i < m->n_params; i++) {
-		const struct sb_lm_param *p = &m->params[i];
-		if (p->linear == 1)
-			m->lo->pack_rows(ctx, m->pt + p->offset, m->p + p->offset, (int)p->shape[0], (int)p->shape[1]);
-		else if (p->linear == 2) /* gate and up: one [2F, d] matrix (the table keeps them adjacent) */
-			m->lo->pack_rows(ctx, m->pt + p->offset, m->p + p->offset, (int)(2 * p->shape[0]),
-					 (int)p->shape[1]);
-	}
-	if (m->cfg.tied)
-		m->lo->pack_rows(ctx, m->wt.head, m->w.embed, m->cfg.vocab, m->cfg.d);
-	m->pt_valid = 1;
+	if (m->p) /* an evaluation-only model's copy is made once, when it is loaded */
+		prepare_from(m, m->p);
 }
 
 /* ================================================================ training path */
@@ -894,6 +925,7 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, struct sb_lm_trainer **out,
 		      struct sb_err *err)
 {
+	SB_TRY(refuse_eval_only(m, "training", err));
 	if (o->B < 1 || o->T < 1 || o->T > m->cfg.max_T)
 		return SB_ERR(err, SB_EUSAGE, "training: B %d, T %d (max_T %d)", o->B, o->T, m->cfg.max_T);
 	if (m->cfg.qk_norm)
@@ -1313,6 +1345,8 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 		return 0;
 	if (c->pos + n > c->Tcap)
 		return SB_ERR(err, SB_EUSAGE, "cache full: %d + %d tokens > %d", c->pos, n, c->Tcap);
+	if (!m->pt_valid && !m->p)
+		return SB_ERR(err, SB_EUSAGE, "an evaluation-only model has no parameters until loaded");
 	if (!m->pt_valid)
 		sb_lm_model_prepare(m);
 	int t0 = c->pos, d = cf->d, F = cf->ffn, hd = cf->head_dim, NH = cf->heads, NKV = cf->kv_heads;

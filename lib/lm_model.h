@@ -133,8 +133,9 @@ struct sb_lm_model {
 	struct sb_lm_param *params;
 	int n_params;
 	size_t n_floats;
-	float *p;            /* parameters (device) */
-	struct sb_lm_ptrs w; /* into p */
+	float *p;            /* parameters (device); NULL in an evaluation-only model */
+	struct sb_lm_ptrs w; /* into p (into pt in an evaluation-only model: the Linear
+	                      * weights then hold their packed copies, read by no one) */
 	double *rope_freq;   /* RoPE: head_dim / 2 angular frequencies (host), scaling applied */
 	float *pt;           /* the cached path's copy: Linear weights packed for matmul_rows */
 	struct sb_lm_ptrs wt;
@@ -152,6 +153,12 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *out);
 
 int sb_lm_model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, struct sb_lm_model **out, struct sb_err *err);
+/* An evaluation-only model: the cached path's copy alone (every parameter once, the
+ * Linear weights packed), half the memory of sb_lm_model_new's; loaded by
+ * sb_lm_model_from_tensors, read by sb_lm_forward_cached*. Initialisation, training and
+ * sb_lm_model_to_tensors are refused (SB_EUSAGE). */
+int sb_lm_model_new_eval(struct sb_backend *be, const struct sb_lm_cfg *cfg, struct sb_lm_model **out,
+			 struct sb_err *err);
 void sb_lm_model_free(struct sb_lm_model *m);
 /* Random initialisation from seed (see above). */
 int sb_lm_model_init(struct sb_lm_model *m, uint64_t seed, struct sb_err *err);

@@ -533,8 +533,8 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 	return rc;
 }
 
-int sb_lm_run_open(struct sb_backend *be, const char *run_dir, struct sb_lm_cell *cell, struct sb_lm_model **model,
-		   char *model_sha256, struct sb_err *err)
+int sb_lm_run_open(struct sb_backend *be, const char *run_dir, int eval_only, struct sb_lm_cell *cell,
+		   struct sb_lm_model **model, char *model_sha256, struct sb_err *err)
 {
 	char path[4600];
 	snprintf(path, sizeof path, "%s/cell.json", run_dir);
@@ -567,7 +567,7 @@ int sb_lm_run_open(struct sb_backend *be, const char *run_dir, struct sb_lm_cell
 		sb_tensors_free(&ts);
 		return SB_ERR(err, SB_EDATA, "%s: checkpoint of another cell (%s)", path, cid ? cid : "none");
 	}
-	rc = sb_lm_model_new(be, &cell->model, model, err);
+	rc = (eval_only ? sb_lm_model_new_eval : sb_lm_model_new)(be, &cell->model, model, err);
 	if (!rc)
 		rc = sb_lm_model_from_tensors(*model, &ts, err);
 	sb_tensors_free(&ts);

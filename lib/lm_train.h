@@ -88,8 +88,9 @@ struct sb_lm_progress {
 int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *runs_dir, char *run_dir, int *skipped,
 		     const struct sb_lm_progress *prog, struct sb_err *err);
 
-/* Open a trained run: the cell, the model (parameters loaded, on be). */
-int sb_lm_run_open(struct sb_backend *be, const char *run_dir, struct sb_lm_cell *cell, struct sb_lm_model **model,
-		   char *model_sha256, struct sb_err *err);
+/* Open a trained (or imported) run: the cell, the model (parameters loaded, on be);
+ * eval_only: an evaluation-only model (sb_lm_model_new_eval: half the memory). */
+int sb_lm_run_open(struct sb_backend *be, const char *run_dir, int eval_only, struct sb_lm_cell *cell,
+		   struct sb_lm_model **model, char *model_sha256, struct sb_err *err);
 
 #endif

@@ -211,7 +211,7 @@ static int open_backbone(const char *dir, struct backbone *b, struct sb_err *err
 {
 	memset(b, 0, sizeof *b);
 	SB_TRY(sb_backend_open("cpu", 1, &b->be, err));
-	int rc = sb_lm_run_open(b->be, dir, &b->cell, &b->m, b->sha, err);
+	int rc = sb_lm_run_open(b->be, dir, 0, &b->cell, &b->m, b->sha, err);
 	if (rc) {
 		sb_backend_close(b->be);
 		b->be = NULL;

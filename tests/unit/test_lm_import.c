@@ -69,7 +69,7 @@ static void check_model(struct sb_backend *be, const char *name)
 	struct sb_lm_cell c2;
 	struct sb_lm_model *m = NULL;
 	char sha[SB_SHA256_HEX];
-	rc = sb_lm_run_open(be, run_dir, &c2, &m, sha, &err);
+	rc = sb_lm_run_open(be, run_dir, 1, &c2, &m, sha, &err);
 	if (!SB_CHECK(rc == 0, "%s: sb_lm_run_open (%s)", name, rc ? err.msg : "ok"))
 		return;
 	SB_CHECK(!strcmp(c2.cell_id, cell.cell_id) && c2.T == 64 && c2.source[0] == '{',

@@ -268,6 +268,41 @@ int main(void)
 		sb_lm_model_new(be, &m->cfg, &m2, &err);
 		int rt = sb_lm_model_from_tensors(m2, &ts, &err) == 0 && memcmp(m2->p, m->p, m->n_floats * 4) == 0;
 		SB_CHECK(rt, "%s: parameters round-trip through named tensors (%s)", name, err.msg);
+		/* an evaluation-only model from the same tensors: the cached path's copy alone,
+		 * the same bits as the full model's (packed from the host buffer, not from p) */
+		struct sb_lm_model *me = NULL;
+		int ok = sb_lm_model_new_eval(be, &m->cfg, &me, &err) == 0;
+		uint8_t hello[5] = {'h', 'e', 'l', 'l', 'o'};
+		int efail = ok && sb_lm_forward_cached(sb_be_main(be), me, c, hello, 1, NULL, NULL, 0, NULL, &err) ==
+			    SB_EUSAGE;
+		SB_CHECK(efail, "%s: an evaluation-only model refuses a forward pass before it is loaded", name);
+		ok = ok && sb_lm_model_from_tensors(me, &ts, &err) == 0;
+		sb_lm_model_prepare(m);
+		size_t nt = m->n_floats + (m->cfg.tied ? (size_t)m->cfg.vocab * m->cfg.d : 0);
+		SB_CHECK(ok && !me->p && memcmp(me->pt, m->pt, nt * 4) == 0,
+			 "%s: an evaluation-only model holds no training copy and the same packed weights (%zu floats; %s)",
+			 name, nt, ok ? "loaded" : err.msg);
+		if (ok) {
+			float lf[256], le[256];
+			sb_lm_cache_reset(c, 0);
+			int r1 = sb_lm_forward_cached(sb_be_main(be), m, c, hello, 5, NULL, lf, 0, NULL, &err);
+			sb_lm_cache_reset(c, 0);
+			int r2 = sb_lm_forward_cached(sb_be_main(be), me, c, hello, 5, NULL, le, 0, NULL, &err);
+			SB_CHECK(!r1 && !r2 && memcmp(lf, le, sizeof lf) == 0,
+				 "%s: the evaluation-only model's last logits equal the full model's bit for bit", name);
+			struct sb_tensors t2;
+			sb_tensors_init(&t2);
+			struct sb_lm_trainer *tre = NULL;
+			struct sb_lm_train_opts oe = {.B = 1, .T = 8, .tile = 1};
+			SB_CHECK(sb_lm_model_to_tensors(me, &t2, &err) == SB_EUSAGE &&
+					 sb_lm_model_init(me, 1, &err) == SB_EUSAGE &&
+					 sb_lm_trainer_new(me, &oe, &tre, &err) == SB_EUSAGE && !tre,
+				 "%s: an evaluation-only model refuses tensors, initialisation and training (%s)", name,
+				 err.msg);
+			sb_tensors_free(&t2);
+			memset(&err, 0, sizeof err);
+		}
+		sb_lm_model_free(me);
 		sb_tensors_free(&ts);
 		sb_lm_model_free(m2);
 		free(lt);
