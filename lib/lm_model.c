@@ -617,9 +617,32 @@ float sb_f16_to_f32(uint16_t h)
 
 static void prepare_from(struct sb_lm_model *m, const float *src);
 
+/* tensor t (checked against p) widened to float at dst */
+static void widen(float *dst, const struct sb_tensor *t, size_t numel)
+{
+	if (t->dtype == SB_F32)
+		memcpy(dst, t->data, numel * sizeof *dst);
+	else
+		for (size_t j = 0; j < numel; j++) {
+			uint16_t h;
+			memcpy(&h, (const char *)t->data + 2 * j, 2);
+			dst[j] = t->dtype == SB_BF16 ? sb_bf16_to_f32(h) : sb_f16_to_f32(h);
+		}
+}
+
 int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts, struct sb_err *err)
 {
-	float *host = calloc(m->n_floats, sizeof *host);
+	/* a full model: every tensor widened into one host buffer, uploaded to p, then the
+	 * cached path's copy made from p; an evaluation-only model: straight into pt, each
+	 * Linear weight through a buffer of its own size (the peak is pt and the largest
+	 * Linear, not a second copy of the model) */
+	size_t big = 0;
+	for (int i = 0; i < m->n_params; i++)
+		if (m->params[i].linear) {
+			size_t numel = m->params[i].numel * (m->params[i].linear == 2 ? 2 : 1);
+			big = numel > big ? numel : big;
+		}
+	float *host = m->p ? calloc(m->n_floats, sizeof *host) : malloc((big ? big : 1) * sizeof *host);
 	if (!host)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	int rc = 0;
@@ -637,26 +660,41 @@ int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts,
 			rc = SB_ERR(err, SB_EDATA, "checkpoint tensor '%s' has another dtype or shape", p->name);
 			break;
 		}
-		float *dst = host + p->offset;
-		if (t->dtype == SB_F32)
-			memcpy(dst, t->data, p->numel * sizeof *host);
-		else
-			for (size_t j = 0; j < p->numel; j++) {
-				uint16_t h;
-				memcpy(&h, (const char *)t->data + 2 * j, 2);
-				dst[j] = t->dtype == SB_BF16 ? sb_bf16_to_f32(h) : sb_f16_to_f32(h);
+		if (m->p)
+			widen(host + p->offset, t, p->numel);
+		else if (p->linear == 1) {
+			widen(host, t, p->numel);
+			m->lo->pack_rows(sb_be_main(m->be), m->pt + p->offset, host, (int)p->shape[0], (int)p->shape[1]);
+		} else if (p->linear == 2) { /* gate, then up: the next parameter (the table keeps them adjacent) */
+			const struct sb_lm_param *u = i + 1 < m->n_params ? &m->params[i + 1] : NULL;
+			const struct sb_tensor *tu = u ? sb_tensors_find(ts, u->name) : NULL;
+			if (!u || u->offset != p->offset + p->numel || !tu || tu->dtype != t->dtype || tu->ndim != u->ndim ||
+			    tu->shape[0] != u->shape[0] || tu->shape[1] != u->shape[1]) {
+				rc = SB_ERR(err, SB_EDATA, "checkpoint tensor '%s' lacks its up projection", p->name);
+				break;
 			}
+			widen(host, t, p->numel);
+			widen(host + p->numel, tu, u->numel);
+			m->lo->pack_rows(sb_be_main(m->be), m->pt + p->offset, host, (int)(2 * p->shape[0]),
+					 (int)p->shape[1]);
+			i++; /* up is packed with gate */
+		} else
+			widen(m->pt + p->offset, t, p->numel);
 	}
-	if (!rc && m->p)
+	if (!rc && m->p) {
 		rc = m->be->ops->upload(m->be, m->p, host, m->n_floats * sizeof *host, err);
-	if (!rc)
-		prepare_from(m, m->p ? m->p : host);
+		if (!rc)
+			prepare_from(m, m->p);
+	} else if (!rc) {
+		if (m->cfg.tied) /* the head: the embedding, packed */
+			m->lo->pack_rows(sb_be_main(m->be), m->wt.head, m->wt.embed, m->cfg.vocab, m->cfg.d);
+		m->pt_valid = 1;
+	}
 	free(host);
 	return rc;
 }
 
-/* the cached path's copy from the parameters at src (m->p, or for an evaluation-only model
- * the host buffer it is loaded from: the LM ops run on the CPU backend only) */
+/* the cached path's copy from the parameters at src (m->p) */
 static void prepare_from(struct sb_lm_model *m, const float *src)
 {
 	struct sb_ctx *ctx = sb_be_main(m->be);
