@@ -219,6 +219,7 @@ struct ev {
 	int phase;
 	int done, total;
 	struct sb_json *train_done; /* the run's train.done record */
+	char train_status[32];      /* completed, failed..., incomplete (train.ndjson's end) */
 	struct sb_tok *tok;         /* the run's tokenizer; NULL: bytes */
 	struct tprobe *tprobe;      /* [nt][np] with a tokenizer: each turn's input as token ids */
 };
@@ -970,6 +971,8 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 		sb_jw_kint(w, "train_warm_T", e->cell.warm_T);
 		sb_jw_kint(w, "train_warm_steps", e->cell.warm_steps);
 	}
+	if (!e->cell.source[0]) /* trained here: did the training finish? */
+		sb_jw_kstr(w, "train_status", e->train_status);
 	if (e->train_done) {
 		sb_jw_key(w, "train_done");
 		sb_jw_value(w, e->train_done);
@@ -1244,23 +1247,41 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 		sb_lm_model_free(e.m);
 		return SB_ERR(err, SB_EUSAGE, "the first mask must be dense");
 	}
+	/* train.ndjson: as sb-eval reads an encoder run's, its last train.done or train.failed
+	 * gives train_status ("incomplete" when it has neither: a killed run, or none at all);
+	 * a train.done that names another checkpoint than model.safetensors is bad data, and so
+	 * is a malformed line (the file is written whole, never torn) */
 	int rc = 0;
+	snprintf(e.train_status, sizeof e.train_status, "incomplete");
 	{
 		char tp[4600];
 		snprintf(tp, sizeof tp, "%s/train.ndjson", run_dir);
-		struct sb_ndjson_reader *rd;
-		struct sb_err e2 = {0};
-		if (!sb_ndjson_open(tp, &rd, &e2)) {
-			struct sb_json *v;
-			while (!sb_ndjson_next(rd, &v, &e2) && v) {
-				if (!strcmp(sb_json_str(sb_json_get(v, "kind"), ""), "train.done")) {
+		struct sb_ndjson_reader *rd = NULL;
+		if (sb_file_exists(tp) && !(rc = sb_ndjson_open(tp, &rd, err))) {
+			for (;;) {
+				struct sb_json *v = NULL;
+				if ((rc = sb_ndjson_next(rd, &v, err)) || !v)
+					break; /* the message names the file and line */
+				const char *kind = sb_json_str(sb_json_get(v, "kind"), "");
+				if (!strcmp(kind, "train.done") || !strcmp(kind, "train.failed")) {
+					snprintf(e.train_status, sizeof e.train_status, "%s",
+						 sb_json_str(sb_json_get(v, "status"), "failed"));
 					sb_json_free(e.train_done);
+					e.train_done = NULL;
+				}
+				if (!strcmp(kind, "train.done"))
 					e.train_done = v;
-				} else
+				else
 					sb_json_free(v);
 			}
 			sb_ndjson_close(rd);
 		}
+		const char *rec = e.train_done ? sb_json_str(sb_json_get(e.train_done, "checkpoint_sha256"), "") : NULL;
+		if (!rc && rec && strcmp(rec, model_sha))
+			rc = SB_ERR(err, SB_EDATA,
+				    "%s/model.safetensors: SHA-256 %.12s... is not the checkpoint train.ndjson's train.done "
+				    "names (%.12s...): the model and the training log disagree",
+				    run_dir, model_sha, *rec ? rec : "(none)");
 	}
 	e.T = e.cell.T;
 	e.V = e.m->cfg.vocab;

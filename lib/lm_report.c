@@ -226,6 +226,10 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 			bprintf(&md, " and %.0f s of CPU time (user + system, all threads)", num(td, "train_cpu_seconds"));
 		bprintf(&md, ".\n\n");
 	}
+	else if (sb_json_get(setup, "train_status")) /* a trained run whose train.ndjson does not end in train.done */
+		bprintf(&md, ". **The training did not finish** (train_status `%s`: the run's train.ndjson does not end in "
+			"train.done); the model evaluated is whatever model.safetensors held.\n\n",
+			str(setup, "train_status"));
 	else
 		bprintf(&md, ".\n\n");
 	bprintf(&md,

@@ -1,12 +1,15 @@
 /* lm_train.c — one LM training cell (see lm_train.h). */
 #include "lm_train.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include "backend_cpu.h"
 #include "hash.h"
 #include "io.h"
 #include "record.h"
@@ -325,34 +328,269 @@ static double process_cpu_seconds(void)
 	       ru.ru_stime.tv_usec * 1e-6;
 }
 
-/* train.ndjson ends in a train.done of this cell? */
-static int already_done(const char *path, const char *cell_id)
+/* ---------------------------------------------------------------- train.ndjson
+ *
+ * As the classifier's (train/train_run.c, docs/sb-train.md): the records are held in
+ * memory and the whole file is rewritten atomically (temporary file, fsync, rename)
+ * after each one, so train.ndjson is always a complete prefix of the run's records, never
+ * a torn line; the run is finished when, and only when, it ends in train.done. */
+
+struct tlog {
+	char **l;
+	size_t n, cap;
+};
+
+static int tlog_add(struct tlog *L, const char *s, size_t n, struct sb_err *err)
 {
-	struct sb_ndjson_reader *r;
-	struct sb_err e = {0};
-	if (!sb_file_exists(path) || sb_ndjson_open(path, &r, &e))
-		return 0;
-	int done = 0;
-	struct sb_json *v;
-	while (!sb_ndjson_next(r, &v, &e) && v) {
-		const char *kind = sb_json_str(sb_json_get(v, "kind"), "");
-		if (!strcmp(kind, "train.done") && !strcmp(sb_json_str(sb_json_get(v, "cell_id"), ""), cell_id))
-			done = 1;
-		else if (strcmp(kind, "run.meta"))
-			done = done && strcmp(kind, "train.failed") != 0;
-		sb_json_free(v);
+	while (n && s[n - 1] == '\n')
+		n--;
+	if (L->n == L->cap) {
+		size_t cap = L->cap ? 2 * L->cap : 64;
+		char **p = realloc(L->l, cap * sizeof *p);
+		if (!p)
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		L->l = p;
+		L->cap = cap;
 	}
-	sb_ndjson_close(r);
-	return done;
+	char *c = malloc(n + 1);
+	if (!c)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	memcpy(c, s, n);
+	c[n] = 0;
+	L->l[L->n++] = c;
+	return 0;
 }
 
-static int write_line(struct sb_jw *w, FILE *f, struct sb_err *err)
+static void tlog_free(struct tlog *L)
+{
+	for (size_t i = 0; i < L->n; i++)
+		free(L->l[i]);
+	free(L->l);
+	memset(L, 0, sizeof *L);
+}
+
+static int tlog_write(const struct tlog *L, const char *path, struct sb_err *err)
+{
+	struct sb_atomic a;
+	SB_TRY(sb_atomic_open(&a, path, err));
+	for (size_t i = 0; i < L->n; i++)
+		if (fputs(L->l[i], a.f) == EOF || fputc('\n', a.f) == EOF) {
+			sb_atomic_abort(&a);
+			return SB_ERRNO(err, path);
+		}
+	return sb_atomic_commit(&a, err);
+}
+
+/* The record built in w (an in-memory writer) becomes the log's last line, and the file
+ * is rewritten. */
+static int tlog_emit(struct tlog *L, struct sb_jw *w, const char *path, struct sb_err *err)
 {
 	sb_jw_obj_end(w);
 	int rc = sb_jw_line(w, err);
-	if (!rc && fflush(f))
-		rc = SB_ERRNO(err, "train.ndjson");
+	if (!rc)
+		rc = tlog_add(L, w->buf, w->len, err);
+	sb_jw_reset(w);
+	if (!rc)
+		rc = tlog_write(L, path, err);
 	return rc;
+}
+
+static void step_path(char *buf, size_t n, const char *run_dir, int64_t step, int optim)
+{
+	snprintf(buf, n, "%s/step-%06lld%s.safetensors", run_dir, (long long)step, optim ? ".optim" : "");
+}
+
+/* Remove the optimiser states step-NNNNNN.optim.safetensors of run_dir but keep's
+ * (keep < 0: all of them). Only the newest is ever needed to resume. */
+static void prune_optim(const char *run_dir, int64_t keep)
+{
+	DIR *d = opendir(run_dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		long long st;
+		char canon[64];
+		if (sscanf(e->d_name, "step-%6lld.optim.safetensors", &st) != 1 || st < 0 || st == keep)
+			continue;
+		snprintf(canon, sizeof canon, "step-%06lld.optim.safetensors", st);
+		if (!strcmp(canon, e->d_name)) { /* exactly our name, nothing else */
+			char p[4600];
+			snprintf(p, sizeof p, "%s/%s", run_dir, e->d_name);
+			unlink(p);
+		}
+	}
+	closedir(d);
+}
+
+/* What an earlier run of the cell left: finished, or the newest checkpoint it can resume
+ * from (its train.checkpoint record, the checkpoint with that SHA-256 and the optimiser
+ * state beside it), with the records up to it. */
+struct prior {
+	int done;
+	int64_t resume;      /* steps of that checkpoint; 0: start over */
+	double secs, cpu;    /* training time up to it, summed over the runs before */
+	struct tlog keep;
+};
+
+static int scan_prior(const char *path, const char *run_dir, const struct sb_lm_cell *c, struct prior *p,
+		      struct sb_err *err)
+{
+	memset(p, 0, sizeof *p);
+	if (!sb_file_exists(path))
+		return 0;
+	struct sb_ndjson_reader *rd;
+	SB_TRY(sb_ndjson_open(path, &rd, err));
+	struct tlog all = {0};
+	size_t keep_upto = 0;
+	int rc = 0;
+	for (;;) {
+		const char *line;
+		size_t len;
+		struct sb_err e2 = {0};
+		if (sb_ndjson_next_line(rd, &line, &len, &e2) || !line)
+			break;
+		struct sb_json *v = NULL;
+		if (sb_json_parse(line, len, &v, &e2))
+			break; /* written atomically, so never torn: stop at anything odd */
+		const char *kind = sb_json_str(sb_json_get(v, "kind"), "");
+		int mine = !strcmp(sb_json_str(sb_json_get(v, "cell_id"), ""), c->cell_id);
+		if (strcmp(kind, "run.meta"))
+			p->done = !strcmp(kind, "train.done") && mine;
+		if ((rc = tlog_add(&all, line, len, err))) {
+			sb_json_free(v);
+			break;
+		}
+		int64_t st = 0;
+		if (!strcmp(kind, "train.checkpoint") && mine && all.n > 1 && c->ckpt_every > 0 &&
+		    !sb_json_int64(sb_json_get(v, "step"), &st) && st > 0 && st < c->steps && st % c->ckpt_every == 0) {
+			char ck[4700], op[4700], hex[SB_SHA256_HEX];
+			step_path(ck, sizeof ck, run_dir, st, 0);
+			step_path(op, sizeof op, run_dir, st, 1);
+			struct sb_err e3 = {0};
+			if (sb_file_exists(op) && !sb_sha256_file(ck, hex, NULL, &e3) &&
+			    !strcmp(hex, sb_json_str(sb_json_get(v, "checkpoint_sha256"), ""))) {
+				p->resume = st;
+				p->secs = sb_json_num(sb_json_get(v, "seconds"), 0);
+				p->cpu = sb_json_num(sb_json_get(v, "cpu_seconds"), 0);
+				keep_upto = all.n;
+			}
+		}
+		sb_json_free(v);
+	}
+	sb_ndjson_close(rd);
+	if (!rc && !p->done && p->resume > 0)
+		for (size_t i = 0; i < keep_upto && !rc; i++)
+			rc = tlog_add(&p->keep, all.l[i], strlen(all.l[i]), err);
+	tlog_free(&all);
+	if (rc)
+		tlog_free(&p->keep);
+	return rc;
+}
+
+/* A resumed run goes on with the corpora it started on (the kept run.meta's inputs):
+ * steps on two texts under one cell would look like a clean run on the second. */
+static int check_resume_corpora(const struct prior *p, const struct sb_lm_corpus *corp, int n, const char *path,
+				const char *run_dir, struct sb_err *err)
+{
+	struct sb_json *v = NULL;
+	struct sb_err e2 = {0};
+	const struct sb_json *in = NULL;
+	if (p->keep.n && !sb_json_parse(p->keep.l[0], strlen(p->keep.l[0]), &v, &e2))
+		in = sb_json_get(v, "inputs");
+	int rc = 0;
+	if (!in || in->type != SB_JSON_ARRAY || (int)in->n != n)
+		rc = SB_ERR(err, SB_EDATA, "%s: its run.meta does not name the %d corpora the cell reads: remove %s to "
+					   "start the cell over", path, n, run_dir);
+	for (int i = 0; !rc && i < n; i++) {
+		const char *was = sb_json_str(sb_json_get(in->items[i], "sha256"), "");
+		if (strcmp(was, corp[i].sha256))
+			rc = SB_ERR(err, SB_EDATA,
+				    "%s: the run started on a corpus with SHA-256 %.12s..., not on %s (%.12s...): resume it "
+				    "with the files it started on, or remove %s to start the cell over",
+				    path, *was ? was : "(none)", corp[i].path, corp[i].sha256, run_dir);
+	}
+	sb_json_free(v);
+	return rc;
+}
+
+/* The optimiser state after `steps` steps: AdamW's moments, and the mean-loss window of
+ * the next train.step record (its sum, as text that reads back to the same double). */
+static int save_optim(const struct sb_lm_trainer *tr, const struct sb_lm_cell *c, const char *path, int64_t steps,
+		      double win_loss, int win_n, struct sb_err *err)
+{
+	struct sb_tensors ts;
+	sb_tensors_init(&ts);
+	char st[32], wl[40], wn[32];
+	snprintf(st, sizeof st, "%lld", (long long)steps);
+	sb_fmt_f64(wl, win_loss);
+	snprintf(wn, sizeof wn, "%d", win_n);
+	int rc = sb_lm_trainer_state_to(tr, &ts, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "format", "sparsebench.optim", err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "family", "lm", err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "cell_id", c->cell_id, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "steps", st, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "window_loss_sum", wl, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "window_steps", wn, err);
+	if (!rc)
+		rc = sb_st_write(path, &ts, err);
+	sb_tensors_free(&ts);
+	return rc;
+}
+
+/* A checkpoint or optimiser state of this cell after `steps` steps (metadata checked). */
+static int read_state(const char *path, const struct sb_lm_cell *c, int64_t steps, struct sb_tensors *ts,
+		      struct sb_err *err)
+{
+	SB_TRY(sb_st_read(path, ts, err));
+	const char *id = sb_tensors_meta(ts, "cell_id"), *st = sb_tensors_meta(ts, "steps");
+	char want[32];
+	snprintf(want, sizeof want, "%lld", (long long)steps);
+	if (!id || strcmp(id, c->cell_id) || !st || strcmp(st, want)) {
+		sb_tensors_free(ts);
+		return SB_ERR(err, SB_EDATA, "%s: not the state of cell %s after %lld steps (resume)", path, c->cell_id,
+			      (long long)steps);
+	}
+	return 0;
+}
+
+/* Parameters and optimiser state after p->resume steps, and the loss window. */
+static int load_resume(struct sb_lm_model *m, struct sb_lm_trainer *tr, const struct sb_lm_cell *c,
+		       const char *run_dir, int64_t steps, double *win_loss, int *win_n, struct sb_err *err)
+{
+	char path[4700];
+	struct sb_tensors ts;
+	step_path(path, sizeof path, run_dir, steps, 0);
+	SB_TRY(read_state(path, c, steps, &ts, err));
+	int rc = sb_lm_model_from_tensors(m, &ts, err);
+	sb_tensors_free(&ts);
+	if (rc) {
+		sb_err_prefix(err, "%s", path);
+		return rc;
+	}
+	step_path(path, sizeof path, run_dir, steps, 1);
+	SB_TRY(read_state(path, c, steps, &ts, err));
+	rc = sb_lm_trainer_state_from(tr, &ts, err);
+	const char *wl = sb_tensors_meta(&ts, "window_loss_sum"), *wn = sb_tensors_meta(&ts, "window_steps");
+	char *e1 = NULL, *e2 = NULL;
+	double l = wl ? strtod(wl, &e1) : NAN;
+	long n = wn ? strtol(wn, &e2, 10) : -1;
+	if (!rc && (!wl || *e1 || !isfinite(l) || !wn || *e2 || n < 0 || n > c->log_every))
+		rc = SB_ERR(err, SB_EDATA, "optimiser state without a valid loss window (window_loss_sum, window_steps)");
+	sb_tensors_free(&ts);
+	if (rc) {
+		sb_err_prefix(err, "%s", path);
+		return rc;
+	}
+	*win_loss = l;
+	*win_n = (int)n;
+	return 0;
 }
 
 /* Write the parameters to path (+ sidecar) with the checkpoint metadata. */
@@ -376,6 +614,24 @@ static int save_params(const struct sb_lm_model *m, const struct sb_lm_cell *c, 
 	return rc;
 }
 
+static int is_cpu(const struct sb_backend *be)
+{
+	return !strcmp(be->name, "cpu");
+}
+
+const char *sb_lm_train_blas_note(const struct sb_backend *be)
+{
+	static char line[320];
+	if (!is_cpu(be) || !sb_cpu_blas_generic())
+		return NULL;
+	snprintf(line, sizeof line,
+		 "OpenBLAS runs its generic '%s' kernels on this CPU (it does not know the model): LM training's "
+		 "attention products run several times slower than the CPU allows; set OPENBLAS_CORETYPE (SkylakeX on "
+		 "AVX-512, Haswell on AVX2; the floats then differ from this kernel set's)",
+		 sb_cpu_blas_core());
+	return line;
+}
+
 int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *runs_dir, char *run_dir, int *skipped,
 		     const struct sb_lm_progress *prog, struct sb_err *err)
 {
@@ -387,7 +643,10 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 	snprintf(run_dir, 4096, "%s/%s", runs_dir, c->cell_id);
 	char path[4600];
 	snprintf(path, sizeof path, "%s/train.ndjson", run_dir);
-	if (already_done(path, c->cell_id)) {
+	struct prior pr;
+	SB_TRY(scan_prior(path, run_dir, c, &pr, err));
+	if (pr.done) {
+		prune_optim(run_dir, -1); /* a kill between train.done and the clean-up */
 		*skipped = 1;
 		return 0;
 	}
@@ -403,14 +662,19 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 				     c->data_seed, c->T, err);
 	if (rc == SB_EUSAGE) /* the corpora and mixture were written in a cell: bad input data */
 		rc = err ? (err->code = SB_EDATA) : SB_EDATA;
+	/* a resumed run: the same corpora, or nothing in the run directory is touched */
+	if (!rc && pr.resume)
+		rc = check_resume_corpora(&pr, corp, c->n_corpora, path, run_dir, err);
+	int logging = 0; /* train.ndjson holds this run's records (a failure is recorded there) */
 	if (!rc)
 		rc = sb_mkdir_p(run_dir, err);
 	struct sb_lm_model *m = NULL;
 	struct sb_lm_trainer *tr = NULL;
 	uint8_t *batch = NULL;
-	FILE *f = NULL;
 	struct sb_jw w;
 	sb_jw_init(&w, NULL);
+	struct tlog log = pr.keep; /* the records up to the checkpoint resumed from, or none */
+	memset(&pr.keep, 0, sizeof pr.keep);
 	if (!rc)
 		rc = sb_lm_model_new(be, &c->model, &m, err);
 	if (!rc)
@@ -419,6 +683,10 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 				     .eps = (float)c->eps, .wd = (float)c->weight_decay, .clip = (float)c->clip};
 	if (!rc)
 		rc = sb_lm_trainer_new(m, &o, &tr, err);
+	double win_loss = 0;
+	int win_n = 0;
+	if (!rc && pr.resume)
+		rc = load_resume(m, tr, c, run_dir, pr.resume, &win_loss, &win_n, err);
 	if (!rc && !(batch = malloc((size_t)c->batch * (c->T + 1) * (c->warm_steps ? (size_t)(c->T / c->warm_T) : 1))))
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	size_t nparam = 0;
@@ -428,11 +696,27 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 	/* cell.json */
 	if (!rc)
 		rc = sb_lm_cell_write(run_dir, c, (int64_t)nparam, &mix, err);
-	/* train.ndjson (truncated: a run that did not finish starts over) */
-	if (!rc && !(f = fopen(path, "w")))
-		rc = SB_ERRNO(err, path);
-	if (!rc) {
-		w.out = f;
+	const char *blas = is_cpu(be) ? sb_cpu_blas_core() : NULL;
+	int blas_generic = blas ? sb_cpu_blas_generic() : 0;
+	if (!rc && pr.resume) { /* go on after the kept records */
+		logging = 1;
+		char t[32];
+		double us;
+		sb_time_rfc3339(t, &us);
+		sb_jw_record(&w, "train.resume", 1);
+		sb_jw_kstr(&w, "cell_id", c->cell_id);
+		sb_jw_kint(&w, "step", pr.resume);
+		sb_jw_kstr(&w, "time", t);
+		sb_jw_kstr(&w, "device", be->device);
+		sb_jw_kint(&w, "threads", be->threads);
+		if (blas) {
+			sb_jw_kstr(&w, "blas", blas);
+			sb_jw_kbool(&w, "blas_generic", blas_generic);
+		}
+		rc = tlog_emit(&log, &w, path, err);
+		prune_optim(run_dir, pr.resume);
+	} else if (!rc) { /* a fresh start: a new train.ndjson, this process's run.meta first */
+		logging = 1;
 		struct sb_input in[8];
 		for (int i = 0; i < c->n_corpora; i++) {
 			in[i].path = corp[i].path;
@@ -440,13 +724,19 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 			in[i].size_bytes = corp[i].file_bytes;
 		}
 		struct sb_run_meta meta = {.device = be->device, .threads = be->threads, .inputs = in,
-					   .n_inputs = c->n_corpora};
+					   .n_inputs = c->n_corpora, .blas = blas, .blas_generic = blas_generic};
 		rc = sb_record_run_meta(&w, &meta, err);
+		if (!rc)
+			rc = tlog_add(&log, w.buf, w.len, err);
+		sb_jw_reset(&w);
+		if (!rc)
+			rc = tlog_write(&log, path, err);
 	}
-	double t_start = sb_monotonic_seconds(), cpu_start = process_cpu_seconds(), loss = NAN, gnorm = 0, win_loss = 0;
+	if (!rc && prog && prog->start)
+		prog->start(prog->arg, run_dir, pr.resume, c->steps);
+	double t_start = sb_monotonic_seconds(), cpu_start = process_cpu_seconds(), loss = NAN, gnorm = 0;
 	int nonfinite = 0;
-	int win_n = 0;
-	int64_t step = 0;
+	int64_t step = pr.resume;
 	for (; !rc && step < c->steps; step++) {
 		int Tp = step < c->warm_steps ? c->warm_T : c->T, Bp = c->batch * (c->T / Tp);
 		/* example indices: the step's first example is step * batch * (T / T'), so that
@@ -464,7 +754,8 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 			break;
 		win_loss += loss;
 		win_n++;
-		double secs = sb_monotonic_seconds() - t_start;
+		double secs = pr.secs + (sb_monotonic_seconds() - t_start);
+		double cpus = pr.cpu + (process_cpu_seconds() - cpu_start);
 		if ((step + 1) % c->log_every == 0 || step + 1 == c->steps) {
 			sb_jw_record(&w, "train.step", 1);
 			sb_jw_kstr(&w, "cell_id", c->cell_id);
@@ -475,32 +766,50 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 			sb_jw_kf64(&w, "grad_norm", gnorm);
 			sb_jw_kf64(&w, "lr", lr);
 			sb_jw_kf64(&w, "seconds", secs);
-			sb_jw_kf64(&w, "cpu_seconds", process_cpu_seconds() - cpu_start);
+			sb_jw_kf64(&w, "cpu_seconds", cpus);
 			sb_jw_kf64(&w, "tokens_per_s", (double)(step + 1) * c->batch * c->T / (secs > 0 ? secs : 1));
-			rc = write_line(&w, f, err);
+			rc = tlog_emit(&log, &w, path, err);
 			win_loss = 0;
 			win_n = 0;
 		}
+		/* an intermediate checkpoint, the optimiser state beside it, then its record (a run
+		 * killed later resumes from here); then the previous state is removed */
 		if (!rc && c->ckpt_every && (step + 1) % c->ckpt_every == 0 && step + 1 < c->steps) {
-			char p2[4700], hx[SB_SHA256_HEX];
-			snprintf(p2, sizeof p2, "%s/step-%06lld.safetensors", run_dir, (long long)(step + 1));
+			char p2[4700], p3[4700], hx[SB_SHA256_HEX];
+			step_path(p2, sizeof p2, run_dir, step + 1, 0);
+			step_path(p3, sizeof p3, run_dir, step + 1, 1);
 			rc = save_params(m, c, &mix, p2, step + 1, hx, err);
+			if (!rc)
+				rc = save_optim(tr, c, p3, step + 1, win_loss, win_n, err);
+			if (!rc) {
+				sb_jw_record(&w, "train.checkpoint", 1);
+				sb_jw_kstr(&w, "cell_id", c->cell_id);
+				sb_jw_kint(&w, "step", step + 1);
+				snprintf(p2, sizeof p2, "step-%06lld.safetensors", (long long)(step + 1));
+				sb_jw_kstr(&w, "checkpoint", p2);
+				sb_jw_kstr(&w, "checkpoint_sha256", hx);
+				sb_jw_kf64(&w, "seconds", secs);
+				sb_jw_kf64(&w, "cpu_seconds", cpus);
+				rc = tlog_emit(&log, &w, path, err);
+			}
+			if (!rc)
+				prune_optim(run_dir, step + 1);
 		}
 		if (prog && prog->fn)
 			prog->fn(prog->arg, step + 1, c->steps, loss, secs);
 	}
-	double train_s = sb_monotonic_seconds() - t_start, train_cpu_s = process_cpu_seconds() - cpu_start;
-	/* checkpoint */
+	double train_s = pr.secs + (sb_monotonic_seconds() - t_start);
+	double train_cpu_s = pr.cpu + (process_cpu_seconds() - cpu_start);
+	/* the final checkpoint, then the record that names it: train.done is written last */
 	char sha[SB_SHA256_HEX] = "";
 	if (!rc) {
 		char p2[4600];
 		snprintf(p2, sizeof p2, "%s/model.safetensors", run_dir);
 		rc = save_params(m, c, &mix, p2, step, sha, err);
 	}
-	if (f) {
+	if (logging) {
 		struct sb_err e2 = {0};
-		if (rc)
-			sb_jw_reset(&w);
+		sb_jw_reset(&w);
 		sb_jw_record(&w, rc ? "train.failed" : "train.done", 1);
 		sb_jw_kstr(&w, "cell_id", c->cell_id);
 		sb_jw_kstr(&w, "status", !rc ? "completed" : nonfinite ? "failed_nonfinite_loss" : "failed");
@@ -516,14 +825,15 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 			sb_jw_kstr(&w, "checkpoint", "model.safetensors");
 			sb_jw_kstr(&w, "checkpoint_sha256", sha);
 		}
-		int r2 = write_line(&w, f, &e2);
-		if (fclose(f) && !rc && !r2)
-			r2 = SB_ERRNO(&e2, path);
+		int r2 = tlog_emit(&log, &w, path, &e2);
 		if (!rc && r2) {
 			*err = e2;
 			rc = r2;
 		}
+		if (!rc)
+			prune_optim(run_dir, -1); /* finished: nothing resumes from it */
 	}
+	tlog_free(&log);
 	sb_jw_free(&w);
 	free(batch);
 	sb_lm_trainer_free(tr);

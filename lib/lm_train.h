@@ -6,22 +6,32 @@
  *   seed, model {lib/lm_model.h}, T, batch, steps, warmup, lr, lr_min,
  *   weight_decay, clip, b1, b2, eps, tile, corpora ["NAME=PATH", ...],
  *   mixture "NAME=W,...", haystack, data_seed, log_every, ckpt_every (0 = only the
- *   final checkpoint; N = also step-NNNNNN.safetensors every N steps, parameters only),
+ *   final checkpoint; N = also step-NNNNNN.safetensors every N steps, parameters only,
+ *   each a point a killed run resumes from),
  *   warm_T and warm_steps (a short-context curriculum: the first warm_steps steps train
  *   on contexts of warm_T bytes, batch * T / warm_T of them per step; 0 = none).
  * cell_id = "lm.dense.sSEED.PATTERN.dD.HASH8", HASH8 = the first 8 hex digits of
  * the SHA-256 of the canonical JSON of the complete cell. An imported pretrained decoder
  * (fields "source" and "tokenizer"; no training fields) is "lm.pretrained.LnL.dD.HASH8".
  *
- * RUNS_DIR/CELL_ID/:
+ * RUNS_DIR/CELL_ID/ (docs/lm.md), every file written atomically:
  *   cell.json        the complete cell, cell_id, parameter_count, the mixture as
  *                    used (items, weights, seed, corpora with split offsets and SHA-256)
- *   train.ndjson     run.meta, train.step every log_every steps, then train.done or
- *                    train.failed
+ *   train.ndjson     run.meta, train.step every log_every steps, train.checkpoint after
+ *                    each intermediate checkpoint, train.resume where a killed run went on,
+ *                    then train.done or train.failed. Rewritten whole (atomically) after
+ *                    every record, as the classifier's: the run is finished when, and only
+ *                    when, it ends in train.done, written after the checkpoint it names.
  *   model.safetensors (+ .sha256) the trained parameters; metadata: format
  *                    "sparsebench.checkpoint", cell_id, steps, model (JSON), mixture (JSON)
+ *   step-NNNNNN.safetensors (+ .sha256) with ckpt_every: the parameters after NNNNNN steps
+ *   step-NNNNNN.optim.safetensors  AdamW's moments after NNNNNN steps, for the newest
+ *                    checkpoint only and only while the run is unfinished
  * A cell whose train.ndjson already ends in train.done with the same cell_id is
- * not run again (*skipped = 1).
+ * not run again (*skipped = 1). Otherwise a run resumes from the newest checkpoint whose
+ * train.checkpoint record, file (SHA-256 checked) and optimiser state are all there,
+ * dropping the records after it, and gives the same bits as a run that was never
+ * stopped; without one (ckpt_every 0, or killed before the first) it starts over.
  */
 #ifndef SB_LM_TRAIN_H
 #define SB_LM_TRAIN_H
@@ -81,7 +91,14 @@ struct sb_lm_progress {
 	/* called after every step (may be NULL) */
 	void (*fn)(void *arg, int64_t step, int64_t steps, double loss, double seconds);
 	void *arg;
+	/* called once before the first step (may be NULL): from_step > 0 when resumed */
+	void (*start)(void *arg, const char *run_dir, int64_t from_step, int64_t steps);
 };
+
+/* A warning line when LM training on be runs OpenBLAS's generic pre-AVX2 kernels on an
+ * AVX2 CPU (OpenBLAS does not know the model), naming the fix; NULL otherwise. The
+ * kernel set is recorded in train.ndjson (run.meta and train.resume: blas, blas_generic). */
+const char *sb_lm_train_blas_note(const struct sb_backend *be);
 
 /* Train one cell into runs_dir/cell_id (created). run_dir (>= 4096 bytes) receives
  * the directory. */

@@ -42,6 +42,10 @@ int sb_record_run_meta(struct sb_jw *w, const struct sb_run_meta *m, struct sb_e
 	sb_jw_arr_end(w);
 	sb_jw_kstr(w, "device", m && m->device ? m->device : "cpu");
 	sb_jw_kint(w, "threads", m && m->threads ? m->threads : 1);
+	if (m && m->blas) {
+		sb_jw_kstr(w, "blas", m->blas);
+		sb_jw_kbool(w, "blas_generic", m->blas_generic);
+	}
 	sb_jw_kstr(w, "start_time", t);
 	sb_jw_kf64(w, "start_unix_s", unix_s);
 	sb_jw_kstr(w, "host", host);

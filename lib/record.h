@@ -25,6 +25,11 @@ struct sb_run_meta {
 	int threads;
 	const struct sb_input *inputs;
 	int n_inputs;
+	/* OpenBLAS's kernel set and whether it is a pre-AVX2 fallback on an AVX2 CPU
+	 * (lib/backend_cpu.h), written as "blas" and "blas_generic" when blas is set: for
+	 * programs whose products (and so speed and float results) go through OpenBLAS */
+	const char *blas;
+	int blas_generic;
 };
 
 /* Write the run.meta record (program, version, argv from cli.h) as one line. */

@@ -16,6 +16,7 @@
 #include "lm_probe.h"
 #include "lm_train.h"
 #include "record.h"
+#include "train_lm.h"
 
 static void usage(void)
 {
@@ -27,7 +28,8 @@ static void usage(void)
 	      "  train [-o RUNS_DIR] [-j N] [--set KEY=VALUE]... CELLS.ndjson|-\n"
 	      "        train every cell (one JSON object per line, \"family\": \"lm\") into\n"
 	      "        RUNS_DIR/CELL_ID/ (cell.json, train.ndjson, model.safetensors); --set overrides a\n"
-	      "        field of every cell (model fields as model.KEY=VALUE); a finished cell is skipped\n"
+	      "        field of every cell (model fields as model.KEY=VALUE); a finished cell is skipped,\n"
+	      "        a killed one resumes from its newest checkpoint (ckpt_every; docs/lm.md)\n"
 	      "  eval [-o OUT_DIR] [-j N] [--masks LIST] [--probes N] [--windows N] [--bench-reps N]\n"
 	      "       [--tasks LIST] [--budgets LIST] RUN_DIR\n"
 	      "        evaluate a trained run on held-out text (the corpora's valid parts): fidelity of\n"
@@ -62,17 +64,6 @@ static void usage(void)
 	      "\n"
 	      "Exit status: 0 ok, 2 usage, 3 bad input data, 4 I/O error, 5 internal error.\n",
 	      stdout);
-}
-
-struct train_prog {
-	const char *cell_id;
-};
-
-static void on_step(void *arg, int64_t step, int64_t steps, double loss, double secs)
-{
-	struct train_prog *p = arg;
-	sb_progress(step == steps, "%s: step %lld/%lld loss %.4f (%.0f s)", p->cell_id, (long long)step,
-		    (long long)steps, loss, secs);
 }
 
 static int apply_set(struct sb_lm_cell *c, const char *kv, struct sb_err *err)
@@ -193,8 +184,8 @@ static int cmd_train(int argc, char **argv)
 		char run_dir[4096];
 		int skipped = 0;
 		sb_lm_cell_id(&c, &err);
-		struct train_prog tp = {c.cell_id};
-		struct sb_lm_progress prog = {on_step, &tp};
+		struct sb_train_lm_prog tp = {c.cell_id, be};
+		struct sb_lm_progress prog = sb_train_lm_progress(&tp);
 		rc = sb_lm_train_cell(be, &c, runs, run_dir, &skipped, &prog, &err);
 		sb_jw_record(&w, "lm.train", 1);
 		sb_jw_kstr(&w, "cell_id", c.cell_id);

@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "err.h"
 #include "json.h"
+#include "lm_train.h"
 
 /* Is this cell JSON object an LM cell ("family": "lm")? */
 int sb_train_is_lm_cell(const struct sb_json *cell);
@@ -21,5 +22,15 @@ int sb_train_is_lm_cell(const struct sb_json *cell);
  * NULL). *skipped = 1 when the run directory already holds the finished cell. */
 int sb_train_lm_cell(const struct sb_json *cell, const char *runs_dir, struct sb_backend *be, FILE *out, int *skipped,
 		     struct sb_err *err);
+
+/* The progress of LM training for sb-train and sb-lm train: a progress line per step; at
+ * the start, the OpenBLAS warning (sb_lm_train_blas_note, once per process, not with -q)
+ * and a line when the cell resumed; SB_TRAIN_STOP_AFTER_STEPS=N (testing) makes the
+ * process _exit(137) after step N's records and checkpoint, as kill -9 would. */
+struct sb_train_lm_prog {
+	const char *cell_id;
+	const struct sb_backend *be;
+};
+struct sb_lm_progress sb_train_lm_progress(struct sb_train_lm_prog *p);
 
 #endif

@@ -47,6 +47,8 @@ t_result $? "sb-eval on the LM run: 9 masks, 4 windows, 4 probes per task" "$(ta
 [ -s "$run/eval.ndjson" ] || t_done
 grep -q '"kind":"lm.eval".*"status":"completed"' "$T/eval.out"
 t_result $? "sb-eval's stdout has the lm.eval record"
+grep '"kind":"lm.eval.setup"' "$run/eval.ndjson" | grep -q '"train_status":"completed","train_done":{"kind":"train.done"'
+t_result $? "lm.eval.setup says the training finished (train_status completed) and carries its train.done"
 mkdir -p "$T/ev" && cp "$run/eval.ndjson" "$T/ev/eval.ndjson"
 ev=$T/ev/eval.ndjson
 n=$(grep -c '"kind":"probe.result"' "$ev")
