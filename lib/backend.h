@@ -329,6 +329,11 @@ struct sb_backend_lm_ops {
 	 * row-deterministic */
 	void (*matmul_rows)(struct sb_ctx *ctx, float *out, const float *inp, const float *wp, const float *bias, int M,
 			    int K, int N);
+	/* the same from bfloat16 weights (w[N, K] bf16 packed by pack_rows_bf16; half the
+	 * memory): the results of matmul_rows on the widened weights, bit for bit */
+	void (*pack_rows_bf16)(struct sb_ctx *ctx, uint16_t *wp, const uint16_t *w, int N, int K);
+	void (*matmul_rows_bf16)(struct sb_ctx *ctx, float *out, const float *inp, const uint16_t *wp,
+				 const float *bias, int M, int K, int N);
 	/* SwiGLU: out[M, F] = silu(gu[:, 0:F]) * gu[:, F:2F]; dgu from dout */
 	void (*swiglu_forward)(struct sb_ctx *ctx, float *out, const float *gu, int M, int F);
 	void (*swiglu_backward)(struct sb_ctx *ctx, float *dgu, const float *dout, const float *gu, int M, int F);

@@ -179,6 +179,28 @@ static void lm_pack_rows(struct sb_ctx *ctx, float *wp, const float *w, int N, i
 	}
 }
 
+/* the same layout of bfloat16 weights (half the memory; widened exactly when read) */
+static void lm_pack_rows_bf16(struct sb_ctx *ctx, uint16_t *wp, const uint16_t *w, int N, int K)
+{
+	for (int p0 = 0; p0 < N; p0 += PANEL) {
+		int pw = N - p0 < PANEL ? N - p0 : PANEL;
+		uint16_t *dst = wp + (size_t)p0 * K;
+		for (int j = 0; j < pw; j++) {
+			const uint16_t *src = w + (size_t)(p0 + j) * K;
+			for (int k = 0; k < K; k++)
+				dst[(size_t)k * pw + j] = src[k];
+		}
+	}
+}
+
+/* n bfloat16 values widened to float (exact: the top 16 bits of a float) */
+static void widen_bf16(float *dst, const uint16_t *src, size_t n)
+{
+	uint32_t *d = (uint32_t *)(void *)dst;
+	for (size_t i = 0; i < n; i++)
+		d[i] = (uint32_t)src[i] << 16;
+}
+
 /* out[i, n] = bias[n] + sum_k inp[i, k] w[n, k] from the packed wp: each output element
  * is an FMA chain over k = 0..K-1 from 0, then the bias is added, in every code path
  * below (4-row blocks, single rows, vector lanes and the scalar tail), so a row's bits do
@@ -188,96 +210,96 @@ static void lm_pack_rows(struct sb_ctx *ctx, float *wp, const float *w, int N, i
  * is read from memory once and then from L1 for every row. */
 #define ROWS_KC 128
 
-/* the full panels of columns [n0, n1) of every row */
-static void rows_panels(float *out, const float *inp, const float *wp, const float *bias, int M, int K, int N,
-			int n0, int n1)
+/* Values k0..k1-1 of the panel at column n for every row: blk is the block's first
+ * weight row (row k0 of the panel, PANEL floats per row); first: the chains start from
+ * 0, else from the partial sums in out; bias (may be NULL) is added after the last
+ * block (k1 == K). */
+static void panel_block(float *out, const float *inp, const float *blk, const float *bias, int M, int K, int N, int n,
+			int k0, int k1)
 {
-	for (int n = n0; n < n1; n += PANEL) {
-		const float *pan = wp + (size_t)n * K;
-		for (int k0 = 0; k0 < K; k0 += ROWS_KC) {
-			int k1 = K - k0 < ROWS_KC ? K : k0 + ROWS_KC, first = k0 == 0, addb = k1 == K && bias;
-			int i = 0;
-			/* 4 rows x 3 vectors: 12 chains share each broadcast and each weight load */
-			for (; i + 4 <= M; i += 4) {
-				const float *a0 = inp + (size_t)i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;
-				float *o[4] = {out + (size_t)i * N + n, out + (size_t)(i + 1) * N + n,
-					       out + (size_t)(i + 2) * N + n, out + (size_t)(i + 3) * N + n};
-				vf c[4][3];
-				for (int r = 0; r < 4; r++)
-					for (int j = 0; j < 3; j++)
-						c[r][j] = first ? vzero() : vload(o[r] + j * VL);
-				const float *bp = pan + (size_t)k0 * PANEL;
-				for (int k = k0; k < k1; k++, bp += PANEL) {
-					vf b0 = vload(bp), b1 = vload(bp + VL), b2 = vload(bp + 2 * VL);
-					vf x0 = vset1(a0[k]), x1 = vset1(a1[k]), x2 = vset1(a2[k]), x3 = vset1(a3[k]);
-					c[0][0] = vfma(x0, b0, c[0][0]);
-					c[0][1] = vfma(x0, b1, c[0][1]);
-					c[0][2] = vfma(x0, b2, c[0][2]);
-					c[1][0] = vfma(x1, b0, c[1][0]);
-					c[1][1] = vfma(x1, b1, c[1][1]);
-					c[1][2] = vfma(x1, b2, c[1][2]);
-					c[2][0] = vfma(x2, b0, c[2][0]);
-					c[2][1] = vfma(x2, b1, c[2][1]);
-					c[2][2] = vfma(x2, b2, c[2][2]);
-					c[3][0] = vfma(x3, b0, c[3][0]);
-					c[3][1] = vfma(x3, b1, c[3][1]);
-					c[3][2] = vfma(x3, b2, c[3][2]);
-				}
-				for (int r = 0; r < 4; r++)
-					for (int j = 0; j < 3; j++) {
-						vf v = c[r][j];
-						if (addb)
-							v += vload(bias + n + j * VL);
-						vstore(o[r] + j * VL, v);
-					}
-			}
-			/* one row x 3 vectors: three chains (and one weight stream) */
-			for (; i < M; i++) {
-				const float *a0 = inp + (size_t)i * K;
-				float *o0 = out + (size_t)i * N + n;
-				vf c0 = first ? vzero() : vload(o0), c1 = first ? vzero() : vload(o0 + VL),
-				   c2 = first ? vzero() : vload(o0 + 2 * VL);
-				const float *bp = pan + (size_t)k0 * PANEL;
-				for (int k = k0; k < k1; k++, bp += PANEL) {
-					vf x = vset1(a0[k]);
-					c0 = vfma(x, vload(bp), c0);
-					c1 = vfma(x, vload(bp + VL), c1);
-					c2 = vfma(x, vload(bp + 2 * VL), c2);
-				}
-				if (addb) {
-					c0 += vload(bias + n);
-					c1 += vload(bias + n + VL);
-					c2 += vload(bias + n + 2 * VL);
-				}
-				vstore(o0, c0);
-				vstore(o0 + VL, c1);
-				vstore(o0 + 2 * VL, c2);
-			}
+	int first = k0 == 0, addb = k1 == K && bias;
+	int i = 0;
+	/* 4 rows x 3 vectors: 12 chains share each broadcast and each weight load */
+	for (; i + 4 <= M; i += 4) {
+		const float *a0 = inp + (size_t)i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;
+		float *o[4] = {out + (size_t)i * N + n, out + (size_t)(i + 1) * N + n, out + (size_t)(i + 2) * N + n,
+			       out + (size_t)(i + 3) * N + n};
+		vf c[4][3];
+		for (int r = 0; r < 4; r++)
+			for (int j = 0; j < 3; j++)
+				c[r][j] = first ? vzero() : vload(o[r] + j * VL);
+		const float *bp = blk;
+		for (int k = k0; k < k1; k++, bp += PANEL) {
+			vf b0 = vload(bp), b1 = vload(bp + VL), b2 = vload(bp + 2 * VL);
+			vf x0 = vset1(a0[k]), x1 = vset1(a1[k]), x2 = vset1(a2[k]), x3 = vset1(a3[k]);
+			c[0][0] = vfma(x0, b0, c[0][0]);
+			c[0][1] = vfma(x0, b1, c[0][1]);
+			c[0][2] = vfma(x0, b2, c[0][2]);
+			c[1][0] = vfma(x1, b0, c[1][0]);
+			c[1][1] = vfma(x1, b1, c[1][1]);
+			c[1][2] = vfma(x1, b2, c[1][2]);
+			c[2][0] = vfma(x2, b0, c[2][0]);
+			c[2][1] = vfma(x2, b1, c[2][1]);
+			c[2][2] = vfma(x2, b2, c[2][2]);
+			c[3][0] = vfma(x3, b0, c[3][0]);
+			c[3][1] = vfma(x3, b1, c[3][1]);
+			c[3][2] = vfma(x3, b2, c[3][2]);
 		}
+		for (int r = 0; r < 4; r++)
+			for (int j = 0; j < 3; j++) {
+				vf v = c[r][j];
+				if (addb)
+					v += vload(bias + n + j * VL);
+				vstore(o[r] + j * VL, v);
+			}
+	}
+	/* one row x 3 vectors: three chains (and one weight stream) */
+	for (; i < M; i++) {
+		const float *a0 = inp + (size_t)i * K;
+		float *o0 = out + (size_t)i * N + n;
+		vf c0 = first ? vzero() : vload(o0), c1 = first ? vzero() : vload(o0 + VL),
+		   c2 = first ? vzero() : vload(o0 + 2 * VL);
+		const float *bp = blk;
+		for (int k = k0; k < k1; k++, bp += PANEL) {
+			vf x = vset1(a0[k]);
+			c0 = vfma(x, vload(bp), c0);
+			c1 = vfma(x, vload(bp + VL), c1);
+			c2 = vfma(x, vload(bp + 2 * VL), c2);
+		}
+		if (addb) {
+			c0 += vload(bias + n);
+			c1 += vload(bias + n + VL);
+			c2 += vload(bias + n + 2 * VL);
+		}
+		vstore(o0, c0);
+		vstore(o0 + VL, c1);
+		vstore(o0 + 2 * VL, c2);
 	}
 }
 
-/* the last panel, columns [n0, N) narrower than PANEL (pw wide): its vectors, then
- * scalar columns */
-static void rows_last(float *out, const float *inp, const float *wp, const float *bias, int M, int K, int N, int n0)
+/* Values k0..k1-1 of the last panel, columns [n0, N) narrower than PANEL (pw wide): blk
+ * is the block's first weight row (pw floats per row); its vectors, then scalar columns;
+ * partial sums and bias as panel_block's. */
+static void last_block(float *out, const float *inp, const float *blk, const float *bias, int M, int K, int N, int n0,
+		       int k0, int k1)
 {
-	int pw = N - n0, nv = n0 + (pw - pw % VL);
-	const float *base = wp + (size_t)n0 * K;
+	int pw = N - n0, nv = n0 + (pw - pw % VL), first = k0 == 0, addb = k1 == K && bias;
 	int i = 0;
 	for (; i + 4 <= M; i += 4) {
 		const float *a0 = inp + (size_t)i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;
 		float *o0 = out + (size_t)i * N, *o1 = o0 + N, *o2 = o1 + N, *o3 = o2 + N;
 		for (int n = n0; n < nv; n += VL) {
-			vf c0 = vzero(), c1 = vzero(), c2 = vzero(), c3 = vzero();
-			const float *bp = base + (n - n0);
-			for (int k = 0; k < K; k++, bp += pw) {
+			vf c0 = first ? vzero() : vload(o0 + n), c1 = first ? vzero() : vload(o1 + n),
+			   c2 = first ? vzero() : vload(o2 + n), c3 = first ? vzero() : vload(o3 + n);
+			const float *bp = blk + (n - n0);
+			for (int k = k0; k < k1; k++, bp += pw) {
 				vf bv = vload(bp);
 				c0 = vfma(vset1(a0[k]), bv, c0);
 				c1 = vfma(vset1(a1[k]), bv, c1);
 				c2 = vfma(vset1(a2[k]), bv, c2);
 				c3 = vfma(vset1(a3[k]), bv, c3);
 			}
-			if (bias) {
+			if (addb) {
 				vf bb = vload(bias + n);
 				c0 += bb;
 				c1 += bb;
@@ -290,40 +312,39 @@ static void rows_last(float *out, const float *inp, const float *wp, const float
 			vstore(o3 + n, c3);
 		}
 		for (int n = nv; n < N; n++) {
-			float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-			const float *bp = base + (n - n0);
-			for (int k = 0; k < K; k++, bp += pw) {
+			float s0 = first ? 0 : o0[n], s1 = first ? 0 : o1[n], s2 = first ? 0 : o2[n], s3 = first ? 0 : o3[n];
+			const float *bp = blk + (n - n0);
+			for (int k = k0; k < k1; k++, bp += pw) {
 				float bv = *bp;
 				s0 = sfma(a0[k], bv, s0);
 				s1 = sfma(a1[k], bv, s1);
 				s2 = sfma(a2[k], bv, s2);
 				s3 = sfma(a3[k], bv, s3);
 			}
-			float bb = bias ? bias[n] : 0.0f;
-			o0[n] = bias ? s0 + bb : s0;
-			o1[n] = bias ? s1 + bb : s1;
-			o2[n] = bias ? s2 + bb : s2;
-			o3[n] = bias ? s3 + bb : s3;
+			o0[n] = addb ? s0 + bias[n] : s0;
+			o1[n] = addb ? s1 + bias[n] : s1;
+			o2[n] = addb ? s2 + bias[n] : s2;
+			o3[n] = addb ? s3 + bias[n] : s3;
 		}
 	}
 	for (; i < M; i++) {
 		const float *a0 = inp + (size_t)i * K;
 		float *o0 = out + (size_t)i * N;
 		for (int n = n0; n < nv; n += VL) {
-			vf c0 = vzero();
-			const float *bp = base + (n - n0);
-			for (int k = 0; k < K; k++, bp += pw)
+			vf c0 = first ? vzero() : vload(o0 + n);
+			const float *bp = blk + (n - n0);
+			for (int k = k0; k < k1; k++, bp += pw)
 				c0 = vfma(vset1(a0[k]), vload(bp), c0);
-			if (bias)
+			if (addb)
 				c0 += vload(bias + n);
 			vstore(o0 + n, c0);
 		}
 		for (int n = nv; n < N; n++) {
-			float s0 = 0;
-			const float *bp = base + (n - n0);
-			for (int k = 0; k < K; k++, bp += pw)
+			float s0 = first ? 0 : o0[n];
+			const float *bp = blk + (n - n0);
+			for (int k = k0; k < k1; k++, bp += pw)
 				s0 = sfma(a0[k], *bp, s0);
-			o0[n] = bias ? s0 + bias[n] : s0;
+			o0[n] = addb ? s0 + bias[n] : s0;
 		}
 	}
 }
@@ -331,10 +352,39 @@ static void rows_last(float *out, const float *inp, const float *wp, const float
 static void lm_matmul_rows(struct sb_ctx *ctx, float *out, const float *inp, const float *wp, const float *bias,
 			   int M, int K, int N)
 {
-	int full = N - N % PANEL;
-	rows_panels(out, inp, wp, bias, M, K, N, 0, full);
-	if (full < N)
-		rows_last(out, inp, wp, bias, M, K, N, full);
+	int full = N - N % PANEL, pw = N - full;
+	/* panel by panel (its partial sums stay in cache), ROWS_KC values of k at a time */
+	for (int n = 0; n < full; n += PANEL)
+		for (int k0 = 0; k0 < K; k0 += ROWS_KC)
+			panel_block(out, inp, wp + (size_t)n * K + (size_t)k0 * PANEL, bias, M, K, N, n, k0,
+				    K - k0 < ROWS_KC ? K : k0 + ROWS_KC);
+	if (pw)
+		for (int k0 = 0; k0 < K; k0 += ROWS_KC)
+			last_block(out, inp, wp + (size_t)full * K + (size_t)k0 * pw, bias, M, K, N, full, k0,
+				   K - k0 < ROWS_KC ? K : k0 + ROWS_KC);
+}
+
+/* The same products from bfloat16 weights: each block widened into a float buffer on the
+ * stack (24 KiB, in L1) and taken by the same code, so the results are those of
+ * matmul_rows on the widened weights, bit for bit, while half as many bytes of weights
+ * are read from memory. */
+static void lm_matmul_rows_bf16(struct sb_ctx *ctx, float *out, const float *inp, const uint16_t *wp,
+				const float *bias, int M, int K, int N)
+{
+	float blk[ROWS_KC * PANEL] __attribute__((aligned(64)));
+	int full = N - N % PANEL, pw = N - full;
+	for (int n = 0; n < full; n += PANEL)
+		for (int k0 = 0; k0 < K; k0 += ROWS_KC) {
+			int k1 = K - k0 < ROWS_KC ? K : k0 + ROWS_KC;
+			widen_bf16(blk, wp + (size_t)n * K + (size_t)k0 * PANEL, (size_t)(k1 - k0) * PANEL);
+			panel_block(out, inp, blk, bias, M, K, N, n, k0, k1);
+		}
+	if (pw)
+		for (int k0 = 0; k0 < K; k0 += ROWS_KC) {
+			int k1 = K - k0 < ROWS_KC ? K : k0 + ROWS_KC;
+			widen_bf16(blk, wp + (size_t)full * K + (size_t)k0 * pw, (size_t)(k1 - k0) * pw);
+			last_block(out, inp, blk, bias, M, K, N, full, k0, k1);
+		}
 }
 
 /* ---------------------------------------------------------------- SwiGLU */
@@ -925,6 +975,8 @@ static const struct sb_backend_lm_ops cpu_lm_ops = {
 	.norm_backward = lm_norm_backward,
 	.add = lm_add,
 	.pack_rows = lm_pack_rows,
+	.pack_rows_bf16 = lm_pack_rows_bf16,
+	.matmul_rows_bf16 = lm_matmul_rows_bf16,
 	.matmul_rows = lm_matmul_rows,
 	.swiglu_forward = lm_swiglu_forward,
 	.swiglu_backward = lm_swiglu_backward,

@@ -923,6 +923,8 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 	for (int i = 0; i < e->m->n_params; i++)
 		np += e->m->params[i].numel;
 	sb_jw_kint(w, "parameter_count", (int64_t)np);
+	if (e->m->bf16) /* a BF16 checkpoint's Linear weights, kept so (same results, half the memory) */
+		sb_jw_kstr(w, "linear_weights", "bfloat16");
 	sb_jw_kint(w, "T", e->T);
 	if (e->tok) { /* T, windows, tail and budgets count tokens of this tokenizer; probes are made in bytes */
 		sb_jw_kstr(w, "units", "tokens");

@@ -466,8 +466,32 @@ void sb_lm_rope_freqs(const struct sb_lm_cfg *c, double *out)
 	}
 }
 
-static int model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, int eval_only, struct sb_lm_model **out,
-		     struct sb_err *err)
+/* An evaluation-only model's layout with its Linear weights in bfloat16: each Linear
+ * region holds numel bfloat16 (half its floats, 16-float aligned); gate and up, packed
+ * together, share the gate's region; the rest as before. n_floats becomes the new size. */
+static void layout_bf16(struct sb_lm_model *m)
+{
+	size_t off = 0;
+	for (int i = 0; i < m->n_params; i++) {
+		struct sb_lm_param *p = &m->params[i];
+		size_t nf;
+		if (p->linear == 2) { /* gate, then up: 2 numel bfloat16 = numel floats */
+			nf = (p->numel + 15) & ~(size_t)15;
+			p->offset = off;
+			m->params[i + 1].offset = off; /* up: inside the gate's region (never addressed alone) */
+			off += nf;
+			i++;
+			continue;
+		}
+		nf = p->linear ? (p->numel + 1) / 2 : p->numel;
+		p->offset = off;
+		off += (nf + 15) & ~(size_t)15;
+	}
+	m->n_floats = off;
+}
+
+static int model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, int eval_only, int bf16,
+		     struct sb_lm_model **out, struct sb_err *err)
 {
 	const struct sb_backend_lm_ops *lo = sb_backend_lm(be);
 	if (!lo)
@@ -485,7 +509,12 @@ static int model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, int eva
 		free(m);
 		return rc;
 	}
+	m->bf16 = eval_only && bf16;
+	if (m->bf16)
+		layout_bf16(m);
 	size_t extra = m->cfg.tied ? (size_t)m->cfg.vocab * m->cfg.d : 0;
+	if (m->bf16)
+		extra = (extra + 1) / 2;
 	m->p = eval_only ? NULL : sb_be_alloc(be, m->n_floats * sizeof(float));
 	m->pt = sb_be_alloc(be, (m->n_floats + extra) * sizeof(float));
 	if ((!eval_only && !m->p) || !m->pt) {
@@ -509,13 +538,32 @@ static int model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, int eva
 
 int sb_lm_model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, struct sb_lm_model **out, struct sb_err *err)
 {
-	return model_new(be, cfg, 0, out, err);
+	return model_new(be, cfg, 0, 0, out, err);
 }
 
-int sb_lm_model_new_eval(struct sb_backend *be, const struct sb_lm_cfg *cfg, struct sb_lm_model **out,
+int sb_lm_model_new_eval(struct sb_backend *be, const struct sb_lm_cfg *cfg, int bf16, struct sb_lm_model **out,
 			 struct sb_err *err)
 {
-	return model_new(be, cfg, 1, out, err);
+	return model_new(be, cfg, 1, bf16, out, err);
+}
+
+int sb_lm_tensors_bf16(const struct sb_lm_cfg *cfg, const struct sb_tensors *ts)
+{
+	struct sb_lm_cfg c = *cfg;
+	struct sb_lm_param *ps;
+	int n, all = 1;
+	size_t nf;
+	struct sb_err e = {0};
+	if (sb_lm_cfg_check(&c, &e) || sb_lm_param_table(&c, &ps, &n, &nf, &e))
+		return 0;
+	for (int i = 0; i < n && all; i++) {
+		int lin = ps[i].linear || (i > 0 && ps[i - 1].linear == 2) ||
+			  (c.tied && !strcmp(ps[i].name, "model.embed_tokens.weight"));
+		const struct sb_tensor *t = lin ? sb_tensors_find(ts, ps[i].name) : NULL;
+		all = !lin || (t && t->dtype == SB_BF16);
+	}
+	free(ps);
+	return all;
 }
 
 static int refuse_eval_only(const struct sb_lm_model *m, const char *what, struct sb_err *err)
@@ -642,9 +690,14 @@ int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts,
 			size_t numel = m->params[i].numel * (m->params[i].linear == 2 ? 2 : 1);
 			big = numel > big ? numel : big;
 		}
+	if (m->bf16 && m->cfg.tied) { /* the tied head is packed from the embedding's bfloat16 */
+		size_t e = (size_t)m->cfg.vocab * m->cfg.d;
+		big = e > big ? e : big;
+	}
 	float *host = m->p ? calloc(m->n_floats, sizeof *host) : malloc((big ? big : 1) * sizeof *host);
 	if (!host)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	uint16_t *h16 = (uint16_t *)(void *)host; /* bfloat16 weights, copied aligned */
 	int rc = 0;
 	for (int i = 0; i < m->n_params && !rc; i++) {
 		const struct sb_lm_param *p = &m->params[i];
@@ -660,33 +713,61 @@ int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts,
 			rc = SB_ERR(err, SB_EDATA, "checkpoint tensor '%s' has another dtype or shape", p->name);
 			break;
 		}
+		int lin = p->linear || (m->cfg.tied && p->offset == (size_t)(m->wt.embed - m->pt));
+		if (m->bf16 && lin && t->dtype != SB_BF16) {
+			rc = SB_ERR(err, SB_EDATA, "checkpoint tensor '%s' is not bfloat16 (the model was opened for "
+						   "bfloat16 weights)", p->name);
+			break;
+		}
 		if (m->p)
 			widen(host + p->offset, t, p->numel);
-		else if (p->linear == 1) {
+		else if (m->bf16 && p->linear == 1) {
+			memcpy(h16, t->data, p->numel * 2);
+			m->lo->pack_rows_bf16(sb_be_main(m->be), (uint16_t *)(void *)(m->pt + p->offset), h16,
+					      (int)p->shape[0], (int)p->shape[1]);
+		} else if (p->linear == 1) {
 			widen(host, t, p->numel);
 			m->lo->pack_rows(sb_be_main(m->be), m->pt + p->offset, host, (int)p->shape[0], (int)p->shape[1]);
 		} else if (p->linear == 2) { /* gate, then up: the next parameter (the table keeps them adjacent) */
 			const struct sb_lm_param *u = i + 1 < m->n_params ? &m->params[i + 1] : NULL;
 			const struct sb_tensor *tu = u ? sb_tensors_find(ts, u->name) : NULL;
-			if (!u || u->offset != p->offset + p->numel || !tu || tu->dtype != t->dtype || tu->ndim != u->ndim ||
+			if (!u || !strstr(u->name, "mlp.up_proj.weight") || !tu || tu->dtype != t->dtype || tu->ndim != u->ndim ||
 			    tu->shape[0] != u->shape[0] || tu->shape[1] != u->shape[1]) {
 				rc = SB_ERR(err, SB_EDATA, "checkpoint tensor '%s' lacks its up projection", p->name);
 				break;
 			}
-			widen(host, t, p->numel);
-			widen(host + p->numel, tu, u->numel);
-			m->lo->pack_rows(sb_be_main(m->be), m->pt + p->offset, host, (int)(2 * p->shape[0]),
-					 (int)p->shape[1]);
+			if (m->bf16) {
+				if (tu->dtype != SB_BF16) {
+					rc = SB_ERR(err, SB_EDATA, "checkpoint tensor '%s' is not bfloat16 (the model was "
+								   "opened for bfloat16 weights)", u->name);
+					break;
+				}
+				memcpy(h16, t->data, p->numel * 2);
+				memcpy(h16 + p->numel, tu->data, u->numel * 2);
+				m->lo->pack_rows_bf16(sb_be_main(m->be), (uint16_t *)(void *)(m->pt + p->offset), h16,
+						      (int)(2 * p->shape[0]), (int)p->shape[1]);
+			} else {
+				widen(host, t, p->numel);
+				widen(host + p->numel, tu, u->numel);
+				m->lo->pack_rows(sb_be_main(m->be), m->pt + p->offset, host, (int)(2 * p->shape[0]),
+						 (int)p->shape[1]);
+			}
 			i++; /* up is packed with gate */
-		} else
+		} else {
 			widen(m->pt + p->offset, t, p->numel);
+			if (m->bf16 && lin) { /* the tied embedding: its bfloat16 packed as the head */
+				memcpy(h16, t->data, p->numel * 2);
+				m->lo->pack_rows_bf16(sb_be_main(m->be), (uint16_t *)(void *)m->wt.head, h16, m->cfg.vocab,
+						      m->cfg.d);
+			}
+		}
 	}
 	if (!rc && m->p) {
 		rc = m->be->ops->upload(m->be, m->p, host, m->n_floats * sizeof *host, err);
 		if (!rc)
 			prepare_from(m, m->p);
 	} else if (!rc) {
-		if (m->cfg.tied) /* the head: the embedding, packed */
+		if (m->cfg.tied && !m->bf16) /* the head: the embedding, packed */
 			m->lo->pack_rows(sb_be_main(m->be), m->wt.head, m->wt.embed, m->cfg.vocab, m->cfg.d);
 		m->pt_valid = 1;
 	}
@@ -1371,6 +1452,17 @@ int sb_lm_forward_cached_ids(struct sb_ctx *ctx, struct sb_lm_model *m, struct s
 	return forward_rows(ctx, m, c, n, mask, logits, all_rows, obs, err);
 }
 
+/* a product of the cached path: the packed weights wp are float, or bfloat16 in a model
+ * loaded with them (the same bits either way: widening a bfloat16 is exact) */
+static void mm_rows(const struct sb_lm_model *m, struct sb_ctx *ctx, float *out, const float *inp, const float *wp,
+		    const float *bias, int M, int K, int N)
+{
+	if (m->bf16)
+		m->lo->matmul_rows_bf16(ctx, out, inp, (const uint16_t *)(const void *)wp, bias, M, K, N);
+	else
+		m->lo->matmul_rows(ctx, out, inp, wp, bias, M, K, N);
+}
+
 /* The rows c->ids[0..n) at positions pos..pos+n-1 */
 static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, int n,
 			const struct sb_lm_mask *mask, float *logits, int all_rows, struct sb_lm_attn_obs *obs,
@@ -1403,9 +1495,9 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 		lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x, y->ln1_w, y->ln1_b, n, d, cf->norm_eps, rms);
 		if (y->kind == 'A') {
 			float *Kn = c->K[l] + (size_t)t0 * kvd, *Vn = c->V[l] + (size_t)t0 * kvd;
-			lo->matmul_rows(ctx, c->q, c->nrm, yt->q_w, y->q_b, n, d, qd);
-			lo->matmul_rows(ctx, Kn, c->nrm, yt->k_w, y->k_b, n, d, kvd);
-			lo->matmul_rows(ctx, Vn, c->nrm, yt->v_w, y->v_b, n, d, kvd);
+			mm_rows(m, ctx, c->q, c->nrm, yt->q_w, y->q_b, n, d, qd);
+			mm_rows(m, ctx, Kn, c->nrm, yt->k_w, y->k_b, n, d, kvd);
+			mm_rows(m, ctx, Vn, c->nrm, yt->v_w, y->v_b, n, d, kvd);
 			if (cf->qk_norm) { /* per head, in place (Qwen3) */
 				lo->norm_forward(ctx, c->q, NULL, c->qkr, c->q, y->qn_w, NULL, n * NH, hd, cf->norm_eps, 1);
 				lo->norm_forward(ctx, Kn, NULL, c->qkr, Kn, y->kn_w, NULL, n * NKV, hd, cf->norm_eps, 1);
@@ -1418,32 +1510,32 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 				op->copy(ctx, c->qcap + (size_t)t0 * qd, c->q, (size_t)n * qd * sizeof(float));
 			SB_TRY(lo->attn_rows(ctx, c->att, c->q, c->K[l], c->V[l], c->acc[l], c->Tcap, t0, n, NH, NKV, hd,
 					     mask ? &mk : NULL, l, obs ? &obs[l] : NULL, err));
-			lo->matmul_rows(ctx, c->y, c->att, yt->o_w, y->o_b, n, qd, d);
+			mm_rows(m, ctx, c->y, c->att, yt->o_w, y->o_b, n, qd, d);
 		} else if (y->kind == 'L') {
-			lo->matmul_rows(ctx, c->q, c->nrm, yt->q_w, y->q_b, n, d, d);
-			lo->matmul_rows(ctx, c->k, c->nrm, yt->k_w, y->k_b, n, d, d);
-			lo->matmul_rows(ctx, c->v, c->nrm, yt->v_w, y->v_b, n, d, d);
+			mm_rows(m, ctx, c->q, c->nrm, yt->q_w, y->q_b, n, d, d);
+			mm_rows(m, ctx, c->k, c->nrm, yt->k_w, y->k_b, n, d, d);
+			mm_rows(m, ctx, c->v, c->nrm, yt->v_w, y->v_b, n, d, d);
 			lo->linattn_rows(ctx, c->att, c->q, c->k, c->v, c->S[l], c->z[l], n, cf->lin_heads, d / cf->lin_heads);
-			lo->matmul_rows(ctx, c->y, c->att, yt->o_w, y->o_b, n, d, d);
+			mm_rows(m, ctx, c->y, c->att, yt->o_w, y->o_b, n, d, d);
 		} else {
 			if (cf->conv_gate) {
-				lo->matmul_rows(ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, 3 * d);
+				mm_rows(m, ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, 3 * d);
 				lo->conv_rows(ctx, c->att, c->q, c->hist[l], y->cw, y->cb, n, d, cf->conv_k);
 			} else {
-				lo->matmul_rows(ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, d);
+				mm_rows(m, ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, d);
 				lo->dwconv_rows(ctx, c->att, c->q, c->hist[l], y->cw, y->cb, n, d, cf->conv_k);
 			}
-			lo->matmul_rows(ctx, c->y, c->att, yt->out_w, y->out_b, n, d, d);
+			mm_rows(m, ctx, c->y, c->att, yt->out_w, y->out_b, n, d, d);
 		}
 		lo->add(ctx, c->x, c->y, (size_t)n * d);
 		if (F) {
 			lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x, y->ln2_w, y->ln2_b, n, d, cf->norm_eps, rms);
-			lo->matmul_rows(ctx, c->h, c->nrm, yt->up_w, y->up_b, n, d, cf->swiglu ? 2 * F : F);
+			mm_rows(m, ctx, c->h, c->nrm, yt->up_w, y->up_b, n, d, cf->swiglu ? 2 * F : F);
 			if (cf->swiglu)
 				lo->swiglu_forward(ctx, c->a, c->h, n, F);
 			else
 				op->gelu_forward(ctx, c->a, NULL, NULL, c->h, &no_drop, (size_t)n * F);
-			lo->matmul_rows(ctx, c->y, c->a, yt->down_w, y->down_b, n, F, d);
+			mm_rows(m, ctx, c->y, c->a, yt->down_w, y->down_b, n, F, d);
 			lo->add(ctx, c->x, c->y, (size_t)n * d);
 		}
 	}
@@ -1453,6 +1545,6 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 	int r0 = all_rows ? 0 : n - 1, nr = all_rows ? n : 1;
 	lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x + (size_t)r0 * d, w->lnf_w, w->lnf_b, nr, d, cf->norm_eps,
 			 rms);
-	lo->matmul_rows(ctx, c->logits, c->nrm, wt->head, NULL, nr, d, cf->vocab);
+	mm_rows(m, ctx, c->logits, c->nrm, wt->head, NULL, nr, d, cf->vocab);
 	return op->download(m->be, logits, c->logits, (size_t)nr * cf->vocab * sizeof(float), err);
 }

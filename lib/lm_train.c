@@ -877,7 +877,11 @@ int sb_lm_run_open(struct sb_backend *be, const char *run_dir, int eval_only, st
 		sb_tensors_free(&ts);
 		return SB_ERR(err, SB_EDATA, "%s: checkpoint of another cell (%s)", path, cid ? cid : "none");
 	}
-	rc = (eval_only ? sb_lm_model_new_eval : sb_lm_model_new)(be, &cell->model, model, err);
+	/* evaluation: a checkpoint whose Linear weights are all bfloat16 keeps them so */
+	if (eval_only)
+		rc = sb_lm_model_new_eval(be, &cell->model, sb_lm_tensors_bf16(&cell->model, &ts), model, err);
+	else
+		rc = sb_lm_model_new(be, &cell->model, model, err);
 	if (!rc)
 		rc = sb_lm_model_from_tensors(*model, &ts, err);
 	sb_tensors_free(&ts);

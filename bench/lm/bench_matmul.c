@@ -1,12 +1,14 @@
 /* bench_matmul.c — the evaluation path's products alone: `matmul_rows` (row-deterministic,
- * weights packed by `pack_rows`) against OpenBLAS's SGEMM (what PyTorch calls on the CPU)
- * on the shapes of a Qwen2.5-0.5B-shaped decoder's prefill, one thread, best of R runs
- * each, interleaved. Prints one JSON line per shape.
+ * weights packed by `pack_rows`; and `matmul_rows_bf16` on bfloat16 weights, as an imported
+ * BF16 checkpoint is evaluated) against OpenBLAS's SGEMM (what PyTorch calls on the CPU) on
+ * the shapes of a Qwen2.5-0.5B-shaped decoder, M rows (a prefill; 1 = a decoding step), one
+ * thread, best of R runs each, interleaved. Prints one JSON line per shape.
  *
  *   build/bench_matmul [M [R]]        (bench/lm/pretrained.sh builds and runs it) */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "backend.h"
@@ -40,7 +42,8 @@ int main(int argc, char **argv)
 		int K = sh[s].K, N = sh[s].N;
 		float *A = malloc((size_t)M * K * 4), *W = malloc((size_t)N * K * 4), *P = malloc((size_t)N * K * 4),
 		      *O = malloc((size_t)M * N * 4);
-		if (!A || !W || !P || !O) {
+		uint16_t *H = malloc((size_t)N * K * 2), *HP = malloc((size_t)N * K * 2);
+		if (!A || !W || !P || !O || !H || !HP) {
 			fprintf(stderr, "bench_matmul: out of memory\n");
 			return 1;
 		}
@@ -53,13 +56,25 @@ int main(int argc, char **argv)
 			st ^= st << 13, st ^= st >> 7, st ^= st << 17;
 			W[i] = (float)((double)(st >> 11) * 0x1p-53 * 0.07 - 0.035);
 		}
+		for (size_t i = 0; i < (size_t)N * K; i++) { /* bf16 weights, and the same values in float */
+			uint32_t u;
+			memcpy(&u, &W[i], 4);
+			H[i] = (uint16_t)(u >> 16);
+			u = (uint32_t)H[i] << 16;
+			memcpy(&W[i], &u, 4);
+		}
 		lo->pack_rows(ctx, P, W, N, K);
-		double ours = 1e30, blas = 1e30;
+		lo->pack_rows_bf16(ctx, HP, H, N, K);
+		double ours = 1e30, blas = 1e30, b16 = 1e30;
 		for (int r = 0; r < R; r++) {
 			double t = now();
 			lo->matmul_rows(ctx, O, A, P, NULL, M, K, N);
 			t = now() - t;
 			ours = t < ours ? t : ours;
+			t = now();
+			lo->matmul_rows_bf16(ctx, O, A, HP, NULL, M, K, N);
+			t = now() - t;
+			b16 = t < b16 ? t : b16;
 			t = now();
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, K, W, K, 0.0f, O, N);
 			t = now() - t;
@@ -67,12 +82,14 @@ int main(int argc, char **argv)
 		}
 		double fl = 2.0 * M * K * N;
 		printf("{\"shape\":\"%s\",\"M\":%d,\"K\":%d,\"N\":%d,\"ours_gflops\":%.1f,\"openblas_gflops\":%.1f,"
-		       "\"openblas_core\":\"%s\"}\n",
-		       sh[s].name, M, K, N, fl / ours * 1e-9, fl / blas * 1e-9, openblas_get_corename());
+		       "\"ours_bf16_gflops\":%.1f,\"openblas_core\":\"%s\"}\n",
+		       sh[s].name, M, K, N, fl / ours * 1e-9, fl / blas * 1e-9, fl / b16 * 1e-9, openblas_get_corename());
 		free(A);
 		free(W);
 		free(P);
 		free(O);
+		free(H);
+		free(HP);
 	}
 	sb_backend_close(be);
 	return 0;

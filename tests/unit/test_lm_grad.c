@@ -453,6 +453,36 @@ static void layer_checks(struct sb_backend *be)
 			}
 		SB_CHECK(!bad, "matmul_rows (M=%d, K=%d, N=%d): every element is the in-order FMA chain plus bias: %zu of %d "
 			       "differ (first [%zu])", M, K, N, bad, M * N, off);
+		/* bfloat16 weights: the same results as matmul_rows on the widened weights, bit for bit,
+		 * for a block and for each row alone */
+		{
+			uint16_t *H = malloc((size_t)N * K * 2), *Hp = malloc((size_t)N * K * 2);
+			float *Wb = malloc((size_t)N * K * 4), *Ob = malloc((size_t)M * N * 4), *Of = malloc((size_t)M * N * 4);
+			for (size_t j = 0; j < (size_t)N * K; j++) {
+				uint32_t u;
+				memcpy(&u, &W[j], 4);
+				H[j] = (uint16_t)(u >> 16); /* truncated: any bf16 value will do */
+				u = (uint32_t)H[j] << 16;
+				memcpy(&Wb[j], &u, 4);
+			}
+			lo->pack_rows(ctx, Wt, Wb, N, K);
+			lo->matmul_rows(ctx, Of, A, Wt, b, M, K, N);
+			lo->pack_rows_bf16(ctx, Hp, H, N, K);
+			lo->matmul_rows_bf16(ctx, Ob, A, Hp, b, M, K, N);
+			int same16 = memcmp(Ob, Of, (size_t)M * N * 4) == 0;
+			for (int i = 0; i < M; i++) {
+				lo->matmul_rows_bf16(ctx, o1, A + (size_t)i * K, Hp, NULL, 1, K, N);
+				lo->matmul_rows(ctx, Of, A + (size_t)i * K, Wt, NULL, 1, K, N);
+				same16 &= memcmp(o1, Of, (size_t)N * 4) == 0;
+			}
+			SB_CHECK(same16, "matmul_rows_bf16 (M=%d, K=%d, N=%d): the bits of matmul_rows on the widened weights, "
+					 "with and without bias, in a block and row by row", M, K, N);
+			free(H);
+			free(Hp);
+			free(Wb);
+			free(Ob);
+			free(Of);
+		}
 		free(A);
 		free(W);
 		free(Wt);

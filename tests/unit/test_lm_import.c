@@ -138,6 +138,34 @@ static void check_model(struct sb_backend *be, const char *name)
 		same = !rc && !memcmp(step, got + (size_t)t * V, (size_t)V * sizeof *step);
 	}
 	SB_CHECK(same, "%s: %d single-token steps give the prefill's logits bit for bit", name, T);
+	/* a BF16 checkpoint is evaluated from packed bfloat16 weights (half the memory), with the
+	 * bits of the same model in float: open the checkpoint again as a float model */
+	int want16 = !strcmp(name, "llama_bf16") || !strcmp(name, "qwen3") || !strcmp(name, "qwen2_tok") ||
+		     !strcmp(name, "mistral");
+	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
+		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
+	if (m->bf16) {
+		struct sb_tensors ck;
+		struct sb_lm_model *mf = NULL;
+		float *gf = malloc((size_t)T * V * sizeof *gf);
+		snprintf(path, sizeof path, "%s/model.safetensors", run_dir);
+		rc = sb_st_read(path, &ck, &err);
+		if (!rc)
+			rc = sb_lm_model_new_eval(be, &c2.model, 0, &mf, &err);
+		if (!rc)
+			rc = sb_lm_model_from_tensors(mf, &ck, &err);
+		if (!rc) {
+			sb_lm_cache_reset(c, 0);
+			rc = sb_lm_forward_cached_ids(ctx, mf, c, ids, T, NULL, gf, 1, NULL, &err);
+		}
+		SB_CHECK(!rc && !mf->bf16 && !memcmp(gf, got, (size_t)T * V * sizeof *gf),
+			 "%s: the bfloat16 model's logits equal the float model's bit for bit (%s)", name,
+			 rc ? err.msg : "compared");
+		if (!rc)
+			sb_tensors_free(&ck);
+		sb_lm_model_free(mf);
+		free(gf);
+	}
 	/* an id outside the vocabulary */
 	sb_lm_cache_reset(c, 0);
 	int32_t bad[2] = {1, V};

@@ -271,7 +271,7 @@ int main(void)
 		/* an evaluation-only model from the same tensors: the cached path's copy alone,
 		 * the same bits as the full model's (packed from the host buffer, not from p) */
 		struct sb_lm_model *me = NULL;
-		int ok = sb_lm_model_new_eval(be, &m->cfg, &me, &err) == 0;
+		int ok = sb_lm_model_new_eval(be, &m->cfg, 0, &me, &err) == 0;
 		uint8_t hello[5] = {'h', 'e', 'l', 'l', 'o'};
 		int efail = ok && sb_lm_forward_cached(sb_be_main(be), me, c, hello, 1, NULL, NULL, 0, NULL, &err) ==
 			    SB_EUSAGE;
