@@ -2,8 +2,8 @@
  *
  * Encode pipeline, as HF tokenizers 0.20 runs it:
  *   1. split the text on added tokens whose "normalized" is false (leftmost-longest);
- *   2. each remaining piece: normalise (NFC: quick check only, refuse otherwise), then split
- *      it on the added tokens whose "normalized" is true;
+ *   2. each remaining piece: normalise (NFC, lib/unicode_nfc.c), then split it on the added
+ *      tokens whose "normalized" is true (their content normalised too: struct added's key);
  *   3. each remaining piece: pre-tokenize with the pattern (pattern_match below), map bytes to
  *      the GPT-2 byte-level alphabet, BPE each pre-token (merge_word below).
  */
@@ -17,6 +17,7 @@
 
 #include "io.h"
 #include "json.h"
+#include "unicode_nfc.h"
 #include "unicode_tab.h"
 
 #define MAX_ID (1 << 24)                   /* ids at or above are refused ("huge") */
@@ -167,6 +168,8 @@ struct added {
 	size_t len;
 	int32_t id;
 	int normalized;
+	char *key; /* the text matched: content, or its NFC when normalized under an NFC normalizer */
+	size_t key_len;
 };
 
 struct sb_tok {
@@ -592,7 +595,7 @@ static long find_added(const struct sb_tok *t, int set, const unsigned char *s, 
 		const size_t *list = t->by_first[set][s[i]];
 		for (size_t j = 0; j < k; j++) {
 			const struct added *a = &t->added[list[j]];
-			if (a->len <= n - i && memcmp(a->content, s + i, a->len) == 0) {
+			if (a->key_len <= n - i && memcmp(a->key, s + i, a->key_len) == 0) {
 				*at = i;
 				return (long)list[j];
 			}
@@ -601,57 +604,31 @@ static long find_added(const struct sb_tok *t, int set, const unsigned char *s, 
 	return -1;
 }
 
-/* Offset (from s) of the first code point failing the NFC quick check, or (size_t)-1. */
-static size_t nfc_quick_check(const unsigned char *s, size_t n)
-{
-	int last_cc = 0;
-	for (size_t i = 0; i < n;) {
-		if (s[i] < 0xCC) { /* below U+0300: combining class 0, quick check Yes */
-			last_cc = 0;
-			i += s[i] < 0x80 ? 1 : 2;
-			continue;
-		}
-		int len;
-		uint32_t cp = utf8_at(s, i, &len);
-		int cc = uc_lookup(sb_uc_ccc, NELEM(sb_uc_ccc), cp);
-		if (cc && last_cc > cc)
-			return i;
-		if (uc_lookup(sb_uc_nfcqc, NELEM(sb_uc_nfcqc), cp))
-			return i;
-		last_cc = cc;
-		i += (size_t)len;
-	}
-	return (size_t)-1;
-}
-
 /* Pieces between the non-normalized added tokens: normalise, split on the normalized ones. */
 static int encode_normalized(const struct sb_tok *t, struct scratch *sc, const unsigned char *s, size_t n,
-			     size_t base, struct sb_err *err)
+			     struct sb_err *err)
 {
+	char *norm = NULL; /* NULL: the piece is already NFC */
 	if (t->nfc) {
-		size_t bad = nfc_quick_check(s, n);
-		if (bad != (size_t)-1) {
-			int len;
-			uint32_t cp = utf8_at(s, bad, &len);
-			return SB_ERR(err, SB_EDATA,
-				      "text: byte offset %zu: U+%04X fails the NFC quick check (the normalizer is "
-				      "NFC, which is only checked, not applied)",
-				      base + bad, (unsigned)cp);
-		}
+		SB_TRY(sb_nfc_normalize((const char *)s, n, &norm, &n, err));
+		if (norm)
+			s = (const unsigned char *)norm;
 	}
 	size_t i = 0, at;
+	int rc = 0;
 	while (i < n) {
 		long k = find_added(t, 1, s, i, n, &at);
 		size_t stop = k < 0 ? n : at;
-		if (stop > i && encode_piece(t, sc, s + i, stop - i))
-			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		if ((stop > i && encode_piece(t, sc, s + i, stop - i)) || (k >= 0 && emit(sc, t->added[k].id))) {
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+			break;
+		}
 		if (k < 0)
 			break;
-		if (emit(sc, t->added[k].id))
-			return SB_ERR(err, SB_EINTERNAL, "out of memory");
-		i = at + t->added[k].len;
+		i = at + t->added[k].key_len;
 	}
-	return 0;
+	free(norm);
+	return rc;
 }
 
 int sb_tok_encode(const struct sb_tok *t, const char *text, size_t n, int32_t **ids, size_t *n_ids,
@@ -669,7 +646,7 @@ int sb_tok_encode(const struct sb_tok *t, const char *text, size_t n, int32_t **
 	while (i < n) {
 		long k = find_added(t, 0, s, i, n, &at);
 		size_t stop = k < 0 ? n : at;
-		if (stop > i && (rc = encode_normalized(t, &sc, s + i, stop - i, i, err)))
+		if (stop > i && (rc = encode_normalized(t, &sc, s + i, stop - i, err)))
 			break;
 		if (k < 0)
 			break;
@@ -677,7 +654,7 @@ int sb_tok_encode(const struct sb_tok *t, const char *text, size_t n, int32_t **
 			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 			break;
 		}
-		i = at + t->added[k].len;
+		i = at + t->added[k].key_len;
 	}
 	free(sc.sym);
 	free(sc.heap);
@@ -783,8 +760,11 @@ void sb_tok_free(struct sb_tok *t)
 	strmap_free(&t->vocab);
 	strmap_free(&t->added_map);
 	pairmap_free(&t->merges);
-	for (size_t i = 0; i < t->n_added; i++)
+	for (size_t i = 0; i < t->n_added; i++) {
+		if (t->added[i].key != t->added[i].content)
+			free(t->added[i].key);
 		free(t->added[i].content);
+	}
 	free(t->added);
 	for (int s = 0; s < 2; s++)
 		for (int b = 0; b < 256; b++)
@@ -1012,7 +992,19 @@ static int load_model(struct sb_tok *t, const struct sb_json *model, const struc
 		t->added[i].len = c->len;
 		t->added[i].id = id;
 		t->added[i].normalized = sb_json_bool(sb_json_get(a, "normalized"), 0);
+		t->added[i].key = t->added[i].content;
+		t->added[i].key_len = c->len;
 		t->n_added = i + 1;
+		/* HF matches a normalized added token by its normalised content */
+		if (t->nfc && t->added[i].normalized) {
+			int rc = sb_nfc_normalize(t->added[i].content, c->len, &t->added[i].key, &t->added[i].key_len, err);
+			if (rc) {
+				sb_err_prefix(err, "%s: %s.content", name, field);
+				return rc;
+			}
+			if (!t->added[i].key)
+				t->added[i].key = t->added[i].content;
+		}
 		if (id > max_id)
 			max_id = id;
 	}
@@ -1145,13 +1137,13 @@ static int load_model(struct sb_tok *t, const struct sb_json *model, const struc
 	/* added-token lookup by first byte, longest first */
 	for (size_t i = 0; i < n_added; i++) {
 		int set = t->added[i].normalized ? 1 : 0;
-		unsigned char b = (unsigned char)t->added[i].content[0];
+		unsigned char b = (unsigned char)t->added[i].key[0];
 		size_t k = t->n_first[set][b];
 		size_t *l = realloc(t->by_first[set][b], (k + 1) * sizeof *l);
 		if (!l)
 			return SB_ERR(err, SB_EINTERNAL, "out of memory");
 		t->by_first[set][b] = l;
-		while (k > 0 && t->added[l[k - 1]].len < t->added[i].len) {
+		while (k > 0 && t->added[l[k - 1]].key_len < t->added[i].key_len) {
 			l[k] = l[k - 1];
 			k--;
 		}
@@ -1230,15 +1222,6 @@ int sb_tok_load_mem(const char *json, size_t n, const char *name, struct sb_tok 
 		goto done;
 	if ((rc = read_bos(t, sb_json_get(root, "post_processor"), name, err)))
 		goto done;
-	if (t->nfc)
-		for (size_t i = 0; i < t->n_added; i++)
-			if (t->added[i].normalized && nfc_quick_check((const unsigned char *)t->added[i].content,
-								      t->added[i].len) != (size_t)-1) {
-				rc = SB_ERR(err, SB_EDATA,
-					    "%s: added_tokens[%zu].content: normalized, but fails the NFC quick check",
-					    name, i);
-				goto done;
-			}
 done:
 	sb_json_free(root);
 	if (rc) {

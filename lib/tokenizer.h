@@ -5,9 +5,10 @@
  *  - model: type "BPE"; vocab {token: id}; merges as "a b" strings or ["a","b"] pairs;
  *    ignore_merges; byte_fallback false; unk_token, dropout null; continuing_subword_prefix
  *    and end_of_word_suffix null or "".
- *  - normalizer: null, {"type":"NFC"}, or a Sequence of zero or one NFC. NFC is not
- *    implemented: with it, text must pass the NFC quick check (then normalising is the
- *    identity), otherwise encode fails with SB_EDATA naming the byte offset.
+ *  - normalizer: null, {"type":"NFC"}, or a Sequence of zero or one NFC. NFC is applied
+ *    (lib/unicode_nfc.h, Unicode 14.0) to the text outside the non-normalized added tokens;
+ *    added tokens whose "normalized" is true are matched by the NFC of their content. The ids
+ *    of a text that is not NFC decode to its NFC, as HF's do.
  *  - pre_tokenizer: ByteLevel(add_prefix_space false, use_regex true) = the GPT-2 pattern, or
  *    Sequence[Split(Regex P, "Isolated", invert false), ByteLevel(add_prefix_space false,
  *    use_regex false)] with P the GPT-2, Llama-3 or Qwen2 pattern, matched by hand-written
@@ -41,8 +42,8 @@ int sb_tok_vocab_size(const struct sb_tok *t);
 int sb_tok_id(const struct sb_tok *t, const char *token);
 
 /* Encode n bytes of UTF-8 text as HF `tokenizer.encode(text, add_special_tokens=False).ids`
- * (added tokens in the text are recognised). Invalid UTF-8, or text failing the NFC quick
- * check under an NFC normalizer: SB_EDATA naming the byte offset. *ids is malloc'd (also when
+ * (added tokens in the text are recognised; under an NFC normalizer the text is normalised
+ * first). Invalid UTF-8: SB_EDATA naming the byte offset. *ids is malloc'd (also when
  * *n_ids is 0); the caller frees it. */
 int sb_tok_encode(const struct sb_tok *t, const char *text, size_t n, int32_t **ids, size_t *n_ids,
 		  struct sb_err *err);

@@ -275,9 +275,10 @@ int sb_lm_tokenize_main(int argc, char **argv)
 			     "the LM evaluation of an imported model does (docs/tokenizer.md): one id per line on\n"
 			     "stdout; --bos puts the tokenizer's leading special token first when its post-processor\n"
 			     "has one (Hugging Face's add_special_tokens default). --decode reads whitespace-separated\n"
-			     "ids and writes their bytes.\n"
-			     "Exit status: 0 ok, 2 usage, 3 bad input data (the tokenizer, invalid UTF-8, text that\n"
-			     "is not NFC for an NFC tokenizer, an id outside the vocabulary), 4 I/O error.");
+			     "ids and writes their bytes. With an NFC normalizer (Qwen2) the text is normalised\n"
+			     "first, so --decode gives back its NFC.\n"
+			     "Exit status: 0 ok, 2 usage, 3 bad input data (the tokenizer, invalid UTF-8, an id\n"
+			     "outside the vocabulary), 4 I/O error.");
 			return sb_cli_finish(0);
 		case ':': sb_cli_bad_option(argv, 1);
 		default: sb_cli_bad_option(argv, 0);

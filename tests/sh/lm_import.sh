@@ -105,6 +105,15 @@ t_result $? "tokenize: text.txt -> $n ids (HF gave 70), --decode gives the text 
 printf 'ab\xffcd' | sb-lm tokenize --tokenizer "$TOK" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q 'byte 2\|offset 2' "$T/e"
 t_result $? "tokenize: invalid UTF-8 is bad input naming the offset (exit $rc: $(cat "$T/e"))"
+# NFC (the tokenizer's normalizer): decomposed e + U+0301, Hangul jamo, misordered marks are
+# normalised, not refused: the ids of their NFC, which --decode gives back
+printf 'cafe\xcc\x81 \xe1\x84\x92\xe1\x85\xa1\xe1\x86\xab q\xcc\x87\xcc\xa3' >"$T/nonnfc"
+printf 'caf\xc3\xa9 \xed\x95\x9c q\xcc\xa3\xcc\x87' >"$T/nfc"
+sb-lm tokenize --tokenizer "$TOK" "$T/nonnfc" >"$T/ids_d" 2>"$T/e"; rc=$?
+sb-lm tokenize --tokenizer "$TOK" "$T/nfc" >"$T/ids_c" 2>>"$T/e"
+[ $rc -eq 0 ] && [ -s "$T/ids_c" ] && cmp -s "$T/ids_d" "$T/ids_c" &&
+	sb-lm tokenize --tokenizer "$TOK" --decode "$T/ids_d" | cmp -s - "$T/nfc"
+t_result $? "tokenize: text that is not NFC gets the ids of its NFC, which --decode gives back (exit $rc $(cat "$T/e"))"
 echo 5 99999 | sb-lm tokenize --tokenizer "$TOK" --decode >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ]
 t_result $? "tokenize --decode: an id outside the vocabulary is bad input (exit $rc: $(cat "$T/e"))"
