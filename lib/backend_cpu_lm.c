@@ -262,6 +262,7 @@ static void panel_block(float *out, const float *inp, const float *blk, const fl
 		const float *bp = blk;
 		for (int k = k0; k < k1; k++, bp += PANEL) {
 			vf x = vset1(a0[k]);
+			__builtin_prefetch(bp + 16 * PANEL); /* one row streams the weights once: ask ahead */
 			c0 = vfma(x, vload(bp), c0);
 			c1 = vfma(x, vload(bp + VL), c1);
 			c2 = vfma(x, vload(bp + 2 * VL), c2);
@@ -364,27 +365,93 @@ static void lm_matmul_rows(struct sb_ctx *ctx, float *out, const float *inp, con
 				   K - k0 < ROWS_KC ? K : k0 + ROWS_KC);
 }
 
-/* The same products from bfloat16 weights: each block widened into a float buffer on the
- * stack (24 KiB, in L1) and taken by the same code, so the results are those of
- * matmul_rows on the widened weights, bit for bit, while half as many bytes of weights
- * are read from memory. */
+/* 16 bfloat16 as floats (exact), and one */
+typedef uint16_t v16bf __attribute__((vector_size(32), aligned(2), may_alias));
+static inline vf vload_bf16(const uint16_t *p)
+{
+	vu u = __builtin_convertvector(*(const v16bf *)p, vu) << 16;
+	return (vf)u;
+}
+static inline float bf16f(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+/* rows [i0, M) one at a time straight from the bfloat16 weights (a decoding step: each
+ * weight is used once, so it is widened in registers, not copied): the same chains */
+static void rows_direct_bf16(float *out, const float *inp, const uint16_t *wp, const float *bias, int i0, int M,
+			     int K, int N)
+{
+	int full = N - N % PANEL, pw = N - full, nv = full + (pw - pw % VL);
+	const uint16_t *base = wp + (size_t)full * K;
+	for (int i = i0; i < M; i++) {
+		const float *a0 = inp + (size_t)i * K;
+		float *o0 = out + (size_t)i * N;
+		for (int n = 0; n < full; n += PANEL) {
+			vf c0 = vzero(), c1 = vzero(), c2 = vzero();
+			const uint16_t *bp = wp + (size_t)n * K;
+			for (int k = 0; k < K; k++, bp += PANEL) {
+				vf x = vset1(a0[k]);
+				__builtin_prefetch(bp + 16 * PANEL);
+				c0 = vfma(x, vload_bf16(bp), c0);
+				c1 = vfma(x, vload_bf16(bp + VL), c1);
+				c2 = vfma(x, vload_bf16(bp + 2 * VL), c2);
+			}
+			if (bias) {
+				c0 += vload(bias + n);
+				c1 += vload(bias + n + VL);
+				c2 += vload(bias + n + 2 * VL);
+			}
+			vstore(o0 + n, c0);
+			vstore(o0 + n + VL, c1);
+			vstore(o0 + n + 2 * VL, c2);
+		}
+		for (int n = full; n < nv; n += VL) {
+			vf c0 = vzero();
+			const uint16_t *bp = base + (n - full);
+			for (int k = 0; k < K; k++, bp += pw)
+				c0 = vfma(vset1(a0[k]), vload_bf16(bp), c0);
+			if (bias)
+				c0 += vload(bias + n);
+			vstore(o0 + n, c0);
+		}
+		for (int n = nv; n < N; n++) {
+			float s0 = 0;
+			const uint16_t *bp = base + (n - full);
+			for (int k = 0; k < K; k++, bp += pw)
+				s0 = sfma(a0[k], bf16f(*bp), s0);
+			o0[n] = bias ? s0 + bias[n] : s0;
+		}
+	}
+}
+
+/* The same products from bfloat16 weights, with the results of matmul_rows on the widened
+ * weights bit for bit (the same chains), while half as many bytes of weights are read
+ * from memory. Blocks of 4 rows: each weight block widened once into a float buffer on
+ * the stack (24 KiB, in L1) and taken by matmul_rows's code; the rows left over (all of
+ * a decoding step) widen in registers. */
 static void lm_matmul_rows_bf16(struct sb_ctx *ctx, float *out, const float *inp, const uint16_t *wp,
 				const float *bias, int M, int K, int N)
 {
 	float blk[ROWS_KC * PANEL] __attribute__((aligned(64)));
-	int full = N - N % PANEL, pw = N - full;
-	for (int n = 0; n < full; n += PANEL)
-		for (int k0 = 0; k0 < K; k0 += ROWS_KC) {
-			int k1 = K - k0 < ROWS_KC ? K : k0 + ROWS_KC;
-			widen_bf16(blk, wp + (size_t)n * K + (size_t)k0 * PANEL, (size_t)(k1 - k0) * PANEL);
-			panel_block(out, inp, blk, bias, M, K, N, n, k0, k1);
-		}
-	if (pw)
+	int full = N - N % PANEL, pw = N - full, M4 = M - M % 4;
+	if (M4)
+		for (int n = 0; n < full; n += PANEL)
+			for (int k0 = 0; k0 < K; k0 += ROWS_KC) {
+				int k1 = K - k0 < ROWS_KC ? K : k0 + ROWS_KC;
+				widen_bf16(blk, wp + (size_t)n * K + (size_t)k0 * PANEL, (size_t)(k1 - k0) * PANEL);
+				panel_block(out, inp, blk, bias, M4, K, N, n, k0, k1);
+			}
+	if (M4 && pw)
 		for (int k0 = 0; k0 < K; k0 += ROWS_KC) {
 			int k1 = K - k0 < ROWS_KC ? K : k0 + ROWS_KC;
 			widen_bf16(blk, wp + (size_t)full * K + (size_t)k0 * pw, (size_t)(k1 - k0) * pw);
-			last_block(out, inp, blk, bias, M, K, N, full, k0, k1);
+			last_block(out, inp, blk, bias, M4, K, N, full, k0, k1);
 		}
+	rows_direct_bf16(out, inp, wp, bias, M4, M, K, N);
 }
 
 /* ---------------------------------------------------------------- SwiGLU */
