@@ -3,7 +3,7 @@
 # (what `sb-lm import` + sb-eval run on a pretrained model), one thread, against PyTorch
 # eager on the same shapes (Debian's python3-torch): a prefill of N tokens with all logits
 # (a fidelity window; default 256) and D decoding steps (a probe's answer; default 32).
-# Needs ~7 GB of memory. Prints both JSON lines and the ratios, then the products alone
+# Needs ~6 GB of memory. Prints both JSON lines and the ratios, then the products alone
 # (bench_matmul.c: matmul_rows against OpenBLAS's SGEMM on the model's shapes).
 set -eu -o pipefail
 cd "$(dirname "$0")/../.."
@@ -27,7 +27,7 @@ echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-} (PyTorch's BLAS kernels)"
 ours=$(OPENBLAS_NUM_THREADS=1 build/bench_pretrained "$N" "$D")
 ref=$(OMP_NUM_THREADS=1 /usr/bin/python3 bench/lm/torch_pretrained.py "$N" "$D")
 # the products alone, ours against OpenBLAS's SGEMM with the same kernels as PyTorch's
-mm=$(OPENBLAS_NUM_THREADS=1 build/bench_matmul "$N" 5)
+mm=$(OPENBLAS_NUM_THREADS=1 build/bench_matmul "$N" 5; OPENBLAS_NUM_THREADS=1 build/bench_matmul 1 20)
 echo "sparsebench: $ours"
 echo "pytorch:     $ref"
 /usr/bin/python3 - "$ours" "$ref" "$mm" <<'PY'
@@ -37,10 +37,16 @@ for line in sys.argv[3].splitlines():
     m = json.loads(line)
     print(f"product {m['shape']:8s} {m['M']}x{m['K']}x{m['N']}: ours {m['ours_gflops']:.0f} GFLOP/s, "
           f"OpenBLAS ({m['openblas_core']}) {m['openblas_gflops']:.0f} GFLOP/s, "
-          f"ours/OpenBLAS time {m['openblas_gflops'] / m['ours_gflops']:.2f}")
+          f"ours/OpenBLAS time {m['openblas_gflops'] / m['ours_gflops']:.2f}; "
+          f"ours on bfloat16 weights {m['ours_bf16_gflops']:.0f} GFLOP/s")
 print(f"prefill {o['prefill_tokens']} tokens: ours {o['dense_prefill_s']:.2f} s, torch {r['dense_prefill_s']:.2f} s, "
       f"ours/torch time {o['dense_prefill_s'] / r['dense_prefill_s']:.2f}")
 print(f"decode: ours {o['dense_decode_ms_per_token']:.0f} ms/token, torch {r['dense_decode_ms_per_token']:.0f} ms/token, "
       f"ours/torch time {o['dense_decode_ms_per_token'] / r['dense_decode_ms_per_token']:.2f}")
 print(f"recipe mask: prefill {o['recipe_prefill_s']:.2f} s, decode {o['recipe_decode_ms_per_token']:.0f} ms/token")
+print(f"bfloat16 weights (a BF16 checkpoint; logits equal to float: {o['bf16_logits_equal']}): prefill "
+      f"{o['bf16_dense_prefill_s']:.2f} s, decode {o['bf16_dense_decode_ms_per_token']:.0f} ms/token "
+      f"(ours/torch time {o['bf16_dense_prefill_s'] / r['dense_prefill_s']:.2f} and "
+      f"{o['bf16_dense_decode_ms_per_token'] / r['dense_decode_ms_per_token']:.2f}); recipe mask "
+      f"{o['bf16_recipe_prefill_s']:.2f} s, {o['bf16_recipe_decode_ms_per_token']:.0f} ms/token")
 PY
