@@ -870,11 +870,13 @@ int sb_lm_run_open(struct sb_backend *be, const char *run_dir, int eval_only, st
 		return rc;
 	snprintf(path, sizeof path, "%s/model.safetensors", run_dir);
 	SB_TRY(sb_sidecar_verify(path, model_sha256, err));
+	/* mapped, not read: the weights are copied once, into the model */
 	struct sb_tensors ts;
-	SB_TRY(sb_st_read(path, &ts, err));
+	struct sb_st_map map;
+	SB_TRY(sb_st_map(path, &ts, &map, err));
 	const char *cid = sb_tensors_meta(&ts, "cell_id");
 	if (!cid || strcmp(cid, cell->cell_id)) {
-		sb_tensors_free(&ts);
+		sb_st_unmap(&ts, &map);
 		return SB_ERR(err, SB_EDATA, "%s: checkpoint of another cell (%s)", path, cid ? cid : "none");
 	}
 	/* evaluation: a checkpoint whose Linear weights are all bfloat16 keeps them so */
@@ -884,7 +886,7 @@ int sb_lm_run_open(struct sb_backend *be, const char *run_dir, int eval_only, st
 		rc = sb_lm_model_new(be, &cell->model, model, err);
 	if (!rc)
 		rc = sb_lm_model_from_tensors(*model, &ts, err);
-	sb_tensors_free(&ts);
+	sb_st_unmap(&ts, &map);
 	if (rc && *model) {
 		sb_lm_model_free(*model);
 		*model = NULL;

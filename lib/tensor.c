@@ -2,10 +2,14 @@
  * validation of untrusted input; write atomically). */
 #include "tensor.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "io.h"
 #include "json.h"
@@ -193,7 +197,7 @@ static uint64_t le64(const unsigned char *p)
 
 /* Parse and validate the header; if data != NULL also copy tensor data. */
 static int parse_header(const unsigned char *hdr, uint64_t hlen, uint64_t data_len, const unsigned char *data,
-			const char *path, struct sb_tensors *out, struct sb_err *err)
+			int borrow, const char *path, struct sb_tensors *out, struct sb_err *err)
 {
 	struct sb_json *root = NULL;
 	struct span *spans = NULL;
@@ -281,7 +285,7 @@ static int parse_header(const unsigned char *hdr, uint64_t hlen, uint64_t data_l
 		spans[ns].name = name;
 		ns++;
 		if (data) {
-			if ((rc = sb_tensors_add(out, name, dtype, (int)shape->n, dims, data + b, 0, err)))
+			if ((rc = sb_tensors_add(out, name, dtype, (int)shape->n, dims, data + b, borrow, err)))
 				goto out;
 		} else {
 			if ((rc = sb_tensors_add(out, name, dtype, (int)shape->n, dims, "", 1, err)))
@@ -315,7 +319,7 @@ int sb_st_parse(const void *buf, size_t len, const char *path, struct sb_tensors
 			      SB_ST_HEADER_LIMIT);
 	if (hlen > len - 8)
 		return SB_ERR(err, SB_EDATA, "%s: header size %" PRIu64 " larger than the file", path, hlen);
-	int rc = parse_header(p + 8, hlen, len - 8 - hlen, p + 8 + hlen, path, out, err);
+	int rc = parse_header(p + 8, hlen, len - 8 - hlen, p + 8 + hlen, 0, path, out, err);
 	if (rc)
 		sb_tensors_free(out);
 	return rc;
@@ -330,6 +334,55 @@ int sb_st_read(const char *path, struct sb_tensors *out, struct sb_err *err)
 	int rc = sb_st_parse(buf, n, path, out, err);
 	free(buf);
 	return rc;
+}
+
+int sb_st_map(const char *path, struct sb_tensors *out, struct sb_st_map *map, struct sb_err *err)
+{
+	sb_tensors_init(out);
+	map->addr = NULL;
+	map->len = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return SB_ERRNO(err, path);
+	struct stat st;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		int rc = S_ISREG(st.st_mode) ? SB_ERRNO(err, path) : SB_ERR(err, SB_EIO, "%s: not a regular file", path);
+		close(fd);
+		return rc;
+	}
+	size_t len = (size_t)st.st_size;
+	if (len < 8) {
+		close(fd);
+		return SB_ERR(err, SB_EDATA, "%s: too short for a safetensors file (%zu bytes)", path, len);
+	}
+	void *a = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (a == MAP_FAILED)
+		return SB_ERRNO(err, path);
+	const unsigned char *p = a;
+	uint64_t hlen = le64(p);
+	int rc;
+	if (hlen > SB_ST_HEADER_LIMIT || hlen > len - 8)
+		rc = SB_ERR(err, SB_EDATA, "%s: bad header size %" PRIu64, path, hlen);
+	else
+		rc = parse_header(p + 8, hlen, len - 8 - hlen, p + 8 + hlen, 1, path, out, err);
+	if (rc) {
+		sb_tensors_free(out);
+		munmap(a, len);
+		return rc;
+	}
+	map->addr = a;
+	map->len = len;
+	return 0;
+}
+
+void sb_st_unmap(struct sb_tensors *ts, struct sb_st_map *map)
+{
+	sb_tensors_free(ts);
+	if (map->addr)
+		munmap(map->addr, map->len);
+	map->addr = NULL;
+	map->len = 0;
 }
 
 int sb_st_read_meta(const char *path, struct sb_tensors *out, struct sb_err *err)
@@ -365,7 +418,7 @@ int sb_st_read_meta(const char *path, struct sb_tensors *out, struct sb_err *err
 		rc = SB_ERR(err, SB_EDATA, "%s: truncated header", path);
 		goto out;
 	}
-	rc = parse_header(hdr, hlen, (uint64_t)size - 8 - hlen, NULL, path, out, err);
+	rc = parse_header(hdr, hlen, (uint64_t)size - 8 - hlen, NULL, 0, path, out, err);
 out:
 	free(hdr);
 	fclose(f);

@@ -57,6 +57,15 @@ const char *sb_tensors_meta(const struct sb_tensors *ts, const char *key); /* NU
 int sb_st_read(const char *path, struct sb_tensors *out, struct sb_err *err);
 /* Parse from memory (path is used in messages). */
 int sb_st_parse(const void *buf, size_t len, const char *path, struct sb_tensors *out, struct sb_err *err);
+/* Map a safetensors file read-only and validate it as sb_st_read does; the tensors borrow
+ * the mapping (no copy: the file's pages are the page cache's, read as used), which
+ * sb_st_unmap releases with them. */
+struct sb_st_map {
+	void *addr;
+	size_t len;
+};
+int sb_st_map(const char *path, struct sb_tensors *out, struct sb_st_map *map, struct sb_err *err);
+void sb_st_unmap(struct sb_tensors *ts, struct sb_st_map *map);
 /* Read only the header's metadata (cheap: does not read tensor data). */
 int sb_st_read_meta(const char *path, struct sb_tensors *out, struct sb_err *err);
 /* Write atomically (temp file + rename). Tensors are written in the order added;
