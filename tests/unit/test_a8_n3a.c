@@ -111,6 +111,11 @@ static double main_flat(int a, int r, int arm, int t, int i)
 {
 	return 1.0;
 }
+/* ours: the planted context at r = 16 only; r = 24 flat (its context components excluded) */
+static double main_r16(int a, int r, int arm, int t, int i)
+{
+	return r == 24 ? 1.0 : main_ctx(a, r, arm, t, i);
+}
 /* G and L = 0.96 at r >= 16, parent 768; else every fork arm 1 */
 static double fork_backward(int a, int r, int p, int arm, int i)
 {
@@ -144,6 +149,12 @@ static double fork_h2(int a, int r, int p, int arm, int i)
 	return fork_backward(a, r, p, arm, i);
 }
 
+/* ours: B(p) = (0.005 - 0) / 1 = 0.005 exactly (the margin) for every seed, r and parent */
+static double fork_tie(int a, int r, int p, int arm, int i)
+{
+	return arm == 'G' ? 0.0 : arm == 'N' ? 0.005 : 1.0;
+}
+
 static void expect(const char *what, const struct scen *s, int n, const char *verdict, int context_pass)
 {
 	struct sb_a8_n3a res;
@@ -167,6 +178,9 @@ static void scenarios(void)
 	       "KILLED_FOR_REGISTERED_EPSILON", 0);
 	expect("ours: only L helps (forward placement)", &forward, 64, "FORWARD_ONLY_SUPPORTED_SYNTHETIC", 1);
 	expect("ours: B = 0, F in half the seeds", &inconcl, 64, "INCONCLUSIVE", 1);
+	struct scen onegate = {"one gate", main_r16, fork_inconclusive};
+	expect("ours: context at r = 16 only (one gate excluded, not both), F in half the seeds", &onegate, 64,
+	       "INCONCLUSIVE", 1);
 	expect("ours: G, L help but there is no context (gate)", &gated, 64, "KILLED_FOR_REGISTERED_EPSILON", 0);
 	expect("ours: backward fixture, H2 absent in the transformer", &h2, 64, "FORWARD_ONLY_SUPPORTED_SYNTHETIC", 1);
 	/* the fixtures' seed count (tests/fixtures/a8/n3a: 10) decides as 64 do */
@@ -205,6 +219,14 @@ static void scenarios(void)
 	SB_CHECK(res.hyp_p[1] == 1 && res.hyp_p[0] == two64 && res.hyp_p[2] == two64 && res.hyp_holm[1] == 1 &&
 	             res.comp[11].above == 0 && res.comp[10].above == 64,
 	         "H2 absent in the transformer: H2 p = max(2^-64, 1) = 1, H1 and H3 still 2^-64 (I_B halves but stays)");
+	/* ties: a contrast equal to the margin counts against, and an interval ending at it excludes */
+	struct scen tie = {"tie", main_flat, fork_tie};
+	run(&tie, 64, &res, &err);
+	SB_CHECK(res.comp[8].median == SB_N3A_MARGIN && res.comp[8].above == 0 && res.comp[8].p == 1 &&
+	             res.comp[8].hi == SB_N3A_MARGIN && res.comp[8].excluded && res.hyp_p[0] == 1,
+	         "B(768) = 0.005 exactly for all 64 seeds: 0 above the margin, p 1, interval [0.005, 0.005] excluded "
+	         "(got %d above, p %g, hi %.17g, excluded %d)",
+	         res.comp[8].above, res.comp[8].p, res.comp[8].hi, res.comp[8].excluded);
 	/* killed: 3b (B and F excluded), not 3a */
 	run(&killed, 64, &res, &err);
 	SB_CHECK(res.killed_mechanism && !res.killed_context && res.backward_excluded && res.forward_excluded &&
