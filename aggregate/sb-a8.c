@@ -1609,8 +1609,8 @@ static int n3_index(const int *tab, int n, int v)
 static void n3_unit(char *b, size_t nb, int arch, int ri, long long seed, int arm, int parent, int step)
 {
 	if (parent < 0)
-		snprintf(b, nb, "arch %s, r %d, seed %lld, arm %c, main, step %d", sb_n3a_arch_names[arch], sb_n3a_r[ri], seed,
-		         arm ? 'S' : 'D', step);
+		snprintf(b, nb, "arch %s, r %d, seed %lld, arm %c, main, step %d", sb_n3a_arch_names[arch],
+		         sb_n3a_r[ri], seed, arm ? 'S' : 'D', step);
 	else
 		snprintf(b, nb, "arch %s, r %d, seed %lld, arm %c, parent %d, step %d", sb_n3a_arch_names[arch],
 		         sb_n3a_r[ri], seed, sb_n3a_fork_arms[arm], sb_n3a_parents[parent], step);
@@ -1645,7 +1645,8 @@ static int n3a_load(const char *path, int file, struct sb_input *in, struct sb_e
 		}
 		const char *arch, *arm;
 		int64_t r, seed, step, parent = -1;
-		const struct sb_json *pj = sb_json_get(rec, "parent"), *cj = sb_json_get(rec, "validation_cross_entropy");
+		const struct sb_json *pj = sb_json_get(rec, "parent"),
+		                     *cj = sb_json_get(rec, "validation_cross_entropy");
 		struct n3rec x = {.file = file, .line = line + 1, .parent = -1};
 		if (sb_json_req_str(rec, "arch", &arch, err) || sb_json_req_int(rec, "r", &r, err) ||
 		    sb_json_req_int(rec, "seed", &seed, err) || sb_json_req_str(rec, "arm", &arm, err) ||
@@ -1654,17 +1655,20 @@ static int n3a_load(const char *path, int file, struct sb_input *in, struct sb_e
 			if (!pj)
 				SB_ERR(err, SB_EDATA, "missing field 'parent' (null on a main trajectory)");
 		} else if (!cj || (cj->type != SB_JSON_NULL && cj->type != SB_JSON_NUMBER)) {
-			SB_ERR(err, SB_EDATA, "validation_cross_entropy missing or not a number (null when non-finite)");
+			SB_ERR(err, SB_EDATA,
+			       "validation_cross_entropy missing or not a number (null when non-finite)");
 		} else if ((x.arch = !strcmp(arch, "query") ? 0 : !strcmp(arch, "transformer") ? 1 : -1) < 0) {
 			SB_ERR(err, SB_EDATA, "arch '%s' is not query or transformer", arch);
 		} else if (r != (int)r || (x.ri = n3_index(sb_n3a_r, SB_N3A_RS, (int)r)) < 0) {
 			SB_ERR(err, SB_EDATA, "r %lld is not 1, 4, 16 or 24", (long long)r);
 		} else if (pj->type != SB_JSON_NULL &&
-		           (parent != (int)parent || (x.parent = n3_index(sb_n3a_parents, SB_N3A_PARENTS, (int)parent)) < 0)) {
+		           (parent != (int)parent ||
+		            (x.parent = n3_index(sb_n3a_parents, SB_N3A_PARENTS, (int)parent)) < 0)) {
 			SB_ERR(err, SB_EDATA, "parent %lld is not null, 128 or 768", (long long)parent);
 		} else if (x.parent < 0 ? strlen(arm) != 1 || (arm[0] != 'D' && arm[0] != 'S')
 		                        : strlen(arm) != 1 || !strchr(sb_n3a_fork_arms, arm[0])) {
-			SB_ERR(err, SB_EDATA, "arm '%s' is not one of %s", arm, x.parent < 0 ? "D, S (main)" : "S, L, P, G, N (fork)");
+			SB_ERR(err, SB_EDATA, "arm '%s' is not one of %s", arm,
+			       x.parent < 0 ? "D, S (main)" : "S, L, P, G, N (fork)");
 		} else if (step != (int)step || (x.parent < 0 ? n3_index(n3_main_steps, 10, (int)step)
 		                                              : n3_index(n3_fork_steps, 3, (int)step)) < 0) {
 			SB_ERR(err, SB_EDATA, "step %lld is not an evaluation step of a %s", (long long)step,
@@ -1673,7 +1677,8 @@ static int n3a_load(const char *path, int file, struct sb_input *in, struct sb_e
 		} else {
 			x.seed = (long long)seed;
 			x.step = (int)step;
-			x.arm = x.parent < 0 ? arm[0] == 'S' : (int)(strchr(sb_n3a_fork_arms, arm[0]) - sb_n3a_fork_arms);
+			x.arm =
+			    x.parent < 0 ? arm[0] == 'S' : (int)(strchr(sb_n3a_fork_arms, arm[0]) - sb_n3a_fork_arms);
 			x.ce = cj->type == SB_JSON_NUMBER && isfinite(cj->number) ? cj->number : NAN;
 			if (n3n == n3cap) {
 				n3cap = n3cap ? 2 * n3cap : 4096;
@@ -1720,8 +1725,8 @@ static int n3_cmp(const void *pa, const void *pb)
 }
 static int n3_same_key(const struct n3rec *a, const struct n3rec *b)
 {
-	return a->arch == b->arch && a->ri == b->ri && a->seed == b->seed && a->parent == b->parent && a->arm == b->arm &&
-	       a->step == b->step;
+	return a->arch == b->arch && a->ri == b->ri && a->seed == b->seed && a->parent == b->parent &&
+	       a->arm == b->arm && a->step == b->step;
 }
 static int ll_cmp(const void *pa, const void *pb)
 {
@@ -1759,9 +1764,10 @@ static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 	n3n = m;
 	n3count.counted = (long long)m;
 	if (n3count.superseded)
-		sb_cli_warn("N3-A: %lld evaluation(s) superseded by a later record of the same arch, r, seed, arm, parent and "
-		            "step (e.g. %s)",
-		            n3count.superseded, n3count.sup_example);
+		sb_cli_warn(
+		    "N3-A: %lld evaluation(s) superseded by a later record of the same arch, r, seed, arm, parent and "
+		    "step (e.g. %s)",
+		    n3count.superseded, n3count.sup_example);
 	if (!n3n)
 		return SB_ERR(err, SB_EDATA, "N3-A: no decision: no n3a.eval records");
 	/* 2. the seeds present */
@@ -1782,8 +1788,8 @@ static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 			const struct n3rec *x = &n3[i];
 			n3_unit(u, sizeof u, x->arch, x->ri, x->seed, x->arm, x->parent, x->step);
 			free(seeds);
-			return SB_ERR(err, SB_EDATA, "N3-A: no decision: %s:%d: non-finite validation CE (%s)", n3paths[x->file],
-			              x->line, u);
+			return SB_ERR(err, SB_EDATA, "N3-A: no decision: %s:%d: non-finite validation CE (%s)",
+			              n3paths[x->file], x->line, u);
 		}
 	/* 4. the census: every seed present needs both archs, all four r, D and S at the five
 	 * steps, and the five fork arms at relative step 32 of both parents */
@@ -1819,19 +1825,22 @@ static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 				for (int arm = 0; arm < 2; arm++)
 					for (int k = 0; k < SB_N3A_STEPS; k++)
 						if (isnan(mce[SB_N3A_MAIN(a, r, arm, k, si, ns)]) && !missing++)
-							n3_unit(first, sizeof first, a, r, seeds[si], arm, -1, sb_n3a_steps[k]);
+							n3_unit(first, sizeof first, a, r, seeds[si], arm, -1,
+							        sb_n3a_steps[k]);
 				for (int p = 0; p < SB_N3A_PARENTS; p++)
 					for (int arm = 0; arm < SB_N3A_FORK_ARMS; arm++)
 						if (isnan(fce[SB_N3A_FORK(a, r, p, arm, si, ns)]) && !missing++)
-							n3_unit(first, sizeof first, a, r, seeds[si], arm, p, SB_N3A_FORK_STEP);
+							n3_unit(first, sizeof first, a, r, seeds[si], arm, p,
+							        SB_N3A_FORK_STEP);
 			}
 	int rc = 0;
 	struct sb_a8_n3a res;
 	if (missing) {
-		rc = SB_ERR(err, SB_EDATA,
-		            "N3-A: no decision: census incomplete: %lld of %zu required evaluations missing for the %d seed(s) "
-		            "present; the first: %s",
-		            missing, nm + nf, ns, first);
+		rc = SB_ERR(
+		    err, SB_EDATA,
+		    "N3-A: no decision: census incomplete: %lld of %zu required evaluations missing for the %d seed(s) "
+		    "present; the first: %s",
+		    missing, nm + nf, ns, first);
 		goto out;
 	}
 	struct sb_a8_n3a_data d = {.n = ns, .main_ce = mce, .fork_ce = fce, .seed = seeds};
@@ -1839,7 +1848,8 @@ static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 		sb_err_prefix(err, "N3-A: no decision");
 		goto out;
 	}
-	int registered = ns == SB_N3A_SEEDS && seeds[0] == SB_N3A_SEED0 && seeds[ns - 1] == SB_N3A_SEED0 + SB_N3A_SEEDS - 1;
+	int registered =
+	    ns == SB_N3A_SEEDS && seeds[0] == SB_N3A_SEED0 && seeds[ns - 1] == SB_N3A_SEED0 + SB_N3A_SEEDS - 1;
 	if (!registered)
 		sb_cli_warn("N3-A: %d seed(s) (%lld..%lld): not the registered design (%d seeds %d..%d)", ns, seeds[0],
 		            seeds[ns - 1], SB_N3A_SEEDS, SB_N3A_SEED0, SB_N3A_SEED0 + SB_N3A_SEEDS - 1);
@@ -1889,7 +1899,8 @@ static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 		sb_jw_kstr(w, "family", ctx ? "context" : "identification");
 		sb_jw_kstr(w, "member", mem);
 		if (ctx)
-			sb_jw_kstr(w, "description", f ? "density r = 24: E and C, both archs" : "density r = 16: E and C, both archs");
+			sb_jw_kstr(w, "description",
+			           f ? "density r = 24: E and C, both archs" : "density r = 16: E and C, both archs");
 		else
 			sb_jw_kstr(w, "description", sb_a8_n3a_hyp_desc[h]);
 		sb_jw_kf64(w, "p", p);
@@ -1945,21 +1956,24 @@ static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 	/* the report's section, beside the published tables (docs/n3a-spec.md 4) */
 	mdf(md, "### N3-A: the synthetic intervention assay (computed)\n\n");
 	if (registered)
-		mdf(md, "The registered design: %d seeds (%lld..%lld), 2 architectures x 4 densities.\n\n", ns, seeds[0],
-		    seeds[ns - 1]);
+		mdf(md, "The registered design: %d seeds (%lld..%lld), 2 architectures x 4 densities.\n\n", ns,
+		    seeds[0], seeds[ns - 1]);
 	else
-		mdf(md, "**Not the registered design**: %d seed(s) (%lld..%lld) instead of %d (%d..%d). The p-values and "
-		        "intervals below are those of %d seeds (with fewer than 10 no finite median interval exists at "
-		        "0.0025, so no component can exclude its direction); the published columns are for comparison "
-		        "only.\n\n",
+		mdf(md,
+		    "**Not the registered design**: %d seed(s) (%lld..%lld) instead of %d (%d..%d). The p-values and "
+		    "intervals below are those of %d seeds (with fewer than 10 no finite median interval exists at "
+		    "0.0025, so no component can exclude its direction); the published columns are for comparison "
+		    "only.\n\n",
 		    ns, seeds[0], seeds[ns - 1], SB_N3A_SEEDS, SB_N3A_SEED0, SB_N3A_SEED0 + SB_N3A_SEEDS - 1, ns);
-	mdf(md, "Sign tests at margin %.3g (values equal to it count against), median intervals at noncoverage "
-	        "0.05/20 = 0.0025 (order statistics %d and %d of %d; none when 0), a component excludes its direction "
-	        "when its interval's upper end is <= %.3g. Published: n = 64, the study's SCIENTIFIC_DECISION.json.\n\n",
+	mdf(md,
+	    "Sign tests at margin %.3g (values equal to it count against), median intervals at noncoverage "
+	    "0.05/20 = 0.0025 (order statistics %d and %d of %d; none when 0), a component excludes its direction "
+	    "when its interval's upper end is <= %.3g. Published: n = 64, the study's SCIENTIFIC_DECISION.json.\n\n",
 	    SB_N3A_MARGIN, res.comp[0].rank, ns + 1 - res.comp[0].rank, ns, SB_N3A_MARGIN);
-	mdf(md, "Context (Stage 1):\n\n| r | arch | component | median | interval | #> %.3g | p | excluded | published "
-	        "median | published interval | published # | published p | published excluded |\n| --- | --- | --- | "
-	        "--- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+	mdf(md,
+	    "Context (Stage 1):\n\n| r | arch | component | median | interval | #> %.3g | p | excluded | published "
+	    "median | published interval | published # | published p | published excluded |\n| --- | --- | --- | "
+	    "--- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
 	    SB_N3A_MARGIN);
 	char iv[80], piv[80];
 	for (int c = 0; c < 8; c++) {
@@ -1968,17 +1982,22 @@ static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 		n3_interval(iv, sizeof iv, x);
 		n3_pub_interval(piv, sizeof piv, pb);
 		mdf(md, "| %d | %s | %s | %.5g | %s | %d/%d | %.3g | %s | %.5g | %s | %d/64 | %s | %s |\n", x->r,
-		    sb_n3a_arch_names[x->arch], x->hyp < 0 && !strcmp(x->name, "early_benefit") ? "early benefit" : "late cost",
-		    x->median, iv, x->above, x->n, x->p, x->excluded ? "yes" : "no", pb->median, piv, pb->above, pb->p_text,
+		    sb_n3a_arch_names[x->arch],
+		    x->hyp < 0 && !strcmp(x->name, "early_benefit") ? "early benefit" : "late cost", x->median, iv,
+		    x->above, x->n, x->p, x->excluded ? "yes" : "no", pb->median, piv, pb->above, pb->p_text,
 		    pb->excluded ? "yes" : "no");
 	}
-	mdf(md, "\nDensity p (max of its four) / Holm over two: r = 16 %.3g / %.3g, r = 24 %.3g / %.3g (published 1 / 1 "
-	        "for both). **context_pass: %s** (published: false).\n\n",
-	    res.density_p[0], res.density_holm[0], res.density_p[1], res.density_holm[1], res.context_pass ? "true" : "false");
-	mdf(md, "Identification (Stage 2; B = (CE_N - CE_G) / CE_S(parent), F = (CE_P - CE_L) / CE_S(parent), forks read at "
-	        "relative step 32):\n\n| hyp. | arch | median | interval | #> %.3g | p | excluded | hyp. p / Holm | "
-	        "published median | published interval | published # | published p | published excluded | published hyp. "
-	        "p / Holm |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+	mdf(md,
+	    "\nDensity p (max of its four) / Holm over two: r = 16 %.3g / %.3g, r = 24 %.3g / %.3g (published 1 / 1 "
+	    "for both). **context_pass: %s** (published: false).\n\n",
+	    res.density_p[0], res.density_holm[0], res.density_p[1], res.density_holm[1],
+	    res.context_pass ? "true" : "false");
+	mdf(md,
+	    "Identification (Stage 2; B = (CE_N - CE_G) / CE_S(parent), F = (CE_P - CE_L) / CE_S(parent), forks read "
+	    "at "
+	    "relative step 32):\n\n| hyp. | arch | median | interval | #> %.3g | p | excluded | hyp. p / Holm | "
+	    "published median | published interval | published # | published p | published excluded | published hyp. "
+	    "p / Holm |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
 	    SB_N3A_MARGIN);
 	for (int c = 8; c < SB_N3A_NCOMP; c++) {
 		const struct sb_a8_n3a_comp *x = &res.comp[c];
@@ -1987,24 +2006,30 @@ static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 		char hp[64] = "", php[64] = "";
 		if (first_row) {
 			snprintf(hp, sizeof hp, "%.3g / %.3g", res.hyp_p[h], res.hyp_holm[h]);
-			snprintf(php, sizeof php, "%s / %s", sb_a8_n3a_published_hyp[h].p_text, sb_a8_n3a_published_hyp[h].holm_text);
+			snprintf(php, sizeof php, "%s / %s", sb_a8_n3a_published_hyp[h].p_text,
+			         sb_a8_n3a_published_hyp[h].holm_text);
 		}
 		n3_interval(iv, sizeof iv, x);
 		n3_pub_interval(piv, sizeof piv, pb);
-		mdf(md, "| H%d %s | %s | %.5g | %s | %d/%d | %.3g | %s | %s | %.5g | %s | %d/64 | %s | %s | %s |\n", h + 1,
-		    sb_a8_n3a_hyp_desc[h], sb_n3a_arch_names[x->arch], x->median, iv, x->above, x->n, x->p,
-		    x->excluded ? "yes" : "no", hp, pb->median, piv, pb->above, pb->p_text, pb->excluded ? "yes" : "no", php);
+		mdf(md, "| H%d %s | %s | %.5g | %s | %d/%d | %.3g | %s | %s | %.5g | %s | %d/64 | %s | %s | %s |\n",
+		    h + 1, sb_a8_n3a_hyp_desc[h], sb_n3a_arch_names[x->arch], x->median, iv, x->above, x->n, x->p,
+		    x->excluded ? "yes" : "no", hp, pb->median, piv, pb->above, pb->p_text, pb->excluded ? "yes" : "no",
+		    php);
 	}
-	mdf(md, "\nVerdict rules (first that applies): BACKWARD_SUPPORTED_SYNTHETIC when context_pass and H1-H3 Holm <= "
-	        "0.05 (%s); FORWARD_ONLY_SUPPORTED_SYNTHETIC when context_pass and H4-H6 Holm <= 0.05 (%s); "
-	        "KILLED_FOR_REGISTERED_EPSILON when both densities have an excluded context component (%s) or some "
-	        "backward and some forward component are excluded (%s); else INCONCLUSIVE.\n\n",
-	    yes(res.backward_supported), yes(res.forward_supported), yes(res.killed_context), yes(res.killed_mechanism));
-	mdf(md, "**N3-A verdict: %s** (published: %s). Whatever the verdict, mechanism_manuscript_eligible false and "
-	        "real_transfer_still_required true.%s\n\n",
+	mdf(md,
+	    "\nVerdict rules (first that applies): BACKWARD_SUPPORTED_SYNTHETIC when context_pass and H1-H3 Holm <= "
+	    "0.05 (%s); FORWARD_ONLY_SUPPORTED_SYNTHETIC when context_pass and H4-H6 Holm <= 0.05 (%s); "
+	    "KILLED_FOR_REGISTERED_EPSILON when both densities have an excluded context component (%s) or some "
+	    "backward and some forward component are excluded (%s); else INCONCLUSIVE.\n\n",
+	    yes(res.backward_supported), yes(res.forward_supported), yes(res.killed_context),
+	    yes(res.killed_mechanism));
+	mdf(md,
+	    "**N3-A verdict: %s** (published: %s). Whatever the verdict, mechanism_manuscript_eligible false and "
+	    "real_transfer_still_required true.%s\n\n",
 	    res.verdict, SB_A8_N3A_PUBLISHED_VERDICT, registered ? "" : " Not the registered design (see above).");
-	mdf(md, "Evaluations: %lld n3a.eval records read, %lld counted, %lld superseded by a later record of the same "
-	        "unit and step.\n\n",
+	mdf(md,
+	    "Evaluations: %lld n3a.eval records read, %lld counted, %lld superseded by a later record of the same "
+	    "unit and step.\n\n",
 	    n3count.read, n3count.counted, n3count.superseded);
 out:
 	free(seeds);

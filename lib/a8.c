@@ -419,13 +419,13 @@ const char sb_n3a_fork_arms[SB_N3A_FORK_ARMS + 1] = "SLPGN";
 const char *const sb_a8_n3a_hyp_desc[SB_N3A_HYPS] = {"B(768) at r = 16", "B(768) at r = 24", "I_B",
                                                      "F(768) at r = 16", "F(768) at r = 24", "I_F"};
 
-enum { K32, K64, K128, K768, K1024 };   /* sb_n3a_steps */
-enum { FS, FL, FP, FG, FN };            /* sb_n3a_fork_arms */
-enum { R1, R4, R16, R24 };              /* sb_n3a_r */
+enum { K32, K64, K128, K768, K1024 }; /* sb_n3a_steps */
+enum { FS, FL, FP, FG, FN };          /* sb_n3a_fork_arms */
+enum { R1, R4, R16, R24 };            /* sb_n3a_r */
 
 /* the sign test and the median interval of one component's per-seed values */
-static int n3a_component(struct sb_a8_n3a_comp *c, int hyp, int arch, int r, const char *name, const double *x,
-                         int n, struct sb_err *err)
+static int n3a_component(struct sb_a8_n3a_comp *c, int hyp, int arch, int r, const char *name, const double *x, int n,
+                         struct sb_err *err)
 {
 	struct sb_sign_test t;
 	struct sb_median_interval m;
@@ -468,13 +468,16 @@ static int n3a_check(const struct sb_a8_n3a_data *d, struct sb_err *err)
 						int denom = arm == 0 || k == K128 || k == K768;
 						if (!isfinite(v) || (denom && v <= 0)) {
 							n3a_seed_name(sn, sizeof sn, d, i);
-							return SB_ERR(err, SB_EDATA,
-							              "%s validation CE %g (arch %s, r %d, %s, arm %c, step %d)%s",
-							              isfinite(v) ? "non-positive" : "non-finite", v,
-							              sb_n3a_arch_names[a], sb_n3a_r[r], sn, arm ? 'S' : 'D',
-							              sb_n3a_steps[k],
-							              arm ? ": the forks' parent denominator must be finite and > 0"
-							                  : ": a Stage-1 denominator must be finite and > 0");
+							return SB_ERR(
+							    err, SB_EDATA,
+							    "%s validation CE %g (arch %s, r %d, %s, arm %c, step "
+							    "%d)%s",
+							    isfinite(v) ? "non-positive" : "non-finite", v,
+							    sb_n3a_arch_names[a], sb_n3a_r[r], sn, arm ? 'S' : 'D',
+							    sb_n3a_steps[k],
+							    arm ? ": the forks' parent denominator must be finite and "
+							          "> 0"
+							        : ": a Stage-1 denominator must be finite and > 0");
 						}
 					}
 				for (int p = 0; p < SB_N3A_PARENTS; p++)
@@ -483,10 +486,12 @@ static int n3a_check(const struct sb_a8_n3a_data *d, struct sb_err *err)
 						if (!isfinite(v)) {
 							n3a_seed_name(sn, sizeof sn, d, i);
 							return SB_ERR(err, SB_EDATA,
-							              "non-finite validation CE (arch %s, r %d, %s, arm %c, parent %d, "
+							              "non-finite validation CE (arch %s, r %d, %s, "
+							              "arm %c, parent %d, "
 							              "step %d)",
-							              sb_n3a_arch_names[a], sb_n3a_r[r], sn, sb_n3a_fork_arms[arm],
-							              sb_n3a_parents[p], SB_N3A_FORK_STEP);
+							              sb_n3a_arch_names[a], sb_n3a_r[r], sn,
+							              sb_n3a_fork_arms[arm], sb_n3a_parents[p],
+							              SB_N3A_FORK_STEP);
 						}
 					}
 			}
@@ -508,7 +513,7 @@ int sb_a8_n3a(const struct sb_a8_n3a_data *d, struct sb_a8_n3a *res, struct sb_e
 		free(bf);
 		return SB_ERR(err, SB_EINTERNAL, "N3-A: out of memory");
 	}
-#define BF(r, p, which, i) bf[(((size_t)(r) * SB_N3A_PARENTS + (p)) * 2 + (which)) * (size_t)n + (i)]
+#define BF(r, p, which, i) bf[(((size_t)(r)*SB_N3A_PARENTS + (p)) * 2 + (which)) * (size_t)n + (i)]
 	int rc = 0, c = 0;
 	for (int ri = R16; ri <= R24 && !rc; ri++)
 		for (int a = 0; a < SB_N3A_ARCHS && !rc; a++)
@@ -518,18 +523,20 @@ int sb_a8_n3a(const struct sb_a8_n3a_data *d, struct sb_a8_n3a *res, struct sb_e
 					double s = 0;
 					if (which == 0) /* early sparse benefit: mean over 32, 64, 128 of (D - S) / D */
 						for (int k = K32; k <= K128; k++) {
-							double dd = D[SB_N3A_MAIN(a, ri, 0, k, i, n)], ss = S[SB_N3A_MAIN(a, ri, 1, k, i, n)];
+							double dd = D[SB_N3A_MAIN(a, ri, 0, k, i, n)],
+							       ss = S[SB_N3A_MAIN(a, ri, 1, k, i, n)];
 							s += (dd - ss) / dd;
 						}
 					else /* late sparse cost: mean over 768, 1024 of (S - D) / D */
 						for (int k = K768; k <= K1024; k++) {
-							double dd = D[SB_N3A_MAIN(a, ri, 0, k, i, n)], ss = S[SB_N3A_MAIN(a, ri, 1, k, i, n)];
+							double dd = D[SB_N3A_MAIN(a, ri, 0, k, i, n)],
+							       ss = S[SB_N3A_MAIN(a, ri, 1, k, i, n)];
 							s += (ss - dd) / dd;
 						}
 					x[i] = which == 0 ? s / 3 : s / 2;
 				}
-				rc = n3a_component(&res->comp[c++], -1, a, sb_n3a_r[ri], which ? "late_cost" : "early_benefit", x,
-				                   n, err);
+				rc = n3a_component(&res->comp[c++], -1, a, sb_n3a_r[ri],
+				                   which ? "late_cost" : "early_benefit", x, n, err);
 			}
 	for (int a = 0; a < SB_N3A_ARCHS && !rc; a++) {
 		/* B(p) = (N - G) / S(p), F(p) = (P - L) / S(p) for every r and parent */
@@ -538,8 +545,12 @@ int sb_a8_n3a(const struct sb_a8_n3a_data *d, struct sb_a8_n3a *res, struct sb_e
 				for (int i = 0; i < n; i++) {
 					double den = d->main_ce[SB_N3A_MAIN(a, ri, 1, p ? K768 : K128, i, n)];
 					const double *f = d->fork_ce;
-					BF(ri, p, 0, i) = (f[SB_N3A_FORK(a, ri, p, FN, i, n)] - f[SB_N3A_FORK(a, ri, p, FG, i, n)]) / den;
-					BF(ri, p, 1, i) = (f[SB_N3A_FORK(a, ri, p, FP, i, n)] - f[SB_N3A_FORK(a, ri, p, FL, i, n)]) / den;
+					BF(ri, p, 0, i) =
+					    (f[SB_N3A_FORK(a, ri, p, FN, i, n)] - f[SB_N3A_FORK(a, ri, p, FG, i, n)]) /
+					    den;
+					BF(ri, p, 1, i) =
+					    (f[SB_N3A_FORK(a, ri, p, FP, i, n)] - f[SB_N3A_FORK(a, ri, p, FL, i, n)]) /
+					    den;
 				}
 		for (int h = 0; h < SB_N3A_HYPS && !rc; h++) {
 			int which = h >= 3, kind = h % 3; /* 0: X(768) at r 16, 1: at r 24, 2: the interaction */
@@ -548,16 +559,21 @@ int sb_a8_n3a(const struct sb_a8_n3a_data *d, struct sb_a8_n3a *res, struct sb_e
 					x[i] = BF(kind ? R24 : R16, 1, which, i);
 				} else { /* I_X = mean_{16,24} (X768 - X128) - mean_{1,4} (X768 - X128) */
 					double hi = ((BF(R16, 1, which, i) - BF(R16, 0, which, i)) +
-					             (BF(R24, 1, which, i) - BF(R24, 0, which, i))) / 2;
+					             (BF(R24, 1, which, i) - BF(R24, 0, which, i))) /
+					            2;
 					double lo = ((BF(R1, 1, which, i) - BF(R1, 0, which, i)) +
-					             (BF(R4, 1, which, i) - BF(R4, 0, which, i))) / 2;
+					             (BF(R4, 1, which, i) - BF(R4, 0, which, i))) /
+					            2;
 					x[i] = hi - lo;
 				}
 			}
 			static const char *names[2][3] = {{"B768", "B768", "I_B"}, {"F768", "F768", "I_F"}};
 			/* H1..H6 with query at 8 + 2h, transformer at 9 + 2h */
-			rc = n3a_component(&res->comp[8 + 2 * h + a], h, a, kind == 2 ? 0 : kind ? 24 : 16, names[which][kind], x,
-			                   n, err);
+			rc = n3a_component(&res->comp[8 + 2 * h + a], h, a,
+			                   kind == 2 ? 0
+			                   : kind    ? 24
+			                             : 16,
+			                   names[which][kind], x, n, err);
 		}
 	}
 #undef BF
@@ -605,10 +621,10 @@ int sb_a8_n3a_decide(struct sb_a8_n3a *res, struct sb_err *err)
 	res->forward_supported = res->context_pass && fw;
 	res->killed_context = res->density_excluded[0] && res->density_excluded[1];
 	res->killed_mechanism = res->backward_excluded && res->forward_excluded;
-	res->verdict = res->backward_supported                          ? "BACKWARD_SUPPORTED_SYNTHETIC"
-	               : res->forward_supported                         ? "FORWARD_ONLY_SUPPORTED_SYNTHETIC"
+	res->verdict = res->backward_supported                        ? "BACKWARD_SUPPORTED_SYNTHETIC"
+	               : res->forward_supported                       ? "FORWARD_ONLY_SUPPORTED_SYNTHETIC"
 	               : res->killed_context || res->killed_mechanism ? "KILLED_FOR_REGISTERED_EPSILON"
-	                                                                : "INCONCLUSIVE";
+	                                                              : "INCONCLUSIVE";
 	return 0;
 }
 

@@ -97,11 +97,11 @@ int sb_a8_m2_verdict(int n, int nsimple, const double *ttt_dense, const double *
  * margin and one order-statistic median interval per (component, architecture), the
  * intersection-union p's (max over components), two Holm families and the verdict. The
  * numbers of the registered design are fixed here (they are not options). */
-#define SB_N3A_MARGIN 0.005        /* delta: a contrast must exceed it (equal counts against) */
-#define SB_N3A_ALPHA 0.05          /* family-wise level of both Holm families */
-#define SB_N3A_NCOMP 20            /* 8 context + 12 identification components */
+#define SB_N3A_MARGIN 0.005 /* delta: a contrast must exceed it (equal counts against) */
+#define SB_N3A_ALPHA 0.05   /* family-wise level of both Holm families */
+#define SB_N3A_NCOMP 20     /* 8 context + 12 identification components */
 #define SB_N3A_ALPHA_INTERVAL (SB_N3A_ALPHA / SB_N3A_NCOMP) /* 0.0025: each median interval */
-#define SB_N3A_SEEDS 64            /* the registered design: seeds 64000..64063 */
+#define SB_N3A_SEEDS 64                                     /* the registered design: seeds 64000..64063 */
 #define SB_N3A_SEED0 64000
 
 enum { SB_N3A_ARCHS = 2, SB_N3A_RS = 4, SB_N3A_STEPS = 5, SB_N3A_PARENTS = 2, SB_N3A_FORK_ARMS = 5, SB_N3A_HYPS = 6 };
@@ -110,20 +110,21 @@ extern const int sb_n3a_r[SB_N3A_RS];                     /* 1, 4, 16, 24 */
 /* the main-trajectory steps the analysis reads: Stage 1's 32, 64, 128 (early), 768, 1024
  * (late); 128 and 768 are also the parents (their S CE is the forks' denominator) */
 extern const int sb_n3a_steps[SB_N3A_STEPS];
-extern const int sb_n3a_parents[SB_N3A_PARENTS];         /* 128, 768 */
+extern const int sb_n3a_parents[SB_N3A_PARENTS];          /* 128, 768 */
 extern const char sb_n3a_fork_arms[SB_N3A_FORK_ARMS + 1]; /* "SLPGN" */
 #define SB_N3A_FORK_STEP 32                               /* forks are read at relative step 32 */
 /* Main arms D = 0, S = 1; fork arms in sb_n3a_fork_arms' order. Index of seed i (0..n-1) of
  * main CE[arch][r][arm][step] and of fork CE[arch][r][parent][arm]: */
-#define SB_N3A_MAIN(a, r, arm, k, i, n) (((((size_t)(a) * SB_N3A_RS + (r)) * 2 + (arm)) * SB_N3A_STEPS + (k)) * (size_t)(n) + (i))
-#define SB_N3A_FORK(a, r, p, arm, i, n)                                                                       \
-	(((((size_t)(a) * SB_N3A_RS + (r)) * SB_N3A_PARENTS + (p)) * SB_N3A_FORK_ARMS + (arm)) * (size_t)(n) + (i))
+#define SB_N3A_MAIN(a, r, arm, k, i, n)                                                                                \
+	(((((size_t)(a)*SB_N3A_RS + (r)) * 2 + (arm)) * SB_N3A_STEPS + (k)) * (size_t)(n) + (i))
+#define SB_N3A_FORK(a, r, p, arm, i, n)                                                                                \
+	(((((size_t)(a)*SB_N3A_RS + (r)) * SB_N3A_PARENTS + (p)) * SB_N3A_FORK_ARMS + (arm)) * (size_t)(n) + (i))
 
 struct sb_a8_n3a_data {
-	int n;                   /* seeds (>= 1) */
-	const double *main_ce;   /* SB_N3A_MAIN-indexed, 2 x 4 x 2 x 5 x n */
-	const double *fork_ce;   /* SB_N3A_FORK-indexed, 2 x 4 x 2 x 5 x n */
-	const long long *seed;   /* the seeds' numbers, for messages (may be NULL: indices) */
+	int n;                 /* seeds (>= 1) */
+	const double *main_ce; /* SB_N3A_MAIN-indexed, 2 x 4 x 2 x 5 x n */
+	const double *fork_ce; /* SB_N3A_FORK-indexed, 2 x 4 x 2 x 5 x n */
+	const long long *seed; /* the seeds' numbers, for messages (may be NULL: indices) */
 };
 
 /* One component: the per-seed contrast of one architecture. */
@@ -143,17 +144,17 @@ struct sb_a8_n3a_comp {
  * (query, transformer each): H1 B768 r16, H2 B768 r24, H3 I_B, H4 F768 r16, H5 F768 r24, H6 I_F. */
 struct sb_a8_n3a {
 	struct sb_a8_n3a_comp comp[SB_N3A_NCOMP];
-	double density_p[2], density_holm[2]; /* r = 16, 24: max of the four p's; Holm over the two */
-	int density_excluded[2];              /* some of the density's four components is excluded */
+	double density_p[2], density_holm[2];             /* r = 16, 24: max of the four p's; Holm over the two */
+	int density_excluded[2];                          /* some of the density's four components is excluded */
 	double hyp_p[SB_N3A_HYPS], hyp_holm[SB_N3A_HYPS]; /* max over the two archs; Holm over six */
-	int context_pass;       /* some density's Holm p <= alpha */
-	int backward_supported; /* context_pass and H1, H2, H3 Holm <= alpha */
-	int forward_supported;  /* context_pass and H4, H5, H6 Holm <= alpha */
-	int killed_context;     /* 3a: both densities have an excluded context component */
-	int backward_excluded, forward_excluded; /* some component of H1-H3 / of H4-H6 excluded */
-	int killed_mechanism;   /* 3b: both */
-	const char *verdict;    /* BACKWARD_SUPPORTED_SYNTHETIC, FORWARD_ONLY_SUPPORTED_SYNTHETIC,
-	                         * KILLED_FOR_REGISTERED_EPSILON or INCONCLUSIVE (first that applies) */
+	int context_pass;                                 /* some density's Holm p <= alpha */
+	int backward_supported;                           /* context_pass and H1, H2, H3 Holm <= alpha */
+	int forward_supported;                            /* context_pass and H4, H5, H6 Holm <= alpha */
+	int killed_context;                               /* 3a: both densities have an excluded context component */
+	int backward_excluded, forward_excluded;          /* some component of H1-H3 / of H4-H6 excluded */
+	int killed_mechanism;                             /* 3b: both */
+	const char *verdict; /* BACKWARD_SUPPORTED_SYNTHETIC, FORWARD_ONLY_SUPPORTED_SYNTHETIC,
+	                      * KILLED_FOR_REGISTERED_EPSILON or INCONCLUSIVE (first that applies) */
 };
 extern const char *const sb_a8_n3a_hyp_desc[SB_N3A_HYPS]; /* "B(768) at r = 16", ... */
 

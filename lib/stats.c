@@ -801,8 +801,7 @@ int sb_stats_median_rank(int n, double alpha)
 	return rank;
 }
 
-int sb_stats_median_interval(const double *x, int n, double alpha, struct sb_median_interval *out,
-                             struct sb_err *err)
+int sb_stats_median_interval(const double *x, int n, double alpha, struct sb_median_interval *out, struct sb_err *err)
 {
 	out->n = n;
 	out->rank = 0;

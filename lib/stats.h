@@ -222,8 +222,7 @@ struct sb_median_interval {
 };
 /* The median and its order-statistic interval at noncoverage alpha (0 < alpha < 1) of
  * x[0..n), n >= 1; x is not modified. Non-finite x[i] is SB_EDATA. */
-int sb_stats_median_interval(const double *x, int n, double alpha, struct sb_median_interval *out,
-                             struct sb_err *err);
+int sb_stats_median_interval(const double *x, int n, double alpha, struct sb_median_interval *out, struct sb_err *err);
 
 /* ---- epochs and budgets ---- */
 

@@ -38,8 +38,8 @@ static void published(void)
 		int ex = pb->hi <= SB_N3A_MARGIN;
 		if (ex != pb->excluded) {
 			bad_ex++;
-			SB_CHECK(0, "component %d: interval upper end %g vs margin gives excluded %d, published %d", c, pb->hi,
-			         ex, pb->excluded);
+			SB_CHECK(0, "component %d: interval upper end %g vs margin gives excluded %d, published %d", c,
+			         pb->hi, ex, pb->excluded);
 		}
 		res.comp[c].p = p;
 		res.comp[c].excluded = ex;
@@ -51,15 +51,16 @@ static void published(void)
 	int ok = rc == 0;
 	for (int d = 0; d < 2; d++) {
 		const struct sb_a8_n3a_pub_family *f = &sb_a8_n3a_published_density[d];
-		ok &= SB_CHECK(within(res.density_p[d], f->p, f->p_tol) && within(res.density_holm[d], f->holm, f->holm_tol),
+		ok &= SB_CHECK(within(res.density_p[d], f->p, f->p_tol) &&
+		                   within(res.density_holm[d], f->holm, f->holm_tol),
 		               "density r = %d: p %.17g (published %s), Holm %.17g (published %s)", d ? 24 : 16,
 		               res.density_p[d], f->p_text, res.density_holm[d], f->holm_text);
 	}
 	for (int h = 0; h < SB_N3A_HYPS; h++) {
 		const struct sb_a8_n3a_pub_family *f = &sb_a8_n3a_published_hyp[h];
 		ok &= SB_CHECK(within(res.hyp_p[h], f->p, f->p_tol) && within(res.hyp_holm[h], f->holm, f->holm_tol),
-		               "H%d %s: p %.17g (published %s), Holm %.17g (published %s)", h + 1, sb_a8_n3a_hyp_desc[h],
-		               res.hyp_p[h], f->p_text, res.hyp_holm[h], f->holm_text);
+		               "H%d %s: p %.17g (published %s), Holm %.17g (published %s)", h + 1,
+		               sb_a8_n3a_hyp_desc[h], res.hyp_p[h], f->p_text, res.hyp_holm[h], f->holm_text);
 	}
 	SB_CHECK(res.hyp_holm[3] == 6 * ldexp(1, -64) && res.hyp_holm[4] == 6 * ldexp(1, -64),
 	         "H4, H5 Holm = 6 x 2^-64 = 3.2526065174565133e-19 exactly (got %.17g)", res.hyp_holm[3]);
@@ -92,11 +93,12 @@ static int run(const struct scen *s, int n, struct sb_a8_n3a *res, struct sb_err
 			for (int i = 0; i < n; i++) {
 				for (int arm = 0; arm < 2; arm++)
 					for (int k = 0; k < SB_N3A_STEPS; k++)
-						mce[SB_N3A_MAIN(a, r, arm, k, i, n)] = s->main(a, sb_n3a_r[r], arm, sb_n3a_steps[k], i);
+						mce[SB_N3A_MAIN(a, r, arm, k, i, n)] =
+						    s->main(a, sb_n3a_r[r], arm, sb_n3a_steps[k], i);
 				for (int p = 0; p < SB_N3A_PARENTS; p++)
 					for (int arm = 0; arm < SB_N3A_FORK_ARMS; arm++)
-						fce[SB_N3A_FORK(a, r, p, arm, i, n)] =
-						    s->fork(a, sb_n3a_r[r], sb_n3a_parents[p], sb_n3a_fork_arms[arm], i);
+						fce[SB_N3A_FORK(a, r, p, arm, i, n)] = s->fork(
+						    a, sb_n3a_r[r], sb_n3a_parents[p], sb_n3a_fork_arms[arm], i);
 			}
 	struct sb_a8_n3a_data d = {.n = n, .main_ce = mce, .fork_ce = fce};
 	return sb_a8_n3a(&d, res, err);
@@ -169,8 +171,8 @@ static void scenarios(void)
 {
 	struct scen backward = {"backward", main_ctx, fork_backward}, killed = {"killed", main_ctx, fork_killed},
 	            nocontext = {"context fails", main_flat, fork_flat}, forward = {"forward", main_ctx, fork_forward},
-	            inconcl = {"inconclusive", main_ctx, fork_inconclusive}, gated = {"gated", main_flat, fork_backward},
-	            h2 = {"h2", main_ctx, fork_h2};
+	            inconcl = {"inconclusive", main_ctx, fork_inconclusive},
+	            gated = {"gated", main_flat, fork_backward}, h2 = {"h2", main_ctx, fork_h2};
 	expect("planted: D = 1, S 0.98 -> 1.02, G, L = 0.96 at r >= 16, parent 768", &backward, 64,
 	       "BACKWARD_SUPPORTED_SYNTHETIC", 1);
 	expect("planted: same main, G, L = 1.04 everywhere", &killed, 64, "KILLED_FOR_REGISTERED_EPSILON", 1);
@@ -216,9 +218,10 @@ static void scenarios(void)
 	SB_CHECK(res.hyp_holm[0] == 6 * two64 && res.hyp_holm[5] == 6 * two64, "every hypothesis Holm 6 x 2^-64");
 	/* a single hypothesis failing moves only its p (the fixed order) */
 	run(&h2, 64, &res, &err);
-	SB_CHECK(res.hyp_p[1] == 1 && res.hyp_p[0] == two64 && res.hyp_p[2] == two64 && res.hyp_holm[1] == 1 &&
-	             res.comp[11].above == 0 && res.comp[10].above == 64,
-	         "H2 absent in the transformer: H2 p = max(2^-64, 1) = 1, H1 and H3 still 2^-64 (I_B halves but stays)");
+	SB_CHECK(
+	    res.hyp_p[1] == 1 && res.hyp_p[0] == two64 && res.hyp_p[2] == two64 && res.hyp_holm[1] == 1 &&
+	        res.comp[11].above == 0 && res.comp[10].above == 64,
+	    "H2 absent in the transformer: H2 p = max(2^-64, 1) = 1, H1 and H3 still 2^-64 (I_B halves but stays)");
 	/* ties: a contrast equal to the margin counts against, and an interval ending at it excludes */
 	struct scen tie = {"tie", main_flat, fork_tie};
 	run(&tie, 64, &res, &err);

@@ -25,7 +25,8 @@ static void tails(void)
 	/* the extremes are exact powers of two */
 	SB_CHECK(sb_stats_sign_p(64, 64) == ldexp(1.0, -64), "sign p 64/64 = 2^-64 exactly (%.17g)",
 	         sb_stats_sign_p(64, 64));
-	SB_CHECK(fabs(sb_stats_sign_p(64, 64) - 5.421010862427522e-20) < 1e-34, "2^-64 = 5.42e-20 (not 0: no underflow)");
+	SB_CHECK(fabs(sb_stats_sign_p(64, 64) - 5.421010862427522e-20) < 1e-34,
+	         "2^-64 = 5.42e-20 (not 0: no underflow)");
 	SB_CHECK(sb_stats_sign_p(0, 64) == 1.0, "sign p 0/64 = 1 (%.17g)", sb_stats_sign_p(0, 64));
 	SB_CHECK(sb_stats_sign_p(1, 64) == 1.0 - ldexp(1.0, -64), "sign p 1/64 = 1 - 2^-64 (rounds to 1)");
 	SB_CHECK(sb_stats_sign_p(4, 4) == 0.0625, "sign p 4/4 = 1/16 (%.17g)", sb_stats_sign_p(4, 4));
@@ -72,15 +73,16 @@ static void sign_tests(void)
 	struct sb_err err = {0};
 	/* the study's planted fixtures */
 	int rc = sb_stats_sign_test((double[]){1, 2, 3, 4}, 4, 0.0, &t, &err);
-	SB_CHECK(rc == 0 && t.above == 4 && t.p == 1.0 / 16, "planted: four values > 0 at margin 0: p = 1/16 (%g)", t.p);
+	SB_CHECK(rc == 0 && t.above == 4 && t.p == 1.0 / 16, "planted: four values > 0 at margin 0: p = 1/16 (%g)",
+	         t.p);
 	rc = sb_stats_sign_test((double[]){0.005, 0.005, 0.005, 0.005}, 4, 0.005, &t, &err);
 	SB_CHECK(rc == 0 && t.above == 0 && t.p == 1.0, "planted: all equal to the margin: p = 1 (%d above, p %g)",
 	         t.above, t.p);
 	/* ties count against: values equal to the margin are failures, just above are successes */
 	double x[6] = {0.005, nextafter(0.005, 1), 0.004, 0.006, 0.005, 1.0};
 	rc = sb_stats_sign_test(x, 6, 0.005, &t, &err);
-	SB_CHECK(rc == 0 && t.above == 3 && t.p == 42.0 / 64, "ties against: 3 of 6 strictly above 0.005 (%d), p = 42/64 (%g)",
-	         t.above, t.p);
+	SB_CHECK(rc == 0 && t.above == 3 && t.p == 42.0 / 64,
+	         "ties against: 3 of 6 strictly above 0.005 (%d), p = 42/64 (%g)", t.above, t.p);
 	double y[64];
 	for (int i = 0; i < 64; i++)
 		y[i] = 0.01 + i;
@@ -135,9 +137,10 @@ static void intervals(void)
 	int same = 1;
 	for (int i = 0; i < 64; i++)
 		same &= x[i] == x0[i];
-	SB_CHECK(rc == 0 && m.rank == 20 && m.lo == 9 && m.hi == 34 && m.median == 21.5 && same,
-	         "n = 64: interval (x_(20), x_(45)) = (9, 34), median 21.5 (got rank %d, [%g, %g], %g), input unchanged",
-	         m.rank, m.lo, m.hi, m.median);
+	SB_CHECK(
+	    rc == 0 && m.rank == 20 && m.lo == 9 && m.hi == 34 && m.median == 21.5 && same,
+	    "n = 64: interval (x_(20), x_(45)) = (9, 34), median 21.5 (got rank %d, [%g, %g], %g), input unchanged",
+	    m.rank, m.lo, m.hi, m.median);
 	rc = sb_stats_median_interval((double[]){5, 1, 4, 2, 3, 9, 8, 7, 6, 0}, 10, 0.0025, &m, &err);
 	SB_CHECK(rc == 0 && m.rank == 1 && m.lo == 0 && m.hi == 9 && m.median == 4.5,
 	         "n = 10: rank 1, the range (0, 9), median 4.5 (got %d, [%g, %g], %g)", m.rank, m.lo, m.hi, m.median);
