@@ -223,6 +223,13 @@ $ sb-a8 n3a b.ndjson | tail -n 1 | grep -o '"verdict":"[^"]*"\|"registered_desig
 > "registered_design":false
 ! not the registered design
 
+%%% n3a: the example of docs/sb-a8.md (the planted KILLED fixture from stdin)
+$ gzip -dc $TOP/tests/fixtures/a8/n3a/killed.ndjson.gz | sb-a8 -q n3a --md n3a.md - | tail -n 1 | grep -o '"verdict":"[^"]*"\|"registered_design":[a-z]*'
+$ grep -c 'N3-A verdict: KILLED_FOR_REGISTERED_EPSILON' n3a.md
+> "verdict":"KILLED_FOR_REGISTERED_EPSILON"
+> "registered_design":false
+> 1
+
 %%% '-' twice is a usage error
 $ sb-a8 bottomk - - </dev/null
 ? 2
