@@ -1748,6 +1748,8 @@ static void n3_pub_interval(char *b, size_t nb, const struct sb_a8_n3a_pub *p)
 
 static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 {
+	if (!n3n)
+		return SB_ERR(err, SB_EDATA, "N3-A: no decision: no n3a.eval records");
 	/* 1. reruns: of the records of one (arch, r, seed, arm, parent, step) the later wins */
 	qsort(n3, n3n, sizeof *n3, n3_cmp);
 	size_t m = 0;
@@ -1768,8 +1770,6 @@ static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 		    "N3-A: %lld evaluation(s) superseded by a later record of the same arch, r, seed, arm, parent and "
 		    "step (e.g. %s)",
 		    n3count.superseded, n3count.sup_example);
-	if (!n3n)
-		return SB_ERR(err, SB_EDATA, "N3-A: no decision: no n3a.eval records");
 	/* 2. the seeds present */
 	long long *seeds = malloc(n3n * sizeof *seeds);
 	if (!seeds)
