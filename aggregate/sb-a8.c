@@ -1,6 +1,7 @@
 /* sb-a8 — PROTOCOL A8's extension analyses with their predeclared criteria:
  * M1 (the switch-epoch predictor, and the switch epochs of the M2 schedules), M2 (the
- * switching schedules), the bottom-k control and the linear-decay control. The
+ * switching schedules), M3, the bottom-k control, the linear-decay control and N3-A's
+ * inference (the synthetic intervention assay, from the N3-A runner's n3a.eval records). The
  * arithmetic is lib/a8.h; docs/sb-a8.md defines every number. */
 #include <getopt.h>
 #include <stdarg.h>
@@ -19,7 +20,7 @@
 #include "stats.h"
 
 static const char usage_text[] =
-    "Usage: sb-a8 m1|m2|bottomk|lineardecay|m3|m3map [--md FILE] [--switch-epochs FILE] [--seed N]\n"
+    "Usage: sb-a8 m1|m2|bottomk|lineardecay|m3|m3map|n3a [--md FILE] [--switch-epochs FILE] [--seed N]\n"
     "             [--resamples N] [--trajectory A8.ndjson --m2 A8.ndjson] [-q] RECORDS...\n"
     "\n"
     "PROTOCOL A8's extension analyses from sb-eval's eval.epoch records (val.ndjson files; '-' =\n"
@@ -47,6 +48,13 @@ static const char usage_text[] =
     "  m3           M2's criteria on the confirmation grid (RECORDS: its validation logs and\n"
     "               sb-test's test.ndjson; the final-accuracy clause on test accuracy); verdict\n"
     "               CONFIRMED or NOT_CONFIRMED (a rule of ours: the protocol gives none)\n"
+    "  n3a          N3-A's inference from the N3-A runner's n3a.eval records (RECORDS; other kinds are\n"
+    "               skipped): 20 sign tests with margin 0.005 and median intervals, Holm over the 2\n"
+    "               densities and the 6 hypotheses; verdict BACKWARD_SUPPORTED_SYNTHETIC,\n"
+    "               FORWARD_ONLY_SUPPORTED_SYNTHETIC, KILLED_FOR_REGISTERED_EPSILON or INCONCLUSIVE. Of\n"
+    "               records of the same arch, r, seed, arm, parent and step the later wins. No decision\n"
+    "               (exit 3, naming the first missing or bad evaluation) on an incomplete census, a\n"
+    "               non-finite CE or a non-positive denominator\n"
     "\n"
     "Options:\n"
     "  --md FILE             the section of the report (Markdown), written atomically\n"
@@ -66,7 +74,7 @@ static const char usage_text[] =
     "\n"
     "stdout: run.meta, then a8.* records (docs/sb-a8.md), the last one a8.verdict.\n"
     "Exit status: 0 computed (whatever the verdict); 2 usage; 3 malformed or insufficient\n"
-    "input; 4 I/O error.\n";
+    "input (n3a: no decision); 4 I/O error.\n";
 
 static _Noreturn void usage(void)
 {
@@ -124,23 +132,32 @@ static int run_epochs(const struct run *r)
 	return r->budget;
 }
 
+/* a records file read whole and hashed; '-' is stdin, once (hashed from the bytes read) */
+static int slurp(const char *path, struct sb_input *in, char **buf, size_t *len, struct sb_err *err)
+{
+	if (!strcmp(path, "-")) {
+		static int stdin_used;
+		if (stdin_used++)
+			return SB_ERR(err, SB_EUSAGE, "'-' (stdin) given twice");
+		SB_TRY(sb_read_stream(stdin, "<stdin>", buf, len, 0, err));
+		in->path = "-";
+		in->size_bytes = *len;
+		sb_sha256_buf(*buf, *len, in->sha256);
+		return 0;
+	}
+	SB_TRY(sb_read_file(path, buf, len, 0, err));
+	int rc = sb_input_hash(in, path, err);
+	if (rc)
+		free(*buf);
+	return rc;
+}
+
 /* with_test: also sb-test's test.cell records (their test_accuracy, for m3) */
 static int load(const char *path, struct sb_input *in, int with_test, struct sb_err *err)
 {
 	char *buf;
 	size_t len;
-	if (!strcmp(path, "-")) { /* stdin, once: hashed from the bytes read */
-		static int stdin_used;
-		if (stdin_used++)
-			return SB_ERR(err, SB_EUSAGE, "'-' (stdin) given twice");
-		SB_TRY(sb_read_stream(stdin, "<stdin>", &buf, &len, 0, err));
-		in->path = "-";
-		in->size_bytes = len;
-		sb_sha256_buf(buf, len, in->sha256);
-	} else {
-		SB_TRY(sb_read_file(path, &buf, &len, 0, err));
-		SB_TRY(sb_input_hash(in, path, err));
-	}
+	SB_TRY(slurp(path, in, &buf, &len, err));
 	int rc = 0, line = 0;
 	for (size_t a = 0; a < len && !rc; line++) {
 		size_t b = a;
@@ -1559,6 +1576,468 @@ static int lineardecay(struct sb_jw *w, struct md *md, struct sb_err *err)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- N3-A */
+
+/* One n3a.eval record (the N3-A runner's, docs/n3a-spec.md 2.8-2.10): a unit (arch, r, seed,
+ * arm, parent) evaluated at a step. arm: D = 0, S = 1 on a main trajectory (parent -1); the
+ * index in SLPGN on a fork (parent 0: 128, 1: 768). ce is NaN for a null (non-finite) CE. */
+struct n3rec {
+	long long seed;
+	int arch, ri, arm, parent, step, file, line;
+	double ce;
+};
+static struct n3rec *n3;
+static size_t n3n, n3cap;
+static const char *n3paths[4096];
+static struct {
+	long long read, superseded, counted;
+	char sup_example[200];
+} n3count;
+
+static const int n3_main_steps[] = {0, 32, 64, 128, 160, 256, 512, 768, 800, 1024};
+static const int n3_fork_steps[] = {0, 1, 32};
+
+static int n3_index(const int *tab, int n, int v)
+{
+	for (int i = 0; i < n; i++)
+		if (tab[i] == v)
+			return i;
+	return -1;
+}
+
+/* "arch A, r R, seed S, arm X, parent P, step T" */
+static void n3_unit(char *b, size_t nb, int arch, int ri, long long seed, int arm, int parent, int step)
+{
+	if (parent < 0)
+		snprintf(b, nb, "arch %s, r %d, seed %lld, arm %c, main, step %d", sb_n3a_arch_names[arch],
+		         sb_n3a_r[ri], seed, arm ? 'S' : 'D', step);
+	else
+		snprintf(b, nb, "arch %s, r %d, seed %lld, arm %c, parent %d, step %d", sb_n3a_arch_names[arch],
+		         sb_n3a_r[ri], seed, sb_n3a_fork_arms[arm], sb_n3a_parents[parent], step);
+}
+
+/* the n3a.eval records of one file (other kinds are skipped); a field missing or outside the
+ * design is malformed input, naming file and line */
+static int n3a_load(const char *path, int file, struct sb_input *in, struct sb_err *err)
+{
+	char *buf;
+	size_t len;
+	SB_TRY(slurp(path, in, &buf, &len, err));
+	n3paths[file] = path;
+	int rc = 0, line = 0;
+	for (size_t a = 0; a < len && !rc; line++) {
+		size_t b = a;
+		while (b < len && buf[b] != '\n')
+			b++;
+		const char *s = buf + a;
+		size_t n = b - a;
+		a = b + 1;
+		if (n == 0)
+			continue;
+		struct sb_json *rec;
+		if (sb_json_parse(s, n, &rec, err)) {
+			rc = SB_ERR(err, SB_EDATA, "%s:%d: %s", path, line + 1, err->msg);
+			break;
+		}
+		if (strcmp(sb_json_str(sb_json_get(rec, "kind"), ""), "n3a.eval")) {
+			sb_json_free(rec);
+			continue;
+		}
+		const char *arch, *arm;
+		int64_t r, seed, step, parent = -1;
+		const struct sb_json *pj = sb_json_get(rec, "parent"),
+		                     *cj = sb_json_get(rec, "validation_cross_entropy");
+		struct n3rec x = {.file = file, .line = line + 1, .parent = -1};
+		if (sb_json_req_str(rec, "arch", &arch, err) || sb_json_req_int(rec, "r", &r, err) ||
+		    sb_json_req_int(rec, "seed", &seed, err) || sb_json_req_str(rec, "arm", &arm, err) ||
+		    sb_json_req_int(rec, "step", &step, err)) {
+		} else if (!pj || (pj->type != SB_JSON_NULL && sb_json_req_int(rec, "parent", &parent, err))) {
+			if (!pj)
+				SB_ERR(err, SB_EDATA, "missing field 'parent' (null on a main trajectory)");
+		} else if (!cj || (cj->type != SB_JSON_NULL && cj->type != SB_JSON_NUMBER)) {
+			SB_ERR(err, SB_EDATA,
+			       "validation_cross_entropy missing or not a number (null when non-finite)");
+		} else if ((x.arch = !strcmp(arch, "query") ? 0 : !strcmp(arch, "transformer") ? 1 : -1) < 0) {
+			SB_ERR(err, SB_EDATA, "arch '%s' is not query or transformer", arch);
+		} else if (r != (int)r || (x.ri = n3_index(sb_n3a_r, SB_N3A_RS, (int)r)) < 0) {
+			SB_ERR(err, SB_EDATA, "r %lld is not 1, 4, 16 or 24", (long long)r);
+		} else if (pj->type != SB_JSON_NULL &&
+		           (parent != (int)parent ||
+		            (x.parent = n3_index(sb_n3a_parents, SB_N3A_PARENTS, (int)parent)) < 0)) {
+			SB_ERR(err, SB_EDATA, "parent %lld is not null, 128 or 768", (long long)parent);
+		} else if (x.parent < 0 ? strlen(arm) != 1 || (arm[0] != 'D' && arm[0] != 'S')
+		                        : strlen(arm) != 1 || !strchr(sb_n3a_fork_arms, arm[0])) {
+			SB_ERR(err, SB_EDATA, "arm '%s' is not one of %s", arm,
+			       x.parent < 0 ? "D, S (main)" : "S, L, P, G, N (fork)");
+		} else if (step != (int)step || (x.parent < 0 ? n3_index(n3_main_steps, 10, (int)step)
+		                                              : n3_index(n3_fork_steps, 3, (int)step)) < 0) {
+			SB_ERR(err, SB_EDATA, "step %lld is not an evaluation step of a %s", (long long)step,
+			       x.parent < 0 ? "main trajectory (0, 32, 64, 128, 160, 256, 512, 768, 800, 1024)"
+			                    : "fork (relative 0, 1, 32)");
+		} else {
+			x.seed = (long long)seed;
+			x.step = (int)step;
+			x.arm =
+			    x.parent < 0 ? arm[0] == 'S' : (int)(strchr(sb_n3a_fork_arms, arm[0]) - sb_n3a_fork_arms);
+			x.ce = cj->type == SB_JSON_NUMBER && isfinite(cj->number) ? cj->number : NAN;
+			if (n3n == n3cap) {
+				n3cap = n3cap ? 2 * n3cap : 4096;
+				struct n3rec *t = realloc(n3, n3cap * sizeof *n3);
+				if (!t) {
+					sb_json_free(rec);
+					free(buf);
+					return SB_ERR(err, SB_EINTERNAL, "out of memory");
+				}
+				n3 = t;
+			}
+			n3[n3n++] = x;
+			n3count.read++;
+			err->code = 0;
+		}
+		if (err->code)
+			rc = SB_ERR(err, SB_EDATA, "%s:%d: n3a.eval: %s", path, line + 1, err->msg);
+		sb_json_free(rec);
+	}
+	free(buf);
+	return rc;
+}
+
+/* the evaluations' order: by unit and step, then input order (the later record of a key wins) */
+static int n3_cmp(const void *pa, const void *pb)
+{
+	const struct n3rec *a = pa, *b = pb;
+	int c = (a->arch > b->arch) - (a->arch < b->arch);
+	if (!c)
+		c = (a->ri > b->ri) - (a->ri < b->ri);
+	if (!c)
+		c = (a->seed > b->seed) - (a->seed < b->seed);
+	if (!c)
+		c = (a->parent > b->parent) - (a->parent < b->parent);
+	if (!c)
+		c = (a->arm > b->arm) - (a->arm < b->arm);
+	if (!c)
+		c = (a->step > b->step) - (a->step < b->step);
+	if (!c)
+		c = (a->file > b->file) - (a->file < b->file);
+	if (!c)
+		c = (a->line > b->line) - (a->line < b->line);
+	return c;
+}
+static int n3_same_key(const struct n3rec *a, const struct n3rec *b)
+{
+	return a->arch == b->arch && a->ri == b->ri && a->seed == b->seed && a->parent == b->parent &&
+	       a->arm == b->arm && a->step == b->step;
+}
+static int ll_cmp(const void *pa, const void *pb)
+{
+	long long a = *(const long long *)pa, b = *(const long long *)pb;
+	return (a > b) - (a < b);
+}
+
+static void n3_interval(char *b, size_t nb, const struct sb_a8_n3a_comp *c)
+{
+	if (c->rank)
+		snprintf(b, nb, "[%.5g, %.5g]", c->lo, c->hi);
+	else
+		snprintf(b, nb, "(-inf, inf)");
+}
+static void n3_pub_interval(char *b, size_t nb, const struct sb_a8_n3a_pub *p)
+{
+	snprintf(b, nb, "[%.5g, %.5g]", p->lo, p->hi);
+}
+
+static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
+{
+	if (!n3n)
+		return SB_ERR(err, SB_EDATA, "N3-A: no decision: no n3a.eval records");
+	/* 1. reruns: of the records of one (arch, r, seed, arm, parent, step) the later wins */
+	qsort(n3, n3n, sizeof *n3, n3_cmp);
+	size_t m = 0;
+	for (size_t i = 0; i < n3n; i++) {
+		if (m && n3_same_key(&n3[m - 1], &n3[i])) {
+			if (!n3count.superseded++)
+				snprintf(n3count.sup_example, sizeof n3count.sup_example, "%s:%d by %s:%d",
+				         n3paths[n3[m - 1].file], n3[m - 1].line, n3paths[n3[i].file], n3[i].line);
+			n3[m - 1] = n3[i];
+		} else {
+			n3[m++] = n3[i];
+		}
+	}
+	n3n = m;
+	n3count.counted = (long long)m;
+	if (n3count.superseded)
+		sb_cli_warn(
+		    "N3-A: %lld evaluation(s) superseded by a later record of the same arch, r, seed, arm, parent and "
+		    "step (e.g. %s)",
+		    n3count.superseded, n3count.sup_example);
+	/* 2. the seeds present */
+	long long *seeds = malloc(n3n * sizeof *seeds);
+	if (!seeds)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (size_t i = 0; i < n3n; i++)
+		seeds[i] = n3[i].seed;
+	qsort(seeds, n3n, sizeof *seeds, ll_cmp);
+	int ns = 0;
+	for (size_t i = 0; i < n3n; i++)
+		if (!ns || seeds[ns - 1] != seeds[i])
+			seeds[ns++] = seeds[i];
+	/* 3. a non-finite CE in any evaluation that counts: no decision */
+	for (size_t i = 0; i < n3n; i++)
+		if (isnan(n3[i].ce)) {
+			char u[160];
+			const struct n3rec *x = &n3[i];
+			n3_unit(u, sizeof u, x->arch, x->ri, x->seed, x->arm, x->parent, x->step);
+			free(seeds);
+			return SB_ERR(err, SB_EDATA, "N3-A: no decision: %s:%d: non-finite validation CE (%s)",
+			              n3paths[x->file], x->line, u);
+		}
+	/* 4. the census: every seed present needs both archs, all four r, D and S at the five
+	 * steps, and the five fork arms at relative step 32 of both parents */
+	size_t nm = (size_t)SB_N3A_ARCHS * SB_N3A_RS * 2 * SB_N3A_STEPS * ns;
+	size_t nf = (size_t)SB_N3A_ARCHS * SB_N3A_RS * SB_N3A_PARENTS * SB_N3A_FORK_ARMS * ns;
+	double *mce = malloc(nm * sizeof *mce), *fce = malloc(nf * sizeof *fce);
+	if (!mce || !fce) {
+		free(seeds);
+		free(mce);
+		free(fce);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	for (size_t i = 0; i < nm; i++)
+		mce[i] = NAN;
+	for (size_t i = 0; i < nf; i++)
+		fce[i] = NAN;
+	for (size_t i = 0; i < n3n; i++) {
+		const struct n3rec *x = &n3[i];
+		int si = (int)((long long *)bsearch(&x->seed, seeds, (size_t)ns, sizeof *seeds, ll_cmp) - seeds);
+		if (x->parent < 0) {
+			int k = n3_index(sb_n3a_steps, SB_N3A_STEPS, x->step);
+			if (k >= 0)
+				mce[SB_N3A_MAIN(x->arch, x->ri, x->arm, k, si, ns)] = x->ce;
+		} else if (x->step == SB_N3A_FORK_STEP) {
+			fce[SB_N3A_FORK(x->arch, x->ri, x->parent, x->arm, si, ns)] = x->ce;
+		}
+	}
+	long long missing = 0;
+	char first[160] = "";
+	for (int si = 0; si < ns; si++)
+		for (int a = 0; a < SB_N3A_ARCHS; a++)
+			for (int r = 0; r < SB_N3A_RS; r++) {
+				for (int arm = 0; arm < 2; arm++)
+					for (int k = 0; k < SB_N3A_STEPS; k++)
+						if (isnan(mce[SB_N3A_MAIN(a, r, arm, k, si, ns)]) && !missing++)
+							n3_unit(first, sizeof first, a, r, seeds[si], arm, -1,
+							        sb_n3a_steps[k]);
+				for (int p = 0; p < SB_N3A_PARENTS; p++)
+					for (int arm = 0; arm < SB_N3A_FORK_ARMS; arm++)
+						if (isnan(fce[SB_N3A_FORK(a, r, p, arm, si, ns)]) && !missing++)
+							n3_unit(first, sizeof first, a, r, seeds[si], arm, p,
+							        SB_N3A_FORK_STEP);
+			}
+	int rc = 0;
+	struct sb_a8_n3a res;
+	if (missing) {
+		rc = SB_ERR(
+		    err, SB_EDATA,
+		    "N3-A: no decision: census incomplete: %lld of %zu required evaluations missing for the %d seed(s) "
+		    "present; the first: %s",
+		    missing, nm + nf, ns, first);
+		goto out;
+	}
+	struct sb_a8_n3a_data d = {.n = ns, .main_ce = mce, .fork_ce = fce, .seed = seeds};
+	if ((rc = sb_a8_n3a(&d, &res, err))) {
+		sb_err_prefix(err, "N3-A: no decision");
+		goto out;
+	}
+	int registered =
+	    ns == SB_N3A_SEEDS && seeds[0] == SB_N3A_SEED0 && seeds[ns - 1] == SB_N3A_SEED0 + SB_N3A_SEEDS - 1;
+	if (!registered)
+		sb_cli_warn("N3-A: %d seed(s) (%lld..%lld): not the registered design (%d seeds %d..%d)", ns, seeds[0],
+		            seeds[ns - 1], SB_N3A_SEEDS, SB_N3A_SEED0, SB_N3A_SEED0 + SB_N3A_SEEDS - 1);
+	sb_progress(1, "N3-A: %d seeds, %lld evaluations counted: %s", ns, n3count.counted, res.verdict);
+	/* records: the 20 components, the two families, the verdict */
+	for (int c = 0; c < SB_N3A_NCOMP; c++) {
+		const struct sb_a8_n3a_comp *x = &res.comp[c];
+		sb_jw_record(w, "a8.n3a.component", 1);
+		sb_jw_kstr(w, "stage", x->hyp < 0 ? "context" : "identification");
+		if (x->hyp < 0)
+			sb_jw_knull(w, "hypothesis");
+		else {
+			char h[8];
+			snprintf(h, sizeof h, "H%d", x->hyp + 1);
+			sb_jw_kstr(w, "hypothesis", h);
+		}
+		sb_jw_kstr(w, "arch", sb_n3a_arch_names[x->arch]);
+		if (x->r)
+			sb_jw_kint(w, "r", x->r);
+		else
+			sb_jw_knull(w, "r");
+		sb_jw_kstr(w, "component", x->name);
+		sb_jw_kint(w, "n", x->n);
+		sb_jw_kf64(w, "median", x->median);
+		if (x->rank) {
+			sb_jw_kf64(w, "interval_lo", x->lo);
+			sb_jw_kf64(w, "interval_hi", x->hi);
+		} else {
+			sb_jw_knull(w, "interval_lo");
+			sb_jw_knull(w, "interval_hi");
+		}
+		sb_jw_kint(w, "interval_rank", x->rank);
+		sb_jw_kint(w, "above_margin", x->above);
+		sb_jw_kf64(w, "p", x->p);
+		sb_jw_kbool(w, "excluded", x->excluded);
+		sb_jw_obj_end(w);
+		if ((rc = emit(w, err)))
+			goto out;
+	}
+	for (int f = 0; f < 2 + SB_N3A_HYPS; f++) {
+		int ctx = f < 2, h = f - 2;
+		char mem[8];
+		snprintf(mem, sizeof mem, ctx ? "r%d" : "H%d", ctx ? (f ? 24 : 16) : h + 1);
+		double p = ctx ? res.density_p[f] : res.hyp_p[h], holm = ctx ? res.density_holm[f] : res.hyp_holm[h];
+		int ex = ctx ? res.density_excluded[f] : res.comp[8 + 2 * h].excluded || res.comp[9 + 2 * h].excluded;
+		sb_jw_record(w, "a8.n3a.family", 1);
+		sb_jw_kstr(w, "family", ctx ? "context" : "identification");
+		sb_jw_kstr(w, "member", mem);
+		if (ctx)
+			sb_jw_kstr(w, "description",
+			           f ? "density r = 24: E and C, both archs" : "density r = 16: E and C, both archs");
+		else
+			sb_jw_kstr(w, "description", sb_a8_n3a_hyp_desc[h]);
+		sb_jw_kf64(w, "p", p);
+		sb_jw_kf64(w, "holm_p", holm);
+		sb_jw_kbool(w, "significant", holm <= SB_N3A_ALPHA);
+		sb_jw_kbool(w, "some_component_excluded", ex);
+		sb_jw_obj_end(w);
+		if ((rc = emit(w, err)))
+			goto out;
+	}
+	sb_jw_record(w, "a8.verdict", 1);
+	sb_jw_kstr(w, "analysis", "n3a");
+	sb_jw_kstr(w, "verdict", res.verdict);
+	sb_jw_kbool(w, "context_pass", res.context_pass);
+	sb_jw_kbool(w, "clause_backward_supported", res.backward_supported);
+	sb_jw_kbool(w, "clause_forward_supported", res.forward_supported);
+	sb_jw_kbool(w, "clause_killed_context_gates", res.killed_context);
+	sb_jw_kbool(w, "clause_killed_mechanism_branches", res.killed_mechanism);
+	sb_jw_kbool(w, "backward_component_excluded", res.backward_excluded);
+	sb_jw_kbool(w, "forward_component_excluded", res.forward_excluded);
+	for (int dd = 0; dd < 2; dd++) {
+		char k[32];
+		snprintf(k, sizeof k, "density_p_r%d", dd ? 24 : 16);
+		sb_jw_kf64(w, k, res.density_p[dd]);
+		snprintf(k, sizeof k, "density_holm_r%d", dd ? 24 : 16);
+		sb_jw_kf64(w, k, res.density_holm[dd]);
+	}
+	for (int h = 0; h < SB_N3A_HYPS; h++) {
+		char k[16];
+		snprintf(k, sizeof k, "h%d_p", h + 1);
+		sb_jw_kf64(w, k, res.hyp_p[h]);
+		snprintf(k, sizeof k, "h%d_holm", h + 1);
+		sb_jw_kf64(w, k, res.hyp_holm[h]);
+	}
+	sb_jw_kf64(w, "margin", SB_N3A_MARGIN);
+	sb_jw_kf64(w, "alpha", SB_N3A_ALPHA);
+	sb_jw_kf64(w, "interval_alpha", SB_N3A_ALPHA_INTERVAL);
+	sb_jw_kint(w, "interval_rank", res.comp[0].rank);
+	sb_jw_kint(w, "n_seeds", ns);
+	sb_jw_kint(w, "seed_min", seeds[0]);
+	sb_jw_kint(w, "seed_max", seeds[ns - 1]);
+	sb_jw_kbool(w, "registered_design", registered);
+	sb_jw_kint(w, "evals_read", n3count.read);
+	sb_jw_kint(w, "evals_counted", n3count.counted);
+	sb_jw_kint(w, "evals_superseded", n3count.superseded);
+	sb_jw_kstr(w, "published_outcome", SB_A8_N3A_PUBLISHED_VERDICT);
+	sb_jw_kbool(w, "mechanism_manuscript_eligible", 0);
+	sb_jw_kbool(w, "real_transfer_still_required", 1);
+	sb_jw_obj_end(w);
+	if ((rc = emit(w, err)))
+		goto out;
+
+	/* the report's section, beside the published tables (docs/n3a-spec.md 4) */
+	mdf(md, "### N3-A: the synthetic intervention assay (computed)\n\n");
+	if (registered)
+		mdf(md, "The registered design: %d seeds (%lld..%lld), 2 architectures x 4 densities.\n\n", ns,
+		    seeds[0], seeds[ns - 1]);
+	else
+		mdf(md,
+		    "**Not the registered design**: %d seed(s) (%lld..%lld) instead of %d (%d..%d). The p-values and "
+		    "intervals below are those of %d seeds (with fewer than 10 no finite median interval exists at "
+		    "0.0025, so no component can exclude its direction); the published columns are for comparison "
+		    "only.\n\n",
+		    ns, seeds[0], seeds[ns - 1], SB_N3A_SEEDS, SB_N3A_SEED0, SB_N3A_SEED0 + SB_N3A_SEEDS - 1, ns);
+	mdf(md,
+	    "Sign tests at margin %.3g (values equal to it count against), median intervals at noncoverage "
+	    "0.05/20 = 0.0025 (order statistics %d and %d of %d; none when 0), a component excludes its direction "
+	    "when its interval's upper end is <= %.3g. Published: n = 64, the study's SCIENTIFIC_DECISION.json.\n\n",
+	    SB_N3A_MARGIN, res.comp[0].rank, ns + 1 - res.comp[0].rank, ns, SB_N3A_MARGIN);
+	mdf(md,
+	    "Context (Stage 1):\n\n| r | arch | component | median | interval | #> %.3g | p | excluded | published "
+	    "median | published interval | published # | published p | published excluded |\n| --- | --- | --- | "
+	    "--- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+	    SB_N3A_MARGIN);
+	char iv[80], piv[80];
+	for (int c = 0; c < 8; c++) {
+		const struct sb_a8_n3a_comp *x = &res.comp[c];
+		const struct sb_a8_n3a_pub *pb = &sb_a8_n3a_published[c];
+		n3_interval(iv, sizeof iv, x);
+		n3_pub_interval(piv, sizeof piv, pb);
+		mdf(md, "| %d | %s | %s | %.5g | %s | %d/%d | %.3g | %s | %.5g | %s | %d/64 | %s | %s |\n", x->r,
+		    sb_n3a_arch_names[x->arch],
+		    x->hyp < 0 && !strcmp(x->name, "early_benefit") ? "early benefit" : "late cost", x->median, iv,
+		    x->above, x->n, x->p, x->excluded ? "yes" : "no", pb->median, piv, pb->above, pb->p_text,
+		    pb->excluded ? "yes" : "no");
+	}
+	mdf(md,
+	    "\nDensity p (max of its four) / Holm over two: r = 16 %.3g / %.3g, r = 24 %.3g / %.3g (published 1 / 1 "
+	    "for both). **context_pass: %s** (published: false).\n\n",
+	    res.density_p[0], res.density_holm[0], res.density_p[1], res.density_holm[1],
+	    res.context_pass ? "true" : "false");
+	mdf(md,
+	    "Identification (Stage 2; B = (CE_N - CE_G) / CE_S(parent), F = (CE_P - CE_L) / CE_S(parent), forks read "
+	    "at "
+	    "relative step 32):\n\n| hyp. | arch | median | interval | #> %.3g | p | excluded | hyp. p / Holm | "
+	    "published median | published interval | published # | published p | published excluded | published hyp. "
+	    "p / Holm |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+	    SB_N3A_MARGIN);
+	for (int c = 8; c < SB_N3A_NCOMP; c++) {
+		const struct sb_a8_n3a_comp *x = &res.comp[c];
+		const struct sb_a8_n3a_pub *pb = &sb_a8_n3a_published[c];
+		int h = x->hyp, first_row = x->arch == 0;
+		char hp[64] = "", php[64] = "";
+		if (first_row) {
+			snprintf(hp, sizeof hp, "%.3g / %.3g", res.hyp_p[h], res.hyp_holm[h]);
+			snprintf(php, sizeof php, "%s / %s", sb_a8_n3a_published_hyp[h].p_text,
+			         sb_a8_n3a_published_hyp[h].holm_text);
+		}
+		n3_interval(iv, sizeof iv, x);
+		n3_pub_interval(piv, sizeof piv, pb);
+		mdf(md, "| H%d %s | %s | %.5g | %s | %d/%d | %.3g | %s | %s | %.5g | %s | %d/64 | %s | %s | %s |\n",
+		    h + 1, sb_a8_n3a_hyp_desc[h], sb_n3a_arch_names[x->arch], x->median, iv, x->above, x->n, x->p,
+		    x->excluded ? "yes" : "no", hp, pb->median, piv, pb->above, pb->p_text, pb->excluded ? "yes" : "no",
+		    php);
+	}
+	mdf(md,
+	    "\nVerdict rules (first that applies): BACKWARD_SUPPORTED_SYNTHETIC when context_pass and H1-H3 Holm <= "
+	    "0.05 (%s); FORWARD_ONLY_SUPPORTED_SYNTHETIC when context_pass and H4-H6 Holm <= 0.05 (%s); "
+	    "KILLED_FOR_REGISTERED_EPSILON when both densities have an excluded context component (%s) or some "
+	    "backward and some forward component are excluded (%s); else INCONCLUSIVE.\n\n",
+	    yes(res.backward_supported), yes(res.forward_supported), yes(res.killed_context),
+	    yes(res.killed_mechanism));
+	mdf(md,
+	    "**N3-A verdict: %s** (published: %s). Whatever the verdict, mechanism_manuscript_eligible false and "
+	    "real_transfer_still_required true.%s\n\n",
+	    res.verdict, SB_A8_N3A_PUBLISHED_VERDICT, registered ? "" : " Not the registered design (see above).");
+	mdf(md,
+	    "Evaluations: %lld n3a.eval records read, %lld counted, %lld superseded by a later record of the same "
+	    "unit and step.\n\n",
+	    n3count.read, n3count.counted, n3count.superseded);
+out:
+	free(seeds);
+	free(mce);
+	free(fce);
+	return rc;
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
@@ -1611,15 +2090,15 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc)
-		sb_cli_usage_error("no analysis given (m1, m2, bottomk, lineardecay, m3map or m3)");
+		sb_cli_usage_error("no analysis given (m1, m2, bottomk, lineardecay, m3map, m3 or n3a)");
 	const char *mode = argv[optind++];
-	static const char *modes[] = {"m1", "m2", "bottomk", "lineardecay", "m3map", "m3"};
+	static const char *modes[] = {"m1", "m2", "bottomk", "lineardecay", "m3map", "m3", "n3a"};
 	int which = 0;
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 7; i++)
 		if (!strcmp(mode, modes[i]))
 			which = i + 1;
 	if (!which)
-		sb_cli_usage_error("unknown analysis '%s' (m1, m2, bottomk, lineardecay, m3map or m3)", mode);
+		sb_cli_usage_error("unknown analysis '%s' (m1, m2, bottomk, lineardecay, m3map, m3 or n3a)", mode);
 	if (switch_path && which != 1 && which != 5)
 		sb_cli_usage_error("--switch-epochs is an output of m1 and m3map only");
 	if ((traj_path || m2_path) && which != 5)
@@ -1635,17 +2114,22 @@ int main(int argc, char **argv)
 	struct sb_input *in = calloc((size_t)(nin + next), sizeof *in);
 	if (!in)
 		sb_cli_die(&(struct sb_err){SB_EINTERNAL, "out of memory", "", 0});
+	if (which == 7 && nin > (int)(sizeof n3paths / sizeof n3paths[0]))
+		sb_cli_usage_error("n3a reads at most %d files", (int)(sizeof n3paths / sizeof n3paths[0]));
 	for (int i = 0; i < nin; i++) {
-		int rc = load(argv[optind + i], &in[i], which == 6, &err);
+		int rc = which == 7 ? n3a_load(argv[optind + i], i, &in[i], &err)
+		                    : load(argv[optind + i], &in[i], which == 6, &err);
 		if (rc)
 			sb_cli_die(&err);
 	}
 	if (next && (sb_input_hash(&in[nin], traj_path, &err) || sb_input_hash(&in[nin + 1], m2_path, &err)))
 		sb_cli_die(&err);
 	int nread = nruns;
-	if (select_runs(&err))
-		sb_cli_die(&err);
-	sb_progress(1, "%d files, %d runs, %d counted", nin, nread, nruns);
+	if (which != 7) { /* n3a has no runs: its evaluations' reruns are resolved in n3a() */
+		if (select_runs(&err))
+			sb_cli_die(&err);
+		sb_progress(1, "%d files, %d runs, %d counted", nin, nread, nruns);
+	}
 	struct sb_jw w;
 	sb_jw_init(&w, stdout);
 	struct sb_run_meta meta = {.device = "cpu", .threads = 1, .inputs = in, .n_inputs = nin + next};
@@ -1657,13 +2141,15 @@ int main(int argc, char **argv)
 	         : which == 3 ? bottomk(&w, &md, &err)
 	         : which == 4 ? lineardecay(&w, &md, &err)
 	         : which == 5 ? m3map(&w, &md, switch_path, traj_path, m2_path, &err)
-	                      : m3(&w, &md, (uint64_t)seed, (int)resamples, &err);
+	         : which == 6 ? m3(&w, &md, (uint64_t)seed, (int)resamples, &err)
+	                      : n3a(&w, &md, &err);
 	if (!rc && md_path)
 		rc = sb_write_file_atomic(md_path, md.buf ? md.buf : "", md.len, &err);
 	sb_jw_free(&w);
 	free(md.buf);
 	free(in);
 	free(runs);
+	free(n3);
 	if (rc)
 		sb_cli_die(&err);
 	return sb_cli_finish(0);

@@ -2,6 +2,7 @@
 #include "a8.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -407,3 +408,263 @@ int sb_a8_m2_verdict(int n, int nsimple, const double *ttt_dense, const double *
 	free(b);
 	return rc;
 }
+
+/* ---- N3-A ---- */
+
+const char *const sb_n3a_arch_names[SB_N3A_ARCHS] = {"query", "transformer"};
+const int sb_n3a_r[SB_N3A_RS] = {1, 4, 16, 24};
+const int sb_n3a_steps[SB_N3A_STEPS] = {32, 64, 128, 768, 1024};
+const int sb_n3a_parents[SB_N3A_PARENTS] = {128, 768};
+const char sb_n3a_fork_arms[SB_N3A_FORK_ARMS + 1] = "SLPGN";
+const char *const sb_a8_n3a_hyp_desc[SB_N3A_HYPS] = {"B(768) at r = 16", "B(768) at r = 24", "I_B",
+                                                     "F(768) at r = 16", "F(768) at r = 24", "I_F"};
+
+enum { K32, K64, K128, K768, K1024 }; /* sb_n3a_steps */
+enum { FS, FL, FP, FG, FN };          /* sb_n3a_fork_arms */
+enum { R1, R4, R16, R24 };            /* sb_n3a_r */
+
+/* the sign test and the median interval of one component's per-seed values */
+static int n3a_component(struct sb_a8_n3a_comp *c, int hyp, int arch, int r, const char *name, const double *x, int n,
+                         struct sb_err *err)
+{
+	struct sb_sign_test t;
+	struct sb_median_interval m;
+	SB_TRY(sb_stats_sign_test(x, n, SB_N3A_MARGIN, &t, err));
+	SB_TRY(sb_stats_median_interval(x, n, SB_N3A_ALPHA_INTERVAL, &m, err));
+	*c = (struct sb_a8_n3a_comp){.hyp = hyp,
+	                             .arch = arch,
+	                             .r = r,
+	                             .name = name,
+	                             .n = n,
+	                             .above = t.above,
+	                             .rank = m.rank,
+	                             .median = m.median,
+	                             .lo = m.lo,
+	                             .hi = m.hi,
+	                             .p = t.p,
+	                             .excluded = m.hi <= SB_N3A_MARGIN};
+	return 0;
+}
+
+static void n3a_seed_name(char *b, size_t nb, const struct sb_a8_n3a_data *d, int i)
+{
+	if (d->seed)
+		snprintf(b, nb, "seed %lld", d->seed[i]);
+	else
+		snprintf(b, nb, "seed #%d", i);
+}
+
+/* every CE finite; the denominators (D at the five steps, S at the parents) > 0 */
+static int n3a_check(const struct sb_a8_n3a_data *d, struct sb_err *err)
+{
+	int n = d->n;
+	char sn[48];
+	for (int a = 0; a < SB_N3A_ARCHS; a++)
+		for (int r = 0; r < SB_N3A_RS; r++)
+			for (int i = 0; i < n; i++) {
+				for (int arm = 0; arm < 2; arm++)
+					for (int k = 0; k < SB_N3A_STEPS; k++) {
+						double v = d->main_ce[SB_N3A_MAIN(a, r, arm, k, i, n)];
+						int denom = arm == 0 || k == K128 || k == K768;
+						if (!isfinite(v) || (denom && v <= 0)) {
+							n3a_seed_name(sn, sizeof sn, d, i);
+							return SB_ERR(
+							    err, SB_EDATA,
+							    "%s validation CE %g (arch %s, r %d, %s, arm %c, step "
+							    "%d)%s",
+							    isfinite(v) ? "non-positive" : "non-finite", v,
+							    sb_n3a_arch_names[a], sb_n3a_r[r], sn, arm ? 'S' : 'D',
+							    sb_n3a_steps[k],
+							    arm ? ": the forks' parent denominator must be finite and "
+							          "> 0"
+							        : ": a Stage-1 denominator must be finite and > 0");
+						}
+					}
+				for (int p = 0; p < SB_N3A_PARENTS; p++)
+					for (int arm = 0; arm < SB_N3A_FORK_ARMS; arm++) {
+						double v = d->fork_ce[SB_N3A_FORK(a, r, p, arm, i, n)];
+						if (!isfinite(v)) {
+							n3a_seed_name(sn, sizeof sn, d, i);
+							return SB_ERR(err, SB_EDATA,
+							              "non-finite validation CE (arch %s, r %d, %s, "
+							              "arm %c, parent %d, "
+							              "step %d)",
+							              sb_n3a_arch_names[a], sb_n3a_r[r], sn,
+							              sb_n3a_fork_arms[arm], sb_n3a_parents[p],
+							              SB_N3A_FORK_STEP);
+						}
+					}
+			}
+	return 0;
+}
+
+int sb_a8_n3a(const struct sb_a8_n3a_data *d, struct sb_a8_n3a *res, struct sb_err *err)
+{
+	memset(res, 0, sizeof *res);
+	int n = d->n;
+	if (n < 1)
+		return SB_ERR(err, SB_EDATA, "N3-A: no seeds");
+	SB_TRY(n3a_check(d, err));
+	/* per arch: E, C at r 16 and 24; B and F at both parents for every r */
+	double *x = malloc((size_t)n * sizeof *x);
+	double *bf = malloc((size_t)n * SB_N3A_RS * SB_N3A_PARENTS * 2 * sizeof *bf);
+	if (!x || !bf) {
+		free(x);
+		free(bf);
+		return SB_ERR(err, SB_EINTERNAL, "N3-A: out of memory");
+	}
+#define BF(r, p, which, i) bf[(((size_t)(r)*SB_N3A_PARENTS + (p)) * 2 + (which)) * (size_t)n + (i)]
+	int rc = 0, c = 0;
+	for (int ri = R16; ri <= R24 && !rc; ri++)
+		for (int a = 0; a < SB_N3A_ARCHS && !rc; a++)
+			for (int which = 0; which < 2 && !rc; which++) {
+				for (int i = 0; i < n; i++) {
+					const double *D = d->main_ce, *S = d->main_ce;
+					double s = 0;
+					if (which == 0) /* early sparse benefit: mean over 32, 64, 128 of (D - S) / D */
+						for (int k = K32; k <= K128; k++) {
+							double dd = D[SB_N3A_MAIN(a, ri, 0, k, i, n)],
+							       ss = S[SB_N3A_MAIN(a, ri, 1, k, i, n)];
+							s += (dd - ss) / dd;
+						}
+					else /* late sparse cost: mean over 768, 1024 of (S - D) / D */
+						for (int k = K768; k <= K1024; k++) {
+							double dd = D[SB_N3A_MAIN(a, ri, 0, k, i, n)],
+							       ss = S[SB_N3A_MAIN(a, ri, 1, k, i, n)];
+							s += (ss - dd) / dd;
+						}
+					x[i] = which == 0 ? s / 3 : s / 2;
+				}
+				rc = n3a_component(&res->comp[c++], -1, a, sb_n3a_r[ri],
+				                   which ? "late_cost" : "early_benefit", x, n, err);
+			}
+	for (int a = 0; a < SB_N3A_ARCHS && !rc; a++) {
+		/* B(p) = (N - G) / S(p), F(p) = (P - L) / S(p) for every r and parent */
+		for (int ri = 0; ri < SB_N3A_RS; ri++)
+			for (int p = 0; p < SB_N3A_PARENTS; p++)
+				for (int i = 0; i < n; i++) {
+					double den = d->main_ce[SB_N3A_MAIN(a, ri, 1, p ? K768 : K128, i, n)];
+					const double *f = d->fork_ce;
+					BF(ri, p, 0, i) =
+					    (f[SB_N3A_FORK(a, ri, p, FN, i, n)] - f[SB_N3A_FORK(a, ri, p, FG, i, n)]) /
+					    den;
+					BF(ri, p, 1, i) =
+					    (f[SB_N3A_FORK(a, ri, p, FP, i, n)] - f[SB_N3A_FORK(a, ri, p, FL, i, n)]) /
+					    den;
+				}
+		for (int h = 0; h < SB_N3A_HYPS && !rc; h++) {
+			int which = h >= 3, kind = h % 3; /* 0: X(768) at r 16, 1: at r 24, 2: the interaction */
+			for (int i = 0; i < n; i++) {
+				if (kind < 2) {
+					x[i] = BF(kind ? R24 : R16, 1, which, i);
+				} else { /* I_X = mean_{16,24} (X768 - X128) - mean_{1,4} (X768 - X128) */
+					double hi = ((BF(R16, 1, which, i) - BF(R16, 0, which, i)) +
+					             (BF(R24, 1, which, i) - BF(R24, 0, which, i))) /
+					            2;
+					double lo = ((BF(R1, 1, which, i) - BF(R1, 0, which, i)) +
+					             (BF(R4, 1, which, i) - BF(R4, 0, which, i))) /
+					            2;
+					x[i] = hi - lo;
+				}
+			}
+			static const char *names[2][3] = {{"B768", "B768", "I_B"}, {"F768", "F768", "I_F"}};
+			/* H1..H6 with query at 8 + 2h, transformer at 9 + 2h */
+			rc = n3a_component(&res->comp[8 + 2 * h + a], h, a,
+			                   kind == 2 ? 0
+			                   : kind    ? 24
+			                             : 16,
+			                   names[which][kind], x, n, err);
+		}
+	}
+#undef BF
+	free(x);
+	free(bf);
+	if (rc)
+		return rc;
+	return sb_a8_n3a_decide(res, err);
+}
+
+int sb_a8_n3a_decide(struct sb_a8_n3a *res, struct sb_err *err)
+{
+	/* Stage 1: a density's p is the max of its four components' (intersection-union) */
+	for (int d = 0; d < 2; d++) {
+		res->density_p[d] = 0;
+		res->density_excluded[d] = 0;
+		for (int j = 0; j < 4; j++) {
+			const struct sb_a8_n3a_comp *c = &res->comp[4 * d + j];
+			if (c->p > res->density_p[d])
+				res->density_p[d] = c->p;
+			res->density_excluded[d] |= c->excluded;
+		}
+	}
+	SB_TRY(sb_stats_holm(res->density_p, 2, res->density_holm, err));
+	res->context_pass = res->density_holm[0] <= SB_N3A_ALPHA || res->density_holm[1] <= SB_N3A_ALPHA;
+	/* Stage 2: a hypothesis' p is the max over the two architectures; Holm over the six */
+	res->backward_excluded = res->forward_excluded = 0;
+	for (int h = 0; h < SB_N3A_HYPS; h++) {
+		const struct sb_a8_n3a_comp *q = &res->comp[8 + 2 * h], *t = q + 1;
+		res->hyp_p[h] = q->p > t->p ? q->p : t->p;
+		if (q->excluded || t->excluded) {
+			if (h < 3)
+				res->backward_excluded = 1;
+			else
+				res->forward_excluded = 1;
+		}
+	}
+	SB_TRY(sb_stats_holm(res->hyp_p, SB_N3A_HYPS, res->hyp_holm, err));
+	int bw = 1, fw = 1;
+	for (int h = 0; h < 3; h++) {
+		bw &= res->hyp_holm[h] <= SB_N3A_ALPHA;
+		fw &= res->hyp_holm[3 + h] <= SB_N3A_ALPHA;
+	}
+	res->backward_supported = res->context_pass && bw;
+	res->forward_supported = res->context_pass && fw;
+	res->killed_context = res->density_excluded[0] && res->density_excluded[1];
+	res->killed_mechanism = res->backward_excluded && res->forward_excluded;
+	res->verdict = res->backward_supported                        ? "BACKWARD_SUPPORTED_SYNTHETIC"
+	               : res->forward_supported                       ? "FORWARD_ONLY_SUPPORTED_SYNTHETIC"
+	               : res->killed_context || res->killed_mechanism ? "KILLED_FOR_REGISTERED_EPSILON"
+	                                                              : "INCONCLUSIVE";
+	return 0;
+}
+
+/* docs/n3a-spec.md section 4 (the study's SCIENTIFIC_DECISION.json as printed there) */
+const struct sb_a8_n3a_pub sb_a8_n3a_published[SB_N3A_NCOMP] = {
+    /* context r = 16: query E, C; transformer E, C */
+    {0, -0.12044, -0.12731, -0.10945, 1, "1", 1, 0},
+    {64, 0.24565, 0.23464, 0.25308, 0, "5.42e-20", 5.42e-20, 5e-23},
+    {0, -0.14834, -0.15468, -0.14346, 1, "1", 1, 0},
+    {59, 0.16951, 0.11677, 0.22732, 0, "4.50e-13", 4.50e-13, 5e-16},
+    /* context r = 24 */
+    {0, -0.34547, -0.35794, -0.33476, 1, "1", 1, 0},
+    {64, 0.51231, 0.50438, 0.52371, 0, "5.42e-20", 5.42e-20, 5e-23},
+    {0, -0.35338, -0.36669, -0.34539, 1, "1", 1, 0},
+    {60, 0.22132, 0.14892, 0.27948, 0, "3.68e-14", 3.68e-14, 5e-17},
+    /* H1 B(768) r 16: query, transformer */
+    {8, 0.0014527, -0.0002621, 0.0027699, 1, "1 - 3.8e-11", 1 - 3.8e-11, 5e-13},
+    {23, -0.0001235, -0.0059410, 0.0069097, 0, "0.99157", 0.99157, 5e-6},
+    /* H2 B(768) r 24 */
+    {11, 0.0009272, -0.0007101, 0.0035872, 1, "0.99999999", 0.99999999, 5e-9},
+    {26, 0.0020792, -0.0046621, 0.0071617, 0, "0.94829", 0.94829, 5e-6},
+    /* H3 I_B */
+    {9, -0.0001331, -0.0025101, 0.0027915, 1, "0.9999999997", 0.9999999997, 5e-11},
+    {24, -0.0016852, -0.0114362, 0.0081452, 0, "0.98362", 0.98362, 5e-6},
+    /* H4 F(768) r 16 */
+    {64, 0.030828, 0.028760, 0.033328, 0, "5.42e-20", 5.42e-20, 5e-23},
+    {64, 0.047690, 0.039476, 0.055026, 0, "5.42e-20", 5.42e-20, 5e-23},
+    /* H5 F(768) r 24 */
+    {64, 0.044710, 0.042392, 0.046431, 0, "5.42e-20", 5.42e-20, 5e-23},
+    {64, 0.062933, 0.053453, 0.065759, 0, "5.42e-20", 5.42e-20, 5e-23},
+    /* H6 I_F */
+    {0, -0.011836, -0.013275, -0.009309, 1, "1", 1, 0},
+    {16, -0.0027176, -0.0095257, 0.0041500, 1, "0.99999", 0.99999, 5e-6},
+};
+const struct sb_a8_n3a_pub_family sb_a8_n3a_published_density[2] = {{"1", "1", 1, 0, 1, 0}, {"1", "1", 1, 0, 1, 0}};
+const struct sb_a8_n3a_pub_family sb_a8_n3a_published_hyp[SB_N3A_HYPS] = {
+    {"0.99999999996", "1", 0.99999999996, 5e-12, 1, 0},
+    {"0.99999999", "1", 0.99999999, 5e-9, 1, 0},
+    {"0.9999999997", "1", 0.9999999997, 5e-11, 1, 0},
+    {"5.42e-20", "3.2526e-19", 5.42e-20, 5e-23, 3.2526e-19, 5e-24},
+    {"5.42e-20", "3.2526e-19", 5.42e-20, 5e-23, 3.2526e-19, 5e-24},
+    {"1", "1", 1, 0, 1, 0},
+};

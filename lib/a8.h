@@ -91,4 +91,97 @@ int sb_a8_m2_verdict(int n, int nsimple, const double *ttt_dense, const double *
                      const double *final_dense, const double *final_mech, const int *arch, const int *tier,
                      uint64_t seed, int resamples, struct sb_a8_m2_verdict *v, struct sb_err *err);
 
+/* ---- N3-A: the synthetic intervention assay's inference (docs/n3a-spec.md section 3) ----
+ *
+ * Per-seed contrasts of validation cross-entropies (CE) between arms, one sign test with a
+ * margin and one order-statistic median interval per (component, architecture), the
+ * intersection-union p's (max over components), two Holm families and the verdict. The
+ * numbers of the registered design are fixed here (they are not options). */
+#define SB_N3A_MARGIN 0.005 /* delta: a contrast must exceed it (equal counts against) */
+#define SB_N3A_ALPHA 0.05   /* family-wise level of both Holm families */
+#define SB_N3A_NCOMP 20     /* 8 context + 12 identification components */
+#define SB_N3A_ALPHA_INTERVAL (SB_N3A_ALPHA / SB_N3A_NCOMP) /* 0.0025: each median interval */
+#define SB_N3A_SEEDS 64                                     /* the registered design: seeds 64000..64063 */
+#define SB_N3A_SEED0 64000
+
+enum { SB_N3A_ARCHS = 2, SB_N3A_RS = 4, SB_N3A_STEPS = 5, SB_N3A_PARENTS = 2, SB_N3A_FORK_ARMS = 5, SB_N3A_HYPS = 6 };
+extern const char *const sb_n3a_arch_names[SB_N3A_ARCHS]; /* "query", "transformer" */
+extern const int sb_n3a_r[SB_N3A_RS];                     /* 1, 4, 16, 24 */
+/* the main-trajectory steps the analysis reads: Stage 1's 32, 64, 128 (early), 768, 1024
+ * (late); 128 and 768 are also the parents (their S CE is the forks' denominator) */
+extern const int sb_n3a_steps[SB_N3A_STEPS];
+extern const int sb_n3a_parents[SB_N3A_PARENTS];          /* 128, 768 */
+extern const char sb_n3a_fork_arms[SB_N3A_FORK_ARMS + 1]; /* "SLPGN" */
+#define SB_N3A_FORK_STEP 32                               /* forks are read at relative step 32 */
+/* Main arms D = 0, S = 1; fork arms in sb_n3a_fork_arms' order. Index of seed i (0..n-1) of
+ * main CE[arch][r][arm][step] and of fork CE[arch][r][parent][arm]: */
+#define SB_N3A_MAIN(a, r, arm, k, i, n)                                                                                \
+	(((((size_t)(a)*SB_N3A_RS + (r)) * 2 + (arm)) * SB_N3A_STEPS + (k)) * (size_t)(n) + (i))
+#define SB_N3A_FORK(a, r, p, arm, i, n)                                                                                \
+	(((((size_t)(a)*SB_N3A_RS + (r)) * SB_N3A_PARENTS + (p)) * SB_N3A_FORK_ARMS + (arm)) * (size_t)(n) + (i))
+
+struct sb_a8_n3a_data {
+	int n;                 /* seeds (>= 1) */
+	const double *main_ce; /* SB_N3A_MAIN-indexed, 2 x 4 x 2 x 5 x n */
+	const double *fork_ce; /* SB_N3A_FORK-indexed, 2 x 4 x 2 x 5 x n */
+	const long long *seed; /* the seeds' numbers, for messages (may be NULL: indices) */
+};
+
+/* One component: the per-seed contrast of one architecture. */
+struct sb_a8_n3a_comp {
+	int hyp;          /* -1: a Stage-1 (context) component; 0..5: H1..H6 */
+	int arch;         /* 0 query, 1 transformer */
+	int r;            /* 16 or 24; 0 for the interactions I_B, I_F */
+	const char *name; /* early_benefit, late_cost, B768, I_B, F768, I_F */
+	int n, above;     /* seeds; seeds with contrast > margin */
+	int rank;         /* order-statistic rank of the interval (0: infinite) */
+	double median, lo, hi, p;
+	int excluded; /* the interval's upper end <= margin: the required direction is excluded */
+};
+
+/* Components in this order: context r = 16 (query early_benefit, query late_cost,
+ * transformer early_benefit, transformer late_cost), context r = 24 (the same), then H1..H6
+ * (query, transformer each): H1 B768 r16, H2 B768 r24, H3 I_B, H4 F768 r16, H5 F768 r24, H6 I_F. */
+struct sb_a8_n3a {
+	struct sb_a8_n3a_comp comp[SB_N3A_NCOMP];
+	double density_p[2], density_holm[2];             /* r = 16, 24: max of the four p's; Holm over the two */
+	int density_excluded[2];                          /* some of the density's four components is excluded */
+	double hyp_p[SB_N3A_HYPS], hyp_holm[SB_N3A_HYPS]; /* max over the two archs; Holm over six */
+	int context_pass;                                 /* some density's Holm p <= alpha */
+	int backward_supported;                           /* context_pass and H1, H2, H3 Holm <= alpha */
+	int forward_supported;                            /* context_pass and H4, H5, H6 Holm <= alpha */
+	int killed_context;                               /* 3a: both densities have an excluded context component */
+	int backward_excluded, forward_excluded;          /* some component of H1-H3 / of H4-H6 excluded */
+	int killed_mechanism;                             /* 3b: both */
+	const char *verdict; /* BACKWARD_SUPPORTED_SYNTHETIC, FORWARD_ONLY_SUPPORTED_SYNTHETIC,
+	                      * KILLED_FOR_REGISTERED_EPSILON or INCONCLUSIVE (first that applies) */
+};
+extern const char *const sb_a8_n3a_hyp_desc[SB_N3A_HYPS]; /* "B(768) at r = 16", ... */
+
+/* The whole inference from the CEs: every CE finite, the denominators (D at the five steps,
+ * S at the parents) > 0, else SB_EDATA naming the unit (no decision). */
+int sb_a8_n3a(const struct sb_a8_n3a_data *d, struct sb_a8_n3a *res, struct sb_err *err);
+
+/* The families and the verdict from comp[].p and comp[].excluded alone (sb_a8_n3a's last
+ * step; also applied to the published components to check their Holm p's and verdict). */
+int sb_a8_n3a_decide(struct sb_a8_n3a *res, struct sb_err *err);
+
+/* The published outcome (RUN/outputs/SCIENTIFIC_DECISION.json as docs/n3a-spec.md section 4
+ * prints it), in the component order above: counts of 64, medians, intervals, the excluded
+ * flags, and each p as printed with half a unit of its last printed digit (0 when exact). */
+struct sb_a8_n3a_pub {
+	int above;
+	double median, lo, hi;
+	int excluded;
+	const char *p_text;
+	double p, p_tol;
+};
+struct sb_a8_n3a_pub_family {
+	const char *p_text, *holm_text;
+	double p, p_tol, holm, holm_tol;
+};
+extern const struct sb_a8_n3a_pub sb_a8_n3a_published[SB_N3A_NCOMP];
+extern const struct sb_a8_n3a_pub_family sb_a8_n3a_published_density[2], sb_a8_n3a_published_hyp[SB_N3A_HYPS];
+#define SB_A8_N3A_PUBLISHED_VERDICT "KILLED_FOR_REGISTERED_EPSILON"
+
 #endif

@@ -714,6 +714,123 @@ int sb_stats_paired_binary(int64_t n11, int64_t n10, int64_t n01, int64_t n00, d
 	return 0;
 }
 
+/* ---- the exact sign test and the order-statistic median interval ---- */
+
+/* sum_{i=0..k} C(n, i) 2^-n for 0 <= k < n: the terms rise with i on the short side, so they
+ * are summed smallest first. For n <= 1000 the first term 2^-n is exact (ldexp) and each next
+ * one is the previous times (n - i) / (i + 1); beyond that 2^-n would underflow, and each term
+ * is exp(log C(n, i) - n log 2). */
+static double half_lower(int64_t k, int64_t n)
+{
+	double sum = 0;
+	if (n <= 1000) {
+		double t = ldexp(1.0, -(int)n);
+		for (int64_t i = 0; i <= k; i++) {
+			sum += t;
+			t = t * (double)(n - i) / (double)(i + 1);
+		}
+	} else {
+		double ln = sb_stats_lgamma((double)n + 1) - (double)n * 0.69314718055994530942;
+		for (int64_t i = 0; i <= k; i++)
+			sum += exp(ln - sb_stats_lgamma((double)i + 1) - sb_stats_lgamma((double)(n - i) + 1));
+	}
+	return sum;
+}
+
+double sb_stats_binom_half_cdf(int64_t k, int64_t n)
+{
+	if (n < 0)
+		return NAN;
+	if (k < 0)
+		return 0.0;
+	if (k >= n)
+		return 1.0;
+	/* the short side: P(X <= k) directly when k is in the lower half, else 1 - P(X >= k + 1)
+	 * = 1 - P(X <= n - k - 1) by symmetry */
+	if (2 * k + 1 < n)
+		return half_lower(k, n);
+	double c = 1.0 - half_lower(n - k - 1, n);
+	return c < 0 ? 0 : c;
+}
+
+double sb_stats_sign_p(int64_t s, int64_t n)
+{
+	if (n < 0 || s > n)
+		return NAN;
+	if (s <= 0)
+		return 1.0;
+	return sb_stats_binom_half_cdf(n - s, n); /* P(X >= s) = P(X <= n - s) */
+}
+
+int sb_stats_sign_test(const double *x, int n, double margin, struct sb_sign_test *out, struct sb_err *err)
+{
+	out->n = n;
+	out->above = 0;
+	out->p = NAN;
+	if (n < 1)
+		return SB_ERR(err, SB_EDATA, "sign test: no values");
+	if (isnan(margin))
+		return SB_ERR(err, SB_EDATA, "sign test: the margin is NaN");
+	for (int i = 0; i < n; i++) {
+		if (!isfinite(x[i]))
+			return SB_ERR(err, SB_EDATA, "sign test: value %d is not finite (%g)", i, x[i]);
+		if (x[i] > margin) /* equal to the margin counts against */
+			out->above++;
+	}
+	out->p = sb_stats_sign_p(out->above, n);
+	return 0;
+}
+
+int sb_stats_sign_min_count(int n, double alpha)
+{
+	for (int s = 0; s <= n; s++)
+		if (sb_stats_sign_p(s, n) <= alpha)
+			return s;
+	return n + 1;
+}
+
+int sb_stats_median_rank(int n, double alpha)
+{
+	int rank = 0;
+	/* 2 P(X <= j - 1) grows with j: the largest qualifying j is the last before it exceeds alpha */
+	for (int j = 1; j <= n / 2; j++) {
+		if (2.0 * sb_stats_binom_half_cdf(j - 1, n) > alpha)
+			break;
+		rank = j;
+	}
+	return rank;
+}
+
+int sb_stats_median_interval(const double *x, int n, double alpha, struct sb_median_interval *out, struct sb_err *err)
+{
+	out->n = n;
+	out->rank = 0;
+	out->median = out->lo = out->hi = NAN;
+	if (n < 1)
+		return SB_ERR(err, SB_EDATA, "median interval: no values");
+	if (!(alpha > 0 && alpha < 1))
+		return SB_ERR(err, SB_EDATA, "median interval: noncoverage %g not in (0, 1)", alpha);
+	for (int i = 0; i < n; i++)
+		if (!isfinite(x[i]))
+			return SB_ERR(err, SB_EDATA, "median interval: value %d is not finite (%g)", i, x[i]);
+	double *v = malloc((size_t)n * sizeof *v);
+	if (!v)
+		return SB_ERR(err, SB_EINTERNAL, "median interval: out of memory");
+	memcpy(v, x, (size_t)n * sizeof *v);
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	out->median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	out->rank = sb_stats_median_rank(n, alpha);
+	if (out->rank) {
+		out->lo = v[out->rank - 1];
+		out->hi = v[n - out->rank];
+	} else {
+		out->lo = -INFINITY;
+		out->hi = INFINITY;
+	}
+	free(v);
+	return 0;
+}
+
 /* ---- epochs and budgets ---- */
 
 int sb_stats_best_epoch(const double *acc, int n, int patience, int *epochs_run)

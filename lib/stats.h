@@ -17,6 +17,10 @@
  * Binary outcomes (retrieval probes, PROTOCOL C)
  *   sb_stats_wilson, sb_stats_mcnemar_exact, sb_stats_paired_binary
  *
+ * Sign test and the order-statistic median interval (PROTOCOL A8's N3-A, docs/n3a-spec.md 3)
+ *   sb_stats_binom_half_cdf, sb_stats_sign_p, sb_stats_sign_test, sb_stats_sign_min_count,
+ *   sb_stats_median_rank, sb_stats_median_interval
+ *
  * Epochs, budgets and rules
  *   sb_stats_best_epoch (A4 early stopping read from per-epoch records),
  *   sb_stats_best_within (best of the first E epochs), sb_stats_sign_change,
@@ -175,6 +179,50 @@ struct sb_paired_binary {
  * phi taken as 0 when a margin is empty), and the exact McNemar p. */
 int sb_stats_paired_binary(int64_t n11, int64_t n10, int64_t n01, int64_t n00, double level,
                            struct sb_paired_binary *out, struct sb_err *err);
+
+/* ---- the exact sign test and the order-statistic median interval ---- */
+
+/* P(X <= k), X ~ Bin(n, 1/2), as an exact sum of C(n, i) 2^-n (each term to a few ulps, no
+ * incomplete beta): 0 for k < 0, 1 for k >= n, NaN for n < 0. Summed over the short side
+ * (1 - P(X <= n-k-1) when k >= n/2), so both tails keep their absolute accuracy; the lower
+ * tail keeps full relative accuracy down to 2^-n (2^-64 = 5.42e-20 for n = 64, k = 0). Relative
+ * error about 1e-14 for n <= 1000; above, the terms go through log C(n, i): about 1e-11. */
+double sb_stats_binom_half_cdf(int64_t k, int64_t n);
+
+/* The one-sided exact sign-test p of s successes in n trials: P(X >= s), X ~ Bin(n, 1/2),
+ * computed directly as the upper tail P(X <= n - s) (symmetry), never as 1 - CDF, so 64
+ * successes of 64 give 2^-64, not 0. 1 for s <= 0; NaN for s > n or n < 0. */
+double sb_stats_sign_p(int64_t s, int64_t n);
+
+struct sb_sign_test {
+	int n;     /* values */
+	int above; /* values strictly above the margin (equal to it or below count against) */
+	double p;  /* sb_stats_sign_p(above, n) */
+};
+/* The exact one-sided sign test with a margin: H1 median(x) > margin. A value equal to the
+ * margin is a failure (ties count against). Non-finite x[i] or a NaN margin is SB_EDATA;
+ * n >= 1. */
+int sb_stats_sign_test(const double *x, int n, double margin, struct sb_sign_test *out, struct sb_err *err);
+
+/* The smallest count s in 0..n with sb_stats_sign_p(s, n) <= alpha, or n + 1 when none
+ * (e.g. 41 for n = 64 at 0.025, 43 at 0.05/6). */
+int sb_stats_sign_min_count(int n, double alpha);
+
+/* The order-statistic rank of the distribution-free interval for the median of n values at
+ * noncoverage alpha: the largest j in 1..n/2 with 2 P(Bin(n, 1/2) <= j - 1) <= alpha, or 0
+ * when no j qualifies (then the interval is (-inf, +inf)). 20 for n = 64 at 0.0025; 0 for
+ * n = 3 at 0.0025. */
+int sb_stats_median_rank(int n, double alpha);
+
+struct sb_median_interval {
+	int n;
+	int rank;      /* sb_stats_median_rank(n, alpha); 0: no finite interval */
+	double median; /* sample median: the middle value, or the mean of the two middle ones */
+	double lo, hi; /* x_(rank) and x_(n+1-rank), 1-based order statistics; -inf / +inf at rank 0 */
+};
+/* The median and its order-statistic interval at noncoverage alpha (0 < alpha < 1) of
+ * x[0..n), n >= 1; x is not modified. Non-finite x[i] is SB_EDATA. */
+int sb_stats_median_interval(const double *x, int n, double alpha, struct sb_median_interval *out, struct sb_err *err);
 
 /* ---- epochs and budgets ---- */
 

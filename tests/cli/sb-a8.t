@@ -5,7 +5,8 @@
 
 %%% --help: synopsis, analyses, options, exit status
 $ sb-a8 --help
-~ Usage: sb-a8 m1|m2|bottomk|lineardecay|m3|m3map [--md FILE] [--switch-epochs FILE] [--seed N]
+~ Usage: sb-a8 m1|m2|bottomk|lineardecay|m3|m3map|n3a [--md FILE] [--switch-epochs FILE] [--seed N]
+~   n3a          N3-A's inference
 ~ --switch-epochs FILE  (m1, m3map) the switch epochs
 ~   m3map        M3's switch map
 ~ Exit status: 0 computed (whatever the verdict)
@@ -14,7 +15,7 @@ $ sb-a8 --help
 %%% no analysis: usage error
 $ sb-a8
 ? 2
-! sb-a8: no analysis given (m1, m2, bottomk, lineardecay, m3map or m3)
+! sb-a8: no analysis given (m1, m2, bottomk, lineardecay, m3map, m3 or n3a)
 
 %%% an unknown analysis
 $ sb-a8 m4 x.ndjson
@@ -205,6 +206,28 @@ $ cmp f.out s.out && grep -c verdict s.out
 $ sb-a8 bottomk - <v.ndjson >all.out
 $ sed -n 1p all.out | grep -o '"path":"-","sha256":"[0-9a-f]*"' | grep -c "$(sha256sum <v.ndjson | cut -c1-64)"
 > 1
+> 1
+
+%%% n3a: eval.epoch records are not N3-A's: no decision, exit 3
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ $R cifar10 softmax 0 4 0.7 >v.ndjson
+$ sb-a8 n3a v.ndjson
+? 3
+! sb-a8: N3-A: no decision: no n3a.eval records
+
+%%% n3a: the planted backward fixture (tests/sh/a8_n3a.sh has the others)
+$ gzip -dc $TOP/tests/fixtures/a8/n3a/backward.ndjson.gz >b.ndjson
+$ sb-a8 n3a b.ndjson | tail -n 1 | grep -o '"verdict":"[^"]*"\|"registered_design":[a-z]*\|"n_seeds":[0-9]*'
+> "verdict":"BACKWARD_SUPPORTED_SYNTHETIC"
+> "n_seeds":10
+> "registered_design":false
+! not the registered design
+
+%%% n3a: the example of docs/sb-a8.md (the planted KILLED fixture from stdin)
+$ gzip -dc $TOP/tests/fixtures/a8/n3a/killed.ndjson.gz | sb-a8 -q n3a --md n3a.md - | tail -n 1 | grep -o '"verdict":"[^"]*"\|"registered_design":[a-z]*'
+$ grep -c 'N3-A verdict: KILLED_FOR_REGISTERED_EPSILON' n3a.md
+> "verdict":"KILLED_FOR_REGISTERED_EPSILON"
+> "registered_design":false
 > 1
 
 %%% '-' twice is a usage error
