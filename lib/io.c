@@ -351,3 +351,44 @@ void sb_time_rfc3339(char buf[32], double *unix_seconds)
 	if (unix_seconds)
 		*unix_seconds = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+
+int sb_lines_add(struct sb_lines *L, const char *s, size_t n, struct sb_err *err)
+{
+	while (n && s[n - 1] == '\n')
+		n--;
+	if (L->n == L->cap) {
+		size_t cap = L->cap ? 2 * L->cap : 64;
+		char **p = realloc(L->l, cap * sizeof *p);
+		if (!p)
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		L->l = p;
+		L->cap = cap;
+	}
+	char *c = malloc(n + 1);
+	if (!c)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	memcpy(c, s, n);
+	c[n] = 0;
+	L->l[L->n++] = c;
+	return 0;
+}
+
+void sb_lines_free(struct sb_lines *L)
+{
+	for (size_t i = 0; i < L->n; i++)
+		free(L->l[i]);
+	free(L->l);
+	memset(L, 0, sizeof *L);
+}
+
+int sb_lines_write(const struct sb_lines *L, const char *path, struct sb_err *err)
+{
+	struct sb_atomic a;
+	SB_TRY(sb_atomic_open(&a, path, err));
+	for (size_t i = 0; i < L->n; i++)
+		if (fputs(L->l[i], a.f) == EOF || fputc('\n', a.f) == EOF) {
+			sb_atomic_abort(&a);
+			return SB_ERRNO(err, path);
+		}
+	return sb_atomic_commit(&a, err);
+}

@@ -31,6 +31,18 @@ int sb_atomic_commit(struct sb_atomic *a, struct sb_err *err);
 /* Discard: close and remove the temporary file. Safe to call after commit (no-op). */
 void sb_atomic_abort(struct sb_atomic *a);
 
+/* A record log held in memory and rewritten whole and atomically after each change (a
+ * killed process leaves whole lines, never a torn one): train.ndjson of both tracks. */
+struct sb_lines {
+	char **l;
+	size_t n, cap;
+};
+/* Append line s[0..n) (trailing newlines dropped). */
+int sb_lines_add(struct sb_lines *L, const char *s, size_t n, struct sb_err *err);
+void sb_lines_free(struct sb_lines *L); /* and empty it */
+/* Write every line, each ended by a newline, to path atomically (sb_atomic). */
+int sb_lines_write(const struct sb_lines *L, const char *path, struct sb_err *err);
+
 /* Write a whole buffer atomically. */
 int sb_write_file_atomic(const char *path, const void *data, size_t n, struct sb_err *err);
 /* Read a whole file (NUL appended, not counted in *n). limit 0 = no limit;

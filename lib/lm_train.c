@@ -331,67 +331,21 @@ static double process_cpu_seconds(void)
 /* ---------------------------------------------------------------- train.ndjson
  *
  * As the classifier's (train/train_run.c, docs/sb-train.md): the records are held in
- * memory and the whole file is rewritten atomically (temporary file, fsync, rename)
- * after each one, so train.ndjson is always a complete prefix of the run's records, never
+ * memory (struct sb_lines) and the whole file is rewritten atomically (temporary file,
+ * fsync, rename) after each one, so train.ndjson is always a complete prefix of the run's records, never
  * a torn line; the run is finished when, and only when, it ends in train.done. */
-
-struct tlog {
-	char **l;
-	size_t n, cap;
-};
-
-static int tlog_add(struct tlog *L, const char *s, size_t n, struct sb_err *err)
-{
-	while (n && s[n - 1] == '\n')
-		n--;
-	if (L->n == L->cap) {
-		size_t cap = L->cap ? 2 * L->cap : 64;
-		char **p = realloc(L->l, cap * sizeof *p);
-		if (!p)
-			return SB_ERR(err, SB_EINTERNAL, "out of memory");
-		L->l = p;
-		L->cap = cap;
-	}
-	char *c = malloc(n + 1);
-	if (!c)
-		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	memcpy(c, s, n);
-	c[n] = 0;
-	L->l[L->n++] = c;
-	return 0;
-}
-
-static void tlog_free(struct tlog *L)
-{
-	for (size_t i = 0; i < L->n; i++)
-		free(L->l[i]);
-	free(L->l);
-	memset(L, 0, sizeof *L);
-}
-
-static int tlog_write(const struct tlog *L, const char *path, struct sb_err *err)
-{
-	struct sb_atomic a;
-	SB_TRY(sb_atomic_open(&a, path, err));
-	for (size_t i = 0; i < L->n; i++)
-		if (fputs(L->l[i], a.f) == EOF || fputc('\n', a.f) == EOF) {
-			sb_atomic_abort(&a);
-			return SB_ERRNO(err, path);
-		}
-	return sb_atomic_commit(&a, err);
-}
 
 /* The record built in w (an in-memory writer) becomes the log's last line, and the file
  * is rewritten. */
-static int tlog_emit(struct tlog *L, struct sb_jw *w, const char *path, struct sb_err *err)
+static int tlog_emit(struct sb_lines *L, struct sb_jw *w, const char *path, struct sb_err *err)
 {
 	sb_jw_obj_end(w);
 	int rc = sb_jw_line(w, err);
 	if (!rc)
-		rc = tlog_add(L, w->buf, w->len, err);
+		rc = sb_lines_add(L, w->buf, w->len, err);
 	sb_jw_reset(w);
 	if (!rc)
-		rc = tlog_write(L, path, err);
+		rc = sb_lines_write(L, path, err);
 	return rc;
 }
 
@@ -430,7 +384,7 @@ struct prior {
 	int done;
 	int64_t resume;      /* steps of that checkpoint; 0: start over */
 	double secs, cpu;    /* training time up to it, summed over the runs before */
-	struct tlog keep;
+	struct sb_lines keep;
 };
 
 static int scan_prior(const char *path, const char *run_dir, const struct sb_lm_cell *c, struct prior *p,
@@ -441,7 +395,7 @@ static int scan_prior(const char *path, const char *run_dir, const struct sb_lm_
 		return 0;
 	struct sb_ndjson_reader *rd;
 	SB_TRY(sb_ndjson_open(path, &rd, err));
-	struct tlog all = {0};
+	struct sb_lines all = {0};
 	size_t keep_upto = 0;
 	int rc = 0;
 	for (;;) {
@@ -457,7 +411,7 @@ static int scan_prior(const char *path, const char *run_dir, const struct sb_lm_
 		int mine = !strcmp(sb_json_str(sb_json_get(v, "cell_id"), ""), c->cell_id);
 		if (strcmp(kind, "run.meta"))
 			p->done = !strcmp(kind, "train.done") && mine;
-		if ((rc = tlog_add(&all, line, len, err))) {
+		if ((rc = sb_lines_add(&all, line, len, err))) {
 			sb_json_free(v);
 			break;
 		}
@@ -481,10 +435,10 @@ static int scan_prior(const char *path, const char *run_dir, const struct sb_lm_
 	sb_ndjson_close(rd);
 	if (!rc && !p->done && p->resume > 0)
 		for (size_t i = 0; i < keep_upto && !rc; i++)
-			rc = tlog_add(&p->keep, all.l[i], strlen(all.l[i]), err);
-	tlog_free(&all);
+			rc = sb_lines_add(&p->keep, all.l[i], strlen(all.l[i]), err);
+	sb_lines_free(&all);
 	if (rc)
-		tlog_free(&p->keep);
+		sb_lines_free(&p->keep);
 	return rc;
 }
 
@@ -673,7 +627,7 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 	uint8_t *batch = NULL;
 	struct sb_jw w;
 	sb_jw_init(&w, NULL);
-	struct tlog log = pr.keep; /* the records up to the checkpoint resumed from, or none */
+	struct sb_lines log = pr.keep; /* the records up to the checkpoint resumed from, or none */
 	memset(&pr.keep, 0, sizeof pr.keep);
 	if (!rc)
 		rc = sb_lm_model_new(be, &c->model, &m, err);
@@ -727,10 +681,10 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 					   .n_inputs = c->n_corpora, .blas = blas, .blas_generic = blas_generic};
 		rc = sb_record_run_meta(&w, &meta, err);
 		if (!rc)
-			rc = tlog_add(&log, w.buf, w.len, err);
+			rc = sb_lines_add(&log, w.buf, w.len, err);
 		sb_jw_reset(&w);
 		if (!rc)
-			rc = tlog_write(&log, path, err);
+			rc = sb_lines_write(&log, path, err);
 	}
 	if (!rc && prog && prog->start)
 		prog->start(prog->arg, run_dir, pr.resume, c->steps);
@@ -833,7 +787,7 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 		if (!rc)
 			prune_optim(run_dir, -1); /* finished: nothing resumes from it */
 	}
-	tlog_free(&log);
+	sb_lines_free(&log);
 	sb_jw_free(&w);
 	free(batch);
 	sb_lm_trainer_free(tr);

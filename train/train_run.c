@@ -33,60 +33,15 @@
 #include "rng.h"
 #include "tensor.h"
 
-/* ---------------------------------------------------------------- train.ndjson in memory */
-
-struct lines {
-	char **l;
-	size_t n, cap;
-};
-
-static int lines_add(struct lines *L, const char *s, size_t n, struct sb_err *err)
-{
-	if (L->n == L->cap) {
-		size_t cap = L->cap ? 2 * L->cap : 64;
-		char **p = realloc(L->l, cap * sizeof *p);
-		if (!p)
-			return SB_ERR(err, SB_EINTERNAL, "out of memory");
-		L->l = p;
-		L->cap = cap;
-	}
-	char *c = malloc(n + 1);
-	if (!c)
-		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	memcpy(c, s, n);
-	c[n] = 0;
-	L->l[L->n++] = c;
-	return 0;
-}
-
-static void lines_free(struct lines *L)
-{
-	for (size_t i = 0; i < L->n; i++)
-		free(L->l[i]);
-	free(L->l);
-	memset(L, 0, sizeof *L);
-}
-
-static int lines_write(const struct lines *L, const char *path, struct sb_err *err)
-{
-	struct sb_atomic a;
-	SB_TRY(sb_atomic_open(&a, path, err));
-	for (size_t i = 0; i < L->n; i++)
-		if (fputs(L->l[i], a.f) == EOF || fputc('\n', a.f) == EOF) {
-			sb_atomic_abort(&a);
-			return SB_ERRNO(err, path);
-		}
-	return sb_atomic_commit(&a, err);
-}
-
-/* ---------------------------------------------------------------- a cell run */
+/* ---------------------------------------------------------------- a cell run
+ * (train.ndjson is held in memory, struct sb_lines, and rewritten after each record) */
 
 struct run {
 	const struct sb_cell *c;
 	const struct train_env *env;
 	int index;
 	char dir[4096], ndjson[4200];
-	struct lines lines;
+	struct sb_lines lines;
 	struct sb_jw w;
 	double t_wall0, train_seconds;
 	size_t nparams;
@@ -103,9 +58,9 @@ static int emit(struct run *r, struct sb_err *err)
 	size_t n = w->len;
 	while (n && w->buf[n - 1] == '\n')
 		n--;
-	rc = lines_add(&r->lines, w->buf, n, err);
+	rc = sb_lines_add(&r->lines, w->buf, n, err);
 	if (!rc)
-		rc = lines_write(&r->lines, r->ndjson, err);
+		rc = sb_lines_write(&r->lines, r->ndjson, err);
 	pthread_mutex_lock(r->env->out_mu);
 	if (fwrite(w->buf, 1, w->len, r->env->out) != w->len || fflush(r->env->out))
 		if (!rc)
@@ -190,7 +145,7 @@ static int scan_existing(struct run *r, int *done, int *resume_epochs, double *p
 		return 0;
 	struct sb_ndjson_reader *rd = NULL;
 	SB_TRY(sb_ndjson_open(r->ndjson, &rd, err));
-	struct lines keep = {0};
+	struct sb_lines keep = {0};
 	size_t keep_upto = 0;
 	double secs = 0, secs_upto = 0;
 	int rc = 0;
@@ -212,7 +167,7 @@ static int scan_existing(struct run *r, int *done, int *resume_epochs, double *p
 		           !strcmp(sb_json_str(sb_json_get(v, "status"), ""), "failed_nonfinite_loss")) {
 			*done = 1;
 		}
-		if ((rc = lines_add(&keep, line, len, err))) {
+		if ((rc = sb_lines_add(&keep, line, len, err))) {
 			sb_json_free(v);
 			break;
 		}
@@ -236,10 +191,10 @@ static int scan_existing(struct run *r, int *done, int *resume_epochs, double *p
 	sb_ndjson_close(rd);
 	if (!rc && !*done && *resume_epochs > 0) {
 		for (size_t i = 0; i < keep_upto && !rc; i++)
-			rc = lines_add(&r->lines, keep.l[i], strlen(keep.l[i]), err);
+			rc = sb_lines_add(&r->lines, keep.l[i], strlen(keep.l[i]), err);
 		*prev_seconds = secs_upto;
 	}
-	lines_free(&keep);
+	sb_lines_free(&keep);
 	return rc;
 }
 
@@ -428,7 +383,7 @@ static void run_init(struct run *r, const struct sb_cell *cell, int index, const
 /* a fresh start: the log's lines begin again with this process's run.meta */
 static int start_log(struct run *r, struct sb_err *err)
 {
-	lines_free(&r->lines);
+	sb_lines_free(&r->lines);
 	struct sb_jw w;
 	sb_jw_init(&w, NULL);
 	int rc = sb_record_run_meta(&w, r->env->meta, err);
@@ -436,7 +391,7 @@ static int start_log(struct run *r, struct sb_err *err)
 	while (n && w.buf[n - 1] == '\n')
 		n--;
 	if (!rc)
-		rc = lines_add(&r->lines, w.buf, n, err);
+		rc = sb_lines_add(&r->lines, w.buf, n, err);
 	sb_jw_free(&w);
 	return rc;
 }
@@ -453,7 +408,7 @@ int train_cell_unrun(const struct sb_cell *cell, int index, const struct train_e
 	if (!rc)
 		rc = scan_existing(r, &done, &resume, &prev_seconds, err);
 	if (!rc && done) { /* finished before: nothing to say (train_cell would skip it) */
-		lines_free(&r->lines);
+		sb_lines_free(&r->lines);
 		sb_jw_free(&r->w);
 		return 0;
 	}
@@ -462,7 +417,7 @@ int train_cell_unrun(const struct sb_cell *cell, int index, const struct train_e
 	r->train_seconds = prev_seconds;
 	if (!rc)
 		rc = record_failed(r, status, msg, -1, 0, 0, err);
-	lines_free(&r->lines);
+	sb_lines_free(&r->lines);
 	sb_jw_free(&r->w);
 	return rc;
 }
@@ -555,7 +510,7 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 		if ((rc = emit(r, err)))
 			goto fail;
 	} else {
-		if ((rc = lines_write(&r->lines, r->ndjson, err)))
+		if ((rc = sb_lines_write(&r->lines, r->ndjson, err)))
 			goto fail;
 	}
 	if ((rc = sb_encoder_data_open(be, ds, &data, err)))
@@ -711,7 +666,7 @@ out_noreport:
 	sb_encoder_data_close(be, &data);
 	sb_encoder_free(m);
 	sb_split_free(&sp);
-	lines_free(&r->lines);
+	sb_lines_free(&r->lines);
 	sb_jw_free(&r->w);
 	return rc;
 }
