@@ -251,6 +251,21 @@ static void params_sha(const struct run *R, const float *p, char hex[SB_SHA256_H
 	sb_sha256_buf(p, R->np * sizeof *p, hex);
 }
 
+/* SHA-256 of the live training state: parameters, AdamW moments and step */
+static void state_sha(const struct run *R, char hex[SB_SHA256_HEX])
+{
+	struct sb_sha256 *h = sb_sha256_new();
+	if (!h) {
+		snprintf(hex, SB_SHA256_HEX, "%s", "");
+		return;
+	}
+	sb_sha256_update(h, sb_n3a_model_params(R->m), R->np * sizeof(float));
+	sb_sha256_update(h, R->m1, R->np * sizeof(float));
+	sb_sha256_update(h, R->m2, R->np * sizeof(float));
+	sb_sha256_update(h, &R->t, sizeof R->t);
+	sb_sha256_final(h, hex);
+}
+
 static int state_new(struct state *s, size_t np)
 {
 	s->p = calloc(np, sizeof(float));
@@ -346,7 +361,8 @@ static int update(struct run *R, int arm, int row, const uint32_t *perm, int par
 	return 0;
 }
 
-static int unit_record(struct run *R, int arm, int parent, int updates, const char *start, const char *end)
+static int unit_record(struct run *R, int arm, int parent, int updates, const char *start, const char *start_state,
+		       const char *end)
 {
 	struct sb_jw *w = R->w;
 	sb_jw_record(w, "n3a.unit", 1);
@@ -358,6 +374,7 @@ static int unit_record(struct run *R, int arm, int parent, int updates, const ch
 		sb_jw_kint(w, "parent", parent);
 	sb_jw_kint(w, "updates", updates);
 	sb_jw_kstr(w, "start_params_sha256", start);
+	sb_jw_kstr(w, "start_state_sha256", start_state);
 	sb_jw_kstr(w, "end_params_sha256", end);
 	sb_jw_obj_end(w);
 	SB_TRY(sb_jw_line(w, R->err));
@@ -379,12 +396,13 @@ static int unit_record(struct run *R, int arm, int parent, int updates, const ch
 static int run_main(struct run *R, int arm, const float *p0, struct state *at_parent, struct state *at_end)
 {
 	const struct sb_n3a_cell *c = R->c;
-	char start[SB_SHA256_HEX], end[SB_SHA256_HEX];
+	char start[SB_SHA256_HEX], start_state[SB_SHA256_HEX], end[SB_SHA256_HEX];
 	memcpy(sb_n3a_model_params(R->m), p0, R->np * sizeof(float));
 	memset(R->m1, 0, R->np * sizeof(float));
 	memset(R->m2, 0, R->np * sizeof(float));
 	R->t = 0;
 	params_sha(R, p0, start);
+	state_sha(R, start_state);
 	SB_TRY(evaluate(R, arm, -1, 0));
 	for (int t = 1; t <= c->updates; t++) {
 		SB_TRY(update(R, arm, t - 1, NULL, -1, t));
@@ -398,7 +416,7 @@ static int run_main(struct run *R, int arm, const float *p0, struct state *at_pa
 		}
 	}
 	params_sha(R, sb_n3a_model_params(R->m), end);
-	return unit_record(R, arm, -1, c->updates, start, end);
+	return unit_record(R, arm, -1, c->updates, start, start_state, end);
 }
 
 static int run_fork(struct run *R, int arm, int pi, const struct state *parent, const struct state *main_end,
@@ -406,11 +424,12 @@ static int run_fork(struct run *R, int arm, int pi, const struct state *parent, 
 {
 	const struct sb_n3a_cell *c = R->c;
 	int p = c->parents[pi], F = c->fork_updates, nt = c->n - c->k;
-	char start[SB_SHA256_HEX], end[SB_SHA256_HEX];
+	char start[SB_SHA256_HEX], start_state[SB_SHA256_HEX], end[SB_SHA256_HEX];
 	state_load(R, parent);
 	if (arm == SB_N3A_S && c->fault == SB_N3A_FAULT_REPLAY) /* tests: a replay that starts one ulp off */
 		sb_n3a_model_params(R->m)[0] = nextafterf(parent->p[0], INFINITY);
 	params_sha(R, parent->p, start);
+	state_sha(R, start_state);
 	SB_TRY(evaluate(R, arm, p, 0));
 	for (int j = 1; j <= F; j++) {
 		const uint32_t *perm = NULL;
@@ -426,7 +445,7 @@ static int run_fork(struct run *R, int arm, int pi, const struct state *parent, 
 	if (arm == SB_N3A_S && !state_equal(R, main_end))
 		*replay_equal = 0;
 	params_sha(R, sb_n3a_model_params(R->m), end);
-	return unit_record(R, arm, p, F, start, end);
+	return unit_record(R, arm, p, F, start, start_state, end);
 }
 
 /* does n3a.ndjson end with a completed n3a.done? */

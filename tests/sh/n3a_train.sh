@@ -65,7 +65,9 @@ units = [r for r in recs if r["kind"] == "n3a.unit"]
 start = {(u["arm"], u["parent"]): u["start_params_sha256"] for u in units}
 check(len(units) == 12 and start[("D", None)] == start[("S", None)] == done["init_params_sha256"],
       "D and S start from identical parameters (the same SHA-256)")
-check(all(len({start[(a, p)] for a in "SLPGN"}) == 1 for p in parents), "the five forks of a parent start from one state")
+sstate = {(u["arm"], u["parent"]): u["start_state_sha256"] for u in units}
+check(sstate[("D", None)] == sstate[("S", None)], "D and S start from identical parameters, AdamW moments and step")
+check(all(len({sstate[(a, p)] for a in "SLPGN"}) == 1 for p in parents), "the five forks of a parent start from one state")
 check(any(fork[("G", p, F)]["validation_cross_entropy"] != fork[("N", p, F)]["validation_cross_entropy"] for p in parents),
       "G and N train differently (the null permutes)")
 sys.exit(1 if fails else 0)
@@ -113,6 +115,18 @@ DF=$(ls -d "$T"/fault3/n3a.query.r16.s64000.*)
 t_result $? "a fork S replay one ulp off its parent: WORKFLOW_NONDETERMINISTIC, s_replay_equal false"
 SB_N3A_FAULT=bogus sb-train -q -o "$T/fault4" "$T/q.ndjson" >/dev/null 2>&1
 t_result $(($? == 2 ? 0 : 1)) "an unknown SB_N3A_FAULT is a usage error (exit 2)"
+
+# make n3a on a 2 x 1 x 2 grid of tiny cells (bin/sb-train taken as built: -o)
+EXTRA=',"train":64,"validation":32,"batch":16,"updates":4,"eval_steps":[0,2,4],"parents":[2],"fork_updates":2'
+mk() { make -s -C "$TOP" -o bin/sb-train n3a N3A_OUT="$T/mk" N3A_RS=4 N3A_SEEDS="1 2" N3A_CELL_EXTRA="$EXTRA" "$@"; }
+mk -j2 >"$T/mk.out" 2>&1
+[ $? -eq 0 ] && [ "$(grep -c '"status":"completed"' "$T/mk/n3a-train.ndjson")" -eq 4 ] &&
+	[ "$(ls "$T"/mk/runs/*/n3a.ndjson | wc -l)" -eq 4 ]
+t_result $? "make n3a runs the grid's 4 cells into N3A_OUT/runs ($(tr '\n' ' ' <"$T/mk.out"))"
+touch "$T/marker"
+sleep 0.01
+mk >"$T/mk2.out" 2>&1 && [ -z "$(find "$T/mk" -type f -newer "$T/marker")" ]
+t_result $? "a second make n3a rewrites nothing ($(find "$T/mk" -type f -newer "$T/marker" | tr '\n' ' '))"
 
 # bad cells: refused at read time naming FILE:LINE, nothing trained
 bad() { # name cell-json
