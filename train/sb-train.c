@@ -20,6 +20,7 @@
 #include "train.h"
 #include "train_cell.h"
 #include "train_lm.h"
+#include "train_n3a.h"
 #include "train_sas.h"
 
 static void usage(void)
@@ -39,6 +40,8 @@ static void usage(void)
 	      "the encoder cells, alone, with every thread, into RUNS/CELL_ID/, and writes an lm.train record.\n"
 	      "A cell with \"family\": \"sas\" is a SAS cell of PROTOCOL B (fields: docs/sas.md): the same, on one\n"
 	      "CPU thread, with a sas.train record.\n"
+	      "A cell with \"family\": \"n3a\" is one block of PROTOCOL A8's N3-A assay (fields: docs/n3a.md):\n"
+	      "the same, on one CPU thread, with an n3a.train record.\n"
 	      "Methods: softmax, topk_softmax_{0125,025,05}, bottomk_softmax_{0125,025,05}, sparsemax,\n"
 	      "entmax15, entmax_bisect, headwise_adaptive_entmax; schedules (epochs e = 1..E):\n"
 	      "median_switch, early_accuracy_switch, entropy_switch, mechanistic_switch (top-k 0.25 while\n"
@@ -296,6 +299,7 @@ static const struct {
 } FAMILIES[] = {
 	{"lm", sb_train_lm_cell, NULL},                  /* train/train_lm.h: lib/lm_train.h, docs/lm.md */
 	{"sas", sb_train_sas_cell, sb_train_sas_check}, /* train/train_sas.h: lib/sas_run.h, docs/sas.md */
+	{"n3a", sb_train_n3a_cell, sb_train_n3a_check}, /* train/train_n3a.h: lib/n3a.h, docs/n3a.md */
 };
 
 struct family_cell {

@@ -1,0 +1,47 @@
+# pipelines/n3a.mk — PROTOCOL A8's N3-A synthetic intervention assay, the runs (docs/n3a.md).
+#
+#   make n3a            every cell of the registered grid: 2 archs x 4 r x 64 seeds = 512
+#                       blocks of 12 units, one sb-train process per cell (parallel with -j):
+#                       $(N3A_OUT)/runs/CELL_ID/{cell.json,n3a.ndjson} and the summary
+#                       $(N3A_OUT)/n3a-train.ndjson (one n3a.train record per cell)
+#   make n3a-clean      remove $(N3A_OUT)
+#
+# Variables: N3A_OUT (out/n3a), N3A_ARCHS (query transformer), N3A_RS (1 4 16 24),
+# N3A_SEEDS (64000..64063), N3A_CELL_EXTRA (fields appended to every cell, e.g.
+# ,"updates":64,"eval_steps":[0,8,16,32,40,64],"parents":[8,32],"fork_updates":8 for a
+# small trial; the cell id changes with them, so such runs never mix with registered ones).
+# A finished cell is skipped by sb-train itself; a failed guard stops make (no seed is
+# replaced: PROTOCOL A8); make -k runs the others. The analysis: sb-a8 n3a (docs/sb-a8.md).
+N3A_OUT ?= out/n3a
+N3A_ARCHS ?= query transformer
+N3A_RS ?= 1 4 16 24
+N3A_SEEDS ?= $(shell seq 64000 64063)
+N3A_CELL_EXTRA ?=
+
+N3A_KEYS := $(foreach a,$(N3A_ARCHS),$(foreach r,$(N3A_RS),$(foreach s,$(N3A_SEEDS),$(a)-r$(r)-s$(s))))
+N3A_STAMPS := $(N3A_KEYS:%=$(N3A_OUT)/train/%.ndjson)
+
+.PHONY: n3a n3a-clean
+n3a: $(N3A_OUT)/n3a-train.ndjson
+
+# the extra fields, rewritten only when they change (so a change reruns every cell's stamp;
+# sb-train still skips the cells whose id, i.e. content, is unchanged)
+$(N3A_OUT)/cell-extra.txt: FORCE
+	@mkdir -p $(N3A_OUT)
+	@v='$(N3A_CELL_EXTRA)'; if [ ! -f $@ ] || [ "$$(cat $@)" != "$$v" ]; then printf '%s\n' "$$v" >$@.tmp && mv $@.tmp $@; fi
+
+# one cell: its one-line cell file, then sb-train's stdout (run.meta + n3a.train) as the stamp
+$(N3A_OUT)/train/%.ndjson: $(N3A_OUT)/cell-extra.txt | $(BIN)/sb-train
+	@mkdir -p $(N3A_OUT)/cells $(N3A_OUT)/train
+	@k='$*'; a=$${k%%-*}; rest=$${k#*-r}; r=$${rest%%-*}; s=$${k##*-s}; \
+	 printf '{"family":"n3a","arch":"%s","r":%s,"seed":%s%s}\n' "$$a" "$$r" "$$s" '$(N3A_CELL_EXTRA)' \
+	   >$(N3A_OUT)/cells/$*.ndjson; \
+	 $(BIN)/sb-train -q -o $(N3A_OUT)/runs $(N3A_OUT)/cells/$*.ndjson >$@.tmp; \
+	 mv $@.tmp $@
+
+$(N3A_OUT)/n3a-train.ndjson: $(N3A_STAMPS)
+	@cat $^ | grep '"kind":"n3a.train"' >$@.tmp; mv $@.tmp $@
+	@echo "n3a: $$(grep -c '"status":"completed"\|"status":"skipped"' $@) of $(words $(N3A_STAMPS)) cells done: $(N3A_OUT)/runs" >&2
+
+n3a-clean:
+	rm -rf $(N3A_OUT)
