@@ -1584,13 +1584,14 @@ static int lineardecay(struct sb_jw *w, struct md *md, struct sb_err *err)
 struct n3rec {
 	long long seed;
 	int arch, ri, arm, parent, step, file, line;
+	int reg; /* registered_settings: the cell's every other setting is the registered one */
 	double ce;
 };
 static struct n3rec *n3;
 static size_t n3n, n3cap;
 static const char *n3paths[4096];
 static struct {
-	long long read, superseded, counted;
+	long long read, superseded, counted, unregistered;
 	char sup_example[200];
 } n3count;
 
@@ -1680,6 +1681,7 @@ static int n3a_load(const char *path, int file, struct sb_input *in, struct sb_e
 			x.arm =
 			    x.parent < 0 ? arm[0] == 'S' : (int)(strchr(sb_n3a_fork_arms, arm[0]) - sb_n3a_fork_arms);
 			x.ce = cj->type == SB_JSON_NUMBER && isfinite(cj->number) ? cj->number : NAN;
+			x.reg = sb_json_bool(sb_json_get(rec, "registered_settings"), 0);
 			if (n3n == n3cap) {
 				n3cap = n3cap ? 2 * n3cap : 4096;
 				struct n3rec *t = realloc(n3, n3cap * sizeof *n3);
@@ -1765,6 +1767,8 @@ static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 	}
 	n3n = m;
 	n3count.counted = (long long)m;
+	for (size_t i = 0; i < n3n; i++)
+		n3count.unregistered += !n3[i].reg;
 	if (n3count.superseded)
 		sb_cli_warn(
 		    "N3-A: %lld evaluation(s) superseded by a later record of the same arch, r, seed, arm, parent and "
@@ -1848,11 +1852,16 @@ static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 		sb_err_prefix(err, "N3-A: no decision");
 		goto out;
 	}
-	int registered =
+	int reg_seeds =
 	    ns == SB_N3A_SEEDS && seeds[0] == SB_N3A_SEED0 && seeds[ns - 1] == SB_N3A_SEED0 + SB_N3A_SEEDS - 1;
-	if (!registered)
+	int registered = reg_seeds && !n3count.unregistered;
+	if (!reg_seeds)
 		sb_cli_warn("N3-A: %d seed(s) (%lld..%lld): not the registered design (%d seeds %d..%d)", ns, seeds[0],
 		            seeds[ns - 1], SB_N3A_SEEDS, SB_N3A_SEED0, SB_N3A_SEED0 + SB_N3A_SEEDS - 1);
+	if (n3count.unregistered)
+		sb_cli_warn("N3-A: %lld of %lld evaluations come from cells whose settings are not the registered ones "
+		            "(their registered_settings is not true): not the registered design",
+		            n3count.unregistered, n3count.counted);
 	sb_progress(1, "N3-A: %d seeds, %lld evaluations counted: %s", ns, n3count.counted, res.verdict);
 	/* records: the 20 components, the two families, the verdict */
 	for (int c = 0; c < SB_N3A_NCOMP; c++) {
@@ -1946,6 +1955,7 @@ static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 	sb_jw_kint(w, "evals_read", n3count.read);
 	sb_jw_kint(w, "evals_counted", n3count.counted);
 	sb_jw_kint(w, "evals_superseded", n3count.superseded);
+	sb_jw_kint(w, "evals_nonregistered_settings", n3count.unregistered);
 	sb_jw_kstr(w, "published_outcome", SB_A8_N3A_PUBLISHED_VERDICT);
 	sb_jw_kbool(w, "mechanism_manuscript_eligible", 0);
 	sb_jw_kbool(w, "real_transfer_still_required", 1);

@@ -237,6 +237,9 @@ int sb_n3a_is_cell(const struct sb_json *obj);
  * "n3a.ARCH.rR.sSEED.HASH8" (HASH8: SHA-256 of the canonical filled cell). SB_EDATA. */
 int sb_n3a_cell_parse(struct sb_n3a_cell *c, const struct sb_json *obj, struct sb_err *err);
 void sb_n3a_cell_json(struct sb_jw *w, const struct sb_n3a_cell *c); /* the filled cell, an object value */
+/* 1 when every setting but arch, r and seed is the registered one (PROTOCOL A8: what
+ * n3a.eval's registered_settings says; sb-a8 n3a calls a design registered only then) */
+int sb_n3a_cell_registered(const struct sb_n3a_cell *c);
 
 /* Progress after each unit (may be NULL). */
 typedef void (*sb_n3a_progress_fn)(void *arg, const char *cell_id, const char *unit, int done, int units,

@@ -241,6 +241,7 @@ struct run {
 	struct sb_jw *w;
 	struct sb_err *err;
 	int units_done;
+	int registered; /* every setting but arch, r and seed is the registered default */
 	sb_n3a_progress_fn fn;
 	void *arg;
 	double t0;
@@ -343,6 +344,7 @@ static int evaluate(struct run *R, int arm, int parent, int step)
 	sb_jw_kf64(w, "mean_entropy", ev.entropy);
 	sb_jw_kf64(w, "mean_support", ev.support);
 	sb_jw_kf64(w, "gamma", ev.gamma);
+	sb_jw_kbool(w, "registered_settings", R->registered);
 	sb_jw_obj_end(w);
 	return sb_jw_line(w, R->err);
 }
@@ -485,6 +487,23 @@ static int write_cell_json(const struct sb_n3a_cell *c, const char *run_dir, str
 	return rc;
 }
 
+int sb_n3a_cell_registered(const struct sb_n3a_cell *c)
+{
+	/* the cell with only its arch, r and seed given: the same id iff every other setting
+	 * is the registered default (the id hashes the filled cell) */
+	char js[160];
+	snprintf(js, sizeof js, "{\"family\":\"n3a\",\"arch\":\"%s\",\"r\":%d,\"seed\":%llu}",
+		 sb_n3a_arch_name(c->arch), c->r, (unsigned long long)c->seed);
+	struct sb_json *v;
+	struct sb_err e = {0};
+	if (sb_json_parse(js, strlen(js), &v, &e))
+		return 0;
+	struct sb_n3a_cell d;
+	int same = !sb_n3a_cell_parse(&d, v, &e) && !strcmp(d.cell_id, c->cell_id);
+	sb_json_free(v);
+	return same;
+}
+
 int sb_n3a_run_cell(struct sb_backend *be, const struct sb_n3a_cell *c, const char *runs_dir, char *run_dir,
 		    int *skipped, sb_n3a_progress_fn fn, void *arg, struct sb_err *err)
 {
@@ -496,7 +515,8 @@ int sb_n3a_run_cell(struct sb_backend *be, const struct sb_n3a_cell *c, const ch
 		*skipped = 1;
 		return 0;
 	}
-	struct run R = {.c = c, .op = {c->n, c->k, c->eps, c->fault}, .err = err, .fn = fn, .arg = arg};
+	struct run R = {.c = c, .op = {c->n, c->k, c->eps, c->fault}, .err = err, .fn = fn, .arg = arg,
+			.registered = sb_n3a_cell_registered(c)};
 	struct state at_parent[SB_N3A_MAXPAR] = {{0}}, at_end[SB_N3A_MAXPAR] = {{0}};
 	float *p0 = NULL;
 	double t0 = sb_monotonic_seconds();

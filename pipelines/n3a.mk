@@ -4,6 +4,9 @@
 #                       blocks of 12 units, one sb-train process per cell (parallel with -j):
 #                       $(N3A_OUT)/runs/CELL_ID/{cell.json,n3a.ndjson} and the summary
 #                       $(N3A_OUT)/n3a-train.ndjson (one n3a.train record per cell)
+#   make n3a-verdict    then the analysis, sb-a8 n3a over every cell's n3a.ndjson:
+#                       $(N3A_OUT)/n3a-verdict.ndjson (components, families, verdict) and
+#                       $(N3A_OUT)/n3a-verdict.md (beside the published outcome)
 #   make n3a-clean      remove $(N3A_OUT)
 #
 # Variables: N3A_OUT (out/n3a), N3A_ARCHS (query transformer), N3A_RS (1 4 16 24),
@@ -21,8 +24,9 @@ N3A_CELL_EXTRA ?=
 N3A_KEYS := $(foreach a,$(N3A_ARCHS),$(foreach r,$(N3A_RS),$(foreach s,$(N3A_SEEDS),$(a)-r$(r)-s$(s))))
 N3A_STAMPS := $(N3A_KEYS:%=$(N3A_OUT)/train/%.ndjson)
 
-.PHONY: n3a n3a-clean
+.PHONY: n3a n3a-verdict n3a-clean
 n3a: $(N3A_OUT)/n3a-train.ndjson
+n3a-verdict: $(N3A_OUT)/n3a-verdict.ndjson
 
 # the extra fields, rewritten only when they change (so a change reruns every cell's stamp;
 # sb-train still skips the cells whose id, i.e. content, is unchanged)
@@ -42,6 +46,13 @@ $(N3A_OUT)/train/%.ndjson: $(N3A_OUT)/cell-extra.txt | $(BIN)/sb-train
 $(N3A_OUT)/n3a-train.ndjson: $(N3A_STAMPS)
 	@cat $^ | grep '"kind":"n3a.train"' >$@.tmp; mv $@.tmp $@
 	@echo "n3a: $$(grep -c '"status":"completed"\|"status":"skipped"' $@) of $(words $(N3A_STAMPS)) cells done: $(N3A_OUT)/runs" >&2
+
+# the analysis reads the cells of this grid (their run directories, named in the stamps)
+$(N3A_OUT)/n3a-verdict.ndjson: $(N3A_OUT)/n3a-train.ndjson | $(BIN)/sb-a8
+	@sed -n 's/.*"run_dir":"\([^"]*\)".*/\1\/n3a.ndjson/p' $< >$@.files
+	@$(BIN)/sb-a8 -q n3a --md $(N3A_OUT)/n3a-verdict.md $$(cat $@.files) >$@.tmp; rc=$$?; rm -f $@.files; \
+	 [ $$rc -eq 0 ] && mv $@.tmp $@ || { rm -f $@.tmp; exit $$rc; }
+	@echo "n3a: $$(grep -o '"verdict":"[A-Z_]*"' $@) ($(N3A_OUT)/n3a-verdict.md)" >&2
 
 n3a-clean:
 	rm -rf $(N3A_OUT)

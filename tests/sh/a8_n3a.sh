@@ -77,6 +77,13 @@ rc=$?
 	[ "$(field reg.out verdict)" = '"BACKWARD_SUPPORTED_SYNTHETIC"' ] && grep -q '"p":5.421010862427522e-20' reg.out &&
 	grep -q 'The registered design: 64 seeds' reg.md && ! [ -s reg.err ]
 t_result $? "64 seeds 64000..64063: registered, rank 20, p 2^-64, Holm 6 x 2^-64 = 3.2526e-19, silent (exit $rc)"
+# the same records, one of them from a cell with other settings: not the registered design
+sed '0,/"registered_settings":true/s//"registered_settings":false/' reg.ndjson >reg1.ndjson
+sb-a8 -q n3a reg1.ndjson >reg1.out 2>reg1.err
+rc=$?
+[ $rc -eq 0 ] && [ "$(field reg1.out registered_design)" = false ] &&
+	[ "$(field reg1.out evals_nonregistered_settings)" = 1 ] && grep -q "settings are not the registered ones" reg1.err
+t_result $? "64 seeds, one evaluation with registered_settings false: not the registered design, said (exit $rc)"
 /usr/bin/python3 "$FX/gen.py" backward 3 >s3.ndjson
 sb-a8 -q n3a --md s3.md s3.ndjson >s3.out 2>/dev/null
 [ "$(field s3.out verdict)" = '"INCONCLUSIVE"' ] && [ "$(field s3.out registered_design)" = false ] &&

@@ -35,8 +35,10 @@ check(recs[0]["kind"] == "run.meta", "run.meta first")
 check(recs[-1]["kind"] == "n3a.done", "n3a.done last")
 ev = [r for r in recs if r["kind"] == "n3a.eval"]
 FIELDS = {"kind", "v", "cell_id", "arch", "r", "seed", "arm", "parent", "step", "validation_cross_entropy",
-          "validation_accuracy", "mean_relevant_mass", "mean_entropy", "mean_support", "gamma"}
+          "validation_accuracy", "mean_relevant_mass", "mean_entropy", "mean_support", "gamma",
+          "registered_settings"}
 check(all(set(r) == FIELDS for r in ev), "every n3a.eval has exactly the fixed schema's fields")
+check(all(r["registered_settings"] is False for r in ev), "a small trial cell says registered_settings false")
 num = ["validation_cross_entropy", "validation_accuracy", "mean_relevant_mass", "mean_entropy", "mean_support", "gamma"]
 check(all(isinstance(r[f], float) or isinstance(r[f], int) for r in ev for f in num), "metrics are numbers")
 check(all(r["v"] == 1 and isinstance(r["step"], int) and r["arm"] in "DSLPGN" for r in ev), "v 1, integer steps, arms")

@@ -8,6 +8,7 @@
 
 #include "../harness.h"
 #include "n3a.h"
+#include "json.h"
 #include "backend.h"
 #include "rng.h"
 
@@ -749,8 +750,32 @@ static void test_readout_rows(void)
 		 "and score gradients bit for bit (all 6 arms)");
 }
 
+/* registered_settings: only a cell whose every setting but arch, r and seed is the default */
+static void test_registered(void)
+{
+	static const struct {
+		const char *json;
+		int want;
+	} c[] = {
+	    {"{\"family\":\"n3a\",\"arch\":\"query\",\"r\":16,\"seed\":64000}", 1},
+	    {"{\"family\":\"n3a\",\"arch\":\"transformer\",\"r\":1,\"seed\":64063,\"train\":4096,\"lr\":0.001}", 1},
+	    {"{\"family\":\"n3a\",\"arch\":\"query\",\"r\":16,\"seed\":64000,\"train\":64}", 0},
+	    {"{\"family\":\"n3a\",\"arch\":\"query\",\"r\":4,\"seed\":1,\"batch\":4}", 0},
+	};
+	for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+		struct sb_json *v = NULL;
+		struct sb_n3a_cell cell;
+		struct sb_err e = {0};
+		int ok = !sb_json_parse(c[i].json, strlen(c[i].json), &v, &e) && !sb_n3a_cell_parse(&cell, v, &e);
+		SB_CHECK(ok && sb_n3a_cell_registered(&cell) == c[i].want, "registered settings %d for %s (%s)", c[i].want,
+			 c[i].json, ok ? "parsed" : e.msg);
+		sb_json_free(v);
+	}
+}
+
 int main(void)
 {
+	test_registered();
 	test_forward_masses();
 	test_ties_and_guards();
 	test_fd();
