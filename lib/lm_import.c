@@ -182,10 +182,10 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	c->bias = bias_mlp;
 	c->qk_norm = qwen3;
 	c->max_T = *max_pos;
-	if (!rc)
-		rc = sb_lm_cfg_check(c, err);
-	if (rc && err)
+	if (!rc && (rc = sb_lm_cfg_check(c, err)) && err) {
+		sb_err_prefix(err, "%s", name); /* its messages name no file */
 		err->code = SB_EDATA;
+	}
 out:
 	sb_json_free(o);
 	return rc ? SB_EDATA : 0;
