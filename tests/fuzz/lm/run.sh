@@ -5,7 +5,8 @@
 #
 # The library is compiled once with the sanitizers and coverage into $FUZZ_OUT/lm-lib.a
 # (default build/fuzz/); each target (targets.h: tok toktext hfconfig hfindex safetensors
-# json ndjson) starts from the seeds in seeds/TARGET and runs for SECONDS (default 60).
+# json ndjson) starts from the seeds in seeds/TARGET (with the dictionary of dict/ for the
+# JSON files the loaders read) and runs for SECONDS (default 60).
 # Inputs that crash, leak, hang (-timeout=10) or break an invariant are written to
 # crashers/TARGET/; keep them there (committed): tests/unit/test_lm_fuzz.c replays every
 # file under crashers/ and seeds/ in `make check`.
@@ -40,9 +41,17 @@ for t in "${targets[@]}"; do
 	"$cc" "${san[@]}" -fsanitize=fuzzer "${cflags[@]}" -DFZ_TARGET=fz_$t "$here/fuzz.c" "$lib" "${libs[@]}" -o "$bin"
 	mkdir -p "$out/corpus-lm/$t" "$here/crashers/$t"
 	cp -n "$here/seeds/$t"/* "$out/corpus-lm/$t/" 2>/dev/null || true
+	dict=()
+	case $t in
+	tok) dict=(-dict="$here/dict/tok.dict") ;;
+	hfconfig | hfindex) dict=(-dict="$here/dict/hf.dict") ;;
+	safetensors) dict=(-dict="$here/dict/st.dict") ;;
+	esac
 	echo "== fuzzing $t for ${secs}s"
-	(cd "$out" && "$bin" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
-		-artifact_prefix="$here/crashers/$t/" -print_final_stats=1 "$out/corpus-lm/$t" 2>&1 | tail -n 40) || {
-		echo "== $t: crash found, see $here/crashers/$t/"
+	(cd "$out" && "$bin" "${dict[@]}" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+		-artifact_prefix="$here/crashers/$t/" -print_final_stats=1 "$out/corpus-lm/$t" >"$out/fuzz_lm_$t.log" 2>&1) || {
+		tail -n 60 "$out/fuzz_lm_$t.log"
+		echo "== $t: crash found, see $here/crashers/$t/ and $out/fuzz_lm_$t.log"
 	}
+	grep -E '(INITED|DONE) +cov|^stat::|^Done ' "$out/fuzz_lm_$t.log" || true
 done
