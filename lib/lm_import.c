@@ -182,10 +182,10 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	c->bias = bias_mlp;
 	c->qk_norm = qwen3;
 	c->max_T = *max_pos;
-	if (!rc)
-		rc = sb_lm_cfg_check(c, err);
-	if (rc && err)
+	if (!rc && (rc = sb_lm_cfg_check(c, err)) && err) {
+		sb_err_prefix(err, "%s", name); /* its messages name no file */
 		err->code = SB_EDATA;
+	}
 out:
 	sb_json_free(o);
 	return rc ? SB_EDATA : 0;
@@ -212,6 +212,44 @@ static int plain_name(const char *s)
 	return s[0] && s[0] != '.' && !strchr(s, '/') && strlen(s) < 256;
 }
 
+int sb_lm_hf_weight_map(const char *json, size_t n, const char *name, char (**files)[256], int *nfiles,
+			struct sb_err *err)
+{
+	*files = NULL;
+	*nfiles = 0;
+	struct sb_json *v;
+	if (sb_json_parse(json, n, &v, err)) {
+		sb_err_prefix(err, "%s", name);
+		return SB_EDATA;
+	}
+	int rc = 0;
+	const struct sb_json *map = sb_json_get(v, "weight_map");
+	if (!map || map->type != SB_JSON_OBJECT || !map->n)
+		rc = SB_ERR(err, SB_EDATA, "%s: 'weight_map' must be a non-empty object", name);
+	if (!rc && !(*files = calloc(map->n, sizeof **files)))
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (size_t i = 0; !rc && i < map->n; i++) {
+		const char *f = sb_json_str(map->items[i], "");
+		if (!plain_name(f)) {
+			rc = SB_ERR(err, SB_EDATA, "%s: weight_map['%s'] is not a file name in the directory", name,
+				    map->keys[i]);
+			break;
+		}
+		int seen = 0;
+		for (int j = 0; j < *nfiles && !seen; j++)
+			seen = !strcmp((*files)[j], f);
+		if (!seen)
+			snprintf((*files)[(*nfiles)++], 256, "%s", f);
+	}
+	sb_json_free(v);
+	if (rc) {
+		free(*files);
+		*files = NULL;
+		*nfiles = 0;
+	}
+	return rc;
+}
+
 /* The weight files: model.safetensors, or the distinct files of the index's weight_map
  * (in order of first appearance). */
 static int weight_files(const char *dir, char (**files)[256], int *nfiles, struct sb_err *err)
@@ -234,37 +272,8 @@ static int weight_files(const char *dir, char (**files)[256], int *nfiles, struc
 	char *buf;
 	size_t n;
 	SB_TRY(sb_read_file(path, &buf, &n, 64u << 20, err));
-	struct sb_json *v;
-	int rc = sb_json_parse(buf, n, &v, err);
+	int rc = sb_lm_hf_weight_map(buf, n, path, files, nfiles, err);
 	free(buf);
-	if (rc) {
-		sb_err_prefix(err, "%s", path);
-		return SB_EDATA;
-	}
-	const struct sb_json *map = sb_json_get(v, "weight_map");
-	if (!map || map->type != SB_JSON_OBJECT || !map->n)
-		rc = SB_ERR(err, SB_EDATA, "%s: 'weight_map' must be a non-empty object", path);
-	if (!rc && !(*files = calloc(map->n, sizeof **files)))
-		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
-	for (size_t i = 0; !rc && i < map->n; i++) {
-		const char *f = sb_json_str(map->items[i], "");
-		if (!plain_name(f)) {
-			rc = SB_ERR(err, SB_EDATA, "%s: weight_map['%s'] is not a file name in the directory", path,
-				    map->keys[i]);
-			break;
-		}
-		int seen = 0;
-		for (int j = 0; j < *nfiles && !seen; j++)
-			seen = !strcmp((*files)[j], f);
-		if (!seen)
-			snprintf((*files)[(*nfiles)++], 256, "%s", f);
-	}
-	sb_json_free(v);
-	if (rc) {
-		free(*files);
-		*files = NULL;
-		*nfiles = 0;
-	}
 	return rc;
 }
 

@@ -48,6 +48,12 @@ struct sb_lm_import_opts {
 int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_cfg *cfg, char *model_type,
 		    size_t cap, int *max_pos, int *sliding_window, struct sb_err *err);
 
+/* The distinct weight files named by a model.safetensors.index.json (text json[n], named
+ * `name` in messages), in order of first appearance in its weight_map: *files (malloc'd,
+ * *nfiles entries) receives plain file names of the directory (no '/', no leading '.'). */
+int sb_lm_hf_weight_map(const char *json, size_t n, const char *name, char (**files)[256], int *nfiles,
+			struct sb_err *err);
+
 /* Import hf_dir into runs_dir/CELL_ID (run_dir receives it, >= 4096 bytes). An existing
  * run directory of the same cell is left as it is (*existed = 1); the directory appears
  * whole or not at all (built as CELL_ID.partial, then renamed). */
