@@ -144,7 +144,7 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 		if (rs->type != SB_JSON_OBJECT)
 			rc = SB_ERR(err, SB_EDATA, "%s: rope_scaling must be null or an object", name);
 		else if (!strcmp(ty, "llama3")) {
-			double f, lo, hi;
+			double f = NAN, lo = NAN, hi = NAN;
 			c->rope_scaling = 1;
 			rc = cfg_num(rs, name, "factor", NAN, &f, err);
 			if (!rc)

@@ -1008,6 +1008,12 @@ static int load_model(struct sb_tok *t, const struct sb_json *model, const struc
 		if (id > max_id)
 			max_id = id;
 	}
+	/* the tables are sized by the largest id: ids far past the number of tokens (a
+	 * tokenizer.json's are dense, 0..N-1) would make a small file take gigabytes */
+	if ((size_t)max_id + 1 > 2 * (vocab->n + n_added) + 1024)
+		return SB_ERR(err, SB_EDATA, "%s: model.vocab and added_tokens: the largest id %d is far past the %zu "
+					     "tokens (ids are dense, at most 2 x tokens + 1024)",
+			      name, (int)max_id, vocab->n + n_added);
 	t->n_ids = max_id + 1;
 	size_t nid = (size_t)t->n_ids;
 	t->model_str = calloc(nid ? nid : 1, sizeof *t->model_str);

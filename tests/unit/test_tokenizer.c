@@ -306,6 +306,7 @@ static void check_hostile(void)
 		{"\"b\":1,", "\"b\":\"1\",", "model.vocab"},
 		{"\"b\":1,", "\"b\":1e3,", "model.vocab"},
 		{"\"b\":1,", "\"b\":1.0,", "model.vocab"},
+		{"\"b\":1,", "\"b\":16777000,", "model.vocab"}, /* sparse ids: 400 MB of tables for 6 tokens */
 		{"\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\xC4\xA0\":3}", "\"vocab\":[\"a\",\"b\"]", "model.vocab"},
 		{"\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\xC4\xA0\":3}", "\"vocab\":null", "model.vocab"},
 		{"\"id\":4", "\"id\":2147483648", "added_tokens[0].id"},
