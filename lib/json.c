@@ -284,10 +284,70 @@ static const yajl_callbacks callbacks = {
 	cb_start_map, cb_map_key, cb_end_map, cb_start_array, cb_end,
 };
 
+static int hex4(const char *s, size_t len, size_t i, unsigned *out)
+{
+	if (i + 4 > len)
+		return 0;
+	unsigned v = 0;
+	for (size_t k = i; k < i + 4; k++) {
+		unsigned c = (unsigned char)s[k], d;
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+			d = (c | 0x20) - 'a' + 10;
+		else
+			return 0;
+		v = v << 4 | d;
+	}
+	*out = v;
+	return 1;
+}
+
+/* The text must be UTF-8 as RFC 3629 defines it, and a \u escape must not stand for a lone
+ * UTF-16 surrogate. yajl checks neither: it lets overlong forms, surrogates and code points
+ * above U+10FFFF through in strings, turns an escaped lone high surrogate into '?' and a lone
+ * low one into the three bytes of the surrogate, and joins a high one with any \u escape that
+ * follows. Checked here, before yajl, so that every string and key it gives back is valid
+ * UTF-8. Returns 0, or SB_EDATA with "column C: what" (C: 1-based byte offset in buf). A text
+ * that is not JSON may pass (yajl refuses it next). */
+static int check_text(const char *s, size_t len, struct sb_err *err)
+{
+	size_t bad = sb_utf8_check(s, len);
+	if (bad != (size_t)-1)
+		return SB_ERR(err, SB_EDATA, "column %zu: invalid UTF-8", bad + 1);
+	int in_str = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '"') {
+			in_str = !in_str;
+		} else if (in_str && s[i] == '\\' && i + 1 < len) {
+			unsigned hi, lo;
+			if (s[i + 1] != 'u' || !hex4(s, len, i + 2, &hi)) {
+				i++; /* a one-character escape (or a bad one: yajl's to refuse) */
+				continue;
+			}
+			if (hi >= 0xD800 && hi <= 0xDBFF) {
+				if (i + 7 < len && s[i + 6] == '\\' && s[i + 7] == 'u' && hex4(s, len, i + 8, &lo) &&
+				    lo >= 0xDC00 && lo <= 0xDFFF) {
+					i += 11;
+					continue;
+				}
+			} else if (hi < 0xDC00 || hi > 0xDFFF) {
+				i += 5;
+				continue;
+			}
+			return SB_ERR(err, SB_EDATA,
+				      "column %zu: \\u%.4s is a lone UTF-16 surrogate, which has no UTF-8 form", i + 1,
+				      s + i + 2);
+		}
+	}
+	return 0;
+}
+
 int sb_json_parse(const char *buf, size_t len, struct sb_json **out, struct sb_err *err)
 {
 	struct builder b = {0};
 	*out = NULL;
+	SB_TRY(check_text(buf, len, err));
 	yajl_handle h = yajl_alloc(&callbacks, NULL, &b);
 	if (!h)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -392,6 +452,7 @@ struct sb_ndjson_reader {
 	size_t llen, lcap;
 	long lineno;
 	int eof;
+	size_t max_line;   /* bytes before a line's LF (SB_NDJSON_LINE_MAX unless set) */
 };
 
 struct sb_ndjson_reader *sb_ndjson_open_file(FILE *f, const char *name, size_t bufsize)
@@ -401,6 +462,7 @@ struct sb_ndjson_reader *sb_ndjson_open_file(FILE *f, const char *name, size_t b
 		return NULL;
 	r->f = f;
 	r->bufsize = bufsize ? bufsize : 65536;
+	r->max_line = SB_NDJSON_LINE_MAX;
 	r->buf = malloc(r->bufsize);
 	r->name = strdup(strcmp(name, "-") == 0 ? "<stdin>" : name);
 	if (!r->buf || !r->name) {
@@ -438,6 +500,8 @@ void sb_ndjson_close(struct sb_ndjson_reader *r)
 	free(r);
 }
 
+void sb_ndjson_set_max_line(struct sb_ndjson_reader *r, size_t max) { r->max_line = max ? max : SB_NDJSON_LINE_MAX; }
+
 long sb_ndjson_line(const struct sb_ndjson_reader *r) { return r->lineno; }
 const char *sb_ndjson_name(const struct sb_ndjson_reader *r) { return r->name; }
 
@@ -447,6 +511,8 @@ static int line_push(struct sb_ndjson_reader *r, const char *p, size_t n)
 		size_t cap = r->lcap ? r->lcap : 256;
 		while (cap < r->llen + n + 1)
 			cap *= 2;
+		if (cap > r->max_line + 1) /* never more than the longest line allowed */
+			cap = r->max_line + 1;
 		char *l = realloc(r->line, cap);
 		if (!l)
 			return -1;
@@ -480,6 +546,12 @@ static int read_line(struct sb_ndjson_reader *r, struct sb_err *err)
 		char *start = r->buf + r->bpos;
 		char *nl = memchr(start, '\n', r->blen - r->bpos);
 		size_t n = nl ? (size_t)(nl - start) : r->blen - r->bpos;
+		if (n > r->max_line - r->llen)
+			return r->max_line % (1u << 20)
+				       ? SB_ERR(err, SB_EDATA, "%s:%ld: line longer than %zu bytes (the limit of one record)",
+						r->name, r->lineno + 1, r->max_line)
+				       : SB_ERR(err, SB_EDATA, "%s:%ld: line longer than %zu MiB (the limit of one record)",
+						r->name, r->lineno + 1, r->max_line >> 20);
 		if (line_push(r, start, n))
 			return SB_ERR(err, SB_EINTERNAL, "out of memory");
 		r->bpos += n + (nl ? 1 : 0);

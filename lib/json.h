@@ -2,8 +2,9 @@
  *
  * Reader: one JSON value per line. Lines end in LF or CRLF; the last line may
  * lack its newline. A line that is not one complete JSON value (including a
- * value that continues on the next line), invalid UTF-8, a byte-order mark,
- * a NUL byte or a key twice in one object is an error naming the file and line
+ * value that continues on the next line), invalid UTF-8, a \u escape of a lone
+ * surrogate, a byte-order mark, a NUL byte, a key twice in one object or a line
+ * longer than SB_NDJSON_LINE_MAX is an error naming the file and line
  * (SB_EDATA). Blank lines are skipped.
  *
  * Writer: compact JSON, keys in the order written; numbers formatted to
@@ -37,8 +38,14 @@ struct sb_json {
 };
 
 /* Parse one complete JSON value from buf[0..len). On error returns non-zero and
- * sets err->msg to "column C: what". Nesting deeper than 256 and a key twice in
- * one object (column C: the object's closing brace) are errors too. */
+ * sets err->msg to "column C: what", C the 1-based byte offset in buf. Nesting
+ * deeper than 256 and a key twice in one object (column C: the object's closing
+ * brace) are errors too. The text must be UTF-8 as RFC 3629 has it (no overlong
+ * forms, no surrogates U+D800..DFFF, nothing above U+10FFFF; C: the first bad
+ * byte), and a \u escape must not be a lone surrogate: "\uD800" alone, or not
+ * followed by an escaped low surrogate, and "\uDC00" alone are refused (C: the
+ * backslash). RFC 8259 allows them, but they have no UTF-8 form, and yajl would
+ * turn them into '?' or invalid bytes. So every string and key is valid UTF-8. */
 int sb_json_parse(const char *buf, size_t len, struct sb_json **out, struct sb_err *err);
 void sb_json_free(struct sb_json *v);
 
@@ -60,9 +67,18 @@ int sb_json_req_int(const struct sb_json *obj, const char *key, int64_t *out, st
 
 struct sb_ndjson_reader;
 
+/* The longest line read: 64 MiB before the LF (a CR of CRLF counted). Records
+ * written are far shorter: run.meta, the largest, holds argv and one entry of
+ * about 150 bytes per input file (under 2 MiB for ten thousand inputs); an
+ * sb-attn row of a million scores is 10-20 MiB. The limit bounds the memory
+ * that a file without newlines can take. */
+#define SB_NDJSON_LINE_MAX ((size_t)64 << 20)
+
 /* Read from an open FILE (not closed by the reader); `name` is used in messages
  * ("-" shows as "<stdin>"). bufsize 0 means the default (64 KiB); tests use 1..31. */
 struct sb_ndjson_reader *sb_ndjson_open_file(FILE *f, const char *name, size_t bufsize);
+/* Another line limit for this reader (0: SB_NDJSON_LINE_MAX); for tests. */
+void sb_ndjson_set_max_line(struct sb_ndjson_reader *r, size_t max);
 /* Open a path ("-" = stdin). */
 int sb_ndjson_open(const char *path, struct sb_ndjson_reader **out, struct sb_err *err);
 /* Next value: returns 0 and *out (owned by caller) or NULL at end of input;

@@ -376,20 +376,21 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 	SB_TRY(weight_files(hf_dir, &files, &nf, err));
 	struct src_file *wf = calloc((size_t)nf, sizeof *wf);
 	struct sb_tensors *shard = calloc((size_t)nf, sizeof *shard);
+	/* the shards are mapped, not read: `out` borrows their tensors until it is written */
+	struct sb_st_map *map = calloc((size_t)nf, sizeof *map);
 	struct sb_lm_param *params = NULL;
 	int np = 0;
 	size_t nfl = 0;
 	struct sb_tensors out;
 	sb_tensors_init(&out);
 	char tmpdir[4200] = "";
-	if (!wf || !shard)
+	if (!wf || !shard || !map)
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	for (int i = 0; i < nf && !rc; i++) {
-		sb_tensors_init(&shard[i]);
 		rc = hash_file(hf_dir, files[i], &wf[i], err);
 		snprintf(path, sizeof path, "%s/%s", hf_dir, files[i]);
 		if (!rc)
-			rc = sb_st_read(path, &shard[i], err);
+			rc = sb_st_map(path, &shard[i], &map[i], err);
 	}
 	/* the source and the cell id */
 	if (!rc) {
@@ -507,8 +508,9 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 	}
 done:
 	sb_tensors_free(&out);
-	for (int i = 0; shard && i < nf; i++)
-		sb_tensors_free(&shard[i]);
+	for (int i = 0; shard && map && i < nf; i++)
+		sb_st_unmap(&shard[i], &map[i]);
+	free(map);
 	free(shard);
 	free(wf);
 	free(files);

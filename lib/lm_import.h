@@ -21,9 +21,10 @@
  * hybrid's other mixers are not among these layouts). The weights keep their dtype in
  * RUN_DIR/model.safetensors (widened to float when loaded); the cell's "source" holds
  * the model type and the SHA-256 and size of every file read, and "tokenizer" the copy
- * of tokenizer.json in the run directory. Memory: the whole checkpoint is held once
- * (names, shapes and dtypes are checked against the layout; the weights are widened to
- * float only when the run is evaluated).
+ * of tokenizer.json in the run directory. Memory: the weight files are mapped read-only
+ * (sb_st_map), not read, and model.safetensors is written from the mappings: no copy of
+ * the weights is made (names, shapes and dtypes are checked against the layout; the
+ * weights are widened to float only when the run is evaluated).
  */
 #ifndef SB_LM_IMPORT_H
 #define SB_LM_IMPORT_H

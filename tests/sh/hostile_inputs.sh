@@ -6,8 +6,9 @@
 # from), sb-eval (run directories: cell.json, train.ndjson, checkpoints), sb-stats
 # (records), sb-attn (rows, options) and sb-lm, and through them lib's readers (JSON,
 # safetensors, dataset, records): empty files, truncations at many offsets, a
-# directory where a file is expected, a missing file, binary garbage, a 10 MB line,
-# deep nesting, wrong JSON types, numbers out of range, duplicate keys, invalid UTF-8,
+# directory where a file is expected, a missing file, binary garbage, a 10 MB line, a
+# line over the 64 MiB limit, deep nesting, wrong JSON types, numbers out of range,
+# duplicate keys, invalid UTF-8 (overlong forms, escaped lone surrogates),
 # safetensors headers claiming sizes beyond the file, a checkpoint of another shape,
 # a dataset whose sidecar does not match.
 #
@@ -170,6 +171,14 @@ NLW=0
 hc "$hd: a 6 MB row (1e6 scores) is a row" "0" "" "" sb-attn -m sparsemax "$W/a_long"
 { printf '%s' '"'; tenmb; printf '%s\n' '"'; } >"$W/a_10mb"
 hc "$hd: a 10 MB string line" "3" "a_10mb:1" "" sb-attn -m softmax "$W/a_10mb"
+# one byte over the 64 MiB line limit (lib/json.h): refused before it is parsed
+{ printf '"'; head -c $(((64 << 20) - 1)) /dev/zero | tr '\0' a; printf '"\n'; } >"$W/a_64mb"
+POS='a_64mb:1: line longer than 64 MiB'
+hc "$hd: a line of 64 MiB + 1 byte" "3" "a_64mb:1" "" sb-attn -m softmax "$W/a_64mb"
+rm -f "$W/a_64mb"
+mk a_lone '["x\\uD800"]\n'
+POS='a_lone:1: column 4: \uD800 is a lone UTF-16 surrogate'
+hc "$hd: an escaped lone surrogate" "3" "a_lone:1" "" sb-attn -m softmax "$W/a_lone"
 for opt in "--ratio 0" "--ratio -1" "--ratio 1e999" "--ratio nan" "--alpha nan" "--alpha 1e999" "--n-valid -1" \
 	"--n-valid 18446744073709551616" "--mask nope" "--ratio 0.5x"; do
 	IN=$W/a_trunc
@@ -483,6 +492,12 @@ mkev; printf '%s' "${cj/\"seed\":0/\"seed\":0,\"seed\":1}" >"$E/cell.json"
 ev "cell.json duplicate key" 3 "cell.json"
 mkev; printf '%s' "${cj/softmax/soft$'\xff'max}" >"$E/cell.json"
 ev "cell.json invalid UTF-8" 3 "cell.json"
+mkev; printf '%s' "${cj/softmax/soft$'\xc0\xaf'max}" >"$E/cell.json"
+POS='invalid UTF-8'
+ev "cell.json an overlong UTF-8 form" 3 "cell.json"
+mkev; printf '%s' "$cj" | sed 's/softmax/soft\\udc00max/' >"$E/cell.json"
+POS='\udc00 is a lone UTF-16 surrogate'
+ev "cell.json an escaped lone surrogate" 3 "cell.json"
 mkev; awk 'BEGIN { s = ""; for (i = 0; i < 5000; i++) s = s "{\"a\":"; print s }' >"$E/cell.json"
 ev "cell.json nested 5000 deep" 3 "cell.json"
 mkev; { printf '%s' '{"task":"'; tenmb; printf '%s\n' '"}'; } >"$E/cell.json"

@@ -1,5 +1,6 @@
 /* test_json — NDJSON reader (every read-buffer size 1..31, CRLF, no final
- * newline, truncated last line, BOM, bad UTF-8, multi-line values) and the
+ * newline, truncated last line, BOM, bad UTF-8, multi-line values, the line
+ * limit), sb_json_parse's UTF-8 rules (escaped lone surrogates) and the
  * writer (round-trip numbers, escapes, non-finite, canonical form, locale). */
 #include <locale.h>
 #include <stdint.h>
@@ -9,10 +10,13 @@
 
 /* Read all records from a memory buffer with the given read-buffer size.
  * Returns the number of records, or -(error code); *last_err gets the message. */
+static size_t max_line; /* 0: the reader's default */
+
 static int read_all(const char *text, size_t bufsize, char *concat, size_t cap, char *errmsg)
 {
 	FILE *f = fmemopen((void *)text, strlen(text), "rb");
 	struct sb_ndjson_reader *r = sb_ndjson_open_file(f, "mem.ndjson", bufsize);
+	sb_ndjson_set_max_line(r, max_line);
 	struct sb_err err = {0};
 	struct sb_json *v;
 	int n = 0;
@@ -40,37 +44,14 @@ static int read_all(const char *text, size_t bufsize, char *concat, size_t cap, 
 	return n;
 }
 
-static void reader_cases(void)
+struct reader_case {
+	const char *name, *in, *want_out, *want_err;
+	int want_n;
+};
+
+static void run_reader_cases(const struct reader_case *cases, size_t n_cases)
 {
-	static const struct {
-		const char *name, *in, *want_out, *want_err;
-		int want_n;
-	} cases[] = {
-		{"plain", "{\"a\":1}\n[1,2,3]\n\"s\"\n", "{\"a\":1}\n[1,2,3]\n\"s\"\n", NULL, 3},
-		{"CRLF", "{\"a\":1}\r\n{\"b\":[true,false,null]}\r\n", "{\"a\":1}\n{\"b\":[true,false,null]}\n", NULL, 2},
-		{"no final newline", "{\"a\":1}\n{\"b\":2}", "{\"a\":1}\n{\"b\":2}\n", NULL, 2},
-		{"blank lines skipped", "\n{\"a\":1}\n\n  \n{\"b\":2}\n", "{\"a\":1}\n{\"b\":2}\n", NULL, 2},
-		{"utf8 and escapes", "{\"k\":\"caf\xc3\xa9 \\u00e9 \\n \\\"q\\\"\"}\n", "{\"k\":\"caf\xc3\xa9 \xc3\xa9 \\n \\\"q\\\"\"}\n", NULL, 1},
-		{"big numbers kept as written", "[12345678901234567890,1e400,-0.0,1.5e-3]\n",
-		 "[12345678901234567890,1e400,-0.0,1.5e-3]\n", NULL, 1},
-		{"truncated last line", "{\"a\":1}\n{\"b\":", NULL, "mem.ndjson:2: column", -SB_EDATA},
-		{"multi-line value", "{\"a\":\n1}\n", NULL, "mem.ndjson:1: column 6: incomplete JSON value (each line", -SB_EDATA},
-		{"BOM", "\xef\xbb\xbf{\"a\":1}\n", NULL, "mem.ndjson:1: byte-order mark", -SB_EDATA},
-		{"invalid UTF-8", "{\"a\":1}\n{\"a\":\"\xc3\x28\"}\n", NULL, "mem.ndjson:2: column 7: invalid UTF-8", -SB_EDATA},
-		{"overlong UTF-8", "\"\xc0\xaf\"\n", NULL, "mem.ndjson:1: column 2: invalid UTF-8", -SB_EDATA},
-		{"surrogate in UTF-8", "\"\xed\xa0\x80\"\n", NULL, "invalid UTF-8", -SB_EDATA},
-		{"code point above U+10FFFF", "\"\xf4\x90\x80\x80\"\n", NULL, "mem.ndjson:1: column 2: invalid UTF-8", -SB_EDATA},
-		{"U+10FFFF itself is valid", "\"\xf4\x8f\xbf\xbf\"\n", "\"\xf4\x8f\xbf\xbf\"\n", NULL, 1},
-		{"two values on a line", "{\"a\":1} {\"b\":2}\n", NULL, "mem.ndjson:1: column", -SB_EDATA},
-		{"comment rejected", "{\"a\":1} // no\n", NULL, "mem.ndjson:1:", -SB_EDATA},
-		{"garbage", "{\"a\":1}\n{\"a\":1}\nnope\n", NULL, "mem.ndjson:3: column", -SB_EDATA},
-		{"trailing comma", "[1,2,]\n", NULL, "mem.ndjson:1:", -SB_EDATA},
-		{"duplicate key", "{\"a\":1}\n{\"b\":{\"x\":1,\"y\":2,\"x\":3}}\n", NULL,
-		 "mem.ndjson:2: column 24: duplicate key 'x'", -SB_EDATA},
-		{"same key in different objects", "{\"a\":{\"a\":1},\"b\":[{\"a\":2},{\"a\":3}]}\n",
-		 "{\"a\":{\"a\":1},\"b\":[{\"a\":2},{\"a\":3}]}\n", NULL, 1},
-	};
-	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+	for (size_t c = 0; c < n_cases; c++) {
 		int all_ok = 1;
 		char detail[1024] = "";
 		for (size_t bs = 1; bs <= 31; bs++) {
@@ -89,6 +70,63 @@ static void reader_cases(void)
 		}
 		SB_CHECK(all_ok, "reader '%s' with read buffers 1..31%s%s", cases[c].name, all_ok ? "" : ": ", detail);
 	}
+}
+
+/* The line limit, lowered to 16 bytes through sb_ndjson_set_max_line (the default,
+ * 64 MiB, is checked by tests/sh/hostile_inputs.sh on a generated line). */
+static void line_limit_cases(void)
+{
+	static const struct reader_case cases[] = {
+		{"a line of exactly the limit", "[1,2,3,4,5,6,77]\n[1,2,3,4,5,6,77]", "[1,2,3,4,5,6,77]\n[1,2,3,4,5,6,77]\n",
+		 NULL, 2},
+		{"a line one byte over the limit", "[1,2,3,4,5,6,77]\n\n[1,2,3,4,5,6,777]\n[1]\n", NULL,
+		 "mem.ndjson:3: line longer than 16 bytes (the limit of one record)", -SB_EDATA},
+		{"the last line over the limit, no newline", "[1]\n[1,2,3,4,5,6,777]", NULL,
+		 "mem.ndjson:2: line longer than 16 bytes", -SB_EDATA},
+		{"a CR counts", "[1,2,3,4,5,6,7]\r\n[1,2,3,4,5,6,77]\r\n", NULL, "mem.ndjson:2: line longer than 16 bytes",
+		 -SB_EDATA},
+		{"a long blank line counts", "                 \n[1]\n", NULL, "mem.ndjson:1: line longer than 16 bytes",
+		 -SB_EDATA},
+		{"many lines, none over", "[1]\n[1,2,3,4,5,6,77]\n[1,2,3,4,5,6,7]\n[12345678901234]\n", NULL, NULL, 4},
+	};
+	max_line = 16;
+	run_reader_cases(cases, sizeof cases / sizeof cases[0]);
+	max_line = 0;
+}
+
+static void reader_cases(void)
+{
+	static const struct reader_case cases[] = {
+		{"plain", "{\"a\":1}\n[1,2,3]\n\"s\"\n", "{\"a\":1}\n[1,2,3]\n\"s\"\n", NULL, 3},
+		{"CRLF", "{\"a\":1}\r\n{\"b\":[true,false,null]}\r\n", "{\"a\":1}\n{\"b\":[true,false,null]}\n", NULL, 2},
+		{"no final newline", "{\"a\":1}\n{\"b\":2}", "{\"a\":1}\n{\"b\":2}\n", NULL, 2},
+		{"blank lines skipped", "\n{\"a\":1}\n\n  \n{\"b\":2}\n", "{\"a\":1}\n{\"b\":2}\n", NULL, 2},
+		{"utf8 and escapes", "{\"k\":\"caf\xc3\xa9 \\u00e9 \\n \\\"q\\\"\"}\n", "{\"k\":\"caf\xc3\xa9 \xc3\xa9 \\n \\\"q\\\"\"}\n", NULL, 1},
+		{"big numbers kept as written", "[12345678901234567890,1e400,-0.0,1.5e-3]\n",
+		 "[12345678901234567890,1e400,-0.0,1.5e-3]\n", NULL, 1},
+		{"truncated last line", "{\"a\":1}\n{\"b\":", NULL, "mem.ndjson:2: column", -SB_EDATA},
+		{"multi-line value", "{\"a\":\n1}\n", NULL, "mem.ndjson:1: column 6: incomplete JSON value (each line", -SB_EDATA},
+		{"BOM", "\xef\xbb\xbf{\"a\":1}\n", NULL, "mem.ndjson:1: byte-order mark", -SB_EDATA},
+		{"invalid UTF-8", "{\"a\":1}\n{\"a\":\"\xc3\x28\"}\n", NULL, "mem.ndjson:2: column 7: invalid UTF-8", -SB_EDATA},
+		{"overlong UTF-8", "\"\xc0\xaf\"\n", NULL, "mem.ndjson:1: column 2: invalid UTF-8", -SB_EDATA},
+		{"surrogate in UTF-8", "\"\xed\xa0\x80\"\n", NULL, "invalid UTF-8", -SB_EDATA},
+		{"code point above U+10FFFF", "\"\xf4\x90\x80\x80\"\n", NULL, "mem.ndjson:1: column 2: invalid UTF-8", -SB_EDATA},
+		{"U+10FFFF itself is valid", "\"\xf4\x8f\xbf\xbf\"\n", "\"\xf4\x8f\xbf\xbf\"\n", NULL, 1},
+		{"escaped lone high surrogate", "{\"a\":1}\n[\"x\\uD800y\"]\n", NULL,
+		 "mem.ndjson:2: column 4: \\uD800 is a lone UTF-16 surrogate", -SB_EDATA},
+		{"escaped lone low surrogate in a key", "{\"\\udc00\":1}\n", NULL,
+		 "mem.ndjson:1: column 3: \\udc00 is a lone UTF-16 surrogate", -SB_EDATA},
+		{"escaped surrogate pair", "\"\\ud83d\\ude00\"\n", "\"\xf0\x9f\x98\x80\"\n", NULL, 1},
+		{"two values on a line", "{\"a\":1} {\"b\":2}\n", NULL, "mem.ndjson:1: column", -SB_EDATA},
+		{"comment rejected", "{\"a\":1} // no\n", NULL, "mem.ndjson:1:", -SB_EDATA},
+		{"garbage", "{\"a\":1}\n{\"a\":1}\nnope\n", NULL, "mem.ndjson:3: column", -SB_EDATA},
+		{"trailing comma", "[1,2,]\n", NULL, "mem.ndjson:1:", -SB_EDATA},
+		{"duplicate key", "{\"a\":1}\n{\"b\":{\"x\":1,\"y\":2,\"x\":3}}\n", NULL,
+		 "mem.ndjson:2: column 24: duplicate key 'x'", -SB_EDATA},
+		{"same key in different objects", "{\"a\":{\"a\":1},\"b\":[{\"a\":2},{\"a\":3}]}\n",
+		 "{\"a\":{\"a\":1},\"b\":[{\"a\":2},{\"a\":3}]}\n", NULL, 1},
+	};
+	run_reader_cases(cases, sizeof cases / sizeof cases[0]);
 	/* raw lines: CR of CRLF stripped, blank lines skipped, last line without newline kept */
 	{
 		const char txt[] = "a\r\n\r\nb\nc";
@@ -122,6 +160,81 @@ static void reader_cases(void)
 	sb_json_free(v);
 	sb_ndjson_close(r);
 	fclose(f);
+}
+
+/* sb_json_parse itself (tokenizer.json, config.json, safetensors headers, cell.json
+ * are parsed whole, not through the NDJSON reader): strict UTF-8 in strings and keys,
+ * no escaped lone surrogates; yajl alone let all of these through. */
+static void utf8_cases(void)
+{
+	static const struct {
+		const char *name, *in;
+		size_t col; /* 0: valid */
+		const char *want; /* valid: the first string's bytes; invalid: the message after "column C: " */
+	} cases[] = {
+		{"overlong 2-byte '/'", "[\"\xc0\xaf\"]", 3, "invalid UTF-8"},
+		{"overlong 3-byte", "\"ab\xe0\x80\xaf\"", 4, "invalid UTF-8"},
+		{"overlong 4-byte", "\"\xf0\x8f\xbf\xbf\"", 2, "invalid UTF-8"},
+		{"raw surrogate U+D800", "\"\xed\xa0\x80\"", 2, "invalid UTF-8"},
+		{"raw surrogate U+DFFF", "\"\xed\xbf\xbf\"", 2, "invalid UTF-8"},
+		{"U+110000", "\"\xf4\x90\x80\x80\"", 2, "invalid UTF-8"},
+		{"lead byte F5", "\"\xf5\x80\x80\x80\"", 2, "invalid UTF-8"},
+		{"lone continuation byte", "\"a\x80\"", 3, "invalid UTF-8"},
+		{"truncated sequence", "\"\xe2\x82\"", 2, "invalid UTF-8"},
+		{"overlong in a key", "{\"k\":{\"\xc1\xbf\":1}}", 8, "invalid UTF-8"},
+		{"escaped lone high surrogate", "\"\\uD800\"", 2, "\\uD800 is a lone UTF-16 surrogate, which has no UTF-8 form"},
+		{"escaped lone high surrogate at the end", "[\"a\\udbff", 4, "\\udbff is a lone UTF-16 surrogate"},
+		{"escaped lone low surrogate", "\"\\uDFFF\"", 2, "\\uDFFF is a lone UTF-16 surrogate"},
+		{"high surrogate then a letter", "\"\\uD800\\u0041\"", 2, "\\uD800 is a lone UTF-16 surrogate"},
+		{"two high surrogates", "\"\\uD800\\uD800\"", 2, "\\uD800 is a lone UTF-16 surrogate"},
+		{"low then high", "{\"a\":\"\\uDC00\\uD800\"}", 7, "\\uDC00 is a lone UTF-16 surrogate"},
+		{"escaped lone surrogate in a key", "{\"\\uDABC\":1}", 3, "\\uDABC is a lone UTF-16 surrogate"},
+		{"a pair is one code point", "\"\\uD83D\\uDE00\"", 0, "\xf0\x9f\x98\x80"},
+		{"U+10FFFF as a pair", "\"\\uDBFF\\uDFFF\"", 0, "\xf4\x8f\xbf\xbf"},
+		{"U+10FFFF raw", "\"\xf4\x8f\xbf\xbf\"", 0, "\xf4\x8f\xbf\xbf"},
+		{"U+D7FF and U+E000 escaped", "\"\\uD7FF\\uE000\"", 0, "\xed\x9f\xbf\xee\x80\x80"},
+		{"an escaped backslash before uD800 text", "\"\\\\uD800\"", 0, "\\uD800"},
+		{"an escaped quote, then an escape", "\"\\\"\\u00e9\"", 0, "\"\xc3\xa9"},
+		{"a key that is an escaped backslash", "{\"\\\\\":\"\\u00e9\"}", 0, NULL},
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		struct sb_json *v = NULL;
+		struct sb_err err = {0};
+		int rc = sb_json_parse(cases[c].in, strlen(cases[c].in), &v, &err);
+		if (cases[c].col) {
+			char want[300];
+			snprintf(want, sizeof want, "column %zu: %s", cases[c].col, cases[c].want);
+			SB_CHECK(rc == SB_EDATA && strstr(err.msg, want) == err.msg, "%s refused: rc %d, '%s' (want '%s')",
+				 cases[c].name, rc, err.msg, want);
+		} else {
+			const struct sb_json *s = v && v->type == SB_JSON_STRING ? v : NULL;
+			SB_CHECK(rc == 0 && (!cases[c].want || (s && s->len == strlen(cases[c].want) &&
+								!memcmp(s->text, cases[c].want, s->len))),
+				 "%s accepted: rc %d '%s'", cases[c].name, rc, err.msg);
+		}
+		sb_json_free(v);
+	}
+	/* every string and key that parses is valid UTF-8: two \u escapes in a row, each
+	 * one in and around the surrogate range */
+	int bad = 0;
+	for (unsigned hi = 0xD000; hi <= 0xE0FF && bad < 3; hi += 0x11) {
+		for (unsigned lo = 0xDB00; lo <= 0xE0FF && bad < 3; lo += 0x13) {
+			char in[64];
+			snprintf(in, sizeof in, "{\"\\u%04x\\u%04x\":\"\\u%04X\\u%04X\"}", hi, lo, hi, lo);
+			struct sb_json *v = NULL;
+			struct sb_err err = {0};
+			int rc = sb_json_parse(in, strlen(in), &v, &err);
+			int pair = hi >= 0xD800 && hi <= 0xDBFF && lo >= 0xDC00 && lo <= 0xDFFF;
+			int want_ok = pair || (!(hi >= 0xD800 && hi <= 0xDFFF) && !(lo >= 0xD800 && lo <= 0xDFFF));
+			int ok = rc == 0 ? want_ok && sb_utf8_check(v->keys[0], strlen(v->keys[0])) == (size_t)-1 &&
+						  sb_utf8_check(v->items[0]->text, v->items[0]->len) == (size_t)-1
+					 : !want_ok && rc == SB_EDATA;
+			if (!ok && bad++ == 0)
+				SB_CHECK(0, "%s: rc %d (%s)", in, rc, err.msg);
+			sb_json_free(v);
+		}
+	}
+	SB_CHECK(!bad, "\\u escapes U+D000..E0FF in pairs: parsed strings and keys are valid UTF-8, lone surrogates refused");
 }
 
 static void accessor_cases(void)
@@ -258,6 +371,8 @@ static void writer_cases(void)
 int main(void)
 {
 	reader_cases();
+	line_limit_cases();
+	utf8_cases();
 	accessor_cases();
 	writer_cases();
 	return sb_test_done();

@@ -319,6 +319,13 @@ int main(void)
 	refuse(be, "qwen3", "vocab_size a string", cfg_with(base, "\"vocab_size\": 128", "\"vocab_size\": \"128\""), NULL,
 	       SB_EDATA, "'vocab_size' must be an integer");
 	refuse(be, "qwen3", "truncated config.json", "{\"model_type\": \"qwen3\", ", NULL, SB_EDATA, "config.json");
+	/* strings no field reads must still be UTF-8 (sb_json_parse; yajl alone took these) */
+	refuse(be, "qwen3", "an overlong UTF-8 form in config.json",
+	       cfg_with(base, "\"model_type\": \"qwen3\"", "\"model_type\": \"qwen3\", \"note\": \"\xc0\xaf\""), NULL,
+	       SB_EDATA, "config.json: column");
+	refuse(be, "qwen3", "an escaped lone surrogate in config.json",
+	       cfg_with(base, "\"model_type\": \"qwen3\"", "\"model_type\": \"qwen3\", \"note\": \"\\udfff\""), NULL,
+	       SB_EDATA, "\\udfff is a lone UTF-16 surrogate");
 	free(base);
 	sb_backend_close(be);
 	char cmd[200];

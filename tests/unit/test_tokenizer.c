@@ -339,6 +339,12 @@ static void check_hostile(void)
 		 "pre_tokenizer.pretokenizers[0].behavior"},
 		{"\"decoder\":{\"type\":\"ByteLevel\"", "\"decoder\":{\"type\":\"Metaspace\"", "decoder"},
 		{"\"model\":{", "\"model\":[],\"m\":{", "model"},
+		/* strings must be UTF-8 (sb_json_parse; HF's serde_json refuses these too) */
+		{"\"\xC4\xA0\":3", "\"\\ud800\":3", "\\ud800 is a lone UTF-16 surrogate"},
+		{"\"\xC4\xA0\":3", "\"\\udc00\\ud800\":3", "\\udc00 is a lone UTF-16 surrogate"},
+		{"\"\xC4\xA0\":3", "\"\xC0\xA0\":3", "invalid UTF-8"},
+		{"\"content\":\"<s>\"", "\"content\":\"<\xED\xA0\x80>\"", "invalid UTF-8"},
+		{"\"content\":\"<s>\"", "\"content\":\"<\xF4\x90\x80\x80>\"", "invalid UTF-8"},
 	};
 	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
 		char *s = variant(v[i].from, v[i].to);
