@@ -243,7 +243,21 @@ void sb_cpu_matmul_backward(struct sb_ctx *ctx, float *dinp, float *dw, float *d
 		return;
 	if (dinp)
 		sb_cpu_gemm(dinp, K, dout, N, 1, w, K, M, K, N, NULL, accumulate);
-	if (dw)
+	if (dw && K < VL && N >= VL) {
+		/* a narrow input (fewer features than a vector, e.g. N3-A's 7): dw[N, K] has no whole
+		 * vector per row and would run element by element; dw^T[K, N] = inp^T dout has, and
+		 * each element is the same FMA chain over the rows in the same order (x y + s is
+		 * fused, so which factor comes first does not change a bit), so the bits are those
+		 * of the direct product */
+		float *t = sb_cpu_scratch(ctx, (size_t)K * N * sizeof(float) + 64);
+		for (int n = 0; n < N; n++)
+			for (int k = 0; k < K; k++)
+				t[(size_t)k * N + n] = dw[(size_t)n * K + k];
+		sb_cpu_gemm(t, N, inp, 1, K, dout, N, K, N, M, NULL, 1);
+		for (int n = 0; n < N; n++)
+			for (int k = 0; k < K; k++)
+				dw[(size_t)n * K + k] = t[(size_t)k * N + n];
+	} else if (dw)
 		sb_cpu_gemm(dw, K, dout, 1, N, inp, K, N, K, M, NULL, 1);
 	if (dbias) {
 		for (int i = 0; i < M; i++) {

@@ -118,7 +118,8 @@ static void test_dropout(void)
 
 static void test_matmul(void)
 {
-	int sizes[][3] = {{1, 1, 1}, {1, 16, 3}, {7, 5, 3}, {13, 17, 19}, {50, 64, 192}, {97, 64, 256}, {33, 256, 64}};
+	int sizes[][3] = {{1, 1, 1},    {1, 16, 3},    {7, 5, 3},    {13, 17, 19}, {50, 64, 192},
+			  {97, 64, 256}, {33, 256, 64}, {300, 7, 64}, {41, 3, 20}};
 	for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
 		int M = sizes[s][0], K = sizes[s][1], N = sizes[s][2];
 		float *x = malloc((size_t)M * K * 4), *w = malloc((size_t)N * K * 4), *b = malloc((size_t)N * 4);
@@ -146,6 +147,22 @@ static void test_matmul(void)
 		sb_check_close(nm, dw2, DW, (size_t)N * K, 2e-6 * sqrt((double)M), 1e-5);
 		snprintf(nm, sizeof nm, "matmul d/dbias M=%d K=%d N=%d", M, K, N);
 		sb_check_close(nm, db2, DB, N, 2e-6 * sqrt((double)M), 1e-5);
+		/* the weight gradient is, element by element, the FMA chain over the rows in order
+		 * (what makes runs reproducible): exactly, also on the narrow-input path (K < 16) */
+		size_t bad = 0;
+		for (int n = 0; n < N; n++)
+			for (int k = 0; k < K; k++) {
+				float acc = 0;
+				for (int i = 0; i < M; i++)
+#if defined(__FMA__) || defined(__AVX512F__)
+					acc = fmaf(g[(size_t)i * N + n], x[(size_t)i * K + k], acc);
+#else
+					acc = g[(size_t)i * N + n] * x[(size_t)i * K + k] + acc;
+#endif
+				bad += memcmp(&acc, &dw[(size_t)n * K + k], 4) != 0;
+			}
+		SB_CHECK(!bad, "matmul d/dweight M=%d K=%d N=%d: each element the in-order FMA chain, bit for bit (%zu of "
+			       "%d differ)", M, K, N, bad, N * K);
 		free(x), free(w), free(b), free(o), free(g), free(dx), free(dw), free(db);
 		free(X), free(W), free(Bb), free(G), free(O), free(DX), free(DW), free(DB), free(o2), free(dx2),
 		    free(dw2), free(db2);
