@@ -230,27 +230,6 @@ static void bl_init(void)
 	}
 }
 
-/* Decode one code point of valid UTF-8 at s[i]; *len receives its byte length. */
-static uint32_t utf8_at(const unsigned char *s, size_t i, int *len)
-{
-	unsigned c = s[i];
-	if (c < 0x80) {
-		*len = 1;
-		return c;
-	}
-	if (c < 0xE0) {
-		*len = 2;
-		return (uint32_t)(c & 0x1F) << 6 | (s[i + 1] & 0x3F);
-	}
-	if (c < 0xF0) {
-		*len = 3;
-		return (uint32_t)(c & 0x0F) << 12 | (uint32_t)(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
-	}
-	*len = 4;
-	return (uint32_t)(c & 0x07) << 18 | (uint32_t)(s[i + 1] & 0x3F) << 12 | (uint32_t)(s[i + 2] & 0x3F) << 6 |
-	       (s[i + 3] & 0x3F);
-}
-
 static int uc_lookup(const struct sb_uc_range *t, size_t n, uint32_t cp)
 {
 	size_t lo = 0, hi = n;
@@ -298,7 +277,7 @@ static struct cpi cp_at(const unsigned char *s, size_t i)
 {
 	struct cpi r;
 	int len;
-	r.cp = utf8_at(s, i, &len);
+	r.cp = sb_utf8_at(s, i, &len);
 	r.cls = uc_class(r.cp);
 	r.end = i + (size_t)len;
 	return r;
@@ -915,7 +894,7 @@ static size_t token_to_bytes(const char *s, size_t n, char *out)
 	size_t m = 0;
 	for (size_t i = 0; i < n;) {
 		int len;
-		uint32_t cp = utf8_at((const unsigned char *)s, i, &len);
+		uint32_t cp = sb_utf8_at((const unsigned char *)s, i, &len);
 		if (cp >= 324 || bl_inv[cp] < 0) {
 			memcpy(out, s, n);
 			return n;

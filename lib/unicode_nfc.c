@@ -25,27 +25,6 @@ enum {
 
 const char *sb_nfc_unicode_version(void) { return SB_UNICODE_VERSION; }
 
-/* Decode one code point of valid UTF-8 at s[i]; *len receives its byte length. */
-static uint32_t utf8_at(const unsigned char *s, size_t i, int *len)
-{
-	unsigned c = s[i];
-	if (c < 0x80) {
-		*len = 1;
-		return c;
-	}
-	if (c < 0xE0) {
-		*len = 2;
-		return (uint32_t)(c & 0x1F) << 6 | (s[i + 1] & 0x3F);
-	}
-	if (c < 0xF0) {
-		*len = 3;
-		return (uint32_t)(c & 0x0F) << 12 | (uint32_t)(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
-	}
-	*len = 4;
-	return (uint32_t)(c & 0x07) << 18 | (uint32_t)(s[i + 1] & 0x3F) << 12 | (uint32_t)(s[i + 2] & 0x3F) << 6 |
-	       (s[i + 3] & 0x3F);
-}
-
 static size_t utf8_put(unsigned char *o, uint32_t cp)
 {
 	if (cp < 0x80) {
@@ -98,7 +77,7 @@ size_t sb_nfc_quick_check(const char *text, size_t n)
 			continue;
 		}
 		int len;
-		uint32_t cp = utf8_at(s, i, &len);
+		uint32_t cp = sb_utf8_at(s, i, &len);
 		int cc = ccc(cp);
 		if (cc && last_cc > cc)
 			return i;
@@ -290,13 +269,13 @@ int sb_nfc_normalize(const char *text, size_t n, char **out, size_t *n_out, stru
 			k--;
 		int len;
 		start = k;
-		if (!ccc(utf8_at(s, k, &len)))
+		if (!ccc(sb_utf8_at(s, k, &len)))
 			break;
 	}
 	struct chbuf b = {0};
 	for (size_t i = start; i < n;) {
 		int len;
-		uint32_t cp = utf8_at(s, i, &len);
+		uint32_t cp = sb_utf8_at(s, i, &len);
 		if (decompose(&b, cp)) {
 			free(b.c);
 			return SB_ERR(err, SB_EINTERNAL, "out of memory");

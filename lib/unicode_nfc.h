@@ -11,8 +11,31 @@
 #define SB_UNICODE_NFC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "err.h"
+
+/* One code point of valid UTF-8 at s[i] (check first: sb_utf8_check, lib/json.h); *len
+ * receives its byte length. */
+static inline uint32_t sb_utf8_at(const unsigned char *s, size_t i, int *len)
+{
+	unsigned c = s[i];
+	if (c < 0x80) {
+		*len = 1;
+		return c;
+	}
+	if (c < 0xE0) {
+		*len = 2;
+		return (uint32_t)(c & 0x1F) << 6 | (s[i + 1] & 0x3F);
+	}
+	if (c < 0xF0) {
+		*len = 3;
+		return (uint32_t)(c & 0x0F) << 12 | (uint32_t)(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
+	}
+	*len = 4;
+	return (uint32_t)(c & 0x07) << 18 | (uint32_t)(s[i + 1] & 0x3F) << 12 | (uint32_t)(s[i + 2] & 0x3F) << 6 |
+	       (s[i + 3] & 0x3F);
+}
 
 /* The NFC quick check (UAX #15 §9) of n bytes of valid UTF-8: the byte offset of the first
  * code point whose NFC_Quick_Check is No or Maybe or whose combining class is lower than the
