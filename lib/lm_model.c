@@ -466,9 +466,10 @@ void sb_lm_rope_freqs(const struct sb_lm_cfg *c, double *out)
 	}
 }
 
-/* An evaluation-only model's layout with its Linear weights in bfloat16: each Linear
- * region holds numel bfloat16 (half its floats, 16-float aligned); gate and up, packed
- * together, share the gate's region; the rest as before. n_floats becomes the new size. */
+/* An evaluation-only model's layout with its Linear weights and embedding table in
+ * bfloat16: each such region holds numel bfloat16 (half its floats, 16-float aligned);
+ * gate and up, packed together, share the gate's region; the rest as before. n_floats
+ * becomes the new size. */
 static void layout_bf16(struct sb_lm_model *m)
 {
 	size_t off = 0;
@@ -483,7 +484,8 @@ static void layout_bf16(struct sb_lm_model *m)
 			i++;
 			continue;
 		}
-		nf = p->linear ? (p->numel + 1) / 2 : p->numel;
+		int half = p->linear || !strcmp(p->name, "model.embed_tokens.weight");
+		nf = half ? (p->numel + 1) / 2 : p->numel;
 		p->offset = off;
 		off += (nf + 15) & ~(size_t)15;
 	}
@@ -558,7 +560,7 @@ int sb_lm_tensors_bf16(const struct sb_lm_cfg *cfg, const struct sb_tensors *ts)
 		return 0;
 	for (int i = 0; i < n && all; i++) {
 		int lin = ps[i].linear || (i > 0 && ps[i - 1].linear == 2) ||
-			  (c.tied && !strcmp(ps[i].name, "model.embed_tokens.weight"));
+			  !strcmp(ps[i].name, "model.embed_tokens.weight");
 		const struct sb_tensor *t = lin ? sb_tensors_find(ts, ps[i].name) : NULL;
 		all = !lin || (t && t->dtype == SB_BF16);
 	}
@@ -690,10 +692,6 @@ int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts,
 			size_t numel = m->params[i].numel * (m->params[i].linear == 2 ? 2 : 1);
 			big = numel > big ? numel : big;
 		}
-	if (m->bf16 && m->cfg.tied) { /* the tied head is packed from the embedding's bfloat16 */
-		size_t e = (size_t)m->cfg.vocab * m->cfg.d;
-		big = e > big ? e : big;
-	}
 	float *host = m->p ? calloc(m->n_floats, sizeof *host) : malloc((big ? big : 1) * sizeof *host);
 	if (!host)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -713,7 +711,7 @@ int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts,
 			rc = SB_ERR(err, SB_EDATA, "checkpoint tensor '%s' has another dtype or shape", p->name);
 			break;
 		}
-		int lin = p->linear || (m->cfg.tied && p->offset == (size_t)(m->wt.embed - m->pt));
+		int emb = p->offset == (size_t)(m->wt.embed - m->pt), lin = p->linear || emb;
 		if (m->bf16 && lin && t->dtype != SB_BF16) {
 			rc = SB_ERR(err, SB_EDATA, "checkpoint tensor '%s' is not bfloat16 (the model was opened for "
 						   "bfloat16 weights)", p->name);
@@ -753,14 +751,14 @@ int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts,
 						 (int)p->shape[1]);
 			}
 			i++; /* up is packed with gate */
-		} else {
-			widen(m->pt + p->offset, t, p->numel);
-			if (m->bf16 && lin) { /* the tied embedding: its bfloat16 packed as the head */
-				memcpy(h16, t->data, p->numel * 2);
-				m->lo->pack_rows_bf16(sb_be_main(m->be), (uint16_t *)(void *)m->wt.head, h16, m->cfg.vocab,
+		} else if (m->bf16 && emb) { /* the table as bfloat16; tied: packed as the head too */
+			memcpy(m->pt + p->offset, t->data, p->numel * 2);
+			if (m->cfg.tied)
+				m->lo->pack_rows_bf16(sb_be_main(m->be), (uint16_t *)(void *)m->wt.head,
+						      (const uint16_t *)(const void *)(m->pt + p->offset), m->cfg.vocab,
 						      m->cfg.d);
-			}
-		}
+		} else
+			widen(m->pt + p->offset, t, p->numel);
 	}
 	if (!rc && m->p) {
 		rc = m->be->ops->upload(m->be, m->p, host, m->n_floats * sizeof *host, err);
@@ -1487,7 +1485,15 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 		mk = *mask;
 		mk.seed = c->mask_seed;
 	}
-	op->embedding_forward(ctx, c->x, c->ids, w->embed, n, d);
+	if (m->bf16) /* the table in bfloat16: rows widened (exactly) */
+		for (int i = 0; i < n; i++) {
+			const uint16_t *row = (const uint16_t *)(const void *)w->embed + (size_t)c->ids[i] * d;
+			uint32_t *o = (uint32_t *)(void *)(c->x + (size_t)i * d);
+			for (int j = 0; j < d; j++)
+				o[j] = (uint32_t)row[j] << 16;
+		}
+	else
+		op->embedding_forward(ctx, c->x, c->ids, w->embed, n, d);
 	if (cf->pos == SB_LM_POS_LEARNED)
 		lo->pos_forward(ctx, c->x, w->pos, 1, n, t0, d);
 	for (int l = 0; l < cf->n_layer; l++) {

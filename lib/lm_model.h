@@ -140,8 +140,9 @@ struct sb_lm_model {
 	float *pt;           /* the cached path's copy: Linear weights packed for matmul_rows */
 	struct sb_lm_ptrs wt;
 	int pt_valid;
-	int bf16;            /* evaluation-only, Linear weights (and a tied head) in pt as packed
-	                      * bfloat16 (pack_rows_bf16; wt's Linear pointers address them) */
+	int bf16;            /* evaluation-only, Linear weights (and the head) in pt as packed
+	                      * bfloat16 (pack_rows_bf16; wt's Linear pointers address them), the
+	                      * embedding table as bfloat16 rows */
 };
 
 /* RoPE's angular frequencies of a configuration: out[i] = theta^(-2i / head_dim), i < head_dim / 2
@@ -161,10 +162,10 @@ int sb_lm_model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, struct s
  * sb_lm_model_to_tensors are refused (SB_EUSAGE). */
 int sb_lm_model_new_eval(struct sb_backend *be, const struct sb_lm_cfg *cfg, int bf16, struct sb_lm_model **out,
 			 struct sb_err *err);
-/* bf16 = 1: the Linear weights (and a tied head) are kept as packed bfloat16, half their
- * memory and read traffic, with the same results bit for bit (widening is exact); the
- * checkpoint's Linear tensors (and a tied embedding) must then be BF16:
- * sb_lm_tensors_bf16 says whether they all are. */
+/* bf16 = 1: the Linear weights (and the head) are kept as packed bfloat16 and the
+ * embedding table as bfloat16, half their memory and read traffic, with the same results
+ * bit for bit (widening is exact); the checkpoint's Linear tensors and embedding must then
+ * be BF16: sb_lm_tensors_bf16 says whether they all are. */
 int sb_lm_tensors_bf16(const struct sb_lm_cfg *cfg, const struct sb_tensors *ts);
 void sb_lm_model_free(struct sb_lm_model *m);
 /* Random initialisation from seed (see above). */
