@@ -152,6 +152,28 @@ static int slurp(const char *path, struct sb_input *in, char **buf, size_t *len,
 	return rc;
 }
 
+/* The next non-empty line of buf[*at..len) as a JSON value in *rec (NULL at the end; the
+ * caller frees it); *line: its 1-based number. A line that is not JSON is SB_EDATA naming
+ * path:line. */
+static int next_record(const char *buf, size_t len, size_t *at, int *line, const char *path, struct sb_json **rec,
+                       struct sb_err *err)
+{
+	*rec = NULL;
+	while (*at < len) {
+		size_t a = *at, b = a;
+		while (b < len && buf[b] != '\n')
+			b++;
+		*at = b + 1;
+		++*line;
+		if (b == a)
+			continue;
+		if (sb_json_parse(buf + a, b - a, rec, err))
+			return SB_ERR(err, SB_EDATA, "%s:%d: %s", path, *line, err->msg);
+		return 0;
+	}
+	return 0;
+}
+
 /* with_test: also sb-test's test.cell records (their test_accuracy, for m3) */
 static int load(const char *path, struct sb_input *in, int with_test, struct sb_err *err)
 {
@@ -159,20 +181,9 @@ static int load(const char *path, struct sb_input *in, int with_test, struct sb_
 	size_t len;
 	SB_TRY(slurp(path, in, &buf, &len, err));
 	int rc = 0, line = 0;
-	for (size_t a = 0; a < len && !rc; line++) {
-		size_t b = a;
-		while (b < len && buf[b] != '\n')
-			b++;
-		size_t n = b - a;
-		const char *s = buf + a;
-		a = b + 1;
-		if (n == 0)
-			continue;
-		struct sb_json *rec;
-		if (sb_json_parse(s, n, &rec, err)) {
-			rc = SB_ERR(err, SB_EDATA, "%s:%d: %s", path, line + 1, err->msg);
-			break;
-		}
+	size_t at = 0;
+	struct sb_json *rec;
+	while (!rc && !(rc = next_record(buf, len, &at, &line, path, &rec, err)) && rec) {
 		const char *kind = sb_json_str(sb_json_get(rec, "kind"), "");
 		int ep = strcmp(kind, "eval.epoch") == 0, done = strcmp(kind, "eval.done") == 0;
 		int tc = with_test && strcmp(kind, "test.cell") == 0;
@@ -182,7 +193,7 @@ static int load(const char *path, struct sb_input *in, int with_test, struct sb_
 			if (sb_json_req_str(rec, "task", &task, err) || sb_json_req_str(rec, "method", &method, err) ||
 			    sb_json_req_int(rec, "seed", &seed, err) ||
 			    (ep && sb_json_req_int(rec, "epoch", &e, err))) {
-				rc = SB_ERR(err, SB_EDATA, "%s:%d: %s", path, line + 1, err->msg);
+				rc = SB_ERR(err, SB_EDATA, "%s:%d: %s", path, line, err->msg);
 				sb_json_free(rec);
 				break;
 			}
@@ -207,7 +218,7 @@ static int load(const char *path, struct sb_input *in, int with_test, struct sb_
 				double acc = sb_json_num(sb_json_get(rec, "test_accuracy"), NAN);
 				if (!(acc >= 0 && acc <= 1))
 					rc = SB_ERR(err, SB_EDATA, "%s:%d: test_accuracy missing or outside [0, 1]", path,
-					            line + 1);
+					            line);
 				r->test_acc = acc;
 				r->have_test = 1;
 			} else if (done) {
@@ -217,10 +228,10 @@ static int load(const char *path, struct sb_input *in, int with_test, struct sb_
 				if (sb_json_req_int(rec, "epochs", &E, err) || sb_json_req_str(rec, "train_status", &st, err) ||
 				    (sb_json_get(rec, "epochs_evaluated") &&
 				     sb_json_req_int(rec, "epochs_evaluated", &ev, err))) {
-					rc = SB_ERR(err, SB_EDATA, "%s:%d: eval.done: %s", path, line + 1, err->msg);
+					rc = SB_ERR(err, SB_EDATA, "%s:%d: eval.done: %s", path, line, err->msg);
 				} else if (E < 1 || E > MAXE) {
 					rc = SB_ERR(err, SB_EDATA, "%s:%d: eval.done epochs %lld out of range (1..%d)", path,
-					            line + 1, (long long)E, MAXE);
+					            line, (long long)E, MAXE);
 				} else {
 					r->done = 1;
 					r->budget = (int)E;
@@ -228,12 +239,12 @@ static int load(const char *path, struct sb_input *in, int with_test, struct sb_
 					snprintf(r->status, sizeof r->status, "%s", st);
 				}
 			} else if (e < 0 || e >= MAXE) {
-				rc = SB_ERR(err, SB_EDATA, "%s:%d: epoch %lld out of range", path, line + 1, (long long)e);
+				rc = SB_ERR(err, SB_EDATA, "%s:%d: epoch %lld out of range", path, line, (long long)e);
 			} else {
 				double acc = sb_json_num(sb_json_get(rec, "val_accuracy"), NAN);
 				if (!(acc >= 0 && acc <= 1))
 					rc = SB_ERR(err, SB_EDATA, "%s:%d: val_accuracy missing or outside [0, 1]", path,
-					            line + 1);
+					            line);
 				r->have[e] = 1;
 				r->acc[e] = acc;
 				r->ent[e] = sb_json_num(sb_json_get(rec, "attention_entropy"), NAN);
@@ -910,22 +921,11 @@ static int each_record(const char *path, int (*fn)(const struct sb_json *rec, vo
 	size_t len;
 	SB_TRY(sb_read_file(path, &buf, &len, 0, err));
 	int rc = 0, line = 0;
-	for (size_t a = 0; a < len && !rc; line++) {
-		size_t b = a;
-		while (b < len && buf[b] != '\n')
-			b++;
-		const char *s = buf + a;
-		size_t n = b - a;
-		a = b + 1;
-		if (n == 0)
-			continue;
-		struct sb_json *rec;
-		if (sb_json_parse(s, n, &rec, err)) {
-			rc = SB_ERR(err, SB_EDATA, "%s:%d: %s", path, line + 1, err->msg);
-			break;
-		}
+	size_t at = 0;
+	struct sb_json *rec;
+	while (!rc && !(rc = next_record(buf, len, &at, &line, path, &rec, err)) && rec) {
 		if ((rc = fn(rec, ctx, err)))
-			rc = SB_ERR(err, SB_EDATA, "%s:%d: %s", path, line + 1, err->msg);
+			rc = SB_ERR(err, SB_EDATA, "%s:%d: %s", path, line, err->msg);
 		sb_json_free(rec);
 	}
 	free(buf);
@@ -1626,20 +1626,9 @@ static int n3a_load(const char *path, int file, struct sb_input *in, struct sb_e
 	SB_TRY(slurp(path, in, &buf, &len, err));
 	n3paths[file] = path;
 	int rc = 0, line = 0;
-	for (size_t a = 0; a < len && !rc; line++) {
-		size_t b = a;
-		while (b < len && buf[b] != '\n')
-			b++;
-		const char *s = buf + a;
-		size_t n = b - a;
-		a = b + 1;
-		if (n == 0)
-			continue;
-		struct sb_json *rec;
-		if (sb_json_parse(s, n, &rec, err)) {
-			rc = SB_ERR(err, SB_EDATA, "%s:%d: %s", path, line + 1, err->msg);
-			break;
-		}
+	size_t at = 0;
+	struct sb_json *rec;
+	while (!rc && !(rc = next_record(buf, len, &at, &line, path, &rec, err)) && rec) {
 		if (strcmp(sb_json_str(sb_json_get(rec, "kind"), ""), "n3a.eval")) {
 			sb_json_free(rec);
 			continue;
@@ -1648,7 +1637,7 @@ static int n3a_load(const char *path, int file, struct sb_input *in, struct sb_e
 		int64_t r, seed, step, parent = -1;
 		const struct sb_json *pj = sb_json_get(rec, "parent"),
 		                     *cj = sb_json_get(rec, "validation_cross_entropy");
-		struct n3rec x = {.file = file, .line = line + 1, .parent = -1};
+		struct n3rec x = {.file = file, .line = line, .parent = -1};
 		if (sb_json_req_str(rec, "arch", &arch, err) || sb_json_req_int(rec, "r", &r, err) ||
 		    sb_json_req_int(rec, "seed", &seed, err) || sb_json_req_str(rec, "arm", &arm, err) ||
 		    sb_json_req_int(rec, "step", &step, err)) {
@@ -1697,7 +1686,7 @@ static int n3a_load(const char *path, int file, struct sb_input *in, struct sb_e
 			err->code = 0;
 		}
 		if (err->code)
-			rc = SB_ERR(err, SB_EDATA, "%s:%d: n3a.eval: %s", path, line + 1, err->msg);
+			rc = SB_ERR(err, SB_EDATA, "%s:%d: n3a.eval: %s", path, line, err->msg);
 		sb_json_free(rec);
 	}
 	free(buf);
