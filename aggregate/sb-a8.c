@@ -21,7 +21,7 @@
 
 static const char usage_text[] =
     "Usage: sb-a8 m1|m2|bottomk|lineardecay|m3|m3map|n3a [--md FILE] [--switch-epochs FILE] [--seed N]\n"
-    "             [--resamples N] [--trajectory A8.ndjson --m2 A8.ndjson] [-q] RECORDS...\n"
+    "             [--resamples N] [--trajectory A8.ndjson --m2 A8.ndjson] [--interim] [-q] RECORDS...\n"
     "\n"
     "PROTOCOL A8's extension analyses from sb-eval's eval.epoch records (val.ndjson files; '-' =\n"
     "stdin, once),\n"
@@ -61,6 +61,10 @@ static const char usage_text[] =
     "  --switch-epochs FILE  (m1, m3map) the switch epochs, rewritten only when their content changes\n"
     "  --trajectory FILE     (m3map) sb-a8 m1's records (a8.m1.group) of the trajectory grid\n"
     "  --m2 FILE             (m3map) sb-a8 m2's records (its a8.verdict names strongest_simple)\n"
+    "  --interim             (n3a) an interim look at a grid still running, not a decision: each\n"
+    "                        architecture's ten components over the seeds complete for it, beside\n"
+    "                        the published ones (records a8.n3a.interim, then a8.interim); no Holm\n"
+    "                        families, no verdict; exit 0 when some seed is complete\n"
     "  --seed N              bootstrap seed (m1 260826, m2 and m3 260827)\n"
     "  --resamples N         bootstrap resamples (20000)\n"
     "  -q                    no progress lines\n"
@@ -1590,6 +1594,7 @@ struct n3rec {
 static struct n3rec *n3;
 static size_t n3n, n3cap;
 static const char *n3paths[4096];
+static int n3_interim; /* --interim */
 static struct {
 	long long read, superseded, counted, unregistered;
 	char sup_example[200];
@@ -1737,6 +1742,182 @@ static void n3_pub_interval(char *b, size_t nb, const struct sb_a8_n3a_pub *p)
 	snprintf(b, nb, "[%.5g, %.5g]", p->lo, p->hi);
 }
 
+/* one component (kind a8.n3a.component, or a8.n3a.interim for --interim) */
+static void n3_component_record(struct sb_jw *w, const char *kind, const struct sb_a8_n3a_comp *x)
+{
+	sb_jw_record(w, kind, 1);
+	sb_jw_kstr(w, "stage", x->hyp < 0 ? "context" : "identification");
+	if (x->hyp < 0)
+		sb_jw_knull(w, "hypothesis");
+	else {
+		char h[8];
+		snprintf(h, sizeof h, "H%d", x->hyp + 1);
+		sb_jw_kstr(w, "hypothesis", h);
+	}
+	sb_jw_kstr(w, "arch", sb_n3a_arch_names[x->arch]);
+	if (x->r)
+		sb_jw_kint(w, "r", x->r);
+	else
+		sb_jw_knull(w, "r");
+	sb_jw_kstr(w, "component", x->name);
+	sb_jw_kint(w, "n", x->n);
+	sb_jw_kf64(w, "median", x->median);
+	if (x->rank) {
+		sb_jw_kf64(w, "interval_lo", x->lo);
+		sb_jw_kf64(w, "interval_hi", x->hi);
+	} else {
+		sb_jw_knull(w, "interval_lo");
+		sb_jw_knull(w, "interval_hi");
+	}
+	sb_jw_kint(w, "interval_rank", x->rank);
+	sb_jw_kint(w, "above_margin", x->above);
+	sb_jw_kf64(w, "p", x->p);
+	sb_jw_kbool(w, "excluded", x->excluded);
+	sb_jw_obj_end(w);
+}
+
+/* whether seed si has every evaluation the analysis reads for arch a */
+static int n3_seed_complete(const double *mce, const double *fce, int a, int si, int ns)
+{
+	for (int r = 0; r < SB_N3A_RS; r++) {
+		for (int arm = 0; arm < 2; arm++)
+			for (int k = 0; k < SB_N3A_STEPS; k++)
+				if (isnan(mce[SB_N3A_MAIN(a, r, arm, k, si, ns)]))
+					return 0;
+		for (int p = 0; p < SB_N3A_PARENTS; p++)
+			for (int arm = 0; arm < SB_N3A_FORK_ARMS; arm++)
+				if (isnan(fce[SB_N3A_FORK(a, r, p, arm, si, ns)]))
+					return 0;
+	}
+	return 1;
+}
+
+/* --interim: each architecture's ten components over the seeds whose evaluations are complete
+ * for it, beside the published ones; no families, no verdict (records a8.n3a.interim, then
+ * a8.interim). mce/fce: the census of all ns seeds present (NaN where missing). */
+static int n3a_interim(struct sb_jw *w, struct md *md, const double *mce, const double *fce, const long long *seeds,
+                       int ns, long long missing, const char *first, struct sb_err *err)
+{
+	size_t nm = (size_t)SB_N3A_ARCHS * SB_N3A_RS * 2 * SB_N3A_STEPS * ns;
+	size_t nf = (size_t)SB_N3A_ARCHS * SB_N3A_RS * SB_N3A_PARENTS * SB_N3A_FORK_ARMS * ns;
+	double *m2 = malloc(nm * sizeof *m2), *f2 = malloc(nf * sizeof *f2);
+	long long *s2 = malloc((size_t)ns * sizeof *s2);
+	struct sb_a8_n3a res[SB_N3A_ARCHS];
+	int na[SB_N3A_ARCHS] = {0}, rc = 0;
+	if (!m2 || !f2 || !s2) {
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		goto out;
+	}
+	for (int a = 0; a < SB_N3A_ARCHS && !rc; a++) {
+		int n = 0;
+		for (int si = 0; si < ns; si++)
+			n += n3_seed_complete(mce, fce, a, si, ns);
+		na[a] = n;
+		if (!n)
+			continue;
+		/* arch a's CEs of its complete seeds, re-indexed for n seeds (the other arch's: NaN, unread) */
+		for (size_t i = 0; i < nm; i++)
+			m2[i] = NAN;
+		for (size_t i = 0; i < nf; i++)
+			f2[i] = NAN;
+		int j = 0;
+		for (int si = 0; si < ns; si++) {
+			if (!n3_seed_complete(mce, fce, a, si, ns))
+				continue;
+			s2[j] = seeds[si];
+			for (int r = 0; r < SB_N3A_RS; r++) {
+				for (int arm = 0; arm < 2; arm++)
+					for (int k = 0; k < SB_N3A_STEPS; k++)
+						m2[SB_N3A_MAIN(a, r, arm, k, j, n)] =
+						    mce[SB_N3A_MAIN(a, r, arm, k, si, ns)];
+				for (int p = 0; p < SB_N3A_PARENTS; p++)
+					for (int arm = 0; arm < SB_N3A_FORK_ARMS; arm++)
+						f2[SB_N3A_FORK(a, r, p, arm, j, n)] =
+						    fce[SB_N3A_FORK(a, r, p, arm, si, ns)];
+			}
+			j++;
+		}
+		struct sb_a8_n3a_data d = {.n = n, .main_ce = m2, .fork_ce = f2, .seed = s2, .one_arch = 1 + a};
+		if ((rc = sb_a8_n3a(&d, &res[a], err)))
+			sb_err_prefix(err, "N3-A: interim");
+	}
+	if (rc)
+		goto out;
+	if (!na[0] && !na[1]) {
+		rc = SB_ERR(
+		    err, SB_EDATA,
+		    "N3-A: interim: no seed has every evaluation of either architecture (%lld of %zu missing; the "
+		    "first: %s)",
+		    missing, nm + nf, first);
+		goto out;
+	}
+	sb_cli_warn("N3-A: an interim look, not a decision: %d of %d seed(s) complete for query, %d for transformer",
+	            na[0], ns, na[1]);
+	for (int c = 0; c < SB_N3A_NCOMP && !rc; c++) {
+		int a = c < 8 ? (c / 2) % 2 : (c - 8) % 2;
+		if (na[a]) {
+			n3_component_record(w, "a8.n3a.interim", &res[a].comp[c]);
+			rc = emit(w, err);
+		}
+	}
+	if (rc)
+		goto out;
+	sb_jw_record(w, "a8.interim", 1);
+	sb_jw_kstr(w, "analysis", "n3a");
+	sb_jw_knull(w, "verdict");
+	sb_jw_kint(w, "n_seeds", ns);
+	sb_jw_kint(w, "seeds_complete_query", na[0]);
+	sb_jw_kint(w, "seeds_complete_transformer", na[1]);
+	sb_jw_kint(w, "evals_required", (long long)(nm + nf));
+	sb_jw_kint(w, "evals_missing", missing);
+	sb_jw_kint(w, "evals_read", n3count.read);
+	sb_jw_kint(w, "evals_counted", n3count.counted);
+	sb_jw_kint(w, "evals_superseded", n3count.superseded);
+	sb_jw_kint(w, "evals_nonregistered_settings", n3count.unregistered);
+	sb_jw_kf64(w, "margin", SB_N3A_MARGIN);
+	sb_jw_kf64(w, "interval_alpha", SB_N3A_ALPHA_INTERVAL);
+	sb_jw_kstr(w, "published_outcome", SB_A8_N3A_PUBLISHED_VERDICT);
+	sb_jw_obj_end(w);
+	if ((rc = emit(w, err)))
+		goto out;
+
+	mdf(md, "### N3-A: an interim look (no decision)\n\n");
+	mdf(md,
+	    "**Not a decision.** Each architecture's components over the seeds whose evaluations are complete "
+	    "for it (query %d, transformer %d, of %d seed(s) present; %lld of %zu required evaluations missing); "
+	    "no Holm families and no verdict: the registered analysis needs both architectures and every seed "
+	    "(`sb-a8 n3a` without --interim). Sign tests at margin %.3g, median intervals at noncoverage 0.0025 "
+	    "(none when the rank is 0). Published: n = 64, the study's SCIENTIFIC_DECISION.json.\n\n",
+	    na[0], na[1], ns, missing, nm + nf, SB_N3A_MARGIN);
+	mdf(md,
+	    "| stage | component | r | arch | n | median | interval | #> %.3g | p | excluded | published median | "
+	    "published interval | published # | published p | published excluded |\n| --- | --- | --- | --- | --- "
+	    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+	    SB_N3A_MARGIN);
+	for (int c = 0; c < SB_N3A_NCOMP; c++) {
+		int a = c < 8 ? (c / 2) % 2 : (c - 8) % 2;
+		if (!na[a])
+			continue;
+		const struct sb_a8_n3a_comp *x = &res[a].comp[c];
+		const struct sb_a8_n3a_pub *pb = &sb_a8_n3a_published[c];
+		char iv[80], piv[80], r[16] = "-";
+		n3_interval(iv, sizeof iv, x);
+		n3_pub_interval(piv, sizeof piv, pb);
+		if (x->r)
+			snprintf(r, sizeof r, "%d", x->r);
+		mdf(md, "| %s | %s | %s | %s | %d | %.5g | %s | %d | %.3g | %s | %.5g | %s | %d/64 | %s | %s |\n",
+		    x->hyp < 0 ? "context" : sb_a8_n3a_hyp_desc[x->hyp], x->name, r, sb_n3a_arch_names[a], x->n,
+		    x->median, iv, x->above, x->p, x->excluded ? "yes" : "no", pb->median, piv, pb->above, pb->p_text,
+		    pb->excluded ? "yes" : "no");
+	}
+	mdf(md, "\n");
+out:
+	free(m2);
+	free(f2);
+	free(s2);
+	return rc;
+}
+
 static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 {
 	if (!n3n)
@@ -1828,6 +2009,10 @@ static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 			}
 	int rc = 0;
 	struct sb_a8_n3a res;
+	if (n3_interim) {
+		rc = n3a_interim(w, md, mce, fce, seeds, ns, missing, first, err);
+		goto out;
+	}
 	if (missing) {
 		rc = SB_ERR(
 		    err, SB_EDATA,
@@ -1854,36 +2039,7 @@ static int n3a(struct sb_jw *w, struct md *md, struct sb_err *err)
 	sb_progress(1, "N3-A: %d seeds, %lld evaluations counted: %s", ns, n3count.counted, res.verdict);
 	/* records: the 20 components, the two families, the verdict */
 	for (int c = 0; c < SB_N3A_NCOMP; c++) {
-		const struct sb_a8_n3a_comp *x = &res.comp[c];
-		sb_jw_record(w, "a8.n3a.component", 1);
-		sb_jw_kstr(w, "stage", x->hyp < 0 ? "context" : "identification");
-		if (x->hyp < 0)
-			sb_jw_knull(w, "hypothesis");
-		else {
-			char h[8];
-			snprintf(h, sizeof h, "H%d", x->hyp + 1);
-			sb_jw_kstr(w, "hypothesis", h);
-		}
-		sb_jw_kstr(w, "arch", sb_n3a_arch_names[x->arch]);
-		if (x->r)
-			sb_jw_kint(w, "r", x->r);
-		else
-			sb_jw_knull(w, "r");
-		sb_jw_kstr(w, "component", x->name);
-		sb_jw_kint(w, "n", x->n);
-		sb_jw_kf64(w, "median", x->median);
-		if (x->rank) {
-			sb_jw_kf64(w, "interval_lo", x->lo);
-			sb_jw_kf64(w, "interval_hi", x->hi);
-		} else {
-			sb_jw_knull(w, "interval_lo");
-			sb_jw_knull(w, "interval_hi");
-		}
-		sb_jw_kint(w, "interval_rank", x->rank);
-		sb_jw_kint(w, "above_margin", x->above);
-		sb_jw_kf64(w, "p", x->p);
-		sb_jw_kbool(w, "excluded", x->excluded);
-		sb_jw_obj_end(w);
+		n3_component_record(w, "a8.n3a.component", &res.comp[c]);
 		if ((rc = emit(w, err)))
 			goto out;
 	}
@@ -2045,12 +2201,12 @@ int main(int argc, char **argv)
 	struct sb_err err = {0};
 	const char *md_path = NULL, *switch_path = NULL, *traj_path = NULL, *m2_path = NULL;
 	long long seed = -1, resamples = 20000;
-	enum { O_MD = 256, O_SWITCH, O_SEED, O_RES, O_TRAJ, O_M2, O_HELP, O_VERSION };
-	static const struct option lo[] = {{"md", 1, 0, O_MD},          {"switch-epochs", 1, 0, O_SWITCH},
-	                                   {"seed", 1, 0, O_SEED},      {"resamples", 1, 0, O_RES},
+	enum { O_MD = 256, O_SWITCH, O_SEED, O_RES, O_TRAJ, O_M2, O_INTERIM, O_HELP, O_VERSION };
+	static const struct option lo[] = {{"md", 1, 0, O_MD},           {"switch-epochs", 1, 0, O_SWITCH},
+	                                   {"seed", 1, 0, O_SEED},       {"resamples", 1, 0, O_RES},
 	                                   {"trajectory", 1, 0, O_TRAJ}, {"m2", 1, 0, O_M2},
-	                                   {"help", 0, 0, O_HELP},      {"version", 0, 0, O_VERSION},
-	                                   {0, 0, 0, 0}};
+	                                   {"interim", 0, 0, O_INTERIM}, {"help", 0, 0, O_HELP},
+	                                   {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
 	int ch;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":q", lo, NULL)) != -1) {
@@ -2069,6 +2225,9 @@ int main(int argc, char **argv)
 			break;
 		case O_M2:
 			m2_path = optarg;
+			break;
+		case O_INTERIM:
+			n3_interim = 1;
 			break;
 		case O_SEED:
 			if (sb_parse_int("--seed", optarg, 0, (long long)1 << 53, &seed, &err))
@@ -2100,6 +2259,8 @@ int main(int argc, char **argv)
 		sb_cli_usage_error("unknown analysis '%s' (m1, m2, bottomk, lineardecay, m3map, m3 or n3a)", mode);
 	if (switch_path && which != 1 && which != 5)
 		sb_cli_usage_error("--switch-epochs is an output of m1 and m3map only");
+	if (n3_interim && which != 7)
+		sb_cli_usage_error("--interim is an option of n3a only");
 	if ((traj_path || m2_path) && which != 5)
 		sb_cli_usage_error("--trajectory and --m2 are inputs of m3map only");
 	if (which == 5 && (!traj_path || !m2_path))

@@ -454,13 +454,19 @@ static void n3a_seed_name(char *b, size_t nb, const struct sb_a8_n3a_data *d, in
 		snprintf(b, nb, "seed #%d", i);
 }
 
+/* whether arch a is analysed (all of them, or the one of an interim look) */
+static int n3a_counts(const struct sb_a8_n3a_data *d, int a)
+{
+	return !d->one_arch || d->one_arch == 1 + a;
+}
+
 /* every CE finite; the denominators (D at the five steps, S at the parents) > 0 */
 static int n3a_check(const struct sb_a8_n3a_data *d, struct sb_err *err)
 {
 	int n = d->n;
 	char sn[48];
 	for (int a = 0; a < SB_N3A_ARCHS; a++)
-		for (int r = 0; r < SB_N3A_RS; r++)
+		for (int r = 0; r < SB_N3A_RS && n3a_counts(d, a); r++)
 			for (int i = 0; i < n; i++) {
 				for (int arm = 0; arm < 2; arm++)
 					for (int k = 0; k < SB_N3A_STEPS; k++) {
@@ -514,10 +520,10 @@ int sb_a8_n3a(const struct sb_a8_n3a_data *d, struct sb_a8_n3a *res, struct sb_e
 		return SB_ERR(err, SB_EINTERNAL, "N3-A: out of memory");
 	}
 #define BF(r, p, which, i) bf[(((size_t)(r)*SB_N3A_PARENTS + (p)) * 2 + (which)) * (size_t)n + (i)]
-	int rc = 0, c = 0;
+	int rc = 0;
 	for (int ri = R16; ri <= R24 && !rc; ri++)
 		for (int a = 0; a < SB_N3A_ARCHS && !rc; a++)
-			for (int which = 0; which < 2 && !rc; which++) {
+			for (int which = 0; which < 2 && !rc && n3a_counts(d, a); which++) {
 				for (int i = 0; i < n; i++) {
 					const double *D = d->main_ce, *S = d->main_ce;
 					double s = 0;
@@ -535,10 +541,12 @@ int sb_a8_n3a(const struct sb_a8_n3a_data *d, struct sb_a8_n3a *res, struct sb_e
 						}
 					x[i] = which == 0 ? s / 3 : s / 2;
 				}
-				rc = n3a_component(&res->comp[c++], -1, a, sb_n3a_r[ri],
+				rc = n3a_component(&res->comp[(ri - R16) * 4 + a * 2 + which], -1, a, sb_n3a_r[ri],
 				                   which ? "late_cost" : "early_benefit", x, n, err);
 			}
 	for (int a = 0; a < SB_N3A_ARCHS && !rc; a++) {
+		if (!n3a_counts(d, a))
+			continue;
 		/* B(p) = (N - G) / S(p), F(p) = (P - L) / S(p) for every r and parent */
 		for (int ri = 0; ri < SB_N3A_RS; ri++)
 			for (int p = 0; p < SB_N3A_PARENTS; p++)
@@ -579,7 +587,7 @@ int sb_a8_n3a(const struct sb_a8_n3a_data *d, struct sb_a8_n3a *res, struct sb_e
 #undef BF
 	free(x);
 	free(bf);
-	if (rc)
+	if (rc || d->one_arch)
 		return rc;
 	return sb_a8_n3a_decide(res, err);
 }

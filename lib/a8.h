@@ -46,8 +46,8 @@ int sb_a8_fit_predict(const double *X, const double *y, int n, int p, double lam
                       int *pred, double *raw, struct sb_err *err);
 
 /* M1's verdict. Groups i < n: dataset ds[i] < nd, arch[i] (0/1), tier[i] (0..2),
- * target[i] (a reversal: 4 <= target <= K, K the epochs of the trajectories); pred[m * n + i] the LOO prediction of predictor m (m = 0 the mechanistic
- * ridge, 1..npred-1 the baselines). cifar[d] marks the CIFAR datasets. */
+ * target[i] (a reversal: 4 <= target <= K, K the epochs of the trajectories); pred[m * n + i] the LOO prediction of
+ * predictor m (m = 0 the mechanistic ridge, 1..npred-1 the baselines). cifar[d] marks the CIFAR datasets. */
 struct sb_a8_m1_verdict {
 	/* clause 1: reversals (target in 4..30) */
 	int rev_datasets_noncifar, rev_archs, rev_tiers, clause_reversals;
@@ -125,6 +125,9 @@ struct sb_a8_n3a_data {
 	const double *main_ce; /* SB_N3A_MAIN-indexed, 2 x 4 x 2 x 5 x n */
 	const double *fork_ce; /* SB_N3A_FORK-indexed, 2 x 4 x 2 x 5 x n */
 	const long long *seed; /* the seeds' numbers, for messages (may be NULL: indices) */
+	int one_arch;          /* 0: both architectures, the whole analysis; 1 + a: only arch a's ten
+	                        * components (an interim look: the other arch's CEs are not read, no
+	                        * families, no verdict: res->verdict stays NULL) */
 };
 
 /* One component: the per-seed contrast of one architecture. */
@@ -159,7 +162,8 @@ struct sb_a8_n3a {
 extern const char *const sb_a8_n3a_hyp_desc[SB_N3A_HYPS]; /* "B(768) at r = 16", ... */
 
 /* The whole inference from the CEs: every CE finite, the denominators (D at the five steps,
- * S at the parents) > 0, else SB_EDATA naming the unit (no decision). */
+ * S at the parents) > 0, else SB_EDATA naming the unit (no decision). With d->one_arch, only
+ * that architecture's components (comp[] of the other arch left zero, n = 0). */
 int sb_a8_n3a(const struct sb_a8_n3a_data *d, struct sb_a8_n3a *res, struct sb_err *err);
 
 /* The families and the verdict from comp[].p and comp[].excluded alone (sb_a8_n3a's last

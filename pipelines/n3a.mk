@@ -7,6 +7,9 @@
 #   make n3a-verdict    then the analysis, sb-a8 n3a over every cell's n3a.ndjson:
 #                       $(N3A_OUT)/n3a-verdict.ndjson (components, families, verdict) and
 #                       $(N3A_OUT)/n3a-verdict.md (beside the published outcome)
+#   make n3a-interim    while the grid runs: sb-a8 n3a --interim over the cells finished so
+#                       far, each architecture's components over its complete seeds, not a
+#                       decision: $(N3A_OUT)/n3a-interim.{ndjson,md}
 #   make n3a-clean      remove $(N3A_OUT)
 #
 # Variables: N3A_OUT (out/n3a), N3A_ARCHS (query transformer), N3A_RS (1 4 16 24),
@@ -24,7 +27,7 @@ N3A_CELL_EXTRA ?=
 N3A_KEYS := $(foreach a,$(N3A_ARCHS),$(foreach r,$(N3A_RS),$(foreach s,$(N3A_SEEDS),$(a)-r$(r)-s$(s))))
 N3A_STAMPS := $(N3A_KEYS:%=$(N3A_OUT)/train/%.ndjson)
 
-.PHONY: n3a n3a-verdict n3a-clean
+.PHONY: n3a n3a-verdict n3a-interim n3a-clean
 n3a: $(N3A_OUT)/n3a-train.ndjson
 n3a-verdict: $(N3A_OUT)/n3a-verdict.ndjson
 
@@ -53,6 +56,14 @@ $(N3A_OUT)/n3a-verdict.ndjson: $(N3A_OUT)/n3a-train.ndjson | $(BIN)/sb-a8
 	@$(BIN)/sb-a8 -q n3a --md $(N3A_OUT)/n3a-verdict.md $$(cat $@.files) >$@.tmp; rc=$$?; rm -f $@.files; \
 	 [ $$rc -eq 0 ] && mv $@.tmp $@ || { rm -f $@.tmp; exit $$rc; }
 	@echo "n3a: $$(grep -o '"verdict":"[A-Z_]*"' $@) ($(N3A_OUT)/n3a-verdict.md)" >&2
+
+# an interim look at the cells finished so far (the stamps present); always rerun
+n3a-interim: | $(BIN)/sb-a8
+	@f=$$(cat /dev/null $(wildcard $(N3A_STAMPS)) | sed -n 's/.*"run_dir":"\([^"]*\)".*/\1\/n3a.ndjson/p'); \
+	 [ -n "$$f" ] || { echo "n3a-interim: no finished cell in $(N3A_OUT)/train" >&2; exit 3; }; \
+	 $(BIN)/sb-a8 -q n3a --interim --md $(N3A_OUT)/n3a-interim.md $$f >$(N3A_OUT)/n3a-interim.ndjson.tmp && \
+	 mv $(N3A_OUT)/n3a-interim.ndjson.tmp $(N3A_OUT)/n3a-interim.ndjson || { rc=$$?; rm -f $(N3A_OUT)/n3a-interim.ndjson.tmp; exit $$rc; }
+	@echo "n3a-interim: $(N3A_OUT)/n3a-interim.md (not a decision)" >&2
 
 n3a-clean:
 	rm -rf $(N3A_OUT)

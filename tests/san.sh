@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/san.sh — the hostile-input sweep and the readers' unit tests under AddressSanitizer
-# and UndefinedBehaviorSanitizer (make SAN=1: build/san/, never mixed with the normal build).
+# and UndefinedBehaviorSanitizer (make SAN=1: build/san/, never mixed with the normal build),
+# and the statistics, analyses and N3-A runner unit tests with them.
 # Opt-in (not part of make check); .ci/run calls it after make check. About 2 minutes on
 # two cores: the sanitizer build, then tests/sh/hostile_inputs.sh against build/san/bin.
 # Ends with "N passed, N failed"; exit 1 on any failure or sanitizer report.
@@ -16,7 +17,8 @@ make --no-print-directory -j"$(nproc)" SAN=1 all >build/san.log 2>&1 || {
 export ASAN_OPTIONS=exitcode=99:detect_leaks=1 UBSAN_OPTIONS=exitcode=99:print_stacktrace=1:halt_on_error=1
 export SB_TOP=$PWD
 passed=0 failed=0
-for t in test_json test_tensor test_dataset test_io test_fetch_fuzz test_lm_fuzz test_fetch_formats test_tokenizer test_unicode_nfc test_lm_import; do
+for t in test_json test_tensor test_dataset test_io test_fetch_fuzz test_lm_fuzz test_fetch_formats test_tokenizer test_unicode_nfc test_lm_import \
+	test_stats test_sign test_a8 test_a8_n3a test_runsel test_n3a; do
 	out=$(build/san/tests/$t 2>&1)
 	rc=$?
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -n 1)

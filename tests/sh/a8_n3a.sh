@@ -149,4 +149,59 @@ bad "a CE string" 's/"validation_cross_entropy":1/"validation_cross_entropy":"1"
 bad "no seed" 's/"seed":64000,//' "bad.ndjson:2: n3a.eval: missing field 'seed'"
 echo '{"kind":"run.meta","v":1}' >empty.ndjson
 refuse "no n3a.eval records" "N3-A: no decision: no n3a.eval records" empty.ndjson
+# --interim: each arch's components over the seeds complete for it; no families, no verdict
+sb-a8 -q n3a --interim --md int.md backward.ndjson >int.out 2>int.err
+rc=$?
+/usr/bin/python3 - int.out backward.out <<'PY'
+import json, sys
+i, b = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
+ic = [r for r in i if r["kind"] == "a8.n3a.interim"]
+bc = [r for r in b if r["kind"] == "a8.n3a.component"]
+assert len(i) == 22 and i[-1]["kind"] == "a8.interim" and len(ic) == 20, len(i)
+strip = lambda r: {k: v for k, v in r.items() if k != "kind"}
+assert [strip(r) for r in ic] == [strip(r) for r in bc], "the interim components differ from the analysis's"
+v = i[-1]
+assert v["verdict"] is None and v["seeds_complete_query"] == 10 and v["seeds_complete_transformer"] == 10
+assert v["evals_missing"] == 0 and v["evals_required"] == 1600 and not any(r["kind"].endswith(("family", "verdict")) for r in i)
+PY
+[ $? -eq 0 ] && [ $rc -eq 0 ] && grep -q "an interim look, not a decision: 10 of 10 seed(s) complete for query, 10 for transformer" int.err &&
+	grep -qF '### N3-A: an interim look (no decision)' int.md && grep -qF '| context | early_benefit | 16 | query | 10 | 0.02 | [0.02, 0.02] | 10 |' int.md
+t_result $? "--interim on a complete census: the analysis's 20 components as a8.n3a.interim, no families or verdict (exit $rc)" "$(cat int.err)"
+# one transformer fork missing: query over 10 seeds, transformer over the 9 complete ones,
+# each equal to the full analysis of those seeds
+sb-a8 -q n3a --interim nofork.ndjson >int2.out 2>/dev/null
+rc=$?
+grep -v '"seed":64003,' killed.ndjson >no64003.ndjson
+sb-a8 -q n3a no64003.ndjson >no64003.out 2>/dev/null
+/usr/bin/python3 - int2.out killed.out no64003.out <<'PY'
+import json, sys
+i, k, k9 = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
+strip = lambda r: {x: v for x, v in r.items() if x != "kind"}
+ic = [strip(r) for r in i if r["kind"] == "a8.n3a.interim"]
+kc = [strip(r) for r in k if r["kind"] == "a8.n3a.component"]
+k9c = [strip(r) for r in k9 if r["kind"] == "a8.n3a.component"]
+assert len(ic) == 20
+for a, c, c9 in zip(ic, kc, k9c):
+    want = c if a["arch"] == "query" else c9
+    assert a == want, (a, want)
+assert {a["n"] for a in ic if a["arch"] == "query"} == {10} and {a["n"] for a in ic if a["arch"] == "transformer"} == {9}
+v = i[-1]
+assert v["seeds_complete_query"] == 10 and v["seeds_complete_transformer"] == 9 and v["evals_missing"] == 1, v
+PY
+t_result $? "--interim, one transformer fork missing: query over 10 seeds, transformer over the 9 complete ones, as their full analyses (exit $rc)"
+grep '"arch":"query"' killed.ndjson >qonly.ndjson
+sb-a8 -q n3a --interim qonly.ndjson >int3.out 2>/dev/null
+rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c '"kind":"a8.n3a.interim"' int3.out)" = 10 ] && ! grep -q '"kind":"a8.n3a.interim".*"arch":"transformer"' int3.out &&
+	[ "$(field int3.out seeds_complete_transformer)" = 0 ]
+t_result $? "--interim, query records only: the 10 query components, none of the transformer (exit $rc)"
+grep -v '"step":1024,' killed.ndjson >nolate.ndjson
+sb-a8 -q n3a --interim nolate.ndjson >no.out 2>no.err
+rc=$?
+[ $rc -eq 3 ] && grep -qF "N3-A: interim: no seed has every evaluation of either architecture (160 of 1600 missing; the first: arch query, r 1, seed 64000, arm D, main, step 1024)" no.err && ! grep -q '"kind":"a8' no.out
+t_result $? "--interim with no complete seed: exit 3 ($rc), naming the first missing evaluation" "$(cat no.err)"
+sb-a8 -q m2 --interim backward.ndjson >/dev/null 2>no.err
+rc=$?
+[ $rc -eq 2 ] && grep -q "interim is an option of n3a only" no.err
+t_result $? "--interim with another analysis: usage error, exit 2 ($rc)"
 t_done

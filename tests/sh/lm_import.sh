@@ -62,8 +62,9 @@ sb-lm report -o "$T/rep" "$E" >/dev/null 2>"$T/e" && grep -q 'a pretrained `qwen
 	grep -q 'windows of T+1 tokens' "$T/rep/lm-report.md" && grep -q 'next token' "$T/rep/lm-report.md" &&
 	grep -q "\`model.safetensors\` $(echo "$want" | cut -c1-12)" "$T/rep/lm-report.md"
 t_result $? "sb-lm report: a pretrained qwen2, windows and perplexity in tokens, the weights' SHA-256 ($(cat "$T/e"))"
-# the make pipeline: import, eval, report, stats; a second make does nothing
-MK=(-s -C "$TOP" lm-pretrained LM_HF="$HF" LM_PT_OUT="$T/mk" LM_PT_T=256 LM_PT_CORPUS="shakespeare=$TXT"
+# the make pipeline: import, eval, report, stats; a second make does nothing (-o: the binaries
+# under test are used as built, never relinked by the pipeline with another CUDA setting)
+MK=(-s -C "$TOP" -o bin/sb-lm -o bin/sb-eval -o bin/sb-stats lm-pretrained LM_HF="$HF" LM_PT_OUT="$T/mk" LM_PT_T=256 LM_PT_CORPUS="shakespeare=$TXT"
 	LM_EVAL_SET="probes=1 windows=2 tasks=vt bench_reps=1")
 make "${MK[@]}" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 0 ] && [ -s "$T/mk/report/lm-report.md" ] && [ -d "$T/mk/stats" ]
@@ -73,7 +74,7 @@ sleep 1
 make "${MK[@]}" >/dev/null 2>&1
 [ "$before" = "$(stat -c %Y.%s "$T/mk/eval/eval.ndjson")" ]
 t_result $? "a second make lm-pretrained re-evaluates nothing"
-make -s -C "$TOP" lm-pretrained LM_PT_OUT="$T/mk2" >/dev/null 2>"$T/e"; rc=$?
+make -s -C "$TOP" -o bin/sb-lm lm-pretrained LM_PT_OUT="$T/mk2" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -ne 0 ] && grep -q 'set LM_HF' "$T/e"
 t_result $? "make lm-pretrained without LM_HF says what to set (exit $rc)"
 # refusals

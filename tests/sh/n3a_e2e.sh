@@ -26,6 +26,14 @@ t_result $? "the census: all 400 evaluations of one seed (200 of them required),
 grep -q '"verdict":"\(BACKWARD_SUPPORTED_SYNTHETIC\|FORWARD_ONLY_SUPPORTED_SYNTHETIC\|KILLED_FOR_REGISTERED_EPSILON\|INCONCLUSIVE\)"' "$v" &&
 	grep -q 'Not the registered design' "$T/n3a/n3a-verdict.md"
 t_result $? "a verdict ($(grep -o '"verdict":"[A-Z_]*"' "$v")) and the report, which says the design is not the registered one"
+# make n3a-interim: the same components as the analysis's, not a decision
+mk n3a-interim >"$T/i.out" 2>&1
+rc=$?
+i=$T/n3a/n3a-interim.ndjson
+[ $rc -eq 0 ] && [ "$(grep -c '"kind":"a8.n3a.interim"' "$i")" -eq 20 ] && grep -q '"kind":"a8.interim".*"verdict":null' "$i" &&
+	diff <(grep '"kind":"a8.n3a.interim"' "$i" | sed 's/"kind":"[^"]*"//') <(grep '"kind":"a8.n3a.component"' "$v" | sed 's/"kind":"[^"]*"//') >/dev/null &&
+	grep -q 'an interim look (no decision)' "$T/n3a/n3a-interim.md"
+t_result $? "make n3a-interim: the 20 components of the analysis as a8.n3a.interim, verdict null, its report (exit $rc; $(tr '\n' ' ' <"$T/i.out"))"
 touch "$T/marker"
 sleep 0.01
 mk n3a-verdict >"$T/v2.out" 2>&1 && [ -z "$(find "$T/n3a" -type f -newer "$T/marker")" ]
