@@ -230,21 +230,6 @@ static void bl_init(void)
 	}
 }
 
-static int uc_lookup(const struct sb_uc_range *t, size_t n, uint32_t cp)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (cp < t[mid].lo)
-			hi = mid;
-		else if (cp > t[mid].hi)
-			lo = mid + 1;
-		else
-			return t[mid].v;
-	}
-	return 0;
-}
-
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 enum { C_OTHER = 0, C_L = 1, C_N = 2, C_S = 3 };
 
@@ -261,7 +246,7 @@ static int uc_class(uint32_t cp)
 			return C_S;
 		return C_OTHER;
 	}
-	return uc_lookup(sb_uc_class, NELEM(sb_uc_class), cp);
+	return sb_uc_lookup(sb_uc_class, NELEM(sb_uc_class), cp);
 }
 
 /* ---- the pre-tokenizer ---- */

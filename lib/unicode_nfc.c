@@ -49,7 +49,7 @@ static size_t utf8_put(unsigned char *o, uint32_t cp)
 	return 4;
 }
 
-static int range_lookup(const struct sb_nfc_range *t, size_t n, uint32_t cp)
+int sb_uc_lookup(const struct sb_uc_range *t, size_t n, uint32_t cp)
 {
 	size_t lo = 0, hi = n;
 	while (lo < hi) {
@@ -64,7 +64,7 @@ static int range_lookup(const struct sb_nfc_range *t, size_t n, uint32_t cp)
 	return 0;
 }
 
-static int ccc(uint32_t cp) { return cp < 0x300 ? 0 : range_lookup(sb_nfc_ccc, NELEM(sb_nfc_ccc), cp); }
+static int ccc(uint32_t cp) { return cp < 0x300 ? 0 : sb_uc_lookup(sb_nfc_ccc, NELEM(sb_nfc_ccc), cp); }
 
 size_t sb_nfc_quick_check(const char *text, size_t n)
 {
@@ -81,7 +81,7 @@ size_t sb_nfc_quick_check(const char *text, size_t n)
 		int cc = ccc(cp);
 		if (cc && last_cc > cc)
 			return i;
-		if (range_lookup(sb_nfc_qc, NELEM(sb_nfc_qc), cp))
+		if (sb_uc_lookup(sb_nfc_qc, NELEM(sb_nfc_qc), cp))
 			return i;
 		last_cc = cc;
 		i += (size_t)len;

@@ -37,6 +37,15 @@ static inline uint32_t sb_utf8_at(const unsigned char *s, size_t i, int *len)
 	       (s[i + 3] & 0x3F);
 }
 
+/* A table of sorted, non-overlapping inclusive code point ranges with a value (the generated
+ * tables of lib/unicode_tab.h and lib/unicode_nfc_tab.h), and its lookup: the value of the
+ * range holding cp, 0 when none does (binary search). */
+struct sb_uc_range {
+	uint32_t lo, hi;
+	uint8_t v;
+};
+int sb_uc_lookup(const struct sb_uc_range *t, size_t n, uint32_t cp);
+
 /* The NFC quick check (UAX #15 §9) of n bytes of valid UTF-8: the byte offset of the first
  * code point whose NFC_Quick_Check is No or Maybe or whose combining class is lower than the
  * previous one's (non-zero), or (size_t)-1 when every code point passes — s is then NFC.

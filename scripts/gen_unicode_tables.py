@@ -158,10 +158,7 @@ def main():
     w = lines.append
     header(w, "unicode_tab.h", "lib/tokenizer.c", "Table: sorted, non-overlapping inclusive ranges {lo, hi, value}.")
     w("")
-    w("struct sb_uc_range {")
-    w("\tuint32_t lo, hi;")
-    w("\tuint8_t v;")
-    w("};")
+    w('#include "unicode_nfc.h" /* struct sb_uc_range, sb_uc_lookup */')
     range_table(w, "struct sb_uc_range", "sb_uc_class",
                 "1 = \\p{L}, 2 = \\p{N}, 3 = \\s (White_Space); other code points 0", ranges(cls))
     w("")
@@ -173,17 +170,14 @@ def main():
     header(w, "unicode_nfc_tab.h", "lib/unicode_nfc.c",
            "Canonical combining classes, NFC quick check, canonical decompositions, compositions.")
     w("")
-    w("struct sb_nfc_range {")
-    w("\tuint32_t lo, hi;")
-    w("\tuint8_t v;")
-    w("};")
+    w('#include "unicode_nfc.h" /* struct sb_uc_range, sb_uc_lookup */')
     w("")
     w("struct sb_nfc_map {")
     w("\tuint32_t cp, a, b; /* cp -> a b (b = 0: a singleton) */")
     w("};")
-    range_table(w, "struct sb_nfc_range", "sb_nfc_ccc", "canonical combining class, non-zero values only",
+    range_table(w, "struct sb_uc_range", "sb_nfc_ccc", "canonical combining class, non-zero values only",
                 ranges(ccc))
-    range_table(w, "struct sb_nfc_range", "sb_nfc_qc",
+    range_table(w, "struct sb_uc_range", "sb_nfc_qc",
                 "NFC_Quick_Check: 1 = No (%d code points), 2 = Maybe (%d)" % (n_no, n_maybe), ranges(qc))
     keys = sorted(dec)
     w("")
