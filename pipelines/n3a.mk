@@ -24,7 +24,9 @@ N3A_RS ?= 1 4 16 24
 N3A_SEEDS ?= $(shell seq 64000 64063)
 N3A_CELL_EXTRA ?=
 
-N3A_KEYS := $(foreach a,$(N3A_ARCHS),$(foreach r,$(N3A_RS),$(foreach s,$(N3A_SEEDS),$(a)-r$(r)-s$(s))))
+# seed by seed (both archs, all r of a seed before the next), so that a grid stopped or still
+# running has whole seeds for make n3a-interim
+N3A_KEYS := $(foreach s,$(N3A_SEEDS),$(foreach a,$(N3A_ARCHS),$(foreach r,$(N3A_RS),$(a)-r$(r)-s$(s))))
 N3A_STAMPS := $(N3A_KEYS:%=$(N3A_OUT)/train/%.ndjson)
 
 .PHONY: n3a n3a-verdict n3a-interim n3a-clean
