@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "io.h"
+#include "json.h"
 
 struct sb_sha256 {
 	EVP_MD_CTX *ctx;
@@ -175,4 +176,21 @@ int sb_sidecar_verify(const char *path, char hex_out[SB_SHA256_HEX], struct sb_e
 	if (hex_out)
 		memcpy(hex_out, expected, SB_SHA256_HEX);
 	return 0;
+}
+
+int sb_sha256_json_canonical(const struct sb_jw *w, char hex[SB_SHA256_HEX], struct sb_err *err)
+{
+	if (w->oom)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	struct sb_json *v = NULL;
+	SB_TRY(sb_json_parse(w->buf, w->len, &v, err));
+	struct sb_jw cw;
+	sb_jw_init(&cw, NULL);
+	sb_jw_canonical(&cw, v);
+	sb_json_free(v);
+	int rc = cw.oom ? SB_ERR(err, SB_EINTERNAL, "out of memory") : 0;
+	if (!rc)
+		sb_sha256_buf(cw.buf, cw.len, hex);
+	sb_jw_free(&cw);
+	return rc;
 }

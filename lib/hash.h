@@ -36,4 +36,10 @@ int sb_sha256_verify_file(const char *path, const char *expected_hex, struct sb_
 /* Is s 64 lowercase hex characters? */
 int sb_is_sha256_hex(const char *s);
 
+/* The SHA-256 of the canonical form (sb_jw_canonical, lib/json.h) of the JSON text held by
+ * a writer (sb_jw_init(w, NULL)): the content hash behind the cell ids, independent of key
+ * order and spacing. SB_EINTERNAL when the writer ran out of memory. */
+struct sb_jw;
+int sb_sha256_json_canonical(const struct sb_jw *w, char hex[SB_SHA256_HEX], struct sb_err *err);
+
 #endif

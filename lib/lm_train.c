@@ -223,18 +223,11 @@ int sb_lm_cell_id(struct sb_lm_cell *c, struct sb_err *err)
 	struct sb_jw w;
 	sb_jw_init(&w, NULL);
 	sb_lm_cell_json(&w, c);
-	struct sb_json *v = NULL;
-	int rc = w.oom ? SB_ERR(err, SB_EINTERNAL, "out of memory") : sb_json_parse(w.buf, w.len, &v, err);
+	char hex[SB_SHA256_HEX];
+	int rc = sb_sha256_json_canonical(&w, hex, err);
 	sb_jw_free(&w);
 	if (rc)
 		return rc;
-	struct sb_jw cw;
-	sb_jw_init(&cw, NULL);
-	sb_jw_canonical(&cw, v);
-	char hex[SB_SHA256_HEX];
-	sb_sha256_buf(cw.buf, cw.len, hex);
-	sb_jw_free(&cw);
-	sb_json_free(v);
 	if (c->source[0])
 		snprintf(c->cell_id, sizeof c->cell_id, "lm.pretrained.L%d.d%d.%.8s", c->model.n_layer, c->model.d, hex);
 	else

@@ -172,18 +172,11 @@ int sb_n3a_cell_parse(struct sb_n3a_cell *c, const struct sb_json *obj, struct s
 	struct sb_jw w;
 	sb_jw_init(&w, NULL);
 	sb_n3a_cell_json(&w, c);
-	struct sb_json *v = NULL;
-	int rc = w.oom ? SB_ERR(err, SB_EINTERNAL, "out of memory") : sb_json_parse(w.buf, w.len, &v, err);
+	char hex[SB_SHA256_HEX];
+	int rc = sb_sha256_json_canonical(&w, hex, err);
 	sb_jw_free(&w);
 	if (rc)
 		return rc;
-	struct sb_jw cw;
-	sb_jw_init(&cw, NULL);
-	sb_jw_canonical(&cw, v);
-	char hex[SB_SHA256_HEX];
-	sb_sha256_buf(cw.buf, cw.len, hex);
-	sb_jw_free(&cw);
-	sb_json_free(v);
 	snprintf(c->cell_id, sizeof c->cell_id, "n3a.%s.r%d.s%llu.%.8s", sb_n3a_arch_name(c->arch), c->r,
 		 (unsigned long long)c->seed, hex);
 	return 0;
