@@ -21,10 +21,16 @@ static inline void philox_round(uint32_t c[4], const uint32_t k[2])
 	c[3] = lo0;
 }
 
-void sb_philox4x32_10(uint32_t out[4], const uint32_t ctr[4], const uint32_t key[2])
+/* Philox-4x32-10 of the counter (c0, c1, c2, c3) under the key (k0, k1). The words are passed
+ * as scalars: packing them from 64-bit values into an array let GCC 12 (-march=native, AVX-512)
+ * build the array in a ymm register with an EVEX store and return without vzeroupper, which
+ * left the upper halves dirty and made every SSE-encoded libm call after it (log, exp, cos)
+ * about 25 times slower until the next vzeroupper. */
+static inline void philox10(uint32_t out[4], uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
+			    uint32_t k1)
 {
-	uint32_t c[4] = {ctr[0], ctr[1], ctr[2], ctr[3]};
-	uint32_t k[2] = {key[0], key[1]};
+	uint32_t c[4] = {c0, c1, c2, c3};
+	uint32_t k[2] = {k0, k1};
 	for (int i = 0; i < 10; i++) {
 		if (i) {
 			k[0] += PHILOX_W0;
@@ -38,6 +44,11 @@ void sb_philox4x32_10(uint32_t out[4], const uint32_t ctr[4], const uint32_t key
 	out[3] = c[3];
 }
 
+void sb_philox4x32_10(uint32_t out[4], const uint32_t ctr[4], const uint32_t key[2])
+{
+	philox10(out, ctr[0], ctr[1], ctr[2], ctr[3], key[0], key[1]);
+}
+
 static void make_key(uint32_t key[2], uint64_t seed, uint32_t purpose)
 {
 	key[0] = (uint32_t)seed;
@@ -46,9 +57,8 @@ static void make_key(uint32_t key[2], uint64_t seed, uint32_t purpose)
 
 static void gen_block(uint32_t out[4], const uint32_t key[2], uint64_t stream, uint64_t block)
 {
-	uint32_t ctr[4] = {(uint32_t)block, (uint32_t)(block >> 32), (uint32_t)stream,
-			   (uint32_t)(stream >> 32)};
-	sb_philox4x32_10(out, ctr, key);
+	philox10(out, (uint32_t)block, (uint32_t)(block >> 32), (uint32_t)stream, (uint32_t)(stream >> 32), key[0],
+		 key[1]);
 }
 
 void sb_rng_init(struct sb_rng *r, uint64_t seed, uint32_t purpose, uint64_t stream)
