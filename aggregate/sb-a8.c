@@ -1853,6 +1853,22 @@ static int n3a_interim(struct sb_jw *w, struct md *md, const double *mce, const 
 	}
 	sb_cli_warn("N3-A: an interim look, not a decision: %d of %d seed(s) complete for query, %d for transformer",
 	            na[0], ns, na[1]);
+	/* the verdict every completion of the missing architecture would give, when each
+	 * architecture is complete for every seed present or for none (the final analysis then
+	 * uses these seeds' components as they are) */
+	const char *fixed = NULL;
+	int ctx_possible = 1, comparable = 1;
+	struct sb_a8_n3a_comp all[SB_N3A_NCOMP];
+	int known[SB_N3A_NCOMP];
+	for (int a = 0; a < SB_N3A_ARCHS; a++)
+		comparable &= na[a] == 0 || na[a] == ns;
+	for (int c = 0; c < SB_N3A_NCOMP; c++) {
+		int a = c < 8 ? (c / 2) % 2 : (c - 8) % 2;
+		known[c] = na[a] == ns;
+		all[c] = res[a].comp[c];
+	}
+	if (comparable && (rc = sb_a8_n3a_determined(all, known, &fixed, &ctx_possible, err)))
+		goto out;
 	for (int c = 0; c < SB_N3A_NCOMP && !rc; c++) {
 		int a = c < 8 ? (c / 2) % 2 : (c - 8) % 2;
 		if (na[a]) {
@@ -1874,6 +1890,16 @@ static int n3a_interim(struct sb_jw *w, struct md *md, const double *mce, const 
 	sb_jw_kint(w, "evals_counted", n3count.counted);
 	sb_jw_kint(w, "evals_superseded", n3count.superseded);
 	sb_jw_kint(w, "evals_nonregistered_settings", n3count.unregistered);
+	if (comparable) {
+		sb_jw_kbool(w, "context_pass_possible", ctx_possible);
+		if (fixed)
+			sb_jw_kstr(w, "verdict_if_completed", fixed);
+		else
+			sb_jw_knull(w, "verdict_if_completed");
+	} else {
+		sb_jw_knull(w, "context_pass_possible");
+		sb_jw_knull(w, "verdict_if_completed");
+	}
 	sb_jw_kf64(w, "margin", SB_N3A_MARGIN);
 	sb_jw_kf64(w, "interval_alpha", SB_N3A_ALPHA_INTERVAL);
 	sb_jw_kstr(w, "published_outcome", SB_A8_N3A_PUBLISHED_VERDICT);
@@ -1911,6 +1937,20 @@ static int n3a_interim(struct sb_jw *w, struct md *md, const double *mce, const 
 		    pb->excluded ? "yes" : "no");
 	}
 	mdf(md, "\n");
+	if (!comparable)
+		mdf(md,
+		    "Whether the verdict is already fixed is not said: some architecture is complete for some seeds "
+		    "but not all, so the final analysis's components are not these.\n\n");
+	else if (fixed)
+		mdf(md,
+		    "**Whatever the missing evaluations turn out to be** (for these %d seeds), the registered rules give "
+		    "**%s** (published: %s): context_pass %s; a density's and a hypothesis' p is the maximum over its "
+		    "components, so a known p is a floor, and Holm's adjusted p's never fall when a raw p grows.\n\n",
+		    ns, fixed, SB_A8_N3A_PUBLISHED_VERDICT,
+		    ctx_possible ? "can still hold" : "cannot hold (a known component's p already keeps both densities above 0.05 after Holm)");
+	else
+		mdf(md, "The verdict is not fixed yet: the missing evaluations can still change it (context_pass %s).\n\n",
+		    ctx_possible ? "can still hold" : "cannot hold");
 out:
 	free(m2);
 	free(f2);

@@ -636,6 +636,60 @@ int sb_a8_n3a_decide(struct sb_a8_n3a *res, struct sb_err *err)
 	return 0;
 }
 
+/* the Holm-adjusted density and hypothesis p's with every unknown component's p set to u */
+static int n3a_bound_holm(const struct sb_a8_n3a_comp *comp, const int *known, double u, double dh[2],
+                          double hh[SB_N3A_HYPS], struct sb_err *err)
+{
+	double dp[2] = {0, 0}, hp[SB_N3A_HYPS] = {0};
+	for (int c = 0; c < SB_N3A_NCOMP; c++) {
+		double p = known[c] ? comp[c].p : u, *x = c < 8 ? &dp[c / 4] : &hp[(c - 8) / 2];
+		*x = p > *x ? p : *x;
+	}
+	SB_TRY(sb_stats_holm(dp, 2, dh, err));
+	return sb_stats_holm(hp, SB_N3A_HYPS, hh, err);
+}
+
+int sb_a8_n3a_determined(const struct sb_a8_n3a_comp comp[SB_N3A_NCOMP], const int known[SB_N3A_NCOMP],
+                         const char **verdict, int *context_possible, struct sb_err *err)
+{
+	/* floors (unknown p's 0) and ceilings (unknown p's 1) of the adjusted p's */
+	double dlo[2], hlo[SB_N3A_HYPS], dhi[2], hhi[SB_N3A_HYPS];
+	SB_TRY(n3a_bound_holm(comp, known, 0, dlo, hlo, err));
+	SB_TRY(n3a_bound_holm(comp, known, 1, dhi, hhi, err));
+	const double a = SB_N3A_ALPHA;
+	int ctx_can = dlo[0] <= a || dlo[1] <= a, ctx_sure = dhi[0] <= a || dhi[1] <= a;
+	int bw_can = ctx_can, bw_sure = ctx_sure, fw_can = ctx_can, fw_sure = ctx_sure;
+	for (int h = 0; h < 3; h++) {
+		bw_can &= hlo[h] <= a;
+		bw_sure &= hhi[h] <= a;
+		fw_can &= hlo[3 + h] <= a;
+		fw_sure &= hhi[3 + h] <= a;
+	}
+	/* KILLED's clauses: some member of each density (3a), or of the backward and of the
+	 * forward hypotheses (3b), excluded: surely (a known one is) or possibly (or unknown) */
+	int dsure[2] = {0, 0}, dcan[2] = {0, 0}, bsure = 0, bcan = 0, fsure = 0, fcan = 0;
+	for (int c = 0; c < SB_N3A_NCOMP; c++) {
+		int sure = known[c] && comp[c].excluded, can = !known[c] || comp[c].excluded;
+		if (c < 8)
+			dsure[c / 4] |= sure, dcan[c / 4] |= can;
+		else if (c < 14)
+			bsure |= sure, bcan |= can;
+		else
+			fsure |= sure, fcan |= can;
+	}
+	int k_sure = (dsure[0] && dsure[1]) || (bsure && fsure), k_can = (dcan[0] && dcan[1]) || (bcan && fcan);
+	*context_possible = ctx_can;
+	/* the verdict's precedence, each step decided only when sure either way */
+	*verdict = bw_sure                    ? "BACKWARD_SUPPORTED_SYNTHETIC"
+	           : bw_can                   ? NULL
+	           : fw_sure                  ? "FORWARD_ONLY_SUPPORTED_SYNTHETIC"
+	           : fw_can                   ? NULL
+	           : k_sure                   ? "KILLED_FOR_REGISTERED_EPSILON"
+	           : k_can                    ? NULL
+	                                      : "INCONCLUSIVE";
+	return 0;
+}
+
 /* docs/n3a-spec.md section 4 (the study's SCIENTIFIC_DECISION.json as printed there) */
 const struct sb_a8_n3a_pub sb_a8_n3a_published[SB_N3A_NCOMP] = {
     /* context r = 16: query E, C; transformer E, C */

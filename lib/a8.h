@@ -170,6 +170,17 @@ int sb_a8_n3a(const struct sb_a8_n3a_data *d, struct sb_a8_n3a *res, struct sb_e
  * step; also applied to the published components to check their Holm p's and verdict). */
 int sb_a8_n3a_decide(struct sb_a8_n3a *res, struct sb_err *err);
 
+/* Whether the verdict is already fixed while some components are unknown (an interim look
+ * with one architecture complete): known[c] marks the known components of comp[]; an unknown
+ * one is treated as free (any p in [0, 1], excluded or not, independently). *verdict is the
+ * verdict every such completion gives, or NULL when some completion gives another (treating
+ * p and exclusion as free may say NULL where linked values would not: never the reverse).
+ * Holm's adjusted p's never fall when a raw p grows and a density's or hypothesis' p is a
+ * maximum, so unknown p's at 0 and at 1 bound them. *context_possible: context_pass can
+ * still hold. */
+int sb_a8_n3a_determined(const struct sb_a8_n3a_comp comp[SB_N3A_NCOMP], const int known[SB_N3A_NCOMP],
+                         const char **verdict, int *context_possible, struct sb_err *err);
+
 /* The published outcome (RUN/outputs/SCIENTIFIC_DECISION.json as docs/n3a-spec.md section 4
  * prints it), in the component order above: counts of 64, medians, intervals, the excluded
  * flags, and each p as printed with half a unit of its last printed digit (0 when exact). */

@@ -162,6 +162,7 @@ strip = lambda r: {k: v for k, v in r.items() if k != "kind"}
 assert [strip(r) for r in ic] == [strip(r) for r in bc], "the interim components differ from the analysis's"
 v = i[-1]
 assert v["verdict"] is None and v["seeds_complete_query"] == 10 and v["seeds_complete_transformer"] == 10
+assert v["verdict_if_completed"] == "BACKWARD_SUPPORTED_SYNTHETIC" and v["context_pass_possible"] is True, v
 assert v["evals_missing"] == 0 and v["evals_required"] == 1600 and not any(r["kind"].endswith(("family", "verdict")) for r in i)
 PY
 [ $? -eq 0 ] && [ $rc -eq 0 ] && grep -q "an interim look, not a decision: 10 of 10 seed(s) complete for query, 10 for transformer" int.err &&
@@ -187,14 +188,16 @@ for a, c, c9 in zip(ic, kc, k9c):
 assert {a["n"] for a in ic if a["arch"] == "query"} == {10} and {a["n"] for a in ic if a["arch"] == "transformer"} == {9}
 v = i[-1]
 assert v["seeds_complete_query"] == 10 and v["seeds_complete_transformer"] == 9 and v["evals_missing"] == 1, v
+assert v["verdict_if_completed"] is None and v["context_pass_possible"] is None, v  # 9 of 10 seeds: not said
 PY
 t_result $? "--interim, one transformer fork missing: query over 10 seeds, transformer over the 9 complete ones, as their full analyses (exit $rc)"
 grep '"arch":"query"' killed.ndjson >qonly.ndjson
 sb-a8 -q n3a --interim qonly.ndjson >int3.out 2>/dev/null
 rc=$?
 [ $rc -eq 0 ] && [ "$(grep -c '"kind":"a8.n3a.interim"' int3.out)" = 10 ] && ! grep -q '"kind":"a8.n3a.interim".*"arch":"transformer"' int3.out &&
-	[ "$(field int3.out seeds_complete_transformer)" = 0 ]
-t_result $? "--interim, query records only: the 10 query components, none of the transformer (exit $rc)"
+	[ "$(field int3.out seeds_complete_transformer)" = 0 ] && [ "$(field int3.out verdict_if_completed)" = '"KILLED_FOR_REGISTERED_EPSILON"' ] &&
+	[ "$(field int3.out context_pass_possible)" = true ]
+t_result $? "--interim, query records only: the 10 query components, none of the transformer; KILLED whatever the transformer gives (B and F excluded) (exit $rc)"
 grep -v '"step":1024,' killed.ndjson >nolate.ndjson
 sb-a8 -q n3a --interim nolate.ndjson >no.out 2>no.err
 rc=$?

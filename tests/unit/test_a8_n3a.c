@@ -5,9 +5,13 @@
  *   - the study's planted verdict fixtures (BACKWARD_SUPPORTED; KILLED; context fails) and
  *     scenarios of ours (FORWARD_ONLY, INCONCLUSIVE, the context gate, too few seeds, a
  *     single failing hypothesis), built in memory for 64 and for fewer seeds;
- *   - the "no decision" refusals: non-finite CE, non-positive parent or Stage-1 denominator.
+ *   - the "no decision" refusals: non-finite CE, non-positive parent or Stage-1 denominator;
+ *   - sb_a8_n3a_determined (the interim's "verdict whatever the rest"): the published outcome
+ *     with one architecture known, planted scenarios, and 3,000 random component sets and
+ *     known-masks against brute force over completions of the unknown components.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,11 +297,121 @@ static void refusals(void)
 	SB_CHECK(sb_a8_n3a(&d, &res, &err) == SB_EDATA, "no seeds: refused");
 }
 
+/* ---- the verdict with some components unknown ---- */
+
+static int arch_of(int c)
+{
+	return c < 8 ? (c / 2) % 2 : (c - 8) % 2;
+}
+
+/* the verdict of comp with the unknown components set from (p, ex) arrays */
+static const char *complete_verdict(const struct sb_a8_n3a_comp *comp, const int *known, const double *p,
+                                    const int *ex)
+{
+	struct sb_a8_n3a res;
+	struct sb_err err = {0};
+	memset(&res, 0, sizeof res);
+	for (int c = 0; c < SB_N3A_NCOMP; c++) {
+		res.comp[c] = comp[c];
+		if (!known[c])
+			res.comp[c].p = p[c], res.comp[c].excluded = ex[c];
+	}
+	return sb_a8_n3a_decide(&res, &err) ? "error" : res.verdict;
+}
+
+static uint64_t lcg = 88172645463325252ull;
+static double urand(void)
+{
+	lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+	return (double)(lcg >> 11) * 0x1p-53;
+}
+
+static void determined(void)
+{
+	struct sb_err err = {0};
+	struct sb_a8_n3a_comp pub[SB_N3A_NCOMP];
+	memset(pub, 0, sizeof pub);
+	for (int c = 0; c < SB_N3A_NCOMP; c++)
+		pub[c].p = sb_stats_sign_p(sb_a8_n3a_published[c].above, 64), pub[c].excluded = sb_a8_n3a_published[c].excluded;
+	const char *v;
+	int ctx, known[SB_N3A_NCOMP];
+	for (int a = 0; a < 3; a++) { /* query known, transformer known, both */
+		for (int c = 0; c < SB_N3A_NCOMP; c++)
+			known[c] = a == 2 || arch_of(c) == a;
+		int rc = sb_a8_n3a_determined(pub, known, &v, &ctx, &err);
+		SB_CHECK(rc == 0 && v && !strcmp(v, SB_A8_N3A_PUBLISHED_VERDICT) && !ctx,
+		         "published components, %s known: %s whatever the rest (got %s), context_pass impossible (%d)",
+		         a == 2 ? "all" : sb_n3a_arch_names[a], SB_A8_N3A_PUBLISHED_VERDICT, v ? v : "NULL", ctx);
+	}
+	/* the planted backward scenario: with one architecture unknown nothing is fixed; all known:
+	 * its verdict */
+	struct scen backward = {"backward", main_ctx, fork_backward};
+	struct sb_a8_n3a res;
+	run(&backward, 64, &res, &err);
+	for (int c = 0; c < SB_N3A_NCOMP; c++)
+		known[c] = arch_of(c) == 0;
+	sb_a8_n3a_determined(res.comp, known, &v, &ctx, &err);
+	SB_CHECK(!v && ctx, "planted backward, query known: not fixed (got %s), context_pass possible", v ? v : "NULL");
+	for (int c = 0; c < SB_N3A_NCOMP; c++)
+		known[c] = 1;
+	sb_a8_n3a_determined(res.comp, known, &v, &ctx, &err);
+	SB_CHECK(v && !strcmp(v, "BACKWARD_SUPPORTED_SYNTHETIC") && ctx, "planted backward, all known: %s (got %s)",
+	         "BACKWARD_SUPPORTED_SYNTHETIC", v ? v : "NULL");
+
+	/* random component sets and masks against completions: four uniform extremes (every
+	 * unknown p 0 or 1, excluded or not) and 60 random ones. A fixed verdict must be what
+	 * every completion gives; NULL must be shown by two completions that differ. */
+	static const double ps[] = {0x1p-64, 1e-4, 0.004, 0.01, 0.02, 0.03, 0.2, 0.9, 1};
+	int wrong_fixed = 0, wrong_null = 0, n_fixed = 0, n_null = 0;
+	for (int t = 0; t < 3000; t++) {
+		struct sb_a8_n3a_comp comp[SB_N3A_NCOMP];
+		memset(comp, 0, sizeof comp);
+		int mode = t % 4; /* 0: query known, 1: transformer known, 2: random mask, 3: all known */
+		int small = t % 5 < 2;              /* p's mostly small: supported verdicts reachable */
+		double pk = 0.3 + 0.65 * urand();  /* the random mask's share of known components */
+		for (int c = 0; c < SB_N3A_NCOMP; c++) {
+			comp[c].p = ps[(int)(urand() * (small ? 3 : 9))];
+			comp[c].excluded = urand() < (t % 3 == 0 ? 0.05 : 0.3);
+			known[c] = mode == 3 || (mode < 2 ? arch_of(c) == mode : urand() < pk);
+		}
+		sb_a8_n3a_determined(comp, known, &v, &ctx, &err);
+		const char *seen[64];
+		int ns = 0, differ = 0, bad = 0;
+		for (int k = 0; k < 64; k++) {
+			double p[SB_N3A_NCOMP];
+			int ex[SB_N3A_NCOMP];
+			for (int c = 0; c < SB_N3A_NCOMP; c++) {
+				p[c] = k < 4 ? (k & 1 ? 1 : 0) : ps[(int)(urand() * 9)];
+				ex[c] = k < 4 ? (k >> 1) : urand() < 0.5;
+			}
+			seen[ns++] = complete_verdict(comp, known, p, ex);
+			if (strcmp(seen[ns - 1], seen[0]))
+				differ = 1;
+			if (v && strcmp(seen[ns - 1], v))
+				bad = 1;
+		}
+		if (v) {
+			n_fixed++;
+			if (bad && wrong_fixed++ < 3)
+				SB_CHECK(0, "trial %d: fixed %s but a completion gives another verdict", t, v);
+		} else {
+			n_null++;
+			if (!differ && wrong_null++ < 3)
+				SB_CHECK(0, "trial %d: not fixed, yet all 64 completions give %s", t, seen[0]);
+		}
+	}
+	SB_CHECK(!wrong_fixed && !wrong_null && n_fixed > 300 && n_null > 300,
+	         "3,000 random sets: %d fixed verdicts, each what every completion gives (%d wrong); %d not fixed, each "
+	         "shown by completions that differ (%d wrong)",
+	         n_fixed, wrong_fixed, n_null, wrong_null);
+}
+
 int main(void)
 {
 	published();
 	scenarios();
 	refusals();
+	determined();
 	free(mce);
 	free(fce);
 	return sb_test_done();
