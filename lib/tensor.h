@@ -59,7 +59,11 @@ int sb_st_read(const char *path, struct sb_tensors *out, struct sb_err *err);
 int sb_st_parse(const void *buf, size_t len, const char *path, struct sb_tensors *out, struct sb_err *err);
 /* Map a safetensors file read-only and validate it as sb_st_read does; the tensors borrow
  * the mapping (no copy: the file's pages are the page cache's, read as used), which
- * sb_st_unmap releases with them. */
+ * sb_st_unmap releases with them. Should another process truncate the file meanwhile, a
+ * touch of a page past its new end does not kill the program with SIGBUS: a handler writes
+ * "PROG: PATH: the file changed while mapped (truncated by another process?)" to stderr,
+ * removes pending temporary files and exits with SB_EIO (lib/tensor.c, "a mapped file that
+ * shrinks"). */
 struct sb_st_map {
 	void *addr;
 	size_t len;
