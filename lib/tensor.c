@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "hash.h"
 #include "io.h"
 #include "json.h"
 
@@ -419,7 +420,8 @@ static void unwatch(const void *addr)
 	}
 }
 
-int sb_st_map(const char *path, struct sb_tensors *out, struct sb_st_map *map, struct sb_err *err)
+int sb_st_map(const char *path, const char *sha256, struct sb_tensors *out, struct sb_st_map *map,
+	      struct sb_err *err)
 {
 	sb_tensors_init(out);
 	map->addr = NULL;
@@ -446,7 +448,12 @@ int sb_st_map(const char *path, struct sb_tensors *out, struct sb_st_map *map, s
 	const unsigned char *p = a;
 	uint64_t hlen = le64(p);
 	int rc;
-	if (hlen > SB_ST_HEADER_LIMIT || hlen > len - 8)
+	char got[SB_SHA256_HEX];
+	if (sha256)
+		sb_sha256_buf(a, len, got); /* the bytes that will be used, before they are parsed */
+	if (sha256 && strcmp(got, sha256))
+		rc = SB_ERR(err, SB_EDATA, "%s: SHA-256 mismatch: expected %s, actual %s", path, sha256, got);
+	else if (hlen > SB_ST_HEADER_LIMIT || hlen > len - 8)
 		rc = SB_ERR(err, SB_EDATA, "%s: bad header size %" PRIu64, path, hlen);
 	else
 		rc = parse_header(p + 8, hlen, len - 8 - hlen, p + 8 + hlen, 1, path, out, err);

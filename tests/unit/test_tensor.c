@@ -1,6 +1,7 @@
 /* test_tensor — safetensors: write/read round trip of every dtype, a file
- * written by Python's safetensors package, validation of hostile headers, and a
- * mapped file truncated under sb_st_map (one line and exit 4, not SIGBUS). */
+ * written by Python's safetensors package, validation of hostile headers, sb_st_map
+ * with a SHA-256, and a mapped file truncated under sb_st_map (one line and exit 4,
+ * not SIGBUS). */
 #include <dirent.h>
 #include <signal.h>
 #include <stdint.h>
@@ -12,6 +13,7 @@
 
 #include "../harness.h"
 #include "cli.h"
+#include "hash.h"
 #include "io.h"
 #include "tensor.h"
 
@@ -203,29 +205,29 @@ static void child_truncated(int how)
 	snprintf(a, sizeof a, "%s", tpath("big.safetensors"));
 	snprintf(b, sizeof b, "%s", tpath("other.safetensors"));
 	if (how == 0) { /* the plain case */
-		if (sb_st_map(a, &ts, &map, &err) || truncate(a, 4096))
+		if (sb_st_map(a, NULL, &ts, &map, &err) || truncate(a, 4096))
 			_exit(9);
 		touch_last(&ts);
 	} else if (how == 1) { /* a registry slot reused many times; other mappings live and unmapped */
 		for (int i = 0; i < 40; i++) {
-			if (sb_st_map(b, &other, &omap, &err))
+			if (sb_st_map(b, NULL, &other, &omap, &err))
 				_exit(9);
 			sb_st_unmap(&other, &omap);
 		}
 		struct sb_tensors many[20];
 		struct sb_st_map mm[20];
 		for (int i = 0; i < 20; i++) /* more maps at once than the handler watches: still fine */
-			if (sb_st_map(b, &many[i], &mm[i], &err))
+			if (sb_st_map(b, NULL, &many[i], &mm[i], &err))
 				_exit(9);
 		for (int i = 0; i < 20; i++)
 			sb_st_unmap(&many[i], &mm[i]);
-		if (sb_st_map(b, &other, &omap, &err) || sb_st_map(a, &ts, &map, &err) || truncate(a, 4096))
+		if (sb_st_map(b, NULL, &other, &omap, &err) || sb_st_map(a, NULL, &ts, &map, &err) || truncate(a, 4096))
 			_exit(9);
 		touch_last(&ts);
 	} else if (how == 2) { /* a pending atomic write is removed, as on SIGINT */
 		struct sb_atomic out;
 		if (sb_atomic_open(&out, tpath("out.bin"), &err) || fputs("half", out.f) < 0 || fflush(out.f) ||
-		    sb_st_map(a, &ts, &map, &err) || truncate(a, 4096))
+		    sb_st_map(a, NULL, &ts, &map, &err) || truncate(a, 4096))
 			_exit(9);
 		touch_last(&ts);
 	} else { /* a mapping not made by sb_st_map (a bug, here): the default action, SIGBUS */
@@ -233,7 +235,7 @@ static void child_truncated(int how)
 		setrlimit(RLIMIT_CORE, &no_core);
 		int fd = open(a, O_RDONLY);
 		void *p = fd < 0 ? MAP_FAILED : mmap(NULL, 65536, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (p == MAP_FAILED || sb_st_map(b, &other, &omap, &err) || truncate(a, 4096))
+		if (p == MAP_FAILED || sb_st_map(b, NULL, &other, &omap, &err) || truncate(a, 4096))
 			_exit(9);
 		(void)((volatile const unsigned char *)p)[65535];
 	}
@@ -306,6 +308,42 @@ static void mapped_truncated(void)
 		 WIFSIGNALED(st) ? WTERMSIG(st) : 0, WIFEXITED(st) ? WEXITSTATUS(st) : -1, msg);
 }
 
+/* sb_st_map with a SHA-256: the mapped bytes are hashed before they are parsed. */
+static void mapped_hash(void)
+{
+	const char *p = tpath("rt.safetensors");
+	char *data;
+	size_t n;
+	char hex[SB_SHA256_HEX], other[SB_SHA256_HEX];
+	struct sb_err err = {0};
+	if (!SB_CHECK(sb_read_file(p, &data, &n, 0, &err) == 0, "read rt.safetensors%s%s", err.msg[0] ? ": " : "",
+		      err.msg))
+		return;
+	sb_sha256_buf(data, n, hex);
+	sb_sha256_buf("x", 1, other);
+	struct sb_tensors ts;
+	struct sb_st_map map;
+	int rc = sb_st_map(p, hex, &ts, &map, &err);
+	SB_CHECK(rc == 0 && sb_tensors_find(&ts, "f32"), "mapped with its SHA-256 (%s)", rc ? err.msg : "ok");
+	if (!rc)
+		sb_st_unmap(&ts, &map);
+	rc = sb_st_map(p, other, &ts, &map, &err);
+	char want[600];
+	snprintf(want, sizeof want, "%s: SHA-256 mismatch: expected %s, actual %s", p, other, hex);
+	SB_CHECK(rc == SB_EDATA && strcmp(err.msg, want) == 0 && !map.addr && !ts.n,
+		 "mapped with another SHA-256: refused (rc %d: %s)", rc, err.msg);
+	/* a header broken: the hash, checked first, is what is reported */
+	data[9] = '[';
+	const char *q = tpath("broken.safetensors");
+	rc = sb_write_file_atomic(q, data, n, &err);
+	rc = rc ? rc : sb_st_map(q, hex, &ts, &map, &err);
+	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "SHA-256 mismatch: expected"), "a broken header with the old hash: %s",
+		 err.msg);
+	rc = sb_st_map(q, NULL, &ts, &map, &err);
+	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "header"), "the same without a hash: %s", err.msg);
+	free(data);
+}
+
 /* test_tensor --write PATH: write the file tests/sh/safetensors_python.sh checks in Python */
 static int write_for_python(const char *path)
 {
@@ -342,6 +380,7 @@ int main(int argc, char **argv)
 	roundtrip();
 	python_written();
 	hostile();
+	mapped_hash();
 	sb_prog = "test_tensor"; /* the handler's line names the program */
 	mapped_truncated();
 	char cmd[512];
