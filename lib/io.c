@@ -39,11 +39,16 @@ static void unregister_tmp(int slot)
 		pending_used[slot] = 0;
 }
 
-static void on_signal(int sig)
+void sb_io_remove_pending(void)
 {
 	for (int i = 0; i < MAX_PENDING; i++)
 		if (pending_used[i])
 			unlink(pending[i]);
+}
+
+static void on_signal(int sig)
+{
+	sb_io_remove_pending();
 	signal(sig, SIG_DFL);
 	raise(sig);
 }

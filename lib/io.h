@@ -24,6 +24,9 @@ struct sb_atomic {
 /* Install the SIGINT/SIGTERM/SIGHUP handler that removes pending temporary
  * files and then re-raises the signal with its default action. */
 void sb_io_install_signals(void);
+/* Remove the pending temporary files (async-signal-safe: for signal handlers that end the
+ * process, as this one and lib/tensor.c's SIGBUS handler do). */
+void sb_io_remove_pending(void);
 
 int sb_atomic_open(struct sb_atomic *a, const char *path, struct sb_err *err);
 /* Flush, fsync, close, rename; on failure removes the temporary file. */

@@ -307,14 +307,19 @@ static int hex4(const char *s, size_t len, size_t i, unsigned *out)
  * UTF-16 surrogate. yajl checks neither: it lets overlong forms, surrogates and code points
  * above U+10FFFF through in strings, turns an escaped lone high surrogate into '?' and a lone
  * low one into the three bytes of the surrogate, and joins a high one with any \u escape that
- * follows. Checked here, before yajl, so that every string and key it gives back is valid
- * UTF-8. Returns 0, or SB_EDATA with "column C: what" (C: 1-based byte offset in buf). A text
+ * follows. Nor may a string or key hold NUL, raw or as \u0000: yajl decodes the escape to a
+ * NUL byte, and our strings and keys are C strings, so "a\u0000b" would silently read as "a".
+ * Checked here, before yajl, so that every string and key it gives back is valid UTF-8 without
+ * NUL. Returns 0, or SB_EDATA with "column C: what" (C: 1-based byte offset in buf). A text
  * that is not JSON may pass (yajl refuses it next). */
 static int check_text(const char *s, size_t len, struct sb_err *err)
 {
 	size_t bad = sb_utf8_check(s, len);
 	if (bad != (size_t)-1)
 		return SB_ERR(err, SB_EDATA, "column %zu: invalid UTF-8", bad + 1);
+	const char *nul = memchr(s, 0, len);
+	if (nul)
+		return SB_ERR(err, SB_EDATA, "column %zu: NUL byte", (size_t)(nul - s) + 1);
 	int in_str = 0;
 	for (size_t i = 0; i < len; i++) {
 		if (s[i] == '"') {
@@ -325,6 +330,9 @@ static int check_text(const char *s, size_t len, struct sb_err *err)
 				i++; /* a one-character escape (or a bad one: yajl's to refuse) */
 				continue;
 			}
+			if (hi == 0)
+				return SB_ERR(err, SB_EDATA,
+					      "column %zu: \\u%.4s (NUL) is not allowed in a string or key", i + 1, s + i + 2);
 			if (hi >= 0xD800 && hi <= 0xDBFF) {
 				if (i + 7 < len && s[i + 6] == '\\' && s[i + 7] == 'u' && hex4(s, len, i + 8, &lo) &&
 				    lo >= 0xDC00 && lo <= 0xDFFF) {

@@ -3,9 +3,9 @@
  * Reader: one JSON value per line. Lines end in LF or CRLF; the last line may
  * lack its newline. A line that is not one complete JSON value (including a
  * value that continues on the next line), invalid UTF-8, a \u escape of a lone
- * surrogate, a byte-order mark, a NUL byte, a key twice in one object or a line
- * longer than SB_NDJSON_LINE_MAX is an error naming the file and line
- * (SB_EDATA). Blank lines are skipped.
+ * surrogate, a byte-order mark, a NUL byte (raw or escaped as \u0000), a key
+ * twice in one object or a line longer than SB_NDJSON_LINE_MAX is an error
+ * naming the file and line (SB_EDATA). Blank lines are skipped.
  *
  * Writer: compact JSON, keys in the order written; numbers formatted to
  * round-trip (shortest of %.{6..9}g for float32, %.{15..17}g for double) and
@@ -29,7 +29,7 @@ struct sb_json {
 	enum sb_json_type type;
 	int boolean;
 	double number;      /* SB_JSON_NUMBER */
-	char *text;         /* STRING: the string (NUL-terminated, may hold no NUL);
+	char *text;         /* STRING: the string (NUL-terminated, holds no NUL);
 			       NUMBER: the number as written in the input */
 	size_t len;         /* STRING: length in bytes */
 	size_t n;           /* ARRAY / OBJECT: number of items */
@@ -45,7 +45,10 @@ struct sb_json {
  * byte), and a \u escape must not be a lone surrogate: "\uD800" alone, or not
  * followed by an escaped low surrogate, and "\uDC00" alone are refused (C: the
  * backslash). RFC 8259 allows them, but they have no UTF-8 form, and yajl would
- * turn them into '?' or invalid bytes. So every string and key is valid UTF-8. */
+ * turn them into '?' or invalid bytes. NUL is refused too, a raw byte ("column C:
+ * NUL byte") or the escape \u0000 in a string or key (C: the backslash): strings
+ * and keys are C strings, which it would silently cut short. So every string and
+ * key is valid UTF-8 without NUL. */
 int sb_json_parse(const char *buf, size_t len, struct sb_json **out, struct sb_err *err);
 void sb_json_free(struct sb_json *v);
 

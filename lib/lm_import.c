@@ -390,7 +390,7 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 		rc = hash_file(hf_dir, files[i], &wf[i], err);
 		snprintf(path, sizeof path, "%s/%s", hf_dir, files[i]);
 		if (!rc)
-			rc = sb_st_map(path, &shard[i], &map[i], err);
+			rc = sb_st_map(path, NULL, &shard[i], &map[i], err);
 	}
 	/* the source and the cell id */
 	if (!rc) {

@@ -816,11 +816,12 @@ int sb_lm_run_open(struct sb_backend *be, const char *run_dir, int eval_only, st
 	if (rc)
 		return rc;
 	snprintf(path, sizeof path, "%s/model.safetensors", run_dir);
-	SB_TRY(sb_sidecar_verify(path, model_sha256, err));
-	/* mapped, not read: the weights are copied once, into the model */
+	/* mapped, not read: the weights are copied once, into the model; the sidecar's hash is
+	 * checked on the mapped bytes, so the file verified is the file used */
+	SB_TRY(sb_sidecar_read(path, model_sha256, err));
 	struct sb_tensors ts;
 	struct sb_st_map map;
-	SB_TRY(sb_st_map(path, &ts, &map, err));
+	SB_TRY(sb_st_map(path, model_sha256, &ts, &map, err));
 	const char *cid = sb_tensors_meta(&ts, "cell_id");
 	if (!cid || strcmp(cid, cell->cell_id)) {
 		sb_st_unmap(&ts, &map);

@@ -4,6 +4,9 @@
 
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
+#include "hash.h"
 #include "io.h"
 #include "json.h"
 
@@ -336,7 +341,87 @@ int sb_st_read(const char *path, struct sb_tensors *out, struct sb_err *err)
 	return rc;
 }
 
-int sb_st_map(const char *path, struct sb_tensors *out, struct sb_st_map *map, struct sb_err *err)
+/* ---------------------------------------------------------------- a mapped file that shrinks */
+
+/* When another process truncates a file that sb_st_map has mapped, the next touch of a page
+ * past the new end raises SIGBUS, which would end the program without a word. While the
+ * mapping is live, a handler turns that into one line on stderr, "PROG: PATH: the file
+ * changed while mapped (truncated by another process?)", removes the pending temporary files
+ * as SIGINT would (lib/io.h), and exits with SB_EIO: the one place in lib/ that prints and
+ * exits, since a fault in the middle of a copy has no caller to return to. The line is
+ * formatted when the file is mapped, so the handler only compares addresses and calls
+ * write(2) and _exit(2), both async-signal-safe. A SIGBUS anywhere else (a bug, or one sent
+ * by kill) gets the default action, as without the handler. MAP_WATCH mappings are watched
+ * at once; more are mapped as before, unwatched (an import maps all of a checkpoint's shards
+ * at once; a run's checkpoint is one file). */
+#define MAP_WATCH 16
+static struct {
+	atomic_int state; /* 0 free, 1 being filled, 2 live */
+	uintptr_t lo, hi;
+	size_t n;
+	char line[4400];
+} watched[MAP_WATCH];
+
+static void on_sigbus(int sig, siginfo_t *si, void *uctx)
+{
+	(void)uctx;
+	uintptr_t a = (uintptr_t)si->si_addr;
+	for (int i = 0; si->si_code == BUS_ADRERR && i < MAP_WATCH; i++) {
+		if (atomic_load(&watched[i].state) == 2 && a >= watched[i].lo && a < watched[i].hi) {
+			sb_io_remove_pending();
+			ssize_t w = write(STDERR_FILENO, watched[i].line, watched[i].n);
+			(void)w;
+			_exit(SB_EIO);
+		}
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static pthread_once_t sigbus_once = PTHREAD_ONCE_INIT;
+
+static void install_sigbus(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
+}
+
+static void watch(const void *addr, size_t len, const char *path)
+{
+	pthread_once(&sigbus_once, install_sigbus);
+	for (int i = 0; i < MAP_WATCH; i++) {
+		int expect = 0;
+		if (!atomic_compare_exchange_strong(&watched[i].state, &expect, 1))
+			continue;
+		watched[i].lo = (uintptr_t)addr;
+		watched[i].hi = (uintptr_t)addr + len;
+		size_t cap = sizeof watched[i].line;
+		int n = snprintf(watched[i].line, cap, "%s: %s: the file changed while mapped (truncated by another process?)\n",
+				 sb_prog, path);
+		watched[i].n = n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+		if (watched[i].n)
+			watched[i].line[watched[i].n - 1] = '\n'; /* a path too long for the line is cut */
+		atomic_store(&watched[i].state, 2);
+		return;
+	}
+}
+
+static void unwatch(const void *addr)
+{
+	for (int i = 0; i < MAP_WATCH; i++) {
+		if (atomic_load(&watched[i].state) == 2 && watched[i].lo == (uintptr_t)addr) {
+			atomic_store(&watched[i].state, 0);
+			return;
+		}
+	}
+}
+
+int sb_st_map(const char *path, const char *sha256, struct sb_tensors *out, struct sb_st_map *map,
+	      struct sb_err *err)
 {
 	sb_tensors_init(out);
 	map->addr = NULL;
@@ -359,15 +444,22 @@ int sb_st_map(const char *path, struct sb_tensors *out, struct sb_st_map *map, s
 	close(fd);
 	if (a == MAP_FAILED)
 		return SB_ERRNO(err, path);
+	watch(a, len, path);
 	const unsigned char *p = a;
 	uint64_t hlen = le64(p);
 	int rc;
-	if (hlen > SB_ST_HEADER_LIMIT || hlen > len - 8)
+	char got[SB_SHA256_HEX];
+	if (sha256)
+		sb_sha256_buf(a, len, got); /* the bytes that will be used, before they are parsed */
+	if (sha256 && strcmp(got, sha256))
+		rc = SB_ERR(err, SB_EDATA, "%s: SHA-256 mismatch: expected %s, actual %s", path, sha256, got);
+	else if (hlen > SB_ST_HEADER_LIMIT || hlen > len - 8)
 		rc = SB_ERR(err, SB_EDATA, "%s: bad header size %" PRIu64, path, hlen);
 	else
 		rc = parse_header(p + 8, hlen, len - 8 - hlen, p + 8 + hlen, 1, path, out, err);
 	if (rc) {
 		sb_tensors_free(out);
+		unwatch(a);
 		munmap(a, len);
 		return rc;
 	}
@@ -379,8 +471,10 @@ int sb_st_map(const char *path, struct sb_tensors *out, struct sb_st_map *map, s
 void sb_st_unmap(struct sb_tensors *ts, struct sb_st_map *map)
 {
 	sb_tensors_free(ts);
-	if (map->addr)
+	if (map->addr) {
+		unwatch(map->addr);
 		munmap(map->addr, map->len);
+	}
 	map->addr = NULL;
 	map->len = 0;
 }

@@ -59,12 +59,20 @@ int sb_st_read(const char *path, struct sb_tensors *out, struct sb_err *err);
 int sb_st_parse(const void *buf, size_t len, const char *path, struct sb_tensors *out, struct sb_err *err);
 /* Map a safetensors file read-only and validate it as sb_st_read does; the tensors borrow
  * the mapping (no copy: the file's pages are the page cache's, read as used), which
- * sb_st_unmap releases with them. */
+ * sb_st_unmap releases with them. With sha256 (64 hex digits) not NULL, the mapped bytes
+ * are hashed first, and a file whose SHA-256 differs is refused before it is parsed (SB_EDATA,
+ * "PATH: SHA-256 mismatch: expected X, actual Y", as sb_sidecar_verify says it): the bytes
+ * verified are those of the file mapped, not of a file read by another open. Should another process truncate the file meanwhile, a
+ * touch of a page past its new end does not kill the program with SIGBUS: a handler writes
+ * "PROG: PATH: the file changed while mapped (truncated by another process?)" to stderr,
+ * removes pending temporary files and exits with SB_EIO (lib/tensor.c, "a mapped file that
+ * shrinks"). */
 struct sb_st_map {
 	void *addr;
 	size_t len;
 };
-int sb_st_map(const char *path, struct sb_tensors *out, struct sb_st_map *map, struct sb_err *err);
+int sb_st_map(const char *path, const char *sha256, struct sb_tensors *out, struct sb_st_map *map,
+	      struct sb_err *err);
 void sb_st_unmap(struct sb_tensors *ts, struct sb_st_map *map);
 /* Read only the header's metadata (cheap: does not read tensor data). */
 int sb_st_read_meta(const char *path, struct sb_tensors *out, struct sb_err *err);

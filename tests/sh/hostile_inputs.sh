@@ -8,7 +8,7 @@
 # safetensors, dataset, records): empty files, truncations at many offsets, a
 # directory where a file is expected, a missing file, binary garbage, a 10 MB line, a
 # line over the 64 MiB limit, deep nesting, wrong JSON types, numbers out of range,
-# duplicate keys, invalid UTF-8 (overlong forms, escaped lone surrogates),
+# duplicate keys, invalid UTF-8 (overlong forms, escaped lone surrogates), escaped NULs,
 # safetensors headers claiming sizes beyond the file, a checkpoint of another shape,
 # a dataset whose sidecar does not match.
 #
@@ -239,6 +239,14 @@ badrec array '[1,2]'
 badrec dup_key "${ep/\"seed\":0/\"seed\":0,\"seed\":1}"
 badrec utf8 "${ep/usps/us$'\xff'ps}"
 badrec nan "${ep/0.5/NaN}"
+# an escaped NUL would cut a C string short ("usps\u0000x" read as "usps"): refused, with its column
+nulrec() { # name json-line column
+	{ head -n 3 "$W/s_good"; printf '%s\n' "$2"; } >"$W/s_$1"
+	POS="s_$1:4: column $3: \u0000 (NUL) is not allowed in a string or key"
+	st "record: $1" "3" "s_$1" "$W/s_$1"
+}
+nulrec nul_value "${ep/usps/usps\\u0000x}" 55
+nulrec nul_key "${ep/\"seed\"/\"seed\\u0000x\"}" 81
 badrec deep "$(awk 'BEGIN { s = ""; for (i = 0; i < 5000; i++) s = s "{\"a\":"; print s }')"
 { printf '%s' '{"kind":"x","v":1,"pad":"'; tenmb; printf '%s\n' '"}'; } >"$W/s_10mb"
 ALLOW='s_out/stats'
@@ -498,6 +506,9 @@ ev "cell.json an overlong UTF-8 form" 3 "cell.json"
 mkev; printf '%s' "$cj" | sed 's/softmax/soft\\udc00max/' >"$E/cell.json"
 POS='\udc00 is a lone UTF-16 surrogate'
 ev "cell.json an escaped lone surrogate" 3 "cell.json"
+mkev; printf '%s' "$cj" | sed 's/softmax/softmax\\u0000x/' >"$E/cell.json"
+POS='\u0000 (NUL) is not allowed in a string or key'
+ev "cell.json an escaped NUL" 3 "cell.json"
 mkev; awk 'BEGIN { s = ""; for (i = 0; i < 5000; i++) s = s "{\"a\":"; print s }' >"$E/cell.json"
 ev "cell.json nested 5000 deep" 3 "cell.json"
 mkev; { printf '%s' '{"task":"'; tenmb; printf '%s\n' '"}'; } >"$E/cell.json"

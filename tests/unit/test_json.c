@@ -1,7 +1,8 @@
 /* test_json — NDJSON reader (every read-buffer size 1..31, CRLF, no final
  * newline, truncated last line, BOM, bad UTF-8, multi-line values, the line
- * limit), sb_json_parse's UTF-8 rules (escaped lone surrogates) and the
- * writer (round-trip numbers, escapes, non-finite, canonical form, locale). */
+ * limit), sb_json_parse's UTF-8 rules (escaped lone surrogates; no NUL, raw
+ * or as \u0000) and the writer (round-trip numbers, escapes, non-finite,
+ * canonical form, locale). */
 #include <locale.h>
 #include <stdint.h>
 
@@ -117,6 +118,12 @@ static void reader_cases(void)
 		{"escaped lone low surrogate in a key", "{\"\\udc00\":1}\n", NULL,
 		 "mem.ndjson:1: column 3: \\udc00 is a lone UTF-16 surrogate", -SB_EDATA},
 		{"escaped surrogate pair", "\"\\ud83d\\ude00\"\n", "\"\xf0\x9f\x98\x80\"\n", NULL, 1},
+		/* strings and keys are C strings: an escaped NUL would cut them short, silently */
+		{"escaped NUL in a value", "{\"a\":1}\n{\"k\":\"x\\u0000y\"}\n", NULL,
+		 "mem.ndjson:2: column 8: \\u0000 (NUL) is not allowed in a string or key", -SB_EDATA},
+		{"escaped NUL in a key", "{\"a\\u0000b\":1}\n", NULL,
+		 "mem.ndjson:1: column 4: \\u0000 (NUL) is not allowed in a string or key", -SB_EDATA},
+		{"escaped U+0001 is a character", "[\"\\u0001\"]\n", "[\"\\u0001\"]\n", NULL, 1},
 		{"two values on a line", "{\"a\":1} {\"b\":2}\n", NULL, "mem.ndjson:1: column", -SB_EDATA},
 		{"comment rejected", "{\"a\":1} // no\n", NULL, "mem.ndjson:1:", -SB_EDATA},
 		{"garbage", "{\"a\":1}\n{\"a\":1}\nnope\n", NULL, "mem.ndjson:3: column", -SB_EDATA},
@@ -196,6 +203,12 @@ static void utf8_cases(void)
 		{"an escaped backslash before uD800 text", "\"\\\\uD800\"", 0, "\\uD800"},
 		{"an escaped quote, then an escape", "\"\\\"\\u00e9\"", 0, "\"\xc3\xa9"},
 		{"a key that is an escaped backslash", "{\"\\\\\":\"\\u00e9\"}", 0, NULL},
+		{"escaped NUL", "\"\\u0000\"", 2, "\\u0000 (NUL) is not allowed in a string or key"},
+		{"escaped NUL after text", "[\"ab\\u0000\"]", 5, "\\u0000 (NUL) is not allowed"},
+		{"escaped NUL in a key", "{\"k\":{\"k\\u0000x\":1}}", 9, "\\u0000 (NUL) is not allowed"},
+		{"escaped NUL as the low half of a pair", "\"\\uD800\\u0000\"", 2, "\\uD800 is a lone UTF-16 surrogate"},
+		{"U+0001 escaped", "\"\\u0001\"", 0, "\x01"},
+		{"an escaped backslash before u0000 text", "\"\\\\u0000\"", 0, "\\u0000"},
 	};
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		struct sb_json *v = NULL;
@@ -212,6 +225,22 @@ static void utf8_cases(void)
 								!memcmp(s->text, cases[c].want, s->len))),
 				 "%s accepted: rc %d '%s'", cases[c].name, rc, err.msg);
 		}
+		sb_json_free(v);
+	}
+	/* a raw NUL byte (the NDJSON reader refuses it first, as "NUL byte in line"; a file
+	 * read whole comes here): named with its column, inside a string or outside */
+	static const struct {
+		const char *in;
+		size_t len, col;
+	} raw[] = {{"\"a\0b\"", 5, 3}, {"{\"a\":1}\0", 8, 8}, {"\0[]", 3, 1}, {"{\"k\0\":1}", 8, 4}};
+	for (size_t c = 0; c < sizeof raw / sizeof raw[0]; c++) {
+		struct sb_json *v = NULL;
+		struct sb_err err = {0};
+		int rc = sb_json_parse(raw[c].in, raw[c].len, &v, &err);
+		char want[64];
+		snprintf(want, sizeof want, "column %zu: NUL byte", raw[c].col);
+		SB_CHECK(rc == SB_EDATA && strcmp(err.msg, want) == 0, "raw NUL byte %zu refused: rc %d, '%s' (want '%s')", c,
+			 rc, err.msg, want);
 		sb_json_free(v);
 	}
 	/* every string and key that parses is valid UTF-8: two \u escapes in a row, each

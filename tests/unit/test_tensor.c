@@ -1,9 +1,19 @@
 /* test_tensor — safetensors: write/read round trip of every dtype, a file
- * written by Python's safetensors package, and validation of hostile headers. */
+ * written by Python's safetensors package, validation of hostile headers, sb_st_map
+ * with a SHA-256, and a mapped file truncated under sb_st_map (one line and exit 4,
+ * not SIGBUS). */
+#include <dirent.h>
+#include <signal.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "../harness.h"
+#include "cli.h"
+#include "hash.h"
 #include "io.h"
 #include "tensor.h"
 
@@ -164,6 +174,176 @@ static void python_written(void)
 	sb_tensors_free(&ts);
 }
 
+/* A file of one F32 tensor "w" of 64 KiB (16 pages of 4 KiB), to be mapped and truncated. */
+static void write_big(const char *path)
+{
+	static float w[16384];
+	struct sb_tensors ts;
+	struct sb_err err = {0};
+	sb_tensors_init(&ts);
+	sb_tensors_add(&ts, "w", SB_F32, 1, (int64_t[]){16384}, w, 1, &err);
+	if (sb_st_write(path, &ts, &err))
+		printf("# %s\n", err.msg);
+	sb_tensors_free(&ts);
+}
+
+/* Touch the last byte of tensor "w", which lies past the end of a file cut to 4096 bytes. */
+static int touch_last(const struct sb_tensors *ts)
+{
+	const struct sb_tensor *t = sb_tensors_find(ts, "w");
+	return t ? ((volatile const unsigned char *)t->data)[t->nbytes - 1] : -1;
+}
+
+/* Children of mapped_truncated(): each ends by touching a page past the end of a truncated
+ * mapping; returning means it did not fault (exit 7); 9: a setup step failed. */
+static void child_truncated(int how)
+{
+	struct sb_tensors ts, other;
+	struct sb_st_map map, omap;
+	struct sb_err err = {0};
+	char a[600], b[600];
+	snprintf(a, sizeof a, "%s", tpath("big.safetensors"));
+	snprintf(b, sizeof b, "%s", tpath("other.safetensors"));
+	if (how == 0) { /* the plain case */
+		if (sb_st_map(a, NULL, &ts, &map, &err) || truncate(a, 4096))
+			_exit(9);
+		touch_last(&ts);
+	} else if (how == 1) { /* a registry slot reused many times; other mappings live and unmapped */
+		for (int i = 0; i < 40; i++) {
+			if (sb_st_map(b, NULL, &other, &omap, &err))
+				_exit(9);
+			sb_st_unmap(&other, &omap);
+		}
+		struct sb_tensors many[20];
+		struct sb_st_map mm[20];
+		for (int i = 0; i < 20; i++) /* more maps at once than the handler watches: still fine */
+			if (sb_st_map(b, NULL, &many[i], &mm[i], &err))
+				_exit(9);
+		for (int i = 0; i < 20; i++)
+			sb_st_unmap(&many[i], &mm[i]);
+		if (sb_st_map(b, NULL, &other, &omap, &err) || sb_st_map(a, NULL, &ts, &map, &err) || truncate(a, 4096))
+			_exit(9);
+		touch_last(&ts);
+	} else if (how == 2) { /* a pending atomic write is removed, as on SIGINT */
+		struct sb_atomic out;
+		if (sb_atomic_open(&out, tpath("out.bin"), &err) || fputs("half", out.f) < 0 || fflush(out.f) ||
+		    sb_st_map(a, NULL, &ts, &map, &err) || truncate(a, 4096))
+			_exit(9);
+		touch_last(&ts);
+	} else { /* a mapping not made by sb_st_map (a bug, here): the default action, SIGBUS */
+		struct rlimit no_core = {0, 0};
+		setrlimit(RLIMIT_CORE, &no_core);
+		int fd = open(a, O_RDONLY);
+		void *p = fd < 0 ? MAP_FAILED : mmap(NULL, 65536, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (p == MAP_FAILED || sb_st_map(b, NULL, &other, &omap, &err) || truncate(a, 4096))
+			_exit(9);
+		(void)((volatile const unsigned char *)p)[65535];
+	}
+	_exit(7);
+}
+
+/* Run child_truncated(how) in a child with stderr to a pipe: its wait status and stderr. */
+static int run_child(int how, char *msg, size_t cap)
+{
+	int fds[2];
+	if (pipe(fds))
+		return -1;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		dup2(fds[1], 2);
+		close(fds[1]);
+		child_truncated(how);
+	}
+	close(fds[1]);
+	size_t n = 0;
+	ssize_t k;
+	while (n + 1 < cap && (k = read(fds[0], msg + n, cap - 1 - n)) > 0)
+		n += (size_t)k;
+	msg[n] = 0;
+	close(fds[0]);
+	int st = -1;
+	waitpid(pid, &st, 0);
+	return st;
+}
+
+/* Another process truncates a file while sb_st_map has it mapped: touching a page past the
+ * new end raises SIGBUS, which killed the program without a word. Now: one line naming the
+ * file, exit 4 (SB_EIO), no temporary file left; a SIGBUS elsewhere still kills. */
+static void mapped_truncated(void)
+{
+	static const char *what[] = {"a mapped file truncated, a page past its end touched",
+				     "the same after 60 maps and unmaps (20 at once), another map live",
+				     "the same with an atomic write pending"};
+	for (int how = 0; how < 3; how++) {
+		write_big(tpath("big.safetensors"));
+		write_big(tpath("other.safetensors"));
+		char msg[8192], want[1200];
+		int st = run_child(how, msg, sizeof msg);
+		size_t n = strlen(msg);
+		int one_line = n && msg[n - 1] == '\n' && !memchr(msg, '\n', n - 1);
+		if (one_line)
+			msg[n - 1] = 0;
+		snprintf(want, sizeof want, "test_tensor: %s: the file changed while mapped (truncated by another process?)",
+			 tpath("big.safetensors"));
+		if (!SB_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == SB_EIO && one_line && strcmp(msg, want) == 0,
+			      "%s: exit %d (want %d), signal %d (want none), stderr '%s' (want it, one line)", what[how],
+			      WIFEXITED(st) ? WEXITSTATUS(st) : -1, SB_EIO, WIFSIGNALED(st) ? WTERMSIG(st) : 0, msg))
+			printf("#   want '%s'\n", want);
+	}
+	int left = 0;
+	DIR *d = opendir(dir);
+	for (struct dirent *e; d && (e = readdir(d));)
+		left += strstr(e->d_name, ".tmp.") != NULL;
+	if (d)
+		closedir(d);
+	SB_CHECK(left == 0, "the pending temporary file was removed (%d left)", left);
+	write_big(tpath("big.safetensors"));
+	write_big(tpath("other.safetensors"));
+	char msg[8192];
+	int st = run_child(3, msg, sizeof msg);
+	SB_CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS && msg[0] == 0,
+		 "a truncated mapping not made by sb_st_map: killed by SIGBUS (signal %d, exit %d, stderr '%s')",
+		 WIFSIGNALED(st) ? WTERMSIG(st) : 0, WIFEXITED(st) ? WEXITSTATUS(st) : -1, msg);
+}
+
+/* sb_st_map with a SHA-256: the mapped bytes are hashed before they are parsed. */
+static void mapped_hash(void)
+{
+	const char *p = tpath("rt.safetensors");
+	char *data;
+	size_t n;
+	char hex[SB_SHA256_HEX], other[SB_SHA256_HEX];
+	struct sb_err err = {0};
+	if (!SB_CHECK(sb_read_file(p, &data, &n, 0, &err) == 0, "read rt.safetensors%s%s", err.msg[0] ? ": " : "",
+		      err.msg))
+		return;
+	sb_sha256_buf(data, n, hex);
+	sb_sha256_buf("x", 1, other);
+	struct sb_tensors ts;
+	struct sb_st_map map;
+	int rc = sb_st_map(p, hex, &ts, &map, &err);
+	SB_CHECK(rc == 0 && sb_tensors_find(&ts, "f32"), "mapped with its SHA-256 (%s)", rc ? err.msg : "ok");
+	if (!rc)
+		sb_st_unmap(&ts, &map);
+	rc = sb_st_map(p, other, &ts, &map, &err);
+	char want[600];
+	snprintf(want, sizeof want, "%s: SHA-256 mismatch: expected %s, actual %s", p, other, hex);
+	SB_CHECK(rc == SB_EDATA && strcmp(err.msg, want) == 0 && !map.addr && !ts.n,
+		 "mapped with another SHA-256: refused (rc %d: %s)", rc, err.msg);
+	/* a header broken: the hash, checked first, is what is reported */
+	data[9] = '[';
+	const char *q = tpath("broken.safetensors");
+	rc = sb_write_file_atomic(q, data, n, &err);
+	rc = rc ? rc : sb_st_map(q, hex, &ts, &map, &err);
+	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "SHA-256 mismatch: expected"), "a broken header with the old hash: %s",
+		 err.msg);
+	rc = sb_st_map(q, NULL, &ts, &map, &err);
+	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "header"), "the same without a hash: %s", err.msg);
+	free(data);
+}
+
 /* test_tensor --write PATH: write the file tests/sh/safetensors_python.sh checks in Python */
 static int write_for_python(const char *path)
 {
@@ -200,6 +380,9 @@ int main(int argc, char **argv)
 	roundtrip();
 	python_written();
 	hostile();
+	mapped_hash();
+	sb_prog = "test_tensor"; /* the handler's line names the program */
+	mapped_truncated();
 	char cmd[512];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	if (system(cmd) != 0)

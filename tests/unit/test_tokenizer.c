@@ -345,6 +345,9 @@ static void check_hostile(void)
 		{"\"\xC4\xA0\":3", "\"\xC0\xA0\":3", "invalid UTF-8"},
 		{"\"content\":\"<s>\"", "\"content\":\"<\xED\xA0\x80>\"", "invalid UTF-8"},
 		{"\"content\":\"<s>\"", "\"content\":\"<\xF4\x90\x80\x80>\"", "invalid UTF-8"},
+		/* nor NUL: a vocab key "\u0120\u0000x" would be read as "\u0120" (strings are C strings) */
+		{"\"\xC4\xA0\":3", "\"\xC4\xA0\\u0000x\":3", "\\u0000 (NUL) is not allowed"},
+		{"\"content\":\"<s>\"", "\"content\":\"<s>\\u0000\"", "\\u0000 (NUL) is not allowed"},
 	};
 	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
 		char *s = variant(v[i].from, v[i].to);
