@@ -1325,13 +1325,7 @@ int sb_encoder_load_checkpoint(struct sb_encoder *m, const char *path, struct sb
 {
 	struct sb_tensors ts;
 	sb_tensors_init(&ts);
-	char sidecar[4200];
-	snprintf(sidecar, sizeof sidecar, "%s.sha256", path);
-	if (sb_file_exists(sidecar)) {
-		char hex[SB_SHA256_HEX];
-		SB_TRY(sb_sidecar_verify(path, hex, err));
-	}
-	int rc = sb_st_read(path, &ts, err);
+	int rc = sb_st_read_checked(path, 0, NULL, &ts, err); /* against its sidecar when there is one */
 	if (!rc) {
 		rc = sb_encoder_from_tensors(m, &ts, 0, err);
 		if (rc)

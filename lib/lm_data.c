@@ -135,14 +135,8 @@ static int read_fetch_dir(struct sb_lm_corpus *c, const char *dir, const char *s
 	char path[4200];
 	snprintf(path, sizeof path, "%s/%s.safetensors", dir, split);
 	snprintf(c->path, sizeof c->path, "%s", path);
-	char side[4300];
-	snprintf(side, sizeof side, "%s.sha256", path);
-	if (sb_file_exists(side))
-		SB_TRY(sb_sidecar_verify(path, c->sha256, err));
-	else
-		SB_TRY(sb_sha256_file(path, c->sha256, NULL, err));
 	struct sb_tensors ts;
-	SB_TRY(sb_st_read(path, &ts, err));
+	SB_TRY(sb_st_read_checked(path, 0, c->sha256, &ts, err));
 	const char *fmt = sb_tensors_meta(&ts, "format"), *sp = sb_tensors_meta(&ts, "split");
 	const struct sb_tensor *t = sb_tensors_find(&ts, "bytes");
 	int rc = 0;

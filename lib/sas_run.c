@@ -172,15 +172,9 @@ static int read_test_part(const char *spec, struct sb_lm_corpus *c, struct sb_er
 		/* sb-fetch's corpus directory: DIR/test.safetensors */
 		char p[4200];
 		snprintf(p, sizeof p, "%s/test.safetensors", path);
-		char side[4300];
-		snprintf(side, sizeof side, "%s.sha256", p);
 		char sha[65];
-		if (sb_file_exists(side))
-			SB_TRY(sb_sidecar_verify(p, sha, err));
-		else
-			SB_TRY(sb_sha256_file(p, sha, NULL, err));
 		struct sb_tensors ts;
-		SB_TRY(sb_st_read(p, &ts, err));
+		SB_TRY(sb_st_read_checked(p, 0, sha, &ts, err));
 		const struct sb_tensor *t = sb_tensors_find(&ts, "bytes");
 		const char *fmt = sb_tensors_meta(&ts, "format"), *sp = sb_tensors_meta(&ts, "split");
 		int rc = 0;
@@ -519,16 +513,13 @@ int sb_sas_eval_run(struct sb_backend *be, const char *run_dir, struct sb_jw *ou
 	SB_TRY(read_done(run_dir, &done, err));
 	char mp[4600], sha[65];
 	snprintf(mp, sizeof mp, "%s/model.safetensors", run_dir);
-	rc = sb_sidecar_verify(mp, sha, err);
+	struct sb_tensors ts;
+	rc = sb_st_read_checked(mp, 1, sha, &ts, err);
 	if (!rc && strcmp(sha, sb_json_str(sb_json_get(done, "checkpoint_sha256"), "")))
 		rc = SB_ERR(err, SB_EDATA, "%s: SHA-256 %s is not the one train.ndjson recorded", mp, sha);
 	struct sb_sas_model *m = NULL;
-	struct sb_tensors ts;
-	sb_tensors_init(&ts);
 	if (!rc)
 		rc = sb_sas_model_new(be, &c.sc, NULL, &m, err);
-	if (!rc)
-		rc = sb_st_read(mp, &ts, err);
 	if (!rc) { /* the checkpoint names its cell (written by the training, sb_sas_train_cell) */
 		const char *mid = sb_tensors_meta(&ts, "cell_id");
 		if (!mid || strcmp(mid, c.cell_id))

@@ -416,9 +416,8 @@ static int load_selector(struct sb_sas_lm *x, const char *path, int block, const
 			 const char *cell_id, struct sb_err *err)
 {
 	char sha[65];
-	SB_TRY(sb_sidecar_verify(path, sha, err));
 	struct sb_tensors ts;
-	SB_TRY(sb_st_read(path, &ts, err));
+	SB_TRY(sb_st_read_checked(path, 1, sha, &ts, err));
 	const struct sb_tensor *t = sb_tensors_find(&ts, "selector");
 	size_t n;
 	float *p = sb_sas_lm_params(x, &n);

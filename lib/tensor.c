@@ -341,6 +341,27 @@ int sb_st_read(const char *path, struct sb_tensors *out, struct sb_err *err)
 	return rc;
 }
 
+int sb_st_read_checked(const char *path, int sidecar, char hex[65], struct sb_tensors *out, struct sb_err *err)
+{
+	sb_tensors_init(out);
+	char want[SB_SHA256_HEX], got[SB_SHA256_HEX], side[4200];
+	snprintf(side, sizeof side, "%s.sha256", path);
+	int check = sidecar || sb_file_exists(side);
+	if (check)
+		SB_TRY(sb_sidecar_read(path, want, err));
+	char *buf;
+	size_t n;
+	SB_TRY(sb_read_file(path, &buf, &n, 0, err));
+	sb_sha256_buf(buf, n, got);
+	int rc = check && strcmp(got, want)
+	             ? SB_ERR(err, SB_EDATA, "%s: SHA-256 mismatch: expected %s, actual %s", path, want, got)
+	             : sb_st_parse(buf, n, path, out, err);
+	free(buf);
+	if (!rc && hex)
+		memcpy(hex, got, SB_SHA256_HEX);
+	return rc;
+}
+
 /* ---------------------------------------------------------------- a mapped file that shrinks */
 
 /* When another process truncates a file that sb_st_map has mapped, the next touch of a page

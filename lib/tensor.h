@@ -55,6 +55,11 @@ const char *sb_tensors_meta(const struct sb_tensors *ts, const char *key); /* NU
 
 /* Read and validate a safetensors file. */
 int sb_st_read(const char *path, struct sb_tensors *out, struct sb_err *err);
+/* sb_st_read that also checks the file against its sidecar PATH.sha256 on the bytes it parses
+ * (one read: nothing can change between the check and the use). sidecar 1: the sidecar must
+ * exist; 0: it is checked when present. A mismatch is SB_EDATA "PATH: SHA-256 mismatch:
+ * expected X, actual Y". hex (may be NULL) receives the file's SHA-256. */
+int sb_st_read_checked(const char *path, int sidecar, char hex[65], struct sb_tensors *out, struct sb_err *err);
 /* Parse from memory (path is used in messages). */
 int sb_st_parse(const void *buf, size_t len, const char *path, struct sb_tensors *out, struct sb_err *err);
 /* Map a safetensors file read-only and validate it as sb_st_read does; the tensors borrow

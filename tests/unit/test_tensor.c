@@ -344,6 +344,42 @@ static void mapped_hash(void)
 	free(data);
 }
 
+/* sb_st_read_checked: one read, hashed and parsed; the sidecar required or when present */
+static void read_checked(void)
+{
+	const char *p = tpath("rt.safetensors");
+	char hex[SB_SHA256_HEX], got[SB_SHA256_HEX] = "", other[SB_SHA256_HEX];
+	struct sb_err err = {0};
+	struct sb_tensors ts;
+	SB_CHECK(sb_sha256_file(p, hex, NULL, &err) == 0, "hash rt.safetensors");
+	int rc = sb_st_read_checked(p, 0, got, &ts, &err);
+	SB_CHECK(rc == 0 && !strcmp(got, hex) && sb_tensors_find(&ts, "f32"),
+		 "no sidecar, not required: read, its SHA-256 returned (%s)", rc ? err.msg : got);
+	if (!rc)
+		sb_tensors_free(&ts);
+	char side[4200];
+	snprintf(side, sizeof side, "%s.sha256", p);
+	rc = sb_st_read_checked(p, 1, got, &ts, &err);
+	SB_CHECK(rc != 0 && strstr(err.msg, ".sha256"), "no sidecar, required: refused naming it (%s)", err.msg);
+	rc = sb_sidecar_write(p, hex, &err);
+	rc = rc ? rc : sb_st_read_checked(p, 1, got, &ts, &err);
+	SB_CHECK(rc == 0 && !strcmp(got, hex), "the right sidecar, required: read (%s)", rc ? err.msg : "ok");
+	if (!rc)
+		sb_tensors_free(&ts);
+	sb_sha256_buf("x", 1, other);
+	rc = sb_sidecar_write(p, other, &err);
+	char want[600];
+	snprintf(want, sizeof want, "%s: SHA-256 mismatch: expected %s, actual %s", p, other, hex);
+	for (int req = 0; req < 2; req++) {
+		rc = rc ? rc : sb_st_read_checked(p, req, got, &ts, &err);
+		SB_CHECK(rc == SB_EDATA && !strcmp(err.msg, want) && !ts.n,
+			 "another sidecar (%s): refused with the mismatch (rc %d: %s)", req ? "required" : "when present", rc,
+			 err.msg);
+		rc = 0;
+	}
+	unlink(side);
+}
+
 /* test_tensor --write PATH: write the file tests/sh/safetensors_python.sh checks in Python */
 static int write_for_python(const char *path)
 {
@@ -381,6 +417,7 @@ int main(int argc, char **argv)
 	python_written();
 	hostile();
 	mapped_hash();
+	read_checked();
 	sb_prog = "test_tensor"; /* the handler's line names the program */
 	mapped_truncated();
 	char cmd[512];
