@@ -923,6 +923,13 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 	for (int i = 0; i < e->m->n_params; i++)
 		np += e->m->params[i].numel;
 	sb_jw_kint(w, "parameter_count", (int64_t)np);
+	/* the layers the masks act on (the A layers; a hybrid's other mixers run unchanged) */
+	sb_jw_key(w, "masked_layers");
+	sb_jw_arr(w);
+	for (int l = 0; l < e->m->cfg.n_layer; l++)
+		if (e->m->cfg.pattern[l] == 'A')
+			sb_jw_int(w, l);
+	sb_jw_arr_end(w);
 	if (e->m->bf16) /* a BF16 checkpoint's Linear weights, kept so (same results, half the memory) */
 		sb_jw_kstr(w, "linear_weights", "bfloat16");
 	sb_jw_kint(w, "T", e->T);

@@ -62,10 +62,266 @@ static int cfg_bool(const struct sb_json *o, const char *name, const char *key, 
 	return 0;
 }
 
-int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_cfg *c, char *model_type, size_t cap,
-		    int *max_pos, int *sliding_window, struct sb_err *err)
+static int check_cfg(struct sb_lm_cfg *c, const char *name, struct sb_err *err)
+{
+	int rc = sb_lm_cfg_check(c, err);
+	if (rc && err) {
+		sb_err_prefix(err, "%s", name); /* its messages name no file */
+		err->code = SB_EDATA;
+	}
+	return rc;
+}
+
+/* ---------------------------------------------------------------- LFM2 */
+
+/* An optional field that must agree with one already read (a legacy alias or a
+ * restatement that transformers does not read): absent or null is fine. */
+static int lfm2_same_int(const struct sb_json *o, const char *name, const char *key, int want, const char *what,
+			 struct sb_err *err)
+{
+	const struct sb_json *v = sb_json_get(o, key);
+	if (!v || v->type == SB_JSON_NULL)
+		return 0;
+	if (v->type != SB_JSON_NUMBER || v->number != (double)want)
+		return SB_ERR(err, SB_EDATA, "%s: '%s' must equal %s (%d) when given", name, key, what, want);
+	return 0;
+}
+
+/* A boolean field whose only supported value is `want` (absent = supported). */
+static int lfm2_must_bool(const struct sb_json *o, const char *name, const char *key, int want, const char *why,
+			  struct sb_err *err)
+{
+	int b = want;
+	SB_TRY(cfg_bool(o, name, key, want, &b, err));
+	if (b != want)
+		return SB_ERR(err, SB_EDATA, "%s: '%s' is %s (%s)", name, key, b ? "true" : "false", why);
+	return 0;
+}
+
+/* RoPE's theta, which LFM2 configs spell three ways (transformers 4.54-4.57 read `theta`
+ * before `rope_theta`; later releases rope_parameters.rope_theta): all that are given must
+ * agree. The default is Lfm2Config's, 1e6. */
+static int lfm2_theta(const struct sb_json *o, const char *name, double *theta, struct sb_err *err)
+{
+	const struct sb_json *rp = sb_json_get(o, "rope_parameters");
+	if (rp && rp->type != SB_JSON_NULL && rp->type != SB_JSON_OBJECT)
+		return SB_ERR(err, SB_EDATA, "%s: rope_parameters must be null or an object", name);
+	const struct sb_json *per = rp && rp->type == SB_JSON_OBJECT ? sb_json_get(rp, "full_attention") : NULL;
+	if (per && per->type == SB_JSON_OBJECT) /* keyed by layer type: the attention layers' */
+		rp = per;
+	const struct sb_json *rs = sb_json_get(o, "rope_scaling");
+	if (rs && rs->type != SB_JSON_NULL && rs->type != SB_JSON_OBJECT)
+		return SB_ERR(err, SB_EDATA, "%s: rope_scaling must be null or an object", name);
+	const struct sb_json *typed[2] = {rp && rp->type == SB_JSON_OBJECT ? rp : NULL,
+					  rs && rs->type == SB_JSON_OBJECT ? rs : NULL};
+	const char *tname[2] = {"rope_parameters", "rope_scaling"};
+	for (int i = 0; i < 2; i++) {
+		if (!typed[i])
+			continue;
+		const char *ty = sb_json_str(sb_json_get(typed[i], "rope_type"),
+					     sb_json_str(sb_json_get(typed[i], "type"), "default"));
+		if (strcmp(ty, "default"))
+			return SB_ERR(err, SB_EDATA, "%s: %s type '%s' is not implemented for lfm2 (default only)", name,
+				      tname[i], ty);
+	}
+	const char *keys[3] = {"theta", "rope_theta", "rope_parameters.rope_theta"};
+	const struct sb_json *src[3] = {o, o, typed[0]};
+	const char *first = NULL;
+	*theta = 1000000.0;
+	for (int i = 0; i < 3; i++) {
+		if (!src[i])
+			continue;
+		const char *key = i == 2 ? "rope_theta" : keys[i];
+		const struct sb_json *v = sb_json_get(src[i], key);
+		if (!v || v->type == SB_JSON_NULL)
+			continue;
+		double t;
+		SB_TRY(cfg_num(src[i], name, key, 0, &t, err));
+		if (first && t != *theta)
+			return SB_ERR(err, SB_EDATA, "%s: '%s' %.17g disagrees with '%s' %.17g", name, keys[i], t, first,
+				      *theta);
+		if (!first)
+			first = keys[i];
+		*theta = t;
+	}
+	return 0;
+}
+
+/* The kind of each layer: layer_types ("conv" | "full_attention"), or the older
+ * full_attn_idxs; both given must agree; neither: every layer attention (Lfm2Config's
+ * default). */
+static int lfm2_layers(const struct sb_json *o, const char *name, int layers, char *pattern, struct sb_err *err)
+{
+	const struct sb_json *lt = sb_json_get(o, "layer_types"), *fi = sb_json_get(o, "full_attn_idxs");
+	if (lt && lt->type == SB_JSON_NULL)
+		lt = NULL;
+	if (fi && fi->type == SB_JSON_NULL)
+		fi = NULL;
+	memset(pattern, 'A', (size_t)layers);
+	pattern[layers] = 0;
+	if (lt) {
+		if (lt->type != SB_JSON_ARRAY || lt->n != (size_t)layers)
+			return SB_ERR(err, SB_EDATA, "%s: 'layer_types' must be an array of num_hidden_layers (%d) strings",
+				      name, layers);
+		for (int l = 0; l < layers; l++) {
+			const char *k = sb_json_str(lt->items[l], NULL);
+			if (k && !strcmp(k, "full_attention"))
+				pattern[l] = 'A';
+			else if (k && !strcmp(k, "conv"))
+				pattern[l] = 'C';
+			else
+				return SB_ERR(err, SB_EDATA,
+					      "%s: layer_types[%d] '%s' is not a layer kind read here (conv, full_attention)",
+					      name, l, k ? k : "(not a string)");
+		}
+	}
+	if (fi) {
+		char p2[SB_LM_MAX_LAYERS + 1];
+		memset(p2, 'C', (size_t)layers);
+		p2[layers] = 0;
+		if (fi->type != SB_JSON_ARRAY)
+			return SB_ERR(err, SB_EDATA, "%s: 'full_attn_idxs' must be an array of layer indices", name);
+		for (size_t i = 0; i < fi->n; i++) {
+			const struct sb_json *v = fi->items[i];
+			if (v->type != SB_JSON_NUMBER || v->number != floor(v->number) || v->number < 0 ||
+			    v->number >= layers)
+				return SB_ERR(err, SB_EDATA, "%s: full_attn_idxs[%zu] is not a layer index in [0, %d)", name,
+					      i, layers);
+			p2[(int)v->number] = 'A';
+		}
+		if (lt && strcmp(p2, pattern))
+			return SB_ERR(err, SB_EDATA, "%s: 'full_attn_idxs' (%s) disagrees with 'layer_types' (%s)", name, p2,
+				      pattern);
+		memcpy(pattern, p2, (size_t)layers + 1);
+	}
+	return 0;
+}
+
+/* The feed-forward width, as Lfm2MLP computes it. */
+static int lfm2_ffn(const struct sb_json *o, const char *name, int *F, char *rule, size_t cap, struct sb_err *err)
+{
+	int ff = 0, adjust = 1, mult_of = 256;
+	const char *src = sb_json_get(o, "block_ff_dim") && sb_json_get(o, "block_ff_dim")->type != SB_JSON_NULL
+				  ? "block_ff_dim"
+				  : "intermediate_size";
+	SB_TRY(cfg_int(o, name, src, 1, 1 << 20, -1, &ff, err));
+	SB_TRY(cfg_bool(o, name, "block_auto_adjust_ff_dim", 1, &adjust, err));
+	SB_TRY(cfg_int(o, name, "block_multiple_of", 1, 1 << 20, 256, &mult_of, err));
+	const struct sb_json *mv = sb_json_get(o, "block_ffn_dim_multiplier");
+	int has_mult = !mv || mv->type != SB_JSON_NULL; /* absent: 1.0; null: none */
+	double mult = 1.0;
+	if (mv && has_mult)
+		SB_TRY(cfg_num(o, name, "block_ffn_dim_multiplier", 1.0, &mult, err));
+	int n = snprintf(rule, cap, "%s %d", src, ff);
+	long f = ff;
+	if (adjust) {
+		f = (long)(2.0 * (double)ff / 3.0); /* Python's int(2 * F / 3): truncation of the double quotient */
+		n += snprintf(rule + n, cap - (size_t)n, ", block_auto_adjust_ff_dim: int(2*%d/3) = %ld", ff, f);
+		if (has_mult) {
+			double gd = mult * (double)f;
+			if (!(gd < (double)(1 << 20)))
+				return SB_ERR(err, SB_EDATA, "%s: block_ffn_dim_multiplier %g makes the feed-forward width %g",
+					      name, mult, gd);
+			long g = (long)gd;
+			long r = (g + mult_of - 1) / mult_of * (long)mult_of;
+			n += snprintf(rule + n, cap - (size_t)n,
+				      ", int(block_ffn_dim_multiplier %g * %ld) = %ld, rounded up to block_multiple_of %d = %ld",
+				      mult, f, g, mult_of, r);
+			f = r;
+		}
+	} else
+		snprintf(rule + n, cap - (size_t)n, ", block_auto_adjust_ff_dim false: taken as written");
+	if (f < 1 || f > 1 << 20)
+		return SB_ERR(err, SB_EDATA, "%s: the feed-forward width comes out as %ld (%s)", name, f, rule);
+	*F = (int)f;
+	return 0;
+}
+
+static int lfm2_config(const struct sb_json *o, const char *name, struct sb_lm_cfg *c, struct sb_lm_hf_info *info,
+		       struct sb_err *err)
+{
+	int layers = 0, heads = 0, tied = -1, tied2 = -1, cbias = 0;
+	double eps = 0, theta = 0, beps = 0;
+	SB_TRY(cfg_int(o, name, "vocab_size", 2, 1 << 20, -1, &c->vocab, err));
+	SB_TRY(cfg_int(o, name, "hidden_size", 2, 1 << 14, -1, &c->d, err));
+	SB_TRY(cfg_int(o, name, "num_hidden_layers", 1, SB_LM_MAX_LAYERS, -1, &layers, err));
+	SB_TRY(cfg_int(o, name, "num_attention_heads", 1, 1024, -1, &heads, err));
+	SB_TRY(cfg_int(o, name, "num_key_value_heads", 1, 1024, 8, &c->kv_heads, err)); /* Lfm2Config's default */
+	SB_TRY(cfg_int(o, name, "head_dim", 1, 1024, c->d % heads == 0 ? c->d / heads : -1, &c->head_dim, err));
+	SB_TRY(cfg_num(o, name, "norm_eps", 1e-5, &eps, err));
+	SB_TRY(cfg_int(o, name, "max_position_embeddings", 1, 1 << 24, 128000, &info->max_pos, err));
+	SB_TRY(cfg_int(o, name, "conv_L_cache", 1, 64, 3, &c->conv_k, err));
+	SB_TRY(cfg_bool(o, name, "conv_bias", 0, &cbias, err));
+	/* tie_embedding (the original key) is read before tie_word_embeddings, as Lfm2Config does;
+	 * both given must agree; neither: tied */
+	SB_TRY(cfg_bool(o, name, "tie_embedding", -1, &tied, err));
+	SB_TRY(cfg_bool(o, name, "tie_word_embeddings", -1, &tied2, err));
+	if (tied >= 0 && tied2 >= 0 && tied != tied2)
+		return SB_ERR(err, SB_EDATA, "%s: 'tie_embedding' disagrees with 'tie_word_embeddings'", name);
+	tied = tied >= 0 ? tied : tied2 >= 0 ? tied2 : 1;
+	SB_TRY(lfm2_theta(o, name, &theta, err));
+	SB_TRY(lfm2_layers(o, name, layers, c->pattern, err));
+	SB_TRY(lfm2_ffn(o, name, &c->ffn, info->ffn_rule, sizeof info->ffn_rule, err));
+	/* restatements of the above in the original LFM2 configs: read by no one, but an
+	 * architecture they describe otherwise is not the one built here */
+	SB_TRY(lfm2_must_bool(o, name, "block_use_swiglu", 1, "only the SwiGLU feed-forward is read", err));
+	SB_TRY(lfm2_must_bool(o, name, "use_pos_enc", 1, "the attention layers are read with RoPE", err));
+	SB_TRY(lfm2_same_int(o, name, "block_dim", c->d, "hidden_size", err));
+	SB_TRY(lfm2_same_int(o, name, "conv_dim", c->d, "hidden_size", err));
+	SB_TRY(lfm2_same_int(o, name, "conv_dim_out", c->d, "hidden_size", err));
+	SB_TRY(lfm2_same_int(o, name, "num_heads", heads, "num_attention_heads", err));
+	SB_TRY(lfm2_same_int(o, name, "num_layers", layers, "num_hidden_layers", err));
+	SB_TRY(cfg_num(o, name, "block_norm_eps", eps, &beps, err));
+	if ((float)beps != (float)eps)
+		return SB_ERR(err, SB_EDATA, "%s: 'block_norm_eps' %g must equal norm_eps %g when given", name, beps, eps);
+	c->norm_eps = (float)eps;
+	c->rope_theta = (float)theta;
+	if ((double)c->rope_theta != theta)
+		return SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g is not exactly a float", name, theta);
+	c->heads = heads;
+	c->conv_gate = 1;
+	c->conv_bias = cbias;
+	c->qk_norm = 1;
+	c->swiglu = 1;
+	c->rmsnorm = 1;
+	c->pos = SB_LM_POS_ROPE;
+	c->tied = tied;
+	c->max_T = info->max_pos;
+	return check_cfg(c, name, err);
+}
+
+void sb_lm_lfm2_name(const char *ours, char *out, size_t cap)
+{
+	static const char *const map[][2] = {
+		{"input_layernorm.weight", "operator_norm.weight"},
+		{"post_attention_layernorm.weight", "ffn_norm.weight"},
+		{"self_attn.o_proj.weight", "self_attn.out_proj.weight"},
+		{"self_attn.q_norm.weight", "self_attn.q_layernorm.weight"},
+		{"self_attn.k_norm.weight", "self_attn.k_layernorm.weight"},
+		{"mlp.gate_proj.weight", "feed_forward.w1.weight"},
+		{"mlp.up_proj.weight", "feed_forward.w3.weight"},
+		{"mlp.down_proj.weight", "feed_forward.w2.weight"},
+	};
+	if (!strcmp(ours, "model.norm.weight")) {
+		snprintf(out, cap, "model.embedding_norm.weight");
+		return;
+	}
+	int l, at = 0;
+	if (sscanf(ours, "model.layers.%d.%n", &l, &at) == 1 && at > 0)
+		for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+			if (!strcmp(ours + at, map[i][0])) {
+				snprintf(out, cap, "model.layers.%d.%s", l, map[i][1]);
+				return;
+			}
+	snprintf(out, cap, "%s", ours);
+}
+
+int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_cfg *c, struct sb_lm_hf_info *info,
+		    struct sb_err *err)
 {
 	struct sb_json *o;
+	memset(info, 0, sizeof *info);
+	int *max_pos = &info->max_pos, *sliding_window = &info->sliding_window;
 	if (sb_json_parse(json, n, &o, err)) {
 		sb_err_prefix(err, "%s", name);
 		return SB_EDATA;
@@ -78,12 +334,14 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	const char *mt = sb_json_str(sb_json_get(o, "model_type"), "");
 	int mistral = !strcmp(mt, "mistral");
 	int llama = !strcmp(mt, "llama") || mistral, qwen2 = !strcmp(mt, "qwen2"), qwen3 = !strcmp(mt, "qwen3");
-	if (!llama && !qwen2 && !qwen3) {
+	info->lfm2 = !strcmp(mt, "lfm2");
+	if (!llama && !qwen2 && !qwen3 && !info->lfm2) {
 		rc = SB_ERR(err, SB_EDATA,
-			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, qwen2, qwen3)", name, mt);
+			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, qwen2, qwen3, lfm2)",
+			    name, mt);
 		goto out;
 	}
-	snprintf(model_type, cap, "%s", mt);
+	snprintf(info->model_type, sizeof info->model_type, "%s", mt);
 	const struct sb_json *arch = sb_json_get(o, "architectures");
 	if (arch && arch->type == SB_JSON_ARRAY)
 		for (size_t i = 0; i < arch->n && !rc; i++) {
@@ -96,6 +354,11 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	if (!rc && strcmp(act, "silu"))
 		rc = SB_ERR(err, SB_EDATA, "%s: hidden_act '%s' (only silu, SwiGLU)", name, act);
 	sb_lm_cfg_default(c);
+	if (info->lfm2) {
+		if (!rc)
+			rc = lfm2_config(o, name, c, info, err);
+		goto out;
+	}
 	int layers = 0, heads = 0, bias_attn = 0, bias_mlp = 0, tied = 0, sliding = 0;
 	double eps = 0, theta = 0;
 	if (!rc)
@@ -182,10 +445,8 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	c->bias = bias_mlp;
 	c->qk_norm = qwen3;
 	c->max_T = *max_pos;
-	if (!rc && (rc = sb_lm_cfg_check(c, err)) && err) {
-		sb_err_prefix(err, "%s", name); /* its messages name no file */
-		err->code = SB_EDATA;
-	}
+	if (!rc)
+		rc = check_cfg(c, name, err);
 out:
 	sb_json_free(o);
 	return rc ? SB_EDATA : 0;
@@ -330,12 +591,22 @@ static int same_shape(const struct sb_tensor *t, const struct sb_lm_param *p)
 	return 1;
 }
 
+static void shape_str(int ndim, const int64_t *shape, char *out, size_t cap)
+{
+	int n = snprintf(out, cap, "[");
+	for (int k = 0; k < ndim && n > 0 && (size_t)n < cap; k++)
+		n += snprintf(out + n, cap - (size_t)n, "%s%lld", k ? ", " : "", (long long)shape[k]);
+	if (n > 0 && (size_t)n < cap)
+		snprintf(out + n, cap - (size_t)n, "]");
+}
+
 int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_import_opts *o, struct sb_lm_cell *cell,
 		 char *run_dir, int *existed, struct sb_err *err)
 {
 	*existed = 0;
-	char path[4600], mt[32];
-	int max_pos = 0, window = 0, rc = 0;
+	char path[4600];
+	struct sb_lm_hf_info info;
+	int rc = 0;
 	struct src_file cfg_f, tok_f = {{0}, {0}, 0};
 	/* config */
 	snprintf(path, sizeof path, "%s/config.json", hf_dir);
@@ -343,7 +614,9 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 	size_t n;
 	SB_TRY(sb_read_file(path, &buf, &n, 16u << 20, err));
 	sb_lm_cell_defaults(cell);
-	rc = sb_lm_hf_config(buf, n, path, &cell->model, mt, sizeof mt, &max_pos, &window, err);
+	rc = sb_lm_hf_config(buf, n, path, &cell->model, &info, err);
+	const char *mt = info.model_type;
+	int max_pos = info.max_pos, window = info.sliding_window;
 	free(buf);
 	if (rc)
 		return rc;
@@ -379,6 +652,7 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 	/* the shards are mapped, not read: `out` borrows their tensors until it is written */
 	struct sb_st_map *map = calloc((size_t)nf, sizeof *map);
 	struct sb_lm_param *params = NULL;
+	char(*src)[80] = NULL; /* the checkpoint's name of each parameter */
 	int np = 0;
 	size_t nfl = 0;
 	struct sb_tensors out;
@@ -441,25 +715,35 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			goto done;
 		}
 	}
-	/* every tensor of the layout, and nothing else */
+	/* every tensor of the layout, and nothing else; LFM2's names are mapped onto ours (the
+	 * run's checkpoint holds the toolkit's names) */
 	if (!rc)
 		rc = sb_lm_param_table(&cell->model, &params, &np, &nfl, err);
+	if (!rc && !(src = calloc((size_t)np + 1, sizeof *src)))
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	for (int i = 0; i < np && !rc; i++) {
+		if (info.lfm2)
+			sb_lm_lfm2_name(params[i].name, src[i], sizeof src[i]);
+		else
+			snprintf(src[i], sizeof src[i], "%s", params[i].name);
 		const struct sb_tensor *t = NULL;
 		for (int s = 0; s < nf && !t; s++)
-			t = sb_tensors_find(&shard[s], params[i].name);
+			t = sb_tensors_find(&shard[s], src[i]);
 		if (!t)
-			rc = SB_ERR(err, SB_EDATA, "%s: the checkpoint lacks tensor '%s' (model_type %s)", hf_dir,
-				    params[i].name, mt);
+			rc = SB_ERR(err, SB_EDATA, "%s: the checkpoint lacks tensor '%s' (model_type %s)", hf_dir, src[i],
+				    mt);
 		else if (t->dtype != SB_F32 && t->dtype != SB_BF16 && t->dtype != SB_F16)
-			rc = SB_ERR(err, SB_EDATA, "%s: tensor '%s' is not F32, BF16 or F16", hf_dir, params[i].name);
-		else if (!same_shape(t, &params[i]))
-			rc = SB_ERR(err, SB_EDATA,
-				    "%s: checkpoint tensor '%s' has another shape: [%lld, %lld] in the file, "
-				    "[%lld, %lld] from config.json",
-				    hf_dir, params[i].name, (long long)t->shape[0], (long long)(t->ndim > 1 ? t->shape[1] : 1),
-				    (long long)params[i].shape[0], (long long)(params[i].ndim > 1 ? params[i].shape[1] : 1));
-		else
+			rc = SB_ERR(err, SB_EDATA, "%s: tensor '%s' is not F32, BF16 or F16", hf_dir, src[i]);
+		else if (!same_shape(t, &params[i])) {
+			char a[96], b[96];
+			shape_str(t->ndim, t->shape, a, sizeof a);
+			shape_str(params[i].ndim, params[i].shape, b, sizeof b);
+			/* LFM2's feed-forward width is derived (lfm2_ffn): say how */
+			int ffn = info.ffn_rule[0] && strstr(params[i].name, ".mlp.");
+			rc = SB_ERR(err, SB_EDATA, "%s: checkpoint tensor '%s' has another shape: %s in the file, %s from config.json%s%s%s",
+				    hf_dir, src[i], a, b, ffn ? " (feed-forward width: " : "", ffn ? info.ffn_rule : "",
+				    ffn ? ")" : "");
+		} else
 			rc = sb_tensors_add(&out, params[i].name, t->dtype, t->ndim, t->shape, t->data, 1, err);
 	}
 	for (int s = 0; s < nf && !rc; s++)
@@ -467,7 +751,7 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			const char *nm = shard[s].t[j].name;
 			int known = skippable(nm, &cell->model);
 			for (int i = 0; i < np && !known; i++)
-				known = !strcmp(params[i].name, nm);
+				known = !strcmp(src[i], nm);
 			if (!known)
 				rc = SB_ERR(err, SB_EDATA, "%s/%s: tensor '%s' is not part of the %s layout read here", hf_dir,
 					    files[s], nm, mt);
@@ -515,5 +799,6 @@ done:
 	free(wf);
 	free(files);
 	free(params);
+	free(src);
 	return rc;
 }

@@ -1,6 +1,6 @@
-/* lm_import.h — a pretrained decoder of the Llama/Qwen family (PROTOCOL C(b)) from a
- * Hugging Face model directory into a run directory that the LM evaluation reads
- * like a trained one (`sb-lm import`, docs/lm.md).
+/* lm_import.h — a pretrained decoder of the Llama/Qwen family, or Liquid AI's hybrid LFM2
+ * (PROTOCOL C(b)), from a Hugging Face model directory into a run directory that the LM
+ * evaluation reads like a trained one (`sb-lm import`, docs/lm.md).
  *
  * The directory holds config.json, the weights (model.safetensors, or the shards that
  * model.safetensors.index.json names) and, for text, tokenizer.json. Read:
@@ -17,8 +17,23 @@
  * not know (rotary inv_freq buffers and a tied model's lm_head copy are skipped), a
  * missing tensor or one of another shape, dtypes other than F32/BF16/F16.
  *
- * Every layer is a full-attention layer ('A'): all of them are masked (a pretrained
- * hybrid's other mixers are not among these layouts). The weights keep their dtype in
+ * lfm2 (Lfm2ForCausalLM, transformers >= 4.54): a hybrid. The layers that layer_types
+ * (or, in older configs, full_attn_idxs) names "full_attention" are GQA attention with
+ * per-head q/k RMSNorm and RoPE ('A'); the "conv" layers are its gated short
+ * convolution ('C' with conv_gate 1: in_proj d -> 3d giving (B, C, x), y = C *
+ * conv_{conv_L_cache}(B * x), out_proj; conv_bias puts biases on the three). norm_eps,
+ * rope_theta (or theta, or rope_parameters.rope_theta; 1e6), tie_word_embeddings (or
+ * tie_embedding; true), max_position_embeddings (128000). The feed-forward width follows
+ * transformers' rule: block_ff_dim (else intermediate_size); with block_auto_adjust_ff_dim
+ * (true) int(2 F / 3), then with a block_ffn_dim_multiplier (1.0) int(multiplier F) rounded
+ * up to block_multiple_of (256); the weights must have that width. Refused, naming the
+ * field: another layer kind, layer_types and full_attn_idxs that disagree, block_use_swiglu
+ * or use_pos_enc false, block_dim / conv_dim / conv_dim_out other than hidden_size,
+ * num_heads other than num_attention_heads, block_norm_eps other than norm_eps, rope types
+ * other than default.
+ *
+ * The masks act on the 'A' layers only: every layer of the Llama/Qwen layouts, LFM2's
+ * full-attention layers (its convolutions run unchanged). The weights keep their dtype in
  * RUN_DIR/model.safetensors (widened to float when loaded); the cell's "source" holds
  * the model type and the SHA-256 and size of every file read, and "tokenizer" the copy
  * of tokenizer.json in the run directory. Memory: the weight files are mapped read-only
@@ -43,11 +58,26 @@ struct sb_lm_import_opts {
 	char haystack[64];     /* the retrieval probes' essay corpus ("" = the first) */
 };
 
+/* What a config.json says besides the model configuration. */
+struct sb_lm_hf_info {
+	char model_type[32];
+	int lfm2;            /* LFM2's tensor names (mapped onto the toolkit's when imported) */
+	int max_pos;         /* max_position_embeddings */
+	int sliding_window;  /* Mistral's (0 = none) */
+	char ffn_rule[320];  /* LFM2: how the feed-forward width follows from the config ("" otherwise) */
+};
+
 /* A Hugging Face config.json (text json[n], named `name` in messages) as a model
- * configuration; model_type (cap bytes), max_position_embeddings and Mistral's
- * sliding_window (0 = none) are returned too. */
-int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_cfg *cfg, char *model_type,
-		    size_t cap, int *max_pos, int *sliding_window, struct sb_err *err);
+ * configuration, and *info. */
+int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_cfg *cfg, struct sb_lm_hf_info *info,
+		    struct sb_err *err);
+
+/* LFM2's name of the toolkit's tensor `ours` (the same for the tensors whose names agree):
+ * operator_norm, ffn_norm, self_attn.out_proj, self_attn.{q,k}_layernorm,
+ * feed_forward.w1 / w3 / w2 and model.embedding_norm for input_layernorm,
+ * post_attention_layernorm, self_attn.o_proj, self_attn.{q,k}_norm, mlp.gate_proj / up_proj /
+ * down_proj and model.norm. */
+void sb_lm_lfm2_name(const char *ours, char *out, size_t cap);
 
 /* The distinct weight files named by a model.safetensors.index.json (text json[n], named
  * `name` in messages), in order of first appearance in its weight_map: *files (malloc'd,

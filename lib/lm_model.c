@@ -71,8 +71,10 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 		return SB_ERR(err, SB_EUSAGE, "model: conv_k %d out of 1..64", c->conv_k);
 	if (c->ffn < 0 || c->max_T < 1 || !(c->norm_eps > 0) || !(c->init_std > 0) || !(c->rope_theta > 1))
 		return SB_ERR(err, SB_EUSAGE, "model: bad ffn, max_T, norm_eps, init_std or rope_theta");
-	if (c->attn_bias < 0 || c->attn_bias > 2 || c->qk_norm < 0 || c->qk_norm > 1)
-		return SB_ERR(err, SB_EUSAGE, "model: attn_bias is 0, 1 (q/k/v/o) or 2 (q/k/v); qk_norm 0 or 1");
+	if (c->attn_bias < 0 || c->attn_bias > 2 || c->qk_norm < 0 || c->qk_norm > 1 || c->conv_bias < 0 ||
+	    c->conv_bias > 1)
+		return SB_ERR(err, SB_EUSAGE,
+			      "model: attn_bias is 0, 1 (q/k/v/o) or 2 (q/k/v); qk_norm and conv_bias 0 or 1");
 	if (c->rope_scaling < 0 || c->rope_scaling > 1)
 		return SB_ERR(err, SB_EUSAGE, "model: rope_scaling is none or llama3");
 	if (c->rope_scaling && (!(c->rope_factor >= 1) || !(c->rope_low_freq > 0) ||
@@ -112,6 +114,7 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	INT_FIELD(ffn)
 	INT_FIELD(bias)
 	INT_FIELD(attn_bias)
+	INT_FIELD(conv_bias)
 	INT_FIELD(qk_norm)
 	INT_FIELD(tied)
 	INT_FIELD(rope_orig_max)
@@ -228,6 +231,8 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 	/* the fields of pretrained layouts only when used (cells of the trained models keep their ids) */
 	if (c->qk_norm)
 		sb_jw_kint(w, "qk_norm", c->qk_norm);
+	if (c->conv_bias)
+		sb_jw_kint(w, "conv_bias", c->conv_bias);
 	if (c->rope_scaling) {
 		sb_jw_kstr(w, "rope_scaling", "llama3");
 		sb_jw_kf32(w, "rope_factor", c->rope_factor);
@@ -317,15 +322,15 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 				tadd(&t, NM("self_attn.k_norm.weight"), 1, c->head_dim, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
 			}
 		} else {
-			int gi = c->conv_gate ? 3 : 1;
+			int gi = c->conv_gate ? 3 : 1, cbias = c->bias || c->conv_bias;
 			tadd(&t, NM("conv.in_proj.weight"), 2, gi * d, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
-			if (c->bias)
+			if (cbias)
 				tadd(&t, NM("conv.in_proj.bias"), 1, gi * d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
 			tadd(&t, NM("conv.conv.weight"), 3, d, 1, c->conv_k, SB_LM_INIT_UNIFORM, cb, 1, 0);
-			if (c->bias)
+			if (cbias)
 				tadd(&t, NM("conv.conv.bias"), 1, d, 0, 0, SB_LM_INIT_UNIFORM, cb, 0, 0);
 			tadd(&t, NM("conv.out_proj.weight"), 2, d, d, 0, SB_LM_INIT_NORMAL, ostd, 1, 1);
-			if (c->bias)
+			if (cbias)
 				tadd(&t, NM("conv.out_proj.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
 		}
 		if (F > 0) {

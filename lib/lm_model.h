@@ -19,15 +19,17 @@
  *     MLP  GELU: down(gelu(up x));  SwiGLU: down(silu(gate x) * up x).
  *   logits = lm_head(Norm_f(x)), lm_head tied to embed_tokens or not.
  *   Norm is LayerNorm (weight and bias) or RMSNorm (weight), eps norm_eps.
- *   `bias` adds biases to the MLP and conv projections and the conv, `attn_bias`
- *   to the q/k/v/o projections of A and L layers (Qwen2 has q/k/v biases).
+ *   `bias` adds biases to the MLP and conv projections and the conv, `conv_bias` to
+ *   the conv projections and the conv alone (LFM2), `attn_bias` to the q/k/v/o
+ *   projections of A and L layers (Qwen2 has q/k/v biases).
  *
  * Parameter names follow the Llama/Qwen safetensors layout where one exists
  * (model.embed_tokens.weight, model.layers.N.self_attn.q_proj.weight,
  * .input_layernorm, .post_attention_layernorm, .mlp.{gate,up,down}_proj,
  * model.norm.weight, lm_head.weight), so a pretrained checkpoint maps onto the
- * table by name; conv and linear-attention layers use model.layers.N.conv.* and
- * model.layers.N.linear_attn.*.
+ * table by name; conv and linear-attention layers use model.layers.N.conv.* (LFM2's
+ * names: in_proj, conv, out_proj) and model.layers.N.linear_attn.*. LFM2's other
+ * names are mapped when it is imported (lib/lm_import.h, sb_lm_lfm2_name).
  *
  * Initialisation (drawn from SB_RNG_INIT, stream = FNV-1a-64 of the tensor name,
  * elements in row-major order): Linear weights and embeddings N(0, init_std^2);
@@ -75,7 +77,9 @@ struct sb_lm_cfg {
 	float norm_eps; /* 1e-5 */
 	int bias;
 	int attn_bias;  /* 0 none, 1 q/k/v/o, 2 q/k/v only (Qwen2) */
-	int qk_norm;    /* RMSNorm of every query and key head (weight [head_dim]) before RoPE (Qwen3) */
+	int qk_norm;    /* RMSNorm of every query and key head (weight [head_dim]) before RoPE (Qwen3, LFM2) */
+	int conv_bias;  /* biases on the C layers' in_proj, conv and out_proj alone (LFM2's conv_bias;
+	                 * `bias` puts them there and on the MLP) */
 	int tied;
 	enum sb_lm_pos pos;
 	float rope_theta; /* 10000 */

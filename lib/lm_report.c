@@ -181,16 +181,40 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 	int tokens = !strcmp(str(setup, "units"), "tokens");
 	const char *unit = tokens ? "token" : "byte";
 	const struct sb_json *source = sb_json_get(setup, "source");
-	if (source)
+	if (source) {
+		/* which layers the masks act on: every layer of the Llama/Qwen layouts; a hybrid's
+		 * (LFM2's) attention layers, its convolutions unchanged */
+		const char *pat = str(model, "pattern");
+		struct buf la = {0}, lc = {0};
+		int nA = 0, nC = 0;
+		for (int l = 0; pat[l]; l++) {
+			if (pat[l] == 'A')
+				bprintf(&la, "%s%d", nA++ ? ", " : "", l);
+			else
+				bprintf(&lc, "%s%d", nC++ ? ", " : "", l);
+		}
+		char layers[320]; /* the pattern has at most SB_LM_MAX_LAYERS (128) letters */
+		if (!nC)
+			snprintf(layers, sizeof layers, "every layer is full attention, every layer is masked");
+		else
+			snprintf(layers, sizeof layers, "a hybrid, layers `%s`: A = full attention, C = gated short convolution",
+				 pat);
 		bprintf(&md,
-			"Model: a pretrained `%s` decoder imported by `sb-lm import` (PROTOCOL C(b); every layer is full "
-			"attention, every layer is masked), %.0f layers, d = %.0f, %.0f heads of %.0f (kv heads %.0f), ffn "
-			"%.0f; %.0f parameters; vocabulary %.0f, text encoded by its tokenizer `%s`; context T = %.0f tokens. "
-			"Files read (SHA-256): ",
-			str(source, "model_type"), num(model, "n_layer"), num(model, "d"), num(model, "heads"),
+			"Model: a pretrained `%s` decoder imported by `sb-lm import` (PROTOCOL C(b); %s), %.0f layers, d = "
+			"%.0f, %.0f heads of %.0f (kv heads %.0f), ffn %.0f; %.0f parameters; vocabulary %.0f, text encoded "
+			"by its tokenizer `%s`; context T = %.0f tokens. ",
+			str(source, "model_type"), layers, num(model, "n_layer"), num(model, "d"), num(model, "heads"),
 			num(model, "head_dim"), num(model, "kv_heads"), num(model, "ffn"), num(setup, "parameter_count"),
 			num(model, "vocab"), str(setup, "tokenizer"), num(setup, "T"));
-	else
+		if (nC)
+			bprintf(&md,
+				"The masks act on the %d attention layers (%s) only; the %d convolution layers (%s) run "
+				"unchanged under every mask. ",
+				nA, la.p ? la.p : "none", nC, lc.p ? lc.p : "");
+		bprintf(&md, "Files read (SHA-256): ");
+		free(la.p);
+		free(lc.p);
+	} else
 		bprintf(&md,
 			"Model: hybrid decoder `%s` (A = full attention, C = %s causal depthwise short convolution, L = "
 			"linear attention), d = %.0f, %.0f heads of %.0f (kv heads %.0f), ffn %.0f, %s, %s, positions %s; %.0f "

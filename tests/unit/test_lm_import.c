@@ -1,8 +1,10 @@
-/* test_lm_import.c — pretrained Llama/Qwen decoders (PROTOCOL C(b)): sb_lm_import of the
- * tiny Hugging Face directories in tests/fixtures/hf (gen.py), then the cached path's
- * logits against the logits transformers computed for the same ids (Qwen3: gen.py's
- * torch transcription, itself checked against transformers' Llama and Qwen2); prefill
- * against token-by-token decoding; the run directory and its cell; refusals. */
+/* test_lm_import.c — pretrained Llama/Qwen decoders and the hybrid LFM2 (PROTOCOL C(b)):
+ * sb_lm_import of the tiny Hugging Face directories in tests/fixtures/hf (gen.py), then the
+ * cached path's logits against the logits transformers computed for the same ids (Qwen3:
+ * gen.py's torch transcription, itself checked against transformers' Llama and Qwen2; LFM2:
+ * transformers 4.57's own Lfm2ForCausalLM); prefill against token-by-token and chunked
+ * decoding; on LFM2, masks acting on its attention layers only; the run directory and its
+ * cell; refusals. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include "io.h"
 #include "json.h"
 #include "lm_import.h"
+#include "lm_mask.h"
 #include "lm_model.h"
 #include "lm_train.h"
 #include "tensor.h"
@@ -44,9 +47,58 @@ static void put(const char *path, const char *text)
 
 /* Tolerance of the logits: our products and norms run in float32 (FMA chains in a fixed
  * order), transformers' in float32 with its own order; RoPE angles are computed in double
- * here and in float32 there (at positions < 48 that differs by < 48 * 2^-24 rad). The
- * logits are O(3); the differences seen are 1.5e-6 to 3.2e-6 (printed); 2e-5 is ~6x that. */
+ * here and in float32 there (at positions < 70 that differs by < 70 * 2^-24 rad). The
+ * logits are O(3); the differences seen are 1.5e-6 to 3.6e-6 (printed), 7.9e-6 for the
+ * five-layer LFM2 over 70 positions (transformers' own logits there are 6.5e-6 from gen.py's
+ * float64 transcription); 2e-5 is 2.5x the largest. */
 #define LOGIT_ATOL 2e-5
+
+/* A hybrid (LFM2): under a mask, decoding equals the prefill bit for bit, the mask changes
+ * the logits past its budget, and it acts on the attention layers alone (the conv layers'
+ * observation entries stay untouched; every A layer keeps fewer pairs than causal). */
+static void check_hybrid_masks(struct sb_lm_model *m, struct sb_lm_cache *c, const int32_t *ids, int T,
+			       const float *dense, const char *name)
+{
+	const char *specs[] = {"recipe:s=2,w=4,k=4", "struct_random:s=2,w=4,k=4", "h2o:s=2,w=4,k=4"};
+	int L = m->cfg.n_layer, V = m->cfg.vocab;
+	struct sb_ctx *ctx = sb_be_main(m->be);
+	float *full = malloc((size_t)T * V * sizeof *full), *step = malloc((size_t)T * V * sizeof *step);
+	struct sb_lm_attn_obs *obs = calloc((size_t)L, sizeof *obs);
+	struct sb_err err = {0};
+	for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+		struct sb_lm_mask mk;
+		int rc = sb_lm_mask_parse(specs[i], &mk, &err);
+		memset(obs, 0, (size_t)L * sizeof *obs);
+		sb_lm_cache_reset(c, 7);
+		if (!rc)
+			rc = sb_lm_forward_cached_ids(ctx, m, c, ids, T, &mk, full, 1, obs, &err);
+		sb_lm_cache_reset(c, 7);
+		for (int t = 0; t < T && !rc; t++)
+			rc = sb_lm_forward_cached_ids(ctx, m, c, ids + t, 1, &mk, step + (size_t)t * V, 0, NULL, &err);
+		SB_CHECK(!rc && !memcmp(step, full, (size_t)T * V * sizeof *step),
+			 "%s %s: token-by-token decoding gives the prefill's logits bit for bit (%s)", name, specs[i],
+			 rc ? err.msg : "compared");
+		/* rows 0..10 hold every causal key (2 + 4 + 4 = 10 >= t + 1): dense there, changed later */
+		size_t head = (size_t)10 * V, all = (size_t)T * V;
+		SB_CHECK(!rc && !memcmp(full, dense, head * sizeof *full) &&
+				 memcmp(full + head, dense + head, (all - head) * sizeof *full),
+			 "%s %s: the logits equal dense's within the budget and differ past it", name, specs[i]);
+		int where = 1, nA = 0;
+		for (int l = 0; l < L; l++) {
+			if (m->cfg.pattern[l] == 'A') {
+				nA++;
+				where &= obs[l].causal > 0 && obs[l].kept > 0 && obs[l].kept < obs[l].causal;
+			} else
+				where &= obs[l].causal == 0 && obs[l].kept == 0 && obs[l].rows == 0;
+		}
+		SB_CHECK(!rc && where && nA > 0,
+			 "%s %s: the mask acts on the %d attention layers of '%s' only (conv layers unobserved)", name,
+			 specs[i], nA, m->cfg.pattern);
+	}
+	free(full);
+	free(step);
+	free(obs);
+}
 
 static void check_model(struct sb_backend *be, const char *name)
 {
@@ -64,7 +116,9 @@ static void check_model(struct sb_backend *be, const char *name)
 	int rc = sb_lm_import(dir, runs, &o, &cell, run_dir, &existed, &err);
 	if (!SB_CHECK(rc == 0 && existed == 0, "%s: imported (%s)", name, rc ? err.msg : run_dir))
 		return;
-	SB_CHECK(!strncmp(cell.cell_id, "lm.pretrained.L2.d32.", 21), "%s: cell id %s", name, cell.cell_id);
+	char want_id[64];
+	snprintf(want_id, sizeof want_id, "lm.pretrained.L%d.d32.", cell.model.n_layer);
+	SB_CHECK(!strncmp(cell.cell_id, want_id, strlen(want_id)), "%s: cell id %s", name, cell.cell_id);
 	/* the run opens as an LM run: cell.json, checkpoint hash and cell id */
 	struct sb_lm_cell c2;
 	struct sb_lm_model *m = NULL;
@@ -138,10 +192,22 @@ static void check_model(struct sb_backend *be, const char *name)
 		same = !rc && !memcmp(step, got + (size_t)t * V, (size_t)V * sizeof *step);
 	}
 	SB_CHECK(same, "%s: %d single-token steps give the prefill's logits bit for bit", name, T);
+	/* a prefill in chunks of 5 (a conv layer's history carried across chunks): the same bits */
+	sb_lm_cache_reset(c, 0);
+	float *chunk = malloc((size_t)T * V * sizeof *chunk);
+	rc = 0;
+	for (int t = 0; t < T && !rc; t += 5)
+		rc = sb_lm_forward_cached_ids(ctx, m, c, ids + t, T - t < 5 ? T - t : 5, NULL, chunk + (size_t)t * V, 1,
+					      NULL, &err);
+	SB_CHECK(!rc && !memcmp(chunk, got, (size_t)T * V * sizeof *chunk),
+		 "%s: a prefill in chunks of 5 gives the whole prefill's logits bit for bit", name);
+	free(chunk);
+	if (strchr(m->cfg.pattern, 'C'))
+		check_hybrid_masks(m, c, ids, T, got, name);
 	/* a BF16 checkpoint is evaluated from packed bfloat16 weights (half the memory), with the
 	 * bits of the same model in float: open the checkpoint again as a float model */
 	int want16 = !strcmp(name, "llama_bf16") || !strcmp(name, "qwen3") || !strcmp(name, "qwen2_tok") ||
-		     !strcmp(name, "mistral");
+		     !strcmp(name, "mistral") || !strcmp(name, "lfm2");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -251,6 +317,198 @@ static char *cfg_with(const char *base, const char *from, const char *to)
 	return out;
 }
 
+/* LFM2: the layout read from each fixture's config */
+static void check_lfm2_layout(void)
+{
+	static const struct {
+		const char *name, *pattern;
+		int ffn, conv_k, conv_bias, tied, heads, kv_heads, head_dim;
+		float theta;
+	} want[] = {{"lfm2", "CCACA", 48, 3, 0, 1, 4, 2, 8, 1e6f}, {"lfm2_bias", "CACA", 48, 4, 1, 0, 4, 4, 16, 1e4f}};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		char path[4700], *buf;
+		size_t n;
+		struct sb_err err = {0};
+		struct sb_lm_cfg c;
+		struct sb_lm_hf_info info;
+		snprintf(path, sizeof path, "%s/tests/fixtures/hf/%s/config.json", top, want[i].name);
+		int rc = sb_read_file(path, &buf, &n, 0, &err);
+		if (!rc) {
+			rc = sb_lm_hf_config(buf, n, path, &c, &info, &err);
+			free(buf);
+		}
+		SB_CHECK(!rc && info.lfm2 && !strcmp(c.pattern, want[i].pattern) && c.ffn == want[i].ffn &&
+				 c.conv_k == want[i].conv_k && c.conv_gate == 1 && c.conv_bias == want[i].conv_bias &&
+				 c.bias == 0 && c.attn_bias == 0 && c.qk_norm == 1 && c.tied == want[i].tied &&
+				 c.heads == want[i].heads && c.kv_heads == want[i].kv_heads &&
+				 c.head_dim == want[i].head_dim && c.rope_theta == want[i].theta && c.rmsnorm && c.swiglu &&
+				 c.pos == SB_LM_POS_ROPE && c.norm_eps == 1e-5f,
+			 "%s: config read as pattern %s (want %s), ffn %d (want %d), conv_k %d, conv_bias %d, tied %d, "
+			 "heads %d/%d of %d, theta %g (%s)",
+			 want[i].name, rc ? "?" : c.pattern, want[i].pattern, rc ? -1 : c.ffn, want[i].ffn, c.conv_k,
+			 c.conv_bias, c.tied, c.heads, c.kv_heads, c.head_dim, (double)c.rope_theta,
+			 rc ? err.msg : info.ffn_rule);
+	}
+}
+
+/* LFM2 configs refused (naming the field) or accepted, on copies of the fixtures */
+static void check_lfm2_refusals(struct sb_backend *be)
+{
+	char path[4700], *base, *bias;
+	size_t n;
+	struct sb_err err = {0};
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/lfm2/config.json", top);
+	if (sb_read_file(path, &base, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		return;
+	}
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/lfm2_bias/config.json", top);
+	if (sb_read_file(path, &bias, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		free(base);
+		return;
+	}
+	static char b2[8192];
+	refuse(be, "lfm2", "lfm2: unchanged copy imports", base, NULL, 0, "");
+	refuse(be, "lfm2", "lfm2: a layer kind it does not have",
+	       cfg_with(base, "\"full_attention\",\n    \"conv\"", "\"sliding_attention\",\n    \"conv\""), NULL, SB_EDATA,
+	       "layer_types[2] 'sliding_attention' is not a layer kind read here");
+	refuse(be, "lfm2", "lfm2: layer_types of another length",
+	       cfg_with(base, "\"conv\",\n    \"conv\",", "\"conv\","), NULL, SB_EDATA,
+	       "'layer_types' must be an array of num_hidden_layers (5)");
+	refuse(be, "lfm2", "lfm2: full_attn_idxs disagreeing with layer_types",
+	       cfg_with(base, "\"layer_types\"", "\"full_attn_idxs\": [2, 3],\n  \"layer_types\""), NULL, SB_EDATA,
+	       "'full_attn_idxs' (CCAAC) disagrees with 'layer_types' (CCACA)");
+	refuse(be, "lfm2", "lfm2: full_attn_idxs agreeing with layer_types imports",
+	       cfg_with(base, "\"layer_types\"", "\"full_attn_idxs\": [2, 4],\n  \"layer_types\""), NULL, 0, "");
+	refuse(be, "lfm2", "lfm2: block_use_swiglu false",
+	       cfg_with(base, "\"block_use_swiglu\": true", "\"block_use_swiglu\": false"), NULL, SB_EDATA,
+	       "'block_use_swiglu' is false");
+	refuse(be, "lfm2", "lfm2: use_pos_enc false", cfg_with(base, "\"use_pos_enc\": true", "\"use_pos_enc\": false"),
+	       NULL, SB_EDATA, "'use_pos_enc' is false");
+	refuse(be, "lfm2", "lfm2: conv_dim other than hidden_size", cfg_with(base, "\"conv_dim\": 32", "\"conv_dim\": 64"),
+	       NULL, SB_EDATA, "'conv_dim' must equal hidden_size (32)");
+	refuse(be, "lfm2", "lfm2: num_heads other than num_attention_heads",
+	       cfg_with(base, "\"num_heads\": 4", "\"num_heads\": 8"), NULL, SB_EDATA,
+	       "'num_heads' must equal num_attention_heads (4)");
+	refuse(be, "lfm2", "lfm2: block_norm_eps other than norm_eps",
+	       cfg_with(base, "\"block_norm_eps\": 1e-05", "\"block_norm_eps\": 1e-06"), NULL, SB_EDATA,
+	       "'block_norm_eps' 1e-06 must equal norm_eps 1e-05");
+	refuse(be, "lfm2", "lfm2: theta disagreeing with rope_theta",
+	       cfg_with(base, "\"rope_theta\"", "\"theta\": 10000.0,\n  \"rope_theta\""), NULL, SB_EDATA,
+	       "'rope_theta' 1000000 disagrees with 'theta' 10000");
+	refuse(be, "lfm2", "lfm2: rope_parameters in place of rope_theta imports",
+	       cfg_with(base, "\"rope_theta\": 1000000.0",
+			"\"rope_parameters\": {\"rope_theta\": 1000000.0, \"rope_type\": \"default\"}"),
+	       NULL, 0, "");
+	refuse(be, "lfm2", "lfm2: a yarn rope_parameters",
+	       cfg_with(base, "\"rope_theta\": 1000000.0",
+			"\"rope_parameters\": {\"rope_theta\": 1000000.0, \"rope_type\": \"yarn\", \"factor\": 4.0}"),
+	       NULL, SB_EDATA, "rope_parameters type 'yarn' is not implemented for lfm2");
+	refuse(be, "lfm2", "lfm2: tie_embedding disagreeing with tie_word_embeddings",
+	       cfg_with(base, "\"use_cache\"", "\"tie_embedding\": false, \"tie_word_embeddings\": true,\n  \"use_cache\""),
+	       NULL, SB_EDATA, "'tie_embedding' disagrees with 'tie_word_embeddings'");
+	refuse(be, "lfm2", "lfm2: untied (tie_embedding false alone) without lm_head",
+	       cfg_with(base, "\"use_cache\"", "\"tie_embedding\": false,\n  \"use_cache\""), NULL, SB_EDATA,
+	       "lacks tensor 'lm_head.weight'");
+	/* the feed-forward width: the weights hold 48 = roundup16(int(2*70/3) = 46) */
+	refuse(be, "lfm2", "lfm2: a block_multiple_of that gives another width",
+	       cfg_with(base, "\"block_multiple_of\": 16", "\"block_multiple_of\": 32"), NULL, SB_EDATA,
+	       "'model.layers.0.feed_forward.w1.weight' has another shape: [48, 32] in the file, [64, 32] from "
+	       "config.json (feed-forward width: block_ff_dim 70, block_auto_adjust_ff_dim: int(2*70/3) = 46, "
+	       "int(block_ffn_dim_multiplier 1 * 46) = 46, rounded up to block_multiple_of 32 = 64)");
+	refuse(be, "lfm2", "lfm2: no auto-adjustment: the width taken as written",
+	       cfg_with(base, "\"block_auto_adjust_ff_dim\": true", "\"block_auto_adjust_ff_dim\": false"), NULL, SB_EDATA,
+	       "[48, 32] in the file, [70, 32] from config.json (feed-forward width: block_ff_dim 70, "
+	       "block_auto_adjust_ff_dim false");
+	/* block_ff_dim wins over intermediate_size (Lfm2Config): without it, 70 -> 48 still */
+	snprintf(b2, sizeof b2, "%s", cfg_with(base, "\"block_ff_dim\": 70,", ""));
+	refuse(be, "lfm2", "lfm2: intermediate_size alone (no block_ff_dim) imports", b2, NULL, 0, "");
+	refuse(be, "lfm2", "lfm2: block_ff_dim read before intermediate_size",
+	       cfg_with(base, "\"intermediate_size\": 70", "\"intermediate_size\": 48"), NULL, 0, "");
+	refuse(be, "lfm2", "lfm2: a null multiplier: no rounding (46)",
+	       cfg_with(base, "\"block_ffn_dim_multiplier\": 1.0", "\"block_ffn_dim_multiplier\": null"), NULL, SB_EDATA,
+	       "[46, 32] from config.json");
+	refuse(be, "lfm2", "lfm2: conv_bias without the biases",
+	       cfg_with(base, "\"conv_bias\": false", "\"conv_bias\": true"), NULL, SB_EDATA,
+	       "lacks tensor 'model.layers.0.conv.in_proj.bias'");
+	refuse(be, "lfm2", "lfm2: another conv_L_cache than the weights'",
+	       cfg_with(base, "\"conv_L_cache\": 3", "\"conv_L_cache\": 4"), NULL, SB_EDATA,
+	       "'model.layers.0.conv.conv.weight' has another shape: [32, 1, 3] in the file, [32, 1, 4]");
+	refuse(be, "lfm2", "lfm2: a tensor the layout does not know", base, "extra-tensor", SB_EDATA,
+	       "'model.layers.0.mlp.gate_proj.scale' is not part of the lfm2 layout");
+	refuse(be, "lfm2", "lfm2_moe is another model type", cfg_with(base, "\"lfm2\"", "\"lfm2_moe\""), NULL, SB_EDATA,
+	       "model_type 'lfm2_moe'");
+	/* lfm2_bias: the older full_attn_idxs form */
+	refuse(be, "lfm2_bias", "lfm2_bias: unchanged copy imports", bias, NULL, 0, "");
+	refuse(be, "lfm2_bias", "lfm2_bias: a full_attn_idxs index out of range",
+	       cfg_with(bias, "\"full_attn_idxs\": [\n    1,\n    3\n  ]", "\"full_attn_idxs\": [1, 4]"), NULL, SB_EDATA,
+	       "full_attn_idxs[1] is not a layer index in [0, 4)");
+	refuse(be, "lfm2_bias", "lfm2_bias: neither layer_types nor full_attn_idxs (every layer attention)",
+	       cfg_with(bias, "\"full_attn_idxs\": [\n    1,\n    3\n  ],", ""), NULL, SB_EDATA,
+	       "lacks tensor 'model.layers.0.self_attn.q_proj.weight'");
+	free(base);
+	free(bias);
+}
+
+/* The configs of released LFM2 checkpoints, as public code quotes them (LFM2-350M's
+ * config.json, layer_types form; an LFM2-1.2B config.json quoted verbatim by a converter's
+ * tests, full_attn_idxs form, with intermediate_size 8192 beside block_ff_dim 12288, which
+ * Lfm2Config reads first): the layer kinds, and the feed-forward widths their weights have
+ * (350M: block_ff_dim 6656 -> 4608; 1.2B: 12288 -> 8192). No weights are read. */
+static void check_lfm2_configs(void)
+{
+	static const char *const cfgs[] = {
+		"{\"architectures\": [\"Lfm2ForCausalLM\"], \"block_auto_adjust_ff_dim\": true, \"block_dim\": 1024, "
+		"\"block_ff_dim\": 6656, \"block_ffn_dim_multiplier\": 1.0, \"block_mlp_init_scale\": 1.0, "
+		"\"block_multiple_of\": 256, \"block_norm_eps\": 1e-05, \"block_out_init_scale\": 1.0, "
+		"\"block_use_swiglu\": true, \"block_use_xavier_init\": true, \"bos_token_id\": 1, \"conv_L_cache\": 3, "
+		"\"conv_bias\": false, \"conv_dim\": 1024, \"conv_dim_out\": 1024, \"conv_use_xavier_init\": true, "
+		"\"eos_token_id\": 7, \"hidden_size\": 1024, \"initializer_range\": 0.02, \"intermediate_size\": 6656, "
+		"\"layer_types\": [\"conv\", \"conv\", \"full_attention\", \"conv\", \"conv\", \"full_attention\", \"conv\", "
+		"\"conv\", \"full_attention\", \"conv\", \"full_attention\", \"conv\", \"full_attention\", \"conv\", "
+		"\"full_attention\", \"conv\"], \"max_position_embeddings\": 128000, \"model_type\": \"lfm2\", "
+		"\"norm_eps\": 1e-05, \"num_attention_heads\": 16, \"num_heads\": 16, \"num_hidden_layers\": 16, "
+		"\"num_key_value_heads\": 8, \"pad_token_id\": 0, \"rope_theta\": 1000000.0, \"torch_dtype\": \"bfloat16\", "
+		"\"transformers_version\": \"4.54.0.dev0\", \"use_cache\": true, \"use_pos_enc\": true, "
+		"\"vocab_size\": 65536}",
+		"{\"architectures\": [\"Lfm2ForCausalLM\"], \"block_auto_adjust_ff_dim\": true, \"block_dim\": 2048, "
+		"\"block_ff_dim\": 12288, \"block_ffn_dim_multiplier\": 1.0, \"block_mlp_init_scale\": 1.0, "
+		"\"block_multiple_of\": 256, \"block_norm_eps\": 1e-05, \"block_out_init_scale\": 1.0, "
+		"\"block_use_swiglu\": true, \"block_use_xavier_init\": true, \"bos_token_id\": 1, \"conv_L_cache\": 3, "
+		"\"conv_bias\": false, \"conv_dim\": 2048, \"conv_dim_out\": 2048, \"conv_use_xavier_init\": true, "
+		"\"eos_token_id\": 7, \"intermediate_size\": 8192, \"full_attn_idxs\": [2, 5, 8, 10, 12, 14], "
+		"\"hidden_size\": 2048, \"initializer_range\": 0.02, \"max_position_embeddings\": 128000, "
+		"\"model_type\": \"lfm2\", \"norm_eps\": 1e-05, \"num_attention_heads\": 32, \"head_dim\": 64, "
+		"\"num_heads\": 32, \"num_hidden_layers\": 16, \"num_key_value_heads\": 8, \"pad_token_id\": 0, "
+		"\"rope_theta\": 1000000.0, \"torch_dtype\": \"bfloat16\", \"use_cache\": true, \"use_pos_enc\": true, "
+		"\"vocab_size\": 65536}",
+	};
+	static const int ffn[] = {4608, 8192}, d[] = {1024, 2048}, heads[] = {16, 32};
+	for (int i = 0; i < 2; i++) {
+		struct sb_lm_cfg c;
+		struct sb_lm_hf_info info;
+		struct sb_err err = {0};
+		int rc = sb_lm_hf_config(cfgs[i], strlen(cfgs[i]), "config.json", &c, &info, &err);
+		SB_CHECK(!rc && !strcmp(c.pattern, "CCACCACCACACACAC") && c.ffn == ffn[i] && c.d == d[i] &&
+				 c.heads == heads[i] && c.kv_heads == 8 && c.head_dim == 64 && c.conv_k == 3 && c.tied &&
+				 c.vocab == 65536 && info.max_pos == 128000,
+			 "a released LFM2 config (d %d): pattern %s, ffn %d (want %d; %s), heads %d/%d of %d", d[i],
+			 rc ? "?" : c.pattern, rc ? -1 : c.ffn, ffn[i], rc ? err.msg : info.ffn_rule, c.heads, c.kv_heads,
+			 c.head_dim);
+	}
+	/* the multiplier's rule: int(2*2048/3) = 1365, int(1.5 * 1365) = 2047, up to 256: 2048 */
+	const char *mul = "{\"model_type\": \"lfm2\", \"vocab_size\": 64, \"hidden_size\": 64, \"num_hidden_layers\": 2, "
+			  "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"block_ff_dim\": 2048, "
+			  "\"block_ffn_dim_multiplier\": 1.5, \"layer_types\": [\"conv\", \"full_attention\"]}";
+	struct sb_lm_cfg c;
+	struct sb_lm_hf_info info;
+	struct sb_err err = {0};
+	int rc = sb_lm_hf_config(mul, strlen(mul), "config.json", &c, &info, &err);
+	SB_CHECK(!rc && c.ffn == 2048 && strstr(info.ffn_rule, "int(block_ffn_dim_multiplier 1.5 * 1365) = 2047"),
+		 "block_ffn_dim_multiplier 1.5: ffn %d (%s)", rc ? -1 : c.ffn, rc ? err.msg : info.ffn_rule);
+}
+
 int main(void)
 {
 	snprintf(top, sizeof top, "%s", getenv("SB_TOP") ? getenv("SB_TOP") : ".");
@@ -271,6 +529,9 @@ int main(void)
 	check_model(be, "qwen3");
 	check_model(be, "qwen2_tok");
 	check_model(be, "mistral");
+	check_model(be, "lfm2");
+	check_model(be, "lfm2_bias");
+	check_lfm2_layout();
 	{ /* Mistral beyond its sliding window: the attention is no longer full, refused */
 		char dir[4600], runs[128], rd[4096];
 		snprintf(dir, sizeof dir, "%s/tests/fixtures/hf/mistral", top);
@@ -327,6 +588,8 @@ int main(void)
 	       cfg_with(base, "\"model_type\": \"qwen3\"", "\"model_type\": \"qwen3\", \"note\": \"\\udfff\""), NULL,
 	       SB_EDATA, "\\udfff is a lone UTF-16 surrogate");
 	free(base);
+	check_lfm2_refusals(be);
+	check_lfm2_configs();
 	sb_backend_close(be);
 	char cmd[200];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);

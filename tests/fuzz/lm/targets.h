@@ -187,10 +187,9 @@ static int fz_toktext(const uint8_t *d, size_t n)
 static int fz_hfconfig(const uint8_t *d, size_t n)
 {
 	struct sb_lm_cfg c;
-	char mt[32];
-	int max_pos = 0, win = 0;
+	struct sb_lm_hf_info info;
 	struct sb_err e = {0};
-	int rc = sb_lm_hf_config((const char *)d, n, "fuzz", &c, mt, sizeof mt, &max_pos, &win, &e);
+	int rc = sb_lm_hf_config((const char *)d, n, "fuzz", &c, &info, &e);
 	if (rc) {
 		fz_check(rc == SB_EDATA && strstr(e.msg, "fuzz") != NULL, "a refusal is SB_EDATA naming the file");
 		return rc;
