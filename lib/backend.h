@@ -388,6 +388,14 @@ struct sb_backend_lm_ops {
 	 * z[NH, hd] = sum phi(k), updated */
 	void (*linattn_rows)(struct sb_ctx *ctx, float *out, const float *q, const float *k, const float *v, float *S,
 			     float *z, int n, int NH, int hd);
+	/* Mamba2 mixer, evaluation path only (lib/lm_model.h, kind M): n rows of one
+	 * sequence, proj[n, I + CD + H] = (z | xBC | dt) with I = H P, CD = I + 2 G N;
+	 * xBC = silu(conv_K(xBC) + cb) (cw [CD, 1, K], cb may be NULL), hist[K-1, CD] the
+	 * previous xBC rows (updated); per head dt = softplus(dt + dt_bias), S[H, P, N] =
+	 * exp(-dt exp(A_log)) S + dt x B^T (updated), y[n, I] = (S C + D x) * silu(z) */
+	void (*mamba2_rows)(struct sb_ctx *ctx, float *y, const float *proj, float *hist, float *S, const float *cw,
+			    const float *cb, const float *dt_bias, const float *A_log, const float *D, int n, int H,
+			    int P, int N, int G, int K);
 };
 
 /* The LM op table of a backend, or NULL. */

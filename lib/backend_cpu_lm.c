@@ -1032,6 +1032,67 @@ static void lm_linattn_rows(struct sb_ctx *ctx, float *out, const float *q, cons
 		}
 }
 
+/* ---------------------------------------------------------------- Mamba2 mixer (evaluation) */
+
+static inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
+/* PyTorch's softplus (beta 1, threshold 20): x above 20 is returned as is */
+static inline float softplus_f(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* n rows of one sequence, one row at a time in order (so any split of the rows gives the
+ * same bits). proj[n, I + CD + H] = (z | xBC | dt), I = H P, CD = I + 2 G N (I is nI here:
+ * complex.h, through cblas.h, defines I). hist[K-1, CD]
+ * holds the K-1 previous xBC rows (oldest first, zeros at the start), S[H, P, N] the
+ * state; both updated. y[n, I] = (S C + D x) * silu(z), before the gated norm's RMSNorm. */
+static void lm_mamba2_rows(struct sb_ctx *ctx, float *y, const float *proj, float *hist, float *S, const float *cw,
+			   const float *cb, const float *dt_bias, const float *A_log, const float *D, int n, int H,
+			   int P, int N, int G, int K)
+{
+	int nI = H * P, GN = G * N, CD = nI + 2 * GN, hpg = H / G;
+	size_t ld = (size_t)nI + CD + H;
+	float *wt = sb_cpu_scratch(ctx, ((size_t)K * CD + CD) * sizeof(float));
+	float *u = wt + (size_t)K * CD;
+	for (int c = 0; c < CD; c++)
+		for (int i = 0; i < K; i++)
+			wt[(size_t)i * CD + c] = cw[(size_t)c * K + i];
+	for (int r = 0; r < n; r++) {
+		const float *zt = proj + (size_t)r * ld, *xin = zt + nI, *dtr = xin + CD;
+		float *yt = y + (size_t)r * nI;
+		/* causal depthwise convolution over xBC, an FMA chain from 0 in tap order, then
+		 * the bias, then SiLU */
+		for (int c = 0; c < CD; c++)
+			u[c] = 0;
+		for (int i = 0; i < K; i++) {
+			const float *xs = i < K - 1 ? hist + (size_t)i * CD : xin, *wi = wt + (size_t)i * CD;
+			for (int c = 0; c < CD; c++)
+				u[c] = sfma(wi[c], xs[c], u[c]);
+		}
+		if (K > 1) {
+			memmove(hist, hist + CD, (size_t)(K - 2) * CD * sizeof *hist);
+			memcpy(hist + (size_t)(K - 2) * CD, xin, (size_t)CD * sizeof *hist);
+		}
+		for (int c = 0; c < CD; c++)
+			u[c] = silu_f(cb ? u[c] + cb[c] : u[c]);
+		const float *x = u, *B = u + nI, *C = u + nI + GN;
+		/* the selective state recurrence, head by head */
+		for (int h = 0; h < H; h++) {
+			const float *Bg = B + (size_t)(h / hpg) * N, *Cg = C + (size_t)(h / hpg) * N;
+			float dt = softplus_f(dtr[h] + dt_bias[h]);
+			float dA = expf(dt * -expf(A_log[h]));
+			for (int p = 0; p < P; p++) {
+				float xp = x[(size_t)h * P + p], dx = dt * xp, acc = 0;
+				float *Sp = S + ((size_t)h * P + p) * N;
+				for (int j = 0; j < N; j++) {
+					Sp[j] = sfma(dx, Bg[j], Sp[j] * dA);
+					acc = sfma(Sp[j], Cg[j], acc);
+				}
+				float yv = sfma(D[h], xp, acc);
+				float g = zt[(size_t)h * P + p];
+				yt[(size_t)h * P + p] = yv * silu_f(g);
+			}
+		}
+	}
+}
+
 /* ---------------------------------------------------------------- table */
 
 static const struct sb_backend_lm_ops cpu_lm_ops = {
@@ -1060,6 +1121,7 @@ static const struct sb_backend_lm_ops cpu_lm_ops = {
 	.linattn_forward = lm_linattn_forward,
 	.linattn_backward = lm_linattn_backward,
 	.linattn_rows = lm_linattn_rows,
+	.mamba2_rows = lm_mamba2_rows,
 };
 
 const struct sb_backend_lm_ops *sb_backend_lm(const struct sb_backend *be)
