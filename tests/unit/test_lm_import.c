@@ -202,12 +202,12 @@ static void check_model(struct sb_backend *be, const char *name)
 	SB_CHECK(!rc && !memcmp(chunk, got, (size_t)T * V * sizeof *chunk),
 		 "%s: a prefill in chunks of 5 gives the whole prefill's logits bit for bit", name);
 	free(chunk);
-	if (strchr(m->cfg.pattern, 'C'))
+	if (strchr(m->cfg.pattern, 'C') || strchr(m->cfg.pattern, 'M'))
 		check_hybrid_masks(m, c, ids, T, got, name);
 	/* a BF16 checkpoint is evaluated from packed bfloat16 weights (half the memory), with the
 	 * bits of the same model in float: open the checkpoint again as a float model */
 	int want16 = !strcmp(name, "llama_bf16") || !strcmp(name, "qwen3") || !strcmp(name, "qwen2_tok") ||
-		     !strcmp(name, "mistral") || !strcmp(name, "lfm2");
+		     !strcmp(name, "mistral") || !strcmp(name, "lfm2") || !strcmp(name, "granite_h");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -531,6 +531,8 @@ int main(void)
 	check_model(be, "mistral");
 	check_model(be, "lfm2");
 	check_model(be, "lfm2_bias");
+	check_model(be, "granite_h");
+	check_model(be, "granite_h_rope");
 	check_lfm2_layout();
 	{ /* Mistral beyond its sliding window: the attention is no longer full, refused */
 		char dir[4600], runs[128], rd[4096];
