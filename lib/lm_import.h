@@ -1,5 +1,5 @@
-/* lm_import.h — a pretrained decoder of the Llama/Qwen family, or Liquid AI's hybrid LFM2
- * (PROTOCOL C(b)), from a Hugging Face model directory into a run directory that the LM
+/* lm_import.h — a pretrained decoder of the Llama/Qwen family, Liquid AI's hybrid LFM2 or
+ * IBM's hybrid Granite 4.0 (PROTOCOL C(b)), from a Hugging Face model directory into a run directory that the LM
  * evaluation reads like a trained one (`sb-lm import`, docs/lm.md).
  *
  * The directory holds config.json, the weights (model.safetensors, or the shards that
@@ -46,8 +46,8 @@
  * (the MoE layers are not read yet), another layer kind or position embedding type, a
  * mamba_d_head that does not fit.
  *
- * The masks act on the 'A' layers only: every layer of the Llama/Qwen layouts, LFM2's
- * full-attention layers (its convolutions run unchanged). The weights keep their dtype in
+ * The masks act on the 'A' layers only: every layer of the Llama/Qwen layouts, LFM2's and
+ * Granite's full-attention layers (their convolutions / Mamba2 mixers run unchanged). The weights keep their dtype in
  * RUN_DIR/model.safetensors (widened to float when loaded); the cell's "source" holds
  * the model type and the SHA-256 and size of every file read, and "tokenizer" the copy
  * of tokenizer.json in the run directory. Memory: the weight files are mapped read-only

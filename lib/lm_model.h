@@ -39,8 +39,10 @@
  * .input_layernorm, .post_attention_layernorm, .mlp.{gate,up,down}_proj,
  * model.norm.weight, lm_head.weight), so a pretrained checkpoint maps onto the
  * table by name; conv and linear-attention layers use model.layers.N.conv.* (LFM2's
- * names: in_proj, conv, out_proj) and model.layers.N.linear_attn.*. LFM2's other
- * names are mapped when it is imported (lib/lm_import.h, sb_lm_lfm2_name).
+ * names: in_proj, conv, out_proj) and model.layers.N.linear_attn.*, Mamba2 layers
+ * Granite's model.layers.N.mamba.{in_proj, conv1d, dt_bias, A_log, D, norm, out_proj}.
+ * LFM2's and Granite's other names are mapped when imported (lib/lm_import.h,
+ * sb_lm_lfm2_name, sb_lm_granite_name).
  *
  * Initialisation (drawn from SB_RNG_INIT, stream = FNV-1a-64 of the tensor name,
  * elements in row-major order): Linear weights and embeddings N(0, init_std^2);
