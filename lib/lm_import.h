@@ -47,8 +47,8 @@
  * mamba_d_head that does not fit.
  *
  * The masks act on the 'A' layers only: every layer of the Llama/Qwen layouts, LFM2's and
- * Granite's full-attention layers (their convolutions / Mamba2 mixers run unchanged). The weights keep their dtype in
- * RUN_DIR/model.safetensors (widened to float when loaded); the cell's "source" holds
+ * Granite's full-attention layers (their convolutions / Mamba2 mixers run unchanged). The
+ * weights keep their dtype in RUN_DIR/model.safetensors (widened to float when loaded); the cell's "source" holds
  * the model type and the SHA-256 and size of every file read, and "tokenizer" the copy
  * of tokenizer.json in the run directory. Memory: the weight files are mapped read-only
  * (sb_st_map), not read, and model.safetensors is written from the mappings: no copy of
