@@ -389,15 +389,33 @@ static int granite_config(const struct sb_json *o, const char *name, struct sb_l
 		c->rope_theta = (float)theta;
 		if ((double)c->rope_theta != theta)
 			return SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g is not exactly a float", name, theta);
-		const struct sb_json *rs = sb_json_get(o, "rope_scaling");
-		if (rs && rs->type != SB_JSON_NULL) {
+		/* rope_scaling (transformers 4.x) or rope_parameters (later releases): default only;
+		 * a rope_parameters.rope_theta must agree with rope_theta */
+		const char *keys[2] = {"rope_scaling", "rope_parameters"};
+		for (int i = 0; i < 2; i++) {
+			const struct sb_json *rs = sb_json_get(o, keys[i]);
+			if (!rs || rs->type == SB_JSON_NULL)
+				continue;
 			const char *ty = rs->type == SB_JSON_OBJECT ? sb_json_str(sb_json_get(rs, "rope_type"),
-										     sb_json_str(sb_json_get(rs, "type"), ""))
-								    : "";
+										     sb_json_str(sb_json_get(rs, "type"), "default"))
+								    : "(not an object)";
 			if (strcmp(ty, "default"))
 				return SB_ERR(err, SB_EDATA,
-					      "%s: rope_scaling type '%s' is not implemented for granitemoehybrid (null or "
-					      "default)", name, ty);
+					      "%s: %s type '%s' is not implemented for granitemoehybrid (null or default)", name,
+					      keys[i], ty);
+			const struct sb_json *rt = sb_json_get(rs, "rope_theta");
+			if (i == 1 && rt && rt->type != SB_JSON_NULL) {
+				double t2;
+				const struct sb_json *top_t = sb_json_get(o, "rope_theta");
+				SB_TRY(cfg_num(rs, name, "rope_theta", 0, &t2, err));
+				if (top_t && top_t->type != SB_JSON_NULL && t2 != theta)
+					return SB_ERR(err, SB_EDATA, "%s: rope_parameters.rope_theta %.17g disagrees with rope_theta %.17g",
+						      name, t2, theta);
+				theta = t2;
+				c->rope_theta = (float)theta;
+				if ((double)c->rope_theta != theta)
+					return SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g is not exactly a float", name, theta);
+			}
 		}
 	} else
 		return SB_ERR(err, SB_EDATA, "%s: 'position_embedding_type' '%s' is not read here (null, nope, rope)",

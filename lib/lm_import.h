@@ -38,7 +38,8 @@
  * num_attention_heads (head_dim = hidden / heads), num_key_value_heads, rms_norm_eps (1e-6),
  * attention_bias (q/k/v/o), tie_word_embeddings (false), max_position_embeddings (2048),
  * position_embedding_type (null or "nope": none; "rope": RoPE with rope_theta, rope_scaling
- * null or default), mamba_n_heads, mamba_d_head ("auto" = mamba_expand hidden / heads),
+ * null or default, or a default rope_parameters agreeing with it), mamba_n_heads,
+ * mamba_d_head ("auto" = mamba_expand hidden / heads),
  * mamba_d_state, mamba_n_groups, mamba_d_conv, mamba_expand, mamba_conv_bias (true),
  * mamba_proj_bias (false); embedding_multiplier, residual_multiplier, attention_multiplier
  * (the attention's scale, in place of 1 / sqrt(head_dim)) and logits_scaling (logits are

@@ -386,6 +386,17 @@ static void check_granite_refusals(struct sb_backend *be)
 	refuse(be, "granite_h_rope", "granite_h_rope: a yarn rope_scaling",
 	       cfg_with(rope, "\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}"),
 	       NULL, SB_EDATA, "rope_scaling type 'yarn' is not implemented for granitemoehybrid");
+	refuse(be, "granite_h_rope", "granite_h_rope: rope_parameters agreeing with rope_theta imports",
+	       cfg_with(rope, "\"rope_scaling\": null",
+			"\"rope_scaling\": null, \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0}"),
+	       NULL, 0, "");
+	refuse(be, "granite_h_rope", "granite_h_rope: rope_parameters.rope_theta disagreeing with rope_theta",
+	       cfg_with(rope, "\"rope_scaling\": null",
+			"\"rope_scaling\": null, \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 1e6}"),
+	       NULL, SB_EDATA, "rope_parameters.rope_theta 1000000 disagrees with rope_theta 10000");
+	refuse(be, "granite_h_rope", "granite_h_rope: a yarn rope_parameters",
+	       cfg_with(rope, "\"rope_scaling\": null", "\"rope_scaling\": null, \"rope_parameters\": {\"rope_type\": \"yarn\"}"),
+	       NULL, SB_EDATA, "rope_parameters type 'yarn' is not implemented for granitemoehybrid");
 	refuse(be, "granite_h_rope", "granite_h_rope: tie_word_embeddings true imports (lm_head.weight skipped: transformers ties it)",
 	       cfg_with(rope, "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true"), NULL, 0, "");
 	free(base);
