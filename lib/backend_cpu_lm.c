@@ -1078,14 +1078,20 @@ static void lm_mamba2_rows(struct sb_ctx *ctx, float *y, const float *proj, floa
 			const float *Bg = B + (size_t)(h / hpg) * N, *Cg = C + (size_t)(h / hpg) * N;
 			float dt = softplus_f(dtr[h] + dt_bias[h]);
 			float dA = expf(dt * -expf(A_log[h]));
+			vf vdA = vset1(dA);
 			for (int p = 0; p < P; p++) {
-				float xp = x[(size_t)h * P + p], dx = dt * xp, acc = 0;
+				float xp = x[(size_t)h * P + p], dx = dt * xp;
 				float *Sp = S + ((size_t)h * P + p) * N;
-				for (int j = 0; j < N; j++) {
+				/* S = dx B + S dA (element by element: the same rounding in the vector
+				 * and the scalar tail), then y = S.C in dotf's fixed order (a single
+				 * accumulator chain over N was latency-bound: 3x slower prefill) */
+				vf vdx = vset1(dx);
+				int j = 0;
+				for (; j + VL <= N; j += VL)
+					vstore(Sp + j, vfma(vdx, vload(Bg + j), vload(Sp + j) * vdA));
+				for (; j < N; j++)
 					Sp[j] = sfma(dx, Bg[j], Sp[j] * dA);
-					acc = sfma(Sp[j], Cg[j], acc);
-				}
-				float yv = sfma(D[h], xp, acc);
+				float yv = sfma(D[h], xp, dotf(Sp, Cg, N));
 				float g = zt[(size_t)h * P + p];
 				yt[(size_t)h * P + p] = yv * silu_f(g);
 			}

@@ -2,7 +2,7 @@
  *   - the CPU op mamba2_rows against a plain double-precision transcription written here
  *     (the convolution as an explicit sum over the window of the whole sequence, the
  *     recurrence in double), on random inputs of many shapes (1, primes, groups > 1,
- *     kernels 1 to 4);
+ *     kernels 1 to 4, state sizes below, at and past the vector width);
  *   - the op row-deterministic: all rows at once, one at a time, and in chunks of 7 give
  *     the same bits (the conv window and the state carried in hist and S);
  *   - a model with M layers and Granite's multipliers: token-by-token decoding and a
@@ -75,7 +75,7 @@ static void check_op(struct sb_backend *be)
 	/* H, P, N, G, K, n */
 	static const int shapes[][6] = {{1, 1, 1, 1, 1, 1},  {1, 1, 1, 1, 4, 5},  {4, 3, 7, 2, 4, 13},
 					{6, 5, 3, 3, 3, 29}, {2, 16, 16, 1, 4, 40}, {5, 2, 11, 5, 2, 31},
-					{3, 7, 5, 1, 1, 17}};
+					{3, 7, 5, 1, 1, 17},  {3, 4, 37, 3, 4, 23}}; /* N 37: two vectors of 16 and a tail */
 	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
 		int H = shapes[s][0], P = shapes[s][1], N = shapes[s][2], G = shapes[s][3], K = shapes[s][4];
 		int n = shapes[s][5], nI = H * P, CD = nI + 2 * G * N;
