@@ -341,11 +341,12 @@ static int granite_config(const struct sb_json *o, const char *name, struct sb_l
 	SB_TRY(cfg_int(o, name, "num_attention_heads", 1, 1024, -1, &heads, err));
 	SB_TRY(cfg_int(o, name, "num_key_value_heads", 1, 1024, heads, &c->kv_heads, err));
 	SB_TRY(cfg_int(o, name, "shared_intermediate_size", 1, 1 << 17, 1024, &c->ffn, err));
-	SB_TRY(cfg_int(o, name, "num_local_experts", 0, 1 << 16, 8, &experts, err));
-	if (experts > 0)
-		return SB_ERR(err, SB_EDATA,
-			      "%s: 'num_local_experts' is %d: the mixture-of-experts layers of granitemoehybrid are not read "
-			      "here yet (dense models only: num_local_experts 0)", name, experts);
+	SB_TRY(cfg_int(o, name, "num_local_experts", 0, 1 << 12, 8, &experts, err));
+	if (experts > 0) { /* every layer's MLP gets the experts beside it (GraniteMoeHybridMoE) */
+		c->moe_experts = experts;
+		SB_TRY(cfg_int(o, name, "num_experts_per_tok", 1, experts < 64 ? experts : 64, 2, &c->moe_topk, err));
+		SB_TRY(cfg_int(o, name, "intermediate_size", 1, 1 << 17, 11008, &c->moe_ffn, err));
+	}
 	SB_TRY(cfg_num(o, name, "rms_norm_eps", 1e-6, &eps, err));
 	SB_TRY(cfg_int(o, name, "max_position_embeddings", 1, 1 << 24, 2048, &info->max_pos, err));
 	SB_TRY(cfg_bool(o, name, "tie_word_embeddings", 0, &tied, err));

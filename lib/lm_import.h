@@ -32,8 +32,7 @@
  * num_heads other than num_attention_heads, block_norm_eps other than norm_eps, rope types
  * other than default.
  *
- * granitemoehybrid (GraniteMoeHybridForCausalLM: IBM's Granite 4.0 hybrids, "h" models),
- * dense only: layer_types ("mamba" | "attention"; null: every layer mamba) as M (Mamba2) and
+ * granitemoehybrid (GraniteMoeHybridForCausalLM: IBM's Granite 4.0 hybrids, "h" models): layer_types ("mamba" | "attention"; null: every layer mamba) as M (Mamba2) and
  * A layers; every layer has the shared SwiGLU MLP (shared_intermediate_size). hidden_size,
  * num_attention_heads (head_dim = hidden / heads), num_key_value_heads, rms_norm_eps (1e-6),
  * attention_bias (q/k/v/o), tie_word_embeddings (false), max_position_embeddings (2048),
@@ -43,8 +42,9 @@
  * mamba_d_state, mamba_n_groups, mamba_d_conv, mamba_expand, mamba_conv_bias (true),
  * mamba_proj_bias (false); embedding_multiplier, residual_multiplier, attention_multiplier
  * (the attention's scale, in place of 1 / sqrt(head_dim)) and logits_scaling (logits are
- * divided by it), all 1.0 by default. Refused, naming the field: num_local_experts > 0
- * (the MoE layers are not read yet), another layer kind or position embedding type, a
+ * divided by it), all 1.0 by default; num_local_experts (8), num_experts_per_tok and
+ * intermediate_size: the mixture of experts beside the shared MLP (0 experts: dense).
+ * Refused, naming the field: another layer kind or position embedding type, a
  * mamba_d_head that does not fit.
  *
  * The masks act on the 'A' layers only: every layer of the Llama/Qwen layouts, LFM2's and

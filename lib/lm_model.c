@@ -79,6 +79,12 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 		return SB_ERR(err, SB_EUSAGE,
 			      "model: M layers need ssm_heads, ssm_head_dim, ssm_state >= 1 and ssm_groups >= 1 dividing "
 			      "ssm_heads (got %d, %d, %d, %d)", c->ssm_heads, c->ssm_head_dim, c->ssm_state, c->ssm_groups);
+	if (c->moe_experts < 0 || c->moe_experts > 1 << 12 ||
+	    (c->moe_experts && (c->moe_topk < 1 || c->moe_topk > c->moe_experts || c->moe_topk > 64 || c->moe_ffn < 1 ||
+				 c->ffn < 1)))
+		return SB_ERR(err, SB_EUSAGE,
+			      "model: moe_experts %d needs 1 <= moe_topk (%d) <= min(moe_experts, 64), moe_ffn >= 1 (%d) and an MLP "
+			      "(ffn %d)", c->moe_experts, c->moe_topk, c->moe_ffn, c->ffn);
 	if (c->ssm_conv_bias < 0 || c->ssm_conv_bias > 1 || c->ssm_proj_bias < 0 || c->ssm_proj_bias > 1)
 		return SB_ERR(err, SB_EUSAGE, "model: ssm_conv_bias and ssm_proj_bias are 0 or 1");
 	if (!(c->emb_mult > 0) || !(c->resid_mult > 0) || !(c->attn_scale >= 0) || !(c->logit_div > 0) ||
@@ -144,6 +150,9 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	INT_FIELD(ssm_groups)
 	INT_FIELD(ssm_conv_bias)
 	INT_FIELD(ssm_proj_bias)
+	INT_FIELD(moe_experts)
+	INT_FIELD(moe_topk)
+	INT_FIELD(moe_ffn)
 	FLT_FIELD(emb_mult)
 	FLT_FIELD(resid_mult)
 	FLT_FIELD(attn_scale)
@@ -274,6 +283,11 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 		sb_jw_kint(w, "ssm_groups", c->ssm_groups);
 		sb_jw_kint(w, "ssm_conv_bias", c->ssm_conv_bias);
 		sb_jw_kint(w, "ssm_proj_bias", c->ssm_proj_bias);
+	}
+	if (c->moe_experts) {
+		sb_jw_kint(w, "moe_experts", c->moe_experts);
+		sb_jw_kint(w, "moe_topk", c->moe_topk);
+		sb_jw_kint(w, "moe_ffn", c->moe_ffn);
 	}
 	if (c->emb_mult != 1.0f)
 		sb_jw_kf32(w, "emb_mult", c->emb_mult);
@@ -414,6 +428,12 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 			tadd(&t, NM("mlp.down_proj.weight"), 2, d, F, 0, SB_LM_INIT_NORMAL, ostd, 1, 1);
 			if (c->bias)
 				tadd(&t, NM("mlp.down_proj.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+			if (c->moe_experts) { /* Granite's names; kept in float, unpacked (plain dot products) */
+				int E = c->moe_experts, Fe = c->moe_ffn;
+				tadd(&t, NM("block_sparse_moe.router.layer.weight"), 2, E, d, 0, SB_LM_INIT_NORMAL, std, 1, 0);
+				tadd(&t, NM("block_sparse_moe.input_linear.weight"), 3, E, 2 * Fe, d, SB_LM_INIT_NORMAL, std, 1, 0);
+				tadd(&t, NM("block_sparse_moe.output_linear.weight"), 3, E, d, Fe, SB_LM_INIT_NORMAL, ostd, 1, 0);
+			}
 		}
 #undef NM
 	}
@@ -516,6 +536,9 @@ void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *
 		}
 		P(down_w, "mlp.down_proj.weight");
 		P(down_b, "mlp.down_proj.bias");
+		P(moe_r, "block_sparse_moe.router.layer.weight");
+		P(moe_in, "block_sparse_moe.input_linear.weight");
+		P(moe_out, "block_sparse_moe.output_linear.weight");
 #undef P
 	}
 }
@@ -1125,7 +1148,7 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	if (m->cfg.qk_norm)
 		return SB_ERR(err, SB_EUSAGE, "training: qk_norm is evaluation-only (pretrained layouts); the training "
 					      "path does not have it");
-	if (strchr(m->cfg.pattern, 'M') || m->cfg.emb_mult != 1.0f || m->cfg.resid_mult != 1.0f ||
+	if (strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts || m->cfg.emb_mult != 1.0f || m->cfg.resid_mult != 1.0f ||
 	    m->cfg.attn_scale != 0.0f || m->cfg.logit_div != 1.0f)
 		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) layers and Granite's multipliers are evaluation-only "
 					      "(pretrained layouts); the training path does not have them");
@@ -1396,6 +1419,7 @@ struct sb_lm_cache {
 	/* row buffers for up to Tcap rows */
 	int32_t *ids;
 	float *x, *nrm, *mean, *rstd, *qkr, *q, *k, *v, *att, *y, *h, *a, *logits;
+	float *moe; /* one row's MoE scratch: router logits, 2Fe, Fe, d, d */
 	void *base;
 	size_t bytes;
 	float *qcap;
@@ -1448,6 +1472,7 @@ static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct
 	k->h = take(cur, &off, T * (F ? F * (c->swiglu ? 2 : 1) : 1));
 	k->a = take(cur, &off, T * (F ? F : 1));
 	k->logits = take(cur, &off, T * (size_t)c->vocab);
+	k->moe = take(cur, &off, c->moe_experts ? (size_t)c->moe_experts + 3 * (size_t)c->moe_ffn + 2 * d : 1);
 	return off;
 }
 
@@ -1560,6 +1585,68 @@ static void mm_rows(const struct sb_lm_model *m, struct sb_ctx *ctx, float *out,
 		m->lo->matmul_rows(ctx, out, inp, wp, bias, M, K, N);
 }
 
+static float dot_plain(const float *a, const float *b, int n)
+{
+	float s = 0;
+	for (int i = 0; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+/* Granite's mixture of experts, row by row (the same bits whatever n): y[i] = moe(x[i]) + y[i]
+ * (y holds the shared MLP's output). Router logits in float; the top moe_topk (ties: the lower
+ * index), gates = their softmax; the picked experts' outputs added in expert order, as
+ * transformers' index_add. Plain loops: the experts are read once per picked row. */
+static void moe_rows(const struct sb_lm_cfg *cf, const struct sb_lm_layer *y, const float *x, float *out,
+		     float *scr, int n)
+{
+	int d = cf->d, E = cf->moe_experts, K = cf->moe_topk, Fe = cf->moe_ffn;
+	float *lg = scr, *h = lg + E, *a = h + 2 * Fe, *o = a + Fe, *acc = o + d;
+	for (int i = 0; i < n; i++) {
+		const float *xi = x + (size_t)i * d;
+		float *yi = out + (size_t)i * d;
+		for (int e = 0; e < E; e++)
+			lg[e] = dot_plain(y->moe_r + (size_t)e * d, xi, d);
+		int pick[64]; /* moe_topk <= 64 (checked at import) */
+		float gate[64];
+		for (int k = 0; k < K; k++) {
+			int best = -1;
+			for (int e = 0; e < E; e++) {
+				int used = 0;
+				for (int j = 0; j < k && !used; j++)
+					used = pick[j] == e;
+				if (!used && (best < 0 || lg[e] > lg[best]))
+					best = e;
+			}
+			pick[k] = best;
+		}
+		float mx = lg[pick[0]], sum = 0;
+		for (int k = 0; k < K; k++)
+			sum += gate[k] = expf(lg[pick[k]] - mx);
+		for (int k = 0; k < K; k++)
+			gate[k] /= sum;
+		memset(acc, 0, (size_t)d * sizeof *acc);
+		for (int e = 0; e < E; e++) {
+			int k = 0;
+			while (k < K && pick[k] != e)
+				k++;
+			if (k == K)
+				continue;
+			const float *wi = y->moe_in + (size_t)e * 2 * Fe * d, *wo = y->moe_out + (size_t)e * d * Fe;
+			for (int r = 0; r < 2 * Fe; r++)
+				h[r] = dot_plain(wi + (size_t)r * d, xi, d);
+			for (int r = 0; r < Fe; r++)
+				a[r] = h[r] / (1.0f + expf(-h[r])) * h[Fe + r];
+			for (int r = 0; r < d; r++)
+				o[r] = dot_plain(wo + (size_t)r * Fe, a, Fe);
+			for (int r = 0; r < d; r++)
+				acc[r] += o[r] * gate[k];
+		}
+		for (int r = 0; r < d; r++)
+			yi[r] = acc[r] + yi[r];
+	}
+}
+
 /* The rows c->ids[0..n) at positions pos..pos+n-1 */
 static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, int n,
 			const struct sb_lm_mask *mask, float *logits, int all_rows, struct sb_lm_attn_obs *obs,
@@ -1662,6 +1749,8 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 			else
 				op->gelu_forward(ctx, c->a, NULL, NULL, c->h, &no_drop, (size_t)n * F);
 			mm_rows(m, ctx, c->y, c->a, yt->down_w, y->down_b, n, F, d);
+			if (cf->moe_experts)
+				moe_rows(cf, y, c->nrm, c->y, c->moe, n);
 			if (cf->resid_mult != 1.0f)
 				for (size_t i = 0; i < (size_t)n * d; i++)
 					c->y[i] *= cf->resid_mult;

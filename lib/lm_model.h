@@ -24,7 +24,8 @@
  *        S_h = exp(-dt exp(A_log_h)) S_h + dt x_h B_g^T, y_h = S_h C_g + D_h x_h (sequential,
  *        exact recurrence); y = RMSNorm(y * silu(z)) over all I channels (transformers'
  *        GraniteMoeHybridRMSNormGated), out_proj (I -> d).
- *     MLP  GELU: down(gelu(up x));  SwiGLU: down(silu(gate x) * up x).
+ *     MLP  GELU: down(gelu(up x));  SwiGLU: down(silu(gate x) * up x); with moe_experts,
+ *          plus Granite's mixture of experts on the same input (below).
  *   logits = lm_head(Norm_f(x)), lm_head tied to embed_tokens or not.
  *   Granite's multipliers (1 = none; evaluation only): x = emb_mult embed_tokens[ids];
  *   x += resid_mult Mixer(..), x += resid_mult MLP(..); attention scores q.k attn_scale
@@ -105,6 +106,12 @@ struct sb_lm_cfg {
 	/* M layers (Mamba2): heads, head width, state size, groups of B and C; biases of the
 	 * conv (default 1) and of in_proj/out_proj (default 0) */
 	int ssm_heads, ssm_head_dim, ssm_state, ssm_groups, ssm_conv_bias, ssm_proj_bias;
+	/* Granite's mixture of experts beside the MLP (evaluation only; 0 experts = none): a
+	 * router [E, d] picks the top moe_topk experts of a row (ties: the lower index), their
+	 * gates the softmax of the picked router logits; expert e is a SwiGLU of width moe_ffn
+	 * (input_linear [E, 2 moe_ffn, d]: gate rows then up rows; output_linear [E, d, moe_ffn]);
+	 * the MLP's output becomes the gated sum of the picked experts' plus the MLP's own */
+	int moe_experts, moe_topk, moe_ffn;
 	/* Granite's multipliers (evaluation only): 1, 1, 0 (= 1/sqrt(head_dim)), 1 when unused */
 	float emb_mult, resid_mult, attn_scale, logit_div;
 	int max_T;        /* longest sequence (learned positions) */
@@ -142,6 +149,7 @@ struct sb_lm_layer {
 	float *in_w, *in_b, *cw, *cb, *out_w, *out_b;        /* C and M */
 	float *dt_bias, *A_log, *Dskip, *gn_w;               /* M: per head; the gated norm's weight [I] */
 	float *up_w, *up_b, *down_w, *down_b;                /* MLP; SwiGLU: up_w = [gate; up] (2F rows) */
+	float *moe_r, *moe_in, *moe_out;                     /* MoE: router [E, d], [E, 2Fe, d], [E, d, Fe] */
 };
 
 struct sb_lm_ptrs {

@@ -217,7 +217,7 @@ int sb_lm_import_main(int argc, char **argv)
 			     "  --T N               evaluation context in tokens (default min(512, max_position_embeddings))\n"
 			     "Read: model_type llama, mistral (T within its sliding_window), qwen2, qwen3, lfm2\n"
 			     "(its full_attention layers are masked, its gated short convolutions run unchanged),\n"
-			     "granitemoehybrid without experts (its attention layers are masked, its Mamba2\n"
+			     "granitemoehybrid (its attention layers are masked, its Mamba2\n"
 			     "layers run unchanged);\n"
 			     "F32/BF16/F16 weights; RoPE scaling none or llama3.\n"
 			     "Anything else is refused, naming the field (docs/lm.md). An existing run of the same\n"

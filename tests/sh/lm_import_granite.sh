@@ -63,8 +63,8 @@ mkdir -p "$T/bad" && cp "$HF"/* "$T/bad/" &&
 sb-lm import -q -o "$T/runs2" --corpus "x=$TXT" "$T/bad" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q "layer_types\[1\] 'conv'" "$T/e" && [ -z "$(ls -A "$T/runs2" 2>/dev/null)" ]
 t_result $? "an unsupported layer kind: exit 3 naming layer_types[1] (got $rc: $(cat "$T/e"))"
-jq '.num_local_experts = 4' "$HF/config.json" >"$T/bad/config.json"
+jq '.num_local_experts = 4 | .num_experts_per_tok = 2' "$HF/config.json" >"$T/bad/config.json"
 sb-lm import -q -o "$T/runs2" --corpus "x=$TXT" "$T/bad" >/dev/null 2>"$T/e"; rc=$?
-[ $rc -eq 3 ] && grep -q "'num_local_experts' is 4" "$T/e"
-t_result $? "a mixture-of-experts Granite: exit 3 naming num_local_experts (got $rc)"
+[ $rc -eq 3 ] && grep -q "lacks tensor 'model.layers.0.block_sparse_moe.router.layer.weight'" "$T/e"
+t_result $? "experts in the config, none in the checkpoint: exit 3 naming the router's tensor (got $rc)"
 t_done

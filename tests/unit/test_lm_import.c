@@ -207,7 +207,8 @@ static void check_model(struct sb_backend *be, const char *name)
 	/* a BF16 checkpoint is evaluated from packed bfloat16 weights (half the memory), with the
 	 * bits of the same model in float: open the checkpoint again as a float model */
 	int want16 = !strcmp(name, "llama_bf16") || !strcmp(name, "qwen3") || !strcmp(name, "qwen2_tok") ||
-		     !strcmp(name, "mistral") || !strcmp(name, "lfm2") || !strcmp(name, "granite_h");
+		     !strcmp(name, "mistral") || !strcmp(name, "lfm2") || !strcmp(name, "granite_h") ||
+		     !strcmp(name, "granite_moe");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -347,11 +348,13 @@ static void check_granite_refusals(struct sb_backend *be)
 		 "(%s)", c.pattern, c.ssm_heads, c.ssm_head_dim, c.ssm_state, c.ssm_groups, c.conv_k, c.ffn, c.emb_mult,
 		 c.resid_mult, c.attn_scale, c.logit_div, rc ? err.msg : "ok");
 	refuse(be, "granite_h", "granite_h: unchanged copy imports", base, NULL, 0, "");
-	refuse(be, "granite_h", "granite_h: mixture of experts (num_local_experts 8)",
+	/* granite_h says num_experts_per_tok 0: experts without any picked is refused */
+	refuse(be, "granite_h", "granite_h: num_local_experts 8 with num_experts_per_tok 0",
 	       cfg_with(base, "\"num_local_experts\": 0", "\"num_local_experts\": 8"), NULL, SB_EDATA,
-	       "'num_local_experts' is 8");
+	       "'num_experts_per_tok' must be an integer in [1, 8]");
 	refuse(be, "granite_h", "granite_h: num_local_experts absent (GraniteMoeHybridConfig's default 8)",
-	       cfg_with(base, "\"num_local_experts\": 0,", ""), NULL, SB_EDATA, "'num_local_experts' is 8");
+	       cfg_with(base, "\"num_local_experts\": 0,", ""), NULL, SB_EDATA,
+	       "'num_experts_per_tok' must be an integer in [1, 8]");
 	refuse(be, "granite_h", "granite_h: a layer kind it does not have",
 	       cfg_with(base, "\"mamba\",\n    \"attention\"", "\"mamba\",\n    \"conv\""), NULL, SB_EDATA,
 	       "layer_types[2] 'conv' is not a layer kind read here");
@@ -401,6 +404,30 @@ static void check_granite_refusals(struct sb_backend *be)
 	       cfg_with(rope, "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true"), NULL, 0, "");
 	free(base);
 	free(rope);
+	/* the mixture of experts */
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/granite_moe/config.json", top);
+	if (sb_read_file(path, &base, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		return;
+	}
+	rc = sb_lm_hf_config(base, strlen(base), "granite_moe", &c, &info, &err);
+	SB_CHECK(!rc && c.moe_experts == 4 && c.moe_topk == 2 && c.moe_ffn == 24 && c.ffn == 48 &&
+			 !strcmp(c.pattern, "MAMA"),
+		 "granite_moe: read as %s, %d experts of %d, top %d, shared ffn %d (%s)", c.pattern, c.moe_experts,
+		 c.moe_ffn, c.moe_topk, c.ffn, rc ? err.msg : "ok");
+	refuse(be, "granite_moe", "granite_moe: another number of experts than the weights'",
+	       cfg_with(base, "\"num_local_experts\": 4", "\"num_local_experts\": 3"), NULL, SB_EDATA,
+	       "'model.layers.0.block_sparse_moe.router.layer.weight' has another shape");
+	refuse(be, "granite_moe", "granite_moe: another expert width (intermediate_size) than the weights'",
+	       cfg_with(base, "\"intermediate_size\": 24", "\"intermediate_size\": 16"), NULL, SB_EDATA,
+	       "'model.layers.0.block_sparse_moe.input_linear.weight' has another shape");
+	refuse(be, "granite_moe", "granite_moe: num_experts_per_tok above num_local_experts",
+	       cfg_with(base, "\"num_experts_per_tok\": 2", "\"num_experts_per_tok\": 5"), NULL, SB_EDATA,
+	       "'num_experts_per_tok' must be an integer in [1, 4]");
+	refuse(be, "granite_moe", "granite_moe: dense config over an MoE checkpoint",
+	       cfg_with(base, "\"num_local_experts\": 4", "\"num_local_experts\": 0"), NULL, SB_EDATA,
+	       "tensor 'model.layers.0.block_sparse_moe");
+	free(base);
 }
 
 /* LFM2: the layout read from each fixture's config */
@@ -619,6 +646,7 @@ int main(void)
 	check_model(be, "lfm2_bias");
 	check_model(be, "granite_h");
 	check_model(be, "granite_h_rope");
+	check_model(be, "granite_moe");
 	check_lfm2_layout();
 	{ /* Mistral beyond its sliding window: the attention is no longer full, refused */
 		char dir[4600], runs[128], rd[4096];
