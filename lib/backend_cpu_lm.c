@@ -1099,6 +1099,61 @@ static void lm_mamba2_rows(struct sb_ctx *ctx, float *y, const float *proj, floa
 	}
 }
 
+/* ---------------------------------------------------------------- mixture of experts (evaluation) */
+
+/* Granite's experts, row by row (the same bits whatever n): out[i] = moe(x[i]) + out[i].
+ * Router logits r[E, d] . x; the top K (ties: the lower index); gates = softmax of the
+ * picked logits; expert e: a = silu(wi[e][0:Fe] x) * (wi[e][Fe:2Fe] x), o = wo[e] a; the
+ * gated o summed in expert order (transformers' index_add), then added to out. scr holds
+ * E + 3 Fe + 2 d floats. K <= 64. */
+static void lm_moe_rows(struct sb_ctx *ctx, float *out, const float *x, const float *r, const float *wi,
+			const float *wo, float *scr, int n, int d, int E, int K, int Fe)
+{
+	float *lg = scr, *h = lg + E, *a = h + 2 * Fe, *o = a + Fe, *acc = o + d;
+	int pick[64];
+	float gate[64];
+	for (int i = 0; i < n; i++) {
+		const float *xi = x + (size_t)i * d;
+		float *yi = out + (size_t)i * d;
+		for (int e = 0; e < E; e++)
+			lg[e] = dotf(r + (size_t)e * d, xi, d);
+		for (int k = 0; k < K; k++) {
+			int best = -1;
+			for (int e = 0; e < E; e++) {
+				int used = 0;
+				for (int j = 0; j < k && !used; j++)
+					used = pick[j] == e;
+				if (!used && (best < 0 || lg[e] > lg[best]))
+					best = e;
+			}
+			pick[k] = best;
+		}
+		float mx = lg[pick[0]], sum = 0;
+		for (int k = 0; k < K; k++)
+			sum += gate[k] = expf(lg[pick[k]] - mx);
+		for (int k = 0; k < K; k++)
+			gate[k] /= sum;
+		memset(acc, 0, (size_t)d * sizeof *acc);
+		for (int e = 0; e < E; e++) {
+			int k = 0;
+			while (k < K && pick[k] != e)
+				k++;
+			if (k == K)
+				continue;
+			const float *we = wi + (size_t)e * 2 * Fe * d, *wu = wo + (size_t)e * d * Fe;
+			for (int q = 0; q < 2 * Fe; q++)
+				h[q] = dotf(we + (size_t)q * d, xi, d);
+			for (int q = 0; q < Fe; q++)
+				a[q] = h[q] / (1.0f + expf(-h[q])) * h[Fe + q];
+			for (int q = 0; q < d; q++)
+				o[q] = dotf(wu + (size_t)q * Fe, a, Fe);
+			axpy(acc, gate[k], o, d);
+		}
+		for (int q = 0; q < d; q++)
+			yi[q] = acc[q] + yi[q];
+	}
+}
+
 /* ---------------------------------------------------------------- table */
 
 static const struct sb_backend_lm_ops cpu_lm_ops = {
@@ -1128,6 +1183,7 @@ static const struct sb_backend_lm_ops cpu_lm_ops = {
 	.linattn_backward = lm_linattn_backward,
 	.linattn_rows = lm_linattn_rows,
 	.mamba2_rows = lm_mamba2_rows,
+	.moe_rows = lm_moe_rows,
 };
 
 const struct sb_backend_lm_ops *sb_backend_lm(const struct sb_backend *be)

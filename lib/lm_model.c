@@ -1585,68 +1585,6 @@ static void mm_rows(const struct sb_lm_model *m, struct sb_ctx *ctx, float *out,
 		m->lo->matmul_rows(ctx, out, inp, wp, bias, M, K, N);
 }
 
-static float dot_plain(const float *a, const float *b, int n)
-{
-	float s = 0;
-	for (int i = 0; i < n; i++)
-		s += a[i] * b[i];
-	return s;
-}
-
-/* Granite's mixture of experts, row by row (the same bits whatever n): y[i] = moe(x[i]) + y[i]
- * (y holds the shared MLP's output). Router logits in float; the top moe_topk (ties: the lower
- * index), gates = their softmax; the picked experts' outputs added in expert order, as
- * transformers' index_add. Plain loops: the experts are read once per picked row. */
-static void moe_rows(const struct sb_lm_cfg *cf, const struct sb_lm_layer *y, const float *x, float *out,
-		     float *scr, int n)
-{
-	int d = cf->d, E = cf->moe_experts, K = cf->moe_topk, Fe = cf->moe_ffn;
-	float *lg = scr, *h = lg + E, *a = h + 2 * Fe, *o = a + Fe, *acc = o + d;
-	for (int i = 0; i < n; i++) {
-		const float *xi = x + (size_t)i * d;
-		float *yi = out + (size_t)i * d;
-		for (int e = 0; e < E; e++)
-			lg[e] = dot_plain(y->moe_r + (size_t)e * d, xi, d);
-		int pick[64]; /* moe_topk <= 64 (checked at import) */
-		float gate[64];
-		for (int k = 0; k < K; k++) {
-			int best = -1;
-			for (int e = 0; e < E; e++) {
-				int used = 0;
-				for (int j = 0; j < k && !used; j++)
-					used = pick[j] == e;
-				if (!used && (best < 0 || lg[e] > lg[best]))
-					best = e;
-			}
-			pick[k] = best;
-		}
-		float mx = lg[pick[0]], sum = 0;
-		for (int k = 0; k < K; k++)
-			sum += gate[k] = expf(lg[pick[k]] - mx);
-		for (int k = 0; k < K; k++)
-			gate[k] /= sum;
-		memset(acc, 0, (size_t)d * sizeof *acc);
-		for (int e = 0; e < E; e++) {
-			int k = 0;
-			while (k < K && pick[k] != e)
-				k++;
-			if (k == K)
-				continue;
-			const float *wi = y->moe_in + (size_t)e * 2 * Fe * d, *wo = y->moe_out + (size_t)e * d * Fe;
-			for (int r = 0; r < 2 * Fe; r++)
-				h[r] = dot_plain(wi + (size_t)r * d, xi, d);
-			for (int r = 0; r < Fe; r++)
-				a[r] = h[r] / (1.0f + expf(-h[r])) * h[Fe + r];
-			for (int r = 0; r < d; r++)
-				o[r] = dot_plain(wo + (size_t)r * Fe, a, Fe);
-			for (int r = 0; r < d; r++)
-				acc[r] += o[r] * gate[k];
-		}
-		for (int r = 0; r < d; r++)
-			yi[r] = acc[r] + yi[r];
-	}
-}
-
 /* The rows c->ids[0..n) at positions pos..pos+n-1 */
 static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, int n,
 			const struct sb_lm_mask *mask, float *logits, int all_rows, struct sb_lm_attn_obs *obs,
@@ -1749,8 +1687,9 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 			else
 				op->gelu_forward(ctx, c->a, NULL, NULL, c->h, &no_drop, (size_t)n * F);
 			mm_rows(m, ctx, c->y, c->a, yt->down_w, y->down_b, n, F, d);
-			if (cf->moe_experts)
-				moe_rows(cf, y, c->nrm, c->y, c->moe, n);
+			if (cf->moe_experts) /* Granite's experts, added to the shared MLP's output */
+				lo->moe_rows(ctx, c->y, c->nrm, y->moe_r, y->moe_in, y->moe_out, c->moe, n, d,
+					     cf->moe_experts, cf->moe_topk, cf->moe_ffn);
 			if (cf->resid_mult != 1.0f)
 				for (size_t i = 0; i < (size_t)n * d; i++)
 					c->y[i] *= cf->resid_mult;

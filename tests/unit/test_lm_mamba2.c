@@ -9,6 +9,7 @@
  *     chunked prefill equal the prefill bit for bit, dense and under the recipe mask, and
  *     the mask is observed on A layers only; the multipliers change the logits;
  *   - the configuration round-trips through JSON; training refuses M layers.
+ *   - Granite's mixture of experts (moe_rows) against a double transcription, a tie.
  * (The whole model against transformers' GraniteMoeHybridForCausalLM: test_lm_import.) */
 #include <math.h>
 #include <stdint.h>
@@ -135,6 +136,108 @@ static void check_op(struct sb_backend *be)
 		free(y7);
 		free(hist);
 		free(S);
+		free(want);
+		free(got);
+	}
+}
+
+/* Granite's mixture of experts: the op against a double transcription (top-k by a full sort,
+ * ties to the lower index), and a tie between two experts resolved towards the lower index */
+static void check_moe(struct sb_backend *be)
+{
+	const struct sb_backend_lm_ops *lo = sb_backend_lm(be);
+	struct sb_ctx *ctx = sb_be_main(be);
+	static const int shapes[][5] = {{1, 1, 1, 1, 1}, {19, 5, 2, 7, 6}, {33, 8, 3, 17, 4}, {16, 4, 4, 16, 3}};
+	for (int s = 0; s < 5; s++) {
+		int tie = s == 4, sh = tie ? 1 : s;
+		int d = shapes[sh][0], E = shapes[sh][1], K = shapes[sh][2], Fe = shapes[sh][3], n = shapes[sh][4];
+		struct sb_rng r;
+		sb_rng_init(&r, 70 + s, SB_RNG_USER, 4);
+		float *x = malloc((size_t)n * d * sizeof *x), *wr = malloc((size_t)E * d * sizeof *wr);
+		float *wi = malloc((size_t)E * 2 * Fe * d * sizeof *wi), *wo = malloc((size_t)E * d * Fe * sizeof *wo);
+		float *out = malloc((size_t)n * d * sizeof *out), *base = malloc((size_t)n * d * sizeof *base);
+		float *scr = malloc(((size_t)E + 3 * Fe + 2 * d) * sizeof *scr);
+		double *want = malloc((size_t)n * d * sizeof *want), *got = malloc((size_t)n * d * sizeof *got);
+		fill(x, (size_t)n * d, &r, 1.0, 0);
+		fill(wr, (size_t)E * d, &r, 0.5, 0);
+		fill(wi, (size_t)E * 2 * Fe * d, &r, 0.3, 0);
+		fill(wo, (size_t)E * d * Fe, &r, 0.3, 0);
+		fill(base, (size_t)n * d, &r, 1.0, 0);
+		if (tie) { /* experts 1 and 3 score the same (the same router row), the others 0: where
+			    * that score is positive the tie is at the top and K = 1 must pick expert 1 */
+			memset(wr, 0, (size_t)E * d * sizeof *wr);
+			for (int j = 0; j < d; j++)
+				wr[(size_t)3 * d + j] = wr[(size_t)1 * d + j] = (float)sb_rng_normal(&r);
+		}
+		int top_ties = 0;
+		int Ku = tie ? 1 : K;
+		memcpy(out, base, (size_t)n * d * sizeof *out);
+		lo->moe_rows(ctx, out, x, wr, wi, wo, scr, n, d, E, Ku, Fe);
+		for (int i = 0; i < n; i++) {
+			const float *xi = x + (size_t)i * d;
+			double lg[64];
+			int order[64];
+			for (int e = 0; e < E; e++) {
+				double t = 0;
+				for (int j = 0; j < d; j++)
+					t += (double)wr[(size_t)e * d + j] * xi[j];
+				lg[e] = t;
+				order[e] = e;
+			}
+			for (int a = 0; a < E; a++) /* stable selection sort: descending, ties by index */
+				for (int b = a + 1; b < E; b++)
+					if (lg[order[b]] > lg[order[a]]) {
+						int t = order[a];
+						order[a] = order[b];
+						order[b] = t;
+					}
+			top_ties += tie && lg[1] > 0 && lg[1] == lg[3];
+			double sum = 0, g[64];
+			for (int k = 0; k < Ku; k++)
+				sum += g[k] = exp(lg[order[k]] - lg[order[0]]);
+			for (int j = 0; j < d; j++)
+				want[(size_t)i * d + j] = base[(size_t)i * d + j];
+			for (int k = 0; k < Ku; k++) {
+				int e = order[k];
+				double *hh = malloc((size_t)2 * Fe * sizeof *hh);
+				for (int q = 0; q < 2 * Fe; q++) {
+					double t = 0;
+					for (int j = 0; j < d; j++)
+						t += (double)wi[((size_t)e * 2 * Fe + q) * d + j] * xi[j];
+					hh[q] = t;
+				}
+				for (int j = 0; j < d; j++) {
+					double t = 0;
+					for (int q = 0; q < Fe; q++)
+						t += (double)wo[((size_t)e * d + j) * Fe + q] * silu(hh[q]) * hh[Fe + q];
+					want[(size_t)i * d + j] += g[k] / sum * t;
+				}
+				free(hh);
+			}
+		}
+		for (size_t i = 0; i < (size_t)n * d; i++)
+			got[i] = out[i];
+		char name[160];
+		snprintf(name, sizeof name, "moe_rows d %d, %d experts of %d, top %d, %d rows%s vs the double transcription",
+			 d, E, Fe, Ku, n, tie ? " (a tie between experts 1 and 3: 1 picked)" : "");
+		/* float dot products of <= 33 terms vs double; a wrong pick or gate is O(0.1) */
+		sb_check_close(name, got, want, (size_t)n * d, 2e-5, 1e-4);
+		if (tie)
+			SB_CHECK(top_ties > 0, "moe_rows: the tie was at the top in %d of %d rows", top_ties, n);
+		float *o1 = malloc((size_t)n * d * sizeof *o1);
+		memcpy(o1, base, (size_t)n * d * sizeof *o1);
+		for (int i = 0; i < n; i++)
+			lo->moe_rows(ctx, o1 + (size_t)i * d, x + (size_t)i * d, wr, wi, wo, scr, 1, d, E, Ku, Fe);
+		SB_CHECK(!memcmp(o1, out, (size_t)n * d * sizeof *o1), "moe_rows d %d E %d: one row at a time, the same bits",
+			 d, E);
+		free(o1);
+		free(x);
+		free(wr);
+		free(wi);
+		free(wo);
+		free(out);
+		free(base);
+		free(scr);
 		free(want);
 		free(got);
 	}
@@ -274,6 +377,7 @@ int main(void)
 		return sb_test_done();
 	}
 	check_op(be);
+	check_moe(be);
 	check_model(be);
 	sb_backend_close(be);
 	return sb_test_done();
