@@ -388,6 +388,20 @@ struct sb_backend_lm_ops {
 	 * z[NH, hd] = sum phi(k), updated */
 	void (*linattn_rows)(struct sb_ctx *ctx, float *out, const float *q, const float *k, const float *v, float *S,
 			     float *z, int n, int NH, int hd);
+	/* Mamba2 mixer, evaluation path only (lib/lm_model.h, kind M): n rows of one
+	 * sequence, proj[n, I + CD + H] = (z | xBC | dt) with I = H P, CD = I + 2 G N;
+	 * xBC = silu(conv_K(xBC) + cb) (cw [CD, 1, K], cb may be NULL), hist[K-1, CD] the
+	 * previous xBC rows (updated); per head dt = softplus(dt + dt_bias), S[H, P, N] =
+	 * exp(-dt exp(A_log)) S + dt x B^T (updated), y[n, I] = (S C + D x) * silu(z) */
+	void (*mamba2_rows)(struct sb_ctx *ctx, float *y, const float *proj, float *hist, float *S, const float *cw,
+			    const float *cb, const float *dt_bias, const float *A_log, const float *D, int n, int H,
+			    int P, int N, int G, int K);
+	/* Granite's mixture of experts, evaluation path only (lib/lm_model.h, moe_experts): per
+	 * row, router logits r[E, d] x, the top K (ties: the lower index, K <= 64), gates their
+	 * softmax, expert e a SwiGLU (wi [E, 2Fe, d]: gate rows then up rows; wo [E, d, Fe]);
+	 * out[n, d] += the gated sum in expert order; scr: E + 3 Fe + 2 d floats */
+	void (*moe_rows)(struct sb_ctx *ctx, float *out, const float *x, const float *r, const float *wi,
+			 const float *wo, float *scr, int n, int d, int E, int K, int Fe);
 };
 
 /* The LM op table of a backend, or NULL. */

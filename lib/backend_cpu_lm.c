@@ -1032,6 +1032,128 @@ static void lm_linattn_rows(struct sb_ctx *ctx, float *out, const float *q, cons
 		}
 }
 
+/* ---------------------------------------------------------------- Mamba2 mixer (evaluation) */
+
+static inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
+/* PyTorch's softplus (beta 1, threshold 20): x above 20 is returned as is */
+static inline float softplus_f(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* n rows of one sequence, one row at a time in order (so any split of the rows gives the
+ * same bits). proj[n, I + CD + H] = (z | xBC | dt), I = H P, CD = I + 2 G N (I is nI here:
+ * complex.h, through cblas.h, defines I). hist[K-1, CD]
+ * holds the K-1 previous xBC rows (oldest first, zeros at the start), S[H, P, N] the
+ * state; both updated. y[n, I] = (S C + D x) * silu(z), before the gated norm's RMSNorm. */
+static void lm_mamba2_rows(struct sb_ctx *ctx, float *y, const float *proj, float *hist, float *S, const float *cw,
+			   const float *cb, const float *dt_bias, const float *A_log, const float *D, int n, int H,
+			   int P, int N, int G, int K)
+{
+	int nI = H * P, GN = G * N, CD = nI + 2 * GN, hpg = H / G;
+	size_t ld = (size_t)nI + CD + H;
+	float *wt = sb_cpu_scratch(ctx, ((size_t)K * CD + CD) * sizeof(float));
+	float *u = wt + (size_t)K * CD;
+	for (int c = 0; c < CD; c++)
+		for (int i = 0; i < K; i++)
+			wt[(size_t)i * CD + c] = cw[(size_t)c * K + i];
+	for (int r = 0; r < n; r++) {
+		const float *zt = proj + (size_t)r * ld, *xin = zt + nI, *dtr = xin + CD;
+		float *yt = y + (size_t)r * nI;
+		/* causal depthwise convolution over xBC, an FMA chain from 0 in tap order, then
+		 * the bias, then SiLU */
+		for (int c = 0; c < CD; c++)
+			u[c] = 0;
+		for (int i = 0; i < K; i++) {
+			const float *xs = i < K - 1 ? hist + (size_t)i * CD : xin, *wi = wt + (size_t)i * CD;
+			for (int c = 0; c < CD; c++)
+				u[c] = sfma(wi[c], xs[c], u[c]);
+		}
+		if (K > 1) {
+			memmove(hist, hist + CD, (size_t)(K - 2) * CD * sizeof *hist);
+			memcpy(hist + (size_t)(K - 2) * CD, xin, (size_t)CD * sizeof *hist);
+		}
+		for (int c = 0; c < CD; c++)
+			u[c] = silu_f(cb ? u[c] + cb[c] : u[c]);
+		const float *x = u, *B = u + nI, *C = u + nI + GN;
+		/* the selective state recurrence, head by head */
+		for (int h = 0; h < H; h++) {
+			const float *Bg = B + (size_t)(h / hpg) * N, *Cg = C + (size_t)(h / hpg) * N;
+			float dt = softplus_f(dtr[h] + dt_bias[h]);
+			float dA = expf(dt * -expf(A_log[h]));
+			vf vdA = vset1(dA);
+			for (int p = 0; p < P; p++) {
+				float xp = x[(size_t)h * P + p], dx = dt * xp;
+				float *Sp = S + ((size_t)h * P + p) * N;
+				/* S = dx B + S dA (element by element: the same rounding in the vector
+				 * and the scalar tail), then y = S.C in dotf's fixed order (a single
+				 * accumulator chain over N was latency-bound: 3x slower prefill) */
+				vf vdx = vset1(dx);
+				int j = 0;
+				for (; j + VL <= N; j += VL)
+					vstore(Sp + j, vfma(vdx, vload(Bg + j), vload(Sp + j) * vdA));
+				for (; j < N; j++)
+					Sp[j] = sfma(dx, Bg[j], Sp[j] * dA);
+				float yv = sfma(D[h], xp, dotf(Sp, Cg, N));
+				float g = zt[(size_t)h * P + p];
+				yt[(size_t)h * P + p] = yv * silu_f(g);
+			}
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- mixture of experts (evaluation) */
+
+/* Granite's experts, row by row (the same bits whatever n): out[i] = moe(x[i]) + out[i].
+ * Router logits r[E, d] . x; the top K (ties: the lower index); gates = softmax of the
+ * picked logits; expert e: a = silu(wi[e][0:Fe] x) * (wi[e][Fe:2Fe] x), o = wo[e] a; the
+ * gated o summed in expert order (transformers' index_add), then added to out. scr holds
+ * E + 3 Fe + 2 d floats. K <= 64. */
+static void lm_moe_rows(struct sb_ctx *ctx, float *out, const float *x, const float *r, const float *wi,
+			const float *wo, float *scr, int n, int d, int E, int K, int Fe)
+{
+	float *lg = scr, *h = lg + E, *a = h + 2 * Fe, *o = a + Fe, *acc = o + d;
+	int pick[64];
+	float gate[64];
+	for (int i = 0; i < n; i++) {
+		const float *xi = x + (size_t)i * d;
+		float *yi = out + (size_t)i * d;
+		for (int e = 0; e < E; e++)
+			lg[e] = dotf(r + (size_t)e * d, xi, d);
+		for (int k = 0; k < K; k++) {
+			int best = -1;
+			for (int e = 0; e < E; e++) {
+				int used = 0;
+				for (int j = 0; j < k && !used; j++)
+					used = pick[j] == e;
+				if (!used && (best < 0 || lg[e] > lg[best]))
+					best = e;
+			}
+			pick[k] = best;
+		}
+		float mx = lg[pick[0]], sum = 0;
+		for (int k = 0; k < K; k++)
+			sum += gate[k] = expf(lg[pick[k]] - mx);
+		for (int k = 0; k < K; k++)
+			gate[k] /= sum;
+		memset(acc, 0, (size_t)d * sizeof *acc);
+		for (int e = 0; e < E; e++) {
+			int k = 0;
+			while (k < K && pick[k] != e)
+				k++;
+			if (k == K)
+				continue;
+			const float *we = wi + (size_t)e * 2 * Fe * d, *wu = wo + (size_t)e * d * Fe;
+			for (int q = 0; q < 2 * Fe; q++)
+				h[q] = dotf(we + (size_t)q * d, xi, d);
+			for (int q = 0; q < Fe; q++)
+				a[q] = h[q] / (1.0f + expf(-h[q])) * h[Fe + q];
+			for (int q = 0; q < d; q++)
+				o[q] = dotf(wu + (size_t)q * Fe, a, Fe);
+			axpy(acc, gate[k], o, d);
+		}
+		for (int q = 0; q < d; q++)
+			yi[q] = acc[q] + yi[q];
+	}
+}
+
 /* ---------------------------------------------------------------- table */
 
 static const struct sb_backend_lm_ops cpu_lm_ops = {
@@ -1060,6 +1182,8 @@ static const struct sb_backend_lm_ops cpu_lm_ops = {
 	.linattn_forward = lm_linattn_forward,
 	.linattn_backward = lm_linattn_backward,
 	.linattn_rows = lm_linattn_rows,
+	.mamba2_rows = lm_mamba2_rows,
+	.moe_rows = lm_moe_rows,
 };
 
 const struct sb_backend_lm_ops *sb_backend_lm(const struct sb_backend *be)

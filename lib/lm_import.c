@@ -316,6 +316,171 @@ void sb_lm_lfm2_name(const char *ours, char *out, size_t cap)
 	snprintf(out, cap, "%s", ours);
 }
 
+/* ---------------------------------------------------------------- Granite 4.0 hybrid */
+
+/* A number field that may be absent or null (def) and must be > 0 and exactly a float. */
+static int granite_float(const struct sb_json *o, const char *name, const char *key, double def, float *out,
+			 struct sb_err *err)
+{
+	double v = def;
+	SB_TRY(cfg_num(o, name, key, def, &v, err));
+	*out = (float)v;
+	if ((double)*out != v && fabs((double)*out - v) > 1e-6 * v)
+		return SB_ERR(err, SB_EDATA, "%s: '%s' %.17g does not fit a float", name, key, v);
+	return 0;
+}
+
+static int granite_config(const struct sb_json *o, const char *name, struct sb_lm_cfg *c, struct sb_lm_hf_info *info,
+			  struct sb_err *err)
+{
+	int layers = 0, heads = 0, experts = 0, abias = 0, tied = 0, expand = 0;
+	double eps = 0, theta = 0;
+	SB_TRY(cfg_int(o, name, "vocab_size", 2, 1 << 20, -1, &c->vocab, err));
+	SB_TRY(cfg_int(o, name, "hidden_size", 2, 1 << 14, -1, &c->d, err));
+	SB_TRY(cfg_int(o, name, "num_hidden_layers", 1, SB_LM_MAX_LAYERS, -1, &layers, err));
+	SB_TRY(cfg_int(o, name, "num_attention_heads", 1, 1024, -1, &heads, err));
+	SB_TRY(cfg_int(o, name, "num_key_value_heads", 1, 1024, heads, &c->kv_heads, err));
+	SB_TRY(cfg_int(o, name, "shared_intermediate_size", 1, 1 << 17, 1024, &c->ffn, err));
+	SB_TRY(cfg_int(o, name, "num_local_experts", 0, 1 << 12, 8, &experts, err));
+	if (experts > 0) { /* every layer's MLP gets the experts beside it (GraniteMoeHybridMoE) */
+		c->moe_experts = experts;
+		SB_TRY(cfg_int(o, name, "num_experts_per_tok", 1, experts < 64 ? experts : 64, 2, &c->moe_topk, err));
+		SB_TRY(cfg_int(o, name, "intermediate_size", 1, 1 << 17, 11008, &c->moe_ffn, err));
+	}
+	SB_TRY(cfg_num(o, name, "rms_norm_eps", 1e-6, &eps, err));
+	SB_TRY(cfg_int(o, name, "max_position_embeddings", 1, 1 << 24, 2048, &info->max_pos, err));
+	SB_TRY(cfg_bool(o, name, "tie_word_embeddings", 0, &tied, err));
+	SB_TRY(cfg_bool(o, name, "attention_bias", 0, &abias, err));
+	/* transformers' GraniteMoeHybridAttention takes head_dim = hidden / heads (a head_dim
+	 * field is not read) and requires that it divides */
+	if (c->d % heads)
+		return SB_ERR(err, SB_EDATA, "%s: 'num_attention_heads' %d does not divide hidden_size %d", name, heads,
+			      c->d);
+	c->head_dim = c->d / heads;
+	/* layers */
+	const struct sb_json *lt = sb_json_get(o, "layer_types");
+	memset(c->pattern, 'M', (size_t)layers); /* layers_block_type's default: every layer mamba */
+	c->pattern[layers] = 0;
+	if (lt && lt->type != SB_JSON_NULL) {
+		if (lt->type != SB_JSON_ARRAY || lt->n != (size_t)layers)
+			return SB_ERR(err, SB_EDATA, "%s: 'layer_types' must be an array of num_hidden_layers (%d) strings",
+				      name, layers);
+		for (int l = 0; l < layers; l++) {
+			const char *k = sb_json_str(lt->items[l], NULL);
+			if (k && !strcmp(k, "attention"))
+				c->pattern[l] = 'A';
+			else if (k && !strcmp(k, "mamba"))
+				c->pattern[l] = 'M';
+			else
+				return SB_ERR(err, SB_EDATA,
+					      "%s: layer_types[%d] '%s' is not a layer kind read here (mamba, attention)", name,
+					      l, k ? k : "(not a string)");
+		}
+	}
+	/* positions: transformers builds a rotary embedding only for "rope" */
+	const char *pe = sb_json_str(sb_json_get(o, "position_embedding_type"), NULL);
+	const struct sb_json *pev = sb_json_get(o, "position_embedding_type");
+	if (pev && pev->type != SB_JSON_NULL && !pe)
+		return SB_ERR(err, SB_EDATA, "%s: 'position_embedding_type' must be a string or null", name);
+	if (!pe || !strcmp(pe, "nope"))
+		c->pos = SB_LM_POS_NONE;
+	else if (!strcmp(pe, "rope")) {
+		c->pos = SB_LM_POS_ROPE;
+		SB_TRY(cfg_num(o, name, "rope_theta", 10000.0, &theta, err));
+		c->rope_theta = (float)theta;
+		if ((double)c->rope_theta != theta)
+			return SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g is not exactly a float", name, theta);
+		/* rope_scaling (transformers 4.x) or rope_parameters (later releases): default only;
+		 * a rope_parameters.rope_theta must agree with rope_theta */
+		const char *keys[2] = {"rope_scaling", "rope_parameters"};
+		for (int i = 0; i < 2; i++) {
+			const struct sb_json *rs = sb_json_get(o, keys[i]);
+			if (!rs || rs->type == SB_JSON_NULL)
+				continue;
+			const char *ty = rs->type == SB_JSON_OBJECT ? sb_json_str(sb_json_get(rs, "rope_type"),
+										     sb_json_str(sb_json_get(rs, "type"), "default"))
+								    : "(not an object)";
+			if (strcmp(ty, "default"))
+				return SB_ERR(err, SB_EDATA,
+					      "%s: %s type '%s' is not implemented for granitemoehybrid (null or default)", name,
+					      keys[i], ty);
+			const struct sb_json *rt = sb_json_get(rs, "rope_theta");
+			if (i == 1 && rt && rt->type != SB_JSON_NULL) {
+				double t2;
+				const struct sb_json *top_t = sb_json_get(o, "rope_theta");
+				SB_TRY(cfg_num(rs, name, "rope_theta", 0, &t2, err));
+				if (top_t && top_t->type != SB_JSON_NULL && t2 != theta)
+					return SB_ERR(err, SB_EDATA, "%s: rope_parameters.rope_theta %.17g disagrees with rope_theta %.17g",
+						      name, t2, theta);
+				theta = t2;
+				c->rope_theta = (float)theta;
+				if ((double)c->rope_theta != theta)
+					return SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g is not exactly a float", name, theta);
+			}
+		}
+	} else
+		return SB_ERR(err, SB_EDATA, "%s: 'position_embedding_type' '%s' is not read here (null, nope, rope)",
+			      name, pe);
+	/* the Mamba2 mixers */
+	SB_TRY(cfg_int(o, name, "mamba_n_heads", 1, 1 << 16, 128, &c->ssm_heads, err));
+	SB_TRY(cfg_int(o, name, "mamba_n_groups", 1, 1 << 16, 1, &c->ssm_groups, err));
+	SB_TRY(cfg_int(o, name, "mamba_d_state", 1, 1 << 16, 256, &c->ssm_state, err));
+	SB_TRY(cfg_int(o, name, "mamba_d_conv", 1, 64, 4, &c->conv_k, err));
+	SB_TRY(cfg_int(o, name, "mamba_expand", 1, 64, 2, &expand, err));
+	SB_TRY(cfg_bool(o, name, "mamba_conv_bias", 1, &c->ssm_conv_bias, err));
+	SB_TRY(cfg_bool(o, name, "mamba_proj_bias", 0, &c->ssm_proj_bias, err));
+	long inter = (long)expand * c->d;
+	const struct sb_json *dh = sb_json_get(o, "mamba_d_head");
+	if (!dh || dh->type == SB_JSON_NULL || (dh->type == SB_JSON_STRING && !strcmp(dh->text, "auto"))) {
+		if (inter % c->ssm_heads)
+			return SB_ERR(err, SB_EDATA, "%s: 'mamba_n_heads' %d does not divide mamba_expand * hidden_size %ld",
+				      name, c->ssm_heads, inter);
+		c->ssm_head_dim = (int)(inter / c->ssm_heads);
+	} else
+		SB_TRY(cfg_int(o, name, "mamba_d_head", 1, 1 << 16, -1, &c->ssm_head_dim, err));
+	if ((long)c->ssm_head_dim * c->ssm_heads != inter)
+		return SB_ERR(err, SB_EDATA,
+			      "%s: 'mamba_d_head' %d times mamba_n_heads %d must equal mamba_expand * hidden_size %ld", name,
+			      c->ssm_head_dim, c->ssm_heads, inter);
+	if (c->ssm_heads % c->ssm_groups)
+		return SB_ERR(err, SB_EDATA, "%s: 'mamba_n_groups' %d does not divide mamba_n_heads %d", name,
+			      c->ssm_groups, c->ssm_heads);
+	/* Granite's multipliers */
+	SB_TRY(granite_float(o, name, "embedding_multiplier", 1.0, &c->emb_mult, err));
+	SB_TRY(granite_float(o, name, "residual_multiplier", 1.0, &c->resid_mult, err));
+	SB_TRY(granite_float(o, name, "attention_multiplier", 1.0, &c->attn_scale, err));
+	SB_TRY(granite_float(o, name, "logits_scaling", 1.0, &c->logit_div, err));
+	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
+		return SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
+	c->norm_eps = (float)eps;
+	c->heads = heads;
+	c->attn_bias = abias;
+	c->swiglu = 1;
+	c->rmsnorm = 1;
+	c->tied = tied;
+	c->max_T = info->max_pos;
+	return check_cfg(c, name, err);
+}
+
+void sb_lm_granite_name(const char *ours, char *out, size_t cap, int *half)
+{
+	int l, at = 0;
+	*half = 0;
+	if (sscanf(ours, "model.layers.%d.%n", &l, &at) == 1 && at > 0) {
+		const char *rest = ours + at;
+		if (!strcmp(rest, "mlp.gate_proj.weight") || !strcmp(rest, "mlp.up_proj.weight")) {
+			*half = rest[4] == 'g' ? 1 : 2;
+			snprintf(out, cap, "model.layers.%d.shared_mlp.input_linear.weight", l);
+			return;
+		}
+		if (!strcmp(rest, "mlp.down_proj.weight")) {
+			snprintf(out, cap, "model.layers.%d.shared_mlp.output_linear.weight", l);
+			return;
+		}
+	}
+	snprintf(out, cap, "%s", ours);
+}
+
 int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_cfg *c, struct sb_lm_hf_info *info,
 		    struct sb_err *err)
 {
@@ -335,9 +500,11 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	int mistral = !strcmp(mt, "mistral");
 	int llama = !strcmp(mt, "llama") || mistral, qwen2 = !strcmp(mt, "qwen2"), qwen3 = !strcmp(mt, "qwen3");
 	info->lfm2 = !strcmp(mt, "lfm2");
-	if (!llama && !qwen2 && !qwen3 && !info->lfm2) {
+	info->granite = !strcmp(mt, "granitemoehybrid");
+	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite) {
 		rc = SB_ERR(err, SB_EDATA,
-			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, qwen2, qwen3, lfm2)",
+			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, qwen2, qwen3, lfm2, "
+			    "granitemoehybrid)",
 			    name, mt);
 		goto out;
 	}
@@ -357,6 +524,11 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	if (info->lfm2) {
 		if (!rc)
 			rc = lfm2_config(o, name, c, info, err);
+		goto out;
+	}
+	if (info->granite) {
+		if (!rc)
+			rc = granite_config(o, name, c, info, err);
 		goto out;
 	}
 	int layers = 0, heads = 0, bias_attn = 0, bias_mlp = 0, tied = 0, sliding = 0;
@@ -725,13 +897,34 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 	if (!rc && !(src = calloc((size_t)np + 1, sizeof *src)))
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	for (int i = 0; i < np && !rc; i++) {
+		int half = 0;
 		if (info.lfm2)
 			sb_lm_lfm2_name(params[i].name, src[i], sizeof src[i]);
+		else if (info.granite)
+			sb_lm_granite_name(params[i].name, src[i], sizeof src[i], &half);
 		else
 			snprintf(src[i], sizeof src[i], "%s", params[i].name);
 		const struct sb_tensor *t = NULL;
 		for (int s = 0; s < nf && !t; s++)
 			t = sb_tensors_find(&shard[s], src[i]);
+		struct sb_tensor hv; /* a half of Granite's shared_mlp.input_linear: a view of its rows */
+		if (t && half) {
+			if (t->ndim != 2 || t->shape[0] != 2 * params[i].shape[0]) {
+				char a[96];
+				shape_str(t->ndim, t->shape, a, sizeof a);
+				rc = SB_ERR(err, SB_EDATA,
+					    "%s: checkpoint tensor '%s' has shape %s, not [2 shared_intermediate_size (%lld), "
+					    "hidden_size]",
+					    hf_dir, src[i], a, (long long)(2 * params[i].shape[0]));
+				break;
+			}
+			hv = *t;
+			hv.shape[0] = t->shape[0] / 2;
+			hv.nbytes = t->nbytes / 2;
+			if (half == 2)
+				hv.data = (char *)t->data + hv.nbytes;
+			t = &hv;
+		}
 		if (!t)
 			rc = SB_ERR(err, SB_EDATA, "%s: the checkpoint lacks tensor '%s' (model_type %s)", hf_dir, src[i],
 				    mt);

@@ -1,5 +1,5 @@
-/* lm_import.h — a pretrained decoder of the Llama/Qwen family, or Liquid AI's hybrid LFM2
- * (PROTOCOL C(b)), from a Hugging Face model directory into a run directory that the LM
+/* lm_import.h — a pretrained decoder of the Llama/Qwen family, Liquid AI's hybrid LFM2 or
+ * IBM's hybrid Granite 4.0 (PROTOCOL C(b)), from a Hugging Face model directory into a run directory that the LM
  * evaluation reads like a trained one (`sb-lm import`, docs/lm.md).
  *
  * The directory holds config.json, the weights (model.safetensors, or the shards that
@@ -32,9 +32,24 @@
  * num_heads other than num_attention_heads, block_norm_eps other than norm_eps, rope types
  * other than default.
  *
- * The masks act on the 'A' layers only: every layer of the Llama/Qwen layouts, LFM2's
- * full-attention layers (its convolutions run unchanged). The weights keep their dtype in
- * RUN_DIR/model.safetensors (widened to float when loaded); the cell's "source" holds
+ * granitemoehybrid (GraniteMoeHybridForCausalLM: IBM's Granite 4.0 hybrids, "h" models): layer_types ("mamba" | "attention"; null: every layer mamba) as M (Mamba2) and
+ * A layers; every layer has the shared SwiGLU MLP (shared_intermediate_size). hidden_size,
+ * num_attention_heads (head_dim = hidden / heads), num_key_value_heads, rms_norm_eps (1e-6),
+ * attention_bias (q/k/v/o), tie_word_embeddings (false), max_position_embeddings (2048),
+ * position_embedding_type (null or "nope": none; "rope": RoPE with rope_theta, rope_scaling
+ * null or default, or a default rope_parameters agreeing with it), mamba_n_heads,
+ * mamba_d_head ("auto" = mamba_expand hidden / heads),
+ * mamba_d_state, mamba_n_groups, mamba_d_conv, mamba_expand, mamba_conv_bias (true),
+ * mamba_proj_bias (false); embedding_multiplier, residual_multiplier, attention_multiplier
+ * (the attention's scale, in place of 1 / sqrt(head_dim)) and logits_scaling (logits are
+ * divided by it), all 1.0 by default; num_local_experts (8), num_experts_per_tok and
+ * intermediate_size: the mixture of experts beside the shared MLP (0 experts: dense).
+ * Refused, naming the field: another layer kind or position embedding type, a
+ * mamba_d_head that does not fit.
+ *
+ * The masks act on the 'A' layers only: every layer of the Llama/Qwen layouts, LFM2's and
+ * Granite's full-attention layers (their convolutions / Mamba2 mixers run unchanged). The
+ * weights keep their dtype in RUN_DIR/model.safetensors (widened to float when loaded); the cell's "source" holds
  * the model type and the SHA-256 and size of every file read, and "tokenizer" the copy
  * of tokenizer.json in the run directory. Memory: the weight files are mapped read-only
  * (sb_st_map), not read, and model.safetensors is written from the mappings: no copy of
@@ -62,6 +77,7 @@ struct sb_lm_import_opts {
 struct sb_lm_hf_info {
 	char model_type[32];
 	int lfm2;            /* LFM2's tensor names (mapped onto the toolkit's when imported) */
+	int granite;         /* Granite 4.0 hybrid's tensor names (shared_mlp.*, mapped when imported) */
 	int max_pos;         /* max_position_embeddings */
 	int sliding_window;  /* Mistral's (0 = none) */
 	char ffn_rule[320];  /* LFM2: how the feed-forward width follows from the config ("" otherwise) */
@@ -78,6 +94,12 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
  * post_attention_layernorm, self_attn.o_proj, self_attn.{q,k}_norm, mlp.gate_proj / up_proj /
  * down_proj and model.norm. */
 void sb_lm_lfm2_name(const char *ours, char *out, size_t cap);
+
+/* Granite's (granitemoehybrid's) name of the toolkit's tensor `ours`; *half: 0 the whole
+ * tensor, 1 or 2 the first or second half of its rows (mlp.gate_proj / mlp.up_proj are the
+ * halves of shared_mlp.input_linear [2F, d]); mlp.down_proj is shared_mlp.output_linear; the
+ * other names agree. */
+void sb_lm_granite_name(const char *ours, char *out, size_t cap, int *half);
 
 /* The distinct weight files named by a model.safetensors.index.json (text json[n], named
  * `name` in messages), in order of first appearance in its weight_map: *files (malloc'd,

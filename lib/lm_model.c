@@ -32,6 +32,11 @@ void sb_lm_cfg_default(struct sb_lm_cfg *c)
 	c->rope_low_freq = 1.0f;
 	c->rope_high_freq = 4.0f;
 	c->rope_orig_max = 8192;
+	c->ssm_groups = 1;
+	c->ssm_conv_bias = 1;
+	c->emb_mult = 1.0f;
+	c->resid_mult = 1.0f;
+	c->logit_div = 1.0f;
 	c->max_T = 256;
 	c->init_std = 0.02f;
 }
@@ -41,13 +46,14 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 	c->n_layer = (int)strlen(c->pattern);
 	if (c->n_layer < 1 || c->n_layer > SB_LM_MAX_LAYERS)
 		return SB_ERR(err, SB_EUSAGE, "model: pattern '%s' must have 1..%d layers", c->pattern, SB_LM_MAX_LAYERS);
-	int nA = 0, nL = 0;
+	int nA = 0, nL = 0, nM = 0;
 	for (int i = 0; i < c->n_layer; i++) {
 		char k = c->pattern[i];
-		if (k != 'A' && k != 'C' && k != 'L')
-			return SB_ERR(err, SB_EUSAGE, "model: pattern '%s': layer kinds are A, C and L", c->pattern);
+		if (k != 'A' && k != 'C' && k != 'L' && k != 'M')
+			return SB_ERR(err, SB_EUSAGE, "model: pattern '%s': layer kinds are A, C, L and M", c->pattern);
 		nA += k == 'A';
 		nL += k == 'L';
+		nM += k == 'M';
 	}
 	if (c->vocab < 2 || c->vocab > 1 << 20 || c->d < 2 || c->d > 1 << 14)
 		return SB_ERR(err, SB_EUSAGE, "model: bad vocab %d or d %d", c->vocab, c->d);
@@ -67,6 +73,23 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 	}
 	if (nL && (c->lin_heads < 1 || c->d % c->lin_heads))
 		return SB_ERR(err, SB_EUSAGE, "model: d %d is not a multiple of lin_heads %d", c->d, c->lin_heads);
+	if (nM && (c->ssm_heads < 1 || c->ssm_head_dim < 1 || c->ssm_state < 1 || c->ssm_groups < 1 ||
+		   c->ssm_heads % c->ssm_groups || (int64_t)c->ssm_heads * c->ssm_head_dim > 1 << 16 ||
+		   (int64_t)c->ssm_groups * c->ssm_state > 1 << 16))
+		return SB_ERR(err, SB_EUSAGE,
+			      "model: M layers need ssm_heads, ssm_head_dim, ssm_state >= 1 and ssm_groups >= 1 dividing "
+			      "ssm_heads (got %d, %d, %d, %d)", c->ssm_heads, c->ssm_head_dim, c->ssm_state, c->ssm_groups);
+	if (c->moe_experts < 0 || c->moe_experts > 1 << 12 ||
+	    (c->moe_experts && (c->moe_topk < 1 || c->moe_topk > c->moe_experts || c->moe_topk > 64 || c->moe_ffn < 1 ||
+				 c->ffn < 1)))
+		return SB_ERR(err, SB_EUSAGE,
+			      "model: moe_experts %d needs 1 <= moe_topk (%d) <= min(moe_experts, 64), moe_ffn >= 1 (%d) and an MLP "
+			      "(ffn %d)", c->moe_experts, c->moe_topk, c->moe_ffn, c->ffn);
+	if (c->ssm_conv_bias < 0 || c->ssm_conv_bias > 1 || c->ssm_proj_bias < 0 || c->ssm_proj_bias > 1)
+		return SB_ERR(err, SB_EUSAGE, "model: ssm_conv_bias and ssm_proj_bias are 0 or 1");
+	if (!(c->emb_mult > 0) || !(c->resid_mult > 0) || !(c->attn_scale >= 0) || !(c->logit_div > 0) ||
+	    !isfinite(c->emb_mult) || !isfinite(c->resid_mult) || !isfinite(c->attn_scale) || !isfinite(c->logit_div))
+		return SB_ERR(err, SB_EUSAGE, "model: emb_mult, resid_mult and logit_div must be > 0, attn_scale >= 0");
 	if (c->conv_k < 1 || c->conv_k > 64)
 		return SB_ERR(err, SB_EUSAGE, "model: conv_k %d out of 1..64", c->conv_k);
 	if (c->ffn < 0 || c->max_T < 1 || !(c->norm_eps > 0) || !(c->init_std > 0) || !(c->rope_theta > 1))
@@ -121,6 +144,19 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	FLT_FIELD(rope_factor)
 	FLT_FIELD(rope_low_freq)
 	FLT_FIELD(rope_high_freq)
+	INT_FIELD(ssm_heads)
+	INT_FIELD(ssm_head_dim)
+	INT_FIELD(ssm_state)
+	INT_FIELD(ssm_groups)
+	INT_FIELD(ssm_conv_bias)
+	INT_FIELD(ssm_proj_bias)
+	INT_FIELD(moe_experts)
+	INT_FIELD(moe_topk)
+	INT_FIELD(moe_ffn)
+	FLT_FIELD(emb_mult)
+	FLT_FIELD(resid_mult)
+	FLT_FIELD(attn_scale)
+	FLT_FIELD(logit_div)
 	INT_FIELD(max_T)
 	FLT_FIELD(norm_eps)
 	FLT_FIELD(rope_theta)
@@ -240,6 +276,27 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 		sb_jw_kf32(w, "rope_high_freq", c->rope_high_freq);
 		sb_jw_kint(w, "rope_orig_max", c->rope_orig_max);
 	}
+	if (strchr(c->pattern, 'M')) {
+		sb_jw_kint(w, "ssm_heads", c->ssm_heads);
+		sb_jw_kint(w, "ssm_head_dim", c->ssm_head_dim);
+		sb_jw_kint(w, "ssm_state", c->ssm_state);
+		sb_jw_kint(w, "ssm_groups", c->ssm_groups);
+		sb_jw_kint(w, "ssm_conv_bias", c->ssm_conv_bias);
+		sb_jw_kint(w, "ssm_proj_bias", c->ssm_proj_bias);
+	}
+	if (c->moe_experts) {
+		sb_jw_kint(w, "moe_experts", c->moe_experts);
+		sb_jw_kint(w, "moe_topk", c->moe_topk);
+		sb_jw_kint(w, "moe_ffn", c->moe_ffn);
+	}
+	if (c->emb_mult != 1.0f)
+		sb_jw_kf32(w, "emb_mult", c->emb_mult);
+	if (c->resid_mult != 1.0f)
+		sb_jw_kf32(w, "resid_mult", c->resid_mult);
+	if (c->attn_scale != 0.0f)
+		sb_jw_kf32(w, "attn_scale", c->attn_scale);
+	if (c->logit_div != 1.0f)
+		sb_jw_kf32(w, "logit_div", c->logit_div);
 	sb_jw_kint(w, "max_T", c->max_T);
 	sb_jw_kf32(w, "init_std", c->init_std);
 	sb_jw_obj_end(w);
@@ -321,6 +378,24 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 				tadd(&t, NM("self_attn.q_norm.weight"), 1, c->head_dim, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
 				tadd(&t, NM("self_attn.k_norm.weight"), 1, c->head_dim, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
 			}
+		} else if (k == 'M') {
+			/* Granite's names (model.layers.N.mamba.*); the initialisation is only a
+			 * placeholder (M layers are evaluation-only: a checkpoint is loaded) */
+			int I = c->ssm_heads * c->ssm_head_dim, GN = c->ssm_groups * c->ssm_state, H = c->ssm_heads;
+			int cd = I + 2 * GN;
+			tadd(&t, NM("mamba.in_proj.weight"), 2, I + cd + H, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
+			if (c->ssm_proj_bias)
+				tadd(&t, NM("mamba.in_proj.bias"), 1, I + cd + H, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+			tadd(&t, NM("mamba.conv1d.weight"), 3, cd, 1, c->conv_k, SB_LM_INIT_UNIFORM, cb, 1, 0);
+			if (c->ssm_conv_bias)
+				tadd(&t, NM("mamba.conv1d.bias"), 1, cd, 0, 0, SB_LM_INIT_UNIFORM, cb, 0, 0);
+			tadd(&t, NM("mamba.dt_bias"), 1, H, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+			tadd(&t, NM("mamba.A_log"), 1, H, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+			tadd(&t, NM("mamba.D"), 1, H, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+			tadd(&t, NM("mamba.norm.weight"), 1, I, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+			tadd(&t, NM("mamba.out_proj.weight"), 2, d, I, 0, SB_LM_INIT_NORMAL, ostd, 1, 1);
+			if (c->ssm_proj_bias)
+				tadd(&t, NM("mamba.out_proj.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
 		} else {
 			int gi = c->conv_gate ? 3 : 1, cbias = c->bias || c->conv_bias;
 			tadd(&t, NM("conv.in_proj.weight"), 2, gi * d, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
@@ -353,6 +428,12 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 			tadd(&t, NM("mlp.down_proj.weight"), 2, d, F, 0, SB_LM_INIT_NORMAL, ostd, 1, 1);
 			if (c->bias)
 				tadd(&t, NM("mlp.down_proj.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+			if (c->moe_experts) { /* Granite's names; kept in float, unpacked (plain dot products) */
+				int E = c->moe_experts, Fe = c->moe_ffn;
+				tadd(&t, NM("block_sparse_moe.router.layer.weight"), 2, E, d, 0, SB_LM_INIT_NORMAL, std, 1, 0);
+				tadd(&t, NM("block_sparse_moe.input_linear.weight"), 3, E, 2 * Fe, d, SB_LM_INIT_NORMAL, std, 1, 0);
+				tadd(&t, NM("block_sparse_moe.output_linear.weight"), 3, E, d, Fe, SB_LM_INIT_NORMAL, ostd, 1, 0);
+			}
 		}
 #undef NM
 	}
@@ -427,6 +508,17 @@ void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *
 			P(v_b, "linear_attn.v_proj.bias");
 			P(o_w, "linear_attn.o_proj.weight");
 			P(o_b, "linear_attn.o_proj.bias");
+		} else if (y->kind == 'M') {
+			P(in_w, "mamba.in_proj.weight");
+			P(in_b, "mamba.in_proj.bias");
+			P(cw, "mamba.conv1d.weight");
+			P(cb, "mamba.conv1d.bias");
+			P(dt_bias, "mamba.dt_bias");
+			P(A_log, "mamba.A_log");
+			P(Dskip, "mamba.D");
+			P(gn_w, "mamba.norm.weight");
+			P(out_w, "mamba.out_proj.weight");
+			P(out_b, "mamba.out_proj.bias");
 		} else {
 			P(in_w, "conv.in_proj.weight");
 			P(in_b, "conv.in_proj.bias");
@@ -444,6 +536,9 @@ void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *
 		}
 		P(down_w, "mlp.down_proj.weight");
 		P(down_b, "mlp.down_proj.bias");
+		P(moe_r, "block_sparse_moe.router.layer.weight");
+		P(moe_in, "block_sparse_moe.input_linear.weight");
+		P(moe_out, "block_sparse_moe.output_linear.weight");
 #undef P
 	}
 }
@@ -1053,6 +1148,10 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	if (m->cfg.qk_norm)
 		return SB_ERR(err, SB_EUSAGE, "training: qk_norm is evaluation-only (pretrained layouts); the training "
 					      "path does not have it");
+	if (strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts || m->cfg.emb_mult != 1.0f || m->cfg.resid_mult != 1.0f ||
+	    m->cfg.attn_scale != 0.0f || m->cfg.logit_div != 1.0f)
+		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) layers and Granite's multipliers are evaluation-only "
+					      "(pretrained layouts); the training path does not have them");
 	struct sb_lm_trainer *tr = calloc(1, sizeof *tr);
 	if (!tr)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -1316,9 +1415,11 @@ struct sb_lm_cache {
 	float *K[SB_LM_MAX_LAYERS], *V[SB_LM_MAX_LAYERS], *acc[SB_LM_MAX_LAYERS]; /* A */
 	float *hist[SB_LM_MAX_LAYERS];                                           /* C */
 	float *S[SB_LM_MAX_LAYERS], *z[SB_LM_MAX_LAYERS];                        /* L */
+	float *mhist[SB_LM_MAX_LAYERS], *mS[SB_LM_MAX_LAYERS];                   /* M: xBC history, state */
 	/* row buffers for up to Tcap rows */
 	int32_t *ids;
 	float *x, *nrm, *mean, *rstd, *qkr, *q, *k, *v, *att, *y, *h, *a, *logits;
+	float *moe; /* one row's MoE scratch: router logits, 2Fe, Fe, d, d */
 	void *base;
 	size_t bytes;
 	float *qcap;
@@ -1332,6 +1433,14 @@ static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct
 	size_t d = (size_t)c->d, F = (size_t)c->ffn, T = (size_t)Tc;
 	size_t kvd = (size_t)c->kv_heads * c->head_dim, qd = (size_t)c->heads * c->head_dim;
 	size_t wide = 3 * d > qd ? 3 * d : qd;
+	size_t mI = (size_t)c->ssm_heads * c->ssm_head_dim, mCD = mI + 2 * (size_t)c->ssm_groups * c->ssm_state;
+	size_t mwide = 0; /* M layers: in_proj's rows */
+	if (strchr(c->pattern, 'M')) {
+		mwide = mI + mCD + (size_t)c->ssm_heads;
+		wide = mwide > wide ? mwide : wide;
+	}
+	size_t attw = qd > d ? qd : d;
+	attw = mwide && mI > attw ? mI : attw;
 	for (int l = 0; l < c->n_layer; l++) {
 		char kind = c->pattern[l];
 		if (kind == 'A') {
@@ -1340,6 +1449,9 @@ static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct
 			k->acc[l] = take(cur, &off, (size_t)c->heads * T);
 		} else if (kind == 'C') {
 			k->hist[l] = take(cur, &off, (size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * d);
+		} else if (kind == 'M') {
+			k->mhist[l] = take(cur, &off, (size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * mCD);
+			k->mS[l] = take(cur, &off, mI * (size_t)c->ssm_state);
 		} else {
 			size_t e = d / (size_t)c->lin_heads;
 			k->S[l] = take(cur, &off, (size_t)c->lin_heads * e * e);
@@ -1355,11 +1467,12 @@ static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct
 	k->q = take(cur, &off, T * wide);
 	k->k = take(cur, &off, T * d);
 	k->v = take(cur, &off, T * d);
-	k->att = take(cur, &off, T * (qd > d ? qd : d));
+	k->att = take(cur, &off, T * attw);
 	k->y = take(cur, &off, T * d);
 	k->h = take(cur, &off, T * (F ? F * (c->swiglu ? 2 : 1) : 1));
 	k->a = take(cur, &off, T * (F ? F : 1));
 	k->logits = take(cur, &off, T * (size_t)c->vocab);
+	k->moe = take(cur, &off, c->moe_experts ? (size_t)c->moe_experts + 3 * (size_t)c->moe_ffn + 2 * d : 1);
 	return off;
 }
 
@@ -1403,6 +1516,12 @@ void sb_lm_cache_reset(struct sb_lm_cache *c, uint64_t mask_seed)
 		if (c->hist[l])
 			c->m->be->ops->zero(ctx, c->hist[l],
 					    (size_t)(cf->conv_k > 1 ? cf->conv_k - 1 : 1) * cf->d * sizeof(float));
+		if (c->mS[l]) {
+			size_t mI = (size_t)cf->ssm_heads * cf->ssm_head_dim;
+			size_t mCD = mI + 2 * (size_t)cf->ssm_groups * cf->ssm_state;
+			c->m->be->ops->zero(ctx, c->mhist[l], (size_t)(cf->conv_k > 1 ? cf->conv_k - 1 : 1) * mCD * sizeof(float));
+			c->m->be->ops->zero(ctx, c->mS[l], mI * (size_t)cf->ssm_state * sizeof(float));
+		}
 		if (c->S[l]) {
 			size_t e = (size_t)cf->d / cf->lin_heads;
 			c->m->be->ops->zero(ctx, c->S[l], (size_t)cf->lin_heads * e * e * sizeof(float));
@@ -1499,8 +1618,16 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 		}
 	else
 		op->embedding_forward(ctx, c->x, c->ids, w->embed, n, d);
+	if (cf->emb_mult != 1.0f) /* Granite's embedding_multiplier */
+		for (size_t i = 0; i < (size_t)n * d; i++)
+			c->x[i] *= cf->emb_mult;
 	if (cf->pos == SB_LM_POS_LEARNED)
 		lo->pos_forward(ctx, c->x, w->pos, 1, n, t0, d);
+	/* another attention scale (Granite's attention_multiplier) is folded into the queries:
+	 * attn_rows scores q.k / sqrt(head_dim) */
+	float qscale = cf->attn_scale != 0.0f ? (float)(cf->attn_scale * sqrt((double)hd)) : 1.0f;
+	int mH = cf->ssm_heads, mP = cf->ssm_head_dim, mI = mH * mP;
+	int mCD = mI + 2 * cf->ssm_groups * cf->ssm_state;
 	for (int l = 0; l < cf->n_layer; l++) {
 		const struct sb_lm_layer *y = &w->layer[l], *yt = &wt->layer[l];
 		lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x, y->ln1_w, y->ln1_b, n, d, cf->norm_eps, rms);
@@ -1517,6 +1644,9 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 				lo->rope(ctx, c->q, 1, n, t0, NH, hd, m->rope_freq, 0);
 				lo->rope(ctx, Kn, 1, n, t0, NKV, hd, m->rope_freq, 0);
 			}
+			if (qscale != 1.0f)
+				for (size_t i = 0; i < (size_t)n * qd; i++)
+					c->q[i] *= qscale;
 			if (c->qcap && c->qcap_layer == l)
 				op->copy(ctx, c->qcap + (size_t)t0 * qd, c->q, (size_t)n * qd * sizeof(float));
 			SB_TRY(lo->attn_rows(ctx, c->att, c->q, c->K[l], c->V[l], c->acc[l], c->Tcap, t0, n, NH, NKV, hd,
@@ -1528,6 +1658,13 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 			mm_rows(m, ctx, c->v, c->nrm, yt->v_w, y->v_b, n, d, d);
 			lo->linattn_rows(ctx, c->att, c->q, c->k, c->v, c->S[l], c->z[l], n, cf->lin_heads, d / cf->lin_heads);
 			mm_rows(m, ctx, c->y, c->att, yt->o_w, y->o_b, n, d, d);
+		} else if (y->kind == 'M') {
+			mm_rows(m, ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, mI + mCD + mH);
+			lo->mamba2_rows(ctx, c->att, c->q, c->mhist[l], c->mS[l], y->cw, y->cb, y->dt_bias, y->A_log,
+					y->Dskip, n, mH, mP, cf->ssm_state, cf->ssm_groups, cf->conv_k);
+			/* the gated norm: RMSNorm over all I channels (in place) */
+			lo->norm_forward(ctx, c->att, NULL, c->rstd, c->att, y->gn_w, NULL, n, mI, cf->norm_eps, 1);
+			mm_rows(m, ctx, c->y, c->att, yt->out_w, y->out_b, n, mI, d);
 		} else {
 			if (cf->conv_gate) {
 				mm_rows(m, ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, 3 * d);
@@ -1538,6 +1675,9 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 			}
 			mm_rows(m, ctx, c->y, c->att, yt->out_w, y->out_b, n, d, d);
 		}
+		if (cf->resid_mult != 1.0f) /* Granite's residual_multiplier */
+			for (size_t i = 0; i < (size_t)n * d; i++)
+				c->y[i] *= cf->resid_mult;
 		lo->add(ctx, c->x, c->y, (size_t)n * d);
 		if (F) {
 			lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x, y->ln2_w, y->ln2_b, n, d, cf->norm_eps, rms);
@@ -1547,6 +1687,12 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 			else
 				op->gelu_forward(ctx, c->a, NULL, NULL, c->h, &no_drop, (size_t)n * F);
 			mm_rows(m, ctx, c->y, c->a, yt->down_w, y->down_b, n, F, d);
+			if (cf->moe_experts) /* Granite's experts, added to the shared MLP's output */
+				lo->moe_rows(ctx, c->y, c->nrm, y->moe_r, y->moe_in, y->moe_out, c->moe, n, d,
+					     cf->moe_experts, cf->moe_topk, cf->moe_ffn);
+			if (cf->resid_mult != 1.0f)
+				for (size_t i = 0; i < (size_t)n * d; i++)
+					c->y[i] *= cf->resid_mult;
 			lo->add(ctx, c->x, c->y, (size_t)n * d);
 		}
 	}
@@ -1557,5 +1703,8 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 	lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x + (size_t)r0 * d, w->lnf_w, w->lnf_b, nr, d, cf->norm_eps,
 			 rms);
 	mm_rows(m, ctx, c->logits, c->nrm, wt->head, NULL, nr, d, cf->vocab);
+	if (cf->logit_div != 1.0f) /* Granite's logits_scaling */
+		for (size_t i = 0; i < (size_t)nr * cf->vocab; i++)
+			c->logits[i] /= cf->logit_div;
 	return op->download(m->be, logits, c->logits, (size_t)nr * cf->vocab * sizeof(float), err);
 }

@@ -16,8 +16,20 @@
  *        gated form's signal is a product of three small projections).
  *     L  causal linear attention, phi = elu + 1, lin_heads heads of d / lin_heads:
  *        o_t = sum_{j<=t} (phi(q_t).phi(k_j)) v_j / (sum_{j<=t} phi(q_t).phi(k_j) + 1e-6).
- *     MLP  GELU: down(gelu(up x));  SwiGLU: down(silu(gate x) * up x).
+ *     M  Mamba2 mixer (evaluation only; Granite 4.0's hybrid layers), I = ssm_heads *
+ *        ssm_head_dim, N = ssm_state, G = ssm_groups, conv kernel conv_k:
+ *        (z, xBC, dt) = in_proj(x) (d -> I + (I + 2GN) + ssm_heads);
+ *        xBC = silu(causal depthwise conv_k(xBC) + conv bias); (x, B, C) = xBC (I, GN, GN);
+ *        per head h (group g = h / (ssm_heads / G)): dt = softplus(dt_h + dt_bias_h),
+ *        S_h = exp(-dt exp(A_log_h)) S_h + dt x_h B_g^T, y_h = S_h C_g + D_h x_h (sequential,
+ *        exact recurrence); y = RMSNorm(y * silu(z)) over all I channels (transformers'
+ *        GraniteMoeHybridRMSNormGated), out_proj (I -> d).
+ *     MLP  GELU: down(gelu(up x));  SwiGLU: down(silu(gate x) * up x); with moe_experts,
+ *          plus Granite's mixture of experts on the same input (below).
  *   logits = lm_head(Norm_f(x)), lm_head tied to embed_tokens or not.
+ *   Granite's multipliers (1 = none; evaluation only): x = emb_mult embed_tokens[ids];
+ *   x += resid_mult Mixer(..), x += resid_mult MLP(..); attention scores q.k attn_scale
+ *   (0 = 1 / sqrt(head_dim)); logits / logit_div.
  *   Norm is LayerNorm (weight and bias) or RMSNorm (weight), eps norm_eps.
  *   `bias` adds biases to the MLP and conv projections and the conv, `conv_bias` to
  *   the conv projections and the conv alone (LFM2), `attn_bias` to the q/k/v/o
@@ -28,8 +40,10 @@
  * .input_layernorm, .post_attention_layernorm, .mlp.{gate,up,down}_proj,
  * model.norm.weight, lm_head.weight), so a pretrained checkpoint maps onto the
  * table by name; conv and linear-attention layers use model.layers.N.conv.* (LFM2's
- * names: in_proj, conv, out_proj) and model.layers.N.linear_attn.*. LFM2's other
- * names are mapped when it is imported (lib/lm_import.h, sb_lm_lfm2_name).
+ * names: in_proj, conv, out_proj) and model.layers.N.linear_attn.*, Mamba2 layers
+ * Granite's model.layers.N.mamba.{in_proj, conv1d, dt_bias, A_log, D, norm, out_proj}.
+ * LFM2's and Granite's other names are mapped when imported (lib/lm_import.h,
+ * sb_lm_lfm2_name, sb_lm_granite_name).
  *
  * Initialisation (drawn from SB_RNG_INIT, stream = FNV-1a-64 of the tensor name,
  * elements in row-major order): Linear weights and embeddings N(0, init_std^2);
@@ -89,6 +103,17 @@ struct sb_lm_cfg {
 	int rope_scaling;
 	float rope_factor, rope_low_freq, rope_high_freq;
 	int rope_orig_max;
+	/* M layers (Mamba2): heads, head width, state size, groups of B and C; biases of the
+	 * conv (default 1) and of in_proj/out_proj (default 0) */
+	int ssm_heads, ssm_head_dim, ssm_state, ssm_groups, ssm_conv_bias, ssm_proj_bias;
+	/* Granite's mixture of experts beside the MLP (evaluation only; 0 experts = none): a
+	 * router [E, d] picks the top moe_topk experts of a row (ties: the lower index), their
+	 * gates the softmax of the picked router logits; expert e is a SwiGLU of width moe_ffn
+	 * (input_linear [E, 2 moe_ffn, d]: gate rows then up rows; output_linear [E, d, moe_ffn]);
+	 * the MLP's output becomes the gated sum of the picked experts' plus the MLP's own */
+	int moe_experts, moe_topk, moe_ffn;
+	/* Granite's multipliers (evaluation only): 1, 1, 0 (= 1/sqrt(head_dim)), 1 when unused */
+	float emb_mult, resid_mult, attn_scale, logit_div;
 	int max_T;        /* longest sequence (learned positions) */
 	float init_std;   /* 0.02 */
 };
@@ -117,12 +142,14 @@ struct sb_lm_param {
 };
 
 struct sb_lm_layer {
-	char kind; /* 'A', 'C', 'L' */
+	char kind; /* 'A', 'C', 'L', 'M' */
 	float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
 	float *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b; /* A and L */
 	float *qn_w, *kn_w;                                   /* A with qk_norm */
-	float *in_w, *in_b, *cw, *cb, *out_w, *out_b;        /* C */
+	float *in_w, *in_b, *cw, *cb, *out_w, *out_b;        /* C and M */
+	float *dt_bias, *A_log, *Dskip, *gn_w;               /* M: per head; the gated norm's weight [I] */
 	float *up_w, *up_b, *down_w, *down_b;                /* MLP; SwiGLU: up_w = [gate; up] (2F rows) */
+	float *moe_r, *moe_in, *moe_out;                     /* MoE: router [E, d], [E, 2Fe, d], [E, d, Fe] */
 };
 
 struct sb_lm_ptrs {

@@ -183,7 +183,7 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 	const struct sb_json *source = sb_json_get(setup, "source");
 	if (source) {
 		/* which layers the masks act on: every layer of the Llama/Qwen layouts; a hybrid's
-		 * (LFM2's) attention layers, its convolutions unchanged */
+		 * (LFM2's, Granite 4.0's) attention layers, its convolutions / Mamba2 mixers unchanged */
 		const char *pat = str(model, "pattern");
 		struct buf la = {0}, lc = {0};
 		int nA = 0, nC = 0;
@@ -197,8 +197,10 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 		if (!nC)
 			snprintf(layers, sizeof layers, "every layer is full attention, every layer is masked");
 		else
-			snprintf(layers, sizeof layers, "a hybrid, layers `%s`: A = full attention, C = gated short convolution",
-				 pat);
+			snprintf(layers, sizeof layers, "a hybrid, layers `%s`: A = full attention, %s", pat,
+				 strchr(pat, 'M') ? (strchr(pat, 'C') ? "C = gated short convolution, M = Mamba2 mixer"
+								   : "M = Mamba2 mixer")
+						  : "C = gated short convolution");
 		bprintf(&md,
 			"Model: a pretrained `%s` decoder imported by `sb-lm import` (PROTOCOL C(b); %s), %.0f layers, d = "
 			"%.0f, %.0f heads of %.0f (kv heads %.0f), ffn %.0f; %.0f parameters; vocabulary %.0f, text encoded "
@@ -208,9 +210,10 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 			num(model, "vocab"), str(setup, "tokenizer"), num(setup, "T"));
 		if (nC)
 			bprintf(&md,
-				"The masks act on the %d attention layers (%s) only; the %d convolution layers (%s) run "
+				"The masks act on the %d attention layers (%s) only; the %d %s layers (%s) run "
 				"unchanged under every mask. ",
-				nA, la.p ? la.p : "none", nC, lc.p ? lc.p : "");
+				nA, la.p ? la.p : "none", nC, strchr(pat, 'M') ? "Mamba2/convolution" : "convolution",
+				lc.p ? lc.p : "");
 		bprintf(&md, "Files read (SHA-256): ");
 		free(la.p);
 		free(lc.p);

@@ -50,7 +50,7 @@ static void usage(void)
 	      "  probe --task NAME [--len N] [--index I] [--depth D] [--corpus PATH]\n"
 	      "        print one retrieval probe (for inspection)\n"
 	      "  import [-o RUNS_DIR] --corpus NAME=PATH [--haystack NAME] [--T N] HF_DIR\n"
-	      "        a pretrained Llama/Qwen decoder (Hugging Face directory: config.json,\n"
+	      "        a pretrained Llama/Qwen, LFM2 or Granite 4.0 decoder (Hugging Face directory: config.json,\n"
 	      "        safetensors weights, tokenizer.json) as a run directory RUNS_DIR/CELL_ID/ that\n"
 	      "        eval measures like a trained one (PROTOCOL C(b); sb-lm import --help)\n"
 	      "  tokenize --tokenizer TOKENIZER.json [--bos] [--decode] [FILE]\n"

@@ -92,7 +92,7 @@ static void check_hybrid_masks(struct sb_lm_model *m, struct sb_lm_cache *c, con
 				where &= obs[l].causal == 0 && obs[l].kept == 0 && obs[l].rows == 0;
 		}
 		SB_CHECK(!rc && where && nA > 0,
-			 "%s %s: the mask acts on the %d attention layers of '%s' only (conv layers unobserved)", name,
+			 "%s %s: the mask acts on the %d attention layers of '%s' only (the other layers unobserved)", name,
 			 specs[i], nA, m->cfg.pattern);
 	}
 	free(full);
@@ -202,12 +202,13 @@ static void check_model(struct sb_backend *be, const char *name)
 	SB_CHECK(!rc && !memcmp(chunk, got, (size_t)T * V * sizeof *chunk),
 		 "%s: a prefill in chunks of 5 gives the whole prefill's logits bit for bit", name);
 	free(chunk);
-	if (strchr(m->cfg.pattern, 'C'))
+	if (strchr(m->cfg.pattern, 'C') || strchr(m->cfg.pattern, 'M'))
 		check_hybrid_masks(m, c, ids, T, got, name);
 	/* a BF16 checkpoint is evaluated from packed bfloat16 weights (half the memory), with the
 	 * bits of the same model in float: open the checkpoint again as a float model */
 	int want16 = !strcmp(name, "llama_bf16") || !strcmp(name, "qwen3") || !strcmp(name, "qwen2_tok") ||
-		     !strcmp(name, "mistral") || !strcmp(name, "lfm2");
+		     !strcmp(name, "mistral") || !strcmp(name, "lfm2") || !strcmp(name, "granite_h") ||
+		     !strcmp(name, "granite_moe");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -315,6 +316,118 @@ static char *cfg_with(const char *base, const char *from, const char *to)
 	}
 	snprintf(out, sizeof out, "%.*s%s%s", (int)(p - base), base, to, p + strlen(from));
 	return out;
+}
+
+/* Granite 4.0 hybrids: the fields read, and what is refused (one change at a time) */
+static void check_granite_refusals(struct sb_backend *be)
+{
+	char path[4700], *base, *rope;
+	size_t n;
+	struct sb_err err = {0};
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/granite_h/config.json", top);
+	if (sb_read_file(path, &base, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		return;
+	}
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/granite_h_rope/config.json", top);
+	if (sb_read_file(path, &rope, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		free(base);
+		return;
+	}
+	/* the layout read */
+	struct sb_lm_cfg c;
+	struct sb_lm_hf_info info;
+	int rc = sb_lm_hf_config(rope, strlen(rope), "granite_h_rope", &c, &info, &err);
+	SB_CHECK(!rc && info.granite && !strcmp(c.pattern, "AMMA") && c.ssm_heads == 4 && c.ssm_head_dim == 16 &&
+			 c.ssm_state == 16 && c.ssm_groups == 2 && c.conv_k == 3 && c.ssm_conv_bias == 1 &&
+			 c.ssm_proj_bias == 1 && c.ffn == 48 && c.pos == SB_LM_POS_ROPE && c.emb_mult == 12.0f &&
+			 c.resid_mult == 0.22f && c.attn_scale == 0.25f && c.logit_div == 4.0f && !c.tied &&
+			 c.head_dim == 8,
+		 "granite_h_rope: read as %s, ssm %d x %d, state %d, groups %d, conv %d, ffn %d, multipliers %g %g %g %g "
+		 "(%s)", c.pattern, c.ssm_heads, c.ssm_head_dim, c.ssm_state, c.ssm_groups, c.conv_k, c.ffn, c.emb_mult,
+		 c.resid_mult, c.attn_scale, c.logit_div, rc ? err.msg : "ok");
+	refuse(be, "granite_h", "granite_h: unchanged copy imports", base, NULL, 0, "");
+	/* granite_h says num_experts_per_tok 0: experts without any picked is refused */
+	refuse(be, "granite_h", "granite_h: num_local_experts 8 with num_experts_per_tok 0",
+	       cfg_with(base, "\"num_local_experts\": 0", "\"num_local_experts\": 8"), NULL, SB_EDATA,
+	       "'num_experts_per_tok' must be an integer in [1, 8]");
+	refuse(be, "granite_h", "granite_h: num_local_experts absent (GraniteMoeHybridConfig's default 8)",
+	       cfg_with(base, "\"num_local_experts\": 0,", ""), NULL, SB_EDATA,
+	       "'num_experts_per_tok' must be an integer in [1, 8]");
+	refuse(be, "granite_h", "granite_h: a layer kind it does not have",
+	       cfg_with(base, "\"mamba\",\n    \"attention\"", "\"mamba\",\n    \"conv\""), NULL, SB_EDATA,
+	       "layer_types[2] 'conv' is not a layer kind read here");
+	refuse(be, "granite_h", "granite_h: position_embedding_type alibi",
+	       cfg_with(base, "\"position_embedding_type\": \"nope\"", "\"position_embedding_type\": \"alibi\""), NULL,
+	       SB_EDATA, "'position_embedding_type' 'alibi'");
+	refuse(be, "granite_h", "granite_h: position_embedding_type null (no positions) imports",
+	       cfg_with(base, "\"position_embedding_type\": \"nope\"", "\"position_embedding_type\": null"), NULL, 0, "");
+	refuse(be, "granite_h", "granite_h: mamba_d_head that does not fit",
+	       cfg_with(base, "\"mamba_d_head\": 16", "\"mamba_d_head\": 8"), NULL, SB_EDATA,
+	       "'mamba_d_head' 8 times mamba_n_heads 4 must equal");
+	refuse(be, "granite_h", "granite_h: mamba_d_head auto imports",
+	       cfg_with(base, "\"mamba_d_head\": 16", "\"mamba_d_head\": \"auto\""), NULL, 0, "");
+	refuse(be, "granite_h", "granite_h: mamba_n_groups not dividing mamba_n_heads",
+	       cfg_with(base, "\"mamba_n_groups\": 1", "\"mamba_n_groups\": 3"), NULL, SB_EDATA,
+	       "'mamba_n_groups' 3 does not divide");
+	refuse(be, "granite_h", "granite_h: another mamba_d_state than the weights'",
+	       cfg_with(base, "\"mamba_d_state\": 16", "\"mamba_d_state\": 8"), NULL, SB_EDATA,
+	       "'model.layers.0.mamba.in_proj.weight' has another shape");
+	refuse(be, "granite_h", "granite_h: mamba_proj_bias without the biases",
+	       cfg_with(base, "\"mamba_proj_bias\": false", "\"mamba_proj_bias\": true"), NULL, SB_EDATA,
+	       "lacks tensor 'model.layers.0.mamba.in_proj.bias'");
+	refuse(be, "granite_h", "granite_h: another shared_intermediate_size than the weights'",
+	       cfg_with(base, "\"shared_intermediate_size\": 48", "\"shared_intermediate_size\": 40"), NULL, SB_EDATA,
+	       "shared_mlp.input_linear.weight' has shape [96, 32], not [2 shared_intermediate_size (80)");
+	refuse(be, "granite_h", "granite_h: a negative residual_multiplier",
+	       cfg_with(base, "\"residual_multiplier\": 0.22", "\"residual_multiplier\": -0.22"), NULL, SB_EDATA,
+	       "'residual_multiplier' must be a positive number");
+	refuse(be, "granite_h", "granite_h: a tensor the layout does not know", base, "extra-tensor", SB_EDATA,
+	       "'model.layers.0.mlp.gate_proj.scale' is not part of the granitemoehybrid layout");
+	refuse(be, "granite_h_rope", "granite_h_rope: unchanged copy imports", rope, NULL, 0, "");
+	refuse(be, "granite_h_rope", "granite_h_rope: a yarn rope_scaling",
+	       cfg_with(rope, "\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}"),
+	       NULL, SB_EDATA, "rope_scaling type 'yarn' is not implemented for granitemoehybrid");
+	refuse(be, "granite_h_rope", "granite_h_rope: rope_parameters agreeing with rope_theta imports",
+	       cfg_with(rope, "\"rope_scaling\": null",
+			"\"rope_scaling\": null, \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0}"),
+	       NULL, 0, "");
+	refuse(be, "granite_h_rope", "granite_h_rope: rope_parameters.rope_theta disagreeing with rope_theta",
+	       cfg_with(rope, "\"rope_scaling\": null",
+			"\"rope_scaling\": null, \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 1e6}"),
+	       NULL, SB_EDATA, "rope_parameters.rope_theta 1000000 disagrees with rope_theta 10000");
+	refuse(be, "granite_h_rope", "granite_h_rope: a yarn rope_parameters",
+	       cfg_with(rope, "\"rope_scaling\": null", "\"rope_scaling\": null, \"rope_parameters\": {\"rope_type\": \"yarn\"}"),
+	       NULL, SB_EDATA, "rope_parameters type 'yarn' is not implemented for granitemoehybrid");
+	refuse(be, "granite_h_rope", "granite_h_rope: tie_word_embeddings true imports (lm_head.weight skipped: transformers ties it)",
+	       cfg_with(rope, "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true"), NULL, 0, "");
+	free(base);
+	free(rope);
+	/* the mixture of experts */
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/granite_moe/config.json", top);
+	if (sb_read_file(path, &base, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		return;
+	}
+	rc = sb_lm_hf_config(base, strlen(base), "granite_moe", &c, &info, &err);
+	SB_CHECK(!rc && c.moe_experts == 4 && c.moe_topk == 2 && c.moe_ffn == 24 && c.ffn == 48 &&
+			 !strcmp(c.pattern, "MAMA"),
+		 "granite_moe: read as %s, %d experts of %d, top %d, shared ffn %d (%s)", c.pattern, c.moe_experts,
+		 c.moe_ffn, c.moe_topk, c.ffn, rc ? err.msg : "ok");
+	refuse(be, "granite_moe", "granite_moe: another number of experts than the weights'",
+	       cfg_with(base, "\"num_local_experts\": 4", "\"num_local_experts\": 3"), NULL, SB_EDATA,
+	       "'model.layers.0.block_sparse_moe.router.layer.weight' has another shape");
+	refuse(be, "granite_moe", "granite_moe: another expert width (intermediate_size) than the weights'",
+	       cfg_with(base, "\"intermediate_size\": 24", "\"intermediate_size\": 16"), NULL, SB_EDATA,
+	       "'model.layers.0.block_sparse_moe.input_linear.weight' has another shape");
+	refuse(be, "granite_moe", "granite_moe: num_experts_per_tok above num_local_experts",
+	       cfg_with(base, "\"num_experts_per_tok\": 2", "\"num_experts_per_tok\": 5"), NULL, SB_EDATA,
+	       "'num_experts_per_tok' must be an integer in [1, 4]");
+	refuse(be, "granite_moe", "granite_moe: dense config over an MoE checkpoint",
+	       cfg_with(base, "\"num_local_experts\": 4", "\"num_local_experts\": 0"), NULL, SB_EDATA,
+	       "tensor 'model.layers.0.block_sparse_moe");
+	free(base);
 }
 
 /* LFM2: the layout read from each fixture's config */
@@ -531,6 +644,9 @@ int main(void)
 	check_model(be, "mistral");
 	check_model(be, "lfm2");
 	check_model(be, "lfm2_bias");
+	check_model(be, "granite_h");
+	check_model(be, "granite_h_rope");
+	check_model(be, "granite_moe");
 	check_lfm2_layout();
 	{ /* Mistral beyond its sliding window: the attention is no longer full, refused */
 		char dir[4600], runs[128], rd[4096];
@@ -590,6 +706,7 @@ int main(void)
 	free(base);
 	check_lfm2_refusals(be);
 	check_lfm2_configs();
+	check_granite_refusals(be);
 	sb_backend_close(be);
 	char cmd[200];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);

@@ -1,0 +1,384 @@
+/* test_lm_mamba2 — the Mamba2 mixer (kind M, Granite 4.0's hybrid layers) of the LM track:
+ *   - the CPU op mamba2_rows against a plain double-precision transcription written here
+ *     (the convolution as an explicit sum over the window of the whole sequence, the
+ *     recurrence in double), on random inputs of many shapes (1, primes, groups > 1,
+ *     kernels 1 to 4, state sizes below, at and past the vector width);
+ *   - the op row-deterministic: all rows at once, one at a time, and in chunks of 7 give
+ *     the same bits (the conv window and the state carried in hist and S);
+ *   - a model with M layers and Granite's multipliers: token-by-token decoding and a
+ *     chunked prefill equal the prefill bit for bit, dense and under the recipe mask, and
+ *     the mask is observed on A layers only; the multipliers change the logits;
+ *   - the configuration round-trips through JSON; training refuses M layers.
+ *   - Granite's mixture of experts (moe_rows) against a double transcription, a tie.
+ * (The whole model against transformers' GraniteMoeHybridForCausalLM: test_lm_import.) */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../harness.h"
+#include "backend.h"
+#include "json.h"
+#include "lm_mask.h"
+#include "lm_model.h"
+#include "rng.h"
+
+static double silu(double x) { return x / (1.0 + exp(-x)); }
+
+/* y[n, I] for proj[n, I + CD + H] from position 0 (no history), in double */
+static void ref_mamba2(double *y, const float *proj, const float *cw, const float *cb, const float *dt_bias,
+		       const float *A_log, const float *D, int n, int H, int P, int N, int G, int K)
+{
+	int nI = H * P, CD = nI + 2 * G * N;
+	size_t ld = (size_t)nI + CD + H;
+	double *u = malloc((size_t)CD * sizeof *u), *S = calloc((size_t)H * P * N, sizeof *S);
+	for (int t = 0; t < n; t++) {
+		const float *row = proj + (size_t)t * ld;
+		for (int c = 0; c < CD; c++) {
+			double s = cb ? cb[c] : 0;
+			for (int i = 0; i < K; i++) { /* tap i reads row t - (K - 1) + i */
+				int src = t - (K - 1) + i;
+				if (src >= 0)
+					s += (double)cw[(size_t)c * K + i] * proj[(size_t)src * ld + nI + c];
+			}
+			u[c] = silu(s);
+		}
+		for (int h = 0; h < H; h++) {
+			int g = h / (H / G);
+			double x0 = row[nI + CD + h] + (double)dt_bias[h];
+			double dt = x0 > 20 ? x0 : log1p(exp(x0));
+			double dA = exp(-dt * exp((double)A_log[h]));
+			for (int p = 0; p < P; p++) {
+				double xp = u[h * P + p], acc = 0;
+				for (int j = 0; j < N; j++) {
+					double *s = &S[((size_t)h * P + p) * N + j];
+					*s = *s * dA + dt * xp * u[nI + g * N + j];
+					acc += *s * u[nI + G * N + g * N + j];
+				}
+				y[(size_t)t * nI + h * P + p] = (acc + D[h] * xp) * silu(row[h * P + p]);
+			}
+		}
+	}
+	free(u);
+	free(S);
+}
+
+static void fill(float *x, size_t n, struct sb_rng *r, double scale, double shift)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = (float)(shift + scale * sb_rng_normal(r));
+}
+
+static void check_op(struct sb_backend *be)
+{
+	const struct sb_backend_lm_ops *lo = sb_backend_lm(be);
+	struct sb_ctx *ctx = sb_be_main(be);
+	/* H, P, N, G, K, n */
+	static const int shapes[][6] = {{1, 1, 1, 1, 1, 1},  {1, 1, 1, 1, 4, 5},  {4, 3, 7, 2, 4, 13},
+					{6, 5, 3, 3, 3, 29}, {2, 16, 16, 1, 4, 40}, {5, 2, 11, 5, 2, 31},
+					{3, 7, 5, 1, 1, 17},  {3, 4, 37, 3, 4, 23}}; /* N 37: two vectors of 16 and a tail */
+	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+		int H = shapes[s][0], P = shapes[s][1], N = shapes[s][2], G = shapes[s][3], K = shapes[s][4];
+		int n = shapes[s][5], nI = H * P, CD = nI + 2 * G * N;
+		size_t ld = (size_t)nI + CD + H, hl = (size_t)(K > 1 ? K - 1 : 1) * CD, sl = (size_t)nI * N;
+		struct sb_rng r;
+		sb_rng_init(&r, 40 + s, SB_RNG_USER, 1);
+		float *proj = malloc((size_t)n * ld * sizeof *proj), *cw = malloc((size_t)CD * K * sizeof *cw);
+		float *cb = malloc((size_t)CD * sizeof *cb), *dtb = malloc((size_t)H * sizeof *dtb);
+		float *al = malloc((size_t)H * sizeof *al), *D = malloc((size_t)H * sizeof *D);
+		fill(proj, (size_t)n * ld, &r, 1.0, 0);
+		fill(cw, (size_t)CD * K, &r, 0.5, 0);
+		fill(cb, (size_t)CD, &r, 0.1, 0);
+		fill(dtb, (size_t)H, &r, 1.0, -1.0);
+		fill(al, (size_t)H, &r, 0.5, 0);
+		fill(D, (size_t)H, &r, 0.5, 0);
+		if (s == 1) /* a dt above softplus's threshold: taken as is */
+			dtb[0] = 30.0f;
+		float *y = malloc((size_t)n * nI * sizeof *y), *y1 = malloc((size_t)n * nI * sizeof *y1);
+		float *y7 = malloc((size_t)n * nI * sizeof *y7);
+		float *hist = malloc(hl * sizeof *hist), *S = malloc(sl * sizeof *S);
+		double *want = malloc((size_t)n * nI * sizeof *want), *got = malloc((size_t)n * nI * sizeof *got);
+		const float *cbp = s % 2 ? NULL : cb;
+		memset(hist, 0, hl * sizeof *hist);
+		memset(S, 0, sl * sizeof *S);
+		lo->mamba2_rows(ctx, y, proj, hist, S, cw, cbp, dtb, al, D, n, H, P, N, G, K);
+		ref_mamba2(want, proj, cw, cbp, dtb, al, D, n, H, P, N, G, K);
+		for (size_t i = 0; i < (size_t)n * nI; i++)
+			got[i] = y[i];
+		char name[160];
+		snprintf(name, sizeof name, "mamba2_rows H %d P %d N %d G %d K %d, %d rows%s vs the double transcription",
+			 H, P, N, G, K, n, cbp ? "" : " (no conv bias)");
+		/* float32 products and exp/log1p against double through n steps of the recurrence:
+		 * errors seen are ~1e-6; 2e-5 + 1e-4 relative leaves room, and a wrong tap, group
+		 * or gate is O(1) */
+		sb_check_close(name, got, want, (size_t)n * nI, 2e-5, 1e-4);
+		memset(hist, 0, hl * sizeof *hist);
+		memset(S, 0, sl * sizeof *S);
+		for (int t = 0; t < n; t++)
+			lo->mamba2_rows(ctx, y1 + (size_t)t * nI, proj + (size_t)t * ld, hist, S, cw, cbp, dtb, al, D, 1, H, P,
+					N, G, K);
+		memset(hist, 0, hl * sizeof *hist);
+		memset(S, 0, sl * sizeof *S);
+		for (int t = 0; t < n; t += 7)
+			lo->mamba2_rows(ctx, y7 + (size_t)t * nI, proj + (size_t)t * ld, hist, S, cw, cbp, dtb, al, D,
+					n - t < 7 ? n - t : 7, H, P, N, G, K);
+		SB_CHECK(!memcmp(y1, y, (size_t)n * nI * sizeof *y) && !memcmp(y7, y, (size_t)n * nI * sizeof *y),
+			 "mamba2_rows H %d P %d N %d G %d K %d: one row at a time and chunks of 7 give the same bits", H, P, N,
+			 G, K);
+		free(proj);
+		free(cw);
+		free(cb);
+		free(dtb);
+		free(al);
+		free(D);
+		free(y);
+		free(y1);
+		free(y7);
+		free(hist);
+		free(S);
+		free(want);
+		free(got);
+	}
+}
+
+/* Granite's mixture of experts: the op against a double transcription (top-k by a full sort,
+ * ties to the lower index), and a tie between two experts resolved towards the lower index */
+static void check_moe(struct sb_backend *be)
+{
+	const struct sb_backend_lm_ops *lo = sb_backend_lm(be);
+	struct sb_ctx *ctx = sb_be_main(be);
+	static const int shapes[][5] = {{1, 1, 1, 1, 1}, {19, 5, 2, 7, 6}, {33, 8, 3, 17, 4}, {16, 4, 4, 16, 3}};
+	for (int s = 0; s < 5; s++) {
+		int tie = s == 4, sh = tie ? 1 : s;
+		int d = shapes[sh][0], E = shapes[sh][1], K = shapes[sh][2], Fe = shapes[sh][3], n = shapes[sh][4];
+		struct sb_rng r;
+		sb_rng_init(&r, 70 + s, SB_RNG_USER, 4);
+		float *x = malloc((size_t)n * d * sizeof *x), *wr = malloc((size_t)E * d * sizeof *wr);
+		float *wi = malloc((size_t)E * 2 * Fe * d * sizeof *wi), *wo = malloc((size_t)E * d * Fe * sizeof *wo);
+		float *out = malloc((size_t)n * d * sizeof *out), *base = malloc((size_t)n * d * sizeof *base);
+		float *scr = malloc(((size_t)E + 3 * Fe + 2 * d) * sizeof *scr);
+		double *want = malloc((size_t)n * d * sizeof *want), *got = malloc((size_t)n * d * sizeof *got);
+		fill(x, (size_t)n * d, &r, 1.0, 0);
+		fill(wr, (size_t)E * d, &r, 0.5, 0);
+		fill(wi, (size_t)E * 2 * Fe * d, &r, 0.3, 0);
+		fill(wo, (size_t)E * d * Fe, &r, 0.3, 0);
+		fill(base, (size_t)n * d, &r, 1.0, 0);
+		if (tie) { /* experts 1 and 3 score the same (the same router row), the others 0: where
+			    * that score is positive the tie is at the top and K = 1 must pick expert 1 */
+			memset(wr, 0, (size_t)E * d * sizeof *wr);
+			for (int j = 0; j < d; j++)
+				wr[(size_t)3 * d + j] = wr[(size_t)1 * d + j] = (float)sb_rng_normal(&r);
+		}
+		int top_ties = 0;
+		int Ku = tie ? 1 : K;
+		memcpy(out, base, (size_t)n * d * sizeof *out);
+		lo->moe_rows(ctx, out, x, wr, wi, wo, scr, n, d, E, Ku, Fe);
+		for (int i = 0; i < n; i++) {
+			const float *xi = x + (size_t)i * d;
+			double lg[64];
+			int order[64];
+			for (int e = 0; e < E; e++) {
+				double t = 0;
+				for (int j = 0; j < d; j++)
+					t += (double)wr[(size_t)e * d + j] * xi[j];
+				lg[e] = t;
+				order[e] = e;
+			}
+			for (int a = 0; a < E; a++) /* stable selection sort: descending, ties by index */
+				for (int b = a + 1; b < E; b++)
+					if (lg[order[b]] > lg[order[a]]) {
+						int t = order[a];
+						order[a] = order[b];
+						order[b] = t;
+					}
+			top_ties += tie && lg[1] > 0 && lg[1] == lg[3];
+			double sum = 0, g[64];
+			for (int k = 0; k < Ku; k++)
+				sum += g[k] = exp(lg[order[k]] - lg[order[0]]);
+			for (int j = 0; j < d; j++)
+				want[(size_t)i * d + j] = base[(size_t)i * d + j];
+			for (int k = 0; k < Ku; k++) {
+				int e = order[k];
+				double *hh = malloc((size_t)2 * Fe * sizeof *hh);
+				for (int q = 0; q < 2 * Fe; q++) {
+					double t = 0;
+					for (int j = 0; j < d; j++)
+						t += (double)wi[((size_t)e * 2 * Fe + q) * d + j] * xi[j];
+					hh[q] = t;
+				}
+				for (int j = 0; j < d; j++) {
+					double t = 0;
+					for (int q = 0; q < Fe; q++)
+						t += (double)wo[((size_t)e * d + j) * Fe + q] * silu(hh[q]) * hh[Fe + q];
+					want[(size_t)i * d + j] += g[k] / sum * t;
+				}
+				free(hh);
+			}
+		}
+		for (size_t i = 0; i < (size_t)n * d; i++)
+			got[i] = out[i];
+		char name[160];
+		snprintf(name, sizeof name, "moe_rows d %d, %d experts of %d, top %d, %d rows%s vs the double transcription",
+			 d, E, Fe, Ku, n, tie ? " (a tie between experts 1 and 3: 1 picked)" : "");
+		/* float dot products of <= 33 terms vs double; a wrong pick or gate is O(0.1) */
+		sb_check_close(name, got, want, (size_t)n * d, 2e-5, 1e-4);
+		if (tie)
+			SB_CHECK(top_ties > 0, "moe_rows: the tie was at the top in %d of %d rows", top_ties, n);
+		float *o1 = malloc((size_t)n * d * sizeof *o1);
+		memcpy(o1, base, (size_t)n * d * sizeof *o1);
+		for (int i = 0; i < n; i++)
+			lo->moe_rows(ctx, o1 + (size_t)i * d, x + (size_t)i * d, wr, wi, wo, scr, 1, d, E, Ku, Fe);
+		SB_CHECK(!memcmp(o1, out, (size_t)n * d * sizeof *o1), "moe_rows d %d E %d: one row at a time, the same bits",
+			 d, E);
+		free(o1);
+		free(x);
+		free(wr);
+		free(wi);
+		free(wo);
+		free(out);
+		free(base);
+		free(scr);
+		free(want);
+		free(got);
+	}
+}
+
+static struct sb_lm_model *make(struct sb_backend *be, const char *extra)
+{
+	struct sb_lm_cfg c;
+	sb_lm_cfg_default(&c);
+	const char *kv[] = {"pattern=MAMMA", "d=32", "heads=4", "kv_heads=2", "ffn=48", "mlp=swiglu", "norm=rmsnorm",
+			    "ssm_heads=4", "ssm_head_dim=16", "ssm_state=8", "ssm_groups=2", "conv_k=4", "max_T=96",
+			    "init_std=0.2", extra};
+	struct sb_err err = {0};
+	for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+		if (kv[i] && sb_lm_cfg_set(&c, kv[i], &err))
+			SB_CHECK(0, "cfg %s: %s", kv[i], err.msg);
+	struct sb_lm_model *m = NULL;
+	if (sb_lm_model_new(be, &c, &m, &err) || sb_lm_model_init(m, 5, &err)) {
+		SB_CHECK(0, "model: %s", err.msg);
+		return NULL;
+	}
+	/* random A_log, dt_bias and D (the initialisation's are constants) */
+	struct sb_rng r;
+	sb_rng_init(&r, 9, SB_RNG_USER, 2);
+	for (int l = 0; l < m->cfg.n_layer; l++)
+		if (m->cfg.pattern[l] == 'M') {
+			fill(m->w.layer[l].A_log, 4, &r, 0.5, 0);
+			fill(m->w.layer[l].dt_bias, 4, &r, 1.0, -1.0);
+			fill(m->w.layer[l].Dskip, 4, &r, 0.5, 0);
+		}
+	sb_lm_model_prepare(m);
+	return m;
+}
+
+static void check_model(struct sb_backend *be)
+{
+	enum { T = 60 };
+	struct sb_ctx *ctx = sb_be_main(be);
+	struct sb_err err = {0};
+	struct sb_lm_model *m = make(be, "resid_mult=0.5"), *m0 = make(be, NULL);
+	if (!m || !m0)
+		return;
+	int V = m->cfg.vocab, L = m->cfg.n_layer;
+	uint8_t tok[T];
+	struct sb_rng r;
+	sb_rng_init(&r, 3, SB_RNG_USER, 3);
+	for (int i = 0; i < T; i++)
+		tok[i] = (uint8_t)sb_rng_below(&r, 256);
+	struct sb_lm_cache *c = NULL;
+	sb_lm_cache_new(m, T, &c, &err);
+	float *full = malloc((size_t)T * V * sizeof *full), *step = malloc((size_t)T * V * sizeof *step);
+	float *chunk = malloc((size_t)T * V * sizeof *chunk);
+	struct sb_lm_attn_obs *obs = calloc((size_t)L, sizeof *obs);
+	const char *specs[] = {"dense", "recipe:s=2,w=4,k=4"};
+	for (int k = 0; k < 2; k++) {
+		struct sb_lm_mask mk;
+		int rc = sb_lm_mask_parse(specs[k], &mk, &err);
+		const struct sb_lm_mask *mp = k ? &mk : NULL;
+		memset(obs, 0, (size_t)L * sizeof *obs);
+		sb_lm_cache_reset(c, 1);
+		if (!rc)
+			rc = sb_lm_forward_cached(ctx, m, c, tok, T, mp, full, 1, obs, &err);
+		sb_lm_cache_reset(c, 1);
+		for (int t = 0; t < T && !rc; t++)
+			rc = sb_lm_forward_cached(ctx, m, c, tok + t, 1, mp, step + (size_t)t * V, 0, NULL, &err);
+		sb_lm_cache_reset(c, 1);
+		for (int t = 0; t < T && !rc; t += 9)
+			rc = sb_lm_forward_cached(ctx, m, c, tok + t, T - t < 9 ? T - t : 9, mp, chunk + (size_t)t * V, 1, NULL,
+						  &err);
+		SB_CHECK(!rc && !memcmp(step, full, (size_t)T * V * sizeof *full) &&
+				 !memcmp(chunk, full, (size_t)T * V * sizeof *full),
+			 "MAMMA %s: token-by-token decoding and a prefill in chunks of 9 equal the prefill bit for bit (%s)",
+			 specs[k], rc ? err.msg : "compared");
+		int finite = 1;
+		for (size_t i = 0; i < (size_t)T * V; i++)
+			finite &= isfinite(full[i]) != 0;
+		SB_CHECK(finite, "MAMMA %s: finite logits", specs[k]);
+		if (k) {
+			int where = 1;
+			for (int l = 0; l < L; l++)
+				where &= m->cfg.pattern[l] == 'A' ? obs[l].kept > 0 && obs[l].kept < obs[l].causal
+								  : obs[l].causal == 0 && obs[l].rows == 0;
+			SB_CHECK(where, "MAMMA recipe: observed on the A layers (1, 4) only");
+		}
+	}
+	/* the residual multiplier is applied: the same weights without it give other logits */
+	struct sb_lm_cache *c0 = NULL;
+	sb_lm_cache_new(m0, T, &c0, &err);
+	int rc = sb_lm_forward_cached(ctx, m0, c0, tok, T, NULL, step, 1, NULL, &err);
+	sb_lm_cache_reset(c, 0);
+	rc |= sb_lm_forward_cached(ctx, m, c, tok, T, NULL, full, 1, NULL, &err);
+	SB_CHECK(!rc && memcmp(step, full, (size_t)T * V * sizeof *full), "resid_mult 0.5 changes the logits");
+	/* JSON round trip of the M fields and the multipliers */
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	sb_lm_cfg_json(&w, &m->cfg);
+	struct sb_json *v = NULL;
+	struct sb_lm_cfg back;
+	sb_lm_cfg_default(&back);
+	rc = sb_json_parse(w.buf, w.len, &v, &err);
+	if (!rc)
+		rc = sb_lm_cfg_from_json(&back, v, &err);
+	SB_CHECK(!rc && !strcmp(back.pattern, "MAMMA") && back.ssm_heads == 4 && back.ssm_head_dim == 16 &&
+			 back.ssm_state == 8 && back.ssm_groups == 2 && back.ssm_conv_bias == 1 && back.ssm_proj_bias == 0 &&
+			 back.resid_mult == 0.5f && back.emb_mult == 1.0f && back.attn_scale == 0.0f && back.logit_div == 1.0f,
+		 "the M fields and multipliers round-trip through JSON (%.*s)", (int)w.len, w.buf);
+	sb_json_free(v);
+	sb_jw_free(&w);
+	/* training refuses M layers */
+	struct sb_lm_train_opts o = {.B = 1, .T = 16, .tile = 1, .b1 = 0.9f, .b2 = 0.99f, .eps = 1e-8f, .clip = 1.0f};
+	struct sb_lm_trainer *tr = NULL;
+	rc = sb_lm_trainer_new(m0, &o, &tr, &err);
+	SB_CHECK(rc == SB_EUSAGE && strstr(err.msg, "evaluation-only"), "training an M model is refused (%s)", err.msg);
+	sb_lm_trainer_free(tr);
+	/* an M layer needs its sizes */
+	struct sb_lm_cfg bad;
+	sb_lm_cfg_default(&bad);
+	sb_lm_cfg_set(&bad, "pattern=MA", &err);
+	SB_CHECK(sb_lm_cfg_check(&bad, &err) == SB_EUSAGE && strstr(err.msg, "ssm_heads"),
+		 "M layers without ssm sizes are refused (%s)", err.msg);
+	free(full);
+	free(step);
+	free(chunk);
+	free(obs);
+	sb_lm_cache_free(c);
+	sb_lm_cache_free(c0);
+	sb_lm_model_free(m);
+	sb_lm_model_free(m0);
+}
+
+int main(void)
+{
+	struct sb_backend *be;
+	struct sb_err err = {0};
+	if (sb_backend_cpu_open(1, &be, &err)) {
+		SB_CHECK(0, "backend: %s", err.msg);
+		return sb_test_done();
+	}
+	check_op(be);
+	check_moe(be);
+	check_model(be);
+	sb_backend_close(be);
+	return sb_test_done();
+}
