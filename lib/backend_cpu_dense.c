@@ -229,6 +229,21 @@ void sb_cpu_matmul_forward(struct sb_ctx *ctx, float *out, const float *inp, con
 	if (M <= 0 || N <= 0)
 		return;
 	float *wt = sb_cpu_scratch(ctx, (size_t)K * N * sizeof(float) + 64);
+#if defined(__AVX512F__)
+	if (K % 16 == 0 && N % 16 == 0) { /* w^T, [K][N], by 16 x 16 transposes in registers */
+		for (int n0 = 0; n0 < N; n0 += 16)
+			for (int k0 = 0; k0 < K; k0 += 16) {
+				__m512 r[16];
+				for (int i = 0; i < 16; i++)
+					r[i] = _mm512_loadu_ps(w + (size_t)(n0 + i) * K + k0);
+				vtranspose16(r);
+				for (int i = 0; i < 16; i++)
+					_mm512_storeu_ps(wt + (size_t)(k0 + i) * N + n0, r[i]);
+			}
+		sb_cpu_gemm(out, N, inp, K, 1, wt, N, M, N, K, bias, 0);
+		return;
+	}
+#endif
 	for (int n0 = 0; n0 < N; n0 += 16) /* w^T, [K][N], in 16 x 16 blocks */
 		for (int k0 = 0; k0 < K; k0 += 16) {
 			int n1 = n0 + 16 < N ? n0 + 16 : N, k1 = k0 + 16 < K ? k0 + 16 : K;

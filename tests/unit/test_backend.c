@@ -116,6 +116,16 @@ static void test_dropout(void)
 	SB_CHECK(fabs(kept / 1e5 - 0.9) < 0.005, "dropout p = 0.1 keeps %.4f of 100000", kept / 1e5);
 }
 
+/* one FMA, as the kernels do it (fused where the target has FMA) */
+static float chain_fma(float a, float b, float c)
+{
+#if defined(__FMA__) || defined(__AVX512F__)
+	return fmaf(a, b, c);
+#else
+	return a * b + c;
+#endif
+}
+
 static void test_matmul(void)
 {
 	int sizes[][3] = {{1, 1, 1},    {1, 16, 3},    {7, 5, 3},    {13, 17, 19}, {50, 64, 192},
@@ -163,6 +173,24 @@ static void test_matmul(void)
 			}
 		SB_CHECK(!bad, "matmul d/dweight M=%d K=%d N=%d: each element the in-order FMA chain, bit for bit (%zu of "
 			       "%d differ)", M, K, N, bad, N * K);
+		/* so are the forward (from the bias, over k) and the input gradient (over n) */
+		bad = 0;
+		for (int i = 0; i < M; i++) {
+			for (int n = 0; n < N; n++) {
+				float acc = b[n];
+				for (int k = 0; k < K; k++)
+					acc = chain_fma(x[(size_t)i * K + k], w[(size_t)n * K + k], acc);
+				bad += memcmp(&acc, &o[(size_t)i * N + n], 4) != 0;
+			}
+			for (int k = 0; k < K; k++) {
+				float acc = 0;
+				for (int n = 0; n < N; n++)
+					acc = chain_fma(g[(size_t)i * N + n], w[(size_t)n * K + k], acc);
+				bad += memcmp(&acc, &dx[(size_t)i * K + k], 4) != 0;
+			}
+		}
+		SB_CHECK(!bad, "matmul forward and d/dinput M=%d K=%d N=%d: each element the in-order FMA chain, bit for "
+			       "bit (%zu of %d differ)", M, K, N, bad, M * (N + K));
 		free(x), free(w), free(b), free(o), free(g), free(dx), free(dw), free(db);
 		free(X), free(W), free(Bb), free(G), free(O), free(DX), free(DW), free(DB), free(o2), free(dx2),
 		    free(dw2), free(db2);
@@ -170,15 +198,6 @@ static void test_matmul(void)
 }
 
 
-/* one FMA, as the kernels do it (fused where the target has FMA) */
-static float chain_fma(float a, float b, float c)
-{
-#if defined(__FMA__) || defined(__AVX512F__)
-	return fmaf(a, b, c);
-#else
-	return a * b + c;
-#endif
-}
 
 /* sb_cpu_gemm is, element by element, one FMA chain over k in increasing order from the
  * bias, zero or the old C: exactly, whatever its tiles (8 or 6 rows, 1-4 vectors, a
