@@ -78,10 +78,60 @@ static void lm_pos_backward(struct sb_ctx *ctx, float *dpos, const float *dx, in
 
 /* ---------------------------------------------------------------- norms */
 
+#if defined(__AVX512F__)
+/* mean (0 for RMSNorm) and rstd of 16 rows (d a multiple of 16) as lm_norm_forward's row
+ * loop computes them, the two sums of the 16 rows reduced together (vhsum16) */
+static void norm_moments16(float *mean, float *rstd, const float *x, int d, float eps, int rms)
+{
+	__m512 a[16], mu = _mm512_setzero_ps();
+	if (!rms) {
+		for (int g = 0; g < 16; g++) {
+			__m512 s = _mm512_setzero_ps();
+			for (int c = 0; c < d; c += 16)
+				s = _mm512_add_ps(s, _mm512_loadu_ps(x + (size_t)g * d + c));
+			a[g] = s;
+		}
+		mu = _mm512_div_ps(vhsum16(a), _mm512_set1_ps((float)d));
+	}
+	float m[16];
+	_mm512_storeu_ps(m, mu);
+	for (int g = 0; g < 16; g++) {
+		__m512 q = _mm512_setzero_ps(), vm = _mm512_set1_ps(m[g]);
+		for (int c = 0; c < d; c += 16) {
+			__m512 t = _mm512_sub_ps(_mm512_loadu_ps(x + (size_t)g * d + c), vm);
+			q = _mm512_fmadd_ps(t, t, q);
+		}
+		a[g] = q;
+	}
+	__m512 var = _mm512_add_ps(_mm512_div_ps(vhsum16(a), _mm512_set1_ps((float)d)), _mm512_set1_ps(eps));
+	_mm512_storeu_ps(rstd, _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_sqrt_ps(var)));
+	_mm512_storeu_ps(mean, mu);
+}
+#endif
+
 static void lm_norm_forward(struct sb_ctx *ctx, float *out, float *mean, float *rstd, const float *x, const float *w,
 			    const float *b, int M, int d, float eps, int rms)
 {
-	for (int i = 0; i < M; i++) {
+	int i = 0;
+#if defined(__AVX512F__)
+	if (d % 16 == 0)
+		for (; i + 16 <= M; i += 16) {
+			float mu[16];
+			norm_moments16(mu, rstd + i, x + (size_t)i * d, d, eps, rms);
+			if (mean)
+				memcpy(mean + i, mu, sizeof mu);
+			for (int g = i; g < i + 16; g++) {
+				const float *xi = x + (size_t)g * d;
+				float *oi = out + (size_t)g * d;
+				vf vm = vset1(mu[g - i]), vr = vset1(rstd[g]);
+				for (int c = 0; c < d; c += VL) {
+					vf xh = (vload(xi + c) - vm) * vr;
+					vstore(oi + c, b ? vfma(xh, vload(w + c), vload(b + c)) : xh * vload(w + c));
+				}
+			}
+		}
+#endif
+	for (; i < M; i++) {
 		const float *xi = x + (size_t)i * d;
 		float *oi = out + (size_t)i * d;
 		float mu = 0;

@@ -115,6 +115,28 @@ static inline float vhsum(vf v)
 }
 
 #if defined(__AVX512F__)
+/* vhsum of 16 vectors at once: lane g of the result is vhsum(a[g]) bit for bit (the same
+ * additions, same operands, same order), two rows per vector from the first step on */
+static inline __m512 vhsum16(const __m512 a[16])
+{
+	__m512 s1[8], s2[4], s3[2];
+	for (int k = 0; k < 8; k++) /* lanes i + (i + 8) of rows 2k, 2k+1 */
+		s1[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x44),
+		                      _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xee));
+	for (int h = 0; h < 4; h++) /* + (i + 4): rows 4h..4h+3, one per 128-bit lane */
+		s2[h] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * h], s1[2 * h + 1], 0x88),
+		                      _mm512_shuffle_f32x4(s1[2 * h], s1[2 * h + 1], 0xdd));
+	for (int k = 0; k < 2; k++) /* + (i + 2): lane q holds rows 8k+q and 8k+4+q */
+		s3[k] = _mm512_add_ps(_mm512_shuffle_ps(s2[2 * k], s2[2 * k + 1], 0x44),
+		                      _mm512_shuffle_ps(s2[2 * k], s2[2 * k + 1], 0xee));
+	/* + (i + 1): element m of 128-bit lane q is row 4m + q */
+	__m512 e = _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], 0x88), _mm512_shuffle_ps(s3[0], s3[1], 0xdd));
+	const __m512i to_row = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+	return _mm512_permutexvar_ps(to_row, e);
+}
+#endif
+
+#if defined(__AVX512F__)
 /* r[0..16) (16 rows of 16 floats) transposed in registers: afterwards lane j of r[c] is
  * what lane c of r[j] was (data movement only) */
 static inline __attribute__((always_inline)) void vtranspose16(__m512 r[16])

@@ -381,6 +381,13 @@ static void test_lm_norm_chains(void)
 				memcpy(rdx, dx, n * 4), memcpy(rdw, dw, d * 4), memcpy(rdb, db, d * 4);
 				lm->norm_forward(ctx, o, rms ? NULL : mean, rstd, x, w, nob ? NULL : b, M, d, 1e-5f, rms);
 				lm->norm_backward(ctx, dx, dw, nob ? NULL : db, g, x, mean, rstd, w, M, d, rms);
+				/* in place and without the mean (as the LM's q/k norms call it): the same output */
+				float *xo = malloc(n * 4), *rs2 = malloc(M * 4);
+				memcpy(xo, x, n * 4);
+				lm->norm_forward(ctx, xo, NULL, rs2, xo, w, nob ? NULL : b, M, d, 1e-5f, rms);
+				total += n;
+				bad += memcmp(xo, o, n * 4) != 0 || memcmp(rs2, rstd, M * 4) != 0;
+				free(xo), free(rs2);
 				for (int i = 0; i < M; i++) {
 					const float *xi = x + (size_t)i * d, *gi = g + (size_t)i * d;
 					float mu = 0, q = 0;
@@ -449,7 +456,7 @@ static void test_lm_norm_chains(void)
 			}
 	rs = saved;
 	SB_CHECK(!bad, "LM norm forward/backward (LayerNorm and RMSNorm, d 1-128, 1-64 rows, with and without "
-	               "bias): bit for bit the plain row loops over %zu values (%zu differ)",
+	               "bias; forward also in place without the mean): bit for bit the plain row loops over %zu values (%zu differ)",
 	         total, bad);
 }
 
