@@ -1152,6 +1152,21 @@ static int row_direct(const struct sb_norm *nm, const float *s, int T, int n_val
 	       (margin_is_exclude(nm) && mn - (float)SB_MASK_MARGIN_VALUE < mn);
 }
 
+/* softmax, the first of rows s + g T (g < left) direct: how many of the next up to 16
+ * are direct, in a run from the first (row_direct's rule for softmax: finite, and
+ * nothing to pad or masked keys excluded) */
+static int softmax_run(const struct sb_norm *nm, const float *s, int left, int T, int n_valid)
+{
+	int n = left < 16 ? left : 16;
+	if (n_valid != T && nm->mask != SB_MASK_EXCLUDE)
+		return 1;
+	unsigned m = sbv_rows_finite(s, n, T, n_valid);
+	int G = 1;
+	while (G < n && (m >> G & 1))
+		G++;
+	return G;
+}
+
 /* forward of one effective row x[0..n) with the AVX-512 kernels */
 static void fwd_avx(const struct sb_norm *nm, float *pe, float *ar, const float *x, int n, int T, int k, float am1,
                     struct work *w)
@@ -1296,6 +1311,22 @@ int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float
 			r += G - 1;
 			continue;
 		}
+		/* softmax: a run of up to 16 direct rows, their sums reduced together */
+		if (direct && nm->kind == SB_NORM_SOFTMAX) {
+			int G = softmax_run(nm, sr, rows - r, T, n_valid);
+			float ag[16 * SB_NORM_AUX];
+			float *ax = aux ? ar : ag;
+			for (int q = 0; q < G * SB_NORM_AUX; q++)
+				ax[q] = 0;
+			sbv_softmax_rows(pr, sr, G, T, n_valid, ax);
+			for (int q = 0; q < G; q++) {
+				ax[q * SB_NORM_AUX + 3] = (float)n_valid;
+				for (int j = n_valid; j < T; j++)
+					pr[(size_t)q * T + j] = 0;
+			}
+			r += G - 1;
+			continue;
+		}
 		if (direct) {
 			fwd_avx(nm, pr, ar, sr, n_valid, T, k, am1, &w);
 			for (int j = n_valid; j < T; j++)
@@ -1400,6 +1431,16 @@ void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const
 			while (G < gmax && r + G < rows && row_direct(nm, sr + (size_t)G * T, T, n_valid))
 				G++;
 			da += sbv_entmax_bwd_rows(dr, pr, gr, sr, ar, G, T, n_valid, am1, want_alpha, w.big, w.nbig);
+			for (int q = 0; q < G; q++)
+				for (int j = n_valid; j < T; j++)
+					dr[(size_t)q * T + j] = 0;
+			r += G - 1;
+			continue;
+		}
+		/* softmax: a run of up to 16 direct rows, their sums reduced together */
+		if (direct && nm->kind == SB_NORM_SOFTMAX) {
+			int G = softmax_run(nm, sr, rows - r, T, n_valid);
+			sbv_softmax_bwd_rows(dr, pr, gr, G, T, n_valid);
 			for (int q = 0; q < G; q++)
 				for (int j = n_valid; j < T; j++)
 					dr[(size_t)q * T + j] = 0;

@@ -166,6 +166,21 @@ int sbv_row_finite(const float *x, int n, float *mn)
 	return _mm512_reduce_add_ps(z) == 0.0f;
 }
 
+/* bit g set when x + g stride [0..n) are all finite, g < rows <= 16 (the same test as
+ * sbv_row_finite: a NaN in the sum of x * 0; no reduction needed for a yes/no) */
+unsigned sbv_rows_finite(const float *x, int rows, long stride, int n)
+{
+	unsigned m = 0;
+	for (int g = 0; g < rows; g++) {
+		__m512 z = _mm512_setzero_ps();
+		for (int i = 0; i < n; i += 16)
+			z = _mm512_add_ps(z, _mm512_mul_ps(_mm512_maskz_loadu_ps(tm(n, i), x + g * stride + i),
+			                                   _mm512_setzero_ps()));
+		m |= (unsigned)(_mm512_cmp_ps_mask(z, z, _CMP_UNORD_Q) == 0) << g;
+	}
+	return m;
+}
+
 /* ------------------------------------------------------------ softmax */
 
 void sbv_softmax(float *p, const float *x, int n, float *aux)
@@ -200,6 +215,84 @@ void sbv_softmax_bwd(float *ds, const float *p, const float *dp, int n)
 		__mmask16 k = tm(n, i);
 		__m512 g = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + i), d);
 		_mm512_mask_storeu_ps(ds + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), g));
+	}
+}
+
+/* Up to 16 rows at once: the per-row sums of sbv_softmax and sbv_softmax_bwd reduced
+ * together. a[g] is row g's vector of partial sums; lane g of the result is
+ * _mm512_reduce_add_ps(a[g]) bit for bit: the same additions with the same operands in
+ * the same order (GCC's: upper 256 + lower 256, upper 128 + lower 128, lanes 0 + 2 and
+ * 1 + 3, then 0 + 1), two rows per vector from the first step on. */
+static inline __m512 reduce_add16(const __m512 a[16])
+{
+	__m512 s1[8], s2[4], s3[2];
+	for (int k = 0; k < 8; k++) /* rows 2k, 2k+1: halves of 8 */
+		s1[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xee),
+		                      _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x44));
+	for (int h = 0; h < 4; h++) /* rows 4h..4h+3: quarters of 4, one row per 128-bit lane */
+		s2[h] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * h], s1[2 * h + 1], 0xdd),
+		                      _mm512_shuffle_f32x4(s1[2 * h], s1[2 * h + 1], 0x88));
+	for (int k = 0; k < 2; k++) /* lane q of s3[k]: rows 8k+q (elements 0, 1), 8k+4+q (2, 3) */
+		s3[k] = _mm512_add_ps(_mm512_shuffle_ps(s2[2 * k], s2[2 * k + 1], 0x44),
+		                      _mm512_shuffle_ps(s2[2 * k], s2[2 * k + 1], 0xee));
+	/* element m of 128-bit lane q: row 4m + q */
+	__m512 e = _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], 0x88), _mm512_shuffle_ps(s3[0], s3[1], 0xdd));
+	const __m512i to_row = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+	return _mm512_permutexvar_ps(to_row, e);
+}
+
+void sbv_softmax_rows(float *p, const float *x, int rows, long stride, int n, float *aux)
+{
+	__m512 acc[16];
+	float mx[16], inv[16];
+	for (int g = 0; g < 16; g++)
+		acc[g] = _mm512_setzero_ps();
+	for (int g = 0; g < rows; g++) {
+		const float *xg = x + g * stride;
+		float *pg = p + g * stride;
+		mx[g] = vmax_row(xg, n);
+		__m512 vm = set1(mx[g]);
+		for (int i = 0; i < n; i += 16) {
+			__mmask16 k = tm(n, i);
+			__m512 e = vexp(_mm512_sub_ps(_mm512_mask_loadu_ps(set1(-INFINITY), k, xg + i), vm));
+			e = _mm512_maskz_mov_ps(k, e);
+			_mm512_mask_storeu_ps(pg + i, k, e);
+			acc[g] = _mm512_add_ps(acc[g], e);
+		}
+	}
+	_mm512_storeu_ps(inv, _mm512_div_ps(set1(1.0f), reduce_add16(acc)));
+	for (int g = 0; g < rows; g++) {
+		float *pg = p + g * stride;
+		__m512 vi = set1(inv[g]);
+		for (int i = 0; i < n; i += 16) {
+			__mmask16 k = tm(n, i);
+			_mm512_mask_storeu_ps(pg + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, pg + i), vi));
+		}
+		aux[4 * g] = mx[g];
+		aux[4 * g + 1] = mx[g];
+	}
+}
+
+void sbv_softmax_bwd_rows(float *ds, const float *p, const float *dp, int rows, long stride, int n)
+{
+	__m512 acc[16];
+	float d[16];
+	for (int g = 0; g < 16; g++)
+		acc[g] = _mm512_setzero_ps();
+	for (int g = 0; g < rows; g++)
+		for (int i = 0; i < n; i += 16) {
+			__mmask16 k = tm(n, i);
+			acc[g] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, p + g * stride + i),
+			                         _mm512_maskz_loadu_ps(k, dp + g * stride + i), acc[g]);
+		}
+	_mm512_storeu_ps(d, reduce_add16(acc));
+	for (int g = 0; g < rows; g++) {
+		__m512 vd = set1(d[g]);
+		for (int i = 0; i < n; i += 16) {
+			__mmask16 k = tm(n, i);
+			__m512 gg = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + g * stride + i), vd);
+			_mm512_mask_storeu_ps(ds + g * stride + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + g * stride + i), gg));
+		}
 	}
 }
 

@@ -17,9 +17,15 @@
 
 /* 1 when x[0..n) are all finite; *mn = their minimum */
 int sbv_row_finite(const float *x, int n, float *mn);
+/* bit g set when row g of x (x + g stride, length n) is all finite, g < rows <= 16 */
+unsigned sbv_rows_finite(const float *x, int rows, long stride, int n);
 /* aux[0..3] as documented in attn_norm.h */
 void sbv_softmax(float *p, const float *x, int n, float *aux);
 void sbv_softmax_bwd(float *ds, const float *p, const float *dp, int n);
+/* the same for rows x + r stride, r < rows <= 16 (all finite, length n), bit for bit as
+ * row by row; aux: 4 floats per row, [0] and [1] written */
+void sbv_softmax_rows(float *p, const float *x, int rows, long stride, int n, float *aux);
+void sbv_softmax_bwd_rows(float *ds, const float *p, const float *dp, int rows, long stride, int n);
 /* top-k (largest = 1) or bottom-k of x, then softmax over the kept keys;
  * kws: 3 (n/16 + 1) int32 of scratch */
 void sbv_topk(float *p, const float *x, int n, int k, int largest, int32_t *kws, float *aux);

@@ -36,9 +36,24 @@ static struct qk_scale qk_scale_of(int hd)
 	return s;
 }
 
-/* Y^T packed: YT[c * Tp + j] = Y[j * ldy + c], zero for j >= T */
+/* Y^T packed: YT[c * Tp + j] = Y[j * ldy + c], zero for j >= T (data movement only) */
 static void pack_t(float *YT, const float *Y, int ldy, int T, int hd, int Tp)
 {
+#if defined(__AVX512F__)
+	if (hd % 16 == 0) { /* 16 x 16 blocks through registers */
+		for (int j0 = 0; j0 < Tp; j0 += 16)
+			for (int c0 = 0; c0 < hd; c0 += 16) {
+				__m512 r[16];
+				for (int j = 0; j < 16; j++)
+					r[j] = j0 + j < T ? _mm512_loadu_ps(Y + (size_t)(j0 + j) * ldy + c0)
+					                  : _mm512_setzero_ps();
+				vtranspose16(r);
+				for (int c = 0; c < 16; c++)
+					_mm512_storeu_ps(YT + (size_t)(c0 + c) * Tp + j0, r[c]);
+			}
+		return;
+	}
+#endif
 	for (int c = 0; c < hd; c++) {
 		float *o = YT + (size_t)c * Tp;
 		for (int j = 0; j < T; j++)
@@ -49,51 +64,31 @@ static void pack_t(float *YT, const float *Y, int ldy, int T, int hd, int Tp)
 }
 
 /* C[i, j] = sum_c X[i, c] Y[j, c] (then scaled) for i, j < T; C row stride T.
- * YT is Y packed by pack_t. */
+ * YT is Y packed by pack_t. The product is sb_cpu_gemm's (one FMA chain over c per
+ * element, in order from 0), over the Tp packed columns into buf [T][Tp] (or straight into
+ * C when T = Tp); the scaling follows, element by element. */
 static void rowdot(float *C, const float *X, int ldx, const float *YT, int T, int hd, int Tp, struct qk_scale sc,
-                   int apply_scale)
+                   int apply_scale, float *buf)
 {
-	float row[4][64] __attribute__((aligned(64)));
-	for (int jb = 0; jb < Tp; jb += 64) {
-		int nv = (Tp - jb) / VL;
-		if (nv > 4)
-			nv = 4;
-		int i = 0;
-		for (; i < T; i += 4) {
-			int ni = T - i < 4 ? T - i : 4;
-			vf acc[4][4];
-			for (int r = 0; r < 4; r++)
-				for (int v = 0; v < 4; v++)
-					acc[r][v] = vzero();
-			for (int c = 0; c < hd; c++) {
-				const float *yt = YT + (size_t)c * Tp + jb;
-				vf y0 = vload(yt), y1 = nv > 1 ? vload(yt + 16) : vzero(),
-				   y2 = nv > 2 ? vload(yt + 32) : vzero(), y3 = nv > 3 ? vload(yt + 48) : vzero();
-				for (int r = 0; r < ni; r++) {
-					vf xb = vset1(X[(size_t)(i + r) * ldx + c]);
-					acc[r][0] = vfma(xb, y0, acc[r][0]);
-					acc[r][1] = vfma(xb, y1, acc[r][1]);
-					acc[r][2] = vfma(xb, y2, acc[r][2]);
-					acc[r][3] = vfma(xb, y3, acc[r][3]);
-				}
-			}
-			int ncol = T - jb < 64 ? T - jb : 64, nfull = ncol / VL;
-			for (int r = 0; r < ni; r++) {
-				float *c = C + (size_t)(i + r) * T + jb;
-				for (int v = 0; v < nv; v++) {
-					vf a = acc[r][v];
-					if (apply_scale)
-						a = sc.exact ? a * sc.mul : a / sc.div;
-					if (v < nfull) /* whole vectors straight into the row */
-						vstore(c + v * VL, a);
-					else /* the row's last columns through the buffer */
-						vstore(&row[r][v * VL], a);
-				}
-				if (ncol > nfull * VL)
-					memcpy(c + nfull * VL, &row[r][nfull * VL],
-					       (size_t)(ncol - nfull * VL) * sizeof(float));
-			}
-		}
+	float *D = T == Tp ? C : buf;
+	sb_cpu_gemm(D, Tp, X, ldx, 1, YT, Tp, T, Tp, hd, NULL, 0);
+	for (int i = 0; i < T; i++) {
+		const float *d = D + (size_t)i * Tp;
+		float *c = C + (size_t)i * T;
+		int j = 0;
+		if (apply_scale && sc.exact)
+			for (; j + VL <= T; j += VL)
+				vstore(c + j, vload(d + j) * sc.mul);
+		else if (apply_scale)
+			for (; j + VL <= T; j += VL)
+				vstore(c + j, vload(d + j) / sc.div);
+		else if (D != C)
+			for (; j + VL <= T; j += VL)
+				vstore(c + j, vload(d + j));
+		else
+			j = T;
+		for (; j < T; j++)
+			c[j] = !apply_scale ? d[j] : sc.exact ? d[j] * sc.mul : d[j] / sc.div;
 	}
 }
 
@@ -142,43 +137,30 @@ static inline int nonzero_list(int *nz, const float *a, int T)
 	return n;
 }
 
-/* O[i, :hd] (= or +=) sum_j A[i, j] Y[j, :hd]; A row stride lda. Blocks of 4 rows that
- * are mostly nonzero (softmax) run a dense kernel that reuses each Y row for 4 output
- * rows; sparse rows (top-k, sparsemax, entmax) loop over a list of their nonzeros. */
-static void rowmix(float *O, int ldo, const float *A, int lda, const float *Y, int ldy, int T, int hd, int *nz,
-                   int accumulate)
+/* O[i, :hd] = sum_j A[i, j] Y[j, :hd]; A row stride lda. Blocks of 4 rows that are
+ * mostly nonzero (softmax) are dense: a run of consecutive dense blocks is one
+ * sb_cpu_gemm (one FMA chain over j per element, in order from 0, as the 4-row loop it
+ * replaces); sparse rows (top-k, sparsemax, entmax) loop over a list of their nonzeros. */
+static void rowmix(float *O, int ldo, const float *A, int lda, const float *Y, int ldy, int T, int hd, int *nz)
 {
 	int nvec = hd / VL;
-	for (int i0 = 0; i0 < T; i0 += 4) {
-		int nr = T - i0 < 4 ? T - i0 : 4;
-		int cnt = 0;
-		for (int r = 0; r < nr; r++)
-			cnt += count_nonzero(A + (size_t)(i0 + r) * lda, T);
-		if (nr == 4 && 2 * cnt > 4 * T) {
-			const float *a0 = A + (size_t)i0 * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
-			for (int v = 0; v < nvec; v++) {
-				vf c0 = vzero(), c1 = vzero(), c2 = vzero(), c3 = vzero();
-				for (int j = 0; j < T; j++) {
-					vf y = vload(Y + (size_t)j * ldy + v * VL);
-					c0 = vfma(vset1(a0[j]), y, c0);
-					c1 = vfma(vset1(a1[j]), y, c1);
-					c2 = vfma(vset1(a2[j]), y, c2);
-					c3 = vfma(vset1(a3[j]), y, c3);
-				}
-				float *o = O + (size_t)i0 * ldo + v * VL;
-				if (accumulate) {
-					c0 += vload(o);
-					c1 += vload(o + ldo);
-					c2 += vload(o + 2 * ldo);
-					c3 += vload(o + 3 * ldo);
-				}
-				vstore(o, c0);
-				vstore(o + ldo, c1);
-				vstore(o + 2 * ldo, c2);
-				vstore(o + 3 * ldo, c3);
-			}
+	for (int i0 = 0; i0 < T;) {
+		int i1 = i0; /* [i0, i1): the run of dense 4-row blocks */
+		while (i1 + 4 <= T) {
+			int cnt = 0;
+			for (int r = 0; r < 4; r++)
+				cnt += count_nonzero(A + (size_t)(i1 + r) * lda, T);
+			if (2 * cnt <= 4 * T)
+				break;
+			i1 += 4;
+		}
+		if (i1 > i0) {
+			sb_cpu_gemm(O + (size_t)i0 * ldo, ldo, A + (size_t)i0 * lda, lda, 1, Y, ldy, i1 - i0, hd, T, NULL,
+			            0);
+			i0 = i1;
 			continue;
 		}
+		int nr = T - i0 < 4 ? T - i0 : 4;
 		for (int r = 0; r < nr; r++) {
 			int i = i0 + r;
 			const float *a = A + (size_t)i * lda;
@@ -197,12 +179,10 @@ static void rowmix(float *O, int ldo, const float *A, int lda, const float *Y, i
 					int j0 = nz[q];
 					acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
 				}
-				vf res = acc0 + acc1;
-				if (accumulate)
-					res += vload(o + v * VL);
-				vstore(o + v * VL, res);
+				vstore(o + v * VL, acc0 + acc1);
 			}
 		}
+		i0 += nr;
 	}
 }
 
@@ -222,12 +202,11 @@ static void rowdot_plain(float *C, const float *X, int ldx, const float *Y, int 
 		}
 }
 
-static void rowmix_plain(float *O, int ldo, const float *A, int lda, const float *Y, int ldy, int T, int hd,
-                         int accumulate)
+static void rowmix_plain(float *O, int ldo, const float *A, int lda, const float *Y, int ldy, int T, int hd)
 {
 	for (int i = 0; i < T; i++)
 		for (int c = 0; c < hd; c++) {
-			float s = accumulate ? O[(size_t)i * ldo + c] : 0.0f;
+			float s = 0.0f;
 			for (int j = 0; j < T; j++)
 				s = sfma(A[(size_t)i * lda + j], Y[(size_t)j * ldy + c], s);
 			O[(size_t)i * ldo + c] = s;
@@ -248,10 +227,11 @@ int sb_cpu_attention_forward(struct sb_ctx *ctx, float *out, float *S, float *P,
 	int hd = d / NH, Tp = round16(T), d3 = 3 * d;
 	int fast = hd % VL == 0;
 	struct qk_scale sc = qk_scale_of(hd);
-	float *KT = sb_cpu_scratch(ctx, ((size_t)hd * Tp + (size_t)T) * sizeof(float) + 256);
+	float *KT = sb_cpu_scratch(ctx, ((size_t)hd * Tp + (size_t)T * Tp + (size_t)T) * sizeof(float) + 256);
 	if (!KT)
 		return SB_ERR(err, SB_EINTERNAL, "attention: out of memory for scratch");
-	int *nz = (int *)(KT + (size_t)hd * Tp);
+	float *buf = KT + (size_t)hd * Tp; /* rowdot's [T][Tp] */
+	int *nz = (int *)(buf + (size_t)T * Tp);
 	size_t TT = (size_t)T * T;
 	for (int b = 0; b < B; b++) {
 		const float *qb = qkv + (size_t)b * T * d3;
@@ -262,7 +242,7 @@ int sb_cpu_attention_forward(struct sb_ctx *ctx, float *out, float *S, float *P,
 			float *Sb = S + blk * TT, *Pb = P + blk * TT;
 			if (fast) {
 				pack_t(KT, k, d3, T, hd, Tp);
-				rowdot(Sb, q, d3, KT, T, hd, Tp, sc, 1);
+				rowdot(Sb, q, d3, KT, T, hd, Tp, sc, 1, buf);
 			} else {
 				rowdot_plain(Sb, q, d3, k, d3, T, hd, sc, 1);
 			}
@@ -274,9 +254,9 @@ int sb_cpu_attention_forward(struct sb_ctx *ctx, float *out, float *S, float *P,
 			}
 			float *o = out + (size_t)b * T * d + h * hd;
 			if (fast)
-				rowmix(o, d, Pb, T, v, d3, T, hd, nz, 0);
+				rowmix(o, d, Pb, T, v, d3, T, hd, nz);
 			else
-				rowmix_plain(o, d, Pb, T, v, d3, T, hd, 0);
+				rowmix_plain(o, d, Pb, T, v, d3, T, hd);
 		}
 	}
 	return 0;
@@ -290,11 +270,12 @@ void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, c
 	int fast = hd % VL == 0;
 	struct qk_scale sc = qk_scale_of(hd);
 	size_t TT = (size_t)T * T;
-	float *VT = sb_cpu_scratch(ctx, ((size_t)hd * Tp + TT + (size_t)T) * sizeof(float) + 256);
+	float *VT = sb_cpu_scratch(ctx, ((size_t)hd * Tp + TT + (size_t)T * Tp + (size_t)T) * sizeof(float) + 256);
 	if (!VT)
 		return; /* scratch is reserved by the forward pass of the same sizes */
 	float *dP = VT + (size_t)hd * Tp;
-	int *nz = (int *)(dP + TT);
+	float *buf = dP + TT; /* rowdot's [T][Tp] */
+	int *nz = (int *)(buf + (size_t)T * Tp);
 	int has_alpha = nm->kind == SB_NORM_ADAPTIVE || nm->kind == SB_NORM_ENTMAX_BISECT;
 	for (int b = 0; b < B; b++) {
 		const float *qb = qkv + (size_t)b * T * d3;
@@ -310,7 +291,7 @@ void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, c
 			/* dP = dO V^T */
 			if (fast) {
 				pack_t(VT, v, d3, T, hd, Tp);
-				rowdot(dP, go, d, VT, T, hd, Tp, sc, 0);
+				rowdot(dP, go, d, VT, T, hd, Tp, sc, 0, buf);
 			} else {
 				rowdot_plain(dP, go, d, v, d3, T, hd, sc, 0);
 			}
@@ -337,9 +318,9 @@ void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, c
 			}
 			/* dQ = dS K (sparse rows skip zeros), dK = dS^T Q (transposed through strides) */
 			if (fast)
-				rowmix(dq, d3, dP, T, k, d3, T, hd, nz, 0);
+				rowmix(dq, d3, dP, T, k, d3, T, hd, nz);
 			else
-				rowmix_plain(dq, d3, dP, T, k, d3, T, hd, 0);
+				rowmix_plain(dq, d3, dP, T, k, d3, T, hd);
 			sb_cpu_gemm(dk, d3, dP, 1, T, q, d3, T, hd, T, NULL, 0);
 		}
 	}

@@ -84,7 +84,10 @@ void sb_cpu_describe(char *buf, size_t n, int threads)
  * One register-blocked kernel for the three products of a Linear layer:
  *   C[i][j] (= or +=) sum_k A(i, k) B[k][j]  (+ bias[j]),   A(i, k) = A[i*ars + k*acs],
  * B row-major with row stride ldb. A micro-tile is 6 rows x 64 columns of C held in
- * 24 vector accumulators; per k it loads 4 vectors of B and broadcasts 6 values of A.
+ * 24 vector accumulators (per k it loads 4 vectors of B and broadcasts 6 values of A),
+ * or 6 x 48, or 8 x 32 or 8 x 16 for narrower C (attention's head products); the rows
+ * of a partial tile keep their chains in registers too. A long k (the weight gradient's
+ * sum over a batch) runs in passes of GEMM_KB.
  *   forward   out = inp w^T + b:  A = inp (ars K, acs 1), B = w^T packed [K][N]
  *   d input   dinp = dout w:      A = dout (ars N, acs 1), B = w [N][K]
  *   d weight  dw += dout^T inp:   A = dout^T (ars 1, acs N), B = inp [M][K]
@@ -93,121 +96,102 @@ void sb_cpu_describe(char *buf, size_t n, int threads)
  * longer uses for these; OpenBLAS 0.3.21 does not know recent cores and falls back
  * to its Haswell kernels). */
 
+/* tile heights: 6 rows for 3-4 vectors of columns (24 accumulators), 8 rows for 1-2 (8 FMA
+ * chains in flight for one vector; more rows run out of integer registers for their offsets) */
 #define GEMM_MR 6
+#define GEMM_MR_NARROW 8
+/* rows of k per pass over C (see sb_cpu_gemm) */
+#define GEMM_KB 128
 
 static inline vf gemm_init(const float *C, const float *bias, int acc)
 {
 	return acc ? vload(C) : bias ? vload(bias) : vzero();
 }
 
-/* 6 rows x 4 vectors: 24 accumulators in registers */
-static void gemm_k6x4(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int K,
-                      const float *bias, int acc)
+/* R rows x NV vectors of C (R <= 8, NV <= 4, both constants where it is inlined): R * NV
+ * accumulators in registers; per k it loads NV vectors of B and broadcasts R values of A */
+static inline __attribute__((always_inline)) void gemm_kern(int R, int NV, float *C, int ldc, const float *A, long ars,
+                                                            long acs, const float *B, int ldb, int K,
+                                                            const float *bias, int acc)
 {
-#define ROWINIT(r)                                                                                                     \
-	vf c##r##0 = gemm_init(C + (size_t)(r)*ldc, bias, acc),                                                        \
-	   c##r##1 = gemm_init(C + (size_t)(r)*ldc + 16, bias ? bias + 16 : NULL, acc),                                \
-	   c##r##2 = gemm_init(C + (size_t)(r)*ldc + 32, bias ? bias + 32 : NULL, acc),                                \
-	   c##r##3 = gemm_init(C + (size_t)(r)*ldc + 48, bias ? bias + 48 : NULL, acc)
-	ROWINIT(0);
-	ROWINIT(1);
-	ROWINIT(2);
-	ROWINIT(3);
-	ROWINIT(4);
-	ROWINIT(5);
-#undef ROWINIT
-	const float *a0 = A, *a1 = A + ars, *a2 = A + 2 * ars, *a3 = A + 3 * ars, *a4 = A + 4 * ars, *a5 = A + 5 * ars;
+	vf c[GEMM_MR_NARROW][4];
+	_Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+		_Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)
+			c[r][v] = gemm_init(C + (size_t)r * ldc + v * VL, bias ? bias + v * VL : NULL, acc);
 	for (int k = 0; k < K; k++) {
 		const float *b = B + (size_t)k * ldb;
-		vf b0 = vload(b), b1 = vload(b + 16), b2 = vload(b + 32), b3 = vload(b + 48);
+		vf bv[4];
+		_Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)
+			bv[v] = vload(b + v * VL);
 		long o = (long)k * acs;
-#define ROW(r)                                                                                                         \
-	do {                                                                                                           \
-		vf x = vset1(a##r[o]);                                                                                 \
-		c##r##0 = vfma(x, b0, c##r##0);                                                                        \
-		c##r##1 = vfma(x, b1, c##r##1);                                                                        \
-		c##r##2 = vfma(x, b2, c##r##2);                                                                        \
-		c##r##3 = vfma(x, b3, c##r##3);                                                                        \
-	} while (0)
-		ROW(0);
-		ROW(1);
-		ROW(2);
-		ROW(3);
-		ROW(4);
-		ROW(5);
-#undef ROW
+		_Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+			vf x = vset1(A[r * ars + o]);
+			_Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)
+				c[r][v] = vfma(x, bv[v], c[r][v]);
+		}
 	}
-#define ROWSTORE(r)                                                                                                    \
-	do {                                                                                                           \
-		vstore(C + (size_t)(r)*ldc, c##r##0);                                                                  \
-		vstore(C + (size_t)(r)*ldc + 16, c##r##1);                                                             \
-		vstore(C + (size_t)(r)*ldc + 32, c##r##2);                                                             \
-		vstore(C + (size_t)(r)*ldc + 48, c##r##3);                                                             \
-	} while (0)
-	ROWSTORE(0);
-	ROWSTORE(1);
-	ROWSTORE(2);
-	ROWSTORE(3);
-	ROWSTORE(4);
-	ROWSTORE(5);
-#undef ROWSTORE
+	_Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+		_Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)
+			vstore(C + (size_t)r * ldc + v * VL, c[r][v]);
 }
 
-/* 6 rows x 1 vector */
-static void gemm_k6x1(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int K,
-                      const float *bias, int acc)
-{
-	vf c0 = gemm_init(C, bias, acc), c1 = gemm_init(C + ldc, bias, acc),
-	   c2 = gemm_init(C + 2 * (size_t)ldc, bias, acc), c3 = gemm_init(C + 3 * (size_t)ldc, bias, acc),
-	   c4 = gemm_init(C + 4 * (size_t)ldc, bias, acc), c5 = gemm_init(C + 5 * (size_t)ldc, bias, acc);
-	const float *a0 = A, *a1 = A + ars, *a2 = A + 2 * ars, *a3 = A + 3 * ars, *a4 = A + 4 * ars, *a5 = A + 5 * ars;
-	for (int k = 0; k < K; k++) {
-		vf b = vload(B + (size_t)k * ldb);
-		long o = (long)k * acs;
-		c0 = vfma(vset1(a0[o]), b, c0);
-		c1 = vfma(vset1(a1[o]), b, c1);
-		c2 = vfma(vset1(a2[o]), b, c2);
-		c3 = vfma(vset1(a3[o]), b, c3);
-		c4 = vfma(vset1(a4[o]), b, c4);
-		c5 = vfma(vset1(a5[o]), b, c5);
+/* the same with R not known at compile time (1..6, or 1..8 for NV <= 2) */
+#define GEMM_CASE(R, NV)                                                                                               \
+	case R:                                                                                                        \
+		gemm_kern(R, NV, C, ldc, A, ars, acs, B, ldb, K, bias, acc);                                           \
+		break;
+#define GEMM_ROWS(NV, MORE)                                                                                            \
+	static void gemm_rows##NV(int R, float *C, int ldc, const float *A, long ars, long acs, const float *B,         \
+	                          int ldb, int K, const float *bias, int acc)                                          \
+	{                                                                                                              \
+		switch (R) {                                                                                           \
+			GEMM_CASE(1, NV)                                                                               \
+			GEMM_CASE(2, NV)                                                                               \
+			GEMM_CASE(3, NV)                                                                               \
+			GEMM_CASE(4, NV)                                                                               \
+			GEMM_CASE(5, NV)                                                                               \
+			GEMM_CASE(6, NV)                                                                               \
+			MORE                                                                                           \
+		}                                                                                                      \
 	}
-	vstore(C, c0);
-	vstore(C + ldc, c1);
-	vstore(C + 2 * (size_t)ldc, c2);
-	vstore(C + 3 * (size_t)ldc, c3);
-	vstore(C + 4 * (size_t)ldc, c4);
-	vstore(C + 5 * (size_t)ldc, c5);
-}
+#define GEMM_MORE(NV) GEMM_CASE(7, NV) GEMM_CASE(8, NV)
+GEMM_ROWS(1, GEMM_MORE(1))
+GEMM_ROWS(2, GEMM_MORE(2))
+GEMM_ROWS(3, )
+GEMM_ROWS(4, )
+#undef GEMM_MORE
+#undef GEMM_ROWS
+#undef GEMM_CASE
 
-/* 1 row x 1 vector */
-static void gemm_k1x1(float *C, const float *A, long acs, const float *B, int ldb, int K, const float *bias, int acc)
-{
-	vf c = gemm_init(C, bias, acc);
-	for (int k = 0; k < K; k++)
-		c = vfma(vset1(A[(long)k * acs]), vload(B + (size_t)k * ldb), c);
-	vstore(C, c);
-}
-
-void sb_cpu_gemm(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int M, int N, int K,
-                 const float *bias, int acc)
+/* one pass of sb_cpu_gemm over k = 0..K-1 */
+static void gemm_pass(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int M, int N,
+                      int K, const float *bias, int acc)
 {
 	int nfull = N / VL * VL;
 	for (int j0 = 0; j0 < nfull;) {
-		int four = nfull - j0 >= 4 * VL;
-		int i = 0;
-		for (; i + GEMM_MR <= M; i += GEMM_MR) {
+		int nv = (nfull - j0) / VL < 4 ? (nfull - j0) / VL : 4;
+		int mr = nv <= 2 ? GEMM_MR_NARROW : GEMM_MR;
+		const float *bj = B + j0, *bi = bias ? bias + j0 : NULL;
+		for (int i = 0; i < M; i += mr) {
+			int R = M - i < mr ? M - i : mr;
 			float *c = C + (size_t)i * ldc + j0;
 			const float *a = A + (long)i * ars;
-			if (four)
-				gemm_k6x4(c, ldc, a, ars, acs, B + j0, ldb, K, bias ? bias + j0 : NULL, acc);
-			else
-				gemm_k6x1(c, ldc, a, ars, acs, B + j0, ldb, K, bias ? bias + j0 : NULL, acc);
+			switch (nv) {
+			case 1:
+				gemm_rows1(R, c, ldc, a, ars, acs, bj, ldb, K, bi, acc);
+				break;
+			case 2:
+				gemm_rows2(R, c, ldc, a, ars, acs, bj, ldb, K, bi, acc);
+				break;
+			case 3:
+				gemm_rows3(R, c, ldc, a, ars, acs, bj, ldb, K, bi, acc);
+				break;
+			default:
+				gemm_rows4(R, c, ldc, a, ars, acs, bj, ldb, K, bi, acc);
+				break;
+			}
 		}
-		for (; i < M; i++)
-			for (int v = 0; v < (four ? 4 : 1); v++)
-				gemm_k1x1(C + (size_t)i * ldc + j0 + v * VL, A + (long)i * ars, acs, B + j0 + v * VL,
-				          ldb, K, bias ? bias + j0 + v * VL : NULL, acc);
-		j0 += four ? 4 * VL : VL;
+		j0 += nv * VL;
 	}
 	/* columns past the last whole vector: one FMA chain per element, same order */
 	for (int i = 0; i < M; i++)
@@ -219,6 +203,25 @@ void sb_cpu_gemm(float *C, int ldc, const float *A, long ars, long acs, const fl
 		}
 }
 
+/* A long k (a weight gradient's sum over the rows of a batch) runs in passes of GEMM_KB
+ * rows of B, so that the rows of B a pass reads stay in L1 for every tile of C instead of
+ * streaming from L2/L3 once per tile; C is stored after a pass and loaded by the next, so
+ * each element is still one FMA chain over k in increasing order (float in, float out:
+ * the same bits as one pass). */
+void sb_cpu_gemm(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int M, int N, int K,
+                 const float *bias, int acc)
+{
+	if (K <= 2 * GEMM_KB) {
+		gemm_pass(C, ldc, A, ars, acs, B, ldb, M, N, K, bias, acc);
+		return;
+	}
+	for (int k0 = 0; k0 < K; k0 += GEMM_KB) {
+		int kn = K - k0 < GEMM_KB ? K - k0 : GEMM_KB;
+		gemm_pass(C, ldc, A + (long)k0 * acs, ars, acs, B + (size_t)k0 * ldb, ldb, M, N, kn, k0 ? NULL : bias,
+		          k0 ? 1 : acc);
+	}
+}
+
 /* out[M, N] = inp[M, K] w[N, K]^T + bias */
 void sb_cpu_matmul_forward(struct sb_ctx *ctx, float *out, const float *inp, const float *w, const float *bias, int M,
                            int K, int N)
@@ -226,6 +229,21 @@ void sb_cpu_matmul_forward(struct sb_ctx *ctx, float *out, const float *inp, con
 	if (M <= 0 || N <= 0)
 		return;
 	float *wt = sb_cpu_scratch(ctx, (size_t)K * N * sizeof(float) + 64);
+#if defined(__AVX512F__)
+	if (K % 16 == 0 && N % 16 == 0) { /* w^T, [K][N], by 16 x 16 transposes in registers */
+		for (int n0 = 0; n0 < N; n0 += 16)
+			for (int k0 = 0; k0 < K; k0 += 16) {
+				__m512 r[16];
+				for (int i = 0; i < 16; i++)
+					r[i] = _mm512_loadu_ps(w + (size_t)(n0 + i) * K + k0);
+				vtranspose16(r);
+				for (int i = 0; i < 16; i++)
+					_mm512_storeu_ps(wt + (size_t)(k0 + i) * N + n0, r[i]);
+			}
+		sb_cpu_gemm(out, N, inp, K, 1, wt, N, M, N, K, bias, 0);
+		return;
+	}
+#endif
 	for (int n0 = 0; n0 < N; n0 += 16) /* w^T, [K][N], in 16 x 16 blocks */
 		for (int k0 = 0; k0 < K; k0 += 16) {
 			int n1 = n0 + 16 < N ? n0 + 16 : N, k1 = k0 + 16 < K ? k0 + 16 : K;
@@ -260,9 +278,26 @@ void sb_cpu_matmul_backward(struct sb_ctx *ctx, float *dinp, float *dw, float *d
 	} else if (dw)
 		sb_cpu_gemm(dw, K, dout, 1, N, inp, K, N, K, M, NULL, 1);
 	if (dbias) {
+		/* column sums over the rows in order, 4 vectors of columns held in registers */
+		int c0 = 0;
+		for (; c0 + 4 * VL <= N; c0 += 4 * VL) {
+			vf s0 = vload(dbias + c0), s1 = vload(dbias + c0 + VL), s2 = vload(dbias + c0 + 2 * VL),
+			   s3 = vload(dbias + c0 + 3 * VL);
+			for (int i = 0; i < M; i++) {
+				const float *g = dout + (size_t)i * N + c0;
+				s0 += vload(g);
+				s1 += vload(g + VL);
+				s2 += vload(g + 2 * VL);
+				s3 += vload(g + 3 * VL);
+			}
+			vstore(dbias + c0, s0);
+			vstore(dbias + c0 + VL, s1);
+			vstore(dbias + c0 + 2 * VL, s2);
+			vstore(dbias + c0 + 3 * VL, s3);
+		}
 		for (int i = 0; i < M; i++) {
 			const float *g = dout + (size_t)i * N;
-			int c = 0;
+			int c = c0;
 			for (; c + VL <= N; c += VL)
 				vstore(dbias + c, vload(dbias + c) + vload(g + c));
 			for (; c < N; c++)

@@ -78,10 +78,60 @@ static void lm_pos_backward(struct sb_ctx *ctx, float *dpos, const float *dx, in
 
 /* ---------------------------------------------------------------- norms */
 
+#if defined(__AVX512F__)
+/* mean (0 for RMSNorm) and rstd of 16 rows (d a multiple of 16) as lm_norm_forward's row
+ * loop computes them, the two sums of the 16 rows reduced together (vhsum16) */
+static void norm_moments16(float *mean, float *rstd, const float *x, int d, float eps, int rms)
+{
+	__m512 a[16], mu = _mm512_setzero_ps();
+	if (!rms) {
+		for (int g = 0; g < 16; g++) {
+			__m512 s = _mm512_setzero_ps();
+			for (int c = 0; c < d; c += 16)
+				s = _mm512_add_ps(s, _mm512_loadu_ps(x + (size_t)g * d + c));
+			a[g] = s;
+		}
+		mu = _mm512_div_ps(vhsum16(a), _mm512_set1_ps((float)d));
+	}
+	float m[16];
+	_mm512_storeu_ps(m, mu);
+	for (int g = 0; g < 16; g++) {
+		__m512 q = _mm512_setzero_ps(), vm = _mm512_set1_ps(m[g]);
+		for (int c = 0; c < d; c += 16) {
+			__m512 t = _mm512_sub_ps(_mm512_loadu_ps(x + (size_t)g * d + c), vm);
+			q = _mm512_fmadd_ps(t, t, q);
+		}
+		a[g] = q;
+	}
+	__m512 var = _mm512_add_ps(_mm512_div_ps(vhsum16(a), _mm512_set1_ps((float)d)), _mm512_set1_ps(eps));
+	_mm512_storeu_ps(rstd, _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_sqrt_ps(var)));
+	_mm512_storeu_ps(mean, mu);
+}
+#endif
+
 static void lm_norm_forward(struct sb_ctx *ctx, float *out, float *mean, float *rstd, const float *x, const float *w,
 			    const float *b, int M, int d, float eps, int rms)
 {
-	for (int i = 0; i < M; i++) {
+	int i = 0;
+#if defined(__AVX512F__)
+	if (d % 16 == 0)
+		for (; i + 16 <= M; i += 16) {
+			float mu[16];
+			norm_moments16(mu, rstd + i, x + (size_t)i * d, d, eps, rms);
+			if (mean)
+				memcpy(mean + i, mu, sizeof mu);
+			for (int g = i; g < i + 16; g++) {
+				const float *xi = x + (size_t)g * d;
+				float *oi = out + (size_t)g * d;
+				vf vm = vset1(mu[g - i]), vr = vset1(rstd[g]);
+				for (int c = 0; c < d; c += VL) {
+					vf xh = (vload(xi + c) - vm) * vr;
+					vstore(oi + c, b ? vfma(xh, vload(w + c), vload(b + c)) : xh * vload(w + c));
+				}
+			}
+		}
+#endif
+	for (; i < M; i++) {
 		const float *xi = x + (size_t)i * d;
 		float *oi = out + (size_t)i * d;
 		float mu = 0;
@@ -116,19 +166,96 @@ static void lm_norm_forward(struct sb_ctx *ctx, float *out, float *mean, float *
 		if (mean)
 			mean[i] = mu;
 		rstd[i] = rs;
-		for (c = 0; c < d; c++) {
+		vf vm = vset1(mu), vr = vset1(rs);
+		for (c = 0; c + VL <= d; c += VL) {
+			vf xh = (vload(xi + c) - vm) * vr;
+			vstore(oi + c, b ? vfma(xh, vload(w + c), vload(b + c)) : xh * vload(w + c));
+		}
+		for (; c < d; c++) {
 			float xh = (xi[c] - mu) * rs;
 			oi[c] = b ? sfma(xh, w[c], b[c]) : xh * w[c];
 		}
 	}
 }
 
+/* one row of the norm backward given its sums s1 = sum_c dxh, s2 = sum_c dxh xh (dxh = g w,
+ * xh = (x - mu) rs, each a chain over c in order): dw += g xh, db += g (chains over the rows
+ * in order), dx += (dxh - s1/d - xh s2/d) rs */
+static inline void norm_backward_row(float *dxi, float *dw, float *db, const float *g, const float *xi, float mu,
+				     float rs, const float *w, int d, int rms, float s1, float s2)
+{
+	vf vm = vset1(mu), vr = vset1(rs);
+	int c = 0;
+	for (; c + VL <= d; c += VL) {
+		vf gg = vload(g + c), xh = (vload(xi + c) - vm) * vr;
+		vstore(dw + c, vfma(gg, xh, vload(dw + c)));
+		if (db)
+			vstore(db + c, vload(db + c) + gg);
+	}
+	for (; c < d; c++) {
+		float xh = (xi[c] - mu) * rs;
+		dw[c] = sfma(g[c], xh, dw[c]);
+		if (db)
+			db[c] += g[c];
+	}
+	float m1 = rms ? 0.0f : s1 / (float)d, m2 = s2 / (float)d;
+	vf v1 = vset1(m1), v2 = vset1(m2);
+	for (c = 0; c + VL <= d; c += VL) {
+		vf xh = (vload(xi + c) - vm) * vr;
+		vstore(dxi + c, vload(dxi + c) + (vload(g + c) * vload(w + c) - v1 - xh * v2) * vr);
+	}
+	for (; c < d; c++) {
+		float xh = (xi[c] - mu) * rs;
+		dxi[c] += (g[c] * w[c] - m1 - xh * m2) * rs;
+	}
+}
+
+#if defined(__AVX512F__)
+/* s1, s2 of 16 consecutive rows (d a multiple of 16) with a row in each lane: the rows'
+ * blocks of 16 columns transposed in registers, then the same chains over c as a row's
+ * scalar loop, 16 rows at once */
+static void norm_sums16(float *s1, float *s2, const float *g, const float *x, const float *mean, const float *rstd,
+			const float *w, int d)
+{
+	__m512 mu = mean ? _mm512_loadu_ps(mean) : _mm512_setzero_ps(), rs = _mm512_loadu_ps(rstd);
+	__m512 a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
+	for (int c0 = 0; c0 < d; c0 += 16) {
+		__m512 G[16], X[16];
+		for (int r = 0; r < 16; r++) {
+			G[r] = _mm512_loadu_ps(g + (size_t)r * d + c0);
+			X[r] = _mm512_loadu_ps(x + (size_t)r * d + c0);
+		}
+		vtranspose16(G);
+		vtranspose16(X);
+		for (int c = 0; c < 16; c++) {
+			__m512 xh = _mm512_mul_ps(_mm512_sub_ps(X[c], mu), rs);
+			__m512 dxh = _mm512_mul_ps(G[c], _mm512_set1_ps(w[c0 + c]));
+			a1 = _mm512_add_ps(a1, dxh);
+			a2 = _mm512_fmadd_ps(dxh, xh, a2);
+		}
+	}
+	_mm512_storeu_ps(s1, a1);
+	_mm512_storeu_ps(s2, a2);
+}
+#endif
+
 static void lm_norm_backward(struct sb_ctx *ctx, float *dx, float *dw, float *db, const float *dout, const float *x,
 			     const float *mean, const float *rstd, const float *w, int M, int d, int rms)
 {
-	for (int i = 0; i < M; i++) {
+	int i = 0;
+#if defined(__AVX512F__)
+	if (d % 16 == 0)
+		for (; i + 16 <= M; i += 16) {
+			float s1[16], s2[16];
+			size_t o = (size_t)i * d;
+			norm_sums16(s1, s2, dout + o, x + o, rms ? NULL : mean + i, rstd + i, w, d);
+			for (int r = 0; r < 16; r++, o += (size_t)d)
+				norm_backward_row(dx + o, dw, db, dout + o, x + o, rms ? 0.0f : mean[i + r], rstd[i + r], w,
+						  d, rms, s1[r], s2[r]);
+		}
+#endif
+	for (; i < M; i++) {
 		const float *g = dout + (size_t)i * d, *xi = x + (size_t)i * d;
-		float *dxi = dx + (size_t)i * d;
 		float mu = rms ? 0.0f : mean[i], rs = rstd[i];
 		float s1 = 0, s2 = 0;
 		for (int c = 0; c < d; c++) {
@@ -136,15 +263,8 @@ static void lm_norm_backward(struct sb_ctx *ctx, float *dx, float *dw, float *db
 			float dxh = g[c] * w[c];
 			s1 += dxh;
 			s2 = sfma(dxh, xh, s2);
-			dw[c] = sfma(g[c], xh, dw[c]);
-			if (db)
-				db[c] += g[c];
 		}
-		float m1 = rms ? 0.0f : s1 / (float)d, m2 = s2 / (float)d;
-		for (int c = 0; c < d; c++) {
-			float xh = (xi[c] - mu) * rs;
-			dxi[c] += (g[c] * w[c] - m1 - xh * m2) * rs;
-		}
+		norm_backward_row(dx + (size_t)i * d, dw, db, g, xi, mu, rs, w, d, rms, s1, s2);
 	}
 }
 

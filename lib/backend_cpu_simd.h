@@ -94,16 +94,78 @@ static inline vf vabs(vf a)
 	return (vf)((vi)a & 0x7fffffff);
 }
 
-/* fixed-order tree sum of the 16 lanes */
+/* fixed-order tree sum of the 16 lanes: t[i] += t[i + w] for w = 8, 4, 2, 1 (with AVX-512
+ * the same additions in registers: halves, quarters, then lanes 0+2, 1+3, then 0+1) */
 static inline float vhsum(vf v)
 {
+#if defined(__AVX512F__)
+	__m512 x = (__m512)v;
+	__m256 h = _mm256_add_ps(_mm512_castps512_ps256(x), _mm256_castpd_ps(_mm512_extractf64x4_pd((__m512d)x, 1)));
+	__m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+	q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+	return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+#else
 	float t[16];
 	memcpy(t, &v, sizeof t);
 	for (int w = 8; w >= 1; w >>= 1)
 		for (int i = 0; i < w; i++)
 			t[i] += t[i + w];
 	return t[0];
+#endif
 }
+
+#if defined(__AVX512F__)
+/* vhsum of 16 vectors at once: lane g of the result is vhsum(a[g]) bit for bit (the same
+ * additions, same operands, same order), two rows per vector from the first step on */
+static inline __m512 vhsum16(const __m512 a[16])
+{
+	__m512 s1[8], s2[4], s3[2];
+	for (int k = 0; k < 8; k++) /* lanes i + (i + 8) of rows 2k, 2k+1 */
+		s1[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x44),
+		                      _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xee));
+	for (int h = 0; h < 4; h++) /* + (i + 4): rows 4h..4h+3, one per 128-bit lane */
+		s2[h] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * h], s1[2 * h + 1], 0x88),
+		                      _mm512_shuffle_f32x4(s1[2 * h], s1[2 * h + 1], 0xdd));
+	for (int k = 0; k < 2; k++) /* + (i + 2): lane q holds rows 8k+q and 8k+4+q */
+		s3[k] = _mm512_add_ps(_mm512_shuffle_ps(s2[2 * k], s2[2 * k + 1], 0x44),
+		                      _mm512_shuffle_ps(s2[2 * k], s2[2 * k + 1], 0xee));
+	/* + (i + 1): element m of 128-bit lane q is row 4m + q */
+	__m512 e = _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], 0x88), _mm512_shuffle_ps(s3[0], s3[1], 0xdd));
+	const __m512i to_row = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+	return _mm512_permutexvar_ps(to_row, e);
+}
+#endif
+
+#if defined(__AVX512F__)
+/* r[0..16) (16 rows of 16 floats) transposed in registers: afterwards lane j of r[c] is
+ * what lane c of r[j] was (data movement only) */
+static inline __attribute__((always_inline)) void vtranspose16(__m512 r[16])
+{
+	__m512 t[16], u[16];
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+		t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+	}
+	for (int i = 0; i < 16; i += 4) {
+		u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+		u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+		u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+		u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+	}
+	for (int i = 0; i < 4; i++) {
+		t[i] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0x88);
+		t[i + 4] = _mm512_shuffle_f32x4(u[i], u[i + 4], 0xdd);
+		t[i + 8] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0x88);
+		t[i + 12] = _mm512_shuffle_f32x4(u[i + 8], u[i + 12], 0xdd);
+	}
+	for (int i = 0; i < 4; i++) {
+		r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+		r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+		r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+		r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd);
+	}
+}
+#endif
 
 /* e^x for float vectors: n = round(x log2 e), r = x - n ln2 (two-part ln2), e^r by a
  * degree-6 polynomial (coefficients fitted for this code on [-ln2/2, ln2/2], max rel

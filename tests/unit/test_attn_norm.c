@@ -5,6 +5,7 @@
  * PyTorch golden outputs: test_attn_norm_golden.c.
  */
 #include "test_attn_norm_util.h"
+#include "attn_norm_impl.h"
 
 struct cfg {
 	const char *label, *method;
@@ -765,6 +766,60 @@ static void test_misc(void)
 	test_stats_blocks(ENT_REL);
 }
 
+#ifdef SB_NORM_AVX512
+/* the softmax kernels for runs of up to 16 rows (what sb_norm_forward / _backward run on
+ * direct softmax rows) against the one-row kernels, bit for bit: probabilities, aux and
+ * the score gradient (also in place, as the attention backward calls it), and the
+ * finiteness mask against sbv_row_finite */
+static void test_softmax_rows(void)
+{
+	static const int ns[] = {1, 2, 15, 16, 17, 31, 32, 33, 64, 65, 100};
+	enum { LD = 104 };
+	float s[16 * LD], g[16 * LD], p1[16 * LD], p2[16 * LD], d1[16 * LD], d2[16 * LD];
+	float a1[16 * 4], a2[16 * 4];
+	struct sb_rng rng;
+	sb_rng_init(&rng, 23, SB_RNG_USER, 0);
+	int bad = 0, masks = 0, cases = 0;
+	for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+		for (int rows = 1; rows <= 16; rows++)
+			for (int v = 0; v < 3; v++) {
+				int n = ns[ni];
+				double sc = v == 0 ? 2 : v == 1 ? 30 : 1e-3; /* spread of the scores */
+				for (int i = 0; i < 16 * LD; i++) {
+					s[i] = (float)(sc * sb_rng_normal(&rng));
+					g[i] = (float)sb_rng_normal(&rng);
+				}
+				memset(p1, 0, sizeof p1), memset(p2, 0, sizeof p2), memset(a1, 0, sizeof a1);
+				memset(a2, 0, sizeof a2);
+				for (int r = 0; r < rows; r++) {
+					sbv_softmax(p1 + r * LD, s + r * LD, n, a1 + 4 * r);
+					sbv_softmax_bwd(d1 + r * LD, p1 + r * LD, g + r * LD, n);
+				}
+				sbv_softmax_rows(p2, s, rows, LD, n, a2);
+				memcpy(d2, g, sizeof d2);
+				sbv_softmax_bwd_rows(d2, p2, d2, rows, LD, n); /* in place */
+				for (int r = 0; r < rows; r++)
+					bad += memcmp(p1 + r * LD, p2 + r * LD, n * 4) != 0 ||
+					       memcmp(d1 + r * LD, d2 + r * LD, n * 4) != 0 || memcmp(a1 + 4 * r, a2 + 4 * r, 8) != 0;
+				/* finiteness: a few non-finite entries */
+				if (v == 0 && rows > 2) {
+					s[1 * LD + n - 1] = INFINITY;
+					s[(rows - 1) * LD] = NAN;
+				}
+				unsigned m = sbv_rows_finite(s, rows, LD, n), want = 0;
+				for (int r = 0; r < rows; r++) {
+					float mn;
+					want |= (unsigned)sbv_row_finite(s + r * LD, n, &mn) << r;
+				}
+				masks += m != want;
+				cases++;
+			}
+	SB_CHECK(!bad && !masks, "softmax over runs of 1-16 rows (n 1-100): probabilities, aux, gradient (in place) "
+	                         "bit for bit the one-row kernels', finiteness masks equal (%d rows differ in %d cases, %d "
+	                         "masks)", bad, cases, masks);
+}
+#endif
+
 int main(void)
 {
 	test_names();
@@ -773,6 +828,9 @@ int main(void)
 	test_limits();
 	test_masks();
 	test_misc();
+#ifdef SB_NORM_AVX512
+	test_softmax_rows();
+#endif
 	test_against_ref();
 	test_blocks();
 	return sb_test_done();

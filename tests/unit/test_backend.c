@@ -116,6 +116,16 @@ static void test_dropout(void)
 	SB_CHECK(fabs(kept / 1e5 - 0.9) < 0.005, "dropout p = 0.1 keeps %.4f of 100000", kept / 1e5);
 }
 
+/* one FMA, as the kernels do it (fused where the target has FMA) */
+static float chain_fma(float a, float b, float c)
+{
+#if defined(__FMA__) || defined(__AVX512F__)
+	return fmaf(a, b, c);
+#else
+	return a * b + c;
+#endif
+}
+
 static void test_matmul(void)
 {
 	int sizes[][3] = {{1, 1, 1},    {1, 16, 3},    {7, 5, 3},    {13, 17, 19}, {50, 64, 192},
@@ -163,10 +173,291 @@ static void test_matmul(void)
 			}
 		SB_CHECK(!bad, "matmul d/dweight M=%d K=%d N=%d: each element the in-order FMA chain, bit for bit (%zu of "
 			       "%d differ)", M, K, N, bad, N * K);
+		/* so are the forward (from the bias, over k) and the input gradient (over n) */
+		bad = 0;
+		for (int i = 0; i < M; i++) {
+			for (int n = 0; n < N; n++) {
+				float acc = b[n];
+				for (int k = 0; k < K; k++)
+					acc = chain_fma(x[(size_t)i * K + k], w[(size_t)n * K + k], acc);
+				bad += memcmp(&acc, &o[(size_t)i * N + n], 4) != 0;
+			}
+			for (int k = 0; k < K; k++) {
+				float acc = 0;
+				for (int n = 0; n < N; n++)
+					acc = chain_fma(g[(size_t)i * N + n], w[(size_t)n * K + k], acc);
+				bad += memcmp(&acc, &dx[(size_t)i * K + k], 4) != 0;
+			}
+		}
+		SB_CHECK(!bad, "matmul forward and d/dinput M=%d K=%d N=%d: each element the in-order FMA chain, bit for "
+			       "bit (%zu of %d differ)", M, K, N, bad, M * (N + K));
 		free(x), free(w), free(b), free(o), free(g), free(dx), free(dw), free(db);
 		free(X), free(W), free(Bb), free(G), free(O), free(DX), free(DW), free(DB), free(o2), free(dx2),
 		    free(dw2), free(db2);
 	}
+}
+
+
+
+/* sb_cpu_gemm is, element by element, one FMA chain over k in increasing order from the
+ * bias, zero or the old C: exactly, whatever its tiles (8 or 6 rows, 1-4 vectors, a
+ * column tail) and its passes over a long k (each pass stores C and the next loads it) */
+static void test_gemm_chains(void)
+{
+	uint64_t saved = rs; /* own draws: the other tests keep their inputs */
+	rs = 977;
+	int Ms[] = {1, 5, 8, 13, 33}, Ns[] = {1, 16, 17, 32, 48, 65, 192}, Ks[] = {1, 7, 64, 257, 600};
+	size_t bad = 0, total = 0;
+	for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+		for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+			for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+				for (int mode = 0; mode < 4; mode++) { /* A layout x (bias | acc) */
+					int M = Ms[mi], N = Ns[ni], K = Ks[ki], trans = mode & 1, acc = mode >> 1;
+					long ars = trans ? 1 : K, acs = trans ? M : 1;
+					int ldb = N + 3, ldc = N + 5;
+					float *A = malloc((size_t)M * K * 4), *B = malloc((size_t)K * ldb * 4);
+					float *C = malloc((size_t)M * ldc * 4), *C0 = malloc((size_t)M * ldc * 4);
+					float *bias = malloc((size_t)N * 4);
+					frand(A, (size_t)M * K, -1, 1), frand(B, (size_t)K * ldb, -1, 1);
+					frand(C0, (size_t)M * ldc, -1, 1), frand(bias, N, -1, 1);
+					memcpy(C, C0, (size_t)M * ldc * 4);
+					sb_cpu_gemm(C, ldc, A, ars, acs, B, ldb, M, N, K, acc ? NULL : bias, acc);
+					for (int i = 0; i < M; i++)
+						for (int j = 0; j < N; j++) {
+							float c = acc ? C0[(size_t)i * ldc + j] : bias[j];
+							for (int k = 0; k < K; k++)
+								c = chain_fma(A[i * ars + k * acs], B[(size_t)k * ldb + j], c);
+							total++;
+							bad += memcmp(&c, &C[(size_t)i * ldc + j], 4) != 0;
+						}
+					free(A), free(B), free(C), free(C0), free(bias);
+				}
+	rs = saved;
+	SB_CHECK(!bad, "sb_cpu_gemm: each element the in-order FMA chain, bit for bit, over %zu elements of "
+	               "M 1-33, N 1-192, K 1-600, A either way round, bias or accumulate (%zu differ)",
+	         total, bad);
+}
+
+/* softmax attention, bit for bit against plain loops in the kernels' order: products as
+ * in-order FMA chains (a row of a probability or score gradient that is mostly zero in its
+ * block of 4 rows would go through the sparse two-accumulator loop: mirrored), the
+ * normaliser one row at a time, the 1/sqrt(hd) scaling after the chain */
+static void mix_ref(float *O, int ldo, const float *A, const float *Y, int ldy, int T, int hd)
+{
+	for (int i0 = 0; i0 < T; i0 += 4) {
+		int nr = T - i0 < 4 ? T - i0 : 4, cnt = 0;
+		for (int r = 0; r < nr; r++)
+			for (int j = 0; j < T; j++)
+				cnt += A[(size_t)(i0 + r) * T + j] != 0.0f;
+		for (int r = 0; r < nr; r++)
+			for (int c = 0; c < hd; c++) {
+				const float *a = A + (size_t)(i0 + r) * T;
+				float s0 = 0, s1 = 0;
+				if (nr == 4 && 2 * cnt > 4 * T) {
+					for (int j = 0; j < T; j++)
+						s0 = chain_fma(a[j], Y[(size_t)j * ldy + c], s0);
+				} else {
+					int q = 0;
+					for (int j = 0; j < T; j++)
+						if (a[j] != 0.0f) {
+							if (q++ % 2 == 0)
+								s0 = chain_fma(a[j], Y[(size_t)j * ldy + c], s0);
+							else
+								s1 = chain_fma(a[j], Y[(size_t)j * ldy + c], s1);
+						}
+					s0 = s0 + s1;
+				}
+				O[(size_t)(i0 + r) * ldo + c] = s0;
+			}
+	}
+}
+
+static void test_attention_chains(void)
+{
+	uint64_t saved = rs; /* own draws: the other tests keep their inputs */
+	rs = 977;
+	int Ts[] = {1, 5, 16, 17, 32, 33, 65}, hds[] = {16, 32};
+	struct sb_norm nm;
+	struct sb_err e = {0};
+	sb_norm_parse("softmax", 0, &nm, &e);
+	for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
+		for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++) {
+			int T = Ts[ti], hd = hds[hi], NH = 2, d = hd * NH, B = 3, d3 = 3 * d;
+			size_t nq = (size_t)B * T * d3, no = (size_t)B * T * d, np = (size_t)B * NH * T * T;
+			size_t na = (size_t)B * NH * T * SB_NORM_AUX;
+			float *qkv = malloc(nq * 4), *out = malloc(no * 4), *S = malloc(np * 4), *P = malloc(np * 4);
+			float *aux = malloc(na * 4), *g = malloc(no * 4), *dq = malloc(nq * 4);
+			float *rout = malloc(no * 4), *rS = malloc(np * 4), *rP = malloc(np * 4), *raux = malloc(na * 4);
+			float *rdq = malloc(nq * 4), *dP = malloc((size_t)T * T * 4);
+			frand(qkv, nq, -2, 2), frand(g, no, -1, 1);
+			int rc = be->ops->attention_forward(ctx, out, S, P, aux, qkv, NULL, NULL, &nm, B, T, d, NH, &e);
+			be->ops->attention_backward(ctx, dq, NULL, g, qkv, S, P, aux, NULL, NULL, &nm, B, T, d, NH);
+			double r = sqrt((double)hd);
+			float div = (float)r, mul = 1.0f / div;
+			int frx, exact = frexp(r, &frx) == 0.5;
+			for (int b = 0; b < B; b++)
+				for (int h = 0; h < NH; h++) {
+					const float *q = qkv + (size_t)b * T * d3 + h * hd, *k = q + d, *v = q + 2 * d;
+					const float *go = g + (size_t)b * T * d + h * hd;
+					float *o = rout + (size_t)b * T * d + h * hd;
+					float *dqb = rdq + (size_t)b * T * d3 + h * hd, *dk = dqb + d, *dv = dqb + 2 * d;
+					size_t blk = (size_t)b * NH + h;
+					float *Sb = rS + blk * T * T, *Pb = rP + blk * T * T, *ab = raux + blk * T * SB_NORM_AUX;
+					for (int i = 0; i < T; i++)
+						for (int j = 0; j < T; j++) {
+							float s = 0;
+							for (int c = 0; c < hd; c++)
+								s = chain_fma(q[(size_t)i * d3 + c], k[(size_t)j * d3 + c], s);
+							Sb[(size_t)i * T + j] = exact ? s * mul : s / div;
+						}
+					for (int i = 0; i < T; i++)
+						sb_norm_forward(&nm, Pb + (size_t)i * T, ab + (size_t)i * SB_NORM_AUX,
+						                Sb + (size_t)i * T, 1, T, T, 0, &e);
+					mix_ref(o, d, Pb, v, d3, T, hd);
+					for (int i = 0; i < T; i++)
+						for (int j = 0; j < T; j++) {
+							float s = 0;
+							for (int c = 0; c < hd; c++)
+								s = chain_fma(go[(size_t)i * d + c], v[(size_t)j * d3 + c], s);
+							dP[(size_t)i * T + j] = s;
+						}
+					for (int j = 0; j < T; j++)
+						for (int c = 0; c < hd; c++) {
+							float s = 0;
+							for (int i = 0; i < T; i++)
+								s = chain_fma(Pb[(size_t)i * T + j], go[(size_t)i * d + c], s);
+							dv[(size_t)j * d3 + c] = s;
+						}
+					for (int i = 0; i < T; i++)
+						sb_norm_backward(&nm, dP + (size_t)i * T, NULL, dP + (size_t)i * T,
+						                 Pb + (size_t)i * T, ab + (size_t)i * SB_NORM_AUX,
+						                 Sb + (size_t)i * T, 1, T, T, 0);
+					for (size_t x = 0; x < (size_t)T * T; x++)
+						dP[x] = exact ? dP[x] * mul : dP[x] / div;
+					mix_ref(dqb, d3, dP, k, d3, T, hd);
+					for (int j = 0; j < T; j++)
+						for (int c = 0; c < hd; c++) {
+							float s = 0;
+							for (int i = 0; i < T; i++)
+								s = chain_fma(dP[(size_t)i * T + j], q[(size_t)i * d3 + c], s);
+							dk[(size_t)j * d3 + c] = s;
+						}
+				}
+			SB_CHECK(rc == 0 && !memcmp(S, rS, np * 4) && !memcmp(P, rP, np * 4) && !memcmp(aux, raux, na * 4) &&
+			             !memcmp(out, rout, no * 4),
+			         "softmax attention T=%d hd=%d forward: scores, probabilities, aux and output bit for bit "
+			         "those of plain in-order loops",
+			         T, hd);
+			SB_CHECK(!memcmp(dq, rdq, nq * 4),
+			         "softmax attention T=%d hd=%d backward: d/dqkv bit for bit that of plain in-order loops", T,
+			         hd);
+			free(qkv), free(out), free(S), free(P), free(aux), free(g), free(dq);
+			free(rout), free(rS), free(rP), free(raux), free(rdq), free(dP);
+		}
+	rs = saved;
+}
+
+/* the LM table's LayerNorm / RMSNorm (used by N3-A's encoder too), bit for bit against
+ * the plain row loops: forward (sums over vectors then the fixed tree), backward (s1, s2 as
+ * chains over the columns, dw and db as chains over the rows, dx accumulated) */
+static void test_lm_norm_chains(void)
+{
+	uint64_t saved = rs; /* own draws: the other tests keep their inputs */
+	rs = 977;
+	const struct sb_backend_lm_ops *lm = sb_backend_lm(be);
+	int ds[] = {1, 7, 16, 17, 48, 64, 100, 128}, Ms[] = {1, 15, 16, 17, 37, 64};
+	size_t bad = 0, total = 0;
+	for (size_t di = 0; di < sizeof ds / sizeof *ds; di++)
+		for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+			for (int mode = 0; mode < 4; mode++) {
+				int d = ds[di], M = Ms[mi], rms = mode & 1, nob = mode >> 1;
+				size_t n = (size_t)M * d;
+				float *x = malloc(n * 4), *o = malloc(n * 4), *g = malloc(n * 4), *dx = malloc(n * 4);
+				float *rdx = malloc(n * 4), *w = malloc(d * 4), *b = malloc(d * 4), *mean = malloc(M * 4);
+				float *rstd = malloc(M * 4), *dw = malloc(d * 4), *db = malloc(d * 4), *rdw = malloc(d * 4);
+				float *rdb = malloc(d * 4);
+				frand(x, n, -2, 3), frand(g, n, -1, 1), frand(dx, n, -1, 1), frand(w, d, 0.5, 1.5);
+				frand(b, d, -1, 1), frand(dw, d, -1, 1), frand(db, d, -1, 1);
+				memcpy(rdx, dx, n * 4), memcpy(rdw, dw, d * 4), memcpy(rdb, db, d * 4);
+				lm->norm_forward(ctx, o, rms ? NULL : mean, rstd, x, w, nob ? NULL : b, M, d, 1e-5f, rms);
+				lm->norm_backward(ctx, dx, dw, nob ? NULL : db, g, x, mean, rstd, w, M, d, rms);
+				/* in place and without the mean (as the LM's q/k norms call it): the same output */
+				float *xo = malloc(n * 4), *rs2 = malloc(M * 4);
+				memcpy(xo, x, n * 4);
+				lm->norm_forward(ctx, xo, NULL, rs2, xo, w, nob ? NULL : b, M, d, 1e-5f, rms);
+				total += n;
+				bad += memcmp(xo, o, n * 4) != 0 || memcmp(rs2, rstd, M * 4) != 0;
+				free(xo), free(rs2);
+				for (int i = 0; i < M; i++) {
+					const float *xi = x + (size_t)i * d, *gi = g + (size_t)i * d;
+					float mu = 0, q = 0;
+					int c = 0;
+					if (!rms) {
+						float s = 0;
+						if (d >= 16) {
+							float a[16] = {0};
+							for (; c + 16 <= d; c += 16)
+								for (int l = 0; l < 16; l++)
+									a[l] += xi[c + l];
+							for (int w2 = 8; w2 >= 1; w2 >>= 1)
+								for (int l = 0; l < w2; l++)
+									a[l] += a[l + w2];
+							s = a[0];
+						}
+						for (; c < d; c++)
+							s += xi[c];
+						mu = s / (float)d;
+					}
+					c = 0;
+					if (d >= 16) {
+						float a[16] = {0};
+						for (; c + 16 <= d; c += 16)
+							for (int l = 0; l < 16; l++) {
+								float t = xi[c + l] - mu;
+								a[l] = chain_fma(t, t, a[l]);
+							}
+						for (int w2 = 8; w2 >= 1; w2 >>= 1)
+							for (int l = 0; l < w2; l++)
+								a[l] += a[l + w2];
+						q = a[0];
+					}
+					for (; c < d; c++) {
+						float t = xi[c] - mu;
+						q = chain_fma(t, t, q);
+					}
+					float rs = 1.0f / sqrtf(q / (float)d + 1e-5f);
+					total += 2;
+					bad += memcmp(&rs, &rstd[i], 4) != 0 || (!rms && memcmp(&mu, &mean[i], 4) != 0);
+					float s1 = 0, s2 = 0;
+					for (c = 0; c < d; c++) {
+						float xh = (xi[c] - mu) * rs, dxh = gi[c] * w[c];
+						float oc = nob ? xh * w[c] : chain_fma(xh, w[c], b[c]);
+						total++;
+						bad += memcmp(&oc, &o[(size_t)i * d + c], 4) != 0;
+						s1 += dxh;
+						s2 = chain_fma(dxh, xh, s2);
+						rdw[c] = chain_fma(gi[c], xh, rdw[c]);
+						if (!nob)
+							rdb[c] += gi[c];
+					}
+					float m1 = rms ? 0.0f : s1 / (float)d, m2 = s2 / (float)d;
+					for (c = 0; c < d; c++) {
+						float xh = (xi[c] - mu) * rs;
+						rdx[(size_t)i * d + c] += (gi[c] * w[c] - m1 - xh * m2) * rs;
+					}
+				}
+				total += n + 2 * (size_t)d;
+				for (size_t k = 0; k < n; k++)
+					bad += memcmp(&rdx[k], &dx[k], 4) != 0;
+				for (int c = 0; c < d; c++)
+					bad += (memcmp(&rdw[c], &dw[c], 4) != 0) + (!nob && memcmp(&rdb[c], &db[c], 4) != 0);
+				free(x), free(o), free(g), free(dx), free(rdx), free(w), free(b), free(mean), free(rstd);
+				free(dw), free(db), free(rdw), free(rdb);
+			}
+	rs = saved;
+	SB_CHECK(!bad, "LM norm forward/backward (LayerNorm and RMSNorm, d 1-128, 1-64 rows, with and without "
+	               "bias; forward also in place without the mean): bit for bit the plain row loops over %zu values (%zu differ)",
+	         total, bad);
 }
 
 static void test_layernorm(void)
@@ -450,9 +741,12 @@ int main(void)
 	test_exp_erfc();
 	test_dropout();
 	test_matmul();
+	test_gemm_chains();
 	test_layernorm();
+	test_lm_norm_chains();
 	test_gelu_op();
 	test_attention();
+	test_attention_chains();
 	test_localmix();
 	test_ce_adam();
 	test_blas_core();
