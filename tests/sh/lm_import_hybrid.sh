@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# lm_import_hybrid.sh — pretrained HYBRID decoders through the LM track (PROTOCOL C(b)): sb-lm import
+# of two tiny hybrids made by transformers' own classes (gen.py), then sb-eval, sb-stats and the
+# report. Each has layers ? ? A ? A: the masks act on its two attention layers only, the other
+# mixers run unchanged, and every measurement (fidelity, retrieval by greedy decoding, budgets,
+# efficiency) runs.
+#   tests/fixtures/hf/lfm2       Lfm2ForCausalLM: gated short convolutions and GQA attention (CCACA)
+#   tests/fixtures/hf/granite_h  GraniteMoeHybridForCausalLM: Mamba2 mixers and GQA attention
+#                                without positions, Granite's multipliers (MMAMA)
+. "$(dirname "$0")/../shlib.sh"
+if ! command -v sb-lm >/dev/null; then
+	t_result 1 "sb-lm is built (make)"
+	t_done
+fi
+TXT="$TOP/tests/fixtures/lm/shakespeare-head.txt"
+
+# hybrid FIXTURE NAME MODEL_TYPE PATTERN OTHER CELL_JQ HAS_NAME LACKS_NAME
+#   NAME: how the checks call the model; OTHER: what its non-attention layers are;
+#   CELL_JQ: a jq test of cell.json beyond the pattern; HAS_NAME / LACKS_NAME: a tensor name the
+#   run's checkpoint must hold (the toolkit's) and a regular expression of names it must not.
+# Sets $HF (the fixture) and $T/$1/bad (a copy of it, for the refusals).
+hybrid() {
+	local fix=$1 name=$2 type=$3 pat=$4 other=$5 celljq=$6 has=$7 lacks=$8 d="$T/$1" rc run E n
+	HF="$TOP/tests/fixtures/hf/$fix"
+	mkdir -p "$d"
+	sb-lm import -q -o "$d/runs" --corpus "shakespeare=$TXT" --T 256 "$HF" >"$d/o" 2>"$d/e"; rc=$?
+	run=$(jq -r 'select(.kind == "lm.import") | .run_dir' "$d/o" 2>/dev/null)
+	[ $rc -eq 0 ] && [ "$(jq -r .status "$d/o")" = imported ] && [ -f "$run/cell.json" ]
+	t_result $? "$fix: import of $name: exit $rc, one lm.import record, cell.json ($(cat "$d/e"))"
+	jq -e --arg type "$type" --arg pat "$pat" \
+		".source.model_type == \$type and .model.pattern == \$pat and .T == 256 and ($celljq)" "$run/cell.json" >/dev/null
+	t_result $? "$fix: cell.json: model type $type, the hybrid's layers ($pat), $celljq"
+	# the run's checkpoint holds the toolkit's names (the family's mapped when imported)
+	head -c 20000 "$run/model.safetensors" | grep -q "$has" &&
+		! head -c 20000 "$run/model.safetensors" | grep -q -E "$lacks"
+	t_result $? "$fix: model.safetensors: the toolkit's tensor names ($has; none matching $lacks)"
+	sb-eval -q --set probes=2 --set windows=4 --set tasks=niah_single_1,vt --set bench_reps=1 \
+		--set 'masks=dense;recipe:s=4,w=16,k=8;struct_random;random' "$run" >"$d/ev" 2>"$d/e"; rc=$?
+	E="$run/eval.ndjson"
+	[ $rc -eq 0 ] && [ -s "$E" ]
+	t_result $? "$fix: sb-eval of the imported $name: exit $rc ($(tail -c 300 "$d/e"))"
+	jq -e -s --arg type "$type" --arg pat "$pat" 'map(select(.kind == "lm.eval.setup"))[0] | .units == "tokens"
+		and .source.model_type == $type and .model.pattern == $pat and .masked_layers == [2, 4]' "$E" >/dev/null
+	t_result $? "$fix: setup record: units tokens, model type $type, masked_layers [2, 4] (the attention layers)"
+	jq -e -s '[.[] | select(.kind == "lm.budget")] | length > 0 and all(([.layers[].layer]) == [2, 4])' "$E" >/dev/null
+	t_result $? "$fix: budgets: every lm.budget record counts the attention layers 2 and 4 only"
+	jq -e -s '[.[] | select(.kind == "lm.budget" and .method != "dense")] | all(.fraction > 0 and .fraction < 1)' "$E" >/dev/null
+	t_result $? "$fix: budgets: the masks keep a fraction of the causal pairs of those layers"
+	n=$(jq -s '[.[] | select(.kind == "lm.fidelity.window")] | length' "$E")
+	jq -e -s '[.[] | select(.kind == "lm.fidelity.window" and .method == "dense")] | all(.kl == 0 and .top1 == 1)' "$E" >/dev/null &&
+		jq -e -s '[.[] | select(.kind == "lm.fidelity.window" and .method != "dense")] | any(.kl_tail > 0)' "$E" >/dev/null &&
+		[ "$n" -eq 16 ]
+	t_result $? "$fix: fidelity: 4 windows x 4 masks ($n); dense KL 0; a mask changes the logits past its budget"
+	n=$(jq -s '[.[] | select(.kind == "probe.result")] | length' "$E")
+	[ "$n" -eq 16 ]
+	t_result $? "$fix: retrieval: 2 tasks x 2 probes x 4 masks probe.result records by greedy decoding (got $n)"
+	jq -e -s '[.[] | select(.kind == "lm.efficiency")] | length > 0 and all(.layer == 2)' "$E" >/dev/null
+	t_result $? "$fix: efficiency: measured on the first attention layer (2), not on a $other layer"
+	sb-stats --baseline dense "$E" >"$d/st" 2>"$d/e"; rc=$?
+	[ $rc -eq 0 ] && [ -s "$d/st" ]
+	t_result $? "$fix: sb-stats reads the records (exit $rc)"
+	sb-lm report -o "$d/rep" "$E" >/dev/null 2>"$d/e"; rc=$?
+	[ $rc -eq 0 ] &&
+		grep -q "a pretrained \`$type\` decoder imported by \`sb-lm import\` (PROTOCOL C(b); a hybrid, layers \`$pat\`" "$d/rep/lm-report.md" &&
+		grep -q "The masks act on the 2 attention layers (2, 4) only; the 3 $other layers (0, 1, 3) run unchanged" "$d/rep/lm-report.md"
+	t_result $? "$fix: sb-lm report: $name, its attention layers masked, its $other layers unchanged (exit $rc $(cat "$d/e"))"
+	mkdir -p "$d/bad" && cp "$HF"/* "$d/bad/"
+}
+
+# refused FIXTURE JQ_EDIT WHAT GREP...: the fixture with its config edited is refused with exit 3,
+# stderr holding every GREP (fixed strings), and nothing left in the output directory.
+refused() {
+	local fix=$1 edit=$2 what=$3 d="$T/$1" rc ok=0 g
+	shift 3
+	jq "$edit" "$TOP/tests/fixtures/hf/$fix/config.json" >"$d/bad/config.json"
+	rm -rf "$d/runs2"
+	sb-lm import -q -o "$d/runs2" --corpus "x=$TXT" "$d/bad" >/dev/null 2>"$d/e"; rc=$?
+	[ $rc -eq 3 ] || ok=1
+	for g in "$@"; do grep -q -F -- "$g" "$d/e" || ok=1; done
+	[ -z "$(ls -A "$d/runs2" 2>/dev/null)" ] || ok=1
+	t_result $ok "$fix: $what: exit 3 naming it, nothing left behind (got $rc: $(cat "$d/e"))"
+}
+
+hybrid lfm2 "an LFM2" lfm2 CCACA convolution \
+	'.model.conv_gate == 1 and .model.conv_k == 3 and .model.qk_norm == 1 and .model.ffn == 48
+	 and .model.kv_heads == 2 and .model.tied == 1 and (.model | has("conv_bias") | not)' \
+	'model.layers.2.self_attn.o_proj.weight' 'feed_forward|operator_norm|embedding_norm'
+refused lfm2 '.layer_types[1] = "sliding_attention"' "an unsupported layer kind" "layer_types[1] 'sliding_attention'"
+refused lfm2 '.block_use_swiglu = false' "block_use_swiglu false" "block_use_swiglu"
+refused lfm2 '.block_multiple_of = 32' "a feed-forward width the weights do not have (the rule spelled out)" \
+	"feed_forward.w1.weight' has another shape: [48, 32] in the file, [64, 32]" "rounded up to block_multiple_of 32 = 64"
+
+hybrid granite_h "a Granite 4.0 hybrid" granitemoehybrid MMAMA Mamba2/convolution \
+	'.model.ssm_heads == 4 and .model.ssm_head_dim == 16 and .model.ssm_state == 16 and .model.ssm_groups == 1
+	 and .model.conv_k == 4 and .model.ffn == 48 and .model.kv_heads == 2 and .model.tied == 1 and .model.pos == "none"
+	 and .model.emb_mult == 12 and .model.resid_mult == 0.22 and .model.attn_scale == 0.25 and .model.logit_div == 4' \
+	'model.layers.0.mamba.A_log' 'shared_mlp'
+head -c 20000 "$T/granite_h/runs"/*/model.safetensors | grep -q 'model.layers.2.mlp.gate_proj.weight'
+t_result $? "granite_h: model.safetensors: shared_mlp's halves mapped to mlp.gate_proj / up_proj"
+refused granite_h '.layer_types[1] = "conv"' "an unsupported layer kind" "layer_types[1] 'conv'"
+refused granite_h '.num_local_experts = 4 | .num_experts_per_tok = 2' "experts in the config, none in the checkpoint" \
+	"lacks tensor 'model.layers.0.block_sparse_moe.router.layer.weight'"
+t_done
