@@ -3,6 +3,7 @@
 #   make            CPU build of every program into bin/, lib/libsparsebench.a
 #   make CUDA=1     also the CUDA backend (default: on when nvcc is found)
 #   make SAN=1      ASan + UBSan build (CUDA off) into build/san/, programs in build/san/bin/
+#   make V3=1       an x86-64-v3 (AVX2) build (CUDA off) into build/v3/, programs in build/v3/bin/
 #   make check      build and run every test; ends with "N passed, N failed"
 #   make demo       the embedded default pipeline on real data (pipelines/demo.mk)
 #   make manifest   regenerate MANIFEST.csv;   make verify: check it
@@ -37,6 +38,14 @@ ifeq ($(SAN),1)
   BIN     := build/san/bin
   OPT     ?= -O1 -march=native
   SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+else ifeq ($(V3),1)
+  # V3=1: a second CPU build for x86-64-v3 (AVX2 + FMA, no AVX-512), as tests/gpu/bundle.sh
+  # builds for GPU hosts and as AVX2-only machines run: build/v3/ (tests/sh/isa_v3.sh)
+  override CUDA := 0
+  B       := build/v3
+  BIN     := build/v3/bin
+  OPT     := -O2 -march=x86-64-v3
+  SAN_FLAGS :=
 else
   B       := build
   BIN     := bin
@@ -82,7 +91,7 @@ PROGS    := $(foreach p,$(PROG_SRC),$(BIN)/$(basename $(notdir $(p))))
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
 
-LIBA     := $(if $(filter 1,$(SAN)),$(B)/libsparsebench.a,lib/libsparsebench.a)
+LIBA     := $(if $(filter 1,$(SAN) $(V3)),$(B)/libsparsebench.a,lib/libsparsebench.a)
 LIBS_ALL := $(LIBA) $(if $(filter 1,$(CUDA)),lib/libsparsebench_cuda.a)
 
 .PHONY: all check clean demo manifest verify deps features

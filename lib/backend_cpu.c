@@ -495,6 +495,54 @@ void sb_cpu_dropout_mask(uint8_t *mask, size_t n, const struct sb_dropout *drop)
 #endif
 		i += 64;
 	}
+#elif defined(__AVX2__)
+	/* 8 Philox blocks at once: the rounds above on 256-bit registers */
+	const __m256i M0 = _mm256_set1_epi64x(0xD2511F53u), M1 = _mm256_set1_epi64x(0xCD9E8D57u);
+	const __m256i LO = _mm256_set1_epi64x(0xFFFFFFFFll), HI = _mm256_set1_epi64x((long long)0xFFFFFFFF00000000ull);
+	/* (w >> 8) < 2^24, so a signed compare against thr - 1 (-1 when thr is 0) is (w >> 8) >= thr */
+	const __m256i tv = _mm256_set1_epi32((int)thr - 1);
+	/* byte 4 q + l of a 128-bit lane after the packs (word q of block l) to byte 4 l + q */
+	const __m256i to_block = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12,
+	                                          1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+	while (end - i >= 32) {
+		uint64_t blk = i >> 2;
+		uint32_t a0[8], a1[8];
+		for (int l = 0; l < 8; l++) {
+			a0[l] = (uint32_t)(blk + (uint64_t)l);
+			a1[l] = (uint32_t)((blk + (uint64_t)l) >> 32);
+		}
+		__m256i c0 = _mm256_loadu_si256((const __m256i *)a0), c1 = _mm256_loadu_si256((const __m256i *)a1);
+		__m256i c2 = _mm256_set1_epi32((int)ctr[2]), c3 = _mm256_set1_epi32((int)ctr[3]);
+		uint32_t k0 = key[0], k1 = key[1];
+		for (int rd = 0; rd < 10; rd++) {
+			if (rd) {
+				k0 += 0x9E3779B9u;
+				k1 += 0xBB67AE85u;
+			}
+			__m256i p0e = _mm256_mul_epu32(c0, M0), p0o = _mm256_mul_epu32(_mm256_srli_epi64(c0, 32), M0);
+			__m256i p1e = _mm256_mul_epu32(c2, M1), p1o = _mm256_mul_epu32(_mm256_srli_epi64(c2, 32), M1);
+			__m256i hi0 = _mm256_or_si256(_mm256_srli_epi64(p0e, 32), _mm256_and_si256(p0o, HI));
+			__m256i lo0 = _mm256_or_si256(_mm256_and_si256(p0e, LO), _mm256_slli_epi64(p0o, 32));
+			__m256i hi1 = _mm256_or_si256(_mm256_srli_epi64(p1e, 32), _mm256_and_si256(p1o, HI));
+			__m256i lo1 = _mm256_or_si256(_mm256_and_si256(p1e, LO), _mm256_slli_epi64(p1o, 32));
+			__m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32((int)k0));
+			__m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32((int)k1));
+			c0 = n0;
+			c1 = lo1;
+			c2 = n2;
+			c3 = lo0;
+		}
+		/* 0 / -1 per word, packed to bytes (per 128-bit lane: words 0..3 of its 4 blocks, word
+		 * by word), put in block order, as 0 / 1 */
+		__m256i g0 = _mm256_cmpgt_epi32(_mm256_srli_epi32(c0, 8), tv);
+		__m256i g1 = _mm256_cmpgt_epi32(_mm256_srli_epi32(c1, 8), tv);
+		__m256i g2 = _mm256_cmpgt_epi32(_mm256_srli_epi32(c2, 8), tv);
+		__m256i g3 = _mm256_cmpgt_epi32(_mm256_srli_epi32(c3, 8), tv);
+		__m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(g0, g1), _mm256_packs_epi32(g2, g3));
+		bytes = _mm256_and_si256(_mm256_shuffle_epi8(bytes, to_block), _mm256_set1_epi8(1));
+		_mm256_storeu_si256((__m256i *)(mask + (i - i0)), bytes);
+		i += 32;
+	}
 #endif
 	while (end - i >= 4) {
 		uint64_t blk = i >> 2;
@@ -527,10 +575,13 @@ static void row_moments(const float *r, int d, float *mean, float *rstd)
 	float s = 0;
 	int c = 0;
 	if (d >= VL) {
-		vf a = vzero();
+		ve a[VP];
+		for (int h = 0; h < VP; h++)
+			a[h] = vzero_e();
 		for (; c + VL <= d; c += VL)
-			a += vload(r + c);
-		s = vhsum(a);
+			for (int h = 0; h < VP; h++)
+				a[h] += vload_e(r + c + h * VE);
+		s = vhsum_parts(a);
 	}
 	for (; c < d; c++)
 		s += r[c];
@@ -538,12 +589,15 @@ static void row_moments(const float *r, int d, float *mean, float *rstd)
 	float q = 0;
 	c = 0;
 	if (d >= VL) {
-		vf a = vzero(), m = vset1(mu);
-		for (; c + VL <= d; c += VL) {
-			vf t = vload(r + c) - m;
-			a = vfma(t, t, a);
-		}
-		q = vhsum(a);
+		ve a[VP], m = vset1_e(mu);
+		for (int h = 0; h < VP; h++)
+			a[h] = vzero_e();
+		for (; c + VL <= d; c += VL)
+			for (int h = 0; h < VP; h++) {
+				ve t = vload_e(r + c + h * VE) - m;
+				a[h] = vfma_e(t, t, a[h]);
+			}
+		q = vhsum_parts(a);
 	}
 	for (; c < d; c++) {
 		float t = r[c] - mu;
@@ -571,8 +625,8 @@ static void cpu_residual_ln_forward(struct sb_ctx *ctx, float *out, float *r, fl
 			const float *yi = y + (size_t)i * d;
 			const uint8_t *mi = mask + (size_t)i * d;
 			int c = 0;
-			for (; c + VL <= d; c += VL)
-				vstore(ri + c, vload(xi + c) + vload(yi + c) * vmask(mi + c, sc));
+			for (; c + VE <= d; c += VE)
+				vstore_e(ri + c, vload_e(xi + c) + vload_e(yi + c) * vmask_e(mi + c, sc));
 			for (; c < d; c++)
 				ri[c] = xi[c] + yi[c] * (mi[c] ? sc : 0.0f);
 		} else {
@@ -585,9 +639,9 @@ static void cpu_residual_ln_forward(struct sb_ctx *ctx, float *out, float *r, fl
 		mean[i] = mu;
 		rstd[i] = rs;
 		int c = 0;
-		for (; c + VL <= d; c += VL) {
-			vf xh = (vload(ri + c) - mu) * rs;
-			vstore(oi + c, vfma(xh, vload(w + c), vload(b + c)));
+		for (; c + VE <= d; c += VE) {
+			ve xh = (vload_e(ri + c) - mu) * rs;
+			vstore_e(oi + c, vfma_e(xh, vload_e(w + c), vload_e(b + c)));
 		}
 		for (; c < d; c++)
 			oi[c] = sfma((ri[c] - mu) * rs, w[c], b[c]);
@@ -607,18 +661,22 @@ static void cpu_residual_ln_backward(struct sb_ctx *ctx, float *dx, float *dy, f
 		float s1 = 0, s2 = 0;
 		int c = 0;
 		if (d >= VL) {
-			vf a1 = vzero(), a2 = vzero(), m = vset1(mu), vr = vset1(rs);
-			for (; c + VL <= d; c += VL) {
-				vf xh = (vload(ri + c) - m) * vr;
-				vf gg = vload(g + c);
-				vf dxh = gg * vload(w + c);
-				a1 += dxh;
-				a2 = vfma(dxh, xh, a2);
-				vstore(dw + c, vfma(gg, xh, vload(dw + c)));
-				vstore(db + c, vload(db + c) + gg);
-			}
-			s1 = vhsum(a1);
-			s2 = vhsum(a2);
+			ve a1[VP], a2[VP], m = vset1_e(mu), vr = vset1_e(rs);
+			for (int h = 0; h < VP; h++)
+				a1[h] = a2[h] = vzero_e();
+			for (; c + VL <= d; c += VL)
+				for (int h = 0; h < VP; h++) {
+					int ch = c + h * VE;
+					ve xh = (vload_e(ri + ch) - m) * vr;
+					ve gg = vload_e(g + ch);
+					ve dxh = gg * vload_e(w + ch);
+					a1[h] += dxh;
+					a2[h] = vfma_e(dxh, xh, a2[h]);
+					vstore_e(dw + ch, vfma_e(gg, xh, vload_e(dw + ch)));
+					vstore_e(db + ch, vload_e(db + ch) + gg);
+				}
+			s1 = vhsum_parts(a1);
+			s2 = vhsum_parts(a2);
 		}
 		for (; c < d; c++) {
 			float xh = (ri[c] - mu) * rs;
@@ -630,10 +688,10 @@ static void cpu_residual_ln_backward(struct sb_ctx *ctx, float *dx, float *dy, f
 		}
 		float m1 = s1 / (float)d, m2 = s2 / (float)d;
 		c = 0;
-		for (; c + VL <= d; c += VL) {
-			vf xh = (vload(ri + c) - mu) * rs;
-			vf dxh = vload(g + c) * vload(w + c);
-			vstore(dxi + c, (dxh - m1 - xh * m2) * rs);
+		for (; c + VE <= d; c += VE) {
+			ve xh = (vload_e(ri + c) - mu) * rs;
+			ve dxh = vload_e(g + c) * vload_e(w + c);
+			vstore_e(dxi + c, (dxh - m1 - xh * m2) * rs);
 		}
 		for (; c < d; c++) {
 			float xh = (ri[c] - mu) * rs;
@@ -645,8 +703,8 @@ static void cpu_residual_ln_backward(struct sb_ctx *ctx, float *dx, float *dy, f
 			if (p > 0) {
 				const uint8_t *mi = mask + (size_t)i * d;
 				int cc = 0;
-				for (; cc + VL <= d; cc += VL)
-					vstore(dyi + cc, vload(dxi + cc) * vmask(mi + cc, sc));
+				for (; cc + VE <= d; cc += VE)
+					vstore_e(dyi + cc, vload_e(dxi + cc) * vmask_e(mi + cc, sc));
 				for (; cc < d; cc++)
 					dyi[cc] = dxi[cc] * (mi[cc] ? sc : 0.0f);
 			} else {
@@ -668,9 +726,9 @@ void sb_cpu_layernorm_rows(float *out, float *mean, float *rstd, const float *x,
 		mean[i] = mu;
 		rstd[i] = rs;
 		int c = 0;
-		for (; c + VL <= d; c += VL) {
-			vf xh = (vload(ri + c) - mu) * rs;
-			vstore(oi + c, vfma(xh, vload(w + c), vload(b + c)));
+		for (; c + VE <= d; c += VE) {
+			ve xh = (vload_e(ri + c) - mu) * rs;
+			vstore_e(oi + c, vfma_e(xh, vload_e(w + c), vload_e(b + c)));
 		}
 		for (; c < d; c++)
 			oi[c] = sfma((ri[c] - mu) * rs, w[c], b[c]);
@@ -709,22 +767,22 @@ void sb_cpu_layernorm_rows_backward(float *dx, float *dw, float *db, const float
 void sb_cpu_gelu_vec(float *out, float *dgelu, const float *x, size_t n)
 {
 	size_t i = 0;
-	for (; i + VL <= n; i += VL) {
-		vf v = vload(x + i), Phi, phi;
+	for (; i + VE <= n; i += VE) {
+		ve v = vload_e(x + i), Phi, phi;
 		vnormcdf(v, &Phi, &phi);
 		if (out)
-			vstore(out + i, v * Phi);
+			vstore_e(out + i, v * Phi);
 		if (dgelu)
-			vstore(dgelu + i, vfma(v, phi, Phi));
+			vstore_e(dgelu + i, vfma_e(v, phi, Phi));
 	}
 	if (i < n) {
-		float tmp[VL] = {0};
+		float tmp[VE] = {0};
 		memcpy(tmp, x + i, (n - i) * sizeof *tmp);
-		vf v = vload(tmp), Phi, phi;
+		ve v = vload_e(tmp), Phi, phi;
 		vnormcdf(v, &Phi, &phi);
-		float o[VL], g[VL];
-		vstore(o, v * Phi);
-		vstore(g, vfma(v, phi, Phi));
+		float o[VE], g[VE];
+		vstore_e(o, v * Phi);
+		vstore_e(g, vfma_e(v, phi, Phi));
 		if (out)
 			memcpy(out + i, o, (n - i) * sizeof *o);
 		if (dgelu)
@@ -734,24 +792,24 @@ void sb_cpu_gelu_vec(float *out, float *dgelu, const float *x, size_t n)
 
 void sb_cpu_normcdf(float *out, const float *x, size_t n)
 {
-	for (size_t i = 0; i < n; i += VL) {
-		float tmp[VL] = {0}, o[VL];
-		size_t m = n - i < VL ? n - i : VL;
+	for (size_t i = 0; i < n; i += VE) {
+		float tmp[VE] = {0}, o[VE];
+		size_t m = n - i < VE ? n - i : VE;
 		memcpy(tmp, x + i, m * sizeof *tmp);
-		vf Phi, phi;
-		vnormcdf(vload(tmp), &Phi, &phi);
-		vstore(o, Phi);
+		ve Phi, phi;
+		vnormcdf(vload_e(tmp), &Phi, &phi);
+		vstore_e(o, Phi);
 		memcpy(out + i, o, m * sizeof *o);
 	}
 }
 
 void sb_cpu_exp(float *out, const float *x, size_t n)
 {
-	for (size_t i = 0; i < n; i += VL) {
-		float tmp[VL] = {0}, o[VL];
-		size_t m = n - i < VL ? n - i : VL;
+	for (size_t i = 0; i < n; i += VE) {
+		float tmp[VE] = {0}, o[VE];
+		size_t m = n - i < VE ? n - i : VE;
 		memcpy(tmp, x + i, m * sizeof *tmp);
-		vstore(o, vexp(vload(tmp)));
+		vstore_e(o, vexp(vload_e(tmp)));
 		memcpy(out + i, o, m * sizeof *o);
 	}
 }
@@ -769,27 +827,27 @@ static void cpu_gelu_forward(struct sb_ctx *ctx, float *out, uint8_t *mask, floa
 	if (use)
 		sb_cpu_dropout_mask(mask, n, drop);
 	size_t i = 0;
-	for (; i + VL <= n; i += VL) {
-		vf v = vload(inp + i), Phi, phi;
+	for (; i + VE <= n; i += VE) {
+		ve v = vload_e(inp + i), Phi, phi;
 		vnormcdf(v, &Phi, &phi);
-		vf o = v * Phi;
-		vstore(out + i, use ? o * vmask(mask + i, sc) : o);
+		ve o = v * Phi;
+		vstore_e(out + i, use ? o * vmask_e(mask + i, sc) : o);
 		if (dgelu) /* after the load: dgelu may be inp */
-			vstore(dgelu + i, vfma(v, phi, Phi));
+			vstore_e(dgelu + i, vfma_e(v, phi, Phi));
 	}
 	if (i < n) { /* tail through a padded copy */
-		float xb[VL] = {0}, o[VL], g[VL];
-		uint8_t mb[VL] = {0};
+		float xb[VE] = {0}, o[VE], g[VE];
+		uint8_t mb[VE] = {0};
 		memcpy(xb, inp + i, (n - i) * sizeof *xb);
 		if (use)
 			memcpy(mb, mask + i, n - i);
-		vf v = vload(xb), Phi, phi;
+		ve v = vload_e(xb), Phi, phi;
 		vnormcdf(v, &Phi, &phi);
-		vf r = v * Phi;
-		vstore(o, use ? r * vmask(mb, sc) : r);
+		ve r = v * Phi;
+		vstore_e(o, use ? r * vmask_e(mb, sc) : r);
 		memcpy(out + i, o, (n - i) * sizeof *o);
 		if (dgelu) {
-			vstore(g, vfma(v, phi, Phi));
+			vstore_e(g, vfma_e(v, phi, Phi));
 			memcpy(dgelu + i, g, (n - i) * sizeof *g);
 		}
 	}
@@ -802,11 +860,11 @@ static void cpu_gelu_backward(struct sb_ctx *ctx, float *dinp, const float *dout
 	int use = p > 0;
 	float sc = use ? drop_scale(p) : 1.0f;
 	size_t i = 0;
-	for (; i + VL <= n; i += VL) {
-		vf g = vload(dout + i);
+	for (; i + VE <= n; i += VE) {
+		ve g = vload_e(dout + i);
 		if (use)
-			g = g * vmask(mask + i, sc);
-		vstore(dinp + i, vload(dgelu + i) * g);
+			g = g * vmask_e(mask + i, sc);
+		vstore_e(dinp + i, vload_e(dgelu + i) * g);
 	}
 	for (; i < n; i++) {
 		float g = dout[i];

@@ -77,14 +77,14 @@ static void rowdot(float *C, const float *X, int ldx, const float *YT, int T, in
 		float *c = C + (size_t)i * T;
 		int j = 0;
 		if (apply_scale && sc.exact)
-			for (; j + VL <= T; j += VL)
-				vstore(c + j, vload(d + j) * sc.mul);
+			for (; j + VE <= T; j += VE)
+				vstore_e(c + j, vload_e(d + j) * sc.mul);
 		else if (apply_scale)
-			for (; j + VL <= T; j += VL)
-				vstore(c + j, vload(d + j) / sc.div);
+			for (; j + VE <= T; j += VE)
+				vstore_e(c + j, vload_e(d + j) / sc.div);
 		else if (D != C)
-			for (; j + VL <= T; j += VL)
-				vstore(c + j, vload(d + j));
+			for (; j + VE <= T; j += VE)
+				vstore_e(c + j, vload_e(d + j));
 		else
 			j = T;
 		for (; j < T; j++)
@@ -92,15 +92,15 @@ static void rowdot(float *C, const float *X, int ldx, const float *YT, int T, in
 	}
 }
 
-/* the number of a[0..n) that are not 0 (NaN counts), 16 at a time */
+/* the number of a[0..n) that are not 0 (NaN counts), VE at a time */
 static inline int count_nonzero(const float *a, int n)
 {
-	vi acc = {0};
+	vei acc = {0};
 	int j = 0;
-	for (; j + VL <= n; j += VL)
-		acc -= (vi)(vload(a + j) != vzero()); /* -1 in each lane that is nonzero */
+	for (; j + VE <= n; j += VE)
+		acc -= (vei)(vload_e(a + j) != vzero_e()); /* -1 in each lane that is nonzero */
 	int c = 0;
-	for (int l = 0; l < VL; l++)
+	for (int l = 0; l < VE; l++)
 		c += acc[l];
 	for (; j < n; j++)
 		c += a[j] != 0.0f;
@@ -143,7 +143,7 @@ static inline int nonzero_list(int *nz, const float *a, int T)
  * replaces); sparse rows (top-k, sparsemax, entmax) loop over a list of their nonzeros. */
 static void rowmix(float *O, int ldo, const float *A, int lda, const float *Y, int ldy, int T, int hd, int *nz)
 {
-	int nvec = hd / VL;
+	int nvec = hd / VE; /* hd is a multiple of VL (16), so of VE */
 	for (int i0 = 0; i0 < T;) {
 		int i1 = i0; /* [i0, i1): the run of dense 4-row blocks */
 		while (i1 + 4 <= T) {
@@ -168,18 +168,18 @@ static void rowmix(float *O, int ldo, const float *A, int lda, const float *Y, i
 			float *o = O + (size_t)i * ldo;
 			for (int v = 0; v < nvec; v++) {
 				/* two accumulators to halve the FMA dependency chain */
-				vf acc0 = vzero(), acc1 = vzero();
+				ve acc0 = vzero_e(), acc1 = vzero_e();
 				int q = 0;
 				for (; q + 2 <= n; q += 2) {
 					int j0 = nz[q], j1 = nz[q + 1];
-					acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
-					acc1 = vfma(vset1(a[j1]), vload(Y + (size_t)j1 * ldy + v * VL), acc1);
+					acc0 = vfma_e(vset1_e(a[j0]), vload_e(Y + (size_t)j0 * ldy + v * VE), acc0);
+					acc1 = vfma_e(vset1_e(a[j1]), vload_e(Y + (size_t)j1 * ldy + v * VE), acc1);
 				}
 				if (q < n) {
 					int j0 = nz[q];
-					acc0 = vfma(vset1(a[j0]), vload(Y + (size_t)j0 * ldy + v * VL), acc0);
+					acc0 = vfma_e(vset1_e(a[j0]), vload_e(Y + (size_t)j0 * ldy + v * VE), acc0);
 				}
-				vstore(o + v * VL, acc0 + acc1);
+				vstore_e(o + v * VE, acc0 + acc1);
 			}
 		}
 		i0 += nr;
@@ -306,13 +306,13 @@ void sb_cpu_attention_backward(struct sb_ctx *ctx, float *dqkv, float *dalpha, c
 			/* through the 1/sqrt(hd) scaling */
 			size_t e = 0;
 			if (sc.exact) {
-				for (; e + VL <= TT; e += VL)
-					vstore(dP + e, vload(dP + e) * sc.mul);
+				for (; e + VE <= TT; e += VE)
+					vstore_e(dP + e, vload_e(dP + e) * sc.mul);
 				for (; e < TT; e++)
 					dP[e] *= sc.mul;
 			} else {
-				for (; e + VL <= TT; e += VL)
-					vstore(dP + e, vload(dP + e) / sc.div);
+				for (; e + VE <= TT; e += VE)
+					vstore_e(dP + e, vload_e(dP + e) / sc.div);
 				for (; e < TT; e++)
 					dP[e] /= sc.div;
 			}

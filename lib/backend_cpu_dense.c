@@ -103,6 +103,9 @@ void sb_cpu_describe(char *buf, size_t n, int threads)
 /* rows of k per pass over C (see sb_cpu_gemm) */
 #define GEMM_KB 128
 
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#define GEMM_YMM 1 /* the 8-lane kernel below */
+#else
 static inline vf gemm_init(const float *C, const float *bias, int acc)
 {
 	return acc ? vload(C) : bias ? vload(bias) : vzero();
@@ -162,11 +165,95 @@ GEMM_ROWS(4, )
 #undef GEMM_MORE
 #undef GEMM_ROWS
 #undef GEMM_CASE
+#endif
+
+#ifdef GEMM_YMM
+/* AVX2 (x86-64-v3) builds: GCC 12 keeps 16-lane generic vectors that are wider than the
+ * target's registers in memory across loop iterations, so gemm_kern's accumulators went
+ * through the stack on every FMA (an AVX2 build trained ~7x slower than an AVX-512 one).
+ * These builds use a kernel on 8-lane registers instead: 6 rows x 16 columns (12
+ * accumulators, 2 vectors of B, a broadcast) or 8 rows x 8 columns. Each C element is
+ * still one FMA chain over k in increasing order from the same start (C, bias or +0), so
+ * the results are the AVX-512 kernel's bit for bit. */
+static inline __attribute__((always_inline)) __m256 gemm_init8(const float *C, const float *bias, int acc)
+{
+	return acc ? _mm256_loadu_ps(C) : bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+}
+/* R rows x NY 8-column vectors of C (R <= 6 for NY 2, R <= 8 for NY 1) */
+static inline __attribute__((always_inline)) void gemm_kern8(int R, int NY, float *C, int ldc, const float *A,
+                                                             long ars, long acs, const float *B, int ldb, int K,
+                                                             const float *bias, int acc)
+{
+	__m256 c[8][2];
+	_Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+		_Pragma("GCC unroll 2") for (int v = 0; v < NY; v++)
+			c[r][v] = gemm_init8(C + (size_t)r * ldc + v * 8, bias ? bias + v * 8 : NULL, acc);
+	for (int k = 0; k < K; k++) {
+		const float *b = B + (size_t)k * ldb;
+		__m256 bv[2];
+		_Pragma("GCC unroll 2") for (int v = 0; v < NY; v++)
+			bv[v] = _mm256_loadu_ps(b + v * 8);
+		long o = (long)k * acs;
+		_Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+			__m256 x = _mm256_broadcast_ss(A + r * ars + o);
+			_Pragma("GCC unroll 2") for (int v = 0; v < NY; v++)
+				c[r][v] = _mm256_fmadd_ps(x, bv[v], c[r][v]);
+		}
+	}
+	_Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+		_Pragma("GCC unroll 2") for (int v = 0; v < NY; v++)
+			_mm256_storeu_ps(C + (size_t)r * ldc + v * 8, c[r][v]);
+}
+#define GEMM8_CASE(R, NY)                                                                                              \
+	case R:                                                                                                        \
+		gemm_kern8(R, NY, C, ldc, A, ars, acs, B, ldb, K, bias, acc);                                          \
+		break;
+static void gemm8_rows2(int R, float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb,
+                        int K, const float *bias, int acc)
+{
+	switch (R) {
+		GEMM8_CASE(1, 2)
+		GEMM8_CASE(2, 2)
+		GEMM8_CASE(3, 2)
+		GEMM8_CASE(4, 2)
+		GEMM8_CASE(5, 2)
+		GEMM8_CASE(6, 2)
+	}
+}
+static void gemm8_rows1(int R, float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb,
+                        int K, const float *bias, int acc)
+{
+	switch (R) {
+		GEMM8_CASE(1, 1)
+		GEMM8_CASE(2, 1)
+		GEMM8_CASE(3, 1)
+		GEMM8_CASE(4, 1)
+		GEMM8_CASE(5, 1)
+		GEMM8_CASE(6, 1)
+		GEMM8_CASE(7, 1)
+		GEMM8_CASE(8, 1)
+	}
+}
+#undef GEMM8_CASE
+#endif
 
 /* one pass of sb_cpu_gemm over k = 0..K-1 */
 static void gemm_pass(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int M, int N,
                       int K, const float *bias, int acc)
 {
+#ifdef GEMM_YMM
+	int nfull = N / 16 * 16;
+	for (int j0 = 0; j0 < nfull; j0 += 16)
+		for (int i = 0; i < M; i += 6)
+			gemm8_rows2(M - i < 6 ? M - i : 6, C + (size_t)i * ldc + j0, ldc, A + (long)i * ars, ars, acs,
+			            B + j0, ldb, K, bias ? bias + j0 : NULL, acc);
+	if (N - nfull >= 8) {
+		for (int i = 0; i < M; i += 8)
+			gemm8_rows1(M - i < 8 ? M - i : 8, C + (size_t)i * ldc + nfull, ldc, A + (long)i * ars, ars, acs,
+			            B + nfull, ldb, K, bias ? bias + nfull : NULL, acc);
+		nfull += 8;
+	}
+#else
 	int nfull = N / VL * VL;
 	for (int j0 = 0; j0 < nfull;) {
 		int nv = (nfull - j0) / VL < 4 ? (nfull - j0) / VL : 4;
@@ -193,6 +280,7 @@ static void gemm_pass(float *C, int ldc, const float *A, long ars, long acs, con
 		}
 		j0 += nv * VL;
 	}
+#endif
 	/* columns past the last whole vector: one FMA chain per element, same order */
 	for (int i = 0; i < M; i++)
 		for (int j = nfull; j < N; j++) {

@@ -25,10 +25,13 @@ static inline float dotf(const float *a, const float *b, int n)
 	int c = 0;
 	float s = 0;
 	if (n >= VL) {
-		vf acc = vzero();
+		ve acc[VP];
+		for (int h = 0; h < VP; h++)
+			acc[h] = vzero_e();
 		for (; c + VL <= n; c += VL)
-			acc = vfma(vload(a + c), vload(b + c), acc);
-		s = vhsum(acc);
+			for (int h = 0; h < VP; h++)
+				acc[h] = vfma_e(vload_e(a + c + h * VE), vload_e(b + c + h * VE), acc[h]);
+		s = vhsum_parts(acc);
 	}
 	for (; c < n; c++)
 		s = sfma(a[c], b[c], s);
@@ -39,9 +42,9 @@ static inline float dotf(const float *a, const float *b, int n)
 static inline void axpy(float *y, float a, const float *x, int n)
 {
 	int c = 0;
-	vf va = vset1(a);
-	for (; c + VL <= n; c += VL)
-		vstore(y + c, vfma(va, vload(x + c), vload(y + c)));
+	ve va = vset1_e(a);
+	for (; c + VE <= n; c += VE)
+		vstore_e(y + c, vfma_e(va, vload_e(x + c), vload_e(y + c)));
 	for (; c < n; c++)
 		y[c] = sfma(a, x[c], y[c]);
 }
@@ -139,10 +142,13 @@ static void lm_norm_forward(struct sb_ctx *ctx, float *out, float *mean, float *
 			float s = 0;
 			int c = 0;
 			if (d >= VL) {
-				vf a = vzero();
+				ve a[VP];
+				for (int h = 0; h < VP; h++)
+					a[h] = vzero_e();
 				for (; c + VL <= d; c += VL)
-					a += vload(xi + c);
-				s = vhsum(a);
+					for (int h = 0; h < VP; h++)
+						a[h] += vload_e(xi + c + h * VE);
+				s = vhsum_parts(a);
 			}
 			for (; c < d; c++)
 				s += xi[c];
@@ -151,12 +157,15 @@ static void lm_norm_forward(struct sb_ctx *ctx, float *out, float *mean, float *
 		float q = 0;
 		int c = 0;
 		if (d >= VL) {
-			vf a = vzero(), m = vset1(mu);
-			for (; c + VL <= d; c += VL) {
-				vf t = vload(xi + c) - m;
-				a = vfma(t, t, a);
-			}
-			q = vhsum(a);
+			ve a[VP], m = vset1_e(mu);
+			for (int h = 0; h < VP; h++)
+				a[h] = vzero_e();
+			for (; c + VL <= d; c += VL)
+				for (int h = 0; h < VP; h++) {
+					ve t = vload_e(xi + c + h * VE) - m;
+					a[h] = vfma_e(t, t, a[h]);
+				}
+			q = vhsum_parts(a);
 		}
 		for (; c < d; c++) {
 			float t = xi[c] - mu;
@@ -166,10 +175,10 @@ static void lm_norm_forward(struct sb_ctx *ctx, float *out, float *mean, float *
 		if (mean)
 			mean[i] = mu;
 		rstd[i] = rs;
-		vf vm = vset1(mu), vr = vset1(rs);
-		for (c = 0; c + VL <= d; c += VL) {
-			vf xh = (vload(xi + c) - vm) * vr;
-			vstore(oi + c, b ? vfma(xh, vload(w + c), vload(b + c)) : xh * vload(w + c));
+		ve vm = vset1_e(mu), vr = vset1_e(rs);
+		for (c = 0; c + VE <= d; c += VE) {
+			ve xh = (vload_e(xi + c) - vm) * vr;
+			vstore_e(oi + c, b ? vfma_e(xh, vload_e(w + c), vload_e(b + c)) : xh * vload_e(w + c));
 		}
 		for (; c < d; c++) {
 			float xh = (xi[c] - mu) * rs;
@@ -184,13 +193,13 @@ static void lm_norm_forward(struct sb_ctx *ctx, float *out, float *mean, float *
 static inline void norm_backward_row(float *dxi, float *dw, float *db, const float *g, const float *xi, float mu,
 				     float rs, const float *w, int d, int rms, float s1, float s2)
 {
-	vf vm = vset1(mu), vr = vset1(rs);
+	ve vm = vset1_e(mu), vr = vset1_e(rs);
 	int c = 0;
-	for (; c + VL <= d; c += VL) {
-		vf gg = vload(g + c), xh = (vload(xi + c) - vm) * vr;
-		vstore(dw + c, vfma(gg, xh, vload(dw + c)));
+	for (; c + VE <= d; c += VE) {
+		ve gg = vload_e(g + c), xh = (vload_e(xi + c) - vm) * vr;
+		vstore_e(dw + c, vfma_e(gg, xh, vload_e(dw + c)));
 		if (db)
-			vstore(db + c, vload(db + c) + gg);
+			vstore_e(db + c, vload_e(db + c) + gg);
 	}
 	for (; c < d; c++) {
 		float xh = (xi[c] - mu) * rs;
@@ -199,10 +208,10 @@ static inline void norm_backward_row(float *dxi, float *dw, float *db, const flo
 			db[c] += g[c];
 	}
 	float m1 = rms ? 0.0f : s1 / (float)d, m2 = s2 / (float)d;
-	vf v1 = vset1(m1), v2 = vset1(m2);
-	for (c = 0; c + VL <= d; c += VL) {
-		vf xh = (vload(xi + c) - vm) * vr;
-		vstore(dxi + c, vload(dxi + c) + (vload(g + c) * vload(w + c) - v1 - xh * v2) * vr);
+	ve v1 = vset1_e(m1), v2 = vset1_e(m2);
+	for (c = 0; c + VE <= d; c += VE) {
+		ve xh = (vload_e(xi + c) - vm) * vr;
+		vstore_e(dxi + c, vload_e(dxi + c) + (vload_e(g + c) * vload_e(w + c) - v1 - xh * v2) * vr);
 	}
 	for (; c < d; c++) {
 		float xh = (xi[c] - mu) * rs;
@@ -271,8 +280,8 @@ static void lm_norm_backward(struct sb_ctx *ctx, float *dx, float *dw, float *db
 static void lm_add(struct sb_ctx *ctx, float *x, const float *y, size_t n)
 {
 	size_t c = 0;
-	for (; c + VL <= n; c += VL)
-		vstore(x + c, vload(x + c) + vload(y + c));
+	for (; c + VE <= n; c += VE)
+		vstore_e(x + c, vload_e(x + c) + vload_e(y + c));
 	for (; c < n; c++)
 		x[c] += y[c];
 }
@@ -334,67 +343,62 @@ static void widen_bf16(float *dst, const uint16_t *src, size_t n)
  * weight row (row k0 of the panel, PANEL floats per row); first: the chains start from
  * 0, else from the partial sums in out; bias (may be NULL) is added after the last
  * block (k1 == K). */
+/* PANEL columns are PV registers of VE lanes; a block of PR rows keeps PR x PV = 12 chains
+ * in registers (4 x 3 with AVX-512, 2 x 6 with AVX2's 16 registers) */
+#define PV (PANEL / VE)
+#define PR (12 / PV)
+
 static void panel_block(float *out, const float *inp, const float *blk, const float *bias, int M, int K, int N, int n,
 			int k0, int k1)
 {
 	int first = k0 == 0, addb = k1 == K && bias;
 	int i = 0;
-	/* 4 rows x 3 vectors: 12 chains share each broadcast and each weight load */
-	for (; i + 4 <= M; i += 4) {
-		const float *a0 = inp + (size_t)i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;
-		float *o[4] = {out + (size_t)i * N + n, out + (size_t)(i + 1) * N + n, out + (size_t)(i + 2) * N + n,
-			       out + (size_t)(i + 3) * N + n};
-		vf c[4][3];
-		for (int r = 0; r < 4; r++)
-			for (int j = 0; j < 3; j++)
-				c[r][j] = first ? vzero() : vload(o[r] + j * VL);
+	/* PR rows x PV vectors: the chains share each broadcast and each weight load */
+	for (; i + PR <= M; i += PR) {
+		const float *a[PR];
+		float *o[PR];
+		ve c[PR][PV];
+		_Pragma("GCC unroll 4") for (int r = 0; r < PR; r++) {
+			a[r] = inp + (size_t)(i + r) * K;
+			o[r] = out + (size_t)(i + r) * N + n;
+			_Pragma("GCC unroll 6") for (int j = 0; j < PV; j++)
+				c[r][j] = first ? vzero_e() : vload_e(o[r] + j * VE);
+		}
 		const float *bp = blk;
 		for (int k = k0; k < k1; k++, bp += PANEL) {
-			vf b0 = vload(bp), b1 = vload(bp + VL), b2 = vload(bp + 2 * VL);
-			vf x0 = vset1(a0[k]), x1 = vset1(a1[k]), x2 = vset1(a2[k]), x3 = vset1(a3[k]);
-			c[0][0] = vfma(x0, b0, c[0][0]);
-			c[0][1] = vfma(x0, b1, c[0][1]);
-			c[0][2] = vfma(x0, b2, c[0][2]);
-			c[1][0] = vfma(x1, b0, c[1][0]);
-			c[1][1] = vfma(x1, b1, c[1][1]);
-			c[1][2] = vfma(x1, b2, c[1][2]);
-			c[2][0] = vfma(x2, b0, c[2][0]);
-			c[2][1] = vfma(x2, b1, c[2][1]);
-			c[2][2] = vfma(x2, b2, c[2][2]);
-			c[3][0] = vfma(x3, b0, c[3][0]);
-			c[3][1] = vfma(x3, b1, c[3][1]);
-			c[3][2] = vfma(x3, b2, c[3][2]);
+			ve bv[PV];
+			_Pragma("GCC unroll 6") for (int j = 0; j < PV; j++)
+				bv[j] = vload_e(bp + j * VE);
+			_Pragma("GCC unroll 4") for (int r = 0; r < PR; r++) {
+				ve x = vset1_e(a[r][k]);
+				_Pragma("GCC unroll 6") for (int j = 0; j < PV; j++)
+					c[r][j] = vfma_e(x, bv[j], c[r][j]);
+			}
 		}
-		for (int r = 0; r < 4; r++)
-			for (int j = 0; j < 3; j++) {
-				vf v = c[r][j];
+		_Pragma("GCC unroll 4") for (int r = 0; r < PR; r++)
+			_Pragma("GCC unroll 6") for (int j = 0; j < PV; j++) {
+				ve v = c[r][j];
 				if (addb)
-					v += vload(bias + n + j * VL);
-				vstore(o[r] + j * VL, v);
+					v += vload_e(bias + n + j * VE);
+				vstore_e(o[r] + j * VE, v);
 			}
 	}
-	/* one row x 3 vectors: three chains (and one weight stream) */
+	/* one row x PV vectors (and one weight stream) */
 	for (; i < M; i++) {
 		const float *a0 = inp + (size_t)i * K;
 		float *o0 = out + (size_t)i * N + n;
-		vf c0 = first ? vzero() : vload(o0), c1 = first ? vzero() : vload(o0 + VL),
-		   c2 = first ? vzero() : vload(o0 + 2 * VL);
+		ve c[PV];
+		_Pragma("GCC unroll 6") for (int j = 0; j < PV; j++)
+			c[j] = first ? vzero_e() : vload_e(o0 + j * VE);
 		const float *bp = blk;
 		for (int k = k0; k < k1; k++, bp += PANEL) {
-			vf x = vset1(a0[k]);
+			ve x = vset1_e(a0[k]);
 			__builtin_prefetch(bp + 16 * PANEL); /* one row streams the weights once: ask ahead */
-			c0 = vfma(x, vload(bp), c0);
-			c1 = vfma(x, vload(bp + VL), c1);
-			c2 = vfma(x, vload(bp + 2 * VL), c2);
+			_Pragma("GCC unroll 6") for (int j = 0; j < PV; j++)
+				c[j] = vfma_e(x, vload_e(bp + j * VE), c[j]);
 		}
-		if (addb) {
-			c0 += vload(bias + n);
-			c1 += vload(bias + n + VL);
-			c2 += vload(bias + n + 2 * VL);
-		}
-		vstore(o0, c0);
-		vstore(o0 + VL, c1);
-		vstore(o0 + 2 * VL, c2);
+		_Pragma("GCC unroll 6") for (int j = 0; j < PV; j++)
+			vstore_e(o0 + j * VE, addb ? c[j] + vload_e(bias + n + j * VE) : c[j]);
 	}
 }
 
@@ -404,33 +408,33 @@ static void panel_block(float *out, const float *inp, const float *blk, const fl
 static void last_block(float *out, const float *inp, const float *blk, const float *bias, int M, int K, int N, int n0,
 		       int k0, int k1)
 {
-	int pw = N - n0, nv = n0 + (pw - pw % VL), first = k0 == 0, addb = k1 == K && bias;
+	int pw = N - n0, nv = n0 + (pw - pw % VE), first = k0 == 0, addb = k1 == K && bias;
 	int i = 0;
 	for (; i + 4 <= M; i += 4) {
 		const float *a0 = inp + (size_t)i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;
 		float *o0 = out + (size_t)i * N, *o1 = o0 + N, *o2 = o1 + N, *o3 = o2 + N;
-		for (int n = n0; n < nv; n += VL) {
-			vf c0 = first ? vzero() : vload(o0 + n), c1 = first ? vzero() : vload(o1 + n),
-			   c2 = first ? vzero() : vload(o2 + n), c3 = first ? vzero() : vload(o3 + n);
+		for (int n = n0; n < nv; n += VE) {
+			ve c0 = first ? vzero_e() : vload_e(o0 + n), c1 = first ? vzero_e() : vload_e(o1 + n),
+			   c2 = first ? vzero_e() : vload_e(o2 + n), c3 = first ? vzero_e() : vload_e(o3 + n);
 			const float *bp = blk + (n - n0);
 			for (int k = k0; k < k1; k++, bp += pw) {
-				vf bv = vload(bp);
-				c0 = vfma(vset1(a0[k]), bv, c0);
-				c1 = vfma(vset1(a1[k]), bv, c1);
-				c2 = vfma(vset1(a2[k]), bv, c2);
-				c3 = vfma(vset1(a3[k]), bv, c3);
+				ve bv = vload_e(bp);
+				c0 = vfma_e(vset1_e(a0[k]), bv, c0);
+				c1 = vfma_e(vset1_e(a1[k]), bv, c1);
+				c2 = vfma_e(vset1_e(a2[k]), bv, c2);
+				c3 = vfma_e(vset1_e(a3[k]), bv, c3);
 			}
 			if (addb) {
-				vf bb = vload(bias + n);
+				ve bb = vload_e(bias + n);
 				c0 += bb;
 				c1 += bb;
 				c2 += bb;
 				c3 += bb;
 			}
-			vstore(o0 + n, c0);
-			vstore(o1 + n, c1);
-			vstore(o2 + n, c2);
-			vstore(o3 + n, c3);
+			vstore_e(o0 + n, c0);
+			vstore_e(o1 + n, c1);
+			vstore_e(o2 + n, c2);
+			vstore_e(o3 + n, c3);
 		}
 		for (int n = nv; n < N; n++) {
 			float s0 = first ? 0 : o0[n], s1 = first ? 0 : o1[n], s2 = first ? 0 : o2[n], s3 = first ? 0 : o3[n];
@@ -451,14 +455,14 @@ static void last_block(float *out, const float *inp, const float *blk, const flo
 	for (; i < M; i++) {
 		const float *a0 = inp + (size_t)i * K;
 		float *o0 = out + (size_t)i * N;
-		for (int n = n0; n < nv; n += VL) {
-			vf c0 = first ? vzero() : vload(o0 + n);
+		for (int n = n0; n < nv; n += VE) {
+			ve c0 = first ? vzero_e() : vload_e(o0 + n);
 			const float *bp = blk + (n - n0);
 			for (int k = k0; k < k1; k++, bp += pw)
-				c0 = vfma(vset1(a0[k]), vload(bp), c0);
+				c0 = vfma_e(vset1_e(a0[k]), vload_e(bp), c0);
 			if (addb)
-				c0 += vload(bias + n);
-			vstore(o0 + n, c0);
+				c0 += vload_e(bias + n);
+			vstore_e(o0 + n, c0);
 		}
 		for (int n = nv; n < N; n++) {
 			float s0 = first ? 0 : o0[n];
@@ -485,12 +489,13 @@ static void lm_matmul_rows(struct sb_ctx *ctx, float *out, const float *inp, con
 				   K - k0 < ROWS_KC ? K : k0 + ROWS_KC);
 }
 
-/* 16 bfloat16 as floats (exact), and one */
-typedef uint16_t v16bf __attribute__((vector_size(32), aligned(2), may_alias));
-static inline vf vload_bf16(const uint16_t *p)
+/* VE bfloat16 as floats (exact), and one */
+typedef uint16_t vebf __attribute__((vector_size(2 * VE), aligned(2), may_alias));
+typedef uint32_t veu32 __attribute__((vector_size(4 * VE)));
+static inline ve vload_bf16(const uint16_t *p)
 {
-	vu u = __builtin_convertvector(*(const v16bf *)p, vu) << 16;
-	return (vf)u;
+	veu32 u = __builtin_convertvector(*(const vebf *)p, veu32) << 16;
+	return (ve)u;
 }
 static inline float bf16f(uint16_t h)
 {
@@ -505,38 +510,33 @@ static inline float bf16f(uint16_t h)
 static void rows_direct_bf16(float *out, const float *inp, const uint16_t *wp, const float *bias, int i0, int M,
 			     int K, int N)
 {
-	int full = N - N % PANEL, pw = N - full, nv = full + (pw - pw % VL);
+	int full = N - N % PANEL, pw = N - full, nv = full + (pw - pw % VE);
 	const uint16_t *base = wp + (size_t)full * K;
 	for (int i = i0; i < M; i++) {
 		const float *a0 = inp + (size_t)i * K;
 		float *o0 = out + (size_t)i * N;
 		for (int n = 0; n < full; n += PANEL) {
-			vf c0 = vzero(), c1 = vzero(), c2 = vzero();
+			ve c[PV];
+			_Pragma("GCC unroll 6") for (int j = 0; j < PV; j++)
+				c[j] = vzero_e();
 			const uint16_t *bp = wp + (size_t)n * K;
 			for (int k = 0; k < K; k++, bp += PANEL) {
-				vf x = vset1(a0[k]);
+				ve x = vset1_e(a0[k]);
 				__builtin_prefetch(bp + 16 * PANEL);
-				c0 = vfma(x, vload_bf16(bp), c0);
-				c1 = vfma(x, vload_bf16(bp + VL), c1);
-				c2 = vfma(x, vload_bf16(bp + 2 * VL), c2);
+				_Pragma("GCC unroll 6") for (int j = 0; j < PV; j++)
+					c[j] = vfma_e(x, vload_bf16(bp + j * VE), c[j]);
 			}
-			if (bias) {
-				c0 += vload(bias + n);
-				c1 += vload(bias + n + VL);
-				c2 += vload(bias + n + 2 * VL);
-			}
-			vstore(o0 + n, c0);
-			vstore(o0 + n + VL, c1);
-			vstore(o0 + n + 2 * VL, c2);
+			_Pragma("GCC unroll 6") for (int j = 0; j < PV; j++)
+				vstore_e(o0 + n + j * VE, bias ? c[j] + vload_e(bias + n + j * VE) : c[j]);
 		}
-		for (int n = full; n < nv; n += VL) {
-			vf c0 = vzero();
+		for (int n = full; n < nv; n += VE) {
+			ve c0 = vzero_e();
 			const uint16_t *bp = base + (n - full);
 			for (int k = 0; k < K; k++, bp += pw)
-				c0 = vfma(vset1(a0[k]), vload_bf16(bp), c0);
+				c0 = vfma_e(vset1_e(a0[k]), vload_bf16(bp), c0);
 			if (bias)
-				c0 += vload(bias + n);
-			vstore(o0 + n, c0);
+				c0 += vload_e(bias + n);
+			vstore_e(o0 + n, c0);
 		}
 		for (int n = nv; n < N; n++) {
 			float s0 = 0;

@@ -167,53 +167,148 @@ static inline __attribute__((always_inline)) void vtranspose16(__m512 r[16])
 }
 #endif
 
+/* ---- element-wise vectors
+ *
+ * Work in which each lane's result depends on that lane alone (GELU, e^x, dropout
+ * scaling, the layer norm's affine step) runs on the target's own register width: VE
+ * lanes of type ve. Reductions keep vf and VL = 16 lanes, whose fixed summation order
+ * is part of the results. On AVX-512 (and on targets without AVX2) ve is vf. On AVX2
+ * builds (x86-64-v3: tests/gpu/bundle.sh, AMD Zen 2/3) GCC 12 keeps 64-byte generic
+ * vectors in memory, lowering every operation to loads and stores of halves; ve is then
+ * one 8-lane register. Each lane computes the same operations either way, so the
+ * results do not depend on VE (tests/sh/isa_v3.sh compares the builds). */
+#if defined(__AVX2__) && !defined(__AVX512F__)
+#define VE 8
+typedef float ve __attribute__((vector_size(32), aligned(32)));
+typedef float veu __attribute__((vector_size(32), aligned(4), may_alias));
+typedef int32_t vei __attribute__((vector_size(32), aligned(32)));
+typedef uint8_t v8u8 __attribute__((vector_size(8), aligned(1), may_alias));
+
+static inline ve vload_e(const float *p)
+{
+	return *(const veu *)p;
+}
+static inline void vstore_e(float *p, ve v)
+{
+	*(veu *)p = v;
+}
+/* VE mask bytes (0/1) as floats times c */
+static inline ve vmask_e(const uint8_t *m, float c)
+{
+	return __builtin_convertvector(*(const v8u8 *)m, ve) * c;
+}
+static inline ve vset1_e(float x)
+{
+	return (ve)_mm256_set1_ps(x);
+}
+static inline ve vzero_e(void)
+{
+	return (ve){0};
+}
+static inline ve vfma_e(ve a, ve b, ve c)
+{
+#if defined(__FMA__)
+	return (ve)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+	return a * b + c;
+#endif
+}
+static inline ve vsel_e(vei m, ve a, ve b)
+{
+	return (ve)(((vei)a & m) | ((vei)b & ~m));
+}
+static inline ve vmax_e(ve a, ve b)
+{
+	return vsel_e(a > b, a, b);
+}
+static inline ve vmin_e(ve a, ve b)
+{
+	return vsel_e(a < b, a, b);
+}
+static inline ve vabs_e(ve a)
+{
+	return (ve)((vei)a & 0x7fffffff);
+}
+#else
+#define VE VL
+typedef vf ve;
+typedef vi vei;
+#define vload_e vload
+#define vstore_e vstore
+#define vmask_e vmask
+#define vset1_e vset1
+#define vzero_e vzero
+#define vfma_e vfma
+#define vsel_e vsel
+#define vmax_e vmax
+#define vmin_e vmin
+#define vabs_e vabs
+#endif
+
+/* 16-lane reductions on VE-lane registers: an accumulator of VL lanes is VP = VL / VE
+ * registers, part h holding lanes [h VE, (h + 1) VE); the parts are added exactly as
+ * vhsum adds the lanes (t[i] += t[i + 8], then + 4, + 2, + 1), so the sums are vhsum's on
+ * every build. */
+#define VP (VL / VE)
+static inline float vhsum_parts(const ve *a)
+{
+#if VE == 8
+	__m256 t = _mm256_add_ps((__m256)a[0], (__m256)a[1]);
+	__m128 q = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+	q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+	return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+#else
+	return vhsum(a[0]);
+#endif
+}
+
 /* e^x for float vectors: n = round(x log2 e), r = x - n ln2 (two-part ln2), e^r by a
  * degree-6 polynomial (coefficients fitted for this code on [-ln2/2, ln2/2], max rel
  * error ~1e-7 in float), times 2^n through the exponent bits. x < -87.3 gives 0
  * (no denormals), x > 88.7 gives +inf, NaN propagates. */
-static inline vf vexp(vf x)
+static inline ve vexp(ve x)
 {
-	const vf lo = vset1(-87.33654475f), hi = vset1(88.72283905f);
-	vi nan = x != x;
-	vi under = x<lo, over = x> hi;
-	vf xc = vmin(vmax(x, lo), hi);
-	const vf magic = vset1(12582912.0f); /* 1.5 * 2^23: round to nearest integer */
-	vf n = (vfma(xc, vset1(1.44269504089f), magic)) - magic;
-	vf r = vfma(n, vset1(-0.693145751953125f), xc);
-	r = vfma(n, vset1(-1.428606765330187e-06f), r);
-	vf p = vset1(1.385929063e-03f);
-	p = vfma(p, r, vset1(8.374763653e-03f));
-	p = vfma(p, r, vset1(4.166772589e-02f));
-	p = vfma(p, r, vset1(1.666642129e-01f));
-	p = vfma(p, r, vset1(4.999999404e-01f));
-	p = vfma(p, r, vset1(1.0f));
-	p = vfma(p, r, vset1(1.0f));
-	vi ni = __builtin_convertvector(n, vi);
+	const ve lo = vset1_e(-87.33654475f), hi = vset1_e(88.72283905f);
+	vei nan = x != x;
+	vei under = x<lo, over = x> hi;
+	ve xc = vmin_e(vmax_e(x, lo), hi);
+	const ve magic = vset1_e(12582912.0f); /* 1.5 * 2^23: round to nearest integer */
+	ve n = (vfma_e(xc, vset1_e(1.44269504089f), magic)) - magic;
+	ve r = vfma_e(n, vset1_e(-0.693145751953125f), xc);
+	r = vfma_e(n, vset1_e(-1.428606765330187e-06f), r);
+	ve p = vset1_e(1.385929063e-03f);
+	p = vfma_e(p, r, vset1_e(8.374763653e-03f));
+	p = vfma_e(p, r, vset1_e(4.166772589e-02f));
+	p = vfma_e(p, r, vset1_e(1.666642129e-01f));
+	p = vfma_e(p, r, vset1_e(4.999999404e-01f));
+	p = vfma_e(p, r, vset1_e(1.0f));
+	p = vfma_e(p, r, vset1_e(1.0f));
+	vei ni = __builtin_convertvector(n, vei);
 	/* 2^n in two factors so that n = -126..128 stays in range */
-	vi n1 = ni >> 1, n2 = ni - n1;
-	vf s1 = (vf)((n1 + 127) << 23), s2 = (vf)((n2 + 127) << 23);
-	vf res = p * s1 * s2;
-	res = vsel(under, vzero(), res);
-	res = vsel(over, vset1(__builtin_inff()), res);
-	return vsel(nan, x, res);
+	vei n1 = ni >> 1, n2 = ni - n1;
+	ve s1 = (ve)((n1 + 127) << 23), s2 = (ve)((n2 + 127) << 23);
+	ve res = p * s1 * s2;
+	res = vsel_e(under, vzero_e(), res);
+	res = vsel_e(over, vset1_e(__builtin_inff()), res);
+	return vsel_e(nan, x, res);
 }
 
 /* erfc(u) e^{u^2} / t for u >= 0 with t = 1/(1 + u/2): a degree-10 polynomial in t
  * fitted (relative least squares, Chebyshev nodes, for this code) to the exact
  * function; max relative error 1.6e-7 in float evaluation. */
-static inline vf verfcx_q(vf t)
+static inline ve verfcx_q(ve t)
 {
-	vf q = vset1(4.319543391e-02f);
-	q = vfma(q, t, vset1(-2.347335964e-01f));
-	q = vfma(q, t, vset1(4.936949313e-01f));
-	q = vfma(q, t, vset1(-4.549739957e-01f));
-	q = vfma(q, t, vset1(1.321770400e-01f));
-	q = vfma(q, t, vset1(-5.921135843e-02f));
-	q = vfma(q, t, vset1(9.346243739e-02f));
-	q = vfma(q, t, vset1(1.753159761e-01f));
-	q = vfma(q, t, vset1(2.468845695e-01f));
-	q = vfma(q, t, vset1(2.820937634e-01f));
-	q = vfma(q, t, vset1(2.820948064e-01f));
+	ve q = vset1_e(4.319543391e-02f);
+	q = vfma_e(q, t, vset1_e(-2.347335964e-01f));
+	q = vfma_e(q, t, vset1_e(4.936949313e-01f));
+	q = vfma_e(q, t, vset1_e(-4.549739957e-01f));
+	q = vfma_e(q, t, vset1_e(1.321770400e-01f));
+	q = vfma_e(q, t, vset1_e(-5.921135843e-02f));
+	q = vfma_e(q, t, vset1_e(9.346243739e-02f));
+	q = vfma_e(q, t, vset1_e(1.753159761e-01f));
+	q = vfma_e(q, t, vset1_e(2.468845695e-01f));
+	q = vfma_e(q, t, vset1_e(2.820937634e-01f));
+	q = vfma_e(q, t, vset1_e(2.820948064e-01f));
 	return q;
 }
 
@@ -222,16 +317,16 @@ static inline vf verfcx_q(vf t)
  * u^2 = x^2/2 is formed exactly as (h + l)/2 with h = x*x, l = fma(x, x, -h), and
  * E = e^{-h/2} (1 - l/2): the rounding of x^2 would otherwise cost |x|^2 * 6e-8 of
  * relative accuracy (3.6e-6 at x = -11). */
-static inline void vnormcdf(vf x, vf *Phi, vf *phi)
+static inline void vnormcdf(ve x, ve *Phi, ve *phi)
 {
-	vf u = vabs(x) * vset1(0.70710678118654752f);
-	vf t = vset1(1.0f) / vfma(u, vset1(0.5f), vset1(1.0f));
-	vf h = x * x;
-	vf l = vfma(x, x, -h);
-	vf E = vexp(h * vset1(-0.5f)) * vfma(l, vset1(-0.5f), vset1(1.0f));
-	vf half_erfc = vset1(0.5f) * (E * (t * verfcx_q(t)));
-	*Phi = vsel(x >= vzero(), vset1(1.0f) - half_erfc, half_erfc);
-	*phi = E * vset1(0.39894228040143268f);
+	ve u = vabs_e(x) * vset1_e(0.70710678118654752f);
+	ve t = vset1_e(1.0f) / vfma_e(u, vset1_e(0.5f), vset1_e(1.0f));
+	ve h = x * x;
+	ve l = vfma_e(x, x, -h);
+	ve E = vexp(h * vset1_e(-0.5f)) * vfma_e(l, vset1_e(-0.5f), vset1_e(1.0f));
+	ve half_erfc = vset1_e(0.5f) * (E * (t * verfcx_q(t)));
+	*Phi = vsel_e(x >= vzero_e(), vset1_e(1.0f) - half_erfc, half_erfc);
+	*phi = E * vset1_e(0.39894228040143268f);
 }
 
 #endif

@@ -105,6 +105,16 @@ static void test_dropout(void)
 				bad += mask[i] != ref_keep(0.1, d.seed, d.stream, d.offset + (uint64_t)i);
 			}
 		}
+	/* element offsets around 2^34, where the Philox block number needs its high word */
+	for (uint64_t off = (1ull << 34) - 70; off < (1ull << 34) + 10; off += 13)
+		for (int n = 1; n < 300; n += 29) {
+			struct sb_dropout d = {0.3f, 99, SB_DROPOUT_STREAM(1, 2), off, NULL};
+			sb_cpu_dropout_mask(mask, (size_t)n, &d);
+			for (int i = 0; i < n; i++) {
+				total++;
+				bad += mask[i] != ref_keep(0.3, d.seed, d.stream, d.offset + (uint64_t)i);
+			}
+		}
 	SB_CHECK(bad == 0, "dropout masks (vectorised Philox) equal sb_rng_word_at's rule: %d of %d differ", bad,
 	         total);
 	uint8_t big[100000];
