@@ -827,8 +827,8 @@ static void lm_conv_forward(struct sb_ctx *ctx, float *y, float *z, const float 
 				}
 				const float *us = u + (size_t)s * d, *wi = wt + (size_t)i * d;
 				int c = 0;
-				for (; c + VL <= d; c += VL)
-					vstore(zt + c, vfma(vload(wi + c), vload(us + c), vload(zt + c)));
+				for (; c + VE <= d; c += VE)
+					vstore_e(zt + c, vfma_e(vload_e(wi + c), vload_e(us + c), vload_e(zt + c)));
 				for (; c < d; c++)
 					zt[c] = sfma(wi[c], us[c], zt[c]);
 			}
@@ -913,8 +913,8 @@ static void lm_conv_rows(struct sb_ctx *ctx, float *y, const float *bch, float *
 		for (int i = 0; i < K; i++) {
 			const float *us = i < K - 1 ? hist + (size_t)i * d : u, *wi = wt + (size_t)i * d;
 			int c = 0;
-			for (; c + VL <= d; c += VL)
-				vstore(zt + c, vfma(vload(wi + c), vload(us + c), vload(zt + c)));
+			for (; c + VE <= d; c += VE)
+				vstore_e(zt + c, vfma_e(vload_e(wi + c), vload_e(us + c), vload_e(zt + c)));
 			for (; c < d; c++)
 				zt[c] = sfma(wi[c], us[c], zt[c]);
 		}
@@ -954,8 +954,8 @@ static void lm_dwconv_forward(struct sb_ctx *ctx, float *y, const float *x, cons
 				}
 				const float *xs = x + ((size_t)b * T + s) * d;
 				int c = 0;
-				for (; c + VL <= d; c += VL)
-					vstore(yt + c, vfma(vload(wi + c), vload(xs + c), vload(yt + c)));
+				for (; c + VE <= d; c += VE)
+					vstore_e(yt + c, vfma_e(vload_e(wi + c), vload_e(xs + c), vload_e(yt + c)));
 				for (; c < d; c++)
 					yt[c] = sfma(wi[c], xs[c], yt[c]);
 			}
@@ -1012,8 +1012,8 @@ static void lm_dwconv_rows(struct sb_ctx *ctx, float *y, const float *x, float *
 		for (int i = 0; i < K; i++) {
 			const float *xs = i < K - 1 ? hist + (size_t)i * d : xt, *wi = wt + (size_t)i * d;
 			int c = 0;
-			for (; c + VL <= d; c += VL)
-				vstore(yt + c, vfma(vload(wi + c), vload(xs + c), vload(yt + c)));
+			for (; c + VE <= d; c += VE)
+				vstore_e(yt + c, vfma_e(vload_e(wi + c), vload_e(xs + c), vload_e(yt + c)));
 			for (; c < d; c++)
 				yt[c] = sfma(wi[c], xs[c], yt[c]);
 		}
@@ -1198,17 +1198,17 @@ static void lm_mamba2_rows(struct sb_ctx *ctx, float *y, const float *proj, floa
 			const float *Bg = B + (size_t)(h / hpg) * N, *Cg = C + (size_t)(h / hpg) * N;
 			float dt = softplus_f(dtr[h] + dt_bias[h]);
 			float dA = expf(dt * -expf(A_log[h]));
-			vf vdA = vset1(dA);
+			ve vdA = vset1_e(dA);
 			for (int p = 0; p < P; p++) {
 				float xp = x[(size_t)h * P + p], dx = dt * xp;
 				float *Sp = S + ((size_t)h * P + p) * N;
 				/* S = dx B + S dA (element by element: the same rounding in the vector
 				 * and the scalar tail), then y = S.C in dotf's fixed order (a single
 				 * accumulator chain over N was latency-bound: 3x slower prefill) */
-				vf vdx = vset1(dx);
+				ve vdx = vset1_e(dx);
 				int j = 0;
-				for (; j + VL <= N; j += VL)
-					vstore(Sp + j, vfma(vdx, vload(Bg + j), vload(Sp + j) * vdA));
+				for (; j + VE <= N; j += VE)
+					vstore_e(Sp + j, vfma_e(vdx, vload_e(Bg + j), vload_e(Sp + j) * vdA));
 				for (; j < N; j++)
 					Sp[j] = sfma(dx, Bg[j], Sp[j] * dA);
 				float yv = sfma(D[h], xp, dotf(Sp, Cg, N));
