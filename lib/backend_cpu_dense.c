@@ -138,33 +138,6 @@ static inline __attribute__((always_inline)) void gemm_kern(int R, int NV, float
 			vstore(C + (size_t)r * ldc + v * VL, c[r][v]);
 }
 
-/* the same with R not known at compile time (1..6, or 1..8 for NV <= 2) */
-#define GEMM_CASE(R, NV)                                                                                               \
-	case R:                                                                                                        \
-		gemm_kern(R, NV, C, ldc, A, ars, acs, B, ldb, K, bias, acc);                                           \
-		break;
-#define GEMM_ROWS(NV, MORE)                                                                                            \
-	static void gemm_rows##NV(int R, float *C, int ldc, const float *A, long ars, long acs, const float *B,         \
-	                          int ldb, int K, const float *bias, int acc)                                          \
-	{                                                                                                              \
-		switch (R) {                                                                                           \
-			GEMM_CASE(1, NV)                                                                               \
-			GEMM_CASE(2, NV)                                                                               \
-			GEMM_CASE(3, NV)                                                                               \
-			GEMM_CASE(4, NV)                                                                               \
-			GEMM_CASE(5, NV)                                                                               \
-			GEMM_CASE(6, NV)                                                                               \
-			MORE                                                                                           \
-		}                                                                                                      \
-	}
-#define GEMM_MORE(NV) GEMM_CASE(7, NV) GEMM_CASE(8, NV)
-GEMM_ROWS(1, GEMM_MORE(1))
-GEMM_ROWS(2, GEMM_MORE(2))
-GEMM_ROWS(3, )
-GEMM_ROWS(4, )
-#undef GEMM_MORE
-#undef GEMM_ROWS
-#undef GEMM_CASE
 #endif
 
 #ifdef GEMM_YMM
@@ -204,38 +177,47 @@ static inline __attribute__((always_inline)) void gemm_kern8(int R, int NY, floa
 		_Pragma("GCC unroll 2") for (int v = 0; v < NY; v++)
 			_mm256_storeu_ps(C + (size_t)r * ldc + v * 8, c[r][v]);
 }
-#define GEMM8_CASE(R, NY)                                                                                              \
-	case R:                                                                                                        \
-		gemm_kern8(R, NY, C, ldc, A, ars, acs, B, ldb, K, bias, acc);                                          \
-		break;
-static void gemm8_rows2(int R, float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb,
-                        int K, const float *bias, int acc)
-{
-	switch (R) {
-		GEMM8_CASE(1, 2)
-		GEMM8_CASE(2, 2)
-		GEMM8_CASE(3, 2)
-		GEMM8_CASE(4, 2)
-		GEMM8_CASE(5, 2)
-		GEMM8_CASE(6, 2)
-	}
-}
-static void gemm8_rows1(int R, float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb,
-                        int K, const float *bias, int acc)
-{
-	switch (R) {
-		GEMM8_CASE(1, 1)
-		GEMM8_CASE(2, 1)
-		GEMM8_CASE(3, 1)
-		GEMM8_CASE(4, 1)
-		GEMM8_CASE(5, 1)
-		GEMM8_CASE(6, 1)
-		GEMM8_CASE(7, 1)
-		GEMM8_CASE(8, 1)
-	}
-}
-#undef GEMM8_CASE
 #endif
+
+/* the kernel with R not known at compile time (1..6, or 1..8 for NV <= 2 16-lane vectors; with
+ * GEMM_YMM, NV counts 8-lane vectors: 1..6 rows of 2, 1..8 rows of 1) */
+#ifdef GEMM_YMM
+#define GEMM_KERN gemm_kern8
+#else
+#define GEMM_KERN gemm_kern
+#endif
+#define GEMM_CASE(R, NV)                                                                                               \
+	case R:                                                                                                        \
+		GEMM_KERN(R, NV, C, ldc, A, ars, acs, B, ldb, K, bias, acc);                                           \
+		break;
+#define GEMM_ROWS(NV, MORE)                                                                                            \
+	static void gemm_rows##NV(int R, float *C, int ldc, const float *A, long ars, long acs, const float *B,         \
+	                          int ldb, int K, const float *bias, int acc)                                          \
+	{                                                                                                              \
+		switch (R) {                                                                                           \
+			GEMM_CASE(1, NV)                                                                               \
+			GEMM_CASE(2, NV)                                                                               \
+			GEMM_CASE(3, NV)                                                                               \
+			GEMM_CASE(4, NV)                                                                               \
+			GEMM_CASE(5, NV)                                                                               \
+			GEMM_CASE(6, NV)                                                                               \
+			MORE                                                                                           \
+		}                                                                                                      \
+	}
+#define GEMM_MORE(NV) GEMM_CASE(7, NV) GEMM_CASE(8, NV)
+#ifdef GEMM_YMM
+GEMM_ROWS(1, GEMM_MORE(1)) /* up to 8 rows x 8 columns */
+GEMM_ROWS(2, )             /* up to 6 rows x 16 columns */
+#else
+GEMM_ROWS(1, GEMM_MORE(1))
+GEMM_ROWS(2, GEMM_MORE(2))
+GEMM_ROWS(3, )
+GEMM_ROWS(4, )
+#endif
+#undef GEMM_MORE
+#undef GEMM_ROWS
+#undef GEMM_CASE
+#undef GEMM_KERN
 
 /* one pass of sb_cpu_gemm over k = 0..K-1 */
 static void gemm_pass(float *C, int ldc, const float *A, long ars, long acs, const float *B, int ldb, int M, int N,
@@ -245,11 +227,11 @@ static void gemm_pass(float *C, int ldc, const float *A, long ars, long acs, con
 	int nfull = N / 16 * 16;
 	for (int j0 = 0; j0 < nfull; j0 += 16)
 		for (int i = 0; i < M; i += 6)
-			gemm8_rows2(M - i < 6 ? M - i : 6, C + (size_t)i * ldc + j0, ldc, A + (long)i * ars, ars, acs,
+			gemm_rows2(M - i < 6 ? M - i : 6, C + (size_t)i * ldc + j0, ldc, A + (long)i * ars, ars, acs,
 			            B + j0, ldb, K, bias ? bias + j0 : NULL, acc);
 	if (N - nfull >= 8) {
 		for (int i = 0; i < M; i += 8)
-			gemm8_rows1(M - i < 8 ? M - i : 8, C + (size_t)i * ldc + nfull, ldc, A + (long)i * ars, ars, acs,
+			gemm_rows1(M - i < 8 ? M - i : 8, C + (size_t)i * ldc + nfull, ldc, A + (long)i * ars, ars, acs,
 			            B + nfull, ldb, K, bias ? bias + nfull : NULL, acc);
 		nfull += 8;
 	}
