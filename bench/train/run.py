@@ -2,6 +2,11 @@
 """bench/train: our trainer against PyTorch on the compact Fashion-MNIST cell.
 
   make && /usr/bin/python3 bench/train/run.py [--threads 2] [--repeats 3] [--quick]
+  make V3=1 && /usr/bin/python3 bench/train/run.py --isa x86-64-v3 ...
+
+--isa x86-64-v3 measures the AVX2 build (build/v3/, as AVX2-only machines and GPU hosts run it)
+against PyTorch restricted to AVX2 as well (ATEN_CPU_CAPABILITY=avx2, OpenBLAS's Haswell kernels),
+the peak with AVX2 FMAs, and writes its own section (markers bench/train-v3).
 
 Measures, in one run, on this machine:
   - the peak: a vector-FMA loop (12 independent accumulators) and a 2048^3 SGEMM
@@ -63,17 +68,29 @@ def main():
     ap.add_argument("--quick", action="store_true", help="softmax and sparsemax only, one repeat")
     ap.add_argument("--data", default=os.environ.get("SB_DATA", ""))
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--isa", choices=["native", "x86-64-v3"], default="native",
+                    help="native: the default build (-march=native); x86-64-v3: the AVX2 build of make V3=1, "
+                    "against PyTorch on AVX2 kernels")
     a = ap.parse_args()
     methods = ["softmax", "sparsemax"] if a.quick else METHODS
     reps = 1 if a.quick else a.repeats
     tmp = tempfile.mkdtemp(prefix="sbbench.")
     cflags = sh(["pkg-config", "--cflags", "--libs", "yajl", "libarchive", "libcrypto", "openblas", "libcurl"]).stdout.split()
-    lib = os.path.join(TOP, "lib", "libsparsebench.a")
-    if not os.path.exists(lib) or not os.path.exists(os.path.join(TOP, "bin", "sb-train")):
-        sys.exit("build first: make")
+    v3 = a.isa == "x86-64-v3"
+    march = "-march=" + a.isa
+    lib = os.path.join(TOP, "build", "v3", "libsparsebench.a") if v3 else os.path.join(TOP, "lib", "libsparsebench.a")
+    sbtrain = os.path.join(TOP, "build", "v3", "bin", "sb-train") if v3 else os.path.join(TOP, "bin", "sb-train")
+    if not os.path.exists(lib) or not os.path.exists(sbtrain):
+        sys.exit("build first: make" + (" V3=1" if v3 else ""))
+    if v3:
+        if "avx2" not in cpu_flags():
+            sys.exit("--isa x86-64-v3: this CPU has no AVX2")
+        # the reference on the same instruction set: PyTorch's kernels and its (and the peak's) OpenBLAS
+        os.environ["ATEN_CPU_CAPABILITY"] = "avx2"
+        os.environ["OPENBLAS_CORETYPE"] = "Haswell"
     peak_bin, step_bin = os.path.join(tmp, "peak"), os.path.join(tmp, "bench_step")
-    sh(["cc", "-O2", "-march=native", os.path.join(HERE, "peak.c"), "-o", peak_bin] + cflags + ["-lpthread"])
-    sh(["cc", "-O2", "-march=native", "-I" + os.path.join(TOP, "lib"), os.path.join(HERE, "bench_step.c"), "-o", step_bin,
+    sh(["cc", "-O2", march, os.path.join(HERE, "peak.c"), "-o", peak_bin] + cflags + ["-lpthread"])
+    sh(["cc", "-O2", march, "-I" + os.path.join(TOP, "lib"), os.path.join(HERE, "bench_step.c"), "-o", step_bin,
         lib] + cflags + ["-lm", "-lpthread"])
     data = a.data
     if not data or not os.path.exists(os.path.join(data, "fashion_mnist", "pool.safetensors")):
@@ -120,7 +137,7 @@ def main():
                                "--threads", "1", "--steps", str(a.torch_steps)], env=tenv).stdout)
     # sb-train end to end, one epoch
     runs = os.path.join(tmp, "runs")
-    out = sh([os.path.join(TOP, "bin", "sb-train"), "-q", "-j", str(a.threads), "-d", data, "-o", runs, "--task",
+    out = sh([sbtrain, "-q", "-j", str(a.threads), "-d", data, "-o", runs, "--task",
               "fashion_mnist", "--method", "softmax", "--seed", "0", "--epochs", "1"]).stdout
     recs = [json.loads(l) for l in out.splitlines()]
     ep = [r for r in recs if r["kind"] == "train.epoch"][0]
@@ -131,11 +148,18 @@ def main():
     git = sh(["git", "-C", TOP, "describe", "--always", "--dirty"], check=False).stdout.strip()
     lines = []
     P = lines.append
-    P("<!-- bench/train:begin -->")
-    P("## bench/train — training throughput vs PyTorch (CPU)")
+    tag = "bench/train-v3" if v3 else "bench/train"
+    P("<!-- %s:begin -->" % tag)
+    P("## bench/train — training throughput vs PyTorch (CPU%s)" % (
+        ", AVX2 builds on both sides" if v3 else ""))
     P("")
-    P("Command: `make && /usr/bin/python3 bench/train/run.py --threads %d --repeats %d` (git %s, %s)." % (
-        a.threads, reps, git, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
+    P("Command: `%s && /usr/bin/python3 bench/train/run.py --threads %d --repeats %d%s` (git %s, %s)." % (
+        "make V3=1" if v3 else "make", a.threads, reps, " --isa x86-64-v3" if v3 else "", git,
+        time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
+    if v3:
+        P("Ours: the x86-64-v3 build (`make V3=1`: AVX2 + FMA, no AVX-512); PyTorch with "
+          "`ATEN_CPU_CAPABILITY=avx2` and OpenBLAS's `Haswell` kernels (`OPENBLAS_CORETYPE`), the peak's FMA loop "
+          "and SGEMM likewise.")
     # more runnable tasks than the threads we use: other jobs shared the cores
     busy = max(load0[0], load1[0]) > a.threads
     P("Machine: %s; %s. Load average %.1f at the start, %.1f at the end (%s)." % (
@@ -180,14 +204,15 @@ def main():
     P("")
     P("Targets: softmax >= 2.5x PyTorch samples/s; each sparse normaliser >= 2.5x PyTorch's same normaliser and its "
       "step <= 1.3x our softmax step; a compact run < 300 MB.")
-    P("<!-- bench/train:end -->")
+    P("<!-- %s:end -->" % tag)
     section = "\n".join(lines) + "\n"
     print(section)
     if not a.no_write:
         path = os.path.join(TOP, "bench", "RESULTS.md")
         old = open(path).read() if os.path.exists(path) else "# Benchmark results\n\n"
-        if "<!-- bench/train:begin -->" in old:
-            new = re.sub(r"<!-- bench/train:begin -->.*?<!-- bench/train:end -->\n?", lambda _: section, old, flags=re.S)
+        if "<!-- %s:begin -->" % tag in old:
+            new = re.sub(r"<!-- %s:begin -->.*?<!-- %s:end -->\n?" % (re.escape(tag), re.escape(tag)), lambda _: section,
+                         old, flags=re.S)
         else:
             new = old.rstrip("\n") + "\n\n" + section
         open(path, "w").write(new)
