@@ -397,12 +397,24 @@ struct sb_backend_lm_ops {
 			    const float *cb, const float *dt_bias, const float *A_log, const float *D, int n, int H,
 			    int P, int N, int G, int K);
 	/* Granite's mixture of experts, evaluation path only (lib/lm_model.h, moe_experts): per
-	 * row, router logits r[E, d] x, the top K (ties: the lower index, K <= 64), gates their
-	 * softmax, expert e a SwiGLU (wi [E, 2Fe, d]: gate rows then up rows; wo [E, d, Fe]);
-	 * out[n, d] += the gated sum in expert order; scr: E + 3 Fe + 2 d floats */
+	 * row, router logits r[E, d] x (float, unpacked), the top K (ties: the lower index,
+	 * K <= 64), gates their softmax, expert e a SwiGLU (wi [E, 2Fe, d]: gate rows then up
+	 * rows; wo [E, d, Fe]); out[n, d] += the gated sum in expert order. Each expert's two
+	 * matrices are packed by pack_rows on their own (expert e's at wi + e 2Fe d, wo + e d Fe)
+	 * and run batched over the rows routed to it with matmul_rows's chains, so a row's bits
+	 * do not depend on the other rows. scr: SB_LM_MOE_SCRATCH(n, d, E, K, Fe) floats */
 	void (*moe_rows)(struct sb_ctx *ctx, float *out, const float *x, const float *r, const float *wi,
 			 const float *wo, float *scr, int n, int d, int E, int K, int Fe);
+	/* the same from bfloat16 experts packed by pack_rows_bf16 (half the memory): the
+	 * results of moe_rows on the widened weights, bit for bit */
+	void (*moe_rows_bf16)(struct sb_ctx *ctx, float *out, const float *x, const float *r, const uint16_t *wi,
+			      const uint16_t *wo, float *scr, int n, int d, int E, int K, int Fe);
 };
+
+/* moe_rows's scratch for n rows, in floats: router logits, picks and gates, row indices,
+ * then the gathered rows, the experts' hidden and gated rows, their outputs and the sums */
+#define SB_LM_MOE_SCRATCH(n, d, E, K, Fe)                                                                 \
+	((size_t)(n) * ((size_t)(E) + 2 * (size_t)(K) + 1 + 3 * (size_t)(d) + 3 * (size_t)(Fe)))
 
 /* The LM op table of a backend, or NULL. */
 const struct sb_backend_lm_ops *sb_backend_lm(const struct sb_backend *be);

@@ -1221,57 +1221,92 @@ static void lm_mamba2_rows(struct sb_ctx *ctx, float *y, const float *proj, floa
 
 /* ---------------------------------------------------------------- mixture of experts (evaluation) */
 
-/* Granite's experts, row by row (the same bits whatever n): out[i] = moe(x[i]) + out[i].
- * Router logits r[E, d] . x; the top K (ties: the lower index); gates = softmax of the
- * picked logits; expert e: a = silu(wi[e][0:Fe] x) * (wi[e][Fe:2Fe] x), o = wo[e] a; the
- * gated o summed in expert order (transformers' index_add), then added to out. scr holds
- * E + 3 Fe + 2 d floats. K <= 64. */
-static void lm_moe_rows(struct sb_ctx *ctx, float *out, const float *x, const float *r, const float *wi,
-			const float *wo, float *scr, int n, int d, int E, int K, int Fe)
+/* Granite's experts: out[i] = moe(x[i]) + out[i]. Router logits r[E, d] . x (dotf, row by
+ * row); the top K (ties: the lower index); gates = softmax of the picked logits. Then
+ * expert by expert, in index order: the rows routed to it gathered, h = wi[e] x and
+ * o = wo[e] a with a = silu(h[0:Fe]) * h[Fe:2Fe] as matmul_rows products (each element
+ * an FMA chain over k from 0, the same whatever rows share the batch), and gate * o added
+ * to the row's sum; each row's sum thus takes its experts in index order (transformers'
+ * index_add), then is added to out. A row's bits depend on that row alone. The experts'
+ * matrices are packed one by one (wi16 / wo16: bfloat16, read by matmul_rows_bf16 with
+ * the same chains on the widened values; else wi / wo in float). K <= 64. */
+static void moe_rows(struct sb_ctx *ctx, float *out, const float *x, const float *r, const float *wi,
+		     const float *wo, const uint16_t *wi16, const uint16_t *wo16, float *scr, int n, int d, int E,
+		     int K, int Fe)
 {
-	float *lg = scr, *h = lg + E, *a = h + 2 * Fe, *o = a + Fe, *acc = o + d;
-	int pick[64];
-	float gate[64];
+	size_t nn = (size_t)n;
+	float *lg = scr, *gate = lg + nn * E, *xg = gate + 2 * nn * K + nn, *h = xg + nn * d, *a = h + nn * 2 * Fe;
+	float *o = a + nn * Fe, *acc = o + nn * d;
+	int *pick = (int *)(void *)(gate + nn * K), *rows = pick + nn * K; /* n K picks, n row indices */
+	float *gsel = lg; /* the gathered rows' gates (the logits are no longer needed then) */
 	for (int i = 0; i < n; i++) {
 		const float *xi = x + (size_t)i * d;
-		float *yi = out + (size_t)i * d;
+		float *li = lg + (size_t)i * E, *gi = gate + (size_t)i * K;
+		int *pi = pick + (size_t)i * K;
 		for (int e = 0; e < E; e++)
-			lg[e] = dotf(r + (size_t)e * d, xi, d);
+			li[e] = dotf(r + (size_t)e * d, xi, d);
 		for (int k = 0; k < K; k++) {
 			int best = -1;
 			for (int e = 0; e < E; e++) {
 				int used = 0;
 				for (int j = 0; j < k && !used; j++)
-					used = pick[j] == e;
-				if (!used && (best < 0 || lg[e] > lg[best]))
+					used = pi[j] == e;
+				if (!used && (best < 0 || li[e] > li[best]))
 					best = e;
 			}
-			pick[k] = best;
+			pi[k] = best;
 		}
-		float mx = lg[pick[0]], sum = 0;
+		float mx = li[pi[0]], sum = 0;
 		for (int k = 0; k < K; k++)
-			sum += gate[k] = expf(lg[pick[k]] - mx);
+			sum += gi[k] = expf(li[pi[k]] - mx);
 		for (int k = 0; k < K; k++)
-			gate[k] /= sum;
-		memset(acc, 0, (size_t)d * sizeof *acc);
-		for (int e = 0; e < E; e++) {
-			int k = 0;
-			while (k < K && pick[k] != e)
-				k++;
-			if (k == K)
-				continue;
-			const float *we = wi + (size_t)e * 2 * Fe * d, *wu = wo + (size_t)e * d * Fe;
-			for (int q = 0; q < 2 * Fe; q++)
-				h[q] = dotf(we + (size_t)q * d, xi, d);
-			for (int q = 0; q < Fe; q++)
-				a[q] = h[q] / (1.0f + expf(-h[q])) * h[Fe + q];
-			for (int q = 0; q < d; q++)
-				o[q] = dotf(wu + (size_t)q * Fe, a, Fe);
-			axpy(acc, gate[k], o, d);
-		}
-		for (int q = 0; q < d; q++)
-			yi[q] = acc[q] + yi[q];
+			gi[k] /= sum;
 	}
+	/* the logits' space now holds gathered gates: n E >= n floats are there */
+	memset(acc, 0, nn * d * sizeof *acc);
+	for (int e = 0; e < E; e++) {
+		int m = 0;
+		for (int i = 0; i < n; i++)
+			for (int k = 0; k < K; k++)
+				if (pick[(size_t)i * K + k] == e) {
+					rows[m] = i;
+					gsel[m] = gate[(size_t)i * K + k];
+					memcpy(xg + (size_t)m * d, x + (size_t)i * d, (size_t)d * sizeof *xg);
+					m++;
+				}
+		if (!m)
+			continue;
+		size_t oi = (size_t)e * 2 * Fe * d, oo = (size_t)e * d * Fe;
+		if (wi16)
+			lm_matmul_rows_bf16(ctx, h, xg, wi16 + oi, NULL, m, d, 2 * Fe);
+		else
+			lm_matmul_rows(ctx, h, xg, wi + oi, NULL, m, d, 2 * Fe);
+		for (int j = 0; j < m; j++) {
+			const float *hj = h + (size_t)j * 2 * Fe;
+			float *aj = a + (size_t)j * Fe;
+			for (int q = 0; q < Fe; q++)
+				aj[q] = hj[q] / (1.0f + expf(-hj[q])) * hj[Fe + q];
+		}
+		if (wo16)
+			lm_matmul_rows_bf16(ctx, o, a, wo16 + oo, NULL, m, Fe, d);
+		else
+			lm_matmul_rows(ctx, o, a, wo + oo, NULL, m, Fe, d);
+		for (int j = 0; j < m; j++)
+			axpy(acc + (size_t)rows[j] * d, gsel[j], o + (size_t)j * d, d);
+	}
+	lm_add(ctx, out, acc, nn * d);
+}
+
+static void lm_moe_rows(struct sb_ctx *ctx, float *out, const float *x, const float *r, const float *wi,
+			const float *wo, float *scr, int n, int d, int E, int K, int Fe)
+{
+	moe_rows(ctx, out, x, r, wi, wo, NULL, NULL, scr, n, d, E, K, Fe);
+}
+
+static void lm_moe_rows_bf16(struct sb_ctx *ctx, float *out, const float *x, const float *r, const uint16_t *wi,
+			     const uint16_t *wo, float *scr, int n, int d, int E, int K, int Fe)
+{
+	moe_rows(ctx, out, x, r, NULL, NULL, wi, wo, scr, n, d, E, K, Fe);
 }
 
 /* ---------------------------------------------------------------- table */
@@ -1304,6 +1339,7 @@ static const struct sb_backend_lm_ops cpu_lm_ops = {
 	.linattn_rows = lm_linattn_rows,
 	.mamba2_rows = lm_mamba2_rows,
 	.moe_rows = lm_moe_rows,
+	.moe_rows_bf16 = lm_moe_rows_bf16,
 };
 
 const struct sb_backend_lm_ops *sb_backend_lm(const struct sb_backend *be)

@@ -428,11 +428,12 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 			tadd(&t, NM("mlp.down_proj.weight"), 2, d, F, 0, SB_LM_INIT_NORMAL, ostd, 1, 1);
 			if (c->bias)
 				tadd(&t, NM("mlp.down_proj.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
-			if (c->moe_experts) { /* Granite's names; kept in float, unpacked (plain dot products) */
+			if (c->moe_experts) { /* Granite's names; the router float, unpacked (dot products);
+					       * the experts' stacks packed expert by expert (linear = 3) */
 				int E = c->moe_experts, Fe = c->moe_ffn;
 				tadd(&t, NM("block_sparse_moe.router.layer.weight"), 2, E, d, 0, SB_LM_INIT_NORMAL, std, 1, 0);
-				tadd(&t, NM("block_sparse_moe.input_linear.weight"), 3, E, 2 * Fe, d, SB_LM_INIT_NORMAL, std, 1, 0);
-				tadd(&t, NM("block_sparse_moe.output_linear.weight"), 3, E, d, Fe, SB_LM_INIT_NORMAL, ostd, 1, 0);
+				tadd(&t, NM("block_sparse_moe.input_linear.weight"), 3, E, 2 * Fe, d, SB_LM_INIT_NORMAL, std, 1, 3);
+				tadd(&t, NM("block_sparse_moe.output_linear.weight"), 3, E, d, Fe, SB_LM_INIT_NORMAL, ostd, 1, 3);
 			}
 		}
 #undef NM
@@ -767,15 +768,15 @@ float sb_f16_to_f32(uint16_t h)
 
 static void prepare_from(struct sb_lm_model *m, const float *src);
 
-/* tensor t (checked against p) widened to float at dst */
-static void widen(float *dst, const struct sb_tensor *t, size_t numel)
+/* numel values of tensor t (checked against p) from its value at, widened to float at dst */
+static void widen(float *dst, const struct sb_tensor *t, size_t at, size_t numel)
 {
 	if (t->dtype == SB_F32)
-		memcpy(dst, t->data, numel * sizeof *dst);
+		memcpy(dst, (const float *)t->data + at, numel * sizeof *dst);
 	else
 		for (size_t j = 0; j < numel; j++) {
 			uint16_t h;
-			memcpy(&h, (const char *)t->data + 2 * j, 2);
+			memcpy(&h, (const char *)t->data + 2 * (at + j), 2);
 			dst[j] = t->dtype == SB_BF16 ? sb_bf16_to_f32(h) : sb_f16_to_f32(h);
 		}
 }
@@ -788,8 +789,9 @@ int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts,
 	 * Linear, not a second copy of the model) */
 	size_t big = 0;
 	for (int i = 0; i < m->n_params; i++)
-		if (m->params[i].linear) {
-			size_t numel = m->params[i].numel * (m->params[i].linear == 2 ? 2 : 1);
+		if (m->params[i].linear) { /* experts (linear 3): one at a time */
+			const struct sb_lm_param *p = &m->params[i];
+			size_t numel = p->linear == 3 ? p->numel / (size_t)p->shape[0] : p->numel * (p->linear == 2 ? 2 : 1);
 			big = numel > big ? numel : big;
 		}
 	float *host = m->p ? calloc(m->n_floats, sizeof *host) : malloc((big ? big : 1) * sizeof *host);
@@ -818,13 +820,13 @@ int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts,
 			break;
 		}
 		if (m->p)
-			widen(host + p->offset, t, p->numel);
+			widen(host + p->offset, t, 0, p->numel);
 		else if (m->bf16 && p->linear == 1) {
 			memcpy(h16, t->data, p->numel * 2);
 			m->lo->pack_rows_bf16(sb_be_main(m->be), (uint16_t *)(void *)(m->pt + p->offset), h16,
 					      (int)p->shape[0], (int)p->shape[1]);
 		} else if (p->linear == 1) {
-			widen(host, t, p->numel);
+			widen(host, t, 0, p->numel);
 			m->lo->pack_rows(sb_be_main(m->be), m->pt + p->offset, host, (int)p->shape[0], (int)p->shape[1]);
 		} else if (p->linear == 2) { /* gate, then up: the next parameter (the table keeps them adjacent) */
 			const struct sb_lm_param *u = i + 1 < m->n_params ? &m->params[i + 1] : NULL;
@@ -845,12 +847,25 @@ int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts,
 				m->lo->pack_rows_bf16(sb_be_main(m->be), (uint16_t *)(void *)(m->pt + p->offset), h16,
 						      (int)(2 * p->shape[0]), (int)p->shape[1]);
 			} else {
-				widen(host, t, p->numel);
-				widen(host + p->numel, tu, u->numel);
+				widen(host, t, 0, p->numel);
+				widen(host + p->numel, tu, 0, u->numel);
 				m->lo->pack_rows(sb_be_main(m->be), m->pt + p->offset, host, (int)(2 * p->shape[0]),
 						 (int)p->shape[1]);
 			}
 			i++; /* up is packed with gate */
+		} else if (p->linear == 3) { /* experts [E, N, K]: each [N, K] packed on its own */
+			size_t one = p->numel / (size_t)p->shape[0];
+			for (int64_t e = 0; e < p->shape[0]; e++)
+				if (m->bf16) {
+					memcpy(h16, (const char *)t->data + 2 * one * (size_t)e, one * 2);
+					m->lo->pack_rows_bf16(sb_be_main(m->be),
+							      (uint16_t *)(void *)(m->pt + p->offset) + one * (size_t)e, h16,
+							      (int)p->shape[1], (int)p->shape[2]);
+				} else {
+					widen(host, t, one * (size_t)e, one);
+					m->lo->pack_rows(sb_be_main(m->be), m->pt + p->offset + one * (size_t)e, host,
+							 (int)p->shape[1], (int)p->shape[2]);
+				}
 		} else if (m->bf16 && emb) { /* the table as bfloat16; tied: packed as the head too */
 			memcpy(m->pt + p->offset, t->data, p->numel * 2);
 			if (m->cfg.tied)
@@ -858,7 +873,7 @@ int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts,
 						      (const uint16_t *)(const void *)(m->pt + p->offset), m->cfg.vocab,
 						      m->cfg.d);
 		} else
-			widen(m->pt + p->offset, t, p->numel);
+			widen(m->pt + p->offset, t, 0, p->numel);
 	}
 	if (!rc && m->p) {
 		rc = m->be->ops->upload(m->be, m->p, host, m->n_floats * sizeof *host, err);
@@ -885,6 +900,12 @@ static void prepare_from(struct sb_lm_model *m, const float *src)
 		else if (p->linear == 2) /* gate and up: one [2F, d] matrix (the table keeps them adjacent) */
 			m->lo->pack_rows(ctx, m->pt + p->offset, src + p->offset, (int)(2 * p->shape[0]),
 					 (int)p->shape[1]);
+		else if (p->linear == 3) { /* experts: each [N, K] on its own */
+			size_t one = p->numel / (size_t)p->shape[0];
+			for (int64_t e = 0; e < p->shape[0]; e++)
+				m->lo->pack_rows(ctx, m->pt + p->offset + one * (size_t)e, src + p->offset + one * (size_t)e,
+						 (int)p->shape[1], (int)p->shape[2]);
+		}
 	}
 	if (m->cfg.tied) /* the embedding (not a Linear) is at the same offset in src and pt */
 		m->lo->pack_rows(ctx, m->wt.head, src + (m->wt.embed - m->pt), m->cfg.vocab, m->cfg.d);
@@ -1419,7 +1440,7 @@ struct sb_lm_cache {
 	/* row buffers for up to Tcap rows */
 	int32_t *ids;
 	float *x, *nrm, *mean, *rstd, *qkr, *q, *k, *v, *att, *y, *h, *a, *logits;
-	float *moe; /* one row's MoE scratch: router logits, 2Fe, Fe, d, d */
+	float *moe; /* the MoE op's scratch for Tcap rows (SB_LM_MOE_SCRATCH) */
 	void *base;
 	size_t bytes;
 	float *qcap;
@@ -1472,7 +1493,7 @@ static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct
 	k->h = take(cur, &off, T * (F ? F * (c->swiglu ? 2 : 1) : 1));
 	k->a = take(cur, &off, T * (F ? F : 1));
 	k->logits = take(cur, &off, T * (size_t)c->vocab);
-	k->moe = take(cur, &off, c->moe_experts ? (size_t)c->moe_experts + 3 * (size_t)c->moe_ffn + 2 * d : 1);
+	k->moe = take(cur, &off, c->moe_experts ? SB_LM_MOE_SCRATCH(Tc, d, c->moe_experts, c->moe_topk, c->moe_ffn) : 1);
 	return off;
 }
 
@@ -1687,8 +1708,12 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 			else
 				op->gelu_forward(ctx, c->a, NULL, NULL, c->h, &no_drop, (size_t)n * F);
 			mm_rows(m, ctx, c->y, c->a, yt->down_w, y->down_b, n, F, d);
-			if (cf->moe_experts) /* Granite's experts, added to the shared MLP's output */
-				lo->moe_rows(ctx, c->y, c->nrm, y->moe_r, y->moe_in, y->moe_out, c->moe, n, d,
+			if (cf->moe_experts && m->bf16) /* Granite's experts, added to the shared MLP's output */
+				lo->moe_rows_bf16(ctx, c->y, c->nrm, yt->moe_r, (const uint16_t *)(const void *)yt->moe_in,
+						  (const uint16_t *)(const void *)yt->moe_out, c->moe, n, d, cf->moe_experts,
+						  cf->moe_topk, cf->moe_ffn);
+			else if (cf->moe_experts)
+				lo->moe_rows(ctx, c->y, c->nrm, yt->moe_r, yt->moe_in, yt->moe_out, c->moe, n, d,
 					     cf->moe_experts, cf->moe_topk, cf->moe_ffn);
 			if (cf->resid_mult != 1.0f)
 				for (size_t i = 0; i < (size_t)n * d; i++)

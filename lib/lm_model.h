@@ -138,7 +138,9 @@ struct sb_lm_param {
 	enum sb_lm_init init;
 	float a;        /* std or bound */
 	int decay;      /* weight decay applies (matrices and the conv weight) */
-	int linear;     /* a Linear weight [out, in]: packed for the cached path (pack_rows) */
+	int linear;     /* a Linear weight [out, in]: packed for the cached path (pack_rows); 2: a
+	                 * SwiGLU gate, packed with the up projection after it; 3: a stack of
+	                 * experts [E, out, in], each packed on its own (moe_rows) */
 };
 
 struct sb_lm_layer {
@@ -149,7 +151,9 @@ struct sb_lm_layer {
 	float *in_w, *in_b, *cw, *cb, *out_w, *out_b;        /* C and M */
 	float *dt_bias, *A_log, *Dskip, *gn_w;               /* M: per head; the gated norm's weight [I] */
 	float *up_w, *up_b, *down_w, *down_b;                /* MLP; SwiGLU: up_w = [gate; up] (2F rows) */
-	float *moe_r, *moe_in, *moe_out;                     /* MoE: router [E, d], [E, 2Fe, d], [E, d, Fe] */
+	float *moe_r, *moe_in, *moe_out;                     /* MoE: router [E, d], [E, 2Fe, d], [E, d, Fe]
+	                                                      * (in pt: packed expert by expert, as the
+	                                                      * other Linear weights: bfloat16 in bf16) */
 };
 
 struct sb_lm_ptrs {

@@ -39,10 +39,10 @@ for u in $UNITS; do
 	[ $rc -eq 0 ] && [ -n "$line" ]
 	t_result $? "build/v3/tests/$u: ${line:-no result} (exit $rc)" "$(grep '^not ok' <<<"$out" | head -n 3 | tr '\n' ' ')"
 done
-# the LM track: three imported fixtures (a Llama in bfloat16; LFM2's convolutions; Granite's Mamba2) evaluated by
-# both builds; the records without their timing fields must be identical
+# the LM track: four imported fixtures (a Llama in bfloat16; LFM2's convolutions; Granite's Mamba2, and its
+# bfloat16 experts) evaluated by both builds; the records without their timing fields must be identical
 untimed() { jq -c 'walk(if type == "object" then with_entries(select(.key | test("ms_|_ms|seconds|per_s|time|speedup|^(argv|version|device|inputs|threads|host|start_unix_s|blas|blas_generic)$") | not)) else . end)' "$1"; }
-for fx in llama_bf16 lfm2 granite_h; do
+for fx in llama_bf16 lfm2 granite_h granite_moe; do
 	for b in nat v3; do
 		sb-lm import -q -o "$T/lm-$b-$fx" --corpus "s=$TOP/tests/fixtures/lm/shakespeare-head.txt" --T 256 \
 			"$TOP/tests/fixtures/hf/$fx" >/dev/null 2>"$T/imp.err" || t_result 1 "sb-lm import $fx" "$(cat "$T/imp.err")"

@@ -212,6 +212,20 @@ static void check_model(struct sb_backend *be, const char *name)
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
+		/* every Linear weight, the experts' stacks included (linear 3), takes half the
+		 * floats of its numel in the model's memory: held as bfloat16 */
+		int half = 1, experts = 0;
+		for (int i = 0; i < m->n_params; i++) {
+			const struct sb_lm_param *p = &m->params[i];
+			if (p->linear != 1 && p->linear != 3)
+				continue;
+			size_t end = i + 1 < m->n_params ? m->params[i + 1].offset : m->n_floats;
+			half = half && end - p->offset == (((p->numel + 1) / 2 + 15) & ~(size_t)15);
+			experts += p->linear == 3;
+		}
+		SB_CHECK(half && experts == (m->cfg.moe_experts ? 2 * m->cfg.n_layer : 0),
+			 "%s: the Linear weights (%d expert stacks among them) held as bfloat16, 2 bytes each", name,
+			 experts);
 		struct sb_tensors ck;
 		struct sb_lm_model *mf = NULL;
 		float *gf = malloc((size_t)T * V * sizeof *gf);

@@ -9,7 +9,9 @@
  *     chunked prefill equal the prefill bit for bit, dense and under the recipe mask, and
  *     the mask is observed on A layers only; the multipliers change the logits;
  *   - the configuration round-trips through JSON; training refuses M layers.
- *   - Granite's mixture of experts (moe_rows) against a double transcription, a tie.
+ *   - Granite's mixture of experts (moe_rows) against a double transcription, a tie, each
+ *     row's bits whatever the batch, bfloat16 experts equal to float ones bit for bit; a
+ *     model with experts: decoding = prefill, float and bfloat16 evaluation models = it.
  * (The whole model against transformers' GraniteMoeHybridForCausalLM: test_lm_import.) */
 #include <math.h>
 #include <stdint.h>
@@ -141,28 +143,74 @@ static void check_op(struct sb_backend *be)
 	}
 }
 
-/* Granite's mixture of experts: the op against a double transcription (top-k by a full sort,
- * ties to the lower index), and a tie between two experts resolved towards the lower index */
+/* E experts' matrices [E, N, K] packed one by one for moe_rows (float), and their
+ * bfloat16 roundings (to nearest, ties to even) packed for moe_rows_bf16 */
+static void pack_experts(const struct sb_backend_lm_ops *lo, struct sb_ctx *ctx, float *wp, uint16_t *wp16,
+			 const float *w, int E, int N, int K)
+{
+	size_t one = (size_t)N * K;
+	uint16_t *w16 = malloc(one * sizeof *w16);
+	for (int e = 0; e < E; e++) {
+		if (wp)
+			lo->pack_rows(ctx, wp + (size_t)e * one, w + (size_t)e * one, N, K);
+		if (wp16) {
+			for (size_t j = 0; j < one; j++) {
+				uint32_t u;
+				memcpy(&u, &w[(size_t)e * one + j], sizeof u);
+				w16[j] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+			}
+			lo->pack_rows_bf16(ctx, wp16 + (size_t)e * one, w16, N, K);
+		}
+	}
+	free(w16);
+}
+
+/* w rounded to bfloat16 (to nearest, ties to even) and widened back */
+static void round_bf16(float *w, size_t n)
+{
+	for (size_t j = 0; j < n; j++) {
+		uint32_t u;
+		memcpy(&u, &w[j], sizeof u);
+		u = ((u + 0x7fffu + ((u >> 16) & 1)) >> 16) << 16;
+		memcpy(&w[j], &u, sizeof u);
+	}
+}
+
+/* Granite's mixture of experts, moe_rows: against a double transcription (top-k by a full
+ * sort, ties to the lower index) on shapes with 1 to 8 experts, top 1 to all of them, d and
+ * Fe below, at and past the vector width, the products' panel (48) and k block (128),
+ * 1 to 37 rows (an expert then gets blocks of rows and rows left over); a tie between two
+ * experts resolved towards the lower index; each row alone, and the rows in reverse order
+ * (other batches per expert), give the batch's bits; bfloat16 experts give the float op's
+ * bits on the widened weights */
 static void check_moe(struct sb_backend *be)
 {
 	const struct sb_backend_lm_ops *lo = sb_backend_lm(be);
 	struct sb_ctx *ctx = sb_be_main(be);
-	static const int shapes[][5] = {{1, 1, 1, 1, 1}, {19, 5, 2, 7, 6}, {33, 8, 3, 17, 4}, {16, 4, 4, 16, 3}};
-	for (int s = 0; s < 5; s++) {
-		int tie = s == 4, sh = tie ? 1 : s;
+	/* d, E, K, Fe, n */
+	static const int shapes[][5] = {{1, 1, 1, 1, 1},    {19, 5, 2, 7, 6},    {33, 8, 3, 17, 4},
+					{16, 4, 4, 16, 3},  {150, 8, 3, 53, 37}, {50, 7, 7, 49, 11},
+					{131, 6, 6, 20, 1}, {61, 3, 1, 130, 9}};
+	int nsh = (int)(sizeof shapes / sizeof shapes[0]);
+	for (int s = 0; s <= nsh; s++) {
+		int tie = s == nsh, sh = tie ? 1 : s;
 		int d = shapes[sh][0], E = shapes[sh][1], K = shapes[sh][2], Fe = shapes[sh][3], n = shapes[sh][4];
 		struct sb_rng r;
 		sb_rng_init(&r, 70 + s, SB_RNG_USER, 4);
-		float *x = malloc((size_t)n * d * sizeof *x), *wr = malloc((size_t)E * d * sizeof *wr);
-		float *wi = malloc((size_t)E * 2 * Fe * d * sizeof *wi), *wo = malloc((size_t)E * d * Fe * sizeof *wo);
-		float *out = malloc((size_t)n * d * sizeof *out), *base = malloc((size_t)n * d * sizeof *base);
-		float *scr = malloc(((size_t)E + 3 * Fe + 2 * d) * sizeof *scr);
-		double *want = malloc((size_t)n * d * sizeof *want), *got = malloc((size_t)n * d * sizeof *got);
-		fill(x, (size_t)n * d, &r, 1.0, 0);
+		size_t ni = (size_t)E * 2 * Fe * d, no = (size_t)E * d * Fe, nd = (size_t)n * d;
+		float *x = malloc(nd * sizeof *x), *wr = malloc((size_t)E * d * sizeof *wr);
+		float *wi = malloc(ni * sizeof *wi), *wo = malloc(no * sizeof *wo);
+		float *wip = malloc(ni * sizeof *wip), *wop = malloc(no * sizeof *wop);
+		uint16_t *wi16 = malloc(ni * sizeof *wi16), *wo16 = malloc(no * sizeof *wo16);
+		float *out = malloc(nd * sizeof *out), *base = malloc(nd * sizeof *base);
+		float *o1 = malloc(nd * sizeof *o1), *rev = malloc(nd * sizeof *rev), *xr = malloc(nd * sizeof *xr);
+		float *scr = malloc(SB_LM_MOE_SCRATCH(n, d, E, K, Fe) * sizeof *scr);
+		double *want = malloc(nd * sizeof *want), *got = malloc(nd * sizeof *got);
+		fill(x, nd, &r, 1.0, 0);
 		fill(wr, (size_t)E * d, &r, 0.5, 0);
-		fill(wi, (size_t)E * 2 * Fe * d, &r, 0.3, 0);
-		fill(wo, (size_t)E * d * Fe, &r, 0.3, 0);
-		fill(base, (size_t)n * d, &r, 1.0, 0);
+		fill(wi, ni, &r, 0.3, 0);
+		fill(wo, no, &r, 0.3, 0);
+		fill(base, nd, &r, 1.0, 0);
 		if (tie) { /* experts 1 and 3 score the same (the same router row), the others 0: where
 			    * that score is positive the tie is at the top and K = 1 must pick expert 1 */
 			memset(wr, 0, (size_t)E * d * sizeof *wr);
@@ -171,8 +219,10 @@ static void check_moe(struct sb_backend *be)
 		}
 		int top_ties = 0;
 		int Ku = tie ? 1 : K;
-		memcpy(out, base, (size_t)n * d * sizeof *out);
-		lo->moe_rows(ctx, out, x, wr, wi, wo, scr, n, d, E, Ku, Fe);
+		pack_experts(lo, ctx, wip, NULL, wi, E, 2 * Fe, d);
+		pack_experts(lo, ctx, wop, NULL, wo, E, d, Fe);
+		memcpy(out, base, nd * sizeof *out);
+		lo->moe_rows(ctx, out, x, wr, wip, wop, scr, n, d, E, Ku, Fe);
 		for (int i = 0; i < n; i++) {
 			const float *xi = x + (size_t)i * d;
 			double lg[64];
@@ -215,28 +265,65 @@ static void check_moe(struct sb_backend *be)
 				free(hh);
 			}
 		}
-		for (size_t i = 0; i < (size_t)n * d; i++)
+		for (size_t i = 0; i < nd; i++)
 			got[i] = out[i];
 		char name[160];
 		snprintf(name, sizeof name, "moe_rows d %d, %d experts of %d, top %d, %d rows%s vs the double transcription",
 			 d, E, Fe, Ku, n, tie ? " (a tie between experts 1 and 3: 1 picked)" : "");
-		/* float dot products of <= 33 terms vs double; a wrong pick or gate is O(0.1) */
-		sb_check_close(name, got, want, (size_t)n * d, 2e-5, 1e-4);
+		/* float FMA chains of d and Fe terms (one chain each, not dotf's 16 partial sums)
+		 * vs double, on sums up to ~40: the rounding grows with the chains' length
+		 * (observed 2.4e-7 at d 19, 9e-5 at d 150, Fe 53), hence 2e-5 plus 1e-6 per term;
+		 * a wrong pick, gate or expert row is O(0.1) */
+		sb_check_close(name, got, want, nd, 2e-5 + 1e-6 * (d + Fe), 1e-4);
 		if (tie)
 			SB_CHECK(top_ties > 0, "moe_rows: the tie was at the top in %d of %d rows", top_ties, n);
-		float *o1 = malloc((size_t)n * d * sizeof *o1);
-		memcpy(o1, base, (size_t)n * d * sizeof *o1);
+		/* each row alone */
+		memcpy(o1, base, nd * sizeof *o1);
 		for (int i = 0; i < n; i++)
-			lo->moe_rows(ctx, o1 + (size_t)i * d, x + (size_t)i * d, wr, wi, wo, scr, 1, d, E, Ku, Fe);
-		SB_CHECK(!memcmp(o1, out, (size_t)n * d * sizeof *o1), "moe_rows d %d E %d: one row at a time, the same bits",
-			 d, E);
-		free(o1);
+			lo->moe_rows(ctx, o1 + (size_t)i * d, x + (size_t)i * d, wr, wip, wop, scr, 1, d, E, Ku, Fe);
+		SB_CHECK(!memcmp(o1, out, nd * sizeof *o1),
+			 "moe_rows d %d E %d top %d, %d rows: one row at a time, the same bits", d, E, Ku, n);
+		/* the rows in reverse order: each expert's batch holds them at other places */
+		for (int i = 0; i < n; i++) {
+			memcpy(xr + (size_t)(n - 1 - i) * d, x + (size_t)i * d, (size_t)d * sizeof *xr);
+			memcpy(rev + (size_t)(n - 1 - i) * d, base + (size_t)i * d, (size_t)d * sizeof *rev);
+		}
+		lo->moe_rows(ctx, rev, xr, wr, wip, wop, scr, n, d, E, Ku, Fe);
+		int same = 1;
+		for (int i = 0; i < n && same; i++)
+			same = !memcmp(rev + (size_t)(n - 1 - i) * d, out + (size_t)i * d, (size_t)d * sizeof *rev);
+		SB_CHECK(same, "moe_rows d %d E %d top %d, %d rows: the rows reversed, each row's bits the same", d, E, Ku,
+			 n);
+		/* bfloat16 experts vs the float op on the widened (rounded) weights */
+		round_bf16(wi, ni);
+		round_bf16(wo, no);
+		pack_experts(lo, ctx, wip, wi16, wi, E, 2 * Fe, d);
+		pack_experts(lo, ctx, wop, wo16, wo, E, d, Fe);
+		memcpy(out, base, nd * sizeof *out);
+		lo->moe_rows(ctx, out, x, wr, wip, wop, scr, n, d, E, Ku, Fe);
+		memcpy(o1, base, nd * sizeof *o1);
+		lo->moe_rows_bf16(ctx, o1, x, wr, wi16, wo16, scr, n, d, E, Ku, Fe);
+		SB_CHECK(!memcmp(o1, out, nd * sizeof *o1),
+			 "moe_rows_bf16 d %d E %d top %d, %d rows: the float op's bits on the widened weights", d, E, Ku,
+			 n);
+		memcpy(o1, base, nd * sizeof *o1);
+		for (int i = 0; i < n; i++)
+			lo->moe_rows_bf16(ctx, o1 + (size_t)i * d, x + (size_t)i * d, wr, wi16, wo16, scr, 1, d, E, Ku, Fe);
+		SB_CHECK(!memcmp(o1, out, nd * sizeof *o1),
+			 "moe_rows_bf16 d %d E %d top %d, %d rows: one row at a time, the same bits", d, E, Ku, n);
 		free(x);
 		free(wr);
 		free(wi);
 		free(wo);
+		free(wip);
+		free(wop);
+		free(wi16);
+		free(wo16);
 		free(out);
 		free(base);
+		free(o1);
+		free(rev);
+		free(xr);
 		free(scr);
 		free(want);
 		free(got);
@@ -368,6 +455,116 @@ static void check_model(struct sb_backend *be)
 	sb_lm_model_free(m0);
 }
 
+/* A model with Granite's experts (MAMMA, 6 experts of 20, top 2) at every layer: the full
+ * model (its experts packed from the parameters, prepare) decodes token by token with the
+ * prefill's bits; an evaluation-only model loaded from its tensors gives those bits; so does
+ * one loaded from the same weights in BF16 (Linear weights, experts and embedding), against
+ * the full model on the rounded weights */
+static void check_moe_model(struct sb_backend *be)
+{
+	enum { T = 40 };
+	struct sb_ctx *ctx = sb_be_main(be);
+	struct sb_err err = {0};
+	struct sb_lm_cfg cf;
+	sb_lm_cfg_default(&cf);
+	const char *kv[] = {"pattern=MAMMA", "d=32",         "heads=4",      "kv_heads=2",   "ffn=48",
+			    "mlp=swiglu",    "norm=rmsnorm", "ssm_heads=4",  "ssm_head_dim=16", "ssm_state=8",
+			    "ssm_groups=2",  "conv_k=4",     "max_T=96",     "init_std=0.2", "moe_experts=6",
+			    "moe_topk=2",    "moe_ffn=20"};
+	int rc = 0;
+	for (size_t i = 0; i < sizeof kv / sizeof kv[0] && !rc; i++)
+		rc = sb_lm_cfg_set(&cf, kv[i], &err);
+	struct sb_lm_model *m = NULL, *me = NULL, *mb = NULL;
+	struct sb_tensors ts, tb;
+	sb_tensors_init(&ts);
+	sb_tensors_init(&tb);
+	if (!rc)
+		rc = sb_lm_model_new(be, &cf, &m, &err);
+	if (!rc)
+		rc = sb_lm_model_init(m, 11, &err);
+	if (!rc) { /* every weight rounded to bfloat16 (exact in float, so the full model's too) */
+		for (int i = 0; i < m->n_params; i++)
+			round_bf16(m->p + m->params[i].offset, m->params[i].numel);
+		sb_lm_model_prepare(m);
+		rc = sb_lm_model_to_tensors(m, &ts, &err);
+	}
+	for (size_t i = 0; i < ts.n && !rc; i++) { /* the same tensors, as BF16 */
+		const struct sb_tensor *t = &ts.t[i];
+		size_t n = (size_t)sb_tensor_numel(t);
+		uint16_t *h = malloc(n * sizeof *h);
+		for (size_t j = 0; j < n; j++) {
+			uint32_t u;
+			memcpy(&u, (const float *)t->data + j, sizeof u);
+			h[j] = (uint16_t)(u >> 16);
+		}
+		rc = sb_tensors_add(&tb, t->name, SB_BF16, t->ndim, t->shape, h, 0, &err);
+		free(h);
+	}
+	if (!rc)
+		rc = sb_lm_model_new_eval(be, &cf, 0, &me, &err);
+	if (!rc)
+		rc = sb_lm_model_from_tensors(me, &ts, &err);
+	if (!rc)
+		rc = sb_lm_model_new_eval(be, &cf, sb_lm_tensors_bf16(&cf, &tb), &mb, &err);
+	if (!rc)
+		rc = sb_lm_model_from_tensors(mb, &tb, &err);
+	SB_CHECK(!rc && mb->bf16, "MoE model: made, and loaded as float and as bfloat16 (%s)", rc ? err.msg : "ok");
+	if (rc) {
+		sb_tensors_free(&ts);
+		sb_tensors_free(&tb);
+		sb_lm_model_free(m);
+		sb_lm_model_free(me);
+		sb_lm_model_free(mb);
+		return;
+	}
+	int V = cf.vocab;
+	uint8_t tok[T];
+	struct sb_rng r;
+	sb_rng_init(&r, 4, SB_RNG_USER, 3);
+	for (int i = 0; i < T; i++)
+		tok[i] = (uint8_t)sb_rng_below(&r, 256);
+	float *full = malloc((size_t)T * V * sizeof *full), *step = malloc((size_t)T * V * sizeof *step);
+	float *ev = malloc((size_t)T * V * sizeof *ev), *bf = malloc((size_t)T * V * sizeof *bf);
+	struct sb_lm_cache *c = NULL, *ce = NULL, *cb = NULL;
+	rc = sb_lm_cache_new(m, T, &c, &err);
+	if (!rc)
+		rc = sb_lm_cache_new(me, T, &ce, &err);
+	if (!rc)
+		rc = sb_lm_cache_new(mb, T, &cb, &err);
+	if (!rc)
+		rc = sb_lm_forward_cached(ctx, m, c, tok, T, NULL, full, 1, NULL, &err);
+	sb_lm_cache_reset(c, 1);
+	for (int t = 0; t < T && !rc; t++)
+		rc = sb_lm_forward_cached(ctx, m, c, tok + t, 1, NULL, step + (size_t)t * V, 0, NULL, &err);
+	SB_CHECK(!rc && !memcmp(step, full, (size_t)T * V * sizeof *full),
+		 "MoE model: token-by-token decoding equals the prefill bit for bit (%s)", rc ? err.msg : "compared");
+	if (!rc)
+		rc = sb_lm_forward_cached(ctx, me, ce, tok, T, NULL, ev, 1, NULL, &err);
+	SB_CHECK(!rc && !memcmp(ev, full, (size_t)T * V * sizeof *full),
+		 "MoE model: the evaluation-only float model gives the full model's bits (%s)", rc ? err.msg : "compared");
+	if (!rc)
+		rc = sb_lm_forward_cached(ctx, mb, cb, tok, T, NULL, bf, 1, NULL, &err);
+	SB_CHECK(!rc && !memcmp(bf, full, (size_t)T * V * sizeof *full),
+		 "MoE model: the bfloat16 model (experts in bfloat16) gives the float model's bits (%s)",
+		 rc ? err.msg : "compared");
+	int finite = 1;
+	for (size_t i = 0; i < (size_t)T * V; i++)
+		finite &= isfinite(full[i]) != 0;
+	SB_CHECK(finite, "MoE model: finite logits");
+	free(full);
+	free(step);
+	free(ev);
+	free(bf);
+	sb_lm_cache_free(c);
+	sb_lm_cache_free(ce);
+	sb_lm_cache_free(cb);
+	sb_tensors_free(&ts);
+	sb_tensors_free(&tb);
+	sb_lm_model_free(m);
+	sb_lm_model_free(me);
+	sb_lm_model_free(mb);
+}
+
 int main(void)
 {
 	struct sb_backend *be;
@@ -378,6 +575,7 @@ int main(void)
 	}
 	check_op(be);
 	check_moe(be);
+	check_moe_model(be);
 	check_model(be);
 	sb_backend_close(be);
 	return sb_test_done();
