@@ -869,7 +869,7 @@ static void cpu_gelu_backward(struct sb_ctx *ctx, float *dinp, const float *dout
 	for (; i < n; i++) {
 		float g = dout[i];
 		if (use)
-			g = g * (mask[i] ? sc : 0.0f); /* as vmask: a dropped -g gives -0 */
+			g = g * (mask[i] ? sc : 0.0f); /* as vmask_e: a dropped -g gives -0 */
 		dinp[i] = dgelu[i] * g;
 	}
 }

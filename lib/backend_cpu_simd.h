@@ -22,16 +22,10 @@ typedef int32_t vi __attribute__((vector_size(64), aligned(64)));
 typedef int32_t viu __attribute__((vector_size(64), aligned(4), may_alias));
 typedef uint32_t vu __attribute__((vector_size(64), aligned(64)));
 
-typedef uint8_t v16u8 __attribute__((vector_size(16), aligned(1), may_alias));
 
 static inline vf vload(const float *p)
 {
 	return *(const vfu *)p;
-}
-/* 16 mask bytes (0/1) as floats times c */
-static inline vf vmask(const uint8_t *m, float c)
-{
-	return __builtin_convertvector(*(const v16u8 *)m, vf) * c;
 }
 static inline void vstore(float *p, vf v)
 {
@@ -75,23 +69,6 @@ static inline float sfma(float a, float b, float c)
 #else
 	return a * b + c;
 #endif
-}
-
-static inline vf vsel(vi m, vf a, vf b) /* m ? a : b, m lanes all-ones or zero */
-{
-	return (vf)(((vi)a & m) | ((vi)b & ~m));
-}
-static inline vf vmax(vf a, vf b)
-{
-	return vsel(a > b, a, b);
-}
-static inline vf vmin(vf a, vf b)
-{
-	return vsel(a < b, a, b);
-}
-static inline vf vabs(vf a)
-{
-	return (vf)((vi)a & 0x7fffffff);
 }
 
 /* fixed-order tree sum of the 16 lanes: t[i] += t[i + w] for w = 8, 4, 2, 1 (with AVX-512
@@ -182,7 +159,6 @@ static inline __attribute__((always_inline)) void vtranspose16(__m512 r[16])
 typedef float ve __attribute__((vector_size(32), aligned(32)));
 typedef float veu __attribute__((vector_size(32), aligned(4), may_alias));
 typedef int32_t vei __attribute__((vector_size(32), aligned(32)));
-typedef uint8_t v8u8 __attribute__((vector_size(8), aligned(1), may_alias));
 
 static inline ve vload_e(const float *p)
 {
@@ -191,11 +167,6 @@ static inline ve vload_e(const float *p)
 static inline void vstore_e(float *p, ve v)
 {
 	*(veu *)p = v;
-}
-/* VE mask bytes (0/1) as floats times c */
-static inline ve vmask_e(const uint8_t *m, float c)
-{
-	return __builtin_convertvector(*(const v8u8 *)m, ve) * c;
 }
 static inline ve vset1_e(float x)
 {
@@ -213,7 +184,24 @@ static inline ve vfma_e(ve a, ve b, ve c)
 	return a * b + c;
 #endif
 }
-static inline ve vsel_e(vei m, ve a, ve b)
+#else
+#define VE VL
+typedef vf ve;
+typedef vi vei;
+#define vload_e vload
+#define vstore_e vstore
+#define vset1_e vset1
+#define vzero_e vzero
+#define vfma_e vfma
+#endif
+typedef uint8_t vemask __attribute__((vector_size(VE), aligned(1), may_alias));
+
+/* VE mask bytes (0/1) as floats times c */
+static inline ve vmask_e(const uint8_t *m, float c)
+{
+	return __builtin_convertvector(*(const vemask *)m, ve) * c;
+}
+static inline ve vsel_e(vei m, ve a, ve b) /* m ? a : b, m lanes all-ones or zero */
 {
 	return (ve)(((vei)a & m) | ((vei)b & ~m));
 }
@@ -229,21 +217,6 @@ static inline ve vabs_e(ve a)
 {
 	return (ve)((vei)a & 0x7fffffff);
 }
-#else
-#define VE VL
-typedef vf ve;
-typedef vi vei;
-#define vload_e vload
-#define vstore_e vstore
-#define vmask_e vmask
-#define vset1_e vset1
-#define vzero_e vzero
-#define vfma_e vfma
-#define vsel_e vsel
-#define vmax_e vmax
-#define vmin_e vmin
-#define vabs_e vabs
-#endif
 
 /* 16-lane reductions on VE-lane registers: an accumulator of VL lanes is VP = VL / VE
  * registers, part h holding lanes [h VE, (h + 1) VE); the parts are added exactly as
