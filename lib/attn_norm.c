@@ -151,15 +151,20 @@ int sb_norm_topk_k(double ratio, int n_valid)
 }
 
 /* The entropy terms -sum p log max(p, 1e-12) of p[0..n): each term in double from
- * the float logarithm log_pos (a few float ulp: p itself is a float, rounded to 6e-8
+ * the float logarithm log_pos_v (a few float ulp: p itself is a float, rounded to 6e-8
  * relative, so a double logarithm would add digits the probabilities do not have),
  * summed in double in VW lanes (element i in lane i % VW, lanes combined by a fixed
  * tree: deterministic); the last partial chunk is padded with zeros, which add
  * -0 * log(1e-12) = -0: nothing. */
 static inline void entropy_chunk(double *restrict acc, const float *restrict v)
 {
+	float lg[VW];
+	for (int h = 0; h < VP; h++) {
+		ve x = vload_e(v + h * VE), lo = vset1_e(1e-12f);
+		vstore_e(lg + h * VE, log_pos_v(vsel_e(x > lo, x, lo)));
+	}
 	for (int l = 0; l < VW; l++)
-		acc[l] -= (double)v[l] * (double)log_pos(v[l] > 1e-12f ? v[l] : 1e-12f);
+		acc[l] -= (double)v[l] * (double)lg[l];
 }
 
 static double entropy_terms(const float *restrict p, size_t n)
@@ -401,14 +406,15 @@ static void row_scatter_grad(float *ds, const float *de, const struct row *r, co
 static void k_softmax(float *restrict p, const float *restrict x, int np, float *aux)
 {
 	float m = v_max(x, np);
-	float acc[VW] = {0};
+	ve acc[VP] = {0}, vm = vset1_e(m);
 	for (int b = 0; b < np; b += VW)
-		for (int l = 0; l < VW; l++) {
-			float e = exp_f(x[b + l] - m);
-			p[b + l] = e;
-			acc[l] += e;
+		for (int h = 0; h < VP; h++) {
+			int i = b + h * VE;
+			ve e = exp_v(vload_e(x + i) - vm);
+			vstore_e(p + i, e);
+			acc[h] += e;
 		}
-	float z = lanes_sum(acc);
+	float z = parts_sum(acc);
 	for (int b = 0; b < np; b += VW)
 		for (int l = 0; l < VW; l++)
 			p[b + l] = p[b + l] / z;
@@ -429,15 +435,16 @@ static void k_softmax_kept(float *restrict p, const float *restrict x, const flo
 			mx[l] = v > mx[l] ? v : mx[l];
 		}
 	float m = lanes_max(mx);
-	float acc[VW] = {0};
+	ve acc[VP] = {0}, vm = vset1_e(m);
 	for (int b = 0; b < np; b += VW)
-		for (int l = 0; l < VW; l++) {
-			float e = exp_f(x[b + l] - m);
-			e = keep[b + l] != 0 ? e : 0.0f;
-			p[b + l] = e;
-			acc[l] += e;
+		for (int h = 0; h < VP; h++) {
+			int i = b + h * VE;
+			ve e = exp_v(vload_e(x + i) - vm);
+			e = vsel_e(vload_e(keep + i) != 0, e, vzero_e());
+			vstore_e(p + i, e);
+			acc[h] += e;
 		}
-	float z = lanes_sum(acc);
+	float z = parts_sum(acc);
 	for (int b = 0; b < np; b += VW)
 		for (int l = 0; l < VW; l++)
 			p[b + l] = p[b + l] / z;
@@ -685,11 +692,9 @@ static void kb_sparsemax(float *restrict de, const float *restrict pe, const flo
 		}
 	int k = lanes_isum(cnt);
 	float mean = k ? lanes_sum(acc) / (float)k : 0.0f;
-	for (int b = 0; b < np; b += VW)
-		for (int l = 0; l < VW; l++) {
-			float g = ge[b + l] - mean;
-			de[b + l] = pe[b + l] > 0 ? g : 0.0f;
-		}
+	ve vm = vset1_e(mean);
+	for (int i = 0; i < np; i += VE)
+		vstore_e(de + i, vsel_e(vload_e(pe + i) > 0, vload_e(ge + i) - vm, vzero_e()));
 }
 
 /* -------------------------------------------------------------- entmax */
@@ -705,48 +710,26 @@ static float entmax_y(float *restrict y, const float *restrict x, int np, float 
 	return m;
 }
 
-/* [d]_+^e for the exponents the methods use: 1, 2, or any e via exp(e log d).
- * d <= 1 in the exact paths (y <= 0, tau >= -1); the study's bisection may
- * start with d > 1 (its lower bracket is min y - 1), where d^e can overflow to
- * inf, as it does in float32 torch. */
-static inline float powpos(float d, float e)
-{
-	float dc = d > FLT_MIN ? d : 1.0f;
-	float u = exp_f(e * log_pos(dc));
-	return d > FLT_MIN ? u : 0.0f;
-}
-
 /* sum_i [y_i - tau]_+^e  (e given by mode: 1, 2, general) */
 enum emode { E_ONE, E_TWO, E_GEN };
 
 static float entmax_sum(float *restrict u, const float *restrict y, int np, float tau, float e, enum emode mode)
 {
-	float acc[VW] = {0};
-	if (mode == E_ONE) {
-		for (int b = 0; b < np; b += VW)
-			for (int l = 0; l < VW; l++) {
-				float d = y[b + l] - tau;
-				d = d > 0 ? d : 0.0f;
-				u[b + l] = d;
-				acc[l] += d;
+	ve acc[VP] = {0}, vt = vset1_e(tau), vx = vset1_e(e);
+	for (int b = 0; b < np; b += VW)
+		for (int h = 0; h < VP; h++) {
+			int i = b + h * VE;
+			ve d = vload_e(y + i) - vt, v;
+			if (mode == E_GEN) {
+				v = powpos_v(d, vx);
+			} else {
+				d = vsel_e(d > 0, d, vzero_e());
+				v = mode == E_TWO ? d * d : d;
 			}
-	} else if (mode == E_TWO) {
-		for (int b = 0; b < np; b += VW)
-			for (int l = 0; l < VW; l++) {
-				float d = y[b + l] - tau;
-				d = d > 0 ? d : 0.0f;
-				u[b + l] = d * d;
-				acc[l] += d * d;
-			}
-	} else {
-		for (int b = 0; b < np; b += VW)
-			for (int l = 0; l < VW; l++) {
-				float v = powpos(y[b + l] - tau, e);
-				u[b + l] = v;
-				acc[l] += v;
-			}
-	}
-	return lanes_sum(acc);
+			vstore_e(u + i, v);
+			acc[h] += v;
+		}
+	return parts_sum(acc);
 }
 
 /* Newton's method on h(tau) = (sum_i [y_i - tau]_+^e)^(1/e) - 1, from tau = -1
@@ -763,30 +746,23 @@ static int entmax_newton(float *restrict p, float *tau_out, float *Z, const floa
 	float tau = -1.0f;
 	int it;
 	for (it = 1; it <= 100; it++) {
-		float se = 0, se1 = 0;
-		float a0[VW] = {0}, a1[VW] = {0};
-		if (mode == E_TWO) {
-			for (int b = 0; b < np; b += VW)
-				for (int l = 0; l < VW; l++) {
-					float d = y[b + l] - tau;
-					d = d > 0 ? d : 0.0f;
-					p[b + l] = d * d;
-					a0[l] += d * d;
-					a1[l] += d;
+		ve a0[VP] = {0}, a1[VP] = {0}, vt = vset1_e(tau), vx = vset1_e(e);
+		for (int b = 0; b < np; b += VW)
+			for (int h = 0; h < VP; h++) {
+				int i = b + h * VE;
+				ve d = vload_e(y + i) - vt, u;
+				if (mode == E_TWO) {
+					d = vsel_e(d > 0, d, vzero_e());
+					u = d * d;
+					a1[h] += d;
+				} else {
+					u = powpos_v(d, vx); /* 0 when d <= FLT_MIN */
+					a1[h] += u / vsel_e(d > FLT_MIN, d, vset1_e(1.0f));
 				}
-		} else {
-			for (int b = 0; b < np; b += VW)
-				for (int l = 0; l < VW; l++) {
-					float d = y[b + l] - tau;
-					float u = powpos(d, e); /* 0 when d <= FLT_MIN */
-					float dd = d > FLT_MIN ? d : 1.0f;
-					p[b + l] = u;
-					a0[l] += u;
-					a1[l] += u / dd;
-				}
-		}
-		se = lanes_sum(a0);
-		se1 = lanes_sum(a1);
+				vstore_e(p + i, u);
+				a0[h] += u;
+			}
+		float se = parts_sum(a0), se1 = parts_sum(a1);
 		*Z = se;
 		/* tau' = tau - h/h' = tau + (S_e - S_e^(1 - 1/e)) / S_(e-1) */
 		float pw = mode == E_TWO ? sqrtf(se) : (float)pow((double)se, 1.0 - (double)am1);
@@ -901,7 +877,8 @@ static int k_entmax(float *restrict p, float *restrict y, const float *restrict 
  * (the (alpha-1) of dy/ds cancels the e of dp/dd), and, with Yq = q/sum q and
  * ent = sum p log p,
  *   dp_i/dalpha = e^2 (p_i - Yq_i) - e (p_i log p_i - Yq_i ent).
- * Returns d loss/d alpha for the row (0 when want_alpha is 0). */
+ * Returns d loss/d alpha for the row (0 when want_alpha is 0). q holds 2 np floats
+ * (the second row keeps log p between the two alpha passes). */
 static double kb_entmax(float *restrict de, float *restrict q, const float *restrict pe, const float *restrict ge,
                         const float *restrict x, float tau, int np, float am1, int want_alpha)
 {
@@ -912,14 +889,13 @@ static double kb_entmax(float *restrict de, float *restrict q, const float *rest
 				q[b + l] = pe[b + l] > 0 ? 1.0f : 0.0f;
 	} else { /* q = p/d = d^(e-1)/Z (Z = the forward's sum, 1 up to rounding) */
 		float m = v_max(x, np), ym = m * am1;
-		for (int b = 0; b < np; b += VW)
-			for (int l = 0; l < VW; l++) {
-				float d = (x[b + l] * am1 - ym) - tau;
-				float pv = pe[b + l];
-				int in = pv > 0 && d > 0;
-				float r = (in ? pv : 0.0f) / (in ? d : 1.0f);
-				q[b + l] = r;
-			}
+		ve va = vset1_e(am1), vy = vset1_e(ym), vt = vset1_e(tau), z = vzero_e(), one = vset1_e(1.0f);
+		for (int i = 0; i < np; i += VE) {
+			ve d = (vload_e(x + i) * va - vy) - vt;
+			ve pv = vload_e(pe + i);
+			vei in = (pv > 0) & (d > 0);
+			vstore_e(q + i, vsel_e(in, pv, z) / vsel_e(in, d, one));
+		}
 	}
 	float a0[VW] = {0}, a1[VW] = {0};
 	for (int b = 0; b < np; b += VW)
@@ -936,25 +912,27 @@ static double kb_entmax(float *restrict de, float *restrict q, const float *rest
 		return 0;
 	/* entropy term: ent = sum p log p */
 	float e = 1.0f / am1;
-	float h[VW] = {0};
+	ve h[VP] = {0}, one = vset1_e(1.0f);
 	for (int b = 0; b < np; b += VW)
-		for (int l = 0; l < VW; l++) {
-			float pv = pe[b + l];
-			float lp = log_pos(pv > FLT_MIN ? pv : 1.0f); /* 0 where p ~ 0 */
-			h[l] += pv * lp;
+		for (int k = 0; k < VP; k++) {
+			int i = b + k * VE;
+			ve pv = vload_e(pe + i);
+			ve lp = log_pos_v(vsel_e(pv > FLT_MIN, pv, one)); /* 0 where p ~ 0 */
+			vstore_e(q + np + i, lp);                       /* kept for the next pass */
+			h[k] += pv * lp;
 		}
-	float ent = lanes_sum(h);
-	float acc[VW] = {0};
+	float ent = parts_sum(h);
+	ve acc[VP] = {0}, vq = vset1_e(Q), vx = vset1_e(e), vent = vset1_e(ent);
 	for (int b = 0; b < np; b += VW)
-		for (int l = 0; l < VW; l++) {
-			float pv = pe[b + l];
-			float yq = q[b + l] / Q;
-			float lp = log_pos(pv > FLT_MIN ? pv : 1.0f);
-			float plp = pv * lp;
-			float t = e * (pv - yq) - (plp - yq * ent);
-			acc[l] += ge[b + l] * t;
+		for (int k = 0; k < VP; k++) {
+			int i = b + k * VE;
+			ve pv = vload_e(pe + i);
+			ve yq = vload_e(q + i) / vq;
+			ve plp = pv * vload_e(q + np + i);
+			ve t = vx * (pv - yq) - (plp - yq * vent);
+			acc[k] += vload_e(ge + i) * t;
 		}
-	return (double)e * (double)lanes_sum(acc);
+	return (double)e * (double)parts_sum(acc);
 }
 
 /* -------------------------------------------------- the study's bisection */
@@ -1046,21 +1024,22 @@ static double kb_unrolled(float *restrict de, float *restrict u, float *restrict
 		for (int l = 0; l < VW; l++)
 			a0[l] += ge[b + l] * (u[b + l] / z);
 	float P = lanes_sum(a0);
-	float a1[VW] = {0}, a2[VW] = {0};
+	ve a1[VP] = {0}, a2[VP] = {0}, vh = vset1_e(st.hi), vP = vset1_e(P), vz = vset1_e(z), vx = vset1_e(e);
 	for (int b = 0; b < np; b += VW)
-		for (int l = 0; l < VW; l++) {
-			float d = y[b + l] - st.hi;
-			float dv = (ge[b + l] - P) / z;
-			float uv = u[b + l];
-			int in = d > FLT_MIN && uv > 0;
-			uv = in ? uv : 0.0f;
-			float dc = in ? d : 1.0f;
-			float dd = dv * e * (uv / dc);
-			de[b + l] = dd;
-			a1[l] += dd;
-			a2[l] += dv * uv * log_pos(dc);
+		for (int k = 0; k < VP; k++) {
+			int i = b + k * VE;
+			ve d = vload_e(y + i) - vh;
+			ve dv = (vload_e(ge + i) - vP) / vz;
+			ve uv = vload_e(u + i);
+			vei in = (d > FLT_MIN) & (uv > 0);
+			uv = vsel_e(in, uv, vzero_e());
+			ve dc = vsel_e(in, d, vset1_e(1.0f));
+			ve dd = dv * vx * (uv / dc);
+			vstore_e(de + i, dd);
+			a1[k] += dd;
+			a2[k] += dv * uv * log_pos_v(dc);
 		}
-	float dtau = -lanes_sum(a1);
+	float dtau = -parts_sum(a1);
 	double w = 0, wlo = 1, whi = 0; /* coefficient of lo0 in lo, hi */
 	for (int t = 0; t < UNROLL_ITERS; t++) {
 		double a = 0.5 * (wlo + whi);
@@ -1076,14 +1055,17 @@ static double kb_unrolled(float *restrict de, float *restrict u, float *restrict
 	double da = 0;
 	if (want_alpha) {
 		float xm = x[st.amax];
-		float a3[VW] = {0};
+		ve a3[VP] = {0}, vm = vset1_e(xm);
+		vei lane;
+		for (int l = 0; l < VE; l++)
+			lane[l] = l;
 		for (int b = 0; b < np; b += VW)
-			for (int l = 0; l < VW; l++) {
-				float xv = x[b + l] - xm;
-				xv = b + l < n ? xv : 0.0f;
-				a3[l] += de[b + l] * xv;
+			for (int k = 0; k < VP; k++) {
+				int i = b + k * VE;
+				ve xv = vsel_e(lane + i < n, vload_e(x + i) - vm, vzero_e());
+				a3[k] += vload_e(de + i) * xv;
 			}
-		da = (double)lanes_sum(a3) + (double)dhi * st.c * log((double)dfull) - (double)e * e * lanes_sum(a2);
+		da = (double)parts_sum(a3) + (double)dhi * st.c * log((double)dfull) - (double)e * e * parts_sum(a2);
 	}
 	for (int b = 0; b < np; b += VW)
 		for (int l = 0; l < VW; l++)

@@ -130,7 +130,7 @@ static inline __m512 vexp2(__m512 t)
 	return _mm512_scalef_ps(q, n);
 }
 
-/* [d]_+^e as in the portable powpos: 0 where d <= FLT_MIN */
+/* [d]_+^e as in the portable powpos_v: 0 where d <= FLT_MIN */
 static inline __m512 vpowpos(__m512 d, __m512 e, __mmask16 *in_out)
 {
 	__mmask16 in = _mm512_cmp_ps_mask(d, set1(FLT_MIN), _CMP_GT_OQ);

@@ -1,4 +1,4 @@
-/* attn_norm_vec.h — internal to lib/attn_norm*.c: loops that GCC vectorises.
+/* attn_norm_vec.h — internal to lib/attn_norm*.c: vectorised row loops.
  *
  * At -O2 GCC 12 vectorises only loops whose vector code replaces the scalar
  * loop entirely ("very cheap" cost model), and never reassociates a float
@@ -7,10 +7,12 @@
  * loops of exactly VW iterations over restrict-qualified pointers and
  * reductions kept in VW lane accumulators that are combined in a fixed tree
  * order at the end (deterministic: the same result for the same input).
+ * Loops that call the element functions below are written on ve registers
+ * instead (VP of them per VW-lane block, lane l in part l / VE), with the same
+ * per-lane accumulators and the same tree (parts_sum).
  *
  * The element functions (exp of a non-positive number, log of a positive
- * normal number) are written branch-free so that they vectorise; they are
- * derived here from the textbook series, not copied:
+ * normal number) are derived here from the textbook series, not copied:
  *   exp:  x = n ln2 + r, |r| <= ln2/2, e^r by its Taylor polynomial of degree 7
  *         (truncation < 6e-9 relative), 2^n put into the exponent bits.
  *   log:  x = 2^k m, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(u),
@@ -19,11 +21,15 @@
 #ifndef SB_ATTN_NORM_VEC_H
 #define SB_ATTN_NORM_VEC_H
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "backend_cpu_simd.h"
+
 #define VW 16
+_Static_assert(VW == VL, "a VW-lane block is VP registers of VE lanes");
 
 static inline int vw_round_up(int n)
 {
@@ -48,15 +54,25 @@ static inline int32_t f_bits(float f)
 	return u.i;
 }
 
+/* The element functions run on the target's register width (backend_cpu_simd.h: ve,
+ * VE = 16 lanes with AVX-512, 8 with AVX2). GCC would vectorise scalar versions only
+ * with AVX-512's masked operations: with AVX2 it hoists, sinks and threads their
+ * selects into branches ("control flow in loop") and runs them one lane at a time.
+ * Written on ve, each lane does exactly the scalar operations (multiplies and adds
+ * apart: the build does not contract them), so the results are the same on every
+ * build, and the CUDA kernels (lib/cuda/lanes.cuh) repeat them. */
+
 /* e^x for x in [-87, 88]; 0 below (e^x < 1.7e-38 there, or x = -inf), +inf above. */
-static inline float exp_f(float x)
+static inline ve exp_v(ve x)
 {
-	float xc = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
-	float t = xc * 1.44269504088896341f + 12582912.0f; /* 1.5*2^23: round to integer */
-	float n = t - 12582912.0f;
-	float r = xc - n * 0.693359375f;      /* ln2 high part, 9 bits: n*hi is exact */
+	const ve lo = vset1_e(-87.0f), hi = vset1_e(88.0f);
+	vei under = x < lo, over = x > hi;
+	ve xc = vsel_e(under, lo, vsel_e(over, hi, x));
+	ve t = xc * 1.44269504088896341f + 12582912.0f; /* 1.5*2^23: round to integer */
+	ve n = t - 12582912.0f;
+	ve r = xc - n * 0.693359375f;      /* ln2 high part, 9 bits: n*hi is exact */
 	r = r - n * -2.12194440054690583e-4f; /* ln2 low part */
-	float q = 1.0f / 5040.0f;
+	ve q = vset1_e(1.0f / 5040.0f);
 	q = q * r + 1.0f / 720.0f;
 	q = q * r + 1.0f / 120.0f;
 	q = q * r + 1.0f / 24.0f;
@@ -64,32 +80,43 @@ static inline float exp_f(float x)
 	q = q * r + 0.5f;
 	q = q * r + 1.0f;
 	q = q * r + 1.0f;
-	int32_t ni = f_bits(t) - 0x4B400000; /* n as an integer, -126..127 */
-	float scale = f_from_bits((ni + 127) << 23);
-	float e = q * scale;
-	e = x > 88.0f ? INFINITY : e;
-	return x < -87.0f ? 0.0f : e;
+	vei ni = (vei)t - 0x4B400000; /* n as an integer, -126..127 */
+	ve e = q * (ve)((ni + 127) << 23);
+	e = vsel_e(over, vset1_e(INFINITY), e);
+	return vsel_e(under, vzero_e(), e);
 }
 
 /* log x for x a positive normal float (callers clamp below at FLT_MIN). */
-static inline float log_pos(float x)
+static inline ve log_pos_v(ve x)
 {
-	int32_t i = f_bits(x);
-	int32_t k = ((i >> 23) & 0xff) - 127;
-	float m = f_from_bits((i & 0x007fffff) | 0x3f800000); /* [1, 2) */
-	int big = m > 1.41421356f;
-	m = big ? m * 0.5f : m;
-	k = big ? k + 1 : k;
-	float u = (m - 1.0f) / (m + 1.0f);
-	float u2 = u * u;
-	float q = 1.0f / 9.0f;
+	vei i = (vei)x;
+	vei k = ((i >> 23) & 0xff) - 127;
+	ve m = (ve)((i & 0x007fffff) | 0x3f800000); /* [1, 2) */
+	vei big = m > 1.41421356f;
+	m = vsel_e(big, m * 0.5f, m);
+	k = k - big; /* big lanes are -1: k + 1 */
+	ve u = (m - 1.0f) / (m + 1.0f);
+	ve u2 = u * u;
+	ve q = vset1_e(1.0f / 9.0f);
 	q = q * u2 + 1.0f / 7.0f;
 	q = q * u2 + 1.0f / 5.0f;
 	q = q * u2 + 1.0f / 3.0f;
 	q = q * u2 + 1.0f;
-	float lm = 2.0f * u * q;
-	float kf = (float)k;
+	ve lm = 2.0f * u * q;
+	ve kf = __builtin_convertvector(k, ve);
 	return kf * 0.693359375f + (lm + kf * -2.12194440054690583e-4f);
+}
+
+/* [d]_+^e for the exponents the methods use: 1, 2, or any e via exp(e log d).
+ * d <= 1 in the exact paths (y <= 0, tau >= -1); the study's bisection may
+ * start with d > 1 (its lower bracket is min y - 1), where d^e can overflow to
+ * inf, as it does in float32 torch. */
+static inline ve powpos_v(ve d, ve e)
+{
+	vei in = d > FLT_MIN;
+	ve dc = vsel_e(in, d, vset1_e(1.0f));
+	ve u = exp_v(e * log_pos_v(dc));
+	return vsel_e(in, u, vzero_e());
 }
 
 /* Lane reductions in a fixed tree order. */
@@ -99,6 +126,15 @@ static inline float lanes_sum(float *a)
 		for (int l = 0; l < w; l++)
 			a[l] += a[l + w];
 	return a[0];
+}
+
+/* lanes_sum of VW lanes held as VP registers (lane l in part l / VE, lane l % VE) */
+static inline float parts_sum(const ve *a)
+{
+	float t[VW];
+	for (int h = 0; h < VP; h++)
+		vstore_e(t + h * VE, a[h]);
+	return lanes_sum(t);
 }
 
 static inline float lanes_max(float *a)

@@ -326,7 +326,8 @@ template <int N> SB_HDI int32_t rprefix(const Grp &G, IRow<N> &cnt, const IRow<N
 
 /* ---------------------------------------------------------------- element functions */
 
-/* attn_norm_vec.h's exp_f and log_pos, operation by operation */
+/* attn_norm_vec.h's exp_v, log_pos_v and powpos_v for one lane, operation by operation
+ * (tests/unit/test_cuda_host_portable.c holds the row kernels to the portable bits) */
 SB_HDI float sb_exp_f(float x)
 {
 	float xc = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
