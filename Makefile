@@ -18,6 +18,11 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DELETE_ON_ERROR:
 .SUFFIXES:
+# A recipe line that writes $@.tmp and renames it into place begins with $(ATOMIC): its shell
+# removes $@.tmp when it exits, so a recipe that fails, is interrupted (SIGINT) or is killed
+# (SIGTERM, SIGHUP) leaves no temporary file behind; after the rename there is nothing to
+# remove. Each recipe line is its own shell: the write and the rename share one line.
+ATOMIC = trap 'rm -f $@.tmp' EXIT;
 MAKEFLAGS += --no-builtin-rules --no-builtin-variables
 
 ifneq ($(filter default undefined,$(origin CC)),)
@@ -107,7 +112,7 @@ features: $(PROGS)
 
 # version.h is rewritten only when the version string changes
 lib/version.h: FORCE
-	@v='#define SB_VERSION "$(VERSION)"'; \
+	@$(ATOMIC) v='#define SB_VERSION "$(VERSION)"'; \
 	 if [ ! -f $@ ] || [ "$$(cat $@)" != "$$v" ]; then echo "$$v" > $@.tmp && mv $@.tmp $@; fi
 .PHONY: FORCE
 FORCE:

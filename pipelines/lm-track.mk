@@ -48,25 +48,27 @@ lm-report: lm
 $(LM_OUT)/cell.ndjson: FORCE
 	@mkdir -p $(@D)
 	@test -n "$(LM_SHAKESPEARE)" || { echo "lm: no Tiny Shakespeare (sb-fetch tinyshakespeare, or set LM_SHAKESPEARE)" >&2; exit 2; }
-	@printf '%s\n' '$(LM_CELL_JSON)' >$@.tmp
-	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+	@$(ATOMIC) printf '%s\n' '$(LM_CELL_JSON)' >$@.tmp && \
+	 if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
 # sb-train hands the "family": "lm" cell to the LM track (train/train_lm.c); the run's
 # train.ndjson ends in train.done with train_seconds (wall) and train_cpu_seconds.
 $(LM_OUT)/train.ndjson: $(LM_OUT)/cell.ndjson | bin/sb-train
-	bin/sb-train -j $(LM_THREADS) -o $(LM_OUT)/runs $< >$@.tmp
-	grep -q '"kind":"lm.train".*"status":"\(completed\|skipped\)"' $@.tmp
+	$(ATOMIC) bin/sb-train -j $(LM_THREADS) -o $(LM_OUT)/runs $< >$@.tmp; \
+	grep -q '"kind":"lm.train".*"status":"\(completed\|skipped\)"' $@.tmp; \
 	run=$$(sed -n 's/.*"kind":"lm.train".*"run_dir":"\([^"]*\)".*/\1/p' $@.tmp | tail -n 1); \
-	sed -n 's/.*"kind":"train.done".*"train_seconds":\([0-9.]*\),"train_cpu_seconds":\([0-9.]*\).*/lm: trained in \1 s wall-clock, \2 s CPU (user+sys)/p' $$run/train.ndjson >&2
+	sed -n 's/.*"kind":"train.done".*"train_seconds":\([0-9.]*\),"train_cpu_seconds":\([0-9.]*\).*/lm: trained in \1 s wall-clock, \2 s CPU (user+sys)/p' $$run/train.ndjson >&2; \
 	mv $@.tmp $@
 
 # sb-eval hands the run directory to the LM track (evalsel/eval_lm.c): RUN/eval.ndjson.
 # $(call lm_eval,KIND): the run directory is the last KIND record's run_dir in $<.
 define lm_eval
+	trap 'rm -f $@.tmp $(@D)/sb-eval.ndjson.tmp' EXIT; \
 	run=$$(sed -n 's/.*"kind":"$(1)".*"run_dir":"\([^"]*\)".*/\1/p' $< | tail -n 1); \
 	(cd $$run && sha256sum -c --quiet model.safetensors.sha256); \
 	mkdir -p $(@D); \
-	bin/sb-eval -j $(LM_THREADS) $(addprefix --set ,$(LM_EVAL_SET)) $$run >$(@D)/sb-eval.ndjson; \
+	bin/sb-eval -j $(LM_THREADS) $(addprefix --set ,$(LM_EVAL_SET)) $$run >$(@D)/sb-eval.ndjson.tmp; \
+	mv $(@D)/sb-eval.ndjson.tmp $(@D)/sb-eval.ndjson; \
 	cp $$run/eval.ndjson $@.tmp && mv $@.tmp $@
 endef
 $(LM_OUT)/eval/eval.ndjson: $(LM_OUT)/train.ndjson | bin/sb-eval
@@ -108,7 +110,7 @@ $(LM_PT_OUT)/import.ndjson: $(wildcard $(LM_HF)/config.json $(LM_HF)/*.safetenso
 	@test -n "$(LM_HF)" && test -f "$(LM_HF)/config.json" || \
 		{ echo "lm-pretrained: set LM_HF to a Hugging Face model directory (config.json, weights, tokenizer.json)" >&2; exit 2; }
 	@mkdir -p $(@D)
-	bin/sb-lm import -q -o $(LM_PT_OUT)/runs --T $(LM_PT_T) --corpus "$(LM_PT_CORPUS)" "$(LM_HF)" >$@.tmp
+	$(ATOMIC) bin/sb-lm import -q -o $(LM_PT_OUT)/runs --T $(LM_PT_T) --corpus "$(LM_PT_CORPUS)" "$(LM_HF)" >$@.tmp && \
 	mv $@.tmp $@
 
 $(LM_PT_OUT)/eval/eval.ndjson: $(LM_PT_OUT)/import.ndjson | bin/sb-eval

@@ -37,34 +37,36 @@ n3a-verdict: $(N3A_OUT)/n3a-verdict.ndjson
 # sb-train still skips the cells whose id, i.e. content, is unchanged)
 $(N3A_OUT)/cell-extra.txt: FORCE
 	@mkdir -p $(N3A_OUT)
-	@v='$(N3A_CELL_EXTRA)'; if [ ! -f $@ ] || [ "$$(cat $@)" != "$$v" ]; then printf '%s\n' "$$v" >$@.tmp && mv $@.tmp $@; fi
+	@$(ATOMIC) v='$(N3A_CELL_EXTRA)'; if [ ! -f $@ ] || [ "$$(cat $@)" != "$$v" ]; then printf '%s\n' "$$v" >$@.tmp && mv $@.tmp $@; fi
 
 # one cell: its one-line cell file, then sb-train's stdout (run.meta + n3a.train) as the stamp
 $(N3A_OUT)/train/%.ndjson: $(N3A_OUT)/cell-extra.txt | $(BIN)/sb-train
 	@mkdir -p $(N3A_OUT)/cells $(N3A_OUT)/train
-	@k='$*'; a=$${k%%-*}; rest=$${k#*-r}; r=$${rest%%-*}; s=$${k##*-s}; \
+	@$(ATOMIC) k='$*'; a=$${k%%-*}; rest=$${k#*-r}; r=$${rest%%-*}; s=$${k##*-s}; \
 	 printf '{"family":"n3a","arch":"%s","r":%s,"seed":%s%s}\n' "$$a" "$$r" "$$s" '$(N3A_CELL_EXTRA)' \
 	   >$(N3A_OUT)/cells/$*.ndjson; \
-	 $(BIN)/sb-train -q -o $(N3A_OUT)/runs $(N3A_OUT)/cells/$*.ndjson >$@.tmp; \
+	 $(BIN)/sb-train -q -o $(N3A_OUT)/runs $(N3A_OUT)/cells/$*.ndjson >$@.tmp && \
 	 mv $@.tmp $@
 
 $(N3A_OUT)/n3a-train.ndjson: $(N3A_STAMPS)
-	@cat $^ | grep '"kind":"n3a.train"' >$@.tmp; mv $@.tmp $@
+	@$(ATOMIC) cat $^ | grep '"kind":"n3a.train"' >$@.tmp && mv $@.tmp $@
 	@echo "n3a: $$(grep -c '"status":"completed"\|"status":"skipped"' $@) of $(words $(N3A_STAMPS)) cells done: $(N3A_OUT)/runs" >&2
 
 # the analysis reads the cells of this grid (their run directories, named in the stamps)
 $(N3A_OUT)/n3a-verdict.ndjson: $(N3A_OUT)/n3a-train.ndjson | $(BIN)/sb-a8
-	@sed -n 's/.*"run_dir":"\([^"]*\)".*/\1\/n3a.ndjson/p' $< >$@.files
-	@$(BIN)/sb-a8 -q n3a --md $(N3A_OUT)/n3a-verdict.md $$(cat $@.files) >$@.tmp; rc=$$?; rm -f $@.files; \
-	 [ $$rc -eq 0 ] && mv $@.tmp $@ || { rm -f $@.tmp; exit $$rc; }
+	@trap 'rm -f $@.tmp $@.files' EXIT; \
+	 sed -n 's/.*"run_dir":"\([^"]*\)".*/\1\/n3a.ndjson/p' $< >$@.files; \
+	 $(BIN)/sb-a8 -q n3a --md $(N3A_OUT)/n3a-verdict.md $$(cat $@.files) >$@.tmp && \
+	 mv $@.tmp $@
 	@echo "n3a: $$(grep -o '"verdict":"[A-Z_]*"' $@) ($(N3A_OUT)/n3a-verdict.md)" >&2
 
 # an interim look at the cells finished so far (the stamps present); always rerun
 n3a-interim: | $(BIN)/sb-a8
-	@f=$$(cat /dev/null $(wildcard $(N3A_STAMPS)) | sed -n 's/.*"run_dir":"\([^"]*\)".*/\1\/n3a.ndjson/p'); \
+	@trap 'rm -f $(N3A_OUT)/n3a-interim.ndjson.tmp' EXIT; \
+	 f=$$(cat /dev/null $(wildcard $(N3A_STAMPS)) | sed -n 's/.*"run_dir":"\([^"]*\)".*/\1\/n3a.ndjson/p'); \
 	 [ -n "$$f" ] || { echo "n3a-interim: no finished cell in $(N3A_OUT)/train" >&2; exit 3; }; \
 	 $(BIN)/sb-a8 -q n3a --interim --md $(N3A_OUT)/n3a-interim.md $$f >$(N3A_OUT)/n3a-interim.ndjson.tmp && \
-	 mv $(N3A_OUT)/n3a-interim.ndjson.tmp $(N3A_OUT)/n3a-interim.ndjson || { rc=$$?; rm -f $(N3A_OUT)/n3a-interim.ndjson.tmp; exit $$rc; }
+	 mv $(N3A_OUT)/n3a-interim.ndjson.tmp $(N3A_OUT)/n3a-interim.ndjson
 	@echo "n3a-interim: $(N3A_OUT)/n3a-interim.md (not a decision)" >&2
 
 n3a-clean:

@@ -26,22 +26,19 @@ sas: $(SAS_OUT)/report.md
 $(SAS_OUT)/cells.ndjson: FORCE
 	@if [ -z "$(SAS_CORPUS)" ]; then echo "sas: no corpus: fetch wikitext2 (bin/sb-fetch -o $(SB_DATA) wikitext2) or give SAS_CORPUS=NAME=PATH" >&2; exit 3; fi
 	@mkdir -p $(@D)
-	@{ for s in $(SAS_SEEDS); do \
+	@$(ATOMIC) { for s in $(SAS_SEEDS); do \
 	     printf '{"family":"sas","id":"sas-s%s","seed":%s,%s"corpus":"%s"}\n' "$$s" "$$s" '$(SAS_CELL_EXTRA)' '$(SAS_CORPUS)'; \
-	   done; } > $@.tmp
-	@if [ -f $@ ] && cmp -s $@ $@.tmp; then rm -f $@.tmp; else mv $@.tmp $@; fi
+	   done; } > $@.tmp && \
+	 if [ -f $@ ] && cmp -s $@ $@.tmp; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
 $(SAS_OUT)/train.ndjson: $(SAS_OUT)/cells.ndjson $(SB_BIN)/sb-train
-	$(SB_BIN)/sb-train -q -o $(SAS_OUT)/runs $< > $@.tmp
-	@mv $@.tmp $@
+	$(ATOMIC) $(SB_BIN)/sb-train -q -o $(SAS_OUT)/runs $< > $@.tmp && mv $@.tmp $@
 
 $(SAS_OUT)/eval.ndjson: $(SAS_OUT)/train.ndjson $(SB_BIN)/sb-eval
-	$(SB_BIN)/sb-eval -q $(foreach s,$(SAS_SEEDS),$(SAS_OUT)/runs/sas-s$(s)) > $@.tmp
-	@mv $@.tmp $@
+	$(ATOMIC) $(SB_BIN)/sb-eval -q $(foreach s,$(SAS_SEEDS),$(SAS_OUT)/runs/sas-s$(s)) > $@.tmp && mv $@.tmp $@
 
 $(SAS_OUT)/report.md: $(SAS_OUT)/eval.ndjson pipelines/sas-report.sh
-	pipelines/sas-report.sh $< > $@.tmp
-	@mv $@.tmp $@
+	$(ATOMIC) pipelines/sas-report.sh $< > $@.tmp && mv $@.tmp $@
 
 sas-clean:
 	rm -rf $(SAS_OUT)
@@ -71,29 +68,26 @@ sas-scaled: $(SAS_SCALED_OUT)/report.md
 $(SAS_SCALED_OUT)/backbone-cell.ndjson: FORCE
 	@mkdir -p $(@D)
 	@test -n "$(SAS_BACKBONE)$(SAS_TS)" || { echo "sas-scaled: no Tiny Shakespeare for the backbone; set SAS_BACKBONE=RUN_DIR" >&2; exit 3; }
-	@printf '%s\n' '$(SAS_BB_CELL)' > $@.tmp
-	@if [ -f $@ ] && cmp -s $@ $@.tmp; then rm -f $@.tmp; else mv $@.tmp $@; fi
+	@$(ATOMIC) printf '%s\n' '$(SAS_BB_CELL)' > $@.tmp && \
+	 if [ -f $@ ] && cmp -s $@ $@.tmp; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
 $(SAS_SCALED_OUT)/backbone.ndjson: $(if $(SAS_BACKBONE),,$(SAS_SCALED_OUT)/backbone-cell.ndjson) | $(SB_BIN)/sb-lm
 	@mkdir -p $(@D)
-	if [ -n '$(SAS_BACKBONE)' ]; then printf '$(SAS_BB_GIVEN)\n' '$(SAS_BACKBONE)'; \
-	else $(SB_BIN)/sb-lm train -q -j 1 -o $(SAS_SCALED_OUT)/backbone $(SAS_SCALED_OUT)/backbone-cell.ndjson; fi > $@.tmp
-	@mv $@.tmp $@
+	$(ATOMIC) if [ -n '$(SAS_BACKBONE)' ]; then printf '$(SAS_BB_GIVEN)\n' '$(SAS_BACKBONE)'; \
+	else $(SB_BIN)/sb-lm train -q -j 1 -o $(SAS_SCALED_OUT)/backbone $(SAS_SCALED_OUT)/backbone-cell.ndjson; fi > $@.tmp && \
+	mv $@.tmp $@
 
 $(SAS_SCALED_OUT)/cells.ndjson: $(SAS_SCALED_OUT)/backbone.ndjson FORCE
-	@run=$$(sed -n 's/.*"kind":"lm.train".*"run_dir":"\([^"]*\)".*/\1/p' $< | tail -n 1); \
+	@$(ATOMIC) run=$$(sed -n 's/.*"kind":"lm.train".*"run_dir":"\([^"]*\)".*/\1/p' $< | tail -n 1); \
 	 test -n "$$run" || { echo "sas-scaled: no backbone run directory in $<" >&2; exit 3; }; \
-	 printf '{"family":"sas","id":"sas-scaled","seed":0,%s"backbone":"%s"}\n' '$(SAS_SCALED_EXTRA)' "$$run" > $@.tmp
-	@if [ -f $@ ] && cmp -s $@ $@.tmp; then rm -f $@.tmp; else mv $@.tmp $@; fi
+	 printf '{"family":"sas","id":"sas-scaled","seed":0,%s"backbone":"%s"}\n' '$(SAS_SCALED_EXTRA)' "$$run" > $@.tmp && \
+	 if [ -f $@ ] && cmp -s $@ $@.tmp; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
 $(SAS_SCALED_OUT)/train.ndjson: $(SAS_SCALED_OUT)/cells.ndjson $(SB_BIN)/sb-train
-	$(SB_BIN)/sb-train -q -o $(SAS_SCALED_OUT)/runs $< > $@.tmp
-	@mv $@.tmp $@
+	$(ATOMIC) $(SB_BIN)/sb-train -q -o $(SAS_SCALED_OUT)/runs $< > $@.tmp && mv $@.tmp $@
 
 $(SAS_SCALED_OUT)/eval.ndjson: $(SAS_SCALED_OUT)/train.ndjson $(SB_BIN)/sb-eval
-	$(SB_BIN)/sb-eval -q $(SAS_SCALED_OUT)/runs/sas-scaled > $@.tmp
-	@mv $@.tmp $@
+	$(ATOMIC) $(SB_BIN)/sb-eval -q $(SAS_SCALED_OUT)/runs/sas-scaled > $@.tmp && mv $@.tmp $@
 
 $(SAS_SCALED_OUT)/report.md: $(SAS_SCALED_OUT)/eval.ndjson pipelines/sas-scaled-report.sh
-	pipelines/sas-scaled-report.sh $(SAS_SCALED_OUT)/runs/sas-scaled/eval.ndjson $(SAS_SCALED_OUT)/runs/sas-scaled/train.ndjson > $@.tmp
-	@mv $@.tmp $@
+	$(ATOMIC) pipelines/sas-scaled-report.sh $(SAS_SCALED_OUT)/runs/sas-scaled/eval.ndjson $(SAS_SCALED_OUT)/runs/sas-scaled/train.ndjson > $@.tmp && mv $@.tmp $@

@@ -39,6 +39,15 @@ REFREEZE=${REFREEZE:-0}
 RETEST=${RETEST:-}
 SB_VERBOSE=${SB_VERBOSE:-0}
 
+# The temporary files and directories a stage writes before renaming them into place:
+# removed when the stage exits, however it exits (an error, or SIGTERM, SIGINT or SIGHUP,
+# after which bash still runs the EXIT trap), so an interrupted stage leaves none behind;
+# one renamed into place is gone already. A run directory in training (cells/KEY/work) is
+# not one of them: it is kept for the resume. (tests/sh/pipeline_kill.sh)
+SCRATCH=()
+scratch() { SCRATCH+=("$@"); }
+trap '[ ${#SCRATCH[@]} -eq 0 ] || rm -rf -- "${SCRATCH[@]}"' EXIT
+
 say() { echo "$*" >&2; }
 die() { local rc=$1; shift; echo "pipeline: $*" >&2; exit "$rc"; }
 now() { date +%s.%N; }
@@ -71,6 +80,7 @@ seal() {
 	for f in "$@"; do
 		d=$(dirname "$f") n=$(basename "$f")
 		h=$(sha256sum <"$f" | cut -d' ' -f1)
+		scratch "$d/.$n.sha256.tmp"
 		printf '%s  %s\n' "$h" "$n" >"$d/.$n.sha256.tmp"
 		mv -f "$d/.$n.sha256.tmp" "$f.sha256"
 	done
@@ -250,6 +260,7 @@ publish_run() { # blockdir key rc what
 	rid=$(basename "${made[0]}")
 	status=$(last_kind "${made[0]}train.ndjson")
 	st=$(json_field "${made[0]}train.ndjson" status | tail -n 1)
+	scratch "$d/.OUTCOME.tmp"
 	if [ "$rc" -eq 0 ] && [ "$status" = train.done ]; then
 		:
 	elif [ "$rc" -eq 0 ] && [ "$status" = train.failed ] && [ "$st" = failed_nonfinite_loss ]; then
@@ -469,6 +480,7 @@ do_eval() {
 	shopt -u nullglob
 	if [ ${#ck[@]} -eq 0 ] && [ "$(outcome "$d")" != completed ]; then
 		# a failure accepted as the outcome, before any epoch: a marker stands in
+		scratch "$d/.val.tmp"
 		printf '{"kind":"pipeline.cell_failed","v":1,"key":"%s","cell_id":"%s","outcome":"%s"}\n' \
 			"$key" "$rid" "$(outcome "$d")" >"$d/.val.tmp"
 		mv -f "$d/.val.tmp" "$d/val.ndjson"
@@ -619,6 +631,7 @@ do_stats() {
 	fi
 	check "${links[@]}"
 	mapfile -t opts < <(stage_opts "$B/params/stats" group_by)
+	scratch "$S.tmp"
 	rm -rf "$S.tmp"
 	mkdir -p "$S.tmp"
 	if [ "$(param "$B/params/stats" group_by "")" = epochs ]; then
@@ -680,6 +693,7 @@ do_a8() {
 		reals+=("$B/test/test.ndjson")
 	fi
 	A="$B/a8"
+	scratch "$A.tmp"
 	rm -rf "$A.tmp"
 	mkdir -p "$A.tmp"
 	say "a8 $(label "$B"): sb-a8 $mode on ${#reals[@]} validation logs ..."
@@ -720,6 +734,7 @@ do_report() {
 		done
 	done
 	check "${ins[@]}"
+	scratch "$G/.report.md.tmp"
 	{
 		echo "# sparsebench — $name"
 		echo
@@ -831,6 +846,7 @@ manifest_gen() { # tree
 }
 do_manifest() {
 	[ -d "$1" ] || die 2 "$1: no such output tree"
+	scratch "$1/.MANIFEST.csv.tmp"
 	manifest_gen "$1" >"$1/.MANIFEST.csv.tmp"
 	mv -f "$1/.MANIFEST.csv.tmp" "$1/MANIFEST.csv"
 	say "$1/MANIFEST.csv: $(($(wc -l <"$1/MANIFEST.csv") - 1)) files"
@@ -846,6 +862,7 @@ do_verify() {
 	done < <(find "$T" \( -path '*/attempts/*' -o -path '*/work/*' \) -prune -o -name '*.sha256' -print0)
 	say "$T: $n sidecars checked"
 	if [ -f "$T/MANIFEST.csv" ]; then
+		scratch "$T/.manifest.diff.tmp"
 		if ! diff <(manifest_gen "$T") "$T/MANIFEST.csv" >"$T/.manifest.diff.tmp"; then
 			say "$T/MANIFEST.csv does not match the tree (< now, > manifest):"
 			head -n 20 "$T/.manifest.diff.tmp" >&2

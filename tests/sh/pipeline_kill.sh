@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# pipeline_kill.sh — a make pipeline stopped in the middle of a recipe by SIGTERM, SIGINT
+# or SIGHUP to its whole process group (a scheduler's kill, a terminal's Ctrl-C, a closed
+# terminal) leaves no temporary file behind and no target: pipelines/stage.sh removes the
+# files and directories it had not yet renamed into place (its EXIT trap), and so do the
+# recipes of pipelines/{sas,n3a,lm-track}.mk that write TARGET.tmp ($(ATOMIC) in the
+# Makefile). The grid then finishes on a rerun. SIGKILL cannot be caught:
+# pipeline_resume.sh shows what a rerun makes of what it leaves. About 30 s.
+. "$(dirname "$0")/../shlib.sh"
+. "$TOP/tests/fixtures/pipeline/lib.sh"
+for p in sb-train perl setsid; do
+	command -v $p >/dev/null || { t_result 1 "$p is there"; t_done; }
+done
+
+# make in its own process group, with the default actions of the signals (a test harness
+# may have started us with SIGINT ignored, which a shell cannot undo for its children)
+start() { # log make-args...
+	local log=$1
+	shift
+	setsid perl -e '$SIG{$_} = "DEFAULT" for qw(INT HUP TERM QUIT); exec @ARGV or die "exec $ARGV[0]: $!\n"' \
+		make -C "$TOP" --no-print-directory "$@" >"$log" 2>&1 &
+	pg=$!
+}
+# wait (up to 60 s) until a file matches the glob
+await() {
+	local i
+	for i in $(seq 1 600); do
+		compgen -G "$1" >/dev/null && return 0
+		kill -0 "$pg" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+# signal the whole group, wait for make, then for the rest of the group
+stop() { # SIGNAL
+	local i
+	kill -"$1" -- -"$pg" 2>/dev/null
+	wait "$pg" 2>/dev/null
+	rc=$?
+	for i in $(seq 1 100); do
+		kill -0 -- -"$pg" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	kill -KILL -- -"$pg" 2>/dev/null
+	return 1
+}
+tmps() { find "$@" \( -name '*.tmp' -o -name '*.tmp.*' \) 2>/dev/null | sed "s|^$T/||" | head -n 5 | tr '\n' ' '; }
+
+# 1-2. the stage script: sb-stats (a stub) hangs with its outputs written into
+# BLOCK/stats.tmp/, which becomes BLOCK/stats/ only when complete
+for sig in TERM INT; do
+	rm -rf "$T/out" "$T/hang"
+	STUB_HANG="sb-stats:$T/hang" start "$T/$sig.log" EXTRA_GRIDS="$PT_GRID" SB_OUT="$T/out" SB_DATA="$T/data" \
+		SB_BIN="$FIX/stubs" SB_MIRRORS= pt
+	await "$T/hang"
+	t_result $? "SIG$sig: the grid reached sb-stats ($(tail -n 1 "$T/$sig.log"))"
+	during=$(tmps "$T/out")
+	stop "$sig"
+	t_result $? "SIG$sig: make and its recipes ended (make exit $rc)"
+	[ -n "$during" ] && [ -z "$(tmps "$T/out")" ]
+	t_result $? "SIG$sig: what was there during the stage ($during) is gone ($(tmps "$T/out"))"
+	[ -z "$(find "$T/out/pt" -name stats -type d)" ]
+	t_result $? "SIG$sig: no stats directory was published ($(find "$T/out/pt" -name stats -type d | tr '\n' ' '))"
+done
+pmake pt >"$T/rerun.log" 2>&1
+t_result $? "the grid finishes on a rerun ($(tail -n 1 "$T/rerun.log"))"
+[ -f "$T/out/pt/main/stats/table2.md" ] && [ -f "$T/out/pt/budget/stats/stats.ndjson" ] && [ -z "$(tmps "$T/out")" ]
+t_result $? "with both blocks' stats and no temporary file ($(tmps "$T/out"))"
+
+# 3. a pipelines/*.mk recipe that writes TARGET.tmp: make sas, its sb-train hanging with a
+# record written (SB_BIN holds a stand-in)
+mkdir -p "$T/hangbin"
+cat >"$T/hangbin/sb-train" <<'EOF'
+#!/usr/bin/env bash
+echo '{"kind":"run.meta","v":1}'
+: >"$HANG_MARK"
+sleep 300
+EOF
+chmod +x "$T/hangbin/sb-train"
+: >"$T/corpus.txt"
+rm -f "$T/hang"
+HANG_MARK=$T/hang start "$T/sas.log" sas SB_BIN="$T/hangbin" SAS_OUT="$T/sas" SAS_SEEDS=1 SAS_CORPUS="c=$T/corpus.txt"
+await "$T/hang"
+t_result $? "make sas reached sb-train ($(tail -n 1 "$T/sas.log"))"
+during=$(tmps "$T/sas")
+stop HUP
+t_result $? "SIGHUP: make and its recipe ended (make exit $rc)"
+[ "$during" = "sas/train.ndjson.tmp " ] && [ -z "$(tmps "$T/sas")" ] && [ ! -e "$T/sas/train.ndjson" ] && [ -f "$T/sas/cells.ndjson" ]
+t_result $? "SIGHUP: $during is gone ($(tmps "$T/sas")), no train.ndjson; cells.ndjson, finished before, stays"
+
+# 4. make n3a with the real sb-train (one registered cell, ~10 s): killed once training has
+# begun; sb-train's own temporary files go too (lib/io.c)
+start "$T/n3a.log" -o bin/sb-train n3a N3A_OUT="$T/n3a" N3A_ARCHS=query N3A_RS=1 N3A_SEEDS=64000
+await "$T/n3a/runs/*/cell.json" && sleep 1
+t_result $? "make n3a reached sb-train ($(tail -n 1 "$T/n3a.log"))"
+during=$(tmps "$T/n3a")
+stop TERM
+t_result $? "SIGTERM: make, its recipe and sb-train ended (make exit $rc)"
+[[ "$during" == *"n3a/train/query-r1-s64000.ndjson.tmp "* ]] && [ -z "$(tmps "$T/n3a")" ] && [ ! -e "$T/n3a/train/query-r1-s64000.ndjson" ]
+t_result $? "SIGTERM: $during is gone ($(tmps "$T/n3a")), no stamp"
+
+# 5. make lm-train (pipelines/lm-track.mk) with the real sb-train on a tiny decoder: Ctrl-C
+start "$T/lm.log" -o bin/sb-train lm-train LM_OUT="$T/lm" LM_SHAKESPEARE="$TOP/tests/fixtures/lm/shakespeare-head.txt" \
+	LM_JARGON= LM_D=16 LM_PATTERN=AC LM_T=192 LM_BATCH=4 LM_STEPS=100000 LM_WARM_STEPS=10 LM_WARM_T=32 LM_THREADS=1
+await "$T/lm/runs/*/train.ndjson" && sleep 1
+t_result $? "make lm-train reached training ($(tail -n 1 "$T/lm.log"))"
+during=$(tmps "$T/lm")
+stop INT
+t_result $? "SIGINT: make, its recipe and sb-train ended (make exit $rc)"
+[[ "$during" == *"lm/train.ndjson.tmp "* ]] && [ -z "$(tmps "$T/lm")" ] && [ ! -e "$T/lm/train.ndjson" ]
+t_result $? "SIGINT: $during is gone ($(tmps "$T/lm")), no train.ndjson"
+t_done
