@@ -21,8 +21,11 @@ SHELL := bash
 # A recipe line that writes $@.tmp and renames it into place begins with $(ATOMIC): its shell
 # removes $@.tmp when it exits, so a recipe that fails, is interrupted (SIGINT) or is killed
 # (SIGTERM, SIGHUP) leaves no temporary file behind; after the rename there is nothing to
-# remove. Each recipe line is its own shell: the write and the rename share one line.
-ATOMIC = trap 'rm -f $@.tmp' EXIT;
+# remove. Each recipe line is its own shell: the write and the rename share one line. The
+# signals are trapped explicitly, as in pipelines/stage.sh (which says why).
+# $(call atomic,FILES) does the same for other temporary files.
+atomic = trap 'trap "" HUP INT TERM; rm -f $(1)' EXIT; trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM;
+ATOMIC = $(call atomic,$@.tmp)
 MAKEFLAGS += --no-builtin-rules --no-builtin-variables
 
 ifneq ($(filter default undefined,$(origin CC)),)

@@ -63,7 +63,7 @@ $(LM_OUT)/train.ndjson: $(LM_OUT)/cell.ndjson | bin/sb-train
 # sb-eval hands the run directory to the LM track (evalsel/eval_lm.c): RUN/eval.ndjson.
 # $(call lm_eval,KIND): the run directory is the last KIND record's run_dir in $<.
 define lm_eval
-	trap 'rm -f $@.tmp $(@D)/sb-eval.ndjson.tmp' EXIT; \
+	$(call atomic,$@.tmp $(@D)/sb-eval.ndjson.tmp) \
 	run=$$(sed -n 's/.*"kind":"$(1)".*"run_dir":"\([^"]*\)".*/\1/p' $< | tail -n 1); \
 	(cd $$run && sha256sum -c --quiet model.safetensors.sha256); \
 	mkdir -p $(@D); \

@@ -54,7 +54,7 @@ $(N3A_OUT)/n3a-train.ndjson: $(N3A_STAMPS)
 
 # the analysis reads the cells of this grid (their run directories, named in the stamps)
 $(N3A_OUT)/n3a-verdict.ndjson: $(N3A_OUT)/n3a-train.ndjson | $(BIN)/sb-a8
-	@trap 'rm -f $@.tmp $@.files' EXIT; \
+	@$(call atomic,$@.tmp $@.files) \
 	 sed -n 's/.*"run_dir":"\([^"]*\)".*/\1\/n3a.ndjson/p' $< >$@.files; \
 	 $(BIN)/sb-a8 -q n3a --md $(N3A_OUT)/n3a-verdict.md $$(cat $@.files) >$@.tmp && \
 	 mv $@.tmp $@
@@ -62,7 +62,7 @@ $(N3A_OUT)/n3a-verdict.ndjson: $(N3A_OUT)/n3a-train.ndjson | $(BIN)/sb-a8
 
 # an interim look at the cells finished so far (the stamps present); always rerun
 n3a-interim: | $(BIN)/sb-a8
-	@trap 'rm -f $(N3A_OUT)/n3a-interim.ndjson.tmp' EXIT; \
+	@$(call atomic,$(N3A_OUT)/n3a-interim.ndjson.tmp) \
 	 f=$$(cat /dev/null $(wildcard $(N3A_STAMPS)) | sed -n 's/.*"run_dir":"\([^"]*\)".*/\1\/n3a.ndjson/p'); \
 	 [ -n "$$f" ] || { echo "n3a-interim: no finished cell in $(N3A_OUT)/train" >&2; exit 3; }; \
 	 $(BIN)/sb-a8 -q n3a --interim --md $(N3A_OUT)/n3a-interim.md $$f >$(N3A_OUT)/n3a-interim.ndjson.tmp && \

@@ -40,13 +40,23 @@ RETEST=${RETEST:-}
 SB_VERBOSE=${SB_VERBOSE:-0}
 
 # The temporary files and directories a stage writes before renaming them into place:
-# removed when the stage exits, however it exits (an error, or SIGTERM, SIGINT or SIGHUP,
-# after which bash still runs the EXIT trap), so an interrupted stage leaves none behind;
-# one renamed into place is gone already. A run directory in training (cells/KEY/work) is
-# not one of them: it is kept for the resume. (tests/sh/pipeline_kill.sh)
+# removed when the stage exits, however it exits (an error, or SIGTERM, SIGINT or SIGHUP),
+# so an interrupted stage leaves none behind; one renamed into place is gone already. A run
+# directory in training (cells/KEY/work) is not one of them: it is kept for the resume.
+# The signals are trapped explicitly: left to bash's default handling, about 1 in 100
+# SIGTERMs arriving while it waits for a program ended it without the EXIT trap; and a
+# second signal (make passes its own on to the recipe) must not cut the clean-up short.
+# (tests/sh/pipeline_kill.sh)
 SCRATCH=()
 scratch() { SCRATCH+=("$@"); }
-trap '[ ${#SCRATCH[@]} -eq 0 ] || rm -rf -- "${SCRATCH[@]}"' EXIT
+clean_scratch() {
+	trap '' HUP INT TERM
+	[ ${#SCRATCH[@]} -eq 0 ] || rm -rf -- "${SCRATCH[@]}"
+}
+trap clean_scratch EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 say() { echo "$*" >&2; }
 die() { local rc=$1; shift; echo "pipeline: $*" >&2; exit "$rc"; }
