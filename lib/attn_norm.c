@@ -739,16 +739,22 @@ static float entmax_sum(float *restrict u, const float *restrict y, int np, floa
  * a single support size when all supported y are equal), so few passes are
  * needed. Each pass keeps u = d^e in p, so when the step stops rising p holds
  * the unnormalised answer. Returns passes; *Z = the sum at the final tau. */
-static int entmax_newton(float *restrict p, float *tau_out, float *Z, const float *restrict y, int np, float am1,
-                         enum emode mode)
+static int entmax_newton(float *restrict p, float *tau_out, float *Z, const float *restrict y, int n, int np,
+                         float am1, enum emode mode)
 {
 	float e = 1.0f / am1;
 	float tau = -1.0f;
 	int it;
+	/* The registers wholly past the row (y = -inf there: u = 0) are not computed: adding
+	 * their +0 to the non-negative sums would change no bit. With VE < VW (AVX2) that is
+	 * the last register of a block when n mod VW <= VE. */
+	int nv = (n + VE - 1) / VE * VE;
+	for (int i = nv; i < np; i++)
+		p[i] = 0.0f;
 	for (it = 1; it <= 100; it++) {
 		ve a0[VP] = {0}, a1[VP] = {0}, vt = vset1_e(tau), vx = vset1_e(e);
-		for (int b = 0; b < np; b += VW)
-			for (int h = 0; h < VP; h++) {
+		for (int b = 0; b < nv; b += VW)
+			for (int h = 0; h < VP && b + h * VE < nv; h++) {
 				int i = b + h * VE;
 				ve d = vload_e(y + i) - vt, u;
 				if (mode == E_TWO) {
@@ -856,7 +862,7 @@ static int k_entmax(float *restrict p, float *restrict y, const float *restrict 
 	} else if (plain) {
 		it = entmax_bisect_plain(p, &tau, &Z, y, n, np, am1, mode);
 	} else {
-		it = entmax_newton(p, &tau, &Z, y, np, am1, mode);
+		it = entmax_newton(p, &tau, &Z, y, n, np, am1, mode);
 	}
 	int32_t cnt[VW] = {0};
 	for (int b = 0; b < np; b += VW)
