@@ -69,6 +69,21 @@ t_result $? "the grid finishes on a rerun ($(tail -n 1 "$T/rerun.log"))"
 [ -f "$T/out/pt/main/stats/table2.md" ] && [ -f "$T/out/pt/budget/stats/stats.ndjson" ] && [ -z "$(tmps "$T/out")" ]
 t_result $? "with both blocks' stats and no temporary file ($(tmps "$T/out"))"
 
+# make ARGS, signalled once GLOB exists: TMP (a path under $T) was there and is gone with
+# every other temporary file under DIR, and TARGET was not made
+interrupted() { # what SIGNAL DIR GLOB TMP TARGET -- make-args...
+	local what=$1 sig=$2 dir=$3 glob=$4 tmp=$5 target=$6 during
+	shift 7
+	start "$T/${what// /-}.log" "$@"
+	await "$glob" && sleep 1
+	t_result $? "$what reached its program ($(tail -n 1 "$T/${what// /-}.log"))"
+	during=$(tmps "$dir")
+	stop "$sig"
+	t_result $? "$what, SIG$sig: make, its recipe and programs ended (make exit $rc)"
+	[[ "$during" == *"$tmp "* ]] && [ -z "$(tmps "$dir")" ] && [ ! -e "$target" ]
+	t_result $? "$what, SIG$sig: $during is gone ($(tmps "$dir")), no ${target#"$T"/}"
+}
+
 # 3. a pipelines/*.mk recipe that writes TARGET.tmp: make sas, its sb-train hanging with a
 # record written (SB_BIN holds a stand-in)
 mkdir -p "$T/hangbin"
@@ -81,34 +96,19 @@ EOF
 chmod +x "$T/hangbin/sb-train"
 : >"$T/corpus.txt"
 rm -f "$T/hang"
-HANG_MARK=$T/hang start "$T/sas.log" sas SB_BIN="$T/hangbin" SAS_OUT="$T/sas" SAS_SEEDS=1 SAS_CORPUS="c=$T/corpus.txt"
-await "$T/hang"
-t_result $? "make sas reached sb-train ($(tail -n 1 "$T/sas.log"))"
-during=$(tmps "$T/sas")
-stop HUP
-t_result $? "SIGHUP: make and its recipe ended (make exit $rc)"
-[ "$during" = "sas/train.ndjson.tmp " ] && [ -z "$(tmps "$T/sas")" ] && [ ! -e "$T/sas/train.ndjson" ] && [ -f "$T/sas/cells.ndjson" ]
-t_result $? "SIGHUP: $during is gone ($(tmps "$T/sas")), no train.ndjson; cells.ndjson, finished before, stays"
+export HANG_MARK=$T/hang
+interrupted "make sas" HUP "$T/sas" "$T/hang" sas/train.ndjson.tmp "$T/sas/train.ndjson" -- \
+	sas SB_BIN="$T/hangbin" SAS_OUT="$T/sas" SAS_SEEDS=1 SAS_CORPUS="c=$T/corpus.txt"
+[ -f "$T/sas/cells.ndjson" ]
+t_result $? "make sas: cells.ndjson, finished before, stays"
 
-# 4. make n3a with the real sb-train (one registered cell, ~10 s): killed once training has
+# 4. make n3a with the real sb-train (one registered cell, ~10 s): signalled once training has
 # begun; sb-train's own temporary files go too (lib/io.c)
-start "$T/n3a.log" -o bin/sb-train n3a N3A_OUT="$T/n3a" N3A_ARCHS=query N3A_RS=1 N3A_SEEDS=64000
-await "$T/n3a/runs/*/cell.json" && sleep 1
-t_result $? "make n3a reached sb-train ($(tail -n 1 "$T/n3a.log"))"
-during=$(tmps "$T/n3a")
-stop TERM
-t_result $? "SIGTERM: make, its recipe and sb-train ended (make exit $rc)"
-[[ "$during" == *"n3a/train/query-r1-s64000.ndjson.tmp "* ]] && [ -z "$(tmps "$T/n3a")" ] && [ ! -e "$T/n3a/train/query-r1-s64000.ndjson" ]
-t_result $? "SIGTERM: $during is gone ($(tmps "$T/n3a")), no stamp"
+interrupted "make n3a" TERM "$T/n3a" "$T/n3a/runs/*/cell.json" n3a/train/query-r1-s64000.ndjson.tmp \
+	"$T/n3a/train/query-r1-s64000.ndjson" -- -o bin/sb-train n3a N3A_OUT="$T/n3a" N3A_ARCHS=query N3A_RS=1 N3A_SEEDS=64000
 
 # 5. make lm-train (pipelines/lm-track.mk) with the real sb-train on a tiny decoder: Ctrl-C
-start "$T/lm.log" -o bin/sb-train lm-train LM_OUT="$T/lm" LM_SHAKESPEARE="$TOP/tests/fixtures/lm/shakespeare-head.txt" \
+interrupted "make lm-train" INT "$T/lm" "$T/lm/runs/*/train.ndjson" lm/train.ndjson.tmp "$T/lm/train.ndjson" -- \
+	-o bin/sb-train lm-train LM_OUT="$T/lm" LM_SHAKESPEARE="$TOP/tests/fixtures/lm/shakespeare-head.txt" \
 	LM_JARGON= LM_D=16 LM_PATTERN=AC LM_T=192 LM_BATCH=4 LM_STEPS=100000 LM_WARM_STEPS=10 LM_WARM_T=32 LM_THREADS=1
-await "$T/lm/runs/*/train.ndjson" && sleep 1
-t_result $? "make lm-train reached training ($(tail -n 1 "$T/lm.log"))"
-during=$(tmps "$T/lm")
-stop INT
-t_result $? "SIGINT: make, its recipe and sb-train ended (make exit $rc)"
-[[ "$during" == *"lm/train.ndjson.tmp "* ]] && [ -z "$(tmps "$T/lm")" ] && [ ! -e "$T/lm/train.ndjson" ]
-t_result $? "SIGINT: $during is gone ($(tmps "$T/lm")), no train.ndjson"
 t_done
