@@ -605,9 +605,14 @@ do_test() {
 	[ -z "$reason" ] || opts+=(--reread "$reason")
 	mkdir -p "$B/test"
 	say "test read $(label "$B") ..."
-	run_logged "$B/test.out" "$B/test.log" "$(prog test)" -q "${opts[@]}" -s "$B/selection.json" -d "$SB_DATA" \
-		-o "$B/test" -j "$(stage_threads)" "${runs[@]}" ||
+	if ! run_logged "$B/test.out" "$B/test.log" "$(prog test)" -q "${opts[@]}" -s "$B/selection.json" -d "$SB_DATA" \
+		-o "$B/test" -j "$(stage_threads)" "${runs[@]}"; then
+		# a read that began counts, finished or not (the split was opened; an interrupted
+		# make leaves such a read in the ledger): another needs a reason, recorded
+		grep -qE 'single-read.*(already read|read before)' "$B/test.log" &&
+			die 1 "test read $(label "$B"): refused: this selection's test split was read before, perhaps by a read that was interrupted (the ledger: ${B%/}/selection.reads.ndjson); RETEST=REASON reads it again, recording the reason"
 		die 1 "test read $(label "$B") failed or was refused (log: $B/test.log)"
+	fi
 	[ -s "$B/test/test.ndjson" ] || die 5 "sb-test wrote no $B/test/test.ndjson"
 	seal "$B/test/test.ndjson"
 	say "test read $(label "$B") ok ($(elapsed "$t0"))"

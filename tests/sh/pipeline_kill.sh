@@ -69,6 +69,27 @@ t_result $? "the grid finishes on a rerun ($(tail -n 1 "$T/rerun.log"))"
 [ -f "$T/out/pt/main/stats/table2.md" ] && [ -f "$T/out/pt/budget/stats/stats.ndjson" ] && [ -z "$(tmps "$T/out")" ]
 t_result $? "with both blocks' stats and no temporary file ($(tmps "$T/out"))"
 
+# a test read stopped half-way (sb-test hangs with its read in the ledger, as the real one
+# records a read before it opens the split): the rerun refuses with the way out, which works
+rm -rf "$T/out" "$T/hang"
+STUB_HANG="sb-test:$T/hang" start "$T/testread.log" EXTRA_GRIDS="$PT_GRID" SB_OUT="$T/out" SB_DATA="$T/data" \
+	SB_BIN="$FIX/stubs" SB_MIRRORS= pt
+await "$T/hang"
+t_result $? "the grid reached the test read ($(tail -n 1 "$T/testread.log"))"
+stop INT
+t_result $? "SIGINT during the test read: make and its recipes ended (make exit $rc)"
+pmake pt >"$T/reread.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q 'perhaps by a read that was interrupted.*RETEST=REASON reads it again' "$T/reread.log" &&
+	[ ! -e "$T/out/pt/main/test/test.ndjson" ]
+t_result $? "a rerun refuses the second read and says how to ask for it (exit $rc: $(grep -m1 'test read pt/main: refused' "$T/reread.log" | cut -c1-160))"
+pmake pt RETEST="the first read was interrupted" >"$T/retest.log" 2>&1
+t_result $? "RETEST=REASON finishes the grid ($(tail -n 1 "$T/retest.log"))"
+[ "$(grep -c '"kind":"test.read"' "$T/out/pt/main/selection.reads.ndjson")" = 2 ] &&
+	grep -q '"reread_reason":"the first read was interrupted"' "$T/out/pt/main/selection.reads.ndjson" &&
+	[ -f "$T/out/pt/main/test/test.ndjson" ] && [ -z "$(tmps "$T/out")" ]
+t_result $? "the ledger holds both reads, the second with its reason; no temporary file ($(tmps "$T/out"))"
+
 # make ARGS, signalled once GLOB exists: TMP (a path under $T) was there and is gone with
 # every other temporary file under DIR, and TARGET was not made
 interrupted() { # what SIGNAL DIR GLOB TMP TARGET -- make-args...
