@@ -4,8 +4,9 @@
 # terminal) leaves no temporary file behind and no target: pipelines/stage.sh removes the
 # files and directories it had not yet renamed into place (its EXIT trap), and so do the
 # recipes of pipelines/{sas,n3a,lm-track}.mk that write TARGET.tmp ($(ATOMIC) in the
-# Makefile). The grid then finishes on a rerun. SIGKILL cannot be caught:
-# pipeline_resume.sh shows what a rerun makes of what it leaves. About 30 s.
+# Makefile), and so does the grid expansion (scripts/grid). The grid then finishes on a
+# rerun. SIGKILL cannot be caught:
+# pipeline_resume.sh shows what a rerun makes of what it leaves. About 60 s.
 . "$(dirname "$0")/../shlib.sh"
 . "$TOP/tests/fixtures/pipeline/lib.sh"
 for p in sb-train perl setsid; do
@@ -132,4 +133,55 @@ interrupted "make n3a" TERM "$T/n3a" "$T/n3a/runs/*/cell.json" n3a/train/query-r
 interrupted "make lm-train" INT "$T/lm" "$T/lm/runs/*/train.ndjson" lm/train.ndjson.tmp "$T/lm/train.ndjson" -- \
 	-o bin/sb-train lm-train LM_OUT="$T/lm" LM_SHAKESPEARE="$TOP/tests/fixtures/lm/shakespeare-head.txt" \
 	LM_JARGON= LM_D=16 LM_PATTERN=AC LM_T=192 LM_BATCH=4 LM_STEPS=100000 LM_WARM_STEPS=10 LM_WARM_T=32 LM_THREADS=1
+# 6. the grid expansion that begins every make (scripts/grid expand): stopped at 30 moments
+# spread over it, on a fresh tree and on a tree whose grid changed, it leaves no temporary
+# file and no torn cell.json or parameter file (each is whole, as a complete expansion
+# writes it, or absent); the next expansion completes. Before 2026-12-06 it left
+# .grid/parsed.tmp and cells.mk.tmp behind, and wrote the files in place. The grid: the
+# study's first lines with 2 tasks (140 cells), so that the trees stay small.
+sed -e 's/^task .*/task    mnist usps/' -e '/^stage/d' "$TOP/pipelines/grids/study.grid" >"$T/gk.grid"
+sed 's/lr=0.001/lr=0.002/' "$T/gk.grid" >"$T/gk2.grid"
+"$TOP/scripts/grid" expand "$T/gk.grid" "$T/gref" 2>/dev/null
+"$TOP/scripts/grid" expand "$T/gk2.grid" "$T/gref2" 2>/dev/null
+t0=$(date +%s%N)
+"$TOP/scripts/grid" expand "$T/gk.grid" "$T/gtime" 2>/dev/null
+# the kills are spread over 1.1x the time of a whole expansion, measured here
+span=$((($(date +%s%N) - t0) / 1000 * 11 / 10))
+rm -rf "$T/gtime"
+# every file of TREE must equal the one of REF or of OLD (the tree before); print the first
+# that equals neither (cells.mk names the tree, so it is left out)
+sums() { (cd "$1" 2>/dev/null && find . -type f ! -name lock ! -name cells.mk -print0 | xargs -0 -r md5sum); }
+sums "$T/gref" >"$T/gref.sums"
+sums "$T/gref2" >"$T/gref2.sums"
+torn() { # TREE REFSUMS [OLDSUMS]
+	sums "$1" | awk 'FILENAME != "-" { ok[$0] = 1; next } !($0 in ok) { print $2 " is torn"; exit }' "$2" ${3:+"$3"} -
+}
+bad=() nsig=0
+for i in $(seq 0 29); do
+	g=$T/g
+	rm -rf "$g"
+	grid=$T/gk.grid ref=$T/gref.sums old=
+	# odd rounds: an expanded tree whose grid changed (every cell.json rewritten)
+	if [ $((i % 2)) -eq 1 ]; then
+		cp -a "$T/gref" "$g"
+		grid=$T/gk2.grid ref=$T/gref2.sums old=$T/gref.sums
+	fi
+	setsid "$TOP/scripts/grid" expand "$grid" "$g" 2>/dev/null &
+	gp=$!
+	# from the moment setsid has made the group
+	for w in $(seq 1 1000); do kill -0 -- -"$gp" 2>/dev/null && break; done
+	sleep "$(printf '%d.%06d' $((span * i / 30 / 1000000)) $((span * i / 30 % 1000000)))"
+	kill -"$([ $((i % 4)) -lt 2 ] && echo TERM || echo INT)" -- -"$gp" 2>/dev/null && nsig=$((nsig + 1))
+	wait "$gp" 2>/dev/null
+	left=$(find "$g" \( -name '*.tmp' -o -name '.cells.ndjson.*' \) 2>/dev/null | head -n 3 | tr '\n' ' ')
+	[ -z "$left" ] || bad+=("round $i: $left")
+	t=$(torn "$g" "$ref" "$old")
+	[ -z "$t" ] || bad+=("round $i: $t")
+done
+[ ${#bad[@]} -eq 0 ]
+t_result $? "grid expansion signalled at 30 moments over $((span / 1000)) ms ($nsig while it ran): no temporary file or torn file (${bad[*]:0:3})"
+"$TOP/scripts/grid" expand "$T/gk2.grid" "$g" 2>/dev/null && [ -z "$(torn "$g" "$T/gref2.sums")" ] &&
+	[ "$(find "$g" -name cell.json | wc -l)" -eq 140 ]
+t_result $? "after the last interrupted expansion, the next one completes: 140 cell.json as the reference"
+rm -rf "$g" "$T/gref" "$T/gref2"
 t_done
