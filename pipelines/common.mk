@@ -99,10 +99,12 @@ endef
 #               only them). With SCHEDULER=slurm it submits instead (pipelines/slurm.sh).
 # GRID-cells    only the cells      GRID-list     print the cells
 # GRID-failed   list failed cells   GRID-expand   expand the grid file
+# GRID-adopt FROM=DIR   take the finished cells of another grid's tree DIR that are
+#               the same cells (the same cell.json): make then trains only the others
 # (NAME.mk may add prerequisites, e.g. demo: demo-setup.) Without -j on the command
 # line the cells run $(SB_JOBS) at a time (default: every core).
 define sb_grid_targets
-.PHONY: $(1) $(1)-cells $(1)-data $(1)-final $(1)-list $(1)-failed $(1)-expand
+.PHONY: $(1) $(1)-cells $(1)-data $(1)-final $(1)-list $(1)-failed $(1)-expand $(1)-adopt
 $(1)-expand: $(SB_OUT)/$(1)/.grid/cells.mk
 $(1)-data: $$(sort $$(foreach b,$$($(1).BLOCKS),$$(foreach t,$$($(1).$$(b).TASKS),$(SB_DATA)/$$(t)/pool.safetensors $(SB_DATA)/$$(t)/test.safetensors)))
 $(1)-cells: $$($(1).CELLS)
@@ -113,6 +115,8 @@ $(1)-list: $(SB_OUT)/$(1)/.grid/cells.mk
 	@$(SB_GRID) list $(SB_GRIDFILE.$(1))
 $(1)-failed:
 	@$(SB_STAGE) failed $(SB_OUT)/$(1)
+$(1)-adopt: $(SB_OUT)/$(1)/.grid/cells.mk
+	@$$(call sb_lock,$(1)); $(SB_STAGE) adopt $(SB_OUT)/$(1) "$$(FROM)"
 $(1): $(SB_OUT)/$(1)/.grid/cells.mk sb-programs
 ifeq ($(SCHEDULER),slurm)
 	+@$$(call sb_lock,$(1)); MAKE='$$(MAKE)' SB_SLURM_AFTER='$$(sb_after_slurm.$(1))' SB_SLURM_AFTER_WHEN='$$(sb_after_when.$(1))' \

@@ -17,6 +17,9 @@
 #   stage.sh group < "BLOCKDIR KEY" lines   each cell's training group (TASK.ARCH.TIER)
 #                                       or "-" (trained alone): pipelines/slurm.sh
 #   stage.sh failed GRIDDIR             list failed / unfinished cells (exit 1 if any)
+#   stage.sh adopt GRIDDIR FROM         take the finished cells of another grid's tree
+#                                       FROM whose cell.json is the same (exit 3 if one
+#                                       verified badly)
 #   stage.sh check FILE...              verify FILE.sha256 sidecars
 #   stage.sh seal FILE...               write FILE.sha256 sidecars
 #   stage.sh manifest TREE | verify TREE   TREE/MANIFEST.csv (path,size_bytes,sha256)
@@ -850,6 +853,96 @@ do_failed() {
 	say "$name: all $total cells finished"
 }
 
+# ---- adopt: the finished cells of another grid's tree ----
+# A cell is its cell.json: the same file, byte for byte, is the same cell (the same cell
+# id, the same run). `stage.sh adopt GRIDDIR FROM` takes into GRIDDIR every cell that has
+# no run yet and that FROM, another grid's output directory (e.g. out/fmnist_check),
+# finished: the run directory (hard links where FROM is on the same file system, else a
+# copy), the sidecars, logs and links, with their times, so that make takes the cell as
+# made and trains only the others. A cell is taken only when it verifies: its sidecars
+# match, and its records name the pool file this tree's SB_DATA holds now (its SHA-256).
+# Freeze, test and stats outputs are never taken: they belong to a grid. cells/KEY/ADOPTED
+# says where a cell came from.
+adopt_source() { # from key celljson -> the source cell directory
+	local c
+	for c in "$1"/*/cells/"$2"; do
+		[ -f "$c/cell.json" ] && [ -L "$c/train.ndjson" ] && [ ! -f "$c/FAILED" ] && cmp -s "$c/cell.json" "$3" &&
+			{ echo "$c"; return 0; }
+	done
+	return 1
+}
+# why SOURCE cannot be adopted into CELLDIR (printed; exit 1), or nothing (exit 0)
+adopt_check() { # celldir source
+	local d=$1 s=$2 key rid task pool want have f files msg
+	key=$(basename "$d") task=${key%%.*}
+	rid=$(readlink "$s/train.ndjson")
+	[[ $rid =~ ^\.\./\.\./runs/([^/]+)/train\.ndjson$ ]] || { echo "$s/train.ndjson: not a link into runs/"; return 1; }
+	rid=${BASH_REMATCH[1]}
+	[ -d "$(dirname "$(dirname "$s")")/runs/$rid" ] || { echo "$(dirname "$(dirname "$s")")/runs/$rid: missing"; return 1; }
+	[ ! -e "$(dirname "$(dirname "$d")")/runs/$rid" ] || { echo "$(dirname "$(dirname "$d")")/runs/$rid exists already (left alone)"; return 1; }
+	files=("$s/train.ndjson")
+	[ ! -e "$s/val.ndjson" ] || files+=("$s/val.ndjson")
+	if ! msg=$(check "${files[@]}" 2>&1); then echo "${msg%%$'\n'*}"; return 1; fi
+	pool=$SB_DATA/$task/pool.safetensors
+	[ -f "$pool.sha256" ] || { echo "$pool: missing (fetch it first: make GRID-data)"; return 1; }
+	have=$(cut -d' ' -f1 "$pool.sha256")
+	for f in "${files[@]}"; do
+		want=$(grep -m 1 '"kind":"run.meta"' "$f" | grep -o "/$task/pool\.safetensors\",\"sha256\":\"[0-9a-f]*\"" | head -n 1 | sed 's/.*"sha256":"//; s/"$//' || true)
+		[ "$want" = "$have" ] || { echo "$f: made from a pool file with SHA-256 ${want:-(none recorded)}; this tree's $pool has $have"; return 1; }
+	done
+}
+# take SOURCE into CELLDIR (adopt_check said yes): the run directory, then the cell's own
+# files (the same cell.json, older; sidecars, logs), then the links, as publish_run does
+adopt_copy() { # celldir source
+	local d=$1 s=$2 key rid runs src f v=
+	key=$(basename "$d")
+	rid=$(readlink "$s/train.ndjson") rid=${rid#../../runs/} rid=${rid%/train.ndjson}
+	runs=$(dirname "$(dirname "$d")")/runs src=$(dirname "$(dirname "$s")")/runs/$rid
+	[ ! -e "$s/val.ndjson" ] || v=val
+	mkdir -p "$runs"
+	[ ! -e "$d/work" ] || say "adopt $key: set aside an unfinished attempt in $(set_aside "$d" "$d/work")"
+	scratch "$runs/.$rid.adopt.tmp"
+	cp -al "$src" "$runs/.$rid.adopt.tmp" 2>/dev/null || { rm -rf "$runs/.$rid.adopt.tmp" && cp -a "$src" "$runs/.$rid.adopt.tmp"; }
+	mv "$runs/.$rid.adopt.tmp" "$runs/$rid"
+	for f in cell.json train.ndjson.sha256 train.log train.out OUTCOME ${v:+val.ndjson.sha256 eval.log eval.out}; do
+		[ -e "$s/$f" ] || continue
+		scratch "$d/.$f.adopt.tmp"
+		cp -p "$s/$f" "$d/.$f.adopt.tmp"
+		mv -f "$d/.$f.adopt.tmp" "$d/$f"
+	done
+	rm -f "$d/FAILED"
+	scratch "$d/.ADOPTED.tmp"
+	printf 'from: %s\nrun: %s\nat: %s\n' "$(cd "$s" && pwd -P)" "$rid" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$d/.ADOPTED.tmp"
+	mv -f "$d/.ADOPTED.tmp" "$d/ADOPTED"
+	relink "../../runs/$rid" "$d/run"
+	relink "../../runs/$rid/train.ndjson" "$d/train.ndjson"
+	[ -z "$v" ] || relink "../../runs/$rid/val.ndjson" "$d/val.ndjson"
+	[ ! "$SB_DATA/${key%%.*}/pool.safetensors" -nt "$d/train.ndjson" ] ||
+		say "adopt $key: $SB_DATA/${key%%.*}/pool.safetensors is newer than the run, so make will train the cell again"
+}
+do_adopt() {
+	local G=$1 F=${2:-} b key d s why n=0 have=0 none=0 refused=0 total=0
+	[ -n "$F" ] || die 2 "adopt: FROM=DIR is needed: the output directory of the grid whose finished cells to take (e.g. out/fmnist_check)"
+	[ -f "$G/.grid/cells.ndjson" ] || die 2 "$G: not an expanded grid"
+	[ -d "$F" ] || die 2 "$F: no such directory"
+	[ "$(cd "$F" && pwd -P)" != "$(cd "$G" && pwd -P)" ] || die 2 "adopt: $F is this grid's own tree"
+	while read -r b key; do
+		total=$((total + 1))
+		d="$G/$b/cells/$key"
+		if [ -e "$d/train.ndjson" ]; then have=$((have + 1)); continue; fi
+		s=$(adopt_source "$F" "$key" "$d/cell.json") || { none=$((none + 1)); continue; }
+		if why=$(adopt_check "$d" "$s"); then
+			adopt_copy "$d" "$s"
+			n=$((n + 1))
+		else
+			refused=$((refused + 1))
+			say "adopt $b/$key: refused: $why"
+		fi
+	done < <(sed -n 's/^{"grid":"[^"]*","block":"\([^"]*\)","key":"\([^"]*\)".*/\1 \2/p' "$G/.grid/cells.ndjson")
+	say "adopt $(basename "$G"): $n of $total cells taken from $F ($have had a run already, $none not finished there or not the same cell, $refused refused)"
+	[ $refused -eq 0 ] || return 3
+}
+
 # ---- output manifests ----
 manifest_gen() { # tree
 	echo "path,size_bytes,sha256"
@@ -912,7 +1005,7 @@ do_digest() {
 
 main() {
 cmd=${1:-}
-[ -n "$cmd" ] || die 2 "usage: pipelines/stage.sh fetch|train|eval|freeze|test|stats|a8|report|group|failed|check|seal|manifest|verify|digest ..."
+[ -n "$cmd" ] || die 2 "usage: pipelines/stage.sh fetch|train|eval|freeze|test|stats|a8|report|group|failed|adopt|check|seal|manifest|verify|digest ..."
 shift
 case "$cmd" in
 fetch) do_fetch "$@" ;;
@@ -930,6 +1023,7 @@ seal) seal "$@" ;;
 manifest) do_manifest "$@" ;;
 verify) do_verify "$@" ;;
 digest) do_digest "$@" ;;
+adopt) do_adopt "$@" ;;
 *) die 2 "unknown subcommand '$cmd'" ;;
 esac
 }

@@ -110,4 +110,16 @@ for d in "$T"/gf/main/cells/*/; do
 done
 [ $n = 20 ] && [ $same = 20 ] && [ "$(ls "$T/gf/main/cells" | grep -c '^fashion_mnist\.\(softmax\|topk_softmax_025\)\.s[0-9]\.plain\.compact\.e30$')" = 20 ]
 t_result $? "fmnist_check's cells are study cells: $same of $n identical cell.json (20 expected: softmax and top-k 0.25, seeds 0-9)"
+# fmnist_row.grid (the full row): 70 study cells, and the study's freeze, test and stats
+# parameters
+$G expand pipelines/grids/fmnist_row.grid "$T/gr" 2>/dev/null
+n=0 same=0
+for d in "$T"/gr/main/cells/*/; do
+	n=$((n + 1))
+	cmp -s "$d/cell.json" "$T/gs/main/cells/$(basename "$d")/cell.json" && same=$((same + 1))
+done
+[ $n = 70 ] && [ $same = 70 ] && [ "$(ls "$T/gr/main/cells" | grep -c '^fashion_mnist\..*\.s[0-9]\.plain\.compact\.e30$')" = 70 ]
+t_result $? "fmnist_row's cells are study cells: $same of $n identical cell.json (70 expected: 7 methods, seeds 0-9)"
+diff -r "$T/gs/main/params" "$T/gr/main/params" >/dev/null && [ "$(ls "$T/gr/main/params" | wc -l)" = 4 ]
+t_result $? "fmnist_row's criteria, freeze, test and stats parameter files are study's ($(ls "$T/gr/main/params" | tr '\n' ' '))"
 t_done
