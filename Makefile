@@ -102,7 +102,7 @@ TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
 LIBA     := $(if $(filter 1,$(SAN) $(V3)),$(B)/libsparsebench.a,lib/libsparsebench.a)
 LIBS_ALL := $(LIBA) $(if $(filter 1,$(CUDA)),lib/libsparsebench_cuda.a)
 
-.PHONY: all check clean demo manifest verify deps features
+.PHONY: all check clean demo manifest verify deps features help
 # GPU check and benchmark programs (tests/gpu/*.c, bench/gpu/*.c -> build/gpu/NAME):
 # backend-generic C, linked with train/multicell.o; built by every build (CUDA=0 too).
 GPU_SRC   := $(sort $(wildcard tests/gpu/*.c bench/gpu/*.c))
@@ -165,6 +165,25 @@ deps:
 check: deps
 	@$(MAKE) --no-print-directory all
 	@tests/run.sh
+
+# make help: the targets, the variables, and the grids with their cells
+help:
+	@printf '%s\n' \
+	 'sparsebench: make targets (README.md; docs/pipelines.md for the pipelines)' \
+	 '  make                    the programs into bin/ (and the CUDA backend when nvcc is found)' \
+	 '  make check              build and run every test        make deps   the Debian packages' \
+	 '  make demo               the embedded demo on real Fashion-MNIST -> out/demo/report.md' \
+	 '  make GRID               a grid: cells, freeze, test read, statistics -> out/GRID/report.md' \
+	 '  make GRID-cells         only its cells (train + eval)   GRID-list   print its cells' \
+	 '  make GRID-failed        its failed and unfinished cells GRID-data   fetch its datasets' \
+	 '  make GRID-adopt FROM=DIR   take the same cells, finished, from another grid'"'"'s tree' \
+	 '  make SCHEDULER=slurm GRID  the same cells as Slurm jobs' \
+	 '  make lm | sas | sas-scaled | n3a n3a-verdict | n3a-interim   the LM track, SAS, N3-A' \
+	 '  make out-manifest OUTTREE=DIR | out-verify OUTTREE=DIR   an output tree'"'"'s manifest, its check' \
+	 'Variables: SB_OUT (out) SB_DATA (data) SB_BIN (bin) SB_MIRRORS TRAIN_THREADS RESUME' \
+	 '  ACCEPT_FAILED REFREEZE RETEST DEVICE (cuda[:N][,tf32]) EXTRA_GRIDS=path/NAME.grid' \
+	 'Grids (pipelines/grids/):'
+	@for g in $(SB_GRIDS); do $(SB_GRID) about "$$g"; done
 
 manifest:
 	@scripts/manifest.sh write

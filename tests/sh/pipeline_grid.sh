@@ -122,4 +122,15 @@ done
 t_result $? "fmnist_row's cells are study cells: $same of $n identical cell.json (70 expected: 7 methods, seeds 0-9)"
 diff -r "$T/gs/main/params" "$T/gr/main/params" >/dev/null && [ "$(ls "$T/gr/main/params" | wc -l)" = 4 ]
 t_result $? "fmnist_row's criteria, freeze, test and stats parameter files are study's ($(ls "$T/gr/main/params" | tr '\n' ' '))"
+# make help names every grid with its cells and the first sentence of its comment
+help=$(make -C "$TOP" --no-print-directory help 2>&1)
+ok=0 ng=0
+for g in "$TOP"/pipelines/grids/*.grid; do
+	ng=$((ng + 1))
+	n=$(basename "$g" .grid)
+	printf '%s\n' "$help" | grep -q "^  $n  *[0-9?][0-9+]* cells  ." && ok=$((ok + 1))
+done
+[ $ok = $ng ] && printf '%s\n' "$help" | grep -q '^  study  *910 cells  the Sparse Normalizer Benchmark main grid' &&
+	printf '%s\n' "$help" | grep -q 'GRID-adopt FROM=DIR'
+t_result $? "make help lists the $ng grids ($ok with a cell count and a description; study 910) and the targets"
 t_done
