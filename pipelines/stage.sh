@@ -738,7 +738,7 @@ title() {
 	esac
 }
 do_report() {
-	local G=$1 name b B f nc nf
+	local G=$1 name b B f nc nf na
 	name=$(basename "$G")
 	local blocks
 	blocks=$(sed -n 's/^{"grid":"[^"]*","block":"\([^"]*\)".*/\1/p' "$G/.grid/cells.ndjson" | uniq | awk '!s[$0]++')
@@ -770,6 +770,13 @@ do_report() {
 				echo "$nc cells: $((nc - nf)) completed, $nf failed (recorded as their outcome: a non-finite loss, or ACCEPT_FAILED=1; the selection and statistics use completed cells only)."
 			else
 				echo "$nc cells, all completed."
+			fi
+			# cells taken from another grid's tree (make GRID-adopt): how many, from where
+			na=$(find "$B/cells" -mindepth 2 -maxdepth 2 -name ADOPTED 2>/dev/null | wc -l)
+			if [ "$na" -gt 0 ]; then
+				echo "Of these, $na were trained by another grid and adopted (\`make $name-adopt\`; \`cells/KEY/ADOPTED\`), from: $(
+					sed -n 's/^from: //p' "$B"/cells/*/ADOPTED | sed 's|/[^/]*/cells/[^/]*$||' | sort | uniq -c |
+						awk '{ printf "%s`%s` (%d)", (NR > 1 ? ", " : ""), $2, $1 }')."
 			fi
 			[ -f "$B/selection.json" ] && echo "Selection: \`$b/selection.json\` (SHA-256 \`$(cut -d' ' -f1 "$B/selection.json.sha256")\`)."
 			[ -f "$B/test/test.ndjson" ] && echo "Test read: \`$b/test/test.ndjson\` (SHA-256 \`$(cut -d' ' -f1 "$B/test/test.ndjson.sha256")\`)."
