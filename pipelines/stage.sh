@@ -870,11 +870,15 @@ do_failed() {
 # match, and its records name the pool file this tree's SB_DATA holds now (its SHA-256).
 # Freeze, test and stats outputs are never taken: they belong to a grid. cells/KEY/ADOPTED
 # says where a cell came from.
-adopt_source() { # from key celljson -> the source cell directory
+# FROM may be a block's directory, a grid's, or an output tree of several grids (this
+# grid's own tree, GRIDDIR, is passed over)
+adopt_source() { # from key celljson griddir -> the source cell directory
 	local c
-	for c in "$1"/*/cells/"$2"; do
-		[ -f "$c/cell.json" ] && [ -L "$c/train.ndjson" ] && [ ! -f "$c/FAILED" ] && cmp -s "$c/cell.json" "$3" &&
-			{ echo "$c"; return 0; }
+	for c in "$1"/cells/"$2" "$1"/*/cells/"$2" "$1"/*/*/cells/"$2"; do
+		[ -f "$c/cell.json" ] && [ -L "$c/train.ndjson" ] && [ ! -f "$c/FAILED" ] && cmp -s "$c/cell.json" "$3" || continue
+		case "$(cd "$c" && pwd -P)/" in "$4"/*) continue ;; esac
+		echo "$c"
+		return 0
 	done
 	return 1
 }
@@ -928,16 +932,16 @@ adopt_copy() { # celldir source
 		say "adopt $key: $SB_DATA/${key%%.*}/pool.safetensors is newer than the run, so make will train the cell again"
 }
 do_adopt() {
-	local G=$1 F=${2:-} b key d s why n=0 have=0 none=0 refused=0 total=0
+	local G=$1 F=${2:-} b key d s why gp n=0 have=0 none=0 refused=0 total=0
 	[ -n "$F" ] || die 2 "adopt: FROM=DIR is needed: the output directory of the grid whose finished cells to take (e.g. out/fmnist_check)"
 	[ -f "$G/.grid/cells.ndjson" ] || die 2 "$G: not an expanded grid"
 	[ -d "$F" ] || die 2 "$F: no such directory"
-	[ "$(cd "$F" && pwd -P)" != "$(cd "$G" && pwd -P)" ] || die 2 "adopt: $F is this grid's own tree"
+	gp=$(cd "$G" && pwd -P)
 	while read -r b key; do
 		total=$((total + 1))
 		d="$G/$b/cells/$key"
 		if [ -e "$d/train.ndjson" ]; then have=$((have + 1)); continue; fi
-		s=$(adopt_source "$F" "$key" "$d/cell.json") || { none=$((none + 1)); continue; }
+		s=$(adopt_source "$F" "$key" "$d/cell.json" "$gp") || { none=$((none + 1)); continue; }
 		if why=$(adopt_check "$d" "$s"); then
 			adopt_copy "$d" "$s"
 			n=$((n + 1))

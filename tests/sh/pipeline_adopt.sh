@@ -33,10 +33,12 @@ ref=$(digest "$T/ref/pt/main")
 
 gmake "$T/out" sub >"$T/sub.log" 2>&1
 t_result $? "make sub: 4 cells ($(tail -n 1 "$T/sub.log"))"
-gmake "$T/out" pt-adopt FROM="$T/out/sub" >"$T/adopt.log" 2>&1
+# FROM: the whole output tree, which holds pt's own tree too (passed over)
+gmake "$T/out" pt-expand >/dev/null 2>&1
+gmake "$T/out" pt-adopt FROM="$T/out" >"$T/adopt.log" 2>&1
 rc=$?
-[ $rc -eq 0 ] && grep -q "adopt pt: 4 of 16 cells taken from $T/out/sub (0 had a run already, 12 not finished there or not the same cell, 0 refused)" "$T/adopt.log"
-t_result $? "make pt-adopt FROM=out/sub takes the 4 cells (exit $rc: $(tail -n 1 "$T/adopt.log"))"
+[ $rc -eq 0 ] && grep -q "adopt pt: 4 of 16 cells taken from $T/out (0 had a run already, 12 not finished there or not the same cell, 0 refused)" "$T/adopt.log"
+t_result $? "make pt-adopt FROM=out (the tree of both grids) takes sub's 4 cells (exit $rc: $(tail -n 1 "$T/adopt.log"))"
 d=$T/out/pt/main/cells/t_a.softmax.s0.plain.compact.e3
 [ -f "$d/ADOPTED" ] && grep -q "^from: $T/out/sub/first/cells/t_a.softmax.s0.plain.compact.e3$" "$d/ADOPTED" &&
 	[ "$(readlink "$d/train.ndjson")" = "$(readlink "$T/out/sub/first/cells/t_a.softmax.s0.plain.compact.e3/train.ndjson")" ] &&
@@ -67,15 +69,15 @@ tn=$b/t_b.softmax.s1.plain.compact.e3/train.ndjson
 sed --follow-symlinks -i '1s/"sha256":"[0-9a-f]*"/"sha256":"'"$(printf '0%.0s' $(seq 64))"'"/' "$tn"
 "$TOP/pipelines/stage.sh" seal "$tn"
 gmake "$T/out2" pt-expand >/dev/null 2>&1
-gmake "$T/out2" pt-adopt FROM="$T/bad" >"$T/adopt3.log" 2>&1
+gmake "$T/out2" pt-adopt FROM="$T/bad/first" >"$T/adopt3.log" 2>&1
 rc=$?
-[ $rc -ne 0 ] && grep -q "adopt pt: 2 of 16 cells taken from $T/bad (0 had a run already, 12 not finished there or not the same cell, 2 refused)" "$T/adopt3.log" &&
+[ $rc -ne 0 ] && grep -q "adopt pt: 2 of 16 cells taken from $T/bad/first (0 had a run already, 12 not finished there or not the same cell, 2 refused)" "$T/adopt3.log" &&
 	grep -q "main/t_a.softmax.s0.plain.compact.e3: refused: .*val.ndjson: SHA-256 mismatch" "$T/adopt3.log" &&
 	grep -q "main/t_b.softmax.s1.plain.compact.e3: refused: .*train.ndjson: made from a pool file with SHA-256 0000" "$T/adopt3.log" &&
 	[ ! -e "$T/out2/pt/main/cells/t_a.softmax.s0.plain.compact.e3/train.ndjson" ] &&
 	[ ! -e "$T/out2/pt/main/cells/t_b.softmax.s1.plain.compact.e3/train.ndjson" ] &&
 	[ -z "$(find "$T/out2" -name '*.tmp')" ]
-t_result $? "an altered record and a run on another pool file are refused (exit $rc), the 2 others taken" "$(grep -v '^grid:' "$T/adopt3.log" | head -n 3 | tr '\n' ' ')"
+t_result $? "FROM a block's directory: an altered record and a run on another pool file are refused (exit $rc), the 2 others taken" "$(grep -v '^grid:' "$T/adopt3.log" | head -n 3 | tr '\n' ' ')"
 reset_calls
 gmake "$T/out2" pt >"$T/pt2.log" 2>&1 && [ "$(ncalls sb-train)" = 14 ] && [ "$(digest "$T/out2/pt/main")" = "$ref" ]
 t_result $? "make pt then trains the 2 refused cells with the 12 others (sb-train $(ncalls sb-train)); results equal the reference's"
