@@ -974,11 +974,13 @@ do_verify() {
 	local T=$1 bad=0 n=0 f
 	[ -d "$T" ] || die 2 "$T: no such output tree"
 	# every sidecar in the tree, but those of attempts set aside (kept, not trusted)
-	# and of a cell in training
+	# and of a cell in training (matched below the tree only: a tree that lies under a
+	# directory named work, e.g. /work/out, was once passed over whole)
 	while IFS= read -r -d '' f; do
 		n=$((n + 1))
-		(check "${f%.sha256}") || bad=1
-	done < <(find "$T" \( -path '*/attempts/*' -o -path '*/work/*' \) -prune -o -name '*.sha256' -print0)
+		f=${f#./}
+		(check "$T/${f%.sha256}") || bad=1
+	done < <(cd "$T" && find . \( -path './*/attempts/*' -o -path './*/work/*' \) -prune -o -name '*.sha256' -print0)
 	say "$T: $n sidecars checked"
 	if [ -f "$T/MANIFEST.csv" ]; then
 		scratch "$T/.manifest.diff.tmp"

@@ -49,4 +49,14 @@ pmake out-verify OUTTREE="$T/out/pt" >"$T/ver2.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q 'main/stats/table2.md: SHA-256 mismatch' "$T/ver2.log"
 t_result $? "make out-verify fails and names a changed output (exit $rc)"
+# the same tree under a directory named work (as /work/out): every sidecar is still checked
+# (the cells' own work/ and attempts/ are what is passed over), and the change is found
+n1=$(sed -n 's/.*: \([0-9]*\) sidecars checked$/\1/p' "$T/ver.log")
+mkdir -p "$T/work"
+cp -a "$T/out/pt" "$T/work/pt"
+pmake out-verify OUTTREE="$T/work/pt" >"$T/ver3.log" 2>&1
+rc=$?
+n2=$(sed -n 's/.*: \([0-9]*\) sidecars checked$/\1/p' "$T/ver3.log")
+[ $rc -ne 0 ] && [ -n "$n1" ] && [ "$n1" -gt 0 ] && [ "$n2" = "$n1" ] && grep -q 'main/stats/table2.md: SHA-256 mismatch' "$T/ver3.log"
+t_result $? "out-verify of a tree under a directory named work checks the same $n1 sidecars ($n2) and finds the change (exit $rc)"
 t_done
