@@ -100,24 +100,23 @@ $G expand "$T/g/ok.grid" "$T/y" 2>/dev/null & $G expand "$T/g/ok.grid" "$T/y" 2>
 [ "$(find "$T/y" -name cell.json | wc -l)" = 4 ] && [ -s "$T/y/.grid/cells.mk" ] && ! ls "$T/y/.grid/"*.tmp >/dev/null 2>&1
 t_result $? "two concurrent expansions leave one consistent tree"
 
-# fmnist_check.grid (the CPU-sized check against Table 2's Fashion-MNIST row) runs study
-# cells: the same 20 cell.json files, byte for byte, so the same cell ids
-$G expand pipelines/grids/study.grid "$T/gs" 2>/dev/null && $G expand pipelines/grids/fmnist_check.grid "$T/gf" 2>/dev/null
-n=0 same=0
-for d in "$T"/gf/main/cells/*/; do
-	n=$((n + 1))
-	cmp -s "$d/cell.json" "$T/gs/main/cells/$(basename "$d")/cell.json" && same=$((same + 1))
-done
+# fmnist_check.grid (the CPU-sized check against Table 2's Fashion-MNIST row) and
+# fmnist_row.grid (the full row) run study cells: the same cell.json files, byte for byte,
+# so the same cell ids; fmnist_row also has the study's freeze, test and stats parameters
+$G expand pipelines/grids/study.grid "$T/gs" 2>/dev/null
+# expand GRID into DIR; n: its cells, same: those whose cell.json is the study's
+study_cells() { # grid dir
+	$G expand "$1" "$2" 2>/dev/null
+	n=0 same=0
+	for d in "$2"/main/cells/*/; do
+		n=$((n + 1))
+		cmp -s "$d/cell.json" "$T/gs/main/cells/$(basename "$d")/cell.json" && same=$((same + 1))
+	done
+}
+study_cells pipelines/grids/fmnist_check.grid "$T/gf"
 [ $n = 20 ] && [ $same = 20 ] && [ "$(ls "$T/gf/main/cells" | grep -c '^fashion_mnist\.\(softmax\|topk_softmax_025\)\.s[0-9]\.plain\.compact\.e30$')" = 20 ]
 t_result $? "fmnist_check's cells are study cells: $same of $n identical cell.json (20 expected: softmax and top-k 0.25, seeds 0-9)"
-# fmnist_row.grid (the full row): 70 study cells, and the study's freeze, test and stats
-# parameters
-$G expand pipelines/grids/fmnist_row.grid "$T/gr" 2>/dev/null
-n=0 same=0
-for d in "$T"/gr/main/cells/*/; do
-	n=$((n + 1))
-	cmp -s "$d/cell.json" "$T/gs/main/cells/$(basename "$d")/cell.json" && same=$((same + 1))
-done
+study_cells pipelines/grids/fmnist_row.grid "$T/gr"
 [ $n = 70 ] && [ $same = 70 ] && [ "$(ls "$T/gr/main/cells" | grep -c '^fashion_mnist\..*\.s[0-9]\.plain\.compact\.e30$')" = 70 ]
 t_result $? "fmnist_row's cells are study cells: $same of $n identical cell.json (70 expected: 7 methods, seeds 0-9)"
 diff -r "$T/gs/main/params" "$T/gr/main/params" >/dev/null && [ "$(ls "$T/gr/main/params" | wc -l)" = 4 ]
