@@ -138,7 +138,8 @@ void sb_norm_entmax_row_f64(double *p, const double *s, int n, double alpha);
  *                         sparsemax (and alpha = 2) and entmax15 (and alpha = 1.5),
  *                         bisection to float precision for other alpha;
  *   SB_NORM_ALGO_ITERATE  the portable O(T) paths: bisection over the scores' integer
- *                         images for top-k, Michelot / Newton for sparsemax and entmax. */
+ *                         images for top-k, Michelot for sparsemax, Newton for entmax15
+ *                         (alpha = 1.5), Halley from Jensen's bound for other alpha. */
 enum sb_norm_algo { SB_NORM_ALGO_AUTO = 0, SB_NORM_ALGO_PLAIN = 1, SB_NORM_ALGO_ITERATE = 2 };
 int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float *p, float *aux, const float *s,
                          int rows, int T, int n_valid, float alpha, struct sb_err *err);

@@ -9,9 +9,10 @@
  * used where they help; results therefore differ from the portable kernels in
  * the last bits, and both are tested against the double reference.
  *
- * General alpha (entmax_bisect, headwise_adaptive_entmax) differs from the
- * portable Newton iteration: Halley steps from Jensen's lower bound over the
- * compressed candidate keys, up to 16 rows (one (sample, head) block's queries)
+ * General alpha (entmax_bisect, headwise_adaptive_entmax): the portable kernel's
+ * Halley steps from Jensen's lower bound (entmax_halley), here over the
+ * compressed candidate keys (keys below the bound are never in the support), up
+ * to 16 rows (one (sample, head) block's queries)
  * solved together with their per-row steps as one vector computation, and the
  * backward likewise done for runs of rows (gsolve, bwd_group below). A row's
  * result does not depend on the rows solved with it (tested bit for bit).

@@ -454,6 +454,74 @@ SB_HDI int nr_entmax_newton(const Grp &G, Row<N> &p, float *tau_out, float *Z, c
 	return it;
 }
 
+/* attn_norm.c's entmax_tau0: Jensen's lower bound on the root, general alpha */
+template <int N> SB_HDI float nr_entmax_tau0(const Grp &G, const Row<N> &y, float am1)
+{
+	const float thr[4] = {-1.0f, -0.5f, -0.25f, -0.125f};
+	float t0 = -1.0f;
+	for (int t = 0; t < 4; t++) {
+		LV<float> s;
+		LV<int32_t> c;
+		FOR_LANES(G, l)
+		{
+			s[l] = 0.0f;
+			c[l] = 0;
+			KLOOP for (int k = 0; k < N; k++) {
+				float v = y.at(l, k);
+				s[l] += v > thr[t] ? v : 0.0f;
+				c[l] += v > thr[t];
+			}
+		}
+		float sum = lsum(G, s);
+		float kf = (float)lisum(G, c);
+		float bound = sum / kf - sb_powpos(kf, -am1);
+		t0 = bound > t0 ? bound : t0;
+	}
+	t0 = t0 - 4.8e-7f * (1.0f + fabsf(t0));
+	return t0 > -1.0f ? t0 : -1.0f;
+}
+
+/* attn_norm.c's entmax_halley: Halley from Jensen's bound, general alpha */
+template <int N>
+SB_HDI int nr_entmax_halley(const Grp &G, Row<N> &p, float *tau_out, float *Z, const Row<N> &y, float am1)
+{
+	float e = 1.0f / am1, em1 = e - 1.0f;
+	float tau = nr_entmax_tau0(G, y, am1);
+	int it;
+	for (it = 1;; it++) {
+		LV<float> a0, a1, a2;
+		FOR_LANES(G, l)
+		{
+			a0[l] = 0.0f;
+			a1[l] = 0.0f;
+			a2[l] = 0.0f;
+			KLOOP for (int k = 0; k < N; k++) {
+				float d = y.at(l, k) - tau;
+				float u = sb_powpos(d, e);
+				float r = 1.0f / (d > SB_FLT_MIN ? d : 1.0f);
+				float w = u * r;
+				p.at(l, k) = u;
+				a0[l] += u;
+				a1[l] += w;
+				a2[l] += w * r;
+			}
+		}
+		float F = lsum(G, a0), S1 = lsum(G, a1), S2 = lsum(G, a2);
+		*Z = F;
+		float pw = (float)pow((double)F, 1.0 - (double)am1);
+		float nstep = (F - pw) / S1;
+		float P = F / pw;
+		float L = ((P - 1.0f) * em1) * (F * S2 - S1 * S1) / (P * (S1 * S1));
+		float step = fabsf(L) <= 1.0f ? nstep / (1.0f - 0.5f * L) : nstep;
+		float tn = tau + step;
+		if (it >= 100 || !(fabsf(tn - tau) > 2.4e-7f * fabsf(tau)))
+			break;
+		tau = tn;
+	}
+	*tau_out = tau;
+	return it;
+}
+
 template <int N>
 SB_HDI void nr_entmax(const Grp &G, Row<N> &p, Row<N> &y, const Row<N> &x, float am1, float *aux)
 {
@@ -464,7 +532,7 @@ SB_HDI void nr_entmax(const Grp &G, Row<N> &p, Row<N> &y, const Row<N> &x, float
 	}
 	float m = nr_entmax_y(G, y, x, am1);
 	float tau, Z;
-	int it = nr_entmax_newton(G, p, &tau, &Z, y, am1, mode);
+	int it = mode == EM_GEN ? nr_entmax_halley(G, p, &tau, &Z, y, am1) : nr_entmax_newton(G, p, &tau, &Z, y, am1, mode);
 	LV<int32_t> cnt;
 	FOR_LANES(G, l)
 	{
