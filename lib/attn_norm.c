@@ -13,6 +13,7 @@
 #include "attn_norm.h"
 #include "attn_norm_impl.h"
 #include "attn_norm_vec.h"
+#include "entmax_step.h"
 
 #include <float.h>
 #include <math.h>
@@ -819,12 +820,12 @@ static float entmax_tau0(const float *restrict y, int nv, float am1)
 		float bound = parts_sum(s[t]) / kf - kp[0];
 		t0 = bound > t0 ? bound : t0;
 	}
-	t0 = t0 - 4.8e-7f * (1.0f + fabsf(t0));
-	return t0 > -1.0f ? t0 : -1.0f;
+	return sb_entmax_tau0_backoff(t0);
 }
 
 /* Halley's method on the same h (general alpha: entmax_bisect, headwise adaptive
- * entmax), from Jensen's bound tau0 (entmax_tau0). With F = sum d^e (d = [y - tau]_+),
+ * entmax), from Jensen's bound tau0 (entmax_tau0); the step's arithmetic is in
+ * entmax_step.h, shared with the CUDA rows. With F = sum d^e (d = [y - tau]_+),
  * S1 = sum d^(e-1), S2 = sum d^(e-2) and P = F^(alpha-1):
  *   Newton step -h/h' = (F - F^(1-(alpha-1)))/S1,
  *   Halley step = Newton / (1 - L/2), L = h h''/h'^2 = (P - 1)(e - 1)(F S2 - S1^2)/(P S1^2),
@@ -859,15 +860,9 @@ static int entmax_halley(float *restrict p, float *tau_out, float *Z, const floa
 				a1[h] += w;
 				a2[h] += w * r;
 			}
-		float F = parts_sum(a0), S1 = parts_sum(a1), S2 = parts_sum(a2);
+		float F = parts_sum(a0), tn;
 		*Z = F;
-		float pw = (float)pow((double)F, 1.0 - (double)am1);
-		float nstep = (F - pw) / S1;
-		float P = F / pw;
-		float L = ((P - 1.0f) * em1) * (F * S2 - S1 * S1) / (P * (S1 * S1));
-		float step = fabsf(L) <= 1.0f ? nstep / (1.0f - 0.5f * L) : nstep;
-		float tn = tau + step;
-		if (it >= 100 || !(fabsf(tn - tau) > 2.4e-7f * fabsf(tau)))
+		if (!sb_entmax_halley_step(&tn, tau, F, parts_sum(a1), parts_sum(a2), am1, em1, it))
 			break;
 		tau = tn;
 	}

@@ -22,6 +22,7 @@
 #define SB_CUDA_NORM_ROWS_CUH
 
 #include "lanes.cuh"
+#include "../entmax_step.h"
 
 /* mirrors enum sb_norm_kind / sb_mask_mode (static_assert in the .cu files) */
 enum { NK_SOFTMAX, NK_TOPK, NK_BOTTOMK, NK_SPARSEMAX, NK_ENTMAX15, NK_ENTMAX_BISECT, NK_ADAPTIVE };
@@ -319,6 +320,25 @@ SB_HDI void nr_softmax_kept(const Grp &G, Row<N> &p, const Row<N> &x, const Row<
 	aux[0] = m;
 }
 
+/* sum of v over the keys with key > t, in the lanes' order; *count = their number */
+template <int N> SB_HDI float nr_sum_where(const Grp &G, const Row<N> &key, float t, const Row<N> &v, int *count)
+{
+	LV<float> acc;
+	LV<int32_t> cnt;
+	FOR_LANES(G, l)
+	{
+		acc[l] = 0.0f;
+		cnt[l] = 0;
+		KLOOP for (int k = 0; k < N; k++) {
+			int in = key.at(l, k) > t;
+			acc[l] += in ? v.at(l, k) : 0.0f;
+			cnt[l] += in;
+		}
+	}
+	*count = lisum(G, cnt);
+	return lsum(G, acc);
+}
+
 /* Michelot's passes (sparsemax_tau_iter); cap 64 as attn_norm.c, then (where
  * attn_norm.c sorts) more passes to the same fixed point. */
 template <int N> SB_HDI int nr_sparsemax_tau(const Grp &G, float *tau_out, const Row<N> &y)
@@ -326,21 +346,9 @@ template <int N> SB_HDI int nr_sparsemax_tau(const Grp &G, float *tau_out, const
 	float tau = -1.0f;
 	int kprev = -1;
 	for (int it = 1; it <= 64 + 16 * N + 2; it++) {
-		LV<float> acc;
-		LV<int32_t> cnt;
-		FOR_LANES(G, l)
-		{
-			acc[l] = 0.0f;
-			cnt[l] = 0;
-			KLOOP for (int k = 0; k < N; k++) {
-				float v = y.at(l, k);
-				int in = v > tau;
-				acc[l] += in ? v : 0.0f;
-				cnt[l] += in;
-			}
-		}
-		int k = lisum(G, cnt);
-		float tn = (lsum(G, acc) - 1.0f) / (float)k;
+		int k;
+		float sum = nr_sum_where(G, y, tau, y, &k);
+		float tn = (sum - 1.0f) / (float)k;
 		if (k == kprev) {
 			*tau_out = tn;
 			return it <= 64 ? it : -1;
@@ -460,25 +468,13 @@ template <int N> SB_HDI float nr_entmax_tau0(const Grp &G, const Row<N> &y, floa
 	const float thr[4] = {-1.0f, -0.5f, -0.25f, -0.125f};
 	float t0 = -1.0f;
 	for (int t = 0; t < 4; t++) {
-		LV<float> s;
-		LV<int32_t> c;
-		FOR_LANES(G, l)
-		{
-			s[l] = 0.0f;
-			c[l] = 0;
-			KLOOP for (int k = 0; k < N; k++) {
-				float v = y.at(l, k);
-				s[l] += v > thr[t] ? v : 0.0f;
-				c[l] += v > thr[t];
-			}
-		}
-		float sum = lsum(G, s);
-		float kf = (float)lisum(G, c);
+		int k;
+		float sum = nr_sum_where(G, y, thr[t], y, &k);
+		float kf = (float)k;
 		float bound = sum / kf - sb_powpos(kf, -am1);
 		t0 = bound > t0 ? bound : t0;
 	}
-	t0 = t0 - 4.8e-7f * (1.0f + fabsf(t0));
-	return t0 > -1.0f ? t0 : -1.0f;
+	return sb_entmax_tau0_backoff(t0);
 }
 
 /* attn_norm.c's entmax_halley: Halley from Jensen's bound, general alpha */
@@ -506,15 +502,9 @@ SB_HDI int nr_entmax_halley(const Grp &G, Row<N> &p, float *tau_out, float *Z, c
 				a2[l] += w * r;
 			}
 		}
-		float F = lsum(G, a0), S1 = lsum(G, a1), S2 = lsum(G, a2);
+		float F = lsum(G, a0), S1 = lsum(G, a1), S2 = lsum(G, a2), tn;
 		*Z = F;
-		float pw = (float)pow((double)F, 1.0 - (double)am1);
-		float nstep = (F - pw) / S1;
-		float P = F / pw;
-		float L = ((P - 1.0f) * em1) * (F * S2 - S1 * S1) / (P * (S1 * S1));
-		float step = fabsf(L) <= 1.0f ? nstep / (1.0f - 0.5f * L) : nstep;
-		float tn = tau + step;
-		if (it >= 100 || !(fabsf(tn - tau) > 2.4e-7f * fabsf(tau)))
+		if (!sb_entmax_halley_step(&tn, tau, F, S1, S2, am1, em1, it))
 			break;
 		tau = tn;
 	}
@@ -683,21 +673,9 @@ template <int N> SB_HDI void nr_kb_softmax(const Grp &G, Row<N> &de, const Row<N
 
 template <int N> SB_HDI void nr_kb_sparsemax(const Grp &G, Row<N> &de, const Row<N> &pe, const Row<N> &ge)
 {
-	LV<float> acc;
-	LV<int32_t> cnt;
-	FOR_LANES(G, l)
-	{
-		acc[l] = 0.0f;
-		cnt[l] = 0;
-		KLOOP for (int k = 0; k < N; k++) {
-			float g = ge.at(l, k);
-			int in = pe.at(l, k) > 0;
-			acc[l] += in ? g : 0.0f;
-			cnt[l] += in;
-		}
-	}
-	int k = lisum(G, cnt);
-	float mean = k ? lsum(G, acc) / (float)k : 0.0f;
+	int k;
+	float sum = nr_sum_where(G, pe, 0.0f, ge, &k);
+	float mean = k ? sum / (float)k : 0.0f;
 	FOR_LANES(G, l)
 	KLOOP for (int kk = 0; kk < N; kk++) {
 		float g = ge.at(l, kk) - mean;
