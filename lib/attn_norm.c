@@ -807,7 +807,10 @@ static float entmax_tau0(const float *restrict y, int nv, float am1)
 				c[t][h] -= in; /* true lanes are -1 */
 			}
 		}
-	float t0 = -1.0f;
+	_Static_assert(VE >= 4, "the four counts share one register");
+	float kf[VE], kp[VE];
+	for (int l = 0; l < VE; l++)
+		kf[l] = 1.0f;
 	for (int t = 0; t < 4; t++) {
 		int32_t k = 0, ck[VE];
 		for (int h = 0; h < VP; h++) {
@@ -815,9 +818,13 @@ static float entmax_tau0(const float *restrict y, int nv, float am1)
 			for (int l = 0; l < VE; l++)
 				k += ck[l];
 		}
-		float kf = (float)k, kp[VE];
-		vstore_e(kp, powpos_v(vset1_e(kf), vset1_e(-am1))); /* k^-(alpha-1), the lanes' exp and log */
-		float bound = parts_sum(s[t]) / kf - kp[0];
+		kf[t] = (float)k;
+	}
+	/* k^-(alpha-1) for the four counts at once, each lane the lanes' scalar exp and log */
+	vstore_e(kp, powpos_v(vload_e(kf), vset1_e(-am1)));
+	float t0 = -1.0f;
+	for (int t = 0; t < 4; t++) {
+		float bound = parts_sum(s[t]) / kf[t] - kp[t];
 		t0 = bound > t0 ? bound : t0;
 	}
 	return sb_entmax_tau0_backoff(t0);
