@@ -733,18 +733,16 @@ static float entmax_sum(float *restrict u, const float *restrict y, int np, floa
 	return parts_sum(acc);
 }
 
-/* Newton's method on h(tau) = (sum_i [y_i - tau]_+^e)^(1/e) - 1, from tau = -1
- * (max y = 0, so h >= 0 there); used for alpha = 1.5 (e = 2), general alpha takes
- * entmax_halley below. h is convex and decreasing (a norm of convex
+/* entmax-1.5 (e = 2): Newton's method on h(tau) = (sum_i [y_i - tau]_+^2)^(1/2) - 1,
+ * from tau = -1 (max y = 0, so h >= 0 there); general alpha takes entmax_halley
+ * below. h is convex and decreasing (a norm of convex
  * non-negative functions of tau), so the iterates rise monotonically to the
  * root without a bracket, and h is close to linear in tau (exactly linear for
  * a single support size when all supported y are equal), so few passes are
  * needed. Each pass keeps u = d^e in p, so when the step stops rising p holds
  * the unnormalised answer. Returns passes; *Z = the sum at the final tau. */
-static int entmax_newton(float *restrict p, float *tau_out, float *Z, const float *restrict y, int n, int np,
-                         float am1, enum emode mode)
+static int entmax15_newton(float *restrict p, float *tau_out, float *Z, const float *restrict y, int n, int np)
 {
-	float e = 1.0f / am1;
 	float tau = -1.0f;
 	int it;
 	/* The registers wholly past the row (y = -inf there: u = 0) are not computed: adding
@@ -754,27 +752,21 @@ static int entmax_newton(float *restrict p, float *tau_out, float *Z, const floa
 	for (int i = nv; i < np; i++)
 		p[i] = 0.0f;
 	for (it = 1; it <= 100; it++) {
-		ve a0[VP] = {0}, a1[VP] = {0}, vt = vset1_e(tau), vx = vset1_e(e);
+		ve a0[VP] = {0}, a1[VP] = {0}, vt = vset1_e(tau);
 		for (int b = 0; b < nv; b += VW)
 			for (int h = 0; h < VP && b + h * VE < nv; h++) {
 				int i = b + h * VE;
-				ve d = vload_e(y + i) - vt, u;
-				if (mode == E_TWO) {
-					d = vsel_e(d > 0, d, vzero_e());
-					u = d * d;
-					a1[h] += d;
-				} else {
-					u = powpos_v(d, vx); /* 0 when d <= FLT_MIN */
-					a1[h] += u / vsel_e(d > FLT_MIN, d, vset1_e(1.0f));
-				}
+				ve d = vload_e(y + i) - vt;
+				d = vsel_e(d > 0, d, vzero_e());
+				ve u = d * d;
+				a1[h] += d;
 				vstore_e(p + i, u);
 				a0[h] += u;
 			}
 		float se = parts_sum(a0), se1 = parts_sum(a1);
 		*Z = se;
-		/* tau' = tau - h/h' = tau + (S_e - S_e^(1 - 1/e)) / S_(e-1) */
-		float pw = mode == E_TWO ? sqrtf(se) : (float)pow((double)se, 1.0 - (double)am1);
-		float tn = tau + (se - pw) / se1;
+		/* tau' = tau - h/h' = tau + (S_2 - S_2^(1/2)) / S_1 */
+		float tn = tau + (se - sqrtf(se)) / se1;
 		if (!(tn > tau))
 			break;
 		tau = tn;
@@ -848,7 +840,7 @@ static int entmax_halley(float *restrict p, float *tau_out, float *Z, const floa
                          float am1)
 {
 	float e = 1.0f / am1, em1 = e - 1.0f;
-	int nv = (n + VE - 1) / VE * VE; /* registers wholly past the row: u = 0 (entmax_newton) */
+	int nv = (n + VE - 1) / VE * VE; /* registers wholly past the row: u = 0 (entmax15_newton) */
 	for (int i = nv; i < np; i++)
 		p[i] = 0.0f;
 	float tau = entmax_tau0(y, nv, am1);
@@ -960,7 +952,7 @@ static int k_entmax(float *restrict p, float *restrict y, const float *restrict 
 	} else if (mode == E_GEN) {
 		it = entmax_halley(p, &tau, &Z, y, n, np, am1);
 	} else {
-		it = entmax_newton(p, &tau, &Z, y, n, np, am1, mode);
+		it = entmax15_newton(p, &tau, &Z, y, n, np);
 	}
 	int32_t cnt[VW] = {0};
 	for (int b = 0; b < np; b += VW)

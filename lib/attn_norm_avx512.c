@@ -578,7 +578,7 @@ static float esum(float *u, float *s1, const float *x, int n, __m512 am1, __m512
 	return _mm512_reduce_add_ps(a0);
 }
 
-/* Newton on (sum [y - tau]_+^e)^(1/e) - 1 from tau = -1 (see entmax_newton in
+/* Newton on (sum [y - tau]_+^e)^(1/e) - 1 from tau = -1 (see entmax15_newton in
  * attn_norm.c); leaves u = [y - tau]_+^e in p. Returns passes. */
 static int newton(float *p, float *tau_out, float *Z, float *S1, const float *x, int n, float am1, float m,
                   enum emode mode)

@@ -421,10 +421,9 @@ SB_HDI float nr_entmax_sum(const Grp &G, Row<N> &u, const Row<N> &y, float tau, 
 	return lsum(G, acc);
 }
 
-template <int N>
-SB_HDI int nr_entmax_newton(const Grp &G, Row<N> &p, float *tau_out, float *Z, const Row<N> &y, float am1, int mode)
+/* attn_norm.c's entmax15_newton: alpha = 1.5 */
+template <int N> SB_HDI int nr_entmax15_newton(const Grp &G, Row<N> &p, float *tau_out, float *Z, const Row<N> &y)
 {
-	float e = 1.0f / am1;
 	float tau = -1.0f;
 	int it;
 	for (it = 1; it <= 100; it++) {
@@ -434,26 +433,16 @@ SB_HDI int nr_entmax_newton(const Grp &G, Row<N> &p, float *tau_out, float *Z, c
 			a0[l] = 0.0f;
 			a1[l] = 0.0f;
 			KLOOP for (int k = 0; k < N; k++) {
-				if (mode == EM_TWO) {
-					float d = y.at(l, k) - tau;
-					d = d > 0 ? d : 0.0f;
-					p.at(l, k) = d * d;
-					a0[l] += d * d;
-					a1[l] += d;
-				} else {
-					float d = y.at(l, k) - tau;
-					float u = sb_powpos(d, e);
-					float dd = d > SB_FLT_MIN ? d : 1.0f;
-					p.at(l, k) = u;
-					a0[l] += u;
-					a1[l] += u / dd;
-				}
+				float d = y.at(l, k) - tau;
+				d = d > 0 ? d : 0.0f;
+				p.at(l, k) = d * d;
+				a0[l] += d * d;
+				a1[l] += d;
 			}
 		}
 		float se = lsum(G, a0), se1 = lsum(G, a1);
 		*Z = se;
-		float pw = mode == EM_TWO ? sqrtf(se) : (float)pow((double)se, 1.0 - (double)am1);
-		float tn = tau + (se - pw) / se1;
+		float tn = tau + (se - sqrtf(se)) / se1;
 		if (!(tn > tau))
 			break;
 		tau = tn;
@@ -522,7 +511,7 @@ SB_HDI void nr_entmax(const Grp &G, Row<N> &p, Row<N> &y, const Row<N> &x, float
 	}
 	float m = nr_entmax_y(G, y, x, am1);
 	float tau, Z;
-	int it = mode == EM_GEN ? nr_entmax_halley(G, p, &tau, &Z, y, am1) : nr_entmax_newton(G, p, &tau, &Z, y, am1, mode);
+	int it = mode == EM_GEN ? nr_entmax_halley(G, p, &tau, &Z, y, am1) : nr_entmax15_newton(G, p, &tau, &Z, y);
 	LV<int32_t> cnt;
 	FOR_LANES(G, l)
 	{
