@@ -101,8 +101,8 @@ $G expand "$T/g/ok.grid" "$T/y" 2>/dev/null & $G expand "$T/g/ok.grid" "$T/y" 2>
 t_result $? "two concurrent expansions leave one consistent tree"
 
 # fmnist_check.grid (the CPU-sized check against Table 2's Fashion-MNIST row) and
-# fmnist_row.grid (the full row) run study cells: the same cell.json files, byte for byte,
-# so the same cell ids; fmnist_row also has the study's freeze, test and stats parameters
+# fmnist_row.grid and synthetic_row.grid (full rows) run study cells: the same cell.json files, byte for byte,
+# so the same cell ids; the full rows also have the study's freeze, test and stats parameters
 $G expand pipelines/grids/study.grid "$T/gs" 2>/dev/null
 # expand GRID into DIR; n: its cells, same: those whose cell.json is the study's
 study_cells() { # grid dir
@@ -121,6 +121,11 @@ study_cells pipelines/grids/fmnist_row.grid "$T/gr"
 t_result $? "fmnist_row's cells are study cells: $same of $n identical cell.json (70 expected: 7 methods, seeds 0-9)"
 diff -r "$T/gs/main/params" "$T/gr/main/params" >/dev/null && [ "$(ls "$T/gr/main/params" | wc -l)" = 4 ]
 t_result $? "fmnist_row's criteria, freeze, test and stats parameter files are study's ($(ls "$T/gr/main/params" | tr '\n' ' '))"
+study_cells pipelines/grids/synthetic_row.grid "$T/gy"
+[ $n = 70 ] && [ $same = 70 ] && [ "$(ls "$T/gy/main/cells" | grep -c '^synthetic_marker\..*\.s[0-9]\.plain\.compact\.e30$')" = 70 ]
+t_result $? "synthetic_row's cells are study cells: $same of $n identical cell.json (70 expected: 7 methods, seeds 0-9)"
+diff -r "$T/gs/main/params" "$T/gy/main/params" >/dev/null && [ "$(ls "$T/gy/main/params" | wc -l)" = 4 ]
+t_result $? "synthetic_row's criteria, freeze, test and stats parameter files are study's ($(ls "$T/gy/main/params" | tr '\n' ' '))"
 # make help names every grid with its cells and the first sentence of its comment
 help=$(make -C "$TOP" --no-print-directory help 2>&1)
 ok=0 ng=0
