@@ -708,6 +708,117 @@ done:
 	return rc;
 }
 
+/* ---- published values (published.value records) against ours ---- */
+
+static const struct comparison *find_val(const struct analysis *a, int g, int m)
+{
+	for (int i = 0; i < a->n_val; i++)
+		if (a->val[i].group == g && a->val[i].method == m)
+			return &a->val[i];
+	return NULL;
+}
+
+/* ours for one published value: a method's mean validation accuracy at the best epoch
+ * over its seeds (with a bootstrap CI of the mean), or a paired difference from the
+ * validation comparisons (their mean and CI) */
+static int measure_published(const struct data *d, const struct opts *o, const struct analysis *a,
+                             const struct published *p, struct pub_result *r, struct sb_err *err)
+{
+	r->method = p->method ? strtab_find(&d->methods, p->method) : -1;
+	r->ours = r->lo = r->hi = NAN;
+	r->ours_supported = -1;
+	if (p->quantity == PUB_MEAN) {
+		if (r->method < 0)
+			return (r->why = "no validation records of this method"), 0;
+		/* in ascending seed order, as the paired comparisons: the bootstrap's resamples are
+		 * index sets, so the order of the values is part of the result */
+		size_t cap = (size_t)(d->n_cells ? d->n_cells : 1);
+		double *acc = xcalloc(cap, sizeof *acc);
+		int64_t *seeds = xcalloc(cap, sizeof *seeds);
+		if (!acc || !seeds) {
+			free(acc);
+			free(seeds);
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		}
+		for (int c = 0; c < d->n_cells; c++) {
+			const struct cell *ce = &d->cells[c];
+			if (ce->group == r->group && ce->method == r->method && ce->n_epochs > 0)
+				seeds[r->n++] = ce->seed;
+		}
+		qsort(seeds, (size_t)r->n, sizeof *seeds, cmp_i64);
+		double sum = 0;
+		for (int i = 0; i < r->n; i++)
+			for (int c = 0; c < d->n_cells; c++) {
+				const struct cell *ce = &d->cells[c];
+				if (ce->group == r->group && ce->method == r->method && ce->seed == seeds[i] &&
+				    ce->n_epochs > 0) {
+					acc[i] = ce->acc[sb_stats_best_epoch(ce->acc, ce->n_epochs, o->patience, NULL)];
+					sum += acc[i];
+				}
+			}
+		free(seeds);
+		int rc = 0;
+		if (r->n < o->min_seeds || r->n < 1) {
+			r->why = "fewer seeds than --min-seeds";
+		} else {
+			struct sb_boot cfg = {o->seed, 0, o->resamples, o->level};
+			r->ours = sum / r->n;
+			rc = sb_stats_bootstrap_ci(acc, r->n, &cfg, &r->lo, &r->hi, err);
+		}
+		free(acc);
+		return rc;
+	}
+	const struct comparison *c = NULL;
+	if (p->quantity == PUB_DELTA) {
+		if (p->method && !strcmp(p->method, o->baseline))
+			return (r->why = "the baseline has no paired difference"), 0;
+		c = r->method >= 0 ? find_val(a, r->group, r->method) : NULL;
+		if (!c)
+			return (r->why = "no paired comparison of this method (absent, or too few seeds)"), 0;
+	} else {
+		for (int i = 0; i < a->n_vgroups && !c; i++)
+			if (a->vgroups[i].group == r->group && a->vgroups[i].best_method >= 0) {
+				c = find_val(a, r->group, a->vgroups[i].best_method);
+				/* the best of the Holm family (the six), or of the other methods without it */
+				r->n_best = a->vgroups[i].n_family ? a->vgroups[i].n_family : a->vgroups[i].n_cmp;
+			}
+		if (!c)
+			return (r->why = "no paired comparison in this task"), 0;
+		r->method = c->method;
+	}
+	r->n = c->n;
+	r->ours = c->t.mean;
+	r->lo = c->ci_lo;
+	r->hi = c->ci_hi;
+	r->ours_supported = c->supported;
+	return 0;
+}
+
+static int run_published(const struct data *d, const struct opts *o, struct analysis *a, struct sb_err *err)
+{
+	if (!d->n_pubs)
+		return 0;
+	a->pub = xcalloc((size_t)d->n_pubs, sizeof *a->pub);
+	if (!a->pub)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (int i = 0; i < d->n_pubs; i++) {
+		const struct published *p = &d->pubs[i];
+		int t = strtab_find(&d->tasks, p->task), ar = strtab_find(&d->archs, p->arch),
+		    ti = strtab_find(&d->tiers, p->tier);
+		int g = t < 0 || ar < 0 || ti < 0 ? -1 : data_group_find(d, t, ar, ti), has = 0;
+		for (int c = 0; g >= 0 && c < d->n_cells && !has; c++)
+			has = d->cells[c].group == g;
+		if (!has) {
+			a->pub_unmatched++;
+			continue;
+		}
+		struct pub_result *r = &a->pub[a->n_pub++];
+		*r = (struct pub_result){.pub = i, .group = g};
+		SB_TRY(measure_published(d, o, a, p, r, err));
+	}
+	return 0;
+}
+
 int analysis_run(const struct data *d, const struct opts *o, struct analysis *a, struct sb_err *err)
 {
 	memset(a, 0, sizeof *a);
@@ -718,6 +829,7 @@ int analysis_run(const struct data *d, const struct opts *o, struct analysis *a,
 	if (o->rule)
 		SB_TRY(run_rule(d, a, err));
 	SB_TRY(run_probes(d, o, a, err));
+	SB_TRY(run_published(d, o, a, err));
 	sb_progress(1, "analysed %d validation and %d test comparison(s), %d probe pair(s)", a->n_val, a->n_test,
 	            a->n_pairs);
 	return 0;
@@ -754,5 +866,6 @@ void analysis_free(struct analysis *a)
 	free(a->rule_groups);
 	free(a->rates);
 	free(a->pairs);
+	free(a->pub);
 	memset(a, 0, sizeof *a);
 }

@@ -1,4 +1,4 @@
-/* load.c — read eval.epoch, test.cell and probe.result records into struct data. */
+/* load.c — read eval.epoch, test.cell, probe.result and published.value records into struct data. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +70,16 @@ void data_free(struct data *d)
 		free(d->tests[i].src);
 	for (int i = 0; i < d->n_probes; i++)
 		free(d->probes[i].src);
+	for (int i = 0; i < d->n_pubs; i++) {
+		struct published *p = &d->pubs[i];
+		free(p->task);
+		free(p->arch);
+		free(p->tier);
+		free(p->method);
+		free(p->source);
+		free(p->src);
+	}
+	free(d->pubs);
 	free(d->cells);
 	free(d->tests);
 	free(d->probes);
@@ -426,6 +436,68 @@ static int load_probe(struct data *d, const struct sb_json *rec, const char *src
 	return 0;
 }
 
+/* published.value: task, quantity (mean | delta | best_delta), value, source; method (required
+ * but for best_delta); optional arch, tier, supported (bool). A second record of the same
+ * (task, arch, tier, method, quantity, source) replaces the first, as reruns do. */
+static int load_published(struct data *d, const struct sb_json *rec, const char *src, struct sb_err *err)
+{
+	const char *task, *quantity, *source, *method = NULL, *arch = "plain", *tier = "compact";
+	double value;
+	int supported = -1;
+	SB_TRY(sb_json_req_str(rec, "task", &task, err));
+	SB_TRY(sb_json_req_str(rec, "quantity", &quantity, err));
+	SB_TRY(sb_json_req_str(rec, "source", &source, err));
+	SB_TRY(sb_json_req_num(rec, "value", &value, err));
+	enum pub_quantity q;
+	if (!strcmp(quantity, "mean"))
+		q = PUB_MEAN;
+	else if (!strcmp(quantity, "delta"))
+		q = PUB_DELTA;
+	else if (!strcmp(quantity, "best_delta"))
+		q = PUB_BEST_DELTA;
+	else
+		return SB_ERR(err, SB_EDATA, "field 'quantity' must be mean, delta or best_delta (got '%s')", quantity);
+	if (q != PUB_BEST_DELTA || sb_json_get(rec, "method"))
+		SB_TRY(sb_json_req_str(rec, "method", &method, err));
+	if (sb_json_get(rec, "arch"))
+		SB_TRY(sb_json_req_str(rec, "arch", &arch, err));
+	if (sb_json_get(rec, "tier"))
+		SB_TRY(sb_json_req_str(rec, "tier", &tier, err));
+	const struct sb_json *sv = sb_json_get(rec, "supported");
+	if (sv) {
+		if (sv->type != SB_JSON_BOOL)
+			return SB_ERR(err, SB_EDATA, "field 'supported' must be true or false");
+		supported = sv->boolean;
+	}
+	if (!*task || !*source || (method && !*method))
+		return SB_ERR(err, SB_EDATA, "empty task, method or source");
+	if (q == PUB_MEAN ? !(value >= 0 && value <= 1) : !(value >= -1 && value <= 1))
+		return SB_ERR(err, SB_EDATA, "field 'value' must lie in [%s, 1] for quantity %s (got %g)",
+		              q == PUB_MEAN ? "0" : "-1", quantity, value);
+	struct published *p = NULL;
+	for (int i = 0; i < d->n_pubs && !p; i++) {
+		struct published *o = &d->pubs[i];
+		if (o->quantity == q && !strcmp(o->task, task) && !strcmp(o->arch, arch) && !strcmp(o->tier, tier) &&
+		    !strcmp(o->source, source) && (o->method && method ? !strcmp(o->method, method) : !o->method && !method))
+			p = o;
+	}
+	if (p) {
+		p->value = value;
+		p->supported = supported;
+		free(p->src);
+		return (p->src = strdup(src)) ? 0 : SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	GROW(d->pubs, d->n_pubs, d->cap_pubs);
+	p = &d->pubs[d->n_pubs];
+	*p = (struct published){strdup(task), strdup(arch), strdup(tier), method ? strdup(method) : NULL,
+	                        q,            value,        supported,    strdup(source),
+	                        strdup(src)};
+	d->n_pubs++;
+	if (!p->task || !p->arch || !p->tier || (method && !p->method) || !p->source || !p->src)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	return 0;
+}
+
 int data_load(struct data *d, void *reader, struct sb_err *err)
 {
 	struct sb_ndjson_reader *r = reader;
@@ -442,7 +514,8 @@ int data_load(struct data *d, void *reader, struct sb_err *err)
 		if (!rc) {
 			d->records++;
 			int known = !strcmp(kind, "eval.epoch") || !strcmp(kind, "eval.done") ||
-			            !strcmp(kind, "test.cell") || !strcmp(kind, "probe.result");
+			            !strcmp(kind, "test.cell") || !strcmp(kind, "probe.result") ||
+			            !strcmp(kind, "published.value");
 			if (!known) {
 				d->ignored++;
 			} else if (v != 1) {
@@ -455,6 +528,8 @@ int data_load(struct data *d, void *reader, struct sb_err *err)
 				rc = load_eval_done(d, rec, src, err);
 			} else if (!strcmp(kind, "test.cell")) {
 				rc = load_test_cell(d, rec, src, err);
+			} else if (!strcmp(kind, "published.value")) {
+				rc = load_published(d, rec, src, err);
 			} else {
 				rc = load_probe(d, rec, src, err);
 			}

@@ -1,6 +1,6 @@
 /* model.h — sb-stats' data model, analyses and outputs (aggregate/ only).
  *
- *   load.c      records -> struct data (eval.epoch, test.cell, probe.result)
+ *   load.c      records -> struct data (eval.epoch, test.cell, probe.result, published.value)
  *   analysis.c  paired comparisons, budgets, curves, the rule, probe statistics
  *   report.c    tables (Table 2, details, budgets, test, probes) and stats.* records
  *   table.c     a small table type rendered as Markdown, CSV or LaTeX
@@ -65,6 +65,19 @@ struct probe {
 	char *src;
 };
 
+/* A published value to measure against (published.value records: docs/sb-stats.md). Its
+ * strings are its own: a published task absent from the records creates no group. */
+enum pub_quantity { PUB_MEAN, PUB_DELTA, PUB_BEST_DELTA };
+struct published {
+	char *task, *arch, *tier;
+	char *method; /* NULL: a best_delta whose method the source does not name */
+	enum pub_quantity quantity;
+	double value;
+	int supported; /* the published Holm mark: 1, 0, or -1 when the source gives none */
+	char *source;  /* where the value is published */
+	char *src;     /* file:line of the record */
+};
+
 struct data {
 	struct strtab tasks, archs, tiers, methods, models, probe_ids;
 	struct group *groups;
@@ -75,6 +88,8 @@ struct data {
 	int n_tests, cap_tests;
 	struct probe *probes;
 	int n_probes, cap_probes;
+	struct published *pubs;
+	int n_pubs, cap_pubs;
 	int superseded_cells; /* cells replaced by a later usable cell_id of the same key */
 	int excluded_cells;   /* runs whose eval.done says training did not complete (PROTOCOL A7) */
 	int no_done_cells;    /* used cells without an eval.done record (status unknown) */
@@ -199,6 +214,19 @@ struct analysis {
 	} * pairs;
 	int n_pairs;
 	int skipped; /* comparisons skipped for too few paired seeds */
+	/* published values whose task, arch and tier have validation records */
+	struct pub_result {
+		int pub;    /* index into data.pubs */
+		int group;  /* the comparison group */
+		int method; /* ours: the method measured (best_delta: our best of the six); -1 none */
+		int n;      /* seeds (mean) or paired seeds (delta) behind ours */
+		double ours, lo, hi; /* NAN when not measured (why says so) */
+		int ours_supported;  /* delta, best_delta: our Holm mark; -1 for a mean */
+		int n_best;          /* best_delta: how many methods ours is the best of */
+		const char *why;     /* NULL when measured */
+	} * pub;
+	int n_pub;
+	int pub_unmatched; /* published values of tasks (arch, tier) without validation records */
 };
 
 int analysis_run(const struct data *d, const struct opts *o, struct analysis *a, struct sb_err *err);

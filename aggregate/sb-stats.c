@@ -26,6 +26,11 @@ static void usage(void)
 	      "                later run that wins with epochs not evaluated leaves its seed out\n"
 	      "  test.cell     task, method, seed, test_accuracy; optional arch, tier\n"
 	      "  probe.result  model, task, method, probe_id (string or integer), correct (bool or 0/1)\n"
+	      "  published.value  a published value to measure against: task, quantity (mean: a method's\n"
+	      "                mean validation accuracy; delta: method - baseline; best_delta: the best\n"
+	      "                of the sparse methods), value, source, method (optional for best_delta);\n"
+	      "                optional arch, tier, supported (the published Holm mark, bool); e.g.\n"
+	      "                pipelines/published/study.ndjson (the study's published numbers)\n"
 	      "Other kinds (run.meta, train.*, ...) are ignored. For one (task, arch, tier, method, seed)\n"
 	      "the last cell_id read among the runs not excluded wins (a rerun supersedes an earlier\n"
 	      "run, a failed rerun does not; both counted in stats.summary).\n"
@@ -34,7 +39,8 @@ static void usage(void)
 	      "  -b, --baseline NAME   baseline method of every paired difference (softmax)\n"
 	      "  -f, --format FMT      stdout: ndjson (records, default), md, csv or tex (the tables)\n"
 	      "  -o, --out DIR         also write DIR/stats.ndjson and every table as DIR/NAME.{md,csv,tex}\n"
-	      "                        (NAME: table2 detail budget test test_detail probes probe_pairs)\n"
+	      "                        (NAME: table2 detail budget test test_detail probes probe_pairs\n"
+	      "                        published)\n"
 	      "  -p, --plot DIR        write DIR/budget.svg (difference vs epoch budget with CI bands, a\n"
 	      "                        panel per task) and DIR/curves.svg (validation accuracy by epoch)\n"
 	      "      --patience N      early stopping read from the epochs (PROTOCOL A4): stop after N\n"
@@ -69,11 +75,15 @@ static void usage(void)
 	      "  probes      Wilson interval per model and method (all tasks and per task); per model, each\n"
 	      "              method against the baseline (or every pair) on the same (task, probe_id):\n"
 	      "              difference in accuracy with Newcombe's paired score CI, exact McNemar p, Holm.\n"
+	      "  published   for each published value of a task with validation records: ours (the same\n"
+	      "              quantity, at the best epoch), our bootstrap CI, whether the published value\n"
+	      "              lies inside it, and ours - published.\n"
 	      "\n"
 	      "Records written (stdout with --format ndjson, and DIR/stats.ndjson): run.meta, then\n"
 	      "  stats.task, stats.paired, stats.budget, stats.sign_change (per task and method),\n"
 	      "  stats.power, stats.rule_fold and stats.rule (with --rule), stats.probe_rate,\n"
-	      "  stats.probe_paired, and a closing stats.summary. Fields: docs/sb-stats.md.\n"
+	      "  stats.probe_paired, stats.published, and a closing stats.summary. Fields:\n"
+	      "  docs/sb-stats.md.\n"
 	      "\n"
 	      "Exit status:\n"
 	      "  0  done (with --rule: the rule succeeded: mean gain > 0, wins > losses and at least one\n"
@@ -86,7 +96,8 @@ static void usage(void)
 	      "Examples:\n"
 	      "  sb-stats runs/*/val.ndjson > stats.ndjson\n"
 	      "  sb-stats --format md --plot fig runs/*/val.ndjson test/test.ndjson\n"
-	      "  sb-stats --rule --min-seeds 10 -o out runs/*/val.ndjson\n",
+	      "  sb-stats --rule --min-seeds 10 -o out runs/*/val.ndjson\n"
+	      "  sb-stats -f md runs/*/val.ndjson pipelines/published/study.ndjson   # against the paper\n",
 	      stdout);
 }
 
@@ -325,6 +336,8 @@ int main(int argc, char **argv)
 		sb_cli_die(&err);
 	if (!d.n_cells && !d.n_tests && !d.n_probes)
 		sb_cli_warn("no eval.epoch, test.cell or probe.result records in the input");
+	else if (d.n_pubs && !d.n_cells)
+		sb_cli_warn("published values read, but no eval.epoch records to compare them with");
 	if (d.excluded_cells)
 		sb_cli_warn("%d run(s) excluded: their eval.done says the training did not complete, or (for the "
 		            "run that counts) not every epoch was evaluated (PROTOCOL A7); first: %s",

@@ -648,7 +648,16 @@ do_stats() {
 		inputs+=("$B/test/test.ndjson")
 	fi
 	check "${links[@]}"
-	mapfile -t opts < <(stage_opts "$B/params/stats" group_by)
+	# published=FILE: the published values to measure against (published.value records,
+	# docs/sb-stats.md), read with the records; a repository file, hashed in run.meta
+	local pub
+	pub=$(param "$B/params/stats" published "")
+	if [ -n "$pub" ]; then
+		pub=$(resolve_beside_grid "$(dirname "$B")" "$pub")
+		[ -f "$pub" ] || die 2 "$B/params/stats: published=$pub: no such file"
+		inputs+=("$pub")
+	fi
+	mapfile -t opts < <(stage_opts "$B/params/stats" group_by published)
 	scratch "$S.tmp"
 	rm -rf "$S.tmp"
 	mkdir -p "$S.tmp"
@@ -662,6 +671,7 @@ do_stats() {
 				grep -q "\"epochs\":$e[,}]" "$(dirname "$a")/cell.json" && ins+=("$a")
 			done
 			[ ${#ins[@]} -gt 0 ] || continue
+			[ -n "$pub" ] && ins+=("$pub")
 			mkdir -p "$S.tmp/e$e"
 			stats_run "$B" "$S.tmp/e$e" "${opts[@]}" -- "${ins[@]}"
 			sed "s/^{/{\"budget_epochs\":$e,/" "$S.tmp/e$e/stats.ndjson" >>"$S.tmp/stats.ndjson"
@@ -799,7 +809,7 @@ do_report() {
 				[ -d "$sd" ] || continue
 				g=""
 				[ "$sd" = "$B/stats" ] || g=" (budget ${sd##*/e} epochs)"
-				for f in table2 test budget detail test_detail probes probe_pairs table; do
+				for f in table2 published test budget detail test_detail probes probe_pairs table; do
 					[ -f "$sd/$f.md" ] || continue
 					echo
 					# sb-stats starts its tables with their own heading

@@ -239,6 +239,17 @@ badrec array '[1,2]'
 badrec dup_key "${ep/\"seed\":0/\"seed\":0,\"seed\":1}"
 badrec utf8 "${ep/usps/us$'\xff'ps}"
 badrec nan "${ep/0.5/NaN}"
+# published values (published.value): every field mistyped or out of range
+pv='{"kind":"published.value","v":1,"task":"usps","method":"softmax","quantity":"mean","value":0.5,"supported":true,"source":"s"}'
+for f in task method quantity source; do
+	for v in 1 null '[]' '{}'; do badrec "pub_${f}_$v" "$(sed "s/\"$f\":\"[^\"]*\"/\"$f\":$v/" <<<"$pv")"; done
+done
+badrec pub_value_null "${pv/\"value\":0.5/\"value\":null}"
+badrec pub_value_big "${pv/\"value\":0.5/\"value\":1e999}"
+badrec pub_value_str "${pv/\"value\":0.5/\"value\":\"0.5\"}"
+badrec pub_supported_num "${pv/\"supported\":true/\"supported\":1}"
+badrec pub_quantity_other "${pv/\"quantity\":\"mean\"/\"quantity\":\"ratio\"}"
+badrec pub_empty_task "${pv/\"task\":\"usps\"/\"task\":\"\"}"
 # an escaped NUL would cut a C string short ("usps\u0000x" read as "usps"): refused, with its column
 nulrec() { # name json-line column
 	{ head -n 3 "$W/s_good"; printf '%s\n' "$2"; } >"$W/s_$1"

@@ -46,6 +46,33 @@ t_result $? "only the statistics ($(ncalls sb-stats) sb-stats calls, no training
 grep -q 'baseline sparsemax' "$T/out/pt/main/stats/table2.md" && grep -q 'baseline sparsemax' "$T/out/pt/budget/stats/table2.md"
 t_result $? "of both blocks, with the new option"
 
+# published=FILE (beside the grid file): read by sb-stats with the records, its table in the
+# report; the statistics (only they) depend on the file; a missing one is named
+printf '%s\n' '{"kind":"published.value","v":1,"task":"t_a","method":"softmax","quantity":"mean","value":0.5,"source":"test"}' >"$T/pub.ndjson"
+sed -i '0,/^stage   stats baseline=sparsemax$/s//stage   stats baseline=sparsemax published=pub.ndjson/' "$PT_GRID"
+reset_calls
+pmake pt >"$T/pub.log" 2>&1
+t_result $? "a stats stage with published=pub.ndjson runs" "$(tail -3 "$T/pub.log" | tr '\n' ' ')"
+[ "$(ncalls sb-train)" = 0 ] && [ "$(ncalls sb-stats)" = 1 ] && grep "^sb-stats " "$STUB_LOG" | grep -q " $T/pub.ndjson"
+t_result $? "only that block's statistics ran again, with the published file among their inputs ($(ncalls sb-stats) sb-stats calls)"
+grep -q "^| published values read |" "$T/out/pt/report.md" && [ -f "$T/out/pt/main/stats/published.md.sha256" ]
+t_result $? "the report shows the published table (sealed with the other tables)"
+sleep 1.1
+printf '%s\n' '{"kind":"published.value","v":1,"task":"t_a","method":"softmax","quantity":"mean","value":0.6,"source":"test"}' >>"$T/pub.ndjson"
+reset_calls
+pmake pt >"$T/pub2.log" 2>&1
+[ $? = 0 ] && [ "$(ncalls sb-train)" = 0 ] && [ "$(ncalls sb-stats)" = 1 ] && [ "$(ncalls sb-freeze)" = 0 ] && [ "$(ncalls sb-test)" = 0 ]
+t_result $? "a changed published file re-runs those statistics alone ($(ncalls sb-stats) sb-stats calls)"
+sed -i 's/published=pub.ndjson/published=nowhere.ndjson/' "$PT_GRID"
+reset_calls
+pmake pt >"$T/pub3.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "$T/nowhere.ndjson" "$T/pub3.log" && [ "$(ncalls sb-stats)" = 0 ]
+t_result $? "a published file that is not there stops the statistics, named by make (exit $rc)" "$(grep nowhere "$T/pub3.log" | head -2)"
+sed -i 's/ published=nowhere.ndjson//' "$PT_GRID"
+pmake pt >"$T/pub4.log" 2>&1
+t_result $? "without the option the statistics run again"
+
 # an unchanged grid file that is merely touched re-runs nothing
 touch "$PT_GRID"
 reset_calls
