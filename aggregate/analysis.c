@@ -769,7 +769,7 @@ static int measure_published(const struct data *d, const struct opts *o, const s
 		return rc;
 	}
 	const struct comparison *c = NULL;
-	if (p->quantity == PUB_DELTA) {
+	if (p->quantity == PUB_DELTA || p->quantity == PUB_BUDGET_DELTA) {
 		if (p->method && !strcmp(p->method, o->baseline))
 			return (r->why = "the baseline has no paired difference"), 0;
 		c = r->method >= 0 ? find_val(a, r->group, r->method) : NULL;
@@ -787,6 +787,15 @@ static int measure_published(const struct data *d, const struct opts *o, const s
 		r->method = c->method;
 	}
 	r->n = c->n;
+	if (p->quantity == PUB_BUDGET_DELTA) {
+		/* best validation accuracy within the first E epochs: no early stopping, no Holm */
+		if (p->budget > c->K)
+			return (r->why = "the runs are shorter than the budget"), 0;
+		r->ours = c->b_mean[p->budget - 1];
+		r->lo = c->b_lo[p->budget - 1];
+		r->hi = c->b_hi[p->budget - 1];
+		return 0;
+	}
 	r->ours = c->t.mean;
 	r->lo = c->ci_lo;
 	r->hi = c->ci_hi;
@@ -810,6 +819,11 @@ static int run_published(const struct data *d, const struct opts *o, struct anal
 			has = d->cells[c].group == g;
 		if (!has) {
 			a->pub_unmatched++;
+			continue;
+		}
+		/* a value read at another patience is another quantity (budgets have none) */
+		if (p->patience >= 0 && p->quantity != PUB_BUDGET_DELTA && p->patience != o->patience) {
+			a->pub_other_patience++;
 			continue;
 		}
 		struct pub_result *r = &a->pub[a->n_pub++];

@@ -436,9 +436,10 @@ static int load_probe(struct data *d, const struct sb_json *rec, const char *src
 	return 0;
 }
 
-/* published.value: task, quantity (mean | delta | best_delta), value, source; method (required
- * but for best_delta); optional arch, tier, supported (bool). A second record of the same
- * (task, arch, tier, method, quantity, source) replaces the first, as reruns do. */
+/* published.value: task, quantity (mean | delta | best_delta | budget_delta), value, source;
+ * method (required but for best_delta); budget (budget_delta only, required there); optional
+ * arch, tier, patience, supported (bool). A second record of the same (task, arch, tier,
+ * method, quantity, budget, source) replaces the first, as reruns do. */
 static int load_published(struct data *d, const struct sb_json *rec, const char *src, struct sb_err *err)
 {
 	const char *task, *quantity, *source, *method = NULL, *arch = "plain", *tier = "compact";
@@ -455,8 +456,25 @@ static int load_published(struct data *d, const struct sb_json *rec, const char 
 		q = PUB_DELTA;
 	else if (!strcmp(quantity, "best_delta"))
 		q = PUB_BEST_DELTA;
+	else if (!strcmp(quantity, "budget_delta"))
+		q = PUB_BUDGET_DELTA;
 	else
-		return SB_ERR(err, SB_EDATA, "field 'quantity' must be mean, delta or best_delta (got '%s')", quantity);
+		return SB_ERR(err, SB_EDATA,
+		              "field 'quantity' must be mean, delta, best_delta or budget_delta (got '%s')", quantity);
+	int64_t budget = 0, patience = -1;
+	if (q == PUB_BUDGET_DELTA) {
+		SB_TRY(sb_json_req_int(rec, "budget", &budget, err));
+		if (budget < 1 || budget > MAX_EPOCH + 1)
+			return SB_ERR(err, SB_EDATA, "field 'budget' must be an epoch count from 1 (got %lld)",
+			              (long long)budget);
+	} else if (sb_json_get(rec, "budget")) {
+		return SB_ERR(err, SB_EDATA, "field 'budget' belongs to quantity budget_delta only");
+	}
+	if (sb_json_get(rec, "patience")) {
+		SB_TRY(sb_json_req_int(rec, "patience", &patience, err));
+		if (patience < 0 || patience > 1000000)
+			return SB_ERR(err, SB_EDATA, "field 'patience' out of range (%lld)", (long long)patience);
+	}
 	if (q != PUB_BEST_DELTA || sb_json_get(rec, "method"))
 		SB_TRY(sb_json_req_str(rec, "method", &method, err));
 	if (sb_json_get(rec, "arch"))
@@ -477,21 +495,31 @@ static int load_published(struct data *d, const struct sb_json *rec, const char 
 	struct published *p = NULL;
 	for (int i = 0; i < d->n_pubs && !p; i++) {
 		struct published *o = &d->pubs[i];
-		if (o->quantity == q && !strcmp(o->task, task) && !strcmp(o->arch, arch) && !strcmp(o->tier, tier) &&
+		if (o->quantity == q && o->budget == (int)budget && !strcmp(o->task, task) && !strcmp(o->arch, arch) &&
+		    !strcmp(o->tier, tier) &&
 		    !strcmp(o->source, source) && (o->method && method ? !strcmp(o->method, method) : !o->method && !method))
 			p = o;
 	}
 	if (p) {
 		p->value = value;
 		p->supported = supported;
+		p->patience = (int)patience;
 		free(p->src);
 		return (p->src = strdup(src)) ? 0 : SB_ERR(err, SB_EINTERNAL, "out of memory");
 	}
 	GROW(d->pubs, d->n_pubs, d->cap_pubs);
 	p = &d->pubs[d->n_pubs];
-	*p = (struct published){strdup(task), strdup(arch), strdup(tier), method ? strdup(method) : NULL,
-	                        q,            value,        supported,    strdup(source),
-	                        strdup(src)};
+	*p = (struct published){.task = strdup(task),
+	                        .arch = strdup(arch),
+	                        .tier = strdup(tier),
+	                        .method = method ? strdup(method) : NULL,
+	                        .quantity = q,
+	                        .value = value,
+	                        .budget = (int)budget,
+	                        .patience = (int)patience,
+	                        .supported = supported,
+	                        .source = strdup(source),
+	                        .src = strdup(src)};
 	d->n_pubs++;
 	if (!p->task || !p->arch || !p->tier || (method && !p->method) || !p->source || !p->src)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");

@@ -67,12 +67,14 @@ struct probe {
 
 /* A published value to measure against (published.value records: docs/sb-stats.md). Its
  * strings are its own: a published task absent from the records creates no group. */
-enum pub_quantity { PUB_MEAN, PUB_DELTA, PUB_BEST_DELTA };
+enum pub_quantity { PUB_MEAN, PUB_DELTA, PUB_BEST_DELTA, PUB_BUDGET_DELTA };
 struct published {
 	char *task, *arch, *tier;
 	char *method; /* NULL: a best_delta whose method the source does not name */
 	enum pub_quantity quantity;
 	double value;
+	int budget;    /* budget_delta: the epoch budget E (>= 1); 0 otherwise */
+	int patience;  /* the early-stopping patience the value was read at; -1 when not given */
 	int supported; /* the published Holm mark: 1, 0, or -1 when the source gives none */
 	char *source;  /* where the value is published */
 	char *src;     /* file:line of the record */
@@ -227,6 +229,7 @@ struct analysis {
 	} * pub;
 	int n_pub;
 	int pub_unmatched; /* published values of tasks (arch, tier) without validation records */
+	int pub_other_patience; /* published values read at another patience than --patience */
 };
 
 int analysis_run(const struct data *d, const struct opts *o, struct analysis *a, struct sb_err *err);

@@ -32,6 +32,11 @@ pub() { # task method quantity value [extra json]
 	pub mnist softmax mean 0.9              # no mnist records: not compared
 	pub fashion_mnist softmax delta 0.001   # the baseline: no paired difference
 	pub fashion_mnist bottomk_softmax_025 delta 0.001 # no such runs
+	pub fashion_mnist topk_softmax_05 budget_delta 0.02 ',"budget":3'
+	pub fashion_mnist topk_softmax_05 budget_delta 0.01 ',"budget":8'
+	pub cifar10 sparsemax budget_delta 0.01 ',"budget":20' # longer than the runs (8 epochs)
+	pub fashion_mnist sparsemax delta 0.01 ',"patience":0' # read at another patience
+	pub fashion_mnist sparsemax mean 0.5 ',"patience":5'   # the same patience: compared
 } >"$T/pub.ndjson"
 
 sb-stats -q --seed 7 --resamples 2000 "$F/val.ndjson" "$T/pub.ndjson" >"$T/out.ndjson" 2>"$T/out.err"
@@ -39,7 +44,8 @@ t_result $? "sb-stats reads published.value records beside eval.epoch records"
 
 awk "$JF"' /"kind":"stats.published"/ && jf($0,"ours") != "null" {
 	m = jf($0,"method"); if (m == "null") m = "-"
-	print jf($0,"task"), jf($0,"quantity"), m, jf($0,"ours_method"), jf($0,"n"), jf($0,"ours"), jf($0,"ci_lo"), jf($0,"ci_hi"), jf($0,"inside"), jf($0,"diff"), jf($0,"source") }' \
+	q = jf($0,"quantity"); if (q == "budget_delta") q = q ":" jf($0,"budget_epochs")
+	print jf($0,"task"), q, m, jf($0,"ours_method"), jf($0,"n"), jf($0,"ours"), jf($0,"ci_lo"), jf($0,"ci_hi"), jf($0,"inside"), jf($0,"diff"), jf($0,"source") }' \
 	"$T/out.ndjson" | sort >"$T/got"
 "$PY" "$G/published_ref.py" "$F/val.ndjson" "$T/pub.ndjson" 7 2000 5 | sort >"$T/want"
 n=$(wc -l <"$T/want")
@@ -56,21 +62,23 @@ res=$(awk 'FNR == 1 { f++ }
 	  } }
 	END { printf "%d compared, max abs diff %.3g\n", n, mx; exit bad > 0 }' "$T/got" "$T/want")
 rc=$?
-[ $rc = 0 ] && [ "$n" = 7 ] && [ "$(wc -l <"$T/got")" = 7 ]
-t_result $? "ours, n, bootstrap CI, inside and ours - published agree with published_ref.py (7 values expected: $n; $res)" "$(head -3 "$T/got")"
+[ $rc = 0 ] && [ "$n" = 10 ] && [ "$(wc -l <"$T/got")" = 10 ]
+t_result $? "ours, n, bootstrap CI, inside and ours - published agree with published_ref.py (10 values expected, 2 of them budgets: $n; $res)" "$(head -3 "$T/got")"
 
 grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"task":"cifar10"' | grep '"quantity":"delta"' | grep -q '"published":-0.02,'
 t_result $? "a second record of the same task, method, quantity and source replaces the first"
-[ "$(grep -c '"kind":"stats.published"' "$T/out.ndjson")" = 9 ]
-t_result $? "one stats.published record per value of a task with records (9), none for mnist"
-grep '"kind":"stats.summary"' "$T/out.ndjson" | grep -q '"published_values":10,"published_compared":9,"published_unmatched":1'
-t_result $? "stats.summary counts the published values, those compared and those without records" \
+[ "$(grep -c '"kind":"stats.published"' "$T/out.ndjson")" = 13 ]
+t_result $? "one stats.published record per value of a task with records at this patience (13), none for mnist"
+grep '"kind":"stats.summary"' "$T/out.ndjson" | grep -q '"published_values":15,"published_compared":13,"published_unmatched":1,"published_other_patience":1'
+t_result $? "stats.summary counts the published values, those compared, those without records and those at another patience" \
 	"$(grep -o '"published_[a-z]*":[0-9]*' "$T/out.ndjson" | tr '\n' ' ')"
 grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"method":"softmax","quantity":"delta"' |
 	grep -q '"ours":null.*"why":"the baseline has no paired difference"'
 t_result $? "a delta of the baseline itself: ours null, with the reason"
 grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"method":"bottomk_softmax_025"' | grep -q '"ours":null.*"why":"no paired comparison'
 t_result $? "a delta of a method without runs: ours null, with the reason"
+grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"quantity":"budget_delta","budget_epochs":20' | grep -q '"ours":null.*"why":"the runs are shorter than the budget"'
+t_result $? "a budget longer than the runs: ours null, with the reason"
 l=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"quantity":"best_delta"' | grep '"task":"cifar10"')
 [ "$(echo "$l" | awk "$JF"'{ print jf($0,"published_supported") }')" = false ] &&
 	echo "$l" | grep -q "\"record\":\"$T/pub.ndjson:7\""
@@ -120,6 +128,10 @@ bad "delta without a method" "method" '{"kind":"published.value","v":1,"task":"x
 bad "no source" "source" '{"kind":"published.value","v":1,"task":"x","method":"softmax","quantity":"mean","value":0.5}'
 bad "value not a number" "value" '{"kind":"published.value","v":1,"task":"x","method":"softmax","quantity":"mean","value":"0.5","source":"s"}'
 bad "empty method" "empty" '{"kind":"published.value","v":1,"task":"x","method":"","quantity":"mean","value":0.5,"source":"s"}'
+bad "budget_delta without a budget" "budget" '{"kind":"published.value","v":1,"task":"x","method":"sparsemax","quantity":"budget_delta","value":0.1,"source":"s"}'
+bad "budget 0" "budget" '{"kind":"published.value","v":1,"task":"x","method":"sparsemax","quantity":"budget_delta","budget":0,"value":0.1,"source":"s"}'
+bad "a budget on a mean" "budget" '{"kind":"published.value","v":1,"task":"x","method":"softmax","quantity":"mean","budget":3,"value":0.5,"source":"s"}'
+bad "negative patience" "patience" '{"kind":"published.value","v":1,"task":"x","method":"softmax","quantity":"mean","patience":-1,"value":0.5,"source":"s"}'
 bad "version 2" "version" '{"kind":"published.value","v":2,"task":"x","method":"softmax","quantity":"mean","value":0.5,"source":"s"}'
 
 # the repository's published file (pipelines/published/study.ndjson) is read whole: every

@@ -8,7 +8,9 @@ ours - published. Used by tests/sh/stats_published.sh.
     published_ref.py VAL_NDJSON PUBLISHED_NDJSON SEED RESAMPLES PATIENCE
 
 prints one line per compared value: task quantity method ours_method n ours ci_lo ci_hi
-inside diff (method '-' when the record names none). The eval.epoch records are read as
+inside diff (method '-' when the record names none; quantity budget_delta is followed by
+':E', the budget). Values read at another patience than PATIENCE are not compared
+(budget_delta has none: the best within the first E epochs). The eval.epoch records are read as
 sb-stats reads them for one run per (task, method, seed): the last cell_id wins."""
 import json
 import sys
@@ -64,17 +66,29 @@ def main():
         d = [best[(t, m, s)] - best[(t, "softmax", s)] for s in ss]
         return d
 
+    def within(t, m, s, E):  # best validation accuracy within the first E epochs
+        ep = runs[(t, m, s)][1]
+        return max(ep[e] for e in range(E))
+
+    def budget_delta(t, m, E):
+        ss = [s for s in seeds_of(t, "softmax") if (t, m, s) in best]
+        if min(len(runs[(t, mm, s)][1]) for s in ss for mm in (m, "softmax")) < E:
+            return None
+        return [within(t, m, s, E) - within(t, "softmax", s, E) for s in ss]
+
     pubs = {}
     for line in open(pub):
         r = json.loads(line)
-        key = (r["task"], r["quantity"], r.get("method"), r["source"])
+        key = (r["task"], r["quantity"], r.get("method"), r.get("budget"), r["source"])
         pubs.pop(key, None)  # a later record of the same key replaces it, keeping its value
         pubs[key] = r
     # sb-stats keeps the first record's place; order does not matter here (the test sorts)
     tasks = {t for (t, _, _) in best}
-    for (t, q, m, src), r in pubs.items():
+    for (t, q, m, E, src), r in pubs.items():
         if t not in tasks:
             continue
+        if q != "budget_delta" and r.get("patience", patience) != patience:
+            continue  # read at another patience: not compared
         v = r["value"]
         if q == "mean":
             ss = seeds_of(t, m)
@@ -83,16 +97,18 @@ def main():
             x = [best[(t, m, s)] for s in ss]
             ours, om = sum(x) / len(x), m
         else:
-            if q == "delta":
+            if q in ("delta", "budget_delta"):
                 if m == "softmax" or not seeds_of(t, m):
                     continue
                 om = m
             else:
                 om = max(SIX, key=lambda mm: (np.mean(delta(t, mm)), -SIX.index(mm)))
-            x = delta(t, om)
+            x = budget_delta(t, om, E) if q == "budget_delta" else delta(t, om)
+            if x is None:
+                continue
             ours = sum(x) / len(x)
         lo, hi = ci(x)
-        print(t, q, m or "-", om, len(x), repr(ours), repr(lo), repr(hi),
+        print(t, q + (":%d" % E if E else ""), m or "-", om, len(x), repr(ours), repr(lo), repr(hi),
               "true" if lo <= v <= hi else "false", repr(ours - v))
 
 
