@@ -803,6 +803,27 @@ static int measure_published(const struct data *d, const struct opts *o, const s
 	return 0;
 }
 
+/* the order of the table and the figure: PROTOCOL A1's task order, then arch/tier, mean before
+ * delta before best_delta before the budgets (by budget), then Table 2's method order, then
+ * input order */
+static int pub_before(const struct data *d, const struct pub_result *x, const struct pub_result *y)
+{
+	const struct published *p = &d->pubs[x->pub], *q = &d->pubs[y->pub];
+	int tx = task_order(p->task), ty = task_order(q->task);
+	if (tx != ty)
+		return tx < ty;
+	if (x->group != y->group)
+		return x->group < y->group;
+	if (p->quantity != q->quantity)
+		return p->quantity < q->quantity;
+	if (p->budget != q->budget)
+		return p->budget < q->budget;
+	int mx = p->method ? method_order(p->method) : -1, my = q->method ? method_order(q->method) : -1;
+	if (mx != my)
+		return mx < my;
+	return x->pub < y->pub;
+}
+
 static int run_published(const struct data *d, const struct opts *o, struct analysis *a, struct sb_err *err)
 {
 	if (!d->n_pubs)
@@ -830,6 +851,12 @@ static int run_published(const struct data *d, const struct opts *o, struct anal
 		*r = (struct pub_result){.pub = i, .group = g};
 		SB_TRY(measure_published(d, o, a, p, r, err));
 	}
+	for (int i = 1; i < a->n_pub; i++)
+		for (int j = i; j > 0 && pub_before(d, &a->pub[j], &a->pub[j - 1]); j--) {
+			struct pub_result t = a->pub[j];
+			a->pub[j] = a->pub[j - 1];
+			a->pub[j - 1] = t;
+		}
 	return 0;
 }
 

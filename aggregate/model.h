@@ -279,5 +279,7 @@ int plot_budget(const char *path, const struct data *d, const struct analysis *a
                 struct sb_err *err);
 int plot_curves(const char *path, const struct data *d, const struct analysis *a, const struct opts *o,
                 struct sb_err *err);
+int plot_published(const char *path, const struct data *d, const struct analysis *a, const struct opts *o,
+                   struct sb_err *err);
 
 #endif

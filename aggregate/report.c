@@ -432,27 +432,6 @@ static struct table *probe_pair_table(const struct data *d, const struct analysi
 
 static const char *QUANTITY[4] = {"mean", "delta", "best_delta", "budget_delta"};
 
-/* the rows in PROTOCOL A1 task order, then arch/tier, mean before delta before best_delta,
- * then Table 2's method order, then input order */
-static int pub_before(const struct data *d, const struct analysis *a, int i, int j)
-{
-	const struct pub_result *x = &a->pub[i], *y = &a->pub[j];
-	const struct published *p = &d->pubs[x->pub], *q = &d->pubs[y->pub];
-	int tx = task_order(p->task), ty = task_order(q->task);
-	if (tx != ty)
-		return tx < ty;
-	if (x->group != y->group)
-		return x->group < y->group;
-	if (p->quantity != q->quantity)
-		return p->quantity < q->quantity;
-	if (p->budget != q->budget)
-		return p->budget < q->budget;
-	int mx = p->method ? method_order(p->method) : -1, my = q->method ? method_order(q->method) : -1;
-	if (mx != my)
-		return mx < my;
-	return x->pub < y->pub;
-}
-
 /* the published value lies in our interval (bounds included) */
 static int pub_inside(const struct pub_result *r, const struct published *p)
 {
@@ -481,15 +460,8 @@ static struct table *published_table(const struct data *d, const struct analysis
 	const char *h[10] = {"Dataset", "Method", "Quantity", "Source", "published", "ours", ci, "n", "inside", "ours - published"};
 	for (int c = 0; c < 10; c++)
 		table_head(t, c, h[c], c < 4 ? ALIGN_LEFT : ALIGN_RIGHT);
-	int *ord = malloc((size_t)a->n_pub * sizeof *ord);
-	for (int i = 0; ord && i < a->n_pub; i++) {
-		int j = i;
-		for (; j > 0 && pub_before(d, a, i, ord[j - 1]); j--)
-			ord[j] = ord[j - 1];
-		ord[j] = i;
-	}
-	for (int ii = 0; ord && ii < a->n_pub; ii++) {
-		const struct pub_result *r = &a->pub[ord[ii]];
+	for (int i = 0; i < a->n_pub; i++) { /* in analysis order (run_published) */
+		const struct pub_result *r = &a->pub[i];
 		const struct published *p = &d->pubs[r->pub];
 		int row = table_row(t);
 		char lab[256], b1[64], b2[64];
@@ -527,7 +499,6 @@ static struct table *published_table(const struct data *d, const struct analysis
 				table_set(t, row, c, "%s", DASH);
 		}
 	}
-	free(ord);
 	table_note(t,
 	           "published: the published.value records read (their source); ours: mean %s accuracy (mean) or "
 	           "mean paired difference method - %s over seeds (delta), at the best epoch under patience %d "

@@ -43,7 +43,8 @@ static void usage(void)
 	      "                        (NAME: table2 detail budget test test_detail probes probe_pairs\n"
 	      "                        published)\n"
 	      "  -p, --plot DIR        write DIR/budget.svg (difference vs epoch budget with CI bands, a\n"
-	      "                        panel per task) and DIR/curves.svg (validation accuracy by epoch)\n"
+	      "                        panel per task), DIR/curves.svg (validation accuracy by epoch) and,\n"
+	      "                        with published values, DIR/published.svg (ours minus published)\n"
 	      "      --patience N      early stopping read from the epochs (PROTOCOL A4): stop after N\n"
 	      "                        epochs without strict improvement; 0 = never (5)\n"
 	      "  -s, --seed N          bootstrap seed (0)\n"
@@ -389,6 +390,15 @@ int main(int argc, char **argv)
 		if (a.n_curves) {
 			char *p = sb_path_join(o.plot_dir, "curves.svg");
 			if (!p || plot_curves(p, &d, &a, &o, &err))
+				sb_cli_die(&err);
+			free(p);
+		}
+		int npm = 0;
+		for (int i = 0; i < a.n_pub; i++)
+			npm += isfinite(a.pub[i].ours);
+		if (npm) {
+			char *p = sb_path_join(o.plot_dir, "published.svg");
+			if (!p || plot_published(p, &d, &a, &o, &err))
 				sb_cli_die(&err);
 			free(p);
 		}

@@ -546,3 +546,111 @@ int plot_curves(const char *path, const struct data *d, const struct analysis *a
 	}
 	return svg_end(&s, path, err);
 }
+
+/* ---- figure 3: ours against the published values (a forest plot) ---- */
+
+#define MINUS "\xE2\x88\x92" /* − */
+
+/* the rows of one panel: means (levels) when levels, else differences */
+static int pub_in_panel(const struct data *d, const struct pub_result *r, int levels)
+{
+	return isfinite(r->ours) && (d->pubs[r->pub].quantity == PUB_MEAN) == levels;
+}
+
+/* One panel: our interval and mean minus the published value, in percentage points, so that
+ * every row shares the axis and the published value is the dashed line at 0. Returns the
+ * height used. */
+static double published_panel(struct svg *s, const struct data *d, const struct analysis *a, const struct opts *o,
+                              int levels, double top, double label_w, double plot_w)
+{
+	const double ROW = 20;
+	int n = 0;
+	double m = 0;
+	for (int i = 0; i < a->n_pub; i++) {
+		const struct pub_result *r = &a->pub[i];
+		if (!pub_in_panel(d, r, levels))
+			continue;
+		double v = d->pubs[r->pub].value;
+		m = fmax(m, fmax(100 * (v - r->lo), 100 * (r->hi - v)));
+		n++;
+	}
+	if (!n)
+		return 0;
+	struct axes ax = {.x0 = label_w, .y0 = top + 22, .w = plot_w, .h = n * ROW};
+	ax.xmin = -1.05 * m; /* symmetric about the published value, with a margin */
+	ax.xmax = 1.05 * m;
+	axis_range(&ax.xmin, &ax.xmax, &ax.xstep, 6);
+	svg_text(s, ax.x0 + ax.w / 2, top + 14, 13, "middle", "bold", 0, "%s",
+	         levels ? "Mean validation accuracy of a method" : "Differences between methods (paired over seeds)");
+	svg_rect(s, ax.x0, ax.y0, ax.w, ax.h, "#fbfbfb", "#888");
+	int xd = step_decimals(ax.xstep);
+	for (double v = ax.xmin; v <= ax.xmax + ax.xstep * 1e-6; v += ax.xstep) {
+		double x = ax_x(&ax, v), vv = fabs(v) < ax.xstep * 1e-9 ? 0 : v;
+		svg_line(s, x, ax.y0, x, ax.y0 + ax.h, "#e3e3e3", 1, NULL);
+		svg_line(s, x, ax.y0 + ax.h, x, ax.y0 + ax.h + 5, "#444", 1, NULL);
+		svg_text(s, x, ax.y0 + ax.h + 19, 12, "middle", NULL, 0, "%s%.*f", vv > 0 ? "+" : vv < 0 ? MINUS : "",
+		         xd, fabs(vv));
+	}
+	svg_line(s, ax_x(&ax, 0), ax.y0, ax_x(&ax, 0), ax.y0 + ax.h, "#555", 1.2, "5,4");
+	svg_text(s, ax.x0 + ax.w / 2, ax.y0 + ax.h + 38, 13, "middle", NULL, 0,
+	         "ours " MINUS " published (percentage points of validation accuracy)");
+	int row = 0;
+	for (int i = 0; i < a->n_pub; i++) {
+		const struct pub_result *r = &a->pub[i];
+		if (!pub_in_panel(d, r, levels))
+			continue;
+		const struct published *p = &d->pubs[r->pub];
+		double y = ax.y0 + (row + 0.5) * ROW, v = p->value;
+		if (row++ % 2)
+			svg_rect(s, 10, y - ROW / 2, ax.x0 - 14, ROW, "#f1f1f1", NULL);
+		int inside = r->lo <= v && v <= r->hi;
+		const char *c = inside ? "#000000" : "#D55E00";
+		char lab[256], what[128];
+		group_label(d, r->group, lab, sizeof lab);
+		if (p->quantity == PUB_MEAN)
+			snprintf(what, sizeof what, "%s", method_display(p->method));
+		else if (p->quantity == PUB_DELTA)
+			snprintf(what, sizeof what, "%s " MINUS " %s", method_display(p->method), o->baseline);
+		else if (p->quantity == PUB_BEST_DELTA)
+			snprintf(what, sizeof what, "best (%s) " MINUS " %s", method_display(d->methods.s[r->method]),
+			         o->baseline);
+		else
+			snprintf(what, sizeof what, "%s " MINUS " %s within %d epochs", method_display(p->method),
+			         o->baseline, p->budget);
+		svg_text(s, ax.x0 - 8, y + 4.5, 12, "end", NULL, 0, "%s: %s [%s%.4f]", task_display(lab), what,
+		         v > 0 && p->quantity != PUB_MEAN ? "+" : v < 0 ? MINUS : "", fabs(v));
+		svg_line(s, ax_x(&ax, 100 * (r->lo - v)), y, ax_x(&ax, 100 * (r->hi - v)), y, c, 2.2, NULL);
+		svg_circle(s, ax_x(&ax, 100 * (r->ours - v)), y, 3.5, c);
+	}
+	return 22 + ax.h + 52;
+}
+
+/* Two panels (means; differences), each row one published value we measured, in the table's
+ * order; black when our interval holds the published value, vermillion when not. */
+int plot_published(const char *path, const struct data *d, const struct analysis *a, const struct opts *o,
+                   struct sb_err *err)
+{
+	int nl = 0, nd = 0;
+	for (int i = 0; i < a->n_pub; i++) {
+		nl += pub_in_panel(d, &a->pub[i], 1);
+		nd += pub_in_panel(d, &a->pub[i], 0);
+	}
+	const double LABEL_W = 420, PLOT_W = 440, W = LABEL_W + PLOT_W + 40, ROW = 20;
+	double H = 40 + (nl ? 74 + nl * ROW : 0) + (nd ? 74 + nd * ROW : 0) + 40;
+	struct svg s;
+	int rc = svg_begin(&s, W, H, err);
+	if (rc)
+		return rc;
+	svg_text(&s, W / 2, 22, 14, "middle", "bold", 0, "Ours against the published values (%d)", nl + nd);
+	double y = 34;
+	y += published_panel(&s, d, a, o, 1, y, LABEL_W, PLOT_W);
+	published_panel(&s, d, a, o, 0, y, LABEL_W, PLOT_W);
+	svg_text(&s, 20, H - 24, 12, "start", NULL, 0,
+	         "Each row: our mean (dot) and %.0f%% percentile bootstrap CI over seeds (bar) minus the published value "
+	         "[in brackets];",
+	         100 * o->level);
+	svg_text(&s, 20, H - 9, 12, "start", NULL, 0,
+	         "the dashed line is the published value. Black: our interval holds it; orange: it does not (our seeds' "
+	         "noise only).");
+	return svg_end(&s, path, err);
+}

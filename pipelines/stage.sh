@@ -743,6 +743,7 @@ title() {
 	detail) echo "Paired statistics in detail" ;;
 	test_detail) echo "The test read in detail" ;;
 	curves) echo "Validation accuracy by epoch" ;;
+	published) echo "Ours against the published values (PROTOCOL A9)" ;;
 	figure) echo "Figure" ;;
 	*) echo "$1" ;;
 	esac

@@ -111,6 +111,22 @@ t_result $? "-o writes published.md, .csv and .tex"
 sb-stats -q -o "$T/o2" "$F/val.ndjson" >/dev/null 2>&1 && [ ! -e "$T/o2/published.md" ]
 t_result $? "no published records: no published table"
 
+# the figure (-p): one row per measured value (a dot and a bar each), means and differences in
+# two panels, well-formed XML; orange rows are exactly those whose interval misses the value
+sb-stats -q --seed 7 --resamples 2000 -p "$T/fig" "$F/val.ndjson" "$T/pub.ndjson" >/dev/null 2>&1
+nm=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep -vc '"ours":null')
+nout=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep -c '"inside":false')
+nc=$(grep -c '<circle' "$T/fig/published.svg")
+no=$(grep -c '<circle[^>]*fill="#D55E00"' "$T/fig/published.svg")
+"$PY" -c "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])" "$T/fig/published.svg" &&
+	[ "$nc" = "$nm" ] && [ "$no" = "$nout" ] &&
+	grep -q '>Mean validation accuracy of a method<' "$T/fig/published.svg" &&
+	grep -q '>Differences between methods (paired over seeds)<' "$T/fig/published.svg" &&
+	grep -q '>F-MNIST: top-k 0.5 − softmax within 3 epochs \[+0.0200\]<' "$T/fig/published.svg"
+t_result $? "published.svg: $nc rows for $nm measured values, $no orange for $nout outside, two panels, valid XML"
+sb-stats -q -p "$T/fig2" "$F/val.ndjson" >/dev/null 2>&1 && [ -s "$T/fig2/budget.svg" ] && [ ! -e "$T/fig2/published.svg" ]
+t_result $? "no published records: no published figure"
+
 # malformed published records: exit 3, FILE:LINE and the field named, nothing written
 bad() { # name expected-text record
 	printf '%s\n' '{"kind":"run.meta","v":1}' "$3" >"$T/bad.ndjson"
