@@ -758,7 +758,9 @@ static int measure_published(const struct data *d, const struct opts *o, const s
 			}
 		free(seeds);
 		int rc = 0;
-		if (r->n < o->min_seeds || r->n < 1) {
+		if (r->n < 1) {
+			r->why = "no validation records of this method in this task";
+		} else if (r->n < o->min_seeds) {
 			r->why = "fewer seeds than --min-seeds";
 		} else {
 			struct sb_boot cfg = {o->seed, 0, o->resamples, o->level};
@@ -842,9 +844,14 @@ static int run_published(const struct data *d, const struct opts *o, struct anal
 			a->pub_unmatched++;
 			continue;
 		}
-		/* a value read at another patience is another quantity (budgets have none) */
+		/* a value read at another patience is another quantity (budgets have none), and so is
+		 * a difference from another baseline */
 		if (p->patience >= 0 && p->quantity != PUB_BUDGET_DELTA && p->patience != o->patience) {
 			a->pub_other_patience++;
+			continue;
+		}
+		if (p->quantity != PUB_MEAN && strcmp(p->baseline, o->baseline) != 0) {
+			a->pub_other_baseline++;
 			continue;
 		}
 		struct pub_result *r = &a->pub[a->n_pub++];

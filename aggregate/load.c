@@ -76,6 +76,7 @@ void data_free(struct data *d)
 		free(p->arch);
 		free(p->tier);
 		free(p->method);
+		free(p->baseline);
 		free(p->source);
 		free(p->src);
 	}
@@ -438,11 +439,13 @@ static int load_probe(struct data *d, const struct sb_json *rec, const char *src
 
 /* published.value: task, quantity (mean | delta | best_delta | budget_delta), value, source;
  * method (required but for best_delta); budget (budget_delta only, required there); optional
- * arch, tier, patience, supported (bool). A second record of the same (task, arch, tier,
- * method, quantity, budget, source) replaces the first, as reruns do. */
+ * arch, tier, baseline (differences only; softmax), patience, supported (bool). A second
+ * record of the same (task, arch, tier, method, baseline, quantity, budget, patience, source)
+ * replaces the first, as reruns do. */
 static int load_published(struct data *d, const struct sb_json *rec, const char *src, struct sb_err *err)
 {
-	const char *task, *quantity, *source, *method = NULL, *arch = "plain", *tier = "compact";
+	const char *task, *quantity, *source, *method = NULL, *arch = "plain", *tier = "compact",
+	                                       *baseline = "softmax";
 	double value;
 	int supported = -1;
 	SB_TRY(sb_json_req_str(rec, "task", &task, err));
@@ -470,6 +473,13 @@ static int load_published(struct data *d, const struct sb_json *rec, const char 
 	} else if (sb_json_get(rec, "budget")) {
 		return SB_ERR(err, SB_EDATA, "field 'budget' belongs to quantity budget_delta only");
 	}
+	if (sb_json_get(rec, "baseline")) {
+		if (q == PUB_MEAN)
+			return SB_ERR(err, SB_EDATA, "field 'baseline' belongs to differences, not to quantity mean");
+		SB_TRY(sb_json_req_str(rec, "baseline", &baseline, err));
+		if (!*baseline)
+			return SB_ERR(err, SB_EDATA, "empty baseline");
+	}
 	if (sb_json_get(rec, "patience")) {
 		SB_TRY(sb_json_req_int(rec, "patience", &patience, err));
 		if (patience < 0 || patience > 1000000)
@@ -495,15 +505,15 @@ static int load_published(struct data *d, const struct sb_json *rec, const char 
 	struct published *p = NULL;
 	for (int i = 0; i < d->n_pubs && !p; i++) {
 		struct published *o = &d->pubs[i];
-		if (o->quantity == q && o->budget == (int)budget && !strcmp(o->task, task) && !strcmp(o->arch, arch) &&
-		    !strcmp(o->tier, tier) &&
-		    !strcmp(o->source, source) && (o->method && method ? !strcmp(o->method, method) : !o->method && !method))
+		if (o->quantity == q && o->budget == (int)budget && o->patience == (int)patience &&
+		    !strcmp(o->task, task) && !strcmp(o->arch, arch) && !strcmp(o->tier, tier) &&
+		    !strcmp(o->baseline, baseline) && !strcmp(o->source, source) &&
+		    (o->method && method ? !strcmp(o->method, method) : !o->method && !method))
 			p = o;
 	}
 	if (p) {
 		p->value = value;
 		p->supported = supported;
-		p->patience = (int)patience;
 		free(p->src);
 		return (p->src = strdup(src)) ? 0 : SB_ERR(err, SB_EINTERNAL, "out of memory");
 	}
@@ -513,6 +523,7 @@ static int load_published(struct data *d, const struct sb_json *rec, const char 
 	                        .arch = strdup(arch),
 	                        .tier = strdup(tier),
 	                        .method = method ? strdup(method) : NULL,
+	                        .baseline = strdup(baseline),
 	                        .quantity = q,
 	                        .value = value,
 	                        .budget = (int)budget,
@@ -521,7 +532,7 @@ static int load_published(struct data *d, const struct sb_json *rec, const char 
 	                        .source = strdup(source),
 	                        .src = strdup(src)};
 	d->n_pubs++;
-	if (!p->task || !p->arch || !p->tier || (method && !p->method) || !p->source || !p->src)
+	if (!p->task || !p->arch || !p->tier || (method && !p->method) || !p->baseline || !p->source || !p->src)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	return 0;
 }

@@ -71,6 +71,7 @@ enum pub_quantity { PUB_MEAN, PUB_DELTA, PUB_BEST_DELTA, PUB_BUDGET_DELTA };
 struct published {
 	char *task, *arch, *tier;
 	char *method; /* NULL: a best_delta whose method the source does not name */
+	char *baseline; /* the differences' baseline (default softmax) */
 	enum pub_quantity quantity;
 	double value;
 	int budget;    /* budget_delta: the epoch budget E (>= 1); 0 otherwise */
@@ -230,6 +231,7 @@ struct analysis {
 	int n_pub;
 	int pub_unmatched; /* published values of tasks (arch, tier) without validation records */
 	int pub_other_patience; /* published values read at another patience than --patience */
+	int pub_other_baseline; /* published differences from another baseline than --baseline */
 };
 
 int analysis_run(const struct data *d, const struct opts *o, struct analysis *a, struct sb_err *err);

@@ -444,6 +444,8 @@ static void fmt_pub(char *buf, size_t n, enum pub_quantity q, double v, int star
 		snprintf(buf, n, "%s", DASH);
 	else if (q == PUB_MEAN)
 		snprintf(buf, n, "%.4f", v);
+	else if (q == PUB_BUDGET_DELTA) /* published in percentage points to 3 decimals */
+		snprintf(buf, n, "%+.5f", v);
 	else
 		fmt_delta(buf, n, v, star == 1);
 }
@@ -486,13 +488,14 @@ static struct table *published_table(const struct data *d, const struct analysis
 		fmt_pub(b2, sizeof b2, p->quantity, r->ours, r->ours_supported);
 		table_set(t, row, 5, "%s", b2);
 		if (isfinite(r->ours)) {
+			int dec = p->quantity == PUB_BUDGET_DELTA ? 5 : 4;
 			if (p->quantity == PUB_MEAN)
 				table_set(t, row, 6, "[%.4f, %.4f]", r->lo, r->hi);
 			else
-				table_set(t, row, 6, "[%+.4f, %+.4f]", r->lo, r->hi);
+				table_set(t, row, 6, "[%+.*f, %+.*f]", dec, r->lo, dec, r->hi);
 			table_set(t, row, 7, "%d", r->n);
 			table_set(t, row, 8, "%s", pub_inside(r, p) ? "yes" : "no");
-			table_set(t, row, 9, "%+.4f", r->ours - p->value);
+			table_set(t, row, 9, "%+.*f", dec, r->ours - p->value);
 		} else {
 			table_set(t, row, 6, "%s", r->why);
 			for (int c = 7; c < 10; c++)
@@ -824,7 +827,7 @@ int report_records(struct sb_jw *w, const struct data *d, const struct analysis 
 			sb_jw_knull(w, "method");
 		sb_jw_kstr(w, "quantity", QUANTITY[p->quantity]);
 		if (p->quantity == PUB_BUDGET_DELTA)
-			sb_jw_kint(w, "budget_epochs", p->budget);
+			sb_jw_kint(w, "budget", p->budget);
 		if (p->patience >= 0)
 			sb_jw_kint(w, "published_patience", p->patience);
 		else
@@ -837,7 +840,7 @@ int report_records(struct sb_jw *w, const struct data *d, const struct analysis 
 			sb_jw_kbool(w, "published_supported", p->supported);
 		else
 			sb_jw_knull(w, "published_supported");
-		if (r->method >= 0)
+		if (r->method >= 0 && isfinite(r->ours))
 			sb_jw_kstr(w, "ours_method", d->methods.s[r->method]);
 		else
 			sb_jw_knull(w, "ours_method");
@@ -888,6 +891,7 @@ int report_records(struct sb_jw *w, const struct data *d, const struct analysis 
 	sb_jw_kint(w, "published_compared", a->n_pub);
 	sb_jw_kint(w, "published_unmatched", a->pub_unmatched);
 	sb_jw_kint(w, "published_other_patience", a->pub_other_patience);
+	sb_jw_kint(w, "published_other_baseline", a->pub_other_baseline);
 	sb_jw_obj_end(w);
 	return sb_jw_line(w, err);
 }

@@ -630,8 +630,12 @@ stats_run() { # blockdir outdir opts... -- inputs...
 	say "stats $(label "$B"): $# record files -> $o ..."
 	run_logged "$o/stats.out" "$o/stats.log" "$(prog stats)" -q "${opts[@]}" -o "$o" -p "$o" "$@" || rc=$?
 	[ $rc -eq 0 ] && return 0
-	# with --rule, exit 2 (power condition not met) and 3 (the rule failed) are results
-	if [ "$(param "$B/params/stats" rule false)" = true ] && { [ $rc -eq 2 ] || [ $rc -eq 3 ]; }; then
+	# with --rule, exit 2 (power condition not met) and 3 (the rule failed) are results, told
+	# from a usage error or malformed input (also 2 and 3) by the stats.ndjson that sb-stats
+	# writes (into this fresh directory) before it exits with a rule's status, and never on
+	# those errors
+	if [ "$(param "$B/params/stats" rule false)" = true ] && { [ $rc -eq 2 ] || [ $rc -eq 3 ]; } &&
+		[ -s "$o/stats.ndjson" ]; then
 		echo "$rc" >"$o/rule-exit"
 		return 0
 	fi

@@ -250,6 +250,10 @@ badrec pub_value_str "${pv/\"value\":0.5/\"value\":\"0.5\"}"
 badrec pub_supported_num "${pv/\"supported\":true/\"supported\":1}"
 badrec pub_quantity_other "${pv/\"quantity\":\"mean\"/\"quantity\":\"ratio\"}"
 badrec pub_empty_task "${pv/\"task\":\"usps\"/\"task\":\"\"}"
+pd='{"kind":"published.value","v":1,"task":"usps","method":"sparsemax","quantity":"delta","baseline":"softmax","value":0.01,"source":"s"}'
+for v in 1 null '[]' '""'; do badrec "pub_baseline_$v" "${pd/\"baseline\":\"softmax\"/\"baseline\":$v}"; done
+badrec pub_budget_str "${pd/\"quantity\":\"delta\"/\"quantity\":\"budget_delta\",\"budget\":\"3\"}"
+badrec pub_patience_frac "${pd/\"value\"/\"patience\":2.5,\"value\"}"
 # an escaped NUL would cut a C string short ("usps\u0000x" read as "usps"): refused, with its column
 nulrec() { # name json-line column
 	{ head -n 3 "$W/s_good"; printf '%s\n' "$2"; } >"$W/s_$1"

@@ -69,9 +69,22 @@ pmake pt >"$T/pub3.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] && grep -q "$T/nowhere.ndjson" "$T/pub3.log" && [ "$(ncalls sb-stats)" = 0 ]
 t_result $? "a published file that is not there stops the statistics, named by make (exit $rc)" "$(grep nowhere "$T/pub3.log" | head -2)"
-sed -i 's/ published=nowhere.ndjson//' "$PT_GRID"
+# with rule=true, exit 3 is a result (the rule failed) only when sb-stats wrote its outputs;
+# malformed input (also exit 3, nothing written) stops the stage
+printf '%s\n' '{"stub":"malformed"}' >"$T/bad.ndjson"
+sed -i 's/published=nowhere.ndjson/rule=true published=bad.ndjson/' "$PT_GRID"
+pmake pt >"$T/pub5.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "stats pt/main failed (exit 3" "$T/pub5.log" && [ ! -e "$T/out/pt/main/stats/rule-exit" ]
+t_result $? "rule=true and malformed input (exit 3, no outputs): the stage fails, no rule exit recorded (exit $rc)" "$(grep -i 'stats' "$T/pub5.log" | tail -2)"
+printf '%s\n' '{"stub":"rule_failed"}' >"$T/bad.ndjson"
+pmake pt >"$T/pub6.log" 2>&1
+rc=$?
+[ $rc = 0 ] && [ "$(cat "$T/out/pt/main/stats/rule-exit" 2>/dev/null)" = 3 ]
+t_result $? "rule=true and a failed rule (exit 3 after the outputs): recorded in rule-exit, the stage goes on (exit $rc)"
+sed -i 's/ rule=true published=bad.ndjson//' "$PT_GRID"
 pmake pt >"$T/pub4.log" 2>&1
-t_result $? "without the option the statistics run again"
+t_result $? "without the options the statistics run again"
 
 # an unchanged grid file that is merely touched re-runs nothing
 touch "$PT_GRID"

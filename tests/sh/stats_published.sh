@@ -23,31 +23,63 @@ pub() { # task method quantity value [extra json]
 {
 	pub fashion_mnist softmax mean 0.5
 	pub fashion_mnist topk_softmax_025 mean 0.6
+	pub fashion_mnist topk_softmax_025 mean 0.6 ',"patience":0' # another patience: kept apart, not compared
 	pub fashion_mnist topk_softmax_05 delta 0.01 ',"supported":true'
 	pub fashion_mnist - best_delta 0
-	pub cifar10 sparsemax delta -0.5
-	pub cifar10 sparsemax delta -0.02 # the same key again: this value counts
+	pub cifar10 sparsemax delta -0.5 ',"supported":true'
+	pub cifar10 sparsemax delta -0.02 ',"supported":false' # the same key again: this one counts
 	pub cifar10 sparsemax best_delta -0.03 ',"supported":false'
+	pub cifar10 - best_delta -0.03      # no method named: a value of its own
 	SRC="test B" pub cifar10 softmax mean 0.4 # another source: a row of its own
-	pub mnist softmax mean 0.9              # no mnist records: not compared
-	pub fashion_mnist softmax delta 0.001   # the baseline: no paired difference
-	pub fashion_mnist bottomk_softmax_025 delta 0.001 # no such runs
-	pub fashion_mnist topk_softmax_05 budget_delta 0.02 ',"budget":3'
+	pub mnist softmax mean 0.9          # no mnist records: not compared
+	pub kmnist softmax mean 0.9         # kmnist has test reads only: not compared
+	pub fashion_mnist softmax delta 0.001 # the baseline: no paired difference
+	pub fashion_mnist bottomk_softmax_0125 delta 0.001 # no such runs
+	pub fashion_mnist topk_softmax_05 budget_delta 0.02 ',"budget":3,"patience":0' # budgets have no patience
 	pub fashion_mnist topk_softmax_05 budget_delta 0.01 ',"budget":8'
 	pub cifar10 sparsemax budget_delta 0.01 ',"budget":20' # longer than the runs (8 epochs)
 	pub fashion_mnist sparsemax delta 0.01 ',"patience":0' # read at another patience
 	pub fashion_mnist sparsemax mean 0.5 ',"patience":5'   # the same patience: compared
+	pub fashion_mnist sparsemax delta 0.01 ',"baseline":"topk_softmax_025"' # another baseline
+	pub cifar10 softmax mean 0.65 ',"arch":"local_hybrid"'
+	pub cifar10 sparsemax delta -0.02 ',"arch":"local_hybrid"'
+	pub fashion_mnist bottomk_softmax_025 delta 0.05 # outside the six, with runs: compared
 } >"$T/pub.ndjson"
+# the records: the fixture's usps runs as they are, the others in reverse order (so that a
+# mean's seeds must be sorted), a method outside the six that beats them all (bottom-k 0.25 =
+# top-k 0.25 + 0.05: the best delta stays the best of six), cifar10 again as local_hybrid,
+# and test reads alone for kmnist
+"$PY" - "$F/val.ndjson" "$T/val.ndjson" <<'PYEOF'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+usps = [l for l in lines if '"task":"usps"' in l]
+other = [l for l in lines if '"task":"usps"' not in l]
+out = usps + other[::-1]
+for l in lines:
+    r = json.loads(l)
+    if r.get("kind") != "eval.epoch":
+        continue
+    if r["task"] == "fashion_mnist" and r["method"] == "topk_softmax_025":
+        r2 = dict(r, method="bottomk_softmax_025", val_accuracy=round(min(1.0, r["val_accuracy"] + 0.05), 4))
+        out.append(json.dumps(r2, separators=(",", ":")))
+    if r["task"] == "cifar10":
+        r2 = dict(r, arch="local_hybrid", val_accuracy=round(r["val_accuracy"] * 0.99, 4))
+        out.append(json.dumps(r2, separators=(",", ":")))
+for s in range(3):
+    out.append(json.dumps({"kind": "test.cell", "v": 1, "task": "kmnist", "method": "softmax", "seed": s,
+                           "test_accuracy": 0.9 + 0.01 * s}, separators=(",", ":")))
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+PYEOF
 
-sb-stats -q --seed 7 --resamples 2000 "$F/val.ndjson" "$T/pub.ndjson" >"$T/out.ndjson" 2>"$T/out.err"
-t_result $? "sb-stats reads published.value records beside eval.epoch records"
+sb-stats -q --seed 7 --resamples 2000 "$T/val.ndjson" "$T/pub.ndjson" >"$T/out.ndjson" 2>"$T/out.err"
+t_result $? "sb-stats reads published.value records beside eval.epoch records" "$(cat "$T/out.err")"
 
 awk "$JF"' /"kind":"stats.published"/ && jf($0,"ours") != "null" {
 	m = jf($0,"method"); if (m == "null") m = "-"
-	q = jf($0,"quantity"); if (q == "budget_delta") q = q ":" jf($0,"budget_epochs")
-	print jf($0,"task"), q, m, jf($0,"ours_method"), jf($0,"n"), jf($0,"ours"), jf($0,"ci_lo"), jf($0,"ci_hi"), jf($0,"inside"), jf($0,"diff"), jf($0,"source") }' \
+	q = jf($0,"quantity"); if (q == "budget_delta") q = q ":" jf($0,"budget")
+	print jf($0,"task") "@" jf($0,"arch") "@" jf($0,"tier"), q, m, jf($0,"ours_method"), jf($0,"n"), jf($0,"ours"), jf($0,"ci_lo"), jf($0,"ci_hi"), jf($0,"inside"), jf($0,"diff"), jf($0,"source") }' \
 	"$T/out.ndjson" | sort >"$T/got"
-"$PY" "$G/published_ref.py" "$F/val.ndjson" "$T/pub.ndjson" 7 2000 5 | sort >"$T/want"
+"$PY" "$G/published_ref.py" "$T/val.ndjson" "$T/pub.ndjson" 7 2000 5 | sort >"$T/want"
 n=$(wc -l <"$T/want")
 res=$(awk 'FNR == 1 { f++ }
 	f == 1 { k = $1 " " $2 " " $3; got[k] = $0; next }
@@ -62,26 +94,36 @@ res=$(awk 'FNR == 1 { f++ }
 	  } }
 	END { printf "%d compared, max abs diff %.3g\n", n, mx; exit bad > 0 }' "$T/got" "$T/want")
 rc=$?
-[ $rc = 0 ] && [ "$n" = 10 ] && [ "$(wc -l <"$T/got")" = 10 ]
-t_result $? "ours, n, bootstrap CI, inside and ours - published agree with published_ref.py (10 values expected, 2 of them budgets: $n; $res)" "$(head -3 "$T/got")"
+[ $rc = 0 ] && [ "$n" = 14 ] && [ "$(wc -l <"$T/got")" = 14 ]
+t_result $? "ours, n, bootstrap CI, inside and ours - published agree with published_ref.py (14 values expected, budgets and local_hybrid among them: $n; $res)" "$(head -3 "$T/got")"
 
-grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"task":"cifar10"' | grep '"quantity":"delta"' | grep -q '"published":-0.02,'
-t_result $? "a second record of the same task, method, quantity and source replaces the first"
-[ "$(grep -c '"kind":"stats.published"' "$T/out.ndjson")" = 13 ]
-t_result $? "one stats.published record per value of a task with records at this patience (13), none for mnist"
-grep '"kind":"stats.summary"' "$T/out.ndjson" | grep -q '"published_values":15,"published_compared":13,"published_unmatched":1,"published_other_patience":1'
-t_result $? "stats.summary counts the published values, those compared, those without records and those at another patience" \
-	"$(grep -o '"published_[a-z]*":[0-9]*' "$T/out.ndjson" | tr '\n' ' ')"
+l=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"task":"cifar10","arch":"plain"' | grep '"quantity":"delta"')
+echo "$l" | grep -q '"published":-0.02,' && echo "$l" | grep -q '"published_supported":false'
+t_result $? "a second record of the same key replaces the first, its value and its mark"
+[ "$(grep -c '"kind":"stats.published"' "$T/out.ndjson")" = 17 ]
+t_result $? "one stats.published record per value of a task with validation records, at this patience and baseline (17)"
+grep '"kind":"stats.summary"' "$T/out.ndjson" | grep -q '"published_values":22,"published_compared":17,"published_unmatched":2,"published_other_patience":2,"published_other_baseline":1'
+t_result $? "stats.summary counts the values, those compared, without records (2: one with test reads only), at another patience (2), from another baseline (1)" \
+	"$(grep -o '"published_[a-z_]*":[0-9]*' "$T/out.ndjson" | tr '\n' ' ')"
+# our Holm mark is the paired comparison's
+sp=$(grep '"kind":"stats.paired"' "$T/out.ndjson" | grep '"split":"val","task":"cifar10","arch":"plain"' | grep '"method":"sparsemax"' | awk "$JF"'{ print jf($0,"supported") }')
+os=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"task":"cifar10","arch":"plain"' | grep '"method":"sparsemax","quantity":"delta"' | awk "$JF"'{ print jf($0,"ours_supported") }')
+[ -n "$sp" ] && [ "$sp" = "$os" ]
+t_result $? "ours_supported is the comparison's Holm mark ($os; stats.paired: $sp)"
+# the best of six, not of every method: bottom-k 0.25 (outside the six) beats them all
+l=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"task":"fashion_mnist"' | grep '"quantity":"best_delta"')
+echo "$l" | grep -q '"best_of":6,' && ! echo "$l" | grep -q '"ours_method":"bottomk'
+t_result $? "best_delta is the best of the six sparse methods (best_of 6), not of every method compared"
 grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"method":"softmax","quantity":"delta"' |
 	grep -q '"ours":null.*"why":"the baseline has no paired difference"'
 t_result $? "a delta of the baseline itself: ours null, with the reason"
-grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"method":"bottomk_softmax_025"' | grep -q '"ours":null.*"why":"no paired comparison'
+grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"method":"bottomk_softmax_0125"' | grep -q '"ours":null.*"why":"no paired comparison'
 t_result $? "a delta of a method without runs: ours null, with the reason"
-grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"quantity":"budget_delta","budget_epochs":20' | grep -q '"ours":null.*"why":"the runs are shorter than the budget"'
+grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"quantity":"budget_delta","budget":20' | grep -q '"ours":null.*"why":"the runs are shorter than the budget"'
 t_result $? "a budget longer than the runs: ours null, with the reason"
-l=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"quantity":"best_delta"' | grep '"task":"cifar10"')
+l=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"quantity":"best_delta"' | grep '"task":"cifar10","arch":"plain"' | grep '"method":"sparsemax"')
 [ "$(echo "$l" | awk "$JF"'{ print jf($0,"published_supported") }')" = false ] &&
-	echo "$l" | grep -q "\"record\":\"$T/pub.ndjson:7\""
+	echo "$l" | grep -q "\"record\":\"$T/pub.ndjson:8\""
 t_result $? "best_delta keeps the published mark and names the record's file:line"
 # ours_method of best_delta = stats.task's best_method of the same task
 bm=$(grep '"kind":"stats.task"' "$T/out.ndjson" | grep '"split":"val"' | grep '"task":"fashion_mnist"' | awk "$JF"'{ print jf($0,"best_method") }')
@@ -92,28 +134,48 @@ t_result $? "best_delta's method is the task's best method ($om, stats.task: $bm
 # inside: the published value at our lower bound is inside, the next double below is not
 lo=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"task":"fashion_mnist","arch":"plain","tier":"compact","method":"softmax","quantity":"mean"' | awk "$JF"'{ print jf($0,"ci_lo") }')
 below=$("$PY" -c "import math, sys; print(repr(math.nextafter(float(sys.argv[1]), 0)))" "$lo")
-{ pub fashion_mnist softmax mean "$lo"; SRC="test C" pub fashion_mnist softmax mean "$below"; } >"$T/edge.ndjson"
-sb-stats -q --seed 7 --resamples 2000 "$F/val.ndjson" "$T/edge.ndjson" >"$T/edge.out" 2>/dev/null
+hi=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"task":"fashion_mnist","arch":"plain","tier":"compact","method":"softmax","quantity":"mean"' | awk "$JF"'{ print jf($0,"ci_hi") }')
+above=$("$PY" -c "import math, sys; print(repr(math.nextafter(float(sys.argv[1]), 2)))" "$hi")
+{
+	pub fashion_mnist softmax mean "$lo"
+	SRC="test C" pub fashion_mnist softmax mean "$below"
+	SRC="test D" pub fashion_mnist softmax mean "$hi"
+	SRC="test E" pub fashion_mnist softmax mean "$above"
+} >"$T/edge.ndjson"
+sb-stats -q --seed 7 --resamples 2000 "$T/val.ndjson" "$T/edge.ndjson" >"$T/edge.out" 2>/dev/null
 ins=$(awk "$JF"' /"kind":"stats.published"/ { print jf($0,"source") "=" jf($0,"inside") }' "$T/edge.out" | tr '\n' ' ')
-[ "$ins" = "test A=true test C=false " ]
-t_result $? "inside at the interval's bound ($lo: true) and one ulp below ($below: false): $ins"
+[ "$ins" = "test A=true test C=false test D=true test E=false " ]
+t_result $? "inside at the interval's bounds ($lo, $hi: true) and one ulp outside ($below, $above: false): $ins"
+
+# --min-seeds above the seeds run: a mean is not measured, and says why
+sb-stats -q --seed 7 --resamples 200 --min-seeds 6 "$T/val.ndjson" "$T/pub.ndjson" >"$T/ms.out" 2>/dev/null
+grep '"kind":"stats.published"' "$T/ms.out" | grep '"quantity":"mean"' | grep -q '"ours":null.*"why":"fewer seeds than --min-seeds"' &&
+	! grep '"kind":"stats.published"' "$T/ms.out" | grep '"quantity":"mean"' | grep -q '"ours":[0-9]'
+t_result $? "--min-seeds 6 over 5 seeds: no mean measured, the reason given"
+# another baseline: no difference is compared (the published ones are from softmax), means are
+sb-stats -q --seed 7 --resamples 200 --baseline sparsemax "$T/val.ndjson" "$T/pub.ndjson" >"$T/bl.out" 2>/dev/null
+nd=$(grep '"kind":"stats.published"' "$T/bl.out" | grep -vc '"quantity":"mean"')
+nb=$(grep -o '"published_other_baseline":[0-9]*' "$T/bl.out" | cut -d: -f2)
+nme=$(grep '"kind":"stats.published"' "$T/bl.out" | grep -c '"quantity":"mean"')
+[ "$nd" = 0 ] && [ "$nb" = 13 ] && [ "$nme" = 5 ]
+t_result $? "--baseline sparsemax: $nd differences compared, $nb counted as from another baseline (13; one more is at another patience), $nme means (5)"
 
 # the Markdown table
-sb-stats -q --seed 7 --resamples 2000 --format md "$F/val.ndjson" "$T/pub.ndjson" >"$T/out.md" 2>/dev/null
+sb-stats -q --seed 7 --resamples 2000 --format md "$T/val.ndjson" "$T/pub.ndjson" >"$T/out.md" 2>/dev/null
 grep -q '^### Against the published values: validation accuracy at the best epoch (patience 5)$' "$T/out.md" &&
 	grep -q '^| F-MNIST | top-k 0.5 | delta | test A | +0.0100\* | [+-]0\.[0-9]\{4\}\*\{0,1\} | \[[+-]0\.[0-9]\{4\}, [+-]0\.[0-9]\{4\}\] | 5 | \(yes\|no\) | [+-]0\.[0-9]\{4\} |$' "$T/out.md" &&
 	grep -q '^| CIFAR-10 | best of 6: [a-z0-9. -]* (published: sparsemax) | best_delta | test A | -0.0300 |' "$T/out.md" &&
 	grep -q '^| F-MNIST | softmax | delta | test A | +0.0010 | — | the baseline has no paired difference | — | — | — |$' "$T/out.md"
 t_result $? "the Markdown table: title, a delta row with both marks, best of six naming the published method, a reason" \
 	"$(grep -A4 'Against' "$T/out.md" | tr '\n' ' ' | cut -c1-300)"
-sb-stats -q -o "$T/o1" "$F/val.ndjson" "$T/pub.ndjson" >/dev/null 2>&1 && [ -s "$T/o1/published.md" ] && [ -s "$T/o1/published.csv" ] && [ -s "$T/o1/published.tex" ]
+sb-stats -q -o "$T/o1" "$T/val.ndjson" "$T/pub.ndjson" >/dev/null 2>&1 && [ -s "$T/o1/published.md" ] && [ -s "$T/o1/published.csv" ] && [ -s "$T/o1/published.tex" ]
 t_result $? "-o writes published.md, .csv and .tex"
 sb-stats -q -o "$T/o2" "$F/val.ndjson" >/dev/null 2>&1 && [ ! -e "$T/o2/published.md" ]
 t_result $? "no published records: no published table"
 
 # the figure (-p): one row per measured value (a dot and a bar each), means and differences in
 # two panels, well-formed XML; orange rows are exactly those whose interval misses the value
-sb-stats -q --seed 7 --resamples 2000 -p "$T/fig" "$F/val.ndjson" "$T/pub.ndjson" >/dev/null 2>&1
+sb-stats -q --seed 7 --resamples 2000 -p "$T/fig" "$T/val.ndjson" "$T/pub.ndjson" >/dev/null 2>&1
 nm=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep -vc '"ours":null')
 nout=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep -c '"inside":false')
 nc=$(grep -c '<circle' "$T/fig/published.svg")
@@ -148,6 +210,8 @@ bad "budget_delta without a budget" "budget" '{"kind":"published.value","v":1,"t
 bad "budget 0" "budget" '{"kind":"published.value","v":1,"task":"x","method":"sparsemax","quantity":"budget_delta","budget":0,"value":0.1,"source":"s"}'
 bad "a budget on a mean" "budget" '{"kind":"published.value","v":1,"task":"x","method":"softmax","quantity":"mean","budget":3,"value":0.5,"source":"s"}'
 bad "negative patience" "patience" '{"kind":"published.value","v":1,"task":"x","method":"softmax","quantity":"mean","patience":-1,"value":0.5,"source":"s"}'
+bad "a baseline on a mean" "baseline" '{"kind":"published.value","v":1,"task":"x","method":"softmax","quantity":"mean","baseline":"softmax","value":0.5,"source":"s"}'
+bad "an empty baseline" "baseline" '{"kind":"published.value","v":1,"task":"x","method":"sparsemax","quantity":"delta","baseline":"","value":0.1,"source":"s"}'
 bad "version 2" "version" '{"kind":"published.value","v":2,"task":"x","method":"softmax","quantity":"mean","value":0.5,"source":"s"}'
 
 # the repository's published file (pipelines/published/study.ndjson) is read whole: every
