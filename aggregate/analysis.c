@@ -718,57 +718,78 @@ static const struct comparison *find_val(const struct analysis *a, int g, int m)
 	return NULL;
 }
 
-/* ours for one published value: a method's mean validation accuracy at the best epoch
- * over its seeds (with a bootstrap CI of the mean), or a paired difference from the
- * validation comparisons (their mean and CI) */
+struct seed_value {
+	int64_t seed;
+	double v;
+};
+
+static int cmp_seed_value(const void *a, const void *b)
+{
+	int64_t x = ((const struct seed_value *)a)->seed, y = ((const struct seed_value *)b)->seed;
+	return (x > y) - (x < y);
+}
+
+/* ours for a published mean: one method's mean over its seeds (validation: the best epoch
+ * under --patience; test: the test reads) with the bootstrap CI of the mean, the values in
+ * ascending seed order as in the paired comparisons (the bootstrap's resamples are index
+ * sets, so the order of the values is part of the result) */
+static int measure_mean(const struct data *d, const struct opts *o, struct pub_result *r, int test,
+                        struct sb_err *err)
+{
+	int cap = test ? d->n_tests : d->n_cells;
+	struct seed_value *sv = xcalloc((size_t)(cap ? cap : 1), sizeof *sv);
+	double *v = xcalloc((size_t)(cap ? cap : 1), sizeof *v);
+	if (!sv || !v) {
+		free(sv);
+		free(v);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	for (int i = 0; i < cap; i++) {
+		if (test) {
+			const struct testcell *t = &d->tests[i];
+			if (t->group == r->group && t->method == r->method)
+				sv[r->n++] = (struct seed_value){t->seed, t->acc};
+		} else {
+			const struct cell *ce = &d->cells[i];
+			if (ce->group == r->group && ce->method == r->method && ce->n_epochs > 0)
+				sv[r->n++] = (struct seed_value){
+				    ce->seed, ce->acc[sb_stats_best_epoch(ce->acc, ce->n_epochs, o->patience, NULL)]};
+		}
+	}
+	qsort(sv, (size_t)r->n, sizeof *sv, cmp_seed_value);
+	double sum = 0;
+	for (int i = 0; i < r->n; i++) {
+		v[i] = sv[i].v;
+		sum += v[i];
+	}
+	int rc = 0;
+	if (r->n < 1) {
+		r->why = test ? "no test reads of this method in this task"
+		              : "no validation records of this method in this task";
+	} else if (r->n < o->min_seeds) {
+		r->why = "fewer seeds than --min-seeds";
+	} else {
+		struct sb_boot cfg = {o->seed, 0, o->resamples, o->level};
+		r->ours = sum / r->n;
+		rc = sb_stats_bootstrap_ci(v, r->n, &cfg, &r->lo, &r->hi, err);
+	}
+	free(sv);
+	free(v);
+	return rc;
+}
+
+/* ours for one published value: a method's mean (measure_mean), or a paired difference from
+ * the validation comparisons (their mean and CI, or at a budget) */
 static int measure_published(const struct data *d, const struct opts *o, const struct analysis *a,
                              const struct published *p, struct pub_result *r, struct sb_err *err)
 {
 	r->method = p->method ? strtab_find(&d->methods, p->method) : -1;
 	r->ours = r->lo = r->hi = NAN;
 	r->ours_supported = -1;
-	if (p->quantity == PUB_MEAN) {
+	if (p->quantity == PUB_MEAN || p->quantity == PUB_TEST_MEAN) {
 		if (r->method < 0)
-			return (r->why = "no validation records of this method"), 0;
-		/* in ascending seed order, as the paired comparisons: the bootstrap's resamples are
-		 * index sets, so the order of the values is part of the result */
-		size_t cap = (size_t)(d->n_cells ? d->n_cells : 1);
-		double *acc = xcalloc(cap, sizeof *acc);
-		int64_t *seeds = xcalloc(cap, sizeof *seeds);
-		if (!acc || !seeds) {
-			free(acc);
-			free(seeds);
-			return SB_ERR(err, SB_EINTERNAL, "out of memory");
-		}
-		for (int c = 0; c < d->n_cells; c++) {
-			const struct cell *ce = &d->cells[c];
-			if (ce->group == r->group && ce->method == r->method && ce->n_epochs > 0)
-				seeds[r->n++] = ce->seed;
-		}
-		qsort(seeds, (size_t)r->n, sizeof *seeds, cmp_i64);
-		double sum = 0;
-		for (int i = 0; i < r->n; i++)
-			for (int c = 0; c < d->n_cells; c++) {
-				const struct cell *ce = &d->cells[c];
-				if (ce->group == r->group && ce->method == r->method && ce->seed == seeds[i] &&
-				    ce->n_epochs > 0) {
-					acc[i] = ce->acc[sb_stats_best_epoch(ce->acc, ce->n_epochs, o->patience, NULL)];
-					sum += acc[i];
-				}
-			}
-		free(seeds);
-		int rc = 0;
-		if (r->n < 1) {
-			r->why = "no validation records of this method in this task";
-		} else if (r->n < o->min_seeds) {
-			r->why = "fewer seeds than --min-seeds";
-		} else {
-			struct sb_boot cfg = {o->seed, 0, o->resamples, o->level};
-			r->ours = sum / r->n;
-			rc = sb_stats_bootstrap_ci(acc, r->n, &cfg, &r->lo, &r->hi, err);
-		}
-		free(acc);
-		return rc;
+			return (r->why = "no records of this method"), 0;
+		return measure_mean(d, o, r, p->quantity == PUB_TEST_MEAN, err);
 	}
 	const struct comparison *c = NULL;
 	if (p->quantity == PUB_DELTA || p->quantity == PUB_BUDGET_DELTA) {
@@ -838,19 +859,25 @@ static int run_published(const struct data *d, const struct opts *o, struct anal
 		int t = strtab_find(&d->tasks, p->task), ar = strtab_find(&d->archs, p->arch),
 		    ti = strtab_find(&d->tiers, p->tier);
 		int g = t < 0 || ar < 0 || ti < 0 ? -1 : data_group_find(d, t, ar, ti), has = 0;
-		for (int c = 0; g >= 0 && c < d->n_cells && !has; c++)
-			has = d->cells[c].group == g;
+		/* the records it is measured on: test reads for a test mean, validation otherwise */
+		if (p->quantity == PUB_TEST_MEAN)
+			for (int c = 0; g >= 0 && c < d->n_tests && !has; c++)
+				has = d->tests[c].group == g;
+		else
+			for (int c = 0; g >= 0 && c < d->n_cells && !has; c++)
+				has = d->cells[c].group == g;
 		if (!has) {
 			a->pub_unmatched++;
 			continue;
 		}
 		/* a value read at another patience is another quantity (budgets have none), and so is
 		 * a difference from another baseline */
-		if (p->patience >= 0 && p->quantity != PUB_BUDGET_DELTA && p->patience != o->patience) {
+		if (p->patience >= 0 && p->quantity != PUB_BUDGET_DELTA && p->quantity != PUB_TEST_MEAN &&
+		    p->patience != o->patience) {
 			a->pub_other_patience++;
 			continue;
 		}
-		if (p->quantity != PUB_MEAN && strcmp(p->baseline, o->baseline) != 0) {
+		if (p->quantity != PUB_MEAN && p->quantity != PUB_TEST_MEAN && strcmp(p->baseline, o->baseline) != 0) {
 			a->pub_other_baseline++;
 			continue;
 		}

@@ -437,7 +437,7 @@ static int load_probe(struct data *d, const struct sb_json *rec, const char *src
 	return 0;
 }
 
-/* published.value: task, quantity (mean | delta | best_delta | budget_delta), value, source;
+/* published.value: task, quantity (mean | delta | best_delta | budget_delta | test_mean), value, source;
  * method (required but for best_delta); budget (budget_delta only, required there); optional
  * arch, tier, baseline (differences only; softmax), patience, supported (bool). A second
  * record of the same (task, arch, tier, method, baseline, quantity, budget, patience, source)
@@ -461,9 +461,13 @@ static int load_published(struct data *d, const struct sb_json *rec, const char 
 		q = PUB_BEST_DELTA;
 	else if (!strcmp(quantity, "budget_delta"))
 		q = PUB_BUDGET_DELTA;
+	else if (!strcmp(quantity, "test_mean"))
+		q = PUB_TEST_MEAN;
 	else
 		return SB_ERR(err, SB_EDATA,
-		              "field 'quantity' must be mean, delta, best_delta or budget_delta (got '%s')", quantity);
+		              "field 'quantity' must be mean, delta, best_delta, budget_delta or test_mean (got '%s')",
+		              quantity);
+	int level = q == PUB_MEAN || q == PUB_TEST_MEAN; /* a mean, not a difference */
 	int64_t budget = 0, patience = -1;
 	if (q == PUB_BUDGET_DELTA) {
 		SB_TRY(sb_json_req_int(rec, "budget", &budget, err));
@@ -474,8 +478,8 @@ static int load_published(struct data *d, const struct sb_json *rec, const char 
 		return SB_ERR(err, SB_EDATA, "field 'budget' belongs to quantity budget_delta only");
 	}
 	if (sb_json_get(rec, "baseline")) {
-		if (q == PUB_MEAN)
-			return SB_ERR(err, SB_EDATA, "field 'baseline' belongs to differences, not to quantity mean");
+		if (level)
+			return SB_ERR(err, SB_EDATA, "field 'baseline' belongs to differences, not to quantity %s", quantity);
 		SB_TRY(sb_json_req_str(rec, "baseline", &baseline, err));
 		if (!*baseline)
 			return SB_ERR(err, SB_EDATA, "empty baseline");
@@ -499,9 +503,9 @@ static int load_published(struct data *d, const struct sb_json *rec, const char 
 	}
 	if (!*task || !*source || (method && !*method))
 		return SB_ERR(err, SB_EDATA, "empty task, method or source");
-	if (q == PUB_MEAN ? !(value >= 0 && value <= 1) : !(value >= -1 && value <= 1))
-		return SB_ERR(err, SB_EDATA, "field 'value' must lie in [%s, 1] for quantity %s (got %g)",
-		              q == PUB_MEAN ? "0" : "-1", quantity, value);
+	if (level ? !(value >= 0 && value <= 1) : !(value >= -1 && value <= 1))
+		return SB_ERR(err, SB_EDATA, "field 'value' must lie in [%s, 1] for quantity %s (got %g)", level ? "0" : "-1",
+		              quantity, value);
 	struct published *p = NULL;
 	for (int i = 0; i < d->n_pubs && !p; i++) {
 		struct published *o = &d->pubs[i];

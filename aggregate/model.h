@@ -67,7 +67,7 @@ struct probe {
 
 /* A published value to measure against (published.value records: docs/sb-stats.md). Its
  * strings are its own: a published task absent from the records creates no group. */
-enum pub_quantity { PUB_MEAN, PUB_DELTA, PUB_BEST_DELTA, PUB_BUDGET_DELTA };
+enum pub_quantity { PUB_MEAN, PUB_DELTA, PUB_BEST_DELTA, PUB_BUDGET_DELTA, PUB_TEST_MEAN };
 struct published {
 	char *task, *arch, *tier;
 	char *method; /* NULL: a best_delta whose method the source does not name */
@@ -217,7 +217,8 @@ struct analysis {
 	} * pairs;
 	int n_pairs;
 	int skipped; /* comparisons skipped for too few paired seeds */
-	/* published values whose task, arch and tier have validation records */
+	/* published values whose task, arch and tier have records to measure them on (validation;
+	 * test reads for a test mean) */
 	struct pub_result {
 		int pub;    /* index into data.pubs */
 		int group;  /* the comparison group */
@@ -229,7 +230,7 @@ struct analysis {
 		const char *why;     /* NULL when measured */
 	} * pub;
 	int n_pub;
-	int pub_unmatched; /* published values of tasks (arch, tier) without validation records */
+	int pub_unmatched; /* published values of tasks (arch, tier) without such records */
 	int pub_other_patience; /* published values read at another patience than --patience */
 	int pub_other_baseline; /* published differences from another baseline than --baseline */
 };

@@ -430,7 +430,7 @@ static struct table *probe_pair_table(const struct data *d, const struct analysi
 
 /* ---- against the published values ---- */
 
-static const char *QUANTITY[4] = {"mean", "delta", "best_delta", "budget_delta"};
+static const char *QUANTITY[5] = {"mean", "delta", "best_delta", "budget_delta", "test_mean"};
 
 /* the published value lies in our interval (bounds included) */
 static int pub_inside(const struct pub_result *r, const struct published *p)
@@ -442,7 +442,7 @@ static void fmt_pub(char *buf, size_t n, enum pub_quantity q, double v, int star
 {
 	if (!isfinite(v))
 		snprintf(buf, n, "%s", DASH);
-	else if (q == PUB_MEAN)
+	else if (q == PUB_MEAN || q == PUB_TEST_MEAN)
 		snprintf(buf, n, "%.4f", v);
 	else if (q == PUB_BUDGET_DELTA) /* published in percentage points to 3 decimals */
 		snprintf(buf, n, "%+.5f", v);
@@ -456,7 +456,8 @@ static struct table *published_table(const struct data *d, const struct analysis
 		return NULL;
 	char title[256], ci[64];
 	snprintf(title, sizeof title,
-	         "Against the published values: validation accuracy at the best epoch (patience %d)", o->patience);
+	         "Against the published values: validation accuracy at the best epoch (patience %d), and test reads",
+	         o->patience);
 	struct table *t = table_new("published", title, 10);
 	snprintf(ci, sizeof ci, "%g%% CI (bootstrap)", 100 * o->level);
 	const char *h[10] = {"Dataset", "Method", "Quantity", "Source", "published", "ours", ci, "n", "inside", "ours - published"};
@@ -480,6 +481,8 @@ static struct table *published_table(const struct data *d, const struct analysis
 			          p->method ? ")" : "");
 		if (p->quantity == PUB_BUDGET_DELTA)
 			table_set(t, row, 2, "delta within %d epochs", p->budget);
+		else if (p->quantity == PUB_TEST_MEAN)
+			table_set(t, row, 2, "test mean");
 		else
 			table_set(t, row, 2, "%s", QUANTITY[p->quantity]);
 		table_set(t, row, 3, "%s", p->source);
@@ -489,7 +492,7 @@ static struct table *published_table(const struct data *d, const struct analysis
 		table_set(t, row, 5, "%s", b2);
 		if (isfinite(r->ours)) {
 			int dec = p->quantity == PUB_BUDGET_DELTA ? 5 : 4;
-			if (p->quantity == PUB_MEAN)
+			if (p->quantity == PUB_MEAN || p->quantity == PUB_TEST_MEAN)
 				table_set(t, row, 6, "[%.4f, %.4f]", r->lo, r->hi);
 			else
 				table_set(t, row, 6, "[%+.*f, %+.*f]", dec, r->lo, dec, r->hi);
@@ -503,7 +506,8 @@ static struct table *published_table(const struct data *d, const struct analysis
 		}
 	}
 	table_note(t,
-	           "published: the published.value records read (their source); ours: mean %s accuracy (mean) or "
+	           "published: the published.value records read (their source); ours: mean %s accuracy (mean; test "
+	           "mean: the test reads' accuracy) or "
 	           "mean paired difference method - %s over seeds (delta), at the best epoch under patience %d "
 	           "(delta within E epochs: the best within the first E, no early stopping; values published at "
 	           "another patience are not compared); "

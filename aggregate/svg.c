@@ -554,7 +554,8 @@ int plot_curves(const char *path, const struct data *d, const struct analysis *a
 /* the rows of one panel: means (levels) when levels, else differences */
 static int pub_in_panel(const struct data *d, const struct pub_result *r, int levels)
 {
-	return isfinite(r->ours) && (d->pubs[r->pub].quantity == PUB_MEAN) == levels;
+	enum pub_quantity q = d->pubs[r->pub].quantity;
+	return isfinite(r->ours) && (q == PUB_MEAN || q == PUB_TEST_MEAN) == levels;
 }
 
 /* One panel: our interval and mean minus the published value, in percentage points, so that
@@ -581,7 +582,7 @@ static double published_panel(struct svg *s, const struct data *d, const struct 
 	ax.xmax = 1.05 * m;
 	axis_range(&ax.xmin, &ax.xmax, &ax.xstep, 6);
 	svg_text(s, ax.x0 + ax.w / 2, top + 14, 13, "middle", "bold", 0, "%s",
-	         levels ? "Mean validation accuracy of a method" : "Differences between methods (paired over seeds)");
+	         levels ? "Mean accuracy of a method (validation; test reads)" : "Differences between methods (paired over seeds)");
 	svg_rect(s, ax.x0, ax.y0, ax.w, ax.h, "#fbfbfb", "#888");
 	int xd = step_decimals(ax.xstep);
 	for (double v = ax.xmin; v <= ax.xmax + ax.xstep * 1e-6; v += ax.xstep) {
@@ -609,6 +610,8 @@ static double published_panel(struct svg *s, const struct data *d, const struct 
 		group_label(d, r->group, lab, sizeof lab);
 		if (p->quantity == PUB_MEAN)
 			snprintf(what, sizeof what, "%s", method_display(p->method));
+		else if (p->quantity == PUB_TEST_MEAN)
+			snprintf(what, sizeof what, "%s, test read", method_display(p->method));
 		else if (p->quantity == PUB_DELTA)
 			snprintf(what, sizeof what, "%s " MINUS " %s", method_display(p->method), o->baseline);
 		else if (p->quantity == PUB_BEST_DELTA)
@@ -618,7 +621,7 @@ static double published_panel(struct svg *s, const struct data *d, const struct 
 			snprintf(what, sizeof what, "%s " MINUS " %s within %d epochs", method_display(p->method),
 			         o->baseline, p->budget);
 		svg_text(s, ax.x0 - 8, y + 4.5, 12, "end", NULL, 0, "%s: %s [%s%.4f]", task_display(lab), what,
-		         v > 0 && p->quantity != PUB_MEAN ? "+" : v < 0 ? MINUS : "", fabs(v));
+		         v > 0 && p->quantity != PUB_MEAN && p->quantity != PUB_TEST_MEAN ? "+" : v < 0 ? MINUS : "", fabs(v));
 		svg_line(s, ax_x(&ax, 100 * (r->lo - v)), y, ax_x(&ax, 100 * (r->hi - v)), y, c, 2.2, NULL);
 		svg_circle(s, ax_x(&ax, 100 * (r->ours - v)), y, 3.5, c);
 	}

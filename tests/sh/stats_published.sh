@@ -44,14 +44,18 @@ pub() { # task method quantity value [extra json]
 	pub cifar10 softmax mean 0.65 ',"arch":"local_hybrid"'
 	pub cifar10 sparsemax delta -0.02 ',"arch":"local_hybrid"'
 	pub fashion_mnist bottomk_softmax_025 delta 0.05 # outside the six, with runs: compared
+	pub cifar10 sparsemax test_mean 0.66 ',"patience":0' # test reads: no patience, compared
+	pub kmnist softmax test_mean 0.91   # test reads only: a test mean is compared
+	pub fashion_mnist softmax test_mean 0.9 # no test reads of fashion_mnist: not compared
 } >"$T/pub.ndjson"
 # the records: the fixture's usps runs as they are, the others in reverse order (so that a
 # mean's seeds must be sorted), a method outside the six that beats them all (bottom-k 0.25 =
 # top-k 0.25 + 0.05: the best delta stays the best of six), cifar10 again as local_hybrid,
-# and test reads alone for kmnist
-"$PY" - "$F/val.ndjson" "$T/val.ndjson" <<'PYEOF'
+# test reads alone for kmnist, and the fixture's test reads (cifar10, usps; reversed)
+"$PY" - "$F/val.ndjson" "$T/val.ndjson" "$F/test.ndjson" <<'PYEOF'
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
+tests = open(sys.argv[3]).read().splitlines()[::-1]
 usps = [l for l in lines if '"task":"usps"' in l]
 other = [l for l in lines if '"task":"usps"' not in l]
 out = usps + other[::-1]
@@ -68,6 +72,7 @@ for l in lines:
 for s in range(3):
     out.append(json.dumps({"kind": "test.cell", "v": 1, "task": "kmnist", "method": "softmax", "seed": s,
                            "test_accuracy": 0.9 + 0.01 * s}, separators=(",", ":")))
+out += tests
 open(sys.argv[2], "w").write("\n".join(out) + "\n")
 PYEOF
 
@@ -94,16 +99,16 @@ res=$(awk 'FNR == 1 { f++ }
 	  } }
 	END { printf "%d compared, max abs diff %.3g\n", n, mx; exit bad > 0 }' "$T/got" "$T/want")
 rc=$?
-[ $rc = 0 ] && [ "$n" = 14 ] && [ "$(wc -l <"$T/got")" = 14 ]
-t_result $? "ours, n, bootstrap CI, inside and ours - published agree with published_ref.py (14 values expected, budgets and local_hybrid among them: $n; $res)" "$(head -3 "$T/got")"
+[ $rc = 0 ] && [ "$n" = 16 ] && [ "$(wc -l <"$T/got")" = 16 ]
+t_result $? "ours, n, bootstrap CI, inside and ours - published agree with published_ref.py (16 values expected, budgets, local_hybrid and test means among them: $n; $res)" "$(head -3 "$T/got")"
 
 l=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"task":"cifar10","arch":"plain"' | grep '"quantity":"delta"')
 echo "$l" | grep -q '"published":-0.02,' && echo "$l" | grep -q '"published_supported":false'
 t_result $? "a second record of the same key replaces the first, its value and its mark"
-[ "$(grep -c '"kind":"stats.published"' "$T/out.ndjson")" = 17 ]
-t_result $? "one stats.published record per value of a task with validation records, at this patience and baseline (17)"
-grep '"kind":"stats.summary"' "$T/out.ndjson" | grep -q '"published_values":22,"published_compared":17,"published_unmatched":2,"published_other_patience":2,"published_other_baseline":1'
-t_result $? "stats.summary counts the values, those compared, without records (2: one with test reads only), at another patience (2), from another baseline (1)" \
+[ "$(grep -c '"kind":"stats.published"' "$T/out.ndjson")" = 19 ]
+t_result $? "one stats.published record per value of a task with records to measure it on, at this patience and baseline (19)"
+grep '"kind":"stats.summary"' "$T/out.ndjson" | grep -q '"published_values":25,"published_compared":19,"published_unmatched":3,"published_other_patience":2,"published_other_baseline":1'
+t_result $? "stats.summary counts the values, those compared, without records (3: a validation mean where only test reads are, a test mean where none are), at another patience (2), from another baseline (1)" \
 	"$(grep -o '"published_[a-z_]*":[0-9]*' "$T/out.ndjson" | tr '\n' ' ')"
 # our Holm mark is the paired comparison's
 sp=$(grep '"kind":"stats.paired"' "$T/out.ndjson" | grep '"split":"val","task":"cifar10","arch":"plain"' | grep '"method":"sparsemax"' | awk "$JF"'{ print jf($0,"supported") }')
@@ -154,15 +159,15 @@ grep '"kind":"stats.published"' "$T/ms.out" | grep '"quantity":"mean"' | grep -q
 t_result $? "--min-seeds 6 over 5 seeds: no mean measured, the reason given"
 # another baseline: no difference is compared (the published ones are from softmax), means are
 sb-stats -q --seed 7 --resamples 200 --baseline sparsemax "$T/val.ndjson" "$T/pub.ndjson" >"$T/bl.out" 2>/dev/null
-nd=$(grep '"kind":"stats.published"' "$T/bl.out" | grep -vc '"quantity":"mean"')
+nd=$(grep '"kind":"stats.published"' "$T/bl.out" | grep -v '"quantity":"mean"' | grep -vc '"quantity":"test_mean"')
 nb=$(grep -o '"published_other_baseline":[0-9]*' "$T/bl.out" | cut -d: -f2)
 nme=$(grep '"kind":"stats.published"' "$T/bl.out" | grep -c '"quantity":"mean"')
-[ "$nd" = 0 ] && [ "$nb" = 13 ] && [ "$nme" = 5 ]
-t_result $? "--baseline sparsemax: $nd differences compared, $nb counted as from another baseline (13; one more is at another patience), $nme means (5)"
+[ "$nd" = 0 ] && [ "$nb" = 13 ] && [ "$nme" = 5 ] && [ "$(grep '"kind":"stats.published"' "$T/bl.out" | grep -c '"quantity":"test_mean"')" = 2 ]
+t_result $? "--baseline sparsemax: $nd differences compared, $nb counted as from another baseline (13; one more is at another patience), $nme means (5), the 2 test means"
 
 # the Markdown table
 sb-stats -q --seed 7 --resamples 2000 --format md "$T/val.ndjson" "$T/pub.ndjson" >"$T/out.md" 2>/dev/null
-grep -q '^### Against the published values: validation accuracy at the best epoch (patience 5)$' "$T/out.md" &&
+grep -q '^### Against the published values: validation accuracy at the best epoch (patience 5), and test reads$' "$T/out.md" &&
 	grep -q '^| F-MNIST | top-k 0.5 | delta | test A | +0.0100\* | [+-]0\.[0-9]\{4\}\*\{0,1\} | \[[+-]0\.[0-9]\{4\}, [+-]0\.[0-9]\{4\}\] | 5 | \(yes\|no\) | [+-]0\.[0-9]\{4\} |$' "$T/out.md" &&
 	grep -q '^| CIFAR-10 | best of 6: [a-z0-9. -]* (published: sparsemax) | best_delta | test A | -0.0300 |' "$T/out.md" &&
 	grep -q '^| F-MNIST | softmax | delta | test A | +0.0010 | — | the baseline has no paired difference | — | — | — |$' "$T/out.md"
@@ -182,7 +187,7 @@ nc=$(grep -c '<circle' "$T/fig/published.svg")
 no=$(grep -c '<circle[^>]*fill="#D55E00"' "$T/fig/published.svg")
 "$PY" -c "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])" "$T/fig/published.svg" &&
 	[ "$nc" = "$nm" ] && [ "$no" = "$nout" ] &&
-	grep -q '>Mean validation accuracy of a method<' "$T/fig/published.svg" &&
+	grep -q '>Mean accuracy of a method (validation; test reads)<' "$T/fig/published.svg" &&
 	grep -q '>Differences between methods (paired over seeds)<' "$T/fig/published.svg" &&
 	grep -q '>F-MNIST: top-k 0.5 − softmax within 3 epochs \[+0.0200\]<' "$T/fig/published.svg"
 t_result $? "published.svg: $nc rows for $nm measured values, $no orange for $nout outside, two panels, valid XML"

@@ -3,7 +3,8 @@
 for each published value whose task (arch, tier) has validation records, at the patience and
 baseline of the run, ours (the method's mean best-epoch validation accuracy over its seeds,
 the mean paired difference method - softmax, the best of the six sparse methods' differences,
-or the difference of the best accuracies within the first E epochs), the percentile bootstrap
+the difference of the best accuracies within the first E epochs, or the mean test accuracy of
+a method's test reads), the percentile bootstrap
 interval (the draws replayed by philox.py), inside and ours - published. Used by
 tests/sh/stats_published.sh.
 
@@ -12,7 +13,7 @@ tests/sh/stats_published.sh.
 prints one line per compared value: task@arch@tier quantity method ours_method n ours ci_lo
 ci_hi inside diff (method '-' when the record names none; quantity budget_delta is followed by
 ':E', the budget). Values read at another patience than PATIENCE are not compared (budgets
-have none), nor differences from another baseline than softmax. The eval.epoch records are
+and test means have none), nor differences from another baseline than softmax. The eval.epoch records are
 read as sb-stats reads them for one run per (task, arch, tier, method, seed): the last
 cell_id wins."""
 import json
@@ -44,8 +45,13 @@ def best_epoch(acc, patience):
 def main():
     val, pub, seed, resamples, patience = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
     runs = {}  # (group, method, seed) -> (cell_id, {epoch: acc}); group = task@arch@tier
+    tests = {}  # (group, method, seed) -> test accuracy (the last read wins)
     for line in open(val):
         r = json.loads(line)
+        if r.get("kind") == "test.cell":
+            g = "%s@%s@%s" % (r["task"], r.get("arch", "plain"), r.get("tier", "compact"))
+            tests[(g, r["method"], r["seed"])] = r["test_accuracy"]
+            continue
         if r.get("kind") != "eval.epoch":
             continue
         g = "%s@%s@%s" % (r["task"], r.get("arch", "plain"), r.get("tier", "compact"))
@@ -84,16 +90,23 @@ def main():
                r.get("budget"), r.get("patience"), r.get("baseline", BASE), r["source"])
         pubs[key] = r  # a later record of the same key replaces it
     groups = {g for (g, _, _) in best}
+    tgroups = {g for (g, _, _) in tests}
     for (t, ar, ti, q, m, E, pat, base, src), r in pubs.items():
         g = "%s@%s@%s" % (t, ar, ti)
-        if g not in groups:
+        if g not in (tgroups if q == "test_mean" else groups):
             continue
-        if q != "budget_delta" and pat is not None and pat != patience:
+        if q not in ("budget_delta", "test_mean") and pat is not None and pat != patience:
             continue  # read at another patience: not compared
-        if q != "mean" and base != BASE:
+        if q not in ("mean", "test_mean") and base != BASE:
             continue  # a difference from another baseline: not compared
         v = r["value"]
-        if q == "mean":
+        if q == "test_mean":
+            ss = sorted(s for (gg, mm, s) in tests if gg == g and mm == m)
+            if not ss:
+                continue
+            x = [tests[(g, m, s)] for s in ss]
+            om = m
+        elif q == "mean":
             ss = seeds_of(g, m)
             if not ss:
                 continue
