@@ -796,15 +796,20 @@ int main(int argc, char **argv)
 {
 	const char *device = "cuda", *tsv = NULL;
 	uint64_t seed = (uint64_t)time(NULL);
+	int quick = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--device") && i + 1 < argc)
 			device = argv[++i];
+		else if (!strcmp(argv[i], "--quick"))
+			quick = 1;
 		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
 			seed = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--tsv") && i + 1 < argc)
 			tsv = argv[++i];
 		else {
-			fprintf(stderr, "usage: gpu_ops [--device cuda[:N][,tf32]] [--seed S] [--tsv FILE]\n");
+			fprintf(stderr, "usage: gpu_ops [--device cuda[:N][,tf32]] [--seed S] [--tsv FILE] [--quick]\n"
+			                "  --quick  every kernel once on small shapes (both attention layouts), none of\n"
+			                "           the deliberate device errors: for compute-sanitizer\n");
 			return 2;
 		}
 	}
@@ -828,6 +833,32 @@ int main(int argc, char **argv)
 			fprintf(E.tsv, "section\top\tshape\tresult\tnmse\ttol\tmax_abs\tn\tbit_identical_or_detail\n");
 	}
 	double t0 = g_now();
+	if (quick) {
+		/* every kernel once, small: the memory, race and synchronisation checkers run the
+		 * device code 10-100x slower; no t_errors (its device errors are deliberate) */
+		static const char *qm[] = {"softmax",  "topk_softmax_025", "bottomk_softmax_025",     "sparsemax",
+		                           "entmax15", "entmax_bisect",    "headwise_adaptive_entmax"};
+		t_matmul(33, 17, 31);
+		t_matmul(517, 48, 100);
+		t_ln(37, 24, 0);
+		t_ln(99, 100, 2);
+		t_gelu(1000, 0.1f, 3);
+		for (size_t mi = 0; mi < sizeof qm / sizeof qm[0]; mi++) {
+			double a = strcmp(qm[mi], "entmax_bisect") ? 1.5 : 1.3;
+			int hae = !strcmp(qm[mi], "headwise_adaptive_entmax");
+			t_attention(qm[mi], a, 0, 0, hae, 2, 50, 64, 4, 0);  /* shared-memory layout */
+			t_attention(qm[mi], a, 0, 1, hae, 2, 17, 24, 3, 1);  /* text rows, exclusion */
+			t_attention(qm[mi], a, 0, 0, hae, 1, 200, 64, 2, 0); /* global layout */
+			t_attention(qm[mi], a, 0, 0, hae, 1, 257, 32, 2, 0); /* global, 32 keys per lane */
+		}
+		t_attention("entmax15", 1.5, 1, 0, 0, 2, 50, 64, 4, 0); /* the unrolled bisection */
+		t_localmix(3, 10, 32, 3, 0);
+		t_localmix(3, 10, 32, 0, 1);
+		t_embed(3, 3, 10, 9, 3, 9, 23, 32);
+		t_loss_optim(37, 100, 1000003);
+		t_graph();
+		goto done;
+	}
 	/* dense: sizes 1, primes, the model's */
 	static const int mm[][3] = {{1, 1, 1}, {7, 13, 5}, {33, 17, 31}, {64, 64, 192}, {12800, 64, 192}, {12800, 64, 64},
 				    {12800, 64, 256}, {12800, 256, 64}, {256, 64, 10}, {12544, 16, 64}, {517, 48, 100}};
@@ -883,6 +914,7 @@ int main(int argc, char **argv)
 	t_errors();
 	t_graph();
 	t_graph_scratch();
+done:
 	printf("# gpu_ops: %.1f s\n", g_now() - t0);
 	{ /* a sticky backend error surfaces at the next download */
 		float *z = g_poison(&E, 1), *h = z ? g_down(&E, z, 4, &err) : NULL;

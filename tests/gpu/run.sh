@@ -6,7 +6,8 @@
 # driver and sb-train's multi-cell path, the benchmark (graph and plain steps, 70
 # cells at once, 140 cells, TF32, the CIFAR- and text-shaped cells for the study
 # projection, a per-op device-time profile) against PyTorch eager; the CUDA block
-# of bench/RESULTS.md last (OUTDIR/summary.txt), details in OUTDIR.
+# of bench/RESULTS.md (OUTDIR/summary.txt); last, every kernel under compute-sanitizer
+# (memcheck, racecheck, synccheck) where the machine has it; details in OUTDIR.
 #
 #   tests/gpu/run.sh OUTDIR             on a machine with a CUDA GPU (about 2 min on an H200
 #                                       with a prebuilt bundle)
@@ -214,5 +215,26 @@ elif python3 bench/gpu/summary.py "$OUT" --apply bench/RESULTS.md 2>>"$LOG"; the
 else
 	cat "$SEC"
 fi
+
+# --- last (the summary above is written whatever happens here): every kernel once under
+# compute-sanitizer's memory, race and synchronisation checkers (gpu_ops --quick: no
+# deliberate device errors), which the host checks and the op comparisons cannot see: an
+# out-of-bounds access, a shared-memory hazard, a shuffle whose mask the lanes disagree on
+san=$(command -v compute-sanitizer 2>/dev/null || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+if [ $dry -eq 1 ]; then
+	DETAIL="gpu_ops --quick on the CPU backend (plumbing; the checkers need a GPU)"
+	section quick-ops 60 ./build/gpu/gpu_ops --device cpu --quick >>"$LOG" 2>&1
+elif [ -z "$san" ]; then
+	log "compute-sanitizer not found: the memory, race and synchronisation checks are skipped"
+	printf 'sanitize\tskipped\t0\tno compute-sanitizer\n' >>"$SEC"
+else
+	for tool in memcheck racecheck synccheck; do
+		DETAIL="compute-sanitizer --tool $tool gpu_ops --quick"
+		section "sanitize-$tool" 100 "$san" --tool "$tool" --error-exitcode 97 --print-limit 20 \
+			./build/gpu/gpu_ops --device "$dev" --quick --tsv /dev/null >>"$LOG" 2>&1
+	done
+	grep -E '(ERROR SUMMARY|RACECHECK SUMMARY|hazard|Invalid|========= [A-Z])' "$LOG" | tail -n 12 >&2
+fi
+echo "sanitizers: $(awk -F'\t' '$1 ~ /^sanitize|^quick-ops/ { printf "%s %s (%s s); ", $1, $2, $3 }' "$SEC")"
 echo "details: $OUT/{run.log,ops.log,ops.tsv,train.log,bench.ndjson,sections.tsv,summary.txt}"
 exit $failed

@@ -14,7 +14,7 @@ before=$(git -C "$TOP" status --porcelain 2>/dev/null)
 SB_GPU_JOBS=2 bash "$TOP/tests/gpu/run.sh" --dry-run "$T/gpu" >"$T/out" 2>"$T/err"
 rc=$?
 t_result $rc "tests/gpu/run.sh --dry-run exits 0 ($(tail -n 3 "$T/err" | tr '\n' ' '))"
-want="build host-checks ops train sbtrain bench-single bench-multi bench-multi-plain bench-multi-cifar bench-multi-text bench-profile torch-syntax"
+want="build host-checks ops train sbtrain bench-single bench-multi bench-multi-plain bench-multi-cifar bench-multi-text bench-profile torch-syntax quick-ops"
 got=$(cut -f1 "$T/gpu/sections.tsv" | paste -sd' ' -)
 [ "$got" = "$want" ]; t_result $? "every section ran ($got)"
 bad=$(awk -F'\t' '$2 != "ok" { print $1 "=" $2 }' "$T/gpu/sections.tsv" | paste -sd' ' -)
