@@ -708,6 +708,23 @@ static int rec_budgets(struct sb_jw *w, const struct data *d, const struct compa
 	return sb_jw_line(w, err);
 }
 
+/* a string, or null for NULL; a boolean, or null for a negative value */
+static void k_str_or_null(struct sb_jw *w, const char *key, const char *s)
+{
+	if (s)
+		sb_jw_kstr(w, key, s);
+	else
+		sb_jw_knull(w, key);
+}
+
+static void k_bool_or_null(struct sb_jw *w, const char *key, int v)
+{
+	if (v >= 0)
+		sb_jw_kbool(w, key, v);
+	else
+		sb_jw_knull(w, key);
+}
+
 int report_records(struct sb_jw *w, const struct data *d, const struct analysis *a, const struct opts *o,
                    struct sb_err *err)
 {
@@ -825,10 +842,7 @@ int report_records(struct sb_jw *w, const struct data *d, const struct analysis 
 		const struct published *p = &d->pubs[r->pub];
 		sb_jw_record(w, "stats.published", 1);
 		k_group(w, d, r->group);
-		if (p->method)
-			sb_jw_kstr(w, "method", p->method);
-		else
-			sb_jw_knull(w, "method");
+		k_str_or_null(w, "method", p->method);
 		sb_jw_kstr(w, "quantity", QUANTITY[p->quantity]);
 		if (p->quantity == PUB_BUDGET_DELTA)
 			sb_jw_kint(w, "budget", p->budget);
@@ -840,14 +854,8 @@ int report_records(struct sb_jw *w, const struct data *d, const struct analysis 
 		sb_jw_kstr(w, "source", p->source);
 		sb_jw_kstr(w, "record", p->src);
 		sb_jw_kf64(w, "published", p->value);
-		if (p->supported >= 0)
-			sb_jw_kbool(w, "published_supported", p->supported);
-		else
-			sb_jw_knull(w, "published_supported");
-		if (r->method >= 0 && isfinite(r->ours))
-			sb_jw_kstr(w, "ours_method", d->methods.s[r->method]);
-		else
-			sb_jw_knull(w, "ours_method");
+		k_bool_or_null(w, "published_supported", p->supported);
+		k_str_or_null(w, "ours_method", r->method >= 0 && isfinite(r->ours) ? d->methods.s[r->method] : NULL);
 		if (p->quantity == PUB_BEST_DELTA)
 			sb_jw_kint(w, "best_of", r->n_best);
 		sb_jw_kint(w, "n", r->n);
@@ -865,10 +873,7 @@ int report_records(struct sb_jw *w, const struct data *d, const struct analysis 
 			sb_jw_knull(w, "diff");
 			sb_jw_kstr(w, "why", r->why);
 		}
-		if (r->ours_supported >= 0)
-			sb_jw_kbool(w, "ours_supported", r->ours_supported);
-		else
-			sb_jw_knull(w, "ours_supported");
+		k_bool_or_null(w, "ours_supported", r->ours_supported);
 		sb_jw_kf64(w, "ci_level", o->level);
 		sb_jw_kint(w, "bootstrap_resamples", o->resamples);
 		sb_jw_kint(w, "bootstrap_seed", (int64_t)o->seed);

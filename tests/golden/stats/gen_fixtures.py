@@ -31,7 +31,7 @@ from statsmodels.stats.proportion import proportion_confint
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from philox import bootstrap_indices  # noqa: E402
-from refstats import a7_ttest, exact_signed_rank, rule_ref  # noqa: E402
+from refstats import a7_ttest, best_epoch, exact_signed_rank, rule_ref  # noqa: E402
 
 SEED, RESAMPLES, LEVEL = 7, 2000, 0.95
 FIX = os.path.join(HERE, "fixtures")
@@ -107,18 +107,6 @@ early = [{"kind": "eval.epoch", "v": 1, "cell_id": "usps.softmax.s0.plain.compac
 recs = recs[:1] + early + recs[1:]
 recs.append({"kind": "train.epoch", "v": 1, "note": "ignored kind"})
 write_ndjson("val.ndjson", recs)
-
-
-def best_epoch(acc, patience):
-    best, since = 0, 0
-    for e in range(1, len(acc)):
-        if acc[e] > acc[best]:
-            best, since = e, 0
-        else:
-            since += 1
-            if patience > 0 and since >= patience:
-                break
-    return best
 
 
 def percentile(x, q):

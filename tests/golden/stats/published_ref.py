@@ -24,22 +24,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from philox import bootstrap_indices  # noqa: E402
+from refstats import best_epoch  # noqa: E402
 
 SIX = ["topk_softmax_0125", "topk_softmax_025", "topk_softmax_05", "sparsemax", "entmax15",
        "headwise_adaptive_entmax"]
 BASE = "softmax"
-
-
-def best_epoch(acc, patience):
-    best, since = 0, 0
-    for e in range(1, len(acc)):
-        if acc[e] > acc[best]:
-            best, since = e, 0
-        else:
-            since += 1
-            if patience > 0 and since >= patience:
-                break
-    return best
 
 
 def main():

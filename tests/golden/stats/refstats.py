@@ -7,6 +7,20 @@ import scipy.special as sp
 from scipy import stats
 
 
+def best_epoch(acc, patience):
+    """PROTOCOL A4's best epoch: the first epoch of the maximal accuracy among those before
+    early stopping (patience epochs without strict improvement; 0 = never)."""
+    best, since = 0, 0
+    for e in range(1, len(acc)):
+        if acc[e] > acc[best]:
+            best, since = e, 0
+        else:
+            since += 1
+            if patience > 0 and since >= patience:
+                break
+    return best
+
+
 def a7_ttest(d):
     d = np.asarray(d, float)
     n = len(d)
