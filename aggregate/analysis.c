@@ -786,7 +786,7 @@ static int measure_published(const struct data *d, const struct opts *o, const s
 	r->method = p->method ? strtab_find(&d->methods, p->method) : -1;
 	r->ours = r->lo = r->hi = NAN;
 	r->ours_supported = -1;
-	if (p->quantity == PUB_MEAN || p->quantity == PUB_TEST_MEAN) {
+	if (pub_is_mean(p->quantity)) {
 		if (r->method < 0)
 			return (r->why = "no records of this method"), 0;
 		return measure_mean(d, o, r, p->quantity == PUB_TEST_MEAN, err);
@@ -872,12 +872,11 @@ static int run_published(const struct data *d, const struct opts *o, struct anal
 		}
 		/* a value read at another patience is another quantity (budgets have none), and so is
 		 * a difference from another baseline */
-		if (p->patience >= 0 && p->quantity != PUB_BUDGET_DELTA && p->quantity != PUB_TEST_MEAN &&
-		    p->patience != o->patience) {
+		if (p->patience >= 0 && pub_has_patience(p->quantity) && p->patience != o->patience) {
 			a->pub_other_patience++;
 			continue;
 		}
-		if (p->quantity != PUB_MEAN && p->quantity != PUB_TEST_MEAN && strcmp(p->baseline, o->baseline) != 0) {
+		if (!pub_is_mean(p->quantity) && strcmp(p->baseline, o->baseline) != 0) {
 			a->pub_other_baseline++;
 			continue;
 		}

@@ -467,7 +467,7 @@ static int load_published(struct data *d, const struct sb_json *rec, const char 
 		return SB_ERR(err, SB_EDATA,
 		              "field 'quantity' must be mean, delta, best_delta, budget_delta or test_mean (got '%s')",
 		              quantity);
-	int level = q == PUB_MEAN || q == PUB_TEST_MEAN; /* a mean, not a difference */
+	int level = pub_is_mean(q);
 	int64_t budget = 0, patience = -1;
 	if (q == PUB_BUDGET_DELTA) {
 		SB_TRY(sb_json_req_int(rec, "budget", &budget, err));

@@ -68,6 +68,16 @@ struct probe {
 /* A published value to measure against (published.value records: docs/sb-stats.md). Its
  * strings are its own: a published task absent from the records creates no group. */
 enum pub_quantity { PUB_MEAN, PUB_DELTA, PUB_BEST_DELTA, PUB_BUDGET_DELTA, PUB_TEST_MEAN };
+/* a mean accuracy (validation or test), not a difference between methods */
+static inline int pub_is_mean(enum pub_quantity q)
+{
+	return q == PUB_MEAN || q == PUB_TEST_MEAN;
+}
+/* read at an early-stopping patience (budgets and test reads have none) */
+static inline int pub_has_patience(enum pub_quantity q)
+{
+	return q != PUB_BUDGET_DELTA && q != PUB_TEST_MEAN;
+}
 struct published {
 	char *task, *arch, *tier;
 	char *method; /* NULL: a best_delta whose method the source does not name */

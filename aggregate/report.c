@@ -442,7 +442,7 @@ static void fmt_pub(char *buf, size_t n, enum pub_quantity q, double v, int star
 {
 	if (!isfinite(v))
 		snprintf(buf, n, "%s", DASH);
-	else if (q == PUB_MEAN || q == PUB_TEST_MEAN)
+	else if (pub_is_mean(q))
 		snprintf(buf, n, "%.4f", v);
 	else if (q == PUB_BUDGET_DELTA) /* published in percentage points to 3 decimals */
 		snprintf(buf, n, "%+.5f", v);
@@ -470,15 +470,15 @@ static struct table *published_table(const struct data *d, const struct analysis
 		char lab[256], b1[64], b2[64];
 		row_label(d, r->group, lab, sizeof lab);
 		table_set(t, row, 0, "%s", lab);
+		char named[96] = ""; /* a best delta: the method the source names, if it does */
+		if (p->method)
+			snprintf(named, sizeof named, " (published: %s)", method_display(p->method));
 		if (p->quantity != PUB_BEST_DELTA)
 			table_set(t, row, 1, "%s", method_display(p->method));
 		else if (r->method < 0)
-			table_set(t, row, 1, "best%s%s%s", p->method ? " (published: " : "",
-			          p->method ? method_display(p->method) : "", p->method ? ")" : "");
+			table_set(t, row, 1, "best%s", named);
 		else
-			table_set(t, row, 1, "best of %d: %s%s%s%s", r->n_best, method_display(d->methods.s[r->method]),
-			          p->method ? " (published: " : "", p->method ? method_display(p->method) : "",
-			          p->method ? ")" : "");
+			table_set(t, row, 1, "best of %d: %s%s", r->n_best, method_display(d->methods.s[r->method]), named);
 		if (p->quantity == PUB_BUDGET_DELTA)
 			table_set(t, row, 2, "delta within %d epochs", p->budget);
 		else if (p->quantity == PUB_TEST_MEAN)
@@ -492,7 +492,7 @@ static struct table *published_table(const struct data *d, const struct analysis
 		table_set(t, row, 5, "%s", b2);
 		if (isfinite(r->ours)) {
 			int dec = p->quantity == PUB_BUDGET_DELTA ? 5 : 4;
-			if (p->quantity == PUB_MEAN || p->quantity == PUB_TEST_MEAN)
+			if (pub_is_mean(p->quantity))
 				table_set(t, row, 6, "[%.4f, %.4f]", r->lo, r->hi);
 			else
 				table_set(t, row, 6, "[%+.*f, %+.*f]", dec, r->lo, dec, r->hi);

@@ -554,8 +554,7 @@ int plot_curves(const char *path, const struct data *d, const struct analysis *a
 /* the rows of one panel: means (levels) when levels, else differences */
 static int pub_in_panel(const struct data *d, const struct pub_result *r, int levels)
 {
-	enum pub_quantity q = d->pubs[r->pub].quantity;
-	return isfinite(r->ours) && (q == PUB_MEAN || q == PUB_TEST_MEAN) == levels;
+	return isfinite(r->ours) && pub_is_mean(d->pubs[r->pub].quantity) == levels;
 }
 
 /* One panel: our interval and mean minus the published value, in percentage points, so that
@@ -621,7 +620,7 @@ static double published_panel(struct svg *s, const struct data *d, const struct 
 			snprintf(what, sizeof what, "%s " MINUS " %s within %d epochs", method_display(p->method),
 			         o->baseline, p->budget);
 		svg_text(s, ax.x0 - 8, y + 4.5, 12, "end", NULL, 0, "%s: %s [%s%.4f]", task_display(lab), what,
-		         v > 0 && p->quantity != PUB_MEAN && p->quantity != PUB_TEST_MEAN ? "+" : v < 0 ? MINUS : "", fabs(v));
+		         v > 0 && !pub_is_mean(p->quantity) ? "+" : v < 0 ? MINUS : "", fabs(v));
 		svg_line(s, ax_x(&ax, 100 * (r->lo - v)), y, ax_x(&ax, 100 * (r->hi - v)), y, c, 2.2, NULL);
 		svg_circle(s, ax_x(&ax, 100 * (r->ours - v)), y, 3.5, c);
 	}
