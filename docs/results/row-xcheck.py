@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""fmnist-xcheck.py — an independent check of sb-stats on a grid block (fmnist-check.md).
+"""row-xcheck.py — an independent check of sb-stats on a grid block of one Table 2 row
+(fmnist-check.md): a block whose cells are one task's, as in fmnist_row or synthetic_row.
 
 Reads only the block's val.ndjson files (runs/*/val.ndjson) and its single test read
 (test/test.ndjson), and recomputes with scipy, not with sparsebench's code:
@@ -13,7 +14,7 @@ approximates) or ties (scipy uses the untied distribution; sb-stats the exact co
 over mid-ranks); the --enumerate option prints the exact conditional p by enumerating all
 sign flips, to settle those cases.
 
-Usage: /usr/bin/python3 docs/results/fmnist-xcheck.py [--enumerate] BLOCK_DIR
+Usage: /usr/bin/python3 docs/results/row-xcheck.py [--enumerate] BLOCK_DIR
        (BLOCK_DIR: e.g. out/fmnist_row/main)
 """
 import glob
@@ -82,14 +83,19 @@ def main():
     if len(args) != 1:
         sys.exit(__doc__.split("\n\n")[-1].strip())
     block = args[0]
-    val = {}
+    val, tasks = {}, set()
     for path in glob.glob(os.path.join(block, "runs", "*", "val.ndjson")):
         for line in open(path):
             r = json.loads(line)
             if r.get("kind") == "eval.epoch":
+                tasks.add((r["task"], r.get("arch", "plain"), r.get("tier", "compact")))
                 val.setdefault((r["method"], r["seed"]), {})[r["epoch"]] = r["val_accuracy"]
     if not val:
         sys.exit("%s: no runs/*/val.ndjson with eval.epoch records" % block)
+    if len(tasks) != 1:
+        sys.exit("%s: the cells are of %d tasks (task, arch, tier); this check takes one: %s"
+                 % (block, len(tasks), sorted(tasks)))
+    print("%s: %s (%s/%s)" % (block, *next(iter(tasks))))
     compare("validation (best epoch, patience 5)", {k: best_under_patience(v)[0] for k, v in val.items()},
             enumerate_flips)
     test_path = os.path.join(block, "test", "test.ndjson")
