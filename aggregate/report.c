@@ -450,10 +450,23 @@ static void fmt_pub(char *buf, size_t n, enum pub_quantity q, double v, int star
 		fmt_delta(buf, n, v, star == 1);
 }
 
+/* how many published values we measured, and how many of those lie inside our interval */
+static void pub_counts(const struct data *d, const struct analysis *a, int *measured, int *inside)
+{
+	*measured = *inside = 0;
+	for (int i = 0; i < a->n_pub; i++)
+		if (isfinite(a->pub[i].ours)) {
+			(*measured)++;
+			*inside += pub_inside(&a->pub[i], &d->pubs[a->pub[i].pub]);
+		}
+}
+
 static struct table *published_table(const struct data *d, const struct analysis *a, const struct opts *o)
 {
 	if (!a->n_pub)
 		return NULL;
+	int nm, ni;
+	pub_counts(d, a, &nm, &ni);
 	char title[256], ci[64];
 	snprintf(title, sizeof title,
 	         "Against the published values: validation accuracy at the best epoch (patience %d), and test reads",
@@ -506,6 +519,7 @@ static struct table *published_table(const struct data *d, const struct analysis
 		}
 	}
 	table_note(t,
+	           "%d of the %d published values measured lie inside our interval. "
 	           "published: the published.value records read (their source); ours: mean %s accuracy (mean; test "
 	           "mean: the test reads' accuracy) or "
 	           "mean paired difference method - %s over seeds (delta), at the best epoch under patience %d "
@@ -516,7 +530,7 @@ static struct table *published_table(const struct data *d, const struct analysis
 	           "it). inside: the published value lies in our %d-resample percentile bootstrap interval (seed "
 	           "%llu), which holds our seeds' variation only, not the published run's: 'no' alone is not a "
 	           "disagreement.",
-	           "validation", o->baseline, o->patience, o->alpha, o->resamples, (unsigned long long)o->seed);
+	           ni, nm, "validation", o->baseline, o->patience, o->alpha, o->resamples, (unsigned long long)o->seed);
 	return t;
 }
 
@@ -901,6 +915,10 @@ int report_records(struct sb_jw *w, const struct data *d, const struct analysis 
 	sb_jw_kint(w, "published_unmatched", a->pub_unmatched);
 	sb_jw_kint(w, "published_other_patience", a->pub_other_patience);
 	sb_jw_kint(w, "published_other_baseline", a->pub_other_baseline);
+	int nm, ni;
+	pub_counts(d, a, &nm, &ni);
+	sb_jw_kint(w, "published_measured", nm);
+	sb_jw_kint(w, "published_inside", ni);
 	sb_jw_obj_end(w);
 	return sb_jw_line(w, err);
 }

@@ -110,6 +110,11 @@ t_result $? "one stats.published record per value of a task with records to meas
 grep '"kind":"stats.summary"' "$T/out.ndjson" | grep -q '"published_values":25,"published_compared":19,"published_unmatched":3,"published_other_patience":2,"published_other_baseline":1'
 t_result $? "stats.summary counts the values, those compared, without records (3: a validation mean where only test reads are, a test mean where none are), at another patience (2), from another baseline (1)" \
 	"$(grep -o '"published_[a-z_]*":[0-9]*' "$T/out.ndjson" | tr '\n' ' ')"
+# the summary's measured and inside counts are the records'
+nme=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep -vc '"ours":null')
+nin=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep -c '"inside":true')
+grep '"kind":"stats.summary"' "$T/out.ndjson" | grep -q "\"published_measured\":$nme,\"published_inside\":$nin[,}]" && [ "$nme" = 16 ]
+t_result $? "stats.summary: published_measured $nme (16) and published_inside $nin, as the records say"
 # our Holm mark is the paired comparison's
 sp=$(grep '"kind":"stats.paired"' "$T/out.ndjson" | grep '"split":"val","task":"cifar10","arch":"plain"' | grep '"method":"sparsemax"' | awk "$JF"'{ print jf($0,"supported") }')
 os=$(grep '"kind":"stats.published"' "$T/out.ndjson" | grep '"task":"cifar10","arch":"plain"' | grep '"method":"sparsemax","quantity":"delta"' | awk "$JF"'{ print jf($0,"ours_supported") }')
@@ -168,6 +173,7 @@ t_result $? "--baseline sparsemax: $nd differences compared, $nb counted as from
 # the Markdown table
 sb-stats -q --seed 7 --resamples 2000 --format md "$T/val.ndjson" "$T/pub.ndjson" >"$T/out.md" 2>/dev/null
 grep -q '^### Against the published values: validation accuracy at the best epoch (patience 5), and test reads$' "$T/out.md" &&
+	grep -q "^$nin of the 16 published values measured lie inside our interval\. " "$T/out.md" &&
 	grep -q '^| F-MNIST | top-k 0.5 | delta | test A | +0.0100\* | [+-]0\.[0-9]\{4\}\*\{0,1\} | \[[+-]0\.[0-9]\{4\}, [+-]0\.[0-9]\{4\}\] | 5 | \(yes\|no\) | [+-]0\.[0-9]\{4\} |$' "$T/out.md" &&
 	grep -q '^| CIFAR-10 | best of 6: [a-z0-9. -]* (published: sparsemax) | best_delta | test A | -0.0300 |' "$T/out.md" &&
 	grep -q '^| F-MNIST | softmax | delta | test A | +0.0010 | — | the baseline has no paired difference | — | — | — |$' "$T/out.md"
