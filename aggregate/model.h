@@ -246,6 +246,11 @@ struct analysis {
 };
 
 int analysis_run(const struct data *d, const struct opts *o, struct analysis *a, struct sb_err *err);
+/* the published value lies in our interval (bounds included) */
+static inline int pub_inside(const struct pub_result *r, const struct published *p)
+{
+	return r->lo <= p->value && p->value <= r->hi;
+}
 void analysis_free(struct analysis *a);
 
 /* ---- tables ---- */

@@ -432,12 +432,6 @@ static struct table *probe_pair_table(const struct data *d, const struct analysi
 
 static const char *QUANTITY[5] = {"mean", "delta", "best_delta", "budget_delta", "test_mean"};
 
-/* the published value lies in our interval (bounds included) */
-static int pub_inside(const struct pub_result *r, const struct published *p)
-{
-	return r->lo <= p->value && p->value <= r->hi;
-}
-
 static void fmt_pub(char *buf, size_t n, enum pub_quantity q, double v, int star)
 {
 	if (!isfinite(v))

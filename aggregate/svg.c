@@ -593,7 +593,7 @@ static double published_panel(struct svg *s, const struct data *d, const struct 
 	}
 	svg_line(s, ax_x(&ax, 0), ax.y0, ax_x(&ax, 0), ax.y0 + ax.h, "#555", 1.2, "5,4");
 	svg_text(s, ax.x0 + ax.w / 2, ax.y0 + ax.h + 38, 13, "middle", NULL, 0,
-	         "ours " MINUS " published (percentage points of validation accuracy)");
+	         "ours " MINUS " published (percentage points of accuracy)");
 	int row = 0;
 	for (int i = 0; i < a->n_pub; i++) {
 		const struct pub_result *r = &a->pub[i];
@@ -603,8 +603,7 @@ static double published_panel(struct svg *s, const struct data *d, const struct 
 		double y = ax.y0 + (row + 0.5) * ROW, v = p->value;
 		if (row++ % 2)
 			svg_rect(s, 10, y - ROW / 2, ax.x0 - 14, ROW, "#f1f1f1", NULL);
-		int inside = r->lo <= v && v <= r->hi;
-		const char *c = inside ? "#000000" : "#D55E00";
+		const char *c = pub_inside(r, p) ? "#000000" : "#D55E00";
 		char lab[256], what[128];
 		group_label(d, r->group, lab, sizeof lab);
 		if (p->quantity == PUB_MEAN)
