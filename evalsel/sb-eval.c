@@ -806,6 +806,8 @@ int main(int argc, char **argv)
 			break;
 		case O_DEVICE:
 			o.device = optarg;
+			if (sb_device_check(optarg, &err))
+				sb_cli_usage_error("%s", err.msg);
 			break;
 		case O_SET:
 			o.settings[o.n_settings++] = optarg;

@@ -278,6 +278,9 @@ struct sb_backend {
 	void *impl;
 };
 
+/* A device name as lib/device_name.h parses it, and SB_EUSAGE for a CUDA name in a build without the CUDA backend: what
+ * the programs check while reading their options, before any work or guarded read. */
+int sb_device_check(const char *device, struct sb_err *err);
 /* Open a backend: device "cpu" (threads: 0 = all cores) or "cuda[:N]" when built with CUDA. */
 int sb_backend_open(const char *device, int threads, struct sb_backend **out, struct sb_err *err);
 void sb_backend_close(struct sb_backend *be);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "backend_cpu_simd.h"
+#include "device_name.h"
 #include "rng.h"
 
 /* ---------------------------------------------------------------- workers */
@@ -1244,17 +1245,22 @@ size_t sb_cpu_bytes_peak(struct sb_backend *be)
 	return im->bytes_peak;
 }
 
-int sb_backend_open(const char *device, int threads, struct sb_backend **out, struct sb_err *err)
+int sb_device_check(const char *device, struct sb_err *err)
 {
-	if (!device || !strcmp(device, "cpu"))
-		return sb_backend_cpu_open(threads, out, err);
-	if (!strncmp(device, "cuda", 4) && (device[4] == 0 || device[4] == ':' || device[4] == ',')) {
-		if (sb_backend_cuda_open)
-			return sb_backend_cuda_open(device, threads, out, err);
+	int cuda, index, tf32;
+	SB_TRY(sb_device_parse(device, &cuda, &index, &tf32, err));
+	if (cuda && !sb_backend_cuda_open)
 		return SB_ERR(err, SB_EUSAGE, "device '%s': this build has no CUDA backend (build with CUDA=1)",
 		              device);
-	}
-	return SB_ERR(err, SB_EUSAGE, "unknown device '%s' (expected cpu or cuda[:N][,tf32])", device);
+	return 0;
+}
+
+int sb_backend_open(const char *device, int threads, struct sb_backend **out, struct sb_err *err)
+{
+	SB_TRY(sb_device_check(device, err));
+	if (!device || !strcmp(device, "cpu"))
+		return sb_backend_cpu_open(threads, out, err);
+	return sb_backend_cuda_open(device, threads, out, err);
 }
 
 void sb_backend_close(struct sb_backend *be)

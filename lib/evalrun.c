@@ -29,8 +29,11 @@ struct sb_evalrun {
 	const struct sb_dataset *ds;
 };
 
-int sb_evalrun_available(struct sb_err *err)
+int sb_evalrun_available(const char *device, int threads, struct sb_err *err)
 {
+	struct sb_backend *be = NULL;
+	SB_TRY(sb_backend_open(device ? device : "cpu", threads, &be, err));
+	sb_backend_close(be);
 	return 0;
 }
 

@@ -35,9 +35,10 @@ struct sb_evalrun_result {
 
 struct sb_evalrun;
 
-/* Is an evaluation engine linked in? (Always, since the engine was merged;
- * kept so that a build without one can say so before any data is read.) */
-int sb_evalrun_available(struct sb_err *err);
+/* Can this process evaluate on device (NULL: "cpu") with threads workers? The backend is
+ * opened and closed again, so that a missing GPU or a device name this build cannot use is
+ * found before any data is read (sb-test: before the read is recorded). */
+int sb_evalrun_available(const char *device, int threads, struct sb_err *err);
 
 /* Check a cell (the parsed cell.json of a run directory, read from path; NULL:
  * "cell.json"): valid for the engine's cell layer (sb_cell_from_json), and its

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "cli.h"
 #include "dataset.h"
 #include "evalrun.h"
@@ -296,6 +297,37 @@ static void ledger_record(struct sb_jw *w, const char *status, int read, const s
 	sb_jw_obj_end(w);
 }
 
+static char *test_file_path(const char *data_dir, const char *task)
+{
+	char *tdir = sb_path_join(data_dir, task);
+	char *tpath = tdir ? sb_path_join(tdir, "test.safetensors") : NULL;
+	free(tdir);
+	return tpath;
+}
+
+/* Before the read is recorded: each task's test file exists and can be opened for reading
+ * (its contents are read only by the read itself). SB_EIO naming the first that cannot. */
+static int check_test_files(const struct opts *o, const struct plan *plan, size_t n_plan, struct sb_err *err)
+{
+	for (size_t i = 0; i < n_plan; i++) {
+		char *tpath = test_file_path(o->data_dir, plan[i].task);
+		if (!tpath)
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		struct stat st;
+		int rc = 0;
+		if (stat(tpath, &st) != 0 || access(tpath, R_OK) != 0)
+			rc = SB_ERR(err, SB_EIO, "%s: %s (the test file of task '%s'; -d names the data directory, now "
+			                         "'%s'); nothing was read",
+			            tpath, strerror(errno), plan[i].task, o->data_dir);
+		else if (!S_ISREG(st.st_mode))
+			rc = SB_ERR(err, SB_EIO, "%s: not a regular file; nothing was read", tpath);
+		free(tpath);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 /* The read itself: open the test files, evaluate, write. Returns 0 or an error. */
 static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan *plan, size_t n_plan, int read_no,
                    const char *out_path, char out_sha[SB_SHA256_HEX], struct sb_err *err)
@@ -346,9 +378,7 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 				first = 0;
 		if (!first)
 			continue;
-		char *tdir = sb_path_join(o->data_dir, plan[i].task);
-		char *tpath = tdir ? sb_path_join(tdir, "test.safetensors") : NULL;
-		free(tdir);
+		char *tpath = test_file_path(o->data_dir, plan[i].task);
 		if (!tpath) {
 			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 			break;
@@ -528,6 +558,8 @@ int main(int argc, char **argv)
 			break;
 		case O_DEVICE:
 			o.device = optarg;
+			if (sb_device_check(optarg, &err))
+				sb_cli_usage_error("%s", err.msg);
 			break;
 		case O_HELP:
 			usage();
@@ -595,8 +627,9 @@ int main(int argc, char **argv)
 	size_t n_plan = 0;
 	if (load_plan(g.sel, o.runs, o.n_runs, &plan, &n_plan, &err))
 		sb_cli_die(&err);
-	/* 4. something to evaluate with: otherwise stop before the read counts */
-	if (sb_evalrun_available(&err))
+	/* 4. something to evaluate with, and every test file where it should be: otherwise stop
+	 * before the read counts (a typo in --device or -d must not use the read up) */
+	if (sb_evalrun_available(o.device, (int)o.threads, &err) || check_test_files(&o, plan, n_plan, &err))
 		sb_cli_die(&err);
 
 	/* 5. the read: recorded as started before the first test file is opened */

@@ -185,6 +185,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_DEVICE:
 			o->device = optarg;
+			if (sb_device_check(optarg, &err))
+				sb_cli_usage_error("%s", err.msg);
 			break;
 		case 'j':
 			if (sb_parse_int("--threads", optarg, 0, 1024, &v, &err))

@@ -24,6 +24,7 @@
 #include "ln_rows.cuh"
 #include "norm_rows.cuh"
 extern "C" {
+#include "device_name.h"
 #include "rng.h"
 }
 
@@ -1404,35 +1405,14 @@ static void set_flags(void)
 
 static int parse_device(const char *device, int *dev, int *tf32, struct sb_err *err)
 {
+	int cuda, named;
 	*dev = 0;
 	*tf32 = 0;
-	const char *e = getenv("SB_CUDA_TF32");
-	if (e && *e && strcmp(e, "0"))
-		*tf32 = 1;
-	if (!device || strncmp(device, "cuda", 4))
+	SB_TRY(sb_device_parse(device, &cuda, dev, &named, err));
+	if (!cuda)
 		return SB_ERR(err, SB_EUSAGE, "not a CUDA device name: '%s'", device ? device : "(null)");
-	const char *p = device + 4;
-	if (*p == ':') {
-		char *end;
-		long v = strtol(p + 1, &end, 10);
-		if (end == p + 1 || v < 0 || v > 255)
-			return SB_ERR(err, SB_EUSAGE, "device '%s': expected cuda[:N][,tf32]", device);
-		*dev = (int)v;
-		p = end;
-	}
-	while (*p == ',') {
-		const char *q = p + 1;
-		size_t n = strcspn(q, ",");
-		if (n == 4 && !strncmp(q, "tf32", 4))
-			*tf32 = 1;
-		else if (n == 4 && !strncmp(q, "fp32", 4))
-			*tf32 = 0;
-		else
-			return SB_ERR(err, SB_EUSAGE, "device '%s': unknown option (expected tf32 or fp32)", device);
-		p = q + n;
-	}
-	if (*p)
-		return SB_ERR(err, SB_EUSAGE, "device '%s': expected cuda[:N][,tf32]", device);
+	const char *e = getenv("SB_CUDA_TF32");
+	*tf32 = named >= 0 ? named : (e && *e && strcmp(e, "0") ? 1 : 0);
 	return 0;
 }
 

@@ -47,6 +47,18 @@ $ test "$(stat -c %Y runs/$id/val.ndjson)" = "$(date -d 2001-01-01 +%s)"
 > {"kind":"eval.epoch","v":1,"cell_id":"guardtask.softmax.s0.p
 > {"kind":"eval.done","v":1,"cell_id":"guardtask.softmax.s0.pl
 
+%%% a bad --device is a usage error at once, even where nothing would be evaluated
+$ . "$TOP/tests/fixtures/guard/lib.sh"
+$ id=$(mkcell runs guardtask softmax 0 "0.5 0.6")
+$ sb-eval -q -d /nonexistent --device gpu runs/$id
+? 2
+! sb-eval: unknown device 'gpu' (expected cpu or cuda[:N][,tf32])
+
+%%% a bad CUDA device option is a usage error
+$ sb-eval -q --device cuda,fp16 nosuch
+? 2
+! unknown option (expected tf32 or fp32)
+
 %%% a changed checkpoint is evaluated again (here: no data directory, so exit 4 shows the attempt)
 $ . "$TOP/tests/fixtures/guard/lib.sh"
 $ id=$(mkcell runs guardtask softmax 0 "0.5 0.6")

@@ -112,3 +112,19 @@ $ $TOP/build/tests/test_train --fixtures $T
 $ sb-train -q -d $T/data -o $T/runs --device tpu --task img --method softmax --seed 0
 ? 2
 ! unknown device 'tpu'
+
+%%% a bad --device is a usage error before anything else is looked at (--ids)
+$ printf '{"task":"img","method":"softmax","seed":0}\n' > cells.ndjson
+$ sb-train --ids --device gpu cells.ndjson
+? 2
+! unknown device 'gpu'
+
+%%% a bad --device with a missing data directory: still the usage error, not the I/O error
+$ sb-train -q -d /nonexistent -o runs --device gpu --task img --method softmax --seed 0
+? 2
+! unknown device 'gpu'
+
+%%% a CUDA index out of range is a usage error
+$ sb-train -q -d /nonexistent -o runs --device cuda:256 --task img --method softmax --seed 0
+? 2
+! N in [0, 255]

@@ -89,4 +89,41 @@ for a in $attacks; do
 	t_result $? "FIFO: $a refused at once (exit $rc, 124 would mean it opened the test file)"
 done
 
+# ---- set-up errors are found before the read is recorded (no ledger line, so no read used up) ----
+# the guard passes in each case; only the device or the data directory is wrong
+noledger() { [ ! -e "$T/s/selection.reads.ndjson" ]; }
+fresh
+sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/out" --device tpu "$T/s/runs" >/dev/null 2>"$T/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "unknown device 'tpu'" "$T/err" && noledger && [ ! -e "$T/s/out" ]
+t_result $? "--device tpu: usage error (exit $rc), no read recorded, no output directory"
+fresh
+sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/out" --device cuda:x "$T/s/runs" >/dev/null 2>"$T/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "cuda:x" "$T/err" && noledger
+t_result $? "--device cuda:x: usage error (exit $rc), no read recorded"
+fresh
+sb-test -q -s "$T/s/selection.json" -d "$T/nonexist" -o "$T/s/out" "$T/s/runs" >/dev/null 2>"$T/err"
+rc=$?
+[ $rc -eq 4 ] && grep -q "$T/nonexist/guardtask/test.safetensors: No such file" "$T/err" && grep -q "nothing was read" "$T/err" &&
+	noledger && [ ! -e "$T/s/out" ]
+t_result $? "-d a missing directory: exit $rc naming the test file, no read recorded ($(head -c 200 "$T/err"))"
+fresh
+rm -f "$T/s/data/guardtask/test.safetensors" && mkdir "$T/s/data/guardtask/test.safetensors"
+sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/out" "$T/s/runs" >/dev/null 2>"$T/err"
+rc=$?
+[ $rc -eq 4 ] && grep -q "not a regular file" "$T/err" && noledger
+t_result $? "the test file a directory: exit $rc, no read recorded"
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+	fresh
+	sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/out" --device cuda "$T/s/runs" >/dev/null 2>"$T/err"
+	rc=$?
+	[ $rc -eq 5 ] || [ $rc -eq 2 ] # 5: no GPU; 2: a build without the CUDA backend
+	ok=$?
+	[ $ok -eq 0 ] && noledger
+	t_result $? "--device cuda without a GPU: exit $rc, no read recorded"
+else
+	echo "ok - # SKIP a GPU is present: --device cuda would read"
+fi
+
 t_done
