@@ -26,18 +26,21 @@ static void usage(void)
 	       "row; rows may differ in length). Writes one JSON array per input line: the\n"
 	       "probabilities p = normalise(scores). With --backward each input line is an object\n"
 	       "{\"scores\":[...],\"grad\":[...]} (grad = dL/dp, the same length) and the output is\n"
-	       "dL/dscores. A score may be null or \"nan\" (NaN), \"inf\" or \"-inf\"; non-finite\n"
+	       "dL/dscores. A score may be null or \"nan\" (NaN), \"inf\" or \"-inf\" (a number beyond\n"
+	       "the double range, such as 1e400, reads as infinite too); non-finite\n"
 	       "outputs are written as null. Blank lines are skipped. No run.meta line is written:\n"
 	       "the output is exactly one row per input row.\n"
 	       "\n"
 	       "Options:\n"
 	       "  -m, --method M     softmax, topk_softmax_0125, topk_softmax_025 (= topk_softmax),\n"
-	       "                     topk_softmax_05, bottomk_softmax_0125, bottomk_softmax_025,\n"
-	       "                     sparsemax, entmax15, entmax_bisect, headwise_adaptive_entmax\n"
+	       "                     topk_softmax_05, bottomk_softmax_0125, bottomk_softmax_025\n"
+	       "                     (= bottomk_softmax), bottomk_softmax_05 (another ratio: its\n"
+	       "                     digits after the point, topk_softmax_0375 = 0.375), sparsemax,\n"
+	       "                     entmax15, entmax_bisect, headwise_adaptive_entmax\n"
 	       "  -r, --ratio R      top-k/bottom-k ratio in (0, 1], overriding the name's; keys kept:\n"
 	       "                     k = max(1, ceil(R n_valid)), ties to the lower index\n"
 	       "  -a, --alpha A      alpha of entmax_bisect and headwise_adaptive_entmax (default 1.5),\n"
-	       "                     clamped to [1.05, 2]\n"
+	       "                     clamped to [1.05, 2] (dL/dalpha is 0 outside it)\n"
 	       "  -b, --backward     gradient mode (input objects, see above)\n"
 	       "      --dalpha       with --backward and an alpha method: write\n"
 	       "                     {\"grad\":[...],\"dalpha\":D} (D = dL/dalpha) instead of the array\n"
@@ -279,8 +282,6 @@ int main(int argc, char **argv)
 		sb_cli_usage_error("--unrolled applies to entmax15, entmax_bisect and headwise_adaptive_entmax");
 	nm.unrolled = o.unrolled;
 	nm.mask = o.mask;
-	if (nm.kind == SB_NORM_ENTMAX_BISECT)
-		o.alpha = nm.alpha; /* clamped by sb_norm_parse */
 
 	struct sb_ndjson_reader *r = NULL;
 	if (sb_ndjson_open(o.input, &r, &err))

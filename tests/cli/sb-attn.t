@@ -214,3 +214,16 @@ $ sb-attn -m softmax no-such-file.ndjson
 $ echo '[1,2]' | sb-attn -m softmax > /dev/full
 ? 4
 ! sb-attn: write error
+
+%%% entmax_bisect: alpha outside [1.05, 2] is clamped and gets no gradient (torch.clamp's rule), inside it does
+$ for a in 0.5 1.05 2 3; do echo '{"scores":[1,1.2,0.9],"grad":[1,-2,0.5]}' | sb-attn -m entmax_bisect -a $a -b --dalpha | sed 's/.*"dalpha"://; s/}//'; done | awk '{z = ($1 == 0); printf "%s ", z} END {print ""}'
+> 1 0 0 1 
+
+%%% entmax_bisect: the clamped alpha's forward equals the bound's, in float and in double (the bound is float32's 1.05, 1.0499999523162842, in both)
+$ for d in "" --double; do test "$(echo '[1,1.2,0.9]' | sb-attn -m entmax_bisect -a 0.5 $d)" = "$(echo '[1,1.2,0.9]' | sb-attn -m entmax_bisect -a 1.0499999523162842 $d)" && test "$(echo '[1,1.2,0.9]' | sb-attn -m entmax_bisect -a 7 $d)" = "$(echo '[1,1.2,0.9]' | sb-attn -m entmax_bisect -a 2 $d)" && echo same; done
+> same
+> same
+
+%%% bottomk_softmax_05 keeps the lower half (k = ceil(0.5 n))
+$ echo '[1,3,3,2]' | sb-attn -m bottomk_softmax_05 | tr -d '[]' | awk -F, '{print ($2 == 0 && $3 == 0 && $1 < $4) ? "ok" : $0}'
+> ok
