@@ -197,18 +197,22 @@ static int cell_find(const struct data *d, int g, int m, int64_t seed)
 }
 
 /* The run of (g, m, seed) that records with this cell_id belong to, or -1 for a new run: the
- * run of that cell_id; without a cell_id, the latest run; a run read without any cell_id so
- * far takes the first cell_id it meets. */
+ * open run of that cell_id in the current input (open: no eval.done read yet); without a
+ * cell_id, the latest run if it is open and of the current input; a run read without any
+ * cell_id so far takes the first cell_id it meets. A run of an earlier input, or a closed one,
+ * is never continued: the same cell_id there is a rerun. */
 static int run_find(struct data *d, int g, int m, int64_t seed, const char *cell_id, struct sb_err *err, int *rc)
 {
 	*rc = 0;
-	int head = cell_find(d, g, m, seed);
+	int head = cell_find(d, g, m, seed), file = d->n_files - 1;
+	if (head >= 0 && (d->cells[head].file != file || d->cells[head].has_done) && !cell_id)
+		return -1;
 	if (!cell_id || head < 0)
 		return head;
-	for (int c = head; c >= 0; c = d->cells[c].prev)
+	for (int c = head; c >= 0 && d->cells[c].file == file; c = d->cells[c].prev)
 		if (d->cells[c].cell_id && !strcmp(d->cells[c].cell_id, cell_id))
-			return c;
-	if (!d->cells[head].cell_id) {
+			return d->cells[c].has_done ? -1 : c;
+	if (!d->cells[head].cell_id && d->cells[head].file == file && !d->cells[head].has_done) {
 		if (!(d->cells[head].cell_id = strdup(cell_id)))
 			*rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 		return head;
@@ -226,6 +230,7 @@ static int cell_new(struct data *d, int g, int m, int64_t seed, const char *cell
 	c->method = m;
 	c->seed = seed;
 	c->prev = cell_find(d, g, m, seed);
+	c->file = d->n_files - 1;
 	if (!(c->src = strdup(src)) || (cell_id && !(c->cell_id = strdup(cell_id))))
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	d->n_cells++;
@@ -320,8 +325,6 @@ static int load_eval_epoch(struct data *d, const struct sb_json *rec, const char
 		SB_TRY(cell_new(d, g, m, seed, cell_id, src, err));
 		c = d->n_cells - 1;
 	}
-	if (d->cells[c].has_done)
-		return SB_ERR(err, SB_EDATA, "cell %s: eval.epoch after its eval.done", cell_id ? cell_id : "(no cell_id)");
 	return cell_set(&d->cells[c], epoch, acc, ent, err);
 }
 
@@ -348,8 +351,6 @@ static int load_eval_done(struct data *d, const struct sb_json *rec, const char 
 		c = d->n_cells - 1;
 	}
 	struct cell *ce = &d->cells[c];
-	if (ce->has_done)
-		return SB_ERR(err, SB_EDATA, "cell %s: a second eval.done", cell_id ? cell_id : "(no cell_id)");
 	ce->has_done = 1;
 	if (strcmp(status, "completed") != 0) {
 		ce->excluded = 1;
@@ -544,6 +545,7 @@ static int load_published(struct data *d, const struct sb_json *rec, const char 
 int data_load(struct data *d, void *reader, struct sb_err *err)
 {
 	struct sb_ndjson_reader *r = reader;
+	d->n_files++;
 	for (;;) {
 		struct sb_json *rec;
 		SB_TRY(sb_ndjson_next(r, &rec, err));

@@ -45,6 +45,7 @@ struct cell {
 	/* while loading, every run (cell_id) is a cell of its own; data_check keeps one per
 	 * (group, method, seed) */
 	int prev;      /* the previous run of the same (group, method, seed), or -1 */
+	int file;      /* the input (data_load call) its records came from, from 0 */
 	int has_done;  /* an eval.done record was read */
 	int excluded;  /* eval.done: training not completed (supersedes nothing) */
 	int partial;   /* eval.done: not every epoch evaluated (unusable when it wins) */
@@ -109,6 +110,7 @@ struct data {
 	char excluded_example[400];
 	int superseded_tests, superseded_probes;
 	long records, ignored;
+	int n_files; /* data_load calls so far: the current input is n_files - 1 */
 	/* hash index of cells by (group, method, seed) */
 	int *cell_index;
 	size_t index_cap;
@@ -116,7 +118,11 @@ struct data {
 
 void data_init(struct data *d);
 void data_free(struct data *d);
-/* Read every record of one reader into d. Unknown kinds are counted and ignored. */
+/* Read every record of one reader into d. Unknown kinds are counted and ignored. A run is
+ * the records of one cell_id (or of none) in one input, up to its eval.done: the same cell in
+ * a later input, or after its eval.done, is a rerun (cell_ids are hashes of the cell's
+ * settings, so a rerun carries its original's), and data_check keeps the later one, as
+ * sb-freeze does with the later log. */
 int data_load(struct data *d, void *reader /* struct sb_ndjson_reader * */, struct sb_err *err);
 /* After loading: keep one run per (group, method, seed): runs whose eval.done says the
  * training did not complete (or not every epoch was evaluated) are excluded first, then the

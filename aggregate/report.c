@@ -218,8 +218,8 @@ static struct table *main_table(const struct data *d, const struct comparison *c
 	free(ord);
 	table_note(t,
 	           "Cells: %s column = mean %s accuracy of %s; others = mean paired difference (method - %s) over the "
-	           "seeds present in both arms. * = Holm-adjusted paired-t p < %g (Holm over the methods of each "
-	           "row).%s",
+	           "seeds present in both arms. * = Holm-adjusted paired-t p < %g (Holm over the protocol's six "
+	           "sparse methods of each row; any other method is a family of its own).%s",
 	           o->baseline, test ? "test" : "validation", o->baseline, o->baseline, o->alpha,
 	           test ? "" : " Threshold: the pre-fixed softmax threshold of PROTOCOL A7.");
 	if (!any_threshold || test)
@@ -276,7 +276,8 @@ static struct table *detail_table(const struct data *d, const struct comparison 
 	table_note(
 	    t,
 	    "delta = mean(method - %s); CI: %d-resample percentile bootstrap over seeds (seed %llu); t: signed "
-	    "paired t; p (t): two-sided (PROTOCOL A7 rules); Holm over the methods of each dataset; * = Holm p < %g; "
+	    "paired t; p (t): two-sided (PROTOCOL A7 rules); Holm over the six sparse methods of each dataset (any "
+	    "other method: a family of its own); * = Holm p < %g; "
 	    "Wilcoxon: signed-rank, zero differences dropped, exact for <= 50 non-zero differences; dz = "
 	    "mean/sd of the differences.",
 	    o->baseline, o->resamples, (unsigned long long)o->seed, o->alpha);

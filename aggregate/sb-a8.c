@@ -95,10 +95,14 @@ static const char *probe_names[NPROBE] = {"probe_dense_entropy", "probe_boundary
 
 /* One run (a cell_id, or without one task.method.seed.arch.tier). budget, status and
  * evaluated come from the run's eval.done (done = 1): the cell's registered epochs, sb-train's
- * train_status, epochs_evaluated (-1 when the record lacks it). */
+ * train_status, epochs_evaluated (-1 when the record lacks it). A run's evaluation records are
+ * those of its id in one input file up to its eval.done: the same id in a later file, or after
+ * the eval.done, is a rerun (cell_ids hash the cell's settings, so a rerun carries its
+ * original's) and select_runs keeps the later one. file: the input its evaluation came from
+ * (-1 while it has only a test.cell). */
 struct run {
 	char id[160], task[64], method[64], arch[32], tier[32], status[48];
-	int seed, budget, n_val, done, evaluated;
+	int seed, budget, n_val, done, evaluated, file;
 	int have[MAXE], have_test;
 	double acc[MAXE], ent[MAXE], probe[MAXE][NPROBE], test_acc;
 };
@@ -111,11 +115,23 @@ static struct {
 	int used, status, no_done, partial, superseded;
 } left;
 
-static struct run *run_get(const char *id)
+/* The run that a record of id from input file belongs to: for a test.cell (eval 0), the
+ * latest run of id; for evaluation records, the latest run of id when it is open in this file
+ * or has no evaluation yet (a test.cell read first); otherwise a new run. */
+static struct run *run_get(const char *id, int file, int eval)
 {
-	for (int i = nruns - 1; i >= 0; i--)
-		if (strcmp(runs[i].id, id) == 0)
-			return &runs[i];
+	for (int i = nruns - 1; i >= 0; i--) {
+		if (strcmp(runs[i].id, id) != 0)
+			continue;
+		struct run *r = &runs[i];
+		if (!eval)
+			return r;
+		if (r->file < 0 || (r->file == file && !r->done)) {
+			r->file = file;
+			return r;
+		}
+		break;
+	}
 	if (nruns == caprun) {
 		caprun = caprun ? 2 * caprun : 256;
 		runs = realloc(runs, (size_t)caprun * sizeof *runs);
@@ -127,6 +143,7 @@ static struct run *run_get(const char *id)
 	struct run *r = &runs[nruns++];
 	memset(r, 0, sizeof *r);
 	snprintf(r->id, sizeof r->id, "%s", id);
+	r->file = eval ? file : -1;
 	return r;
 }
 
@@ -179,7 +196,7 @@ static int next_record(const char *buf, size_t len, size_t *at, int *line, const
 }
 
 /* with_test: also sb-test's test.cell records (their test_accuracy, for m3) */
-static int load(const char *path, struct sb_input *in, int with_test, struct sb_err *err)
+static int load(const char *path, int file, struct sb_input *in, int with_test, struct sb_err *err)
 {
 	char *buf;
 	size_t len;
@@ -209,7 +226,7 @@ static int load(const char *path, struct sb_input *in, int with_test, struct sb_
 				snprintf(idb, sizeof idb, "%s.%s.s%lld.%s.%s", task, method, (long long)seed, arch, tier);
 				id = idb;
 			}
-			struct run *r = run_get(id);
+			struct run *r = run_get(id, file, !tc);
 			snprintf(r->task, sizeof r->task, "%s", task);
 			snprintf(r->method, sizeof r->method, "%s", method);
 			/* the defaults only where no record of the run said otherwise */
@@ -2318,7 +2335,7 @@ int main(int argc, char **argv)
 		sb_cli_usage_error("n3a reads at most %d files", (int)(sizeof n3paths / sizeof n3paths[0]));
 	for (int i = 0; i < nin; i++) {
 		int rc = which == 7 ? n3a_load(argv[optind + i], i, &in[i], &err)
-		                    : load(argv[optind + i], &in[i], which == 6, &err);
+		                    : load(argv[optind + i], i, &in[i], which == 6, &err);
 		if (rc)
 			sb_cli_die(&err);
 	}

@@ -563,7 +563,15 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 			            (long long)split.n_val, (long long)c.n_val);
 			goto out_paths;
 		}
-		struct sb_evalrun_opts eo = {.device = o->device, .threads = (int)o->threads, .probe = !o->no_probe};
+		const struct sb_json *nt = sb_json_get(c.json, "n_train");
+		int64_t n_train;
+		if (nt && (sb_json_int64(nt, &n_train) || n_train != split.n_train)) {
+			rc = SB_ERR(err, SB_EDATA, "%s: the training split has %lld examples, cell.json says n_train %s",
+			            run, (long long)split.n_train, nt->type == SB_JSON_NUMBER ? nt->text : "(not a number)");
+			goto out_paths;
+		}
+		struct sb_evalrun_opts eo = {
+		    .device = o->device, .threads = (int)o->threads, .probe = !o->no_probe, .cell_path = cell_path};
 		if ((rc = sb_evalrun_open(c.json, ds, &eo, &er, err)))
 			goto out_paths;
 	}

@@ -197,6 +197,39 @@ static const char *cell_unusable(const struct sb_val_cell *vc, int patience, int
 	return buf;
 }
 
+/* A log modified after the freeze's own time (clock skew, or a log still being written):
+ * exit 3 naming the newest such log, its time and how far ahead it is. */
+static _Noreturn void die_future_log(const struct sb_vallog *logs, int n_logs, double frozen_unix)
+{
+	int k = 0;
+	for (int i = 1; i < n_logs; i++)
+		if (logs[i].mtime > logs[k].mtime)
+			k = i;
+	int ahead = 0;
+	for (int i = 0; i < n_logs; i++)
+		ahead += logs[i].mtime > frozen_unix;
+	struct sb_err err = {0};
+	SB_ERR(&err, SB_EDATA,
+	       "%s: modified %.1f s in the future (clock skew?; %d log(s) ahead of the clock): cannot freeze",
+	       logs[k].path, logs[k].mtime - frozen_unix, ahead);
+	die(&err);
+}
+
+/* An included cell whose log holds a null validation accuracy (sb-eval writes null for a
+ * non-finite one) at an epoch the rule did not use: the null counts as no improvement (the
+ * study's `acc > best` is false for NaN), which is allowed but said, once per cell. */
+static void warn_null_epochs(const char *path, const struct sb_val_cell *vc)
+{
+	size_t n = 0, first = 0;
+	for (size_t i = 0; i < vc->n_ep; i++)
+		if (isnan(vc->ep[i].val_accuracy) && !n++)
+			first = i;
+	if (n)
+		sb_cli_warn("%s: cell %s: %zu null validation accuracy(s), the first after epoch %lld: "
+		            "counted as no improvement",
+		            path, vc->cell_id, n, (long long)vc->ep[first].epochs_completed);
+}
+
 static void key_cell(struct sb_jw *w, const char *task, const char *method, int64_t seed)
 {
 	sb_jw_kstr(w, "task", task);
@@ -644,6 +677,7 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 		} else {
 			ce->included = 1;
 			cells_used[ce->log]++;
+			warn_null_epochs(logs[ce->log].path, vc);
 		}
 	}
 	free(rs);
@@ -668,11 +702,8 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 	char frozen_at[32];
 	double frozen_unix;
 	sb_time_rfc3339(frozen_at, &frozen_unix);
-	if (newest > frozen_unix) {
-		SB_ERR(&err, SB_EDATA,
-		       "a validation log has a modification time in the future (clock skew?): cannot freeze");
-		die(&err);
-	}
+	if (newest > frozen_unix)
+		die_future_log(logs, n_logs, frozen_unix);
 	char *sel_dir = sb_path_dirname(o->out), *map_rel = NULL;
 	if (!sel_dir) {
 		SB_ERR(&err, SB_EINTERNAL, "out of memory");
@@ -1052,6 +1083,7 @@ int main(int argc, char **argv)
 		} else {
 			ce->included = 1;
 			cells_used[ce->log]++;
+			warn_null_epochs(logs[ce->log].path, vc);
 		}
 	}
 	free(rs);
@@ -1081,11 +1113,8 @@ int main(int argc, char **argv)
 	char frozen_at[32];
 	double frozen_unix;
 	sb_time_rfc3339(frozen_at, &frozen_unix);
-	if (newest > frozen_unix) {
-		SB_ERR(&err, SB_EDATA,
-		       "a validation log has a modification time in the future (clock skew?): cannot freeze");
-		die(&err);
-	}
+	if (newest > frozen_unix)
+		die_future_log(logs, n_logs, frozen_unix);
 
 	/* 6. the payload (paths relative to the selection's directory, made if missing) */
 	char *sel_dir = sb_path_dirname(o.out);

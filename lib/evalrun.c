@@ -63,6 +63,35 @@ static int check_cell(const struct sb_json *cell, const char *path, struct sb_ce
 	return 0;
 }
 
+/* The fields sb-train derived from the cell, the dataset and the model (train/train_run.c
+ * write_cell_json), where cell.json has them: an edit to one is an edited cell.json too. */
+static int check_derived(const struct sb_json *cell, const char *path, const struct sb_dataset *ds,
+                         const struct sb_encoder *m, struct sb_err *err)
+{
+	const struct {
+		const char *key;
+		int64_t want;
+	} f[] = {{"parameter_count", (int64_t)sb_encoder_param_count(m)},
+	         {"seq_len", m->T},
+	         {"classes", ds->classes}};
+	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+		const struct sb_json *v = sb_json_get(cell, f[i].key);
+		int64_t got;
+		if (!v)
+			continue;
+		if (sb_json_int64(v, &got))
+			return SB_ERR(err, SB_EDATA, "%s: field '%s' must be an integer", path, f[i].key);
+		if (got != f[i].want)
+			return SB_ERR(err, SB_EDATA, "%s: %s %lld, but the cell's model and dataset give %lld", path,
+			              f[i].key, (long long)got, (long long)f[i].want);
+	}
+	const struct sb_json *mo = sb_json_get(cell, "modality");
+	const char *want = ds->modality == SB_IMAGE ? "image" : "text";
+	if (mo && (mo->type != SB_JSON_STRING || strcmp(mo->text, want) != 0))
+		return SB_ERR(err, SB_EDATA, "%s: field 'modality' must be \"%s\", the dataset's", path, want);
+	return 0;
+}
+
 int sb_evalrun_cell_check(const struct sb_json *cell, const char *path, struct sb_err *err)
 {
 	struct sb_cell c;
@@ -94,6 +123,7 @@ int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, con
 	if ((rc = sb_cell_model_cfg(&r->cell, ds, &cfg, err)) ||
 	    (rc = sb_backend_open(o && o->device ? o->device : "cpu", o ? o->threads : 0, &r->be, err)) ||
 	    (rc = sb_encoder_new(&cfg, r->be, r->batch, &r->m, err)) ||
+	    (rc = check_derived(cell, o && o->cell_path ? o->cell_path : "cell.json", ds, r->m, err)) ||
 	    (rc = sb_encoder_data_open(r->be, ds, &r->data, err))) {
 		sb_evalrun_close(r);
 		return rc;

@@ -123,6 +123,31 @@ $ sb-a8 bottomk v.ndjson | grep -o '"method":"softmax","runs":[0-9]*\|"runs_[a-z
 > "runs_superseded":1
 ! 1 run(s) superseded by a later run of the same task/method/seed/arch/tier/epochs (e.g. first)
 
+%%% the same cell_id rerun in a later file (cell_ids hash the settings, so a rerun carries its original's): the later completed run wins, a later failed one displaces nothing
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ $R -i same0 cifar10 softmax 0 4 0.50 >v.ndjson
+$ $R -i same1 cifar10 softmax 1 4 0.70 >>v.ndjson
+$ $R -i same0 cifar10 softmax 0 4 0.70 >rerun.ndjson
+$ $R -i same1 -s failed_nonfinite_loss cifar10 softmax 1 4 0.10 >>rerun.ndjson
+$ sb-a8 bottomk v.ndjson rerun.ndjson | grep -o '"method":"softmax","runs":[0-9]*\|"runs_[a-z_]*":[0-9]*\|"dense_mean":[0-9.]*'
+> "method":"softmax","runs":2
+> "dense_mean":0.7
+> "runs_used":2
+> "runs_excluded_status":1
+> "runs_excluded_no_eval_done":0
+> "runs_excluded_partial":0
+> "runs_superseded":1
+! 1 run(s) superseded by a later run of the same task/method/seed/arch/tier/epochs (e.g. same0)
+
+%%% the same, appended to one stream after each run's eval.done: the same result
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ { $R -i same0 cifar10 softmax 0 4 0.50; $R -i same1 cifar10 softmax 1 4 0.70; $R -i same0 cifar10 softmax 0 4 0.70; $R -i same1 -s failed_nonfinite_loss cifar10 softmax 1 4 0.10; } >v.ndjson
+$ sb-a8 bottomk v.ndjson | grep -o '"dense_mean":[0-9.]*\|"runs_superseded":[0-9]*\|"runs_excluded_status":[0-9]*'
+> "dense_mean":0.7
+> "runs_excluded_status":1
+> "runs_superseded":1
+! 1 run(s) superseded by a later run of the same task/method/seed/arch/tier/epochs (e.g. same0)
+
 %%% a later completed run that was not evaluated at every epoch wins and leaves its seed out (as sb-freeze, sb-stats)
 $ R=$TOP/tests/fixtures/a8/run.sh
 $ $R -i whole cifar10 softmax 0 4 0.50 >v.ndjson

@@ -84,6 +84,28 @@ $ grep -h '"basis"' best.json budget.json
 ~ "basis": "best_epoch_patience",
 ~ "basis": "fixed_budget",
 
+%%% a log modified in the future is named, with how far ahead it is; nothing written
+$ . "$TOP/tests/fixtures/guard/lib.sh"
+$ mkcell runs t topk_softmax_025 0 "0.5 0.6" >/dev/null
+$ id=$(mkcell runs t topk_softmax_05 0 "0.5 0.6")
+$ touch -d '+1 hour' runs/$id/val.ndjson
+$ sb-freeze -q --min-seeds 1 -o sel.json runs/*/val.ndjson || { rc=$?; test ! -e sel.json || exit 99; exit $rc; }
+? 3
+! /val.ndjson: modified 3
+! s in the future (clock skew?; 1 log(s) ahead of the clock): cannot freeze
+
+%%% a null validation accuracy at an epoch the rule does not use counts as no improvement, with a warning naming the log and cell
+$ . "$TOP/tests/fixtures/guard/lib.sh"
+$ mkcell runs t topk_softmax_025 0 "0.5 0.6 0.7" >/dev/null
+$ id=$(mkcell runs t topk_softmax_05 0 "0.5 0.9 0.8")
+$ sed -i '3s/"val_accuracy":0.9,/"val_accuracy":null,/' runs/$id/val.ndjson
+$ sb-freeze --min-seeds 1 -o sel.json runs/*/val.ndjson >/dev/null
+$ grep -m1 -A10 '"cell_id": "'$id'"' sel.json | grep -o '"selected_epoch": [0-9]*\|"val_accuracy": [0-9.]*'
+> "selected_epoch": 2
+> "val_accuracy": 0.8
+! runs/t.topk_softmax_05.s0
+! : 1 null validation accuracy(s), the first after epoch 2: counted as no improvement
+
 %%% patience 1 stops early
 $ . "$TOP/tests/fixtures/guard/lib.sh"
 $ mkcell runs t topk_softmax_025 0 "0.5 0.4 0.9" >/dev/null

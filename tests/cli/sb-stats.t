@@ -111,11 +111,32 @@ $ grep -o 'first: .*' err
 > "n":2,"seeds":[1,2]
 > first: v.ndjson:13: t/sparsemax seed 0: 0 of 1 epochs evaluated
 
-%%% an eval.done after which the same run has another epoch is malformed input
-$ printf '{"kind":"eval.done","v":1,"cell_id":"x","task":"t","method":"softmax","seed":0,"epochs":1,"epochs_evaluated":1,"train_status":"completed"}\n{"kind":"eval.epoch","v":1,"cell_id":"x","task":"t","method":"softmax","seed":0,"epoch":0,"val_accuracy":0.5}\n' >v.ndjson
-$ sb-stats -q v.ndjson
-? 3
-! v.ndjson:2: cell x: eval.epoch after its eval.done
+%%% a rerun of the same cell carries the same cell_id (a hash of its settings): in a later file it is a new run, and the later one wins, as in sb-freeze
+$ e() { printf '{"kind":"eval.epoch","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epoch":0,"val_accuracy":%s}\n' "$@"; }
+$ d() { printf '{"kind":"eval.done","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epochs":1,"epochs_evaluated":1,"train_status":"completed"}\n' "$@"; }
+$ for s in 0 1 2; do e s$s softmax $s 0.5$s; d s$s softmax $s; e a$s sparsemax $s 0.6$s; d a$s sparsemax $s; done >v.ndjson
+$ { e a1 sparsemax 1 0.91; d a1 sparsemax 1; } >rerun.ndjson
+$ sb-stats -q --resamples 100 v.ndjson rerun.ndjson >out.ndjson
+$ grep '"kind":"stats.paired"' out.ndjson | grep -o '"mean_method":[0-9.]*'
+$ grep -o '"superseded_cells":[0-9]*' out.ndjson
+> "mean_method":0.71
+> "superseded_cells":1
+
+%%% the same rerun appended to one stream (after its eval.done) is a rerun too: cat-ing the logs gives what the files give
+$ e() { printf '{"kind":"eval.epoch","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epoch":0,"val_accuracy":%s}\n' "$@"; }
+$ d() { printf '{"kind":"eval.done","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epochs":1,"epochs_evaluated":1,"train_status":"completed"}\n' "$@"; }
+$ for s in 0 1 2; do e s$s softmax $s 0.5$s; d s$s softmax $s; e a$s sparsemax $s 0.6$s; d a$s sparsemax $s; done >v.ndjson
+$ { e a1 sparsemax 1 0.91; d a1 sparsemax 1; } >rerun.ndjson
+$ sb-stats -q --resamples 100 v.ndjson rerun.ndjson | grep -v '"kind":"run.meta"' >files.ndjson
+$ cat v.ndjson rerun.ndjson | sb-stats -q --resamples 100 - | grep -v '"kind":"run.meta"' >stream.ndjson
+$ cmp files.ndjson stream.ndjson && echo same
+> same
+
+%%% without the eval.done between them, the same cell_id in one file is one run (an epoch given twice: the later value)
+$ e() { printf '{"kind":"eval.epoch","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epoch":%s,"val_accuracy":%s}\n' "$@"; }
+$ { e x softmax 0 0 0.5; e x softmax 0 1 0.6; e x softmax 0 1 0.7; } >v.ndjson
+$ sb-stats -q --resamples 100 --min-seeds 1 v.ndjson | grep -o '"superseded_cells":[0-9]*'
+> "superseded_cells":0
 
 %%% stdin gives the same table as the file
 $ sb-stats -q --seed 7 --resamples 2000 --format md - <$TOP/tests/golden/stats/fixtures/val.ndjson | awk '/^### /{n++} n==1 && /^\| /' >rows.md

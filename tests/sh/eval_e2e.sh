@@ -194,4 +194,17 @@ rc=$?
 [ $rc -eq 3 ] && grep -q "^sb-eval: edited/cell.json: cell_id '[^']*' is not the one its fields hash to" edited.err &&
 	cmp -s edited.before edited/val.ndjson && ! grep -q '"kind":"eval' edited.out
 t_result $? "an edited cell.json of an evaluated run: exit 3 naming edited/cell.json, val.ndjson unchanged, no records (exit $rc: $(head -c 300 edited.err))"
+# the fields sb-train derived (parameter_count, seq_len, classes, n_train, modality) are checked
+# too when the run is evaluated: each edit, on a run whose val.ndjson is gone, is exit 3 naming
+# the field, and nothing is written
+for edit in 's/"parameter_count":\([0-9]*\)/"parameter_count":1\1/' 's/"seq_len":\([0-9]*\)/"seq_len":9\1/' \
+	's/"classes":10/"classes":11/' 's/"n_train":\([0-9]*\)/"n_train":1\1/' 's/"modality":"image"/"modality":"text"/'; do
+	rm -rf derived && cp -r "$r0" derived && rm -f derived/val.ndjson derived/val-correct-*.bits
+	sed -i "$edit" derived/cell.json
+	field=$(printf '%s' "$edit" | sed 's/^s\/"\([a-z_]*\)".*/\1/')
+	sb-eval -q -d data derived >derived.out 2>derived.err
+	rc=$?
+	[ $rc -eq 3 ] && grep -q "derived.*$field" derived.err && [ ! -e derived/val.ndjson ] && ! grep -q '"kind":"eval' derived.out
+	t_result $? "an edited $field in cell.json: exit 3 naming it, nothing written (exit $rc: $(head -c 200 derived.err))"
+done
 t_done
