@@ -24,6 +24,7 @@
 #include "io.h"
 #include "json.h"
 #include "record.h"
+#include "freeze_cells.h"
 #include "runsel.h"
 #include "select.h"
 #include "vallog.h"
@@ -114,17 +115,6 @@ struct opts {
 	int patience_set, force, topk_opt; /* topk_opt: an option of rule topk_mean_val_acc given */
 };
 
-/* One cell of the logs, after the tier/arch filter. */
-struct cell {
-	const struct sb_val_cell *vc;
-	int log; /* index of its log */
-	int included;
-	const char *reason;
-	char reason_buf[300];
-	double acc;
-	int64_t epoch;
-};
-
 static const char *tier_of(const struct sb_val_cell *c)
 {
 	return c->tier;
@@ -152,50 +142,7 @@ static const char *sole_value(struct sb_vallog *logs, int n, const char *(*get)(
 	return one;
 }
 
-/* The order in which cells are judged, both rules (docs/sb-freeze.md, "Which cells take part"):
- *   1. the row filter of PROTOCOL A6 step 2 ("keep rows with status completed and a matching
- *      tier"): a cell of another tier or architecture (rule topk_mean_val_acc), or one whose
- *      eval.done gives a training status other than 'completed' (row_filtered), is dropped
- *      first and supersedes nothing: a failed rerun leaves the earlier completed run in use;
- *   2. among the cells kept, the later log wins on the cell's key ("the later file wins");
- *   3. the winner is then checked for integrity (cell_unusable: eval.done present, every epoch
- *      evaluated, a value under the rule). A winner that fails these is excluded and the key is
- *      left without a cell: the later run's status is completed (or unknown, without eval.done),
- *      so by the protocol it is the row that counts, and we cannot read it; falling back to the
- *      earlier run would hide that.
- * The order itself is lib/runsel.h's (sb-stats and sb-a8 use it too); row_filtered and
- * cell_unusable say, for each cell, whether it completed and whether it is whole. */
-
-/* Why a cell is dropped by the protocol's row filter (written to buf, which is returned), or
- * NULL when it is kept: its eval.done says training did not complete. A log without eval.done
- * does not say; it is kept here and excluded by cell_unusable after supersession. */
-static const char *row_filtered(const struct sb_val_cell *vc, char *buf, size_t n)
-{
-	if (!vc->done || strcmp(vc->train_status, "completed") == 0)
-		return NULL;
-	snprintf(buf, n, "training status is '%s', not 'completed'", vc->train_status);
-	return buf;
-}
-
-/* Why a cell kept by row_filtered cannot enter a selection should it win its key (written to
- * buf, which is returned), or NULL when it can: its value, the best validation accuracy under
- * patience within budget epochs (sb_val_cell_value), then in *acc and *epoch. Both rules. */
-static const char *cell_unusable(const struct sb_val_cell *vc, int patience, int64_t budget, double *acc,
-                                 int64_t *epoch, char *buf, size_t n)
-{
-	struct sb_err e = {0};
-	if (!vc->done)
-		snprintf(buf, n, "the log has no eval.done record (sb-eval did not finish)");
-	else if (row_filtered(vc, buf, n))
-		return buf; /* the callers filter first; so that this function alone never accepts one */
-	else if (vc->epochs_evaluated != vc->epochs || vc->n_ep != (size_t)vc->epochs)
-		snprintf(buf, n, "%zu of %lld epochs evaluated", vc->n_ep, (long long)vc->epochs);
-	else if (sb_val_cell_value(vc, patience, budget, acc, epoch, &e))
-		snprintf(buf, n, "%s", e.msg);
-	else
-		return NULL;
-	return buf;
-}
+/* Which cells take part, and the order in which they are judged: lib/freeze_cells.h. */
 
 /* A log modified after the freeze's own time (clock skew, or a log still being written):
  * exit 3 naming the newest such log, its time and how far ahead it is. */
@@ -459,29 +406,10 @@ struct m3cell {
 	char reason[400];
 };
 
-/* the cells' keys (sb_runsel_keys): (task, method, seed), and with FULL (arch, tier) too */
-static int vc_cmp(const struct sb_val_cell *a, const struct sb_val_cell *b, int full)
-{
-	int c = strcmp(a->task, b->task);
-	if (!c)
-		c = strcmp(a->method, b->method);
-	if (!c)
-		c = (a->seed > b->seed) - (a->seed < b->seed);
-	if (!c && full)
-		c = strcmp(a->arch, b->arch);
-	if (!c && full)
-		c = strcmp(a->tier, b->tier);
-	return c;
-}
-static int cell_cmp(int a, int b, void *cells)
-{
-	const struct cell *c = cells;
-	return vc_cmp(c[a].vc, c[b].vc, 0);
-}
 static int m3cell_cmp(int a, int b, void *cells)
 {
 	const struct m3cell *c = cells;
-	return vc_cmp(c[a].vc, c[b].vc, 1);
+	return sb_fz_vc_cmp(c[a].vc, c[b].vc, 1);
 }
 
 /* cell EARLY (of log EARLY_LOG) is superseded by the later cell LATE: its reason, and a warning */
@@ -609,9 +537,9 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 			if (s == nseeds)
 				seeds[nseeds++] = vc->seed;
 			int64_t ep;
-			rs[nc].completed = !row_filtered(vc, ce->reason, sizeof ce->reason);
+			rs[nc].completed = !sb_fz_row_filtered(vc, ce->reason, sizeof ce->reason);
 			rs[nc].whole = rs[nc].completed &&
-			               !cell_unusable(vc, 0, vc->epochs, &ce->acc, &ep, ce->reason, sizeof ce->reason);
+			               !sb_fz_cell_unusable(vc, 0, vc->epochs, &ce->acc, &ep, ce->reason, sizeof ce->reason);
 			nc++;
 		}
 	int n_keys;
@@ -1029,74 +957,39 @@ int main(int argc, char **argv)
 	const char *tier = o.tier ? o.tier : sole_value(logs, n_logs, tier_of, "--tier");
 	const char *arch = o.arch ? o.arch : sole_value(logs, n_logs, arch_of, "--arch");
 
-	/* 3. the cells of this tier and architecture; the rule's order (lib/runsel.h): the row
-	 * filter, then the later log wins on (task, method, seed), then the winners' integrity */
-	size_t n_all = 0;
-	for (int i = 0; i < n_logs; i++)
-		n_all += logs[i].n_cells;
-	struct cell *cells = calloc(n_all ? n_all : 1, sizeof *cells);
-	struct sb_runsel_item *rs = calloc(n_all ? n_all : 1, sizeof *rs);
+	/* 3. the cells of this tier and architecture, judged in the rule's order (lib/freeze_cells.h) */
+	struct sb_fz_cell *cells;
+	size_t nc;
 	int *cells_used = calloc((size_t)n_logs, sizeof *cells_used);
-	if (!cells || !rs || !cells_used) {
+	if (!cells_used) {
 		SB_ERR(&err, SB_EINTERNAL, "out of memory");
 		die(&err);
 	}
-	size_t nc = 0;
-	for (int i = 0; i < n_logs; i++)
-		for (size_t j = 0; j < logs[i].n_cells; j++) {
-			const struct sb_val_cell *vc = &logs[i].cells[j];
-			if ((tier && strcmp(vc->tier, tier) != 0) || (arch && strcmp(vc->arch, arch) != 0))
-				continue;
-			struct cell *ce = &cells[nc];
-			ce->vc = vc;
-			ce->log = i;
-			ce->reason = row_filtered(vc, ce->reason_buf, sizeof ce->reason_buf);
-			rs[nc].completed = !ce->reason;
-			rs[nc].whole =
-			    !ce->reason && !cell_unusable(vc, o.budget ? 0 : (int)o.patience, o.budget, &ce->acc,
-			                                  &ce->epoch, ce->reason_buf, sizeof ce->reason_buf);
-			nc++;
-		}
-	int n_keys;
-	if (sb_runsel_keys(rs, nc, cell_cmp, cells, &n_keys, &err) || sb_runsel_resolve(rs, nc, n_keys, NULL, &err))
+	if (sb_fz_topk_cells(logs, n_logs, tier, arch, (int)o.patience, o.budget, &cells, &nc, &err))
 		die(&err);
 	for (size_t k = 0; k < nc; k++) {
-		int p = rs[k].supersedes;
-		if (p >= 0) {
-			superseded(logs, cells[k].vc, cells[k].log, cells[p].vc, cells[p].log, cells[p].reason_buf,
-			           sizeof cells[p].reason_buf);
-			cells[p].reason = cells[p].reason_buf;
-		}
+		const struct sb_fz_cell *late = &cells[k], *early = late->supersedes >= 0 ? &cells[late->supersedes] : NULL;
+		if (early)
+			sb_cli_warn("%s: cell %s superseded by cell %s of the later log %s", logs[early->log].path,
+			            early->vc->cell_id, late->vc->cell_id, logs[late->log].path);
 	}
 	size_t n_excluded = 0;
 	for (size_t k = 0; k < nc; k++) {
-		struct cell *ce = &cells[k];
+		const struct sb_fz_cell *ce = &cells[k];
 		const struct sb_val_cell *vc = ce->vc;
-		if (rs[k].disp == SB_RUNSEL_FILTERED)
+		if (ce->disp == SB_RUNSEL_FILTERED || ce->disp == SB_RUNSEL_WINNER_NOT_WHOLE)
 			sb_cli_warn("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
-		if (rs[k].disp == SB_RUNSEL_FILTERED || rs[k].disp == SB_RUNSEL_SUPERSEDED) {
+		if (!ce->included) {
 			n_excluded++;
-		} else if (rs[k].disp == SB_RUNSEL_WINNER_NOT_WHOLE) {
-			ce->reason = ce->reason_buf; /* cell_unusable's */
-			n_excluded++;
-			sb_cli_warn("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
 		} else {
-			ce->included = 1;
 			cells_used[ce->log]++;
 			warn_null_epochs(logs[ce->log].path, vc);
 		}
 	}
-	free(rs);
 
 	/* 4. the rule */
-	struct sb_sel_cell *sc = calloc(nc ? nc : 1, sizeof *sc);
-	size_t ns = 0;
-	for (size_t k = 0; k < nc; k++)
-		if (cells[k].included)
-			sc[ns++] = (struct sb_sel_cell){cells[k].vc->task, cells[k].vc->method, cells[k].vc->seed,
-			                                cells[k].acc};
 	struct sb_selection sel;
-	if (sb_select_topk(sc, ns, sb_topk_methods, 3, (int)o.min_seeds, &sel, &err))
+	if (sb_fz_topk_select(cells, nc, (int)o.min_seeds, &sel, &err))
 		die(&err);
 	int n_chosen = 0;
 	for (size_t t = 0; t < sel.n_tasks; t++)
@@ -1203,7 +1096,7 @@ int main(int argc, char **argv)
 	sb_jw_key(&w, "cells");
 	sb_jw_arr(&w);
 	for (size_t k = 0; k < nc; k++) {
-		const struct cell *ce = &cells[k];
+		const struct sb_fz_cell *ce = &cells[k];
 		sb_jw_obj(&w);
 		cell_head(&w, ce->vc, ce->included);
 		if (ce->included) {
@@ -1231,14 +1124,9 @@ int main(int argc, char **argv)
 			for (int m = 0; m < 5; m++) {
 				const char *method = m < 4 ? sb_test_methods[m] : cd->method;
 				for (int s = 0; s < cd->n_seeds; s++) {
-					const struct cell *hit = NULL;
-					for (size_t k = 0; k < nc && !hit; k++)
-						if (cells[k].included && strcmp(cells[k].vc->task, cd->task) == 0 &&
-						    strcmp(cells[k].vc->method, method) == 0 &&
-						    cells[k].vc->seed == cd->seeds[s])
-							hit = &cells[k];
-					const struct sb_val_epoch *full =
-					    hit ? sb_val_cell_epoch(hit->vc, hit->vc->epochs) : NULL;
+					const struct sb_val_epoch *full;
+					const struct sb_fz_cell *hit =
+					    sb_fz_plan_cell(cells, nc, cd->task, method, cd->seeds[s], &full);
 					if (pass == 0 && full) {
 						sb_jw_obj(&w);
 						key_cell(&w, cd->task, method, cd->seeds[s]);
@@ -1304,7 +1192,6 @@ int main(int argc, char **argv)
 	sb_jw_free(&w);
 	free(sel_dir);
 	sb_selection_free(&sel);
-	free(sc);
 	free(cells);
 	free(cells_used);
 	for (int i = 0; i < n_logs; i++)
