@@ -23,6 +23,7 @@
 #include "cli.h"
 #include "dataset.h"
 #include "evalrun.h"
+#include "freeze_cells.h"
 #include "guard.h"
 #include "hash.h"
 #include "io.h"
@@ -46,6 +47,9 @@ static const char usage_text[] =
     "  freeze-status      (a selection of rule m3_confirmation) its status is exactly\n"
     "                     M3_VALIDATION_FROZEN_OFFICIAL_TEST_AUTHORIZED\n"
     "  switch-map-hash    (the same) the switch map it names still has the SHA-256 it froze\n"
+    "  selection-derivation (rule topk_mean_val_acc) the selection is what the rule gives on\n"
+    "                     the logs it lists: every cell's fate and value, each task's chosen\n"
+    "                     ratio and the test plan (caught also when re-hashed by hand)\n"
     "  single-read        the selection was not read before (the ledger next to it,\n"
     "                     selection.reads.ndjson for selection.json, says), unless --reread\n"
     "  output-fresh       OUT_DIR/test.ndjson does not exist\n"
@@ -121,6 +125,153 @@ __attribute__((format(printf, 4, 5))) static int refuse(struct sb_err *err, cons
 	vsnprintf(d, sizeof d, fmt, ap);
 	va_end(ap);
 	return SB_ERR(err, SB_EVERDICT, "%s: refused by the guard (%s): %s", path, check, d);
+}
+
+/* selection-derivation helpers: a JSON number that must equal want exactly (the writer prints
+ * doubles so that they read back to the same bits), an integer, a string */
+static int same_num(const struct sb_json *v, double want)
+{
+	return v && v->type == SB_JSON_NUMBER && v->number == want;
+}
+static int same_int(const struct sb_json *v, int64_t want)
+{
+	int64_t x;
+	return v && !sb_json_int64(v, &x) && x == want;
+}
+static int same_str(const struct sb_json *v, const char *want)
+{
+	return v && v->type == SB_JSON_STRING && strcmp(v->text, want) == 0;
+}
+
+/* Rule topk_mean_val_acc: the selection must be what the rule gives on the logs it lists (hashed
+ * by the guard): the cells' fates and values, the chosen ratio of every task, and the test plan.
+ * sb_fz_* (lib/freeze_cells.h) is the code sb-freeze froze with, so an edit that was re-hashed
+ * by hand (a ratio swapped, a cell dropped or its value changed, a plan entry added) is refused
+ * here, before the read is recorded. Reads the selection and the validation logs only. */
+static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_err *err)
+{
+	const struct sb_json *rule = sb_json_get(g->sel, "rule");
+	if (!same_str(sb_json_get(rule, "name"), "topk_mean_val_acc"))
+		return 0;
+	const char *check = "selection-derivation";
+	int64_t min_seeds, patience = 0, budget = 0;
+	const struct sb_json *pv = sb_json_get(rule, "patience"), *bv = sb_json_get(rule, "budget_epochs");
+	const struct sb_json *tv = sb_json_get(rule, "tier"), *av = sb_json_get(rule, "arch");
+	if (sb_json_int64(sb_json_get(rule, "min_seeds"), &min_seeds) || min_seeds < 1 || min_seeds > 1000000 ||
+	    (sb_json_int64(pv, &patience) && sb_json_int64(bv, &budget)) || patience < 0 || budget < 0 ||
+	    (tv && tv->type != SB_JSON_STRING && tv->type != SB_JSON_NULL) ||
+	    (av && av->type != SB_JSON_STRING && av->type != SB_JSON_NULL))
+		return refuse(err, sel, check, "the rule's min_seeds, patience or budget_epochs, tier or arch is malformed");
+	const char *tier = tv && tv->type == SB_JSON_STRING ? tv->text : NULL;
+	const char *arch = av && av->type == SB_JSON_STRING ? av->text : NULL;
+	const struct sb_json *lv = sb_json_get(g->sel, "validation_logs");
+	int n_logs = (int)lv->n, rc = 0;
+	struct sb_vallog *logs = calloc((size_t)n_logs + 1, sizeof *logs);
+	struct sb_fz_cell *cells = NULL;
+	size_t nc = 0;
+	struct sb_selection picked = {0};
+	if (!logs)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	int n_read = 0;
+	for (; n_read < n_logs && !rc; n_read++) {
+		const char *rel = sb_json_str(sb_json_get(lv->items[n_read], "path"), "");
+		char *path = rel[0] == '/' ? strdup(rel) : sb_path_join(g->sel_dir, rel);
+		if (!path)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		else if (sb_vallog_read(path, &logs[n_read], err))
+			rc = refuse(err, sel, check, "%s", err->msg);
+		else if (!same_str(sb_json_get(lv->items[n_read], "sha256"), logs[n_read].sha256))
+			rc = refuse(err, sel, "log-hash", "%s changed while it was checked", path);
+		free(path);
+	}
+	if (!rc && (rc = sb_fz_topk_cells(logs, n_logs, tier, arch, (int)patience, budget, &cells, &nc, err)) == 0)
+		rc = sb_fz_topk_select(cells, nc, (int)min_seeds, &picked, err);
+	if (rc == SB_EDATA)
+		rc = refuse(err, sel, check, "the listed logs cannot be selected from: %s", err->msg);
+	/* the cells: every one, in order, with its fate and value */
+	const struct sb_json *cv = sb_json_get(g->sel, "cells");
+	if (!rc && (!cv || cv->type != SB_JSON_ARRAY || cv->n != nc))
+		rc = refuse(err, sel, check, "it lists %zu cells; the rule on its logs judges %zu", cv ? cv->n : 0, nc);
+	for (size_t k = 0; !rc && k < nc; k++) {
+		const struct sb_json *c = cv->items[k];
+		const struct sb_fz_cell *f = &cells[k];
+		const struct sb_json *inc = sb_json_get(c, "included");
+		int ok = same_str(sb_json_get(c, "cell_id"), f->vc->cell_id) && same_int(sb_json_get(c, "log"), f->log) &&
+		         inc && inc->type == SB_JSON_BOOL && inc->boolean == f->included;
+		if (ok && f->included)
+			ok = same_int(sb_json_get(c, "selected_epoch"), f->epoch) &&
+			     same_num(sb_json_get(c, "val_accuracy"), f->acc);
+		if (!ok && f->included)
+			rc = refuse(err, sel, check,
+			            "cells[%zu] is not what the rule gives on its logs: cell %s of log %d, included, "
+			            "epoch %lld, validation accuracy %.17g",
+			            k, f->vc->cell_id, f->log, (long long)f->epoch, f->acc);
+		else if (!ok)
+			rc = refuse(err, sel, check,
+			            "cells[%zu] is not what the rule gives on its logs: cell %s of log %d, excluded (%s)", k,
+			            f->vc->cell_id, f->log, f->reason);
+	}
+	/* the chosen ratio of every task */
+	const struct sb_json *sv = sb_json_get(g->sel, "selected");
+	size_t n_chosen = 0;
+	for (size_t t = 0; !rc && t < picked.n_tasks; t++) {
+		if (picked.tasks[t].chosen < 0)
+			continue;
+		n_chosen++;
+		const struct sb_sel_cand *cd = &picked.cands[picked.tasks[t].chosen];
+		const struct sb_json *e = sb_json_get(sv, cd->task), *seeds = sb_json_get(e, "seeds");
+		int ok = same_str(sb_json_get(e, "topk_method"), cd->method) &&
+		         same_num(sb_json_get(e, "val_accuracy"), cd->val_accuracy) &&
+		         same_int(sb_json_get(e, "n_seeds"), cd->n_seeds) && seeds && seeds->type == SB_JSON_ARRAY &&
+		         seeds->n == (size_t)cd->n_seeds;
+		for (int i = 0; ok && i < cd->n_seeds; i++)
+			ok = same_int(seeds->items[i], cd->seeds[i]);
+		if (!ok)
+			rc = refuse(err, sel, check,
+			            "task %s: the rule on its logs chooses %s (mean validation accuracy %.17g over %d "
+			            "seeds), not what 'selected' says",
+			            cd->task, cd->method, cd->val_accuracy, cd->n_seeds);
+	}
+	if (!rc && (!sv || sv->type != SB_JSON_OBJECT || sv->n != n_chosen))
+		rc = refuse(err, sel, check, "'selected' names %zu task(s); the rule on its logs chooses %zu",
+		            sv && sv->type == SB_JSON_OBJECT ? sv->n : 0, n_chosen);
+	/* the test plan: PROTOCOL A6's methods plus the chosen ratio, for the chosen ratio's seeds */
+	const struct sb_json *tp = sb_json_get(g->sel, "test_plan");
+	size_t at = 0;
+	for (size_t t = 0; !rc && t < picked.n_tasks; t++) {
+		if (picked.tasks[t].chosen < 0)
+			continue;
+		const struct sb_sel_cand *cd = &picked.cands[picked.tasks[t].chosen];
+		for (int m = 0; !rc && m < 5; m++) {
+			const char *method = m < 4 ? sb_test_methods[m] : cd->method;
+			for (int s = 0; !rc && s < cd->n_seeds; s++) {
+				const struct sb_val_epoch *full;
+				const struct sb_fz_cell *hit = sb_fz_plan_cell(cells, nc, cd->task, method, cd->seeds[s], &full);
+				if (!hit || !full)
+					continue;
+				const struct sb_json *e = tp && tp->type == SB_JSON_ARRAY && at < tp->n ? tp->items[at] : NULL;
+				at++;
+				if (!(same_str(sb_json_get(e, "task"), cd->task) && same_str(sb_json_get(e, "method"), method) &&
+				      same_int(sb_json_get(e, "seed"), cd->seeds[s]) &&
+				      same_str(sb_json_get(e, "cell_id"), hit->vc->cell_id) &&
+				      same_int(sb_json_get(e, "epochs"), hit->vc->epochs) &&
+				      same_str(sb_json_get(e, "checkpoint_sha256"), full->checkpoint_sha256)))
+					rc = refuse(err, sel, check,
+					            "test_plan[%zu] is not what the rule gives on its logs: %s %s seed %lld, "
+					            "cell %s",
+					            at - 1, cd->task, method, (long long)cd->seeds[s], hit->vc->cell_id);
+			}
+		}
+	}
+	if (!rc && (!tp || tp->type != SB_JSON_ARRAY || tp->n != at))
+		rc = refuse(err, sel, check, "test_plan holds %zu cells; the rule on its logs plans %zu",
+		            tp && tp->type == SB_JSON_ARRAY ? tp->n : 0, at);
+	sb_selection_free(&picked);
+	free(cells);
+	for (int i = 0; i < n_read; i++)
+		sb_vallog_free(&logs[i]);
+	free(logs);
+	return rc;
 }
 
 /* A selection of rule m3_confirmation (or one carrying its status or switch map):
@@ -586,7 +737,7 @@ int main(int argc, char **argv)
 	for (int r = 1; r < o.n_runs; r++)
 		if (sb_guard_check_runs(&g, o.runs[r], &err))
 			sb_cli_die(&err);
-	if (m3_checks(&g, o.sel, &err))
+	if (m3_checks(&g, o.sel, &err) || derive_check(&g, o.sel, &err))
 		sb_cli_die(&err);
 	/* 2. one read per selection */
 	char *ledger = sb_guard_ledger_path(o.sel);

@@ -58,6 +58,50 @@ PY
 # a resealed selection with a later freeze time passes the hash check (that is what a hash can do);
 # what it cannot hide is the validation logs: they must still hash as recorded
 control "a selection resealed by hand (the hash recomputes)"
+# what a resealed selection cannot change either is what the rule gives on those logs:
+# sb-test derives it again (lib/freeze_cells.h, the code sb-freeze froze with)
+# reseal EXPR: apply the python statement EXPR to the selection d, recompute its hash
+reseal() {
+	python3 - "$T/s/selection.json" "$1" <<'PY'
+import json, sys, hashlib
+p = sys.argv[1]
+d = json.load(open(p))
+d.pop("sha256")
+exec(sys.argv[2])
+d["sha256"] = hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+json.dump(d, open(p, "w"), indent=2)
+PY
+}
+fresh
+reseal 'd["selected"]["guardtask"]["topk_method"] = "topk_softmax_05"'
+attack "resealed: the selected ratio swapped" selection-derivation
+fresh
+reseal 'd["selected"]["guardtask"]["val_accuracy"] += 0.01'
+attack "resealed: the selected ratio's mean changed" selection-derivation
+fresh
+reseal 'c = [c for c in d["cells"] if c["included"]][0]; c["val_accuracy"] -= 0.05'
+attack "resealed: an included cell's validation accuracy changed" selection-derivation
+fresh
+reseal 'c = [c for c in d["cells"] if c["included"]][0]; c["included"] = False; c["reason"] = "dropped"; c["selected_epoch"] = None; c["val_accuracy"] = None'
+attack "resealed: an included cell marked excluded" selection-derivation
+fresh
+reseal 'd["cells"].pop()'
+attack "resealed: a cell removed from the list" selection-derivation
+fresh
+reseal 'd["test_plan"].pop()'
+attack "resealed: a test-plan entry dropped" selection-derivation
+fresh
+reseal 'd["test_plan"].append(dict(d["test_plan"][0]))'
+attack "resealed: a test-plan entry repeated" selection-derivation
+fresh
+reseal 'd["test_plan"][0]["seed"] = 9'
+attack "resealed: a test-plan entry's seed changed" selection-derivation
+fresh
+reseal 'd["selected"]["other"] = dict(d["selected"]["guardtask"])'
+attack "resealed: a task added to the selection" selection-derivation
+fresh
+reseal 'd["rule"]["min_seeds"] = 99'
+attack "resealed: min_seeds raised past the seeds there are" selection-derivation
 fresh
 printf 'not json\n' >"$T/s/selection.json"
 attack "selection.json replaced by garbage" selection-format
