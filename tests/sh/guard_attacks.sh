@@ -46,32 +46,14 @@ json.dump(d, open(p, "w"), indent=2)
 PY
 attack "selection.json: the selected ratio swapped, old hash kept" selection-hash
 fresh
-python3 - "$T/s/selection.json" <<'PY'
-import json, sys, hashlib
-p = sys.argv[1]
-d = json.load(open(p))
-d.pop("sha256")
-d["frozen_at_unix_s"] += 3600
-d["sha256"] = hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-json.dump(d, open(p, "w"), indent=2)
-PY
+reseal_selection "$T/s/selection.json" 'd["frozen_at_unix_s"] += 3600'
 # a resealed selection with a later freeze time passes the hash check (that is what a hash can do);
 # what it cannot hide is the validation logs: they must still hash as recorded
 control "a selection resealed by hand (the hash recomputes)"
 # what a resealed selection cannot change either is what the rule gives on those logs:
 # sb-test derives it again (lib/freeze_cells.h, the code sb-freeze froze with)
 # reseal EXPR: apply the python statement EXPR to the selection d, recompute its hash
-reseal() {
-	python3 - "$T/s/selection.json" "$1" <<'PY'
-import json, sys, hashlib
-p = sys.argv[1]
-d = json.load(open(p))
-d.pop("sha256")
-exec(sys.argv[2])
-d["sha256"] = hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-json.dump(d, open(p, "w"), indent=2)
-PY
-}
+reseal() { reseal_selection "$T/s/selection.json" "$1"; } # tests/fixtures/guard/lib.sh
 fresh
 reseal 'd["selected"]["guardtask"]["topk_method"] = "topk_softmax_05"'
 attack "resealed: the selected ratio swapped" selection-derivation

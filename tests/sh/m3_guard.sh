@@ -9,6 +9,7 @@
 # switch map, each before any test file is opened (a FIFO in place of the test file, and
 # strace when it works); the read accepted when all is in order; sb-a8 m3 on the read.
 . "$(dirname "$0")/../shlib.sh"
+. "$TOP/tests/fixtures/guard/lib.sh"
 cd "$T"
 /usr/bin/python3 "$TOP/tests/fixtures/m3/gen_data.py" data cx
 for a in plain local_hybrid; do
@@ -107,17 +108,7 @@ refused() { # name check
 	[ $rc -eq 1 ] && grep -q "refused by the guard ($3)" s/err && [ ! -e s/selection.reads.ndjson ] && [ ! -e s/test ]
 	t_result $? "$2: exit 1, check $3, no ledger, no output (exit $rc: $(head -c 250 s/err))"
 }
-reseal() { # python expression on d, then the hash recomputed
-	python3 - s/selection.json "$1" <<'PY'
-import hashlib, json, sys
-p = sys.argv[1]
-d = json.load(open(p))
-d.pop("sha256")
-exec(sys.argv[2])
-d["sha256"] = hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-json.dump(d, open(p, "w"), indent=2)
-PY
-}
+reseal() { reseal_selection s/selection.json "$1"; } # tests/fixtures/guard/lib.sh
 fresh; reseal 'd["status"] = "M3_VALIDATION_INCOMPLETE"'; sbtest; refused $? "status M3_VALIDATION_INCOMPLETE, re-hashed (only the status check can catch it)" freeze-status
 fresh; reseal 'del d["status"]'; sbtest; refused $? "the status removed, re-hashed" freeze-status
 fresh; reseal 'd["status"] = "M3_VALIDATION_FROZEN_OFFICIAL_TEST_AUTHORIZED "'; sbtest; refused $? "a status that is almost the authorised one" freeze-status
