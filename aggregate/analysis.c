@@ -652,6 +652,10 @@ static int run_probes(const struct data *d, const struct opts *o, struct analysi
 		int base = strtab_find(&d->methods, o->baseline), has_base = 0;
 		for (int i = 0; i < nm; i++)
 			has_base |= ms[i] == base;
+		if (!has_base && !o->all_pairs && nm > 1)
+			sb_cli_warn("model %s has no probe records of the baseline '%s' (--baseline): its %d methods "
+			            "are compared pairwise, every pair in one Holm family (as --all-pairs)",
+			            d->models.s[mo], o->baseline, nm);
 		int first = a->n_pairs;
 		for (int i = 0; i < nm && !rc; i++)
 			for (int j = 0; j < nm && !rc; j++) {

@@ -685,10 +685,18 @@ static int bench(struct ev *e, struct sb_jw *w, struct sb_err *err)
 			goto out;
 	}
 	(void)rows_med;
-	/* budgets: blocks touched by the recipe's per-key selection, and a block-sparse kernel */
+	/* budgets: blocks touched by the recipe's per-key selection, and a block-sparse kernel; the
+	 * recipe is the first one evaluated (its sinks and window; the default recipe's when none
+	 * is), with k free keys for each budget */
+	struct sb_lm_mask base;
+	sb_lm_mask_parse("recipe", &base, NULL);
+	for (int i = 0; i < e->o->n_masks; i++)
+		if (e->o->masks[i].kind == SB_LM_MASK_RECIPE) {
+			base = e->o->masks[i];
+			break;
+		}
 	for (int bi = 0; bi < e->o->n_budgets; bi++) {
-		struct sb_lm_mask mk;
-		sb_lm_mask_parse("recipe", &mk, NULL);
+		struct sb_lm_mask mk = base;
 		mk.topk = e->o->budgets_k[bi];
 		struct sb_lm_attn_obs obs = {.sel = sel, .sel_n = seln, .cap = T};
 		memset(acc, 0, (size_t)NH * T * sizeof *acc);

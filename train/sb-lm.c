@@ -268,10 +268,20 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "--version"))
 		sb_cli_version();
+	/* the subcommand's own argv (argv[0], then what follows the command): a copy, so that
+	 * run.meta's argv (sb_cli_argv) stays the command line as typed, command included */
 	const char *cmd = argv[1];
-	argv[1] = argv[0];
+	char **sub = malloc((size_t)argc * sizeof *sub);
+	if (!sub) {
+		struct sb_err err = {0};
+		SB_ERR(&err, SB_EINTERNAL, "out of memory");
+		sb_cli_die(&err);
+	}
+	sub[0] = argv[0];
+	for (int i = 2; i <= argc; i++)
+		sub[i - 1] = argv[i];
 	argc--;
-	argv++;
+	argv = sub;
 	if (!strcmp(cmd, "train"))
 		return cmd_train(argc, argv);
 	if (!strcmp(cmd, "eval"))

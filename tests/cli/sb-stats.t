@@ -258,3 +258,13 @@ $ sb-stats bad.ndjson
 $ sb-stats -q --resamples 100 $TOP/tests/golden/stats/fixtures/test.ndjson >/dev/full
 ? 4
 ! write error
+
+%%% probes: a model without records of the baseline method is compared pairwise, with a warning naming it
+$ p() { printf '{"kind":"probe.result","v":1,"model":"%s","task":"t","method":"%s","probe_id":%s,"correct":%s}\n' "$@"; }
+$ for i in 0 1 2 3; do p m1 dense $i 1; p m1 recipe $i $((i % 2)); p m1 random $i 0; p m2 softmax $i 1; p m2 recipe $i 0; done >p.ndjson
+$ sb-stats -q p.ndjson | grep '"kind":"stats.probe_paired"' | grep -o '"model":"[^"]*","method_a":"[^"]*","method_b":"[^"]*"' | sort
+> "model":"m1","method_a":"dense","method_b":"random"
+> "model":"m1","method_a":"dense","method_b":"recipe"
+> "model":"m1","method_a":"recipe","method_b":"random"
+> "model":"m2","method_a":"recipe","method_b":"softmax"
+! sb-stats: model m1 has no probe records of the baseline 'softmax' (--baseline): its 3 methods are compared pairwise, every pair in one Holm family (as --all-pairs)

@@ -25,6 +25,10 @@ t_result $? "cell.json records the SHA-256 of the weights read"
 sb-lm import -q -o "$T/runs" --corpus "shakespeare=$TXT" --T 256 "$HF" >"$T/o2" 2>/dev/null
 [ "$(jq -r .status "$T/o2")" = existed ] && [ "$(jq -r .run_dir "$T/o2")" = "$run" ]
 t_result $? "a second import keeps the run (status existed)"
+# run.meta's argv is the command line as typed, the subcommand included (it can be replayed)
+sb-lm eval -q -j 1 --probes 0 --windows 1 --masks dense --bench-reps 1 -o "$T/argv" "$run" >/dev/null 2>"$T/e"
+[ "$(head -n 1 "$T/argv/eval.ndjson" | jq -c '.argv[1:4]')" = '["eval","-q","-j"]' ]
+t_result $? "sb-lm eval's run.meta argv keeps the subcommand ($(head -n 1 "$T/argv/eval.ndjson" | jq -c '.argv[0:3]'))"
 # evaluation, through sb-eval's family dispatch
 sb-eval -q --set probes=2 --set windows=4 --set tasks=niah_single_1,vt --set bench_reps=1 \
 	--set 'masks=dense;recipe:s=4,w=16,k=8;struct_random;random' "$run" >"$T/ev" 2>"$T/e"; rc=$?
