@@ -512,7 +512,21 @@ do_eval() {
 }
 
 # the validation logs of a block, for the programs (which read each cell's
-# training status themselves); a marker of a failure before any epoch is left out
+# training status themselves); a marker of a failure before any epoch is left out.
+# Every cells/KEY/val.ndjson that is not a link must be such a marker, sealed: a log
+# edited in place (sed -i replaces the link by a file) is refused, not left out. Run in
+# the stage's own shell (val_inputs runs in a process substitution, where die stops
+# only the substitution).
+check_val_markers() { # blockdir
+	local B=$1 key f
+	while read -r key; do
+		f="$B/cells/$key/val.ndjson"
+		[ -e "$f" ] && [ ! -L "$f" ] || continue
+		check "$f"
+		head -c 33 "$f" | grep -q '^{"kind":"pipeline.cell_failed"' ||
+			die 3 "$f: a file where the link to its run's val.ndjson should be, and not a failure marker (edited in place? 'sed -i' replaces a link by a file): restore the link, or delete it and make to evaluate again"
+	done < <(block_keys "$B")
+}
 val_inputs() { # blockdir -> lines "cells/KEY/val.ndjson<TAB>runs/ID/val.ndjson"
 	local B=$1 key d rid
 	while read -r key; do
@@ -549,6 +563,7 @@ do_freeze() {
 	t0=$(now)
 	local W m
 	for W in "$B" $(with_blocks "$B" "$B/params/freeze"); do
+		check_val_markers "$W"
 		while IFS=$'\t' read -r a b; do links+=("$a"); reals+=("$b"); done < <(val_inputs "$W")
 	done
 	[ ${#links[@]} -gt 0 ] || die 1 "freeze $(label "$B"): no validation logs"
@@ -580,9 +595,11 @@ do_test() {
 	local B=$1 t0 opts=() links=() a b task tf=() n reason=""
 	t0=$(now)
 	local W runs=("$B/runs")
+	check_val_markers "$B"
 	while IFS=$'\t' read -r a b; do links+=("$a"); done < <(val_inputs "$B")
 	# the cells of the blocks the freeze also read (with_blocks) are part of the read too
 	for W in $(with_blocks "$B" "$B/params/freeze"); do
+		check_val_markers "$W"
 		while IFS=$'\t' read -r a b; do links+=("$a"); done < <(val_inputs "$W")
 		runs+=("$W/runs")
 	done
@@ -645,6 +662,7 @@ do_stats() {
 	local B=$1 t0 links=() reals=() a b inputs=() opts=() S rc=0 f
 	t0=$(now)
 	S="$B/stats"
+	check_val_markers "$B"
 	while IFS=$'\t' read -r a b; do links+=("$a"); reals+=("$b"); done < <(val_inputs "$B")
 	inputs=("${reals[@]}")
 	if [ -f "$B/test/test.ndjson" ]; then
@@ -701,6 +719,7 @@ do_a8() {
 	G=$(dirname "$B")
 	local W k x
 	for W in "$B" $(with_blocks "$B" "$B/params/a8"); do
+		check_val_markers "$W"
 		while IFS=$'\t' read -r a b; do links+=("$a"); reals+=("$b"); done < <(val_inputs "$W")
 	done
 	check "${links[@]}"

@@ -25,6 +25,31 @@ grep -q "links to $v" "$T/val.log"; t_result $? "the message also names the file
 t_result $? "sb-freeze did not run and the selection is unchanged"
 cp "$T/val.orig" "$v"
 
+# the same log edited through its cell's name with sed -i, which replaces the link by a file:
+# refused too (it was once taken for a failure marker and silently left out of the freeze)
+lnk=$(readlink "$c/val.ndjson")
+sleep 1
+sed -i 's/"val_accuracy":0\.[0-9]*/"val_accuracy":0.9999/' "$c/val.ndjson"
+[ ! -L "$c/val.ndjson" ] || t_result 1 "sed -i replaced the link by a file"
+reset_calls
+pmake pt >"$T/val2.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "pipeline: $c/val.ndjson: SHA-256 mismatch" "$T/val2.log" && [ "$(ncalls sb-freeze)" = 0 ] &&
+	[ "$(sha256sum <"$T/out/pt/main/selection.json")" = "$sel" ]
+t_result $? "a log edited in place through its link (now a file) is refused, the freeze not run (exit $rc: $(grep -m1 'pipeline:' "$T/val2.log"))"
+# a file that is not a marker, even with a matching sidecar: refused as such
+sha256sum "$c/val.ndjson" | sed "s|  .*|  val.ndjson|" >"$c/val.ndjson.sha256"
+reset_calls
+pmake pt >"$T/val3.log" 2>&1
+rc=$?
+[ $rc -eq 3 ] || [ $rc -eq 2 ]
+ok=$?
+[ $ok -eq 0 ] && grep -q "pipeline: $c/val.ndjson: a file where the link to its run's val.ndjson should be" "$T/val3.log" &&
+	[ "$(ncalls sb-freeze)" = 0 ]
+t_result $? "a file with a resealed sidecar in place of the link is refused as not a failure marker (exit $rc)"
+rm -f "$c/val.ndjson" && ln -s "$lnk" "$c/val.ndjson"
+sha256sum "$v" | sed "s|  .*|  val.ndjson|" >"$c/val.ndjson.sha256"
+
 # a dataset changed under finished cells: every cell of that task refuses it
 p="$T/data/t_b/pool.safetensors"
 echo "extra bytes" >>"$p"
