@@ -294,7 +294,7 @@ publish_run() { # blockdir key rc what
 	if [ -e "$runs/$rid" ]; then
 		# the same cell made again: CELL_ID hashes the complete cell, and the grid
 		# expansion refuses two identical cells in a block, so this is its old result
-		rm -rf "${runs:?}/$rid"
+		retire_run "$B" "$rid"
 	fi
 	mv "${made[0]%/}" "$runs/$rid"
 	rm -rf "$work"
@@ -304,7 +304,21 @@ publish_run() { # blockdir key rc what
 	relink "../../runs/$rid/train.ndjson" "$d/train.ndjson"
 	relink "../../runs/$rid" "$d/run"
 	rm -f "$d/pending"
-	if [ -n "$old" ] && [ "$old" != "$rid" ] && [ -d "$runs/$old" ]; then rm -rf "${runs:?}/$old"; fi
+	if [ -n "$old" ] && [ "$old" != "$rid" ] && [ -d "$runs/$old" ]; then retire_run "$B" "$old"; fi
+}
+# a run replaced by a new one of its cell: deleted, unless the block was frozen (a
+# selection, a test read and statistics may cite its logs and checkpoints): then it is kept
+# in runs.superseded/CELL_ID.TIME, where the evidence stays auditable
+retire_run() { # blockdir cell_id
+	local B=$1 rid=$2 n
+	if [ -e "$B/selection.json" ]; then
+		n=$(date -u +%Y%m%dT%H%M%SZ).$$
+		mkdir -p "$B/runs.superseded"
+		mv "$B/runs/$rid" "$B/runs.superseded/$rid.$n"
+		say "train $(label "$B"): the replaced run $rid is kept in $B/runs.superseded/$rid.$n (the frozen selection may cite it)"
+	else
+		rm -rf "${B:?}/runs/$rid"
+	fi
 }
 
 # ---- train on a GPU: the cells of a grid row in one process ----
@@ -591,6 +605,23 @@ do_freeze() {
 }
 
 # ---- test read ----
+# Is the read in place (test/test.ndjson, sealed) the read of this selection (the payload
+# SHA-256 its test.read record names) and of these test files (the SHA-256 each had then,
+# against their sidecars, checked just before)? Then newer timestamps alone (a touched or
+# copied selection or test file) do not make it stale.
+read_is_current() { # blockdir testfile...
+	local B=$1 f=$1/test/test.ndjson rec want got t h
+	shift
+	[ -f "$f" ] && [ -f "$f.sha256" ] && (cd "$(dirname "$f")" && sha256sum -c --status test.ndjson.sha256) || return 1
+	rec=$(grep -m1 '"kind":"test.read"' "$f") || return 1
+	want=$(grep -o '"sha256": *"[0-9a-f]\{64\}"' "$B/selection.json" | tail -n 1 | grep -o '[0-9a-f]\{64\}')
+	got=$(printf '%s' "$rec" | grep -o '"selection_sha256":"[0-9a-f]\{64\}"' | grep -o '[0-9a-f]\{64\}')
+	[ -n "$want" ] && [ "$want" = "$got" ] || return 1
+	for t in "$@"; do
+		h=$(cut -d' ' -f1 "$t.sha256")
+		printf '%s' "$rec" | grep -q "\"task\":\"$(basename "$(dirname "$t")")\",\"path\":\"[^\"]*\",\"sha256\":\"$h\"" || return 1
+	done
+}
 do_test() {
 	local B=$1 t0 opts=() links=() a b task tf=() n reason=""
 	t0=$(now)
@@ -606,17 +637,24 @@ do_test() {
 	for task in $(block_keys "$B" | cut -d. -f1 | sort -u); do tf+=("$SB_DATA/$task/test.safetensors"); done
 	check "$B/selection.json" "${links[@]}" "${tf[@]}"
 	mapfile -t opts < <(stage_opts "$B/params/test")
+	if { [ -z "$RETEST" ] || [ "$RETEST" = 0 ]; } && read_is_current "$B" "${tf[@]}"; then
+		touch "$B/test/test.ndjson"
+		say "test read $(label "$B"): the read in place is of this selection and these test files (only timestamps are newer): it stands"
+		return 0
+	fi
+	local moved=""
 	if [ -f "$B/test/test.ndjson" ]; then
 		if [ "$B/selection.json" -nt "$B/test/test.ndjson" ]; then
 			# a new selection (REFREEZE=1): its read replaces the old one, which is kept
 			[ "$REFREEZE" = 1 ] && reason="the selection was re-frozen (make REFREEZE=1)"
 		else
 			# the same selection again: only when asked for (sb-test records the reason)
-			[ -n "$RETEST" ] && [ "$RETEST" != 0 ] || die 1 "test read $(label "$B"): $B/test/test.ndjson changed or is missing its sidecar, and the test split is read once; RETEST=REASON asks for a recorded re-read"
+			[ -n "$RETEST" ] && [ "$RETEST" != 0 ] || die 1 "test read $(label "$B"): $B/test/test.ndjson is not the sealed read of this selection and these test files (it, its sidecar or a test file changed), and the test split is read once; RETEST=REASON asks for a recorded re-read"
 		fi
 		n=$(date -u +%Y%m%dT%H%M%SZ)
 		mv "$B/test" "$B/test.superseded.$n"
-		say "test read $(label "$B"): the previous read is kept in $B/test.superseded.$n"
+		moved="$B/test.superseded.$n"
+		say "test read $(label "$B"): the previous read is kept in $moved"
 	fi
 	if [ -n "$RETEST" ] && [ "$RETEST" != 0 ]; then
 		reason=$RETEST
@@ -627,6 +665,11 @@ do_test() {
 	say "test read $(label "$B") ..."
 	if ! run_logged "$B/test.out" "$B/test.log" "$(prog test)" -q "${opts[@]}" -s "$B/selection.json" -d "$SB_DATA" \
 		-o "$B/test" -j "$(stage_threads)" "${runs[@]}"; then
+		# refused by the guard (nothing read, nothing recorded): the previous read goes back
+		if [ -n "$moved" ] && grep -q 'refused by the guard' "$B/test.log" && [ ! -e "$B/test/test.ndjson" ]; then
+			rm -rf "${B:?}/test" && mv "$moved" "$B/test"
+			say "test read $(label "$B"): refused; the previous read is back in $B/test"
+		fi
 		# a read that began counts, finished or not (the split was opened; an interrupted
 		# make leaves such a read in the ledger): another needs a reason, recorded
 		grep -qE 'single-read.*(already read|read before)' "$B/test.log" &&
