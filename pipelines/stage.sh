@@ -918,6 +918,13 @@ do_failed() {
 	while read -r b key; do
 		total=$((total + 1))
 		d="$G/$b/cells/$key"
+		if [ -f "$d/FAILED" ] && cell_current "$G/$b" "$key" && [ -e "$d/val.ndjson" ] &&
+			! [ "$d/train.ndjson" -nt "$d/val.ndjson" ]; then
+			# a failure of an earlier make whose cause went away without a recipe running
+			# (an input restored with its old time, so make finds the cell up to date)
+			say "  $b/$key: up to date; its FAILED of an earlier make ($(sed -n 's/^error: //p' "$d/FAILED" | cut -c1-120)) no longer applies: removed"
+			rm -f "$d/FAILED"
+		fi
 		if [ -f "$d/FAILED" ]; then
 			nfail=$((nfail + 1))
 			[ $nfail -le 50 ] && say "  FAILED $b/$key: $(sed -n 's/^error: //p' "$d/FAILED") ($(sed -n 's/^stage: //p' "$d/FAILED"); $d/FAILED)"
@@ -934,7 +941,7 @@ do_failed() {
 		return 1
 	fi
 	[ $nacc -gt 0 ] && say "$name: $nacc cells ended in a failure recorded as their outcome (a non-finite loss, or ACCEPT_FAILED=1)"
-	say "$name: all $total cells finished"
+	say "$name: all $total cells trained and evaluated"
 }
 
 # ---- adopt: the finished cells of another grid's tree ----

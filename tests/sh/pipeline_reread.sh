@@ -64,6 +64,20 @@ rc=$?
 	[ "$(sha256sum <"$M/test/test.ndjson")" = "$tsha" ] && ! ls -d "$M"/test.superseded.* >/dev/null 2>&1
 t_result $? "a re-read refused by the guard: the previous read is back in test/ (exit $rc)"
 
+# a dataset changed under finished cells fails them (FAILED); restored with its old time,
+# make finds them up to date and their FAILED no longer applies: removed, the grid finishes
+cp -p "$T/data/t_b/pool.safetensors" "$T/pool.orig"
+sleep 1
+printf 'x' | dd of="$T/data/t_b/pool.safetensors" bs=1 seek=100 conv=notrunc 2>/dev/null
+pmake pt >"$T/bad.log" 2>&1
+nf=$(find "$M/cells" -name FAILED | wc -l)
+cp -p "$T/pool.orig" "$T/data/t_b/pool.safetensors"
+pmake pt >"$T/restored.log" 2>&1
+rc=$?
+[ "$nf" -gt 0 ] && [ $rc -eq 0 ] && [ "$(find "$M/cells" -name FAILED | wc -l)" = 0 ] &&
+	grep -q "no longer applies: removed" "$T/restored.log" && grep -q "all 16 cells trained and evaluated" "$T/restored.log"
+t_result $? "FAILED cells whose input was restored: up to date, their FAILED removed, exit $rc ($nf FAILED before)"
+
 # a cell trained again after the freeze (a changed learning rate for one method): its old
 # run is kept, not deleted
 rm -rf "$T/out"

@@ -12,7 +12,7 @@ t_result $? "each cell trained and evaluated once ($(ncalls sb-train) trains, $(
 [ "$(ncalls sb-fetch)" = 2 ]; t_result $? "each task fetched once ($(ncalls sb-fetch))"
 [ -f "$T/out/pt/report.md" ] && grep -q '^## main' "$T/out/pt/report.md" && grep -q '^| t_a | softmax' "$T/out/pt/report.md"
 t_result $? "report.md has the blocks and the tables"
-grep -q 'all 16 cells finished' "$T/run1.log"; t_result $? "the run ends with the cell summary on stderr"
+grep -q 'all 16 cells trained and evaluated' "$T/run1.log"; t_result $? "the run ends with the cell summary on stderr"
 grep -q '^train pt/main t_a.softmax.s0.plain.compact.e3 ok' "$T/run1.log"; t_result $? "progress lines on stderr"
 ref=$(digest)
 
