@@ -152,13 +152,13 @@ sb_also.switching := $(if $(wildcard pipelines/grids/switching-epochs.inc),exten
 sb_goal_needs = $(filter $(1) $(1)-% $(SB_OUT)/$(1)/% $(sb_also.$(1)) $(if $(SB_LOAD_ALL),%),$(MAKECMDGOALS))
 define sb_param_rule
 $(1):
-	@$(SB_GRID) expand $(3) $(SB_OUT)/$(2) && [ -f $$@ ] || { echo "$$@: not declared by $(3)" >&2; exit 2; }
+	@SB_GRID_CHECK=$(SB_BIN)/sb-train $(SB_GRID) expand $(3) $(SB_OUT)/$(2) && [ -f $$@ ] || { echo "$$@: not declared by $(3)" >&2; exit 2; }
 endef
 define sb_grid_load
 SB_GRIDFILE.$(1) := $(2)
 ifneq ($$(call sb_goal_needs,$(1)),)
 $(SB_OUT)/$(1)/.grid/cells.mk: $(2) $(SB_GRID)
-	@$(SB_GRID) expand $(2) $(SB_OUT)/$(1)
+	@SB_GRID_CHECK=$(SB_BIN)/sb-train $(SB_GRID) expand $(2) $(SB_OUT)/$(1)
 # parameter files are written by the expansion; a missing one re-runs it
 $$(foreach p,%/cell.json %/params/freeze %/params/test %/params/stats %/params/a8 %/params/criteria,$$(eval $$(call sb_param_rule,$(SB_OUT)/$(1)/$$(p),$(1),$(2))))
 -include $(SB_OUT)/$(1)/.grid/cells.mk
