@@ -1,6 +1,7 @@
 /* sb-train — train encoder cells (PROTOCOL A2, A4, A8), and cells of other families
  * (PROTOCOL C's LM decoders: "family": "lm"), into run directories.
  * See usage() and docs/sb-train.md. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
@@ -33,7 +34,7 @@ static void usage(void)
 	      "Fields (defaults): task, method, seed (required); epochs (30), batch (256), lr (1e-3),\n"
 	      "weight_decay (1e-4), clip (5.0; 0 = off), tier (compact | medium | deep | wide),\n"
 	      "arch (plain | local_hybrid), limit (0 = whole pool), val_fraction (0.2),\n"
-	      "schedule (constant | linear_decay: lr (1 - t/T)), alpha (1.5, entmax_bisect),\n"
+	      "schedule (constant | linear_decay: lr (1 - t/T)), alpha (1.5; entmax_bisect only, in [1.05, 2]),\n"
 	      "mask (margin | exclude: padded keys of text tasks), dropout (0.1),\n"
 	      "switch_epoch (switching methods). Unknown fields are an error.\n"
 	      "A cell with \"family\": \"lm\" is a decoder of PROTOCOL C (fields: docs/lm.md): it trains after\n"
@@ -146,18 +147,23 @@ struct opts {
 	int nflags, have_task;
 };
 
-static void flag_num(struct opts *o, const char *key, const char *opt, const char *val, int integer)
+/* A numeric cell field from its flag, checked against the field's range (the cell's
+ * own check would name the field, not the flag). */
+static void flag_num(struct opts *o, const char *key, const char *opt, const char *val)
 {
-	struct sb_err err = {0};
-	if (integer) {
-		long long v;
-		if (sb_parse_int(opt, val, 0, INT64_MAX, &v, &err))
-			sb_cli_usage_error("%s", err.msg);
+	const struct sb_cell_range *r = sb_cell_range(key);
+	char what[96], *end;
+	sb_cell_range_text(r, what, sizeof what);
+	errno = 0;
+	if (r->integer) {
+		long long v = strtoll(val, &end, 10);
+		if (!*val || *end || errno || v < r->ilo || v > r->ihi)
+			sb_cli_usage_error("invalid value for %s: '%s' (%s)", opt, val, what);
 		sb_jw_kint(&o->flag_cell, key, v);
 	} else {
-		double v;
-		if (sb_parse_double(opt, val, 0, 1e30, &v, &err))
-			sb_cli_usage_error("%s", err.msg);
+		double v = strtod(val, &end);
+		if (!*val || *end || errno || !sb_cell_range_check(r, v))
+			sb_cli_usage_error("invalid value for %s: '%s' (%s)", opt, val, what);
 		sb_jw_kf64(&o->flag_cell, key, v);
 	}
 	o->nflags++;
@@ -222,37 +228,37 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->nflags++;
 			break;
 		case OPT_SEED:
-			flag_num(o, "seed", "--seed", optarg, 1);
+			flag_num(o, "seed", "--seed", optarg);
 			break;
 		case OPT_EPOCHS:
-			flag_num(o, "epochs", "--epochs", optarg, 1);
+			flag_num(o, "epochs", "--epochs", optarg);
 			break;
 		case OPT_BATCH:
-			flag_num(o, "batch", "--batch", optarg, 1);
+			flag_num(o, "batch", "--batch", optarg);
 			break;
 		case OPT_LIMIT:
-			flag_num(o, "limit", "--limit", optarg, 1);
+			flag_num(o, "limit", "--limit", optarg);
 			break;
 		case OPT_SWITCH:
-			flag_num(o, "switch_epoch", "--switch-epoch", optarg, 1);
+			flag_num(o, "switch_epoch", "--switch-epoch", optarg);
 			break;
 		case OPT_LR:
-			flag_num(o, "lr", "--lr", optarg, 0);
+			flag_num(o, "lr", "--lr", optarg);
 			break;
 		case OPT_WD:
-			flag_num(o, "weight_decay", "--weight-decay", optarg, 0);
+			flag_num(o, "weight_decay", "--weight-decay", optarg);
 			break;
 		case OPT_CLIP:
-			flag_num(o, "clip", "--clip", optarg, 0);
+			flag_num(o, "clip", "--clip", optarg);
 			break;
 		case OPT_VALF:
-			flag_num(o, "val_fraction", "--val-fraction", optarg, 0);
+			flag_num(o, "val_fraction", "--val-fraction", optarg);
 			break;
 		case OPT_ALPHA:
-			flag_num(o, "alpha", "--alpha", optarg, 0);
+			flag_num(o, "alpha", "--alpha", optarg);
 			break;
 		case OPT_DROPOUT:
-			flag_num(o, "dropout", "--dropout", optarg, 0);
+			flag_num(o, "dropout", "--dropout", optarg);
 			break;
 		case OPT_HELP:
 			usage();

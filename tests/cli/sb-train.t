@@ -128,3 +128,46 @@ $ sb-train -q -d /nonexistent -o runs --device gpu --task img --method softmax -
 $ sb-train -q -d /nonexistent -o runs --device cuda:256 --task img --method softmax --seed 0
 ? 2
 ! N in [0, 255]
+
+%%% alpha outside [1.05, 2] is a bad cell value (it was clamped: alpha 10 and 2 trained the same model under two ids)
+$ printf '{"task":"img","method":"entmax_bisect","seed":0,"alpha":2}\n{"task":"img","method":"entmax_bisect","seed":0,"alpha":10}\n' > $T/c.ndjson
+$ sb-train --ids $T/c.ndjson
+? 3
+! c.ndjson:2: field 'alpha' must be a number in [1.05, 2]
+
+%%% alpha below 1.05 from a flag is a usage error stating the range
+$ sb-train --ids --task img --method entmax_bisect --seed 0 --alpha 1.01
+? 2
+! invalid value for --alpha: '1.01' (a number in [1.05, 2])
+
+%%% alpha for a method that does not take it is refused, as switch_epoch is (cell file: exit 3, FILE:LINE)
+$ printf '{"task":"img","method":"softmax","seed":0,"alpha":1.5}\n' > $T/c.ndjson
+$ sb-train --ids $T/c.ndjson
+? 3
+! c.ndjson:1: field 'alpha' is only for entmax_bisect (method 'softmax' does not use it)
+
+%%% alpha for cosine_alpha (scheduled), entmax15 or HAE (learned) from flags: usage errors
+$ for m in cosine_alpha entmax15 headwise_adaptive_entmax; do sb-train --ids --task img --method $m --seed 0 --alpha 1.5 2>&1 | grep -c "is only for entmax_bisect" || true; done
+> 1
+> 1
+> 1
+
+%%% entmax_bisect's alpha at the ends of its range: accepted, ids unchanged
+$ sb-train --ids --task img --method entmax_bisect --seed 0 --alpha 2
+$ sb-train --ids --task img --method entmax_bisect --seed 0 --alpha 1.05
+> img.entmax_bisect.s0.plain.compact.f91765aa
+> img.entmax_bisect.s0.plain.compact.d9847686
+
+%%% range errors state the documented ranges (flags and cell fields)
+$ for f in "--val-fraction -0.1" "--val-fraction 1" "--epochs -1" "--epochs 0" "--batch 0" "--dropout 1" "--lr 11" "--seed -1"; do sb-train --ids --task img --method softmax --seed 0 $f 2>&1 | head -n 1 || true; done
+> sb-train: invalid value for --val-fraction: '-0.1' (a number in [0, 1))
+> sb-train: invalid value for --val-fraction: '1' (a number in [0, 1))
+> sb-train: invalid value for --epochs: '-1' (an integer in [1, 100000])
+> sb-train: invalid value for --epochs: '0' (an integer in [1, 100000])
+> sb-train: invalid value for --batch: '0' (an integer in [1, 1048576])
+> sb-train: invalid value for --dropout: '1' (a number in [0, 0.99])
+> sb-train: invalid value for --lr: '11' (a number in [0, 10])
+> sb-train: invalid value for --seed: '-1' (an integer in [0, 9223372036854775807])
+$ printf '{"task":"img","method":"softmax","seed":0,"val_fraction":-0.1}\n' | sb-train --ids -
+? 3
+! <stdin>:1: field 'val_fraction' must be a number in [0, 1)
