@@ -336,12 +336,14 @@ static int cell_family(const struct sb_json *v, int *family, struct sb_err *err)
 
 struct cells {
 	struct sb_cell *c;
+	long *line; /* the cells file's line of each cell (0: the cell from flags) */
 	int n, cap;
+	char name[4200]; /* the cells file as messages name it */
 	struct family_cell *fc; /* cells of other families, in input order */
 	int nf, capf;
 };
 
-static int cells_add(struct cells *cs, const struct sb_cell *c)
+static int cells_add(struct cells *cs, const struct sb_cell *c, long line)
 {
 	for (int i = 0; i < cs->n; i++)
 		if (!strcmp(cs->c[i].cell_id, c->cell_id)) {
@@ -354,8 +356,13 @@ static int cells_add(struct cells *cs, const struct sb_cell *c)
 		if (!p)
 			return -1;
 		cs->c = p;
+		p = realloc(cs->line, (size_t)cap * sizeof *cs->line);
+		if (!p)
+			return -1;
+		cs->line = p;
 		cs->cap = cap;
 	}
+	cs->line[cs->n] = line;
 	cs->c[cs->n++] = *c;
 	return 0;
 }
@@ -380,6 +387,18 @@ static void cells_free(struct cells *cs)
 		sb_json_free(cs->fc[i].cell);
 	free(cs->fc);
 	free(cs->c);
+	free(cs->line);
+}
+
+/* An error about cell i, named FILE:LINE:. bad_value: the cell's own value is wrong (not
+ * the dataset), which is bad input in a cells file and a usage error from flags, as when
+ * a cell does not parse. */
+static void cell_error(const struct cells *cs, int i, int bad_value, struct sb_err *err)
+{
+	if (cs->line[i] > 0)
+		sb_err_prefix(err, "%s:%ld", cs->name, cs->line[i]);
+	if (bad_value)
+		err->code = cs->line[i] > 0 ? SB_EDATA : SB_EUSAGE;
 }
 
 static int read_cells(const struct opts *o, struct cells *cs, struct sb_err *err)
@@ -395,10 +414,11 @@ static int read_cells(const struct opts *o, struct cells *cs, struct sb_err *err
 			err->code = SB_EUSAGE;
 			return rc;
 		}
-		return cells_add(cs, &c) ? SB_ERR(err, SB_EINTERNAL, "out of memory") : 0;
+		return cells_add(cs, &c, 0) ? SB_ERR(err, SB_EINTERNAL, "out of memory") : 0;
 	}
 	struct sb_ndjson_reader *rd = NULL;
 	SB_TRY(sb_ndjson_open(o->cells_path, &rd, err));
+	snprintf(cs->name, sizeof cs->name, "%s", sb_ndjson_name(rd));
 	int rc = 0;
 	for (;;) {
 		struct sb_json *v = NULL;
@@ -418,7 +438,7 @@ static int read_cells(const struct opts *o, struct cells *cs, struct sb_err *err
 			if (!rc)
 				rc = sb_cell_from_json(v, 1, &c, err);
 			sb_json_free(v);
-			if (!rc && cells_add(cs, &c))
+			if (!rc && cells_add(cs, &c, sb_ndjson_line(rd)))
 				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 		}
 		if (rc) {
@@ -700,9 +720,13 @@ int main(int argc, char **argv)
 	for (int i = 0; i < cs.n; i++) {
 		for (int k = 0; k < ntds; k++)
 			if (!strcmp(tds[k].task, cs.c[i].task)) {
+				const struct sb_cell *c = &cs.c[i];
 				struct sb_encoder_cfg cfg;
-				if (sb_cell_model_cfg(&cs.c[i], &tds[k].ds, &cfg, &err)) {
-					sb_err_prefix(&err, "cell %s", cs.c[i].cell_id);
+				int bad_value = 0;
+				if (sb_cell_model_cfg(c, &tds[k].ds, &cfg, &err) ||
+				    (bad_value = sb_split_check(&tds[k].ds, c->val_fraction, c->limit, &err))) {
+					sb_err_prefix(&err, "cell %s", c->cell_id);
+					cell_error(&cs, i, bad_value, &err);
 					sb_cli_die(&err);
 				}
 			}

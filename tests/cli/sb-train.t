@@ -1,6 +1,7 @@
 # sb-train: the command-line contract (DESIGN §8), cells and records.
 # Datasets: build/tests/test_train --fixtures writes img (images 1x12x12, patch 4),
-# txt (text, L 10) and tst (a split=test file) under $T/data.
+# txt (text, L 10), tst (a split=test file) and pre (pre-split text, seeds 0 and 1, 30
+# training and 10 validation examples each) under $T/data.
 
 %%% --help is complete: synopsis, options, records, exit status, examples
 $ sb-train --help
@@ -171,3 +172,32 @@ $ for f in "--val-fraction -0.1" "--val-fraction 1" "--epochs -1" "--epochs 0" "
 $ printf '{"task":"img","method":"softmax","seed":0,"val_fraction":-0.1}\n' | sb-train --ids -
 ? 3
 ! <stdin>:1: field 'val_fraction' must be a number in [0, 1)
+
+%%% val_fraction 0 on a pool: no validation part, every example (of the limit) trains
+$ $TOP/build/tests/test_train --fixtures $T
+$ sb-train -q -d $T/data -o $T/runs --task img --method softmax --seed 0 --epochs 1 --batch 32 --limit 60 --val-fraction 0 > $T/out
+$ grep -q '"n_train":60,"n_val":0,' $T/runs/img.softmax.s0.*/cell.json
+$ grep -q '"kind":"train.done"' $T/out
+
+%%% val_fraction 0 with a limit on a pre-split task is refused before anything trains, naming FILE:LINE
+$ $TOP/build/tests/test_train --fixtures $T
+$ printf '{"task":"pre","method":"softmax","seed":0,"epochs":1,"limit":20}\n{"task":"pre","method":"softmax","seed":0,"epochs":1,"limit":20,"val_fraction":0}\n' > $T/c.ndjson
+$ sb-train -q -d $T/data -o $T/runs $T/c.ndjson > $T/out 2> $T/err || echo "exit $?"
+$ wc -c < $T/out; test -e $T/runs || echo "no run directory"
+$ grep -c "c.ndjson:2: cell pre.softmax.s0.plain.compact.[0-9a-f]*: val_fraction 0 with a limit on a pre-split task" $T/err
+> exit 3
+> 0
+> no run directory
+> 1
+
+%%% ... from flags: a usage error; without a limit (its own validation part) or with val_fraction > 0 it trains
+$ $TOP/build/tests/test_train --fixtures $T
+$ sb-train -q -d $T/data -o $T/runs --task pre --method softmax --seed 1 --epochs 1 --limit 20 --val-fraction 0 2> $T/err || echo "exit $?"
+$ grep -c "val_fraction 0 with a limit on a pre-split task" $T/err
+$ sb-train -q -d $T/data -o $T/runs --task pre --method softmax --seed 1 --epochs 1 --val-fraction 0 > /dev/null
+$ sb-train -q -d $T/data -o $T/runs --task pre --method softmax --seed 1 --epochs 1 --limit 20 > /dev/null
+$ cat $T/runs/pre.*/cell.json | grep -o '"limit":[0-9]*,"val_fraction":[0-9.]*\|"n_train":[0-9]*,"n_val":[0-9]*' | paste -d ' ' - - | sort
+> exit 2
+> 1
+> "limit":0,"val_fraction":0 "n_train":30,"n_val":10
+> "limit":20,"val_fraction":0.2 "n_train":16,"n_val":4
