@@ -503,10 +503,14 @@ static void *runner_main(void *p)
 		enum cell_status st = CELL_FAILED;
 		struct sb_err e = {0};
 		int rc = open_rc;
-		if (open_rc)
+		if (open_rc) { /* recorded as the GPU path records a cell it could not start */
+			struct sb_err e2 = {0};
 			e = err;
-		else
+			train_cell_unrun(c, i, sh->env, strcmp(sh->device, "cpu") ? "failed_device" : "failed", err.msg,
+			                 &e2);
+		} else {
 			rc = train_cell(c, i, ds, be, sh->env, &st, &e);
+		}
 		pthread_mutex_lock(&sh->mu);
 		if (rc && (sh->first_idx < 0 || i < sh->first_idx)) {
 			sh->first_idx = i;

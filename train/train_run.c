@@ -42,12 +42,16 @@ struct run {
 	int index;
 	char dir[4096], ndjson[4200];
 	struct sb_lines lines;
+	int to_dir; /* records go to train.ndjson too: the run's log is r->lines (not before) */
 	struct sb_jw w;
 	double t_wall0, train_seconds;
 	size_t nparams;
 };
 
-/* Emit the record built in r->w: into train.ndjson (rewritten) and on the output stream. */
+/* Emit the record built in r->w on the output stream and, once the run's log is settled
+ * (r->to_dir), into train.ndjson (rewritten). Until then (the run directory is being
+ * looked at: a skip, or a resume state or dataset found wrong) the directory is left as
+ * it was. */
 static int emit(struct run *r, struct sb_err *err)
 {
 	struct sb_jw *w = &r->w;
@@ -58,9 +62,11 @@ static int emit(struct run *r, struct sb_err *err)
 	size_t n = w->len;
 	while (n && w->buf[n - 1] == '\n')
 		n--;
-	rc = sb_lines_add(&r->lines, w->buf, n, err);
-	if (!rc)
-		rc = sb_lines_write(&r->lines, r->ndjson, err);
+	if (r->to_dir) {
+		rc = sb_lines_add(&r->lines, w->buf, n, err);
+		if (!rc)
+			rc = sb_lines_write(&r->lines, r->ndjson, err);
+	}
 	pthread_mutex_lock(r->env->out_mu);
 	if (fwrite(w->buf, 1, w->len, r->env->out) != w->len || fflush(r->env->out))
 		if (!rc)
@@ -414,9 +420,14 @@ int train_cell_unrun(const struct sb_cell *cell, int index, const struct train_e
 	}
 	if (!rc && resume == 0)
 		rc = start_log(r, err);
+	r->to_dir = !rc; /* else (its train.ndjson unreadable, say) the record goes to the output only */
 	r->train_seconds = prev_seconds;
-	if (!rc)
-		rc = record_failed(r, status, msg, -1, 0, 0, err);
+	struct sb_err e2 = {0};
+	int rc2 = record_failed(r, status, msg, -1, 0, 0, &e2);
+	if (!rc && rc2) {
+		rc = rc2;
+		*err = e2;
+	}
 	sb_lines_free(&r->lines);
 	sb_jw_free(&r->w);
 	return rc;
@@ -453,11 +464,14 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 	struct sb_encoder *m = NULL;
 	struct sb_encoder_data data = {0};
 	uint32_t *perm = NULL;
-	int rc = sb_mkdir_p(r->dir, err);
-	if (rc)
-		goto out_noreport;
+	/* Until the run's log is settled (a fresh start, or a resume state loaded), records
+	 * go to the output only (r->to_dir 0): a failure then leaves the run directory as it
+	 * was, and is still recorded. */
 	int done = 0, resume = 0;
 	double prev_seconds = 0;
+	int rc = sb_mkdir_p(r->dir, err);
+	if (rc)
+		goto fail;
 	rc = scan_existing(r, &done, &resume, &prev_seconds, err);
 	if (rc)
 		goto fail;
@@ -467,20 +481,17 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 		sb_jw_kstr(&r->w, "reason",
 		           "already finished (train.ndjson has train.done or a non-finite-loss failure)");
 		sb_jw_kstr(&r->w, "run_dir", r->dir);
-		/* stdout only: the run directory is left untouched */
-		sb_jw_obj_end(&r->w);
-		rc = sb_jw_line(&r->w, err);
-		pthread_mutex_lock(env->out_mu);
-		if (!rc && (fwrite(r->w.buf, 1, r->w.len, env->out) != r->w.len || fflush(env->out)))
-			rc = SB_ERRNO(err, "write error on the output");
-		pthread_mutex_unlock(env->out_mu);
+		rc = emit(r, err); /* the output only: the run directory is left untouched */
 		goto out_noreport;
 	}
 	r->train_seconds = prev_seconds;
 	if (resume > 0 && (rc = check_resume_pool(r, ds, err)))
-		goto out_noreport; /* the run directory is left as it is */
-	if (resume == 0 && (rc = start_log(r, err))) /* a fresh start: a new train.ndjson */
 		goto fail;
+	if (resume == 0) { /* a fresh start: a new train.ndjson */
+		if ((rc = start_log(r, err)))
+			goto fail;
+		r->to_dir = 1;
+	}
 	rc = sb_split_carve(ds, cell->seed, cell->val_fraction, cell->limit, &sp, err);
 	if (rc)
 		goto fail;
@@ -496,8 +507,11 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 	r->nparams = sb_encoder_param_count(m);
 	if ((rc = sb_encoder_init(m, cell->seed, err)))
 		goto fail;
-	if (resume > 0 && (rc = load_optim(r, m, resume, err)))
-		goto fail;
+	if (resume > 0) {
+		if ((rc = load_optim(r, m, resume, err)))
+			goto fail;
+		r->to_dir = 1;
+	}
 	if ((rc = write_cell_json(r, ds, m, &sp, err)))
 		goto fail;
 	if (resume > 0) {

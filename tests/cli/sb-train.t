@@ -201,3 +201,21 @@ $ cat $T/runs/pre.*/cell.json | grep -o '"limit":[0-9]*,"val_fraction":[0-9.]*\|
 > 1
 > "limit":0,"val_fraction":0 "n_train":30,"n_val":10
 > "limit":20,"val_fraction":0.2 "n_train":16,"n_val":4
+
+%%% resumed on another dataset file: exit 3 naming both, a train.failed record, the other cells go on
+$ $TOP/build/tests/test_train --fixtures $T
+$ printf '{"task":"img","method":"softmax","seed":0,"epochs":2,"batch":32}\n{"task":"img","method":"softmax","seed":1,"epochs":1,"batch":32}\n' > $T/c.ndjson
+$ SB_TRAIN_STOP_AFTER_STEPS=6 sb-train -q -j 1 -d $T/data -o $T/runs $T/c.ndjson > /dev/null || echo "killed $?"
+$ mkdir -p $T/data2/img && cp $T/data/img/pool.safetensors $T/data2/img/ && printf 'x' >> $T/data2/img/pool.safetensors
+$ R=$(ls -d $T/runs/img.softmax.s0.*); md5sum $R/* > $T/before
+$ sb-train -q -j 1 -d $T/data2 -o $T/runs $T/c.ndjson > $T/out 2> $T/err || echo "exit $?"
+$ md5sum --quiet -c $T/before && echo "run directory unchanged"
+$ grep '"kind":"train.failed"' $T/out | grep -c '"cell_id":"img.softmax.s0.*the run started on the dataset file with SHA-256'
+$ grep -c '"kind":"train.done","v":1,"cell_id":"img.softmax.s1' $T/out
+$ grep -c "data2/img/pool.safetensors" $T/err
+> killed 137
+> exit 3
+> run directory unchanged
+> 1
+> 1
+> 1
