@@ -202,6 +202,73 @@ $ cat $T/runs/pre.*/cell.json | grep -o '"limit":[0-9]*,"val_fraction":[0-9.]*\|
 > "limit":0,"val_fraction":0 "n_train":30,"n_val":10
 > "limit":20,"val_fraction":0.2 "n_train":16,"n_val":4
 
+# Resume: a run killed in epoch 2 (4 steps an epoch) leaves epoch 1, its optimiser state and
+# its record; flip() changes one byte of a file (FILE OFFSET, negative: from the end).
+
+%%% a damaged optimiser state to resume from: exit 3 naming it, train.failed on stdout, the run directory as it was
+$ $TOP/build/tests/test_train --fixtures $T
+$ flip() { local o=$2; [ "$o" -lt 0 ] && o=$(( $(stat -c %s "$1") + o )); local b=$(od -An -tu1 -j "$o" -N1 "$1" | tr -d ' '); printf "$(printf '\\%03o' $((b ^ 64)))" | dd of="$1" bs=1 seek="$o" conv=notrunc status=none; }
+$ C="--task img --method softmax --seed 0 --epochs 2 --batch 32"
+$ SB_TRAIN_STOP_AFTER_STEPS=6 sb-train -q -d $T/data -o $T/runs $C > /dev/null || echo "killed $?"
+$ R=$(ls -d $T/runs/img.*); flip $R/epoch-001.optim.safetensors -5000; md5sum $R/* > $T/before
+$ sb-train -q -d $T/data -o $T/runs $C > $T/out 2> $T/err || echo "exit $?"
+$ md5sum --quiet -c $T/before && echo "run directory unchanged"
+$ grep -c 'epoch-001.optim.safetensors: damaged: its data do not hash as its metadata says' $T/err
+$ grep '"kind":"train.failed"' $T/out | grep -c 'epoch-001.optim.safetensors: damaged'
+> killed 137
+> exit 3
+> run directory unchanged
+> 1
+> 1
+
+%%% a damaged checkpoint to resume from: exit 3 naming it; not started over, epoch-001 not rewritten
+$ $TOP/build/tests/test_train --fixtures $T
+$ flip() { local o=$2; [ "$o" -lt 0 ] && o=$(( $(stat -c %s "$1") + o )); local b=$(od -An -tu1 -j "$o" -N1 "$1" | tr -d ' '); printf "$(printf '\\%03o' $((b ^ 64)))" | dd of="$1" bs=1 seek="$o" conv=notrunc status=none; }
+$ C="--task img --method softmax --seed 0 --epochs 2 --batch 32"
+$ SB_TRAIN_STOP_AFTER_STEPS=6 sb-train -q -d $T/data -o $T/runs $C > /dev/null || echo "killed $?"
+$ R=$(ls -d $T/runs/img.*); flip $R/epoch-001.safetensors -5000; md5sum $R/* > $T/before
+$ sb-train -q -d $T/data -o $T/runs $C > $T/out 2> $T/err || echo "exit $?"
+$ md5sum --quiet -c $T/before && echo "run directory unchanged"
+$ grep -c "epoch-001.safetensors: damaged: its SHA-256 is [0-9a-f]*..., train.ndjson recorded [0-9a-f]*... for epoch 1" $T/err
+$ grep '"kind":"train.failed"' $T/out | grep -c 'epoch-001.safetensors: damaged'
+> killed 137
+> exit 3
+> run directory unchanged
+> 1
+> 1
+
+%%% a missing optimiser state means a fresh start (documented), with the same bits
+$ $TOP/build/tests/test_train --fixtures $T
+$ C="--task img --method softmax --seed 0 --epochs 2 --batch 32"
+$ SB_TRAIN_STOP_AFTER_STEPS=6 sb-train -q -d $T/data -o $T/runs $C > /dev/null || echo "killed $?"
+$ R=$(ls -d $T/runs/img.*); rm $R/epoch-001.optim.safetensors; md5sum $R/epoch-001.safetensors > $T/before
+$ sb-train -q -d $T/data -o $T/runs $C > $T/out
+$ md5sum --quiet -c $T/before && echo "epoch 1 the same"
+$ grep -c '"kind":"train.resume"' $T/out || true
+$ grep -c '"kind":"train.epoch"' $T/out
+> killed 137
+> epoch 1 the same
+> 0
+> 2
+
+%%% an optimiser state written before the checksums (no data_sha256): resumed, with a warning, to the same bits
+$ $TOP/build/tests/test_train --fixtures $T
+$ C="--task img --method softmax --seed 0 --epochs 2 --batch 32"
+$ sb-train -q -d $T/data -o $T/whole $C > /dev/null
+$ SB_TRAIN_STOP_AFTER_STEPS=6 sb-train -q -d $T/data -o $T/runs $C > /dev/null || echo "killed $?"
+$ O=$(ls $T/runs/img.*/epoch-001.optim.safetensors); n=$(od -An -tu8 -N8 $O | tr -d ' '); h=$(dd if=$O bs=1 skip=8 count=$n status=none)
+$ pre=${h%%,\"checkpoint_sha256\"*}; rest=${h#*\"data_sha256\":\"}; rest=${rest:65}; pad=$(printf "%$(( ${#h} - ${#pre} - ${#rest} ))s" "")
+$ printf '%s' "$pre$pad$rest" | dd of=$O bs=1 seek=8 conv=notrunc status=none; grep -c data_sha256 $O || true
+$ sb-train -q -d $T/data -o $T/runs $C > /dev/null 2> $T/err
+$ grep -c 'epoch-001.optim.safetensors: written without a checksum (by an earlier sb-train)' $T/err
+$ cd $T/whole/img.*/ && for f in epoch-00*.safetensors; do cmp $f $T/runs/img.*/$f && echo "$f the same"; done
+> killed 137
+> 0
+> 1
+> epoch-001.safetensors the same
+> epoch-002.optim.safetensors the same
+> epoch-002.safetensors the same
+
 %%% resumed on another dataset file: exit 3 naming both, a train.failed record, the other cells go on
 $ $TOP/build/tests/test_train --fixtures $T
 $ printf '{"task":"img","method":"softmax","seed":0,"epochs":2,"batch":32}\n{"task":"img","method":"softmax","seed":1,"epochs":1,"batch":32}\n' > $T/c.ndjson
