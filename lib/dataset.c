@@ -244,9 +244,9 @@ int sb_split_carve(const struct sb_dataset *ds, uint64_t seed, double val_fracti
 			sb_split_free(out);
 			return SB_ERR(err, SB_EINTERNAL, "out of memory");
 		}
-		/* a cap keeps the first round(limit * (1 - val_fraction)) training and the first
-		 * round(limit * val_fraction) validation examples of the seed (file order, which is
-		 * the generator's order), as a pool of `limit` examples would be split */
+		/* a cap keeps the first max(1, r) validation and max(1, limit - r) training
+		 * examples of the seed, r = round(limit * val_fraction) (file order, which is the
+		 * generator's order), about as a pool of `limit` examples would be split */
 		int64_t cap_t = nt, cap_v = nv;
 		if (limit > 0 && limit < nt + nv) {
 			int64_t lv = sb_round_half_even(val_fraction * (double)limit);

@@ -312,8 +312,15 @@ int sb_cell_finish(struct sb_cell *c, struct sb_err *err)
 	if (!is_switch(c->method) && strcmp(c->method, "cosine_alpha")) {
 		struct sb_norm nm;
 		struct sb_err e2 = {0};
-		if (sb_norm_parse(c->method, c->alpha, &nm, &e2))
+		int rc = sb_norm_parse(c->method, c->alpha, &nm, &e2);
+		if (rc && strncmp(e2.msg, "unknown ", 8))
 			return SB_ERR(err, SB_EDATA, "field 'method': %s", e2.msg);
+		if (rc)
+			return SB_ERR(err, SB_EDATA,
+			              "field 'method': unknown method '%s' (normalisers: " SB_NORM_NAMES
+			              "; schedules: median_switch, early_accuracy_switch, entropy_switch, "
+			              "mechanistic_switch, cosine_alpha)",
+			              c->method);
 		/* canonical method name ("topk_softmax" -> "topk_softmax_025") */
 		snprintf(c->method, sizeof c->method, "%s", sb_norm_name(&nm));
 	}

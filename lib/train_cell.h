@@ -19,7 +19,8 @@
  * cell_id = TASK.METHOD.sSEED.ARCH.TIER.HASH8, HASH8 = the first 8 hex digits of the
  * SHA-256 of the canonical JSON of the complete cell: every field above (switch_epoch
  * only for switching methods), sorted keys, no spaces, integers as integers, other
- * numbers in the shortest form that reads back as the same double. So "lr": 0.001
+ * numbers as sb_fmt_f64 writes them: C's "%.15g", else "%.16g", else "%.17g", the first
+ * that reads back as the same double (so 1e-7 is "1e-07", 1e30 "1e+30"). So "lr": 0.001
  * and "lr": 1e-3 name the same cell.
  */
 #ifndef SB_TRAIN_CELL_H

@@ -286,3 +286,26 @@ $ grep -c "data2/img/pool.safetensors" $T/err
 > 1
 > 1
 > 1
+
+%%% cell id numbers: C's %.15g (else %.16g, %.17g), so lr 1e-7 is hashed as 1e-07 (docs/sb-train.md)
+$ sb-train --ids --task img --method softmax --seed 0 --lr 1e-7 --clip 1e30 | sed 's/.*\.//'
+$ printf '%s' '{"alpha":1.5,"arch":"plain","batch":256,"clip":1e+30,"dropout":0.1,"epochs":30,"limit":0,"lr":1e-07,"mask":"margin","method":"softmax","schedule":"constant","seed":0,"task":"img","tier":"compact","val_fraction":0.2,"weight_decay":0.0001}' | sha256sum | cut -c1-8
+$ sb-train --ids --task img --method softmax --seed 0 --lr 0.30000000000000004 | sed 's/.*\.//'
+$ printf '%s' '{"alpha":1.5,"arch":"plain","batch":256,"clip":5,"dropout":0.1,"epochs":30,"limit":0,"lr":0.30000000000000004,"mask":"margin","method":"softmax","schedule":"constant","seed":0,"task":"img","tier":"compact","val_fraction":0.2,"weight_decay":0.0001}' | sha256sum | cut -c1-8
+> 29864435
+> 29864435
+> 6af4cf5c
+> 6af4cf5c
+
+%%% an unknown method lists what is accepted: any top-k / bottom-k ratio and the schedules
+$ sb-train --ids --task img --method topk_softmax_x --seed 0
+? 2
+! field 'method': unknown method 'topk_softmax_x' (normalisers: softmax, topk_softmax_R and bottomk_softmax_R (R: a ratio in (0, 1] as its digits without the point, e.g. 0125, 025, 05, 1; bare topk_softmax and bottomk_softmax: 025), sparsemax, entmax15, entmax_bisect, headwise_adaptive_entmax; schedules: median_switch, early_accuracy_switch, entropy_switch, mechanistic_switch, cosine_alpha)
+
+%%% top-k and bottom-k ratios: the canonical name drops trailing zeros; bottomk_softmax_05 and other ratios are accepted
+$ sb-train --ids --task img --method topk_softmax_0250 --seed 0 | cut -d. -f2
+$ sb-train --ids --task img --method bottomk_softmax_05 --seed 0 | cut -d. -f2
+$ sb-train --ids --task img --method topk_softmax_0375 --seed 0 | cut -d. -f2
+> topk_softmax_025
+> bottomk_softmax_05
+> topk_softmax_0375
