@@ -445,8 +445,13 @@ if [ -f "$R/epoch-001.optim.safetensors" ]; then
 	resrun "optimiser state garbage" 3 "epoch-001.optim.safetensors"
 	mkres; rm "$O"; mkdir "$O"
 	resrun "optimiser state is a directory" "3 4" "epoch-001.optim.safetensors"
+	# the base run is the same cell: its epoch 1 is the same bits, so the resume goes on
 	mkres; cp "$RUN/epoch-001.safetensors" "$R/epoch-001.safetensors"
-	resrun "checkpoint of another run" 3 "epoch-001.safetensors"
+	NLW=0 ALLOW='epoch-002|train.ndjson'
+	hc "$hd: resume: the same cell's checkpoint from another run directory (the same bits)" 0 "" "$W/res" \
+		sb-train -q -d "$D" -o "$W/res" "$W/res.ndjson"
+	mkres; cp "$RUN/epoch-002.safetensors" "$R/epoch-001.safetensors"
+	resrun "another epoch's checkpoint" 3 "epoch-001.safetensors"
 fi
 
 # ================================================================ sb-eval
