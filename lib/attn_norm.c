@@ -88,11 +88,7 @@ int sb_norm_parse(const char *method, double alpha, struct sb_norm *out, struct 
 		nm.kind = SB_NORM_BOTTOMK;
 		nm.ratio = ratio_from_suffix(method + 16);
 	} else {
-		return SB_ERR(err, SB_EUSAGE,
-		              "unknown normaliser method '%s' (known: softmax, topk_softmax_{0125,025,05}, "
-		              "bottomk_softmax_{0125,025}, sparsemax, entmax15, entmax_bisect, "
-		              "headwise_adaptive_entmax)",
-		              method);
+		return SB_ERR(err, SB_EUSAGE, "unknown normaliser method '%s' (known: " SB_NORM_NAMES ")", method);
 	}
 	if (nm.kind == SB_NORM_ENTMAX_BISECT) {
 		if (!isfinite(alpha))

@@ -54,8 +54,17 @@ struct sb_norm {
 #define SB_NORM_AUX 4
 
 /* Parse a method name ("topk_softmax_025", "entmax_bisect", ...). For
- * entmax_bisect the alpha is taken from `alpha` (clamped to [1.05, 2]). */
+ * entmax_bisect the alpha is taken from `alpha` (clamped to [1.05, 2]).
+ * Top-k and bottom-k take any ratio r in (0, 1]: topk_softmax_R / bottomk_softmax_R,
+ * R = r's decimal digits without the point (0125 = 0.125, 0375 = 0.375, 1 = 1); the
+ * bare names mean 0.25. The canonical name (sb_norm_name) drops trailing zeros
+ * (topk_softmax_01250 -> topk_softmax_0125). */
 int sb_norm_parse(const char *method, double alpha, struct sb_norm *out, struct sb_err *err);
+/* The names sb_norm_parse accepts, for messages. */
+#define SB_NORM_NAMES                                                                                      \
+	"softmax, topk_softmax_R and bottomk_softmax_R (R: a ratio in (0, 1] as its digits without the point, " \
+	"e.g. 0125, 025, 05, 1; bare topk_softmax and bottomk_softmax: 025), sparsemax, entmax15, "          \
+	"entmax_bisect, headwise_adaptive_entmax"
 /* Canonical method name, e.g. "topk_softmax_025". */
 const char *sb_norm_name(const struct sb_norm *nm);
 /* Number of keys kept per row by top-k / bottom-k for n_valid valid keys. */

@@ -210,12 +210,26 @@ void sb_split_free(struct sb_split *s)
 	memset(s, 0, sizeof *s);
 }
 
+int sb_split_check(const struct sb_dataset *ds, double val_fraction, int64_t limit, struct sb_err *err)
+{
+	if (!(val_fraction >= 0 && val_fraction < 1))
+		return SB_ERR(err, SB_EUSAGE, "val_fraction %g outside [0, 1)", val_fraction);
+	if (ds->presplit && limit > 0 && !(val_fraction > 0))
+		return SB_ERR(err, SB_EUSAGE,
+			      "val_fraction %g with a limit on a pre-split task (%s): the limit keeps "
+			      "round(limit * val_fraction), at least 1, of its validation examples; give a "
+			      "val_fraction in (0, 1) or no limit",
+			      val_fraction, ds->path);
+	return 0;
+}
+
 int sb_split_carve(const struct sb_dataset *ds, uint64_t seed, double val_fraction, int64_t limit,
 		   struct sb_split *out, struct sb_err *err)
 {
 	memset(out, 0, sizeof *out);
 	if (strcmp(ds->split, "pool") != 0)
 		return SB_ERR(err, SB_EVERDICT, "%s: the validation split is carved from the pool only", ds->path);
+	SB_TRY(sb_split_check(ds, val_fraction, limit, err));
 	if (ds->presplit) {
 		int64_t nt = 0, nv = 0;
 		for (int64_t i = 0; i < ds->n; i++)
@@ -230,16 +244,11 @@ int sb_split_carve(const struct sb_dataset *ds, uint64_t seed, double val_fracti
 			sb_split_free(out);
 			return SB_ERR(err, SB_EINTERNAL, "out of memory");
 		}
-		/* a cap keeps the first round(limit * (1 - val_fraction)) training and the first
-		 * round(limit * val_fraction) validation examples of the seed (file order, which is
-		 * the generator's order), as a pool of `limit` examples would be split */
+		/* a cap keeps the first max(1, r) validation and max(1, limit - r) training
+		 * examples of the seed, r = round(limit * val_fraction) (file order, which is the
+		 * generator's order), about as a pool of `limit` examples would be split */
 		int64_t cap_t = nt, cap_v = nv;
 		if (limit > 0 && limit < nt + nv) {
-			if (!(val_fraction > 0 && val_fraction < 1)) {
-				sb_split_free(out);
-				return SB_ERR(err, SB_EUSAGE, "val_fraction %g outside (0, 1) with a limit on a pre-split task",
-					      val_fraction);
-			}
 			int64_t lv = sb_round_half_even(val_fraction * (double)limit);
 			cap_v = lv < nv ? (lv > 0 ? lv : 1) : nv;
 			cap_t = limit - lv < nt ? (limit - lv > 0 ? limit - lv : 1) : nt;
@@ -255,8 +264,6 @@ int sb_split_carve(const struct sb_dataset *ds, uint64_t seed, double val_fracti
 			}
 		return 0;
 	}
-	if (!(val_fraction >= 0 && val_fraction < 1))
-		return SB_ERR(err, SB_EUSAGE, "val_fraction %g outside [0, 1)", val_fraction);
 	if (ds->n > UINT32_MAX)
 		return SB_ERR(err, SB_EDATA, "%s: too many examples", ds->path);
 	int64_t n = ds->n;

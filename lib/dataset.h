@@ -61,9 +61,10 @@ void sb_dataset_free(struct sb_dataset *ds);
  *   n_val = round-half-to-even(val_fraction * n_kept) (Python's round);
  *   validation = perm[0..n_val), train = the rest (both in permutation order).
  * Pre-split tasks: train = examples with seed == `seed` and part == 0, validation
- * those with part == 1, in file order; a limit > 0 keeps the first
- * round(limit * (1 - val_fraction)) training and the first round(limit * val_fraction)
- * validation examples (as a pool of `limit` examples would split; at least one each).
+ * those with part == 1, in file order; a limit > 0 below the seed's examples keeps the
+ * first max(1, r) validation and the first max(1, limit - r) training examples, each
+ * at most what the seed has, r = round-half-to-even(limit * val_fraction) (about as a
+ * pool of `limit` examples would split; limit 1 gives 1 and 1).
  * Returns owned arrays of indices into the dataset. */
 struct sb_split {
 	uint32_t *train, *val;
@@ -71,6 +72,11 @@ struct sb_split {
 };
 int sb_split_carve(const struct sb_dataset *ds, uint64_t seed, double val_fraction, int64_t limit,
 		   struct sb_split *out, struct sb_err *err);
+/* Whether the split's parameters fit the dataset, whatever the seed (sb_split_carve
+ * checks the same): val_fraction in [0, 1), and in (0, 1) with a limit on a pre-split
+ * task (whose validation examples are a part of their own: a limit keeps a share of
+ * each). SB_EUSAGE otherwise, as from sb_split_carve. */
+int sb_split_check(const struct sb_dataset *ds, double val_fraction, int64_t limit, struct sb_err *err);
 /* Test examples of a dataset: all, or for pre-split tasks those of `seed`. */
 int sb_split_test(const struct sb_dataset *ds, uint64_t seed, uint32_t **idx, int64_t *n,
 		  struct sb_err *err);

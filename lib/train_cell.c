@@ -56,22 +56,76 @@ static int get_str(const struct sb_json *v, const char *key, char *dst, size_t n
 	return 0;
 }
 
-static int get_int(const struct sb_json *v, const char *key, int64_t lo, int64_t hi, int64_t *out, struct sb_err *err)
+/* The numeric fields and their ranges (docs/sb-train.md). */
+static const struct sb_cell_range ranges[] = {
+	{"seed", 1, 0, 0, INT64_MAX, 0, 0},
+	{"epochs", 1, 0, 1, 100000, 0, 0},
+	{"batch", 1, 0, 1, 1 << 20, 0, 0},
+	{"switch_epoch", 1, 0, 1, 100000, 0, 0},
+	{"limit", 1, 0, 0, INT64_MAX, 0, 0},
+	{"lr", 0, 0, 0, 0, 0, 10},
+	{"weight_decay", 0, 0, 0, 0, 0, 10},
+	{"clip", 0, 0, 0, 0, 0, 1e30},
+	{"val_fraction", 0, 1, 0, 0, 0, 1}, /* the split needs a training part (sb_split_carve) */
+	{"alpha", 0, 0, 0, 0, SB_ALPHA_MIN, SB_ALPHA_MAX}, /* entmax_bisect's alpha, unclamped */
+	{"dropout", 0, 0, 0, 0, 0, 0.99},
+};
+
+const struct sb_cell_range *sb_cell_range(const char *key)
 {
+	for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+		if (!strcmp(key, ranges[i].key))
+			return &ranges[i];
+	return NULL;
+}
+
+void sb_cell_range_text(const struct sb_cell_range *r, char *buf, size_t n)
+{
+	if (r->integer)
+		snprintf(buf, n, "an integer in [%lld, %lld]", (long long)r->ilo, (long long)r->ihi);
+	else
+		snprintf(buf, n, "a number in [%g, %g%c", r->lo, r->hi, r->hi_open ? ')' : ']');
+}
+
+int sb_cell_range_check(const struct sb_cell_range *r, double v)
+{
+	return isfinite(v) && v >= r->lo && (r->hi_open ? v < r->hi : v <= r->hi);
+}
+
+static int range_error(const struct sb_cell_range *r, struct sb_err *err)
+{
+	char what[96];
+	sb_cell_range_text(r, what, sizeof what);
+	return SB_ERR(err, SB_EDATA, "field '%s' must be %s", r->key, what);
+}
+
+static int get_int(const struct sb_json *v, const char *key, int64_t *out, struct sb_err *err)
+{
+	const struct sb_cell_range *r = sb_cell_range(key);
 	int64_t x;
-	if (sb_json_int64(v, &x) || x < lo || x > hi)
-		return SB_ERR(err, SB_EDATA, "field '%s' must be an integer in [%lld, %lld]", key, (long long)lo,
-		              (long long)hi);
+	if (sb_json_int64(v, &x) || x < r->ilo || x > r->ihi)
+		return range_error(r, err);
 	*out = x;
 	return 0;
 }
 
-static int get_num(const struct sb_json *v, const char *key, double lo, double hi, double *out, struct sb_err *err)
+static int get_num(const struct sb_json *v, const char *key, double *out, struct sb_err *err)
 {
-	if (v->type != SB_JSON_NUMBER || !isfinite(v->number) || v->number < lo || v->number > hi)
-		return SB_ERR(err, SB_EDATA, "field '%s' must be a number in [%g, %g]", key, lo, hi);
+	const struct sb_cell_range *r = sb_cell_range(key);
+	if (v->type != SB_JSON_NUMBER || !sb_cell_range_check(r, v->number))
+		return range_error(r, err);
 	*out = v->number;
 	return 0;
+}
+
+/* Does the method take the cell's alpha? Only entmax_bisect does: entmax15 fixes it at
+ * 1.5, headwise_adaptive_entmax learns one per head, cosine_alpha schedules it. */
+static int takes_alpha(const char *method)
+{
+	struct sb_norm nm;
+	struct sb_err e = {0};
+	return !is_switch(method) && strcmp(method, "cosine_alpha") && !sb_norm_parse(method, 1.5, &nm, &e) &&
+	       nm.kind == SB_NORM_ENTMAX_BISECT;
 }
 
 int sb_cell_from_json(const struct sb_json *obj, int strict, struct sb_cell *c, struct sb_err *err)
@@ -79,7 +133,7 @@ int sb_cell_from_json(const struct sb_json *obj, int strict, struct sb_cell *c, 
 	if (!obj || obj->type != SB_JSON_OBJECT)
 		return SB_ERR(err, SB_EDATA, "a cell must be a JSON object");
 	sb_cell_defaults(c);
-	int have_task = 0, have_method = 0, have_seed = 0, have_switch = 0;
+	int have_task = 0, have_method = 0, have_seed = 0, have_switch = 0, have_alpha = 0;
 	for (size_t i = 0; i < obj->n; i++) {
 		const char *k = obj->keys[i];
 		const struct sb_json *v = obj->items[i];
@@ -91,36 +145,42 @@ int sb_cell_from_json(const struct sb_json *obj, int strict, struct sb_cell *c, 
 			SB_TRY(get_str(v, k, c->method, sizeof c->method, err));
 			have_method = 1;
 		} else if (!strcmp(k, "seed")) {
-			SB_TRY(get_int(v, k, 0, INT64_MAX, &x, err));
+			SB_TRY(get_int(v, k, &x, err));
 			c->seed = (uint64_t)x;
 			have_seed = 1;
 		} else if (!strcmp(k, "epochs")) {
-			SB_TRY(get_int(v, k, 1, 100000, &x, err));
+			SB_TRY(get_int(v, k, &x, err));
 			c->epochs = (int)x;
 		} else if (!strcmp(k, "batch")) {
-			SB_TRY(get_int(v, k, 1, 1 << 20, &x, err));
+			SB_TRY(get_int(v, k, &x, err));
 			c->batch = (int)x;
 		} else if (!strcmp(k, "switch_epoch")) {
-			SB_TRY(get_int(v, k, 1, 100000, &x, err));
+			SB_TRY(get_int(v, k, &x, err));
 			c->switch_epoch = (int)x;
 			have_switch = 1;
 		} else if (!strcmp(k, "limit")) {
-			SB_TRY(get_int(v, k, 0, INT64_MAX, &x, err));
+			SB_TRY(get_int(v, k, &x, err));
 			c->limit = x;
 		} else if (!strcmp(k, "lr")) {
-			SB_TRY(get_num(v, k, 0, 10, &c->lr, err));
+			SB_TRY(get_num(v, k, &c->lr, err));
 		} else if (!strcmp(k, "weight_decay")) {
-			SB_TRY(get_num(v, k, 0, 10, &c->weight_decay, err));
+			SB_TRY(get_num(v, k, &c->weight_decay, err));
 		} else if (!strcmp(k, "clip")) {
-			SB_TRY(get_num(v, k, 0, 1e30, &c->clip, err));
+			SB_TRY(get_num(v, k, &c->clip, err));
 		} else if (!strcmp(k, "val_fraction")) {
-			SB_TRY(get_num(v, k, 0, 1, &c->val_fraction, err));
-			if (c->val_fraction >= 1) /* the split needs a training part (sb_split_carve) */
-				return SB_ERR(err, SB_EDATA, "field 'val_fraction' must be a number in [0, 1)");
+			SB_TRY(get_num(v, k, &c->val_fraction, err));
 		} else if (!strcmp(k, "alpha")) {
-			SB_TRY(get_num(v, k, 1, 10, &c->alpha, err));
+			/* a run's cell.json (not strict) holds alpha for every method, and earlier
+			 * versions took any alpha in [1, 10] (clamped to [1.05, 2] in training) */
+			if (strict)
+				SB_TRY(get_num(v, k, &c->alpha, err));
+			else if (v->type != SB_JSON_NUMBER || !isfinite(v->number) || v->number < 1 || v->number > 10)
+				return SB_ERR(err, SB_EDATA, "field 'alpha' must be a number in [1, 10]");
+			else
+				c->alpha = v->number;
+			have_alpha = 1;
 		} else if (!strcmp(k, "dropout")) {
-			SB_TRY(get_num(v, k, 0, 0.99, &c->dropout, err));
+			SB_TRY(get_num(v, k, &c->dropout, err));
 		} else if (!strcmp(k, "tier")) {
 			SB_TRY(get_str(v, k, c->tier, sizeof c->tier, err));
 		} else if (!strcmp(k, "arch")) {
@@ -141,7 +201,11 @@ int sb_cell_from_json(const struct sb_json *obj, int strict, struct sb_cell *c, 
 		return SB_ERR(err, SB_EDATA, "missing field 'seed'");
 	if (have_switch && !is_switch(c->method))
 		return SB_ERR(err, SB_EDATA, "field 'switch_epoch' is only for the switching methods");
-	return sb_cell_finish(c, err);
+	SB_TRY(sb_cell_finish(c, err));
+	if (strict && have_alpha && !takes_alpha(c->method))
+		return SB_ERR(err, SB_EDATA, "field 'alpha' is only for entmax_bisect (method '%s' does not use it)",
+		              c->method);
+	return 0;
 }
 
 int sb_cell_norm_base(const struct sb_cell *c, struct sb_norm *out, struct sb_err *err)
@@ -248,8 +312,15 @@ int sb_cell_finish(struct sb_cell *c, struct sb_err *err)
 	if (!is_switch(c->method) && strcmp(c->method, "cosine_alpha")) {
 		struct sb_norm nm;
 		struct sb_err e2 = {0};
-		if (sb_norm_parse(c->method, c->alpha, &nm, &e2))
+		int rc = sb_norm_parse(c->method, c->alpha, &nm, &e2);
+		if (rc && strncmp(e2.msg, "unknown ", 8))
 			return SB_ERR(err, SB_EDATA, "field 'method': %s", e2.msg);
+		if (rc)
+			return SB_ERR(err, SB_EDATA,
+			              "field 'method': unknown method '%s' (normalisers: " SB_NORM_NAMES
+			              "; schedules: median_switch, early_accuracy_switch, entropy_switch, "
+			              "mechanistic_switch, cosine_alpha)",
+			              c->method);
 		/* canonical method name ("topk_softmax" -> "topk_softmax_025") */
 		snprintf(c->method, sizeof c->method, "%s", sb_norm_name(&nm));
 	}

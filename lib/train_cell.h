@@ -19,12 +19,14 @@
  * cell_id = TASK.METHOD.sSEED.ARCH.TIER.HASH8, HASH8 = the first 8 hex digits of the
  * SHA-256 of the canonical JSON of the complete cell: every field above (switch_epoch
  * only for switching methods), sorted keys, no spaces, integers as integers, other
- * numbers in the shortest form that reads back as the same double. So "lr": 0.001
+ * numbers as sb_fmt_f64 writes them: C's "%.15g", else "%.16g", else "%.17g", the first
+ * that reads back as the same double (so 1e-7 is "1e-07", 1e30 "1e+30"). So "lr": 0.001
  * and "lr": 1e-3 name the same cell.
  */
 #ifndef SB_TRAIN_CELL_H
 #define SB_TRAIN_CELL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "attn_norm.h"
@@ -45,8 +47,24 @@ struct sb_cell {
 void sb_cell_defaults(struct sb_cell *c);
 /* Parse a cell object. strict: unknown keys are an error (cells given to sb-train);
  * otherwise the derived fields of cell.json are accepted too. Validates every value
- * and computes cell_id. */
+ * and computes cell_id. alpha (strict): in [1.05, 2] and only for entmax_bisect, as
+ * switch_epoch is only for the switching methods; a run's cell.json (not strict) has
+ * alpha for every method, and one in [1, 10] is read as earlier versions wrote it. */
 int sb_cell_from_json(const struct sb_json *obj, int strict, struct sb_cell *c, struct sb_err *err);
+/* The range of a numeric cell field, as sb_cell_from_json checks it (sb-train's flags
+ * check the same): an integer in [ilo, ihi], or a number in [lo, hi] ([lo, hi) with
+ * hi_open). NULL for a key that is not a numeric field. */
+struct sb_cell_range {
+	const char *key;
+	int integer, hi_open;
+	int64_t ilo, ihi;
+	double lo, hi;
+};
+const struct sb_cell_range *sb_cell_range(const char *key);
+/* "an integer in [1, 100000]", "a number in [0, 1)" */
+void sb_cell_range_text(const struct sb_cell_range *r, char *buf, size_t n);
+/* Is v a finite number in the range of a non-integer field? */
+int sb_cell_range_check(const struct sb_cell_range *r, double v);
 /* Validate and compute cell_id (after filling fields by hand). */
 int sb_cell_finish(struct sb_cell *c, struct sb_err *err);
 /* The canonical JSON of the complete cell (the text that is hashed). */

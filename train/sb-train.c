@@ -1,6 +1,7 @@
 /* sb-train — train encoder cells (PROTOCOL A2, A4, A8), and cells of other families
  * (PROTOCOL C's LM decoders: "family": "lm"), into run directories.
  * See usage() and docs/sb-train.md. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
@@ -33,7 +34,7 @@ static void usage(void)
 	      "Fields (defaults): task, method, seed (required); epochs (30), batch (256), lr (1e-3),\n"
 	      "weight_decay (1e-4), clip (5.0; 0 = off), tier (compact | medium | deep | wide),\n"
 	      "arch (plain | local_hybrid), limit (0 = whole pool), val_fraction (0.2),\n"
-	      "schedule (constant | linear_decay: lr (1 - t/T)), alpha (1.5, entmax_bisect),\n"
+	      "schedule (constant | linear_decay: lr (1 - t/T)), alpha (1.5; entmax_bisect only, in [1.05, 2]),\n"
 	      "mask (margin | exclude: padded keys of text tasks), dropout (0.1),\n"
 	      "switch_epoch (switching methods). Unknown fields are an error.\n"
 	      "A cell with \"family\": \"lm\" is a decoder of PROTOCOL C (fields: docs/lm.md): it trains after\n"
@@ -42,8 +43,9 @@ static void usage(void)
 	      "CPU thread, with a sas.train record.\n"
 	      "A cell with \"family\": \"n3a\" is one block of PROTOCOL A8's N3-A assay (fields: docs/n3a.md):\n"
 	      "the same, on one CPU thread, with an n3a.train record.\n"
-	      "Methods: softmax, topk_softmax_{0125,025,05}, bottomk_softmax_{0125,025,05}, sparsemax,\n"
-	      "entmax15, entmax_bisect, headwise_adaptive_entmax; schedules (epochs e = 1..E):\n"
+	      "Methods: softmax, topk_softmax_R and bottomk_softmax_R (R: a ratio in (0, 1] as its digits\n"
+	      "without the point: 0125, 025, 05, ...; bare: 025), sparsemax, entmax15, entmax_bisect,\n"
+	      "headwise_adaptive_entmax; schedules (epochs e = 1..E):\n"
 	      "median_switch, early_accuracy_switch, entropy_switch, mechanistic_switch (top-k 0.25 while\n"
 	      "e < switch_epoch, then softmax) and cosine_alpha (entmax, alpha = 1 + 0.25 (1 - cos(pi (e-1)/29)),\n"
 	      "at least 1.05).\n"
@@ -146,18 +148,23 @@ struct opts {
 	int nflags, have_task;
 };
 
-static void flag_num(struct opts *o, const char *key, const char *opt, const char *val, int integer)
+/* A numeric cell field from its flag, checked against the field's range (the cell's
+ * own check would name the field, not the flag). */
+static void flag_num(struct opts *o, const char *key, const char *opt, const char *val)
 {
-	struct sb_err err = {0};
-	if (integer) {
-		long long v;
-		if (sb_parse_int(opt, val, 0, INT64_MAX, &v, &err))
-			sb_cli_usage_error("%s", err.msg);
+	const struct sb_cell_range *r = sb_cell_range(key);
+	char what[96], *end;
+	sb_cell_range_text(r, what, sizeof what);
+	errno = 0;
+	if (r->integer) {
+		long long v = strtoll(val, &end, 10);
+		if (!*val || *end || errno || v < r->ilo || v > r->ihi)
+			sb_cli_usage_error("invalid value for %s: '%s' (%s)", opt, val, what);
 		sb_jw_kint(&o->flag_cell, key, v);
 	} else {
-		double v;
-		if (sb_parse_double(opt, val, 0, 1e30, &v, &err))
-			sb_cli_usage_error("%s", err.msg);
+		double v = strtod(val, &end);
+		if (!*val || *end || errno || !sb_cell_range_check(r, v))
+			sb_cli_usage_error("invalid value for %s: '%s' (%s)", opt, val, what);
 		sb_jw_kf64(&o->flag_cell, key, v);
 	}
 	o->nflags++;
@@ -222,37 +229,37 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->nflags++;
 			break;
 		case OPT_SEED:
-			flag_num(o, "seed", "--seed", optarg, 1);
+			flag_num(o, "seed", "--seed", optarg);
 			break;
 		case OPT_EPOCHS:
-			flag_num(o, "epochs", "--epochs", optarg, 1);
+			flag_num(o, "epochs", "--epochs", optarg);
 			break;
 		case OPT_BATCH:
-			flag_num(o, "batch", "--batch", optarg, 1);
+			flag_num(o, "batch", "--batch", optarg);
 			break;
 		case OPT_LIMIT:
-			flag_num(o, "limit", "--limit", optarg, 1);
+			flag_num(o, "limit", "--limit", optarg);
 			break;
 		case OPT_SWITCH:
-			flag_num(o, "switch_epoch", "--switch-epoch", optarg, 1);
+			flag_num(o, "switch_epoch", "--switch-epoch", optarg);
 			break;
 		case OPT_LR:
-			flag_num(o, "lr", "--lr", optarg, 0);
+			flag_num(o, "lr", "--lr", optarg);
 			break;
 		case OPT_WD:
-			flag_num(o, "weight_decay", "--weight-decay", optarg, 0);
+			flag_num(o, "weight_decay", "--weight-decay", optarg);
 			break;
 		case OPT_CLIP:
-			flag_num(o, "clip", "--clip", optarg, 0);
+			flag_num(o, "clip", "--clip", optarg);
 			break;
 		case OPT_VALF:
-			flag_num(o, "val_fraction", "--val-fraction", optarg, 0);
+			flag_num(o, "val_fraction", "--val-fraction", optarg);
 			break;
 		case OPT_ALPHA:
-			flag_num(o, "alpha", "--alpha", optarg, 0);
+			flag_num(o, "alpha", "--alpha", optarg);
 			break;
 		case OPT_DROPOUT:
-			flag_num(o, "dropout", "--dropout", optarg, 0);
+			flag_num(o, "dropout", "--dropout", optarg);
 			break;
 		case OPT_HELP:
 			usage();
@@ -330,12 +337,14 @@ static int cell_family(const struct sb_json *v, int *family, struct sb_err *err)
 
 struct cells {
 	struct sb_cell *c;
+	long *line; /* the cells file's line of each cell (0: the cell from flags) */
 	int n, cap;
+	char name[4200]; /* the cells file as messages name it */
 	struct family_cell *fc; /* cells of other families, in input order */
 	int nf, capf;
 };
 
-static int cells_add(struct cells *cs, const struct sb_cell *c)
+static int cells_add(struct cells *cs, const struct sb_cell *c, long line)
 {
 	for (int i = 0; i < cs->n; i++)
 		if (!strcmp(cs->c[i].cell_id, c->cell_id)) {
@@ -348,8 +357,13 @@ static int cells_add(struct cells *cs, const struct sb_cell *c)
 		if (!p)
 			return -1;
 		cs->c = p;
+		p = realloc(cs->line, (size_t)cap * sizeof *cs->line);
+		if (!p)
+			return -1;
+		cs->line = p;
 		cs->cap = cap;
 	}
+	cs->line[cs->n] = line;
 	cs->c[cs->n++] = *c;
 	return 0;
 }
@@ -374,6 +388,18 @@ static void cells_free(struct cells *cs)
 		sb_json_free(cs->fc[i].cell);
 	free(cs->fc);
 	free(cs->c);
+	free(cs->line);
+}
+
+/* An error about cell i, named FILE:LINE:. bad_value: the cell's own value is wrong (not
+ * the dataset), which is bad input in a cells file and a usage error from flags, as when
+ * a cell does not parse. */
+static void cell_error(const struct cells *cs, int i, int bad_value, struct sb_err *err)
+{
+	if (cs->line[i] > 0)
+		sb_err_prefix(err, "%s:%ld", cs->name, cs->line[i]);
+	if (bad_value)
+		err->code = cs->line[i] > 0 ? SB_EDATA : SB_EUSAGE;
 }
 
 static int read_cells(const struct opts *o, struct cells *cs, struct sb_err *err)
@@ -389,10 +415,11 @@ static int read_cells(const struct opts *o, struct cells *cs, struct sb_err *err
 			err->code = SB_EUSAGE;
 			return rc;
 		}
-		return cells_add(cs, &c) ? SB_ERR(err, SB_EINTERNAL, "out of memory") : 0;
+		return cells_add(cs, &c, 0) ? SB_ERR(err, SB_EINTERNAL, "out of memory") : 0;
 	}
 	struct sb_ndjson_reader *rd = NULL;
 	SB_TRY(sb_ndjson_open(o->cells_path, &rd, err));
+	snprintf(cs->name, sizeof cs->name, "%s", sb_ndjson_name(rd));
 	int rc = 0;
 	for (;;) {
 		struct sb_json *v = NULL;
@@ -412,7 +439,7 @@ static int read_cells(const struct opts *o, struct cells *cs, struct sb_err *err
 			if (!rc)
 				rc = sb_cell_from_json(v, 1, &c, err);
 			sb_json_free(v);
-			if (!rc && cells_add(cs, &c))
+			if (!rc && cells_add(cs, &c, sb_ndjson_line(rd)))
 				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 		}
 		if (rc) {
@@ -477,10 +504,14 @@ static void *runner_main(void *p)
 		enum cell_status st = CELL_FAILED;
 		struct sb_err e = {0};
 		int rc = open_rc;
-		if (open_rc)
+		if (open_rc) { /* recorded as the GPU path records a cell it could not start */
+			struct sb_err e2 = {0};
 			e = err;
-		else
+			train_cell_unrun(c, i, sh->env, strcmp(sh->device, "cpu") ? "failed_device" : "failed", err.msg,
+			                 &e2);
+		} else {
 			rc = train_cell(c, i, ds, be, sh->env, &st, &e);
+		}
 		pthread_mutex_lock(&sh->mu);
 		if (rc && (sh->first_idx < 0 || i < sh->first_idx)) {
 			sh->first_idx = i;
@@ -694,9 +725,13 @@ int main(int argc, char **argv)
 	for (int i = 0; i < cs.n; i++) {
 		for (int k = 0; k < ntds; k++)
 			if (!strcmp(tds[k].task, cs.c[i].task)) {
+				const struct sb_cell *c = &cs.c[i];
 				struct sb_encoder_cfg cfg;
-				if (sb_cell_model_cfg(&cs.c[i], &tds[k].ds, &cfg, &err)) {
-					sb_err_prefix(&err, "cell %s", cs.c[i].cell_id);
+				int bad_value = 0;
+				if (sb_cell_model_cfg(c, &tds[k].ds, &cfg, &err) ||
+				    (bad_value = sb_split_check(&tds[k].ds, c->val_fraction, c->limit, &err))) {
+					sb_err_prefix(&err, "cell %s", c->cell_id);
+					cell_error(&cs, i, bad_value, &err);
 					sb_cli_die(&err);
 				}
 			}

@@ -34,8 +34,11 @@ struct train_env {
 enum cell_status { CELL_COMPLETED, CELL_SKIPPED, CELL_FAILED_NONFINITE, CELL_FAILED };
 
 /* Train (or resume, or skip) one cell. Writes RUNS_DIR/CELL_ID/ and the cell's records
- * (also to env->out). Any failure after the run directory exists is recorded as
- * train.failed there and on env->out; the return value is then the error's code. */
+ * (also to env->out). Every failure is recorded as train.failed on env->out, and in the
+ * run's train.ndjson once its log is settled (a fresh start, or a resume state found
+ * intact): a failure before that (no run directory, a damaged checkpoint or optimiser
+ * state, a dataset file other than the run's) leaves the run directory as it was. The
+ * return value is then the error's code. */
 int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *ds, struct sb_backend *be,
                const struct train_env *env, enum cell_status *status, struct sb_err *err);
 
@@ -44,7 +47,8 @@ int sb_train_device_lost(const struct train_env *env);
 
 /* A cell that could not run (its device was lost before it started, or no backend could
  * be opened for it): its run directory gets run.meta (fresh runs) and a train.failed
- * record with status (e.g. "failed_device") and msg, also written to env->out; a cell
+ * record with status (e.g. "failed_device") and msg, also written to env->out (only
+ * there when its run directory cannot be read or its resume state is damaged); a cell
  * that already finished is left alone. Resume state is kept. */
 int train_cell_unrun(const struct sb_cell *cell, int index, const struct train_env *env, const char *status,
                      const char *msg, struct sb_err *err);

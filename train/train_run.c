@@ -5,7 +5,8 @@
  *   epoch-NNN.safetensors (+.sha256)   parameters after NNN epochs (never rewritten)
  *   epoch-NNN.optim.safetensors    parameters, AdamW moments and step after NNN epochs:
  *                                  only for the newest epoch (the previous one is removed
- *                                  once the newer one and its record are written)
+ *                                  once the newer one and its record are written); its
+ *                                  metadata pair it with its checkpoint and hash its data
  *   train.ndjson                   run.meta, train.epoch per epoch, train.done | train.failed
  *                                  (train.resume where a run was resumed)
  *
@@ -14,6 +15,8 @@
  * optimiser state of the last epoch its train.ndjson records, and resumes from there:
  * data order (SB_RNG_SHUFFLE, stream = epoch), dropout (stream = global step) and the
  * optimiser state depend only on (seed, epoch, step), so the result is bit-identical.
+ * A present checkpoint or optimiser state that is damaged fails the cell (SB_EDATA)
+ * instead of being resumed from or started over (scan_existing, load_optim).
  */
 #include "train.h"
 
@@ -42,12 +45,16 @@ struct run {
 	int index;
 	char dir[4096], ndjson[4200];
 	struct sb_lines lines;
+	int to_dir; /* records go to train.ndjson too: the run's log is r->lines (not before) */
 	struct sb_jw w;
 	double t_wall0, train_seconds;
 	size_t nparams;
 };
 
-/* Emit the record built in r->w: into train.ndjson (rewritten) and on the output stream. */
+/* Emit the record built in r->w on the output stream and, once the run's log is settled
+ * (r->to_dir), into train.ndjson (rewritten). Until then (the run directory is being
+ * looked at: a skip, or a resume state or dataset found wrong) the directory is left as
+ * it was. */
 static int emit(struct run *r, struct sb_err *err)
 {
 	struct sb_jw *w = &r->w;
@@ -58,9 +65,11 @@ static int emit(struct run *r, struct sb_err *err)
 	size_t n = w->len;
 	while (n && w->buf[n - 1] == '\n')
 		n--;
-	rc = sb_lines_add(&r->lines, w->buf, n, err);
-	if (!rc)
-		rc = sb_lines_write(&r->lines, r->ndjson, err);
+	if (r->to_dir) {
+		rc = sb_lines_add(&r->lines, w->buf, n, err);
+		if (!rc)
+			rc = sb_lines_write(&r->lines, r->ndjson, err);
+	}
 	pthread_mutex_lock(r->env->out_mu);
 	if (fwrite(w->buf, 1, w->len, r->env->out) != w->len || fflush(r->env->out))
 		if (!rc)
@@ -134,19 +143,32 @@ static void progress(const struct run *r, const char *fmt, ...)
 
 /* Look at an existing train.ndjson: *done = 1 when the cell already finished
  * (completed, or failed with a non-finite loss, which would fail again); else the
- * last epoch whose checkpoint and optimiser state are intact, with the records up
- * to it kept in r->lines. */
-static int scan_existing(struct run *r, int *done, int *resume_epochs, double *prev_seconds, struct sb_err *err)
+ * newest epoch whose record, checkpoint and optimiser state are all present, with the
+ * records up to it kept in r->lines and its checkpoint's SHA-256 in resume_sha256 (0:
+ * none, a fresh start). Every checkpoint that a train.epoch record names and that is
+ * present must hash as recorded: one that does not is damaged, SB_EDATA (it is neither
+ * rewritten nor the cell started over in silence). */
+struct epoch_rec {
+	int ec;                  /* epochs_completed */
+	char sha[SB_SHA256_HEX]; /* checkpoint_sha256 as recorded */
+	size_t keep_n;           /* lines up to and with this record */
+	double secs;             /* training seconds up to it */
+};
+
+static int scan_existing(struct run *r, int *done, int *resume_epochs, char resume_sha256[SB_SHA256_HEX],
+                         double *prev_seconds, struct sb_err *err)
 {
 	*done = 0;
 	*resume_epochs = 0;
 	*prev_seconds = 0;
+	resume_sha256[0] = 0;
 	if (!sb_file_exists(r->ndjson))
 		return 0;
 	struct sb_ndjson_reader *rd = NULL;
 	SB_TRY(sb_ndjson_open(r->ndjson, &rd, err));
 	struct sb_lines keep = {0};
-	size_t keep_upto = 0;
+	struct epoch_rec *ep = NULL;
+	size_t nep = 0, capep = 0, keep_upto = 0;
 	double secs = 0, secs_upto = 0;
 	int rc = 0;
 	for (;;) {
@@ -175,30 +197,76 @@ static int scan_existing(struct run *r, int *done, int *resume_epochs, double *p
 			int64_t ec = 0;
 			sb_json_int64(sb_json_get(v, "epochs_completed"), &ec);
 			secs += sb_json_num(sb_json_get(v, "seconds"), 0);
-			char ck[4300], op[4300], hex[SB_SHA256_HEX];
-			sb_run_checkpoint_path(ck, sizeof ck, r->dir, (int)ec);
-			sb_run_optim_path(op, sizeof op, r->dir, (int)ec);
-			const char *want = sb_json_str(sb_json_get(v, "checkpoint_sha256"), "");
-			struct sb_err e3 = {0};
-			if (sb_file_exists(op) && !sb_sha256_file(ck, hex, NULL, &e3) && !strcmp(hex, want)) {
-				*resume_epochs = (int)ec;
-				keep_upto = keep.n;
-				secs_upto = secs;
+			if (nep == capep) {
+				size_t cap = capep ? 2 * capep : 32;
+				void *p = realloc(ep, cap * sizeof *ep);
+				if (!p) {
+					rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+					sb_json_free(v);
+					break;
+				}
+				ep = p;
+				capep = cap;
 			}
+			struct epoch_rec *e = &ep[nep++];
+			e->ec = ec > 0 && ec <= 100000 ? (int)ec : 0;
+			snprintf(e->sha, sizeof e->sha, "%s", sb_json_str(sb_json_get(v, "checkpoint_sha256"), ""));
+			e->keep_n = keep.n;
+			e->secs = secs;
 		}
 		sb_json_free(v);
 	}
 	sb_ndjson_close(rd);
+	for (size_t i = 0; !rc && !*done && i < nep; i++) {
+		char ck[4300], op[4300], hex[SB_SHA256_HEX];
+		if (ep[i].ec < 1)
+			continue;
+		sb_run_checkpoint_path(ck, sizeof ck, r->dir, ep[i].ec);
+		sb_run_optim_path(op, sizeof op, r->dir, ep[i].ec);
+		if (!sb_file_exists(ck))
+			continue; /* missing: not a state to resume from */
+		if ((rc = sb_sha256_file(ck, hex, NULL, err)))
+			break;
+		if (strcmp(hex, ep[i].sha)) {
+			rc = SB_ERR(err, SB_EDATA,
+			            "%s: damaged: its SHA-256 is %.12s..., train.ndjson recorded %.12s... for epoch %d: "
+			            "restore it, or remove %s to start the cell over",
+			            ck, hex, *ep[i].sha ? ep[i].sha : "(none)", ep[i].ec, r->dir);
+			break;
+		}
+		if (sb_file_exists(op)) {
+			*resume_epochs = ep[i].ec;
+			memcpy(resume_sha256, hex, SB_SHA256_HEX);
+			keep_upto = ep[i].keep_n;
+			secs_upto = ep[i].secs;
+		}
+	}
 	if (!rc && !*done && *resume_epochs > 0) {
 		for (size_t i = 0; i < keep_upto && !rc; i++)
 			rc = sb_lines_add(&r->lines, keep.l[i], strlen(keep.l[i]), err);
 		*prev_seconds = secs_upto;
 	}
+	if (rc)
+		*resume_epochs = 0;
+	free(ep);
 	sb_lines_free(&keep);
 	return rc;
 }
 
 /* ---------------------------------------------------------------- checkpoints */
+
+/* The SHA-256 of an optimiser state's data: its tensors' bytes in order, which is the
+ * file's data section (sb_st_write writes them in order, unpadded). */
+static int optim_data_sha256(const struct sb_tensors *ts, char hex[SB_SHA256_HEX], struct sb_err *err)
+{
+	struct sb_sha256 *h = sb_sha256_new();
+	if (!h)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (size_t i = 0; i < ts->n; i++)
+		sb_sha256_update(h, ts->t[i].data, ts->t[i].nbytes);
+	sb_sha256_final(h, hex);
+	return 0;
+}
 
 static int write_checkpoint(struct run *r, struct sb_encoder *m, int epochs_completed, const struct sb_norm *nm,
                             char hex[SB_SHA256_HEX], struct sb_err *err)
@@ -226,15 +294,27 @@ static int write_checkpoint(struct run *r, struct sb_encoder *m, int epochs_comp
 		rc = sb_sidecar_write(path, hex, err);
 	if (rc)
 		return rc;
-	/* optimiser state of this epoch */
+	/* optimiser state of this epoch, with what a resume checks (load_optim): the SHA-256
+	 * of its own data (the tensors' bytes in file order), of the checkpoint it pairs
+	 * with, and the step count */
 	sb_tensors_init(&ts);
 	rc = sb_encoder_to_tensors(m, &ts, 1, err);
+	char data_hex[SB_SHA256_HEX], step[32];
+	if (!rc)
+		rc = optim_data_sha256(&ts, data_hex, err);
+	snprintf(step, sizeof step, "%lld", (long long)m->adam_t);
 	if (!rc)
 		rc = sb_tensors_set_meta(&ts, "format", "sparsebench.optimizer", err);
 	if (!rc)
 		rc = sb_tensors_set_meta(&ts, "cell_id", r->c->cell_id, err);
 	if (!rc)
 		rc = sb_tensors_set_meta(&ts, "epochs_completed", buf, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "checkpoint_sha256", hex, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "step", step, err);
+	if (!rc)
+		rc = sb_tensors_set_meta(&ts, "data_sha256", data_hex, err);
 	sb_run_optim_path(path, sizeof path, r->dir, epochs_completed);
 	if (!rc)
 		rc = sb_st_write(path, &ts, err);
@@ -242,23 +322,74 @@ static int write_checkpoint(struct run *r, struct sb_encoder *m, int epochs_comp
 	return rc;
 }
 
-static int load_optim(struct run *r, struct sb_encoder *m, int epochs_completed, struct sb_err *err)
+/* Load the optimiser state of epoch `epochs_completed` into m, refusing one that is not
+ * intact: the cell's, of that epoch, after `step` optimiser steps, paired with the
+ * checkpoint train.ndjson recorded (ck_sha256), its data hashing as its metadata says.
+ * A state written before these checks existed (no data_sha256) is accepted when its
+ * parameters are the checkpoint's and its step is right (its moments cannot be
+ * checked: a warning says so). Any failure is SB_EDATA naming the file. */
+static int load_optim(struct run *r, struct sb_encoder *m, int epochs_completed, int64_t step, const char *ck_sha256,
+                      struct sb_err *err)
 {
-	char path[4300];
+	char path[4300], ck[4300], want[32];
 	sb_run_optim_path(path, sizeof path, r->dir, epochs_completed);
-	struct sb_tensors ts;
+	sb_run_checkpoint_path(ck, sizeof ck, r->dir, epochs_completed);
+	struct sb_tensors ts, cts;
 	sb_tensors_init(&ts);
-	int rc = sb_st_read(path, &ts, err);
-	if (!rc) {
-		const char *id = sb_tensors_meta(&ts, "cell_id");
-		if (!id || strcmp(id, r->c->cell_id))
-			rc = SB_ERR(err, SB_EDATA, "%s: belongs to another cell", path);
-	}
+	sb_tensors_init(&cts);
+	char *buf = NULL;
+	size_t n = 0;
+	int rc = sb_read_file(path, &buf, &n, 0, err);
 	if (!rc)
-		rc = sb_encoder_from_tensors(m, &ts, 1, err);
-	if (rc)
-		sb_err_prefix(err, "resume");
+		rc = sb_st_parse(buf, n, path, &ts, err); /* SB_EDATA naming the file */
+	const char *why = NULL, *format = sb_tensors_meta(&ts, "format"), *id = sb_tensors_meta(&ts, "cell_id");
+	const char *ec = sb_tensors_meta(&ts, "epochs_completed"), *data = sb_tensors_meta(&ts, "data_sha256");
+	const char *pair = sb_tensors_meta(&ts, "checkpoint_sha256"), *st = sb_tensors_meta(&ts, "step");
+	char hex[SB_SHA256_HEX];
+	int legacy = 0;
+	snprintf(want, sizeof want, "%d", epochs_completed);
+	if (rc) {
+		/* the reader's message names the file: cut, garbage, not a file */
+	} else if (!format || strcmp(format, "sparsebench.optimizer")) {
+		why = "not an optimiser state (metadata format)";
+	} else if (!id || strcmp(id, r->c->cell_id)) {
+		why = "the state of another cell (metadata cell_id)";
+	} else if (!ec || strcmp(ec, want)) {
+		why = "the state of another epoch (metadata epochs_completed)";
+	} else if (data) {
+		snprintf(want, sizeof want, "%lld", (long long)step);
+		rc = optim_data_sha256(&ts, hex, err);
+		if (!rc && strcmp(hex, data))
+			why = "its data do not hash as its metadata says (data_sha256)";
+		else if (!rc && (!pair || strcmp(pair, ck_sha256)))
+			why = "it does not pair with the checkpoint train.ndjson records (checkpoint_sha256)";
+		else if (!rc && (!st || strcmp(st, want)))
+			why = "wrong step count (metadata step)";
+	} else if (!(rc = sb_st_read(ck, &cts, err))) { /* written by an earlier sb-train */
+		legacy = 1;
+		for (size_t i = 0; !why && i < cts.n; i++) {
+			const struct sb_tensor *a = &cts.t[i], *b = sb_tensors_find(&ts, a->name);
+			if (!b || b->nbytes != a->nbytes || memcmp(a->data, b->data, a->nbytes))
+				why = "its parameters are not those of the checkpoint of its epoch";
+		}
+	}
+	if (!rc && !why && (rc = sb_encoder_from_tensors(m, &ts, 1, err)))
+		sb_err_prefix(err, "%s", path);
+	if (!rc && !why && m->adam_t != step)
+		why = "wrong step count (tensor step)";
+	if (why) {
+		rc = SB_ERR(err, SB_EDATA, "%s: damaged: %s: restore it, or remove %s to start the cell over", path, why,
+		            r->dir);
+	} else if (!rc && legacy) {
+		pthread_mutex_lock(r->env->out_mu);
+		sb_cli_warn("%s: written without a checksum (by an earlier sb-train): resumed after checking its "
+		            "parameters against %s and its step; its moments are not checked",
+		            path, strrchr(ck, '/') + 1);
+		pthread_mutex_unlock(r->env->out_mu);
+	}
+	sb_tensors_free(&cts);
 	sb_tensors_free(&ts);
+	free(buf);
 	return rc;
 }
 
@@ -404,9 +535,10 @@ int train_cell_unrun(const struct sb_cell *cell, int index, const struct train_e
 	run_init(r, cell, index, env);
 	int done = 0, resume = 0;
 	double prev_seconds = 0;
+	char sha[SB_SHA256_HEX];
 	int rc = sb_mkdir_p(r->dir, err);
 	if (!rc)
-		rc = scan_existing(r, &done, &resume, &prev_seconds, err);
+		rc = scan_existing(r, &done, &resume, sha, &prev_seconds, err);
 	if (!rc && done) { /* finished before: nothing to say (train_cell would skip it) */
 		sb_lines_free(&r->lines);
 		sb_jw_free(&r->w);
@@ -414,9 +546,14 @@ int train_cell_unrun(const struct sb_cell *cell, int index, const struct train_e
 	}
 	if (!rc && resume == 0)
 		rc = start_log(r, err);
+	r->to_dir = !rc; /* else (a damaged state, say) the record goes to the output only */
 	r->train_seconds = prev_seconds;
-	if (!rc)
-		rc = record_failed(r, status, msg, -1, 0, 0, err);
+	struct sb_err e2 = {0};
+	int rc2 = record_failed(r, status, msg, -1, 0, 0, &e2);
+	if (!rc && rc2) {
+		rc = rc2;
+		*err = e2;
+	}
 	sb_lines_free(&r->lines);
 	sb_jw_free(&r->w);
 	return rc;
@@ -453,12 +590,16 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 	struct sb_encoder *m = NULL;
 	struct sb_encoder_data data = {0};
 	uint32_t *perm = NULL;
-	int rc = sb_mkdir_p(r->dir, err);
-	if (rc)
-		goto out_noreport;
+	/* Until the run's log is settled (a fresh start, or a resume state found intact),
+	 * records go to the output only (r->to_dir 0): a failure then leaves the run
+	 * directory as it was, and is still recorded. */
 	int done = 0, resume = 0;
 	double prev_seconds = 0;
-	rc = scan_existing(r, &done, &resume, &prev_seconds, err);
+	char resume_sha256[SB_SHA256_HEX];
+	int rc = sb_mkdir_p(r->dir, err);
+	if (rc)
+		goto fail;
+	rc = scan_existing(r, &done, &resume, resume_sha256, &prev_seconds, err);
 	if (rc)
 		goto fail;
 	if (done) {
@@ -467,20 +608,17 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 		sb_jw_kstr(&r->w, "reason",
 		           "already finished (train.ndjson has train.done or a non-finite-loss failure)");
 		sb_jw_kstr(&r->w, "run_dir", r->dir);
-		/* stdout only: the run directory is left untouched */
-		sb_jw_obj_end(&r->w);
-		rc = sb_jw_line(&r->w, err);
-		pthread_mutex_lock(env->out_mu);
-		if (!rc && (fwrite(r->w.buf, 1, r->w.len, env->out) != r->w.len || fflush(env->out)))
-			rc = SB_ERRNO(err, "write error on the output");
-		pthread_mutex_unlock(env->out_mu);
+		rc = emit(r, err); /* the output only: the run directory is left untouched */
 		goto out_noreport;
 	}
 	r->train_seconds = prev_seconds;
 	if (resume > 0 && (rc = check_resume_pool(r, ds, err)))
-		goto out_noreport; /* the run directory is left as it is */
-	if (resume == 0 && (rc = start_log(r, err))) /* a fresh start: a new train.ndjson */
 		goto fail;
+	if (resume == 0) { /* a fresh start: a new train.ndjson */
+		if ((rc = start_log(r, err)))
+			goto fail;
+		r->to_dir = 1;
+	}
 	rc = sb_split_carve(ds, cell->seed, cell->val_fraction, cell->limit, &sp, err);
 	if (rc)
 		goto fail;
@@ -496,8 +634,12 @@ int train_cell(const struct sb_cell *cell, int index, const struct sb_dataset *d
 	r->nparams = sb_encoder_param_count(m);
 	if ((rc = sb_encoder_init(m, cell->seed, err)))
 		goto fail;
-	if (resume > 0 && (rc = load_optim(r, m, resume, err)))
-		goto fail;
+	if (resume > 0) {
+		int64_t spe = (sp.n_train + cell->batch - 1) / cell->batch;
+		if ((rc = load_optim(r, m, resume, spe * resume, resume_sha256, err)))
+			goto fail;
+		r->to_dir = 1;
+	}
 	if ((rc = write_cell_json(r, ds, m, &sp, err)))
 		goto fail;
 	if (resume > 0) {

@@ -184,6 +184,31 @@ static void presplit(void)
 	rc = sb_split_carve(&ds, 1, 0.2, 1000, &s, &err);
 	SB_CHECK(rc == 0 && s.n_train == 20 && s.n_val == 10, "pre-split with a limit above its size keeps everything");
 	sb_split_free(&s);
+	/* the cap's rounding (docs/sb-train.md): r = round-half-even(limit * val_fraction),
+	 * n_val = max(1, r), n_train = max(1, limit - r), each at most what the seed has */
+	static const struct {
+		double vf;
+		int64_t limit, n_train, n_val;
+	} caps[] = {{0.2, 1, 1, 1}, {0.04, 12, 12, 1}, {0.25, 10, 8, 2}, {0.3, 5, 3, 2}, {0.9, 2, 1, 2}};
+	for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+		rc = sb_split_carve(&ds, 1, caps[i].vf, caps[i].limit, &s, &err);
+		SB_CHECK(rc == 0 && s.n_train == caps[i].n_train && s.n_val == caps[i].n_val,
+			 "pre-split, limit %lld, val_fraction %g: %lld/%lld (got %lld/%lld)", (long long)caps[i].limit,
+			 caps[i].vf, (long long)caps[i].n_train, (long long)caps[i].n_val, (long long)s.n_train,
+			 (long long)s.n_val);
+		sb_split_free(&s);
+	}
+	/* val_fraction 0 with a limit cannot cap a separate validation part: refused whatever the
+	 * limit and seed (sb_split_check, which sb-train runs before training) */
+	rc = sb_split_carve(&ds, 1, 0, 15, &s, &err);
+	SB_CHECK(rc == SB_EUSAGE, "pre-split, limit 15, val_fraction 0 refused (rc %d)", rc);
+	rc = sb_split_carve(&ds, 1, 0, 1000, &s, &err);
+	SB_CHECK(rc == SB_EUSAGE && sb_split_check(&ds, 0, 1000, &err) == SB_EUSAGE,
+		 "pre-split, limit 1000 (above its size), val_fraction 0 refused too (rc %d)", rc);
+	rc = sb_split_carve(&ds, 1, 0, 0, &s, &err);
+	SB_CHECK(rc == 0 && s.n_train == 20 && s.n_val == 10 && sb_split_check(&ds, 0, 0, &err) == 0,
+		 "pre-split without a limit: val_fraction 0 is unused (its validation part is its own)");
+	sb_split_free(&s);
 	rc = sb_split_carve(&ds, 7, 0.2, 0, &s, &err);
 	SB_CHECK(rc == SB_EDATA && strstr(err.msg, "seed 7"), "missing seed refused: %s", err.msg);
 	sb_dataset_free(&ds);

@@ -9,7 +9,7 @@
  *   - a finished cell is skipped; a non-finite loss is recorded where it happened;
  *   - a dataset whose metadata says split=test is refused (exit 1).
  * Needs bin/sb-train (SB_TOP). `test_train --fixtures DIR` only writes the datasets
- * (DIR/data/{img,txt,tst}/pool.safetensors) for the CLI tests.
+ * (DIR/data/{img,txt,tst,pre}/pool.safetensors; pre is pre-split) for the CLI tests.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -82,6 +82,43 @@ static void write_ds(const char *task, int text, const char *split, int n)
 	} else {
 		sb_tensors_set_meta(&ts, "patch", "4", &e);
 	}
+	char dir[4300], path[4400];
+	snprintf(dir, sizeof dir, "%s/%s/%s", tmp, ds_root, task);
+	sb_mkdir_p(dir, &e);
+	snprintf(path, sizeof path, "%s/pool.safetensors", dir);
+	if (sb_st_write(path, &ts, &e))
+		printf("# write %s: %s\n", path, e.msg);
+	sb_tensors_free(&ts);
+}
+
+/* a pre-split text task (as sb-fetch generates synthetic_marker): seeds 0 and 1, 30
+ * training (part 0) and 10 validation (part 1) examples each, TMP/ds_root/TASK/pool */
+static void write_presplit_ds(const char *task)
+{
+	enum { N = 80, L = 10 };
+	struct sb_err e = {0};
+	struct sb_tensors ts;
+	sb_tensors_init(&ts);
+	int32_t x[N * L] = {0}, len[N], y[N], seed[N];
+	uint8_t part[N];
+	for (int i = 0; i < N; i++) {
+		y[i] = i % 3;
+		len[i] = L;
+		for (int t = 0; t < L; t++)
+			x[i * L + t] = t == 0 ? 2 + y[i] : 2 + (i * 7 + t * 3) % 48;
+		seed[i] = i / 40;
+		part[i] = i % 40 >= 30;
+	}
+	sb_tensors_add(&ts, "x", SB_I32, 2, (int64_t[]){N, L}, x, 0, &e);
+	sb_tensors_add(&ts, "len", SB_I32, 1, (int64_t[]){N}, len, 0, &e);
+	sb_tensors_add(&ts, "y", SB_I32, 1, (int64_t[]){N}, y, 0, &e);
+	sb_tensors_add(&ts, "seed", SB_I32, 1, (int64_t[]){N}, seed, 0, &e);
+	sb_tensors_add(&ts, "part", SB_U8, 1, (int64_t[]){N}, part, 0, &e);
+	const char *kv[][2] = {{"format", "sparsebench.dataset"}, {"format_version", "1"}, {"task", task},
+	                       {"split", "pool"}, {"modality", "text"}, {"classes", "3"}, {"vocab", "50"},
+	                       {"seq_len", "10"}, {"presplit", "1"}};
+	for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+		sb_tensors_set_meta(&ts, kv[i][0], kv[i][1], &e);
 	char dir[4300], path[4400];
 	snprintf(dir, sizeof dir, "%s/%s/%s", tmp, ds_root, task);
 	sb_mkdir_p(dir, &e);
@@ -255,6 +292,7 @@ int main(int argc, char **argv)
 		write_ds("img", 0, "pool", 160);
 		write_ds("txt", 1, "pool", 200);
 		write_ds("tst", 0, "test", 40);
+		write_presplit_ds("pre");
 		return 0;
 	}
 	snprintf(top, sizeof top, "%s", getenv("SB_TOP") ? getenv("SB_TOP") : ".");
