@@ -261,7 +261,7 @@ static int read_cell(const char *run, struct cell *c, struct sb_err *err)
 		if (!rc && nv && (sb_json_int64(nv, &c->n_val) || c->n_val < 0))
 			rc = SB_ERR(err, SB_EDATA, "field 'n_val' must be an integer >= 0");
 		if (!rc &&
-		    (c->seed < 0 || c->epochs < 1 || c->limit < 0 || !(c->val_fraction > 0 && c->val_fraction < 1)))
+		    (c->seed < 0 || c->epochs < 1 || c->limit < 0 || !(c->val_fraction >= 0 && c->val_fraction < 1)))
 			rc = SB_ERR(err, SB_EDATA, "seed, epochs, limit or val_fraction out of range");
 		if (!rc && (strchr(c->task, '/') || !c->task[0]))
 			rc = SB_ERR(err, SB_EDATA, "bad task name '%s'", c->task);
@@ -557,6 +557,13 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 		n_inputs++;
 		if ((rc = sb_split_carve(ds, (uint64_t)c.seed, c.val_fraction, c.limit, &split, err)))
 			goto out_paths;
+		if (split.n_val == 0) {
+			rc = SB_ERR(err, SB_EDATA,
+			            "%s: no validation examples (val_fraction %g: the run trained on its whole pool): "
+			            "nothing to evaluate",
+			            run, c.val_fraction);
+			goto out_paths;
+		}
 		if (c.n_val >= 0 && c.n_val != split.n_val) {
 			rc = SB_ERR(err, SB_EDATA,
 			            "%s: the validation split has %lld examples, cell.json says n_val %lld", run,

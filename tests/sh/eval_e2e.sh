@@ -207,4 +207,13 @@ for edit in 's/"parameter_count":\([0-9]*\)/"parameter_count":1\1/' 's/"seq_len"
 	[ $rc -eq 3 ] && grep -q "derived.*$field" derived.err && [ ! -e derived/val.ndjson ] && ! grep -q '"kind":"eval' derived.out
 	t_result $? "an edited $field in cell.json: exit 3 naming it, nothing written (exit $rc: $(head -c 200 derived.err))"
 done
+# a run trained on its whole pool (val_fraction 0, which sb-train allows on a pool task):
+# sb-eval says there is nothing to evaluate (exit 3), not that the cell is out of range
+printf '{"task":"fashion_mnist","method":"softmax","seed":0,"epochs":1,"limit":64,"batch":32,"val_fraction":0}\n' >vf0.ndjson
+sb-train -q -d data -o runs_vf0 -j 1 vf0.ndjson >/dev/null 2>vf0.err
+sb-eval -q -d data runs_vf0/* >/dev/null 2>vf0.err
+rc=$?
+[ $rc -eq 3 ] && grep -q "no validation examples (val_fraction 0: the run trained on its whole pool): nothing to evaluate" vf0.err &&
+	[ ! -e "$(ls -d runs_vf0/* | head -n 1)/val.ndjson" ]
+t_result $? "a run with val_fraction 0: nothing to evaluate, said so (exit $rc: $(head -c 200 vf0.err))"
 t_done

@@ -141,7 +141,7 @@ t_result $? "make help lists the $ng grids ($ok with a cell count and a descript
 # value or method is named once with its block and key (it used to fail every cell at run time)
 if [ -x "$TOP/bin/sb-train" ]; then
 	for bad in "set lrr=0.001|unknown cell field 'lrr'" "set limit=abc|field 'limit' must be an integer" \
-		"method softmax sofmax|unknown normaliser method 'sofmax'"; do
+		"set alpha=1.3|main/t_a.softmax" "method softmax sofmax|unknown normaliser method 'sofmax'"; do
 		line=${bad%%|*} want=${bad#*|}
 		{
 			printf 'block main\ntask t_a\n'
