@@ -39,6 +39,9 @@ int sb_lm_eval_set_masks(struct sb_lm_eval_opts *o, const char *list, struct sb_
 	struct sb_lm_mask tmp[SB_LM_EVAL_MAXMASK - 1];
 	int n;
 	SB_TRY(sb_lm_mask_parse_list(list, tmp, SB_LM_EVAL_MAXMASK - 1, &n, err));
+	if (n == 0)
+		return SB_ERR(err, SB_EUSAGE, "masks '%s': no mask named (dense is always evaluated; name it, or "
+		                              "the masks to compare with it)", list);
 	/* dense first, always */
 	o->n_masks = 0;
 	sb_lm_mask_parse("dense", &o->masks[o->n_masks++], NULL);
@@ -1038,7 +1041,9 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 	if (!x)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	for (int mi = 0; mi < o->n_masks; mi++) {
-		double m[8] = {0};
+		double m[8]; /* means over the windows: NaN (null) when there are none */
+		for (int i = 0; i < 8; i++)
+			m[i] = e->nw ? 0 : NAN;
 		for (int wi = 0; wi < e->nw; wi++) {
 			const struct fid *f = &e->fid[(size_t)mi * e->nw + wi];
 			m[0] += f->kl / f->n / e->nw;

@@ -49,8 +49,15 @@ int sb_lm_mask_parse(const char *spec, struct sb_lm_mask *m, struct sb_err *err)
 		if (!dup)
 			return SB_ERR(err, SB_EINTERNAL, "out of memory");
 		int rc = 0;
+		char seen[4] = "";
 		for (char *tok = strtok_r(dup, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
 			char *end;
+			if (tok[0] && strchr(seen, tok[0])) {
+				rc = SB_ERR(err, SB_EUSAGE, "mask parameter '%c' given twice in '%s'", tok[0], spec);
+				break;
+			}
+			if (strlen(seen) < 3 && strchr("swk", tok[0]) && tok[0])
+				seen[strlen(seen)] = tok[0];
 			if (strlen(tok) < 3 || tok[1] != '=') {
 				rc = SB_ERR(err, SB_EUSAGE, "bad mask parameter '%s' in '%s'", tok, spec);
 				break;

@@ -314,6 +314,7 @@ static const struct {
 struct family_cell {
 	struct sb_json *cell; /* owned */
 	int family;           /* index in FAMILIES */
+	long line;            /* its line in the cells file */
 };
 
 /* The family of a cell object: -1 none (an encoder cell), an index in FAMILIES, or an
@@ -368,7 +369,7 @@ static int cells_add(struct cells *cs, const struct sb_cell *c, long line)
 	return 0;
 }
 
-static int family_cell_add(struct cells *cs, struct sb_json *v, int family, struct sb_err *err)
+static int family_cell_add(struct cells *cs, struct sb_json *v, int family, long line, struct sb_err *err)
 {
 	if (cs->nf == cs->capf) {
 		int cap = cs->capf ? 2 * cs->capf : 4;
@@ -378,7 +379,7 @@ static int family_cell_add(struct cells *cs, struct sb_json *v, int family, stru
 		cs->fc = p;
 		cs->capf = cap;
 	}
-	cs->fc[cs->nf++] = (struct family_cell){v, family};
+	cs->fc[cs->nf++] = (struct family_cell){v, family, line};
 	return 0;
 }
 
@@ -432,7 +433,7 @@ static int read_cells(const struct opts *o, struct cells *cs, struct sb_err *err
 			if (FAMILIES[family].check)
 				rc = FAMILIES[family].check(v, err);
 			if (!rc)
-				rc = family_cell_add(cs, v, family, err);
+				rc = family_cell_add(cs, v, family, sb_ndjson_line(rd), err);
 			if (rc)
 				sb_json_free(v);
 		} else {
@@ -658,12 +659,13 @@ static void train_family_cells(const struct cells *cs, const char *device, int t
 			rc = SB_ERR(&e, SB_EIO, "stdout: write error");
 		if (rc) {
 			sh->failed++;
+			sb_err_prefix(&e, "%s:%ld: %s cell", cs->name, fc->line, FAMILIES[fc->family].name);
 			if (sh->first_idx < 0) {
 				sh->first_idx = first_index + i;
 				sh->first_rc = rc;
 				sh->first_err = e;
 			}
-			sb_cli_warn("%s cell %d failed: %s", FAMILIES[fc->family].name, i + 1, e.msg);
+			sb_cli_warn("%s", e.msg);
 		} else if (skipped) {
 			sh->skipped++;
 		} else {

@@ -44,8 +44,8 @@ if command -v sb-train >/dev/null && command -v sb-eval >/dev/null; then
 	[ $rc -eq 3 ] && grep -q 'unknown family "lmx"' "$T/e"
 	t_result $? "sb-train: an unknown family is bad input naming it (exit $rc)"
 	sb-train -q -o "$T/runs" "$T/bad2.json" >/dev/null 2>"$T/e"; rc=$?
-	[ $rc -eq 3 ] && grep -q "unknown field 'stepz'" "$T/e"
-	t_result $? "sb-train: an LM cell's unknown field is bad input (exit $rc)"
+	[ $rc -eq 3 ] && grep -q "^sb-train: $T/bad2.json:1: lm cell: .*unknown field 'stepz'" "$T/e"
+	t_result $? "sb-train: an LM cell's unknown field is bad input, named FILE:LINE (exit $rc: $(head -n 1 "$T/e"))"
 	sb-train -q -o "$T/runs" "$T/bad3.json" >"$T/o" 2>"$T/e"; rc=$?
 	[ $rc -eq 4 ] && grep -q '"kind":"lm.train".*"status":"failed"' "$T/o"
 	t_result $? "sb-train: an LM cell whose corpus is missing fails with exit 4 and a failed lm.train record (exit $rc)"

@@ -29,6 +29,17 @@ t_result $? "a second import keeps the run (status existed)"
 sb-lm eval -q -j 1 --probes 0 --windows 1 --masks dense --bench-reps 1 -o "$T/argv" "$run" >/dev/null 2>"$T/e"
 [ "$(head -n 1 "$T/argv/eval.ndjson" | jq -c '.argv[1:4]')" = '["eval","-q","-j"]' ]
 t_result $? "sb-lm eval's run.meta argv keeps the subcommand ($(head -n 1 "$T/argv/eval.ndjson" | jq -c '.argv[0:3]'))"
+# degenerate settings are usage errors, not silent: no mask named, a mask parameter twice
+for m in '' ';' 'recipe:s=4,s=5'; do
+	sb-lm eval -q -j 1 --probes 0 --windows 1 --masks "$m" --bench-reps 1 -o "$T/deg" "$run" >/dev/null 2>"$T/e"
+	rc=$?
+	[ $rc -eq 2 ] && grep -q "no mask named\|given twice" "$T/e" && [ ! -e "$T/deg/eval.ndjson" ]
+	t_result $? "--masks '$m': usage error (exit $rc: $(head -n 1 "$T/e"))"
+done
+# no windows: the fidelity means are null (nothing was measured), not 0
+sb-lm eval -q -j 1 --probes 0 --windows 0 --masks dense --bench-reps 1 -o "$T/w0" "$run" >/dev/null 2>"$T/e"
+jq -e 'select(.kind == "lm.fidelity") | .n_windows == 0 and .kl == null and .top1 == null and .corr == null' "$T/w0/eval.ndjson" >/dev/null
+t_result $? "--windows 0: lm.fidelity's means are null, not 0"
 # evaluation, through sb-eval's family dispatch
 sb-eval -q --set probes=2 --set windows=4 --set tasks=niah_single_1,vt --set bench_reps=1 \
 	--set 'masks=dense;recipe:s=4,w=16,k=8;struct_random;random' "$run" >"$T/ev" 2>"$T/e"; rc=$?
