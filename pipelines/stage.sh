@@ -104,7 +104,7 @@ check() {
 	local f
 	for f in "$@"; do
 		[ -e "$f" ] || die 3 "$f: missing (an input of this step; rebuild it)"
-		[ -f "$f.sha256" ] || die 3 "$f: no SHA-256 sidecar ($f.sha256): not made by this pipeline, or half written"
+		[ -f "$f.sha256" ] || die 3 "$f: no SHA-256 sidecar ($f.sha256): not made by this pipeline, or interrupted between its writing and its sealing; delete it and make again (a test.ndjson: with RETEST=REASON)"
 	done
 	printf '%s\0' "$@" | xargs -0 sha256sum -- | awk '
 	{
@@ -597,6 +597,7 @@ do_freeze() {
 		opts+=(--force)
 	fi
 	say "freeze $(label "$B"): ${#reals[@]} validation logs ..."
+	rm -f "$B"/.selection.json.tmp.* # a freeze killed outright left it half-written
 	run_logged "$B/freeze.out" "$B/freeze.log" "$(prog freeze)" -q "${opts[@]}" -o "$B/selection.json" "${reals[@]}" || rc=$?
 	[ $rc -eq 0 ] || die 1 "freeze $(label "$B") failed or refused (exit $rc; log: $B/freeze.log)"
 	[ -s "$B/selection.json" ] || die 5 "sb-freeze wrote no $B/selection.json"
@@ -662,6 +663,8 @@ do_test() {
 	fi
 	[ -z "$reason" ] || opts+=(--reread "$reason")
 	mkdir -p "$B/test"
+	# what a read killed outright (SIGKILL) left half-written: sb-test's temporary output
+	rm -f "$B/test"/.test.ndjson.tmp.* "$B/test/bits"/.*.tmp.*
 	say "test read $(label "$B") ..."
 	if ! run_logged "$B/test.out" "$B/test.log" "$(prog test)" -q "${opts[@]}" -s "$B/selection.json" -d "$SB_DATA" \
 		-o "$B/test" -j "$(stage_threads)" "${runs[@]}"; then

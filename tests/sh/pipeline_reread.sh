@@ -54,6 +54,7 @@ cp "$T/tf.sha.orig" "$T/data/t_a/test.safetensors.sha256"
 
 # RETEST asked for, but the guard refuses (here: a log hash the selection records, forged
 # and the file resealed): the previous read is put back
+cp -p "$M/selection.json" "$T/sel.orig" && cp -p "$M/selection.json.sha256" "$T/selsha.orig"
 sleep 1
 sed -i 's/"sha256":"[0-9a-f]\{64\}"/"sha256":"0000000000000000000000000000000000000000000000000000000000000000"/' "$M/selection.json"
 (cd "$M" && sha256sum selection.json >selection.json.sha256)
@@ -63,6 +64,16 @@ rc=$?
 [ $rc -ne 0 ] && [ "$(ncalls sb-test)" = 1 ] && grep -q "refused; the previous read is back" "$T/ret.log" &&
 	[ "$(sha256sum <"$M/test/test.ndjson")" = "$tsha" ] && ! ls -d "$M"/test.superseded.* >/dev/null 2>&1
 t_result $? "a re-read refused by the guard: the previous read is back in test/ (exit $rc)"
+cp -p "$T/sel.orig" "$M/selection.json" && cp -p "$T/selsha.orig" "$M/selection.json.sha256"
+
+# a read killed outright (SIGKILL) leaves sb-test's temporary output; the read asked for
+# again (RETEST) starts by removing it
+printf 'half' >"$M/test/.test.ndjson.tmp.Ab12Cd"
+rm -f "$M/test/test.ndjson" "$M/test/test.ndjson.sha256"
+pmake pt RETEST="the read was killed" >"$T/killed.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ -f "$M/test/test.ndjson" ] && [ -z "$(find "$M/test" -name '.*.tmp.*')" ]
+t_result $? "a killed read's temporary file is removed by the next read (exit $rc: $(find "$M/test" -name '.*.tmp.*'))"
 
 # a dataset changed under finished cells fails them (FAILED); restored with its old time,
 # make finds them up to date and their FAILED no longer applies: removed, the grid finishes
