@@ -74,6 +74,47 @@ static const struct sb_json *find(const struct recs *r, const char *kind, const 
 	return NULL;
 }
 
+/* The fields the report reads, per record kind: strings, then numbers (a number may be null,
+ * as sb-lm eval writes a non-finite one). A record of these kinds without one of them, or
+ * with another type, is refused (FILE:LINE), not rendered as a blank or a NaN. */
+static const struct {
+	const char *kind, *strs, *nums;
+} SCHEMA[] = {
+    {"lm.fidelity", "method", "n_windows kl kl_ci_lo kl_ci_hi top1 corr corr_ci_lo corr_ci_hi kl_tail top1_tail "
+                              "corr_tail ppl ppl_change_pct"},
+    {"lm.fidelity.pair", "method_a method_b metric", "n_windows mean_diff ci_lo ci_hi p_t cohen_dz"},
+    {"lm.retrieval", "method subset", "correct n accuracy wilson_lo wilson_hi"},
+    {"lm.retrieval.pair", "method_a method_b subset", "n n11 n10 n01 n00 diff ci_lo ci_hi mcnemar_p"},
+    {"lm.efficiency", "method", "ms_min cpu_ms_min speedup_vs_dense_gemm cpu_speedup_vs_dense_gemm"},
+    {"lm.budget", "method", "fraction keys_per_row blocks16_per_row blocks64_per_row blocks128_per_row"},
+    {"lm.blocks", "method", "topk kept_fraction keys_kept_per_row"},
+};
+
+static int check_record(const struct sb_json *v, struct sb_err *err)
+{
+	const char *kind = kind_of(v);
+	for (size_t i = 0; i < sizeof SCHEMA / sizeof SCHEMA[0]; i++) {
+		if (strcmp(kind, SCHEMA[i].kind))
+			continue;
+		for (int pass = 0; pass < 2; pass++) {
+			const char *p = pass ? SCHEMA[i].nums : SCHEMA[i].strs;
+			while (*p) {
+				char key[40];
+				size_t n = strcspn(p, " ");
+				snprintf(key, sizeof key, "%.*s", (int)n, p);
+				p += n + (p[n] == ' ');
+				const struct sb_json *f = sb_json_get(v, key);
+				if (!f)
+					return SB_ERR(err, SB_EDATA, "%s: missing field '%s'", kind, key);
+				if (pass ? f->type != SB_JSON_NUMBER && f->type != SB_JSON_NULL : f->type != SB_JSON_STRING)
+					return SB_ERR(err, SB_EDATA, "%s: field '%s' must be %s", kind, key,
+					              pass ? "a number or null" : "a string");
+			}
+		}
+	}
+	return 0;
+}
+
 static void f3(char *s, size_t n, double x, const char *fmt)
 {
 	if (isnan(x))
@@ -151,6 +192,11 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 	int rc = 0;
 	size_t cap = 0;
 	while (!(rc = sb_ndjson_next(rd, &v, err)) && v) {
+		if ((rc = check_record(v, err))) {
+			sb_err_prefix(err, "%s:%ld", sb_ndjson_name(rd), sb_ndjson_line(rd));
+			sb_json_free(v);
+			break;
+		}
 		if (r.n == cap) {
 			cap = cap ? 2 * cap : 1024;
 			void *q = realloc(r.v, cap * sizeof *r.v);

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "cli.h"
@@ -18,6 +20,25 @@
 static void eval_progress(void *arg, const char *phase, int done, int total)
 {
 	sb_progress(done == total, "%s: %s %d/%d", (const char *)arg, phase, done, total);
+}
+
+/* -o OUT_DIR, made when missing; a run that fails before writing into it leaves no empty
+ * directory behind (rmdir at exit removes it only while it is empty) */
+static char *made_dir;
+static void remove_made_dir(void)
+{
+	if (made_dir)
+		rmdir(made_dir);
+}
+static int make_out_dir(const char *dir, struct sb_err *err)
+{
+	struct stat st;
+	if (stat(dir, &st) != 0 && !made_dir) {
+		made_dir = strdup(dir);
+		if (made_dir)
+			atexit(remove_made_dir);
+	}
+	return sb_mkdir_p(dir, err);
 }
 
 int sb_lm_eval_main(int argc, char **argv)
@@ -97,7 +118,7 @@ int sb_lm_eval_main(int argc, char **argv)
 	const char *run_dir = argv[optind];
 	char path[4600];
 	snprintf(path, sizeof path, "%s/eval.ndjson", out_dir ? out_dir : run_dir);
-	if (out_dir && sb_mkdir_p(out_dir, &err))
+	if (out_dir && make_out_dir(out_dir, &err))
 		sb_cli_die(&err);
 	struct sb_backend *be;
 	if (sb_backend_open("cpu", threads, &be, &err))
@@ -155,7 +176,7 @@ int sb_lm_report_main(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		sb_cli_usage_error("report needs one eval.ndjson");
-	if (sb_mkdir_p(out_dir, &err) || sb_lm_report_write(argv[optind], out_dir, &err))
+	if (make_out_dir(out_dir, &err) || sb_lm_report_write(argv[optind], out_dir, &err))
 		sb_cli_die(&err);
 	printf("%s/lm-report.md\n", out_dir);
 	return sb_cli_finish(0);

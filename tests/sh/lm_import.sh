@@ -77,6 +77,17 @@ sb-lm report -o "$T/rep" "$E" >/dev/null 2>"$T/e" && grep -q 'a pretrained `qwen
 	grep -q 'windows of T+1 tokens' "$T/rep/lm-report.md" && grep -q 'next token' "$T/rep/lm-report.md" &&
 	grep -q "\`model.safetensors\` $(echo "$want" | cut -c1-12)" "$T/rep/lm-report.md"
 t_result $? "sb-lm report: a pretrained qwen2, windows and perplexity in tokens, the weights' SHA-256 ($(cat "$T/e"))"
+# a record the report reads with a field missing or of another type: refused naming FILE:LINE,
+# not rendered as a blank (nan/2)
+for case in 'lm.retrieval|"correct":[0-9]*,||missing field .correct.' 'lm.fidelity|"kl":[-0-9.e]*,|"kl":"oops",|field .kl. must be a number or null'; do
+	IFS='|' read -r kind from to want <<<"$case"
+	ln=$(grep -n "\"kind\":\"$kind\"" "$E" | head -n 1 | cut -d: -f1)
+	sed "${ln}s/$from/$to/" "$E" >"$T/badrep.ndjson"
+	sb-lm report -o "$T/badrep" "$T/badrep.ndjson" >/dev/null 2>"$T/e"
+	rc=$?
+	[ $rc -eq 3 ] && grep -q "badrep.ndjson:$ln: $kind: $want" "$T/e" && [ ! -e "$T/badrep" ]
+	t_result $? "sb-lm report: a malformed $kind record is refused naming its line (exit $rc: $(head -n 1 "$T/e"))"
+done
 # the make pipeline: import, eval, report, stats; a second make does nothing (-o: the binaries
 # under test are used as built, never relinked by the pipeline with another CUDA setting)
 MK=(-s -C "$TOP" -o bin/sb-lm -o bin/sb-eval -o bin/sb-stats lm-pretrained LM_HF="$HF" LM_PT_OUT="$T/mk" LM_PT_T=256 LM_PT_CORPUS="shakespeare=$TXT"
