@@ -156,6 +156,16 @@ if [ -x "$TOP/bin/sb-train" ]; then
 			[ ! -e "$T/badout/main/cells" ] || [ -z "$(ls "$T/badout/main/cells" 2>/dev/null)" ]
 		t_result $? "grid '$line': refused at expansion naming the cell (exit $rc: $(head -c 200 "$T/bad.err"))"
 	done
+	# a stage option the program does not take (a prefix getopt would have accepted, a typo)
+	for st in "freeze min_seed=1" "stats baselin=softmax"; do
+		printf 'block main\ntask t_a\nmethod softmax\nseed 0\narch plain\ntier compact\nepochs 1\nstage %s\n' "$st" >"$T/bad.grid"
+		rm -rf "$T/badout"
+		SB_GRID_CHECK="$TOP/bin/sb-train" "$TOP/scripts/grid" expand "$T/bad.grid" "$T/badout" >/dev/null 2>"$T/bad.err"
+		rc=$?
+		[ $rc -eq 2 ] && grep -q "^grid: $T/bad.grid: block main: stage ${st%% *}: unknown option '${st#* }'" "$T/bad.err" 2>/dev/null ||
+			grep -q "unknown option '$(printf '%s' "${st#* }" | cut -d= -f1)'" "$T/bad.err"
+		t_result $? "grid 'stage $st': refused at expansion naming the option (exit $rc: $(head -c 200 "$T/bad.err"))"
+	done
 else
 	echo "ok - # SKIP bin/sb-train not built: the expansion's cell check is not exercised"
 fi
