@@ -210,11 +210,16 @@ void sb_split_free(struct sb_split *s)
 	memset(s, 0, sizeof *s);
 }
 
-int sb_split_check(const struct sb_dataset *ds, double val_fraction, int64_t limit, struct sb_err *err)
+int sb_split_check(const struct sb_dataset *ds, uint64_t seed, double val_fraction, int64_t limit,
+		   struct sb_err *err)
 {
 	if (!(val_fraction >= 0 && val_fraction < 1))
 		return SB_ERR(err, SB_EUSAGE, "val_fraction %g outside [0, 1)", val_fraction);
+	int64_t n_seed = 0; /* the seed's examples: a limit at or above them cuts nothing */
 	if (ds->presplit && limit > 0 && !(val_fraction > 0))
+		for (int64_t i = 0; i < ds->n; i++)
+			n_seed += (uint64_t)ds->seed[i] == seed;
+	if (ds->presplit && limit > 0 && limit < n_seed && !(val_fraction > 0))
 		return SB_ERR(err, SB_EUSAGE,
 			      "val_fraction %g with a limit on a pre-split task (%s): the limit keeps "
 			      "round(limit * val_fraction), at least 1, of its validation examples; give a "
@@ -229,7 +234,7 @@ int sb_split_carve(const struct sb_dataset *ds, uint64_t seed, double val_fracti
 	memset(out, 0, sizeof *out);
 	if (strcmp(ds->split, "pool") != 0)
 		return SB_ERR(err, SB_EVERDICT, "%s: the validation split is carved from the pool only", ds->path);
-	SB_TRY(sb_split_check(ds, val_fraction, limit, err));
+	SB_TRY(sb_split_check(ds, seed, val_fraction, limit, err));
 	if (ds->presplit) {
 		int64_t nt = 0, nv = 0;
 		for (int64_t i = 0; i < ds->n; i++)

@@ -73,10 +73,12 @@ struct sb_split {
 int sb_split_carve(const struct sb_dataset *ds, uint64_t seed, double val_fraction, int64_t limit,
 		   struct sb_split *out, struct sb_err *err);
 /* Whether the split's parameters fit the dataset, whatever the seed (sb_split_carve
- * checks the same): val_fraction in [0, 1), and in (0, 1) with a limit on a pre-split
- * task (whose validation examples are a part of their own: a limit keeps a share of
- * each). SB_EUSAGE otherwise, as from sb_split_carve. */
-int sb_split_check(const struct sb_dataset *ds, double val_fraction, int64_t limit, struct sb_err *err);
+ * checks the same): val_fraction in [0, 1), and in (0, 1) with a limit that cuts a pre-split
+ * task's examples of the seed (whose validation examples are a part of their own: a limit
+ * keeps a share of each; a limit at or above the seed's examples cuts nothing). SB_EUSAGE
+ * otherwise, as from sb_split_carve. */
+int sb_split_check(const struct sb_dataset *ds, uint64_t seed, double val_fraction, int64_t limit,
+		   struct sb_err *err);
 /* Test examples of a dataset: all, or for pre-split tasks those of `seed`. */
 int sb_split_test(const struct sb_dataset *ds, uint64_t seed, uint32_t **idx, int64_t *n,
 		  struct sb_err *err);

@@ -731,7 +731,7 @@ int main(int argc, char **argv)
 				struct sb_encoder_cfg cfg;
 				int bad_value = 0;
 				if (sb_cell_model_cfg(c, &tds[k].ds, &cfg, &err) ||
-				    (bad_value = sb_split_check(&tds[k].ds, c->val_fraction, c->limit, &err))) {
+				    (bad_value = sb_split_check(&tds[k].ds, c->seed, c->val_fraction, c->limit, &err))) {
 					sb_err_prefix(&err, "cell %s", c->cell_id);
 					cell_error(&cs, i, bad_value, &err);
 					sb_cli_die(&err);

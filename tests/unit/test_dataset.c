@@ -198,15 +198,23 @@ static void presplit(void)
 			 (long long)s.n_val);
 		sb_split_free(&s);
 	}
-	/* val_fraction 0 with a limit cannot cap a separate validation part: refused whatever the
-	 * limit and seed (sb_split_check, which sb-train runs before training) */
+	/* val_fraction 0 with a limit that cuts the seed's examples cannot cap a separate
+	 * validation part: refused (sb_split_check, which sb-train runs before training); a limit
+	 * at or above them cuts nothing and is accepted */
 	rc = sb_split_carve(&ds, 1, 0, 15, &s, &err);
-	SB_CHECK(rc == SB_EUSAGE, "pre-split, limit 15, val_fraction 0 refused (rc %d)", rc);
+	SB_CHECK(rc == SB_EUSAGE && sb_split_check(&ds, 1, 0, 15, &err) == SB_EUSAGE,
+		 "pre-split, limit 15, val_fraction 0 refused (rc %d)", rc);
 	rc = sb_split_carve(&ds, 1, 0, 1000, &s, &err);
-	SB_CHECK(rc == SB_EUSAGE && sb_split_check(&ds, 0, 1000, &err) == SB_EUSAGE,
-		 "pre-split, limit 1000 (above its size), val_fraction 0 refused too (rc %d)", rc);
+	SB_CHECK(rc == 0 && s.n_train == 20 && s.n_val == 10 && sb_split_check(&ds, 1, 0, 1000, &err) == 0,
+		 "pre-split, limit 1000 (above the seed's 30), val_fraction 0: nothing cut, accepted (rc %d)", rc);
+	sb_split_free(&s);
+	rc = sb_split_carve(&ds, 1, 0, 30, &s, &err);
+	SB_CHECK(rc == 0 && s.n_train == 20 && s.n_val == 10, "pre-split, limit 30 (exactly the seed's), val_fraction 0: accepted (rc %d)", rc);
+	sb_split_free(&s);
+	rc = sb_split_carve(&ds, 1, 0, 29, &s, &err);
+	SB_CHECK(rc == SB_EUSAGE, "pre-split, limit 29 (one below the seed's), val_fraction 0 refused (rc %d)", rc);
 	rc = sb_split_carve(&ds, 1, 0, 0, &s, &err);
-	SB_CHECK(rc == 0 && s.n_train == 20 && s.n_val == 10 && sb_split_check(&ds, 0, 0, &err) == 0,
+	SB_CHECK(rc == 0 && s.n_train == 20 && s.n_val == 10 && sb_split_check(&ds, 1, 0, 0, &err) == 0,
 		 "pre-split without a limit: val_fraction 0 is unused (its validation part is its own)");
 	sb_split_free(&s);
 	rc = sb_split_carve(&ds, 7, 0.2, 0, &s, &err);
