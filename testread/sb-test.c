@@ -151,17 +151,29 @@ static int same_str(const struct sb_json *v, const char *want)
 static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_err *err)
 {
 	const struct sb_json *rule = sb_json_get(g->sel, "rule");
-	if (!same_str(sb_json_get(rule, "name"), "topk_mean_val_acc"))
-		return 0;
 	const char *check = "selection-derivation";
+	/* the rules sb-freeze writes: m3_confirmation (m3_checks) and topk_mean_val_acc (derived
+	 * here); any other name, or none, is not a selection sb-freeze wrote */
+	if (same_str(sb_json_get(rule, "name"), "m3_confirmation"))
+		return 0;
+	if (!same_str(sb_json_get(rule, "name"), "topk_mean_val_acc"))
+		return refuse(err, sel, "selection-format", "its rule is not one sb-freeze writes (topk_mean_val_acc or "
+		                                            "m3_confirmation)");
 	int64_t min_seeds, patience = 0, budget = 0;
 	const struct sb_json *pv = sb_json_get(rule, "patience"), *bv = sb_json_get(rule, "budget_epochs");
 	const struct sb_json *tv = sb_json_get(rule, "tier"), *av = sb_json_get(rule, "arch");
+	/* exactly one basis, as sb-freeze writes it: a patience and a null budget, or the reverse */
+	int by_budget = same_str(sb_json_get(rule, "basis"), "fixed_budget");
+	int basis_ok = by_budget ? !sb_json_int64(bv, &budget) && budget >= 1 && budget <= 100000 && pv &&
+	                               pv->type == SB_JSON_NULL
+	                         : same_str(sb_json_get(rule, "basis"), "best_epoch_patience") &&
+	                               !sb_json_int64(pv, &patience) && patience >= 0 && patience <= 100000 && bv &&
+	                               bv->type == SB_JSON_NULL;
 	if (sb_json_int64(sb_json_get(rule, "min_seeds"), &min_seeds) || min_seeds < 1 || min_seeds > 1000000 ||
-	    (sb_json_int64(pv, &patience) && sb_json_int64(bv, &budget)) || patience < 0 || budget < 0 ||
-	    (tv && tv->type != SB_JSON_STRING && tv->type != SB_JSON_NULL) ||
+	    !basis_ok || (tv && tv->type != SB_JSON_STRING && tv->type != SB_JSON_NULL) ||
 	    (av && av->type != SB_JSON_STRING && av->type != SB_JSON_NULL))
-		return refuse(err, sel, check, "the rule's min_seeds, patience or budget_epochs, tier or arch is malformed");
+		return refuse(err, sel, check,
+		              "the rule's min_seeds, basis (patience or budget_epochs), tier or arch is malformed");
 	const char *tier = tv && tv->type == SB_JSON_STRING ? tv->text : NULL;
 	const char *arch = av && av->type == SB_JSON_STRING ? av->text : NULL;
 	const struct sb_json *lv = sb_json_get(g->sel, "validation_logs");

@@ -85,6 +85,18 @@ fresh
 reseal 'd["rule"]["min_seeds"] = 99'
 attack "resealed: min_seeds raised past the seeds there are" selection-derivation
 fresh
+reseal 'd["rule"]["name"] = "x"; d["selected"]["guardtask"]["topk_method"] = "topk_softmax_05"'
+attack "resealed: the rule renamed (so that no derivation applies) and the ratio swapped" selection-format
+fresh
+reseal 'del d["rule"]'
+attack "resealed: the rule removed" selection-format
+fresh
+reseal 'd["rule"]["budget_epochs"] = 2'
+attack "resealed: a budget beside the patience (two bases)" selection-derivation
+fresh
+reseal 'd["rule"]["patience"] = 2**32 + 5'
+attack "resealed: a patience beyond any budget (it once wrapped to 5)" selection-derivation
+fresh
 printf 'not json\n' >"$T/s/selection.json"
 attack "selection.json replaced by garbage" selection-format
 fresh

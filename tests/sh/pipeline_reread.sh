@@ -28,6 +28,21 @@ pmake pt >"$T/again.log" 2>&1
 [ "$(ncalls sb-test)" = 0 ] && ! grep -q "it stands" "$T/again.log"
 t_result $? "and the next make is quiet about it (timestamps settled)"
 
+# a task of the block that the read did not read (not selected): its test file is not the
+# read's to match; here t_b is taken out of the sealed read's test_files
+cp -p "$M/test/test.ndjson" "$T/tn.orig" && cp -p "$M/test/test.ndjson.sha256" "$T/tnsha.orig"
+sed -i 's/,{"task":"t_b","path":"[^"]*","sha256":"[0-9a-f]*"}//; s/{"task":"t_b","path":"[^"]*","sha256":"[0-9a-f]*"},//' "$M/test/test.ndjson"
+(cd "$M/test" && sha256sum test.ndjson >test.ndjson.sha256)
+sleep 1
+touch "$M/selection.json" "$T/data/t_b/test.safetensors"
+reset_calls
+pmake pt >"$T/unsel.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ "$(ncalls sb-test)" = 0 ] && ! grep -q '"task":"t_b"' "$M/test/test.ndjson" && grep -q "it stands" "$T/unsel.log"
+t_result $? "a task the read did not read: its test file does not make the read stale (exit $rc, sb-test runs $(ncalls sb-test))"
+cp -p "$T/tn.orig" "$M/test/test.ndjson" && cp -p "$T/tnsha.orig" "$M/test/test.ndjson.sha256"
+touch "$M/test/test.ndjson"
+
 # a touched test file (same content): the same
 sleep 1
 touch "$T/data/t_a/test.safetensors"
@@ -61,7 +76,7 @@ sed -i 's/"sha256":"[0-9a-f]\{64\}"/"sha256":"0000000000000000000000000000000000
 reset_calls
 pmake pt RETEST="a refused re-read" >"$T/ret.log" 2>&1
 rc=$?
-[ $rc -ne 0 ] && [ "$(ncalls sb-test)" = 1 ] && grep -q "refused; the previous read is back" "$T/ret.log" &&
+[ $rc -ne 0 ] && [ "$(ncalls sb-test)" = 1 ] && grep -q "stopped before the read was recorded; the previous read is back" "$T/ret.log" &&
 	[ "$(sha256sum <"$M/test/test.ndjson")" = "$tsha" ] && ! ls -d "$M"/test.superseded.* >/dev/null 2>&1
 t_result $? "a re-read refused by the guard: the previous read is back in test/ (exit $rc)"
 cp -p "$T/sel.orig" "$M/selection.json" && cp -p "$T/selsha.orig" "$M/selection.json.sha256"
