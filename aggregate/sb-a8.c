@@ -115,6 +115,26 @@ static struct {
 	int used, status, no_done, partial, superseded;
 } left;
 
+/* A test.cell read before a rerun of its cell was read (test.ndjson before the logs on the
+ * command line) went to the run of that id there was then: it belongs to the latest run of
+ * the id, as when the logs come first (docs/sb-a8.md). */
+static void tests_to_latest(void)
+{
+	for (int i = 0; i < nruns; i++) {
+		if (!runs[i].have_test)
+			continue;
+		int last = i;
+		for (int j = i + 1; j < nruns; j++)
+			if (!strcmp(runs[j].id, runs[i].id))
+				last = j;
+		if (last != i && !runs[last].have_test) {
+			runs[last].have_test = 1;
+			runs[last].test_acc = runs[i].test_acc;
+			runs[i].have_test = 0;
+		}
+	}
+}
+
 /* The run that a record of id from input file belongs to: for a test.cell (eval 0), the
  * latest run of id; for evaluation records, the latest run of id when it is open in this file
  * or has no evaluation yet (a test.cell read first); otherwise a new run. */
@@ -2341,6 +2361,7 @@ int main(int argc, char **argv)
 	}
 	if (next && (sb_input_hash(&in[nin], traj_path, &err) || sb_input_hash(&in[nin + 1], m2_path, &err)))
 		sb_cli_die(&err);
+	tests_to_latest();
 	int nread = nruns;
 	if (which != 7) { /* n3a has no runs: its evaluations' reruns are resolved in n3a() */
 		if (select_runs(&err))

@@ -922,6 +922,10 @@ do_report() {
 }
 
 # ---- failed and unfinished cells ----
+pool_intact() { # task: its pool still hashes as its sidecar says (not only its time restored)
+	local p="$SB_DATA/$1/pool.safetensors"
+	[ -f "$p.sha256" ] && (cd "$(dirname "$p")" && sha256sum -c --status pool.safetensors.sha256)
+}
 do_failed() {
 	local G=$1 name b key d nfail=0 nmiss=0 nacc=0 total=0
 	name=$(basename "$G")
@@ -929,8 +933,8 @@ do_failed() {
 	while read -r b key; do
 		total=$((total + 1))
 		d="$G/$b/cells/$key"
-		if [ -f "$d/FAILED" ] && cell_current "$G/$b" "$key" && [ -e "$d/val.ndjson" ] &&
-			! [ "$d/train.ndjson" -nt "$d/val.ndjson" ]; then
+		if [ -f "$d/FAILED" ] && ! failed_this_run "$G/$b" "$key" && cell_current "$G/$b" "$key" &&
+			[ -e "$d/val.ndjson" ] && ! [ "$d/train.ndjson" -nt "$d/val.ndjson" ] && pool_intact "${key%%.*}"; then
 			# a failure of an earlier make whose cause went away without a recipe running
 			# (an input restored with its old time, so make finds the cell up to date)
 			say "  $b/$key: up to date; its FAILED of an earlier make ($(sed -n 's/^error: //p' "$d/FAILED" | cut -c1-120)) no longer applies: removed"

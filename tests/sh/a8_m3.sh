@@ -76,6 +76,15 @@ sed 's/median_switch/entropy_switch/g' confirm.val.ndjson | grep entropy_switch 
 sb-a8 -q m3 confirm.val.ndjson two.ndjson confirm.test.ndjson >/dev/null 2>err; rc=$?
 [ $rc -eq 3 ] && grep -q "two simple schedules" err; t_result $? "m3 with runs of two simple schedules: exit 3 ($rc)"
 
+# a rerun of every cell (its logs again, in a later file): the test accuracies belong to the
+# latest runs whatever the order of the files, test.ndjson first or last
+cp confirm.val.ndjson rerun.val.ndjson
+sb-a8 -q m3 --resamples 2000 confirm.val.ndjson rerun.val.ndjson confirm.test.ndjson >last.out 2>last.err; rc1=$?
+sb-a8 -q m3 --resamples 2000 confirm.test.ndjson confirm.val.ndjson rerun.val.ndjson >first.out 2>first.err; rc2=$?
+[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && grep -q '"verdict":"CONFIRMED"' first.out &&
+	cmp -s <(grep -v '"kind":"run.meta"' last.out) <(grep -v '"kind":"run.meta"' first.out)
+t_result $? "m3 with reruns: the same records with test.ndjson first or last (exit $rc1/$rc2: $(tail -c 200 first.err))"
+
 # ---- m3map ----
 python3 - <<'PY'
 import json, random

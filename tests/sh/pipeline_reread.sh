@@ -97,6 +97,12 @@ sleep 1
 printf 'x' | dd of="$T/data/t_b/pool.safetensors" bs=1 seek=100 conv=notrunc 2>/dev/null
 pmake pt >"$T/bad.log" 2>&1
 nf=$(find "$M/cells" -name FAILED | wc -l)
+# the wrong content given the old time back: still FAILED (the pool does not hash as recorded)
+touch -r "$T/pool.orig" "$T/data/t_b/pool.safetensors"
+pmake pt >"$T/badtime.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ "$(find "$M/cells" -name FAILED | wc -l)" = "$nf" ]
+t_result $? "the damaged pool with its old time: the FAILED stay (exit $rc, $(find "$M/cells" -name FAILED | wc -l) of $nf)"
 cp -p "$T/pool.orig" "$T/data/t_b/pool.safetensors"
 pmake pt >"$T/restored.log" 2>&1
 rc=$?
