@@ -223,6 +223,43 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 			            "cells[%zu] is not what the rule gives on its logs: cell %s of log %d, excluded (%s)", k,
 			            f->vc->cell_id, f->log, f->reason);
 	}
+	/* every candidate (task, ratio) with its mean, seeds and eligibility, and the tasks left
+	 * unselected with their reason */
+	const struct sb_json *av2 = sb_json_get(g->sel, "all_topk_validation");
+	if (!rc && (!av2 || av2->type != SB_JSON_ARRAY || av2->n != picked.n_cands))
+		rc = refuse(err, sel, check, "all_topk_validation lists %zu candidates; the rule on its logs has %zu",
+		            av2 && av2->type == SB_JSON_ARRAY ? av2->n : 0, picked.n_cands);
+	for (size_t i = 0; !rc && i < picked.n_cands; i++) {
+		const struct sb_sel_cand *cd = &picked.cands[i];
+		const struct sb_json *e = av2->items[i], *seeds = sb_json_get(e, "seeds"), *el = sb_json_get(e, "eligible");
+		int ok = same_str(sb_json_get(e, "task"), cd->task) && same_str(sb_json_get(e, "method"), cd->method) &&
+		         same_num(sb_json_get(e, "val_accuracy"), cd->val_accuracy) &&
+		         same_int(sb_json_get(e, "n_seeds"), cd->n_seeds) && el && el->type == SB_JSON_BOOL &&
+		         el->boolean == cd->eligible && seeds && seeds->type == SB_JSON_ARRAY &&
+		         seeds->n == (size_t)cd->n_seeds;
+		for (int j = 0; ok && j < cd->n_seeds; j++)
+			ok = same_int(seeds->items[j], cd->seeds[j]);
+		if (!ok)
+			rc = refuse(err, sel, check,
+			            "all_topk_validation[%zu] is not what the rule gives on its logs: %s %s, mean %.17g over "
+			            "%d seeds",
+			            i, cd->task, cd->method, cd->val_accuracy, cd->n_seeds);
+	}
+	const struct sb_json *uv = sb_json_get(g->sel, "unselected");
+	size_t n_uns = 0;
+	for (size_t t = 0; !rc && t < picked.n_tasks; t++) {
+		if (picked.tasks[t].chosen >= 0)
+			continue;
+		const struct sb_json *e = uv && uv->type == SB_JSON_ARRAY && n_uns < uv->n ? uv->items[n_uns] : NULL;
+		n_uns++;
+		if (!same_str(sb_json_get(e, "task"), picked.tasks[t].task) ||
+		    !same_str(sb_json_get(e, "reason"), picked.tasks[t].reason))
+			rc = refuse(err, sel, check, "task %s: unselected by the rule on its logs (%s), not as 'unselected' says",
+			            picked.tasks[t].task, picked.tasks[t].reason);
+	}
+	if (!rc && (!uv || uv->type != SB_JSON_ARRAY || uv->n != n_uns))
+		rc = refuse(err, sel, check, "'unselected' names %zu task(s); the rule on its logs leaves %zu",
+		            uv && uv->type == SB_JSON_ARRAY ? uv->n : 0, n_uns);
 	/* the chosen ratio of every task */
 	const struct sb_json *sv = sb_json_get(g->sel, "selected");
 	size_t n_chosen = 0;
@@ -248,8 +285,8 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 		rc = refuse(err, sel, check, "'selected' names %zu task(s); the rule on its logs chooses %zu",
 		            sv && sv->type == SB_JSON_OBJECT ? sv->n : 0, n_chosen);
 	/* the test plan: PROTOCOL A6's methods plus the chosen ratio, for the chosen ratio's seeds */
-	const struct sb_json *tp = sb_json_get(g->sel, "test_plan");
-	size_t at = 0;
+	const struct sb_json *tp = sb_json_get(g->sel, "test_plan"), *tm = sb_json_get(g->sel, "test_plan_missing");
+	size_t at = 0, at_missing = 0;
 	for (size_t t = 0; !rc && t < picked.n_tasks; t++) {
 		if (picked.tasks[t].chosen < 0)
 			continue;
@@ -259,8 +296,20 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 			for (int s = 0; !rc && s < cd->n_seeds; s++) {
 				const struct sb_val_epoch *full;
 				const struct sb_fz_cell *hit = sb_fz_plan_cell(cells, nc, cd->task, method, cd->seeds[s], &full);
-				if (!hit || !full)
+				if (!hit || !full) {
+					const struct sb_json *e = tm && tm->type == SB_JSON_ARRAY && at_missing < tm->n
+					                              ? tm->items[at_missing]
+					                              : NULL;
+					at_missing++;
+					if (!(same_str(sb_json_get(e, "task"), cd->task) &&
+					      same_str(sb_json_get(e, "method"), method) &&
+					      same_int(sb_json_get(e, "seed"), cd->seeds[s])))
+						rc = refuse(err, sel, check,
+						            "test_plan_missing[%zu] is not what the rule gives on its logs: %s %s "
+						            "seed %lld",
+						            at_missing - 1, cd->task, method, (long long)cd->seeds[s]);
 					continue;
+				}
 				const struct sb_json *e = tp && tp->type == SB_JSON_ARRAY && at < tp->n ? tp->items[at] : NULL;
 				at++;
 				if (!(same_str(sb_json_get(e, "task"), cd->task) && same_str(sb_json_get(e, "method"), method) &&
@@ -278,6 +327,9 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 	if (!rc && (!tp || tp->type != SB_JSON_ARRAY || tp->n != at))
 		rc = refuse(err, sel, check, "test_plan holds %zu cells; the rule on its logs plans %zu",
 		            tp && tp->type == SB_JSON_ARRAY ? tp->n : 0, at);
+	if (!rc && (!tm || tm->type != SB_JSON_ARRAY || tm->n != at_missing))
+		rc = refuse(err, sel, check, "test_plan_missing holds %zu cells; the rule on its logs misses %zu",
+		            tm && tm->type == SB_JSON_ARRAY ? tm->n : 0, at_missing);
 	sb_selection_free(&picked);
 	free(cells);
 	for (int i = 0; i < n_read; i++)

@@ -85,6 +85,15 @@ fresh
 reseal 'd["rule"]["min_seeds"] = 99'
 attack "resealed: min_seeds raised past the seeds there are" selection-derivation
 fresh
+reseal 'd["all_topk_validation"][0]["val_accuracy"] += 0.01'
+attack "resealed: a candidate's mean changed in all_topk_validation" selection-derivation
+fresh
+reseal 'd["unselected"].append({"task": "other", "reason": "made up"})'
+attack "resealed: an unselected task added" selection-derivation
+fresh
+reseal 'd["test_plan_missing"].append({"task": "guardtask", "method": "softmax", "seed": 9})'
+attack "resealed: a missing plan cell added" selection-derivation
+fresh
 reseal 'd["rule"]["name"] = "x"; d["selected"]["guardtask"]["topk_method"] = "topk_softmax_05"'
 attack "resealed: the rule renamed (so that no derivation applies) and the ratio swapped" selection-format
 fresh
