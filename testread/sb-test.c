@@ -9,7 +9,9 @@
  * hash of what it wrote. No test file is opened, and no path of one is built,
  * before every check has passed.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -336,6 +338,48 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 		sb_vallog_free(&logs[i]);
 	free(logs);
 	return rc;
+}
+
+/* Validation logs under a RUNS_DIR that the selection does not list were not seen by the
+ * freeze (a seed left out of it, or a block sharing the directory): said on stderr, once per
+ * RUNS_DIR, with the first of them. Reads names only. */
+static void warn_unlisted(const struct sb_guarded *g, const char *runs_dir)
+{
+	const struct sb_json *lv = sb_json_get(g->sel, "validation_logs");
+	size_t n = lv ? lv->n : 0, unlisted = 0;
+	char **listed = calloc(n + 1, sizeof *listed), first[4400] = "";
+	for (size_t i = 0; listed && i < n; i++) {
+		const char *rel = sb_json_str(sb_json_get(lv->items[i], "path"), "");
+		char *p = rel[0] == '/' ? strdup(rel) : sb_path_join(g->sel_dir, rel);
+		listed[i] = p ? realpath(p, NULL) : NULL;
+		free(p);
+	}
+	DIR *dir = listed ? opendir(runs_dir) : NULL;
+	struct dirent *de;
+	while (dir && (de = readdir(dir))) {
+		if (de->d_name[0] == '.')
+			continue;
+		char log[4400];
+		snprintf(log, sizeof log, "%s/%s/val.ndjson", runs_dir, de->d_name);
+		char *real = realpath(log, NULL);
+		if (!real)
+			continue;
+		int found = 0;
+		for (size_t i = 0; i < n && !found; i++)
+			found = listed[i] && !strcmp(listed[i], real);
+		if (!found && !unlisted++)
+			snprintf(first, sizeof first, "%s", log);
+		free(real);
+	}
+	if (dir)
+		closedir(dir);
+	for (size_t i = 0; listed && i < n; i++)
+		free(listed[i]);
+	free(listed);
+	if (unlisted)
+		sb_cli_warn("%s: %zu validation log(s) the selection does not list, so the freeze did not see them "
+		            "(the first: %s)",
+		            runs_dir, unlisted, first);
 }
 
 /* A selection of rule m3_confirmation (or one carrying its status or switch map):
@@ -803,6 +847,8 @@ int main(int argc, char **argv)
 			sb_cli_die(&err);
 	if (m3_checks(&g, o.sel, &err) || derive_check(&g, o.sel, &err))
 		sb_cli_die(&err);
+	for (int r = 0; r < o.n_runs; r++)
+		warn_unlisted(&g, o.runs[r]);
 	/* 2. one read per selection */
 	char *ledger = sb_guard_ledger_path(o.sel);
 	int n_reads, n_same;

@@ -126,6 +126,15 @@ fresh
 id7=$(mkcell "$T/s/runs" guardtask softmax 7 "0.9 0.95 0.99")
 touch -d "@$(($(date +%s) + 5))" "$T/s/runs/$id7/val.ndjson"
 attack "an unlisted validation log added after the freeze" log-mtime
+# an unlisted log older than the freeze (left out of it): the read goes on, with a warning naming it
+fresh
+id8=$(mkcell "$T/s/runs" guardtask softmax 8 "0.9 0.95 0.99")
+touch -d "@$(($(date +%s) - 3600))" "$T/s/runs/$id8/val.ndjson"
+control "an unlisted validation log from before the freeze"
+grep -q "1 validation log(s) the selection does not list, so the freeze did not see them (the first: $T/s/runs/$id8/val.ndjson)" "$T/err"
+t_result $? "and sb-test warns that the freeze did not see it ($(grep -m1 'does not list' "$T/err" | cut -c1-160))"
+fresh; sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/test" "$T/s/runs" >/dev/null 2>"$T/err"
+! grep -q "does not list" "$T/err"; t_result $? "no such warning when every log is listed"
 
 # the frozen checkpoints
 fresh
