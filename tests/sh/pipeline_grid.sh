@@ -66,6 +66,7 @@ bad "a bad value" "bad.grid:2: task value must match" $'block b\ntask A-b'
 bad "a duplicate block" "bad.grid:8: block b declared twice" $'block b\n'"$base"$'\nblock b'
 bad "identical cells" "are identical" $'variant v method=m\nblock b\ntask a\nmethod m v\nseed 0\narch plain\ntier compact\nepochs 1'
 bad "an empty range" "empty range 3..1" $'block b\ntask a\nmethod m\nseed 3..1'
+bad "a seed given twice" "bad.grid:4: seed value 2 given twice" $'block b\ntask a\nmethod m\nseed 0..3 2\narch plain\ntier compact\nepochs 1'
 
 # include, criterion, when, variants
 mkdir -p "$T/g/inc"
