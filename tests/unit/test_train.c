@@ -36,6 +36,19 @@ static char top[4096], tmp[4096], prog[4300];
 
 static const char *ds_root = "data"; /* write_ds writes TMP/ds_root/TASK/SPLIT.safetensors */
 
+/* TMP/ds_root/TASK/pool.safetensors from ts (freed) */
+static void write_pool(const char *task, struct sb_tensors *ts)
+{
+	struct sb_err e = {0};
+	char dir[4300], path[4400];
+	snprintf(dir, sizeof dir, "%s/%s/%s", tmp, ds_root, task);
+	sb_mkdir_p(dir, &e);
+	snprintf(path, sizeof path, "%s/pool.safetensors", dir);
+	if (sb_st_write(path, ts, &e))
+		printf("# write %s: %s\n", path, e.msg);
+	sb_tensors_free(ts);
+}
+
 static void write_ds(const char *task, int text, const char *split, int n)
 {
 	struct sb_err e = {0};
@@ -82,13 +95,7 @@ static void write_ds(const char *task, int text, const char *split, int n)
 	} else {
 		sb_tensors_set_meta(&ts, "patch", "4", &e);
 	}
-	char dir[4300], path[4400];
-	snprintf(dir, sizeof dir, "%s/%s/%s", tmp, ds_root, task);
-	sb_mkdir_p(dir, &e);
-	snprintf(path, sizeof path, "%s/pool.safetensors", dir);
-	if (sb_st_write(path, &ts, &e))
-		printf("# write %s: %s\n", path, e.msg);
-	sb_tensors_free(&ts);
+	write_pool(task, &ts);
 }
 
 /* a pre-split text task (as sb-fetch generates synthetic_marker): seeds 0 and 1, 30
@@ -119,13 +126,7 @@ static void write_presplit_ds(const char *task)
 	                       {"seq_len", "10"}, {"presplit", "1"}};
 	for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
 		sb_tensors_set_meta(&ts, kv[i][0], kv[i][1], &e);
-	char dir[4300], path[4400];
-	snprintf(dir, sizeof dir, "%s/%s/%s", tmp, ds_root, task);
-	sb_mkdir_p(dir, &e);
-	snprintf(path, sizeof path, "%s/pool.safetensors", dir);
-	if (sb_st_write(path, &ts, &e))
-		printf("# write %s: %s\n", path, e.msg);
-	sb_tensors_free(&ts);
+	write_pool(task, &ts);
 }
 
 /* run sb-train with args; stdout/stderr to files; extra "K=V" environment */
