@@ -35,7 +35,7 @@ done
 # counts added to passed/failed (a run without a count, or a failing exit, counts as failed)
 script_test() { # script name
 	local t0=$SECONDS out rc line p f
-	out=$(SB_BIN=build/san/bin SB_TESTBIN=build/san/tests bash "$1" 2>&1)
+	out=$(SB_BIN=build/san/bin SB_TESTBIN=build/san/tests SB_TEST_BIN="$PWD/build/san/bin" bash "$1" 2>&1)
 	rc=$?
 	grep -E '^not ok|^# cases|Sanitizer|runtime error:' <<<"$out" | head -n 20
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -n 1)
@@ -49,5 +49,9 @@ script_test() { # script name
 script_test tests/sh/hostile_inputs.sh hostile_inputs.sh
 # sb-stats' published values (analysis, tables and figure, not only the readers)
 script_test tests/sh/stats_published.sh stats_published.sh
+# the guard: every refusal (a resealed selection derived again, unlisted logs) and the checks
+# before the read is recorded, on the sanitizer build's sb-freeze and sb-test
+script_test tests/sh/guard_attacks.sh guard_attacks.sh
+script_test tests/sh/guard_noread.sh guard_noread.sh
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -2,11 +2,12 @@
 #   t_ok COND_EXIT_STATUS "name"      record a check from the last command's status
 #   t_check "name" CMD...             run CMD, pass when it exits 0
 #   t_done                            print "N passed, N failed", exit 1 on failures
-# Provides $TOP (repository), $T (a fresh temporary directory, removed at exit), PATH with bin/.
+# Provides $TOP (repository), $T (a fresh temporary directory, removed at exit), PATH with bin/
+# (with SB_TEST_BIN, an absolute directory such as the sanitizer build's, before it).
 set -u
 export LC_ALL=C
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-export PATH="$TOP/bin:$PATH"
+export PATH="${SB_TEST_BIN:+$SB_TEST_BIN:}$TOP/bin:$PATH"
 T=$(mktemp -d /tmp/sbtest.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 _t_n=0
