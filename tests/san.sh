@@ -49,9 +49,8 @@ script_test() { # script name
 script_test tests/sh/hostile_inputs.sh hostile_inputs.sh
 # sb-stats' published values (analysis, tables and figure, not only the readers)
 script_test tests/sh/stats_published.sh stats_published.sh
-# the guard: every refusal (a resealed selection derived again, unlisted logs) and the checks
-# before the read is recorded, on the sanitizer build's sb-freeze and sb-test
+# the guard: every refusal (a resealed selection derived again, unlisted logs) on the sanitizer
+# build's sb-freeze and sb-test (not guard_noread.sh: LeakSanitizer cannot run under its strace)
 script_test tests/sh/guard_attacks.sh guard_attacks.sh
-script_test tests/sh/guard_noread.sh guard_noread.sh
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

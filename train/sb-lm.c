@@ -273,7 +273,8 @@ int main(int argc, char **argv)
 	/* the subcommand's own argv (argv[0], then what follows the command): a copy, so that
 	 * run.meta's argv (sb_cli_argv) stays the command line as typed, command included */
 	const char *cmd = argv[1];
-	char **sub = malloc((size_t)argc * sizeof *sub);
+	static char **sub; /* static: reachable until exit (the commands may exit from deep inside) */
+	sub = malloc((size_t)argc * sizeof *sub);
 	if (!sub) {
 		struct sb_err err = {0};
 		SB_ERR(&err, SB_EINTERNAL, "out of memory");
