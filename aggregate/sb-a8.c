@@ -625,11 +625,12 @@ static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t 
 	double *xe = calloc((size_t)ng * 2 + 1, sizeof *xe), *xh = calloc((size_t)ng + 1, sizeof *xh);
 	int *ds = calloc((size_t)ng + 1, sizeof *ds), *arch = calloc((size_t)ng + 1, sizeof *arch),
 	    *tier = calloc((size_t)ng + 1, sizeof *tier), *gi = calloc((size_t)ng + 1, sizeof *gi),
-	    *nseeds = calloc((size_t)ng + 1, sizeof *nseeds), *nval = calloc((size_t)ng + 1, sizeof *nval);
+	    *nseeds = calloc((size_t)ng + 1, sizeof *nseeds), *nval = calloc((size_t)ng + 1, sizeof *nval),
+	    *kg = calloc((size_t)ng + 1, sizeof *kg);
 	int *pred = calloc((size_t)NPRED * ng + 1, sizeof *pred);
 	const char *dsname[64];
 	int cifar[64], nd = 0, rc = 0;
-	if (!X || !y || !xe || !xh || !ds || !arch || !tier || !gi || !nseeds || !nval || !pred)
+	if (!X || !y || !xe || !xh || !ds || !arch || !tier || !gi || !nseeds || !nval || !pred || !kg)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	for (int j = 0; j < ng; j++) {
 		struct gfeat gf;
@@ -652,6 +653,7 @@ static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t 
 		arch[n] = !strcmp(g[j].arch, "local_hybrid");
 		tier[n] = tier_index(g[j].tier);
 		y[n] = sb_a8_switch_target(gf.delta, gf.K);
+		kg[n] = gf.K;
 		gi[n] = j;
 		nseeds[n] = gf.ns;
 		nval[n] = gf.n_val;
@@ -693,7 +695,7 @@ static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t 
 	}
 	free(meta);
 	struct sb_a8_m1_verdict v;
-	if ((rc = sb_a8_m1_verdict(n, nd, NPRED, K, ds, cifar, arch, tier, y, pred, seed, resamples, &v, err)))
+	if ((rc = sb_a8_m1_verdict(n, nd, NPRED, kg, ds, cifar, arch, tier, y, pred, seed, resamples, &v, err)))
 		goto out;
 	for (int i = 0; i < n; i++) {
 		const struct group *q = &g[gi[i]];
@@ -819,6 +821,7 @@ out:
 	free(gi);
 	free(nseeds);
 	free(nval);
+	free(kg);
 	free(pred);
 	return rc;
 }

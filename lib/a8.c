@@ -233,7 +233,7 @@ int sb_a8_fit_predict(const double *X, const double *y, int n, int p, double lam
 	return 0;
 }
 
-int sb_a8_m1_verdict(int n, int nd, int npred, int K, const int *ds, const int *cifar, const int *arch, const int *tier,
+int sb_a8_m1_verdict(int n, int nd, int npred, const int *K, const int *ds, const int *cifar, const int *arch, const int *tier,
                      const double *target, const int *pred, uint64_t seed, int resamples,
                      struct sb_a8_m1_verdict *v, struct sb_err *err)
 {
@@ -255,7 +255,7 @@ int sb_a8_m1_verdict(int n, int nd, int npred, int K, const int *ds, const int *
 		cnt[ds[i]]++;
 		for (int m = 0; m < npred; m++)
 			mae[(size_t)m * nd + ds[i]] += fabs(pred[(size_t)m * n + i] - target[i]);
-		if (target[i] >= 4 && target[i] <= K && !cifar[ds[i]]) {
+		if (target[i] >= 4 && target[i] <= K[i] && !cifar[ds[i]]) {
 			rd[ds[i]] = 1;
 			ra[arch[i] ? 1 : 0] = 1;
 			if (tier[i] >= 0 && tier[i] < 3)

@@ -46,7 +46,7 @@ int sb_a8_fit_predict(const double *X, const double *y, int n, int p, double lam
                       int *pred, double *raw, struct sb_err *err);
 
 /* M1's verdict. Groups i < n: dataset ds[i] < nd, arch[i] (0/1), tier[i] (0..2),
- * target[i] (a reversal: 4 <= target <= K, K the epochs of the trajectories); pred[m * n + i] the LOO prediction of
+ * target[i] (a reversal: 4 <= target <= K[i], K[i] the epochs of group i's trajectories); pred[m * n + i] the LOO prediction of
  * predictor m (m = 0 the mechanistic ridge, 1..npred-1 the baselines). cifar[d] marks the CIFAR datasets. */
 struct sb_a8_m1_verdict {
 	/* clause 1: reversals (target in 4..30) */
@@ -64,7 +64,7 @@ struct sb_a8_m1_verdict {
 	int max_share_dataset, clause_share;
 	int pass;
 };
-int sb_a8_m1_verdict(int n, int nd, int npred, int K, const int *ds, const int *cifar, const int *arch, const int *tier,
+int sb_a8_m1_verdict(int n, int nd, int npred, const int *K, const int *ds, const int *cifar, const int *arch, const int *tier,
                      const double *target, const int *pred, uint64_t seed, int resamples,
                      struct sb_a8_m1_verdict *v, struct sb_err *err);
 

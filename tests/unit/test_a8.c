@@ -184,7 +184,10 @@ static void m1_case(const char *what, struct m1fx *f, int want_pass, int want_re
 {
 	struct sb_a8_m1_verdict v;
 	struct sb_err e = {0};
-	int rc = sb_a8_m1_verdict(NG, ND, 5, 30, f->ds, f->cifar, f->arch, f->tier, f->target, f->pred, 260826,
+	int K[NG];
+	for (int i = 0; i < NG; i++)
+		K[i] = 30;
+	int rc = sb_a8_m1_verdict(NG, ND, 5, K, f->ds, f->cifar, f->arch, f->tier, f->target, f->pred, 260826,
 	                          20000, &v, &e);
 	SB_CHECK(rc == 0 && v.pass == want_pass && v.clause_reversals == want_rev && v.clause_improvement == want_imp &&
 	             v.clause_ci == want_ci && v.clause_share == want_share,
@@ -318,8 +321,35 @@ static void m2_verdicts(void)
 	SB_CHECK(sb_a8_time_to_target((double[]){0.5, 0.7, 0.75}, 3, 0.8) == 4, "time to target: never reached: K + 1");
 }
 
+/* M1's reversal clause judges each group against its own K: 16 groups of 4 non-CIFAR tasks,
+ * both architectures, 2 tiers, target 8 with K 10 reverse; one more group with K 5 (a shorter
+ * budget) must not make the others' targets count against its K */
+static void m1_own_k(void)
+{
+	enum { N = 17 };
+	int ds[N], cifar[4] = {0}, arch[N], tier[N], K[N], pred[5 * N];
+	double target[N];
+	for (int i = 0; i < N; i++) {
+		ds[i] = i < 16 ? i / 4 : 0;
+		arch[i] = i % 2;
+		tier[i] = (i / 2) % 2;
+		K[i] = i < 16 ? 10 : 5;
+		target[i] = i < 16 ? 8 : 6; /* the short group: censored (6 = K + 1) */
+		for (int m = 0; m < 5; m++)
+			pred[m * N + i] = (int)target[i];
+	}
+	struct sb_a8_m1_verdict v;
+	struct sb_err e = {0};
+	int rc = sb_a8_m1_verdict(N, 4, 5, K, ds, cifar, arch, tier, target, pred, 1, 100, &v, &e);
+	SB_CHECK(rc == 0 && v.clause_reversals && v.rev_datasets_noncifar == 4 && v.rev_archs == 2 && v.rev_tiers == 2,
+	         "M1 reversals with a short-budget group: each group against its own K (rc %d: clause %d, %d datasets, "
+	         "%d archs, %d tiers; want 1, 4, 2, 2)",
+	         rc, v.clause_reversals, v.rev_datasets_noncifar, v.rev_archs, v.rev_tiers);
+}
+
 int main(void)
 {
+	m1_own_k();
 	golden();
 	fitall();
 	targets();
