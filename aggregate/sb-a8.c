@@ -227,6 +227,14 @@ static int load(const char *path, int file, struct sb_input *in, int with_test, 
 	while (!rc && !(rc = next_record(buf, len, &at, &line, path, &rec, err)) && rec) {
 		const char *kind = sb_json_str(sb_json_get(rec, "kind"), "");
 		int ep = strcmp(kind, "eval.epoch") == 0, done = strcmp(kind, "eval.done") == 0;
+		int64_t ver = 1;
+		if ((ep || done || (with_test && !strcmp(kind, "test.cell"))) && sb_json_get(rec, "v") &&
+		    (sb_json_int64(sb_json_get(rec, "v"), &ver) || ver != 1)) {
+			rc = SB_ERR(err, SB_EDATA, "%s:%d: %s record version %s not supported (this program reads 1)", path,
+			            line, kind, sb_json_get(rec, "v")->type == SB_JSON_NUMBER ? sb_json_get(rec, "v")->text : "?");
+			sb_json_free(rec);
+			break;
+		}
 		int tc = with_test && strcmp(kind, "test.cell") == 0;
 		if (ep || done || tc) {
 			const char *task, *method;
@@ -292,6 +300,8 @@ static int load(const char *path, int file, struct sb_input *in, int with_test, 
 				for (int f = 0; f < NPROBE; f++)
 					r->probe[e][f] = sb_json_num(sb_json_get(rec, probe_names[f]), NAN);
 				r->n_val = (int)sb_json_num(sb_json_get(rec, "n_val"), 0);
+				if (sb_json_get(rec, "n_val") && !(r->n_val >= 1))
+					rc = SB_ERR(err, SB_EDATA, "%s:%d: n_val must be an integer >= 1", path, line);
 			}
 		}
 		sb_json_free(rec);
@@ -1543,6 +1553,11 @@ static int lineardecay(struct sb_jw *w, struct md *md, struct sb_err *err)
 			int b;
 			for (b = 0; b < nb && budgets[b] != K; b++)
 				;
+			if (r->n_val < 1 || d->n_val < 1)
+				return SB_ERR(err, SB_EDATA,
+				              "run %s: its eval.epoch records give no n_val >= 1 (correct counts are "
+				              "round(val_accuracy x n_val))",
+				              r->n_val < 1 ? r->id : d->id);
 			long long cs = llround(best_acc(r, K, 0) * r->n_val), cd = llround(best_acc(d, K, 0) * d->n_val);
 			diff[q][b] += cs - cd;
 			pairs[q][b]++;

@@ -259,3 +259,24 @@ $ grep -c 'N3-A verdict: KILLED_FOR_REGISTERED_EPSILON' n3a.md
 $ sb-a8 bottomk - - </dev/null
 ? 2
 ! '-' (stdin) given twice
+
+%%% lineardecay counts correct examples as round(accuracy x n_val): a run without n_val is bad input, named
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ for s in 0 1; do for m in softmax topk_softmax_0125 topk_softmax_025; do $R -s completed cifar10 $m $s 3 0.5; done; done | sed 's/"n_val":100,//' >v.ndjson
+$ sb-a8 -q lineardecay v.ndjson
+? 3
+! its eval.epoch records give no n_val >= 1
+
+%%% an n_val of 0 or below is malformed, named by FILE:LINE
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ $R cifar10 softmax 0 3 0.5 | sed 's/"n_val":100/"n_val":0/' >v.ndjson
+$ sb-a8 -q bottomk v.ndjson
+? 3
+! v.ndjson:1: n_val must be an integer >= 1
+
+%%% an evaluation record of another version is refused, named by FILE:LINE
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ $R cifar10 softmax 0 3 0.5 | sed '2s/"v":1/"v":2/' >v.ndjson
+$ sb-a8 -q bottomk v.ndjson
+? 3
+! v.ndjson:2: eval.epoch record version 2 not supported (this program reads 1)
