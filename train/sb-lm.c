@@ -273,8 +273,7 @@ int main(int argc, char **argv)
 	/* the subcommand's own argv (argv[0], then what follows the command): a copy, so that
 	 * run.meta's argv (sb_cli_argv) stays the command line as typed, command included */
 	const char *cmd = argv[1];
-	static char **sub; /* static: reachable until exit (the commands may exit from deep inside) */
-	sub = malloc((size_t)argc * sizeof *sub);
+	char **sub = malloc((size_t)argc * sizeof *sub);
 	if (!sub) {
 		struct sb_err err = {0};
 		SB_ERR(&err, SB_EINTERNAL, "out of memory");
@@ -285,17 +284,16 @@ int main(int argc, char **argv)
 		sub[i - 1] = argv[i];
 	argc--;
 	argv = sub;
-	if (!strcmp(cmd, "train"))
-		return cmd_train(argc, argv);
-	if (!strcmp(cmd, "eval"))
-		return sb_lm_eval_main(argc, argv);
-	if (!strcmp(cmd, "report"))
-		return sb_lm_report_main(argc, argv);
-	if (!strcmp(cmd, "probe"))
-		return cmd_probe(argc, argv);
-	if (!strcmp(cmd, "import"))
-		return sb_lm_import_main(argc, argv);
-	if (!strcmp(cmd, "tokenize"))
-		return sb_lm_tokenize_main(argc, argv);
-	sb_cli_usage_error("unknown command '%s' (train, eval, report, probe, import, tokenize)", cmd);
+	int (*run)(int, char **) = !strcmp(cmd, "train")      ? cmd_train
+	                           : !strcmp(cmd, "eval")     ? sb_lm_eval_main
+	                           : !strcmp(cmd, "report")   ? sb_lm_report_main
+	                           : !strcmp(cmd, "probe")    ? cmd_probe
+	                           : !strcmp(cmd, "import")   ? sb_lm_import_main
+	                           : !strcmp(cmd, "tokenize") ? sb_lm_tokenize_main
+	                                                      : NULL;
+	if (!run)
+		sb_cli_usage_error("unknown command '%s' (train, eval, report, probe, import, tokenize)", cmd);
+	int rc = run(argc, argv);
+	free(sub);
+	return rc;
 }
