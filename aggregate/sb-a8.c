@@ -1450,8 +1450,24 @@ static double best_acc(const struct run *r, int K, int patience)
 	return best;
 }
 
+/* PROTOCOL A8's bottom-k and linear-decay controls are one group's (CIFAR-10, one
+ * architecture and tier): runs of several groups are refused, not pooled. what: the analysis. */
+static int one_group(const char *what, struct sb_err *err)
+{
+	for (int i = 1; i < nruns; i++)
+		if (strcmp(runs[i].task, runs[0].task) || strcmp(runs[i].arch, runs[0].arch) ||
+		    strcmp(runs[i].tier, runs[0].tier))
+			return SB_ERR(err, SB_EDATA,
+			              "%s reads the runs of one task, architecture and tier (PROTOCOL A8: CIFAR-10); "
+			              "got %s/%s/%s and %s/%s/%s: give it one group's validation logs",
+			              what, runs[0].task, runs[0].arch, runs[0].tier, runs[i].task, runs[i].arch,
+			              runs[i].tier);
+	return 0;
+}
+
 static int bottomk(struct sb_jw *w, struct md *md, struct sb_err *err)
 {
+	SB_TRY(one_group("bottomk", err));
 	static const char *methods[] = {"softmax", "topk_softmax_0125", "topk_softmax_025", "bottomk_softmax_0125",
 	                                "bottomk_softmax_025"};
 	static const double published[] = {0.67093, -0.03227, -0.01783, -0.3726, -0.34618};
@@ -1515,6 +1531,7 @@ static int bottomk(struct sb_jw *w, struct md *md, struct sb_err *err)
 
 static int lineardecay(struct sb_jw *w, struct md *md, struct sb_err *err)
 {
+	SB_TRY(one_group("lineardecay", err));
 	static const char *ratios[] = {"topk_softmax_0125", "topk_softmax_025"};
 	/* the registered budgets of the runs that count, and the two the verdict needs */
 	int budgets[MAXE + 2] = {LD_FIRST, LD_LAST}, nb = 2;

@@ -280,3 +280,10 @@ $ $R cifar10 softmax 0 3 0.5 | sed '2s/"v":1/"v":2/' >v.ndjson
 $ sb-a8 -q bottomk v.ndjson
 ? 3
 ! v.ndjson:2: eval.epoch record version 2 not supported (this program reads 1)
+
+%%% bottomk and lineardecay are one group's controls (PROTOCOL A8: CIFAR-10): runs of two tasks are refused, not pooled
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ { $R cifar10 softmax 0 3 0.7; $R mnist softmax 0 3 0.4; } >v.ndjson
+$ sb-a8 -q bottomk v.ndjson
+? 3
+! bottomk reads the runs of one task, architecture and tier (PROTOCOL A8: CIFAR-10); got cifar10/plain/compact and mnist/plain/compact
