@@ -522,9 +522,18 @@ int sb_sas_eval_run(struct sb_backend *be, const char *run_dir, struct sb_jw *ou
 		rc = sb_sas_model_new(be, &c.sc, NULL, &m, err);
 	if (!rc) { /* the checkpoint names its cell (written by the training, sb_sas_train_cell) */
 		const char *mid = sb_tensors_meta(&ts, "cell_id");
+		const char *ms = sb_tensors_meta(&ts, "seed"), *mst = sb_tensors_meta(&ts, "steps");
+		char seed[32], steps[64];
+		snprintf(seed, sizeof seed, "%llu", (unsigned long long)c.proc.seed);
+		snprintf(steps, sizeof steps, "%d+%d", c.proc.pre_steps, c.proc.sel_steps);
 		if (!mid || strcmp(mid, c.cell_id))
 			rc = SB_ERR(err, SB_EDATA, "%s: metadata names cell '%s', not this run's '%s'", mp, mid ? mid : "(none)",
 			            c.cell_id);
+		else if ((ms && strcmp(ms, seed)) || (mst && strcmp(mst, steps)))
+			rc = SB_ERR(err, SB_EDATA,
+			            "%s: trained with seed %s and steps %s, but cell.json says seed %s and steps %s "
+			            "(an edited cell.json)",
+			            mp, ms ? ms : "?", mst ? mst : "?", seed, steps);
 	}
 	if (!rc)
 		rc = sb_sas_model_from_tensors(m, &ts, err);

@@ -92,6 +92,11 @@ sed -i 's/"id":"sas-s42"/"id":"sas-s99"/' "$T/renamed/cell.json"
 sb-eval -q "$T/renamed" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q "metadata names cell 'sas-s42', not this run's 'sas-s99'" "$T/e" && [ ! -e "$T/renamed/eval.ndjson.new" ]
 t_result $? "a checkpoint of another cell is refused by sb-eval (exit $rc: $(head -c 300 "$T/e"))"
+cp -r "$R" "$T/reseeded" # the same cell id, its seed edited after training
+sed -i 's/"seed":\([0-9]*\)/"seed":1\1/' "$T/reseeded/cell.json"
+sb-eval -q "$T/reseeded" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q "trained with seed [0-9]* and steps [0-9+]*, but cell.json says seed 1[0-9]*" "$T/e"
+t_result $? "a cell.json whose seed was edited after training is refused by sb-eval (exit $rc: $(head -c 300 "$T/e"))"
 echo '{"family":"sas","seed":1,"corpus":"x","pre_stepz":3}' >"$T/bad.ndjson"
 sb-train -q -o "$T/r2" "$T/bad.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q "bad.ndjson:1: unknown field 'pre_stepz'" "$T/e"
