@@ -22,7 +22,13 @@ void sb_cli_init(const char *prog, int argc, char **argv)
 {
 	sb_prog = prog;
 	sb_cli_argc = argc;
-	sb_cli_argv = argv;
+	/* a copy of the pointers: GNU getopt permutes argv, and run.meta records the command line
+	 * as typed (a global, so reachable until exit) */
+	sb_cli_argv = malloc(((size_t)argc + 1) * sizeof *sb_cli_argv);
+	if (sb_cli_argv)
+		memcpy(sb_cli_argv, argv, ((size_t)argc + 1) * sizeof *sb_cli_argv);
+	else
+		sb_cli_argv = argv;
 	sb_io_install_signals();
 }
 

@@ -287,3 +287,10 @@ $ { $R cifar10 softmax 0 3 0.7; $R mnist softmax 0 3 0.4; } >v.ndjson
 $ sb-a8 -q bottomk v.ndjson
 ? 3
 ! bottomk reads the runs of one task, architecture and tier (PROTOCOL A8: CIFAR-10); got cifar10/plain/compact and mnist/plain/compact
+
+%%% run.meta's argv is the command line as typed (getopt permutes argv; the record does not)
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ $R cifar10 softmax 0 3 0.7 >v.ndjson
+$ sb-a8 -q bottomk --md x.md v.ndjson >out.ndjson
+$ sed -n 1p out.ndjson | grep -o '"argv":\[[^]]*\]' | sed 's/"[^"]*sb-a8"/"sb-a8"/'
+> "argv":["sb-a8","-q","bottomk","--md","x.md","v.ndjson"]
