@@ -454,7 +454,7 @@ static int tier_index(const char *t)
 }
 
 /* classes and modality of the A1 tasks (metadata features) */
-static void task_meta(const char *task, double *classes, double *text)
+static int task_meta(const char *task, double *classes, double *text)
 {
 	static const struct {
 		const char *t;
@@ -470,7 +470,30 @@ static void task_meta(const char *task, double *classes, double *text)
 		if (!strcmp(tab[i].t, task)) {
 			*classes = tab[i].c;
 			*text = tab[i].text;
+			return 1;
 		}
+	return 0;
+}
+
+/* m1's metadata features need the task's classes and modality: a task outside PROTOCOL A1's
+ * 13 is taken as a 10-class image task, and said once (the tests' toy tasks are such) */
+static int known_task(const char *task, struct sb_err *err)
+{
+	static char said[16][64];
+	double c, t;
+	if (task_meta(task, &c, &t))
+		return 0;
+	for (int i = 0; i < 16; i++) {
+		if (!strcmp(said[i], task))
+			return 0;
+		if (!said[i][0]) {
+			snprintf(said[i], sizeof said[i], "%s", task);
+			break;
+		}
+	}
+	sb_cli_warn("task '%s' is not one of PROTOCOL A1's 13: m1's features take it as a 10-class image task",
+	            task);
+	return 0;
 }
 
 /* ---------------------------------------------------------------- output helpers */
@@ -642,6 +665,10 @@ static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t 
 	int cifar[64], nd = 0, rc = 0;
 	if (!X || !y || !xe || !xh || !ds || !arch || !tier || !gi || !nseeds || !nval || !pred || !kg)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (int j = 0; j < ng && !rc; j++)
+		rc = known_task(g[j].task, err);
+	if (rc)
+		goto out;
 	for (int j = 0; j < ng; j++) {
 		struct gfeat gf;
 		if (!group_features(&g[j], &gf))
@@ -1014,6 +1041,7 @@ static int traj_rec(const struct sb_json *rec, void *ctx, struct sb_err *err)
 		return err->code;
 	if (sb_json_req_int(rec, "n_val", &n_val, err))
 		return SB_ERR(err, SB_EDATA, "a8.m1.group without n_val (written by an older sb-a8: run sb-a8 m1 again)");
+	SB_TRY(known_task(task, err));
 	double *x = t->x + (size_t)t->n * NMECH;
 	for (int f = 0; f < NPROBE; f++) {
 		char k[80];

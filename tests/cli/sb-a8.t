@@ -294,3 +294,11 @@ $ $R cifar10 softmax 0 3 0.7 >v.ndjson
 $ sb-a8 -q bottomk --md x.md v.ndjson >out.ndjson
 $ sed -n 1p out.ndjson | grep -o '"argv":\[[^]]*\]' | sed 's/"[^"]*sb-a8"/"sb-a8"/'
 > "argv":["sb-a8","-q","bottomk","--md","x.md","v.ndjson"]
+
+%%% m1: a task outside PROTOCOL A1's 13 is taken as a 10-class image task, and said (once)
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ for t in mnist mytask; do for m in softmax topk_softmax_025; do $R -p $t $m 0 4 0.5; done; done >v.ndjson
+$ sb-a8 -q m1 --resamples 100 v.ndjson >/dev/null
+$ sb-a8 -q m1 --resamples 100 v.ndjson 2>&1 >/dev/null | grep -c "task 'mytask' is not one of PROTOCOL A1's 13"
+> 1
+! task 'mytask' is not one of PROTOCOL A1's 13: m1's features take it as a 10-class image task
