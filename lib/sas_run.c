@@ -308,11 +308,22 @@ int sb_sas_train_cell(struct sb_backend *be, const struct sb_sas_cell *c, const 
 		return sb_sas_scaled_train(&c->sx, runs_dir, run_dir, scaled_progress, &p, err);
 	}
 	snprintf(run_dir, 4096, "%s/%s", runs_dir, c->cell_id);
-	SB_TRY(sb_mkdir_p(run_dir, err));
+	/* the corpus first, so that a cell that cannot train leaves no run directory behind */
 	struct sb_lm_corpus tr;
 	SB_TRY(sb_sas_corpus_part(c->corpus, "train", c->proc.train_bytes, &tr, err));
+	if (tr.n < (size_t)c->sc.T + 1) {
+		int n = (int)tr.n;
+		sb_lm_corpus_free(&tr);
+		return SB_ERR(err, SB_EDATA, "sas: the training text has %d tokens, fewer than one window of %d", n,
+		              c->sc.T + 1);
+	}
+	int rc = sb_mkdir_p(run_dir, err);
+	if (rc) {
+		sb_lm_corpus_free(&tr);
+		return rc;
+	}
 	struct sb_sas_model *m = NULL;
-	int rc = sb_sas_model_new(be, &c->sc, NULL, &m, err);
+	rc = sb_sas_model_new(be, &c->sc, NULL, &m, err);
 	if (!rc)
 		rc = sb_sas_model_init(m, c->proc.seed, err);
 	char path[4200];

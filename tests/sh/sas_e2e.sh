@@ -109,6 +109,10 @@ sb-train -q -d "$T/nodata" -o "$T/r3" "$T/mixed.ndjson" >"$T/mixed.out" 2>"$T/e"
 t_result $? "a cells file mixing SAS and encoder cells: the encoder cell goes to the encoder trainer (exit $rc: $(head -c 300 "$T/e"))"
 echo '{"family":"sas","seed":1,"corpus":"x=/nonexistent/c.txt"}' >"$T/nocorpus.ndjson"
 sb-train -q -o "$T/r4" "$T/nocorpus.ndjson" >/dev/null 2>"$T/e"; rc=$?
-[ $rc -eq 4 ] && grep -q '/nonexistent/c.txt' "$T/e"
-t_result $? "a missing corpus: exit 4 naming the file (exit $rc)"
+[ $rc -eq 4 ] && grep -q '/nonexistent/c.txt' "$T/e" && [ -z "$(ls -A "$T/r4" 2>/dev/null)" ]
+t_result $? "a missing corpus: exit 4 naming the file, no run directory left (exit $rc: $(ls "$T/r4" 2>/dev/null))"
+sed 's/}$/,"id":"short","train_bytes":10}/' "$T/nocorpus.ndjson" | sed "s|x=/nonexistent/c.txt|$(sed -n 's/.*"corpus":"\([^"]*\)".*/\1/p' "$R/cell.json")|" >"$T/short.ndjson"
+sb-train -q -o "$T/r5" "$T/short.ndjson" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q "short.ndjson:1: sas cell: .*fewer than one window" "$T/e" && [ ! -e "$T/r5/short" ]
+t_result $? "a training text shorter than one window: exit 3 naming FILE:LINE, no run directory (exit $rc: $(head -c 200 "$T/e"))"
 t_done
