@@ -3,12 +3,14 @@
  * switching schedules), M3, the bottom-k control, the linear-decay control and N3-A's
  * inference (the synthetic intervention assay, from the N3-A runner's n3a.eval records). The
  * arithmetic is lib/a8.h; docs/sb-a8.md defines every number. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "a8.h"
 #include "cli.h"
@@ -17,6 +19,7 @@
 #include "json.h"
 #include "record.h"
 #include "runsel.h"
+#include "select.h"
 #include "stats.h"
 
 static const char usage_text[] =
@@ -2389,6 +2392,17 @@ int main(int argc, char **argv)
 	}
 	if (optind >= argc)
 		sb_cli_usage_error("no analysis given (m1, m2, bottomk, lineardecay, m3map, m3 or n3a)");
+	if (md_path) { /* where the report section goes must be writable before any analysis runs */
+		char *dir = sb_path_dirname(md_path);
+		struct sb_err e = {0};
+		if (!dir || access(dir, W_OK) != 0) {
+			SB_ERR(&e, SB_EIO, "--md %s: its directory %s cannot be written: %s", md_path, dir ? dir : "?",
+			       strerror(errno));
+			free(dir);
+			sb_cli_die(&e);
+		}
+		free(dir);
+	}
 	const char *mode = argv[optind++];
 	static const char *modes[] = {"m1", "m2", "bottomk", "lineardecay", "m3map", "m3", "n3a"};
 	int which = 0;

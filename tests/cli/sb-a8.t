@@ -302,3 +302,12 @@ $ sb-a8 -q m1 --resamples 100 v.ndjson >/dev/null
 $ sb-a8 -q m1 --resamples 100 v.ndjson 2>&1 >/dev/null | grep -c "task 'mytask' is not one of PROTOCOL A1's 13"
 > 1
 ! task 'mytask' is not one of PROTOCOL A1's 13: m1's features take it as a 10-class image task
+
+%%% --md into a directory that cannot be written: exit 4 before any analysis (nothing on stdout)
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ $R cifar10 softmax 0 3 0.7 >v.ndjson
+$ sb-a8 -q bottomk --md nosuch/x.md v.ndjson >out.ndjson || echo "exit $?"
+$ wc -c <out.ndjson
+> exit 4
+> 0
+! --md nosuch/x.md: its directory nosuch cannot be written
