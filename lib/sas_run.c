@@ -300,6 +300,48 @@ static void scaled_progress(void *arg, const char *what, int done, int total, do
 		p->fn(p->arg, what, done, total, value);
 }
 
+int sb_sas_cell_finished(const struct sb_sas_cell *c, const char *runs_dir)
+{
+	if (c->scaled)
+		return 0;
+	char path[4200], hex[SB_SHA256_HEX];
+	struct sb_err e = {0};
+	char *buf = NULL;
+	size_t n = 0;
+	int finished = 0;
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	sb_sas_cell_json(&w, c);
+	snprintf(path, sizeof path, "%s/%s/cell.json", runs_dir, c->cell_id);
+	if (w.oom || sb_read_file(path, &buf, &n, 1 << 20, &e) || n != w.len + 1 || memcmp(buf, w.buf, w.len) ||
+	    buf[w.len] != '\n')
+		goto out;
+	free(buf);
+	buf = NULL;
+	snprintf(path, sizeof path, "%s/%s/train.ndjson", runs_dir, c->cell_id);
+	if (sb_read_file(path, &buf, &n, 0, &e) || n < 2)
+		goto out;
+	size_t end = n; /* the last line */
+	while (end > 0 && buf[end - 1] == '\n')
+		end--;
+	size_t start = end;
+	while (start > 0 && buf[start - 1] != '\n')
+		start--;
+	struct sb_json *done = NULL;
+	if (sb_json_parse(buf + start, end - start, &done, &e))
+		goto out;
+	const char *kind = sb_json_str(sb_json_get(done, "kind"), "");
+	const char *want = sb_json_str(sb_json_get(done, "checkpoint_sha256"), "");
+	snprintf(path, sizeof path, "%s/%s/model.safetensors", runs_dir, c->cell_id);
+	finished = !strcmp(kind, "sas.train.done") && want[0] && !sb_sha256_file(path, hex, NULL, &e) &&
+	           !strcmp(hex, want);
+	sb_json_free(done);
+out:
+	free(buf);
+	sb_jw_free(&w);
+	return finished;
+}
+
 int sb_sas_train_cell(struct sb_backend *be, const struct sb_sas_cell *c, const char *runs_dir, char *run_dir,
                       sb_sas_progress_fn fn, void *arg, struct sb_err *err)
 {

@@ -26,6 +26,24 @@ int sb_train_sas_cell(const struct sb_json *cell, const char *runs_dir, struct s
 		return SB_ERR(err, SB_EUSAGE, "SAS cells run on the CPU (--device cpu), not '%s'", be->name);
 	struct sb_sas_cell c;
 	SB_TRY(sb_sas_cell_parse(&c, cell, err));
+	if (sb_sas_cell_finished(&c, runs_dir)) { /* as a finished encoder or LM cell is */
+		*skipped = 1;
+		if (out) {
+			struct sb_jw w;
+			sb_jw_init(&w, out);
+			sb_jw_record(&w, "sas.train", 1);
+			sb_jw_kstr(&w, "cell_id", c.cell_id);
+			char run_dir[4200];
+			snprintf(run_dir, sizeof run_dir, "%s/%s", runs_dir, c.cell_id);
+			sb_jw_kstr(&w, "run_dir", run_dir);
+			sb_jw_kstr(&w, "status", "skipped");
+			sb_jw_obj_end(&w);
+			int wr = sb_jw_line(&w, err);
+			sb_jw_free(&w);
+			return wr;
+		}
+		return 0;
+	}
 	struct sb_backend *one = NULL;
 	if (be->threads != 1)
 		SB_TRY(sb_backend_open("cpu", 1, &one, err));

@@ -81,6 +81,18 @@ t_result $? "a second make sas retrains nothing"
 head -n 1 "$T/sas/cells.ndjson" >"$T/one.ndjson"
 sb-train -q -o "$T/again" "$T/one.ndjson" >/dev/null 2>&1 && cmp -s "$T/again/sas-s42/model.safetensors" "$R/model.safetensors"
 t_result $? "retraining seed 42 reproduces the checkpoint bit for bit"
+# the same cell into the same runs directory again: skipped (as a finished encoder or LM cell),
+# the run untouched; a cell of the same id with another field trains again
+before=$(stat -c %Y.%s "$T/again/sas-s42/model.safetensors")
+sleep 1
+sb-train -q -o "$T/again" "$T/one.ndjson" >"$T/skip.out" 2>/dev/null; rc=$?
+[ $rc -eq 0 ] && grep -q '"kind":"sas.train".*"status":"skipped"' "$T/skip.out" &&
+	[ "$before" = "$(stat -c %Y.%s "$T/again/sas-s42/model.safetensors")" ]
+t_result $? "the same SAS cell again in the same runs directory: skipped, the run untouched (exit $rc)"
+sed 's/}$/,"sel_steps":2}/' "$T/one.ndjson" >"$T/one2.ndjson"
+sb-train -q -o "$T/again" "$T/one2.ndjson" >"$T/skip2.out" 2>/dev/null; rc=$?
+[ $rc -eq 0 ] && grep -q '"status":"completed"' "$T/skip2.out"
+t_result $? "the same id with another field trains again (exit $rc: $(head -c 150 "$T/skip2.out"))"
 # error paths
 cp -r "$R" "$T/tampered"
 printf '\0' | dd of="$T/tampered/model.safetensors" bs=1 seek=2000 conv=notrunc 2>/dev/null
