@@ -2342,7 +2342,7 @@ int main(int argc, char **argv)
 {
 	sb_cli_init("sb-a8", argc, argv);
 	struct sb_err err = {0};
-	const char *md_path = NULL, *switch_path = NULL, *traj_path = NULL, *m2_path = NULL;
+	const char *md_path = NULL, *switch_path = NULL, *traj_path = NULL, *m2_path = NULL, *boot_opt = NULL;
 	long long seed = -1, resamples = 20000;
 	enum { O_MD = 256, O_SWITCH, O_SEED, O_RES, O_TRAJ, O_M2, O_INTERIM, O_HELP, O_VERSION };
 	static const struct option lo[] = {{"md", 1, 0, O_MD},           {"switch-epochs", 1, 0, O_SWITCH},
@@ -2375,10 +2375,12 @@ int main(int argc, char **argv)
 		case O_SEED:
 			if (sb_parse_int("--seed", optarg, 0, (long long)1 << 53, &seed, &err))
 				sb_cli_usage_error("%s", err.msg);
+			boot_opt = "--seed";
 			break;
 		case O_RES:
 			if (sb_parse_int("--resamples", optarg, 1, 10000000, &resamples, &err))
 				sb_cli_usage_error("%s", err.msg);
+			boot_opt = "--resamples";
 			break;
 		case O_HELP:
 			usage();
@@ -2415,6 +2417,8 @@ int main(int argc, char **argv)
 		sb_cli_usage_error("--switch-epochs is an output of m1 and m3map only");
 	if (n3_interim && which != 7)
 		sb_cli_usage_error("--interim is an option of n3a only");
+	if (boot_opt && which != 1 && which != 2 && which != 6)
+		sb_cli_usage_error("%s is an option of m1, m2 and m3 (their bootstraps); %s has none", boot_opt, mode);
 	if ((traj_path || m2_path) && which != 5)
 		sb_cli_usage_error("--trajectory and --m2 are inputs of m3map only");
 	if (which == 5 && (!traj_path || !m2_path))

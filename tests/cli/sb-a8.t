@@ -311,3 +311,8 @@ $ wc -c <out.ndjson
 > exit 4
 > 0
 ! --md nosuch/x.md: its directory nosuch cannot be written
+
+%%% --seed and --resamples belong to the analyses with a bootstrap (m1, m2, m3): elsewhere a usage error
+$ sb-a8 bottomk --seed 3 x.ndjson
+? 2
+! --seed is an option of m1, m2 and m3 (their bootstraps); bottomk has none
