@@ -709,6 +709,13 @@ static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t 
 				            g[j].task, g[j].arch, g[j].tier);
 				goto out;
 			}
+		if (!isfinite(gf.ent3) || !isfinite(gf.acc3)) {
+			rc = SB_ERR(err, SB_EDATA,
+			            "%s/%s/%s: the dense run's validation accuracy or attention_entropy of epoch 3 is "
+			            "missing (the early-accuracy and early-entropy predictors need them)",
+			            g[j].task, g[j].arch, g[j].tier);
+			goto out;
+		}
 		n++;
 	}
 	if (n < 2 || nd < 2) {

@@ -316,3 +316,10 @@ $ wc -c <out.ndjson
 $ sb-a8 bottomk --seed 3 x.ndjson
 ? 2
 ! --seed is an option of m1, m2 and m3 (their bootstraps); bottomk has none
+
+%%% m1: probe features present but no attention_entropy: refused naming the group and the field, not a ridge failure
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ for t in mnist kmnist; do for m in softmax topk_softmax_025; do $R -p $t $m 0 4 0.5; done; done | sed 's/"attention_entropy":[0-9.]*,//' >v.ndjson
+$ sb-a8 -q m1 --resamples 100 v.ndjson
+? 3
+! mnist/plain/compact: the dense run's validation accuracy or attention_entropy of epoch 3 is missing
