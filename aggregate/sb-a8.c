@@ -228,6 +228,11 @@ static int load(const char *path, int file, struct sb_input *in, int with_test, 
 	size_t at = 0;
 	struct sb_json *rec;
 	while (!rc && !(rc = next_record(buf, len, &at, &line, path, &rec, err)) && rec) {
+		if (rec->type != SB_JSON_OBJECT) { /* as sb-stats: every line a record */
+			rc = SB_ERR(err, SB_EDATA, "%s:%d: record is not a JSON object", path, line);
+			sb_json_free(rec);
+			break;
+		}
 		const char *kind = sb_json_str(sb_json_get(rec, "kind"), "");
 		int ep = strcmp(kind, "eval.epoch") == 0, done = strcmp(kind, "eval.done") == 0;
 		int64_t ver = 1;

@@ -323,3 +323,10 @@ $ for t in mnist kmnist; do for m in softmax topk_softmax_025; do $R -p $t $m 0 
 $ sb-a8 -q m1 --resamples 100 v.ndjson
 ? 3
 ! mnist/plain/compact: the dense run's validation accuracy or attention_entropy of epoch 3 is missing
+
+%%% a line that is not a JSON object is malformed input, named by FILE:LINE (it was skipped)
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ { $R cifar10 softmax 0 3 0.7; echo '[1,2]'; } >v.ndjson
+$ sb-a8 -q bottomk v.ndjson
+? 3
+! v.ndjson:5: record is not a JSON object
