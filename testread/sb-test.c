@@ -144,6 +144,17 @@ static int same_str(const struct sb_json *v, const char *want)
 {
 	return v && v->type == SB_JSON_STRING && strcmp(v->text, want) == 0;
 }
+/* a candidate's val_accuracy, n_seeds and seeds, as in 'selected' and 'all_topk_validation' */
+static int same_mean_seeds(const struct sb_json *e, const struct sb_sel_cand *cd)
+{
+	const struct sb_json *seeds = sb_json_get(e, "seeds");
+	int ok = same_num(sb_json_get(e, "val_accuracy"), cd->val_accuracy) &&
+	         same_int(sb_json_get(e, "n_seeds"), cd->n_seeds) && seeds && seeds->type == SB_JSON_ARRAY &&
+	         seeds->n == (size_t)cd->n_seeds;
+	for (int i = 0; ok && i < cd->n_seeds; i++)
+		ok = same_int(seeds->items[i], cd->seeds[i]);
+	return ok;
+}
 
 /* Rule topk_mean_val_acc: the selection must be what the rule gives on the logs it lists (hashed
  * by the guard): the cells' fates and values, the chosen ratio of every task, and the test plan.
@@ -233,14 +244,9 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 		            av2 && av2->type == SB_JSON_ARRAY ? av2->n : 0, picked.n_cands);
 	for (size_t i = 0; !rc && i < picked.n_cands; i++) {
 		const struct sb_sel_cand *cd = &picked.cands[i];
-		const struct sb_json *e = av2->items[i], *seeds = sb_json_get(e, "seeds"), *el = sb_json_get(e, "eligible");
+		const struct sb_json *e = av2->items[i], *el = sb_json_get(e, "eligible");
 		int ok = same_str(sb_json_get(e, "task"), cd->task) && same_str(sb_json_get(e, "method"), cd->method) &&
-		         same_num(sb_json_get(e, "val_accuracy"), cd->val_accuracy) &&
-		         same_int(sb_json_get(e, "n_seeds"), cd->n_seeds) && el && el->type == SB_JSON_BOOL &&
-		         el->boolean == cd->eligible && seeds && seeds->type == SB_JSON_ARRAY &&
-		         seeds->n == (size_t)cd->n_seeds;
-		for (int j = 0; ok && j < cd->n_seeds; j++)
-			ok = same_int(seeds->items[j], cd->seeds[j]);
+		         same_mean_seeds(e, cd) && el && el->type == SB_JSON_BOOL && el->boolean == cd->eligible;
 		if (!ok)
 			rc = refuse(err, sel, check,
 			            "all_topk_validation[%zu] is not what the rule gives on its logs: %s %s, mean %.17g over "
@@ -270,13 +276,8 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 			continue;
 		n_chosen++;
 		const struct sb_sel_cand *cd = &picked.cands[picked.tasks[t].chosen];
-		const struct sb_json *e = sb_json_get(sv, cd->task), *seeds = sb_json_get(e, "seeds");
-		int ok = same_str(sb_json_get(e, "topk_method"), cd->method) &&
-		         same_num(sb_json_get(e, "val_accuracy"), cd->val_accuracy) &&
-		         same_int(sb_json_get(e, "n_seeds"), cd->n_seeds) && seeds && seeds->type == SB_JSON_ARRAY &&
-		         seeds->n == (size_t)cd->n_seeds;
-		for (int i = 0; ok && i < cd->n_seeds; i++)
-			ok = same_int(seeds->items[i], cd->seeds[i]);
+		const struct sb_json *e = sb_json_get(sv, cd->task);
+		int ok = same_str(sb_json_get(e, "topk_method"), cd->method) && same_mean_seeds(e, cd);
 		if (!ok)
 			rc = refuse(err, sel, check,
 			            "task %s: the rule on its logs chooses %s (mean validation accuracy %.17g over %d "
