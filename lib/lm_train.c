@@ -247,17 +247,14 @@ int sb_lm_ckpt_write(const char *path, struct sb_tensors *ts, const struct sb_lm
 	snprintf(st, sizeof st, "%lld", (long long)steps);
 	int rc = mjs ? 0 : SB_ERR(err, SB_EINTERNAL, "out of memory");
 	if (!rc)
-		rc = sb_tensors_set_meta(ts, "format", "sparsebench.checkpoint", err);
-	if (!rc)
-		rc = sb_tensors_set_meta(ts, "family", "lm", err);
-	if (!rc)
-		rc = sb_tensors_set_meta(ts, "cell_id", c->cell_id, err);
-	if (!rc)
-		rc = sb_tensors_set_meta(ts, "steps", st, err);
-	if (!rc)
-		rc = sb_tensors_set_meta(ts, "model", mjs, err);
-	if (!rc)
-		rc = sb_tensors_set_meta(ts, key, value, err);
+		rc = sb_tensors_set_metas(ts, (const char *const[][2]){
+		                           {"format", "sparsebench.checkpoint"},
+		                           {"family", "lm"},
+		                           {"cell_id", c->cell_id},
+		                           {"steps", st},
+		                           {"model", mjs},
+		                           {key, value}},
+		                          6, err);
 	free(mjs);
 	if (!rc)
 		rc = sb_st_write(path, ts, err);
@@ -474,17 +471,14 @@ static int save_optim(const struct sb_lm_trainer *tr, const struct sb_lm_cell *c
 	snprintf(wn, sizeof wn, "%d", win_n);
 	int rc = sb_lm_trainer_state_to(tr, &ts, err);
 	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "format", "sparsebench.optim", err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "family", "lm", err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "cell_id", c->cell_id, err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "steps", st, err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "window_loss_sum", wl, err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "window_steps", wn, err);
+		rc = sb_tensors_set_metas(&ts, (const char *const[][2]){
+		                           {"format", "sparsebench.optim"},
+		                           {"family", "lm"},
+		                           {"cell_id", c->cell_id},
+		                           {"steps", st},
+		                           {"window_loss_sum", wl},
+		                           {"window_steps", wn}},
+		                          6, err);
 	if (!rc)
 		rc = sb_st_write(path, &ts, err);
 	sb_tensors_free(&ts);

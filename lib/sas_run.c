@@ -423,15 +423,13 @@ int sb_sas_train_cell(struct sb_backend *be, const struct sb_sas_cell *c, const 
 		snprintf(steps, sizeof steps, "%d+%d", c->proc.pre_steps, c->proc.sel_steps);
 		rc = sb_sas_model_to_tensors(m, &ts, err);
 		if (!rc)
-			rc = sb_tensors_set_meta(&ts, "format", "sparsebench.sas", err);
-		if (!rc)
-			rc = sb_tensors_set_meta(&ts, "family", "sas", err);
-		if (!rc)
-			rc = sb_tensors_set_meta(&ts, "cell_id", c->cell_id, err);
-		if (!rc)
-			rc = sb_tensors_set_meta(&ts, "seed", seed, err);
-		if (!rc)
-			rc = sb_tensors_set_meta(&ts, "steps", steps, err);
+			rc = sb_tensors_set_metas(&ts, (const char *const[][2]){
+			                           {"format", "sparsebench.sas"},
+			                           {"family", "sas"},
+			                           {"cell_id", c->cell_id},
+			                           {"seed", seed},
+			                           {"steps", steps}},
+			                          5, err);
 		if (!rc)
 			rc = sb_st_write(path, &ts, err);
 		sb_tensors_free(&ts);

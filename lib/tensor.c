@@ -171,6 +171,13 @@ int sb_tensors_set_meta(struct sb_tensors *ts, const char *key, const char *val,
 	return 0;
 }
 
+int sb_tensors_set_metas(struct sb_tensors *ts, const char *const (*kv)[2], size_t n, struct sb_err *err)
+{
+	for (size_t i = 0; i < n; i++)
+		SB_TRY(sb_tensors_set_meta(ts, kv[i][0], kv[i][1], err));
+	return 0;
+}
+
 const char *sb_tensors_meta(const struct sb_tensors *ts, const char *key)
 {
 	for (size_t i = 0; i < ts->n_meta; i++)

@@ -51,6 +51,8 @@ int sb_tensors_add(struct sb_tensors *ts, const char *name, enum sb_dtype dtype,
 		   const int64_t *shape, const void *data, int borrow, struct sb_err *err);
 const struct sb_tensor *sb_tensors_find(const struct sb_tensors *ts, const char *name);
 int sb_tensors_set_meta(struct sb_tensors *ts, const char *key, const char *val, struct sb_err *err);
+/* sb_tensors_set_meta for each of kv[0..n) ({key, value} pairs) in order; stops at the first error. */
+int sb_tensors_set_metas(struct sb_tensors *ts, const char *const (*kv)[2], size_t n, struct sb_err *err);
 const char *sb_tensors_meta(const struct sb_tensors *ts, const char *key); /* NULL if absent */
 
 /* Read and validate a safetensors file. */

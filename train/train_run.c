@@ -277,13 +277,12 @@ static int write_checkpoint(struct run *r, struct sb_encoder *m, int epochs_comp
 	int rc = sb_encoder_to_tensors(m, &ts, 0, err);
 	snprintf(buf, sizeof buf, "%d", epochs_completed);
 	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "format", "sparsebench.checkpoint", err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "cell_id", r->c->cell_id, err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "epochs_completed", buf, err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "norm", sb_norm_name(nm), err);
+		rc = sb_tensors_set_metas(&ts, (const char *const[][2]){
+		                           {"format", "sparsebench.checkpoint"},
+		                           {"cell_id", r->c->cell_id},
+		                           {"epochs_completed", buf},
+		                           {"norm", sb_norm_name(nm)}},
+		                          4, err);
 	sb_run_checkpoint_path(path, sizeof path, r->dir, epochs_completed);
 	if (!rc)
 		rc = sb_st_write(path, &ts, err);
@@ -304,17 +303,14 @@ static int write_checkpoint(struct run *r, struct sb_encoder *m, int epochs_comp
 		rc = optim_data_sha256(&ts, data_hex, err);
 	snprintf(step, sizeof step, "%lld", (long long)m->adam_t);
 	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "format", "sparsebench.optimizer", err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "cell_id", r->c->cell_id, err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "epochs_completed", buf, err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "checkpoint_sha256", hex, err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "step", step, err);
-	if (!rc)
-		rc = sb_tensors_set_meta(&ts, "data_sha256", data_hex, err);
+		rc = sb_tensors_set_metas(&ts, (const char *const[][2]){
+		                           {"format", "sparsebench.optimizer"},
+		                           {"cell_id", r->c->cell_id},
+		                           {"epochs_completed", buf},
+		                           {"checkpoint_sha256", hex},
+		                           {"step", step},
+		                           {"data_sha256", data_hex}},
+		                          6, err);
 	sb_run_optim_path(path, sizeof path, r->dir, epochs_completed);
 	if (!rc)
 		rc = sb_st_write(path, &ts, err);
