@@ -21,7 +21,8 @@
  * only for switching methods), sorted keys, no spaces, integers as integers, other
  * numbers as sb_fmt_f64 writes them: C's "%.15g", else "%.16g", else "%.17g", the first
  * that reads back as the same double (so 1e-7 is "1e-07", 1e30 "1e+30"). So "lr": 0.001
- * and "lr": 1e-3 name the same cell.
+ * and "lr": 1e-3 name the same cell, and so do -0 and 0 (a negative zero is stored and
+ * hashed as 0).
  */
 #ifndef SB_TRAIN_CELL_H
 #define SB_TRAIN_CELL_H

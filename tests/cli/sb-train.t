@@ -159,6 +159,16 @@ $ sb-train --ids --task img --method entmax_bisect --seed 0 --alpha 1.05
 > img.entmax_bisect.s0.plain.compact.f91765aa
 > img.entmax_bisect.s0.plain.compact.d9847686
 
+%%% -0 and 0 are one setting: one cell id (flags and cell fields), and cell.json writes 0 (below)
+$ for v in 0 -0 -0.0 0e5; do sb-train --ids --task img --method softmax --seed 0 --weight-decay $v --dropout $v --val-fraction $v; done
+> img.softmax.s0.plain.compact.26ef3306
+> img.softmax.s0.plain.compact.26ef3306
+> img.softmax.s0.plain.compact.26ef3306
+> img.softmax.s0.plain.compact.26ef3306
+$ printf '{"task":"img","method":"softmax","seed":0,"weight_decay":-0,"clip":-0.0,"val_fraction":0}\n{"task":"img","method":"softmax","seed":0,"weight_decay":0,"clip":0,"val_fraction":-0}\n' | sb-train --ids - 2>&1
+> sb-train: cell img.softmax.s0.plain.compact.aa87df97 given twice: trained once
+> img.softmax.s0.plain.compact.aa87df97
+
 %%% range errors state the documented ranges (flags and cell fields)
 $ for f in "--val-fraction -0.1" "--val-fraction 1" "--epochs -1" "--epochs 0" "--batch 0" "--dropout 1" "--lr 11" "--seed -1"; do sb-train --ids --task img --method softmax --seed 0 $f 2>&1 | head -n 1 || true; done
 > sb-train: invalid value for --val-fraction: '-0.1' (a number in [0, 1))
@@ -178,6 +188,12 @@ $ $TOP/build/tests/test_train --fixtures $T
 $ sb-train -q -d $T/data -o $T/runs --task img --method softmax --seed 0 --epochs 1 --batch 32 --limit 60 --val-fraction 0 > $T/out
 $ grep -q '"n_train":60,"n_val":0,' $T/runs/img.softmax.s0.*/cell.json
 $ grep -q '"kind":"train.done"' $T/out
+
+%%% a negative zero is written to cell.json as 0 (the value the id hashes)
+$ $TOP/build/tests/test_train --fixtures $T
+$ sb-train -q -d $T/data -o $T/runs0 --task img --method softmax --seed 0 --epochs 1 --batch 32 --limit 60 --weight-decay -0 --val-fraction 0 > $T/out
+$ grep -c '"weight_decay":0,' $T/runs0/img.softmax.s0.*/cell.json
+> 1
 
 %%% val_fraction 0 with a limit on a pre-split task is refused before anything trains, naming FILE:LINE
 $ $TOP/build/tests/test_train --fixtures $T

@@ -56,6 +56,15 @@ if command -v sb-train >/dev/null && command -v sb-eval >/dev/null; then
 	[ $rc -eq 3 ] && grep -q 'cell_id .* does not match its content (lm\.dense\.s0\.CACA' "$T/e" &&
 		! grep -q '"kind":"lm.eval"' "$T/o"
 	t_result $? "sb-eval: an LM run directory goes to the LM evaluator (a cell.json without its LM cell_id: exit $rc)"
+	# -0 and 0 are one setting: the id the evaluator computes for the cell is the same
+	for z in 0 -0; do
+		mkdir -p "$T/lmz$z"
+		echo "{\"family\":\"lm\",\"corpora\":[\"x=/nonexistent/file.txt\"],\"weight_decay\":$z,\"lr_min\":$z.0}" >"$T/lmz$z/cell.json"
+		sb-eval -q "$T/lmz$z" >/dev/null 2>"$T/ez$z"
+	done
+	id0=$(grep -o '(lm\.dense[^)]*)' "$T/ez0"); idm=$(grep -o '(lm\.dense[^)]*)' "$T/ez-0")
+	[ -n "$id0" ] && [ "$id0" = "$idm" ]
+	t_result $? "an LM cell's -0 and 0 give one cell id (0: '$id0', -0: '$idm')"
 	sb-eval -q --set probez=3 "$T/lmrun" >/dev/null 2>"$T/e"; rc=$?
 	[ $rc -eq 2 ] && grep -q "unknown evaluation setting 'probez'" "$T/e"
 	t_result $? "sb-eval: an unknown --set key is a usage error (exit $rc)"
