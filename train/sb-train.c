@@ -42,7 +42,8 @@ static void usage(void)
 	      "A cell with \"family\": \"sas\" is a SAS cell of PROTOCOL B (fields: docs/sas.md): the same, on one\n"
 	      "CPU thread, with a sas.train record.\n"
 	      "A cell with \"family\": \"n3a\" is one block of PROTOCOL A8's N3-A assay (fields: docs/n3a.md):\n"
-	      "the same, on one CPU thread, with an n3a.train record.\n"
+	      "the same, on one CPU thread, with an n3a.train record. SAS and N3-A cells train on the CPU\n"
+	      "only: with another --device the file is refused (exit 2) before anything trains.\n"
 	      "Methods: softmax, topk_softmax_R and bottomk_softmax_R (R: a ratio in (0, 1] as its digits\n"
 	      "without the point: 0125, 025, 05, ...; bare: 025), sparsemax, entmax15, entmax_bisect,\n"
 	      "headwise_adaptive_entmax; schedules (epochs e = 1..E):\n"
@@ -301,14 +302,17 @@ typedef int (*family_train_fn)(const struct sb_json *cell, const char *runs_dir,
 /* check (optional): validates a cell when it is read, so that a malformed one is refused
  * naming its file and line before anything trains. */
 typedef int (*family_check_fn)(const struct sb_json *cell, struct sb_err *err);
+/* cpu_only: the family's trainer has no other backend, so a cell of it under another
+ * --device is refused before anything trains. */
 static const struct {
 	const char *name;
 	family_train_fn train;
 	family_check_fn check;
+	int cpu_only;
 } FAMILIES[] = {
-	{"lm", sb_train_lm_cell, NULL},                  /* train/train_lm.h: lib/lm_train.h, docs/lm.md */
-	{"sas", sb_train_sas_cell, sb_train_sas_check}, /* train/train_sas.h: lib/sas_run.h, docs/sas.md */
-	{"n3a", sb_train_n3a_cell, sb_train_n3a_check}, /* train/train_n3a.h: lib/n3a.h, docs/n3a.md */
+	{"lm", sb_train_lm_cell, NULL, 0},                  /* train/train_lm.h: lib/lm_train.h, docs/lm.md */
+	{"sas", sb_train_sas_cell, sb_train_sas_check, 1}, /* train/train_sas.h: lib/sas_run.h, docs/sas.md */
+	{"n3a", sb_train_n3a_cell, sb_train_n3a_check, 1}, /* train/train_n3a.h: lib/n3a.h, docs/n3a.md */
 };
 
 struct family_cell {
@@ -689,6 +693,15 @@ int main(int argc, char **argv)
 	struct cells cs = {0};
 	if (read_cells(&o, &cs, &err))
 		sb_cli_die(&err);
+	/* a family that trains only on the CPU, under another device: refused before anything
+	 * trains (it was a usage error after the encoder cells, with no record) */
+	if (strcmp(o.device, "cpu"))
+		for (int i = 0; i < cs.nf; i++)
+			if (FAMILIES[cs.fc[i].family].cpu_only) {
+				SB_ERR(&err, SB_EUSAGE, "%s:%ld: %s cells train on the CPU only (--device cpu), not on '%s'",
+				       cs.name, cs.fc[i].line, FAMILIES[cs.fc[i].family].name, o.device);
+				sb_cli_die(&err);
+			}
 	if (o.ids) { /* the run directories the cells would train into */
 		if (cs.nf > 0)
 			sb_cli_usage_error("--ids: only encoder cells (%d cell%s of another family)", cs.nf,

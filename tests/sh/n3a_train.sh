@@ -144,4 +144,14 @@ bad "updates without eval_steps" '{"family":"n3a","arch":"query","r":16,"seed":1
 bad "a parent whose replay step is not evaluated" \
 	'{"family":"n3a","arch":"query","r":4,"seed":1,"updates":16,"eval_steps":[0,4,16],"parents":[4],"fork_updates":4}'
 bad "k >= n" '{"family":"n3a","arch":"query","r":4,"seed":1,"n":8,"k":8}'
+# N3-A cells train on the CPU only: under another --device they are refused before anything
+# trains (an encoder cell in the same file included), naming the line; it was a usage error
+# after the encoder cells, with no record
+printf '{"task":"img","method":"softmax","seed":0}\n%s\n' "$(cat "$T/q.ndjson")" >"$T/mixed.ndjson"
+for dev in cuda cuda:1; do
+	sb-train -q -o "$T/devruns" --device $dev "$T/mixed.ndjson" >"$T/dev.out" 2>"$T/dev.err"; rc=$?
+	[ $rc -eq 2 ] && grep -q "mixed.ndjson:2: n3a cells train on the CPU only (--device cpu), not on '$dev'" "$T/dev.err" &&
+		[ ! -e "$T/devruns" ] && [ ! -s "$T/dev.out" ]
+	t_result $? "--device $dev: exit 2 naming line 2 before anything trains (rc $rc: $(head -c 200 "$T/dev.err"))"
+done
 t_done

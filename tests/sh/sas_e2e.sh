@@ -127,4 +127,8 @@ sed 's/}$/,"id":"short","train_bytes":10}/' "$T/nocorpus.ndjson" | sed "s|x=/non
 sb-train -q -o "$T/r5" "$T/short.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q "short.ndjson:1: sas cell: .*fewer than one window" "$T/e" && [ ! -e "$T/r5/short" ]
 t_result $? "a training text shorter than one window: exit 3 naming FILE:LINE, no run directory (exit $rc: $(head -c 200 "$T/e"))"
+sb-train -q -d "$T/nodata" -o "$T/r6" --device cuda "$T/mixed.ndjson" >"$T/o6" 2>"$T/e"; rc=$?
+[ $rc -eq 2 ] && grep -q "mixed.ndjson:1: sas cells train on the CPU only (--device cpu), not on 'cuda'" "$T/e" &&
+	[ ! -e "$T/r6" ] && [ ! -s "$T/o6" ]
+t_result $? "SAS cells under --device cuda: exit 2 naming the line before anything trains (exit $rc: $(head -n 1 "$T/e"))"
 t_done
