@@ -345,7 +345,7 @@ static int select_runs(struct sb_err *err)
 {
 	/* one example of each (copies: the array is compacted in place) */
 	char ex_status[160] = "", ex_done[160] = "", ex_partial[160] = "", ex_sup[160] = "", st[48] = "";
-	struct sb_runsel_item *rs = calloc((size_t)(nruns ? nruns : 1), sizeof *rs);
+	struct sb_runsel_item *rs = calloc((size_t)(nruns > 0 ? nruns : 1), sizeof *rs);
 	if (!rs)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	for (int i = 0; i < nruns; i++) {
@@ -2461,8 +2461,10 @@ int main(int argc, char **argv)
 			sb_cli_die(&err);
 		sb_progress(1, "%d files, %d runs, %d counted", nin, nread, nruns);
 	}
+	/* records are gathered and written when the analysis has succeeded: a data error
+	 * found half-way leaves stdout empty, not a run.meta and some of the records */
 	struct sb_jw w;
-	sb_jw_init(&w, stdout);
+	sb_jw_init(&w, NULL);
 	struct sb_run_meta meta = {.device = "cpu", .threads = 1, .inputs = in, .n_inputs = nin + next};
 	if (sb_record_run_meta(&w, &meta, &err))
 		sb_cli_die(&err);
@@ -2474,8 +2476,12 @@ int main(int argc, char **argv)
 	         : which == 5 ? m3map(&w, &md, switch_path, traj_path, m2_path, &err)
 	         : which == 6 ? m3(&w, &md, (uint64_t)seed, (int)resamples, &err)
 	                      : n3a(&w, &md, &err);
+	if (!rc && w.oom)
+		rc = SB_ERR(&err, SB_EINTERNAL, "out of memory while writing the records");
 	if (!rc && md_path)
 		rc = sb_write_file_atomic(md_path, md.buf ? md.buf : "", md.len, &err);
+	if (!rc && (fwrite(w.buf, 1, w.len, stdout) != w.len || fflush(stdout)))
+		rc = SB_ERR(&err, SB_EIO, "stdout: write error");
 	sb_jw_free(&w);
 	free(md.buf);
 	free(in);

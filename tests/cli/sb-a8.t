@@ -267,6 +267,14 @@ $ sb-a8 -q lineardecay v.ndjson
 ? 3
 ! its eval.epoch records give no n_val >= 1
 
+%%% a data error found in the analysis leaves stdout empty (no run.meta, no half of the records)
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ for s in 0 1; do for m in softmax topk_softmax_0125 topk_softmax_025; do $R -s completed cifar10 $m $s 3 0.5; done; done | sed 's/"n_val":100,//' >v.ndjson
+$ sb-a8 -q lineardecay v.ndjson >out.ndjson || echo "exit $?"
+$ wc -c <out.ndjson
+> exit 3
+> 0
+
 %%% an n_val of 0 or below is malformed, named by FILE:LINE
 $ R=$TOP/tests/fixtures/a8/run.sh
 $ $R cifar10 softmax 0 3 0.5 | sed 's/"n_val":100/"n_val":0/' >v.ndjson
