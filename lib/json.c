@@ -885,6 +885,13 @@ void sb_fmt_f64(char *buf, double v)
 	}
 }
 
+void sb_unsign_zeros(double *const v[], size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (*v[i] == 0)
+			*v[i] = 0;
+}
+
 void sb_jw_f32(struct sb_jw *w, float v)
 {
 	char b[40];

@@ -152,6 +152,9 @@ int sb_jw_line(struct sb_jw *w, struct sb_err *err);
  * reads back as the same float / double; "." always; buf >= 32 bytes. */
 void sb_fmt_f32(char *buf, float v);
 void sb_fmt_f64(char *buf, double v);
+/* Make each *v[i] that is -0 a 0, so that a setting is written, and hashed, one way
+ * (cell ids: lib/train_cell.c, lib/lm_train.c). */
+void sb_unsign_zeros(double *const v[], size_t n);
 
 /* Canonical JSON (sorted keys, no spaces, non-ASCII as \uXXXX, as Python's
  * json.dumps(sort_keys=True, separators=(",",":")) with ensure_ascii) of v,

@@ -221,10 +221,8 @@ void sb_lm_cell_json(struct sb_jw *w, const struct sb_lm_cell *c)
 int sb_lm_cell_id(struct sb_lm_cell *c, struct sb_err *err)
 {
 	/* -0 and 0 are one setting: the id must not tell them apart (nor cell.json) */
-	double *nums[] = {&c->lr, &c->lr_min, &c->weight_decay, &c->clip, &c->b1, &c->b2, &c->eps};
-	for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
-		if (*nums[i] == 0)
-			*nums[i] = 0;
+	double *const nums[] = {&c->lr, &c->lr_min, &c->weight_decay, &c->clip, &c->b1, &c->b2, &c->eps};
+	sb_unsign_zeros(nums, sizeof nums / sizeof nums[0]);
 	struct sb_jw w;
 	sb_jw_init(&w, NULL);
 	sb_lm_cell_json(&w, c);

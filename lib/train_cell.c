@@ -294,19 +294,12 @@ void sb_cell_write_fields(const struct sb_cell *c, struct sb_jw *w)
 		sb_jw_kint(w, "switch_epoch", c->switch_epoch);
 }
 
-/* -0 and 0 are one setting: the id must not tell them apart (nor cell.json) */
-static void unsign_zero(double *v)
-{
-	if (*v == 0)
-		*v = 0;
-}
-
 int sb_cell_finish(struct sb_cell *c, struct sb_err *err)
 {
 	int l, d, h;
-	double *nums[] = {&c->lr, &c->weight_decay, &c->clip, &c->val_fraction, &c->alpha, &c->dropout};
-	for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
-		unsign_zero(nums[i]);
+	/* -0 and 0 are one setting: the id must not tell them apart (nor cell.json) */
+	double *const nums[] = {&c->lr, &c->weight_decay, &c->clip, &c->val_fraction, &c->alpha, &c->dropout};
+	sb_unsign_zeros(nums, sizeof nums / sizeof nums[0]);
 	if (sb_encoder_tier(c->tier, &l, &d, &h))
 		return SB_ERR(err, SB_EDATA, "field 'tier': unknown tier '%s' (compact, medium, deep, wide)", c->tier);
 	enum sb_arch a;
