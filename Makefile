@@ -136,11 +136,16 @@ lib/libsparsebench_cuda.a: $(CU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# bin/sb-NAME: the stage's main file plus the stage's other (non sb-*) objects
+# bin/sb-NAME: the stage's main file plus the stage's other (non sb-*) objects. The stages
+# of HOST_STAGES never open a compute backend, so their programs are linked without the
+# CUDA backend and cuBLAS (they start in 0.01 s and 10 MB instead of 0.1 s and 220 MB, and
+# run where the CUDA libraries are not installed).
+HOST_STAGES := fetch freeze aggregate
+host_stage = $(filter $(HOST_STAGES),$(patsubst %/,%,$(dir $(1))))
 define prog_rule
-$(BIN)/$(basename $(notdir $(1))): $(B)/$(1:.c=.o) $(patsubst %.c,$(B)/%.o,$(filter-out $(dir $(1))sb-%.c,$(wildcard $(dir $(1))*.c))) $(LIBS_ALL)
+$(BIN)/$(basename $(notdir $(1))): $(B)/$(1:.c=.o) $(patsubst %.c,$(B)/%.o,$(filter-out $(dir $(1))sb-%.c,$(wildcard $(dir $(1))*.c))) $(if $(call host_stage,$(1)),$(LIBA),$(LIBS_ALL))
 	@mkdir -p $(BIN)
-	$$(CC) $$(CFLAGS) -pthread -o $$@ $$(filter %.o,$$^) $(LIBS_ALL) $$(CUDA_LIBS) $$(LDLIBS)
+	$$(CC) $$(CFLAGS) -pthread -o $$@ $$(filter %.o,$$^) $(if $(call host_stage,$(1)),$(LIBA),$(LIBS_ALL) $$(CUDA_LIBS)) $$(LDLIBS)
 endef
 $(foreach p,$(PROG_SRC),$(eval $(call prog_rule,$(p))))
 

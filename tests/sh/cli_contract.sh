@@ -27,4 +27,14 @@ for args in "sb-lm train --no-such-option" "sb-lm eval --no-such-option" "sb-lm 
 	[ $rc -eq 2 ] && [ "$(wc -l <"$T/err")" -eq 2 ] && grep -q "Try '${args%% *} --help'" "$T/err"
 	t_result $? "$args: exit 2, one line and the hint (exit $rc: $(head -c 300 "$T/err"))"
 done
+# the programs that never open a compute backend (Makefile HOST_STAGES) do not load the CUDA
+# backend or cuBLAS: they run where the CUDA libraries are not installed
+if command -v readelf >/dev/null; then
+	for n in sb-fetch sb-freeze sb-stats sb-a8; do
+		[ -x "$TOP/bin/$n" ] || continue
+		needed=$(readelf -d "$TOP/bin/$n" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+		! grep -q 'cublas\|cudart' <<<"$needed" && ! nm "$TOP/bin/$n" | grep -q ' sb_backend_cuda_open$'
+		t_result $? "$n: linked without the CUDA backend and cuBLAS (needs: $needed)"
+	done
+fi
 t_done
