@@ -521,6 +521,13 @@ int sb_stats_holm(const double *p, int m, double *adj, struct sb_err *err)
 
 /* ---- percentiles and the bootstrap ---- */
 
+/* NumPy's 'linear' interpolation between the order statistics a = x(i) and b = x(i+1) */
+static double lerp_numpy(double a, double b, double g)
+{
+	double diff = b - a;
+	return g >= 0.5 ? b - diff * (1.0 - g) : a + diff * g;
+}
+
 double sb_stats_percentile(const double *sorted, int n, double q)
 {
 	if (n < 1 || isnan(q) || q < 0 || q > 1)
@@ -530,9 +537,55 @@ double sb_stats_percentile(const double *sorted, int n, double q)
 	int i = (int)fl;
 	if (i >= n - 1)
 		return sorted[n - 1];
-	double g = h - fl, a = sorted[i], b = sorted[i + 1];
-	double diff = b - a;
-	return g >= 0.5 ? b - diff * (1.0 - g) : a + diff * g;
+	return lerp_numpy(sorted[i], sorted[i + 1], h - fl);
+}
+
+/* The k-th smallest (0-based) of v[0..n) (no NaN), by Hoare's selection: v is reordered so
+ * that v[0..k) <= v[k] <= v[k+1..n). Expected O(n); runs of equal values split evenly. */
+static double select_kth(double *v, int n, int k)
+{
+	int lo = 0, hi = n - 1;
+	while (lo < hi) {
+		double pivot = v[lo + (hi - lo) / 2];
+		int i = lo, j = hi;
+		while (i <= j) {
+			while (v[i] < pivot)
+				i++;
+			while (v[j] > pivot)
+				j--;
+			if (i <= j) {
+				double t = v[i];
+				v[i++] = v[j];
+				v[j--] = t;
+			}
+		}
+		if (k <= j)
+			hi = j;
+		else if (k >= i)
+			lo = i;
+		else
+			break; /* j < k < i: v[k] equals the pivot, in place */
+	}
+	return v[k];
+}
+
+/* sb_stats_percentile of v[0..n) as if sorted, without sorting (v is reordered): the two
+ * order statistics it reads, by selection. The same value, bit for bit (a bootstrap reads
+ * two percentiles of 10,000 means: a sort was 80% of sb-stats' time on the study's grid). */
+static double percentile_unsorted(double *v, int n, double q)
+{
+	if (n < 1 || isnan(q) || q < 0 || q > 1)
+		return NAN;
+	double h = (double)(n - 1) * q;
+	double fl = floor(h);
+	int i = (int)fl;
+	if (i >= n - 1)
+		return select_kth(v, n, n - 1);
+	double a = select_kth(v, n, i), b = v[i + 1];
+	for (int j = i + 2; j < n; j++) /* v[i+1..n) >= a: x(i+1) is their minimum */
+		if (v[j] < b)
+			b = v[j];
+	return lerp_numpy(a, b, h - fl);
 }
 
 static int cmp_double(const void *pa, const void *pb)
@@ -578,11 +631,10 @@ int sb_stats_bootstrap_ci(const double *d, int n, const struct sb_boot *cfg, dou
 			s += d[sb_rng_below(&r, (uint64_t)n)];
 		means[b] = s / n;
 	}
-	qsort(means, (size_t)B, sizeof *means, cmp_double);
 	double qlo, qhi;
 	ci_quantiles(cfg->level, &qlo, &qhi);
-	*lo = sb_stats_percentile(means, B, qlo);
-	*hi = sb_stats_percentile(means, B, qhi);
+	*lo = percentile_unsorted(means, B, qlo);
+	*hi = percentile_unsorted(means, B, qhi);
 	free(means);
 	return 0;
 }
@@ -597,11 +649,10 @@ int sb_stats_bootstrap_ci_cols(const double *d, int n, int k, const struct sb_bo
 	SB_TRY(check_boot(cfg, n, err));
 	SB_TRY(check_finite(d, n * k, "bootstrap", err));
 	int B = cfg->resamples;
-	double *means = malloc((size_t)B * k * sizeof *means), *col = malloc((size_t)B * sizeof *col);
+	double *means = malloc((size_t)B * k * sizeof *means);
 	int *idx = malloc((size_t)n * sizeof *idx);
-	if (!means || !col || !idx) {
+	if (!means || !idx) {
 		free(means);
-		free(col);
 		free(idx);
 		return SB_ERR(err, SB_EINTERNAL, "bootstrap: out of memory");
 	}
@@ -620,13 +671,11 @@ int sb_stats_bootstrap_ci_cols(const double *d, int n, int k, const struct sb_bo
 	double qlo, qhi;
 	ci_quantiles(cfg->level, &qlo, &qhi);
 	for (int j = 0; j < k; j++) {
-		memcpy(col, means + (size_t)j * B, (size_t)B * sizeof *col);
-		qsort(col, (size_t)B, sizeof *col, cmp_double);
-		lo[j] = sb_stats_percentile(col, B, qlo);
-		hi[j] = sb_stats_percentile(col, B, qhi);
+		double *col = means + (size_t)j * B;
+		lo[j] = percentile_unsorted(col, B, qlo);
+		hi[j] = percentile_unsorted(col, B, qhi);
 	}
 	free(means);
-	free(col);
 	free(idx);
 	return 0;
 }
@@ -940,13 +989,11 @@ int sb_stats_sign_change_boot(const double *d, int n, int K, const struct sb_boo
 	}
 	double qlo, qhi;
 	ci_quantiles(cfg->level, &qlo, &qhi);
-	qsort(sc, (size_t)B, sizeof *sc, cmp_double);
-	out->sc_lo = sb_stats_percentile(sc, B, qlo);
-	out->sc_hi = sb_stats_percentile(sc, B, qhi);
+	out->sc_lo = percentile_unsorted(sc, B, qlo);
+	out->sc_hi = percentile_unsorted(sc, B, qhi);
 	if (K >= 3) {
-		qsort(sw, (size_t)B, sizeof *sw, cmp_double);
-		out->sw_lo = sb_stats_percentile(sw, B, qlo);
-		out->sw_hi = sb_stats_percentile(sw, B, qhi);
+		out->sw_lo = percentile_unsorted(sw, B, qlo);
+		out->sw_hi = percentile_unsorted(sw, B, qhi);
 	}
 	free(delta);
 	free(sc);

@@ -455,9 +455,69 @@ static void edges(void)
 	         "rule fold without candidates predicts softmax");
 }
 
+static int cmp_dbl(const void *pa, const void *pb)
+{
+	double a = *(const double *)pa, b = *(const double *)pb;
+	return (a > b) - (a < b);
+}
+
+/* The bootstrap CI reads its two percentiles by selection, not a sort: the same bits as
+ * sb_stats_percentile of the sorted means (the draws replayed here), for many n, B and
+ * levels, with continuous data and with heavily tied data (few distinct resample means). */
+static void bootstrap_selection(void)
+{
+	struct sb_err err = {0};
+	const int ns[] = {1, 2, 3, 5, 10, 31};
+	const int Bs[] = {1, 2, 3, 4, 7, 40, 1000, 10000};
+	const double levels[] = {0.95, 0.5, 0.99, 0.8};
+	int cases = 0, miss = 0;
+	struct sb_rng g;
+	sb_rng_init(&g, 7, SB_RNG_USER, 0);
+	for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+		for (int tied = 0; tied < 2; tied++) {
+			int n = ns[a];
+			double d[31];
+			for (int i = 0; i < n; i++)
+				d[i] = tied ? (double)(i % 2) - 0.5 : sb_rng_normal(&g) * 0.01;
+			for (size_t b = 0; b < sizeof Bs / sizeof Bs[0]; b++)
+				for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
+					struct sb_boot cfg = {.seed = 3 + a, .stream = 1, .resamples = Bs[b], .level = levels[l]};
+					double lo, hi;
+					if (sb_stats_bootstrap_ci(d, n, &cfg, &lo, &hi, &err)) {
+						miss++;
+						continue;
+					}
+					int B = Bs[b];
+					double *m = malloc((size_t)B * sizeof *m);
+					struct sb_rng r;
+					sb_rng_init(&r, cfg.seed, SB_RNG_BOOTSTRAP, cfg.stream);
+					for (int k = 0; k < B; k++) {
+						double sum = 0;
+						for (int i = 0; i < n; i++)
+							sum += d[sb_rng_below(&r, (uint64_t)n)];
+						m[k] = sum / n;
+					}
+					qsort(m, (size_t)B, sizeof *m, cmp_dbl);
+					double l100 = levels[l] * 100.0;
+					double wlo = sb_stats_percentile(m, B, ((100.0 - l100) / 2.0) / 100.0);
+					double whi = sb_stats_percentile(m, B, ((100.0 + l100) / 2.0) / 100.0);
+					free(m);
+					cases++;
+					if (memcmp(&lo, &wlo, sizeof lo) || memcmp(&hi, &whi, sizeof hi)) {
+						miss++;
+						fprintf(stderr, "n %d B %d level %g tied %d: [%.17g, %.17g], sorted [%.17g, %.17g]\n", n, B,
+						        levels[l], tied, lo, hi, wlo, whi);
+					}
+				}
+		}
+	SB_CHECK(miss == 0, "bootstrap CI by selection equals the sorted means' percentiles bit for bit (%d of %d cases "
+	                    "differ)", miss, cases);
+}
+
 int main(void)
 {
 	golden();
 	edges();
+	bootstrap_selection();
 	return sb_test_done();
 }
