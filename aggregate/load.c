@@ -11,12 +11,25 @@
 
 /* ---- strings ---- */
 
+static uint64_t str_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static size_t strtab_slot(const struct strtab *t, const char *s)
+{
+	size_t h = str_hash(s) & (t->slot_cap - 1);
+	while (t->slot[h] >= 0 && strcmp(t->s[t->slot[h]], s))
+		h = (h + 1) & (t->slot_cap - 1);
+	return h;
+}
+
 int strtab_find(const struct strtab *t, const char *s)
 {
-	for (int i = 0; i < t->n; i++)
-		if (!strcmp(t->s[i], s))
-			return i;
-	return -1;
+	return t->slot_cap ? t->slot[strtab_slot(t, s)] : -1;
 }
 
 int strtab_id(struct strtab *t, const char *s)
@@ -32,8 +45,22 @@ int strtab_id(struct strtab *t, const char *s)
 		t->s = p;
 		t->cap = cap;
 	}
+	if ((size_t)(t->n + 1) * 2 > t->slot_cap) { /* rehash into twice the slots */
+		size_t cap = t->slot_cap ? 2 * t->slot_cap : 32;
+		int *slot = malloc(cap * sizeof *slot);
+		if (!slot)
+			return -1;
+		free(t->slot);
+		t->slot = slot;
+		t->slot_cap = cap;
+		for (size_t h = 0; h < cap; h++)
+			slot[h] = -1;
+		for (int k = 0; k < t->n; k++)
+			slot[strtab_slot(t, t->s[k])] = k;
+	}
 	if (!(t->s[t->n] = strdup(s)))
 		return -1;
+	t->slot[strtab_slot(t, s)] = t->n;
 	return t->n++;
 }
 
@@ -42,6 +69,7 @@ void strtab_free(struct strtab *t)
 	for (int i = 0; i < t->n; i++)
 		free(t->s[i]);
 	free(t->s);
+	free(t->slot);
 	memset(t, 0, sizeof *t);
 }
 
@@ -85,7 +113,9 @@ void data_free(struct data *d)
 	free(d->tests);
 	free(d->probes);
 	free(d->groups);
-	free(d->cell_index);
+	free(d->cell_index.slot);
+	free(d->test_index.slot);
+	free(d->probe_index.slot);
 	memset(d, 0, sizeof *d);
 }
 
@@ -138,62 +168,72 @@ const char *group_label(const struct data *d, int g, char *buf, size_t n)
 	return buf;
 }
 
-/* ---- cell index: open addressing on (group, method, seed) ---- */
+/* ---- key index (struct keyidx) ---- */
 
-static uint64_t cell_hash(int g, int m, int64_t seed)
+static size_t key_slot(const struct keyidx *x, const int64_t k[4])
 {
 	uint64_t h = 1469598103934665603ull;
-	uint64_t parts[3] = {(uint64_t)g, (uint64_t)m, (uint64_t)seed};
-	for (int i = 0; i < 3; i++) {
-		h ^= parts[i] + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+	for (int i = 0; i < 4; i++) {
+		h ^= (uint64_t)k[i] + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
 		h *= 1099511628211ull;
 	}
+	h &= x->cap - 1;
+	while (x->slot[h].item >= 0 && memcmp(x->slot[h].k, k, sizeof x->slot[h].k))
+		h = (h + 1) & (x->cap - 1);
 	return h;
 }
 
-/* the slot of (g, m, seed) takes cell c: replaces the key's previous run, else a free slot */
-static void index_put(struct data *d, int c)
+/* the item of key (a, b, c, e), or -1 */
+static int key_find(const struct keyidx *x, int64_t a, int64_t b, int64_t c, int64_t e)
 {
-	const struct cell *ce = &d->cells[c];
-	size_t h = cell_hash(ce->group, ce->method, ce->seed) & (d->index_cap - 1);
-	while (d->cell_index[h] >= 0) {
-		const struct cell *o = &d->cells[d->cell_index[h]];
-		if (o->group == ce->group && o->method == ce->method && o->seed == ce->seed)
-			break;
-		h = (h + 1) & (d->index_cap - 1);
-	}
-	d->cell_index[h] = c;
+	const int64_t k[4] = {a, b, c, e};
+	return x->cap ? x->slot[key_slot(x, k)].item : -1;
 }
 
-/* in cell order, so that each key's slot ends on its latest run */
-static int index_rebuild(struct data *d, size_t cap)
+/* key (a, b, c, e) names ITEM from now on (a new key, or another item for a known one);
+ * -1 when out of memory */
+static int key_put(struct keyidx *x, int64_t a, int64_t b, int64_t c, int64_t e, int item)
 {
-	int *idx = malloc(cap * sizeof *idx);
-	if (!idx)
-		return -1;
-	for (size_t i = 0; i < cap; i++)
-		idx[i] = -1;
-	free(d->cell_index);
-	d->cell_index = idx;
-	d->index_cap = cap;
+	const int64_t k[4] = {a, b, c, e};
+	if ((x->n + 1) * 2 > x->cap) { /* rehash into twice the slots */
+		struct keyslot *old = x->slot;
+		size_t old_cap = x->cap, cap = x->cap ? 2 * x->cap : 1024;
+		if (!(x->slot = malloc(cap * sizeof *x->slot))) {
+			x->slot = old;
+			return -1;
+		}
+		x->cap = cap;
+		for (size_t h = 0; h < cap; h++)
+			x->slot[h].item = -1;
+		for (size_t h = 0; h < old_cap; h++)
+			if (old[h].item >= 0)
+				x->slot[key_slot(x, old[h].k)] = old[h];
+		free(old);
+	}
+	struct keyslot *sl = &x->slot[key_slot(x, k)];
+	if (sl->item < 0) {
+		memcpy(sl->k, k, sizeof sl->k);
+		x->n++;
+	}
+	sl->item = item;
+	return 0;
+}
+
+/* the cell index again from d->cells, in cell order, so that each key ends on its latest run */
+static int cell_index_rebuild(struct data *d)
+{
+	free(d->cell_index.slot);
+	memset(&d->cell_index, 0, sizeof d->cell_index);
 	for (int c = 0; c < d->n_cells; c++)
-		index_put(d, c);
+		if (key_put(&d->cell_index, d->cells[c].group, d->cells[c].method, d->cells[c].seed, 0, c))
+			return -1;
 	return 0;
 }
 
 /* the latest run of (g, m, seed), or -1 */
 static int cell_find(const struct data *d, int g, int m, int64_t seed)
 {
-	if (!d->index_cap)
-		return -1;
-	size_t h = cell_hash(g, m, seed) & (d->index_cap - 1);
-	while (d->cell_index[h] >= 0) {
-		const struct cell *c = &d->cells[d->cell_index[h]];
-		if (c->group == g && c->method == m && c->seed == seed)
-			return d->cell_index[h];
-		h = (h + 1) & (d->index_cap - 1);
-	}
-	return -1;
+	return key_find(&d->cell_index, g, m, seed, 0);
 }
 
 /* The run of (g, m, seed) that records with this cell_id belong to, or -1 for a new run: the
@@ -234,12 +274,8 @@ static int cell_new(struct data *d, int g, int m, int64_t seed, const char *cell
 	if (!(c->src = strdup(src)) || (cell_id && !(c->cell_id = strdup(cell_id))))
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	d->n_cells++;
-	if ((size_t)d->n_cells * 2 > d->index_cap) {
-		if (index_rebuild(d, d->index_cap ? 2 * d->index_cap : 1024))
-			return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	} else {
-		index_put(d, d->n_cells - 1);
-	}
+	if (key_put(&d->cell_index, g, m, seed, 0, d->n_cells - 1))
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	return 0;
 }
 
@@ -369,19 +405,18 @@ static int load_test_cell(struct data *d, const struct sb_json *rec, const char 
 	double acc;
 	SB_TRY(read_identity(d, rec, &g, &m, &seed, err));
 	SB_TRY(req_unit(rec, "test_accuracy", &acc, err));
-	for (int i = 0; i < d->n_tests; i++) {
+	int i = key_find(&d->test_index, g, m, seed, 0);
+	if (i >= 0) {
 		struct testcell *t = &d->tests[i];
-		if (t->group == g && t->method == m && t->seed == seed) {
-			d->superseded_tests++;
-			t->acc = acc;
-			free(t->src);
-			return (t->src = strdup(src)) ? 0 : SB_ERR(err, SB_EINTERNAL, "out of memory");
-		}
+		d->superseded_tests++;
+		t->acc = acc;
+		free(t->src);
+		return (t->src = strdup(src)) ? 0 : SB_ERR(err, SB_EINTERNAL, "out of memory");
 	}
 	GROW(d->tests, d->n_tests, d->cap_tests);
 	struct testcell *t = &d->tests[d->n_tests];
 	*t = (struct testcell){g, m, seed, acc, strdup(src)};
-	if (!t->src)
+	if (!t->src || key_put(&d->test_index, g, m, seed, 0, d->n_tests))
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	d->n_tests++;
 	return 0;
@@ -422,17 +457,15 @@ static int load_probe(struct data *d, const struct sb_json *rec, const char *src
 	int p = strtab_id(&d->probe_ids, pid);
 	if (mo < 0 || t < 0 || me < 0 || p < 0)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	for (int i = 0; i < d->n_probes; i++) {
-		struct probe *q = &d->probes[i];
-		if (q->model == mo && q->task == t && q->method == me && q->probe == p) {
-			d->superseded_probes++;
-			q->correct = correct;
-			return 0;
-		}
+	int i = key_find(&d->probe_index, mo, t, me, p);
+	if (i >= 0) {
+		d->superseded_probes++;
+		d->probes[i].correct = correct;
+		return 0;
 	}
 	GROW(d->probes, d->n_probes, d->cap_probes);
 	d->probes[d->n_probes] = (struct probe){mo, t, me, p, correct, strdup(src)};
-	if (!d->probes[d->n_probes].src)
+	if (!d->probes[d->n_probes].src || key_put(&d->probe_index, mo, t, me, p, d->n_probes))
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	d->n_probes++;
 	return 0;
@@ -670,7 +703,7 @@ static int resolve_runs(struct data *d, struct sb_err *err)
 	free(used);
 	d->cells = cells;
 	d->n_cells = d->cap_cells = k;
-	if (index_rebuild(d, d->index_cap ? d->index_cap : 1024))
+	if (cell_index_rebuild(d))
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	return 0;
 }

@@ -20,6 +20,8 @@
 struct strtab {
 	char **s;
 	int n, cap;
+	int *slot; /* hash index of s: positions, -1 free; slot_cap a power of two >= 2 n */
+	size_t slot_cap;
 };
 int strtab_find(const struct strtab *t, const char *s); /* -1 when absent */
 int strtab_id(struct strtab *t, const char *s);         /* insert when absent; -1 on OOM */
@@ -92,6 +94,17 @@ struct published {
 	char *src;     /* file:line of the record */
 };
 
+/* An index from a key of four integers to an item (a position in an array): open
+ * addressing, at most half full. */
+struct keyslot {
+	int64_t k[4];
+	int item; /* -1: free */
+};
+struct keyidx {
+	struct keyslot *slot;
+	size_t cap, n;
+};
+
 struct data {
 	struct strtab tasks, archs, tiers, methods, models, probe_ids;
 	struct group *groups;
@@ -111,9 +124,9 @@ struct data {
 	int superseded_tests, superseded_probes;
 	long records, ignored;
 	int n_files; /* data_load calls so far: the current input is n_files - 1 */
-	/* hash index of cells by (group, method, seed) */
-	int *cell_index;
-	size_t index_cap;
+	/* the latest cell of (group, method, seed); the test of (group, method, seed); the
+	 * probe of (model, task, method, probe) */
+	struct keyidx cell_index, test_index, probe_index;
 };
 
 void data_init(struct data *d);

@@ -208,6 +208,17 @@ $ grep '^| tiny-hybrid | window_only | dense' out.md | cut -d'|' -f5-9
 $ sb-stats -q --baseline dense --all-pairs $TOP/tests/golden/stats/fixtures/probes.ndjson | grep -c '"kind":"stats.probe_paired"'
 > 6
 
+%%% probes: a probe given again (a later record of the same model, task, method and probe_id) replaces the earlier one, and is counted
+$ F=$TOP/tests/golden/stats/fixtures/probes.ndjson
+$ { cat $F; grep '"method":"dense","probe_id":"niah_single-00"' $F | sed 's/"correct":1/"correct":0/'; } >p2.ndjson
+$ sb-stats -q --baseline dense p2.ndjson >out.ndjson
+$ grep -o '"superseded_probes":[0-9]*' out.ndjson
+$ grep -o '"task":"[a-z_]*","method":"dense","correct":[0-9]*,"n":[0-9]*' out.ndjson
+> "superseded_probes":1
+> "task":"all","method":"dense","correct":31,"n":40
+> "task":"niah_single","method":"dense","correct":15,"n":20
+> "task":"variable_tracking","method":"dense","correct":16,"n":20
+
 %%% --min-seeds above the seeds available skips every comparison, with a warning
 $ sb-stats -q --min-seeds 6 --format md $TOP/tests/golden/stats/fixtures/val.ndjson
 ! 18 comparison(s) skipped: fewer than 6 paired seed(s)
