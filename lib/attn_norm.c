@@ -124,9 +124,14 @@ const char *sb_norm_name(const struct sb_norm *nm)
 			snprintf(buf, sizeof buf, "%s1", base);
 			return buf;
 		}
-		snprintf(num, sizeof num, "%.10g", nm->ratio);
-		if (!(nm->ratio > 0 && nm->ratio < 1) || strncmp(num, "0.", 2) != 0)
+		/* fixed point with the 11 decimals a suffix can give (ratio_from_suffix), trailing
+		 * zeros dropped: the digits parsed, whatever their magnitude (%g wrote 1e-05 for
+		 * 0.00001, and rounded 11 digits to 10) */
+		if (!(nm->ratio > 0 && nm->ratio < 1))
 			return nm->kind == SB_NORM_TOPK ? "topk_softmax" : "bottomk_softmax";
+		snprintf(num, sizeof num, "%.11f", nm->ratio);
+		for (size_t e = strlen(num); e > 2 && num[e - 1] == '0';)
+			num[--e] = 0;
 		for (const char *c = num; *c; c++)
 			if (*c != '.')
 				digits[j++] = *c;

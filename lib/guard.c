@@ -79,9 +79,17 @@ static const char *strip_path(const char *msg, const char *path)
 
 static void fmt_time(char buf[40], double t)
 {
-	time_t s = (time_t)floor(t);
 	struct tm tm;
-	gmtime_r(&s, &tm);
+	/* years 0 to 9999 only: beyond them a time_t may not hold the value, nor %04d the year */
+	if (!(t >= -62167219200.0 && t < 253402300800.0)) {
+		snprintf(buf, 40, "%.17g s", t);
+		return;
+	}
+	time_t s = (time_t)floor(t);
+	if (!gmtime_r(&s, &tm)) {
+		snprintf(buf, 40, "%.17g s", t);
+		return;
+	}
 	int ms = (int)floor((t - (double)s) * 1000.0);
 	if (ms > 999)
 		ms = 999;
@@ -156,7 +164,7 @@ static int scan_runs(const char *runs_dir, double frozen_at, struct sb_err *err)
 		}
 	}
 	closedir(d);
-	if (!rc)
+	if (!rc && n)
 		qsort(names, n, sizeof *names, cmp_str);
 	for (size_t i = 0; !rc && i < n; i++) {
 		char *dir = sb_path_join(runs_dir, names[i]);
@@ -211,6 +219,12 @@ int sb_guard_check(const char *selection, const char *runs_dir, struct sb_guarde
 	}
 	if (!fz || fz->type != SB_JSON_NUMBER || !isfinite(fz->number)) {
 		rc = REFUSE(err, selection, "selection-format", "no freeze time (\"frozen_at_unix_s\")");
+		goto fail;
+	}
+	if (!(fz->number >= 0 && fz->number < 253402300800.0)) { /* 1970 to the end of 9999 */
+		rc = REFUSE(err, selection, "selection-format", "freeze time \"frozen_at_unix_s\" %.17g is not a time "
+		                                                "from 1970 to 9999",
+		            fz->number);
 		goto fail;
 	}
 	if (!logs || logs->type != SB_JSON_ARRAY) {

@@ -121,8 +121,8 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	}
 #define FLT_FIELD(NAME)                                                                                            \
 	if (strcmp(key, #NAME) == 0) {                                                                             \
-		if (!is_num)                                                                                       \
-			return SB_ERR(err, SB_EUSAGE, "model: '%s' must be a number", key);                        \
+		if (!is_num || !isfinite((float)num))                                                              \
+			return SB_ERR(err, SB_EUSAGE, "model: '%s' must be a number in float range", key);         \
 		c->NAME = (float)num;                                                                              \
 		return 0;                                                                                          \
 	}

@@ -108,8 +108,9 @@ int sb_lm_cell_parse(struct sb_lm_cell *c, const struct sb_json *obj, struct sb_
 		else if (!strcmp(k, "eps"))
 			SB_TRY(get_num(v, k, 0, 1, &c->eps, err));
 		else if (!strcmp(k, "mixture") || !strcmp(k, "haystack")) {
-			if (v->type != SB_JSON_STRING)
-				return SB_ERR(err, SB_EDATA, "cell: '%s' must be a string", k);
+			size_t cap = !strcmp(k, "mixture") ? sizeof c->mixture : sizeof c->haystack;
+			if (v->type != SB_JSON_STRING || v->len >= cap || strlen(v->text) != v->len)
+				return SB_ERR(err, SB_EDATA, "cell: '%s' must be a string of at most %zu bytes", k, cap - 1);
 			if (!strcmp(k, "mixture"))
 				snprintf(c->mixture, sizeof c->mixture, "%s", v->text);
 			else

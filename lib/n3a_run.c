@@ -125,6 +125,8 @@ int sb_n3a_cell_parse(struct sb_n3a_cell *c, const struct sb_json *obj, struct s
 			   !strcmp(k, "adam_eps")) {
 			rc = field_pos(v, k, &d, err);
 			float f = (float)d;
+			if (!rc && !isfinite(f))
+				rc = SB_ERR(err, SB_EDATA, "n3a cell: field '%s': %g is beyond float range", k, d);
 			if (!strcmp(k, "lr"))
 				c->lr = f;
 			else if (!strcmp(k, "weight_decay"))

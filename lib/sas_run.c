@@ -26,8 +26,8 @@ int sb_sas_field_int(const struct sb_json *v, const char *key, int lo, int hi, i
 
 int sb_sas_field_num(const struct sb_json *v, const char *key, float *out, struct sb_err *err)
 {
-	if (v->type != SB_JSON_NUMBER || !(v->number >= 0) || !isfinite(v->number))
-		return SB_ERR(err, SB_EDATA, "field '%s': a non-negative number expected", key);
+	if (v->type != SB_JSON_NUMBER || !(v->number >= 0) || !isfinite((float)v->number))
+		return SB_ERR(err, SB_EDATA, "field '%s': a non-negative number in float range expected", key);
 	*out = (float)v->number;
 	return 0;
 }
@@ -54,8 +54,8 @@ int sb_sas_cell_parse(struct sb_sas_cell *c, const struct sb_json *obj, struct s
 		if (!strcmp(k, "family")) {
 			continue;
 		} else if (!strcmp(k, "id")) {
-			if (v->type != SB_JSON_STRING || !v->len || v->len >= sizeof c->cell_id || strchr(v->text, '/'))
-				rc = SB_ERR(err, SB_EDATA, "field 'id': a non-empty name without '/' expected");
+			if (v->type != SB_JSON_STRING || v->len >= sizeof c->cell_id || !sb_sas_id_ok(v->text, v->len))
+				rc = SB_ERR(err, SB_EDATA, "field 'id': a directory name expected (no '/', not '.' or '..')");
 			id = v->text;
 		} else if (!strcmp(k, "corpus")) {
 			if (v->type != SB_JSON_STRING || !v->len || v->len >= sizeof c->corpus)
@@ -111,20 +111,22 @@ int sb_sas_cell_parse(struct sb_sas_cell *c, const struct sb_json *obj, struct s
 	if (id) {
 		snprintf(c->cell_id, sizeof c->cell_id, "%s", id);
 	} else {
-		/* sas-NAME-sSEED, NAME the corpus name (before '=') or the file's base name */
+		/* sas-NAME-sSEED, NAME the corpus name (before '=') or the file's base name up to
+		 * its first '.' */
 		char name[64];
-		const char *eq = strchr(corpus, '=');
-		if (eq) {
-			size_t L = (size_t)(eq - corpus) < sizeof name - 1 ? (size_t)(eq - corpus) : sizeof name - 1;
-			memcpy(name, corpus, L);
-			name[L] = 0;
-		} else {
-			const char *b = strrchr(corpus, '/');
-			snprintf(name, sizeof name, "%s", b && b[1] ? b + 1 : corpus);
-			char *dot = strchr(name, '.');
-			if (dot && dot != name)
-				*dot = 0;
-		}
+		const char *eq = strchr(corpus, '='), *b = strrchr(corpus, '/');
+		const char *from = eq ? corpus : b && b[1] ? b + 1 : corpus;
+		size_t L = eq ? (size_t)(eq - corpus) : strlen(from);
+		const char *dot = eq ? NULL : memchr(from, '.', L);
+		if (dot && dot != from)
+			L = (size_t)(dot - from);
+		if (L >= sizeof name) /* cut, two corpora could share a run directory */
+			return SB_ERR(err, SB_EDATA,
+			              "field 'corpus': its name is %zu bytes, longer than the default id sas-NAME-sSEED "
+			              "takes (%zu): give the cell an 'id'",
+			              L, sizeof name - 1);
+		memcpy(name, from, L);
+		name[L] = 0;
 		for (char *p = name; *p; p++)
 			if (*p == '/' || *p == ' ')
 				*p = '_';

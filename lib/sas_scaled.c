@@ -19,6 +19,11 @@
 
 /* ---------------------------------------------------------------- the cell */
 
+int sb_sas_id_ok(const char *id, size_t len)
+{
+	return len > 0 && strlen(id) == len && !strchr(id, '/') && strcmp(id, ".") && strcmp(id, "..");
+}
+
 static int str_field(const struct sb_json *v, const char *k, char *dst, size_t cap, struct sb_err *err)
 {
 	if (v->type != SB_JSON_STRING || !v->len || v->len >= cap)
@@ -92,8 +97,8 @@ int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, stru
 			continue;
 		else if (!strcmp(k, "id")) {
 			rc = str_field(v, k, c->cell_id, sizeof c->cell_id, err);
-			if (!rc && strchr(c->cell_id, '/'))
-				rc = SB_ERR(err, SB_EDATA, "field 'id': no '/' allowed");
+			if (!rc && !sb_sas_id_ok(c->cell_id, v->len))
+				rc = SB_ERR(err, SB_EDATA, "field 'id': a directory name expected (no '/', not '.' or '..')");
 		} else if (!strcmp(k, "backbone"))
 			rc = str_field(v, k, c->backbone, sizeof c->backbone, err);
 		else if (!strcmp(k, "seed")) {

@@ -57,6 +57,9 @@ struct sb_sas_scaled {
 	char budget[128];
 };
 
+/* A SAS cell's "id" (its run directory's name) is valid: a non-empty name of LEN bytes with no
+ * NUL or '/', and not "." or "..". */
+int sb_sas_id_ok(const char *id, size_t len);
 int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, struct sb_err *err);
 void sb_sas_scaled_json(struct sb_jw *w, const struct sb_sas_scaled *c);
 

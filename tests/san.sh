@@ -17,7 +17,7 @@ make --no-print-directory -j"$(nproc)" SAN=1 all >build/san.log 2>&1 || {
 export ASAN_OPTIONS=exitcode=99:detect_leaks=1 UBSAN_OPTIONS=exitcode=99:print_stacktrace=1:halt_on_error=1
 export SB_TOP=$PWD
 passed=0 failed=0
-for t in test_json test_tensor test_dataset test_io test_fetch_fuzz test_lm_fuzz test_fetch_formats test_tokenizer test_unicode_nfc test_lm_import \
+for t in test_json test_tensor test_dataset test_io test_fetch_fuzz test_lm_fuzz test_records_fuzz test_fetch_formats test_tokenizer test_unicode_nfc test_lm_import \
 	test_stats test_sign test_a8 test_a8_n3a test_runsel test_n3a; do
 	out=$(build/san/tests/$t 2>&1)
 	rc=$?
