@@ -528,16 +528,25 @@ static double lerp_numpy(double a, double b, double g)
 	return g >= 0.5 ? b - diff * (1.0 - g) : a + diff * g;
 }
 
-double sb_stats_percentile(const double *sorted, int n, double q)
+/* NumPy's 'linear' position of quantile q among n sorted values: between x(i) and x(i+1),
+ * with weight g. 1 then, 0 when i is the last value (no interpolation), -1 for a bad n or q. */
+static int pct_position(int n, double q, int *i, double *g)
 {
 	if (n < 1 || isnan(q) || q < 0 || q > 1)
-		return NAN;
+		return -1;
 	double h = (double)(n - 1) * q;
 	double fl = floor(h);
-	int i = (int)fl;
-	if (i >= n - 1)
-		return sorted[n - 1];
-	return lerp_numpy(sorted[i], sorted[i + 1], h - fl);
+	*i = (int)fl;
+	*g = h - fl;
+	return *i < n - 1;
+}
+
+double sb_stats_percentile(const double *sorted, int n, double q)
+{
+	int i;
+	double g;
+	int at = pct_position(n, q, &i, &g);
+	return at < 0 ? NAN : at == 0 ? sorted[n - 1] : lerp_numpy(sorted[i], sorted[i + 1], g);
 }
 
 /* The k-th smallest (0-based) of v[0..n) (no NaN), by Hoare's selection: v is reordered so
@@ -574,18 +583,16 @@ static double select_kth(double *v, int n, int k)
  * two percentiles of 10,000 means: a sort was 80% of sb-stats' time on the study's grid). */
 static double percentile_unsorted(double *v, int n, double q)
 {
-	if (n < 1 || isnan(q) || q < 0 || q > 1)
-		return NAN;
-	double h = (double)(n - 1) * q;
-	double fl = floor(h);
-	int i = (int)fl;
-	if (i >= n - 1)
-		return select_kth(v, n, n - 1);
+	int i;
+	double g;
+	int at = pct_position(n, q, &i, &g);
+	if (at <= 0)
+		return at < 0 ? NAN : select_kth(v, n, n - 1);
 	double a = select_kth(v, n, i), b = v[i + 1];
 	for (int j = i + 2; j < n; j++) /* v[i+1..n) >= a: x(i+1) is their minimum */
 		if (v[j] < b)
 			b = v[j];
-	return lerp_numpy(a, b, h - fl);
+	return lerp_numpy(a, b, g);
 }
 
 static int cmp_double(const void *pa, const void *pb)
