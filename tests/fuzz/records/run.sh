@@ -4,9 +4,9 @@
 # selection and its guard, the test-read ledger, sha256 sidecars) with libFuzzer (clang from
 # Debian) under AddressSanitizer and UBSan.
 #
-# The library is compiled once with the sanitizers and coverage into $FUZZ_OUT/records-lib.a
-# (default build/fuzz/); each target (targets.h: cell vallog selection ledger sidecar) starts
-# from the seeds in seeds/TARGET (with the dictionary of dict/: cell.dict for cells,
+# The library is compiled once with the sanitizers and coverage into $FUZZ_OUT/san-lib.a
+# (default build/fuzz/; tests/fuzz/common.sh, shared with the other suite); each target
+# (targets.h: cell vallog selection ledger sidecar) starts from the seeds in seeds/TARGET (with the dictionary of dict/: cell.dict for cells,
 # records.dict for the others) and runs for SECONDS (default 60).
 # Inputs that crash, leak, hang (-timeout=10) or break an invariant are written to
 # crashers/TARGET/; keep them there (committed): tests/unit/test_records_fuzz.c replays every
@@ -20,37 +20,11 @@ secs=${1:-60}
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(cell vallog selection ledger sidecar)
-out=${FUZZ_OUT:-$top/build/fuzz}
-cc=${FUZZ_CC:-clang}
-mkdir -p "$out/records-obj"
-san=(-g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
-cflags=(-std=c11 -Wno-psabi -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -pthread -I"$top/lib"
-	$(pkg-config --cflags yajl libarchive libcrypto openblas libcurl zlib))
-libs=($(pkg-config --libs yajl libarchive libcrypto openblas libcurl zlib) -lm -lpthread)
-lib=$out/records-lib.a
-if [ ! -f "$lib" ] || [ -n "$(find "$top/lib" -maxdepth 1 -name '*.[ch]' -newer "$lib" | head -n 1)" ]; then
-	echo "== compiling lib/*.c with the sanitizers and coverage into $lib"
-	rm -f "$lib" "$out"/records-obj/*.o
-	for s in "$top"/lib/*.c; do
-		"$cc" "${san[@]}" -fsanitize=fuzzer-no-link "${cflags[@]}" -c "$s" -o "$out/records-obj/$(basename "${s%.c}").o" &
-		while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n; done
-	done
-	wait
-	ar rcs "$lib" "$out"/records-obj/*.o
-fi
+. "$here/../common.sh"
+export SB_TOP=$top
+fz_lib
 for t in "${targets[@]}"; do
-	bin=$out/fuzz_records_$t
-	"$cc" "${san[@]}" -fsanitize=fuzzer "${cflags[@]}" -DFZ_TARGET=fz_$t "$here/fuzz.c" "$lib" "${libs[@]}" -o "$bin"
-	mkdir -p "$out/corpus-records/$t" "$here/crashers/$t"
-	cp -n "$here/seeds/$t"/* "$out/corpus-records/$t/" 2>/dev/null || true
-	[ "$secs" != 0 ] || continue
-	dict=(-dict="$here/dict/records.dict")
-	[ "$t" != cell ] || dict=(-dict="$here/dict/cell.dict")
-	echo "== fuzzing $t for ${secs}s"
-	(cd "$out" && "$bin" "${dict[@]}" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
-		-artifact_prefix="$here/crashers/$t/" -print_final_stats=1 "$out/corpus-records/$t" >"$out/fuzz_records_$t.log" 2>&1) || {
-		tail -n 60 "$out/fuzz_records_$t.log"
-		echo "== $t: crash found, see $here/crashers/$t/ and $out/fuzz_records_$t.log"
-	}
-	grep -E '(INITED|DONE) +cov|^stat::|^Done ' "$out/fuzz_records_$t.log" || true
+	d=$here/dict/records.dict
+	[ "$t" != cell ] || d=$here/dict/cell.dict
+	fz_target records "$t" "$secs" "$d"
 done
