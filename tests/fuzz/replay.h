@@ -59,4 +59,20 @@ static int fz_replay(const char *top, const char *suite, const char *kind, const
 	return refused;
 }
 
+/* Replays the crashers and seeds of one target of SUITE (the lm and records suites): every
+ * input returns, and some seed is accepted. Returns the number of inputs replayed. */
+__attribute__((unused)) static int fz_replay_target(const char *top, const char *suite, const char *target,
+                                                    int (*fn)(const uint8_t *, size_t))
+{
+	int n = 0, m = 0;
+	double slow = 0;
+	int r = fz_replay(top, suite, "crashers", target, fn, &n, &slow);
+	int rs = fz_replay(top, suite, "seeds", target, fn, &m, &slow);
+	SB_CHECK(m > 0 && rs < m,
+	         "%s: %d seeds (%d accepted) and %d kept crashers (%d refused) replayed without crashing; "
+	         "slowest %.3f s",
+	         target, m, m - rs, n, r, slow);
+	return n + m;
+}
+
 #endif
