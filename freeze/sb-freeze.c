@@ -416,7 +416,7 @@ static int m3cell_cmp(int a, int b, void *cells)
 static void superseded(const struct sb_vallog *logs, const struct sb_val_cell *late, int late_log,
                        const struct sb_val_cell *early, int early_log, char *reason, size_t n)
 {
-	snprintf(reason, n, "superseded by cell %s in %s (a later log)", late->cell_id, logs[late_log].path);
+	snprintf(reason, n, "superseded by cell %s of validation_logs[%d] (a later log)", late->cell_id, late_log);
 	sb_cli_warn("%s: cell %s superseded by cell %s of the later log %s", logs[early_log].path, early->cell_id,
 	            late->cell_id, logs[late_log].path);
 }

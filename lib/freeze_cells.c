@@ -96,8 +96,10 @@ int sb_fz_topk_cells(const struct sb_vallog *logs, int n_logs, const char *tier,
 		if (p >= 0) {
 			struct sb_fz_cell *early = &cells[p];
 			early->superseded_by = (int)k;
-			snprintf(early->reason_buf, sizeof early->reason_buf, "superseded by cell %s in %s (a later log)",
-			         ce->vc->cell_id, logs[ce->log].path);
+			/* the later log by its index in the selection's validation_logs, not by its path:
+			 * the reason must read the same wherever sb-test finds the logs (it compares it) */
+			snprintf(early->reason_buf, sizeof early->reason_buf,
+			         "superseded by cell %s of validation_logs[%d] (a later log)", ce->vc->cell_id, ce->log);
 			early->reason = early->reason_buf;
 		}
 	}

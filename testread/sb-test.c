@@ -223,9 +223,12 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 		const struct sb_json *inc = sb_json_get(c, "included");
 		int ok = same_str(sb_json_get(c, "cell_id"), f->vc->cell_id) && same_int(sb_json_get(c, "log"), f->log) &&
 		         inc && inc->type == SB_JSON_BOOL && inc->boolean == f->included;
+		const struct sb_json *why = sb_json_get(c, "reason");
 		if (ok && f->included)
 			ok = same_int(sb_json_get(c, "selected_epoch"), f->epoch) &&
-			     same_num(sb_json_get(c, "val_accuracy"), f->acc);
+			     same_num(sb_json_get(c, "val_accuracy"), f->acc) && why && why->type == SB_JSON_NULL;
+		else if (ok) /* its reason names no path, so it reads the same wherever the logs are */
+			ok = same_str(why, f->reason);
 		if (!ok && f->included)
 			rc = refuse(err, sel, check,
 			            "cells[%zu] is not what the rule gives on its logs: cell %s of log %d, included, "

@@ -55,7 +55,8 @@ rc=$?
 got=$(sel b/sel.json 2>&1) cs=$(cellsof b/sel.json topk_softmax_025 1 2>&1)
 m=$(field b/sel.json '"%.6g" % [c["val_accuracy"] for c in d["all_topk_validation"] if c["method"] == "topk_softmax_025"][0]' 2>&1)
 [ $rc -eq 0 ] && [ "$got" = "topk_softmax_0125 0.7 [0, 1]" ] && [ "$m" = 0.65 ] &&
-	[ "$cs" = "b1:False:superseded_by_cell_$(ls b2)_in_b2/$(ls b2)/val.ndjson_(a_later_log) b2:True:-" ]
+	[ "$cs" = "b1:False:superseded_by_cell_$(ls b2)_of_validation_logs[4]_(a_later_log) b2:True:-" ] &&
+	[ "$(field b/sel.json 'd["validation_logs"][4]["path"]')" = "../b2/$(ls b2)/val.ndjson" ]
 t_result $? "a later completed rerun (0.5) of topk_softmax_025 seed 1 supersedes the earlier (0.8): mean 0.65 (got $m), selected 'topk_softmax_0125 0.7 [0, 1]' got '$got'; cells '$cs' (exit $rc)" "$(head -c 300 b/err)"
 
 # 3. a later failed rerun of a cell whose earlier run failed too: both excluded for their own
@@ -89,7 +90,7 @@ sed -i '$s/"epochs":2,/"epochs":3,/' e2/$id/val.ndjson
 freeze e e1/*/val.ndjson e2/*/val.ndjson
 rc=$?
 got=$(sel e/sel.json 2>&1) cs=$(cellsof e/sel.json topk_softmax_025 1 2>&1)
-[ $rc -eq 0 ] && [ "$got" = "topk_softmax_0125 0.7 [0, 1]" ] && [ "${cs%%_in_*}" = "e1:False:superseded_by_cell_$id" ] &&
+[ $rc -eq 0 ] && [ "$got" = "topk_softmax_0125 0.7 [0, 1]" ] && [ "${cs%%_of_validation_logs*}" = "e1:False:superseded_by_cell_$id" ] &&
 	[ "${cs##* }" = "e2:False:2_of_3_epochs_evaluated" ]
 t_result $? "a later completed run with an epoch not evaluated still supersedes the earlier: cells '$cs'; topk_softmax_025 left with 1 seed, selected 'topk_softmax_0125 0.7 [0, 1]' got '$got' (exit $rc)" "$(head -c 300 e/err)"
 base f1
@@ -98,7 +99,7 @@ sed -i '$d' f2/$id/val.ndjson
 freeze f f1/*/val.ndjson f2/*/val.ndjson
 rc=$?
 got=$(sel f/sel.json 2>&1) cs=$(cellsof f/sel.json topk_softmax_025 1 2>&1)
-[ $rc -eq 0 ] && [ "$got" = "topk_softmax_0125 0.7 [0, 1]" ] && [ "${cs%%_in_*}" = "f1:False:superseded_by_cell_$id" ] &&
+[ $rc -eq 0 ] && [ "$got" = "topk_softmax_0125 0.7 [0, 1]" ] && [ "${cs%%_of_validation_logs*}" = "f1:False:superseded_by_cell_$id" ] &&
 	[ "${cs##* }" = "f2:False:the_log_has_no_eval.done_record_(sb-eval_did_not_finish)" ]
 t_result $? "a later log without eval.done (status unknown) still supersedes the earlier: cells '$cs'; selected 'topk_softmax_0125 0.7 [0, 1]' got '$got' (exit $rc)" "$(head -c 300 f/err)"
 
@@ -131,7 +132,7 @@ swcell m0 mechanistic_switch 1 # an earlier run under an older map: switch epoch
 m3freeze m m0/*/val.ndjson m1/*/val.ndjson
 rc=$?
 st=$(m3status m/sel.json 2>&1) cs=$(cellsof m/sel.json mechanistic_switch 0 2>&1)
-[ $rc -eq 0 ] && [ "$st" = "$AUTH" ] && [ "${cs%%_in_*}" = "m0:False:superseded_by_cell_$(ls m1 | grep mechanistic)" ] && [ "${cs##* }" = "m1:True:-" ]
+[ $rc -eq 0 ] && [ "$st" = "$AUTH" ] && [ "${cs%%_of_validation_logs*}" = "m0:False:superseded_by_cell_$(ls m1 | grep mechanistic)" ] && [ "${cs##* }" = "m1:True:-" ]
 t_result $? "m3: a stale switching cell (switch_epoch 1) replaced by a later one (2, the map's): want '$AUTH', got '$st'; cells '$cs' (exit $rc)" "$(field m/sel.json 'd["status_reasons"]' 2>&1 | head -c 300)"
 
 m3base n1

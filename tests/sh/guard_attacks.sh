@@ -136,6 +136,52 @@ t_result $? "and sb-test warns that the freeze did not see it ($(grep -m1 'does 
 fresh; sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/test" "$T/s/runs" >/dev/null 2>"$T/err"
 ! grep -q "does not list" "$T/err"; t_result $? "no such warning when every log is listed"
 
+# excluded cells and their reasons: a study with a cell superseded by a rerun in a later log
+# and a failed cell; the guard compares each excluded cell's reason as well as its fate
+mkdir -p "$T/x/runs"
+cp -r "$TOP/tests/fixtures/guard/data" "$T/x/data"
+mkgrid "$T/x/runs" guardtask "$ALL_METHODS" "0 1 2" _study_acc
+early=$(ls -d "$T"/x/runs/guardtask.topk_softmax_0125.s0.*)
+late=$(mkcell "$T/x/rerun" guardtask topk_softmax_0125 0 "0.45 0.55 0.65")
+mkcell "$T/x/runs" guardtask sparsemax 3 "0.5 0.6 0.7" failed_nonfinite_loss >/dev/null
+sleep 0.05
+(cd "$T/x" && sb-freeze -q --min-seeds 3 -o selection.json runs/*/val.ndjson rerun/*/val.ndjson >/dev/null 2>&1)
+t_result $? "a study with a superseded and a failed cell is frozen"
+python3 - "$T/x/selection.json" "${early##*/}" "$late" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+cells = {(c["cell_id"], c["log"]): c for c in d["cells"]}
+ex = [c for c in d["cells"] if not c["included"]]
+assert len(ex) == 2, ex
+sup = [c for c in ex if c["cell_id"] == sys.argv[2]][0]
+k = int(sup["reason"].split("validation_logs[")[1].split("]")[0])
+assert sup["reason"] == "superseded by cell %s of validation_logs[%d] (a later log)" % (sys.argv[3], k), sup
+assert d["validation_logs"][k]["path"] == "rerun/%s/val.ndjson" % sys.argv[3], d["validation_logs"][k]
+failed = [c for c in ex if c["method"] == "sparsemax"][0]
+assert failed["reason"] == "training status is 'failed_nonfinite_loss', not 'completed'", failed
+assert all(c["reason"] is None for c in d["cells"] if c["included"])
+PY
+t_result $? "the superseded cell's reason names the later log by its index in validation_logs, not by a path"
+# the study moved elsewhere and read from another directory: the reasons derive the same
+cp -a "$T/x" "$T/moved"
+(cd / && sb-test -q -s "$T/moved/selection.json" -d "$T/moved/data" -o "$T/moved/test" "$T/moved/runs" \
+	>"$T/out" 2>"$T/err")
+rc=$?
+[ $rc -ne 1 ] && [ $rc -ne 2 ] && ! grep -q "refused by the guard" "$T/err"
+t_result $? "control: the moved study with excluded cells passes the guard (exit $rc: $(head -c 200 "$T/err"))"
+xattack() {
+	rm -rf "$T/s"
+	cp -a "$T/x" "$T/s"
+	reseal_selection "$T/s/selection.json" "$2"
+	attack "$1" selection-derivation
+}
+xattack "resealed: a superseded cell's reason changed" \
+	'c = [c for c in d["cells"] if c["reason"] and c["reason"].startswith("superseded")][0]; c["reason"] = "dropped by hand"'
+xattack "resealed: a failed cell's reason changed" \
+	'c = [c for c in d["cells"] if c["method"] == "sparsemax" and not c["included"]][0]; c["reason"] = "superseded"'
+xattack "resealed: an included cell given a reason" \
+	'c = [c for c in d["cells"] if c["included"]][0]; c["reason"] = "kept"'
+
 # the frozen checkpoints
 fresh
 ck=$(ls "$T"/s/runs/guardtask.softmax.s1.*/epoch-003.safetensors)
