@@ -1209,7 +1209,7 @@ static void fill_nan(float *v, int n)
 		v[i] = NAN;
 }
 
-#ifdef SB_NORM_AVX512
+#if defined(SB_NORM_AVX512) || defined(SB_NORM_AVX2)
 /* Methods for which SB_MASK_MARGIN gives exactly the SB_MASK_EXCLUDE result
  * (a key 60 below the row minimum is never kept by top-k, since k <= n_valid, and
  * lies outside every sparsemax/entmax support since (alpha-1) 60 > 1), as long
@@ -1231,6 +1231,30 @@ static int row_direct(const struct sb_norm *nm, const float *s, int T, int n_val
 	       (margin_is_exclude(nm) && mn - (float)SB_MASK_MARGIN_VALUE < mn);
 }
 
+/* general-alpha entmax (not 1.5 or 2, not the study's bisection): the rows the vector
+ * kernels solve together */
+static int general_alpha(const struct sb_norm *nm, float am1)
+{
+	return !nm->unrolled && uses_alpha(nm->kind) && am1 != 0.5f && am1 != 1.0f;
+}
+#endif
+
+#ifdef SB_NORM_AVX2
+/* the backward of general-alpha entmax on one effective row with the AVX2 kernel
+ * (without aux, the threshold solved again by its forward, p into de as scratch) */
+static double bwd_avx2(float *de, const float *pe, const float *ge, const float *x, const float *ar, int n, float am1,
+                       int want_alpha, struct work *w)
+{
+	float a4[SB_NORM_AUX];
+	if (!ar) {
+		sbv_entmax_rows(de, x, 1, 0, n, am1, a4, w->big, w->nbig);
+		ar = a4;
+	}
+	return sbv_entmax_bwd_rows(de, pe, ge, x, ar, 1, 0, n, am1, want_alpha, w->big, w->nbig);
+}
+#endif
+
+#ifdef SB_NORM_AVX512
 /* softmax, the first of rows s + g T (g < left) direct: how many of the next up to 16
  * are direct, in a run from the first (row_direct's rule for softmax: finite, and
  * nothing to pad or masked keys excluded) */
@@ -1375,10 +1399,10 @@ int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float
 			ar[3] = NAN;
 			continue;
 		}
-#ifdef SB_NORM_AVX512
+#if defined(SB_NORM_AVX512) || defined(SB_NORM_AVX2)
 		int direct = algo == SB_NORM_ALGO_AUTO && row_direct(nm, sr, T, n_valid);
-		/* general-alpha entmax: a run of up to 16 direct rows solved together */
-		if (direct && !nm->unrolled && uses_alpha(nm->kind) && am1 != 0.5f && am1 != 1.0f) {
+		/* general-alpha entmax: a run of up to 16 (AVX2: 8) direct rows solved together */
+		if (direct && general_alpha(nm, am1)) {
 			int gmax = sbv_entmax_rows_fit(n_valid, w.nbig), G = 1;
 			while (G < gmax && r + G < rows && row_direct(nm, sr + (size_t)G * T, T, n_valid))
 				G++;
@@ -1390,6 +1414,8 @@ int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float
 			r += G - 1;
 			continue;
 		}
+#endif
+#ifdef SB_NORM_AVX512
 		/* softmax: a run of up to 16 direct rows, their sums reduced together */
 		if (direct && nm->kind == SB_NORM_SOFTMAX) {
 			int G = softmax_run(nm, sr, rows - r, T, n_valid);
@@ -1428,6 +1454,10 @@ int sb_norm_forward_algo(const struct sb_norm *nm, enum sb_norm_algo algo, float
 #ifdef SB_NORM_AVX512
 		if (algo == SB_NORM_ALGO_AUTO)
 			fwd_avx(nm, w.p, ar, w.x, rw.n, T, k, am1, &w);
+		else
+#elif defined(SB_NORM_AVX2)
+		if (algo == SB_NORM_ALGO_AUTO && general_alpha(nm, am1))
+			sbv_entmax_rows(w.p, w.x, 1, 0, rw.n, am1, ar, w.big, w.nbig);
 		else
 #endif
 		    if (fwd_portable(nm, plain, w.p, ar, &w, rw.n, rw.np, T, k, am1))
@@ -1501,10 +1531,11 @@ void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const
 			da = NAN;
 			continue;
 		}
-#ifdef SB_NORM_AVX512
+#if defined(SB_NORM_AVX512) || defined(SB_NORM_AVX2)
 		int direct = row_direct(nm, sr, T, n_valid);
-		/* general-alpha entmax: a run of up to 16 direct rows together */
-		if (direct && ar && !nm->unrolled && uses_alpha(nm->kind) && am1 != 0.5f && am1 != 1.0f) {
+		/* general-alpha entmax: a run of up to 16 direct rows together (the kernel takes
+		 * them in groups of as many as it solves at once) */
+		if (direct && ar && general_alpha(nm, am1)) {
 			int gmax = (int)(w.nbig / (2 * (size_t)n_valid)), G = 1;
 			gmax = gmax > 16 ? 16 : gmax;
 			while (G < gmax && r + G < rows && row_direct(nm, sr + (size_t)G * T, T, n_valid))
@@ -1516,6 +1547,8 @@ void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const
 			r += G - 1;
 			continue;
 		}
+#endif
+#ifdef SB_NORM_AVX512
 		/* softmax: a run of up to 16 direct rows, their sums reduced together */
 		if (direct && nm->kind == SB_NORM_SOFTMAX) {
 			int G = softmax_run(nm, sr, rows - r, T, n_valid);
@@ -1542,8 +1575,13 @@ void sb_norm_backward(const struct sb_norm *nm, float *ds, double *dalpha, const
 		}
 		row_gather(w.g, gr, &rw, &w, T, n_valid);
 		row_gather(w.p, pr, &rw, &w, T, n_valid);
-#ifdef SB_NORM_AVX512
+#if defined(SB_NORM_AVX512)
 		da += bwd_avx(nm, w.h, w.p, w.g, w.x, ar, rw.n, T, am1, want_alpha, &w);
+#elif defined(SB_NORM_AVX2)
+		if (general_alpha(nm, am1))
+			da += bwd_avx2(w.h, w.p, w.g, w.x, ar, rw.n, am1, want_alpha, &w);
+		else
+			da += bwd_portable(nm, &w, ar, rw.n, rw.np, T, am1, want_alpha);
 #else
 		da += bwd_portable(nm, &w, ar, rw.n, rw.np, T, am1, want_alpha);
 #endif

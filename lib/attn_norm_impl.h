@@ -1,10 +1,18 @@
-/* attn_norm_impl.h — internal to lib/attn_norm*.c: the AVX-512 row kernels.
+/* attn_norm_impl.h — internal to lib/attn_norm*.c: the vector row kernels.
  *
  * Each kernel handles one effective row x[0..n) (n >= 1, finite scores, no
  * padding needed: tails use masked loads and stores) and writes p[0..n).
  * They implement the same algorithms as the portable kernels in attn_norm.c
  * and are tested against the same double reference. ws is scratch of at
  * least n floats (and n int32 for the top-k keys).
+ *
+ * A build for AVX-512 (SB_NORM_AVX512) has kernels for every normaliser
+ * (attn_norm_avx512.c); a build for AVX2 + FMA without AVX-512 (SB_NORM_AVX2:
+ * -march=x86-64-v3, `make V3=1`) has them for general-alpha entmax only
+ * (attn_norm_avx2.c: sbv_row_finite and the sbv_entmax_*rows* functions, same
+ * contracts), and runs the portable kernels for the rest. SB_NORM_PORTABLE,
+ * defined before including this header, selects the portable kernels for
+ * everything (the tests of the portable kernels do that).
  */
 #ifndef SB_ATTN_NORM_IMPL_H
 #define SB_ATTN_NORM_IMPL_H
@@ -12,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(__AVX512F__) && !defined(SB_NORM_NO_AVX512)
+#if defined(__AVX512F__) && !defined(SB_NORM_PORTABLE)
 #define SB_NORM_AVX512 1
 
 /* 1 when x[0..n) are all finite; *mn = their minimum */
@@ -54,6 +62,17 @@ double sbv_entmax_bwd_rows(float *ds, const float *p, const float *dp, const flo
 void sbv_unrolled(float *p, const float *x, int n, int dfull, float am1, float *aux, float *ws);
 double sbv_unrolled_bwd(float *ds, const float *dp, const float *x, const float *aux, int n, int dfull, float am1,
                         int want_alpha, float *ws);
+
+#elif defined(__AVX2__) && defined(__FMA__) && !defined(SB_NORM_PORTABLE)
+#define SB_NORM_AVX2 1
+
+/* as above (attn_norm_avx2.c): up to 8 rows at once; general alpha only */
+int sbv_row_finite(const float *x, int n, float *mn);
+void sbv_entmax_rows(float *p, const float *x, int rows, long stride, int n, float am1, float *aux, float *ws,
+                     size_t ws_floats);
+int sbv_entmax_rows_fit(int n, size_t ws_floats);
+double sbv_entmax_bwd_rows(float *ds, const float *p, const float *dp, const float *x, const float *aux, int rows,
+                           long stride, int n, float am1, int want_alpha, float *ws, size_t ws_floats);
 #endif
 
 #endif

@@ -3,7 +3,7 @@
  * Build and run (from the repository root; no Makefile needed):
  *
  *   gcc -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -march=native -Ilib \
- *       bench/norm/bench_norm.c lib/attn_norm.c lib/attn_norm_avx512.c lib/attn_norm_ref.c lib/err.c lib/rng.c \
+ *       bench/norm/bench_norm.c lib/attn_norm.c lib/attn_norm_avx512.c lib/attn_norm_avx2.c lib/attn_norm_ref.c lib/err.c lib/rng.c \
  *       -lm -o build/bench_norm && build/bench_norm [SIGMA] [MIN_ROWS] [TRIALS]
  *
  * (bench/norm/run.sh does exactly that.) Rows come in blocks of T rows with T

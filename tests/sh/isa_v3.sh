@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # isa_v3.sh — the x86-64-v3 (AVX2 + FMA, no AVX-512) build: the build AVX2-only machines run
-# (AMD Zen 2/3, older Intel) and the one tests/gpu/bundle.sh ships to GPU hosts, whose CPU backend
-# is the reference the CUDA checks compare against. `make V3=1` builds it into build/v3/; this
+# (AMD Zen 2/3, older Intel) and, with the portable normaliser kernels throughout, the one
+# tests/gpu/bundle.sh ships to GPU hosts, whose CPU backend is the reference the CUDA checks
+# compare against. `make V3=1` builds it into build/v3/; this
 # script checks that it is an AVX2 build, that the numeric unit tests pass in it, and that it
 # trains the same bits as the native build (`make`) where the engine promises that:
 #  - the products, layer norm, GELU, dropout, attention, AdamW: every method but the
@@ -20,7 +21,10 @@ if ! grep -qw avx2 /proc/cpuinfo || ! grep -qw fma /proc/cpuinfo; then
 	t_done
 fi
 MIRROR=${SB_FMNIST_MIRROR:-/usr/share/datasets/fashion-mnist}
-UNITS="test_backend test_encoder test_encoder_grad test_encoder_golden test_attn_norm_portable test_rng test_lm_model
+# test_attn_norm*: the library's normalisers, here the AVX2 kernels of general-alpha entmax
+# (lib/attn_norm_avx2.c) and the portable kernels of the rest, against the double reference
+UNITS="test_backend test_encoder test_encoder_grad test_encoder_golden test_attn_norm test_attn_norm_fd
+	test_attn_norm_golden test_attn_norm_portable test_rng test_lm_model
 	test_lm_grad test_lm_mamba2 test_n3a test_train"
 targets="build/v3/bin/sb-train build/v3/bin/sb-eval"
 for u in $UNITS; do targets+=" build/v3/tests/$u"; done

@@ -1,10 +1,12 @@
 /* test_attn_norm_bits.c — the portable kernels' exact bits, pinned.
  *
- * lib/attn_norm.c's portable kernels (the ones every machine without AVX-512 runs,
- * compiled here with SB_NORM_NO_AVX512 as in test_attn_norm_portable.c) promise more
+ * lib/attn_norm.c's portable kernels (the ones every machine without AVX-512 runs, but
+ * for general-alpha entmax on AVX2, and every build with -DSB_NORM_PORTABLE; compiled
+ * here with SB_NORM_PORTABLE as in test_attn_norm_portable.c) promise more
  * than accuracy: their results are the same bits on every build (VE = 8 or 16 lanes,
  * any -O level), the CUDA kernels in lib/cuda/ repeat them operation for operation
- * (tests/gpu/run.sh compares them on a GPU host against the x86-64-v3 build), and
+ * (tests/gpu/run.sh compares them on a GPU host against the bundle's x86-64-v3 build,
+ * made with -DSB_NORM_PORTABLE), and
  * sparsemax checkpoints are byte-identical across builds (tests/sh/isa_v3.sh). Accuracy
  * tests (test_attn_norm*.c) would not notice a rewrite that moves an output by an ulp;
  * this one does.
@@ -25,7 +27,7 @@
  * entmax paths (the Newton step's exponent, the bisection's bracket), so another libm
  * version may move those hashes alone; the report names the method.
  */
-#define SB_NORM_NO_AVX512 1
+#define SB_NORM_PORTABLE 1
 #include "../../lib/attn_norm.c"
 #include "test_attn_norm_util.h"
 

@@ -24,7 +24,7 @@
  * norm and GELU comparisons fall back to a tolerance of 1e-6 relative.
  *
  * test_cuda_host_portable.c compiles this file against the portable kernels
- * (lib/attn_norm.c with SB_NORM_NO_AVX512, what GPU hosts' x86-64-v3 builds run,
+ * (lib/attn_norm.c with SB_NORM_PORTABLE, what the GPU bundle's x86-64-v3 build runs,
  * and what the CUDA kernels repeat operation by operation): there the normaliser
  * cases must agree bit for bit (p, all of aux, ds, d alpha), the -inf rows aside.
  */
