@@ -99,14 +99,7 @@ static inline __m256 vlog2(__m256 x)
 	m = _mm256_blendv_ps(m, _mm256_mul_ps(m, set1(0.5f)), big);
 	k = _mm256_add_ps(k, _mm256_and_ps(big, set1(1.0f)));
 	__m256 f = _mm256_sub_ps(m, set1(1.0f)), f2 = _mm256_mul_ps(f, f), f4 = _mm256_mul_ps(f2, f2);
-	__m256 p01 = _mm256_fmadd_ps(set1(SB_LOG2_L1), f, set1(SB_LOG2_L0));
-	__m256 p23 = _mm256_fmadd_ps(set1(SB_LOG2_L3), f, set1(SB_LOG2_L2));
-	__m256 p45 = _mm256_fmadd_ps(set1(SB_LOG2_L5), f, set1(SB_LOG2_L4));
-	__m256 p67 = _mm256_fmadd_ps(set1(SB_LOG2_L7), f, set1(SB_LOG2_L6));
-	__m256 p89 = _mm256_fmadd_ps(set1(SB_LOG2_L9), f, set1(SB_LOG2_L8));
-	__m256 q0 = _mm256_fmadd_ps(p23, f2, p01), q1 = _mm256_fmadd_ps(p67, f2, p45);
-	__m256 r0 = _mm256_fmadd_ps(q1, f4, q0);
-	__m256 P = _mm256_fmadd_ps(p89, _mm256_mul_ps(f4, f4), r0);
+	__m256 P = SB_LOG2_POLY(_mm256_fmadd_ps, _mm256_mul_ps, set1, f, f2, f4);
 	return _mm256_fmadd_ps(f, P, k);
 }
 
@@ -118,12 +111,7 @@ static inline __m256 vexp2(__m256 t)
 	t = _mm256_min_ps(_mm256_max_ps(t, set1(-127.0f)), set1(128.0f));
 	__m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 	__m256 r = _mm256_sub_ps(t, n), r2 = _mm256_mul_ps(r, r);
-	__m256 a01 = _mm256_fmadd_ps(set1(SB_EXP2_E1), r, set1(SB_EXP2_E0));
-	__m256 a23 = _mm256_fmadd_ps(set1(SB_EXP2_E3), r, set1(SB_EXP2_E2));
-	__m256 a45 = _mm256_fmadd_ps(set1(SB_EXP2_E5), r, set1(SB_EXP2_E4));
-	__m256 b1 = _mm256_fmadd_ps(set1(SB_EXP2_E6), r2, a45);
-	__m256 b0 = _mm256_fmadd_ps(a23, r2, a01);
-	__m256 q = _mm256_fmadd_ps(b1, _mm256_mul_ps(r2, r2), b0);
+	__m256 q = SB_EXP2_POLY(_mm256_fmadd_ps, _mm256_mul_ps, set1, r, r2);
 	__m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
 	return _mm256_mul_ps(q, _mm256_castsi256_ps(e));
 }

@@ -104,14 +104,7 @@ static inline __m512 vlog2(__m512 x)
 	__m512 k = _mm512_getexp_ps(x);
 	k = _mm512_mask_add_ps(k, _mm512_cmp_ps_mask(m, set1(1.0f), _CMP_LT_OQ), k, set1(1.0f));
 	__m512 f = _mm512_sub_ps(m, set1(1.0f)), f2 = _mm512_mul_ps(f, f), f4 = _mm512_mul_ps(f2, f2);
-	__m512 p01 = _mm512_fmadd_ps(set1(SB_LOG2_L1), f, set1(SB_LOG2_L0));
-	__m512 p23 = _mm512_fmadd_ps(set1(SB_LOG2_L3), f, set1(SB_LOG2_L2));
-	__m512 p45 = _mm512_fmadd_ps(set1(SB_LOG2_L5), f, set1(SB_LOG2_L4));
-	__m512 p67 = _mm512_fmadd_ps(set1(SB_LOG2_L7), f, set1(SB_LOG2_L6));
-	__m512 p89 = _mm512_fmadd_ps(set1(SB_LOG2_L9), f, set1(SB_LOG2_L8));
-	__m512 q0 = _mm512_fmadd_ps(p23, f2, p01), q1 = _mm512_fmadd_ps(p67, f2, p45);
-	__m512 r0 = _mm512_fmadd_ps(q1, f4, q0);
-	__m512 P = _mm512_fmadd_ps(p89, _mm512_mul_ps(f4, f4), r0);
+	__m512 P = SB_LOG2_POLY(_mm512_fmadd_ps, _mm512_mul_ps, set1, f, f2, f4);
 	return _mm512_fmadd_ps(f, P, k);
 }
 
@@ -123,12 +116,7 @@ static inline __m512 vexp2(__m512 t)
 	t = _mm512_min_ps(_mm512_max_ps(t, set1(-160.0f)), set1(130.0f));
 	__m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 	__m512 r = _mm512_sub_ps(t, n), r2 = _mm512_mul_ps(r, r);
-	__m512 a01 = _mm512_fmadd_ps(set1(SB_EXP2_E1), r, set1(SB_EXP2_E0));
-	__m512 a23 = _mm512_fmadd_ps(set1(SB_EXP2_E3), r, set1(SB_EXP2_E2));
-	__m512 a45 = _mm512_fmadd_ps(set1(SB_EXP2_E5), r, set1(SB_EXP2_E4));
-	__m512 b1 = _mm512_fmadd_ps(set1(SB_EXP2_E6), r2, a45);
-	__m512 b0 = _mm512_fmadd_ps(a23, r2, a01);
-	__m512 q = _mm512_fmadd_ps(b1, _mm512_mul_ps(r2, r2), b0);
+	__m512 q = SB_EXP2_POLY(_mm512_fmadd_ps, _mm512_mul_ps, set1, r, r2);
 	return _mm512_scalef_ps(q, n);
 }
 

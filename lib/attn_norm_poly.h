@@ -6,8 +6,9 @@
  *            coefficients); Estrin's scheme pairs them as (c0 + c1 f) etc.
  *   2^r, r in [-0.5, 0.5]: degree 6, 1.6e-8 relative with float coefficients.
  *
- * Both kernels evaluate them in the same order, so for the same argument they
- * give the same bits (the reductions to m and r differ only in instructions). */
+ * Both kernels evaluate them with the macros below, in the same order, so for the
+ * same f or r they give the same bits (the reductions to f and r differ only in
+ * instructions). */
 #ifndef SB_ATTN_NORM_POLY_H
 #define SB_ATTN_NORM_POLY_H
 
@@ -31,5 +32,15 @@
 #define SB_EXP2_E4 0.00961848897f
 #define SB_EXP2_E5 0.00133999312f
 #define SB_EXP2_E6 0.000153458095f
+
+/* The evaluations, written once for both vector widths: FMA(a, b, c) = a b + c,
+ * MUL(a, b), SET1(x) a broadcast; f2 = f f, f4 = f2 f2 (log2), r2 = r r (2^r). */
+#define SB_LOG2_POLY(FMA, MUL, SET1, f, f2, f4)                                                                 \
+	FMA(FMA(SET1(SB_LOG2_L9), f, SET1(SB_LOG2_L8)), MUL(f4, f4),                                             \
+	    FMA(FMA(FMA(SET1(SB_LOG2_L7), f, SET1(SB_LOG2_L6)), f2, FMA(SET1(SB_LOG2_L5), f, SET1(SB_LOG2_L4))), \
+	        f4, FMA(FMA(SET1(SB_LOG2_L3), f, SET1(SB_LOG2_L2)), f2, FMA(SET1(SB_LOG2_L1), f, SET1(SB_LOG2_L0)))))
+#define SB_EXP2_POLY(FMA, MUL, SET1, r, r2)                                                                     \
+	FMA(FMA(SET1(SB_EXP2_E6), r2, FMA(SET1(SB_EXP2_E5), r, SET1(SB_EXP2_E4))), MUL(r2, r2),                  \
+	    FMA(FMA(SET1(SB_EXP2_E3), r, SET1(SB_EXP2_E2)), r2, FMA(SET1(SB_EXP2_E1), r, SET1(SB_EXP2_E0))))
 
 #endif
