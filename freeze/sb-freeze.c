@@ -25,6 +25,7 @@
 #include "json.h"
 #include "record.h"
 #include "freeze_cells.h"
+#include "freeze_m3.h"
 #include "runsel.h"
 #include "select.h"
 #include "vallog.h"
@@ -162,43 +163,6 @@ static _Noreturn void die_future_log(const struct sb_vallog *logs, int n_logs, d
 	die(&err);
 }
 
-/* An included cell whose log holds a null validation accuracy (sb-eval writes null for a
- * non-finite one) at an epoch the rule did not use: the null counts as no improvement (the
- * study's `acc > best` is false for NaN), which is allowed but said, once per cell. */
-static void warn_null_epochs(const char *path, const struct sb_val_cell *vc)
-{
-	size_t n = 0, first = 0;
-	for (size_t i = 0; i < vc->n_ep; i++)
-		if (isnan(vc->ep[i].val_accuracy) && !n++)
-			first = i;
-	if (n)
-		sb_cli_warn("%s: cell %s: %zu null validation accuracy(s), the first after epoch %lld: "
-		            "counted as no improvement",
-		            path, vc->cell_id, n, (long long)vc->ep[first].epochs_completed);
-}
-
-static void key_cell(struct sb_jw *w, const char *task, const char *method, int64_t seed)
-{
-	sb_jw_kstr(w, "task", task);
-	sb_jw_kstr(w, "method", method);
-	sb_jw_kint(w, "seed", seed);
-}
-
-/* the members every entry of "cells" starts with, both rules: identity, tier, arch, budget
- * (null when unknown), included */
-static void cell_head(struct sb_jw *w, const struct sb_val_cell *vc, int included)
-{
-	sb_jw_kstr(w, "cell_id", vc->cell_id);
-	key_cell(w, vc->task, vc->method, vc->seed);
-	sb_jw_kstr(w, "tier", vc->tier);
-	sb_jw_kstr(w, "arch", vc->arch);
-	if (vc->epochs > 0)
-		sb_jw_kint(w, "epochs", vc->epochs);
-	else
-		sb_jw_knull(w, "epochs");
-	sb_jw_kbool(w, "included", included);
-}
-
 /* the "replaced" member: the selection that --force replaced, or null */
 static void write_replaced(struct sb_jw *w, const char *old_file_sha, const struct sb_json *old, int old_reads)
 {
@@ -226,200 +190,7 @@ static void write_replaced(struct sb_jw *w, const char *old_file_sha, const stru
 	}
 }
 
-__attribute__((format(printf, 1, 2))) static char *fmt_dup(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-	if (s) {
-		va_start(ap, fmt);
-		vsnprintf(s, (size_t)n + 1, fmt, ap);
-		va_end(ap);
-	}
-	return s;
-}
-
 /* ---------------------------------------------------------------- rule m3_confirmation */
-
-#define M3_AUTHORIZED "M3_VALIDATION_FROZEN_OFFICIAL_TEST_AUTHORIZED"
-#define M3_INCOMPLETE "M3_VALIDATION_INCOMPLETE"
-#define M3_MISMATCH "M3_SWITCH_MAP_MISMATCH"
-
-/* one line of the switch map: set when task=T arch=A tier=R method=M switch_epoch=N */
-struct mapline {
-	char task[64], arch[32], tier[32], method[64];
-	int epoch;
-};
-struct switch_map {
-	struct mapline *l;
-	size_t n;
-	char simple[64]; /* the simple schedule the map names beside mechanistic_switch */
-	char axis[64];   /* the simple schedule of its method line (when it has one) */
-	char sha256[SB_SHA256_HEX];
-};
-
-static int map_read(const char *path, struct switch_map *m, struct sb_err *err)
-{
-	char *buf;
-	size_t len;
-	memset(m, 0, sizeof *m);
-	SB_TRY(sb_read_file(path, &buf, &len, 16u << 20, err));
-	sb_sha256_buf(buf, len, m->sha256);
-	size_t cap = 0;
-	int rc = 0, line = 0;
-	for (size_t a = 0; a < len && !rc;) {
-		size_t b = a;
-		while (b < len && buf[b] != '\n')
-			b++;
-		char s[512];
-		line++;
-		if (b - a > 511) {
-			rc = SB_ERR(err, SB_EDATA, "%s:%d: line longer than 511 bytes: not a switch map line", path, line);
-			break;
-		}
-		snprintf(s, sizeof s, "%.*s", (int)(b - a), buf + a);
-		a = b + 1;
-		const char *p = s;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (!*p || *p == '#')
-			continue;
-		struct mapline ml;
-		int used = 0;
-		char m1[64], m2[64];
-		if (!strncmp(p, "method", 6) && (p[6] == ' ' || p[6] == '\t')) {
-			/* the method axis of the block that includes the map: mechanistic_switch and one simple
-			 * schedule */
-			if (sscanf(p, "method %63[a-z0-9_] %63[a-z0-9_]%n", m1, m2, &used) != 2 || p[used] != '\0' ||
-			    (strcmp(m1, "mechanistic_switch") && strcmp(m2, "mechanistic_switch")) || !strcmp(m1, m2) ||
-			    m->axis[0]) {
-				rc = SB_ERR(err, SB_EDATA,
-				            "%s:%d: the method line must name mechanistic_switch and one simple "
-				            "schedule, once",
-				            path, line);
-				break;
-			}
-			snprintf(m->axis, sizeof m->axis, "%s", strcmp(m1, "mechanistic_switch") ? m1 : m2);
-			continue;
-		}
-		if (sscanf(p,
-		           "set when task=%63[a-z0-9_] arch=%31[a-z0-9_] tier=%31[a-z0-9_] method=%63[a-z0-9_] "
-		           "switch_epoch=%d%n",
-		           ml.task, ml.arch, ml.tier, ml.method, &ml.epoch, &used) != 5 ||
-		    p[used] != '\0' || ml.epoch < 1) {
-			rc = SB_ERR(
-			    err, SB_EDATA,
-			    "%s:%d: not a switch map line (set when task=T arch=A tier=R method=M switch_epoch=N)",
-			    path, line);
-			break;
-		}
-		if (strcmp(ml.method, "mechanistic_switch")) {
-			if (!m->simple[0])
-				snprintf(m->simple, sizeof m->simple, "%s", ml.method);
-			else if (strcmp(m->simple, ml.method)) {
-				rc = SB_ERR(err, SB_EDATA,
-				            "%s:%d: a third switching method '%s' (the map names %s and %s)", path,
-				            line, ml.method, "mechanistic_switch", m->simple);
-				break;
-			}
-		}
-		for (size_t i = 0; i < m->n; i++)
-			if (!strcmp(m->l[i].task, ml.task) && !strcmp(m->l[i].arch, ml.arch) &&
-			    !strcmp(m->l[i].tier, ml.tier) && !strcmp(m->l[i].method, ml.method))
-				rc = SB_ERR(err, SB_EDATA, "%s:%d: %s/%s/%s %s appears twice", path, line, ml.task,
-				            ml.arch, ml.tier, ml.method);
-		if (rc)
-			break;
-		if (m->n == cap) {
-			cap = cap ? 2 * cap : 64;
-			struct mapline *nl = realloc(m->l, cap * sizeof *nl);
-			if (!nl) {
-				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
-				break;
-			}
-			m->l = nl;
-		}
-		m->l[m->n++] = ml;
-	}
-	free(buf);
-	if (!rc && m->axis[0] && m->simple[0] && strcmp(m->axis, m->simple))
-		rc = SB_ERR(err, SB_EDATA, "%s: the method line names %s, the switch epochs are for %s", path, m->axis,
-		            m->simple);
-	if (!rc && (m->n == 0 || !m->simple[0]))
-		rc = SB_ERR(err, SB_EDATA, "%s: the switch map names no %s", path,
-		            m->n == 0 ? "switch epochs" : "simple schedule beside mechanistic_switch");
-	if (rc) {
-		free(m->l);
-		m->l = NULL;
-	}
-	return rc;
-}
-
-/* the map's switch epoch of (task, arch, tier, method), or 0 */
-static int map_epoch(const struct switch_map *m, const char *task, const char *arch, const char *tier,
-                     const char *method)
-{
-	for (size_t i = 0; i < m->n; i++)
-		if (!strcmp(m->l[i].task, task) && !strcmp(m->l[i].arch, arch) && !strcmp(m->l[i].tier, tier) &&
-		    !strcmp(m->l[i].method, method))
-			return m->l[i].epoch;
-	return 0;
-}
-
-/* a (task, arch, tier) group of the map: its first line */
-static int map_has_group(const struct switch_map *m, const char *task, const char *arch, const char *tier)
-{
-	return map_epoch(m, task, arch, tier, "mechanistic_switch") || map_epoch(m, task, arch, tier, m->simple);
-}
-
-/* The switch_epoch in the cell.json beside a validation log (the run directory's);
- * 0 with a reason when it cannot be read there. */
-static int cell_switch_epoch(const char *log, const char *cell_id, char *why, size_t nwhy)
-{
-	char *dir = sb_path_dirname(log), *cj = dir ? sb_path_join(dir, "cell.json") : NULL;
-	char *buf = NULL;
-	size_t len;
-	struct sb_err e = {0};
-	struct sb_json *v = NULL;
-	int64_t se = 0;
-	if (!cj)
-		snprintf(why, nwhy, "out of memory");
-	else if (sb_read_file(cj, &buf, &len, 1 << 20, &e) || sb_json_parse(buf, len, &v, &e))
-		snprintf(why, nwhy, "its cell.json cannot be read: %s", e.msg);
-	else if (strcmp(sb_json_str(sb_json_get(v, "cell_id"), ""), cell_id))
-		snprintf(why, nwhy, "%s belongs to another cell (%s)", cj, sb_json_str(sb_json_get(v, "cell_id"), "?"));
-	else if (sb_json_int64(sb_json_get(v, "switch_epoch"), &se) || se < 1)
-		snprintf(why, nwhy, "%s has no switch_epoch", cj);
-	free(dir);
-	free(cj);
-	free(buf);
-	sb_json_free(v);
-	return (int)se;
-}
-
-struct m3cell {
-	const struct sb_val_cell *vc;
-	int log, included, planned, switch_epoch, map_epoch;
-	double acc;
-	char reason[400];
-};
-
-static int m3cell_cmp(int a, int b, void *cells)
-{
-	const struct m3cell *c = cells;
-	return sb_fz_vc_cmp(c[a].vc, c[b].vc, 1);
-}
-
-/* cell EARLY (of log EARLY_LOG) is superseded by the later cell LATE: its reason, and a warning */
-static void superseded(const struct sb_vallog *logs, const struct sb_val_cell *late, int late_log,
-                       const struct sb_val_cell *early, int early_log, char *reason, size_t n)
-{
-	snprintf(reason, n, "superseded by cell %s of validation_logs[%d] (a later log)", late->cell_id, late_log);
-	sb_cli_warn("%s: cell %s superseded by cell %s of the later log %s", logs[early_log].path, early->cell_id,
-	            late->cell_id, logs[late_log].path);
-}
 
 /* The selection's first members, both rules: kind, v, schema, how it was made, when, the
  * newest log's time, and the rule object opened with its name (the caller adds the rest). */
@@ -494,138 +265,10 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
                      int old_reads)
 {
 	struct sb_err err = {0};
-	struct switch_map map;
-	if (map_read(o->switch_map, &map, &err))
+	struct sb_m3_map map;
+	struct sb_m3 d;
+	if (sb_m3_map_read(o->switch_map, &map, &err) || sb_m3_derive(logs, n_logs, &map, o->expect_cells, 1, &d, &err))
 		die(&err);
-	const char *methods[4] = {"softmax", "topk_softmax_025", "mechanistic_switch", map.simple};
-	/* the cells; the later log wins on (task, method, seed, arch, tier) */
-	size_t n_all = 0;
-	for (int i = 0; i < n_logs; i++)
-		n_all += logs[i].n_cells;
-	struct m3cell *cells = calloc(n_all ? n_all : 1, sizeof *cells);
-	struct sb_runsel_item *rs = calloc(n_all ? n_all : 1, sizeof *rs);
-	int *cells_used = calloc((size_t)n_logs, sizeof *cells_used);
-	int64_t *seeds = calloc(n_all ? n_all : 1, sizeof *seeds);
-	char **reasons = calloc(4 * n_all + map.n + 8, sizeof *reasons);
-	if (!cells || !rs || !cells_used || !seeds || !reasons) {
-		SB_ERR(&err, SB_EINTERNAL, "out of memory");
-		die(&err);
-	}
-	size_t nc = 0, nseeds = 0, nreasons = 0;
-	int mismatch = 0, incomplete = 0;
-#define REASON(flag, ...)                                                                                              \
-	do {                                                                                                           \
-		char *r_ = fmt_dup(__VA_ARGS__);                                                                       \
-		if (!r_) {                                                                                             \
-			SB_ERR(&err, SB_EINTERNAL, "out of memory");                                                   \
-			die(&err);                                                                                     \
-		}                                                                                                      \
-		reasons[nreasons++] = r_;                                                                              \
-		flag = 1;                                                                                              \
-	} while (0)
-	/* the rule's order (lib/runsel.h), as for rule topk_mean_val_acc: the row filter, then the
-	 * later log wins on (task, method, seed, arch, tier), then the winners' integrity */
-	for (int i = 0; i < n_logs; i++)
-		for (size_t j = 0; j < logs[i].n_cells; j++) {
-			const struct sb_val_cell *vc = &logs[i].cells[j];
-			struct m3cell *ce = &cells[nc];
-			ce->vc = vc;
-			ce->log = i;
-			size_t s = 0;
-			while (s < nseeds && seeds[s] != vc->seed)
-				s++;
-			if (s == nseeds)
-				seeds[nseeds++] = vc->seed;
-			int64_t ep;
-			rs[nc].completed = !sb_fz_row_filtered(vc, ce->reason, sizeof ce->reason);
-			rs[nc].whole = rs[nc].completed &&
-			               !sb_fz_cell_unusable(vc, 0, vc->epochs, &ce->acc, &ep, ce->reason, sizeof ce->reason);
-			nc++;
-		}
-	int n_keys;
-	if (sb_runsel_keys(rs, nc, m3cell_cmp, cells, &n_keys, &err) || sb_runsel_resolve(rs, nc, n_keys, NULL, &err))
-		die(&err);
-	for (size_t k = 0; k < nc; k++)
-		if (rs[k].supersedes >= 0) {
-			struct m3cell *early = &cells[rs[k].supersedes];
-			superseded(logs, cells[k].vc, cells[k].log, early->vc, early->log, early->reason,
-			           sizeof early->reason);
-		}
-	for (size_t a = 0; a < nseeds; a++) /* ascending */
-		for (size_t b = a + 1; b < nseeds; b++)
-			if (seeds[b] < seeds[a]) {
-				int64_t t = seeds[a];
-				seeds[a] = seeds[b];
-				seeds[b] = t;
-			}
-	/* each cell: planned by the map? its switch epoch the map's? completed and evaluated? Only
-	 * the cells that stand for their key (kept by the row filter, not superseded) are held
-	 * against the map: a failed rerun, or an earlier run a later one replaced, is not what the
-	 * test read would use. (Switch epochs are still read for every planned switching cell, for
-	 * its entry in "cells".) */
-	size_t n_excluded = 0;
-	for (size_t k = 0; k < nc; k++) {
-		struct m3cell *ce = &cells[k];
-		const struct sb_val_cell *vc = ce->vc;
-		int m = 0;
-		while (m < 4 && strcmp(vc->method, methods[m]))
-			m++;
-		ce->planned = m < 4 && map_has_group(&map, vc->task, vc->arch, vc->tier);
-		char why[300] = "";
-		if (ce->planned && m >= 2) {
-			ce->map_epoch = map_epoch(&map, vc->task, vc->arch, vc->tier, vc->method);
-			ce->switch_epoch = cell_switch_epoch(logs[ce->log].path, vc->cell_id, why, sizeof why);
-		}
-		if (rs[k].disp == SB_RUNSEL_FILTERED)
-			sb_cli_warn("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
-		if (rs[k].disp == SB_RUNSEL_FILTERED || rs[k].disp == SB_RUNSEL_SUPERSEDED) {
-			n_excluded++;
-			continue;
-		}
-		if (!ce->planned) {
-			REASON(mismatch, "cell %s (%s/%s/%s %s seed %lld) is not planned by the switch map",
-			       vc->cell_id, vc->task, vc->arch, vc->tier, vc->method, (long long)vc->seed);
-			snprintf(ce->reason, sizeof ce->reason, "not planned by the switch map");
-			n_excluded++;
-			continue;
-		}
-		if (m >= 2) {
-			if (!ce->map_epoch)
-				REASON(mismatch, "cell %s: the switch map has no switch epoch for %s/%s/%s %s",
-				       vc->cell_id, vc->task, vc->arch, vc->tier, vc->method);
-			else if (!ce->switch_epoch)
-				REASON(mismatch, "cell %s: its switch epoch cannot be checked: %s", vc->cell_id, why);
-			else if (ce->switch_epoch != ce->map_epoch)
-				REASON(mismatch, "cell %s: switch_epoch %d, the switch map says %d", vc->cell_id,
-				       ce->switch_epoch, ce->map_epoch);
-		}
-		if (rs[k].disp == SB_RUNSEL_WINNER_NOT_WHOLE) { /* ce->reason: cell_unusable's */
-			n_excluded++;
-			sb_cli_warn("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
-		} else {
-			ce->included = 1;
-			cells_used[ce->log]++;
-			warn_null_epochs(logs[ce->log].path, vc);
-		}
-	}
-	free(rs);
-	/* the plan: every group of the map x the four methods x every seed of the logs */
-	size_t planned = 0, plan_n = 0, plan_missing = 0;
-	for (size_t i = 0; i < map.n; i++) {
-		if (strcmp(map.l[i].method, "mechanistic_switch") &&
-		    map_epoch(&map, map.l[i].task, map.l[i].arch, map.l[i].tier, "mechanistic_switch"))
-			continue; /* each group once (by its mechanistic line when it has one) */
-		if (!map_epoch(&map, map.l[i].task, map.l[i].arch, map.l[i].tier, "mechanistic_switch") ||
-		    !map_epoch(&map, map.l[i].task, map.l[i].arch, map.l[i].tier, map.simple))
-			REASON(mismatch, "the switch map gives %s/%s/%s only one of mechanistic_switch and %s",
-			       map.l[i].task, map.l[i].arch, map.l[i].tier, map.simple);
-		planned += 4 * nseeds;
-	}
-	if (o->expect_cells && (long long)planned != o->expect_cells)
-		REASON(incomplete,
-		       "the switch map's groups x 4 methods x the %zu seeds of the logs plan %zu cells; "
-		       "--expect-cells says %lld",
-		       nseeds, planned, o->expect_cells);
 	/* time of the freeze, after every log was read */
 	char frozen_at[32];
 	double frozen_unix;
@@ -639,81 +282,31 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 	}
 	if (sb_mkdir_p(sel_dir, &err) || sb_path_relative(sel_dir, o->switch_map, &map_rel, &err))
 		die(&err);
-	/* the test plan and what is missing from it (first, so that the reasons are complete) */
-	struct sb_jw tp, tm;
-	sb_jw_init(&tp, NULL);
-	sb_jw_init(&tm, NULL);
-	sb_jw_arr(&tp);
-	sb_jw_arr(&tm);
-	for (size_t i = 0; i < map.n; i++) {
-		const struct mapline *g = &map.l[i];
-		if (strcmp(g->method, "mechanistic_switch") &&
-		    map_epoch(&map, g->task, g->arch, g->tier, "mechanistic_switch"))
-			continue;
-		for (int m = 0; m < 4; m++)
-			for (size_t s = 0; s < nseeds; s++) {
-				const struct m3cell *hit = NULL, *any = NULL;
-				for (size_t k = 0; k < nc && !hit; k++) {
-					const struct sb_val_cell *vc = cells[k].vc;
-					if (vc->seed == seeds[s] && !strcmp(vc->task, g->task) &&
-					    !strcmp(vc->arch, g->arch) && !strcmp(vc->tier, g->tier) &&
-					    !strcmp(vc->method, methods[m])) {
-						if (cells[k].included)
-							hit = &cells[k];
-						else
-							any = &cells[k];
-					}
-				}
-				const struct sb_val_epoch *full =
-				    hit ? sb_val_cell_epoch(hit->vc, hit->vc->epochs) : NULL;
-				struct sb_jw *w = full ? &tp : &tm;
-				sb_jw_obj(w);
-				key_cell(w, g->task, methods[m], seeds[s]);
-				sb_jw_kstr(w, "arch", g->arch);
-				sb_jw_kstr(w, "tier", g->tier);
-				if (full) {
-					sb_jw_kstr(w, "cell_id", hit->vc->cell_id);
-					sb_jw_kint(w, "epochs", hit->vc->epochs);
-					sb_jw_kstr(w, "checkpoint_sha256", full->checkpoint_sha256);
-					plan_n++;
-				} else {
-					const char *why = any ? any->reason : "no validation log holds it";
-					sb_jw_kstr(w, "reason", why);
-					REASON(incomplete, "%s/%s/%s %s seed %lld: %s", g->task, g->arch, g->tier,
-					       methods[m], (long long)seeds[s], why);
-					plan_missing++;
-				}
-				sb_jw_obj_end(w);
-			}
-	}
-	sb_jw_arr_end(&tp);
-	sb_jw_arr_end(&tm);
-	const char *status = mismatch ? M3_MISMATCH : incomplete ? M3_INCOMPLETE : M3_AUTHORIZED;
 
 	struct sb_jw w;
 	selection_head(&w, argc, argv, frozen_at, frozen_unix, newest, o->rule);
 	sb_jw_key(&w, "methods");
 	sb_jw_arr(&w);
 	for (int m = 0; m < 4; m++)
-		sb_jw_str(&w, methods[m]);
+		sb_jw_str(&w, d.methods[m]);
 	sb_jw_arr_end(&w);
 	sb_jw_key(&w, "seeds");
 	sb_jw_arr(&w);
-	for (size_t s = 0; s < nseeds; s++)
-		sb_jw_int(&w, seeds[s]);
+	for (size_t s = 0; s < d.nseeds; s++)
+		sb_jw_int(&w, d.seeds[s]);
 	sb_jw_arr_end(&w);
 	sb_jw_kstr(&w, "basis", "full_budget");
-	sb_jw_kint(&w, "planned_cells", (int64_t)planned);
+	sb_jw_kint(&w, "planned_cells", (int64_t)d.planned);
 	if (o->expect_cells)
 		sb_jw_kint(&w, "expected_cells", o->expect_cells);
 	else
 		sb_jw_knull(&w, "expected_cells");
 	sb_jw_obj_end(&w);
-	sb_jw_kstr(&w, "status", status);
+	sb_jw_kstr(&w, "status", d.status);
 	sb_jw_key(&w, "status_reasons");
 	sb_jw_arr(&w);
-	for (size_t i = 0; i < nreasons; i++)
-		sb_jw_str(&w, reasons[i]);
+	for (size_t i = 0; i < d.nreasons; i++)
+		sb_jw_str(&w, d.reasons[i]);
 	sb_jw_arr_end(&w);
 	sb_jw_key(&w, "switch_map");
 	sb_jw_obj(&w);
@@ -725,37 +318,14 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 	sb_jw_kbool(&w, "forced", o->force && old_file_sha[0]);
 	write_replaced(&w, old_file_sha, old, old_reads);
 	sb_jw_key(&w, "cells");
-	sb_jw_arr(&w);
-	for (size_t k = 0; k < nc; k++) {
-		const struct m3cell *ce = &cells[k];
-		sb_jw_obj(&w);
-		cell_head(&w, ce->vc, ce->included);
-		if (ce->included) {
-			sb_jw_knull(&w, "reason");
-			sb_jw_kf64(&w, "val_accuracy", ce->acc);
-		} else {
-			sb_jw_kstr(&w, "reason", ce->reason);
-			sb_jw_knull(&w, "val_accuracy");
-		}
-		if (ce->switch_epoch)
-			sb_jw_kint(&w, "switch_epoch", ce->switch_epoch);
-		else
-			sb_jw_knull(&w, "switch_epoch");
-		if (ce->map_epoch)
-			sb_jw_kint(&w, "map_switch_epoch", ce->map_epoch);
-		else
-			sb_jw_knull(&w, "map_switch_epoch");
-		sb_jw_kint(&w, "log", ce->log);
-		sb_jw_obj_end(&w);
-	}
-	sb_jw_arr_end(&w);
+	sb_jw_raw(&w, d.cells_json.buf, d.cells_json.len);
 	sb_jw_key(&w, "test_plan");
-	sb_jw_raw(&w, tp.buf, tp.len);
+	sb_jw_raw(&w, d.plan_json.buf, d.plan_json.len);
 	sb_jw_key(&w, "test_plan_missing");
-	sb_jw_raw(&w, tm.buf, tm.len);
-	write_logs(&w, sel_dir, logs, n_logs, cells_used);
+	sb_jw_raw(&w, d.missing_json.buf, d.missing_json.len);
+	write_logs(&w, sel_dir, logs, n_logs, d.cells_used);
 	sb_jw_obj_end(&w);
-	if (w.oom || tp.oom || tm.oom) {
+	if (w.oom) {
 		SB_ERR(&err, SB_EINTERNAL, "out of memory");
 		die(&err);
 	}
@@ -771,6 +341,7 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 	memcpy(ins, inputs, (size_t)n_logs * sizeof *ins);
 	ins[n_logs].path = o->switch_map;
 	memcpy(ins[n_logs].sha256, map.sha256, SB_SHA256_HEX);
+	ins[n_logs].size_bytes = map.size_bytes;
 	struct sb_run_meta meta = {.inputs = ins, .n_inputs = n_logs + 1};
 	if (sb_record_run_meta(&out, &meta, &err))
 		die(&err);
@@ -780,39 +351,31 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 	sb_jw_kstr(&out, "file_sha256", file_hex);
 	sb_jw_kbool(&out, "forced", o->force && old_file_sha[0]);
 	sb_jw_kstr(&out, "rule", o->rule);
-	sb_jw_kstr(&out, "status", status);
-	sb_jw_kint(&out, "status_reasons", (int64_t)nreasons);
+	sb_jw_kstr(&out, "status", d.status);
+	sb_jw_kint(&out, "status_reasons", (int64_t)d.nreasons);
 	sb_jw_kstr(&out, "switch_map_sha256", map.sha256);
-	sb_jw_kint(&out, "planned_cells", (int64_t)planned);
-	sb_jw_kint(&out, "n_cells", (int64_t)nc);
-	sb_jw_kint(&out, "n_excluded", (int64_t)n_excluded);
-	sb_jw_kint(&out, "test_plan_size", (int64_t)plan_n);
-	sb_jw_kint(&out, "test_plan_missing", (int64_t)plan_missing);
+	sb_jw_kint(&out, "planned_cells", (int64_t)d.planned);
+	sb_jw_kint(&out, "n_cells", (int64_t)d.nc);
+	sb_jw_kint(&out, "n_excluded", (int64_t)d.n_excluded);
+	sb_jw_kint(&out, "test_plan_size", (int64_t)d.plan_n);
+	sb_jw_kint(&out, "test_plan_missing", (int64_t)d.plan_missing);
 	sb_jw_obj_end(&out);
 	if (sb_jw_line(&out, &err))
 		die(&err);
-	if (strcmp(status, M3_AUTHORIZED)) {
+	if (strcmp(d.status, SB_M3_AUTHORIZED)) {
 		sb_cli_warn("%s: status %s: the test read will be refused (%zu reason(s); the first: %s)", o->out,
-		            status, nreasons, nreasons ? reasons[0] : "-");
+		            d.status, d.nreasons, d.nreasons ? d.reasons[0] : "-");
 	} else if (!sb_quiet)
 		fprintf(stderr,
 		        "sb-freeze: froze %zu confirmation cells into %s, status %s (payload SHA-256 %.16s...)\n",
-		        plan_n, o->out, status, hex);
-#undef REASON
-	for (size_t i = 0; i < nreasons; i++)
-		free(reasons[i]);
-	free(reasons);
+		        d.plan_n, o->out, d.status, hex);
 	free(ins);
 	sb_jw_free(&out);
 	sb_jw_free(&w);
-	sb_jw_free(&tp);
-	sb_jw_free(&tm);
 	free(sel_dir);
 	free(map_rel);
-	free(cells);
-	free(cells_used);
-	free(seeds);
-	free(map.l);
+	sb_m3_free(&d);
+	sb_m3_map_free(&map);
 	return sb_cli_finish(0);
 }
 
@@ -983,7 +546,7 @@ int main(int argc, char **argv)
 			n_excluded++;
 		} else {
 			cells_used[ce->log]++;
-			warn_null_epochs(logs[ce->log].path, vc);
+			sb_fz_warn_null_epochs(logs[ce->log].path, vc);
 		}
 	}
 
@@ -1098,7 +661,7 @@ int main(int argc, char **argv)
 	for (size_t k = 0; k < nc; k++) {
 		const struct sb_fz_cell *ce = &cells[k];
 		sb_jw_obj(&w);
-		cell_head(&w, ce->vc, ce->included);
+		sb_fz_cell_head(&w, ce->vc, ce->included);
 		if (ce->included) {
 			sb_jw_knull(&w, "reason");
 			sb_jw_kint(&w, "selected_epoch", ce->epoch);
@@ -1129,7 +692,7 @@ int main(int argc, char **argv)
 					    sb_fz_plan_cell(cells, nc, cd->task, method, cd->seeds[s], &full);
 					if (pass == 0 && full) {
 						sb_jw_obj(&w);
-						key_cell(&w, cd->task, method, cd->seeds[s]);
+						sb_fz_key_cell(&w, cd->task, method, cd->seeds[s]);
 						sb_jw_kstr(&w, "cell_id", hit->vc->cell_id);
 						sb_jw_kint(&w, "epochs", hit->vc->epochs);
 						sb_jw_kstr(&w, "checkpoint_sha256", full->checkpoint_sha256);
@@ -1137,7 +700,7 @@ int main(int argc, char **argv)
 						plan_n++;
 					} else if (pass == 1 && !full) {
 						sb_jw_obj(&w);
-						key_cell(&w, cd->task, method, cd->seeds[s]);
+						sb_fz_key_cell(&w, cd->task, method, cd->seeds[s]);
 						sb_jw_obj_end(&w);
 						plan_missing++;
 						sb_cli_warn("task %s: no completed validation log for method %s seed "

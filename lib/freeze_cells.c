@@ -1,6 +1,9 @@
 /* freeze_cells.c — the cells that take part in a freeze (freeze_cells.h). */
 #include "freeze_cells.h"
 
+#include "cli.h"
+
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,4 +149,36 @@ const struct sb_fz_cell *sb_fz_plan_cell(const struct sb_fz_cell *cells, size_t 
 		}
 	}
 	return NULL;
+}
+
+void sb_fz_key_cell(struct sb_jw *w, const char *task, const char *method, int64_t seed)
+{
+	sb_jw_kstr(w, "task", task);
+	sb_jw_kstr(w, "method", method);
+	sb_jw_kint(w, "seed", seed);
+}
+
+void sb_fz_cell_head(struct sb_jw *w, const struct sb_val_cell *vc, int included)
+{
+	sb_jw_kstr(w, "cell_id", vc->cell_id);
+	sb_fz_key_cell(w, vc->task, vc->method, vc->seed);
+	sb_jw_kstr(w, "tier", vc->tier);
+	sb_jw_kstr(w, "arch", vc->arch);
+	if (vc->epochs > 0)
+		sb_jw_kint(w, "epochs", vc->epochs);
+	else
+		sb_jw_knull(w, "epochs");
+	sb_jw_kbool(w, "included", included);
+}
+
+void sb_fz_warn_null_epochs(const char *path, const struct sb_val_cell *vc)
+{
+	size_t n = 0, first = 0;
+	for (size_t i = 0; i < vc->n_ep; i++)
+		if (isnan(vc->ep[i].val_accuracy) && !n++)
+			first = i;
+	if (n)
+		sb_cli_warn("%s: cell %s: %zu null validation accuracy(s), the first after epoch %lld: "
+		            "counted as no improvement",
+		            path, vc->cell_id, n, (long long)vc->ep[first].epochs_completed);
 }

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "json.h"
 #include "runsel.h"
 #include "select.h"
 #include "vallog.h"
@@ -68,5 +69,15 @@ int sb_fz_topk_select(const struct sb_fz_cell *cells, size_t n, int min_seeds, s
  * names it as missing); with its full-budget epoch in *full (NULL when the log lacks it). */
 const struct sb_fz_cell *sb_fz_plan_cell(const struct sb_fz_cell *cells, size_t n, const char *task,
                                          const char *method, int64_t seed, const struct sb_val_epoch **full);
+
+/* The members every entry of a selection's "cells" starts with, both rules: identity, tier,
+ * arch, budget (null when unknown), included; and the (task, method, seed) of a plan entry. */
+void sb_fz_cell_head(struct sb_jw *w, const struct sb_val_cell *vc, int included);
+void sb_fz_key_cell(struct sb_jw *w, const char *task, const char *method, int64_t seed);
+
+/* An included cell whose log (PATH) holds a null validation accuracy (sb-eval writes null for
+ * a non-finite one) at an epoch the rule did not use: the null counts as no improvement (the
+ * study's `acc > best` is false for NaN), which is allowed but said on stderr, once per cell. */
+void sb_fz_warn_null_epochs(const char *path, const struct sb_val_cell *vc);
 
 #endif

@@ -26,6 +26,43 @@ void sb_json_free(struct sb_json *v)
 	free(v);
 }
 
+int sb_json_equal(const struct sb_json *a, const struct sb_json *b)
+{
+	if (!a || !b)
+		return a == b;
+	if (a->type != b->type)
+		return 0;
+	switch (a->type) {
+	case SB_JSON_NULL:
+		return 1;
+	case SB_JSON_BOOL:
+		return !a->boolean == !b->boolean;
+	case SB_JSON_NUMBER: {
+		int64_t x, y;
+		if (!sb_json_int64(a, &x) && !sb_json_int64(b, &y))
+			return x == y;
+		return a->number == b->number;
+	}
+	case SB_JSON_STRING:
+		return a->len == b->len && memcmp(a->text, b->text, a->len) == 0;
+	case SB_JSON_ARRAY:
+		if (a->n != b->n)
+			return 0;
+		for (size_t i = 0; i < a->n; i++)
+			if (!sb_json_equal(a->items[i], b->items[i]))
+				return 0;
+		return 1;
+	case SB_JSON_OBJECT:
+		if (a->n != b->n) /* keys are unique (the parser refuses a key twice) */
+			return 0;
+		for (size_t i = 0; i < a->n; i++)
+			if (!sb_json_equal(a->items[i], sb_json_get(b, a->keys[i])))
+				return 0;
+		return 1;
+	}
+	return 0;
+}
+
 const struct sb_json *sb_json_get(const struct sb_json *obj, const char *key)
 {
 	if (!obj || obj->type != SB_JSON_OBJECT)

@@ -52,6 +52,10 @@ struct sb_json {
 int sb_json_parse(const char *buf, size_t len, struct sb_json **out, struct sb_err *err);
 void sb_json_free(struct sb_json *v);
 
+/* 1 when a and b are the same value: the same type; numbers equal as integers when both
+ * are exact int64 (sb_json_int64), else as doubles; strings byte for byte; arrays item by
+ * item; objects with the same keys (in any order) and equal values. NULL equals only NULL. */
+int sb_json_equal(const struct sb_json *a, const struct sb_json *b);
 /* Object member lookup (first match) or NULL; NULL-safe on v. */
 const struct sb_json *sb_json_get(const struct sb_json *obj, const char *key);
 /* Typed accessors: return def when v is NULL or of another type. */

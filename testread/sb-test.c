@@ -26,6 +26,7 @@
 #include "dataset.h"
 #include "evalrun.h"
 #include "freeze_cells.h"
+#include "freeze_m3.h"
 #include "guard.h"
 #include "hash.h"
 #include "io.h"
@@ -107,8 +108,6 @@ struct opts {
 	long long threads;
 };
 
-#define M3_AUTHORIZED "M3_VALIDATION_FROZEN_OFFICIAL_TEST_AUTHORIZED"
-
 /* One cell of the frozen test plan. */
 struct plan {
 	const char *task, *method, *cell_id, *sha;
@@ -156,6 +155,135 @@ static int same_mean_seeds(const struct sb_json *e, const struct sb_sel_cand *cd
 	return ok;
 }
 
+/* The validation logs the selection lists, read again (their hashes were checked by the
+ * guard; one that changed since is refused as log-hash). *logs (NULL when out of memory, rc
+ * set) holds *n_read of them read, to be freed with free_logs. */
+static int read_listed_logs(const struct sb_guarded *g, const char *sel, struct sb_vallog **logs_out, int *n_logs,
+                            int *n_read_out, struct sb_err *err)
+{
+	const struct sb_json *lv = sb_json_get(g->sel, "validation_logs");
+	int n = (int)lv->n, rc = 0, n_read = 0;
+	struct sb_vallog *logs = calloc((size_t)n + 1, sizeof *logs);
+	*logs_out = logs;
+	*n_logs = n;
+	*n_read_out = 0;
+	if (!logs)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (; n_read < n && !rc; n_read++) {
+		const char *rel = sb_json_str(sb_json_get(lv->items[n_read], "path"), "");
+		char *path = rel[0] == '/' ? strdup(rel) : sb_path_join(g->sel_dir, rel);
+		if (!path)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		else if (sb_vallog_read(path, &logs[n_read], err))
+			rc = refuse(err, sel, "selection-derivation", "%s", err->msg);
+		else if (!same_str(sb_json_get(lv->items[n_read], "sha256"), logs[n_read].sha256))
+			rc = refuse(err, sel, "log-hash", "%s changed while it was checked", path);
+		free(path);
+	}
+	*n_read_out = n_read;
+	return rc;
+}
+
+static void free_logs(struct sb_vallog *logs, int n_read)
+{
+	for (int i = 0; i < n_read; i++)
+		sb_vallog_free(&logs[i]);
+	free(logs);
+}
+
+/* member KEY of the selection equals the JSON text derived[0..len): 1, or 0 with *at set to
+ * the first index of an array where they differ (-1 when the lengths or types differ) */
+static int same_json_text(const struct sb_json *sel, const char *key, const struct sb_jw *derived, long *at)
+{
+	struct sb_json *d = NULL;
+	struct sb_err e = {0};
+	const struct sb_json *v = sb_json_get(sel, key);
+	*at = -1;
+	if (sb_json_parse(derived->buf, derived->len, &d, &e))
+		return 0;
+	int ok = sb_json_equal(v, d);
+	if (!ok && v && v->type == SB_JSON_ARRAY && d->type == SB_JSON_ARRAY && v->n == d->n)
+		for (size_t i = 0; i < v->n && *at < 0; i++)
+			if (!sb_json_equal(v->items[i], d->items[i]))
+				*at = (long)i;
+	sb_json_free(d);
+	return ok;
+}
+
+/* Rule m3_confirmation: the selection must be what the rule gives on the logs it lists and
+ * its switch map (both hashed by the guard): the status and its reasons, the seeds and the
+ * number of planned cells, every cell's fate, value and switch epochs, and the test plan
+ * with its missing cells. sb_m3_derive (lib/freeze_m3.h) is the code sb-freeze froze with;
+ * it reads the switching cells' cell.json again too, so a switch epoch edited since the
+ * freeze is refused here. Reads the selection, the logs, the map and those cell.json. */
+static int m3_derive_check(const struct sb_guarded *g, const char *sel, struct sb_err *err)
+{
+	const char *check = "selection-derivation";
+	const struct sb_json *rule = sb_json_get(g->sel, "rule"), *sm = sb_json_get(g->sel, "switch_map");
+	const struct sb_json *ev = sb_json_get(rule, "expected_cells");
+	int64_t expect = 0;
+	if (!ev || (ev->type != SB_JSON_NULL && (sb_json_int64(ev, &expect) || expect < 1)))
+		return refuse(err, sel, check, "the rule's expected_cells is malformed (a count or null)");
+	struct sb_vallog *logs;
+	int n_logs, n_read, rc = read_listed_logs(g, sel, &logs, &n_logs, &n_read, err);
+	if (!logs)
+		return rc;
+	struct sb_m3_map map = {0};
+	struct sb_m3 d = {0};
+	struct sb_err e2 = {0};
+	char *mp = sb_guard_resolve(g, sb_json_str(sb_json_get(sm, "path"), ""));
+	if (!rc && !mp)
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	else if (!rc && sb_m3_map_read(mp, &map, &e2))
+		rc = refuse(err, sel, check, "its switch map cannot be read: %s", e2.msg);
+	else if (!rc && !same_str(sb_json_get(sm, "sha256"), map.sha256))
+		rc = refuse(err, mp, "switch-map-hash", "the switch map changed while it was checked");
+	else if (!rc)
+		rc = sb_m3_derive(logs, n_logs, &map, expect, 0, &d, err);
+	long at = -1;
+	const struct sb_json *reasons = sb_json_get(g->sel, "status_reasons"), *seeds = sb_json_get(rule, "seeds");
+	if (!rc && !same_str(sb_json_get(g->sel, "status"), d.status))
+		rc = refuse(err, sel, check, "the rule on its logs and switch map gives status %s (%zu reason(s); the "
+		            "first: %s), not what 'status' says",
+		            d.status, d.nreasons, d.nreasons ? d.reasons[0] : "-");
+	int ok = reasons && reasons->type == SB_JSON_ARRAY && reasons->n == d.nreasons;
+	for (size_t i = 0; !rc && ok && i < d.nreasons; i++)
+		ok = same_str(reasons->items[i], d.reasons[i]);
+	if (!rc && !ok)
+		rc = refuse(err, sel, check, "status_reasons are not the %zu the rule gives on its logs", d.nreasons);
+	ok = seeds && seeds->type == SB_JSON_ARRAY && seeds->n == d.nseeds &&
+	     same_int(sb_json_get(rule, "planned_cells"), (int64_t)d.planned);
+	for (size_t i = 0; !rc && ok && i < d.nseeds; i++)
+		ok = same_int(seeds->items[i], d.seeds[i]);
+	if (!rc && !ok)
+		rc = refuse(err, sel, check, "the rule's seeds or planned_cells are not the logs' (%zu seeds, %zu cells)",
+		            d.nseeds, d.planned);
+	if (!rc && !same_json_text(g->sel, "cells", &d.cells_json, &at)) {
+		if (at >= 0) {
+			const struct sb_m3_cell *c = &d.cells[at];
+			rc = refuse(err, sel, check,
+			            "cells[%ld] is not what the rule gives on its logs and switch map: cell %s of log %d, "
+			            "%s",
+			            at, c->vc->cell_id, c->log, c->included ? "included" : c->reason);
+		} else {
+			rc = refuse(err, sel, check, "'cells' does not list the %zu cells of its logs", d.nc);
+		}
+	}
+	if (!rc && !same_json_text(g->sel, "test_plan", &d.plan_json, &at))
+		rc = refuse(err, sel, check, "test_plan is not what the rule gives on its logs and switch map (%zu cells; "
+		            "the first that differs: %ld)",
+		            d.plan_n, at);
+	if (!rc && !same_json_text(g->sel, "test_plan_missing", &d.missing_json, &at))
+		rc = refuse(err, sel, check, "test_plan_missing is not what the rule gives on its logs and switch map (%zu "
+		            "cells; the first that differs: %ld)",
+		            d.plan_missing, at);
+	free(mp);
+	sb_m3_free(&d);
+	sb_m3_map_free(&map);
+	free_logs(logs, n_read);
+	return rc;
+}
+
 /* Rule topk_mean_val_acc: the selection must be what the rule gives on the logs it lists (hashed
  * by the guard): the cells' fates and values, the chosen ratio of every task, and the test plan.
  * sb_fz_* (lib/freeze_cells.h) is the code sb-freeze froze with, so an edit that was re-hashed
@@ -168,7 +296,7 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 	/* the rules sb-freeze writes: m3_confirmation (m3_checks) and topk_mean_val_acc (derived
 	 * here); any other name, or none, is not a selection sb-freeze wrote */
 	if (same_str(sb_json_get(rule, "name"), "m3_confirmation"))
-		return 0;
+		return m3_derive_check(g, sel, err);
 	if (!same_str(sb_json_get(rule, "name"), "topk_mean_val_acc"))
 		return refuse(err, sel, "selection-format", "its rule is not one sb-freeze writes (topk_mean_val_acc or "
 		                                            "m3_confirmation)");
@@ -189,26 +317,13 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 		              "the rule's min_seeds, basis (patience or budget_epochs), tier or arch is malformed");
 	const char *tier = tv && tv->type == SB_JSON_STRING ? tv->text : NULL;
 	const char *arch = av && av->type == SB_JSON_STRING ? av->text : NULL;
-	const struct sb_json *lv = sb_json_get(g->sel, "validation_logs");
-	int n_logs = (int)lv->n, rc = 0;
-	struct sb_vallog *logs = calloc((size_t)n_logs + 1, sizeof *logs);
+	struct sb_vallog *logs;
+	int n_logs, n_read, rc = read_listed_logs(g, sel, &logs, &n_logs, &n_read, err);
 	struct sb_fz_cell *cells = NULL;
 	size_t nc = 0;
 	struct sb_selection picked = {0};
 	if (!logs)
-		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	int n_read = 0;
-	for (; n_read < n_logs && !rc; n_read++) {
-		const char *rel = sb_json_str(sb_json_get(lv->items[n_read], "path"), "");
-		char *path = rel[0] == '/' ? strdup(rel) : sb_path_join(g->sel_dir, rel);
-		if (!path)
-			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
-		else if (sb_vallog_read(path, &logs[n_read], err))
-			rc = refuse(err, sel, check, "%s", err->msg);
-		else if (!same_str(sb_json_get(lv->items[n_read], "sha256"), logs[n_read].sha256))
-			rc = refuse(err, sel, "log-hash", "%s changed while it was checked", path);
-		free(path);
-	}
+		return rc;
 	if (!rc && (rc = sb_fz_topk_cells(logs, n_logs, tier, arch, (int)patience, budget, &cells, &nc, err)) == 0)
 		rc = sb_fz_topk_select(cells, nc, (int)min_seeds, &picked, err);
 	if (rc == SB_EDATA)
@@ -338,9 +453,7 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 		            tm && tm->type == SB_JSON_ARRAY ? tm->n : 0, at_missing);
 	sb_selection_free(&picked);
 	free(cells);
-	for (int i = 0; i < n_read; i++)
-		sb_vallog_free(&logs[i]);
-	free(logs);
+	free_logs(logs, n_read);
 	return rc;
 }
 
@@ -395,11 +508,11 @@ static int m3_checks(const struct sb_guarded *g, const char *sel, struct sb_err 
 	if (strcmp(rule, "m3_confirmation") && !st && !sm)
 		return 0;
 	const char *status = sb_json_str(st, NULL);
-	if (!status || strcmp(status, M3_AUTHORIZED))
+	if (!status || strcmp(status, SB_M3_AUTHORIZED))
 		return refuse(err, sel, "freeze-status",
 		              "the selection's status is %s, not %s: the confirmation grid was not frozen complete and "
 		              "matching its switch map (its status_reasons say why)",
-		              status ? status : "missing", M3_AUTHORIZED);
+		              status ? status : "missing", SB_M3_AUTHORIZED);
 	const char *path = sb_json_str(sb_json_get(sm, "path"), NULL),
 	           *hash = sb_json_str(sb_json_get(sm, "sha256"), NULL);
 	if (!path || !hash || !sb_is_sha256_hex(hash))

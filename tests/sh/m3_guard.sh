@@ -7,7 +7,9 @@
 # cell the map does not plan); the payload hash (Python); sb-test refusing a wrong status
 # (edited and re-hashed, so that only the status check can catch it), an edited or deleted
 # switch map, each before any test file is opened (a FIFO in place of the test file, and
-# strace when it works); the read accepted when all is in order; sb-a8 m3 on the read.
+# strace when it works); sb-test refusing a selection that is not what the rule gives on its
+# logs and map (resealed edits of the plan, the cells, the seeds, the reasons; a switching
+# cell's cell.json edited); the read accepted when all is in order; sb-a8 m3 on the read.
 . "$(dirname "$0")/../shlib.sh"
 . "$TOP/tests/fixtures/guard/lib.sh"
 cd "$T"
@@ -100,6 +102,23 @@ sb-freeze -q --rule m3_confirmation --switch-map long.inc -o c6/selection.json r
 [ $? -eq 3 ] && grep -q "long.inc:2: line longer than 511 bytes" c6/err && [ ! -e c6/selection.json ]
 t_result $? "a switch map line longer than 511 bytes is refused, not read truncated: exit 3, file and line"
 
+# a switch map of many groups against logs of one cell: one reason per missing plan entry
+# (120 here); sb-freeze once had room for 4 per cell plus one per map line, and overran it
+mkdir -p big
+(cd big && mkcell runs t softmax 0 "0.5 0.6" >/dev/null)
+{
+	echo "method mechanistic_switch entropy_switch"
+	for i in $(seq 1 30); do
+		echo "set when task=g$i arch=plain tier=compact method=mechanistic_switch switch_epoch=2"
+		echo "set when task=g$i arch=plain tier=compact method=entropy_switch switch_epoch=3"
+	done
+} >big/map.inc
+sb-freeze -q --rule m3_confirmation --switch-map big/map.inc -o big/selection.json big/runs/*/val.ndjson >big/out 2>big/err
+rc=$?
+[ $rc -eq 0 ] && [ "$(field big/selection.json 'd["status"], len(d["status_reasons"]), len(d["test_plan_missing"])')" = \
+	"('M3_SWITCH_MAP_MISMATCH', 121, 120)" ] && grep -q "\"size_bytes\":$(wc -c <big/map.inc)" big/out
+t_result $? "30 groups, one cell: M3_SWITCH_MAP_MISMATCH with 121 reasons, 120 plan entries missing, the map's size in run.meta (exit $rc: $(head -c 200 big/err))"
+
 # ---- sb-test ----
 fresh() { rm -rf s; mkdir s; cp -a ok/selection.json s/; }
 sbtest() { sb-test -q -s s/selection.json -d data -o s/test runs >s/out 2>s/err; }
@@ -118,6 +137,30 @@ fresh; echo '# edited' >>map.inc; sbtest; refused $? "the switch map edited afte
 fresh; sed -i 's/switch_epoch=2/switch_epoch=5/' map.inc; sbtest; refused $? "the switch map's epochs changed after the freeze" switch-map-hash; cp map.keep map.inc
 fresh; rm map.inc; sbtest; refused $? "the switch map deleted" switch-map-hash; cp map.keep map.inc
 fresh; reseal 'd["switch_map"]["sha256"] = "0" * 64'; sbtest; refused $? "the recorded map hash replaced, re-hashed" switch-map-hash
+# resealed edits that keep the authorised status and the map: sb-test derives the selection
+# again from its logs and switch map (lib/freeze_m3.h, the code sb-freeze froze with)
+fresh; reseal 'd["test_plan"].pop()'; sbtest; refused $? "resealed: a test-plan entry dropped" selection-derivation
+fresh; reseal 'a, b = d["test_plan"][0], d["test_plan"][1]; a["cell_id"], b["cell_id"] = b["cell_id"], a["cell_id"]; a["checkpoint_sha256"], b["checkpoint_sha256"] = b["checkpoint_sha256"], a["checkpoint_sha256"]'
+sbtest; refused $? "resealed: two test-plan entries' cells and checkpoints swapped" selection-derivation
+fresh; reseal 'd["test_plan_missing"].append(d["test_plan"].pop())'; sbtest; refused $? "resealed: a planned cell moved to test_plan_missing" selection-derivation
+fresh; reseal 'c = [c for c in d["cells"] if c["included"]][0]; c["val_accuracy"] -= 0.05'; sbtest; refused $? "resealed: an included cell's validation accuracy changed" selection-derivation
+fresh; reseal 'c = [c for c in d["cells"] if c["included"]][0]; c["included"] = False; c["reason"] = "dropped"; c["val_accuracy"] = None'
+sbtest; refused $? "resealed: an included cell marked excluded" selection-derivation
+fresh; reseal 'c = [c for c in d["cells"] if c["switch_epoch"]][0]; c["switch_epoch"] += 1'; sbtest; refused $? "resealed: a cell's recorded switch epoch changed" selection-derivation
+fresh; reseal 'd["cells"].pop()'; sbtest; refused $? "resealed: a cell removed from the list" selection-derivation
+fresh; reseal 'd["rule"]["seeds"] = [10]'; sbtest; refused $? "resealed: a seed dropped from the rule" selection-derivation
+fresh; reseal 'd["rule"]["planned_cells"] = 8'; sbtest; refused $? "resealed: planned_cells changed" selection-derivation
+fresh; reseal 'd["status_reasons"] = ["made up"]'; sbtest; refused $? "resealed: a status reason added" selection-derivation
+fresh; reseal 'd["rule"]["expected_cells"] = 20'; sbtest; refused $? "resealed: expected_cells changed (the rule then gives M3_VALIDATION_INCOMPLETE)" selection-derivation
+fresh; reseal 'd["rule"]["expected_cells"] = "16"'; sbtest; refused $? "resealed: expected_cells not a number" selection-derivation
+# a switching cell's cell.json edited after the freeze: its switch epoch no longer the map's
+cj=$(ls runs/cx.mechanistic_switch.s10.plain.*/cell.json)
+cp "$cj" cj.keep
+fresh; sed -i 's/"switch_epoch":2/"switch_epoch":3/' "$cj"; grep -q '"switch_epoch":3' "$cj" && sbtest
+refused $? "a switching cell's cell.json edited after the freeze (switch epoch 2 -> 3)" selection-derivation
+cp cj.keep "$cj"
+grep -q "gives status M3_SWITCH_MAP_MISMATCH" s/err
+t_result $? "and the refusal names the status the rule gives now ($(grep -o 'gives status [A-Z_0-9]*' s/err))"
 # nothing under the data directory is opened: the test file is a FIFO (an open would hang)
 mv data/cx/test.safetensors test.keep
 mkfifo data/cx/test.safetensors

@@ -397,6 +397,48 @@ static void writer_cases(void)
 	sb_jw_free(&w);
 }
 
+/* sb_json_equal: what the guard's m3 derivation compares the frozen selection with */
+static void equal_cases(void)
+{
+	static const struct {
+		const char *a, *b;
+		int want;
+	} c[] = {
+	    {"{\"x\":1,\"y\":[true,null,\"s\"]}", "{\"y\":[true,null,\"s\"],\"x\":1}", 1}, /* key order */
+	    {"{\"x\":1}", "{\"x\":1.0}", 1},                                               /* 1 and 1.0 */
+	    {"[0.1]", "[1e-1]", 1},
+	    {"[9007199254740993]", "[9007199254740992]", 0}, /* beyond 2^53: as integers */
+	    {"{\"x\":1}", "{\"x\":1,\"y\":2}", 0},
+	    {"{\"x\":1,\"z\":2}", "{\"x\":1,\"y\":2}", 0},
+	    {"[1,2]", "[2,1]", 0},
+	    {"[1]", "[1,1]", 0},
+	    {"\"a\"", "\"a \"", 0},
+	    {"null", "false", 0},
+	    {"false", "false", 1},
+	    {"true", "false", 0},
+	    {"[[{\"a\":[1,{\"b\":null}]}]]", "[[{\"a\":[1,{\"b\":null}]}]]", 1},
+	    {"[[{\"a\":[1,{\"b\":null}]}]]", "[[{\"a\":[1,{\"b\":0}]}]]", 0},
+	};
+	int bad = 0;
+	char first[200] = "";
+	for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+		struct sb_json *a = NULL, *b = NULL;
+		struct sb_err e = {0};
+		sb_json_parse(c[i].a, strlen(c[i].a), &a, &e);
+		sb_json_parse(c[i].b, strlen(c[i].b), &b, &e);
+		int got = sb_json_equal(a, b), back = sb_json_equal(b, a);
+		if (!a || !b || got != c[i].want || back != c[i].want) {
+			if (!bad++)
+				snprintf(first, sizeof first, "%s vs %s: %d/%d, want %d", c[i].a, c[i].b, got, back,
+				         c[i].want);
+		}
+		sb_json_free(a);
+		sb_json_free(b);
+	}
+	SB_CHECK(bad == 0 && sb_json_equal(NULL, NULL) == 1,
+	         "sb_json_equal on %zu pairs, both ways (first wrong: %s)", sizeof c / sizeof *c, bad ? first : "none");
+}
+
 int main(void)
 {
 	reader_cases();
@@ -404,5 +446,6 @@ int main(void)
 	utf8_cases();
 	accessor_cases();
 	writer_cases();
+	equal_cases();
 	return sb_test_done();
 }
