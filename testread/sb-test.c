@@ -50,9 +50,10 @@ static const char usage_text[] =
     "  freeze-status      (a selection of rule m3_confirmation) its status is exactly\n"
     "                     M3_VALIDATION_FROZEN_OFFICIAL_TEST_AUTHORIZED\n"
     "  switch-map-hash    (the same) the switch map it names still has the SHA-256 it froze\n"
-    "  selection-derivation (rule topk_mean_val_acc) the selection is what the rule gives on\n"
-    "                     the logs it lists: every cell's fate and value, each task's chosen\n"
-    "                     ratio and the test plan (caught also when re-hashed by hand)\n"
+    "  selection-derivation the selection is what its rule gives on the logs it lists (and,\n"
+    "                     m3_confirmation, its switch map): every cell's fate and value, each\n"
+    "                     task's chosen ratio or the status, and the test plan (caught also\n"
+    "                     when re-hashed by hand)\n"
     "  single-read        the selection was not read before (the ledger next to it,\n"
     "                     selection.reads.ndjson for selection.json, says), unless --reread\n"
     "  output-fresh       OUT_DIR/test.ndjson does not exist\n"
@@ -293,8 +294,8 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 {
 	const struct sb_json *rule = sb_json_get(g->sel, "rule");
 	const char *check = "selection-derivation";
-	/* the rules sb-freeze writes: m3_confirmation (m3_checks) and topk_mean_val_acc (derived
-	 * here); any other name, or none, is not a selection sb-freeze wrote */
+	/* the rules sb-freeze writes: m3_confirmation (m3_derive_check) and topk_mean_val_acc
+	 * (derived here); any other name, or none, is not a selection sb-freeze wrote */
 	if (same_str(sb_json_get(rule, "name"), "m3_confirmation"))
 		return m3_derive_check(g, sel, err);
 	if (!same_str(sb_json_get(rule, "name"), "topk_mean_val_acc"))
