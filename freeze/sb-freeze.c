@@ -267,8 +267,10 @@ static int m3_freeze(const struct opts *o, int argc, char **argv, struct sb_vall
 	struct sb_err err = {0};
 	struct sb_m3_map map;
 	struct sb_m3 d;
-	if (sb_m3_map_read(o->switch_map, &map, &err) || sb_m3_derive(logs, n_logs, &map, o->expect_cells, 1, &d, &err))
+	if (sb_m3_map_read(o->switch_map, &map, &err) || sb_m3_derive(logs, n_logs, &map, o->expect_cells, &d, &err))
 		die(&err);
+	for (size_t i = 0; i < d.nwarnings; i++)
+		sb_cli_warn("%s", d.warnings[i]);
 	/* time of the freeze, after every log was read */
 	char frozen_at[32];
 	double frozen_unix;
@@ -546,7 +548,9 @@ int main(int argc, char **argv)
 			n_excluded++;
 		} else {
 			cells_used[ce->log]++;
-			sb_fz_warn_null_epochs(logs[ce->log].path, vc);
+			char note[600];
+			if (sb_fz_null_epochs_note(logs[ce->log].path, vc, note, sizeof note))
+				sb_cli_warn("%s", note);
 		}
 	}
 

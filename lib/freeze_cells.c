@@ -1,8 +1,6 @@
 /* freeze_cells.c — the cells that take part in a freeze (freeze_cells.h). */
 #include "freeze_cells.h"
 
-#include "cli.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,14 +169,16 @@ void sb_fz_cell_head(struct sb_jw *w, const struct sb_val_cell *vc, int included
 	sb_jw_kbool(w, "included", included);
 }
 
-void sb_fz_warn_null_epochs(const char *path, const struct sb_val_cell *vc)
+const char *sb_fz_null_epochs_note(const char *path, const struct sb_val_cell *vc, char *buf, size_t n)
 {
-	size_t n = 0, first = 0;
+	size_t nn = 0, first = 0;
 	for (size_t i = 0; i < vc->n_ep; i++)
-		if (isnan(vc->ep[i].val_accuracy) && !n++)
+		if (isnan(vc->ep[i].val_accuracy) && !nn++)
 			first = i;
-	if (n)
-		sb_cli_warn("%s: cell %s: %zu null validation accuracy(s), the first after epoch %lld: "
-		            "counted as no improvement",
-		            path, vc->cell_id, n, (long long)vc->ep[first].epochs_completed);
+	if (!nn)
+		return NULL;
+	snprintf(buf, n, "%s: cell %s: %zu null validation accuracy(s), the first after epoch %lld: counted as no "
+	         "improvement",
+	         path, vc->cell_id, nn, (long long)vc->ep[first].epochs_completed);
+	return buf;
 }

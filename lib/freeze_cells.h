@@ -77,7 +77,8 @@ void sb_fz_key_cell(struct sb_jw *w, const char *task, const char *method, int64
 
 /* An included cell whose log (PATH) holds a null validation accuracy (sb-eval writes null for
  * a non-finite one) at an epoch the rule did not use: the null counts as no improvement (the
- * study's `acc > best` is false for NaN), which is allowed but said on stderr, once per cell. */
-void sb_fz_warn_null_epochs(const char *path, const struct sb_val_cell *vc);
+ * study's `acc > best` is false for NaN), which is allowed but said (sb-freeze warns), once
+ * per cell: the warning's text in buf (returned), or NULL when the cell has no null. */
+const char *sb_fz_null_epochs_note(const char *path, const struct sb_val_cell *vc, char *buf, size_t n);
 
 #endif

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
 #include "freeze_cells.h"
 #include "io.h"
 #include "runsel.h"
@@ -179,6 +178,17 @@ static int m3cell_cmp(int a, int b, void *cells)
 	return sb_fz_vc_cmp(c[a].vc, c[b].vc, 1);
 }
 
+/* the warnings' list grows by one, or SB_EINTERNAL */
+#define WARN(...)                                                                                                      \
+	do {                                                                                                           \
+		char *w_ = fmt_dup(__VA_ARGS__);                                                                       \
+		if (!w_) {                                                                                             \
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");                                               \
+			goto done;                                                                                     \
+		}                                                                                                      \
+		out->warnings[out->nwarnings++] = w_;                                                                  \
+	} while (0)
+
 /* the reasons' list grows by one (*flag set), or SB_EINTERNAL */
 #define REASON(flag, ...)                                                                                              \
 	do {                                                                                                           \
@@ -192,7 +202,7 @@ static int m3cell_cmp(int a, int b, void *cells)
 	} while (0)
 
 int sb_m3_derive(const struct sb_vallog *logs, int n_logs, const struct sb_m3_map *map, long long expect_cells,
-                 int warn, struct sb_m3 *out, struct sb_err *err)
+                 struct sb_m3 *out, struct sb_err *err)
 {
 	memset(out, 0, sizeof *out);
 	sb_jw_init(&out->cells_json, NULL);
@@ -213,7 +223,8 @@ int sb_m3_derive(const struct sb_vallog *logs, int n_logs, const struct sb_m3_ma
 	out->seeds = calloc(n_all ? n_all : 1, sizeof *out->seeds);
 	/* at most one reason per cell and per plan entry (4 methods x seeds per group), and per map line */
 	out->reasons = calloc(4 * n_all + map->n + 8 + 4 * map->n * (n_all ? n_all : 1), sizeof *out->reasons);
-	if (!rs || !out->cells || !out->cells_used || !out->seeds || !out->reasons) {
+	out->warnings = calloc(2 * n_all + 1, sizeof *out->warnings); /* at most two per cell */
+	if (!rs || !out->cells || !out->cells_used || !out->seeds || !out->reasons || !out->warnings) {
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 		goto done;
 	}
@@ -250,9 +261,8 @@ int sb_m3_derive(const struct sb_vallog *logs, int n_logs, const struct sb_m3_ma
 			snprintf(early->reason, sizeof early->reason,
 			         "superseded by cell %s of validation_logs[%d] (a later log)", cells[k].vc->cell_id,
 			         cells[k].log);
-			if (warn)
-				sb_cli_warn("%s: cell %s superseded by cell %s of the later log %s", logs[early->log].path,
-				            early->vc->cell_id, cells[k].vc->cell_id, logs[cells[k].log].path);
+			WARN("%s: cell %s superseded by cell %s of the later log %s", logs[early->log].path,
+			     early->vc->cell_id, cells[k].vc->cell_id, logs[cells[k].log].path);
 		}
 	int64_t *seeds = out->seeds;
 	for (size_t a = 0; a < out->nseeds; a++) /* ascending */
@@ -279,8 +289,8 @@ int sb_m3_derive(const struct sb_vallog *logs, int n_logs, const struct sb_m3_ma
 			ce->map_epoch = map_epoch(map, vc->task, vc->arch, vc->tier, vc->method);
 			ce->switch_epoch = cell_switch_epoch(logs[ce->log].path, vc->cell_id, why, sizeof why);
 		}
-		if (rs[k].disp == SB_RUNSEL_FILTERED && warn)
-			sb_cli_warn("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
+		if (rs[k].disp == SB_RUNSEL_FILTERED)
+			WARN("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
 		if (rs[k].disp == SB_RUNSEL_FILTERED || rs[k].disp == SB_RUNSEL_SUPERSEDED) {
 			out->n_excluded++;
 			continue;
@@ -304,13 +314,13 @@ int sb_m3_derive(const struct sb_vallog *logs, int n_logs, const struct sb_m3_ma
 		}
 		if (rs[k].disp == SB_RUNSEL_WINNER_NOT_WHOLE) { /* ce->reason: cell_unusable's */
 			out->n_excluded++;
-			if (warn)
-				sb_cli_warn("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
+			WARN("%s: cell %s excluded: %s", logs[ce->log].path, vc->cell_id, ce->reason);
 		} else {
 			ce->included = 1;
 			out->cells_used[ce->log]++;
-			if (warn)
-				sb_fz_warn_null_epochs(logs[ce->log].path, vc);
+			char note[600];
+			if (sb_fz_null_epochs_note(logs[ce->log].path, vc, note, sizeof note))
+				WARN("%s", note);
 		}
 	}
 	/* the plan: every group of the map x the four methods x every seed of the logs */
@@ -409,12 +419,16 @@ done:
 	return rc;
 }
 #undef REASON
+#undef WARN
 
 void sb_m3_free(struct sb_m3 *m)
 {
 	for (size_t i = 0; m->reasons && i < m->nreasons; i++)
 		free(m->reasons[i]);
 	free(m->reasons);
+	for (size_t i = 0; m->warnings && i < m->nwarnings; i++)
+		free(m->warnings[i]);
+	free(m->warnings);
 	free(m->cells);
 	free(m->cells_used);
 	free(m->seeds);

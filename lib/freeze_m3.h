@@ -64,15 +64,17 @@ struct sb_m3 {
 	const char *status;
 	size_t planned, plan_n, plan_missing, n_excluded;
 	int *cells_used; /* per log */
+	char **warnings; /* for stderr (sb-freeze): cells excluded, superseded, with null accuracies */
+	size_t nwarnings;
 	struct sb_jw cells_json, plan_json, missing_json;
 };
 
 /* Judge the cells of logs[0..n_logs) against MAP (expect_cells: the number of cells the
- * plan must have, 0 for no check). With WARN, cells excluded, superseded or with null
- * validation accuracies are said on stderr (sb-freeze); sb-test derives quietly. Only
- * memory can fail (SB_EINTERNAL); a mismatch or a gap is a status, not an error. */
+ * plan must have, 0 for no check). Cells excluded, superseded or with null validation
+ * accuracies are noted in out->warnings (sb-freeze prints them; sb-test derives quietly).
+ * Only memory can fail (SB_EINTERNAL); a mismatch or a gap is a status, not an error. */
 int sb_m3_derive(const struct sb_vallog *logs, int n_logs, const struct sb_m3_map *map, long long expect_cells,
-                 int warn, struct sb_m3 *out, struct sb_err *err);
+                 struct sb_m3 *out, struct sb_err *err);
 void sb_m3_free(struct sb_m3 *m);
 
 #endif

@@ -240,7 +240,7 @@ static int m3_derive_check(const struct sb_guarded *g, const char *sel, struct s
 	else if (!rc && !same_str(sb_json_get(sm, "sha256"), map.sha256))
 		rc = refuse(err, mp, "switch-map-hash", "the switch map changed while it was checked");
 	else if (!rc)
-		rc = sb_m3_derive(logs, n_logs, &map, expect, 0, &d, err);
+		rc = sb_m3_derive(logs, n_logs, &map, expect, &d, err);
 	long at = -1;
 	const struct sb_json *reasons = sb_json_get(g->sel, "status_reasons"), *seeds = sb_json_get(rule, "seeds");
 	if (!rc && !same_str(sb_json_get(g->sel, "status"), d.status))

@@ -153,5 +153,16 @@ sb-lm import -q -o lmruns --corpus "shakespeare=$TOP/tests/fixtures/lm/shakespea
     put("sidecar", "no-newline", side.rstrip(b"\n"))
     put("sidecar", "other-file", open(os.path.join(TOP, "tests", "fixtures", "guard", "data", "guardtask",
                                                    "pool.safetensors.sha256"), "rb").read())
+
+    # ---- switchmap: a map in sb-a8 m3map's format (tests/sh/m3_guard.sh's), then after a form
+    # feed a validation log of the study (a median_switch cell whose group the map plans)
+    m3map = ("# a switch map, in sb-a8 m3map's format\nmethod mechanistic_switch median_switch\n"
+             "set when task=guardtask arch=plain tier=compact method=mechanistic_switch switch_epoch=2\n"
+             "set when task=guardtask arch=plain tier=compact method=median_switch switch_epoch=2\n")
+    put("switchmap", "m3map", m3map)
+    put("switchmap", "m3map-log", m3map.encode() + b"\f" + logs["median_switch-s0-compact"])
+    put("switchmap", "m3map-softmax-log", m3map.encode() + b"\f" + logs["softmax-s0-compact"])
+    put("switchmap", "one-method-only", "set when task=t arch=a tier=r method=entropy_switch switch_epoch=3\n")
+    put("switchmap", "not-a-map", "switch_epoch=2\n")
 finally:
     shutil.rmtree(tmp)

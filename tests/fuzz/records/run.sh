@@ -6,7 +6,7 @@
 #
 # The library is compiled once with the sanitizers and coverage into $FUZZ_OUT/san-lib.a
 # (default build/fuzz/; tests/fuzz/common.sh, shared with the other suite); each target
-# (targets.h: cell vallog selection ledger sidecar) starts from the seeds in seeds/TARGET
+# (targets.h: cell vallog selection ledger sidecar switchmap) starts from the seeds in seeds/TARGET
 # (with the dictionary of dict/: cell.dict for cells, records.dict for the others) and runs for SECONDS (default 60).
 # Inputs that crash, leak, hang (-timeout=10) or break an invariant are written to
 # crashers/TARGET/; keep them there (committed): tests/unit/test_records_fuzz.c replays every
@@ -19,7 +19,7 @@ top=$(cd "$here/../../.." && pwd)
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(cell vallog selection ledger sidecar)
+[ ${#targets[@]} -gt 0 ] || targets=(cell vallog selection ledger sidecar switchmap)
 . "$here/../common.sh"
 export SB_TOP=$top
 fz_lib

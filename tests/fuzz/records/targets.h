@@ -46,6 +46,15 @@
  *              "started" record a ledger that was read reads again with one read more
  *   sidecar    sb_sidecar_read (lib/hash.h) on the bytes as PATH.sha256: the digest read is
  *              64 lowercase hex digits, the first of the file
+ *   switchmap  sb_m3_map_read (lib/freeze_m3.h) on the bytes up to a form feed as a switch
+ *              map, the rest (when there is a form feed) a validation log: a refused map is
+ *              SB_EDATA naming the file; a map read has the bytes' hash and size, at least one
+ *              line, a simple schedule that is not mechanistic_switch (and is its method line's
+ *              when it has one), every line of one of the two methods with an epoch >= 1, no
+ *              line twice. Then sb_m3_derive over the log (or none): no error; the status
+ *              authorised exactly when there is no reason; the plan and what is missing from it
+ *              make the planned cells; its three JSON texts are arrays of the cells, the plan
+ *              entries and the missing ones; the included cells are the cells used
  * Each takes arbitrary bytes and returns an error code or 0 without crashing, leaking,
  * reading out of bounds or taking long; a broken invariant calls abort() (unless named in
  * $SB_FUZZ_SKIP, see fz_skipped). Files go to one temporary directory per process (under
@@ -66,6 +75,7 @@
 #include "attn_norm.h"
 #include "evalrun.h"
 #include "freeze_cells.h"
+#include "freeze_m3.h"
 #include "guard.h"
 #include "hash.h"
 #include "io.h"
@@ -759,6 +769,82 @@ static int fz_sidecar(const uint8_t *d, size_t n)
 	return rc;
 }
 
+/* ---------------------------------------------------------------- switchmap */
+
+/* the JSON text of w is an array of n items */
+static int fz_array_of(const struct sb_jw *w, size_t n)
+{
+	struct sb_json *v = NULL;
+	struct sb_err e = {0};
+	int ok = w->buf && !sb_json_parse(w->buf, w->len, &v, &e) && v->type == SB_JSON_ARRAY && v->n == n;
+	sb_json_free(v);
+	return ok;
+}
+
+static int fz_switchmap(const uint8_t *d, size_t n)
+{
+	const uint8_t *ff = memchr(d, '\f', n);
+	size_t n1 = ff ? (size_t)(ff - d) : n;
+	char path[128], lpath[128];
+	fz_path(path, sizeof path, "run/map.inc");
+	fz_put(path, d, n1);
+	struct sb_m3_map map;
+	struct sb_err e = {0};
+	int rc = sb_m3_map_read(path, &map, &e);
+	if (rc) {
+		fz_check(rc == SB_EDATA && !strncmp(e.msg, path, strlen(path)), "a refused switch map is SB_EDATA naming it");
+		return rc;
+	}
+	char hex[SB_SHA256_HEX];
+	sb_sha256_buf(d, n1, hex);
+	fz_check(!strcmp(hex, map.sha256) && map.size_bytes == n1, "a switch map read has the bytes' hash and size");
+	fz_check(map.n >= 1 && map.simple[0] && strcmp(map.simple, "mechanistic_switch") &&
+	             (!map.axis[0] || !strcmp(map.axis, map.simple)),
+	         "a switch map read has lines and one simple schedule, its method line's");
+	for (size_t i = 0; i < map.n; i++) {
+		const struct sb_m3_mapline *l = &map.l[i];
+		fz_check(l->epoch >= 1 && (!strcmp(l->method, "mechanistic_switch") || !strcmp(l->method, map.simple)),
+		         "every map line is of one of the two switching methods, with an epoch >= 1");
+		for (size_t j = 0; j < i; j++)
+			fz_check(strcmp(l->task, map.l[j].task) || strcmp(l->arch, map.l[j].arch) ||
+			             strcmp(l->tier, map.l[j].tier) || strcmp(l->method, map.l[j].method),
+			         "no map line twice");
+	}
+	struct sb_vallog log;
+	int n_logs = 0;
+	if (ff) {
+		fz_path(lpath, sizeof lpath, "run/m3val.ndjson");
+		fz_put(lpath, ff + 1, n - n1 - 1);
+		struct sb_err e2 = {0};
+		n_logs = sb_vallog_read(lpath, &log, &e2) == 0;
+	}
+	struct sb_m3 m3;
+	struct sb_err e3 = {0};
+	int drc = sb_m3_derive(&log, n_logs, &map, 0, &m3, &e3);
+	fz_check(drc == 0, "sb_m3_derive judges any logs against any map read");
+	if (!drc) {
+		int authorised = !strcmp(m3.status, SB_M3_AUTHORIZED);
+		fz_check(authorised == (m3.nreasons == 0) &&
+		             (authorised || !strcmp(m3.status, SB_M3_MISMATCH) || !strcmp(m3.status, SB_M3_INCOMPLETE)),
+		         "the status is authorised exactly when there is no reason");
+		fz_check(m3.plan_n + m3.plan_missing == m3.planned, "the plan and what is missing make the planned cells");
+		fz_check(fz_array_of(&m3.cells_json, m3.nc) && fz_array_of(&m3.plan_json, m3.plan_n) &&
+		             fz_array_of(&m3.missing_json, m3.plan_missing),
+		         "cells, test_plan and test_plan_missing are arrays of the cells and entries");
+		size_t inc = 0, used = 0;
+		for (size_t k = 0; k < m3.nc; k++)
+			inc += m3.cells[k].included;
+		for (int i = 0; i < n_logs; i++)
+			used += (size_t)m3.cells_used[i];
+		fz_check(inc == used && m3.plan_n <= inc, "the included cells are the cells used, and cover the plan");
+	}
+	sb_m3_free(&m3);
+	if (n_logs)
+		sb_vallog_free(&log);
+	sb_m3_map_free(&map);
+	return 0;
+}
+
 struct fz_target {
 	const char *name;
 	int (*fn)(const uint8_t *, size_t);
@@ -766,7 +852,7 @@ struct fz_target {
 
 static const struct fz_target fz_targets[] = {
     {"cell", fz_cell},     {"vallog", fz_vallog},   {"selection", fz_selection},
-    {"ledger", fz_ledger}, {"sidecar", fz_sidecar}, {NULL, NULL},
+    {"ledger", fz_ledger}, {"sidecar", fz_sidecar}, {"switchmap", fz_switchmap}, {NULL, NULL},
 };
 
 #endif
