@@ -302,6 +302,20 @@ static void scaled_progress(void *arg, const char *what, int done, int total, do
 		p->fn(p->arg, what, done, total, value);
 }
 
+/* the SHA-256 of the cell as cell.json holds it (sb_sas_cell_json, without the newline): in the
+ * checkpoint's metadata, so that sb-eval notices a cell.json edited after training in any field */
+static int cell_hash(const struct sb_sas_cell *c, char hex[SB_SHA256_HEX], struct sb_err *err)
+{
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	sb_sas_cell_json(&w, c);
+	int oom = w.oom;
+	if (!oom)
+		sb_sha256_buf(w.buf, w.len, hex);
+	sb_jw_free(&w);
+	return oom ? SB_ERR(err, SB_EINTERNAL, "out of memory") : 0;
+}
+
 int sb_sas_cell_finished(const struct sb_sas_cell *c, const char *runs_dir)
 {
 	if (c->scaled)
@@ -420,18 +434,21 @@ int sb_sas_train_cell(struct sb_backend *be, const struct sb_sas_cell *c, const 
 	if (!rc) {
 		struct sb_tensors ts;
 		sb_tensors_init(&ts);
-		char seed[32], steps[64];
+		char seed[32], steps[64], cell_sha[SB_SHA256_HEX];
 		snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->proc.seed);
 		snprintf(steps, sizeof steps, "%d+%d", c->proc.pre_steps, c->proc.sel_steps);
 		rc = sb_sas_model_to_tensors(m, &ts, err);
+		if (!rc)
+			rc = cell_hash(c, cell_sha, err);
 		if (!rc)
 			rc = sb_tensors_set_metas(&ts, (const char *const[][2]){
 			                           {"format", "sparsebench.sas"},
 			                           {"family", "sas"},
 			                           {"cell_id", c->cell_id},
 			                           {"seed", seed},
-			                           {"steps", steps}},
-			                          5, err);
+			                           {"steps", steps},
+			                           {"cell_sha256", cell_sha}},
+			                          6, err);
 		if (!rc)
 			rc = sb_st_write(path, &ts, err);
 		sb_tensors_free(&ts);
@@ -587,6 +604,14 @@ int sb_sas_eval_run(struct sb_backend *be, const char *run_dir, struct sb_jw *ou
 			            "%s: trained with seed %s and steps %s, but cell.json says seed %s and steps %s "
 			            "(an edited cell.json)",
 			            mp, ms ? ms : "?", mst ? mst : "?", seed, steps);
+		/* the whole cell (checkpoints since cell_sha256 was added; older ones lack it) */
+		const char *mh = sb_tensors_meta(&ts, "cell_sha256");
+		char hex[SB_SHA256_HEX];
+		if (!rc && mh && !(rc = cell_hash(&c, hex, err)) && strcmp(mh, hex))
+			rc = SB_ERR(err, SB_EDATA,
+			            "%s: trained for a cell of SHA-256 %.16s..., but cell.json now hashes to %.16s... (a "
+			            "cell.json edited after training: corpus, topk or another field)",
+			            mp, mh, hex);
 	}
 	if (!rc)
 		rc = sb_sas_model_from_tensors(m, &ts, err);

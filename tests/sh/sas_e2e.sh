@@ -109,6 +109,15 @@ sed -i 's/"seed":\([0-9]*\)/"seed":1\1/' "$T/reseeded/cell.json"
 sb-eval -q "$T/reseeded" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q "trained with seed [0-9]* and steps [0-9+]*, but cell.json says seed 1[0-9]*" "$T/e"
 t_result $? "a cell.json whose seed was edited after training is refused by sb-eval (exit $rc: $(head -c 300 "$T/e"))"
+cp -r "$R" "$T/retopk" # the same cell id, its topk edited after training (the checkpoint's cell_sha256)
+sed -i 's/"topk":2/"topk":3/' "$T/retopk/cell.json"
+grep -q '"topk":3' "$T/retopk/cell.json" && sb-eval -q "$T/retopk" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q "but cell.json now hashes to .*(a cell.json edited after training" "$T/e" &&
+	{ [ ! -e "$R/eval.ndjson" ] || cmp -s "$R/eval.ndjson" "$T/retopk/eval.ndjson"; }
+t_result $? "a cell.json whose topk was edited after training is refused by sb-eval (exit $rc: $(head -c 300 "$T/e"))"
+off=$(od -An -t u8 -N 8 "$R/model.safetensors" | tr -d ' ')
+head -c $((8 + off)) "$R/model.safetensors" | tail -c "$off" | grep -q '"cell_sha256":"'"$(tr -d '\n' <"$R/cell.json" | sha256sum | cut -c1-64)"'"'
+t_result $? "the checkpoint's metadata holds the SHA-256 of its cell.json (without the newline)"
 echo '{"family":"sas","seed":1,"corpus":"x","pre_stepz":3}' >"$T/bad.ndjson"
 sb-train -q -o "$T/r2" "$T/bad.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q "bad.ndjson:1: unknown field 'pre_stepz'" "$T/e"
