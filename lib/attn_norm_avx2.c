@@ -123,10 +123,14 @@ static inline __m256 vrcp(__m256 b)
 	return _mm256_mul_ps(r, _mm256_fnmadd_ps(b, r, set1(2.0f)));
 }
 
-/* y = x (alpha-1) - max(x)(alpha-1) */
+/* y = x (alpha-1) - max(x)(alpha-1), a product then a difference, not fused: the portable
+ * kernels and the AVX-512 one round it so too, so that d = y - tau is the same number in every
+ * kernel's forward and backward (a backward handed another kernel's p and tau, as
+ * test_cuda_host does, recomputes the d that p was made from; a fused y differs in the last
+ * bit, which near the support's edge, d ~ 1e-5, moves q = p/d by 1e-3) */
 static inline __m256 vy(__m256 x, __m256 am1, __m256 ym)
 {
-	return _mm256_fmsub_ps(x, am1, ym);
+	return _mm256_sub_ps(_mm256_mul_ps(x, am1), ym);
 }
 
 int sbv_row_finite(const float *x, int n, float *mn)

@@ -43,6 +43,28 @@ for u in $UNITS; do
 	[ $rc -eq 0 ] && [ -n "$line" ]
 	t_result $? "build/v3/tests/$u: ${line:-no result} (exit $rc)" "$(grep '^not ok' <<<"$out" | head -n 3 | tr '\n' ' ')"
 done
+# the CUDA row kernels (compiled for the host, lib/libsparsebench_cuda.a of the native CUDA build)
+# against the v3 library, as an AVX2 machine's CUDA build runs test_cuda_host: the AVX2
+# general-alpha kernels must agree with them within that test's tolerances (they once rounded y
+# fused, which a backward handed their p recomputes unfused: ds 1e-3 apart near the support's edge)
+nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if [ -f "$TOP/lib/libsparsebench_cuda.a" ] && [ -x "$nvcc_bin" ]; then
+	cuda_home=$(dirname "$(dirname "$nvcc_bin")")
+	# shellcheck disable=SC2046
+	cc -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -O2 -march=x86-64-v3 -Wno-psabi -DSB_HAVE_CUDA=1 \
+		-I"$TOP/lib" $(pkg-config --cflags yajl) -c "$TOP/tests/unit/test_cuda_host.c" -o "$T/tch.o" &&
+		cc -pthread -o "$T/test_cuda_host_v3" "$T/tch.o" "$TOP/lib/libsparsebench_cuda.a" "$V3/libsparsebench.a" \
+			-L"$cuda_home/lib64" -lcublas -lcudart_static -ldl -lrt -lstdc++ \
+			$(pkg-config --libs yajl libarchive libcrypto openblas libcurl) -lm -lpthread 2>"$T/tch.err"
+	rc=$?
+	out=$( [ $rc -eq 0 ] && "$T/test_cuda_host_v3" 2>&1)
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -n 1)
+	[ $rc -eq 0 ] && [[ $line == *" 0 failed" ]] && [ "${line%% *}" -gt 1000 ]
+	t_result $? "test_cuda_host against the v3 library (the CUDA host kernels vs the AVX2 build's normalisers): ${line:-not built: $(head -c 200 "$T/tch.err")}" \
+		"$(grep '^not ok' <<<"$out" | head -n 3 | cut -c1-300 | tr '\n' ' ')"
+else
+	t_result 0 "# SKIP no native CUDA build (lib/libsparsebench_cuda.a): test_cuda_host against the v3 library not run"
+fi
 # the LM track: four imported fixtures (a Llama in bfloat16; LFM2's convolutions; Granite's Mamba2, and its
 # bfloat16 experts) evaluated by both builds; the records without their timing fields must be identical
 untimed() { jq -c 'walk(if type == "object" then with_entries(select(.key | test("ms_|_ms|seconds|per_s|time|speedup|^(argv|version|device|inputs|threads|host|start_unix_s|blas|blas_generic)$") | not)) else . end)' "$1"; }
