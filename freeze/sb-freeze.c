@@ -517,8 +517,15 @@ int main(int argc, char **argv)
 		if (logs[i].mtime > newest)
 			newest = logs[i].mtime;
 	}
-	if (m3)
-		return m3_freeze(&o, argc, argv, logs, n_logs, inputs, newest, old_file_sha, old, old_reads);
+	if (m3) {
+		int rc = m3_freeze(&o, argc, argv, logs, n_logs, inputs, newest, old_file_sha, old, old_reads);
+		for (int i = 0; i < n_logs; i++)
+			sb_vallog_free(&logs[i]);
+		free(logs);
+		free(inputs);
+		sb_json_free(old);
+		return rc;
+	}
 	const char *tier = o.tier ? o.tier : sole_value(logs, n_logs, tier_of, "--tier");
 	const char *arch = o.arch ? o.arch : sole_value(logs, n_logs, arch_of, "--arch");
 
@@ -548,7 +555,7 @@ int main(int argc, char **argv)
 			n_excluded++;
 		} else {
 			cells_used[ce->log]++;
-			char note[600];
+			char note[4600];
 			if (sb_fz_null_epochs_note(logs[ce->log].path, vc, note, sizeof note))
 				sb_cli_warn("%s", note);
 		}

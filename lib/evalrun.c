@@ -48,21 +48,6 @@ void sb_evalrun_close(struct sb_evalrun *r)
 	free(r);
 }
 
-static int check_cell(const struct sb_json *cell, const char *path, struct sb_cell *c, struct sb_err *err)
-{
-	if (!path)
-		path = "cell.json";
-	struct sb_err e2 = {0};
-	int rc = sb_cell_from_json(cell, 0, c, &e2);
-	if (rc)
-		return SB_ERR(err, rc == SB_EUSAGE ? SB_EDATA : rc, "%s: %s", path, e2.msg);
-	const char *id = sb_json_str(sb_json_get(cell, "cell_id"), NULL);
-	if (!id || strcmp(id, c->cell_id) != 0)
-		return SB_ERR(err, SB_EDATA, "%s: cell_id '%s' is not the one its fields hash to (%s)", path,
-		              id ? id : "(none)", c->cell_id);
-	return 0;
-}
-
 /* The fields sb-train derived from the cell, the dataset and the model (train/train_run.c
  * write_cell_json), where cell.json has them: an edit to one is an edited cell.json too. */
 static int check_derived(const struct sb_json *cell, const char *path, const struct sb_dataset *ds,
@@ -95,7 +80,7 @@ static int check_derived(const struct sb_json *cell, const char *path, const str
 int sb_evalrun_cell_check(const struct sb_json *cell, const char *path, struct sb_err *err)
 {
 	struct sb_cell c;
-	return check_cell(cell, path, &c, err);
+	return sb_cell_json_check(cell, path, &c, err);
 }
 
 int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, const struct sb_evalrun_opts *o,
@@ -105,7 +90,7 @@ int sb_evalrun_open(const struct sb_json *cell, const struct sb_dataset *ds, con
 	struct sb_evalrun *r = calloc(1, sizeof *r);
 	if (!r)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	int rc = check_cell(cell, o ? o->cell_path : NULL, &r->cell, err);
+	int rc = sb_cell_json_check(cell, o ? o->cell_path : NULL, &r->cell, err);
 	if (rc) {
 		free(r);
 		return rc;

@@ -9,6 +9,7 @@
 #include "freeze_cells.h"
 #include "io.h"
 #include "runsel.h"
+#include "train_cell.h"
 
 int sb_m3_map_read(const char *path, struct sb_m3_map *m, struct sb_err *err)
 {
@@ -148,6 +149,8 @@ static int cell_switch_epoch(const char *log, const char *cell_id, char *why, si
 		snprintf(why, nwhy, "its cell.json cannot be read: %s", e.msg);
 	else if (strcmp(sb_json_str(sb_json_get(v, "cell_id"), ""), cell_id))
 		snprintf(why, nwhy, "%s belongs to another cell (%s)", cj, sb_json_str(sb_json_get(v, "cell_id"), "?"));
+	else if (sb_cell_json_check(v, cj, NULL, &e)) /* its fields, switch_epoch among them, hash to its id */
+		snprintf(why, nwhy, "%s", e.msg);
 	else if (sb_json_int64(sb_json_get(v, "switch_epoch"), &se) || se < 1)
 		snprintf(why, nwhy, "%s has no switch_epoch", cj);
 	free(dir);
@@ -318,7 +321,7 @@ int sb_m3_derive(const struct sb_vallog *logs, int n_logs, const struct sb_m3_ma
 		} else {
 			ce->included = 1;
 			out->cells_used[ce->log]++;
-			char note[600];
+			char note[4600];
 			if (sb_fz_null_epochs_note(logs[ce->log].path, vc, note, sizeof note))
 				WARN("%s", note);
 		}

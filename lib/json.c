@@ -26,6 +26,42 @@ void sb_json_free(struct sb_json *v)
 	free(v);
 }
 
+/* the number's text is an integer: an optional '-' and digits only */
+static int integer_text(const char *t)
+{
+	t += *t == '-';
+	if (!*t)
+		return 0;
+	for (; *t; t++)
+		if (*t < '0' || *t > '9')
+			return 0;
+	return 1;
+}
+
+/* sb_json_equal of two numbers: integers written as integers compare as written (any
+ * magnitude; -0 is 0); an exact int64 and a number written otherwise are equal when the
+ * latter's double is that integer exactly; otherwise the doubles, and non-finite ones
+ * (beyond double range) as written */
+static int same_number(const struct sb_json *a, const struct sb_json *b)
+{
+	int ia = integer_text(a->text), ib = integer_text(b->text);
+	if (ia && ib) {
+		const char *x = strcmp(a->text, "-0") ? a->text : "0", *y = strcmp(b->text, "-0") ? b->text : "0";
+		return strcmp(x, y) == 0;
+	}
+	int64_t v;
+	if (ia || ib) {
+		const struct sb_json *i = ia ? a : b, *o = ia ? b : a;
+		double d = o->number;
+		if (sb_json_int64(i, &v))
+			return 0; /* an integer beyond int64 against a fraction or an exponent form */
+		return d == trunc(d) && fabs(d) < 9.2e18 && (int64_t)d == v && (double)v == d;
+	}
+	if (!isfinite(a->number) || !isfinite(b->number))
+		return strcmp(a->text, b->text) == 0;
+	return a->number == b->number;
+}
+
 int sb_json_equal(const struct sb_json *a, const struct sb_json *b)
 {
 	if (!a || !b)
@@ -37,12 +73,8 @@ int sb_json_equal(const struct sb_json *a, const struct sb_json *b)
 		return 1;
 	case SB_JSON_BOOL:
 		return !a->boolean == !b->boolean;
-	case SB_JSON_NUMBER: {
-		int64_t x, y;
-		if (!sb_json_int64(a, &x) && !sb_json_int64(b, &y))
-			return x == y;
-		return a->number == b->number;
-	}
+	case SB_JSON_NUMBER:
+		return same_number(a, b);
 	case SB_JSON_STRING:
 		return a->len == b->len && memcmp(a->text, b->text, a->len) == 0;
 	case SB_JSON_ARRAY:

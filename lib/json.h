@@ -52,8 +52,10 @@ struct sb_json {
 int sb_json_parse(const char *buf, size_t len, struct sb_json **out, struct sb_err *err);
 void sb_json_free(struct sb_json *v);
 
-/* 1 when a and b are the same value: the same type; numbers equal as integers when both
- * are exact int64 (sb_json_int64), else as doubles; strings byte for byte; arrays item by
+/* 1 when a and b are the same value: the same type; numbers: two written as integers
+ * (digits only) compare as written, at any magnitude (-0 is 0); an int64 and a number
+ * written otherwise (1.0, 1e16) are equal when the latter is exactly that integer; others
+ * compare as doubles (non-finite ones as written); strings byte for byte; arrays item by
  * item; objects with the same keys (in any order) and equal values. NULL equals only NULL. */
 int sb_json_equal(const struct sb_json *a, const struct sb_json *b);
 /* Object member lookup (first match) or NULL; NULL-safe on v. */

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 
 const char *const sb_topk_methods[3] = {"topk_softmax_0125", "topk_softmax_025", "topk_softmax_05"};
@@ -286,13 +287,34 @@ char *sb_path_dirname(const char *path)
 	return strndup(path, (size_t)(slash - path));
 }
 
+/* target made absolute and canonical but for its last component, which stays as named (a
+ * symbolic link is not followed: the file is where it was named, beside its run's other files) */
+static int canonical_keep_name(const char *target, char tgt[PATH_MAX], struct sb_err *err)
+{
+	struct stat st;
+	const char *slash = strrchr(target, '/'), *name = slash ? slash + 1 : target;
+	if (stat(target, &st))
+		return SB_ERRNO(err, target);
+	if (!*name || !strcmp(name, ".") || !strcmp(name, "..")) /* no name to keep */
+		return realpath(target, tgt) ? 0 : SB_ERRNO(err, target);
+	char *dir = sb_path_dirname(target), parent[PATH_MAX];
+	if (!dir)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	int ok = realpath(dir, parent) != NULL;
+	free(dir);
+	if (!ok)
+		return SB_ERRNO(err, target);
+	if ((size_t)snprintf(tgt, PATH_MAX, "%s%s%s", parent, strcmp(parent, "/") ? "/" : "", name) >= PATH_MAX)
+		return SB_ERR(err, SB_EIO, "%s: path too long", target);
+	return 0;
+}
+
 int sb_path_relative(const char *base_dir, const char *target, char **out, struct sb_err *err)
 {
 	char base[PATH_MAX], tgt[PATH_MAX];
 	if (!realpath(base_dir, base))
 		return SB_ERRNO(err, base_dir);
-	if (!realpath(target, tgt))
-		return SB_ERRNO(err, target);
+	SB_TRY(canonical_keep_name(target, tgt, err));
 	/* longest common prefix ending at a path component boundary */
 	size_t common = 0, i = 0;
 	for (;; i++) {

@@ -90,7 +90,9 @@ int sb_json_canonical_sha256(const struct sb_json *v, const char *omit_key, char
 char *sb_json_pretty(const char *json, size_t len, int indent);
 
 /* Path of `target` relative to directory `base_dir`, both made absolute and
- * canonical with realpath(3) (they must exist). Newly allocated. */
+ * canonical with realpath(3) (they must exist), except that target's last component
+ * stays as named: a symbolic link there is not followed (a run's val.ndjson that links
+ * elsewhere is recorded in its run directory, where its cell.json is). Newly allocated. */
 int sb_path_relative(const char *base_dir, const char *target, char **out, struct sb_err *err);
 /* Directory part of a path ("." for a bare name); newly allocated. */
 char *sb_path_dirname(const char *path);

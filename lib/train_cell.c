@@ -427,3 +427,21 @@ int sb_run_open_model(const char *run_dir, int epochs_completed, const struct sb
 	*out = m;
 	return 0;
 }
+
+int sb_cell_json_check(const struct sb_json *cell, const char *path, struct sb_cell *c, struct sb_err *err)
+{
+	struct sb_cell own;
+	if (!c)
+		c = &own;
+	if (!path)
+		path = "cell.json";
+	struct sb_err e2 = {0};
+	int rc = sb_cell_from_json(cell, 0, c, &e2);
+	if (rc)
+		return SB_ERR(err, rc == SB_EUSAGE ? SB_EDATA : rc, "%s: %s", path, e2.msg);
+	const char *id = sb_json_str(sb_json_get(cell, "cell_id"), NULL);
+	if (!id || strcmp(id, c->cell_id) != 0)
+		return SB_ERR(err, SB_EDATA, "%s: cell_id '%s' is not the one its fields hash to (%s)", path,
+		              id ? id : "(none)", c->cell_id);
+	return 0;
+}

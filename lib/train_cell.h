@@ -52,6 +52,10 @@ void sb_cell_defaults(struct sb_cell *c);
  * switch_epoch is only for the switching methods; a run's cell.json (not strict) has
  * alpha for every method, and one in [1, 10] is read as earlier versions wrote it. */
 int sb_cell_from_json(const struct sb_json *obj, int strict, struct sb_cell *c, struct sb_err *err);
+/* A run's cell.json (parsed; read from path, NULL: "cell.json"): valid for the cell layer
+ * (sb_cell_from_json, not strict) and its cell_id the one its fields hash to, the cell in *c
+ * (may be NULL). SB_EDATA otherwise, "PATH: ..." (an edited cell.json). */
+int sb_cell_json_check(const struct sb_json *cell, const char *path, struct sb_cell *c, struct sb_err *err);
 /* The range of a numeric cell field, as sb_cell_from_json checks it (sb-train's flags
  * check the same): an integer in [ilo, ihi], or a number in [lo, hi] ([lo, hi) with
  * hi_open). NULL for a key that is not a numeric field. */

@@ -179,6 +179,9 @@ static int read_listed_logs(const struct sb_guarded *g, const char *sel, struct 
 			rc = refuse(err, sel, "selection-derivation", "%s", err->msg);
 		else if (!same_str(sb_json_get(lv->items[n_read], "sha256"), logs[n_read].sha256))
 			rc = refuse(err, sel, "log-hash", "%s changed while it was checked", path);
+		else if (!same_int(sb_json_get(lv->items[n_read], "size_bytes"), (int64_t)logs[n_read].size_bytes))
+			rc = refuse(err, sel, "selection-derivation", "validation_logs[%d]: size_bytes is not the log's (%llu)",
+			            n_read, (unsigned long long)logs[n_read].size_bytes);
 		free(path);
 	}
 	*n_read_out = n_read;
@@ -190,6 +193,35 @@ static void free_logs(struct sb_vallog *logs, int n_read)
 	for (int i = 0; i < n_read; i++)
 		sb_vallog_free(&logs[i]);
 	free(logs);
+}
+
+/* validation_logs[i].cells_used is used[i] for every log: 1, else 0 */
+static int same_cells_used(const struct sb_json *sel, const int *used, int n_logs)
+{
+	const struct sb_json *lv = sb_json_get(sel, "validation_logs");
+	for (int i = 0; i < n_logs; i++)
+		if (!same_int(sb_json_get(lv->items[i], "cells_used"), used[i]))
+			return 0;
+	return 1;
+}
+
+/* --expect-cells N of the recorded argv (N as written; "" when absent, NULL when malformed) */
+static const char *argv_expect_cells(const struct sb_json *sel)
+{
+	const struct sb_json *av = sb_json_get(sel, "argv");
+	if (!av || av->type != SB_JSON_ARRAY)
+		return NULL;
+	const char *found = "";
+	for (size_t i = 0; i < av->n; i++) {
+		const char *a = sb_json_str(av->items[i], "");
+		if (!strcmp(a, "--expect-cells"))
+			found = i + 1 < av->n ? sb_json_str(av->items[i + 1], NULL) : NULL;
+		else if (!strncmp(a, "--expect-cells=", 15))
+			found = a + 15;
+		if (!found)
+			return NULL;
+	}
+	return found;
 }
 
 /* member KEY of the selection equals the JSON text derived[0..len): 1, or 0 with *at set to
@@ -225,6 +257,15 @@ static int m3_derive_check(const struct sb_guarded *g, const char *sel, struct s
 	int64_t expect = 0;
 	if (!ev || (ev->type != SB_JSON_NULL && (sb_json_int64(ev, &expect) || expect < 1)))
 		return refuse(err, sel, check, "the rule's expected_cells is malformed (a count or null)");
+	/* the count is an input of the freeze, not of the logs: it must be the one its command
+	 * line gave (both are in the hashed payload; a reseal must then change both) */
+	const char *given = argv_expect_cells(g->sel);
+	char want[32] = "";
+	if (expect)
+		snprintf(want, sizeof want, "%lld", (long long)expect);
+	if (!given || strcmp(given, want))
+		return refuse(err, sel, check, "the rule's expected_cells (%s) is not the --expect-cells of its argv (%s)",
+		              expect ? want : "null", given ? (*given ? given : "none") : "malformed");
 	struct sb_vallog *logs;
 	int n_logs, n_read, rc = read_listed_logs(g, sel, &logs, &n_logs, &n_read, err);
 	if (!logs)
@@ -259,6 +300,18 @@ static int m3_derive_check(const struct sb_guarded *g, const char *sel, struct s
 	if (!rc && !ok)
 		rc = refuse(err, sel, check, "the rule's seeds or planned_cells are not the logs' (%zu seeds, %zu cells)",
 		            d.nseeds, d.planned);
+	const struct sb_json *methods = sb_json_get(rule, "methods");
+	ok = methods && methods->type == SB_JSON_ARRAY && methods->n == 4;
+	for (size_t i = 0; !rc && ok && i < 4; i++)
+		ok = same_str(methods->items[i], d.methods[i]);
+	ok = ok && same_int(sb_json_get(sm, "lines"), (int64_t)map.n) &&
+	     same_str(sb_json_get(sm, "simple_schedule"), map.simple);
+	if (!rc && !ok)
+		rc = refuse(err, sel, check, "the rule's methods or the switch map's lines and simple schedule are not "
+		            "the map's (%zu lines, %s)",
+		            map.n, map.simple);
+	if (!rc && !same_cells_used(g->sel, d.cells_used, n_logs))
+		rc = refuse(err, sel, check, "validation_logs' cells_used are not the cells the rule uses of each");
 	if (!rc && !same_json_text(g->sel, "cells", &d.cells_json, &at)) {
 		if (at >= 0) {
 			const struct sb_m3_cell *c = &d.cells[at];
@@ -329,10 +382,20 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 		rc = sb_fz_topk_select(cells, nc, (int)min_seeds, &picked, err);
 	if (rc == SB_EDATA)
 		rc = refuse(err, sel, check, "the listed logs cannot be selected from: %s", err->msg);
-	/* the cells: every one, in order, with its fate and value */
+	/* the cells: every one, in order, with its fate and value; and how many of each log it used */
 	const struct sb_json *cv = sb_json_get(g->sel, "cells");
 	if (!rc && (!cv || cv->type != SB_JSON_ARRAY || cv->n != nc))
 		rc = refuse(err, sel, check, "it lists %zu cells; the rule on its logs judges %zu", cv ? cv->n : 0, nc);
+	if (!rc) {
+		int *used = calloc((size_t)n_logs + 1, sizeof *used);
+		for (size_t k = 0; used && k < nc; k++)
+			used[cells[k].log] += cells[k].included;
+		if (!used)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		else if (!same_cells_used(g->sel, used, n_logs))
+			rc = refuse(err, sel, check, "validation_logs' cells_used are not the cells the rule uses of each");
+		free(used);
+	}
 	for (size_t k = 0; !rc && k < nc; k++) {
 		const struct sb_json *c = cv->items[k];
 		const struct sb_fz_cell *f = &cells[k];

@@ -94,6 +94,12 @@ fresh
 reseal 'd["test_plan_missing"].append({"task": "guardtask", "method": "softmax", "seed": 9})'
 attack "resealed: a missing plan cell added" selection-derivation
 fresh
+reseal 'd["validation_logs"][0]["cells_used"] = 0'
+attack "resealed: a log's cells_used changed" selection-derivation
+fresh
+reseal 'd["validation_logs"][0]["size_bytes"] -= 1'
+attack "resealed: a log's recorded size changed" selection-derivation
+fresh
 reseal 'd["rule"]["name"] = "x"; d["selected"]["guardtask"]["topk_method"] = "topk_softmax_05"'
 attack "resealed: the rule renamed (so that no derivation applies) and the ratio swapped" selection-format
 fresh

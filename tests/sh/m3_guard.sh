@@ -153,6 +153,35 @@ fresh; reseal 'd["rule"]["planned_cells"] = 8'; sbtest; refused $? "resealed: pl
 fresh; reseal 'd["status_reasons"] = ["made up"]'; sbtest; refused $? "resealed: a status reason added" selection-derivation
 fresh; reseal 'd["rule"]["expected_cells"] = 20'; sbtest; refused $? "resealed: expected_cells changed (the rule then gives M3_VALIDATION_INCOMPLETE)" selection-derivation
 fresh; reseal 'd["rule"]["expected_cells"] = "16"'; sbtest; refused $? "resealed: expected_cells not a number" selection-derivation
+fresh; reseal 'd["rule"]["methods"][3] = "median_switch"'; sbtest; refused $? "resealed: the rule's simple schedule renamed" selection-derivation
+fresh; reseal 'd["switch_map"]["lines"] = 3'; sbtest; refused $? "resealed: the switch map's line count changed" selection-derivation
+fresh; reseal 'd["validation_logs"][0]["cells_used"] = 0'; sbtest; refused $? "resealed: a log's cells_used changed" selection-derivation
+fresh; reseal 'd["validation_logs"][0]["size_bytes"] += 1'; sbtest; refused $? "resealed: a log's size changed" selection-derivation
+# the expected count is an input of the freeze: a selection frozen INCOMPLETE under --expect-cells 20,
+# resealed authorised without the count, still says 20 in its argv
+rm -rf s && mkdir s && cp c1/selection.json s/
+reseal 'd["rule"]["expected_cells"] = None; d["status"] = "M3_VALIDATION_FROZEN_OFFICIAL_TEST_AUTHORIZED"; d["status_reasons"] = []'
+sbtest; refused $? "resealed: --expect-cells 20's shortfall hidden (expected_cells null, status authorised)" selection-derivation
+grep -q "expected_cells (null) is not the --expect-cells of its argv (20)" s/err
+t_result $? "and the refusal names the argv's count ($(grep -o 'expected_cells ([^)]*) is not[^(]*([^)]*)' s/err))"
+# a forged run directory: the mismatched selection c3 (the map says entropy_switch epoch 4, the
+# cells have 3) resealed authorised, listing copies of the entropy_switch logs (bytes and times
+# kept) beside a two-field cell.json with the map's epoch: its fields do not hash to its id
+rm -rf s shadow && mkdir s && cp c3/selection.json s/
+for d in runs/cx.entropy_switch.*; do
+	mkdir -p "shadow/${d##*/}" && cp -p "$d/val.ndjson" "shadow/${d##*/}/"
+	printf '{"cell_id":"%s","switch_epoch":4}\n' "${d##*/}" >"shadow/${d##*/}/cell.json"
+done
+reseal 'for l in d["validation_logs"]:
+    l["path"] = l["path"].replace("/runs/cx.entropy_switch.", "/shadow/cx.entropy_switch.")
+d["status"] = "M3_VALIDATION_FROZEN_OFFICIAL_TEST_AUTHORIZED"
+d["status_reasons"] = []
+for c in d["cells"]:
+    if c["method"] == "entropy_switch": c["switch_epoch"] = 4'
+[ "$(grep -c '"path": "../shadow/' s/selection.json)" = 4 ] && sbtest
+refused $? "resealed: a mismatch hidden behind forged cell.json files beside copied logs" selection-derivation
+grep -q "gives status M3_SWITCH_MAP_MISMATCH" s/err
+t_result $? "and the rule on the copies gives the mismatch ($(grep -o 'gives status [A-Z_0-9]*' s/err))"
 # a switching cell's cell.json edited after the freeze: its switch epoch no longer the map's
 cj=$(ls runs/cx.mechanistic_switch.s10.plain.*/cell.json)
 cp "$cj" cj.keep
@@ -192,6 +221,25 @@ else
 fi
 rm data/cx/test.safetensors
 mv test.keep data/cx/test.safetensors
+# a run's val.ndjson may be a link into a log store: the selection lists it where it was named
+# (beside its cell.json), and sb-test reads the same switch epochs as sb-freeze did
+rm -rf lk && mkdir -p lk/logstore && cp -a runs lk/runs
+for d in lk/runs/*/; do
+	id=$(basename "$d")
+	mv "$d/val.ndjson" "lk/logstore/$id.val.ndjson" && ln -s "../../logstore/$id.val.ndjson" "$d/val.ndjson"
+done
+mkdir -p lk/sel && sb-freeze -q --rule m3_confirmation --switch-map map.inc --expect-cells 16 -o lk/sel/selection.json \
+	lk/runs/*/val.ndjson >lk/freeze.out 2>lk/freeze.err
+rc=$?
+st=$(field lk/sel/selection.json 'd["status"]' 2>/dev/null)
+mv data/cx/test.safetensors test.keep2 && mkfifo data/cx/test.safetensors
+timeout 20 sb-test -q -s lk/sel/selection.json -d data -o lk/sel/test lk/runs >lk/out 2>lk/err
+rc2=$?
+rm data/cx/test.safetensors && mv test.keep2 data/cx/test.safetensors
+[ $rc -eq 0 ] && [ "$st" = M3_VALIDATION_FROZEN_OFFICIAL_TEST_AUTHORIZED ] &&
+	[ "$(field lk/sel/selection.json 'd["validation_logs"][0]["path"].startswith("../runs/")')" = True ] &&
+	! grep -q "refused by the guard" lk/err && [ $rc2 -ne 1 ] && [ $rc2 -ne 2 ]
+t_result $? "linked val.ndjson files: authorised, listed in their run directories, past the guard (freeze exit $rc, $st; sb-test exit $rc2: $(head -c 200 lk/err))"
 # accepted when all is in order: the real read of the 16 cells
 fresh
 sbtest

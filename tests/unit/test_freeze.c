@@ -215,6 +215,27 @@ static void paths(void)
 	free(r);
 	rc = sb_path_relative(a, "/nonexistent/x", &r, &err);
 	SB_CHECK(rc == SB_EIO, "missing target is an error (%s)", err.msg);
+	/* a symbolic link as the last component keeps its name (the run directory's val.ndjson
+	 * linking into a log store); one in a directory component is resolved */
+	char store[600], link[700], ldir[600];
+	snprintf(store, sizeof store, "%s/store.ndjson", d);
+	snprintf(link, sizeof link, "%s/runs/cell/linked.ndjson", d);
+	snprintf(ldir, sizeof ldir, "%s/runs-link", d);
+	sb_write_file_atomic(store, "y", 1, &err);
+	int lk = symlink(store, link) == 0 && symlink(b, ldir) == 0;
+	rc = sb_path_relative(d, link, &r, &err);
+	SB_CHECK(lk && rc == 0 && strcmp(r, "runs/cell/linked.ndjson") == 0, "a linked file keeps its name: %s",
+	         rc ? err.msg : r);
+	free(r);
+	snprintf(link, sizeof link, "%s/runs-link/val.ndjson", d);
+	rc = sb_path_relative(d, link, &r, &err);
+	SB_CHECK(rc == 0 && strcmp(r, "runs/cell/val.ndjson") == 0, "a linked directory is resolved: %s",
+	         rc ? err.msg : r);
+	free(r);
+	snprintf(link, sizeof link, "%s/runs/cell/dangling.ndjson", d);
+	lk = symlink("/nonexistent/y", link) == 0;
+	rc = sb_path_relative(d, link, &r, &err);
+	SB_CHECK(lk && rc == SB_EIO, "a dangling link is a missing target (%s)", err.msg);
 	char *dn = sb_path_dirname("a/b/c.json");
 	SB_CHECK(strcmp(dn, "a/b") == 0, "dirname a/b/c.json = %s", dn);
 	free(dn);
