@@ -130,7 +130,12 @@ static inline __m256 vrcp(__m256 b)
  * bit, which near the support's edge, d ~ 1e-5, moves q = p/d by 1e-3) */
 static inline __m256 vy(__m256 x, __m256 am1, __m256 ym)
 {
-	return _mm256_sub_ps(_mm256_mul_ps(x, am1), ym);
+	__m256 p = _mm256_mul_ps(x, am1);
+	/* a compiler allowed to contract (-ffp-contract=fast, -std=gnu11, clang's default) would
+	 * fuse the two into one FMA: the max key's y would then be the rounding error of m (alpha-1)
+	 * instead of exactly 0, and at scores of 1e30 no key would lie above the bound (p = 0) */
+	__asm__("" : "+x"(p));
+	return _mm256_sub_ps(p, ym);
 }
 
 int sbv_row_finite(const float *x, int n, float *mn)
@@ -283,7 +288,7 @@ static void gsolve(struct grow *g, int G, float am1, __m256 *tau_out, __m256 *Z_
 {
 	__m256 t0 = gsetup(g, G, am1);
 	__m256 ve = set1(1.0f / am1), tau = t0, Z = set1(1.0f), it = _mm256_setzero_ps();
-	__m256 em1 = set1(1.0f / am1 - 1.0f), om = set1(1.0f - am1), one = set1(1.0f);
+	__m256 em1 = set1(1.0f / am1 - 1.0f), om = set1(1.0f - am1), one = set1(1.0f), prev = set1(INFINITY);
 	__m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
 	int done = ~((1 << G) - 1) & 0xff;
 	float ts[GROWS];
@@ -314,8 +319,13 @@ static void gsolve(struct grow *g, int G, float am1, __m256 *tau_out, __m256 *Z_
 		__m256 tn = _mm256_max_ps(_mm256_add_ps(tau, step), t0);
 		__m256 thr = _mm256_mul_ps(set1(2.4e-7f), _mm256_and_ps(tau, absm));
 		it = _mm256_add_ps(it, and_mask(act, one));
-		__m256 moved = _mm256_or_ps(_mm256_cmp_ps(_mm256_sub_ps(tn, tau), thr, _CMP_GT_OQ),
-		                            _mm256_cmp_ps(_mm256_sub_ps(tau, tn), thr, _CMP_GT_OQ));
+		/* stalled: a step no smaller than the last, within 16 ulps, is the noise of F's exp and
+		 * log, not convergence (constant rows oscillated to the pass cap); tau stays */
+		__m256 astep = _mm256_and_ps(_mm256_sub_ps(tn, tau), absm);
+		__m256 stall = _mm256_and_ps(_mm256_cmp_ps(astep, prev, _CMP_GE_OQ),
+		                             _mm256_cmp_ps(astep, _mm256_mul_ps(set1(16.0f), thr), _CMP_LE_OQ));
+		prev = _mm256_blendv_ps(prev, astep, act);
+		__m256 moved = _mm256_andnot_ps(stall, _mm256_cmp_ps(astep, thr, _CMP_GT_OQ));
 		__m256 go = _mm256_and_ps(_mm256_and_ps(moved, _mm256_cmp_ps(it, set1(100.0f), _CMP_LT_OQ)), act);
 		Z = _mm256_blendv_ps(Z, F, act);
 		tau = _mm256_blendv_ps(tau, tn, go);

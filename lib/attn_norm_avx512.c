@@ -535,7 +535,10 @@ static enum emode emode_of(float am1)
 /* y = x (alpha-1) - max(x)(alpha-1), as in the portable entmax_y */
 static inline __m512 vy(const float *x, int i, __mmask16 k, __m512 am1, __m512 ym)
 {
-	return _mm512_sub_ps(_mm512_mul_ps(_mm512_mask_loadu_ps(set1(-INFINITY), k, x + i), am1), ym);
+	__m512 p = _mm512_mul_ps(_mm512_mask_loadu_ps(set1(-INFINITY), k, x + i), am1);
+	__asm__("" : "+v"(p)); /* never fused with the difference, whatever the contraction setting: the max
+	                          key's y is then exactly 0 (attn_norm_avx2.c, vy) */
+	return _mm512_sub_ps(p, ym);
 }
 
 /* sum [y - tau]_+^e into u (u may be NULL); also sum of d^(e-1) in *s1 */
@@ -854,7 +857,7 @@ static void gsolve(struct grow *g, int G, float am1, __m512 *tau_out, __m512 *Z_
 {
 	__m512 t0 = gsetup(g, G, am1);
 	__m512 ve = set1(1.0f / am1), tau = t0, Z = set1(1.0f), S1z = set1(1.0f), it = _mm512_setzero_ps();
-	__m512 em1 = set1(1.0f / am1 - 1.0f), om = set1(1.0f - am1), one = set1(1.0f);
+	__m512 em1 = set1(1.0f / am1 - 1.0f), om = set1(1.0f - am1), one = set1(1.0f), prev = set1(INFINITY);
 	__mmask16 done = (__mmask16)~((1u << G) - 1u);
 	float ts[GROWS];
 	__m512 a0[GROWS], a1[GROWS], a2[GROWS];
@@ -880,8 +883,13 @@ static void gsolve(struct grow *g, int G, float am1, __m512 *tau_out, __m512 *Z_
 		__m512 tn = _mm512_max_ps(_mm512_add_ps(tau, step), t0);
 		__m512 thr = _mm512_mul_ps(set1(2.4e-7f), _mm512_abs_ps(tau));
 		it = _mm512_mask_add_ps(it, act, it, one);
-		__mmask16 go = (_mm512_cmp_ps_mask(_mm512_sub_ps(tn, tau), thr, _CMP_GT_OQ) |
-		                _mm512_cmp_ps_mask(_mm512_sub_ps(tau, tn), thr, _CMP_GT_OQ)) &
+		/* stalled: a step no smaller than the last, within 16 ulps, is the noise of F's exp and
+		 * log, not convergence (constant rows oscillated to the pass cap); tau stays */
+		__m512 astep = _mm512_abs_ps(_mm512_sub_ps(tn, tau));
+		__mmask16 stall = _mm512_cmp_ps_mask(astep, prev, _CMP_GE_OQ) &
+		                  _mm512_cmp_ps_mask(astep, _mm512_mul_ps(set1(16.0f), thr), _CMP_LE_OQ);
+		prev = _mm512_mask_mov_ps(prev, act, astep);
+		__mmask16 go = _mm512_cmp_ps_mask(astep, thr, _CMP_GT_OQ) & ~stall &
 		               _mm512_cmp_ps_mask(it, set1(100.0f), _CMP_LT_OQ) & act;
 		Z = _mm512_mask_mov_ps(Z, act, F);
 		S1z = _mm512_mask_mov_ps(S1z, act, S1);

@@ -889,6 +889,46 @@ static void test_entmax_rows_kernel(void)
 }
 #endif
 
+/* general alpha at huge scores: y = x (alpha-1) - max (alpha-1) must be exactly 0 at the max key
+ * (a product then a difference, never fused: an FMA left the rounding error of m (alpha-1),
+ * -9e20 at 2e30, and no key above the threshold's bound, p = 0 or NaN) */
+static void test_entmax_huge(void)
+{
+	static const float alphas[] = {1.05f, 1.5000001f, 1.95f};
+	static const char *methods[] = {"headwise_adaptive_entmax", "entmax_bisect"};
+	float x[64], p[64], aux[4];
+	int bad = 0, cases = 0;
+	char first[200] = "";
+	for (int mi = 0; mi < 2; mi++)
+		for (int a = 0; a < 3; a++)
+			for (int v = 0; v < 4; v++) {
+				int n = v == 0 ? 1 : v == 1 ? 15 : v == 2 ? 16 : 33, best = 0;
+				for (int i = 0; i < n; i++)
+					x[i] = v == 0 ? 2e30f : v == 1 ? (i ? 1e30f : 2e30f) : v == 2 ? -1e30f : 1e20f * (float)(i % 7);
+				for (int i = 1; i < n; i++)
+					best = x[i] > x[best] ? i : best;
+				struct sb_norm nm;
+				struct sb_err e = {0};
+				sb_norm_parse(methods[mi], alphas[a], &nm, &e);
+				int rc = sb_norm_forward(&nm, p, aux, x, 1, n, n, alphas[a], &e);
+				double sum = 0;
+				int finite = 1;
+				for (int i = 0; i < n; i++) {
+					sum += p[i];
+					finite &= isfinite(p[i]);
+				}
+				cases++;
+				if (rc || !finite || fabs(sum - 1) > 1e-5 || !(p[best] > 0)) {
+					if (!bad++)
+						snprintf(first, sizeof first, "%s alpha %.9g row %d (n %d): sum %g, p[max] %g, rc %d",
+						         methods[mi], alphas[a], v, n, sum, p[best], rc);
+				}
+			}
+	SB_CHECK(bad == 0, "general alpha at scores of 1e20-2e30: p finite, sums to 1, the max key kept, in %d/%d cases "
+	                   "(first wrong: %s)",
+	         cases - bad, cases, bad ? first : "none");
+}
+
 static void test_entmax_passes(void)
 {
 	struct sb_rng r;
@@ -944,5 +984,6 @@ int main(void)
 	test_against_ref();
 	test_blocks();
 	test_entmax_passes();
+	test_entmax_huge();
 	return sb_test_done();
 }
