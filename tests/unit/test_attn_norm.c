@@ -929,6 +929,39 @@ static void test_entmax_huge(void)
 	         cases - bad, cases, bad ? first : "none");
 }
 
+#if defined(SB_NORM_AVX512) || defined(SB_NORM_AVX2)
+/* constant rows (an untrained model's, padded queries'): the vector kernels stop at the noise
+ * of their exp and log instead of oscillating to the 100-pass cap (a step no smaller than the
+ * last within 16 ulps ends the solve); p is the uniform 1/n */
+static void test_entmax_constant_rows(void)
+{
+	int capped = 0, rows = 0;
+	double passes = 0, worst = 0;
+	float x[512], p[512], aux[4];
+	for (int n = 1; n <= 512; n += n < 16 ? 1 : n < 64 ? 7 : 41)
+		for (int ai = 0; ai < 60; ai++) {
+			float alpha = 1.05f + 0.95f * (float)ai / 59.0f;
+			if (alpha == 1.5f || alpha == 2.0f)
+				continue;
+			for (int i = 0; i < n; i++)
+				x[i] = 1.0f;
+			struct sb_norm nm;
+			struct sb_err e = {0};
+			sb_norm_parse("headwise_adaptive_entmax", alpha, &nm, &e);
+			sb_norm_forward(&nm, p, aux, x, 1, n, n, alpha, &e);
+			for (int i = 0; i < n; i++)
+				worst = fmax(worst, fabs(p[i] - 1.0 / n));
+			rows++;
+			passes += aux[2];
+			capped += aux[2] >= 100;
+		}
+	SB_CHECK(capped == 0 && worst < 1e-7 && passes / rows < 4,
+	         "constant rows (n 1-512, 60 alphas): %d of %d took the 100-pass cap, %.2f passes on average (bound 4), "
+	         "max |p - 1/n| %.2g",
+	         capped, rows, passes / rows, worst);
+}
+#endif
+
 static void test_entmax_passes(void)
 {
 	struct sb_rng r;
@@ -985,5 +1018,8 @@ int main(void)
 	test_blocks();
 	test_entmax_passes();
 	test_entmax_huge();
+#if defined(SB_NORM_AVX512) || defined(SB_NORM_AVX2)
+	test_entmax_constant_rows();
+#endif
 	return sb_test_done();
 }
