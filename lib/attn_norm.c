@@ -844,7 +844,7 @@ static int entmax_halley(float *restrict p, float *tau_out, float *Z, const floa
 	int nv = (n + VE - 1) / VE * VE; /* registers wholly past the row: u = 0 (entmax15_newton) */
 	for (int i = nv; i < np; i++)
 		p[i] = 0.0f;
-	float tau = entmax_tau0(y, nv, am1);
+	float tau = entmax_tau0(y, nv, am1), last = INFINITY;
 	int it;
 	for (it = 1;; it++) {
 		ve a0[VP] = {0}, a1[VP] = {0}, a2[VP] = {0}, vt = vset1_e(tau), vx = vset1_e(e), one = vset1_e(1.0f);
@@ -862,7 +862,7 @@ static int entmax_halley(float *restrict p, float *tau_out, float *Z, const floa
 			}
 		float F = parts_sum(a0), tn;
 		*Z = F;
-		if (!sb_entmax_halley_step(&tn, tau, F, parts_sum(a1), parts_sum(a2), am1, em1, it))
+		if (!sb_entmax_halley_step(&tn, &last, tau, F, parts_sum(a1), parts_sum(a2), am1, em1, it))
 			break;
 		tau = tn;
 	}

@@ -30,9 +30,12 @@ SB_ES_FN float sb_entmax_tau0_backoff(float t0)
 
 /* One step from tau given F, S1, S2 there (em1 = e - 1); *next = the new tau. Returns
  * 1 when the iteration goes on (the step moves tau by more than 2.4e-7 |tau|, 2 ulps,
- * and it < 100 passes), 0 when tau is final (also for NaN: never an endless loop). */
-SB_ES_FN int sb_entmax_halley_step(float *next, float tau, float F, float S1, float S2, float am1, float em1,
-                                   int it)
+ * and it < 100 passes), 0 when tau is final (also for NaN: never an endless loop).
+ * *last holds the previous step's size (INFINITY before the first): a step no smaller
+ * than the last, within 16 ulps, is the noise of F's exp and log, not convergence, and
+ * ends the iteration at tau too (constant rows oscillated to the pass cap otherwise). */
+SB_ES_FN int sb_entmax_halley_step(float *next, float *last, float tau, float F, float S1, float S2, float am1,
+                                   float em1, int it)
 {
 	float pw = (float)pow((double)F, 1.0 - (double)am1);
 	float nstep = (F - pw) / S1;
@@ -40,7 +43,10 @@ SB_ES_FN int sb_entmax_halley_step(float *next, float tau, float F, float S1, fl
 	float L = ((P - 1.0f) * em1) * (F * S2 - S1 * S1) / (P * (S1 * S1));
 	float step = fabsf(L) <= 1.0f ? nstep / (1.0f - 0.5f * L) : nstep;
 	*next = tau + step;
-	return it < 100 && fabsf(*next - tau) > 2.4e-7f * fabsf(tau);
+	float moved = fabsf(*next - tau), thr = 2.4e-7f * fabsf(tau);
+	int stall = moved >= *last && moved <= 16.0f * thr;
+	*last = moved;
+	return it < 100 && moved > thr && !stall;
 }
 
 #endif

@@ -471,7 +471,7 @@ template <int N>
 SB_HDI int nr_entmax_halley(const Grp &G, Row<N> &p, float *tau_out, float *Z, const Row<N> &y, float am1)
 {
 	float e = 1.0f / am1, em1 = e - 1.0f;
-	float tau = nr_entmax_tau0(G, y, am1);
+	float tau = nr_entmax_tau0(G, y, am1), last = INFINITY;
 	int it;
 	for (it = 1;; it++) {
 		LV<float> a0, a1, a2;
@@ -493,7 +493,7 @@ SB_HDI int nr_entmax_halley(const Grp &G, Row<N> &p, float *tau_out, float *Z, c
 		}
 		float F = lsum(G, a0), S1 = lsum(G, a1), S2 = lsum(G, a2), tn;
 		*Z = F;
-		if (!sb_entmax_halley_step(&tn, tau, F, S1, S2, am1, em1, it))
+		if (!sb_entmax_halley_step(&tn, &last, tau, F, S1, S2, am1, em1, it))
 			break;
 		tau = tn;
 	}
