@@ -181,26 +181,21 @@ static int m3cell_cmp(int a, int b, void *cells)
 	return sb_fz_vc_cmp(c[a].vc, c[b].vc, 1);
 }
 
-/* the warnings' list grows by one, or SB_EINTERNAL */
-#define WARN(...)                                                                                                      \
+/* LIST[N++] = the formatted text, or SB_EINTERNAL; WARN adds a warning, REASON a reason
+ * for the status (and sets FLAG: mismatch or incomplete) */
+#define PUSH(list, n, ...)                                                                                             \
 	do {                                                                                                           \
-		char *w_ = fmt_dup(__VA_ARGS__);                                                                       \
-		if (!w_) {                                                                                             \
+		char *s_ = fmt_dup(__VA_ARGS__);                                                                       \
+		if (!s_) {                                                                                             \
 			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");                                               \
 			goto done;                                                                                     \
 		}                                                                                                      \
-		out->warnings[out->nwarnings++] = w_;                                                                  \
+		(list)[(n)++] = s_;                                                                                    \
 	} while (0)
-
-/* the reasons' list grows by one (*flag set), or SB_EINTERNAL */
+#define WARN(...) PUSH(out->warnings, out->nwarnings, __VA_ARGS__)
 #define REASON(flag, ...)                                                                                              \
 	do {                                                                                                           \
-		char *r_ = fmt_dup(__VA_ARGS__);                                                                       \
-		if (!r_) {                                                                                             \
-			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");                                               \
-			goto done;                                                                                     \
-		}                                                                                                      \
-		out->reasons[out->nreasons++] = r_;                                                                    \
+		PUSH(out->reasons, out->nreasons, __VA_ARGS__);                                                        \
 		flag = 1;                                                                                              \
 	} while (0)
 
@@ -423,6 +418,7 @@ done:
 }
 #undef REASON
 #undef WARN
+#undef PUSH
 
 void sb_m3_free(struct sb_m3 *m)
 {
