@@ -181,6 +181,19 @@ xattack() {
 	reseal_selection "$T/s/selection.json" "$2"
 	attack "$1" selection-derivation
 }
+# a selection frozen before 2026-12-06 named the later log by the path sb-freeze was given:
+# accepted when that path ends in the listed log's run directory and file name
+rm -rf "$T/s" && cp -a "$T/x" "$T/s"
+reseal_selection "$T/s/selection.json" 'c = [c for c in d["cells"] if c["reason"] and c["reason"].startswith("superseded")][0]
+i = int(c["reason"].split("validation_logs[")[1].split("]")[0])
+c["reason"] = "superseded by cell %s in /elsewhere/%s (a later log)" % (c["reason"].split()[3], d["validation_logs"][i]["path"].split("/", 1)[1])'
+grep -q '"superseded by cell [^"]* in /elsewhere/' "$T/s/selection.json" &&
+	sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/test" "$T/s/runs" >"$T/out" 2>"$T/err"
+rc=$?
+[ $rc -ne 1 ] && [ $rc -ne 2 ] && ! grep -q "refused by the guard" "$T/err"
+t_result $? "control: a superseded cell's reason in the old form (the later log by path) passes (exit $rc: $(head -c 200 "$T/err"))"
+xattack "resealed: an old-form reason naming another run directory" \
+	'c = [c for c in d["cells"] if c["reason"] and c["reason"].startswith("superseded")][0]; c["reason"] = "superseded by cell %s in /elsewhere/rerun/other/val.ndjson (a later log)" % c["reason"].split()[3]'
 xattack "resealed: a superseded cell's reason changed" \
 	'c = [c for c in d["cells"] if c["reason"] and c["reason"].startswith("superseded")][0]; c["reason"] = "dropped by hand"'
 xattack "resealed: a failed cell's reason changed" \
