@@ -7,19 +7,6 @@
 #include "cli.h"
 #include "model.h"
 
-#define TIE_GRID 1e-9 /* Wilcoxon ranks differences rounded to this grid (see round_grid) */
-
-/* Differences of accuracies computed by subtraction can differ in the last bits when they
- * are mathematically equal ((k1 - k2)/n reached along different paths); ranking them by
- * exact equality would split true ties. The Wilcoxon test therefore sees the differences
- * rounded to a 1e-9 grid: accuracies are multiples of 1/n_val with n_val <= 1e7, so
- * distinct differences (>= 1e-7 apart) stay distinct. The t test and the bootstrap use
- * the differences as computed. */
-static double round_grid(double x)
-{
-	return round(x / TIE_GRID) * TIE_GRID;
-}
-
 static void *xcalloc(size_t n, size_t size)
 {
 	return calloc(n ? n : 1, size);
@@ -64,7 +51,7 @@ static int paired_tests(struct comparison *c, const struct opts *o, struct sb_er
 	if (!r)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	for (int i = 0; i < c->n; i++)
-		r[i] = round_grid(c->d[i]);
+		r[i] = sb_stats_tie_grid(c->d[i]);
 	int rc = sb_stats_wilcoxon(r, c->n, o->wilcoxon, &c->w, err);
 	free(r);
 	SB_TRY(rc);

@@ -900,7 +900,13 @@ static int paired_metric(struct sb_jw *w, struct ev *e, int ma, int mb, const ch
 	struct sb_wilcoxon wx = {0};
 	sb_stats_bootstrap_ci(d, n, &bc, &lo, &hi, NULL);
 	sb_stats_ttest_paired(d, n, &tt, NULL);
-	sb_stats_wilcoxon(d, n, SB_WILCOXON_AUTO, &wx, NULL);
+	/* top-1 agreement: fractions of positions, so equal differences must tie (stats.h) */
+	int counts = strcmp(metric, "corr") && strcmp(metric, "kl");
+	double *r = counts ? malloc((size_t)n * sizeof *r) : NULL;
+	for (int i = 0; r && i < n; i++)
+		r[i] = sb_stats_tie_grid(d[i]);
+	sb_stats_wilcoxon(r ? r : d, n, SB_WILCOXON_AUTO, &wx, NULL);
+	free(r);
 	char na[64], nb[64];
 	sb_jw_record(w, "lm.fidelity.pair", 1);
 	sb_jw_kstr(w, "cell_id", e->cell.cell_id);

@@ -154,18 +154,25 @@ static int beta_cf(double a, double b, double x, double *out)
 	return SB_EINTERNAL;
 }
 
+double sb_stats_tie_grid(double x)
+{
+	return round(x / SB_STATS_TIE_GRID) * SB_STATS_TIE_GRID;
+}
+
 int sb_stats_betai2(double a, double b, double x, double y, double *ix, double *iy)
 {
 	*ix = *iy = NAN;
 	if (isnan(a) || isnan(b) || isnan(x) || isnan(y) || a <= 0 || b <= 0 || isinf(a) || isinf(b) || x < 0 ||
 	    x > 1 || y < 0 || y > 1)
 		return SB_EDATA;
-	if (x == 0 || y == 1) {
+	/* only an exact 0 on one side is an end point: the other side may have rounded to 1
+	 * while this one carries the tail (x = 1e-17, y = 1 - x = 1) */
+	if (x == 0) {
 		*ix = 0;
 		*iy = 1;
 		return 0;
 	}
-	if (y == 0 || x == 1) {
+	if (y == 0) {
 		*ix = 1;
 		*iy = 0;
 		return 0;
@@ -805,6 +812,8 @@ double sb_stats_binom_half_cdf(int64_t k, int64_t n)
 	 * = 1 - P(X <= n - k - 1) by symmetry */
 	if (2 * k + 1 < n)
 		return half_lower(k, n);
+	if (2 * k + 1 == n) /* odd n, k = (n-1)/2: exactly 1/2 by symmetry (1 - a rounded half can miss it) */
+		return 0.5;
 	double c = 1.0 - half_lower(n - k - 1, n);
 	return c < 0 ? 0 : c;
 }

@@ -102,6 +102,14 @@ struct sb_wilcoxon {
 	double p;         /* two-sided */
 	int exact;        /* 1: exact distribution used; 0: normal approximation */
 };
+/* Differences of accuracies computed by subtraction can differ in the last bits when they
+ * are mathematically equal ((k1 - k2)/n reached along different paths); ranking them by
+ * exact equality would split true ties. Callers of the Wilcoxon test on such differences
+ * (sb-stats, the LM track's top-1 agreement) round them to this 1e-9 grid first:
+ * accuracies are multiples of 1/n with n <= 1e7, so distinct differences (>= 1e-7 apart)
+ * stay distinct. The t test and the bootstrap use the differences as computed. */
+#define SB_STATS_TIE_GRID 1e-9
+double sb_stats_tie_grid(double x);
 /* Wilcoxon signed-rank test, two-sided, of the differences d[0..n).
  * Zero differences are dropped first (zero_method='wilcox'); ranks of |d| are mid-ranks
  * (ties tested by exact equality: round the differences first when they come from a

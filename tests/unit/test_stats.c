@@ -514,10 +514,48 @@ static void bootstrap_selection(void)
 	                    "differ)", miss, cases);
 }
 
+/* Found by a review against SciPy, mpmath and exact fractions (2026-12-06): the regularised
+ * beta's far tail when the other side rounds to 1, the binomial CDF at its exact middle, and
+ * ties that a subtraction splits. References: scipy.special.betainc, scipy.stats.t.sf,
+ * ttest_1samp, wilcoxon(method='exact') (SciPy 1.10). */
+static void review_cases(void)
+{
+	double want = 0.6902669147961669, got = sb_stats_betai(0.01, 5, 1e-17);
+	SB_CHECK(fabs(got - want) <= 1e-12 * want, "betai(0.01, 5, 1e-17) = %.17g (SciPy %.17g): the tail, not 0", got,
+	         want);
+	double t1 = sb_stats_t_p2(1e8, 1), t3 = sb_stats_t_p2(1e9, 3);
+	SB_CHECK(fabs(t1 - 6.366197723675813e-09) <= 1e-12 * t1 && fabs(t3 - 2.2053155816871684e-27) <= 1e-10 * t3,
+	         "t_p2(1e8, df 1) = %.17g (SciPy 6.366197723675813e-09), t_p2(1e9, df 3) = %.17g (SciPy "
+	         "2.2053155816871684e-27)",
+	         t1, t3);
+	double d[2] = {1.0, 1.00000001};
+	struct sb_ttest tt;
+	struct sb_err err = {0};
+	int rc = sb_stats_ttest_paired(d, 2, &tt, &err);
+	SB_CHECK(rc == 0 && fabs(tt.p - 3.183098826577221e-09) <= 1e-6 * tt.p,
+	         "paired t-test of {1, 1.00000001}: p = %.17g (SciPy 3.183098826577221e-09), not 0", tt.p);
+	SB_CHECK(sb_stats_sign_p(37, 73) == 0.5 && sb_stats_sign_min_count(73, 0.5) == 37 &&
+	             sb_stats_sign_min_count(89, 0.5) == 45 && sb_stats_sign_min_count(93, 0.5) == 47,
+	         "the sign test's middle: P(X >= 37 | 73) = %.17g (exactly 1/2), min counts at alpha 1/2: %d %d %d (37 45 47)",
+	         sb_stats_sign_p(37, 73), sb_stats_sign_min_count(73, 0.5), sb_stats_sign_min_count(89, 0.5),
+	         sb_stats_sign_min_count(93, 0.5));
+	double x[6] = {0.3 - 0.1, 0.5 - 0.3, 0.7 - 0.5, 0.1 - 0.2, 0.4 - 0.3, 0.9 - 0.6}, r[6];
+	for (int i = 0; i < 6; i++)
+		r[i] = sb_stats_tie_grid(x[i]);
+	struct sb_wilcoxon raw, tied;
+	sb_stats_wilcoxon(x, 6, SB_WILCOXON_EXACT, &raw, &err);
+	sb_stats_wilcoxon(r, 6, SB_WILCOXON_EXACT, &tied, &err);
+	SB_CHECK(fabs(tied.p - 0.09375) < 1e-15 && fabs(raw.p - 0.0625) < 1e-15,
+	         "differences of fractions on the tie grid: Wilcoxon p %.17g (SciPy on rounded values 0.09375; unrounded, "
+	         "the split ties give %.17g, SciPy 0.0625)",
+	         tied.p, raw.p);
+}
+
 int main(void)
 {
 	golden();
 	edges();
 	bootstrap_selection();
+	review_cases();
 	return sb_test_done();
 }
