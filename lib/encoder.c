@@ -1144,8 +1144,8 @@ int sb_encoder_alphas(struct sb_encoder *m, float *out, struct sb_err *err)
 		return 0;
 	compute_alpha(m);
 	int n = m->cfg.layers * m->cfg.heads;
-	SB_TRY(m->be->ops->download(m->be, out, m->alpha, (size_t)n * sizeof *out, err));
-	return n;
+	int rc = m->be->ops->download(m->be, out, m->alpha, (size_t)n * sizeof *out, err);
+	return rc ? -rc : n; /* the callers read a negative count as the error */
 }
 
 int sb_encoder_evaluate(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int64_t n,

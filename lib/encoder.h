@@ -224,7 +224,8 @@ struct sb_eval_result {
 int sb_encoder_evaluate(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int64_t n,
                         int batch, struct sb_eval_result *res, uint8_t *correct, struct sb_err *err);
 
-/* alpha of every (layer, head) for HAE (host, [layers*heads]); returns the count (0 otherwise). */
+/* alpha of every (layer, head) for HAE (host, [layers*heads]); returns the count (0 for other
+ * methods), or minus the error code when the download fails (err says why). */
 int sb_encoder_alphas(struct sb_encoder *m, float *out, struct sb_err *err);
 
 /* Parameters (and with_optim: "adam_m." / "adam_v." tensors) as named tensors,

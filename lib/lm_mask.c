@@ -35,7 +35,9 @@ int sb_lm_mask_parse(const char *spec, struct sb_lm_mask *m, struct sb_err *err)
 	if (!found && strncmp(name, "block", 5) == 0) {
 		char *end;
 		long b = strtol(name + 5, &end, 10);
-		if (end != name + 5 && !*end && b >= 1 && b <= 1 << 20) {
+		/* B >= 2: a block of one key is the recipe's top-k (and the selection's scratch,
+		 * block ids then chosen blocks, holds 2 T entries only for B >= 2) */
+		if (end != name + 5 && !*end && b >= 2 && b <= 1 << 20) {
 			m->kind = SB_LM_MASK_BLOCK;
 			m->block = (int)b;
 			found = 1;
@@ -43,7 +45,8 @@ int sb_lm_mask_parse(const char *spec, struct sb_lm_mask *m, struct sb_err *err)
 	}
 	if (!found)
 		return SB_ERR(err, SB_EUSAGE,
-			      "unknown mask '%s' (dense, recipe, struct_random, random, structure, h2o, blockB)", name);
+			      "unknown mask '%s' (dense, recipe, struct_random, random, structure, h2o, blockB with B >= 2)",
+			      name);
 	if (colon) {
 		char *dup = strdup(colon + 1), *save = NULL;
 		if (!dup)
@@ -252,6 +255,8 @@ static inline int before(float va, int ia, float vb, int ib) { return va > vb ||
  * in no particular order. A bounded min-heap on the ranking. */
 static void top_k(const int32_t *cand, int n, const float *val, int k, int32_t *out)
 {
+	if (k <= 0) /* nothing to keep (recipe:k=0, h2o with no heavy hitter): out[0] is not ours */
+		return;
 	int h = 0;
 	for (int i = 0; i < n; i++) {
 		int c = cand[i];

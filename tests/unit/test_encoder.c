@@ -269,9 +269,55 @@ static void test_threads(void)
 	fixture_free(&f);
 }
 
+/* a device error while sb_encoder_evaluate downloads HAE's alphas (its last download) is an
+ * error of the evaluation, not alpha statistics read from an unwritten buffer */
+static const struct sb_backend_ops *real_ops;
+static int downloads, fail_at;
+static int failing_download(struct sb_backend *be, void *dst, const void *src, size_t n, struct sb_err *err)
+{
+	if (++downloads == fail_at)
+		return SB_ERR(err, SB_EINTERNAL, "injected download failure");
+	return real_ops->download(be, dst, src, n, err);
+}
+
+static void test_alpha_download_error(void)
+{
+	struct fixture f;
+	fixture_make(&f, 1, 12);
+	struct sb_err e = {0};
+	sb_norm_parse("headwise_adaptive_entmax", 1.5, &f.cfg.norm, &e);
+	struct sb_backend *be = NULL;
+	struct sb_encoder *m = NULL;
+	sb_backend_cpu_open(1, &be, &e);
+	sb_encoder_new(&f.cfg, be, 4, &m, &e);
+	sb_encoder_init(m, 5, &e);
+	uint32_t idx[12];
+	for (int i = 0; i < 12; i++)
+		idx[i] = (uint32_t)i;
+	struct sb_backend_ops ops = *be->ops;
+	real_ops = be->ops;
+	ops.download = failing_download;
+	be->ops = &ops;
+	struct sb_eval_result r;
+	downloads = 0, fail_at = -1;
+	int ok_rc = sb_encoder_evaluate(m, &f.data, idx, 12, 4, &r, NULL, &e);
+	int n_dl = downloads;
+	downloads = 0, fail_at = n_dl; /* the last: the alphas */
+	struct sb_err e2 = {0};
+	int rc = sb_encoder_evaluate(m, &f.data, idx, 12, 4, &r, NULL, &e2);
+	be->ops = real_ops;
+	SB_CHECK(ok_rc == 0 && rc != 0 && strstr(e2.msg, "injected download failure"),
+	         "a failed alpha download fails the evaluation (rc %d after %d downloads: %s), not alpha_mean %g",
+	         rc, n_dl, e2.msg, r.alpha_mean);
+	sb_encoder_free(m);
+	sb_backend_close(be);
+	fixture_free(&f);
+}
+
 int main(void)
 {
 	test_param_counts();
+	test_alpha_download_error();
 	static const char *methods[] = {"softmax",         "topk_softmax_0125",       "topk_softmax_025",
 	                                "topk_softmax_05", "bottomk_softmax_025",     "sparsemax",
 	                                "entmax15",        "headwise_adaptive_entmax"};

@@ -92,7 +92,8 @@ int main(void)
 		SB_CHECK(sb_lm_mask_parse("bogus", &m, &err) == SB_EUSAGE &&
 				 sb_lm_mask_parse("recipe:q=3", &m, &err) == SB_EUSAGE &&
 				 sb_lm_mask_parse("recipe:w=0", &m, &err) == SB_EUSAGE &&
-				 sb_lm_mask_parse("block0", &m, &err) == SB_EUSAGE,
+				 sb_lm_mask_parse("block0", &m, &err) == SB_EUSAGE &&
+				 sb_lm_mask_parse("block1", &m, &err) == SB_EUSAGE,
 			 "bad mask specs refused (%s)", err.msg);
 		struct sb_lm_mask all[16];
 		SB_CHECK(sb_lm_mask_defaults(all, 16) == 9, "nine default methods");
@@ -345,6 +346,27 @@ int main(void)
 		SB_CHECK(ok, "block%d: own block, whole earlier blocks, block count closest to the recipe's budget", B);
 		SB_CHECK(ok_top, "block%d: selected blocks are the top-scoring ones (ties to the lower block)", B);
 		printf("# block%d at T=%d keeps %.0f pairs (recipe %.0f)\n", B, T, kept, rkept);
+	}
+
+	/* k = 0 (recipe:k=0, h2o with no heavy hitter): nothing is chosen among the free keys, and
+	 * nothing is read from the output slots (once top_k read out[0], never written, as a key
+	 * index: a crash or a wrong key, with scratch left over from earlier rows) */
+	{
+		struct sb_lm_mask mr, mh;
+		sb_lm_mask_parse("recipe:s=0,w=1,k=0", &mr, NULL);
+		sb_lm_mask_parse("h2o:s=0,w=16,k=0", &mh, NULL);
+		int ok = 1, t = 200;
+		for (int j = 0; j < T; j++) {
+			idx[j] = INT32_MAX; /* poison: an index far outside every row */
+			sc[j] = acc[j] = (float)(j % 13);
+		}
+		int n = sb_lm_mask_row(&mr, 0, 0, t, sc, NULL, NULL, idx, &s);
+		ok &= n == 1 && idx[0] == t;
+		for (int j = 0; j < T; j++)
+			idx[j] = INT32_MAX;
+		n = sb_lm_mask_row(&mh, 0, 0, t, sc, acc, NULL, idx, &s);
+		ok &= well_formed(idx, n, t) && n == 16 && idx[0] == t - 15;
+		SB_CHECK(ok, "k = 0: the recipe keeps the query alone, h2o its window of 16 (rows of t = %d)", t);
 	}
 
 	/* blocks touched */
