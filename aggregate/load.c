@@ -308,6 +308,14 @@ static int cell_set(struct cell *c, int64_t epoch, double acc, double ent, struc
 
 #define MAX_EPOCH 100000
 
+/* One name per method: "topk_softmax" is the study's name of top-k 0.25, which sb-train
+ * writes as topk_softmax_025 (lib/train_cell.c); records of either name are one method (one
+ * Holm family member, one Table 2 cell, and a rerun under the other name supersedes). */
+static const char *canonical_method(const char *m)
+{
+	return strcmp(m, "topk_softmax") ? m : "topk_softmax_025";
+}
+
 /* Common identity fields: task, method, seed, arch, tier. */
 static int read_identity(struct data *d, const struct sb_json *rec, int *g, int *m, int64_t *seed, struct sb_err *err)
 {
@@ -322,7 +330,7 @@ static int read_identity(struct data *d, const struct sb_json *rec, int *g, int 
 	if (!*task || !*method)
 		return SB_ERR(err, SB_EDATA, "empty task or method name");
 	int t = strtab_id(&d->tasks, task), a = strtab_id(&d->archs, arch), ti = strtab_id(&d->tiers, tier);
-	*m = strtab_id(&d->methods, method);
+	*m = strtab_id(&d->methods, canonical_method(method));
 	if (t < 0 || a < 0 || ti < 0 || *m < 0)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	*g = group_id(d, t, a, ti);
@@ -453,7 +461,7 @@ static int load_probe(struct data *d, const struct sb_json *rec, const char *src
 		correct = (int)ci;
 	else
 		return SB_ERR(err, SB_EDATA, "field 'correct' must be true, false, 0 or 1");
-	int mo = strtab_id(&d->models, model), t = strtab_id(&d->tasks, task), me = strtab_id(&d->methods, method);
+	int mo = strtab_id(&d->models, model), t = strtab_id(&d->tasks, task), me = strtab_id(&d->methods, canonical_method(method));
 	int p = strtab_id(&d->probe_ids, pid);
 	if (mo < 0 || t < 0 || me < 0 || p < 0)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -523,8 +531,10 @@ static int load_published(struct data *d, const struct sb_json *rec, const char 
 		if (patience < 0 || patience > 1000000)
 			return SB_ERR(err, SB_EDATA, "field 'patience' out of range (%lld)", (long long)patience);
 	}
-	if (q != PUB_BEST_DELTA || sb_json_get(rec, "method"))
+	if (q != PUB_BEST_DELTA || sb_json_get(rec, "method")) {
 		SB_TRY(sb_json_req_str(rec, "method", &method, err));
+		method = canonical_method(method);
+	}
 	if (sb_json_get(rec, "arch"))
 		SB_TRY(sb_json_req_str(rec, "arch", &arch, err));
 	if (sb_json_get(rec, "tier"))

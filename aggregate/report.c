@@ -32,9 +32,10 @@ static const struct {
 	const char *method, *display;
 	int order;
 } METHODS[] = {
+    /* (the study's "topk_softmax" is read as topk_softmax_025: load.c, canonical_method) */
     {"softmax", "softmax", 0},         {"topk_softmax_0125", "top-k 0.125", 1}, {"topk_softmax_025", "top-k 0.25", 2},
-    {"topk_softmax", "top-k 0.25", 2}, {"topk_softmax_05", "top-k 0.5", 3},     {"sparsemax", "sparsemax", 4},
-    {"entmax15", "entmax-1.5", 5},     {"headwise_adaptive_entmax", "HAE", 6},
+    {"topk_softmax_05", "top-k 0.5", 3}, {"sparsemax", "sparsemax", 4},         {"entmax15", "entmax-1.5", 5},
+    {"headwise_adaptive_entmax", "HAE", 6},
 };
 #define N_METHODS (int)(sizeof METHODS / sizeof METHODS[0])
 #define N_TABLE2_METHODS 7 /* orders 0..6 */

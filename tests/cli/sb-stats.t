@@ -101,6 +101,20 @@ $ cat err
 > sb-stats: 2 run(s) excluded: their eval.done says the training did not complete, or (for the run that counts) not every epoch was evaluated (PROTOCOL A7); first: v.ndjson:15: t/topk_softmax_025 seed 1: training status 'failed_nonfinite_loss', not 'completed'
 > sb-stats: 1 cell(s) superseded by a later run of the same task/arch/tier/method/seed
 
+%%% the study's "topk_softmax" is topk_softmax_025 (one method: one comparison, one Holm member; a rerun under the other name supersedes)
+$ e() { printf '{"kind":"eval.epoch","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epoch":0,"val_accuracy":%s}\n' "$@"; }
+$ for s in 0 1 2; do e s$s softmax $s 0.5$s; e a$s topk_softmax_025 $s 0.6$s; e m$s sparsemax $s 0.4$s; done >v.ndjson
+$ e b2 topk_softmax 2 0.72 >>v.ndjson
+$ sb-stats -q --resamples 100 v.ndjson >out.ndjson 2>err
+$ grep -c '"kind":"stats.paired"' out.ndjson
+$ grep '"method":"topk_softmax_025"' out.ndjson | grep '"kind":"stats.paired"' | grep -o '"mean_method":[0-9.]*,\|"holm_m":[0-9]*' | tr -d ','
+$ ! grep -q '"method":"topk_softmax"' out.ndjson
+$ grep -o '"superseded_cells":[0-9]*' out.ndjson
+> 2
+> "mean_method":0.6433333333333333
+> "holm_m":2
+> "superseded_cells":1
+
 %%% a later completed rerun with an epoch not evaluated wins, and leaves its seed without a run (as sb-freeze)
 $ e() { printf '{"kind":"eval.epoch","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epoch":0,"val_accuracy":%s}\n' "$@"; }
 $ d() { printf '{"kind":"eval.done","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epochs":1,"epochs_evaluated":%s,"train_status":"%s"}\n' "$@"; }
