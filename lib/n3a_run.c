@@ -563,14 +563,17 @@ int sb_n3a_run_cell(struct sb_backend *be, const struct sb_n3a_cell *c, const ch
 		guard_rc = run_main(&R, SB_N3A_D, p0, NULL, NULL);
 		if (!guard_rc)
 			guard_rc = run_main(&R, SB_N3A_S, p0, at_parent, at_end);
+		/* a failed S replay stops the cell there, as every guard does (the other arms of
+		 * the parent are not run, so the failed cell's evaluations are never a full census) */
 		for (int i = 0; i < c->nparents && !guard_rc; i++)
-			for (int arm = SB_N3A_S; arm <= SB_N3A_N && !guard_rc; arm++)
+			for (int arm = SB_N3A_S; arm <= SB_N3A_N && !guard_rc; arm++) {
 				guard_rc = run_fork(&R, arm, i, &at_parent[i], &at_end[i], &replay_equal);
-		if (!guard_rc && !replay_equal)
-			guard_rc = SB_ERR(err, SB_EVERDICT,
-					  "%s: WORKFLOW_NONDETERMINISTIC: a fork's S replay differs from main S at "
-					  "parent + %d",
-					  c->cell_id, c->fork_updates);
+				if (!guard_rc && !replay_equal)
+					guard_rc = SB_ERR(err, SB_EVERDICT,
+							  "%s: fork S at %d: WORKFLOW_NONDETERMINISTIC: its replay differs "
+							  "from main S at %d",
+							  c->cell_id, c->parents[i], c->parents[i] + c->fork_updates);
+			}
 		const char *reason = guard_rc ? sb_n3a_guard_name(err->msg) : NULL;
 		if (guard_rc && (guard_rc != SB_EVERDICT || !reason)) {
 			rc = guard_rc; /* not a guard (I/O, memory): nothing recorded */

@@ -34,6 +34,19 @@ i=$T/n3a/n3a-interim.ndjson
 	diff <(grep '"kind":"a8.n3a.interim"' "$i" | sed 's/"kind":"[^"]*"//') <(grep '"kind":"a8.n3a.component"' "$v" | sed 's/"kind":"[^"]*"//') >/dev/null &&
 	grep -q 'an interim look (no decision)' "$T/n3a/n3a-interim.md"
 t_result $? "make n3a-interim: the 20 components of the analysis as a8.n3a.interim, verdict null, its report (exit $rc; $(tr '\n' ' ' <"$T/i.out"))"
+# a cell whose fork S replay fails (SB_N3A_FAULT=replay) is a workflow failure: it stops
+# there, so its records never complete the census and the analysis gives no decision
+# (docs/n3a-spec.md 3); it ran every other fork on and left all 50 evaluations before
+cq=$(ls "$T"/n3a/cells/query-r16-s64000.ndjson)
+SB_N3A_FAULT=replay sb-train -q -o "$T/fault" "$cq" >"$T/f.out" 2>&1
+frc=$?
+good=$(ls "$T"/n3a/runs/*/n3a.ndjson | grep -v '/n3a\.query\.r16\.')
+sb-a8 -q n3a $good "$T"/fault/*/n3a.ndjson >"$T/fa.out" 2>"$T/fa.err"
+rc=$?
+[ $frc -eq 1 ] && [ "$(echo "$good" | wc -l)" -eq 7 ] && tail -n 1 "$T"/fault/*/n3a.ndjson | grep -q '"reason":"WORKFLOW_NONDETERMINISTIC".*"units_completed":3,' &&
+	[ $rc -eq 3 ] && grep -q "no decision: census incomplete: 9 of 160 required evaluations missing for the 1 seed(s) present; the first: arch query, r 16, seed 64000, arm L, parent 128, step 32" "$T/fa.err" &&
+	! [ -s "$T/fa.out" ]
+t_result $? "a cell whose S replay fails stops after fork S at 128 (3 units): with it the census is incomplete, no decision (sb-train exit $frc, sb-a8 exit $rc: $(tr '\n' ' ' <"$T/fa.err"))"
 touch "$T/marker"
 sleep 0.01
 mk n3a-verdict >"$T/v2.out" 2>&1 && [ -z "$(find "$T/n3a" -type f -newer "$T/marker")" ]
