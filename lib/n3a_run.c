@@ -401,6 +401,9 @@ static int run_main(struct run *R, int arm, const float *p0, struct state *at_pa
 	params_sha(R, p0, start);
 	state_sha(R, start_state);
 	SB_TRY(evaluate(R, arm, -1, 0));
+	for (int i = 0; at_parent && i < c->nparents; i++) /* a parent at step 0: the initial state */
+		if (c->parents[i] == 0)
+			state_save(R, &at_parent[i]);
 	for (int t = 1; t <= c->updates; t++) {
 		SB_TRY(update(R, arm, t - 1, NULL, -1, t));
 		if (has_step(c, t))

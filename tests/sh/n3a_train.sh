@@ -130,6 +130,18 @@ sleep 0.01
 mk >"$T/mk2.out" 2>&1 && [ -z "$(find "$T/mk" -type f -newer "$T/marker")" ]
 t_result $? "a second make n3a rewrites nothing ($(find "$T/mk" -type f -newer "$T/marker" | tr '\n' ' '))"
 
+# a parent at step 0 (an evaluation step, so accepted): its forks start from the initial
+# state; they started from all-zero parameters (the parent state was saved only after an
+# update), so the S replay failed with WORKFLOW_NONDETERMINISTIC
+echo '{"family":"n3a","arch":"query","r":4,"seed":1,"train":64,"validation":32,"batch":16,"updates":4,"eval_steps":[0,2,4],"parents":[0],"fork_updates":2}' >"$T/p0.ndjson"
+sb-train -q -o "$T/p0runs" "$T/p0.ndjson" >"$T/p0.out" 2>&1
+rc=$?
+P0=$(ls "$T"/p0runs/*/n3a.ndjson)
+[ $rc -eq 0 ] && tail -n 1 "$P0" | grep -q '"status":"completed".*"s_replay_equal":true' &&
+	[ "$(grep '"arm":"S","parent":null,"step":0,' "$P0" | sed 's/.*"validation_cross_entropy"://')" = \
+	  "$(grep '"arm":"G","parent":0,"step":0,' "$P0" | sed 's/.*"validation_cross_entropy"://')" ]
+t_result $? "parent 0: the forks start from the initial state, the S replay equals main S (exit $rc: $(head -c 300 "$T/p0.out"))"
+
 # bad cells: refused at read time naming FILE:LINE, nothing trained
 bad() { # name cell-json
 	printf '%s\n' "$2" >"$T/bad.ndjson"
