@@ -1749,6 +1749,11 @@ static int n3a_load(const char *path, int file, struct sb_input *in, struct sb_e
 	size_t at = 0;
 	struct sb_json *rec;
 	while (!rc && !(rc = next_record(buf, len, &at, &line, path, &rec, err)) && rec) {
+		if (rec->type != SB_JSON_OBJECT) { /* as load(): every line a record */
+			rc = SB_ERR(err, SB_EDATA, "%s:%d: record is not a JSON object", path, line);
+			sb_json_free(rec);
+			break;
+		}
 		if (strcmp(sb_json_str(sb_json_get(rec, "kind"), ""), "n3a.eval")) {
 			sb_json_free(rec);
 			continue;

@@ -147,6 +147,10 @@ bad "a fork step that is not evaluated" 's/"parent":null/"parent":768/; s/"arm":
 bad "no CE" 's/,"validation_cross_entropy":1//' "validation_cross_entropy missing or not a number"
 bad "a CE string" 's/"validation_cross_entropy":1/"validation_cross_entropy":"1"/' "validation_cross_entropy missing or not a number"
 bad "no seed" 's/"seed":64000,//' "bad.ndjson:2: n3a.eval: missing field 'seed'"
+# a line that is JSON but not an object is not a record: malformed (it was skipped, and the
+# rest gave a verdict)
+{ head -n 3 killed.ndjson; echo '[1,2]'; tail -n +4 killed.ndjson; } >notobj.ndjson
+refuse "a line that is not a JSON object" "notobj.ndjson:4: record is not a JSON object" notobj.ndjson
 echo '{"kind":"run.meta","v":1}' >empty.ndjson
 refuse "no n3a.eval records" "N3-A: no decision: no n3a.eval records" empty.ndjson
 # --interim: each arch's components over the seeds complete for it; no families, no verdict
