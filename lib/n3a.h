@@ -250,7 +250,7 @@ typedef void (*sb_n3a_progress_fn)(void *arg, const char *cell_id, const char *u
  * record {cell_id, arch, r, seed, arm, parent (null or the parent step), step (main:
  * update count; fork: relative), validation_cross_entropy, validation_accuracy,
  * mean_relevant_mass, mean_entropy, mean_support, gamma}; per unit an n3a.unit record
- * {arm, parent, updates, start_params_sha256, start_state_sha256 (parameters, AdamW
+ * {cell_id, arm, parent, updates, start_params_sha256, start_state_sha256 (parameters, AdamW
  * moments and step), end_params_sha256}; last n3a.done
  * {cell_id, status "completed"|"failed", reason (the guard) and error when failed, units
  * 12, units_completed, s_replay_equal, init_params_sha256, train_seconds, cpu_seconds}.

@@ -64,6 +64,10 @@ check(all(main[(a, 0)]["validation_cross_entropy"] > 0 for a in "DS") and
 check(all(abs(fork[("L", p, s)]["mean_support"] - 32) < 1e-12 and fork[("P", p, s)]["mean_support"] == 8
           for p in parents for s in (0, 1, F)), "L's support 32, P's 8")
 units = [r for r in recs if r["kind"] == "n3a.unit"]
+check(all(set(u) == {"kind", "v", "cell_id", "arm", "parent", "updates", "start_params_sha256", "start_state_sha256",
+                     "end_params_sha256"} for u in units), "every n3a.unit has exactly the documented fields")
+check(set(done) == {"kind", "v", "cell_id", "status", "units", "units_completed", "s_replay_equal", "init_params_sha256",
+                    "train_seconds", "cpu_seconds"}, "n3a.done (completed) has exactly the documented fields")
 start = {(u["arm"], u["parent"]): u["start_params_sha256"] for u in units}
 check(len(units) == 12 and start[("D", None)] == start[("S", None)] == done["init_params_sha256"],
       "D and S start from identical parameters (the same SHA-256)")
