@@ -1758,6 +1758,14 @@ static int n3a_load(const char *path, int file, struct sb_input *in, struct sb_e
 			sb_json_free(rec);
 			continue;
 		}
+		int64_t ver = 1; /* as load(): a record of another version is not read as version 1 */
+		if (sb_json_get(rec, "v") && (sb_json_int64(sb_json_get(rec, "v"), &ver) || ver != 1)) {
+			rc = SB_ERR(err, SB_EDATA, "%s:%d: n3a.eval record version %s not supported (this program reads 1)",
+			            path, line,
+			            sb_json_get(rec, "v")->type == SB_JSON_NUMBER ? sb_json_get(rec, "v")->text : "?");
+			sb_json_free(rec);
+			break;
+		}
 		const char *arch, *arm;
 		int64_t r, seed, step, parent = -1;
 		const struct sb_json *pj = sb_json_get(rec, "parent"),

@@ -147,6 +147,7 @@ bad "a fork step that is not evaluated" 's/"parent":null/"parent":768/; s/"arm":
 bad "no CE" 's/,"validation_cross_entropy":1//' "validation_cross_entropy missing or not a number"
 bad "a CE string" 's/"validation_cross_entropy":1/"validation_cross_entropy":"1"/' "validation_cross_entropy missing or not a number"
 bad "no seed" 's/"seed":64000,//' "bad.ndjson:2: n3a.eval: missing field 'seed'"
+bad "another record version" 's/"v":1/"v":2/' "bad.ndjson:2: n3a.eval record version 2 not supported (this program reads 1)"
 # a line that is JSON but not an object is not a record: malformed (it was skipped, and the
 # rest gave a verdict)
 { head -n 3 killed.ndjson; echo '[1,2]'; tail -n +4 killed.ndjson; } >notobj.ndjson
