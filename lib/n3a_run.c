@@ -127,6 +127,8 @@ int sb_n3a_cell_parse(struct sb_n3a_cell *c, const struct sb_json *obj, struct s
 			float f = (float)d;
 			if (!rc && !isfinite(f))
 				rc = SB_ERR(err, SB_EDATA, "n3a cell: field '%s': %g is beyond float range", k, d);
+			if (!rc && k[0] == 'b' && f >= 1) /* as torch.optim.AdamW: 0 <= beta < 1 */
+				rc = SB_ERR(err, SB_EDATA, "n3a cell: field '%s': %g is not below 1", k, d);
 			if (!strcmp(k, "lr"))
 				c->lr = f;
 			else if (!strcmp(k, "weight_decay"))

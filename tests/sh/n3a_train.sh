@@ -160,6 +160,8 @@ bad "updates without eval_steps" '{"family":"n3a","arch":"query","r":16,"seed":1
 bad "a parent whose replay step is not evaluated" \
 	'{"family":"n3a","arch":"query","r":4,"seed":1,"updates":16,"eval_steps":[0,4,16],"parents":[4],"fork_updates":4}'
 bad "k >= n" '{"family":"n3a","arch":"query","r":4,"seed":1,"n":8,"k":8}'
+bad "beta2 of 1" '{"family":"n3a","arch":"query","r":4,"seed":1,"beta2":1}'
+bad "beta1 above 1" '{"family":"n3a","arch":"query","r":4,"seed":1,"beta1":1.5}'
 # N3-A cells train on the CPU only: under another --device they are refused before anything
 # trains (an encoder cell in the same file included), naming the line; it was a usage error
 # after the encoder cells, with no record
