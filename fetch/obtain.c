@@ -512,6 +512,13 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 	snprintf(wrong, sizeof wrong, "%s.wrong", cpath);
 	snprintf(part, sizeof part, "%s.part", cpath);
 	snprintf(lock, sizeof lock, "%s.lock", cpath);
+	if (!f->sha256) {
+		/* A malformed pins file is an error of its own, not a refusal of
+		 * the candidates (which would rename good downloads to .wrong). */
+		char pin[SB_SHA256_HEX];
+		int64_t pin_size;
+		SB_TRY(pin_lookup(c, f->id, pin, &pin_size, err));
+	}
 
 	/* 1. the cache */
 	if (is_regular(cpath)) {
