@@ -352,7 +352,8 @@ static int dl_progress(void *ud, curl_off_t total, curl_off_t now, curl_off_t ut
 
 /* One attempt at URL into part (appending when it exists). Returns 0 on a
  * complete transfer; otherwise 1 for an error worth retrying, 2 for one that
- * is not (HTTP 4xx), with a message in msg. */
+ * is not (HTTP 4xx), 3 when the partial file could not be resumed and was
+ * removed (start over at once), with a message in msg. */
 static int http_once(const struct sbf_ctx *c, const char *url, const char *part, const struct sbf_file *f, char *msg,
                      size_t msgn)
 {
@@ -417,7 +418,7 @@ static int http_once(const struct sbf_ctx *c, const char *url, const char *part,
 		/* The server cannot resume (or the partial file is stale): start over. */
 		unlink(part);
 		snprintf(msg, msgn, "%s: cannot resume a partial download (HTTP %ld); restarting", url, code);
-		return 1;
+		return 3;
 	}
 	if (cr == CURLE_OK && (code == 200 || code == 206) && !bad) {
 		if (have && code == 200) {
@@ -425,7 +426,7 @@ static int http_once(const struct sbf_ctx *c, const char *url, const char *part,
 			 * the old prefix plus a whole body. */
 			unlink(part);
 			snprintf(msg, msgn, "%s: server ignored the range request; restarting", url);
-			return 1;
+			return 3;
 		}
 		return 0;
 	}
@@ -511,6 +512,13 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 	snprintf(wrong, sizeof wrong, "%s.wrong", cpath);
 	snprintf(part, sizeof part, "%s.part", cpath);
 	snprintf(lock, sizeof lock, "%s.lock", cpath);
+	if (!f->sha256) {
+		/* A malformed pins file is an error of its own, not a refusal of
+		 * the candidates (which would rename good downloads to .wrong). */
+		char pin[SB_SHA256_HEX];
+		int64_t pin_size;
+		SB_TRY(pin_lookup(c, f->id, pin, &pin_size, err));
+	}
 
 	/* 1. the cache */
 	if (is_regular(cpath)) {
@@ -598,7 +606,7 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 		}
 		for (size_t u = 0; u < nurls; u++) {
 			const char *url = f->urls->items[u]->text;
-			int got = 0;
+			int got = 0, restarted = 0;
 			struct stat pst;
 			int resumed = stat(part, &pst) == 0 && pst.st_size > 0;
 			for (int attempt = 0; attempt <= c->retries; attempt++) {
@@ -614,6 +622,12 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 				if (r == 0) {
 					got = 1;
 					break;
+				}
+				if (r == 3 && !restarted) {
+					/* the partial file is gone: start over, not counted as a retry */
+					restarted = 1;
+					attempt--;
+					continue;
 				}
 				if (r == 2)
 					break;

@@ -61,6 +61,17 @@ sb-fetch -q --offline --registry fx/registry.json -c cache.c -m fx/mirror -o dat
 [ $rc -eq 0 ] && grep -q "renamed to" err.c2 && [ -f data.c/mnist/pool.safetensors ]
 t_result $? "a bad cache file with a good mirror: warned, renamed, mirror used (exit $rc)"
 
+# A malformed pins file is an error of its own: exit 3 naming it, and the good cached
+# download of a pinned file is not set aside as if it had failed verification.
+mkdir -p cache.p/usps
+cp fx/mirror/usps/usps.bz2 fx/mirror/usps/usps.t.bz2 cache.p/usps/
+printf 'not json\n' >cache.p/pins.ndjson
+sb-fetch -q --offline --registry fx/registry.json -c cache.p -o data.p usps >out.p 2>err.p; rc=$?
+[ $rc -eq 3 ] && grep -q "pins.ndjson:1:" err.p && [ "$(wc -l <err.p)" -eq 1 ] && [ -f cache.p/usps/usps.bz2 ] &&
+	! ls cache.p/usps/*.wrong >/dev/null 2>&1 && [ ! -e data.p/usps ]
+t_result $? "a malformed pins file: exit 3 naming it, cached files left in place, nothing written" \
+	"exit $rc: $(head -c 400 err.p); $(ls cache.p/usps)"
+
 # Not found anywhere: exit 4 (I/O), nothing written.
 sb-fetch -q --offline --registry fx/registry.json -c cache.n -o data.n cifar10 >/dev/null 2>err.n; rc=$?
 [ $rc -eq 4 ] && grep -q "not found" err.n && [ ! -e data.n/cifar10 ]

@@ -66,6 +66,16 @@ head -c 300 /dev/urandom >cache/svhn/test_32x32.mat.part
 run svhn >out.3b 2>err.3b; rc=$?
 [ $rc -eq 0 ] && "$PY" "$FX/check.py" data fx/expect svhn >/dev/null
 t_result $? "a .part file that is not a prefix of the file: fails verification, set aside, downloaded again (exit $rc: $(head -c 300 err.3b))"
+# a partial file the server cannot resume (HTTP 416: a whole file left by a run stopped before
+# its rename; a junk one longer than the file) is restarted at once, even with --retries 0
+mkdir -p cache.rs/cifar10 cache.rs/usps
+cp fx/mirror/cifar10/cifar-10-binary.tar.gz cache.rs/cifar10/cifar-10-binary.tar.gz.part
+head -c "$(($(stat -c %s fx/mirror/usps/usps.bz2) + 100))" /dev/zero >cache.rs/usps/usps.bz2.part
+sb-fetch -q --registry reg.json --retries 0 -c cache.rs -o data.rs cifar10 usps >out.3c 2>err.3c; rc=$?
+[ $rc -eq 0 ] && "$PY" "$FX/check.py" data.rs fx/expect cifar10 >/dev/null && "$PY" "$FX/check.py" data.rs fx/expect usps >/dev/null &&
+	[ "$(grep -c "^GET /m/usps/usps.bz2 range=bytes=[0-9]*- 416" log.main)" -eq 1 ] &&
+	[ "$(grep -c "^GET /m/usps/usps.bz2 range=- 200" log.main)" -eq 1 ]
+t_result $? "an unresumable .part (HTTP 416) is restarted without using a retry (--retries 0, exit $rc: $(head -c 300 err.3c))"
 
 # 4. wrong bytes from a URL: exit 3, NAME.wrong in the cache, nothing written
 mkdir -p srv/evil/usps
