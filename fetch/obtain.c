@@ -611,9 +611,9 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 			int resumed = stat(part, &pst) == 0 && pst.st_size > 0;
 			for (int attempt = 0; attempt <= c->retries; attempt++) {
 				if (attempt > 0) {
-					long ms = c->backoff_ms << (attempt - 1);
-					if (ms > 60000)
-						ms = 60000;
+					long ms = c->backoff_ms < 60000 ? c->backoff_ms : 60000; /* doubled, at most 60 s */
+					for (int d = 1; d < attempt && ms < 60000; d++)
+						ms = 2 * ms < 60000 ? 2 * ms : 60000;
 					sb_progress(1, "%s: retrying in %.1f s (%s)", f->id, (double)ms / 1000, last);
 					sleep_ms(ms);
 				}
