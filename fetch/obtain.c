@@ -1,7 +1,7 @@
 /* obtain.c — find a registry file in the cache, the mirror directories or at
  * its URLs, and verify it before anything reads it.
  *
- * Order: CACHE/ID, then each mirror M as M/ID and M/NAME, then each URL
+ * Order: CACHE/ID, then each mirror M as M/ID and M/NAME (both, unless they are one file), then each URL
  * (downloaded into CACHE/ID.part, resumed when a partial file is there,
  * renamed to CACHE/ID once verified). A candidate that fails verification is
  * refused with expected and actual hashes on stderr: a cache or downloaded file
@@ -552,10 +552,14 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 	/* 2. mirror directories */
 	for (int i = 0; i < c->nmirrors; i++) {
 		const char *cands[2] = {f->id, f->name};
+		struct stat seen = {0};
 		for (int k = 0; k < 2; k++) {
 			char mp[4096];
-			if (set_path(mp, sizeof mp, c->mirrors[i], cands[k]) || !is_regular(mp))
+			struct stat st;
+			if (set_path(mp, sizeof mp, c->mirrors[i], cands[k]) || !is_regular(mp) || stat(mp, &st))
 				continue;
+			if (k == 1 && seen.st_ino && st.st_dev == seen.st_dev && st.st_ino == seen.st_ino)
+				continue; /* M/NAME is M/ID itself (ID == NAME, or a link), refused already */
 			memset(out, 0, sizeof *out);
 			out->f = f;
 			snprintf(out->path, sizeof out->path, "%s", mp);
@@ -572,7 +576,7 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 			}
 			refused(&bad, &e, " (mirror file left in place)");
 			sbf_src_free(out);
-			break; /* M/NAME is not tried when M/ID was refused */
+			seen = st; /* a refused M/ID does not hide a good M/NAME */
 		}
 	}
 

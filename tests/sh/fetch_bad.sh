@@ -47,6 +47,21 @@ sb-fetch -q --offline --registry fx/registry.json -m wrong -c cache.w -o data.w 
 t_result $? "wrong hash in a mirror: exit 3, expected and actual hash, mirror file left, nothing written" \
 	"exit $rc: $(head -c 400 err.w)"
 
+# A refused M/ID does not hide a good M/NAME in the same mirror; M/NAME that is M/ID
+# itself (a link) is not refused twice.
+mkdir -p both/mnist
+cp wrong/mnist/* both/mnist/
+cp fx/mirror/mnist/t10k-labels-idx1-ubyte.gz both/
+sb-fetch -q --offline --registry fx/registry.json -m both -c cache.b -o data.b mnist >out.b 2>err.b; rc=$?
+[ $rc -eq 0 ] && grep -q "expected $want, actual $got" err.b && [ -f data.b/mnist/pool.safetensors ]
+t_result $? "a bad M/ID and a good M/NAME in one mirror: the refusal warned, M/NAME used" "exit $rc: $(head -c 400 err.b)"
+mkdir -p linked/mnist
+cp wrong/mnist/* linked/mnist/
+ln -s mnist/t10k-labels-idx1-ubyte.gz linked/t10k-labels-idx1-ubyte.gz
+sb-fetch -q --offline --registry fx/registry.json -m linked -c cache.l -o data.l mnist >out.l 2>err.l; rc=$?
+[ $rc -eq 3 ] && [ "$(grep -c "expected $want" err.l)" -eq 1 ] && [ "$(wc -l <err.l)" -eq 1 ]
+t_result $? "M/NAME a link to a refused M/ID: exit 3, refused once" "exit $rc: $(head -c 400 err.l)"
+
 # The same file in the cache: renamed to NAME.wrong.
 mkdir -p cache.c/mnist
 cp wrong/mnist/* cache.c/mnist/
