@@ -353,7 +353,8 @@ static int dl_progress(void *ud, curl_off_t total, curl_off_t now, curl_off_t ut
 /* One attempt at URL into part (appending when it exists). Returns 0 on a
  * complete transfer; otherwise 1 for an error worth retrying, 2 for one that
  * is not (HTTP 4xx), 3 when the partial file could not be resumed and was
- * removed (start over at once), with a message in msg. */
+ * removed (start over at once), with a message in msg; after a complete
+ * transfer msg holds the URL the bytes came from (after redirects). */
 static int http_once(const struct sbf_ctx *c, const char *url, const char *part, const struct sbf_file *f, char *msg,
                      size_t msgn)
 {
@@ -404,7 +405,11 @@ static int http_once(const struct sbf_ctx *c, const char *url, const char *part,
 	/* Proxies: libcurl reads http_proxy, https_proxy, ALL_PROXY and NO_PROXY itself. */
 	CURLcode cr = curl_easy_perform(h);
 	long code = 0;
+	char *eff = NULL;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_getinfo(h, CURLINFO_EFFECTIVE_URL, &eff);
+	char final[2048];
+	snprintf(final, sizeof final, "%s", eff ? eff : url);
 	curl_easy_cleanup(h);
 	int bad = fclose(fp) != 0;
 	if (code >= 400 && code != 416) {
@@ -428,6 +433,7 @@ static int http_once(const struct sbf_ctx *c, const char *url, const char *part,
 			snprintf(msg, msgn, "%s: server ignored the range request; restarting", url);
 			return 3;
 		}
+		snprintf(msg, msgn, "%s", final);
 		return 0;
 	}
 	if (d.over || cr == CURLE_FILESIZE_EXCEEDED) {
@@ -645,6 +651,8 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 			snprintf(out->path, sizeof out->path, "%s", part);
 			out->origin = "url";
 			snprintf(out->url, sizeof out->url, "%s", url);
+			if (strcmp(last, url)) /* redirected: where the bytes came from */
+				snprintf(out->url_final, sizeof out->url_final, "%s", last);
 			sb_err_clear(&e);
 			rc = verify(c, out, url, &e);
 			if (rc == 0) {

@@ -71,6 +71,7 @@ struct sbf_src {
 	char path[4096];
 	const char *origin; /* "cache" | "mirror" | "url" */
 	char url[2048];
+	char url_final[2048]; /* the URL after redirects, when it differs from url */
 	char sha256[SB_SHA256_HEX];
 	char md5[33];
 	uint64_t size;

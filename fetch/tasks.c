@@ -65,6 +65,8 @@ static void emit_archive(struct sbf_ctx *c, const char *task, const struct sbf_s
 	sb_jw_kstr(w, "path", s->path);
 	if (s->url[0])
 		sb_jw_kstr(w, "url", s->url);
+	if (s->url_final[0])
+		sb_jw_kstr(w, "url_final", s->url_final);
 	sb_jw_kint(w, "size_bytes", (int64_t)s->size);
 	sb_jw_kstr(w, "sha256", s->sha256);
 	sb_jw_kstr(w, "md5", s->md5);

@@ -45,6 +45,15 @@ u=${u%%$'\n'*}
 [ -f cache/mnist/train-images-idx3-ubyte.gz ] && ! ls cache/mnist/*.part >/dev/null 2>&1
 t_result $? "downloads land in the cache by name, no .part left"
 
+# 1b. a redirect is followed; the record keeps the registry's URL and where the bytes came from
+"$PY" "$FX/regedit.py" fx/registry.json reg.redir.json --urls "http://127.0.0.1:$P/redirect/m/{id}"
+sb-fetch -q --registry reg.redir.json --retries 0 -c cache.redir -o data.redir kmnist >out.1b 2>err.1b; rc=$?
+u=$(json_field out.1b fetch.archive url | head -n 1); uf=$(json_field out.1b fetch.archive url_final | head -n 1)
+[ $rc -eq 0 ] && [[ $u == "http://127.0.0.1:$P/redirect/m/kmnist/"* ]] && [ "$uf" = "http://127.0.0.1:$P/m/${u#*/redirect/m/}" ] &&
+	grep -q "^GET /redirect/m/kmnist/.* 302" log.main
+t_result $? "a 302 is followed; fetch.archive has url (the registry's) and url_final (exit $rc, $u -> $uf: $(head -c 300 err.1b))"
+[ "$(json_field out.1 fetch.archive url_final | sort -u)" = None ]; t_result $? "no url_final without a redirect"
+
 # 2. a transfer cut off after 3000 bytes is retried and resumed from there
 run cifar10 >out.2 2>err.2; rc=$?
 [ $rc -eq 0 ] && "$PY" "$FX/check.py" data fx/expect cifar10 >/dev/null; t_result $? "cifar10 after an interrupted transfer (exit $rc: $(head -c 300 err.2))"
