@@ -352,6 +352,15 @@ int sb_sas_cell_finished(const struct sb_sas_cell *c, const char *runs_dir)
 	finished = !strcmp(kind, "sas.train.done") && want[0] && !sb_sha256_file(path, hex, NULL, &e) &&
 	           !strcmp(hex, want);
 	sb_json_free(done);
+	/* and that checkpoint is this cell's: an interrupted retrain of an edited cell (same id)
+	 * leaves the new cell.json beside the previous cell's train.ndjson and checkpoint */
+	if (finished) {
+		struct sb_tensors meta;
+		const char *mh;
+		finished = !sb_st_read_meta(path, &meta, &e) && (mh = sb_tensors_meta(&meta, "cell_sha256")) &&
+		           !cell_hash(c, hex, &e) && !strcmp(mh, hex);
+		sb_tensors_free(&meta);
+	}
 out:
 	free(buf);
 	sb_jw_free(&w);
