@@ -547,9 +547,7 @@ static int read_done(const char *run_dir, struct sb_json **done, struct sb_err *
 			sb_json_free(v);
 		}
 	}
-	if (rc)
-		sb_err_prefix(err, "%s:%ld", path, sb_ndjson_line(rd));
-	sb_ndjson_close(rd);
+	sb_ndjson_close(rd); /* an error of the reader names the file and line already */
 	if (!rc && !*done)
 		rc = SB_ERR(err, SB_EDATA, "%s: no sas.train.done record (training did not finish)", path);
 	return rc;

@@ -711,6 +711,19 @@ static void test_resume_stale(void)
 	         "an edited cell whose retraining was interrupted is not finished (the checkpoint is the old cell's)");
 	rc = sb_sas_train_cell(be, &c2, dir, run_dir, NULL, NULL, &err);
 	SB_CHECK(rc == 0 && sb_sas_cell_finished(&c2, dir), "retrained, it is (%s)", rc ? err.msg : "ok");
+	/* a malformed train.ndjson: one message naming the file and line once */
+	snprintf(path, sizeof path, "%s/train.ndjson", run_dir);
+	f = fopen(path, "ab");
+	if (f) {
+		fputs("{\"kind\":\n", f);
+		fclose(f);
+	}
+	char where[4300];
+	snprintf(where, sizeof where, "%s/train.ndjson:", run_dir);
+	rc = sb_sas_eval_run(be, run_dir, NULL, &err);
+	const char *at = rc ? strstr(err.msg, where) : NULL;
+	SB_CHECK(rc == SB_EDATA && at && !strstr(at + 1, where), "a malformed train.ndjson: exit 3, named once (%s)",
+	         rc ? err.msg : "ok");
 	char cmd[700];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	if (system(cmd))
