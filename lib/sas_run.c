@@ -548,6 +548,10 @@ static int read_done(const char *run_dir, struct sb_json **done, struct sb_err *
 		}
 	}
 	sb_ndjson_close(rd); /* an error of the reader names the file and line already */
+	if (rc) { /* a record read before the bad line is not returned */
+		sb_json_free(*done);
+		*done = NULL;
+	}
 	if (!rc && !*done)
 		rc = SB_ERR(err, SB_EDATA, "%s: no sas.train.done record (training did not finish)", path);
 	return rc;
