@@ -352,6 +352,15 @@ int sb_sas_cell_finished(const struct sb_sas_cell *c, const char *runs_dir)
 	finished = !strcmp(kind, "sas.train.done") && want[0] && !sb_sha256_file(path, hex, NULL, &e) &&
 	           !strcmp(hex, want);
 	sb_json_free(done);
+	/* and that checkpoint is this cell's: an interrupted retrain of an edited cell (same id)
+	 * leaves the new cell.json beside the previous cell's train.ndjson and checkpoint */
+	if (finished) {
+		struct sb_tensors meta;
+		const char *mh;
+		finished = !sb_st_read_meta(path, &meta, &e) && (mh = sb_tensors_meta(&meta, "cell_sha256")) &&
+		           !cell_hash(c, hex, &e) && !strcmp(mh, hex);
+		sb_tensors_free(&meta);
+	}
 out:
 	free(buf);
 	sb_jw_free(&w);
@@ -538,9 +547,11 @@ static int read_done(const char *run_dir, struct sb_json **done, struct sb_err *
 			sb_json_free(v);
 		}
 	}
-	if (rc)
-		sb_err_prefix(err, "%s:%ld", path, sb_ndjson_line(rd));
-	sb_ndjson_close(rd);
+	sb_ndjson_close(rd); /* an error of the reader names the file and line already */
+	if (rc) { /* a record read before the bad line is not returned */
+		sb_json_free(*done);
+		*done = NULL;
+	}
 	if (!rc && !*done)
 		rc = SB_ERR(err, SB_EDATA, "%s: no sas.train.done record (training did not finish)", path);
 	return rc;

@@ -66,7 +66,7 @@ typedef void (*sb_sas_progress_fn)(void *arg, const char *phase, int step, int s
 
 /* Is the cell (not a scaled one) finished in RUNS_DIR/ID: its cell.json the one this cell
  * writes, byte for byte, train.ndjson ending in sas.train.done, and model.safetensors the
- * checkpoint that record names? Then sb-train skips it, as it skips a finished encoder or LM
+ * checkpoint that record names, its metadata's cell_sha256 this cell's? Then sb-train skips it, as it skips a finished encoder or LM
  * cell (a SAS id is given, not a hash of the cell, so the file is compared). */
 int sb_sas_cell_finished(const struct sb_sas_cell *c, const char *runs_dir);
 /* Train one cell into runs_dir/CELL_ID: dense pretraining, then the selector on the

@@ -42,10 +42,17 @@ static int mask_at_budget(const char *t, const struct sb_lm_mask *bud, struct sb
 		char *dup = strdup(t), *save = NULL;
 		if (!dup)
 			return SB_ERR(err, SB_EINTERNAL, "out of memory");
-		int rc = 0;
+		int rc = 0, n = 0;
 		struct sb_lm_mask m;
-		for (char *u = strtok_r(dup, ";", &save); u && !rc; u = strtok_r(NULL, ";", &save))
+		for (char *u = strtok_r(dup, ";", &save); u && !rc; u = strtok_r(NULL, ";", &save)) {
 			rc = mask_at_budget(u, bud, &m, err);
+			/* each one is evaluated (sb_sas_scaled_eval): none the kernel cannot run, no more than fit */
+			if (!rc && m.kind == SB_LM_MASK_H2O)
+				rc = SB_ERR(err, SB_EDATA,
+				            "field 'masks': '%s' needs accumulated attention, not supported here", u);
+			if (!rc && ++n > SB_SAS_SCALED_MAXMASK)
+				rc = SB_ERR(err, SB_EDATA, "field 'masks': at most %d masks", SB_SAS_SCALED_MAXMASK);
+		}
 		free(dup);
 		return rc;
 	}
@@ -538,7 +545,7 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 	ms[nm++].mode = SB_SAS_LM_DENSE;
 	{
 		char *dup = strdup(c.masks), *save = NULL;
-		for (char *t = strtok_r(dup, ";", &save); t && !rc && nm < SB_SAS_SCALED_MAXMASK;
+		for (char *t = strtok_r(dup, ";", &save); t && !rc && nm <= SB_SAS_SCALED_MAXMASK;
 		     t = strtok_r(NULL, ";", &save)) {
 			rc = mask_at_budget(t, &bud, &ms[nm].mask, err);
 			if (!rc && (ms[nm].mask.kind == SB_LM_MASK_H2O || ms[nm].mask.kind == SB_LM_MASK_DENSE))

@@ -68,4 +68,17 @@ echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$run\",\"blocks\":[8],\"budg
 sb-train -q -o "$T/r4" "$T/bad3.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q "'block16:s=2,w=16,k=8' does not run at the cell's budget 'recipe:s=2,w=16,k=16'" "$T/e"
 t_result $? "a mask at another budget than the cell's is refused, naming both (exit $rc: $(head -c 300 "$T/e"))"
+# every mask of "masks" is evaluated (up to 8, SB_SAS_SCALED_MAXMASK); more, or one the kernel cannot
+# run (h2o), is bad input: before, the 8th and later and any h2o were dropped without a word
+m8="recipe;block2;block4;block8;block16;block32;block64;block128"
+echo "{\"family\":\"sas\",\"seed\":3,\"id\":\"m8\",\"backbone\":\"$run\",\"blocks\":[8],\"sel_steps\":1,\"windows\":1,\"probes\":0,\"untrained\":0,\"nogate\":0,\"masks\":\"$m8\"}" >"$T/m8.ndjson"
+sb-train -q -o "$T/r5" "$T/m8.ndjson" >/dev/null 2>"$T/e" && sb-eval -q "$T/r5/m8" >/dev/null 2>>"$T/e" &&
+	grep -q '"methods":\["dense","recipe","block2","block4","block8","block16","block32","block64","block128","sas-b8"\]' "$T/r5/m8/eval.ndjson"
+t_result $? "eight masks: every one evaluated ($(grep -o '"methods":[^]]*]' "$T/r5/m8/eval.ndjson" 2>/dev/null; head -c 200 "$T/e"))"
+for m in "$m8;struct_random" "recipe;h2o"; do
+	echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$run\",\"blocks\":[8],\"masks\":\"$m\"}" >"$T/bad4.ndjson"
+	sb-train -q -o "$T/r6" "$T/bad4.ndjson" >/dev/null 2>"$T/e"; rc=$?
+	[ $rc -eq 3 ] && grep -q "bad4.ndjson:1: field 'masks'" "$T/e" && [ ! -e "$T/r6" ]
+	t_result $? "masks '$m': refused as bad input, nothing trained (exit $rc: $(head -c 200 "$T/e"))"
+done
 t_done

@@ -661,6 +661,75 @@ static void test_corpus_parts(void)
 		fprintf(stderr, "# could not remove %s\n", dir);
 }
 
+/* An interrupted retrain of an edited cell (same id) leaves the new cell.json beside the
+ * previous run's train.ndjson and checkpoint: that run is not this cell's, so it must not
+ * count as finished (before, sb-train skipped it and sb-eval then refused the run). */
+static void test_resume_stale(void)
+{
+	char dir[] = "/tmp/sbsasrXXXXXX";
+	if (!mkdtemp(dir)) {
+		SB_CHECK(0, "mkdtemp");
+		return;
+	}
+	char file[600], spec[700];
+	snprintf(file, sizeof file, "%s/text.txt", dir);
+	FILE *f = fopen(file, "wb");
+	for (int i = 0; f && i < 20000; i++)
+		fputc('a' + (i * 7 + i / 13) % 26, f);
+	if (f)
+		fclose(f);
+	snprintf(spec, sizeof spec, "t=%s", file);
+	struct sb_sas_cell c1, c2;
+	memset(&c1, 0, sizeof c1);
+	sb_sas_cfg_default(&c1.sc);
+	sb_sas_proc_default(&c1.proc);
+	snprintf(c1.cell_id, sizeof c1.cell_id, "r");
+	snprintf(c1.corpus, sizeof c1.corpus, "%s", spec);
+	c1.proc.pre_steps = 1;
+	c1.proc.sel_steps = 1;
+	c2 = c1;
+	c2.proc.sel_steps = 2; /* the same id, another field */
+	char run_dir[4096];
+	struct sb_err err = {0};
+	int rc = sb_sas_train_cell(be, &c1, dir, run_dir, NULL, NULL, &err);
+	SB_CHECK(rc == 0 && sb_sas_cell_finished(&c1, dir), "a trained cell counts as finished (%s)",
+	         rc ? err.msg : "ok");
+	/* what sb_sas_train_cell(c2) leaves when killed after writing cell.json */
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	sb_sas_cell_json(&w, &c2);
+	char path[4200];
+	snprintf(path, sizeof path, "%s/cell.json", run_dir);
+	f = fopen(path, "wb");
+	if (f) {
+		fwrite(w.buf, 1, w.len, f);
+		fputc('\n', f);
+		fclose(f);
+	}
+	sb_jw_free(&w);
+	SB_CHECK(!sb_sas_cell_finished(&c2, dir),
+	         "an edited cell whose retraining was interrupted is not finished (the checkpoint is the old cell's)");
+	rc = sb_sas_train_cell(be, &c2, dir, run_dir, NULL, NULL, &err);
+	SB_CHECK(rc == 0 && sb_sas_cell_finished(&c2, dir), "retrained, it is (%s)", rc ? err.msg : "ok");
+	/* a malformed train.ndjson: one message naming the file and line once */
+	snprintf(path, sizeof path, "%s/train.ndjson", run_dir);
+	f = fopen(path, "ab");
+	if (f) {
+		fputs("{\"kind\":\n", f);
+		fclose(f);
+	}
+	char where[4300];
+	snprintf(where, sizeof where, "%s/train.ndjson:", run_dir);
+	rc = sb_sas_eval_run(be, run_dir, NULL, &err);
+	const char *at = rc ? strstr(err.msg, where) : NULL;
+	SB_CHECK(rc == SB_EDATA && at && !strstr(at + 1, where), "a malformed train.ndjson: exit 3, named once (%s)",
+	         rc ? err.msg : "ok");
+	char cmd[700];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	if (system(cmd))
+		fprintf(stderr, "# could not remove %s\n", dir);
+}
+
 int main(void)
 {
 	struct sb_err err = {0};
@@ -675,6 +744,7 @@ int main(void)
 	test_frozen();
 	test_pretrain_learns();
 	test_corpus_parts();
+	test_resume_stale();
 	sb_backend_close(be);
 	return sb_test_done();
 }
