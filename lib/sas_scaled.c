@@ -266,11 +266,16 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
                         void *arg, struct sb_err *err)
 {
 	snprintf(run_dir, 4096, "%s/%s", runs_dir, c->cell_id);
-	SB_TRY(sb_mkdir_p(run_dir, err));
+	/* the backbone, its corpora and the blocks against its T first: a cell refused
+	 * for them leaves no run directory behind */
 	struct backbone bb;
 	SB_TRY(open_backbone(c->backbone, &bb, err));
 	const struct sb_lm_cell *lc = &bb.cell;
 	int T = lc->T, rc = 0;
+	for (int bi = 0; bi < c->n_blocks && !rc; bi++)
+		if (T % c->blocks[bi])
+			rc = SB_ERR(err, SB_EDATA, "field 'blocks': %d does not divide the backbone's T %d", c->blocks[bi],
+			            T);
 	struct sb_lm_corpus corp[8];
 	memset(corp, 0, sizeof corp);
 	for (int i = 0; i < lc->n_corpora && !rc; i++)
@@ -279,6 +284,8 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 	if (!rc)
 		rc = sb_lm_mix_parse(&mix, lc->mixture, corp, lc->n_corpora, lc->haystack[0] ? lc->haystack : NULL,
 		                     c->seed + 1000, T, err);
+	if (!rc)
+		rc = sb_mkdir_p(run_dir, err);
 	char path[4200];
 	if (!rc) {
 		struct sb_jw w;

@@ -58,8 +58,15 @@ sb-eval -q "$T/swapped" >/dev/null 2>"$T/e"; rc=$?
 t_result $? "selectors swapped between block sizes are refused naming both (exit $rc: $(cat "$T/e"))"
 echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$T/nope\"}" >"$T/bad.ndjson"
 sb-train -q -o "$T/r2" "$T/bad.ndjson" >/dev/null 2>"$T/e"; rc=$?
-[ $rc -ne 0 ] && grep -q "$T/nope" "$T/e"
-t_result $? "a missing backbone fails naming it (exit $rc)"
+[ $rc -ne 0 ] && grep -q "$T/nope" "$T/e" && [ ! -e "$T/r2/sas-scaled-s3" ]
+t_result $? "a missing backbone fails naming it, no run directory left (exit $rc)"
+# a block size that does not divide the backbone's T (128): bad input, and nothing left behind
+for b in 7 256; do
+	echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$run\",\"blocks\":[8,$b]}" >"$T/badb.ndjson"
+	sb-train -q -o "$T/r7" "$T/badb.ndjson" >/dev/null 2>"$T/e"; rc=$?
+	[ $rc -eq 3 ] && grep -q "field 'blocks': $b does not divide the backbone's T 128" "$T/e" && [ ! -e "$T/r7/sas-scaled-s3" ]
+	t_result $? "blocks [8,$b] on a T 128 backbone: exit 3 naming the field, no run directory (exit $rc: $(head -c 200 "$T/e"))"
+done
 echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$run\",\"blocks\":[8],\"sel_stepz\":3}" >"$T/bad2.ndjson"
 sb-train -q -o "$T/r3" "$T/bad2.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q "bad2.ndjson:1: unknown field 'sel_stepz'" "$T/e"
