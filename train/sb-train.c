@@ -300,8 +300,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 typedef int (*family_train_fn)(const struct sb_json *cell, const char *runs_dir, struct sb_backend *be, FILE *out,
                                int *skipped, struct sb_err *err);
 /* check (optional): validates a cell when it is read, so that a malformed one is refused
- * naming its file and line before anything trains. */
-typedef int (*family_check_fn)(const struct sb_json *cell, struct sb_err *err);
+ * naming its file and line before anything trains, and gives its run id (128 bytes). */
+typedef int (*family_check_fn)(const struct sb_json *cell, char *id, char *canon, struct sb_err *err);
 /* cpu_only: the family's trainer has no other backend, so a cell of it under another
  * --device is refused before anything trains. */
 static const struct {
@@ -319,6 +319,8 @@ struct family_cell {
 	struct sb_json *cell; /* owned */
 	int family;           /* index in FAMILIES */
 	long line;            /* its line in the cells file */
+	char id[128];         /* its run id, when the family has a check ("" otherwise) */
+	char canon[SB_SHA256_HEX]; /* the SHA-256 of the complete cell (defaults filled in) */
 };
 
 /* The family of a cell object: -1 none (an encoder cell), an index in FAMILIES, or an
@@ -373,7 +375,31 @@ static int cells_add(struct cells *cs, const struct sb_cell *c, long line)
 	return 0;
 }
 
-static int family_cell_add(struct cells *cs, struct sb_json *v, int family, long line, struct sb_err *err)
+/* v's run id is the id of an earlier cell of its family: the same cell is trained once
+ * (*dup set), as an encoder cell given twice is; another cell under the same id (a SAS id
+ * is given, or sas-sSEED by default) would write over the first one's run, so it is bad input. */
+static int family_cell_dup(const struct cells *cs, int family, const char *id, const char *canon, int *dup,
+                           struct sb_err *err)
+{
+	*dup = 0;
+	for (int i = 0; id[0] && i < cs->nf; i++) {
+		const struct family_cell *f = &cs->fc[i];
+		if (f->family != family || strcmp(f->id, id))
+			continue;
+		if (strcmp(f->canon, canon))
+			return SB_ERR(err, SB_EDATA,
+			              "%s cell: run id '%s' is also line %ld's, a cell with other fields (give each its own "
+			              "\"id\")",
+			              FAMILIES[family].name, id, f->line);
+		sb_cli_warn("cell %s given twice: trained once", id);
+		*dup = 1;
+		return 0;
+	}
+	return 0;
+}
+
+static int family_cell_add(struct cells *cs, struct sb_json *v, int family, const char *id, const char *canon,
+                           long line, struct sb_err *err)
 {
 	if (cs->nf == cs->capf) {
 		int cap = cs->capf ? 2 * cs->capf : 4;
@@ -383,7 +409,10 @@ static int family_cell_add(struct cells *cs, struct sb_json *v, int family, long
 		cs->fc = p;
 		cs->capf = cap;
 	}
-	cs->fc[cs->nf++] = (struct family_cell){v, family, line};
+	cs->fc[cs->nf] = (struct family_cell){v, family, line, "", ""};
+	snprintf(cs->fc[cs->nf].id, sizeof cs->fc[cs->nf].id, "%s", id);
+	snprintf(cs->fc[cs->nf].canon, sizeof cs->fc[cs->nf].canon, "%s", canon);
+	cs->nf++;
 	return 0;
 }
 
@@ -434,11 +463,15 @@ static int read_cells(const struct opts *o, struct cells *cs, struct sb_err *err
 		int family;
 		rc = cell_family(v, &family, err);
 		if (!rc && family >= 0) { /* kept whole for its family's trainer */
+			char id[128] = "", canon[SB_SHA256_HEX] = "";
+			int dup = 0;
 			if (FAMILIES[family].check)
-				rc = FAMILIES[family].check(v, err);
+				rc = FAMILIES[family].check(v, id, canon, err);
 			if (!rc)
-				rc = family_cell_add(cs, v, family, sb_ndjson_line(rd), err);
-			if (rc)
+				rc = family_cell_dup(cs, family, id, canon, &dup, err);
+			if (!rc && !dup)
+				rc = family_cell_add(cs, v, family, id, canon, sb_ndjson_line(rd), err);
+			if (rc || dup)
 				sb_json_free(v);
 		} else {
 			if (!rc)

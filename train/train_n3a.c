@@ -1,10 +1,13 @@
 /* train_n3a.c — sb-train's entry for N3-A cells (see train_n3a.h). */
 #include "train_n3a.h"
 
+#include <stdio.h>
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "hash.h"
 #include "n3a.h"
 
 static void progress(void *arg, const char *cell_id, const char *unit, int done, int units, double secs)
@@ -12,10 +15,19 @@ static void progress(void *arg, const char *cell_id, const char *unit, int done,
 	sb_progress(done == units, "%s: %s done (%d/%d units, %.0f s)", cell_id, unit, done, units, secs);
 }
 
-int sb_train_n3a_check(const struct sb_json *cell, struct sb_err *err)
+int sb_train_n3a_check(const struct sb_json *cell, char *id, char *canon, struct sb_err *err)
 {
 	struct sb_n3a_cell c;
-	return sb_n3a_cell_parse(&c, cell, err);
+	SB_TRY(sb_n3a_cell_parse(&c, cell, err));
+	snprintf(id, 128, "%s", c.cell_id);
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	sb_n3a_cell_json(&w, &c);
+	int oom = w.oom;
+	if (!oom)
+		sb_sha256_buf(w.buf, w.len, canon);
+	sb_jw_free(&w);
+	return oom ? SB_ERR(err, SB_EINTERNAL, "out of memory") : 0;
 }
 
 static int fault_of(const char *s, int *fault, struct sb_err *err)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "hash.h"
 #include "sas_run.h"
 
 static void progress(void *arg, const char *phase, int step, int steps, double loss)
@@ -12,10 +13,22 @@ static void progress(void *arg, const char *phase, int step, int steps, double l
 	            phase, step, steps, loss);
 }
 
-int sb_train_sas_check(const struct sb_json *cell, struct sb_err *err)
+int sb_train_sas_check(const struct sb_json *cell, char *id, char *canon, struct sb_err *err)
 {
 	struct sb_sas_cell c;
-	return sb_sas_cell_parse(&c, cell, err);
+	SB_TRY(sb_sas_cell_parse(&c, cell, err));
+	snprintf(id, 128, "%s", c.scaled ? c.sx.cell_id : c.cell_id);
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	if (c.scaled)
+		sb_sas_scaled_json(&w, &c.sx);
+	else
+		sb_sas_cell_json(&w, &c);
+	int oom = w.oom;
+	if (!oom)
+		sb_sha256_buf(w.buf, w.len, canon);
+	sb_jw_free(&w);
+	return oom ? SB_ERR(err, SB_EINTERNAL, "out of memory") : 0;
 }
 
 int sb_train_sas_cell(const struct sb_json *cell, const char *runs_dir, struct sb_backend *be, FILE *out,

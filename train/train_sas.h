@@ -21,6 +21,8 @@ int sb_train_sas_cell(const struct sb_json *cell, const char *runs_dir, struct s
                       int *skipped, struct sb_err *err);
 
 /* Parses the cell (unknown fields, ranges) without training: sb-train's read-time check. */
-int sb_train_sas_check(const struct sb_json *cell, struct sb_err *err);
+/* Validates a cell when it is read; id (128 bytes) receives its run id, canon (SB_SHA256_HEX
+ * bytes) the SHA-256 of the complete cell (defaults filled in). */
+int sb_train_sas_check(const struct sb_json *cell, char *id, char *canon, struct sb_err *err);
 
 #endif

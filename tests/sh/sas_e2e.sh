@@ -132,6 +132,17 @@ echo '{"family":"sas","seed":1,"corpus":"x=/nonexistent/c.txt"}' >"$T/nocorpus.n
 sb-train -q -o "$T/r4" "$T/nocorpus.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 4 ] && grep -q '/nonexistent/c.txt' "$T/e" && [ -z "$(ls -A "$T/r4" 2>/dev/null)" ]
 t_result $? "a missing corpus: exit 4 naming the file, no run directory left (exit $rc: $(ls "$T/r4" 2>/dev/null))"
+# two cells under one run id: the same cell (a default spelled out) is trained once; another
+# cell would write over the first one's run (the id is sas-sSEED unless given): bad input
+{ cat "$T/nocorpus.ndjson"; sed 's/}$/,"topk":2}/' "$T/nocorpus.ndjson"; } >"$T/twice.ndjson"
+sb-train -q -o "$T/r4b" "$T/twice.ndjson" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 4 ] && grep -q "cell sas-x-s1 given twice: trained once" "$T/e" && [ "$(grep -c '/nonexistent/c.txt' "$T/e")" -eq 1 ]
+t_result $? "the same SAS cell twice (a default spelled out): warned, tried once (exit $rc: $(head -c 300 "$T/e"))"
+{ cat "$T/nocorpus.ndjson"; sed 's/}$/,"topk":1}/' "$T/nocorpus.ndjson"; } >"$T/clash.ndjson"
+sb-train -q -o "$T/r4c" "$T/clash.ndjson" >"$T/o4c" 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q "clash.ndjson:2: sas cell: run id 'sas-x-s1' is also line 1's, a cell with other fields" "$T/e" &&
+	[ ! -e "$T/r4c" ] && [ ! -s "$T/o4c" ]
+t_result $? "two SAS cells under one run id: exit 3 naming the line, nothing trained (exit $rc: $(head -c 300 "$T/e"))"
 sed 's/}$/,"id":"short","train_bytes":10}/' "$T/nocorpus.ndjson" | sed "s|x=/nonexistent/c.txt|$(sed -n 's/.*"corpus":"\([^"]*\)".*/\1/p' "$R/cell.json")|" >"$T/short.ndjson"
 sb-train -q -o "$T/r5" "$T/short.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q "short.ndjson:1: sas cell: .*fewer than one window" "$T/e" && [ ! -e "$T/r5/short" ]
