@@ -130,6 +130,10 @@ int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, stru
 						            sb_json_str(v->items[j], "?"));
 					c->tasks[j] = t;
 				}
+				for (size_t i = 0; i < j && !rc; i++) /* each once: one run, one record name */
+					if (is_b ? c->blocks[i] == c->blocks[j] : c->tasks[i] == c->tasks[j])
+						rc = SB_ERR(err, SB_EDATA, "field '%s': %s given twice", k,
+						            is_b ? "a block size" : "a task");
 			}
 			if (is_b)
 				c->n_blocks = (int)v->n;

@@ -60,6 +60,13 @@ echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$T/nope\"}" >"$T/bad.ndjson"
 sb-train -q -o "$T/r2" "$T/bad.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -ne 0 ] && grep -q "$T/nope" "$T/e" && [ ! -e "$T/r2/sas-scaled-s3" ]
 t_result $? "a missing backbone fails naming it, no run directory left (exit $rc)"
+# a block size or task given twice (it ran twice under one name): bad input
+for f in '"blocks":[8,16,8]' '"tasks":["niah_single_1","niah_single_1"]'; do
+	echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$run\",$f}" >"$T/dupf.ndjson"
+	sb-train -q -o "$T/r8" "$T/dupf.ndjson" >/dev/null 2>"$T/e"; rc=$?
+	[ $rc -eq 3 ] && grep -q "dupf.ndjson:1: .*given twice" "$T/e" && [ ! -e "$T/r8" ]
+	t_result $? "$f: exit 3, given twice, nothing trained (exit $rc: $(head -c 200 "$T/e"))"
+done
 # a block size that does not divide the backbone's T (128): bad input, and nothing left behind
 for b in 7 256; do
 	echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$run\",\"blocks\":[8,$b]}" >"$T/badb.ndjson"
