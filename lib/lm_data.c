@@ -186,6 +186,8 @@ int sb_lm_corpus_read(const char *spec, const char *split, struct sb_lm_corpus *
 	}
 	if (strcmp(split, "test") == 0)
 		return cut(c, NULL, 0, split, err);
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) /* a device or pipe: read twice, or never ends */
+		return SB_ERR(err, SB_EDATA, "%s: not a regular file (a corpus is read twice: hashed, then cut)", path);
 	SB_TRY(sb_sha256_file(path, c->sha256, &c->file_bytes, err));
 	uint8_t *all = NULL;
 	size_t total = 0;

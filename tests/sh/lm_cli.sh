@@ -28,6 +28,10 @@ echo '{"family":"lm","corpora":["x=/nonexistent/file.txt"]}' >"$T/bad3.json"
 sb-lm train -q -o "$T/runs" "$T/bad3.json" >"$T/o" 2>"$T/e"; rc=$?
 [ $rc -eq 4 ] && grep -q '/nonexistent/file.txt' "$T/e"
 t_result $? "a missing corpus is an I/O error naming the file (exit $rc)"
+echo '{"family":"lm","corpora":["x=/dev/zero"]}' >"$T/bad4.json"
+timeout 20 sb-lm train -q -o "$T/runs4" "$T/bad4.json" >"$T/o" 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q '/dev/zero: not a regular file' "$T/e"
+t_result $? "a corpus that is a device (/dev/zero) is bad input, not an endless read (exit $rc: $(head -c 200 "$T/e"))"
 sb-lm probe --task niah_single_1 --len 128 --index 3 >"$T/p" 2>"$T/e"
 [ "$(wc -c <"$T/p")" -eq 128 ] && grep -q "answers: '" "$T/e"
 t_result $? "probe prints exactly --len bytes and the answers on stderr"
