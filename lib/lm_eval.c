@@ -215,7 +215,7 @@ struct ev {
 	int np, nt;
 	struct sb_lm_probe *probe;  /* [nt][np] */
 	uint8_t *correct;           /* [nmask][nt][np] */
-	char (*gen)[64];            /* [nmask][nt][np] first wrong turn's output (or the last turn's) */
+	char (*gen)[64];            /* [nmask][nt][np] turn 0's output (beside turn 0's expected answer) */
 	struct sb_lm_attn_obs *obs_probe; /* [nmask][nt][np][L] */
 	struct sb_lm_corpus corp[8];
 	int n_corp, hay;
@@ -427,7 +427,7 @@ static int run_probe(struct sb_ctx *ctx, struct ev *e, int worker, int mi, int t
 		SB_TRY((e->tok ? turn_tokens : turn_bytes)(ctx, e, c, p, k, mk, logit, obs, out, (int)sizeof out, &n,
 							   &stopped, err));
 		int good = stopped && sb_lm_probe_match(p, k, out, n);
-		if (ok) {
+		if (k == 0) { /* the record's expected is turn 0's answer: output is turn 0's too */
 			size_t len = sb_lm_display_bytes(gen, 64 - 3, out, (size_t)n);
 			if (!stopped)
 				memcpy(gen + len, "...", 4);
