@@ -60,9 +60,17 @@ int sb_lm_eval_set_tasks(struct sb_lm_eval_opts *o, const char *list, struct sb_
 	o->n_tasks = 0;
 	for (char *t = strtok_r(dup, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) {
 		int k = sb_lm_task_parse(t);
-		if (k < 0)
+		if (k < 0) {
 			rc = SB_ERR(err, SB_EUSAGE, "unknown task '%s'", t);
-		else if (o->n_tasks < SB_LM_NTASKS)
+			break;
+		}
+		/* records are keyed by the task: a task twice would count its probes twice */
+		for (int i = 0; i < o->n_tasks && !rc; i++)
+			if (o->tasks[i] == k)
+				rc = SB_ERR(err, SB_EUSAGE, "task '%s' given twice in '%s'", t, list);
+		if (!rc && o->n_tasks == SB_LM_NTASKS)
+			rc = SB_ERR(err, SB_EUSAGE, "tasks '%s': more than %d tasks", list, SB_LM_NTASKS);
+		if (!rc)
 			o->tasks[o->n_tasks++] = k;
 	}
 	free(dup);
