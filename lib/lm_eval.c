@@ -60,9 +60,17 @@ int sb_lm_eval_set_tasks(struct sb_lm_eval_opts *o, const char *list, struct sb_
 	o->n_tasks = 0;
 	for (char *t = strtok_r(dup, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) {
 		int k = sb_lm_task_parse(t);
-		if (k < 0)
+		if (k < 0) {
 			rc = SB_ERR(err, SB_EUSAGE, "unknown task '%s'", t);
-		else if (o->n_tasks < SB_LM_NTASKS)
+			break;
+		}
+		/* records are keyed by the task: a task twice would count its probes twice */
+		for (int i = 0; i < o->n_tasks && !rc; i++)
+			if (o->tasks[i] == k)
+				rc = SB_ERR(err, SB_EUSAGE, "task '%s' given twice in '%s'", t, list);
+		if (!rc && o->n_tasks == SB_LM_NTASKS)
+			rc = SB_ERR(err, SB_EUSAGE, "tasks '%s': more than %d tasks", list, SB_LM_NTASKS);
+		if (!rc)
 			o->tasks[o->n_tasks++] = k;
 	}
 	free(dup);
@@ -215,7 +223,7 @@ struct ev {
 	int np, nt;
 	struct sb_lm_probe *probe;  /* [nt][np] */
 	uint8_t *correct;           /* [nmask][nt][np] */
-	char (*gen)[64];            /* [nmask][nt][np] first wrong turn's output (or the last turn's) */
+	char (*gen)[64];            /* [nmask][nt][np] turn 0's output (beside turn 0's expected answer) */
 	struct sb_lm_attn_obs *obs_probe; /* [nmask][nt][np][L] */
 	struct sb_lm_corpus corp[8];
 	int n_corp, hay;
@@ -427,7 +435,7 @@ static int run_probe(struct sb_ctx *ctx, struct ev *e, int worker, int mi, int t
 		SB_TRY((e->tok ? turn_tokens : turn_bytes)(ctx, e, c, p, k, mk, logit, obs, out, (int)sizeof out, &n,
 							   &stopped, err));
 		int good = stopped && sb_lm_probe_match(p, k, out, n);
-		if (ok) {
+		if (k == 0) { /* the record's expected is turn 0's answer: output is turn 0's too */
 			size_t len = sb_lm_display_bytes(gen, 64 - 3, out, (size_t)n);
 			if (!stopped)
 				memcpy(gen + len, "...", 4);

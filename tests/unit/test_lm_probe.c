@@ -225,6 +225,25 @@ int main(void)
 		SB_CHECK(ok, "fwe: answer = the three most frequent words, by strictly decreasing count");
 	}
 
+	/* evaluation task lists: a task given twice would be evaluated twice and its probes
+	 * counted twice in lm.retrieval (records are keyed by task and probe_id): refused */
+	{
+		struct sb_lm_eval_opts o;
+		struct sb_err err = {0};
+		sb_lm_eval_defaults(&o);
+		int rc1 = sb_lm_eval_set(&o, "tasks=vt,niah_single_1", &err);
+		int n1 = o.n_tasks;
+		int rc2 = sb_lm_eval_set(&o, "tasks=vt,niah_single_1,vt", &err);
+		SB_CHECK(rc1 == 0 && n1 == 2 && rc2 == SB_EUSAGE, "tasks=vt,niah_single_1 taken (%d, %d tasks); "
+			 "tasks=vt,niah_single_1,vt refused (%d: %s)", rc1, n1, rc2, err.msg);
+		char all[1024] = "";
+		for (int t = 0; t < SB_LM_NALLTASKS; t++)
+			snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", t ? "," : "", sb_lm_task_name(t));
+		int rc3 = sb_lm_eval_set_tasks(&o, all, &err);
+		SB_CHECK(rc3 == SB_EUSAGE, "%d distinct tasks (more than the %d slots) refused, not cut (%d: %s)",
+			 SB_LM_NALLTASKS, SB_LM_NTASKS, rc3, err.msg);
+	}
+
 	/* the mixture */
 	{
 		struct sb_lm_corpus c[2];
