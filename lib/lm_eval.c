@@ -74,6 +74,8 @@ int sb_lm_eval_set_tasks(struct sb_lm_eval_opts *o, const char *list, struct sb_
 			o->tasks[o->n_tasks++] = k;
 	}
 	free(dup);
+	if (!rc && o->n_tasks == 0) /* as an empty mask list (no probes at all: probes=0) */
+		rc = SB_ERR(err, SB_EUSAGE, "tasks '%s': no task named (for no probes, set probes=0)", list);
 	return rc;
 }
 

@@ -22,7 +22,7 @@
  *   niah_multiquery  essay, 4 needles; four turns "?Ki=" -> "Vi", all must be right
  *   vt               variable tracking: noise haystack, a chain "#V>N1", "#N1>N2",
  *                    "#N2>N3", "#N3>N4" and a distractor chain; "?V>" -> "N1>N2>N3>N4"
- *   cwe              common words: a word list where 3 words occur 6-8 times
+ *   cwe              common words: a word list where 3 words occur max(3, min(10, T/80)) times
  *                    (scaled with the context) and the rest once;
  *                    "?common=" -> the 3 words in order of first appearance
  *   fwe              frequent words: words drawn from a Zipf law over 12 words;

@@ -242,6 +242,9 @@ int main(void)
 		int rc3 = sb_lm_eval_set_tasks(&o, all, &err);
 		SB_CHECK(rc3 == SB_EUSAGE, "%d distinct tasks (more than the %d slots) refused, not cut (%d: %s)",
 			 SB_LM_NALLTASKS, SB_LM_NTASKS, rc3, err.msg);
+		int rc4 = sb_lm_eval_set(&o, "tasks=", &err), rc5 = sb_lm_eval_set_tasks(&o, ",", &err);
+		SB_CHECK(rc4 == SB_EUSAGE && rc5 == SB_EUSAGE, "an empty task list refused as an empty mask list is "
+			 "(%d, %d: %s)", rc4, rc5, err.msg);
 	}
 
 	/* the mixture */
