@@ -2,7 +2,8 @@
 # tests/gpu/run.sh --dry-run: the device check's plumbing without a GPU (every program of it
 # run with --device cpu, CPU against CPU: gpu_ops, gpu_train, sb-train's multi-cell path,
 # gpu_bench, the summary). A GPU session has minutes; a script that breaks there wastes them,
-# so make check runs it. Skipped when the tree was built without CUDA (no build/gpu/).
+# so make check runs it. Skipped when the tree was built without CUDA (no build/gpu/) or
+# there is no nvcc.
 . "$(dirname "$0")/../shlib.sh"
 for b in build/gpu/gpu_ops build/gpu/gpu_train build/gpu/gpu_bench build/tests/test_cuda_host; do
 	if [ ! -x "$TOP/$b" ]; then
@@ -10,6 +11,13 @@ for b in build/gpu/gpu_ops build/gpu/gpu_train build/gpu/gpu_bench build/tests/t
 		t_done
 	fi
 done
+# its build section runs make CUDA=1: without nvcc (found as the Makefile finds it) there is
+# nothing to check (the CPU build never needs CUDA)
+nv=${NVCC-$(command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })}
+if [ -z "$nv" ]; then
+	t_result 0 "# SKIP no nvcc: the dry run builds with CUDA=1"
+	t_done
+fi
 before=$(git -C "$TOP" status --porcelain 2>/dev/null)
 SB_GPU_JOBS=2 bash "$TOP/tests/gpu/run.sh" --dry-run "$T/gpu" >"$T/out" 2>"$T/err"
 rc=$?
