@@ -1133,7 +1133,7 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 				sb_jw_obj_end(w);
 				SB_TRY(sb_jw_line(w, err));
 			}
-	int nsub = 2 + SB_LM_NTASKS;
+	int nsub = 2 + SB_LM_NALLTASKS; /* the training-only tasks too, when asked for */
 	for (int mi = 0; mi < o->n_masks; mi++)
 		for (int sub = 0; sub < nsub; sub++) {
 			int64_t k = 0, n = 0;

@@ -37,6 +37,11 @@ e1=$T/e1/eval.ndjson
 kr=$(kept "$e1" recipe) ks=$(kept "$e1" struct_random) ku=$(kept "$e1" random) kh=$(kept "$e1" h2o)
 [ -n "$kr" ] && [ "$kr" = "$ks" ] && [ "$kr" = "$ku" ] && [ "$kr" = "$kh" ]
 t_result $? "matched budgets: kept pairs recipe $kr, struct_random $ks, random $ku, h2o $kh"
+# a training-only task asked for has its own lm.retrieval record, as each battery task has
+# (one per method: dense and the four masks)
+[ "$(grep '"kind":"lm.retrieval"' "$e1" | grep -c '"subset":"kv_recall"')" -eq 5 ] &&
+	[ "$(grep '"kind":"lm.retrieval"' "$e1" | grep -c '"subset":"niah_single_1"')" -eq 5 ]
+t_result $? "lm.retrieval per method for kv_recall and niah_single_1 ($(grep '"kind":"lm.retrieval"' "$e1" | grep -o '"subset":"[a-z_0-9]*"' | sort | uniq -c | tr '\n' ' '))"
 grep -q '"kind":"lm.budget",.*"method":"struct_random:s=4,w=64,k=16","source":"text"' "$e1"
 t_result $? "the inherited control's name shows its parameters (struct_random:s=4,w=64,k=16)"
 p=$(pairs "$e1" lm.fidelity.pair)
