@@ -52,6 +52,9 @@ static int lock_open(const char *path, struct sb_err *err)
 	}
 	free(dir);
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM)) /* a read-only cache */
+		return -SB_ERR(err, SB_EIO, "%s: %s (the cache must be writable; a read-only copy of a cache serves as a mirror: -m DIR)",
+		               path, strerror(errno));
 	if (fd < 0)
 		return -SB_ERRNO(err, path);
 	while (flock(fd, LOCK_EX) != 0) {
