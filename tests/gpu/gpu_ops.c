@@ -466,6 +466,29 @@ static void t_loss_optim(int B, int C, size_t n)
 	g_cmp(&E, "adamw p (3 steps)", sh, gp, p, n, 0);
 	g_cmp(&E, "adamw m", sh, gm, m, n, 0);
 	g_cmp(&E, "adamw v", sh, gv, v, n, 0);
+	{ /* gradients whose squares, or which themselves, are below FLT_MIN: the CPU backend runs
+	   * its ops with flush-to-zero and denormals-are-zero (lib/backend_cpu.c), the device code
+	   * is built with -ftz=true to match; without it v kept g*g = 1e-40 (and m the denormal
+	   * gradients) where the CPU's are 0 */
+		size_t nt = 4099;
+		float *tp = g_randn(&E, nt, 1), *tm = calloc(nt, 4), *tv = calloc(nt, 4), *tg = malloc(nt * 4);
+		for (size_t i = 0; i < nt; i++)
+			tg[i] = (float)(i % 3 == 0   ? 1e-20 * (1.0 + g_urand(&E))
+			                : i % 3 == 1 ? 1e-39 * (1.0 + g_urand(&E))
+			                             : 1e-3 * g_nrand(&E));
+		float *gtp = g_up(&E, tp, nt * 4), *gtm = g_up(&E, tm, nt * 4), *gtv = g_up(&E, tv, nt * 4),
+		      *gtg = g_up(&E, tg, nt * 4);
+		for (int t = 1; t <= 2; t++) {
+			E.cpu->ops->adamw(E.cc, tp, tm, tv, tg, nt, 1e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f, t);
+			E.gpu->ops->adamw(E.gc, gtp, gtm, gtv, gtg, nt, 1e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f, t);
+		}
+		const char *s3 = "n=4099, gradients 1e-20 (squares below FLT_MIN), 1e-39 (denormal), 1e-3";
+		g_cmp(&E, "adamw p (tiny gradients)", s3, gtp, tp, nt, 0);
+		g_cmp(&E, "adamw m (tiny gradients)", s3, gtm, tm, nt, 0);
+		g_cmp(&E, "adamw v (tiny gradients)", s3, gtv, tv, nt, 0);
+		FREED(gtp, gtm, gtv, gtg);
+		FREEH(tp, tm, tv, tg);
+	}
 	/* the step without host round trips: loss_accum, clip_coef, adamw_dev (state and
 	 * accumulator in device memory) against the CPU's; clipped, unclipped, non-finite */
 	if (E.gpu->ops->loss_accum && E.cpu->ops->loss_accum) {
