@@ -78,7 +78,9 @@ ifeq ($(CUDA),1)
                -gencode=arch=compute_90,code=compute_90 -Xcompiler -Wall,-fno-fast-math -Ilib -MMD -MP
   # -fmad=false: no FMA contraction, so the row kernels give the CPU backend's bits
   # (lib/cuda/lanes.cuh); fmaf is used exactly where the CPU fuses.
-  NVCCFLAGS += -fmad=false
+  # -ftz=true: the CPU backend runs its ops with flush-to-zero and denormals-are-zero
+  # (MXCSR FTZ|DAZ, lib/backend_cpu.c); float values below FLT_MIN read and write as 0 here too.
+  NVCCFLAGS += -fmad=false -ftz=true
   # -u: the backend is reached only through a weak reference (lib/backend.h), which
   # would not pull its object out of the archive.
   CUDA_LIBS := -Wl,-u,sb_backend_cuda_open -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++

@@ -424,12 +424,15 @@ SB_HDI float sb_verfcx_q(float t)
 	return q;
 }
 
-/* Phi(x), phi(x) as vnormcdf */
+/* Phi(x), phi(x) as vnormcdf, with its exact u^2 = (h + l)/2: h = x*x, l = fma(x, x, -h),
+ * E = e^{-h/2} (1 - l/2) */
 SB_HDI void sb_normcdf1(float x, float *Phi, float *phi)
 {
 	float u = fabsf(x) * 0.70710678118654752f;
 	float t = 1.0f / fmaf(u, 0.5f, 1.0f);
-	float E = sb_vexp1(-(u * u));
+	float h = x * x;
+	float l = fmaf(x, x, -h);
+	float E = sb_vexp1(h * -0.5f) * fmaf(l, -0.5f, 1.0f);
 	float half_erfc = 0.5f * (E * (t * sb_verfcx_q(t)));
 	*Phi = x >= 0.0f ? 1.0f - half_erfc : half_erfc;
 	*phi = E * 0.39894228040143268f;
