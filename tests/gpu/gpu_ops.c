@@ -958,7 +958,8 @@ int main(int argc, char **argv)
 	} am[] = {{"softmax", 1.5, 0, 0},          {"topk_softmax_0125", 1.5, 0, 0}, {"topk_softmax_025", 1.5, 0, 0},
 		  {"topk_softmax_05", 1.5, 0, 0},  {"bottomk_softmax_025", 1.5, 0, 0}, {"sparsemax", 1.5, 0, 0},
 		  {"entmax15", 1.5, 0, 0},         {"entmax_bisect", 1.3, 0, 0},     {"entmax_bisect", 2.0, 0, 0},
-		  {"headwise_adaptive_entmax", 1.5, 0, 1}, {"entmax15", 1.5, 1, 0}, {"headwise_adaptive_entmax", 1.5, 1, 1}};
+		  {"headwise_adaptive_entmax", 1.5, 0, 1}, {"entmax15", 1.5, 1, 0}, {"headwise_adaptive_entmax", 1.5, 1, 1},
+		  {"bottomk_softmax_0125", 1.5, 0, 0},   {"entmax_bisect", 1.3, 1, 0}};
 	/* T = 200 with d/NH = 32 needs more shared memory than a block gets: the global-memory
 	 * kernels; 257..512: the global ones with 32 keys per lane */
 	static const int as[][4] = {{4, 50, 64, 4}, {3, 65, 64, 4}, {2, 97, 128, 4}, {3, 10, 32, 2}, {2, 17, 24, 3},
@@ -967,7 +968,7 @@ int main(int argc, char **argv)
 		for (size_t si = 0; si < sizeof as / sizeof as[0]; si++) {
 			t_attention(am[mi].m, am[mi].a, am[mi].unrolled, 0, am[mi].hae, as[si][0], as[si][1], as[si][2],
 				    as[si][3], 0);
-			if (si == 2 || si == 3) { /* text rows: margin and exclusion */
+			if (si == 2 || si == 3 || si == 6 || si == 7) { /* text rows: margin and exclusion (shared and global layouts) */
 				t_attention(am[mi].m, am[mi].a, am[mi].unrolled, 0, am[mi].hae, as[si][0], as[si][1],
 					    as[si][2], as[si][3], 1);
 				t_attention(am[mi].m, am[mi].a, am[mi].unrolled, 1, am[mi].hae, as[si][0], as[si][1],
