@@ -567,7 +567,8 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	/* Mistral's sliding window: full attention over contexts no longer than the window
 	 * (sb_lm_import refuses a longer T); null = none */
 	*sliding_window = 0;
-	if (!rc && mistral)
+	const struct sb_json *sw = sb_json_get(o, "sliding_window");
+	if (!rc && mistral && !(sw && sw->type == SB_JSON_NULL))
 		rc = cfg_int(o, name, "sliding_window", 1, 1 << 30, 0, sliding_window, err);
 	if (!rc && qwen2 && bias_attn)
 		rc = SB_ERR(err, SB_EDATA, "%s: qwen2 with attention_bias (its layout has q/k/v biases only)", name);

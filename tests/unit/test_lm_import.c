@@ -678,6 +678,20 @@ int main(void)
 			 "mistral: T 65 beyond its sliding window 64 is refused (rc %d: %s)", rc, err.msg);
 	}
 
+	{ /* Mistral with sliding_window null (as Mistral 7B v0.2 and later write it): no window,
+	   * full attention at any T (the default T here, 256, is past the fixture's window 64) */
+		char mp[4700], *mbase;
+		size_t mn;
+		snprintf(mp, sizeof mp, "%s/tests/fixtures/hf/mistral/config.json", top);
+		if (!sb_read_file(mp, &mbase, &mn, 0, &err)) {
+			SB_CHECK(strstr(mbase, "\"sliding_window\": 64") != NULL, "mistral: the fixture's window is 64");
+			refuse(be, "mistral", "sliding_window null imports",
+			       cfg_with(mbase, "\"sliding_window\": 64", "\"sliding_window\": null"), NULL, 0, "");
+			free(mbase);
+		} else
+			SB_CHECK(0, "%s", err.msg);
+	}
+
 	/* refusals: a Qwen3 base, changed one field at a time */
 	char path[4700], *base;
 	size_t n;
