@@ -567,7 +567,8 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	/* Mistral's sliding window: full attention over contexts no longer than the window
 	 * (sb_lm_import refuses a longer T); null = none */
 	*sliding_window = 0;
-	if (!rc && mistral)
+	const struct sb_json *sw = sb_json_get(o, "sliding_window");
+	if (!rc && mistral && !(sw && sw->type == SB_JSON_NULL))
 		rc = cfg_int(o, name, "sliding_window", 1, 1 << 30, 0, sliding_window, err);
 	if (!rc && qwen2 && bias_attn)
 		rc = SB_ERR(err, SB_EDATA, "%s: qwen2 with attention_bias (its layout has q/k/v biases only)", name);
@@ -683,17 +684,19 @@ int sb_lm_hf_weight_map(const char *json, size_t n, const char *name, char (**fi
 	return rc;
 }
 
-/* The weight files: model.safetensors, or the distinct files of the index's weight_map
- * (in order of first appearance). */
+/* The weight files: model.safetensors, or else the distinct files of the index's weight_map
+ * (in order of first appearance); transformers (4.57.1, modeling_utils) looks for them in
+ * that order too, so a directory holding both is read from model.safetensors. */
 static int weight_files(const char *dir, char (**files)[256], int *nfiles, struct sb_err *err)
 {
 	char path[4600];
 	snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
 	*files = NULL;
 	*nfiles = 0;
-	if (!sb_file_exists(path)) {
-		snprintf(path, sizeof path, "%s/model.safetensors", dir);
-		if (!sb_file_exists(path))
+	char single[4600];
+	snprintf(single, sizeof single, "%s/model.safetensors", dir);
+	if (!sb_file_exists(path) || sb_file_exists(single)) {
+		if (!sb_file_exists(single))
 			return SB_ERR(err, SB_EIO, "%s: neither model.safetensors nor model.safetensors.index.json", dir);
 		*files = calloc(1, sizeof **files);
 		if (!*files)
@@ -905,8 +908,19 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 		else
 			snprintf(src[i], sizeof src[i], "%s", params[i].name);
 		const struct sb_tensor *t = NULL;
-		for (int s = 0; s < nf && !t; s++)
-			t = sb_tensors_find(&shard[s], src[i]);
+		int ts = -1;
+		for (int s = 0; s < nf && !rc; s++) {
+			const struct sb_tensor *u = sb_tensors_find(&shard[s], src[i]);
+			if (u && t) /* transformers would take the copy of the last shard in sorted order */
+				rc = SB_ERR(err, SB_EDATA, "%s: tensor '%s' is in both %s and %s", hf_dir, src[i],
+					    files[ts], files[s]);
+			else if (u) {
+				t = u;
+				ts = s;
+			}
+		}
+		if (rc)
+			break;
 		struct sb_tensor hv; /* a half of Granite's shared_mlp.input_linear: a view of its rows */
 		if (t && half) {
 			if (t->ndim != 2 || t->shape[0] != 2 * params[i].shape[0]) {

@@ -2,8 +2,8 @@
  * IBM's hybrid Granite 4.0 (PROTOCOL C(b)), from a Hugging Face model directory into a run directory that the LM
  * evaluation reads like a trained one (`sb-lm import`, docs/lm.md).
  *
- * The directory holds config.json, the weights (model.safetensors, or the shards that
- * model.safetensors.index.json names) and, for text, tokenizer.json. Read:
+ * The directory holds config.json, the weights (model.safetensors, or else the shards that
+ * model.safetensors.index.json names; a tensor in two shards is refused) and, for text, tokenizer.json. Read:
  *   model_type  llama, mistral, qwen2 or qwen3 (architectures *ForCausalLM); hidden_act silu;
  *   vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
  *   num_key_value_heads (default: heads), head_dim (default: hidden / heads),

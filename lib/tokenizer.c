@@ -1136,8 +1136,13 @@ static int read_bos(struct sb_tok *t, const struct sb_json *pp, const char *name
 		const struct sb_json *ps = sb_json_get(pp, "processors");
 		if (!ps || ps->type != SB_JSON_ARRAY)
 			return SB_ERR(err, SB_EDATA, "%s: post_processor.processors must be an array", name);
-		for (size_t i = 0; i < ps->n; i++)
+		int32_t found = -1; /* each call resets t->bos: keep the one a processor placed */
+		for (size_t i = 0; i < ps->n; i++) {
 			SB_TRY(read_bos(t, ps->items[i], name, err));
+			if (t->bos >= 0)
+				found = t->bos;
+		}
+		t->bos = found;
 		return 0;
 	}
 	if (!ty || strcmp(ty, "TemplateProcessing"))

@@ -332,6 +332,72 @@ static char *cfg_with(const char *base, const char *from, const char *to)
 	return out;
 }
 
+/* Which weight files are read when a directory holds more than one set (transformers 4.57.1,
+ * modeling_utils: model.safetensors before model.safetensors.index.json), and a tensor that
+ * two shards both hold (transformers loads every shard's tensors in sorted file order, so the
+ * later copy would silently win over the one read first): refused. Built from llama_bias's two
+ * shards in a directory of their own. */
+static void check_weight_files(void)
+{
+	char src[4600], dir[256], runs[256], from[4700], to[4700], run_dir[4096];
+	snprintf(src, sizeof src, "%s/tests/fixtures/hf/llama_bias", top);
+	const char *names[4] = {"config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
+				"model-00002-of-00002.safetensors"};
+	struct sb_lm_import_opts o;
+	memset(&o, 0, sizeof o);
+	o.n_corpora = 1;
+	snprintf(o.corpora[0], sizeof o.corpora[0], "text=x.txt");
+	o.T = 64;
+	struct sb_lm_cell cell;
+	struct sb_err err = {0};
+	int existed = 0, rc;
+	for (int pass = 0; pass < 2; pass++) {
+		snprintf(dir, sizeof dir, "%s/wf%d", tmp, pass);
+		snprintf(runs, sizeof runs, "%s/wfruns%d", tmp, pass);
+		mkdir(dir, 0777);
+		for (int i = 0; i < 4; i++) {
+			snprintf(from, sizeof from, "%s/%s", src, names[i]);
+			snprintf(to, sizeof to, "%s/%s", dir, names[i]);
+			cp(from, to);
+		}
+		/* both shards' tensors as one file */
+		struct sb_tensors a, b;
+		struct sb_err e = {0};
+		snprintf(from, sizeof from, "%s/%s", src, names[2]);
+		sb_st_read(from, &a, &e);
+		snprintf(from, sizeof from, "%s/%s", src, names[3]);
+		sb_st_read(from, &b, &e);
+		if (pass == 0) { /* model.safetensors beside the index: the one transformers reads */
+			for (size_t j = 0; j < b.n; j++)
+				sb_tensors_add(&a, b.t[j].name, b.t[j].dtype, b.t[j].ndim, b.t[j].shape, b.t[j].data, 0, &e);
+			snprintf(to, sizeof to, "%s/model.safetensors", dir);
+		} else { /* shard 1 also holds shard 2's model.norm.weight */
+			const struct sb_tensor *t = sb_tensors_find(&b, "model.norm.weight");
+			if (t)
+				sb_tensors_add(&a, t->name, t->dtype, t->ndim, t->shape, t->data, 0, &e);
+			snprintf(to, sizeof to, "%s/%s", dir, names[2]);
+		}
+		rc = sb_st_write(to, &a, &e);
+		sb_tensors_free(&a);
+		sb_tensors_free(&b);
+		if (!SB_CHECK(rc == 0, "weight files: wrote %s (%s)", to, rc ? e.msg : "ok"))
+			return;
+		memset(&err, 0, sizeof err);
+		run_dir[0] = 0;
+		rc = sb_lm_import(dir, runs, &o, &cell, run_dir, &existed, &err);
+		if (pass == 0)
+			SB_CHECK(rc == 0 && strstr(cell.source, "\"model.safetensors\"") && !strstr(cell.source, "model-0000"),
+				 "weight files: model.safetensors beside an index is read, not the shards, as transformers "
+				 "does (rc %d: %s; source %.120s)",
+				 rc, rc ? err.msg : "ok", rc ? "" : cell.source);
+		else
+			SB_CHECK(rc == SB_EDATA && strstr(err.msg, "'model.norm.weight'") &&
+					 strstr(err.msg, "model-00001-of-00002.safetensors") &&
+					 strstr(err.msg, "model-00002-of-00002.safetensors"),
+				 "weight files: a tensor in two shards is refused, naming both (rc %d: %s)", rc, err.msg);
+	}
+}
+
 /* Granite 4.0 hybrids: the fields read, and what is refused (one change at a time) */
 static void check_granite_refusals(struct sb_backend *be)
 {
@@ -677,6 +743,21 @@ int main(void)
 		SB_CHECK(rc == SB_EUSAGE && strstr(err.msg, "sliding_window 64"),
 			 "mistral: T 65 beyond its sliding window 64 is refused (rc %d: %s)", rc, err.msg);
 	}
+
+	{ /* Mistral with sliding_window null (as Mistral 7B v0.2 and later write it): no window,
+	   * full attention at any T (the default T here, 256, is past the fixture's window 64) */
+		char mp[4700], *mbase;
+		size_t mn;
+		snprintf(mp, sizeof mp, "%s/tests/fixtures/hf/mistral/config.json", top);
+		if (!sb_read_file(mp, &mbase, &mn, 0, &err)) {
+			SB_CHECK(strstr(mbase, "\"sliding_window\": 64") != NULL, "mistral: the fixture's window is 64");
+			refuse(be, "mistral", "sliding_window null imports",
+			       cfg_with(mbase, "\"sliding_window\": 64", "\"sliding_window\": null"), NULL, 0, "");
+			free(mbase);
+		} else
+			SB_CHECK(0, "%s", err.msg);
+	}
+	check_weight_files();
 
 	/* refusals: a Qwen3 base, changed one field at a time */
 	char path[4700], *base;

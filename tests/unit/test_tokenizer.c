@@ -448,6 +448,10 @@ static void check_bos(void)
 		{"{\"type\":\"Sequence\",\"processors\":[{\"type\":\"ByteLevel\"},{\"type\":\"TemplateProcessing\","
 		 "\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}]}]}",
 		 4, "Sequence[ByteLevel, TemplateProcessing] (Llama 3)"},
+		{"{\"type\":\"Sequence\",\"processors\":[{\"type\":\"TemplateProcessing\","
+		 "\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}]},"
+		 "{\"type\":\"ByteLevel\"}]}",
+		 4, "Sequence[TemplateProcessing, ByteLevel] (HF puts the BOS first in either order)"},
 		{"{\"type\":\"TemplateProcessing\",\"single\":[{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},"
 		 "{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}}]}",
 		 -1, "TemplateProcessing $A <s> (a trailing token is not a BOS)"},
