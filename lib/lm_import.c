@@ -552,6 +552,23 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 		rc = cfg_num(o, name, "rms_norm_eps", 1e-6, &eps, err);
 	if (!rc)
 		rc = cfg_num(o, name, "rope_theta", 10000.0, &theta, err);
+	/* transformers 5 writes RoPE's settings as rope_parameters {rope_type, rope_theta, the
+	 * scaling fields} in place of rope_theta and rope_scaling (4.x reads only those two, and
+	 * ignores rope_parameters): where both spellings are given they must agree */
+	const struct sb_json *rp = sb_json_get(o, "rope_parameters");
+	if (!rc && rp && rp->type != SB_JSON_NULL && rp->type != SB_JSON_OBJECT)
+		rc = SB_ERR(err, SB_EDATA, "%s: rope_parameters must be null or an object", name);
+	if (rp && rp->type != SB_JSON_OBJECT)
+		rp = NULL;
+	if (!rc && rp && sb_json_get(rp, "rope_theta") && sb_json_get(rp, "rope_theta")->type != SB_JSON_NULL) {
+		double t2;
+		const struct sb_json *top_t = sb_json_get(o, "rope_theta");
+		rc = cfg_num(rp, name, "rope_theta", 0, &t2, err);
+		if (!rc && top_t && top_t->type != SB_JSON_NULL && t2 != theta)
+			rc = SB_ERR(err, SB_EDATA, "%s: rope_parameters.rope_theta %.17g disagrees with rope_theta %.17g",
+				    name, t2, theta);
+		theta = t2;
+	}
 	if (!rc)
 		rc = cfg_int(o, name, "max_position_embeddings", 1, 1 << 24, 2048, max_pos, err);
 	if (!rc)
@@ -575,29 +592,52 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	if (!rc && !llama && bias_mlp)
 		rc = SB_ERR(err, SB_EDATA, "%s: mlp_bias on %s", name, mt);
 	const struct sb_json *rs = sb_json_get(o, "rope_scaling");
-	if (!rc && rs && rs->type != SB_JSON_NULL) {
-		const char *ty = sb_json_str(sb_json_get(rs, "rope_type"), sb_json_str(sb_json_get(rs, "type"), ""));
-		if (rs->type != SB_JSON_OBJECT)
-			rc = SB_ERR(err, SB_EDATA, "%s: rope_scaling must be null or an object", name);
-		else if (!strcmp(ty, "llama3")) {
-			double f = NAN, lo = NAN, hi = NAN;
-			c->rope_scaling = 1;
-			rc = cfg_num(rs, name, "factor", NAN, &f, err);
+	if (!rc && rs && rs->type != SB_JSON_NULL && rs->type != SB_JSON_OBJECT)
+		rc = SB_ERR(err, SB_EDATA, "%s: rope_scaling must be null or an object", name);
+	if (rs && rs->type != SB_JSON_OBJECT)
+		rs = NULL;
+	/* the scaling of each spelling given (rope_scaling first); a second must say the same */
+	const struct sb_json *spec[2] = {rs, rp};
+	const char *sname[2] = {"rope_scaling", "rope_parameters"};
+	int seen = 0;
+	for (int i = 0; i < 2 && !rc; i++) {
+		if (!spec[i])
+			continue;
+		const struct sb_json *q = spec[i];
+		const char *ty = sb_json_str(sb_json_get(q, "rope_type"), sb_json_str(sb_json_get(q, "type"), ""));
+		int scaled = 0, orig = -1;
+		double f = NAN, lo = NAN, hi = NAN;
+		if (!strcmp(ty, "llama3")) {
+			scaled = 1;
+			rc = cfg_num(q, name, "factor", NAN, &f, err);
 			if (!rc)
-				rc = cfg_num(rs, name, "low_freq_factor", NAN, &lo, err);
+				rc = cfg_num(q, name, "low_freq_factor", NAN, &lo, err);
 			if (!rc)
-				rc = cfg_num(rs, name, "high_freq_factor", NAN, &hi, err);
+				rc = cfg_num(q, name, "high_freq_factor", NAN, &hi, err);
 			if (!rc)
-				rc = cfg_int(rs, name, "original_max_position_embeddings", 1, 1 << 24, -1, &c->rope_orig_max,
-					     err);
+				rc = cfg_int(q, name, "original_max_position_embeddings", 1, 1 << 24, -1, &orig, err);
+			if (!rc && (double)(float)f != f)
+				rc = SB_ERR(err, SB_EDATA, "%s: %s.factor %g is not a float", name, sname[i], f);
+		} else if (strcmp(ty, "default")) {
+			rc = SB_ERR(err, SB_EDATA, "%s: %s type '%s' is not implemented (none, default, llama3)", name,
+				    sname[i], ty);
+		}
+		if (rc)
+			break;
+		if (seen && (scaled != c->rope_scaling ||
+			     (scaled && ((float)f != c->rope_factor || (float)lo != c->rope_low_freq ||
+					 (float)hi != c->rope_high_freq || orig != c->rope_orig_max)))) {
+			rc = SB_ERR(err, SB_EDATA, "%s: rope_parameters and rope_scaling describe different scalings", name);
+			break;
+		}
+		seen = 1;
+		c->rope_scaling = scaled;
+		if (scaled) {
 			c->rope_factor = (float)f;
 			c->rope_low_freq = (float)lo;
 			c->rope_high_freq = (float)hi;
-			if (!rc && (double)c->rope_factor != f)
-				rc = SB_ERR(err, SB_EDATA, "%s: rope_scaling.factor %g is not a float", name, f);
-		} else if (strcmp(ty, "default"))
-			rc = SB_ERR(err, SB_EDATA, "%s: rope_scaling type '%s' is not implemented (none, default, llama3)",
-				    name, ty);
+			c->rope_orig_max = orig;
+		}
 	}
 	if (rc)
 		goto out;

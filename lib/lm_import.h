@@ -7,7 +7,8 @@
  *   model_type  llama, mistral, qwen2 or qwen3 (architectures *ForCausalLM); hidden_act silu;
  *   vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
  *   num_key_value_heads (default: heads), head_dim (default: hidden / heads),
- *   rms_norm_eps, rope_theta (10000), rope_scaling (null, "default" or "llama3"),
+ *   rms_norm_eps, rope_theta (10000), rope_scaling (null, "default" or "llama3"), or the
+ *   same in transformers 5's rope_parameters (both spellings given: they must agree),
  *   tie_word_embeddings (false), attention_bias / mlp_bias (llama, qwen3),
  *   max_position_embeddings; qwen2 always has q/k/v biases; qwen3 has q_norm/k_norm;
  *   mistral is llama's layout with a sliding_window (null, or at least the evaluation

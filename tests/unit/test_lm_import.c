@@ -775,6 +775,46 @@ int main(void)
 	refuse(be, "qwen3", "rope_scaling yarn", cfg_with(base, "\"rope_scaling\": null",
 							  "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}"),
 	       NULL, SB_EDATA, "'yarn' is not implemented");
+	/* transformers 5's rope_parameters in place of rope_theta and rope_scaling: the same model
+	 * (it was ignored: theta 10000 and no scaling, a silent misread) */
+	{
+		static const char *v4 =
+		    "{\"model_type\": \"llama\", \"architectures\": [\"LlamaForCausalLM\"], \"hidden_act\": \"silu\", "
+		    "\"vocab_size\": 256, \"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 2, "
+		    "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"rms_norm_eps\": 1e-5, "
+		    "\"rope_theta\": 500000.0, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+		    "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}}";
+		static const char *v5 =
+		    "{\"model_type\": \"llama\", \"architectures\": [\"LlamaForCausalLM\"], \"hidden_act\": \"silu\", "
+		    "\"vocab_size\": 256, \"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 2, "
+		    "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"rms_norm_eps\": 1e-5, "
+		    "\"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 500000.0, \"factor\": 8.0, "
+		    "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}}";
+		struct sb_lm_cfg c4, c5;
+		struct sb_lm_hf_info i4, i5;
+		struct sb_err e4 = {0}, e5 = {0};
+		int r4 = sb_lm_hf_config(v4, strlen(v4), "v4.json", &c4, &i4, &e4);
+		int r5 = sb_lm_hf_config(v5, strlen(v5), "v5.json", &c5, &i5, &e5);
+		SB_CHECK(!r4 && !r5 && c5.rope_theta == 500000.0f && c5.rope_scaling == 1 && c5.rope_factor == 8.0f &&
+				 c5.rope_low_freq == 1.0f && c5.rope_high_freq == 4.0f && c5.rope_orig_max == 64 &&
+				 c4.rope_theta == c5.rope_theta && c4.rope_scaling == c5.rope_scaling &&
+				 c4.rope_factor == c5.rope_factor && c4.rope_orig_max == c5.rope_orig_max,
+			 "rope_parameters (transformers 5) read as rope_theta + rope_scaling: theta %g/%g, scaling %d/%d, "
+			 "factor %g, orig %d (%s%s)",
+			 (double)c4.rope_theta, (double)c5.rope_theta, c4.rope_scaling, c5.rope_scaling,
+			 (double)c5.rope_factor, c5.rope_orig_max, e4.msg, e5.msg);
+		char both[2048];
+		snprintf(both, sizeof both, "%.*s, \"rope_theta\": 10000.0}", (int)strlen(v5) - 1, v5);
+		struct sb_err eb = {0};
+		int rb = sb_lm_hf_config(both, strlen(both), "both.json", &c5, &i5, &eb);
+		SB_CHECK(rb == SB_EDATA && strstr(eb.msg, "rope_parameters.rope_theta 500000 disagrees with rope_theta 10000"),
+			 "rope_parameters.rope_theta disagreeing with rope_theta refused (%d: %s)", rb, eb.msg);
+		snprintf(both, sizeof both, "%.*s, \"rope_scaling\": {\"rope_type\": \"default\"}}", (int)strlen(v5) - 1,
+			 v5);
+		rb = sb_lm_hf_config(both, strlen(both), "both.json", &c5, &i5, &eb);
+		SB_CHECK(rb == SB_EDATA && strstr(eb.msg, "describe different scalings"),
+			 "rope_parameters and rope_scaling disagreeing refused (%d: %s)", rb, eb.msg);
+	}
 	refuse(be, "qwen3", "sliding window on", cfg_with(base, "\"use_sliding_window\": false", "\"use_sliding_window\": true"),
 	       NULL, SB_EDATA, "use_sliding_window");
 	refuse(be, "qwen3", "a wider model than the weights", cfg_with(base, "\"intermediate_size\": 48",
