@@ -44,6 +44,22 @@ ifneq ($(origin SB_MAKE_RUN),command line)
 SB_MAKE_RUN := $(shell date -u +%Y%m%dT%H%M%S.%N).$(shell echo $$PPID)
 endif
 ACCEPT_FAILED ?= 0
+# The paths the pipelines write and read become make targets and unquoted words of the
+# recipes' shell commands: make splits them at whitespace and gives ':' ';' '%' '=' '#'
+# ',' '*' '?' '[' its own meanings, the shell '&' '|' '<' '>' '(' ')' quotes and '\'.
+# Such a path is refused here, before anything runs, naming the variable (otherwise: a
+# cascade of make warnings and a half-run grid). Goals that only build are not affected.
+sb_comma := ,
+sb_hash := \#
+sb_lparen := (
+sb_rparen := )
+sb_path_bad := : ; % = * ? [ ] & | < > " ' ` \ $(sb_comma) $(sb_hash) $(sb_lparen) $(sb_rparen)
+sb_path_vars := SB_OUT SB_DATA SB_BIN OUTTREE SAS_OUT SAS_SCALED_OUT N3A_OUT LM_OUT LM_PT_OUT
+sb_build_goals := all check clean deps features help manifest verify lib/version.h bin/% build/% lib/%
+sb_path_ok = $(and $(filter 1,$(words $(1))),$(if $(strip $(foreach c,$(sb_path_bad),$(findstring $(c),$(1)))),,1))
+ifneq ($(filter-out $(sb_build_goals),$(MAKECMDGOALS)),)
+$(foreach v,$(sb_path_vars),$(if $(filter undefined,$(origin $(v))),,$(if $(call sb_path_ok,$($(v))),,$(error $(v)='$($(v))': make cannot work with this path (whitespace, or one of : ; % = * ? [ ] & | < > quotes \ , # ( ) in it, or empty); use a path without them, e.g. a symbolic link to it))))
+endif
 SB_STAGE    := pipelines/stage.sh
 SB_GRID     := scripts/grid
 SB_GRIDS    := $(sort $(wildcard pipelines/grids/*.grid) $(EXTRA_GRIDS))
