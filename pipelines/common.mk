@@ -94,17 +94,17 @@ $(1).$(2).TRAIN := $$(patsubst %,$(SB_OUT)/$(1)/$(2)/cells/%/train.ndjson,$$($(1
 $(1).$(2).VAL   := $$(patsubst %,$(SB_OUT)/$(1)/$(2)/cells/%/val.ndjson,$$($(1).$(2).KEYS))
 $(1).$(2).FINAL := $$(if $$(filter stats,$$($(1).$(2).STAGES)),$(SB_OUT)/$(1)/$(2)/stats/stats.ndjson,$$(if $$(filter test,$$($(1).$(2).STAGES)),$(SB_OUT)/$(1)/$(2)/test/test.ndjson,$$(if $$(filter freeze,$$($(1).$(2).STAGES)),$(SB_OUT)/$(1)/$(2)/selection.json,$$($(1).$(2).VAL))))
 $(1).CELLS += $$($(1).$(2).VAL)
-$(1).FINAL += $$($(1).$(2).FINAL) $(SB_OUT)/$(1)/$(2)/params/criteria
+$(1).FINAL += $$($(1).$(2).FINAL) $(SB_OUT)/$(1)/$(2)/params/criteria $(SB_OUT)/$(1)/$(2)/params/cells
 
 $$($(1).$(2).TRAIN): $(SB_OUT)/$(1)/$(2)/cells/%/train.ndjson: $(SB_OUT)/$(1)/$(2)/cells/%/cell.json | $(call sb_prog,train)
 	@$(SB_STAGE) train $(SB_OUT)/$(1)/$(2) $$*
 $$($(1).$(2).VAL): $(SB_OUT)/$(1)/$(2)/cells/%/val.ndjson: $(SB_OUT)/$(1)/$(2)/cells/%/train.ndjson | $(call sb_prog,eval)
 	@$(SB_STAGE) eval $(SB_OUT)/$(1)/$(2) $$*
-$(SB_OUT)/$(1)/$(2)/selection.json: $$($(1).$(2).VAL) $(SB_OUT)/$(1)/$(2)/params/freeze | $(call sb_prog,freeze)
+$(SB_OUT)/$(1)/$(2)/selection.json: $$($(1).$(2).VAL) $(SB_OUT)/$(1)/$(2)/params/freeze $(SB_OUT)/$(1)/$(2)/params/cells | $(call sb_prog,freeze)
 	@$(SB_STAGE) freeze $(SB_OUT)/$(1)/$(2)
 $(SB_OUT)/$(1)/$(2)/test/test.ndjson: $(SB_OUT)/$(1)/$(2)/selection.json $(SB_OUT)/$(1)/$(2)/params/test $$(foreach t,$$($(1).$(2).TASKS),$(SB_DATA)/$$(t)/test.safetensors) | $(call sb_prog,test)
 	@$(SB_STAGE) test $(SB_OUT)/$(1)/$(2)
-$(SB_OUT)/$(1)/$(2)/stats/stats.ndjson: $$($(1).$(2).VAL) $$(if $$(filter test,$$($(1).$(2).STAGES)),$(SB_OUT)/$(1)/$(2)/test/test.ndjson) $(SB_OUT)/$(1)/$(2)/params/stats | $(call sb_prog,stats)
+$(SB_OUT)/$(1)/$(2)/stats/stats.ndjson: $$($(1).$(2).VAL) $$(if $$(filter test,$$($(1).$(2).STAGES)),$(SB_OUT)/$(1)/$(2)/test/test.ndjson) $(SB_OUT)/$(1)/$(2)/params/stats $(SB_OUT)/$(1)/$(2)/params/cells | $(call sb_prog,stats)
 	@$(SB_STAGE) stats $(SB_OUT)/$(1)/$(2)
 endef
 
@@ -176,7 +176,7 @@ ifneq ($$(call sb_goal_needs,$(1)),)
 $(SB_OUT)/$(1)/.grid/cells.mk: $(2) $(SB_GRID)
 	@SB_GRID_CHECK=$(SB_BIN)/sb-train $(SB_GRID) expand $(2) $(SB_OUT)/$(1)
 # parameter files are written by the expansion; a missing one re-runs it
-$$(foreach p,%/cell.json %/params/freeze %/params/test %/params/stats %/params/a8 %/params/criteria,$$(eval $$(call sb_param_rule,$(SB_OUT)/$(1)/$$(p),$(1),$(2))))
+$$(foreach p,%/cell.json %/params/freeze %/params/test %/params/stats %/params/a8 %/params/criteria %/params/cells,$$(eval $$(call sb_param_rule,$(SB_OUT)/$(1)/$$(p),$(1),$(2))))
 -include $(SB_OUT)/$(1)/.grid/cells.mk
 $$(eval $$(call sb_grid_targets,$(1)))
 endif
