@@ -120,10 +120,14 @@ endef
 # (NAME.mk may add prerequisites, e.g. demo: demo-setup.) Without -j on the command
 # line the cells run $(SB_JOBS) at a time (default: every core).
 define sb_grid_targets
-.PHONY: $(1) $(1)-cells $(1)-data $(1)-final $(1)-list $(1)-failed $(1)-expand $(1)-adopt
+.PHONY: $(1) $(1)-cells $(1)-cells-run $(1)-data $(1)-final $(1)-list $(1)-failed $(1)-expand $(1)-adopt
 $(1)-expand: $(SB_OUT)/$(1)/.grid/cells.mk
 $(1)-data: $$(sort $$(foreach b,$$($(1).BLOCKS),$$(foreach t,$$($(1).$$(b).TASKS),$(SB_DATA)/$$(t)/pool.safetensors $(SB_DATA)/$$(t)/test.safetensors)))
-$(1)-cells: $$($(1).CELLS)
+# (under the grid's lock, as GRID: a make of GRID-cells and one of GRID, or two of
+# GRID-cells, would otherwise train the same cells at once; make -n takes no lock)
+$(1)-cells: $(SB_OUT)/$(1)/.grid/cells.mk
+	+@$$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),,$$(call sb_lock,$(1));) $$(MAKE) --no-print-directory SB_MAKE_RUN=$$(SB_MAKE_RUN) $(1)-cells-run
+$(1)-cells-run: $$($(1).CELLS)
 $(1)-final: $(SB_OUT)/$(1)/report.md
 $(SB_OUT)/$(1)/report.md: $$($(1).FINAL)
 	@$(SB_STAGE) report $(SB_OUT)/$(1)
