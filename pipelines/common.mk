@@ -44,6 +44,22 @@ ifneq ($(origin SB_MAKE_RUN),command line)
 SB_MAKE_RUN := $(shell date -u +%Y%m%dT%H%M%S.%N).$(shell echo $$PPID)
 endif
 ACCEPT_FAILED ?= 0
+# The paths the pipelines write and read become make targets and unquoted words of the
+# recipes' shell commands: make splits them at whitespace and gives ':' ';' '%' '=' '#'
+# ',' '*' '?' '[' its own meanings, the shell '&' '|' '<' '>' '(' ')' quotes and '\'.
+# Such a path is refused here, before anything runs, naming the variable (otherwise: a
+# cascade of make warnings and a half-run grid). Goals that only build are not affected.
+sb_comma := ,
+sb_hash := \#
+sb_lparen := (
+sb_rparen := )
+sb_path_bad := : ; % = * ? [ ] & | < > " ' ` \ $(sb_comma) $(sb_hash) $(sb_lparen) $(sb_rparen)
+sb_path_vars := SB_OUT SB_DATA SB_BIN OUTTREE SAS_OUT SAS_SCALED_OUT N3A_OUT LM_OUT LM_PT_OUT
+sb_build_goals := all check clean deps features help manifest verify lib/version.h bin/% build/% lib/%
+sb_path_ok = $(and $(filter 1,$(words $(1))),$(if $(strip $(foreach c,$(sb_path_bad),$(findstring $(c),$(1)))),,1))
+ifneq ($(filter-out $(sb_build_goals),$(MAKECMDGOALS)),)
+$(foreach v,$(sb_path_vars),$(if $(filter undefined,$(origin $(v))),,$(if $(call sb_path_ok,$($(v))),,$(error $(v)='$($(v))': make cannot work with this path (whitespace, or one of : ; % = * ? [ ] & | < > quotes \ , # ( ) in it, or empty); use a path without them, e.g. a symbolic link to it))))
+endif
 SB_STAGE    := pipelines/stage.sh
 SB_GRID     := scripts/grid
 SB_GRIDS    := $(sort $(wildcard pipelines/grids/*.grid) $(EXTRA_GRIDS))
@@ -78,17 +94,17 @@ $(1).$(2).TRAIN := $$(patsubst %,$(SB_OUT)/$(1)/$(2)/cells/%/train.ndjson,$$($(1
 $(1).$(2).VAL   := $$(patsubst %,$(SB_OUT)/$(1)/$(2)/cells/%/val.ndjson,$$($(1).$(2).KEYS))
 $(1).$(2).FINAL := $$(if $$(filter stats,$$($(1).$(2).STAGES)),$(SB_OUT)/$(1)/$(2)/stats/stats.ndjson,$$(if $$(filter test,$$($(1).$(2).STAGES)),$(SB_OUT)/$(1)/$(2)/test/test.ndjson,$$(if $$(filter freeze,$$($(1).$(2).STAGES)),$(SB_OUT)/$(1)/$(2)/selection.json,$$($(1).$(2).VAL))))
 $(1).CELLS += $$($(1).$(2).VAL)
-$(1).FINAL += $$($(1).$(2).FINAL) $(SB_OUT)/$(1)/$(2)/params/criteria
+$(1).FINAL += $$($(1).$(2).FINAL) $(SB_OUT)/$(1)/$(2)/params/criteria $(SB_OUT)/$(1)/$(2)/params/cells
 
 $$($(1).$(2).TRAIN): $(SB_OUT)/$(1)/$(2)/cells/%/train.ndjson: $(SB_OUT)/$(1)/$(2)/cells/%/cell.json | $(call sb_prog,train)
 	@$(SB_STAGE) train $(SB_OUT)/$(1)/$(2) $$*
 $$($(1).$(2).VAL): $(SB_OUT)/$(1)/$(2)/cells/%/val.ndjson: $(SB_OUT)/$(1)/$(2)/cells/%/train.ndjson | $(call sb_prog,eval)
 	@$(SB_STAGE) eval $(SB_OUT)/$(1)/$(2) $$*
-$(SB_OUT)/$(1)/$(2)/selection.json: $$($(1).$(2).VAL) $(SB_OUT)/$(1)/$(2)/params/freeze | $(call sb_prog,freeze)
+$(SB_OUT)/$(1)/$(2)/selection.json: $$($(1).$(2).VAL) $(SB_OUT)/$(1)/$(2)/params/freeze $(SB_OUT)/$(1)/$(2)/params/cells | $(call sb_prog,freeze)
 	@$(SB_STAGE) freeze $(SB_OUT)/$(1)/$(2)
 $(SB_OUT)/$(1)/$(2)/test/test.ndjson: $(SB_OUT)/$(1)/$(2)/selection.json $(SB_OUT)/$(1)/$(2)/params/test $$(foreach t,$$($(1).$(2).TASKS),$(SB_DATA)/$$(t)/test.safetensors) | $(call sb_prog,test)
 	@$(SB_STAGE) test $(SB_OUT)/$(1)/$(2)
-$(SB_OUT)/$(1)/$(2)/stats/stats.ndjson: $$($(1).$(2).VAL) $$(if $$(filter test,$$($(1).$(2).STAGES)),$(SB_OUT)/$(1)/$(2)/test/test.ndjson) $(SB_OUT)/$(1)/$(2)/params/stats | $(call sb_prog,stats)
+$(SB_OUT)/$(1)/$(2)/stats/stats.ndjson: $$($(1).$(2).VAL) $$(if $$(filter test,$$($(1).$(2).STAGES)),$(SB_OUT)/$(1)/$(2)/test/test.ndjson) $(SB_OUT)/$(1)/$(2)/params/stats $(SB_OUT)/$(1)/$(2)/params/cells | $(call sb_prog,stats)
 	@$(SB_STAGE) stats $(SB_OUT)/$(1)/$(2)
 endef
 
@@ -104,10 +120,14 @@ endef
 # (NAME.mk may add prerequisites, e.g. demo: demo-setup.) Without -j on the command
 # line the cells run $(SB_JOBS) at a time (default: every core).
 define sb_grid_targets
-.PHONY: $(1) $(1)-cells $(1)-data $(1)-final $(1)-list $(1)-failed $(1)-expand $(1)-adopt
+.PHONY: $(1) $(1)-cells $(1)-cells-run $(1)-data $(1)-final $(1)-list $(1)-failed $(1)-expand $(1)-adopt
 $(1)-expand: $(SB_OUT)/$(1)/.grid/cells.mk
 $(1)-data: $$(sort $$(foreach b,$$($(1).BLOCKS),$$(foreach t,$$($(1).$$(b).TASKS),$(SB_DATA)/$$(t)/pool.safetensors $(SB_DATA)/$$(t)/test.safetensors)))
-$(1)-cells: $$($(1).CELLS)
+# (under the grid's lock, as GRID: a make of GRID-cells and one of GRID, or two of
+# GRID-cells, would otherwise train the same cells at once; make -n takes no lock)
+$(1)-cells: $(SB_OUT)/$(1)/.grid/cells.mk
+	+@$$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),,$$(call sb_lock,$(1));) $$(MAKE) --no-print-directory SB_MAKE_RUN=$$(SB_MAKE_RUN) $(1)-cells-run
+$(1)-cells-run: $$($(1).CELLS)
 $(1)-final: $(SB_OUT)/$(1)/report.md
 $(SB_OUT)/$(1)/report.md: $$($(1).FINAL)
 	@$(SB_STAGE) report $(SB_OUT)/$(1)
@@ -160,7 +180,7 @@ ifneq ($$(call sb_goal_needs,$(1)),)
 $(SB_OUT)/$(1)/.grid/cells.mk: $(2) $(SB_GRID)
 	@SB_GRID_CHECK=$(SB_BIN)/sb-train $(SB_GRID) expand $(2) $(SB_OUT)/$(1)
 # parameter files are written by the expansion; a missing one re-runs it
-$$(foreach p,%/cell.json %/params/freeze %/params/test %/params/stats %/params/a8 %/params/criteria,$$(eval $$(call sb_param_rule,$(SB_OUT)/$(1)/$$(p),$(1),$(2))))
+$$(foreach p,%/cell.json %/params/freeze %/params/test %/params/stats %/params/a8 %/params/criteria %/params/cells,$$(eval $$(call sb_param_rule,$(SB_OUT)/$(1)/$$(p),$(1),$(2))))
 -include $(SB_OUT)/$(1)/.grid/cells.mk
 $$(eval $$(call sb_grid_targets,$(1)))
 endif

@@ -12,3 +12,9 @@ include $(dir $(lastword $(MAKEFILE_LIST)))common.mk
 demo: demo-setup
 demo-setup:
 	@scripts/deps.sh
+# the packages before the programs, which need them to build on a fresh machine (demo's
+# prerequisites are the grid's, cells.mk and sb-programs, then demo-setup; and with -j
+# make would start them at once)
+ifneq ($(filter demo,$(MAKECMDGOALS)),)
+sb-programs: demo-setup
+endif

@@ -20,10 +20,10 @@ include $(dir $(lastword $(MAKEFILE_LIST)))common.mk
 #   a8 of a block with a test stage           the test read is an input too (sb-a8 m3)
 sb_comma := ,
 sb_opt = $(patsubst $(4)=%,%,$(filter $(4)=%,$($(1).$(2).$(3).OPTS)))
-sb_with_val = $(foreach w,$(subst $(sb_comma), ,$(call sb_opt,$(1),$(2),$(3),with_blocks)),$($(1).$(w).VAL))
+sb_with_val = $(foreach w,$(subst $(sb_comma), ,$(call sb_opt,$(1),$(2),$(3),with_blocks)),$($(1).$(w).VAL) $(SB_OUT)/$(1)/$(w)/params/cells)
 sb_a8_ext = $(foreach x,$(call sb_opt,$(1),$(2),a8,trajectory) $(call sb_opt,$(1),$(2),a8,m2),$(SB_OUT)/$(x)/a8/a8.ndjson)
 define sb_a8_block
-$(SB_OUT)/$(1)/$(2)/a8/a8.ndjson: $$($(1).$(2).VAL) $(SB_OUT)/$(1)/$(2)/params/a8 $(call sb_with_val,$(1),$(2),a8) $(call sb_a8_ext,$(1),$(2)) $(if $(filter test,$($(1).$(2).STAGES)),$(SB_OUT)/$(1)/$(2)/test/test.ndjson) | $(call sb_prog,a8)
+$(SB_OUT)/$(1)/$(2)/a8/a8.ndjson: $$($(1).$(2).VAL) $(SB_OUT)/$(1)/$(2)/params/a8 $(SB_OUT)/$(1)/$(2)/params/cells $(call sb_with_val,$(1),$(2),a8) $(call sb_a8_ext,$(1),$(2)) $(if $(filter test,$($(1).$(2).STAGES)),$(SB_OUT)/$(1)/$(2)/test/test.ndjson) | $(call sb_prog,a8)
 	@$(SB_STAGE) a8 $(SB_OUT)/$(1)/$(2)
 $(SB_OUT)/$(1)/report.md: $(SB_OUT)/$(1)/$(2)/a8/a8.ndjson
 $(if $(call sb_a8_ext,$(1),$(2)),$(1): $(1)-a8-inputs)

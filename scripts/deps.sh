@@ -4,6 +4,7 @@
 # Called by `make check` and `make demo`, so that on a fresh Debian machine the
 # README's two commands are all the set-up there is. As root it installs what is
 # missing with apt-get; otherwise it prints the exact command and exits 1.
+# Without dpkg-query or apt-get it says so and exits 1.
 #
 #   scripts/deps.sh            build + test + demo packages
 #   scripts/deps.sh --print    only print what is missing
@@ -32,6 +33,13 @@ if [ -n "${SB_EXTRA_PKGS:-}" ]; then
 	pkgs+=($SB_EXTRA_PKGS)
 fi
 
+# without dpkg (not a Debian-based system) nothing can be checked: say so, rather than
+# calling every package missing and then failing on a missing apt-get
+if ! command -v dpkg-query >/dev/null 2>&1; then
+	echo "scripts/deps.sh: dpkg-query not found (not a Debian-based system?): cannot check or install the packages sparsebench needs." >&2
+	echo "install these Debian packages, or your system's equivalents, by hand: ${pkgs[*]}" >&2
+	exit 1
+fi
 missing=()
 for p in "${pkgs[@]}"; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -49,6 +57,10 @@ if [ "$(id -u)" -ne 0 ]; then
 	echo "sparsebench needs these Debian packages: ${missing[*]}" >&2
 	echo "install them as root with:" >&2
 	echo "  $cmd" >&2
+	exit 1
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "scripts/deps.sh: apt-get not found: cannot install the missing Debian packages: ${missing[*]}" >&2
 	exit 1
 fi
 echo "scripts/deps.sh: installing ${missing[*]}" >&2
