@@ -18,7 +18,8 @@
 # they exist; otherwise the files sb-fetch would read (the shared Tiny Shakespeare copy,
 # Debian's jargon-text), cut the same way (0.9 / 0.05 / 0.05). See docs/lm.md.
 SB_DATA ?= data
-LM_OUT ?= out/lm
+SB_OUT ?= out
+LM_OUT ?= $(SB_OUT)/lm
 LM_THREADS ?= 2
 LM_EVAL_SET ?=
 LM_STEPS ?= 4500
@@ -98,7 +99,7 @@ lm-clean:
 # LM_EVAL_SET and LM_THREADS as above. The import depends on every file of DIR it reads, so
 # another checkpoint or tokenizer reruns everything (it is another run directory).
 LM_HF ?=
-LM_PT_OUT ?= out/lm-pretrained
+LM_PT_OUT ?= $(SB_OUT)/lm-pretrained
 LM_PT_T ?= 512
 LM_PT_CORPUS ?= tinyshakespeare=$(abspath $(LM_SHAKESPEARE))
 

@@ -12,13 +12,14 @@
 #                       decision: $(N3A_OUT)/n3a-interim.{ndjson,md}
 #   make n3a-clean      remove $(N3A_OUT)
 #
-# Variables: N3A_OUT (out/n3a), N3A_ARCHS (query transformer), N3A_RS (1 4 16 24),
+# Variables: N3A_OUT ($(SB_OUT)/n3a, out/n3a by default), N3A_ARCHS (query transformer), N3A_RS (1 4 16 24),
 # N3A_SEEDS (64000..64063), N3A_CELL_EXTRA (fields appended to every cell, e.g.
 # ,"updates":64,"eval_steps":[0,8,16,32,40,64],"parents":[8,32],"fork_updates":8 for a
 # small trial; the cell id changes with them, so such runs never mix with registered ones).
 # A finished cell is skipped by sb-train itself; a failed guard stops make (no seed is
 # replaced: PROTOCOL A8); make -k runs the others. The analysis: sb-a8 n3a (docs/sb-a8.md).
-N3A_OUT ?= out/n3a
+SB_OUT ?= out
+N3A_OUT ?= $(SB_OUT)/n3a
 N3A_ARCHS ?= query transformer
 N3A_RS ?= 1 4 16 24
 N3A_SEEDS ?= $(shell seq 64000 64063)

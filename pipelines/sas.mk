@@ -31,10 +31,10 @@ $(SAS_OUT)/cells.ndjson: FORCE
 	   done; } > $@.tmp && \
 	 if [ -f $@ ] && cmp -s $@ $@.tmp; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
-$(SAS_OUT)/train.ndjson: $(SAS_OUT)/cells.ndjson $(SB_BIN)/sb-train
+$(SAS_OUT)/train.ndjson: $(SAS_OUT)/cells.ndjson | $(SB_BIN)/sb-train
 	$(ATOMIC) $(SB_BIN)/sb-train -q -o $(SAS_OUT)/runs $< > $@.tmp && mv $@.tmp $@
 
-$(SAS_OUT)/eval.ndjson: $(SAS_OUT)/train.ndjson $(SB_BIN)/sb-eval
+$(SAS_OUT)/eval.ndjson: $(SAS_OUT)/train.ndjson | $(SB_BIN)/sb-eval
 	$(ATOMIC) $(SB_BIN)/sb-eval -q $(foreach s,$(SAS_SEEDS),$(SAS_OUT)/runs/sas-s$(s)) > $@.tmp && mv $@.tmp $@
 
 $(SAS_OUT)/report.md: $(SAS_OUT)/eval.ndjson pipelines/sas-report.sh
@@ -83,10 +83,10 @@ $(SAS_SCALED_OUT)/cells.ndjson: $(SAS_SCALED_OUT)/backbone.ndjson FORCE
 	 printf '{"family":"sas","id":"sas-scaled","seed":0,%s"backbone":"%s"}\n' '$(SAS_SCALED_EXTRA)' "$$run" > $@.tmp && \
 	 if [ -f $@ ] && cmp -s $@ $@.tmp; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
-$(SAS_SCALED_OUT)/train.ndjson: $(SAS_SCALED_OUT)/cells.ndjson $(SB_BIN)/sb-train
+$(SAS_SCALED_OUT)/train.ndjson: $(SAS_SCALED_OUT)/cells.ndjson | $(SB_BIN)/sb-train
 	$(ATOMIC) $(SB_BIN)/sb-train -q -o $(SAS_SCALED_OUT)/runs $< > $@.tmp && mv $@.tmp $@
 
-$(SAS_SCALED_OUT)/eval.ndjson: $(SAS_SCALED_OUT)/train.ndjson $(SB_BIN)/sb-eval
+$(SAS_SCALED_OUT)/eval.ndjson: $(SAS_SCALED_OUT)/train.ndjson | $(SB_BIN)/sb-eval
 	$(ATOMIC) $(SB_BIN)/sb-eval -q $(SAS_SCALED_OUT)/runs/sas-scaled > $@.tmp && mv $@.tmp $@
 
 $(SAS_SCALED_OUT)/report.md: $(SAS_SCALED_OUT)/eval.ndjson pipelines/sas-scaled-report.sh

@@ -40,4 +40,9 @@ rm -rf "$T/data"
 pmake SB_CACHE="$T/a b/cache" pt-data >"$T/cache.log" 2>&1
 t_result $? "SB_CACHE with a space is accepted: make pt-data fetches" "$(tail -n 3 "$T/cache.log" | tr '\n' ' ')"
 [ -d "$T/a b/cache" ] && [ -f "$T/data/t_a/pool.safetensors" ]; t_result $? "with the cache there"
+# SB_OUT moves every pipeline's outputs, the LM track's and N3-A's too (they stayed in ./out)
+for t in lm lm-pretrained n3a sas; do
+	v=$(make -s -C "$TOP" -n -o bin/sb-train -o bin/sb-eval -o bin/sb-lm -o bin/sb-a8 -o bin/sb-stats "$t" SB_OUT="$T/moved" LM_HF="$T/nohf" 2>&1 | grep -c "$T/moved/$t")
+	[ "$v" -gt 0 ]; t_result $? "make -n $t SB_OUT=DIR writes under DIR/$t ($v mentions)"
+done
 t_done

@@ -77,6 +77,11 @@ sleep 1
 make -s -C "$TOP" sas SAS_OUT="$T/sas" SAS_CORPUS="docs=$T/corpus.txt" >/dev/null 2>&1
 [ "$before" = "$(stat -c %Y.%s "$T/sas/train.ndjson")" ]
 t_result $? "a second make sas retrains nothing"
+# programs are order-only, as in the grids: rebuilt programs (-W: as if newer) re-run nothing
+ev_before=$(stat -c %Y.%s "$T/sas/eval.ndjson")
+make -s -C "$TOP" -W bin/sb-train -W bin/sb-eval sas SAS_OUT="$T/sas" SAS_CORPUS="docs=$T/corpus.txt" >/dev/null 2>&1
+[ "$before" = "$(stat -c %Y.%s "$T/sas/train.ndjson")" ] && [ "$ev_before" = "$(stat -c %Y.%s "$T/sas/eval.ndjson")" ]
+t_result $? "make sas after the programs are rebuilt (make -W): nothing trained or evaluated again"
 # determinism: training the same cell again gives the same checkpoint bits
 head -n 1 "$T/sas/cells.ndjson" >"$T/one.ndjson"
 sb-train -q -o "$T/again" "$T/one.ndjson" >/dev/null 2>&1 && cmp -s "$T/again/sas-s42/model.safetensors" "$R/model.safetensors"
