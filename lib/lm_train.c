@@ -416,8 +416,14 @@ static int scan_prior(const char *path, const char *run_dir, const struct sb_lm_
 			step_path(ck, sizeof ck, run_dir, st, 0);
 			step_path(op, sizeof op, run_dir, st, 1);
 			struct sb_err e3 = {0};
+			/* the optimiser state's SHA-256 is checked too when the record has it (runs
+			 * before 2026-12-06 recorded none): damaged moments would end the run
+			 * without the bits of one never stopped */
+			const char *osha = sb_json_str(sb_json_get(v, "optim_sha256"), NULL);
+			char ohex[SB_SHA256_HEX];
 			if (sb_file_exists(op) && !sb_sha256_file(ck, hex, NULL, &e3) &&
-			    !strcmp(hex, sb_json_str(sb_json_get(v, "checkpoint_sha256"), ""))) {
+			    !strcmp(hex, sb_json_str(sb_json_get(v, "checkpoint_sha256"), "")) &&
+			    (!osha || (!sb_sha256_file(op, ohex, NULL, &e3) && !strcmp(ohex, osha)))) {
 				p->resume = st;
 				p->secs = sb_json_num(sb_json_get(v, "seconds"), 0);
 				p->cpu = sb_json_num(sb_json_get(v, "cpu_seconds"), 0);
@@ -465,7 +471,7 @@ static int check_resume_corpora(const struct prior *p, const struct sb_lm_corpus
 /* The optimiser state after `steps` steps: AdamW's moments, and the mean-loss window of
  * the next train.step record (its sum, as text that reads back to the same double). */
 static int save_optim(const struct sb_lm_trainer *tr, const struct sb_lm_cell *c, const char *path, int64_t steps,
-		      double win_loss, int win_n, struct sb_err *err)
+		      double win_loss, int win_n, char *sha, struct sb_err *err)
 {
 	struct sb_tensors ts;
 	sb_tensors_init(&ts);
@@ -485,6 +491,8 @@ static int save_optim(const struct sb_lm_trainer *tr, const struct sb_lm_cell *c
 		                          6, err);
 	if (!rc)
 		rc = sb_st_write(path, &ts, err);
+	if (!rc)
+		rc = sb_sha256_file(path, sha, NULL, err);
 	sb_tensors_free(&ts);
 	return rc;
 }
@@ -720,12 +728,12 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 		/* an intermediate checkpoint, the optimiser state beside it, then its record (a run
 		 * killed later resumes from here); then the previous state is removed */
 		if (!rc && c->ckpt_every && (step + 1) % c->ckpt_every == 0 && step + 1 < c->steps) {
-			char p2[4700], p3[4700], hx[SB_SHA256_HEX];
+			char p2[4700], p3[4700], hx[SB_SHA256_HEX], ohx[SB_SHA256_HEX];
 			step_path(p2, sizeof p2, run_dir, step + 1, 0);
 			step_path(p3, sizeof p3, run_dir, step + 1, 1);
 			rc = save_params(m, c, &mix, p2, step + 1, hx, err);
 			if (!rc)
-				rc = save_optim(tr, c, p3, step + 1, win_loss, win_n, err);
+				rc = save_optim(tr, c, p3, step + 1, win_loss, win_n, ohx, err);
 			if (!rc) {
 				sb_jw_record(&w, "train.checkpoint", 1);
 				sb_jw_kstr(&w, "cell_id", c->cell_id);
@@ -733,6 +741,7 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 				snprintf(p2, sizeof p2, "step-%06lld.safetensors", (long long)(step + 1));
 				sb_jw_kstr(&w, "checkpoint", p2);
 				sb_jw_kstr(&w, "checkpoint_sha256", hx);
+				sb_jw_kstr(&w, "optim_sha256", ohx);
 				sb_jw_kf64(&w, "seconds", secs);
 				sb_jw_kf64(&w, "cpu_seconds", cpus);
 				rc = tlog_emit(&log, &w, path, err);

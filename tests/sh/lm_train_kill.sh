@@ -69,6 +69,21 @@ sb-lm train -q -j 1 -o "$T/runs" "$T/cell.json" >"$T/s.out" 2>&1
 [ "$(jq -r .status "$T/s.out" | tail -n 1)" = skipped ]
 t_result $? "a third run skips the finished cell"
 
+# 2b. a damaged optimiser state (one byte of its moments changed, the file still whole) is
+# never resumed from: train.checkpoint records its SHA-256, and the rerun ends with the
+# reference's bits (before, it resumed with the damaged moments and finished with other bits)
+SB_TRAIN_STOP_AFTER_STEPS=51 sb-train -q -j 1 -o "$T/runsd" "$T/cell.json" >/dev/null 2>&1
+op=$T/runsd/$id/step-000040.optim.safetensors
+[ -f "$op" ] && [ "$(jq -r 'select(.kind == "train.checkpoint") | .optim_sha256' "$T/runsd/$id/train.ndjson")" = "$(sha256sum <"$op" | cut -d' ' -f1)" ]
+t_result $? "train.checkpoint names the SHA-256 of the optimiser state beside it"
+sz=$(stat -c %s "$op")
+printf '\x7f' | dd of="$op" bs=1 seek=$((sz - 100)) conv=notrunc 2>/dev/null
+sb-train -q -j 1 -o "$T/runsd" "$T/cell.json" >/dev/null 2>"$T/d.err"
+rc=$?
+[ $rc -eq 0 ] && cmp -s "$ref/model.safetensors" "$T/runsd/$id/model.safetensors" &&
+	cmp -s <(untimed "$ref/train.ndjson") <(untimed "$T/runsd/$id/train.ndjson")
+t_result $? "a damaged optimiser state is not resumed from: the rerun (exit $rc) ends with the reference's model and records" "$(cat "$T/d.err")"
+
 # 3. killed by a real SIGKILL as soon as the first train.step is written; then rerun
 rm -rf "$T/runs2"
 sb-lm train -q -j 1 -o "$T/runs2" "$T/cell.json" >/dev/null 2>&1 &
