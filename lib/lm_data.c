@@ -303,6 +303,34 @@ int sb_lm_mix_parse(struct sb_lm_mix *m, const char *spec, const struct sb_lm_co
 		return SB_ERR(err, SB_EUSAGE, "the mixture '%s' has no item with a positive weight", spec);
 	for (int i = 0; i < m->n; i++)
 		m->item[i].weight /= tot;
+	return sb_lm_mix_check_len(m, T, spec, err);
+}
+
+/* The tasks whose probes cut their haystack from the essay corpus (lm_probe.h): they need
+ * n_hay >= len. kv_recall and qa_recall fall back to noise on a short haystack. */
+static int essay_task(int task)
+{
+	return task == SB_LM_NIAH_SINGLE_2 || task == SB_LM_NIAH_SINGLE_3 || task == SB_LM_NIAH_MULTIKEY_1 ||
+	       task == SB_LM_NIAH_MULTIVALUE || task == SB_LM_NIAH_MULTIQUERY || task == SB_LM_QA_1;
+}
+
+int sb_lm_mix_check_len(const struct sb_lm_mix *m, int T, const char *spec, struct sb_err *err)
+{
+	int fits = 0;
+	const struct sb_lm_corpus *h = &m->corpora[m->haystack];
+	for (int i = 0; i < m->n; i++) {
+		const struct sb_lm_mix_item *it = &m->item[i];
+		if (!(it->weight > 0) || (it->task >= 0 && sb_lm_task_min_len(it->task) > T + 1))
+			continue;
+		fits = 1;
+		if (it->task >= 0 && essay_task(it->task) && h->n < (size_t)T + 1)
+			return SB_ERR(err, SB_EUSAGE,
+				      "haystack corpus %s has %zu bytes, fewer than T+1 = %d that task %s needs for its essay",
+				      h->name, h->n, T + 1, it->name);
+	}
+	if (!fits)
+		return SB_ERR(err, SB_EUSAGE, "no item of the mixture '%s' with a positive weight fits a context of %d", spec,
+			      T);
 	return 0;
 }
 

@@ -75,6 +75,10 @@ struct sb_lm_mix {
  * the corpus of essay haystacks (NULL: the first corpus). */
 int sb_lm_mix_parse(struct sb_lm_mix *m, const char *spec, const struct sb_lm_corpus *corpora, int n_corpora,
 		    const char *haystack, uint64_t seed, int T, struct sb_err *err);
+/* Every example of a context of T bytes can be made: an item with a positive weight fits
+ * T+1, and the essay tasks that fit have a haystack of T+1 bytes (SB_EUSAGE naming spec
+ * otherwise). sb_lm_mix_parse checks its T; a trainer with a shorter context checks it. */
+int sb_lm_mix_check_len(const struct sb_lm_mix *m, int T, const char *spec, struct sb_err *err);
 /* Example `index`: out[0..T] (T+1 bytes); *item (may be NULL) the item drawn. */
 int sb_lm_mix_sample(const struct sb_lm_mix *m, uint64_t index, uint8_t *out, int *item, struct sb_err *err);
 /* The same for a shorter context T' <= T (out[0..T']): items that do not fit (tasks

@@ -613,6 +613,8 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 	if (!rc)
 		rc = sb_lm_mix_parse(&mix, c->mixture, corp, c->n_corpora, c->haystack[0] ? c->haystack : NULL,
 				     c->data_seed, c->T, err);
+	if (!rc && c->warm_steps > 0) /* the curriculum's shorter context too */
+		rc = sb_lm_mix_check_len(&mix, c->warm_T, c->mixture, err);
 	if (rc == SB_EUSAGE) /* the corpora and mixture were written in a cell: bad input data */
 		rc = err ? (err->code = SB_EDATA) : SB_EDATA;
 	/* a resumed run: the same corpora, or nothing in the run directory is touched */

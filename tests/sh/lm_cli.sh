@@ -53,6 +53,21 @@ if command -v sb-train >/dev/null && command -v sb-eval >/dev/null; then
 	sb-train -q -o "$T/runs" "$T/bad3.json" >"$T/o" 2>"$T/e"; rc=$?
 	[ $rc -eq 4 ] && grep -q '"kind":"lm.train".*"status":"failed"' "$T/o"
 	t_result $? "sb-train: an LM cell whose corpus is missing fails with exit 4 and a failed lm.train record (exit $rc)"
+	# a mixture that cannot make an example is bad input found before the run directory is
+	# made (before: exit 2 at the first step, a run directory with train.failed left behind)
+	head -c 200 "$TOP/tests/fixtures/lm/shakespeare-head.txt" >"$T/hay200.txt"
+	cp "$TOP/tests/fixtures/lm/shakespeare-head.txt" "$T/shk.txt"
+	m='"model":{"d":16,"pattern":"AC","heads":2,"ffn":32},"batch":2,"steps":3'
+	for bad in "nofit:{\"family\":\"lm\",$m,\"T\":32,\"corpora\":[\"s=$T/shk.txt\"],\"mixture\":\"retrieval=1\"}:fits a context of 32" \
+		"nofitwarm:{\"family\":\"lm\",$m,\"T\":64,\"warm_T\":16,\"warm_steps\":2,\"corpora\":[\"s=$T/shk.txt\"],\"mixture\":\"niah_single_1=1\"}:fits a context of 16" \
+		"shorthay:{\"family\":\"lm\",$m,\"T\":256,\"corpora\":[\"h=$T/hay200.txt\"],\"mixture\":\"retrieval=1\"}:haystack corpus h has 180 bytes"; do
+		name=${bad%%:*} rest=${bad#*:} want=${bad##*:}
+		printf '%s\n' "${rest%:*}" >"$T/$name.json"
+		sb-train -q -o "$T/runs_$name" "$T/$name.json" >/dev/null 2>"$T/e"; rc=$?
+		[ $rc -eq 3 ] && [ "$(wc -l <"$T/e")" -eq 1 ] && grep -q "^sb-train: $T/$name.json:1: lm cell: .*$want" "$T/e" &&
+			[ -z "$(ls -A "$T/runs_$name" 2>/dev/null)" ]
+		t_result $? "sb-train: a mixture that cannot make an example ($name) is bad input, one line naming FILE:LINE, no run directory (exit $rc: $(head -n 2 "$T/e"))"
+	done
 	sb-train --help | grep -q '"family": "lm"'
 	t_result $? "sb-train --help names the lm family"
 	mkdir -p "$T/lmrun" && cp "$T/bad3.json" "$T/lmrun/cell.json"
