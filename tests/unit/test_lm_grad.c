@@ -591,6 +591,11 @@ int main(void)
 	model_check(be, "one attention layer without MLP", k4, 2);
 	const char *k5[] = {"pattern=CACL", "conv_gate=0", "bias=1", "pos=rope"};
 	model_check(be, "CACL with plain convolutions, biases, RoPE", k5, 4);
+	/* GQA with groups of two over two kv heads (kv_heads=1 above maps every head to kv head
+	 * 0, so the head-to-group index was unchecked), q/k/v biases without an o bias */
+	const char *k6[] = {"pattern=ACA", "heads=4",    "kv_heads=2",   "head_dim=2", "pos=rope",
+			    "mlp=swiglu",  "attn_bias=2", "norm=rmsnorm", "tied=0"};
+	model_check(be, "ACA, GQA 4 heads over 2 kv heads, q/k/v biases, RoPE", k6, 9);
 	sb_backend_close(be);
 	return sb_test_done();
 }
