@@ -101,11 +101,13 @@ int sb_lm_cell_parse(struct sb_lm_cell *c, const struct sb_json *obj, struct sb_
 			SB_TRY(get_num(v, k, 0, 10, &c->weight_decay, err));
 		else if (!strcmp(k, "clip"))
 			SB_TRY(get_num(v, k, 0, 1e9, &c->clip, err));
-		else if (!strcmp(k, "b1"))
-			SB_TRY(get_num(v, k, 0, 1, &c->b1, err));
-		else if (!strcmp(k, "b2"))
-			SB_TRY(get_num(v, k, 0, 1, &c->b2, err));
-		else if (!strcmp(k, "eps"))
+		else if (!strcmp(k, "b1") || !strcmp(k, "b2")) {
+			/* [0, 1) as torch.optim.AdamW: at 1 the bias correction 1 - beta^t is 0 */
+			double b = 0;
+			if (get_num(v, k, 0, 1, &b, err) || b == 1)
+				return SB_ERR(err, SB_EDATA, "cell: '%s' must be a number in [0, 1)", k);
+			*(!strcmp(k, "b1") ? &c->b1 : &c->b2) = b;
+		} else if (!strcmp(k, "eps"))
 			SB_TRY(get_num(v, k, 0, 1, &c->eps, err));
 		else if (!strcmp(k, "mixture") || !strcmp(k, "haystack")) {
 			size_t cap = !strcmp(k, "mixture") ? sizeof c->mixture : sizeof c->haystack;

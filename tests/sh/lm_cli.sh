@@ -68,6 +68,15 @@ if command -v sb-train >/dev/null && command -v sb-eval >/dev/null; then
 			[ -z "$(ls -A "$T/runs_$name" 2>/dev/null)" ]
 		t_result $? "sb-train: a mixture that cannot make an example ($name) is bad input, one line naming FILE:LINE, no run directory (exit $rc: $(head -n 2 "$T/e"))"
 	done
+	# AdamW's betas must be below 1 (torch.optim.AdamW refuses 1: the bias correction
+	# 1 - beta^t is 0); before, such a cell ran, made NaN parameters and failed at step 2
+	for b in b1 b2; do
+		printf '{"family":"lm",%s,"T":32,"%s":1,"corpora":["s=%s"],"mixture":"s=1"}\n' "$m" $b "$T/shk.txt" >"$T/beta_$b.json"
+		sb-train -q -o "$T/runs_beta_$b" "$T/beta_$b.json" >/dev/null 2>"$T/e"; rc=$?
+		[ $rc -eq 3 ] && grep -q "^sb-train: $T/beta_$b.json:1: lm cell: .*'$b' must be a number in \[0, 1)" "$T/e" &&
+			[ -z "$(ls -A "$T/runs_beta_$b" 2>/dev/null)" ]
+		t_result $? "sb-train: $b = 1 is bad input naming the field, no run directory (exit $rc: $(head -n 1 "$T/e"))"
+	done
 	sb-train --help | grep -q '"family": "lm"'
 	t_result $? "sb-train --help names the lm family"
 	mkdir -p "$T/lmrun" && cp "$T/bad3.json" "$T/lmrun/cell.json"
