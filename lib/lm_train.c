@@ -151,6 +151,9 @@ int sb_lm_cell_parse(struct sb_lm_cell *c, const struct sb_json *obj, struct sb_
 	if (!have_max_T)
 		c->model.max_T = c->T;
 	SB_TRY(sb_lm_cfg_check(&c->model, err));
+	if (!c->source[0] && c->model.vocab < 256) /* the training path indexes by byte, unchecked */
+		return SB_ERR(err, SB_EDATA, "cell: model vocab %d is below 256: a trained decoder reads bytes (0..255)",
+			      c->model.vocab);
 	if (c->T > c->model.max_T)
 		return SB_ERR(err, SB_EDATA, "cell: T %d exceeds the model's max_T %d", c->T, c->model.max_T);
 	if (c->batch % c->tile)

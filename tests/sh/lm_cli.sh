@@ -77,6 +77,12 @@ if command -v sb-train >/dev/null && command -v sb-eval >/dev/null; then
 			[ -z "$(ls -A "$T/runs_beta_$b" 2>/dev/null)" ]
 		t_result $? "sb-train: $b = 1 is bad input naming the field, no run directory (exit $rc: $(head -n 1 "$T/e"))"
 	done
+	# a trained decoder reads bytes: a vocabulary below 256 is bad input (before, the cell
+	# trained, its byte ids past the embedding table read and wrote other tensors' memory)
+	printf '{"family":"lm","model":{"d":16,"pattern":"AC","heads":2,"ffn":32,"vocab":100},"batch":2,"steps":2,"T":32,"corpora":["s=%s"],"mixture":"s=1"}\n' "$T/shk.txt" >"$T/vocab.json"
+	sb-train -q -o "$T/runs_vocab" "$T/vocab.json" >/dev/null 2>"$T/e"; rc=$?
+	[ $rc -eq 3 ] && grep -q "^sb-train: $T/vocab.json:1: lm cell: .*vocab 100 is below 256" "$T/e" && [ -z "$(ls -A "$T/runs_vocab" 2>/dev/null)" ]
+	t_result $? "sb-train: a byte decoder with vocab 100 is bad input, no run directory (exit $rc: $(head -n 1 "$T/e"))"
 	sb-train --help | grep -q '"family": "lm"'
 	t_result $? "sb-train --help names the lm family"
 	mkdir -p "$T/lmrun" && cp "$T/bad3.json" "$T/lmrun/cell.json"
