@@ -461,6 +461,25 @@ static int tier_index(const char *t)
 	return !strcmp(t, "deep") ? 1 : !strcmp(t, "wide") ? 2 : 0;
 }
 
+/* Is (arch, tier) in M1's and M2's design (PROTOCOL A8: plain and local_hybrid x compact,
+ * deep and wide)? Another (e.g. tier medium) would count as plain or compact in the
+ * architecture and tier clauses and the metadata features: the caller leaves it out and
+ * says so (off_design_warn). */
+static int in_design(const char *arch, const char *tier)
+{
+	return (!strcmp(arch, "plain") || !strcmp(arch, "local_hybrid")) &&
+	       (!strcmp(tier, "compact") || !strcmp(tier, "deep") || !strcmp(tier, "wide"));
+}
+
+static void off_design_warn(const char *analysis, const char *unit, int n, const char *task, const char *arch,
+                            const char *tier)
+{
+	if (n > 0)
+		sb_cli_warn("%s: %d %s(s) left out: architecture or tier outside the design (plain, local_hybrid x "
+		            "compact, deep, wide; e.g. %s %s %s)",
+		            analysis, n, unit, task, arch, tier);
+}
+
 /* classes and modality of the A1 tasks (metadata features) */
 static int task_meta(const char *task, double *classes, double *text)
 {
@@ -677,7 +696,13 @@ static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t 
 		rc = known_task(g[j].task, err);
 	if (rc)
 		goto out;
+	int off_design = 0, off_j = -1;
 	for (int j = 0; j < ng; j++) {
+		if (!in_design(g[j].arch, g[j].tier)) {
+			if (off_design++ == 0)
+				off_j = j;
+			continue;
+		}
 		struct gfeat gf;
 		if (!group_features(&g[j], &gf))
 			continue;
@@ -723,6 +748,8 @@ static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t 
 		}
 		n++;
 	}
+	if (off_design)
+		off_design_warn("m1", "group", off_design, g[off_j].task, g[off_j].arch, g[off_j].tier);
 	if (n < 2 || nd < 2) {
 		rc = SB_ERR(err, SB_EDATA, "M1 needs paired softmax / topk_softmax_025 trajectories of at least 3 epochs "
 		                           "in at least 2 tasks (found %d groups in %d tasks)",
@@ -893,10 +920,17 @@ static int m2(struct sb_jw *w, struct md *md, uint64_t seed, int resamples, stru
 	int rc = 0;
 	if (!td || !tm || !ts || !fd || !fm || !arch || !tier)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	int off_design = 0;
+	const struct run *off_run = NULL;
 	for (int i = 0; i < nruns; i++) {
 		struct run *mr = &runs[i];
 		if (strcmp(mr->method, "mechanistic_switch"))
 			continue;
+		if (!in_design(mr->arch, mr->tier)) {
+			if (off_design++ == 0)
+				off_run = mr;
+			continue;
+		}
 		struct run *d = find(mr->task, mr->arch, mr->tier, "softmax", mr->seed, 0), *s[NSIMPLE];
 		int ok = d != NULL;
 		for (int q = 0; q < NSIMPLE && ok; q++)
@@ -922,6 +956,8 @@ static int m2(struct sb_jw *w, struct md *md, uint64_t seed, int resamples, stru
 		tier[n] = tier_index(mr->tier);
 		n++;
 	}
+	if (off_design)
+		off_design_warn("m2", "run", off_design, off_run->task, off_run->arch, off_run->tier);
 	if (n < 1) {
 		rc = SB_ERR(err, SB_EDATA, "M2 needs paired softmax, mechanistic_switch, median_switch, "
 		                           "early_accuracy_switch and entropy_switch runs (found none)");

@@ -172,6 +172,14 @@ $ sb-a8 m1 --resamples 100 v.ndjson | grep -o '"task":"t1","arch":"plain","tier"
 > "target_switch_epoch":3
 > "runs_superseded":1
 
+%%% m1: a group outside the design (tier medium) is left out with a warning, not counted as compact
+$ R=$TOP/tests/fixtures/a8/run.sh
+$ for m in softmax topk_softmax_025; do for t in t1 t2; do $R -p $t $m 0 4 0.5; $R -p -t medium $t $m 0 4 0.5; done; done >v.ndjson
+$ sb-a8 m1 --resamples 100 v.ndjson >out.txt 2>err.txt
+$ ! grep -q '"tier":"medium"' out.txt
+$ grep -o 'm1: 2 group(s) left out: architecture or tier outside the design.*' err.txt
+> m1: 2 group(s) left out: architecture or tier outside the design (plain, local_hybrid x compact, deep, wide; e.g. t1 plain medium)
+
 %%% linear-decay: the clean grid (E = 3, 9, 30) persists for both ratios
 $ $TOP/tests/fixtures/a8/ld_grid.sh >v.ndjson
 $ sb-a8 lineardecay v.ndjson | tail -n 1 | grep -o '"verdict":"[^"]*"\|"[a-z_]*budget":[0-9]*\|"persists_[0-9]*":[a-z]*\|"missing":null'
