@@ -476,9 +476,9 @@ static int write_cell_json(const struct sb_n3a_cell *c, const char *run_dir, str
 	struct sb_jw w;
 	sb_jw_init(&w, NULL);
 	sb_n3a_cell_json(&w, c);
-	int rc = w.oom ? SB_ERR(err, SB_EINTERNAL, "out of memory") : 0;
+	/* sb_jw_line ends the value; sb_jw_raw would first write a ',' after it */
+	int rc = sb_jw_line(&w, err);
 	if (!rc) {
-		sb_jw_raw(&w, "\n", 1);
 		char path[4200];
 		snprintf(path, sizeof path, "%s/cell.json", run_dir);
 		rc = sb_write_file_atomic(path, w.buf, w.len, err);

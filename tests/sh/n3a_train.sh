@@ -21,6 +21,9 @@ t_result $? "the run directory holds cell.json and n3a.ndjson only (no temporary
 grep -q '"epsilon":0.1111111111111111' "$D/cell.json" && grep -q '"lr":0.001' "$D/cell.json" &&
 	grep -q '"n":32,"k":8' "$D/cell.json"
 t_result $? "cell.json has the registered defaults filled in (n 32, k 8, epsilon 1/9, lr 1e-3)"
+python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); sys.exit(0 if c.get("family") == "n3a" else 1)' \
+	"$D/cell.json" 2>"$T/cj.err"
+t_result $? "cell.json is one JSON object (no trailing comma) ($(tr '\n' ' ' <"$T/cj.err" | tail -c 200))"
 
 # the records, checked in Python (exact field sets, counts, bitwise equalities as written)
 cat >"$T/check.py" <<'EOF'
