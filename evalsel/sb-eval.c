@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "attn_norm.h"
 #include "backend.h"
 #include "cli.h"
 #include "dataset.h"
@@ -500,10 +501,18 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 			for (size_t i = 0; i < old.n_cells; i++)
 				if (strcmp(old.cells[i].cell_id, c.cell_id) == 0)
 					oc = &old.cells[i];
+			/* a record evaluated with --no-probe is not reused by a run that probes (sb-a8 m1
+			 * needs the features), unless the method has none (headwise adaptive entmax) */
+			struct sb_norm nm;
+			struct sb_err e4 = {0};
+			int want_probe = !o->no_probe &&
+			                 (sb_norm_parse(c.method, 1.5, &nm, &e4) || nm.kind != SB_NORM_ADAPTIVE);
 			for (size_t i = 0; oc && i < nck; i++) {
 				const struct sb_val_epoch *oe = sb_val_cell_epoch(oc, ck[i].e);
 				if (!oe || strcmp(oe->checkpoint_sha256, ck[i].sha) != 0 ||
 				    strchr(oe->correct_bits, '/'))
+					continue;
+				if (want_probe && !sb_json_get(oe->rec, "probe_examples"))
 					continue;
 				char *bp = sb_path_join(run, oe->correct_bits);
 				struct sb_err e3 = {0};

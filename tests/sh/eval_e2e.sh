@@ -169,6 +169,20 @@ if [ -x "$TOP/bin/sb-stats" ]; then
 	t_result $? "sb-stats reads the validation logs and the test read (exit $rc)"
 fi
 
+# a log made with --no-probe is evaluated again by a run that probes (its records lack the
+# features sb-a8 m1 needs; they used to be reused as unchanged); and a --no-probe run reuses a
+# probed log as it is
+r=$(ls -d runs/*/ | head -n 1)
+cp -r "$r" noprobe
+rm -f noprobe/val.ndjson
+sb-eval -q --no-probe -d data noprobe >/dev/null 2>&1 && ! grep -q '"probe_examples"' noprobe/val.ndjson &&
+	sb-eval -q -d data noprobe >/dev/null 2>np.err &&
+	[ "$(grep '"kind":"eval.epoch"' noprobe/val.ndjson | grep -c '"probe_examples":128')" = 3 ]
+t_result $? "a --no-probe log, then sb-eval without it: every epoch gets its probe features ($(head -c 200 np.err))"
+cp noprobe/val.ndjson np.keep
+sb-eval -q --no-probe -d data noprobe >/dev/null 2>&1 && cmp -s np.keep noprobe/val.ndjson
+t_result $? "a probed log, then sb-eval --no-probe: reused as it is"
+
 # a checkpoint train.ndjson recorded, deleted: sb-eval says which epoch it cannot evaluate
 r=$(ls -d runs/*/ | head -n 1)
 cp -r "$r" lost
