@@ -372,6 +372,23 @@ static void ident(struct sb_jw *w, const struct cell *c)
 	sb_jw_kstr(w, "arch", c->arch);
 }
 
+/* Was the log written by a run with --no-probe (its first line a run.meta whose argv has it)? */
+static int old_noprobe(const char *buf, size_t len)
+{
+	const char *nl = memchr(buf, '\n', len);
+	struct sb_json *m = NULL;
+	struct sb_err e = {0};
+	int yes = 0;
+	if (sb_json_parse(buf, nl ? (size_t)(nl - buf) : len, &m, &e) == 0 && m->type == SB_JSON_OBJECT &&
+	    !strcmp(sb_json_str(sb_json_get(m, "kind"), ""), "run.meta")) {
+		const struct sb_json *a = sb_json_get(m, "argv");
+		for (size_t i = 0; a && a->type == SB_JSON_ARRAY && i < a->n && !yes; i++)
+			yes = !strcmp(sb_json_str(a->items[i], ""), "--no-probe");
+	}
+	sb_json_free(m);
+	return yes;
+}
+
 /* Records after the first run.meta line of an existing file, for the unchanged test. */
 static const char *body_after_meta(const char *buf, size_t n, size_t *len)
 {
@@ -501,11 +518,13 @@ static int eval_run(const char *run, const struct opts *o, struct sb_jw *std, st
 			for (size_t i = 0; i < old.n_cells; i++)
 				if (strcmp(old.cells[i].cell_id, c.cell_id) == 0)
 					oc = &old.cells[i];
-			/* a record evaluated with --no-probe is not reused by a run that probes (sb-a8 m1
-			 * needs the features), unless the method has none (headwise adaptive entmax) */
+			/* a record of a --no-probe run (its run.meta's argv says so) is not reused by a run
+			 * that probes (sb-a8 m1 needs the features), unless the method has none (headwise
+			 * adaptive entmax); logs of other origins (an sb-eval before the probe existed) are
+			 * reused as before, so that their hashes, which a freeze may hold, stay */
 			struct sb_norm nm;
 			struct sb_err e4 = {0};
-			int want_probe = !o->no_probe &&
+			int want_probe = !o->no_probe && old_noprobe(old_buf, old_len) &&
 			                 (sb_norm_parse(c.method, 1.5, &nm, &e4) || nm.kind != SB_NORM_ADAPTIVE);
 			for (size_t i = 0; oc && i < nck; i++) {
 				const struct sb_val_epoch *oe = sb_val_cell_epoch(oc, ck[i].e);
