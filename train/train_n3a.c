@@ -23,11 +23,9 @@ int sb_train_n3a_check(const struct sb_json *cell, char *id, char *canon, struct
 	struct sb_jw w;
 	sb_jw_init(&w, NULL);
 	sb_n3a_cell_json(&w, &c);
-	int oom = w.oom;
-	if (!oom)
-		sb_sha256_buf(w.buf, w.len, canon);
+	int rc = sb_sha256_json_canonical(&w, canon, err);
 	sb_jw_free(&w);
-	return oom ? SB_ERR(err, SB_EINTERNAL, "out of memory") : 0;
+	return rc;
 }
 
 static int fault_of(const char *s, int *fault, struct sb_err *err)

@@ -24,11 +24,9 @@ int sb_train_sas_check(const struct sb_json *cell, char *id, char *canon, struct
 		sb_sas_scaled_json(&w, &c.sx);
 	else
 		sb_sas_cell_json(&w, &c);
-	int oom = w.oom;
-	if (!oom)
-		sb_sha256_buf(w.buf, w.len, canon);
+	int rc = sb_sha256_json_canonical(&w, canon, err);
 	sb_jw_free(&w);
-	return oom ? SB_ERR(err, SB_EINTERNAL, "out of memory") : 0;
+	return rc;
 }
 
 int sb_train_sas_cell(const struct sb_json *cell, const char *runs_dir, struct sb_backend *be, FILE *out,
