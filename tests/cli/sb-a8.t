@@ -62,12 +62,15 @@ $ sb-a8 m1 v.ndjson
 
 %%% the bottom-k guard from the records: GUARD_FAILED under 0.60, with the published readout
 $ for m in softmax topk_softmax_025; do for s in 0 1; do for e in 0 1 2; do printf '{"kind":"eval.epoch","v":1,"task":"cifar10","method":"%s","seed":%d,"epoch":%d,"val_accuracy":0.5%d}\n' $m $s $e $e; done; printf '{"kind":"eval.done","v":1,"task":"cifar10","method":"%s","seed":%d,"epochs":3,"epochs_evaluated":3,"train_status":"completed"}\n' $m $s; done; done >v.ndjson
-$ sb-a8 bottomk --md r.md v.ndjson | tail -n 1 | grep -o '"verdict":"[^"]*"\|"runs_used":[0-9]*\|"dense_mean":[0-9.]*'
+$ sb-a8 bottomk --md r.md v.ndjson | tail -n 1 | grep -o '"verdict":"[^"]*"\|"runs_used":[0-9]*\|"dense_mean":[0-9.]*\|"published_outcome":"[^"]*"'
 $ grep -c 'published patience-5' r.md
+$ grep -o 'Bottom-k verdict: GUARD_FAILED\*\* (published: GUARD_MET' r.md
 > "verdict":"GUARD_FAILED"
 > "dense_mean":0.52
+> "published_outcome":"GUARD_MET"
 > "runs_used":4
 > 1
+> Bottom-k verdict: GUARD_FAILED** (published: GUARD_MET
 
 %%% a run whose training failed is left out: the bottom-k verdict is the one without it, counted
 $ R=$TOP/tests/fixtures/a8/run.sh

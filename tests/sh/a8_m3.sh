@@ -64,11 +64,12 @@ v = recs[-1]
 assert v["units"] == 24 and v["simple_schedule"] == "median_switch" and v["bootstrap_seed"] == 260827, v
 assert abs(v["median_reduction"] - 0.5) < 1e-12 and abs(v["final_test_accuracy_diff"] - 0.001) < 1e-12, v
 assert "ours" in v["verdict_rule"]
+assert "published_outcome" in v and v["published_outcome"] is None, v  # PROTOCOL A8 reports no M3 outcome
 t = {(r["method"], r["arch"], r["tier"]): r for r in recs if r["kind"] == "a8.m3.test"}
 assert t[("mechanistic_switch", "all", "all")]["runs"] == 24 and abs(t[("mechanistic_switch", "all", "all")]["mean_test_accuracy"] - 0.801) < 1e-12
 assert t[("softmax", "plain", "deep")]["runs"] == 4 and len(t) == 4 * 7, len(t)
 PY
-t_result $? "confirm: 24 units, median reduction 0.5, test difference +0.001, test means per method, arch and tier"
+t_result $? "confirm: 24 units, median reduction 0.5, test difference +0.001, test means per method, arch and tier, no published outcome"
 # without the test read, or with two simple schedules: refused, saying why
 sb-a8 -q m3 confirm.val.ndjson >/dev/null 2>err; rc=$?
 [ $rc -eq 3 ] && grep -q "with their test accuracies" err; t_result $? "m3 without test.cell records: exit 3 ($rc)"
@@ -117,7 +118,7 @@ sha=$(sha256sum <map.inc | cut -c1-64)
 t0=$(stat -c %Y.%y map.inc)
 sleep 0.01
 sb-a8 -q m3map --trajectory m1.ndjson --m2 m2.ndjson --switch-epochs map.inc conf.ndjson >map2.out
-tail -n 1 map2.out | grep -q "\"verdict\":\"SWITCH_MAP_UNCHANGED\".*\"switch_map_sha256\":\"$sha\",\"switch_map_rewritten\":false" && [ "$(stat -c %Y.%y map.inc)" = "$t0" ]
+tail -n 1 map2.out | grep -q "\"verdict\":\"SWITCH_MAP_UNCHANGED\".*\"switch_map_sha256\":\"$sha\",\"switch_map_rewritten\":false,\"published_outcome\":null" && [ "$(stat -c %Y.%y map.inc)" = "$t0" ]
 t_result $? "m3map again: the map unchanged and not rewritten, its SHA-256 recorded"
 sb-a8 -q m3map --trajectory m1.ndjson --m2 m2.ndjson traj.ndjson >/dev/null 2>err; rc=$?
 [ $rc -eq 3 ] && grep -q "is a discovery task" err; t_result $? "m3map refuses confirmation tasks that are discovery tasks (exit $rc)"
