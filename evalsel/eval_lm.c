@@ -40,6 +40,13 @@ int sb_eval_lm_run(const char *run_dir, struct sb_backend *be, struct sb_err *er
 	return sb_eval_lm_run_set(run_dir, be, NULL, 0, err);
 }
 
+int sb_eval_lm_check_set(const char *setting, struct sb_err *err)
+{
+	struct sb_lm_eval_opts o;
+	sb_lm_eval_defaults(&o);
+	return sb_lm_eval_set(&o, setting, err);
+}
+
 int sb_eval_lm_run_set(const char *run_dir, struct sb_backend *be, const char *const *settings, int n_settings,
 		       struct sb_err *err)
 {

@@ -19,5 +19,8 @@ int sb_eval_lm_run(const char *run_dir, struct sb_backend *be, struct sb_err *er
  * masks=LIST, tasks=LIST, bench_reps=N, budgets=LIST, seed=N) over the defaults. */
 int sb_eval_lm_run_set(const char *run_dir, struct sb_backend *be, const char *const *settings, int n_settings,
 		       struct sb_err *err);
+/* Is SETTING one sb_eval_lm_run_set accepts? sb-eval checks --set while it reads its options,
+ * so that a typo is a usage error before anything is evaluated or written. */
+int sb_eval_lm_check_set(const char *setting, struct sb_err *err);
 
 #endif

@@ -853,6 +853,9 @@ int main(int argc, char **argv)
 				sb_cli_usage_error("%s", err.msg);
 			break;
 		case O_SET:
+			/* the LM family is the only one with settings: checked now, before any output */
+			if (sb_eval_lm_check_set(optarg, &err))
+				sb_cli_usage_error("%s", err.msg);
 			o.settings[o.n_settings++] = optarg;
 			break;
 		case O_NO_PROBE:

@@ -99,9 +99,13 @@ if command -v sb-train >/dev/null && command -v sb-eval >/dev/null; then
 	id0=$(grep -o '(lm\.dense[^)]*)' "$T/ez0"); idm=$(grep -o '(lm\.dense[^)]*)' "$T/ez-0")
 	[ -n "$id0" ] && [ "$id0" = "$idm" ]
 	t_result $? "an LM cell's -0 and 0 give one cell id (0: '$id0', -0: '$idm')"
-	sb-eval -q --set probez=3 "$T/lmrun" >/dev/null 2>"$T/e"; rc=$?
-	[ $rc -eq 2 ] && grep -q "unknown evaluation setting 'probez'" "$T/e"
-	t_result $? "sb-eval: an unknown --set key is a usage error (exit $rc)"
+	rm -f "$T/lmrun/eval.ndjson"
+	sb-eval -q --set probez=3 "$T/lmrun" >"$T/o" 2>"$T/e"; rc=$?
+	[ $rc -eq 2 ] && grep -q "unknown evaluation setting 'probez'" "$T/e" && [ ! -s "$T/o" ] && [ ! -e "$T/lmrun/eval.ndjson" ]
+	t_result $? "sb-eval: an unknown --set key is a usage error (exit $rc), with nothing on stdout ($(wc -c <"$T/o") bytes) and no eval.ndjson"
+	sb-eval -q --set probes=x "$T/lmrun" "$T/nosuch" >"$T/o" 2>"$T/e"; rc=$?
+	[ $rc -eq 2 ] && [ ! -s "$T/o" ] && grep -q "^sb-eval: invalid value for probes: 'x'" "$T/e" && ! grep -q nosuch "$T/e"
+	t_result $? "sb-eval: a bad --set value is a usage error before any run is read (exit $rc, $(wc -c <"$T/o") bytes on stdout)" "$(cat "$T/e")"
 	mkdir -p "$T/encrun" && echo '{"task":"x"}' >"$T/encrun/cell.json"
 	sb-eval -q --set probes=3 "$T/encrun" >/dev/null 2>"$T/e"; rc=$?
 	[ $rc -eq 2 ] && grep -q 'not to encoder runs' "$T/e"
