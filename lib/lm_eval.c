@@ -1443,6 +1443,13 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 			else
 				rc = sb_lm_probe_make(o->tasks[ti], e.T, hay->bytes, hay->n, o->seed, SB_RNG_SYNTH,
 						      (uint64_t)pi, sb_lm_probe_depth(pi, e.np), &e.probe[at], err);
+			/* the evaluation's settings do not suit this run (found before any forward pass) */
+			if (rc == SB_EUSAGE) {
+				char m[sizeof err->msg];
+				snprintf(m, sizeof m, "%s", err->msg);
+				SB_ERR(err, SB_EUSAGE, "%s (a run with T %d: set tasks=LIST to tasks that fit, or probes=0 "
+				                       "for none; sb-lm eval: --tasks, --probes)", m, e.T);
+			}
 		}
 	/* run */
 	if (!rc && e.nw)

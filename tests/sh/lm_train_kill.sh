@@ -27,6 +27,13 @@ t_result $? "a tiny decoder, 120 steps, a checkpoint every 40" "$(tail -n 2 "$T/
 ref=$(jq -r .run_dir "$T/ref.out" | tail -n 1)
 [ -f "$ref/model.safetensors" ] || t_done
 id=$(basename "$ref")
+# the default probes do not fit T 64: a usage error before any forward pass, saying what to set
+sb-eval -q --set windows=1 --set bench_reps=1 "$ref" >"$T/e64.out" 2>"$T/e64.err"; rc=$?
+[ $rc -eq 2 ] && [ ! -e "$ref/eval.ndjson" ] && grep -q "a run with T 64: set tasks=LIST to tasks that fit, or probes=0 for none; sb-lm eval: --tasks, --probes)" "$T/e64.err"
+t_result $? "sb-eval of a T 64 run with the default tasks: exit $rc, naming tasks=LIST and probes=0" "$(cat "$T/e64.err")"
+sb-eval -q --set windows=1 --set bench_reps=1 --set probes=0 "$ref" >/dev/null 2>"$T/e64.err" && [ -s "$ref/eval.ndjson" ]
+t_result $? "the same with --set probes=0 evaluates" "$(cat "$T/e64.err")"
+rm -f "$ref/eval.ndjson"
 ls "$ref" | grep -q optim
 t_result $((!$?)) "a finished run keeps no optimiser state"
 
