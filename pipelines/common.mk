@@ -120,7 +120,7 @@ endef
 # (NAME.mk may add prerequisites, e.g. demo: demo-setup.) Without -j on the command
 # line the cells run $(SB_JOBS) at a time (default: every core).
 define sb_grid_targets
-.PHONY: $(1) $(1)-cells $(1)-cells-run $(1)-data $(1)-final $(1)-list $(1)-failed $(1)-expand $(1)-adopt
+.PHONY: $(1) $(1)-cells $(1)-cells-run $(1)-data $(1)-final $(1)-final-run $(1)-list $(1)-failed $(1)-expand $(1)-adopt
 $(1)-expand: $(SB_OUT)/$(1)/.grid/cells.mk
 $(1)-data: $$(sort $$(foreach b,$$($(1).BLOCKS),$$(foreach t,$$($(1).$$(b).TASKS),$(SB_DATA)/$$(t)/pool.safetensors $(SB_DATA)/$$(t)/test.safetensors)))
 # (under the grid's lock, as GRID: a make of GRID-cells and one of GRID, or two of
@@ -128,7 +128,11 @@ $(1)-data: $$(sort $$(foreach b,$$($(1).BLOCKS),$$(foreach t,$$($(1).$$(b).TASKS
 $(1)-cells: $(SB_OUT)/$(1)/.grid/cells.mk
 	+@$$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),,$$(call sb_lock,$(1));) $$(MAKE) --no-print-directory SB_MAKE_RUN=$$(SB_MAKE_RUN) $(1)-cells-run
 $(1)-cells-run: $$($(1).CELLS)
-$(1)-final: $(SB_OUT)/$(1)/report.md
+# GRID-final too: it runs the freeze, test and statistics stages that make GRID runs
+# (GRID itself, and the Slurm final job, make GRID-final-run inside their lock)
+$(1)-final: $(SB_OUT)/$(1)/.grid/cells.mk
+	+@$$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),,$$(call sb_lock,$(1));) $$(MAKE) --no-print-directory SB_MAKE_RUN=$$(SB_MAKE_RUN) $(1)-final-run
+$(1)-final-run: $(SB_OUT)/$(1)/report.md
 $(SB_OUT)/$(1)/report.md: $$($(1).FINAL)
 	@$(SB_STAGE) report $(SB_OUT)/$(1)
 $(1)-list: $(SB_OUT)/$(1)/.grid/cells.mk
@@ -144,7 +148,7 @@ ifeq ($(SCHEDULER),slurm)
 else ifeq ($(SCHEDULER),local)
 	+@$$(call sb_lock,$(1)); \
 	 echo "$(1): $$($(1).NCELLS) cells in $(SB_OUT)/$(1) ($$(foreach b,$$($(1).BLOCKS),$$(b) $$($(1).$$(b).NCELLS)))" >&2; \
-	 rc=0; $$(MAKE) --no-print-directory -k $$(if $$(filter -j%,$$(MAKEFLAGS)),,-j$$(SB_JOBS)) SB_MAKE_RUN=$$(SB_MAKE_RUN) $(1)-final || rc=$$$$?; \
+	 rc=0; $$(MAKE) --no-print-directory -k $$(if $$(filter -j%,$$(MAKEFLAGS)),,-j$$(SB_JOBS)) SB_MAKE_RUN=$$(SB_MAKE_RUN) $(1)-final-run || rc=$$$$?; \
 	 $$(if $$(sb_after.$(1)),[ $$$$rc -ne 0 ] || $$(MAKE) --no-print-directory $$(sb_after.$(1)) || rc=$$$$?;) \
 	 $$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),:,$(SB_STAGE) failed $(SB_OUT)/$(1)) || exit 1; \
 	 exit $$$$rc

@@ -47,7 +47,7 @@ $(foreach g,$(basename $(notdir $(SB_GRIDS))),$(foreach b,$($(g).BLOCKS),$(if $(
 # ---- blocks that await a file another block makes (scripts/grid "await"): the confirmation ----
 # The first make runs the blocks that do not wait (for the confirmation grid: confirm_base and
 # its sb-a8 m3map, which writes the switch map); then, when the awaited files exist, a new
-# make (which expands the grid again, now with the waiting blocks) makes the rest: GRID-final
+# make (which expands the grid again, now with the waiting blocks) makes the rest: GRID-final-run
 # under the lock the first one holds (sb_after, common.mk).
 define sb_await_hook
 .PHONY: $(1)-after-await
@@ -59,7 +59,7 @@ $(1)-after-await:
 	   echo "$(1): blocks $(strip $($(1).WAITING)) wait for $(foreach b,$($(1).WAITING),$($(1).$(b).AWAITS)), which an earlier block's stage writes; it did not (see that block's a8 record), so they were not run (docs/pipelines.md)" >&2; exit 1; \
 	 fi; \
 	 echo "$(1): the awaited files exist; now the blocks that waited for them" >&2; \
-	 $$(MAKE) --no-print-directory -k $$(if $$(filter -j%,$$(MAKEFLAGS)),,-j$(SB_JOBS)) $(1)-final
+	 $$(MAKE) --no-print-directory -k $$(if $$(filter -j%,$$(MAKEFLAGS)),,-j$(SB_JOBS)) $(1)-final-run
 endef
 # (the hook is defined for every loaded grid: the new make, which expands the grid again,
 # no longer sees the blocks as waiting)

@@ -252,7 +252,7 @@ submit() {
 		echo "test $jid" >>"$jobs"
 		all=${all:+$all:}$jid
 	fi
-	stage_job final "$grid-final"
+	stage_job final "$grid-final-run"
 	jid=$(sb final "${all:+afterany:$all}" --output "$S/logs/final-%j.log" "$S/final.sh")
 	echo "final $jid" >>"$jobs"
 	[ $dry = 1 ] || { ln -sfn "$id" "$G/.slurm/last.tmp" && mv -fT "$G/.slurm/last.tmp" "$G/.slurm/last"; }
