@@ -636,6 +636,8 @@ int sbf_obtain(struct sbf_ctx *c, const struct sbf_file *f, struct sbf_src *out,
 					got = 1;
 					break;
 				}
+				if (r == 3) /* the partial file is gone: what follows is no resumed download */
+					resumed = 0;
 				if (r == 3 && !restarted) {
 					/* the partial file is gone: start over, not counted as a retry */
 					restarted = 1;

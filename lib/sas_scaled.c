@@ -44,14 +44,25 @@ static int mask_at_budget(const char *t, const struct sb_lm_mask *bud, struct sb
 			return SB_ERR(err, SB_EINTERNAL, "out of memory");
 		int rc = 0, n = 0;
 		struct sb_lm_mask m;
+		char names[SB_SAS_SCALED_MAXMASK][64];
 		for (char *u = strtok_r(dup, ";", &save); u && !rc; u = strtok_r(NULL, ";", &save)) {
 			rc = mask_at_budget(u, bud, &m, err);
+			if (!rc && m.kind == SB_LM_MASK_DENSE)
+				continue; /* evaluated first anyway, and takes no place (sb_sas_scaled_eval) */
 			/* each one is evaluated (sb_sas_scaled_eval): none the kernel cannot run, no more than fit */
 			if (!rc && m.kind == SB_LM_MASK_H2O)
 				rc = SB_ERR(err, SB_EDATA,
 				            "field 'masks': '%s' needs accumulated attention, not supported here", u);
-			if (!rc && ++n > SB_SAS_SCALED_MAXMASK)
+			if (!rc && n == SB_SAS_SCALED_MAXMASK)
 				rc = SB_ERR(err, SB_EDATA, "field 'masks': at most %d masks", SB_SAS_SCALED_MAXMASK);
+			if (rc)
+				break;
+			/* each once: its records are named by the mask (at the budget), as blocks and tasks */
+			sb_lm_mask_name(&m, names[n], sizeof names[n]);
+			for (int i = 0; i < n && !rc; i++)
+				if (!strcmp(names[i], names[n]))
+					rc = SB_ERR(err, SB_EDATA, "field 'masks': '%s' given twice (as %s)", u, names[n]);
+			n++;
 		}
 		free(dup);
 		return rc;

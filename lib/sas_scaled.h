@@ -6,7 +6,7 @@
  *   {"family":"sas","seed":0,"backbone":"out/lm/runs/lm.dense.s0...."}
  * optional: id (sas-scaled-sSEED), blocks [8,16,64], dsel 32, sel_steps 150, sel_batch 8,
  * sel_lr 1e-3, sel_wd 0.01, sel_clip 1, windows 16, probes 6 (per task), tasks (names;
- * default niah_single_1..3 and niah_multikey_1..3), masks ("recipe;block16;block64"; at most 8, no h2o),
+ * default niah_single_1..3 and niah_multikey_1..3), masks ("recipe;block16;block64"; at most 8 besides dense, each once, no h2o),
  * budget ("recipe"), untrained 1 (also evaluate every selector at its initialisation:
  * sas-bB-untrained), nogate 1 (also the trained selection with bias 0 instead of log g:
  * sas-bB-nogate).

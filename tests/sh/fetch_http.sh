@@ -94,6 +94,16 @@ sb-fetch -q --registry reg.evil.json --retries 0 -c cache.evil -o data.evil usps
 md5=$("$PY" -c 'import json; print(json.load(open("fx/registry.json"))["files"]["usps/usps.bz2"]["md5"])')
 [ $rc -eq 3 ] && grep -q "MD5 mismatch: expected $md5, actual" err.4 && [ -f cache.evil/usps/usps.bz2.wrong ] && [ ! -e data.evil/usps ]
 t_result $? "wrong bytes from a URL: exit 3, expected/actual, renamed .wrong, nothing written (exit $rc: $(head -c 300 err.4))"
+# the same wrong bytes after a .part the server cannot resume (HTTP 416): the restart is a
+# whole download, so its failed verification is final; it was taken for a failed resumed
+# download and the file was downloaded a second time
+mkdir -p cache.evil2/usps
+head -c "$(($(stat -c %s fx/mirror/usps/usps.bz2) + 100))" /dev/zero >cache.evil2/usps/usps.bz2.part
+sb-fetch -q --registry reg.evil.json --retries 0 -c cache.evil2 -o data.evil2 usps >out.4r 2>err.4r; rc=$?
+[ $rc -eq 3 ] && [ -f cache.evil2/usps/usps.bz2.wrong ] && ! grep -q "resumed download failed verification" err.4r &&
+	[ "$(grep -c "^GET /evil/usps/usps.bz2 range=bytes=[0-9]*- 416" log.main)" -eq 1 ] &&
+	[ "$(grep -c "^GET /evil/usps/usps.bz2 range=- 200" log.main)" -eq 2 ]
+t_result $? "wrong bytes after an unresumable .part: exit 3, downloaded once after the 416, not twice (exit $rc: $(grep -c "^GET /evil/usps/usps.bz2 range=- 200" log.main) whole GETs in all: $(head -c 300 err.4r))"
 # published SHA-256 instead of MD5
 mkdir -p srv/evil/mnist
 cp fx/mirror/mnist/* srv/evil/mnist/

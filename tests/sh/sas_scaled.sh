@@ -89,10 +89,17 @@ echo "{\"family\":\"sas\",\"seed\":3,\"id\":\"m8\",\"backbone\":\"$run\",\"block
 sb-train -q -o "$T/r5" "$T/m8.ndjson" >/dev/null 2>"$T/e" && sb-eval -q "$T/r5/m8" >/dev/null 2>>"$T/e" &&
 	grep -q '"methods":\["dense","recipe","block2","block4","block8","block16","block32","block64","block128","sas-b8"\]' "$T/r5/m8/eval.ndjson"
 t_result $? "eight masks: every one evaluated ($(grep -o '"methods":[^]]*]' "$T/r5/m8/eval.ndjson" 2>/dev/null; head -c 200 "$T/e"))"
-for m in "$m8;struct_random" "recipe;h2o"; do
+# a mask given twice (at the cell's budget: block16 and block16:s=4,w=64,k=32 are one mask) would be
+# evaluated twice under one method name (two sas.scaled.fidelity records of it): bad input
+for m in "$m8;struct_random" "recipe;h2o" "recipe;block16;recipe" "block16;block16:s=4,w=64,k=32"; do
 	echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"$run\",\"blocks\":[8],\"masks\":\"$m\"}" >"$T/bad4.ndjson"
 	sb-train -q -o "$T/r6" "$T/bad4.ndjson" >/dev/null 2>"$T/e"; rc=$?
 	[ $rc -eq 3 ] && grep -q "bad4.ndjson:1: field 'masks'" "$T/e" && [ ! -e "$T/r6" ]
 	t_result $? "masks '$m': refused as bad input, nothing trained (exit $rc: $(head -c 200 "$T/e"))"
 done
+# dense is always evaluated first: named in the list it takes none of the eight places
+echo "{\"family\":\"sas\",\"seed\":3,\"id\":\"m8d\",\"backbone\":\"$run\",\"blocks\":[8],\"sel_steps\":1,\"windows\":1,\"probes\":0,\"untrained\":0,\"nogate\":0,\"masks\":\"dense;$m8\"}" >"$T/m8d.ndjson"
+sb-train -q -o "$T/r5" "$T/m8d.ndjson" >/dev/null 2>"$T/e" && sb-eval -q "$T/r5/m8d" >/dev/null 2>>"$T/e" &&
+	grep -q '"methods":\["dense","recipe","block2","block4","block8","block16","block32","block64","block128","sas-b8"\]' "$T/r5/m8d/eval.ndjson"
+t_result $? "dense and eight masks: accepted, dense once ($(grep -o '"methods":[^]]*]' "$T/r5/m8d/eval.ndjson" 2>/dev/null; head -c 200 "$T/e"))"
 t_done
