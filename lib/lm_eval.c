@@ -68,8 +68,8 @@ int sb_lm_eval_set_tasks(struct sb_lm_eval_opts *o, const char *list, struct sb_
 		for (int i = 0; i < o->n_tasks && !rc; i++)
 			if (o->tasks[i] == k)
 				rc = SB_ERR(err, SB_EUSAGE, "task '%s' given twice in '%s'", t, list);
-		if (!rc && o->n_tasks == SB_LM_NTASKS)
-			rc = SB_ERR(err, SB_EUSAGE, "tasks '%s': more than %d tasks", list, SB_LM_NTASKS);
+		if (!rc && o->n_tasks == SB_LM_NALLTASKS) /* (each task once: cannot happen) */
+			rc = SB_ERR(err, SB_EUSAGE, "tasks '%s': more than %d tasks", list, SB_LM_NALLTASKS);
 		if (!rc)
 			o->tasks[o->n_tasks++] = k;
 	}

@@ -54,8 +54,8 @@
 struct sb_lm_eval_opts {
 	int n_windows;   /* 32 */
 	int n_probes;    /* 40 */
-	int tasks[SB_LM_NTASKS];
-	int n_tasks;     /* 13 */
+	int tasks[SB_LM_NALLTASKS]; /* the battery's 13 by default; kv_recall, qa_recall when named */
+	int n_tasks;     /* 13 by default */
 	struct sb_lm_mask masks[SB_LM_EVAL_MAXMASK];
 	int n_masks;     /* dense first */
 	uint64_t seed;   /* probe seed (0) */
