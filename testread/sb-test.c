@@ -205,23 +205,51 @@ static int same_cells_used(const struct sb_json *sel, const int *used, int n_log
 	return 1;
 }
 
-/* --expect-cells N of the recorded argv (N as written; "" when absent, NULL when malformed) */
-static const char *argv_expect_cells(const struct sb_json *sel)
+/* --expect-cells N of the recorded argv as sb-freeze's getopt_long read it: a long option by
+ * any unambiguous prefix ("--expect 16"), its value after '=' or in the next argument, N as
+ * sb_parse_int reads it ("016"); the values of the other options skipped, nothing after "--".
+ * *n = N, 0 when absent; -1 when malformed (not an argv sb-freeze accepted). */
+static int argv_expect_cells(const struct sb_json *sel, long long *n)
 {
+	static const struct {
+		const char *name;
+		int arg;
+	} lo[] = {{"rule", 1},  {"min-seeds", 1},  {"patience", 1},     {"budget", 1}, {"tier", 1},   {"arch", 1},
+	          {"force", 0}, {"switch-map", 1}, {"expect-cells", 1}, {"help", 0},   {"version", 0}}; /* sb-freeze's */
 	const struct sb_json *av = sb_json_get(sel, "argv");
+	*n = 0;
 	if (!av || av->type != SB_JSON_ARRAY)
-		return NULL;
-	const char *found = "";
-	for (size_t i = 0; i < av->n; i++) {
-		const char *a = sb_json_str(av->items[i], "");
-		if (!strcmp(a, "--expect-cells"))
-			found = i + 1 < av->n ? sb_json_str(av->items[i + 1], NULL) : NULL;
-		else if (!strncmp(a, "--expect-cells=", 15))
-			found = a + 15;
-		if (!found)
-			return NULL;
+		return -1;
+	for (size_t i = 1; i < av->n; i++) {
+		const char *a = sb_json_str(av->items[i], NULL);
+		if (!a)
+			return -1;
+		if (!strcmp(a, "--"))
+			break;
+		if (a[0] != '-' || !a[1])
+			continue; /* a log */
+		if (a[1] != '-') { /* -q, -o FILE, -oFILE, -qo FILE */
+			const char *o = strchr(a + 1, 'o');
+			i += o && !o[1];
+			continue;
+		}
+		const char *name = a + 2, *eq = strchr(name, '='), *val = NULL;
+		size_t len = eq ? (size_t)(eq - name) : strlen(name), hit = 0, nhit = 0;
+		for (size_t k = 0; k < sizeof lo / sizeof *lo && nhit < 9; k++)
+			if (len && !strncmp(lo[k].name, name, len)) {
+				hit = k;
+				nhit = strlen(lo[k].name) == len ? 9 : nhit + 1; /* an exact match wins */
+			}
+		if (nhit != 1 && nhit != 9)
+			return -1;
+		if (lo[hit].arg)
+			val = eq ? eq + 1 : i + 1 < av->n ? sb_json_str(av->items[++i], NULL) : NULL;
+		struct sb_err e = {0};
+		if (!strcmp(lo[hit].name, "expect-cells") &&
+		    (!val || sb_parse_int("--expect-cells", val, 1, 100000000, n, &e)))
+			return -1;
 	}
-	return found;
+	return 0;
 }
 
 /* the last two components of a path ("DIR/FILE"), or all of it */
@@ -326,13 +354,19 @@ static int m3_derive_check(const struct sb_guarded *g, const char *sel, struct s
 		return refuse(err, sel, check, "the rule's expected_cells is malformed (a count or null)");
 	/* the count is an input of the freeze, not of the logs: it must be the one its command
 	 * line gave (both are in the hashed payload; a reseal must then change both) */
-	const char *given = argv_expect_cells(g->sel);
-	char want[32] = "";
-	if (expect)
-		snprintf(want, sizeof want, "%lld", (long long)expect);
-	if (!given || strcmp(given, want))
+	long long given;
+	int bad = argv_expect_cells(g->sel, &given);
+	if (bad || given != expect) {
+		char want[32] = "null", gv[32] = "malformed";
+		if (expect)
+			snprintf(want, sizeof want, "%lld", (long long)expect);
+		if (!bad && given)
+			snprintf(gv, sizeof gv, "%lld", given);
+		else if (!bad)
+			snprintf(gv, sizeof gv, "none");
 		return refuse(err, sel, check, "the rule's expected_cells (%s) is not the --expect-cells of its argv (%s)",
-		              expect ? want : "null", given ? (*given ? given : "none") : "malformed");
+		              want, gv);
+	}
 	struct sb_vallog *logs;
 	int n_logs, n_read, rc = read_listed_logs(g, sel, &logs, &n_logs, &n_read, err);
 	if (!logs)

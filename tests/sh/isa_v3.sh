@@ -36,13 +36,22 @@ n512=$(objdump -d --no-show-raw-insn "$V3/bin/sb-train" | grep -c '%zmm')
 n256=$(objdump -d --no-show-raw-insn "$V3/bin/sb-train" | grep -c 'vfmadd...ps.*%ymm')
 [ "$n512" -eq 0 ] && [ "$n256" -gt 0 ]
 t_result $? "build/v3/bin/sb-train uses no zmm register ($n512 instructions) and has ymm FMAs ($n256)"
+kern=0
 for u in $UNITS; do
 	out=$(cd "$TOP" && SB_TOP="$TOP" "$V3/tests/$u" 2>&1)
 	rc=$?
+	[ "$u" = test_attn_norm ] && kern=$(grep -c '^ok [0-9]* - general-alpha rows kernel == ' <<<"$out")
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -n 1)
 	[ $rc -eq 0 ] && [ -n "$line" ]
 	t_result $? "build/v3/tests/$u: ${line:-no result} (exit $rc)" "$(grep '^not ok' <<<"$out" | head -n 3 | tr '\n' ' ')"
 done
+# the v3 build runs the AVX2 general-alpha kernels: the library has them (attn_norm_avx2.o) and
+# test_attn_norm compared them with the library (test_entmax_rows_kernel, compiled only where
+# they exist); a build fallen back to the portable kernels (-DSB_NORM_PORTABLE as the GPU bundle
+# builds, or flags without FMA) passes every test above, so this is what notices it
+nk=$(nm -A "$V3/libsparsebench.a" 2>/dev/null | grep -c 'attn_norm_avx2\.o:.* T sbv_entmax_rows$')
+[ "$nk" -eq 1 ] && [ "$kern" -eq 1 ]
+t_result $? "build/v3 has the AVX2 general-alpha kernels (sbv_entmax_rows in attn_norm_avx2.o: $nk) and test_attn_norm ran test_entmax_rows_kernel on them ($kern)"
 # the CUDA row kernels (compiled for the host, lib/libsparsebench_cuda.a of the native CUDA build)
 # against the v3 library, as an AVX2 machine's CUDA build runs test_cuda_host: the AVX2
 # general-alpha kernels must agree with them within that test's tolerances (they once rounded y

@@ -240,6 +240,24 @@ rm data/cx/test.safetensors && mv test.keep2 data/cx/test.safetensors
 	[ "$(field lk/sel/selection.json 'd["validation_logs"][0]["path"].startswith("../runs/")')" = True ] &&
 	! grep -q "refused by the guard" lk/err && [ $rc2 -ne 1 ] && [ $rc2 -ne 2 ]
 t_result $? "linked val.ndjson files: authorised, listed in their run directories, past the guard (freeze exit $rc, $st; sb-test exit $rc2: $(head -c 200 lk/err))"
+# --expect-cells as sb-freeze's getopt_long reads it: abbreviated, with '=', a leading zero
+# (16); the guard reads the recorded argv the same way (it once refused these as
+# selection-derivation, comparing the text "016" with 16)
+for form in "--expect=016" "--expect-c 16"; do
+	rm -rf ab && mkdir -p ab/sel
+	# shellcheck disable=SC2086
+	sb-freeze -q --rule m3_confirmation --switch-map map.inc $form -o ab/sel/selection.json runs/*/val.ndjson \
+		>ab/freeze.out 2>ab/freeze.err
+	rc=$?
+	st=$(field ab/sel/selection.json 'd["status"], d["rule"]["expected_cells"]' 2>/dev/null)
+	mv data/cx/test.safetensors test.keep2 && mkfifo data/cx/test.safetensors
+	timeout 20 sb-test -q -s ab/sel/selection.json -d data -o ab/sel/test runs >ab/out 2>ab/err
+	rc2=$?
+	rm data/cx/test.safetensors && mv test.keep2 data/cx/test.safetensors
+	[ $rc -eq 0 ] && [ "$st" = "('M3_VALIDATION_FROZEN_OFFICIAL_TEST_AUTHORIZED', 16)" ] &&
+		! grep -q "refused by the guard" ab/err && [ $rc2 -ne 1 ] && [ $rc2 -ne 2 ]
+	t_result $? "sb-freeze $form: authorised with expected_cells 16, past the guard (freeze exit $rc, $st; sb-test exit $rc2: $(head -c 200 ab/err))"
+done
 # accepted when all is in order: the real read of the 16 cells
 fresh
 sbtest
