@@ -311,7 +311,7 @@ static int cell_set(struct cell *c, int64_t epoch, double acc, double ent, struc
 /* One name per method: "topk_softmax" is the study's name of top-k 0.25, which sb-train
  * writes as topk_softmax_025 (lib/train_cell.c); records of either name are one method (one
  * Holm family member, one Table 2 cell, and a rerun under the other name supersedes). */
-static const char *canonical_method(const char *m)
+const char *canonical_method(const char *m)
 {
 	return strcmp(m, "topk_softmax") ? m : "topk_softmax_025";
 }
@@ -525,6 +525,7 @@ static int load_published(struct data *d, const struct sb_json *rec, const char 
 		SB_TRY(sb_json_req_str(rec, "baseline", &baseline, err));
 		if (!*baseline)
 			return SB_ERR(err, SB_EDATA, "empty baseline");
+		baseline = canonical_method(baseline);
 	}
 	if (sb_json_get(rec, "patience")) {
 		SB_TRY(sb_json_req_int(rec, "patience", &patience, err));

@@ -129,6 +129,8 @@ struct data {
 	struct keyidx cell_index, test_index, probe_index;
 };
 
+/* One name per method: the study's "topk_softmax" is topk_softmax_025; any other name as it is. */
+const char *canonical_method(const char *m);
 void data_init(struct data *d);
 void data_free(struct data *d);
 /* Read every record of one reader into d. Unknown kinds are counted and ignored. A run is

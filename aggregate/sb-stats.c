@@ -148,7 +148,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case 'b':
 			if (!*optarg)
 				sb_cli_usage_error("--baseline needs a method name");
-			o->baseline = optarg;
+			o->baseline = canonical_method(optarg); /* as the records' method names */
 			break;
 		case 'f':
 			if (strcmp(optarg, "md") && strcmp(optarg, "csv") && strcmp(optarg, "tex") &&

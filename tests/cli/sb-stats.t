@@ -115,6 +115,16 @@ $ grep -o '"superseded_cells":[0-9]*' out.ndjson
 > "holm_m":2
 > "superseded_cells":1
 
+%%% --baseline topk_softmax is the same baseline as topk_softmax_025 (it found none before)
+$ e() { printf '{"kind":"eval.epoch","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epoch":0,"val_accuracy":%s}\n' "$@"; }
+$ for s in 0 1 2; do e s$s softmax $s 0.5$s; e a$s topk_softmax_025 $s 0.6$s; e m$s sparsemax $s 0.4$s; done >v.ndjson
+$ sb-stats -q --resamples 100 -b topk_softmax_025 v.ndjson | grep -v '"kind":"run.meta"' >a.ndjson
+$ sb-stats -q --resamples 100 -b topk_softmax v.ndjson | grep -v '"kind":"run.meta"' >b.ndjson
+$ grep -c '"kind":"stats.paired"' b.ndjson
+$ cmp a.ndjson b.ndjson && echo same
+> 2
+> same
+
 %%% a later completed rerun with an epoch not evaluated wins, and leaves its seed without a run (as sb-freeze)
 $ e() { printf '{"kind":"eval.epoch","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epoch":0,"val_accuracy":%s}\n' "$@"; }
 $ d() { printf '{"kind":"eval.done","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epochs":1,"epochs_evaluated":%s,"train_status":"%s"}\n' "$@"; }
