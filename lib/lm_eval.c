@@ -913,6 +913,10 @@ static int paired_metric(struct sb_jw *w, struct ev *e, int ma, int mb, const ch
 	/* top-1 agreement: fractions of positions, so equal differences must tie (stats.h) */
 	int counts = strcmp(metric, "corr") && strcmp(metric, "kl");
 	double *r = counts ? malloc((size_t)n * sizeof *r) : NULL;
+	if (counts && !r) {
+		free(d);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
 	for (int i = 0; r && i < n; i++)
 		r[i] = sb_stats_tie_grid(d[i]);
 	sb_stats_wilcoxon(r ? r : d, n, SB_WILCOXON_AUTO, &wx, NULL);
