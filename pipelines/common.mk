@@ -55,10 +55,13 @@ sb_lparen := (
 sb_rparen := )
 sb_path_bad := : ; % = * ? [ ] & | < > " ' ` \ $(sb_comma) $(sb_hash) $(sb_lparen) $(sb_rparen)
 sb_path_vars := SB_OUT SB_DATA SB_BIN OUTTREE SAS_OUT SAS_SCALED_OUT N3A_OUT LM_OUT LM_PT_OUT
+sb_path_vars_opt := LM_HF
 sb_build_goals := all check clean deps features help manifest verify lib/version.h bin/% build/% lib/%
 sb_path_ok = $(and $(filter 1,$(words $(1))),$(if $(strip $(foreach c,$(sb_path_bad),$(findstring $(c),$(1)))),,1))
 ifneq ($(filter-out $(sb_build_goals),$(MAKECMDGOALS)),)
 $(foreach v,$(sb_path_vars),$(if $(filter undefined,$(origin $(v))),,$(if $(call sb_path_ok,$($(v))),,$(error $(v)='$($(v))': make cannot work with this path (whitespace, or one of : ; % = * ? [ ] & | < > quotes \ , # ( ) in it, or empty); use a path without them, e.g. a symbolic link to it))))
+# inputs that may be left empty (LM_HF: make lm-pretrained says it is needed)
+$(foreach v,$(sb_path_vars_opt),$(if $(strip $($(v))),$(if $(call sb_path_ok,$($(v))),,$(error $(v)='$($(v))': make cannot work with this path (whitespace, or one of : ; % = * ? [ ] & | < > quotes \ , # ( ) in it); use a path without them, e.g. a symbolic link to it))))
 endif
 SB_STAGE    := pipelines/stage.sh
 SB_GRID     := scripts/grid

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Paths make cannot carry (whitespace, ':', '#', ..., or empty) in SB_OUT, SB_DATA, SB_BIN: refused
+# Paths make cannot carry (whitespace, ':', '#', ..., or empty) in SB_OUT, SB_DATA, SB_BIN (LM_HF: when
+# set): refused
 # up front with one message naming the variable, before any stage runs or any file is
 # written; the same directories reached through a symbolic link work.
 . "$(dirname "$0")/../shlib.sh"
 . "$TOP/tests/fixtures/pipeline/lib.sh"
 
 mkdir -p "$T/a b"
-for v in "SB_OUT=$T/a b/out" "SB_DATA=$T/a b/data" "SB_OUT=$T/a:b" "SB_OUT=$T/a#b" "SB_BIN=$T/a b"; do
+for v in "SB_OUT=$T/a b/out" "SB_DATA=$T/a b/data" "SB_OUT=$T/a:b" "SB_OUT=$T/a#b" "SB_BIN=$T/a b" "LM_HF=$T/a b"; do
 	reset_calls
 	rm -rf "$T/out" "$T/data"
 	pmake "$v" pt >"$T/bad.log" 2>&1
