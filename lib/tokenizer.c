@@ -1154,6 +1154,23 @@ static int read_bos(struct sb_tok *t, const struct sb_json *pp, const char *name
 	if (!st)
 		return 0; /* the sequence comes first: no leading token */
 	const char *id = sb_json_str(sb_json_get(st, "id"), NULL);
+	/* HF places the ids its special_tokens map gives the name (any ids, in the vocabulary or
+	 * not); a name the map lacks, by its id in the vocabulary */
+	const struct sb_json *map = sb_json_get(pp, "special_tokens");
+	const struct sb_json *ent = id && map && map->type == SB_JSON_OBJECT ? sb_json_get(map, id) : NULL;
+	if (ent) {
+		const struct sb_json *ids = sb_json_get(ent, "ids");
+		if (!ids || ids->type != SB_JSON_ARRAY || ids->n != 1 || ids->items[0]->type != SB_JSON_NUMBER)
+			return SB_ERR(err, SB_EDATA,
+				      "%s: post_processor.special_tokens['%s'].ids must be one id (one leading token)", name,
+				      id);
+		double d = ids->items[0]->number;
+		if (!(d >= 0 && d < sb_tok_vocab_size(t)) || d != (double)(int32_t)d)
+			return SB_ERR(err, SB_EDATA, "%s: post_processor.special_tokens['%s'].ids: %g is not an id of the "
+				      "vocabulary (0..%d)", name, id, d, sb_tok_vocab_size(t) - 1);
+		t->bos = (int32_t)d;
+		return 0;
+	}
 	int32_t v = id ? sb_tok_id(t, id) : -1;
 	if (v < 0)
 		return SB_ERR(err, SB_EDATA, "%s: post_processor.single[0]: special token '%s' is not in the vocabulary",

@@ -458,6 +458,20 @@ static void check_bos(void)
 		{"{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<bos>\",\"type_id\":0}}]}",
 		 -2, "a leading token not in the vocabulary: refused"},
 		{"{\"type\":\"TemplateProcessing\",\"single\":[]}", -2, "an empty template: refused"},
+		{"{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
+		 "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[2],"
+		 "\"tokens\":[\"ab\"]}}}",
+		 2, "the special_tokens map's id for the name, as HF places it (not the vocabulary's)"},
+		{"{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<bos>\",\"type_id\":0}},"
+		 "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{\"<bos>\":{\"id\":\"<bos>\",\"ids\":[4],"
+		 "\"tokens\":[\"<s>\"]}}}",
+		 4, "a name only the special_tokens map knows"},
+		{"{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}}],"
+		 "\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[4,2],\"tokens\":[\"<s>\",\"ab\"]}}}",
+		 -2, "two leading ids: refused (one BOS is placed)"},
+		{"{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}}],"
+		 "\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[99],\"tokens\":[\"<s>\"]}}}",
+		 -2, "an id outside the vocabulary: refused"},
 	};
 	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
 		char *full = malloc(strlen(BASE) + strlen(c[i].pp) + 32);
