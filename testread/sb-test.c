@@ -869,6 +869,28 @@ static int check_test_files(const struct opts *o, const struct plan *plan, size_
 	return 0;
 }
 
+/* Before the read is recorded: OUT_DIR and OUT_DIR/bits made and writable, so that an -o under
+ * a file or in a read-only place is found while nothing counts. SB_EIO naming the directory. */
+static int out_dir_ready(const struct opts *o, struct sb_err *err)
+{
+	char *bits_dir = sb_path_join(o->out_dir, "bits");
+	if (!bits_dir)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	const char *bad = NULL;
+	int rc = sb_mkdir_p(bits_dir, err);
+	if (!rc && access(o->out_dir, W_OK | X_OK) != 0)
+		bad = o->out_dir;
+	else if (!rc && access(bits_dir, W_OK | X_OK) != 0)
+		bad = bits_dir;
+	if (bad)
+		rc = SB_ERR(err, SB_EIO, "%s: %s", bad, strerror(errno));
+	if (rc)
+		snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
+		         " (the output directory, -o %s); nothing was read", o->out_dir);
+	free(bits_dir);
+	return rc;
+}
+
 /* The read itself: open the test files, evaluate, write. Returns 0 or an error. */
 static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan *plan, size_t n_plan, int read_no,
                    const char *out_path, char out_sha[SB_SHA256_HEX], struct sb_err *err)
@@ -1172,7 +1194,8 @@ int main(int argc, char **argv)
 		sb_cli_die(&err);
 	/* 4. something to evaluate with, and every test file where it should be: otherwise stop
 	 * before the read counts (a typo in --device or -d must not use the read up) */
-	if (sb_evalrun_available(o.device, (int)o.threads, &err) || check_test_files(&o, plan, n_plan, &err))
+	if (sb_evalrun_available(o.device, (int)o.threads, &err) || check_test_files(&o, plan, n_plan, &err) ||
+	    out_dir_ready(&o, &err))
 		sb_cli_die(&err);
 
 	/* 5. the read: recorded as started before the first test file is opened */
