@@ -460,10 +460,10 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 	const struct sb_json *tv = sb_json_get(rule, "tier"), *av = sb_json_get(rule, "arch");
 	/* exactly one basis, as sb-freeze writes it: a patience and a null budget, or the reverse */
 	int by_budget = same_str(sb_json_get(rule, "basis"), "fixed_budget");
-	int basis_ok = by_budget ? !sb_json_int64(bv, &budget) && budget >= 1 && budget <= 100000 && pv &&
+	int basis_ok = by_budget ? !sb_json_int64(bv, &budget) && budget >= 1 && budget <= 1000000 && pv &&
 	                               pv->type == SB_JSON_NULL
 	                         : same_str(sb_json_get(rule, "basis"), "best_epoch_patience") &&
-	                               !sb_json_int64(pv, &patience) && patience >= 0 && patience <= 100000 && bv &&
+	                               !sb_json_int64(pv, &patience) && patience >= 0 && patience <= 1000000 && bv &&
 	                               bv->type == SB_JSON_NULL;
 	if (sb_json_int64(sb_json_get(rule, "min_seeds"), &min_seeds) || min_seeds < 1 || min_seeds > 1000000 ||
 	    !basis_ok || (tv && tv->type != SB_JSON_STRING && tv->type != SB_JSON_NULL) ||

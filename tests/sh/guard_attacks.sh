@@ -111,6 +111,12 @@ attack "resealed: a budget beside the patience (two bases)" selection-derivation
 fresh
 reseal 'd["rule"]["patience"] = 2**32 + 5'
 attack "resealed: a patience beyond any budget (it once wrapped to 5)" selection-derivation
+# the largest patience and budget sb-freeze takes (1000000) are valid selections
+fresh
+rm "$T/s/selection.json"
+sb-freeze -q --min-seeds 3 --patience 1000000 -o "$T/s/selection.json" "$T"/s/runs/*/val.ndjson >/dev/null 2>&1
+t_result $? "frozen with --patience 1000000"
+control "a selection frozen with --patience 1000000"
 fresh
 printf 'not json\n' >"$T/s/selection.json"
 attack "selection.json replaced by garbage" selection-format
