@@ -519,6 +519,35 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 			            "cells[%zu] is not what the rule gives on its logs: cell %s of log %d, excluded (%s)", k,
 			            f->vc->cell_id, f->log, f->reason);
 	}
+	/* and every member of each, as sb-freeze writes it (task, method, seed, tier, arch, epochs;
+	 * nothing more), and the rule's competing ratios */
+	if (!rc) {
+		struct sb_jw dj;
+		long at = -1;
+		sb_jw_init(&dj, NULL);
+		sb_jw_arr(&dj);
+		for (size_t k = 0; k < nc; k++)
+			sb_fz_topk_cell_write(&dj, &cells[k]);
+		sb_jw_arr_end(&dj);
+		if (dj.oom)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		else if (!same_cells(g->sel, &dj, &at))
+			rc = refuse(err, sel, check,
+			            "cells[%ld] is not what the rule gives on its logs: cell %s of log %d, %s %s seed %lld, "
+			            "tier %s, arch %s, %lld epochs",
+			            at, at >= 0 ? cells[at].vc->cell_id : "-", at >= 0 ? cells[at].log : -1,
+			            at >= 0 ? cells[at].vc->task : "-", at >= 0 ? cells[at].vc->method : "-",
+			            at >= 0 ? (long long)cells[at].vc->seed : -1LL, at >= 0 ? cells[at].vc->tier : "-",
+			            at >= 0 ? cells[at].vc->arch : "-", at >= 0 ? (long long)cells[at].vc->epochs : -1LL);
+		sb_jw_free(&dj);
+	}
+	const struct sb_json *rm = sb_json_get(rule, "methods");
+	int methods_ok = rm && rm->type == SB_JSON_ARRAY && rm->n == 3;
+	for (size_t i = 0; methods_ok && i < 3; i++)
+		methods_ok = same_str(rm->items[i], sb_topk_methods[i]);
+	if (!rc && !methods_ok)
+		rc = refuse(err, sel, check, "the rule's methods are not the top-k ratios it compares (%s, %s, %s)",
+		            sb_topk_methods[0], sb_topk_methods[1], sb_topk_methods[2]);
 	/* every candidate (task, ratio) with its mean, seeds and eligibility, and the tasks left
 	 * unselected with their reason */
 	const struct sb_json *av2 = sb_json_get(g->sel, "all_topk_validation");

@@ -82,6 +82,18 @@ fresh
 reseal 'd["selected"]["other"] = dict(d["selected"]["guardtask"])'
 attack "resealed: a task added to the selection" selection-derivation
 fresh
+reseal 'c = [c for c in d["cells"] if c["included"]][0]; c["seed"] = 7'
+attack "resealed: a cell's seed changed in the list" selection-derivation
+fresh
+reseal 'd["cells"][0]["tier"] = "base"'
+attack "resealed: a cell's tier changed in the list" selection-derivation
+fresh
+reseal 'd["cells"][0]["note"] = "added"'
+attack "resealed: a member added to a cell" selection-derivation
+fresh
+reseal 'd["rule"]["methods"] = ["topk_softmax_025"]'
+attack "resealed: the rule's competing ratios narrowed" selection-derivation
+fresh
 reseal 'd["rule"]["min_seeds"] = 99'
 attack "resealed: min_seeds raised past the seeds there are" selection-derivation
 fresh
