@@ -669,22 +669,8 @@ int main(int argc, char **argv)
 	sb_jw_arr_end(&w);
 	sb_jw_key(&w, "cells");
 	sb_jw_arr(&w);
-	for (size_t k = 0; k < nc; k++) {
-		const struct sb_fz_cell *ce = &cells[k];
-		sb_jw_obj(&w);
-		sb_fz_cell_head(&w, ce->vc, ce->included);
-		if (ce->included) {
-			sb_jw_knull(&w, "reason");
-			sb_jw_kint(&w, "selected_epoch", ce->epoch);
-			sb_jw_kf64(&w, "val_accuracy", ce->acc);
-		} else {
-			sb_jw_kstr(&w, "reason", ce->reason);
-			sb_jw_knull(&w, "selected_epoch");
-			sb_jw_knull(&w, "val_accuracy");
-		}
-		sb_jw_kint(&w, "log", ce->log);
-		sb_jw_obj_end(&w);
-	}
+	for (size_t k = 0; k < nc; k++)
+		sb_fz_topk_cell_write(&w, &cells[k]);
 	sb_jw_arr_end(&w);
 	/* the test plan: PROTOCOL A6's methods plus the chosen ratio, for the chosen ratio's seeds */
 	size_t plan_n = 0, plan_missing = 0;

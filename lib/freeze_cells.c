@@ -169,6 +169,23 @@ void sb_fz_cell_head(struct sb_jw *w, const struct sb_val_cell *vc, int included
 	sb_jw_kbool(w, "included", included);
 }
 
+void sb_fz_topk_cell_write(struct sb_jw *w, const struct sb_fz_cell *ce)
+{
+	sb_jw_obj(w);
+	sb_fz_cell_head(w, ce->vc, ce->included);
+	if (ce->included) {
+		sb_jw_knull(w, "reason");
+		sb_jw_kint(w, "selected_epoch", ce->epoch);
+		sb_jw_kf64(w, "val_accuracy", ce->acc);
+	} else {
+		sb_jw_kstr(w, "reason", ce->reason);
+		sb_jw_knull(w, "selected_epoch");
+		sb_jw_knull(w, "val_accuracy");
+	}
+	sb_jw_kint(w, "log", ce->log);
+	sb_jw_obj_end(w);
+}
+
 const char *sb_fz_null_epochs_note(const char *path, const struct sb_val_cell *vc, char *buf, size_t n)
 {
 	size_t nn = 0, first = 0;

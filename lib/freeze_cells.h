@@ -75,6 +75,10 @@ const struct sb_fz_cell *sb_fz_plan_cell(const struct sb_fz_cell *cells, size_t 
 void sb_fz_cell_head(struct sb_jw *w, const struct sb_val_cell *vc, int included);
 void sb_fz_key_cell(struct sb_jw *w, const char *task, const char *method, int64_t seed);
 
+/* A cell's entry in "cells" under rule topk_mean_val_acc, whole: the head, reason,
+ * selected_epoch, val_accuracy and log (sb-freeze writes it; sb-test compares with it). */
+void sb_fz_topk_cell_write(struct sb_jw *w, const struct sb_fz_cell *ce);
+
 /* An included cell whose log (PATH) holds a null validation accuracy (sb-eval writes null for
  * a non-finite one) at an epoch the rule did not use: the null counts as no improvement (the
  * study's `acc > best` is false for NaN), which is allowed but said (sb-freeze warns), once

@@ -460,10 +460,10 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 	const struct sb_json *tv = sb_json_get(rule, "tier"), *av = sb_json_get(rule, "arch");
 	/* exactly one basis, as sb-freeze writes it: a patience and a null budget, or the reverse */
 	int by_budget = same_str(sb_json_get(rule, "basis"), "fixed_budget");
-	int basis_ok = by_budget ? !sb_json_int64(bv, &budget) && budget >= 1 && budget <= 100000 && pv &&
+	int basis_ok = by_budget ? !sb_json_int64(bv, &budget) && budget >= 1 && budget <= 1000000 && pv &&
 	                               pv->type == SB_JSON_NULL
 	                         : same_str(sb_json_get(rule, "basis"), "best_epoch_patience") &&
-	                               !sb_json_int64(pv, &patience) && patience >= 0 && patience <= 100000 && bv &&
+	                               !sb_json_int64(pv, &patience) && patience >= 0 && patience <= 1000000 && bv &&
 	                               bv->type == SB_JSON_NULL;
 	if (sb_json_int64(sb_json_get(rule, "min_seeds"), &min_seeds) || min_seeds < 1 || min_seeds > 1000000 ||
 	    !basis_ok || (tv && tv->type != SB_JSON_STRING && tv->type != SB_JSON_NULL) ||
@@ -519,6 +519,35 @@ static int derive_check(const struct sb_guarded *g, const char *sel, struct sb_e
 			            "cells[%zu] is not what the rule gives on its logs: cell %s of log %d, excluded (%s)", k,
 			            f->vc->cell_id, f->log, f->reason);
 	}
+	/* and every member of each, as sb-freeze writes it (task, method, seed, tier, arch, epochs;
+	 * nothing more), and the rule's competing ratios */
+	if (!rc) {
+		struct sb_jw dj;
+		long at = -1;
+		sb_jw_init(&dj, NULL);
+		sb_jw_arr(&dj);
+		for (size_t k = 0; k < nc; k++)
+			sb_fz_topk_cell_write(&dj, &cells[k]);
+		sb_jw_arr_end(&dj);
+		if (dj.oom)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		else if (!same_cells(g->sel, &dj, &at))
+			rc = refuse(err, sel, check,
+			            "cells[%ld] is not what the rule gives on its logs: cell %s of log %d, %s %s seed %lld, "
+			            "tier %s, arch %s, %lld epochs",
+			            at, at >= 0 ? cells[at].vc->cell_id : "-", at >= 0 ? cells[at].log : -1,
+			            at >= 0 ? cells[at].vc->task : "-", at >= 0 ? cells[at].vc->method : "-",
+			            at >= 0 ? (long long)cells[at].vc->seed : -1LL, at >= 0 ? cells[at].vc->tier : "-",
+			            at >= 0 ? cells[at].vc->arch : "-", at >= 0 ? (long long)cells[at].vc->epochs : -1LL);
+		sb_jw_free(&dj);
+	}
+	const struct sb_json *rm = sb_json_get(rule, "methods");
+	int methods_ok = rm && rm->type == SB_JSON_ARRAY && rm->n == 3;
+	for (size_t i = 0; methods_ok && i < 3; i++)
+		methods_ok = same_str(rm->items[i], sb_topk_methods[i]);
+	if (!rc && !methods_ok)
+		rc = refuse(err, sel, check, "the rule's methods are not the top-k ratios it compares (%s, %s, %s)",
+		            sb_topk_methods[0], sb_topk_methods[1], sb_topk_methods[2]);
 	/* every candidate (task, ratio) with its mean, seeds and eligibility, and the tasks left
 	 * unselected with their reason */
 	const struct sb_json *av2 = sb_json_get(g->sel, "all_topk_validation");
@@ -869,6 +898,28 @@ static int check_test_files(const struct opts *o, const struct plan *plan, size_
 	return 0;
 }
 
+/* Before the read is recorded: OUT_DIR and OUT_DIR/bits made and writable, so that an -o under
+ * a file or in a read-only place is found while nothing counts. SB_EIO naming the directory. */
+static int out_dir_ready(const struct opts *o, struct sb_err *err)
+{
+	char *bits_dir = sb_path_join(o->out_dir, "bits");
+	if (!bits_dir)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	const char *bad = NULL;
+	int rc = sb_mkdir_p(bits_dir, err);
+	if (!rc && access(o->out_dir, W_OK | X_OK) != 0)
+		bad = o->out_dir;
+	else if (!rc && access(bits_dir, W_OK | X_OK) != 0)
+		bad = bits_dir;
+	if (bad)
+		rc = SB_ERR(err, SB_EIO, "%s: %s", bad, strerror(errno));
+	if (rc)
+		snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
+		         " (the output directory, -o %s); nothing was read", o->out_dir);
+	free(bits_dir);
+	return rc;
+}
+
 /* The read itself: open the test files, evaluate, write. Returns 0 or an error. */
 static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan *plan, size_t n_plan, int read_no,
                    const char *out_path, char out_sha[SB_SHA256_HEX], struct sb_err *err)
@@ -1172,7 +1223,8 @@ int main(int argc, char **argv)
 		sb_cli_die(&err);
 	/* 4. something to evaluate with, and every test file where it should be: otherwise stop
 	 * before the read counts (a typo in --device or -d must not use the read up) */
-	if (sb_evalrun_available(o.device, (int)o.threads, &err) || check_test_files(&o, plan, n_plan, &err))
+	if (sb_evalrun_available(o.device, (int)o.threads, &err) || check_test_files(&o, plan, n_plan, &err) ||
+	    out_dir_ready(&o, &err))
 		sb_cli_die(&err);
 
 	/* 5. the read: recorded as started before the first test file is opened */

@@ -82,6 +82,18 @@ fresh
 reseal 'd["selected"]["other"] = dict(d["selected"]["guardtask"])'
 attack "resealed: a task added to the selection" selection-derivation
 fresh
+reseal 'c = [c for c in d["cells"] if c["included"]][0]; c["seed"] = 7'
+attack "resealed: a cell's seed changed in the list" selection-derivation
+fresh
+reseal 'd["cells"][0]["tier"] = "base"'
+attack "resealed: a cell's tier changed in the list" selection-derivation
+fresh
+reseal 'd["cells"][0]["note"] = "added"'
+attack "resealed: a member added to a cell" selection-derivation
+fresh
+reseal 'd["rule"]["methods"] = ["topk_softmax_025"]'
+attack "resealed: the rule's competing ratios narrowed" selection-derivation
+fresh
 reseal 'd["rule"]["min_seeds"] = 99'
 attack "resealed: min_seeds raised past the seeds there are" selection-derivation
 fresh
@@ -111,6 +123,12 @@ attack "resealed: a budget beside the patience (two bases)" selection-derivation
 fresh
 reseal 'd["rule"]["patience"] = 2**32 + 5'
 attack "resealed: a patience beyond any budget (it once wrapped to 5)" selection-derivation
+# the largest patience and budget sb-freeze takes (1000000) are valid selections
+fresh
+rm "$T/s/selection.json"
+sb-freeze -q --min-seeds 3 --patience 1000000 -o "$T/s/selection.json" "$T"/s/runs/*/val.ndjson >/dev/null 2>&1
+t_result $? "frozen with --patience 1000000"
+control "a selection frozen with --patience 1000000"
 fresh
 printf 'not json\n' >"$T/s/selection.json"
 attack "selection.json replaced by garbage" selection-format

@@ -114,6 +114,12 @@ sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/out" "$T/s/runs" >/d
 rc=$?
 [ $rc -eq 4 ] && grep -q "not a regular file" "$T/err" && noledger
 t_result $? "the test file a directory: exit $rc, no read recorded"
+fresh
+touch "$T/s/afile"
+sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/afile/test" "$T/s/runs" >/dev/null 2>"$T/err"
+rc=$?
+[ $rc -eq 4 ] && grep -q "$T/s/afile.*nothing was read" "$T/err" && noledger
+t_result $? "-o under a file: exit $rc naming it, no read recorded ($(head -c 200 "$T/err"))"
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
 	fresh
 	sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/out" --device cuda "$T/s/runs" >/dev/null 2>"$T/err"
