@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -920,6 +922,38 @@ static int out_dir_ready(const struct opts *o, struct sb_err *err)
 	return rc;
 }
 
+/* One sb-test at a time per directory of selections: the single-read check and the "started"
+ * record are then one step (two runs started together both found no earlier read, and both
+ * read). An exclusive flock on the ledger's directory, held until the process ends; a second
+ * run waits for it, then finds the first one's read in the ledger. */
+static int lock_ledger_dir(const char *ledger, struct sb_err *err)
+{
+	char *dir = strdup(ledger);
+	if (!dir)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, strlen(dir) + 1, ".");
+	else if (slash == dir)
+		slash[1] = 0;
+	else
+		*slash = 0;
+	int rc = 0, fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		rc = SB_ERRNO(err, dir);
+	else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		if (errno == EWOULDBLOCK)
+			sb_progress(1, "waiting for another sb-test reading a selection in %s", dir);
+		while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR)
+			;
+		if (rc)
+			rc = SB_ERRNO(err, dir);
+	}
+	/* fd stays open: the lock is released when the process ends */
+	free(dir);
+	return rc;
+}
+
 /* The read itself: open the test files, evaluate, write. Returns 0 or an error. */
 static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan *plan, size_t n_plan, int read_no,
                    const char *out_path, char out_sha[SB_SHA256_HEX], struct sb_err *err)
@@ -1190,7 +1224,7 @@ int main(int argc, char **argv)
 		SB_ERR(&err, SB_EINTERNAL, "out of memory");
 		sb_cli_die(&err);
 	}
-	if (sb_guard_reads(ledger, g.sha256, &n_reads, &n_same, &first, &err))
+	if (lock_ledger_dir(ledger, &err) || sb_guard_reads(ledger, g.sha256, &n_reads, &n_same, &first, &err))
 		sb_cli_die(&err);
 	if (n_reads > 0 && !o.reread) {
 		if (n_same > 0)
@@ -1227,6 +1261,10 @@ int main(int argc, char **argv)
 	    out_dir_ready(&o, &err))
 		sb_cli_die(&err);
 
+	/* (a test hook: the time between the single-read check and the record, made long) */
+	const char *hold = getenv("SB_TEST_HOLD_BEFORE_READ_MS");
+	if (hold)
+		usleep((useconds_t)(atoi(hold) * 1000));
 	/* 5. the read: recorded as started before the first test file is opened */
 	struct sb_jw lw;
 	sb_jw_init(&lw, NULL);

@@ -294,6 +294,21 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "refused by the guard (single-read)" "$T/err" && grep -q "replaced with --force" "$T/err"
 t_result $? "re-freezing after a read does not allow a fresh read (exit $rc: $(head -c 200 "$T/err"))"
 
+# two reads started together: one reads, the other waits for it and is refused (before, both
+# found no earlier read in the ledger and both read: SB_TEST_HOLD_BEFORE_READ_MS holds the
+# first between its single-read check and its "started" record)
+fresh
+SB_TEST_HOLD_BEFORE_READ_MS=1500 sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/ta" "$T/s/runs" >/dev/null 2>"$T/err.a" &
+pa=$!
+sleep 0.4
+sb-test -q -s "$T/s/selection.json" -d "$T/s/data" -o "$T/s/tb" "$T/s/runs" >/dev/null 2>"$T/err.b"
+rcb=$?
+wait $pa
+rca=$?
+nstart=$(grep -c '"status":"started"' "$T/s/selection.reads.ndjson")
+[ $rcb -eq 1 ] && grep -q "refused by the guard (single-read)" "$T/err.b" && [ $rca -ne 1 ] && [ "$nstart" = 1 ]
+t_result $? "two sb-test started together: one read (exit $rca), the other refused single-read (exit $rcb); $nstart read(s) in the ledger" "$(head -c 300 "$T/err.b")"
+
 # sb-eval pointed at a test file
 fresh
 run=$(ls -d "$T"/s/runs/guardtask.softmax.s0.*)
