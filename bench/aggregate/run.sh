@@ -20,7 +20,8 @@
 #   freeze       sb-freeze -q --rule topk_mean_val_acc --min-seeds 10 --patience 5 -o SEL LOGS
 #   stats        sb-stats -q --baseline softmax --patience 5 --min-seeds 10 --rule -o S -p S
 #                        LOGS test/test.ndjson pipelines/published/study.ndjson
-#                (exit 2 or 3 of --rule are results, as the pipeline takes them)
+#                (exit 2 or 3 of --rule are results, as the pipeline takes them, when sb-stats
+#                says so on stderr: an exit 3 for malformed input is a failure)
 #   m1           sb-a8 -q m1 --md MD --switch-epochs INC LOGS      (the study's logs)
 #   m1-traj      the same on the trajectory grid (600 cells at 1)
 #   bottomk      sb-a8 -q bottomk --md MD LOGS                       (bottomk grid, 50 at 1)
@@ -54,7 +55,10 @@ timeit() {
 		rm -rf "$W/o" && mkdir -p "$W/o"
 		rc=0
 		/usr/bin/time -f '%e %U %S %M' -o "$W/time" nice "$@" >"$W/o/stdout" 2>"$W/o/stderr" || rc=$?
-		if ! [[ " $ok " == *" $rc "* ]]; then
+		# a non-zero code allowed is --rule's result (sb-stats says which), not a refusal of
+		# the input (exit 3 is also malformed input)
+		if ! [[ " $ok " == *" $rc "* ]] ||
+			{ [ "$rc" -ne 0 ] && ! grep -qE 'power condition not met|rule (succeeded|failed):' "$W/o/stderr"; }; then
 			echo "run.sh: $name at $size: exit $rc:" >&2
 			tail -n 5 "$W/o/stderr" >&2
 			echo -e "$name\t$size\t$cells\t$mb\tFAILED(exit $rc)\t-\t-" >>"$ROWS"

@@ -11,4 +11,18 @@ for p in freeze stats m1 m1-traj bottomk lineardecay stats-probes; do
 	[ -n "$row" ] && ! grep -q FAILED <<<"$row"
 	t_result $? "$p ran on the generated input ($row)"
 done
+# exit 3 is --rule's failed rule only when sb-stats says so: an sb-stats that refuses the
+# input (exit 3, FILE:LINE) fails its row
+mkdir -p "$T/bin"
+ln -s "$TOP/bin/sb-freeze" "$TOP/bin/sb-a8" "$T/bin/"
+cat >"$T/bin/sb-stats" <<'EOF'
+#!/bin/sh
+echo "sb-stats: x.ndjson:1: field 'seed' must be an integer" >&2
+exit 3
+EOF
+chmod +x "$T/bin/sb-stats"
+SB_BIN="$T/bin" bash "$TOP/bench/aggregate/run.sh" -r 1 -s 0.25 -o "$T/rows3.tsv" >/dev/null 2>"$T/err3"
+row=$(awk -F'\t' '$1 == "stats"' "$T/rows3.tsv")
+grep -q 'FAILED(exit 3)' <<<"$row"
+t_result $? "an sb-stats exit 3 for malformed input is a failed row, not a rule's result ($row)"
 t_done

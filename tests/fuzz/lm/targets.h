@@ -9,6 +9,7 @@
  *   hfindex      model.safetensors.index.json: sb_lm_hf_weight_map
  *   safetensors  sb_st_parse (sb_st_read: sb-lm import's shards and a run's checkpoint),
  *                and sb_st_read_meta on the same bytes written to a temporary file
+ *                (under /dev/shm when writable, removed at exit)
  *   json         sb_json_parse; a parsed value written back (sb_jw_value) must parse
  *                again to the same canonical JSON
  *   ndjson       first byte: read buffer size (0 = default, else 1..31); the rest read by
@@ -35,10 +36,22 @@
 
 #define FZ_TEXT_MAX 16384 /* text bytes encoded per input (cost: linear, about 1 ms per KiB) */
 
+/* fz_safetensors' temporary file (one per process, rewritten for each input): removed at
+ * exit and before an abort() of a check here */
+static char fz_st_path[64];
+
+static void fz_cleanup(void)
+{
+	if (fz_st_path[0])
+		unlink(fz_st_path);
+	fz_st_path[0] = 0;
+}
+
 static void fz_check(int ok, const char *what)
 {
 	if (!ok) {
 		fprintf(stderr, "fuzz invariant broken: %s\n", what);
+		fz_cleanup(); /* abort() runs no atexit handler */
 		abort();
 	}
 }
@@ -234,18 +247,21 @@ static int fz_safetensors(const uint8_t *d, size_t n)
 		sb_tensors_free(&ts);
 	}
 	/* the header-only reader, on the same bytes as a file */
-	static char path[64];
 	static int fd = -1;
 	if (fd < 0) {
-		snprintf(path, sizeof path, "%s/sb-fuzz-st-XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-		fd = mkstemp(path);
-		if (fd < 0)
+		snprintf(fz_st_path, sizeof fz_st_path, "%s/sb-fuzz-st-XXXXXX",
+		         access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+		fd = mkstemp(fz_st_path);
+		if (fd < 0) {
+			fz_st_path[0] = 0;
 			return rc;
+		}
+		atexit(fz_cleanup);
 	}
 	if (ftruncate(fd, 0) || pwrite(fd, d, n, 0) != (ssize_t)n)
 		return rc;
 	struct sb_tensors meta;
-	int rc2 = sb_st_read_meta(path, &meta, &e);
+	int rc2 = sb_st_read_meta(fz_st_path, &meta, &e);
 	if (!rc2)
 		sb_tensors_free(&meta);
 	fz_check(rc || !rc2, "sb_st_read_meta refuses a file sb_st_parse accepts");
