@@ -729,9 +729,53 @@ static int m3_checks(const struct sb_guarded *g, const char *sel, struct sb_err 
 }
 
 /* The test plan, resolved against the RUNS_DIRs and checked: no dataset is touched. */
-static int load_plan(const struct sb_json *sel, char **runs_dirs, int n_runs, struct plan **out, size_t *n_out,
+/* The SHA-256 of cell.json that the validation log of CELL_ID recorded when it was evaluated
+ * (sb-eval's run.meta lists it among its inputs; the log itself is pinned by the guard's
+ * log-hash), copied to want; 0 when found, -1 when the log records none (a log of another
+ * origin), else an error code. */
+static int logged_cell_sha(const struct sb_guarded *g, const char *cell_id, char want[SB_SHA256_HEX],
+                           struct sb_err *err)
+{
+	const struct sb_json *cells = sb_json_get(g->sel, "cells"), *logs = sb_json_get(g->sel, "validation_logs");
+	int64_t li = -1;
+	for (size_t i = 0; cells && cells->type == SB_JSON_ARRAY && i < cells->n && li < 0; i++)
+		if (same_str(sb_json_get(cells->items[i], "cell_id"), cell_id))
+			sb_json_int64(sb_json_get(cells->items[i], "log"), &li);
+	if (li < 0 || !logs || logs->type != SB_JSON_ARRAY || (size_t)li >= logs->n)
+		return -1;
+	char *path = sb_guard_resolve(g, sb_json_str(sb_json_get(logs->items[li], "path"), ""));
+	if (!path)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	struct sb_ndjson_reader *rd = NULL;
+	struct sb_json *meta = NULL;
+	int rc = sb_ndjson_open(path, &rd, err);
+	if (!rc)
+		rc = sb_ndjson_next(rd, &meta, err);
+	sb_ndjson_close(rd);
+	free(path);
+	if (rc)
+		return rc;
+	const struct sb_json *in = meta && same_str(sb_json_get(meta, "kind"), "run.meta") ? sb_json_get(meta, "inputs")
+	                                                                                    : NULL;
+	int found = -1;
+	for (size_t i = 0; in && in->type == SB_JSON_ARRAY && i < in->n && found; i++) {
+		const char *ip = sb_json_str(sb_json_get(in->items[i], "path"), "");
+		const char *sha = sb_json_str(sb_json_get(in->items[i], "sha256"), "");
+		size_t l = strlen(ip);
+		if (l >= 9 && !strcmp(ip + l - 9, "cell.json") && (l == 9 || ip[l - 10] == '/') &&
+		    strlen(sha) == SB_SHA256_HEX - 1) {
+			memcpy(want, sha, SB_SHA256_HEX);
+			found = 0;
+		}
+	}
+	sb_json_free(meta);
+	return found;
+}
+
+static int load_plan(const struct sb_guarded *g, char **runs_dirs, int n_runs, struct plan **out, size_t *n_out,
                      struct sb_err *err)
 {
+	const struct sb_json *sel = g->sel;
 	const struct sb_json *tp = sb_json_get(sel, "test_plan");
 	if (!tp || tp->type != SB_JSON_ARRAY || tp->n == 0)
 		return SB_ERR(err, SB_EDATA, "the selection has an empty test plan");
@@ -801,6 +845,20 @@ static int load_plan(const struct sb_json *sel, char **runs_dirs, int n_runs, st
 		/* an edited cell.json (its fields no longer hash to its cell_id) is bad input, refused
 		 * here, before the read counts, not when the model is built from it */
 		if ((rc = sb_evalrun_cell_check(q->cell, cj, err))) {
+			free(cj);
+			return rc;
+		}
+		/* and so is one edited in a field the id does not cover (classes, seq_len, ...: found
+		 * only when the model is built, after the read counts): it must be the cell.json its
+		 * validation log was evaluated with */
+		char want[SB_SHA256_HEX], have[SB_SHA256_HEX];
+		rc = logged_cell_sha(g, q->cell_id, want, err);
+		if (rc == 0 && (rc = sb_sha256_file(cj, have, NULL, err)) == 0 && strcmp(have, want))
+			rc = SB_ERR(err, SB_EDATA,
+			            "%s: SHA-256 %.16s... is not the cell.json its validation log was evaluated with "
+			            "(%.16s...): edited since; nothing was read",
+			            cj, have, want);
+		if (rc > 0) {
 			free(cj);
 			return rc;
 		}
@@ -1253,7 +1311,7 @@ int main(int argc, char **argv)
 	/* 3. the frozen plan's checkpoints */
 	struct plan *plan = NULL;
 	size_t n_plan = 0;
-	if (load_plan(g.sel, o.runs, o.n_runs, &plan, &n_plan, &err))
+	if (load_plan(&g, o.runs, o.n_runs, &plan, &n_plan, &err))
 		sb_cli_die(&err);
 	/* 4. something to evaluate with, and every test file where it should be: otherwise stop
 	 * before the read counts (a typo in --device or -d must not use the read up) */

@@ -134,6 +134,21 @@ assert len(d["test_plan_missing"]) == 9                  # sparsemax, entmax15, 
 '
 t_result $? "selection: topk_softmax_025 (the only ratio), 6 planned cells, 9 missing"
 
+# a planned cell's cell.json edited in a field its id does not cover: refused before the read
+# counts (before, found when the model was built, after the ledger's "started")
+cj=runs/$(python3 -c 'import json; print(json.load(open("study/selection.json"))["test_plan"][0]["cell_id"])')/cell.json
+cp "$cj" cell.json.orig
+python3 - "$cj" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["classes"] = 99
+json.dump(c, open(sys.argv[1], "w"))
+PY
+sb-test -q -s study/selection.json -d data -o study/test-edited runs >/dev/null 2>err
+rc=$?
+[ $rc -eq 3 ] && grep -q "is not the cell.json its validation log was evaluated with" err && [ ! -e study/selection.reads.ndjson ] && [ ! -e study/test-edited ]
+t_result $? "an edited cell.json (classes) is refused before the read: exit $rc, no ledger" "$(cat err)"
+cp cell.json.orig "$cj"
+
 sb-test -q -s study/selection.json -d data -o study/test runs >test.out 2>test.err
 t_result $? "sb-test: the read ($(tail -c 300 test.err))"
 python3 - <<'PY'
