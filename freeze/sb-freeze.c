@@ -250,12 +250,12 @@ static void seal_write(const struct sb_jw *w, const char *out, int force, char h
 	size_t text_len;
 	if (sb_selection_seal(w->buf, w->len, &text, &text_len, hex, &err))
 		die(&err);
-	if (!force && sb_file_exists(out)) { /* appeared while we worked */
-		SB_ERR(&err, SB_EVERDICT, "%s: a selection appeared while freezing; refusing to replace it", out);
+	/* without --force, a selection that appeared while we worked is not replaced */
+	if (force ? sb_write_file_atomic(out, text, text_len, &err) : sb_write_file_new(out, text, text_len, &err)) {
+		if (err.code == SB_EVERDICT)
+			SB_ERR(&err, SB_EVERDICT, "%s: a selection appeared while freezing; refusing to replace it", out);
 		die(&err);
 	}
-	if (sb_write_file_atomic(out, text, text_len, &err))
-		die(&err);
 	sb_sha256_buf(text, text_len, file_hex);
 	free(text);
 }

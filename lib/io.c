@@ -204,6 +204,25 @@ int sb_write_file_atomic(const char *path, const void *data, size_t n, struct sb
 	return sb_atomic_commit(&a, err);
 }
 
+int sb_write_file_new(const char *path, const void *data, size_t n, struct sb_err *err)
+{
+	struct sb_atomic a;
+	SB_TRY(sb_atomic_open(&a, path, err));
+	int rc = 0;
+	if ((n && fwrite(data, 1, n, a.f) != n) || fflush(a.f) != 0 || fsync(fileno(a.f)) != 0)
+		rc = SB_ERRNO(err, path);
+	if (fclose(a.f) != 0 && !rc)
+		rc = SB_ERRNO(err, path);
+	a.f = NULL;
+	if (!rc && link(a.tmp, path) != 0)
+		rc = errno == EEXIST ? SB_ERR(err, SB_EVERDICT, "%s: exists; refusing to replace it", path)
+		                     : SB_ERRNO(err, path);
+	sb_atomic_abort(&a); /* the temporary name goes; the file stays under path when linked */
+	if (!rc && fsync_dir(path) != 0)
+		rc = SB_ERRNO(err, path);
+	return rc;
+}
+
 int sb_read_stream(FILE *f, const char *name, char **data, size_t *n, size_t limit, struct sb_err *err)
 {
 	*data = NULL;

@@ -48,6 +48,9 @@ int sb_lines_write(const struct sb_lines *L, const char *path, struct sb_err *er
 
 /* Write a whole buffer atomically. */
 int sb_write_file_atomic(const char *path, const void *data, size_t n, struct sb_err *err);
+/* The same, but only where path does not exist when the file appears (link(2), not rename:
+ * no window between a check and the write): SB_EVERDICT naming path when it does. */
+int sb_write_file_new(const char *path, const void *data, size_t n, struct sb_err *err);
 /* Read a whole file (NUL appended, not counted in *n). limit 0 = no limit;
  * a larger file is SB_EDATA. */
 int sb_read_file(const char *path, char **data, size_t *n, size_t limit, struct sb_err *err);

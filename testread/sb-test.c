@@ -1019,9 +1019,10 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 	char *bits_dir = sb_path_join(o->out_dir, "bits");
 	if (!bits_dir)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	SB_TRY(sb_mkdir_p(bits_dir, err));
 	struct sb_atomic a;
-	int rc = sb_atomic_open(&a, out_path, err);
+	int rc = sb_mkdir_p(bits_dir, err);
+	if (!rc)
+		rc = sb_atomic_open(&a, out_path, err);
 	if (rc) {
 		free(bits_dir);
 		return rc;

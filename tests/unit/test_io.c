@@ -130,12 +130,31 @@ static void hashing(void)
 	free(p);
 }
 
+/* a write that must not replace: the new file appears whole; an existing one is kept, refused */
+static void write_new(void)
+{
+	struct sb_err err = {0};
+	char *p = sb_path_join(dir, "new.txt");
+	int rc1 = sb_write_file_new(p, "first\n", 6, &err);
+	int rc2 = sb_write_file_new(p, "second\n", 7, &err);
+	char *data = NULL;
+	size_t n = 0;
+	sb_read_file(p, &data, &n, 0, NULL);
+	SB_CHECK(rc1 == 0 && rc2 == SB_EVERDICT && strstr(err.msg, "exists") && data && n == 6 &&
+	             !memcmp(data, "first\n", 6) && count_tmp() == 0,
+	         "write_new: written (%d), then refused (%d: %s), the first content kept (%zu bytes), no temp file (%d)",
+	         rc1, rc2, err.msg, n, count_tmp());
+	free(data);
+	free(p);
+}
+
 int main(void)
 {
 	snprintf(dir, sizeof dir, "/tmp/sb_test_io.XXXXXX");
 	if (!mkdtemp(dir))
 		return 1;
 	atomic();
+	write_new();
 	hashing();
 	char cmd[512];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
