@@ -24,7 +24,7 @@ static inline int sb_device_parse(const char *device, int *cuda, int *index, int
 	if (*p == ':') {
 		char *end;
 		long v = strtol(p + 1, &end, 10);
-		if (end == p + 1 || p[1] == '-' || p[1] == '+' || p[1] == ' ' || v < 0 || v > 255)
+		if (p[1] < '0' || p[1] > '9' || end == p + 1 || v < 0 || v > 255) /* digits only: no sign, no space */
 			return SB_ERR(err, SB_EUSAGE, "device '%s': expected cuda[:N][,tf32] with N in [0, 255]",
 			              device);
 		*index = (int)v;

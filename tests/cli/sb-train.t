@@ -130,6 +130,19 @@ $ sb-train -q -d /nonexistent -o runs --device cuda:256 --task img --method soft
 ? 2
 ! N in [0, 255]
 
+%%% a CUDA index is digits only: a tab, a space or a sign before it is a usage error
+$ for d in "$(printf 'cuda:\t1')" 'cuda: 1' 'cuda:+1' 'cuda:-0' 'cuda:'; do e=$(sb-train -q -d /nonexistent -o runs --device "$d" --task img --method softmax --seed 0 2>&1 >/dev/null || echo "exit $?"); grep -c 'N in \[0, 255\]' <<<"$e"; grep -c '^exit 2$' <<<"$e"; done
+> 1
+> 1
+> 1
+> 1
+> 1
+> 1
+> 1
+> 1
+> 1
+> 1
+
 %%% alpha outside [1.05, 2] is a bad cell value (it was clamped: alpha 10 and 2 trained the same model under two ids)
 $ printf '{"task":"img","method":"entmax_bisect","seed":0,"alpha":2}\n{"task":"img","method":"entmax_bisect","seed":0,"alpha":10}\n' > $T/c.ndjson
 $ sb-train --ids $T/c.ndjson
