@@ -5,7 +5,8 @@
 #                                under a lock, so suites run at once share one build
 #   fz_target SUITE T SECS [DICT]  build $out/fuzz_SUITE_T from fuzz.c (FZ_TARGET=fz_T), seed
 #                                its corpus from seeds/T, fuzz it SECS seconds (0: build only);
-#                                crashers go to crashers/T/, the log to $out/fuzz_SUITE_T.log
+#                                crashers go to crashers/T/, the log to $out/fuzz_SUITE_T.log;
+#                                a crash sets fz_crashed=1
 # The caller sets here (its directory) and top (the repository).
 out=${FUZZ_OUT:-$top/build/fuzz}
 cc=${FUZZ_CC:-clang}
@@ -14,6 +15,7 @@ cflags=(-std=c11 -Wno-psabi -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -pthread
 	$(pkg-config --cflags yajl libarchive libcrypto openblas libcurl zlib))
 libs=($(pkg-config --libs yajl libarchive libcrypto openblas libcurl zlib) -lm -lpthread)
 lib=$out/san-lib.a
+fz_crashed=0 # set when a target found a crash: run.sh then exits 1 (after fuzzing every target)
 
 fz_lib() {
 	mkdir -p "$out/san-obj"
@@ -46,6 +48,7 @@ fz_target() {
 		-artifact_prefix="$here/crashers/$t/" -print_final_stats=1 "$out/corpus-$suite/$t" >"$log" 2>&1) || {
 		tail -n 60 "$log"
 		echo "== $t: crash found, see $here/crashers/$t/ and $log"
+		fz_crashed=1
 	}
 	grep -E '(INITED|DONE) +cov|^stat::|^Done ' "$log" || true
 }

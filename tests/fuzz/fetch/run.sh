@@ -20,6 +20,7 @@ cflags=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefin
 srcs=("$top"/lib/fetch_archive.c "$top"/lib/fetch_formats.c "$top"/lib/fetch_mat.c "$top"/lib/fetch_news.c
 	"$top"/lib/err.c "$top"/lib/rng.c)
 libs=($(pkg-config --libs libarchive zlib) -lm)
+crashed=0
 for t in "${targets[@]}"; do
 	bin=$out/fuzz_$t
 	clang "${cflags[@]}" -DFZ_TARGET=fz_$t "$here/fuzz.c" "${srcs[@]}" "${libs[@]}" -o "$bin"
@@ -29,5 +30,7 @@ for t in "${targets[@]}"; do
 	(cd "$out" && "$bin" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
 		-artifact_prefix="$here/crashers/$t/" -print_final_stats=1 "$out/corpus/$t" 2>&1 | tail -n 12) || {
 		echo "== $t: crash found, see $here/crashers/$t/"
+		crashed=1
 	}
 done
+exit $crashed # 1 when a target found a crash (its input is in crashers/)

@@ -29,3 +29,4 @@ for t in "${targets[@]}"; do
 	esac
 	fz_target lm "$t" "$secs" "$d"
 done
+exit $fz_crashed # 1 when a target found a crash (its input is in crashers/)

@@ -28,3 +28,4 @@ for t in "${targets[@]}"; do
 	[ "$t" != cell ] || d=$here/dict/cell.dict
 	fz_target records "$t" "$secs" "$d"
 done
+exit $fz_crashed # 1 when a target found a crash (its input is in crashers/)
