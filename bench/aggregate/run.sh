@@ -11,7 +11,8 @@
 #   -x          also the other axes at the study's 13 tasks: 20 and 40 seeds, 60 epochs
 #   -p SCALES   also sb-stats on probe.result records (gen.py --grid probes; 1 = 40 probes per
 #               task and method, 3120 records), e.g. -p "12.5 25 50 100"
-#   -k          keep the generated data (printed); else it is removed
+#   -k          keep the working directory (printed): the last size's generated data and
+#               outputs; else it is removed
 #   -o TSV      also write the table as tab-separated values
 #
 # Sizes (gen.py --scale): study and trajectory grids scale their task axis (13 and 10 tasks
@@ -73,6 +74,9 @@ timeit() {
 	echo "  $name $size: wall ${wall}s cpu ${cpu}s rss $((rss / 1024))MB" >&2
 }
 
+# a size's data, removed once timed (with -k kept: each size overwrites the previous one's)
+drop() { [ $KEEP = 1 ] || rm -rf "$@"; }
+
 # gen GRID DIR ARGS... -> prints "CELLS MB"
 gen() {
 	local grid=$1 d=$2
@@ -94,7 +98,7 @@ bench_size() { # LABEL SCALE [gen args for the study grid]
 	timeit stats "$label" "$n" "$mb" "0 2 3" "$BIN/sb-stats" -q --baseline softmax --patience 5 --min-seeds 10 --rule \
 		-o "$W/o/stats" -p "$W/o/stats" "${logs[@]}" "$D/test/test.ndjson" "$PUB"
 	timeit m1 "$label" "$n" "$mb" 0 "$BIN/sb-a8" -q m1 --md "$W/o/a8.md" --switch-epochs "$W/o/sw.inc" "${logs[@]}"
-	[ $# -eq 0 ] || { rm -rf "$D"; return 0; } # the other axes: the study grid only
+	[ $# -eq 0 ] || { drop "$D"; return 0; } # the other axes: the study grid only
 	D=$W/traj
 	read -r n mb < <(gen trajectory "$D" --scale "$sc")
 	mapfile -t logs <"$D/vals.txt"
@@ -106,7 +110,7 @@ bench_size() { # LABEL SCALE [gen args for the study grid]
 		mapfile -t logs <"$D/vals.txt"
 		timeit $g "$label" "$n" "$mb" 0 "$BIN/sb-a8" -q $g --md "$W/o/a8.md" "${logs[@]}"
 	done
-	rm -rf "$W/study" "$W/traj" "$W/bottomk" "$W/lineardecay"
+	drop "$W/study" "$W/traj" "$W/bottomk" "$W/lineardecay"
 }
 
 for sc in $SCALES; do bench_size "x$sc" "$sc"; done
@@ -120,7 +124,7 @@ for sc in $PSCALES; do
 	read -r n mb < <(gen probes "$W/probes" --scale "$sc")
 	n=$(wc -l <"$W/probes/probes.ndjson")
 	timeit stats-probes "x$sc" "$n" "$mb" 0 "$BIN/sb-stats" -q --baseline dense -o "$W/o/stats" "$W/probes/probes.ndjson"
-	rm -rf "$W/probes"
+	drop "$W/probes"
 done
 
 # the table; "growth" = CPU time ratio / cell-count ratio against the program's previous row
