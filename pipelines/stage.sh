@@ -303,7 +303,7 @@ publish_run() { # blockdir key rc what
 	if [ -f "$d/.OUTCOME.tmp" ]; then mv -f "$d/.OUTCOME.tmp" "$d/OUTCOME"; fi
 	relink "../../runs/$rid/train.ndjson" "$d/train.ndjson"
 	relink "../../runs/$rid" "$d/run"
-	rm -f "$d/pending"
+	rm -f "$d/pending" "$d/ADOPTED" # trained here: no longer another grid's run
 	if [ -n "$old" ] && [ "$old" != "$rid" ] && [ -d "$runs/$old" ]; then retire_run "$B" "$old"; fi
 }
 # a run replaced by a new one of its cell: deleted, unless the block was frozen (a
@@ -965,8 +965,10 @@ do_failed() {
 # no run yet and that FROM, another grid's output directory (e.g. out/fmnist_check),
 # finished: the run directory (hard links where FROM is on the same file system, else a
 # copy), the sidecars, logs and links, with their times, so that make takes the cell as
-# made and trains only the others. A cell is taken only when it verifies: its sidecars
-# match, and its records name the pool file this tree's SB_DATA holds now (its SHA-256).
+# made and trains only the others. A cell is taken only when it verifies: its run id is
+# the cell id of the cell.json (sb-train --ids), its sidecars match, its checkpoints have
+# the SHA-256 train.ndjson records, and its records name the pool file this tree's SB_DATA
+# holds now (its SHA-256).
 # Freeze, test and stats outputs are never taken: they belong to a grid. cells/KEY/ADOPTED
 # says where a cell came from.
 # FROM may be a block's directory, a grid's, or an output tree of several grids (this
@@ -990,9 +992,20 @@ adopt_check() { # celldir source
 	rid=${BASH_REMATCH[1]}
 	[ -d "$(dirname "$(dirname "$s")")/runs/$rid" ] || { echo "$(dirname "$(dirname "$s")")/runs/$rid: missing"; return 1; }
 	[ ! -e "$(dirname "$(dirname "$d")")/runs/$rid" ] || { echo "$(dirname "$(dirname "$d")")/runs/$rid exists already (left alone)"; return 1; }
+	# the run is this cell.json's (its cell id), not one trained before the source's
+	# cell.json was rewritten to the same bytes as ours (re-expanded, not trained again)
+	want=$("$(prog train)" --ids "$d/cell.json" 2>&1) || { echo "$d/cell.json: sb-train --ids: ${want%%$'\n'*}"; return 1; }
+	[ "$want" = "$rid" ] || { echo "$s: its run $rid was not made from this cell.json (cell id $want): the cell changed there and was not trained again"; return 1; }
 	files=("$s/train.ndjson")
 	[ ! -e "$s/val.ndjson" ] || files+=("$s/val.ndjson")
 	if ! msg=$(check "${files[@]}" 2>&1); then echo "${msg%%$'\n'*}"; return 1; fi
+	# every checkpoint as train.ndjson (verified just above) records it (the last record of each)
+	while read -r f want; do
+		[ -f "$(dirname "$(dirname "$s")")/runs/$rid/$f" ] || { echo "$(dirname "$(dirname "$s")")/runs/$rid/$f: missing (train.ndjson records it)"; return 1; }
+		have=$(sha256sum <"$(dirname "$(dirname "$s")")/runs/$rid/$f" | cut -d' ' -f1)
+		[ "$have" = "$want" ] || { echo "$(dirname "$(dirname "$s")")/runs/$rid/$f: SHA-256 $have, train.ndjson records $want"; return 1; }
+	done < <(sed -n 's/^{"kind":"train\.epoch".*"checkpoint":"\([^"/]*\)","checkpoint_sha256":"\([0-9a-f]*\)".*/\1 \2/p' "$s/train.ndjson" |
+		awk '{ h[$1] = $2 } END { for (f in h) print f, h[f] }')
 	pool=$SB_DATA/$task/pool.safetensors
 	[ -f "$pool.sha256" ] || { echo "$pool: missing (fetch it first: make GRID-data)"; return 1; }
 	have=$(cut -d' ' -f1 "$pool.sha256")

@@ -82,6 +82,41 @@ reset_calls
 gmake "$T/out2" pt >"$T/pt2.log" 2>&1 && [ "$(ncalls sb-train)" = 14 ] && [ "$(digest "$T/out2/pt/main")" = "$ref" ]
 t_result $? "make pt then trains the 2 refused cells with the 12 others (sb-train $(ncalls sb-train)); results equal the reference's"
 
+# not the same cell any more: the source's cell.json rewritten (its grid re-expanded with
+# another lr) but not trained again, so its run is the old cell's; and a checkpoint edited
+# and re-sealed (only train.ndjson's checkpoint_sha256 tells); both refused, and a cell
+# adopted and then trained here again is no longer counted as adopted
+cp -a "$T/out/sub" "$T/stale"
+rm -rf "$T/stale/.grid"
+b=$T/stale/first/cells
+c=$b/t_a.softmax.s0.plain.compact.e3
+sed -i 's/"lr":0.001,/"lr":0.002,/' "$c/cell.json"
+ck=$(readlink -f "$b/t_b.softmax.s0.plain.compact.e3/run")/epoch-002.safetensors
+rm -f "$ck" && echo edited >"$ck" && "$TOP/pipelines/stage.sh" seal "$ck"
+sed 's/^set batch=256 lr=0.001 /set batch=256 lr=0.002 /' "$PT_GRID" >"$T/pt2.grid"
+make -C "$TOP" --no-print-directory EXTRA_GRIDS="$PT_GRID $T/sub.grid $T/pt2.grid" SB_OUT="$T/out3" SB_DATA="$T/data" \
+	SB_BIN="$FIX/stubs" SB_MIRRORS= pt2-expand >/dev/null 2>&1
+cmp -s "$c/cell.json" "$T/out3/pt2/main/cells/t_a.softmax.s0.plain.compact.e3/cell.json"
+t_result $? "the stale source cell.json is byte for byte the lr=0.002 grid's"
+gmake "$T/out3" pt-expand >/dev/null 2>&1
+make -C "$TOP" --no-print-directory EXTRA_GRIDS="$PT_GRID $T/sub.grid $T/pt2.grid" SB_OUT="$T/out3" SB_DATA="$T/data" \
+	SB_BIN="$FIX/stubs" SB_MIRRORS= pt2-adopt FROM="$T/stale/first" >"$T/adopt5.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "adopt pt2: 0 of 16 cells taken from $T/stale/first (0 had a run already, 15 not finished there or not the same cell, 1 refused)" "$T/adopt5.log" &&
+	grep -q "main/t_a.softmax.s0.plain.compact.e3: refused: .*was not made from this cell.json" "$T/adopt5.log" &&
+	[ ! -e "$T/out3/pt2/main/cells/t_a.softmax.s0.plain.compact.e3/train.ndjson" ]
+t_result $? "a source cell.json changed after its run (the same bytes as ours, another run) is refused (exit $rc)" "$(grep -v '^grid:' "$T/adopt5.log" | head -n 3 | tr '\n' ' ')"
+gmake "$T/out3" pt-adopt FROM="$T/stale/first" >"$T/adopt6.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "adopt pt: 2 of 16 cells taken from $T/stale/first (0 had a run already, 13 not finished there or not the same cell, 1 refused)" "$T/adopt6.log" &&
+	grep -q "main/t_b.softmax.s0.plain.compact.e3: refused: .*epoch-002.safetensors: SHA-256 [0-9a-f]*, train.ndjson records" "$T/adopt6.log" &&
+	[ ! -e "$T/out3/pt/main/cells/t_b.softmax.s0.plain.compact.e3/train.ndjson" ]
+t_result $? "a checkpoint edited and re-sealed is refused (exit $rc), the 2 intact cells taken" "$(grep -v '^grid:' "$T/adopt6.log" | head -n 3 | tr '\n' ' ')"
+touch "$T/out3/pt/main/cells/t_b.softmax.s1.plain.compact.e3/cell.json"
+gmake "$T/out3" pt >/dev/null 2>&1 && [ ! -e "$T/out3/pt/main/cells/t_b.softmax.s1.plain.compact.e3/ADOPTED" ] &&
+	grep -q "^Of these, 1 were trained by another grid and adopted" "$T/out3/pt/report.md"
+t_result $? "a cell adopted, then trained here again (its cell.json newer): not counted as adopted ($(grep '^Of these' "$T/out3/pt/report.md"))"
+
 gmake "$T/out2" pt-adopt >"$T/adopt4.log" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "FROM=DIR is needed" "$T/adopt4.log"
