@@ -977,6 +977,9 @@ adopt_source() { # from key celljson griddir -> the source cell directory
 	local c
 	for c in "$1"/cells/"$2" "$1"/*/cells/"$2" "$1"/*/*/cells/"$2"; do
 		[ -f "$c/cell.json" ] && [ -L "$c/train.ndjson" ] && [ ! -f "$c/FAILED" ] && cmp -s "$c/cell.json" "$3" || continue
+		# a failure that grid accepted (ACCEPT_FAILED=1) is its decision, not a result: not
+		# taken (a non-finite loss is a result of the protocol, PROTOCOL A4: taken)
+		[ ! -f "$c/OUTCOME" ] || [ "$(cat "$c/OUTCOME")" = failed:failed_nonfinite_loss ] || continue
 		case "$(cd "$c" && pwd -P)/" in "$4"/*) continue ;; esac
 		echo "$c"
 		return 0

@@ -117,6 +117,16 @@ gmake "$T/out3" pt >/dev/null 2>&1 && [ ! -e "$T/out3/pt/main/cells/t_b.softmax.
 	grep -q "^Of these, 1 were trained by another grid and adopted" "$T/out3/pt/report.md"
 t_result $? "a cell adopted, then trained here again (its cell.json newer): not counted as adopted ($(grep '^Of these' "$T/out3/pt/report.md"))"
 
+# a failure the source grid accepted (ACCEPT_FAILED=1) is not taken: the cell trains here
+STUB_CRASH='t_a.softmax.s1' gmake "$T/acc" sub ACCEPT_FAILED=1 >"$T/acc.log" 2>&1
+gmake "$T/out4" pt-expand >/dev/null 2>&1
+gmake "$T/out4" pt-adopt FROM="$T/acc" >"$T/adopt7.log" 2>&1
+rc=$?
+[ "$(cat "$T/acc/sub/first/cells/t_a.softmax.s1.plain.compact.e3/OUTCOME" 2>/dev/null)" = failed:failed ] && [ $rc -eq 0 ] &&
+	grep -q "adopt pt: 3 of 16 cells taken from $T/acc" "$T/adopt7.log" &&
+	[ ! -e "$T/out4/pt/main/cells/t_a.softmax.s1.plain.compact.e3/train.ndjson" ]
+t_result $? "a failure accepted in the source (ACCEPT_FAILED=1) is not taken, the 3 others are (exit $rc)" "$(grep -v '^grid:' "$T/adopt7.log" | head -n 3 | tr '\n' ' ')"
+
 gmake "$T/out2" pt-adopt >"$T/adopt4.log" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "FROM=DIR is needed" "$T/adopt4.log"
