@@ -57,7 +57,8 @@ static const char usage_text[] =
     "                     task's chosen ratio or the status, and the test plan (caught also\n"
     "                     when re-hashed by hand)\n"
     "  single-read        the selection was not read before (the ledger next to it,\n"
-    "                     selection.reads.ndjson for selection.json, says), unless --reread\n"
+    "                     selection.reads.ndjson for selection.json, says; nor under another\n"
+    "                     name beside it: the other *.reads.ndjson there), unless --reread\n"
     "  output-fresh       OUT_DIR/test.ndjson does not exist\n"
     "  checkpoint-present every cell of the frozen test plan has its full-budget checkpoint in\n"
     "                     RUNS_DIR/CELL_ID/ (the first RUNS_DIR that holds CELL_ID)\n"
@@ -1275,16 +1276,30 @@ int main(int argc, char **argv)
 		sb_cli_die(&err);
 	for (int r = 0; r < o.n_runs; r++)
 		warn_unlisted(&g, o.runs[r]);
-	/* 2. one read per selection */
-	char *ledger = sb_guard_ledger_path(o.sel);
-	int n_reads, n_same;
-	char *first = NULL;
+	/* 2. one read per selection: the ledger beside the selection file itself (a symbolic link
+	 * is followed to it), and the other ledgers of its directory, where the same selection
+	 * read under another name (a link, a copy) left its reads */
+	char *real_sel = realpath(o.sel, NULL);
+	char *ledger = sb_guard_ledger_path(real_sel ? real_sel : o.sel);
+	free(real_sel);
+	int n_reads, n_same, n_beside = 0;
+	char *first = NULL, *beside = NULL;
 	if (!ledger) {
 		SB_ERR(&err, SB_EINTERNAL, "out of memory");
 		sb_cli_die(&err);
 	}
-	if (lock_ledger_dir(ledger, &err) || sb_guard_reads(ledger, g.sha256, &n_reads, &n_same, &first, &err))
+	if (lock_ledger_dir(ledger, &err) || sb_guard_reads(ledger, g.sha256, &n_reads, &n_same, &first, &err) ||
+	    sb_guard_reads_beside(ledger, g.sha256, &n_beside, &beside, &err))
 		sb_cli_die(&err);
+	if (n_beside > 0 && !o.reread) {
+		refuse(&err, o.sel, "single-read",
+		       "this selection was already read under another name in its directory (%d time(s); %s); pass "
+		       "--reread REASON to read it again",
+		       n_beside, beside ? beside : "?");
+		sb_cli_die(&err);
+	}
+	free(beside);
+	n_reads += n_beside;
 	if (n_reads > 0 && !o.reread) {
 		if (n_same > 0)
 			refuse(&err, o.sel, "single-read",
