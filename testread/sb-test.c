@@ -15,6 +15,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1015,7 +1016,7 @@ static int lock_ledger_dir(const char *ledger, struct sb_err *err)
 
 /* The read itself: open the test files, evaluate, write. Returns 0 or an error. */
 static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan *plan, size_t n_plan, int read_no,
-                   const char *out_path, char out_sha[SB_SHA256_HEX], struct sb_err *err)
+                   const char *out_path, char out_sha[SB_SHA256_HEX], struct sb_err *err, struct sb_err *std_err)
 {
 	char *bits_dir = sb_path_join(o->out_dir, "bits");
 	if (!bits_dir)
@@ -1028,9 +1029,19 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 		free(bits_dir);
 		return rc;
 	}
+	/* stdout gets its copy only once OUT_DIR/test.ndjson is committed: a stdout that fails
+	 * (/dev/full, a closed pipe: `| head`) must not lose a read that counts already */
 	struct sb_jw file, std;
 	sb_jw_init(&file, a.f);
-	sb_jw_init(&std, stdout);
+	char *sbuf = NULL;
+	size_t slen = 0;
+	FILE *smem = open_memstream(&sbuf, &slen);
+	if (!smem) {
+		sb_atomic_abort(&a);
+		free(bits_dir);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	sb_jw_init(&std, smem);
 	/* the selection as the guard hashed it (not hashed again: what was checked is what is cited) */
 	struct sb_input in = {.path = o->sel};
 	memcpy(in.sha256, g->file_sha256, SB_SHA256_HEX);
@@ -1038,8 +1049,17 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 	if (stat(o->sel, &sst) == 0)
 		in.size_bytes = (uint64_t)sst.st_size;
 	struct sb_run_meta meta = {.device = o->device, .threads = (int)o->threads, .inputs = &in, .n_inputs = 1};
-	if ((rc = sb_record_run_meta(&file, &meta, err)) || (rc = sb_record_run_meta(&std, &meta, err)))
+	/* one run.meta, the same bytes in the file and on stdout */
+	if ((rc = sb_record_run_meta(&std, &meta, err)))
 		goto out;
+	if (fflush(smem) != 0) {
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		goto out;
+	}
+	if (slen && fwrite(sbuf, 1, slen, a.f) != slen) {
+		rc = SB_ERRNO(err, out_path);
+		goto out;
+	}
 
 	/* the distinct tasks of the plan, in plan order; their test files opened one at a time */
 	char started[32];
@@ -1176,34 +1196,57 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 	}
 	if (cmem && fclose(cmem) != 0 && !rc)
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	/* test.read, then the cells: to the file (and, once it is committed, to stdout) */
+	const char *parts[3] = {NULL, rec.buf, cbuf};
+	size_t lens[3] = {0, rec.len, clen};
+	for (int k = 1; k < 3 && !rc; k++)
+		if (lens[k] && fwrite(parts[k], 1, lens[k], a.f) != lens[k])
+			rc = SB_ERRNO(err, out_path);
+	if (!rc)
+		rc = sb_atomic_commit(&a, err);
+	else
+		sb_atomic_abort(&a);
+	if (!rc)
+		rc = sb_sha256_file(out_path, out_sha, NULL, err);
 	if (!rc) {
-		/* test.read, then the cells: to the file and to stdout */
-		const char *parts[2] = {rec.buf, cbuf};
-		size_t lens[2] = {rec.len, clen};
-		for (int k = 0; k < 2 && !rc; k++) {
-			if (lens[k] == 0)
-				continue;
-			if (fwrite(parts[k], 1, lens[k], a.f) != lens[k])
-				rc = SB_ERRNO(err, out_path);
-			else if (fwrite(parts[k], 1, lens[k], stdout) != lens[k] || fflush(stdout) != 0)
-				rc = SB_ERRNO(err, "write error: stdout");
-		}
+		/* the read is complete and recorded in OUT_DIR: a stdout error now is reported (exit 4)
+		 * but does not make the read a failed one. A closed pipe is an error, not a SIGPIPE. */
+		void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+		sb_jw_free(&std);
+		if (fclose(smem) != 0)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		smem = NULL;
+		parts[0] = sbuf;
+		lens[0] = slen;
+		for (int k = 0; k < 3 && !rc; k++)
+			if (lens[k] && (fwrite(parts[k], 1, lens[k], stdout) != lens[k] || fflush(stdout) != 0)) {
+				SB_ERRNO(std_err, "write error: stdout");
+				break;
+			}
+		if (!std_err->code && fflush(stdout) != 0)
+			SB_ERRNO(std_err, "write error: stdout");
+		signal(SIGPIPE, old);
 	}
 	free(cbuf);
 	sb_jw_free(&rec);
 	sb_jw_free(&files);
 	sb_jw_free(&cells);
+	sb_jw_free(&file);
+	sb_jw_free(&std);
+	if (smem)
+		fclose(smem);
+	free(sbuf);
+	free(bits_dir);
+	return rc;
 out:
 	sb_jw_free(&file);
 	sb_jw_free(&std);
+	if (smem)
+		fclose(smem);
+	free(sbuf);
 	free(bits_dir);
-	if (rc) {
-		sb_atomic_abort(&a);
-		return rc;
-	}
-	if ((rc = sb_atomic_commit(&a, err)))
-		return rc;
-	return sb_sha256_file(out_path, out_sha, NULL, err);
+	sb_atomic_abort(&a);
+	return rc;
 }
 
 int main(int argc, char **argv)
@@ -1349,11 +1392,18 @@ int main(int argc, char **argv)
 	if (sb_mkdir_p(o.out_dir, &err))
 		goto failed;
 	char out_sha[SB_SHA256_HEX];
-	if (do_read(&o, &g, plan, n_plan, read_no, out_path, out_sha, &err))
+	struct sb_err std_err = {0};
+	if (do_read(&o, &g, plan, n_plan, read_no, out_path, out_sha, &err, &std_err))
 		goto failed;
 	ledger_record(&lw, "completed", read_no, &o, g.sha256, out_path, out_sha, NULL);
 	if (sb_guard_ledger_append(ledger, lw.buf, lw.len, &err))
 		sb_cli_die(&err);
+	if (std_err.code) {
+		sb_err_prefix(&std_err, "the test read %d is complete and recorded in %s (SHA-256 %.16s...), but its copy "
+		                        "to stdout failed",
+		              read_no, out_path, out_sha);
+		sb_cli_die(&std_err);
+	}
 	if (!sb_quiet)
 		fprintf(stderr, "sb-test: test read %d of selection %.16s... written to %s (SHA-256 %.16s...)\n",
 		        read_no, g.sha256, out_path, out_sha);
