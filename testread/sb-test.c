@@ -938,7 +938,8 @@ static char *test_file_path(const char *data_dir, const char *task)
 }
 
 /* Before the read is recorded: each task's test file exists and can be opened for reading
- * (its contents are read only by the read itself). SB_EIO naming the first that cannot. */
+ * (its contents are read only by the read itself), and its sidecar, if any, is well formed.
+ * SB_EIO (SB_EDATA for a sidecar) naming the first that is not. */
 static int check_test_files(const struct opts *o, const struct plan *plan, size_t n_plan, struct sb_err *err)
 {
 	for (size_t i = 0; i < n_plan; i++) {
@@ -953,6 +954,23 @@ static int check_test_files(const struct opts *o, const struct plan *plan, size_
 			            tpath, strerror(errno), plan[i].task, o->data_dir);
 		else if (!S_ISREG(st.st_mode))
 			rc = SB_ERR(err, SB_EIO, "%s: not a regular file; nothing was read", tpath);
+		/* its sidecar, when there is one, must be one the read will accept (a sha256sum line
+		 * naming test.safetensors; not, say, `sha256sum data/T/test.safetensors` run from the
+		 * data directory's parent): the read refuses any other after it counts. Only the
+		 * sidecar is read, never the test file. */
+		char *side = rc ? NULL : malloc(strlen(tpath) + 8);
+		if (side) {
+			sprintf(side, "%s.sha256", tpath);
+			char hex[SB_SHA256_HEX];
+			struct sb_err e2 = {0};
+			if (sb_file_exists(side) && sb_sidecar_read(tpath, hex, &e2))
+				rc = SB_ERR(err, e2.code ? e2.code : SB_EDATA,
+				            "%s (the SHA-256 sidecar of task '%s''s test file, which the read checks); "
+				            "nothing was read",
+				            e2.msg, plan[i].task);
+			free(side);
+		} else if (!rc)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 		free(tpath);
 		if (rc)
 			return rc;
