@@ -8,6 +8,7 @@
 
 #include "hash.h"
 #include "io.h"
+#include "json.h"
 #include "rng.h"
 
 static int meta_int(const struct sb_dataset *ds, const char *key, int required, int lo, int hi, int *out,
@@ -49,6 +50,27 @@ void sb_dataset_free(struct sb_dataset *ds)
 		return;
 	sb_tensors_free(&ds->ts);
 	memset(ds, 0, sizeof *ds);
+}
+
+int sb_bytes_are_test_split(const void *bytes, size_t n)
+{
+	const uint8_t *b = bytes;
+	if (!b || n < 10)
+		return 0;
+	uint64_t h = 0;
+	for (int i = 7; i >= 0; i--)
+		h = h << 8 | b[i];
+	if (h < 2 || h > n - 8 || b[8] != '{')
+		return 0;
+	struct sb_json *v;
+	struct sb_err e = {0};
+	if (sb_json_parse((const char *)b + 8, (size_t)h, &v, &e))
+		return 0;
+	const struct sb_json *meta = sb_json_get(v, "__metadata__");
+	const char *split = meta && meta->type == SB_JSON_OBJECT ? sb_json_str(sb_json_get(meta, "split"), NULL) : NULL;
+	int test = split && strcmp(split, "test") == 0;
+	sb_json_free(v);
+	return test;
 }
 
 int sb_dataset_read(const char *path, int allow_test, struct sb_dataset *ds, struct sb_err *err)

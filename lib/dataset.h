@@ -54,6 +54,12 @@ struct sb_dataset {
 int sb_dataset_read(const char *path, int allow_test, struct sb_dataset *ds, struct sb_err *err);
 void sb_dataset_free(struct sb_dataset *ds);
 
+/* Whether BYTES (the whole content of a file, decompressed) are a safetensors file whose
+ * metadata says split=test: a test dataset or corpus file, whatever its name. For the readers
+ * of arbitrary files (LM corpora given as a path, the tokenizer): they refuse such bytes
+ * (SB_EVERDICT, as sb_dataset_read does), since only sb-test reads test data. */
+int sb_bytes_are_test_split(const void *bytes, size_t n);
+
 /* The validation split, carved from the pool per seed (DESIGN §3, PROTOCOL A1):
  *   if limit > 0 and limit < n: keep the first `limit` of a permutation of 0..n-1
  *     drawn from (seed, SB_RNG_CAP);

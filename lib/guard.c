@@ -365,6 +365,62 @@ int sb_guard_reads(const char *ledger, const char *sha256, int *n_reads, int *n_
 	return rc;
 }
 
+int sb_guard_reads_beside(const char *ledger, const char *sha256, int *n_same, char **where, struct sb_err *err)
+{
+	*n_same = 0;
+	if (where)
+		*where = NULL;
+	char *dir = sb_path_dirname(ledger);
+	if (!dir)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	const char *slash = strrchr(ledger, '/'), *self = slash ? slash + 1 : ledger;
+	static const char suffix[] = ".reads.ndjson";
+	const size_t ls = sizeof suffix - 1;
+	DIR *d = opendir(dir);
+	if (!d) {
+		int rc = REFUSE(err, dir, "single-read", "the directory of the test-read ledgers cannot be read: %s",
+		                strerror(errno));
+		free(dir);
+		return rc;
+	}
+	int rc = 0;
+	struct dirent *e;
+	while (!rc && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (n <= ls || strcmp(e->d_name + n - ls, suffix) != 0 || strcmp(e->d_name, self) == 0)
+			continue;
+		char *p = strcmp(dir, ".") == 0 ? strdup(e->d_name) : sb_path_join(dir, e->d_name);
+		if (!p) {
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+			break;
+		}
+		struct stat st;
+		int nr = 0, ns = 0;
+		char *first = NULL;
+		if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+			rc = sb_guard_reads(p, sha256, &nr, &ns, where && !*where ? &first : NULL, err);
+			if (!rc && ns > 0) {
+				*n_same += ns;
+				if (where && !*where) {
+					size_t m = strlen(p) + (first ? strlen(first) : 1) + 16;
+					*where = malloc(m);
+					if (*where)
+						snprintf(*where, m, "%s: %s", p, first ? first : "?");
+				}
+			}
+		}
+		free(first);
+		free(p);
+	}
+	closedir(d);
+	free(dir);
+	if (rc && where) {
+		free(*where);
+		*where = NULL;
+	}
+	return rc;
+}
+
 int sb_guard_ledger_append(const char *ledger, const char *record, size_t len, struct sb_err *err)
 {
 	char *old = NULL;

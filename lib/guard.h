@@ -81,6 +81,14 @@ char *sb_guard_ledger_path(const char *selection);
  * an unreadable or malformed one is SB_EVERDICT (check "single-read"). */
 int sb_guard_reads(const char *ledger, const char *sha256, int *n_reads, int *n_same, char **first, struct sb_err *err);
 
+/* Reads of the selection `sha256` recorded in the OTHER ledgers of the ledger's directory
+ * (every NAME.reads.ndjson there but `ledger` itself): the same selection under another
+ * name beside it (a hard link, a symbolic link, a copy) has a ledger of its own, and a read
+ * through it is a read of this selection. *n_same: their "started" records of `sha256`;
+ * *where (if not NULL) the first such ledger's path and read, or NULL. A damaged or
+ * unreadable one is SB_EVERDICT (check "single-read"), as for the ledger itself. */
+int sb_guard_reads_beside(const char *ledger, const char *sha256, int *n_same, char **where, struct sb_err *err);
+
 /* Append one record (compact JSON text without the newline) to the ledger:
  * the whole ledger is rewritten atomically with the line added. */
 int sb_guard_ledger_append(const char *ledger, const char *record, size_t len, struct sb_err *err);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dataset.h"
 #include "hash.h"
 #include "io.h"
 #include "lm_probe.h"
@@ -192,6 +193,15 @@ int sb_lm_corpus_read(const char *spec, const char *split, struct sb_lm_corpus *
 	uint8_t *all = NULL;
 	size_t total = 0;
 	SB_TRY(read_text(path, &all, &total, err));
+	/* a test dataset or corpus file given by its path (or renamed, linked, compressed) is
+	 * test data all the same: refused, as the corpus directory's test part is */
+	if (sb_bytes_are_test_split(all, total)) {
+		free(all);
+		return SB_ERR(err, SB_EVERDICT,
+			      "%s: a file whose safetensors metadata says split=test: refusing to read it as a corpus "
+			      "(only sb-test reads test data)",
+			      path);
+	}
 	if (total == 0) { /* nothing to train on or cut from (later: a probe without a haystack) */
 		free(all);
 		return SB_ERR(err, SB_EDATA, "%s: empty corpus", path);

@@ -15,6 +15,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,8 @@ static const char usage_text[] =
     "                     task's chosen ratio or the status, and the test plan (caught also\n"
     "                     when re-hashed by hand)\n"
     "  single-read        the selection was not read before (the ledger next to it,\n"
-    "                     selection.reads.ndjson for selection.json, says), unless --reread\n"
+    "                     selection.reads.ndjson for selection.json, says; nor under another\n"
+    "                     name beside it: the other *.reads.ndjson there), unless --reread\n"
     "  output-fresh       OUT_DIR/test.ndjson does not exist\n"
     "  checkpoint-present every cell of the frozen test plan has its full-budget checkpoint in\n"
     "                     RUNS_DIR/CELL_ID/ (the first RUNS_DIR that holds CELL_ID)\n"
@@ -936,7 +938,8 @@ static char *test_file_path(const char *data_dir, const char *task)
 }
 
 /* Before the read is recorded: each task's test file exists and can be opened for reading
- * (its contents are read only by the read itself). SB_EIO naming the first that cannot. */
+ * (its contents are read only by the read itself), and its sidecar, if any, is well formed.
+ * SB_EIO (SB_EDATA for a sidecar) naming the first that is not. */
 static int check_test_files(const struct opts *o, const struct plan *plan, size_t n_plan, struct sb_err *err)
 {
 	for (size_t i = 0; i < n_plan; i++) {
@@ -951,6 +954,23 @@ static int check_test_files(const struct opts *o, const struct plan *plan, size_
 			            tpath, strerror(errno), plan[i].task, o->data_dir);
 		else if (!S_ISREG(st.st_mode))
 			rc = SB_ERR(err, SB_EIO, "%s: not a regular file; nothing was read", tpath);
+		/* its sidecar, when there is one, must be one the read will accept (a sha256sum line
+		 * naming test.safetensors; not, say, `sha256sum data/T/test.safetensors` run from the
+		 * data directory's parent): the read refuses any other after it counts. Only the
+		 * sidecar is read, never the test file. */
+		char *side = rc ? NULL : malloc(strlen(tpath) + 8);
+		if (side) {
+			sprintf(side, "%s.sha256", tpath);
+			char hex[SB_SHA256_HEX];
+			struct sb_err e2 = {0};
+			if (sb_file_exists(side) && sb_sidecar_read(tpath, hex, &e2))
+				rc = SB_ERR(err, e2.code ? e2.code : SB_EDATA,
+				            "%s (the SHA-256 sidecar of task '%s''s test file, which the read checks); "
+				            "nothing was read",
+				            e2.msg, plan[i].task);
+			free(side);
+		} else if (!rc)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 		free(tpath);
 		if (rc)
 			return rc;
@@ -1014,7 +1034,7 @@ static int lock_ledger_dir(const char *ledger, struct sb_err *err)
 
 /* The read itself: open the test files, evaluate, write. Returns 0 or an error. */
 static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan *plan, size_t n_plan, int read_no,
-                   const char *out_path, char out_sha[SB_SHA256_HEX], struct sb_err *err)
+                   const char *out_path, char out_sha[SB_SHA256_HEX], struct sb_err *err, struct sb_err *std_err)
 {
 	char *bits_dir = sb_path_join(o->out_dir, "bits");
 	if (!bits_dir)
@@ -1027,9 +1047,19 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 		free(bits_dir);
 		return rc;
 	}
+	/* stdout gets its copy only once OUT_DIR/test.ndjson is committed: a stdout that fails
+	 * (/dev/full, a closed pipe: `| head`) must not lose a read that counts already */
 	struct sb_jw file, std;
 	sb_jw_init(&file, a.f);
-	sb_jw_init(&std, stdout);
+	char *sbuf = NULL;
+	size_t slen = 0;
+	FILE *smem = open_memstream(&sbuf, &slen);
+	if (!smem) {
+		sb_atomic_abort(&a);
+		free(bits_dir);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	sb_jw_init(&std, smem);
 	/* the selection as the guard hashed it (not hashed again: what was checked is what is cited) */
 	struct sb_input in = {.path = o->sel};
 	memcpy(in.sha256, g->file_sha256, SB_SHA256_HEX);
@@ -1037,8 +1067,17 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 	if (stat(o->sel, &sst) == 0)
 		in.size_bytes = (uint64_t)sst.st_size;
 	struct sb_run_meta meta = {.device = o->device, .threads = (int)o->threads, .inputs = &in, .n_inputs = 1};
-	if ((rc = sb_record_run_meta(&file, &meta, err)) || (rc = sb_record_run_meta(&std, &meta, err)))
+	/* one run.meta, the same bytes in the file and on stdout */
+	if ((rc = sb_record_run_meta(&std, &meta, err)))
 		goto out;
+	if (fflush(smem) != 0) {
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		goto out;
+	}
+	if (slen && fwrite(sbuf, 1, slen, a.f) != slen) {
+		rc = SB_ERRNO(err, out_path);
+		goto out;
+	}
 
 	/* the distinct tasks of the plan, in plan order; their test files opened one at a time */
 	char started[32];
@@ -1175,34 +1214,57 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 	}
 	if (cmem && fclose(cmem) != 0 && !rc)
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	/* test.read, then the cells: to the file (and, once it is committed, to stdout) */
+	const char *parts[3] = {NULL, rec.buf, cbuf};
+	size_t lens[3] = {0, rec.len, clen};
+	for (int k = 1; k < 3 && !rc; k++)
+		if (lens[k] && fwrite(parts[k], 1, lens[k], a.f) != lens[k])
+			rc = SB_ERRNO(err, out_path);
+	if (!rc)
+		rc = sb_atomic_commit(&a, err);
+	else
+		sb_atomic_abort(&a);
+	if (!rc)
+		rc = sb_sha256_file(out_path, out_sha, NULL, err);
 	if (!rc) {
-		/* test.read, then the cells: to the file and to stdout */
-		const char *parts[2] = {rec.buf, cbuf};
-		size_t lens[2] = {rec.len, clen};
-		for (int k = 0; k < 2 && !rc; k++) {
-			if (lens[k] == 0)
-				continue;
-			if (fwrite(parts[k], 1, lens[k], a.f) != lens[k])
-				rc = SB_ERRNO(err, out_path);
-			else if (fwrite(parts[k], 1, lens[k], stdout) != lens[k] || fflush(stdout) != 0)
-				rc = SB_ERRNO(err, "write error: stdout");
-		}
+		/* the read is complete and recorded in OUT_DIR: a stdout error now is reported (exit 4)
+		 * but does not make the read a failed one. A closed pipe is an error, not a SIGPIPE. */
+		void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+		sb_jw_free(&std);
+		if (fclose(smem) != 0)
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		smem = NULL;
+		parts[0] = sbuf;
+		lens[0] = slen;
+		for (int k = 0; k < 3 && !rc; k++)
+			if (lens[k] && (fwrite(parts[k], 1, lens[k], stdout) != lens[k] || fflush(stdout) != 0)) {
+				SB_ERRNO(std_err, "write error: stdout");
+				break;
+			}
+		if (!std_err->code && fflush(stdout) != 0)
+			SB_ERRNO(std_err, "write error: stdout");
+		signal(SIGPIPE, old);
 	}
 	free(cbuf);
 	sb_jw_free(&rec);
 	sb_jw_free(&files);
 	sb_jw_free(&cells);
+	sb_jw_free(&file);
+	sb_jw_free(&std);
+	if (smem)
+		fclose(smem);
+	free(sbuf);
+	free(bits_dir);
+	return rc;
 out:
 	sb_jw_free(&file);
 	sb_jw_free(&std);
+	if (smem)
+		fclose(smem);
+	free(sbuf);
 	free(bits_dir);
-	if (rc) {
-		sb_atomic_abort(&a);
-		return rc;
-	}
-	if ((rc = sb_atomic_commit(&a, err)))
-		return rc;
-	return sb_sha256_file(out_path, out_sha, NULL, err);
+	sb_atomic_abort(&a);
+	return rc;
 }
 
 int main(int argc, char **argv)
@@ -1275,16 +1337,30 @@ int main(int argc, char **argv)
 		sb_cli_die(&err);
 	for (int r = 0; r < o.n_runs; r++)
 		warn_unlisted(&g, o.runs[r]);
-	/* 2. one read per selection */
-	char *ledger = sb_guard_ledger_path(o.sel);
-	int n_reads, n_same;
-	char *first = NULL;
+	/* 2. one read per selection: the ledger beside the selection file itself (a symbolic link
+	 * is followed to it), and the other ledgers of its directory, where the same selection
+	 * read under another name (a link, a copy) left its reads */
+	char *real_sel = realpath(o.sel, NULL);
+	char *ledger = sb_guard_ledger_path(real_sel ? real_sel : o.sel);
+	free(real_sel);
+	int n_reads, n_same, n_beside = 0;
+	char *first = NULL, *beside = NULL;
 	if (!ledger) {
 		SB_ERR(&err, SB_EINTERNAL, "out of memory");
 		sb_cli_die(&err);
 	}
-	if (lock_ledger_dir(ledger, &err) || sb_guard_reads(ledger, g.sha256, &n_reads, &n_same, &first, &err))
+	if (lock_ledger_dir(ledger, &err) || sb_guard_reads(ledger, g.sha256, &n_reads, &n_same, &first, &err) ||
+	    sb_guard_reads_beside(ledger, g.sha256, &n_beside, &beside, &err))
 		sb_cli_die(&err);
+	if (n_beside > 0 && !o.reread) {
+		refuse(&err, o.sel, "single-read",
+		       "this selection was already read under another name in its directory (%d time(s); %s); pass "
+		       "--reread REASON to read it again",
+		       n_beside, beside ? beside : "?");
+		sb_cli_die(&err);
+	}
+	free(beside);
+	n_reads += n_beside;
 	if (n_reads > 0 && !o.reread) {
 		if (n_same > 0)
 			refuse(&err, o.sel, "single-read",
@@ -1334,11 +1410,18 @@ int main(int argc, char **argv)
 	if (sb_mkdir_p(o.out_dir, &err))
 		goto failed;
 	char out_sha[SB_SHA256_HEX];
-	if (do_read(&o, &g, plan, n_plan, read_no, out_path, out_sha, &err))
+	struct sb_err std_err = {0};
+	if (do_read(&o, &g, plan, n_plan, read_no, out_path, out_sha, &err, &std_err))
 		goto failed;
 	ledger_record(&lw, "completed", read_no, &o, g.sha256, out_path, out_sha, NULL);
 	if (sb_guard_ledger_append(ledger, lw.buf, lw.len, &err))
 		sb_cli_die(&err);
+	if (std_err.code) {
+		sb_err_prefix(&std_err, "the test read %d is complete and recorded in %s (SHA-256 %.16s...), but its copy "
+		                        "to stdout failed",
+		              read_no, out_path, out_sha);
+		sb_cli_die(&std_err);
+	}
 	if (!sb_quiet)
 		fprintf(stderr, "sb-test: test read %d of selection %.16s... written to %s (SHA-256 %.16s...)\n",
 		        read_no, g.sha256, out_path, out_sha);

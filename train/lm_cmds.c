@@ -14,6 +14,7 @@
 #include "json.h"
 #include "lm_eval.h"
 #include "lm_import.h"
+#include "dataset.h"
 #include "tokenizer.h"
 #include "record.h"
 
@@ -324,6 +325,13 @@ int sb_lm_tokenize_main(int argc, char **argv)
 	int rc = !strcmp(in, "-") ? sb_read_stream(stdin, "stdin", &buf, &n, 0, &err) : sb_read_file(in, &buf, &n, 0, &err);
 	if (rc)
 		sb_cli_die(&err);
+	if (sb_bytes_are_test_split(buf, n)) {
+		SB_ERR(&err, SB_EVERDICT,
+		       "%s: a file whose safetensors metadata says split=test: refusing to read it (only sb-test reads "
+		       "test data)",
+		       in_name);
+		sb_cli_die(&err);
+	}
 	if (!decode) {
 		int32_t *ids;
 		size_t ni;
