@@ -1352,6 +1352,20 @@ int main(int argc, char **argv)
 	if (lock_ledger_dir(ledger, &err) || sb_guard_reads(ledger, g.sha256, &n_reads, &n_same, &first, &err) ||
 	    sb_guard_reads_beside(ledger, g.sha256, &n_beside, &beside, &err))
 		sb_cli_die(&err);
+	/* a selection named through a symbolic link: reads recorded beside the link (as sb-test
+	 * did before it followed links) count too */
+	char *link_ledger = sb_guard_ledger_path(o.sel);
+	if (link_ledger && strcmp(link_ledger, ledger) && !beside) {
+		int nl = 0, sl = 0;
+		if (sb_guard_reads(link_ledger, g.sha256, &nl, &sl, &beside, &err))
+			sb_cli_die(&err);
+		n_beside += sl;
+		if (!sl) {
+			free(beside);
+			beside = NULL;
+		}
+	}
+	free(link_ledger);
 	if (n_beside > 0 && !o.reread) {
 		refuse(&err, o.sel, "single-read",
 		       "this selection was already read under another name in its directory (%d time(s); %s); pass "

@@ -58,6 +58,15 @@ ln -s "$T/s/selection.json" "$T/o/sel.json"
 ln -s "$T/s/runs" "$T/o/runs"
 second "$T/o/sel.json" "a symbolic link in another directory (its runs linked beside it)"
 
+# a read through a symbolic link that an earlier sb-test recorded beside the link (it did not
+# follow links): it still counts
+fresh; first_read
+mkdir "$T/o"
+ln -s "$T/s/selection.json" "$T/o/sel.json"
+ln -s "$T/s/runs" "$T/o/runs"
+mv "$T/s/selection.reads.ndjson" "$T/o/sel.reads.ndjson"
+second "$T/o/sel.json" "a symbolic link whose earlier read is recorded beside the link"
+
 # with --reread the read goes on and is numbered after the first
 fresh; first_read
 cp "$T/s/selection.json" "$T/s/copy.json"
