@@ -1299,7 +1299,7 @@ int main(int argc, char **argv)
 			sb_quiet = 1;
 			break;
 		case O_REREAD:
-			if (!optarg[0])
+			if (!optarg[strspn(optarg, " \t\n\r\f\v")]) /* blank is no reason either */
 				sb_cli_usage_error("--reread needs a non-empty reason");
 			o.reread = optarg;
 			break;

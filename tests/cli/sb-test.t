@@ -28,6 +28,11 @@ $ sb-test -s sel.json --reread '' runs
 ? 2
 ! --reread needs a non-empty reason
 
+%%% --reread needs a reason: a blank one is none
+$ sb-test -s sel.json --reread '  ' runs
+? 2
+! --reread needs a non-empty reason
+
 %%% a missing selection is refused, naming the check
 $ mkdir runs
 $ sb-test -s sel.json runs
