@@ -50,7 +50,8 @@ declare -A per_prog=() per_ms=()
 #                "auto": 0 when the exit status is 0, else 1)
 #   ALLOW=REGEX  new paths under WATCH that the docs allow (egrep on the path)
 #   POS=TEXT     stderr must also contain this (fixed text), e.g. "FILE:LINE"
-IN=/dev/null NLW=1 ALLOW='' POS=''
+#   SAME=FILE    a file that must be left byte for byte as it was (a ledger, an output)
+IN=/dev/null NLW=1 ALLOW='' POS='' SAME=''
 snap() { [ -n "$1" ] && [ -e "$1" ] && find "$1" -mindepth 0 | LC_ALL=C sort; true; }
 hc() {
 	local name=$1 codes=$2 needle=$3 watch=$4
@@ -58,6 +59,7 @@ hc() {
 	local before after new rc ok=0 why="" nl
 	local c0=$EPOCHREALTIME
 	before=$(snap "$watch")
+	[ -n "$SAME" ] && { cp "$SAME" "$W/.same" 2>/dev/null || : >"$W/.same"; }
 	timeout -k 5 "$TO" "$@" <"$IN" >"$W/.out" 2>"$W/.err"
 	rc=$?
 	after=$(snap "$watch")
@@ -78,6 +80,7 @@ hc() {
 	if [ -n "$needle" ] && ! grep -qF -- "$needle" "$W/.err"; then ok=1; why="$why; stderr lacks '$needle'"; fi
 	if [ -n "$POS" ] && ! grep -qF -- "$POS" "$W/.err"; then ok=1; why="$why; stderr lacks the position '$POS'"; fi
 	[ -z "$new" ] || { ok=1; why="$why; left behind: $(printf '%s' "$new" | tr '\n' ' ' | head -c 300)"; }
+	[ -n "$SAME" ] && ! cmp -s "$SAME" "$W/.same" && { ok=1; why="$why; $SAME changed"; }
 	local prog=${name%%:*}
 	per_prog[$prog]=$((${per_prog[$prog]:-0} + 1))
 	local c1=$EPOCHREALTIME
@@ -88,7 +91,7 @@ hc() {
 	else
 		t_result 1 "$desc" "${why#; }; stderr: $(head -c 600 "$W/.err" | tr '\n' '|')"
 	fi
-	IN=/dev/null NLW=1 ALLOW='' POS=''
+	IN=/dev/null NLW=1 ALLOW='' POS='' SAME=''
 }
 
 # deterministic binary garbage (no NUL-free guarantee: it has every byte value)
@@ -724,6 +727,216 @@ bad_mirror; printf 'x' >>"$fx/b/tiny/pool-images.gz"
 fe "an archive whose hash differs" 3 "pool-images.gz" "$fx/reg.json" "$fx/b"
 for fl in "--seeds 18446744073709551616" "--seeds -1" "--seeds 5-2" "--retries -1" "--timeout -1" "--timeout 1e999"; do
 	hc "$hd: option $fl" 2 "" "" sb-fetch -q --offline -o "$fx/out" $fl synthetic_marker
+done
+
+# ================================================================ sb-a8
+hd=sb-a8
+A8R=$TOP/tests/fixtures/a8/run.sh
+mkdir -p "$W/a8o"
+# valid inputs of every analysis (docs/sb-a8.md; tests/cli/sb-a8.t, tests/sh/a8_m3.sh)
+for m in softmax topk_softmax_025; do for s in 0 1; do "$A8R" cifar10 $m $s 3 0.5$s; done; done >"$W/a8_bottomk"
+"$TOP/tests/fixtures/a8/ld_grid.sh" >"$W/a8_lineardecay"
+for m in softmax topk_softmax_025; do for t in mnist usps; do "$A8R" -p $t $m 0 4 0.5; done; done >"$W/a8_m1"
+for m in softmax mechanistic_switch median_switch early_accuracy_switch entropy_switch; do
+	for s in 0 1; do "$A8R" t $m $s 4 0.5$s; done
+done >"$W/a8_m2"
+{ grep -v 'early_accuracy_switch\|entropy_switch' "$W/a8_m2"; for m in softmax mechanistic_switch median_switch; do for s in 0 1; do
+	printf '{"kind":"test.cell","v":1,"cell_id":"t.%s.s%d.plain.compact.e4","task":"t","method":"%s","seed":%d,"test_accuracy":0.5}\n' $m $s $m $s
+done; done; } >"$W/a8_m3"
+for m in softmax topk_softmax_025; do "$A8R" -p svhn $m 0 4 0.5; done >"$W/a8_m3map"
+gzip -dc "$TOP/tests/fixtures/a8/n3a/killed.ndjson.gz" >"$W/a8_n3a"
+sb-a8 -q m1 --resamples 100 "$W/a8_m1" >"$W/a8_traj" 2>"$W/a8.err"
+printf '%s\n' '{"kind":"a8.verdict","v":1,"analysis":"m2","strongest_simple":"median_switch"}' >"$W/a8_m2v"
+ok=0
+for a in m1 m2 m3 bottomk lineardecay n3a; do
+	sb-a8 -q $a --resamples 100 "$W/a8_$a" >/dev/null 2>>"$W/a8.err" || sb-a8 -q $a "$W/a8_$a" >/dev/null 2>>"$W/a8.err" || ok=1
+done
+sb-a8 -q m3map --trajectory "$W/a8_traj" --m2 "$W/a8_m2v" "$W/a8_m3map" >/dev/null 2>>"$W/a8.err" || ok=1
+t_result $ok "fixtures: every sb-a8 analysis computes on its valid records" "$(head -c 300 "$W/a8.err")"
+# a8 NAME CODES NEEDLE ANALYSIS FILE...: --md (and --switch-epochs where the analysis has it)
+# into $W/a8o, which must stay empty: an error writes neither
+a8() {
+	local name=$1 codes=$2 needle=$3 a=$4
+	shift 4
+	local o=(--md "$W/a8o/r.md")
+	case $a in m1 | m2 | m3) o+=(--resamples 100) ;; esac
+	case $a in m1) o+=(--switch-epochs "$W/a8o/sw.inc") ;; esac
+	case $a in m3map) o+=(--switch-epochs "$W/a8o/sw.inc" --trajectory "${TRAJ:-$W/a8_traj}" --m2 "${M2V:-$W/a8_m2v}") ;; esac
+	rm -f "$W/a8o"/*
+	hc "$hd: $a: $name" "$codes" "$needle" "$W/a8o" sb-a8 -q "$a" "${o[@]}" "$@"
+	TRAJ='' M2V=''
+}
+TRAJ='' M2V=''
+mkfifo "$W/a8_fifo"
+# cut FILE at offset O or a little later, so that the cut falls inside a line (a cut at a
+# line's end leaves valid records: a shorter input, not a malformed one)
+cut_mid() { # file offset out
+	local o=$2
+	while [ "$o" -gt 0 ] && [ -z "$(tail -c +"$o" "$1" | head -c 1 | tr '\n' ' ' | tr -d ' ')" ]; do o=$((o + 1)); done
+	head -c "$o" "$1" >"$3"
+}
+# the line number of byte offset O (1-based) in FILE
+line_at() { head -c "$2" "$1" | grep -c ''; }
+for a in m1 m2 m3 bottomk lineardecay n3a m3map; do
+	f=$W/a8_$a
+	: >"$W/a8e_$a"
+	# no records: insufficient input (3); n3a: no decision; lineardecay: the INCOMPLETE
+	# verdict (exit 0, said on stderr)
+	[ $a = lineardecay ] && ALLOW='r\.md$'
+	a8 "empty file" "$([ $a = lineardecay ] && echo 0 || echo 3)" "" $a "$W/a8e_$a"
+	a8 "missing file" 4 "$W/nosuch" $a "$W/nosuch"
+	a8 "a directory" "3 4" "$W/a8o" $a "$W/a8o"
+	TO=5 a8 "a FIFO without a writer" "3 4" "a8_fifo" $a "$W/a8_fifo"
+	garbage 3000 "$W/a8g_$a"
+	POS="a8g_$a:"
+	a8 "binary garbage" 3 "a8g_$a" $a "$W/a8g_$a"
+	s=$(stat -c %s "$f")
+	for o in 1 17 $((s / 3)) $((s / 2)) $((s - 2)); do
+		cut_mid "$f" "$o" "$W/a8c_$a"
+		POS="a8c_$a:$(line_at "$W/a8c_$a" "$(stat -c %s "$W/a8c_$a")")"
+		a8 "cut at byte $o of $s" 3 "a8c_$a" $a "$W/a8c_$a"
+	done
+	{ head -n 2 "$f"; printf '%s' '{"kind":"x","v":1,"pad":"'; tenmb; printf '%s\n' '"'; } >"$W/a8t_$a"
+	POS="a8t_$a:3"
+	a8 "a 10 MB line, unterminated string" 3 "a8t_$a" $a "$W/a8t_$a"
+	{ head -n 2 "$f"; awk 'BEGIN { s = ""; for (i = 0; i < 100000; i++) s = s "[" ; print s }'; } >"$W/a8d_$a"
+	POS="a8d_$a:3"
+	a8 "nested 100000 deep" 3 "a8d_$a" $a "$W/a8d_$a"
+	l1=$(head -n 1 "$f")
+	{ printf '%s\n' "${l1/\"kind\":/\"kind\":\"x\",\"kind\":}"; tail -n +2 "$f"; } >"$W/a8k_$a"
+	POS="a8k_$a:1"
+	a8 "a duplicate key" 3 "a8k_$a" $a "$W/a8k_$a"
+	{ printf '%s\n' "${l1/\"v\":1/\"v\":1,\"x\":\"\\u0000\"}"; tail -n +2 "$f"; } >"$W/a8n_$a"
+	POS="a8n_$a:1: column"
+	a8 "an escaped NUL" 3 "a8n_$a" $a "$W/a8n_$a"
+	{ printf '%s\n' "${l1/\"v\":1/\"v\":1,\"x\":\"\\udc00\"}"; tail -n +2 "$f"; } >"$W/a8s_$a"
+	POS="a8s_$a:1: column"
+	a8 "an escaped lone surrogate" 3 "a8s_$a" $a "$W/a8s_$a"
+	{ printf '%s\n' "${l1/\"v\":1/\"v\":1,\"x\":\"$'\xc0\xaf'\"}"; tail -n +2 "$f"; } >"$W/a8u_$a"
+	POS="a8u_$a:1"
+	a8 "invalid UTF-8 (an overlong form)" 3 "a8u_$a" $a "$W/a8u_$a"
+	{ head -n 2 "$f"; printf '[1,2]\n'; } >"$W/a8r_$a"
+	POS="a8r_$a:3"
+	a8 "a line that is an array" 3 "a8r_$a" $a "$W/a8r_$a"
+done
+# a line one byte over the 64 MiB limit (lib/json.h), after valid records
+{ head -n 2 "$W/a8_bottomk"; printf '{"kind":"x","pad":"'; head -c $(((64 << 20) - 19)) /dev/zero | tr '\0' a; printf '"}\n'; } >"$W/a8_64mb"
+POS='a8_64mb:3: line longer than 64 MiB'
+a8 "a line of 64 MiB + 1 byte" 3 "a8_64mb" bottomk "$W/a8_64mb"
+rm -f "$W/a8_64mb"
+# records: every field of eval.epoch / eval.done mistyped or out of range
+ep=$(head -n 1 "$W/a8_bottomk")
+dn=$(grep -m 1 '"kind":"eval.done"' "$W/a8_bottomk")
+a8rec() { # name line(s) ...: the bottomk fixture with its first line replaced
+	{ printf '%s\n' "$2"; tail -n +2 "$W/a8_bottomk"; } >"$W/a8x_$1"
+	POS="a8x_$1:1"
+	a8 "record: $1" 3 "a8x_$1" bottomk "$W/a8x_$1"
+}
+a8set() { printf '%s' "$1" | sed -E "s/\"$2\":(\"[^\"]*\"|[^,}]*)/\"$2\":$(printf '%s' "$3" | sed 's/[&/\]/\\&/g')/"; }
+for f in task method; do
+	for v in 1 null '[]' '{}' true; do a8rec "${f}_$v" "$(a8set "$ep" $f "$v")"; done
+done
+for f in seed epoch; do
+	for v in '"0"' null 1e999 -1e999 9223372036854775808 18446744073709551616 0.5 '[]'; do a8rec "${f}_$v" "$(a8set "$ep" $f "$v")"; done
+done
+a8rec epoch_neg "$(a8set "$ep" epoch -1)"
+a8rec epoch_big "$(a8set "$ep" epoch 100000)"
+for v in '"0.5"' 1e999 -0.5 1.5 '[]' '{}'; do a8rec "val_accuracy_$v" "$(a8set "$ep" val_accuracy "$v")"; done
+for v in 2 '"1"' 1e999 null; do a8rec "v_$v" "$(a8set "$ep" v "$v")"; done
+a8rec "n_val_1e999" "$(a8set "$ep" n_val 1e999)"
+a8rec "n_val_neg0" "$(a8set "$ep" n_val -0)"
+a8rec "cell_id_num" "$(a8set "$ep" cell_id 7)"
+a8rec "arch_num" "$(a8set "$ep" arch 7)"
+# the first run's eval.done at line 1, its epochs after it
+for v in 0 -0 '"3"' null 1e999 9223372036854775808 -1 2147483648; do a8rec "done_epochs_$v" "$(a8set "$dn" epochs "$v")"; done
+for v in null 1 '[]'; do a8rec "done_train_status_$v" "$(a8set "$dn" train_status "$v")"; done
+for v in '"3"' 1e999 -0.5; do a8rec "done_epochs_evaluated_$v" "$(a8set "$dn" epochs_evaluated "$v")"; done
+# m3: test.cell records
+tc=$(grep -m 1 '"kind":"test.cell"' "$W/a8_m3")
+for v in '"0.5"' null 1e999 -0 -0.1 2; do
+	{ printf '%s\n' "$(a8set "$tc" test_accuracy "$v")"; cat "$W/a8_m3"; } >"$W/a8x_tc"
+	POS="a8x_tc:1" NLW=auto ALLOW='r\.md$'
+	a8 "test.cell test_accuracy=$v" "0 3" "a8x_tc" m3 "$W/a8x_tc"
+done
+# n3a: every field of n3a.eval mistyped or out of range
+n3=$(head -n 1 "$W/a8_n3a")
+for f in arch r seed arm parent step validation_cross_entropy v registered_settings; do
+	for v in '"x"' '[]' 1e999 -0 9223372036854775808 -1; do
+		nl=$(a8set "$n3" $f "$v")
+		[ "$nl" = "$n3" ] && continue
+		{ printf '%s\n' "$nl"; tail -n +2 "$W/a8_n3a"; } >"$W/a8x_n3a"
+		case $f=$v in
+		seed=-0 | seed=-1 | step=-0 | validation_cross_entropy=-0 | validation_cross_entropy=-1)
+			# valid in the record (a seed is any integer, -0 is 0): the analysis' "no decision"
+			# (a census without that seed's other evaluations, a CE that is no denominator)
+			a8 "n3a.eval $f=$v (no decision)" 3 "no decision" n3a "$W/a8x_n3a" ;;
+		validation_cross_entropy=9223372036854775808)
+			# a finite CE: computed (the fixture's one warning: 10 seeds, not the registered 64)
+			ALLOW='r\.md$'
+			a8 "n3a.eval $f=$v (a finite CE)" 0 "not the registered design" n3a "$W/a8x_n3a" ;;
+		*)
+			POS="a8x_n3a:1"
+			a8 "n3a.eval $f=$v" 3 "a8x_n3a" n3a "$W/a8x_n3a" ;;
+		esac
+	done
+done
+# m3map's --trajectory (sb-a8 m1's a8.m1.group records) and --m2 (its a8.verdict)
+for which in TRAJ M2V; do
+	if [ $which = TRAJ ]; then f=$W/a8_traj opt=trajectory; else f=$W/a8_m2v opt=m2; fi
+	: >"$W/a8e_$which"
+	printf -v "$which" '%s' "$W/a8e_$which"
+	a8 "--$opt empty" 3 "a8e_$which" m3map "$W/a8_m3map"
+	printf -v "$which" '%s' "$W/nosuch"
+	a8 "--$opt missing" 4 "$W/nosuch" m3map "$W/a8_m3map"
+	printf -v "$which" '%s' "$W/a8o"
+	a8 "--$opt a directory" "3 4" "$W/a8o" m3map "$W/a8_m3map"
+	printf -v "$which" '%s' "$W/a8_fifo"
+	TO=5 a8 "--$opt a FIFO without a writer" "3 4" "a8_fifo" m3map "$W/a8_m3map"
+	garbage 2000 "$W/a8g_$which"
+	printf -v "$which" '%s' "$W/a8g_$which"
+	POS="a8g_$which:1"
+	a8 "--$opt binary garbage" 3 "a8g_$which" m3map "$W/a8_m3map"
+	s=$(stat -c %s "$f")
+	for o in 1 30 $((s / 2)) $((s - 2)); do
+		cut_mid "$f" "$o" "$W/a8c_$which"
+		printf -v "$which" '%s' "$W/a8c_$which"
+		POS="a8c_$which:$(line_at "$W/a8c_$which" "$(stat -c %s "$W/a8c_$which")")"
+		a8 "--$opt cut at byte $o of $s" 3 "a8c_$which" m3map "$W/a8_m3map"
+	done
+done
+gr=$(grep -m 1 '"kind":"a8.m1.group"' "$W/a8_traj")
+for f in task target_switch_epoch n_val probe_tail_mass_e3 pred_mechanistic; do
+	for v in null '"x"' 1e999 -0 9223372036854775808 '[]'; do
+		nl=$(a8set "$gr" $f "$v")
+		[ "$nl" = "$gr" ] || [ "$f=$v" = 'task="x"' ] && continue
+		grep -v '"kind":"a8.m1.group"' "$W/a8_traj" >"$W/a8x_traj"
+		{ printf '%s\n' "$nl"; grep '"kind":"a8.m1.group"' "$W/a8_traj" | tail -n +2; } >>"$W/a8x_traj"
+		# a value m3map does not use (a prediction), or -0 read as 0: the map is computed
+		TRAJ=$W/a8x_traj POS="a8x_traj:" NLW=auto ALLOW='(r\.md|sw\.inc)$'
+		a8 "--trajectory a8.m1.group $f=$v" "0 3" "a8x_traj" m3map "$W/a8_m3map"
+	done
+done
+for v in null 7 '""' '"softmax"' '[]'; do
+	printf '{"kind":"a8.verdict","v":1,"analysis":"m2","strongest_simple":%s}\n' "$v" >"$W/a8x_m2v"
+	M2V=$W/a8x_m2v
+	a8 "--m2 strongest_simple=$v" 3 "a8x_m2v" m3map "$W/a8_m3map"
+done
+printf '{"kind":"a8.verdict","v":1,"analysis":"m2","strongest_simple":"median_switch","strongest_simple":"entropy_switch"}\n' >"$W/a8x_m2v"
+M2V=$W/a8x_m2v POS="a8x_m2v:1"
+a8 "--m2 a duplicate key" 3 "a8x_m2v" m3map "$W/a8_m3map"
+# the outputs: --md and --switch-epochs where a directory is, or in a missing directory
+mkdir -p "$W/a8d/r.md" "$W/a8d/sw.inc"
+hc "$hd: --md is a directory" 4 "r.md" "$W/a8o" sb-a8 -q bottomk --md "$W/a8d/r.md" "$W/a8_bottomk"
+hc "$hd: --md in a missing directory" 4 "nosuch" "$W/a8o" sb-a8 -q bottomk --md "$W/nosuch/r.md" "$W/a8_bottomk"
+hc "$hd: --switch-epochs is a directory" 4 "sw.inc" "$W/a8o" sb-a8 -q m1 --resamples 100 --switch-epochs "$W/a8d/sw.inc" "$W/a8_m1"
+# an existing --switch-epochs is read to see whether its content changes: a FIFO there is
+# replaced (written atomically), never opened
+NLW=0
+TO=5 hc "$hd: --switch-epochs is a FIFO (replaced, never read)" 0 "" "$W/a8o" sb-a8 -q m1 --resamples 100 --switch-epochs "$W/a8_fifo" "$W/a8_m1"
+[ -p "$W/a8_fifo" ] || { rm -f "$W/a8_fifo"; mkfifo "$W/a8_fifo"; }
+hc "$hd: --switch-epochs in a missing directory" 4 "nosuch" "$W/a8o" sb-a8 -q m1 --resamples 100 --switch-epochs "$W/nosuch/sw.inc" "$W/a8_m1"
+for opt in "--seed -1" "--seed 1e999" "--seed 18446744073709551616" "--resamples 0" "--resamples -0" "--resamples 1e999"; do
+	hc "$hd: option $opt" 2 "" "$W/a8o" sb-a8 -q m1 $opt "$W/a8_m1"
 done
 
 summary=""
