@@ -323,6 +323,8 @@ int sb_guard_reads(const char *ledger, const char *sha256, int *n_reads, int *n_
 		return 0;
 	struct sb_ndjson_reader *r;
 	struct sb_err e2 = {0};
+	if (stat(ledger, &st) == 0 && !S_ISREG(st.st_mode)) /* a FIFO would block the read */
+		return REFUSE(err, ledger, "single-read", "the test-read ledger is not a regular file");
 	if (sb_ndjson_open(ledger, &r, &e2))
 		return REFUSE(err, ledger, "single-read", "the test-read ledger cannot be read: %s", e2.msg);
 	int rc = 0;
