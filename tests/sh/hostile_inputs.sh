@@ -939,6 +939,169 @@ for opt in "--seed -1" "--seed 1e999" "--seed 18446744073709551616" "--resamples
 	hc "$hd: option $opt" 2 "" "$W/a8o" sb-a8 -q m1 $opt "$W/a8_m1"
 done
 
+# ================================================================ sb-freeze
+hd=sb-freeze
+. "$TOP/tests/fixtures/guard/lib.sh"
+FZ=$W/fz
+mkdir -p "$FZ/runs" "$FZ/out"
+_fz_acc() { echo "0.5 0.6 0.7"; }
+mkgrid "$FZ/runs" t "$ALL_METHODS" "0 1" _fz_acc
+FL=$(grep -l '"method":"topk_softmax_025","seed":0' "$FZ"/runs/*/val.ndjson)
+FLS=$(ls "$FZ"/runs/*/val.ndjson | grep -v "$FL")
+printf '%s\n' '# switch map' 'method mechanistic_switch median_switch' \
+	'set when task=t arch=plain tier=compact method=mechanistic_switch switch_epoch=2' \
+	'set when task=t arch=plain tier=compact method=median_switch switch_epoch=3' >"$FZ/map.inc"
+sb-freeze -q --min-seeds 1 -o "$FZ/good.json" "$FL" $FLS >/dev/null 2>"$FZ/err" &&
+	sb-freeze -q --rule m3_confirmation --switch-map "$FZ/map.inc" -o "$FZ/good_m3.json" "$FL" $FLS >/dev/null 2>>"$FZ/err"
+t_result $? "fixtures: sb-freeze freezes the fixture logs (both rules)" "$(head -c 300 "$FZ/err")"
+# fz NAME CODES NEEDLE LOG: the fixture's other logs and LOG, into $FZ/out (nothing may appear)
+fz() {
+	rm -f "$FZ/out"/*
+	hc "$hd: $1" "$2" "$3" "$FZ/out" sb-freeze -q --min-seeds 1 -o "$FZ/out/sel.json" $FLS "$4"
+}
+fzm() { # NAME CODES NEEDLE MAP: rule m3_confirmation with MAP
+	rm -f "$FZ/out"/*
+	hc "$hd: $1" "$2" "$3" "$FZ/out" sb-freeze -q --rule m3_confirmation --switch-map "$4" -o "$FZ/out/sel.json" "$FL" $FLS
+}
+mkfifo "$FZ/fifo"
+: >"$FZ/l_empty"
+# an empty log holds no cells: the others are frozen (documented: a selection is written)
+NLW=auto ALLOW='sel\.json$'
+fz "an empty log (no cells)" "0 3" "l_empty" "$FZ/l_empty"
+rm -f "$FZ/out"/*
+fz "a missing log" 4 "$W/nosuch" "$W/nosuch"
+fz "a log that is a directory" "3 4" "$FZ/runs" "$FZ/runs"
+TO=5 fz "a log that is a FIFO without a writer" "3 4" "fifo" "$FZ/fifo"
+garbage 3000 "$FZ/l_garbage"
+POS="l_garbage:1"
+fz "binary garbage" 3 "l_garbage" "$FZ/l_garbage"
+s=$(stat -c %s "$FL")
+for o in 1 17 $((s / 4)) $((s / 2)) $((3 * s / 4)) $((s - 2)); do
+	cut_mid "$FL" "$o" "$FZ/l_cut"
+	POS="l_cut:$(line_at "$FZ/l_cut" "$(stat -c %s "$FZ/l_cut")")"
+	fz "a log cut at byte $o of $s" 3 "l_cut" "$FZ/l_cut"
+done
+{ head -n 2 "$FL"; printf '%s' '{"kind":"x","v":1,"pad":"'; tenmb; printf '%s\n' '"}'; tail -n +3 "$FL"; } >"$FZ/l_10mb"
+# a 10 MB record of an unknown kind is a record (under the 64 MiB limit): frozen
+NLW=0 ALLOW='sel\.json$'
+fz "a 10 MB line of an unknown kind" "0" "" "$FZ/l_10mb"
+rm -f "$FZ/out"/* "$FZ/l_10mb"
+{ head -n 2 "$FL"; printf '%s' '{"kind":"x","v":1,"pad":"'; tenmb; printf '%s\n' '"'; } >"$FZ/l_10mbu"
+POS="l_10mbu:3"
+fz "a 10 MB line, unterminated string" 3 "l_10mbu" "$FZ/l_10mbu"
+{ head -n 2 "$FL"; printf '{"kind":"x","pad":"'; head -c $(((64 << 20) - 19)) /dev/zero | tr '\0' a; printf '"}\n'; } >"$FZ/l_64mb"
+POS='l_64mb:3: line longer than 64 MiB'
+fz "a line of 64 MiB + 1 byte" 3 "l_64mb" "$FZ/l_64mb"
+rm -f "$FZ/l_64mb"
+{ head -n 2 "$FL"; awk 'BEGIN { s = ""; for (i = 0; i < 100000; i++) s = s "{\"a\":"; print s }'; } >"$FZ/l_deep"
+POS="l_deep:3"
+fz "nested 100000 deep" 3 "l_deep" "$FZ/l_deep"
+ep=$(sed -n 2p "$FL")
+dn=$(grep '"kind":"eval.done"' "$FL")
+fzrec() { # name line [LINE]: the log with its first eval.epoch (line 2) replaced; the error
+	# at LINE (default 2)
+	{ head -n 1 "$FL"; printf '%s\n' "$2"; tail -n +3 "$FL"; } >"$FZ/l_$1"
+	POS="l_$1:${3:-2}"
+	fz "eval.epoch: $1" 3 "l_$1" "$FZ/l_$1"
+}
+fzdone() { # name line: the log with its eval.done replaced
+	{ grep -v '"kind":"eval.done"' "$FL"; printf '%s\n' "$2"; } >"$FZ/l_$1"
+	POS="l_$1:$(grep -c '' "$FZ/l_$1")"
+	fz "eval.done: $1" 3 "l_$1" "$FZ/l_$1"
+}
+fzset() { printf '%s' "$1" | sed -E "s/\"$2\":(\"[^\"]*\"|[^,}]*)/\"$2\":$(printf '%s' "$3" | sed 's/[&/\]/\\&/g')/"; }
+for f in cell_id task method tier arch; do
+	for v in 1 null '[]' '{}'; do fzrec "${f}_$v" "$(fzset "$ep" $f "$v")"; done
+done
+for f in seed epoch epochs_completed; do
+	for v in '"1"' null 1e999 -1 9223372036854775808 18446744073709551616 0.5; do
+		# seed -1 is an integer: the next record of the cell contradicts it
+		fzrec "${f}_$v" "$(fzset "$ep" $f "$v")" "$([ "$f$v" = seed-1 ] && echo 3 || echo 2)"
+	done
+done
+for v in '"0.5"' 1e999 -1e999 -0.5 1.5 '[]'; do fzrec "val_accuracy_$v" "$(fzset "$ep" val_accuracy "$v")"; done
+for v in 2 '"1"' 1e999; do fzrec "v_$v" "$(fzset "$ep" v "$v")"; done
+fzrec dup_key "${ep/\"seed\":0/\"seed\":0,\"seed\":1}"
+fzrec nul "$(printf '%s' "$ep" | sed 's/"task":"t"/"task":"t\\u0000x"/')"
+fzrec surrogate "$(printf '%s' "$ep" | sed 's/"task":"t"/"task":"t\\ud800"/')"
+fzrec overlong "${ep/\"task\":\"t\"/\"task\":\"t$'\xc0\xaf'\"}"
+fzrec array '[1,2]'
+for v in 0 -1 '"3"' null 1e999 9223372036854775808; do fzdone "epochs_$v" "$(fzset "$dn" epochs "$v")"; done
+for v in -1 '"3"' 1e999 4; do fzdone "epochs_evaluated_$v" "$(fzset "$dn" epochs_evaluated "$v")"; done
+for v in 1 null '[]'; do fzdone "train_status_$v" "$(fzset "$dn" train_status "$v")"; done
+# --switch-map (rule m3_confirmation): read before any log is judged
+: >"$FZ/m_empty"
+fzm "--switch-map empty" "3" "m_empty" "$FZ/m_empty"
+fzm "--switch-map missing" 4 "$W/nosuch" "$W/nosuch"
+fzm "--switch-map a directory" "3 4" "$FZ/runs" "$FZ/runs"
+TO=5 fzm "--switch-map a FIFO without a writer" "3 4" "fifo" "$FZ/fifo"
+garbage 2000 "$FZ/m_garbage"
+POS="m_garbage:1"
+fzm "--switch-map binary garbage" 3 "m_garbage" "$FZ/m_garbage"
+s=$(stat -c %s "$FZ/map.inc")
+for o in 20 $((s / 2)) $((s - 2)); do
+	cut_mid "$FZ/map.inc" "$o" "$FZ/m_cut"
+	POS="m_cut:$(line_at "$FZ/m_cut" "$(stat -c %s "$FZ/m_cut")")"
+	fzm "--switch-map cut at byte $o of $s" 3 "m_cut" "$FZ/m_cut"
+done
+{ head -n 2 "$FZ/map.inc"; tenmb; echo; } >"$FZ/m_10mb"
+POS="m_10mb:3"
+fzm "--switch-map a 10 MB line" 3 "m_10mb" "$FZ/m_10mb"
+head -c $(((16 << 20) + 1)) /dev/zero | tr '\0' '#' >"$FZ/m_big"
+fzm "--switch-map over 16 MiB" 3 "m_big" "$FZ/m_big"
+rm -f "$FZ/m_big"
+mapl='set when task=t arch=plain tier=compact method=mechanistic_switch switch_epoch='
+for v in 0 -0 -1 1e999 2.5 9223372036854775808 4294967298 18446744073709551618 '2 x'; do
+	{ head -n 2 "$FZ/map.inc"; printf '%s%s\n' "$mapl" "$v"; tail -n 1 "$FZ/map.inc"; } >"$FZ/m_x"
+	POS="m_x:3"
+	fzm "--switch-map switch_epoch=$v" 3 "m_x" "$FZ/m_x"
+done
+{ head -n 2 "$FZ/map.inc"; printf '%s2\0 x\n' "$mapl"; tail -n 1 "$FZ/map.inc"; } >"$FZ/m_nul"
+POS="m_nul:3"
+fzm "--switch-map a NUL byte in a line" 3 "m_nul" "$FZ/m_nul"
+{ head -n 2 "$FZ/map.inc"; printf '%s2\n' "${mapl/task=t/task=t$'\xff'}"; tail -n 1 "$FZ/map.inc"; } >"$FZ/m_utf"
+POS="m_utf:3"
+fzm "--switch-map invalid UTF-8" 3 "m_utf" "$FZ/m_utf"
+{ cat "$FZ/map.inc"; printf 'method mechanistic_switch entropy_switch\n'; } >"$FZ/m_axis2"
+POS="m_axis2:5"
+fzm "--switch-map a second method line" 3 "m_axis2" "$FZ/m_axis2"
+# the output: -o where a directory is, under a file, in a new directory (made), and an
+# existing one replaced with --force that is a FIFO, garbage, or whose ledger is damaged
+mkdir -p "$FZ/out/d.json"
+hc "$hd: -o is a directory" "1 4" "d.json" "$FZ/out" sb-freeze -q --min-seeds 1 -o "$FZ/out/d.json" "$FL" $FLS
+hc "$hd: -o is a directory, --force" "4" "d.json" "$FZ/out" sb-freeze -q --force --min-seeds 1 -o "$FZ/out/d.json" "$FL" $FLS
+rmdir "$FZ/out/d.json"
+: >"$FZ/afile"
+hc "$hd: -o under a file" 4 "afile" "$FZ/out" sb-freeze -q --min-seeds 1 -o "$FZ/afile/sel.json" "$FL" $FLS
+mkfifo "$FZ/out/f.json"
+hc "$hd: -o is a FIFO (refused: it exists)" 1 "f.json" "$FZ/out" sb-freeze -q --min-seeds 1 -o "$FZ/out/f.json" "$FL" $FLS
+TO=5 hc "$hd: -o is a FIFO, --force" "3 4" "f.json" "$FZ/out" sb-freeze -q --force --min-seeds 1 -o "$FZ/out/f.json" "$FL" $FLS
+rm -f "$FZ/out/f.json"
+# documented: a damaged selection is replaced too, its file hash recorded; a damaged ledger
+# is recorded as reads unknown (-1)
+garbage 1000 "$FZ/out/g.json"
+NLW=0 ALLOW='g\.json$'
+hc "$hd: --force over binary garbage (replaced)" 0 "" "$FZ/out" sb-freeze -q --force --min-seeds 1 -o "$FZ/out/g.json" "$FL" $FLS
+cp "$FZ/good.json" "$FZ/out/h.json"
+garbage 1000 "$FZ/out/h.reads.ndjson"
+NLW=0 ALLOW='h\.json$'
+hc "$hd: --force, the old ledger binary garbage (reads unknown)" 0 "" "$FZ/out" sb-freeze -q --force --min-seeds 1 -o "$FZ/out/h.json" "$FL" $FLS
+rm -f "$FZ/out/h.reads.ndjson"
+mkfifo "$FZ/out/h.reads.ndjson"
+NLW=0 ALLOW='h\.json$'
+TO=5 hc "$hd: --force, the old ledger a FIFO (reads unknown)" 0 "" "$FZ/out" sb-freeze -q --force --min-seeds 1 -o "$FZ/out/h.json" "$FL" $FLS
+rm -f "$FZ/out"/*
+# an existing selection without --force is refused and left as it was
+cp "$FZ/good.json" "$FZ/out/k.json"
+SAME=$FZ/out/k.json
+hc "$hd: -o exists, no --force: left as it was" 1 "k.json" "$FZ/out" sb-freeze -q --min-seeds 1 -o "$FZ/out/k.json" "$FL" $FLS
+SAME=$FZ/out/k.json
+hc "$hd: -o exists, --force, a malformed log: left as it was" 3 "l_garbage" "$FZ/out" sb-freeze -q --force --min-seeds 1 -o "$FZ/out/k.json" "$FL" "$FZ/l_garbage"
+rm -f "$FZ/out"/*
+for opt in "--min-seeds -1" "--min-seeds 1e999" "--min-seeds 18446744073709551616" "--patience -1" "--budget 0" "--budget 9223372036854775808" "--expect-cells -1"; do
+	hc "$hd: option $opt" 2 "" "$FZ/out" sb-freeze -q $opt -o "$FZ/out/sel.json" "$FL"
+done
+
 summary=""
 for p in "${!per_prog[@]}"; do summary="$summary $p=${per_prog[$p]} ($((${per_ms[$p]} / 1000)) s)"; done
 echo "# cases per program:$summary; $((SECONDS - t0)) s with $BIN"
