@@ -1102,6 +1102,213 @@ for opt in "--min-seeds -1" "--min-seeds 1e999" "--min-seeds 1844674407370955161
 	hc "$hd: option $opt" 2 "" "$FZ/out" sb-freeze -q $opt -o "$FZ/out/sel.json" "$FL"
 done
 
+# ================================================================ sb-test
+hd=sb-test
+# a frozen study (tests/fixtures/guard/lib.sh), copied afresh (mtimes kept) for each case
+# that changes it; the guard refuses (1) before anything is written, so nothing may appear
+# in the study directory (the ledger, -o) and an existing ledger stays byte for byte
+mkstudy "$W/st0" >/dev/null 2>&1
+[ -f "$W/st0/selection.json" ]
+t_result $? "fixtures: mkstudy froze a study for sb-test"
+ST=$W/st
+fresh() { rm -rf "$ST"; cp -a "$W/st0" "$ST"; }
+fresh
+# stt NAME CODES NEEDLE SELECTION [RUNS_DIR...]: into $ST/test, data $ST/data
+stt() {
+	local name=$1 codes=$2 needle=$3 sel=$4
+	shift 4
+	[ $# -gt 0 ] || set -- "$ST/runs"
+	hc "$hd: $name" "$codes" "$needle" "$ST" sb-test -q -s "$sel" -d "$ST/data" -o "$ST/test" "$@"
+}
+mkfifo "$W/st_fifo"
+: >"$ST/s_empty.json"
+stt "selection empty" 1 "s_empty.json" "$ST/s_empty.json"
+stt "selection missing" 1 "$ST/nosuch.json" "$ST/nosuch.json"
+stt "selection a directory" 1 "$ST/runs" "$ST/runs"
+TO=5 stt "selection a FIFO without a writer" 1 "st_fifo" "$W/st_fifo"
+POS='selection-exists'
+stt "selection /dev/zero (over the 256 MiB limit)" 1 "/dev/zero" /dev/zero
+garbage 3000 "$ST/s_garbage.json"
+POS='selection-format'
+stt "selection binary garbage" 1 "s_garbage.json" "$ST/s_garbage.json"
+SEL=$ST/selection.json
+s=$(stat -c %s "$SEL")
+for o in 1 9 $((s / 4)) $((s / 2)) $((3 * s / 4)) $((s - 2)); do
+	cut_to "$SEL" "$o" "$ST/s_cut.json"
+	POS='selection-format'
+	stt "selection cut at byte $o of $s" 1 "s_cut.json" "$ST/s_cut.json"
+done
+{ printf '{"pad":"'; tenmb; printf '",'; tail -c +2 "$SEL"; } >"$ST/s_10mb.json"
+stt "selection with a 10 MB member (the hash differs)" 1 "s_10mb.json" "$ST/s_10mb.json"
+rm -f "$ST/s_10mb.json"
+awk 'BEGIN { s = ""; for (i = 0; i < 100000; i++) s = s "[" ; print s }' >"$ST/s_deep.json"
+POS='selection-format'
+stt "selection nested 100000 deep" 1 "s_deep.json" "$ST/s_deep.json"
+stsel() { # name sed-expression: the selection edited (not resealed: its hash no longer holds)
+	sed -E "$2" "$SEL" >"$ST/s_$1.json"
+	cmp -s "$SEL" "$ST/s_$1.json" && { t_result 1 "$hd: selection $1: the edit changed nothing"; return; }
+	stt "selection $1" 1 "s_$1.json" "$ST/s_$1.json"
+}
+stsel dup_key '0,/"kind": /s//"kind": "x", "kind": /'
+stsel nul '0,/"freeze.selection"/s//"freeze.selection\\u0000x"/'
+stsel surrogate '0,/"freeze.selection"/s//"freeze.selection\\udc00"/'
+stsel utf8 "0,/\"freeze.selection\"/s//\"freeze.selection$(printf '\xc0\xaf')\"/"
+stsel kind_num '0,/"freeze.selection"/s//7/'
+stsel schema_str '0,/"schema": 1/s//"schema": "1"/'
+for v in 1e999 -0 9223372036854775808 '"x"' null -1e999; do
+	stsel "frozen_at_unix_s_$v" "0,/\"frozen_at_unix_s\": [0-9.]+/s//\"frozen_at_unix_s\": $v/"
+done
+stsel sha256_num '$,/"sha256": "[0-9a-f]+"/s//"sha256": 7/'
+for v in '[]' '{}' null '"x"' 1e999 true; do
+	printf '%s\n' "$v" >"$ST/s_top.json"
+	POS='selection-format'
+	stt "selection that is $v" 1 "s_top.json" "$ST/s_top.json"
+done
+# valid JSON of the wrong structure, resealed (the hash holds): refused by a later check,
+# never read
+if command -v python3 >/dev/null; then
+	reseal() { # name python-statement
+		cp "$SEL" "$ST/r_$1.json"
+		reseal_selection "$ST/r_$1.json" "$2"
+		stt "selection resealed: $1" 1 "r_$1.json" "$ST/r_$1.json"
+	}
+	reseal "validation_logs an object" 'd["validation_logs"] = {}'
+	reseal "validation_logs empty" 'd["validation_logs"] = []'
+	reseal "a log path a number" 'd["validation_logs"][0]["path"] = 7'
+	rsl() { cp "$SEL" "$ST/r_x.json"; reseal_selection "$ST/r_x.json" "$2"; POS=$3; stt "selection resealed: $1" 1 "$4" "$ST/r_x.json"; }
+	# a log path that names no log: refused naming the path it resolves to
+	rsl "a log path that is empty" 'd["validation_logs"][0]["path"] = ""' log-present "$ST/"
+	rsl "a log path outside the study" 'd["validation_logs"][0]["path"] = "../../../../etc/passwd"' log-hash /etc/passwd
+	reseal "a log sha256 of 1e999" 'd["validation_logs"][0]["sha256"] = float("1e300") * 10'
+	reseal "test_plan an object" 'd["test_plan"] = {}'
+	reseal "test_plan null" 'd["test_plan"] = None'
+	reseal "a test_plan cell_id that escapes RUNS_DIR" 'd["test_plan"][0]["cell_id"] = "../../x"'
+	reseal "a test_plan epochs of 2^63" 'd["test_plan"][0]["epochs"] = 2**63'
+	reseal "cells missing" 'd.pop("cells")'
+	reseal "rule a string" 'd["rule"] = "topk_mean_val_acc"'
+	reseal "rule.patience a string" 'd["rule"]["patience"] = "5"'
+	reseal "rule.patience 2^64" 'd["rule"]["patience"] = 2**64'
+	reseal "selected a list" 'd["selected"] = []'
+	reseal "frozen_at_unix_s -1" 'd["frozen_at_unix_s"] = -1'
+	reseal "frozen_at_unix_s 1e300" 'd["frozen_at_unix_s"] = 1e300'
+	reseal "schema 2" 'd["schema"] = 2'
+	reseal "status of rule m3 on a topk selection" 'd["status"] = "M3_VALIDATION_FROZEN_OFFICIAL_TEST_AUTHORIZED"'
+	reseal "switch_map a number" 'd["switch_map"] = 7'
+fi
+# the ledger next to the selection: damaged in each way, left as it was
+LG=$ST/selection.reads.ndjson
+ledger() { # name codes needle  (the ledger already written as the case wants)
+	SAME=$LG
+	stt "ledger $1" "$2" "$3" "$SEL"
+	fresh
+}
+rec='{"kind":"test.read","v":1,"status":"started","read":1,"selection_sha256":"x","argv":["sb-test"],"time":"t","out_dir":"o"}'
+garbage 2000 "$LG"
+POS='single-read'
+ledger "binary garbage" 1 "selection.reads.ndjson:1"
+for o in 5 30 $((${#rec} - 1)); do
+	printf '%s' "${rec:0:$o}" >"$LG"
+	POS='single-read'
+	ledger "cut at byte $o (one earlier read)" 1 "selection.reads.ndjson:1"
+done
+{ printf '%s\n' "$rec"; printf '{"kind":"test.read","pad":"'; tenmb; printf '"\n'; } >"$LG"
+ledger "a 10 MB line, unterminated" 1 "selection.reads.ndjson:2"
+awk 'BEGIN { s = ""; for (i = 0; i < 100000; i++) s = s "[" ; print s }' >"$LG"
+ledger "nested 100000 deep" 1 "selection.reads.ndjson:1"
+printf '%s\n' "${rec/\"v\":1/\"v\":1,\"v\":2}" >"$LG"
+ledger "a duplicate key" 1 "selection.reads.ndjson:1"
+printf '%s\n' "${rec/\"o\"/\"o\\u0000x\"}" >"$LG"
+ledger "an escaped NUL" 1 "selection.reads.ndjson:1"
+printf '%s\n' "${rec/\"o\"/\"o$'\xff'\"}" >"$LG"
+ledger "invalid UTF-8" 1 "selection.reads.ndjson:1"
+printf '%s\n' '[1,2]' "$rec" >"$LG"
+# records of other kinds, and the fields sb-test does not count on, are passed over: the
+# earlier read is found all the same (the refusal names the selection)
+POS='single-read'
+ledger "an array, then an earlier read" 1 "selection.json"
+for v in 1e999 -0 9223372036854775808 '"1"' null; do
+	printf '%s\n' "${rec/\"read\":1/\"read\":$v}" >"$LG"
+	POS='single-read'
+	ledger "read=$v (an earlier read all the same)" 1 "selection.json"
+done
+rm -f "$LG"; mkdir "$LG"
+stt "ledger a directory" "1 4" "selection.reads.ndjson" "$SEL"
+fresh; mkfifo "$LG"
+TO=5 stt "ledger a FIFO without a writer" "1 4" "selection.reads.ndjson" "$SEL"
+fresh
+# RUNS_DIR and what is in it
+stt "RUNS_DIR missing" "1 4" "$W/nosuch" "$SEL" "$W/nosuch"
+stt "RUNS_DIR a file" "1 4" "selection.json" "$SEL" "$SEL"
+c0=$(sed -n 's/.*"cell_id": "\([^"]*topk_softmax_025[^"]*\)".*/\1/p' "$SEL" | head -n 1)
+L0=$ST/runs/$c0/val.ndjson
+for what in fifo dir garbage cut; do
+	fresh
+	m=$(stat -c %y "$L0")
+	case $what in
+	fifo) rm "$L0"; mkfifo "$L0" ;;
+	dir) rm "$L0"; mkdir "$L0" ;;
+	garbage) garbage 500 "$L0" ;;
+	cut) cut_to "$W/st0/runs/$c0/val.ndjson" 100 "$L0" ;;
+	esac
+	touch -h -d "$m" "$L0"
+	TO=5 stt "a listed log replaced by a $what (its old mtime)" 1 "$c0/val.ndjson" "$SEL"
+done
+fresh
+mkdir -p "$ST/runs/extra.cell"
+mkfifo "$ST/runs/extra.cell/val.ndjson"
+TO=5 stt "an unlisted log that is a FIFO (newer than the freeze)" 1 "extra.cell/val.ndjson" "$SEL"
+CJ=$ST/runs/$c0/cell.json
+for what in fifo dir garbage empty 10mb dup nul; do
+	fresh
+	case $what in
+	fifo) rm "$CJ"; mkfifo "$CJ" ;;
+	dir) rm "$CJ"; mkdir "$CJ" ;;
+	garbage) garbage 500 "$CJ" ;;
+	empty) : >"$CJ" ;;
+	10mb) { printf '{"pad":"'; tenmb; printf '"}\n'; } >"$CJ" ;;
+	dup) sed -i 's/"seed":0/"seed":0,"seed":1/' "$CJ" ;;
+	nul) sed -i 's/"task":"guardtask"/"task":"guardtask\\u0000x"/' "$CJ" ;;
+	esac
+	TO=5 stt "a planned cell's cell.json: $what" "1 3 4" "$c0/cell.json" "$SEL"
+done
+CK=$ST/runs/$c0/epoch-003.safetensors
+for what in fifo dir empty garbage; do
+	fresh
+	case $what in
+	fifo) rm "$CK"; mkfifo "$CK" ;;
+	dir) rm "$CK"; mkdir "$CK" ;;
+	empty) : >"$CK" ;;
+	garbage) garbage 500 "$CK" ;;
+	esac
+	TO=5 stt "a planned checkpoint: $what" "1 3 4" "$c0/epoch-003.safetensors" "$SEL"
+done
+# -d and -o (checked after the guard passes, before the read is recorded)
+fresh
+hc "$hd: -d missing" 4 "$W/nosuch" "$ST" sb-test -q -s "$SEL" -d "$W/nosuch" -o "$ST/test" "$ST/runs"
+hc "$hd: -d a file" 4 "selection.json" "$ST" sb-test -q -s "$SEL" -d "$SEL" -o "$ST/test" "$ST/runs"
+hc "$hd: -d ''" "2 4" "" "$ST" sb-test -q -s "$SEL" -d "" -o "$ST/test" "$ST/runs"
+for what in dir fifo empty; do
+	fresh
+	T0=$ST/data/guardtask/test.safetensors
+	case $what in
+	dir) rm "$T0"; mkdir "$T0" ;;
+	fifo) rm "$T0"; mkfifo "$T0" ;;
+	empty) : >"$T0" ;;
+	esac
+	# an empty test file is a regular file: found unreadable only by the read, after 'started'
+	[ $what = empty ] && continue
+	TO=5 hc "$hd: -d: the test file a $what" 4 "test.safetensors" "$ST" sb-test -q -s "$SEL" -d "$ST/data" -o "$ST/test" "$ST/runs"
+done
+fresh
+hc "$hd: -o a file" 4 "selection.json" "$ST" sb-test -q -s "$SEL" -d "$ST/data" -o "$SEL" "$ST/runs"
+hc "$hd: -o under a file" 4 "selection.json" "$ST" sb-test -q -s "$SEL" -d "$ST/data" -o "$SEL/t" "$ST/runs"
+mkdir -p "$ST/t2"; : >"$ST/t2/test.ndjson"
+hc "$hd: -o holds a test.ndjson (output-fresh)" 1 "test.ndjson" "$ST" sb-test -q -s "$SEL" -d "$ST/data" -o "$ST/t2" "$ST/runs"
+for opt in "-j -1" "-j 18446744073709551616" "--device nope" "--reread ''"; do
+	eval "hc \"\$hd: option \$opt\" 2 \"\" \"\$ST\" sb-test -q -s \"\$SEL\" -d \"\$ST/data\" -o \"\$ST/test\" $opt \"\$ST/runs\""
+done
+fresh
+
 summary=""
 for p in "${!per_prog[@]}"; do summary="$summary $p=${per_prog[$p]} ($((${per_ms[$p]} / 1000)) s)"; done
 echo "# cases per program:$summary; $((SECONDS - t0)) s with $BIN"
