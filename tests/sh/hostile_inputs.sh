@@ -4,8 +4,12 @@
 # A sweep of hostile inputs over sb-fetch (registry, mirror files, the idx decoder),
 # sb-train (cells on stdin and in files, flags, a dataset file, a checkpoint to resume
 # from), sb-eval (run directories: cell.json, train.ndjson, checkpoints), sb-stats
-# (records), sb-attn (rows, options) and sb-lm, and through them lib's readers (JSON,
-# safetensors, dataset, records): empty files, truncations at many offsets, a
+# (records), sb-attn (rows, options), sb-lm, sb-a8 (every analysis' records,
+# --trajectory, --m2; --md and --switch-epochs watched), sb-freeze (validation logs,
+# --switch-map, -o) and sb-test (the selection, valid JSON of the wrong structure
+# included, its ledger, RUNS_DIR, -d, -o), and through them lib's readers (JSON,
+# safetensors, dataset, records): empty files, truncations at many offsets, a FIFO
+# without a writer (a short limit: it must not block), /dev/zero, a
 # directory where a file is expected, a missing file, binary garbage, a 10 MB line, a
 # line over the 64 MiB limit, deep nesting, wrong JSON types, numbers out of range,
 # duplicate keys, invalid UTF-8 (overlong forms, escaped lone surrogates), escaped NULs,
