@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "a8.h"
@@ -177,6 +178,21 @@ static int run_epochs(const struct run *r)
 }
 
 /* a records file read whole and hashed; '-' is stdin, once (hashed from the bytes read) */
+/* sb_read_file, of a regular file only: a FIFO would block (a record file is read twice, for
+ * its records and for its hash in run.meta) and a device may never end ('-' reads stdin) */
+static int regular(const char *path, struct sb_err *err)
+{
+	struct stat st;
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		return SB_ERR(err, SB_EIO, "%s: not a regular file", path);
+	return 0;
+}
+static int read_regular(const char *path, char **buf, size_t *len, struct sb_err *err)
+{
+	SB_TRY(regular(path, err));
+	return sb_read_file(path, buf, len, 0, err);
+}
+
 static int slurp(const char *path, struct sb_input *in, char **buf, size_t *len, struct sb_err *err)
 {
 	if (!strcmp(path, "-")) {
@@ -189,7 +205,7 @@ static int slurp(const char *path, struct sb_input *in, char **buf, size_t *len,
 		sb_sha256_buf(*buf, *len, in->sha256);
 		return 0;
 	}
-	SB_TRY(sb_read_file(path, buf, len, 0, err));
+	SB_TRY(read_regular(path, buf, len, err));
 	int rc = sb_input_hash(in, path, err);
 	if (rc)
 		free(*buf);
@@ -211,6 +227,9 @@ static int next_record(const char *buf, size_t len, size_t *at, int *line, const
 		++*line;
 		if (b == a)
 			continue;
+		if (b - a > SB_NDJSON_LINE_MAX) /* lib/json.h's limit of one record, as its reader */
+			return SB_ERR(err, SB_EDATA, "%s:%d: line longer than %zu MiB (the limit of one record)", path,
+			              *line, SB_NDJSON_LINE_MAX >> 20);
 		if (sb_json_parse(buf + a, b - a, rec, err))
 			return SB_ERR(err, SB_EDATA, "%s:%d: %s", path, *line, err->msg);
 		return 0;
@@ -245,19 +264,19 @@ static int load(const char *path, int file, struct sb_input *in, int with_test, 
 		}
 		int tc = with_test && strcmp(kind, "test.cell") == 0;
 		if (ep || done || tc) {
-			const char *task, *method;
+			const char *task, *method, *arch = "plain", *tier = "compact", *id = NULL;
 			int64_t seed = 0, e = 0;
 			if (sb_json_req_str(rec, "task", &task, err) || sb_json_req_str(rec, "method", &method, err) ||
 			    sb_json_req_int(rec, "seed", &seed, err) ||
-			    (ep && sb_json_req_int(rec, "epoch", &e, err))) {
+			    (ep && sb_json_req_int(rec, "epoch", &e, err)) ||
+			    (sb_json_get(rec, "arch") && sb_json_req_str(rec, "arch", &arch, err)) ||
+			    (sb_json_get(rec, "tier") && sb_json_req_str(rec, "tier", &tier, err)) ||
+			    (sb_json_get(rec, "cell_id") && sb_json_req_str(rec, "cell_id", &id, err))) {
 				rc = SB_ERR(err, SB_EDATA, "%s:%d: %s", path, line, err->msg);
 				sb_json_free(rec);
 				break;
 			}
-			const char *arch = sb_json_str(sb_json_get(rec, "arch"), "plain");
-			const char *tier = sb_json_str(sb_json_get(rec, "tier"), "compact");
 			char idb[160];
-			const char *id = sb_json_str(sb_json_get(rec, "cell_id"), NULL);
 			if (!id) {
 				snprintf(idb, sizeof idb, "%s.%s.s%lld.%s.%s", task, method, (long long)seed, arch, tier);
 				id = idb;
@@ -882,7 +901,7 @@ static int m1(struct sb_jw *w, struct md *md, const char *switch_path, uint64_t 
 		char *old = NULL;
 		size_t olen = 0;
 		struct sb_err e2 = {0};
-		int same = sb_file_exists(switch_path) && !sb_read_file(switch_path, &old, &olen, 0, &e2) &&
+		int same = sb_file_exists(switch_path) && !read_regular(switch_path, &old, &olen, &e2) &&
 		           olen == inc.len && memcmp(old, inc.buf, olen) == 0;
 		free(old);
 		if (!same)
@@ -1051,7 +1070,7 @@ static int each_record(const char *path, int (*fn)(const struct sb_json *rec, vo
 {
 	char *buf;
 	size_t len;
-	SB_TRY(sb_read_file(path, &buf, &len, 0, err));
+	SB_TRY(read_regular(path, &buf, &len, err));
 	int rc = 0, line = 0;
 	size_t at = 0;
 	struct sb_json *rec;
@@ -1246,7 +1265,7 @@ static int m3map(struct sb_jw *w, struct md *md, const char *switch_path, const 
 		char *old = NULL;
 		size_t olen = 0;
 		struct sb_err e2 = {0};
-		int same = sb_file_exists(switch_path) && !sb_read_file(switch_path, &old, &olen, 0, &e2) &&
+		int same = sb_file_exists(switch_path) && !read_regular(switch_path, &old, &olen, &e2) &&
 		           olen == inc.len && memcmp(old, inc.buf, olen) == 0;
 		free(old);
 		if (!same) {
@@ -1819,6 +1838,9 @@ static int n3a_load(const char *path, int file, struct sb_input *in, struct sb_e
 		} else if (!pj || (pj->type != SB_JSON_NULL && sb_json_req_int(rec, "parent", &parent, err))) {
 			if (!pj)
 				SB_ERR(err, SB_EDATA, "missing field 'parent' (null on a main trajectory)");
+		} else if (sb_json_get(rec, "registered_settings") &&
+		           sb_json_get(rec, "registered_settings")->type != SB_JSON_BOOL) {
+			SB_ERR(err, SB_EDATA, "registered_settings is not true or false");
 		} else if (!cj || (cj->type != SB_JSON_NULL && cj->type != SB_JSON_NUMBER)) {
 			SB_ERR(err, SB_EDATA,
 			       "validation_cross_entropy missing or not a number (null when non-finite)");
@@ -2507,7 +2529,8 @@ int main(int argc, char **argv)
 		if (rc)
 			sb_cli_die(&err);
 	}
-	if (next && (sb_input_hash(&in[nin], traj_path, &err) || sb_input_hash(&in[nin + 1], m2_path, &err)))
+	if (next && (regular(traj_path, &err) || regular(m2_path, &err) || sb_input_hash(&in[nin], traj_path, &err) ||
+	             sb_input_hash(&in[nin + 1], m2_path, &err)))
 		sb_cli_die(&err);
 	tests_to_latest();
 	int nread = nruns;

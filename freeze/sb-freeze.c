@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "guard.h"
@@ -484,6 +485,11 @@ int main(int argc, char **argv)
 		}
 		char *buf;
 		size_t len;
+		struct stat st; /* read to record its hash: a FIFO would block */
+		if (stat(o.out, &st) == 0 && !S_ISREG(st.st_mode)) {
+			SB_ERR(&err, SB_EIO, "%s: not a regular file: refusing to replace it", o.out);
+			die(&err);
+		}
 		if (sb_read_file(o.out, &buf, &len, 0, &err))
 			die(&err);
 		sb_sha256_buf(buf, len, old_file_sha);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "freeze_cells.h"
 #include "io.h"
@@ -16,6 +17,9 @@ int sb_m3_map_read(const char *path, struct sb_m3_map *m, struct sb_err *err)
 	char *buf;
 	size_t len;
 	memset(m, 0, sizeof *m);
+	struct stat st; /* a FIFO would block the read */
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		return SB_ERR(err, SB_EIO, "%s: not a regular file", path);
 	SB_TRY(sb_read_file(path, &buf, &len, 16u << 20, err));
 	sb_sha256_buf(buf, len, m->sha256);
 	m->size_bytes = len;
@@ -31,6 +35,10 @@ int sb_m3_map_read(const char *path, struct sb_m3_map *m, struct sb_err *err)
 			rc = SB_ERR(err, SB_EDATA, "%s:%d: line longer than 511 bytes: not a switch map line", path, line);
 			break;
 		}
+		if (memchr(buf + a, '\0', b - a)) { /* it would end the line early */
+			rc = SB_ERR(err, SB_EDATA, "%s:%d: a NUL byte: not a switch map line", path, line);
+			break;
+		}
 		snprintf(s, sizeof s, "%.*s", (int)(b - a), buf + a);
 		a = b + 1;
 		const char *p = s;
@@ -40,7 +48,7 @@ int sb_m3_map_read(const char *path, struct sb_m3_map *m, struct sb_err *err)
 			continue;
 		struct sb_m3_mapline ml;
 		int used = 0;
-		char m1[64], m2[64];
+		char m1[64], m2[64], ep[10];
 		if (!strncmp(p, "method", 6) && (p[6] == ' ' || p[6] == '\t')) {
 			/* the method axis of the block that includes the map: mechanistic_switch and one simple
 			 * schedule */
@@ -58,9 +66,9 @@ int sb_m3_map_read(const char *path, struct sb_m3_map *m, struct sb_err *err)
 		}
 		if (sscanf(p,
 		           "set when task=%63[a-z0-9_] arch=%31[a-z0-9_] tier=%31[a-z0-9_] method=%63[a-z0-9_] "
-		           "switch_epoch=%d%n",
-		           ml.task, ml.arch, ml.tier, ml.method, &ml.epoch, &used) != 5 ||
-		    p[used] != '\0' || ml.epoch < 1) {
+		           "switch_epoch=%9[0-9]%n", /* digits, at most 9: %d overflows silently */
+		           ml.task, ml.arch, ml.tier, ml.method, ep, &used) != 5 ||
+		    p[used] != '\0' || (ml.epoch = atoi(ep)) < 1) {
 			rc = SB_ERR(
 			    err, SB_EDATA,
 			    "%s:%d: not a switch map line (set when task=T arch=A tier=R method=M switch_epoch=N)",

@@ -189,6 +189,9 @@ int sb_guard_check(const char *selection, const char *runs_dir, struct sb_guarde
 	char *buf;
 	size_t len;
 	struct sb_err e2 = {0};
+	struct stat st; /* a FIFO would block the read */
+	if (stat(selection, &st) == 0 && !S_ISREG(st.st_mode))
+		return REFUSE(err, selection, "selection-exists", "cannot read the selection: not a regular file");
 	if (sb_read_file(selection, &buf, &len, SELECTION_LIMIT, &e2))
 		return REFUSE(err, selection, "selection-exists", "cannot read the selection: %s",
 		              strip_path(e2.msg, selection));
@@ -264,6 +267,12 @@ int sb_guard_check(const char *selection, const char *runs_dir, struct sb_guarde
 		char *data;
 		size_t n;
 		char hex[SB_SHA256_HEX];
+		struct stat st; /* a FIFO would block the read */
+		if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+			rc = REFUSE(err, path, "log-present", "a validation log the selection lists is not a regular file");
+			free(path);
+			goto fail;
+		}
 		if (sb_read_file(path, &data, &n, 0, &e2)) {
 			rc = REFUSE(err, path, "log-present", "a validation log the selection lists cannot be read: %s",
 			            strip_path(e2.msg, path));
@@ -323,6 +332,8 @@ int sb_guard_reads(const char *ledger, const char *sha256, int *n_reads, int *n_
 		return 0;
 	struct sb_ndjson_reader *r;
 	struct sb_err e2 = {0};
+	if (stat(ledger, &st) == 0 && !S_ISREG(st.st_mode)) /* a FIFO would block the read */
+		return REFUSE(err, ledger, "single-read", "the test-read ledger is not a regular file");
 	if (sb_ndjson_open(ledger, &r, &e2))
 		return REFUSE(err, ledger, "single-read", "the test-read ledger cannot be read: %s", e2.msg);
 	int rc = 0;

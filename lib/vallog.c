@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "io.h"
 #include "record.h"
@@ -258,6 +259,9 @@ int sb_vallog_read(const char *path, struct sb_vallog *out, struct sb_err *err)
 	memset(out, 0, sizeof *out);
 	double mtime;
 	SB_TRY(sb_file_mtime(path, &mtime, err));
+	struct stat st; /* a FIFO would block the read, a device might never end it */
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		return SB_ERR(err, SB_EIO, "%s: not a regular file", path);
 	char *buf;
 	size_t n;
 	SB_TRY(sb_read_file(path, &buf, &n, 0, err));

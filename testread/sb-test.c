@@ -821,6 +821,12 @@ static int load_plan(const struct sb_guarded *g, char **runs_dirs, int n_runs, s
 		char *buf;
 		size_t len;
 		struct sb_err e2 = {0};
+		struct stat st; /* a FIFO would block the read */
+		if (stat(cj, &st) == 0 && !S_ISREG(st.st_mode)) {
+			int rc = SB_ERR(err, SB_EIO, "%s: not a regular file", cj);
+			free(cj);
+			return rc;
+		}
 		if (sb_read_file(cj, &buf, &len, 1 << 20, &e2)) {
 			free(cj);
 			return refuse(err, q->run_dir, "checkpoint-present",
@@ -868,6 +874,10 @@ static int load_plan(const struct sb_guarded *g, char **runs_dirs, int n_runs, s
 		if (!sb_file_exists(q->checkpoint))
 			return refuse(err, q->checkpoint, "checkpoint-present",
 			              "the full-budget checkpoint of a planned cell is missing");
+		/* a FIFO would block the hash */
+		if (stat(q->checkpoint, &st) == 0 && !S_ISREG(st.st_mode))
+			return refuse(err, q->checkpoint, "checkpoint-present",
+			              "the full-budget checkpoint of a planned cell is not a regular file");
 		char hex[SB_SHA256_HEX];
 		if (sb_sha256_file(q->checkpoint, hex, NULL, err))
 			return err->code;

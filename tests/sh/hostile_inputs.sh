@@ -4,8 +4,12 @@
 # A sweep of hostile inputs over sb-fetch (registry, mirror files, the idx decoder),
 # sb-train (cells on stdin and in files, flags, a dataset file, a checkpoint to resume
 # from), sb-eval (run directories: cell.json, train.ndjson, checkpoints), sb-stats
-# (records), sb-attn (rows, options) and sb-lm, and through them lib's readers (JSON,
-# safetensors, dataset, records): empty files, truncations at many offsets, a
+# (records), sb-attn (rows, options), sb-lm, sb-a8 (every analysis' records,
+# --trajectory, --m2; --md and --switch-epochs watched), sb-freeze (validation logs,
+# --switch-map, -o) and sb-test (the selection, valid JSON of the wrong structure
+# included, its ledger, RUNS_DIR, -d, -o), and through them lib's readers (JSON,
+# safetensors, dataset, records): empty files, truncations at many offsets, a FIFO
+# without a writer (a short limit: it must not block), /dev/zero, a
 # directory where a file is expected, a missing file, binary garbage, a 10 MB line, a
 # line over the 64 MiB limit, deep nesting, wrong JSON types, numbers out of range,
 # duplicate keys, invalid UTF-8 (overlong forms, escaped lone surrogates), escaped NULs,
@@ -50,7 +54,8 @@ declare -A per_prog=() per_ms=()
 #                "auto": 0 when the exit status is 0, else 1)
 #   ALLOW=REGEX  new paths under WATCH that the docs allow (egrep on the path)
 #   POS=TEXT     stderr must also contain this (fixed text), e.g. "FILE:LINE"
-IN=/dev/null NLW=1 ALLOW='' POS=''
+#   SAME=FILE    a file that must be left byte for byte as it was (a ledger, an output)
+IN=/dev/null NLW=1 ALLOW='' POS='' SAME=''
 snap() { [ -n "$1" ] && [ -e "$1" ] && find "$1" -mindepth 0 | LC_ALL=C sort; true; }
 hc() {
 	local name=$1 codes=$2 needle=$3 watch=$4
@@ -58,6 +63,7 @@ hc() {
 	local before after new rc ok=0 why="" nl
 	local c0=$EPOCHREALTIME
 	before=$(snap "$watch")
+	[ -n "$SAME" ] && { cp "$SAME" "$W/.same" 2>/dev/null || : >"$W/.same"; }
 	timeout -k 5 "$TO" "$@" <"$IN" >"$W/.out" 2>"$W/.err"
 	rc=$?
 	after=$(snap "$watch")
@@ -78,6 +84,7 @@ hc() {
 	if [ -n "$needle" ] && ! grep -qF -- "$needle" "$W/.err"; then ok=1; why="$why; stderr lacks '$needle'"; fi
 	if [ -n "$POS" ] && ! grep -qF -- "$POS" "$W/.err"; then ok=1; why="$why; stderr lacks the position '$POS'"; fi
 	[ -z "$new" ] || { ok=1; why="$why; left behind: $(printf '%s' "$new" | tr '\n' ' ' | head -c 300)"; }
+	[ -n "$SAME" ] && ! cmp -s "$SAME" "$W/.same" && { ok=1; why="$why; $SAME changed"; }
 	local prog=${name%%:*}
 	per_prog[$prog]=$((${per_prog[$prog]:-0} + 1))
 	local c1=$EPOCHREALTIME
@@ -88,7 +95,7 @@ hc() {
 	else
 		t_result 1 "$desc" "${why#; }; stderr: $(head -c 600 "$W/.err" | tr '\n' '|')"
 	fi
-	IN=/dev/null NLW=1 ALLOW='' POS=''
+	IN=/dev/null NLW=1 ALLOW='' POS='' SAME=''
 }
 
 # deterministic binary garbage (no NUL-free guarantee: it has every byte value)
@@ -725,6 +732,586 @@ fe "an archive whose hash differs" 3 "pool-images.gz" "$fx/reg.json" "$fx/b"
 for fl in "--seeds 18446744073709551616" "--seeds -1" "--seeds 5-2" "--retries -1" "--timeout -1" "--timeout 1e999"; do
 	hc "$hd: option $fl" 2 "" "" sb-fetch -q --offline -o "$fx/out" $fl synthetic_marker
 done
+
+# ================================================================ sb-a8
+hd=sb-a8
+A8R=$TOP/tests/fixtures/a8/run.sh
+mkdir -p "$W/a8o"
+# valid inputs of every analysis (docs/sb-a8.md; tests/cli/sb-a8.t, tests/sh/a8_m3.sh)
+for m in softmax topk_softmax_025; do for s in 0 1; do "$A8R" cifar10 $m $s 3 0.5$s; done; done >"$W/a8_bottomk"
+"$TOP/tests/fixtures/a8/ld_grid.sh" >"$W/a8_lineardecay"
+for m in softmax topk_softmax_025; do for t in mnist usps; do "$A8R" -p $t $m 0 4 0.5; done; done >"$W/a8_m1"
+for m in softmax mechanistic_switch median_switch early_accuracy_switch entropy_switch; do
+	for s in 0 1; do "$A8R" t $m $s 4 0.5$s; done
+done >"$W/a8_m2"
+{ grep -v 'early_accuracy_switch\|entropy_switch' "$W/a8_m2"; for m in softmax mechanistic_switch median_switch; do for s in 0 1; do
+	printf '{"kind":"test.cell","v":1,"cell_id":"t.%s.s%d.plain.compact.e4","task":"t","method":"%s","seed":%d,"test_accuracy":0.5}\n' $m $s $m $s
+done; done; } >"$W/a8_m3"
+for m in softmax topk_softmax_025; do "$A8R" -p svhn $m 0 4 0.5; done >"$W/a8_m3map"
+gzip -dc "$TOP/tests/fixtures/a8/n3a/killed.ndjson.gz" >"$W/a8_n3a"
+sb-a8 -q m1 --resamples 100 "$W/a8_m1" >"$W/a8_traj" 2>"$W/a8.err"
+printf '%s\n' '{"kind":"a8.verdict","v":1,"analysis":"m2","strongest_simple":"median_switch"}' >"$W/a8_m2v"
+ok=0
+for a in m1 m2 m3 bottomk lineardecay n3a; do
+	sb-a8 -q $a --resamples 100 "$W/a8_$a" >/dev/null 2>>"$W/a8.err" || sb-a8 -q $a "$W/a8_$a" >/dev/null 2>>"$W/a8.err" || ok=1
+done
+sb-a8 -q m3map --trajectory "$W/a8_traj" --m2 "$W/a8_m2v" "$W/a8_m3map" >/dev/null 2>>"$W/a8.err" || ok=1
+t_result $ok "fixtures: every sb-a8 analysis computes on its valid records" "$(head -c 300 "$W/a8.err")"
+# a8 NAME CODES NEEDLE ANALYSIS FILE...: --md (and --switch-epochs where the analysis has it)
+# into $W/a8o, which must stay empty: an error writes neither
+a8() {
+	local name=$1 codes=$2 needle=$3 a=$4
+	shift 4
+	local o=(--md "$W/a8o/r.md")
+	case $a in m1 | m2 | m3) o+=(--resamples 100) ;; esac
+	case $a in m1) o+=(--switch-epochs "$W/a8o/sw.inc") ;; esac
+	case $a in m3map) o+=(--switch-epochs "$W/a8o/sw.inc" --trajectory "${TRAJ:-$W/a8_traj}" --m2 "${M2V:-$W/a8_m2v}") ;; esac
+	rm -f "$W/a8o"/*
+	hc "$hd: $a: $name" "$codes" "$needle" "$W/a8o" sb-a8 -q "$a" "${o[@]}" "$@"
+	TRAJ='' M2V=''
+}
+TRAJ='' M2V=''
+mkfifo "$W/a8_fifo"
+# cut FILE at offset O or a little later, so that the cut falls inside a line (a cut at a
+# line's end leaves valid records: a shorter input, not a malformed one)
+cut_mid() { # file offset out
+	local o=$2
+	while [ "$o" -gt 0 ] && [ -z "$(tail -c +"$o" "$1" | head -c 1 | tr '\n' ' ' | tr -d ' ')" ]; do o=$((o + 1)); done
+	head -c "$o" "$1" >"$3"
+}
+# the line number of byte offset O (1-based) in FILE
+line_at() { head -c "$2" "$1" | grep -c ''; }
+for a in m1 m2 m3 bottomk lineardecay n3a m3map; do
+	f=$W/a8_$a
+	: >"$W/a8e_$a"
+	# no records: insufficient input (3); n3a: no decision; lineardecay: the INCOMPLETE
+	# verdict (exit 0, said on stderr)
+	[ $a = lineardecay ] && ALLOW='r\.md$'
+	a8 "empty file" "$([ $a = lineardecay ] && echo 0 || echo 3)" "" $a "$W/a8e_$a"
+	a8 "missing file" 4 "$W/nosuch" $a "$W/nosuch"
+	a8 "a directory" "3 4" "$W/a8o" $a "$W/a8o"
+	TO=5 a8 "a FIFO without a writer" "3 4" "a8_fifo" $a "$W/a8_fifo"
+	garbage 3000 "$W/a8g_$a"
+	POS="a8g_$a:"
+	a8 "binary garbage" 3 "a8g_$a" $a "$W/a8g_$a"
+	s=$(stat -c %s "$f")
+	for o in 1 17 $((s / 3)) $((s / 2)) $((s - 2)); do
+		cut_mid "$f" "$o" "$W/a8c_$a"
+		POS="a8c_$a:$(line_at "$W/a8c_$a" "$(stat -c %s "$W/a8c_$a")")"
+		a8 "cut at byte $o of $s" 3 "a8c_$a" $a "$W/a8c_$a"
+	done
+	{ head -n 2 "$f"; printf '%s' '{"kind":"x","v":1,"pad":"'; tenmb; printf '%s\n' '"'; } >"$W/a8t_$a"
+	POS="a8t_$a:3"
+	a8 "a 10 MB line, unterminated string" 3 "a8t_$a" $a "$W/a8t_$a"
+	{ head -n 2 "$f"; awk 'BEGIN { s = ""; for (i = 0; i < 100000; i++) s = s "[" ; print s }'; } >"$W/a8d_$a"
+	POS="a8d_$a:3"
+	a8 "nested 100000 deep" 3 "a8d_$a" $a "$W/a8d_$a"
+	l1=$(head -n 1 "$f")
+	{ printf '%s\n' "${l1/\"kind\":/\"kind\":\"x\",\"kind\":}"; tail -n +2 "$f"; } >"$W/a8k_$a"
+	POS="a8k_$a:1"
+	a8 "a duplicate key" 3 "a8k_$a" $a "$W/a8k_$a"
+	{ printf '%s\n' "${l1/\"v\":1/\"v\":1,\"x\":\"\\u0000\"}"; tail -n +2 "$f"; } >"$W/a8n_$a"
+	POS="a8n_$a:1: column"
+	a8 "an escaped NUL" 3 "a8n_$a" $a "$W/a8n_$a"
+	{ printf '%s\n' "${l1/\"v\":1/\"v\":1,\"x\":\"\\udc00\"}"; tail -n +2 "$f"; } >"$W/a8s_$a"
+	POS="a8s_$a:1: column"
+	a8 "an escaped lone surrogate" 3 "a8s_$a" $a "$W/a8s_$a"
+	{ printf '%s\n' "${l1/\"v\":1/\"v\":1,\"x\":\"$'\xc0\xaf'\"}"; tail -n +2 "$f"; } >"$W/a8u_$a"
+	POS="a8u_$a:1"
+	a8 "invalid UTF-8 (an overlong form)" 3 "a8u_$a" $a "$W/a8u_$a"
+	{ head -n 2 "$f"; printf '[1,2]\n'; } >"$W/a8r_$a"
+	POS="a8r_$a:3"
+	a8 "a line that is an array" 3 "a8r_$a" $a "$W/a8r_$a"
+done
+# a line one byte over the 64 MiB limit (lib/json.h), after valid records
+{ head -n 2 "$W/a8_bottomk"; printf '{"kind":"x","pad":"'; head -c $(((64 << 20) - 19)) /dev/zero | tr '\0' a; printf '"}\n'; } >"$W/a8_64mb"
+POS='a8_64mb:3: line longer than 64 MiB'
+a8 "a line of 64 MiB + 1 byte" 3 "a8_64mb" bottomk "$W/a8_64mb"
+rm -f "$W/a8_64mb"
+# records: every field of eval.epoch / eval.done mistyped or out of range
+ep=$(head -n 1 "$W/a8_bottomk")
+dn=$(grep -m 1 '"kind":"eval.done"' "$W/a8_bottomk")
+a8rec() { # name line(s) ...: the bottomk fixture with its first line replaced
+	{ printf '%s\n' "$2"; tail -n +2 "$W/a8_bottomk"; } >"$W/a8x_$1"
+	POS="a8x_$1:1"
+	a8 "record: $1" 3 "a8x_$1" bottomk "$W/a8x_$1"
+}
+a8set() { printf '%s' "$1" | sed -E "s/\"$2\":(\"[^\"]*\"|[^,}]*)/\"$2\":$(printf '%s' "$3" | sed 's/[&/\]/\\&/g')/"; }
+for f in task method; do
+	for v in 1 null '[]' '{}' true; do a8rec "${f}_$v" "$(a8set "$ep" $f "$v")"; done
+done
+for f in seed epoch; do
+	for v in '"0"' null 1e999 -1e999 9223372036854775808 18446744073709551616 0.5 '[]'; do a8rec "${f}_$v" "$(a8set "$ep" $f "$v")"; done
+done
+a8rec epoch_neg "$(a8set "$ep" epoch -1)"
+a8rec epoch_big "$(a8set "$ep" epoch 100000)"
+for v in '"0.5"' 1e999 -0.5 1.5 '[]' '{}'; do a8rec "val_accuracy_$v" "$(a8set "$ep" val_accuracy "$v")"; done
+for v in 2 '"1"' 1e999 null; do a8rec "v_$v" "$(a8set "$ep" v "$v")"; done
+a8rec "n_val_1e999" "$(a8set "$ep" n_val 1e999)"
+a8rec "n_val_neg0" "$(a8set "$ep" n_val -0)"
+a8rec "cell_id_num" "$(a8set "$ep" cell_id 7)"
+a8rec "arch_num" "$(a8set "$ep" arch 7)"
+# the first run's eval.done at line 1, its epochs after it
+for v in 0 -0 '"3"' null 1e999 9223372036854775808 -1 2147483648; do a8rec "done_epochs_$v" "$(a8set "$dn" epochs "$v")"; done
+for v in null 1 '[]'; do a8rec "done_train_status_$v" "$(a8set "$dn" train_status "$v")"; done
+for v in '"3"' 1e999 -0.5; do a8rec "done_epochs_evaluated_$v" "$(a8set "$dn" epochs_evaluated "$v")"; done
+# m3: test.cell records
+tc=$(grep -m 1 '"kind":"test.cell"' "$W/a8_m3")
+for v in '"0.5"' null 1e999 -0 -0.1 2; do
+	{ printf '%s\n' "$(a8set "$tc" test_accuracy "$v")"; cat "$W/a8_m3"; } >"$W/a8x_tc"
+	POS="a8x_tc:1" NLW=auto ALLOW='r\.md$'
+	a8 "test.cell test_accuracy=$v" "0 3" "a8x_tc" m3 "$W/a8x_tc"
+done
+# n3a: every field of n3a.eval mistyped or out of range
+n3=$(head -n 1 "$W/a8_n3a")
+for f in arch r seed arm parent step validation_cross_entropy v registered_settings; do
+	for v in '"x"' '[]' 1e999 -0 9223372036854775808 -1; do
+		nl=$(a8set "$n3" $f "$v")
+		[ "$nl" = "$n3" ] && continue
+		{ printf '%s\n' "$nl"; tail -n +2 "$W/a8_n3a"; } >"$W/a8x_n3a"
+		case $f=$v in
+		seed=-0 | seed=-1 | step=-0 | validation_cross_entropy=-0 | validation_cross_entropy=-1)
+			# valid in the record (a seed is any integer, -0 is 0): the analysis' "no decision"
+			# (a census without that seed's other evaluations, a CE that is no denominator)
+			a8 "n3a.eval $f=$v (no decision)" 3 "no decision" n3a "$W/a8x_n3a" ;;
+		validation_cross_entropy=9223372036854775808)
+			# a finite CE: computed (the fixture's one warning: 10 seeds, not the registered 64)
+			ALLOW='r\.md$'
+			a8 "n3a.eval $f=$v (a finite CE)" 0 "not the registered design" n3a "$W/a8x_n3a" ;;
+		*)
+			POS="a8x_n3a:1"
+			a8 "n3a.eval $f=$v" 3 "a8x_n3a" n3a "$W/a8x_n3a" ;;
+		esac
+	done
+done
+# m3map's --trajectory (sb-a8 m1's a8.m1.group records) and --m2 (its a8.verdict)
+for which in TRAJ M2V; do
+	if [ $which = TRAJ ]; then f=$W/a8_traj opt=trajectory; else f=$W/a8_m2v opt=m2; fi
+	: >"$W/a8e_$which"
+	printf -v "$which" '%s' "$W/a8e_$which"
+	a8 "--$opt empty" 3 "a8e_$which" m3map "$W/a8_m3map"
+	printf -v "$which" '%s' "$W/nosuch"
+	a8 "--$opt missing" 4 "$W/nosuch" m3map "$W/a8_m3map"
+	printf -v "$which" '%s' "$W/a8o"
+	a8 "--$opt a directory" "3 4" "$W/a8o" m3map "$W/a8_m3map"
+	printf -v "$which" '%s' "$W/a8_fifo"
+	TO=5 a8 "--$opt a FIFO without a writer" "3 4" "a8_fifo" m3map "$W/a8_m3map"
+	garbage 2000 "$W/a8g_$which"
+	printf -v "$which" '%s' "$W/a8g_$which"
+	POS="a8g_$which:1"
+	a8 "--$opt binary garbage" 3 "a8g_$which" m3map "$W/a8_m3map"
+	s=$(stat -c %s "$f")
+	for o in 1 30 $((s / 2)) $((s - 2)); do
+		cut_mid "$f" "$o" "$W/a8c_$which"
+		printf -v "$which" '%s' "$W/a8c_$which"
+		POS="a8c_$which:$(line_at "$W/a8c_$which" "$(stat -c %s "$W/a8c_$which")")"
+		a8 "--$opt cut at byte $o of $s" 3 "a8c_$which" m3map "$W/a8_m3map"
+	done
+done
+gr=$(grep -m 1 '"kind":"a8.m1.group"' "$W/a8_traj")
+for f in task target_switch_epoch n_val probe_tail_mass_e3 pred_mechanistic; do
+	for v in null '"x"' 1e999 -0 9223372036854775808 '[]'; do
+		nl=$(a8set "$gr" $f "$v")
+		[ "$nl" = "$gr" ] || [ "$f=$v" = 'task="x"' ] && continue
+		grep -v '"kind":"a8.m1.group"' "$W/a8_traj" >"$W/a8x_traj"
+		{ printf '%s\n' "$nl"; grep '"kind":"a8.m1.group"' "$W/a8_traj" | tail -n +2; } >>"$W/a8x_traj"
+		# a value m3map does not use (a prediction), or -0 read as 0: the map is computed
+		TRAJ=$W/a8x_traj POS="a8x_traj:" NLW=auto ALLOW='(r\.md|sw\.inc)$'
+		a8 "--trajectory a8.m1.group $f=$v" "0 3" "a8x_traj" m3map "$W/a8_m3map"
+	done
+done
+for v in null 7 '""' '"softmax"' '[]'; do
+	printf '{"kind":"a8.verdict","v":1,"analysis":"m2","strongest_simple":%s}\n' "$v" >"$W/a8x_m2v"
+	M2V=$W/a8x_m2v
+	a8 "--m2 strongest_simple=$v" 3 "a8x_m2v" m3map "$W/a8_m3map"
+done
+printf '{"kind":"a8.verdict","v":1,"analysis":"m2","strongest_simple":"median_switch","strongest_simple":"entropy_switch"}\n' >"$W/a8x_m2v"
+M2V=$W/a8x_m2v POS="a8x_m2v:1"
+a8 "--m2 a duplicate key" 3 "a8x_m2v" m3map "$W/a8_m3map"
+# the outputs: --md and --switch-epochs where a directory is, or in a missing directory
+mkdir -p "$W/a8d/r.md" "$W/a8d/sw.inc"
+hc "$hd: --md is a directory" 4 "r.md" "$W/a8o" sb-a8 -q bottomk --md "$W/a8d/r.md" "$W/a8_bottomk"
+hc "$hd: --md in a missing directory" 4 "nosuch" "$W/a8o" sb-a8 -q bottomk --md "$W/nosuch/r.md" "$W/a8_bottomk"
+hc "$hd: --switch-epochs is a directory" 4 "sw.inc" "$W/a8o" sb-a8 -q m1 --resamples 100 --switch-epochs "$W/a8d/sw.inc" "$W/a8_m1"
+# an existing --switch-epochs is read to see whether its content changes: a FIFO there is
+# replaced (written atomically), never opened
+NLW=0
+TO=5 hc "$hd: --switch-epochs is a FIFO (replaced, never read)" 0 "" "$W/a8o" sb-a8 -q m1 --resamples 100 --switch-epochs "$W/a8_fifo" "$W/a8_m1"
+[ -p "$W/a8_fifo" ] || { rm -f "$W/a8_fifo"; mkfifo "$W/a8_fifo"; }
+hc "$hd: --switch-epochs in a missing directory" 4 "nosuch" "$W/a8o" sb-a8 -q m1 --resamples 100 --switch-epochs "$W/nosuch/sw.inc" "$W/a8_m1"
+for opt in "--seed -1" "--seed 1e999" "--seed 18446744073709551616" "--resamples 0" "--resamples -0" "--resamples 1e999"; do
+	hc "$hd: option $opt" 2 "" "$W/a8o" sb-a8 -q m1 $opt "$W/a8_m1"
+done
+
+# ================================================================ sb-freeze
+hd=sb-freeze
+. "$TOP/tests/fixtures/guard/lib.sh"
+FZ=$W/fz
+mkdir -p "$FZ/runs" "$FZ/out"
+_fz_acc() { echo "0.5 0.6 0.7"; }
+mkgrid "$FZ/runs" t "$ALL_METHODS" "0 1" _fz_acc
+FL=$(grep -l '"method":"topk_softmax_025","seed":0' "$FZ"/runs/*/val.ndjson)
+FLS=$(ls "$FZ"/runs/*/val.ndjson | grep -v "$FL")
+printf '%s\n' '# switch map' 'method mechanistic_switch median_switch' \
+	'set when task=t arch=plain tier=compact method=mechanistic_switch switch_epoch=2' \
+	'set when task=t arch=plain tier=compact method=median_switch switch_epoch=3' >"$FZ/map.inc"
+sb-freeze -q --min-seeds 1 -o "$FZ/good.json" "$FL" $FLS >/dev/null 2>"$FZ/err" &&
+	sb-freeze -q --rule m3_confirmation --switch-map "$FZ/map.inc" -o "$FZ/good_m3.json" "$FL" $FLS >/dev/null 2>>"$FZ/err"
+t_result $? "fixtures: sb-freeze freezes the fixture logs (both rules)" "$(head -c 300 "$FZ/err")"
+# fz NAME CODES NEEDLE LOG: the fixture's other logs and LOG, into $FZ/out (nothing may appear)
+fz() {
+	rm -f "$FZ/out"/*
+	hc "$hd: $1" "$2" "$3" "$FZ/out" sb-freeze -q --min-seeds 1 -o "$FZ/out/sel.json" $FLS "$4"
+}
+fzm() { # NAME CODES NEEDLE MAP: rule m3_confirmation with MAP
+	rm -f "$FZ/out"/*
+	hc "$hd: $1" "$2" "$3" "$FZ/out" sb-freeze -q --rule m3_confirmation --switch-map "$4" -o "$FZ/out/sel.json" "$FL" $FLS
+}
+mkfifo "$FZ/fifo"
+: >"$FZ/l_empty"
+# an empty log holds no cells: the others are frozen (documented: a selection is written)
+NLW=auto ALLOW='sel\.json$'
+fz "an empty log (no cells)" "0 3" "l_empty" "$FZ/l_empty"
+rm -f "$FZ/out"/*
+fz "a missing log" 4 "$W/nosuch" "$W/nosuch"
+fz "a log that is a directory" "3 4" "$FZ/runs" "$FZ/runs"
+TO=5 fz "a log that is a FIFO without a writer" "3 4" "fifo" "$FZ/fifo"
+garbage 3000 "$FZ/l_garbage"
+POS="l_garbage:1"
+fz "binary garbage" 3 "l_garbage" "$FZ/l_garbage"
+s=$(stat -c %s "$FL")
+for o in 1 17 $((s / 4)) $((s / 2)) $((3 * s / 4)) $((s - 2)); do
+	cut_mid "$FL" "$o" "$FZ/l_cut"
+	POS="l_cut:$(line_at "$FZ/l_cut" "$(stat -c %s "$FZ/l_cut")")"
+	fz "a log cut at byte $o of $s" 3 "l_cut" "$FZ/l_cut"
+done
+{ head -n 2 "$FL"; printf '%s' '{"kind":"x","v":1,"pad":"'; tenmb; printf '%s\n' '"}'; tail -n +3 "$FL"; } >"$FZ/l_10mb"
+# a 10 MB record of an unknown kind is a record (under the 64 MiB limit): frozen
+NLW=0 ALLOW='sel\.json$'
+fz "a 10 MB line of an unknown kind" "0" "" "$FZ/l_10mb"
+rm -f "$FZ/out"/* "$FZ/l_10mb"
+{ head -n 2 "$FL"; printf '%s' '{"kind":"x","v":1,"pad":"'; tenmb; printf '%s\n' '"'; } >"$FZ/l_10mbu"
+POS="l_10mbu:3"
+fz "a 10 MB line, unterminated string" 3 "l_10mbu" "$FZ/l_10mbu"
+{ head -n 2 "$FL"; printf '{"kind":"x","pad":"'; head -c $(((64 << 20) - 19)) /dev/zero | tr '\0' a; printf '"}\n'; } >"$FZ/l_64mb"
+POS='l_64mb:3: line longer than 64 MiB'
+fz "a line of 64 MiB + 1 byte" 3 "l_64mb" "$FZ/l_64mb"
+rm -f "$FZ/l_64mb"
+{ head -n 2 "$FL"; awk 'BEGIN { s = ""; for (i = 0; i < 100000; i++) s = s "{\"a\":"; print s }'; } >"$FZ/l_deep"
+POS="l_deep:3"
+fz "nested 100000 deep" 3 "l_deep" "$FZ/l_deep"
+ep=$(sed -n 2p "$FL")
+dn=$(grep '"kind":"eval.done"' "$FL")
+fzrec() { # name line [LINE]: the log with its first eval.epoch (line 2) replaced; the error
+	# at LINE (default 2)
+	{ head -n 1 "$FL"; printf '%s\n' "$2"; tail -n +3 "$FL"; } >"$FZ/l_$1"
+	POS="l_$1:${3:-2}"
+	fz "eval.epoch: $1" 3 "l_$1" "$FZ/l_$1"
+}
+fzdone() { # name line: the log with its eval.done replaced
+	{ grep -v '"kind":"eval.done"' "$FL"; printf '%s\n' "$2"; } >"$FZ/l_$1"
+	POS="l_$1:$(grep -c '' "$FZ/l_$1")"
+	fz "eval.done: $1" 3 "l_$1" "$FZ/l_$1"
+}
+fzset() { printf '%s' "$1" | sed -E "s/\"$2\":(\"[^\"]*\"|[^,}]*)/\"$2\":$(printf '%s' "$3" | sed 's/[&/\]/\\&/g')/"; }
+for f in cell_id task method tier arch; do
+	for v in 1 null '[]' '{}'; do fzrec "${f}_$v" "$(fzset "$ep" $f "$v")"; done
+done
+for f in seed epoch epochs_completed; do
+	for v in '"1"' null 1e999 -1 9223372036854775808 18446744073709551616 0.5; do
+		# seed -1 is an integer: the next record of the cell contradicts it
+		fzrec "${f}_$v" "$(fzset "$ep" $f "$v")" "$([ "$f$v" = seed-1 ] && echo 3 || echo 2)"
+	done
+done
+for v in '"0.5"' 1e999 -1e999 -0.5 1.5 '[]'; do fzrec "val_accuracy_$v" "$(fzset "$ep" val_accuracy "$v")"; done
+for v in 2 '"1"' 1e999; do fzrec "v_$v" "$(fzset "$ep" v "$v")"; done
+fzrec dup_key "${ep/\"seed\":0/\"seed\":0,\"seed\":1}"
+fzrec nul "$(printf '%s' "$ep" | sed 's/"task":"t"/"task":"t\\u0000x"/')"
+fzrec surrogate "$(printf '%s' "$ep" | sed 's/"task":"t"/"task":"t\\ud800"/')"
+fzrec overlong "${ep/\"task\":\"t\"/\"task\":\"t$'\xc0\xaf'\"}"
+fzrec array '[1,2]'
+for v in 0 -1 '"3"' null 1e999 9223372036854775808; do fzdone "epochs_$v" "$(fzset "$dn" epochs "$v")"; done
+for v in -1 '"3"' 1e999 4; do fzdone "epochs_evaluated_$v" "$(fzset "$dn" epochs_evaluated "$v")"; done
+for v in 1 null '[]'; do fzdone "train_status_$v" "$(fzset "$dn" train_status "$v")"; done
+# --switch-map (rule m3_confirmation): read before any log is judged
+: >"$FZ/m_empty"
+fzm "--switch-map empty" "3" "m_empty" "$FZ/m_empty"
+fzm "--switch-map missing" 4 "$W/nosuch" "$W/nosuch"
+fzm "--switch-map a directory" "3 4" "$FZ/runs" "$FZ/runs"
+TO=5 fzm "--switch-map a FIFO without a writer" "3 4" "fifo" "$FZ/fifo"
+garbage 2000 "$FZ/m_garbage"
+POS="m_garbage:1"
+fzm "--switch-map binary garbage" 3 "m_garbage" "$FZ/m_garbage"
+s=$(stat -c %s "$FZ/map.inc")
+for o in 20 $((s / 2)) $((s - 2)); do
+	cut_mid "$FZ/map.inc" "$o" "$FZ/m_cut"
+	POS="m_cut:$(line_at "$FZ/m_cut" "$(stat -c %s "$FZ/m_cut")")"
+	fzm "--switch-map cut at byte $o of $s" 3 "m_cut" "$FZ/m_cut"
+done
+{ head -n 2 "$FZ/map.inc"; tenmb; echo; } >"$FZ/m_10mb"
+POS="m_10mb:3"
+fzm "--switch-map a 10 MB line" 3 "m_10mb" "$FZ/m_10mb"
+head -c $(((16 << 20) + 1)) /dev/zero | tr '\0' '#' >"$FZ/m_big"
+fzm "--switch-map over 16 MiB" 3 "m_big" "$FZ/m_big"
+rm -f "$FZ/m_big"
+mapl='set when task=t arch=plain tier=compact method=mechanistic_switch switch_epoch='
+for v in 0 -0 -1 1e999 2.5 9223372036854775808 4294967298 18446744073709551618 '2 x'; do
+	{ head -n 2 "$FZ/map.inc"; printf '%s%s\n' "$mapl" "$v"; tail -n 1 "$FZ/map.inc"; } >"$FZ/m_x"
+	POS="m_x:3"
+	fzm "--switch-map switch_epoch=$v" 3 "m_x" "$FZ/m_x"
+done
+{ head -n 2 "$FZ/map.inc"; printf '%s2\0 x\n' "$mapl"; tail -n 1 "$FZ/map.inc"; } >"$FZ/m_nul"
+POS="m_nul:3"
+fzm "--switch-map a NUL byte in a line" 3 "m_nul" "$FZ/m_nul"
+{ head -n 2 "$FZ/map.inc"; printf '%s2\n' "${mapl/task=t/task=t$'\xff'}"; tail -n 1 "$FZ/map.inc"; } >"$FZ/m_utf"
+POS="m_utf:3"
+fzm "--switch-map invalid UTF-8" 3 "m_utf" "$FZ/m_utf"
+{ cat "$FZ/map.inc"; printf 'method mechanistic_switch entropy_switch\n'; } >"$FZ/m_axis2"
+POS="m_axis2:5"
+fzm "--switch-map a second method line" 3 "m_axis2" "$FZ/m_axis2"
+# the output: -o where a directory is, under a file, in a new directory (made), and an
+# existing one replaced with --force that is a FIFO, garbage, or whose ledger is damaged
+mkdir -p "$FZ/out/d.json"
+hc "$hd: -o is a directory" "1 4" "d.json" "$FZ/out" sb-freeze -q --min-seeds 1 -o "$FZ/out/d.json" "$FL" $FLS
+hc "$hd: -o is a directory, --force" "4" "d.json" "$FZ/out" sb-freeze -q --force --min-seeds 1 -o "$FZ/out/d.json" "$FL" $FLS
+rmdir "$FZ/out/d.json"
+: >"$FZ/afile"
+hc "$hd: -o under a file" 4 "afile" "$FZ/out" sb-freeze -q --min-seeds 1 -o "$FZ/afile/sel.json" "$FL" $FLS
+mkfifo "$FZ/out/f.json"
+hc "$hd: -o is a FIFO (refused: it exists)" 1 "f.json" "$FZ/out" sb-freeze -q --min-seeds 1 -o "$FZ/out/f.json" "$FL" $FLS
+TO=5 hc "$hd: -o is a FIFO, --force" "3 4" "f.json" "$FZ/out" sb-freeze -q --force --min-seeds 1 -o "$FZ/out/f.json" "$FL" $FLS
+rm -f "$FZ/out/f.json"
+# documented: a damaged selection is replaced too, its file hash recorded; a damaged ledger
+# is recorded as reads unknown (-1)
+garbage 1000 "$FZ/out/g.json"
+NLW=0 ALLOW='g\.json$'
+hc "$hd: --force over binary garbage (replaced)" 0 "" "$FZ/out" sb-freeze -q --force --min-seeds 1 -o "$FZ/out/g.json" "$FL" $FLS
+cp "$FZ/good.json" "$FZ/out/h.json"
+garbage 1000 "$FZ/out/h.reads.ndjson"
+NLW=0 ALLOW='h\.json$'
+hc "$hd: --force, the old ledger binary garbage (reads unknown)" 0 "" "$FZ/out" sb-freeze -q --force --min-seeds 1 -o "$FZ/out/h.json" "$FL" $FLS
+rm -f "$FZ/out/h.reads.ndjson"
+mkfifo "$FZ/out/h.reads.ndjson"
+NLW=0 ALLOW='h\.json$'
+TO=5 hc "$hd: --force, the old ledger a FIFO (reads unknown)" 0 "" "$FZ/out" sb-freeze -q --force --min-seeds 1 -o "$FZ/out/h.json" "$FL" $FLS
+rm -f "$FZ/out"/*
+# an existing selection without --force is refused and left as it was
+cp "$FZ/good.json" "$FZ/out/k.json"
+SAME=$FZ/out/k.json
+hc "$hd: -o exists, no --force: left as it was" 1 "k.json" "$FZ/out" sb-freeze -q --min-seeds 1 -o "$FZ/out/k.json" "$FL" $FLS
+SAME=$FZ/out/k.json
+hc "$hd: -o exists, --force, a malformed log: left as it was" 3 "l_garbage" "$FZ/out" sb-freeze -q --force --min-seeds 1 -o "$FZ/out/k.json" "$FL" "$FZ/l_garbage"
+rm -f "$FZ/out"/*
+for opt in "--min-seeds -1" "--min-seeds 1e999" "--min-seeds 18446744073709551616" "--patience -1" "--budget 0" "--budget 9223372036854775808" "--expect-cells -1"; do
+	hc "$hd: option $opt" 2 "" "$FZ/out" sb-freeze -q $opt -o "$FZ/out/sel.json" "$FL"
+done
+
+# ================================================================ sb-test
+hd=sb-test
+# a frozen study (tests/fixtures/guard/lib.sh), copied afresh (mtimes kept) for each case
+# that changes it; the guard refuses (1) before anything is written, so nothing may appear
+# in the study directory (the ledger, -o) and an existing ledger stays byte for byte
+mkstudy "$W/st0" >/dev/null 2>&1
+[ -f "$W/st0/selection.json" ]
+t_result $? "fixtures: mkstudy froze a study for sb-test"
+ST=$W/st
+fresh() { rm -rf "$ST"; cp -a "$W/st0" "$ST"; }
+fresh
+# stt NAME CODES NEEDLE SELECTION [RUNS_DIR...]: into $ST/test, data $ST/data
+stt() {
+	local name=$1 codes=$2 needle=$3 sel=$4
+	shift 4
+	[ $# -gt 0 ] || set -- "$ST/runs"
+	hc "$hd: $name" "$codes" "$needle" "$ST" sb-test -q -s "$sel" -d "$ST/data" -o "$ST/test" "$@"
+}
+mkfifo "$W/st_fifo"
+: >"$ST/s_empty.json"
+stt "selection empty" 1 "s_empty.json" "$ST/s_empty.json"
+stt "selection missing" 1 "$ST/nosuch.json" "$ST/nosuch.json"
+stt "selection a directory" 1 "$ST/runs" "$ST/runs"
+TO=5 stt "selection a FIFO without a writer" 1 "st_fifo" "$W/st_fifo"
+POS='selection-exists'
+stt "selection /dev/zero (over the 256 MiB limit)" 1 "/dev/zero" /dev/zero
+garbage 3000 "$ST/s_garbage.json"
+POS='selection-format'
+stt "selection binary garbage" 1 "s_garbage.json" "$ST/s_garbage.json"
+SEL=$ST/selection.json
+s=$(stat -c %s "$SEL")
+for o in 1 9 $((s / 4)) $((s / 2)) $((3 * s / 4)) $((s - 2)); do
+	cut_to "$SEL" "$o" "$ST/s_cut.json"
+	POS='selection-format'
+	stt "selection cut at byte $o of $s" 1 "s_cut.json" "$ST/s_cut.json"
+done
+{ printf '{"pad":"'; tenmb; printf '",'; tail -c +2 "$SEL"; } >"$ST/s_10mb.json"
+stt "selection with a 10 MB member (the hash differs)" 1 "s_10mb.json" "$ST/s_10mb.json"
+rm -f "$ST/s_10mb.json"
+awk 'BEGIN { s = ""; for (i = 0; i < 100000; i++) s = s "[" ; print s }' >"$ST/s_deep.json"
+POS='selection-format'
+stt "selection nested 100000 deep" 1 "s_deep.json" "$ST/s_deep.json"
+stsel() { # name sed-expression: the selection edited (not resealed: its hash no longer holds)
+	sed -E "$2" "$SEL" >"$ST/s_$1.json"
+	cmp -s "$SEL" "$ST/s_$1.json" && { t_result 1 "$hd: selection $1: the edit changed nothing"; return; }
+	stt "selection $1" 1 "s_$1.json" "$ST/s_$1.json"
+}
+stsel dup_key '0,/"kind": /s//"kind": "x", "kind": /'
+stsel nul '0,/"freeze.selection"/s//"freeze.selection\\u0000x"/'
+stsel surrogate '0,/"freeze.selection"/s//"freeze.selection\\udc00"/'
+stsel utf8 "0,/\"freeze.selection\"/s//\"freeze.selection$(printf '\xc0\xaf')\"/"
+stsel kind_num '0,/"freeze.selection"/s//7/'
+stsel schema_str '0,/"schema": 1/s//"schema": "1"/'
+for v in 1e999 -0 9223372036854775808 '"x"' null -1e999; do
+	stsel "frozen_at_unix_s_$v" "0,/\"frozen_at_unix_s\": [0-9.]+/s//\"frozen_at_unix_s\": $v/"
+done
+stsel sha256_num '$,/"sha256": "[0-9a-f]+"/s//"sha256": 7/'
+for v in '[]' '{}' null '"x"' 1e999 true; do
+	printf '%s\n' "$v" >"$ST/s_top.json"
+	POS='selection-format'
+	stt "selection that is $v" 1 "s_top.json" "$ST/s_top.json"
+done
+# valid JSON of the wrong structure, resealed (the hash holds): refused by a later check,
+# never read
+if command -v python3 >/dev/null; then
+	reseal() { # name python-statement
+		cp "$SEL" "$ST/r_$1.json"
+		reseal_selection "$ST/r_$1.json" "$2"
+		stt "selection resealed: $1" 1 "r_$1.json" "$ST/r_$1.json"
+	}
+	reseal "validation_logs an object" 'd["validation_logs"] = {}'
+	reseal "validation_logs empty" 'd["validation_logs"] = []'
+	reseal "a log path a number" 'd["validation_logs"][0]["path"] = 7'
+	rsl() { cp "$SEL" "$ST/r_x.json"; reseal_selection "$ST/r_x.json" "$2"; POS=$3; stt "selection resealed: $1" 1 "$4" "$ST/r_x.json"; }
+	# a log path that names no log: refused naming the path it resolves to
+	rsl "a log path that is empty" 'd["validation_logs"][0]["path"] = ""' log-present "$ST/"
+	rsl "a log path outside the study" 'd["validation_logs"][0]["path"] = "../../../../etc/passwd"' log-hash /etc/passwd
+	reseal "a log sha256 of 1e999" 'd["validation_logs"][0]["sha256"] = float("1e300") * 10'
+	reseal "test_plan an object" 'd["test_plan"] = {}'
+	reseal "test_plan null" 'd["test_plan"] = None'
+	reseal "a test_plan cell_id that escapes RUNS_DIR" 'd["test_plan"][0]["cell_id"] = "../../x"'
+	reseal "a test_plan epochs of 2^63" 'd["test_plan"][0]["epochs"] = 2**63'
+	reseal "cells missing" 'd.pop("cells")'
+	reseal "rule a string" 'd["rule"] = "topk_mean_val_acc"'
+	reseal "rule.patience a string" 'd["rule"]["patience"] = "5"'
+	reseal "rule.patience 2^64" 'd["rule"]["patience"] = 2**64'
+	reseal "selected a list" 'd["selected"] = []'
+	reseal "frozen_at_unix_s -1" 'd["frozen_at_unix_s"] = -1'
+	reseal "frozen_at_unix_s 1e300" 'd["frozen_at_unix_s"] = 1e300'
+	reseal "schema 2" 'd["schema"] = 2'
+	reseal "status of rule m3 on a topk selection" 'd["status"] = "M3_VALIDATION_FROZEN_OFFICIAL_TEST_AUTHORIZED"'
+	reseal "switch_map a number" 'd["switch_map"] = 7'
+fi
+# the ledger next to the selection: damaged in each way, left as it was
+LG=$ST/selection.reads.ndjson
+ledger() { # name codes needle  (the ledger already written as the case wants)
+	SAME=$LG
+	stt "ledger $1" "$2" "$3" "$SEL"
+	fresh
+}
+rec='{"kind":"test.read","v":1,"status":"started","read":1,"selection_sha256":"x","argv":["sb-test"],"time":"t","out_dir":"o"}'
+garbage 2000 "$LG"
+POS='single-read'
+ledger "binary garbage" 1 "selection.reads.ndjson:1"
+for o in 5 30 $((${#rec} - 1)); do
+	printf '%s' "${rec:0:$o}" >"$LG"
+	POS='single-read'
+	ledger "cut at byte $o (one earlier read)" 1 "selection.reads.ndjson:1"
+done
+{ printf '%s\n' "$rec"; printf '{"kind":"test.read","pad":"'; tenmb; printf '"\n'; } >"$LG"
+ledger "a 10 MB line, unterminated" 1 "selection.reads.ndjson:2"
+awk 'BEGIN { s = ""; for (i = 0; i < 100000; i++) s = s "[" ; print s }' >"$LG"
+ledger "nested 100000 deep" 1 "selection.reads.ndjson:1"
+printf '%s\n' "${rec/\"v\":1/\"v\":1,\"v\":2}" >"$LG"
+ledger "a duplicate key" 1 "selection.reads.ndjson:1"
+printf '%s\n' "${rec/\"o\"/\"o\\u0000x\"}" >"$LG"
+ledger "an escaped NUL" 1 "selection.reads.ndjson:1"
+printf '%s\n' "${rec/\"o\"/\"o$'\xff'\"}" >"$LG"
+ledger "invalid UTF-8" 1 "selection.reads.ndjson:1"
+printf '%s\n' '[1,2]' "$rec" >"$LG"
+# records of other kinds, and the fields sb-test does not count on, are passed over: the
+# earlier read is found all the same (the refusal names the selection)
+POS='single-read'
+ledger "an array, then an earlier read" 1 "selection.json"
+for v in 1e999 -0 9223372036854775808 '"1"' null; do
+	printf '%s\n' "${rec/\"read\":1/\"read\":$v}" >"$LG"
+	POS='single-read'
+	ledger "read=$v (an earlier read all the same)" 1 "selection.json"
+done
+rm -f "$LG"; mkdir "$LG"
+stt "ledger a directory" "1 4" "selection.reads.ndjson" "$SEL"
+fresh; mkfifo "$LG"
+TO=5 stt "ledger a FIFO without a writer" "1 4" "selection.reads.ndjson" "$SEL"
+fresh
+# RUNS_DIR and what is in it
+stt "RUNS_DIR missing" "1 4" "$W/nosuch" "$SEL" "$W/nosuch"
+stt "RUNS_DIR a file" "1 4" "selection.json" "$SEL" "$SEL"
+c0=$(sed -n 's/.*"cell_id": "\([^"]*topk_softmax_025[^"]*\)".*/\1/p' "$SEL" | head -n 1)
+L0=$ST/runs/$c0/val.ndjson
+for what in fifo dir garbage cut; do
+	fresh
+	m=$(stat -c %y "$L0")
+	case $what in
+	fifo) rm "$L0"; mkfifo "$L0" ;;
+	dir) rm "$L0"; mkdir "$L0" ;;
+	garbage) garbage 500 "$L0" ;;
+	cut) cut_to "$W/st0/runs/$c0/val.ndjson" 100 "$L0" ;;
+	esac
+	touch -h -d "$m" "$L0"
+	TO=5 stt "a listed log replaced by a $what (its old mtime)" 1 "$c0/val.ndjson" "$SEL"
+done
+fresh
+mkdir -p "$ST/runs/extra.cell"
+mkfifo "$ST/runs/extra.cell/val.ndjson"
+TO=5 stt "an unlisted log that is a FIFO (newer than the freeze)" 1 "extra.cell/val.ndjson" "$SEL"
+CJ=$ST/runs/$c0/cell.json
+for what in fifo dir garbage empty 10mb dup nul; do
+	fresh
+	case $what in
+	fifo) rm "$CJ"; mkfifo "$CJ" ;;
+	dir) rm "$CJ"; mkdir "$CJ" ;;
+	garbage) garbage 500 "$CJ" ;;
+	empty) : >"$CJ" ;;
+	10mb) { printf '{"pad":"'; tenmb; printf '"}\n'; } >"$CJ" ;;
+	dup) sed -i 's/"seed":0/"seed":0,"seed":1/' "$CJ" ;;
+	nul) sed -i 's/"task":"guardtask"/"task":"guardtask\\u0000x"/' "$CJ" ;;
+	esac
+	TO=5 stt "a planned cell's cell.json: $what" "1 3 4" "$c0/cell.json" "$SEL"
+done
+CK=$ST/runs/$c0/epoch-003.safetensors
+for what in fifo dir empty garbage; do
+	fresh
+	case $what in
+	fifo) rm "$CK"; mkfifo "$CK" ;;
+	dir) rm "$CK"; mkdir "$CK" ;;
+	empty) : >"$CK" ;;
+	garbage) garbage 500 "$CK" ;;
+	esac
+	TO=5 stt "a planned checkpoint: $what" "1 3 4" "$c0/epoch-003.safetensors" "$SEL"
+done
+# -d and -o (checked after the guard passes, before the read is recorded)
+fresh
+hc "$hd: -d missing" 4 "$W/nosuch" "$ST" sb-test -q -s "$SEL" -d "$W/nosuch" -o "$ST/test" "$ST/runs"
+hc "$hd: -d a file" 4 "selection.json" "$ST" sb-test -q -s "$SEL" -d "$SEL" -o "$ST/test" "$ST/runs"
+hc "$hd: -d ''" "2 4" "" "$ST" sb-test -q -s "$SEL" -d "" -o "$ST/test" "$ST/runs"
+for what in dir fifo empty; do
+	fresh
+	T0=$ST/data/guardtask/test.safetensors
+	case $what in
+	dir) rm "$T0"; mkdir "$T0" ;;
+	fifo) rm "$T0"; mkfifo "$T0" ;;
+	empty) : >"$T0" ;;
+	esac
+	# an empty test file is a regular file: found unreadable only by the read, after 'started'
+	[ $what = empty ] && continue
+	TO=5 hc "$hd: -d: the test file a $what" 4 "test.safetensors" "$ST" sb-test -q -s "$SEL" -d "$ST/data" -o "$ST/test" "$ST/runs"
+done
+fresh
+hc "$hd: -o a file" 4 "selection.json" "$ST" sb-test -q -s "$SEL" -d "$ST/data" -o "$SEL" "$ST/runs"
+hc "$hd: -o under a file" 4 "selection.json" "$ST" sb-test -q -s "$SEL" -d "$ST/data" -o "$SEL/t" "$ST/runs"
+mkdir -p "$ST/t2"; : >"$ST/t2/test.ndjson"
+hc "$hd: -o holds a test.ndjson (output-fresh)" 1 "test.ndjson" "$ST" sb-test -q -s "$SEL" -d "$ST/data" -o "$ST/t2" "$ST/runs"
+for opt in "-j -1" "-j 18446744073709551616" "--device nope" "--reread ''"; do
+	eval "hc \"\$hd: option \$opt\" 2 \"\" \"\$ST\" sb-test -q -s \"\$SEL\" -d \"\$ST/data\" -o \"\$ST/test\" $opt \"\$ST/runs\""
+done
+fresh
 
 summary=""
 for p in "${!per_prog[@]}"; do summary="$summary $p=${per_prog[$p]} ($((${per_ms[$p]} / 1000)) s)"; done
