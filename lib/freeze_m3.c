@@ -151,8 +151,11 @@ static int cell_switch_epoch(const char *log, const char *cell_id, char *why, si
 	struct sb_err e = {0};
 	struct sb_json *v = NULL;
 	int64_t se = 0;
+	struct stat st; /* a FIFO would block the read */
 	if (!cj)
 		snprintf(why, nwhy, "out of memory");
+	else if (stat(cj, &st) == 0 && !S_ISREG(st.st_mode))
+		snprintf(why, nwhy, "its cell.json is not a regular file");
 	else if (sb_read_file(cj, &buf, &len, 1 << 20, &e) || sb_json_parse(buf, len, &v, &e))
 		snprintf(why, nwhy, "its cell.json cannot be read: %s", e.msg);
 	else if (strcmp(sb_json_str(sb_json_get(v, "cell_id"), ""), cell_id))

@@ -720,7 +720,10 @@ static int m3_checks(const struct sb_guarded *g, const char *sel, struct sb_err 
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	struct sb_err e2 = {0};
 	int rc = 0;
-	if (sb_sha256_file(p, hex, NULL, &e2))
+	struct stat mst; /* a FIFO would block the hash */
+	if (stat(p, &mst) == 0 && !S_ISREG(mst.st_mode))
+		rc = refuse(err, p, "switch-map-hash", "the switch map the selection froze is not a regular file");
+	else if (sb_sha256_file(p, hex, NULL, &e2))
 		rc = refuse(err, p, "switch-map-hash", "the switch map the selection froze cannot be read: %s", e2.msg);
 	else if (strcmp(hex, hash))
 		rc = refuse(err, p, "switch-map-hash",

@@ -205,6 +205,9 @@ fifo_case() { # name setup-expr restore-expr
 fifo_case "a wrong status" 'reseal "d[\"status\"] = \"M3_VALIDATION_INCOMPLETE\""' :
 fifo_case "an edited switch map" 'echo "# x" >>map.inc' 'cp map.keep map.inc'
 fifo_case "a deleted switch map" 'rm map.inc' 'cp map.keep map.inc'
+# and a FIFO where the guard reads: the switch map, a switching cell's cell.json (they hung)
+fifo_case "a switch map that is a FIFO" 'rm map.inc; mkfifo map.inc' 'rm map.inc; cp map.keep map.inc'
+fifo_case "a switching cell's cell.json that is a FIFO" 'rm "$cj"; mkfifo "$cj"' 'rm "$cj"; cp cj.keep "$cj"'
 if command -v strace >/dev/null && strace -f -qq -o /dev/null true 2>/dev/null; then
 	for c in status map; do
 		fresh
