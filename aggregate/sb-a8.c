@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,7 +106,7 @@ static const char *probe_names[NPROBE] = {"probe_dense_entropy", "probe_boundary
  * original's) and select_runs keeps the later one. file: the input its evaluation came from
  * (-1 while it has only a test.cell). */
 struct run {
-	char id[160], task[64], method[64], arch[32], tier[32], status[48];
+	char id[256], task[64], method[64], arch[32], tier[32], status[48]; /* id: a generated one always fits */
 	int seed, budget, n_val, done, evaluated, file;
 	int have[MAXE], have_test;
 	double acc[MAXE], ent[MAXE], probe[MAXE][NPROBE], test_acc;
@@ -276,7 +277,18 @@ static int load(const char *path, int file, struct sb_input *in, int with_test, 
 				sb_json_free(rec);
 				break;
 			}
-			char idb[160];
+			/* names that do not fit would be cut, and two runs merged under the cut name */
+			if (strlen(task) >= sizeof runs->task || strlen(method) >= sizeof runs->method ||
+			    strlen(arch) >= sizeof runs->arch || strlen(tier) >= sizeof runs->tier ||
+			    (id && strlen(id) >= sizeof runs->id) || seed < 0 || seed > INT_MAX) {
+				rc = SB_ERR(err, SB_EDATA,
+				            "%s:%d: a task or method of %zu or more bytes, an arch or tier of %zu or more, a "
+				            "cell_id of %zu or more, or a seed outside [0, %d]: not a record of this study",
+				            path, line, sizeof runs->task, sizeof runs->arch, sizeof runs->id, INT_MAX);
+				sb_json_free(rec);
+				break;
+			}
+			char idb[256];
 			if (!id) {
 				snprintf(idb, sizeof idb, "%s.%s.s%lld.%s.%s", task, method, (long long)seed, arch, tier);
 				id = idb;

@@ -349,3 +349,15 @@ $ { $R cifar10 softmax 0 3 0.7; echo '[1,2]'; } >v.ndjson
 $ sb-a8 -q bottomk v.ndjson
 ? 3
 ! v.ndjson:5: record is not a JSON object
+
+%%% a name longer than sb-a8 holds is refused naming the line (it was cut, and two runs could merge)
+$ t=$(printf 'x%.0s' $(seq 70)); printf '{"kind":"eval.epoch","v":1,"task":"%s","method":"softmax","seed":0,"epoch":0,"val_accuracy":0.5}\n' "$t" >long.ndjson
+$ sb-a8 bottomk long.ndjson
+? 3
+! long.ndjson:1: a task or method of 64 or more bytes
+
+%%% a seed beyond int is refused naming the line (it was cut to an int)
+$ printf '{"kind":"eval.epoch","v":1,"task":"cifar10","method":"softmax","seed":4294967296,"epoch":0,"val_accuracy":0.5}\n' >seed.ndjson
+$ sb-a8 bottomk seed.ndjson
+? 3
+! seed.ndjson:1: a task or method
