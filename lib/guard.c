@@ -345,9 +345,23 @@ int sb_guard_reads(const char *ledger, const char *sha256, int *n_reads, int *n_
 		}
 		if (!rec)
 			break;
-		const char *kind = sb_json_str(sb_json_get(rec, "kind"), "");
-		const char *status = sb_json_str(sb_json_get(rec, "status"), "");
-		if (strcmp(kind, "test.read") == 0 && strcmp(status, "started") == 0) {
+		const char *kind = sb_json_str(sb_json_get(rec, "kind"), NULL);
+		const char *status = sb_json_str(sb_json_get(rec, "status"), NULL);
+		const char *ssha = sb_json_str(sb_json_get(rec, "selection_sha256"), NULL);
+		/* only sb-test writes here: a record it would not write (not an object, another kind,
+		 * another status, a mistyped hash) is damage, not something to pass over, since a
+		 * "started" record among them would go uncounted */
+		if (!kind || strcmp(kind, "test.read") || !status ||
+		    (strcmp(status, "started") && strcmp(status, "completed") && strcmp(status, "failed")) || !ssha ||
+		    !sb_is_sha256_hex(ssha)) {
+			sb_json_free(rec);
+			rc = REFUSE(err, ledger, "single-read",
+			            "the test-read ledger is damaged: line %ld is not a test.read record of sb-test "
+			            "(kind, status started/completed/failed, selection_sha256)",
+			            sb_ndjson_line(r));
+			break;
+		}
+		if (strcmp(status, "started") == 0) {
 			++*n_reads;
 			const char *s = sb_json_str(sb_json_get(rec, "selection_sha256"), "");
 			if (strcmp(s, sha256) == 0)

@@ -1206,7 +1206,7 @@ ledger() { # name codes needle  (the ledger already written as the case wants)
 	stt "ledger $1" "$2" "$3" "$SEL"
 	fresh
 }
-rec='{"kind":"test.read","v":1,"status":"started","read":1,"selection_sha256":"x","argv":["sb-test"],"time":"t","out_dir":"o"}'
+rec='{"kind":"test.read","v":1,"status":"started","read":1,"selection_sha256":"0000000000000000000000000000000000000000000000000000000000000000","argv":["sb-test"],"time":"t","out_dir":"o"}'
 garbage 2000 "$LG"
 POS='single-read'
 ledger "binary garbage" 1 "selection.reads.ndjson:1"
@@ -1226,10 +1226,11 @@ ledger "an escaped NUL" 1 "selection.reads.ndjson:1"
 printf '%s\n' "${rec/\"o\"/\"o$'\xff'\"}" >"$LG"
 ledger "invalid UTF-8" 1 "selection.reads.ndjson:1"
 printf '%s\n' '[1,2]' "$rec" >"$LG"
-# records of other kinds, and the fields sb-test does not count on, are passed over: the
-# earlier read is found all the same (the refusal names the selection)
+# a line sb-test would not write (not a test.read record) is damage, named by its line; the
+# fields sb-test does not count on are passed over: the earlier read is found all the same
+# (the refusal names the selection)
 POS='single-read'
-ledger "an array, then an earlier read" 1 "selection.json"
+ledger "an array, then an earlier read" 1 "selection.reads.ndjson"
 for v in 1e999 -0 9223372036854775808 '"1"' null; do
 	printf '%s\n' "${rec/\"read\":1/\"read\":$v}" >"$LG"
 	POS='single-read'

@@ -257,7 +257,8 @@ static void ledger(void)
 	                  "\"selection_sha256\":\"0123456789012345678901234567890123456789012345678901234567890123\","
 	                  "\"out_dir\":\"o\"}";
 	SB_CHECK(sb_guard_ledger_append(lp, rec, strlen(rec), &err) == 0, "append a started read");
-	const char *done = "{\"kind\":\"test.read\",\"v\":1,\"status\":\"completed\",\"selection_sha256\":\"x\"}";
+	const char *done = "{\"kind\":\"test.read\",\"v\":1,\"status\":\"completed\",\"selection_sha256\":"
+	                   "\"0123456789012345678901234567890123456789012345678901234567890123\"}";
 	SB_CHECK(sb_guard_ledger_append(lp, done, strlen(done), &err) == 0, "append its completion");
 	SB_CHECK(sb_guard_reads(lp, sha, &nr, &ns, &first, &err) == 0 && nr == 1 && ns == 1 && first &&
 	             strstr(first, "T1") && strstr(first, "sb-test"),
@@ -279,6 +280,22 @@ static void ledger(void)
 	int rc = sb_guard_reads(lp, sha, &nr, &ns, NULL, &err);
 	SB_CHECK(refused(rc, err.msg, "single-read") && strstr(err.msg, "damaged"), "damaged ledger refused: %s",
 	         err.msg);
+	/* so does a whole line sb-test would not write: a started read with a mistyped status or
+	 * hash, or not a test.read record (it was passed over, so a read could go uncounted) */
+	static const char *bad[] = {
+	    "{\"kind\":\"test.read\",\"status\":[\"started\"],\"selection_sha256\":\"0123456789012345678901234567890123456789012345678901234567890123\"}",
+	    "{\"kind\":\"test.read\",\"status\":\"started\",\"selection_sha256\":7}",
+	    "{\"kind\":\"test.reads\",\"status\":\"started\",\"selection_sha256\":\"0123456789012345678901234567890123456789012345678901234567890123\"}",
+	    "[1,2]"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		f = fopen(lp, "wb");
+		fprintf(f, "%s\n", bad[i]);
+		fclose(f);
+		struct sb_err e3 = {0};
+		rc = sb_guard_reads(lp, sha, &nr, &ns, NULL, &e3);
+		SB_CHECK(refused(rc, e3.msg, "single-read") && strstr(e3.msg, "damaged") && strstr(e3.msg, "line 1"),
+		         "a ledger line sb-test would not write is damage (%s): %s", bad[i], e3.msg);
+	}
 }
 
 int main(void)
