@@ -737,17 +737,22 @@ static int m3_checks(const struct sb_guarded *g, const char *sel, struct sb_err 
 /* The SHA-256 of cell.json that the validation log of CELL_ID recorded when it was evaluated
  * (sb-eval's run.meta lists it among its inputs; the log itself is pinned by the guard's
  * log-hash), copied to want; 0 when found, -1 when the log records none (a log of another
- * origin), else an error code. */
+ * origin), else an error code. A log of several runs (sb-eval's stdout for RUN_DIR...) lists
+ * one cell.json per run: the one in a directory named CELL_ID is this cell's; a log of this
+ * cell alone may name its one cell.json by any path. */
 static int logged_cell_sha(const struct sb_guarded *g, const char *cell_id, char want[SB_SHA256_HEX],
                            struct sb_err *err)
 {
 	const struct sb_json *cells = sb_json_get(g->sel, "cells"), *logs = sb_json_get(g->sel, "validation_logs");
-	int64_t li = -1;
+	int64_t li = -1, l2;
 	for (size_t i = 0; cells && cells->type == SB_JSON_ARRAY && i < cells->n && li < 0; i++)
 		if (same_str(sb_json_get(cells->items[i], "cell_id"), cell_id))
 			sb_json_int64(sb_json_get(cells->items[i], "log"), &li);
 	if (li < 0 || !logs || logs->type != SB_JSON_ARRAY || (size_t)li >= logs->n)
 		return -1;
+	size_t n_cells_of_log = 0; /* the cells the selection found in this log */
+	for (size_t i = 0; i < cells->n; i++)
+		n_cells_of_log += !sb_json_int64(sb_json_get(cells->items[i], "log"), &l2) && l2 == li;
 	char *path = sb_guard_resolve(g, sb_json_str(sb_json_get(logs->items[li], "path"), ""));
 	if (!path)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -763,15 +768,27 @@ static int logged_cell_sha(const struct sb_guarded *g, const char *cell_id, char
 	const struct sb_json *in = meta && same_str(sb_json_get(meta, "kind"), "run.meta") ? sb_json_get(meta, "inputs")
 	                                                                                    : NULL;
 	int found = -1;
+	size_t n_cj = 0, idl = strlen(cell_id);
+	const char *only = NULL;
 	for (size_t i = 0; in && in->type == SB_JSON_ARRAY && i < in->n && found; i++) {
 		const char *ip = sb_json_str(sb_json_get(in->items[i], "path"), "");
 		const char *sha = sb_json_str(sb_json_get(in->items[i], "sha256"), "");
 		size_t l = strlen(ip);
 		if (l >= 9 && !strcmp(ip + l - 9, "cell.json") && (l == 9 || ip[l - 10] == '/') &&
 		    strlen(sha) == SB_SHA256_HEX - 1) {
-			memcpy(want, sha, SB_SHA256_HEX);
-			found = 0;
+			n_cj++;
+			only = sha;
+			/* DIR/CELL_ID/cell.json (or CELL_ID/cell.json) */
+			if (l >= idl + 10 && !strncmp(ip + l - 10 - idl, cell_id, idl) &&
+			    (l == idl + 10 || ip[l - 11 - idl] == '/')) {
+				memcpy(want, sha, SB_SHA256_HEX);
+				found = 0;
+			}
 		}
+	}
+	if (found && n_cj == 1 && n_cells_of_log == 1) {
+		memcpy(want, only, SB_SHA256_HEX);
+		found = 0;
 	}
 	sb_json_free(meta);
 	return found;

@@ -149,6 +149,25 @@ rc=$?
 t_result $? "an edited cell.json (classes) is refused before the read: exit $rc, no ledger" "$(cat err)"
 cp cell.json.orig "$cj"
 
+# a selection frozen from sb-eval's stdout (one log of all six runs, whose run.meta lists each
+# run's cell.json): each planned cell is compared with its own cell.json, not the first listed
+mkdir -p study2
+sb-freeze -q --min-seeds 3 -o study2/selection.json eval.out >/dev/null 2>err
+t_result $? "sb-freeze of sb-eval's stdout (six runs in one log)" "$(cat err)"
+python3 - "$cj" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["classes"] = 99
+json.dump(c, open(sys.argv[1], "w"))
+PY
+sb-test -q -s study2/selection.json -d data -o study2/test-edited runs >/dev/null 2>err
+rc=$?
+[ $rc -eq 3 ] && grep -q "is not the cell.json its validation log was evaluated with" err && [ ! -e study2/selection.reads.ndjson ]
+t_result $? "... an edited cell.json is still refused before the read: exit $rc" "$(cat err)"
+cp cell.json.orig "$cj"
+sb-test -q -s study2/selection.json -d data -o study2/test runs >/dev/null 2>err
+rc=$?
+t_result $rc "... and the selection is read (exit $rc; before: refused, another run's cell.json compared)" "$(cat err)"
+
 sb-test -q -s study/selection.json -d data -o study/test runs >test.out 2>test.err
 t_result $? "sb-test: the read ($(tail -c 300 test.err))"
 python3 - <<'PY'
