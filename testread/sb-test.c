@@ -993,7 +993,13 @@ static int check_test_files(const struct opts *o, const struct plan *plan, size_
 			sprintf(side, "%s.sha256", tpath);
 			char hex[SB_SHA256_HEX];
 			struct sb_err e2 = {0};
-			if (sb_file_exists(side) && sb_sidecar_read(tpath, hex, &e2))
+			struct stat sst; /* a FIFO would block the read */
+			if (stat(side, &sst) == 0 && !S_ISREG(sst.st_mode))
+				rc = SB_ERR(err, SB_EIO,
+				            "%s: not a regular file (the SHA-256 sidecar of task '%s''s test file, which the "
+				            "read checks); nothing was read",
+				            side, plan[i].task);
+			else if (sb_file_exists(side) && sb_sidecar_read(tpath, hex, &e2))
 				rc = SB_ERR(err, e2.code ? e2.code : SB_EDATA,
 				            "%s (the SHA-256 sidecar of task '%s''s test file, which the read checks); "
 				            "nothing was read",

@@ -28,6 +28,13 @@ try "an empty sidecar"
 rm -rf "$T/s" && cp -a "$T/pristine" "$T/s"
 rm "$T/s/$side" && mkdir "$T/s/$side"
 try "a sidecar that is a directory"
+rm -rf "$T/s" && cp -a "$T/pristine" "$T/s"
+rm "$T/s/$side" && mkfifo "$T/s/$side"
+(cd "$T/s" && timeout 20 sb-test -q -s selection.json -d data -o test runs >"$T/out" 2>"$T/err")
+rc=$?
+[ $rc -eq 4 ] && grep -q "test.safetensors.sha256: not a regular file" "$T/err" && grep -q "nothing was read" "$T/err" &&
+	[ ! -e "$T/s/selection.reads.ndjson" ] && [ ! -s "$T/out" ]
+t_result $? "a sidecar that is a FIFO without a writer: exit 4 naming it, the ledger unwritten (exit $rc: $(head -c 250 "$T/err"))"
 # controls: a good sidecar, and none at all: the read is recorded (it then fails on the stand-in
 # checkpoints, after the guard)
 for how in good none; do
