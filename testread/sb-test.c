@@ -1042,29 +1042,72 @@ static int out_dir_ready(const struct opts *o, struct sb_err *err)
  * run waits for it, then finds the first one's read in the ledger. */
 static int lock_ledger_dir(const char *ledger, struct sb_err *err)
 {
-	char *dir = strdup(ledger);
+	char *dir = sb_path_dirname(ledger);
 	if (!dir)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	char *slash = strrchr(dir, '/');
-	if (!slash)
-		snprintf(dir, strlen(dir) + 1, ".");
-	else if (slash == dir)
-		slash[1] = 0;
-	else
-		*slash = 0;
 	int rc = 0, fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		rc = SB_ERRNO(err, dir);
 	else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		if (errno == EWOULDBLOCK)
+		if (errno != EWOULDBLOCK) {
+			/* no flock here (NFS emulates it with byte-range locks, which a directory opened
+			 * read-only cannot take): the read goes on, unserialised, and says so */
+			sb_cli_warn("%s: cannot lock the directory (%s): sb-test runs started together on its "
+			            "selections are not serialised",
+			            dir, strerror(errno));
+		} else {
 			sb_progress(1, "waiting for another sb-test reading a selection in %s", dir);
-		while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR)
-			;
-		if (rc)
-			rc = SB_ERRNO(err, dir);
+			while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR)
+				;
+			if (rc)
+				rc = SB_ERRNO(err, dir);
+		}
 	}
 	/* fd stays open: the lock is released when the process ends */
 	free(dir);
+	return rc;
+}
+
+/* Check single-read, under the lock of the selection's directory (held from here to the end):
+ * the ledger beside the selection file itself (a symbolic link is followed to it), the other
+ * ledgers of its directory, where the same selection read under another name (a link, a
+ * copy) left its reads, and the ledger beside a link (where sb-test wrote before it followed
+ * links). *ledger: the ledger to append to (newly allocated); *n_reads: the reads counted. */
+static int single_read(const struct opts *o, const struct sb_guarded *g, char **ledger, int *n_reads,
+                       struct sb_err *err)
+{
+	char *real_sel = realpath(o->sel, NULL);
+	*ledger = sb_guard_ledger_path(real_sel ? real_sel : o->sel);
+	free(real_sel);
+	if (!*ledger)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	int n_same, n_other = 0, rc;
+	char *first = NULL, *other = NULL;
+	SB_TRY(lock_ledger_dir(*ledger, err));
+	SB_TRY(sb_guard_reads(*ledger, g->sha256, n_reads, &n_same, &first, err));
+	rc = sb_guard_reads_beside(*ledger, g->sha256, &n_other, &other, err);
+	char *link_ledger = rc ? NULL : sb_guard_ledger_path(o->sel);
+	if (link_ledger && strcmp(link_ledger, *ledger) && !other) {
+		int nl = 0, sl = 0;
+		rc = sb_guard_reads(link_ledger, g->sha256, &nl, &sl, &other, err);
+		n_other += sl;
+	}
+	free(link_ledger);
+	*n_reads += n_other;
+	if (!rc && n_other > 0 && !o->reread)
+		rc = refuse(err, o->sel, "single-read",
+		            "this selection was already read under another name in its directory (%d time(s); %s); "
+		            "pass --reread REASON to read it again",
+		            n_other, other ? other : "?");
+	else if (!rc && *n_reads > 0 && !o->reread)
+		rc = refuse(err, o->sel, "single-read",
+		            n_same > 0 ? "this selection was already read (%d time(s); first %s); pass --reread REASON to "
+		                         "read it again"
+		                       : "a selection at this path was already read (%d time(s); first %s) and then "
+		                         "replaced with --force; pass --reread REASON to read again",
+		            n_same > 0 ? n_same : *n_reads, first ? first : "?");
+	free(first);
+	free(other);
 	return rc;
 }
 
@@ -1373,58 +1416,11 @@ int main(int argc, char **argv)
 		sb_cli_die(&err);
 	for (int r = 0; r < o.n_runs; r++)
 		warn_unlisted(&g, o.runs[r]);
-	/* 2. one read per selection: the ledger beside the selection file itself (a symbolic link
-	 * is followed to it), and the other ledgers of its directory, where the same selection
-	 * read under another name (a link, a copy) left its reads */
-	char *real_sel = realpath(o.sel, NULL);
-	char *ledger = sb_guard_ledger_path(real_sel ? real_sel : o.sel);
-	free(real_sel);
-	int n_reads, n_same, n_beside = 0;
-	char *first = NULL, *beside = NULL;
-	if (!ledger) {
-		SB_ERR(&err, SB_EINTERNAL, "out of memory");
+	/* 2. one read per selection */
+	char *ledger = NULL;
+	int n_reads = 0;
+	if (single_read(&o, &g, &ledger, &n_reads, &err))
 		sb_cli_die(&err);
-	}
-	if (lock_ledger_dir(ledger, &err) || sb_guard_reads(ledger, g.sha256, &n_reads, &n_same, &first, &err) ||
-	    sb_guard_reads_beside(ledger, g.sha256, &n_beside, &beside, &err))
-		sb_cli_die(&err);
-	/* a selection named through a symbolic link: reads recorded beside the link (as sb-test
-	 * did before it followed links) count too */
-	char *link_ledger = sb_guard_ledger_path(o.sel);
-	if (link_ledger && strcmp(link_ledger, ledger) && !beside) {
-		int nl = 0, sl = 0;
-		if (sb_guard_reads(link_ledger, g.sha256, &nl, &sl, &beside, &err))
-			sb_cli_die(&err);
-		n_beside += sl;
-		if (!sl) {
-			free(beside);
-			beside = NULL;
-		}
-	}
-	free(link_ledger);
-	if (n_beside > 0 && !o.reread) {
-		refuse(&err, o.sel, "single-read",
-		       "this selection was already read under another name in its directory (%d time(s); %s); pass "
-		       "--reread REASON to read it again",
-		       n_beside, beside ? beside : "?");
-		sb_cli_die(&err);
-	}
-	free(beside);
-	n_reads += n_beside;
-	if (n_reads > 0 && !o.reread) {
-		if (n_same > 0)
-			refuse(&err, o.sel, "single-read",
-			       "this selection was already read (%d time(s); first %s); pass --reread REASON to read "
-			       "it again",
-			       n_same, first ? first : "?");
-		else
-			refuse(&err, o.sel, "single-read",
-			       "a selection at this path was already read (%d time(s); first %s) and then replaced "
-			       "with --force; pass --reread REASON to read again",
-			       n_reads, first ? first : "?");
-		sb_cli_die(&err);
-	}
-	free(first);
 	char *out_path = sb_path_join(o.out_dir, "test.ndjson");
 	if (!out_path) {
 		SB_ERR(&err, SB_EINTERNAL, "out of memory");
