@@ -768,6 +768,13 @@ int main(int argc, char **argv)
 		if (sb_dataset_read(tds[k].path, 0, &tds[k].ds, &err))
 			sb_cli_die(&err);
 		ntds++;
+		/* as sb-eval and sb-test check: a pool of another task (copied or linked under this
+		 * task's name) would train the cell on other data, found only at evaluation */
+		if (strcmp(tds[k].ds.task, tds[k].task) != 0) {
+			SB_ERR(&err, SB_EDATA, "%s: a dataset of task '%s', but the cell's task is '%s'", tds[k].path,
+			       tds[k].ds.task, tds[k].task);
+			sb_cli_die(&err);
+		}
 	}
 	/* check every cell against its dataset before anything is trained */
 	for (int i = 0; i < cs.n; i++) {

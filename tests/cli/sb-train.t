@@ -61,6 +61,14 @@ $ sb-train -q -d $T/data -o $T/runs --task tst --method softmax --seed 0 --epoch
 ? 1
 ! refusing to read the test split
 
+%%% a pool whose metadata names another task is refused before anything trains (as sb-eval refuses it)
+$ $TOP/build/tests/test_train --fixtures $T
+$ mkdir -p $T/data/img2 && cp $T/data/img/pool.safetensors $T/data/img2/
+$ sb-train -q -d $T/data -o $T/runs --task img2 --method softmax --seed 0 --epochs 1
+? 3
+! a dataset of task 'img', but the cell's task is 'img2'
+$ test ! -e $T/runs/img2.softmax.s0.plain.compact.*/epoch-001.safetensors
+
 %%% a cell from flags: run.meta first, train.epoch per epoch, train.done
 $ $TOP/build/tests/test_train --fixtures $T
 $ sb-train -q -d $T/data -o $T/runs --task img --method sparsemax --seed 0 --epochs 2 --batch 32 > $T/out
