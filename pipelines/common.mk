@@ -103,7 +103,8 @@ $$($(1).$(2).TRAIN): $(SB_OUT)/$(1)/$(2)/cells/%/train.ndjson: $(SB_OUT)/$(1)/$(
 	@$(SB_STAGE) train $(SB_OUT)/$(1)/$(2) $$*
 $$($(1).$(2).VAL): $(SB_OUT)/$(1)/$(2)/cells/%/val.ndjson: $(SB_OUT)/$(1)/$(2)/cells/%/train.ndjson | $(call sb_prog,eval)
 	@$(SB_STAGE) eval $(SB_OUT)/$(1)/$(2) $$*
-$(SB_OUT)/$(1)/$(2)/selection.json: $$($(1).$(2).VAL) $(SB_OUT)/$(1)/$(2)/params/freeze $(SB_OUT)/$(1)/$(2)/params/cells | $(call sb_prog,freeze)
+# (a selection without its sidecar: a freeze killed between sb-freeze's write and the seal; made again)
+$(SB_OUT)/$(1)/$(2)/selection.json: $$($(1).$(2).VAL) $(SB_OUT)/$(1)/$(2)/params/freeze $(SB_OUT)/$(1)/$(2)/params/cells $$(if $$(wildcard $(SB_OUT)/$(1)/$(2)/selection.json),$$(if $$(wildcard $(SB_OUT)/$(1)/$(2)/selection.json.sha256),,FORCE)) | $(call sb_prog,freeze)
 	@$(SB_STAGE) freeze $(SB_OUT)/$(1)/$(2)
 $(SB_OUT)/$(1)/$(2)/test/test.ndjson: $(SB_OUT)/$(1)/$(2)/selection.json $(SB_OUT)/$(1)/$(2)/params/test $$(foreach t,$$($(1).$(2).TASKS),$(SB_DATA)/$$(t)/test.safetensors) | $(call sb_prog,test)
 	@$(SB_STAGE) test $(SB_OUT)/$(1)/$(2)

@@ -589,6 +589,12 @@ do_freeze() {
 		[ -f "$m" ] || die 1 "freeze $(label "$B"): the switch map $m is missing"
 		opts+=(--switch-map "$m")
 	fi
+	if [ -f "$B/selection.json" ] && [ ! -e "$B/selection.json.sha256" ] && [ ! -e "$B/selection.reads.ndjson" ]; then
+		# never sealed (a freeze killed between sb-freeze's write and the seal) and never
+		# read (sb-test takes only a sealed selection): not a result, made again from scratch
+		say "freeze $(label "$B"): $B/selection.json was never sealed (an interrupted freeze); freezing again"
+		rm -f "$B/selection.json"
+	fi
 	if [ -f "$B/selection.json" ]; then
 		# sb-freeze refuses to overwrite a selection; --force is recorded in the new one
 		if [ -f "$B/selection.reads.ndjson" ] && [ "$REFREEZE" != 1 ]; then

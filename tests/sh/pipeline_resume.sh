@@ -73,4 +73,22 @@ t_result $? "RESUME=0 run"
 grep -q 'set aside an unfinished attempt' "$T/noresume.log" && [ -f "$c"/attempts/*/work/x/train.ndjson ]
 t_result $? "RESUME=0 sets the attempt aside, keeping it"
 [ "$(digest)" = "$ref" ]; t_result $? "and the results are unchanged"
+
+# SIGKILL between sb-freeze's write of selection.json and its seal: the next make freezes
+# again (a selection without its sidecar was never sealed, so never read) and ends with the
+# uninterrupted run's results, instead of every later make refusing the unsealed selection
+rm -rf "$T/out" "$T/ks" && cp -r "$FIX/stubs" "$T/ks" && mv "$T/ks/sb-freeze" "$T/ks/sb-freeze.real"
+cat >"$T/ks/sb-freeze" <<'EOS'
+#!/usr/bin/env bash
+"$(dirname "$0")/sb-freeze.real" "$@" || exit
+case " $* " in *" -o "*) kill -KILL 0 ;; esac
+EOS
+chmod +x "$T/ks/sb-freeze"
+{ setsid make -C "$TOP" --no-print-directory EXTRA_GRIDS="$PT_GRID" SB_OUT="$T/out" SB_DATA="$T/data" \
+	SB_BIN="$T/ks" SB_MIRRORS= pt >"$T/fkill.log" 2>&1; } 2>/dev/null
+[ -f "$T/out/pt/main/selection.json" ] && [ ! -e "$T/out/pt/main/selection.json.sha256" ]
+t_result $? "killed between the freeze's write and its seal"
+pmake pt >"$T/fresume.log" 2>&1
+t_result $? "the next make finishes ($(grep -m1 'pipeline:' "$T/fresume.log"))"
+[ "$(digest)" = "$ref" ]; t_result $? "with the uninterrupted run's results"
 t_done
