@@ -133,7 +133,7 @@ $(1)-cells: $(SB_OUT)/$(1)/.grid/cells.mk
 	+@$$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),,$$(call sb_lock,$(1));) $$(MAKE) --no-print-directory SB_MAKE_RUN=$$(SB_MAKE_RUN) $(1)-cells-run
 $(1)-cells-run: $$($(1).CELLS)
 # GRID-final too: it runs the freeze, test and statistics stages that make GRID runs
-# (GRID itself, and the Slurm final job, make GRID-final-run inside their lock)
+# (GRID itself makes GRID-final-run inside its lock; the Slurm final job makes it without one)
 $(1)-final: $(SB_OUT)/$(1)/.grid/cells.mk
 	+@$$(if $$(findstring n,$$(firstword -$$(MAKEFLAGS))),,$$(call sb_lock,$(1));) $$(MAKE) --no-print-directory SB_MAKE_RUN=$$(SB_MAKE_RUN) $(1)-final-run
 $(1)-final-run: $(SB_OUT)/$(1)/report.md
