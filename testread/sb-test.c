@@ -1328,14 +1328,7 @@ static int do_read(const struct opts *o, const struct sb_guarded *g, struct plan
 	sb_jw_free(&rec);
 	sb_jw_free(&files);
 	sb_jw_free(&cells);
-	sb_jw_free(&file);
-	sb_jw_free(&std);
-	if (smem)
-		fclose(smem);
-	free(sbuf);
-	free(bits_dir);
-	return rc;
-out:
+out: /* (after a commit or an abort, sb_atomic_abort does nothing) */
 	sb_jw_free(&file);
 	sb_jw_free(&std);
 	if (smem)
