@@ -4,6 +4,8 @@
 #   make CUDA=1     also the CUDA backend (default: on when nvcc is found)
 #   make SAN=1      ASan + UBSan build (CUDA off) into build/san/, programs in build/san/bin/
 #   make V3=1       an x86-64-v3 (AVX2) build (CUDA off) into build/v3/, programs in build/v3/bin/
+#   make EMU=1      the CUDA backend on the host emulator (tests/cudaemu/) into build/emu/,
+#                   programs in build/emu/bin/, the GPU checks in build/emu/gpu/ (no GPU needed)
 #   make check      build and run every test; ends with "N passed, N failed"
 #   make demo       the embedded default pipeline on real data (pipelines/demo.mk)
 #   make manifest   regenerate MANIFEST.csv;   make verify: check it
@@ -31,6 +33,9 @@ MAKEFLAGS += --no-builtin-rules --no-builtin-variables
 ifneq ($(filter default undefined,$(origin CC)),)
   CC := cc
 endif
+ifneq ($(filter default undefined,$(origin CXX)),)
+  CXX := g++
+endif
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 ifeq ($(origin CUDA),undefined)
@@ -53,6 +58,17 @@ else ifeq ($(V3),1)
   B       := build/v3
   BIN     := build/v3/bin
   OPT     := -O2 -march=x86-64-v3
+  SAN_FLAGS :=
+else ifeq ($(EMU),1)
+  # EMU=1: lib/cuda compiled for the host and linked with tests/cudaemu's runtime, so the
+  # CUDA backend's kernels and host code run here (tests/sh/cuda_emu.sh)
+  override CUDA := 1
+  override NVCC := tests/cudaemu/nvcc-emu
+  # the portable normaliser kernels, whose operations the CUDA rows repeat (as
+  # tests/gpu/bundle.sh builds for the GPU check): gpu_ops compares P and aux at TOL_EX
+  OPT     ?= -O2 -march=native -DSB_NORM_PORTABLE
+  B       := build/emu
+  BIN     := build/emu/bin
   SAN_FLAGS :=
 else
   B       := build
@@ -84,6 +100,14 @@ ifeq ($(CUDA),1)
   # -u: the backend is reached only through a weak reference (lib/backend.h), which
   # would not pull its object out of the archive.
   CUDA_LIBS := -Wl,-u,sb_backend_cuda_open -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
+  CUDA_LIBA := lib/libsparsebench_cuda.a
+  ifeq ($(EMU),1)
+    # nvcc-emu passes these to g++ (-ffp-contract=off is its own, for -fmad=false; the
+    # emulator's fibers run with FTZ|DAZ, for -ftz=true)
+    NVCCFLAGS := -O2 -g -Wall -Wno-unused-function -Ilib $(PKG_CFLAGS) -MMD -MP
+    CUDA_LIBS := -Wl,-u,sb_backend_cuda_open -lstdc++
+    CUDA_LIBA := $(B)/libsparsebench_cuda.a
+  endif
   FEATURES := cpu cuda
 else
   FEATURES := cpu
@@ -101,8 +125,8 @@ PROGS    := $(foreach p,$(PROG_SRC),$(BIN)/$(basename $(notdir $(p))))
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TESTS    := $(TEST_SRC:tests/unit/%.c=$(B)/tests/%)
 
-LIBA     := $(if $(filter 1,$(SAN) $(V3)),$(B)/libsparsebench.a,lib/libsparsebench.a)
-LIBS_ALL := $(LIBA) $(if $(filter 1,$(CUDA)),lib/libsparsebench_cuda.a)
+LIBA     := $(if $(filter 1,$(SAN) $(V3) $(EMU)),$(B)/libsparsebench.a,lib/libsparsebench.a)
+LIBS_ALL := $(LIBA) $(if $(filter 1,$(CUDA)),$(CUDA_LIBA))
 
 .PHONY: all check clean demo manifest verify deps features help
 # GPU check and benchmark programs (tests/gpu/*.c, bench/gpu/*.c -> build/gpu/NAME):
@@ -134,9 +158,26 @@ $(LIBA): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-lib/libsparsebench_cuda.a: $(CU_OBJ)
+# (EMU=1: with the emulator's runtime, which the backend's objects pull in)
+$(CUDA_LIBA): $(CU_OBJ) $(if $(filter 1,$(EMU)),$(B)/cudaemu.o)
 	@rm -f $@
 	ar rcs $@ $^
+
+EMU_HDR := tests/cudaemu/include/cuda_runtime.h tests/cudaemu/include/cublas_v2.h tests/cudaemu/nvcc-emu
+$(B)/cudaemu.o: tests/cudaemu/cudaemu.cc $(EMU_HDR)
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -g -Wall -U_FORTIFY_SOURCE -Itests/cudaemu/include $(PKG_CFLAGS) -c $< -o $@
+
+ifeq ($(EMU),1)
+# the emulator's own checks (tests/cudaemu/selftest.cu)
+all: $(B)/cudaemu/selftest
+$(CU_OBJ) $(B)/cudaemu/selftest.o: $(EMU_HDR)
+$(B)/cudaemu/selftest.o: tests/cudaemu/selftest.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(B)/cudaemu/selftest: $(B)/cudaemu/selftest.o $(B)/cudaemu.o
+	$(CXX) -pthread -o $@ $^ $(LDLIBS)
+endif
 
 # bin/sb-NAME: the stage's main file plus the stage's other (non sb-*) objects. The stages
 # of HOST_STAGES never open a compute backend, so their programs are linked without the

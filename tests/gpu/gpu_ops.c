@@ -935,6 +935,7 @@ int main(int argc, char **argv)
 		t_embed(3, 3, 10, 9, 3, 9, 23, 32);
 		t_loss_optim(37, 100, 1000003);
 		t_graph();
+		t_graph_scratch(); /* replays that must not touch scratch freed or regrown since */
 		goto done;
 	}
 	/* dense: sizes 1, primes, the model's */

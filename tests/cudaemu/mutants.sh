@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# tests/cudaemu/mutants.sh — does the emulator catch bugs in lib/cuda? Each mutant is one
+# small edit of a copy of lib/cuda (a barrier removed, a shuffle's width or tree wrong, a
+# synchronisation dropped, scratch freed under a recording); the copy's changed objects
+# replace the emulated build's in a copy of its archive, gpu_ops is linked against it and
+# run with --quick, and it must fail (a "not ok" line or an emulator fault), where the
+# unmutated build passes. Needs `make EMU=1` first; run by tests/sh/cuda_emu.sh.
+#
+#   tests/cudaemu/mutants.sh [NAME...]    default: every mutant
+set -u -o pipefail
+export LC_ALL=C
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top" || exit 2
+B=build/emu
+for f in $B/libsparsebench_cuda.a $B/libsparsebench.a $B/tests/gpu/gpu_ops.o $B/train/multicell.o; do
+	[ -f "$f" ] || { echo "mutants.sh: $f missing: run make EMU=1 first" >&2; exit 2; }
+done
+libs="$(pkg-config --libs yajl libarchive libcrypto openblas libcurl zlib) -lm -lpthread"
+flags="-O2 -g -Ilib $(pkg-config --cflags yajl libarchive libcrypto openblas libcurl zlib)"
+
+# name | file under lib/cuda | perl -0 substitution (must change the file) | what it breaks
+mutants=(
+	"attn_fwd_barrier|attn_cuda.cu|s/(\t\}\n)\t__syncthreads\(\);\n(\tconst float \*Srow)/\$1\$2/|k_attn_fwd: no barrier between the score rows and the normaliser that reads them"
+	"attn_fwd_barrier2|attn_cuda.cu|s/\t__syncthreads\(\);\n(\tfor \(int e = threadIdx.x; e < T \* hd;)/\$1/|k_attn_fwd: no barrier between the probabilities and the output that mixes them"
+	"lsum_width|lanes.cuh|s/(float o = __shfl_down_sync\(G.mask, x, w, )16(\);\n\t\tif \(G.lane < w\)\n\t\t\tx = x \+ o;)/\${1}32\$2/|lanes.cuh lsum: a full-warp shuffle width under a half-warp mask"
+	"lsum_tree|lanes.cuh|s/(\tfloat x = a.v;\n\tfor \(int w = )8(; w >= 1; w >>= 1\) \{\n\t\tfloat o = __shfl_down_sync\(G.mask, x, w, 16\);\n\t\tif \(G.lane < w\)\n\t\t\tx = x \+ o;)/\${1}4\$2/|lanes.cuh lsum: the device tree leaves out lanes 8-15 (the host lanes are right)"
+	"ln_bwd_barrier|backend_cuda.cu|s/(red\[hw\]\[1\]\[G.lane \+ 16 \* k\] = pb.at\(G.lane, k\);\n\t\}\n)\t__syncthreads\(\);\n/\$1/|k_ln_bwd: no barrier before the partial sums are read"
+	"emb_bwd_barrier|backend_cuda.cu|s/(sid\[t\] = ids\[i0 \+ t\];\n)\t\t__syncthreads\(\);\n/\$1/|k_embedding_bwd: no barrier after the ids are staged"
+	"sync_dropped|backend_cuda.cu|s/\tCU_RET\(im, err, cudaStreamSynchronize\(im->ctx.st\)\);\n(\tint code = im->dflag_host\[0\];)/\$1/|sb_cuda_sync: the kernels' data-error flags read without waiting for the stream"
+	"retire_dropped|backend_cuda.cu|s/if \(im->graphs_live > 0 \x7c\x7c im->capturing\) \{/if (0) {/|drop_buffer: scratch freed while a recorded step still names it"
+)
+
+want=("$@")
+pass=0 fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for m in "${mutants[@]}"; do
+	IFS='|' read -r name file subst what <<<"$m"
+	if [ ${#want[@]} -gt 0 ] && ! printf '%s\n' "${want[@]}" | grep -qx "$name"; then
+		continue
+	fi
+	w=$tmp/$name
+	mkdir -p "$w/lib"
+	cp -r lib/cuda "$w/lib/cuda"
+	cp lib/*.h "$w/lib/"
+	perl -0pi -e "$subst" "$w/lib/cuda/$file"
+	if cmp -s "lib/cuda/$file" "$w/lib/cuda/$file"; then
+		echo "not ok - mutant $name: the edit did not apply to lib/cuda/$file (the mutant is stale)"
+		fail=$((fail + 1))
+		continue
+	fi
+	# the objects the edit reaches: the file itself, or every .cu that includes the header
+	case $file in
+	*.cu) srcs=$file ;;
+	*) srcs=$(cd "$w/lib/cuda" && ls *.cu) ;;
+	esac
+	cp $B/libsparsebench_cuda.a "$w/cuda.a"
+	ok=1
+	for s in $srcs; do
+		tests/cudaemu/nvcc-emu $flags -I"$w/lib" -c "$w/lib/cuda/$s" -o "$w/${s%.cu}.o" 2>"$w/cc.log" || { ok=0; break; }
+		ar r "$w/cuda.a" "$w/${s%.cu}.o" 2>>"$w/cc.log"
+	done
+	if [ $ok -eq 1 ]; then
+		cc -pthread -o "$w/gpu_ops" $B/tests/gpu/gpu_ops.o $B/train/multicell.o $B/libsparsebench.a "$w/cuda.a" \
+			-Wl,-u,sb_backend_cuda_open -lstdc++ $libs 2>>"$w/cc.log" || ok=0
+	fi
+	if [ $ok -eq 0 ]; then
+		echo "not ok - mutant $name: did not build ($(head -c 300 "$w/cc.log" | tr '\n' ' '))"
+		fail=$((fail + 1))
+		continue
+	fi
+	timeout 300 "$w/gpu_ops" --device cuda --quick --seed 1 >"$w/out" 2>"$w/err"
+	rc=$?
+	nbad=$(grep -c '^not ok' "$w/out")
+	fault=$(grep -m1 '^cudaemu: ' "$w/err" | cut -c1-220)
+	first=$(grep -m1 '^not ok' "$w/out" | cut -c1-160)
+	if [ $rc -ne 0 ] && { [ "$nbad" -gt 0 ] || [ -n "$fault" ]; }; then
+		echo "ok - mutant $name caught ($what): exit $rc, $nbad checks failed${fault:+; $fault}${first:+; first: $first}"
+		pass=$((pass + 1))
+	else
+		echo "not ok - mutant $name NOT caught ($what): exit $rc, $nbad checks failed"
+		fail=$((fail + 1))
+	fi
+	rm -rf "$w"
+done
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# cuda_emu.sh — the CUDA backend run on the host emulator (tests/cudaemu/, `make EMU=1`):
+# lib/cuda's kernels and host code, compiled for the host with the emulator's runtime, against
+# the CPU backend, on a machine without a GPU (and without nvcc: g++ and perl suffice).
+#  1. the emulator's own checks (tests/cudaemu/selftest.cu): correct code gives a GPU's
+#     results (collectives with widths and masks, barriers, stream order, graphs with frozen
+#     arguments, launch limits), and each kind of bug it exists to expose is exposed with its
+#     report: a missing barrier, a write past the end, a use after free, a shuffle under the
+#     wrong mask, a lane that exited, a deadlock, lanes that disagree, a host dereference;
+#  2. gpu_ops --quick (every kernel once: both attention layouts, every method, the recorded
+#     step, scratch regrown under a recording) in two thread and block orders, forward and
+#     reverse, so that a missing barrier shows in one of them;
+#  3. tests/cudaemu/mutants.sh: eight small bugs put into copies of lib/cuda, each of which
+#     gpu_ops --quick on the emulator must catch.
+# What it cannot show (tests/cudaemu/README.md): speed, the device's own exp/log bits, TF32,
+# races between blocks, and anything of the real driver; tests/gpu/run.sh on a GPU does.
+. "$(dirname "$0")/../shlib.sh"
+for tool in g++ perl; do
+	if ! command -v $tool >/dev/null; then
+		t_result 0 "# SKIP no $tool: the emulated build needs it"
+		t_done
+	fi
+done
+E="$TOP/build/emu"
+make --no-print-directory -C "$TOP" -j"$(nproc)" EMU=1 build/emu/gpu/gpu_ops build/emu/cudaemu/selftest \
+	build/emu/libsparsebench.a build/emu/libsparsebench_cuda.a build/emu/train/multicell.o >"$T/make.log" 2>&1
+t_result $? "make EMU=1 builds gpu_ops and the emulator's self-test into build/emu/" "$(tail -n 5 "$T/make.log" | tr '\n' ' ' | cut -c1-400)"
+
+# 1. the emulator's own checks
+declare -A want=(
+	[collectives]="0|"
+	[blocksum]="0|"
+	[streams]="0|"
+	[missing_barrier]="0|read a slot not yet written"
+	[past_end]="0|0 bytes past the end of a device allocation of 4000 bytes"
+	[after_free]="0|in a freed device allocation"
+	[bad_mask]="0|reads lane 16, outside the mask 0xffff"
+	[exited_lane]="0|lane 1 exits while lane 0 waits for it"
+	[deadlock]="0|no thread can go on"
+	[disagree]="0|lanes disagree"
+	[host_deref]="139|host code touched"
+)
+for c in $("$E/cudaemu/selftest" --list); do
+	w=${want[$c]:-}
+	if [ -z "$w" ]; then
+		t_result 1 "selftest $c: a case this script does not know"
+		continue
+	fi
+	rc_want=${w%%|*} msg=${w#*|}
+	out=$(timeout 120 "$E/cudaemu/selftest" "$c" 2>&1)
+	rc=$?
+	ok=0
+	[ "$rc" -eq "$rc_want" ] || ok=1
+	[ -z "$msg" ] || grep -qF -- "$msg" <<<"$out" || ok=1
+	t_result $ok "selftest $c: exit $rc (want $rc_want)${msg:+, report has '$msg'}" "$(tail -n 4 <<<"$out" | tr '\n' ' ' | cut -c1-500)"
+done
+
+# 2. the backend's ops against the CPU backend, in two schedules
+for sched in forward reverse; do
+	CUDAEMU_SCHEDULE=$sched timeout 600 "$E/gpu/gpu_ops" --device cuda --quick --seed 11 >"$T/ops.$sched" 2>"$T/ops.$sched.err"
+	rc=$?
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$T/ops.$sched" | tail -n 1)
+	n=${line%% passed*}
+	[ $rc -eq 0 ] && [ -n "$line" ] && [ "${n:-0}" -ge 290 ] && ! grep -q '^cudaemu: ' "$T/ops.$sched.err"
+	t_result $? "gpu_ops --quick on the emulator, $sched schedule: ${line:-no result} (exit $rc; at least 290 checks)" \
+		"$( (grep -m3 '^not ok' "$T/ops.$sched"; grep -m2 '^cudaemu: ' "$T/ops.$sched.err") | tr '\n' ' ' | cut -c1-600)"
+done
+grep -q 'cudaemu (host emulation' "$T/ops.forward"
+t_result $? "gpu_ops ran on the emulated device, not the CPU backend ($(grep -m1 '^# gpu:' "$T/ops.forward" | cut -c1-120))"
+
+# 3. mutants
+out=$(bash "$TOP/tests/cudaemu/mutants.sh" 2>&1)
+rc=$?
+while IFS= read -r l; do
+	case $l in
+	"ok - "*) t_result 0 "${l#ok - }" ;;
+	"not ok - "*) t_result 1 "${l#not ok - }" ;;
+	esac
+done <<<"$out"
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$out")
+[ $rc -eq 0 ] && [ "${line%% passed*}" -ge 8 ]
+t_result $? "mutants.sh: ${line:-no result} (exit $rc; eight mutants)"
+t_done
