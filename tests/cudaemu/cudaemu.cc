@@ -36,7 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <ucontext.h>
 #include <unistd.h>
 #include <xmmintrin.h>
 
@@ -299,11 +298,23 @@ static cudaError_t capture_refuse(CUstream_st *s)
 /* A runner is a stack on which threads run: it runs the next thread not yet started,
  * and when that one ends without waiting, the next, so a kernel without barriers or
  * collectives costs a function call per thread. A thread that waits keeps its runner;
- * the scheduler starts another for the threads after it. Switches are _setjmp/_longjmp
- * (no signal-mask system call); a runner is entered first through makecontext. */
+ * the scheduler starts another for the threads after it. A switch saves the System V
+ * x86-64 callee-saved registers on the stack it leaves and restores them from the one
+ * it enters (MXCSR and the x87 control word are the same on every runner). */
+extern "C" void cudaemu_switch(void **save_sp, void *to_sp);
+asm(".text\n"
+    ".globl cudaemu_switch\n"
+    ".type cudaemu_switch, @function\n"
+    "cudaemu_switch:\n"
+    "\tpushq %rbp\n\tpushq %rbx\n\tpushq %r12\n\tpushq %r13\n\tpushq %r14\n\tpushq %r15\n"
+    "\tmovq %rsp, (%rdi)\n"
+    "\tmovq %rsi, %rsp\n"
+    "\tpopq %r15\n\tpopq %r14\n\tpopq %r13\n\tpopq %r12\n\tpopq %rbx\n\tpopq %rbp\n"
+    "\tret\n"
+    ".size cudaemu_switch, .-cudaemu_switch\n");
+
 struct Runner {
-	jmp_buf jb;
-	ucontext_t uc;
+	void *sp; /* saved while it waits */
 	char *stack;
 	bool busy;
 };
@@ -328,7 +339,8 @@ static std::vector<Fiber> fib;
 static std::vector<Runner *> runners;
 static Runner *cur_runner; /* the runner being started */
 static Fiber *cur;
-static jmp_buf sched_jb;
+static void *sched_sp;
+static std::vector<unsigned> warp_arrived, warp_done; /* lanes waiting in a collective; lanes exited */
 static const std::vector<int> *g_order;
 static size_t next_pos; /* the next position of g_order to start */
 static unsigned long long progress;
@@ -359,11 +371,7 @@ static void where(char *buf, size_t n)
 		buf[0] = 0;
 }
 
-static void yield(void)
-{
-	if (!_setjmp(cur->rn->jb))
-		_longjmp(sched_jb, 1);
-}
+static void yield(void) { cudaemu_switch(&cur->rn->sp, sched_sp); }
 
 static void bar_release_if_complete(void)
 {
@@ -377,10 +385,12 @@ static void bar_release_if_complete(void)
 static void thread_exit(void)
 {
 	cur->done = true;
+	warp_done[cur->warp] |= 1u << cur->lane;
 	/* a lane of this warp waiting for this one in a collective would wait forever */
-	for (int l = 0; l < 32 && (size_t)cur->warp * 32 + l < (size_t)nthreads; l++) {
+	for (unsigned w = warp_arrived[cur->warp]; w; w &= w - 1) {
+		int l = __builtin_ctz(w);
 		Fiber &f = fib[(size_t)cur->warp * 32 + l];
-		if (f.waiting && (f.mask >> cur->lane & 1))
+		if (f.mask >> cur->lane & 1)
 			kernel_fault(cudaErrorIllegalInstruction, "lane %d exits while lane %d waits for it in a %s with mask %#x",
 				     cur->lane, l, coll_name(f.kind), f.mask);
 	}
@@ -417,7 +427,9 @@ static void runner_main(void)
 		f.rn = nullptr;
 	}
 	me->busy = false;
-	_longjmp(sched_jb, 1);
+	void *dead;
+	cudaemu_switch(&dead, sched_sp); /* never comes back: the runner is started afresh */
+	__builtin_unreachable();
 }
 
 static Runner *get_runner(void)
@@ -474,15 +486,11 @@ static unsigned warp_exists(int warp)
 
 static void try_complete(int warp, unsigned mask)
 {
-	for (int l = 0; l < 32; l++)
-		if (mask >> l & 1) {
-			Fiber &f = lane_fiber(warp, l);
-			if (f.done)
-				kernel_fault(cudaErrorIllegalInstruction, "warp %d: a %s with mask %#x waits for lane %d, which has exited",
-					     warp, coll_name(cur->kind), mask, l);
-			if (!f.waiting)
-				return;
-		}
+	if (mask & warp_done[warp])
+		kernel_fault(cudaErrorIllegalInstruction, "warp %d: a %s with mask %#x waits for lane %d, which has exited", warp,
+			     coll_name(cur->kind), mask, __builtin_ctz(mask & warp_done[warp]));
+	if ((warp_arrived[warp] & mask) != mask)
+		return;
 	Fiber &me = *cur;
 	for (int l = 0; l < 32; l++)
 		if (mask >> l & 1) {
@@ -535,6 +543,7 @@ static void try_complete(int warp, unsigned mask)
 	for (int l = 0; l < 32; l++)
 		if (mask >> l & 1)
 			lane_fiber(warp, l).waiting = false;
+	warp_arrived[warp] &= ~mask;
 	progress++;
 }
 
@@ -557,6 +566,7 @@ uint64_t collective(int kind, unsigned mask, uint64_t value, int arg, int width)
 	me.arg = arg;
 	me.width = width;
 	me.waiting = true;
+	warp_arrived[me.warp] |= 1u << me.lane;
 	progress++;
 	try_complete(me.warp, mask);
 	while (cur->waiting)
@@ -605,6 +615,8 @@ static void run_block(const std::vector<int> &order)
 	}
 	for (Runner *r : runners)
 		r->busy = false;
+	warp_arrived.assign((size_t)(nthreads + 31) / 32, 0);
+	warp_done.assign((size_t)(nthreads + 31) / 32, 0);
 	g_order = &order;
 	next_pos = 0;
 	live = nthreads;
@@ -620,19 +632,20 @@ static void run_block(const std::vector<int> &order)
 				if (!r)
 					kernel_fault(cudaErrorLaunchOutOfResources, "no memory for a thread stack");
 				r->busy = true;
-				getcontext(&r->uc);
-				r->uc.uc_stack.ss_sp = r->stack;
-				r->uc.uc_stack.ss_size = STACK;
-				r->uc.uc_link = nullptr;
-				makecontext(&r->uc, runner_main, 0);
+				/* a fresh stack whose first switch returns into runner_main: six saved
+				 * registers, then runner_main's address, then a slot for its own return
+				 * address (so that it starts with the stack aligned as after a call) */
+				void **top = (void **)(r->stack + STACK);
+				top[-1] = nullptr;
+				top[-2] = (void *)runner_main;
+				for (int k = 3; k <= 8; k++)
+					top[-k] = nullptr;
 				cur_runner = r;
-				if (!_setjmp(sched_jb))
-					setcontext(&r->uc);
+				cudaemu_switch(&sched_sp, (void *)(top - 8));
 			} else {
 				cur = &f;
 				threadIdx = f.tid;
-				if (!_setjmp(sched_jb))
-					_longjmp(f.rn->jb, 1);
+				cudaemu_switch(&sched_sp, f.rn->sp);
 			}
 			cur = nullptr;
 		}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cudaemu/mutants.sh — does the emulator catch bugs in lib/cuda? Each mutant is one
-# small edit of a copy of lib/cuda (a barrier removed, a shuffle's width or tree wrong, a
+# small edit of a copy of lib/cuda (a barrier removed, a shuffle's width, tree or ballot wrong, a
 # synchronisation dropped, scratch freed under a recording); the copy's changed objects
 # replace the emulated build's in a copy of its archive, gpu_ops is linked against it and
 # run with --quick, and it must fail (a "not ok" line or an emulator fault), where the
@@ -11,7 +11,7 @@ set -u -o pipefail
 export LC_ALL=C
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top" || exit 2
-B=build/emu
+B=${CUDAEMU_BUILD:-build/emu} # (another build directory of make EMU=1 B=...)
 for f in $B/libsparsebench_cuda.a $B/libsparsebench.a $B/tests/gpu/gpu_ops.o $B/train/multicell.o; do
 	[ -f "$f" ] || { echo "mutants.sh: $f missing: run make EMU=1 first" >&2; exit 2; }
 done
@@ -24,6 +24,9 @@ mutants=(
 	"attn_fwd_barrier2|attn_cuda.cu|s/\t__syncthreads\(\);\n(\tfor \(int e = threadIdx.x; e < T \* hd;)/\$1/|k_attn_fwd: no barrier between the probabilities and the output that mixes them"
 	"lsum_width|lanes.cuh|s/(float o = __shfl_down_sync\(G.mask, x, w, )16(\);\n\t\tif \(G.lane < w\)\n\t\t\tx = x \+ o;)/\${1}32\$2/|lanes.cuh lsum: a full-warp shuffle width under a half-warp mask"
 	"lsum_tree|lanes.cuh|s/(\tfloat x = a.v;\n\tfor \(int w = )8(; w >= 1; w >>= 1\) \{\n\t\tfloat o = __shfl_down_sync\(G.mask, x, w, 16\);\n\t\tif \(G.lane < w\)\n\t\t\tx = x \+ o;)/\${1}4\$2/|lanes.cuh lsum: the device tree leaves out lanes 8-15 (the host lanes are right)"
+	"any_all|lanes.cuh|s/return __any_sync\(G.mask, a.v\) != 0;/return __all_sync(G.mask, a.v) != 0;/|lanes.cuh lany: the half-warp vote that finds a NaN or +inf score asks all lanes, not any"
+	"bcast_off|lanes.cuh|s/return __shfl_sync\(G.mask, t, j & 15, 16\);/return __shfl_sync(G.mask, t, (j + 1) & 15, 16);/|lanes.cuh rget: an element read from the next lane"
+	"ballot_shift|lanes.cuh|s/(__ballot_sync\(G.mask, flag.v\[k\] != 0\) & G.mask\)) >> shift\)/\$1)/|lanes.cuh prefix count: the upper half-warp reads the lower half's ballot bits"
 	"ln_bwd_barrier|backend_cuda.cu|s/(red\[hw\]\[1\]\[G.lane \+ 16 \* k\] = pb.at\(G.lane, k\);\n\t\}\n)\t__syncthreads\(\);\n/\$1/|k_ln_bwd: no barrier before the partial sums are read"
 	"emb_bwd_barrier|backend_cuda.cu|s/(sid\[t\] = ids\[i0 \+ t\];\n)\t\t__syncthreads\(\);\n/\$1/|k_embedding_bwd: no barrier after the ids are staged"
 	"sync_dropped|backend_cuda.cu|s/\tCU_RET\(im, err, cudaStreamSynchronize\(im->ctx.st\)\);\n(\tint code = im->dflag_host\[0\];)/\$1/|sb_cuda_sync: the kernels' data-error flags read without waiting for the stream"

@@ -86,7 +86,9 @@ static inline float *g_down(struct genv *e, const void *dev, size_t bytes, struc
 	return h;
 }
 
-/* got (device, n floats) against want (host): passes when NMSE <= tol, no NaN where want is finite */
+/* got (device, n floats) against want (host): passes when NMSE <= tol over the finite
+ * values and every NaN or infinity is where want has the same (infinities of the same
+ * sign); a failure names its first differing elements */
 static inline int g_cmp(struct genv *e, const char *op, const char *shape, const float *gdev, const float *want,
 			size_t n, double tol)
 {
@@ -101,13 +103,19 @@ static inline int g_cmp(struct genv *e, const char *op, const char *shape, const
 		return 0;
 	}
 	double num = 0, den = 0, maxabs = 0;
-	size_t same = 0, nanbad = 0;
+	size_t same = 0, nanbad = 0, worst = 0;
+	char first[200] = "";
+	int nfirst = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (isnan(want[i]) || isnan(got[i])) {
-			if (isnan(want[i]) && isnan(got[i]))
+		if (!isfinite(want[i]) || !isfinite(got[i])) {
+			if ((isnan(want[i]) && isnan(got[i])) || (isinf(want[i]) && got[i] == want[i])) {
 				same++;
-			else
+			} else {
 				nanbad++;
+				if (nfirst++ < 3)
+					snprintf(first + strlen(first), sizeof first - strlen(first), " [%zu] %g vs %g", i,
+						 (double)got[i], (double)want[i]);
+			}
 			continue;
 		}
 		if (!memcmp(&got[i], &want[i], sizeof(float)))
@@ -115,15 +123,22 @@ static inline int g_cmp(struct genv *e, const char *op, const char *shape, const
 		double d = (double)got[i] - (double)want[i];
 		num += d * d;
 		den += (double)want[i] * want[i];
-		if (fabs(d) > maxabs)
+		if (fabs(d) > maxabs) {
 			maxabs = fabs(d);
+			worst = i;
+		}
 	}
 	double nmse = den > 0 ? num / den : num;
 	int pass = nanbad == 0 && nmse <= tol;
-	if (!pass)
+	if (!pass) {
 		e->fail++;
-	printf("%sok %d - %s %s: nmse %.3g (tol %.1g) max_abs %.3g, %zu/%zu bit-identical%s\n", pass ? "" : "not ", e->n,
-	       op, shape, nmse, tol, maxabs, same, n, nanbad ? ", NaN/unwritten mismatch" : "");
+		if (nmse > tol)
+			snprintf(first + strlen(first), sizeof first - strlen(first), " largest [%zu] %.9g vs %.9g", worst,
+				 (double)got[worst], (double)want[worst]);
+	}
+	printf("%sok %d - %s %s: nmse %.3g (tol %.1g) max_abs %.3g, %zu/%zu bit-identical%s%s%s\n", pass ? "" : "not ",
+	       e->n, op, shape, nmse, tol, maxabs, same, n, nanbad ? ", NaN/inf/unwritten mismatch" : "",
+	       pass ? "" : "; got vs want:", pass ? "" : first);
 	if (e->tsv)
 		fprintf(e->tsv, "%s\t%s\t%s\t%s\t%.3g\t%.1g\t%.3g\t%zu\t%zu\n", e->section, op, shape, pass ? "ok" : "FAIL", nmse,
 			tol, maxabs, n, same);

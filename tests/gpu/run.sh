@@ -14,6 +14,11 @@
 #   tests/gpu/run.sh --dry-run OUTDIR   here, without a GPU: the build, the host checks, and
 #                                       every program run with --device cpu (CPU against CPU:
 #                                       checks the plumbing, not the GPU), a tiny benchmark
+#   tests/gpu/run.sh --emulate OUTDIR   here, without a GPU: `make EMU=1` and every program
+#                                       run with --device cuda on the host emulator
+#                                       (tests/cudaemu/): lib/cuda's own code against the CPU
+#                                       backend, the dry run's sizes for sb-train and the
+#                                       benchmark, whose times are not GPU numbers (~25 min)
 #
 # Each section has its own time limit, reports, and the script goes on; the
 # exit status is 1 when any section failed. Files written (at most 8, flat):
@@ -29,13 +34,17 @@
 #   SB_GPU_DATA (a dataset file for the benchmark; default synthetic pixels).
 set -u
 export LC_ALL=C
-dry=0
+dry=0 emu=0
 if [ "${1:-}" = "--dry-run" ]; then
 	dry=1
 	shift
+elif [ "${1:-}" = "--emulate" ]; then
+	emu=1
+	shift
 fi
+small=$((dry | emu)) # no GPU: small sizes, no numbers for bench/RESULTS.md
 if [ $# -ne 1 ]; then
-	echo "usage: tests/gpu/run.sh [--dry-run] OUTDIR" >&2
+	echo "usage: tests/gpu/run.sh [--dry-run | --emulate] OUTDIR" >&2
 	exit 2
 fi
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -51,6 +60,12 @@ SEC=$OUT/sections.tsv
 jobs=${SB_GPU_JOBS:-16}
 dev=${SB_GPU_DEVICE:-cuda}
 [ $dry -eq 1 ] && dev=cpu
+# the programs: build/gpu, bin and build/tests, or the emulated build's
+G=build/gpu BINDIR=bin TB=build/tests
+if [ $emu -eq 1 ]; then
+	G=build/emu/gpu BINDIR=build/emu/bin TB=build/emu/tests
+	export CUDAEMU_SCHEDULE=${CUDAEMU_SCHEDULE:-forward}
+fi
 failed=0
 T0=$SECONDS
 
@@ -61,6 +76,7 @@ section() {
 	local name=$1 lim=$2
 	shift 2
 	[ $dry -eq 1 ] && lim=$((lim * 4)) # the limits are for the GPU machine; a dry run trains on this CPU
+	[ $emu -eq 1 ] && lim=$((lim * 10)) # the emulator runs the device code one thread at a time
 	local t=$SECONDS rc
 	log "=== $name (limit ${lim}s): $*"
 	timeout --kill-after=10 "$lim" "$@"
@@ -77,7 +93,7 @@ section() {
 # the closing "N passed, N failed" of a log, for the section table
 counts() { grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" 2>/dev/null | tail -n 1; }
 
-log "sparsebench GPU check $( [ $dry -eq 1 ] && echo '(DRY RUN: no GPU, programs run with --device cpu)')"
+log "sparsebench GPU check $( [ $dry -eq 1 ] && echo '(DRY RUN: no GPU, programs run with --device cpu)')$( [ $emu -eq 1 ] && echo "(EMULATED: no GPU, lib/cuda on the host emulator, schedule $CUDAEMU_SCHEDULE)")"
 log "date: $(date -u +%FT%TZ)  host: $(uname -n)  git: $(git describe --always --dirty 2>/dev/null)"
 {
 	echo "--- nvidia-smi"
@@ -121,11 +137,12 @@ else
 	# TOL_EX, and the AVX-512 and AVX2 kernels count other passes in aux[2] (NMSE 0.04 to
 	# 0.19 for top-k, entmax15 and adaptive entmax rows). A dry run builds this tree as it is.
 	mk=(make CUDA=1 -j"$jobs")
-	[ $dry -eq 0 ] && mk+=(OPT="-O2 -march=native -DSB_NORM_PORTABLE")
+	[ $dry -eq 0 ] && [ $emu -eq 0 ] && mk+=(OPT="-O2 -march=native -DSB_NORM_PORTABLE")
+	[ $emu -eq 1 ] && mk=(make EMU=1 -j"$jobs") # its OPT has -DSB_NORM_PORTABLE already
 	DETAIL="${mk[*]}"
 	section build 420 "${mk[@]}" >>"$LOG" 2>&1
 fi
-for b in build/gpu/gpu_ops build/gpu/gpu_train build/gpu/gpu_bench build/tests/test_cuda_host bin/sb-train; do
+for b in $G/gpu_ops $G/gpu_train $G/gpu_bench $TB/test_cuda_host $BINDIR/sb-train; do
 	[ -x "$b" ] || log "missing after the build: $b"
 done
 if [ -f build/lib/cuda/attn_cuda.o ] && command -v cuobjdump >/dev/null 2>&1; then
@@ -136,15 +153,15 @@ if [ -f build/lib/cuda/attn_cuda.o ] && command -v cuobjdump >/dev/null 2>&1; th
 fi
 
 # --- host checks of the row kernels (no GPU needed)
-section host-checks 60 bash -c "./build/tests/test_cuda_host > '$OUT/host.tmp' 2>&1; rc=\$?; cat '$OUT/host.tmp' >> '$LOG'; tail -n 1 '$OUT/host.tmp' >&2; rm -f '$OUT/host.tmp'; exit \$rc"
+section host-checks 60 bash -c "./$TB/test_cuda_host > '$OUT/host.tmp' 2>&1; rc=\$?; cat '$OUT/host.tmp' >> '$LOG'; tail -n 1 '$OUT/host.tmp' >&2; rm -f '$OUT/host.tmp'; exit \$rc"
 
 # --- every op against the CPU backend
-section ops 150 ./build/gpu/gpu_ops --device "$dev" --tsv "$OUT/ops.tsv" >"$OUT/ops.log" 2>>"$LOG"
+section ops 150 ./$G/gpu_ops --device "$dev" --tsv "$OUT/ops.tsv" >"$OUT/ops.log" 2>>"$LOG"
 sed -i "\$s/\$/	$(counts "$OUT/ops.log")/" "$SEC" 2>/dev/null
 grep -E '^not ok' "$OUT/ops.log" | head -n 20 | tee -a "$LOG" >&2
 
 # --- training on both backends, multi-cell == single cell, isolation
-section train 150 ./build/gpu/gpu_train --device "$dev" --tsv "$OUT/train.tsv" >"$OUT/train.log" 2>>"$LOG"
+section train 150 ./$G/gpu_train --device "$dev" --tsv "$OUT/train.tsv" >"$OUT/train.log" 2>>"$LOG"
 sed -i "\$s/\$/	$(counts "$OUT/train.log")/" "$SEC" 2>/dev/null
 grep -E '^not ok' "$OUT/train.log" | head -n 20 | tee -a "$LOG" >&2
 # train.tsv is folded into train.log (8-file limit)
@@ -154,7 +171,7 @@ if [ -f "$OUT/train.tsv" ]; then
 fi
 
 # --- sb-train on the device: cells of one grid row at once (multicell) == each alone
-section sbtrain 120 env SB_CHECK_LIMIT=$([ $dry -eq 1 ] && echo 800 || echo 3000) bash -c "tests/gpu/sbtrain_check.sh '$dev' '$OUT/sbtrain.tmp' > '$OUT/sbtrain.log' 2>&1; rc=\$?; cat '$OUT/sbtrain.log' >> '$LOG'; grep -E '^not ok' '$OUT/sbtrain.log' >&2; rm -rf '$OUT/sbtrain.tmp'; exit \$rc"
+section sbtrain 120 env SB_CHECK_LIMIT=$([ $small -eq 1 ] && echo 800 || echo 3000) SB_GPU_BIN="$top/$BINDIR" SB_GPU_PROGS="$top/$G" bash -c "tests/gpu/sbtrain_check.sh '$dev' '$OUT/sbtrain.tmp' > '$OUT/sbtrain.log' 2>&1; rc=\$?; cat '$OUT/sbtrain.log' >> '$LOG'; grep -E '^not ok' '$OUT/sbtrain.log' >&2; rm -rf '$OUT/sbtrain.tmp'; exit \$rc"
 sed -i "\$s/\$/	$(counts "$OUT/sbtrain.log")/" "$SEC" 2>/dev/null
 rm -f "$OUT/sbtrain.log"
 
@@ -168,7 +185,7 @@ else
 	log "benchmark data: synthetic pixels of Fashion-MNIST's shape (60000 x 1 x 28 x 28 u8, 10 classes, patch 4);"
 	log "                throughput does not depend on pixel values"
 fi
-if [ $dry -eq 1 ]; then
+if [ $small -eq 1 ]; then
 	steps=(--steps 2 --warmup 2)
 	seeds=1
 	prof=softmax
@@ -177,23 +194,23 @@ else
 	seeds=10
 	prof=softmax,entmax15,headwise_adaptive_entmax
 fi
-section bench-single 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --single >>"$OUT/bench.ndjson" 2>>"$LOG"
-section bench-multi 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
-section bench-multi-plain 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --plain --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
+section bench-single 120 ./$G/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --single >>"$OUT/bench.ndjson" 2>>"$LOG"
+section bench-multi 120 ./$G/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
+section bench-multi-plain 120 ./$G/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --plain --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
 # the other task families' shapes (CIFAR/SVHN/USPS: 65 tokens; text: 97), for the study projection
-section bench-multi-cifar 120 ./build/gpu/gpu_bench --device "$dev" --shape cifar "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
-section bench-multi-text 120 ./build/gpu/gpu_bench --device "$dev" --shape text "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
+section bench-multi-cifar 120 ./$G/gpu_bench --device "$dev" --shape cifar "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
+section bench-multi-text 120 ./$G/gpu_bench --device "$dev" --shape text "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
 # what more concurrency, fewer hardware queues and the TF32 option (opt-in; fp32 is the default and the target) give
-if [ $dry -eq 0 ]; then
-	section bench-multi-20 120 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi 20 >>"$OUT/bench.ndjson" 2>>"$LOG"
+if [ $small -eq 0 ]; then
+	section bench-multi-20 120 ./$G/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi 20 >>"$OUT/bench.ndjson" 2>>"$LOG"
 	# the driver's default of 8 hardware queues for the 70 streams (the backend asks for 32)
-	section bench-multi-q8 120 env CUDA_DEVICE_MAX_CONNECTIONS=8 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
-	section bench-multi-tf32 120 ./build/gpu/gpu_bench --device "$dev,tf32" "${data_args[@]}" "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
+	section bench-multi-q8 120 env CUDA_DEVICE_MAX_CONNECTIONS=8 ./$G/gpu_bench --device "$dev" "${data_args[@]}" "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
+	section bench-multi-tf32 120 ./$G/gpu_bench --device "$dev,tf32" "${data_args[@]}" "${steps[@]}" --multi "$seeds" >>"$OUT/bench.ndjson" 2>>"$LOG"
 fi
-section bench-profile 90 ./build/gpu/gpu_bench --device "$dev" "${data_args[@]}" --profile "$prof" >>"$OUT/bench.ndjson" 2>>"$LOG"
+section bench-profile 90 ./$G/gpu_bench --device "$dev" "${data_args[@]}" --profile "$prof" >>"$OUT/bench.ndjson" 2>>"$LOG"
 
 # --- PyTorch eager on the same GPU
-if [ $dry -eq 1 ]; then
+if [ $small -eq 1 ]; then
 	section torch-syntax 60 python3 -m py_compile bench/gpu/torch_bench.py bench/gpu/summary.py
 else
 	section torch 150 python3 bench/gpu/torch_bench.py --steps 30 --warmup 5 >>"$OUT/bench.ndjson" 2>>"$LOG"
@@ -204,18 +221,21 @@ log "total: $((SECONDS - T0)) s"
 gitv=$(cat .gpubundle/VERSION 2>/dev/null || git describe --always --dirty 2>/dev/null || echo unknown)
 if [ $dry -eq 1 ]; then
 	cmdv="tests/gpu/run.sh --dry-run OUTDIR (CPU against CPU: plumbing only, not GPU numbers)"
+elif [ $emu -eq 1 ]; then
+	cmdv="tests/gpu/run.sh --emulate OUTDIR (lib/cuda on the host emulator: correctness, not GPU numbers)"
 elif [ -n "${SB_GPU_PREBUILT:-}" ] && [ -f "$SB_GPU_PREBUILT" ]; then
 	cmdv="SB_GPU_PREBUILT=$SB_GPU_PREBUILT tests/gpu/run.sh OUTDIR"
 else
 	cmdv="tests/gpu/run.sh OUTDIR"
 fi
 devv=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+[ $emu -eq 1 ] && devv="cudaemu (host emulation)"
 python3 -c 'import json, sys; print(json.dumps({"kind": "bench.meta", "command": sys.argv[1], "git": sys.argv[2], "date": sys.argv[3], "device": sys.argv[4], "total_seconds": int(sys.argv[5])}))' \
 	"$cmdv" "$gitv" "$(date -u +%F)" "${devv:-$dev}" "$((SECONDS - T0))" >>"$OUT/bench.ndjson"
 echo
-if [ $dry -eq 1 ]; then
+if [ $small -eq 1 ]; then
 	python3 bench/gpu/summary.py "$OUT" 2>>"$LOG" || cat "$SEC"
-	echo "(dry run: bench/RESULTS.md left alone)"
+	echo "($( [ $emu -eq 1 ] && echo emulated || echo dry) run: bench/RESULTS.md left alone)"
 elif python3 bench/gpu/summary.py "$OUT" --apply bench/RESULTS.md 2>>"$LOG"; then
 	echo "(this block is $OUT/summary.txt; bench/RESULTS.md of this tree now holds it)"
 else
@@ -229,7 +249,10 @@ fi
 san=$(command -v compute-sanitizer 2>/dev/null || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
 if [ $dry -eq 1 ]; then
 	DETAIL="gpu_ops --quick on the CPU backend (plumbing; the checkers need a GPU)"
-	section quick-ops 60 ./build/gpu/gpu_ops --device cpu --quick >>"$LOG" 2>&1
+	section quick-ops 60 ./$G/gpu_ops --device cpu --quick >>"$LOG" 2>&1
+elif [ $emu -eq 1 ]; then
+	DETAIL="gpu_ops --quick on the emulator, threads and blocks in reverse order (a missing barrier shows)"
+	section quick-ops 60 env CUDAEMU_SCHEDULE=reverse ./$G/gpu_ops --device cuda --quick >>"$LOG" 2>&1
 elif [ -z "$san" ]; then
 	log "compute-sanitizer not found: the memory, race and synchronisation checks are skipped"
 	printf 'sanitize\tskipped\t0\tno compute-sanitizer\n' >>"$SEC"
@@ -237,7 +260,7 @@ else
 	for tool in memcheck racecheck synccheck; do
 		DETAIL="compute-sanitizer --tool $tool gpu_ops --quick"
 		section "sanitize-$tool" 100 "$san" --tool "$tool" --error-exitcode 97 --print-limit 20 \
-			./build/gpu/gpu_ops --device "$dev" --quick --tsv /dev/null >>"$LOG" 2>&1
+			./$G/gpu_ops --device "$dev" --quick --tsv /dev/null >>"$LOG" 2>&1
 	done
 	grep -E '(ERROR SUMMARY|RACECHECK SUMMARY|hazard|Invalid|========= [A-Z])' "$LOG" | tail -n 12 >&2
 fi

@@ -6,18 +6,22 @@
 # checkpoints. On the CPU (dry run) SB_TRAIN_GROUPS=1 forces the same grouping. Then
 # sb-eval of those runs on DEVICE against sb-eval on the CPU (every epoch's metrics).
 # SB_CHECK_LIMIT: examples per cell's pool (default 3000: 10 steps of 256 per epoch).
+# SB_GPU_BIN, SB_GPU_PROGS: where sb-train/sb-eval and gpu_bench are (default bin/ and
+# build/gpu/; tests/gpu/run.sh --emulate names build/emu's).
 # TAP-like lines; ends with "N passed, N failed"; exit 1 on any failure.
 set -u
 export LC_ALL=C
 dev=$1
 tmp=$2
 top=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${SB_GPU_BIN:-$top/bin}
+progs=${SB_GPU_PROGS:-$top/build/gpu}
 pass=0 fail=0
 check() { # ok description
 	if [ "$1" -eq 0 ]; then pass=$((pass + 1)); echo "ok $((pass + fail)) - $2"; else fail=$((fail + 1)); echo "not ok $((pass + fail)) - $2"; fi
 }
 rm -rf "$tmp" && mkdir -p "$tmp/data/fashion_mnist" || exit 4
-"$top/build/gpu/gpu_bench" --make-data "$tmp/data/fashion_mnist/pool.safetensors" 2>/dev/null
+"$progs/gpu_bench" --make-data "$tmp/data/fashion_mnist/pool.safetensors" 2>/dev/null
 check $? "a synthetic dataset of Fashion-MNIST's shape (gpu_bench --make-data)"
 grp=()
 [ "$dev" = cpu ] && grp=(env SB_TRAIN_GROUPS=1)
@@ -29,13 +33,13 @@ for m in softmax sparsemax topk_softmax_025 headwise_adaptive_entmax; do
 	i=$((i + 1))
 done
 t0=$SECONDS
-"${grp[@]}" "$top/bin/sb-train" -q --device "$dev" -d "$tmp/data" -o "$tmp/runsM" "$cells" >"$tmp/M.out" 2>"$tmp/M.err"
+"${grp[@]}" "$bin/sb-train" -q --device "$dev" -d "$tmp/data" -o "$tmp/runsM" "$cells" >"$tmp/M.out" 2>"$tmp/M.err"
 rc=$?
 check $rc "four cells in one process on $dev (exit $rc, $((SECONDS - t0)) s)$( [ $rc -ne 0 ] && echo ": $(tail -n 2 "$tmp/M.err" | tr '\n' ' ')")"
 n=0
 while read -r line; do
 	echo "$line" >"$tmp/one.ndjson"
-	"$top/bin/sb-train" -q --device "$dev" -d "$tmp/data" -o "$tmp/runsA" "$tmp/one.ndjson" >>"$tmp/A.out" 2>>"$tmp/A.err" || n=$((n + 1))
+	"$bin/sb-train" -q --device "$dev" -d "$tmp/data" -o "$tmp/runsA" "$tmp/one.ndjson" >>"$tmp/A.out" 2>>"$tmp/A.err" || n=$((n + 1))
 done <"$cells"
 check $n "each cell alone on $dev ($n failed)"
 python3 - "$tmp" <<'EOF'
@@ -77,11 +81,11 @@ check $? "multi-cell sb-train == each cell alone: records (timing aside) and che
 # products summed in another order may flip near-tie predictions, hence the tolerances
 cp -r "$tmp/runsM" "$tmp/evalD" && cp -r "$tmp/runsM" "$tmp/evalC"
 t0=$SECONDS
-"$top/bin/sb-eval" -q --device "$dev" -d "$tmp/data" -j 4 "$tmp"/evalD/*/ >"$tmp/evalD.out" 2>"$tmp/evalD.err"
+"$bin/sb-eval" -q --device "$dev" -d "$tmp/data" -j 4 "$tmp"/evalD/*/ >"$tmp/evalD.out" 2>"$tmp/evalD.err"
 rc=$?
 check $rc "sb-eval --device $dev on the four runs (exit $rc, $((SECONDS - t0)) s)$( [ $rc -ne 0 ] && echo ": $(tail -n 2 "$tmp/evalD.err" | tr '\n' ' ')")"
 t0=$SECONDS
-"$top/bin/sb-eval" -q --device cpu -d "$tmp/data" -j 4 "$tmp"/evalC/*/ >"$tmp/evalC.out" 2>"$tmp/evalC.err"
+"$bin/sb-eval" -q --device cpu -d "$tmp/data" -j 4 "$tmp"/evalC/*/ >"$tmp/evalC.out" 2>"$tmp/evalC.err"
 rc=$?
 check $rc "sb-eval --device cpu on the same runs (exit $rc, $((SECONDS - t0)) s)"
 python3 - "$tmp" <<'EOF'
