@@ -44,6 +44,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -109,25 +110,25 @@ struct Alloc {
 	bool device, freed;
 };
 static std::map<uintptr_t, Alloc> allocs; /* by user address */
+static std::set<Alloc *> live_dev;         /* the device allocations not freed */
+static std::deque<uintptr_t> quarantine;  /* freed device allocations, oldest first */
+static const size_t QUARANTINE = 8192;    /* kept inaccessible; older ones are unmapped
+					      * (each mapping costs the process map entries) */
 static int dev_access;                    /* >0 while a device operation runs */
 static bool protect = true;
 
-static void set_prot(Alloc &a, int prot)
-{
-	if (a.device && !a.freed)
-		mprotect(a.base, a.maplen - (size_t)pagesz, prot);
-}
+static void set_prot(Alloc &a, int prot) { mprotect(a.base, a.maplen - (size_t)pagesz, prot); }
 static void devmem_open(void)
 {
 	if (dev_access++ == 0 && protect)
-		for (auto &kv : allocs)
-			set_prot(kv.second, PROT_READ | PROT_WRITE);
+		for (Alloc *a : live_dev)
+			set_prot(*a, PROT_READ | PROT_WRITE);
 }
 static void devmem_close(void)
 {
 	if (--dev_access == 0 && protect)
-		for (auto &kv : allocs)
-			set_prot(kv.second, PROT_NONE);
+		for (Alloc *a : live_dev)
+			set_prot(*a, PROT_NONE);
 }
 
 static void *map_alloc(size_t bytes, bool device)
@@ -145,9 +146,12 @@ static void *map_alloc(size_t bytes, bool device)
 	if (device)
 		memset(p, 0xFF, r8);
 	Alloc a = {base, len, bytes, device, false};
-	allocs[(uintptr_t)p] = a;
-	if (device && protect && dev_access == 0)
-		set_prot(allocs[(uintptr_t)p], PROT_NONE);
+	Alloc &na = allocs[(uintptr_t)p] = a;
+	if (device) {
+		live_dev.insert(&na);
+		if (protect && dev_access == 0)
+			set_prot(na, PROT_NONE);
+	}
 	return p;
 }
 
@@ -181,10 +185,24 @@ static void free_alloc(void *p, bool device)
 	if (it == allocs.end() || it->second.freed || it->second.device != device)
 		return;
 	Alloc &a = it->second;
-	/* keep the addresses reserved and inaccessible: a later use faults */
 	munmap(a.base, a.maplen);
+	if (!device) {
+		allocs.erase(it);
+		return;
+	}
+	/* keep the addresses reserved and inaccessible: a later use faults */
 	mmap(a.base, a.maplen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
 	a.freed = true;
+	live_dev.erase(&a);
+	quarantine.push_back(it->first);
+	if (quarantine.size() > QUARANTINE) {
+		auto old = allocs.find(quarantine.front());
+		quarantine.pop_front();
+		if (old != allocs.end()) {
+			munmap(old->second.base, old->second.maplen);
+			allocs.erase(old);
+		}
+	}
 }
 
 /* ---------------------------------------------------------------- device operations */

@@ -7,10 +7,10 @@
 #     arguments, launch limits), and each kind of bug it exists to expose is exposed with its
 #     report: a missing barrier, a write past the end, a use after free, a shuffle under the
 #     wrong mask, a lane that exited, a deadlock, lanes that disagree, a host dereference;
-#  2. gpu_ops --quick (every kernel once: both attention layouts, every method, tied scores,
-#     NaN and infinite scores, the recorded step, scratch regrown under a recording) in two
-#     thread and block orders, forward and
-#     reverse, so that a missing barrier shows in one of them;
+#  2. gpu_ops in full (every op on many shapes: both attention layouts, every method, tied
+#     scores, NaN and infinite scores, recorded steps, errors that must not stick, scratch
+#     regrown under a recording) with threads and blocks in order, and --quick (every kernel
+#     once) in reverse order, so that a missing barrier shows in one of them;
 #  3. tests/cudaemu/mutants.sh: eleven small bugs put into copies of lib/cuda, each of which
 #     gpu_ops --quick on the emulator must catch.
 # What it cannot show (tests/cudaemu/README.md): speed, the device's own exp/log bits, TF32,
@@ -56,14 +56,19 @@ for c in $("$E/cudaemu/selftest" --list); do
 	t_result $ok "selftest $c: exit $rc (want $rc_want)${msg:+, report has '$msg'}" "$(tail -n 4 <<<"$out" | tr '\n' ' ' | cut -c1-500)"
 done
 
-# 2. the backend's ops against the CPU backend, in two schedules
-for sched in forward reverse; do
-	CUDAEMU_SCHEDULE=$sched timeout 600 "$E/gpu/gpu_ops" --device cuda --quick --seed 11 >"$T/ops.$sched" 2>"$T/ops.$sched.err"
+# 2. the backend's ops against the CPU backend: the full op check (every op, many shapes)
+# with threads and blocks in order, every kernel once (--quick) in reverse order
+for run in "forward full 2000" "reverse --quick 300"; do
+	set -- $run
+	sched=$1 what=$2 least=$3
+	args=(--device cuda --seed 11)
+	[ "$what" = full ] || args+=("$what")
+	CUDAEMU_SCHEDULE=$sched timeout 900 "$E/gpu/gpu_ops" "${args[@]}" >"$T/ops.$sched" 2>"$T/ops.$sched.err"
 	rc=$?
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$T/ops.$sched" | tail -n 1)
 	n=${line%% passed*}
-	[ $rc -eq 0 ] && [ -n "$line" ] && [ "${n:-0}" -ge 290 ] && ! grep -q '^cudaemu: ' "$T/ops.$sched.err"
-	t_result $? "gpu_ops --quick on the emulator, $sched schedule: ${line:-no result} (exit $rc; at least 290 checks)" \
+	[ $rc -eq 0 ] && [ -n "$line" ] && [ "${n:-0}" -ge "$least" ] && ! grep -q '^cudaemu: ' "$T/ops.$sched.err"
+	t_result $? "gpu_ops ($what) on the emulator, $sched schedule: ${line:-no result} (exit $rc; at least $least checks)" \
 		"$( (grep -m3 '^not ok' "$T/ops.$sched"; grep -m2 '^cudaemu: ' "$T/ops.$sched.err") | tr '\n' ' ' | cut -c1-600)"
 done
 grep -q 'cudaemu (host emulation' "$T/ops.forward"
