@@ -3,7 +3,7 @@
 # small edit of a copy of lib/cuda (a barrier removed, a shuffle's width, tree or ballot wrong, a
 # synchronisation dropped, scratch freed under a recording); the copy's changed objects
 # replace the emulated build's in a copy of its archive, gpu_ops is linked against it and
-# run with --quick, and it must fail (a "not ok" line or an emulator fault), where the
+# run with --quick (or in full), and it must fail (a "not ok" line or an emulator fault), where the
 # unmutated build passes. Needs `make EMU=1` first; run by tests/sh/cuda_emu.sh.
 #
 #   tests/cudaemu/mutants.sh [NAME...]    default: every mutant
@@ -19,6 +19,7 @@ libs="$(pkg-config --libs yajl libarchive libcrypto openblas libcurl zlib) -lm -
 flags="-O2 -g -Ilib $(pkg-config --cflags yajl libarchive libcrypto openblas libcurl zlib)"
 
 # name | file under lib/cuda | perl -0 substitution (must change the file) | what it breaks
+#   [| full: run the whole gpu_ops, not --quick (which leaves out the error cases)]
 mutants=(
 	"attn_fwd_barrier|attn_cuda.cu|s/(\t\}\n)\t__syncthreads\(\);\n(\tconst float \*Srow)/\$1\$2/|k_attn_fwd: no barrier between the score rows and the normaliser that reads them"
 	"attn_fwd_barrier2|attn_cuda.cu|s/\t__syncthreads\(\);\n(\tfor \(int e = threadIdx.x; e < T \* hd;)/\$1/|k_attn_fwd: no barrier between the probabilities and the output that mixes them"
@@ -30,6 +31,7 @@ mutants=(
 	"ln_bwd_barrier|backend_cuda.cu|s/(red\[hw\]\[1\]\[G.lane \+ 16 \* k\] = pb.at\(G.lane, k\);\n\t\}\n)\t__syncthreads\(\);\n/\$1/|k_ln_bwd: no barrier before the partial sums are read"
 	"emb_bwd_barrier|backend_cuda.cu|s/(sid\[t\] = ids\[i0 \+ t\];\n)\t\t__syncthreads\(\);\n/\$1/|k_embedding_bwd: no barrier after the ids are staged"
 	"sync_dropped|backend_cuda.cu|s/\tCU_RET\(im, err, cudaStreamSynchronize\(im->ctx.st\)\);\n(\tint code = im->dflag_host\[0\];)/\$1/|sb_cuda_sync: the kernels' data-error flags read without waiting for the stream"
+	"flag_code|attn_cuda.cu|s/flag_error\(a.dflag, DFLAG_NO_FINITE, blk, r, 0\)/flag_error(a.dflag, DFLAG_NVALID, blk, r, 0)/|k_attn_fwd: a row with no finite score reported as a bad n_valid|full"
 	"retire_dropped|backend_cuda.cu|s/if \(im->graphs_live > 0 \x7c\x7c im->capturing\) \{/if (0) {/|drop_buffer: scratch freed while a recorded step still names it"
 )
 
@@ -38,7 +40,7 @@ pass=0 fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for m in "${mutants[@]}"; do
-	IFS='|' read -r name file subst what <<<"$m"
+	IFS='|' read -r name file subst what mode <<<"$m"
 	if [ ${#want[@]} -gt 0 ] && ! printf '%s\n' "${want[@]}" | grep -qx "$name"; then
 		continue
 	fi
@@ -79,7 +81,9 @@ for m in "${mutants[@]}"; do
 		fail=$((fail + 1))
 		continue
 	fi
-	timeout 300 "$w/gpu_ops" --device cuda --quick --seed 1 >"$w/out" 2>"$w/err"
+	args=(--device cuda --seed 1)
+	[ "${mode:-}" = full ] || args+=(--quick)
+	timeout 600 "$w/gpu_ops" "${args[@]}" >"$w/out" 2>"$w/err"
 	rc=$?
 	nbad=$(grep -c '^not ok' "$w/out")
 	fault=$(grep -m1 '^cudaemu: ' "$w/err" | cut -c1-220)

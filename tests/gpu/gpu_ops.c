@@ -725,6 +725,33 @@ data_error:
 	g_check(&E, !h1 && e1.code == SB_EDATA && h2, "a data error is the cell's, reported once", det);
 	free(h1);
 	free(h2);
+	/* 4. a row with no finite score (q_0 = -inf in the component where every key is 1):
+	 * the CPU's attn_norm refuses it (SB_EDATA); the device flags it from the kernel */
+	{
+		enum { T4 = 8, D4 = 16 };
+		static float q4[T4 * 3 * D4];
+		memset(q4, 0, sizeof q4);
+		for (int t = 0; t < T4; t++)
+			q4[t * 3 * D4 + D4] = 1.0f;
+		q4[0] = -INFINITY;
+		float o4[T4 * D4], S4[T4 * T4], P4[T4 * T4], a4[T4 * 4];
+		struct sb_err ec = {0};
+		int rcc = E.cpu->ops->attention_forward(E.cc, o4, S4, P4, a4, q4, NULL, NULL, &nm, 1, T4, D4, 1, &ec);
+		float *gq4 = g_up(&E, q4, sizeof q4), *go4 = g_poison(&E, T4 * D4), *gS4 = g_poison(&E, T4 * T4),
+		      *gP4 = g_poison(&E, T4 * T4), *ga4 = g_poison(&E, T4 * 4);
+		sb_err_clear(&e1);
+		sb_err_clear(&e2);
+		rc = E.gpu->ops->attention_forward(E.gc, go4, gS4, gP4, ga4, gq4, NULL, NULL, &nm, 1, T4, D4, 1, &e1);
+		h1 = rc ? NULL : g_down(&E, go4, 4, &e1);
+		h2 = g_down(&E, go4, 4, &e2);
+		snprintf(det, sizeof det, "cpu: code %d (%s); device: %s (code %d); the next download %s", rcc, ec.msg,
+			 h1 ? "no error (WRONG)" : e1.msg, e1.code, h2 ? "works" : e2.msg);
+		g_check(&E, rcc == SB_EDATA && !h1 && e1.code == SB_EDATA && h2 && strstr(e1.msg, "no finite score"),
+			"a row with no finite score is the cell's data error on both backends", det);
+		free(h1);
+		free(h2);
+		FREED(gq4, go4, gS4, gP4, ga4);
+	}
 	FREED(buf, gnv);
 }
 
