@@ -79,6 +79,7 @@ static std::recursive_mutex mu;
 static cudaError_t sticky = cudaSuccess;
 static thread_local cudaError_t last_err = cudaSuccess;
 static CUstream_st legacy_stream;
+static std::vector<CUstream_st *> streams; /* created and not destroyed, oldest first */
 static long pagesz;
 
 static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -207,17 +208,26 @@ static void free_alloc(void *p, bool device)
 
 /* ---------------------------------------------------------------- device operations */
 
-/* what runs now, for fault reports */
-static const char *op_name;
+/* what runs now, for fault reports; volatile: the SIGSEGV handler reads it, and without it
+ * the compiler drops `op_name = ...` before a memset or memcpy that it knows cannot read it
+ * (a fault in cudaMemsetAsync was then reported as host code's and killed the process) */
+static const char *volatile op_name;
 static bool in_kernel;
 static sigjmp_buf op_jmp;
 static std::string fault_msg;
+
+/* the launch's dynamic shared memory: its end (rounded up to 16 bytes) at a guard page */
+static char *dsm_map, *dsm_ptr;
+static size_t dsm_maplen, dsm_bytes;
 
 static void describe_addr(uintptr_t addr, char *buf, size_t n)
 {
 	uintptr_t s;
 	Alloc *a = find_alloc(addr, &s);
-	if (!a)
+	if (!a && dsm_map && addr >= (uintptr_t)dsm_map && addr < (uintptr_t)dsm_map + dsm_maplen)
+		snprintf(buf, n, "%ld bytes past the end of the dynamic shared memory (%zu bytes)",
+			 (long)(addr - (uintptr_t)dsm_ptr - dsm_bytes), dsm_bytes);
+	else if (!a)
 		snprintf(buf, n, "not in any allocation");
 	else if (a->freed)
 		snprintf(buf, n, "in a freed %s allocation of %zu bytes at %#lx (offset %ld)",
@@ -365,7 +375,6 @@ static unsigned long long progress;
 static int live, arrived, nthreads;
 static unsigned bar_gen;
 static std::function<void()> *body;
-static std::vector<unsigned char> dsm;
 static const char *kname;
 static std::string sched_mode = "forward";
 static std::mt19937_64 rng(1);
@@ -467,7 +476,32 @@ static Runner *get_runner(void)
 	return r;
 }
 
-void *dyn_smem(void) { return dsm.data(); }
+void *dyn_smem(void) { return dsm_ptr; }
+
+static bool dsm_open(size_t sm)
+{
+	size_t r16 = (sm + 15) & ~(size_t)15;
+	size_t data = (r16 + (size_t)pagesz - 1) / (size_t)pagesz * (size_t)pagesz;
+	if (data == 0)
+		data = (size_t)pagesz;
+	dsm_maplen = data + (size_t)pagesz;
+	dsm_map = (char *)mmap(nullptr, dsm_maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (dsm_map == MAP_FAILED) {
+		dsm_map = dsm_ptr = nullptr;
+		return false;
+	}
+	mprotect(dsm_map + data, (size_t)pagesz, PROT_NONE);
+	dsm_ptr = dsm_map + data - r16;
+	dsm_bytes = sm;
+	return true;
+}
+
+static void dsm_close(void)
+{
+	if (dsm_map)
+		munmap(dsm_map, dsm_maplen);
+	dsm_map = dsm_ptr = nullptr;
+}
 
 /* static shared arrays poisoned in this block (cleared when a block starts) */
 static std::vector<void *> smem_seen;
@@ -550,7 +584,10 @@ static void try_complete(int warp, unsigned mask)
 					     warp, l, coll_name(f.kind), f.arg, w, src, mask);
 			f.res = lane_fiber(warp, src).val;
 		} else if (f.kind == C_BALLOT)
-			f.res = ballot & mask;
+			/* a lane outside the mask that has not exited may be active (the other half
+			 * of a converged warp) and set its bit: the guide promises only the mask's
+			 * bits, so those read as set here and code that forgets `& mask` shows */
+			f.res = (ballot & mask) | (warp_exists(warp) & ~mask & ~warp_done[warp]);
 		else if (f.kind == C_ANY)
 			f.res = (ballot & mask) != 0;
 		else if (f.kind == C_ALL)
@@ -750,18 +787,22 @@ static void run_kernel(const char *name, dim3 g, dim3 b, size_t sm, std::functio
 		if (rev)
 			std::reverse(order.begin(), order.end());
 	}
+	dsm_close(); /* a launch that faulted left its own */
+	if (!dsm_open(sm))
+		kernel_fault(cudaErrorLaunchOutOfResources, "no memory for %zu bytes of dynamic shared memory", sm);
 	in_kernel = true;
 	for (size_t k = 0; k < nblk; k++) {
 		size_t bi = border.empty() ? k : border[k];
 		blockIdx.x = (unsigned)(bi % g.x);
 		blockIdx.y = (unsigned)(bi / g.x % g.y);
 		blockIdx.z = (unsigned)(bi / ((size_t)g.x * g.y));
-		dsm.assign(sm + 8, 0xFF); /* uninitialised shared memory reads as NaN */
+		memset(dsm_ptr, 0xFF, sm); /* uninitialised shared memory reads as NaN */
 		smem_seen.clear();
 		if (rnd)
 			std::shuffle(order.begin(), order.end(), rng);
 		run_block(order);
 	}
+	dsm_close();
 	in_kernel = false;
 	op_name = nullptr;
 }
@@ -966,6 +1007,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned)
 	LOCK;
 	config_from_env();
 	*st = new CUstream_st;
+	streams.push_back(*st);
 	return cudaSuccess;
 }
 
@@ -975,6 +1017,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t st)
 	if (!st)
 		return ret(cudaErrorInvalidResourceHandle);
 	flush(st); /* the work queued still runs (as the runtime completes it) */
+	streams.erase(std::remove(streams.begin(), streams.end(), st), streams.end());
 	delete st;
 	return cudaSuccess;
 }
@@ -989,10 +1032,14 @@ cudaError_t cudaStreamSynchronize(cudaStream_t st)
 	return ret(sticky);
 }
 
+/* waits for the work of every stream of the device (cudaFree too, which synchronises
+ * the device): the legacy stream's, then each stream's in the order they were created */
 cudaError_t cudaDeviceSynchronize(void)
 {
 	LOCK;
 	flush(&legacy_stream);
+	for (CUstream_st *s : streams)
+		flush(s);
 	return ret(sticky);
 }
 

@@ -135,6 +135,25 @@ __global__ void k_disagree(float *out)
 
 __global__ void k_write_flag(int *flag, int v) { *flag = v; }
 
+/* each half-warp votes under its own mask; out[t] = popc of the raw ballot, and of it
+ * masked: only the masked count is what a GPU promises (a lane outside the mask that is
+ * active, as the other half of a converged warp is, sets its bit too) */
+__global__ void k_ballot_halves(int *out)
+{
+	unsigned hm = 0xFFFFu << (threadIdx.x & 16);
+	unsigned b = __ballot_sync(hm, 1);
+	out[2 * threadIdx.x] = __popc(b);
+	out[2 * threadIdx.x + 1] = __popc(b & hm);
+}
+
+/* one float past the launch's dynamic shared memory */
+__global__ void k_dyn_past_end(float *out)
+{
+	extern __shared__ float dsm[];
+	dsm[threadIdx.x + 1] = 1.0f;
+	out[threadIdx.x] = dsm[threadIdx.x];
+}
+
 /* ---------------------------------------------------------------- cases */
 
 static float *dev_floats(int n)
@@ -258,6 +277,71 @@ static int case_streams(void)
 	return fails;
 }
 
+static int expect_fault(cudaError_t want, const char *what);
+
+/* the bits of a ballot outside its mask are not promised to be 0: code that counts them
+ * unmasked must get a count a GPU may give, not the one it hoped for */
+static int case_ballot_outside(void)
+{
+	int *d = NULL, h[64];
+	cudaMalloc((void **)&d, sizeof h);
+	k_ballot_halves<<<1, 32>>>(d);
+	CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess, "copy");
+	int unmasked16 = 0;
+	for (int t = 0; t < 32; t++) {
+		CHECK(h[2 * t + 1] == 16, "thread %d: masked ballot counts %d lanes, want 16", t, h[2 * t + 1]);
+		unmasked16 += h[2 * t] == 16;
+	}
+	printf("ballot outside the mask: %d of 32 threads counted 16 lanes without masking\n", unmasked16);
+	CHECK(unmasked16 < 32, "an unmasked ballot count gave the hoped-for 16 on every lane: bits outside the mask are 0");
+	cudaFree(d);
+	return fails;
+}
+
+/* cudaDeviceSynchronize waits for every stream, and cudaFree for the work that uses the
+ * buffer (it synchronises the device) */
+static int case_device_sync(void)
+{
+	cudaStream_t st;
+	cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+	int *hflag = NULL, *dflag = NULL;
+	cudaHostAlloc((void **)&hflag, sizeof(int), cudaHostAllocMapped);
+	cudaHostGetDevicePointer((void **)&dflag, hflag, 0);
+	*hflag = 0;
+	k_write_flag<<<1, 1, 0, st>>>(dflag, 7);
+	CHECK(cudaDeviceSynchronize() == cudaSuccess, "device sync");
+	CHECK(*hflag == 7, "after cudaDeviceSynchronize the flag written on a stream is %d, not 7", *hflag);
+	float *dx = dev_floats(256);
+	cudaMemsetAsync(dx, 0, 256 * sizeof(float), st);
+	k_add<<<1, 256, 0, st>>>(dx, 1.0f, 256);
+	CHECK(cudaFree(dx) == cudaSuccess, "cudaFree");
+	cudaError_t e = cudaStreamSynchronize(st);
+	CHECK(e == cudaSuccess, "the stream's kernel ran after cudaFree freed its buffer: %s", cudaGetErrorName(e));
+	return fails;
+}
+
+static int case_dyn_past_end(void)
+{
+	float *d = dev_floats(64);
+	k_dyn_past_end<<<1, 64, 64 * sizeof(float)>>>(d);
+	return expect_fault(cudaErrorIllegalAddress, "past the dynamic shared memory");
+}
+
+/* a memset queued on one stream, its buffer freed on another before it runs: the device
+ * operation faults (a sticky cudaErrorIllegalAddress naming it), not the host */
+static int case_memset_fault(void)
+{
+	cudaStream_t st;
+	cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+	float *d = dev_floats(256);
+	cudaMemsetAsync(d, 0, 256 * sizeof(float), st);
+	cudaFreeAsync(d, 0);
+	cudaStreamSynchronize(0); /* the free runs */
+	cudaError_t e = cudaStreamSynchronize(st);
+	CHECK(e == cudaErrorIllegalAddress, "the stream's memset: %s", cudaGetErrorName(e));
+	return expect_fault(cudaErrorIllegalAddress, "memset of a freed buffer");
+}
+
 static int case_missing_barrier(void)
 {
 	float *d = dev_floats(64), h[64];
@@ -344,6 +428,8 @@ static const Case cases[] = {
 	{"missing_barrier", case_missing_barrier}, {"past_end", case_past_end}, {"after_free", case_after_free},
 	{"bad_mask", case_bad_mask},       {"exited_lane", case_exited_lane}, {"deadlock", case_deadlock},
 	{"disagree", case_disagree},       {"host_deref", case_host_deref},
+	{"ballot_outside", case_ballot_outside}, {"device_sync", case_device_sync},
+	{"dyn_past_end", case_dyn_past_end}, {"memset_fault", case_memset_fault},
 };
 
 int main(int argc, char **argv)

@@ -41,6 +41,10 @@ declare -A want=(
 	[deadlock]="0|no thread can go on"
 	[disagree]="0|lanes disagree"
 	[host_deref]="139|host code touched"
+	[ballot_outside]="0|"
+	[device_sync]="0|"
+	[dyn_past_end]="0|past the end of the dynamic shared memory"
+	[memset_fault]="0|in cudaMemsetAsync"
 )
 for c in $("$E/cudaemu/selftest" --list); do
 	w=${want[$c]:-}
