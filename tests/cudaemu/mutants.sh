@@ -23,7 +23,7 @@ flags="-O2 -g -Ilib $(pkg-config --cflags yajl libarchive libcrypto openblas lib
 mutants=(
 	"attn_fwd_barrier|attn_cuda.cu|s/(\t\}\n)\t__syncthreads\(\);\n(\tconst float \*Srow)/\$1\$2/|k_attn_fwd: no barrier between the score rows and the normaliser that reads them"
 	"attn_fwd_barrier2|attn_cuda.cu|s/\t__syncthreads\(\);\n(\tfor \(int e = threadIdx.x; e < T \* hd;)/\$1/|k_attn_fwd: no barrier between the probabilities and the output that mixes them"
-	"lsum_width|lanes.cuh|s/(float o = __shfl_down_sync\(G.mask, x, w, )16(\);\n\t\tif \(G.lane < w\)\n\t\t\tx = x \+ o;)/\${1}32\$2/|lanes.cuh lsum: a full-warp shuffle width under a half-warp mask"
+	"lsum_width|lanes.cuh|s/(float o = __shfl_down_sync\(G.mask, x, w, )16(\);\n\t\tif \(G.lane < w\)\n\t\t\tx = x \+ o;)/\${1}32\$2/|lanes.cuh lsum: a full-warp shuffle width under a half-warp mask reads lanes outside the mask (undefined in CUDA; the lanes that do discard the value, so a GPU may well still sum right: this one is an undefined read the emulator reports, not a wrong result)"
 	"lsum_tree|lanes.cuh|s/(\tfloat x = a.v;\n\tfor \(int w = )8(; w >= 1; w >>= 1\) \{\n\t\tfloat o = __shfl_down_sync\(G.mask, x, w, 16\);\n\t\tif \(G.lane < w\)\n\t\t\tx = x \+ o;)/\${1}4\$2/|lanes.cuh lsum: the device tree leaves out lanes 8-15 (the host lanes are right)"
 	"any_all|lanes.cuh|s/return __any_sync\(G.mask, a.v\) != 0;/return __all_sync(G.mask, a.v) != 0;/|lanes.cuh lany: the half-warp vote that finds a NaN or +inf score asks all lanes, not any"
 	"bcast_off|lanes.cuh|s/return __shfl_sync\(G.mask, t, j & 15, 16\);/return __shfl_sync(G.mask, t, (j + 1) & 15, 16);/|lanes.cuh rget: an element read from the next lane"
