@@ -807,7 +807,21 @@ static void run_kernel(const char *name, dim3 g, dim3 b, size_t sm, std::functio
 	op_name = nullptr;
 }
 
-void Launch::submit(const char *name, const void *fn, std::function<void()> body_fn)
+/* a kernel's pointer argument that is neither null nor in device or pinned memory (a
+ * freed allocation counts as device memory: its use faults by itself) */
+static int host_pointer_arg(const std::vector<const void *> &ptrs)
+{
+	for (size_t i = 0; i < ptrs.size(); i++) {
+		if (!ptrs[i])
+			continue;
+		uintptr_t s;
+		if (!find_alloc((uintptr_t)ptrs[i], &s))
+			return (int)i;
+	}
+	return -1;
+}
+
+void Launch::submit(const char *name, const void *fn, std::function<void()> body_fn, std::vector<const void *> ptrs)
 {
 	LOCK;
 	init_once();
@@ -841,6 +855,19 @@ void Launch::submit(const char *name, const void *fn, std::function<void()> body
 	dim3 g0 = g, b0 = b;
 	size_t sm0 = sm;
 	auto bf = std::make_shared<std::function<void()>>(std::move(body_fn));
+	int hp = host_pointer_arg(ptrs);
+	if (hp >= 0) { /* faults when it runs, as the kernel's first touch of it would on a GPU */
+		char msg[300];
+		snprintf(msg, sizeof msg, "%s:%d: argument %d of %s is a host pointer (%p), not device or pinned memory",
+			 file, line, hp + 1, name, ptrs[hp]);
+		std::string m = msg;
+		enqueue(st, [nm, m]() {
+			op_name = nm.c_str();
+			fault_msg = m;
+			siglongjmp(op_jmp, (int)cudaErrorIllegalAddress);
+		});
+		return;
+	}
 	enqueue(st, [nm, g0, b0, sm0, bf]() { run_kernel(nm.c_str(), g0, b0, sm0, *bf); });
 }
 

@@ -373,6 +373,15 @@ static int case_past_end(void)
 	return expect_fault(cudaErrorIllegalAddress, "past the end");
 }
 
+/* a kernel handed a host pointer (pageable memory): an illegal address on a GPU */
+static int case_host_arg(void)
+{
+	static float host[64];
+	float *o = dev_floats(64);
+	k_read<<<1, 64>>>(o, host);
+	return expect_fault(cudaErrorIllegalAddress, "host pointer argument");
+}
+
 static int case_after_free(void)
 {
 	float *d = dev_floats(64), *o = dev_floats(64);
@@ -430,6 +439,7 @@ static const Case cases[] = {
 	{"disagree", case_disagree},       {"host_deref", case_host_deref},
 	{"ballot_outside", case_ballot_outside}, {"device_sync", case_device_sync},
 	{"dyn_past_end", case_dyn_past_end}, {"memset_fault", case_memset_fault},
+	{"host_arg", case_host_arg},
 };
 
 int main(int argc, char **argv)

@@ -45,6 +45,7 @@ declare -A want=(
 	[device_sync]="0|"
 	[dyn_past_end]="0|past the end of the dynamic shared memory"
 	[memset_fault]="0|in cudaMemsetAsync"
+	[host_arg]="0|argument 2 of k_read is a host pointer"
 )
 for c in $("$E/cudaemu/selftest" --list); do
 	w=${want[$c]:-}

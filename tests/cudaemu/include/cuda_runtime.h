@@ -21,6 +21,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #define CUDAEMU 1
 #define CUDART_VERSION 12040
@@ -211,9 +212,20 @@ struct Launch {
 	{
 		static_assert(sizeof...(P) == sizeof...(A), "a launch passes every parameter");
 		auto args = std::make_shared<std::tuple<typename std::decay<P>::type...>>(std::forward<A>(a)...);
-		submit(name, (const void *)k, [k, args]() { std::apply(k, *args); });
+		/* every pointer argument must be null or name device or pinned memory: a host
+		 * pointer a kernel dereferences faults on a GPU (checked when the kernel runs) */
+		std::vector<const void *> ptrs;
+		std::apply([&ptrs](const auto &...x) { (note_ptr(ptrs, x), ...); }, *args);
+		submit(name, (const void *)k, [k, args]() { std::apply(k, *args); }, std::move(ptrs));
 	}
-	void submit(const char *name, const void *fn, std::function<void()> body);
+	template <class T> static void note_ptr(std::vector<const void *> &ptrs, const T &x)
+	{
+		if constexpr (std::is_pointer<T>::value)
+			ptrs.push_back((const void *)x);
+		else
+			ptrs.push_back(nullptr);
+	}
+	void submit(const char *name, const void *fn, std::function<void()> body, std::vector<const void *> ptrs);
 };
 } // namespace cudaemu
 
