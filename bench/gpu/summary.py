@@ -102,7 +102,9 @@ def block(out, cli_meta):
     fewq = [r for r in recs if r.get("kind") == "bench.multi" and r.get("connections", 32) not in (0, 32)]
     prof = [r for r in recs if r.get("kind") == "bench.profile"]
     ptot = {r["method"]: r for r in recs if r.get("kind") == "bench.profile_total"}
-    dev = next((r.get("device") for r in recs if r.get("kind") == "bench.torch" and r.get("device")), "?")
+    # the GPU's name as PyTorch reports it, else run.sh's (a dry or emulated run has no torch records)
+    dev = next((r.get("device") for r in recs if r.get("kind") == "bench.torch" and r.get("device")),
+               meta.get("device", "?"))
     L = [BEGIN, "## CUDA backend vs PyTorch eager (latest GPU check)", ""]
     for k in ("command", "git", "date", "device"):
         if k in meta:
