@@ -219,6 +219,40 @@ static int g_ties;
  * on both backends (lib/attn_norm.c; the device finds it with a half-warp vote) */
 static int g_bad;
 
+/* attention aux (4 fields per row) against the CPU's with the fields of `skip` (bit f:
+ * field f) left out: the device's are replaced by the CPU's before g_cmp; with
+ * `count2`, the rows whose field 2 differed are counted in the label */
+static void cmp_aux_fields(const char *sh, const float *ga, const float *aux, size_t na, unsigned skip, int count2)
+{
+	struct sb_err derr = {0};
+	float *ha = g_down(&E, ga, na * 4, &derr), *gb = NULL;
+	size_t nd = 0, nrow = na / 4;
+	char fields[16] = "", sh2[240];
+	for (int f = 0; f < 4; f++)
+		if (!(skip >> f & 1))
+			snprintf(fields + strlen(fields), sizeof fields - strlen(fields), "%s%d", *fields ? "," : "", f);
+	if (ha) {
+		for (size_t r = 0; r < nrow; r++) {
+			if (memcmp(&ha[4 * r + 2], &aux[4 * r + 2], 4))
+				nd++;
+			for (int f = 0; f < 4; f++)
+				if (skip >> f & 1)
+					ha[4 * r + f] = aux[4 * r + f];
+		}
+		gb = g_up(&E, ha, na * 4);
+	}
+	if (count2)
+		snprintf(sh2, sizeof sh2, "%s (fields %s; decision words differ in %zu/%zu rows)", sh, fields, nd, nrow);
+	else
+		snprintf(sh2, sizeof sh2, "%s (fields %s)", sh, fields);
+	if (gb)
+		g_cmp(&E, "attention_forward aux", sh2, gb, aux, na, TOL_EX);
+	else
+		g_check(&E, 0, "attention_forward aux download", derr.msg);
+	free(ha);
+	FREED(gb);
+}
+
 static void t_attention(const char *method, double alpha, int unrolled, int mask, int hae, int B, int T, int d, int NH,
 			int use_nvalid)
 {
@@ -278,24 +312,7 @@ static void t_attention(const char *method, double alpha, int unrolled, int mask
 		 * differ in rounding while P agrees (docs/cuda.md, "Rows with infinite
 		 * scores"). Fields 1 and 3 (the row's max, its count or support; NaN for a NaN
 		 * row) are compared exactly. */
-		struct sb_err derr = {0};
-		float *ha = g_down(&E, ga, na * 4, &derr);
-		float *gb = NULL;
-		if (ha) {
-			for (size_t r = 0; r < na / 4; r++) {
-				ha[4 * r] = aux[4 * r];
-				ha[4 * r + 2] = aux[4 * r + 2];
-			}
-			gb = g_up(&E, ha, na * 4);
-		}
-		char sh2[220];
-		snprintf(sh2, sizeof sh2, "%s (fields 1,3)", sh);
-		if (gb)
-			g_cmp(&E, "attention_forward aux", sh2, gb, aux, na, TOL_EX);
-		else
-			g_check(&E, 0, "attention_forward aux download", derr.msg);
-		free(ha);
-		FREED(gb);
+		cmp_aux_fields(sh, ga, aux, na, 0x5, 0);
 	} else if (!unrolled) {
 		g_cmp(&E, "attention_forward aux", sh, ga, aux, na, TOL_EX);
 	} else {
@@ -306,26 +323,7 @@ static void t_attention(const char *method, double alpha, int unrolled, int mask
 		 * the last iterations, which moves this integer by 2^t while P and tau agree to
 		 * TOL_EX (checked above and here). So aux[0,1,3] are compared; differing
 		 * decision words are counted and printed, not failed. */
-		struct sb_err derr = {0};
-		float *ha = g_down(&E, ga, na * 4, &derr);
-		float *ga3 = NULL;
-		size_t ndec = 0, nrow = na / 4;
-		if (ha) {
-			for (size_t r = 0; r < nrow; r++) {
-				if (memcmp(&ha[4 * r + 2], &aux[4 * r + 2], 4))
-					ndec++;
-				ha[4 * r + 2] = aux[4 * r + 2];
-			}
-			ga3 = g_up(&E, ha, na * 4);
-		}
-		char sh2[220];
-		snprintf(sh2, sizeof sh2, "%s (fields 0,1,3; decision words differ in %zu/%zu rows)", sh, ndec, nrow);
-		if (ga3)
-			g_cmp(&E, "attention_forward aux", sh2, ga3, aux, na, TOL_EX);
-		else
-			g_check(&E, 0, "attention_forward aux download", derr.msg);
-		free(ha);
-		FREED(ga3);
+		cmp_aux_fields(sh, ga, aux, na, 0x4, 1);
 	}
 	if (g_bad) {
 		/* the backward of such rows differs by design in where it makes NaN: a dq term
