@@ -390,33 +390,18 @@ static int case_after_free(void)
 	return expect_fault(cudaErrorIllegalAddress, "use after free");
 }
 
-static int case_bad_mask(void)
+/* one warp of a kernel that misuses a collective, and the fault it must give */
+static int warp_fault(void (*k)(float *), cudaError_t want, const char *what)
 {
 	float *d = dev_floats(32);
-	k_bad_mask<<<1, 32>>>(d);
-	return expect_fault(cudaErrorIllegalInstruction, "mask");
+	k<<<1, 32>>>(d);
+	return expect_fault(want, what);
 }
 
-static int case_exited_lane(void)
-{
-	float *d = dev_floats(32);
-	k_exited_lane<<<1, 32>>>(d);
-	return expect_fault(cudaErrorIllegalInstruction, "exited lane");
-}
-
-static int case_deadlock(void)
-{
-	float *d = dev_floats(32);
-	k_deadlock<<<1, 32>>>(d);
-	return expect_fault(cudaErrorLaunchTimeout, "deadlock");
-}
-
-static int case_disagree(void)
-{
-	float *d = dev_floats(32);
-	k_disagree<<<1, 32>>>(d);
-	return expect_fault(cudaErrorIllegalInstruction, "disagreeing masks");
-}
+static int case_bad_mask(void) { return warp_fault(k_bad_mask, cudaErrorIllegalInstruction, "mask"); }
+static int case_exited_lane(void) { return warp_fault(k_exited_lane, cudaErrorIllegalInstruction, "exited lane"); }
+static int case_deadlock(void) { return warp_fault(k_deadlock, cudaErrorLaunchTimeout, "deadlock"); }
+static int case_disagree(void) { return warp_fault(k_disagree, cudaErrorIllegalInstruction, "disagreeing masks"); }
 
 /* host code that dereferences a device pointer dies (SIGSEGV), as on a GPU machine */
 static int case_host_deref(void)
