@@ -224,16 +224,24 @@ static int case_blocksum(void)
 	return fails;
 }
 
-/* stream order and laziness, graphs with frozen arguments, refusals while capturing */
-static int case_streams(void)
+/* a new stream with a kernel queued on it that writes 7 into mapped pinned memory (0
+ * before it runs): the host's view of that memory */
+static int *flag_written_on_stream(cudaStream_t *st)
 {
-	cudaStream_t st;
-	cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+	cudaStreamCreateWithFlags(st, cudaStreamNonBlocking);
 	int *hflag = NULL, *dflag = NULL;
 	cudaHostAlloc((void **)&hflag, sizeof(int), cudaHostAllocMapped);
 	cudaHostGetDevicePointer((void **)&dflag, hflag, 0);
 	*hflag = 0;
-	k_write_flag<<<1, 1, 0, st>>>(dflag, 7);
+	k_write_flag<<<1, 1, 0, *st>>>(dflag, 7);
+	return hflag;
+}
+
+/* stream order and laziness, graphs with frozen arguments, refusals while capturing */
+static int case_streams(void)
+{
+	cudaStream_t st;
+	int *hflag = flag_written_on_stream(&st);
 	CHECK(*hflag == 0, "the kernel ran before the stream was synchronised (flag %d)", *hflag);
 	cudaStreamSynchronize(st);
 	CHECK(*hflag == 7, "after the synchronisation the flag is %d, not 7", *hflag);
@@ -303,12 +311,7 @@ static int case_ballot_outside(void)
 static int case_device_sync(void)
 {
 	cudaStream_t st;
-	cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
-	int *hflag = NULL, *dflag = NULL;
-	cudaHostAlloc((void **)&hflag, sizeof(int), cudaHostAllocMapped);
-	cudaHostGetDevicePointer((void **)&dflag, hflag, 0);
-	*hflag = 0;
-	k_write_flag<<<1, 1, 0, st>>>(dflag, 7);
+	int *hflag = flag_written_on_stream(&st);
 	CHECK(cudaDeviceSynchronize() == cudaSuccess, "device sync");
 	CHECK(*hflag == 7, "after cudaDeviceSynchronize the flag written on a stream is %d, not 7", *hflag);
 	float *dx = dev_floats(256);
