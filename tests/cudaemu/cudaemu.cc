@@ -762,10 +762,48 @@ static const int SMEM_DEFAULT = 48 << 10;
 static int smem_optin = 232448; /* an H100's opt-in maximum (227 KiB) */
 static int sm_count = 132;
 
+/* CUDAEMU_FAULT=NAME[:N[:FILE]]: the Nth run (default the first) of a kernel whose name
+ * contains NAME faults as an illegal address does on a GPU, poisoning the context; runs
+ * are counted in the process, launched or replayed from a graph. With FILE it fires only
+ * if it can remove FILE, so of several processes (a pipeline's retries) one faults. */
+static struct {
+	std::string name, file;
+	unsigned long long n = 1, seen = 0;
+	bool on = false;
+} inject;
+
+static void inject_from_env(const char *v)
+{
+	std::string s = v;
+	size_t c1 = s.find(':');
+	inject.name = s.substr(0, c1);
+	if (c1 != std::string::npos) {
+		size_t c2 = s.find(':', c1 + 1);
+		std::string n = s.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1);
+		char *end;
+		inject.n = strtoull(n.c_str(), &end, 10);
+		if (n.empty() || *end || inject.n == 0) {
+			note("CUDAEMU_FAULT=%s: N must be a count from 1; no fault will be injected", v);
+			return;
+		}
+		if (c2 != std::string::npos)
+			inject.file = s.substr(c2 + 1);
+	}
+	if (inject.name.empty()) {
+		note("CUDAEMU_FAULT=%s: no kernel name; no fault will be injected", v);
+		return;
+	}
+	inject.on = true;
+}
+
 static void run_kernel(const char *name, dim3 g, dim3 b, size_t sm, std::function<void()> &fn)
 {
 	op_name = name;
 	kname = name;
+	if (inject.on && strstr(name, inject.name.c_str()) && ++inject.seen == inject.n &&
+	    (inject.file.empty() || unlink(inject.file.c_str()) == 0))
+		kernel_fault(cudaErrorIllegalAddress, "a fault injected by CUDAEMU_FAULT (run %llu of a kernel named *%s*)",
+			     inject.n, inject.name.c_str());
 	gridDim = g;
 	blockDim = b;
 	nthreads = (int)(b.x * b.y * b.z);
@@ -821,10 +859,12 @@ static int host_pointer_arg(const std::vector<const void *> &ptrs)
 	return -1;
 }
 
+static void config_from_env(void);
+
 void Launch::submit(const char *name, const void *fn, std::function<void()> body_fn, std::vector<const void *> ptrs)
 {
 	LOCK;
-	init_once();
+	config_from_env();
 	if (sticky != cudaSuccess) {
 		ret(sticky);
 		return;
@@ -903,6 +943,9 @@ static void config_from_env(void)
 	const char *m = getenv("CUDAEMU_SMS");
 	if (m && *m)
 		sm_count = atoi(m);
+	const char *f = getenv("CUDAEMU_FAULT");
+	if (f && *f)
+		inject_from_env(f);
 }
 
 } // namespace cudaemu
