@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cuda_emu_loss.sh — a device error in the real CUDA backend, end to end through the pipeline,
+# cuda_emu_pipeline.sh — a device error in the real CUDA backend, end to end through the pipeline,
 # on the host emulator (tests/cudaemu/, `make EMU=1`). pipeline_groups.sh checks the pipeline's
 # retries with a lost device emulated above the backend (SB_TRAIN_DEVICE_ERROR); here a kernel
 # of lib/cuda itself faults (CUDAEMU_FAULT: an illegal address, which poisons the context as on
@@ -9,6 +9,7 @@
 # pipeline retries them in a new process, which resumes them on the CUDA backend from their
 # last complete epoch to the same bits as a run without the fault. A fault in every process
 # ends with FAILED cells, and the next make (no fault) completes them, again to the same bits.
+# Also sb-eval on the emulated device (EVAL_DEVICE=cuda) against the CPU's evaluation.
 # Real programs (build/emu/bin), tiny generated data (tests/fixtures/m3/gen_data.py).
 . "$(dirname "$0")/../shlib.sh"
 cd "$TOP"
@@ -56,6 +57,58 @@ t_result $? "the 6 cells trained in one sb-train process on cuda"
 grep -q '"device":"cuda' "$B"/groups/ga.plain.compact/train-1.out
 t_result $? "its run.meta names the emulated CUDA device"
 ref=$(digest)
+mkdir -p "$T/refval"
+for c in "$B"/cells/*/; do cp "$c/val.ndjson" "$T/refval/$(basename "$c").ndjson"; done
+
+# evaluation on the emulated device too (EVAL_DEVICE=cuda): every epoch's validation metrics
+# as the CPU's evaluation of the same checkpoints gave them (sums in another order may flip a
+# near-tie prediction; the tolerances are tests/gpu/sbtrain_check.sh's)
+rm -rf "$T/out"
+gmake gg EVAL_DEVICE=cuda >"$T/evald.log" 2>&1
+rc=$?
+t_result $rc "make gg DEVICE=cuda EVAL_DEVICE=cuda (exit $rc; $(tail -n 1 "$T/evald.log"))"
+/usr/bin/python3 - "$T/refval" "$B/cells" >"$T/evald.cmp" 2>&1 <<'EOF'
+import json, os, sys
+ref, cells = sys.argv[1], sys.argv[2]
+def read(path):
+    meta, ep = None, {}
+    for line in open(path):
+        r = json.loads(line)
+        if r.get("kind") == "run.meta":
+            meta = r
+        elif r.get("kind") == "eval.epoch":
+            ep[r["epoch"]] = r
+    return meta, ep
+KEYS = ("val_accuracy", "val_loss", "attention_density", "attention_entropy")
+n, bad, worst = 0, [], dict.fromkeys(KEYS, 0.0)
+for f in sorted(os.listdir(ref)):
+    _, c = read(os.path.join(ref, f))
+    meta, d = read(os.path.join(cells, f[:-len(".ndjson")], "val.ndjson"))
+    if not meta or not str(meta.get("device", "")).startswith("cuda"):
+        bad.append("%s: evaluated on %s" % (f, meta and meta.get("device")))
+    if sorted(c) != sorted(d) or not c:
+        bad.append("%s: epochs %s vs %s" % (f, sorted(d), sorted(c)))
+        continue
+    for e in c:
+        n += 1
+        for k in KEYS:
+            a, b = c[e].get(k), d[e].get(k)
+            if a is None or b is None:
+                if (a is None) != (b is None):
+                    bad.append("%s epoch %d: %s %s vs %s" % (f, e, k, b, a))
+                continue
+            diff = abs(a - b) * c[e]["n_val"] if k == "val_accuracy" else abs(a - b) / max(abs(a), 1e-12)
+            worst[k] = max(worst[k], diff)
+            if diff > (3.5 if k == "val_accuracy" else 1e-4):
+                bad.append("%s epoch %d: %s %.8g vs %.8g" % (f, e, k, b, a))
+print("%d epochs compared; worst: flipped predictions %d, relative loss %.3g, density %.3g, entropy %.3g"
+      % (n, round(worst["val_accuracy"]), worst["val_loss"], worst["attention_density"], worst["attention_entropy"]))
+for b in bad[:5]:
+    print(b)
+sys.exit(0 if n == 18 and not bad else 1)
+EOF
+t_result $? "sb-eval on the emulated device == on the CPU, 6 cells x 3 epochs: $(head -n 1 "$T/evald.cmp")" \
+	"$(tail -n +2 "$T/evald.cmp" | tr '\n' ' ' | cut -c1-500)"
 
 # one fault, in the first process only: the retry resumes every cell to the same bits
 rm -rf "$T/out"
