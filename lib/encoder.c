@@ -242,29 +242,52 @@ struct layer_acts {
 	float *r2, *mean2, *rstd2, *xout;
 };
 
+/* SB_ARENA_CHECK (testing; docs/HACKING.md): each buffer of the arena is followed by a red
+ * zone (its rounding to 64 bytes and 64 bytes more) of a known pattern (redzone_byte), which
+ * must still be there after every step and forward pass. One allocation holds all the buffers, so neither
+ * a sanitizer nor the CUDA emulator's guard pages see a kernel that writes past one buffer
+ * into the next; this does, and names the buffer. A read of a zone reads NaN. */
+struct zone {
+	size_t off, len; /* the red zone in the arena */
+	size_t bytes;    /* the buffer before it asked for this many */
+	int line;        /* of arena_layout */
+};
+
 struct sb_encoder_arena {
 	void *base;
 	size_t bytes;
+	struct zone *zones;
+	int nzones;
 	float *patches, *emb, *x0, *tmp, *cls_out, *logits, *dlogits;
 	int32_t *ids, *nvalid, *labels;
 	struct layer_acts la[SB_ENCODER_MAX_LAYERS];
 	float *dx, *dxa, *dxb, *dtmp, *dqkv, *dh, *datt, *dcls, *demb, *dalpha;
 };
 
-/* bump allocation: with base NULL only counts */
+/* bump allocation: with base NULL only counts (bytes and, with red zones, zones) */
 struct bump {
 	char *base;
 	size_t off;
+	int redzones;
+	struct zone *z; /* NULL: count in nz only */
+	int nz;
 };
-static void *bget(struct bump *b, size_t bytes)
+static void *bget(struct bump *b, size_t bytes, int line)
 {
 	size_t o = b->off;
-	b->off += (bytes + 63) & ~(size_t)63;
+	size_t r = (bytes + 63) & ~(size_t)63;
+	if (b->redzones) {
+		r += 64;
+		if (b->z)
+			b->z[b->nz] = (struct zone){o + bytes, r - bytes, bytes, line};
+		b->nz++;
+	}
+	b->off += r;
 	return b->base ? b->base + o : NULL;
 }
-#define BF(b, n) ((float *)bget((b), (size_t)(n) * sizeof(float)))
-#define BI(b, n) ((int32_t *)bget((b), (size_t)(n) * sizeof(int32_t)))
-#define BU(b, n) ((uint8_t *)bget((b), (size_t)(n)))
+#define BF(b, n) ((float *)bget((b), (size_t)(n) * sizeof(float), __LINE__))
+#define BI(b, n) ((int32_t *)bget((b), (size_t)(n) * sizeof(int32_t), __LINE__))
+#define BU(b, n) ((uint8_t *)bget((b), (size_t)(n), __LINE__))
 
 static void arena_layout(const struct sb_encoder *m, struct sb_encoder_arena *a, struct bump *b)
 {
@@ -322,23 +345,87 @@ static void arena_layout(const struct sb_encoder *m, struct sb_encoder_arena *a,
 	a->dalpha = BF(b, NH);
 }
 
+/* A red zone's bytes: at every 4-byte-aligned offset the float 0x7FA5A5A5, a signalling
+ * NaN. A read of it gives NaN; an update in place (+=, *=) turns it into a quiet NaN of
+ * another bit pattern, so a write is seen even when it adds to a NaN (0xFF bytes, a quiet
+ * NaN, would stay the same). */
+static unsigned char redzone_byte(size_t off)
+{
+	static const unsigned char pat[4] = {0xA5, 0xA5, 0xA5, 0x7F};
+	return pat[off & 3];
+}
+#define REDZONE_MAX 128 /* rounding to 64 bytes, and 64 more */
+
+static void arena_free(struct sb_backend *be, struct sb_encoder_arena *a)
+{
+	if (!a)
+		return;
+	sb_be_free(be, a->base);
+	free(a->zones);
+	free(a);
+}
+
 static struct sb_encoder_arena *arena_new(struct sb_encoder *m)
 {
 	struct sb_encoder_arena *a = calloc(1, sizeof *a);
 	if (!a)
 		return NULL;
-	struct bump b = {NULL, 0};
+	struct bump b = {NULL, 0, m->arena_check, NULL, 0};
 	arena_layout(m, a, &b);
 	a->bytes = b.off;
 	a->base = sb_be_alloc(m->be, a->bytes);
-	if (!a->base) {
-		free(a);
+	if (b.nz && !(a->zones = calloc((size_t)b.nz, sizeof *a->zones))) {
+		arena_free(m->be, a);
 		return NULL;
 	}
-	b.base = a->base;
-	b.off = 0;
+	if (!a->base) {
+		arena_free(m->be, a);
+		return NULL;
+	}
+	b = (struct bump){a->base, 0, m->arena_check, a->zones, 0};
 	arena_layout(m, a, &b);
+	a->nzones = b.nz;
+	struct sb_err e = {0};
+	unsigned char rz[REDZONE_MAX];
+	for (int i = 0; i < a->nzones; i++) {
+		for (size_t j = 0; j < a->zones[i].len; j++)
+			rz[j] = redzone_byte(a->zones[i].off + j);
+		if (m->be->ops->upload(m->be, (char *)a->base + a->zones[i].off, rz, a->zones[i].len, &e)) {
+			arena_free(m->be, a);
+			return NULL;
+		}
+	}
 	return a;
+}
+
+/* The red zones still hold their bytes (SB_ARENA_CHECK); `after` names what just ran. */
+static int arena_verify(struct sb_encoder *m, const char *after, struct sb_err *err)
+{
+	if (!m->arena_check)
+		return 0;
+	unsigned char got[REDZONE_MAX];
+	for (int w = 0; w < m->nworkers; w++) {
+		const struct sb_encoder_arena *a = m->arena[w];
+		for (int i = 0; i < a->nzones; i++) {
+			const struct zone *z = &a->zones[i];
+			SB_TRY(m->be->ops->download(m->be, got, (const char *)a->base + z->off, z->len, err));
+			for (size_t j = 0; j < z->len; j++)
+				if (got[j] != redzone_byte(z->off + j))
+					return SB_ERR(err, SB_EINTERNAL,
+					              "arena check (SB_ARENA_CHECK) after %s: byte %zu past the end of the "
+					              "%zu-byte buffer of lib/encoder.c:%d (worker %d's arena) was written "
+					              "(0x%02x where 0x%02x belongs)",
+					              after, j, z->bytes, z->line, w, got[j], redzone_byte(z->off + j));
+		}
+	}
+	return 0;
+}
+
+void *sb_encoder_arena_zone(const struct sb_encoder *m, int worker, int i)
+{
+	if (worker < 0 || worker >= m->nworkers || i < 0 || i >= m->arena[worker]->nzones)
+		return NULL;
+	return (char *)m->arena[worker]->base + m->arena[worker]->zones[i].off;
 }
 
 /* ------------------------------------------------------------------ new / free */
@@ -423,6 +510,8 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 		m->ids_all = sb_be_alloc(be, (size_t)max_batch * m->L * sizeof(int32_t));
 	}
 	m->nworkers = be->threads > 0 ? be->threads : 1;
+	const char *ac = getenv("SB_ARENA_CHECK");
+	m->arena_check = ac && *ac && strcmp(ac, "0");
 	m->arena = calloc((size_t)m->nworkers, sizeof *m->arena);
 	int ok = m->params && m->slots && m->grads && m->m && m->v && m->alpha && m->idx_dev && m->acc_dev &&
 	         m->stage && m->out_loss &&
@@ -470,10 +559,7 @@ void sb_encoder_free(struct sb_encoder *m)
 	sb_be_free(be, m->ids_all);
 	if (m->arena)
 		for (int w = 0; w < m->nworkers; w++)
-			if (m->arena[w]) {
-				sb_be_free(be, m->arena[w]->base);
-				free(m->arena[w]);
-			}
+			arena_free(be, m->arena[w]);
 	free(m->arena);
 	free(m->tile_stats);
 	free(m->host_loss);
@@ -853,7 +939,7 @@ int sb_encoder_forward_backward(struct sb_encoder *m, const struct sb_encoder_da
 	res->loss = s / B;
 	if (o->stats)
 		sum_stats(m, ps.ntiles, &res->stats);
-	return 0;
+	return arena_verify(m, "a forward and backward pass", err);
 }
 
 int sb_encoder_update(struct sb_encoder *m, const struct sb_step_opts *o, struct sb_step_result *res,
@@ -987,7 +1073,17 @@ static int graph_record(struct sb_encoder *m, const struct sb_encoder_data *data
 	return 0;
 }
 
+static int step_run(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int B,
+                    const struct sb_step_opts *o, struct sb_attn_stats *stats, struct sb_err *err);
+
 int sb_encoder_step(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int B,
+                    const struct sb_step_opts *o, struct sb_attn_stats *stats, struct sb_err *err)
+{
+	SB_TRY(step_run(m, data, idx, B, o, stats, err));
+	return arena_verify(m, m->graph && !o->stats ? "a recorded training step" : "a training step", err);
+}
+
+static int step_run(struct sb_encoder *m, const struct sb_encoder_data *data, const uint32_t *idx, int B,
                     const struct sb_step_opts *o, struct sb_attn_stats *stats, struct sb_err *err)
 {
 	struct sb_backend *be = m->be;
@@ -1135,7 +1231,7 @@ int sb_encoder_forward(struct sb_encoder *m, const struct sb_encoder_data *data,
 		SB_TRY(be->ops->download(be, losses, m->out_loss, (size_t)B * sizeof *losses, err));
 	if (pred)
 		SB_TRY(be->ops->download(be, pred, m->out_pred, (size_t)B * sizeof *pred, err));
-	return 0;
+	return arena_verify(m, "a forward pass", err);
 }
 
 int sb_encoder_alphas(struct sb_encoder *m, float *out, struct sb_err *err)

@@ -136,11 +136,18 @@ struct sb_encoder {
 	unsigned char graph_key[128];
 	int64_t steps_replayed, steps_issued; /* counts, for benchmarks and tests */
 	float *keep_datt; /* device [layers * tile * T * d] or NULL: see sb_encoder_keep_grads */
+	int arena_check;  /* SB_ARENA_CHECK: red zones after the arena's buffers, checked after each pass */
 };
 
 int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int max_batch, struct sb_encoder **out,
                    struct sb_err *err);
 void sb_encoder_free(struct sb_encoder *m);
+/* With SB_ARENA_CHECK set (not "0") when the model was made, every activation buffer of a
+ * worker's arena is followed by a red zone of a known pattern, and sb_encoder_step,
+ * sb_encoder_forward_backward and sb_encoder_forward fail (SB_EINTERNAL, naming the buffer)
+ * when a zone was written. For tests: the device address of zone i of a worker's arena
+ * (in layout order), NULL past the last or without red zones. */
+void *sb_encoder_arena_zone(const struct sb_encoder *m, int worker, int i);
 /* Change the normaliser (switching schedules); the parameter table must not change. */
 int sb_encoder_set_norm(struct sb_encoder *m, const struct sb_norm *nm, struct sb_err *err);
 /* Initialise the parameters from seed and zero the optimiser state. */

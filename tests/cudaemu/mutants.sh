@@ -4,7 +4,7 @@
 # synchronisation dropped, scratch freed under a recording); the copy's changed objects
 # replace the emulated build's in a copy of its archive, gpu_ops is linked against it and
 # run with --quick (or in full), and it must fail (a "not ok" line or an emulator fault), where the
-# unmutated build passes. Needs `make EMU=1` first; run by tests/sh/cuda_emu.sh.
+# unmutated build passes; an arena mutant links sb-train instead, whose arena check must fail. Needs `make EMU=1` first; run by tests/sh/cuda_emu.sh.
 #
 #   tests/cudaemu/mutants.sh [NAME...]    default: every mutant
 set -u -o pipefail
@@ -12,14 +12,21 @@ export LC_ALL=C
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top" || exit 2
 B=${CUDAEMU_BUILD:-build/emu} # (another build directory of make EMU=1 B=...)
-for f in $B/libsparsebench_cuda.a $B/libsparsebench.a $B/tests/gpu/gpu_ops.o $B/train/multicell.o; do
+# sb-train's objects (for the arena mutants): its main and train/'s other files, as the Makefile links it
+train_objs="$B/train/sb-train.o"
+for c in train/*.c; do
+	case ${c##*/} in sb-*) ;; *) train_objs+=" $B/train/$(basename "$c" .c).o" ;; esac
+done
+for f in $B/libsparsebench_cuda.a $B/libsparsebench.a $B/tests/gpu/gpu_ops.o $B/train/multicell.o $train_objs; do
 	[ -f "$f" ] || { echo "mutants.sh: $f missing: run make EMU=1 first" >&2; exit 2; }
 done
 libs="$(pkg-config --libs yajl libarchive libcrypto openblas libcurl zlib) -lm -lpthread"
 flags="-O2 -g -Ilib $(pkg-config --cflags yajl libarchive libcrypto openblas libcurl zlib)"
 
 # name | file under lib/cuda | perl -0 substitution (must change the file) | what it breaks
-#   [| full: run the whole gpu_ops, not --quick (which leaves out the error cases)]
+#   [| full: run the whole gpu_ops, not --quick (which leaves out the error cases)
+#    | arena: link sb-train instead and train a tiny cell with SB_ARENA_CHECK=1, which must
+#      fail naming the arena check (lib/encoder.c's red zones between activation buffers)]
 mutants=(
 	"attn_fwd_barrier|attn_cuda.cu|s/(\t\}\n)\t__syncthreads\(\);\n(\tconst float \*Srow)/\$1\$2/|k_attn_fwd: no barrier between the score rows and the normaliser that reads them"
 	"attn_fwd_barrier2|attn_cuda.cu|s/\t__syncthreads\(\);\n(\tfor \(int e = threadIdx.x; e < T \* hd;)/\$1/|k_attn_fwd: no barrier between the probabilities and the output that mixes them"
@@ -33,6 +40,7 @@ mutants=(
 	"sync_dropped|backend_cuda.cu|s/\tCU_RET\(im, err, cudaStreamSynchronize\(im->ctx.st\)\);\n(\tint code = im->dflag_host\[0\];)/\$1/|sb_cuda_sync: the kernels' data-error flags read without waiting for the stream"
 	"flag_code|attn_cuda.cu|s/flag_error\(a.dflag, DFLAG_NO_FINITE, blk, r, 0\)/flag_error(a.dflag, DFLAG_NVALID, blk, r, 0)/|k_attn_fwd: a row with no finite score reported as a bad n_valid|full"
 	"retire_dropped|backend_cuda.cu|s/if \(im->graphs_live > 0 \x7c\x7c im->capturing\) \{/if (0) {/|drop_buffer: scratch freed while a recorded step still names it"
+	"bias_past_end|backend_cuda.cu|s/if \(e < M \* N\)\n\t\tout\[e\] \+= bias\[e % N\];/if (e < M * N + 3)\n\t\tout[e] += bias[e % N];/|k_add_bias: the last block's spare threads add a bias to 3 floats past the product (inside the encoder's arena, where no guard page is: gpu_ops cannot see it; sb-train with SB_ARENA_CHECK must)|arena"
 )
 
 want=("$@")
@@ -72,13 +80,34 @@ for m in "${mutants[@]}"; do
 	if [ $ok -eq 1 ]; then
 		for s in $srcs; do ar r "$w/cuda.a" "$w/${s%.cu}.o" 2>>"$w/cc.log" || ok=0; done
 	fi
-	if [ $ok -eq 1 ]; then
+	if [ $ok -eq 1 ] && [ "${mode:-}" = arena ]; then
+		cc -pthread -o "$w/sb-train" $train_objs $B/libsparsebench.a "$w/cuda.a" \
+			-Wl,-u,sb_backend_cuda_open -lstdc++ $libs 2>>"$w/cc.log" || ok=0
+	elif [ $ok -eq 1 ]; then
 		cc -pthread -o "$w/gpu_ops" $B/tests/gpu/gpu_ops.o $B/train/multicell.o $B/libsparsebench.a "$w/cuda.a" \
 			-Wl,-u,sb_backend_cuda_open -lstdc++ $libs 2>>"$w/cc.log" || ok=0
 	fi
 	if [ $ok -eq 0 ]; then
 		echo "not ok - mutant $name: did not build ($(head -c 300 "$w/cc.log" | tr '\n' ' '))"
 		fail=$((fail + 1))
+		continue
+	fi
+	if [ "${mode:-}" = arena ]; then
+		# 8x8 images, 4-pixel patches: T = 5; batch 25 makes the bias of the QKV product
+		# (25 * 5 rows of 192) end 192 floats into a 256-thread block
+		[ -d "$tmp/data/ga" ] || /usr/bin/python3 tests/fixtures/m3/gen_data.py "$tmp/data" ga
+		SB_ARENA_CHECK=1 timeout 600 "$w/sb-train" -q --device cuda -d "$tmp/data" -o "$w/runs" --task ga \
+			--method softmax --seed 0 --epochs 1 --batch 25 >"$w/out" 2>"$w/err"
+		rc=$?
+		rep=$(grep -m1 -o 'arena check (SB_ARENA_CHECK) after .*' "$w/err" | cut -c1-220)
+		if [ $rc -ne 0 ] && [ -n "$rep" ]; then
+			echo "ok - mutant $name caught ($what): sb-train exit $rc; $rep"
+			pass=$((pass + 1))
+		else
+			echo "not ok - mutant $name NOT caught ($what): sb-train exit $rc; $(grep -v '^cudaemu: note' "$w/err" | head -c 300 | tr '\n' ' ')"
+			fail=$((fail + 1))
+		fi
+		rm -rf "$w"
 		continue
 	fi
 	args=(--device cuda --seed 1)

@@ -282,6 +282,8 @@ static int failing_download(struct sb_backend *be, void *dst, const void *src, s
 
 static void test_alpha_download_error(void)
 {
+	if (getenv("SB_ARENA_CHECK")) /* its count of downloads would include the red zones' */
+		return;
 	struct fixture f;
 	fixture_make(&f, 1, 12);
 	struct sb_err e = {0};
@@ -314,9 +316,117 @@ static void test_alpha_download_error(void)
 	fixture_free(&f);
 }
 
+/* SB_ARENA_CHECK: red zones after the activation buffers of each worker's arena. Without
+ * the variable there are none; with it, training steps and passes give the same bits; a
+ * byte written into a zone (as a kernel running past a buffer's end would) fails the next
+ * pass, naming the buffer and the worker, and the pass succeeds again once it is restored. */
+static void test_arena_check(void)
+{
+	struct fixture f;
+	fixture_make(&f, 1, 40);
+	struct sb_err e = {0};
+	struct sb_backend *be = NULL;
+	sb_backend_cpu_open(2, &be, &e);
+	sb_norm_parse("sparsemax", 1.5, &f.cfg.norm, &e);
+	f.cfg.arch = SB_ARCH_LOCAL_HYBRID;
+	const char *was = getenv("SB_ARENA_CHECK");
+	char *saved = was ? strdup(was) : NULL;
+	struct sb_encoder *m[2] = {NULL, NULL};
+	unsetenv("SB_ARENA_CHECK");
+	int rc0 = sb_encoder_new(&f.cfg, be, 32, &m[0], &e);
+	setenv("SB_ARENA_CHECK", "1", 1);
+	int rc1 = sb_encoder_new(&f.cfg, be, 32, &m[1], &e);
+	if (saved)
+		setenv("SB_ARENA_CHECK", saved, 1);
+	else
+		unsetenv("SB_ARENA_CHECK");
+	free(saved);
+	SB_CHECK(rc0 == 0 && rc1 == 0, "arena check: two models (%s)", e.msg);
+	if (rc0 || rc1)
+		return;
+	int nz[2] = {0, 0};
+	for (int w = 0; w < 2; w++)
+		while (sb_encoder_arena_zone(m[1], w, nz[w]))
+			nz[w]++;
+	/* text, local_hybrid, 2 layers: 9 buffers before the layers, 23 per layer, 10 after */
+	SB_CHECK(!sb_encoder_arena_zone(m[0], 0, 0) && nz[0] == 65 && nz[1] == 65,
+	         "arena check: no red zones without SB_ARENA_CHECK, 65 per worker with it (%d, %d)", nz[0], nz[1]);
+	uint32_t idx[24];
+	for (int i = 0; i < 24; i++)
+		idx[i] = (uint32_t)((i * 7 + 3) % f.n);
+	struct sb_step_opts o;
+	sb_step_opts_default(&o);
+	o.dropout = 0.1f;
+	o.seed = 17;
+	float lg[2][24 * 4];
+	int bad = 0;
+	for (int k = 0; k < 2; k++) {
+		sb_encoder_init(m[k], 5, &e);
+		struct sb_step_result r;
+		for (int s = 0; s < 3; s++) {
+			o.step = s;
+			bad |= sb_encoder_train_step(m[k], &f.data, idx, 24 - 4 * s, &o, &r, &e) != 0;
+		}
+		bad |= sb_encoder_forward_backward(m[k], &f.data, idx, 24, &o, &r, &e) != 0;
+		bad |= sb_encoder_forward(m[k], &f.data, idx, 24, lg[k], NULL, NULL, NULL, &e) != 0;
+	}
+	SB_CHECK(!bad && !memcmp(m[0]->params, m[1]->params, m[0]->pstride * sizeof(float)) &&
+	             !memcmp(m[0]->grads, m[1]->grads, m[0]->pstride * sizeof(float)) && !memcmp(lg[0], lg[1], sizeof lg[0]),
+	         "arena check: three steps, a forward/backward pass and a forward pass give the same parameters, "
+	         "gradients and logits with red zones as without (%s)",
+	         bad ? e.msg : "ran");
+	for (int w = 0; w < 2; w++) {
+		int at[3] = {0, nz[w] / 2, nz[w] - 1};
+		for (int j = 0; j < 3; j++) {
+			/* a byte changed at the zone's start; then, at its first 4-byte-aligned offset,
+			 * a float updated in place (x += 1, as a kernel adding a bias one element too
+			 * far would: the zone must not be a pattern that such an update keeps) */
+			for (int kind = 0; kind < 2; kind++) {
+				char *z = sb_encoder_arena_zone(m[1], w, at[j]);
+				size_t skip = kind ? (size_t)(-(uintptr_t)z & 3) : 0;
+				struct sb_err e1 = {0}, e2 = {0};
+				unsigned char orig[4], bad[4];
+				be->ops->download(be, orig, z + skip, 4, &e1);
+				memcpy(bad, orig, 4);
+				if (kind) {
+					float x;
+					memcpy(&x, orig, 4);
+					volatile float one = 1.0f;
+					x += one;
+					memcpy(bad, &x, 4);
+				} else {
+					bad[0] ^= 0x01;
+				}
+				be->ops->upload(be, z + skip, bad, 4, &e1);
+				int rc = sb_encoder_forward(m[1], &f.data, idx, 24, NULL, NULL, NULL, NULL, &e1);
+				be->ops->upload(be, z + skip, orig, 4, &e2);
+				int rc2 = sb_encoder_forward(m[1], &f.data, idx, 24, NULL, NULL, NULL, NULL, &e2);
+				char want[80];
+				/* the first byte that differs: x += 1 makes the signalling NaN quiet (bit 22) */
+				snprintf(want, sizeof want, "after a forward pass: byte %zu past the end of the ",
+				         skip + (kind ? 2 : 0));
+				char wk[40];
+				snprintf(wk, sizeof wk, "(worker %d's arena)", w);
+				SB_CHECK(rc == SB_EINTERNAL && strstr(e1.msg, want) &&
+				             strstr(e1.msg, "-byte buffer of lib/encoder.c:") && strstr(e1.msg, wk) &&
+				             memcmp(orig, bad, 4) && rc2 == 0,
+				         "arena check: %s zone %d of worker %d is reported (rc %d: %s), and no longer once "
+				         "restored (rc %d)",
+				         kind ? "a float updated in place (+= 1) in" : "a byte changed in", at[j], w, rc, e1.msg,
+				         rc2);
+			}
+		}
+	}
+	sb_encoder_free(m[0]);
+	sb_encoder_free(m[1]);
+	sb_backend_close(be);
+	fixture_free(&f);
+}
+
 int main(void)
 {
 	test_param_counts();
+	test_arena_check();
 	test_alpha_download_error();
 	static const char *methods[] = {"softmax",         "topk_softmax_0125",       "topk_softmax_025",
 	                                "topk_softmax_05", "bottomk_softmax_025",     "sparsemax",
