@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda_common.cuh"
 #include "ln_rows.cuh"
@@ -1312,11 +1313,46 @@ static int cu_graph_end(struct sb_backend *be, void **graph, struct sb_err *err)
 	return 0;
 }
 
+/* SB_CUDA_FAULT=N[:FILE] (testing; docs/sb-train.md): after the process's Nth launch of a
+ * recorded step, a kernel writes through a null pointer, which poisons the context as a
+ * real illegal access does (cudaErrorIllegalAddress), on a GPU or on the emulator. With
+ * FILE it fires only if it can remove FILE: of a pipeline's processes one faults and the
+ * retry does not (tests/gpu/loss_check.sh). */
+__global__ void k_fault(float *p) { p[threadIdx.x] = 1.0f; }
+
+static long long fault_at; /* 0: off */
+static char fault_file[512];
+static long long graph_launches;
+static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
+static void fault_config(void)
+{
+	const char *v = getenv("SB_CUDA_FAULT");
+	if (!v || !*v)
+		return;
+	char *end;
+	long long n = strtoll(v, &end, 10);
+	if (n < 1 || (*end && *end != ':') || strlen(end) >= sizeof fault_file + 1) {
+		fprintf(stderr, "SB_CUDA_FAULT=%s: not N or N:FILE with N >= 1; no fault will be injected\n", v);
+		return;
+	}
+	if (*end == ':')
+		strcpy(fault_file, end + 1);
+	fault_at = n;
+}
+
 static int cu_graph_launch(struct sb_backend *be, void *graph, struct sb_err *err)
 {
 	struct cuda_impl *im = IM(be);
 	SB_TRY(sb_cuda_sticky(im, err));
 	CU_RET(im, err, cudaGraphLaunch((cudaGraphExec_t)graph, im->ctx.st));
+	pthread_once(&fault_once, fault_config);
+	if (fault_at > 0 && __atomic_add_fetch(&graph_launches, 1, __ATOMIC_SEQ_CST) == fault_at &&
+	    (!fault_file[0] || unlink(fault_file) == 0)) {
+		fprintf(stderr, "sb-cuda: SB_CUDA_FAULT: a write through a null pointer after recorded step %lld\n",
+			fault_at);
+		k_fault<<<1, 32, 0, im->ctx.st>>>((float *)0);
+		LAUNCHED(im, "fault (SB_CUDA_FAULT)");
+	}
 	return 0;
 }
 

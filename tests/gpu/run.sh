@@ -3,7 +3,8 @@
 # CPU backend (attention rows up to T = 512, errors that must not stick, recorded
 # steps), training on both backends (teacher-forced, with top-k selection flips
 # counted), recorded (CUDA-graph) steps against op-by-op steps, the multi-cell
-# driver and sb-train's multi-cell path, the benchmark (graph and plain steps, 70
+# driver and sb-train's multi-cell path, a device lost mid-training through the
+# pipeline (a poisoned context, its cells retried in a new process), the benchmark (graph and plain steps, 70
 # cells at once, 140 cells, TF32, the CIFAR- and text-shaped cells for the study
 # projection, a per-op device-time profile) against PyTorch eager; the CUDA block
 # of bench/RESULTS.md (OUTDIR/summary.txt); last, every kernel under compute-sanitizer
@@ -175,6 +176,13 @@ fi
 section sbtrain 120 env SB_CHECK_LIMIT=$([ $small -eq 1 ] && echo 800 || echo 3000) SB_GPU_BIN="$top/$BINDIR" SB_GPU_PROGS="$top/$G" bash -c "tests/gpu/sbtrain_check.sh '$dev' '$OUT/sbtrain.tmp' > '$OUT/sbtrain.log' 2>&1; rc=\$?; cat '$OUT/sbtrain.log' >> '$LOG'; grep -E '^not ok' '$OUT/sbtrain.log' >&2; rm -rf '$OUT/sbtrain.tmp'; exit \$rc"
 sed -i "\$s/\$/	$(counts "$OUT/sbtrain.log")/" "$SEC" 2>/dev/null
 rm -f "$OUT/sbtrain.log"
+
+# --- a device lost mid-training through the pipeline (SB_CUDA_FAULT poisons the context
+# after a recorded step): the process's cells end failed_device, the retry resumes them, and
+# the results equal a run without the fault
+section loss 120 env SB_GPU_BIN="$top/$BINDIR" bash -c "bash tests/gpu/loss_check.sh '$dev' '$OUT/loss.tmp' > '$OUT/loss.log' 2>&1; rc=\$?; cat '$OUT/loss.log' >> '$LOG'; grep -E '^not ok' '$OUT/loss.log' >&2; rm -rf '$OUT/loss.tmp'; exit \$rc"
+sed -i "\$s/\$/	$(counts "$OUT/loss.log")/" "$SEC" 2>/dev/null
+rm -f "$OUT/loss.log"
 
 # --- benchmark: one cell per method (recorded and op by op), 7 methods x 10 seeds at
 # once (recorded, then op by op), a per-op profile

@@ -8,7 +8,8 @@
 # classify every cell of the process as failed_device, sb-train records them and exits 5, the
 # pipeline retries them in a new process, which resumes them on the CUDA backend from their
 # last complete epoch to the same bits as a run without the fault. A fault in every process
-# ends with FAILED cells, and the next make (no fault) completes them, again to the same bits.
+# (the backend's SB_CUDA_FAULT hook this time) ends with FAILED cells, and the next make (no
+# fault) completes them, again to the same bits.
 # Also sb-eval on the emulated device (EVAL_DEVICE=cuda) against the CPU's evaluation, and
 # the encoder's arena red zones (SB_ARENA_CHECK) checked on the device.
 # Real programs (build/emu/bin), tiny generated data (tests/fixtures/m3/gen_data.py).
@@ -137,13 +138,19 @@ nr=$(grep -c '"kind":"train.resume"' "$B/groups/ga.plain.compact/train-2.out" 2>
 got=$(digest)
 [ "$got" = "$ref" ]; t_result $? "records, checkpoints, validation and selection as without the fault (digest $got vs $ref)"
 
-# a fault in every process: the retries end, every cell is FAILED; the next make completes them
+# a fault in every process, this time the backend's own testing hook (SB_CUDA_FAULT: after
+# the process's 3rd recorded step, before any cell has finished an epoch, a kernel writes
+# through a null pointer; what
+# tests/gpu/loss_check.sh uses on a GPU): the retries end, every cell is FAILED; the next
+# make completes them
 rm -rf "$T/out"
-CUDAEMU_FAULT="$fault" gmake -k gg-cells DEVICE_CELLS=2 DEVICE_RETRIES=1 >"$T/dead.log" 2>&1
+SB_CUDA_FAULT=3 gmake -k gg-cells DEVICE_CELLS=2 DEVICE_RETRIES=1 >"$T/dead.log" 2>&1
 rc=$?
 nf=$(ls "$B"/cells/*/FAILED 2>/dev/null | wc -l)
-[ $rc -ne 0 ] && [ "$nf" = 6 ] && [ "$(processes)" = 2 ]
-t_result $? "a fault in every process: make gg-cells fails, 6 of 6 cells FAILED after 2 processes (exit $rc; $nf FAILED; $(processes) processes)"
+[ $rc -ne 0 ] && [ "$nf" = 6 ] && [ "$(processes)" = 2 ] &&
+	[ "$(cat "$B"/groups/ga.plain.compact/train-*.log | grep -c 'SB_CUDA_FAULT: a write through a null pointer after recorded step 3')" = 2 ] &&
+	grep -q 'illegal address (nil) in k_fault' "$B"/groups/ga.plain.compact/train-1.log
+t_result $? "SB_CUDA_FAULT in every process: make gg-cells fails, 6 of 6 cells FAILED after 2 processes (exit $rc; $nf FAILED; $(processes) processes)"
 grep -q 'last record train.failed (status failed_device)' "$B/cells/ga.softmax.s0.plain.compact.e3/FAILED"
 t_result $? "FAILED gives the status ($(sed -n 's/^error: //p' "$B/cells/ga.softmax.s0.plain.compact.e3/FAILED" | cut -c1-200))"
 gmake gg >"$T/heal.log" 2>&1
