@@ -223,8 +223,9 @@ struct sb_backend_ops {
 	                          const float *cw, const float *scale, int B, int T, int d, int G);
 
 	/* ---- loss ---- */
-	/* losses[b] = -log softmax(logits[b])[labels[b]]; pred[b] = argmax (lowest index on
-	 * ties; NULL to skip); dlogits (NULL to skip) = (softmax - onehot) * dscale */
+	/* losses[b] = -log softmax(logits[b])[labels[b]]; pred[b] = argmax as sb_argmax (lowest
+	 * index on ties, a NaN above every number; NULL to skip); dlogits (NULL to skip) =
+	 * (softmax - onehot) * dscale */
 	void (*cross_entropy)(struct sb_ctx *ctx, float *losses, int32_t *pred, float *dlogits, const float *logits,
 	                      const int32_t *labels, int B, int C, float dscale);
 
@@ -423,6 +424,23 @@ struct sb_backend_lm_ops {
 const struct sb_backend_lm_ops *sb_backend_lm(const struct sb_backend *be);
 
 /* Convenience wrappers. */
+/* The index of the largest of l[0..n-1] (n >= 1), the lowest on ties, where a NaN counts as
+ * larger than every number (the first NaN wins): torch.argmax's rule, so that a row of logits
+ * with a NaN predicts what the study's PyTorch code predicts. */
+static inline int sb_argmax(const float *l, int n)
+{
+	int a = 0;
+	if (isnan(l[0]))
+		return 0;
+	for (int c = 1; c < n; c++) {
+		if (isnan(l[c]))
+			return c;
+		if (l[c] > l[a])
+			a = c;
+	}
+	return a;
+}
+
 static inline void *sb_be_alloc(struct sb_backend *be, size_t bytes)
 {
 	return be->ops->alloc(be, bytes);

@@ -901,19 +901,16 @@ static void cpu_cross_entropy(struct sb_ctx *ctx, float *losses, int32_t *pred, 
 	for (int b = 0; b < B; b++) {
 		const float *l = logits + (size_t)b * C;
 		float mx = l[0];
-		int am = 0;
 		for (int c = 1; c < C; c++)
-			if (l[c] > mx) {
+			if (l[c] > mx)
 				mx = l[c];
-				am = c;
-			}
 		double s = 0;
 		for (int c = 0; c < C; c++)
 			s += exp((double)l[c] - mx);
 		double lse = log(s) + mx;
 		losses[b] = (float)(lse - l[labels[b]]);
 		if (pred)
-			pred[b] = am;
+			pred[b] = sb_argmax(l, C);
 		if (dlogits) {
 			float *g = dlogits + (size_t)b * C;
 			for (int c = 0; c < C; c++) {

@@ -135,16 +135,12 @@ int sb_lm_eval_set(struct sb_lm_eval_opts *o, const char *setting, struct sb_err
 void sb_lm_fidelity_row(const float *ld, const float *lm, int V, double *kl, int *agree, double *corr)
 {
 	double mxd = ld[0], mxm = lm[0];
-	int ad = 0, am = 0;
+	int ad = sb_argmax(ld, V), am = sb_argmax(lm, V);
 	for (int c = 1; c < V; c++) {
-		if (ld[c] > mxd) {
+		if (ld[c] > mxd)
 			mxd = ld[c];
-			ad = c;
-		}
-		if (lm[c] > mxm) {
+		if (lm[c] > mxm)
 			mxm = lm[c];
-			am = c;
-		}
 	}
 	double sd = 0, sm = 0, md = 0, mm = 0;
 	for (int c = 0; c < V; c++) {
@@ -181,14 +177,7 @@ static double nll_of(const float *l, int V, int target)
 	return log(s) + mx - l[target];
 }
 
-static int argmax_row(const float *l, int V)
-{
-	int a = 0;
-	for (int c = 1; c < V; c++)
-		if (l[c] > l[a])
-			a = c;
-	return a;
-}
+static int argmax_row(const float *l, int V) { return sb_argmax(l, V); }
 
 /* ---------------------------------------------------------------- state */
 

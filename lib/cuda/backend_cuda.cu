@@ -1006,12 +1006,19 @@ __global__ void k_cross_entropy(float *losses, int32_t *pred, float *dlogits, co
 		return;
 	const float *l = logits + (size_t)b * C;
 	float mx = l[0];
-	int am = 0;
-	for (int c = 1; c < C; c++)
-		if (l[c] > mx) {
-			mx = l[c];
+	int am = 0; /* sb_argmax (backend.h): the lowest index on ties, the first NaN above all */
+	bool nan = isnan(mx);
+	for (int c = 1; c < C; c++) {
+		float v = l[c];
+		if (!nan && isnan(v)) {
+			nan = true;
 			am = c;
+		} else if (v > mx) {
+			mx = v;
+			if (!nan)
+				am = c;
 		}
+	}
 	double s = 0;
 	for (int c = 0; c < C; c++)
 		s += exp((double)l[c] - mx);

@@ -40,6 +40,7 @@ mutants=(
 	"sync_dropped|backend_cuda.cu|s/\tCU_RET\(im, err, cudaStreamSynchronize\(im->ctx.st\)\);\n(\tint code = im->dflag_host\[0\];)/\$1/|sb_cuda_sync: the kernels' data-error flags read without waiting for the stream"
 	"flag_code|attn_cuda.cu|s/flag_error\(a.dflag, DFLAG_NO_FINITE, blk, r, 0\)/flag_error(a.dflag, DFLAG_NVALID, blk, r, 0)/|k_attn_fwd: a row with no finite score reported as a bad n_valid|full"
 	"retire_dropped|backend_cuda.cu|s/if \(im->graphs_live > 0 \x7c\x7c im->capturing\) \{/if (0) {/|drop_buffer: scratch freed while a recorded step still names it"
+	"argmax_nan|backend_cuda.cu|s/if \(!nan && isnan\(v\)\) \{/if (0) {/|k_cross_entropy: a NaN logit after the first is passed over by the prediction (torch.argmax, and the CPU, take the first NaN)"
 	"bias_past_end|backend_cuda.cu|s/if \(e < M \* N\)\n\t\tout\[e\] \+= bias\[e % N\];/if (e < M * N + 3)\n\t\tout[e] += bias[e % N];/|k_add_bias: the last block's spare threads add a bias to 3 floats past the product (inside the encoder's arena, where no guard page is: gpu_ops cannot see it; sb-train with SB_ARENA_CHECK must)|arena"
 )
 

@@ -696,6 +696,20 @@ static void test_ce_adam(void)
 	sb_check_close("cross-entropy losses", l2, L, B, 1e-6, 1e-6);
 	sb_check_close("cross-entropy d/dlogits", d2, D, (size_t)B * C, 1e-7, 1e-6);
 	SB_CHECK(pred[1] == 2, "argmax ties go to the lower index (got %d)", pred[1]);
+	{
+		/* a NaN logit: the prediction is the first NaN's index, as torch.argmax gives it
+		 * (torch 2: argmax([1, nan, 3, nan]) = 1, argmax([nan, 5, 1, 2]) = 0), and the loss
+		 * is NaN; a row without NaN is unchanged (+inf the largest) */
+		float nl[5 * 4] = {1, NAN, 3, NAN, NAN, 5, 1, 2, 1, 2, 3, 3, -INFINITY, -1e30f, INFINITY, 7, 2, 9, 1, NAN};
+		int32_t nlab[5] = {0, 1, 2, 3, 3}, np[5];
+		float nls[5];
+		be->ops->cross_entropy(ctx, nls, np, NULL, nl, nlab, 5, 4, 1.0f);
+		SB_CHECK(np[0] == 1 && np[1] == 0 && np[2] == 2 && np[3] == 2 && np[4] == 3 && isnan(nls[0]) && isnan(nls[1]) &&
+		             isnan(nls[4]) && !isnan(nls[2]),
+		         "argmax with NaN logits follows torch.argmax: predictions %d %d %d %d %d (want 1 0 2 2 3), "
+		         "losses %g %g %g %g (NaN where a logit is)",
+		         np[0], np[1], np[2], np[3], np[4], nls[0], nls[1], nls[2], nls[4]);
+	}
 	/* AdamW against torch's formula in double */
 	size_t n = 100003;
 	float *p = malloc(n * 4), *m = calloc(n, 4), *v = calloc(n, 4), *g = malloc(n * 4);
