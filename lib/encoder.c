@@ -10,6 +10,7 @@
 
 #include "hash.h"
 #include "io.h"
+#include "redzone.h"
 #include "rng.h"
 
 /* ------------------------------------------------------------------ config */
@@ -242,47 +243,25 @@ struct layer_acts {
 	float *r2, *mean2, *rstd2, *xout;
 };
 
-/* SB_ARENA_CHECK (testing; docs/HACKING.md): each buffer of the arena is followed by a red
- * zone (its rounding to 64 bytes and 64 bytes more) of a known pattern (redzone_byte), which
- * must still be there after every step and forward pass. One allocation holds all the buffers, so neither
- * a sanitizer nor the CUDA emulator's guard pages see a kernel that writes past one buffer
- * into the next; this does, and names the buffer. A read of a zone reads NaN. */
-struct zone {
-	size_t off, len; /* the red zone in the arena */
-	size_t bytes;    /* the buffer before it asked for this many */
-	int line;        /* of arena_layout */
-};
-
 struct sb_encoder_arena {
 	void *base;
 	size_t bytes;
-	struct zone *zones;
-	int nzones;
+	struct sb_redzones rz; /* SB_ARENA_CHECK (redzone.h): after each buffer */
 	float *patches, *emb, *x0, *tmp, *cls_out, *logits, *dlogits;
 	int32_t *ids, *nvalid, *labels;
 	struct layer_acts la[SB_ENCODER_MAX_LAYERS];
 	float *dx, *dxa, *dxb, *dtmp, *dqkv, *dh, *datt, *dcls, *demb, *dalpha;
 };
 
-/* bump allocation: with base NULL only counts (bytes and, with red zones, zones) */
+/* bump allocation: with base NULL only counts (bytes, and red zones) */
 struct bump {
 	char *base;
 	size_t off;
-	int redzones;
-	struct zone *z; /* NULL: count in nz only */
-	int nz;
+	struct sb_redzones *rz;
 };
 static void *bget(struct bump *b, size_t bytes, int line)
 {
-	size_t o = b->off;
-	size_t r = (bytes + 63) & ~(size_t)63;
-	if (b->redzones) {
-		r += 64;
-		if (b->z)
-			b->z[b->nz] = (struct zone){o + bytes, r - bytes, bytes, line};
-		b->nz++;
-	}
-	b->off += r;
+	size_t o = sb_redzone_take(b->rz, &b->off, bytes, line);
 	return b->base ? b->base + o : NULL;
 }
 #define BF(b, n) ((float *)bget((b), (size_t)(n) * sizeof(float), __LINE__))
@@ -345,23 +324,12 @@ static void arena_layout(const struct sb_encoder *m, struct sb_encoder_arena *a,
 	a->dalpha = BF(b, NH);
 }
 
-/* A red zone's bytes: at every 4-byte-aligned offset the float 0x7FA5A5A5, a signalling
- * NaN. A read of it gives NaN; an update in place (+=, *=) turns it into a quiet NaN of
- * another bit pattern, so a write is seen even when it adds to a NaN (0xFF bytes, a quiet
- * NaN, would stay the same). */
-static unsigned char redzone_byte(size_t off)
-{
-	static const unsigned char pat[4] = {0xA5, 0xA5, 0xA5, 0x7F};
-	return pat[off & 3];
-}
-#define REDZONE_MAX 128 /* rounding to 64 bytes, and 64 more */
-
 static void arena_free(struct sb_backend *be, struct sb_encoder_arena *a)
 {
 	if (!a)
 		return;
 	sb_be_free(be, a->base);
-	free(a->zones);
+	sb_redzone_free(&a->rz);
 	free(a);
 }
 
@@ -370,30 +338,21 @@ static struct sb_encoder_arena *arena_new(struct sb_encoder *m)
 	struct sb_encoder_arena *a = calloc(1, sizeof *a);
 	if (!a)
 		return NULL;
-	struct bump b = {NULL, 0, m->arena_check, NULL, 0};
+	a->rz = (struct sb_redzones){.on = m->arena_check, .file = "lib/encoder.c"};
+	struct bump b = {NULL, 0, &a->rz};
 	arena_layout(m, a, &b);
 	a->bytes = b.off;
 	a->base = sb_be_alloc(m->be, a->bytes);
-	if (b.nz && !(a->zones = calloc((size_t)b.nz, sizeof *a->zones))) {
-		arena_free(m->be, a);
-		return NULL;
-	}
-	if (!a->base) {
-		arena_free(m->be, a);
-		return NULL;
-	}
-	b = (struct bump){a->base, 0, m->arena_check, a->zones, 0};
-	arena_layout(m, a, &b);
-	a->nzones = b.nz;
 	struct sb_err e = {0};
-	unsigned char rz[REDZONE_MAX];
-	for (int i = 0; i < a->nzones; i++) {
-		for (size_t j = 0; j < a->zones[i].len; j++)
-			rz[j] = redzone_byte(a->zones[i].off + j);
-		if (m->be->ops->upload(m->be, (char *)a->base + a->zones[i].off, rz, a->zones[i].len, &e)) {
-			arena_free(m->be, a);
-			return NULL;
-		}
+	if (!a->base || sb_redzone_alloc(&a->rz)) {
+		arena_free(m->be, a);
+		return NULL;
+	}
+	b = (struct bump){a->base, 0, &a->rz};
+	arena_layout(m, a, &b);
+	if (sb_redzone_fill(m->be, a->base, &a->rz, &e)) {
+		arena_free(m->be, a);
+		return NULL;
 	}
 	return a;
 }
@@ -403,29 +362,19 @@ static int arena_verify(struct sb_encoder *m, const char *after, struct sb_err *
 {
 	if (!m->arena_check)
 		return 0;
-	unsigned char got[REDZONE_MAX];
 	for (int w = 0; w < m->nworkers; w++) {
-		const struct sb_encoder_arena *a = m->arena[w];
-		for (int i = 0; i < a->nzones; i++) {
-			const struct zone *z = &a->zones[i];
-			SB_TRY(m->be->ops->download(m->be, got, (const char *)a->base + z->off, z->len, err));
-			for (size_t j = 0; j < z->len; j++)
-				if (got[j] != redzone_byte(z->off + j))
-					return SB_ERR(err, SB_EINTERNAL,
-					              "arena check (SB_ARENA_CHECK) after %s: byte %zu past the end of the "
-					              "%zu-byte buffer of lib/encoder.c:%d (worker %d's arena) was written "
-					              "(0x%02x where 0x%02x belongs)",
-					              after, j, z->bytes, z->line, w, got[j], redzone_byte(z->off + j));
-		}
+		char owner[40];
+		snprintf(owner, sizeof owner, "worker %d's arena", w);
+		SB_TRY(sb_redzone_check(m->be, m->arena[w]->base, &m->arena[w]->rz, after, owner, err));
 	}
 	return 0;
 }
 
 void *sb_encoder_arena_zone(const struct sb_encoder *m, int worker, int i)
 {
-	if (worker < 0 || worker >= m->nworkers || i < 0 || i >= m->arena[worker]->nzones)
+	if (worker < 0 || worker >= m->nworkers)
 		return NULL;
-	return (char *)m->arena[worker]->base + m->arena[worker]->zones[i].off;
+	return sb_redzone_at(m->arena[worker]->base, &m->arena[worker]->rz, i);
 }
 
 /* ------------------------------------------------------------------ new / free */
@@ -510,8 +459,7 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 		m->ids_all = sb_be_alloc(be, (size_t)max_batch * m->L * sizeof(int32_t));
 	}
 	m->nworkers = be->threads > 0 ? be->threads : 1;
-	const char *ac = getenv("SB_ARENA_CHECK");
-	m->arena_check = ac && *ac && strcmp(ac, "0");
+	m->arena_check = sb_redzone_wanted();
 	m->arena = calloc((size_t)m->nworkers, sizeof *m->arena);
 	int ok = m->params && m->slots && m->grads && m->m && m->v && m->alpha && m->idx_dev && m->acc_dev &&
 	         m->stage && m->out_loss &&

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redzone.h"
 #include "rng.h"
 
 /* ================================================================ configuration */
@@ -935,15 +936,17 @@ struct lm_act {
 	void *base;
 };
 
-static float *take(char *base, size_t *off, size_t nfloats)
+/* bump allocation of nfloats at *off (base NULL: count), with a red zone after it when
+ * rz->on (SB_ARENA_CHECK, redzone.h) */
+static float *take(char *base, size_t *off, struct sb_redzones *rz, size_t nfloats, int line)
 {
-	float *p = base ? (float *)(base + *off) : NULL;
-	*off += ((nfloats * sizeof(float)) + 63) & ~(size_t)63;
-	return p;
+	size_t o = sb_redzone_take(rz, off, nfloats * sizeof(float), line);
+	return base ? (float *)(base + o) : NULL;
 }
+#define TAKE(n) take(cur, &off, rz, (n), __LINE__)
 
 /* Lay out the activations of a tile of Bt sequences of T tokens at base (NULL: count). */
-static size_t act_layout(const struct sb_lm_cfg *c, int Bt, int T, void *base, struct lm_act *a)
+static size_t act_layout(const struct sb_lm_cfg *c, int Bt, int T, void *base, struct lm_act *a, struct sb_redzones *rz)
 {
 	char *cur = base;
 	size_t off = 0;
@@ -955,56 +958,56 @@ static size_t act_layout(const struct sb_lm_cfg *c, int Bt, int T, void *base, s
 	if (2 * F > wide)
 		wide = 2 * F;
 	memset(a, 0, sizeof *a);
-	a->ids = (int32_t *)take(cur, &off, M);
-	a->tgt = (int32_t *)take(cur, &off, M);
+	a->ids = (int32_t *)TAKE(M);
+	a->tgt = (int32_t *)TAKE(M);
 	for (int l = 0; l <= c->n_layer; l++)
-		a->x[l] = take(cur, &off, M * d);
+		a->x[l] = TAKE(M * d);
 	for (int l = 0; l < c->n_layer; l++) {
 		char k = c->pattern[l];
-		a->xmid[l] = take(cur, &off, M * d);
-		a->n1[l] = take(cur, &off, M * d);
-		a->mean1[l] = take(cur, &off, M);
-		a->rstd1[l] = take(cur, &off, M);
+		a->xmid[l] = TAKE(M * d);
+		a->n1[l] = TAKE(M * d);
+		a->mean1[l] = TAKE(M);
+		a->rstd1[l] = TAKE(M);
 		if (k == 'A') {
-			a->q[l] = take(cur, &off, M * qd);
-			a->k[l] = take(cur, &off, M * kvd);
-			a->v[l] = take(cur, &off, M * kvd);
-			a->P[l] = take(cur, &off, (size_t)Bt * c->heads * T * T);
-			a->att[l] = take(cur, &off, M * qd);
+			a->q[l] = TAKE(M * qd);
+			a->k[l] = TAKE(M * kvd);
+			a->v[l] = TAKE(M * kvd);
+			a->P[l] = TAKE((size_t)Bt * c->heads * T * T);
+			a->att[l] = TAKE(M * qd);
 		} else if (k == 'L') {
-			a->q[l] = take(cur, &off, M * d);
-			a->k[l] = take(cur, &off, M * d);
-			a->v[l] = take(cur, &off, M * d);
-			a->den[l] = take(cur, &off, (size_t)Bt * c->lin_heads * T);
-			a->att[l] = take(cur, &off, M * d);
+			a->q[l] = TAKE(M * d);
+			a->k[l] = TAKE(M * d);
+			a->v[l] = TAKE(M * d);
+			a->den[l] = TAKE((size_t)Bt * c->lin_heads * T);
+			a->att[l] = TAKE(M * d);
 		} else {
-			a->bch[l] = take(cur, &off, M * 3 * d);
-			a->z[l] = take(cur, &off, M * d);
-			a->cy[l] = take(cur, &off, M * d);
+			a->bch[l] = TAKE(M * 3 * d);
+			a->z[l] = TAKE(M * d);
+			a->cy[l] = TAKE(M * d);
 		}
 		if (F) {
-			a->n2[l] = take(cur, &off, M * d);
-			a->mean2[l] = take(cur, &off, M);
-			a->rstd2[l] = take(cur, &off, M);
-			a->h[l] = take(cur, &off, M * F * (c->swiglu ? 2 : 1));
-			a->a[l] = take(cur, &off, M * F);
+			a->n2[l] = TAKE(M * d);
+			a->mean2[l] = TAKE(M);
+			a->rstd2[l] = TAKE(M);
+			a->h[l] = TAKE(M * F * (c->swiglu ? 2 : 1));
+			a->a[l] = TAKE(M * F);
 		}
 	}
-	a->nf = take(cur, &off, M * d);
-	a->meanf = take(cur, &off, M);
-	a->rstdf = take(cur, &off, M);
-	a->logits = take(cur, &off, M * V);
-	a->losses = take(cur, &off, M);
-	a->dx = take(cur, &off, M * d);
-	a->dn = take(cur, &off, M * d);
-	a->dy = take(cur, &off, M * d);
-	a->dq = take(cur, &off, M * wide);
-	a->dk = take(cur, &off, M * (kvd > d ? kvd : d));
-	a->dv = take(cur, &off, M * (kvd > d ? kvd : d));
-	a->datt = take(cur, &off, M * wide);
-	a->dh = take(cur, &off, M * (2 * F > 1 ? 2 * F : 1));
-	a->da = take(cur, &off, M * (F > 0 ? F : 1));
-	a->dlogits = take(cur, &off, M * V);
+	a->nf = TAKE(M * d);
+	a->meanf = TAKE(M);
+	a->rstdf = TAKE(M);
+	a->logits = TAKE(M * V);
+	a->losses = TAKE(M);
+	a->dx = TAKE(M * d);
+	a->dn = TAKE(M * d);
+	a->dy = TAKE(M * d);
+	a->dq = TAKE(M * wide);
+	a->dk = TAKE(M * (kvd > d ? kvd : d));
+	a->dv = TAKE(M * (kvd > d ? kvd : d));
+	a->datt = TAKE(M * wide);
+	a->dh = TAKE(M * (2 * F > 1 ? 2 * F : 1));
+	a->da = TAKE(M * (F > 0 ? F : 1));
+	a->dlogits = TAKE(M * V);
 	return off;
 }
 
@@ -1017,6 +1020,7 @@ struct sb_lm_trainer {
 	float *grad;         /* [nslots][stride] */
 	float *adam_m, *adam_v;
 	struct lm_act *act;  /* per worker */
+	struct sb_redzones *rz; /* per worker: SB_ARENA_CHECK's red zones in its arena */
 	int nworkers;
 	double *tile_loss;
 	const uint8_t *batch;
@@ -1198,18 +1202,27 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	tr->adam_v = sb_be_alloc(m->be, m->n_floats * sizeof(float));
 	tr->nworkers = m->be->threads;
 	tr->act = calloc((size_t)tr->nworkers, sizeof *tr->act);
+	tr->rz = calloc((size_t)tr->nworkers, sizeof *tr->rz);
 	tr->tile_loss = calloc((size_t)tr->ntiles, sizeof *tr->tile_loss);
-	if (!tr->grad || !tr->adam_m || !tr->adam_v || !tr->act || !tr->tile_loss)
+	if (!tr->grad || !tr->adam_m || !tr->adam_v || !tr->act || !tr->rz || !tr->tile_loss)
 		goto oom;
 	struct lm_act tmp;
-	size_t bytes = act_layout(&m->cfg, tr->o.tile, o->T, NULL, &tmp);
+	struct sb_redzones count = {.on = sb_redzone_wanted()};
+	size_t bytes = act_layout(&m->cfg, tr->o.tile, o->T, NULL, &tmp, &count);
 	for (int wk = 0; wk < tr->nworkers; wk++) {
 		void *base = sb_be_alloc(m->be, bytes);
-		if (!base)
+		struct sb_redzones *rz = &tr->rz[wk];
+		*rz = (struct sb_redzones){.on = count.on, .n = count.n, .file = "lib/lm_model.c"};
+		if (!base || sb_redzone_alloc(rz)) {
+			sb_be_free(m->be, base);
 			goto oom;
-		act_layout(&m->cfg, tr->o.tile, o->T, base, &tr->act[wk]);
+		}
+		act_layout(&m->cfg, tr->o.tile, o->T, base, &tr->act[wk], rz);
 		tr->act[wk].base = base;
 		tr->act[wk].bytes = bytes;
+		struct sb_err e = {0};
+		if (sb_redzone_fill(m->be, base, rz, &e))
+			goto oom;
 	}
 	*out = tr;
 	return 0;
@@ -1229,7 +1242,11 @@ void sb_lm_trainer_free(struct sb_lm_trainer *tr)
 	if (tr->act)
 		for (int i = 0; i < tr->nworkers; i++)
 			sb_be_free(be, tr->act[i].base);
+	if (tr->rz)
+		for (int i = 0; i < tr->nworkers; i++)
+			sb_redzone_free(&tr->rz[i]);
 	free(tr->act);
+	free(tr->rz);
 	free(tr->tile_loss);
 	free(tr);
 }
@@ -1269,6 +1286,24 @@ static int slot_task(struct sb_ctx *ctx, int worker, int slot, void *arg, struct
 	return 0;
 }
 
+void *sb_lm_trainer_zone(const struct sb_lm_trainer *tr, int worker, int i)
+{
+	if (worker < 0 || worker >= tr->nworkers)
+		return NULL;
+	return sb_redzone_at(tr->act[worker].base, &tr->rz[worker], i);
+}
+
+/* SB_ARENA_CHECK: every worker's red zones still hold their pattern */
+static int trainer_rz_check(struct sb_lm_trainer *tr, const char *after, struct sb_err *err)
+{
+	for (int wk = 0; wk < tr->nworkers; wk++) {
+		char owner[64];
+		snprintf(owner, sizeof owner, "the trainer's worker %d", wk);
+		SB_TRY(sb_redzone_check(tr->m->be, tr->act[wk].base, &tr->rz[wk], after, owner, err));
+	}
+	return 0;
+}
+
 static int grad_pass(struct sb_lm_trainer *tr, const uint8_t *batch, double *loss, struct sb_err *err)
 {
 	struct sb_lm_model *m = tr->m;
@@ -1282,7 +1317,7 @@ static int grad_pass(struct sb_lm_trainer *tr, const uint8_t *batch, double *los
 	for (int i = 0; i < tr->ntiles; i++)
 		s += tr->tile_loss[i];
 	*loss = s / ((double)tr->o.B * tr->o.T);
-	return 0;
+	return trainer_rz_check(tr, "a training pass", err);
 }
 
 int sb_lm_train_grad(struct sb_lm_trainer *tr, const uint8_t *batch, double *loss, float **grad, struct sb_err *err)
@@ -1309,13 +1344,16 @@ static int reshape(struct sb_lm_trainer *tr, int Tp, struct sb_err *err)
 		struct lm_act dry;
 		void *base = tr->act[wk].base;
 		size_t bytes = tr->act[wk].bytes;
-		size_t need = act_layout(&tr->m->cfg, o.tile, Tp, NULL, &dry);
+		struct sb_redzones *rz = &tr->rz[wk], count = {.on = rz->on};
+		size_t need = act_layout(&tr->m->cfg, o.tile, Tp, NULL, &dry, &count);
 		if (need > bytes)
 			return SB_ERR(err, SB_EINTERNAL, "training: the arena (%zu bytes) cannot hold T=%d (%zu)", bytes,
 				      Tp, need);
-		act_layout(&tr->m->cfg, o.tile, Tp, base, &tr->act[wk]);
+		rz->n = 0; /* the same buffers, so as many zones, in new places */
+		act_layout(&tr->m->cfg, o.tile, Tp, base, &tr->act[wk], rz);
 		tr->act[wk].base = base;
 		tr->act[wk].bytes = bytes;
+		SB_TRY(sb_redzone_fill(tr->m->be, base, rz, err));
 	}
 	tr->o = o;
 	tr->ntiles = o.B / o.tile; /* unchanged: B/tile */
@@ -1375,7 +1413,7 @@ int sb_lm_train_logits(struct sb_lm_trainer *tr, const uint8_t *tokens, float *o
 	int rc = m->be->ops->download(m->be, out, a->logits, (size_t)T * m->cfg.vocab * sizeof(float), err);
 	free(seq);
 	free(b);
-	return rc;
+	return rc ? rc : trainer_rz_check(tr, "a forward pass", err);
 }
 
 int sb_lm_trainer_state_to(const struct sb_lm_trainer *tr, struct sb_tensors *ts, struct sb_err *err)
@@ -1443,11 +1481,12 @@ struct sb_lm_cache {
 	float *moe; /* the MoE op's scratch for Tcap rows (SB_LM_MOE_SCRATCH) */
 	void *base;
 	size_t bytes;
+	struct sb_redzones rz; /* SB_ARENA_CHECK */
 	float *qcap;
 	int qcap_layer;
 };
 
-static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct sb_lm_cache *k)
+static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct sb_lm_cache *k, struct sb_redzones *rz)
 {
 	char *cur = base;
 	size_t off = 0;
@@ -1465,35 +1504,35 @@ static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct
 	for (int l = 0; l < c->n_layer; l++) {
 		char kind = c->pattern[l];
 		if (kind == 'A') {
-			k->K[l] = take(cur, &off, T * kvd);
-			k->V[l] = take(cur, &off, T * kvd);
-			k->acc[l] = take(cur, &off, (size_t)c->heads * T);
+			k->K[l] = TAKE(T * kvd);
+			k->V[l] = TAKE(T * kvd);
+			k->acc[l] = TAKE((size_t)c->heads * T);
 		} else if (kind == 'C') {
-			k->hist[l] = take(cur, &off, (size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * d);
+			k->hist[l] = TAKE((size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * d);
 		} else if (kind == 'M') {
-			k->mhist[l] = take(cur, &off, (size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * mCD);
-			k->mS[l] = take(cur, &off, mI * (size_t)c->ssm_state);
+			k->mhist[l] = TAKE((size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * mCD);
+			k->mS[l] = TAKE(mI * (size_t)c->ssm_state);
 		} else {
 			size_t e = d / (size_t)c->lin_heads;
-			k->S[l] = take(cur, &off, (size_t)c->lin_heads * e * e);
-			k->z[l] = take(cur, &off, (size_t)c->lin_heads * e);
+			k->S[l] = TAKE((size_t)c->lin_heads * e * e);
+			k->z[l] = TAKE((size_t)c->lin_heads * e);
 		}
 	}
-	k->ids = (int32_t *)take(cur, &off, T);
-	k->x = take(cur, &off, T * d);
-	k->nrm = take(cur, &off, T * d);
-	k->mean = take(cur, &off, T);
-	k->rstd = take(cur, &off, T);
-	k->qkr = take(cur, &off, c->qk_norm ? T * (size_t)c->heads : 1);
-	k->q = take(cur, &off, T * wide);
-	k->k = take(cur, &off, T * d);
-	k->v = take(cur, &off, T * d);
-	k->att = take(cur, &off, T * attw);
-	k->y = take(cur, &off, T * d);
-	k->h = take(cur, &off, T * (F ? F * (c->swiglu ? 2 : 1) : 1));
-	k->a = take(cur, &off, T * (F ? F : 1));
-	k->logits = take(cur, &off, T * (size_t)c->vocab);
-	k->moe = take(cur, &off, c->moe_experts ? SB_LM_MOE_SCRATCH(Tc, d, c->moe_experts, c->moe_topk, c->moe_ffn) : 1);
+	k->ids = (int32_t *)TAKE(T);
+	k->x = TAKE(T * d);
+	k->nrm = TAKE(T * d);
+	k->mean = TAKE(T);
+	k->rstd = TAKE(T);
+	k->qkr = TAKE(c->qk_norm ? T * (size_t)c->heads : 1);
+	k->q = TAKE(T * wide);
+	k->k = TAKE(T * d);
+	k->v = TAKE(T * d);
+	k->att = TAKE(T * attw);
+	k->y = TAKE(T * d);
+	k->h = TAKE(T * (F ? F * (c->swiglu ? 2 : 1) : 1));
+	k->a = TAKE(T * (F ? F : 1));
+	k->logits = TAKE(T * (size_t)c->vocab);
+	k->moe = TAKE(c->moe_experts ? SB_LM_MOE_SCRATCH(Tc, d, c->moe_experts, c->moe_topk, c->moe_ffn) : 1);
 	return off;
 }
 
@@ -1506,14 +1545,24 @@ int sb_lm_cache_new(const struct sb_lm_model *m, int Tcap, struct sb_lm_cache **
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	k->m = m;
 	k->Tcap = Tcap;
-	k->bytes = cache_layout(&m->cfg, Tcap, NULL, k);
+	k->rz = (struct sb_redzones){.on = sb_redzone_wanted(), .file = "lib/lm_model.c"};
+	k->bytes = cache_layout(&m->cfg, Tcap, NULL, k, &k->rz);
 	k->base = sb_be_alloc(m->be, k->bytes);
 	if (!k->base) {
 		size_t bytes = k->bytes;
 		free(k);
 		return SB_ERR(err, SB_EINTERNAL, "out of memory (cache of %zu bytes)", bytes);
 	}
-	cache_layout(&m->cfg, Tcap, k->base, k);
+	if (sb_redzone_alloc(&k->rz)) {
+		sb_lm_cache_free(k);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	cache_layout(&m->cfg, Tcap, k->base, k, &k->rz);
+	int rc = sb_redzone_fill(m->be, k->base, &k->rz, err);
+	if (rc) {
+		sb_lm_cache_free(k);
+		return rc;
+	}
 	sb_lm_cache_reset(k, 0);
 	*out = k;
 	return 0;
@@ -1524,6 +1573,7 @@ void sb_lm_cache_free(struct sb_lm_cache *c)
 	if (!c)
 		return;
 	sb_be_free(c->m->be, c->base);
+	sb_redzone_free(&c->rz);
 	free(c);
 }
 
@@ -1555,6 +1605,8 @@ void sb_lm_cache_reset(struct sb_lm_cache *c, uint64_t mask_seed)
 
 int sb_lm_cache_pos(const struct sb_lm_cache *c) { return c->pos; }
 
+void *sb_lm_cache_zone(const struct sb_lm_cache *c, int i) { return sb_redzone_at(c->base, &c->rz, i); }
+
 void sb_lm_cache_capture_q(struct sb_lm_cache *c, int layer, float *buf)
 {
 	c->qcap = buf;
@@ -1567,9 +1619,18 @@ void sb_lm_cache_kv(const struct sb_lm_cache *c, int layer, const float **K, con
 	*V = layer >= 0 && layer < c->m->cfg.n_layer ? c->V[layer] : NULL;
 }
 
+static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, int n,
+			    const struct sb_lm_mask *mask, float *logits, int all_rows, struct sb_lm_attn_obs *obs,
+			    struct sb_err *err);
+
+/* the rows, then (SB_ARENA_CHECK) the cache's red zones */
 static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, int n,
 			const struct sb_lm_mask *mask, float *logits, int all_rows, struct sb_lm_attn_obs *obs,
-			struct sb_err *err);
+			struct sb_err *err)
+{
+	SB_TRY(forward_rows_run(ctx, m, c, n, mask, logits, all_rows, obs, err));
+	return sb_redzone_check(m->be, c->base, &c->rz, "a cached forward pass", "a decoding cache", err);
+}
 
 int sb_lm_forward_cached(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, const uint8_t *tokens,
 			 int n, const struct sb_lm_mask *mask, float *logits, int all_rows,
@@ -1607,9 +1668,9 @@ static void mm_rows(const struct sb_lm_model *m, struct sb_ctx *ctx, float *out,
 }
 
 /* The rows c->ids[0..n) at positions pos..pos+n-1 */
-static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, int n,
-			const struct sb_lm_mask *mask, float *logits, int all_rows, struct sb_lm_attn_obs *obs,
-			struct sb_err *err)
+static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, int n,
+			    const struct sb_lm_mask *mask, float *logits, int all_rows, struct sb_lm_attn_obs *obs,
+			    struct sb_err *err)
 {
 	const struct sb_lm_cfg *cf = &m->cfg;
 	const struct sb_backend_ops *op = m->be->ops;

@@ -250,6 +250,12 @@ int sb_lm_train_logits(struct sb_lm_trainer *tr, const uint8_t *tokens, float *o
 struct sb_lm_cache;
 int sb_lm_cache_new(const struct sb_lm_model *m, int Tcap, struct sb_lm_cache **out, struct sb_err *err);
 void sb_lm_cache_free(struct sb_lm_cache *c);
+/* With SB_ARENA_CHECK set (not "0") when they were made, a trainer's per-worker activation
+ * arenas and a cache hold a red zone after every buffer (redzone.h), checked after every
+ * training pass, sb_lm_train_logits and cached forward pass (SB_EINTERNAL naming the
+ * buffer). For tests: the address of zone i, NULL past the last or without red zones. */
+void *sb_lm_trainer_zone(const struct sb_lm_trainer *tr, int worker, int i);
+void *sb_lm_cache_zone(const struct sb_lm_cache *c, int i);
 /* Empty the cache (position 0); mask_seed keys the random controls of this text. */
 void sb_lm_cache_reset(struct sb_lm_cache *c, uint64_t mask_seed);
 int sb_lm_cache_pos(const struct sb_lm_cache *c);

@@ -5,9 +5,10 @@
 # ASan and to the CUDA emulator's guard pages; with the check it fails the run naming the
 # buffer. Here every normaliser, both architectures, images and text, two tiers, one and two
 # worker threads train and are evaluated with the check, and must give the same records and
-# checkpoints as without it (the zones change no result). test_encoder's own case plants a
-# byte in a zone and checks the report; tests/sh/cuda_emu_pipeline.sh runs the check on the
-# emulated CUDA backend.
+# checkpoints as without it (the zones change no result); so must the decoder (lib/lm_model.c:
+# the trainer's arenas and the decoding caches), trained and evaluated with every mask.
+# test_encoder's and test_lm_model's own cases plant a write in a zone and check the report;
+# tests/sh/cuda_emu_pipeline.sh runs the check on the emulated CUDA backend.
 . "$(dirname "$0")/../shlib.sh"
 cd "$T"
 SB_ARENA_CHECK=1 "$TOP/build/tests/test_encoder" >enc.out 2>&1
@@ -67,15 +68,63 @@ run_pair() { # label task limit args...
 	t_result $? "$label: trained and evaluated with the red zones checked, the same records and checkpoints as without" \
 		"exit $rc1/$rc2/$rc3/$rc4; $(head -c 300 on.err on.eval.err 2>/dev/null | tr '\n' ' ') ${diff:+differ: $diff}"
 }
+# every normaliser once on text, the architectures, masks and thread counts taken in turn
+i=0
 for m in softmax topk_softmax_0125 topk_softmax_025 topk_softmax_05 bottomk_softmax_025 sparsemax entmax15 \
 	headwise_adaptive_entmax; do
-	run_pair "text $m plain, 2 threads" synthetic_marker 300 --method "$m" -j 2
-	run_pair "text $m local_hybrid, exclusion mask, 1 thread" synthetic_marker 300 --method "$m" --arch local_hybrid \
-		--mask exclude -j 1
+	if [ $((i % 2)) = 0 ]; then
+		run_pair "text $m plain, 2 threads" synthetic_marker 300 --method "$m" -j 2
+	else
+		run_pair "text $m local_hybrid, exclusion mask, 1 thread" synthetic_marker 300 --method "$m" --arch local_hybrid \
+			--mask exclude -j 1
+	fi
+	i=$((i + 1))
 done
-for m in softmax sparsemax entmax15 topk_softmax_025; do
-	run_pair "image $m plain, 2 threads" ga 0 --method "$m" -j 2
-	run_pair "image $m local_hybrid wide, 2 threads" ga 0 --method "$m" --arch local_hybrid --tier wide -j 2
-done
+run_pair "image sparsemax plain, 2 threads" ga 0 --method sparsemax -j 2
+run_pair "image entmax15 local_hybrid wide, 2 threads" ga 0 --method entmax15 --arch local_hybrid --tier wide -j 2
 run_pair "text entmax_bisect medium, 2 threads" synthetic_marker 300 --method entmax_bisect --alpha 1.3 --tier medium -j 2
+
+# the decoder (lib/lm_model.c): a tiny CALA decoder trained and evaluated with every mask,
+# its trainer's arenas and the decoding caches checked, against the same without the check
+SB_ARENA_CHECK=1 "$TOP/build/tests/test_lm_model" >lm.out 2>&1
+rc=$?
+t_result $rc "test_lm_model with SB_ARENA_CHECK=1: every decoder case checks its red zones ($(tail -n 1 lm.out))" \
+	"$(grep -m3 '^not ok' lm.out)"
+corpus=$TOP/tests/fixtures/lm/shakespeare-head.txt
+cat >lm.json <<JSON
+{"family":"lm","seed":1,"model":{"d":32,"pattern":"CALA","heads":2,"ffn":64},"T":256,"batch":2,"steps":20,"warmup":5,"lr":0.003,"log_every":10,"corpora":["shakespeare=$corpus"],"mixture":"shakespeare=0.5,retrieval=0.5"}
+JSON
+for k in on off; do
+	rm -rf "lm$k"
+	if [ $k = on ]; then export SB_ARENA_CHECK=1; else unset SB_ARENA_CHECK; fi
+	sb-train -q -j 2 -o "lm$k" lm.json >"lm$k.train" 2>"lm$k.err" &&
+		sb-eval -q -j 2 --set probes=2 --set windows=2 --set bench_reps=1 lm$k/* >"lm$k.eval" 2>>"lm$k.err"
+	echo $? >"lm$k.rc"
+done
+unset SB_ARENA_CHECK
+diff=$([ "$(cat lmon.rc lmoff.rc)" = "$(printf '0\n0')" ] && /usr/bin/python3 - lmon lmoff <<'PY'
+import json, os, re, sys
+# timings, memory and paths differ from run to run (the zones add memory); the rest must not
+TIMING = re.compile(r"seconds|_ms|ms_|speedup|per_s|memory|time|argv|inputs|run_dir|path")
+def strip(v):
+    if isinstance(v, dict):
+        return {k: strip(x) for k, x in v.items() if not TIMING.search(k)}
+    if isinstance(v, list):
+        return [strip(x) for x in v]
+    return v
+def recs(p):
+    return [strip(r) for r in map(json.loads, open(p)) if r.get("kind") not in ("run.meta", "lm.efficiency")]
+a, b = sys.argv[1], sys.argv[2]
+(ia,), (ib,) = os.listdir(a), os.listdir(b)
+bad = [f for f in ("train.ndjson", "eval.ndjson") if recs(os.path.join(a, ia, f)) != recs(os.path.join(b, ib, f))]
+if open(os.path.join(a, ia, "model.safetensors"), "rb").read() != open(os.path.join(b, ib, "model.safetensors"), "rb").read():
+    bad.append("model.safetensors")
+print(" ".join(bad))
+sys.exit(1 if bad else 0)
+PY
+)
+rc=$?
+[ "$(cat lmon.rc lmoff.rc)" = "$(printf '0\n0')" ] && [ $rc -eq 0 ]
+t_result $? "a CALA decoder trained (sb-train) and evaluated with every mask (sb-eval) with the red zones checked: the same records and checkpoint as without" \
+	"exit $(cat lmon.rc)/$(cat lmoff.rc); $(head -c 300 lmon.err | tr '\n' ' ') ${diff:+differ: $diff}"
 t_done

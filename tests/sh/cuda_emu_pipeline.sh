@@ -22,7 +22,7 @@ for tool in g++ perl; do
 	fi
 done
 E="$TOP/build/emu"
-make --no-print-directory -j"$(nproc)" EMU=1 "$E/bin/sb-train" "$E/bin/sb-eval" "$E/bin/sb-freeze" >"$T/make.log" 2>&1
+make --no-print-directory -j"$(nproc)" EMU=1 build/emu/bin/sb-train build/emu/bin/sb-eval build/emu/bin/sb-freeze >"$T/make.log" 2>&1
 t_result $? "make EMU=1 builds sb-train, sb-eval and sb-freeze with the emulated CUDA backend" \
 	"$(tail -n 5 "$T/make.log" | tr '\n' ' ' | cut -c1-400)"
 /usr/bin/python3 tests/fixtures/m3/gen_data.py "$T/data" ga

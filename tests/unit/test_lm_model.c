@@ -386,6 +386,105 @@ int main(void)
 		sb_lm_model_free(m1);
 		sb_lm_model_free(m2);
 	}
+	/* SB_ARENA_CHECK: red zones after every buffer of the trainer's arenas (laid out again
+	 * for a shorter context) and of the decoding cache. With them the same bits; a float
+	 * updated in place in a zone (as a kernel running past a buffer would) fails the next
+	 * pass naming the buffer, and the pass succeeds again once it is restored. */
+	{
+		enum { B = 2, TT = 32 };
+		const char *was = getenv("SB_ARENA_CHECK");
+		char *saved = was ? strdup(was) : NULL;
+		const char *kv[] = {"pattern=CALA", "mlp=swiglu"};
+		struct sb_lm_model *mm[2];
+		struct sb_lm_trainer *tt[2] = {NULL, NULL};
+		struct sb_lm_cache *cc[2] = {NULL, NULL};
+		struct sb_lm_train_opts o = {.B = B, .T = TT, .tile = 1, .b1 = 0.9f, .b2 = 0.99f, .eps = 1e-8f, .clip = 1.0f};
+		for (int k = 0; k < 2; k++) {
+			if (k)
+				setenv("SB_ARENA_CHECK", "1", 1);
+			else
+				unsetenv("SB_ARENA_CHECK");
+			mm[k] = make_model(be, kv, 2, 5);
+			if (mm[k]) {
+				sb_lm_trainer_new(mm[k], &o, &tt[k], &err);
+				sb_lm_cache_new(mm[k], TT, &cc[k], &err);
+			}
+		}
+		if (saved)
+			setenv("SB_ARENA_CHECK", saved, 1);
+		else
+			unsetenv("SB_ARENA_CHECK");
+		free(saved);
+		int nz = 0, nc = 0;
+		while (tt[1] && sb_lm_trainer_zone(tt[1], 1, nz))
+			nz++;
+		while (cc[1] && sb_lm_cache_zone(cc[1], nc))
+			nc++;
+		SB_CHECK(tt[0] && tt[1] && cc[0] && cc[1] && !sb_lm_trainer_zone(tt[0], 0, 0) && !sb_lm_cache_zone(cc[0], 0) &&
+		             nz > 40 && nc > 20,
+		         "lm arena check: no red zones without SB_ARENA_CHECK; with it %d in a trainer worker's arena, %d "
+		         "in the cache",
+		         nz, nc);
+		if (tt[0] && tt[1] && cc[0] && cc[1]) {
+			uint8_t batch[4 * B * (TT / 4 + 1)];
+			text(batch, (int)sizeof batch, 9);
+			double l[2][3], g[2][3];
+			float *lg[2];
+			int rc = 0;
+			for (int k = 0; k < 2; k++) {
+				rc |= sb_lm_train_step(tt[k], batch, 1, 1e-3f, &l[k][0], &g[k][0], &err);
+				rc |= sb_lm_train_step_len(tt[k], batch, TT / 4, 2, 1e-3f, &l[k][1], &g[k][1], &err);
+				rc |= sb_lm_train_step_len(tt[k], batch, TT, 3, 1e-3f, &l[k][2], &g[k][2], &err);
+				lg[k] = malloc((size_t)TT * mm[k]->cfg.vocab * sizeof(float));
+				sb_lm_cache_reset(cc[k], 0);
+				rc |= sb_lm_forward_cached(ctx, mm[k], cc[k], batch, TT, NULL, lg[k], 1, NULL, &err);
+			}
+			SB_CHECK(!rc && !memcmp(l[0], l[1], sizeof l[0]) && !memcmp(g[0], g[1], sizeof g[0]) &&
+			             !memcmp(mm[0]->p, mm[1]->p, mm[0]->n_floats * 4) &&
+			             !memcmp(lg[0], lg[1], (size_t)TT * mm[0]->cfg.vocab * sizeof(float)),
+			         "lm arena check: three steps (one at T/4 through the reshaped arena) and a cached pass give the "
+			         "same losses, parameters and logits with red zones as without (%s)",
+			         rc ? err.msg : "ran");
+			free(lg[0]);
+			free(lg[1]);
+			/* zones of worker 1's arena and of the cache: a float at the first aligned offset += 1 */
+			int at[4] = {0, nz / 2, nz - 1, nc / 2};
+			for (int j = 0; j < 4; j++) {
+				char *z = j < 3 ? sb_lm_trainer_zone(tt[1], 1, at[j]) : sb_lm_cache_zone(cc[1], at[j]);
+				z += (size_t)(-(uintptr_t)z & 3);
+				float x, x0;
+				memcpy(&x0, z, 4);
+				volatile float one = 1.0f;
+				x = x0 + one;
+				memcpy(z, &x, 4);
+				struct sb_err e1 = {0}, e2 = {0};
+				double ls, gs;
+				int r1, r2;
+				if (j < 3) {
+					r1 = sb_lm_train_step(tt[1], batch, 4, 1e-3f, &ls, &gs, &e1);
+					memcpy(z, &x0, 4);
+					r2 = sb_lm_train_step(tt[1], batch, 5, 1e-3f, &ls, &gs, &e2);
+				} else {
+					sb_lm_cache_reset(cc[1], 0);
+					r1 = sb_lm_forward_cached(ctx, mm[1], cc[1], batch, TT, NULL, NULL, 0, NULL, &e1);
+					memcpy(z, &x0, 4);
+					sb_lm_cache_reset(cc[1], 0);
+					r2 = sb_lm_forward_cached(ctx, mm[1], cc[1], batch, TT, NULL, NULL, 0, NULL, &e2);
+				}
+				const char *want = j < 3 ? "after a training pass: byte " : "after a cached forward pass: byte ";
+				const char *who = j < 3 ? "(the trainer's worker 1)" : "(a decoding cache)";
+				SB_CHECK(r1 == SB_EINTERNAL && strstr(e1.msg, want) && strstr(e1.msg, "-byte buffer of lib/lm_model.c:") &&
+				             strstr(e1.msg, who) && r2 == 0,
+				         "lm arena check: %s zone %d written: rc %d (%s); restored: rc %d", j < 3 ? "trainer" : "cache",
+				         at[j], r1, e1.msg, r2);
+			}
+		}
+		for (int k = 0; k < 2; k++) {
+			sb_lm_cache_free(cc[k]);
+			sb_lm_trainer_free(tt[k]);
+			sb_lm_model_free(mm[k]);
+		}
+	}
 	sb_backend_close(be);
 	return sb_test_done();
 }

@@ -1,0 +1,92 @@
+/* redzone.c — red zones between the buffers of one allocation (redzone.h). */
+#include "redzone.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* At every 4-byte-aligned offset the float 0x7FA5A5A5, a signalling NaN: a read gives NaN,
+ * and an update in place (+=, *=) turns it into a quiet NaN of another bit pattern, so a
+ * write is seen even when it adds to a NaN (0xFF bytes, a quiet NaN, would stay the same). */
+static unsigned char zone_byte(size_t off)
+{
+	static const unsigned char pat[4] = {0xA5, 0xA5, 0xA5, 0x7F};
+	return pat[off & 3];
+}
+
+enum { ZONE_MAX = 128 }; /* rounding to 64 bytes, and 64 more */
+
+int sb_redzone_wanted(void)
+{
+	const char *e = getenv("SB_ARENA_CHECK");
+	return e && *e && strcmp(e, "0");
+}
+
+size_t sb_redzone_take(struct sb_redzones *rz, size_t *off, size_t bytes, int line)
+{
+	size_t o = *off;
+	size_t r = (bytes + 63) & ~(size_t)63;
+	if (rz && rz->on) {
+		r += 64;
+		if (rz->z && rz->n < rz->cap)
+			rz->z[rz->n] = (struct sb_redzone){o + bytes, r - bytes, bytes, line};
+		rz->n++;
+	}
+	*off += r;
+	return o;
+}
+
+int sb_redzone_alloc(struct sb_redzones *rz)
+{
+	free(rz->z);
+	rz->z = NULL;
+	rz->cap = rz->n;
+	rz->n = 0;
+	if (!rz->cap)
+		return 0;
+	rz->z = calloc((size_t)rz->cap, sizeof *rz->z);
+	return rz->z ? 0 : -1;
+}
+
+void sb_redzone_free(struct sb_redzones *rz)
+{
+	free(rz->z);
+	rz->z = NULL;
+	rz->n = rz->cap = 0;
+}
+
+int sb_redzone_fill(struct sb_backend *be, void *base, const struct sb_redzones *rz, struct sb_err *err)
+{
+	unsigned char b[ZONE_MAX];
+	for (int i = 0; rz->z && i < rz->n; i++) {
+		const struct sb_redzone *z = &rz->z[i];
+		for (size_t j = 0; j < z->len; j++)
+			b[j] = zone_byte(z->off + j);
+		SB_TRY(be->ops->upload(be, (char *)base + z->off, b, z->len, err));
+	}
+	return 0;
+}
+
+int sb_redzone_check(struct sb_backend *be, const void *base, const struct sb_redzones *rz, const char *after,
+                     const char *owner, struct sb_err *err)
+{
+	unsigned char got[ZONE_MAX];
+	for (int i = 0; rz->z && i < rz->n; i++) {
+		const struct sb_redzone *z = &rz->z[i];
+		SB_TRY(be->ops->download(be, got, (const char *)base + z->off, z->len, err));
+		for (size_t j = 0; j < z->len; j++)
+			if (got[j] != zone_byte(z->off + j))
+				return SB_ERR(err, SB_EINTERNAL,
+				              "arena check (SB_ARENA_CHECK) after %s: byte %zu past the end of the %zu-byte "
+				              "buffer of %s:%d (%s) was written (0x%02x where 0x%02x belongs)",
+				              after, j, z->bytes, rz->file ? rz->file : "?", z->line, owner, got[j],
+				              zone_byte(z->off + j));
+	}
+	return 0;
+}
+
+void *sb_redzone_at(const void *base, const struct sb_redzones *rz, int i)
+{
+	if (!rz->z || i < 0 || i >= rz->n)
+		return NULL;
+	return (char *)base + rz->z[i].off;
+}

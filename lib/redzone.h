@@ -1,0 +1,50 @@
+/* redzone.h — red zones between the buffers that a layout bumps out of one allocation
+ * (SB_ARENA_CHECK; docs/HACKING.md). The encoder's and the decoder's activation arenas are
+ * one allocation each, so neither ASan nor the CUDA emulator's guard pages see a kernel that
+ * writes past one buffer's end into the next. With the check on, each buffer is followed by
+ * a red zone (its rounding to 64 bytes and 64 bytes more) holding a known pattern, which
+ * must still be there after every pass; a read of a zone reads NaN. */
+#ifndef SB_REDZONE_H
+#define SB_REDZONE_H
+
+#include <stddef.h>
+
+#include "backend.h"
+#include "err.h"
+
+struct sb_redzone {
+	size_t off, len; /* the zone in the allocation */
+	size_t bytes;    /* what the buffer before it asked for */
+	int line;        /* where the layout took that buffer */
+};
+
+struct sb_redzones {
+	int on;                /* SB_ARENA_CHECK was set (not "0") */
+	struct sb_redzone *z;  /* NULL: a layout's counting pass (n only counts) */
+	int n, cap;
+	const char *file;      /* of the layout, for reports */
+};
+
+/* Whether SB_ARENA_CHECK asks for red zones (set and not "0"). */
+int sb_redzone_wanted(void);
+
+/* The bump step of a layout: the offset of a buffer of `bytes` at *off, which moves past it
+ * (rounded to 64 bytes) and, with rz->on, past its red zone, recorded when rz->z is set. */
+size_t sb_redzone_take(struct sb_redzones *rz, size_t *off, size_t bytes, int line);
+
+/* After a counting pass: room for its n zones (rz->n back to 0 for the real pass). */
+int sb_redzone_alloc(struct sb_redzones *rz);
+void sb_redzone_free(struct sb_redzones *rz);
+
+/* Write the pattern into every zone of the allocation at base (device memory). */
+int sb_redzone_fill(struct sb_backend *be, void *base, const struct sb_redzones *rz, struct sb_err *err);
+
+/* SB_EINTERNAL naming the first zone written (and `after`, the pass just run, and `owner`,
+ * whose arena), 0 when all hold their pattern or there are none. */
+int sb_redzone_check(struct sb_backend *be, const void *base, const struct sb_redzones *rz, const char *after,
+                     const char *owner, struct sb_err *err);
+
+/* For tests: the device address of zone i, NULL past the last. */
+void *sb_redzone_at(const void *base, const struct sb_redzones *rz, int i);
+
+#endif
