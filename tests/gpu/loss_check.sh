@@ -32,17 +32,7 @@ check() { # status description [detail]
 rm -rf "$tmp" && mkdir -p "$tmp" || exit 4
 python3 "$top/tests/fixtures/m3/gen_data.py" "$tmp/data" ga
 check $? "tiny dataset (8x8 images, 60 examples)"
-cat >"$tmp/gg.grid" <<'GRID'
-set batch=16 lr=0.001 weight_decay=0.0001 clip=5 dropout=0.1 val_fraction=0.2 schedule=constant limit=0
-block main
-task    ga
-method  softmax sparsemax topk_softmax_025
-seed    0 1
-arch    plain
-tier    compact
-epochs  3
-stage   freeze min_seeds=2
-GRID
+cp "$top/tests/fixtures/pipeline/gg.grid" "$tmp/gg.grid" || exit 4
 if [ "$dev" = cpu ]; then # sb-train groups the row's cells as on a GPU; the loss is emulated
 	export SB_TRAIN_GROUPS=1
 	fault_var=SB_TRAIN_DEVICE_ERROR at=5 # a cell's 5th step (global: over its epochs)

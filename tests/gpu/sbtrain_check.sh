@@ -88,44 +88,13 @@ t0=$SECONDS
 "$bin/sb-eval" -q --device cpu -d "$tmp/data" -j 4 "$tmp"/evalC/*/ >"$tmp/evalC.out" 2>"$tmp/evalC.err"
 rc=$?
 check $rc "sb-eval --device cpu on the same runs (exit $rc, $((SECONDS - t0)) s)"
-python3 - "$tmp" <<'EOF'
-import json, os, sys
-tmp = sys.argv[1]
-def epochs(d):
-    out = {}
-    for line in open(os.path.join(d, "val.ndjson")):
-        r = json.loads(line)
-        if r.get("kind") == "eval.epoch":
-            out[r["epoch"]] = r
-    return out
-KEYS = ("val_accuracy", "val_loss", "attention_density", "attention_entropy")
-worst = dict.fromkeys(KEYS, 0.0)
-n, bad = 0, []
-for cid in sorted(os.listdir(os.path.join(tmp, "evalC"))):
-    c, d = epochs(os.path.join(tmp, "evalC", cid)), epochs(os.path.join(tmp, "evalD", cid))
-    if sorted(c) != sorted(d) or not c:
-        bad.append("%s: epochs %s vs %s" % (cid, sorted(d), sorted(c)))
-        continue
-    for e in c:
-        n += 1
-        for k in KEYS:
-            a, b = c[e].get(k), d[e].get(k)
-            if (a is None) != (b is None):
-                bad.append("%s epoch %d: %s %s vs %s" % (cid, e, k, b, a))
-                continue
-            if a is None:
-                continue
-            diff = abs(a - b) * c[e]["n_val"] if k == "val_accuracy" else abs(a - b) / max(abs(a), 1e-12)
-            worst[k] = max(worst[k], diff)
-            # at most 3 flipped predictions per epoch; 1e-4 relative on the loss and statistics
-            if diff > (3.5 if k == "val_accuracy" else 1e-4):
-                bad.append("%s epoch %d: %s %.8g vs %.8g" % (cid, e, k, b, a))
-print("# %d epochs compared; worst: flipped predictions %d, relative loss %.3g, density %.3g, entropy %.3g"
-      % (n, round(worst["val_accuracy"]), worst["val_loss"], worst["attention_density"], worst["attention_entropy"]))
-for b in bad:
-    print("# " + b)
-sys.exit(0 if n and not bad else 1)
-EOF
+pairs=()
+for d in "$tmp"/evalC/*/; do
+	c=$(basename "$d")
+	pairs+=("$d/val.ndjson" "$tmp/evalD/$c/val.ndjson")
+done
+python3 "$top/tests/gpu/cmp_eval.py" "${pairs[@]}" | sed 's/^/# /'
+[ "${PIPESTATUS[0]}" -eq 0 ]
 check $? "sb-eval on $dev == on cpu: accuracy within 3 predictions per epoch, loss and attention statistics within 1e-4 relative"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

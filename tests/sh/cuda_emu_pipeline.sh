@@ -27,17 +27,7 @@ t_result $? "make EMU=1 builds sb-train, sb-eval and sb-freeze with the emulated
 	"$(tail -n 5 "$T/make.log" | tr '\n' ' ' | cut -c1-400)"
 /usr/bin/python3 tests/fixtures/m3/gen_data.py "$T/data" ga
 G="$T/gg.grid"
-cat >"$G" <<'GRID'
-set batch=16 lr=0.001 weight_decay=0.0001 clip=5 dropout=0.1 val_fraction=0.2 schedule=constant limit=0
-block main
-task    ga
-method  softmax sparsemax topk_softmax_025
-seed    0 1
-arch    plain
-tier    compact
-epochs  3
-stage   freeze min_seeds=2
-GRID
+cp tests/fixtures/pipeline/gg.grid "$G"
 gmake() {
 	make -C "$TOP" --no-print-directory EXTRA_GRIDS="$G" SB_OUT="$T/out" SB_DATA="$T/data" \
 		SB_BIN="$E/bin" SB_MIRRORS= SB_JOBS=2 DEVICE=cuda "$@"
@@ -67,51 +57,17 @@ for c in "$B"/cells/*/; do cp "$c/val.ndjson" "$T/refval/$(basename "$c").ndjson
 
 # evaluation on the emulated device too (EVAL_DEVICE=cuda): every epoch's validation metrics
 # as the CPU's evaluation of the same checkpoints gave them (sums in another order may flip a
-# near-tie prediction; the tolerances are tests/gpu/sbtrain_check.sh's)
+# near-tie prediction; tests/gpu/cmp_eval.py, as tests/gpu/sbtrain_check.sh compares)
 rm -rf "$T/out"
 gmake gg EVAL_DEVICE=cuda >"$T/evald.log" 2>&1
 rc=$?
 t_result $rc "make gg DEVICE=cuda EVAL_DEVICE=cuda (exit $rc; $(tail -n 1 "$T/evald.log"))"
-/usr/bin/python3 - "$T/refval" "$B/cells" >"$T/evald.cmp" 2>&1 <<'EOF'
-import json, os, sys
-ref, cells = sys.argv[1], sys.argv[2]
-def read(path):
-    meta, ep = None, {}
-    for line in open(path):
-        r = json.loads(line)
-        if r.get("kind") == "run.meta":
-            meta = r
-        elif r.get("kind") == "eval.epoch":
-            ep[r["epoch"]] = r
-    return meta, ep
-KEYS = ("val_accuracy", "val_loss", "attention_density", "attention_entropy")
-n, bad, worst = 0, [], dict.fromkeys(KEYS, 0.0)
-for f in sorted(os.listdir(ref)):
-    _, c = read(os.path.join(ref, f))
-    meta, d = read(os.path.join(cells, f[:-len(".ndjson")], "val.ndjson"))
-    if not meta or not str(meta.get("device", "")).startswith("cuda"):
-        bad.append("%s: evaluated on %s" % (f, meta and meta.get("device")))
-    if sorted(c) != sorted(d) or not c:
-        bad.append("%s: epochs %s vs %s" % (f, sorted(d), sorted(c)))
-        continue
-    for e in c:
-        n += 1
-        for k in KEYS:
-            a, b = c[e].get(k), d[e].get(k)
-            if a is None or b is None:
-                if (a is None) != (b is None):
-                    bad.append("%s epoch %d: %s %s vs %s" % (f, e, k, b, a))
-                continue
-            diff = abs(a - b) * c[e]["n_val"] if k == "val_accuracy" else abs(a - b) / max(abs(a), 1e-12)
-            worst[k] = max(worst[k], diff)
-            if diff > (3.5 if k == "val_accuracy" else 1e-4):
-                bad.append("%s epoch %d: %s %.8g vs %.8g" % (f, e, k, b, a))
-print("%d epochs compared; worst: flipped predictions %d, relative loss %.3g, density %.3g, entropy %.3g"
-      % (n, round(worst["val_accuracy"]), worst["val_loss"], worst["attention_density"], worst["attention_entropy"]))
-for b in bad[:5]:
-    print(b)
-sys.exit(0 if n == 18 and not bad else 1)
-EOF
+pairs=()
+for f in "$T"/refval/*.ndjson; do
+	c=$(basename "$f" .ndjson)
+	pairs+=("$f" "$B/cells/$c/val.ndjson")
+done
+/usr/bin/python3 tests/gpu/cmp_eval.py --device cuda --epochs 18 "${pairs[@]}" >"$T/evald.cmp" 2>&1
 t_result $? "sb-eval on the emulated device == on the CPU, 6 cells x 3 epochs: $(head -n 1 "$T/evald.cmp")" \
 	"$(tail -n +2 "$T/evald.cmp" | tr '\n' ' ' | cut -c1-500)"
 
