@@ -17,12 +17,7 @@
 # What it cannot show (tests/cudaemu/README.md): speed, the device's own exp/log bits, TF32,
 # races between blocks, and anything of the real driver; tests/gpu/run.sh on a GPU does.
 . "$(dirname "$0")/../shlib.sh"
-for tool in g++ perl; do
-	if ! command -v $tool >/dev/null; then
-		t_result 0 "# SKIP no $tool: the emulated build needs it"
-		t_done
-	fi
-done
+t_need_tools "the emulated build needs it" g++ perl
 E="$TOP/build/emu"
 make --no-print-directory -C "$TOP" -j"$(nproc)" EMU=1 build/emu/gpu/gpu_ops build/emu/cudaemu/selftest \
 	build/emu/libsparsebench.a build/emu/libsparsebench_cuda.a build/emu/train/multicell.o \

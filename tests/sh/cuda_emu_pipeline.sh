@@ -15,12 +15,7 @@
 # Real programs (build/emu/bin), tiny generated data (tests/fixtures/m3/gen_data.py).
 . "$(dirname "$0")/../shlib.sh"
 cd "$TOP"
-for tool in g++ perl; do
-	if ! command -v $tool >/dev/null; then
-		t_result 0 "# SKIP no $tool: the emulated build needs it"
-		t_done
-	fi
-done
+t_need_tools "the emulated build needs it" g++ perl
 E="$TOP/build/emu"
 make --no-print-directory -j"$(nproc)" EMU=1 build/emu/bin/sb-train build/emu/bin/sb-eval build/emu/bin/sb-freeze >"$T/make.log" 2>&1
 t_result $? "make EMU=1 builds sb-train, sb-eval and sb-freeze with the emulated CUDA backend" \
