@@ -15,6 +15,10 @@ static unsigned char zone_byte(size_t off)
 
 enum { ZONE_MAX = 128 }; /* rounding to 64 bytes, and 64 more */
 
+/* the zones recorded (a layout that took more buffers than its counting pass recorded none
+ * past cap) */
+static int recorded(const struct sb_redzones *rz) { return rz->z ? (rz->n < rz->cap ? rz->n : rz->cap) : 0; }
+
 int sb_redzone_wanted(void)
 {
 	const char *e = getenv("SB_ARENA_CHECK");
@@ -57,7 +61,7 @@ void sb_redzone_free(struct sb_redzones *rz)
 int sb_redzone_fill(struct sb_backend *be, void *base, const struct sb_redzones *rz, struct sb_err *err)
 {
 	unsigned char b[ZONE_MAX];
-	for (int i = 0; rz->z && i < rz->n; i++) {
+	for (int i = 0; i < recorded(rz); i++) {
 		const struct sb_redzone *z = &rz->z[i];
 		for (size_t j = 0; j < z->len; j++)
 			b[j] = zone_byte(z->off + j);
@@ -70,7 +74,7 @@ int sb_redzone_check(struct sb_backend *be, const void *base, const struct sb_re
                      const char *owner, struct sb_err *err)
 {
 	unsigned char got[ZONE_MAX];
-	for (int i = 0; rz->z && i < rz->n; i++) {
+	for (int i = 0; i < recorded(rz); i++) {
 		const struct sb_redzone *z = &rz->z[i];
 		SB_TRY(be->ops->download(be, got, (const char *)base + z->off, z->len, err));
 		for (size_t j = 0; j < z->len; j++)
@@ -86,7 +90,7 @@ int sb_redzone_check(struct sb_backend *be, const void *base, const struct sb_re
 
 void *sb_redzone_at(const void *base, const struct sb_redzones *rz, int i)
 {
-	if (!rz->z || i < 0 || i >= rz->n)
+	if (i < 0 || i >= recorded(rz))
 		return NULL;
 	return (char *)base + rz->z[i].off;
 }
