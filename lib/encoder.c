@@ -79,6 +79,7 @@ struct ptable {
 	struct sb_param_info *t;
 	int n, cap;
 	size_t off;
+	int zones; /* SB_ARENA_CHECK: 16 floats more after each tensor (param_zones) */
 };
 
 static int padd(struct ptable *pt, const char *name, int ndim, const int64_t *shape, enum sb_init init, float a)
@@ -102,7 +103,7 @@ static int padd(struct ptable *pt, const char *name, int ndim, const int64_t *sh
 	}
 	q->numel = numel;
 	q->offset = pt->off;
-	pt->off += (numel + 15) & ~(size_t)15; /* 64-byte aligned tensors */
+	pt->off += ((numel + 15) & ~(size_t)15) + (pt->zones ? 16 : 0); /* 64-byte aligned tensors */
 	q->init = init;
 	q->a = a;
 	return 0;
@@ -118,10 +119,39 @@ static float ubound(int fan_in)
 	return (float)(1.0 / sqrt((double)fan_in));
 }
 
+/* SB_ARENA_CHECK: the zones between the tensors of the parameter table (each tensor's
+ * rounding to 16 floats and 16 floats more), zero in the parameters, the gradients, each
+ * gradient slot (the dense tensors' zones: the first pzones_dense) and both moments. */
+static int param_zones(struct sb_encoder *m, size_t end, struct sb_err *err)
+{
+	m->pzones = calloc(1, sizeof *m->pzones);
+	if (!m->pzones)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	*m->pzones = (struct sb_redzones){.on = 1, .zero = 1, .file = "lib/encoder.c"};
+	for (int i = 0; i < m->ntensors; i++) {
+		const struct sb_param_info *q = &m->pinfo[i];
+		size_t lo = q->offset + q->numel, hi = i + 1 < m->ntensors ? m->pinfo[i + 1].offset : end;
+		if (sb_redzone_push(m->pzones, lo * sizeof(float), (hi - lo) * sizeof(float), q->numel * sizeof(float),
+		                    q->name))
+			return SB_ERR(err, SB_EINTERNAL, "out of memory (parameter zones)");
+		if (hi <= m->dense_n)
+			m->pzones_dense = i + 1;
+	}
+	return 0;
+}
+
+static void free_zones(struct sb_encoder *m)
+{
+	if (m->pzones)
+		sb_redzone_free(m->pzones);
+	free(m->pzones);
+	m->pzones = NULL;
+}
+
 static int build_table(struct sb_encoder *m, struct sb_err *err)
 {
 	const struct sb_encoder_cfg *c = &m->cfg;
-	struct ptable pt = {0};
+	struct ptable pt = {.zones = m->arena_check};
 	int d = c->d, rc = 0;
 	char nm[64];
 	if (c->modality == SB_IMAGE) {
@@ -178,7 +208,7 @@ static int build_table(struct sb_encoder *m, struct sb_err *err)
 	m->nparams = 0;
 	for (int i = 0; i < pt.n; i++)
 		m->nparams += pt.t[i].numel;
-	return 0;
+	return m->arena_check ? param_zones(m, pt.off, err) : 0;
 }
 
 static const struct sb_param_info *pfind(const struct sb_encoder *m, const char *name)
@@ -357,6 +387,8 @@ static struct sb_encoder_arena *arena_new(struct sb_encoder *m)
 	return a;
 }
 
+static int param_zones_check(struct sb_encoder *m, const char *after, struct sb_err *err);
+
 /* The red zones still hold their bytes (SB_ARENA_CHECK); `after` names what just ran. */
 static int arena_verify(struct sb_encoder *m, const char *after, struct sb_err *err)
 {
@@ -367,7 +399,76 @@ static int arena_verify(struct sb_encoder *m, const char *after, struct sb_err *
 		snprintf(owner, sizeof owner, "worker %d's arena", w);
 		SB_TRY(sb_redzone_check(m->be, m->arena[w]->base, &m->arena[w]->rz, after, owner, err));
 	}
+	return param_zones_check(m, after, err);
+}
+
+/* The buffers laid out like the parameter table (param_zones): their bases, names and
+ * whether only the dense tensors' zones are theirs (the gradient slots); the count. */
+enum { PZ_BUFS_MAX = 4 + 64 };
+static int pz_buffers(const struct sb_encoder *m, float **base, char (*name)[32], int *dense)
+{
+	/* in the order a stray write spreads (slots, gradients, then AdamW's), so that the
+	 * first reported is where it was made */
+	int n = 0;
+	if (m->slots != m->grads)
+		for (int s = 0; s < m->nslots_max && n < PZ_BUFS_MAX - 4; s++, n++) {
+			base[n] = m->slots + (size_t)s * m->dstride;
+			snprintf(name[n], sizeof name[n], "gradient slot %d", s);
+			dense[n] = 1;
+		}
+	float *fixed[4] = {m->grads, m->m, m->v, m->params};
+	const char *fname[4] = {"the gradients", "the first moments", "the second moments", "the parameters"};
+	for (int i = 0; i < 4; i++, n++) {
+		base[n] = fixed[i];
+		snprintf(name[n], sizeof name[n], "%s", fname[i]);
+		dense[n] = 0;
+	}
+	return n;
+}
+
+/* the zones of buffer k of pz_buffers: all, or the dense tensors' */
+static struct sb_redzones pz_of(const struct sb_encoder *m, int dense)
+{
+	struct sb_redzones r = *m->pzones;
+	if (dense)
+		r.n = r.cap = m->pzones_dense;
+	return r;
+}
+
+static int param_zones_fill(struct sb_encoder *m, struct sb_err *err)
+{
+	float *base[PZ_BUFS_MAX];
+	char name[PZ_BUFS_MAX][32];
+	int dense[PZ_BUFS_MAX];
+	int n = pz_buffers(m, base, name, dense);
+	for (int k = 0; k < n; k++) {
+		struct sb_redzones r = pz_of(m, dense[k]);
+		SB_TRY(sb_redzone_fill(m->be, base[k], &r, err));
+	}
 	return 0;
+}
+
+static int param_zones_check(struct sb_encoder *m, const char *after, struct sb_err *err)
+{
+	float *base[PZ_BUFS_MAX];
+	char name[PZ_BUFS_MAX][32];
+	int dense[PZ_BUFS_MAX];
+	int n = pz_buffers(m, base, name, dense);
+	for (int k = 0; k < n; k++) {
+		struct sb_redzones r = pz_of(m, dense[k]);
+		SB_TRY(sb_redzone_check(m->be, base[k], &r, after, name[k], err));
+	}
+	return 0;
+}
+
+void *sb_encoder_param_zone(const struct sb_encoder *m, const float *buffer, int i)
+{
+	if (!m->pzones)
+		return NULL;
+	int dense = m->slots != m->grads && buffer >= m->slots &&
+	            buffer < m->slots + (size_t)m->nslots_max * m->dstride;
+	struct sb_redzones r = pz_of(m, dense);
+	return sb_redzone_at(buffer, &r, i);
 }
 
 void *sb_encoder_arena_zone(const struct sb_encoder *m, int worker, int i)
@@ -426,8 +527,11 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 		m->G = 0;
 	}
 	m->T = m->L + 1;
+	m->arena_check = sb_redzone_wanted();
 	int rc = build_table(m, err);
 	if (rc) {
+		free_zones(m);
+		free(m->pinfo);
 		free(m);
 		return rc;
 	}
@@ -459,7 +563,6 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 		m->ids_all = sb_be_alloc(be, (size_t)max_batch * m->L * sizeof(int32_t));
 	}
 	m->nworkers = be->threads > 0 ? be->threads : 1;
-	m->arena_check = sb_redzone_wanted();
 	m->arena = calloc((size_t)m->nworkers, sizeof *m->arena);
 	int ok = m->params && m->slots && m->grads && m->m && m->v && m->alpha && m->idx_dev && m->acc_dev &&
 	         m->stage && m->out_loss &&
@@ -474,7 +577,7 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 	}
 	sb_encoder_ptrs(m, m->params, &m->p);
 	sb_encoder_ptrs(m, m->grads, &m->g);
-	if ((rc = acc_reset(m, err))) {
+	if ((m->pzones && (rc = param_zones_fill(m, err))) || (rc = acc_reset(m, err))) {
 		sb_encoder_free(m);
 		return rc;
 	}
@@ -511,6 +614,7 @@ void sb_encoder_free(struct sb_encoder *m)
 	free(m->arena);
 	free(m->tile_stats);
 	free(m->host_loss);
+	free_zones(m);
 	free(m->pinfo);
 	free(m);
 }

@@ -97,6 +97,7 @@ int sb_encoder_data_open(struct sb_backend *be, const struct sb_dataset *ds, str
 void sb_encoder_data_close(struct sb_backend *be, struct sb_encoder_data *d);
 
 struct sb_encoder_arena; /* per-worker activations (encoder.c) */
+struct sb_redzones;      /* redzone.h */
 
 struct sb_encoder {
 	struct sb_encoder_cfg cfg;
@@ -137,6 +138,8 @@ struct sb_encoder {
 	int64_t steps_replayed, steps_issued; /* counts, for benchmarks and tests */
 	float *keep_datt; /* device [layers * tile * T * d] or NULL: see sb_encoder_keep_grads */
 	int arena_check;  /* SB_ARENA_CHECK: red zones after the arena's buffers, checked after each pass */
+	struct sb_redzones *pzones; /* and between the parameter table's tensors (NULL without the check) */
+	int pzones_dense;           /* how many of those are the dense tensors' (the gradient slots') */
 };
 
 int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int max_batch, struct sb_encoder **out,
@@ -148,6 +151,12 @@ void sb_encoder_free(struct sb_encoder *m);
  * when a zone was written. For tests: the device address of zone i of a worker's arena
  * (in layout order), NULL past the last or without red zones. */
 void *sb_encoder_arena_zone(const struct sb_encoder *m, int worker, int i);
+/* The same check between the tensors of the parameter table: with SB_ARENA_CHECK each tensor
+ * is followed by a zone of zero bytes (its rounding to 16 floats and 16 floats more) in the
+ * parameters, the gradients, each gradient slot and both moments, checked at the same points.
+ * For tests: the address of zone i (after the i-th tensor) in `buffer`, one of those (a slot:
+ * the dense tensors' zones only), NULL past the last or without the check. */
+void *sb_encoder_param_zone(const struct sb_encoder *m, const float *buffer, int i);
 /* Change the normaliser (switching schedules); the parameter table must not change. */
 int sb_encoder_set_norm(struct sb_encoder *m, const struct sb_norm *nm, struct sb_err *err);
 /* Initialise the parameters from seed and zero the optimiser state. */

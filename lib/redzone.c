@@ -1,16 +1,17 @@
 /* redzone.c — red zones between the buffers of one allocation (redzone.h). */
 #include "redzone.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* At every 4-byte-aligned offset the float 0x7FA5A5A5, a signalling NaN: a read gives NaN,
  * and an update in place (+=, *=) turns it into a quiet NaN of another bit pattern, so a
  * write is seen even when it adds to a NaN (0xFF bytes, a quiet NaN, would stay the same). */
-static unsigned char zone_byte(size_t off)
+static unsigned char zone_byte(const struct sb_redzones *rz, size_t off)
 {
 	static const unsigned char pat[4] = {0xA5, 0xA5, 0xA5, 0x7F};
-	return pat[off & 3];
+	return rz->zero ? 0 : pat[off & 3];
 }
 
 enum { ZONE_MAX = 128 }; /* rounding to 64 bytes, and 64 more */
@@ -32,11 +33,27 @@ size_t sb_redzone_take(struct sb_redzones *rz, size_t *off, size_t bytes, int li
 	if (rz && rz->on) {
 		r += 64;
 		if (rz->z && rz->n < rz->cap)
-			rz->z[rz->n] = (struct sb_redzone){o + bytes, r - bytes, bytes, line};
+			rz->z[rz->n] = (struct sb_redzone){o + bytes, r - bytes, bytes, line, NULL};
 		rz->n++;
 	}
 	*off += r;
 	return o;
+}
+
+int sb_redzone_push(struct sb_redzones *rz, size_t off, size_t len, size_t bytes, const char *what)
+{
+	if (len > ZONE_MAX)
+		return -1;
+	if (rz->n == rz->cap) {
+		int cap = rz->cap ? 2 * rz->cap : 64;
+		void *p = realloc(rz->z, (size_t)cap * sizeof *rz->z);
+		if (!p)
+			return -1;
+		rz->z = p;
+		rz->cap = cap;
+	}
+	rz->z[rz->n++] = (struct sb_redzone){off, len, bytes, 0, what};
+	return 0;
 }
 
 int sb_redzone_alloc(struct sb_redzones *rz)
@@ -64,7 +81,7 @@ int sb_redzone_fill(struct sb_backend *be, void *base, const struct sb_redzones 
 	for (int i = 0; i < recorded(rz); i++) {
 		const struct sb_redzone *z = &rz->z[i];
 		for (size_t j = 0; j < z->len; j++)
-			b[j] = zone_byte(z->off + j);
+			b[j] = zone_byte(rz, z->off + j);
 		SB_TRY(be->ops->upload(be, (char *)base + z->off, b, z->len, err));
 	}
 	return 0;
@@ -78,12 +95,18 @@ int sb_redzone_check(struct sb_backend *be, const void *base, const struct sb_re
 		const struct sb_redzone *z = &rz->z[i];
 		SB_TRY(be->ops->download(be, got, (const char *)base + z->off, z->len, err));
 		for (size_t j = 0; j < z->len; j++)
-			if (got[j] != zone_byte(z->off + j))
+			if (got[j] != zone_byte(rz, z->off + j)) {
+				char buf[160];
+				if (z->what)
+					snprintf(buf, sizeof buf, "the %zu-byte tensor %s", z->bytes, z->what);
+				else
+					snprintf(buf, sizeof buf, "the %zu-byte buffer of %s:%d", z->bytes,
+					         rz->file ? rz->file : "?", z->line);
 				return SB_ERR(err, SB_EINTERNAL,
-				              "arena check (SB_ARENA_CHECK) after %s: byte %zu past the end of the %zu-byte "
-				              "buffer of %s:%d (%s) was written (0x%02x where 0x%02x belongs)",
-				              after, j, z->bytes, rz->file ? rz->file : "?", z->line, owner, got[j],
-				              zone_byte(z->off + j));
+				              "arena check (SB_ARENA_CHECK) after %s: byte %zu past the end of %s (%s) "
+				              "was written (0x%02x where 0x%02x belongs)",
+				              after, j, buf, owner, got[j], zone_byte(rz, z->off + j));
+			}
 	}
 	return 0;
 }

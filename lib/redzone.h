@@ -3,7 +3,12 @@
  * one allocation each, so neither ASan nor the CUDA emulator's guard pages see a kernel that
  * writes past one buffer's end into the next. With the check on, each buffer is followed by
  * a red zone (its rounding to 64 bytes and 64 bytes more) holding a known pattern, which
- * must still be there after every pass; a read of a zone reads NaN. */
+ * must still be there after every pass; a read of a zone reads NaN.
+ *
+ * The parameter table (parameters, gradients, gradient slots, moments) is one allocation per
+ * buffer too, but kernels run over it flat (AdamW, clipping's sum of squares, the slots'
+ * reduction), so its zones hold zero bytes (rz->zero), which those leave as they are: there
+ * a write of anything but +0.0 is seen. */
 #ifndef SB_REDZONE_H
 #define SB_REDZONE_H
 
@@ -13,9 +18,10 @@
 #include "err.h"
 
 struct sb_redzone {
-	size_t off, len; /* the zone in the allocation */
-	size_t bytes;    /* what the buffer before it asked for */
-	int line;        /* where the layout took that buffer */
+	size_t off, len;  /* the zone in the allocation */
+	size_t bytes;     /* what the buffer before it asked for */
+	int line;         /* where the layout took that buffer */
+	const char *what; /* or the buffer's name (a parameter tensor), NULL for a layout line */
 };
 
 struct sb_redzones {
@@ -23,6 +29,7 @@ struct sb_redzones {
 	struct sb_redzone *z;  /* NULL: a layout's counting pass (n only counts) */
 	int n, cap;
 	const char *file;      /* of the layout, for reports */
+	int zero;              /* the pattern is zero bytes, not the signalling NaN (below) */
 };
 
 /* Whether SB_ARENA_CHECK asks for red zones (set and not "0"). */
@@ -31,6 +38,10 @@ int sb_redzone_wanted(void);
 /* The bump step of a layout: the offset of a buffer of `bytes` at *off, which moves past it
  * (rounded to 64 bytes) and, with rz->on, past its red zone, recorded when rz->z is set. */
 size_t sb_redzone_take(struct sb_redzones *rz, size_t *off, size_t bytes, int line);
+
+/* A zone of len bytes at off after the `bytes`-byte buffer `what` (its name must outlive rz),
+ * for a layout that is not bumped; -1 when out of memory or len is over 128 bytes. */
+int sb_redzone_push(struct sb_redzones *rz, size_t off, size_t len, size_t bytes, const char *what);
 
 /* After a counting pass: room for its n zones (rz->n back to 0 for the real pass). */
 int sb_redzone_alloc(struct sb_redzones *rz);

@@ -794,17 +794,6 @@ __global__ void k_ln_bwd(float *dx, float *dy, float *part, const float *dout, c
 	}
 }
 
-__global__ void k_sum_partials(float *out, const float *part, int nchunk, int n, int stride)
-{
-	int c = blockIdx.x * blockDim.x + threadIdx.x;
-	if (c >= n)
-		return;
-	float s = 0;
-	for (int k = 0; k < nchunk; k++)
-		s += part[(size_t)k * stride + c];
-	out[c] += s;
-}
-
 /* the layer norm's dw (columns c < d) and db (c >= d) from the blocks' partials [nchunk][2][d] */
 __global__ void k_sum_partials2(float *dw, float *db, const float *part, int nchunk, int d)
 {
@@ -818,17 +807,6 @@ __global__ void k_sum_partials2(float *dw, float *db, const float *part, int nch
 		dw[c] += s;
 	else
 		db[c - d] += s;
-}
-
-static void sum_partials(struct sb_ctx *ctx, float *out, const float *part, int nchunk, int n, int stride)
-{
-	k_sum_partials<<<cdiv(n, 128), 128, 0, ctx->st>>>(out, part, nchunk, n, stride);
-	LAUNCHED(ctx->im, "sum_partials");
-}
-
-void sb_cuda_sum_partials(struct sb_ctx *ctx, float *out, const float *part, int nchunk, int n)
-{
-	sum_partials(ctx, out, part, nchunk, n, n);
 }
 
 static void cu_residual_ln_backward(struct sb_ctx *ctx, float *dx, float *dy, float *dw, float *db, const float *dout,
@@ -1085,7 +1063,7 @@ __global__ void k_sumsq1(double *part, const float *x, size_t n)
 	sh[threadIdx.x] = s;
 	__syncthreads();
 	for (int w = SQ_THREADS / 2; w >= 1; w >>= 1) {
-		if (threadIdx.x < w)
+		if ((int)threadIdx.x < w)
 			sh[threadIdx.x] += sh[threadIdx.x + w];
 		__syncthreads();
 	}

@@ -169,8 +169,6 @@ void sb_cuda_localmix_backward(struct sb_ctx *ctx, float *dx, float *dlnw, float
 void sb_cuda_ln_forward(struct sb_ctx *ctx, float *out, float *r, float *mean, float *rstd, uint8_t *mask,
 			const float *x, const float *y, const float *w, const float *b, const struct sb_dropout *drop,
 			int M, int d, int row_stride_in, int row_stride_out);
-/* out[c] += sum over the nchunk rows of part[chunk * n + c], chunks in order */
-void sb_cuda_sum_partials(struct sb_ctx *ctx, float *out, const float *part, int nchunk, int n);
 void sb_cuda_gelu_rows(struct sb_ctx *ctx, float *out, float *dgelu, const float *x, size_t n);
 
 #endif

@@ -42,6 +42,7 @@ mutants=(
 	"retire_dropped|backend_cuda.cu|s/if \(im->graphs_live > 0 \x7c\x7c im->capturing\) \{/if (0) {/|drop_buffer: scratch freed while a recorded step still names it"
 	"argmax_nan|backend_cuda.cu|s/if \(!nan && isnan\(v\)\) \{/if (0) {/|k_cross_entropy: a NaN logit after the first is passed over by the prediction (torch.argmax, and the CPU, take the first NaN)"
 	"bias_past_end|backend_cuda.cu|s/if \(e < M \* N\)\n\t\tout\[e\] \+= bias\[e % N\];/if (e < M * N + 3)\n\t\tout[e] += bias[e % N];/|k_add_bias: the last block's spare threads add a bias to 3 floats past the product (inside the encoder's arena, where no guard page is: gpu_ops cannot see it; sb-train with SB_ARENA_CHECK must)|arena"
+	"cls_past_end|backend_cuda.cu|s/if \(e < \(size_t\)d\)\n\t\t\tdcls\[e\] \+= v;/if (e <= (size_t)d)\n\t\t\tdcls[e] += v;/|k_assemble_bwd: the CLS token's gradient takes one column too many; in training that float is the next tensor's (pos) gradient, a silent change (loss 1.2267670 for 1.2267589 after 2 epochs of this cell, inside gpu_train's 1e-4); gpu_ops sees it only because its 64-float CLS gradient ends at a guard page; sb-train with SB_ARENA_CHECK must, in the parameter table's zone after cls|arena"
 )
 
 want=("$@")

@@ -3,7 +3,10 @@
 # four cells of one grid row (one task, architecture and tier) trained in one
 # process, where they run at once through train/multicell.c, against each cell
 # trained alone: the same records (timing fields aside) and byte-identical
-# checkpoints. On the CPU (dry run) SB_TRAIN_GROUPS=1 forces the same grouping. Then
+# checkpoints. On the CPU (dry run) SB_TRAIN_GROUPS=1 forces the same grouping. The cells
+# alone run with SB_ARENA_CHECK=1 (red zones after every activation buffer and parameter
+# tensor, checked after each step: a kernel writing past a buffer's end fails the cell
+# naming it), so the comparison also shows the zones change nothing. Then
 # sb-eval of those runs on DEVICE against sb-eval on the CPU (every epoch's metrics).
 # SB_CHECK_LIMIT: examples per cell's pool (default 3000: 10 steps of 256 per epoch).
 # SB_GPU_BIN, SB_GPU_PROGS: where sb-train/sb-eval and gpu_bench are (default bin/ and
@@ -39,9 +42,10 @@ check $rc "four cells in one process on $dev (exit $rc, $((SECONDS - t0)) s)$( [
 n=0
 while read -r line; do
 	echo "$line" >"$tmp/one.ndjson"
-	"$bin/sb-train" -q --device "$dev" -d "$tmp/data" -o "$tmp/runsA" "$tmp/one.ndjson" >>"$tmp/A.out" 2>>"$tmp/A.err" || n=$((n + 1))
+	SB_ARENA_CHECK=1 "$bin/sb-train" -q --device "$dev" -d "$tmp/data" -o "$tmp/runsA" "$tmp/one.ndjson" \
+		>>"$tmp/A.out" 2>>"$tmp/A.err" || n=$((n + 1))
 done <"$cells"
-check $n "each cell alone on $dev ($n failed)"
+check $n "each cell alone on $dev with the arena check ($n failed)$(grep -m1 -o 'arena check (SB_ARENA_CHECK).*' "$tmp/A.err" | cut -c1-200 | sed 's/^/: /')"
 python3 - "$tmp" <<'EOF'
 import json, os, sys, filecmp
 tmp = sys.argv[1]

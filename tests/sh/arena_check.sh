@@ -3,7 +3,10 @@
 # arenas, checked after each training step and pass (lib/encoder.c). One allocation holds all
 # the buffers, so a kernel that writes past one buffer's end into the next is invisible to
 # ASan and to the CUDA emulator's guard pages; with the check it fails the run naming the
-# buffer. Here every normaliser, both architectures, images and text, two tiers, one and two
+# buffer. The encoder's parameter table (parameters, gradients, gradient slots, moments: one
+# allocation each, tensors packed) gets zones of zero bytes after every tensor as well, so its
+# tensors move and the checkpoints written tensor by tensor must still be the same bytes.
+# Here every normaliser, both architectures, images and text, two tiers, one and two
 # worker threads train and are evaluated with the check, and must give the same records and
 # checkpoints as without it (the zones change no result); so must the decoder (lib/lm_model.c:
 # the trainer's arenas and the decoding caches), trained and evaluated with every mask.

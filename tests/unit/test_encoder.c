@@ -316,6 +316,64 @@ static void test_alpha_download_error(void)
 	fixture_free(&f);
 }
 
+/* The parameter table's zones (sb_encoder_param_zone): none without the check; one per
+ * tensor with it, zero, in the parameters, gradients, both moments and each gradient slot
+ * (the dense tensors' only); a float written in one (at the first, a middle and the last
+ * tensor's zone) fails the next pass naming the tensor and the buffer, and no longer once
+ * restored. m0 was made without the check, m1 with it. */
+static void param_zone_cases(struct sb_encoder *m0, struct sb_encoder *m1, struct sb_backend *be,
+                             struct fixture *f, const uint32_t *idx)
+{
+	int nt = m1->ntensors, dense = m1->pzones_dense;
+	int nzone = 0;
+	while (sb_encoder_param_zone(m1, m1->params, nzone))
+		nzone++;
+	int nslot = 0;
+	if (m1->slots != m1->grads)
+		while (sb_encoder_param_zone(m1, m1->slots + m1->dstride, nslot))
+			nslot++;
+	/* text: the token table is the last tensor, outside the slots */
+	SB_CHECK(!sb_encoder_param_zone(m0, m0->params, 0) && nzone == nt && dense == nt - 1 &&
+	             m1->nslots_max > 1 && nslot == dense,
+	         "arena check: no parameter zones without SB_ARENA_CHECK; with it one per tensor (%d of %d) in the "
+	         "parameters, %d in each of the %d gradient slots (the dense tensors': %d)",
+	         nzone, nt, nslot, m1->nslots_max, dense);
+	struct {
+		float *base;
+		const char *name;
+		int n;
+	} buf[] = {{m1->params, "(the parameters)", nt},
+	           {m1->grads, "(the gradients)", nt},
+	           {m1->m, "(the first moments)", nt},
+	           {m1->v, "(the second moments)", nt},
+	           {m1->slots + m1->dstride, "(gradient slot 1)", dense}};
+	for (size_t k = 0; k < sizeof buf / sizeof buf[0]; k++) {
+		int at[3] = {0, buf[k].n / 2, buf[k].n - 1};
+		for (int j = 0; j < 3; j++) {
+			char *z = sb_encoder_param_zone(m1, buf[k].base, at[j]);
+			struct sb_err e1 = {0}, e2 = {0};
+			float orig = 0, bad = 1.0f / 1024; /* a small gradient's worth, as a kernel one too far adds */
+			if (!z) {
+				SB_CHECK(0, "arena check: zone %d of %s", at[j], buf[k].name);
+				continue;
+			}
+			be->ops->download(be, &orig, z + 4, 4, &e1);
+			be->ops->upload(be, z + 4, &bad, 4, &e1);
+			int rc = sb_encoder_forward(m1, &f->data, idx, 24, NULL, NULL, NULL, NULL, &e1);
+			be->ops->upload(be, z + 4, &orig, 4, &e2);
+			int rc2 = sb_encoder_forward(m1, &f->data, idx, 24, NULL, NULL, NULL, NULL, &e2);
+			char want[160];
+			/* 1/1024 = 0x3A800000: its first nonzero byte is the third */
+			snprintf(want, sizeof want, "after a forward pass: byte 6 past the end of the %zu-byte tensor %s %s",
+			         m1->pinfo[at[j]].numel * sizeof(float), m1->pinfo[at[j]].name, buf[k].name);
+			SB_CHECK(rc == SB_EINTERNAL && strstr(e1.msg, want) && orig == 0.0f && rc2 == 0,
+			         "arena check: a float written after tensor %d (%s) in %s is reported (rc %d: %s), and no "
+			         "longer once restored (rc %d)",
+			         at[j], m1->pinfo[at[j]].name, buf[k].name, rc, e1.msg, rc2);
+		}
+	}
+}
+
 /* SB_ARENA_CHECK: red zones after the activation buffers of each worker's arena. Without
  * the variable there are none; with it, training steps and passes give the same bits; a
  * byte written into a zone (as a kernel running past a buffer's end would) fails the next
@@ -370,11 +428,23 @@ static void test_arena_check(void)
 		bad |= sb_encoder_forward_backward(m[k], &f.data, idx, 24, &o, &r, &e) != 0;
 		bad |= sb_encoder_forward(m[k], &f.data, idx, 24, lg[k], NULL, NULL, NULL, &e) != 0;
 	}
-	SB_CHECK(!bad && !memcmp(m[0]->params, m[1]->params, m[0]->pstride * sizeof(float)) &&
-	             !memcmp(m[0]->grads, m[1]->grads, m[0]->pstride * sizeof(float)) && !memcmp(lg[0], lg[1], sizeof lg[0]),
+	/* tensor by tensor: with the check each is followed by its zone, so offsets differ */
+	int same = m[0]->ntensors == m[1]->ntensors, moved = 0;
+	for (int i = 0; same && i < m[0]->ntensors; i++) {
+		const struct sb_param_info *q0 = &m[0]->pinfo[i], *q1 = &m[1]->pinfo[i];
+		size_t nb = q0->numel * sizeof(float);
+		moved += q0->offset != q1->offset;
+		same = q0->numel == q1->numel && !memcmp(m[0]->params + q0->offset, m[1]->params + q1->offset, nb) &&
+		       !memcmp(m[0]->grads + q0->offset, m[1]->grads + q1->offset, nb) &&
+		       !memcmp(m[0]->m + q0->offset, m[1]->m + q1->offset, nb) &&
+		       !memcmp(m[0]->v + q0->offset, m[1]->v + q1->offset, nb);
+	}
+	SB_CHECK(!bad && same && moved == m[0]->ntensors - 1 && !memcmp(lg[0], lg[1], sizeof lg[0]),
 	         "arena check: three steps, a forward/backward pass and a forward pass give the same parameters, "
-	         "gradients and logits with red zones as without (%s)",
-	         bad ? e.msg : "ran");
+	         "gradients, moments and logits with red zones as without (%s; %d of %d tensors moved by the "
+	         "parameter zones)",
+	         bad ? e.msg : "ran", moved, m[0]->ntensors);
+	param_zone_cases(m[0], m[1], be, &f, idx);
 	for (int w = 0; w < 2; w++) {
 		int at[3] = {0, nz[w] / 2, nz[w] - 1};
 		for (int j = 0; j < 3; j++) {
