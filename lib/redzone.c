@@ -82,7 +82,10 @@ int sb_redzone_fill(struct sb_backend *be, void *base, const struct sb_redzones 
 		const struct sb_redzone *z = &rz->z[i];
 		for (size_t j = 0; j < z->len; j++)
 			b[j] = zone_byte(rz, z->off + j);
-		SB_TRY(be->ops->upload(be, (char *)base + z->off, b, z->len, err));
+		if (be)
+			SB_TRY(be->ops->upload(be, (char *)base + z->off, b, z->len, err));
+		else
+			memcpy((char *)base + z->off, b, z->len);
 	}
 	return 0;
 }
@@ -93,12 +96,16 @@ int sb_redzone_check(struct sb_backend *be, const void *base, const struct sb_re
 	unsigned char got[ZONE_MAX];
 	for (int i = 0; i < recorded(rz); i++) {
 		const struct sb_redzone *z = &rz->z[i];
-		SB_TRY(be->ops->download(be, got, (const char *)base + z->off, z->len, err));
+		if (be)
+			SB_TRY(be->ops->download(be, got, (const char *)base + z->off, z->len, err));
+		else
+			memcpy(got, (const char *)base + z->off, z->len);
 		for (size_t j = 0; j < z->len; j++)
 			if (got[j] != zone_byte(rz, z->off + j)) {
 				char buf[160];
 				if (z->what)
-					snprintf(buf, sizeof buf, "the %zu-byte tensor %s", z->bytes, z->what);
+					snprintf(buf, sizeof buf, "the %zu-byte %s %s", z->bytes,
+					         rz->noun ? rz->noun : "tensor", z->what);
 				else
 					snprintf(buf, sizeof buf, "the %zu-byte buffer of %s:%d", z->bytes,
 					         rz->file ? rz->file : "?", z->line);

@@ -30,6 +30,7 @@ struct sb_redzones {
 	int n, cap;
 	const char *file;      /* of the layout, for reports */
 	int zero;              /* the pattern is zero bytes, not the signalling NaN (below) */
+	const char *noun;      /* what a named zone's buffer is called in reports ("tensor" when NULL) */
 };
 
 /* Whether SB_ARENA_CHECK asks for red zones (set and not "0"). */
@@ -47,7 +48,8 @@ int sb_redzone_push(struct sb_redzones *rz, size_t off, size_t len, size_t bytes
 int sb_redzone_alloc(struct sb_redzones *rz);
 void sb_redzone_free(struct sb_redzones *rz);
 
-/* Write the pattern into every zone of the allocation at base (device memory). */
+/* Write the pattern into every zone of the allocation at base (device memory; host memory
+ * when be is NULL). */
 int sb_redzone_fill(struct sb_backend *be, void *base, const struct sb_redzones *rz, struct sb_err *err);
 
 /* SB_EINTERNAL naming the first zone written (and `after`, the pass just run, and `owner`,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redzone.h"
 #include "rng.h"
 
 void sb_sas_cfg_default(struct sb_sas_cfg *c)
@@ -175,7 +176,14 @@ struct sb_sas_ws {
 	/* backward scratch */
 	float *dx, *dh, *dq, *dk, *dv, *dout, *du, *dbias, *dqs, *dkb; /* */
 	void *mem;
+	struct sb_redzones rz; /* SB_ARENA_CHECK: a zone after each buffer of mem (redzone.h) */
 };
+
+/* the buffers of mem, in layout order (for the arena check's reports) */
+static const char *const ws_names[] = {
+    "x0",   "h1", "mu1",    "rs1",   "q",  "k",  "v",  "o",  "x1",   "bias", "p",  "h2",
+    "mu2",  "rs2", "u",     "a",     "x2", "hf", "muf", "rsf", "logits", "probs", "qs", "ks",
+    "kb",   "g",  "dx",     "dh",    "dq", "dk", "dv", "dout", "du", "dbias", "dqs", "dkb"};
 
 int sb_sas_ws_new(const struct sb_sas_model *m, struct sb_sas_ws **out, struct sb_err *err)
 {
@@ -209,22 +217,44 @@ int sb_sas_ws_new(const struct sb_sas_model *m, struct sb_sas_ws **out, struct s
 	                  &w->muf,  &w->rsf, &w->logits, &w->probs, &w->qs,   &w->ks, &w->kb,    &w->g,   &w->dx,
 	                  &w->dh,   &w->dq,  &w->dk,     &w->dv,    &w->dout, &w->du, &w->dbias, &w->dqs, &w->dkb};
 	size_t n = sizeof sizes / sizeof sizes[0], total = 0;
+	_Static_assert(sizeof sizes / sizeof sizes[0] == sizeof ws_names / sizeof ws_names[0], "a name per buffer");
+	/* packed; with SB_ARENA_CHECK each buffer is followed by a red zone (64-byte steps) */
+	w->rz = (struct sb_redzones){.on = sb_redzone_wanted(), .file = "lib/sas.c", .noun = "buffer"};
 	for (size_t i = 0; i < n; i++)
-		total += sizes[i];
-	w->mem = calloc(total, sizeof(float));
+		if (w->rz.on)
+			sb_redzone_take(&w->rz, &total, sizes[i] * sizeof(float), 0);
+		else
+			total += sizes[i] * sizeof(float);
+	w->mem = calloc(total ? total : 1, 1);
 	w->tok = calloc(T + 1, 1);
 	w->sel = calloc(T * nb, 1);
-	if (!w->mem || !w->tok || !w->sel) {
+	if (!w->mem || !w->tok || !w->sel || sb_redzone_alloc(&w->rz)) {
 		sb_sas_ws_free(w);
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	}
-	float *at = w->mem;
+	size_t off = 0;
 	for (size_t i = 0; i < n; i++) {
-		*ptrs[i] = at;
-		at += sizes[i];
+		if (w->rz.on) {
+			*ptrs[i] = (float *)((char *)w->mem + sb_redzone_take(&w->rz, &off, sizes[i] * sizeof(float), 0));
+			w->rz.z[w->rz.n - 1].what = ws_names[i];
+		} else {
+			*ptrs[i] = (float *)((char *)w->mem + off);
+			off += sizes[i] * sizeof(float);
+		}
 	}
+	SB_TRY(sb_redzone_fill(NULL, w->mem, &w->rz, err));
 	*out = w;
 	return 0;
+}
+
+int sb_sas_ws_check(const struct sb_sas_ws *ws, const char *after, struct sb_err *err)
+{
+	return sb_redzone_check(NULL, ws->mem, &ws->rz, after, "the SAS workspace", err);
+}
+
+void *sb_sas_ws_zone(const struct sb_sas_ws *ws, int i)
+{
+	return sb_redzone_at(ws->mem, &ws->rz, i);
 }
 
 void sb_sas_ws_free(struct sb_sas_ws *ws)
@@ -232,6 +262,7 @@ void sb_sas_ws_free(struct sb_sas_ws *ws)
 	if (!ws)
 		return;
 	free(ws->mem);
+	sb_redzone_free(&ws->rz);
 	free(ws->tok);
 	free(ws->sel);
 	free(ws);
@@ -781,7 +812,11 @@ int sb_sas_pretrain(struct sb_sas_model *m, const uint8_t *text, size_t n, const
 			sb_sas_forward(ws, m, text + st, SB_SAS_DENSE, &loss, NULL);
 			sb_sas_backward(ws, m, 1.0f / (float)p->pre_batch, g, NULL);
 			lsum += loss;
+			if ((rc = sb_sas_ws_check(ws, "a pretraining forward and backward pass", err)))
+				break;
 		}
+		if (rc)
+			break;
 		double loss = lsum / p->pre_batch;
 		double gn = sb_sas_clip(g, nf, p->pre_clip);
 		if (!isfinite(loss) || !isfinite(gn)) {
@@ -831,7 +866,11 @@ int sb_sas_train_selector(struct sb_sas_model *m, const uint8_t *text, size_t n,
 			/* the backbone is frozen: no gradient buffer for it at all */
 			sb_sas_backward(ws, m, 1.0f / (float)p->sel_batch, NULL, g);
 			lsum += loss;
+			if ((rc = sb_sas_ws_check(ws, "a selector forward and backward pass", err)))
+				break;
 		}
+		if (rc)
+			break;
 		double loss = lsum / p->sel_batch;
 		double gn = sb_sas_clip(g, m->n_sel, p->sel_clip);
 		if (!isfinite(loss) || !isfinite(gn)) {
@@ -866,12 +905,16 @@ int sb_sas_evaluate(const struct sb_sas_model *m, const uint8_t *text, size_t n,
 	struct sb_sas_ws *ws;
 	SB_TRY(sb_sas_ws_new(m, &ws, err));
 	double tot = 0;
-	for (int i = 0; i < windows; i++) {
+	int rc = 0;
+	for (int i = 0; i < windows && !rc; i++) {
 		double loss;
 		sb_sas_forward(ws, m, text + (size_t)i * T, mode, &loss, &r->obs);
 		tot += loss;
+		rc = sb_sas_ws_check(ws, "an evaluation forward pass", err);
 	}
 	sb_sas_ws_free(ws);
+	if (rc)
+		return rc;
 	r->windows = windows;
 	r->loss = tot / windows;
 	r->ppl = exp(fmin(r->loss, 20.0));

@@ -91,6 +91,12 @@ struct sb_sas_obs {
 struct sb_sas_ws;
 int sb_sas_ws_new(const struct sb_sas_model *m, struct sb_sas_ws **out, struct sb_err *err);
 void sb_sas_ws_free(struct sb_sas_ws *ws);
+/* SB_ARENA_CHECK (redzone.h): with it set when the workspace was made, each of its buffers
+ * (one allocation) is followed by a red zone; SB_EINTERNAL naming the buffer when one was
+ * written (pretraining, selector training and evaluation check after every window), 0
+ * otherwise or without the check. For tests: the address of zone i, NULL past the last. */
+int sb_sas_ws_check(const struct sb_sas_ws *ws, const char *after, struct sb_err *err);
+void *sb_sas_ws_zone(const struct sb_sas_ws *ws, int i);
 
 /* Forward one window tokens[T+1] (inputs 0..T-1, targets 1..T): *loss = mean
  * cross-entropy over the T targets. obs (may be NULL) is added to. */

@@ -9,7 +9,8 @@
 # Here every normaliser, both architectures, images and text, two tiers, one and two
 # worker threads train and are evaluated with the check, and must give the same records and
 # checkpoints as without it (the zones change no result); so must the decoder (lib/lm_model.c:
-# the trainer's arenas and the decoding caches), trained and evaluated with every mask.
+# the trainer's arenas and the decoding caches), trained and evaluated with every mask, and
+# make sas (lib/sas.c's workspace).
 # test_encoder's and test_lm_model's own cases plant a write in a zone and check the report;
 # tests/sh/cuda_emu_pipeline.sh runs the check on the emulated CUDA backend.
 . "$(dirname "$0")/../shlib.sh"
@@ -130,4 +131,47 @@ rc=$?
 [ "$(cat lmon.rc lmoff.rc)" = "$(printf '0\n0')" ] && [ $rc -eq 0 ]
 t_result $? "a CALA decoder trained (sb-train) and evaluated with every mask (sb-eval) with the red zones checked: the same records and checkpoint as without" \
 	"exit $(cat lmon.rc)/$(cat lmoff.rc); $(head -c 300 lmon.err | tr '\n' ' ') ${diff:+differ: $diff}"
+# SAS (PROTOCOL B): make sas's three seeds pretrain, train the selector and evaluate with the
+# workspace's red zones checked after every window (lib/sas.c), against the same without
+cat "$TOP"/README.md "$TOP"/docs/*.md >corpus.txt
+for k in on off; do
+	rm -rf "sas$k"
+	if [ $k = on ]; then export SB_ARENA_CHECK=1; else unset SB_ARENA_CHECK; fi
+	make -s -C "$TOP" sas SAS_OUT="$T/sas$k" SAS_CORPUS="docs=$T/corpus.txt" >"sas$k.out" 2>&1
+	echo $? >"sas$k.rc"
+done
+unset SB_ARENA_CHECK
+diff=$([ "$(cat sason.rc sasoff.rc)" = "$(printf '0\n0')" ] && /usr/bin/python3 - sason sasoff <<'PY'
+import filecmp, json, os, re, sys
+TIMING = re.compile(r"seconds|_ms|ms_|per_s|memory|time|argv|inputs|run_dir|path|sha256|hash")
+def strip(v):
+    if isinstance(v, dict):
+        return {k: strip(x) for k, x in v.items() if not TIMING.search(k)}
+    if isinstance(v, list):
+        return [strip(x) for x in v]
+    return v
+def recs(p):
+    return [strip(r) for r in map(json.loads, open(p)) if r.get("kind") != "run.meta"]
+a, b = sys.argv[1], sys.argv[2]
+bad, n = [], 0
+for root, _, files in os.walk(a):
+    for f in sorted(files):
+        pa = os.path.join(root, f)
+        pb = os.path.join(b, os.path.relpath(pa, a))
+        if f.endswith(".ndjson"):
+            n += 1
+            if not os.path.exists(pb) or recs(pa) != recs(pb):
+                bad.append(os.path.relpath(pa, a))
+        elif f.endswith(".safetensors"):
+            n += 1
+            if not os.path.exists(pb) or not filecmp.cmp(pa, pb, shallow=False):
+                bad.append(os.path.relpath(pa, a))
+print(" ".join(bad) if bad or n >= 9 else "only %d files compared" % n)
+sys.exit(1 if bad or n < 9 else 0)
+PY
+)
+rc=$?
+[ "$(cat sason.rc sasoff.rc)" = "$(printf '0\n0')" ] && [ $rc -eq 0 ]
+t_result $? "make sas (3 seeds: pretraining, selector training, evaluation) with the SAS workspace's red zones checked: the same records and checkpoints as without" \
+	"exit $(cat sason.rc)/$(cat sasoff.rc); $(tail -n 3 sason.out | tr '\n' ' ') ${diff:+differ: $diff}"
 t_done

@@ -730,6 +730,103 @@ static void test_resume_stale(void)
 		fprintf(stderr, "# could not remove %s\n", dir);
 }
 
+/* SB_ARENA_CHECK: a red zone after each of the workspace's 36 buffers (one allocation).
+ * Without the variable there are none; with it a sparse forward and backward pass gives
+ * the same logits and gradients, and an evaluation (which checks after every window) the
+ * same loss and statistics; a byte or an in-place float update in a zone (the first, a
+ * middle and the last) is reported naming the buffer, and no longer once restored. */
+static void test_arena_check(void)
+{
+	struct sb_sas_model *m = model(11, 4.0, 0.2);
+	int T = m->sc.T;
+	uint8_t tok[65];
+	random_tokens(tok, T + 1, 9);
+	struct sb_err err = {0};
+	const char *was = getenv("SB_ARENA_CHECK");
+	char *saved = was ? strdup(was) : NULL;
+	struct sb_sas_ws *ws[2] = {NULL, NULL};
+	uint8_t text[64 * 12 + 1];
+	random_tokens(text, (int)sizeof text, 4);
+	struct sb_sas_evalres ev[2];
+	unsetenv("SB_ARENA_CHECK");
+	int rc0 = sb_sas_ws_new(m, &ws[0], &err);
+	int re0 = sb_sas_evaluate(m, text, sizeof text, 12, SB_SAS_SPARSE, &ev[0], &err);
+	setenv("SB_ARENA_CHECK", "1", 1);
+	int rc1 = sb_sas_ws_new(m, &ws[1], &err);
+	int re1 = sb_sas_evaluate(m, text, sizeof text, 12, SB_SAS_SPARSE, &ev[1], &err);
+	if (saved)
+		setenv("SB_ARENA_CHECK", saved, 1);
+	else
+		unsetenv("SB_ARENA_CHECK");
+	free(saved);
+	SB_CHECK(rc0 == 0 && rc1 == 0, "sas arena check: two workspaces (%s)", err.msg);
+	if (rc0 || rc1)
+		return;
+	SB_CHECK(re0 == 0 && re1 == 0 && ev[0].loss == ev[1].loss && !memcmp(&ev[0].obs, &ev[1].obs, sizeof ev[0].obs),
+	         "sas arena check: 12 evaluation windows give the same loss (%.9g, %.9g) and statistics with the zones "
+	         "checked after each as without (rc %d, %d)",
+	         ev[0].loss, ev[1].loss, re0, re1);
+	int nz = 0;
+	while (sb_sas_ws_zone(ws[1], nz))
+		nz++;
+	SB_CHECK(!sb_sas_ws_zone(ws[0], 0) && nz == 36, "sas arena check: no zones without SB_ARENA_CHECK, 36 with it (%d)",
+	         nz);
+	size_t ng = m->lm->n_floats;
+	float *g[2] = {calloc(ng, sizeof(float)), calloc(ng, sizeof(float))};
+	float *gs[2] = {calloc(m->n_sel, sizeof(float)), calloc(m->n_sel, sizeof(float))};
+	double loss[2];
+	int same = 1;
+	for (int k = 0; k < 2; k++) {
+		sb_sas_forward(ws[k], m, tok, SB_SAS_SPARSE, &loss[k], NULL);
+		sb_sas_backward(ws[k], m, 1.0f, g[k], gs[k]);
+	}
+	same = loss[0] == loss[1] && !memcmp(sb_sas_logits(ws[0]), sb_sas_logits(ws[1]), (size_t)T * 256 * sizeof(float)) &&
+	       !memcmp(g[0], g[1], ng * sizeof(float)) && !memcmp(gs[0], gs[1], m->n_sel * sizeof(float));
+	int rc = sb_sas_ws_check(ws[1], "a test pass", &err);
+	SB_CHECK(same && rc == 0,
+	         "sas arena check: a sparse forward and backward pass gives the same loss, logits and gradients with the "
+	         "zones as without, and leaves them intact (rc %d %s)",
+	         rc, rc ? err.msg : "");
+	static const char *const names[3] = {"x0", "logits", "dkb"};
+	int at[3] = {0, 20, 35};
+	for (int j = 0; j < 3; j++)
+		for (int kind = 0; kind < 2; kind++) {
+			unsigned char *z = sb_sas_ws_zone(ws[1], at[j]);
+			size_t skip = kind ? (size_t)(-(uintptr_t)z & 3) : 0;
+			unsigned char orig[4], bad[4];
+			memcpy(orig, z + skip, 4);
+			memcpy(bad, orig, 4);
+			if (kind) {
+				float x;
+				memcpy(&x, orig, 4);
+				volatile float one = 1.0f;
+				x += one;
+				memcpy(bad, &x, 4);
+			} else {
+				bad[0] ^= 0x01;
+			}
+			memcpy(z + skip, bad, 4);
+			struct sb_err e1 = {0}, e2 = {0};
+			int r1 = sb_sas_ws_check(ws[1], "a test pass", &e1);
+			memcpy(z + skip, orig, 4);
+			int r2 = sb_sas_ws_check(ws[1], "a test pass", &e2);
+			char want[120];
+			snprintf(want, sizeof want, "byte %zu past the end of the ", skip + (kind ? 2 : 0));
+			char wb[60];
+			snprintf(wb, sizeof wb, "-byte buffer %s (the SAS workspace)", names[j]);
+			SB_CHECK(r1 == SB_EINTERNAL && strstr(e1.msg, want) && strstr(e1.msg, wb) && r2 == 0,
+			         "sas arena check: %s the zone after %s is reported (rc %d: %s), and no longer once restored "
+			         "(rc %d)",
+			         kind ? "a float updated in place (+= 1) in" : "a byte changed in", names[j], r1, e1.msg, r2);
+		}
+	for (int k = 0; k < 2; k++) {
+		free(g[k]);
+		free(gs[k]);
+		sb_sas_ws_free(ws[k]);
+	}
+	sb_sas_model_free(m);
+}
+
 int main(void)
 {
 	struct sb_err err = {0};
@@ -740,6 +837,7 @@ int main(void)
 	test_count();
 	test_dense_vs_lm();
 	test_mask();
+	test_arena_check();
 	test_selector_fd();
 	test_frozen();
 	test_pretrain_learns();
