@@ -190,6 +190,11 @@ void sb_n3a_model_init(struct sb_n3a_model *m, uint64_t seed);
 int sb_n3a_model_forward(struct sb_n3a_model *m, int arm, const struct sb_n3a_op *op, const struct sb_n3a_data *d,
 			 const uint32_t *idx, int B, int backward, const uint32_t *perm, double *loss, double *w_out,
 			 double *logit_out, struct sb_err *err);
+/* SB_ARENA_CHECK set when the model was made (redzone.h): the 64-byte slack after each of
+ * its buffers (parameters, gradients, activations, scratch) holds a red zone, and
+ * sb_n3a_model_forward fails (SB_EINTERNAL, naming the buffer) once one was written. For
+ * tests: the address of zone i (allocation order), NULL past the last or without the check. */
+void *sb_n3a_model_zone(const struct sb_n3a_model *m, int i);
 
 /* Evaluation on the whole split (spec §2.8), in chunks of bmax examples, the arm's own
  * forward: mean BCE, accuracy (logit >= 0 vs y), mean relevant mass sum w z, mean

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend_cpu_simd.h" /* the CPU backend's vectors: N3-A runs on it only */
+#include "redzone.h"
 #include "rng.h"
 
 /* ------------------------------------------------------------------ task */
@@ -220,6 +221,7 @@ struct lacts { /* one encoder layer's saved activations */
  * sum, LayerNorm's dw and db: each pass continues the stored float), so the results are
  * those of one pass over the batch bit for bit. */
 #define N3A_CHUNK 16
+#define N3A_ZMAX 64 /* allocations with a red zone (SB_ARENA_CHECK): 45 in a transformer */
 
 struct sb_n3a_model {
 	struct sb_backend *be;
@@ -244,6 +246,10 @@ struct sb_n3a_model {
 	/* float64 readout */
 	double *s64, *w, *ds, *logit;
 	struct sb_n3a_row *st;
+	/* SB_ARENA_CHECK (redzone.h): the 64-byte slack after each allocation above holds a
+	 * red zone, checked after every forward (and backward) pass */
+	struct sb_redzones rz;
+	char zname[N3A_ZMAX][32];
 };
 
 static void add_tensor(struct sb_n3a_model *m, const char *name, size_t size, enum init_kind k, int fan_in,
@@ -355,6 +361,7 @@ void sb_n3a_model_free(struct sb_n3a_model *m)
 {
 	if (!m)
 		return;
+	sb_redzone_free(&m->rz);
 	if (m->arch == SB_N3A_TRANSFORMER)
 		m->h = NULL; /* an alias of U[LAYERS] */
 	float **fl[] = {&m->p, &m->g, &m->x, &m->v, &m->y, &m->s, &m->ds_f, &m->h1, &m->g1, &m->h2, &m->h,
@@ -376,6 +383,34 @@ void sb_n3a_model_free(struct sb_n3a_model *m)
 	free(m->logit);
 	free(m->st);
 	free(m);
+}
+
+/* One buffer of count floats and 64 bytes of slack, which holds a red zone with the check
+ * (named after the field, "layer L's" for a layer's). */
+static int al(struct sb_n3a_model *m, float **ptr, size_t count, const char *field, int layer)
+{
+	*ptr = sb_be_alloc(m->be, count * sizeof(float) + 64);
+	if (!*ptr)
+		return 1;
+	if (!m->rz.on)
+		return 0;
+	if (m->rz.n >= N3A_ZMAX)
+		return 1;
+	const char *f = strstr(field, "->");
+	f = f ? f + 2 : field;
+	char *nm = m->zname[m->rz.n];
+	if (layer >= 0)
+		snprintf(nm, sizeof m->zname[0], "layer %d's %.*s", layer, (int)strcspn(f, "["), f);
+	else
+		snprintf(nm, sizeof m->zname[0], "%s", f);
+	struct sb_err e = {0};
+	struct sb_redzones one;
+	if (sb_redzone_push_at(&m->rz, (char *)*ptr + count * sizeof(float), 64, count * sizeof(float), nm))
+		return 1;
+	one = m->rz;
+	one.z += one.n - 1;
+	one.n = one.cap = 1;
+	return sb_redzone_fill(m->be, NULL, &one, &e) != 0;
 }
 
 int sb_n3a_model_new(struct sb_backend *be, int arch, int n, int r, int bmax, struct sb_n3a_model **out,
@@ -405,7 +440,9 @@ int sb_n3a_model_new(struct sb_backend *be, int arch, int n, int r, int bmax, st
 	SB_TRY(sb_norm_parse("softmax", 0, &m->softmax, err));
 	size_t M = (size_t)bmax * n, D = SB_N3A_WIDTH, F = SB_N3A_FF, NH = SB_N3A_HEADS;
 	int oom = 0;
-#define AL(ptr, count) oom |= !((ptr) = sb_be_alloc(be, (count) * sizeof(float) + 64))
+	m->rz = (struct sb_redzones){.on = sb_redzone_wanted(), .file = "lib/n3a_model.c", .noun = "buffer"};
+#define AL(ptr, count) oom |= al(m, &(ptr), (count), #ptr, -1)
+#define ALL(ptr, count) oom |= al(m, &(ptr), (count), #ptr, l)
 	AL(m->p, m->np);
 	AL(m->g, m->np);
 	AL(m->x, M * SB_N3A_FEAT);
@@ -422,24 +459,24 @@ int sb_n3a_model_new(struct sb_backend *be, int arch, int n, int r, int bmax, st
 		AL(m->h, M * D);
 	} else {
 		for (int l = 0; l <= SB_N3A_LAYERS; l++)
-			AL(m->U[l], M * D);
+			ALL(m->U[l], M * D);
 		for (int l = 0; l < SB_N3A_LAYERS; l++) {
 			struct lacts *a = &m->A[l];
 			size_t TT = (size_t)bmax * NH * n * n;
-			AL(a->a, M * D);
-			AL(a->mean1, M);
-			AL(a->rstd1, M);
-			AL(a->qkv, M * 3 * D);
-			AL(a->S, TT);
-			AL(a->P, TT);
-			AL(a->aux, (size_t)bmax * NH * n * SB_NORM_AUX);
-			AL(a->att, M * D);
-			AL(a->u1, M * D);
-			AL(a->c, M * D);
-			AL(a->mean2, M);
-			AL(a->rstd2, M);
-			AL(a->fpre, M * F);
-			AL(a->f, M * F);
+			ALL(a->a, M * D);
+			ALL(a->mean1, M);
+			ALL(a->rstd1, M);
+			ALL(a->qkv, M * 3 * D);
+			ALL(a->S, TT);
+			ALL(a->P, TT);
+			ALL(a->aux, (size_t)bmax * NH * n * SB_NORM_AUX);
+			ALL(a->att, M * D);
+			ALL(a->u1, M * D);
+			ALL(a->c, M * D);
+			ALL(a->mean2, M);
+			ALL(a->rstd2, M);
+			ALL(a->fpre, M * F);
+			ALL(a->f, M * F);
 		}
 		size_t MC = (size_t)(bmax < N3A_CHUNK ? bmax : N3A_CHUNK) * n; /* the backward's chunk */
 		AL(m->da, MC * D);
@@ -449,6 +486,7 @@ int sb_n3a_model_new(struct sb_backend *be, int arch, int n, int r, int bmax, st
 		AL(m->datt, MC * D);
 	}
 #undef AL
+#undef ALL
 	m->s64 = malloc(M * sizeof(double));
 	m->w = malloc(M * sizeof(double));
 	m->ds = malloc(M * sizeof(double));
@@ -659,9 +697,9 @@ static void gather(struct sb_n3a_model *m, const struct sb_n3a_data *d, const ui
 	}
 }
 
-int sb_n3a_model_forward(struct sb_n3a_model *m, int arm, const struct sb_n3a_op *op, const struct sb_n3a_data *d,
-			 const uint32_t *idx, int B, int backward, const uint32_t *perm, double *loss, double *w_out,
-			 double *logit_out, struct sb_err *err)
+static int forward_pass(struct sb_n3a_model *m, int arm, const struct sb_n3a_op *op, const struct sb_n3a_data *d,
+			const uint32_t *idx, int B, int backward, const uint32_t *perm, double *loss, double *w_out,
+			double *logit_out, struct sb_err *err)
 {
 	if (B < 1 || B > m->bmax || d->n != m->n || op->n != m->n)
 		return SB_ERR(err, SB_EINTERNAL, "n3a forward: B %d (max %d), n %d/%d/%d", B, m->bmax, d->n, m->n, op->n);
@@ -724,6 +762,20 @@ int sb_n3a_model_forward(struct sb_n3a_model *m, int arm, const struct sb_n3a_op
 	if (!isfinite(ss))
 		return SB_ERR(err, SB_EVERDICT, "NON_FINITE_GRADIENT: parameter gradient sum of squares %g", ss);
 	return 0;
+}
+
+int sb_n3a_model_forward(struct sb_n3a_model *m, int arm, const struct sb_n3a_op *op, const struct sb_n3a_data *d,
+			 const uint32_t *idx, int B, int backward, const uint32_t *perm, double *loss, double *w_out,
+			 double *logit_out, struct sb_err *err)
+{
+	SB_TRY(forward_pass(m, arm, op, d, idx, B, backward, perm, loss, w_out, logit_out, err));
+	return sb_redzone_check(m->be, NULL, &m->rz, backward ? "a forward and backward pass" : "a forward pass",
+	                        "the N3-A model", err);
+}
+
+void *sb_n3a_model_zone(const struct sb_n3a_model *m, int i)
+{
+	return sb_redzone_at(NULL, &m->rz, i);
 }
 
 int sb_n3a_model_eval(struct sb_n3a_model *m, int arm, const struct sb_n3a_op *op, const struct sb_n3a_data *d,

@@ -33,7 +33,7 @@ size_t sb_redzone_take(struct sb_redzones *rz, size_t *off, size_t bytes, int li
 	if (rz && rz->on) {
 		r += 64;
 		if (rz->z && rz->n < rz->cap)
-			rz->z[rz->n] = (struct sb_redzone){o + bytes, r - bytes, bytes, line, NULL};
+			rz->z[rz->n] = (struct sb_redzone){o + bytes, r - bytes, bytes, line, NULL, NULL};
 		rz->n++;
 	}
 	*off += r;
@@ -52,8 +52,22 @@ int sb_redzone_push(struct sb_redzones *rz, size_t off, size_t len, size_t bytes
 		rz->z = p;
 		rz->cap = cap;
 	}
-	rz->z[rz->n++] = (struct sb_redzone){off, len, bytes, 0, what};
+	rz->z[rz->n++] = (struct sb_redzone){off, len, bytes, 0, what, NULL};
 	return 0;
+}
+
+int sb_redzone_push_at(struct sb_redzones *rz, void *at, size_t len, size_t bytes, const char *what)
+{
+	if (sb_redzone_push(rz, 0, len, bytes, what))
+		return -1;
+	rz->z[rz->n - 1].at = at;
+	return 0;
+}
+
+/* where zone z of the allocation at base is */
+static char *zone_addr(const void *base, const struct sb_redzone *z)
+{
+	return z->at ? z->at : (char *)base + z->off;
 }
 
 int sb_redzone_alloc(struct sb_redzones *rz)
@@ -83,9 +97,9 @@ int sb_redzone_fill(struct sb_backend *be, void *base, const struct sb_redzones 
 		for (size_t j = 0; j < z->len; j++)
 			b[j] = zone_byte(rz, z->off + j);
 		if (be)
-			SB_TRY(be->ops->upload(be, (char *)base + z->off, b, z->len, err));
+			SB_TRY(be->ops->upload(be, zone_addr(base, z), b, z->len, err));
 		else
-			memcpy((char *)base + z->off, b, z->len);
+			memcpy(zone_addr(base, z), b, z->len);
 	}
 	return 0;
 }
@@ -97,9 +111,9 @@ int sb_redzone_check(struct sb_backend *be, const void *base, const struct sb_re
 	for (int i = 0; i < recorded(rz); i++) {
 		const struct sb_redzone *z = &rz->z[i];
 		if (be)
-			SB_TRY(be->ops->download(be, got, (const char *)base + z->off, z->len, err));
+			SB_TRY(be->ops->download(be, got, zone_addr(base, z), z->len, err));
 		else
-			memcpy(got, (const char *)base + z->off, z->len);
+			memcpy(got, zone_addr(base, z), z->len);
 		for (size_t j = 0; j < z->len; j++)
 			if (got[j] != zone_byte(rz, z->off + j)) {
 				char buf[160];
@@ -122,5 +136,5 @@ void *sb_redzone_at(const void *base, const struct sb_redzones *rz, int i)
 {
 	if (i < 0 || i >= recorded(rz))
 		return NULL;
-	return (char *)base + rz->z[i].off;
+	return zone_addr(base, &rz->z[i]);
 }

@@ -22,6 +22,7 @@ struct sb_redzone {
 	size_t bytes;     /* what the buffer before it asked for */
 	int line;         /* where the layout took that buffer */
 	const char *what; /* or the buffer's name (a parameter tensor), NULL for a layout line */
+	char *at;         /* set: the zone is here (a separate allocation's), whatever the base */
 };
 
 struct sb_redzones {
@@ -43,6 +44,9 @@ size_t sb_redzone_take(struct sb_redzones *rz, size_t *off, size_t bytes, int li
 /* A zone of len bytes at off after the `bytes`-byte buffer `what` (its name must outlive rz),
  * for a layout that is not bumped; -1 when out of memory or len is over 128 bytes. */
 int sb_redzone_push(struct sb_redzones *rz, size_t off, size_t len, size_t bytes, const char *what);
+/* The same for the zone of len bytes at `at`, the slack after a separate allocation of
+ * `bytes` bytes (fill, check and at take the zone's own address, any base). */
+int sb_redzone_push_at(struct sb_redzones *rz, void *at, size_t len, size_t bytes, const char *what);
 
 /* After a counting pass: room for its n zones (rz->n back to 0 for the real pass). */
 int sb_redzone_alloc(struct sb_redzones *rz);

@@ -9,8 +9,8 @@
 # Here every normaliser, both architectures, images and text, two tiers, one and two
 # worker threads train and are evaluated with the check, and must give the same records and
 # checkpoints as without it (the zones change no result); so must the decoder (lib/lm_model.c:
-# the trainer's arenas and the decoding caches), trained and evaluated with every mask, and
-# make sas (lib/sas.c's workspace).
+# the trainer's arenas and the decoding caches), trained and evaluated with every mask,
+# make sas (lib/sas.c's workspace) and two N3-A cells (lib/n3a_model.c's buffers' slack).
 # test_encoder's and test_lm_model's own cases plant a write in a zone and check the report;
 # tests/sh/cuda_emu_pipeline.sh runs the check on the emulated CUDA backend.
 . "$(dirname "$0")/../shlib.sh"
@@ -174,4 +174,38 @@ rc=$?
 [ "$(cat sason.rc sasoff.rc)" = "$(printf '0\n0')" ] && [ $rc -eq 0 ]
 t_result $? "make sas (3 seeds: pretraining, selector training, evaluation) with the SAS workspace's red zones checked: the same records and checkpoints as without" \
 	"exit $(cat sason.rc)/$(cat sasoff.rc); $(tail -n 3 sason.out | tr '\n' ' ') ${diff:+differ: $diff}"
+# N3-A (PROTOCOL A8): a query and a transformer cell (main arms, forks, evaluations) with the
+# red zones in their buffers' slack checked after every pass, against the same without
+SMALL='"train":256,"validation":96,"batch":32,"updates":16,"eval_steps":[0,4,8,12,16],"parents":[8],"fork_updates":4'
+{
+	echo "{\"family\":\"n3a\",\"arch\":\"query\",\"r\":16,\"seed\":64000,$SMALL}"
+	echo "{\"family\":\"n3a\",\"arch\":\"transformer\",\"r\":4,\"seed\":64001,$SMALL}"
+} >n3a.ndjson
+rm -rf n3aon n3aoff
+SB_ARENA_CHECK=1 sb-train -q -o n3aon n3a.ndjson >n3aon.out 2>n3aon.err
+rc1=$?
+sb-train -q -o n3aoff n3a.ndjson >n3aoff.out 2>n3aoff.err
+rc2=$?
+diff=$([ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && /usr/bin/python3 - n3aon n3aoff <<'PY'
+import json, os, re, sys
+TIMING = re.compile(r"seconds|_ms|ms_|per_s|memory|time|argv|run_dir|path")
+def recs(p):
+    return [{k: v for k, v in r.items() if not TIMING.search(k)} for r in map(json.loads, open(p)) if r.get("kind") != "run.meta"]
+a, b = sys.argv[1], sys.argv[2]
+ids = sorted(os.listdir(a))
+bad = [] if ids == sorted(os.listdir(b)) and len(ids) == 2 else ["runs %s vs %s" % (ids, sorted(os.listdir(b)))]
+n = 0
+for i in ids:
+    ra, rb = recs(os.path.join(a, i, "n3a.ndjson")), recs(os.path.join(b, i, "n3a.ndjson"))
+    n += len(ra)
+    if ra != rb:
+        bad.append(i)
+print(" ".join(bad) if bad else "%d records" % n)
+sys.exit(1 if bad or n < 20 else 0)
+PY
+)
+rc=$?
+[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc -eq 0 ]
+t_result $? "N3-A query and transformer cells with the red zones in their buffers' slack checked: the same records as without ($diff)" \
+	"exit $rc1/$rc2; $(head -c 300 n3aon.err | tr '\n' ' ')"
 t_done

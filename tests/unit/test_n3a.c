@@ -775,6 +775,84 @@ static void test_registered(void)
 	}
 }
 
+/* SB_ARENA_CHECK: the 64-byte slack after each of the model's buffers holds a red zone.
+ * None without the variable; with it (transformer: 45 buffers) a forward and backward pass
+ * gives the same loss, routing weights and gradients; a byte or a float updated in place
+ * in a zone (the first, a layer's and the last buffer's) fails the next pass naming the
+ * buffer, and no longer once restored. */
+static void test_arena_check(void)
+{
+	struct sb_n3a_model *m[2] = {NULL, NULL};
+	struct sb_n3a_data d;
+	struct sb_err err = {0};
+	const char *was = getenv("SB_ARENA_CHECK");
+	char *saved = was ? strdup(was) : NULL;
+	unsetenv("SB_ARENA_CHECK");
+	int rc = sb_n3a_model_new(BE, SB_N3A_TRANSFORMER, 32, 4, 8, &m[0], &err);
+	setenv("SB_ARENA_CHECK", "1", 1);
+	rc |= sb_n3a_model_new(BE, SB_N3A_TRANSFORMER, 32, 4, 8, &m[1], &err);
+	if (saved)
+		setenv("SB_ARENA_CHECK", saved, 1);
+	else
+		unsetenv("SB_ARENA_CHECK");
+	free(saved);
+	rc |= sb_n3a_data_make(&d, 7, 4, "train", 8, 32, &err);
+	if (!SB_CHECK(!rc, "n3a arena check: two transformer models and data (%s)", err.msg))
+		return;
+	int nz = 0;
+	while (sb_n3a_model_zone(m[1], nz))
+		nz++;
+	/* 9 shared buffers, the residual stream's L + 1, 14 per layer, 5 of backward scratch */
+	int want = 9 + (SB_N3A_LAYERS + 1) + 14 * SB_N3A_LAYERS + 5;
+	SB_CHECK(!sb_n3a_model_zone(m[0], 0) && nz == want,
+	         "n3a arena check: no zones without SB_ARENA_CHECK, one per buffer with it (%d, want %d)", nz, want);
+	uint32_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+	struct sb_n3a_op op = OP;
+	double loss[2], w[2][8 * 32];
+	int bad = 0;
+	for (int k = 0; k < 2; k++) {
+		sb_n3a_model_init(m[k], 11);
+		bad |= sb_n3a_model_forward(m[k], SB_N3A_S, &op, &d, idx, 8, 1, NULL, &loss[k], w[k], NULL, &err) != 0;
+	}
+	size_t np = sb_n3a_model_nparams(m[0]);
+	SB_CHECK(!bad && loss[0] == loss[1] && !memcmp(w[0], w[1], sizeof w[0]) &&
+	             !memcmp(sb_n3a_model_grads(m[0]), sb_n3a_model_grads(m[1]), np * sizeof(float)),
+	         "n3a arena check: a forward and backward pass gives the same loss (%.17g, %.17g), weights and "
+	         "gradients with the zones checked as without (%s)",
+	         loss[0], loss[1], bad ? err.msg : "ran");
+	int at[3] = {0, 20, nz - 1};
+	for (int j = 0; j < 3; j++)
+		for (int kind = 0; kind < 2; kind++) {
+			unsigned char *z = sb_n3a_model_zone(m[1], at[j]);
+			unsigned char orig[4], badb[4];
+			memcpy(orig, z, 4);
+			memcpy(badb, orig, 4);
+			if (kind) {
+				float x;
+				memcpy(&x, orig, 4);
+				volatile float one = 1.0f;
+				x += one;
+				memcpy(badb, &x, 4);
+			} else {
+				badb[0] ^= 0x01;
+			}
+			memcpy(z, badb, 4);
+			struct sb_err e1 = {0}, e2 = {0};
+			double l;
+			int r1 = sb_n3a_model_forward(m[1], SB_N3A_S, &op, &d, idx, 8, 0, NULL, &l, NULL, NULL, &e1);
+			memcpy(z, orig, 4);
+			int r2 = sb_n3a_model_forward(m[1], SB_N3A_S, &op, &d, idx, 8, 0, NULL, &l, NULL, NULL, &e2);
+			char want[80];
+			snprintf(want, sizeof want, "after a forward pass: byte %d past the end of the ", kind ? 2 : 0);
+			SB_CHECK(r1 == SB_EINTERNAL && strstr(e1.msg, want) && strstr(e1.msg, "(the N3-A model)") && r2 == 0,
+			         "n3a arena check: %s zone %d is reported (rc %d: %s), and no longer once restored (rc %d)",
+			         kind ? "a float updated in place (+= 1) in" : "a byte changed in", at[j], r1, e1.msg, r2);
+		}
+	sb_n3a_data_free(&d);
+	sb_n3a_model_free(m[0]);
+	sb_n3a_model_free(m[1]);
+}
+
 int main(void)
 {
 	test_registered();
@@ -789,6 +867,7 @@ int main(void)
 	if (!SB_CHECK(!sb_backend_cpu_open(1, &BE, &err), "CPU backend (%s)", err.msg))
 		return sb_test_done();
 	test_init();
+	test_arena_check();
 	test_router_fd(SB_N3A_QUERY, SB_N3A_D, 4);
 	test_router_fd(SB_N3A_QUERY, SB_N3A_L, 4);
 	test_router_fd(SB_N3A_TRANSFORMER, SB_N3A_L, 4);
