@@ -114,7 +114,12 @@ int sb_sas_model_init(struct sb_sas_model *m, uint64_t seed, struct sb_err *err)
 
 size_t sb_sas_param_count(const struct sb_sas_model *m)
 {
-	return m->lm->n_floats + m->n_sel;
+	/* the tensors' elements (n_floats counts the layout's 16-float alignment too; the two
+	 * agree for PROTOCOL B's backbone, whose every tensor is a multiple of 16) */
+	size_t n = m->n_sel;
+	for (int i = 0; i < m->lm->n_params; i++)
+		n += m->lm->params[i].numel;
+	return n;
 }
 
 int sb_sas_model_to_tensors(const struct sb_sas_model *m, struct sb_tensors *ts, struct sb_err *err)
