@@ -387,7 +387,7 @@ static struct sb_encoder_arena *arena_new(struct sb_encoder *m)
 	return a;
 }
 
-static int param_zones_check(struct sb_encoder *m, const char *after, struct sb_err *err);
+static int param_zones_each(struct sb_encoder *m, const char *after, struct sb_err *err);
 
 /* The red zones still hold their bytes (SB_ARENA_CHECK); `after` names what just ran. */
 static int arena_verify(struct sb_encoder *m, const char *after, struct sb_err *err)
@@ -399,7 +399,7 @@ static int arena_verify(struct sb_encoder *m, const char *after, struct sb_err *
 		snprintf(owner, sizeof owner, "worker %d's arena", w);
 		SB_TRY(sb_redzone_check(m->be, m->arena[w]->base, &m->arena[w]->rz, after, owner, err));
 	}
-	return param_zones_check(m, after, err);
+	return m->pzones ? param_zones_each(m, after, err) : 0;
 }
 
 /* The buffers laid out like the parameter table (param_zones): their bases, names and
@@ -435,7 +435,8 @@ static struct sb_redzones pz_of(const struct sb_encoder *m, int dense)
 	return r;
 }
 
-static int param_zones_fill(struct sb_encoder *m, struct sb_err *err)
+/* Fill the zones of every buffer laid out like the table (after NULL), or check them */
+static int param_zones_each(struct sb_encoder *m, const char *after, struct sb_err *err)
 {
 	float *base[PZ_BUFS_MAX];
 	char name[PZ_BUFS_MAX][32];
@@ -443,20 +444,8 @@ static int param_zones_fill(struct sb_encoder *m, struct sb_err *err)
 	int n = pz_buffers(m, base, name, dense);
 	for (int k = 0; k < n; k++) {
 		struct sb_redzones r = pz_of(m, dense[k]);
-		SB_TRY(sb_redzone_fill(m->be, base[k], &r, err));
-	}
-	return 0;
-}
-
-static int param_zones_check(struct sb_encoder *m, const char *after, struct sb_err *err)
-{
-	float *base[PZ_BUFS_MAX];
-	char name[PZ_BUFS_MAX][32];
-	int dense[PZ_BUFS_MAX];
-	int n = pz_buffers(m, base, name, dense);
-	for (int k = 0; k < n; k++) {
-		struct sb_redzones r = pz_of(m, dense[k]);
-		SB_TRY(sb_redzone_check(m->be, base[k], &r, after, name[k], err));
+		SB_TRY(after ? sb_redzone_check(m->be, base[k], &r, after, name[k], err)
+		             : sb_redzone_fill(m->be, base[k], &r, err));
 	}
 	return 0;
 }
@@ -577,7 +566,7 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 	}
 	sb_encoder_ptrs(m, m->params, &m->p);
 	sb_encoder_ptrs(m, m->grads, &m->g);
-	if ((m->pzones && (rc = param_zones_fill(m, err))) || (rc = acc_reset(m, err))) {
+	if ((m->pzones && (rc = param_zones_each(m, NULL, err))) || (rc = acc_reset(m, err))) {
 		sb_encoder_free(m);
 		return rc;
 	}

@@ -87,6 +87,45 @@ static inline int sb_check_closef(const char *name, const float *got, const floa
 	return r;
 }
 
+/* What a stray write leaves in the 4 bytes orig of a red zone: kind 0 flips the low bit of
+ * the first byte; kind 1 reads them as a float and adds 1 in place (x += 1, as a kernel
+ * running one element too far would: a signalling NaN pattern turns quiet). */
+static inline void sb_test_zone_hit(unsigned char bad[4], const unsigned char orig[4], int kind)
+{
+	memcpy(bad, orig, 4);
+	if (kind) {
+		float x;
+		memcpy(&x, orig, 4);
+		volatile float one = 1.0f;
+		x += one;
+		memcpy(bad, &x, 4);
+	} else {
+		bad[0] ^= 0x01;
+	}
+}
+
+/* A variable of the environment set to value (unset with NULL) for a while: returns the
+ * value it had (malloc'd, NULL when unset), which sb_test_env_restore puts back. */
+static inline char *sb_test_env_set(const char *name, const char *value)
+{
+	const char *was = getenv(name);
+	char *saved = was ? strdup(was) : NULL;
+	if (value)
+		setenv(name, value, 1);
+	else
+		unsetenv(name);
+	return saved;
+}
+
+static inline void sb_test_env_restore(const char *name, char *saved)
+{
+	if (saved)
+		setenv(name, saved, 1);
+	else
+		unsetenv(name);
+	free(saved);
+}
+
 static inline int sb_test_done(void)
 {
 	printf("%d passed, %d failed\n", sb_t_n - sb_t_fail, sb_t_fail);

@@ -22,32 +22,31 @@ t_result $rc "test_encoder with SB_ARENA_CHECK=1: every model case checks its re
 /usr/bin/python3 "$TOP/tests/fixtures/m3/gen_data.py" data ga
 sb-fetch -q -o data synthetic_marker >/dev/null 2>fetch.err
 t_result $? "sb-fetch synthetic_marker (text, 97 tokens)" "$(cat fetch.err)"
-same() { # records (timing aside) and checkpoints of two runs directories
-	/usr/bin/python3 - "$1" "$2" <<'PY'
-import filecmp, json, os, sys
-T = ("seconds", "samples_per_s", "train_seconds", "wall_seconds", "peak_memory_mb", "time", "time_unix_s",
-     "start_time", "start_unix_s", "argv", "train_cpu_seconds", "eval_seconds")
+same() { # A B MIN: the records (timing, memory and paths aside) and checkpoints of two output
+	# trees, every .ndjson and .safetensors file under them, at least MIN files compared
+	/usr/bin/python3 - "$@" <<'PY'
+import filecmp, json, os, re, sys
+TIMING = re.compile(r"seconds|_ms|ms_|speedup|per_s|memory|time|argv|inputs|run_dir|path|sha256")
+def strip(v):
+    if isinstance(v, dict):
+        return {k: strip(x) for k, x in v.items() if not TIMING.search(k)}
+    if isinstance(v, list):
+        return [strip(x) for x in v]
+    return v
 def recs(p):
-    out = []
-    for line in open(p):
-        r = json.loads(line)
-        if r.get("kind") == "run.meta":
-            continue
-        for k in T:
-            r.pop(k, None)
-        out.append(r)
-    return out
-a, b = sys.argv[1], sys.argv[2]
-ids = sorted(os.listdir(a))
-bad = [] if ids == sorted(os.listdir(b)) and ids else ["runs %s vs %s" % (ids, sorted(os.listdir(b)))]
-for i in ids:
-    for f in sorted(os.listdir(os.path.join(a, i))):
-        pa, pb = os.path.join(a, i, f), os.path.join(b, i, f)
-        if f.endswith(".ndjson"):
-            if recs(pa) != recs(pb):
-                bad.append(i + "/" + f)
-        elif f.endswith(".safetensors") and not filecmp.cmp(pa, pb, shallow=False):
-            bad.append(i + "/" + f)
+    return [strip(r) for r in map(json.loads, open(p)) if r.get("kind") not in ("run.meta", "lm.efficiency")]
+def files(top):
+    return sorted(os.path.relpath(os.path.join(d, f), top) for d, _, fs in os.walk(top) for f in fs
+                  if f.endswith((".ndjson", ".safetensors")))
+a, b, least = sys.argv[1], sys.argv[2], int(sys.argv[3])
+fa, fb = files(a), files(b)
+bad = [] if fa == fb else ["files: %s vs %s" % (sorted(set(fa) - set(fb))[:2], sorted(set(fb) - set(fa))[:2])]
+for f in fa if not bad else []:
+    pa, pb = os.path.join(a, f), os.path.join(b, f)
+    if not (recs(pa) == recs(pb) if f.endswith(".ndjson") else filecmp.cmp(pa, pb, shallow=False)):
+        bad.append(f)
+if not bad and len(fa) < least:
+    bad.append("only %d files compared" % len(fa))
 print(" ".join(bad[:4]))
 sys.exit(1 if bad else 0)
 PY
@@ -67,7 +66,7 @@ run_pair() { # label task limit args...
 		sb-eval -q -d data off/* >/dev/null 2>off.eval.err || rc4=$?
 	fi
 	local diff
-	diff=$([ $rc1$rc2$rc3$rc4 = 0000 ] && same on off)
+	diff=$([ $rc1$rc2$rc3$rc4 = 0000 ] && same on off 3)
 	[ $rc1$rc2$rc3$rc4 = 0000 ] && [ -z "$diff" ]
 	t_result $? "$label: trained and evaluated with the red zones checked, the same records and checkpoints as without" \
 		"exit $rc1/$rc2/$rc3/$rc4; $(head -c 300 on.err on.eval.err 2>/dev/null | tr '\n' ' ') ${diff:+differ: $diff}"
@@ -106,27 +105,7 @@ for k in on off; do
 	echo $? >"lm$k.rc"
 done
 unset SB_ARENA_CHECK
-diff=$([ "$(cat lmon.rc lmoff.rc)" = "$(printf '0\n0')" ] && /usr/bin/python3 - lmon lmoff <<'PY'
-import json, os, re, sys
-# timings, memory and paths differ from run to run (the zones add memory); the rest must not
-TIMING = re.compile(r"seconds|_ms|ms_|speedup|per_s|memory|time|argv|inputs|run_dir|path")
-def strip(v):
-    if isinstance(v, dict):
-        return {k: strip(x) for k, x in v.items() if not TIMING.search(k)}
-    if isinstance(v, list):
-        return [strip(x) for x in v]
-    return v
-def recs(p):
-    return [strip(r) for r in map(json.loads, open(p)) if r.get("kind") not in ("run.meta", "lm.efficiency")]
-a, b = sys.argv[1], sys.argv[2]
-(ia,), (ib,) = os.listdir(a), os.listdir(b)
-bad = [f for f in ("train.ndjson", "eval.ndjson") if recs(os.path.join(a, ia, f)) != recs(os.path.join(b, ib, f))]
-if open(os.path.join(a, ia, "model.safetensors"), "rb").read() != open(os.path.join(b, ib, "model.safetensors"), "rb").read():
-    bad.append("model.safetensors")
-print(" ".join(bad))
-sys.exit(1 if bad else 0)
-PY
-)
+diff=$([ "$(cat lmon.rc lmoff.rc)" = "$(printf '0\n0')" ] && same lmon lmoff 3)
 rc=$?
 [ "$(cat lmon.rc lmoff.rc)" = "$(printf '0\n0')" ] && [ $rc -eq 0 ]
 t_result $? "a CALA decoder trained (sb-train) and evaluated with every mask (sb-eval) with the red zones checked: the same records and checkpoint as without" \
@@ -141,35 +120,7 @@ for k in on off; do
 	echo $? >"sas$k.rc"
 done
 unset SB_ARENA_CHECK
-diff=$([ "$(cat sason.rc sasoff.rc)" = "$(printf '0\n0')" ] && /usr/bin/python3 - sason sasoff <<'PY'
-import filecmp, json, os, re, sys
-TIMING = re.compile(r"seconds|_ms|ms_|per_s|memory|time|argv|inputs|run_dir|path|sha256|hash")
-def strip(v):
-    if isinstance(v, dict):
-        return {k: strip(x) for k, x in v.items() if not TIMING.search(k)}
-    if isinstance(v, list):
-        return [strip(x) for x in v]
-    return v
-def recs(p):
-    return [strip(r) for r in map(json.loads, open(p)) if r.get("kind") != "run.meta"]
-a, b = sys.argv[1], sys.argv[2]
-bad, n = [], 0
-for root, _, files in os.walk(a):
-    for f in sorted(files):
-        pa = os.path.join(root, f)
-        pb = os.path.join(b, os.path.relpath(pa, a))
-        if f.endswith(".ndjson"):
-            n += 1
-            if not os.path.exists(pb) or recs(pa) != recs(pb):
-                bad.append(os.path.relpath(pa, a))
-        elif f.endswith(".safetensors"):
-            n += 1
-            if not os.path.exists(pb) or not filecmp.cmp(pa, pb, shallow=False):
-                bad.append(os.path.relpath(pa, a))
-print(" ".join(bad) if bad or n >= 9 else "only %d files compared" % n)
-sys.exit(1 if bad or n < 9 else 0)
-PY
-)
+diff=$([ "$(cat sason.rc sasoff.rc)" = "$(printf '0\n0')" ] && same sason sasoff 9)
 rc=$?
 [ "$(cat sason.rc sasoff.rc)" = "$(printf '0\n0')" ] && [ $rc -eq 0 ]
 t_result $? "make sas (3 seeds: pretraining, selector training, evaluation) with the SAS workspace's red zones checked: the same records and checkpoints as without" \
@@ -186,26 +137,9 @@ SB_ARENA_CHECK=1 sb-train -q -o n3aon n3a.ndjson >n3aon.out 2>n3aon.err
 rc1=$?
 sb-train -q -o n3aoff n3a.ndjson >n3aoff.out 2>n3aoff.err
 rc2=$?
-diff=$([ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && /usr/bin/python3 - n3aon n3aoff <<'PY'
-import json, os, re, sys
-TIMING = re.compile(r"seconds|_ms|ms_|per_s|memory|time|argv|run_dir|path")
-def recs(p):
-    return [{k: v for k, v in r.items() if not TIMING.search(k)} for r in map(json.loads, open(p)) if r.get("kind") != "run.meta"]
-a, b = sys.argv[1], sys.argv[2]
-ids = sorted(os.listdir(a))
-bad = [] if ids == sorted(os.listdir(b)) and len(ids) == 2 else ["runs %s vs %s" % (ids, sorted(os.listdir(b)))]
-n = 0
-for i in ids:
-    ra, rb = recs(os.path.join(a, i, "n3a.ndjson")), recs(os.path.join(b, i, "n3a.ndjson"))
-    n += len(ra)
-    if ra != rb:
-        bad.append(i)
-print(" ".join(bad) if bad else "%d records" % n)
-sys.exit(1 if bad or n < 20 else 0)
-PY
-)
+diff=$([ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && same n3aon n3aoff 2)
 rc=$?
 [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc -eq 0 ]
-t_result $? "N3-A query and transformer cells with the red zones in their buffers' slack checked: the same records as without ($diff)" \
-	"exit $rc1/$rc2; $(head -c 300 n3aon.err | tr '\n' ' ')"
+t_result $? "N3-A query and transformer cells with the red zones in their buffers' slack checked: the same records as without" \
+	"exit $rc1/$rc2; $(head -c 300 n3aon.err | tr '\n' ' ') ${diff:+differ: $diff}"
 t_done

@@ -387,18 +387,12 @@ static void test_arena_check(void)
 	sb_backend_cpu_open(2, &be, &e);
 	sb_norm_parse("sparsemax", 1.5, &f.cfg.norm, &e);
 	f.cfg.arch = SB_ARCH_LOCAL_HYBRID;
-	const char *was = getenv("SB_ARENA_CHECK");
-	char *saved = was ? strdup(was) : NULL;
+	char *saved = sb_test_env_set("SB_ARENA_CHECK", NULL);
 	struct sb_encoder *m[2] = {NULL, NULL};
-	unsetenv("SB_ARENA_CHECK");
 	int rc0 = sb_encoder_new(&f.cfg, be, 32, &m[0], &e);
 	setenv("SB_ARENA_CHECK", "1", 1);
 	int rc1 = sb_encoder_new(&f.cfg, be, 32, &m[1], &e);
-	if (saved)
-		setenv("SB_ARENA_CHECK", saved, 1);
-	else
-		unsetenv("SB_ARENA_CHECK");
-	free(saved);
+	sb_test_env_restore("SB_ARENA_CHECK", saved);
 	SB_CHECK(rc0 == 0 && rc1 == 0, "arena check: two models (%s)", e.msg);
 	if (rc0 || rc1)
 		return;
@@ -457,16 +451,7 @@ static void test_arena_check(void)
 				struct sb_err e1 = {0}, e2 = {0};
 				unsigned char orig[4], bad[4];
 				be->ops->download(be, orig, z + skip, 4, &e1);
-				memcpy(bad, orig, 4);
-				if (kind) {
-					float x;
-					memcpy(&x, orig, 4);
-					volatile float one = 1.0f;
-					x += one;
-					memcpy(bad, &x, 4);
-				} else {
-					bad[0] ^= 0x01;
-				}
+				sb_test_zone_hit(bad, orig, kind);
 				be->ops->upload(be, z + skip, bad, 4, &e1);
 				int rc = sb_encoder_forward(m[1], &f.data, idx, 24, NULL, NULL, NULL, NULL, &e1);
 				be->ops->upload(be, z + skip, orig, 4, &e2);

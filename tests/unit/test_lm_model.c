@@ -392,8 +392,7 @@ int main(void)
 	 * pass naming the buffer, and the pass succeeds again once it is restored. */
 	{
 		enum { B = 2, TT = 32 };
-		const char *was = getenv("SB_ARENA_CHECK");
-		char *saved = was ? strdup(was) : NULL;
+		char *saved = sb_test_env_set("SB_ARENA_CHECK", NULL);
 		const char *kv[] = {"pattern=CALA", "mlp=swiglu"};
 		struct sb_lm_model *mm[2];
 		struct sb_lm_trainer *tt[2] = {NULL, NULL};
@@ -410,11 +409,7 @@ int main(void)
 				sb_lm_cache_new(mm[k], TT, &cc[k], &err);
 			}
 		}
-		if (saved)
-			setenv("SB_ARENA_CHECK", saved, 1);
-		else
-			unsetenv("SB_ARENA_CHECK");
-		free(saved);
+		sb_test_env_restore("SB_ARENA_CHECK", saved);
 		int nz = 0, nc = 0;
 		while (tt[1] && sb_lm_trainer_zone(tt[1], 1, nz))
 			nz++;

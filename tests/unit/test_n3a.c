@@ -785,17 +785,11 @@ static void test_arena_check(void)
 	struct sb_n3a_model *m[2] = {NULL, NULL};
 	struct sb_n3a_data d;
 	struct sb_err err = {0};
-	const char *was = getenv("SB_ARENA_CHECK");
-	char *saved = was ? strdup(was) : NULL;
-	unsetenv("SB_ARENA_CHECK");
+	char *saved = sb_test_env_set("SB_ARENA_CHECK", NULL);
 	int rc = sb_n3a_model_new(BE, SB_N3A_TRANSFORMER, 32, 4, 8, &m[0], &err);
 	setenv("SB_ARENA_CHECK", "1", 1);
 	rc |= sb_n3a_model_new(BE, SB_N3A_TRANSFORMER, 32, 4, 8, &m[1], &err);
-	if (saved)
-		setenv("SB_ARENA_CHECK", saved, 1);
-	else
-		unsetenv("SB_ARENA_CHECK");
-	free(saved);
+	sb_test_env_restore("SB_ARENA_CHECK", saved);
 	rc |= sb_n3a_data_make(&d, 7, 4, "train", 8, 32, &err);
 	if (!SB_CHECK(!rc, "n3a arena check: two transformer models and data (%s)", err.msg))
 		return;
@@ -826,16 +820,7 @@ static void test_arena_check(void)
 			unsigned char *z = sb_n3a_model_zone(m[1], at[j]);
 			unsigned char orig[4], badb[4];
 			memcpy(orig, z, 4);
-			memcpy(badb, orig, 4);
-			if (kind) {
-				float x;
-				memcpy(&x, orig, 4);
-				volatile float one = 1.0f;
-				x += one;
-				memcpy(badb, &x, 4);
-			} else {
-				badb[0] ^= 0x01;
-			}
+			sb_test_zone_hit(badb, orig, kind);
 			memcpy(z, badb, 4);
 			struct sb_err e1 = {0}, e2 = {0};
 			double l;

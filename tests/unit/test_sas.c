@@ -742,23 +742,17 @@ static void test_arena_check(void)
 	uint8_t tok[65];
 	random_tokens(tok, T + 1, 9);
 	struct sb_err err = {0};
-	const char *was = getenv("SB_ARENA_CHECK");
-	char *saved = was ? strdup(was) : NULL;
+	char *saved = sb_test_env_set("SB_ARENA_CHECK", NULL);
 	struct sb_sas_ws *ws[2] = {NULL, NULL};
 	uint8_t text[64 * 12 + 1];
 	random_tokens(text, (int)sizeof text, 4);
 	struct sb_sas_evalres ev[2];
-	unsetenv("SB_ARENA_CHECK");
 	int rc0 = sb_sas_ws_new(m, &ws[0], &err);
 	int re0 = sb_sas_evaluate(m, text, sizeof text, 12, SB_SAS_SPARSE, &ev[0], &err);
 	setenv("SB_ARENA_CHECK", "1", 1);
 	int rc1 = sb_sas_ws_new(m, &ws[1], &err);
 	int re1 = sb_sas_evaluate(m, text, sizeof text, 12, SB_SAS_SPARSE, &ev[1], &err);
-	if (saved)
-		setenv("SB_ARENA_CHECK", saved, 1);
-	else
-		unsetenv("SB_ARENA_CHECK");
-	free(saved);
+	sb_test_env_restore("SB_ARENA_CHECK", saved);
 	SB_CHECK(rc0 == 0 && rc1 == 0, "sas arena check: two workspaces (%s)", err.msg);
 	if (rc0 || rc1)
 		return;
@@ -795,16 +789,7 @@ static void test_arena_check(void)
 			size_t skip = kind ? (size_t)(-(uintptr_t)z & 3) : 0;
 			unsigned char orig[4], bad[4];
 			memcpy(orig, z + skip, 4);
-			memcpy(bad, orig, 4);
-			if (kind) {
-				float x;
-				memcpy(&x, orig, 4);
-				volatile float one = 1.0f;
-				x += one;
-				memcpy(bad, &x, 4);
-			} else {
-				bad[0] ^= 0x01;
-			}
+			sb_test_zone_hit(bad, orig, kind);
 			memcpy(z + skip, bad, 4);
 			struct sb_err e1 = {0}, e2 = {0};
 			int r1 = sb_sas_ws_check(ws[1], "a test pass", &e1);
