@@ -269,6 +269,8 @@ struct sb_backend_ops {
 	              float b2, float eps, float wd, int64_t t);
 };
 
+struct sb_be_tails; /* SB_ARENA_CHECK: a red zone after every allocation (redzone.h) */
+
 struct sb_backend {
 	const struct sb_backend_ops *ops;
 	char name[16];    /* "cpu", "cuda" */
@@ -277,6 +279,7 @@ struct sb_backend {
 	int tile;         /* samples per tile in a step (0 = whole batch) */
 	int slots;        /* maximum number of gradient slots */
 	void *impl;
+	struct sb_be_tails *tails; /* NULL unless sb_backend_open saw SB_ARENA_CHECK */
 };
 
 /* A device name as lib/device_name.h parses it, and SB_EUSAGE for a CUDA name in a build without the CUDA backend: what
@@ -441,13 +444,20 @@ static inline int sb_argmax(const float *l, int n)
 	return a;
 }
 
-static inline void *sb_be_alloc(struct sb_backend *be, size_t bytes)
+/* with be->tails: 64 bytes more, a red zone after the bytes asked for, reported with the
+ * caller's file and line (redzone.c) */
+void *sb_be_alloc_tailed(struct sb_backend *be, size_t bytes, const char *file, int line);
+void sb_be_free_tailed(struct sb_backend *be, void *p);
+static inline void *sb_be_alloc_at(struct sb_backend *be, size_t bytes, const char *file, int line)
 {
-	return be->ops->alloc(be, bytes);
+	return be->tails ? sb_be_alloc_tailed(be, bytes, file, line) : be->ops->alloc(be, bytes);
 }
+#define sb_be_alloc(be, bytes) sb_be_alloc_at((be), (bytes), __FILE__, __LINE__)
 static inline void sb_be_free(struct sb_backend *be, void *p)
 {
-	if (p)
+	if (p && be->tails)
+		sb_be_free_tailed(be, p);
+	else if (p)
 		be->ops->free(be, p);
 }
 static inline struct sb_ctx *sb_be_main(struct sb_backend *be)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "backend_cpu_simd.h"
+#include "redzone.h"
 #include "device_name.h"
 #include "rng.h"
 
@@ -1255,13 +1256,20 @@ int sb_device_check(const char *device, struct sb_err *err)
 int sb_backend_open(const char *device, int threads, struct sb_backend **out, struct sb_err *err)
 {
 	SB_TRY(sb_device_check(device, err));
-	if (!device || !strcmp(device, "cpu"))
-		return sb_backend_cpu_open(threads, out, err);
-	return sb_backend_cuda_open(device, threads, out, err);
+	int rc = !device || !strcmp(device, "cpu") ? sb_backend_cpu_open(threads, out, err)
+	                                           : sb_backend_cuda_open(device, threads, out, err);
+	if (!rc && sb_redzone_wanted() && sb_be_tails_enable(*out)) {
+		sb_backend_close(*out);
+		*out = NULL;
+		return SB_ERR(err, SB_EINTERNAL, "out of memory (SB_ARENA_CHECK)");
+	}
+	return rc;
 }
 
 void sb_backend_close(struct sb_backend *be)
 {
-	if (be)
-		be->ops->destroy(be);
+	if (!be)
+		return;
+	sb_be_tails_free(be);
+	be->ops->destroy(be);
 }

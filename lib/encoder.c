@@ -399,6 +399,7 @@ static int arena_verify(struct sb_encoder *m, const char *after, struct sb_err *
 		snprintf(owner, sizeof owner, "worker %d's arena", w);
 		SB_TRY(sb_redzone_check(m->be, m->arena[w]->base, &m->arena[w]->rz, after, owner, err));
 	}
+	SB_TRY(sb_be_tails_check(m->be, after, err));
 	return m->pzones ? param_zones_each(m, after, err) : 0;
 }
 

@@ -1301,7 +1301,7 @@ static int trainer_rz_check(struct sb_lm_trainer *tr, const char *after, struct 
 		snprintf(owner, sizeof owner, "the trainer's worker %d", wk);
 		SB_TRY(sb_redzone_check(tr->m->be, tr->act[wk].base, &tr->rz[wk], after, owner, err));
 	}
-	return 0;
+	return sb_be_tails_check(tr->m->be, after, err);
 }
 
 static int grad_pass(struct sb_lm_trainer *tr, const uint8_t *batch, double *loss, struct sb_err *err)
@@ -1629,7 +1629,8 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 			struct sb_err *err)
 {
 	SB_TRY(forward_rows_run(ctx, m, c, n, mask, logits, all_rows, obs, err));
-	return sb_redzone_check(m->be, c->base, &c->rz, "a cached forward pass", "a decoding cache", err);
+	SB_TRY(sb_redzone_check(m->be, c->base, &c->rz, "a cached forward pass", "a decoding cache", err));
+	return sb_be_tails_check(m->be, "a cached forward pass", err);
 }
 
 int sb_lm_forward_cached(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, const uint8_t *tokens,

@@ -769,8 +769,9 @@ int sb_n3a_model_forward(struct sb_n3a_model *m, int arm, const struct sb_n3a_op
 			 double *logit_out, struct sb_err *err)
 {
 	SB_TRY(forward_pass(m, arm, op, d, idx, B, backward, perm, loss, w_out, logit_out, err));
-	return sb_redzone_check(m->be, NULL, &m->rz, backward ? "a forward and backward pass" : "a forward pass",
-	                        "the N3-A model", err);
+	const char *after = backward ? "a forward and backward pass" : "a forward pass";
+	SB_TRY(sb_redzone_check(m->be, NULL, &m->rz, after, "the N3-A model", err));
+	return sb_be_tails_check(m->be, after, err);
 }
 
 void *sb_n3a_model_zone(const struct sb_n3a_model *m, int i)

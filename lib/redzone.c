@@ -1,6 +1,7 @@
 /* redzone.c — red zones between the buffers of one allocation (redzone.h). */
 #include "redzone.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,4 +138,130 @@ void *sb_redzone_at(const void *base, const struct sb_redzones *rz, int i)
 	if (i < 0 || i >= recorded(rz))
 		return NULL;
 	return zone_addr(base, &rz->z[i]);
+}
+
+/* ---------------------------------------------------------------- allocation tails */
+
+struct tail {
+	char *p;
+	size_t bytes;     /* asked for */
+	const char *file; /* where (sb_be_alloc's caller) */
+	int line;
+	long serial;      /* the backend's allocation number (from 1), for reports */
+	struct tail *next;
+};
+
+struct sb_be_tails {
+	pthread_mutex_t mu;
+	struct tail *live;
+	long serial;
+};
+
+enum { TAIL = 64 };
+
+int sb_be_tails_enable(struct sb_backend *be)
+{
+	if (be->tails)
+		return 0;
+	struct sb_be_tails *t = calloc(1, sizeof *t);
+	if (!t)
+		return -1;
+	pthread_mutex_init(&t->mu, NULL);
+	be->tails = t;
+	return 0;
+}
+
+void sb_be_tails_free(struct sb_backend *be)
+{
+	struct sb_be_tails *t = be->tails;
+	if (!t)
+		return;
+	while (t->live) {
+		struct tail *x = t->live;
+		t->live = x->next;
+		free(x);
+	}
+	pthread_mutex_destroy(&t->mu);
+	free(t);
+	be->tails = NULL;
+}
+
+/* the zone after one allocation, as a layout of one zone at its own address */
+static struct sb_redzones tail_zone(const struct tail *x, struct sb_redzone *z)
+{
+	*z = (struct sb_redzone){0, TAIL, x->bytes, x->line, NULL, x->p + x->bytes};
+	return (struct sb_redzones){.on = 1, .z = z, .n = 1, .cap = 1, .file = x->file};
+}
+
+void *sb_be_alloc_tailed(struct sb_backend *be, size_t bytes, const char *file, int line)
+{
+	struct sb_be_tails *t = be->tails;
+	struct tail *x = malloc(sizeof *x);
+	char *p = x ? be->ops->alloc(be, bytes + TAIL) : NULL;
+	if (!p) {
+		free(x);
+		return NULL;
+	}
+	struct sb_err e = {0};
+	struct sb_redzone z;
+	*x = (struct tail){p, bytes, file, line, 0, NULL};
+	struct sb_redzones r = tail_zone(x, &z);
+	if (sb_redzone_fill(be, NULL, &r, &e)) {
+		be->ops->free(be, p);
+		free(x);
+		return NULL;
+	}
+	pthread_mutex_lock(&t->mu);
+	x->serial = ++t->serial;
+	x->next = t->live;
+	t->live = x;
+	pthread_mutex_unlock(&t->mu);
+	return p;
+}
+
+void sb_be_free_tailed(struct sb_backend *be, void *p)
+{
+	struct sb_be_tails *t = be->tails;
+	pthread_mutex_lock(&t->mu);
+	for (struct tail **x = &t->live; *x; x = &(*x)->next)
+		if ((*x)->p == p) {
+			struct tail *d = *x;
+			*x = d->next;
+			free(d);
+			break;
+		}
+	pthread_mutex_unlock(&t->mu);
+	be->ops->free(be, p); /* one made before the tails were enabled is freed the same way */
+}
+
+int sb_be_tails_check(struct sb_backend *be, const char *after, struct sb_err *err)
+{
+	struct sb_be_tails *t = be->tails;
+	if (!t)
+		return 0;
+	int rc = 0;
+	pthread_mutex_lock(&t->mu);
+	for (struct tail *x = t->live; x && !rc; x = x->next) {
+		struct sb_redzone z;
+		struct sb_redzones r = tail_zone(x, &z);
+		char owner[64];
+		snprintf(owner, sizeof owner, "allocation %ld of the %s backend", x->serial, be->name);
+		rc = sb_redzone_check(be, NULL, &r, after, owner, err);
+	}
+	pthread_mutex_unlock(&t->mu);
+	return rc;
+}
+
+void *sb_be_tail(struct sb_backend *be, const void *p)
+{
+	struct sb_be_tails *t = be->tails;
+	void *at = NULL;
+	if (!t)
+		return NULL;
+	pthread_mutex_lock(&t->mu);
+	for (struct tail *x = t->live; x; x = x->next)
+		if (x->p == p)
+			at = x->p + x->bytes;
+	pthread_mutex_unlock(&t->mu);
+	return at;
 }

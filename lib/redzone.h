@@ -64,4 +64,17 @@ int sb_redzone_check(struct sb_backend *be, const void *base, const struct sb_re
 /* For tests: the device address of zone i, NULL past the last. */
 void *sb_redzone_at(const void *base, const struct sb_redzones *rz, int i);
 
+/* Allocation tails. With them enabled (sb_backend_open does so when SB_ARENA_CHECK is set),
+ * every sb_be_alloc of the backend takes 64 bytes more and puts a red zone there, right
+ * after the bytes asked for: the backends round allocations up (CPU to 64 bytes, CUDA to
+ * 256), so a write just past a separate buffer's end is otherwise seen by neither ASan nor
+ * the CUDA emulator's guard page. sb_be_tails_check checks every live allocation's zone
+ * (SB_EINTERNAL naming the allocation's size and number, `after` what just ran); it is 0
+ * without tails. Allocations made before sb_be_tails_enable have none. */
+int sb_be_tails_enable(struct sb_backend *be);
+void sb_be_tails_free(struct sb_backend *be);
+int sb_be_tails_check(struct sb_backend *be, const char *after, struct sb_err *err);
+/* For tests: the zone after allocation p, NULL when p has none. */
+void *sb_be_tail(struct sb_backend *be, const void *p);
+
 #endif

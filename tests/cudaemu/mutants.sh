@@ -25,8 +25,9 @@ flags="-O2 -g -Ilib $(pkg-config --cflags yajl libarchive libcrypto openblas lib
 
 # name | file under lib/cuda | perl -0 substitution (must change the file) | what it breaks
 #   [| full: run the whole gpu_ops, not --quick (which leaves out the error cases)
-#    | arena: link sb-train instead and train a tiny cell with SB_ARENA_CHECK=1, which must
-#      fail naming the arena check (lib/encoder.c's red zones between activation buffers)]
+#    | arena[:METHOD]: link sb-train instead and train a tiny cell (softmax, or METHOD) with
+#      SB_ARENA_CHECK=1, which must fail naming the arena check (lib/encoder.c's red zones
+#      between activation buffers and parameter tensors, and after every allocation)]
 mutants=(
 	"attn_fwd_barrier|attn_cuda.cu|s/(\t\}\n)\t__syncthreads\(\);\n(\tconst float \*Srow)/\$1\$2/|k_attn_fwd: no barrier between the score rows and the normaliser that reads them"
 	"attn_fwd_barrier2|attn_cuda.cu|s/\t__syncthreads\(\);\n(\tfor \(int e = threadIdx.x; e < T \* hd;)/\$1/|k_attn_fwd: no barrier between the probabilities and the output that mixes them"
@@ -43,6 +44,7 @@ mutants=(
 	"argmax_nan|backend_cuda.cu|s/if \(!nan && isnan\(v\)\) \{/if (0) {/|k_cross_entropy: a NaN logit after the first is passed over by the prediction (torch.argmax, and the CPU, take the first NaN)"
 	"bias_past_end|backend_cuda.cu|s/if \(e < M \* N\)\n\t\tout\[e\] \+= bias\[e % N\];/if (e < M * N + 3)\n\t\tout[e] += bias[e % N];/|k_add_bias: the last block's spare threads add a bias to 3 floats past the product (inside the encoder's arena, where no guard page is: gpu_ops cannot see it; sb-train with SB_ARENA_CHECK must)|arena"
 	"cls_past_end|backend_cuda.cu|s/if \(e < \(size_t\)d\)\n\t\t\tdcls\[e\] \+= v;/if (e <= (size_t)d)\n\t\t\tdcls[e] += v;/|k_assemble_bwd: the CLS token's gradient takes one column too many; in training that float is the next tensor's (pos) gradient, a silent change (loss 1.2267670 for 1.2267589 after 2 epochs of this cell, inside gpu_train's 1e-4); gpu_ops sees it only because its 64-float CLS gradient ends at a guard page; sb-train with SB_ARENA_CHECK must, in the parameter table's zone after cls|arena"
+	"alpha_past_end|backend_cuda.cu|s/if \(i < n\) \{\n\t\tfloat s = 1.0f \/ \(1.0f \+ expf\(-raw\[i\]\)\);\n\t\talpha\[i\]/if (i <= n) {\n\t\tfloat s = 1.0f \/ (1.0f + expf(-raw[i]));\n\t\talpha[i]/|k_hae_alpha: one thread too many; the last layer's writes one float past the 32-byte alpha buffer, inside the CUDA backend's 256-byte rounding (no guard page near: nothing else sees it); sb-train with SB_ARENA_CHECK must, in the zone after the allocation (sb_be_alloc's tails)|arena:headwise_adaptive_entmax"
 )
 
 want=("$@")
@@ -82,6 +84,8 @@ for m in "${mutants[@]}"; do
 	if [ $ok -eq 1 ]; then
 		for s in $srcs; do ar r "$w/cuda.a" "$w/${s%.cu}.o" 2>>"$w/cc.log" || ok=0; done
 	fi
+	method=softmax
+	case ${mode:-} in arena:*) method=${mode#arena:} mode=arena ;; esac
 	if [ $ok -eq 1 ] && [ "${mode:-}" = arena ]; then
 		cc -pthread -o "$w/sb-train" $train_objs $B/libsparsebench.a "$w/cuda.a" \
 			-Wl,-u,sb_backend_cuda_open -lstdc++ $libs 2>>"$w/cc.log" || ok=0
@@ -99,7 +103,7 @@ for m in "${mutants[@]}"; do
 		# (25 * 5 rows of 192) end 192 floats into a 256-thread block
 		[ -d "$tmp/data/ga" ] || /usr/bin/python3 tests/fixtures/m3/gen_data.py "$tmp/data" ga
 		SB_ARENA_CHECK=1 timeout 600 "$w/sb-train" -q --device cuda -d "$tmp/data" -o "$w/runs" --task ga \
-			--method softmax --seed 0 --epochs 1 --batch 25 >"$w/out" 2>"$w/err"
+			--method "$method" --seed 0 --epochs 1 --batch 25 >"$w/out" 2>"$w/err"
 		rc=$?
 		rep=$(grep -m1 -o 'arena check (SB_ARENA_CHECK) after .*' "$w/err" | cut -c1-220)
 		if [ $rc -ne 0 ] && [ -n "$rep" ]; then

@@ -14,6 +14,7 @@
 
 #include "../harness.h"
 #include "backend_cpu.h"
+#include "redzone.h"
 #include "ref_encoder.h"
 
 static uint64_t rs = 4242;
@@ -754,6 +755,60 @@ static void test_blas_core(void)
 	}
 }
 
+/* SB_ARENA_CHECK's allocation tails (redzone.h): sb_backend_open enables them when the
+ * variable is set, and every sb_be_alloc then has a red zone right after the bytes asked
+ * for (inside the backend's own rounding); a byte or a float updated in place there is
+ * reported with the allocation's file and line, and no longer once restored; a freed
+ * allocation is no longer checked; without the variable there are none. */
+static void test_alloc_tails(void)
+{
+	struct sb_err e = {0};
+	struct sb_backend *b0 = NULL, *b1 = NULL;
+	char *saved = sb_test_env_set("SB_ARENA_CHECK", NULL);
+	int rc = sb_backend_open("cpu", 1, &b0, &e);
+	setenv("SB_ARENA_CHECK", "1", 1);
+	rc |= sb_backend_open("cpu", 1, &b1, &e);
+	sb_test_env_restore("SB_ARENA_CHECK", saved);
+	if (!SB_CHECK(!rc, "allocation tails: two CPU backends (%s)", e.msg))
+		return;
+	float *p0 = sb_be_alloc(b0, 40), *p1 = sb_be_alloc(b1, 40), *q1 = sb_be_alloc(b1, 4);
+	int line = __LINE__ - 1;
+	unsigned char *z = sb_be_tail(b1, p1);
+	SB_CHECK(!sb_be_tail(b0, p0) && z == (unsigned char *)p1 + 40 && sb_be_tail(b1, q1) == (char *)q1 + 4 &&
+	             sb_be_tails_check(b0, "x", &e) == 0 && sb_be_tails_check(b1, "x", &e) == 0,
+	         "allocation tails: none without SB_ARENA_CHECK; with it a zone right after the 40 and the 4 bytes asked "
+	         "for, intact");
+	for (int kind = 0; kind < 2; kind++) {
+		unsigned char orig[4], bad[4];
+		memcpy(orig, z, 4);
+		sb_test_zone_hit(bad, orig, kind);
+		memcpy(z, bad, 4);
+		struct sb_err e1 = {0}, e2 = {0};
+		int r1 = sb_be_tails_check(b1, "a test", &e1);
+		memcpy(z, orig, 4);
+		int r2 = sb_be_tails_check(b1, "a test", &e2);
+		char want[120];
+		snprintf(want, sizeof want, "after a test: byte %d past the end of the 40-byte buffer of %s:%d (allocation ",
+		         kind ? 2 : 0, __FILE__, line);
+		SB_CHECK(r1 == SB_EINTERNAL && strstr(e1.msg, want) && strstr(e1.msg, "of the cpu backend)") && r2 == 0,
+		         "allocation tails: %s the zone after a 40-byte allocation is reported (rc %d: %s), and no longer "
+		         "once restored (rc %d)",
+		         kind ? "a float updated in place (+= 1) in" : "a byte changed in", r1, e1.msg, r2);
+	}
+	/* a freed allocation's zone is not checked any more (its memory is gone) */
+	z = sb_be_tail(b1, q1);
+	z[0] ^= 1;
+	int r3 = sb_be_tails_check(b1, "x", &e);
+	z[0] ^= 1;
+	sb_be_free(b1, p1);
+	SB_CHECK(r3 == SB_EINTERNAL && !sb_be_tail(b1, p1) && sb_be_tails_check(b1, "x", &e) == 0,
+	         "allocation tails: the 4-byte allocation's zone is checked too (rc %d), and a freed one no longer", r3);
+	sb_be_free(b1, q1);
+	sb_be_free(b0, p0);
+	sb_backend_close(b0);
+	sb_backend_close(b1);
+}
+
 int main(void)
 {
 	struct sb_err e = {0};
@@ -762,6 +817,7 @@ int main(void)
 		return sb_test_done();
 	}
 	ctx = sb_be_main(be);
+	test_alloc_tails();
 	test_exp_erfc();
 	test_dropout();
 	test_matmul();
