@@ -93,53 +93,41 @@ SB_ARENA_CHECK=1 "$TOP/build/tests/test_lm_model" >lm.out 2>&1
 rc=$?
 t_result $rc "test_lm_model with SB_ARENA_CHECK=1: every decoder case checks its red zones ($(tail -n 1 lm.out))" \
 	"$(grep -m3 '^not ok' lm.out)"
+pair() { # name min label command: the command (a shell line writing its output under $out)
+	# run with the check and without, the two output trees compared (same)
+	local name=$1 least=$2 label=$3 cmd=$4 k diff rc
+	for k in on off; do
+		rm -rf "$name$k"
+		(
+			if [ $k = on ]; then export SB_ARENA_CHECK=1; else unset SB_ARENA_CHECK; fi
+			out=$T/$name$k
+			eval "$cmd"
+		) >"$name$k.log" 2>&1
+		echo $? >"$name$k.rc"
+	done
+	diff=$([ "$(cat "${name}on.rc" "${name}off.rc")" = "$(printf '0\n0')" ] && same "${name}on" "${name}off" "$least")
+	rc=$?
+	[ "$(cat "${name}on.rc" "${name}off.rc")" = "$(printf '0\n0')" ] && [ $rc -eq 0 ]
+	t_result $? "$label with the red zones checked: the same records and checkpoints as without" \
+		"exit $(cat "${name}on.rc")/$(cat "${name}off.rc"); $(tail -n 3 "${name}on.log" | tr '\n' ' ' | cut -c1-300) ${diff:+differ: $diff}"
+}
 corpus=$TOP/tests/fixtures/lm/shakespeare-head.txt
 cat >lm.json <<JSON
 {"family":"lm","seed":1,"model":{"d":32,"pattern":"CALA","heads":2,"ffn":64},"T":256,"batch":2,"steps":20,"warmup":5,"lr":0.003,"log_every":10,"corpora":["shakespeare=$corpus"],"mixture":"shakespeare=0.5,retrieval=0.5"}
 JSON
-for k in on off; do
-	rm -rf "lm$k"
-	if [ $k = on ]; then export SB_ARENA_CHECK=1; else unset SB_ARENA_CHECK; fi
-	sb-train -q -j 2 -o "lm$k" lm.json >"lm$k.train" 2>"lm$k.err" &&
-		sb-eval -q -j 2 --set probes=2 --set windows=2 --set bench_reps=1 lm$k/* >"lm$k.eval" 2>>"lm$k.err"
-	echo $? >"lm$k.rc"
-done
-unset SB_ARENA_CHECK
-diff=$([ "$(cat lmon.rc lmoff.rc)" = "$(printf '0\n0')" ] && same lmon lmoff 3)
-rc=$?
-[ "$(cat lmon.rc lmoff.rc)" = "$(printf '0\n0')" ] && [ $rc -eq 0 ]
-t_result $? "a CALA decoder trained (sb-train) and evaluated with every mask (sb-eval) with the red zones checked: the same records and checkpoint as without" \
-	"exit $(cat lmon.rc)/$(cat lmoff.rc); $(head -c 300 lmon.err | tr '\n' ' ') ${diff:+differ: $diff}"
+pair lm 3 "a CALA decoder trained (sb-train) and evaluated with every mask (sb-eval)" \
+	'sb-train -q -j 2 -o "$out" lm.json && sb-eval -q -j 2 --set probes=2 --set windows=2 --set bench_reps=1 "$out"/*'
 # SAS (PROTOCOL B): make sas's three seeds pretrain, train the selector and evaluate with the
-# workspace's red zones checked after every window (lib/sas.c), against the same without
+# workspace's red zones checked after every window (lib/sas.c)
 cat "$TOP"/README.md "$TOP"/docs/*.md >corpus.txt
-for k in on off; do
-	rm -rf "sas$k"
-	if [ $k = on ]; then export SB_ARENA_CHECK=1; else unset SB_ARENA_CHECK; fi
-	make -s -C "$TOP" sas SAS_OUT="$T/sas$k" SAS_CORPUS="docs=$T/corpus.txt" >"sas$k.out" 2>&1
-	echo $? >"sas$k.rc"
-done
-unset SB_ARENA_CHECK
-diff=$([ "$(cat sason.rc sasoff.rc)" = "$(printf '0\n0')" ] && same sason sasoff 9)
-rc=$?
-[ "$(cat sason.rc sasoff.rc)" = "$(printf '0\n0')" ] && [ $rc -eq 0 ]
-t_result $? "make sas (3 seeds: pretraining, selector training, evaluation) with the SAS workspace's red zones checked: the same records and checkpoints as without" \
-	"exit $(cat sason.rc)/$(cat sasoff.rc); $(tail -n 3 sason.out | tr '\n' ' ') ${diff:+differ: $diff}"
+pair sas 9 "make sas (3 seeds: pretraining, selector training, evaluation)" \
+	'make -s -C "$TOP" sas SAS_OUT="$out" SAS_CORPUS="docs=$T/corpus.txt"'
 # N3-A (PROTOCOL A8): a query and a transformer cell (main arms, forks, evaluations) with the
-# red zones in their buffers' slack checked after every pass, against the same without
+# red zones in their buffers' slack checked after every pass
 SMALL='"train":256,"validation":96,"batch":32,"updates":16,"eval_steps":[0,4,8,12,16],"parents":[8],"fork_updates":4'
 {
 	echo "{\"family\":\"n3a\",\"arch\":\"query\",\"r\":16,\"seed\":64000,$SMALL}"
 	echo "{\"family\":\"n3a\",\"arch\":\"transformer\",\"r\":4,\"seed\":64001,$SMALL}"
 } >n3a.ndjson
-rm -rf n3aon n3aoff
-SB_ARENA_CHECK=1 sb-train -q -o n3aon n3a.ndjson >n3aon.out 2>n3aon.err
-rc1=$?
-sb-train -q -o n3aoff n3a.ndjson >n3aoff.out 2>n3aoff.err
-rc2=$?
-diff=$([ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && same n3aon n3aoff 2)
-rc=$?
-[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc -eq 0 ]
-t_result $? "N3-A query and transformer cells with the red zones in their buffers' slack checked: the same records as without" \
-	"exit $rc1/$rc2; $(head -c 300 n3aon.err | tr '\n' ' ') ${diff:+differ: $diff}"
+pair n3a 2 "N3-A query and transformer cells" 'sb-train -q -o "$out" n3a.ndjson'
 t_done
