@@ -2,6 +2,7 @@
 #include "redzone.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,15 +109,39 @@ int sb_redzone_fill(struct sb_backend *be, void *base, const struct sb_redzones 
 int sb_redzone_check(struct sb_backend *be, const void *base, const struct sb_redzones *rz, const char *after,
                      const char *owner, struct sb_err *err)
 {
+	/* the zones of the allocation at base in one download (a device copy each would cost
+	 * more than the pass it checks), those at their own address one by one */
+	size_t lo = SIZE_MAX, hi = 0;
+	int nrel = 0;
+	for (int i = 0; i < recorded(rz); i++)
+		if (!rz->z[i].at) {
+			lo = rz->z[i].off < lo ? rz->z[i].off : lo;
+			hi = rz->z[i].off + rz->z[i].len > hi ? rz->z[i].off + rz->z[i].len : hi;
+			nrel++;
+		}
+	unsigned char *span = nrel > 1 ? malloc(hi - lo) : NULL;
+	if (span) {
+		int rc = be ? be->ops->download(be, span, (const char *)base + lo, hi - lo, err) : 0;
+		if (!be)
+			memcpy(span, (const char *)base + lo, hi - lo);
+		if (rc) {
+			free(span);
+			return rc;
+		}
+	}
 	unsigned char got[ZONE_MAX];
-	for (int i = 0; i < recorded(rz); i++) {
+	int rc = 0;
+	for (int i = 0; i < recorded(rz) && !rc; i++) {
 		const struct sb_redzone *z = &rz->z[i];
-		if (be)
-			SB_TRY(be->ops->download(be, got, zone_addr(base, z), z->len, err));
+		const unsigned char *g = got;
+		if (span && !z->at)
+			g = span + (z->off - lo);
+		else if (be)
+			rc = be->ops->download(be, got, zone_addr(base, z), z->len, err);
 		else
 			memcpy(got, zone_addr(base, z), z->len);
-		for (size_t j = 0; j < z->len; j++)
-			if (got[j] != zone_byte(rz, z->off + j)) {
+		for (size_t j = 0; j < z->len && !rc; j++)
+			if (g[j] != zone_byte(rz, z->off + j)) {
 				char buf[160];
 				if (z->what)
 					snprintf(buf, sizeof buf, "the %zu-byte %s %s", z->bytes,
@@ -124,13 +149,14 @@ int sb_redzone_check(struct sb_backend *be, const void *base, const struct sb_re
 				else
 					snprintf(buf, sizeof buf, "the %zu-byte buffer of %s:%d", z->bytes,
 					         rz->file ? rz->file : "?", z->line);
-				return SB_ERR(err, SB_EINTERNAL,
-				              "arena check (SB_ARENA_CHECK) after %s: byte %zu past the end of %s (%s) "
-				              "was written (0x%02x where 0x%02x belongs)",
-				              after, j, buf, owner, got[j], zone_byte(rz, z->off + j));
+				rc = SB_ERR(err, SB_EINTERNAL,
+				            "arena check (SB_ARENA_CHECK) after %s: byte %zu past the end of %s (%s) "
+				            "was written (0x%02x where 0x%02x belongs)",
+				            after, j, buf, owner, g[j], zone_byte(rz, z->off + j));
 			}
 	}
-	return 0;
+	free(span);
+	return rc;
 }
 
 void *sb_redzone_at(const void *base, const struct sb_redzones *rz, int i)
