@@ -39,6 +39,7 @@
 #include "err.h"
 
 struct sb_backend;
+struct sb_scratch_tail; /* SB_ARENA_CHECK: a scratch buffer's red zone (redzone.h) */
 struct sb_ctx; /* one worker's execution context (a CPU thread, a CUDA stream) with its scratch */
 
 /* Dropout masks are one byte per element: 1 = kept. */
@@ -267,6 +268,13 @@ struct sb_backend_ops {
 	 * p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps) */
 	void (*adamw)(struct sb_ctx *ctx, float *p, float *m, float *v, const float *g, size_t n, float lr, float b1,
 	              float b2, float eps, float wd, int64_t t);
+
+	/* SB_ARENA_CHECK (optional): the backend's scratch tail i (redzone.h), for
+	 * sb_be_tails_check between ops: 1 with *t, owner named and, when t->now.at, the last
+	 * request's zone read back into got (SB_SCRATCH_TAIL bytes); 0 past the last; -1 when
+	 * the zone could not be read back */
+	int (*scratch_tail)(struct sb_backend *be, int i, const struct sb_scratch_tail **t, unsigned char *got,
+	                    char *owner, size_t owner_n);
 };
 
 struct sb_be_tails; /* SB_ARENA_CHECK: a red zone after every allocation (redzone.h) */

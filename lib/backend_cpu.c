@@ -269,20 +269,40 @@ static void cpu_copy_dev(struct sb_ctx *ctx, void *dst, const void *src, size_t 
 		memmove(dst, src, bytes);
 }
 
-void *sb_cpu_scratch(struct sb_ctx *ctx, size_t bytes)
+void *sb_cpu_scratch_at(struct sb_ctx *ctx, size_t bytes, const char *file, int line)
 {
-	if (bytes <= ctx->scratch_bytes)
-		return ctx->scratch;
-	/* grows at most a few times, during the first step; sb_cpu_reserve avoids it */
-	free(ctx->scratch);
-	ctx->scratch = NULL;
-	ctx->scratch_bytes = 0;
-	void *p = NULL;
-	if (posix_memalign(&p, 64, bytes))
-		return NULL;
-	ctx->scratch = p;
-	ctx->scratch_bytes = bytes;
-	return p;
+	size_t tl = ctx->be && ctx->be->tails ? SB_SCRATCH_TAIL : 0;
+	if (tl)
+		sb_scratch_tail_move(&ctx->tail, NULL, 0, NULL, 0); /* the last op's zone, before any free */
+	if (bytes + tl > ctx->scratch_bytes) {
+		/* grows at most a few times, during the first step (open reserves SB_CPU_SCRATCH_DEFAULT) */
+		free(ctx->scratch);
+		ctx->scratch = NULL;
+		ctx->scratch_bytes = 0;
+		void *p = NULL;
+		if (posix_memalign(&p, 64, bytes + tl))
+			return NULL;
+		ctx->scratch = p;
+		ctx->scratch_bytes = bytes + tl;
+	}
+	if (tl)
+		sb_scratch_tail_move(&ctx->tail, ctx->scratch, bytes, file, line);
+	return ctx->scratch;
+}
+
+/* scratch_tail: one per worker (idle between ops) */
+static int cpu_scratch_tail(struct sb_backend *be, int i, const struct sb_scratch_tail **t, unsigned char *got,
+                            char *owner, size_t owner_n)
+{
+	struct pool *pl = ((struct cpu_impl *)be->impl)->pool;
+	if (i >= pl->n)
+		return 0;
+	const struct sb_ctx *c = &pl->ctx[i];
+	*t = &c->tail;
+	snprintf(owner, owner_n, "worker %d's scratch (the cpu backend)", i);
+	if (c->tail.now.at)
+		memcpy(got, c->tail.now.at, SB_SCRATCH_TAIL);
+	return 1;
 }
 
 /* ---------------------------------------------------------------- embedding */
@@ -1146,6 +1166,7 @@ static const struct sb_backend_ops cpu_ops = {
     .clip_coef = cpu_clip_coef,
     .adamw_dev = cpu_adamw_dev,
     .adamw = cpu_adamw,
+    .scratch_tail = cpu_scratch_tail,
 };
 
 static int ncores(void)

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "redzone.h"
 
 /* Samples per tile and gradient slots of the CPU backend. Results depend on
  * these constants (the order of gradient sums), never on the thread count. */
@@ -23,6 +24,7 @@ struct sb_ctx {
 	int in_task;
 	void *scratch;
 	size_t scratch_bytes;
+	struct sb_scratch_tail tail; /* SB_ARENA_CHECK: the zone after the last request */
 	struct sb_err err;
 };
 
@@ -39,8 +41,11 @@ struct cpu_impl {
 	struct cpu_block *blocks;
 };
 
-/* per-worker scratch of at least `bytes` (64-byte aligned); NULL on failure */
-void *sb_cpu_scratch(struct sb_ctx *ctx, size_t bytes);
+/* per-worker scratch of at least `bytes` (64-byte aligned); NULL on failure; with the
+ * backend's tails (SB_ARENA_CHECK) a red zone right after the bytes, reported with the
+ * request's file:line (redzone.h's scratch tails) */
+void *sb_cpu_scratch_at(struct sb_ctx *ctx, size_t bytes, const char *file, int line);
+#define sb_cpu_scratch(ctx, bytes) sb_cpu_scratch_at((ctx), (bytes), __FILE__, __LINE__)
 void sb_cpu_dropout_mask(uint8_t *mask, size_t n, const struct sb_dropout *dr);
 void sb_cpu_gelu_vec(float *out, float *dgelu, const float *x, size_t n);
 void sb_cpu_layernorm_rows(float *out, float *mean, float *rstd, const float *x, const float *w, const float *b, int M,

@@ -147,8 +147,8 @@ int sb_redzone_check(struct sb_backend *be, const void *base, const struct sb_re
 					snprintf(buf, sizeof buf, "the %zu-byte %s %s", z->bytes,
 					         rz->noun ? rz->noun : "tensor", z->what);
 				else
-					snprintf(buf, sizeof buf, "the %zu-byte buffer of %s:%d", z->bytes,
-					         rz->file ? rz->file : "?", z->line);
+					snprintf(buf, sizeof buf, "the %zu-byte %s of %s:%d", z->bytes,
+					         rz->noun ? rz->noun : "buffer", rz->file ? rz->file : "?", z->line);
 				rc = SB_ERR(err, SB_EINTERNAL,
 				            "arena check (SB_ARENA_CHECK) after %s: byte %zu past the end of %s (%s) "
 				            "was written (0x%02x where 0x%02x belongs)",
@@ -275,6 +275,17 @@ int sb_be_tails_check(struct sb_backend *be, const char *after, struct sb_err *e
 		rc = sb_redzone_check(be, NULL, &r, after, owner, err);
 	}
 	pthread_mutex_unlock(&t->mu);
+	for (int i = 0; !rc && be->ops->scratch_tail; i++) {
+		const struct sb_scratch_tail *st = NULL;
+		unsigned char got[SB_SCRATCH_TAIL];
+		char owner[96] = "";
+		int k = be->ops->scratch_tail(be, i, &st, got, owner, sizeof owner);
+		if (k == 0)
+			break;
+		rc = k < 0 ? SB_ERR(err, SB_EINTERNAL, "arena check (SB_ARENA_CHECK) after %s: %s could not be read back",
+		                    after, owner)
+		           : sb_scratch_tail_report(st, got, after, owner, err);
+	}
 	return rc;
 }
 
@@ -290,4 +301,46 @@ void *sb_be_tail(struct sb_backend *be, const void *p)
 			at = x->p + x->bytes;
 	pthread_mutex_unlock(&t->mu);
 	return at;
+}
+
+/* ---------------------------------------------------------------- scratch tails */
+
+/* a zone's report (its bytes read back in got) */
+static int scratch_zone_check(const struct sb_scratch_zone *z, const unsigned char *got, const char *after,
+                              const char *owner, struct sb_err *err)
+{
+	struct sb_redzone one = {0, SB_SCRATCH_TAIL, z->bytes, z->line, NULL, (char *)got};
+	struct sb_redzones r = {.on = 1, .z = &one, .n = 1, .cap = 1, .file = z->file, .noun = "scratch"};
+	return sb_redzone_check(NULL, NULL, &r, after, owner, err);
+}
+
+void sb_scratch_tail_move(struct sb_scratch_tail *t, char *p, size_t bytes, const char *file, int line)
+{
+	if (t->now.at && !t->hit.at && !sb_scratch_intact((const unsigned char *)t->now.at)) {
+		t->hit = t->now;
+		memcpy(t->got, t->now.at, SB_SCRATCH_TAIL);
+	}
+	t->now = (struct sb_scratch_zone){NULL, 0, NULL, 0};
+	if (!p)
+		return;
+	sb_scratch_fill((unsigned char *)p + bytes);
+	t->now = (struct sb_scratch_zone){p + bytes, bytes, file, line};
+}
+
+int sb_scratch_tail_report(const struct sb_scratch_tail *t, const unsigned char *got, const char *after,
+                           const char *owner, struct sb_err *err)
+{
+	if (t->hit.at)
+		return scratch_zone_check(&t->hit, t->got, "the op that asked for it", owner, err);
+	return t->now.at && got ? scratch_zone_check(&t->now, got, after, owner, err) : 0;
+}
+
+void *sb_be_scratch_zone(struct sb_backend *be, int i)
+{
+	const struct sb_scratch_tail *t = NULL;
+	unsigned char got[SB_SCRATCH_TAIL];
+	char owner[96];
+	if (!be->tails || !be->ops->scratch_tail || be->ops->scratch_tail(be, i, &t, got, owner, sizeof owner) != 1)
+		return NULL;
+	return t->now.at;
 }

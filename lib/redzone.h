@@ -77,4 +77,49 @@ int sb_be_tails_check(struct sb_backend *be, const char *after, struct sb_err *e
 /* For tests: the zone after allocation p, NULL when p has none. */
 void *sb_be_tail(struct sb_backend *be, const void *p);
 
+/* Scratch tails. A backend's scratch (a CPU worker's, the CUDA stream's) is one buffer that
+ * op after op reuses, each asking for a different length, and it is grown with room to
+ * spare: a write past what an op asked for lands in that room, where neither ASan nor a
+ * guard page is. With tails enabled, each request puts a red zone of SB_SCRATCH_TAIL bytes
+ * (sb_scratch_fill) right after the bytes it asked for, and first reads back the zone of the
+ * request before (its op has run by then): a zone found written is kept as the tail's hit.
+ * sb_be_tails_check reports the hit, else checks the last request's zone, of each tail the
+ * backend's scratch_tails op lists. (The two inline functions are for lib/cuda, which
+ * calls nothing in lib/: cuda_common.cuh.) */
+enum { SB_SCRATCH_TAIL = 64 };
+struct sb_scratch_zone {
+	char *at;         /* the zone; NULL: none */
+	size_t bytes;     /* what the request before it asked for */
+	const char *file; /* where that request was made */
+	int line;
+};
+struct sb_scratch_tail {
+	struct sb_scratch_zone now;         /* the last request's zone */
+	struct sb_scratch_zone hit;         /* the first zone found written (at set), */
+	unsigned char got[SB_SCRATCH_TAIL]; /* and its bytes as read back */
+};
+/* a zone's bytes: the red zones' pattern (0x7FA5A5A5 at every 4-byte offset) */
+static inline void sb_scratch_fill(unsigned char *b)
+{
+	for (int j = 0; j < SB_SCRATCH_TAIL; j++)
+		b[j] = j % 4 == 3 ? 0x7F : 0xA5;
+}
+static inline int sb_scratch_intact(const unsigned char *got)
+{
+	for (int j = 0; j < SB_SCRATCH_TAIL; j++)
+		if (got[j] != (j % 4 == 3 ? 0x7F : 0xA5))
+			return 0;
+	return 1;
+}
+/* host memory: read back t's zone (a written one becomes the hit, unless there is one),
+ * then set a zone right after the `bytes` at p (p NULL: none) */
+void sb_scratch_tail_move(struct sb_scratch_tail *t, char *p, size_t bytes, const char *file, int line);
+/* SB_EINTERNAL naming t's hit (written during "the op that asked for it"), else its last
+ * zone when `got`, that zone's bytes read back, differ from the pattern (after `after`);
+ * owner: whose scratch */
+int sb_scratch_tail_report(const struct sb_scratch_tail *t, const unsigned char *got, const char *after,
+                           const char *owner, struct sb_err *err);
+/* For tests: the zone after scratch tail i's last request, NULL when none is set */
+void *sb_be_scratch_zone(struct sb_backend *be, int i);
+
 #endif

@@ -238,10 +238,60 @@ static void free_retired(struct cuda_impl *im, int check)
 	im->retired_n = 0;
 }
 
-void *sb_cuda_scratch(struct cuda_impl *im, size_t bytes)
+/* ---- SB_ARENA_CHECK's scratch tail (redzone.h): the zone after the last request, read
+ * back once the ops queued before have run (a copy and a wait on the stream: the check's
+ * cost, not the run's). A failed copy is recorded as any CUDA failure is. */
+static int scr_zone_read(struct cuda_impl *im, unsigned char *got)
 {
-	if (bytes <= im->scr_n)
+	cudaError_t e = cudaMemcpyAsync(got, im->tail.now.at, SB_SCRATCH_TAIL, cudaMemcpyDeviceToHost, im->ctx.st);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(im->ctx.st);
+	if (e != cudaSuccess)
+		return sb_cuda_fail(im, NULL, "reading back the scratch's red zone", cudaGetErrorString(e), (int)e, __FILE__,
+				    __LINE__), -1;
+	return 0;
+}
+
+/* the last request's zone checked (a written one becomes the tail's hit) and dropped:
+ * before a new request, a recording or a replay, which may write there legitimately */
+static void scr_tail_retire(struct cuda_impl *im)
+{
+	struct sb_scratch_tail *t = &im->tail;
+	unsigned char got[SB_SCRATCH_TAIL];
+	if (t->now.at && !t->hit.at && !im->failed && !scr_zone_read(im, got) && !sb_scratch_intact(got)) {
+		t->hit = t->now;
+		memcpy(t->got, got, sizeof got);
+	}
+	t->now.at = NULL;
+}
+
+#define PAT4 0xA5, 0xA5, 0xA5, 0x7F
+#define PAT16 PAT4, PAT4, PAT4, PAT4
+static const unsigned char scr_pattern[SB_SCRATCH_TAIL] = {PAT16, PAT16, PAT16, PAT16}; /* sb_scratch_fill's */
+#undef PAT16
+#undef PAT4
+
+static void scr_tail_set(struct cuda_impl *im, size_t bytes, const char *file, int line)
+{
+	char *at = (char *)im->scr + bytes;
+	cudaError_t e = cudaMemcpyAsync(at, scr_pattern, SB_SCRATCH_TAIL, cudaMemcpyHostToDevice, im->ctx.st);
+	if (e != cudaSuccess) {
+		sb_cuda_fail(im, NULL, "writing the scratch's red zone", cudaGetErrorString(e), (int)e, __FILE__, __LINE__);
+		return;
+	}
+	im->tail.now = (struct sb_scratch_zone){at, bytes, file, line};
+}
+
+void *sb_cuda_scratch_at(struct cuda_impl *im, size_t bytes, const char *file, int line)
+{
+	size_t tl = im->ctx.be && im->ctx.be->tails && !im->capturing ? SB_SCRATCH_TAIL : 0;
+	if (tl)
+		scr_tail_retire(im);
+	if (bytes + tl <= im->scr_n) {
+		if (tl)
+			scr_tail_set(im, bytes, file, line);
 		return im->scr;
+	}
 	if (im->capturing) { /* a recording must not allocate: the step ran op by op first */
 		sb_cuda_refuse(im, NULL, SB_EINTERNAL, __FILE__, __LINE__, "scratch of %zu bytes needed while recording",
 			       bytes);
@@ -250,7 +300,7 @@ void *sb_cuda_scratch(struct cuda_impl *im, size_t bytes)
 	drop_buffer(im, im->scr, im->scr_n);
 	im->scr = NULL;
 	im->scr_n = 0;
-	size_t n = bytes + bytes / 4 + 4096;
+	size_t n = bytes + bytes / 4 + 4096; /* more than bytes + SB_SCRATCH_TAIL */
 	void *p = NULL;
 	cudaError_t e = cudaMallocAsync(&p, n, im->ctx.st);
 	if (e != cudaSuccess) {
@@ -259,7 +309,23 @@ void *sb_cuda_scratch(struct cuda_impl *im, size_t bytes)
 	}
 	im->scr = p;
 	im->scr_n = n;
+	if (tl)
+		scr_tail_set(im, bytes, file, line);
 	return p;
+}
+
+/* scratch_tail: the stream's one (nothing to read while recording or once failed) */
+static int cu_scratch_tail(struct sb_backend *be, int i, const struct sb_scratch_tail **t, unsigned char *got,
+			   char *owner, size_t owner_n)
+{
+	struct cuda_impl *im = (struct cuda_impl *)be->impl;
+	if (i > 0 || im->failed || im->capturing)
+		return 0;
+	*t = &im->tail;
+	snprintf(owner, owner_n, "the cuda backend's scratch");
+	if (im->tail.now.at && !im->tail.hit.at && scr_zone_read(im, got))
+		return -1;
+	return 1;
 }
 
 static struct cuda_impl *IM(struct sb_backend *be) { return (struct cuda_impl *)be->impl; }
@@ -1257,6 +1323,8 @@ static int cu_graph_begin(struct sb_backend *be, struct sb_err *err)
 	if (im->capturing)
 		return sb_cuda_refuse(im, err, SB_EINTERNAL, __FILE__, __LINE__, "graph_begin while recording");
 	im->capture_bad = 0;
+	if (be->tails) /* the recording's ops may write past the last request's bytes */
+		scr_tail_retire(im);
 	CU_RET(im, err, cudaStreamBeginCapture(im->ctx.st, cudaStreamCaptureModeThreadLocal));
 	im->capturing = 1;
 	return 0;
@@ -1329,6 +1397,8 @@ static int cu_graph_launch(struct sb_backend *be, void *graph, struct sb_err *er
 {
 	struct cuda_impl *im = IM(be);
 	SB_TRY(sb_cuda_sticky(im, err));
+	if (be->tails) /* the replay's ops may write past the last request's bytes */
+		scr_tail_retire(im);
 	CU_RET(im, err, cudaGraphLaunch((cudaGraphExec_t)graph, im->ctx.st));
 	pthread_once(&fault_once, fault_config);
 	if (fault_at > 0 && __atomic_add_fetch(&graph_launches, 1, __ATOMIC_SEQ_CST) == fault_at &&
@@ -1400,6 +1470,7 @@ static const struct sb_backend_ops cuda_ops = {
 	/* .graph_launch = */ cu_graph_launch,
 	/* .graph_free = */ cu_graph_free,
 	/* .adamw = */ cu_adamw,
+	/* .scratch_tail = */ cu_scratch_tail,
 };
 
 static pthread_once_t flags_once = PTHREAD_ONCE_INIT;

@@ -14,6 +14,7 @@
 extern "C" {
 #include "backend.h"
 #include "err.h"
+#include "redzone.h" /* struct sb_scratch_tail and its inline functions only */
 }
 #include "backend_cuda.h"
 
@@ -75,6 +76,7 @@ struct cuda_impl {
 	size_t ones_n;
 	void *scr;
 	size_t scr_n;
+	struct sb_scratch_tail tail; /* SB_ARENA_CHECK: the zone after the last request (redzone.h) */
 	/* A recorded step (CUDA graph) names the scratch and ones buffers it was recorded
 	 * with. Ops issued one by one between replays (statistics steps, evaluation) may
 	 * grow them; while any recording exists the old buffer is retired, not freed, so a
@@ -101,8 +103,11 @@ int sb_cuda_refuse(struct cuda_impl *im, struct sb_err *err, int code, const cha
 int sb_cuda_sticky(struct cuda_impl *im, struct sb_err *err);
 /* synchronise the stream, then report a CUDA error or a device-side data error */
 int sb_cuda_sync(struct cuda_impl *im, struct sb_err *err);
-/* scratch of at least `bytes` on the device (grows; NULL on failure, recorded) */
-void *sb_cuda_scratch(struct cuda_impl *im, size_t bytes);
+/* scratch of at least `bytes` on the device (grows; NULL on failure, recorded); with the
+ * backend's tails (SB_ARENA_CHECK) a red zone right after the bytes, reported with the
+ * request's file:line (redzone.h's scratch tails), except while recording */
+void *sb_cuda_scratch_at(struct cuda_impl *im, size_t bytes, const char *file, int line);
+#define sb_cuda_scratch(im, bytes) sb_cuda_scratch_at((im), (bytes), __FILE__, __LINE__)
 
 #define CU_RET(im, err, call)                                                                                      \
 	do {                                                                                                       \

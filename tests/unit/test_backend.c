@@ -809,6 +809,105 @@ static void test_alloc_tails(void)
 	sb_backend_close(b1);
 }
 
+/* SB_ARENA_CHECK's scratch tails (redzone.h): with them each request for a worker's scratch
+ * puts a red zone right after the bytes asked for, inside the room the scratch is grown with
+ * (where ASan sees nothing); sb_be_tails_check reports a write there with the request's file
+ * and line, and no longer once restored; a request checks the zone of the one before (its op
+ * has run) and keeps a written one until reported, where the next request may have made the
+ * bytes legitimate again; the zone follows the request as the scratch grows; it changes
+ * nothing an op computes; without the variable there is none. */
+static void test_scratch_tails(void)
+{
+	struct sb_err e = {0};
+	struct sb_backend *b0 = NULL, *b1 = NULL;
+	char *saved = sb_test_env_set("SB_ARENA_CHECK", NULL);
+	int rc = sb_backend_open("cpu", 2, &b0, &e);
+	setenv("SB_ARENA_CHECK", "1", 1);
+	rc |= sb_backend_open("cpu", 2, &b1, &e);
+	sb_test_env_restore("SB_ARENA_CHECK", saved);
+	if (!SB_CHECK(!rc, "scratch tails: two CPU backends (%s)", e.msg))
+		return;
+	struct sb_ctx *c0 = sb_be_main(b0), *c1 = sb_be_main(b1);
+
+	/* an op that uses the scratch: the same bits with the zones as without */
+	enum { M = 7, K = 32, N = 48 };
+	static float inp[M * K], w[N * K], bias[N], y0[M * N], y1[M * N];
+	for (int i = 0; i < M * K; i++)
+		inp[i] = (float)((i * 37) % 17) / 8.0f - 1.0f;
+	for (int i = 0; i < N * K; i++)
+		w[i] = (float)((i * 11) % 23) / 16.0f - 0.7f;
+	for (int i = 0; i < N; i++)
+		bias[i] = (float)i / 32.0f;
+	sb_cpu_matmul_forward(c0, y0, inp, w, bias, M, K, N);
+	sb_cpu_matmul_forward(c1, y1, inp, w, bias, M, K, N);
+	unsigned char *zm = sb_be_scratch_zone(b1, 0);
+	SB_CHECK(!sb_be_scratch_zone(b0, 0) && zm && sb_scratch_intact(zm) && !memcmp(y0, y1, sizeof y0) &&
+	             sb_be_tails_check(b1, "a product", &e) == 0,
+	         "scratch tails: none without SB_ARENA_CHECK; with it a product of %dx%dx%d leaves its zone intact (%s) "
+	         "and its %d outputs bit for bit",
+	         M, K, N, e.msg, M * N);
+
+	char *p = sb_cpu_scratch(c1, 40);
+	memset(p, 0x11, 40);
+	unsigned char *z = sb_be_scratch_zone(b1, 0);
+	char *again = sb_cpu_scratch(c1, 40); /* the zone is this request's now */
+	int line = __LINE__ - 1;
+	int kept = 1;
+	for (int i = 0; i < 40; i++)
+		kept &= p[i] == 0x11;
+	SB_CHECK(z == (unsigned char *)p + 40 && again == p && kept && !sb_be_scratch_zone(b1, 1) &&
+	             sb_be_tails_check(b1, "x", &e) == 0,
+	         "scratch tails: the zone right after the 40 bytes asked for; a request leaves the bytes asked for as "
+	         "they were; worker 1 has none yet");
+	char want[160];
+	for (int kind = 0; kind < 2; kind++) {
+		unsigned char orig[4], bad[4];
+		memcpy(orig, z, 4);
+		sb_test_zone_hit(bad, orig, kind);
+		memcpy(z, bad, 4);
+		struct sb_err e1 = {0}, e2 = {0};
+		int r1 = sb_be_tails_check(b1, "a test", &e1);
+		memcpy(z, orig, 4);
+		int r2 = sb_be_tails_check(b1, "a test", &e2);
+		snprintf(want, sizeof want, "after a test: byte %d past the end of the 40-byte scratch of %s:%d (worker 0's "
+		         "scratch (the cpu backend))", kind ? 2 : 0, __FILE__, line);
+		SB_CHECK(r1 == SB_EINTERNAL && strstr(e1.msg, want) && r2 == 0,
+		         "scratch tails: %s the zone after a 40-byte request is reported (rc %d: %s), and no longer once "
+		         "restored (rc %d)",
+		         kind ? "a float updated in place (+= 1) in" : "a byte changed in", r1, e1.msg, r2);
+	}
+
+	/* the zone follows the request: a larger one makes those bytes its own, and one larger
+	 * than the scratch grows it with its zone after the new bytes */
+	sb_cpu_scratch(c1, 100);
+	p[40] ^= 1; /* inside the 100 bytes now */
+	int r0 = sb_be_tails_check(b1, "x", &e);
+	size_t big = SB_CPU_SCRATCH_DEFAULT + 4096;
+	char *g = sb_cpu_scratch(c1, big);
+	SB_CHECK(r0 == 0 && g && sb_be_scratch_zone(b1, 0) == g + big && sb_scratch_intact((unsigned char *)g + big) &&
+	             sb_be_tails_check(b1, "x", &e) == 0,
+	         "scratch tails: a write inside a later, larger request is not reported (rc %d); a request past the "
+	         "scratch grows it, the zone right after the %zu bytes",
+	         r0, big);
+
+	/* a write found by the next request, where its bytes are the new request's own: kept
+	 * and reported at the next check, and every check after */
+	char *q = sb_cpu_scratch(c1, 24);
+	int qline = __LINE__ - 1;
+	q[24 + 5] = 0;
+	sb_cpu_scratch(c1, 64);
+	struct sb_err e3 = {0}, e4 = {0};
+	int r3 = sb_be_tails_check(b1, "a step", &e3), r4 = sb_be_tails_check(b1, "a step", &e4);
+	snprintf(want, sizeof want, "after the op that asked for it: byte 5 past the end of the 24-byte scratch of %s:%d",
+	         __FILE__, qline);
+	SB_CHECK(r3 == SB_EINTERNAL && strstr(e3.msg, want) && r4 == SB_EINTERNAL && !strcmp(e3.msg, e4.msg),
+	         "scratch tails: a write past a 24-byte request, found by the next request, is reported (rc %d: %s) at "
+	         "every check after (rc %d)",
+	         r3, e3.msg, r4);
+	sb_backend_close(b0);
+	sb_backend_close(b1);
+}
+
 int main(void)
 {
 	struct sb_err e = {0};
@@ -818,6 +917,7 @@ int main(void)
 	}
 	ctx = sb_be_main(be);
 	test_alloc_tails();
+	test_scratch_tails();
 	test_exp_erfc();
 	test_dropout();
 	test_matmul();
