@@ -90,7 +90,7 @@ static void compare_case(const char *label, int text, const char *method, const 
 	fixture_make(&f, text, 40);
 	struct sb_err e = {0};
 	struct sb_backend *be = NULL;
-	sb_backend_cpu_open(2, &be, &e);
+	sb_backend_open("cpu", 2, &be, &e);
 	sb_norm_parse(method, 1.5, &f.cfg.norm, &e);
 	f.cfg.norm.mask = mask;
 	sb_encoder_arch_parse(arch, &f.cfg.arch);
@@ -185,7 +185,7 @@ static size_t count_params(int C, int H, int W, int p, int classes, const char *
 {
 	struct sb_err e = {0};
 	struct sb_backend *be = NULL;
-	sb_backend_cpu_open(1, &be, &e);
+	sb_backend_open("cpu", 1, &be, &e);
 	struct sb_encoder_cfg c = {0};
 	c.modality = SB_IMAGE;
 	c.channels = C, c.height = H, c.width = W, c.patch = p, c.classes = classes;
@@ -232,7 +232,7 @@ static void test_threads(void)
 	double ref_loss = 0;
 	for (int th = 1; th <= 3; th++) {
 		struct sb_backend *be = NULL;
-		sb_backend_cpu_open(th, &be, &e);
+		sb_backend_open("cpu", th, &be, &e);
 		struct sb_encoder *m = NULL;
 		sb_encoder_new(&f.cfg, be, 256, &m, &e);
 		sb_encoder_init(m, 3, &e);
@@ -290,7 +290,7 @@ static void test_alpha_download_error(void)
 	sb_norm_parse("headwise_adaptive_entmax", 1.5, &f.cfg.norm, &e);
 	struct sb_backend *be = NULL;
 	struct sb_encoder *m = NULL;
-	sb_backend_cpu_open(1, &be, &e);
+	sb_backend_open("cpu", 1, &be, &e);
 	sb_encoder_new(&f.cfg, be, 4, &m, &e);
 	sb_encoder_init(m, 5, &e);
 	uint32_t idx[12];
@@ -384,7 +384,7 @@ static void test_arena_check(void)
 	fixture_make(&f, 1, 40);
 	struct sb_err e = {0};
 	struct sb_backend *be = NULL;
-	sb_backend_cpu_open(2, &be, &e);
+	sb_backend_open("cpu", 2, &be, &e);
 	sb_norm_parse("sparsemax", 1.5, &f.cfg.norm, &e);
 	f.cfg.arch = SB_ARCH_LOCAL_HYBRID;
 	char *saved = sb_test_env_set("SB_ARENA_CHECK", NULL);

@@ -63,7 +63,7 @@ int main(void)
 {
 	struct sb_backend *be;
 	struct sb_err err = {0};
-	if (sb_backend_cpu_open(2, &be, &err)) {
+	if (sb_backend_open("cpu", 2, &be, &err)) {
 		SB_CHECK(0, "backend: %s", err.msg);
 		return sb_test_done();
 	}
@@ -321,7 +321,7 @@ int main(void)
 		double first = 0, last = 0;
 		for (int th = 1; th <= 2; th++) {
 			struct sb_backend *b2;
-			sb_backend_cpu_open(th, &b2, &err);
+			sb_backend_open("cpu", th, &b2, &err);
 			const char *kv[] = {"pattern=CA", "d=32"};
 			struct sb_lm_model *m = make_model(b2, kv, 2, 3);
 			m->cfg.max_T = TT;
