@@ -64,6 +64,9 @@ struct pool {
 	struct sb_backend *be;
 };
 
+/* the context of the task this thread runs (NULL outside tasks): cpu_scratch_tail's */
+static _Thread_local struct sb_ctx *tl_task_ctx;
+
 static void pool_work(struct pool *pl, struct sb_ctx *ctx)
 {
 	for (;;) {
@@ -72,7 +75,10 @@ static void pool_work(struct pool *pl, struct sb_ctx *ctx)
 			break;
 		ctx->in_task = 1;
 		sb_err_clear(&ctx->err);
+		struct sb_ctx *outer = tl_task_ctx;
+		tl_task_ctx = ctx;
 		int rc = pl->fn(ctx, ctx->worker, t, pl->arg, &ctx->err);
+		tl_task_ctx = outer;
 		ctx->in_task = 0;
 		if (rc) {
 			pthread_mutex_lock(&pl->mu);
@@ -290,14 +296,18 @@ void *sb_cpu_scratch_at(struct sb_ctx *ctx, size_t bytes, const char *file, int 
 	return ctx->scratch;
 }
 
-/* scratch_tail: one per worker (idle between ops) */
+/* scratch_tail: one per worker, all idle between runs; called inside a task (a cached
+ * forward pass of sb-eval's workers checks as it ends), only that task's own worker's, as
+ * the others may be in the middle of an op using their scratch */
 static int cpu_scratch_tail(struct sb_backend *be, int i, const struct sb_scratch_tail **t, unsigned char *got,
                             char *owner, size_t owner_n)
 {
 	struct pool *pl = ((struct cpu_impl *)be->impl)->pool;
-	if (i >= pl->n)
+	const struct sb_ctx *self = tl_task_ctx;
+	if (self ? i > 0 || self->be != be : i >= pl->n)
 		return 0;
-	const struct sb_ctx *c = &pl->ctx[i];
+	const struct sb_ctx *c = self ? self : &pl->ctx[i];
+	i = c->worker;
 	*t = &c->tail;
 	snprintf(owner, owner_n, "worker %d's scratch (the cpu backend)", i);
 	if (c->tail.now.at)

@@ -128,6 +128,14 @@ static int param_zones(struct sb_encoder *m, size_t end, struct sb_err *err)
 	if (!m->pzones)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	*m->pzones = (struct sb_redzones){.on = 1, .zero = 1, .file = "lib/encoder.c"};
+	if (!(m->plain_off = malloc((size_t)m->ntensors * sizeof *m->plain_off)))
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	size_t plain = 0; /* padd's offsets without the zones */
+	for (int i = 0; i < m->ntensors; i++) {
+		m->plain_off[i] = plain;
+		plain += (m->pinfo[i].numel + 15) & ~(size_t)15;
+	}
+	m->plain_stride = (plain + 255) & ~(size_t)255;
 	for (int i = 0; i < m->ntensors; i++) {
 		const struct sb_param_info *q = &m->pinfo[i];
 		size_t lo = q->offset + q->numel, hi = i + 1 < m->ntensors ? m->pinfo[i + 1].offset : end;
@@ -146,6 +154,8 @@ static void free_zones(struct sb_encoder *m)
 		sb_redzone_free(m->pzones);
 	free(m->pzones);
 	m->pzones = NULL;
+	free(m->plain_off);
+	m->plain_off = NULL;
 }
 
 static int build_table(struct sb_encoder *m, struct sb_err *err)
@@ -552,9 +562,12 @@ int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int 
 		m->demb_all = sb_be_alloc(be, (size_t)max_batch * m->L * c->d * sizeof(float));
 		m->ids_all = sb_be_alloc(be, (size_t)max_batch * m->L * sizeof(int32_t));
 	}
+	if (m->pzones)
+		m->plain = sb_be_alloc(be, m->plain_stride * sizeof(float));
 	m->nworkers = be->threads > 0 ? be->threads : 1;
 	m->arena = calloc((size_t)m->nworkers, sizeof *m->arena);
 	int ok = m->params && m->slots && m->grads && m->m && m->v && m->alpha && m->idx_dev && m->acc_dev &&
+	         (!m->pzones || m->plain) &&
 	         m->stage && m->out_loss &&
 	         m->out_pred && m->out_labels && m->out_logits && m->tile_stats && m->host_loss && m->arena &&
 	         (c->modality == SB_IMAGE || (m->demb_all && m->ids_all));
@@ -588,6 +601,7 @@ void sb_encoder_free(struct sb_encoder *m)
 	sb_be_free(be, m->keep_datt);
 	sb_be_free(be, m->m);
 	sb_be_free(be, m->v);
+	sb_be_free(be, m->plain);
 	sb_be_free(be, m->alpha);
 	sb_be_free(be, m->state_dev);
 	sb_be_free(be, m->acc_dev);
@@ -984,13 +998,34 @@ int sb_encoder_forward_backward(struct sb_encoder *m, const struct sb_encoder_da
 	return arena_verify(m, "a forward and backward pass", err);
 }
 
+/* The gradients whose norm clipping takes, and their length. A backend sums a flat buffer
+ * in chunks (the CPU's of 32768 floats; CUDA's grid from the length), whose ends
+ * SB_ARENA_CHECK's zones would move, and with them the norm's last bits: with the zones,
+ * the tensors are first copied into the layout without them (zeros between, as there), so
+ * that clipping is the same bits. */
+static const float *norm_src(struct sb_encoder *m, size_t *n)
+{
+	if (!m->plain) {
+		*n = m->pstride;
+		return m->grads;
+	}
+	struct sb_ctx *ctx = sb_be_main(m->be);
+	for (int i = 0; i < m->ntensors; i++)
+		m->be->ops->copy(ctx, m->plain + m->plain_off[i], m->grads + m->pinfo[i].offset,
+		                 m->pinfo[i].numel * sizeof(float));
+	*n = m->plain_stride;
+	return m->plain;
+}
+
 int sb_encoder_update(struct sb_encoder *m, const struct sb_step_opts *o, struct sb_step_result *res,
                       struct sb_err *err)
 {
 	struct sb_backend *be = m->be;
 	const struct sb_backend_ops *ops = be->ops;
 	struct sb_ctx *ctx = sb_be_main(be);
-	double norm = sqrt(ops->sumsq(ctx, m->grads, m->pstride));
+	size_t nn;
+	const float *src = norm_src(m, &nn);
+	double norm = sqrt(ops->sumsq(ctx, src, nn));
 	res->grad_norm = norm;
 	res->clipped = 0;
 	if (o->clip > 0) {
@@ -1039,7 +1074,9 @@ static int step_issue(struct sb_encoder *m, const struct sb_encoder_data *data, 
 		ops->embedding_backward(ctx, m->g.embed_w, m->demb_all, m->ids_all, B * m->L, m->cfg.d);
 	}
 	ops->loss_accum(ctx, m->acc_dev, m->out_loss, B, m->state_dev);
-	ops->clip_coef(ctx, m->acc_dev, m->grads, m->pstride, o->clip);
+	size_t nn;
+	const float *src = norm_src(m, &nn);
+	ops->clip_coef(ctx, m->acc_dev, src, nn, o->clip);
 	ops->adamw_dev(ctx, m->params, m->m, m->v, m->grads, m->pstride, m->acc_dev, m->state_dev);
 	return 0;
 }

@@ -140,6 +140,9 @@ struct sb_encoder {
 	int arena_check;  /* SB_ARENA_CHECK: red zones after the arena's buffers, checked after each pass */
 	struct sb_redzones *pzones; /* and between the parameter table's tensors (NULL without the check) */
 	int pzones_dense;           /* how many of those are the dense tensors' (the gradient slots') */
+	size_t *plain_off;          /* with pzones: each tensor's offset in the layout without them, */
+	size_t plain_stride;        /* that layout's pstride, */
+	float *plain;               /* and the gradients copied into it, for their norm (norm_src) */
 };
 
 int sb_encoder_new(const struct sb_encoder_cfg *cfg, struct sb_backend *be, int max_batch, struct sb_encoder **out,

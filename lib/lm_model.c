@@ -594,6 +594,53 @@ static void layout_bf16(struct sb_lm_model *m)
 	m->n_floats = off;
 }
 
+/* SB_ARENA_CHECK, a trainable model: the table laid out again with a zone of zero bytes
+ * after every tensor (its rounding to 16 floats and 16 floats more; 124 bytes at most),
+ * except after a SwiGLU gate's weight or bias, which the up projection's must follow
+ * directly (one [2F, d] product, packed as one); recorded in m->pzones. Zero bytes, as
+ * in the encoder's table (redzone.h): the flat ops over a buffer laid out like p (a slot's
+ * zeroing, the slots' sum, clipping's sum of squares and scale, SAS's AdamW) leave them so. */
+static int layout_zones(struct sb_lm_model *m)
+{
+	struct sb_redzones *rz = calloc(1, sizeof *rz);
+	if (!rz)
+		return -1;
+	*rz = (struct sb_redzones){.on = 1, .zero = 1, .file = "lib/lm_model.c"};
+	if (!(m->plain_off = malloc((size_t)m->n_params * sizeof *m->plain_off))) {
+		free(rz);
+		return -1;
+	}
+	m->plain_n = m->n_floats;
+	size_t off = 0;
+	for (int i = 0; i < m->n_params; i++) {
+		struct sb_lm_param *p = &m->params[i];
+		m->plain_off[i] = p->offset;
+		p->offset = off;
+		if (strstr(p->name, "gate_proj")) { /* as sb_lm_param_table */
+			off += p->numel;
+			continue;
+		}
+		size_t end = off + p->numel;
+		off += ((p->numel + 15) & ~(size_t)15) + 16;
+		if (sb_redzone_push(rz, end * sizeof(float), (off - end) * sizeof(float), p->numel * sizeof(float),
+		                    p->name)) {
+			sb_redzone_free(rz);
+			free(rz);
+			return -1;
+		}
+	}
+	m->n_floats = off;
+	m->pzones = rz;
+	return 0;
+}
+
+/* SB_ARENA_CHECK: the zones of a buffer laid out like p (what: which) */
+static int pzones_check(const struct sb_lm_model *m, const float *base, const char *after, const char *what,
+                        struct sb_err *err)
+{
+	return m->pzones && base ? sb_redzone_check(m->be, base, m->pzones, after, what, err) : 0;
+}
+
 static int model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, int eval_only, int bf16,
 		     struct sb_lm_model **out, struct sb_err *err)
 {
@@ -616,6 +663,10 @@ static int model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, int eva
 	m->bf16 = eval_only && bf16;
 	if (m->bf16)
 		layout_bf16(m);
+	if (!eval_only && sb_redzone_wanted() && layout_zones(m)) {
+		sb_lm_model_free(m);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory (SB_ARENA_CHECK)");
+	}
 	size_t extra = m->cfg.tied ? (size_t)m->cfg.vocab * m->cfg.d : 0;
 	if (m->bf16)
 		extra = (extra + 1) / 2;
@@ -684,6 +735,10 @@ void sb_lm_model_free(struct sb_lm_model *m)
 	sb_be_free(m->be, m->pt);
 	free(m->rope_freq);
 	free(m->params);
+	if (m->pzones)
+		sb_redzone_free(m->pzones);
+	free(m->pzones);
+	free(m->plain_off);
 	free(m);
 }
 
@@ -1019,6 +1074,7 @@ struct sb_lm_trainer {
 	size_t stride;       /* floats per gradient slot */
 	float *grad;         /* [nslots][stride] */
 	float *adam_m, *adam_v;
+	float *plain;        /* SB_ARENA_CHECK: the gradient laid out without the zones (grad_sumsq) */
 	struct lm_act *act;  /* per worker */
 	struct sb_redzones *rz; /* per worker: SB_ARENA_CHECK's red zones in its arena */
 	int nworkers;
@@ -1200,6 +1256,8 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	tr->grad = sb_be_alloc(m->be, (size_t)tr->nslots * tr->stride * sizeof(float));
 	tr->adam_m = sb_be_alloc(m->be, m->n_floats * sizeof(float));
 	tr->adam_v = sb_be_alloc(m->be, m->n_floats * sizeof(float));
+	if (m->pzones && !(tr->plain = sb_be_alloc(m->be, m->plain_n * sizeof(float))))
+		goto oom;
 	tr->nworkers = m->be->threads;
 	tr->act = calloc((size_t)tr->nworkers, sizeof *tr->act);
 	tr->rz = calloc((size_t)tr->nworkers, sizeof *tr->rz);
@@ -1239,6 +1297,7 @@ void sb_lm_trainer_free(struct sb_lm_trainer *tr)
 	sb_be_free(be, tr->grad);
 	sb_be_free(be, tr->adam_m);
 	sb_be_free(be, tr->adam_v);
+	sb_be_free(be, tr->plain);
 	if (tr->act)
 		for (int i = 0; i < tr->nworkers; i++)
 			sb_be_free(be, tr->act[i].base);
@@ -1293,7 +1352,53 @@ void *sb_lm_trainer_zone(const struct sb_lm_trainer *tr, int worker, int i)
 	return sb_redzone_at(tr->act[worker].base, &tr->rz[worker], i);
 }
 
-/* SB_ARENA_CHECK: every worker's red zones still hold their pattern */
+/* the base of buffer b laid out like p (sb_lm_param_zone's numbering), NULL past the last;
+ * its name in reports */
+static float *pz_buffer(const struct sb_lm_trainer *tr, int b, char *name, size_t n)
+{
+	static const char *fixed[] = {"the parameters", "the cached path's copy", "the gradients",
+	                              "the first moments", "the second moments"};
+	float *base[] = {tr->m->p, tr->m->pt, tr->grad, tr->adam_m, tr->adam_v};
+	if (b < 0 || b >= SB_LM_PZ_SLOT + tr->nslots - 1)
+		return NULL;
+	if (b < SB_LM_PZ_SLOT) {
+		snprintf(name, n, "%s", fixed[b]);
+		return base[b];
+	}
+	int s = b - SB_LM_PZ_SLOT + 1;
+	snprintf(name, n, "gradient slot %d", s);
+	return tr->grad + (size_t)s * tr->stride;
+}
+
+void *sb_lm_param_zone(const struct sb_lm_trainer *tr, int b, int i)
+{
+	char name[40];
+	float *base = pz_buffer(tr, b, name, sizeof name);
+	return base && tr->m->pzones ? sb_redzone_at(base, tr->m->pzones, i) : NULL;
+}
+
+/* SB_ARENA_CHECK: the parameter table's zones, in the order a stray write spreads (the
+ * slots, the gradients, AdamW's moments, the parameters, then their copy), so that the
+ * first reported is where it was made */
+static int trainer_pz_check(struct sb_lm_trainer *tr, const char *after, struct sb_err *err)
+{
+	if (!tr->m->pzones)
+		return 0;
+	int order[] = {SB_LM_PZ_GRADS, SB_LM_PZ_M, SB_LM_PZ_V, SB_LM_PZ_PARAMS, SB_LM_PZ_PACKED};
+	for (int s = 1; s < tr->nslots; s++) {
+		char name[40];
+		float *base = pz_buffer(tr, SB_LM_PZ_SLOT + s - 1, name, sizeof name);
+		SB_TRY(pzones_check(tr->m, base, after, name, err));
+	}
+	for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+		char name[40];
+		float *base = pz_buffer(tr, order[k], name, sizeof name);
+		SB_TRY(pzones_check(tr->m, base, after, name, err));
+	}
+	return 0;
+}
+
+/* SB_ARENA_CHECK: every worker's red zones still hold their pattern, and the table's */
 static int trainer_rz_check(struct sb_lm_trainer *tr, const char *after, struct sb_err *err)
 {
 	for (int wk = 0; wk < tr->nworkers; wk++) {
@@ -1301,7 +1406,13 @@ static int trainer_rz_check(struct sb_lm_trainer *tr, const char *after, struct 
 		snprintf(owner, sizeof owner, "the trainer's worker %d", wk);
 		SB_TRY(sb_redzone_check(tr->m->be, tr->act[wk].base, &tr->rz[wk], after, owner, err));
 	}
+	SB_TRY(trainer_pz_check(tr, after, err));
 	return sb_be_tails_check(tr->m->be, after, err);
+}
+
+int sb_lm_trainer_check(struct sb_lm_trainer *tr, const char *after, struct sb_err *err)
+{
+	return trainer_rz_check(tr, after, err);
 }
 
 static int grad_pass(struct sb_lm_trainer *tr, const uint8_t *batch, double *loss, struct sb_err *err)
@@ -1367,6 +1478,22 @@ int sb_lm_train_step_len(struct sb_lm_trainer *tr, const uint8_t *batch, int Tp,
 	return sb_lm_train_step(tr, batch, step, lr, loss, gnorm, err);
 }
 
+/* The gradient's sum of squares. The backend sums the flat buffer in chunks (the CPU's of
+ * 32768 floats), whose ends SB_ARENA_CHECK's zones would move, and with them the double's
+ * last bits: with the zones, the tensors are first copied into the layout without them
+ * (zeros between, as there), so that the norm, and the records, are the same bits. */
+static double grad_sumsq(struct sb_lm_trainer *tr)
+{
+	struct sb_lm_model *m = tr->m;
+	struct sb_ctx *ctx = sb_be_main(m->be);
+	if (!tr->plain)
+		return m->be->ops->sumsq(ctx, tr->grad, m->n_floats);
+	for (int i = 0; i < m->n_params; i++)
+		m->be->ops->copy(ctx, tr->plain + m->plain_off[i], tr->grad + m->params[i].offset,
+		                 m->params[i].numel * sizeof(float));
+	return m->be->ops->sumsq(ctx, tr->plain, m->plain_n);
+}
+
 int sb_lm_train_step(struct sb_lm_trainer *tr, const uint8_t *batch, int64_t step, float lr, double *loss,
 		     double *gnorm, struct sb_err *err)
 {
@@ -1375,7 +1502,7 @@ int sb_lm_train_step(struct sb_lm_trainer *tr, const uint8_t *batch, int64_t ste
 	if (!isfinite(*loss))
 		return SB_ERR(err, SB_EDATA, "non-finite training loss at step %lld", (long long)step);
 	struct sb_ctx *ctx = sb_be_main(m->be);
-	double gn = sqrt(m->be->ops->sumsq(ctx, tr->grad, m->n_floats));
+	double gn = sqrt(grad_sumsq(tr));
 	*gnorm = gn;
 	if (tr->o.clip > 0 && gn > tr->o.clip)
 		m->be->ops->scale(ctx, tr->grad, (float)(tr->o.clip / gn), m->n_floats);
@@ -1386,7 +1513,7 @@ int sb_lm_train_step(struct sb_lm_trainer *tr, const uint8_t *batch, int64_t ste
 				  p->decay ? tr->o.wd : 0.0f, step);
 	}
 	m->pt_valid = 0;
-	return 0;
+	return trainer_pz_check(tr, "an AdamW step", err);
 }
 
 int sb_lm_train_logits(struct sb_lm_trainer *tr, const uint8_t *tokens, float *out, struct sb_err *err)
@@ -1630,6 +1757,7 @@ static int forward_rows(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_
 {
 	SB_TRY(forward_rows_run(ctx, m, c, n, mask, logits, all_rows, obs, err));
 	SB_TRY(sb_redzone_check(m->be, c->base, &c->rz, "a cached forward pass", "a decoding cache", err));
+	SB_TRY(pzones_check(m, m->pt, "a cached forward pass", "the cached path's copy", err));
 	return sb_be_tails_check(m->be, "a cached forward pass", err);
 }
 

@@ -130,6 +130,8 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c); /* an object va
 
 enum sb_lm_init { SB_LM_INIT_NORMAL, SB_LM_INIT_UNIFORM, SB_LM_INIT_ONE, SB_LM_INIT_ZERO };
 
+struct sb_redzones; /* redzone.h */
+
 struct sb_lm_param {
 	char name[80];
 	int ndim;
@@ -178,6 +180,10 @@ struct sb_lm_model {
 	int bf16;            /* evaluation-only, Linear weights (and the head) in pt as packed
 	                      * bfloat16 (pack_rows_bf16; wt's Linear pointers address them), the
 	                      * embedding table as bfloat16 rows */
+	struct sb_redzones *pzones; /* SB_ARENA_CHECK, a trainable model: the zones after its
+	                      * tensors in every buffer laid out like p (NULL without) */
+	size_t *plain_off;   /* with pzones: each tensor's offset without them, */
+	size_t plain_n;      /* and n_floats without them */
 };
 
 /* RoPE's angular frequencies of a configuration: out[i] = theta^(-2i / head_dim), i < head_dim / 2
@@ -256,6 +262,19 @@ void sb_lm_cache_free(struct sb_lm_cache *c);
  * buffer). For tests: the address of zone i, NULL past the last or without red zones. */
 void *sb_lm_trainer_zone(const struct sb_lm_trainer *tr, int worker, int i);
 void *sb_lm_cache_zone(const struct sb_lm_cache *c, int i);
+/* With SB_ARENA_CHECK set when a trainable model is made, its parameter table is laid out
+ * with a zone of zero bytes after every tensor (its rounding to 16 floats and 16 floats
+ * more; none between a SwiGLU gate and its up projection, one product), in the parameters,
+ * the cached path's copy, every gradient slot and both moments, checked after every
+ * training pass and AdamW step and (the copy) every cached pass: a write of anything but
+ * +0.0 names the tensor and the buffer. n_floats then counts the zones. For tests: zone i
+ * in buffer b (SB_LM_PZ_*, or SB_LM_PZ_SLOT + s for gradient slot s >= 1), NULL past the
+ * last or without zones. */
+enum { SB_LM_PZ_PARAMS, SB_LM_PZ_PACKED, SB_LM_PZ_GRADS, SB_LM_PZ_M, SB_LM_PZ_V, SB_LM_PZ_SLOT };
+void *sb_lm_param_zone(const struct sb_lm_trainer *tr, int b, int i);
+/* For tests: the trainer's checks as after a pass (arenas, the table's zones, the
+ * backend's tails), now; 0 when all hold or there are none. */
+int sb_lm_trainer_check(struct sb_lm_trainer *tr, const char *after, struct sb_err *err);
 /* Empty the cache (position 0); mask_seed keys the random controls of this text. */
 void sb_lm_cache_reset(struct sb_lm_cache *c, uint64_t mask_seed);
 int sb_lm_cache_pos(const struct sb_lm_cache *c);

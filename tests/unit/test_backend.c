@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../harness.h"
 #include "backend_cpu.h"
@@ -908,6 +909,58 @@ static void test_scratch_tails(void)
 	sb_backend_close(b1);
 }
 
+/* a task that asks worker 1 for scratch (sleeping a little, so that both workers take one) */
+static int scratch_task_w1(struct sb_ctx *c, int worker, int task, void *arg, struct sb_err *err)
+{
+	if (worker == 1)
+		sb_cpu_scratch(c, 40);
+	struct timespec ts = {0, 2000000};
+	nanosleep(&ts, NULL);
+	return 0;
+}
+
+/* a task checking the tails from inside (as a cached forward pass of sb-eval's workers does) */
+static int scratch_task_check(struct sb_ctx *c, int worker, int task, void *arg, struct sb_err *err)
+{
+	int *rc = arg;
+	*rc = sb_be_tails_check(c->be, "a task", err);
+	return 0;
+}
+
+/* Inside a task the other workers may be in the middle of an op on their scratch, so a
+ * check made there reads the task's own worker's zone only (sb-eval's cached passes check
+ * from their tasks: reading another worker's zone while it moved gave false reports); out
+ * of tasks, every worker's. */
+static void test_scratch_tails_tasks(void)
+{
+	struct sb_err e = {0};
+	struct sb_backend *b = NULL;
+	char *saved = sb_test_env_set("SB_ARENA_CHECK", "1");
+	int rc = sb_backend_open("cpu", 2, &b, &e);
+	sb_test_env_restore("SB_ARENA_CHECK", saved);
+	if (!SB_CHECK(!rc && b->threads == 2, "scratch tails in tasks: a CPU backend of 2 workers (%s)", e.msg))
+		return;
+	for (int k = 0; k < 200 && !sb_be_scratch_zone(b, 1); k++)
+		b->ops->run(b, 2, scratch_task_w1, NULL, &e);
+	unsigned char *z1 = sb_be_scratch_zone(b, 1);
+	if (SB_CHECK(z1 != NULL, "scratch tails in tasks: worker 1 took a task and asked for scratch")) {
+		z1[3] ^= 0x10;
+		int inside = -1;
+		struct sb_err ei = {0}, eo = {0};
+		b->ops->run(b, 1, scratch_task_check, &inside, &ei); /* one task: worker 0, the caller */
+		int outside = sb_be_tails_check(b, "the runs", &eo);
+		z1[3] ^= 0x10;
+		int after = sb_be_tails_check(b, "the runs", &e);
+		SB_CHECK(inside == 0 && outside == SB_EINTERNAL &&
+		             strstr(eo.msg, "after the runs: byte 3 past the end of the 40-byte scratch of ") &&
+		             strstr(eo.msg, "(worker 1's scratch (the cpu backend))") && after == 0,
+		         "scratch tails in tasks: a write after worker 1's request is not read from worker 0's task (rc "
+		         "%d), is out of tasks (rc %d: %s), and no longer once restored (rc %d)",
+		         inside, outside, eo.msg, after);
+	}
+	sb_backend_close(b);
+}
+
 int main(void)
 {
 	struct sb_err e = {0};
@@ -918,6 +971,7 @@ int main(void)
 	ctx = sb_be_main(be);
 	test_alloc_tails();
 	test_scratch_tails();
+	test_scratch_tails_tasks();
 	test_exp_erfc();
 	test_dropout();
 	test_matmul();

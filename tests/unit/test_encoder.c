@@ -374,6 +374,62 @@ static void param_zone_cases(struct sb_encoder *m0, struct sb_encoder *m1, struc
 	}
 }
 
+/* The zones make the parameter table longer, and the CPU sums the gradient's squares in
+ * chunks of 32768 floats, whose ends they would move (so would CUDA's grid): the norm is
+ * taken in the layout without the zones (encoder.c's norm_src), so that clipping, and the
+ * norm, are the same bits. Here 3 layers of d 48: the table is over 32768 floats. */
+static void test_arena_norm(void)
+{
+	struct fixture f;
+	fixture_make(&f, 1, 40);
+	f.cfg.layers = 3;
+	f.cfg.d = 48;
+	f.cfg.heads = 3;
+	struct sb_err e = {0};
+	struct sb_backend *be = NULL;
+	sb_backend_open("cpu", 2, &be, &e);
+	sb_norm_parse("entmax15", 1.5, &f.cfg.norm, &e);
+	char *saved = sb_test_env_set("SB_ARENA_CHECK", NULL);
+	struct sb_encoder *m[2] = {NULL, NULL};
+	int rc = sb_encoder_new(&f.cfg, be, 32, &m[0], &e);
+	setenv("SB_ARENA_CHECK", "1", 1);
+	rc |= sb_encoder_new(&f.cfg, be, 32, &m[1], &e);
+	sb_test_env_restore("SB_ARENA_CHECK", saved);
+	if (SB_CHECK(!rc, "arena norm: two models (%s)", e.msg)) {
+		uint32_t idx[24];
+		for (int i = 0; i < 24; i++)
+			idx[i] = (uint32_t)((i * 5 + 1) % f.n);
+		struct sb_step_opts o;
+		sb_step_opts_default(&o);
+		o.clip = 0.5f; /* clipped at every step */
+		double gn[2][3];
+		int bad = 0, clipped = 0;
+		for (int k = 0; k < 2; k++) {
+			sb_encoder_init(m[k], 9, &e);
+			struct sb_step_result r;
+			for (int s = 0; s < 3; s++) {
+				o.step = s;
+				bad |= sb_encoder_train_step(m[k], &f.data, idx, 24, &o, &r, &e) != 0;
+				gn[k][s] = r.grad_norm;
+				clipped += r.clipped;
+			}
+		}
+		int same = 1;
+		for (int i = 0; i < m[0]->ntensors; i++)
+			same &= !memcmp(m[0]->params + m[0]->pinfo[i].offset, m[1]->params + m[1]->pinfo[i].offset,
+			                m[0]->pinfo[i].numel * sizeof(float));
+		SB_CHECK(!bad && m[0]->pstride > 32768 && m[1]->pstride > m[0]->pstride && !memcmp(gn[0], gn[1], sizeof gn[0]) &&
+		             same && clipped == 6,
+		         "arena norm: a table of %zu floats (%zu with the zones), clipped at %d of 6 steps: the same "
+		         "gradient norms (%.17g, %.17g, %.17g) and parameters with the zones as without (%s)",
+		         m[0]->pstride, m[1]->pstride, clipped, gn[1][0], gn[1][1], gn[1][2], bad ? e.msg : "ran");
+	}
+	sb_encoder_free(m[0]);
+	sb_encoder_free(m[1]);
+	sb_backend_close(be);
+	fixture_free(&f);
+}
+
 /* SB_ARENA_CHECK: red zones after the activation buffers of each worker's arena. Without
  * the variable there are none; with it, training steps and passes give the same bits; a
  * byte written into a zone (as a kernel running past a buffer's end would) fails the next
@@ -411,6 +467,7 @@ static void test_arena_check(void)
 	o.dropout = 0.1f;
 	o.seed = 17;
 	float lg[2][24 * 4];
+	double gn[2][3];
 	int bad = 0;
 	for (int k = 0; k < 2; k++) {
 		sb_encoder_init(m[k], 5, &e);
@@ -418,6 +475,7 @@ static void test_arena_check(void)
 		for (int s = 0; s < 3; s++) {
 			o.step = s;
 			bad |= sb_encoder_train_step(m[k], &f.data, idx, 24 - 4 * s, &o, &r, &e) != 0;
+			gn[k][s] = r.grad_norm;
 		}
 		bad |= sb_encoder_forward_backward(m[k], &f.data, idx, 24, &o, &r, &e) != 0;
 		bad |= sb_encoder_forward(m[k], &f.data, idx, 24, lg[k], NULL, NULL, NULL, &e) != 0;
@@ -433,9 +491,10 @@ static void test_arena_check(void)
 		       !memcmp(m[0]->m + q0->offset, m[1]->m + q1->offset, nb) &&
 		       !memcmp(m[0]->v + q0->offset, m[1]->v + q1->offset, nb);
 	}
-	SB_CHECK(!bad && same && moved == m[0]->ntensors - 1 && !memcmp(lg[0], lg[1], sizeof lg[0]),
+	SB_CHECK(!bad && same && moved == m[0]->ntensors - 1 && !memcmp(lg[0], lg[1], sizeof lg[0]) &&
+	             !memcmp(gn[0], gn[1], sizeof gn[0]),
 	         "arena check: three steps, a forward/backward pass and a forward pass give the same parameters, "
-	         "gradients, moments and logits with red zones as without (%s; %d of %d tensors moved by the "
+	         "gradients, moments, gradient norms and logits with red zones as without (%s; %d of %d tensors moved by the "
 	         "parameter zones)",
 	         bad ? e.msg : "ran", moved, m[0]->ntensors);
 	param_zone_cases(m[0], m[1], be, &f, idx);
@@ -482,6 +541,7 @@ int main(void)
 {
 	test_param_counts();
 	test_arena_check();
+	test_arena_norm();
 	test_alpha_download_error();
 	static const char *methods[] = {"softmax",         "topk_softmax_0125",       "topk_softmax_025",
 	                                "topk_softmax_05", "bottomk_softmax_025",     "sparsemax",

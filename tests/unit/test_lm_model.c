@@ -23,6 +23,19 @@
 #include "ref_lm.h"
 #include "rng.h"
 
+/* the same tensors, bit for bit, in two buffers laid out by two models of one configuration
+ * (whose offsets differ when one has SB_ARENA_CHECK's zones) */
+static int same_tensors(const struct sb_lm_model *a, const float *pa, const struct sb_lm_model *b, const float *pb)
+{
+	if (a->n_params != b->n_params)
+		return 0;
+	for (int i = 0; i < a->n_params; i++)
+		if (a->params[i].numel != b->params[i].numel ||
+		    memcmp(pa + a->params[i].offset, pb + b->params[i].offset, a->params[i].numel * sizeof(float)))
+			return 0;
+	return 1;
+}
+
 static struct sb_lm_model *make_model(struct sb_backend *be, const char *const *kv, int n, uint64_t seed)
 {
 	struct sb_lm_cfg cfg;
@@ -279,7 +292,8 @@ int main(void)
 		ok = ok && sb_lm_model_from_tensors(me, &ts, &err) == 0;
 		sb_lm_model_prepare(m);
 		size_t nt = m->n_floats + (m->cfg.tied ? (size_t)m->cfg.vocab * m->cfg.d : 0);
-		SB_CHECK(ok && !me->p && memcmp(me->pt, m->pt, nt * 4) == 0,
+		SB_CHECK(ok && !me->p && same_tensors(me, me->pt, m, m->pt) &&
+		             (!m->cfg.tied || !memcmp(me->wt.head, m->wt.head, (size_t)m->cfg.vocab * m->cfg.d * 4)),
 			 "%s: an evaluation-only model holds no training copy and the same packed weights (%zu floats; %s)",
 			 name, nt, ok ? "loaded" : err.msg);
 		if (ok) {
@@ -434,12 +448,17 @@ int main(void)
 				sb_lm_cache_reset(cc[k], 0);
 				rc |= sb_lm_forward_cached(ctx, mm[k], cc[k], batch, TT, NULL, lg[k], 1, NULL, &err);
 			}
+			/* the table is laid out again (41664 floats, 42336 with the zones); the gradient
+			 * norm is still the same bits (summed in the layout without the zones: the CPU's
+			 * chunks of 32768 floats would otherwise end elsewhere, 1.5e-15 relative apart) */
 			SB_CHECK(!rc && !memcmp(l[0], l[1], sizeof l[0]) && !memcmp(g[0], g[1], sizeof g[0]) &&
-			             !memcmp(mm[0]->p, mm[1]->p, mm[0]->n_floats * 4) &&
-			             !memcmp(lg[0], lg[1], (size_t)TT * mm[0]->cfg.vocab * sizeof(float)),
+			             same_tensors(mm[0], mm[0]->p, mm[1], mm[1]->p) &&
+			             !memcmp(lg[0], lg[1], (size_t)TT * mm[0]->cfg.vocab * sizeof(float)) &&
+			             mm[1]->n_floats > mm[0]->n_floats,
 			         "lm arena check: three steps (one at T/4 through the reshaped arena) and a cached pass give the "
-			         "same losses, parameters and logits with red zones as without (%s)",
-			         rc ? err.msg : "ran");
+			         "same losses, gradient norms (%.17g), parameters (tensor by tensor: the table is laid out "
+			         "again, %zu floats for %zu) and logits with red zones as without (%s)",
+			         g[1][0], mm[1]->n_floats, mm[0]->n_floats, rc ? err.msg : "ran");
 			free(lg[0]);
 			free(lg[1]);
 			/* zones of worker 1's arena and of the cache: a float at the first aligned offset += 1 */
@@ -472,6 +491,60 @@ int main(void)
 				             strstr(e1.msg, who) && r2 == 0,
 				         "lm arena check: %s zone %d written: rc %d (%s); restored: rc %d", j < 3 ? "trainer" : "cache",
 				         at[j], r1, e1.msg, r2);
+			}
+			/* the parameter table's zones (zero bytes): one after every tensor but a SwiGLU
+			 * gate, in the parameters, their packed copy, the gradients, gradient slot 1 and
+			 * both moments; a float written at the first, a middle and the last is reported
+			 * naming the tensor and the buffer, and no longer once restored */
+			int want_pz = 0, npz = 0;
+			const char *pzname[64];
+			for (int i = 0; i < mm[1]->n_params; i++)
+				if (!strstr(mm[1]->params[i].name, "gate_proj") && want_pz < 64)
+					pzname[want_pz++] = mm[1]->params[i].name;
+			while (sb_lm_param_zone(tt[1], SB_LM_PZ_PARAMS, npz))
+				npz++;
+			SB_CHECK(npz == want_pz && !sb_lm_param_zone(tt[0], SB_LM_PZ_PARAMS, 0) &&
+			             sb_lm_param_zone(tt[1], SB_LM_PZ_SLOT, 0) && !sb_lm_param_zone(tt[1], SB_LM_PZ_SLOT + 1, 0),
+			         "lm arena check: %d zones in the parameter table (%d tensors, none after a SwiGLU gate), none "
+			         "without SB_ARENA_CHECK; the trainer has gradient slot 1 and no slot 2",
+			         npz, mm[1]->n_params);
+			static const char *bname[] = {"the parameters", "the cached path's copy", "the gradients",
+			                              "the first moments", "the second moments", "gradient slot 1"};
+			int pat[3] = {0, npz / 2, npz - 1};
+			for (int b = SB_LM_PZ_PARAMS; b <= SB_LM_PZ_SLOT && npz == want_pz; b++)
+				for (int j = 0; j < 3; j++) {
+					char *z = sb_lm_param_zone(tt[1], b, pat[j]);
+					float x0, x;
+					memcpy(&x0, z, 4);
+					volatile float one = 1.0f;
+					x = x0 + one;
+					memcpy(z, &x, 4);
+					struct sb_err e1 = {0}, e2 = {0};
+					int r1 = sb_lm_trainer_check(tt[1], "a test", &e1);
+					memcpy(z, &x0, 4);
+					int r2 = sb_lm_trainer_check(tt[1], "a test", &e2);
+					char tail[160];
+					snprintf(tail, sizeof tail, "-byte tensor %s (%s)", pzname[pat[j]], bname[b]);
+					SB_CHECK(r1 == SB_EINTERNAL && strstr(e1.msg, "after a test: byte 2 past the end of the ") &&
+					             strstr(e1.msg, tail) && x0 == 0.0f && r2 == 0,
+					         "lm arena check: a float +1 in the zone after %s in %s is reported (rc %d: %s), and no "
+					         "longer once restored (rc %d)",
+					         pzname[pat[j]], bname[b], r1, e1.msg, r2);
+				}
+			/* through a training step: one in the first moments' zones fails the step's pass */
+			if (npz == want_pz) {
+				char *z = sb_lm_param_zone(tt[1], SB_LM_PZ_M, npz / 2);
+				z[1] = 0x01;
+				struct sb_err e1 = {0}, e2 = {0};
+				double ls, gs;
+				int r1 = sb_lm_train_step(tt[1], batch, 6, 1e-3f, &ls, &gs, &e1);
+				z[1] = 0;
+				int r2 = sb_lm_train_step(tt[1], batch, 7, 1e-3f, &ls, &gs, &e2);
+				SB_CHECK(r1 == SB_EINTERNAL && strstr(e1.msg, "after a training pass: byte 1 past the end of ") &&
+				             strstr(e1.msg, "(the first moments)") && r2 == 0,
+				         "lm arena check: a byte in a first moment's zone fails the next step (rc %d: %s); restored, "
+				         "the step runs (rc %d)",
+				         r1, e1.msg, r2);
 			}
 		}
 		for (int k = 0; k < 2; k++) {
