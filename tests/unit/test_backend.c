@@ -756,6 +756,32 @@ static void test_blas_core(void)
 	}
 }
 
+/* two CPU backends of `threads` workers, without SB_ARENA_CHECK and with it (0 or not) */
+static int open_pair(int threads, struct sb_backend **b0, struct sb_backend **b1, struct sb_err *e)
+{
+	char *saved = sb_test_env_set("SB_ARENA_CHECK", NULL);
+	int rc = sb_backend_open("cpu", threads, b0, e);
+	setenv("SB_ARENA_CHECK", "1", 1);
+	rc |= sb_backend_open("cpu", threads, b1, e);
+	sb_test_env_restore("SB_ARENA_CHECK", saved);
+	return rc;
+}
+
+/* a hit of `kind` (sb_test_zone_hit) at zone z, the tails checked "after a test" (its rc,
+ * e1), the zone restored and checked again (*r2) */
+static int hit_and_restore(struct sb_backend *b, unsigned char *z, int kind, struct sb_err *e1, int *r2)
+{
+	unsigned char orig[4], bad[4];
+	struct sb_err e2 = {0};
+	memcpy(orig, z, 4);
+	sb_test_zone_hit(bad, orig, kind);
+	memcpy(z, bad, 4);
+	int r1 = sb_be_tails_check(b, "a test", e1);
+	memcpy(z, orig, 4);
+	*r2 = sb_be_tails_check(b, "a test", &e2);
+	return r1;
+}
+
 /* SB_ARENA_CHECK's allocation tails (redzone.h): sb_backend_open enables them when the
  * variable is set, and every sb_be_alloc then has a red zone right after the bytes asked
  * for (inside the backend's own rounding); a byte or a float updated in place there is
@@ -765,11 +791,7 @@ static void test_alloc_tails(void)
 {
 	struct sb_err e = {0};
 	struct sb_backend *b0 = NULL, *b1 = NULL;
-	char *saved = sb_test_env_set("SB_ARENA_CHECK", NULL);
-	int rc = sb_backend_open("cpu", 1, &b0, &e);
-	setenv("SB_ARENA_CHECK", "1", 1);
-	rc |= sb_backend_open("cpu", 1, &b1, &e);
-	sb_test_env_restore("SB_ARENA_CHECK", saved);
+	int rc = open_pair(1, &b0, &b1, &e);
 	if (!SB_CHECK(!rc, "allocation tails: two CPU backends (%s)", e.msg))
 		return;
 	float *p0 = sb_be_alloc(b0, 40), *p1 = sb_be_alloc(b1, 40), *q1 = sb_be_alloc(b1, 4);
@@ -780,14 +802,8 @@ static void test_alloc_tails(void)
 	         "allocation tails: none without SB_ARENA_CHECK; with it a zone right after the 40 and the 4 bytes asked "
 	         "for, intact");
 	for (int kind = 0; kind < 2; kind++) {
-		unsigned char orig[4], bad[4];
-		memcpy(orig, z, 4);
-		sb_test_zone_hit(bad, orig, kind);
-		memcpy(z, bad, 4);
-		struct sb_err e1 = {0}, e2 = {0};
-		int r1 = sb_be_tails_check(b1, "a test", &e1);
-		memcpy(z, orig, 4);
-		int r2 = sb_be_tails_check(b1, "a test", &e2);
+		struct sb_err e1 = {0};
+		int r2, r1 = hit_and_restore(b1, z, kind, &e1, &r2);
 		char want[120];
 		snprintf(want, sizeof want, "after a test: byte %d past the end of the 40-byte buffer of %s:%d (allocation ",
 		         kind ? 2 : 0, __FILE__, line);
@@ -821,11 +837,7 @@ static void test_scratch_tails(void)
 {
 	struct sb_err e = {0};
 	struct sb_backend *b0 = NULL, *b1 = NULL;
-	char *saved = sb_test_env_set("SB_ARENA_CHECK", NULL);
-	int rc = sb_backend_open("cpu", 2, &b0, &e);
-	setenv("SB_ARENA_CHECK", "1", 1);
-	rc |= sb_backend_open("cpu", 2, &b1, &e);
-	sb_test_env_restore("SB_ARENA_CHECK", saved);
+	int rc = open_pair(2, &b0, &b1, &e);
 	if (!SB_CHECK(!rc, "scratch tails: two CPU backends (%s)", e.msg))
 		return;
 	struct sb_ctx *c0 = sb_be_main(b0), *c1 = sb_be_main(b1);
@@ -862,14 +874,8 @@ static void test_scratch_tails(void)
 	         "they were; worker 1 has none yet");
 	char want[160];
 	for (int kind = 0; kind < 2; kind++) {
-		unsigned char orig[4], bad[4];
-		memcpy(orig, z, 4);
-		sb_test_zone_hit(bad, orig, kind);
-		memcpy(z, bad, 4);
-		struct sb_err e1 = {0}, e2 = {0};
-		int r1 = sb_be_tails_check(b1, "a test", &e1);
-		memcpy(z, orig, 4);
-		int r2 = sb_be_tails_check(b1, "a test", &e2);
+		struct sb_err e1 = {0};
+		int r2, r1 = hit_and_restore(b1, z, kind, &e1, &r2);
 		snprintf(want, sizeof want, "after a test: byte %d past the end of the 40-byte scratch of %s:%d (worker 0's "
 		         "scratch (the cpu backend))", kind ? 2 : 0, __FILE__, line);
 		SB_CHECK(r1 == SB_EINTERNAL && strstr(e1.msg, want) && r2 == 0,

@@ -513,16 +513,16 @@ int main(void)
 			int pat[3] = {0, npz / 2, npz - 1};
 			for (int b = SB_LM_PZ_PARAMS; b <= SB_LM_PZ_SLOT && npz == want_pz; b++)
 				for (int j = 0; j < 3; j++) {
-					char *z = sb_lm_param_zone(tt[1], b, pat[j]);
-					float x0, x;
-					memcpy(&x0, z, 4);
-					volatile float one = 1.0f;
-					x = x0 + one;
-					memcpy(z, &x, 4);
+					unsigned char *z = sb_lm_param_zone(tt[1], b, pat[j]), orig[4], bad[4];
+					memcpy(orig, z, 4);
+					sb_test_zone_hit(bad, orig, 1);
+					memcpy(z, bad, 4);
 					struct sb_err e1 = {0}, e2 = {0};
 					int r1 = sb_lm_trainer_check(tt[1], "a test", &e1);
-					memcpy(z, &x0, 4);
+					memcpy(z, orig, 4);
 					int r2 = sb_lm_trainer_check(tt[1], "a test", &e2);
+					float x0;
+					memcpy(&x0, orig, 4);
 					char tail[160];
 					snprintf(tail, sizeof tail, "-byte tensor %s (%s)", pzname[pat[j]], bname[b]);
 					SB_CHECK(r1 == SB_EINTERNAL && strstr(e1.msg, "after a test: byte 2 past the end of the ") &&
