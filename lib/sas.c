@@ -788,6 +788,20 @@ static int check_text(size_t n, int T, struct sb_err *err)
 	return 0;
 }
 
+/* SB_ARENA_CHECK: the zones of the backbone's parameter table (lib/lm_model.c's, zero bytes)
+ * in its parameters and in pretraining's gradient and moments, laid out the same */
+static int pretrain_zones_check(const struct sb_sas_model *m, const float *g, const struct sb_sas_adamw *opt,
+                                const char *after, struct sb_err *err)
+{
+	const struct sb_redzones *rz = m->lm->pzones;
+	if (!rz)
+		return 0;
+	SB_TRY(sb_redzone_check(NULL, g, rz, after, "the backbone's gradient (SAS pretraining)", err));
+	SB_TRY(sb_redzone_check(NULL, opt->m, rz, after, "the backbone's first moments (SAS pretraining)", err));
+	SB_TRY(sb_redzone_check(NULL, opt->v, rz, after, "the backbone's second moments (SAS pretraining)", err));
+	return sb_redzone_check(m->lm->be, m->lm->p, rz, after, "the backbone's parameters", err);
+}
+
 int sb_sas_pretrain(struct sb_sas_model *m, const uint8_t *text, size_t n, const struct sb_sas_proc *p,
                     sb_sas_step_fn fn, void *arg, struct sb_err *err)
 {
@@ -829,6 +843,8 @@ int sb_sas_pretrain(struct sb_sas_model *m, const uint8_t *text, size_t n, const
 			break;
 		}
 		sb_sas_adamw_step(&opt, m->lm->p, g);
+		if ((rc = pretrain_zones_check(m, g, &opt, "a pretraining step", err)))
+			break;
 		if (fn)
 			fn(arg, "pretrain", s, loss, gn);
 	}

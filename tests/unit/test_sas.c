@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "../harness.h"
+#include "redzone.h"
 #include "backend.h"
 #include "lm_model.h"
 #include "rng.h"
@@ -812,6 +813,76 @@ static void test_arena_check(void)
 	sb_sas_model_free(m);
 }
 
+struct pre_log {
+	int n;
+	double loss[8], gn[8];
+};
+static void pre_cb(void *arg, const char *phase, int step, double loss, double gnorm)
+{
+	struct pre_log *l = arg;
+	if (l->n < 8) {
+		l->loss[l->n] = loss;
+		l->gn[l->n++] = gnorm;
+	}
+}
+
+/* SB_ARENA_CHECK: the backbone's parameter table (lib/lm_model.c) is laid out with a zone of
+ * zero bytes after its tensors, and SAS's pretraining, whose gradient and AdamW moments are
+ * laid out the same, checks them with the parameters' after every step. Three steps give
+ * the same losses, gradient norms and backbone tensors as without; a float in a zone of the
+ * parameters fails the next step naming the tensor, and the step runs once it is restored. */
+static void test_pretrain_zones(void)
+{
+	char *saved = sb_test_env_set("SB_ARENA_CHECK", NULL);
+	struct sb_sas_model *m0 = model(5, 1.0, 0);
+	setenv("SB_ARENA_CHECK", "1", 1);
+	struct sb_sas_model *m1 = model(5, 1.0, 0);
+	sb_test_env_restore("SB_ARENA_CHECK", saved);
+	int n = 1500;
+	uint8_t *text = malloc((size_t)n);
+	random_tokens(text, n, 23);
+	struct sb_sas_proc p;
+	sb_sas_proc_default(&p);
+	p.pre_steps = 3;
+	struct pre_log l0 = {0}, l1 = {0};
+	struct sb_err err = {0};
+	int rc0 = sb_sas_pretrain(m0, text, (size_t)n, &p, pre_cb, &l0, &err);
+	int rc1 = sb_sas_pretrain(m1, text, (size_t)n, &p, pre_cb, &l1, &err);
+	int same = m0->lm->n_params == m1->lm->n_params;
+	for (int i = 0; same && i < m0->lm->n_params; i++)
+		same = !memcmp(m0->lm->p + m0->lm->params[i].offset, m1->lm->p + m1->lm->params[i].offset,
+		               m0->lm->params[i].numel * sizeof(float));
+	int nz = 0;
+	while (m1->lm->pzones && sb_redzone_at(m1->lm->p, m1->lm->pzones, nz))
+		nz++;
+	SB_CHECK(rc0 == 0 && rc1 == 0 && !m0->lm->pzones && nz > 10 && l0.n == 3 && l1.n == 3 &&
+	             !memcmp(l0.loss, l1.loss, sizeof l0.loss) && !memcmp(l0.gn, l1.gn, sizeof l0.gn) && same,
+	         "sas pretraining zones: %d in the backbone's table (%zu floats for %zu), none without the check; 3 steps "
+	         "give the same losses, gradient norms and backbone tensors as without (%s)",
+	         nz, m1->lm->n_floats, m0->lm->n_floats, rc0 || rc1 ? err.msg : "ran");
+	if (nz > 1) {
+		unsigned char *z = sb_redzone_at(m1->lm->p, m1->lm->pzones, nz / 2), orig[4], bad[4];
+		memcpy(orig, z, 4);
+		sb_test_zone_hit(bad, orig, 1);
+		memcpy(z, bad, 4);
+		struct sb_err e1 = {0}, e2 = {0};
+		p.pre_steps = 1;
+		int r1 = sb_sas_pretrain(m1, text, (size_t)n, &p, NULL, NULL, &e1);
+		memcpy(z, orig, 4);
+		int r2 = sb_sas_pretrain(m1, text, (size_t)n, &p, NULL, NULL, &e2);
+		/* (the step's weight decay has moved the float: which byte is reported first varies) */
+		SB_CHECK(r1 == SB_EINTERNAL && strstr(e1.msg, "after a pretraining step: byte ") &&
+		             strstr(e1.msg, "-byte tensor model.") &&
+		             strstr(e1.msg, "(the backbone's parameters)") && r2 == 0,
+		         "sas pretraining zones: a float in a parameter zone fails the step (rc %d: %s); restored, it runs "
+		         "(rc %d)",
+		         r1, e1.msg, r2);
+	}
+	free(text);
+	sb_sas_model_free(m0);
+	sb_sas_model_free(m1);
+}
+
 int main(void)
 {
 	struct sb_err err = {0};
@@ -823,6 +894,7 @@ int main(void)
 	test_dense_vs_lm();
 	test_mask();
 	test_arena_check();
+	test_pretrain_zones();
 	test_selector_fd();
 	test_frozen();
 	test_pretrain_learns();
