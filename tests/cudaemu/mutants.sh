@@ -6,7 +6,7 @@
 # run with --quick (or in full), and it must fail (a "not ok" line or an emulator fault), where the
 # unmutated build passes; an arena mutant links sb-train instead, whose arena check must fail. Needs `make EMU=1` first; run by tests/sh/cuda_emu.sh.
 #
-#   tests/cudaemu/mutants.sh [NAME...]    default: every mutant
+#   tests/cudaemu/mutants.sh [NAME...]    default: every mutant; MUTANT_JOBS at a time (default: the cores)
 set -u -o pipefail
 export LC_ALL=C
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -49,14 +49,12 @@ mutants=(
 )
 
 want=("$@")
-pass=0 fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for m in "${mutants[@]}"; do
-	IFS='|' read -r name file subst what mode <<<"$m"
-	if [ ${#want[@]} -gt 0 ] && ! printf '%s\n' "${want[@]}" | grep -qx "$name"; then
-		continue
-	fi
+# one mutant (its line of the table): its result line on stdout
+one_mutant() {
+	local name file subst what mode w ok srcs s p pids method rc rep args nbad fault first
+	IFS='|' read -r name file subst what mode <<<"$1"
 	w=$tmp/$name
 	mkdir -p "$w/lib"
 	cp -r lib/cuda "$w/lib/cuda"
@@ -64,8 +62,7 @@ for m in "${mutants[@]}"; do
 	perl -0pi -e "$subst" "$w/lib/cuda/$file"
 	if cmp -s "lib/cuda/$file" "$w/lib/cuda/$file"; then
 		echo "not ok - mutant $name: the edit did not apply to lib/cuda/$file (the mutant is stale)"
-		fail=$((fail + 1))
-		continue
+		return
 	fi
 	# the objects the edit reaches: the file itself, or every .cu that includes the header,
 	# compiled side by side (host_cuda.cu is the host lanes' build, which gpu_ops does not run)
@@ -96,26 +93,22 @@ for m in "${mutants[@]}"; do
 	fi
 	if [ $ok -eq 0 ]; then
 		echo "not ok - mutant $name: did not build ($(head -c 300 "$w/cc.log" | tr '\n' ' '))"
-		fail=$((fail + 1))
-		continue
+		return
 	fi
 	if [ "${mode:-}" = arena ]; then
 		# 8x8 images, 4-pixel patches: T = 5; batch 25 makes the bias of the QKV product
 		# (25 * 5 rows of 192) end 192 floats into a 256-thread block
-		[ -d "$tmp/data/ga" ] || /usr/bin/python3 tests/fixtures/m3/gen_data.py "$tmp/data" ga
 		SB_ARENA_CHECK=1 timeout 600 "$w/sb-train" -q --device cuda -d "$tmp/data" -o "$w/runs" --task ga \
 			--method "$method" --seed 0 --epochs 1 --batch 25 >"$w/out" 2>"$w/err"
 		rc=$?
 		rep=$(grep -m1 -o 'arena check (SB_ARENA_CHECK) after .*' "$w/err" | cut -c1-220)
 		if [ $rc -ne 0 ] && [ -n "$rep" ]; then
 			echo "ok - mutant $name caught ($what): sb-train exit $rc; $rep"
-			pass=$((pass + 1))
 		else
 			echo "not ok - mutant $name NOT caught ($what): sb-train exit $rc; $(grep -v '^cudaemu: note' "$w/err" | head -c 300 | tr '\n' ' ')"
-			fail=$((fail + 1))
 		fi
 		rm -rf "$w"
-		continue
+		return
 	fi
 	args=(--device cuda --seed 1)
 	[ "${mode:-}" = full ] || args+=(--quick)
@@ -126,12 +119,35 @@ for m in "${mutants[@]}"; do
 	first=$(grep -m1 '^not ok' "$w/out" | cut -c1-160)
 	if [ $rc -ne 0 ] && { [ "$nbad" -gt 0 ] || [ -n "$fault" ]; }; then
 		echo "ok - mutant $name caught ($what): exit $rc, $nbad checks failed${fault:+; $fault}${first:+; first: $first}"
-		pass=$((pass + 1))
 	else
 		echo "not ok - mutant $name NOT caught ($what): exit $rc, $nbad checks failed"
-		fail=$((fail + 1))
 	fi
 	rm -rf "$w"
+}
+
+# the mutants chosen, MUTANT_JOBS (default: the cores) at a time, each in its own copy; their
+# lines in the table's order
+sel=()
+for m in "${mutants[@]}"; do
+	IFS='|' read -r name _ <<<"$m"
+	if [ ${#want[@]} -eq 0 ] || printf '%s\n' "${want[@]}" | grep -qx "$name"; then
+		sel+=("$m")
+	fi
+done
+# the arena mutants' tiny dataset, made once
+if printf '%s\n' "${sel[@]}" | grep -q '|arena'; then
+	/usr/bin/python3 tests/fixtures/m3/gen_data.py "$tmp/data" ga >/dev/null
+fi
+jobs_max=${MUTANT_JOBS:-$(nproc)}
+for i in "${!sel[@]}"; do
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+	one_mutant "${sel[$i]}" >"$tmp/result.$i" 2>&1 &
+done
+wait
+pass=0 fail=0
+for i in "${!sel[@]}"; do
+	cat "$tmp/result.$i"
+	if grep -q '^ok - ' "$tmp/result.$i"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 done
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

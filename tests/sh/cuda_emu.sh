@@ -25,6 +25,11 @@ make --no-print-directory -C "$TOP" -j"$(nproc)" EMU=1 build/emu/gpu/gpu_ops bui
 	build/emu/tests/gpu/gpu_ops.o build/emu/bin/sb-train >"$T/make.log" 2>&1
 t_result $? "make EMU=1 builds gpu_ops and the emulator's self-test into build/emu/" "$(tail -n 5 "$T/make.log" | tr '\n' ' ' | cut -c1-400)"
 
+# 3. (started first, checked last) the mutants, in the background while 1 and 2 run: on two
+# cores the whole takes about the mutants' time alone
+bash "$TOP/tests/cudaemu/mutants.sh" >"$T/mutants.out" 2>&1 &
+mutants_pid=$!
+
 # 1. the emulator's own checks
 declare -A want=(
 	[collectives]="0|"
@@ -61,13 +66,23 @@ done
 
 # 2. the backend's ops against the CPU backend: the full op check (every op, many shapes)
 # with threads and blocks in order, every kernel once (--quick) in reverse order
+# (the two at once)
+ops_pids=()
+for run in "forward full" "reverse --quick"; do
+	set -- $run
+	args=(--device cuda --seed 11)
+	[ "$2" = full ] || args+=("$2")
+	(
+		CUDAEMU_SCHEDULE=$1 timeout 900 "$E/gpu/gpu_ops" "${args[@]}" >"$T/ops.$1" 2>"$T/ops.$1.err"
+		echo $? >"$T/ops.$1.rc"
+	) &
+	ops_pids+=($!)
+done
+wait "${ops_pids[@]}"
 for run in "forward full 2000" "reverse --quick 300"; do
 	set -- $run
 	sched=$1 what=$2 least=$3
-	args=(--device cuda --seed 11)
-	[ "$what" = full ] || args+=("$what")
-	CUDAEMU_SCHEDULE=$sched timeout 900 "$E/gpu/gpu_ops" "${args[@]}" >"$T/ops.$sched" 2>"$T/ops.$sched.err"
-	rc=$?
+	rc=$(cat "$T/ops.$sched.rc")
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$T/ops.$sched" | tail -n 1)
 	n=${line%% passed*}
 	[ $rc -eq 0 ] && [ -n "$line" ] && [ "${n:-0}" -ge "$least" ] && ! grep -q '^cudaemu: ' "$T/ops.$sched.err"
@@ -78,8 +93,9 @@ grep -q 'cudaemu (host emulation' "$T/ops.forward"
 t_result $? "gpu_ops ran on the emulated device, not the CPU backend ($(grep -m1 '^# gpu:' "$T/ops.forward" | cut -c1-120))"
 
 # 3. mutants
-out=$(bash "$TOP/tests/cudaemu/mutants.sh" 2>&1)
+wait "$mutants_pid"
 rc=$?
+out=$(cat "$T/mutants.out")
 while IFS= read -r l; do
 	case $l in
 	"ok - "*) t_result 0 "${l#ok - }" ;;
