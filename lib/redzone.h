@@ -84,8 +84,8 @@ void *sb_be_tail(struct sb_backend *be, const void *p);
  * (sb_scratch_fill) right after the bytes it asked for, and first reads back the zone of the
  * request before (its op has run by then): a zone found written is kept as the tail's hit.
  * sb_be_tails_check reports the hit, else checks the last request's zone, of each tail the
- * backend's scratch_tails op lists. (The two inline functions are for lib/cuda, which
- * calls nothing in lib/: cuda_common.cuh.) */
+ * backend's scratch_tail op lists. (The pattern's two functions are inline so that
+ * lib/cuda, which calls nothing in lib/ (cuda_common.cuh), can use them too.) */
 enum { SB_SCRATCH_TAIL = 64 };
 struct sb_scratch_zone {
 	char *at;         /* the zone; NULL: none */
