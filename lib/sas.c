@@ -42,6 +42,33 @@ static uint64_t fnv1a64(const char *s)
 	return h;
 }
 
+static const char *sel_name[2] = {"selector_q.weight", "selector_k.weight"};
+
+/* SB_ARENA_CHECK: the selector's two matrices each followed by a zone of zero bytes (its
+ * rounding to 16 floats and 16 floats more, as lib/lm_model.c's table), in sel and in the
+ * gradient and AdamW moments of selector training, laid out the same. Clipping's sum of
+ * squares and AdamW leave zero bytes as they are, so the results are the same bits. */
+static int selector_zones(struct sb_sas_model *m)
+{
+	struct sb_redzones *rz = calloc(1, sizeof *rz);
+	if (!rz)
+		return -1;
+	*rz = (struct sb_redzones){.on = 1, .zero = 1, .file = "lib/sas.c"};
+	m->szones = rz;
+	size_t half = m->n_sel / 2, off = 0;
+	for (int s = 0; s < 2; s++) {
+		if (s)
+			m->sel_k = off;
+		size_t end = off + half;
+		off += ((half + 15) & ~(size_t)15) + 16;
+		if (sb_redzone_push(rz, end * sizeof(float), (off - end) * sizeof(float), half * sizeof(float),
+		                    sel_name[s]))
+			return -1;
+	}
+	m->sel_len = off;
+	return 0;
+}
+
 int sb_sas_model_new(struct sb_backend *be, const struct sb_sas_cfg *sc, const struct sb_lm_cfg *lc0,
                      struct sb_sas_model **out, struct sb_err *err)
 {
@@ -73,7 +100,13 @@ int sb_sas_model_new(struct sb_backend *be, const struct sb_sas_cfg *sc, const s
 		return rc;
 	}
 	m->n_sel = 2 * (size_t)sc->dsel * (size_t)lc.d;
-	m->sel = calloc(m->n_sel, sizeof *m->sel);
+	m->sel_k = m->n_sel / 2;
+	m->sel_len = m->n_sel;
+	if (sb_redzone_wanted() && selector_zones(m)) {
+		sb_sas_model_free(m);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	m->sel = calloc(m->sel_len, sizeof *m->sel);
 	if (!m->sel) {
 		sb_sas_model_free(m);
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -88,10 +121,11 @@ void sb_sas_model_free(struct sb_sas_model *m)
 		return;
 	sb_lm_model_free(m->lm);
 	free(m->sel);
+	if (m->szones)
+		sb_redzone_free(m->szones);
+	free(m->szones);
 	free(m);
 }
-
-static const char *sel_name[2] = {"selector_q.weight", "selector_k.weight"};
 
 int sb_sas_model_init(struct sb_sas_model *m, uint64_t seed, struct sb_err *err)
 {
@@ -107,7 +141,7 @@ int sb_sas_model_init(struct sb_sas_model *m, uint64_t seed, struct sb_err *err)
 		struct sb_rng r;
 		sb_rng_init(&r, seed, SB_RNG_INIT, fnv1a64(sel_name[s]));
 		for (size_t j = 0; j < half; j++)
-			m->sel[s * half + j] = (float)(std * sb_rng_normal(&r));
+			m->sel[s * m->sel_k + j] = (float)(std * sb_rng_normal(&r));
 	}
 	return 0;
 }
@@ -125,10 +159,9 @@ size_t sb_sas_param_count(const struct sb_sas_model *m)
 int sb_sas_model_to_tensors(const struct sb_sas_model *m, struct sb_tensors *ts, struct sb_err *err)
 {
 	SB_TRY(sb_lm_model_to_tensors(m->lm, ts, err));
-	size_t half = m->n_sel / 2;
 	int64_t shape[2] = {m->sc.dsel, m->lm->cfg.d};
 	for (int s = 0; s < 2; s++)
-		SB_TRY(sb_tensors_add(ts, sel_name[s], SB_F32, 2, shape, m->sel + s * half, 0, err));
+		SB_TRY(sb_tensors_add(ts, sel_name[s], SB_F32, 2, shape, m->sel + s * m->sel_k, 0, err));
 	return 0;
 }
 
@@ -152,7 +185,7 @@ int sb_sas_model_from_tensors(struct sb_sas_model *m, const struct sb_tensors *t
 			rc = SB_ERR(err, SB_EDATA, "tensor %s: expected F32 [%d, %d]", t->name, m->sc.dsel,
 			            m->lm->cfg.d);
 		else {
-			memcpy(m->sel + s * half, t->data, half * sizeof(float));
+			memcpy(m->sel + s * m->sel_k, t->data, half * sizeof(float));
 			found[s] = 1;
 		}
 	}
@@ -396,7 +429,7 @@ static double gelu_d(double x)
 static void selector_bias(struct sb_sas_ws *w, const struct sb_sas_model *m, struct sb_sas_obs *obs)
 {
 	int T = w->T, d = w->d, ds = w->ds, B = w->B, nb = w->nb;
-	const float *Wq = m->sel, *Wk = m->sel + (size_t)ds * d;
+	const float *Wq = m->sel, *Wk = m->sel + m->sel_k;
 	linear(w->qs, w->h1, Wq, NULL, T, d, ds);
 	linear(w->ks, w->h1, Wk, NULL, T, d, ds);
 	for (int c = 0; c < nb; c++)
@@ -674,8 +707,8 @@ void sb_sas_backward(struct sb_sas_ws *w, const struct sb_sas_model *m, float sc
 		for (int j = 0; j < T; j++)
 			for (int e = 0; e < ds; e++)
 				dks[(size_t)j * ds + e] = w->dkb[(size_t)(j / B) * ds + e] / (float)B;
-		const float *Wq = m->sel, *Wk = m->sel + (size_t)ds * d;
-		float *gq = gsel, *gk = gsel ? gsel + (size_t)ds * d : NULL;
+		const float *Wq = m->sel, *Wk = m->sel + m->sel_k;
+		float *gq = gsel, *gk = gsel ? gsel + m->sel_k : NULL;
 		memset(w->dh, 0, Td * sizeof(float));
 		linear_back(gback ? w->dh : NULL, gq, NULL, w->dqs, w->h1, Wq, T, d, ds);
 		linear_back(gback ? w->dh : NULL, gk, NULL, dks, w->h1, Wk, T, d, ds);
@@ -854,6 +887,18 @@ int sb_sas_pretrain(struct sb_sas_model *m, const uint8_t *text, size_t n, const
 	return rc;
 }
 
+/* SB_ARENA_CHECK: the selector's zones in its gradient, AdamW moments and parameters */
+static int selector_zones_check(const struct sb_sas_model *m, const float *g, const struct sb_sas_adamw *opt,
+                                const char *after, struct sb_err *err)
+{
+	if (!m->szones)
+		return 0;
+	SB_TRY(sb_redzone_check(NULL, g, m->szones, after, "the selector's gradient", err));
+	SB_TRY(sb_redzone_check(NULL, opt->m, m->szones, after, "the selector's first moments", err));
+	SB_TRY(sb_redzone_check(NULL, opt->v, m->szones, after, "the selector's second moments", err));
+	return sb_redzone_check(NULL, m->sel, m->szones, after, "the selector's parameters", err);
+}
+
 int sb_sas_train_selector(struct sb_sas_model *m, const uint8_t *text, size_t n, const struct sb_sas_proc *p,
                           sb_sas_step_fn fn, void *arg, double *gnorm_mean, struct sb_err *err)
 {
@@ -864,12 +909,12 @@ int sb_sas_train_selector(struct sb_sas_model *m, const uint8_t *text, size_t n,
 		return SB_ERR(err, SB_EUSAGE, "sas: at most 64 blocks per window (got %d)", m->sc.T / m->sc.block);
 	struct sb_sas_ws *ws = NULL;
 	struct sb_sas_adamw opt;
-	float *g = calloc(m->n_sel, sizeof *g);
+	float *g = calloc(m->sel_len, sizeof *g);
 	if (!g)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	int rc = sb_sas_ws_new(m, &ws, err);
 	if (!rc)
-		rc = sb_sas_adamw_init(&opt, m->n_sel, p->sel_lr, p->sel_wd, err);
+		rc = sb_sas_adamw_init(&opt, m->sel_len, p->sel_lr, p->sel_wd, err);
 	if (rc) {
 		free(g);
 		sb_sas_ws_free(ws);
@@ -877,7 +922,7 @@ int sb_sas_train_selector(struct sb_sas_model *m, const uint8_t *text, size_t n,
 	}
 	double gsum = 0;
 	for (int s = 1; s <= p->sel_steps && !rc; s++) {
-		memset(g, 0, m->n_sel * sizeof *g);
+		memset(g, 0, m->sel_len * sizeof *g);
 		double lsum = 0;
 		for (int b = 0; b < p->sel_batch; b++) {
 			uint64_t idx = (uint64_t)(s - 1) * (uint64_t)p->sel_batch + (uint64_t)b;
@@ -893,7 +938,7 @@ int sb_sas_train_selector(struct sb_sas_model *m, const uint8_t *text, size_t n,
 		if (rc)
 			break;
 		double loss = lsum / p->sel_batch;
-		double gn = sb_sas_clip(g, m->n_sel, p->sel_clip);
+		double gn = sb_sas_clip(g, m->sel_len, p->sel_clip);
 		if (!isfinite(loss) || !isfinite(gn)) {
 			rc = SB_ERR(err, SB_EINTERNAL, "sas selector training: non-finite loss or gradient at step %d",
 			            s);
@@ -901,6 +946,8 @@ int sb_sas_train_selector(struct sb_sas_model *m, const uint8_t *text, size_t n,
 		}
 		gsum += gn;
 		sb_sas_adamw_step(&opt, m->sel, g);
+		if ((rc = selector_zones_check(m, g, &opt, "a selector step", err)))
+			break;
 		if (fn)
 			fn(arg, "selector", s, loss, gn);
 	}

@@ -61,8 +61,13 @@ void sb_sas_backbone_cfg(struct sb_lm_cfg *lc, int T);
 struct sb_sas_model {
 	struct sb_lm_model *lm; /* the backbone; its parameters must be host memory (CPU backend) */
 	struct sb_sas_cfg sc;
-	float *sel; /* selector_q.weight [dsel][d], then selector_k.weight [dsel][d] */
-	size_t n_sel;
+	float *sel;    /* selector_q.weight [dsel][d], then selector_k.weight [dsel][d] at sel_k */
+	size_t n_sel;  /* the selector's parameters (2 dsel d) */
+	size_t sel_k;  /* where selector_k.weight starts in sel: dsel d, or further with SB_ARENA_CHECK */
+	size_t sel_len; /* sel's floats: n_sel, or with SB_ARENA_CHECK one zone of zero bytes more after
+	                 * each matrix (redzone.h; `szones`), so that the selector's gradient and AdamW
+	                 * moments, laid out the same, are checked after every selector step */
+	struct sb_redzones *szones;
 };
 
 /* A model on backend be (the CPU backend: the loops here read lm->p on the host) with the
@@ -103,8 +108,8 @@ void *sb_sas_ws_zone(const struct sb_sas_ws *ws, int i);
 void sb_sas_forward(struct sb_sas_ws *ws, const struct sb_sas_model *m, const uint8_t *tokens, enum sb_sas_mode mode,
                     double *loss, struct sb_sas_obs *obs);
 /* Backward of the last forward with dL/dloss = scale; gradients are ADDED to gback
- * (the backbone's n_floats, lm_model layout; NULL: not computed) and gsel (n_sel;
- * NULL: not computed; only in SB_SAS_SPARSE mode). */
+ * (the backbone's n_floats, lm_model layout; NULL: not computed) and gsel (sel_len
+ * floats laid out as sel; NULL: not computed; only in SB_SAS_SPARSE mode). */
 void sb_sas_backward(struct sb_sas_ws *ws, const struct sb_sas_model *m, float scale, float *gback, float *gsel);
 /* Of the last forward: logits [T][vocab]; the attention bias [T][T] (0 or log g kept,
  * -inf dropped); gates [T][T/block] (0 where not historical); selected flags likewise. */

@@ -2,9 +2,11 @@
 #include "sas_lm.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "redzone.h"
 #include "rng.h"
 #include "sas.h"
 
@@ -22,8 +24,13 @@ struct sb_sas_lm {
 	struct sb_backend_lm_ops ops; /* the backend's, with our attention */
 	const struct sb_backend_lm_ops *orig;
 	float *sel, *grad; /* selector parameters and gradient */
-	size_t n_sel, per_layer;
-	float *am, *av; /* AdamW moments */
+	size_t n_sel;      /* the selector's parameters */
+	size_t per_layer;  /* an A layer's part of sel: Sq, then Sk at k_off */
+	size_t k_off;
+	size_t sel_len;    /* sel's floats: n_sel, more with SB_ARENA_CHECK's zones (sel_zones) */
+	float *am, *av;    /* AdamW moments */
+	struct sb_redzones *rz; /* SB_ARENA_CHECK: a zone of zero bytes after each matrix */
+	char (*zname)[48];      /* the matrices' names, for its reports */
 	struct sas_layer *L;
 	float *bias, *dbias, *dqs, *dkb, *row; /* [T][T], [T][T], [T][ds], [nb][ds], [T] */
 	struct sb_lm_mask_scratch scr;
@@ -54,7 +61,7 @@ static void sas_select(struct sb_sas_lm *x, int li, const float *q, const float 
 {
 	int T = x->T, B = x->c.block, nb = x->nb, ds = x->ds, qd = x->NH * x->hd, kd = x->NKV * x->hd;
 	struct sas_layer *L = &x->L[li];
-	const float *Sq = x->sel + (size_t)li * x->per_layer, *Sk = Sq + (size_t)ds * qd;
+	const float *Sq = x->sel + (size_t)li * x->per_layer, *Sk = Sq + x->k_off;
 	for (int t = 0; t < T; t++)
 		for (int e = 0; e < ds; e++) {
 			double a = 0, b = 0;
@@ -228,7 +235,7 @@ static void sas_attn_backward(struct sb_ctx *ctx, float *dq, float *dk, float *d
 	memset(dk, 0, (size_t)Bt * T * kd * sizeof(float));
 	memset(dv, 0, (size_t)Bt * T * kd * sizeof(float));
 	struct sas_layer *L = &x->L[li];
-	float *gq = x->grad + (size_t)li * x->per_layer, *gk = gq + (size_t)ds * qd;
+	float *gq = x->grad + (size_t)li * x->per_layer, *gk = gq + x->k_off;
 	for (int b = 0; b < Bt; b++) {
 		const float *qb = q + (size_t)b * T * qd, *kb = k + (size_t)b * T * kd, *vb = v + (size_t)b * T * kd;
 		const float *dob = dout + (size_t)b * T * qd;
@@ -317,6 +324,63 @@ static void sas_attn_backward(struct sb_ctx *ctx, float *dq, float *dk, float *d
 
 /* ---------------------------------------------------------------- lifecycle */
 
+/* The selector's layout: per A layer Sq [ds][qd], then Sk [ds][kd]. With SB_ARENA_CHECK each
+ * matrix is followed by a zone of zero bytes (its rounding to 16 floats and 16 floats more,
+ * as lib/lm_model.c's table), in the parameters, the gradient and both AdamW moments, which
+ * are checked after every gradient pass and step; clipping's sum of squares and AdamW leave
+ * zero bytes as they are, so the results are the same bits. -1: out of memory. */
+static int sel_layout(struct sb_sas_lm *x)
+{
+	size_t qn = (size_t)x->ds * x->NH * x->hd, kn = (size_t)x->ds * x->NKV * x->hd;
+	x->n_sel = (qn + kn) * (size_t)x->n_a;
+	x->k_off = qn;
+	x->per_layer = qn + kn;
+	x->sel_len = x->n_sel;
+	if (!sb_redzone_wanted())
+		return 0;
+	x->rz = calloc(1, sizeof *x->rz);
+	x->zname = calloc(2 * (size_t)x->n_a, sizeof *x->zname);
+	if (!x->rz || !x->zname)
+		return -1;
+	*x->rz = (struct sb_redzones){.on = 1, .zero = 1, .file = "lib/sas_lm.c"};
+	size_t off = 0;
+	for (int l = 0; l < x->n_a; l++)
+		for (int s = 0; s < 2; s++) {
+			size_t n = s ? kn : qn, end = off + n;
+			off += ((n + 15) & ~(size_t)15) + 16;
+			if (!l && !s)
+				x->k_off = off;
+			snprintf(x->zname[2 * l + s], sizeof x->zname[0], "selector.A%d.%s", l, s ? "Sk" : "Sq");
+			if (sb_redzone_push(x->rz, end * sizeof(float), (off - end) * sizeof(float), n * sizeof(float),
+			                    x->zname[2 * l + s]))
+				return -1;
+		}
+	x->per_layer = off / (size_t)x->n_a;
+	x->sel_len = off;
+	return 0;
+}
+
+/* where parameter i (the packed order: a checkpoint's) is in sel */
+static size_t sel_at(const struct sb_sas_lm *x, size_t i)
+{
+	size_t qn = (size_t)x->ds * x->NH * x->hd, lay = x->n_sel / (size_t)x->n_a;
+	size_t l = i / lay, r = i % lay;
+	return l * x->per_layer + (r < qn ? r : x->k_off + (r - qn));
+}
+
+/* SB_ARENA_CHECK: the zones of the selector's buffers */
+static int sel_zones_check(const struct sb_sas_lm *x, int moments, const char *after, struct sb_err *err)
+{
+	if (!x->rz)
+		return 0;
+	SB_TRY(sb_redzone_check(NULL, x->grad, x->rz, after, "the selector's gradient", err));
+	if (moments) {
+		SB_TRY(sb_redzone_check(NULL, x->am, x->rz, after, "the selector's first moments", err));
+		SB_TRY(sb_redzone_check(NULL, x->av, x->rz, after, "the selector's second moments", err));
+	}
+	return sb_redzone_check(NULL, x->sel, x->rz, after, "the selector's parameters", err);
+}
+
 int sb_sas_lm_new(struct sb_lm_model *m, const struct sb_sas_lm_cfg *c, int T, uint64_t seed, struct sb_sas_lm **out,
                   struct sb_err *err)
 {
@@ -357,13 +421,14 @@ int sb_sas_lm_new(struct sb_lm_model *m, const struct sb_sas_lm_cfg *c, int T, u
 		return rc;
 	}
 	int qd = x->NH * x->hd, kd = x->NKV * x->hd;
-	x->per_layer = (size_t)x->ds * (qd + kd);
-	x->n_sel = x->per_layer * x->n_a;
 	size_t Tz = (size_t)T, nb = (size_t)x->nb, ds = (size_t)x->ds;
-	x->sel = calloc(x->n_sel, sizeof(float));
-	x->grad = calloc(x->n_sel, sizeof(float));
-	x->am = calloc(x->n_sel, sizeof(float));
-	x->av = calloc(x->n_sel, sizeof(float));
+	int ok = !sel_layout(x);
+	if (ok) {
+		x->sel = calloc(x->sel_len, sizeof(float));
+		x->grad = calloc(x->sel_len, sizeof(float));
+		x->am = calloc(x->sel_len, sizeof(float));
+		x->av = calloc(x->sel_len, sizeof(float));
+	}
 	x->L = calloc((size_t)x->n_a, sizeof *x->L);
 	x->bias = calloc(Tz * Tz, sizeof(float));
 	x->dbias = calloc(Tz * Tz, sizeof(float));
@@ -371,7 +436,7 @@ int sb_sas_lm_new(struct sb_lm_model *m, const struct sb_sas_lm_cfg *c, int T, u
 	x->dkb = calloc(nb * ds, sizeof(float));
 	x->row = calloc(Tz, sizeof(float));
 	x->idx = calloc(Tz, sizeof(int32_t));
-	int ok = x->sel && x->grad && x->am && x->av && x->L && x->bias && x->dbias && x->dqs && x->dkb && x->row &&
+	ok = ok && x->sel && x->grad && x->am && x->av && x->L && x->bias && x->dbias && x->dqs && x->dkb && x->row &&
 	         x->idx && !sb_lm_mask_scratch_init(&x->scr, T);
 	for (int l = 0; ok && l < x->n_a; l++) {
 		struct sas_layer *L = &x->L[l];
@@ -390,7 +455,7 @@ int sb_sas_lm_new(struct sb_lm_model *m, const struct sb_sas_lm_cfg *c, int T, u
 	for (int l = 0; l < x->n_a; l++)
 		for (int s = 0; s < 2; s++) {
 			int in = s ? kd : qd;
-			float *w = x->sel + (size_t)l * x->per_layer + (s ? (size_t)x->ds * qd : 0);
+			float *w = x->sel + (size_t)l * x->per_layer + (s ? x->k_off : 0);
 			double bound = sqrt(6.0 / (double)(in + x->ds));
 			struct sb_rng r;
 			sb_rng_init(&r, seed, SB_RNG_INIT, 0x5a5000ull + (uint64_t)l * 2 + (uint64_t)s);
@@ -416,6 +481,10 @@ void sb_sas_lm_free(struct sb_sas_lm *x)
 	free(x->L);
 	sb_lm_mask_scratch_free(&x->scr);
 	free(x->sel);
+	if (x->rz)
+		sb_redzone_free(x->rz);
+	free(x->rz);
+	free(x->zname);
 	free(x->grad);
 	free(x->am);
 	free(x->av);
@@ -428,10 +497,31 @@ void sb_sas_lm_free(struct sb_sas_lm *x)
 	free(x);
 }
 
-float *sb_sas_lm_params(struct sb_sas_lm *x, size_t *n)
+size_t sb_sas_lm_n_params(const struct sb_sas_lm *x)
 {
-	*n = x->n_sel;
-	return x->sel;
+	return x->n_sel;
+}
+
+float *sb_sas_lm_param(struct sb_sas_lm *x, size_t i)
+{
+	return x->sel + sel_at(x, i);
+}
+
+void *sb_sas_lm_zone(struct sb_sas_lm *x, int i)
+{
+	return x->rz ? sb_redzone_at(x->sel, x->rz, i) : NULL;
+}
+
+void sb_sas_lm_params_get(const struct sb_sas_lm *x, float *out)
+{
+	for (size_t i = 0; i < x->n_sel; i++)
+		out[i] = x->sel[sel_at(x, i)];
+}
+
+void sb_sas_lm_params_set(struct sb_sas_lm *x, const void *in)
+{
+	for (size_t i = 0; i < x->n_sel; i++)
+		memcpy(x->sel + sel_at(x, i), (const char *)in + i * sizeof(float), sizeof(float));
 }
 
 int sb_sas_lm_n_layers(const struct sb_sas_lm *x)
@@ -481,13 +571,15 @@ int sb_sas_lm_logits(struct sb_sas_lm *x, const uint8_t *tokens, enum sb_sas_lm_
 
 int sb_sas_lm_grad(struct sb_sas_lm *x, const uint8_t *batch, double *loss, float *g, struct sb_err *err)
 {
-	memset(x->grad, 0, x->n_sel * sizeof(float));
+	memset(x->grad, 0, x->sel_len * sizeof(float));
 	begin(x, SB_SAS_LM_SAS, NULL, NULL);
 	float *bg;
 	int rc = sb_lm_train_grad(x->tr, batch, loss, &bg, err); /* bg: the backbone's, discarded */
 	end(x);
-	if (!rc && g)
-		memcpy(g, x->grad, x->n_sel * sizeof(float));
+	if (!rc)
+		rc = sel_zones_check(x, 0, "a selector gradient pass", err);
+	for (size_t i = 0; !rc && g && i < x->n_sel; i++)
+		g[i] = x->grad[sel_at(x, i)];
 	return rc;
 }
 
@@ -495,7 +587,7 @@ int sb_sas_lm_step(struct sb_sas_lm *x, const uint8_t *batch, int64_t step, floa
                    double *loss, double *gnorm, struct sb_err *err)
 {
 	SB_TRY(sb_sas_lm_grad(x, batch, loss, NULL, err));
-	*gnorm = sb_sas_clip(x->grad, x->n_sel, clip);
+	*gnorm = sb_sas_clip(x->grad, x->sel_len, clip);
 	if (!isfinite(*loss) || !isfinite(*gnorm))
 		return SB_ERR(err, SB_EINTERNAL, "sas-lm: non-finite loss or gradient at step %lld", (long long)step);
 	struct sb_sas_adamw o = {.lr = lr,
@@ -506,7 +598,7 @@ int sb_sas_lm_step(struct sb_sas_lm *x, const uint8_t *batch, int64_t step, floa
 	                         .t = step - 1,
 	                         .m = x->am,
 	                         .v = x->av,
-	                         .n = x->n_sel};
+	                         .n = x->sel_len};
 	sb_sas_adamw_step(&o, x->sel, x->grad);
-	return 0;
+	return sel_zones_check(x, 1, "a selector step", err);
 }

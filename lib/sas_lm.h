@@ -50,15 +50,26 @@ struct sb_sas_lm;
 int sb_sas_lm_new(struct sb_lm_model *m, const struct sb_sas_lm_cfg *c, int T, uint64_t seed, struct sb_sas_lm **out,
                   struct sb_err *err);
 void sb_sas_lm_free(struct sb_sas_lm *x);
-/* The selector's parameters (all A layers: [Sq (dsel x heads*hd), Sk (dsel x kv*hd)] per layer). */
-float *sb_sas_lm_params(struct sb_sas_lm *x, size_t *n);
+/* The selector's parameters, n of them, in their packed order (a checkpoint's): per A layer
+ * Sq [dsel][heads*hd], then Sk [dsel][kv*hd]. In memory SB_ARENA_CHECK puts a red zone after
+ * each matrix, so they are read and written through these: all of them (out, in: n floats),
+ * or parameter i in place. */
+size_t sb_sas_lm_n_params(const struct sb_sas_lm *x);
+void sb_sas_lm_params_get(const struct sb_sas_lm *x, float *out);
+void sb_sas_lm_params_set(struct sb_sas_lm *x, const void *in); /* n floats, any alignment */
+float *sb_sas_lm_param(struct sb_sas_lm *x, size_t i);
+/* For tests: the red zone i of the parameters (after matrix i: Sq, Sk of each A layer in
+ * turn), NULL past the last or without SB_ARENA_CHECK. */
+void *sb_sas_lm_zone(struct sb_sas_lm *x, int i);
 int sb_sas_lm_n_layers(const struct sb_sas_lm *x); /* A layers */
 
 /* Logits [T][vocab] of tokens[0..T) under dense, a training-free mask, or SAS.
  * budget (may be NULL): kept/causal (query, key) pairs over heads and A layers, added. */
 int sb_sas_lm_logits(struct sb_sas_lm *x, const uint8_t *tokens, enum sb_sas_lm_mode mode,
                      const struct sb_lm_mask *mask, float *logits, struct sb_lm_budget *budget, struct sb_err *err);
-/* Loss and the selector's gradient (into g, n floats; not accumulated) on batch[batch][T+1]. */
+/* Loss and the selector's gradient (into g, n floats in the packed order; not accumulated) on
+ * batch[batch][T+1]. With SB_ARENA_CHECK, SB_EINTERNAL when a zone was written (so too for a
+ * step: its gradient, moments or parameters). */
 int sb_sas_lm_grad(struct sb_sas_lm *x, const uint8_t *batch, double *loss, float *g, struct sb_err *err);
 /* One AdamW step (torch semantics) of the selector on batch: loss before the update,
  * pre-clip norm. step is 1-based. */

@@ -368,13 +368,19 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 		char sp[4200], sha[65] = "";
 		snprintf(sp, sizeof sp, "%s/selector-b%d.safetensors", run_dir, B);
 		if (!rc) {
-			size_t n;
-			float *p = sb_sas_lm_params(x, &n);
+			size_t n = sb_sas_lm_n_params(x);
+			float *p = malloc(n * sizeof *p);
 			struct sb_tensors ts;
 			sb_tensors_init(&ts);
 			int64_t shape[1] = {(int64_t)n};
 			char v[32];
-			rc = sb_tensors_add(&ts, "selector", SB_F32, 1, shape, p, 1, err);
+			if (!p)
+				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+			else
+				sb_sas_lm_params_get(x, p);
+			if (!rc)
+				rc = sb_tensors_add(&ts, "selector", SB_F32, 1, shape, p, 0, err);
+			free(p);
 			snprintf(v, sizeof v, "%d", B);
 			if (!rc)
 				rc = sb_tensors_set_meta(&ts, "block", v, err);
@@ -453,8 +459,7 @@ static int load_selector(struct sb_sas_lm *x, const char *path, int block, const
 	struct sb_tensors ts;
 	SB_TRY(sb_st_read_checked(path, 1, sha, &ts, err));
 	const struct sb_tensor *t = sb_tensors_find(&ts, "selector");
-	size_t n;
-	float *p = sb_sas_lm_params(x, &n);
+	size_t n = sb_sas_lm_n_params(x);
 	int rc = 0;
 	const char *mb = sb_tensors_meta(&ts, "block"), *ms = sb_tensors_meta(&ts, "backbone_sha256"),
 		   *mc = sb_tensors_meta(&ts, "cell_id");
@@ -468,7 +473,7 @@ static int load_selector(struct sb_sas_lm *x, const char *path, int block, const
 	else if (!t || t->dtype != SB_F32 || t->ndim != 1 || (size_t)t->shape[0] != n)
 		rc = SB_ERR(err, SB_EDATA, "%s: tensor 'selector' F32 [%zu] expected", path, n);
 	else
-		memcpy(p, t->data, n * sizeof(float));
+		sb_sas_lm_params_set(x, t->data);
 	sb_tensors_free(&ts);
 	return rc;
 }

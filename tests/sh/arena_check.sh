@@ -10,7 +10,8 @@
 # worker threads train and are evaluated with the check, and must give the same records and
 # checkpoints as without it (the zones change no result); so must the decoder (lib/lm_model.c:
 # the trainer's arenas and the decoding caches), trained and evaluated with every mask,
-# make sas (lib/sas.c's workspace) and two N3-A cells (lib/n3a_model.c's buffers' slack).
+# make sas (lib/sas.c's workspace, the backbone's table, the selector's matrices), a scaled SAS
+# cell (lib/sas_lm.c's selector) and two N3-A cells (lib/n3a_model.c's buffers' slack).
 # test_encoder's and test_lm_model's own cases plant a write in a zone and check the report;
 # tests/sh/cuda_emu_pipeline.sh runs the check on the emulated CUDA backend.
 . "$(dirname "$0")/../shlib.sh"
@@ -93,6 +94,15 @@ SB_ARENA_CHECK=1 "$TOP/build/tests/test_lm_model" >lm.out 2>&1
 rc=$?
 t_result $rc "test_lm_model with SB_ARENA_CHECK=1: every decoder case checks its red zones ($(tail -n 1 lm.out))" \
 	"$(grep -m3 '^not ok' lm.out)"
+# SAS: every case of test_sas (lib/sas.c) with the zones of the backbone's table, of the
+# selector's two matrices and of the workspace; of test_sas_lm (lib/sas_lm.c) with the zones
+# after each A layer's selector matrices
+for t in sas sas_lm; do
+	SB_ARENA_CHECK=1 "$TOP/build/tests/test_$t" >$t.out 2>&1
+	rc=$?
+	t_result $rc "test_$t with SB_ARENA_CHECK=1: selector training and evaluation check their red zones ($(tail -n 1 $t.out))" \
+		"$(grep -m3 '^not ok' $t.out)"
+done
 pair() { # name min label command: the command (a shell line writing its output under $out)
 	# run with the check and without, the two output trees compared (same)
 	local name=$1 least=$2 label=$3 cmd=$4 k diff rc
@@ -118,10 +128,18 @@ JSON
 pair lm 3 "a CALA decoder trained (sb-train) and evaluated with every mask (sb-eval)" \
 	'sb-train -q -j 2 -o "$out" lm.json && sb-eval -q -j 2 --set probes=2 --set windows=2 --set bench_reps=1 "$out"/*'
 # SAS (PROTOCOL B): make sas's three seeds pretrain, train the selector and evaluate with the
-# workspace's red zones checked after every window (lib/sas.c)
+# workspace's red zones checked after every window, the parameter tables' after every step
+# (lib/sas.c)
 cat "$TOP"/README.md "$TOP"/docs/*.md >corpus.txt
 pair sas 9 "make sas (3 seeds: pretraining, selector training, evaluation)" \
 	'make -s -C "$TOP" sas SAS_OUT="$out" SAS_CORPUS="docs=$T/corpus.txt"'
+# scaled SAS (lib/sas_lm.c): a selector on the CALA decoder above (its A layers), trained with
+# its parameters', gradient's and moments' zones checked after every pass and step, then
+# evaluated; its checkpoint is written from the packed parameters, so must be the same bytes
+backbone=$(ls -d "$T"/lmoff/lm.*/ | head -n 1)
+echo "{\"family\":\"sas\",\"seed\":3,\"backbone\":\"${backbone%/}\",\"blocks\":[8],\"dsel\":8,\"sel_steps\":3,\"sel_batch\":2,\"windows\":2,\"probes\":1,\"tasks\":[\"niah_single_1\"],\"budget\":\"recipe:s=2,w=16,k=16\",\"masks\":\"recipe\"}" >scaled.ndjson
+pair scaled 3 "a scaled SAS cell (selector training, evaluation) on that decoder" \
+	'sb-train -q -o "$out" scaled.ndjson && sb-eval -q "$out"/*'
 # N3-A (PROTOCOL A8): a query and a transformer cell (main arms, forks, evaluations) with the
 # red zones in their buffers' slack checked after every pass
 SMALL='"train":256,"validation":96,"batch":32,"updates":16,"eval_steps":[0,4,8,12,16],"parents":[8],"fork_updates":4'

@@ -285,8 +285,8 @@ static struct sb_sas_model *model(uint64_t seed, double boost_backbone, double s
 	if (sel_std > 0) {
 		struct sb_rng r;
 		sb_rng_init(&r, seed, SB_RNG_USER, 7);
-		for (size_t i = 0; i < m->n_sel; i++)
-			m->sel[i] = (float)(sel_std * sb_rng_normal(&r));
+		for (size_t i = 0; i < m->n_sel; i++) /* selector_k from sel_k (zones: sas.h) */
+			m->sel[i < m->n_sel / 2 ? i : m->sel_k + i - m->n_sel / 2] = (float)(sel_std * sb_rng_normal(&r));
 	}
 	return m;
 }
@@ -308,7 +308,9 @@ static void test_count(void)
 	size_t n = sb_sas_param_count(m);
 	SB_CHECK(n == 23392, "parameter count of PROTOCOL B: got %zu, want 23392", n);
 	SB_CHECK(m->n_sel == 512, "selector parameters: got %zu, want 512", m->n_sel);
-	SB_CHECK(m->lm->n_floats == 22880, "backbone parameters: got %zu, want 22880", m->lm->n_floats);
+	/* (with SB_ARENA_CHECK the table is longer by its zones: plain_n is its length without) */
+	size_t nf = m->lm->pzones ? m->lm->plain_n : m->lm->n_floats;
+	SB_CHECK(nf == 22880, "backbone parameters: got %zu, want 22880", nf);
 	/* every Linear/Embedding weight N(0, 0.02^2): the o_proj's sd is 0.02, not 0.02/sqrt(2) */
 	const float *o = m->lm->w.layer[0].o_w;
 	double s = 0;
@@ -460,7 +462,7 @@ static void test_selector_fd(void)
 	double loss;
 	sb_sas_forward(ws, m, tok, SB_SAS_SPARSE, &loss, NULL);
 	size_t ns = m->n_sel;
-	float *g = calloc(ns, sizeof *g);
+	float *g = calloc(m->sel_len, sizeof *g);
 	sb_sas_backward(ws, m, 1.0f, NULL, g);
 	struct ref r;
 	ref_load(&r, m);
@@ -487,7 +489,7 @@ static void test_selector_fd(void)
 			continue;
 		}
 		want[n] = (lp - lm) / (2 * h);
-		got[n] = g[i];
+		got[n] = g[i < half ? i : m->sel_k + i - half];
 		n++;
 	}
 	double mx = 0;
@@ -497,11 +499,11 @@ static void test_selector_fd(void)
 	SB_CHECK(mx > 1e-4, "the selector gradient is not trivially small here (max |dL/dw| %.3g)", mx);
 	sb_check_close("selector gradient vs central FD of the double reference", got, want, n, 5e-4 * mx, 5e-3);
 	/* dense mode: the selector gets no gradient */
-	float *g2 = calloc(ns, sizeof *g2);
+	float *g2 = calloc(m->sel_len, sizeof *g2);
 	sb_sas_forward(ws, m, tok, SB_SAS_DENSE, &loss, NULL);
 	sb_sas_backward(ws, m, 1.0f, NULL, g2);
 	int nz = 0;
-	for (size_t i = 0; i < ns; i++)
+	for (size_t i = 0; i < m->sel_len; i++)
 		nz += g2[i] != 0.0f;
 	SB_CHECK(nz == 0, "dense mode leaves the selector's gradient zero (%d non-zero)", nz);
 	free(g2);
@@ -528,9 +530,10 @@ static void test_frozen(void)
 	int rc = sb_sas_pretrain(m, text, (size_t)n, &p, NULL, NULL, &err);
 	SB_CHECK(rc == 0, "pretraining runs (%s)", rc ? err.msg : "ok");
 	size_t nb = m->lm->n_floats * sizeof(float);
-	float *before = malloc(nb), *sel0 = malloc(m->n_sel * sizeof(float));
+	size_t sb = m->sel_len * sizeof(float);
+	float *before = malloc(nb), *sel0 = malloc(sb);
 	memcpy(before, m->lm->p, nb);
-	memcpy(sel0, m->sel, m->n_sel * sizeof(float));
+	memcpy(sel0, m->sel, sb);
 	double gmean;
 	rc = sb_sas_train_selector(m, text, (size_t)n, &p, NULL, NULL, &gmean, &err);
 	SB_CHECK(rc == 0, "selector training runs (%s)", rc ? err.msg : "ok");
@@ -540,7 +543,7 @@ static void test_frozen(void)
 		diff += a[i] != b[i];
 	SB_CHECK(diff == 0, "selector training leaves the backbone bit-identical: %zu of %zu bytes differ", diff, nb);
 	int moved = 0;
-	for (size_t i = 0; i < m->n_sel; i++)
+	for (size_t i = 0; i < m->sel_len; i++)
 		moved += sel0[i] != m->sel[i];
 	SB_CHECK(moved > (int)m->n_sel / 2, "selector training moves the selector: %d of %zu weights changed", moved,
 	         m->n_sel);
@@ -552,7 +555,7 @@ static void test_frozen(void)
 	rc = sb_sas_model_to_tensors(m, &ts, &err);
 	if (!rc)
 		rc = sb_sas_model_from_tensors(m2, &ts, &err);
-	SB_CHECK(rc == 0 && !memcmp(m->lm->p, m2->lm->p, nb) && !memcmp(m->sel, m2->sel, m->n_sel * sizeof(float)),
+	SB_CHECK(rc == 0 && !memcmp(m->lm->p, m2->lm->p, nb) && !memcmp(m->sel, m2->sel, sb),
 	         "checkpoint round trip is bit-exact (%s)", rc ? err.msg : "ok");
 	sb_tensors_free(&ts);
 	sb_sas_model_free(m2);
@@ -768,7 +771,7 @@ static void test_arena_check(void)
 	         nz);
 	size_t ng = m->lm->n_floats;
 	float *g[2] = {calloc(ng, sizeof(float)), calloc(ng, sizeof(float))};
-	float *gs[2] = {calloc(m->n_sel, sizeof(float)), calloc(m->n_sel, sizeof(float))};
+	float *gs[2] = {calloc(m->sel_len, sizeof(float)), calloc(m->sel_len, sizeof(float))};
 	double loss[2];
 	int same = 1;
 	for (int k = 0; k < 2; k++) {
@@ -776,7 +779,7 @@ static void test_arena_check(void)
 		sb_sas_backward(ws[k], m, 1.0f, g[k], gs[k]);
 	}
 	same = loss[0] == loss[1] && !memcmp(sb_sas_logits(ws[0]), sb_sas_logits(ws[1]), (size_t)T * 256 * sizeof(float)) &&
-	       !memcmp(g[0], g[1], ng * sizeof(float)) && !memcmp(gs[0], gs[1], m->n_sel * sizeof(float));
+	       !memcmp(g[0], g[1], ng * sizeof(float)) && !memcmp(gs[0], gs[1], m->sel_len * sizeof(float));
 	int rc = sb_sas_ws_check(ws[1], "a test pass", &err);
 	SB_CHECK(same && rc == 0,
 	         "sas arena check: a sparse forward and backward pass gives the same loss, logits and gradients with the "
@@ -828,10 +831,11 @@ static void pre_cb(void *arg, const char *phase, int step, double loss, double g
 
 /* SB_ARENA_CHECK: the backbone's parameter table (lib/lm_model.c) is laid out with a zone of
  * zero bytes after its tensors, and SAS's pretraining, whose gradient and AdamW moments are
- * laid out the same, checks them with the parameters' after every step. Three steps give
- * the same losses, gradient norms and backbone tensors as without; a float in a zone of the
+ * laid out the same, checks them with the parameters' after every step; so does selector
+ * training the selector's two matrices, each followed by a zone (lib/sas.c). Three steps of
+ * each give the same losses, gradient norms and tensors as without; a float in a zone of the
  * parameters fails the next step naming the tensor, and the step runs once it is restored. */
-static void test_pretrain_zones(void)
+static void test_train_zones(void)
 {
 	char *saved = sb_test_env_set("SB_ARENA_CHECK", NULL);
 	struct sb_sas_model *m0 = model(5, 1.0, 0);
@@ -860,6 +864,44 @@ static void test_pretrain_zones(void)
 	         "sas pretraining zones: %d in the backbone's table (%zu floats for %zu), none without the check; 3 steps "
 	         "give the same losses, gradient norms and backbone tensors as without (%s)",
 	         nz, m1->lm->n_floats, m0->lm->n_floats, rc0 || rc1 ? err.msg : "ran");
+	/* selector training on the two pretrained models */
+	p.sel_steps = 3;
+	struct pre_log s0 = {0}, s1 = {0};
+	double gm0, gm1;
+	rc0 = sb_sas_train_selector(m0, text, (size_t)n, &p, pre_cb, &s0, &gm0, &err);
+	rc1 = sb_sas_train_selector(m1, text, (size_t)n, &p, pre_cb, &s1, &gm1, &err);
+	size_t half = m0->n_sel / 2;
+	same = m1->n_sel == m0->n_sel && !memcmp(m0->sel, m1->sel, half * sizeof(float)) &&
+	       !memcmp(m0->sel + m0->sel_k, m1->sel + m1->sel_k, half * sizeof(float));
+	int ns = 0;
+	while (m1->szones && sb_redzone_at(m1->sel, m1->szones, ns))
+		ns++;
+	SB_CHECK(rc0 == 0 && rc1 == 0 && !m0->szones && m0->sel_len == m0->n_sel && ns == 2 &&
+	             m1->sel_k == half + 16 && m1->sel_len == m1->n_sel + 32 && s0.n == 3 && s1.n == 3 &&
+	             !memcmp(s0.loss, s1.loss, sizeof s0.loss) && !memcmp(s0.gn, s1.gn, sizeof s0.gn) && gm0 == gm1 &&
+	             same,
+	         "sas selector zones: %d (selector_k at %zu, %zu floats for %zu), none without the check; 3 steps give "
+	         "the same losses, gradient norms and selector tensors as without (%s)",
+	         ns, m1->sel_k, m1->sel_len, m1->n_sel, rc0 || rc1 ? err.msg : "ran");
+	for (int i = 0; i < ns; i++) {
+		unsigned char *z = sb_redzone_at(m1->sel, m1->szones, i), orig[4], bad[4];
+		memcpy(orig, z + 4 * i, 4);
+		sb_test_zone_hit(bad, orig, 1);
+		memcpy(z + 4 * i, bad, 4);
+		struct sb_err e1 = {0}, e2 = {0};
+		p.sel_steps = 1;
+		int r1 = sb_sas_train_selector(m1, text, (size_t)n, &p, NULL, NULL, &gm1, &e1);
+		memcpy(z + 4 * i, orig, 4);
+		int r2 = sb_sas_train_selector(m1, text, (size_t)n, &p, NULL, NULL, &gm1, &e2);
+		char want[96];
+		snprintf(want, sizeof want, "-byte tensor %s (the selector's parameters)",
+		         i ? "selector_k.weight" : "selector_q.weight");
+		SB_CHECK(r1 == SB_EINTERNAL && strstr(e1.msg, "after a selector step: byte ") && strstr(e1.msg, want) &&
+		             r2 == 0,
+		         "sas selector zones: a float in zone %d of the parameters fails the step (rc %d: %s); restored, "
+		         "it runs (rc %d)",
+		         i, r1, e1.msg, r2);
+	}
 	if (nz > 1) {
 		unsigned char *z = sb_redzone_at(m1->lm->p, m1->lm->pzones, nz / 2), orig[4], bad[4];
 		memcpy(orig, z, 4);
@@ -894,7 +936,7 @@ int main(void)
 	test_dense_vs_lm();
 	test_mask();
 	test_arena_check();
-	test_pretrain_zones();
+	test_train_zones();
 	test_selector_fd();
 	test_frozen();
 	test_pretrain_learns();

@@ -14,7 +14,8 @@
  *    derivative along the gradient and the 16 largest coordinates, tolerance 1%
  *    (h = 1e-2: the loss changes by ~1e-3 and is rounded at ~1e-6; measured 6e-4);
  *  - without the gates and with every earlier block kept, SAS equals dense attention;
- *  - selector steps leave the backbone bit-identical and lower the training loss. */
+ *  - selector steps leave the backbone bit-identical and lower the training loss;
+ *  - SB_ARENA_CHECK's zones after the selector's matrices change no result and are checked. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -181,10 +182,9 @@ static void test_grad(void)
 		free(a);
 		free(b);
 	}
-	size_t n;
-	float *w = sb_sas_lm_params(x, &n);
+	size_t n = sb_sas_lm_n_params(x);
 	float *g = malloc(n * sizeof *g), *w0 = malloc(n * sizeof *w0);
-	memcpy(w0, w, n * sizeof *w);
+	sb_sas_lm_params_get(x, w0);
 	double loss;
 	sb_sas_lm_grad(x, batch, &loss, g, &err);
 	/* The selector's inputs are detached (sas_lm.h): layer 0's selector reaches the loss
@@ -200,12 +200,12 @@ static void test_grad(void)
 	/* directional derivative along g/|g| (last layer) */
 	double h = 1e-2, lp, lm;
 	for (size_t i = lo; i < hi; i++)
-		w[i] = (float)(w0[i] + h * g[i] / gn);
+		*sb_sas_lm_param(x, i) = (float)(w0[i] + h * g[i] / gn);
 	sb_sas_lm_grad(x, batch, &lp, NULL, &err);
 	for (size_t i = lo; i < hi; i++)
-		w[i] = (float)(w0[i] - h * g[i] / gn);
+		*sb_sas_lm_param(x, i) = (float)(w0[i] - h * g[i] / gn);
 	sb_sas_lm_grad(x, batch, &lm, NULL, &err);
-	memcpy(w, w0, n * sizeof *w);
+	sb_sas_lm_params_set(x, w0);
 	double dd = (lp - lm) / (2 * h);
 	SB_CHECK(fabs(dd - gn) <= 0.01 * gn, "directional derivative along g: FD %.6g vs |g| %.6g (rel %.2g, tol 0.01)",
 	         dd, gn, fabs(dd - gn) / gn);
@@ -220,11 +220,11 @@ static void test_grad(void)
 				if (fabs(g[i]) > fabs(g[best]))
 					best = i;
 			double gi = g[best], hh = 1e-2;
-			w[best] = (float)(w0[best] + hh);
+			*sb_sas_lm_param(x, best) = (float)(w0[best] + hh);
 			sb_sas_lm_grad(x, batch, &lp, NULL, &err);
-			w[best] = (float)(w0[best] - hh);
+			*sb_sas_lm_param(x, best) = (float)(w0[best] - hh);
 			sb_sas_lm_grad(x, batch, &lm, NULL, &err);
-			w[best] = w0[best];
+			*sb_sas_lm_param(x, best) = w0[best];
 			double fd = (lp - lm) / (2 * hh), rel = fabs(fd - gi) / fabs(gi);
 			worst = fmax(worst, rel);
 			bad += rel > 0.01;
@@ -259,6 +259,74 @@ static void test_grad(void)
 	sb_lm_model_free(m);
 }
 
+/* SB_ARENA_CHECK: the selector's matrices each followed by a zone of zero bytes, in its
+ * parameters, gradient and moments (lib/sas_lm.c). Three steps give the same losses,
+ * gradient norms and parameters as without; a float in a zone of the parameters fails the
+ * next step (at its gradient pass) naming the matrix, and the step runs once it is restored. */
+static void test_zones(void)
+{
+	int T = 48;
+	struct sb_lm_model *m = decoder("ACA", T, 3.0);
+	struct sb_sas_lm_cfg c;
+	cfg(&c, 4, 2, "recipe:s=2,w=8,k=8");
+	struct sb_sas_lm *x[2] = {NULL, NULL};
+	struct sb_err err = {0};
+	char *saved = sb_test_env_set("SB_ARENA_CHECK", NULL);
+	int rc = sb_sas_lm_new(m, &c, T, 1, &x[0], &err);
+	setenv("SB_ARENA_CHECK", "1", 1);
+	if (!rc)
+		rc = sb_sas_lm_new(m, &c, T, 1, &x[1], &err);
+	sb_test_env_restore("SB_ARENA_CHECK", saved);
+	if (rc) {
+		SB_CHECK(0, "sb_sas_lm_new: %s", err.msg);
+		return;
+	}
+	uint8_t batch[2 * 49];
+	tokens(batch, 2 * (T + 1), 11);
+	double loss[2][3], gn[2][3];
+	for (int k = 0; k < 2 && !rc; k++)
+		for (int s = 1; s <= 3 && !rc; s++)
+			rc = sb_sas_lm_step(x[k], batch, s, 1e-2f, 0.01f, 1.0f, &loss[k][s - 1], &gn[k][s - 1], &err);
+	size_t n = sb_sas_lm_n_params(x[0]);
+	float *p0 = malloc(n * sizeof *p0), *p1 = malloc(n * sizeof *p1);
+	sb_sas_lm_params_get(x[0], p0);
+	sb_sas_lm_params_get(x[1], p1);
+	int nz = 0;
+	while (sb_sas_lm_zone(x[1], nz))
+		nz++;
+	SB_CHECK(rc == 0 && !sb_sas_lm_zone(x[0], 0) && nz == 4 && sb_sas_lm_n_params(x[1]) == n &&
+	             !memcmp(loss[0], loss[1], sizeof loss[0]) && !memcmp(gn[0], gn[1], sizeof gn[0]) &&
+	             !memcmp(p0, p1, n * sizeof *p0),
+	         "sas-lm zones: %d for 2 A layers, none without the check; 3 steps give the same losses, gradient "
+	         "norms and %zu parameters as without (%s)",
+	         nz, n, rc ? err.msg : "ran");
+	static const char *const names[4] = {"selector.A0.Sq", "selector.A0.Sk", "selector.A1.Sq", "selector.A1.Sk"};
+	for (int i = 0; i < nz && i < 4; i++) {
+		unsigned char *z = sb_sas_lm_zone(x[1], i), orig[4], bad[4];
+		memcpy(orig, z, 4);
+		sb_test_zone_hit(bad, orig, 1);
+		memcpy(z, bad, 4);
+		struct sb_err e1 = {0}, e2 = {0};
+		double l, g;
+		int r1 = sb_sas_lm_step(x[1], batch, 4, 1e-2f, 0.01f, 1.0f, &l, &g, &e1);
+		memcpy(z, orig, 4);
+		int r2 = sb_sas_lm_step(x[1], batch, 5, 1e-2f, 0.01f, 1.0f, &l, &g, &e2);
+		char want[96];
+		snprintf(want, sizeof want, "-byte tensor %s (the selector's parameters)", names[i]);
+		/* (the pass before the update finds it: it checks the parameters' zones too) */
+		SB_CHECK(r1 == SB_EINTERNAL && strstr(e1.msg, "after a selector gradient pass: byte ") &&
+		             strstr(e1.msg, want) &&
+		             r2 == 0,
+		         "sas-lm zones: a float in the zone after %s fails the step (rc %d: %s); restored, it runs (rc %d)",
+		         names[i], r1, e1.msg, r2);
+	}
+	free(p0);
+	free(p1);
+	sb_sas_lm_free(x[0]);
+	sb_sas_lm_free(x[1]);
+	sb_lm_model_free(m);
+}
+
 int main(void)
 {
 	struct sb_err err = {0};
@@ -268,6 +336,7 @@ int main(void)
 	}
 	test_paths();
 	test_grad();
+	test_zones();
 	sb_backend_close(be);
 	return sb_test_done();
 }
