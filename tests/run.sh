@@ -8,11 +8,11 @@
 # Usage: tests/run.sh [PATTERN]   (only tests whose file name contains PATTERN)
 # Exit status 1 when anything failed. Logs of failing tests go to build/test-logs/.
 #
-# Script tests run SB_TEST_JOBS at a time (default: the cores), each in its own temporary
-# directory; their lines are printed in order all the same. Those in `alone` run first, one
-# at a time: they build into the tree (make EMU=1, V3=1), keep every core busy themselves,
-# or compare the working tree as a whole (git status, MANIFEST.csv). SB_TEST_JOBS=1 runs
-# everything one after another.
+# Tests run SB_TEST_JOBS at a time (default: the cores), each in its own temporary
+# directory; their lines are printed in order all the same (unit, CLI, script tests). Those
+# in `alone` run first, one at a time: they build into the tree (make EMU=1, V3=1), keep
+# every core busy themselves, or compare the working tree as a whole (git status,
+# MANIFEST.csv). SB_TEST_JOBS=1 runs everything one after another.
 set -u
 export LC_ALL=C
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -62,61 +62,69 @@ take() { # a result file of one(): its lines printed, its counts added
 	done <"$1"
 }
 
-run_one() { # name, command...: now
-	local res="build/test-logs/$1.res"
-	one "$@" >"$res"
-	take "$res"
-	rm -f "$res"
+# the tests: name, then how to run the file (unit: itself; cli: run-t.sh; sh: bash)
+names=() runs=() files=()
+add() { # name how file
+	[[ -z $pat || $1 == *"$pat"* ]] || return 0
+	names+=("$1") runs+=("$2") files+=("$3")
 }
-
 for t in build/tests/test_*; do
-	[ -x "$t" ] || continue
-	n=$(basename "$t")
-	[[ -z $pat || $n == *"$pat"* ]] || continue
-	run_one "$n" "$t"
+	[ -x "$t" ] && add "$(basename "$t")" unit "$t"
 done
 for t in tests/cli/*.t; do
-	[ -f "$t" ] || continue
-	n=cli-$(basename "$t" .t)
-	[[ -z $pat || $n == *"$pat"* ]] || continue
-	run_one "$n" tests/cli/run-t.sh "$t"
+	[ -f "$t" ] && add "cli-$(basename "$t" .t)" cli "$t"
 done
-names=() files=()
 for t in tests/sh/*.sh; do
-	[ -f "$t" ] || continue
-	n=sh-$(basename "$t" .sh)
-	[[ -z $pat || $n == *"$pat"* ]] || continue
-	if [[ $alone == *" $n "* || $jobs_max -le 1 ]]; then
-		run_one "$n" bash "$t"
+	[ -f "$t" ] && add "sh-$(basename "$t" .sh)" sh "$t"
+done
+run_test() { # index: one's result for test i
+	case ${runs[$1]} in
+	unit) one "${names[$1]}" "${files[$1]}" ;;
+	cli) one "${names[$1]}" tests/cli/run-t.sh "${files[$1]}" ;;
+	sh) one "${names[$1]}" bash "${files[$1]}" ;;
+	esac
+}
+# those in `alone` first, one after another; the others after them (queue)
+queue=()
+for i in "${!names[@]}"; do
+	if [[ $alone == *" ${names[$i]} "* ]]; then
+		res="build/test-logs/${names[$i]}.res"
+		run_test "$i" >"$res"
+		take "$res"
+		rm -f "$res"
 	else
-		names+=("$n") files+=("$t")
+		queue+=("$i")
 	fi
 done
-# the others, jobs_max at a time; each result is printed once those before it are
+# the queue, jobs_max at a time; each result is printed once those before it are
 next=0
 flush() {
-	while [ "$next" -lt ${#names[@]} ] && [ -f "build/test-logs/${names[$next]}.res" ]; do
-		take "build/test-logs/${names[$next]}.res"
-		rm -f "build/test-logs/${names[$next]}.res"
+	local n
+	while [ "$next" -lt ${#queue[@]} ]; do
+		n=${names[${queue[$next]}]}
+		[ -f "build/test-logs/$n.res" ] || break
+		take "build/test-logs/$n.res"
+		rm -f "build/test-logs/$n.res"
 		next=$((next + 1))
 	done
 }
 rm -f build/test-logs/*.res build/test-logs/*.res.tmp
-for i in "${!names[@]}"; do
+for i in "${queue[@]}"; do
 	while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
 		wait -n
 		flush
 	done
 	r="build/test-logs/${names[$i]}.res"
-	(one "${names[$i]}" bash "${files[$i]}" >"$r.tmp" && mv "$r.tmp" "$r") &
+	(run_test "$i" >"$r.tmp" && mv "$r.tmp" "$r") &
 	flush
 done
 wait
 flush
-for ((; next < ${#names[@]}; next++)); do # a job that ended without its result
-	echo "not ok - ${names[$next]}: no result (its job ended without one); see build/test-logs/${names[$next]}.log"
+for ((; next < ${#queue[@]}; next++)); do # a job that ended without its result
+	n=${names[${queue[$next]}]}
+	echo "not ok - $n: no result (its job ended without one); see build/test-logs/$n.log"
 	failed=$((failed + 1))
-	broken+=("${names[$next]}")
+	broken+=("$n")
 done
 
 if [ ${#broken[@]} -gt 0 ]; then

@@ -25,7 +25,39 @@
 # Normal build (make check): bin/ and build/tests/. Sanitizer build:
 #   make SAN=1 && SB_BIN=build/san/bin SB_TESTBIN=build/san/tests bash tests/sh/hostile_inputs.sh
 # (tests/san.sh does both). SB_TIMEOUT (default 20 s) is the per-case limit.
+#
+# The cases come in two parts of about the same time, each with its own fixtures and
+# directory: a (sb-attn, sb-stats, sb-train, sb-eval, sb-lm, sb-fetch) and b (sb-a8,
+# sb-freeze, sb-test). SB_HOSTILE_PART=a or b runs one; without it the script runs both, at
+# once when there are two cores or more (SB_HOSTILE_JOBS, default the cores; 1: one after the
+# other in this process), part a's lines first, and its count is theirs together.
+if [ -z "${SB_HOSTILE_PART:-}" ] && [ "${SB_HOSTILE_JOBS:-$(nproc)}" -gt 1 ]; then
+	set -u
+	d=$(mktemp -d /tmp/sbhostile.XXXXXX)
+	trap 'rm -rf "$d"' EXIT
+	for p in a b; do
+		SB_HOSTILE_PART=$p bash "$0" >"$d/$p.out" 2>&1 &
+	done
+	wait
+	passed=0 failed=0
+	for p in a b; do
+		sed "s/^\(not \)\{0,1\}ok \([0-9]*\) /\1ok $p\2 /" "$d/$p.out" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
+		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$d/$p.out" | tail -n 1)
+		if [ -z "$line" ]; then # a part that ended without its count fails
+			echo "not ok - part $p ended without its 'N passed, N failed' line"
+			failed=$((failed + 1))
+			continue
+		fi
+		passed=$((passed + ${line%% passed*}))
+		line=${line#*, }
+		failed=$((failed + ${line%% failed}))
+	done
+	echo "$passed passed, $failed failed"
+	[ "$failed" -eq 0 ]
+	exit $?
+fi
 . "$(dirname "$0")/../shlib.sh"
+part() { [ -z "${SB_HOSTILE_PART:-}" ] || [ "$SB_HOSTILE_PART" = "$1" ]; }
 BIN=${SB_BIN:-$TOP/bin}
 TB=${SB_TESTBIN:-$TOP/build/tests}
 case $BIN in /*) ;; *) BIN=$TOP/$BIN ;; esac
@@ -132,6 +164,7 @@ t_result $? "fixtures: a real 2-epoch run directory" "$(head -c 300 "$W/base.err
 CK=$RUN/epoch-001.safetensors
 CKS=$(stat -c %s "$CK")
 
+if part a; then
 # ================================================================ sb-attn
 hd=sb-attn
 mk() { printf '%b' "$2" >"$W/$1"; }
@@ -733,6 +766,8 @@ for fl in "--seeds 18446744073709551616" "--seeds -1" "--seeds 5-2" "--retries -
 	hc "$hd: option $fl" 2 "" "" sb-fetch -q --offline -o "$fx/out" $fl synthetic_marker
 done
 
+fi # part a
+if part b; then
 # ================================================================ sb-a8
 hd=sb-a8
 A8R=$TOP/tests/fixtures/a8/run.sh
@@ -1314,7 +1349,9 @@ for opt in "-j -1" "-j 18446744073709551616" "--device nope" "--reread ''"; do
 done
 fresh
 
+fi # part b
+
 summary=""
 for p in "${!per_prog[@]}"; do summary="$summary $p=${per_prog[$p]} ($((${per_ms[$p]} / 1000)) s)"; done
-echo "# cases per program:$summary; $((SECONDS - t0)) s with $BIN"
+echo "# cases per program${SB_HOSTILE_PART:+ (part $SB_HOSTILE_PART)}:$summary; $((SECONDS - t0)) s with $BIN"
 t_done

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# run_sh.sh — tests/run.sh itself, on a tree of its own: two unit tests, a CLI test and four
+# script tests that pass, fail, end without their count and finish out of order. Whatever
+# the number of jobs, the lines come in order (unit, CLI, script tests; the slow first script
+# before the quick one after it), the counts are the sum, a test without its closing line
+# counts as one failure, the failing ones are listed, and the exit status is 1; PATTERN
+# selects by name.
+. "$(dirname "$0")/../shlib.sh"
+W=$T/tree
+mkdir -p "$W/tests/sh" "$W/tests/cli" "$W/build/tests"
+cp "$TOP/tests/run.sh" "$W/tests/"
+unit() { # name body
+	printf '#!/usr/bin/env bash\n%s\n' "$2" >"$W/build/tests/$1"
+	chmod +x "$W/build/tests/$1"
+}
+unit test_one 'echo "ok 1 - a"; echo "1 passed, 0 failed"'
+unit test_two 'echo "ok 1 - a"; echo "not ok 2 - b: wrong"; echo "1 passed, 1 failed"; exit 1'
+# a CLI test: run-t.sh is replaced by a stand-in that reports the file it was given
+printf '#!/usr/bin/env bash\necho "ok 1 - cli $(basename "$1")"; echo "3 passed, 0 failed"\n' >"$W/tests/cli/run-t.sh"
+chmod +x "$W/tests/cli/run-t.sh"
+: >"$W/tests/cli/tool.t"
+printf '%s\n' 'sleep 2; echo "2 passed, 0 failed"' >"$W/tests/sh/a_slow.sh"
+printf '%s\n' 'echo "not ok 1 - x"; echo "0 passed, 1 failed"; exit 1' >"$W/tests/sh/b_fail.sh"
+printf '%s\n' 'echo "ok 1 - started"; exit 3' >"$W/tests/sh/c_nocount.sh"
+printf '%s\n' 'echo "5 passed, 0 failed"' >"$W/tests/sh/d_quick.sh"
+order='test_one test_two cli-tool sh-a_slow sh-b_fail sh-c_nocount sh-d_quick'
+for jobs in 1 2 4; do
+	(cd "$W" && SB_TEST_JOBS=$jobs bash tests/run.sh) >"$T/out$jobs" 2>&1
+	rc=$?
+	got=$(grep -oE '^(test_|cli-|sh-)[a-z_]+ ' "$T/out$jobs" | tr -d ' ' | tr '\n' ' ')
+	[ "$got" = "$order " ]
+	t_result $? "SB_TEST_JOBS=$jobs: one line per test, in order" "got: $got"
+	[ $rc -eq 1 ] && [ "$(tail -n 1 "$T/out$jobs")" = "12 passed, 3 failed" ]
+	t_result $? "SB_TEST_JOBS=$jobs: 1+1+3+2+0+0+5 passed, 1+1+1 failed (no count: one failure), exit 1" \
+		"exit $rc, last line: $(tail -n 1 "$T/out$jobs")"
+	grep -q "^not ok - sh-c_nocount: no closing 'N passed, N failed' line (exit 3)" "$T/out$jobs" &&
+		grep -q '^  test_two: not ok 2 - b: wrong' "$T/out$jobs" &&
+		grep -q '^failing: test_two sh-b_fail sh-c_nocount$' "$T/out$jobs"
+	t_result $? "SB_TEST_JOBS=$jobs: the failures' lines shown, the failing tests listed" "$(grep -E 'not ok|failing' "$T/out$jobs" | tr '\n' '|')"
+done
+# the quick script test ran before the slow one ended when there were jobs to spare
+[ -f "$W/build/test-logs/sh-d_quick.log" ] && [ -f "$W/build/test-logs/sh-a_slow.log" ] &&
+	[ "$W/build/test-logs/sh-d_quick.log" -ot "$W/build/test-logs/sh-a_slow.log" ]
+t_result $? "SB_TEST_JOBS=4: the quick test's log is older than the slow one's (they ran at once)"
+(cd "$W" && bash tests/run.sh _slow) >"$T/pat" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c passed "$T/pat")" -eq 2 ] && grep -q '^sh-a_slow ' "$T/pat" && [ "$(tail -n 1 "$T/pat")" = "2 passed, 0 failed" ]
+t_result $? "PATTERN _slow: that test alone, exit 0" "exit $rc: $(tr '\n' '|' <"$T/pat")"
+t_done
