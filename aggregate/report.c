@@ -220,8 +220,11 @@ static struct table *main_table(const struct data *d, const struct comparison *c
 	table_note(t,
 	           "Cells: %s column = mean %s accuracy of %s; others = mean paired difference (method - %s) over the "
 	           "seeds present in both arms. * = Holm-adjusted paired-t p < %g (Holm over the protocol's six "
-	           "sparse methods of each row; any other method is a family of its own).%s",
-	           o->baseline, test ? "test" : "validation", o->baseline, o->baseline, o->alpha,
+	           "sparse methods of each row; any other method is a family of its own). %s = no paired "
+	           "comparison: fewer than %d seeds present in both arms%s.%s",
+	           o->baseline, test ? "test" : "validation", o->baseline, o->baseline, o->alpha, DASH,
+	           o->min_seeds > 1 ? o->min_seeds : 1,
+	           test ? " (a top-k ratio the frozen selection did not keep has no test read)" : "",
 	           test ? "" : " Threshold: the pre-fixed softmax threshold of PROTOCOL A7.");
 	if (!any_threshold || test)
 		table_drop_col(t, 1);

@@ -170,6 +170,13 @@ $ diff rows.md $TOP/tests/golden/stats/expected/table2_rows.md
 $ sb-stats -q --seed 7 --resamples 2000 --format md $TOP/tests/golden/stats/fixtures/test.ndjson | awk '/^### /{n++} n==1 && /^\| /' >rows.md
 $ diff rows.md $TOP/tests/golden/stats/expected/test_rows.md
 
+%%% the tables' notes say what a dash is: too few paired seeds (and, for the test read, a ratio not kept)
+$ sb-stats -q --resamples 200 --min-seeds 3 --out res $TOP/tests/golden/stats/fixtures/val.ndjson $TOP/tests/golden/stats/fixtures/test.ndjson >/dev/null 2>&1
+$ grep -c '^Cells: .* — = no paired comparison: fewer than 3 seeds present in both arms\. Threshold' res/table2.md
+$ grep -c '^Cells: .* — = no paired comparison: fewer than 3 seeds present in both arms (a top-k ratio the frozen selection did not keep has no test read)\.$' res/test.md
+> 1
+> 1
+
 %%% --out writes the records and every table, atomically named
 $ sb-stats -q --resamples 200 --out res $TOP/tests/golden/stats/fixtures/val.ndjson $TOP/tests/golden/stats/fixtures/test.ndjson >/dev/null 2>&1
 $ ls res | tr '\n' ' '; echo
