@@ -62,6 +62,101 @@ static int cfg_bool(const struct sb_json *o, const char *name, const char *key, 
 	return 0;
 }
 
+/* The RoPE scaling of a rope_scaling or rope_parameters object q (called sname) of the
+ * Llama/Qwen family into r's rope_* fields, as transformers 5 and vLLM read it:
+ *   default: none;
+ *   llama3:  factor, low_freq_factor, high_freq_factor, original_max_position_embeddings;
+ *   linear:  factor;
+ *   yarn:    factor (absent: max_position_embeddings / original_max_position_embeddings),
+ *            original_max_position_embeddings (absent: max_position_embeddings), beta_fast
+ *            (32), beta_slow (1), truncate (true), attention_factor (absent: from mscale and
+ *            mscale_all_dim when both are given and non-zero, else 0.1 ln(factor) + 1; 1 for a
+ *            factor <= 1).
+ * (Other transformers releases read it otherwise: 4.46 ignores
+ * original_max_position_embeddings, and the 2025 releases before the fix of
+ * huggingface/transformers#38224 replace a given factor by max_position_embeddings /
+ * original_max_position_embeddings when the latter is given: docs/lm.md.) */
+static int rope_spec(const struct sb_json *q, const char *name, const char *sname, int max_pos, struct sb_lm_cfg *r,
+		     struct sb_err *err)
+{
+	const char *ty = sb_json_str(sb_json_get(q, "rope_type"), sb_json_str(sb_json_get(q, "type"), ""));
+	double f = NAN, lo = NAN, hi = NAN, bf = 32, bs = 1, af = NAN;
+	int orig = -1;
+	r->rope_scaling = 0;
+	if (!strcmp(ty, "default"))
+		return 0;
+	if (!strcmp(ty, "llama3")) {
+		SB_TRY(cfg_num(q, name, "factor", NAN, &f, err));
+		SB_TRY(cfg_num(q, name, "low_freq_factor", NAN, &lo, err));
+		SB_TRY(cfg_num(q, name, "high_freq_factor", NAN, &hi, err));
+		SB_TRY(cfg_int(q, name, "original_max_position_embeddings", 1, 1 << 24, -1, &orig, err));
+		r->rope_scaling = 1;
+		r->rope_low_freq = (float)lo;
+		r->rope_high_freq = (float)hi;
+		r->rope_orig_max = orig;
+	} else if (!strcmp(ty, "linear")) {
+		SB_TRY(cfg_num(q, name, "factor", NAN, &f, err));
+		r->rope_scaling = 2;
+	} else if (!strcmp(ty, "yarn")) {
+		int trunc = 1;
+		SB_TRY(cfg_int(q, name, "original_max_position_embeddings", 1, 1 << 24, max_pos, &orig, err));
+		SB_TRY(cfg_num(q, name, "factor", (double)max_pos / orig, &f, err));
+		SB_TRY(cfg_num(q, name, "beta_fast", 32, &bf, err));
+		SB_TRY(cfg_num(q, name, "beta_slow", 1, &bs, err));
+		SB_TRY(cfg_bool(q, name, "truncate", 1, &trunc, err));
+		SB_TRY(cfg_num(q, name, "attention_factor", 0, &af, err));
+		if (af == 0) { /* not given: YaRN's mscale rule */
+			const struct sb_json *ms = sb_json_get(q, "mscale"), *ma = sb_json_get(q, "mscale_all_dim");
+			double m1 = ms && ms->type == SB_JSON_NUMBER ? ms->number : 0;
+			double m2 = ma && ma->type == SB_JSON_NUMBER ? ma->number : 0;
+			if ((ms && ms->type != SB_JSON_NULL && ms->type != SB_JSON_NUMBER) ||
+			    (ma && ma->type != SB_JSON_NULL && ma->type != SB_JSON_NUMBER) || !isfinite(m1) || !isfinite(m2))
+				return SB_ERR(err, SB_EDATA, "%s: %s.mscale and mscale_all_dim must be numbers", name, sname);
+			double l = f <= 1 ? 0 : 0.1 * log(f);
+			af = m1 != 0 && m2 != 0 ? (m1 * l + 1) / (m2 * l + 1) : l + 1;
+		}
+		r->rope_scaling = 3;
+		r->rope_orig_max = orig;
+		r->rope_beta_fast = (float)bf;
+		r->rope_beta_slow = (float)bs;
+		r->rope_attn = (float)af;
+		r->rope_truncate = trunc;
+	} else {
+		return SB_ERR(err, SB_EDATA, "%s: %s type '%s' is not implemented (none, default, llama3, linear, yarn)",
+			      name, sname, ty);
+	}
+	if ((double)(float)f != f)
+		return SB_ERR(err, SB_EDATA, "%s: %s.factor %.17g is not a float", name, sname, f);
+	r->rope_factor = (float)f;
+	return 0;
+}
+
+/* two readings of the RoPE scaling the same */
+static int same_rope(const struct sb_lm_cfg *a, const struct sb_lm_cfg *b)
+{
+	if (a->rope_scaling != b->rope_scaling)
+		return 0;
+	if (!a->rope_scaling)
+		return 1;
+	return a->rope_factor == b->rope_factor && a->rope_orig_max == b->rope_orig_max &&
+	       a->rope_low_freq == b->rope_low_freq && a->rope_high_freq == b->rope_high_freq &&
+	       a->rope_beta_fast == b->rope_beta_fast && a->rope_beta_slow == b->rope_beta_slow &&
+	       a->rope_attn == b->rope_attn && a->rope_truncate == b->rope_truncate;
+}
+
+static void rope_copy(struct sb_lm_cfg *c, const struct sb_lm_cfg *r)
+{
+	c->rope_scaling = r->rope_scaling;
+	c->rope_factor = r->rope_factor;
+	c->rope_low_freq = r->rope_low_freq;
+	c->rope_high_freq = r->rope_high_freq;
+	c->rope_orig_max = r->rope_orig_max;
+	c->rope_beta_fast = r->rope_beta_fast;
+	c->rope_beta_slow = r->rope_beta_slow;
+	c->rope_attn = r->rope_attn;
+	c->rope_truncate = r->rope_truncate;
+}
+
 static int check_cfg(struct sb_lm_cfg *c, const char *name, struct sb_err *err)
 {
 	int rc = sb_lm_cfg_check(c, err);
@@ -599,45 +694,29 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	/* the scaling of each spelling given (rope_scaling first); a second must say the same */
 	const struct sb_json *spec[2] = {rs, rp};
 	const char *sname[2] = {"rope_scaling", "rope_parameters"};
-	int seen = 0;
+	struct sb_lm_cfg got[2];
+	int seen = -1;
 	for (int i = 0; i < 2 && !rc; i++) {
 		if (!spec[i])
 			continue;
-		const struct sb_json *q = spec[i];
-		const char *ty = sb_json_str(sb_json_get(q, "rope_type"), sb_json_str(sb_json_get(q, "type"), ""));
-		int scaled = 0, orig = -1;
-		double f = NAN, lo = NAN, hi = NAN;
-		if (!strcmp(ty, "llama3")) {
-			scaled = 1;
-			rc = cfg_num(q, name, "factor", NAN, &f, err);
-			if (!rc)
-				rc = cfg_num(q, name, "low_freq_factor", NAN, &lo, err);
-			if (!rc)
-				rc = cfg_num(q, name, "high_freq_factor", NAN, &hi, err);
-			if (!rc)
-				rc = cfg_int(q, name, "original_max_position_embeddings", 1, 1 << 24, -1, &orig, err);
-			if (!rc && (double)(float)f != f)
-				rc = SB_ERR(err, SB_EDATA, "%s: %s.factor %g is not a float", name, sname[i], f);
-		} else if (strcmp(ty, "default")) {
-			rc = SB_ERR(err, SB_EDATA, "%s: %s type '%s' is not implemented (none, default, llama3)", name,
-				    sname[i], ty);
-		}
-		if (rc)
+		got[i] = *c;
+		if ((rc = rope_spec(spec[i], name, sname[i], *max_pos, &got[i], err)))
 			break;
-		if (seen && (scaled != c->rope_scaling ||
-			     (scaled && ((float)f != c->rope_factor || (float)lo != c->rope_low_freq ||
-					 (float)hi != c->rope_high_freq || orig != c->rope_orig_max)))) {
+		if (seen >= 0 && !same_rope(&got[seen], &got[i])) {
 			rc = SB_ERR(err, SB_EDATA, "%s: rope_parameters and rope_scaling describe different scalings", name);
 			break;
 		}
-		seen = 1;
-		c->rope_scaling = scaled;
-		if (scaled) {
-			c->rope_factor = (float)f;
-			c->rope_low_freq = (float)lo;
-			c->rope_high_freq = (float)hi;
-			c->rope_orig_max = orig;
-		}
+		seen = i;
+	}
+	if (!rc && seen >= 0)
+		rope_copy(c, &got[seen]);
+	/* RoPE over a part of each head only (Phi, GLM, ...) is not read here */
+	for (int i = 0; i < 2 && !rc; i++) {
+		const struct sb_json *src = i ? rp : o, *v = src ? sb_json_get(src, "partial_rotary_factor") : NULL;
+		if (v && v->type != SB_JSON_NULL && !(v->type == SB_JSON_NUMBER && v->number == 1.0))
+			rc = SB_ERR(err, SB_EDATA, "%s: %spartial_rotary_factor other than 1 (RoPE on part of each head) is "
+						   "not implemented",
+				    name, i ? "rope_parameters." : "");
 	}
 	if (rc)
 		goto out;

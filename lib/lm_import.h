@@ -7,14 +7,15 @@
  *   model_type  llama, mistral, qwen2 or qwen3 (architectures *ForCausalLM); hidden_act silu;
  *   vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
  *   num_key_value_heads (default: heads), head_dim (default: hidden / heads),
- *   rms_norm_eps, rope_theta (10000), rope_scaling (null, "default" or "llama3"), or the
- *   same in transformers 5's rope_parameters (both spellings given: they must agree),
+ *   rms_norm_eps, rope_theta (10000), rope_scaling (null, "default", "llama3", "linear"
+ *   or "yarn", read as transformers 5 and vLLM read it: docs/lm.md), or the same in
+ *   transformers 5's rope_parameters (both spellings given: they must agree),
  *   tie_word_embeddings (false), attention_bias / mlp_bias (llama, qwen3),
  *   max_position_embeddings; qwen2 always has q/k/v biases; qwen3 has q_norm/k_norm;
  *   mistral is llama's layout with a sliding_window (null, or at least the evaluation
  *   context T: within it the attention is full; a longer T is refused).
- * Refused, naming the field: other model types, activations, RoPE scalings (linear,
- * dynamic, yarn, ...), sliding-window attention switched on, a tensor the layout does
+ * Refused, naming the field: other model types, activations, RoPE scalings (dynamic,
+ * longrope, ...), partial_rotary_factor other than 1, sliding-window attention switched on, a tensor the layout does
  * not know (rotary inv_freq buffers and a tied model's lm_head copy are skipped), a
  * missing tensor or one of another shape, dtypes other than F32/BF16/F16.
  *

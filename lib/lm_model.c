@@ -33,6 +33,10 @@ void sb_lm_cfg_default(struct sb_lm_cfg *c)
 	c->rope_low_freq = 1.0f;
 	c->rope_high_freq = 4.0f;
 	c->rope_orig_max = 8192;
+	c->rope_beta_fast = 32.0f;
+	c->rope_beta_slow = 1.0f;
+	c->rope_attn = 1.0f;
+	c->rope_truncate = 1;
 	c->ssm_groups = 1;
 	c->ssm_conv_bias = 1;
 	c->emb_mult = 1.0f;
@@ -99,15 +103,27 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 	    c->conv_bias > 1)
 		return SB_ERR(err, SB_EUSAGE,
 			      "model: attn_bias is 0, 1 (q/k/v/o) or 2 (q/k/v); qk_norm and conv_bias 0 or 1");
-	if (c->rope_scaling < 0 || c->rope_scaling > 1)
-		return SB_ERR(err, SB_EUSAGE, "model: rope_scaling is none or llama3");
-	if (c->rope_scaling && (!(c->rope_factor >= 1) || !(c->rope_low_freq > 0) ||
-				!(c->rope_high_freq > c->rope_low_freq) || c->rope_orig_max < 1))
+	if (c->rope_scaling < 0 || c->rope_scaling > 3)
+		return SB_ERR(err, SB_EUSAGE, "model: rope_scaling is none, llama3, linear or yarn");
+	if (c->rope_scaling == 1 && (!(c->rope_factor >= 1) || !(c->rope_low_freq > 0) ||
+				     !(c->rope_high_freq > c->rope_low_freq) || c->rope_orig_max < 1))
 		return SB_ERR(err, SB_EUSAGE,
 			      "model: llama3 RoPE scaling needs rope_factor >= 1, 0 < rope_low_freq < rope_high_freq and "
 			      "rope_orig_max >= 1");
+	if (c->rope_scaling >= 2 && (!(c->rope_factor >= 1) || !isfinite(c->rope_factor)))
+		return SB_ERR(err, SB_EUSAGE, "model: %s RoPE scaling needs a finite rope_factor >= 1",
+			      c->rope_scaling == 2 ? "linear" : "yarn");
+	if (c->rope_scaling == 3 &&
+	    (c->rope_orig_max < 1 || !(c->rope_beta_fast > 0) || !(c->rope_beta_slow > 0) || !isfinite(c->rope_beta_fast) ||
+	     !isfinite(c->rope_beta_slow) || !(c->rope_attn > 0) || !isfinite(c->rope_attn) || c->rope_truncate < 0 ||
+	     c->rope_truncate > 1))
+		return SB_ERR(err, SB_EUSAGE,
+			      "model: yarn RoPE scaling needs rope_orig_max >= 1, finite rope_beta_fast, rope_beta_slow and "
+			      "rope_attn > 0, rope_truncate 0 or 1");
 	return 0;
 }
+
+static const char *const rope_scaling_name[4] = {"none", "llama3", "linear", "yarn"};
 
 static const char *pos_name(enum sb_lm_pos p) { return p == SB_LM_POS_LEARNED ? "learned" : p == SB_LM_POS_ROPE ? "rope" : "none"; }
 
@@ -145,6 +161,10 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	FLT_FIELD(rope_factor)
 	FLT_FIELD(rope_low_freq)
 	FLT_FIELD(rope_high_freq)
+	FLT_FIELD(rope_beta_fast)
+	FLT_FIELD(rope_beta_slow)
+	FLT_FIELD(rope_attn)
+	INT_FIELD(rope_truncate)
 	INT_FIELD(ssm_heads)
 	INT_FIELD(ssm_head_dim)
 	INT_FIELD(ssm_state)
@@ -185,10 +205,12 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 		return 0;
 	}
 	if (strcmp(key, "rope_scaling") == 0) {
-		if (strcmp(sval, "none") && strcmp(sval, "llama3"))
-			return SB_ERR(err, SB_EUSAGE, "model: rope_scaling is none or llama3");
-		c->rope_scaling = strcmp(sval, "llama3") == 0;
-		return 0;
+		for (int i = 0; i < 4; i++)
+			if (!strcmp(sval, rope_scaling_name[i])) {
+				c->rope_scaling = i;
+				return 0;
+			}
+		return SB_ERR(err, SB_EUSAGE, "model: rope_scaling is none, llama3, linear or yarn");
 	}
 	if (strcmp(key, "pos") == 0) {
 		if (strcmp(sval, "none") == 0)
@@ -271,11 +293,20 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 	if (c->conv_bias)
 		sb_jw_kint(w, "conv_bias", c->conv_bias);
 	if (c->rope_scaling) {
-		sb_jw_kstr(w, "rope_scaling", "llama3");
+		sb_jw_kstr(w, "rope_scaling", rope_scaling_name[c->rope_scaling]);
 		sb_jw_kf32(w, "rope_factor", c->rope_factor);
+	}
+	if (c->rope_scaling == 1) {
 		sb_jw_kf32(w, "rope_low_freq", c->rope_low_freq);
 		sb_jw_kf32(w, "rope_high_freq", c->rope_high_freq);
+	}
+	if (c->rope_scaling == 1 || c->rope_scaling == 3)
 		sb_jw_kint(w, "rope_orig_max", c->rope_orig_max);
+	if (c->rope_scaling == 3) {
+		sb_jw_kf32(w, "rope_beta_fast", c->rope_beta_fast);
+		sb_jw_kf32(w, "rope_beta_slow", c->rope_beta_slow);
+		sb_jw_kf32(w, "rope_attn", c->rope_attn);
+		sb_jw_kint(w, "rope_truncate", c->rope_truncate);
 	}
 	if (strchr(c->pattern, 'M')) {
 		sb_jw_kint(w, "ssm_heads", c->ssm_heads);
@@ -547,11 +578,37 @@ void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *
 
 /* ================================================================ model */
 
+/* YaRN's bound: the (fractional) dimension index whose frequency turns `turns` times over
+ * n positions (transformers' find_correction_dim) */
+static double yarn_dim(double turns, int hd, double theta, double n)
+{
+	return hd * log(n / (turns * 6.283185307179586)) / (2.0 * log(theta));
+}
+
 void sb_lm_rope_freqs(const struct sb_lm_cfg *c, double *out)
 {
 	int hd = c->head_dim, half = hd / 2;
+	double lo = 0, hi = 1;
+	if (c->rope_scaling == 3) { /* the ramp's bounds: from beta_fast turns up to beta_slow turns */
+		lo = yarn_dim(c->rope_beta_fast, hd, c->rope_theta, c->rope_orig_max);
+		hi = yarn_dim(c->rope_beta_slow, hd, c->rope_theta, c->rope_orig_max);
+		if (c->rope_truncate) {
+			lo = floor(lo);
+			hi = ceil(hi);
+		}
+		lo = fmax(lo, 0.0);
+		hi = fmin(hi, hd - 1.0);
+		if (lo == hi)
+			hi += 0.001; /* as transformers: no division by zero */
+	}
 	for (int i = 0; i < half; i++) {
 		double f = pow((double)c->rope_theta, -2.0 * i / hd);
+		if (c->rope_scaling == 2)
+			f /= c->rope_factor;
+		if (c->rope_scaling == 3) { /* ramp 0: kept (extrapolated), 1: divided (interpolated) */
+			double r = fmin(fmax((i - lo) / (hi - lo), 0.0), 1.0);
+			f = (f / c->rope_factor) * r + f * (1.0 - r);
+		}
 		if (c->rope_scaling == 1) {
 			/* Llama 3.1's rule: long wavelengths slowed by factor, short ones kept,
 			 * linear in 1/wavelength between */
@@ -1233,6 +1290,10 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	    m->cfg.attn_scale != 0.0f || m->cfg.logit_div != 1.0f)
 		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) layers and Granite's multipliers are evaluation-only "
 					      "(pretrained layouts); the training path does not have them");
+	if (m->cfg.rope_scaling == 3 && m->cfg.rope_attn != 1.0f)
+		return SB_ERR(err, SB_EUSAGE, "training: YaRN's attention factor (rope_attn %g) is evaluation-only; the "
+					      "training path does not have it",
+			      (double)m->cfg.rope_attn);
 	struct sb_lm_trainer *tr = calloc(1, sizeof *tr);
 	if (!tr)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -1836,7 +1897,10 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 		lo->pos_forward(ctx, c->x, w->pos, 1, n, t0, d);
 	/* another attention scale (Granite's attention_multiplier) is folded into the queries:
 	 * attn_rows scores q.k / sqrt(head_dim) */
-	float qscale = cf->attn_scale != 0.0f ? (float)(cf->attn_scale * sqrt((double)hd)) : 1.0f;
+	double qs = cf->attn_scale != 0.0f ? cf->attn_scale * sqrt((double)hd) : 1.0;
+	if (cf->rope_scaling == 3) /* YaRN's factor on cos and sin, so on q and on k */
+		qs *= (double)cf->rope_attn * cf->rope_attn;
+	float qscale = (float)qs;
 	int mH = cf->ssm_heads, mP = cf->ssm_head_dim, mI = mH * mP;
 	int mCD = mI + 2 * cf->ssm_groups * cf->ssm_state;
 	for (int l = 0; l < cf->n_layer; l++) {

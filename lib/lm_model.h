@@ -97,12 +97,21 @@ struct sb_lm_cfg {
 	int tied;
 	enum sb_lm_pos pos;
 	float rope_theta; /* 10000 */
-	/* RoPE frequency scaling: rope_scaling 0 none, 1 "llama3" (Llama 3.1+: wavelengths
-	 * above rope_orig_max / rope_low_freq are divided by rope_factor, below
-	 * rope_orig_max / rope_high_freq kept, smoothly between) */
+	/* RoPE frequency scaling (transformers' rope types; sb_lm_rope_freqs):
+	 *   0 none;
+	 *   1 "llama3" (Llama 3.1+): wavelengths above rope_orig_max / rope_low_freq are divided
+	 *     by rope_factor, below rope_orig_max / rope_high_freq kept, smoothly between;
+	 *   2 "linear": every frequency divided by rope_factor;
+	 *   3 "yarn" (YaRN, NTK-by-parts): dimensions that turn fewer than rope_beta_slow times
+	 *     over rope_orig_max positions are divided by rope_factor, those that turn more than
+	 *     rope_beta_fast times kept, linearly in the dimension's index between (the bounds
+	 *     rounded outwards when rope_truncate); cos and sin are multiplied by rope_attn, so
+	 *     scores by rope_attn^2 (folded into the queries: evaluation only) */
 	int rope_scaling;
 	float rope_factor, rope_low_freq, rope_high_freq;
 	int rope_orig_max;
+	float rope_beta_fast, rope_beta_slow, rope_attn; /* 32, 1, 1 */
+	int rope_truncate;                               /* 1 */
 	/* M layers (Mamba2): heads, head width, state size, groups of B and C; biases of the
 	 * conv (default 1) and of in_proj/out_proj (default 0) */
 	int ssm_heads, ssm_head_dim, ssm_state, ssm_groups, ssm_conv_bias, ssm_proj_bias;

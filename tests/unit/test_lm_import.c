@@ -208,7 +208,8 @@ static void check_model(struct sb_backend *be, const char *name)
 	 * bits of the same model in float: open the checkpoint again as a float model */
 	int want16 = !strcmp(name, "llama_bf16") || !strcmp(name, "qwen3") || !strcmp(name, "qwen2_tok") ||
 		     !strcmp(name, "mistral") || !strcmp(name, "lfm2") || !strcmp(name, "granite_h") ||
-		     !strcmp(name, "granite_moe");
+		     !strcmp(name, "granite_moe") || !strcmp(name, "llama_linear") || !strcmp(name, "llama_yarn") ||
+		     !strcmp(name, "qwen3_yarn");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -727,6 +728,10 @@ int main(void)
 	check_model(be, "granite_h");
 	check_model(be, "granite_h_rope");
 	check_model(be, "granite_moe");
+	check_model(be, "llama_linear");
+	check_model(be, "qwen2_yarn");
+	check_model(be, "llama_yarn");
+	check_model(be, "qwen3_yarn");
 	check_lfm2_layout();
 	{ /* Mistral beyond its sliding window: the attention is no longer full, refused */
 		char dir[4600], runs[128], rd[4096];
@@ -772,9 +777,73 @@ int main(void)
 	       "model_type 'gpt2'");
 	refuse(be, "qwen3", "hidden_act gelu", cfg_with(base, "\"silu\"", "\"gelu\""), NULL, SB_EDATA,
 	       "hidden_act 'gelu'");
-	refuse(be, "qwen3", "rope_scaling yarn", cfg_with(base, "\"rope_scaling\": null",
-							  "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}"),
-	       NULL, SB_EDATA, "'yarn' is not implemented");
+	refuse(be, "qwen3", "rope_scaling dynamic", cfg_with(base, "\"rope_scaling\": null",
+							     "\"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4.0}"),
+	       NULL, SB_EDATA, "rope_scaling type 'dynamic' is not implemented (none, default, llama3, linear, yarn)");
+	refuse(be, "qwen3", "rope_scaling yarn with a factor below 1",
+	       cfg_with(base, "\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 0.5}"),
+	       NULL, SB_EDATA, "yarn RoPE scaling needs a finite rope_factor >= 1");
+	refuse(be, "qwen3", "rope_scaling linear without its factor",
+	       cfg_with(base, "\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"linear\"}"), NULL, SB_EDATA,
+	       "'factor' is missing");
+	refuse(be, "qwen3", "rope_scaling yarn with a negative attention_factor",
+	       cfg_with(base, "\"rope_scaling\": null",
+			"\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"attention_factor\": -1}"),
+	       NULL, SB_EDATA, "'attention_factor' must be a positive number");
+	refuse(be, "qwen3", "rope_scaling yarn with a string mscale",
+	       cfg_with(base, "\"rope_scaling\": null",
+			"\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"mscale\": \"1\", "
+			"\"mscale_all_dim\": 1}"),
+	       NULL, SB_EDATA, "rope_scaling.mscale and mscale_all_dim must be numbers");
+	refuse(be, "qwen3", "partial_rotary_factor 0.5", cfg_with(base, "\"rope_scaling\": null",
+								  "\"rope_scaling\": null, \"partial_rotary_factor\": 0.5"),
+	       NULL, SB_EDATA, "partial_rotary_factor other than 1 (RoPE on part of each head) is not implemented");
+	refuse(be, "qwen3", "partial_rotary_factor 1 imports", cfg_with(base, "\"rope_scaling\": null",
+									"\"rope_scaling\": null, \"partial_rotary_factor\": 1.0"),
+	       NULL, 0, "");
+	/* YaRN's readings (rope_spec): the defaults, the factor from the two lengths, mscale */
+	{
+		static const char *head =
+		    "{\"model_type\": \"qwen2\", \"architectures\": [\"Qwen2ForCausalLM\"], \"vocab_size\": 256, "
+		    "\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+		    "\"max_position_embeddings\": 4096, \"rope_scaling\": ";
+		struct {
+			const char *rs;
+			float factor, attn, bf, bs;
+			int orig, trunc;
+		} y[] = {
+		    {"{\"rope_type\": \"yarn\", \"factor\": 4.0}", 4.0f, (float)(0.1 * log(4.0) + 1), 32, 1, 4096, 1},
+		    {"{\"rope_type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 1024, \"beta_fast\": 8, "
+		     "\"beta_slow\": 0.5, \"truncate\": false}",
+		     4.0f, (float)(0.1 * log(4.0) + 1), 8, 0.5f, 1024, 0},
+		    /* no factor: the two lengths' ratio */
+		    {"{\"type\": \"yarn\", \"original_max_position_embeddings\": 1024}", 4.0f, (float)(0.1 * log(4.0) + 1), 32,
+		     1, 1024, 1},
+		    /* mscale and mscale_all_dim (DeepSeek): their ratio of 0.1 m ln(factor) + 1 */
+		    {"{\"rope_type\": \"yarn\", \"factor\": 40, \"mscale\": 1.0, \"mscale_all_dim\": 0.5}", 40.0f,
+		     (float)((0.1 * log(40.0) + 1) / (0.05 * log(40.0) + 1)), 32, 1, 4096, 1},
+		    /* equal ones: 1 */
+		    {"{\"rope_type\": \"yarn\", \"factor\": 40, \"mscale\": 0.707, \"mscale_all_dim\": 0.707}", 40.0f, 1.0f, 32,
+		     1, 4096, 1},
+		    {"{\"rope_type\": \"yarn\", \"factor\": 2.0, \"attention_factor\": 1.5}", 2.0f, 1.5f, 32, 1, 4096, 1},
+		};
+		for (size_t i = 0; i < sizeof y / sizeof y[0]; i++) {
+			char js[1024];
+			snprintf(js, sizeof js, "%s%s}", head, y[i].rs);
+			struct sb_lm_cfg c;
+			struct sb_lm_hf_info info;
+			struct sb_err e = {0};
+			int r = sb_lm_hf_config(js, strlen(js), "yarn.json", &c, &info, &e);
+			SB_CHECK(!r && c.rope_scaling == 3 && c.rope_factor == y[i].factor && c.rope_attn == y[i].attn &&
+					 c.rope_beta_fast == y[i].bf && c.rope_beta_slow == y[i].bs &&
+					 c.rope_orig_max == y[i].orig && c.rope_truncate == y[i].trunc,
+				 "yarn %s: factor %g attention %.9g betas %g/%g orig %d truncate %d (want %g %.9g %g/%g %d %d; %s)",
+				 y[i].rs, (double)c.rope_factor, (double)c.rope_attn, (double)c.rope_beta_fast,
+				 (double)c.rope_beta_slow, c.rope_orig_max, c.rope_truncate, (double)y[i].factor,
+				 (double)y[i].attn, (double)y[i].bf, (double)y[i].bs, y[i].orig, y[i].trunc,
+				 r ? e.msg : "read");
+		}
+	}
 	/* transformers 5's rope_parameters in place of rope_theta and rope_scaling: the same model
 	 * (it was ignored: theta 10000 and no scaling, a silent misread) */
 	{

@@ -72,6 +72,113 @@ static void text(uint8_t *t, int n, uint64_t seed)
 	}
 }
 
+/* RoPE's linear and YaRN scalings (transformers' rope types; their logits against
+ * transformers' are test_lm_import's): the frequencies, the JSON round trip, the training
+ * path against the cached path, and YaRN's attention factor (evaluation only: the trainer
+ * refuses it, the cached path applies it) */
+static void test_rope_scalings(struct sb_backend *be)
+{
+	enum { T = 40 };
+	uint8_t tok[T + 1];
+	text(tok, T + 1, 3);
+	const char *lin[] = {"pattern=AA", "pos=rope", "rope_scaling=linear", "rope_factor=2"};
+	const char *yarn[] = {"pattern=AA", "pos=rope", "rope_scaling=yarn", "rope_factor=4", "rope_orig_max=16",
+			      "rope_beta_fast=4", "rope_beta_slow=1", "rope_attn=1"};
+	const char *plain[] = {"pattern=AA", "pos=rope"};
+	struct sb_lm_model *ml = make_model(be, lin, 4, 5), *my = make_model(be, yarn, 8, 5), *mp = make_model(be, plain, 2, 5);
+	if (!ml || !my || !mp)
+		return;
+	int hd = mp->cfg.head_dim, half = hd / 2, lin_ok = 1, kept = 0, divided = 0, between = 0;
+	for (int i = 0; i < half; i++) {
+		lin_ok &= ml->rope_freq[i] == mp->rope_freq[i] / 2;
+		kept += my->rope_freq[i] == mp->rope_freq[i];
+		divided += my->rope_freq[i] == mp->rope_freq[i] / 4;
+		between += my->rope_freq[i] < mp->rope_freq[i] && my->rope_freq[i] > mp->rope_freq[i] / 4;
+	}
+	/* head_dim 8, theta 10000, 16 positions: the ramp runs from index floor(-0.91) -> 0 (4
+	 * turns) to ceil(0.40) = 1 (1 turn): index 0 kept, 1 to 3 divided */
+	SB_CHECK(lin_ok && kept == 1 && divided == half - 1 && between == 0 && my->rope_freq[0] == mp->rope_freq[0],
+		 "linear: every frequency halved; yarn: %d kept, %d divided by 4, %d between (of %d; want 1, %d, 0)", kept,
+		 divided, between, half, half - 1);
+	/* JSON round trip */
+	struct sb_err err = {0};
+	for (int k = 0; k < 2; k++) {
+		const struct sb_lm_cfg *c = k ? &my->cfg : &ml->cfg;
+		struct sb_jw w;
+		sb_jw_init(&w, NULL);
+		sb_lm_cfg_json(&w, c);
+		struct sb_json *v = NULL;
+		struct sb_lm_cfg back;
+		sb_lm_cfg_default(&back);
+		int rc = sb_json_parse(w.buf, w.len, &v, &err);
+		if (!rc)
+			rc = sb_lm_cfg_from_json(&back, v, &err);
+		SB_CHECK(!rc && back.rope_scaling == c->rope_scaling && back.rope_factor == c->rope_factor &&
+				 (!k || (back.rope_orig_max == 16 && back.rope_beta_fast == 4.0f && back.rope_beta_slow == 1.0f &&
+					 back.rope_attn == 1.0f && back.rope_truncate == 1)),
+			 "%s scaling round-trips through JSON (%.*s)", k ? "yarn" : "linear", (int)w.len, w.buf);
+		sb_json_free(v);
+		sb_jw_free(&w);
+	}
+	/* the training path and the cached path apply the same frequencies */
+	struct sb_lm_model *ms[3] = {ml, my, mp};
+	float *lt = malloc((size_t)T * 256 * sizeof *lt), *lc[3];
+	for (int k = 0; k < 3; k++) {
+		lc[k] = malloc((size_t)T * 256 * sizeof *lc[k]);
+		struct sb_lm_train_opts o = {.B = 1, .T = T, .tile = 1};
+		struct sb_lm_trainer *tr = NULL;
+		struct sb_lm_cache *c = NULL;
+		int rc = sb_lm_trainer_new(ms[k], &o, &tr, &err);
+		if (!rc)
+			rc = sb_lm_train_logits(tr, tok, lt, &err);
+		if (!rc)
+			rc = sb_lm_cache_new(ms[k], T, &c, &err);
+		if (!rc)
+			rc = sb_lm_forward_cached(sb_be_main(be), ms[k], c, tok, T, NULL, lc[k], 1, NULL, &err);
+		char nm[160];
+		snprintf(nm, sizeof nm, "%s: dense logits, cached path vs training path (rc %d)", k == 2 ? "no scaling" : k ? "yarn" : "linear", rc);
+		sb_check_closef(nm, lc[k], lt, (size_t)T * 256, 2e-5, 1e-4);
+		sb_lm_trainer_free(tr);
+		sb_lm_cache_free(c);
+	}
+	double d0 = 0, d1 = 0;
+	for (size_t i = 0; i < (size_t)T * 256; i++) {
+		d0 = fmax(d0, fabs(lc[0][i] - lc[2][i]));
+		d1 = fmax(d1, fabs(lc[1][i] - lc[2][i]));
+	}
+	SB_CHECK(d0 > 1e-3 && d1 > 1e-3, "the scalings change the logits (max |diff| to none: linear %.3g, yarn %.3g)", d0,
+		 d1);
+	/* YaRN's attention factor: the trainer refuses it; the cached path scales the scores by its square */
+	const char *ya[] = {"pattern=AA", "pos=rope", "rope_scaling=yarn", "rope_factor=4", "rope_orig_max=16",
+			    "rope_beta_fast=4", "rope_beta_slow=1", "rope_attn=1.2"};
+	struct sb_lm_model *ma = make_model(be, ya, 8, 5);
+	if (ma) {
+		struct sb_lm_train_opts o = {.B = 1, .T = T, .tile = 1};
+		struct sb_lm_trainer *tr = NULL;
+		struct sb_err e = {0};
+		int rc = sb_lm_trainer_new(ma, &o, &tr, &e);
+		SB_CHECK(rc == SB_EUSAGE && !tr && strstr(e.msg, "YaRN's attention factor (rope_attn 1.2"),
+			 "the trainer refuses YaRN's attention factor (%s)", e.msg);
+		struct sb_lm_cache *c = NULL;
+		float *la = malloc((size_t)T * 256 * sizeof *la);
+		rc = sb_lm_cache_new(ma, T, &c, &err);
+		if (!rc)
+			rc = sb_lm_forward_cached(sb_be_main(be), ma, c, tok, T, NULL, la, 1, NULL, &err);
+		double d = 0;
+		for (size_t i = 0; !rc && i < (size_t)T * 256; i++)
+			d = fmax(d, fabs(la[i] - lc[1][i]));
+		SB_CHECK(!rc && d > 1e-3, "rope_attn 1.2 changes the cached path's logits (max |diff| %.3g)", d);
+		sb_lm_cache_free(c);
+		free(la);
+		sb_lm_model_free(ma);
+	}
+	for (int k = 0; k < 3; k++) {
+		free(lc[k]);
+		sb_lm_model_free(ms[k]);
+	}
+	free(lt);
+}
+
 int main(void)
 {
 	struct sb_backend *be;
@@ -553,6 +660,7 @@ int main(void)
 			sb_lm_model_free(mm[k]);
 		}
 	}
+	test_rope_scalings(be);
 	sb_backend_close(be);
 	return sb_test_done();
 }
