@@ -777,30 +777,31 @@ int main(void)
 	       "model_type 'gpt2'");
 	refuse(be, "qwen3", "hidden_act gelu", cfg_with(base, "\"silu\"", "\"gelu\""), NULL, SB_EDATA,
 	       "hidden_act 'gelu'");
-	refuse(be, "qwen3", "rope_scaling dynamic", cfg_with(base, "\"rope_scaling\": null",
-							     "\"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4.0}"),
-	       NULL, SB_EDATA, "rope_scaling type 'dynamic' is not implemented (none, default, llama3, linear, yarn)");
-	refuse(be, "qwen3", "rope_scaling yarn with a factor below 1",
-	       cfg_with(base, "\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 0.5}"),
-	       NULL, SB_EDATA, "yarn RoPE scaling needs a finite rope_factor >= 1");
-	refuse(be, "qwen3", "rope_scaling linear without its factor",
-	       cfg_with(base, "\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"linear\"}"), NULL, SB_EDATA,
-	       "'factor' is missing");
-	refuse(be, "qwen3", "rope_scaling yarn with a negative attention_factor",
-	       cfg_with(base, "\"rope_scaling\": null",
-			"\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"attention_factor\": -1}"),
-	       NULL, SB_EDATA, "'attention_factor' must be a positive number");
-	refuse(be, "qwen3", "rope_scaling yarn with a string mscale",
-	       cfg_with(base, "\"rope_scaling\": null",
-			"\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"mscale\": \"1\", "
-			"\"mscale_all_dim\": 1}"),
-	       NULL, SB_EDATA, "rope_scaling.mscale and mscale_all_dim must be numbers");
-	refuse(be, "qwen3", "partial_rotary_factor 0.5", cfg_with(base, "\"rope_scaling\": null",
-								  "\"rope_scaling\": null, \"partial_rotary_factor\": 0.5"),
-	       NULL, SB_EDATA, "partial_rotary_factor other than 1 (RoPE on part of each head) is not implemented");
-	refuse(be, "qwen3", "partial_rotary_factor 1 imports", cfg_with(base, "\"rope_scaling\": null",
-									"\"rope_scaling\": null, \"partial_rotary_factor\": 1.0"),
-	       NULL, 0, "");
+	/* RoPE scalings and partial rotation: each in place of "rope_scaling": null */
+	static const struct {
+		const char *what, *with;
+		int rc;
+		const char *want;
+	} rope_bad[] = {
+	    {"rope_scaling dynamic", "\"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4.0}", SB_EDATA,
+	     "rope_scaling type 'dynamic' is not implemented (none, default, llama3, linear, yarn)"},
+	    {"rope_scaling yarn with a factor below 1", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 0.5}",
+	     SB_EDATA, "yarn RoPE scaling needs a finite rope_factor >= 1"},
+	    {"rope_scaling linear without its factor", "\"rope_scaling\": {\"rope_type\": \"linear\"}", SB_EDATA,
+	     "'factor' is missing"},
+	    {"rope_scaling yarn with a negative attention_factor",
+	     "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"attention_factor\": -1}", SB_EDATA,
+	     "'attention_factor' must be a positive number"},
+	    {"rope_scaling yarn with a string mscale",
+	     "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"mscale\": \"1\", \"mscale_all_dim\": 1}",
+	     SB_EDATA, "rope_scaling.mscale and mscale_all_dim must be numbers"},
+	    {"partial_rotary_factor 0.5", "\"rope_scaling\": null, \"partial_rotary_factor\": 0.5", SB_EDATA,
+	     "partial_rotary_factor other than 1 (RoPE on part of each head) is not implemented"},
+	    {"partial_rotary_factor 1 imports", "\"rope_scaling\": null, \"partial_rotary_factor\": 1.0", 0, ""},
+	};
+	for (size_t i = 0; i < sizeof rope_bad / sizeof rope_bad[0]; i++)
+		refuse(be, "qwen3", rope_bad[i].what, cfg_with(base, "\"rope_scaling\": null", rope_bad[i].with), NULL,
+		       rope_bad[i].rc, rope_bad[i].want);
 	/* YaRN's readings (rope_spec): the defaults, the factor from the two lengths, mscale */
 	{
 		static const char *head =
