@@ -100,7 +100,8 @@ static int rope_spec(const struct sb_json *q, const char *name, const char *snam
 	} else if (!strcmp(ty, "yarn")) {
 		int trunc = 1;
 		SB_TRY(cfg_int(q, name, "original_max_position_embeddings", 1, 1 << 24, max_pos, &orig, err));
-		SB_TRY(cfg_num(q, name, "factor", (double)max_pos / orig, &f, err));
+		/* no factor: the two lengths' ratio, to a float as transformers' float32 product takes it */
+		SB_TRY(cfg_num(q, name, "factor", (double)(float)((double)max_pos / orig), &f, err));
 		SB_TRY(cfg_num(q, name, "beta_fast", 32, &bf, err));
 		SB_TRY(cfg_num(q, name, "beta_slow", 1, &bs, err));
 		SB_TRY(cfg_bool(q, name, "truncate", 1, &trunc, err));

@@ -820,6 +820,9 @@ int main(void)
 		    /* no factor: the two lengths' ratio */
 		    {"{\"type\": \"yarn\", \"original_max_position_embeddings\": 1024}", 4.0f, (float)(0.1 * log(4.0) + 1), 32,
 		     1, 1024, 1},
+		    /* a ratio that is not a float: rounded to one (4096 / 3000) */
+		    {"{\"type\": \"yarn\", \"original_max_position_embeddings\": 3000}", (float)(4096.0 / 3000),
+		     (float)(0.1 * log((float)(4096.0 / 3000)) + 1), 32, 1, 3000, 1},
 		    /* mscale and mscale_all_dim (DeepSeek): their ratio of 0.1 m ln(factor) + 1 */
 		    {"{\"rope_type\": \"yarn\", \"factor\": 40, \"mscale\": 1.0, \"mscale_all_dim\": 0.5}", 40.0f,
 		     (float)((0.1 * log(40.0) + 1) / (0.05 * log(40.0) + 1)), 32, 1, 4096, 1},
