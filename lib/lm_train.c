@@ -626,8 +626,6 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 	if (!rc && pr.resume)
 		rc = check_resume_corpora(&pr, corp, c->n_corpora, path, run_dir, err);
 	int logging = 0; /* train.ndjson holds this run's records (a failure is recorded there) */
-	if (!rc)
-		rc = sb_mkdir_p(run_dir, err);
 	struct sb_lm_model *m = NULL;
 	struct sb_lm_trainer *tr = NULL;
 	uint8_t *batch = NULL;
@@ -643,6 +641,10 @@ int sb_lm_train_cell(struct sb_backend *be, struct sb_lm_cell *c, const char *ru
 				     .eps = (float)c->eps, .wd = (float)c->weight_decay, .clip = (float)c->clip};
 	if (!rc)
 		rc = sb_lm_trainer_new(m, &o, &tr, err);
+	/* the run directory once the model and its trainer are made: a model the trainer
+	 * refuses (an evaluation-only field) leaves none either */
+	if (!rc)
+		rc = sb_mkdir_p(run_dir, err);
 	double win_loss = 0;
 	int win_n = 0;
 	if (!rc && pr.resume)
