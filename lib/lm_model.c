@@ -578,6 +578,13 @@ void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *
 
 /* ================================================================ model */
 
+/* YaRN's factor on cos and sin, so on q and on k: scores scale by its square, folded into
+ * the queries after RoPE (1: none) */
+static float yarn_qscale(const struct sb_lm_cfg *c)
+{
+	return c->rope_scaling == 3 ? (float)((double)c->rope_attn * c->rope_attn) : 1.0f;
+}
+
 /* YaRN's bound: the (fractional) dimension index whose frequency turns `turns` times over
  * n positions (transformers' find_correction_dim) */
 static double yarn_dim(double turns, int hd, double theta, double n)
@@ -1153,6 +1160,7 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 	const struct sb_lm_ptrs *w = &m->w;
 	int M = Bt * T, d = c->d, F = c->ffn, hd = c->head_dim, NH = c->heads, NKV = c->kv_heads;
 	int qd = NH * hd, kvd = NKV * hd, rms = c->rmsnorm;
+	float qs = yarn_qscale(c);
 	op->embedding_forward(ctx, a->x[0], a->ids, w->embed, M, d);
 	if (c->pos == SB_LM_POS_LEARNED)
 		lo->pos_forward(ctx, a->x[0], w->pos, Bt, T, 0, d);
@@ -1169,6 +1177,8 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 				lo->rope(ctx, a->q[l], Bt, T, 0, NH, hd, m->rope_freq, 0);
 				lo->rope(ctx, a->k[l], Bt, T, 0, NKV, hd, m->rope_freq, 0);
 			}
+			if (qs != 1.0f)
+				op->scale(ctx, a->q[l], qs, (size_t)M * qd);
 			lo->attn_forward(ctx, a->att[l], a->P[l], a->q[l], a->k[l], a->v[l], Bt, T, NH, NKV, hd);
 			op->matmul_forward(ctx, out, a->att[l], y->o_w, y->o_b, M, qd, d);
 		} else if (y->kind == 'L') {
@@ -1221,6 +1231,7 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 	const struct sb_lm_ptrs *w = &m->w;
 	int M = Bt * T, d = c->d, F = c->ffn, hd = c->head_dim, NH = c->heads, NKV = c->kv_heads;
 	int qd = NH * hd, kvd = NKV * hd, rms = c->rmsnorm, L = c->n_layer;
+	float qs = yarn_qscale(c);
 	op->matmul_backward(ctx, a->dn, g->head, NULL, a->dlogits, a->nf, w->head, M, d, c->vocab, 0);
 	op->zero(ctx, a->dx, (size_t)M * d * sizeof(float));
 	lo->norm_backward(ctx, a->dx, g->lnf_w, g->lnf_b, a->dn, a->x[L], a->meanf, a->rstdf, w->lnf_w, M, d, rms);
@@ -1244,6 +1255,8 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 			op->matmul_backward(ctx, a->datt, gy->o_w, gy->o_b, a->dx, a->att[l], y->o_w, M, qd, d, 0);
 			lo->attn_backward(ctx, a->dq, a->dk, a->dv, a->datt, a->P[l], a->q[l], a->k[l], a->v[l], Bt, T, NH,
 					  NKV, hd);
+			if (qs != 1.0f) /* the queries were scaled after RoPE */
+				op->scale(ctx, a->dq, qs, (size_t)M * qd);
 			if (c->pos == SB_LM_POS_ROPE) {
 				lo->rope(ctx, a->dq, Bt, T, 0, NH, hd, m->rope_freq, 1);
 				lo->rope(ctx, a->dk, Bt, T, 0, NKV, hd, m->rope_freq, 1);
@@ -1290,10 +1303,6 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	    m->cfg.attn_scale != 0.0f || m->cfg.logit_div != 1.0f)
 		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) layers and Granite's multipliers are evaluation-only "
 					      "(pretrained layouts); the training path does not have them");
-	if (m->cfg.rope_scaling == 3 && m->cfg.rope_attn != 1.0f)
-		return SB_ERR(err, SB_EUSAGE, "training: YaRN's attention factor (rope_attn %g) is evaluation-only; the "
-					      "training path does not have it",
-			      (double)m->cfg.rope_attn);
 	struct sb_lm_trainer *tr = calloc(1, sizeof *tr);
 	if (!tr)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -1897,10 +1906,8 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 		lo->pos_forward(ctx, c->x, w->pos, 1, n, t0, d);
 	/* another attention scale (Granite's attention_multiplier) is folded into the queries:
 	 * attn_rows scores q.k / sqrt(head_dim) */
-	double qs = cf->attn_scale != 0.0f ? cf->attn_scale * sqrt((double)hd) : 1.0;
-	if (cf->rope_scaling == 3) /* YaRN's factor on cos and sin, so on q and on k */
-		qs *= (double)cf->rope_attn * cf->rope_attn;
-	float qscale = (float)qs;
+	float qscale = cf->attn_scale != 0.0f ? (float)(cf->attn_scale * sqrt((double)hd)) : 1.0f;
+	qscale *= yarn_qscale(cf); /* (Granite has no RoPE scaling: one of the two is 1) */
 	int mH = cf->ssm_heads, mP = cf->ssm_head_dim, mI = mH * mP;
 	int mCD = mI + 2 * cf->ssm_groups * cf->ssm_state;
 	for (int l = 0; l < cf->n_layer; l++) {

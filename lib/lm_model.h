@@ -106,7 +106,7 @@ struct sb_lm_cfg {
 	 *     over rope_orig_max positions are divided by rope_factor, those that turn more than
 	 *     rope_beta_fast times kept, linearly in the dimension's index between (the bounds
 	 *     rounded outwards when rope_truncate); cos and sin are multiplied by rope_attn, so
-	 *     scores by rope_attn^2 (folded into the queries: evaluation only) */
+	 *     scores by rope_attn^2 (folded into the queries after RoPE, on both paths) */
 	int rope_scaling;
 	float rope_factor, rope_low_freq, rope_high_freq;
 	int rope_orig_max;

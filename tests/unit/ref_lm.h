@@ -42,18 +42,27 @@ static void ref_norm(double *out, const double *x, const double *w, const double
 static double ref_gelu1(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 static double ref_silu(double x) { return x / (1 + exp(-x)); }
 
-static void ref_rope(double *x, int T, int nh, int hd, double theta)
+/* RoPE with the frequencies freq[hd / 2] */
+static void ref_rope_freq(double *x, int T, int nh, int hd, const double *freq)
 {
 	int half = hd / 2;
 	for (int t = 0; t < T; t++)
 		for (int h = 0; h < nh; h++)
 			for (int i = 0; i < half; i++) {
-				double ang = t * pow(theta, -2.0 * i / hd);
+				double ang = t * freq[i];
 				double *p = x + ((size_t)t * nh + h) * hd;
 				double a = p[i], b = p[i + half];
 				p[i] = a * cos(ang) - b * sin(ang);
 				p[i + half] = b * cos(ang) + a * sin(ang);
 			}
+}
+
+static inline void ref_rope(double *x, int T, int nh, int hd, double theta)
+{
+	double freq[128];
+	for (int i = 0; i < hd / 2 && i < 128; i++)
+		freq[i] = pow(theta, -2.0 * i / hd);
+	ref_rope_freq(x, T, nh, hd, freq);
 }
 
 /* causal softmax attention, GQA */
@@ -150,6 +159,9 @@ struct ref_layer {
 struct ref_model {
 	int V, d, L, NH, NKV, hd, LH, K, F, swiglu, rms, pos, tied, conv_gate;
 	double eps, theta;
+	/* RoPE's frequencies: the model's own table (sb_lm_rope_freqs; with a scaling, checked
+	 * against transformers' logits by test_lm_import), and YaRN's factor on the scores */
+	double freq[128], qs;
 	const double *embed, *posw, *lnf_w, *lnf_b, *head;
 	struct ref_layer layer[32];
 };
@@ -176,9 +188,11 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 			ref_matmul(k, n, y_->k_w, y_->k_b, T, d, kvd);
 			ref_matmul(v, n, y_->v_w, y_->v_b, T, d, kvd);
 			if (r->pos == 2) {
-				ref_rope(q, T, r->NH, r->hd, r->theta);
-				ref_rope(k, T, r->NKV, r->hd, r->theta);
+				ref_rope_freq(q, T, r->NH, r->hd, r->freq);
+				ref_rope_freq(k, T, r->NKV, r->hd, r->freq);
 			}
+			for (size_t i = 0; r->qs != 1.0 && i < (size_t)T * qd; i++)
+				q[i] *= r->qs;
 			ref_attn(att, q, k, v, T, r->NH, r->NKV, r->hd);
 			ref_matmul(y, att, y_->o_w, y_->o_b, T, qd, d);
 		} else if (y_->kind == 'L') {
@@ -273,6 +287,8 @@ static void ref_from_model(struct ref_model *r, const struct sb_lm_model *m, con
 	r->conv_gate = c->conv_gate;
 	r->eps = c->norm_eps;
 	r->theta = c->rope_theta;
+	sb_lm_rope_freqs(c, r->freq); /* head_dim <= 256 here */
+	r->qs = c->rope_scaling == 3 ? (double)c->rope_attn * c->rope_attn : 1.0;
 	r->embed = ref_dp(m, P, "model.embed_tokens.weight");
 	r->posw = ref_dp(m, P, "model.embed_positions.weight");
 	r->lnf_w = ref_dp(m, P, "model.norm.weight");

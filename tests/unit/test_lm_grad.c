@@ -596,6 +596,10 @@ int main(void)
 	const char *k6[] = {"pattern=ACA", "heads=4",    "kv_heads=2",   "head_dim=2", "pos=rope",
 			    "mlp=swiglu",  "attn_bias=2", "norm=rmsnorm", "tied=0"};
 	model_check(be, "ACA, GQA 4 heads over 2 kv heads, q/k/v biases, RoPE", k6, 9);
+	/* YaRN: its frequencies and its attention factor on the queries after RoPE */
+	const char *k7[] = {"pattern=AA", "pos=rope", "head_dim=8", "rope_scaling=yarn", "rope_factor=4",
+			    "rope_orig_max=8", "rope_beta_fast=4", "rope_attn=1.3"};
+	model_check(be, "AA, RoPE with YaRN (attention factor 1.3)", k7, 8);
 	sb_backend_close(be);
 	return sb_test_done();
 }

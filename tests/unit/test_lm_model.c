@@ -73,9 +73,9 @@ static void text(uint8_t *t, int n, uint64_t seed)
 }
 
 /* RoPE's linear and YaRN scalings (transformers' rope types; their logits against
- * transformers' are test_lm_import's): the frequencies, the JSON round trip, the training
- * path against the cached path, and YaRN's attention factor (evaluation only: the trainer
- * refuses it, the cached path applies it) */
+ * transformers' are test_lm_import's, their gradients test_lm_grad's): the frequencies, the
+ * JSON round trip, the training path against the cached path, YaRN's attention factor on
+ * both */
 static void test_rope_scalings(struct sb_backend *be)
 {
 	enum { T = 40 };
@@ -148,26 +148,30 @@ static void test_rope_scalings(struct sb_backend *be)
 	}
 	SB_CHECK(d0 > 1e-3 && d1 > 1e-3, "the scalings change the logits (max |diff| to none: linear %.3g, yarn %.3g)", d0,
 		 d1);
-	/* YaRN's attention factor: the trainer refuses it; the cached path scales the scores by its square */
+	/* YaRN's attention factor: both paths scale the scores by its square */
 	const char *ya[] = {"pattern=AA", "pos=rope", "rope_scaling=yarn", "rope_factor=4", "rope_orig_max=16",
 			    "rope_beta_fast=4", "rope_beta_slow=1", "rope_attn=1.2"};
 	struct sb_lm_model *ma = make_model(be, ya, 8, 5);
 	if (ma) {
 		struct sb_lm_train_opts o = {.B = 1, .T = T, .tile = 1};
 		struct sb_lm_trainer *tr = NULL;
-		struct sb_err e = {0};
-		int rc = sb_lm_trainer_new(ma, &o, &tr, &e);
-		SB_CHECK(rc == SB_EUSAGE && !tr && strstr(e.msg, "YaRN's attention factor (rope_attn 1.2"),
-			 "the trainer refuses YaRN's attention factor (%s)", e.msg);
 		struct sb_lm_cache *c = NULL;
 		float *la = malloc((size_t)T * 256 * sizeof *la);
-		rc = sb_lm_cache_new(ma, T, &c, &err);
+		int rc = sb_lm_trainer_new(ma, &o, &tr, &err);
+		if (!rc)
+			rc = sb_lm_train_logits(tr, tok, lt, &err);
+		if (!rc)
+			rc = sb_lm_cache_new(ma, T, &c, &err);
 		if (!rc)
 			rc = sb_lm_forward_cached(sb_be_main(be), ma, c, tok, T, NULL, la, 1, NULL, &err);
+		sb_check_closef("yarn with rope_attn 1.2: dense logits, cached path vs training path", la, lt,
+				(size_t)T * 256, 2e-5, 1e-4);
 		double d = 0;
 		for (size_t i = 0; !rc && i < (size_t)T * 256; i++)
 			d = fmax(d, fabs(la[i] - lc[1][i]));
-		SB_CHECK(!rc && d > 1e-3, "rope_attn 1.2 changes the cached path's logits (max |diff| %.3g)", d);
+		SB_CHECK(!rc && d > 1e-3, "rope_attn 1.2 changes the logits (max |diff| %.3g to rope_attn 1; %s)", d,
+			 rc ? err.msg : "ran");
+		sb_lm_trainer_free(tr);
 		sb_lm_cache_free(c);
 		free(la);
 		sb_lm_model_free(ma);
