@@ -1046,6 +1046,9 @@ struct lm_act {
 	float *n1[SB_LM_MAX_LAYERS], *mean1[SB_LM_MAX_LAYERS], *rstd1[SB_LM_MAX_LAYERS];
 	float *n2[SB_LM_MAX_LAYERS], *mean2[SB_LM_MAX_LAYERS], *rstd2[SB_LM_MAX_LAYERS];
 	float *q[SB_LM_MAX_LAYERS], *k[SB_LM_MAX_LAYERS], *v[SB_LM_MAX_LAYERS], *P[SB_LM_MAX_LAYERS];
+	/* qk_norm: q and k before their per-head RMSNorm, its rstd; the gradients before it */
+	float *qpre[SB_LM_MAX_LAYERS], *kpre[SB_LM_MAX_LAYERS], *qr[SB_LM_MAX_LAYERS], *kr[SB_LM_MAX_LAYERS];
+	float *dqn, *dkn;
 	float *att[SB_LM_MAX_LAYERS], *den[SB_LM_MAX_LAYERS];
 	float *bch[SB_LM_MAX_LAYERS], *z[SB_LM_MAX_LAYERS], *cy[SB_LM_MAX_LAYERS];
 	float *h[SB_LM_MAX_LAYERS], *a[SB_LM_MAX_LAYERS];
@@ -1093,6 +1096,12 @@ static size_t act_layout(const struct sb_lm_cfg *c, int Bt, int T, void *base, s
 			a->v[l] = TAKE(M * kvd);
 			a->P[l] = TAKE((size_t)Bt * c->heads * T * T);
 			a->att[l] = TAKE(M * qd);
+			if (c->qk_norm) {
+				a->qpre[l] = TAKE(M * qd);
+				a->kpre[l] = TAKE(M * kvd);
+				a->qr[l] = TAKE(M * c->heads);
+				a->kr[l] = TAKE(M * c->kv_heads);
+			}
 		} else if (k == 'L') {
 			a->q[l] = TAKE(M * d);
 			a->k[l] = TAKE(M * d);
@@ -1127,6 +1136,10 @@ static size_t act_layout(const struct sb_lm_cfg *c, int Bt, int T, void *base, s
 	a->dh = TAKE(M * (2 * F > 1 ? 2 * F : 1));
 	a->da = TAKE(M * (F > 0 ? F : 1));
 	a->dlogits = TAKE(M * V);
+	if (c->qk_norm) {
+		a->dqn = TAKE(M * qd);
+		a->dkn = TAKE(M * kvd);
+	}
 	return off;
 }
 
@@ -1170,9 +1183,15 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 				 rms);
 		float *out = a->dy; /* mixer output, before the residual */
 		if (y->kind == 'A') {
-			op->matmul_forward(ctx, a->q[l], a->n1[l], y->q_w, y->q_b, M, d, qd);
-			op->matmul_forward(ctx, a->k[l], a->n1[l], y->k_w, y->k_b, M, d, kvd);
+			/* with qk_norm the products go to qpre/kpre, then each head's RMSNorm (Qwen3, LFM2) */
+			float *qp = c->qk_norm ? a->qpre[l] : a->q[l], *kp = c->qk_norm ? a->kpre[l] : a->k[l];
+			op->matmul_forward(ctx, qp, a->n1[l], y->q_w, y->q_b, M, d, qd);
+			op->matmul_forward(ctx, kp, a->n1[l], y->k_w, y->k_b, M, d, kvd);
 			op->matmul_forward(ctx, a->v[l], a->n1[l], y->v_w, y->v_b, M, d, kvd);
+			if (c->qk_norm) {
+				lo->norm_forward(ctx, a->q[l], NULL, a->qr[l], qp, y->qn_w, NULL, M * NH, hd, c->norm_eps, 1);
+				lo->norm_forward(ctx, a->k[l], NULL, a->kr[l], kp, y->kn_w, NULL, M * NKV, hd, c->norm_eps, 1);
+			}
 			if (c->pos == SB_LM_POS_ROPE) {
 				lo->rope(ctx, a->q[l], Bt, T, 0, NH, hd, m->rope_freq, 0);
 				lo->rope(ctx, a->k[l], Bt, T, 0, NKV, hd, m->rope_freq, 0);
@@ -1261,8 +1280,19 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 				lo->rope(ctx, a->dq, Bt, T, 0, NH, hd, m->rope_freq, 1);
 				lo->rope(ctx, a->dk, Bt, T, 0, NKV, hd, m->rope_freq, 1);
 			}
-			op->matmul_backward(ctx, a->dn, gy->q_w, gy->q_b, a->dq, a->n1[l], y->q_w, M, d, qd, 0);
-			op->matmul_backward(ctx, a->dn, gy->k_w, gy->k_b, a->dk, a->n1[l], y->k_w, M, d, kvd, 1);
+			float *dqp = a->dq, *dkp = a->dk;
+			if (c->qk_norm) { /* through each head's RMSNorm (its backward adds into dx) */
+				dqp = a->dqn;
+				dkp = a->dkn;
+				op->zero(ctx, dqp, (size_t)M * qd * sizeof(float));
+				op->zero(ctx, dkp, (size_t)M * kvd * sizeof(float));
+				lo->norm_backward(ctx, dqp, gy->qn_w, NULL, a->dq, a->qpre[l], NULL, a->qr[l], y->qn_w, M * NH,
+						  hd, 1);
+				lo->norm_backward(ctx, dkp, gy->kn_w, NULL, a->dk, a->kpre[l], NULL, a->kr[l], y->kn_w, M * NKV,
+						  hd, 1);
+			}
+			op->matmul_backward(ctx, a->dn, gy->q_w, gy->q_b, dqp, a->n1[l], y->q_w, M, d, qd, 0);
+			op->matmul_backward(ctx, a->dn, gy->k_w, gy->k_b, dkp, a->n1[l], y->k_w, M, d, kvd, 1);
 			op->matmul_backward(ctx, a->dn, gy->v_w, gy->v_b, a->dv, a->n1[l], y->v_w, M, d, kvd, 1);
 		} else if (y->kind == 'L') {
 			op->matmul_backward(ctx, a->datt, gy->o_w, gy->o_b, a->dx, a->att[l], y->o_w, M, d, d, 0);
@@ -1296,9 +1326,6 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	SB_TRY(refuse_eval_only(m, "training", err));
 	if (o->B < 1 || o->T < 1 || o->T > m->cfg.max_T)
 		return SB_ERR(err, SB_EUSAGE, "training: B %d, T %d (max_T %d)", o->B, o->T, m->cfg.max_T);
-	if (m->cfg.qk_norm)
-		return SB_ERR(err, SB_EUSAGE, "training: qk_norm is evaluation-only (pretrained layouts); the training "
-					      "path does not have it");
 	if (strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts || m->cfg.emb_mult != 1.0f || m->cfg.resid_mult != 1.0f ||
 	    m->cfg.attn_scale != 0.0f || m->cfg.logit_div != 1.0f)
 		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) layers and Granite's multipliers are evaluation-only "

@@ -299,6 +299,13 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 	if (!rc)
 		rc = sb_lm_mix_parse(&mix, lc->mixture, corp, lc->n_corpora, lc->haystack[0] ? lc->haystack : NULL,
 		                     c->seed + 1000, T, err);
+	if (!rc && c->n_blocks > 0) { /* the backbone's training path (its layout may lack one): */
+		struct sb_sas_lm_cfg sc; /* the first block's selector made and dropped */
+		struct sb_sas_lm *x = NULL;
+		lm_cfg_for(&sc, c, c->blocks[0], c->sel_batch);
+		rc = sb_sas_lm_new(bb.m, &sc, T, c->seed, &x, err);
+		sb_sas_lm_free(x);
+	}
 	if (!rc)
 		rc = sb_mkdir_p(run_dir, err);
 	char path[4200];

@@ -154,6 +154,7 @@ static void ref_linattn(double *out, const double *q, const double *k, const dou
 struct ref_layer {
 	char kind;
 	const double *ln1_w, *ln1_b, *ln2_w, *ln2_b, *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b;
+	const double *qn_w, *kn_w; /* qk_norm: each head's RMSNorm before RoPE */
 	const double *in_w, *in_b, *cw, *cb, *out_w, *out_b, *gate_w, *gate_b, *up_w, *up_b, *down_w, *down_b;
 };
 struct ref_model {
@@ -187,6 +188,10 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 			ref_matmul(q, n, y_->q_w, y_->q_b, T, d, qd);
 			ref_matmul(k, n, y_->k_w, y_->k_b, T, d, kvd);
 			ref_matmul(v, n, y_->v_w, y_->v_b, T, d, kvd);
+			if (y_->qn_w) {
+				ref_norm(q, q, y_->qn_w, NULL, T * r->NH, r->hd, r->eps, 1);
+				ref_norm(k, k, y_->kn_w, NULL, T * r->NKV, r->hd, r->eps, 1);
+			}
 			if (r->pos == 2) {
 				ref_rope_freq(q, T, r->NH, r->hd, r->freq);
 				ref_rope_freq(k, T, r->NKV, r->hd, r->freq);
@@ -314,6 +319,8 @@ static void ref_from_model(struct ref_model *r, const struct sb_lm_model *m, con
 		GA(v_b, "v_proj.bias");
 		GA(o_w, "o_proj.weight");
 		GA(o_b, "o_proj.bias");
+		GA(qn_w, "q_norm.weight");
+		GA(kn_w, "k_norm.weight");
 		G(in_w, "conv.in_proj.weight");
 		G(in_b, "conv.in_proj.bias");
 		G(cw, "conv.conv.weight");

@@ -600,6 +600,10 @@ int main(void)
 	const char *k7[] = {"pattern=AA", "pos=rope", "head_dim=8", "rope_scaling=yarn", "rope_factor=4",
 			    "rope_orig_max=8", "rope_beta_fast=4", "rope_attn=1.3"};
 	model_check(be, "AA, RoPE with YaRN (attention factor 1.3)", k7, 8);
+	/* each query and key head's RMSNorm before RoPE (Qwen3, LFM2), GQA */
+	const char *k8[] = {"pattern=CA", "pos=rope", "qk_norm=1", "heads=4", "kv_heads=2", "head_dim=4",
+			    "mlp=swiglu", "norm=rmsnorm"};
+	model_check(be, "CA, q/k RMSNorm per head, GQA, RoPE", k8, 8);
 	sb_backend_close(be);
 	return sb_test_done();
 }

@@ -248,6 +248,38 @@ static void check_model(struct sb_backend *be, const char *name)
 		sb_lm_model_free(mf);
 		free(gf);
 	}
+	/* the training path (a scaled SAS selector trains through it) on the same weights, where
+	 * the layout has it (not Mamba2 layers, experts or Granite's multipliers): the same
+	 * logits as the reference, to the same tolerance */
+	if (!strchr(m->cfg.pattern, 'M') && !m->cfg.moe_experts && m->cfg.attn_scale == 0.0f &&
+	    m->cfg.emb_mult == 1.0f && m->cfg.resid_mult == 1.0f && m->cfg.logit_div == 1.0f) {
+		struct sb_lm_cell c3;
+		struct sb_lm_model *mt = NULL;
+		struct sb_lm_trainer *tr = NULL;
+		float *lt = malloc((size_t)T * V * sizeof *lt);
+		uint8_t *tok = malloc((size_t)T + 1);
+		int fits = V <= 256; /* the training path reads bytes: a vocabulary within them */
+		for (int t = 0; t < T; t++)
+			tok[t] = (uint8_t)ids[t];
+		tok[T] = 0;
+		struct sb_lm_train_opts o = {.B = 1, .T = T, .tile = 1};
+		rc = !fits ? 0 : sb_lm_run_open(be, run_dir, 0, &c3, &mt, sha, &err);
+		if (fits && !rc)
+			rc = sb_lm_trainer_new(mt, &o, &tr, &err);
+		if (fits && !rc)
+			rc = sb_lm_train_logits(tr, tok, lt, &err);
+		double tw = 0;
+		for (size_t i = 0; fits && !rc && i < (size_t)T * V; i++)
+			tw = fmax(tw, fabs((double)lt[i] - want[i]));
+		if (fits)
+			SB_CHECK(!rc && tw <= LOGIT_ATOL,
+				 "%s: the training path's logits vs the reference: max |diff| %.3g (tolerance %.0e; %s)", name,
+				 tw, LOGIT_ATOL, rc ? err.msg : "trained model");
+		sb_lm_trainer_free(tr);
+		sb_lm_model_free(mt);
+		free(lt);
+		free(tok);
+	}
 	/* an id outside the vocabulary */
 	sb_lm_cache_reset(c, 0);
 	int32_t bad[2] = {1, V};
