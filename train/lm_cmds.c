@@ -241,7 +241,8 @@ int sb_lm_import_main(int argc, char **argv)
 			     "(its full_attention layers are masked, its gated short convolutions run unchanged),\n"
 			     "granitemoehybrid (its attention layers are masked, its Mamba2\n"
 			     "layers run unchanged);\n"
-			     "F32/BF16/F16 weights; RoPE scaling none or llama3.\n"
+			     "F32/BF16/F16 weights; RoPE scaling none, llama3, linear or yarn (as transformers 5\n"
+			     "and vLLM read it).\n"
 			     "Anything else is refused, naming the field (docs/lm.md). An existing run of the same\n"
 			     "cell is kept. stdout: one lm.import record {cell_id, run_dir, status}.\n"
 			     "Exit status: 0 ok, 2 usage, 3 bad input data, 4 I/O error, 5 internal error.");
