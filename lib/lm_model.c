@@ -684,10 +684,7 @@ static int layout_zones(struct sb_lm_model *m)
 			off += p->numel;
 			continue;
 		}
-		size_t end = off + p->numel;
-		off += ((p->numel + 15) & ~(size_t)15) + 16;
-		if (sb_redzone_push(rz, end * sizeof(float), (off - end) * sizeof(float), p->numel * sizeof(float),
-		                    p->name)) {
+		if (sb_redzone_push_floats(rz, &off, p->numel, p->name)) {
 			sb_redzone_free(rz);
 			free(rz);
 			return -1;

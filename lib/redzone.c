@@ -58,6 +58,13 @@ int sb_redzone_push(struct sb_redzones *rz, size_t off, size_t len, size_t bytes
 	return 0;
 }
 
+int sb_redzone_push_floats(struct sb_redzones *rz, size_t *off, size_t n, const char *name)
+{
+	size_t end = *off + n;
+	*off += ((n + 15) & ~(size_t)15) + 16;
+	return sb_redzone_push(rz, end * sizeof(float), (*off - end) * sizeof(float), n * sizeof(float), name);
+}
+
 int sb_redzone_push_at(struct sb_redzones *rz, void *at, size_t len, size_t bytes, const char *what)
 {
 	if (sb_redzone_push(rz, 0, len, bytes, what))

@@ -44,6 +44,10 @@ size_t sb_redzone_take(struct sb_redzones *rz, size_t *off, size_t bytes, int li
 /* A zone of len bytes at off after the `bytes`-byte buffer `what` (its name must outlive rz),
  * for a layout that is not bumped; -1 when out of memory or len is over 128 bytes. */
 int sb_redzone_push(struct sb_redzones *rz, size_t off, size_t len, size_t bytes, const char *what);
+/* The step of a parameter table's layout (zero-byte zones, rz->zero): a tensor of n floats
+ * at *off (in floats), then its zone (its rounding to 16 floats and 16 floats more) recorded
+ * under name; *off moves past both. -1 when out of memory. */
+int sb_redzone_push_floats(struct sb_redzones *rz, size_t *off, size_t n, const char *name);
 /* The same for the zone of len bytes at `at`, the slack after a separate allocation of
  * `bytes` bytes (fill, check and at take the zone's own address, any base). */
 int sb_redzone_push_at(struct sb_redzones *rz, void *at, size_t len, size_t bytes, const char *what);

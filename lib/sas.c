@@ -59,10 +59,7 @@ static int selector_zones(struct sb_sas_model *m)
 	for (int s = 0; s < 2; s++) {
 		if (s)
 			m->sel_k = off;
-		size_t end = off + half;
-		off += ((half + 15) & ~(size_t)15) + 16;
-		if (sb_redzone_push(rz, end * sizeof(float), (off - end) * sizeof(float), half * sizeof(float),
-		                    sel_name[s]))
+		if (sb_redzone_push_floats(rz, &off, half, sel_name[s]))
 			return -1;
 	}
 	m->sel_len = off;

@@ -346,14 +346,11 @@ static int sel_layout(struct sb_sas_lm *x)
 	size_t off = 0;
 	for (int l = 0; l < x->n_a; l++)
 		for (int s = 0; s < 2; s++) {
-			size_t n = s ? kn : qn, end = off + n;
-			off += ((n + 15) & ~(size_t)15) + 16;
+			snprintf(x->zname[2 * l + s], sizeof x->zname[0], "selector.A%d.%s", l, s ? "Sk" : "Sq");
+			if (sb_redzone_push_floats(x->rz, &off, s ? kn : qn, x->zname[2 * l + s]))
+				return -1;
 			if (!l && !s)
 				x->k_off = off;
-			snprintf(x->zname[2 * l + s], sizeof x->zname[0], "selector.A%d.%s", l, s ? "Sk" : "Sq");
-			if (sb_redzone_push(x->rz, end * sizeof(float), (off - end) * sizeof(float), n * sizeof(float),
-			                    x->zname[2 * l + s]))
-				return -1;
 		}
 	x->per_layer = off / (size_t)x->n_a;
 	x->sel_len = off;
