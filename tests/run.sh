@@ -21,6 +21,9 @@ export SB_TOP=$top
 pat=${1:-}
 jobs_max=${SB_TEST_JOBS:-$(nproc)}
 alone=" sh-cuda_emu sh-cuda_emu_pipeline sh-gpu_dryrun sh-isa_v3 sh-manifest "
+# the queue's longest tests (over a minute each on two cores), started first so that none
+# of them is left running alone at the end; their lines still come in the usual order
+first=" sh-slurm_roundtrip sh-readme_example sh-hostile_inputs sh-arena_check sh-pipeline_a8 sh-pipeline_demo "
 mkdir -p build/test-logs
 passed=0 failed=0 broken=()
 
@@ -109,7 +112,10 @@ flush() {
 	done
 }
 rm -f build/test-logs/*.res build/test-logs/*.res.tmp
-for i in "${queue[@]}"; do
+launch=()
+for i in "${queue[@]}"; do [[ $first == *" ${names[$i]} "* ]] && launch+=("$i"); done
+for i in "${queue[@]}"; do [[ $first == *" ${names[$i]} "* ]] || launch+=("$i"); done
+for i in "${launch[@]}"; do
 	while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
 		wait -n
 		flush
