@@ -210,8 +210,12 @@ $(B)/gpu/%: $(B)/bench/gpu/%.o $(B)/train/multicell.o $(LIBS_ALL)
 deps:
 	@scripts/deps.sh
 
+# make check's build (and a pipeline's programs, pipelines/common.mk) take one job per core
+# unless make was given -j: a serial build of everything, the CUDA backend included, takes
+# twice as long on two cores (134 s against 66 s)
+BUILD_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$$(nproc 2>/dev/null || echo 1))
 check: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(BUILD_JOBS) all
 	@tests/run.sh
 
 # make help: the targets, the variables, and the grids with their cells

@@ -79,11 +79,12 @@ sb_prog = $(filter $(SB_BIN)/sb-$(1),$(PROGS))
 
 # the programs, built first when they are this tree's (SB_BIN=bin); silently (-s: no
 # "'bin/sb-...' is up to date" line per program at the start of every grid; a
-# compiler's errors and warnings still show)
+# compiler's errors and warnings still show); one job per core unless make was given -j
+# (BUILD_JOBS, the top Makefile)
 .PHONY: sb-programs
 sb-programs:
 ifeq ($(SB_BIN),bin)
-	@$(MAKE) -s --no-print-directory $(PROGS) >&2
+	@$(MAKE) -s --no-print-directory $(BUILD_JOBS) $(PROGS) >&2
 endif
 
 # ---- datasets (one target per task, shared by every grid) ----

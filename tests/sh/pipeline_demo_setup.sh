@@ -17,4 +17,17 @@ for j in -j1 -j2; do
 	! grep -q "sb-programs" "$T/demo$j.log"
 	t_result $? "make $j demo: the programs were not built before the packages were installed" "$(grep -n "sb-programs\|demo-setup" "$T/demo$j.log" | head -n 3 | tr '\n' ' ')"
 done
+
+# the build in make check and a pipeline's programs take one job per core (BUILD_JOBS)
+# unless make was given -j, which they then follow (make -n: nothing is built)
+for j in "" -j1 -j3; do
+	line=$(make -C "$TOP" --no-print-directory -n $j check 2>/dev/null | grep -m1 -- '--no-print-directory.* all$')
+	if [ -z "$j" ]; then want='-j$(nproc 2>/dev/null || echo 1) all'; else want='--no-print-directory  all'; fi
+	[[ $line == *"$want" ]]
+	t_result $? "make $j check builds with '${want% all}' ($line)"
+	line=$(make -C "$TOP" --no-print-directory -n $j sb-programs 2>/dev/null | grep -m1 -- ' bin/sb-')
+	if [ -z "$j" ]; then want='-j$(nproc 2>/dev/null || echo 1) bin/sb-'; else want='--no-print-directory  bin/sb-'; fi
+	[[ $line == *"$want"* ]]
+	t_result $? "make $j sb-programs builds with '${want% bin/sb-}' (${line:0:120})"
+done
 t_done
