@@ -9,10 +9,14 @@
 # Exit status 1 when anything failed. Logs of failing tests go to build/test-logs/.
 #
 # Tests run SB_TEST_JOBS at a time (default: the cores), each in its own temporary
-# directory; their lines are printed in order all the same (unit, CLI, script tests). Those
-# in `alone` run first, one at a time: they build into the tree (make EMU=1, V3=1), keep
-# every core busy themselves, or compare the working tree as a whole (git status,
-# MANIFEST.csv). SB_TEST_JOBS=1 runs everything one after another.
+# directory; their lines are printed in order all the same (those in `alone`, then unit,
+# CLI and script tests). Those in `alone` run first, before any other: they build into the
+# tree (make EMU=1, V3=1), keep most of the cores busy themselves, or compare the working
+# tree as a whole (git status, MANIFEST.csv). They run in two lanes at once, each lane's
+# tests one after another: the emulator's tests (`emu_lane`, which share build/emu) and the
+# others (neither keeps two cores busy all the time: on two cores the two lanes take 315 s
+# where the five took 360 s one after another). SB_TEST_JOBS=1 runs everything one after
+# another.
 set -u
 export LC_ALL=C
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +25,7 @@ export SB_TOP=$top
 pat=${1:-}
 jobs_max=${SB_TEST_JOBS:-$(nproc)}
 alone=" sh-cuda_emu sh-cuda_emu_pipeline sh-gpu_dryrun sh-isa_v3 sh-manifest "
+emu_lane=" sh-cuda_emu sh-cuda_emu_pipeline "
 # the queue's longest tests (over a minute each on two cores), started first so that none
 # of them is left running alone at the end; their lines still come in the usual order
 first=" sh-slurm_roundtrip sh-readme_example sh-hostile_inputs sh-arena_check sh-pipeline_a8 sh-pipeline_demo "
@@ -87,24 +92,18 @@ run_test() { # index: one's result for test i
 	sh) one "${names[$1]}" bash "${files[$1]}" ;;
 	esac
 }
-# those in `alone` first, one after another; the others after them (queue)
-queue=()
+# those in `alone` first (in two lanes), the others after them (queue); lines in that order
+solo=() queue=()
 for i in "${!names[@]}"; do
-	if [[ $alone == *" ${names[$i]} "* ]]; then
-		res="build/test-logs/${names[$i]}.res"
-		run_test "$i" >"$res"
-		take "$res"
-		rm -f "$res"
-	else
-		queue+=("$i")
-	fi
+	if [[ $alone == *" ${names[$i]} "* ]]; then solo+=("$i"); else queue+=("$i"); fi
 done
-# the queue, jobs_max at a time; each result is printed once those before it are
+order=("${solo[@]}" "${queue[@]}")
+# each result is printed once those before it are
 next=0
 flush() {
 	local n
-	while [ "$next" -lt ${#queue[@]} ]; do
-		n=${names[${queue[$next]}]}
+	while [ "$next" -lt ${#order[@]} ]; do
+		n=${names[${order[$next]}]}
 		[ -f "build/test-logs/$n.res" ] || break
 		take "build/test-logs/$n.res"
 		rm -f "build/test-logs/$n.res"
@@ -112,6 +111,30 @@ flush() {
 	done
 }
 rm -f build/test-logs/*.res build/test-logs/*.res.tmp
+lane() { # 0 (emu_lane), 1 (the other alone tests) or all: those tests, one after another
+	local i l r
+	for i in "${solo[@]}"; do
+		l=1
+		[[ $emu_lane == *" ${names[$i]} "* ]] && l=0
+		[ "$1" = all ] || [ "$1" = $l ] || continue
+		r="build/test-logs/${names[$i]}.res"
+		run_test "$i" >"$r.tmp" && mv "$r.tmp" "$r"
+	done
+}
+if [ ${#solo[@]} -gt 0 ]; then
+	if [ "$jobs_max" -ge 2 ]; then
+		lane 0 &
+		lane 1 &
+		while [ -n "$(jobs -rp)" ]; do # their lines as they come
+			sleep 1
+			flush
+		done
+		wait
+	else
+		lane all
+	fi
+	flush
+fi
 launch=()
 for i in "${queue[@]}"; do [[ $first == *" ${names[$i]} "* ]] && launch+=("$i"); done
 for i in "${queue[@]}"; do [[ $first == *" ${names[$i]} "* ]] || launch+=("$i"); done
@@ -126,11 +149,17 @@ for i in "${launch[@]}"; do
 done
 wait
 flush
-for ((; next < ${#queue[@]}; next++)); do # a job that ended without its result
-	n=${names[${queue[$next]}]}
-	echo "not ok - $n: no result (its job ended without one); see build/test-logs/$n.log"
-	failed=$((failed + 1))
-	broken+=("$n")
+while [ "$next" -lt ${#order[@]} ]; do # a job that ended without its result, and those after it
+	n=${names[${order[$next]}]}
+	if [ -f "build/test-logs/$n.res" ]; then
+		take "build/test-logs/$n.res"
+		rm -f "build/test-logs/$n.res"
+	else
+		echo "not ok - $n: no result (its job ended without one); see build/test-logs/$n.log"
+		failed=$((failed + 1))
+		broken+=("$n")
+	fi
+	next=$((next + 1))
 done
 
 if [ ${#broken[@]} -gt 0 ]; then
