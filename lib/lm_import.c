@@ -419,7 +419,7 @@ static int granite_float(const struct sb_json *o, const char *name, const char *
 			 struct sb_err *err)
 {
 	double v = def;
-	SB_TRY(cfg_num(o, name, key, def, &v, err));
+	SB_TRY(cfg_num(o, name, key, def, &v, err)); /* (0 is refused: attn_scale 0 means 1 / sqrt(head_dim)) */
 	*out = (float)v;
 	if ((double)*out != v && fabs((double)*out - v) > 1e-6 * v)
 		return SB_ERR(err, SB_EDATA, "%s: '%s' %.17g does not fit a float", name, key, v);
@@ -594,13 +594,15 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	}
 	const char *mt = sb_json_str(sb_json_get(o, "model_type"), "");
 	int mistral = !strcmp(mt, "mistral");
-	int llama = !strcmp(mt, "llama") || mistral, qwen2 = !strcmp(mt, "qwen2"), qwen3 = !strcmp(mt, "qwen3");
+	/* Granite 3.x (GraniteForCausalLM): Llama's layout and names, with Granite's multipliers */
+	int granite3 = !strcmp(mt, "granite");
+	int llama = !strcmp(mt, "llama") || mistral || granite3, qwen2 = !strcmp(mt, "qwen2"), qwen3 = !strcmp(mt, "qwen3");
 	info->lfm2 = !strcmp(mt, "lfm2");
 	info->granite = !strcmp(mt, "granitemoehybrid");
 	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite) {
 		rc = SB_ERR(err, SB_EDATA,
-			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, qwen2, qwen3, lfm2, "
-			    "granitemoehybrid)",
+			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, granite, qwen2, qwen3, "
+			    "lfm2, granitemoehybrid)",
 			    name, mt);
 		goto out;
 	}
@@ -644,6 +646,11 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	if (!rc)
 		rc = cfg_int(o, name, "head_dim", 1, 1024, heads && c->d % heads == 0 ? c->d / heads : -1, &c->head_dim,
 			     err);
+	/* transformers 4.x's GraniteAttention takes hidden / heads and reads no head_dim (later
+	 * releases read one): a head_dim that says otherwise is read differently by the two */
+	if (!rc && granite3 && c->head_dim * heads != c->d)
+		rc = SB_ERR(err, SB_EDATA, "%s: granite with head_dim %d, not hidden_size / num_attention_heads (%d)", name,
+			    c->head_dim, heads ? c->d / heads : 0);
 	if (!rc)
 		rc = cfg_num(o, name, "rms_norm_eps", 1e-6, &eps, err);
 	if (!rc)
@@ -738,6 +745,16 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	c->bias = bias_mlp;
 	c->qk_norm = qwen3;
 	c->max_T = *max_pos;
+	if (granite3) { /* as GraniteConfig's defaults: each 1 (the attention multiplier too, not 1/sqrt(head_dim)) */
+		if (!rc)
+			rc = granite_float(o, name, "embedding_multiplier", 1.0, &c->emb_mult, err);
+		if (!rc)
+			rc = granite_float(o, name, "residual_multiplier", 1.0, &c->resid_mult, err);
+		if (!rc)
+			rc = granite_float(o, name, "attention_multiplier", 1.0, &c->attn_scale, err);
+		if (!rc)
+			rc = granite_float(o, name, "logits_scaling", 1.0, &c->logit_div, err);
+	}
 	if (!rc)
 		rc = check_cfg(c, name, err);
 out:

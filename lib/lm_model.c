@@ -585,6 +585,15 @@ static float yarn_qscale(const struct sb_lm_cfg *c)
 	return c->rope_scaling == 3 ? (float)((double)c->rope_attn * c->rope_attn) : 1.0f;
 }
 
+/* The factor on the queries after RoPE, on every path (attn_forward and attn_rows score
+ * q.k / sqrt(head_dim)): YaRN's, times another attention scale (Granite's
+ * attention_multiplier) over 1 / sqrt(head_dim); 1: neither */
+static float query_scale(const struct sb_lm_cfg *c)
+{
+	float s = c->attn_scale != 0.0f ? (float)(c->attn_scale * sqrt((double)c->head_dim)) : 1.0f;
+	return s * yarn_qscale(c);
+}
+
 /* YaRN's bound: the (fractional) dimension index whose frequency turns `turns` times over
  * n positions (transformers' find_correction_dim) */
 static double yarn_dim(double turns, int hd, double theta, double n)
@@ -1170,8 +1179,10 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 	const struct sb_lm_ptrs *w = &m->w;
 	int M = Bt * T, d = c->d, F = c->ffn, hd = c->head_dim, NH = c->heads, NKV = c->kv_heads;
 	int qd = NH * hd, kvd = NKV * hd, rms = c->rmsnorm;
-	float qs = yarn_qscale(c);
+	float qs = query_scale(c), rm = c->resid_mult;
 	op->embedding_forward(ctx, a->x[0], a->ids, w->embed, M, d);
+	if (c->emb_mult != 1.0f) /* Granite's embedding_multiplier */
+		op->scale(ctx, a->x[0], c->emb_mult, (size_t)M * d);
 	if (c->pos == SB_LM_POS_LEARNED)
 		lo->pos_forward(ctx, a->x[0], w->pos, Bt, T, 0, d);
 	for (int l = 0; l < c->n_layer; l++) {
@@ -1214,6 +1225,8 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 			}
 			op->matmul_forward(ctx, out, a->cy[l], y->out_w, y->out_b, M, d, d);
 		}
+		if (rm != 1.0f) /* Granite's residual_multiplier, on the mixer and the MLP */
+			op->scale(ctx, out, rm, (size_t)M * d);
 		float *xm = F ? a->xmid[l] : a->x[l + 1];
 		op->copy(ctx, xm, a->x[l], (size_t)M * d * sizeof(float));
 		lo->add(ctx, xm, out, (size_t)M * d);
@@ -1228,6 +1241,8 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 				op->gelu_forward(ctx, a->a[l], NULL, want_dlogits ? a->h[l] : NULL, a->h[l], &no_drop,
 						 (size_t)M * F);
 			op->matmul_forward(ctx, out, a->a[l], y->down_w, y->down_b, M, F, d);
+			if (rm != 1.0f)
+				op->scale(ctx, out, rm, (size_t)M * d);
 			op->copy(ctx, a->x[l + 1], xm, (size_t)M * d * sizeof(float));
 			lo->add(ctx, a->x[l + 1], out, (size_t)M * d);
 		}
@@ -1235,6 +1250,8 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 	int L = c->n_layer;
 	lo->norm_forward(ctx, a->nf, a->meanf, a->rstdf, a->x[L], w->lnf_w, w->lnf_b, M, d, c->norm_eps, rms);
 	op->matmul_forward(ctx, a->logits, a->nf, w->head, NULL, M, d, c->vocab);
+	if (c->logit_div != 1.0f) /* Granite's logits_scaling */
+		op->scale(ctx, a->logits, 1.0f / c->logit_div, (size_t)M * c->vocab);
 	op->cross_entropy(ctx, a->losses, NULL, want_dlogits ? a->dlogits : NULL, a->logits, a->tgt, M, c->vocab, dscale);
 }
 
@@ -1247,16 +1264,25 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 	const struct sb_lm_ptrs *w = &m->w;
 	int M = Bt * T, d = c->d, F = c->ffn, hd = c->head_dim, NH = c->heads, NKV = c->kv_heads;
 	int qd = NH * hd, kvd = NKV * hd, rms = c->rmsnorm, L = c->n_layer;
-	float qs = yarn_qscale(c);
+	float qs = query_scale(c), rm = c->resid_mult;
+	if (c->logit_div != 1.0f) /* the logits were divided after the head */
+		op->scale(ctx, a->dlogits, 1.0f / c->logit_div, (size_t)M * c->vocab);
 	op->matmul_backward(ctx, a->dn, g->head, NULL, a->dlogits, a->nf, w->head, M, d, c->vocab, 0);
 	op->zero(ctx, a->dx, (size_t)M * d * sizeof(float));
 	lo->norm_backward(ctx, a->dx, g->lnf_w, g->lnf_b, a->dn, a->x[L], a->meanf, a->rstdf, w->lnf_w, M, d, rms);
 	for (int l = L - 1; l >= 0; l--) {
 		const struct sb_lm_layer *y = &w->layer[l], *gy = &g->layer[l];
 		const float *xm = F ? a->xmid[l] : a->x[l + 1];
+		/* the gradient of a branch's output: dx, times the residual multiplier (in dy) */
+		float *dout = a->dx;
+		if (rm != 1.0f) {
+			dout = a->dy;
+			op->copy(ctx, dout, a->dx, (size_t)M * d * sizeof(float));
+			op->scale(ctx, dout, rm, (size_t)M * d);
+		}
 		if (F) {
-			/* x[l+1] = xm + down(act(up(norm2(xm)))) */
-			op->matmul_backward(ctx, a->da, gy->down_w, gy->down_b, a->dx, a->a[l], y->down_w, M, F, d, 0);
+			/* x[l+1] = xm + rm down(act(up(norm2(xm)))) */
+			op->matmul_backward(ctx, a->da, gy->down_w, gy->down_b, dout, a->a[l], y->down_w, M, F, d, 0);
 			if (c->swiglu)
 				lo->swiglu_backward(ctx, a->dh, a->da, a->h[l], M, F);
 			else
@@ -1266,9 +1292,13 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 			lo->norm_backward(ctx, a->dx, gy->ln2_w, gy->ln2_b, a->dn, xm, a->mean2[l], a->rstd2[l], y->ln2_w,
 					  M, d, rms);
 		}
-		/* xm = x[l] + mixer(norm1(x[l])): dx is d xm */
+		/* xm = x[l] + rm mixer(norm1(x[l])): dx is d xm */
+		if (rm != 1.0f && F) {
+			op->copy(ctx, dout, a->dx, (size_t)M * d * sizeof(float));
+			op->scale(ctx, dout, rm, (size_t)M * d);
+		}
 		if (y->kind == 'A') {
-			op->matmul_backward(ctx, a->datt, gy->o_w, gy->o_b, a->dx, a->att[l], y->o_w, M, qd, d, 0);
+			op->matmul_backward(ctx, a->datt, gy->o_w, gy->o_b, dout, a->att[l], y->o_w, M, qd, d, 0);
 			lo->attn_backward(ctx, a->dq, a->dk, a->dv, a->datt, a->P[l], a->q[l], a->k[l], a->v[l], Bt, T, NH,
 					  NKV, hd);
 			if (qs != 1.0f) /* the queries were scaled after RoPE */
@@ -1292,14 +1322,14 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 			op->matmul_backward(ctx, a->dn, gy->k_w, gy->k_b, dkp, a->n1[l], y->k_w, M, d, kvd, 1);
 			op->matmul_backward(ctx, a->dn, gy->v_w, gy->v_b, a->dv, a->n1[l], y->v_w, M, d, kvd, 1);
 		} else if (y->kind == 'L') {
-			op->matmul_backward(ctx, a->datt, gy->o_w, gy->o_b, a->dx, a->att[l], y->o_w, M, d, d, 0);
+			op->matmul_backward(ctx, a->datt, gy->o_w, gy->o_b, dout, a->att[l], y->o_w, M, d, d, 0);
 			lo->linattn_backward(ctx, a->dq, a->dk, a->dv, a->datt, a->att[l], a->den[l], a->q[l], a->k[l],
 					     a->v[l], Bt, T, c->lin_heads, d / c->lin_heads);
 			op->matmul_backward(ctx, a->dn, gy->q_w, gy->q_b, a->dq, a->n1[l], y->q_w, M, d, d, 0);
 			op->matmul_backward(ctx, a->dn, gy->k_w, gy->k_b, a->dk, a->n1[l], y->k_w, M, d, d, 1);
 			op->matmul_backward(ctx, a->dn, gy->v_w, gy->v_b, a->dv, a->n1[l], y->v_w, M, d, d, 1);
 		} else {
-			op->matmul_backward(ctx, a->datt, gy->out_w, gy->out_b, a->dx, a->cy[l], y->out_w, M, d, d, 0);
+			op->matmul_backward(ctx, a->datt, gy->out_w, gy->out_b, dout, a->cy[l], y->out_w, M, d, d, 0);
 			if (c->conv_gate) {
 				lo->conv_backward(ctx, a->dq, gy->cw, gy->cb, a->datt, a->bch[l], a->z[l], y->cw, Bt, T, d,
 						  c->conv_k);
@@ -1312,9 +1342,11 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 		lo->norm_backward(ctx, a->dx, gy->ln1_w, gy->ln1_b, a->dn, a->x[l], a->mean1[l], a->rstd1[l], y->ln1_w, M,
 				  d, rms);
 	}
-	lo->embedding_backward(ctx, g->embed, a->dx, a->ids, M, d);
 	if (c->pos == SB_LM_POS_LEARNED)
 		lo->pos_backward(ctx, g->pos, a->dx, Bt, T, 0, d);
+	if (c->emb_mult != 1.0f) /* x[0] = emb_mult embed[ids] (+ pos) */
+		op->scale(ctx, a->dx, c->emb_mult, (size_t)M * d);
+	lo->embedding_backward(ctx, g->embed, a->dx, a->ids, M, d);
 }
 
 int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, struct sb_lm_trainer **out,
@@ -1323,9 +1355,8 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	SB_TRY(refuse_eval_only(m, "training", err));
 	if (o->B < 1 || o->T < 1 || o->T > m->cfg.max_T)
 		return SB_ERR(err, SB_EUSAGE, "training: B %d, T %d (max_T %d)", o->B, o->T, m->cfg.max_T);
-	if (strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts || m->cfg.emb_mult != 1.0f || m->cfg.resid_mult != 1.0f ||
-	    m->cfg.attn_scale != 0.0f || m->cfg.logit_div != 1.0f)
-		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) layers and Granite's multipliers are evaluation-only "
+	if (strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts)
+		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) layers and mixtures of experts are evaluation-only "
 					      "(pretrained layouts); the training path does not have them");
 	struct sb_lm_trainer *tr = calloc(1, sizeof *tr);
 	if (!tr)
@@ -1928,10 +1959,7 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 			c->x[i] *= cf->emb_mult;
 	if (cf->pos == SB_LM_POS_LEARNED)
 		lo->pos_forward(ctx, c->x, w->pos, 1, n, t0, d);
-	/* another attention scale (Granite's attention_multiplier) is folded into the queries:
-	 * attn_rows scores q.k / sqrt(head_dim) */
-	float qscale = cf->attn_scale != 0.0f ? (float)(cf->attn_scale * sqrt((double)hd)) : 1.0f;
-	qscale *= yarn_qscale(cf); /* (Granite has no RoPE scaling: one of the two is 1) */
+	float qscale = query_scale(cf); /* YaRN's, Granite's attention_multiplier */
 	int mH = cf->ssm_heads, mP = cf->ssm_head_dim, mI = mH * mP;
 	int mCD = mI + 2 * cf->ssm_groups * cf->ssm_state;
 	for (int l = 0; l < cf->n_layer; l++) {

@@ -27,7 +27,7 @@
  *     MLP  GELU: down(gelu(up x));  SwiGLU: down(silu(gate x) * up x); with moe_experts,
  *          plus Granite's mixture of experts on the same input (below).
  *   logits = lm_head(Norm_f(x)), lm_head tied to embed_tokens or not.
- *   Granite's multipliers (1 = none; evaluation only): x = emb_mult embed_tokens[ids];
+ *   Granite's multipliers (1 = none): x = emb_mult embed_tokens[ids];
  *   x += resid_mult Mixer(..), x += resid_mult MLP(..); attention scores q.k attn_scale
  *   (0 = 1 / sqrt(head_dim)); logits / logit_div.
  *   Norm is LayerNorm (weight and bias) or RMSNorm (weight), eps norm_eps.
@@ -121,7 +121,7 @@ struct sb_lm_cfg {
 	 * (input_linear [E, 2 moe_ffn, d]: gate rows then up rows; output_linear [E, d, moe_ffn]);
 	 * the MLP's output becomes the gated sum of the picked experts' plus the MLP's own */
 	int moe_experts, moe_topk, moe_ffn;
-	/* Granite's multipliers (evaluation only): 1, 1, 0 (= 1/sqrt(head_dim)), 1 when unused */
+	/* Granite's multipliers: 1, 1, 0 (= 1/sqrt(head_dim)), 1 when unused */
 	float emb_mult, resid_mult, attn_scale, logit_div;
 	int max_T;        /* longest sequence (learned positions) */
 	float init_std;   /* 0.02 */

@@ -643,14 +643,14 @@ lmt "d not a multiple of heads" 3 "l_heads:1" "$W/l_heads"
 printf '%s\n' "$(lmset model '{"d":0,"pattern":"CA","heads":2,"ffn":32}')" >"$W/l_d0"
 lmt "d 0" 3 "l_d0:1" "$W/l_d0"
 # RoPE scalings: an unknown one and a bad YaRN field are bad cells (3); an evaluation-only
-# field (Granite's multipliers: pretrained layouts) is refused by the trainer (2), before
-# the run directory is made
+# field (experts: pretrained layouts) is refused by the trainer (2), before the run
+# directory is made
 printf '%s\n' "$(lmset model '{"d":16,"pattern":"CA","heads":2,"ffn":32,"pos":"rope","rope_scaling":"dynamic"}')" >"$W/l_rdyn"
 lmt "rope_scaling dynamic" 3 "l_rdyn:1" "$W/l_rdyn"
 printf '%s\n' "$(lmset model '{"d":16,"pattern":"CA","heads":2,"ffn":32,"pos":"rope","rope_scaling":"yarn","rope_attn":-1}')" >"$W/l_rattn"
 lmt "yarn rope_attn -1" 3 "l_rattn:1" "$W/l_rattn"
-printf '%s\n' "$(lmset model '{"d":16,"pattern":"CA","heads":2,"ffn":32,"emb_mult":2}')" >"$W/l_emb"
-lmt "emb_mult (evaluation-only)" 2 "Granite's multipliers are evaluation-only" "$W/l_emb"
+printf '%s\n' "$(lmset model '{"d":16,"pattern":"CA","heads":2,"ffn":32,"moe_experts":2,"moe_topk":1,"moe_ffn":8}')" >"$W/l_moe"
+lmt "moe_experts (evaluation-only)" 2 "mixtures of experts are evaluation-only" "$W/l_moe"
 printf '%s\n' "$(lmset corpora '["s='"$W"'"]')" >"$W/l_cdir"
 # a directory is an sb-fetch corpus directory: its train part is missing (exit 4)
 lmt "a corpus that is a directory" "3 4" "$W/train.safetensors" "$W/l_cdir"

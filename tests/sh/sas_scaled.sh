@@ -103,16 +103,16 @@ sb-train -q -o "$T/r5" "$T/m8d.ndjson" >/dev/null 2>"$T/e" && sb-eval -q "$T/r5/
 	grep -q '"methods":\["dense","recipe","block2","block4","block8","block16","block32","block64","block128","sas-b8"\]' "$T/r5/m8d/eval.ndjson"
 t_result $? "dense and eight masks: accepted, dense once ($(grep -o '"methods":[^]]*]' "$T/r5/m8d/eval.ndjson" 2>/dev/null; head -c 200 "$T/e"))"
 # imported backbones (sb-lm import of tests/fixtures/hf): Qwen3 (each head's q/k RMSNorm), LFM2
-# (its gated convolutions too) and Qwen2 with YaRN (its attention factor) train a selector
-# through the training path and are evaluated; Granite 4.0's Mamba2 layers are evaluation-only:
-# refused (exit 2) before anything is written
-for fx in qwen3 lfm2_bias qwen2_yarn granite_h; do
+# (its gated convolutions too), Qwen2 with YaRN (its attention factor) and Granite 3 (its four
+# multipliers) train a selector through the training path and are evaluated; Granite 4.0's
+# Mamba2 layers are evaluation-only: refused (exit 2) before anything is written
+for fx in qwen3 lfm2_bias qwen2_yarn granite3 granite_h; do
 	sb-lm import -q -o "$T/imp" --corpus "docs=$T/corpus.txt" --T 64 "$TOP/tests/fixtures/hf/$fx" >"$T/imp.out" 2>"$T/e"
 	bb=$(sed -n 's/.*"run_dir":"\([^"]*\)".*/\1/p' "$T/imp.out")
 	echo "{\"family\":\"sas\",\"seed\":3,\"id\":\"i-$fx\",\"backbone\":\"$bb\",\"blocks\":[8],\"sel_steps\":2,\"sel_batch\":2,\"windows\":1,\"probes\":1,\"tasks\":[\"niah_single_1\"],\"budget\":\"recipe:s=2,w=16,k=16\",\"masks\":\"recipe\"}" >"$T/i.ndjson"
 	sb-train -q -o "$T/ri" "$T/i.ndjson" >/dev/null 2>"$T/e"; rc=$?
 	if [ $fx = granite_h ]; then
-		[ $rc -eq 2 ] && grep -q "M (Mamba2) layers and Granite's multipliers are evaluation-only" "$T/e" && [ ! -e "$T/ri/i-$fx" ]
+		[ $rc -eq 2 ] && grep -q "M (Mamba2) layers and mixtures of experts are evaluation-only" "$T/e" && [ ! -e "$T/ri/i-$fx" ]
 		t_result $? "a Granite 4.0 hybrid backbone (Mamba2 layers): refused, exit 2, no run directory (exit $rc: $(head -c 200 "$T/e"))"
 		continue
 	fi

@@ -163,6 +163,9 @@ struct ref_model {
 	/* RoPE's frequencies: the model's own table (sb_lm_rope_freqs; with a scaling, checked
 	 * against transformers' logits by test_lm_import), and YaRN's factor on the scores */
 	double freq[128], qs;
+	/* Granite's multipliers (1: none; attn_scale 0: 1 / sqrt(head_dim)), as transformers'
+	 * GraniteForCausalLM applies them */
+	double emb_mult, resid_mult, attn_scale, logit_div;
 	const double *embed, *posw, *lnf_w, *lnf_b, *head;
 	struct ref_layer layer[32];
 };
@@ -180,7 +183,8 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 	double *att = calloc(wide, sizeof *att), *h = calloc(wide, sizeof *h);
 	for (int t = 0; t < T; t++)
 		for (int c = 0; c < d; c++)
-			x[(size_t)t * d + c] = r->embed[(size_t)tok[t] * d + c] + (r->pos == 1 ? r->posw[(size_t)t * d + c] : 0);
+			x[(size_t)t * d + c] = r->emb_mult * r->embed[(size_t)tok[t] * d + c] +
+					       (r->pos == 1 ? r->posw[(size_t)t * d + c] : 0);
 	for (int l = 0; l < r->L; l++) {
 		const struct ref_layer *y_ = &r->layer[l];
 		ref_norm(n, x, y_->ln1_w, y_->ln1_b, T, d, r->eps, r->rms);
@@ -196,8 +200,10 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 				ref_rope_freq(q, T, r->NH, r->hd, r->freq);
 				ref_rope_freq(k, T, r->NKV, r->hd, r->freq);
 			}
-			for (size_t i = 0; r->qs != 1.0 && i < (size_t)T * qd; i++)
-				q[i] *= r->qs;
+			/* ref_attn scores q.k / sqrt(hd): another scale is put on q */
+			double qs = r->qs * (r->attn_scale != 0 ? r->attn_scale * sqrt((double)r->hd) : 1.0);
+			for (size_t i = 0; qs != 1.0 && i < (size_t)T * qd; i++)
+				q[i] *= qs;
 			ref_attn(att, q, k, v, T, r->NH, r->NKV, r->hd);
 			ref_matmul(y, att, y_->o_w, y_->o_b, T, qd, d);
 		} else if (y_->kind == 'L') {
@@ -217,7 +223,7 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 			ref_matmul(y, att, y_->out_w, y_->out_b, T, d, d);
 		}
 		for (size_t i = 0; i < Td; i++)
-			x[i] += y[i];
+			x[i] += r->resid_mult * y[i];
 		if (F) {
 			ref_norm(n, x, y_->ln2_w, y_->ln2_b, T, d, r->eps, r->rms);
 			if (r->swiglu) {
@@ -232,12 +238,14 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 			}
 			ref_matmul(y, att, y_->down_w, y_->down_b, T, F, d);
 			for (size_t i = 0; i < Td; i++)
-				x[i] += y[i];
+				x[i] += r->resid_mult * y[i];
 		}
 	}
 	ref_norm(n, x, r->lnf_w, r->lnf_b, T, d, r->eps, r->rms);
 	double *lg = calloc((size_t)T * r->V, sizeof *lg), loss = 0;
 	ref_matmul(lg, n, r->head, NULL, T, d, r->V);
+	for (size_t i = 0; i < (size_t)T * r->V; i++)
+		lg[i] /= r->logit_div;
 	for (int t = 0; t < T; t++) {
 		const double *l = lg + (size_t)t * r->V;
 		double mx = l[0], s = 0;
@@ -294,6 +302,10 @@ static void ref_from_model(struct ref_model *r, const struct sb_lm_model *m, con
 	r->theta = c->rope_theta;
 	sb_lm_rope_freqs(c, r->freq); /* head_dim <= 256 here */
 	r->qs = c->rope_scaling == 3 ? (double)c->rope_attn * c->rope_attn : 1.0;
+	r->emb_mult = c->emb_mult;
+	r->resid_mult = c->resid_mult;
+	r->attn_scale = c->attn_scale;
+	r->logit_div = c->logit_div;
 	r->embed = ref_dp(m, P, "model.embed_tokens.weight");
 	r->posw = ref_dp(m, P, "model.embed_positions.weight");
 	r->lnf_w = ref_dp(m, P, "model.norm.weight");

@@ -604,6 +604,15 @@ int main(void)
 	const char *k8[] = {"pattern=CA", "pos=rope", "qk_norm=1", "heads=4", "kv_heads=2", "head_dim=4",
 			    "mlp=swiglu", "norm=rmsnorm"};
 	model_check(be, "CA, q/k RMSNorm per head, GQA, RoPE", k8, 8);
+	/* Granite's four multipliers: on the embedding (before learned positions), on every
+	 * branch of the residual stream (attention, convolution, linear attention, MLP), on the
+	 * scores, on the logits; and without an MLP (the mixer's branch alone) */
+	const char *k9[] = {"pattern=CLA", "pos=learned", "emb_mult=3", "resid_mult=0.4", "attn_scale=0.7",
+			    "logit_div=2.5"};
+	model_check(be, "CLA, Granite's multipliers, learned positions", k9, 6);
+	const char *k10[] = {"pattern=AA", "ffn=0", "pos=rope", "mlp=swiglu", "norm=rmsnorm", "emb_mult=1.5",
+			     "resid_mult=1.7", "attn_scale=0.25", "logit_div=0.6"};
+	model_check(be, "AA without MLP, Granite's multipliers, RoPE", k10, 9);
 	sb_backend_close(be);
 	return sb_test_done();
 }

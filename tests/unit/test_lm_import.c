@@ -209,7 +209,7 @@ static void check_model(struct sb_backend *be, const char *name)
 	int want16 = !strcmp(name, "llama_bf16") || !strcmp(name, "qwen3") || !strcmp(name, "qwen2_tok") ||
 		     !strcmp(name, "mistral") || !strcmp(name, "lfm2") || !strcmp(name, "granite_h") ||
 		     !strcmp(name, "granite_moe") || !strcmp(name, "llama_linear") || !strcmp(name, "llama_yarn") ||
-		     !strcmp(name, "qwen3_yarn");
+		     !strcmp(name, "qwen3_yarn") || !strcmp(name, "granite3");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -249,10 +249,9 @@ static void check_model(struct sb_backend *be, const char *name)
 		free(gf);
 	}
 	/* the training path (a scaled SAS selector trains through it) on the same weights, where
-	 * the layout has it (not Mamba2 layers, experts or Granite's multipliers): the same
-	 * logits as the reference, to the same tolerance */
-	if (!strchr(m->cfg.pattern, 'M') && !m->cfg.moe_experts && m->cfg.attn_scale == 0.0f &&
-	    m->cfg.emb_mult == 1.0f && m->cfg.resid_mult == 1.0f && m->cfg.logit_div == 1.0f) {
+	 * the layout has it (not Mamba2 layers or experts): the same logits as the reference, to
+	 * the same tolerance */
+	if (!strchr(m->cfg.pattern, 'M') && !m->cfg.moe_experts) {
 		struct sb_lm_cell c3;
 		struct sb_lm_model *mt = NULL;
 		struct sb_lm_trainer *tr = NULL;
@@ -541,6 +540,38 @@ static void check_granite_refusals(struct sb_backend *be)
 	       cfg_with(base, "\"num_local_experts\": 4", "\"num_local_experts\": 0"), NULL, SB_EDATA,
 	       "tensor 'model.layers.0.block_sparse_moe");
 	free(base);
+	/* Granite 3.x (model_type granite): Llama's layout with the four multipliers */
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/granite3/config.json", top);
+	if (sb_read_file(path, &base, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		return;
+	}
+	rc = sb_lm_hf_config(base, strlen(base), "granite3", &c, &info, &err);
+	SB_CHECK(!rc && !info.granite && !strcmp(c.pattern, "AA") && c.emb_mult == 12.0f && c.resid_mult == 0.22f &&
+			 c.attn_scale == 0.125f && c.logit_div == 8.0f && c.tied && c.head_dim == 8 && c.kv_heads == 2 &&
+			 c.rope_theta == 1e7f && c.pos == SB_LM_POS_ROPE && c.swiglu && c.rmsnorm,
+		 "granite3: read as %s, multipliers %g %g %g %g, head_dim %d, kv_heads %d, theta %g (%s)", c.pattern,
+		 c.emb_mult, c.resid_mult, c.attn_scale, c.logit_div, c.head_dim, c.kv_heads, (double)c.rope_theta,
+		 rc ? err.msg : "ok");
+	/* GraniteConfig's defaults: each multiplier 1, the attention's too (not 1/sqrt(head_dim)) */
+	char *nomult = cfg_with(base, "\"attention_multiplier\": 0.125,", "");
+	rc = sb_lm_hf_config(nomult, strlen(nomult), "granite3", &c, &info, &err);
+	SB_CHECK(!rc && c.attn_scale == 1.0f, "granite3: attention_multiplier absent reads as 1 (got %g; %s)",
+		 c.attn_scale, rc ? err.msg : "ok");
+	refuse(be, "granite3", "granite3: attention_multiplier 0 (it would read as 1/sqrt(head_dim))",
+	       cfg_with(base, "\"attention_multiplier\": 0.125", "\"attention_multiplier\": 0"), NULL, SB_EDATA,
+	       "'attention_multiplier' must be a positive number");
+	refuse(be, "granite3", "granite3: logits_scaling null reads as 1 and imports",
+	       cfg_with(base, "\"logits_scaling\": 8.0", "\"logits_scaling\": null"), NULL, 0, "");
+	refuse(be, "granite3", "granite3: a head_dim other than hidden / heads (releases read it differently)",
+	       cfg_with(base, "\"hidden_size\": 32,", "\"hidden_size\": 32, \"head_dim\": 16,"), NULL, SB_EDATA,
+	       "granite with head_dim 16, not hidden_size / num_attention_heads (8)");
+	refuse(be, "granite3", "granite3: head_dim equal to hidden / heads imports",
+	       cfg_with(base, "\"hidden_size\": 32,", "\"hidden_size\": 32, \"head_dim\": 8,"), NULL, 0, "");
+	refuse(be, "granite3", "granite3: granitemoe (Granite 3's mixture of experts) is not read",
+	       cfg_with(base, "\"model_type\": \"granite\"", "\"model_type\": \"granitemoe\""), NULL, SB_EDATA,
+	       "model_type 'granitemoe' is not one of the layouts read here");
+	free(base);
 }
 
 /* LFM2: the layout read from each fixture's config */
@@ -763,6 +794,8 @@ int main(void)
 	check_model(be, "llama_linear");
 	check_model(be, "qwen2_yarn");
 	check_model(be, "llama_yarn");
+	check_model(be, "granite3");
+	check_model(be, "granite3_bias");
 	check_model(be, "qwen3_yarn");
 	check_lfm2_layout();
 	{ /* Mistral beyond its sliding window: the attention is no longer full, refused */

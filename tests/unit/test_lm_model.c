@@ -72,6 +72,61 @@ static void text(uint8_t *t, int n, uint64_t seed)
 	}
 }
 
+/* Granite's four multipliers on a model with every trainable layer kind and learned positions:
+ * the training path's logits equal the cached path's (their gradients are test_lm_grad's,
+ * their logits against transformers' test_lm_import's), and each multiplier changes them */
+static void test_multipliers(struct sb_backend *be)
+{
+	enum { T = 40 };
+	uint8_t tok[T + 1];
+	text(tok, T + 1, 8);
+	struct sb_err err = {0};
+	const char *base[] = {"pattern=CLA", "pos=learned", "emb_mult=2.5", "resid_mult=0.6", "attn_scale=0.3",
+			      "logit_div=1.7"};
+	const char *one[] = {"", "emb_mult=1", "resid_mult=1", "attn_scale=0", "logit_div=1"};
+	float *lt = malloc((size_t)T * 256 * sizeof *lt), *lc = malloc((size_t)T * 256 * sizeof *lc);
+	float *l0 = malloc((size_t)T * 256 * sizeof *l0);
+	for (int k = 0; k < 5; k++) {
+		/* k 0: all four; k 1..4: that one back to its neutral value */
+		const char *kv[7];
+		int n = 6;
+		memcpy(kv, base, sizeof base);
+		if (k)
+			kv[n++] = one[k];
+		struct sb_lm_model *m = make_model(be, kv, n, 9);
+		if (!m)
+			continue;
+		struct sb_lm_train_opts o = {.B = 1, .T = T, .tile = 1};
+		struct sb_lm_trainer *tr = NULL;
+		struct sb_lm_cache *c = NULL;
+		int rc = sb_lm_trainer_new(m, &o, &tr, &err);
+		if (!rc)
+			rc = sb_lm_train_logits(tr, tok, lt, &err);
+		if (!rc)
+			rc = sb_lm_cache_new(m, T, &c, &err);
+		if (!rc)
+			rc = sb_lm_forward_cached(sb_be_main(be), m, c, tok, T, NULL, lc, 1, NULL, &err);
+		SB_CHECK(!rc, "multipliers (%s): both paths ran (%s)", k ? one[k] : "all four", rc ? err.msg : "ok");
+		if (!rc && k == 0) {
+			sb_check_closef("Granite's multipliers on C, L and A layers: logits, cached path vs training path", lc, lt,
+					(size_t)T * 256, 2e-5, 1e-4);
+			memcpy(l0, lt, (size_t)T * 256 * sizeof *l0);
+		} else if (!rc) {
+			double d = 0;
+			for (size_t i = 0; i < (size_t)T * 256; i++)
+				d = fmax(d, fabs(lt[i] - l0[i]));
+			SB_CHECK(d > 1e-3, "%s in place of the model's multiplier changes the logits (max |diff| %.3g)", one[k],
+				 d);
+		}
+		sb_lm_trainer_free(tr);
+		sb_lm_cache_free(c);
+		sb_lm_model_free(m);
+	}
+	free(lt);
+	free(lc);
+	free(l0);
+}
+
 /* RoPE's linear and YaRN scalings (transformers' rope types; their logits against
  * transformers' are test_lm_import's, their gradients test_lm_grad's): the frequencies, the
  * JSON round trip, the training path against the cached path, YaRN's attention factor on
@@ -665,6 +720,7 @@ int main(void)
 		}
 	}
 	test_rope_scalings(be);
+	test_multipliers(be);
 	sb_backend_close(be);
 	return sb_test_done();
 }
