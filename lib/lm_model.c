@@ -1540,9 +1540,29 @@ int sb_lm_trainer_check(struct sb_lm_trainer *tr, const char *after, struct sb_e
 	return trainer_rz_check(tr, after, err);
 }
 
+/* The training path's ids are bytes, and its embedding and cross-entropy index by them
+ * unchecked: a model whose vocabulary is below 256 (an import without tokenizer.json, whose
+ * ids are bytes) must not be given a byte outside it. n sequences of len bytes, at stride. */
+static int check_bytes(const struct sb_lm_model *m, const uint8_t *b, int n, int len, size_t stride,
+		       struct sb_err *err)
+{
+	int V = m->cfg.vocab;
+	if (V >= 256)
+		return 0;
+	for (int i = 0; i < n; i++)
+		for (int t = 0; t < len; t++)
+			if (b[(size_t)i * stride + t] >= V)
+				return SB_ERR(err, SB_EDATA,
+					      "byte %d at sequence %d, position %d is outside the model's vocabulary (%d ids): the "
+					      "training path reads bytes as ids",
+					      b[(size_t)i * stride + t], i, t, V);
+	return 0;
+}
+
 static int grad_pass(struct sb_lm_trainer *tr, const uint8_t *batch, double *loss, struct sb_err *err)
 {
 	struct sb_lm_model *m = tr->m;
+	SB_TRY(check_bytes(m, batch, tr->o.B, tr->o.T + 1, (size_t)tr->o.T + 1, err));
 	tr->batch = batch;
 	tr->dscale = 1.0f / (float)((double)tr->o.B * tr->o.T);
 	SB_TRY(m->be->ops->run(m->be, tr->nslots, slot_task, tr, err));
@@ -1646,6 +1666,7 @@ int sb_lm_train_logits(struct sb_lm_trainer *tr, const uint8_t *tokens, float *o
 	struct sb_lm_model *m = tr->m;
 	struct lm_act *a = &tr->act[0];
 	int T = tr->o.T;
+	SB_TRY(check_bytes(m, tokens, 1, T, (size_t)T, err));
 	uint8_t *seq = malloc((size_t)T + 1);
 	if (!seq)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");

@@ -239,11 +239,37 @@ static int open_backbone(const char *dir, struct backbone *b, struct sb_err *err
 	memset(b, 0, sizeof *b);
 	SB_TRY(sb_backend_open("cpu", 1, &b->be, err));
 	int rc = sb_lm_run_open(b->be, dir, 0, &b->cell, &b->m, b->sha, err);
+	/* scaled SAS trains and evaluates on bytes as ids (the training path's, the probes'): a
+	 * backbone whose ids are a tokenizer's (an import with tokenizer.json) would be given
+	 * bytes for tokens, a meaningless text */
+	if (!rc && b->cell.tokenizer[0]) {
+		rc = SB_ERR(err, SB_EUSAGE,
+			    "%s: the backbone reads the tokens of its %s (vocabulary %d); scaled SAS trains and "
+			    "evaluates on bytes as ids, which fits a decoder that reads bytes only (not implemented "
+			    "for a tokenizer)",
+			    dir, b->cell.tokenizer, b->m->cfg.vocab);
+		sb_lm_model_free(b->m);
+		b->m = NULL;
+	}
 	if (rc) {
 		sb_backend_close(b->be);
 		b->be = NULL;
 	}
 	return rc;
+}
+
+/* Every byte of a corpus part within the backbone's vocabulary: bytes are its ids, and an
+ * import without tokenizer.json may have fewer than 256 (a byte past them would index past
+ * the embedding and the logits rows) */
+static int corpus_fits(const struct sb_lm_corpus *c, int V, struct sb_err *err)
+{
+	for (size_t i = 0; V < 256 && i < c->n; i++)
+		if (c->bytes[i] >= V)
+			return SB_ERR(err, SB_EDATA,
+			              "%s: byte %d at offset %zu of its %s part is outside the backbone's vocabulary (%d ids; "
+			              "its ids are bytes)",
+			              c->path, c->bytes[i], c->offset + i, c->split, V);
+	return 0;
 }
 
 static void close_backbone(struct backbone *b)
@@ -293,8 +319,11 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 			            T);
 	struct sb_lm_corpus corp[8];
 	memset(corp, 0, sizeof corp);
-	for (int i = 0; i < lc->n_corpora && !rc; i++)
+	for (int i = 0; i < lc->n_corpora && !rc; i++) {
 		rc = sb_lm_corpus_read(lc->corpora[i], "train", &corp[i], err);
+		if (!rc)
+			rc = corpus_fits(&corp[i], bb.m->cfg.vocab, err);
+	}
 	struct sb_lm_mix mix;
 	if (!rc)
 		rc = sb_lm_mix_parse(&mix, lc->mixture, corp, lc->n_corpora, lc->haystack[0] ? lc->haystack : NULL,
@@ -635,6 +664,10 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 		rc = sb_lm_corpus_read(lc->corpora[0], "valid", &val, err);
 	if (!rc)
 		rc = sb_lm_corpus_read(lc->corpora[hay_i], "valid", &hay, err);
+	if (!rc)
+		rc = corpus_fits(&val, V, err);
+	if (!rc)
+		rc = corpus_fits(&hay, V, err);
 	if (!rc && val.n < (size_t)T + 1)
 		rc = SB_ERR(err, SB_EDATA, "%s: the valid part (%zu bytes) is shorter than a window", val.path, val.n);
 	int W = c.windows, P = c.probes * c.n_tasks;

@@ -102,16 +102,21 @@ echo "{\"family\":\"sas\",\"seed\":3,\"id\":\"m8d\",\"backbone\":\"$run\",\"bloc
 sb-train -q -o "$T/r5" "$T/m8d.ndjson" >/dev/null 2>"$T/e" && sb-eval -q "$T/r5/m8d" >/dev/null 2>>"$T/e" &&
 	grep -q '"methods":\["dense","recipe","block2","block4","block8","block16","block32","block64","block128","sas-b8"\]' "$T/r5/m8d/eval.ndjson"
 t_result $? "dense and eight masks: accepted, dense once ($(grep -o '"methods":[^]]*]' "$T/r5/m8d/eval.ndjson" 2>/dev/null; head -c 200 "$T/e"))"
-# imported backbones (sb-lm import of tests/fixtures/hf): Qwen3 (each head's q/k RMSNorm), LFM2
-# (its gated convolutions too), Qwen2 with YaRN (its attention factor) and Granite 3 (its four
+# imported backbones (sb-lm import of tests/fixtures/hf, vocabulary 128 and no tokenizer: their
+# ids are bytes, so the text is ASCII): Qwen3 (each head's q/k RMSNorm), LFM2 (its gated
+# convolutions too), Qwen2 with YaRN (its attention factor) and Granite 3 (its four
 # multipliers) train a selector through the training path and are evaluated; Granite 4.0's
 # Mamba2 layers are evaluation-only: refused (exit 2) before anything is written
-for fx in qwen3 lfm2_bias qwen2_yarn granite3 granite_h; do
-	sb-lm import -q -o "$T/imp" --corpus "docs=$T/corpus.txt" --T 64 "$TOP/tests/fixtures/hf/$fx" >"$T/imp.out" 2>"$T/e"
+LC_ALL=C tr -cd '\11\12\40-\176' <"$T/corpus.txt" >"$T/ascii.txt"
+sas_import() { # fixture corpus-file id: imports, writes $T/i.ndjson for cell id, sets bb
+	sb-lm import -q -o "$T/imp" --corpus "docs=$2" --T 64 "$TOP/tests/fixtures/hf/$1" >"$T/imp.out" 2>"$T/e"
 	bb=$(sed -n 's/.*"run_dir":"\([^"]*\)".*/\1/p' "$T/imp.out")
-	echo "{\"family\":\"sas\",\"seed\":3,\"id\":\"i-$fx\",\"backbone\":\"$bb\",\"blocks\":[8],\"sel_steps\":2,\"sel_batch\":2,\"windows\":1,\"probes\":1,\"tasks\":[\"niah_single_1\"],\"budget\":\"recipe:s=2,w=16,k=16\",\"masks\":\"recipe\"}" >"$T/i.ndjson"
+	echo "{\"family\":\"sas\",\"seed\":3,\"id\":\"$3\",\"backbone\":\"$bb\",\"blocks\":[8],\"sel_steps\":2,\"sel_batch\":2,\"windows\":1,\"probes\":1,\"tasks\":[\"niah_single_1\"],\"budget\":\"recipe:s=2,w=16,k=16\",\"masks\":\"recipe\"}" >"$T/i.ndjson"
+}
+for fx in qwen3 lfm2_bias qwen2_yarn granite3 granite_h_rope; do
+	sas_import $fx "$T/ascii.txt" "i-$fx"
 	sb-train -q -o "$T/ri" "$T/i.ndjson" >/dev/null 2>"$T/e"; rc=$?
-	if [ $fx = granite_h ]; then
+	if [ $fx = granite_h_rope ]; then
 		[ $rc -eq 2 ] && grep -q "M (Mamba2) layers and mixtures of experts are evaluation-only" "$T/e" && [ ! -e "$T/ri/i-$fx" ]
 		t_result $? "a Granite 4.0 hybrid backbone (Mamba2 layers): refused, exit 2, no run directory (exit $rc: $(head -c 200 "$T/e"))"
 		continue
@@ -121,4 +126,28 @@ for fx in qwen3 lfm2_bias qwen2_yarn granite3 granite_h; do
 		grep -q '"kind":"sas.scaled.fidelity".*"method":"sas-b8"' "$T/ri/i-$fx/eval.ndjson"
 	t_result $? "an imported $fx backbone: a selector trains (2 steps) and is evaluated (exit $rc: $(head -c 200 "$T/e"))"
 done
+# an import whose ids are a tokenizer's (qwen2_tok, granite_h: tokenizer.json): scaled SAS feeds
+# bytes as ids, so it is refused (exit 2) before anything is written (it used to train and
+# evaluate on bytes read as that vocabulary's ids)
+for fx in qwen2_tok granite_h; do
+	sas_import $fx "$T/ascii.txt" "tok-$fx"
+	sb-train -q -o "$T/ri" "$T/i.ndjson" >/dev/null 2>"$T/e"; rc=$?
+	[ $rc -eq 2 ] && grep -q "reads the tokens of its tokenizer.json" "$T/e" && [ ! -e "$T/ri/tok-$fx" ]
+	t_result $? "an imported $fx backbone with a tokenizer: refused, exit 2, no run directory (exit $rc: $(head -c 200 "$T/e"))"
+done
+# bytes outside a backbone's 128 ids: in the training text refused before the run directory is
+# made (exit 3, naming the file, byte and offset); in the evaluation text (the valid part, past
+# 90% of the file) refused by sb-eval (exit 3; the indexing past the embedding and the logits
+# rows they used to cause is gone)
+sas_import qwen3 "$T/corpus.txt" "utf8-train"
+sb-train -q -o "$T/ri" "$T/i.ndjson" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q "corpus.txt: byte [0-9]* at offset [0-9]* of its train part is outside the backbone's vocabulary (128 ids" "$T/e" && [ ! -e "$T/ri/utf8-train" ]
+t_result $? "UTF-8 bytes in the training text of a 128-id backbone: refused, exit 3, no run directory (exit $rc: $(head -c 250 "$T/e"))"
+n=$(wc -c <"$T/ascii.txt")
+{ head -c $((n * 92 / 100)) "$T/ascii.txt"; printf 'caf\303\251 '; tail -c +$((n * 92 / 100 + 1)) "$T/ascii.txt"; } >"$T/valid8.txt"
+sas_import qwen3 "$T/valid8.txt" "utf8-valid"
+sb-train -q -o "$T/ri" "$T/i.ndjson" >/dev/null 2>"$T/e" && rc=0 || rc=$?
+sb-eval -q "$T/ri/utf8-valid" >/dev/null 2>>"$T/e"; rc2=$?
+[ $rc -eq 0 ] && [ $rc2 -eq 3 ] && grep -q "valid8.txt: byte 195 at offset [0-9]* of its valid part is outside" "$T/e" && [ ! -e "$T/ri/utf8-valid/eval.ndjson" ]
+t_result $? "a UTF-8 byte in the evaluation text only: trains (exit $rc), sb-eval refuses it, exit 3, no eval.ndjson (exit $rc2: $(head -c 250 "$T/e"))"
 t_done

@@ -127,6 +127,44 @@ static void test_multipliers(struct sb_backend *be)
 	free(l0);
 }
 
+/* A model of fewer than 256 ids (an import without tokenizer.json, whose ids are bytes): the
+ * training path refuses a byte outside them, as input or as target, instead of indexing past
+ * the embedding and the logits rows */
+static void test_small_vocab(struct sb_backend *be)
+{
+	enum { T = 16 };
+	const char *kv[] = {"pattern=CA", "vocab=128"};
+	struct sb_lm_model *m = make_model(be, kv, 2, 4);
+	if (!m)
+		return;
+	struct sb_err err = {0};
+	struct sb_lm_train_opts o = {.B = 2, .T = T, .tile = 1};
+	struct sb_lm_trainer *tr = NULL;
+	uint8_t batch[2 * (T + 1)];
+	float *lg = malloc((size_t)T * 128 * sizeof *lg);
+	text(batch, 2 * (T + 1), 3);
+	double loss;
+	float *g;
+	int rc = sb_lm_trainer_new(m, &o, &tr, &err);
+	SB_CHECK(!rc && m->cfg.vocab == 128, "vocab 128: a trainer (%s)", rc ? err.msg : "ok");
+	if (!rc) {
+		rc = sb_lm_train_grad(tr, batch, &loss, &g, &err);
+		SB_CHECK(!rc, "vocab 128, ASCII bytes: a gradient pass (%s)", rc ? err.msg : "ok");
+		batch[T + 1 + T] = 130; /* the second sequence's last target */
+		rc = sb_lm_train_grad(tr, batch, &loss, &g, &err);
+		SB_CHECK(rc == SB_EDATA && strstr(err.msg, "byte 130 at sequence 1, position 16 is outside the model's vocabulary (128"),
+			 "vocab 128: a target byte 130 is refused (rc %d: %s)", rc, err.msg);
+		batch[T + 1 + T] = 'a';
+		batch[5] = 200;
+		rc = sb_lm_train_logits(tr, batch, lg, &err);
+		SB_CHECK(rc == SB_EDATA && strstr(err.msg, "byte 200 at sequence 0, position 5"),
+			 "vocab 128: an input byte 200 is refused by the logits (rc %d: %s)", rc, err.msg);
+	}
+	free(lg);
+	sb_lm_trainer_free(tr);
+	sb_lm_model_free(m);
+}
+
 /* RoPE's linear and YaRN scalings (transformers' rope types; their logits against
  * transformers' are test_lm_import's, their gradients test_lm_grad's): the frequencies, the
  * JSON round trip, the training path against the cached path, YaRN's attention factor on
@@ -721,6 +759,7 @@ int main(void)
 	}
 	test_rope_scalings(be);
 	test_multipliers(be);
+	test_small_vocab(be);
 	sb_backend_close(be);
 	return sb_test_done();
 }
