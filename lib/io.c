@@ -310,6 +310,12 @@ int sb_file_exists(const char *path)
 	return stat(path, &st) == 0;
 }
 
+uint64_t sb_file_size(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
 int sb_file_mtime(const char *path, double *mtime, struct sb_err *err)
 {
 	struct stat st;

@@ -60,6 +60,8 @@ int sb_read_stream(FILE *f, const char *name, char **data, size_t *n, size_t lim
 /* mkdir -p */
 int sb_mkdir_p(const char *path, struct sb_err *err);
 int sb_file_exists(const char *path);
+/* A file's size in bytes (0 when it cannot be stat'ed): for a run.meta input just hashed. */
+uint64_t sb_file_size(const char *path);
 /* Modification time with nanoseconds, as seconds since the epoch. */
 int sb_file_mtime(const char *path, double *mtime, struct sb_err *err);
 /* "dir/name" joined into a newly allocated string. */

@@ -149,7 +149,7 @@ static int read_fetch_dir(struct sb_lm_corpus *c, const char *dir, const char *s
 		rc = SB_ERR(err, SB_EDATA, "%s: tensor 'bytes' (U8, one dimension) missing", path);
 	if (!rc) {
 		c->n = c->total = (size_t)t->shape[0];
-		c->file_bytes = c->n;
+		c->file_bytes = sb_file_size(path); /* the file hashed, not its tensor */
 		c->offset = 0;
 		snprintf(c->split, sizeof c->split, "%s", split);
 		c->bytes = malloc(c->n ? c->n : 1);

@@ -190,6 +190,7 @@ static int read_test_part(const char *spec, struct sb_lm_corpus *c, struct sb_er
 		if (!rc) {
 			snprintf(c->path, sizeof c->path, "%s", p);
 			memcpy(c->sha256, sha, sizeof c->sha256);
+			c->file_bytes = sb_file_size(p);
 		}
 		return rc;
 	}
@@ -657,7 +658,9 @@ int sb_sas_eval_run(struct sb_backend *be, const char *run_dir, struct sb_jw *ou
 	}
 	struct sb_jw w;
 	sb_jw_init(&w, a.f);
-	struct sb_input in[3] = {{.path = mp}, {.path = va.path}, {.path = te.path}};
+	struct sb_input in[3] = {{.path = mp, .size_bytes = sb_file_size(mp)},
+				 {.path = va.path, .size_bytes = va.file_bytes},
+				 {.path = te.path, .size_bytes = te.file_bytes}};
 	memcpy(in[0].sha256, sha, sizeof sha);
 	memcpy(in[1].sha256, va.sha256, sizeof va.sha256);
 	memcpy(in[2].sha256, te.sha256, sizeof te.sha256);

@@ -360,7 +360,7 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 	sb_jw_init(&w, a.f);
 	char mp[4200];
 	snprintf(mp, sizeof mp, "%s/model.safetensors", c->backbone);
-	struct sb_input in = {.path = mp};
+	struct sb_input in = {.path = mp, .size_bytes = sb_file_size(mp)};
 	memcpy(in.sha256, bb.sha, sizeof bb.sha);
 	struct sb_run_meta meta = {.device = bb.be->device, .threads = 1, .inputs = &in, .n_inputs = 1};
 	rc = sb_record_run_meta(&w, &meta, err);
@@ -700,7 +700,7 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 	sb_jw_init(&w, a.f);
 	char mp[4200];
 	snprintf(mp, sizeof mp, "%s/model.safetensors", c.backbone);
-	struct sb_input in = {.path = mp};
+	struct sb_input in = {.path = mp, .size_bytes = sb_file_size(mp)};
 	memcpy(in.sha256, bb.sha, sizeof bb.sha);
 	struct sb_run_meta meta = {.device = bb.be->device, .threads = 1, .inputs = &in, .n_inputs = 1};
 	rc = sb_record_run_meta(&w, &meta, err);

@@ -60,6 +60,13 @@ bad=$(grep '"kind":"sas.eval"' "$E" | awk '{ match($0, /"selector_gradient_norm_
 [ "$bad" -eq 0 ]
 t_result $? "selector gradient norm in (0, 1), pretraining loss from > 5 down by > 0.3 ($bad records off)"
 R=$T/sas/runs/sas-s42
+# the evaluation's inputs (checkpoint, valid and test text): each file's SHA-256 and size
+# (the sizes were 0)
+bad=$(head -n 1 "$R/eval.ndjson" | jq -r '.inputs[] | "\(.path) \(.sha256) \(.size_bytes)"' | while read -r p h n; do
+	[ "$h $n" = "$(sha256sum <"$p" | cut -c1-64) $(stat -c %s "$p")" ] || echo "$p:$h:$n"
+done)
+[ -z "$bad" ] && [ "$(head -n 1 "$R/eval.ndjson" | jq '.inputs | length')" -eq 3 ]
+t_result $? "eval.ndjson's run.meta: three inputs, each with its file's SHA-256 and size (${bad:-all match})"
 head -n 1 "$R/train.ndjson" | grep -q '"kind":"run.meta"' &&
 	[ "$(grep -c '"kind":"sas.pretrain.step"' "$R/train.ndjson")" -eq 30 ] &&
 	[ "$(grep -c '"kind":"sas.selector.step"' "$R/train.ndjson")" -eq 24 ] &&

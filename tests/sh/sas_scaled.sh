@@ -27,6 +27,13 @@ t_result $? "sb-eval evaluates the scaled run ($(cat "$T/e"))"
 E=$R/eval.ndjson
 head -n 1 "$E" | grep -q '"kind":"run.meta"'
 t_result $? "eval.ndjson starts with run.meta"
+# its input, the backbone's checkpoint, with that file's SHA-256 and size (the size was 0)
+want="$run/model.safetensors $(sha256sum <"$run/model.safetensors" | cut -c1-64) $(stat -c %s "$run/model.safetensors")"
+for f in "$E" "$R/train.ndjson"; do
+	got=$(head -n 1 "$f" | jq -r '.inputs[0] | "\(.path) \(.sha256) \(.size_bytes)"')
+	[ "$got" = "$want" ]
+	t_result $? "$(basename "$f")'s run.meta names the backbone's checkpoint, its SHA-256 and size (got $got)"
+done
 methods=$(grep '"kind":"sas.scaled.fidelity"' "$E" | sed 's/.*"method":"\([^"]*\)".*/\1/' | tr '\n' ' ')
 [ "$methods" = "dense recipe:s=2,w=16,k=16 block16:s=2,w=16,k=16 sas-b8 sas-b32 sas-b8-nogate sas-b32-nogate sas-b8-untrained sas-b32-untrained " ]
 t_result $? "fidelity for dense, both masks (a mask without numbers runs at the cell's budget), both SAS variants, without gates, untrained (got: $methods)"

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../harness.h"
 #include "lm_data.h"
@@ -347,6 +348,14 @@ int main(void)
 				 "sb-fetch corpus directory read by split (%s)", err.msg);
 			SB_CHECK(sb_lm_corpus_read(dir, "test", &te, &err) == SB_EVERDICT, "its test split is refused");
 			char p2[4200];
+			/* file_bytes (run.meta's size_bytes beside the file's SHA-256): the file's size, not
+			 * its text's (it was the text's) */
+			snprintf(p2, sizeof p2, "%s/valid.safetensors", dir);
+			struct stat vst = {0};
+			int sr = stat(p2, &vst);
+			SB_CHECK(r2 == 0 && sr == 0 && va.file_bytes == (uint64_t)vst.st_size && va.file_bytes > 300,
+				 "its file_bytes is the file's size (%llu of %lld bytes; text 300)",
+				 (unsigned long long)va.file_bytes, (long long)vst.st_size);
 			snprintf(p2, sizeof p2, "%s/valid.safetensors.sha256", dir);
 			FILE *f = fopen(p2, "w");
 			if (f) {
