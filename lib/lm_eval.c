@@ -465,8 +465,9 @@ static int make_token_probe(struct ev *e, int task, int pi, const struct sb_lm_c
 				break;
 			}
 			txt[0] = '\n';
-			memcpy(txt + 1, p->text + beg, (size_t)plen);
-			rc = sb_tok_encode(e->tok, k ? txt : txt + 1, (size_t)plen + (k ? 1 : 0), &tp->ids[k], &n, err);
+			/* the turn's bytes that make whole characters (a haystack essay cut inside one) */
+			size_t tl = sb_tok_utf8_clean(p->text + beg, (size_t)plen, (uint8_t *)txt + 1);
+			rc = sb_tok_encode(e->tok, k ? txt : txt + 1, tl + (k ? 1 : 0), &tp->ids[k], &n, err);
 			free(txt);
 			int32_t bos = sb_tok_bos(e->tok);
 			if (!rc && !k && bos >= 0) { /* the sequence starts with the tokenizer's BOS, as HF encodes it */
@@ -1357,8 +1358,10 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 	size_t nids[8] = {0};
 	int32_t bos = e.tok ? sb_tok_bos(e.tok) : -1; /* HF's add_special_tokens default: Llama 3's BOS */
 	for (int i = 0; i < e.n_corp && !rc; i++) {
-		if (e.tok) {
-			rc = sb_tok_encode(e.tok, (const char *)e.corp[i].bytes, e.corp[i].n, &ids[i], &nids[i], err);
+		if (e.tok) { /* the valid part, cut at byte offsets: whole characters at its edges */
+			size_t beg, end;
+			sb_tok_utf8_edges(e.corp[i].bytes, e.corp[i].n, &beg, &end);
+			rc = sb_tok_encode(e.tok, (const char *)e.corp[i].bytes + beg, end - beg, &ids[i], &nids[i], err);
 			if (rc)
 				sb_err_prefix(err, "corpus '%s' (valid part)", e.corp[i].name);
 		} else if (!(ids[i] = malloc((e.corp[i].n ? e.corp[i].n : 1) * sizeof *ids[i])))

@@ -1162,7 +1162,8 @@ struct sb_lm_trainer {
 	struct sb_redzones *rz; /* per worker: SB_ARENA_CHECK's red zones in its arena */
 	int nworkers;
 	double *tile_loss;
-	const uint8_t *batch;
+	const uint8_t *batch;   /* the pass's sequences: bytes, */
+	const int32_t *batch32; /* or ids (the _ids entry points; NULL otherwise) */
 	float dscale;
 	int want_grad_only;
 };
@@ -1435,14 +1436,15 @@ void sb_lm_trainer_free(struct sb_lm_trainer *tr)
 	free(tr);
 }
 
-static void fill_ids(struct lm_act *a, const uint8_t *batch, int first_seq, int Bt, int T)
+/* sequences first_seq.. of T+1 bytes (batch) or ids (batch32, when not NULL) */
+static void fill_ids(struct lm_act *a, const uint8_t *batch, const int32_t *batch32, int first_seq, int Bt, int T)
 {
 	/* the CPU backend's memory is the host's; a device backend would upload here */
 	for (int b = 0; b < Bt; b++) {
-		const uint8_t *s = batch + (size_t)(first_seq + b) * (T + 1);
+		size_t at = (size_t)(first_seq + b) * (T + 1);
 		for (int t = 0; t < T; t++) {
-			a->ids[(size_t)b * T + t] = s[t];
-			a->tgt[(size_t)b * T + t] = s[t + 1];
+			a->ids[(size_t)b * T + t] = batch32 ? batch32[at + t] : batch[at + t];
+			a->tgt[(size_t)b * T + t] = batch32 ? batch32[at + t + 1] : batch[at + t + 1];
 		}
 	}
 }
@@ -1459,7 +1461,7 @@ static int slot_task(struct sb_ctx *ctx, int worker, int slot, void *arg, struct
 	int t0 = (int)((int64_t)slot * tr->ntiles / tr->nslots), t1 = (int)((int64_t)(slot + 1) * tr->ntiles / tr->nslots);
 	int Bt = tr->o.tile, T = tr->o.T;
 	for (int tile = t0; tile < t1; tile++) {
-		fill_ids(a, tr->batch, tile * Bt, Bt, T);
+		fill_ids(a, tr->batch, tr->batch32, tile * Bt, Bt, T);
 		tile_forward(ctx, m, a, Bt, T, tr->dscale, 1);
 		double s = 0;
 		for (int i = 0; i < Bt * T; i++)
@@ -1559,11 +1561,28 @@ static int check_bytes(const struct sb_lm_model *m, const uint8_t *b, int n, int
 	return 0;
 }
 
-static int grad_pass(struct sb_lm_trainer *tr, const uint8_t *batch, double *loss, struct sb_err *err)
+/* ids of a tokenizer (or bytes as int32): each in [0, vocab) */
+static int check_ids(const struct sb_lm_model *m, const int32_t *b, int n, int len, size_t stride, struct sb_err *err)
+{
+	for (int i = 0; i < n; i++)
+		for (int t = 0; t < len; t++)
+			if (b[(size_t)i * stride + t] < 0 || b[(size_t)i * stride + t] >= m->cfg.vocab)
+				return SB_ERR(err, SB_EDATA,
+					      "token id %ld at sequence %d, position %d is outside the model's vocabulary (%d ids)",
+					      (long)b[(size_t)i * stride + t], i, t, m->cfg.vocab);
+	return 0;
+}
+
+static int grad_pass(struct sb_lm_trainer *tr, const uint8_t *batch, const int32_t *batch32, double *loss,
+		     struct sb_err *err)
 {
 	struct sb_lm_model *m = tr->m;
-	SB_TRY(check_bytes(m, batch, tr->o.B, tr->o.T + 1, (size_t)tr->o.T + 1, err));
+	if (batch32)
+		SB_TRY(check_ids(m, batch32, tr->o.B, tr->o.T + 1, (size_t)tr->o.T + 1, err));
+	else
+		SB_TRY(check_bytes(m, batch, tr->o.B, tr->o.T + 1, (size_t)tr->o.T + 1, err));
 	tr->batch = batch;
+	tr->batch32 = batch32;
 	tr->dscale = 1.0f / (float)((double)tr->o.B * tr->o.T);
 	SB_TRY(m->be->ops->run(m->be, tr->nslots, slot_task, tr, err));
 	struct sb_ctx *ctx = sb_be_main(m->be);
@@ -1578,7 +1597,14 @@ static int grad_pass(struct sb_lm_trainer *tr, const uint8_t *batch, double *los
 
 int sb_lm_train_grad(struct sb_lm_trainer *tr, const uint8_t *batch, double *loss, float **grad, struct sb_err *err)
 {
-	SB_TRY(grad_pass(tr, batch, loss, err));
+	SB_TRY(grad_pass(tr, batch, NULL, loss, err));
+	*grad = tr->grad;
+	return 0;
+}
+int sb_lm_train_grad_ids(struct sb_lm_trainer *tr, const int32_t *batch, double *loss, float **grad,
+			 struct sb_err *err)
+{
+	SB_TRY(grad_pass(tr, NULL, batch, loss, err));
 	*grad = tr->grad;
 	return 0;
 }
@@ -1639,11 +1665,23 @@ static double grad_sumsq(struct sb_lm_trainer *tr)
 	return m->be->ops->sumsq(ctx, tr->plain, m->plain_n);
 }
 
+static int step_pass(struct sb_lm_trainer *tr, const uint8_t *batch, const int32_t *batch32, int64_t step, float lr,
+		     double *loss, double *gnorm, struct sb_err *err);
 int sb_lm_train_step(struct sb_lm_trainer *tr, const uint8_t *batch, int64_t step, float lr, double *loss,
 		     double *gnorm, struct sb_err *err)
 {
+	return step_pass(tr, batch, NULL, step, lr, loss, gnorm, err);
+}
+int sb_lm_train_step_ids(struct sb_lm_trainer *tr, const int32_t *batch, int64_t step, float lr, double *loss,
+			 double *gnorm, struct sb_err *err)
+{
+	return step_pass(tr, NULL, batch, step, lr, loss, gnorm, err);
+}
+static int step_pass(struct sb_lm_trainer *tr, const uint8_t *batch, const int32_t *batch32, int64_t step, float lr,
+		     double *loss, double *gnorm, struct sb_err *err)
+{
 	struct sb_lm_model *m = tr->m;
-	SB_TRY(grad_pass(tr, batch, loss, err));
+	SB_TRY(grad_pass(tr, batch, batch32, loss, err));
 	if (!isfinite(*loss))
 		return SB_ERR(err, SB_EDATA, "non-finite training loss at step %lld", (long long)step);
 	struct sb_ctx *ctx = sb_be_main(m->be);
@@ -1661,32 +1699,40 @@ int sb_lm_train_step(struct sb_lm_trainer *tr, const uint8_t *batch, int64_t ste
 	return trainer_pz_check(tr, "an AdamW step", err);
 }
 
-int sb_lm_train_logits(struct sb_lm_trainer *tr, const uint8_t *tokens, float *out, struct sb_err *err)
+/* the logits of one sequence of T bytes (tokens) or ids (ids, when not NULL) */
+static int logits_pass(struct sb_lm_trainer *tr, const uint8_t *tokens, const int32_t *ids, float *out,
+		       struct sb_err *err)
 {
 	struct sb_lm_model *m = tr->m;
 	struct lm_act *a = &tr->act[0];
 	int T = tr->o.T;
-	SB_TRY(check_bytes(m, tokens, 1, T, (size_t)T, err));
-	uint8_t *seq = malloc((size_t)T + 1);
-	if (!seq)
-		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	memcpy(seq, tokens, (size_t)T);
-	seq[T] = 0;
-	/* a tile of tr->o.tile sequences: repeat the sequence */
+	if (ids)
+		SB_TRY(check_ids(m, ids, 1, T, (size_t)T, err));
+	else
+		SB_TRY(check_bytes(m, tokens, 1, T, (size_t)T, err));
+	/* a tile of tr->o.tile sequences: the sequence repeated, with a target 0 after it */
 	int Bt = tr->o.tile;
-	uint8_t *b = malloc((size_t)Bt * (T + 1));
-	if (!b) {
-		free(seq);
+	int32_t *b = malloc((size_t)Bt * (T + 1) * sizeof *b);
+	if (!b)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (int i = 0; i < Bt; i++) {
+		for (int t = 0; t < T; t++)
+			b[(size_t)i * (T + 1) + t] = ids ? ids[t] : tokens[t];
+		b[(size_t)i * (T + 1) + T] = 0;
 	}
-	for (int i = 0; i < Bt; i++)
-		memcpy(b + (size_t)i * (T + 1), seq, (size_t)T + 1);
-	fill_ids(a, b, 0, Bt, T);
+	fill_ids(a, NULL, b, 0, Bt, T);
 	tile_forward(sb_be_main(m->be), m, a, Bt, T, 1.0f, 0);
 	int rc = m->be->ops->download(m->be, out, a->logits, (size_t)T * m->cfg.vocab * sizeof(float), err);
-	free(seq);
 	free(b);
 	return rc ? rc : trainer_rz_check(tr, "a forward pass", err);
+}
+int sb_lm_train_logits(struct sb_lm_trainer *tr, const uint8_t *tokens, float *out, struct sb_err *err)
+{
+	return logits_pass(tr, tokens, NULL, out, err);
+}
+int sb_lm_train_logits_ids(struct sb_lm_trainer *tr, const int32_t *ids, float *out, struct sb_err *err)
+{
+	return logits_pass(tr, NULL, ids, out, err);
 }
 
 int sb_lm_trainer_state_to(const struct sb_lm_trainer *tr, struct sb_tensors *ts, struct sb_err *err)

@@ -254,6 +254,13 @@ int sb_lm_train_step_len(struct sb_lm_trainer *tr, const uint8_t *batch, int Tp,
 /* Loss and gradient only (no update): the gradient (reduced over slots) is left in
  * *grad (n_floats floats on the device, owned by the trainer). */
 int sb_lm_train_grad(struct sb_lm_trainer *tr, const uint8_t *batch, double *loss, float **grad, struct sb_err *err);
+/* sb_lm_train_step, _grad and _logits on token ids (a tokenizer's: an imported model's)
+ * in place of bytes; every id in [0, vocab), else SB_EDATA naming it. */
+int sb_lm_train_step_ids(struct sb_lm_trainer *tr, const int32_t *batch, int64_t step, float lr, double *loss,
+			 double *gnorm, struct sb_err *err);
+int sb_lm_train_grad_ids(struct sb_lm_trainer *tr, const int32_t *batch, double *loss, float **grad,
+			 struct sb_err *err);
+int sb_lm_train_logits_ids(struct sb_lm_trainer *tr, const int32_t *ids, float *out, struct sb_err *err);
 /* Optimiser state as tensors ("adam_m.NAME", "adam_v.NAME") and back. */
 int sb_lm_trainer_state_to(const struct sb_lm_trainer *tr, struct sb_tensors *ts, struct sb_err *err);
 int sb_lm_trainer_state_from(struct sb_lm_trainer *tr, const struct sb_tensors *ts, struct sb_err *err);

@@ -555,23 +555,37 @@ static void end(struct sb_sas_lm *x)
 	cur = NULL;
 }
 
-int sb_sas_lm_logits(struct sb_sas_lm *x, const uint8_t *tokens, enum sb_sas_lm_mode mode,
+/* bytes (tokens) or ids (ids, when not NULL) */
+static int logits_of(struct sb_sas_lm *x, const uint8_t *tokens, const int32_t *ids, enum sb_sas_lm_mode mode,
                      const struct sb_lm_mask *mask, float *logits, struct sb_lm_budget *budget, struct sb_err *err)
 {
 	if (mode == SB_SAS_LM_MASK && (!mask || sb_lm_mask_needs_acc(mask)))
 		return SB_ERR(err, SB_EUSAGE, "sas-lm: masks with accumulated attention (h2o) are not supported here");
 	begin(x, mode, mask, budget);
-	int rc = sb_lm_train_logits(x->tr, tokens, logits, err);
+	int rc = ids ? sb_lm_train_logits_ids(x->tr, ids, logits, err) : sb_lm_train_logits(x->tr, tokens, logits, err);
 	end(x);
 	return rc;
 }
 
-int sb_sas_lm_grad(struct sb_sas_lm *x, const uint8_t *batch, double *loss, float *g, struct sb_err *err)
+int sb_sas_lm_logits(struct sb_sas_lm *x, const uint8_t *tokens, enum sb_sas_lm_mode mode,
+                     const struct sb_lm_mask *mask, float *logits, struct sb_lm_budget *budget, struct sb_err *err)
+{
+	return logits_of(x, tokens, NULL, mode, mask, logits, budget, err);
+}
+
+int sb_sas_lm_logits_ids(struct sb_sas_lm *x, const int32_t *ids, enum sb_sas_lm_mode mode,
+                         const struct sb_lm_mask *mask, float *logits, struct sb_lm_budget *budget, struct sb_err *err)
+{
+	return logits_of(x, NULL, ids, mode, mask, logits, budget, err);
+}
+
+static int grad_of(struct sb_sas_lm *x, const uint8_t *batch, const int32_t *ids, double *loss, float *g,
+                   struct sb_err *err)
 {
 	memset(x->grad, 0, x->sel_len * sizeof(float));
 	begin(x, SB_SAS_LM_SAS, NULL, NULL);
-	float *bg;
-	int rc = sb_lm_train_grad(x->tr, batch, loss, &bg, err); /* bg: the backbone's, discarded */
+	float *bg; /* the backbone's, discarded */
+	int rc = ids ? sb_lm_train_grad_ids(x->tr, ids, loss, &bg, err) : sb_lm_train_grad(x->tr, batch, loss, &bg, err);
 	end(x);
 	if (!rc)
 		rc = sel_zones_check(x, 0, "a selector gradient pass", err);
@@ -580,10 +594,20 @@ int sb_sas_lm_grad(struct sb_sas_lm *x, const uint8_t *batch, double *loss, floa
 	return rc;
 }
 
-int sb_sas_lm_step(struct sb_sas_lm *x, const uint8_t *batch, int64_t step, float lr, float wd, float clip,
-                   double *loss, double *gnorm, struct sb_err *err)
+int sb_sas_lm_grad(struct sb_sas_lm *x, const uint8_t *batch, double *loss, float *g, struct sb_err *err)
 {
-	SB_TRY(sb_sas_lm_grad(x, batch, loss, NULL, err));
+	return grad_of(x, batch, NULL, loss, g, err);
+}
+
+int sb_sas_lm_grad_ids(struct sb_sas_lm *x, const int32_t *batch, double *loss, float *g, struct sb_err *err)
+{
+	return grad_of(x, NULL, batch, loss, g, err);
+}
+
+static int step_of(struct sb_sas_lm *x, const uint8_t *batch, const int32_t *ids, int64_t step, float lr, float wd,
+                   float clip, double *loss, double *gnorm, struct sb_err *err)
+{
+	SB_TRY(grad_of(x, batch, ids, loss, NULL, err));
 	*gnorm = sb_sas_clip(x->grad, x->sel_len, clip);
 	if (!isfinite(*loss) || !isfinite(*gnorm))
 		return SB_ERR(err, SB_EINTERNAL, "sas-lm: non-finite loss or gradient at step %lld", (long long)step);
@@ -598,4 +622,16 @@ int sb_sas_lm_step(struct sb_sas_lm *x, const uint8_t *batch, int64_t step, floa
 	                         .n = x->sel_len};
 	sb_sas_adamw_step(&o, x->sel, x->grad);
 	return sel_zones_check(x, 1, "a selector step", err);
+}
+
+int sb_sas_lm_step(struct sb_sas_lm *x, const uint8_t *batch, int64_t step, float lr, float wd, float clip,
+                   double *loss, double *gnorm, struct sb_err *err)
+{
+	return step_of(x, batch, NULL, step, lr, wd, clip, loss, gnorm, err);
+}
+
+int sb_sas_lm_step_ids(struct sb_sas_lm *x, const int32_t *batch, int64_t step, float lr, float wd, float clip,
+                       double *loss, double *gnorm, struct sb_err *err)
+{
+	return step_of(x, NULL, batch, step, lr, wd, clip, loss, gnorm, err);
 }

@@ -75,6 +75,12 @@ int sb_sas_lm_grad(struct sb_sas_lm *x, const uint8_t *batch, double *loss, floa
  * pre-clip norm. step is 1-based. */
 int sb_sas_lm_step(struct sb_sas_lm *x, const uint8_t *batch, int64_t step, float lr, float wd, float clip,
                    double *loss, double *gnorm, struct sb_err *err);
+/* The three on token ids (a tokenizer's: an imported backbone's) in place of bytes. */
+int sb_sas_lm_logits_ids(struct sb_sas_lm *x, const int32_t *ids, enum sb_sas_lm_mode mode,
+                         const struct sb_lm_mask *mask, float *logits, struct sb_lm_budget *budget, struct sb_err *err);
+int sb_sas_lm_grad_ids(struct sb_sas_lm *x, const int32_t *batch, double *loss, float *g, struct sb_err *err);
+int sb_sas_lm_step_ids(struct sb_sas_lm *x, const int32_t *batch, int64_t step, float lr, float wd, float clip,
+                       double *loss, double *gnorm, struct sb_err *err);
 /* gate 0: the selected blocks keep their scores (bias 0 instead of log g): the trained
  * selection without the gates' reweighting (an ablation; default 1). */
 void sb_sas_lm_set_gate(struct sb_sas_lm *x, int gate);

@@ -8,6 +8,7 @@
 #include "hash.h"
 #include "io.h"
 #include "lm_data.h"
+#include "lm_eval.h"
 #include "lm_mask.h"
 #include "lm_probe.h"
 #include "lm_train.h"
@@ -16,6 +17,7 @@
 #include "sas_lm.h"
 #include "sas_run.h"
 #include "stats.h"
+#include "tokenizer.h"
 
 /* ---------------------------------------------------------------- the cell */
 
@@ -232,6 +234,7 @@ struct backbone {
 	struct sb_lm_cell cell;
 	struct sb_lm_model *m;
 	char sha[65];
+	struct sb_tok *tok; /* the run's tokenizer (an import's tokenizer.json); NULL: bytes are ids */
 };
 
 static int open_backbone(const char *dir, struct backbone *b, struct sb_err *err)
@@ -239,17 +242,16 @@ static int open_backbone(const char *dir, struct backbone *b, struct sb_err *err
 	memset(b, 0, sizeof *b);
 	SB_TRY(sb_backend_open("cpu", 1, &b->be, err));
 	int rc = sb_lm_run_open(b->be, dir, 0, &b->cell, &b->m, b->sha, err);
-	/* scaled SAS trains and evaluates on bytes as ids (the training path's, the probes'): a
-	 * backbone whose ids are a tokenizer's (an import with tokenizer.json) would be given
-	 * bytes for tokens, a meaningless text */
+	/* a backbone whose ids are a tokenizer's (an import with tokenizer.json): every text is
+	 * tokenized by it (training samples, fidelity windows, probes) */
 	if (!rc && b->cell.tokenizer[0]) {
-		rc = SB_ERR(err, SB_EUSAGE,
-			    "%s: the backbone reads the tokens of its %s (vocabulary %d); scaled SAS trains and "
-			    "evaluates on bytes as ids, which fits a decoder that reads bytes only (not implemented "
-			    "for a tokenizer)",
-			    dir, b->cell.tokenizer, b->m->cfg.vocab);
-		sb_lm_model_free(b->m);
-		b->m = NULL;
+		char tp[4200];
+		snprintf(tp, sizeof tp, "%s/%s", dir, b->cell.tokenizer);
+		rc = sb_tok_load(tp, &b->tok, err);
+		if (rc) {
+			sb_lm_model_free(b->m);
+			b->m = NULL;
+		}
 	}
 	if (rc) {
 		sb_backend_close(b->be);
@@ -274,8 +276,126 @@ static int corpus_fits(const struct sb_lm_corpus *c, int V, struct sb_err *err)
 
 static void close_backbone(struct backbone *b)
 {
+	sb_tok_free(b->tok);
 	sb_lm_model_free(b->m);
 	sb_backend_close(b->be);
+}
+
+/* A text as the backbone's ids: its tokenizer's, or its bytes (checked by corpus_fits) */
+static int text_ids(const struct backbone *b, const uint8_t *text, size_t n, int32_t **ids, size_t *nids,
+                    struct sb_err *err)
+{
+	if (b->tok) { /* a piece of a text (a valid part, a mixture's window): whole characters */
+		size_t beg, end;
+		sb_tok_utf8_edges(text, n, &beg, &end);
+		return sb_tok_encode(b->tok, (const char *)text + beg, end - beg, ids, nids, err);
+	}
+	if (!(*ids = malloc((n ? n : 1) * sizeof **ids)))
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		(*ids)[i] = text[i];
+	*nids = n;
+	return 0;
+}
+
+
+/* Bytes per token of a text under the backbone's tokenizer (its first 64 KB; 1 for bytes) */
+static int bytes_per_token(const struct backbone *b, const struct sb_lm_corpus *c, double *bpt, struct sb_err *err)
+{
+	*bpt = 1;
+	if (!b->tok || !c->n)
+		return 0;
+	size_t n = c->n < 65536 ? c->n : 65536, k = 0;
+	int32_t *ids = NULL;
+	SB_TRY(text_ids(b, c->bytes, n, &ids, &k, err));
+	free(ids);
+	if (k)
+		*bpt = (double)n / (double)k;
+	return 0;
+}
+
+/* Training example `index` in the backbone's ids: T+1 of them. Bytes: the mixture's example of
+ * T+1 bytes. A tokenizer: an example of about 1.3 (T+1) tokens' bytes (bpt) is drawn from the
+ * mixture (made for up to mix->T bytes) and tokenized, and its last T+1 ids kept (a retrieval
+ * example ends with its query and answer); one that gives fewer is drawn 1.5 times longer. */
+static int sample_ids(const struct backbone *b, const struct sb_lm_mix *mix, uint64_t index, int T, double bpt,
+                      uint8_t *buf, int32_t *out, struct sb_err *err)
+{
+	if (!b->tok) {
+		SB_TRY(sb_lm_mix_sample(mix, index, buf, NULL, err));
+		for (int t = 0; t <= T; t++)
+			out[t] = buf[t];
+		return 0;
+	}
+	double want = 1.3 * bpt * (T + 1) + 8;
+	for (int attempt = 0; attempt < 8; attempt++, want *= 1.5) {
+		int Tb = want > mix->T ? mix->T : (int)want;
+		SB_TRY(sb_lm_mix_sample_len(mix, index, Tb, buf, NULL, err));
+		int32_t *ids = NULL;
+		size_t k = 0, nb = sb_tok_utf8_clean(buf, (size_t)Tb + 1, buf);
+		SB_TRY(text_ids(b, buf, nb, &ids, &k, err));
+		if (k >= (size_t)T + 1)
+			memcpy(out, ids + (k - (size_t)T - 1), ((size_t)T + 1) * sizeof *out);
+		free(ids);
+		if (k >= (size_t)T + 1)
+			return 0;
+		if (Tb == mix->T)
+			break;
+	}
+	return SB_ERR(err, SB_EDATA, "training example %llu: %d bytes of the mixture give fewer than %d tokens",
+	              (unsigned long long)index, mix->T + 1, T + 1);
+}
+
+/* A retrieval probe for a backbone with a tokenizer: its text made in bytes (the battery's
+ * generator) at about 0.85 T tokens (bpt: the haystack's bytes per token), its first turn's
+ * prompt tokenized (after the tokenizer's BOS, as HF encodes a sequence); made again 15%
+ * shorter while the prompt's tokens and the answer's bytes (a bound on its tokens) exceed T
+ * (at most 12 times). */
+static int token_probe(const struct backbone *b, int task, int T, const struct sb_lm_corpus *hay, uint64_t seed,
+                       int pi, double depth, double bpt, struct sb_lm_probe *p, int32_t **pids, int *np,
+                       struct sb_err *err)
+{
+	double len = 0.85 * T * bpt;
+	for (int attempt = 0; attempt < 12; attempt++, len *= 0.85) {
+		int L = len > (double)hay->n ? (int)hay->n : (int)len;
+		if (L < sb_lm_task_min_len(task))
+			L = sb_lm_task_min_len(task);
+		SB_TRY(sb_lm_probe_make(task, L, hay->bytes, hay->n, seed, SB_RNG_SYNTH, (uint64_t)pi, depth, p, err));
+		int32_t *ids = NULL, bos = sb_tok_bos(b->tok);
+		size_t n = 0;
+		uint8_t *clean = malloc((size_t)p->answer_beg[0] + 1);
+		int rc = clean ? 0 : SB_ERR(err, SB_EINTERNAL, "out of memory");
+		if (!rc)
+			rc = sb_tok_encode(b->tok, (const char *)clean,
+			                   sb_tok_utf8_clean(p->text, (size_t)p->answer_beg[0], clean), &ids, &n, err);
+		free(clean);
+		if (!rc && bos >= 0) {
+			int32_t *q = realloc(ids, (n + 1) * sizeof *q);
+			if (!q)
+				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+			else {
+				memmove(q + 1, q, n * sizeof *q);
+				q[0] = bos;
+				ids = q;
+				n++;
+			}
+		}
+		if (rc) {
+			free(ids);
+			sb_lm_probe_free(p);
+			return rc;
+		}
+		if ((int)n + (p->answer_end[0] - p->answer_beg[0]) <= T) {
+			*pids = ids;
+			*np = (int)n;
+			return 0;
+		}
+		free(ids);
+		sb_lm_probe_free(p);
+		if (L <= sb_lm_task_min_len(task))
+			break;
+	}
+	return SB_ERR(err, SB_EUSAGE, "probe %s #%d does not fit a context of %d tokens", sb_lm_task_name(task), pi, T);
 }
 
 static int write_text(const char *path, struct sb_jw *w, struct sb_err *err)
@@ -321,13 +441,19 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 	memset(corp, 0, sizeof corp);
 	for (int i = 0; i < lc->n_corpora && !rc; i++) {
 		rc = sb_lm_corpus_read(lc->corpora[i], "train", &corp[i], err);
-		if (!rc)
+		if (!rc && !bb.tok)
 			rc = corpus_fits(&corp[i], bb.m->cfg.vocab, err);
 	}
+	/* with a tokenizer the mixture's examples are bytes to tokenize: up to 4 times the
+	 * bytes of T+1 tokens of the first corpus (sample_ids) */
+	double bpt = 1;
+	if (!rc && lc->n_corpora > 0)
+		rc = bytes_per_token(&bb, &corp[0], &bpt, err);
+	int Tmix = bb.tok ? (int)(4 * bpt * (T + 1)) + 16 : T;
 	struct sb_lm_mix mix;
 	if (!rc)
 		rc = sb_lm_mix_parse(&mix, lc->mixture, corp, lc->n_corpora, lc->haystack[0] ? lc->haystack : NULL,
-		                     c->seed + 1000, T, err);
+		                     c->seed + 1000, Tmix, err);
 	if (!rc && c->n_blocks > 0) { /* the backbone's training path (its layout may lack one): */
 		struct sb_sas_lm_cfg sc; /* the first block's selector made and dropped */
 		struct sb_sas_lm *x = NULL;
@@ -364,8 +490,9 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 	memcpy(in.sha256, bb.sha, sizeof bb.sha);
 	struct sb_run_meta meta = {.device = bb.be->device, .threads = 1, .inputs = &in, .n_inputs = 1};
 	rc = sb_record_run_meta(&w, &meta, err);
-	uint8_t *batch = malloc((size_t)c->sel_batch * (T + 1));
-	if (!batch && !rc)
+	int32_t *batch = malloc((size_t)c->sel_batch * (T + 1) * sizeof *batch);
+	uint8_t *buf = malloc((size_t)Tmix + 1);
+	if ((!batch || !buf) && !rc)
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	for (int bi = 0; bi < c->n_blocks && !rc; bi++) {
 		int B = c->blocks[bi];
@@ -376,11 +503,11 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 		double t0 = sb_monotonic_seconds(), gsum = 0, first = 0, last = 0;
 		for (int s = 1; s <= c->sel_steps && !rc; s++) {
 			for (int k = 0; k < c->sel_batch && !rc; k++)
-				rc = sb_lm_mix_sample(&mix, (uint64_t)(s - 1) * c->sel_batch + k,
-				                      batch + (size_t)k * (T + 1), NULL, err);
+				rc = sample_ids(&bb, &mix, (uint64_t)(s - 1) * c->sel_batch + k, T, bpt, buf,
+				                batch + (size_t)k * (T + 1), err);
 			double loss = 0, gn = 0;
 			if (!rc)
-				rc = sb_sas_lm_step(x, batch, s, c->sel_lr, c->sel_wd, c->sel_clip, &loss, &gn, err);
+				rc = sb_sas_lm_step_ids(x, batch, s, c->sel_lr, c->sel_wd, c->sel_clip, &loss, &gn, err);
 			if (rc)
 				break;
 			if (s == 1)
@@ -455,6 +582,9 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 		sb_jw_kstr(&w, "status", "completed");
 		sb_jw_kstr(&w, "backbone_sha256", bb.sha);
 		sb_jw_kint(&w, "T", T);
+		sb_jw_kstr(&w, "ids", bb.tok ? "tokenizer" : "bytes");
+		if (bb.tok)
+			sb_jw_kf64(&w, "bytes_per_token", bpt);
 		sb_jw_obj_end(&w);
 		rc = sb_jw_line(&w, err);
 	}
@@ -464,6 +594,7 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 	else
 		sb_atomic_abort(&a);
 	free(batch);
+	free(buf);
 	for (int i = 0; i < lc->n_corpora; i++)
 		sb_lm_corpus_free(&corp[i]);
 	close_backbone(&bb);
@@ -515,7 +646,7 @@ static int load_selector(struct sb_sas_lm *x, const char *path, int block, const
 }
 
 /* per-position comparison of logits a (dense) and b */
-static void compare(const float *a, const float *b, const uint8_t *tok, int T, int V, int tail, double out[6])
+static void compare(const float *a, const float *b, const int32_t *tok, int T, int V, int tail, double out[6])
 {
 	double s[6] = {0, 0, 0, 0, 0, 0};
 	int nt = 0;
@@ -559,12 +690,12 @@ static void compare(const float *a, const float *b, const uint8_t *tok, int T, i
 		out[i] = nt ? s[i] / nt : NAN;
 }
 
-static int logits_of(struct method *me, struct sb_sas_lm *host, const uint8_t *tok, float *out, int count,
+static int logits_of(struct method *me, struct sb_sas_lm *host, const int32_t *tok, float *out, int count,
                      struct sb_err *err)
 {
 	struct sb_sas_lm *x = me->x ? me->x : host;
-	return sb_sas_lm_logits(x, tok, me->mode, me->mode == SB_SAS_LM_MASK ? &me->mask : NULL, out,
-	                        count ? &me->budget : NULL, err);
+	return sb_sas_lm_logits_ids(x, tok, me->mode, me->mode == SB_SAS_LM_MASK ? &me->mask : NULL, out,
+	                            count ? &me->budget : NULL, err);
 }
 
 static void mean_ci(const double *d, int n, uint64_t seed, double *mean, double *lo, double *hi)
@@ -664,12 +795,21 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 		rc = sb_lm_corpus_read(lc->corpora[0], "valid", &val, err);
 	if (!rc)
 		rc = sb_lm_corpus_read(lc->corpora[hay_i], "valid", &hay, err);
-	if (!rc)
+	if (!rc && !bb.tok)
 		rc = corpus_fits(&val, V, err);
-	if (!rc)
+	if (!rc && !bb.tok)
 		rc = corpus_fits(&hay, V, err);
-	if (!rc && val.n < (size_t)T + 1)
-		rc = SB_ERR(err, SB_EDATA, "%s: the valid part (%zu bytes) is shorter than a window", val.path, val.n);
+	/* the fidelity text in the backbone's ids; windows of T+1 of them */
+	int32_t *vids = NULL;
+	size_t nv = 0;
+	double bpt = 1;
+	if (!rc)
+		rc = text_ids(&bb, val.bytes, val.n, &vids, &nv, err);
+	if (!rc)
+		rc = bytes_per_token(&bb, &hay, &bpt, err);
+	if (!rc && nv < (size_t)T + 1)
+		rc = SB_ERR(err, SB_EDATA, "%s: the valid part (%zu %s) is shorter than a window", val.path, nv,
+		            bb.tok ? "tokens" : "bytes");
 	int W = c.windows, P = c.probes * c.n_tasks;
 	for (int i = 0; i < nm && !rc; i++) {
 		struct method *me = &ms[i];
@@ -681,7 +821,7 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	}
 	float *ld = malloc((size_t)T * V * sizeof(float)), *lm = malloc((size_t)T * V * sizeof(float));
-	uint8_t *tok = calloc((size_t)T + 1, 1);
+	int32_t *tok = calloc((size_t)T + 1, sizeof *tok);
 	if (!rc && (!ld || !lm || !tok))
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	struct sb_lm_mask rec;
@@ -728,6 +868,11 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 		sb_jw_kint(&w, "probes_per_task", c.probes);
 		sb_jw_kstr(&w, "fidelity_corpus", val.name);
 		sb_jw_kstr(&w, "haystack", hay.name);
+		sb_jw_kstr(&w, "ids", bb.tok ? "tokenizer" : "bytes");
+		if (bb.tok) {
+			sb_jw_kint(&w, "fidelity_tokens", (int64_t)nv);
+			sb_jw_kf64(&w, "haystack_bytes_per_token", bpt);
+		}
 		sb_jw_key(&w, "methods");
 		sb_jw_arr(&w);
 		for (int i = 0; i < nm; i++)
@@ -737,9 +882,9 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 	}
 	/* fidelity */
 	for (int wi = 0; wi < W && !rc; wi++) {
-		size_t span = val.n - (size_t)T - 1;
+		size_t span = nv - (size_t)T - 1;
 		size_t st = W > 1 ? (size_t)((double)span * wi / (W - 1)) : 0;
-		memcpy(tok, val.bytes + st, (size_t)T + 1);
+		memcpy(tok, vids + st, ((size_t)T + 1) * sizeof *tok);
 		rc = logits_of(&ms[0], host, tok, ld, 1, err);
 		for (int i = 0; i < nm && !rc; i++) {
 			struct method *me = &ms[i];
@@ -831,29 +976,44 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 		for (int pi = 0; pi < c.probes && !rc; pi++) {
 			struct sb_lm_probe pr;
 			double depth = (pi + 0.5) / c.probes;
-			rc = sb_lm_probe_make(c.tasks[ti], T, hay.bytes, hay.n, c.seed, SB_RNG_SYNTH, (uint64_t)pi,
-			                      depth, &pr, err);
+			int32_t *pids = NULL;
+			int np = 0;
+			if (bb.tok)
+				rc = token_probe(&bb, c.tasks[ti], T, &hay, c.seed, pi, depth, bpt, &pr, &pids, &np, err);
+			else
+				rc = sb_lm_probe_make(c.tasks[ti], T, hay.bytes, hay.n, c.seed, SB_RNG_SYNTH, (uint64_t)pi,
+				                      depth, &pr, err);
 			if (rc)
 				break;
 			int alen = pr.answer_end[0] - pr.answer_beg[0];
 			for (int i = 0; i < nm && !rc; i++) {
 				struct method *me = &ms[i];
-				int n = pr.answer_beg[0];
-				memset(tok, 0, (size_t)T + 1);
-				memcpy(tok, pr.text, (size_t)n);
+				int n = bb.tok ? np : pr.answer_beg[0];
+				memset(tok, 0, ((size_t)T + 1) * sizeof *tok);
+				for (int t = 0; t < n; t++)
+					tok[t] = bb.tok ? pids[t] : pr.text[t];
+				/* greedy decoding until a newline or the answer's length in bytes */
 				uint8_t gen[256];
-				int ng = 0;
-				while (ng < alen && ng < (int)sizeof gen && n < T && !rc) {
+				int ng = 0, stop = 0;
+				while (!stop && ng < alen && ng < (int)sizeof gen && n < T && !rc) {
 					rc = logits_of(me, host, tok, lm, 0, err);
 					const float *row = lm + (size_t)(n - 1) * V;
 					int best = 0;
 					for (int v = 1; v < V; v++)
 						if (row[v] > row[best])
 							best = v;
-					if (best == '\n')
-						break;
-					gen[ng++] = (uint8_t)best;
-					tok[n++] = (uint8_t)best;
+					char tb[64];
+					int L = bb.tok ? sb_tok_token_bytes(bb.tok, best, tb, sizeof tb) : 1;
+					if (!bb.tok)
+						tb[0] = (char)best;
+					for (int q = 0; q < L && q < (int)sizeof tb && !stop; q++) {
+						if (tb[q] == '\n')
+							stop = 1;
+						else if (ng < (int)sizeof gen)
+							gen[ng++] = (uint8_t)tb[q];
+					}
+					if (!stop)
+						tok[n++] = best;
 				}
 				int ok = !rc && sb_lm_probe_match(&pr, 0, gen, ng);
 				me->correct[ti * c.probes + pi] = (uint8_t)ok;
@@ -867,13 +1027,15 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 				sb_jw_key(&w, "expected");
 				sb_jw_strn(&w, (const char *)pr.text + pr.answer_beg[0],
 				           (size_t)(alen > 0 ? alen - 1 : 0));
-				sb_jw_key(&w, "output");
-				sb_jw_strn(&w, (const char *)gen, (size_t)ng);
+				sb_jw_key(&w, "output"); /* valid UTF-8 whatever was generated (U+FFFD for the rest) */
+				char shown[3 * sizeof gen + 4];
+				sb_jw_strn(&w, shown, sb_lm_display_bytes(shown, sizeof shown, gen, (size_t)ng));
 				sb_jw_obj_end(&w);
 				if (!rc)
 					rc = sb_jw_line(&w, err);
 			}
 			sb_lm_probe_free(&pr);
+			free(pids);
 			if (fn)
 				fn(arg, "probes", ti * c.probes + pi + 1, P, 0);
 		}
@@ -940,6 +1102,7 @@ done:
 	free(ld);
 	free(lm);
 	free(tok);
+	free(vids);
 	for (int i = 0; i < nm; i++) {
 		sb_sas_lm_free(ms[i].x);
 		free(ms[i].kl);

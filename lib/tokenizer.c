@@ -1181,6 +1181,40 @@ static int read_bos(struct sb_tok *t, const struct sb_json *pp, const char *name
 
 int32_t sb_tok_bos(const struct sb_tok *t) { return t ? t->bos : -1; }
 
+size_t sb_tok_utf8_clean(const uint8_t *s, size_t n, uint8_t *out)
+{
+	size_t o = 0, i = 0;
+	while (i < n) {
+		size_t bad = sb_utf8_check((const char *)s + i, n - i);
+		size_t good = bad == (size_t)-1 ? n - i : bad;
+		memmove(out + o, s + i, good); /* (out may be s: o <= i) */
+		o += good;
+		i += good + (bad != (size_t)-1);
+	}
+	return o;
+}
+
+void sb_tok_utf8_edges(const uint8_t *s, size_t n, size_t *beg, size_t *end)
+{
+	size_t b = 0, k = n;
+	while (b < n && b < 3 && (s[b] & 0xC0) == 0x80) /* inside a sequence cut before it */
+		b++;
+	int cont = 0;
+	while (k > b && cont < 3 && (s[k - 1] & 0xC0) == 0x80) {
+		k--;
+		cont++;
+	}
+	size_t e = n;
+	if (k > b) { /* s[k-1] leads the last sequence: complete when cont + 1 bytes make it */
+		uint8_t c = s[k - 1];
+		int need = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+		if (need > 1 && cont + 1 < need)
+			e = k - 1;
+	}
+	*beg = b;
+	*end = e;
+}
+
 int sb_tok_load_mem(const char *json, size_t n, const char *name, struct sb_tok **out, struct sb_err *err)
 {
 	*out = NULL;

@@ -60,6 +60,16 @@ int sb_tok_decode(const struct sb_tok *t, const int32_t *ids, size_t n, char **o
  * -1 (GPT-2, Qwen2: none). encode never adds it; a caller that wants HF's default places it. */
 int32_t sb_tok_bos(const struct sb_tok *t);
 
+/* A piece cut from a longer UTF-8 text at byte offsets may begin and end inside a character:
+ * [*beg, *end) leaves out up to 3 continuation bytes at its start and an incomplete last
+ * sequence at its end (nothing else: invalid UTF-8 inside stays for the encoder to refuse). */
+void sb_tok_utf8_edges(const uint8_t *s, size_t n, size_t *beg, size_t *end);
+/* A generated text (the retrieval battery cuts its haystack essays at byte counts, so a
+ * non-ASCII haystack's character can be split inside a probe) with every byte that is no
+ * part of a valid UTF-8 character dropped, into out (n bytes of room; out may be s): HF's
+ * tokenizers take strings, which cannot hold such bytes. Returns the length kept. */
+size_t sb_tok_utf8_clean(const uint8_t *s, size_t n, uint8_t *out);
+
 /* The bytes of one token (streaming decode): returns its length and writes min(length, cap)
  * bytes to buf; -1 for an id outside the vocabulary. */
 int sb_tok_token_bytes(const struct sb_tok *t, int32_t id, char *buf, size_t cap);

@@ -147,4 +147,15 @@ t_result $? "tokenize --decode: an id outside the vocabulary is bad input (exit 
 echo hi | sb-lm tokenize >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 2 ] && grep -q -- '--tokenizer' "$T/e"
 t_result $? "tokenize without --tokenizer: usage error (exit $rc)"
+# a non-ASCII text ("aé" x 3001): its valid part, bytes [8102, 8552), begins on é's second byte
+# and ends after a lead byte, and the probes' essays are cut inside characters; the evaluation
+# tokenizes whole characters (it failed as invalid UTF-8 in both)
+for k in $(seq 3001); do printf 'a\303\251'; done >"$T/ae.txt"
+sb-lm import -q -o "$T/runs-ae" --corpus "ae=$T/ae.txt" --T 64 "$HF" >"$T/o" 2>"$T/e"
+rae=$(jq -r .run_dir "$T/o" 2>/dev/null)
+sb-eval -q --set probes=1 --set windows=2 --set tasks=niah_single_1,niah_single_2 --set bench_reps=1 \
+	--set 'masks=dense;recipe:s=2,w=16,k=16' "$rae" >/dev/null 2>>"$T/e"; rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c '"kind":"probe.result"' "$rae/eval.ndjson")" -eq 4 ] &&
+	jq -e -s 'map(select(.kind == "lm.fidelity" and .method == "dense"))[0].n_windows == 2' "$rae/eval.ndjson" >/dev/null
+t_result $? "a valid part and essays cut inside characters: evaluated, 2 windows, 4 probes (exit $rc: $(tail -c 200 "$T/e"))"
 t_done

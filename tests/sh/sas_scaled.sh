@@ -133,15 +133,39 @@ for fx in qwen3 lfm2_bias qwen2_yarn granite3 granite_h_rope; do
 		grep -q '"kind":"sas.scaled.fidelity".*"method":"sas-b8"' "$T/ri/i-$fx/eval.ndjson"
 	t_result $? "an imported $fx backbone: a selector trains (2 steps) and is evaluated (exit $rc: $(head -c 200 "$T/e"))"
 done
-# an import whose ids are a tokenizer's (qwen2_tok, granite_h: tokenizer.json): scaled SAS feeds
-# bytes as ids, so it is refused (exit 2) before anything is written (it used to train and
-# evaluate on bytes read as that vocabulary's ids)
-for fx in qwen2_tok granite_h; do
-	sas_import $fx "$T/ascii.txt" "tok-$fx"
-	sb-train -q -o "$T/ri" "$T/i.ndjson" >/dev/null 2>"$T/e"; rc=$?
-	[ $rc -eq 2 ] && grep -q "reads the tokens of its tokenizer.json" "$T/e" && [ ! -e "$T/ri/tok-$fx" ]
-	t_result $? "an imported $fx backbone with a tokenizer: refused, exit 2, no run directory (exit $rc: $(head -c 200 "$T/e"))"
-done
+# an import whose ids are a tokenizer's (qwen2_tok: tokenizer.json, 832 ids): training samples,
+# fidelity windows and probes go through its tokenizer (they used to be bytes read as its ids):
+# the records say so, the fidelity text is as many tokens as `sb-lm tokenize` makes of the
+# valid part (bytes [0.90 n, 0.95 n) of the file), the outputs are valid UTF-8; a Granite 4.0
+# hybrid with a tokenizer is still refused for its Mamba2 layers
+sas_import qwen2_tok "$T/corpus.txt" "tok-qwen2_tok"
+sb-train -q -o "$T/ri" "$T/i.ndjson" >/dev/null 2>"$T/e" && sb-eval -q "$T/ri/tok-qwen2_tok" >/dev/null 2>>"$T/e"
+rc=$?
+TE=$T/ri/tok-qwen2_tok/eval.ndjson
+n=$(wc -c <"$T/corpus.txt")
+a=$(awk -v n="$n" 'BEGIN { printf "%d", n * 0.90 }')
+b=$(awk -v n="$n" 'BEGIN { printf "%d", n * 0.95 }')
+tail -c +$((a + 1)) "$T/corpus.txt" | head -c $((b - a)) >"$T/valid.txt"
+want=$(sb-lm tokenize --tokenizer "$TOP/tests/fixtures/hf/qwen2_tok/tokenizer.json" "$T/valid.txt" | wc -l)
+got=$(jq -r 'select(.kind == "sas.scaled.setup") | "\(.ids) \(.fidelity_tokens)"' "$TE" 2>/dev/null)
+[ $rc -eq 0 ] && [ "$got" = "tokenizer $want" ] &&
+	grep -q '"kind":"sas.scaled.done".*"ids":"tokenizer","bytes_per_token":' "$T/ri/tok-qwen2_tok/train.ndjson" &&
+	[ "$(grep -c '"kind":"sas.scaled.step"' "$T/ri/tok-qwen2_tok/train.ndjson")" -eq 2 ] &&
+	[ "$(grep -c '"kind":"probe.result"' "$TE")" -eq 5 ] && iconv -f UTF-8 -t UTF-8 "$TE" >/dev/null 2>&1
+t_result $? "an imported qwen2_tok backbone (a tokenizer): trains and is evaluated in its tokens (exit $rc; ids and fidelity tokens '$got', want 'tokenizer $want'; $(head -c 200 "$T/e"))"
+# its valid part cut inside a character at both ends ("aé" x 3001: bytes [8102, 8552) start on
+# é's second byte and end after a lead byte): whole characters are tokenized (it failed as
+# invalid UTF-8)
+for k in $(seq 3001); do printf 'a\303\251'; done >"$T/ae.txt"
+sas_import qwen2_tok "$T/ae.txt" "tok-ae"
+sb-train -q -o "$T/ri" "$T/i.ndjson" >/dev/null 2>"$T/e" && sb-eval -q "$T/ri/tok-ae" >/dev/null 2>>"$T/e"
+rc=$?
+[ $rc -eq 0 ] && grep -q '"kind":"sas.scaled.fidelity.window"' "$T/ri/tok-ae/eval.ndjson"
+t_result $? "a tokenized backbone whose valid part is cut inside characters: trained and evaluated (exit $rc: $(head -c 200 "$T/e"))"
+sas_import granite_h "$T/ascii.txt" "tok-granite_h"
+sb-train -q -o "$T/ri" "$T/i.ndjson" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 2 ] && grep -q "M (Mamba2) layers" "$T/e" && [ ! -e "$T/ri/tok-granite_h" ]
+t_result $? "an imported granite_h (a tokenizer, Mamba2 layers): refused, exit 2, no run directory (exit $rc: $(head -c 200 "$T/e"))"
 # bytes outside a backbone's 128 ids: in the training text refused before the run directory is
 # made (exit 3, naming the file, byte and offset); in the evaluation text (the valid part, past
 # 90% of the file) refused by sb-eval (exit 3; the indexing past the embedding and the logits

@@ -188,6 +188,33 @@ static void test_grad(void)
 	sb_sas_lm_params_get(x, w0);
 	double loss;
 	sb_sas_lm_grad(x, batch, &loss, g, &err);
+	{ /* the same batch as ids (the entry points of a backbone with a tokenizer): the same bits,
+	   * logits of each mode, loss and gradient */
+		int32_t ids[2 * 33];
+		for (int i = 0; i < 2 * (T + 1); i++)
+			ids[i] = batch[i];
+		float *g2 = malloc(n * sizeof *g2), *a = malloc((size_t)T * 256 * sizeof *a),
+		      *b = malloc((size_t)T * 256 * sizeof *b);
+		double loss2 = -1;
+		int rc = sb_sas_lm_grad_ids(x, ids, &loss2, g2, &err);
+		SB_CHECK(!rc && loss2 == loss && !memcmp(g2, g, n * sizeof *g),
+			 "ids: the loss and the selector's gradient of the bytes, bit for bit (%.9g vs %.9g; %s)", loss2, loss,
+			 rc ? err.msg : "ok");
+		int same = 1;
+		for (int mo = 0; mo < 2 && same; mo++) {
+			enum sb_sas_lm_mode md = mo ? SB_SAS_LM_SAS : SB_SAS_LM_DENSE;
+			rc = sb_sas_lm_logits(x, batch, md, NULL, a, NULL, &err) || sb_sas_lm_logits_ids(x, ids, md, NULL, b, NULL, &err);
+			same = !rc && !memcmp(a, b, (size_t)T * 256 * sizeof *a);
+		}
+		SB_CHECK(same, "ids: dense and SAS logits of the bytes, bit for bit");
+		ids[7] = 256; /* one past a byte model's vocabulary */
+		rc = sb_sas_lm_grad_ids(x, ids, &loss2, NULL, &err);
+		SB_CHECK(rc == SB_EDATA && strstr(err.msg, "token id 256 at sequence 0, position 7"),
+			 "ids: one outside the vocabulary is refused (%s)", err.msg);
+		free(g2);
+		free(a);
+		free(b);
+	}
 	/* The selector's inputs are detached (sas_lm.h): layer 0's selector reaches the loss
 	 * also through layer 1's selector inputs, a path the gradient leaves out by design
 	 * and finite differences do not. So the check is on the last A layer's selector,

@@ -548,6 +548,53 @@ static void check_nfc_added(void)
 		 id, id_nfc, n);
 }
 
+/* sb_tok_utf8_edges: a piece cut at byte offsets loses the partial characters at its edges
+ * and nothing else */
+static void check_utf8_edges(void)
+{
+	static const struct {
+		const char *s;
+		size_t beg, end;
+	} c[] = {
+		{"abc", 0, 3},
+		{"", 0, 0},
+		{"\xa9" "abc", 1, 4},                   /* the tail of é */
+		{"\x82\xac" "ab", 2, 4},               /* the tail of € */
+		{"ab\xc3", 0, 2},                     /* é's lead alone */
+		{"ab\xe2\x82", 0, 2},                 /* € without its last byte */
+		{"ab\xe2\x82\xac", 0, 5},             /* € whole */
+		{"ab\xf0\x9f\x98", 0, 2},             /* an emoji without its last byte */
+		{"ab\xf0\x9f\x98\x80", 0, 6},         /* whole */
+		{"\x80\x80\x80\x80" "a", 3, 5},       /* at most 3 skipped: the 4th is the encoder's to refuse */
+		{"\xac" "caf\xc3\xa9", 1, 6},           /* both edges */
+		{"a\xff", 0, 2},                      /* not a lead: left for the encoder */
+	};
+	/* sb_tok_utf8_clean: bytes outside valid characters dropped, in place too */
+	static const struct {
+		const char *s, *want;
+	} cl[] = {{"abc", "abc"},
+		  {"a\xc3" "b", "ab"},
+		  {"\xa9" "caf\xc3\xa9", "caf\xc3\xa9"},
+		  {"x\xe2\x82y\xe2\x82\xacz", "xy\xe2\x82\xacz"},
+		  {"\xed\xa0\x80" "s", "s"},       /* a surrogate is not a character */
+		  {"\xc0\xaf" "o", "o"},           /* an overlong */
+		  {"\xff\xfe", ""}};
+	for (size_t i = 0; i < sizeof cl / sizeof cl[0]; i++) {
+		char buf[32];
+		size_t n = strlen(cl[i].s);
+		memcpy(buf, cl[i].s, n);
+		size_t k = sb_tok_utf8_clean((const uint8_t *)buf, n, (uint8_t *)buf);
+		SB_CHECK(k == strlen(cl[i].want) && !memcmp(buf, cl[i].want, k), "utf8 clean case %zu: %zu bytes kept of %zu, want %zu",
+			 i, k, n, strlen(cl[i].want));
+	}
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		size_t b = 99, e = 99, n = strlen(c[i].s);
+		sb_tok_utf8_edges((const uint8_t *)c[i].s, n, &b, &e);
+		SB_CHECK(b == c[i].beg && e == c[i].end, "utf8 edges case %zu (%zu bytes): [%zu, %zu), want [%zu, %zu)", i, n,
+			 b, e, c[i].beg, c[i].end);
+	}
+}
+
 int main(void)
 {
 	const char *top = getenv("SB_TOP");
@@ -559,6 +606,7 @@ int main(void)
 	check_bad_text();
 	check_hostile();
 	check_bos();
+	check_utf8_edges();
 	check_rate();
 	for (int k = 0; k < 3; k++)
 		sb_tok_free(toks[k]);
