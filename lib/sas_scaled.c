@@ -331,13 +331,17 @@ static int sample_ids(const struct backbone *b, const struct sb_lm_mix *mix, uin
 	for (int attempt = 0; attempt < 8; attempt++, want *= 1.5) {
 		int Tb = want > mix->T ? mix->T : (int)want;
 		SB_TRY(sb_lm_mix_sample_len(mix, index, Tb, buf, NULL, err));
-		int32_t *ids = NULL;
+		int32_t *ids = NULL, bos = sb_tok_bos(b->tok);
 		size_t k = 0, nb = sb_tok_utf8_clean(buf, (size_t)Tb + 1, buf);
+		size_t want_k = (size_t)T + (bos < 0); /* after the tokenizer's BOS, as HF encodes a sequence */
 		SB_TRY(text_ids(b, buf, nb, &ids, &k, err));
-		if (k >= (size_t)T + 1)
-			memcpy(out, ids + (k - (size_t)T - 1), ((size_t)T + 1) * sizeof *out);
+		if (k >= want_k) {
+			if (bos >= 0)
+				out[0] = bos;
+			memcpy(out + (bos >= 0), ids + (k - want_k), want_k * sizeof *out);
+		}
 		free(ids);
-		if (k >= (size_t)T + 1)
+		if (k >= want_k)
 			return 0;
 		if (Tb == mix->T)
 			break;
@@ -882,9 +886,13 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 	}
 	/* fidelity */
 	for (int wi = 0; wi < W && !rc; wi++) {
-		size_t span = nv - (size_t)T - 1;
+		/* T+1 ids, the first the tokenizer's BOS when it puts one (as the LM evaluation's windows) */
+		int32_t bos = bb.tok ? sb_tok_bos(bb.tok) : -1;
+		size_t len = (size_t)T + (bos < 0), span = nv - len;
 		size_t st = W > 1 ? (size_t)((double)span * wi / (W - 1)) : 0;
-		memcpy(tok, vids + st, ((size_t)T + 1) * sizeof *tok);
+		if (bos >= 0)
+			tok[0] = bos;
+		memcpy(tok + (bos >= 0), vids + st, len * sizeof *tok);
 		rc = logits_of(&ms[0], host, tok, ld, 1, err);
 		for (int i = 0; i < nm && !rc; i++) {
 			struct method *me = &ms[i];
