@@ -162,6 +162,27 @@ sb-train -q -o "$T/ri" "$T/i.ndjson" >/dev/null 2>"$T/e" && sb-eval -q "$T/ri/to
 rc=$?
 [ $rc -eq 0 ] && grep -q '"kind":"sas.scaled.fidelity.window"' "$T/ri/tok-ae/eval.ndjson"
 t_result $? "a tokenized backbone whose valid part is cut inside characters: trained and evaluated (exit $rc: $(head -c 200 "$T/e"))"
+# a tokenizer with a BOS (its post-processor puts <|im_start|> first, as Llama 3's puts
+# <|begin_of_text|>): each window is the BOS and T tokens, so the last of 2 windows starts at
+# fidelity_tokens - T; without one (qwen2_tok above) a window is T+1 tokens of text
+mkdir -p "$T/qbos"
+cp "$TOP/tests/fixtures/hf/qwen2_tok/config.json" "$TOP/tests/fixtures/hf/qwen2_tok/model.safetensors" "$T/qbos/"
+jq '.post_processor = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|im_start|>", "type_id": 0}},
+	{"Sequence": {"id": "A", "type_id": 0}}], "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+	"special_tokens": {"<|im_start|>": {"id": "<|im_start|>", "ids": [1], "tokens": ["<|im_start|>"]}}}' \
+	"$TOP/tests/fixtures/hf/qwen2_tok/tokenizer.json" >"$T/qbos/tokenizer.json"
+for v in bos nobos; do
+	if [ $v = bos ]; then fx_dir=$T/qbos; else fx_dir=$TOP/tests/fixtures/hf/qwen2_tok; fi
+	sb-lm import -q -o "$T/imp" --corpus "docs=$T/ascii.txt" --T 64 "$fx_dir" >"$T/imp.out" 2>"$T/e"
+	bb=$(jq -r .run_dir "$T/imp.out")
+	echo "{\"family\":\"sas\",\"seed\":3,\"id\":\"w-$v\",\"backbone\":\"$bb\",\"blocks\":[8],\"sel_steps\":1,\"sel_batch\":2,\"windows\":2,\"probes\":0,\"budget\":\"recipe:s=2,w=16,k=16\",\"masks\":\"recipe\"}" >"$T/w.ndjson"
+	sb-train -q -o "$T/ri" "$T/w.ndjson" >/dev/null 2>>"$T/e" && sb-eval -q "$T/ri/w-$v" >/dev/null 2>>"$T/e"
+	nv=$(jq -r 'select(.kind == "sas.scaled.setup") | .fidelity_tokens' "$T/ri/w-$v/eval.ndjson" 2>/dev/null)
+	last=$(jq -s -r 'map(select(.kind == "sas.scaled.fidelity.window" and .window == 1))[0].start' "$T/ri/w-$v/eval.ndjson" 2>/dev/null)
+	if [ $v = bos ]; then want=$((nv - 64)); else want=$((nv - 65)); fi
+	[ -n "$nv" ] && [ "$last" = "$want" ]
+	t_result $? "tokenizer $v: the last window starts at token $last of $nv (want $want) ($(head -c 200 "$T/e"))"
+done
 sas_import granite_h "$T/ascii.txt" "tok-granite_h"
 sb-train -q -o "$T/ri" "$T/i.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 2 ] && grep -q "M (Mamba2) layers" "$T/e" && [ ! -e "$T/ri/tok-granite_h" ]
