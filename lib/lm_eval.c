@@ -465,22 +465,12 @@ static int make_token_probe(struct ev *e, int task, int pi, const struct sb_lm_c
 				break;
 			}
 			txt[0] = '\n';
-			/* the turn's bytes that make whole characters (a haystack essay cut inside one) */
-			size_t tl = sb_tok_utf8_clean(p->text + beg, (size_t)plen, (uint8_t *)txt + 1);
-			rc = sb_tok_encode(e->tok, k ? txt : txt + 1, tl + (k ? 1 : 0), &tp->ids[k], &n, err);
+			memcpy(txt + 1, p->text + beg, (size_t)plen);
+			/* whole characters (a haystack essay may be cut inside one); the sequence starts
+			 * with the tokenizer's BOS, as HF encodes it */
+			rc = sb_tok_encode_clean(e->tok, (const uint8_t *)(k ? txt : txt + 1), (size_t)plen + (k ? 1 : 0), !k,
+						 &tp->ids[k], &n, err);
 			free(txt);
-			int32_t bos = sb_tok_bos(e->tok);
-			if (!rc && !k && bos >= 0) { /* the sequence starts with the tokenizer's BOS, as HF encodes it */
-				int32_t *b = realloc(tp->ids[0], (n + 1) * sizeof *b);
-				if (!b) {
-					rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
-					break;
-				}
-				memmove(b + 1, b, n * sizeof *b);
-				b[0] = bos;
-				tp->ids[0] = b;
-				n++;
-			}
 			tp->n[k] = (int)n;
 			total += (int)n + (p->answer_end[k] - p->answer_beg[k]);
 		}

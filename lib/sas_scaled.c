@@ -365,25 +365,9 @@ static int token_probe(const struct backbone *b, int task, int T, const struct s
 		if (L < sb_lm_task_min_len(task))
 			L = sb_lm_task_min_len(task);
 		SB_TRY(sb_lm_probe_make(task, L, hay->bytes, hay->n, seed, SB_RNG_SYNTH, (uint64_t)pi, depth, p, err));
-		int32_t *ids = NULL, bos = sb_tok_bos(b->tok);
+		int32_t *ids = NULL;
 		size_t n = 0;
-		uint8_t *clean = malloc((size_t)p->answer_beg[0] + 1);
-		int rc = clean ? 0 : SB_ERR(err, SB_EINTERNAL, "out of memory");
-		if (!rc)
-			rc = sb_tok_encode(b->tok, (const char *)clean,
-			                   sb_tok_utf8_clean(p->text, (size_t)p->answer_beg[0], clean), &ids, &n, err);
-		free(clean);
-		if (!rc && bos >= 0) {
-			int32_t *q = realloc(ids, (n + 1) * sizeof *q);
-			if (!q)
-				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
-			else {
-				memmove(q + 1, q, n * sizeof *q);
-				q[0] = bos;
-				ids = q;
-				n++;
-			}
-		}
+		int rc = sb_tok_encode_clean(b->tok, p->text, (size_t)p->answer_beg[0], 1, &ids, &n, err);
 		if (rc) {
 			free(ids);
 			sb_lm_probe_free(p);

@@ -1194,6 +1194,27 @@ size_t sb_tok_utf8_clean(const uint8_t *s, size_t n, uint8_t *out)
 	return o;
 }
 
+int sb_tok_encode_clean(const struct sb_tok *t, const uint8_t *s, size_t n, int bos, int32_t **ids, size_t *n_ids,
+			struct sb_err *err)
+{
+	uint8_t *c = malloc(n ? n : 1);
+	if (!c)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	int rc = sb_tok_encode(t, (const char *)c, sb_tok_utf8_clean(s, n, c), ids, n_ids, err);
+	free(c);
+	int32_t b = sb_tok_bos(t);
+	if (!rc && bos && b >= 0) {
+		int32_t *q = realloc(*ids, (*n_ids + 1) * sizeof *q);
+		if (!q)
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		memmove(q + 1, q, *n_ids * sizeof *q);
+		q[0] = b;
+		*ids = q;
+		++*n_ids;
+	}
+	return rc;
+}
+
 void sb_tok_utf8_edges(const uint8_t *s, size_t n, size_t *beg, size_t *end)
 {
 	size_t b = 0, k = n;

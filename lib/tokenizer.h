@@ -69,6 +69,10 @@ void sb_tok_utf8_edges(const uint8_t *s, size_t n, size_t *beg, size_t *end);
  * part of a valid UTF-8 character dropped, into out (n bytes of room; out may be s): HF's
  * tokenizers take strings, which cannot hold such bytes. Returns the length kept. */
 size_t sb_tok_utf8_clean(const uint8_t *s, size_t n, uint8_t *out);
+/* A generated text encoded: sb_tok_utf8_clean, then sb_tok_encode; with bos, after the
+ * tokenizer's BOS when its post-processor puts one (a sequence's start, as HF encodes it). */
+int sb_tok_encode_clean(const struct sb_tok *t, const uint8_t *s, size_t n, int bos, int32_t **ids, size_t *n_ids,
+			struct sb_err *err);
 
 /* The bytes of one token (streaming decode): returns its length and writes min(length, cap)
  * bytes to buf; -1 for an id outside the vocabulary. */

@@ -486,6 +486,22 @@ static void check_bos(void)
 		else
 			SB_CHECK(rc == 0 && sb_tok_bos(t) == c[i].want, "bos: %s -> %d (got %d; %s)", c[i].what, c[i].want,
 				 t ? sb_tok_bos(t) : -9, rc ? err.msg : "loaded");
+		if (!rc) { /* sb_tok_encode_clean: a split character dropped; with bos, the BOS first when there is one */
+			int32_t *a = NULL, *b = NULL, *r = NULL;
+			size_t na = 0, nb = 0, nr = 0;
+			const char *txt = "ab\xc3 ab", *plain = "ab ab";
+			int e1 = sb_tok_encode_clean(t, (const uint8_t *)txt, strlen(txt), 0, &a, &na, &err);
+			int e2 = sb_tok_encode_clean(t, (const uint8_t *)txt, strlen(txt), 1, &b, &nb, &err);
+			int e3 = sb_tok_encode(t, plain, strlen(plain), &r, &nr, &err);
+			int lead = c[i].want >= 0;
+			SB_CHECK(!e1 && !e2 && !e3 && na == nr && !memcmp(a, r, nr * sizeof *r) && nb == nr + (size_t)lead &&
+					 (!lead || b[0] == c[i].want) && !memcmp(b + lead, r, nr * sizeof *r),
+				 "encode_clean: %s: %zu ids, %zu with bos (first %d), %zu of the clean text", c[i].what, na, nb,
+				 nb ? b[0] : -9, nr);
+			free(a);
+			free(b);
+			free(r);
+		}
 		sb_tok_free(t);
 		free(full);
 	}
