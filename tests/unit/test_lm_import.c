@@ -565,19 +565,27 @@ static void check_granite_refusals(struct sb_backend *be)
 	rc = sb_lm_hf_config(nomult, strlen(nomult), "granite3", &c, &info, &err);
 	SB_CHECK(!rc && c.attn_scale == 1.0f, "granite3: attention_multiplier absent reads as 1 (got %g; %s)",
 		 c.attn_scale, rc ? err.msg : "ok");
-	refuse(be, "granite3", "granite3: attention_multiplier 0 (it would read as 1/sqrt(head_dim))",
-	       cfg_with(base, "\"attention_multiplier\": 0.125", "\"attention_multiplier\": 0"), NULL, SB_EDATA,
-	       "'attention_multiplier' must be a positive number");
-	refuse(be, "granite3", "granite3: logits_scaling null reads as 1 and imports",
-	       cfg_with(base, "\"logits_scaling\": 8.0", "\"logits_scaling\": null"), NULL, 0, "");
-	refuse(be, "granite3", "granite3: a head_dim other than hidden / heads (releases read it differently)",
-	       cfg_with(base, "\"hidden_size\": 32,", "\"hidden_size\": 32, \"head_dim\": 16,"), NULL, SB_EDATA,
-	       "granite with head_dim 16, not hidden_size / num_attention_heads (8)");
-	refuse(be, "granite3", "granite3: head_dim equal to hidden / heads imports",
-	       cfg_with(base, "\"hidden_size\": 32,", "\"hidden_size\": 32, \"head_dim\": 8,"), NULL, 0, "");
-	refuse(be, "granite3", "granite3: granitemoe (Granite 3's mixture of experts) is not read",
-	       cfg_with(base, "\"model_type\": \"granite\"", "\"model_type\": \"granitemoe\""), NULL, SB_EDATA,
-	       "model_type 'granitemoe' is not one of the layouts read here");
+	/* changed one field at a time: refused (exit 3) naming it, or imported */
+	static const struct {
+		const char *what, *from, *to, *want;
+		int rc;
+	} g3[] = {
+		{"attention_multiplier 0 (it would read as 1/sqrt(head_dim))", "\"attention_multiplier\": 0.125",
+		 "\"attention_multiplier\": 0", "'attention_multiplier' must be a positive number", SB_EDATA},
+		{"logits_scaling null reads as 1 and imports", "\"logits_scaling\": 8.0", "\"logits_scaling\": null", "", 0},
+		{"a head_dim other than hidden / heads (releases read it differently)", "\"hidden_size\": 32,",
+		 "\"hidden_size\": 32, \"head_dim\": 16,", "granite with head_dim 16, not hidden_size / num_attention_heads (8)",
+		 SB_EDATA},
+		{"head_dim equal to hidden / heads imports", "\"hidden_size\": 32,", "\"hidden_size\": 32, \"head_dim\": 8,", "",
+		 0},
+		{"granitemoe (Granite 3's mixture of experts) is not read", "\"model_type\": \"granite\"",
+		 "\"model_type\": \"granitemoe\"", "model_type 'granitemoe' is not one of the layouts read here", SB_EDATA},
+	};
+	for (size_t i = 0; i < sizeof g3 / sizeof g3[0]; i++) {
+		char what[160];
+		snprintf(what, sizeof what, "granite3: %s", g3[i].what);
+		refuse(be, "granite3", what, cfg_with(base, g3[i].from, g3[i].to), NULL, g3[i].rc, g3[i].want);
+	}
 	free(base);
 }
 

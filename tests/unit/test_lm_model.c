@@ -72,6 +72,25 @@ static void text(uint8_t *t, int n, uint64_t seed)
 	}
 }
 
+/* The logits of tok[0..T) by the training path (lt) and the cached path (lc), [T][vocab] */
+static int both_paths(struct sb_backend *be, struct sb_lm_model *m, const uint8_t *tok, int T, float *lt, float *lc,
+		      struct sb_err *err)
+{
+	struct sb_lm_train_opts o = {.B = 1, .T = T, .tile = 1};
+	struct sb_lm_trainer *tr = NULL;
+	struct sb_lm_cache *c = NULL;
+	int rc = sb_lm_trainer_new(m, &o, &tr, err);
+	if (!rc)
+		rc = sb_lm_train_logits(tr, tok, lt, err);
+	if (!rc)
+		rc = sb_lm_cache_new(m, T, &c, err);
+	if (!rc)
+		rc = sb_lm_forward_cached(sb_be_main(be), m, c, tok, T, NULL, lc, 1, NULL, err);
+	sb_lm_trainer_free(tr);
+	sb_lm_cache_free(c);
+	return rc;
+}
+
 /* Granite's four multipliers on a model with every trainable layer kind and learned positions:
  * the training path's logits equal the cached path's (their gradients are test_lm_grad's,
  * their logits against transformers' test_lm_import's), and each multiplier changes them */
@@ -96,16 +115,7 @@ static void test_multipliers(struct sb_backend *be)
 		struct sb_lm_model *m = make_model(be, kv, n, 9);
 		if (!m)
 			continue;
-		struct sb_lm_train_opts o = {.B = 1, .T = T, .tile = 1};
-		struct sb_lm_trainer *tr = NULL;
-		struct sb_lm_cache *c = NULL;
-		int rc = sb_lm_trainer_new(m, &o, &tr, &err);
-		if (!rc)
-			rc = sb_lm_train_logits(tr, tok, lt, &err);
-		if (!rc)
-			rc = sb_lm_cache_new(m, T, &c, &err);
-		if (!rc)
-			rc = sb_lm_forward_cached(sb_be_main(be), m, c, tok, T, NULL, lc, 1, NULL, &err);
+		int rc = both_paths(be, m, tok, T, lt, lc, &err);
 		SB_CHECK(!rc, "multipliers (%s): both paths ran (%s)", k ? one[k] : "all four", rc ? err.msg : "ok");
 		if (!rc && k == 0) {
 			sb_check_closef("Granite's multipliers on C, L and A layers: logits, cached path vs training path", lc, lt,
@@ -118,8 +128,6 @@ static void test_multipliers(struct sb_backend *be)
 			SB_CHECK(d > 1e-3, "%s in place of the model's multiplier changes the logits (max |diff| %.3g)", one[k],
 				 d);
 		}
-		sb_lm_trainer_free(tr);
-		sb_lm_cache_free(c);
 		sb_lm_model_free(m);
 	}
 	free(lt);
@@ -218,21 +226,10 @@ static void test_rope_scalings(struct sb_backend *be)
 	float *lt = malloc((size_t)T * 256 * sizeof *lt), *lc[3];
 	for (int k = 0; k < 3; k++) {
 		lc[k] = malloc((size_t)T * 256 * sizeof *lc[k]);
-		struct sb_lm_train_opts o = {.B = 1, .T = T, .tile = 1};
-		struct sb_lm_trainer *tr = NULL;
-		struct sb_lm_cache *c = NULL;
-		int rc = sb_lm_trainer_new(ms[k], &o, &tr, &err);
-		if (!rc)
-			rc = sb_lm_train_logits(tr, tok, lt, &err);
-		if (!rc)
-			rc = sb_lm_cache_new(ms[k], T, &c, &err);
-		if (!rc)
-			rc = sb_lm_forward_cached(sb_be_main(be), ms[k], c, tok, T, NULL, lc[k], 1, NULL, &err);
+		int rc = both_paths(be, ms[k], tok, T, lt, lc[k], &err);
 		char nm[160];
 		snprintf(nm, sizeof nm, "%s: dense logits, cached path vs training path (rc %d)", k == 2 ? "no scaling" : k ? "yarn" : "linear", rc);
 		sb_check_closef(nm, lc[k], lt, (size_t)T * 256, 2e-5, 1e-4);
-		sb_lm_trainer_free(tr);
-		sb_lm_cache_free(c);
 	}
 	double d0 = 0, d1 = 0;
 	for (size_t i = 0; i < (size_t)T * 256; i++) {
@@ -246,17 +243,8 @@ static void test_rope_scalings(struct sb_backend *be)
 			    "rope_beta_fast=4", "rope_beta_slow=1", "rope_attn=1.2"};
 	struct sb_lm_model *ma = make_model(be, ya, 8, 5);
 	if (ma) {
-		struct sb_lm_train_opts o = {.B = 1, .T = T, .tile = 1};
-		struct sb_lm_trainer *tr = NULL;
-		struct sb_lm_cache *c = NULL;
 		float *la = malloc((size_t)T * 256 * sizeof *la);
-		int rc = sb_lm_trainer_new(ma, &o, &tr, &err);
-		if (!rc)
-			rc = sb_lm_train_logits(tr, tok, lt, &err);
-		if (!rc)
-			rc = sb_lm_cache_new(ma, T, &c, &err);
-		if (!rc)
-			rc = sb_lm_forward_cached(sb_be_main(be), ma, c, tok, T, NULL, la, 1, NULL, &err);
+		int rc = both_paths(be, ma, tok, T, lt, la, &err);
 		sb_check_closef("yarn with rope_attn 1.2: dense logits, cached path vs training path", la, lt,
 				(size_t)T * 256, 2e-5, 1e-4);
 		double d = 0;
@@ -264,8 +252,6 @@ static void test_rope_scalings(struct sb_backend *be)
 			d = fmax(d, fabs(la[i] - lc[1][i]));
 		SB_CHECK(!rc && d > 1e-3, "rope_attn 1.2 changes the logits (max |diff| %.3g to rope_attn 1; %s)", d,
 			 rc ? err.msg : "ran");
-		sb_lm_trainer_free(tr);
-		sb_lm_cache_free(c);
 		free(la);
 		sb_lm_model_free(ma);
 	}
