@@ -870,9 +870,9 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 	}
 	/* fidelity */
 	for (int wi = 0; wi < W && !rc; wi++) {
-		/* T+1 ids, the first the tokenizer's BOS when it puts one (as the LM evaluation's windows) */
+		/* T+1 ids, the first the tokenizer's BOS when it puts one: the LM evaluation's windows */
 		int32_t bos = bb.tok ? sb_tok_bos(bb.tok) : -1;
-		size_t len = (size_t)T + (bos < 0), span = nv - len;
+		size_t len = (size_t)T + (bos < 0), span = nv - ((size_t)T + 1);
 		size_t st = W > 1 ? (size_t)((double)span * wi / (W - 1)) : 0;
 		if (bos >= 0)
 			tok[0] = bos;

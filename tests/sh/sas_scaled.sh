@@ -163,8 +163,10 @@ rc=$?
 [ $rc -eq 0 ] && grep -q '"kind":"sas.scaled.fidelity.window"' "$T/ri/tok-ae/eval.ndjson"
 t_result $? "a tokenized backbone whose valid part is cut inside characters: trained and evaluated (exit $rc: $(head -c 200 "$T/e"))"
 # a tokenizer with a BOS (its post-processor puts <|im_start|> first, as Llama 3's puts
-# <|begin_of_text|>): each window is the BOS and T tokens, so the last of 2 windows starts at
-# fidelity_tokens - T; without one (qwen2_tok above) a window is T+1 tokens of text
+# <|begin_of_text|>): the same model, text and windows (the LM track's starts) as without it,
+# but each window and training example begins with the BOS, so the dense loss of the first
+# window and the first step's loss differ from the run without it (every id would be the same
+# if the BOS were left out)
 mkdir -p "$T/qbos"
 cp "$TOP/tests/fixtures/hf/qwen2_tok/config.json" "$TOP/tests/fixtures/hf/qwen2_tok/model.safetensors" "$T/qbos/"
 jq '.post_processor = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|im_start|>", "type_id": 0}},
@@ -177,12 +179,17 @@ for v in bos nobos; do
 	bb=$(jq -r .run_dir "$T/imp.out")
 	echo "{\"family\":\"sas\",\"seed\":3,\"id\":\"w-$v\",\"backbone\":\"$bb\",\"blocks\":[8],\"sel_steps\":1,\"sel_batch\":2,\"windows\":2,\"probes\":0,\"budget\":\"recipe:s=2,w=16,k=16\",\"masks\":\"recipe\"}" >"$T/w.ndjson"
 	sb-train -q -o "$T/ri" "$T/w.ndjson" >/dev/null 2>>"$T/e" && sb-eval -q "$T/ri/w-$v" >/dev/null 2>>"$T/e"
-	nv=$(jq -r 'select(.kind == "sas.scaled.setup") | .fidelity_tokens' "$T/ri/w-$v/eval.ndjson" 2>/dev/null)
-	last=$(jq -s -r 'map(select(.kind == "sas.scaled.fidelity.window" and .window == 1))[0].start' "$T/ri/w-$v/eval.ndjson" 2>/dev/null)
-	if [ $v = bos ]; then want=$((nv - 64)); else want=$((nv - 65)); fi
-	[ -n "$nv" ] && [ "$last" = "$want" ]
-	t_result $? "tokenizer $v: the last window starts at token $last of $nv (want $want) ($(head -c 200 "$T/e"))"
+	jq -s -r '(map(select(.kind == "sas.scaled.setup"))[0].fidelity_tokens | tostring) + " "
+		+ (map(select(.kind == "sas.scaled.fidelity.window" and .method == "dense" and .window == 1))[0].start | tostring) + " "
+		+ (map(select(.kind == "sas.scaled.fidelity.window" and .method == "dense" and .window == 0))[0].nll | tostring)' \
+		"$T/ri/w-$v/eval.ndjson" >"$T/w-$v.txt" 2>>"$T/e"
+	jq -r 'select(.kind == "sas.scaled.step") | .loss' "$T/ri/w-$v/train.ndjson" >>"$T/w-$v.txt" 2>>"$T/e"
 done
+read -r nv1 st1 nll1 <"$T/w-bos.txt"
+read -r nv0 st0 nll0 <"$T/w-nobos.txt"
+[ "$nv1" = "$nv0" ] && [ "$st1" = "$st0" ] && [ "$st1" = "$((nv1 - 65))" ] && [ -n "$nll1" ] && [ "$nll1" != "$nll0" ] &&
+	[ "$(sed -n 2p "$T/w-bos.txt")" != "$(sed -n 2p "$T/w-nobos.txt")" ]
+t_result $? "a tokenizer with a BOS: the same windows (last start $st1 of $nv1 tokens), another first-window loss ($nll1 vs $nll0) and first step loss ($(sed -n 2p "$T/w-bos.txt") vs $(sed -n 2p "$T/w-nobos.txt")) ($(head -c 200 "$T/e"))"
 sas_import granite_h "$T/ascii.txt" "tok-granite_h"
 sb-train -q -o "$T/ri" "$T/i.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 2 ] && grep -q "M (Mamba2) layers" "$T/e" && [ ! -e "$T/ri/tok-granite_h" ]
