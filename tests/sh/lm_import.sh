@@ -158,4 +158,25 @@ sb-eval -q --set probes=1 --set windows=2 --set tasks=niah_single_1,niah_single_
 [ $rc -eq 0 ] && [ "$(grep -c '"kind":"probe.result"' "$rae/eval.ndjson")" -eq 4 ] &&
 	jq -e -s 'map(select(.kind == "lm.fidelity" and .method == "dense"))[0].n_windows == 2' "$rae/eval.ndjson" >/dev/null
 t_result $? "a valid part and essays cut inside characters: evaluated, 2 windows, 4 probes (exit $rc: $(tail -c 200 "$T/e"))"
+# a tokenizer whose post-processor puts a BOS first (<|im_start|>, as Llama 3's puts
+# <|begin_of_text|>): the same windows' starts and the same probes' lengths, but each window
+# and probe begins with the BOS, so the dense loss of window 0 differs from the same model's
+# without it (the ids would be the same if it were left out)
+mkdir -p "$T/qbos"
+cp "$HF/config.json" "$HF/model.safetensors" "$T/qbos/"
+jq '.post_processor = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|im_start|>", "type_id": 0}},
+	{"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"<|im_start|>": {"id": "<|im_start|>", "ids": [1],
+	"tokens": ["<|im_start|>"]}}}' "$HF/tokenizer.json" >"$T/qbos/tokenizer.json"
+for v in bos nobos; do
+	if [ $v = bos ]; then d=$T/qbos; else d=$HF; fi
+	sb-lm import -q -o "$T/runs-$v" --corpus "shakespeare=$TXT" --T 64 "$d" >"$T/o" 2>"$T/e"
+	r=$(jq -r .run_dir "$T/o" 2>/dev/null)
+	sb-lm eval -q -j 1 --probes 1 --tasks niah_single_1 --windows 2 --masks dense --bench-reps 1 -o "$T/ev-$v" "$r" >/dev/null 2>>"$T/e"
+	jq -s -r '(map(select(.kind == "lm.fidelity.window" and .window == 1))[0].start | tostring) + " "
+		+ (map(select(.kind == "lm.fidelity.window" and .window == 0))[0].nll | tostring)' "$T/ev-$v/eval.ndjson" >"$T/l-$v" 2>>"$T/e"
+done
+read -r s1 n1 <"$T/l-bos"
+read -r s0 n0 <"$T/l-nobos"
+[ -n "$n1" ] && [ "$n1" != null ] && [ "$s1" = "$s0" ] && [ "$n1" != "$n0" ]
+t_result $? "a tokenizer with a BOS: the same window starts ($s1, $s0), another loss of window 0 ($n1 vs $n0) ($(head -c 200 "$T/e"))"
 t_done
