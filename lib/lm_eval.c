@@ -12,6 +12,7 @@
 #include "hash.h"
 #include "io.h"
 #include "lm_data.h"
+#include "lm_import.h"
 #include "lm_model.h"
 #include "lm_train.h"
 #include "rng.h"
@@ -1339,7 +1340,7 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 	if (!rc && e.cell.tokenizer[0]) {
 		char tp[4700];
 		snprintf(tp, sizeof tp, "%s/%s", run_dir, e.cell.tokenizer);
-		rc = sb_tok_load(tp, &e.tok, err);
+		rc = sb_lm_run_tokenizer(run_dir, &e.cell, &e.tok, err); /* checked against cell.json */
 		if (!rc && sb_tok_vocab_size(e.tok) > e.V)
 			rc = SB_ERR(err, SB_EDATA, "%s: %d tokens, more than the model's vocabulary (%d)", tp,
 				    sb_tok_vocab_size(e.tok), e.V);

@@ -14,6 +14,7 @@
 #include "io.h"
 #include "json.h"
 #include "tensor.h"
+#include "tokenizer.h"
 
 /* ---------------------------------------------------------------- config.json */
 
@@ -1147,5 +1148,33 @@ done:
 	free(files);
 	free(params);
 	free(src);
+	return rc;
+}
+
+int sb_lm_run_tokenizer(const char *run_dir, const struct sb_lm_cell *cell, struct sb_tok **tok, struct sb_err *err)
+{
+	*tok = NULL;
+	char path[4200], want[SB_SHA256_HEX] = "", got[SB_SHA256_HEX];
+	snprintf(path, sizeof path, "%s/%s", run_dir, cell->tokenizer);
+	struct sb_json *src = NULL;
+	if (sb_json_parse(cell->source, strlen(cell->source), &src, err))
+		return SB_ERR(err, SB_EDATA, "%s/cell.json: its source does not parse", run_dir);
+	const struct sb_json *files = sb_json_get(src, "files");
+	for (size_t i = 0; files && files->type == SB_JSON_ARRAY && i < files->n; i++)
+		if (!strcmp(sb_json_str(sb_json_get(files->items[i], "name"), ""), "tokenizer.json"))
+			snprintf(want, sizeof want, "%s", sb_json_str(sb_json_get(files->items[i], "sha256"), ""));
+	sb_json_free(src);
+	if (!want[0])
+		return SB_ERR(err, SB_EDATA, "%s: cell.json's source records no tokenizer.json to check it against", path);
+	char *buf;
+	size_t n;
+	SB_TRY(sb_read_file(path, &buf, &n, 1u << 30, err));
+	sb_sha256_buf(buf, n, got);
+	int rc = strcmp(got, want) ? SB_ERR(err, SB_EDATA,
+					    "%s: SHA-256 %.16s... is not the %.16s... cell.json recorded for the tokenizer "
+					    "imported",
+					    path, got, want)
+				   : sb_tok_load_mem(buf, n, path, tok, err);
+	free(buf);
 	return rc;
 }

@@ -9,6 +9,7 @@
 #include "io.h"
 #include "lm_data.h"
 #include "lm_eval.h"
+#include "lm_import.h"
 #include "lm_mask.h"
 #include "lm_probe.h"
 #include "lm_train.h"
@@ -245,10 +246,13 @@ static int open_backbone(const char *dir, struct backbone *b, struct sb_err *err
 	/* a backbone whose ids are a tokenizer's (an import with tokenizer.json): every text is
 	 * tokenized by it (training samples, fidelity windows, probes) */
 	if (!rc && b->cell.tokenizer[0]) {
-		char tp[4200];
-		snprintf(tp, sizeof tp, "%s/%s", dir, b->cell.tokenizer);
-		rc = sb_tok_load(tp, &b->tok, err);
+		rc = sb_lm_run_tokenizer(dir, &b->cell, &b->tok, err); /* checked against cell.json */
+		if (!rc && sb_tok_vocab_size(b->tok) > b->m->cfg.vocab)
+			rc = SB_ERR(err, SB_EDATA, "%s/%s: %d tokens, more than the model's vocabulary (%d)", dir,
+			            b->cell.tokenizer, sb_tok_vocab_size(b->tok), b->m->cfg.vocab);
 		if (rc) {
+			sb_tok_free(b->tok);
+			b->tok = NULL;
 			sb_lm_model_free(b->m);
 			b->m = NULL;
 		}

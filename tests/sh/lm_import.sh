@@ -179,4 +179,16 @@ read -r s1 n1 <"$T/l-bos"
 read -r s0 n0 <"$T/l-nobos"
 [ -n "$n1" ] && [ "$n1" != null ] && [ "$s1" = "$s0" ] && [ "$n1" != "$n0" ]
 t_result $? "a tokenizer with a BOS: the same window starts ($s1, $s0), another loss of window 0 ($n1 vs $n0) ($(head -c 200 "$T/e"))"
+# the run's tokenizer copy is checked against the SHA-256 cell.json recorded at import: an
+# edited one (still a valid tokenizer: one merge dropped) is refused by the evaluation and by a
+# scaled SAS cell on it (exit 3, nothing written); it used to be used as it was
+cp -r "$run" "$T/edited"
+jq -c '.model.merges |= .[1:]' "$run/tokenizer.json" >"$T/edited/tokenizer.json"
+sb-lm eval -q -j 1 --probes 0 --windows 1 --masks dense --bench-reps 1 -o "$T/ed" "$T/edited" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q "edited/tokenizer.json: SHA-256 .* is not the .* cell.json recorded" "$T/e" && [ ! -e "$T/ed/eval.ndjson" ]
+t_result $? "an edited tokenizer copy: the evaluation refuses it, exit 3 ($rc: $(head -c 200 "$T/e"))"
+echo "{\"family\":\"sas\",\"seed\":1,\"id\":\"ed\",\"backbone\":\"$T/edited\",\"blocks\":[8],\"sel_steps\":1,\"sel_batch\":1,\"windows\":1,\"probes\":0,\"masks\":\"recipe\"}" >"$T/ed.ndjson"
+sb-train -q -o "$T/sas-ed" "$T/ed.ndjson" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 3 ] && grep -q "is not the .* cell.json recorded" "$T/e" && [ ! -e "$T/sas-ed/ed" ]
+t_result $? "an edited tokenizer copy: a scaled SAS cell on it is refused, exit 3, no run directory ($rc: $(head -c 200 "$T/e"))"
 t_done
