@@ -946,6 +946,21 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 		return SB_ERR(err, SB_EUSAGE, "no --corpus NAME=PATH (held-out text to evaluate on)");
 	cell->n_corpora = o->n_corpora;
 	memcpy(cell->corpora, o->corpora, sizeof cell->corpora);
+	/* a relative PATH is made absolute: the run is evaluated from anywhere (sb-eval RUN_DIR,
+	 * a scaled SAS cell on it), not only from the directory the import ran in */
+	for (int i = 0; i < cell->n_corpora; i++) {
+		char *eq = strchr(cell->corpora[i], '='), cwd[4096], abs_[sizeof cell->corpora[i]];
+		const char *p = eq ? eq + 1 : cell->corpora[i];
+		if (p[0] == '/' || !p[0])
+			continue;
+		if (!getcwd(cwd, sizeof cwd))
+			return SB_ERRNO(err, "the current directory");
+		int k = snprintf(abs_, sizeof abs_, "%.*s%s/%s", eq ? (int)(eq + 1 - cell->corpora[i]) : 0, cell->corpora[i],
+				 cwd, p[0] == '.' && p[1] == '/' ? p + 2 : p);
+		if (k < 0 || (size_t)k >= sizeof abs_)
+			return SB_ERR(err, SB_EUSAGE, "--corpus %s: the path made absolute is too long", cell->corpora[i]);
+		memcpy(cell->corpora[i], abs_, (size_t)k + 1);
+	}
 	snprintf(cell->haystack, sizeof cell->haystack, "%s", o->haystack);
 	cell->seed = 0;
 	cell->data_seed = 0;

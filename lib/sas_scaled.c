@@ -860,6 +860,7 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 		sb_jw_kint(&w, "probes_per_task", c.probes);
 		sb_jw_kstr(&w, "fidelity_corpus", val.name);
 		sb_jw_kstr(&w, "haystack", hay.name);
+		sb_jw_kstr(&w, "budget", c.budget);
 		sb_jw_kstr(&w, "ids", bb.tok ? "tokenizer" : "bytes");
 		if (bb.tok) {
 			sb_jw_kint(&w, "fidelity_tokens", (int64_t)nv);

@@ -18,7 +18,7 @@ function str(key,    m) {
 	return ""
 }
 /"kind":"sas.scaled.block"/ { nb++; blk[nb] = sprintf("| %d | %d | %.4f → %.4f | %.3g | %.0f |", num("block"), num("steps"), num("loss_first"), num("loss_last"), num("selector_gradient_norm_mean"), num("seconds")) }
-/"kind":"sas.scaled.setup"/ { T = num("T"); tail = num("tail_from"); W = num("n_windows"); P = num("probes_per_task"); bb = str("backbone"); hay = str("haystack"); corp = str("fidelity_corpus") }
+/"kind":"sas.scaled.setup"/ { T = num("T"); tail = num("tail_from"); W = num("n_windows"); P = num("probes_per_task"); bb = str("backbone"); hay = str("haystack"); corp = str("fidelity_corpus"); bud = str("budget"); ids = str("ids") }
 /"kind":"sas.scaled.fidelity"/ && !/fidelity\.(window|pair)/ { nf++; fid[nf] = sprintf("| %s | %.4f | %.4f [%.4f, %.4f] | %.4f [%.4f, %.4f] | %.4f | %.4f | %.3f | %+.2f |", str("method"), num("budget_fraction"), num("kl"), num("kl_lo"), num("kl_hi"), num("kl_tail"), num("kl_tail_lo"), num("kl_tail_hi"), num("top1"), num("top1_tail"), num("ppl"), num("ppl_change_pct")) }
 /"kind":"sas.scaled.fidelity.pair"/ { np++; pair[np] = sprintf("| %s | %s | %+.4f [%+.4f, %+.4f] | %.2g | %.2g | %+.2f |", str("method_a"), str("method_b"), num("mean_diff"), num("ci_lo"), num("ci_hi"), num("p_t"), num("p_wilcoxon"), num("cohen_dz")) }
 /"kind":"sas.scaled.retrieval"/ && !/retrieval\.pair/ { nr++; ret[nr] = sprintf("| %s | %s | %d/%d | %.3f | [%.3f, %.3f] |", str("method"), str("subset"), num("correct"), num("n"), num("accuracy"), num("wilson_lo"), num("wilson_hi")) }
@@ -27,7 +27,10 @@ END {
 	if (!nf) { print "sas-scaled-report.sh: no fidelity records" > "/dev/stderr"; exit 3 }
 	print "# SAS beyond the toy: trained block selectors on a frozen LM-track decoder"
 	print ""
-	printf "Backbone `%s`, T = %d; fidelity on %d windows of %s (valid part), tail from t = %d; %d probes per retrieval task (haystack %s). Selector budgets are matched row by row to the recipe (sinks 4, window 64, 32 free keys).\n", bb, T, W, corp, tail, P, hay
+	# (records before the budget and ids were written: the default recipe, bytes)
+	if (bud == "") bud = "recipe:s=4,w=64,k=32"
+	units = ids == "tokenizer" ? "tokens (of the backbone tokenizer)" : "bytes"
+	printf "Backbone `%s`, T = %d %s; fidelity on %d windows of %s (valid part), tail from t = %d; %d probes per retrieval task (haystack %s). Selector budgets are matched row by row to the recipe `%s` (sinks, window, free keys).\n", bb, T, units, W, corp, tail, P, hay, bud
 	print ""
 	print "## Selector training"
 	print ""

@@ -179,6 +179,14 @@ read -r s1 n1 <"$T/l-bos"
 read -r s0 n0 <"$T/l-nobos"
 [ -n "$n1" ] && [ "$n1" != null ] && [ "$s1" = "$s0" ] && [ "$n1" != "$n0" ]
 t_result $? "a tokenizer with a BOS: the same window starts ($s1, $s0), another loss of window 0 ($n1 vs $n0) ($(head -c 200 "$T/e"))"
+# a relative --corpus path is recorded absolute: the run is evaluated from another directory
+mkdir -p "$T/rel/sub"
+cp "$TXT" "$T/rel/sub/text.txt"
+(cd "$T/rel" && sb-lm import -q -o runs --corpus "t=sub/text.txt" --corpus "u=./sub/text.txt" --T 64 "$HF") >"$T/o" 2>"$T/e"
+rr=$T/rel/$(jq -r .run_dir "$T/o" 2>/dev/null)
+[ "$(jq -c .corpora "$rr/cell.json" 2>/dev/null)" = "[\"t=$T/rel/sub/text.txt\",\"u=$T/rel/sub/text.txt\"]" ] &&
+	(cd / && sb-lm eval -q -j 1 --probes 0 --windows 1 --masks dense --bench-reps 1 -o "$T/rel/ev" "$rr" >/dev/null 2>>"$T/e")
+t_result $? "relative corpus paths recorded absolute ($(jq -c .corpora "$rr/cell.json" 2>/dev/null)); evaluated from / ($(head -c 200 "$T/e"))"
 # the run's tokenizer copy is checked against the SHA-256 cell.json recorded at import: an
 # edited one (still a valid tokenizer: one merge dropped) is refused by the evaluation and by a
 # scaled SAS cell on it (exit 3, nothing written); it used to be used as it was

@@ -53,6 +53,10 @@ t_result $? "probe.result per probe and method (2 x 9), trained-SAS retrieval pa
 pipelines/sas-scaled-report.sh "$E" "$R/train.ndjson" >"$T/report.md" && grep -q '^| sas-b32 | recipe:s=2,w=16,k=16 |' "$T/report.md" &&
 	grep -q '^## Retrieval' "$T/report.md"
 t_result $? "the report's tables"
+# its header names the cell's budget and the units (it said sinks 4, window 64, 32 free keys
+# whatever the cell's budget was)
+grep -q '^Backbone `.*`, T = 128 bytes; .* matched row by row to the recipe `recipe:s=2,w=16,k=16`' "$T/report.md"
+t_result $? "the report's header: T in bytes, the cell's budget ($(sed -n 3p "$T/report.md" | cut -c1-200))"
 sb-stats -q "$E" >"$T/stats.out" 2>"$T/e" && grep -q '"kind":"stats.probe_rate"' "$T/stats.out"
 t_result $? "sb-stats reads the probe.result records ($(head -c 200 "$T/e"))"
 # selector checkpoints swapped between block sizes (sidecars remade, so only the metadata tells)
@@ -153,6 +157,8 @@ got=$(jq -r 'select(.kind == "sas.scaled.setup") | "\(.ids) \(.fidelity_tokens)"
 	[ "$(grep -c '"kind":"sas.scaled.step"' "$T/ri/tok-qwen2_tok/train.ndjson")" -eq 2 ] &&
 	[ "$(grep -c '"kind":"probe.result"' "$TE")" -eq 5 ] && iconv -f UTF-8 -t UTF-8 "$TE" >/dev/null 2>&1
 t_result $? "an imported qwen2_tok backbone (a tokenizer): trains and is evaluated in its tokens (exit $rc; ids and fidelity tokens '$got', want 'tokenizer $want'; $(head -c 200 "$T/e"))"
+pipelines/sas-scaled-report.sh "$TE" "$T/ri/tok-qwen2_tok/train.ndjson" | grep -q '^Backbone `.*`, T = 64 tokens (of the backbone tokenizer);'
+t_result $? "its report counts T in tokens"
 # its valid part cut inside a character at both ends ("aé" x 3001: bytes [8102, 8552) start on
 # é's second byte and end after a lead byte): whole characters are tokenized (it failed as
 # invalid UTF-8)
