@@ -1337,14 +1337,8 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	}
 	/* the held-out text as token ids: bytes, or the run's tokenizer */
-	if (!rc && e.cell.tokenizer[0]) {
-		char tp[4700];
-		snprintf(tp, sizeof tp, "%s/%s", run_dir, e.cell.tokenizer);
-		rc = sb_lm_run_tokenizer(run_dir, &e.cell, &e.tok, err); /* checked against cell.json */
-		if (!rc && sb_tok_vocab_size(e.tok) > e.V)
-			rc = SB_ERR(err, SB_EDATA, "%s: %d tokens, more than the model's vocabulary (%d)", tp,
-				    sb_tok_vocab_size(e.tok), e.V);
-	}
+	if (!rc && e.cell.tokenizer[0]) /* checked against cell.json and the model's vocabulary */
+		rc = sb_lm_run_tokenizer(run_dir, &e.cell, e.V, &e.tok, err);
 	int32_t *ids[8] = {0};
 	size_t nids[8] = {0};
 	int32_t bos = e.tok ? sb_tok_bos(e.tok) : -1; /* HF's add_special_tokens default: Llama 3's BOS */

@@ -1166,7 +1166,8 @@ done:
 	return rc;
 }
 
-int sb_lm_run_tokenizer(const char *run_dir, const struct sb_lm_cell *cell, struct sb_tok **tok, struct sb_err *err)
+int sb_lm_run_tokenizer(const char *run_dir, const struct sb_lm_cell *cell, int vocab, struct sb_tok **tok,
+			struct sb_err *err)
 {
 	*tok = NULL;
 	char path[4200], want[SB_SHA256_HEX] = "", got[SB_SHA256_HEX];
@@ -1191,5 +1192,11 @@ int sb_lm_run_tokenizer(const char *run_dir, const struct sb_lm_cell *cell, stru
 					    path, got, want)
 				   : sb_tok_load_mem(buf, n, path, tok, err);
 	free(buf);
+	if (!rc && sb_tok_vocab_size(*tok) > vocab) {
+		rc = SB_ERR(err, SB_EDATA, "%s: %d tokens, more than the model's vocabulary (%d)", path,
+			    sb_tok_vocab_size(*tok), vocab);
+		sb_tok_free(*tok);
+		*tok = NULL;
+	}
 	return rc;
 }

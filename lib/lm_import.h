@@ -116,10 +116,12 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 		 char *run_dir, int *existed, struct sb_err *err);
 
 /* The tokenizer of an imported run (cell->tokenizer in run_dir), loaded from the bytes whose
- * SHA-256 is checked against the one cell.json's source recorded for the file read at import
- * (SB_EDATA naming the file when they differ or none is recorded). */
+ * SHA-256 is checked against the one cell.json's source recorded for the file read at import,
+ * with no more tokens than the model's vocab (SB_EDATA naming the file otherwise, or when no
+ * SHA-256 is recorded). */
 struct sb_tok;
-int sb_lm_run_tokenizer(const char *run_dir, const struct sb_lm_cell *cell, struct sb_tok **tok, struct sb_err *err);
+int sb_lm_run_tokenizer(const char *run_dir, const struct sb_lm_cell *cell, int vocab, struct sb_tok **tok,
+			struct sb_err *err);
 
 /* `sb-lm import` and `sb-lm tokenize` (train/lm_cmds.c) */
 int sb_lm_import_main(int argc, char **argv);

@@ -244,15 +244,11 @@ static int open_backbone(const char *dir, struct backbone *b, struct sb_err *err
 	SB_TRY(sb_backend_open("cpu", 1, &b->be, err));
 	int rc = sb_lm_run_open(b->be, dir, 0, &b->cell, &b->m, b->sha, err);
 	/* a backbone whose ids are a tokenizer's (an import with tokenizer.json): every text is
-	 * tokenized by it (training samples, fidelity windows, probes) */
+	 * tokenized by it (training samples, fidelity windows, probes); checked against cell.json
+	 * and the model's vocabulary */
 	if (!rc && b->cell.tokenizer[0]) {
-		rc = sb_lm_run_tokenizer(dir, &b->cell, &b->tok, err); /* checked against cell.json */
-		if (!rc && sb_tok_vocab_size(b->tok) > b->m->cfg.vocab)
-			rc = SB_ERR(err, SB_EDATA, "%s/%s: %d tokens, more than the model's vocabulary (%d)", dir,
-			            b->cell.tokenizer, sb_tok_vocab_size(b->tok), b->m->cfg.vocab);
+		rc = sb_lm_run_tokenizer(dir, &b->cell, b->m->cfg.vocab, &b->tok, err);
 		if (rc) {
-			sb_tok_free(b->tok);
-			b->tok = NULL;
 			sb_lm_model_free(b->m);
 			b->m = NULL;
 		}
@@ -301,7 +297,6 @@ static int text_ids(const struct backbone *b, const uint8_t *text, size_t n, int
 	*nids = n;
 	return 0;
 }
-
 
 /* Bytes per token of a text under the backbone's tokenizer (its first 64 KB; 1 for bytes) */
 static int bytes_per_token(const struct backbone *b, const struct sb_lm_corpus *c, double *bpt, struct sb_err *err)

@@ -199,4 +199,15 @@ echo "{\"family\":\"sas\",\"seed\":1,\"id\":\"ed\",\"backbone\":\"$T/edited\",\"
 sb-train -q -o "$T/sas-ed" "$T/ed.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q "is not the .* cell.json recorded" "$T/e" && [ ! -e "$T/sas-ed/ed" ]
 t_result $? "an edited tokenizer copy: a scaled SAS cell on it is refused, exit 3, no run directory ($rc: $(head -c 200 "$T/e"))"
+# a tokenizer of more tokens than the model's vocabulary (qwen2_tok's 802 beside qwen3's 128):
+# refused by the evaluation and by a scaled SAS cell (sb_lm_run_tokenizer, for both)
+mkdir -p "$T/vq"
+cp "$TOP/tests/fixtures/hf/qwen3/config.json" "$TOP/tests/fixtures/hf/qwen3/model.safetensors" "$HF/tokenizer.json" "$T/vq/"
+sb-lm import -q -o "$T/vqr" --corpus "t=$TXT" --T 64 "$T/vq" >"$T/o" 2>"$T/e"
+vq=$(jq -r .run_dir "$T/o" 2>/dev/null)
+sb-lm eval -q -j 1 --probes 0 --windows 1 --masks dense --bench-reps 1 -o "$T/vqe" "$vq" >/dev/null 2>"$T/e"; rc=$?
+sed "s|$T/edited|$vq|; s|\"id\":\"ed\"|\"id\":\"vq\"|" "$T/ed.ndjson" >"$T/vq.ndjson"
+sb-train -q -o "$T/sas-vq" "$T/vq.ndjson" >/dev/null 2>>"$T/e"; rc2=$?
+[ $rc -eq 3 ] && [ $rc2 -eq 3 ] && [ "$(grep -c "802 tokens, more than the model's vocabulary (128)" "$T/e")" -eq 2 ] && [ ! -e "$T/sas-vq/vq" ]
+t_result $? "a tokenizer larger than the model's vocabulary: evaluation and SAS refuse it, exit 3 ($rc, $rc2: $(head -c 300 "$T/e"))"
 t_done
