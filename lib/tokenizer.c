@@ -1,11 +1,15 @@
-/* tokenizer.c — HF tokenizer.json byte-level BPE (see tokenizer.h and docs/tokenizer.md).
+/* tokenizer.c — HF tokenizer.json BPE, byte-level and SentencePiece-style (see tokenizer.h and
+ * docs/tokenizer.md).
  *
  * Encode pipeline, as HF tokenizers 0.20 runs it:
  *   1. split the text on added tokens whose "normalized" is false (leftmost-longest);
- *   2. each remaining piece: normalise (NFC, lib/unicode_nfc.c), then split it on the added
- *      tokens whose "normalized" is true (their content normalised too: struct added's key);
- *   3. each remaining piece: pre-tokenize with the pattern (pattern_match below), map bytes to
- *      the GPT-2 byte-level alphabet, BPE each pre-token (merge_word below).
+ *   2. each remaining piece: normalise (the normalizer's steps: normalize below), then split it
+ *      on the added tokens whose "normalized" is true (their content normalised too: struct
+ *      added's key);
+ *   3. each remaining piece: pre-tokenize (byte-level: the pattern, pattern_match below, bytes
+ *      mapped to the GPT-2 byte-level alphabet, bpe_word; SentencePiece-style: Metaspace or a
+ *      literal Split, word_end, characters as symbols, bpe_chars), BPE each pre-token
+ *      (merge_syms).
  */
 #include "tokenizer.h"
 
@@ -172,6 +176,20 @@ struct added {
 	size_t key_len;
 };
 
+/* A normalizer step (applied in order), or a decoder's per-token Replace. */
+enum { NS_NFC, NS_PREPEND, NS_REPLACE };
+struct step {
+	int kind;
+	char *a, *b; /* Prepend: a; Replace: a -> b */
+	size_t na, nb;
+};
+
+/* pre-tokenizers; Split behaviours; Metaspace prepend schemes; decoders */
+enum { PRE_PATTERN, PRE_NONE, PRE_METASPACE, PRE_SPLIT };
+enum { SPLIT_PREVIOUS, SPLIT_NEXT, SPLIT_ISOLATED };
+enum { SCHEME_ALWAYS, SCHEME_FIRST, SCHEME_NEVER };
+enum { DEC_BYTELEVEL, DEC_CHAIN, DEC_METASPACE };
+
 struct sb_tok {
 	int n_ids;             /* largest id + 1 */
 	char **model_str;      /* id -> model vocab string (NULL: not in the model vocab) */
@@ -184,7 +202,31 @@ struct sb_tok {
 	struct pairmap merges;
 	int32_t byte_id[256]; /* id of each byte's single-character token, -1 if none */
 	int ignore_merges;
-	int nfc;
+	/* symbols: 0 the bytes of a pre-token in the GPT-2 byte-level alphabet (a ByteLevel
+	 * pre-tokenizer); 1 its characters, as they are (SentencePiece-style files) */
+	int chars;
+	int byte_fallback, fuse_unk; /* chars: a character missing from the vocab */
+	int32_t unk_id;              /* -1: none */
+	int32_t fb_id[256];          /* id of <0xHH>, -1 if none */
+	struct step *norm;           /* the normalizer's steps */
+	size_t n_norm;
+	int pre;                     /* PRE_* */
+	char rep[8];                 /* Metaspace's replacement character (pre-tokenizer) */
+	size_t rep_len;
+	int scheme, ms_split;
+	char *split_s;               /* Split's literal pattern */
+	size_t split_len;
+	int split_beh;
+	int dec;                     /* DEC_* */
+	struct step *drep;           /* a Sequence decoder's Replace steps, per token, in order */
+	size_t n_drep;
+	int dec_fallback;            /* ByteFallback: a token <0xHH> is that byte */
+	char strip_c[8];             /* Strip after Fuse: up to strip_start leading and strip_stop */
+	size_t strip_len;            /* trailing strip_c of the whole text */
+	int strip_start, strip_stop;
+	char drep_ms[8];             /* Metaspace decoder's replacement */
+	size_t drep_ms_len;
+	int dec_scheme;
 	int32_t bos;          /* the post-processor's leading special token of a single sequence, -1 */
 	struct pattern pat;
 	struct added *added;
@@ -397,6 +439,8 @@ struct scratch {
 	size_t heap_n, heap_cap;
 	char *map; /* byte-level form of a pre-token (ignore_merges) */
 	size_t map_cap;
+	char *buf; /* a piece with Metaspace's replacements */
+	size_t buf_cap;
 	int32_t *ids;
 	size_t n_ids, ids_cap;
 };
@@ -479,32 +523,10 @@ static int push_pair(const struct sb_tok *t, struct scratch *sc, int32_t pos)
 	return heap_push(sc, (struct merge_item){rank, pos, merged});
 }
 
-/* BPE of one pre-token (raw bytes), as HF's BPE::merge_word + Word::merge_all: one symbol
- * per byte (a byte whose token is missing from the vocab is dropped, as HF does without
- * unk_token), then the lowest-rank merge first, the leftmost on ties. */
-static int bpe_word(const struct sb_tok *t, struct scratch *sc, const unsigned char *w, size_t n)
+/* The merges on ns symbols (sc->sym), as HF's Word::merge_all: the lowest-rank merge first,
+ * the leftmost on ties; the ids emitted. */
+static int merge_syms(const struct sb_tok *t, struct scratch *sc, int32_t ns)
 {
-	if (t->ignore_merges) {
-		size_t m = 0;
-		if (grow((void **)&sc->map, &sc->map_cap, 2 * n, 1))
-			return -1;
-		for (size_t i = 0; i < n; i++)
-			for (int k = 0; k < bl_len[w[i]]; k++)
-				sc->map[m++] = (char)bl_utf8[w[i]][k];
-		int32_t id = strmap_get(&t->vocab, sc->map, m);
-		if (id >= 0)
-			return emit(sc, id);
-	}
-	if (grow((void **)&sc->sym, &sc->sym_cap, n, sizeof *sc->sym))
-		return -1;
-	int32_t ns = 0;
-	for (size_t i = 0; i < n; i++) {
-		int32_t id = t->byte_id[w[i]];
-		if (id < 0)
-			continue;
-		sc->sym[ns] = (struct sym){id, ns - 1, ns + 1, 1};
-		ns++;
-	}
 	if (!ns)
 		return 0;
 	sc->sym[ns - 1].next = -1;
@@ -537,16 +559,243 @@ static int bpe_word(const struct sb_tok *t, struct scratch *sc, const unsigned c
 	return 0;
 }
 
-/* Pre-tokenize a piece and BPE each pre-token. */
-static int encode_piece(const struct sb_tok *t, struct scratch *sc, const unsigned char *s, size_t n)
+/* BPE of one pre-token (raw bytes), as HF's BPE::merge_word + Word::merge_all: one symbol
+ * per byte (a byte whose token is missing from the vocab is dropped, as HF does without
+ * unk_token), then the merges. */
+static int bpe_word(const struct sb_tok *t, struct scratch *sc, const unsigned char *w, size_t n)
 {
-	size_t i = 0;
-	while (i < n) {
-		size_t e = pattern_match(&t->pat, s, n, i);
-		if (bpe_word(t, sc, s + i, e - i))
+	if (t->ignore_merges) {
+		size_t m = 0;
+		if (grow((void **)&sc->map, &sc->map_cap, 2 * n, 1))
+			return -1;
+		for (size_t i = 0; i < n; i++)
+			for (int k = 0; k < bl_len[w[i]]; k++)
+				sc->map[m++] = (char)bl_utf8[w[i]][k];
+		int32_t id = strmap_get(&t->vocab, sc->map, m);
+		if (id >= 0)
+			return emit(sc, id);
+	}
+	if (grow((void **)&sc->sym, &sc->sym_cap, n, sizeof *sc->sym))
+		return -1;
+	int32_t ns = 0;
+	for (size_t i = 0; i < n; i++) {
+		int32_t id = t->byte_id[w[i]];
+		if (id < 0)
+			continue;
+		sc->sym[ns] = (struct sym){id, ns - 1, ns + 1, 1};
+		ns++;
+	}
+	return merge_syms(t, sc, ns);
+}
+
+/* BPE of one word of characters (SentencePiece-style files), as HF's BPE::merge_word: a
+ * character in the vocab is its symbol; one that is not is its bytes' <0xHH> tokens under
+ * byte_fallback when the vocab has all of them, else <unk> (consecutive ones fused into one
+ * under fuse_unk), else dropped. As in HF, a pending <unk> is placed only before the next
+ * character found in the vocab (or at the end), so after the byte tokens of characters in
+ * between; under fuse_unk those characters do not break the fused run. */
+static int bpe_chars(const struct sb_tok *t, struct scratch *sc, const unsigned char *w, size_t n)
+{
+	if (t->ignore_merges) {
+		int32_t id = strmap_get(&t->vocab, (const char *)w, n);
+		if (id >= 0)
+			return emit(sc, id);
+	}
+	if (grow((void **)&sc->sym, &sc->sym_cap, n + 1, sizeof *sc->sym))
+		return -1;
+	int32_t ns = 0;
+	int pend = 0;
+#define ADD_SYM(x) (sc->sym[ns] = (struct sym){(x), ns - 1, ns + 1, 1}, ns++)
+	for (size_t i = 0; i < n;) {
+		int len;
+		sb_utf8_at(w, i, &len);
+		int32_t id = strmap_get(&t->vocab, (const char *)w + i, (size_t)len);
+		if (id >= 0) {
+			if (pend)
+				ADD_SYM(t->unk_id);
+			pend = 0;
+			ADD_SYM(id);
+		} else {
+			int fb = t->byte_fallback;
+			for (int k = 0; fb && k < len; k++)
+				fb = t->fb_id[w[i + (size_t)k]] >= 0;
+			if (fb) {
+				for (int k = 0; k < len; k++)
+					ADD_SYM(t->fb_id[w[i + (size_t)k]]);
+			} else if (t->unk_id >= 0) {
+				if (pend && !t->fuse_unk)
+					ADD_SYM(t->unk_id);
+				pend = 1;
+			}
+		}
+		i += (size_t)len;
+	}
+	if (pend)
+		ADD_SYM(t->unk_id);
+#undef ADD_SYM
+	return merge_syms(t, sc, ns);
+}
+
+/* Does s[i..n) begin with the delimiter d (nd bytes)? */
+static int at_delim(const unsigned char *s, size_t n, size_t i, const char *d, size_t nd)
+{
+	return nd && nd <= n - i && memcmp(s + i, d, nd) == 0;
+}
+
+/* The first occurrence of d in s[i..n) (n when none). */
+static size_t find_delim(const unsigned char *s, size_t n, size_t i, const char *d, size_t nd)
+{
+	for (; i < n; i++)
+		if (at_delim(s, n, i, d, nd))
+			return i;
+	return n;
+}
+
+/* The end of the word that starts at i (i < n) for the character pre-tokenizers:
+ *   none       the whole piece;
+ *   Split      a literal pattern (HF's non-overlapping leftmost matches) with behaviour
+ *              MergedWithPrevious (a match ends a word), MergedWithNext (a match starts
+ *              one) or Isolated (a match is a word);
+ *   Metaspace  with split, MergedWithNext on the replacement character; a space counts as
+ *              one too, so that the same words come out of the text before the spaces are
+ *              replaced (sb_tok_pretokenize) as after (encode). */
+static size_t word_end(const struct sb_tok *t, const unsigned char *s, size_t n, size_t i)
+{
+	if (t->pre == PRE_METASPACE) {
+		if (!t->ms_split)
+			return n;
+		size_t j = i + (s[i] == ' ' ? 1 : at_delim(s, n, i, t->rep, t->rep_len) ? t->rep_len : 0);
+		for (; j < n; j++)
+			if (s[j] == ' ' || at_delim(s, n, j, t->rep, t->rep_len))
+				return j;
+		return n;
+	}
+	if (t->pre == PRE_SPLIT) {
+		const char *d = t->split_s;
+		size_t nd = t->split_len;
+		int here = at_delim(s, n, i, d, nd);
+		if (t->split_beh == SPLIT_ISOLATED)
+			return here ? i + nd : find_delim(s, n, i, d, nd);
+		if (t->split_beh == SPLIT_NEXT)
+			return find_delim(s, n, here ? i + nd : i, d, nd);
+		size_t p = find_delim(s, n, i, d, nd);
+		return p < n ? p + nd : n;
+	}
+	return n;
+}
+
+/* Pre-tokenize a piece and BPE each pre-token. at0: the piece begins the text (Metaspace's
+ * prepend_scheme "first": HF's offsets_original().0 == 0). */
+static int encode_piece(const struct sb_tok *t, struct scratch *sc, const unsigned char *s, size_t n, int at0)
+{
+	if (t->pre == PRE_PATTERN) {
+		for (size_t i = 0; i < n;) {
+			size_t e = pattern_match(&t->pat, s, n, i);
+			if (bpe_word(t, sc, s + i, e - i))
+				return -1;
+			i = e;
+		}
+		return 0;
+	}
+	if (t->pre == PRE_METASPACE) { /* spaces replaced, the replacement prepended per the scheme */
+		size_t m = 0;
+		if (grow((void **)&sc->buf, &sc->buf_cap, t->rep_len * (n + 1), 1))
+			return -1;
+		int pre = t->scheme == SCHEME_ALWAYS || (t->scheme == SCHEME_FIRST && at0);
+		if (pre && n && s[0] != ' ' && !at_delim(s, n, 0, t->rep, t->rep_len)) {
+			memcpy(sc->buf, t->rep, t->rep_len);
+			m = t->rep_len;
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (s[i] == ' ') {
+				memcpy(sc->buf + m, t->rep, t->rep_len);
+				m += t->rep_len;
+			} else {
+				sc->buf[m++] = (char)s[i];
+			}
+		}
+		s = (const unsigned char *)sc->buf;
+		n = m;
+	}
+	for (size_t i = 0; i < n;) {
+		size_t e = word_end(t, s, n, i);
+		if (bpe_chars(t, sc, s + i, e - i))
 			return -1;
 		i = e;
 	}
+	return 0;
+}
+
+/* s with every occurrence of a (non-overlapping, leftmost first) replaced by b: *out
+ * malloc'd, NUL-terminated. */
+static int replace_all(const char *s, size_t n, const char *a, size_t na, const char *b, size_t nb, char **out,
+		       size_t *n_out)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n;)
+		if (at_delim((const unsigned char *)s, n, i, a, na)) {
+			k++;
+			i += na;
+		} else {
+			i++;
+		}
+	size_t m = n - k * na + k * nb, o = 0;
+	char *r = malloc(m + 1);
+	if (!r)
+		return -1;
+	for (size_t i = 0; i < n;)
+		if (at_delim((const unsigned char *)s, n, i, a, na)) {
+			memcpy(r + o, b, nb);
+			o += nb;
+			i += na;
+		} else {
+			r[o++] = s[i++];
+		}
+	r[o] = 0;
+	*out = r;
+	*n_out = o;
+	return 0;
+}
+
+/* The normalizer's steps on s (valid UTF-8): *out malloc'd and NUL-terminated, or NULL with
+ * *n_out = n when the text is unchanged. NFC as lib/unicode_nfc.h; Prepend to a non-empty
+ * text; Replace of a literal string. */
+static int normalize(const struct sb_tok *t, const char *s, size_t n, char **out, size_t *n_out, struct sb_err *err)
+{
+	char *cur = NULL;
+	size_t m = n;
+	for (size_t k = 0; k < t->n_norm; k++) {
+		const struct step *st = &t->norm[k];
+		const char *in = cur ? cur : s;
+		char *next = NULL;
+		size_t nn = m;
+		int rc = 0;
+		if (st->kind == NS_NFC) {
+			rc = sb_nfc_normalize(in, m, &next, &nn, err);
+		} else if (st->kind == NS_PREPEND) {
+			if (m && (next = malloc(st->na + m + 1))) {
+				memcpy(next, st->a, st->na);
+				memcpy(next + st->na, in, m);
+				nn = st->na + m;
+				next[nn] = 0;
+			} else if (m) {
+				rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+			}
+		} else if (replace_all(in, m, st->a, st->na, st->b, st->nb, &next, &nn)) {
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		}
+		if (rc) {
+			free(cur);
+			return rc;
+		}
+		if (next) {
+			free(cur);
+			cur = next;
+			m = nn;
+		}
+	}
+	*out = cur;
+	*n_out = m;
 	return 0;
 }
 
@@ -568,22 +817,22 @@ static long find_added(const struct sb_tok *t, int set, const unsigned char *s, 
 	return -1;
 }
 
-/* Pieces between the non-normalized added tokens: normalise, split on the normalized ones. */
-static int encode_normalized(const struct sb_tok *t, struct scratch *sc, const unsigned char *s, size_t n,
+/* Pieces between the non-normalized added tokens: normalise, split on the normalized ones.
+ * at0: the piece begins the text. */
+static int encode_normalized(const struct sb_tok *t, struct scratch *sc, const unsigned char *s, size_t n, int at0,
 			     struct sb_err *err)
 {
-	char *norm = NULL; /* NULL: the piece is already NFC */
-	if (t->nfc) {
-		SB_TRY(sb_nfc_normalize((const char *)s, n, &norm, &n, err));
-		if (norm)
-			s = (const unsigned char *)norm;
-	}
+	char *norm = NULL; /* NULL: the normalizer left the piece as it is */
+	SB_TRY(normalize(t, (const char *)s, n, &norm, &n, err));
+	if (norm)
+		s = (const unsigned char *)norm;
 	size_t i = 0, at;
 	int rc = 0;
 	while (i < n) {
 		long k = find_added(t, 1, s, i, n, &at);
 		size_t stop = k < 0 ? n : at;
-		if ((stop > i && encode_piece(t, sc, s + i, stop - i)) || (k >= 0 && emit(sc, t->added[k].id))) {
+		if ((stop > i && encode_piece(t, sc, s + i, stop - i, at0 && i == 0)) ||
+		    (k >= 0 && emit(sc, t->added[k].id))) {
 			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 			break;
 		}
@@ -610,7 +859,7 @@ int sb_tok_encode(const struct sb_tok *t, const char *text, size_t n, int32_t **
 	while (i < n) {
 		long k = find_added(t, 0, s, i, n, &at);
 		size_t stop = k < 0 ? n : at;
-		if (stop > i && (rc = encode_normalized(t, &sc, s + i, stop - i, err)))
+		if (stop > i && (rc = encode_normalized(t, &sc, s + i, stop - i, i == 0, err)))
 			break;
 		if (k < 0)
 			break;
@@ -623,6 +872,7 @@ int sb_tok_encode(const struct sb_tok *t, const char *text, size_t n, int32_t **
 	free(sc.sym);
 	free(sc.heap);
 	free(sc.map);
+	free(sc.buf);
 	if (rc) {
 		free(sc.ids);
 		return rc;
@@ -644,7 +894,8 @@ int sb_tok_pretokenize(const struct sb_tok *t, const char *text, size_t n, size_
 		return SB_ERR(err, SB_EDATA, "text: byte offset %zu: invalid UTF-8", bad);
 	size_t cap = 0, m = 0, *e = NULL;
 	for (size_t i = 0; i < n;) {
-		i = pattern_match(&t->pat, (const unsigned char *)text, n, i);
+		i = t->pre == PRE_PATTERN ? pattern_match(&t->pat, (const unsigned char *)text, n, i)
+					  : word_end(t, (const unsigned char *)text, n, i);
 		if (grow((void **)&e, &cap, m + 1, sizeof *e)) {
 			free(e);
 			return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -659,6 +910,18 @@ int sb_tok_pretokenize(const struct sb_tok *t, const char *text, size_t n, size_
 }
 
 /* ---- decode ---- */
+
+/* The string of an id as HF's id_to_token gives it (an added token's content first), or "". */
+static const char *id_str(const struct sb_tok *t, int32_t id, size_t *len)
+{
+	for (size_t i = 0; i < t->n_added; i++)
+		if (t->added[i].id == id) {
+			*len = t->added[i].len;
+			return t->added[i].content;
+		}
+	*len = t->model_str[id] ? t->model_len[id] : 0;
+	return t->model_str[id] ? t->model_str[id] : "";
+}
 
 int sb_tok_token_bytes(const struct sb_tok *t, int32_t id, char *buf, size_t cap)
 {
@@ -686,9 +949,29 @@ int sb_tok_decode(const struct sb_tok *t, const int32_t *ids, size_t n, char **o
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
+		if (i == 0 && t->dec == DEC_METASPACE && t->dec_scheme != SCHEME_NEVER) {
+			/* HF's Metaspace decoder drops every replacement character of the first token */
+			size_t len;
+			const char *src = id_str(t, ids[0], &len);
+			for (size_t j = 0; j < len;)
+				if (at_delim((const unsigned char *)src, len, j, t->drep_ms, t->drep_ms_len))
+					j += t->drep_ms_len;
+				else
+					o[m++] = src[j++];
+			continue;
+		}
 		size_t len = t->bytes_off[ids[i] + 1] - t->bytes_off[ids[i]];
 		memcpy(o + m, t->bytes + t->bytes_off[ids[i]], len);
 		m += len;
+	}
+	if (t->dec == DEC_CHAIN && t->strip_len) { /* Strip after Fuse: the whole text's ends */
+		size_t b = 0, sl = t->strip_len;
+		for (int k = 0; k < t->strip_start && b + sl <= m && memcmp(o + b, t->strip_c, sl) == 0; k++)
+			b += sl;
+		for (int k = 0; k < t->strip_stop && m >= b + sl && memcmp(o + m - sl, t->strip_c, sl) == 0; k++)
+			m -= sl;
+		memmove(o, o + b, m - b);
+		m -= b;
 	}
 	o[m] = 0;
 	*out = o;
@@ -730,6 +1013,17 @@ void sb_tok_free(struct sb_tok *t)
 		free(t->added[i].content);
 	}
 	free(t->added);
+	for (size_t k = 0; k < t->n_norm; k++) {
+		free(t->norm[k].a);
+		free(t->norm[k].b);
+	}
+	free(t->norm);
+	for (size_t k = 0; k < t->n_drep; k++) {
+		free(t->drep[k].a);
+		free(t->drep[k].b);
+	}
+	free(t->drep);
+	free(t->split_s);
 	for (int s = 0; s < 2; s++)
 		for (int b = 0; b < 256; b++)
 			free(t->by_first[s][b]);
@@ -773,27 +1067,104 @@ static int get_id(const struct sb_json *v, int32_t *id, const char *name, const 
 	return 0;
 }
 
-static int check_normalizer(struct sb_tok *t, const struct sb_json *nz, const char *name, struct sb_err *err)
+/* A JSON string member of exactly one character (Metaspace's replacement, Strip's content). */
+static int one_char(const struct sb_json *obj, const char *key, char *out, size_t *n_out, const char *name,
+		    const char *path, struct sb_err *err)
+{
+	const struct sb_json *v = sb_json_get(obj, key);
+	int len = 0;
+	if (v && v->type == SB_JSON_STRING && v->len > 0 && v->len < 8)
+		sb_utf8_at((const unsigned char *)v->text, 0, &len);
+	if (!len || (size_t)len != v->len)
+		return SB_ERR(err, SB_EDATA, "%s: %s.%s: must be a string of one character", name, path, key);
+	memcpy(out, v->text, v->len);
+	*n_out = v->len;
+	return 0;
+}
+
+/* A literal pattern {"String": s} (non-empty): a copy in *out. */
+static int string_pattern(const struct sb_json *obj, char **out, size_t *n_out, const char *name, const char *path,
+			  struct sb_err *err)
+{
+	const struct sb_json *pat = sb_json_get(obj, "pattern"), *str = sb_json_get(pat, "String");
+	if (!str || str->type != SB_JSON_STRING || !str->len)
+		return SB_ERR(err, SB_EDATA, "%s: %s.pattern: only a non-empty {\"String\": ...} is supported", name,
+			      path);
+	if (!(*out = malloc(str->len + 1)))
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	memcpy(*out, str->text, str->len + 1);
+	*n_out = str->len;
+	return 0;
+}
+
+/* A Replace step ({"pattern": {"String": a}, "content": b}) appended to *steps. */
+static int add_replace(struct step **steps, size_t *n, const struct sb_json *obj, const char *name, const char *path,
+		       struct sb_err *err)
+{
+	const struct sb_json *c = sb_json_get(obj, "content");
+	if (!c || c->type != SB_JSON_STRING)
+		return SB_ERR(err, SB_EDATA, "%s: %s.content: missing or not a string", name, path);
+	struct step *q = realloc(*steps, (*n + 1) * sizeof *q);
+	if (!q)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	*steps = q;
+	struct step *st = &q[*n];
+	*st = (struct step){NS_REPLACE, NULL, NULL, 0, 0};
+	SB_TRY(string_pattern(obj, &st->a, &st->na, name, path, err));
+	if (!(st->b = malloc(c->len + 1))) {
+		free(st->a);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	}
+	memcpy(st->b, c->text, c->len + 1);
+	st->nb = c->len;
+	++*n;
+	return 0;
+}
+
+/* normalizer: null, NFC, Prepend, Replace (a literal string), or a Sequence of these (nested
+ * Sequences flattened), applied in order. */
+static int check_normalizer(struct sb_tok *t, const struct sb_json *nz, const char *name, const char *path,
+			    struct sb_err *err)
 {
 	if (!nz || nz->type == SB_JSON_NULL)
 		return 0;
 	const char *ty = type_of(nz);
-	if (ty && strcmp(ty, "NFC") == 0) {
-		t->nfc = 1;
-		return 0;
-	}
+	char sub[96];
 	if (ty && strcmp(ty, "Sequence") == 0) {
 		const struct sb_json *list = sb_json_get(nz, "normalizers");
-		if (list && list->type == SB_JSON_ARRAY && list->n == 0)
-			return 0;
-		if (list && list->type == SB_JSON_ARRAY && list->n == 1 && type_of(list->items[0]) &&
-		    strcmp(type_of(list->items[0]), "NFC") == 0) {
-			t->nfc = 1;
-			return 0;
+		if (!list || list->type != SB_JSON_ARRAY)
+			return SB_ERR(err, SB_EDATA, "%s: %s.normalizers: missing or not an array", name, path);
+		for (size_t i = 0; i < list->n; i++) {
+			snprintf(sub, sizeof sub, "%.70s.normalizers[%zu]", path, i);
+			SB_TRY(check_normalizer(t, list->items[i], name, sub, err));
 		}
+		return 0;
 	}
-	return SB_ERR(err, SB_EDATA, "%s: normalizer: only null, NFC or a Sequence of zero or one NFC is supported",
-		      name);
+	if (ty && strcmp(ty, "Replace") == 0)
+		return add_replace(&t->norm, &t->n_norm, nz, name, path, err);
+	if (ty && (strcmp(ty, "NFC") == 0 || strcmp(ty, "Prepend") == 0)) {
+		const struct sb_json *pp = sb_json_get(nz, "prepend");
+		int nfc = ty[0] == 'N';
+		if (!nfc && (!pp || pp->type != SB_JSON_STRING))
+			return SB_ERR(err, SB_EDATA, "%s: %s.prepend: missing or not a string", name, path);
+		struct step *q = realloc(t->norm, (t->n_norm + 1) * sizeof *q);
+		if (!q)
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		t->norm = q;
+		q[t->n_norm] = (struct step){nfc ? NS_NFC : NS_PREPEND, NULL, NULL, 0, 0};
+		if (!nfc) {
+			if (!(q[t->n_norm].a = malloc(pp->len + 1)))
+				return SB_ERR(err, SB_EINTERNAL, "out of memory");
+			memcpy(q[t->n_norm].a, pp->text, pp->len + 1);
+			q[t->n_norm].na = pp->len;
+		}
+		t->n_norm++;
+		return 0;
+	}
+	return SB_ERR(err, SB_EDATA,
+		      "%s: %s: only null, NFC, Prepend, Replace (a String pattern) or a Sequence of these is "
+		      "supported (got %s)",
+		      name, path, ty ? ty : "no type");
 }
 
 static int check_bytelevel_pre(const struct sb_json *bl, int want_regex, const char *name, const char *field,
@@ -807,16 +1178,70 @@ static int check_bytelevel_pre(const struct sb_json *bl, int want_regex, const c
 	return 0;
 }
 
+/* Metaspace's prepend_scheme ("always", "first", "never"), or, in files written before
+ * tokenizers 0.15, add_prefix_space (true: always); absent: always. */
+static int ms_scheme(const struct sb_json *ms, int *scheme, const char *name, const char *path, struct sb_err *err)
+{
+	const struct sb_json *ps = sb_json_get(ms, "prepend_scheme");
+	if (!ps || ps->type == SB_JSON_NULL) {
+		*scheme = sb_json_bool(sb_json_get(ms, "add_prefix_space"), 1) ? SCHEME_ALWAYS : SCHEME_NEVER;
+		return 0;
+	}
+	const char *v = sb_json_str(ps, "");
+	if (!strcmp(v, "always"))
+		*scheme = SCHEME_ALWAYS;
+	else if (!strcmp(v, "first"))
+		*scheme = SCHEME_FIRST;
+	else if (!strcmp(v, "never"))
+		*scheme = SCHEME_NEVER;
+	else
+		return SB_ERR(err, SB_EDATA, "%s: %s.prepend_scheme: must be \"always\", \"first\" or \"never\"", name,
+			      path);
+	return 0;
+}
+
 static int check_pre_tokenizer(struct sb_tok *t, const struct sb_json *pt, const char *name, struct sb_err *err)
 {
 	const char *ty = type_of(pt);
+	if (!pt || pt->type == SB_JSON_NULL) { /* SentencePiece-style: each piece is one word */
+		t->pre = PRE_NONE;
+		t->chars = 1;
+		return 0;
+	}
+	if (ty && strcmp(ty, "Metaspace") == 0) {
+		t->pre = PRE_METASPACE;
+		t->chars = 1;
+		SB_TRY(one_char(pt, "replacement", t->rep, &t->rep_len, name, "pre_tokenizer", err));
+		SB_TRY(ms_scheme(pt, &t->scheme, name, "pre_tokenizer", err));
+		t->ms_split = sb_json_bool(sb_json_get(pt, "split"), 1);
+		return 0;
+	}
+	if (ty && strcmp(ty, "Split") == 0 && sb_json_get(sb_json_get(pt, "pattern"), "String")) {
+		t->pre = PRE_SPLIT; /* a literal pattern (Gemma's Split(" ", MergedWithPrevious)) */
+		t->chars = 1;
+		SB_TRY(string_pattern(pt, &t->split_s, &t->split_len, name, "pre_tokenizer", err));
+		const char *beh = sb_json_str(sb_json_get(pt, "behavior"), "");
+		if (!strcmp(beh, "MergedWithPrevious"))
+			t->split_beh = SPLIT_PREVIOUS;
+		else if (!strcmp(beh, "MergedWithNext"))
+			t->split_beh = SPLIT_NEXT;
+		else if (!strcmp(beh, "Isolated"))
+			t->split_beh = SPLIT_ISOLATED;
+		else
+			return SB_ERR(err, SB_EDATA, "%s: pre_tokenizer.behavior: only \"MergedWithPrevious\", "
+						     "\"MergedWithNext\" or \"Isolated\" is supported",
+				      name);
+		return want_false(pt, "invert", name, "pre_tokenizer", err);
+	}
+	t->pre = PRE_PATTERN;
 	if (ty && strcmp(ty, "ByteLevel") == 0) {
 		SB_TRY(check_bytelevel_pre(pt, 1, name, "pre_tokenizer", err));
 		t->pat = P_GPT2;
 		return 0;
 	}
 	if (!ty || strcmp(ty, "Sequence") != 0)
-		return SB_ERR(err, SB_EDATA, "%s: pre_tokenizer: only ByteLevel or Sequence[Split, ByteLevel] is supported",
+		return SB_ERR(err, SB_EDATA, "%s: pre_tokenizer: only null, ByteLevel, Sequence[Split, ByteLevel], Metaspace or Split (a String "
+					     "pattern) is supported",
 			      name);
 	const struct sb_json *list = sb_json_get(pt, "pretokenizers");
 	if (!list || list->type != SB_JSON_ARRAY || list->n != 2 || !type_of(list->items[0]) ||
@@ -872,6 +1297,11 @@ static int merge_parts(const struct sb_json *m, const char **a, size_t *na, cons
 	return -1;
 }
 
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
 /* Byte-level decode of one token string (HF ByteLevel decoder): every character mapped
  * back to its byte, or, when one character is not in the byte alphabet, the UTF-8 as is. */
 static size_t token_to_bytes(const char *s, size_t n, char *out)
@@ -890,6 +1320,46 @@ static size_t token_to_bytes(const char *s, size_t n, char *out)
 	return m;
 }
 
+/* The bytes one token decodes to (*out malloc'd): the ByteLevel decoder's bytes; a Sequence
+ * decoder's Replace steps in order, then ByteFallback (a token "<0xHH>" is that byte: two
+ * hexadecimal digits of either case, or "+" and one, as Rust's u8::from_str_radix reads them);
+ * the Metaspace decoder's replacement character as a space. */
+static int token_bytes(const struct sb_tok *t, const char *s, size_t n, char **out, size_t *n_out)
+{
+	char *cur = malloc(n + 1);
+	if (!cur)
+		return -1;
+	if (t->dec == DEC_BYTELEVEL) {
+		*n_out = token_to_bytes(s, n, cur);
+		*out = cur;
+		return 0;
+	}
+	memcpy(cur, s, n);
+	size_t m = n;
+	for (size_t k = 0; k < t->n_drep + (t->dec == DEC_METASPACE); k++) {
+		char *next;
+		size_t nn;
+		int r = t->dec == DEC_METASPACE ? replace_all(cur, m, t->drep_ms, t->drep_ms_len, " ", 1, &next, &nn)
+						 : replace_all(cur, m, t->drep[k].a, t->drep[k].na, t->drep[k].b,
+							       t->drep[k].nb, &next, &nn);
+		free(cur);
+		if (r)
+			return -1;
+		cur = next;
+		m = nn;
+	}
+	if (t->dec_fallback && m == 6 && !memcmp(cur, "<0x", 3) && cur[5] == '>') {
+		int hi = hexval(cur[3]), lo = hexval(cur[4]);
+		if (lo >= 0 && (hi >= 0 || cur[3] == '+')) {
+			cur[0] = (char)(hi >= 0 ? hi * 16 + lo : lo);
+			m = 1;
+		}
+	}
+	*out = cur;
+	*n_out = m;
+	return 0;
+}
+
 static int load_model(struct sb_tok *t, const struct sb_json *model, const struct sb_json *added_list,
 		      const char *name, struct sb_err *err)
 {
@@ -900,8 +1370,20 @@ static int load_model(struct sb_tok *t, const struct sb_json *model, const struc
 		return SB_ERR(err, SB_EDATA, "%s: model.type: only \"BPE\" is supported (got %s)", name,
 			      ty ? ty : "none");
 	SB_TRY(want_null(model, "dropout", name, "model", err));
-	SB_TRY(want_null(model, "unk_token", name, "model", err));
-	SB_TRY(want_false(model, "byte_fallback", name, "model", err));
+	const struct sb_json *unk = sb_json_get(model, "unk_token");
+	for (int k = 0; k < 2; k++) {
+		const struct sb_json *v = sb_json_get(model, k ? "fuse_unk" : "byte_fallback");
+		if (v && v->type != SB_JSON_BOOL && v->type != SB_JSON_NULL)
+			return SB_ERR(err, SB_EDATA, "%s: model.%s: not a boolean", name, k ? "fuse_unk" : "byte_fallback");
+	}
+	t->byte_fallback = sb_json_bool(sb_json_get(model, "byte_fallback"), 0);
+	t->fuse_unk = sb_json_bool(sb_json_get(model, "fuse_unk"), 0);
+	if (!t->chars) { /* a byte-level alphabet: every byte has its token */
+		SB_TRY(want_null(model, "unk_token", name, "model", err));
+		SB_TRY(want_false(model, "byte_fallback", name, "model", err));
+	} else if (unk && unk->type != SB_JSON_NULL && unk->type != SB_JSON_STRING) {
+		return SB_ERR(err, SB_EDATA, "%s: model.unk_token: not a string", name);
+	}
 	const char *aff[2] = {"continuing_subword_prefix", "end_of_word_suffix"};
 	for (int k = 0; k < 2; k++) {
 		const struct sb_json *v = sb_json_get(model, aff[k]);
@@ -960,14 +1442,16 @@ static int load_model(struct sb_tok *t, const struct sb_json *model, const struc
 		t->added[i].key_len = c->len;
 		t->n_added = i + 1;
 		/* HF matches a normalized added token by its normalised content */
-		if (t->nfc && t->added[i].normalized) {
-			int rc = sb_nfc_normalize(t->added[i].content, c->len, &t->added[i].key, &t->added[i].key_len, err);
+		if (t->n_norm && t->added[i].normalized) {
+			int rc = normalize(t, t->added[i].content, c->len, &t->added[i].key, &t->added[i].key_len, err);
 			if (rc) {
 				sb_err_prefix(err, "%s: %s.content", name, field);
 				return rc;
 			}
 			if (!t->added[i].key)
 				t->added[i].key = t->added[i].content;
+			if (!t->added[i].key_len)
+				return SB_ERR(err, SB_EDATA, "%s: %s.content: empty once normalised", name, field);
 		}
 		if (id > max_id)
 			max_id = id;
@@ -1067,42 +1551,55 @@ static int load_model(struct sb_tok *t, const struct sb_json *model, const struc
 		t->merges.merged[slot] = iab;
 	}
 
-	/* single-byte tokens */
-	for (int b = 0; b < 256; b++)
+	/* single-byte tokens; <0xHH> tokens; <unk> */
+	t->unk_id = -1;
+	for (int b = 0; b < 256; b++) {
+		char fb[8];
+		snprintf(fb, sizeof fb, "<0x%02X>", b);
 		t->byte_id[b] = strmap_get(&t->vocab, (const char *)bl_utf8[b], bl_len[b]);
+		t->fb_id[b] = strmap_get(&t->vocab, fb, 6);
+	}
+	if (t->chars && unk && unk->type == SB_JSON_STRING &&
+	    (t->unk_id = strmap_get(&t->vocab, unk->text, unk->len)) < 0)
+		return SB_ERR(err, SB_EDATA, "%s: model.unk_token: \"%.60s\" is not in model.vocab", name, unk->text);
 
 	/* decoded bytes of every id: added content first (HF's id_to_token), then the model's */
-	size_t total = 0;
-	for (size_t i = 0; i < n_added; i++)
-		total += t->added[i].len;
-	for (size_t id = 0; id < nid; id++)
-		total += t->model_len[id];
-	if (!(t->bytes = malloc(total + 1)))
-		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	const char **src = calloc(nid ? nid : 1, sizeof *src);
-	size_t *srclen = calloc(nid ? nid : 1, sizeof *srclen);
-	if (!src || !srclen) {
-		free(src);
-		free(srclen);
-		return SB_ERR(err, SB_EINTERNAL, "out of memory");
-	}
-	for (size_t id = 0; id < nid; id++) {
+	size_t *srclen = calloc(nid ? nid : 1, sizeof *srclen), cap = 0, off = 0;
+	int rc = 0;
+	if (!src || !srclen)
+		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (size_t id = 0; !rc && id < nid; id++) {
 		src[id] = t->model_str[id];
 		srclen[id] = t->model_len[id];
 	}
-	for (size_t i = 0; i < n_added; i++) {
+	for (size_t i = 0; !rc && i < n_added; i++) {
 		src[t->added[i].id] = t->added[i].content;
 		srclen[t->added[i].id] = t->added[i].len;
 	}
-	size_t off = 0;
-	for (size_t id = 0; id < nid; id++) {
+	for (size_t id = 0; !rc && id < nid; id++) {
 		t->bytes_off[id] = off;
-		if (src[id])
-			off += token_to_bytes(src[id], srclen[id], t->bytes + off);
+		if (!src[id])
+			continue;
+		char *d = NULL;
+		size_t nd = 0;
+		if (token_bytes(t, src[id], srclen[id], &d, &nd) ||
+		    grow((void **)&t->bytes, &cap, off + nd + 1, 1)) {
+			free(d);
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+			break;
+		}
+		memcpy(t->bytes + off, d, nd);
+		off += nd;
+		free(d);
 	}
 	t->bytes_off[nid] = off;
 	free(src);
 	free(srclen);
+	if (rc)
+		return rc;
+	if (!t->bytes && !(t->bytes = malloc(1)))
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 
 	/* added-token lookup by first byte, longest first */
 	for (size_t i = 0; i < n_added; i++) {
@@ -1119,6 +1616,64 @@ static int load_model(struct sb_tok *t, const struct sb_json *model, const struc
 		}
 		l[k] = i;
 		t->n_first[set][b]++;
+	}
+	return 0;
+}
+
+/* decoder: ByteLevel with a ByteLevel pre-tokenizer; with the character pre-tokenizers,
+ * Metaspace, or a Sequence of Replace steps (literal patterns), then ByteFallback, Fuse and a
+ * Strip of the fused text, each optional, in that order (the converters' order for Llama 2,
+ * Mistral and Gemma; another order changes what HF's per-token steps see, so it is refused). */
+static int check_decoder(struct sb_tok *t, const struct sb_json *dec, const char *name, struct sb_err *err)
+{
+	const char *ty = type_of(dec);
+	if (!t->chars) {
+		if (!ty || strcmp(ty, "ByteLevel"))
+			return SB_ERR(err, SB_EDATA, "%s: decoder: only ByteLevel is supported with a ByteLevel "
+						     "pre-tokenizer",
+				      name);
+		t->dec = DEC_BYTELEVEL;
+		return 0;
+	}
+	if (ty && !strcmp(ty, "Metaspace")) {
+		t->dec = DEC_METASPACE;
+		SB_TRY(one_char(dec, "replacement", t->drep_ms, &t->drep_ms_len, name, "decoder", err));
+		return ms_scheme(dec, &t->dec_scheme, name, "decoder", err);
+	}
+	if (!ty || strcmp(ty, "Sequence"))
+		return SB_ERR(err, SB_EDATA, "%s: decoder: only Metaspace or a Sequence[Replace..., ByteFallback, Fuse, "
+					     "Strip] is supported with this pre-tokenizer (got %s)",
+			      name, ty ? ty : "none");
+	t->dec = DEC_CHAIN;
+	const struct sb_json *list = sb_json_get(dec, "decoders");
+	if (!list || list->type != SB_JSON_ARRAY)
+		return SB_ERR(err, SB_EDATA, "%s: decoder.decoders: missing or not an array", name);
+	int stage = 0; /* 0 Replace steps, 1 after ByteFallback, 2 after Fuse, 3 after Strip */
+	for (size_t i = 0; i < list->n; i++) {
+		const struct sb_json *d = list->items[i];
+		const char *dt = type_of(d);
+		char path[64];
+		snprintf(path, sizeof path, "decoder.decoders[%zu]", i);
+		int want = !dt ? -1 : !strcmp(dt, "Replace") ? 0 : !strcmp(dt, "ByteFallback") ? 1 : !strcmp(dt, "Fuse") ? 2
+			   : !strcmp(dt, "Strip") ? 3 : -1;
+		if (want < 0 || (want == 0 && stage > 0) || (want > 0 && want <= stage) || (want == 3 && stage != 2))
+			return SB_ERR(err, SB_EDATA, "%s: %s: %s here (the supported order is Replace..., ByteFallback, "
+						     "Fuse, Strip)",
+				      name, path, want < 0 ? "an unsupported decoder" : "out of order");
+		stage = want;
+		if (want == 0) {
+			SB_TRY(add_replace(&t->drep, &t->n_drep, d, name, path, err));
+		} else if (want == 1) {
+			t->dec_fallback = 1;
+		} else if (want == 3) {
+			SB_TRY(one_char(d, "content", t->strip_c, &t->strip_len, name, path, err));
+			double st = sb_json_num(sb_json_get(d, "start"), -1), sp = sb_json_num(sb_json_get(d, "stop"), -1);
+			if (!(st >= 0 && st <= 1e6 && st == (int)st && sp >= 0 && sp <= 1e6 && sp == (int)sp))
+				return SB_ERR(err, SB_EDATA, "%s: %s: start and stop must be integers in [0, 1000000]", name,
+					      path);
+			t->strip_start = (int)st;
+			t->strip_stop = (int)sp;
+		}
 	}
 	return 0;
 }
@@ -1256,15 +1811,12 @@ int sb_tok_load_mem(const char *json, size_t n, const char *name, struct sb_tok 
 		rc = SB_ERR(err, SB_EDATA, "%s: not a JSON object", name);
 		goto done;
 	}
-	if ((rc = check_normalizer(t, sb_json_get(root, "normalizer"), name, err)))
+	if ((rc = check_normalizer(t, sb_json_get(root, "normalizer"), name, "normalizer", err)))
 		goto done;
 	if ((rc = check_pre_tokenizer(t, sb_json_get(root, "pre_tokenizer"), name, err)))
 		goto done;
-	const struct sb_json *dec = sb_json_get(root, "decoder");
-	if (!type_of(dec) || strcmp(type_of(dec), "ByteLevel") != 0) {
-		rc = SB_ERR(err, SB_EDATA, "%s: decoder: only ByteLevel is supported", name);
+	if ((rc = check_decoder(t, sb_json_get(root, "decoder"), name, err)))
 		goto done;
-	}
 	if ((rc = load_model(t, sb_json_get(root, "model"), sb_json_get(root, "added_tokens"), name, err)))
 		goto done;
 	if ((rc = read_bos(t, sb_json_get(root, "post_processor"), name, err)))

@@ -1,19 +1,24 @@
-/* tokenizer.h — Hugging Face `tokenizer.json` byte-level BPE (GPT-2, Llama 3, Qwen2 families):
- * encode and decode, exactly as HF `tokenizers` 0.20 does for the configurations below.
+/* tokenizer.h — Hugging Face `tokenizer.json` BPE: byte-level (GPT-2, Llama 3, Qwen2 families)
+ * and SentencePiece-style (Llama 2, Mistral, Gemma as transformers converts them): encode and
+ * decode, exactly as HF `tokenizers` 0.20 does for the configurations below.
  *
  * Supported (anything else is refused at load with SB_EDATA naming the file and the field):
  *  - model: type "BPE"; vocab {token: id}; merges as "a b" strings or ["a","b"] pairs;
- *    ignore_merges; byte_fallback false; unk_token, dropout null; continuing_subword_prefix
- *    and end_of_word_suffix null or "".
- *  - normalizer: null, {"type":"NFC"}, or a Sequence of zero or one NFC. NFC is applied
- *    (lib/unicode_nfc.h, Unicode 14.0) to the text outside the non-normalized added tokens;
- *    added tokens whose "normalized" is true are matched by the NFC of their content. The ids
- *    of a text that is not NFC decode to its NFC, as HF's do.
- *  - pre_tokenizer: ByteLevel(add_prefix_space false, use_regex true) = the GPT-2 pattern, or
- *    Sequence[Split(Regex P, "Isolated", invert false), ByteLevel(add_prefix_space false,
- *    use_regex false)] with P the GPT-2, Llama-3 or Qwen2 pattern, matched by hand-written
- *    code (no regex engine), character classes from Unicode 14.0 (lib/unicode_tab.h).
- *  - decoder: ByteLevel.
+ *    ignore_merges; dropout null; continuing_subword_prefix and end_of_word_suffix null or "";
+ *    byte-level: byte_fallback false, unk_token null; SentencePiece-style: byte_fallback
+ *    (<0xHH> tokens), unk_token, fuse_unk.
+ *  - normalizer: null, NFC, Prepend, Replace (a literal string) or a Sequence of these, in
+ *    order, applied to the text outside the non-normalized added tokens; added tokens whose
+ *    "normalized" is true are matched by their content normalised. NFC: lib/unicode_nfc.h,
+ *    Unicode 14.0; the ids of a text that is not NFC decode to its NFC, as HF's do.
+ *  - pre_tokenizer, byte-level: ByteLevel(add_prefix_space false, use_regex true) = the GPT-2
+ *    pattern, or Sequence[Split(Regex P, "Isolated", invert false), ByteLevel(add_prefix_space
+ *    false, use_regex false)] with P the GPT-2, Llama-3 or Qwen2 pattern, matched by
+ *    hand-written code (no regex engine), character classes from Unicode 14.0
+ *    (lib/unicode_tab.h). SentencePiece-style (symbols are characters): null, Metaspace, or
+ *    Split on a literal string.
+ *  - decoder: ByteLevel (byte-level); Metaspace, or Sequence[Replace..., ByteFallback, Fuse,
+ *    Strip] (SentencePiece-style).
  *  - added_tokens: split out of the text first (leftmost-longest; tokens with normalized false
  *    before those with normalized true, as HF does); single_word, lstrip and rstrip must be false.
  *  - post_processor: only its leading special token is read (sb_tok_bos); truncation and
@@ -48,8 +53,9 @@ int sb_tok_id(const struct sb_tok *t, const char *token);
 int sb_tok_encode(const struct sb_tok *t, const char *text, size_t n, int32_t **ids, size_t *n_ids,
 		  struct sb_err *err);
 
-/* Decode ids as HF `tokenizer.decode(ids, skip_special_tokens=False)` with the ByteLevel
- * decoder, but raw: bytes are not replaced by U+FFFD where the ids split a character.
+/* Decode ids as HF `tokenizer.decode(ids, skip_special_tokens=False)`, but raw: bytes are
+ * not replaced by U+FFFD where the ids split a character (ByteLevel) or where byte tokens make
+ * no valid UTF-8 (ByteFallback).
  * *out is malloc'd and NUL-terminated; *n_out excludes the NUL. An id outside the
  * vocabulary is SB_EDATA. */
 int sb_tok_decode(const struct sb_tok *t, const int32_t *ids, size_t n, char **out, size_t *n_out,
@@ -75,7 +81,8 @@ int sb_tok_encode_clean(const struct sb_tok *t, const uint8_t *s, size_t n, int 
 			struct sb_err *err);
 
 /* The bytes of one token (streaming decode): returns its length and writes min(length, cap)
- * bytes to buf; -1 for an id outside the vocabulary. */
+ * bytes to buf; -1 for an id outside the vocabulary. The rules of a text's start (a Strip
+ * decoder, the Metaspace decoder's first token) do not apply: "▁Paris" is " Paris". */
 int sb_tok_token_bytes(const struct sb_tok *t, int32_t id, char *buf, size_t cap);
 
 /* For tests and diagnostics: the pre-token boundaries the pattern gives for the whole text

@@ -301,7 +301,8 @@ int sb_lm_tokenize_main(int argc, char **argv)
 		case 'h':
 			puts("Usage: sb-lm tokenize --tokenizer TOKENIZER.json [--bos] [FILE|-]\n"
 			     "       sb-lm tokenize --tokenizer TOKENIZER.json --decode [FILE|-]\n"
-			     "Encode UTF-8 text (FILE or stdin) with a Hugging Face byte-level BPE tokenizer, as\n"
+			     "Encode UTF-8 text (FILE or stdin) with a Hugging Face BPE tokenizer (byte-level, or\n"
+			     "SentencePiece-style as converted for Llama 2, Mistral and Gemma), as\n"
 			     "the LM evaluation of an imported model does (docs/tokenizer.md): one id per line on\n"
 			     "stdout; --bos puts the tokenizer's leading special token first when its post-processor\n"
 			     "has one (Hugging Face's add_special_tokens default). --decode reads whitespace-separated\n"

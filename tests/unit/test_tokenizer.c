@@ -22,8 +22,10 @@
 #include "rng.h"
 #include "tokenizer.h"
 
-static const char *KINDS[3] = {"gpt2", "llama3", "qwen2"};
-static struct sb_tok *toks[3];
+/* byte-level (cases.ndjson), then SentencePiece-style (sp_cases.ndjson, gen_sp.py) */
+#define NK 8
+static const char *KINDS[NK] = {"gpt2", "llama3", "qwen2", "llama2", "llama2_ms", "gemma", "sp_unk", "sp_ascii"};
+static struct sb_tok *toks[NK];
 static char top_dir[2048];
 
 static double now(void)
@@ -55,7 +57,7 @@ static const char *show(const char *s, size_t n)
 
 static void load_fixtures(void)
 {
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < NK; k++) {
 		char path[4200];
 		struct sb_err err = {0};
 		snprintf(path, sizeof path, "%s/tests/fixtures/tokenizer/%s.json", top_dir, KINDS[k]);
@@ -66,22 +68,23 @@ static void load_fixtures(void)
 
 static int kind_index(const char *s)
 {
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < NK; k++)
 		if (strcmp(s, KINDS[k]) == 0)
 			return k;
 	return -1;
 }
 
-/* Compare with HF for every case of cases.ndjson. */
-static void check_cases(void)
+/* Compare with HF for every case of a cases file (cases.ndjson, sp_cases.ndjson). */
+static int n_cases[NK], n_qc_fail, n_changed;
+
+static void check_cases(const char *file)
 {
 	char path[4200];
-	snprintf(path, sizeof path, "%s/tests/fixtures/tokenizer/cases.ndjson", top_dir);
+	snprintf(path, sizeof path, "%s/tests/fixtures/tokenizer/%s", top_dir, file);
 	struct sb_ndjson_reader *r = NULL;
 	struct sb_err err = {0};
 	if (!SB_CHECK(sb_ndjson_open(path, &r, &err) == 0, "open %s (%s)", path, err.msg))
 		return;
-	int n_cases[3] = {0}, n_qc_fail = 0, n_changed = 0;
 	struct sb_json *v;
 	struct sb_err rerr = {0};
 	while (sb_ndjson_next(r, &v, &rerr) == 0 && v) {
@@ -171,9 +174,19 @@ static void check_cases(void)
 	}
 	SB_CHECK(rerr.code == 0, "read %s to the end (%s)", path, rerr.code ? rerr.msg : "ok");
 	sb_ndjson_close(r);
+}
+
+static void check_case_counts(void)
+{
 	SB_CHECK(n_cases[0] >= 150 && n_cases[1] >= 150 && n_cases[2] >= 150 && n_qc_fail >= 25 && n_changed >= 25,
 		 "cases per tokenizer: gpt2 %d, llama3 %d, qwen2 %d (qwen2: %d fail the NFC quick check, %d are not NFC)",
 		 n_cases[0], n_cases[1], n_cases[2], n_qc_fail, n_changed);
+	int sp_min = n_cases[3];
+	for (int k = 4; k < NK; k++)
+		sp_min = n_cases[k] < sp_min ? n_cases[k] : sp_min;
+	SB_CHECK(sp_min >= 170, "cases per SentencePiece-style tokenizer: at least 170 (llama2 %d, llama2_ms %d, gemma %d, "
+				"sp_unk %d, sp_ascii %d)",
+		 n_cases[3], n_cases[4], n_cases[5], n_cases[6], n_cases[7]);
 }
 
 /* The smaller API: ids of strings, vocab size, token bytes, bad ids. */
@@ -228,7 +241,7 @@ static void check_bad_text(void)
 		{"ab\xFF" "cd", 5, 2},           {"abc\xE2\x82", 5, 3},          {"\xC0\xAF", 2, 0},
 		{"ok \xED\xA0\x80 surrogate", 15, 3}, {"x\xF4\x90\x80\x80", 5, 1}, {"caf\xC3\xA9\x80", 6, 5},
 	};
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < NK; k++) {
 		if (!toks[k])
 			continue;
 		for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -256,20 +269,36 @@ static const char BASE[] =
 	"\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":false,\"byte_fallback\":false,"
 	"\"ignore_merges\":false,\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\xC4\xA0\":3},\"merges\":[\"a b\"]}}";
 
-/* BASE with the first occurrence of `from` replaced by `to`. */
-static char *variant(const char *from, const char *to)
+/* A SentencePiece-style minimal file (Llama 2's converter): "a ab Ab" -> 5 5 3 4 1 3 in HF
+ * (A is not in the vocab: its byte token <0x41>), decoded back to the text (Strip). */
+static const char SP_BASE[] =
+	"{\"version\":\"1.0\",\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\",\"single_word\":false,\"lstrip\":false,"
+	"\"rstrip\":false,\"normalized\":false,\"special\":true}],\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":"
+	"[{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"},{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},"
+	"\"content\":\"\\u2581\"}]},\"pre_tokenizer\":null,\"post_processor\":null,\"decoder\":{\"type\":\"Sequence\","
+	"\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"\\u2581\"},\"content\":\" \"},"
+	"{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]},"
+	"\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":\"<unk>\",\"continuing_subword_prefix\":null,"
+	"\"end_of_word_suffix\":null,\"fuse_unk\":true,\"byte_fallback\":true,\"ignore_merges\":false,\"vocab\":"
+	"{\"<unk>\":0,\"<0x41>\":1,\"a\":2,\"b\":3,\"\\u2581\":4,\"\\u2581a\":5,\"ab\":6},"
+	"\"merges\":[\"\\u2581 a\",\"a b\"]}}";
+
+/* base with the first occurrence of `from` replaced by `to`. */
+static char *variant_of(const char *base, const char *from, const char *to)
 {
-	const char *p = strstr(BASE, from);
+	const char *p = strstr(base, from);
 	if (!p)
 		return NULL;
-	size_t n = strlen(BASE) - strlen(from) + strlen(to);
+	size_t n = strlen(base) - strlen(from) + strlen(to);
 	char *s = malloc(n + 1);
-	size_t a = (size_t)(p - BASE);
-	memcpy(s, BASE, a);
+	size_t a = (size_t)(p - base);
+	memcpy(s, base, a);
 	strcpy(s + a, to);
 	strcat(s, p + strlen(from));
 	return s;
 }
+
+static char *variant(const char *from, const char *to) { return variant_of(BASE, from, to); }
 
 static void check_hostile(void)
 {
@@ -524,7 +553,7 @@ static void check_rate(void)
 		memcpy(text + n, parts[i % 6], l);
 		n += l;
 	}
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < 6; k++) { /* the tokenizers whose decode gives the text back (not sp_unk, sp_ascii: <unk>) */
 		if (!toks[k])
 			continue;
 		struct sb_err err = {0};
@@ -611,12 +640,127 @@ static void check_utf8_edges(void)
 	}
 }
 
+/* The SentencePiece-style paths beyond the cases: a token's bytes against a whole decode (Strip
+ * and the Metaspace decoder act on the text's start only), byte tokens under each decoder, and
+ * hostile variants of a minimal file (each refused naming the file and the field). */
+static void check_sp(void)
+{
+	struct sb_tok *l2 = toks[3], *gm = toks[5], *un = toks[6], *as = toks[7];
+	if (!l2 || !gm || !un || !as)
+		return;
+	struct sb_err err = {0};
+	const char *t_ = "\xE2\x96\x81t"; /* "▁t", the first merge of both models */
+	struct {
+		struct sb_tok *t;
+		const char *name, *one, *two; /* decode of [▁t] and of [▁t, ▁t] */
+	} dec[] = {{l2, "llama2 (Strip 1)", "t", "t t"},     {gm, "gemma (no Strip)", " t", " t t"},
+		   {un, "sp_unk (Metaspace, always)", "t", "t t"}, {as, "sp_ascii (Metaspace, never)", " t", " t t"}};
+	for (size_t i = 0; i < sizeof dec / sizeof dec[0]; i++) {
+		int32_t ids[2];
+		ids[0] = ids[1] = sb_tok_id(dec[i].t, t_);
+		char buf[16], *o1 = NULL, *o2 = NULL;
+		size_t n1 = 0, n2 = 0;
+		int nb = sb_tok_token_bytes(dec[i].t, ids[0], buf, sizeof buf);
+		int rc = sb_tok_decode(dec[i].t, ids, 1, &o1, &n1, &err) || sb_tok_decode(dec[i].t, ids, 2, &o2, &n2, &err);
+		SB_CHECK(ids[0] >= 0 && nb == 2 && !memcmp(buf, " t", 2) && !rc && !strcmp(o1, dec[i].one) &&
+				 !strcmp(o2, dec[i].two),
+			 "%s: token bytes of \\u2581t \" t\" (%d bytes), decode \"%s\" and \"%s\" (got \"%s\", \"%s\")",
+			 dec[i].name, nb, dec[i].one, dec[i].two, o1 ? o1 : "-", o2 ? o2 : "-");
+		free(o1);
+		free(o2);
+	}
+	char buf[16];
+	int n = sb_tok_token_bytes(l2, sb_tok_id(l2, "<0xE9>"), buf, sizeof buf);
+	SB_CHECK(n == 1 && (unsigned char)buf[0] == 0xE9, "llama2 (ByteFallback): <0xE9> is the byte E9 (%d bytes)", n);
+	n = sb_tok_token_bytes(un, sb_tok_id(un, "<0xE9>"), buf, sizeof buf);
+	SB_CHECK(n == 6 && !memcmp(buf, "<0xE9>", 6), "sp_unk (Metaspace decoder: no ByteFallback): <0xE9> as written "
+						       "(%d bytes)", n);
+	SB_CHECK(sb_tok_id(gm, "\t") >= 0 && sb_tok_id(gm, "<0x09>") < 0 && sb_tok_bos(gm) == sb_tok_id(gm, "<bos>") &&
+			 sb_tok_bos(l2) == 1,
+		 "gemma: the tab is \"\\t\" (id %d), not <0x09>; BOS <bos> (%d); llama2's BOS <s> = 1 (%d)",
+		 sb_tok_id(gm, "\t"), sb_tok_bos(gm), sb_tok_bos(l2));
+
+	struct sb_tok *t = NULL;
+	int rc = sb_tok_load_mem(SP_BASE, strlen(SP_BASE), "sp.json", &t, &err);
+	SB_CHECK(rc == 0, "the minimal SentencePiece-style tokenizer.json loads (%s)", rc ? err.msg : "ok");
+	if (t) {
+		int32_t *ids = NULL, want[] = {5, 5, 3, 4, 1, 3};
+		size_t ni = 0, no = 0;
+		char *o = NULL;
+		rc = sb_tok_encode(t, "a ab Ab", 7, &ids, &ni, &err);
+		int same = rc == 0 && ni == 6 && !memcmp(ids, want, sizeof want);
+		rc = rc ? rc : sb_tok_decode(t, ids, ni, &o, &no, &err);
+		SB_CHECK(same && rc == 0 && no == 7 && !memcmp(o, "a ab Ab", 7),
+			 "minimal SentencePiece-style tokenizer: \"a ab Ab\" -> 5 5 3 4 1 3 (HF's) and back (got %zu ids, "
+			 "\"%s\")", ni, o ? o : "-");
+		free(ids);
+		free(o);
+		sb_tok_free(t);
+	}
+	static const struct {
+		const char *from, *to, *field;
+	} v[] = {
+		{"{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"}", "{\"type\":\"Fuse\"},{\"type\":\"ByteFallback\"}",
+		 "decoder.decoders[2]"},
+		{"{\"type\":\"Fuse\"},", "", "decoder.decoders[2]"},
+		{"{\"type\":\"ByteFallback\"},", "{\"type\":\"ByteFallback\"},{\"type\":\"Replace\",\"pattern\":{\"String\":\"a\"},"
+					       "\"content\":\"b\"},",
+		 "decoder.decoders[2]"},
+		{"{\"type\":\"ByteFallback\"}", "{\"type\":\"CTC\"}", "decoder.decoders[1]"},
+		{"\"content\":\" \",\"start\":1", "\"content\":\"  \",\"start\":1", "decoder.decoders[3].content"},
+		{"\"start\":1", "\"start\":-1", "decoder.decoders[3]"},
+		{"\"start\":1", "\"start\":1.5", "decoder.decoders[3]"},
+		{"\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\"", "\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"Regex\"",
+		 "decoder.decoders[0].pattern"},
+		{"\"decoder\":{\"type\":\"Sequence\"", "\"decoder\":{\"type\":\"ByteLevel\",\"x\":{\"type\":\"Sequence\"}", "decoder"},
+		{"\"decoder\":{\"type\":\"Sequence\"", "\"decoder\":{\"x\":{\"type\":\"Sequence\"}", "decoder"},
+		{"{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"}", "{\"type\":\"Prepend\"}", "normalizer.normalizers[0].prepend"},
+		{"\"pattern\":{\"String\":\" \"}", "\"pattern\":{\"Regex\":\" \"}", "normalizer.normalizers[1].pattern"},
+		{"\"pattern\":{\"String\":\" \"}", "\"pattern\":{\"String\":\"\"}", "normalizer.normalizers[1].pattern"},
+		{"{\"type\":\"Prepend\",", "{\"type\":\"Lowercase\",", "normalizer.normalizers[0]"},
+		{"\"unk_token\":\"<unk>\"", "\"unk_token\":\"<nope>\"", "model.unk_token"},
+		{"\"unk_token\":\"<unk>\"", "\"unk_token\":5", "model.unk_token"},
+		{"\"byte_fallback\":true", "\"byte_fallback\":\"yes\"", "model.byte_fallback"},
+		{"\"fuse_unk\":true", "\"fuse_unk\":1", "model.fuse_unk"},
+		{"\"pre_tokenizer\":null", "\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"ab\"}",
+		 "pre_tokenizer.replacement"},
+		{"\"pre_tokenizer\":null", "\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\","
+					   "\"prepend_scheme\":\"sometimes\"}",
+		 "pre_tokenizer.prepend_scheme"},
+		{"\"pre_tokenizer\":null", "\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},"
+					   "\"behavior\":\"Removed\",\"invert\":false}",
+		 "pre_tokenizer.behavior"},
+		{"\"pre_tokenizer\":null", "\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},"
+					   "\"behavior\":\"Isolated\",\"invert\":true}",
+		 "pre_tokenizer.invert"},
+		{"\"pre_tokenizer\":null", "\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\" \"},"
+					   "\"behavior\":\"Isolated\",\"invert\":false}",
+		 "pre_tokenizer"},
+	};
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+		char *s = variant_of(SP_BASE, v[i].from, v[i].to);
+		if (!SB_CHECK(s != NULL, "SentencePiece-style hostile variant %zu: pattern found in the base", i))
+			continue;
+		t = NULL;
+		sb_err_clear(&err);
+		rc = sb_tok_load_mem(s, strlen(s), "bad.json", &t, &err);
+		SB_CHECK(rc == SB_EDATA && !t && strstr(err.msg, "bad.json") && strstr(err.msg, v[i].field),
+			 "SentencePiece-style hostile %zu (%s -> %s): SB_EDATA naming bad.json and %s (rc %d: %s)", i,
+			 v[i].from, v[i].to, v[i].field, rc, err.msg);
+		sb_tok_free(t);
+		free(s);
+	}
+}
+
 int main(void)
 {
 	const char *top = getenv("SB_TOP");
 	snprintf(top_dir, sizeof top_dir, "%s", top ? top : ".");
 	load_fixtures();
-	check_cases();
+	check_cases("cases.ndjson");
+	check_cases("sp_cases.ndjson");
+	check_case_counts();
+	check_sp();
 	check_api();
 	check_nfc_added();
 	check_bad_text();
@@ -624,7 +768,7 @@ int main(void)
 	check_bos();
 	check_utf8_edges();
 	check_rate();
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < NK; k++)
 		sb_tok_free(toks[k]);
 	return sb_test_done();
 }

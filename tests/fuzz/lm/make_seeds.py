@@ -22,13 +22,14 @@ def dumps(v):
     return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
 
 
-def small_tokenizer(name, n_merges):
+def small_tokenizer(name, n_merges, sp=False):
     tok = json.load(open(os.path.join(FIX, "tokenizer", name + ".json"), encoding="utf-8"))
     m = tok["model"]
     vocab = m["vocab"]
     merges = m["merges"]
     pairs = [x.split(" ") if isinstance(x, str) else x for x in merges]
-    keep = {k for k in vocab if len(k) == 1 or k.startswith("<|")}
+    # SentencePiece-style files (sp): also <unk>, <s>, <bos> ... and the <0xHH> byte tokens
+    keep = {k for k in vocab if len(k) == 1 or k.startswith("<|") or (sp and k.startswith("<"))}
     kept = []
     for i, (a, b) in enumerate(pairs):
         if len(kept) == n_merges:
@@ -74,6 +75,21 @@ for c in cases:
     t = c["text"].encode()
     if 0 < len(t) < 2000 and picked.get(c["tok"], 0) < 4:
         picked[c["tok"]] = picked.get(c["tok"], 0) + 1
+        put("toktext", "%s-%d" % (c["tok"], c["i"]), bytes([k]) + t)
+sp_cases = [json.loads(l) for l in open(os.path.join(FIX, "tokenizer", "sp_cases.ndjson"), encoding="utf-8")]
+sp_texts = {}
+for c in sp_cases:
+    sp_texts.setdefault(c["tok"], []).append(c["text"])
+for name in ("llama2", "gemma", "sp_unk"):
+    tok = small_tokenizer(name, 24, sp=True)
+    text = next(t for t in sp_texts[name][151:] if len(t.encode()) < 300 and "<" in t)
+    put("tok", name, dumps(tok).encode() + b"\0" + text.encode())
+sp_picked = {}
+for c in sp_cases:  # toktext's first byte: 3 llama2, 4 gemma, 5 llama2_ms (targets.h)
+    k = {"llama2": 3, "gemma": 4, "llama2_ms": 5}.get(c["tok"])
+    t = c["text"].encode()
+    if k is not None and c["i"] >= 151 and 0 < len(t) < 2000 and sp_picked.get(k, 0) < 3:
+        sp_picked[k] = sp_picked.get(k, 0) + 1
         put("toktext", "%s-%d" % (c["tok"], c["i"]), bytes([k]) + t)
 put("toktext", "invalid-utf8", b"\0ab\xff\xc3(")
 put("toktext", "specials", b"\1<|im_start|>user\n<|im_end|>zz<|sparse bench\r\n \n  x")

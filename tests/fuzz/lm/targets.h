@@ -2,9 +2,12 @@
  * replayed (with the kept crashers and seeds) by tests/unit/test_lm_fuzz.c:
  *   tok          tokenizer.json, a NUL byte, then text: sb_tok_load_mem, then sb_tok_encode,
  *                sb_tok_pretokenize, sb_tok_decode and the queries on the text
- *   toktext      text only (first byte picks gpt2, llama3 or qwen2 of tests/fixtures/
- *                tokenizer/): encode, pretokenize, decode(encode(text)) == text (for
- *                qwen2's NFC normalizer: equal after NFC)
+ *   toktext      text only (first byte mod 6 picks gpt2, llama3, qwen2, llama2, gemma or
+ *                llama2_ms of tests/fixtures/tokenizer/): encode, pretokenize,
+ *                decode(encode(text)) == text (for qwen2's NFC normalizer: equal after NFC;
+ *                for gemma, SentencePiece-style: with U+2581 in the text read as a space;
+ *                llama2 and llama2_ms, whose decode adds a space after a special token or
+ *                drops a leading one as HF's does: no round trip)
  *   hfconfig     config.json: sb_lm_hf_config, then sb_lm_param_table of the result
  *   hfindex      model.safetensors.index.json: sb_lm_hf_weight_map
  *   safetensors  sb_st_parse (sb_st_read: sb-lm import's shards and a run's checkpoint),
@@ -56,13 +59,38 @@ static void fz_check(int ok, const char *what)
 	}
 }
 
+/* text with every U+2581 (a SentencePiece space) as a space: *out malloc'd, its length */
+static size_t fz_spaces(const char *text, size_t n, char **out)
+{
+	char *o = malloc(n + 1);
+	size_t m = 0;
+	for (size_t i = 0; o && i < n; i++) {
+		if (i + 2 < n && !memcmp(text + i, "\xE2\x96\x81", 3)) {
+			o[m++] = ' ';
+			i += 2;
+		} else {
+			o[m++] = text[i];
+		}
+	}
+	*out = o;
+	return m;
+}
+
 /* Encode, pretokenize and decode text with t; roundtrip: decode(encode) must give the text
- * back (only when every byte has its token, else dropped bytes are expected). */
+ * back (only when every byte has its token, else dropped bytes are expected); 2: the text
+ * with U+2581 as spaces (SentencePiece-style files decode it so). */
 static void fz_tok_text(const struct sb_tok *t, const char *text, size_t n, int roundtrip)
 {
 	struct sb_err e = {0};
 	int32_t *ids = NULL;
 	size_t n_ids = 0;
+	char *sp = NULL;
+	if (roundtrip == 2) {
+		n = fz_spaces(text, n, &sp);
+		if (!sp)
+			return;
+		text = sp; /* the same ids as the original text: U+2581 and a space are both "▁" */
+	}
 	if (sb_tok_encode(t, text, n, &ids, &n_ids, &e) == 0) {
 		char *out = NULL;
 		size_t n_out = 0;
@@ -98,6 +126,7 @@ static void fz_tok_text(const struct sb_tok *t, const char *text, size_t n, int 
 		fz_check(n_ends ? ends[n_ends - 1] == n : n == 0, "pre-tokens cover the text");
 	}
 	free(ends);
+	free(sp);
 }
 
 /* tokenizer.json [NUL text] */
@@ -148,12 +177,13 @@ static int fz_tok(const uint8_t *d, size_t n)
 }
 
 /* text, encoded by the fixture tokenizers (loaded once) */
-static struct sb_tok *fz_fixture_tok[3];
-static int fz_fixture_full[3]; /* every byte has its token: decode(encode) is the text */
+#define FZ_NTOK 6
+static struct sb_tok *fz_fixture_tok[FZ_NTOK];
+static int fz_fixture_full[FZ_NTOK]; /* decode(encode) is the text: 1, or 2 with U+2581 as spaces */
 
 static struct sb_tok *fz_fixture(int k)
 {
-	static const char *names[3] = {"gpt2", "llama3", "qwen2"};
+	static const char *names[FZ_NTOK] = {"gpt2", "llama3", "qwen2", "llama2", "gemma", "llama2_ms"};
 	if (!fz_fixture_tok[k]) {
 		const char *top = getenv("SB_TOP") ? getenv("SB_TOP") : ".";
 		char p[4096];
@@ -162,6 +192,11 @@ static struct sb_tok *fz_fixture(int k)
 		if (sb_tok_load(p, &fz_fixture_tok[k], &e)) {
 			fprintf(stderr, "%s (set SB_TOP to the source tree)\n", e.msg);
 			abort();
+		}
+		if (k >= 3) { /* byte fallback: every character has tokens */
+			fz_fixture_full[k] = k == 4 ? 2 : 0; /* llama2 puts a space after each special
+							      * token, llama2_ms drops a leading one (HF) */
+			return fz_fixture_tok[k];
 		}
 		/* GPT-2's byte alphabet: every byte b as its one-character token */
 		int full = 1;
@@ -190,7 +225,7 @@ static int fz_toktext(const uint8_t *d, size_t n)
 {
 	if (n < 1)
 		return 0;
-	int k = d[0] % 3;
+	int k = d[0] % FZ_NTOK;
 	const struct sb_tok *t = fz_fixture(k);
 	size_t nt = n - 1 > FZ_TEXT_MAX ? FZ_TEXT_MAX : n - 1;
 	fz_tok_text(t, (const char *)d + 1, nt, fz_fixture_full[k]);
