@@ -319,8 +319,8 @@ static int cell_hash(const struct sb_sas_cell *c, char hex[SB_SHA256_HEX], struc
 
 int sb_sas_cell_finished(const struct sb_sas_cell *c, const char *runs_dir)
 {
-	if (c->scaled)
-		return 0;
+	if (c->scaled) /* the same checks, on its selectors (lib/sas_scaled.c) */
+		return sb_sas_scaled_finished(&c->sx, runs_dir);
 	char path[4200], hex[SB_SHA256_HEX];
 	struct sb_err e = {0};
 	char *buf = NULL;

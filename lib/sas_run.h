@@ -64,10 +64,11 @@ const char *sb_sas_corpus_note(const char *corpus_name);
 /* Progress of a long step (may be NULL). */
 typedef void (*sb_sas_progress_fn)(void *arg, const char *phase, int step, int steps, double loss);
 
-/* Is the cell (not a scaled one) finished in RUNS_DIR/ID: its cell.json the one this cell
+/* Is the cell finished in RUNS_DIR/ID: its cell.json the one this cell
  * writes, byte for byte, train.ndjson ending in sas.train.done, and model.safetensors the
  * checkpoint that record names, its metadata's cell_sha256 this cell's? Then sb-train skips it, as it skips a finished encoder or LM
- * cell (a SAS id is given, not a hash of the cell, so the file is compared). */
+ * cell (a SAS id is given, not a hash of the cell, so the file is compared). A scaled cell:
+ * the same checks on its selectors (sb_sas_scaled_finished). */
 int sb_sas_cell_finished(const struct sb_sas_cell *c, const char *runs_dir);
 /* Train one cell into runs_dir/CELL_ID: dense pretraining, then the selector on the
  * frozen backbone. run_dir receives the directory (4096 bytes). meta: the run.meta of

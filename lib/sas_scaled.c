@@ -228,6 +228,101 @@ void sb_sas_scaled_json(struct sb_jw *w, const struct sb_sas_scaled *c)
 	sb_jw_obj_end(w);
 }
 
+/* The SHA-256 of the cell as cell.json holds it (sb_sas_scaled_json, without the newline), as
+ * the toy's (lib/sas_run.c): in each selector's metadata, so that sb-eval refuses a cell.json
+ * edited after training in any field (budget, windows, masks, ...: the same cell_id, block and
+ * backbone would not notice) and sb-train does not take a selector another cell of the same id
+ * left in the run directory for this cell's. */
+static int cell_hash(const struct sb_sas_scaled *c, char hex[SB_SHA256_HEX], struct sb_err *err)
+{
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	sb_sas_scaled_json(&w, c);
+	int oom = w.oom;
+	if (!oom)
+		sb_sha256_buf(w.buf, w.len, hex);
+	sb_jw_free(&w);
+	return oom ? SB_ERR(err, SB_EINTERNAL, "out of memory") : 0;
+}
+
+/* RUN_DIR/selector-bB.safetensors is the file a sas.scaled.block record names (its SHA-256
+ * want) and was trained for the cell of hash cell_sha (its metadata's cell_sha256) */
+static int selector_is(const char *run_dir, int block, const char *want, const char *cell_sha)
+{
+	char path[4400], hex[SB_SHA256_HEX];
+	struct sb_err e = {0};
+	snprintf(path, sizeof path, "%s/selector-b%d.safetensors", run_dir, block);
+	if (!want[0] || sb_sha256_file(path, hex, NULL, &e) || strcmp(hex, want))
+		return 0;
+	struct sb_tensors meta;
+	const char *mh;
+	int ok =
+	    !sb_st_read_meta(path, &meta, &e) && (mh = sb_tensors_meta(&meta, "cell_sha256")) && !strcmp(mh, cell_sha);
+	sb_tensors_free(&meta);
+	return ok;
+}
+
+int sb_sas_scaled_finished(const struct sb_sas_scaled *c, const char *runs_dir)
+{
+	char run_dir[4200], path[4400], cell_sha[SB_SHA256_HEX], hex[SB_SHA256_HEX], bsha[SB_SHA256_HEX] = "";
+	struct sb_err e = {0};
+	char *buf = NULL;
+	size_t n = 0;
+	int finished = 0, last_done = 0, seen[SB_SAS_SCALED_MAXB] = {0};
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	sb_sas_scaled_json(&w, c);
+	snprintf(run_dir, sizeof run_dir, "%s/%s", runs_dir, c->cell_id);
+	snprintf(path, sizeof path, "%s/cell.json", run_dir);
+	/* a scaled id is given, not a hash of the cell: the file is compared, byte for byte */
+	if (w.oom || sb_read_file(path, &buf, &n, 1 << 20, &e) || n != w.len + 1 || memcmp(buf, w.buf, w.len) ||
+	    buf[w.len] != '\n')
+		goto out;
+	sb_sha256_buf(w.buf, w.len, cell_sha);
+	/* train.ndjson ends in sas.scaled.done, and each block size's selector is the one its
+	 * sas.scaled.block record names, trained for this cell: an interrupted retrain of an edited
+	 * cell (same id) leaves the new cell.json beside the previous cell's train.ndjson and
+	 * selectors, some of them perhaps already overwritten */
+	struct sb_ndjson_reader *rd;
+	snprintf(path, sizeof path, "%s/train.ndjson", run_dir);
+	if (sb_ndjson_open(path, &rd, &e))
+		goto out;
+	for (;;) {
+		struct sb_json *v = NULL;
+		if (sb_ndjson_next(rd, &v, &e)) {
+			last_done = 0;
+			break;
+		}
+		if (!v)
+			break;
+		const char *kind = sb_json_str(sb_json_get(v, "kind"), "");
+		last_done = !strcmp(kind, "sas.scaled.done");
+		if (last_done)
+			snprintf(bsha, sizeof bsha, "%s", sb_json_str(sb_json_get(v, "backbone_sha256"), ""));
+		int64_t B;
+		if (!strcmp(kind, "sas.scaled.block") && !sb_json_int64(sb_json_get(v, "block"), &B))
+			for (int i = 0; i < c->n_blocks; i++)
+				if (c->blocks[i] == B)
+					seen[i] =
+					    selector_is(run_dir, c->blocks[i],
+					                sb_json_str(sb_json_get(v, "selector_sha256"), ""), cell_sha);
+		sb_json_free(v);
+	}
+	sb_ndjson_close(rd);
+	finished = last_done;
+	for (int i = 0; i < c->n_blocks; i++)
+		finished = finished && seen[i];
+	/* and on the backbone as it is now (its sidecar, which sb-eval checks the checkpoint
+	 * against): selectors of a backbone retrained since are refused by sb-eval, so the cell
+	 * trains again */
+	snprintf(path, sizeof path, "%s/model.safetensors", c->backbone);
+	finished = finished && !sb_sidecar_read(path, hex, &e) && !strcmp(hex, bsha);
+out:
+	free(buf);
+	sb_jw_free(&w);
+	return finished;
+}
+
 /* ---------------------------------------------------------------- shared */
 
 struct backbone {
@@ -414,6 +509,8 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
                         void *arg, struct sb_err *err)
 {
 	snprintf(run_dir, 4096, "%s/%s", runs_dir, c->cell_id);
+	char cell_sha[SB_SHA256_HEX]; /* in each selector's metadata */
+	SB_TRY(cell_hash(c, cell_sha, err));
 	/* the backbone, its corpora and the blocks against its T first: a cell refused
 	 * for them leaves no run directory behind */
 	struct backbone bb;
@@ -541,6 +638,8 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 			if (!rc)
 				rc = sb_tensors_set_meta(&ts, "cell_id", c->cell_id, err);
 			if (!rc)
+				rc = sb_tensors_set_meta(&ts, "cell_sha256", cell_sha, err);
+			if (!rc)
 				rc = sb_st_write(sp, &ts, err);
 			sb_tensors_free(&ts);
 			if (!rc)
@@ -604,10 +703,11 @@ struct method {
 };
 
 /* A selector checkpoint of this run: its sidecar, then its metadata must name this
- * block, this backbone (SHA-256) and this cell (checkpoints written before 2026-12-02
- * carry no cell_id; block and backbone are checked for them too). */
+ * block, this backbone (SHA-256) and this cell, by id and by the hash of the whole cell as
+ * cell_path now holds it (checkpoints written before 2026-12-02 carry no cell_id, and those
+ * written before cell_sha256 was added no hash; the rest is checked for them too). */
 static int load_selector(struct sb_sas_lm *x, const char *path, int block, const char *backbone_sha,
-			 const char *cell_id, struct sb_err *err)
+			 const char *cell_id, const char *cell_sha, const char *cell_path, struct sb_err *err)
 {
 	char sha[65];
 	struct sb_tensors ts;
@@ -616,7 +716,7 @@ static int load_selector(struct sb_sas_lm *x, const char *path, int block, const
 	size_t n = sb_sas_lm_n_params(x);
 	int rc = 0;
 	const char *mb = sb_tensors_meta(&ts, "block"), *ms = sb_tensors_meta(&ts, "backbone_sha256"),
-		   *mc = sb_tensors_meta(&ts, "cell_id");
+		   *mc = sb_tensors_meta(&ts, "cell_id"), *mh = sb_tensors_meta(&ts, "cell_sha256");
 	if (!mb || atoi(mb) != block)
 		rc = SB_ERR(err, SB_EDATA, "%s: a selector for block %s, not %d", path, mb ? mb : "(none)", block);
 	else if (!ms || strcmp(ms, backbone_sha))
@@ -624,6 +724,11 @@ static int load_selector(struct sb_sas_lm *x, const char *path, int block, const
 			    backbone_sha);
 	else if (mc && strcmp(mc, cell_id))
 		rc = SB_ERR(err, SB_EDATA, "%s: metadata names cell '%s', not this run's '%s'", path, mc, cell_id);
+	else if (mh && strcmp(mh, cell_sha))
+		rc = SB_ERR(err, SB_EDATA,
+			    "%s: trained for a cell of SHA-256 %.16s..., but %s now hashes to %.16s... (a cell.json "
+			    "edited after training: budget, windows or another field)",
+			    path, mh, cell_path, cell_sha);
 	else if (!t || t->dtype != SB_F32 || t->ndim != 1 || (size_t)t->shape[0] != n)
 		rc = SB_ERR(err, SB_EDATA, "%s: tensor 'selector' F32 [%zu] expected", path, n);
 	else
@@ -712,6 +817,9 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 		sb_err_prefix(err, "%s", path);
 		return rc;
 	}
+	char cell_path[4600], cell_sha[SB_SHA256_HEX]; /* for load_selector */
+	snprintf(cell_path, sizeof cell_path, "%s", path);
+	SB_TRY(cell_hash(&c, cell_sha, err));
 	struct backbone bb;
 	SB_TRY(open_backbone(c.backbone, &bb, err));
 	const struct sb_lm_cell *lc = &bb.cell;
@@ -757,7 +865,7 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 			char sp[4600];
 			snprintf(sp, sizeof sp, "%s/selector-b%d.safetensors", run_dir, c.blocks[bi]);
 			if (!rc)
-				rc = load_selector(me->x, sp, c.blocks[bi], bb.sha, c.cell_id, err);
+				rc = load_selector(me->x, sp, c.blocks[bi], bb.sha, c.cell_id, cell_sha, cell_path, err);
 			if (!rc && pass)
 				sb_sas_lm_set_gate(me->x, 0);
 		}

@@ -15,8 +15,11 @@
  * AdamW steps on batches of sel_batch sequences of the backbone's own training mixture
  * (lib/lm_data.h) drawn with data seed seed + 1000 (other examples than the backbone's,
  * as a pure function of the index); records sas.scaled.step {block, step, loss,
- * grad_norm}; writes selector-bB.safetensors (+ .sha256) per block, train.ndjson and
- * sas.scaled.done {block: final loss, mean grad norm, seconds}.
+ * grad_norm}; writes selector-bB.safetensors (+ .sha256; metadata block, format, backbone_sha256,
+ * cell_id, cell_sha256: the SHA-256 of cell.json without its newline) per block, train.ndjson with
+ * sas.scaled.block {block: final loss, mean grad norm, seconds, selector and its SHA-256} and
+ * sas.scaled.done. A finished cell is skipped (sb_sas_scaled_finished); an unfinished one trains
+ * again from the start. sb-eval refuses (SB_EDATA) a selector whose cell_sha256 is not cell.json's.
  *
  * Evaluation (sb-eval): methods dense, the masks, sas-bB per block (and the controls sas-bB-nogate, sas-bB-untrained).
  * Fidelity on `windows` windows of T+1 bytes evenly spaced in the valid part of the backbone's first corpus: per
@@ -62,6 +65,13 @@ struct sb_sas_scaled {
 int sb_sas_id_ok(const char *id, size_t len);
 int sb_sas_scaled_parse(struct sb_sas_scaled *c, const struct sb_json *obj, struct sb_err *err);
 void sb_sas_scaled_json(struct sb_jw *w, const struct sb_sas_scaled *c);
+
+/* Is the cell finished in RUNS_DIR/ID, as a toy SAS cell is (sb_sas_cell_finished): its
+ * cell.json the one this cell writes, byte for byte, train.ndjson ending in sas.scaled.done, each
+ * block size's selector the file its sas.scaled.block record names (SHA-256), its metadata's
+ * cell_sha256 this cell's, and the backbone's checkpoint (its sidecar) the one the selectors were
+ * trained on? Then sb-train skips it. */
+int sb_sas_scaled_finished(const struct sb_sas_scaled *c, const char *runs_dir);
 
 typedef void (*sb_sas_scaled_progress)(void *arg, const char *what, int done, int total, double value);
 

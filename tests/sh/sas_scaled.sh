@@ -2,7 +2,7 @@
 # sas_scaled.sh — the scaled SAS comparison end to end on a tiny LM-track decoder
 # (trained here for 40 steps at T = 128; ~20 s): sb-train with a "backbone" cell,
 # sb-eval, the records and the tables of pipelines/sas-scaled-report.sh, the budget
-# matching, the error paths.
+# matching, a finished cell skipped, an edited cell.json refused, the error paths.
 . "$(dirname "$0")/../shlib.sh"
 for p in sb-train sb-eval sb-lm; do
 	command -v $p >/dev/null || { t_result 1 "$p is built (make)"; t_done; }
@@ -59,6 +59,46 @@ grep -q '^Backbone `.*`, T = 128 bytes; .* matched row by row to the recipe `rec
 t_result $? "the report's header: T in bytes, the cell's budget ($(sed -n 3p "$T/report.md" | cut -c1-200))"
 sb-stats -q "$E" >"$T/stats.out" 2>"$T/e" && grep -q '"kind":"stats.probe_rate"' "$T/stats.out"
 t_result $? "sb-stats reads the probe.result records ($(head -c 200 "$T/e"))"
+# a finished cell is skipped, as a toy SAS cell is (its records ended in sas.scaled.done, which
+# the check did not know: every block size trained again, "completed", "0 skipped"): nothing in
+# the run directory is rewritten (train.ndjson's seconds would differ)
+(cd "$R" && sha256sum ./*) >"$T/before"
+sb-train -o "$T/runs" "$T/cell.ndjson" >"$T/rerun.out" 2>"$T/e"; rc=$?
+[ $rc -eq 0 ] && [ "$(jq -r 'select(.kind == "sas.train") | .status' "$T/rerun.out")" = skipped ] &&
+	grep -q "1 cell: 0 completed, 1 skipped" "$T/e" && ! grep -q "selector b" "$T/e" &&
+	(cd "$R" && sha256sum ./*) | cmp -s - "$T/before"
+t_result $? "rerunning the finished cell: skipped, nothing retrained, the run directory byte-identical (exit $rc: $(tail -c 200 "$T/e"))"
+# the selectors' metadata holds the SHA-256 of the cell (cell.json without its newline), as the
+# toy's checkpoint does: a cell.json edited after training (evaluating selectors trained at one
+# budget or on one set of windows at another) is refused (it was evaluated, exit 0); put back,
+# it evaluates again
+cp -r "$R" "$T/edited"
+for ed in 's/"windows":3,/"windows":2,/' 's/k=16"/k=8"/g'; do
+	sed "$ed" "$R/cell.json" >"$T/edited/cell.json"
+	sb-eval -q "$T/edited" >/dev/null 2>"$T/e"; rc=$?
+	cp "$R/cell.json" "$T/edited/cell.json"
+	sb-eval -q "$T/edited" >/dev/null 2>>"$T/e"; rc2=$?
+	! cmp -s "$R/cell.json" <(sed "$ed" "$R/cell.json") && [ $rc -eq 3 ] && [ $rc2 -eq 0 ] &&
+		grep -q "^sb-eval: $T/edited/selector-b8.safetensors: trained for a cell of SHA-256 [0-9a-f]*\.\.\., but $T/edited/cell.json now hashes to" "$T/e"
+	t_result $? "cell.json edited after training ($ed): refused naming the file (exit $rc), the original evaluates (exit $rc2: $(head -c 300 "$T/e"))"
+done
+# an interrupted retrain of an edited cell (same id: its cell.json written, the previous
+# cell's train.ndjson and selectors still there) trains again, and is then skipped; so does a
+# run whose train.ndjson does not end in sas.scaled.done
+mkdir "$T/ri2" && cp -r "$R" "$T/ri2/sas-scaled-s3"
+sed 's/"windows":3,/"windows":2,/' "$R/cell.json" >"$T/ri2/sas-scaled-s3/cell.json"
+sed 's/"windows":3,/"windows":2,/' "$T/cell.ndjson" >"$T/cell2.ndjson"
+for step in edited unfinished; do
+	if [ $step = unfinished ]; then
+		sed -i '$d' "$T/ri2/sas-scaled-s3/train.ndjson"
+	fi
+	sb-train -q -o "$T/ri2" "$T/cell2.ndjson" >"$T/a.out" 2>"$T/e" && sb-train -q -o "$T/ri2" "$T/cell2.ndjson" >"$T/b.out" 2>>"$T/e"
+	rc=$?
+	a=$(jq -r 'select(.kind == "sas.train") | .status' "$T/a.out")
+	b=$(jq -r 'select(.kind == "sas.train") | .status' "$T/b.out")
+	[ $rc -eq 0 ] && [ "$a $b" = "completed skipped" ] && tail -n 1 "$T/ri2/sas-scaled-s3/train.ndjson" | grep -q '"kind":"sas.scaled.done"'
+	t_result $? "$step run directory: trained again, then skipped (got '$a $b', exit $rc: $(head -c 200 "$T/e"))"
+done
 # selector checkpoints swapped between block sizes (sidecars remade, so only the metadata tells)
 cp -r "$R" "$T/swapped"
 (cd "$T/swapped" && mv selector-b8.safetensors x && mv selector-b32.safetensors selector-b8.safetensors &&
