@@ -711,9 +711,11 @@ int sb_stats_wilson(int64_t k, int64_t n, double level, double *lo, double *hi, 
 	double half = z * sqrt(p * (1.0 - p) / nn + z2 / (4.0 * nn * nn)) / denom;
 	*lo = centre - half;
 	*hi = centre + half;
-	if (*lo < 0)
+	/* at k = 0 (k = n) the bound is exactly 0 (1): centre and half are equal there, but their
+	 * difference rounds to +1e-17 or so, an interval that would exclude its own estimate */
+	if (*lo < 0 || k == 0)
 		*lo = 0;
-	if (*hi > 1)
+	if (*hi > 1 || k == n)
 		*hi = 1;
 	return 0;
 }

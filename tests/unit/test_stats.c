@@ -329,6 +329,24 @@ static void edges(void)
 
 	double lo, hi;
 	SB_CHECK(sb_stats_wilson(3, 0, 0.95, &lo, &hi, &err) == SB_EDATA, "Wilson n=0 is SB_EDATA");
+	/* every interval holds its estimate, and the ends are exact: at k = 0 the lower bound is 0,
+	 * at k = n the upper 1 (the formula's rounding gave 6.9e-18 at 0/60 and 1 - 1.1e-16 at 30/30) */
+	int n_bad = 0;
+	int64_t bad_k = -1, bad_n = -1;
+	for (int64_t n = 1; n <= 300; n++)
+		for (int64_t k = 0; k <= n; k++) {
+			double p = (double)k / (double)n;
+			if (sb_stats_wilson(k, n, 0.95, &lo, &hi, &err) || !(lo <= p && p <= hi) || (k == 0 && lo != 0) ||
+			    (k == n && hi != 1)) {
+				if (!n_bad++) {
+					bad_k = k;
+					bad_n = n;
+				}
+			}
+		}
+	SB_CHECK(n_bad == 0, "Wilson 95%%, n = 1..300, every k: lo <= k/n <= hi, lo = 0 at k = 0, hi = 1 at k = n "
+			   "(%d intervals not; first k=%lld n=%lld)",
+		 n_bad, (long long)bad_k, (long long)bad_n);
 	SB_CHECK(sb_stats_mcnemar_exact(0, 0) == 1.0, "McNemar 0/0: p = 1");
 	/* the far tail, where the incomplete beta underflows: references are exact rational sums
 	 * (Python fractions: 2 sum_{i<=s} C(n,i) / 2^n) rounded once to double */
