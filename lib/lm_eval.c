@@ -985,10 +985,12 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 	}
 	sb_jw_arr_end(w);
 	sb_jw_kstr(w, "haystack", e->corp[e->hay].name);
-	sb_jw_kstr(w, "mixture", e->cell.mixture);
-	sb_jw_kint(w, "train_steps", e->cell.steps);
-	sb_jw_kint(w, "train_batch", e->cell.batch);
-	if (e->cell.warm_steps) {
+	if (!e->cell.source[0]) { /* trained here (an import's cell holds no training: docs/lm.md) */
+		sb_jw_kstr(w, "mixture", e->cell.mixture);
+		sb_jw_kint(w, "train_steps", e->cell.steps);
+		sb_jw_kint(w, "train_batch", e->cell.batch);
+	}
+	if (e->cell.warm_steps && !e->cell.source[0]) {
 		sb_jw_kint(w, "train_warm_T", e->cell.warm_T);
 		sb_jw_kint(w, "train_warm_steps", e->cell.warm_steps);
 	}
@@ -1322,9 +1324,15 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 	for (int i = 0; i < e.n_corp && !rc; i++)
 		rc = sb_lm_corpus_read(e.cell.corpora[i], "valid", &e.corp[i], err);
 	e.hay = 0;
+	int hay_found = !e.cell.haystack[0];
 	for (int i = 0; i < e.n_corp; i++)
-		if (e.cell.haystack[0] && !strcmp(e.corp[i].name, e.cell.haystack))
+		if (e.cell.haystack[0] && !strcmp(e.corp[i].name, e.cell.haystack)) {
 			e.hay = i;
+			hay_found = 1;
+		}
+	if (!rc && !hay_found) /* (sb-lm import used to record any --haystack name) */
+		rc = SB_ERR(err, SB_EDATA, "%s/cell.json: haystack '%s' is not among the corpora", run_dir,
+			    e.cell.haystack);
 	/* workers */
 	int nwk = be->threads;
 	e.cache = calloc((size_t)nwk, sizeof *e.cache);

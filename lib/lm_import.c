@@ -962,6 +962,17 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 		memcpy(cell->corpora[i], abs_, (size_t)k + 1);
 	}
 	snprintf(cell->haystack, sizeof cell->haystack, "%s", o->haystack);
+	/* each corpus read now (its valid part, as the evaluation will): a missing file, a test
+	 * file or an empty one is refused before anything is written; the haystack is one of them */
+	int hay_found = !cell->haystack[0];
+	for (int i = 0; i < cell->n_corpora; i++) {
+		struct sb_lm_corpus c;
+		SB_TRY(sb_lm_corpus_read(cell->corpora[i], "valid", &c, err));
+		hay_found |= !strcmp(c.name, cell->haystack);
+		sb_lm_corpus_free(&c);
+	}
+	if (!hay_found)
+		return SB_ERR(err, SB_EUSAGE, "--haystack %s: not the name of a --corpus", cell->haystack);
 	cell->seed = 0;
 	cell->data_seed = 0;
 	cell->mixture[0] = 0;
@@ -970,6 +981,14 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 	if (sb_file_exists(path)) {
 		SB_TRY(hash_file(hf_dir, "tokenizer.json", &tok_f, err));
 		snprintf(cell->tokenizer, sizeof cell->tokenizer, "tokenizer.json");
+	} else if (cell->model.vocab > 256) {
+		/* without it the evaluation would read bytes as the model's ids: a meaningless text */
+		snprintf(path, sizeof path, "%s/tokenizer.model", hf_dir);
+		return SB_ERR(err, SB_EDATA,
+			      "%s: no tokenizer.json, and the model's %d ids are not bytes%s", hf_dir, cell->model.vocab,
+			      sb_file_exists(path) ? " (only a SentencePiece tokenizer.model: write its tokenizer.json with "
+						     "transformers, AutoTokenizer.from_pretrained(DIR).save_pretrained(DIR))"
+						   : "");
 	}
 	/* weights */
 	char(*files)[256];

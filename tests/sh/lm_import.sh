@@ -47,8 +47,9 @@ E="$run/eval.ndjson"
 [ $rc -eq 0 ] && [ -s "$E" ]
 t_result $? "sb-eval of the imported run: exit $rc ($(tail -c 300 "$T/e"))"
 jq -e -s 'map(select(.kind == "lm.eval.setup"))[0] | .units == "tokens" and .tokenizer == "tokenizer.json" and .T == 256
-	and .source.model_type == "qwen2" and (.probe_len_bytes | length) == 2 and all(.probe_len_bytes[]; . > 256)' "$E" >/dev/null
-t_result $? "setup record: units tokens, the tokenizer, the source, probes longer in bytes than T tokens"
+	and .source.model_type == "qwen2" and (.probe_len_bytes | length) == 2 and all(.probe_len_bytes[]; . > 256)
+	and (has("train_steps") or has("train_batch") or has("mixture") | not)' "$E" >/dev/null
+t_result $? "setup record: units tokens, the tokenizer, the source, probes longer in bytes than T tokens, no training fields"
 n=$(jq -s '[.[] | select(.kind == "lm.fidelity.window")] | length' "$E")
 [ "$n" -eq 16 ]
 t_result $? "fidelity: 4 windows x 4 masks (got $n)"
@@ -115,6 +116,23 @@ mkdir -p "$T/gpt2" && cp "$HF"/* "$T/gpt2/" &&
 sb-lm import -q -o "$T/runs2" --corpus "x=$TXT" "$T/gpt2" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q "model_type 'gpt2'" "$T/e" && [ ! -e "$T/runs2" ] || [ -z "$(ls -A "$T/runs2" 2>/dev/null)" ]
 t_result $? "another model type: exit 3 naming it, no run left (got $rc)"
+# refused before anything is written: a --haystack that names no corpus (it was recorded, and
+# the evaluation quietly used the first corpus), a corpus that is not there (the failure came
+# at sb-eval), a model of 832 ids without its tokenizer.json (evaluated as bytes read as ids)
+noimp() { # NAME WANT_RC GREP ARGS...
+	local name=$1 want=$2 pat=$3
+	shift 3
+	rm -rf "$T/runsx"
+	sb-lm import -q -o "$T/runsx" "$@" >/dev/null 2>"$T/e"; local rc=$?
+	[ $rc -eq "$want" ] && grep -q -- "$pat" "$T/e" && [ -z "$(ls -A "$T/runsx" 2>/dev/null)" ]
+	t_result $? "import refused: $name: exit $rc (want $want), naming '$pat', no run left ($(head -c 200 "$T/e"))"
+}
+noimp "--haystack zz" 2 "haystack zz" --corpus "s=$TXT" --haystack zz --T 256 "$HF"
+noimp "a corpus that is not there" 4 "$T/nope.txt" --corpus "s=$TXT" --corpus "t=$T/nope.txt" --T 256 "$HF"
+mkdir -p "$T/notok" && cp "$HF"/config.json "$HF"/model.safetensors "$T/notok/"
+noimp "832 ids, no tokenizer.json" 3 "no tokenizer.json, and the model's 832 ids are not bytes" --corpus "s=$TXT" --T 256 "$T/notok"
+touch "$T/notok/tokenizer.model"
+noimp "only a tokenizer.model" 3 "save_pretrained" --corpus "s=$TXT" --T 256 "$T/notok"
 mkdir -p "$T/badtok" && cp "$HF"/* "$T/badtok/" && printf '{"model": {"type": "WordPiece"}}' >"$T/badtok/tokenizer.json"
 sb-lm import -q -o "$T/runs3" --corpus "x=$TXT" --T 256 "$T/badtok" >"$T/o3" 2>"$T/e"; rc=$?
 r3=$(jq -r .run_dir "$T/o3" 2>/dev/null)
