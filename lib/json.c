@@ -372,6 +372,24 @@ static int hex4(const char *s, size_t len, size_t i, unsigned *out)
 	return 1;
 }
 
+/* Where the 1-based byte offset at1 of s lies, for a message: "column N" in a text of one line
+ * (an NDJSON line: the callers name the file and line), "line L, column C" (C in bytes) in a
+ * text of several (a whole JSON file: config.json, tokenizer.json). */
+static const char *json_pos(const char *s, size_t len, size_t at1, char *buf, size_t cap)
+{
+	size_t line = 1, start = 0, end = at1 ? at1 - 1 : 0;
+	for (size_t i = 0; i < end && i < len; i++)
+		if (s[i] == '\n') {
+			line++;
+			start = i + 1;
+		}
+	if (line == 1 && !memchr(s, '\n', len))
+		snprintf(buf, cap, "column %zu", at1);
+	else
+		snprintf(buf, cap, "line %zu, column %zu", line, at1 - start);
+	return buf;
+}
+
 /* The text must be UTF-8 as RFC 3629 defines it, and a \u escape must not stand for a lone
  * UTF-16 surrogate. yajl checks neither: it lets overlong forms, surrogates and code points
  * above U+10FFFF through in strings, turns an escaped lone high surrogate into '?' and a lone
@@ -383,12 +401,13 @@ static int hex4(const char *s, size_t len, size_t i, unsigned *out)
  * that is not JSON may pass (yajl refuses it next). */
 static int check_text(const char *s, size_t len, struct sb_err *err)
 {
+	char pos[64];
 	size_t bad = sb_utf8_check(s, len);
 	if (bad != (size_t)-1)
-		return SB_ERR(err, SB_EDATA, "column %zu: invalid UTF-8", bad + 1);
+		return SB_ERR(err, SB_EDATA, "%s: invalid UTF-8", json_pos(s, len, bad + 1, pos, sizeof pos));
 	const char *nul = memchr(s, 0, len);
 	if (nul)
-		return SB_ERR(err, SB_EDATA, "column %zu: NUL byte", (size_t)(nul - s) + 1);
+		return SB_ERR(err, SB_EDATA, "%s: NUL byte", json_pos(s, len, (size_t)(nul - s) + 1, pos, sizeof pos));
 	int in_str = 0;
 	for (size_t i = 0; i < len; i++) {
 		if (s[i] == '"') {
@@ -400,8 +419,8 @@ static int check_text(const char *s, size_t len, struct sb_err *err)
 				continue;
 			}
 			if (hi == 0)
-				return SB_ERR(err, SB_EDATA,
-					      "column %zu: \\u%.4s (NUL) is not allowed in a string or key", i + 1, s + i + 2);
+				return SB_ERR(err, SB_EDATA, "%s: \\u%.4s (NUL) is not allowed in a string or key",
+					      json_pos(s, len, i + 1, pos, sizeof pos), s + i + 2);
 			if (hi >= 0xD800 && hi <= 0xDBFF) {
 				if (i + 7 < len && s[i + 6] == '\\' && s[i + 7] == 'u' && hex4(s, len, i + 8, &lo) &&
 				    lo >= 0xDC00 && lo <= 0xDFFF) {
@@ -412,9 +431,8 @@ static int check_text(const char *s, size_t len, struct sb_err *err)
 				i += 5;
 				continue;
 			}
-			return SB_ERR(err, SB_EDATA,
-				      "column %zu: \\u%.4s is a lone UTF-16 surrogate, which has no UTF-8 form", i + 1,
-				      s + i + 2);
+			return SB_ERR(err, SB_EDATA, "%s: \\u%.4s is a lone UTF-16 surrogate, which has no UTF-8 form",
+				      json_pos(s, len, i + 1, pos, sizeof pos), s + i + 2);
 		}
 	}
 	return 0;
@@ -438,16 +456,17 @@ int sb_json_parse(const char *buf, size_t len, struct sb_json **out, struct sb_e
 		incomplete = st != yajl_status_ok;
 	}
 	int rc = 0;
+	char pos[64];
 	if (b.oom) {
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	} else if (b.too_deep) {
 		rc = SB_ERR(err, SB_EDATA, "JSON nested too deeply (limit 256)");
 	} else if (b.dup_key) {
-		rc = SB_ERR(err, SB_EDATA, "column %zu: duplicate key '%.200s'", yajl_get_bytes_consumed(h),
-			    b.dup_key);
+		rc = SB_ERR(err, SB_EDATA, "%s: duplicate key '%.200s'",
+			    json_pos(buf, len, yajl_get_bytes_consumed(h), pos, sizeof pos), b.dup_key);
 	} else if (incomplete) {
-		rc = SB_ERR(err, SB_EDATA, "column %zu: incomplete JSON value (each line must hold one complete value)",
-			    len + 1);
+		rc = SB_ERR(err, SB_EDATA, "%s: incomplete JSON value (%s)", json_pos(buf, len, len + 1, pos, sizeof pos),
+			    memchr(buf, '\n', len) ? "the text ends inside it" : "each line must hold one complete value");
 	} else if (st != yajl_status_ok) {
 		size_t at = yajl_get_bytes_consumed(h);
 		unsigned char *m = yajl_get_error(h, 0, (const unsigned char *)buf, len);
@@ -460,7 +479,7 @@ int sb_json_parse(const char *buf, size_t len, struct sb_json **out, struct sb_e
 		char *nl = strchr(detail, '\n');
 		if (nl)
 			*nl = 0;
-		rc = SB_ERR(err, SB_EDATA, "column %zu: invalid JSON: %s", at ? at : 1, detail);
+		rc = SB_ERR(err, SB_EDATA, "%s: invalid JSON: %s", json_pos(buf, len, at ? at : 1, pos, sizeof pos), detail);
 		yajl_free_error(h, m);
 	} else if (!b.root) {
 		rc = SB_ERR(err, SB_EDATA, "column 1: empty JSON value");

@@ -448,8 +448,34 @@ static void equal_cases(void)
 	         "sb_json_equal on %zu pairs, both ways (first wrong: %s)", sizeof c / sizeof *c, bad ? first : "none");
 }
 
+/* A whole JSON file (config.json, tokenizer.json) is several lines: an error there is
+ * placed by line and column, and a truncated file is not told about NDJSON lines (a line of
+ * NDJSON keeps "column N", the callers naming its file and line). */
+static void whole_file_cases(void)
+{
+	static const struct {
+		const char *what, *text, *want;
+	} c[] = {
+		{"an extra comma on line 3", "{\n  \"a\": 1,\n  \"b\": 2,,\n  \"c\": 3\n}\n", "line 3, column 10: invalid JSON"},
+		{"truncated on line 2", "{\n  \"a\": [1, 2", "line 2, column 13: incomplete JSON value (the text ends inside it)"},
+		{"a duplicate key on line 3", "{\n \"a\": 1,\n \"a\": 2}\n", "line 3, column"},
+		{"invalid UTF-8 on line 2", "{\n\"\xc3\x28\": 1}\n", "line 2, column 2: invalid UTF-8"},
+		{"a lone surrogate on line 2", "[1,\n\"\\ud800\"]", "line 2, column 2: \\ud800 is a lone UTF-16 surrogate"},
+		{"one line, truncated", "{\"a\": [1", "column 9: incomplete JSON value (each line must hold one complete value)"},
+	};
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		struct sb_json *v = NULL;
+		struct sb_err err = {0};
+		int rc = sb_json_parse(c[i].text, strlen(c[i].text), &v, &err);
+		SB_CHECK(rc == SB_EDATA && !v && strstr(err.msg, c[i].want), "whole file, %s: \"%s\" (got rc %d: %s)",
+			 c[i].what, c[i].want, rc, err.msg);
+		sb_json_free(v);
+	}
+}
+
 int main(void)
 {
+	whole_file_cases();
 	reader_cases();
 	line_limit_cases();
 	utf8_cases();

@@ -993,7 +993,7 @@ int main(void)
 	/* strings no field reads must still be UTF-8 (sb_json_parse; yajl alone took these) */
 	refuse(be, "qwen3", "an overlong UTF-8 form in config.json",
 	       cfg_with(base, "\"model_type\": \"qwen3\"", "\"model_type\": \"qwen3\", \"note\": \"\xc0\xaf\""), NULL,
-	       SB_EDATA, "config.json: column");
+	       SB_EDATA, "config.json: line 5, column 35: invalid UTF-8");
 	refuse(be, "qwen3", "an escaped lone surrogate in config.json",
 	       cfg_with(base, "\"model_type\": \"qwen3\"", "\"model_type\": \"qwen3\", \"note\": \"\\udfff\""), NULL,
 	       SB_EDATA, "\\udfff is a lone UTF-16 surrogate");
