@@ -80,6 +80,28 @@ int sb_lm_eval_set_tasks(struct sb_lm_eval_opts *o, const char *list, struct sb_
 	return rc;
 }
 
+int sb_lm_eval_set_budgets(struct sb_lm_eval_opts *o, const char *list, struct sb_err *err)
+{
+	int ks[8], n = 0;
+	const char *p = list;
+	for (;;) {
+		char tok[32];
+		long long v;
+		size_t len = strcspn(p, ",");
+		if (n == 8 || len == 0 || len >= sizeof tok)
+			return SB_ERR(err, SB_EUSAGE, "budgets '%s': 1 to 8 numbers, comma-separated", list);
+		snprintf(tok, sizeof tok, "%.*s", (int)len, p);
+		SB_TRY(sb_parse_int("budgets", tok, 0, 1 << 20, &v, err));
+		ks[n++] = (int)v;
+		if (!p[len])
+			break;
+		p += len + 1;
+	}
+	memcpy(o->budgets_k, ks, sizeof ks[0] * (size_t)n);
+	o->n_budgets = n;
+	return 0;
+}
+
 int sb_lm_eval_set(struct sb_lm_eval_opts *o, const char *setting, struct sb_err *err)
 {
 	const char *eq = strchr(setting, '=');
@@ -108,25 +130,8 @@ int sb_lm_eval_set(struct sb_lm_eval_opts *o, const char *setting, struct sb_err
 		o->seed = (uint64_t)v;
 		return 0;
 	}
-	if (!strcmp(key, "budgets")) {
-		int ks[8], n = 0;
-		const char *p = val;
-		for (;;) {
-			char tok[32];
-			size_t len = strcspn(p, ",");
-			if (n == 8 || len == 0 || len >= sizeof tok)
-				return SB_ERR(err, SB_EUSAGE, "budgets '%s': 1 to 8 numbers, comma-separated", val);
-			snprintf(tok, sizeof tok, "%.*s", (int)len, p);
-			SB_TRY(sb_parse_int(key, tok, 0, 1 << 20, &v, err));
-			ks[n++] = (int)v;
-			if (!p[len])
-				break;
-			p += len + 1;
-		}
-		memcpy(o->budgets_k, ks, sizeof ks[0] * (size_t)n);
-		o->n_budgets = n;
-		return 0;
-	}
+	if (!strcmp(key, "budgets"))
+		return sb_lm_eval_set_budgets(o, val, err);
 	return SB_ERR(err, SB_EUSAGE,
 		      "unknown evaluation setting '%s' (masks, tasks, probes, windows, bench_reps, budgets, seed)", key);
 }

@@ -72,6 +72,9 @@ void sb_lm_eval_defaults(struct sb_lm_eval_opts *o);
  * always first) / a comma-separated list of tasks into o. */
 int sb_lm_eval_set_masks(struct sb_lm_eval_opts *o, const char *list, struct sb_err *err);
 int sb_lm_eval_set_tasks(struct sb_lm_eval_opts *o, const char *list, struct sb_err *err);
+/* A comma-separated list of 1 to 8 budgets k (0..2^20) into o; an empty item or a ninth is a
+ * usage error, not dropped (sb-lm eval --budgets and sb-eval --set budgets= alike). */
+int sb_lm_eval_set_budgets(struct sb_lm_eval_opts *o, const char *list, struct sb_err *err);
 /* One setting KEY=VALUE: masks=LIST, tasks=LIST, probes=N, windows=N, bench_reps=N,
  * budgets=K,K,..., seed=N (what sb-eval's --set passes to an LM run). */
 int sb_lm_eval_set(struct sb_lm_eval_opts *o, const char *setting, struct sb_err *err);

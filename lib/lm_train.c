@@ -821,8 +821,12 @@ int sb_lm_run_open(struct sb_backend *be, const char *run_dir, int eval_only, st
 		sb_err_prefix(err, "%s", path);
 		return rc;
 	}
-	/* cell.json carries extra fields (cell_id, parameter_count, mixture_used): skipped */
+	/* cell.json carries extra fields (cell_id, parameter_count, mixture_used): skipped; a
+	 * field the cell's reader refuses is named with the file it is in (a SAS run's cell.json
+	 * given to the LM evaluator said only "cell: unknown field 'id'") */
 	rc = sb_lm_cell_parse(cell, v, err);
+	if (rc)
+		sb_err_prefix(err, "%s", path);
 	const char *id = sb_json_str(sb_json_get(v, "cell_id"), "");
 	if (!rc)
 		rc = sb_lm_cell_id(cell, err);

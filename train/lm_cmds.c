@@ -52,7 +52,8 @@ int sb_lm_eval_main(int argc, char **argv)
 	static const struct option lo[] = {{"out", 1, 0, 'o'},        {"threads", 1, 0, 'j'}, {"masks", 1, 0, 'm'},
 					   {"probes", 1, 0, 'p'},     {"windows", 1, 0, 'w'}, {"tasks", 1, 0, 't'},
 					   {"bench-reps", 1, 0, 'r'}, {"budgets", 1, 0, 'b'}, {"seed", 1, 0, 's'},
-					   {"quiet", 0, 0, 'q'},      {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
+					   {"quiet", 0, 0, 'q'},      {"help", 0, 0, 'h'},    {"version", 0, 0, 'V'},
+					   {0, 0, 0, 0}};
 	int ch;
 	long long v;
 	opterr = 0; /* one message of ours, not getopt's as well */
@@ -92,24 +93,21 @@ int sb_lm_eval_main(int argc, char **argv)
 				sb_cli_die(&err);
 			o.seed = (uint64_t)v;
 			break;
-		case 'b': {
-			char *dup = strdup(optarg), *save = NULL;
-			o.n_budgets = 0;
-			for (char *t = strtok_r(dup, ",", &save); t && o.n_budgets < 8; t = strtok_r(NULL, ",", &save)) {
-				if (sb_parse_int("--budgets", t, 0, 1 << 20, &v, &err))
-					sb_cli_die(&err);
-				o.budgets_k[o.n_budgets++] = (int)v;
-			}
-			free(dup);
+		case 'b':
+			if (sb_lm_eval_set_budgets(&o, optarg, &err))
+				sb_cli_die(&err);
 			break;
-		}
 		case 'q': sb_quiet = 1; break;
 		case 'h':
 			puts("Usage: sb-lm eval [-o OUT_DIR] [-j N] [--masks LIST] [--tasks LIST] [--probes N]\n"
 			     "                  [--windows N] [--bench-reps N] [--budgets K,K,...] [--seed N] RUN_DIR\n"
 			     "LIST: masks separated by ';' (',' when none has parameters), NAME[:s=S,w=W,k=K];\n"
-			     "a control without parameters takes the recipe's; see sb-lm --help and docs/lm.md.");
+			     "a control without parameters takes the recipe's; see sb-lm --help and docs/lm.md.\n"
+			     "--budgets: 1 to 8 numbers (an empty item or a ninth is a usage error).\n"
+			     "Exit status: 0 ok, 1 refused (a corpus whose bytes are a split=test safetensors file),\n"
+			     "2 usage, 3 bad input data, 4 I/O error, 5 internal error.");
 			return sb_cli_finish(0);
+		case 'V': sb_cli_version();
 		case ':': sb_cli_bad_option(argv, 1);
 		default: sb_cli_bad_option(argv, 0);
 		}
@@ -150,6 +148,9 @@ int sb_lm_eval_main(int argc, char **argv)
 	else
 		sb_atomic_abort(&a);
 	sb_backend_close(be);
+	/* as sb-eval: the messages name the file; the run directory is added when they do not */
+	if (rc && !strstr(err.msg, run_dir))
+		sb_err_prefix(&err, "%s", run_dir);
 	if (rc)
 		sb_cli_die(&err);
 	printf("%s\n", path);
@@ -160,13 +161,20 @@ int sb_lm_report_main(int argc, char **argv)
 {
 	const char *out_dir = ".";
 	struct sb_err err = {0};
-	static const struct option lo[] = {{"out", 1, 0, 'o'}, {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	static const struct option lo[] = {{"out", 1, 0, 'o'},  {"threads", 1, 0, 'j'}, {"quiet", 0, 0, 'q'},
+					   {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
 	int ch;
+	long long threads;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":o:q", lo, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":o:j:q", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'o': out_dir = optarg; break;
+		case 'j': /* accepted like every sb-lm command's; the report is written on one thread */
+			if (sb_parse_int("--threads", optarg, 0, 1024, &threads, &err))
+				sb_cli_die(&err);
+			break;
 		case 'q': sb_quiet = 1; break;
+		case 'V': sb_cli_version();
 		case 'h':
 			puts("Usage: sb-lm report [-o OUT_DIR] EVAL.ndjson\n"
 			     "Writes OUT_DIR/lm-report.md, lm-retrieval.svg, lm-fidelity.svg, lm-blocks.svg.");
@@ -195,7 +203,7 @@ int sb_lm_import_main(int argc, char **argv)
 	struct sb_err err = {0};
 	static const struct option lo[] = {{"out", 1, 0, 'o'},     {"corpus", 1, 0, 'c'}, {"haystack", 1, 0, 'y'},
 					   {"T", 1, 0, 'T'},       {"threads", 1, 0, 'j'}, {"quiet", 0, 0, 'q'},
-					   {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
+					   {"help", 0, 0, 'h'},    {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
 	int ch;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":o:c:j:q", lo, NULL)) != -1) {
@@ -223,7 +231,7 @@ int sb_lm_import_main(int argc, char **argv)
 			break;
 		case 'q': sb_quiet = 1; break;
 		case 'h':
-			puts("Usage: sb-lm import [-o RUNS_DIR] --corpus NAME=PATH [--corpus ...] [--haystack NAME]\n"
+			puts("Usage: sb-lm import [-o RUNS_DIR] -c|--corpus NAME=PATH [--corpus ...] [--haystack NAME]\n"
 			     "                    [--T N] HF_DIR\n"
 			     "A pretrained decoder of the Llama/Qwen family (Granite 3 too), or the hybrid LFM2 or\n"
 			     "Granite 4.0\n"
@@ -234,9 +242,12 @@ int sb_lm_import_main(int argc, char **argv)
 			     "sb-eval and sb-lm eval evaluate like a trained LM run: cell.json (the model, the\n"
 			     "SHA-256 of every file read, the evaluation text), model.safetensors (the weights in\n"
 			     "their dtype, under the toolkit's names) and a copy of tokenizer.json.\n"
-			     "  --corpus NAME=PATH  held-out text for fidelity and the probes' essays (an sb-fetch\n"
-			     "                      corpus directory or a text file; its valid part is read)\n"
-			     "  --haystack NAME     the corpus of the probes' essays (default: the first)\n"
+			     "  -c, --corpus NAME=PATH  held-out text for fidelity and the probes' essays (an\n"
+			     "                      sb-fetch corpus directory or a text file; read here as the\n"
+			     "                      evaluation will read it: a missing file is refused, and so is\n"
+			     "                      a split=test file, exit 1)\n"
+			     "  --haystack NAME     the corpus of the probes' essays, one of the --corpus names\n"
+			     "                      (default: the first)\n"
 			     "  --T N               evaluation context in tokens (default min(512, max_position_embeddings))\n"
 			     "Read: model_type llama, mistral (T within its sliding_window), granite (Granite 3:\n"
 			     "Llama's layout with its four multipliers), qwen2, qwen3, lfm2\n"
@@ -247,8 +258,13 @@ int sb_lm_import_main(int argc, char **argv)
 			     "and vLLM read it).\n"
 			     "Anything else is refused, naming the field (docs/lm.md). An existing run of the same\n"
 			     "cell is kept. stdout: one lm.import record {cell_id, run_dir, status}.\n"
-			     "Exit status: 0 ok, 2 usage, 3 bad input data, 4 I/O error, 5 internal error.");
+			     "-j N and -q as every sb-lm command's (the import runs on one thread).\n"
+			     "A model of more than 256 ids needs its tokenizer.json (else exit 3).\n"
+			     "Exit status: 0 ok, 1 refused (a --corpus whose bytes are a safetensors file with\n"
+			     "split=test in its metadata: only sb-test reads test data), 2 usage, 3 bad input data,\n"
+			     "4 I/O error, 5 internal error.");
 			return sb_cli_finish(0);
+		case 'V': sb_cli_version();
 		case ':': sb_cli_bad_option(argv, 1);
 		default: sb_cli_bad_option(argv, 0);
 		}
@@ -289,27 +305,37 @@ int sb_lm_tokenize_main(int argc, char **argv)
 	const char *tok_path = NULL;
 	int decode = 0, bos = 0;
 	struct sb_err err = {0};
-	static const struct option lo[] = {{"tokenizer", 1, 0, 't'}, {"decode", 0, 0, 'd'}, {"bos", 0, 0, 'b'},
-					   {"help", 0, 0, 'h'},      {0, 0, 0, 0}};
+	static const struct option lo[] = {{"tokenizer", 1, 0, 't'}, {"decode", 0, 0, 'd'},  {"bos", 0, 0, 'b'},
+					   {"threads", 1, 0, 'j'},   {"quiet", 0, 0, 'q'},   {"help", 0, 0, 'h'},
+					   {"version", 0, 0, 'V'},   {0, 0, 0, 0}};
 	int ch;
+	long long threads;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":t:d", lo, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":t:dj:q", lo, NULL)) != -1) {
 		switch (ch) {
 		case 't': tok_path = optarg; break;
 		case 'd': decode = 1; break;
 		case 'b': bos = 1; break;
+		case 'j': /* accepted like every sb-lm command's; the tokenizer runs on one thread */
+			if (sb_parse_int("--threads", optarg, 0, 1024, &threads, &err))
+				sb_cli_die(&err);
+			break;
+		case 'q': sb_quiet = 1; break;
+		case 'V': sb_cli_version();
 		case 'h':
-			puts("Usage: sb-lm tokenize --tokenizer TOKENIZER.json [--bos] [FILE|-]\n"
-			     "       sb-lm tokenize --tokenizer TOKENIZER.json --decode [FILE|-]\n"
+			puts("Usage: sb-lm tokenize -t|--tokenizer TOKENIZER.json [--bos] [FILE|-]\n"
+			     "       sb-lm tokenize -t|--tokenizer TOKENIZER.json -d|--decode [FILE|-]\n"
 			     "Encode UTF-8 text (FILE or stdin) with a Hugging Face BPE tokenizer (byte-level, or\n"
 			     "SentencePiece-style as converted for Llama 2, Mistral and Gemma), as\n"
 			     "the LM evaluation of an imported model does (docs/tokenizer.md): one id per line on\n"
 			     "stdout; --bos puts the tokenizer's leading special token first when its post-processor\n"
-			     "has one (Hugging Face's add_special_tokens default). --decode reads whitespace-separated\n"
+			     "has one (Hugging Face's add_special_tokens default). -d, --decode reads whitespace-separated\n"
 			     "ids and writes their bytes. With an NFC normalizer (Qwen2) the text is normalised\n"
-			     "first, so --decode gives back its NFC.\n"
-			     "Exit status: 0 ok, 2 usage, 3 bad input data (the tokenizer, invalid UTF-8, an id\n"
-			     "outside the vocabulary), 4 I/O error.");
+			     "first, so --decode gives back its NFC. -j N and -q as every sb-lm command's (one thread,\n"
+			     "no progress lines).\n"
+			     "Exit status: 0 ok, 1 refused (FILE's bytes are a safetensors file with split=test in its\n"
+			     "metadata: only sb-test reads test data), 2 usage, 3 bad input data (the tokenizer, invalid\n"
+			     "UTF-8, an id outside the vocabulary), 4 I/O error.");
 			return sb_cli_finish(0);
 		case ':': sb_cli_bad_option(argv, 1);
 		default: sb_cli_bad_option(argv, 0);

@@ -27,9 +27,11 @@ static void usage(void)
 	      "Commands:\n"
 	      "  train [-o RUNS_DIR] [-j N] [--set KEY=VALUE]... CELLS.ndjson|-\n"
 	      "        train every cell (one JSON object per line, \"family\": \"lm\") into\n"
-	      "        RUNS_DIR/CELL_ID/ (cell.json, train.ndjson, model.safetensors); --set overrides a\n"
-	      "        field of every cell (model fields as model.KEY=VALUE); a finished cell is skipped,\n"
-	      "        a killed one resumes from its newest checkpoint (ckpt_every; docs/lm.md)\n"
+	      "        RUNS_DIR/CELL_ID/ (cell.json, train.ndjson, model.safetensors); --set writes a\n"
+	      "        field into every cell before it is read (model fields as model.KEY=VALUE; VALUE is\n"
+	      "        JSON, else a string), so fields derived from it (kv_heads, head_dim, max_T) follow\n"
+	      "        as in a cell written so; a finished cell is skipped, a killed one resumes from its\n"
+	      "        newest checkpoint (ckpt_every; docs/lm.md)\n"
 	      "  eval [-o OUT_DIR] [-j N] [--masks LIST] [--probes N] [--windows N] [--bench-reps N]\n"
 	      "       [--tasks LIST] [--budgets LIST] [--seed S] RUN_DIR\n"
 	      "        evaluate a trained run on held-out text (the corpora's valid parts): fidelity of\n"
@@ -51,75 +53,100 @@ static void usage(void)
 	      "        lm-blocks.svg; a record it reads with a field missing is bad input (exit 3)\n"
 	      "  probe --task NAME [--len N] [--index I] [--depth D] [--corpus PATH]\n"
 	      "        print one retrieval probe (for inspection)\n"
-	      "  import [-o RUNS_DIR] --corpus NAME=PATH [--haystack NAME] [--T N] HF_DIR\n"
+	      "  import [-o RUNS_DIR] -c|--corpus NAME=PATH [--haystack NAME] [--T N] HF_DIR\n"
 	      "        a pretrained Llama/Qwen, LFM2 or Granite 4.0 decoder (Hugging Face directory: config.json,\n"
 	      "        safetensors weights, tokenizer.json) as a run directory RUNS_DIR/CELL_ID/ that\n"
 	      "        eval measures like a trained one (PROTOCOL C(b); sb-lm import --help)\n"
-	      "  tokenize --tokenizer TOKENIZER.json [--bos] [--decode] [FILE]\n"
+	      "  tokenize -t|--tokenizer TOKENIZER.json [--bos] [-d|--decode] [FILE]\n"
 	      "        encode text to ids (one per line) or decode ids, as the evaluation of an imported\n"
 	      "        model does (docs/tokenizer.md)\n"
 	      "\n"
-	      "Common options:\n"
-	      "  -j, --threads N   worker threads (0 = all cores; default 0)\n"
+	      "Common options (every command takes them; COMMAND --help is the command's own text):\n"
+	      "  -j, --threads N   worker threads (0 = all cores; default 0); report, probe, import\n"
+	      "                    and tokenize run on one thread and check N only\n"
 	      "  -q, --quiet       no progress lines\n"
 	      "      --help, --version\n"
 	      "\n"
-	      "Exit status: 0 ok, 2 usage, 3 bad input data, 4 I/O error, 5 internal error.\n",
+	      "Exit status: 0 ok; 1 refused: a corpus or text whose bytes are a safetensors file with\n"
+	      "split=test in its metadata (train, eval, probe, tokenize: only sb-test reads test data);\n"
+	      "2 usage; 3 bad input data; 4 I/O error; 5 internal error.\n",
 	      stdout);
 }
 
-static int apply_set(struct sb_lm_cell *c, const char *kv, struct sb_err *err)
+/* obj[key] = val, replacing the value under key or adding the key; obj owns val from here on
+ * (freed on failure too) */
+static int json_put(struct sb_json *obj, const char *key, struct sb_json *val, struct sb_err *err)
 {
-	if (strncmp(kv, "model.", 6) == 0) {
-		SB_TRY(sb_lm_cfg_set(&c->model, kv + 6, err));
-		return sb_lm_cfg_check(&c->model, err);
+	for (size_t i = 0; i < obj->n; i++)
+		if (!strcmp(obj->keys[i], key)) {
+			sb_json_free(obj->items[i]);
+			obj->items[i] = val;
+			return 0;
+		}
+	char **keys = realloc(obj->keys, (obj->n + 1) * sizeof *keys);
+	if (keys)
+		obj->keys = keys;
+	struct sb_json **items = keys ? realloc(obj->items, (obj->n + 1) * sizeof *items) : NULL;
+	if (items)
+		obj->items = items;
+	char *k = items ? strdup(key) : NULL;
+	if (!k) {
+		sb_json_free(val);
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	}
-	/* top level: rebuild through the JSON form so that the same checks apply */
-	struct sb_jw w;
-	sb_jw_init(&w, NULL);
-	sb_lm_cell_json(&w, c);
-	struct sb_json *v;
-	int rc = sb_json_parse(w.buf, w.len, &v, err);
-	sb_jw_free(&w);
-	if (rc)
-		return rc;
+	obj->keys[obj->n] = k;
+	obj->items[obj->n++] = val;
+	return 0;
+}
+
+/* One --set KEY=VALUE (model fields as model.KEY=VALUE) written into the cell's JSON, as if
+ * the cell said it: the cell is parsed again from that, so the fields derived from others
+ * (kv_heads = heads, head_dim = d / heads, max_T = T) are derived again from the new values,
+ * unless the cell or a --set gives them. (Setting them on the parsed cell kept the derived
+ * values of the cell as written: --set model.d=32 on a cell of d 16, heads 2 gave head_dim 8,
+ * not the 16 of a cell written with d 32.) VALUE is JSON when it parses as JSON, else a
+ * string. */
+static int apply_set(struct sb_json *cell, const char *kv, struct sb_err *err)
+{
 	const char *eq = strchr(kv, '=');
-	if (!eq)
-		return SB_ERR(err, SB_EUSAGE, "--set expects KEY=VALUE, got '%s'", kv);
-	char key[64];
-	snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
-	/* the value: JSON if it parses, else a string */
+	int model = strncmp(kv, "model.", 6) == 0;
+	const char *key = model ? kv + 6 : kv;
+	if (!eq || eq == key || eq - key >= 64)
+		return SB_ERR(err, SB_EUSAGE, "--set expects KEY=VALUE or model.KEY=VALUE, got '%s'", kv);
+	char name[64];
+	snprintf(name, sizeof name, "%.*s", (int)(eq - key), key);
+	/* fields that the cell's reader skips (written into cell.json from the others) */
+	if (model ? !strcmp(name, "n_layer") || !strcmp(name, "parameter_count")
+	          : !strcmp(name, "cell_id") || !strcmp(name, "parameter_count") || !strcmp(name, "mixture_used"))
+		return SB_ERR(err, SB_EUSAGE, "--set %.*s: derived from the other fields, not a setting",
+			      (int)(eq - kv), kv);
 	struct sb_json *val;
 	struct sb_err e2 = {0};
 	if (sb_json_parse(eq + 1, strlen(eq + 1), &val, &e2)) {
 		struct sb_jw sw;
 		sb_jw_init(&sw, NULL);
 		sb_jw_str(&sw, eq + 1);
-		rc = sb_json_parse(sw.buf, sw.len, &val, err);
+		int rc = sw.oom ? SB_ERR(err, SB_EINTERNAL, "out of memory") : sb_json_parse(sw.buf, sw.len, &val, err);
 		sb_jw_free(&sw);
-		if (rc) {
-			sb_json_free(v);
+		if (rc)
 			return rc;
+	}
+	if (!model)
+		return json_put(cell, name, val, err);
+	struct sb_json *m = (struct sb_json *)sb_json_get(cell, "model");
+	if (!m) { /* (the cell parsed: a model it has is an object) */
+		m = calloc(1, sizeof *m);
+		if (!m) {
+			sb_json_free(val);
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		}
+		m->type = SB_JSON_OBJECT;
+		if (json_put(cell, "model", m, err)) {
+			sb_json_free(val);
+			return err->code;
 		}
 	}
-	int found = 0;
-	for (size_t i = 0; i < v->n; i++)
-		if (!strcmp(v->keys[i], key)) {
-			sb_json_free(v->items[i]);
-			v->items[i] = val;
-			found = 1;
-		}
-	if (!found) {
-		sb_json_free(val);
-		sb_json_free(v);
-		return SB_ERR(err, SB_EUSAGE, "--set: unknown cell field '%s'", key);
-	}
-	int max_T = c->model.max_T;
-	rc = sb_lm_cell_parse(c, v, err);
-	sb_json_free(v);
-	if (!rc && strcmp(key, "T") && c->model.max_T != max_T)
-		c->model.max_T = max_T;
-	return rc;
+	return json_put(m, name, val, err);
 }
 
 static int cmd_train(int argc, char **argv)
@@ -128,8 +155,9 @@ static int cmd_train(int argc, char **argv)
 	int threads = 0;
 	char *sets[64];
 	int nsets = 0;
-	static const struct option lo[] = {{"out", 1, 0, 'o'}, {"threads", 1, 0, 'j'}, {"set", 1, 0, 's'},
-					   {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
+	static const struct option lo[] = {{"out", 1, 0, 'o'},   {"threads", 1, 0, 'j'}, {"set", 1, 0, 's'},
+					   {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'},    {"version", 0, 0, 'V'},
+					   {0, 0, 0, 0}};
 	int ch;
 	struct sb_err err = {0};
 	opterr = 0; /* one message of ours, not getopt's as well */
@@ -145,10 +173,13 @@ static int cmd_train(int argc, char **argv)
 		case 's':
 			if (nsets == 64)
 				sb_cli_usage_error("too many --set");
+			if (!strchr(optarg, '=') || optarg[0] == '=' || !strncmp(optarg, "model.=", 7))
+				sb_cli_usage_error("--set expects KEY=VALUE or model.KEY=VALUE, got '%s'", optarg);
 			sets[nsets++] = optarg;
 			break;
 		case 'q': sb_quiet = 1; break;
 		case 'h': usage(); return sb_cli_finish(0);
+		case 'V': sb_cli_version();
 		case ':': sb_cli_bad_option(argv, 1);
 		default: sb_cli_bad_option(argv, 0);
 		}
@@ -176,11 +207,17 @@ static int cmd_train(int argc, char **argv)
 	while (!rc && !(rc = sb_ndjson_next(r, &v, &err)) && v) {
 		struct sb_lm_cell c;
 		rc = sb_lm_cell_parse(&c, v, &err);
-		sb_json_free(v);
 		if (rc)
 			sb_err_prefix(&err, "%s:%ld", sb_ndjson_name(r), sb_ndjson_line(r));
+		/* the cell as written must parse on its own (bad input, exit 3); then the cell with
+		 * every --set written into it, parsed once: a cell it makes invalid is misuse */
 		for (int i = 0; i < nsets && !rc; i++)
-			rc = apply_set(&c, sets[i], &err);
+			rc = apply_set(v, sets[i], &err);
+		if (!rc && nsets && sb_lm_cell_parse(&c, v, &err)) {
+			sb_err_prefix(&err, "%s:%ld with the --set values", sb_ndjson_name(r), sb_ndjson_line(r));
+			rc = err.code = SB_EUSAGE;
+		}
+		sb_json_free(v);
 		if (rc)
 			break;
 		char run_dir[4096];
@@ -214,12 +251,16 @@ static int cmd_probe(int argc, char **argv)
 	long long len = 512, index = 0;
 	double depth = -1;
 	struct sb_err err = {0};
-	static const struct option lo[] = {{"task", 1, 0, 't'}, {"len", 1, 0, 'n'},    {"index", 1, 0, 'i'},
-					   {"depth", 1, 0, 'd'}, {"corpus", 1, 0, 'c'}, {"help", 0, 0, 'h'},
+	static const struct option lo[] = {{"task", 1, 0, 't'},  {"len", 1, 0, 'n'},    {"index", 1, 0, 'i'},
+					   {"depth", 1, 0, 'd'}, {"corpus", 1, 0, 'c'}, {"threads", 1, 0, 'j'},
+					   {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'},   {"version", 0, 0, 'V'},
 					   {0, 0, 0, 0}};
 	int ch;
+	long long threads;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
+	/* -j and -q as every sb-lm command takes them (sb-lm --help); a probe is made on one
+	 * thread and prints no progress, so they change nothing here */
+	while ((ch = getopt_long(argc, argv, ":j:q", lo, NULL)) != -1) {
 		switch (ch) {
 		case 't': task = optarg; break;
 		case 'n':
@@ -235,7 +276,13 @@ static int cmd_probe(int argc, char **argv)
 				sb_cli_die(&err);
 			break;
 		case 'c': corpus = optarg; break;
+		case 'j':
+			if (sb_parse_int("--threads", optarg, 0, 1024, &threads, &err))
+				sb_cli_die(&err);
+			break;
+		case 'q': sb_quiet = 1; break;
 		case 'h': usage(); return sb_cli_finish(0);
+		case 'V': sb_cli_version();
 		case ':': sb_cli_bad_option(argv, 1);
 		default: sb_cli_bad_option(argv, 0);
 		}

@@ -27,6 +27,36 @@ for args in "sb-lm train --no-such-option" "sb-lm eval --no-such-option" "sb-lm 
 	[ $rc -eq 2 ] && [ "$(wc -l <"$T/err")" -eq 2 ] && grep -q "Try '${args%% *} --help'" "$T/err"
 	t_result $? "$args: exit 2, one line and the hint (exit $rc: $(head -c 300 "$T/err"))"
 done
+# sb-lm's common options are every command's, as its --help says (before, probe and tokenize
+# refused -j and -q, report -j, and no command took --version)
+lm=$TOP/bin/sb-lm
+if [ -x "$lm" ]; then
+	"$lm" --help >"$T/h"
+	cmds=$(sed -n '/^Commands:/,/^$/s/^  \([a-z]\{1,\}\) .*/\1/p' "$T/h" | tr '\n' ' ')
+	grep -q '^Common options (every command' "$T/h" && [ "$cmds" = "train eval report probe import tokenize " ]
+	t_result $? "sb-lm --help: the commands ($cmds) and the options common to every command"
+	for c in $cmds; do
+		out=$("$lm" $c -q -j 1 --threads 2 --quiet --help 2>"$T/err"); rc=$?
+		[ $rc -eq 0 ] && [ -n "$out" ] && [ ! -s "$T/err" ]
+		t_result $? "sb-lm $c takes -q, -j N, --threads N, --quiet and --help (exit $rc: $(head -c 200 "$T/err"))"
+		out=$("$lm" $c --version 2>&1); rc=$?
+		[ $rc -eq 0 ] && [[ $out == "sb-lm "* ]]
+		t_result $? "sb-lm $c --version prints 'sb-lm VERSION' (exit $rc: $out)"
+		"$lm" $c -j x >"$T/out" 2>"$T/err"; rc=$?
+		[ $rc -eq 2 ] && grep -q "^sb-lm: invalid value for --threads: 'x'" "$T/err" && [ ! -s "$T/out" ]
+		t_result $? "sb-lm $c -j x: a usage error naming --threads (exit $rc: $(head -c 200 "$T/err"))"
+	done
+	# the short options a command takes are in its help; exit 1 where a split=test file is refused
+	"$lm" tokenize --help >"$T/th"
+	grep -q -- '-t|--tokenizer' "$T/th" && grep -q -- '-d|--decode' "$T/th" && grep -q -- '-d, --decode' "$T/th" &&
+		grep -q -- '-t|--tokenizer TOKENIZER.json \[--bos\] \[-d|--decode\]' "$T/h"
+	t_result $? "sb-lm tokenize's -t and -d are in its help and sb-lm --help"
+	"$lm" import --help | grep -q -- '-c, --corpus NAME=PATH' && grep -q -- 'import \[-o RUNS_DIR\] -c|--corpus' "$T/h"
+	t_result $? "sb-lm import's -c is in its help and sb-lm --help"
+	grep -q '^Exit status: 0 ok; 1 refused: a corpus or text' "$T/h" && grep -q 'Exit status: 0 ok, 1 refused (FILE' "$T/th" &&
+		"$lm" eval --help | grep -q 'Exit status: 0 ok, 1 refused'
+	t_result $? "sb-lm --help, tokenize --help and eval --help list exit 1 (a split=test file refused)"
+fi
 # the programs that never open a compute backend (Makefile HOST_STAGES) do not load the CUDA
 # backend or cuBLAS: they run where the CUDA libraries are not installed
 if command -v readelf >/dev/null; then

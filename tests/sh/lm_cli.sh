@@ -41,6 +41,76 @@ t_result $? "a context too short for a task is a usage error (exit $rc)"
 sb-lm eval "$T/nope" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 4 ]
 t_result $? "eval of a missing run directory: exit 4 (got $rc)"
+# sb-lm train --set writes the value into the cell before the cell is read: what it trains is
+# the cell written with that value, whose derived fields (kv_heads = heads, head_dim =
+# d / heads, max_T = T) are derived again unless the cell or a --set gives them (before, they
+# kept the values of the cell as written: --set model.d=32 on d 16, heads 2 gave head_dim 8)
+shk=$TOP/tests/fixtures/lm/shakespeare-head.txt
+lmcell() { # FILE MODEL_FIELDS [T]: a cell of one training step
+	printf '{"family":"lm","model":{%s,"pattern":"AC","ffn":32},"batch":2,"steps":1,"T":%s,"corpora":["s=%s"],"mixture":"s=1"}\n' \
+		"$2" "${3:-32}" "$shk" >"$1"
+}
+built() { # RUNS: the cell trained there (id, attention shape, max_T, parameter count)
+	grep -o '"heads":[0-9]*,"kv_heads":[0-9]*,"head_dim":[0-9]*\|"max_T":[0-9]*\|"T":[0-9]*\|"cell_id":"[^"]*"\|"parameter_count":[0-9]*' \
+		"$1"/*/cell.json 2>/dev/null | tr '\n' ' '
+}
+setcase() { # NAME WRITTEN_MODEL WRITTEN_T BASE_MODEL WANT --set...: the base cell with the --set values
+	local name=$1 wm=$2 wt=$3 bm=$4 want=$5 rc w s
+	shift 5
+	lmcell "$T/w_$name.json" "$wm" "$wt"
+	lmcell "$T/b_$name.json" "$bm"
+	sb-lm train -q -o "$T/rw_$name" "$T/w_$name.json" >/dev/null 2>"$T/e" &&
+		sb-lm train -q -o "$T/rs_$name" "$@" "$T/b_$name.json" >/dev/null 2>>"$T/e"
+	rc=$? w=$(built "$T/rw_$name") s=$(built "$T/rs_$name")
+	[ $rc -eq 0 ] && [ -n "$w" ] && [ "$w" = "$s" ] && grep -q "$want" <<<"$s"
+	t_result $? "train $* on {$bm} is the cell written {$wm}, T $wt ($want): set: $s; written: $w" "$(head -n 2 "$T/e")"
+}
+setcase d '"d":32,"heads":2' 32 '"d":16,"heads":2' '"head_dim":16 .*"parameter_count":20928' --set model.d=32
+setcase heads '"d":16,"heads":4' 32 '"d":16,"heads":2' '"heads":4,"kv_heads":4,"head_dim":4 ' --set model.heads=4
+setcase heads3 '"d":48,"heads":3' 32 '"d":16,"heads":2' '"heads":3,"kv_heads":3,"head_dim":16 ' \
+	--set model.heads=3 --set model.d=48
+setcase kv_kept '"d":16,"heads":4,"kv_heads":1' 32 '"d":16,"heads":2,"kv_heads":1' '"heads":4,"kv_heads":1,"head_dim":4 ' \
+	--set model.heads=4
+setcase kv_set '"d":16,"heads":4,"kv_heads":2' 32 '"d":16,"heads":2' '"heads":4,"kv_heads":2,"head_dim":4 ' \
+	--set model.kv_heads=2 --set model.heads=4
+setcase T '"d":16,"heads":2' 64 '"d":16,"heads":2' '"max_T":64 .*"T":64 ' --set T=64
+lmcell "$T/b16.json" '"d":16,"heads":2'
+sb-lm train -q -o "$T/rs_bad" --set model.heads=3 "$T/b16.json" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 2 ] && grep -q "^sb-lm: $T/b16.json:1 with the --set values: model: d 16 is not a multiple of heads 3" "$T/e" &&
+	[ -z "$(ls -A "$T/rs_bad" 2>/dev/null)" ]
+t_result $? "train --set model.heads=3 on d 16: a usage error with the written cell's message, no run (exit $rc: $(head -n 1 "$T/e"))"
+sb-lm train -q -o "$T/rs_bad" --set model.n_layer=3 "$T/b16.json" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 2 ] && grep -q "^sb-lm: --set model.n_layer: derived from the other fields" "$T/e"
+t_result $? "train --set of a derived field (model.n_layer) is a usage error (exit $rc: $(head -n 1 "$T/e"))"
+# sb-lm eval --budgets: 1 to 8 numbers, as sb-eval --set budgets= (before, a ninth was dropped
+# and ',,' evaluated no budget, exit 0)
+run=$(ls -d "$T"/rw_d/*/)
+run=${run%/}
+for b in 1,2,3,4,5,6,7,8,9,10 ,, 8,; do
+	sb-lm eval -q -o "$T/evb" --probes 0 --windows 1 --bench-reps 1 --masks dense,recipe --budgets "$b" "$run" >"$T/o" 2>"$T/e"
+	rc=$?
+	[ $rc -eq 2 ] && grep -q "^sb-lm: budgets '$b': 1 to 8 numbers, comma-separated" "$T/e" && [ ! -e "$T/evb" ] && [ ! -s "$T/o" ]
+	t_result $? "eval --budgets $b: a usage error, as sb-eval's, nothing written (exit $rc: $(head -n 1 "$T/e"))"
+done
+sb-lm eval -q -o "$T/evb" --probes 0 --windows 1 --bench-reps 1 --masks dense,recipe --budgets 1,2,3,4,5,6,7,8 "$run" >/dev/null 2>"$T/e"
+rc=$? n=$(grep -c '"kind":"lm.blocks"' "$T/evb/eval.ndjson" 2>/dev/null)
+[ $rc -eq 0 ] && [ "$n" = 8 ]
+t_result $? "eval --budgets of 8 numbers: 8 lm.blocks records (exit $rc, $n records)" "$(head -n 2 "$T/e")"
+# a cell.json the LM reader refuses is named, RUN_DIR/cell.json, by sb-lm eval as by sb-eval
+mkdir -p "$T/sasrun" "$T/nocorp"
+echo '{"family":"sas","id":"sas-s1","seed":1}' >"$T/sasrun/cell.json"
+echo '{"family":"lm","seed":1}' >"$T/nocorp/cell.json"
+for c in "sasrun:unknown field 'id'" "nocorp:'corpora' must name at least one corpus"; do
+	d=${c%%:*} want=${c#*:}
+	sb-lm eval -q -o "$T/ev_$d" "$T/$d" >/dev/null 2>"$T/e"; rc=$?
+	[ $rc -eq 3 ] && [ "$(wc -l <"$T/e")" -eq 1 ] && grep -q "^sb-lm: $T/$d/cell.json: cell: $want" "$T/e" && [ ! -e "$T/ev_$d" ]
+	t_result $? "sb-lm eval of a run whose cell.json it refuses ($d) names RUN_DIR/cell.json (exit $rc: $(head -n 1 "$T/e"))"
+done
+if command -v sb-eval >/dev/null; then
+	sb-eval -q "$T/nocorp" >/dev/null 2>"$T/e"; rc=$?
+	[ $rc -eq 3 ] && grep -q "^sb-eval: $T/nocorp/cell.json: cell: 'corpora' must name at least one corpus" "$T/e"
+	t_result $? "sb-eval names the same file, once (exit $rc: $(head -n 1 "$T/e"))"
+fi
 # sb-train and sb-eval hand "family": "lm" cells and run directories to the LM track
 if command -v sb-train >/dev/null && command -v sb-eval >/dev/null; then
 	echo '{"family":"lmx","seed":0}' >"$T/fam.json"
