@@ -107,6 +107,13 @@ int sb_sas_cell_parse(struct sb_sas_cell *c, const struct sb_json *obj, struct s
 	if (c->sc.T % c->sc.block || c->sc.T / c->sc.block > 64)
 		return SB_ERR(err, SB_EDATA, "T (%d) must be a multiple of block (%d), with at most 64 blocks", c->sc.T,
 		              c->sc.block);
+	/* the evaluation's windows must fit in eval_bytes of each part: refused here, before a
+	 * training whose evaluation could never run (sb-eval refused it, after the training) */
+	size_t need = (size_t)c->proc.eval_windows * (size_t)c->sc.T + 1;
+	if (c->proc.eval_bytes < need)
+		return SB_ERR(err, SB_EDATA,
+		              "eval_windows %d of T %d need eval_bytes of at least %zu (windows x T + 1), not %zu",
+		              c->proc.eval_windows, c->sc.T, need, c->proc.eval_bytes);
 	snprintf(c->corpus, sizeof c->corpus, "%s", corpus);
 	if (id) {
 		snprintf(c->cell_id, sizeof c->cell_id, "%s", id);
@@ -385,7 +392,20 @@ int sb_sas_train_cell(struct sb_backend *be, const struct sb_sas_cell *c, const 
 		return SB_ERR(err, SB_EDATA, "sas: the training text has %d tokens, fewer than one window of %d", n,
 		              c->sc.T + 1);
 	}
-	int rc = sb_mkdir_p(run_dir, err);
+	/* and the valid part holds the evaluation's windows (the test part is sb-eval's to read) */
+	struct sb_lm_corpus va;
+	int rc = sb_sas_corpus_part(c->corpus, "valid", c->proc.eval_bytes, &va, err);
+	size_t need = (size_t)c->proc.eval_windows * (size_t)c->sc.T + 1, have = rc ? 0 : va.n;
+	if (!rc)
+		sb_lm_corpus_free(&va);
+	if (!rc && have < need)
+		rc = SB_ERR(err, SB_EDATA, "sas: %s: the valid part has %zu tokens, fewer than the %zu of eval_windows %d",
+		            c->corpus, have, need, c->proc.eval_windows);
+	if (rc) {
+		sb_lm_corpus_free(&tr);
+		return rc;
+	}
+	rc = sb_mkdir_p(run_dir, err);
 	if (rc) {
 		sb_lm_corpus_free(&tr);
 		return rc;

@@ -300,7 +300,10 @@ static int cmd_probe(int argc, char **argv)
 	fprintf(stderr, "sb-lm: %s: %d turns; answers:", sb_lm_task_name(t), p.n_turns);
 	for (int i = 0; i < p.n_turns; i++)
 		fprintf(stderr, " '%.*s'", p.answer_end[i] - p.answer_beg[i] - 1, (const char *)p.text + p.answer_beg[i]);
-	fprintf(stderr, "; depth %.3f\n", p.depth);
+	if (isnan(p.depth)) /* a task without a haystack (kv_recall): no depth */
+		fputs("; no haystack, no depth\n", stderr);
+	else
+		fprintf(stderr, "; depth %.3f\n", p.depth);
 	sb_lm_probe_free(&p);
 	sb_lm_corpus_free(&c);
 	return sb_cli_finish(0);

@@ -35,6 +35,9 @@ t_result $? "a corpus that is a device (/dev/zero) is bad input, not an endless 
 sb-lm probe --task niah_single_1 --len 128 --index 3 >"$T/p" 2>"$T/e"
 [ "$(wc -c <"$T/p")" -eq 128 ] && grep -q "answers: '" "$T/e"
 t_result $? "probe prints exactly --len bytes and the answers on stderr"
+grep -q '; depth 0\.[0-9]*$' "$T/e" &&
+	sb-lm probe --task kv_recall --len 200 >/dev/null 2>"$T/e" && grep -q '; no haystack, no depth$' "$T/e" && ! grep -q nan "$T/e"
+t_result $? "probe: a haystack task names its depth, kv_recall (no haystack) says it has none, not 'depth nan' ($(cat "$T/e"))"
 sb-lm probe --task niah_multiquery --len 100 >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 2 ] && grep -q 'at least 160' "$T/e"
 t_result $? "a context too short for a task is a usage error (exit $rc)"

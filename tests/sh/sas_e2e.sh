@@ -159,6 +159,23 @@ sed 's/}$/,"id":"short","train_bytes":10}/' "$T/nocorpus.ndjson" | sed "s|x=/non
 sb-train -q -o "$T/r5" "$T/short.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 3 ] && grep -q "short.ndjson:1: sas cell: .*fewer than one window" "$T/e" && [ ! -e "$T/r5/short" ]
 t_result $? "a training text shorter than one window: exit 3 naming FILE:LINE, no run directory (exit $rc: $(head -c 200 "$T/e"))"
+# evaluation windows that eval_bytes, or the corpus's valid part, cannot hold: refused before
+# training (sb-eval refused them, after a training that exited 0)
+corp=$(sed -n 's/.*"corpus":"\([^"]*\)".*/\1/p' "$R/cell.json")
+head -c 3000 "$T/corpus.txt" >"$T/tiny.txt"
+for ev in '"eval_windows":100' '"eval_bytes":10' 'tiny'; do
+	if [ "$ev" = tiny ]; then # 3000 bytes: a valid part of 150, fewer than 12 x 64 + 1
+		printf '{"family":"sas","seed":1,"corpus":"t=%s","id":"ev","pre_steps":1,"sel_steps":1}\n' "$T/tiny.txt"
+		want="the valid part has [0-9]* tokens, fewer than the 769 of eval_windows 12"
+	else
+		printf '{"family":"sas","seed":1,"corpus":"%s","id":"ev",%s}\n' "$corp" "$ev"
+		want="eval_windows [0-9]* of T 64 need eval_bytes of at least [0-9]*"
+	fi >"$T/ev.ndjson"
+	rm -rf "$T/r7"
+	sb-train -q -o "$T/r7" "$T/ev.ndjson" >/dev/null 2>"$T/e"; rc=$?
+	[ $rc -eq 3 ] && grep -q "ev.ndjson:1: .*$want" "$T/e" && [ ! -e "$T/r7/ev" ]
+	t_result $? "evaluation windows that cannot fit ($ev): refused before training, exit 3, no run directory (exit $rc: $(head -c 200 "$T/e"))"
+done
 sb-train -q -d "$T/nodata" -o "$T/r6" --device cuda "$T/mixed.ndjson" >"$T/o6" 2>"$T/e"; rc=$?
 if grep -q "this build has no CUDA backend" "$T/e"; then # CUDA=0: --device itself is refused
 	[ $rc -eq 2 ] && [ ! -e "$T/r6" ] && [ ! -s "$T/o6" ]
