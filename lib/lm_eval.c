@@ -1278,7 +1278,8 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 		return SB_ERR(err, SB_EUSAGE, "the first mask must be dense");
 	}
 	/* train.ndjson: as sb-eval reads an encoder run's, its last train.done or train.failed
-	 * gives train_status ("incomplete" when it has neither: a killed run, or none at all);
+	 * gives train_status ("incomplete" when it has neither: a killed run; "no_log" when there is
+	 * no train.ndjson: a copy holding one checkpoint as its model);
 	 * a train.done that names another checkpoint than model.safetensors is bad data, and so
 	 * is a malformed line (the file is written whole, never torn) */
 	int rc = 0;
@@ -1286,6 +1287,8 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 	{
 		char tp[4600];
 		snprintf(tp, sizeof tp, "%s/train.ndjson", run_dir);
+		if (!e.cell.source[0] && !sb_file_exists(tp)) /* a checkpoint evaluated on its own (docs/lm.md) */
+			snprintf(e.train_status, sizeof e.train_status, "no_log");
 		struct sb_ndjson_reader *rd = NULL;
 		if (sb_file_exists(tp) && !(rc = sb_ndjson_open(tp, &rd, err))) {
 			for (;;) {

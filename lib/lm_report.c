@@ -299,6 +299,9 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 			bprintf(&md, " and %.0f s of CPU time (user + system, all threads)", num(td, "train_cpu_seconds"));
 		bprintf(&md, ".\n\n");
 	}
+	else if (!strcmp(str(setup, "train_status"), "no_log")) /* a checkpoint copied out of its run */
+		bprintf(&md, ". The run directory has **no train.ndjson**: the model evaluated is its model.safetensors as it "
+			"is (a checkpoint evaluated on its own, such as a step-NNNNNN.safetensors copied as the model).\n\n");
 	else if (sb_json_get(setup, "train_status")) /* a trained run whose train.ndjson does not end in train.done */
 		bprintf(&md, ". **The training did not finish** (train_status `%s`: the run's train.ndjson does not end in "
 			"train.done); the model evaluated is whatever model.safetensors held.\n\n",

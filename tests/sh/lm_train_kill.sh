@@ -144,6 +144,14 @@ grep -v '"kind":"train.done"' "$run/train.ndjson" >"$T/unfin/train.ndjson"
 ev "$T/unfin" "$T/e2" >/dev/null 2>&1 && [ "$(jq -r 'select(.kind == "lm.eval.setup") | .train_status' "$T/e2/eval.ndjson")" = incomplete ] &&
 	sb-lm report -o "$T/rep2" "$T/e2/eval.ndjson" >/dev/null 2>&1 && grep -q 'The training did not finish' "$T/rep2/lm-report.md"
 t_result $? "a run whose train.ndjson lacks train.done: train_status incomplete, and the report says so"
+# docs/lm.md's recipe for one checkpoint: cell.json, the step as the model, its sidecar again
+mkdir "$T/ck" && cp "$run/cell.json" "$T/ck/" && cp "$run/step-000080.safetensors" "$T/ck/model.safetensors" &&
+	(cd "$T/ck" && sha256sum model.safetensors >model.safetensors.sha256)
+ev "$T/ck" "$T/eck" >/dev/null 2>"$T/eck.err" &&
+	[ "$(jq -r 'select(.kind == "lm.eval.setup") | .train_status' "$T/eck/eval.ndjson")" = no_log ] &&
+	sb-lm report -o "$T/repck" "$T/eck/eval.ndjson" >/dev/null 2>&1 && grep -q 'no train.ndjson' "$T/repck/lm-report.md" &&
+	! grep -q 'does not end in train.done' "$T/repck/lm-report.md"
+t_result $? "docs/lm.md's checkpoint recipe: evaluated with train_status no_log, and the report says the model is a checkpoint on its own ($(head -c 200 "$T/eck.err"))"
 printf '{"kind":"train.step",\n' >>"$T/unfin/train.ndjson"
 ev "$T/unfin" "$T/e3" >/dev/null 2>"$T/e3.err"
 rc=$?
