@@ -133,6 +133,23 @@ mkdir -p "$T/notok" && cp "$HF"/config.json "$HF"/model.safetensors "$T/notok/"
 noimp "832 ids, no tokenizer.json" 3 "no tokenizer.json, and the model's 832 ids are not bytes" --corpus "s=$TXT" --T 256 "$T/notok"
 touch "$T/notok/tokenizer.model"
 noimp "only a tokenizer.model" 3 "save_pretrained" --corpus "s=$TXT" --T 256 "$T/notok"
+# a SentencePiece-style tokenizer (mistral_sp: llama2.json, Llama 2's legacy conversion, <s> as
+# its BOS): the import and an evaluation in its tokens
+SP="$TOP/tests/fixtures/hf/mistral_sp"
+n=$(sb-lm tokenize --tokenizer "$SP/tokenizer.json" --bos "$SP/text.txt" | wc -l)
+[ "$n" -eq 86 ] && [ "$(sb-lm tokenize --tokenizer "$SP/tokenizer.json" --bos "$SP/text.txt" | head -n 1)" -eq 1 ] &&
+	sb-lm tokenize --tokenizer "$SP/tokenizer.json" "$SP/text.txt" | sb-lm tokenize --tokenizer "$SP/tokenizer.json" --decode |
+	cmp -s - "$SP/text.txt"
+t_result $? "SentencePiece-style tokenize: text.txt -> $n ids with <s> (HF gave 86), --decode gives the text back"
+sb-lm import -q -o "$T/runsp" --corpus "shakespeare=$TXT" --T 256 "$SP" >"$T/osp" 2>"$T/e" &&
+	rsp=$(jq -r .run_dir "$T/osp") &&
+	sb-eval -q --set probes=2 --set windows=2 --set tasks=niah_single_1,vt --set bench_reps=1 \
+		--set 'masks=dense;recipe:s=4,w=16,k=8' "$rsp" >/dev/null 2>>"$T/e" &&
+	jq -e -s 'map(select(.kind == "lm.eval.setup"))[0] | .units == "tokens" and .source.model_type == "mistral"
+		and .T == 256' "$rsp/eval.ndjson" >/dev/null &&
+	[ "$(jq -s '[.[] | select(.kind == "lm.fidelity.window")] | length' "$rsp/eval.ndjson")" -ge 2 ] &&
+	[ "$(jq -s '[.[] | select(.kind == "probe.result")] | length' "$rsp/eval.ndjson")" -eq 8 ]
+t_result $? "a Mistral with a SentencePiece-style tokenizer: imported and evaluated in its tokens (2 windows, 2 x 2 probes x 2 masks) ($(head -c 300 "$T/e"))"
 mkdir -p "$T/badtok" && cp "$HF"/* "$T/badtok/" && printf '{"model": {"type": "WordPiece"}}' >"$T/badtok/tokenizer.json"
 sb-lm import -q -o "$T/runs3" --corpus "x=$TXT" --T 256 "$T/badtok" >"$T/o3" 2>"$T/e"; rc=$?
 r3=$(jq -r .run_dir "$T/o3" 2>/dev/null)
