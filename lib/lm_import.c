@@ -981,6 +981,16 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 	if (sb_file_exists(path)) {
 		SB_TRY(hash_file(hf_dir, "tokenizer.json", &tok_f, err));
 		snprintf(cell->tokenizer, sizeof cell->tokenizer, "tokenizer.json");
+		/* read now as the evaluation will (docs/tokenizer.md), and within the model's ids: a
+		 * tokenizer refused there, or larger than the vocabulary, is refused here, before
+		 * anything is written (the evaluation and SAS check it again: sb_lm_run_tokenizer) */
+		struct sb_tok *tk;
+		SB_TRY(sb_tok_load(path, &tk, err));
+		int ntok = sb_tok_vocab_size(tk);
+		sb_tok_free(tk);
+		if (ntok > cell->model.vocab)
+			return SB_ERR(err, SB_EDATA, "%s: %d tokens, more than the model's vocabulary (%d)", path, ntok,
+				      cell->model.vocab);
 	} else if (cell->model.vocab > 256) {
 		/* without it the evaluation would read bytes as the model's ids: a meaningless text */
 		snprintf(path, sizeof path, "%s/tokenizer.model", hf_dir);

@@ -1811,6 +1811,14 @@ int sb_tok_load_mem(const char *json, size_t n, const char *name, struct sb_tok 
 		rc = SB_ERR(err, SB_EDATA, "%s: not a JSON object", name);
 		goto done;
 	}
+	/* the model's type first: a WordPiece or Unigram file is named as such, not by a part of it
+	 * that differs too (load_model checks the rest) */
+	const struct sb_json *mdl = sb_json_get(root, "model");
+	if (mdl && mdl->type == SB_JSON_OBJECT && (!type_of(mdl) || strcmp(type_of(mdl), "BPE"))) {
+		rc = SB_ERR(err, SB_EDATA, "%s: model.type: only \"BPE\" is supported (got %s)", name,
+			    type_of(mdl) ? type_of(mdl) : "none");
+		goto done;
+	}
 	if ((rc = check_normalizer(t, sb_json_get(root, "normalizer"), name, "normalizer", err)))
 		goto done;
 	if ((rc = check_pre_tokenizer(t, sb_json_get(root, "pre_tokenizer"), name, err)))

@@ -185,6 +185,19 @@ static void check_model(struct sb_backend *be, const char *name)
 		free(mine);
 		free(text);
 		sb_tok_free(tok);
+		/* the check the evaluation and SAS make (sb_lm_run_tokenizer): the copy against the
+		 * SHA-256 cell.json recorded, and within the model's vocabulary (the import refuses a
+		 * larger tokenizer; a run imported before that is refused here) */
+		struct sb_tok *t1 = NULL, *t2 = NULL;
+		struct sb_err e1 = {0}, e2 = {0};
+		int r1 = sb_lm_run_tokenizer(run_dir, &c2, c2.model.vocab, &t1, &e1);
+		int r2 = sb_lm_run_tokenizer(run_dir, &c2, 128, &t2, &e2);
+		SB_CHECK(r1 == 0 && t1 && r2 == SB_EDATA && !t2 && strstr(e2.msg, "more than the model's vocabulary (128)"),
+			 "%s: sb_lm_run_tokenizer loads the run's copy for a vocabulary of %d (%s) and refuses it for 128 "
+			 "(%s)",
+			 name, c2.model.vocab, r1 ? e1.msg : "ok", r2 ? e2.msg : "loaded");
+		sb_tok_free(t1);
+		sb_tok_free(t2);
 	}
 	/* token by token: the same bits */
 	sb_lm_cache_reset(c, 0);
