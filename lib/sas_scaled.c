@@ -534,9 +534,28 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 	if (!rc && lc->n_corpora > 0)
 		rc = bytes_per_token(&bb, &corp[0], &bpt, err);
 	int Tmix = bb.tok ? (int)(4 * bpt * (T + 1)) + 16 : T;
+	/* the training mixture: the backbone's own; an import was never trained (its cell holds
+	 * the LM track's default, retrieval alone), so an imported backbone's selector trains on
+	 * its corpora's train parts (half, shared equally) and retrieval sequences (half), as a
+	 * trained backbone's mixture mixes text and retrieval: the fidelity it is measured on is
+	 * text */
+	char mixspec[sizeof lc->mixture];
+	snprintf(mixspec, sizeof mixspec, "%s", lc->mixture);
+	if (!rc && lc->source[0]) {
+		mixspec[0] = 0;
+		size_t k = 0;
+		for (int i = 0; i < lc->n_corpora && k < sizeof mixspec; i++)
+			k += (size_t)snprintf(mixspec + k, sizeof mixspec - k, "%s=%.6g,", corp[i].name,
+					      0.5 / lc->n_corpora);
+		if (k < sizeof mixspec)
+			k += (size_t)snprintf(mixspec + k, sizeof mixspec - k, "retrieval=0.5");
+		if (k >= sizeof mixspec)
+			rc = SB_ERR(err, SB_EDATA, "the imported backbone's corpora make a mixture longer than %zu bytes",
+				    sizeof mixspec - 1);
+	}
 	struct sb_lm_mix mix;
 	if (!rc)
-		rc = sb_lm_mix_parse(&mix, lc->mixture, corp, lc->n_corpora, lc->haystack[0] ? lc->haystack : NULL,
+		rc = sb_lm_mix_parse(&mix, mixspec, corp, lc->n_corpora, lc->haystack[0] ? lc->haystack : NULL,
 		                     c->seed + 1000, Tmix, err);
 	if (!rc && c->n_blocks > 0) { /* the backbone's training path (its layout may lack one): */
 		struct sb_sas_lm_cfg sc; /* the first block's selector made and dropped */
@@ -671,6 +690,7 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 		sb_jw_kstr(&w, "ids", bb.tok ? "tokenizer" : "bytes");
 		if (bb.tok)
 			sb_jw_kf64(&w, "bytes_per_token", bpt);
+		sb_jw_kstr(&w, "mixture", mixspec);
 		sb_jw_obj_end(&w);
 		rc = sb_jw_line(&w, err);
 	}

@@ -20,8 +20,9 @@ sb-train -q -o "$T/runs" "$T/cell.ndjson" >"$T/train.out" 2>"$T/e"
 t_result $? "sb-train runs the scaled cell ($(cat "$T/e"))"
 R=$T/runs/sas-scaled-s3
 [ "$(grep -c '"kind":"sas.scaled.step"' "$R/train.ndjson")" -eq 6 ] && [ "$(grep -c '"kind":"sas.scaled.block"' "$R/train.ndjson")" -eq 2 ] &&
-	grep -q '"kind":"sas.scaled.done"' "$R/train.ndjson" && (cd "$R" && sha256sum -c --quiet selector-b8.safetensors.sha256 selector-b32.safetensors.sha256)
-t_result $? "train.ndjson: 3 steps x 2 block sizes, sas.scaled.block, done; selector checkpoints verify"
+	grep -q '"kind":"sas.scaled.done"' "$R/train.ndjson" && (cd "$R" && sha256sum -c --quiet selector-b8.safetensors.sha256 selector-b32.safetensors.sha256) &&
+	[ "$(jq -r 'select(.kind == "sas.scaled.done") | .mixture' "$R/train.ndjson")" = "$(jq -r .mixture "$run/cell.json")" ]
+t_result $? "train.ndjson: 3 steps x 2 block sizes, sas.scaled.block, done (with the backbone's own training mixture); selector checkpoints verify"
 sb-eval -q "$R" >"$T/eval.out" 2>"$T/e"
 t_result $? "sb-eval evaluates the scaled run ($(cat "$T/e"))"
 E=$R/eval.ndjson
@@ -197,6 +198,12 @@ got=$(jq -r 'select(.kind == "sas.scaled.setup") | "\(.ids) \(.fidelity_tokens)"
 	[ "$(grep -c '"kind":"sas.scaled.step"' "$T/ri/tok-qwen2_tok/train.ndjson")" -eq 2 ] &&
 	[ "$(grep -c '"kind":"probe.result"' "$TE")" -eq 5 ] && iconv -f UTF-8 -t UTF-8 "$TE" >/dev/null 2>&1
 t_result $? "an imported qwen2_tok backbone (a tokenizer): trains and is evaluated in its tokens (exit $rc; ids and fidelity tokens '$got', want 'tokenizer $want'; $(head -c 200 "$T/e"))"
+# an import was never trained (its cell holds the LM default, retrieval alone): its selector
+# trains on its corpus's train part and retrieval sequences, half each (it trained on
+# retrieval sequences alone, where the fidelity it is measured on is text)
+mx=$(jq -r 'select(.kind == "sas.scaled.done") | .mixture' "$T/ri/tok-qwen2_tok/train.ndjson")
+[ "$mx" = "docs=0.5,retrieval=0.5" ]
+t_result $? "an imported backbone's selector trains on its corpus's text and retrieval, half each (mixture '$mx')"
 pipelines/sas-scaled-report.sh "$TE" "$T/ri/tok-qwen2_tok/train.ndjson" | grep -q '^Backbone `.*`, T = 64 tokens (of the backbone tokenizer);'
 t_result $? "its report counts T in tokens"
 # its valid part cut inside a character at both ends ("aé" x 3001: bytes [8102, 8552) start on
