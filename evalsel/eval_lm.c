@@ -47,6 +47,15 @@ int sb_eval_lm_check_set(const char *setting, struct sb_err *err)
 	return sb_lm_eval_set(&o, setting, err);
 }
 
+int sb_eval_lm_check_settings(const char *const *settings, int n_settings, struct sb_err *err)
+{
+	struct sb_lm_eval_opts o;
+	sb_lm_eval_defaults(&o);
+	for (int i = 0; i < n_settings; i++)
+		SB_TRY(sb_lm_eval_set(&o, settings[i], err));
+	return sb_lm_eval_check(&o, err);
+}
+
 int sb_eval_lm_run_set(const char *run_dir, struct sb_backend *be, const char *const *settings, int n_settings,
 		       struct sb_err *err)
 {

@@ -22,5 +22,8 @@ int sb_eval_lm_run_set(const char *run_dir, struct sb_backend *be, const char *c
 /* Is SETTING one sb_eval_lm_run_set accepts? sb-eval checks --set while it reads its options,
  * so that a typo is a usage error before anything is evaluated or written. */
 int sb_eval_lm_check_set(const char *setting, struct sb_err *err);
+/* All the --set values together (sb_lm_eval_check: windows=0 with probes=0 is refused),
+ * once sb-eval has read its options. */
+int sb_eval_lm_check_settings(const char *const *settings, int n_settings, struct sb_err *err);
 
 #endif

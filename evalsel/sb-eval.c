@@ -57,6 +57,7 @@ static const char usage_text[] =
     "  -q              no progress lines on stderr\n"
     "  --set KEY=VALUE an evaluation setting of LM runs (repeatable): probes=N, windows=N,\n"
     "                  masks=LIST, tasks=LIST, bench_reps=N, budgets=K,K,..., seed=N (docs/lm.md)\n"
+    "                  (windows=0 or probes=0 alone: retrieval or fidelity only; both: exit 2)\n"
     "  --help          this text;  --version  the version\n"
     "\n"
     "Written, per RUN_DIR (atomically):\n"
@@ -873,6 +874,9 @@ int main(int argc, char **argv)
 	}
 	if (optind >= argc)
 		sb_cli_usage_error("no run directories given");
+	/* settings that only together say nothing is measured (windows=0 probes=0) */
+	if (o.n_settings && sb_eval_lm_check_settings((const char *const *)o.settings, o.n_settings, &err))
+		sb_cli_usage_error("%s", err.msg);
 
 	/* the records go to a temporary file first: stdout's run.meta, which comes first, names
 	 * inputs known only when every run directory is done */

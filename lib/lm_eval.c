@@ -136,6 +136,16 @@ int sb_lm_eval_set(struct sb_lm_eval_opts *o, const char *setting, struct sb_err
 		      "unknown evaluation setting '%s' (masks, tasks, probes, windows, bench_reps, budgets, seed)", key);
 }
 
+int sb_lm_eval_check(const struct sb_lm_eval_opts *o, struct sb_err *err)
+{
+	/* one of the two alone is a legitimate evaluation (retrieval only, fidelity only);
+	 * without both, no fidelity, no retrieval and no timings (they need a window) */
+	if (o->n_windows == 0 && o->n_probes == 0)
+		return SB_ERR(err, SB_EUSAGE, "windows 0 and probes 0: nothing to evaluate (fidelity and the timings "
+		                              "need windows, retrieval needs probes)");
+	return 0;
+}
+
 /* ---------------------------------------------------------------- metrics */
 
 void sb_lm_fidelity_row(const float *ld, const float *lm, int V, double *kl, int *agree, double *corr)
@@ -802,7 +812,7 @@ static void budget_record(struct sb_jw *w, struct ev *e, int mi, const char *sou
 		sb_jw_kint(w, "layer", l);
 		sb_jw_kf64(w, "kept", k);
 		sb_jw_kf64(w, "causal", c);
-		sb_jw_kf64(w, "fraction", c > 0 ? k / c : 0);
+		sb_jw_kf64(w, "fraction", c > 0 ? k / c : NAN); /* 0/0: no rows (windows or probes 0) */
 		sb_jw_obj_end(w);
 		K += k;
 		C += c;
@@ -811,11 +821,12 @@ static void budget_record(struct sb_jw *w, struct ev *e, int mi, const char *sou
 	sb_jw_arr_end(w);
 	sb_jw_kf64(w, "kept", K);
 	sb_jw_kf64(w, "causal", C);
-	sb_jw_kf64(w, "fraction", C > 0 ? K / C : 0);
-	sb_jw_kf64(w, "keys_per_row", R > 0 ? K / R : 0);
-	sb_jw_kf64(w, "blocks16_per_row", R > 0 ? tch[0] / R : 0);
-	sb_jw_kf64(w, "blocks64_per_row", R > 0 ? tch[1] / R : 0);
-	sb_jw_kf64(w, "blocks128_per_row", R > 0 ? tch[2] / R : 0);
+	/* with no rows the ratios are undefined (null), not 0: nothing was kept of nothing */
+	sb_jw_kf64(w, "fraction", C > 0 ? K / C : NAN);
+	sb_jw_kf64(w, "keys_per_row", R > 0 ? K / R : NAN);
+	sb_jw_kf64(w, "blocks16_per_row", R > 0 ? tch[0] / R : NAN);
+	sb_jw_kf64(w, "blocks64_per_row", R > 0 ? tch[1] / R : NAN);
+	sb_jw_kf64(w, "blocks128_per_row", R > 0 ? tch[2] / R : NAN);
 	sb_jw_obj_end(w);
 }
 
@@ -918,8 +929,10 @@ static int paired_metric(struct sb_jw *w, struct ev *e, int ma, int mb, const ch
 	sb_jw_kf64(w, "mean_diff", sb_stats_mean(d, n));
 	sb_jw_kf64(w, "ci_lo", lo);
 	sb_jw_kf64(w, "ci_hi", hi);
-	sb_jw_kf64(w, "p_t", tt.p);
-	sb_jw_kf64(w, "p_wilcoxon", wx.p);
+	/* stats.c gives p = 1 for no pairs (a test that cannot reject); here no windows means no
+	 * test at all: null, as the mean, CI and dz beside it */
+	sb_jw_kf64(w, "p_t", n > 0 ? tt.p : NAN);
+	sb_jw_kf64(w, "p_wilcoxon", n > 0 ? wx.p : NAN);
 	sb_jw_kf64(w, "cohen_dz", sb_stats_cohen_dz(d, n));
 	sb_jw_obj_end(w);
 	free(d);
@@ -1040,7 +1053,8 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 			sb_jw_obj_end(w);
 			SB_TRY(sb_jw_line(w, err));
 		}
-	double nll_dense = 0, nll_dense_t = 0;
+	/* dense perplexity over no windows is undefined (exp(0) = 1 would read as a perfect model) */
+	double nll_dense = e->nw ? 0 : NAN, nll_dense_t = e->nw ? 0 : NAN;
 	for (int wi = 0; wi < e->nw; wi++) {
 		nll_dense += e->fid[wi].nll / e->fid[wi].n / e->nw;
 		nll_dense_t += e->fid[wi].nt ? e->fid[wi].nll_t / e->fid[wi].nt / e->nw : 0;
@@ -1272,6 +1286,7 @@ int sb_lm_eval_run(struct sb_backend *be, const char *run_dir, const struct sb_l
 	e.be = be;
 	e.o = o;
 	char model_sha[SB_SHA256_HEX];
+	SB_TRY(sb_lm_eval_check(o, err));
 	SB_TRY(sb_lm_run_open(be, run_dir, 1, &e.cell, &e.m, model_sha, err));
 	if (o->n_masks < 1 || o->masks[0].kind != SB_LM_MASK_DENSE) {
 		sb_lm_model_free(e.m);

@@ -115,19 +115,30 @@ static int check_record(const struct sb_json *v, struct sb_err *err)
 	return 0;
 }
 
+/* A number as fmt, or "n/a" for a null one (sb-lm eval writes null for a statistic of no
+ * observations: windows 0, probes 0; printf would print "nan"). */
 static void f3(char *s, size_t n, double x, const char *fmt)
 {
 	if (isnan(x))
-		snprintf(s, n, "—");
+		snprintf(s, n, "n/a");
 	else
 		snprintf(s, n, fmt, x);
 }
 
+/* f3 onto the report */
+static void bnum(struct buf *b, const char *fmt, double x)
+{
+	char s[64];
+	f3(s, sizeof s, x, fmt);
+	bprintf(b, "%s", s);
+}
+
 /* ---------------------------------------------------------------- SVG */
 
-/* Horizontal bar chart: one bar per label with an optional interval [lo, hi]. */
+/* Horizontal bar chart: one bar per label with an optional interval [lo, hi]; a null value
+ * (and a chart of no bars) says na instead. */
 static void svg_bars(struct buf *b, const char *title, const char *xlabel, char (*labels)[64], const double *val,
-		     const double *lo, const double *hi, int n, double xmin, double xmax)
+		     const double *lo, const double *hi, int n, double xmin, double xmax, const char *na)
 {
 	int W = 720, row = 26, top = 48, left = 170, right = 40, H = top + row * n + 50;
 	double pw = W - left - right;
@@ -147,6 +158,9 @@ static void svg_bars(struct buf *b, const char *title, const char *xlabel, char 
 	}
 	bprintf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", left + pw / 2, top + row * n + 36,
 		xlabel);
+	if (n == 0)
+		bprintf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" fill=\"#555\">%s</text>\n", left + pw / 2,
+			top - 10, na);
 	for (int i = 0; i < n; i++) {
 		int y = top + row * i;
 		bprintf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>\n", left - 8, y + 15, labels[i]);
@@ -155,7 +169,8 @@ static void svg_bars(struct buf *b, const char *title, const char *xlabel, char 
 			bprintf(b, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"16\" fill=\"%s\"/>\n", x0, y + 3,
 				x1 - x0 > 0 ? x1 - x0 : 0, i == 0 ? "#888" : "#4a7ebb");
 			bprintf(b, "<text x=\"%.1f\" y=\"%d\" fill=\"#222\">%.3f</text>\n", x1 + 4, y + 15, val[i]);
-		}
+		} else
+			bprintf(b, "<text x=\"%.1f\" y=\"%d\" fill=\"#555\">%s</text>\n", X(xmin) + 4, y + 15, na);
 		if (lo && hi && !isnan(lo[i]) && !isnan(hi[i])) {
 			double a = X(lo[i]), c = X(hi[i]);
 			bprintf(b,
@@ -336,35 +351,51 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 	for (size_t i = 0; i < r.n; i++)
 		if (!strcmp(kind_of(r.v[i]), "lm.blocks") && num(r.v[i], "topk") == 32)
 			blk32 = r.v[i];
+	/* an evaluation of no windows (retrieval only) or no probes (fidelity only) measured
+	 * nothing for the other findings: n/a, not the nan of a null (sb-lm eval --windows 0) */
+	int no_windows = num(setup, "n_windows") == 0, no_probes = num(setup, "n_probes") == 0;
 	bprintf(&md, "## The three findings, study and this run\n\n");
 	bprintf(&md, "| finding | the study (pretrained hybrids, 0.6B–27B) | this run |\n|---|---|---|\n");
-	if (gain) {
-		bprintf(&md,
-			"| 1. fidelity gain of content top-k over the structure-matched random control (logit "
-			"correlation, recipe − struct_random) | +0.016 to +0.057 (median +0.024) over 15 model cells; "
-			"unstructured random collapses | %+.4f [%+.4f, %+.4f] over %.0f windows (paired t p = %.2g); "
-			"tail positions %+.4f [%+.4f, %+.4f] |\n",
-			num(gain, "mean_diff"), num(gain, "ci_lo"), num(gain, "ci_hi"), num(gain, "n_windows"),
-			num(gain, "p_t"), gain_t ? num(gain_t, "mean_diff") : NAN, gain_t ? num(gain_t, "ci_lo") : NAN,
-			gain_t ? num(gain_t, "ci_hi") : NAN);
+	static const char find1[] = "| 1. fidelity gain of content top-k over the structure-matched random control (logit "
+				    "correlation, recipe − struct_random) | +0.016 to +0.057 (median +0.024) over 15 model "
+				    "cells; unstructured random collapses | ";
+	static const char find2[] = "| 2. retrieval: the recipe vs content-blind patterns (needle arms, exact match) | "
+				    "recipe 44/45 and 45/45 (near dense); content-blind patterns 0/270 at each context, even "
+				    "with moderate-to-high logit fidelity | ";
+	static const char find3[] = "| 3. the efficiency boundary | the pair reduction is a logical budget: a per-key "
+				    "masked kernel still scores nearly every key and is not faster; blocks of 128+ keys "
+				    "cannot express per-key selection | ";
+	if (gain && num(gain, "n_windows") == 0) {
+		bprintf(&md, "%sn/a (0 windows) |\n", find1);
+	} else if (gain) {
+		char g[7][64];
+		f3(g[0], sizeof g[0], num(gain, "mean_diff"), "%+.4f");
+		f3(g[1], sizeof g[1], num(gain, "ci_lo"), "%+.4f");
+		f3(g[2], sizeof g[2], num(gain, "ci_hi"), "%+.4f");
+		f3(g[3], sizeof g[3], num(gain, "p_t"), "%.2g");
+		f3(g[4], sizeof g[4], gain_t ? num(gain_t, "mean_diff") : NAN, "%+.4f");
+		f3(g[5], sizeof g[5], gain_t ? num(gain_t, "ci_lo") : NAN, "%+.4f");
+		f3(g[6], sizeof g[6], gain_t ? num(gain_t, "ci_hi") : NAN, "%+.4f");
+		bprintf(&md, "%s%s [%s, %s] over %.0f windows (paired t p = %s); tail positions %s [%s, %s] |\n", find1,
+			g[0], g[1], g[2], num(gain, "n_windows"), g[3], g[4], g[5], g[6]);
 	}
-	if (rec_n) {
+	if (!rec_n && no_probes) {
+		bprintf(&md, "%sn/a (0 probes) |\n", find2);
+	} else if (rec_n) {
 		bprintf(&md,
-			"| 2. retrieval: the recipe vs content-blind patterns (needle arms, exact match) | recipe 44/45 "
-			"and 45/45 (near dense); content-blind patterns 0/270 at each context, even with moderate-to-high "
-			"logit fidelity | recipe %.0f/%.0f [%.2f, %.2f]; dense %.0f/%.0f; content-blind (struct_random, "
-			"random, structure) %.0f/%.0f [%.2f, %.2f] |\n",
+			"%srecipe %.0f/%.0f [%.2f, %.2f]; dense %.0f/%.0f; content-blind (struct_random, "
+			"random, structure) %.0f/%.0f [%.2f, %.2f] |\n", find2,
 			num(rec_n, "correct"), num(rec_n, "n"), num(rec_n, "wilson_lo"), num(rec_n, "wilson_hi"),
 			den_n ? num(den_n, "correct") : NAN, den_n ? num(den_n, "n") : NAN,
 			cb_n ? num(cb_n, "correct") : NAN, cb_n ? num(cb_n, "n") : NAN, cb_n ? num(cb_n, "wilson_lo") : NAN,
 			cb_n ? num(cb_n, "wilson_hi") : NAN);
 	}
-	if (eff_g && eff_r) {
+	if (!(eff_g && eff_r) && no_windows) { /* the kernels are timed on the first window */
+		bprintf(&md, "%sn/a (0 windows) |\n", find3);
+	} else if (eff_g && eff_r) {
 		bprintf(&md,
-			"| 3. the efficiency boundary | the pair reduction is a logical budget: a per-key masked kernel "
-			"still scores nearly every key and is not faster; blocks of 128+ keys cannot express per-key "
-			"selection | recipe kernel %.2f ms vs dense %.2f ms (OpenBLAS; CPU time %.2f vs %.2f ms): "
-			"speed-up %.2fx (CPU %.2fx) at kept fraction %.3f",
+			"%srecipe kernel %.2f ms vs dense %.2f ms (OpenBLAS; CPU time %.2f vs %.2f ms): "
+			"speed-up %.2fx (CPU %.2fx) at kept fraction %.3f", find3,
 			num(eff_r, "ms_min"), num(eff_g, "ms_min"), num(eff_r, "cpu_ms_min"), num(eff_g, "cpu_ms_min"),
 			num(eff_r, "speedup_vs_dense_gemm"), num(eff_r, "cpu_speedup_vs_dense_gemm"),
 			num(eff_r, "kept_fraction"));
@@ -391,21 +422,35 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 		const struct sb_json *bp = find(&r, "lm.budget", "method", mname, "source", "probes");
 		if (!bt)
 			continue;
-		bprintf(&md, "| %s | %.4f | %.1f | %.2f | %.2f | %.2f | %.4f | ", mname, num(bt, "fraction"),
-			num(bt, "keys_per_row"), num(bt, "blocks16_per_row"), num(bt, "blocks64_per_row"),
-			num(bt, "blocks128_per_row"), bp ? num(bp, "fraction") : NAN);
+		/* a source of no rows (windows 0, probes 0) has null ratios */
+		static const char *const key[] = {"fraction", "keys_per_row", "blocks16_per_row", "blocks64_per_row",
+						  "blocks128_per_row"};
+		static const char *const fmt[] = {"%.4f", "%.1f", "%.2f", "%.2f", "%.2f"};
+		char cell[6][64];
+		for (int k = 0; k < 5; k++)
+			f3(cell[k], sizeof cell[k], num(bt, key[k]), fmt[k]);
+		f3(cell[5], sizeof cell[5], bp ? num(bp, "fraction") : NAN, "%.4f");
+		bprintf(&md, "| %s | %s | %s | %s | %s | %s | %s | ", mname, cell[0], cell[1], cell[2], cell[3], cell[4],
+			cell[5]);
 		const struct sb_json *ls = sb_json_get(bt, "layers");
-		for (size_t k = 0; ls && k < ls->n; k++)
-			bprintf(&md, "%sL%.0f %.4f", k ? ", " : "", num(ls->items[k], "layer"), num(ls->items[k], "fraction"));
+		for (size_t k = 0; ls && k < ls->n; k++) {
+			bprintf(&md, "%sL%.0f ", k ? ", " : "", num(ls->items[k], "layer"));
+			bnum(&md, "%.4f", num(ls->items[k], "fraction"));
+		}
 		bprintf(&md, " |\n");
 	}
+	if (no_windows || no_probes)
+		bprintf(&md, "\nn/a (0 %s): no %s was evaluated; the %s have no rows to count (null in the records).\n",
+			no_windows ? "windows" : "probes", no_windows ? "held-out window" : "probe",
+			no_windows ? "text columns" : "probes column");
 
 	/* ---- fidelity ---- */
 	bprintf(&md, "\n## Fidelity on held-out text\n\nMeans over windows (95%% bootstrap CIs over windows). KL(dense || "
 		     "masked) in nats; top-1 agreement; logit fidelity = mean per-position Pearson correlation of the "
 		     "logit vectors; perplexity of the true next %s.\n\n", unit);
-	bprintf(&md, "| method | KL | top-1 | logit corr | ppl | Δppl %% | KL (tail) | top-1 (tail) | corr (tail) |\n"
-		     "|---|---|---|---|---|---|---|---|---|\n");
+	if (!no_windows)
+		bprintf(&md, "| method | KL | top-1 | logit corr | ppl | Δppl %% | KL (tail) | top-1 (tail) | corr (tail) |\n"
+			     "|---|---|---|---|---|---|---|---|---|\n");
 	char(*lab)[64] = calloc((size_t)(nm + nt + 4), 64);
 	double *val = calloc((size_t)(nm + 4), sizeof *val), *lo = calloc((size_t)(nm + 4), sizeof *lo),
 	       *hi = calloc((size_t)(nm + 4), sizeof *hi);
@@ -424,12 +469,18 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 		const struct sb_json *f = find(&r, "lm.fidelity", "method", mname, NULL, NULL);
 		if (!f)
 			continue;
-		f3(a, sizeof a, num(f, "kl"), "%.4g");
-		f3(b2, sizeof b2, num(f, "corr"), "%.5f");
-		bprintf(&md, "| %s | %s [%.3g, %.3g] | %.4f | %s [%.5f, %.5f] | %.4f | %+.3f | %.4g | %.4f | %.5f |\n", mname,
-			a, num(f, "kl_ci_lo"), num(f, "kl_ci_hi"), num(f, "top1"), b2, num(f, "corr_ci_lo"),
-			num(f, "corr_ci_hi"), num(f, "ppl"), num(f, "ppl_change_pct"), num(f, "kl_tail"),
-			num(f, "top1_tail"), num(f, "corr_tail"));
+		if (!no_windows) { /* (a null here: n/a) */
+			static const char *const key[] = {"kl_ci_lo", "kl_ci_hi", "top1", "corr_ci_lo", "corr_ci_hi", "ppl",
+							  "ppl_change_pct", "kl_tail", "top1_tail", "corr_tail"};
+			static const char *const fmt[] = {"%.3g", "%.3g", "%.4f", "%.5f", "%.5f", "%.4f", "%+.3f", "%.4g", "%.4f", "%.5f"};
+			char cell[10][64];
+			for (int k = 0; k < 10; k++)
+				f3(cell[k], sizeof cell[k], num(f, key[k]), fmt[k]);
+			f3(a, sizeof a, num(f, "kl"), "%.4g");
+			f3(b2, sizeof b2, num(f, "corr"), "%.5f");
+			bprintf(&md, "| %s | %s [%s, %s] | %s | %s [%s, %s] | %s | %s | %s | %s | %s |\n", mname, a, cell[0],
+				cell[1], cell[2], b2, cell[3], cell[4], cell[5], cell[6], cell[7], cell[8], cell[9]);
+		}
 		snprintf(lab[nf], 64, "%s", mname);
 		val[nf] = num(f, "corr");
 		lo[nf] = num(f, "corr_ci_lo");
@@ -438,33 +489,46 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 			cmin = val[nf];
 		nf++;
 	}
-	bprintf(&md, "\nPaired over windows, recipe (A) − struct_random of the same s, w, k (B) (same windows, same kept "
-		     "count per row and head):\n\n"
-		     "| A | B | metric | positions | mean difference | 95%% CI | paired t p | Wilcoxon p | dz |\n"
-		     "|---|---|---|---|---|---|---|---|---|\n");
-	for (size_t i = 0; i < r.n; i++) {
+	if (!no_windows)
+		bprintf(&md, "\nPaired over windows, recipe (A) − struct_random of the same s, w, k (B) (same windows, same "
+			     "kept count per row and head):\n\n"
+			     "| A | B | metric | positions | mean difference | 95%% CI | paired t p | Wilcoxon p | dz |\n"
+			     "|---|---|---|---|---|---|---|---|---|\n");
+	for (size_t i = 0; i < r.n && !no_windows; i++) {
 		const struct sb_json *p = r.v[i];
 		if (strcmp(kind_of(p), "lm.fidelity.pair"))
 			continue;
-		bprintf(&md, "| %s | %s | %s | %s | %+.5g | [%+.5g, %+.5g] | %.3g | %.3g | %.3g |\n", str(p, "method_a"),
-			str(p, "method_b"), str(p, "metric"), str(p, "positions"), num(p, "mean_diff"), num(p, "ci_lo"),
-			num(p, "ci_hi"), num(p, "p_t"), num(p, "p_wilcoxon"), num(p, "cohen_dz"));
+		static const char *const key[] = {"mean_diff", "ci_lo", "ci_hi", "p_t", "p_wilcoxon", "cohen_dz"};
+		static const char *const fmt[] = {"%+.5g", "%+.5g", "%+.5g", "%.3g", "%.3g", "%.3g"};
+		char cell[6][64];
+		for (int k = 0; k < 6; k++)
+			f3(cell[k], sizeof cell[k], num(p, key[k]), fmt[k]);
+		bprintf(&md, "| %s | %s | %s | %s | %s | [%s, %s] | %s | %s | %s |\n", str(p, "method_a"), str(p, "method_b"),
+			str(p, "metric"), str(p, "positions"), cell[0], cell[1], cell[2], cell[3], cell[4], cell[5]);
 	}
+	if (no_windows)
+		bprintf(&md, "n/a (0 windows): no held-out text was evaluated; KL, top-1, logit correlation, perplexity "
+			     "and the paired comparisons over windows are undefined (null in the records).\n");
 	double lo_axis = cmin > 0.9 ? floor(cmin * 100 - 0.5) / 100 : cmin > 0 ? 0 : floor(cmin * 10) / 10;
 	svg_bars(&svg2, "Logit fidelity (mean per-position Pearson correlation with dense; 95% bootstrap CI)",
-		 "logit correlation", lab, val, lo, hi, nf, lo_axis, 1.0);
+		 "logit correlation", lab, val, lo, hi, nf, lo_axis, 1.0, no_windows ? "n/a (0 windows)" : "n/a");
 
 	/* ---- retrieval ---- */
 	bprintf(&md, "\n## Retrieval (exact match; 95%% Wilson intervals)\n\n");
-	bprintf(&md, "| method | needle arms | all %d tasks |", nt);
-	for (int t = 0; t < nt; t++)
-		bprintf(&md, " %s |", tasks->items[t]->text);
-	bprintf(&md, "\n|---|---|---|");
-	for (int t = 0; t < nt; t++)
-		bprintf(&md, "---|");
-	bprintf(&md, "\n");
+	if (no_probes)
+		bprintf(&md, "n/a (0 probes): no retrieval probe was evaluated; accuracies, intervals and the paired "
+			     "comparisons are undefined (no lm.retrieval records).\n");
+	else {
+		bprintf(&md, "| method | needle arms | all %d tasks |", nt);
+		for (int t = 0; t < nt; t++)
+			bprintf(&md, " %s |", tasks->items[t]->text);
+		bprintf(&md, "\n|---|---|---|");
+		for (int t = 0; t < nt; t++)
+			bprintf(&md, "---|");
+		bprintf(&md, "\n");
+	}
 	int nr = 0;
-	for (int i = 0; i < nm; i++) {
+	for (int i = 0; i < nm && !no_probes; i++) {
 		const char *mname = masks->items[i]->text;
 		const struct sb_json *ra = find(&r, "lm.retrieval", "method", mname, "subset", "all");
 		const struct sb_json *rn = find(&r, "lm.retrieval", "method", mname, "subset", "needle");
@@ -478,7 +542,9 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 			num(ra, "wilson_lo"), num(ra, "wilson_hi"));
 		for (int t = 0; t < nt; t++) {
 			const struct sb_json *rt = find(&r, "lm.retrieval", "method", mname, "subset", tasks->items[t]->text);
-			bprintf(&md, " %.2f |", rt ? num(rt, "accuracy") : NAN);
+			bprintf(&md, " ");
+			bnum(&md, "%.2f", rt ? num(rt, "accuracy") : NAN);
+			bprintf(&md, " |");
 		}
 		bprintf(&md, "\n");
 		snprintf(lab[nr], 64, "%s", mname);
@@ -492,10 +558,11 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 		bprintf(&md, "\nContent-blind patterns pooled (struct_random, random, structure) on the needle arms: "
 			     "%.0f/%.0f [%.3f, %.3f].\n",
 			num(cb_n, "correct"), num(cb_n, "n"), num(cb_n, "wilson_lo"), num(cb_n, "wilson_hi"));
-	bprintf(&md, "\nPaired on the same probes, recipe (A) against dense and each method run with its s, w, k (B): "
-		     "2×2 counts, difference in accuracy with Newcombe's paired score CI, exact McNemar p.\n\n"
-		     "| A | B | subset | n | A right, B wrong | A wrong, B right | both right | diff | 95%% CI | McNemar p |\n"
-		     "|---|---|---|---|---|---|---|---|---|---|\n");
+	if (!no_probes)
+		bprintf(&md, "\nPaired on the same probes, recipe (A) against dense and each method run with its s, w, k "
+			     "(B): 2×2 counts, difference in accuracy with Newcombe's paired score CI, exact McNemar p.\n\n"
+			     "| A | B | subset | n | A right, B wrong | A wrong, B right | both right | diff | 95%% CI | "
+			     "McNemar p |\n|---|---|---|---|---|---|---|---|---|---|\n");
 	for (size_t i = 0; i < r.n; i++) {
 		const struct sb_json *p = r.v[i];
 		if (strcmp(kind_of(p), "lm.retrieval.pair"))
@@ -506,7 +573,7 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 			num(p, "ci_lo"), num(p, "ci_hi"), c);
 	}
 	svg_bars(&svg1, "Needle retrieval (niah_single_1..3), exact match, 95% Wilson CI", "accuracy", lab, val, lo, hi,
-		 nr, 0.0, 1.0);
+		 nr, 0.0, 1.0, no_probes ? "n/a (0 probes)" : "n/a");
 
 	/* ---- efficiency ---- */
 	bprintf(&md, "\n## Efficiency (one A layer, T = %.0f, CPU, one thread; minimum over repetitions)\n\n",
@@ -523,23 +590,32 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 			     "`dense_gemm` is overstated. Rerun with `OPENBLAS_CORETYPE` set (SkylakeX on AVX-512, Haswell on "
 			     "AVX2).** The speed-ups against dense rows do not depend on OpenBLAS.");
 	bprintf(&md, "\n\n");
-	bprintf(&md, "| method | kernel | wall ms | CPU ms | speed-up vs dense (wall) | vs dense (CPU) | vs dense rows (CPU) "
-		     "| keys scored/row | keys kept/row |\n|---|---|---|---|---|---|---|---|---|\n");
+	int no_timing = no_windows && !eff_g; /* the kernels are timed on the first held-out window */
+	if (no_timing)
+		bprintf(&md, "n/a (0 windows): the kernels are timed on a held-out window; none was evaluated.\n");
+	else
+		bprintf(&md, "| method | kernel | wall ms | CPU ms | speed-up vs dense (wall) | vs dense (CPU) | vs dense rows "
+			     "(CPU) | keys scored/row | keys kept/row |\n|---|---|---|---|---|---|---|---|---|\n");
 	for (size_t i = 0; i < r.n; i++) {
 		const struct sb_json *p = r.v[i];
 		if (strcmp(kind_of(p), "lm.efficiency"))
 			continue;
-		f3(d, sizeof d, num(p, "cpu_speedup_vs_dense_rows"), "%.2fx");
+		if (sb_json_get(p, "cpu_speedup_vs_dense_rows"))
+			f3(d, sizeof d, num(p, "cpu_speedup_vs_dense_rows"), "%.2fx");
+		else /* dense_gemm: not a rows kernel (no value to have, not a null) */
+			snprintf(d, sizeof d, "—");
 		bprintf(&md, "| %s | %s | %.3f | %.3f | %.2fx | %.2fx | %s | %.1f | %.1f |\n", str(p, "method"),
 			str(p, "kernel"), num(p, "ms_min"), num(p, "cpu_ms_min"), num(p, "speedup_vs_dense_gemm"),
 			num(p, "cpu_speedup_vs_dense_gemm"), d, num(p, "keys_scored_per_row"),
 			num(p, "keys_kept_per_row"));
 	}
-	bprintf(&md, "\nBlock granularity: for each budget (the recipe with k free keys), the blocks of B keys its "
-		     "per-key selection touches per row, the keys those blocks cover, and the CPU time of a block-sparse "
-		     "kernel that computes those whole blocks (dense OpenBLAS for reference).\n\n");
-	bprintf(&md, "| budget | keys kept/row (fraction) | B | blocks/row | keys covered/row (fraction) | kernel CPU ms "
-		     "| speed-up vs dense (CPU) |\n|---|---|---|---|---|---|---|\n");
+	if (!no_timing) {
+		bprintf(&md, "\nBlock granularity: for each budget (the recipe with k free keys), the blocks of B keys its "
+			     "per-key selection touches per row, the keys those blocks cover, and the CPU time of a "
+			     "block-sparse kernel that computes those whole blocks (dense OpenBLAS for reference).\n\n");
+		bprintf(&md, "| budget | keys kept/row (fraction) | B | blocks/row | keys covered/row (fraction) | kernel "
+			     "CPU ms | speed-up vs dense (CPU) |\n|---|---|---|---|---|---|---|\n");
+	}
 	int nb = 0;
 	double bval[32], blo[32], bhi[32];
 	char(*blab)[64] = calloc(32, 64);
@@ -565,7 +641,8 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 	}
 	if (blab)
 		svg_bars(&svg3, "Causal keys covered by the blocks a per-key selection touches (fraction)",
-			 "fraction of causal (query, key) pairs", blab, bval, blo, bhi, nb, 0.0, 1.0);
+			 "fraction of causal (query, key) pairs", blab, bval, blo, bhi, nb, 0.0, 1.0,
+			 no_timing ? "n/a (0 windows)" : "n/a");
 	free(blab);
 	bprintf(&md, "\n## Figures\n\n![needle retrieval](lm-retrieval.svg)\n\n![logit fidelity](lm-fidelity.svg)\n\n"
 		     "![block coverage](lm-blocks.svg)\n\n");

@@ -104,6 +104,8 @@ int sb_lm_eval_main(int argc, char **argv)
 			     "LIST: masks separated by ';' (',' when none has parameters), NAME[:s=S,w=W,k=K];\n"
 			     "a control without parameters takes the recipe's; see sb-lm --help and docs/lm.md.\n"
 			     "--budgets: 1 to 8 numbers (an empty item or a ninth is a usage error).\n"
+			     "--windows 0 evaluates retrieval only, --probes 0 fidelity only (their statistics are\n"
+			     "written as null, the report says n/a); both 0 is a usage error.\n"
 			     "Exit status: 0 ok, 1 refused (a corpus whose bytes are a split=test safetensors file),\n"
 			     "2 usage, 3 bad input data, 4 I/O error, 5 internal error.");
 			return sb_cli_finish(0);
@@ -114,6 +116,8 @@ int sb_lm_eval_main(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		sb_cli_usage_error("eval needs one run directory");
+	if (sb_lm_eval_check(&o, &err)) /* before the output directory is made */
+		sb_cli_die(&err);
 	const char *run_dir = argv[optind];
 	char path[4600];
 	snprintf(path, sizeof path, "%s/eval.ndjson", out_dir ? out_dir : run_dir);

@@ -2,8 +2,8 @@
 # lm_e2e.sh — the LM track end to end on a tiny hybrid decoder (PROTOCOL C): train a few
 # hundred steps on a Tiny Shakespeare slice + the retrieval mixture (sb-train, a cell with
 # "family": "lm"), evaluate every mask (sb-eval: fidelity, retrieval battery, budgets,
-# timings; sb-lm eval must give the same records), write the report; check the records.
-# About 15 s on two cores.
+# timings; sb-lm eval must give the same records), write the report; check the records;
+# retrieval only (windows 0), fidelity only (probes 0): nulls, not 0 or 1. About 20 s on two cores.
 . "$(dirname "$0")/../shlib.sh"
 if ! command -v sb-lm >/dev/null || ! command -v sb-train >/dev/null || ! command -v sb-eval >/dev/null; then
 	t_result 1 "sb-lm, sb-train and sb-eval are built (make)"
@@ -130,4 +130,60 @@ if command -v sb-stats >/dev/null; then
 	sb-stats -q --baseline dense -f md "$ev" >"$T/stats.md" 2>"$T/stats.err"
 	t_result $? "sb-stats reads the probe.result records ($(tail -n 1 "$T/stats.err"))"
 fi
+
+# retrieval only (windows 0) and fidelity only (probes 0) are evaluations; a statistic of no
+# observations is null, not 0 or 1 (before: ppl_dense 1, budget fraction 0 of 0 causal pairs,
+# paired p = 1 over 0 windows, and a report of "+nan ... (paired t p = 1)"); both 0 is a
+# usage error (nothing would be measured)
+few=(-q -j 2 --masks dense,recipe,struct_random --tasks niah_single_1 --bench-reps 1)
+rec() { grep "\"kind\":\"$2\",.*$3" "$1"; } # FILE KIND PATTERN: the records of KIND matching PATTERN
+sb-lm eval "${few[@]}" --windows 0 --probes 2 -o "$T/w0" "$run" >/dev/null 2>"$T/w0.err"
+rc=$? w0=$T/w0/eval.ndjson
+f=$(rec "$w0" lm.fidelity '"method":"dense"')
+[ $rc -eq 0 ] && grep -q '"n_windows":0,' <<<"$f" && grep -q '"ppl_dense":null,"ppl_dense_nonfinite":"nan","ppl":null,' <<<"$f" &&
+	grep -q '"ppl_dense_tail":null' <<<"$f" && [ "$(rec "$w0" probe.result . | wc -l)" -eq 6 ]
+t_result $? "eval --windows 0: exit $rc, retrieval evaluated (6 probe.result), lm.fidelity n_windows 0 with ppl_dense null, not 1: $(grep -o '"ppl_dense":[^,]*' <<<"$f")" "$(head -n 2 "$T/w0.err")"
+b=$(rec "$w0" lm.budget '"method":"recipe","source":"text"')
+grep -q '"layers":\[{"layer":1,"kept":0,"causal":0,"fraction":null,' <<<"$b" &&
+	grep -q '"kept":0,"causal":0,"fraction":null,"fraction_nonfinite":"nan","keys_per_row":null,.*"blocks128_per_row":null' <<<"$b" &&
+	rec "$w0" lm.budget '"method":"recipe","source":"probes"' | grep -q '"fraction":0\.[0-9]*,"keys_per_row":[0-9]'
+t_result $? "eval --windows 0: the text budget counts 0 of 0 pairs, its fraction and per-row ratios null (the probes' measured): $(grep -o '"kept":0,"causal":0,"fraction":[^,]*' <<<"$b" | tail -n 1)"
+p=$(rec "$w0" lm.fidelity.pair '"metric":"corr","positions":"all"')
+grep -q '"n_windows":0,"mean_diff":null,.*"p_t":null,"p_t_nonfinite":"nan","p_wilcoxon":null,"p_wilcoxon_nonfinite":"nan","cohen_dz":null' <<<"$p" &&
+	[ "$(rec "$w0" lm.fidelity.pair '"p_[tw][a-z]*":[0-9]' | wc -l)" -eq 0 ]
+t_result $? "eval --windows 0: every lm.fidelity.pair over 0 windows has p_t and p_wilcoxon null, not 1: $(grep -o '"p_t":[^,]*,' <<<"$p")"
+sb-lm report -o "$T/rw0" "$w0" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 0 ] && grep -q '| 1\. fidelity gain .* | n/a (0 windows) |$' "$T/rw0/lm-report.md" &&
+	grep -q '^n/a (0 windows): no held-out text was evaluated' "$T/rw0/lm-report.md" &&
+	grep -q '| 3\. the efficiency boundary .* | n/a (0 windows) |$' "$T/rw0/lm-report.md" &&
+	grep -q '| recipe | n/a | n/a | n/a | n/a | n/a | 0\.[0-9]* |' "$T/rw0/lm-report.md" &&
+	! grep -qi 'nan' "$T/rw0"/lm-report.md "$T/rw0"/*.svg
+t_result $? "report of --windows 0: fidelity and timings n/a (0 windows), text budgets n/a, no nan (exit $rc: $(grep -o '| 1\. fidelity gain.*' "$T/rw0/lm-report.md" | sed 's/.*| //'))" "$(cat "$T/e")"
+sb-lm eval "${few[@]}" --windows 2 --probes 0 -o "$T/p0" "$run" >/dev/null 2>"$T/p0.err"
+rc=$? p0=$T/p0/eval.ndjson
+b=$(rec "$p0" lm.budget '"method":"recipe","source":"probes"')
+[ $rc -eq 0 ] && grep -q '"kept":0,"causal":0,"fraction":null,"fraction_nonfinite":"nan","keys_per_row":null,' <<<"$b" &&
+	! grep -q '"kind":"\(probe.result\|lm.retrieval\|lm.retrieval.pair\)"' "$p0" &&
+	rec "$p0" lm.fidelity '"method":"dense"' | grep -q '"n_windows":2,.*"ppl_dense":[0-9]' &&
+	rec "$p0" lm.fidelity.pair '"positions":"all"' | grep -q '"n_windows":2,.*"p_t":[0-9]'
+t_result $? "eval --probes 0: exit $rc, fidelity over 2 windows, no retrieval records, the probes' budget 0 of 0 pairs with fraction null: $(grep -o '"kept":0,"causal":0,"fraction":[^,]*' <<<"$b" | tail -n 1)" "$(head -n 2 "$T/p0.err")"
+sb-lm report -o "$T/rp0" "$p0" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 0 ] && grep -q '| 2\. retrieval: .* | n/a (0 probes) |$' "$T/rp0/lm-report.md" &&
+	grep -q '^n/a (0 probes): no retrieval probe was evaluated' "$T/rp0/lm-report.md" &&
+	grep -q '| recipe | 0\.[0-9]* | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* | n/a | L1 ' "$T/rp0/lm-report.md" &&
+	! grep -qi 'nan' "$T/rp0"/lm-report.md "$T/rp0"/*.svg
+t_result $? "report of --probes 0: retrieval n/a (0 probes), the probes' budget n/a, no nan (exit $rc)" "$(cat "$T/e")"
+sb-lm eval "${few[@]}" --windows 0 --probes 0 -o "$T/wp0" "$run" >"$T/o" 2>"$T/e"; rc=$?
+[ $rc -eq 2 ] && grep -q '^sb-lm: windows 0 and probes 0: nothing to evaluate' "$T/e" && [ ! -e "$T/wp0" ] && [ ! -s "$T/o" ]
+t_result $? "eval --windows 0 --probes 0: a usage error, nothing written (exit $rc: $(head -n 1 "$T/e"))"
+cp "$run/eval.ndjson" "$T/run_eval.ndjson"
+sb-eval -q -j 2 --set windows=0 --set probes=0 "$run" >"$T/o" 2>"$T/e"; rc=$?
+[ $rc -eq 2 ] && grep -q '^sb-eval: windows 0 and probes 0: nothing to evaluate' "$T/e" && [ ! -s "$T/o" ] &&
+	cmp -s "$run/eval.ndjson" "$T/run_eval.ndjson"
+t_result $? "sb-eval --set windows=0 --set probes=0: a usage error before any run is read, eval.ndjson untouched (exit $rc: $(head -n 1 "$T/e"))"
+sb-eval -q -j 2 --set masks=dense,recipe,struct_random --set tasks=niah_single_1 --set bench_reps=1 --set windows=0 \
+	--set probes=2 "$run" >/dev/null 2>"$T/e"; rc=$?
+strip() { grep -E '"kind":"(lm.budget|lm.fidelity|lm.fidelity.pair|probe.result|lm.retrieval|lm.retrieval.pair)"' "$1"; }
+[ $rc -eq 0 ] && cmp -s <(strip "$w0") <(strip "$run/eval.ndjson") && grep -q '"ppl_dense":null' "$run/eval.ndjson"
+t_result $? "sb-eval --set windows=0 writes sb-lm eval --windows 0's records, nulls included (exit $rc)" "$(head -n 2 "$T/e")"
 t_done

@@ -36,10 +36,12 @@ for m in '' ';' 'recipe:s=4,s=5'; do
 	[ $rc -eq 2 ] && grep -q "no mask named\|given twice" "$T/e" && [ ! -e "$T/deg/eval.ndjson" ]
 	t_result $? "--masks '$m': usage error (exit $rc: $(head -n 1 "$T/e"))"
 done
-# no windows: the fidelity means are null (nothing was measured), not 0
-sb-lm eval -q -j 1 --probes 0 --windows 0 --masks dense --bench-reps 1 -o "$T/w0" "$run" >/dev/null 2>"$T/e"
-jq -e 'select(.kind == "lm.fidelity") | .n_windows == 0 and .kl == null and .top1 == null and .corr == null' "$T/w0/eval.ndjson" >/dev/null
-t_result $? "--windows 0: lm.fidelity's means are null, not 0"
+# no windows: the fidelity means are null (nothing was measured), not 0 (one probe: windows 0
+# with probes 0 is a usage error, lm_e2e.sh)
+sb-lm eval -q -j 1 --probes 1 --tasks niah_single_1 --windows 0 --masks dense --bench-reps 1 -o "$T/w0" "$run" >/dev/null 2>"$T/e"
+jq -e -s 'map(select(.kind == "lm.fidelity")) | length > 0 and
+	all(.n_windows == 0 and .kl == null and .top1 == null and .corr == null and .ppl_dense == null)' "$T/w0/eval.ndjson" >/dev/null
+t_result $? "--windows 0: lm.fidelity's means and perplexities are null, not 0 (ppl_dense not 1)" "$(head -n 2 "$T/e")"
 # evaluation, through sb-eval's family dispatch
 sb-eval -q --set probes=2 --set windows=4 --set tasks=niah_single_1,vt --set bench_reps=1 \
 	--set 'masks=dense;recipe:s=4,w=16,k=8;struct_random;random' "$run" >"$T/ev" 2>"$T/e"; rc=$?
