@@ -395,6 +395,12 @@ static int load_eval_done(struct data *d, const struct sb_json *rec, const char 
 		c = d->n_cells - 1;
 	}
 	struct cell *ce = &d->cells[c];
+	/* the log's own count must agree with its summary: a disagreement is a damaged or edited
+	 * log, which sb-freeze refuses too (lib/vallog.c); it used to be excluded as "3 of 3
+	 * epochs evaluated" */
+	if (evaluated != ce->n_epochs)
+		return SB_ERR(err, SB_EDATA, "eval.done says %lld epochs evaluated, the run's eval.epoch records are %d",
+		              (long long)evaluated, ce->n_epochs);
 	ce->has_done = 1;
 	if (strcmp(status, "completed") != 0) {
 		ce->excluded = 1;

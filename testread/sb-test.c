@@ -1087,7 +1087,15 @@ static int single_read(const struct opts *o, const struct sb_guarded *g, char **
 	SB_TRY(sb_guard_reads(*ledger, g->sha256, n_reads, &n_same, &first, err));
 	rc = sb_guard_reads_beside(*ledger, g->sha256, &n_other, &other, err);
 	char *link_ledger = rc ? NULL : sb_guard_ledger_path(o->sel);
-	if (link_ledger && strcmp(link_ledger, *ledger) && !other) {
+	/* the ledger beside the path as given is the one beside the real file when they are one
+	 * file: a relative -s (the README's "-s selection.json", the pipelines' "-s out/...") names
+	 * the same ledger by another string, whose reads were counted twice (the second read was
+	 * numbered 3, and refused as read "under another name") */
+	struct stat la, lb;
+	int same_ledger = link_ledger && (!strcmp(link_ledger, *ledger) ||
+					  (stat(link_ledger, &la) == 0 && stat(*ledger, &lb) == 0 &&
+					   la.st_dev == lb.st_dev && la.st_ino == lb.st_ino));
+	if (link_ledger && !same_ledger && !other) {
 		int nl = 0, sl = 0;
 		rc = sb_guard_reads(link_ledger, g->sha256, &nl, &sl, &other, err);
 		n_other += sl;

@@ -84,12 +84,13 @@ $ cat err
 %%% PROTOCOL A6/A7: runs whose eval.done says the training did not complete are excluded before the later run wins
 # softmax seeds 0-3 (0.50..0.53); top-k seeds 0-2 first (0.60..0.62); then a failed rerun of
 # seed 1 (0.95: must not count nor displace the completed run), a completed rerun of seed 2
-# (0.72: supersedes), and seed 3 with its epoch not evaluated (excluded: no pair for seed 3)
+# (0.72: supersedes), and seed 3 with its epoch not evaluated (excluded: no pair for seed 3;
+# its log has no eval.epoch, as sb-eval writes it)
 $ e() { printf '{"kind":"eval.epoch","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epoch":0,"val_accuracy":%s}\n' "$@"; }
 $ d() { printf '{"kind":"eval.done","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epochs":1,"epochs_evaluated":%s,"train_status":"%s"}\n' "$@"; }
 $ for s in 0 1 2 3; do e s$s softmax $s 0.5$s; d s$s softmax $s 1 completed; done >v.ndjson
 $ for s in 0 1 2; do e a$s topk_softmax_025 $s 0.6$s; d a$s topk_softmax_025 $s 1 completed; done >>v.ndjson
-$ { e b1 topk_softmax_025 1 0.95; d b1 topk_softmax_025 1 1 failed_nonfinite_loss; e b2 topk_softmax_025 2 0.72; d b2 topk_softmax_025 2 1 completed; e b3 topk_softmax_025 3 0.9; d b3 topk_softmax_025 3 0 completed; } >>v.ndjson
+$ { e b1 topk_softmax_025 1 0.95; d b1 topk_softmax_025 1 1 failed_nonfinite_loss; e b2 topk_softmax_025 2 0.72; d b2 topk_softmax_025 2 1 completed; d b3 topk_softmax_025 3 0 completed; } >>v.ndjson
 $ sb-stats -q --resamples 100 v.ndjson >out.ndjson 2>err
 $ grep '"kind":"stats.paired"' out.ndjson | grep -o '"n":[0-9]*,"seeds":[^]]*]'
 $ grep '"kind":"stats.paired"' out.ndjson | grep -o '"mean_method":[0-9.]*'
@@ -100,6 +101,14 @@ $ cat err
 > "superseded_cells":1,"excluded_cells":2
 > sb-stats: 2 run(s) excluded: their eval.done says the training did not complete, or (for the run that counts) not every epoch was evaluated (PROTOCOL A7); first: v.ndjson:15: t/topk_softmax_025 seed 1: training status 'failed_nonfinite_loss', not 'completed'
 > sb-stats: 1 cell(s) superseded by a later run of the same task/arch/tier/method/seed
+
+%%% an eval.done whose count of evaluated epochs is not its log's is a damaged log: bad input, as sb-freeze says (it was excluded as "1 of 1 epochs evaluated")
+$ e() { printf '{"kind":"eval.epoch","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epoch":0,"val_accuracy":%s}\n' "$@"; }
+$ d() { printf '{"kind":"eval.done","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epochs":1,"epochs_evaluated":%s,"train_status":"%s"}\n' "$@"; }
+$ { e s0 softmax 0 0.5; d s0 softmax 0 1 completed; e b3 topk_softmax_025 3 0.9; d b3 topk_softmax_025 3 0 completed; } >v.ndjson
+$ sb-stats -q v.ndjson
+! sb-stats: v.ndjson:4: eval.done says 0 epochs evaluated, the run's eval.epoch records are 1
+? 3
 
 %%% the study's "topk_softmax" is topk_softmax_025 (one method: one comparison, one Holm member; a rerun under the other name supersedes)
 $ e() { printf '{"kind":"eval.epoch","v":1,"cell_id":"%s","task":"t","method":"%s","seed":%s,"epoch":0,"val_accuracy":%s}\n' "$@"; }

@@ -97,5 +97,18 @@ read_as selection.json
 rc=$?
 [ $rc -eq 1 ] && grep -q "refused by the guard (single-read)" "$T/err" && grep -q damaged "$T/err"
 t_result $? "a damaged ledger beside the selection: exit 1, single-read (exit $rc: $(head -c 200 "$T/err"))"
+# the selection named by a relative path (the README's `-s selection.json`), read twice: the
+# second plain read is refused as a read of this selection, not "under another name", and a
+# --reread is read 2 (the ledger beside the path as given is the real file's: its reads were
+# counted twice, so the second read was numbered 3)
+fresh; first_read
+read_as selection.json
+rc=$?
+[ $rc -eq 1 ] && grep -q "this selection was already read (1 time(s)" "$T/err" && ! grep -q "another name" "$T/err"
+t_result $? "a second read by the same relative path: refused as this selection's second read (exit $rc: $(head -c 300 "$T/err"))"
+read_as selection.json --reread "the audit's check"
+n=$(jq -s -r '[.[] | select(.status == "started")] | map(.read | tostring) | join(",")' "$T/s/selection.reads.ndjson")
+[ "$n" = "1,2" ]
+t_result $? "a --reread by the same relative path is read 2 (the ledger's started reads: $n)"
 
 t_done
