@@ -298,7 +298,27 @@ static char *variant_of(const char *base, const char *from, const char *to)
 	return s;
 }
 
-static char *variant(const char *from, const char *to) { return variant_of(BASE, from, to); }
+/* A hostile variant: base with `from` replaced by `to`, refused naming the file and `field`. */
+struct hostile {
+	const char *from, *to, *field;
+};
+
+static void check_variants(const char *base, const char *what, const struct hostile *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char *s = variant_of(base, v[i].from, v[i].to);
+		if (!SB_CHECK(s != NULL, "%shostile variant %zu: pattern found in the base", what, i))
+			continue;
+		struct sb_tok *t = NULL;
+		struct sb_err err = {0};
+		int rc = sb_tok_load_mem(s, strlen(s), "bad.json", &t, &err);
+		SB_CHECK(rc == SB_EDATA && !t && strstr(err.msg, "bad.json") && strstr(err.msg, v[i].field),
+			 "%shostile %zu (%s -> %s): SB_EDATA naming bad.json and %s (rc %d: %s)", what, i, v[i].from,
+			 v[i].to, v[i].field, rc, err.msg);
+		sb_tok_free(t);
+		free(s);
+	}
+}
 
 static void check_hostile(void)
 {
@@ -315,9 +335,7 @@ static void check_hostile(void)
 		free(ids);
 		sb_tok_free(t);
 	}
-	static const struct {
-		const char *from, *to, *field;
-	} v[] = {
+	static const struct hostile v[] = {
 		{"\"type\":\"BPE\"", "\"type\":\"WordPiece\"", "model.type"},
 		{"\"type\":\"BPE\",", "", "model.type"},
 		{"\"merges\":[\"a b\"]", "\"merges\":[\"a c\"]", "model.merges[0]"},
@@ -378,19 +396,7 @@ static void check_hostile(void)
 		{"\"\xC4\xA0\":3", "\"\xC4\xA0\\u0000x\":3", "\\u0000 (NUL) is not allowed"},
 		{"\"content\":\"<s>\"", "\"content\":\"<s>\\u0000\"", "\\u0000 (NUL) is not allowed"},
 	};
-	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-		char *s = variant(v[i].from, v[i].to);
-		if (!SB_CHECK(s != NULL, "hostile variant %zu: pattern found in the base", i))
-			continue;
-		t = NULL;
-		sb_err_clear(&err);
-		rc = sb_tok_load_mem(s, strlen(s), "bad.json", &t, &err);
-		SB_CHECK(rc == SB_EDATA && !t && strstr(err.msg, "bad.json") && strstr(err.msg, v[i].field),
-			 "hostile %zu (%s -> %s): SB_EDATA naming bad.json and %s (rc %d: %s)", i, v[i].from, v[i].to,
-			 v[i].field, rc, err.msg);
-		sb_tok_free(t);
-		free(s);
-	}
+	check_variants(BASE, "", v, sizeof v / sizeof v[0]);
 	/* not JSON, not an object, truncated at every length (a sample), bytes flipped at random */
 	const char *nots[] = {"", "nul", "[]", "\"x\"", "{\"model\":1", "{} {}"};
 	for (size_t i = 0; i < sizeof nots / sizeof nots[0]; i++) {
@@ -697,9 +703,7 @@ static void check_sp(void)
 		free(o);
 		sb_tok_free(t);
 	}
-	static const struct {
-		const char *from, *to, *field;
-	} v[] = {
+	static const struct hostile v[] = {
 		{"{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"}", "{\"type\":\"Fuse\"},{\"type\":\"ByteFallback\"}",
 		 "decoder.decoders[2]"},
 		{"{\"type\":\"Fuse\"},", "", "decoder.decoders[2]"},
@@ -737,19 +741,7 @@ static void check_sp(void)
 					   "\"behavior\":\"Isolated\",\"invert\":false}",
 		 "pre_tokenizer"},
 	};
-	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-		char *s = variant_of(SP_BASE, v[i].from, v[i].to);
-		if (!SB_CHECK(s != NULL, "SentencePiece-style hostile variant %zu: pattern found in the base", i))
-			continue;
-		t = NULL;
-		sb_err_clear(&err);
-		rc = sb_tok_load_mem(s, strlen(s), "bad.json", &t, &err);
-		SB_CHECK(rc == SB_EDATA && !t && strstr(err.msg, "bad.json") && strstr(err.msg, v[i].field),
-			 "SentencePiece-style hostile %zu (%s -> %s): SB_EDATA naming bad.json and %s (rc %d: %s)", i,
-			 v[i].from, v[i].to, v[i].field, rc, err.msg);
-		sb_tok_free(t);
-		free(s);
-	}
+	check_variants(SP_BASE, "SentencePiece-style ", v, sizeof v / sizeof v[0]);
 }
 
 int main(void)
