@@ -93,6 +93,7 @@ void data_free(struct data *d)
 		free(d->cells[i].acc);
 		free(d->cells[i].ent);
 		free(d->cells[i].src);
+		free(d->cells[i].gap_src);
 	}
 	for (int i = 0; i < d->n_tests; i++)
 		free(d->tests[i].src);
@@ -279,8 +280,10 @@ static int cell_new(struct data *d, int g, int m, int64_t seed, const char *cell
 	return 0;
 }
 
-static int cell_set(struct cell *c, int64_t epoch, double acc, double ent, struct sb_err *err)
+static int cell_set(struct cell *c, int64_t epoch, double acc, double ent, const char *src, struct sb_err *err)
 {
+	if (epoch > c->n_epochs && !c->gap_src && !(c->gap_src = strdup(src))) /* an epoch left out before it */
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	if (epoch >= c->cap) {
 		int cap = c->cap ? c->cap : 32;
 		while (cap <= epoch)
@@ -369,7 +372,7 @@ static int load_eval_epoch(struct data *d, const struct sb_json *rec, const char
 		SB_TRY(cell_new(d, g, m, seed, cell_id, src, err));
 		c = d->n_cells - 1;
 	}
-	return cell_set(&d->cells[c], epoch, acc, ent, err);
+	return cell_set(&d->cells[c], epoch, acc, ent, src, err);
 }
 
 /* eval.done (sb-eval): whether the run may enter the statistics (PROTOCOL A7: status
@@ -644,6 +647,7 @@ static void cell_free(struct cell *c)
 	free(c->acc);
 	free(c->ent);
 	free(c->src);
+	free(c->gap_src);
 }
 
 static void note_excluded(struct data *d, const struct cell *ce)
@@ -735,7 +739,7 @@ int data_check(struct data *d, struct sb_err *err)
 				return SB_ERR(
 				    err, SB_EDATA,
 				    "%s: cell %s/%s seed %lld: epoch %d missing (epochs must run 0..%d without gaps)",
-				    ce->src, d->tasks.s[d->groups[ce->group].task], d->methods.s[ce->method],
+				    ce->gap_src ? ce->gap_src : ce->src, d->tasks.s[d->groups[ce->group].task], d->methods.s[ce->method],
 				    (long long)ce->seed, e, ce->n_epochs - 1);
 	}
 	return 0;

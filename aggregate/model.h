@@ -44,6 +44,7 @@ struct cell {
 	double *acc; /* val_accuracy by 0-based epoch, NAN = missing */
 	double *ent; /* attention_entropy, NAN = missing or null */
 	char *src;   /* file:line of the first record, for messages */
+	char *gap_src; /* file:line of the first record that left an epoch out before it, or NULL */
 	/* while loading, every run (cell_id) is a cell of its own; data_check keeps one per
 	 * (group, method, seed) */
 	int prev;      /* the previous run of the same (group, method, seed), or -1 */

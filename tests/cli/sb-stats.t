@@ -293,11 +293,11 @@ $ sb-stats bad.ndjson
 ? 3
 ! bad.ndjson:1: field 'val_accuracy' must be a number
 
-%%% a gap in the epochs: exit 3
+%%% a gap in the epochs: exit 3, named at the record after the gap (it was named at the run's first record)
 $ for e in 0 1 3; do printf '{"kind":"eval.epoch","v":1,"task":"mnist","method":"softmax","seed":0,"epoch":%d,"val_accuracy":0.5}\n' $e; done >gap.ndjson
 $ sb-stats gap.ndjson
 ? 3
-! gap.ndjson:1: cell mnist/softmax seed 0: epoch 2 missing
+! gap.ndjson:3: cell mnist/softmax seed 0: epoch 2 missing
 
 %%% an unsupported record version: exit 3
 $ printf '%s\n' '{"kind":"test.cell","v":2,"task":"mnist","method":"softmax","seed":0,"test_accuracy":0.5}' >bad.ndjson
