@@ -501,9 +501,10 @@ int sb_sas_train_cell(struct sb_backend *be, const struct sb_sas_cell *c, const 
 		sb_jw_kint(&w, "selector_steps", c->proc.sel_steps);
 		sb_jw_kf64(&w, "pretrain_loss_first", L.first);
 		sb_jw_kf64(&w, "pretrain_loss_last", L.last);
-		sb_jw_kf64(&w, "selector_loss_first", L.sel_first);
-		sb_jw_kf64(&w, "selector_loss_last", L.sel_last);
-		sb_jw_kf64(&w, "selector_gradient_norm_mean", gmean);
+		int sel = c->proc.sel_steps > 0; /* no selector step: no loss or gradient (null; they read 0) */
+		sb_jw_kf64(&w, "selector_loss_first", sel ? L.sel_first : NAN);
+		sb_jw_kf64(&w, "selector_loss_last", sel ? L.sel_last : NAN);
+		sb_jw_kf64(&w, "selector_gradient_norm_mean", sel ? gmean : NAN);
 		sb_jw_kf64(&w, "pretrain_seconds", t1 - t0);
 		sb_jw_kf64(&w, "selector_seconds", t2 - t1);
 		sb_jw_kstr(&w, "checkpoint", "model.safetensors");

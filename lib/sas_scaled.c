@@ -670,9 +670,10 @@ int sb_sas_scaled_train(const struct sb_sas_scaled *c, const char *runs_dir, cha
 			sb_jw_record(&w, "sas.scaled.block", 1);
 			sb_jw_kint(&w, "block", B);
 			sb_jw_kint(&w, "steps", c->sel_steps);
-			sb_jw_kf64(&w, "loss_first", first);
-			sb_jw_kf64(&w, "loss_last", last);
-			sb_jw_kf64(&w, "selector_gradient_norm_mean", c->sel_steps ? gsum / c->sel_steps : 0);
+			/* no step, no loss or gradient: null (they read 0) */
+			sb_jw_kf64(&w, "loss_first", c->sel_steps ? first : NAN);
+			sb_jw_kf64(&w, "loss_last", c->sel_steps ? last : NAN);
+			sb_jw_kf64(&w, "selector_gradient_norm_mean", c->sel_steps ? gsum / c->sel_steps : NAN);
 			sb_jw_kf64(&w, "seconds", sb_monotonic_seconds() - t0);
 			sb_jw_kstr(&w, "selector", sp + strlen(run_dir) + 1);
 			sb_jw_kstr(&w, "selector_sha256", sha);

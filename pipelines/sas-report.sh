@@ -14,6 +14,7 @@ function num(line, key,    m) {
 	if (match(line, "\"" key "\":-?[0-9.eE+-]+")) {
 		m = substr(line, RSTART, RLENGTH); sub(/^"[^"]*":/, "", m); return m + 0
 	}
+	if (index(line, "\"" key "\":null")) { nulls[key] = 1; isnull[key, n] = 1; return 0 } # undefined (no selector step)
 	bad = bad " " key; return "nan"
 }
 function str(line, key,    m) {
@@ -63,7 +64,8 @@ END {
 	printf "| validation perplexity change (%%) | %+.4f ± %.4f | — |\n", mean("val_ppl_change_vs_dense_percent"), sd("val_ppl_change_vs_dense_percent")
 	printf "| retained attention fraction | %.4f (%d/%d positions) | 0.5385 (1120/2080) |\n", mean("retained_attention_fraction"), val["retained_positions", 1], val["causal_positions", 1]
 	printf "| attention positions reduced (%%) | %.2f | 46.15 |\n", mean("attention_positions_reduced_percent")
-	printf "| selector gradient norm (mean over steps) | %.2e ± %.1e | ~4.6e-5 |\n", mean("selector_gradient_norm_mean"), sd("selector_gradient_norm_mean")
+	if ("selector_gradient_norm_mean" in nulls) print "| selector gradient norm (mean over steps) | n/a (no selector step) | ~4.6e-5 |"
+	else printf "| selector gradient norm (mean over steps) | %.2e ± %.1e | ~4.6e-5 |\n", mean("selector_gradient_norm_mean"), sd("selector_gradient_norm_mean")
 	printf "| selector gate entropy (nats; test windows) | %.4f ± %.4f | — |\n", mean("selector_gate_entropy"), sd("selector_gate_entropy")
 	printf "| pretraining loss, step 1 → step 30 | %.2f → %.2f | ~5.5 → 4.9 |\n", mean("pretrain_loss_first"), mean("pretrain_loss_last")
 	printf "| parameters (selector) | %d (%d) | 23,392 (512) |\n", val["parameter_count", 1], val["selector_parameter_count", 1]
@@ -73,10 +75,11 @@ END {
 	print "| seed | dense test ppl | SAS test ppl | change (%) | dense val ppl | SAS val ppl | retained | gate entropy | grad norm mean | pretrain loss |"
 	print "|---|---|---|---|---|---|---|---|---|---|"
 	for (i = 1; i <= n; i++)
-		printf "| %d | %.3f | %.3f | %+.4f | %.3f | %.3f | %.4f | %.4f | %.2e | %.3f → %.3f |\n", seed[i],
+		printf "| %d | %.3f | %.3f | %+.4f | %.3f | %.3f | %.4f | %.4f | %s | %.3f → %.3f |\n", seed[i],
 		       val["dense_test_ppl", i], val["sas_test_ppl", i], val["test_ppl_change_vs_dense_percent", i],
 		       val["dense_val_ppl", i], val["sas_val_ppl", i], val["retained_attention_fraction", i],
-		       val["selector_gate_entropy", i], val["selector_gradient_norm_mean", i],
+		       val["selector_gate_entropy", i],
+		       isnull["selector_gradient_norm_mean", i] ? "n/a" : sprintf("%.2e", val["selector_gradient_norm_mean", i]),
 		       val["pretrain_loss_first", i], val["pretrain_loss_last", i]
 	print ""
 	print "Records: eval.ndjson (sas.eval per seed), runs/sas-sSEED/{cell.json,train.ndjson,model.safetensors}. docs/sas.md says what each field means."

@@ -17,7 +17,7 @@ function str(key,    m) {
 	if (match($0, "\"" key "\":\"[^\"]*\"")) { m = substr($0, RSTART, RLENGTH); sub(/^"[^"]*":"/, "", m); sub(/"$/, "", m); return m }
 	return ""
 }
-/"kind":"sas.scaled.block"/ { nb++; blk[nb] = sprintf("| %d | %d | %.4f → %.4f | %.3g | %.0f |", num("block"), num("steps"), num("loss_first"), num("loss_last"), num("selector_gradient_norm_mean"), num("seconds")) }
+/"kind":"sas.scaled.block"/ { nb++; blk[nb] = num("steps") > 0 ? sprintf("| %d | %d | %.4f → %.4f | %.3g | %.0f |", num("block"), num("steps"), num("loss_first"), num("loss_last"), num("selector_gradient_norm_mean"), num("seconds")) : sprintf("| %d | 0 | n/a | n/a | %.0f |", num("block"), num("seconds")) }
 /"kind":"sas.scaled.setup"/ { T = num("T"); tail = num("tail_from"); W = num("n_windows"); P = num("probes_per_task"); bb = str("backbone"); hay = str("haystack"); corp = str("fidelity_corpus"); bud = str("budget"); ids = str("ids") }
 /"kind":"sas.scaled.fidelity"/ && !/fidelity\.(window|pair)/ { nf++; fid[nf] = sprintf("| %s | %.4f | %.4f [%.4f, %.4f] | %.4f [%.4f, %.4f] | %.4f | %.4f | %.3f | %+.2f |", str("method"), num("budget_fraction"), num("kl"), num("kl_lo"), num("kl_hi"), num("kl_tail"), num("kl_tail_lo"), num("kl_tail_hi"), num("top1"), num("top1_tail"), num("ppl"), num("ppl_change_pct")) }
 /"kind":"sas.scaled.fidelity.pair"/ { np++; pair[np] = sprintf("| %s | %s | %+.4f [%+.4f, %+.4f] | %.2g | %.2g | %+.2f |", str("method_a"), str("method_b"), num("mean_diff"), num("ci_lo"), num("ci_hi"), num("p_t"), num("p_wilcoxon"), num("cohen_dz")) }

@@ -78,6 +78,17 @@ grep -q 'NOT WikiText-2' "$T/sas/report.md" && grep -q '139.65 ± 2.81' "$T/sas/
 	grep -q '+0.018 ± 0.017' "$T/sas/report.md" && grep -q '0.5385 (13440/24960 positions)' "$T/sas/report.md" &&
 	[ "$(grep -c '^| 4[234] |' "$T/sas/report.md")" -eq 3 ]
 t_result $? "report.md: the corpus warning, published numbers, our fraction and three seed rows"
+grep -q '^| selector gradient norm (mean over steps) | [0-9.]*e-[0-9]* ± ' "$T/sas/report.md" && ! grep -q 'n/a' "$T/sas/report.md"
+t_result $? "report.md: the selector gradient norm is a number when the selector trained"
+# no selector step (sel_steps 0, the untrained selector as an ablation): its loss and gradient
+# norm are null, not 0, and the report says n/a
+printf '{"family":"sas","seed":42,"corpus":"docs=%s","id":"nosel","sel_steps":0}\n' "$T/corpus.txt" >"$T/nosel.ndjson"
+sb-train -q -o "$T/ns" "$T/nosel.ndjson" >/dev/null 2>"$T/e" && sb-eval -q "$T/ns/nosel" >/dev/null 2>>"$T/e" &&
+	jq -e -s 'map(select(.kind == "sas.train.done"))[0] | .selector_steps == 0 and .selector_gradient_norm_mean == null
+		and .selector_loss_first == null and .selector_loss_last == null' "$T/ns/nosel/train.ndjson" >/dev/null &&
+	pipelines/sas-report.sh "$T/ns/nosel/eval.ndjson" >"$T/ns.md" 2>>"$T/e" &&
+	grep -q '^| selector gradient norm (mean over steps) | n/a (no selector step) |' "$T/ns.md" && grep -q '^| 42 | .* | n/a | ' "$T/ns.md"
+t_result $? "sel_steps 0: the selector's losses and gradient norm are null (they read 0), the report says n/a ($(head -c 200 "$T/e"))"
 # make is idempotent: nothing retrained
 before=$(stat -c %Y.%s "$T/sas/train.ndjson")
 sleep 1

@@ -54,6 +54,16 @@ t_result $? "probe.result per probe and method (2 x 9), trained-SAS retrieval pa
 pipelines/sas-scaled-report.sh "$E" "$R/train.ndjson" >"$T/report.md" && grep -q '^| sas-b32 | recipe:s=2,w=16,k=16 |' "$T/report.md" &&
 	grep -q '^## Retrieval' "$T/report.md"
 t_result $? "the report's tables"
+grep -q '^| 8 | 3 | [0-9.]* → [0-9.]* | ' "$T/report.md"
+t_result $? "the report's selector row: 3 steps, the loss from first to last"
+# no selector step (sel_steps 0: the untrained selector): its block record's losses and gradient
+# norm are null, not 0, and the report's row says n/a
+sed 's/"sel_steps":3/"sel_steps":0,"id":"ns0"/; s/"blocks":\[8,32\]/"blocks":[8]/' "$T/cell.ndjson" >"$T/ns0.ndjson"
+sb-train -q -o "$T/runs" "$T/ns0.ndjson" >/dev/null 2>"$T/e" && sb-eval -q "$T/runs/ns0" >/dev/null 2>>"$T/e" &&
+	jq -e -s 'map(select(.kind == "sas.scaled.block"))[0] | .steps == 0 and .loss_first == null and .loss_last == null
+		and .selector_gradient_norm_mean == null' "$T/runs/ns0/train.ndjson" >/dev/null &&
+	pipelines/sas-scaled-report.sh "$T/runs/ns0/eval.ndjson" "$T/runs/ns0/train.ndjson" | grep -q '^| 8 | 0 | n/a | n/a | '
+t_result $? "sel_steps 0: the block's losses and gradient norm are null (they read 0), the report says n/a ($(head -c 200 "$T/e"))"
 # its header names the cell's budget and the units (it said sinks 4, window 64, 32 free keys
 # whatever the cell's budget was)
 grep -q '^Backbone `.*`, T = 128 bytes; .* matched row by row to the recipe `recipe:s=2,w=16,k=16`' "$T/report.md"
