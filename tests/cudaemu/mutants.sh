@@ -3,7 +3,7 @@
 # small edit of a copy of lib/cuda (a barrier removed, a shuffle's width, tree or ballot wrong, a
 # synchronisation dropped, scratch freed under a recording); the copy's changed objects
 # replace the emulated build's in a copy of its archive, gpu_ops is linked against it and
-# run with --quick (or in full), and it must fail (a "not ok" line or an emulator fault), where the
+# run with --quick (or --errors), and it must fail (a "not ok" line or an emulator fault), where the
 # unmutated build passes; an arena mutant links sb-train instead, whose arena check must fail. Needs `make EMU=1` first; run by tests/sh/cuda_emu.sh.
 #
 #   tests/cudaemu/mutants.sh [NAME...]    default: every mutant; MUTANT_JOBS at a time (default: the cores)
@@ -24,7 +24,7 @@ libs="$(pkg-config --libs yajl libarchive libcrypto openblas libcurl zlib) -lm -
 flags="-O2 -g -Ilib $(pkg-config --cflags yajl libarchive libcrypto openblas libcurl zlib)"
 
 # name | file under lib/cuda | perl -0 substitution (must change the file) | what it breaks
-#   [| full: run the whole gpu_ops, not --quick (which leaves out the error cases)
+#   [| errors: run gpu_ops --errors (the deliberate device errors, which --quick leaves out)
 #    | arena[:METHOD]: link sb-train instead and train a tiny cell (softmax, or METHOD) with
 #      SB_ARENA_CHECK=1, which must fail naming the arena check (lib/encoder.c's red zones
 #      between activation buffers and parameter tensors, and after every allocation)]
@@ -39,7 +39,7 @@ mutants=(
 	"ln_bwd_barrier|backend_cuda.cu|s/(red\[hw\]\[1\]\[G.lane \+ 16 \* k\] = pb.at\(G.lane, k\);\n\t\}\n)\t__syncthreads\(\);\n/\$1/|k_ln_bwd: no barrier before the partial sums are read"
 	"emb_bwd_barrier|backend_cuda.cu|s/(sid\[t\] = ids\[i0 \+ t\];\n)\t\t__syncthreads\(\);\n/\$1/|k_embedding_bwd: no barrier after the ids are staged"
 	"sync_dropped|backend_cuda.cu|s/\tCU_RET\(im, err, cudaStreamSynchronize\(im->ctx.st\)\);\n(\tint code = im->dflag_host\[0\];)/\$1/|sb_cuda_sync: the kernels' data-error flags read without waiting for the stream"
-	"flag_code|attn_cuda.cu|s/flag_error\(a.dflag, DFLAG_NO_FINITE, blk, r, 0\)/flag_error(a.dflag, DFLAG_NVALID, blk, r, 0)/|k_attn_fwd: a row with no finite score reported as a bad n_valid|full"
+	"flag_code|attn_cuda.cu|s/flag_error\(a.dflag, DFLAG_NO_FINITE, blk, r, 0\)/flag_error(a.dflag, DFLAG_NVALID, blk, r, 0)/|k_attn_fwd: a row with no finite score reported as a bad n_valid|errors"
 	"retire_dropped|backend_cuda.cu|s/if \(im->graphs_live > 0 \x7c\x7c im->capturing\) \{/if (0) {/|drop_buffer: scratch freed while a recorded step still names it"
 	"argmax_nan|backend_cuda.cu|s/if \(!nan && isnan\(v\)\) \{/if (0) {/|k_cross_entropy: a NaN logit after the first is passed over by the prediction (torch.argmax, and the CPU, take the first NaN)"
 	"bias_past_end|backend_cuda.cu|s/if \(e < M \* N\)\n\t\tout\[e\] \+= bias\[e % N\];/if (e < M * N + 3)\n\t\tout[e] += bias[e % N];/|k_add_bias: the last block's spare threads add a bias to 3 floats past the product (inside the encoder's arena, where no guard page is: gpu_ops cannot see it; sb-train with SB_ARENA_CHECK must)|arena"
@@ -111,7 +111,7 @@ one_mutant() {
 		return
 	fi
 	args=(--device cuda --seed 1)
-	[ "${mode:-}" = full ] || args+=(--quick)
+	if [ "${mode:-}" = errors ]; then args+=(--errors); else args+=(--quick); fi
 	timeout 600 "$w/gpu_ops" "${args[@]}" >"$w/out" 2>"$w/err"
 	rc=$?
 	nbad=$(grep -c '^not ok' "$w/out")

@@ -961,22 +961,30 @@ int main(int argc, char **argv)
 {
 	const char *device = "cuda", *tsv = NULL;
 	uint64_t seed = (uint64_t)time(NULL);
-	int quick = 0;
+	int quick = 0, errors_only = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--device") && i + 1 < argc)
 			device = argv[++i];
 		else if (!strcmp(argv[i], "--quick"))
 			quick = 1;
+		else if (!strcmp(argv[i], "--errors"))
+			errors_only = 1;
 		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
 			seed = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--tsv") && i + 1 < argc)
 			tsv = argv[++i];
 		else {
-			fprintf(stderr, "usage: gpu_ops [--device cuda[:N][,tf32]] [--seed S] [--tsv FILE] [--quick]\n"
-			                "  --quick  every kernel once on small shapes (both attention layouts), none of\n"
-			                "           the deliberate device errors: for compute-sanitizer\n");
+			fprintf(stderr, "usage: gpu_ops [--device cuda[:N][,tf32]] [--seed S] [--tsv FILE] [--quick | --errors]\n"
+			                "  --quick   every kernel once on small shapes (both attention layouts), none of\n"
+			                "            the deliberate device errors: for compute-sanitizer\n"
+			                "  --errors  only the deliberate device errors (refused shapes, data errors,\n"
+			                "            errors that must not stick): for tests/cudaemu/mutants.sh\n");
 			return 2;
 		}
+	}
+	if (quick && errors_only) {
+		fprintf(stderr, "gpu_ops: --quick and --errors are two different runs: give one\n");
+		return 2;
 	}
 	struct sb_err err = {0};
 	E.rs = seed * 2654435761u + 1;
@@ -998,6 +1006,10 @@ int main(int argc, char **argv)
 			fprintf(E.tsv, "section\top\tshape\tresult\tnmse\ttol\tmax_abs\tn\tbit_identical_or_detail\n");
 	}
 	double t0 = g_now();
+	if (errors_only) {
+		t_errors();
+		goto done;
+	}
 	if (quick) {
 		/* every kernel once, small: the memory, race and synchronisation checkers run the
 		 * device code 10-100x slower; no t_errors (its device errors are deliberate) */

@@ -12,7 +12,7 @@
 #     regrown under a recording) with threads and blocks in order, and --quick (every kernel
 #     once) in reverse order, so that a missing barrier shows in one of them;
 #  3. tests/cudaemu/mutants.sh: seventeen small bugs put into copies of lib/cuda, each of which
-#     gpu_ops on the emulator must catch (--quick; in full for a bug in an error path; for
+#     gpu_ops on the emulator must catch (--quick; --errors for a bug in an error path; for
 #     a write inside the encoder's activation arena, its parameter table, an allocation's
 #     rounding or the scratch's spare room, sb-train with SB_ARENA_CHECK=1).
 # What it cannot show (tests/cudaemu/README.md): speed, the device's own exp/log bits, TF32,
