@@ -588,6 +588,19 @@ static void lm_swiglu_forward(struct sb_ctx *ctx, float *out, const float *gu, i
 	}
 }
 
+static void lm_geglu_forward(struct sb_ctx *ctx, float *out, const float *gu, int M, int F)
+{
+	const float beta = 0.7978845608028654f, kappa = 0.044715f; /* sqrt(2/pi), as torch's kernel */
+	for (int i = 0; i < M; i++) {
+		const float *g = gu + (size_t)i * 2 * F, *u = g + F;
+		float *o = out + (size_t)i * F;
+		for (int c = 0; c < F; c++) {
+			float x = g[c], inner = beta * (x + kappa * x * x * x);
+			o[c] = 0.5f * x * (1.0f + tanhf(inner)) * u[c];
+		}
+	}
+}
+
 static void lm_swiglu_backward(struct sb_ctx *ctx, float *dgu, const float *dout, const float *gu, int M, int F)
 {
 	for (int i = 0; i < M; i++) {
@@ -1324,6 +1337,7 @@ static const struct sb_backend_lm_ops cpu_lm_ops = {
 	.matmul_rows = lm_matmul_rows,
 	.swiglu_forward = lm_swiglu_forward,
 	.swiglu_backward = lm_swiglu_backward,
+	.geglu_forward = lm_geglu_forward,
 	.rope = lm_rope,
 	.attn_forward = lm_attn_forward,
 	.attn_backward = lm_attn_backward,

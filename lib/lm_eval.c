@@ -963,13 +963,13 @@ static int write_records(struct ev *e, struct sb_jw *w, const char *model_sha, s
 	if (e->m->bf16) /* a BF16 checkpoint's Linear weights, kept so (same results, half the memory) */
 		sb_jw_kstr(w, "linear_weights", "bfloat16");
 	sb_jw_kint(w, "T", e->T);
+	if (e->cell.source[0]) { /* an imported model (with or without a tokenizer) */
+		sb_jw_key(w, "source");
+		sb_jw_raw(w, e->cell.source, strlen(e->cell.source));
+	}
 	if (e->tok) { /* T, windows, tail and budgets count tokens of this tokenizer; probes are made in bytes */
 		sb_jw_kstr(w, "units", "tokens");
 		sb_jw_kstr(w, "tokenizer", e->cell.tokenizer);
-		if (e->cell.source[0]) {
-			sb_jw_key(w, "source");
-			sb_jw_raw(w, e->cell.source, strlen(e->cell.source));
-		}
 		sb_jw_key(w, "probe_len_bytes");
 		sb_jw_arr(w);
 		for (int i = 0; i < e->nt * e->np; i += e->np)

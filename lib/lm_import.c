@@ -578,6 +578,127 @@ void sb_lm_granite_name(const char *ours, char *out, size_t cap, int *half)
 	snprintf(out, cap, "%s", ours);
 }
 
+/* ---------------------------------------------------------------- Gemma 3 */
+
+/* Gemma 3's text model (Gemma3ForCausalLM, model_type gemma3_text; read from transformers
+ * 4.57.1's configuration_gemma3.py / modeling_gemma3.py): sliding-window layers (S) and global
+ * ones (A) as layer_types says (or every sliding_window_pattern-th global, as the config class
+ * derives it), q/k norms, sandwich norms, a GeGLU MLP, embeddings times sqrt(hidden_size),
+ * scores times query_pre_attn_scalar^-1/2, the local layers' own unscaled RoPE base. Its
+ * RMSNorms multiply by (1 + w): the import adds the 1 (sb_lm_import). */
+static int gemma3_config(const struct sb_json *o, const char *name, struct sb_lm_cfg *c, struct sb_lm_hf_info *info,
+			 struct sb_err *err)
+{
+	int layers = 0, heads = 0, tied = 1, flag = 0, every = 6;
+	double eps = 0, theta = 0, ltheta = 0, qpas = 0;
+	SB_TRY(cfg_int(o, name, "vocab_size", 2, 1 << 20, 262208, &c->vocab, err));
+	SB_TRY(cfg_int(o, name, "hidden_size", 2, 1 << 14, 2304, &c->d, err));
+	SB_TRY(cfg_int(o, name, "intermediate_size", 1, 1 << 17, 9216, &c->ffn, err));
+	SB_TRY(cfg_int(o, name, "num_hidden_layers", 1, SB_LM_MAX_LAYERS, 26, &layers, err));
+	SB_TRY(cfg_int(o, name, "num_attention_heads", 1, 1024, 8, &heads, err));
+	SB_TRY(cfg_int(o, name, "num_key_value_heads", 1, 1024, 4, &c->kv_heads, err));
+	SB_TRY(cfg_int(o, name, "head_dim", 1, 1024, 256, &c->head_dim, err));
+	SB_TRY(cfg_num(o, name, "rms_norm_eps", 1e-6, &eps, err));
+	SB_TRY(cfg_num(o, name, "rope_theta", 1e6, &theta, err));
+	SB_TRY(cfg_num(o, name, "rope_local_base_freq", 1e4, &ltheta, err));
+	SB_TRY(cfg_num(o, name, "query_pre_attn_scalar", 256, &qpas, err));
+	SB_TRY(cfg_int(o, name, "sliding_window", 1, 1 << 30, 4096, &c->window, err));
+	SB_TRY(cfg_int(o, name, "max_position_embeddings", 1, 1 << 24, 131072, &info->max_pos, err));
+	SB_TRY(cfg_bool(o, name, "tie_word_embeddings", 1, &tied, err));
+	const char *act = sb_json_str(sb_json_get(o, "hidden_activation"), "gelu_pytorch_tanh");
+	if (strcmp(act, "gelu_pytorch_tanh"))
+		return SB_ERR(err, SB_EDATA, "%s: hidden_activation '%s' (only gelu_pytorch_tanh, Gemma 3's)", name, act);
+	static const char *const off[] = {"attention_bias", "use_bidirectional_attention"};
+	for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
+		SB_TRY(cfg_bool(o, name, off[i], 0, &flag, err));
+		if (flag)
+			return SB_ERR(err, SB_EDATA, "%s: %s is true (not read here)", name, off[i]);
+	}
+	static const char *const caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
+	for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+		const struct sb_json *v = sb_json_get(o, caps[i]);
+		if (v && v->type != SB_JSON_NULL)
+			return SB_ERR(err, SB_EDATA, "%s: %s is set (soft-capping, Gemma 2's, is not implemented)", name,
+				      caps[i]);
+	}
+	/* the global layers' RoPE scaling (Gemma 3 4B and up: linear, factor 8); the local
+	 * layers' is always none */
+	const struct sb_json *rs = sb_json_get(o, "rope_scaling");
+	if (rs && rs->type != SB_JSON_NULL && rs->type != SB_JSON_OBJECT)
+		return SB_ERR(err, SB_EDATA, "%s: rope_scaling must be null or an object", name);
+	if (rs && rs->type == SB_JSON_OBJECT) {
+		struct sb_lm_cfg r = *c;
+		SB_TRY(rope_spec(rs, name, "rope_scaling", info->max_pos, &r, err));
+		rope_copy(c, &r);
+	}
+	if (sb_json_get(o, "rope_parameters"))
+		return SB_ERR(err, SB_EDATA, "%s: rope_parameters (transformers 5's spelling) is not read for gemma3_text: "
+					     "give rope_theta, rope_local_base_freq and rope_scaling", name);
+	/* layer kinds: layer_types, else every sliding_window_pattern-th layer global */
+	const struct sb_json *lt = sb_json_get(o, "layer_types");
+	if (lt && lt->type != SB_JSON_NULL) {
+		if (lt->type != SB_JSON_ARRAY || (int)lt->n != layers)
+			return SB_ERR(err, SB_EDATA, "%s: layer_types must list num_hidden_layers (%d) kinds", name, layers);
+		for (int l = 0; l < layers; l++) {
+			const char *k = sb_json_str(lt->items[l], "");
+			if (!strcmp(k, "sliding_attention"))
+				c->pattern[l] = 'S';
+			else if (!strcmp(k, "full_attention"))
+				c->pattern[l] = 'A';
+			else
+				return SB_ERR(err, SB_EDATA,
+					      "%s: layer_types[%d] is '%s' (sliding_attention or full_attention)", name, l, k);
+		}
+	} else {
+		const char *key = sb_json_get(o, "sliding_window_pattern") ? "sliding_window_pattern"
+									   : "_sliding_window_pattern";
+		SB_TRY(cfg_int(o, name, key, 1, 1 << 20, 6, &every, err));
+		for (int l = 0; l < layers; l++)
+			c->pattern[l] = (l + 1) % every ? 'S' : 'A';
+	}
+	c->pattern[layers] = 0;
+	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
+		return SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
+	c->norm_eps = (float)eps;
+	c->rope_theta = (float)theta;
+	c->rope_local_theta = (float)ltheta;
+	if ((double)c->rope_theta != theta || (double)c->rope_local_theta != ltheta)
+		return SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g or rope_local_base_freq %.17g is not exactly a float",
+			      name, theta, ltheta);
+	c->heads = heads;
+	c->swiglu = 2;
+	c->sandwich = 1;
+	c->rmsnorm = 1;
+	c->qk_norm = 1;
+	c->pos = SB_LM_POS_ROPE;
+	c->tied = tied;
+	c->max_T = info->max_pos;
+	/* Gemma3TextScaledWordEmbedding's sqrt(hidden_size) (a float32 tensor) and the attention's
+	 * query_pre_attn_scalar ** -0.5 */
+	c->emb_mult = (float)sqrt((double)c->d);
+	c->attn_scale = (float)(1.0 / sqrt(qpas));
+	return check_cfg(c, name, err);
+}
+
+/* Gemma 3's name of the toolkit's tensor: the sandwich norms are post_attention_layernorm
+ * (ours: post_mixer_layernorm) and pre_feedforward_layernorm (ours: post_attention_layernorm,
+ * the MLP's input norm as in Llama); the other names agree */
+void sb_lm_gemma3_name(const char *ours, char *out, size_t cap)
+{
+	int l, at = 0;
+	if (sscanf(ours, "model.layers.%d.%n", &l, &at) == 1 && at > 0) {
+		if (!strcmp(ours + at, "post_mixer_layernorm.weight")) {
+			snprintf(out, cap, "model.layers.%d.post_attention_layernorm.weight", l);
+			return;
+		}
+		if (!strcmp(ours + at, "post_attention_layernorm.weight")) {
+			snprintf(out, cap, "model.layers.%d.pre_feedforward_layernorm.weight", l);
+			return;
+		}
+	}
+	snprintf(out, cap, "%s", ours);
+}
+
 int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_cfg *c, struct sb_lm_hf_info *info,
 		    struct sb_err *err)
 {
@@ -600,10 +721,12 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	int llama = !strcmp(mt, "llama") || mistral || granite3, qwen2 = !strcmp(mt, "qwen2"), qwen3 = !strcmp(mt, "qwen3");
 	info->lfm2 = !strcmp(mt, "lfm2");
 	info->granite = !strcmp(mt, "granitemoehybrid");
-	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite) {
+	info->gemma3_mm = !strcmp(mt, "gemma3");
+	info->gemma3 = !strcmp(mt, "gemma3_text") || info->gemma3_mm;
+	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma3) {
 		rc = SB_ERR(err, SB_EDATA,
 			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, granite, qwen2, qwen3, "
-			    "lfm2, granitemoehybrid)",
+			    "lfm2, granitemoehybrid, gemma3_text, gemma3)",
 			    name, mt);
 		goto out;
 	}
@@ -613,13 +736,36 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 		for (size_t i = 0; i < arch->n && !rc; i++) {
 			const char *a = sb_json_str(arch->items[i], "");
 			size_t la = strlen(a);
-			if (la < 11 || strcmp(a + la - 11, "ForCausalLM"))
+			if ((la < 11 || strcmp(a + la - 11, "ForCausalLM")) &&
+			    !(info->gemma3_mm && !strcmp(a, "Gemma3ForConditionalGeneration")))
 				rc = SB_ERR(err, SB_EDATA, "%s: architecture '%s' is not a causal LM", name, a);
 		}
+	sb_lm_cfg_default(c);
+	if (info->gemma3) { /* its activation is hidden_activation (transformers reads no hidden_act) */
+		const struct sb_json *tc = o;
+		if (!rc && info->gemma3_mm) {
+			/* Gemma3ForConditionalGeneration (4B and up): the language model of text_config,
+			 * its fields not given taking Gemma3TextConfig's defaults; the vision tower is not
+			 * read (a text-only evaluation never runs it) */
+			tc = sb_json_get(o, "text_config");
+			const char *tmt = tc ? sb_json_str(sb_json_get(tc, "model_type"), "gemma3_text") : "";
+			int t1 = 1, t2 = 1;
+			if (!tc || tc->type != SB_JSON_OBJECT)
+				rc = SB_ERR(err, SB_EDATA, "%s: model_type gemma3 without a text_config object", name);
+			else if (strcmp(tmt, "gemma3_text"))
+				rc = SB_ERR(err, SB_EDATA, "%s: text_config.model_type '%s' (gemma3_text)", name, tmt);
+			else if (!(rc = cfg_bool(o, name, "tie_word_embeddings", 1, &t1, err)) &&
+				 !(rc = cfg_bool(tc, name, "tie_word_embeddings", 1, &t2, err)) && t1 != t2)
+				rc = SB_ERR(err, SB_EDATA, "%s: tie_word_embeddings differs between the config and its text_config",
+					    name);
+		}
+		if (!rc)
+			rc = gemma3_config(tc, name, c, info, err);
+		goto out;
+	}
 	const char *act = sb_json_str(sb_json_get(o, "hidden_act"), "silu");
 	if (!rc && strcmp(act, "silu"))
 		rc = SB_ERR(err, SB_EDATA, "%s: hidden_act '%s' (only silu, SwiGLU)", name, act);
-	sb_lm_cfg_default(c);
 	if (info->lfm2) {
 		if (!rc)
 			rc = lfm2_config(o, name, c, info, err);
@@ -852,13 +998,74 @@ static int weight_files(const char *dir, char (**files)[256], int *nfiles, struc
 }
 
 /* A tensor of the checkpoint that the layout does not need but may be skipped. */
-static int skippable(const char *name, const struct sb_lm_cfg *c)
+static int skippable(const char *name, const struct sb_lm_cfg *c, const struct sb_lm_hf_info *info)
 {
+	/* Gemma 3's vision tower and projector (a text-only evaluation does not run them) */
+	if (info->gemma3_mm && (!strncmp(name, "vision_tower.", 13) || !strncmp(name, "multi_modal_projector.", 22) ||
+				!strncmp(name, "model.vision_tower.", 19) ||
+				!strncmp(name, "model.multi_modal_projector.", 28)))
+		return 1;
+	if (info->gemma3_mm && c->tied &&
+	    (!strcmp(name, "language_model.lm_head.weight") || !strcmp(name, "lm_head.weight")))
+		return 1;
 	size_t n = strlen(name);
 	static const char inv[] = ".rotary_emb.inv_freq";
 	if (n > sizeof inv - 1 && !strcmp(name + n - (sizeof inv - 1), inv))
 		return 1;
 	return c->tied && !strcmp(name, "lm_head.weight");
+}
+
+/* a Gemma3ForConditionalGeneration checkpoint's name of the language model's tensor NAME (the
+ * text model's), in place: language_model.NAME, or the module tree's spelling when only that
+ * is in the files (model.X -> model.language_model.X, lm_head.weight as it is) */
+static void mm_name(char *name, size_t cap, const struct sb_tensors *shard, int nf)
+{
+	char a[256], b[256];
+	snprintf(a, sizeof a, "language_model.%s", name);
+	if (!strncmp(name, "model.", 6))
+		snprintf(b, sizeof b, "model.language_model.%s", name + 6);
+	else
+		snprintf(b, sizeof b, "%s", name);
+	int has_b = 0;
+	for (int s = 0; s < nf; s++) {
+		if (sb_tensors_find(&shard[s], a))
+			break;
+		has_b = has_b || sb_tensors_find(&shard[s], b);
+	}
+	snprintf(name, cap, "%s", has_b ? b : a);
+}
+
+/* an RMSNorm's weight (Gemma 3's are (1 + w)) */
+static int is_norm(const char *name)
+{
+	size_t n = strlen(name);
+	return (n > 12 && !strcmp(name + n - 12, "_norm.weight")) ||
+	       (n > 16 && !strcmp(name + n - 16, "layernorm.weight")) || !strcmp(name, "model.norm.weight");
+}
+
+/* Gemma3RMSNorm multiplies by 1.0 + w.float(): the run's checkpoint holds that multiplier, in
+ * float32, computed as transformers does (w widened, then 1 added in float32) */
+static int add_plus_one(struct sb_tensors *out, const char *name, const struct sb_tensor *t, struct sb_err *err)
+{
+	size_t n = 1;
+	for (int i = 0; i < t->ndim; i++)
+		n *= (size_t)t->shape[i];
+	float *w = malloc((n ? n : 1) * sizeof *w);
+	if (!w)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		float v;
+		if (t->dtype == SB_BF16)
+			v = sb_bf16_to_f32(((const uint16_t *)t->data)[i]);
+		else if (t->dtype == SB_F16)
+			v = sb_f16_to_f32(((const uint16_t *)t->data)[i]);
+		else
+			memcpy(&v, (const char *)t->data + i * 4, 4);
+		w[i] = 1.0f + v;
+	}
+	int rc = sb_tensors_add(out, name, SB_F32, t->ndim, t->shape, w, 0, err); /* copied */
+	free(w);
+	return rc;
 }
 
 static int rm_partial(const char *dir, struct sb_err *err)
@@ -1087,8 +1294,14 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			sb_lm_lfm2_name(params[i].name, src[i], sizeof src[i]);
 		else if (info.granite)
 			sb_lm_granite_name(params[i].name, src[i], sizeof src[i], &half);
+		else if (info.gemma3)
+			sb_lm_gemma3_name(params[i].name, src[i], sizeof src[i]);
 		else
 			snprintf(src[i], sizeof src[i], "%s", params[i].name);
+		if (info.gemma3_mm) /* the language model's tensors: language_model.NAME as the released
+				     * checkpoints (and transformers 4.57's save_pretrained) write them, or
+				     * model.language_model.* / lm_head as the 4.52+ module tree names them */
+			mm_name(src[i], sizeof src[i], shard, nf);
 		const struct sb_tensor *t = NULL;
 		int ts = -1;
 		for (int s = 0; s < nf && !rc; s++) {
@@ -1135,13 +1348,15 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			rc = SB_ERR(err, SB_EDATA, "%s: checkpoint tensor '%s' has another shape: %s in the file, %s from config.json%s%s%s",
 				    hf_dir, src[i], a, b, ffn ? " (feed-forward width: " : "", ffn ? info.ffn_rule : "",
 				    ffn ? ")" : "");
-		} else
+		} else if (info.gemma3 && is_norm(params[i].name))
+			rc = add_plus_one(&out, params[i].name, t, err);
+		else
 			rc = sb_tensors_add(&out, params[i].name, t->dtype, t->ndim, t->shape, t->data, 1, err);
 	}
 	for (int s = 0; s < nf && !rc; s++)
 		for (size_t j = 0; j < shard[s].n && !rc; j++) {
 			const char *nm = shard[s].t[j].name;
-			int known = skippable(nm, &cell->model);
+			int known = skippable(nm, &cell->model, &info);
 			for (int i = 0; i < np && !known; i++)
 				known = !strcmp(src[i], nm);
 			if (!known)

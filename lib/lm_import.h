@@ -1,5 +1,5 @@
-/* lm_import.h — a pretrained decoder of the Llama/Qwen family, Liquid AI's hybrid LFM2 or
- * IBM's hybrid Granite 4.0 (PROTOCOL C(b)), from a Hugging Face model directory into a run directory that the LM
+/* lm_import.h — a pretrained decoder of the Llama/Qwen family, Liquid AI's hybrid LFM2,
+ * IBM's hybrid Granite 4.0 or Google's Gemma 3 (PROTOCOL C(b)), from a Hugging Face model directory into a run directory that the LM
  * evaluation reads like a trained one (`sb-lm import`, docs/lm.md).
  *
  * The directory holds config.json, the weights (model.safetensors, or else the shards that
@@ -33,6 +33,16 @@
  * or use_pos_enc false, block_dim / conv_dim / conv_dim_out other than hidden_size,
  * num_heads other than num_attention_heads, block_norm_eps other than norm_eps, rope types
  * other than default.
+ *
+ * gemma3_text (Gemma3ForCausalLM) and gemma3 (Gemma3ForConditionalGeneration: its
+ * text_config, fields left out taking Gemma3TextConfig's defaults; tensors language_model.* or
+ * model.language_model.*, the vision tower skipped): layer_types (or every
+ * sliding_window_pattern-th layer global) as S (sliding_window keys, rope_local_base_freq
+ * unscaled) and A layers (rope_theta, rope_scaling); q/k norms, sandwich norms, GeGLU
+ * (gelu_pytorch_tanh), embeddings times sqrt(hidden), scores times query_pre_attn_scalar^-1/2;
+ * its (1 + w) norms written into the run as that multiplier (float32). Refused, naming the
+ * field: soft-capping, attention_bias, use_bidirectional_attention, another activation or
+ * layer kind, rope_parameters. Evaluation only (the training path refuses S, sandwich, GeGLU).
  *
  * granitemoehybrid (GraniteMoeHybridForCausalLM: IBM's Granite 4.0 hybrids, "h" models): layer_types ("mamba" | "attention"; null: every layer mamba) as M (Mamba2) and
  * A layers; every layer has the shared SwiGLU MLP (shared_intermediate_size). hidden_size,
@@ -80,6 +90,8 @@ struct sb_lm_hf_info {
 	char model_type[32];
 	int lfm2;            /* LFM2's tensor names (mapped onto the toolkit's when imported) */
 	int granite;         /* Granite 4.0 hybrid's tensor names (shared_mlp.*, mapped when imported) */
+	int gemma3;          /* Gemma 3's text model: sandwich norms' names mapped, (1 + w) norms */
+	int gemma3_mm;       /* ... inside Gemma3ForConditionalGeneration (language_model.*, vision skipped) */
 	int max_pos;         /* max_position_embeddings */
 	int sliding_window;  /* Mistral's (0 = none) */
 	char ffn_rule[320];  /* LFM2: how the feed-forward width follows from the config ("" otherwise) */
@@ -96,6 +108,11 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
  * post_attention_layernorm, self_attn.o_proj, self_attn.{q,k}_norm, mlp.gate_proj / up_proj /
  * down_proj and model.norm. */
 void sb_lm_lfm2_name(const char *ours, char *out, size_t cap);
+
+/* Gemma 3's name of the toolkit's tensor `ours`: post_attention_layernorm for
+ * post_mixer_layernorm, pre_feedforward_layernorm for post_attention_layernorm; the other
+ * names agree. */
+void sb_lm_gemma3_name(const char *ours, char *out, size_t cap);
 
 /* Granite's (granitemoehybrid's) name of the toolkit's tensor `ours`; *half: 0 the whole
  * tensor, 1 or 2 the first or second half of its rows (mlp.gate_proj / mlp.up_proj are the

@@ -51,12 +51,13 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 	c->n_layer = (int)strlen(c->pattern);
 	if (c->n_layer < 1 || c->n_layer > SB_LM_MAX_LAYERS)
 		return SB_ERR(err, SB_EUSAGE, "model: pattern '%s' must have 1..%d layers", c->pattern, SB_LM_MAX_LAYERS);
-	int nA = 0, nL = 0, nM = 0;
+	int nA = 0, nL = 0, nM = 0, nS = 0;
 	for (int i = 0; i < c->n_layer; i++) {
 		char k = c->pattern[i];
-		if (k != 'A' && k != 'C' && k != 'L' && k != 'M')
-			return SB_ERR(err, SB_EUSAGE, "model: pattern '%s': layer kinds are A, C, L and M", c->pattern);
-		nA += k == 'A';
+		if (k != 'A' && k != 'C' && k != 'L' && k != 'M' && k != 'S')
+			return SB_ERR(err, SB_EUSAGE, "model: pattern '%s': layer kinds are A, C, L, M and S", c->pattern);
+		nA += k == 'A' || k == 'S';
+		nS += k == 'S';
 		nL += k == 'L';
 		nM += k == 'M';
 	}
@@ -76,6 +77,14 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 		if (c->pos == SB_LM_POS_ROPE && c->head_dim % 2)
 			return SB_ERR(err, SB_EUSAGE, "model: RoPE needs an even head_dim (%d)", c->head_dim);
 	}
+	if (nS && (c->window < 1 || (c->rope_local_theta != 0.0f && !(c->rope_local_theta > 1)) ||
+		   !isfinite(c->rope_local_theta)))
+		return SB_ERR(err, SB_EUSAGE, "model: S layers need a window >= 1 (got %d) and rope_local_theta 0 or > 1",
+			      c->window);
+	if (c->swiglu < 0 || c->swiglu > 2 || c->sandwich < 0 || c->sandwich > 1)
+		return SB_ERR(err, SB_EUSAGE, "model: mlp is gelu, swiglu or geglu; sandwich 0 or 1");
+	if (c->sandwich && !c->rmsnorm)
+		return SB_ERR(err, SB_EUSAGE, "model: sandwich norms are RMSNorms (norm rmsnorm)");
 	if (nL && (c->lin_heads < 1 || c->d % c->lin_heads))
 		return SB_ERR(err, SB_EUSAGE, "model: d %d is not a multiple of lin_heads %d", c->d, c->lin_heads);
 	if (nM && (c->ssm_heads < 1 || c->ssm_head_dim < 1 || c->ssm_state < 1 || c->ssm_groups < 1 ||
@@ -156,6 +165,9 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	INT_FIELD(attn_bias)
 	INT_FIELD(conv_bias)
 	INT_FIELD(qk_norm)
+	INT_FIELD(sandwich)
+	INT_FIELD(window)
+	FLT_FIELD(rope_local_theta)
 	INT_FIELD(tied)
 	INT_FIELD(rope_orig_max)
 	FLT_FIELD(rope_factor)
@@ -193,9 +205,9 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 		return 0;
 	}
 	if (strcmp(key, "mlp") == 0) {
-		if (strcmp(sval, "gelu") && strcmp(sval, "swiglu"))
-			return SB_ERR(err, SB_EUSAGE, "model: mlp is gelu or swiglu");
-		c->swiglu = strcmp(sval, "swiglu") == 0;
+		if (strcmp(sval, "gelu") && strcmp(sval, "swiglu") && strcmp(sval, "geglu"))
+			return SB_ERR(err, SB_EUSAGE, "model: mlp is gelu, swiglu or geglu");
+		c->swiglu = !strcmp(sval, "swiglu") ? 1 : !strcmp(sval, "geglu") ? 2 : 0;
 		return 0;
 	}
 	if (strcmp(key, "norm") == 0) {
@@ -279,7 +291,7 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 	sb_jw_kint(w, "conv_k", c->conv_k);
 	sb_jw_kint(w, "conv_gate", c->conv_gate);
 	sb_jw_kint(w, "ffn", c->ffn);
-	sb_jw_kstr(w, "mlp", c->swiglu ? "swiglu" : "gelu");
+	sb_jw_kstr(w, "mlp", c->swiglu == 2 ? "geglu" : c->swiglu ? "swiglu" : "gelu");
 	sb_jw_kstr(w, "norm", c->rmsnorm ? "rmsnorm" : "layernorm");
 	sb_jw_kf32(w, "norm_eps", c->norm_eps);
 	sb_jw_kint(w, "bias", c->bias);
@@ -292,6 +304,12 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 		sb_jw_kint(w, "qk_norm", c->qk_norm);
 	if (c->conv_bias)
 		sb_jw_kint(w, "conv_bias", c->conv_bias);
+	if (c->sandwich)
+		sb_jw_kint(w, "sandwich", c->sandwich);
+	if (strchr(c->pattern, 'S')) {
+		sb_jw_kint(w, "window", c->window);
+		sb_jw_kf32(w, "rope_local_theta", c->rope_local_theta);
+	}
 	if (c->rope_scaling) {
 		sb_jw_kstr(w, "rope_scaling", rope_scaling_name[c->rope_scaling]);
 		sb_jw_kf32(w, "rope_factor", c->rope_factor);
@@ -393,9 +411,10 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 		tadd(&t, NM("input_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
 		if (!c->rmsnorm)
 			tadd(&t, NM("input_layernorm.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
-		if (k == 'A' || k == 'L') {
-			const char *pre = k == 'A' ? "self_attn" : "linear_attn";
-			int qo = k == 'A' ? qd : d, ko = k == 'A' ? kvd : d;
+		if (k == 'A' || k == 'S' || k == 'L') {
+			int att = k != 'L';
+			const char *pre = att ? "self_attn" : "linear_attn";
+			int qo = att ? qd : d, ko = att ? kvd : d;
 			const char *proj[4] = {"q_proj", "k_proj", "v_proj", "o_proj"};
 			int outs[4] = {qo, ko, ko, d}, ins[4] = {d, d, d, qo};
 			for (int i = 0; i < 4; i++) {
@@ -406,7 +425,7 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 					tadd(&t, nm, 1, outs[i], 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
 				}
 			}
-			if (k == 'A' && c->qk_norm) {
+			if (att && c->qk_norm) {
 				tadd(&t, NM("self_attn.q_norm.weight"), 1, c->head_dim, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
 				tadd(&t, NM("self_attn.k_norm.weight"), 1, c->head_dim, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
 			}
@@ -440,6 +459,8 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 			if (cbias)
 				tadd(&t, NM("conv.out_proj.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
 		}
+		if (c->sandwich)
+			tadd(&t, NM("post_mixer_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
 		if (F > 0) {
 			tadd(&t, NM("post_attention_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
 			if (!c->rmsnorm)
@@ -467,6 +488,8 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 				tadd(&t, NM("block_sparse_moe.input_linear.weight"), 3, E, 2 * Fe, d, SB_LM_INIT_NORMAL, std, 1, 3);
 				tadd(&t, NM("block_sparse_moe.output_linear.weight"), 3, E, d, Fe, SB_LM_INIT_NORMAL, ostd, 1, 3);
 			}
+			if (c->sandwich)
+				tadd(&t, NM("post_feedforward_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
 		}
 #undef NM
 	}
@@ -521,7 +544,9 @@ void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *
 		P(ln1_b, "input_layernorm.bias");
 		P(ln2_w, "post_attention_layernorm.weight");
 		P(ln2_b, "post_attention_layernorm.bias");
-		if (y->kind == 'A') {
+		P(ln3_w, "post_mixer_layernorm.weight");
+		P(ln4_w, "post_feedforward_layernorm.weight");
+		if (y->kind == 'A' || y->kind == 'S') {
 			P(q_w, "self_attn.q_proj.weight");
 			P(q_b, "self_attn.q_proj.bias");
 			P(k_w, "self_attn.k_proj.weight");
@@ -588,11 +613,12 @@ static float yarn_qscale(const struct sb_lm_cfg *c)
 /* The factor on the queries after RoPE, on every path (attn_forward and attn_rows score
  * q.k / sqrt(head_dim)): YaRN's, times another attention scale (Granite's
  * attention_multiplier) over 1 / sqrt(head_dim); 1: neither */
-static float query_scale(const struct sb_lm_cfg *c)
+static float query_scale_noyarn(const struct sb_lm_cfg *c)
 {
-	float s = c->attn_scale != 0.0f ? (float)(c->attn_scale * sqrt((double)c->head_dim)) : 1.0f;
-	return s * yarn_qscale(c);
+	return c->attn_scale != 0.0f ? (float)(c->attn_scale * sqrt((double)c->head_dim)) : 1.0f;
 }
+
+static float query_scale(const struct sb_lm_cfg *c) { return query_scale_noyarn(c) * yarn_qscale(c); }
 
 /* YaRN's bound: the (fractional) dimension index whose frequency turns `turns` times over
  * n positions (transformers' find_correction_dim) */
@@ -752,11 +778,18 @@ static int model_new(struct sb_backend *be, const struct sb_lm_cfg *cfg, int eva
 	if (m->cfg.tied)
 		m->wt.head = m->pt + m->n_floats;
 	int half = m->cfg.head_dim > 1 ? m->cfg.head_dim / 2 : 1;
-	if (!(m->rope_freq = malloc((size_t)half * sizeof *m->rope_freq))) {
+	if (!(m->rope_freq = malloc((size_t)half * sizeof *m->rope_freq)) ||
+	    !(m->rope_freq_local = malloc((size_t)half * sizeof *m->rope_freq))) {
 		sb_lm_model_free(m);
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
 	}
 	sb_lm_rope_freqs(&m->cfg, m->rope_freq);
+	struct sb_lm_cfg lc = m->cfg; /* S layers: their own base, no scaling */
+	if (lc.rope_local_theta != 0.0f) {
+		lc.rope_theta = lc.rope_local_theta;
+		lc.rope_scaling = 0;
+	}
+	sb_lm_rope_freqs(&lc, m->rope_freq_local);
 	*out = m;
 	return 0;
 }
@@ -804,6 +837,7 @@ void sb_lm_model_free(struct sb_lm_model *m)
 	sb_be_free(m->be, m->p);
 	sb_be_free(m->be, m->pt);
 	free(m->rope_freq);
+	free(m->rope_freq_local);
 	free(m->params);
 	if (m->pzones)
 		sb_redzone_free(m->pzones);
@@ -1359,6 +1393,9 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	if (strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts)
 		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) layers and mixtures of experts are evaluation-only "
 					      "(pretrained layouts); the training path does not have them");
+	if (strchr(m->cfg.pattern, 'S') || m->cfg.sandwich || m->cfg.swiglu == 2)
+		return SB_ERR(err, SB_EUSAGE, "training: S (sliding-window) layers, sandwich norms and the GeGLU MLP are "
+					      "evaluation-only (pretrained layouts); the training path does not have them");
 	struct sb_lm_trainer *tr = calloc(1, sizeof *tr);
 	if (!tr)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -1822,10 +1859,11 @@ static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct
 	attw = mwide && mI > attw ? mI : attw;
 	for (int l = 0; l < c->n_layer; l++) {
 		char kind = c->pattern[l];
-		if (kind == 'A') {
+		if (kind == 'A' || kind == 'S') {
 			k->K[l] = TAKE(T * kvd);
 			k->V[l] = TAKE(T * kvd);
-			k->acc[l] = TAKE((size_t)c->heads * T);
+			if (kind == 'A') /* S layers take no mask: no accumulated attention */
+				k->acc[l] = TAKE((size_t)c->heads * T);
 		} else if (kind == 'C') {
 			k->hist[l] = TAKE((size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * d);
 		} else if (kind == 'M') {
@@ -2027,13 +2065,20 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 	if (cf->pos == SB_LM_POS_LEARNED)
 		lo->pos_forward(ctx, c->x, w->pos, 1, n, t0, d);
 	float qscale = query_scale(cf); /* YaRN's, Granite's attention_multiplier */
+	/* S layers: no YaRN factor (their RoPE is unscaled); the sliding window as a mask of
+	 * the window alone (no sinks) */
+	float qscale_s = cf->rope_local_theta != 0.0f ? query_scale_noyarn(cf) : qscale;
+	struct sb_lm_mask swin = {.kind = SB_LM_MASK_STRUCTURE, .sinks = 0, .window = cf->window};
 	int mH = cf->ssm_heads, mP = cf->ssm_head_dim, mI = mH * mP;
 	int mCD = mI + 2 * cf->ssm_groups * cf->ssm_state;
 	for (int l = 0; l < cf->n_layer; l++) {
 		const struct sb_lm_layer *y = &w->layer[l], *yt = &wt->layer[l];
 		lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x, y->ln1_w, y->ln1_b, n, d, cf->norm_eps, rms);
-		if (y->kind == 'A') {
+		if (y->kind == 'A' || y->kind == 'S') {
+			int loc = y->kind == 'S';
 			float *Kn = c->K[l] + (size_t)t0 * kvd, *Vn = c->V[l] + (size_t)t0 * kvd;
+			const double *freq = loc ? m->rope_freq_local : m->rope_freq;
+			float qs = loc ? qscale_s : qscale;
 			mm_rows(m, ctx, c->q, c->nrm, yt->q_w, y->q_b, n, d, qd);
 			mm_rows(m, ctx, Kn, c->nrm, yt->k_w, y->k_b, n, d, kvd);
 			mm_rows(m, ctx, Vn, c->nrm, yt->v_w, y->v_b, n, d, kvd);
@@ -2042,16 +2087,20 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 				lo->norm_forward(ctx, Kn, NULL, c->qkr, Kn, y->kn_w, NULL, n * NKV, hd, cf->norm_eps, 1);
 			}
 			if (cf->pos == SB_LM_POS_ROPE) {
-				lo->rope(ctx, c->q, 1, n, t0, NH, hd, m->rope_freq, 0);
-				lo->rope(ctx, Kn, 1, n, t0, NKV, hd, m->rope_freq, 0);
+				lo->rope(ctx, c->q, 1, n, t0, NH, hd, freq, 0);
+				lo->rope(ctx, Kn, 1, n, t0, NKV, hd, freq, 0);
 			}
-			if (qscale != 1.0f)
+			if (qs != 1.0f)
 				for (size_t i = 0; i < (size_t)n * qd; i++)
-					c->q[i] *= qscale;
+					c->q[i] *= qs;
 			if (c->qcap && c->qcap_layer == l)
 				op->copy(ctx, c->qcap + (size_t)t0 * qd, c->q, (size_t)n * qd * sizeof(float));
-			SB_TRY(lo->attn_rows(ctx, c->att, c->q, c->K[l], c->V[l], c->acc[l], c->Tcap, t0, n, NH, NKV, hd,
-					     mask ? &mk : NULL, l, obs ? &obs[l] : NULL, err));
+			if (loc)
+				SB_TRY(lo->attn_rows(ctx, c->att, c->q, c->K[l], c->V[l], NULL, c->Tcap, t0, n, NH, NKV, hd,
+						     &swin, l, NULL, err));
+			else
+				SB_TRY(lo->attn_rows(ctx, c->att, c->q, c->K[l], c->V[l], c->acc[l], c->Tcap, t0, n, NH, NKV,
+						     hd, mask ? &mk : NULL, l, obs ? &obs[l] : NULL, err));
 			mm_rows(m, ctx, c->y, c->att, yt->o_w, y->o_b, n, qd, d);
 		} else if (y->kind == 'L') {
 			mm_rows(m, ctx, c->q, c->nrm, yt->q_w, y->q_b, n, d, d);
@@ -2076,6 +2125,8 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 			}
 			mm_rows(m, ctx, c->y, c->att, yt->out_w, y->out_b, n, d, d);
 		}
+		if (cf->sandwich) /* Gemma's norm of the mixer's output, in place */
+			lo->norm_forward(ctx, c->y, NULL, c->rstd, c->y, y->ln3_w, NULL, n, d, cf->norm_eps, 1);
 		if (cf->resid_mult != 1.0f) /* Granite's residual_multiplier */
 			for (size_t i = 0; i < (size_t)n * d; i++)
 				c->y[i] *= cf->resid_mult;
@@ -2083,7 +2134,9 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 		if (F) {
 			lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x, y->ln2_w, y->ln2_b, n, d, cf->norm_eps, rms);
 			mm_rows(m, ctx, c->h, c->nrm, yt->up_w, y->up_b, n, d, cf->swiglu ? 2 * F : F);
-			if (cf->swiglu)
+			if (cf->swiglu == 2)
+				lo->geglu_forward(ctx, c->a, c->h, n, F);
+			else if (cf->swiglu)
 				lo->swiglu_forward(ctx, c->a, c->h, n, F);
 			else
 				op->gelu_forward(ctx, c->a, NULL, NULL, c->h, &no_drop, (size_t)n * F);
@@ -2095,6 +2148,8 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 			else if (cf->moe_experts)
 				lo->moe_rows(ctx, c->y, c->nrm, yt->moe_r, yt->moe_in, yt->moe_out, c->moe, n, d,
 					     cf->moe_experts, cf->moe_topk, cf->moe_ffn);
+			if (cf->sandwich)
+				lo->norm_forward(ctx, c->y, NULL, c->rstd, c->y, y->ln4_w, NULL, n, d, cf->norm_eps, 1);
 			if (cf->resid_mult != 1.0f)
 				for (size_t i = 0; i < (size_t)n * d; i++)
 					c->y[i] *= cf->resid_mult;

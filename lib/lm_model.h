@@ -9,6 +9,10 @@
  *     A  full causal softmax attention: q/k/v/o projections, heads of head_dim,
  *        kv_heads <= heads (GQA), RoPE when pos = rope, scores q.k / sqrt(head_dim).
  *        The sparse masks (lib/lm_mask.h) act here, and only here.
+ *     S  sliding-window causal attention (evaluation only; Gemma 3's local layers): A's
+ *        projections and norms, each query attending to its `window` most recent keys
+ *        (itself included), RoPE with rope_local_theta's frequencies (no scaling; 0 = the
+ *        A layers'). Masks never touch it: it runs unchanged, as a hybrid's other layers.
  *     C  causal depthwise short convolution of kernel conv_K, gated as LFM2's conv
  *        block (conv_gate = 1): (b, c, h) = in_proj(x) (d -> 3d), y = c * conv_K(b * h),
  *        out_proj (d -> d); or plain (conv_gate = 0): y = conv_K(in_proj(x)) (d -> d),
@@ -24,8 +28,11 @@
  *        S_h = exp(-dt exp(A_log_h)) S_h + dt x_h B_g^T, y_h = S_h C_g + D_h x_h (sequential,
  *        exact recurrence); y = RMSNorm(y * silu(z)) over all I channels (transformers'
  *        GraniteMoeHybridRMSNormGated), out_proj (I -> d).
- *     MLP  GELU: down(gelu(up x));  SwiGLU: down(silu(gate x) * up x); with moe_experts,
- *          plus Granite's mixture of experts on the same input (below).
+ *     MLP  GELU: down(gelu(up x));  SwiGLU: down(silu(gate x) * up x); GeGLU (evaluation
+ *          only; Gemma's): down(gelu_tanh(gate x) * up x); with moe_experts, plus Granite's
+ *          mixture of experts on the same input (below).
+ *   sandwich = 1 (evaluation only; Gemma 2/3's): the mixer's and the MLP's outputs are
+ *     normalised before they are added, x += Norm3(Mixer(Norm1(x))), x += Norm4(MLP(Norm2(x))).
  *   logits = lm_head(Norm_f(x)), lm_head tied to embed_tokens or not.
  *   Granite's multipliers (1 = none): x = emb_mult embed_tokens[ids];
  *   x += resid_mult Mixer(..), x += resid_mult MLP(..); attention scores q.k attn_scale
@@ -86,7 +93,10 @@ struct sb_lm_cfg {
 	int conv_k;     /* 4 */
 	int conv_gate;  /* 1: gated short conv (LFM2's block); 0: plain depthwise conv */
 	int ffn;        /* MLP hidden width; 0 = no MLP */
-	int swiglu;     /* 0 GELU, 1 SwiGLU */
+	int swiglu;     /* 0 GELU, 1 SwiGLU, 2 GeGLU with tanh GELU (evaluation only) */
+	int sandwich;   /* 1: norms on the mixer's and MLP's outputs too (evaluation only) */
+	int window;     /* S layers: keys per query row (the query included) */
+	float rope_local_theta; /* S layers' RoPE base, unscaled; 0 = the A layers' frequencies */
 	int rmsnorm;    /* 0 LayerNorm, 1 RMSNorm */
 	float norm_eps; /* 1e-5 */
 	int bias;
@@ -155,10 +165,11 @@ struct sb_lm_param {
 };
 
 struct sb_lm_layer {
-	char kind; /* 'A', 'C', 'L', 'M' */
+	char kind; /* 'A', 'C', 'L', 'M', 'S' */
 	float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
-	float *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b; /* A and L */
-	float *qn_w, *kn_w;                                   /* A with qk_norm */
+	float *ln3_w, *ln4_w; /* sandwich: the mixer's and the MLP's output norms */
+	float *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b; /* A, S and L */
+	float *qn_w, *kn_w;                                   /* A and S with qk_norm */
 	float *in_w, *in_b, *cw, *cb, *out_w, *out_b;        /* C and M */
 	float *dt_bias, *A_log, *Dskip, *gn_w;               /* M: per head; the gated norm's weight [I] */
 	float *up_w, *up_b, *down_w, *down_b;                /* MLP; SwiGLU: up_w = [gate; up] (2F rows) */
@@ -183,6 +194,7 @@ struct sb_lm_model {
 	struct sb_lm_ptrs w; /* into p (into pt in an evaluation-only model: the Linear
 	                      * weights then hold their packed copies, read by no one) */
 	double *rope_freq;   /* RoPE: head_dim / 2 angular frequencies (host), scaling applied */
+	double *rope_freq_local; /* S layers': rope_local_theta's, unscaled (or rope_freq) */
 	float *pt;           /* the cached path's copy: Linear weights packed for matmul_rows */
 	struct sb_lm_ptrs wt;
 	int pt_valid;

@@ -244,7 +244,8 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 	const struct sb_json *source = sb_json_get(setup, "source");
 	if (source) {
 		/* which layers the masks act on: every layer of the Llama/Qwen layouts; a hybrid's
-		 * (LFM2's, Granite 4.0's) attention layers, its convolutions / Mamba2 mixers unchanged */
+		 * (LFM2's, Granite 4.0's, Gemma 3's) full-attention layers, its convolutions / Mamba2
+		 * mixers / sliding-window attention unchanged */
 		const char *pat = str(model, "pattern");
 		struct buf la = {0}, lc = {0};
 		int nA = 0, nC = 0;
@@ -254,27 +255,34 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 			else
 				bprintf(&lc, "%s%d", nC++ ? ", " : "", l);
 		}
-		char layers[320]; /* the pattern has at most SB_LM_MAX_LAYERS (128) letters */
+		char layers[400], legend[160] = ""; /* the pattern has at most SB_LM_MAX_LAYERS (128) letters */
+		if (strchr(pat, 'C'))
+			snprintf(legend + strlen(legend), sizeof legend - strlen(legend), ", C = gated short convolution");
+		if (strchr(pat, 'M'))
+			snprintf(legend + strlen(legend), sizeof legend - strlen(legend), ", M = Mamba2 mixer");
+		if (strchr(pat, 'S'))
+			snprintf(legend + strlen(legend), sizeof legend - strlen(legend),
+				 ", S = sliding-window attention (%.0f keys)", num(model, "window"));
 		if (!nC)
 			snprintf(layers, sizeof layers, "every layer is full attention, every layer is masked");
 		else
-			snprintf(layers, sizeof layers, "a hybrid, layers `%s`: A = full attention, %s", pat,
-				 strchr(pat, 'M') ? (strchr(pat, 'C') ? "C = gated short convolution, M = Mamba2 mixer"
-								   : "M = Mamba2 mixer")
-						  : "C = gated short convolution");
+			snprintf(layers, sizeof layers, "a hybrid, layers `%s`: A = full attention%s", pat, legend);
+		const char *others = strchr(pat, 'M') ? "Mamba2/convolution"
+				     : strchr(pat, 'S') ? (strchr(pat, 'C') ? "convolution/sliding-window" : "sliding-window")
+							: "convolution";
 		bprintf(&md,
 			"Model: a pretrained `%s` decoder imported by `sb-lm import` (PROTOCOL C(b); %s), %.0f layers, d = "
-			"%.0f, %.0f heads of %.0f (kv heads %.0f), ffn %.0f; %.0f parameters; vocabulary %.0f, text encoded "
-			"by its tokenizer `%s`; context T = %.0f tokens. ",
+			"%.0f, %.0f heads of %.0f (kv heads %.0f), ffn %.0f; %.0f parameters; vocabulary %.0f, %s%s%s; "
+			"context T = %.0f %ss. ",
 			str(source, "model_type"), layers, num(model, "n_layer"), num(model, "d"), num(model, "heads"),
 			num(model, "head_dim"), num(model, "kv_heads"), num(model, "ffn"), num(setup, "parameter_count"),
-			num(model, "vocab"), str(setup, "tokenizer"), num(setup, "T"));
+			num(model, "vocab"), tokens ? "text encoded by its tokenizer `" : "text read as bytes (no tokenizer.json)",
+			tokens ? str(setup, "tokenizer") : "", tokens ? "`" : "", num(setup, "T"), unit);
 		if (nC)
 			bprintf(&md,
 				"The masks act on the %d attention layers (%s) only; the %d %s layers (%s) run "
 				"unchanged under every mask. ",
-				nA, la.p ? la.p : "none", nC, strchr(pat, 'M') ? "Mamba2/convolution" : "convolution",
-				lc.p ? lc.p : "");
+				nA, la.p ? la.p : "none", nC, others, lc.p ? lc.p : "");
 		bprintf(&md, "Files read (SHA-256): ");
 		free(la.p);
 		free(lc.p);

@@ -152,6 +152,27 @@ sb-lm import -q -o "$T/runsp" --corpus "shakespeare=$TXT" --T 256 "$SP" >"$T/osp
 	[ "$(jq -s '[.[] | select(.kind == "lm.fidelity.window")] | length' "$rsp/eval.ndjson")" -ge 2 ] &&
 	[ "$(jq -s '[.[] | select(.kind == "probe.result")] | length' "$rsp/eval.ndjson")" -eq 8 ]
 t_result $? "a Mistral with a SentencePiece-style tokenizer: imported and evaluated in its tokens (2 windows, 2 x 2 probes x 2 masks) ($(head -c 300 "$T/e"))"
+# Gemma 3 (gemma3_mm: the multimodal layout of 4B-27B, S A S A, a vision tower beside the
+# language model): imported and evaluated; the masks act on its global layers (1 and 3) only,
+# the sliding-window layers run unchanged; a scaled SAS cell on it is refused (its layers are
+# evaluation-only), naming why, with no run left
+G3="$TOP/tests/fixtures/hf/gemma3_mm"
+sb-lm import -q -o "$T/rung3" --corpus "shakespeare=$TXT" --T 256 "$G3" >"$T/og3" 2>"$T/e" &&
+	rg3=$(jq -r .run_dir "$T/og3") &&
+	sb-eval -q --set probes=2 --set windows=2 --set tasks=niah_single_1,vt --set bench_reps=1 \
+		--set 'masks=dense;recipe:s=4,w=16,k=8;struct_random' "$rg3" >/dev/null 2>>"$T/e" &&
+	jq -e '.source.model_type == "gemma3"' "$rg3/cell.json" >/dev/null &&
+	jq -e -s 'map(select(.kind == "lm.eval.setup"))[0] | .masked_layers == [1, 3]
+		and .model.pattern == "SASA" and .model.window == 8 and .model.mlp == "geglu" and .model.sandwich == 1' \
+		"$rg3/eval.ndjson" >/dev/null &&
+	jq -e -s '[.[] | select(.kind == "lm.budget")] | length == 6 and all([.layers[].layer] == [1, 3]) and
+		all(.method == "dense" or .fraction < 0.25)' "$rg3/eval.ndjson" >/dev/null &&
+	[ "$(jq -s '[.[] | select(.kind == "probe.result")] | length' "$rg3/eval.ndjson")" -eq 12 ]
+t_result $? "Gemma 3 (multimodal layout): imported, evaluated; masks on layers 1 and 3 only, budget < 0.25 there, 12 probes ($(head -c 300 "$T/e"))"
+printf '{"family":"sas","seed":0,"backbone":"%s"}\n' "$rg3" >"$T/g3sas.ndjson"
+sb-train -q -o "$T/g3sas" "$T/g3sas.ndjson" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 2 ] && grep -q 'evaluation-only' "$T/e" && [ -z "$(ls -A "$T/g3sas" 2>/dev/null)" ]
+t_result $? "a scaled SAS cell on Gemma 3 is refused: exit $rc, its layers evaluation-only, nothing left ($(head -c 200 "$T/e"))"
 mkdir -p "$T/badtok" && cp "$HF"/* "$T/badtok/" && printf '{"model": {"type": "WordPiece"}}' >"$T/badtok/tokenizer.json"
 noimp "a tokenizer the evaluation cannot read" 3 "$T/badtok/tokenizer.json: model.type: only \"BPE\"" --corpus "x=$TXT" --T 256 "$T/badtok"
 sb-lm import --help | grep -q 'Usage: sb-lm import'

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # lm_import_hybrid.sh — pretrained HYBRID decoders through the LM track (PROTOCOL C(b)): sb-lm import
-# of two tiny hybrids made by transformers' own classes (gen.py), then sb-eval, sb-stats and the
+# of three tiny hybrids made by transformers' own classes (gen.py), then sb-eval, sb-stats and the
 # report. Each has layers ? ? A ? A: the masks act on its two attention layers only, the other
 # mixers run unchanged, and every measurement (fidelity, retrieval by greedy decoding, budgets,
 # efficiency) runs.
 #   tests/fixtures/hf/lfm2       Lfm2ForCausalLM: gated short convolutions and GQA attention (CCACA)
 #   tests/fixtures/hf/granite_h  GraniteMoeHybridForCausalLM: Mamba2 mixers and GQA attention
 #                                without positions, Granite's multipliers (MMAMA)
+#   tests/fixtures/hf/gemma3     Gemma3ForCausalLM: sliding-window (local) and global attention (SSASA)
 . "$(dirname "$0")/../shlib.sh"
 if ! command -v sb-lm >/dev/null; then
 	t_result 1 "sb-lm is built (make)"
@@ -20,8 +21,9 @@ TXT="$TOP/tests/fixtures/lm/shakespeare-head.txt"
 #   run's checkpoint must hold (the toolkit's) and a regular expression of names it must not.
 # Sets $HF (the fixture) and $T/$1/bad (a copy of it, for the refusals).
 hybrid() {
-	local fix=$1 name=$2 type=$3 pat=$4 other=$5 celljq=$6 has=$7 lacks=$8 d="$T/$1" rc run E n
+	local fix=$1 name=$2 type=$3 pat=$4 other=$5 celljq=$6 has=$7 lacks=$8 d="$T/$1" rc run E n units=bytes
 	HF="$TOP/tests/fixtures/hf/$fix"
+	[ -f "$HF/tokenizer.json" ] && units=tokens # else its ids are bytes (a vocabulary of 256 or fewer)
 	mkdir -p "$d"
 	sb-lm import -q -o "$d/runs" --corpus "shakespeare=$TXT" --T 256 "$HF" >"$d/o" 2>"$d/e"; rc=$?
 	run=$(jq -r 'select(.kind == "lm.import") | .run_dir' "$d/o" 2>/dev/null)
@@ -39,9 +41,9 @@ hybrid() {
 	E="$run/eval.ndjson"
 	[ $rc -eq 0 ] && [ -s "$E" ]
 	t_result $? "$fix: sb-eval of the imported $name: exit $rc ($(tail -c 300 "$d/e"))"
-	jq -e -s --arg type "$type" --arg pat "$pat" 'map(select(.kind == "lm.eval.setup"))[0] | .units == "tokens"
-		and .source.model_type == $type and .model.pattern == $pat and .masked_layers == [2, 4]' "$E" >/dev/null
-	t_result $? "$fix: setup record: units tokens, model type $type, masked_layers [2, 4] (the attention layers)"
+	jq -e -s --arg type "$type" --arg pat "$pat" --arg units "$units" 'map(select(.kind == "lm.eval.setup"))[0]
+		| (.units // "bytes") == $units and .source.model_type == $type and .model.pattern == $pat and .masked_layers == [2, 4]' "$E" >/dev/null
+	t_result $? "$fix: setup record: units $units, model type $type, masked_layers [2, 4] (the attention layers)"
 	jq -e -s '[.[] | select(.kind == "lm.budget")] | length > 0 and all(([.layers[].layer]) == [2, 4])' "$E" >/dev/null
 	t_result $? "$fix: budgets: every lm.budget record counts the attention layers 2 and 4 only"
 	jq -e -s '[.[] | select(.kind == "lm.budget" and .method != "dense")] | all(.fraction > 0 and .fraction < 1)' "$E" >/dev/null
@@ -98,6 +100,17 @@ hybrid granite_h "a Granite 4.0 hybrid" granitemoehybrid MMAMA Mamba2/convolutio
 head -c 20000 "$T/granite_h/runs"/*/model.safetensors | grep -q 'model.layers.2.mlp.gate_proj.weight'
 t_result $? "granite_h: model.safetensors: shared_mlp's halves mapped to mlp.gate_proj / up_proj"
 refused granite_h '.layer_types[1] = "conv"' "an unsupported layer kind" "layer_types[1] 'conv'"
+
+# Gemma 3 (the 270M/1B text layout): sliding-window attention layers (window 8 here) run
+# unchanged, the global ones are masked; the sandwich norms mapped onto the toolkit's names
+hybrid gemma3 "a Gemma 3" gemma3_text SSASA sliding-window \
+	'.model.window == 8 and .model.rope_local_theta == 10000 and .model.rope_theta == 1000000 and .model.sandwich == 1
+	 and .model.mlp == "geglu" and .model.qk_norm == 1 and .model.head_dim == 16 and .model.kv_heads == 2
+	 and .model.rope_scaling == "linear" and .model.tied == 1' \
+	'model.layers.2.post_mixer_layernorm.weight' 'pre_feedforward_layernorm'
+grep -q 'S = sliding-window attention (8 keys)' "$T/gemma3/rep/lm-report.md"
+t_result $? "gemma3: the report's legend names the sliding-window layers and their window"
+refused gemma3 '.final_logit_softcapping = 30.0' "Gemma 2's soft-capping" "final_logit_softcapping is set"
 refused granite_h '.num_local_experts = 4 | .num_experts_per_tok = 2' "experts in the config, none in the checkpoint" \
 	"lacks tensor 'model.layers.0.block_sparse_moe.router.layer.weight'"
 t_done

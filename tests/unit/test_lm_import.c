@@ -217,14 +217,15 @@ static void check_model(struct sb_backend *be, const char *name)
 	SB_CHECK(!rc && !memcmp(chunk, got, (size_t)T * V * sizeof *chunk),
 		 "%s: a prefill in chunks of 5 gives the whole prefill's logits bit for bit", name);
 	free(chunk);
-	if (strchr(m->cfg.pattern, 'C') || strchr(m->cfg.pattern, 'M'))
+	if (strchr(m->cfg.pattern, 'C') || strchr(m->cfg.pattern, 'M') || strchr(m->cfg.pattern, 'S'))
 		check_hybrid_masks(m, c, ids, T, got, name);
 	/* a BF16 checkpoint is evaluated from packed bfloat16 weights (half the memory), with the
 	 * bits of the same model in float: open the checkpoint again as a float model */
 	int want16 = !strcmp(name, "llama_bf16") || !strcmp(name, "qwen3") || !strcmp(name, "qwen2_tok") ||
 		     !strcmp(name, "mistral") || !strcmp(name, "lfm2") || !strcmp(name, "granite_h") ||
 		     !strcmp(name, "granite_moe") || !strcmp(name, "llama_linear") || !strcmp(name, "llama_yarn") ||
-		     !strcmp(name, "qwen3_yarn") || !strcmp(name, "granite3");
+		     !strcmp(name, "qwen3_yarn") || !strcmp(name, "granite3") || !strcmp(name, "gemma3") ||
+		     !strcmp(name, "gemma3_mm");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -266,7 +267,24 @@ static void check_model(struct sb_backend *be, const char *name)
 	/* the training path (a scaled SAS selector trains through it) on the same weights, where
 	 * the layout has it (not Mamba2 layers or experts): the same logits as the reference, to
 	 * the same tolerance */
-	if (!strchr(m->cfg.pattern, 'M') && !m->cfg.moe_experts) {
+	int eval_only = strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts || strchr(m->cfg.pattern, 'S') ||
+			m->cfg.sandwich || m->cfg.swiglu == 2;
+	if (eval_only && !strchr(m->cfg.pattern, 'M') && !m->cfg.moe_experts) {
+		/* Gemma 3's parts are evaluation-only: the trainer says so (a scaled SAS cell on it
+		 * is refused the same way) */
+		struct sb_lm_cell c3;
+		struct sb_lm_model *mt = NULL;
+		struct sb_lm_trainer *tr = NULL;
+		struct sb_lm_train_opts o = {.B = 1, .T = T, .tile = 1};
+		rc = sb_lm_run_open(be, run_dir, 0, &c3, &mt, sha, &err);
+		if (!rc)
+			rc = sb_lm_trainer_new(mt, &o, &tr, &err);
+		SB_CHECK(rc == SB_EUSAGE && !tr && strstr(err.msg, "evaluation-only"),
+			 "%s: the training path is refused: its layers are evaluation-only (rc %d: %s)", name, rc, err.msg);
+		sb_lm_trainer_free(tr);
+		sb_lm_model_free(mt);
+	}
+	if (!eval_only) {
 		struct sb_lm_cell c3;
 		struct sb_lm_model *mt = NULL;
 		struct sb_lm_trainer *tr = NULL;
@@ -346,6 +364,28 @@ static void refuse(struct sb_backend *be, const char *name, const char *what, co
 	unlink(to);
 	if (access(path, F_OK) == 0)
 		cp(path, to);
+	if (extra && !strcmp(extra, "module-tree")) {
+		/* Gemma3ForConditionalGeneration's tensors as its 4.52+ module tree names them:
+		 * model.language_model.X for language_model.model.X */
+		struct sb_tensors ts, out;
+		struct sb_err e = {0};
+		snprintf(path, sizeof path, "%s/model.safetensors", src);
+		sb_st_read(path, &ts, &e);
+		sb_tensors_init(&out);
+		for (size_t i = 0; i < ts.n; i++) {
+			char nm[300];
+			const struct sb_tensor *t = &ts.t[i];
+			if (!strncmp(t->name, "language_model.model.", 21))
+				snprintf(nm, sizeof nm, "model.language_model.%s", t->name + 21);
+			else
+				snprintf(nm, sizeof nm, "%s", t->name);
+			sb_tensors_add(&out, nm, t->dtype, t->ndim, t->shape, t->data, 1, &e);
+		}
+		snprintf(to, sizeof to, "%s/model.safetensors", dir);
+		sb_st_write(to, &out, &e);
+		sb_tensors_free(&out);
+		sb_tensors_free(&ts);
+	}
 	if (extra && !strcmp(extra, "extra-tensor")) {
 		/* a checkpoint with one tensor more */
 		struct sb_tensors ts;
@@ -611,6 +651,154 @@ static void check_granite_refusals(struct sb_backend *be)
 }
 
 /* LFM2: the layout read from each fixture's config */
+/* Gemma 3: the configuration as read, and what is refused */
+static void check_gemma3(struct sb_backend *be)
+{
+	static const struct {
+		const char *name, *pattern;
+		int tied, scaling;
+		float eps;
+	} want[] = {{"gemma3", "SSASA", 1, 2, 1e-6f}, {"gemma3_pattern", "SSASSA", 0, 0, 1e-5f}};
+	char path[4700], *base = NULL;
+	size_t n;
+	struct sb_err err = {0};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		struct sb_lm_cfg c;
+		struct sb_lm_hf_info info;
+		char *buf;
+		snprintf(path, sizeof path, "%s/tests/fixtures/hf/%s/config.json", top, want[i].name);
+		int rc = sb_read_file(path, &buf, &n, 0, &err);
+		if (!rc) {
+			rc = sb_lm_hf_config(buf, n, path, &c, &info, &err);
+			free(buf);
+		}
+		SB_CHECK(!rc && info.gemma3 && !strcmp(c.pattern, want[i].pattern) && c.window == 8 && c.ffn == 48 &&
+				 c.heads == 4 && c.kv_heads == 2 && c.head_dim == 16 && c.qk_norm == 1 && c.sandwich == 1 &&
+				 c.swiglu == 2 && c.rmsnorm && c.tied == want[i].tied && c.rope_theta == 1e6f &&
+				 c.rope_local_theta == 1e4f && c.rope_scaling == want[i].scaling &&
+				 c.emb_mult == (float)sqrt(32.0) && c.attn_scale == (float)(1.0 / sqrt(24.0)) &&
+				 c.norm_eps == want[i].eps && c.max_T == 256 && info.sliding_window == 0,
+			 "%s: config read as pattern %s (want %s), window %d, sandwich %d, mlp %d, scaling %d, emb_mult %g, "
+			 "attn_scale %g (%s)",
+			 want[i].name, rc ? "?" : c.pattern, want[i].pattern, c.window, c.sandwich, c.swiglu, c.rope_scaling,
+			 (double)c.emb_mult, (double)c.attn_scale, rc ? err.msg : "read");
+	}
+	/* the run's checkpoint holds the norms' multipliers 1 + w (float32), the rest as stored */
+	{
+		struct sb_tensors src, run;
+		char rp[4700];
+		snprintf(path, sizeof path, "%s/tests/fixtures/hf/gemma3/model.safetensors", top);
+		int rc = sb_st_read(path, &src, &err), ok = 0, nn = 0;
+		const struct sb_tensor *a = NULL, *b = NULL;
+		if (!rc) { /* the run check_model("gemma3") imported: importing again names it */
+			char dir[4600], runs[128], rd[4096];
+			struct sb_lm_import_opts o;
+			struct sb_lm_cell cell;
+			int existed = -1;
+			memset(&o, 0, sizeof o);
+			o.n_corpora = 1;
+			snprintf(o.corpora[0], sizeof o.corpora[0], "text=%s/tests/fixtures/lm/shakespeare-head.txt", top);
+			o.T = 64;
+			snprintf(dir, sizeof dir, "%s/tests/fixtures/hf/gemma3", top);
+			snprintf(runs, sizeof runs, "%s/runs", tmp);
+			rc = sb_lm_import(dir, runs, &o, &cell, rd, &existed, &err);
+			snprintf(rp, sizeof rp, "%s/model.safetensors", rd);
+			if (!rc)
+				rc = sb_st_read(rp, &run, &err);
+			if (rc)
+				sb_tensors_free(&src);
+		}
+		if (!rc) {
+			a = sb_tensors_find(&src, "model.layers.2.pre_feedforward_layernorm.weight");
+			b = sb_tensors_find(&run, "model.layers.2.post_attention_layernorm.weight");
+			ok = a && b && a->dtype == SB_BF16 && b->dtype == SB_F32 && a->shape[0] == 32 && b->shape[0] == 32;
+			for (int j = 0; ok && j < 32; j++) {
+				float w = sb_bf16_to_f32(((const uint16_t *)a->data)[j]), got;
+				memcpy(&got, (const char *)b->data + 4 * j, 4);
+				ok = got == 1.0f + w;
+				nn += ok;
+			}
+			const struct sb_tensor *q = sb_tensors_find(&src, "model.layers.0.self_attn.q_proj.weight"),
+					       *q2 = sb_tensors_find(&run, "model.layers.0.self_attn.q_proj.weight");
+			ok = ok && q && q2 && q2->dtype == SB_BF16 && q->nbytes == q2->nbytes &&
+			     !memcmp(q->data, q2->data, q->nbytes);
+			sb_tensors_free(&src);
+			sb_tensors_free(&run);
+		}
+		SB_CHECK(!rc && ok,
+			 "gemma3: the run holds pre_feedforward_layernorm as our post_attention_layernorm, 1 + w in float32 "
+			 "(%d of 32 equal), and q_proj's BF16 bytes unchanged (%s)",
+			 nn, rc ? err.msg : "compared");
+	}
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/gemma3/config.json", top);
+	if (sb_read_file(path, &base, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		return;
+	}
+	refuse(be, "gemma3", "gemma3: unchanged copy imports", base, NULL, 0, "");
+	refuse(be, "gemma3", "gemma3: final_logit_softcapping set (Gemma 2's soft-capping)",
+	       cfg_with(base, "\"final_logit_softcapping\": null", "\"final_logit_softcapping\": 30.0"), NULL, SB_EDATA,
+	       "final_logit_softcapping is set");
+	refuse(be, "gemma3", "gemma3: attn_logit_softcapping set",
+	       cfg_with(base, "\"attn_logit_softcapping\": null", "\"attn_logit_softcapping\": 50.0"), NULL, SB_EDATA,
+	       "attn_logit_softcapping is set");
+	refuse(be, "gemma3", "gemma3: hidden_activation other than gelu_pytorch_tanh",
+	       cfg_with(base, "\"gelu_pytorch_tanh\"", "\"silu\""), NULL, SB_EDATA, "hidden_activation 'silu'");
+	refuse(be, "gemma3", "gemma3: use_bidirectional_attention (EmbeddingGemma's)",
+	       cfg_with(base, "\"use_bidirectional_attention\": false", "\"use_bidirectional_attention\": true"), NULL,
+	       SB_EDATA, "use_bidirectional_attention is true");
+	refuse(be, "gemma3", "gemma3: a layer kind it does not have",
+	       cfg_with(base, "\"full_attention\"", "\"chunked_attention\""), NULL, SB_EDATA,
+	       "'chunked_attention' (sliding_attention or full_attention)");
+	refuse(be, "gemma3", "gemma3: another sliding_window imports (the window is the config's)",
+	       cfg_with(base, "\"sliding_window\": 8", "\"sliding_window\": 16"), NULL, 0, "");
+	refuse(be, "gemma3", "gemma3: sliding_window 0",
+	       cfg_with(base, "\"sliding_window\": 8", "\"sliding_window\": 0"), NULL, SB_EDATA,
+	       "'sliding_window' must be an integer in [1,");
+	refuse(be, "gemma3", "gemma3: model_type gemma3 (the multimodal layout) without its text_config",
+	       cfg_with(base, "\"gemma3_text\"", "\"gemma3\""), NULL, SB_EDATA, "model_type gemma3 without a text_config");
+	refuse(be, "gemma3", "gemma3: rope_parameters (transformers 5's spelling) refused by name",
+	       cfg_with(base, "\"rope_scaling\": {", "\"rope_parameters\": {\"rope_type\": \"default\"}, \"rope_scaling\": {"),
+	       NULL, SB_EDATA, "rope_parameters (transformers 5's spelling) is not read for gemma3_text");
+	free(base);
+	/* the multimodal layout: its text_config, defaults where it is silent, the vision tower
+	 * skipped */
+	{
+		struct sb_lm_cfg c;
+		struct sb_lm_hf_info info;
+		snprintf(path, sizeof path, "%s/tests/fixtures/hf/gemma3_mm/config.json", top);
+		int rc = sb_read_file(path, &base, &n, 0, &err);
+		if (rc) {
+			SB_CHECK(0, "%s", err.msg);
+			return;
+		}
+		rc = sb_lm_hf_config(base, n, path, &c, &info, &err);
+		SB_CHECK(!rc && info.gemma3 && info.gemma3_mm && !strcmp(c.pattern, "SASA") && c.head_dim == 256 &&
+				 c.heads == 2 && c.kv_heads == 1 && c.attn_scale == 1.0f / 16 && c.rope_theta == 1e6f &&
+				 c.rope_local_theta == 1e4f && c.norm_eps == 1e-6f && c.tied && c.vocab == 128 &&
+				 !strcmp(info.model_type, "gemma3"),
+			 "gemma3_mm: text_config read with Gemma3TextConfig's defaults: pattern %s, head_dim %d, attn_scale %g, "
+			 "theta %g / %g (%s)",
+			 rc ? "?" : c.pattern, c.head_dim, (double)c.attn_scale, (double)c.rope_theta,
+			 (double)c.rope_local_theta, rc ? err.msg : "read");
+		refuse(be, "gemma3_mm", "gemma3_mm: unchanged copy imports", base, NULL, 0, "");
+		refuse(be, "gemma3_mm", "gemma3_mm: tensors named model.language_model.* (the module tree's spelling) import",
+		       base, "module-tree", 0, "");
+		refuse(be, "gemma3_mm", "gemma3_mm: text_config of another model type",
+		       cfg_with(base, "\"model_type\": \"gemma3_text\"", "\"model_type\": \"siglip_text_model\""), NULL,
+		       SB_EDATA, "text_config.model_type 'siglip_text_model'");
+		refuse(be, "gemma3_mm", "gemma3_mm: tie_word_embeddings false at the top, true in text_config",
+		       cfg_with(base, "\"model_type\": \"gemma3\"", "\"model_type\": \"gemma3\", \"tie_word_embeddings\": false"),
+		       NULL, SB_EDATA, "tie_word_embeddings differs");
+		refuse(be, "gemma3_mm", "gemma3_mm: an architecture other than Gemma3ForConditionalGeneration",
+		       cfg_with(base, "Gemma3ForConditionalGeneration", "Gemma3ForImageTextToText"), NULL, SB_EDATA,
+		       "architecture 'Gemma3ForImageTextToText' is not a causal LM");
+		refuse(be, "gemma3_mm", "gemma3_mm: a tensor outside the language model and the vision tower", base,
+		       "extra-tensor", SB_EDATA, "is not part of the gemma3 layout");
+		free(base);
+	}
+}
+
 static void check_lfm2_layout(void)
 {
 	static const struct {
@@ -835,6 +1023,10 @@ int main(void)
 	check_model(be, "granite3_bias");
 	check_model(be, "qwen3_yarn");
 	check_lfm2_layout();
+	check_model(be, "gemma3");
+	check_model(be, "gemma3_pattern");
+	check_model(be, "gemma3_mm");
+	check_gemma3(be);
 	{ /* Mistral beyond its sliding window: the attention is no longer full, refused */
 		char dir[4600], runs[128], rd[4096];
 		snprintf(dir, sizeof dir, "%s/tests/fixtures/hf/mistral", top);

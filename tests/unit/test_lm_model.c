@@ -91,6 +91,120 @@ static int both_paths(struct sb_backend *be, struct sb_lm_model *m, const uint8_
 	return rc;
 }
 
+/* the cached path's logits of tok[0..T) (host, [T][256]) */
+static int cached(struct sb_backend *be, struct sb_lm_model *m, const uint8_t *tok, int T, float *out,
+		  struct sb_err *err)
+{
+	struct sb_lm_cache *c = NULL;
+	int rc = sb_lm_cache_new(m, T, &c, err);
+	if (!rc)
+		rc = sb_lm_forward_cached(sb_be_main(be), m, c, tok, T, NULL, out, 1, NULL, err);
+	sb_lm_cache_free(c);
+	return rc;
+}
+
+static double max_diff(const float *a, const float *b, size_t n)
+{
+	double d = 0;
+	for (size_t i = 0; i < n; i++)
+		d = fmax(d, fabs((double)a[i] - b[i]));
+	return d;
+}
+
+/* Gemma 3's parts (evaluation only; their agreement with transformers is test_lm_import's):
+ * an S layer whose window covers every row is an A layer bit for bit (same tensors: the same
+ * names, so the same initialisation), and a narrower window, its own RoPE base, the sandwich
+ * norms and GeGLU each change the logits; the configuration checks and its JSON */
+static void test_gemma_parts(struct sb_backend *be)
+{
+	enum { T = 40 };
+	uint8_t tok[T + 1];
+	text(tok, T + 1, 9);
+	struct sb_err err = {0};
+	size_t n = (size_t)T * 256;
+	const char *a[] = {"pattern=AAA", "pos=rope", "norm=rmsnorm", "mlp=swiglu", "qk_norm=1", "window=3"};
+	const char *v[][7] = {
+		{"pattern=SAS", "pos=rope", "norm=rmsnorm", "mlp=swiglu", "qk_norm=1", "window=40"},
+		{"pattern=SAS", "pos=rope", "norm=rmsnorm", "mlp=swiglu", "qk_norm=1", "window=3"},
+		{"pattern=SAS", "pos=rope", "norm=rmsnorm", "mlp=swiglu", "qk_norm=1", "window=40", "rope_local_theta=500"},
+		{"pattern=AAA", "pos=rope", "norm=rmsnorm", "mlp=swiglu", "qk_norm=1", "window=40", "rope_local_theta=500"},
+		{"pattern=AAA", "pos=rope", "norm=rmsnorm", "mlp=swiglu", "qk_norm=1", "sandwich=1"},
+		{"pattern=AAA", "pos=rope", "norm=rmsnorm", "mlp=geglu", "qk_norm=1"},
+	};
+	const char *what[] = {"S layers with a window of every row (40) vs A layers",
+			      "S layers with a window of 3 vs A layers",
+			      "S layers with rope_local_theta 500 vs A layers",
+			      "rope_local_theta 500 without S layers vs none",
+			      "sandwich norms (weights 1) vs none",
+			      "GeGLU vs SwiGLU"};
+	const int same[] = {1, 0, 0, 1, 0, 0}, nkv[] = {6, 6, 7, 7, 6, 5};
+	float *la = malloc(n * sizeof *la), *lv = malloc(n * sizeof *lv);
+	struct sb_lm_model *ma = make_model(be, a, 6, 4);
+	int rc = ma ? cached(be, ma, tok, T, la, &err) : 1;
+	for (size_t i = 0; i < sizeof v / sizeof v[0] && !rc; i++) {
+		struct sb_lm_model *m = make_model(be, v[i], nkv[i], 4);
+		int r2 = m ? cached(be, m, tok, T, lv, &err) : 1;
+		double d = r2 ? -1 : max_diff(la, lv, n);
+		SB_CHECK(!r2 && (same[i] ? d == 0 : d > 1e-3), "%s: max |diff| %.3g (want %s; %s)", what[i], d,
+			 same[i] ? "0: the same bits" : "> 1e-3", r2 ? err.msg : "ran");
+		if (m && i == 1) { /* and the trainer refuses them */
+			struct sb_lm_train_opts o = {.B = 1, .T = T, .tile = 1};
+			struct sb_lm_trainer *tr = NULL;
+			int r3 = sb_lm_trainer_new(m, &o, &tr, &err);
+			SB_CHECK(r3 == SB_EUSAGE && !tr && strstr(err.msg, "evaluation-only"),
+				 "training a model with S layers is refused (%s)", err.msg);
+			sb_lm_trainer_free(tr);
+		}
+		sb_lm_model_free(m);
+	}
+	sb_lm_model_free(ma);
+	free(la);
+	free(lv);
+	/* the configuration's checks */
+	static const struct {
+		const char *kv[3];
+		const char *msg;
+	} bad[] = {{{"pattern=SA", "window=0", ""}, "S layers need a window >= 1"},
+		   {{"pattern=SA", "window=4", "rope_local_theta=0.5"}, "rope_local_theta 0 or > 1"},
+		   {{"sandwich=1", "norm=layernorm", ""}, "sandwich norms are RMSNorms"},
+		   {{"sandwich=2", "norm=rmsnorm", ""}, "sandwich 0 or 1"},
+		   {{"pattern=SX", "window=4", ""}, "layer kinds are A, C, L, M and S"}};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		struct sb_lm_cfg c;
+		sb_lm_cfg_default(&c);
+		int r = 0;
+		for (int k = 0; k < 3 && !r; k++)
+			if (bad[i].kv[k][0])
+				r = sb_lm_cfg_set(&c, bad[i].kv[k], &err);
+		if (!r)
+			r = sb_lm_cfg_check(&c, &err);
+		SB_CHECK(r == SB_EUSAGE && strstr(err.msg, bad[i].msg), "%s %s %s refused: %s", bad[i].kv[0], bad[i].kv[1],
+			 bad[i].kv[2], err.msg);
+	}
+	struct sb_lm_cfg c, back;
+	sb_lm_cfg_default(&c);
+	const char *g[] = {"pattern=SSA", "window=5", "rope_local_theta=500", "sandwich=1", "norm=rmsnorm", "mlp=geglu"};
+	rc = 0;
+	for (size_t k = 0; k < sizeof g / sizeof g[0] && !rc; k++)
+		rc = sb_lm_cfg_set(&c, g[k], &err);
+	if (!rc)
+		rc = sb_lm_cfg_check(&c, &err);
+	struct sb_jw w;
+	sb_jw_init(&w, NULL);
+	sb_lm_cfg_json(&w, &c);
+	struct sb_json *jv = NULL;
+	sb_lm_cfg_default(&back);
+	if (!rc)
+		rc = sb_json_parse(w.buf, w.len, &jv, &err);
+	if (!rc)
+		rc = sb_lm_cfg_from_json(&back, jv, &err);
+	SB_CHECK(!rc && !strcmp(back.pattern, "SSA") && back.window == 5 && back.rope_local_theta == 500.0f &&
+			 back.sandwich == 1 && back.swiglu == 2,
+		 "S layers, window, rope_local_theta, sandwich and GeGLU round-trip through JSON (%.*s)", (int)w.len, w.buf);
+	sb_json_free(jv);
+	sb_jw_free(&w);
+}
+
 /* Granite's four multipliers on a model with every trainable layer kind and learned positions:
  * the training path's logits equal the cached path's (their gradients are test_lm_grad's,
  * their logits against transformers' test_lm_import's), and each multiplier changes them */
@@ -745,6 +859,7 @@ int main(void)
 	}
 	test_rope_scalings(be);
 	test_multipliers(be);
+	test_gemma_parts(be);
 	test_small_vocab(be);
 	sb_backend_close(be);
 	return sb_test_done();
