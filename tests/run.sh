@@ -15,8 +15,10 @@
 # tree as a whole (git status, MANIFEST.csv). They run in two lanes at once, each lane's
 # tests one after another: the emulator's tests (`emu_lane`, which share build/emu) and the
 # others (neither keeps two cores busy all the time: on two cores the two lanes take 315 s
-# where the five took 360 s one after another). SB_TEST_JOBS=1 runs everything one after
-# another.
+# where the five took 360 s one after another). The other tests start when the second lane
+# is done (nothing compares the tree after that), beside the emulator's lane if it is still
+# running, which counts as one of the SB_TEST_JOBS (build/emu is its own: no other test
+# builds there). SB_TEST_JOBS=1 runs everything one after another.
 set -u
 export LC_ALL=C
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -125,11 +127,12 @@ if [ ${#solo[@]} -gt 0 ]; then
 	if [ "$jobs_max" -ge 2 ]; then
 		lane 0 &
 		lane 1 &
-		while [ -n "$(jobs -rp)" ]; do # their lines as they come
+		other=$!
+		while kill -0 "$other" 2>/dev/null; do # their lines as they come
 			sleep 1
 			flush
 		done
-		wait
+		wait "$other"
 	else
 		lane all
 	fi
