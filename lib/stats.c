@@ -987,7 +987,7 @@ int sb_stats_sign_change_boot(const double *d, int n, int K, const struct sb_boo
 	out->sign_change = sb_stats_sign_change(delta, K);
 	out->first_negative = sb_stats_first_negative(delta, K);
 	out->switch_epoch = sb_stats_switch_epoch(delta, K);
-	for (int e = 0; e + 1 < out->sign_change && e < K; e++)
+	for (int e = 0; e + 1 < out->sign_change && out->sign_change <= K; e++)
 		if (delta[e] > 0)
 			out->reversal = 1;
 

@@ -259,7 +259,9 @@ struct sb_sign_change {
 	int sign_change; /* sb_stats_sign_change of the mean differences */
 	int first_negative;
 	int switch_epoch;    /* sb_stats_switch_epoch (A8) */
-	int reversal;        /* some budget before sign_change has delta > 0 */
+	int reversal;        /* the difference turns negative and stays (sign_change <= K) after
+	                      * some earlier budget with delta > 0: a flip from + to -; 0 when
+	                      * censored (it never turns negative for good) */
 	double sc_lo, sc_hi; /* bootstrap percentile CI of sign_change */
 	double sw_lo, sw_hi; /* bootstrap percentile CI of switch_epoch */
 };

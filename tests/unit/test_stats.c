@@ -412,6 +412,31 @@ static void edges(void)
 	sw[3] = sw[4] = sw[5] = -0.01; /* epochs 4..6 */
 	SB_CHECK(sb_stats_switch_epoch(sw, 30) == 4, "switch: epochs 4..6 -> 4");
 
+	/* reversal: a flip from a positive budget to negative for good; not when censored */
+	{
+		static const struct {
+			double d[4];
+			int sc, rev;
+			const char *what;
+		} rv[] = {{{0.02, 0.01, -0.01, -0.02}, 3, 1, "+ + - -: turns negative at 3 after positive budgets"},
+			  {{-0.01, 0.02, -0.01, -0.02}, 3, 1, "- + - -: the positive budget 2 before the sign change"},
+			  {{-0.01, -0.02, -0.01, -0.02}, 1, 0, "negative throughout: no reversal"},
+			  {{0.02, 0.01, -0.01, 0.01}, 5, 0, "censored (positive at K) after positive budgets: no reversal"},
+			  {{0.02, 0.01, 0.0, 0.0}, 5, 0, "zero at K (censored): no reversal"},
+			  {{0.0, 0.0, -0.01, -0.01}, 3, 0, "zeros then negative: nothing positive, no reversal"}};
+		struct sb_boot c1 = {.seed = 3, .stream = 0, .resamples = 200, .level = 0.95};
+		for (size_t i = 0; i < sizeof rv / sizeof rv[0]; i++) {
+			double dd[2 * 4]; /* two seeds with the same differences: the mean is d */
+			for (int e = 0; e < 4; e++)
+				dd[e] = dd[4 + e] = rv[i].d[e];
+			struct sb_sign_change s1;
+			int rc = sb_stats_sign_change_boot(dd, 2, 4, &c1, &s1, &err);
+			SB_CHECK(rc == 0 && s1.sign_change == rv[i].sc && s1.reversal == rv[i].rev,
+				 "reversal, %s: sign change %d (want %d), reversal %d (want %d)", rv[i].what, s1.sign_change,
+				 rv[i].sc, s1.reversal, rv[i].rev);
+		}
+	}
+
 	/* joint bootstrap: the CI of one budget column equals the plain bootstrap CI */
 	enum { N = 7, K = 5 };
 	double m[N * K], col[N];
