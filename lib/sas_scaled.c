@@ -444,13 +444,61 @@ static int sample_ids(const struct backbone *b, const struct sb_lm_mix *mix, uin
 	              (unsigned long long)index, mix->T + 1, T + 1);
 }
 
+/* The inputs of a probe's turns: turn k's ids (a tokenizer's) or bytes, fed before its
+ * answer is decoded: the first turn's prompt (after the tokenizer's BOS, as HF encodes a
+ * sequence), then for each later turn the newline that ended the previous answer and the
+ * turn's prompt, as the LM track's evaluation feeds them (lib/lm_eval.c). */
+struct turn_in {
+	int32_t *ids[SB_LM_PROBE_MAXTURN];
+	int n[SB_LM_PROBE_MAXTURN];
+};
+
+static void turn_in_free(struct turn_in *ti)
+{
+	for (int k = 0; k < SB_LM_PROBE_MAXTURN; k++)
+		free(ti->ids[k]);
+	memset(ti, 0, sizeof *ti);
+}
+
+/* The turns' inputs of probe p: in tokens with a tokenizer, else its bytes as ids */
+static int turn_inputs(const struct backbone *b, const struct sb_lm_probe *p, struct turn_in *ti, struct sb_err *err)
+{
+	memset(ti, 0, sizeof *ti);
+	for (int k = 0; k < p->n_turns; k++) {
+		int beg = p->prompt_beg[k], plen = p->answer_beg[k] - beg;
+		uint8_t *txt = malloc((size_t)plen + 2);
+		if (!txt) {
+			turn_in_free(ti);
+			return SB_ERR(err, SB_EINTERNAL, "out of memory");
+		}
+		txt[0] = '\n';
+		memcpy(txt + 1, p->text + beg, (size_t)plen);
+		const uint8_t *in = k ? txt : txt + 1;
+		size_t nin = (size_t)plen + (k ? 1 : 0), n = 0;
+		int rc = 0;
+		if (b->tok)
+			rc = sb_tok_encode_clean(b->tok, in, nin, !k, &ti->ids[k], &n, err);
+		else if (!(ti->ids[k] = malloc((nin ? nin : 1) * sizeof *ti->ids[k])))
+			rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
+		else
+			for (n = 0; n < nin; n++)
+				ti->ids[k][n] = in[n];
+		free(txt);
+		if (rc) {
+			turn_in_free(ti);
+			return rc;
+		}
+		ti->n[k] = (int)n;
+	}
+	return 0;
+}
+
 /* A retrieval probe for a backbone with a tokenizer: its text made in bytes (the battery's
- * generator) at about 0.85 T tokens (bpt: the haystack's bytes per token), its first turn's
- * prompt tokenized (after the tokenizer's BOS, as HF encodes a sequence); made again 15%
- * shorter while the prompt's tokens and the answer's bytes (a bound on its tokens) exceed T
- * (at most 12 times). */
+ * generator) at about 0.85 T tokens (bpt: the haystack's bytes per token), its turns'
+ * inputs tokenized (turn_inputs); made again 15% shorter while the turns' tokens and their
+ * answers' bytes (a bound on their tokens) exceed T (at most 12 times). */
 static int token_probe(const struct backbone *b, int task, int T, const struct sb_lm_corpus *hay, uint64_t seed,
-                       int pi, double depth, double bpt, struct sb_lm_probe *p, int32_t **pids, int *np,
+                       int pi, double depth, double bpt, struct sb_lm_probe *p, struct turn_in *ti,
                        struct sb_err *err)
 {
 	double len = 0.85 * T * bpt;
@@ -459,20 +507,16 @@ static int token_probe(const struct backbone *b, int task, int T, const struct s
 		if (L < sb_lm_task_min_len(task))
 			L = sb_lm_task_min_len(task);
 		SB_TRY(sb_lm_probe_make(task, L, hay->bytes, hay->n, seed, SB_RNG_SYNTH, (uint64_t)pi, depth, p, err));
-		int32_t *ids = NULL;
-		size_t n = 0;
-		int rc = sb_tok_encode_clean(b->tok, p->text, (size_t)p->answer_beg[0], 1, &ids, &n, err);
+		int rc = turn_inputs(b, p, ti, err), total = 0;
 		if (rc) {
-			free(ids);
 			sb_lm_probe_free(p);
 			return rc;
 		}
-		if ((int)n + (p->answer_end[0] - p->answer_beg[0]) <= T) {
-			*pids = ids;
-			*np = (int)n;
+		for (int k = 0; k < p->n_turns; k++)
+			total += ti->n[k] + (p->answer_end[k] - p->answer_beg[k]);
+		if (total <= T)
 			return 0;
-		}
-		free(ids);
+		turn_in_free(ti);
 		sb_lm_probe_free(p);
 		if (L <= sb_lm_task_min_len(task))
 			break;
@@ -1092,51 +1136,65 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 		}
 	}
 	free(d);
-	/* retrieval: greedy decoding with full-sequence forwards */
+	/* retrieval: greedy decoding with full-sequence forwards, turn by turn (the probe is right
+	 * when every turn's answer is: niah_multiquery has four); each turn's input follows the
+	 * model's own previous answer, as in the LM track's evaluation */
 	for (int ti = 0; ti < c.n_tasks && !rc; ti++)
 		for (int pi = 0; pi < c.probes && !rc; pi++) {
 			struct sb_lm_probe pr;
+			struct turn_in tin;
 			double depth = (pi + 0.5) / c.probes;
-			int32_t *pids = NULL;
-			int np = 0;
 			if (bb.tok)
-				rc = token_probe(&bb, c.tasks[ti], T, &hay, c.seed, pi, depth, bpt, &pr, &pids, &np, err);
-			else
+				rc = token_probe(&bb, c.tasks[ti], T, &hay, c.seed, pi, depth, bpt, &pr, &tin, err);
+			else {
 				rc = sb_lm_probe_make(c.tasks[ti], T, hay.bytes, hay.n, c.seed, SB_RNG_SYNTH, (uint64_t)pi,
 				                      depth, &pr, err);
+				if (!rc && (rc = turn_inputs(&bb, &pr, &tin, err)))
+					sb_lm_probe_free(&pr);
+			}
 			if (rc)
 				break;
 			int alen = pr.answer_end[0] - pr.answer_beg[0];
 			for (int i = 0; i < nm && !rc; i++) {
 				struct method *me = &ms[i];
-				int n = bb.tok ? np : pr.answer_beg[0];
+				int n = 0, ok = 1;
 				memset(tok, 0, ((size_t)T + 1) * sizeof *tok);
-				for (int t = 0; t < n; t++)
-					tok[t] = bb.tok ? pids[t] : pr.text[t];
-				/* greedy decoding until a newline or the answer's length in bytes */
-				uint8_t gen[256];
-				int ng = 0, stop = 0;
-				while (!stop && ng < alen && ng < (int)sizeof gen && n < T && !rc) {
-					rc = logits_of(me, host, tok, lm, 0, err);
-					const float *row = lm + (size_t)(n - 1) * V;
-					int best = 0;
-					for (int v = 1; v < V; v++)
-						if (row[v] > row[best])
-							best = v;
-					char tb[64];
-					int L = bb.tok ? sb_tok_token_bytes(bb.tok, best, tb, sizeof tb) : 1;
-					if (!bb.tok)
-						tb[0] = (char)best;
-					for (int q = 0; q < L && q < (int)sizeof tb && !stop; q++) {
-						if (tb[q] == '\n')
-							stop = 1;
-						else if (ng < (int)sizeof gen)
-							gen[ng++] = (uint8_t)tb[q];
+				uint8_t gen[256], gen0[256];
+				int ng0 = 0;
+				for (int k = 0; k < pr.n_turns && !rc; k++) {
+					int ak = pr.answer_end[k] - pr.answer_beg[k];
+					int fits = n + tin.n[k] <= T; /* a turn that does not fit generates nothing */
+					for (int t = 0; fits && t < tin.n[k]; t++)
+						tok[n++] = tin.ids[k][t];
+					/* greedy decoding until a newline or the answer's length in bytes */
+					int ng = 0, stop = 0;
+					while (fits && !stop && ng < ak && ng < (int)sizeof gen && n < T && !rc) {
+						rc = logits_of(me, host, tok, lm, 0, err);
+						const float *row = lm + (size_t)(n - 1) * V;
+						int best = 0;
+						for (int v = 1; v < V; v++)
+							if (row[v] > row[best])
+								best = v;
+						char tb[64];
+						int L = bb.tok ? sb_tok_token_bytes(bb.tok, best, tb, sizeof tb) : 1;
+						if (!bb.tok)
+							tb[0] = (char)best;
+						for (int q = 0; q < L && q < (int)sizeof tb && !stop; q++) {
+							if (tb[q] == '\n')
+								stop = 1;
+							else if (ng < (int)sizeof gen)
+								gen[ng++] = (uint8_t)tb[q];
+						}
+						if (!stop)
+							tok[n++] = best;
 					}
-					if (!stop)
-						tok[n++] = best;
+					if (k == 0) { /* the record shows turn 0's answer and output */
+						memcpy(gen0, gen, (size_t)ng);
+						ng0 = ng;
+					}
+					ok = ok && fits && sb_lm_probe_match(&pr, k, gen, ng);
 				}
-				int ok = !rc && sb_lm_probe_match(&pr, 0, gen, ng);
+				ok = ok && !rc;
 				me->correct[ti * c.probes + pi] = (uint8_t)ok;
 				sb_jw_record(&w, "probe.result", 1);
 				sb_jw_kstr(&w, "model", c.cell_id);
@@ -1149,14 +1207,14 @@ int sb_sas_scaled_eval(const char *run_dir, struct sb_jw *out, sb_sas_scaled_pro
 				sb_jw_strn(&w, (const char *)pr.text + pr.answer_beg[0],
 				           (size_t)(alen > 0 ? alen - 1 : 0));
 				sb_jw_key(&w, "output"); /* valid UTF-8 whatever was generated (U+FFFD for the rest) */
-				char shown[3 * sizeof gen + 4];
-				sb_jw_strn(&w, shown, sb_lm_display_bytes(shown, sizeof shown, gen, (size_t)ng));
+				char shown[3 * sizeof gen0 + 4];
+				sb_jw_strn(&w, shown, sb_lm_display_bytes(shown, sizeof shown, gen0, (size_t)ng0));
 				sb_jw_obj_end(&w);
 				if (!rc)
 					rc = sb_jw_line(&w, err);
 			}
 			sb_lm_probe_free(&pr);
-			free(pids);
+			turn_in_free(&tin);
 			if (fn)
 				fn(arg, "probes", ti * c.probes + pi + 1, P, 0);
 		}

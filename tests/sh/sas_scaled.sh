@@ -175,6 +175,20 @@ sas_import() { # fixture corpus-file id: imports, writes $T/i.ndjson for cell id
 	bb=$(sed -n 's/.*"run_dir":"\([^"]*\)".*/\1/p' "$T/imp.out")
 	echo "{\"family\":\"sas\",\"seed\":3,\"id\":\"$3\",\"backbone\":\"$bb\",\"blocks\":[8],\"sel_steps\":2,\"sel_batch\":2,\"windows\":1,\"probes\":1,\"tasks\":[\"niah_single_1\"],\"budget\":\"recipe:s=2,w=16,k=16\",\"masks\":\"recipe\"}" >"$T/i.ndjson"
 }
+# a task of four turns (niah_multiquery, at least 160 bytes: qwen3 imported at T 192) beside a
+# single-turn one: decoded turn by turn (the probe must fit all four turns and answers), one
+# probe.result per probe and method, `expected` the first turn's answer (the random fixture
+# answers none right, so which turns were scored is not seen here: the loop follows
+# lib/lm_eval.c's run_probe)
+sb-lm import -q -o "$T/impmq" --corpus "docs=$T/ascii.txt" --T 192 "$TOP/tests/fixtures/hf/qwen3" >"$T/imp.out" 2>"$T/e"
+bb=$(sed -n 's/.*"run_dir":"\([^"]*\)".*/\1/p' "$T/imp.out")
+echo "{\"family\":\"sas\",\"seed\":3,\"id\":\"mq\",\"backbone\":\"$bb\",\"blocks\":[8],\"sel_steps\":0,\"windows\":1,\"probes\":1,\"tasks\":[\"niah_single_1\",\"niah_multiquery\"],\"budget\":\"recipe:s=2,w=16,k=16\",\"masks\":\"recipe\"}" >"$T/mq.ndjson"
+sb-train -q -o "$T/ri" "$T/mq.ndjson" >/dev/null 2>>"$T/e" && sb-eval -q "$T/ri/mq" >/dev/null 2>>"$T/e" &&
+	jq -e -s '[.[] | select(.kind == "probe.result" and .task == "niah_multiquery")] | length == 5 and
+		all(.expected | length > 0)' "$T/ri/mq/eval.ndjson" >/dev/null &&
+	jq -e -s '[.[] | select(.kind == "sas.scaled.retrieval" and .subset == "niah_multiquery")] | length == 5 and all(.n == 1)' \
+		"$T/ri/mq/eval.ndjson" >/dev/null
+t_result $? "niah_multiquery (four turns): evaluated, one probe.result per method (5), expected the first turn's answer ($(head -c 200 "$T/e"))"
 for fx in qwen3 lfm2_bias qwen2_yarn granite3 granite_h_rope; do
 	sas_import $fx "$T/ascii.txt" "i-$fx"
 	sb-train -q -o "$T/ri" "$T/i.ndjson" >/dev/null 2>"$T/e"; rc=$?
