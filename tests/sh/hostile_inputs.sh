@@ -658,6 +658,32 @@ lmt "a corpus that is a directory" "3 4" "$W/train.safetensors" "$W/l_cdir"
 printf '%s\n' "$(lmset corpora '["s='"$W"'/l_ce.txt"]')" >"$W/l_cempty"
 lmt "an empty corpus" "3" "l_ce.txt" "$W/l_cempty"
 hc "$hd: eval of a file" "3 4" "l_empty" "" sb-lm eval -q "$W/l_empty"
+# sb-lm import of a damaged Hugging Face directory (copies of tests/fixtures/hf/gemma3 and
+# qwen3, config.json or the weights broken): one line naming the file, exit 3 (4 for a
+# missing file), nothing under the runs directory
+mkdir -p "$W/imp_runs"
+imp() { # name codes needle fixture edit: a copy of the fixture, edit run in it, imported
+	local d="$W/hf_$RANDOM$RANDOM"
+	mkdir -p "$d" && cp "$TOP/tests/fixtures/hf/$4"/*.json "$TOP/tests/fixtures/hf/$4"/model.safetensors "$d/"
+	(cd "$d" && eval "$5")
+	hc "$hd: import, $1" "$2" "$3" "$W/imp_runs" sb-lm import -q -o "$W/imp_runs" --corpus "s=$corpus" --T 64 "$d"
+}
+imp "config.json truncated" 3 "config.json: line" gemma3 'head -c 300 config.json >c && mv c config.json'
+imp "config.json binary" 3 "config.json" gemma3 'head -c 400 /dev/urandom >config.json'
+imp "config.json an array" 3 "config.json: expected a JSON object" gemma3 'echo "[1,2]" >config.json'
+imp "config.json missing" 4 "config.json" gemma3 'rm config.json'
+imp "gemma3 layer_types shorter than the layers" 3 "layer_types must list num_hidden_layers" gemma3 \
+	"jq '.layer_types |= .[1:]' config.json >c && mv c config.json"
+imp "gemma3 sliding_window a string" 3 "'sliding_window' must be an integer" gemma3 \
+	"jq '.sliding_window = \"8\"' config.json >c && mv c config.json"
+imp "gemma3 head_dim not the weights'" 3 "has another shape" gemma3 \
+	"jq '.head_dim = 8' config.json >c && mv c config.json"
+imp "gemma3 text_config null (model_type gemma3)" 3 "without a text_config object" gemma3 \
+	"jq '.model_type = \"gemma3\" | .text_config = null' config.json >c && mv c config.json"
+imp "weights truncated" 3 "model.safetensors" gemma3 'head -c 5000 model.safetensors >m && mv m model.safetensors'
+imp "weights empty" 3 "model.safetensors" qwen3 ': >model.safetensors'
+imp "weights garbage" 3 "model.safetensors" qwen3 'head -c 3000 /dev/urandom >model.safetensors'
+imp "weights missing" "3 4" "safetensors" qwen3 'rm model.safetensors'
 hc "$hd: report of garbage" "3" "l_garbage:1" "" sb-lm report -o "$W/lm_rep" "$W/l_garbage"
 hc "$hd: probe --len -1" 2 "" "" sb-lm probe --task niah_single_1 --len -1
 hc "$hd: probe --len 18446744073709551616" 2 "" "" sb-lm probe --task niah_single_1 --len 18446744073709551616
