@@ -370,10 +370,12 @@ struct sb_backend_lm_ops {
 	 * 0..t (k, v [>= t0+n, NKV*hd], the KV cache) under a mask (lib/lm_mask.h; NULL =
 	 * dense), selection per head; acc[NH, Tcap] is the accumulated attention of the
 	 * heavy-hitter mask (updated; NULL otherwise); obs (may be NULL) counts kept pairs,
-	 * causal pairs, blocks touched, and can record the selections */
+	 * causal pairs, blocks touched, and can record the selections; softcap > 0 maps every
+	 * score s to softcap tanh(s / softcap) before the selection and softmax (Gemma 2's; 0:
+	 * none) */
 	int (*attn_rows)(struct sb_ctx *ctx, float *out, const float *q, const float *k, const float *v, float *acc,
-			 int Tcap, int t0, int n, int NH, int NKV, int hd, const struct sb_lm_mask *mask, int layer,
-			 struct sb_lm_attn_obs *obs, struct sb_err *err);
+			 int Tcap, int t0, int n, int NH, int NKV, int hd, float softcap, const struct sb_lm_mask *mask,
+			 int layer, struct sb_lm_attn_obs *obs, struct sb_err *err);
 	/* gated causal depthwise convolution (short conv): bch[B, T, 3d] = (b | c | h),
 	 * u = b * h, z = bias + sum_i w[ch, i] u[t-K+1+i] (zero before the start),
 	 * y = c * z; saves z. w is PyTorch's Conv1d weight [d, 1, K]. */

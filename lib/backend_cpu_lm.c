@@ -713,9 +713,19 @@ static void lm_attn_backward(struct sb_ctx *ctx, float *dq, float *dk, float *dv
 
 /* ---------------------------------------------------------------- attention: evaluation rows */
 
+/* Gemma 2's soft-capping of attention scores, as transformers computes it in float32: s / cap,
+ * tanh, times cap. Monotone, so a selection by score (top-k, the recipe) keeps its order
+ * except where tanh saturates to equal floats; the block mask's pooled-key scores are not
+ * capped (their order is all it uses) */
+static void soft_cap(float *s, int n, float cap)
+{
+	for (int i = 0; i < n; i++)
+		s[i] = tanhf(s[i] / cap) * cap;
+}
+
 static int lm_attn_rows(struct sb_ctx *ctx, float *out, const float *q, const float *k, const float *v, float *acc,
-			int Tcap, int t0, int n, int NH, int NKV, int hd, const struct sb_lm_mask *mask, int layer,
-			struct sb_lm_attn_obs *obs, struct sb_err *err)
+			int Tcap, int t0, int n, int NH, int NKV, int hd, float softcap, const struct sb_lm_mask *mask,
+			int layer, struct sb_lm_attn_obs *obs, struct sb_err *err)
 {
 	int T = t0 + n; /* keys 0..T-1 exist */
 	int g = NH / NKV, ldq = NH * hd, ldk = NKV * hd;
@@ -762,6 +772,8 @@ static int lm_attn_rows(struct sb_ctx *ctx, float *out, const float *q, const fl
 				/* full scoring of the causal keys (the recipe's selection needs it) */
 				for (int j = 0; j <= t; j++)
 					sc[j] = dotf(qt, k + (size_t)j * ldk + (size_t)kvh * hd, hd) * scale;
+				if (softcap > 0.0f)
+					soft_cap(sc, t + 1, softcap);
 				ns = sb_lm_mask_row(mask, layer, h, t, sc, NULL, NULL, idx, &ms);
 				for (int i = 0; i < ns; i++)
 					es[i] = sc[idx[i]];
@@ -773,6 +785,8 @@ static int lm_attn_rows(struct sb_ctx *ctx, float *out, const float *q, const fl
 				/* scores of the selected keys only */
 				for (int i = 0; i < ns; i++)
 					es[i] = dotf(qt, k + (size_t)idx[i] * ldk + (size_t)kvh * hd, hd) * scale;
+				if (softcap > 0.0f)
+					soft_cap(es, ns, softcap);
 			}
 			float mx = es[0];
 			for (int i = 1; i < ns; i++)

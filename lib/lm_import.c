@@ -578,20 +578,41 @@ void sb_lm_granite_name(const char *ours, char *out, size_t cap, int *half)
 	snprintf(out, cap, "%s", ours);
 }
 
-/* ---------------------------------------------------------------- Gemma 3 */
+/* ---------------------------------------------------------------- Gemma 2 and 3 */
 
-/* Gemma 3's text model (Gemma3ForCausalLM, model_type gemma3_text; read from transformers
- * 4.57.1's configuration_gemma3.py / modeling_gemma3.py): sliding-window layers (S) and global
- * ones (A) as layer_types says (or every sliding_window_pattern-th global, as the config class
- * derives it), q/k norms, sandwich norms, a GeGLU MLP, embeddings times sqrt(hidden_size),
- * scores times query_pre_attn_scalar^-1/2, the local layers' own unscaled RoPE base. Its
- * RMSNorms multiply by (1 + w): the import adds the 1 (sb_lm_import). */
-static int gemma3_config(const struct sb_json *o, const char *name, struct sb_lm_cfg *c, struct sb_lm_hf_info *info,
-			 struct sb_err *err)
+/* A soft-capping field of Gemma's config: absent, the config class's default (def; 0 = None);
+ * null, none; else a positive number */
+static int cfg_softcap(const struct sb_json *o, const char *name, const char *key, double def, float *out,
+		       struct sb_err *err)
 {
-	int layers = 0, heads = 0, tied = 1, flag = 0, every = 6;
+	const struct sb_json *v = sb_json_get(o, key);
+	double x = def;
+	if (v && v->type == SB_JSON_NULL)
+		x = 0;
+	else if (v && (v->type != SB_JSON_NUMBER || !(v->number > 0) || !isfinite(v->number) || v->number > 1e30))
+		return SB_ERR(err, SB_EDATA, "%s: '%s' must be null or a positive number", name, key);
+	else if (v)
+		x = v->number;
+	*out = (float)x;
+	return 0;
+}
+
+/* Gemma 2 (Gemma2ForCausalLM, model_type gemma2) and Gemma 3's text model (Gemma3ForCausalLM,
+ * model_type gemma3_text), read from transformers 4.57.1's configuration_gemma{2,3}.py and
+ * modeling_gemma{2,3}.py: sliding-window layers (S) and global ones (A) as layer_types says,
+ * else as the config class derives them (Gemma 2: every other layer global, the first
+ * sliding; Gemma 3: every sliding_window_pattern-th global); sandwich norms, a GeGLU MLP,
+ * embeddings times sqrt(hidden_size), scores times query_pre_attn_scalar^-1/2. Gemma 2 soft-caps
+ * the attention scores and the logits (tanh; 50 and 30 unless the config says otherwise) and
+ * has one RoPE for every layer; Gemma 3 has q/k norms, no soft-capping unless set, and the
+ * local layers' own unscaled RoPE base. The RMSNorms multiply by (1 + w): the import adds the
+ * 1 (sb_lm_import). `ver` is 2 or 3. */
+static int gemma_config(const struct sb_json *o, const char *name, int ver, struct sb_lm_cfg *c,
+			struct sb_lm_hf_info *info, struct sb_err *err)
+{
+	int layers = 0, heads = 0, tied = 1, flag = 0, every = 6, g3 = ver == 3;
 	double eps = 0, theta = 0, ltheta = 0, qpas = 0;
-	SB_TRY(cfg_int(o, name, "vocab_size", 2, 1 << 20, 262208, &c->vocab, err));
+	SB_TRY(cfg_int(o, name, "vocab_size", 2, 1 << 20, g3 ? 262208 : 256000, &c->vocab, err));
 	SB_TRY(cfg_int(o, name, "hidden_size", 2, 1 << 14, 2304, &c->d, err));
 	SB_TRY(cfg_int(o, name, "intermediate_size", 1, 1 << 17, 9216, &c->ffn, err));
 	SB_TRY(cfg_int(o, name, "num_hidden_layers", 1, SB_LM_MAX_LAYERS, 26, &layers, err));
@@ -599,30 +620,27 @@ static int gemma3_config(const struct sb_json *o, const char *name, struct sb_lm
 	SB_TRY(cfg_int(o, name, "num_key_value_heads", 1, 1024, 4, &c->kv_heads, err));
 	SB_TRY(cfg_int(o, name, "head_dim", 1, 1024, 256, &c->head_dim, err));
 	SB_TRY(cfg_num(o, name, "rms_norm_eps", 1e-6, &eps, err));
-	SB_TRY(cfg_num(o, name, "rope_theta", 1e6, &theta, err));
-	SB_TRY(cfg_num(o, name, "rope_local_base_freq", 1e4, &ltheta, err));
+	SB_TRY(cfg_num(o, name, "rope_theta", g3 ? 1e6 : 1e4, &theta, err));
+	if (g3)
+		SB_TRY(cfg_num(o, name, "rope_local_base_freq", 1e4, &ltheta, err));
 	SB_TRY(cfg_num(o, name, "query_pre_attn_scalar", 256, &qpas, err));
 	SB_TRY(cfg_int(o, name, "sliding_window", 1, 1 << 30, 4096, &c->window, err));
-	SB_TRY(cfg_int(o, name, "max_position_embeddings", 1, 1 << 24, 131072, &info->max_pos, err));
+	SB_TRY(cfg_int(o, name, "max_position_embeddings", 1, 1 << 24, g3 ? 131072 : 8192, &info->max_pos, err));
 	SB_TRY(cfg_bool(o, name, "tie_word_embeddings", 1, &tied, err));
 	const char *act = sb_json_str(sb_json_get(o, "hidden_activation"), "gelu_pytorch_tanh");
 	if (strcmp(act, "gelu_pytorch_tanh"))
-		return SB_ERR(err, SB_EDATA, "%s: hidden_activation '%s' (only gelu_pytorch_tanh, Gemma 3's)", name, act);
+		return SB_ERR(err, SB_EDATA, "%s: hidden_activation '%s' (only gelu_pytorch_tanh, Gemma's)", name, act);
 	static const char *const off[] = {"attention_bias", "use_bidirectional_attention"};
 	for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
 		SB_TRY(cfg_bool(o, name, off[i], 0, &flag, err));
 		if (flag)
 			return SB_ERR(err, SB_EDATA, "%s: %s is true (not read here)", name, off[i]);
 	}
-	static const char *const caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
-	for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
-		const struct sb_json *v = sb_json_get(o, caps[i]);
-		if (v && v->type != SB_JSON_NULL)
-			return SB_ERR(err, SB_EDATA, "%s: %s is set (soft-capping, Gemma 2's, is not implemented)", name,
-				      caps[i]);
-	}
-	/* the global layers' RoPE scaling (Gemma 3 4B and up: linear, factor 8); the local
-	 * layers' is always none */
+	SB_TRY(cfg_softcap(o, name, "attn_logit_softcapping", g3 ? 0 : 50, &c->attn_softcap, err));
+	SB_TRY(cfg_softcap(o, name, "final_logit_softcapping", g3 ? 0 : 30, &c->final_softcap, err));
+	/* RoPE scaling: Gemma 3's global layers' (4B and up: linear, factor 8), its local layers'
+	 * always none; Gemma 2's (none in its releases) every layer's, as its one rotary
+	 * embedding has it */
 	const struct sb_json *rs = sb_json_get(o, "rope_scaling");
 	if (rs && rs->type != SB_JSON_NULL && rs->type != SB_JSON_OBJECT)
 		return SB_ERR(err, SB_EDATA, "%s: rope_scaling must be null or an object", name);
@@ -632,9 +650,10 @@ static int gemma3_config(const struct sb_json *o, const char *name, struct sb_lm
 		rope_copy(c, &r);
 	}
 	if (sb_json_get(o, "rope_parameters"))
-		return SB_ERR(err, SB_EDATA, "%s: rope_parameters (transformers 5's spelling) is not read for gemma3_text: "
-					     "give rope_theta, rope_local_base_freq and rope_scaling", name);
-	/* layer kinds: layer_types, else every sliding_window_pattern-th layer global */
+		return SB_ERR(err, SB_EDATA, "%s: rope_parameters (transformers 5's spelling) is not read for %s: "
+					     "give rope_theta%s and rope_scaling", name, g3 ? "gemma3_text" : "gemma2",
+			      g3 ? ", rope_local_base_freq" : "");
+	/* layer kinds: layer_types, else the config class's rule */
 	const struct sb_json *lt = sb_json_get(o, "layer_types");
 	if (lt && lt->type != SB_JSON_NULL) {
 		if (lt->type != SB_JSON_ARRAY || (int)lt->n != layers)
@@ -650,9 +669,12 @@ static int gemma3_config(const struct sb_json *o, const char *name, struct sb_lm
 					      "%s: layer_types[%d] is '%s' (sliding_attention or full_attention)", name, l, k);
 		}
 	} else {
-		const char *key = sb_json_get(o, "sliding_window_pattern") ? "sliding_window_pattern"
-									   : "_sliding_window_pattern";
-		SB_TRY(cfg_int(o, name, key, 1, 1 << 20, 6, &every, err));
+		if (g3) {
+			const char *key = sb_json_get(o, "sliding_window_pattern") ? "sliding_window_pattern"
+										   : "_sliding_window_pattern";
+			SB_TRY(cfg_int(o, name, key, 1, 1 << 20, 6, &every, err));
+		} else
+			every = 2; /* Gemma2Config: sliding if (i + 1) % 2 */
 		for (int l = 0; l < layers; l++)
 			c->pattern[l] = (l + 1) % every ? 'S' : 'A';
 	}
@@ -661,7 +683,7 @@ static int gemma3_config(const struct sb_json *o, const char *name, struct sb_lm
 		return SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
 	c->norm_eps = (float)eps;
 	c->rope_theta = (float)theta;
-	c->rope_local_theta = (float)ltheta;
+	c->rope_local_theta = (float)ltheta; /* Gemma 2: 0, the A layers' frequencies */
 	if ((double)c->rope_theta != theta || (double)c->rope_local_theta != ltheta)
 		return SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g or rope_local_base_freq %.17g is not exactly a float",
 			      name, theta, ltheta);
@@ -669,21 +691,21 @@ static int gemma3_config(const struct sb_json *o, const char *name, struct sb_lm
 	c->swiglu = 2;
 	c->sandwich = 1;
 	c->rmsnorm = 1;
-	c->qk_norm = 1;
+	c->qk_norm = g3;
 	c->pos = SB_LM_POS_ROPE;
 	c->tied = tied;
 	c->max_T = info->max_pos;
-	/* Gemma3TextScaledWordEmbedding's sqrt(hidden_size) (a float32 tensor) and the attention's
+	/* the scaled embedding's sqrt(hidden_size) (float32 in a float32 run) and the attention's
 	 * query_pre_attn_scalar ** -0.5 */
 	c->emb_mult = (float)sqrt((double)c->d);
 	c->attn_scale = (float)(1.0 / sqrt(qpas));
 	return check_cfg(c, name, err);
 }
 
-/* Gemma 3's name of the toolkit's tensor: the sandwich norms are post_attention_layernorm
+/* Gemma's (2 and 3) name of the toolkit's tensor: the sandwich norms are post_attention_layernorm
  * (ours: post_mixer_layernorm) and pre_feedforward_layernorm (ours: post_attention_layernorm,
  * the MLP's input norm as in Llama); the other names agree */
-void sb_lm_gemma3_name(const char *ours, char *out, size_t cap)
+void sb_lm_gemma_name(const char *ours, char *out, size_t cap)
 {
 	int l, at = 0;
 	if (sscanf(ours, "model.layers.%d.%n", &l, &at) == 1 && at > 0) {
@@ -722,11 +744,11 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	info->lfm2 = !strcmp(mt, "lfm2");
 	info->granite = !strcmp(mt, "granitemoehybrid");
 	info->gemma3_mm = !strcmp(mt, "gemma3");
-	info->gemma3 = !strcmp(mt, "gemma3_text") || info->gemma3_mm;
-	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma3) {
+	info->gemma = !strcmp(mt, "gemma2") ? 2 : !strcmp(mt, "gemma3_text") || info->gemma3_mm ? 3 : 0;
+	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma) {
 		rc = SB_ERR(err, SB_EDATA,
 			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, granite, qwen2, qwen3, "
-			    "lfm2, granitemoehybrid, gemma3_text, gemma3)",
+			    "lfm2, granitemoehybrid, gemma2, gemma3_text, gemma3)",
 			    name, mt);
 		goto out;
 	}
@@ -741,7 +763,7 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 				rc = SB_ERR(err, SB_EDATA, "%s: architecture '%s' is not a causal LM", name, a);
 		}
 	sb_lm_cfg_default(c);
-	if (info->gemma3) { /* its activation is hidden_activation (transformers reads no hidden_act) */
+	if (info->gemma) { /* its activation is hidden_activation (transformers reads no hidden_act) */
 		const struct sb_json *tc = o;
 		if (!rc && info->gemma3_mm) {
 			/* Gemma3ForConditionalGeneration (4B and up): the language model of text_config,
@@ -760,7 +782,7 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 					    name);
 		}
 		if (!rc)
-			rc = gemma3_config(tc, name, c, info, err);
+			rc = gemma_config(tc, name, info->gemma, c, info, err);
 		goto out;
 	}
 	const char *act = sb_json_str(sb_json_get(o, "hidden_act"), "silu");
@@ -1294,8 +1316,8 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			sb_lm_lfm2_name(params[i].name, src[i], sizeof src[i]);
 		else if (info.granite)
 			sb_lm_granite_name(params[i].name, src[i], sizeof src[i], &half);
-		else if (info.gemma3)
-			sb_lm_gemma3_name(params[i].name, src[i], sizeof src[i]);
+		else if (info.gemma)
+			sb_lm_gemma_name(params[i].name, src[i], sizeof src[i]);
 		else
 			snprintf(src[i], sizeof src[i], "%s", params[i].name);
 		if (info.gemma3_mm) /* the language model's tensors: language_model.NAME as the released
@@ -1348,7 +1370,7 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			rc = SB_ERR(err, SB_EDATA, "%s: checkpoint tensor '%s' has another shape: %s in the file, %s from config.json%s%s%s",
 				    hf_dir, src[i], a, b, ffn ? " (feed-forward width: " : "", ffn ? info.ffn_rule : "",
 				    ffn ? ")" : "");
-		} else if (info.gemma3 && is_norm(params[i].name))
+		} else if (info.gemma && is_norm(params[i].name))
 			rc = add_plus_one(&out, params[i].name, t, err);
 		else
 			rc = sb_tensors_add(&out, params[i].name, t->dtype, t->ndim, t->shape, t->data, 1, err);

@@ -40,9 +40,18 @@
  * sliding_window_pattern-th layer global) as S (sliding_window keys, rope_local_base_freq
  * unscaled) and A layers (rope_theta, rope_scaling); q/k norms, sandwich norms, GeGLU
  * (gelu_pytorch_tanh), embeddings times sqrt(hidden), scores times query_pre_attn_scalar^-1/2;
- * its (1 + w) norms written into the run as that multiplier (float32). Refused, naming the
- * field: soft-capping, attention_bias, use_bidirectional_attention, another activation or
- * layer kind, rope_parameters. Evaluation only (the training path refuses S, sandwich, GeGLU).
+ * its (1 + w) norms written into the run as that multiplier (float32); soft-capping where the
+ * config sets it (Gemma3TextConfig's default: none).
+ *
+ * gemma2 (Gemma2ForCausalLM): Gemma 3's layout without q/k norms, with one RoPE (rope_theta,
+ * rope_scaling) for both kinds of layer, every other layer global (the first sliding) unless
+ * layer_types says otherwise, and tanh soft-capping of the attention scores and the logits
+ * (attn_logit_softcapping 50, final_logit_softcapping 30 when the config leaves them out;
+ * null: none).
+ *
+ * Refused for both, naming the field: attention_bias, use_bidirectional_attention, another
+ * activation or layer kind, rope_parameters. Evaluation only (the training path refuses S,
+ * sandwich, GeGLU, soft-capping).
  *
  * granitemoehybrid (GraniteMoeHybridForCausalLM: IBM's Granite 4.0 hybrids, "h" models): layer_types ("mamba" | "attention"; null: every layer mamba) as M (Mamba2) and
  * A layers; every layer has the shared SwiGLU MLP (shared_intermediate_size). hidden_size,
@@ -90,7 +99,7 @@ struct sb_lm_hf_info {
 	char model_type[32];
 	int lfm2;            /* LFM2's tensor names (mapped onto the toolkit's when imported) */
 	int granite;         /* Granite 4.0 hybrid's tensor names (shared_mlp.*, mapped when imported) */
-	int gemma3;          /* Gemma 3's text model: sandwich norms' names mapped, (1 + w) norms */
+	int gemma;           /* 2: Gemma 2; 3: Gemma 3's text model (sandwich norms' names mapped, (1 + w) norms) */
 	int gemma3_mm;       /* ... inside Gemma3ForConditionalGeneration (language_model.*, vision skipped) */
 	int max_pos;         /* max_position_embeddings */
 	int sliding_window;  /* Mistral's (0 = none) */
@@ -112,7 +121,7 @@ void sb_lm_lfm2_name(const char *ours, char *out, size_t cap);
 /* Gemma 3's name of the toolkit's tensor `ours`: post_attention_layernorm for
  * post_mixer_layernorm, pre_feedforward_layernorm for post_attention_layernorm; the other
  * names agree. */
-void sb_lm_gemma3_name(const char *ours, char *out, size_t cap);
+void sb_lm_gemma_name(const char *ours, char *out, size_t cap);
 
 /* Granite's (granitemoehybrid's) name of the toolkit's tensor `ours`; *half: 0 the whole
  * tensor, 1 or 2 the first or second half of its rows (mlp.gate_proj / mlp.up_proj are the

@@ -81,6 +81,9 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 		   !isfinite(c->rope_local_theta)))
 		return SB_ERR(err, SB_EUSAGE, "model: S layers need a window >= 1 (got %d) and rope_local_theta 0 or > 1",
 			      c->window);
+	if (!(c->attn_softcap >= 0) || !(c->final_softcap >= 0) || !isfinite(c->attn_softcap) ||
+	    !isfinite(c->final_softcap))
+		return SB_ERR(err, SB_EUSAGE, "model: attn_softcap and final_softcap must be >= 0 (0: none)");
 	if (c->swiglu < 0 || c->swiglu > 2 || c->sandwich < 0 || c->sandwich > 1)
 		return SB_ERR(err, SB_EUSAGE, "model: mlp is gelu, swiglu or geglu; sandwich 0 or 1");
 	if (c->sandwich && !c->rmsnorm)
@@ -168,6 +171,8 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	INT_FIELD(sandwich)
 	INT_FIELD(window)
 	FLT_FIELD(rope_local_theta)
+	FLT_FIELD(attn_softcap)
+	FLT_FIELD(final_softcap)
 	INT_FIELD(tied)
 	INT_FIELD(rope_orig_max)
 	FLT_FIELD(rope_factor)
@@ -310,6 +315,10 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 		sb_jw_kint(w, "window", c->window);
 		sb_jw_kf32(w, "rope_local_theta", c->rope_local_theta);
 	}
+	if (c->attn_softcap != 0.0f)
+		sb_jw_kf32(w, "attn_softcap", c->attn_softcap);
+	if (c->final_softcap != 0.0f)
+		sb_jw_kf32(w, "final_softcap", c->final_softcap);
 	if (c->rope_scaling) {
 		sb_jw_kstr(w, "rope_scaling", rope_scaling_name[c->rope_scaling]);
 		sb_jw_kf32(w, "rope_factor", c->rope_factor);
@@ -1393,9 +1402,11 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	if (strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts)
 		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) layers and mixtures of experts are evaluation-only "
 					      "(pretrained layouts); the training path does not have them");
-	if (strchr(m->cfg.pattern, 'S') || m->cfg.sandwich || m->cfg.swiglu == 2)
-		return SB_ERR(err, SB_EUSAGE, "training: S (sliding-window) layers, sandwich norms and the GeGLU MLP are "
-					      "evaluation-only (pretrained layouts); the training path does not have them");
+	if (strchr(m->cfg.pattern, 'S') || m->cfg.sandwich || m->cfg.swiglu == 2 || m->cfg.attn_softcap != 0.0f ||
+	    m->cfg.final_softcap != 0.0f)
+		return SB_ERR(err, SB_EUSAGE, "training: S (sliding-window) layers, sandwich norms, the GeGLU MLP and "
+					      "soft-capping are evaluation-only (pretrained layouts); the training path does "
+					      "not have them");
 	struct sb_lm_trainer *tr = calloc(1, sizeof *tr);
 	if (!tr)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -2097,10 +2108,10 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 				op->copy(ctx, c->qcap + (size_t)t0 * qd, c->q, (size_t)n * qd * sizeof(float));
 			if (loc)
 				SB_TRY(lo->attn_rows(ctx, c->att, c->q, c->K[l], c->V[l], NULL, c->Tcap, t0, n, NH, NKV, hd,
-						     &swin, l, NULL, err));
+						     cf->attn_softcap, &swin, l, NULL, err));
 			else
 				SB_TRY(lo->attn_rows(ctx, c->att, c->q, c->K[l], c->V[l], c->acc[l], c->Tcap, t0, n, NH, NKV,
-						     hd, mask ? &mk : NULL, l, obs ? &obs[l] : NULL, err));
+						     hd, cf->attn_softcap, mask ? &mk : NULL, l, obs ? &obs[l] : NULL, err));
 			mm_rows(m, ctx, c->y, c->att, yt->o_w, y->o_b, n, qd, d);
 		} else if (y->kind == 'L') {
 			mm_rows(m, ctx, c->q, c->nrm, yt->q_w, y->q_b, n, d, d);
@@ -2166,5 +2177,8 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 	if (cf->logit_div != 1.0f) /* Granite's logits_scaling */
 		for (size_t i = 0; i < (size_t)nr * cf->vocab; i++)
 			c->logits[i] /= cf->logit_div;
+	if (cf->final_softcap != 0.0f) /* Gemma 2's: as transformers computes it, z / cap, tanh, times cap */
+		for (size_t i = 0; i < (size_t)nr * cf->vocab; i++)
+			c->logits[i] = tanhf(c->logits[i] / cf->final_softcap) * cf->final_softcap;
 	return op->download(m->be, logits, c->logits, (size_t)nr * cf->vocab * sizeof(float), err);
 }

@@ -97,6 +97,10 @@ struct sb_lm_cfg {
 	int sandwich;   /* 1: norms on the mixer's and MLP's outputs too (evaluation only) */
 	int window;     /* S layers: keys per query row (the query included) */
 	float rope_local_theta; /* S layers' RoPE base, unscaled; 0 = the A layers' frequencies */
+	/* Gemma 2's soft-capping (evaluation only; 0 = none): every attention score s of the A
+	 * and S layers becomes attn_softcap tanh(s / attn_softcap) before the mask and softmax,
+	 * every output logit z final_softcap tanh(z / final_softcap) */
+	float attn_softcap, final_softcap;
 	int rmsnorm;    /* 0 LayerNorm, 1 RMSNorm */
 	float norm_eps; /* 1e-5 */
 	int bias;

@@ -244,7 +244,7 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 	const struct sb_json *source = sb_json_get(setup, "source");
 	if (source) {
 		/* which layers the masks act on: every layer of the Llama/Qwen layouts; a hybrid's
-		 * (LFM2's, Granite 4.0's, Gemma 3's) full-attention layers, its convolutions / Mamba2
+		 * (LFM2's, Granite 4.0's, Gemma 2's and 3's) full-attention layers, its convolutions / Mamba2
 		 * mixers / sliding-window attention unchanged */
 		const char *pat = str(model, "pattern");
 		struct buf la = {0}, lc = {0};
@@ -278,6 +278,16 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 			num(model, "head_dim"), num(model, "kv_heads"), num(model, "ffn"), num(setup, "parameter_count"),
 			num(model, "vocab"), tokens ? "text encoded by its tokenizer `" : "text read as bytes (no tokenizer.json)",
 			tokens ? str(setup, "tokenizer") : "", tokens ? "`" : "", num(setup, "T"), unit);
+		/* Gemma 2's soft-capping: the masks select among capped scores */
+		double acap = num(model, "attn_softcap"), fcap = num(model, "final_softcap");
+		if (acap > 0 || fcap > 0) {
+			bprintf(&md, "Soft-capping (cap tanh(x / cap)) of ");
+			if (acap > 0)
+				bprintf(&md, "the attention scores at %g%s", acap, fcap > 0 ? " and " : "");
+			if (fcap > 0)
+				bprintf(&md, "the logits at %g", fcap);
+			bprintf(&md, "%s. ", acap > 0 ? "; the masks select among the capped scores" : "");
+		}
 		if (nC)
 			bprintf(&md,
 				"The masks act on the %d attention layers (%s) only; the %d %s layers (%s) run "

@@ -173,6 +173,32 @@ printf '{"family":"sas","seed":0,"backbone":"%s"}\n' "$rg3" >"$T/g3sas.ndjson"
 sb-train -q -o "$T/g3sas" "$T/g3sas.ndjson" >/dev/null 2>"$T/e"; rc=$?
 [ $rc -eq 2 ] && grep -q 'evaluation-only' "$T/e" && [ -z "$(ls -A "$T/g3sas" 2>/dev/null)" ]
 t_result $? "a scaled SAS cell on Gemma 3 is refused: exit $rc, its layers evaluation-only, nothing left ($(head -c 200 "$T/e"))"
+# Gemma 2 (S A S A as its config class derives it; soft-capping of scores at 2 and logits at 3):
+# imported and evaluated, masks on the global layers 1 and 3 only, the capping in the cell, the
+# records and the report; a scaled SAS cell on it refused
+G2="$TOP/tests/fixtures/hf/gemma2"
+sb-lm import -q -o "$T/rung2" --corpus "shakespeare=$TXT" --T 256 "$G2" >"$T/og2" 2>"$T/e" &&
+	rg2=$(jq -r .run_dir "$T/og2") &&
+	sb-eval -q --set probes=2 --set windows=2 --set tasks=niah_single_1,vt --set bench_reps=1 \
+		--set 'masks=dense;recipe:s=4,w=16,k=8;struct_random' "$rg2" >/dev/null 2>>"$T/e" &&
+	jq -e '.source.model_type == "gemma2" and .model.attn_softcap == 2 and .model.final_softcap == 3
+		and (.model | has("qk_norm") | not) and (.model | has("rope_local_theta")) and .model.rope_local_theta == 0' \
+		"$rg2/cell.json" >/dev/null &&
+	jq -e -s 'map(select(.kind == "lm.eval.setup"))[0] | .masked_layers == [1, 3] and .model.pattern == "SASA"
+		and .model.attn_softcap == 2' "$rg2/eval.ndjson" >/dev/null &&
+	jq -e -s '[.[] | select(.kind == "lm.budget")] | length == 6 and all([.layers[].layer] == [1, 3])' \
+		"$rg2/eval.ndjson" >/dev/null &&
+	jq -e -s '[.[] | select(.kind == "lm.fidelity.window" and .method == "dense")] | all(.kl == 0)' \
+		"$rg2/eval.ndjson" >/dev/null &&
+	[ "$(jq -s '[.[] | select(.kind == "probe.result")] | length' "$rg2/eval.ndjson")" -eq 12 ] &&
+	sb-lm report -o "$T/g2rep" "$rg2/eval.ndjson" >/dev/null 2>>"$T/e" &&
+	grep -q 'Soft-capping (cap tanh(x / cap)) of the attention scores at 2 and the logits at 3; the masks select among the capped scores' \
+		"$T/g2rep/lm-report.md"
+t_result $? "Gemma 2: imported, evaluated; soft-capping 2 / 3 in cell.json, the records and the report; masks on layers 1 and 3 only; 12 probes ($(head -c 300 "$T/e"))"
+printf '{"family":"sas","seed":0,"backbone":"%s"}\n' "$rg2" >"$T/g2sas.ndjson"
+sb-train -q -o "$T/g2sas" "$T/g2sas.ndjson" >/dev/null 2>"$T/e"; rc=$?
+[ $rc -eq 2 ] && grep -q 'soft-capping are evaluation-only' "$T/e" && [ -z "$(ls -A "$T/g2sas" 2>/dev/null)" ]
+t_result $? "a scaled SAS cell on Gemma 2 is refused: exit $rc, soft-capping evaluation-only, nothing left ($(head -c 200 "$T/e"))"
 mkdir -p "$T/badtok" && cp "$HF"/* "$T/badtok/" && printf '{"model": {"type": "WordPiece"}}' >"$T/badtok/tokenizer.json"
 noimp "a tokenizer the evaluation cannot read" 3 "$T/badtok/tokenizer.json: model.type: only \"BPE\"" --corpus "x=$TXT" --T 256 "$T/badtok"
 sb-lm import --help | grep -q 'Usage: sb-lm import'

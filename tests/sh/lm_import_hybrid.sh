@@ -110,7 +110,8 @@ hybrid gemma3 "a Gemma 3" gemma3_text SSASA sliding-window \
 	'model.layers.2.post_mixer_layernorm.weight' 'pre_feedforward_layernorm'
 grep -q 'S = sliding-window attention (8 keys)' "$T/gemma3/rep/lm-report.md"
 t_result $? "gemma3: the report's legend names the sliding-window layers and their window"
-refused gemma3 '.final_logit_softcapping = 30.0' "Gemma 2's soft-capping" "final_logit_softcapping is set"
+refused gemma3 '.use_bidirectional_attention = true' "EmbeddingGemma's bidirectional attention" \
+	"use_bidirectional_attention is true"
 refused granite_h '.num_local_experts = 4 | .num_experts_per_tok = 2' "experts in the config, none in the checkpoint" \
 	"lacks tensor 'model.layers.0.block_sparse_moe.router.layer.weight'"
 t_done

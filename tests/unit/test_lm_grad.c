@@ -292,7 +292,7 @@ static void layer_checks(struct sb_backend *be)
 		/* evaluation rows, dense, equal the reference */
 		float *orow = malloc(nq * sizeof *orow);
 		struct sb_err err = {0};
-		lo->attn_rows(ctx, orow, fin, fin + nq, fin + nq + nk, NULL, c.T, 0, c.T, c.NH, c.NKV, c.hd, NULL, 0, NULL,
+		lo->attn_rows(ctx, orow, fin, fin + nq, fin + nq + nk, NULL, c.T, 0, c.T, c.NH, c.NKV, c.hd, 0.0f, NULL, 0, NULL,
 			      &err);
 		snprintf(nm, sizeof nm, "attention rows (kv heads %d, dense) vs reference", NKV);
 		check_grad(nm, orow, ref, nq, 1e-6, 1e-5);

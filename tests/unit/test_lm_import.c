@@ -225,7 +225,7 @@ static void check_model(struct sb_backend *be, const char *name)
 		     !strcmp(name, "mistral") || !strcmp(name, "lfm2") || !strcmp(name, "granite_h") ||
 		     !strcmp(name, "granite_moe") || !strcmp(name, "llama_linear") || !strcmp(name, "llama_yarn") ||
 		     !strcmp(name, "qwen3_yarn") || !strcmp(name, "granite3") || !strcmp(name, "gemma3") ||
-		     !strcmp(name, "gemma3_mm");
+		     !strcmp(name, "gemma3_mm") || !strcmp(name, "gemma2");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -672,7 +672,7 @@ static void check_gemma3(struct sb_backend *be)
 			rc = sb_lm_hf_config(buf, n, path, &c, &info, &err);
 			free(buf);
 		}
-		SB_CHECK(!rc && info.gemma3 && !strcmp(c.pattern, want[i].pattern) && c.window == 8 && c.ffn == 48 &&
+		SB_CHECK(!rc && info.gemma == 3 && !strcmp(c.pattern, want[i].pattern) && c.window == 8 && c.ffn == 48 &&
 				 c.heads == 4 && c.kv_heads == 2 && c.head_dim == 16 && c.qk_norm == 1 && c.sandwich == 1 &&
 				 c.swiglu == 2 && c.rmsnorm && c.tied == want[i].tied && c.rope_theta == 1e6f &&
 				 c.rope_local_theta == 1e4f && c.rope_scaling == want[i].scaling &&
@@ -736,12 +736,22 @@ static void check_gemma3(struct sb_backend *be)
 		return;
 	}
 	refuse(be, "gemma3", "gemma3: unchanged copy imports", base, NULL, 0, "");
-	refuse(be, "gemma3", "gemma3: final_logit_softcapping set (Gemma 2's soft-capping)",
-	       cfg_with(base, "\"final_logit_softcapping\": null", "\"final_logit_softcapping\": 30.0"), NULL, SB_EDATA,
-	       "final_logit_softcapping is set");
-	refuse(be, "gemma3", "gemma3: attn_logit_softcapping set",
-	       cfg_with(base, "\"attn_logit_softcapping\": null", "\"attn_logit_softcapping\": 50.0"), NULL, SB_EDATA,
-	       "attn_logit_softcapping is set");
+	/* soft-capping where a Gemma 3 config sets it (Gemma3TextConfig's default: none) */
+	{
+		struct sb_lm_cfg c;
+		struct sb_lm_hf_info info;
+		const char *j = cfg_with(base, "\"final_logit_softcapping\": null", "\"final_logit_softcapping\": 30.0");
+		int rc = sb_lm_hf_config(j, strlen(j), "gemma3/config.json", &c, &info, &err);
+		float f = c.final_softcap, a = c.attn_softcap;
+		j = cfg_with(base, "\"attn_logit_softcapping\": null", "\"attn_logit_softcapping\": 50.0");
+		int rc2 = sb_lm_hf_config(j, strlen(j), "gemma3/config.json", &c, &info, &err);
+		SB_CHECK(!rc && !rc2 && f == 30.0f && a == 0.0f && c.attn_softcap == 50.0f && c.final_softcap == 0.0f,
+			 "gemma3: final_logit_softcapping 30 read as final_softcap %g (attn %g); attn_logit_softcapping 50 "
+			 "as attn_softcap %g (final %g); null: none (%s)",
+			 (double)f, (double)a, (double)c.attn_softcap, (double)c.final_softcap, rc || rc2 ? err.msg : "read");
+	}
+	refuse(be, "gemma3", "gemma3: final_logit_softcapping set imports",
+	       cfg_with(base, "\"final_logit_softcapping\": null", "\"final_logit_softcapping\": 30.0"), NULL, 0, "");
 	refuse(be, "gemma3", "gemma3: hidden_activation other than gelu_pytorch_tanh",
 	       cfg_with(base, "\"gelu_pytorch_tanh\"", "\"silu\""), NULL, SB_EDATA, "hidden_activation 'silu'");
 	refuse(be, "gemma3", "gemma3: use_bidirectional_attention (EmbeddingGemma's)",
@@ -773,7 +783,7 @@ static void check_gemma3(struct sb_backend *be)
 			return;
 		}
 		rc = sb_lm_hf_config(base, n, path, &c, &info, &err);
-		SB_CHECK(!rc && info.gemma3 && info.gemma3_mm && !strcmp(c.pattern, "SASA") && c.head_dim == 256 &&
+		SB_CHECK(!rc && info.gemma == 3 && info.gemma3_mm && !strcmp(c.pattern, "SASA") && c.head_dim == 256 &&
 				 c.heads == 2 && c.kv_heads == 1 && c.attn_scale == 1.0f / 16 && c.rope_theta == 1e6f &&
 				 c.rope_local_theta == 1e4f && c.norm_eps == 1e-6f && c.tied && c.vocab == 128 &&
 				 !strcmp(info.model_type, "gemma3"),
@@ -990,6 +1000,97 @@ static void check_lfm2_configs(void)
 		 "block_ffn_dim_multiplier 1.5: ffn %d (%s)", rc ? -1 : c.ffn, rc ? err.msg : info.ffn_rule);
 }
 
+/* Gemma 2: the configuration as read (soft-capping's defaults, the derived layer kinds, one
+ * RoPE), and what is refused */
+static void check_gemma2(struct sb_backend *be)
+{
+	static const struct {
+		const char *name, *pattern;
+		int tied, scaling;
+		float acap, fcap, eps;
+	} want[] = {{"gemma2", "SASA", 1, 0, 2.0f, 3.0f, 1e-6f}, {"gemma2_nocap", "ASSAS", 0, 2, 0.0f, 0.0f, 1e-5f}};
+	char path[4700], *base = NULL;
+	size_t n;
+	struct sb_err err = {0};
+	struct sb_lm_cfg c;
+	struct sb_lm_hf_info info;
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		char *buf;
+		snprintf(path, sizeof path, "%s/tests/fixtures/hf/%s/config.json", top, want[i].name);
+		int rc = sb_read_file(path, &buf, &n, 0, &err);
+		if (!rc) {
+			rc = sb_lm_hf_config(buf, n, path, &c, &info, &err);
+			free(buf);
+		}
+		SB_CHECK(!rc && info.gemma == 2 && !info.gemma3_mm && !strcmp(c.pattern, want[i].pattern) &&
+				 c.window == 8 && c.ffn == 48 && c.heads == 4 && c.kv_heads == 2 && c.head_dim == 16 &&
+				 c.qk_norm == 0 && c.sandwich == 1 && c.swiglu == 2 && c.rmsnorm && c.tied == want[i].tied &&
+				 c.rope_theta == 1e4f && c.rope_local_theta == 0.0f && c.rope_scaling == want[i].scaling &&
+				 c.attn_softcap == want[i].acap && c.final_softcap == want[i].fcap &&
+				 c.emb_mult == (float)sqrt(32.0) && c.attn_scale == (float)(1.0 / sqrt(24.0)) &&
+				 c.norm_eps == want[i].eps && c.max_T == 256,
+			 "%s: config read as pattern %s (want %s), qk_norm %d, local theta %g (0: the global RoPE), scaling "
+			 "%d, soft-capping %g / %g (want %g / %g) (%s)",
+			 want[i].name, rc ? "?" : c.pattern, want[i].pattern, c.qk_norm, (double)c.rope_local_theta,
+			 c.rope_scaling, (double)c.attn_softcap, (double)c.final_softcap, (double)want[i].acap,
+			 (double)want[i].fcap, rc ? err.msg : "read");
+	}
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/gemma2/config.json", top);
+	if (sb_read_file(path, &base, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		return;
+	}
+	/* Gemma2Config's defaults where the config is silent: soft-capping 50 and 30, every
+	 * other layer global from the second, head_dim 256 */
+	{
+		static char j[8192];
+		snprintf(j, sizeof j, "%s", cfg_with(base, "\"attn_logit_softcapping\": 2.0,", ""));
+		snprintf(j, sizeof j, "%s", cfg_with(j, "\"final_logit_softcapping\": 3.0,", ""));
+		snprintf(j, sizeof j, "%s", cfg_with(j, "\"num_hidden_layers\": 4,", "\"num_hidden_layers\": 5,"));
+		snprintf(j, sizeof j, "%s", cfg_with(j, "\"head_dim\": 16,", ""));
+		int rc = sb_lm_hf_config(j, strlen(j), "gemma2/config.json", &c, &info, &err);
+		SB_CHECK(!rc && c.attn_softcap == 50.0f && c.final_softcap == 30.0f && !strcmp(c.pattern, "SASAS") &&
+				 c.head_dim == 256,
+			 "gemma2: Gemma2Config's defaults where the config is silent: soft-capping %g / %g (want 50 / 30), "
+			 "pattern %s (want SASAS), head_dim %d (%s)",
+			 (double)c.attn_softcap, (double)c.final_softcap, rc ? "?" : c.pattern, c.head_dim,
+			 rc ? err.msg : "read");
+	}
+	refuse(be, "gemma2", "gemma2: unchanged copy imports", base, NULL, 0, "");
+	refuse(be, "gemma2", "gemma2: attn_logit_softcapping 0",
+	       cfg_with(base, "\"attn_logit_softcapping\": 2.0", "\"attn_logit_softcapping\": 0"), NULL, SB_EDATA,
+	       "'attn_logit_softcapping' must be null or a positive number");
+	refuse(be, "gemma2", "gemma2: final_logit_softcapping negative",
+	       cfg_with(base, "\"final_logit_softcapping\": 3.0", "\"final_logit_softcapping\": -30"), NULL, SB_EDATA,
+	       "'final_logit_softcapping' must be null or a positive number");
+	refuse(be, "gemma2", "gemma2: final_logit_softcapping a string",
+	       cfg_with(base, "\"final_logit_softcapping\": 3.0", "\"final_logit_softcapping\": \"30\""), NULL,
+	       SB_EDATA, "'final_logit_softcapping' must be null or a positive number");
+	refuse(be, "gemma2", "gemma2: a tensor the layout does not know", base, "extra-tensor", SB_EDATA,
+	       "is not part of the gemma2 layout");
+	refuse(be, "gemma2", "gemma2: rope_parameters (transformers 5's spelling) refused by name",
+	       cfg_with(base, "\"rope_theta\"", "\"rope_parameters\": {\"rope_type\": \"default\"}, \"rope_theta\""),
+	       NULL, SB_EDATA, "rope_parameters (transformers 5's spelling) is not read for gemma2");
+	refuse(be, "gemma2", "gemma2: a layer kind it does not have",
+	       cfg_with(base, "\"model_type\": \"gemma2\"",
+			"\"model_type\": \"gemma2\", \"layer_types\": [\"sliding_attention\", \"full_attention\", "
+			"\"sliding_attention\", \"linear_attention\"]"),
+	       NULL, SB_EDATA, "layer_types[3] is 'linear_attention'");
+	refuse(be, "gemma2", "gemma2: hidden_activation other than gelu_pytorch_tanh",
+	       cfg_with(base, "\"gelu_pytorch_tanh\"", "\"gelu\""), NULL, SB_EDATA, "hidden_activation 'gelu'");
+	free(base);
+	/* Gemma 3's weights under a gemma2 config: its q/k norms are not Gemma 2's */
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/gemma3/config.json", top);
+	if (sb_read_file(path, &base, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		return;
+	}
+	refuse(be, "gemma3", "gemma2: a checkpoint with q/k norms (Gemma 3's) is refused",
+	       cfg_with(base, "\"gemma3_text\"", "\"gemma2\""), NULL, SB_EDATA,
+	       "self_attn.k_norm.weight' is not part of the gemma2 layout");
+	free(base);
+}
+
 int main(void)
 {
 	snprintf(top, sizeof top, "%s", getenv("SB_TOP") ? getenv("SB_TOP") : ".");
@@ -1027,6 +1128,9 @@ int main(void)
 	check_model(be, "gemma3_pattern");
 	check_model(be, "gemma3_mm");
 	check_gemma3(be);
+	check_model(be, "gemma2");
+	check_model(be, "gemma2_nocap");
+	check_gemma2(be);
 	{ /* Mistral beyond its sliding window: the attention is no longer full, refused */
 		char dir[4600], runs[128], rd[4096];
 		snprintf(dir, sizeof dir, "%s/tests/fixtures/hf/mistral", top);

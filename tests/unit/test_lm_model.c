@@ -130,14 +130,21 @@ static void test_gemma_parts(struct sb_backend *be)
 		{"pattern=AAA", "pos=rope", "norm=rmsnorm", "mlp=swiglu", "qk_norm=1", "window=40", "rope_local_theta=500"},
 		{"pattern=AAA", "pos=rope", "norm=rmsnorm", "mlp=swiglu", "qk_norm=1", "sandwich=1"},
 		{"pattern=AAA", "pos=rope", "norm=rmsnorm", "mlp=geglu", "qk_norm=1"},
+		{"pattern=AAA", "pos=rope", "norm=rmsnorm", "mlp=swiglu", "qk_norm=1", "attn_softcap=0.5"},
+		{"pattern=AAA", "pos=rope", "norm=rmsnorm", "mlp=swiglu", "qk_norm=1", "final_softcap=0.5"},
+		{"pattern=SAS", "pos=rope", "norm=rmsnorm", "mlp=swiglu", "qk_norm=1", "window=40", "attn_softcap=1e30"},
 	};
 	const char *what[] = {"S layers with a window of every row (40) vs A layers",
 			      "S layers with a window of 3 vs A layers",
 			      "S layers with rope_local_theta 500 vs A layers",
 			      "rope_local_theta 500 without S layers vs none",
 			      "sandwich norms (weights 1) vs none",
-			      "GeGLU vs SwiGLU"};
-	const int same[] = {1, 0, 0, 1, 0, 0}, nkv[] = {6, 6, 7, 7, 6, 5};
+			      "GeGLU vs SwiGLU",
+			      "attention soft-capping at 0.5 vs none",
+			      "logit soft-capping at 0.5 vs none",
+			      "attention soft-capping at 1e30 (tanh(s / cap) cap = s within rounding) on S and A layers"};
+	/* same: 1 the same bits, 0 apart, 2 within 1e-5 but not the same bits */
+	const int same[] = {1, 0, 0, 1, 0, 0, 0, 0, 2}, nkv[] = {6, 6, 7, 7, 6, 5, 6, 6, 7};
 	float *la = malloc(n * sizeof *la), *lv = malloc(n * sizeof *lv);
 	struct sb_lm_model *ma = make_model(be, a, 6, 4);
 	int rc = ma ? cached(be, ma, tok, T, la, &err) : 1;
@@ -145,14 +152,23 @@ static void test_gemma_parts(struct sb_backend *be)
 		struct sb_lm_model *m = make_model(be, v[i], nkv[i], 4);
 		int r2 = m ? cached(be, m, tok, T, lv, &err) : 1;
 		double d = r2 ? -1 : max_diff(la, lv, n);
-		SB_CHECK(!r2 && (same[i] ? d == 0 : d > 1e-3), "%s: max |diff| %.3g (want %s; %s)", what[i], d,
-			 same[i] ? "0: the same bits" : "> 1e-3", r2 ? err.msg : "ran");
-		if (m && i == 1) { /* and the trainer refuses them */
+		SB_CHECK(!r2 && (same[i] == 1 ? d == 0 : same[i] == 2 ? d > 0 && d < 1e-5 : d > 1e-3),
+			 "%s: max |diff| %.3g (want %s; %s)", what[i], d,
+			 same[i] == 1 ? "0: the same bits" : same[i] == 2 ? "in (0, 1e-5)" : "> 1e-3", r2 ? err.msg : "ran");
+		if (m && i == 7) { /* soft-capped logits lie inside (-cap, cap) */
+			double mx = 0;
+			for (size_t j = 0; j < n; j++)
+				mx = fabs(lv[j]) > mx ? fabs(lv[j]) : mx;
+			SB_CHECK(!r2 && mx <= 0.5 && mx > 0.4, "logit soft-capping at 0.5: max |logit| %.6f (want in (0.4, 0.5])",
+				 mx);
+		}
+		if (m && (i == 1 || i == 6 || i == 7)) { /* and the trainer refuses them */
 			struct sb_lm_train_opts o = {.B = 1, .T = T, .tile = 1};
 			struct sb_lm_trainer *tr = NULL;
 			int r3 = sb_lm_trainer_new(m, &o, &tr, &err);
 			SB_CHECK(r3 == SB_EUSAGE && !tr && strstr(err.msg, "evaluation-only"),
-				 "training a model with S layers is refused (%s)", err.msg);
+				 "training a model with %s is refused (%s)",
+				 i == 1 ? "S layers" : i == 6 ? "attention soft-capping" : "logit soft-capping", err.msg);
 			sb_lm_trainer_free(tr);
 		}
 		sb_lm_model_free(m);
@@ -168,7 +184,9 @@ static void test_gemma_parts(struct sb_backend *be)
 		   {{"pattern=SA", "window=4", "rope_local_theta=0.5"}, "rope_local_theta 0 or > 1"},
 		   {{"sandwich=1", "norm=layernorm", ""}, "sandwich norms are RMSNorms"},
 		   {{"sandwich=2", "norm=rmsnorm", ""}, "sandwich 0 or 1"},
-		   {{"pattern=SX", "window=4", ""}, "layer kinds are A, C, L, M and S"}};
+		   {{"pattern=SX", "window=4", ""}, "layer kinds are A, C, L, M and S"},
+		   {{"attn_softcap=-1", "", ""}, "attn_softcap and final_softcap must be >= 0"},
+		   {{"final_softcap=-0.5", "", ""}, "attn_softcap and final_softcap must be >= 0"}};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		struct sb_lm_cfg c;
 		sb_lm_cfg_default(&c);
@@ -183,7 +201,8 @@ static void test_gemma_parts(struct sb_backend *be)
 	}
 	struct sb_lm_cfg c, back;
 	sb_lm_cfg_default(&c);
-	const char *g[] = {"pattern=SSA", "window=5", "rope_local_theta=500", "sandwich=1", "norm=rmsnorm", "mlp=geglu"};
+	const char *g[] = {"pattern=SSA", "window=5", "rope_local_theta=500", "sandwich=1", "norm=rmsnorm", "mlp=geglu",
+			   "attn_softcap=50", "final_softcap=30"};
 	rc = 0;
 	for (size_t k = 0; k < sizeof g / sizeof g[0] && !rc; k++)
 		rc = sb_lm_cfg_set(&c, g[k], &err);
@@ -199,8 +218,9 @@ static void test_gemma_parts(struct sb_backend *be)
 	if (!rc)
 		rc = sb_lm_cfg_from_json(&back, jv, &err);
 	SB_CHECK(!rc && !strcmp(back.pattern, "SSA") && back.window == 5 && back.rope_local_theta == 500.0f &&
-			 back.sandwich == 1 && back.swiglu == 2,
-		 "S layers, window, rope_local_theta, sandwich and GeGLU round-trip through JSON (%.*s)", (int)w.len, w.buf);
+			 back.sandwich == 1 && back.swiglu == 2 && back.attn_softcap == 50.0f && back.final_softcap == 30.0f,
+		 "S layers, window, rope_local_theta, sandwich, GeGLU and soft-capping round-trip through JSON (%.*s)",
+		 (int)w.len, w.buf);
 	sb_json_free(jv);
 	sb_jw_free(&w);
 }
