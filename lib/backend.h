@@ -366,6 +366,14 @@ struct sb_backend_lm_ops {
 			     int B, int T, int NH, int NKV, int hd);
 	void (*attn_backward)(struct sb_ctx *ctx, float *dq, float *dk, float *dv, const float *dout, const float *P,
 			      const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int hd);
+	/* sliding-window attention, training path (S layers): as attn_forward with query t
+	 * attending to keys t - window + 1 .. t only (P zero elsewhere); its backward is
+	 * attn_backward's (P's zeros carry the window). Separate entries, so that a wrapper of
+	 * attn_forward / attn_backward (SAS's, lib/sas_lm.c) sees the A layers alone. */
+	void (*swa_forward)(struct sb_ctx *ctx, float *out, float *P, const float *q, const float *k, const float *v,
+			    int B, int T, int NH, int NKV, int hd, int window);
+	void (*swa_backward)(struct sb_ctx *ctx, float *dq, float *dk, float *dv, const float *dout, const float *P,
+			     const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int hd);
 	/* evaluation path: query rows t0..t0+n-1 (q[n, NH*hd]) of one sequence against keys
 	 * 0..t (k, v [>= t0+n, NKV*hd], the KV cache) under a mask (lib/lm_mask.h; NULL =
 	 * dense), selection per head; acc[NH, Tcap] is the accumulated attention of the

@@ -638,8 +638,9 @@ static void lm_rope(struct sb_ctx *ctx, float *x, int B, int T, int t0, int nh, 
 
 /* ---------------------------------------------------------------- attention: training path */
 
-static void lm_attn_forward(struct sb_ctx *ctx, float *out, float *P, const float *q, const float *k, const float *v,
-			    int B, int T, int NH, int NKV, int hd)
+/* causal softmax attention; window > 0: query t sees keys t - window + 1 .. t only */
+static void attn_forward_w(float *out, float *P, const float *q, const float *k, const float *v, int B, int T,
+			   int NH, int NKV, int hd, int window)
 {
 	float scale = 1.0f / sqrtf((float)hd);
 	int g = NH / NKV, ldq = NH * hd, ldk = NKV * hd;
@@ -652,24 +653,41 @@ static void lm_attn_forward(struct sb_ctx *ctx, float *out, float *P, const floa
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, scale, qh, ldq, kh, ldk, 0.0f, Pb, T);
 			for (int t = 0; t < T; t++) {
 				float *row = Pb + (size_t)t * T;
-				float mx = row[0];
-				for (int j = 1; j <= t; j++)
-					mx = row[j] > mx ? row[j] : mx;
-				for (int j = 0; j <= t; j++)
-					row[j] -= mx;
-				sb_cpu_exp(row, row, (size_t)t + 1);
+				int lo = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
+				float *r = row + lo;
+				int n = t + 1 - lo;
+				float mx = r[0];
+				for (int j = 1; j < n; j++)
+					mx = r[j] > mx ? r[j] : mx;
+				for (int j = 0; j < n; j++)
+					r[j] -= mx;
+				sb_cpu_exp(r, r, (size_t)n);
 				float s = 0;
-				for (int j = 0; j <= t; j++)
-					s += row[j];
+				for (int j = 0; j < n; j++)
+					s += r[j];
 				float inv = 1.0f / s;
-				for (int j = 0; j <= t; j++)
-					row[j] *= inv;
+				for (int j = 0; j < n; j++)
+					r[j] *= inv;
+				if (lo)
+					memset(row, 0, (size_t)lo * sizeof *row);
 				if (t + 1 < T)
 					memset(row + t + 1, 0, (size_t)(T - t - 1) * sizeof *row);
 			}
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, Pb, T, vh, ldk, 0.0f,
 				    out + (size_t)b * T * ldq + (size_t)h * hd, ldq);
 		}
+}
+
+static void lm_attn_forward(struct sb_ctx *ctx, float *out, float *P, const float *q, const float *k, const float *v,
+			    int B, int T, int NH, int NKV, int hd)
+{
+	attn_forward_w(out, P, q, k, v, B, T, NH, NKV, hd, 0);
+}
+
+static void lm_swa_forward(struct sb_ctx *ctx, float *out, float *P, const float *q, const float *k, const float *v,
+			   int B, int T, int NH, int NKV, int hd, int window)
+{
+	attn_forward_w(out, P, q, k, v, B, T, NH, NKV, hd, window);
 }
 
 static void lm_attn_backward(struct sb_ctx *ctx, float *dq, float *dk, float *dv, const float *dout, const float *P,
@@ -1355,6 +1373,8 @@ static const struct sb_backend_lm_ops cpu_lm_ops = {
 	.rope = lm_rope,
 	.attn_forward = lm_attn_forward,
 	.attn_backward = lm_attn_backward,
+	.swa_forward = lm_swa_forward,
+	.swa_backward = lm_attn_backward,
 	.attn_rows = lm_attn_rows,
 	.conv_forward = lm_conv_forward,
 	.conv_backward = lm_conv_backward,

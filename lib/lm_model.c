@@ -1139,7 +1139,7 @@ static size_t act_layout(const struct sb_lm_cfg *c, int Bt, int T, void *base, s
 		a->n1[l] = TAKE(M * d);
 		a->mean1[l] = TAKE(M);
 		a->rstd1[l] = TAKE(M);
-		if (k == 'A') {
+		if (k == 'A' || k == 'S') {
 			a->q[l] = TAKE(M * qd);
 			a->k[l] = TAKE(M * kvd);
 			a->v[l] = TAKE(M * kvd);
@@ -1224,6 +1224,7 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 	int M = Bt * T, d = c->d, F = c->ffn, hd = c->head_dim, NH = c->heads, NKV = c->kv_heads;
 	int qd = NH * hd, kvd = NKV * hd, rms = c->rmsnorm;
 	float qs = query_scale(c), rm = c->resid_mult;
+	float qs_s = c->rope_local_theta != 0.0f ? query_scale_noyarn(c) : qs; /* S layers: no YaRN factor */
 	op->embedding_forward(ctx, a->x[0], a->ids, w->embed, M, d);
 	if (c->emb_mult != 1.0f) /* Granite's embedding_multiplier */
 		op->scale(ctx, a->x[0], c->emb_mult, (size_t)M * d);
@@ -1234,8 +1235,13 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 		lo->norm_forward(ctx, a->n1[l], a->mean1[l], a->rstd1[l], a->x[l], y->ln1_w, y->ln1_b, M, d, c->norm_eps,
 				 rms);
 		float *out = a->dy; /* mixer output, before the residual */
-		if (y->kind == 'A') {
-			/* with qk_norm the products go to qpre/kpre, then each head's RMSNorm (Qwen3, LFM2) */
+		if (y->kind == 'A' || y->kind == 'S') {
+			/* S: sliding-window attention, its own RoPE base (rope_local_theta), no YaRN
+			 * factor; with qk_norm the products go to qpre/kpre, then each head's RMSNorm
+			 * (Qwen3, LFM2) */
+			int loc = y->kind == 'S';
+			const double *freq = loc ? m->rope_freq_local : m->rope_freq;
+			float qsl = loc ? qs_s : qs;
 			float *qp = c->qk_norm ? a->qpre[l] : a->q[l], *kp = c->qk_norm ? a->kpre[l] : a->k[l];
 			op->matmul_forward(ctx, qp, a->n1[l], y->q_w, y->q_b, M, d, qd);
 			op->matmul_forward(ctx, kp, a->n1[l], y->k_w, y->k_b, M, d, kvd);
@@ -1245,12 +1251,16 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 				lo->norm_forward(ctx, a->k[l], NULL, a->kr[l], kp, y->kn_w, NULL, M * NKV, hd, c->norm_eps, 1);
 			}
 			if (c->pos == SB_LM_POS_ROPE) {
-				lo->rope(ctx, a->q[l], Bt, T, 0, NH, hd, m->rope_freq, 0);
-				lo->rope(ctx, a->k[l], Bt, T, 0, NKV, hd, m->rope_freq, 0);
+				lo->rope(ctx, a->q[l], Bt, T, 0, NH, hd, freq, 0);
+				lo->rope(ctx, a->k[l], Bt, T, 0, NKV, hd, freq, 0);
 			}
-			if (qs != 1.0f)
-				op->scale(ctx, a->q[l], qs, (size_t)M * qd);
-			lo->attn_forward(ctx, a->att[l], a->P[l], a->q[l], a->k[l], a->v[l], Bt, T, NH, NKV, hd);
+			if (qsl != 1.0f)
+				op->scale(ctx, a->q[l], qsl, (size_t)M * qd);
+			if (loc)
+				lo->swa_forward(ctx, a->att[l], a->P[l], a->q[l], a->k[l], a->v[l], Bt, T, NH, NKV, hd,
+						c->window);
+			else
+				lo->attn_forward(ctx, a->att[l], a->P[l], a->q[l], a->k[l], a->v[l], Bt, T, NH, NKV, hd);
 			op->matmul_forward(ctx, out, a->att[l], y->o_w, y->o_b, M, qd, d);
 		} else if (y->kind == 'L') {
 			op->matmul_forward(ctx, a->q[l], a->n1[l], y->q_w, y->q_b, M, d, d);
@@ -1309,6 +1319,7 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 	int M = Bt * T, d = c->d, F = c->ffn, hd = c->head_dim, NH = c->heads, NKV = c->kv_heads;
 	int qd = NH * hd, kvd = NKV * hd, rms = c->rmsnorm, L = c->n_layer;
 	float qs = query_scale(c), rm = c->resid_mult;
+	float qs_s = c->rope_local_theta != 0.0f ? query_scale_noyarn(c) : qs;
 	if (c->logit_div != 1.0f) /* the logits were divided after the head */
 		op->scale(ctx, a->dlogits, 1.0f / c->logit_div, (size_t)M * c->vocab);
 	op->matmul_backward(ctx, a->dn, g->head, NULL, a->dlogits, a->nf, w->head, M, d, c->vocab, 0);
@@ -1341,15 +1352,22 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 			op->copy(ctx, dout, a->dx, (size_t)M * d * sizeof(float));
 			op->scale(ctx, dout, rm, (size_t)M * d);
 		}
-		if (y->kind == 'A') {
+		if (y->kind == 'A' || y->kind == 'S') {
+			int loc = y->kind == 'S';
+			const double *freq = loc ? m->rope_freq_local : m->rope_freq;
+			float qsl = loc ? qs_s : qs;
 			op->matmul_backward(ctx, a->datt, gy->o_w, gy->o_b, dout, a->att[l], y->o_w, M, qd, d, 0);
-			lo->attn_backward(ctx, a->dq, a->dk, a->dv, a->datt, a->P[l], a->q[l], a->k[l], a->v[l], Bt, T, NH,
-					  NKV, hd);
-			if (qs != 1.0f) /* the queries were scaled after RoPE */
-				op->scale(ctx, a->dq, qs, (size_t)M * qd);
+			if (loc)
+				lo->swa_backward(ctx, a->dq, a->dk, a->dv, a->datt, a->P[l], a->q[l], a->k[l], a->v[l], Bt,
+						 T, NH, NKV, hd);
+			else
+				lo->attn_backward(ctx, a->dq, a->dk, a->dv, a->datt, a->P[l], a->q[l], a->k[l], a->v[l], Bt,
+						  T, NH, NKV, hd);
+			if (qsl != 1.0f) /* the queries were scaled after RoPE */
+				op->scale(ctx, a->dq, qsl, (size_t)M * qd);
 			if (c->pos == SB_LM_POS_ROPE) {
-				lo->rope(ctx, a->dq, Bt, T, 0, NH, hd, m->rope_freq, 1);
-				lo->rope(ctx, a->dk, Bt, T, 0, NKV, hd, m->rope_freq, 1);
+				lo->rope(ctx, a->dq, Bt, T, 0, NH, hd, freq, 1);
+				lo->rope(ctx, a->dk, Bt, T, 0, NKV, hd, freq, 1);
 			}
 			float *dqp = a->dq, *dkp = a->dk;
 			if (c->qk_norm) { /* through each head's RMSNorm (its backward adds into dx) */
@@ -1402,11 +1420,9 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	if (strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts)
 		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) layers and mixtures of experts are evaluation-only "
 					      "(pretrained layouts); the training path does not have them");
-	if (strchr(m->cfg.pattern, 'S') || m->cfg.sandwich || m->cfg.swiglu == 2 || m->cfg.attn_softcap != 0.0f ||
-	    m->cfg.final_softcap != 0.0f)
-		return SB_ERR(err, SB_EUSAGE, "training: S (sliding-window) layers, sandwich norms, the GeGLU MLP and "
-					      "soft-capping are evaluation-only (pretrained layouts); the training path does "
-					      "not have them");
+	if (m->cfg.sandwich || m->cfg.swiglu == 2 || m->cfg.attn_softcap != 0.0f || m->cfg.final_softcap != 0.0f)
+		return SB_ERR(err, SB_EUSAGE, "training: sandwich norms, the GeGLU MLP and soft-capping are "
+					      "evaluation-only (pretrained layouts); the training path does not have them");
 	struct sb_lm_trainer *tr = calloc(1, sizeof *tr);
 	if (!tr)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");

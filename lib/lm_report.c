@@ -296,15 +296,20 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 		bprintf(&md, "Files read (SHA-256): ");
 		free(la.p);
 		free(lc.p);
-	} else
+	} else {
+		char sl[96] = "";
+		if (strchr(str(model, "pattern"), 'S'))
+			snprintf(sl, sizeof sl, ", S = sliding-window attention (%.0f keys, RoPE base %g)", num(model, "window"),
+				 num(model, "rope_local_theta") > 0 ? num(model, "rope_local_theta") : num(model, "rope_theta"));
 		bprintf(&md,
 			"Model: hybrid decoder `%s` (A = full attention, C = %s causal depthwise short convolution, L = "
-			"linear attention), d = %.0f, %.0f heads of %.0f (kv heads %.0f), ffn %.0f, %s, %s, positions %s; %.0f "
-			"parameters; %s vocabulary %.0f; context T = %.0f.\n\n",
-			str(model, "pattern"), num(model, "conv_gate") == 0 ? "plain" : "gated", num(model, "d"),
+			"linear attention%s), d = %.0f, %.0f heads of %.0f (kv heads %.0f), ffn %.0f, %s, %s, positions %s; "
+			"%.0f parameters; %s vocabulary %.0f; context T = %.0f.\n\n",
+			str(model, "pattern"), num(model, "conv_gate") == 0 ? "plain" : "gated", sl, num(model, "d"),
 			num(model, "heads"), num(model, "head_dim"), num(model, "kv_heads"), num(model, "ffn"), str(model, "mlp"),
 			str(model, "norm"), str(model, "pos"), num(setup, "parameter_count"), unit, num(model, "vocab"),
 			num(setup, "T"));
+	}
 	const struct sb_json *files = source ? sb_json_get(source, "files") : NULL;
 	for (size_t i = 0; files && i < files->n; i++)
 		bprintf(&md, "%s`%s` %.12s…", i ? ", " : "", str(files->items[i], "name"), str(files->items[i], "sha256"));

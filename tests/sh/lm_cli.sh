@@ -184,4 +184,22 @@ if command -v sb-train >/dev/null && command -v sb-eval >/dev/null; then
 	[ $rc -eq 2 ] && grep -q 'not to encoder runs' "$T/e"
 	t_result $? "sb-eval: --set on an encoder run is a usage error (exit $rc)"
 fi
+# a hybrid of sliding-window (S) and global attention trained here: S layers train (window 8
+# keys, their own RoPE base), the evaluation masks the A layer alone, the report names the S
+# layers
+printf '{"family":"lm","model":{"d":16,"heads":2,"pattern":"SAS","ffn":32,"pos":"rope","window":8,"rope_local_theta":1000},"batch":2,"steps":3,"T":32,"corpora":["s=%s"],"mixture":"s=1"}\n' \
+	"$shk" >"$T/swa.json"
+sb-lm train -q -o "$T/rswa" "$T/swa.json" >/dev/null 2>"$T/e"; rc=$?
+rsw=$(ls -d "$T/rswa"/*/ 2>/dev/null | head -n 1)
+[ $rc -eq 0 ] && [ -n "$rsw" ] && jq -e '.model.pattern == "SAS" and .model.window == 8 and .model.rope_local_theta == 1000' \
+	"$rsw/cell.json" >/dev/null &&
+	jq -e -s '[.[] | select(.kind == "train.done")] | length == 1 and .[0].steps_run == 3
+		and (.[0].final_loss | . > 0 and . < 10)' "$rsw/train.ndjson" >/dev/null
+t_result $? "a cell with S layers (pattern SAS, window 8, local RoPE base) trains: exit $rc, cell.json keeps them ($(head -c 200 "$T/e"))"
+sb-lm eval -q --masks 'dense;recipe:s=2,w=4,k=4' --probes 0 --windows 2 --bench-reps 1 "$rsw" >/dev/null 2>"$T/e" &&
+	jq -e -s 'map(select(.kind == "lm.eval.setup"))[0] | .masked_layers == [1]' "$rsw/eval.ndjson" >/dev/null &&
+	sb-lm report -o "$T/swarep" "$rsw/eval.ndjson" >/dev/null 2>>"$T/e"
+rc=$?
+[ $rc -eq 0 ] && grep -q 'S = sliding-window attention (8 keys, RoPE base 1000)' "$T/swarep/lm-report.md"
+t_result $? "its evaluation masks the A layer alone (masked_layers [1]); the report names the S layers (exit $rc $(head -c 200 "$T/e"))"
 t_done

@@ -65,15 +65,20 @@ static inline void ref_rope(double *x, int T, int nh, int hd, double theta)
 	ref_rope_freq(x, T, nh, hd, freq);
 }
 
-/* causal softmax attention, GQA */
-static void ref_attn(double *out, const double *q, const double *k, const double *v, int T, int NH, int NKV, int hd)
+/* causal softmax attention, GQA; window > 0: query t attends to keys t - window + 1 .. t
+ * only (an S layer) */
+static void ref_attn_w(double *out, const double *q, const double *k, const double *v, int T, int NH, int NKV, int hd,
+		       int window)
 {
 	int g = NH / NKV;
 	double *s = malloc((size_t)T * sizeof *s);
 	for (int h = 0; h < NH; h++)
 		for (int t = 0; t < T; t++) {
 			double mx = -INFINITY;
-			for (int j = 0; j <= t; j++) {
+			int lo = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
+			for (int j = 0; j < lo; j++)
+				s[j] = -INFINITY; /* exp: 0 */
+			for (int j = lo; j <= t; j++) {
 				double a = 0;
 				for (int e = 0; e < hd; e++)
 					a += q[((size_t)t * NH + h) * hd + e] * k[((size_t)j * NKV + h / g) * hd + e];
@@ -91,6 +96,11 @@ static void ref_attn(double *out, const double *q, const double *k, const double
 			}
 		}
 	free(s);
+}
+
+static inline void ref_attn(double *out, const double *q, const double *k, const double *v, int T, int NH, int NKV, int hd)
+{
+	ref_attn_w(out, q, k, v, T, NH, NKV, hd, 0);
 }
 
 /* gated short conv: bch [T, 3d] = (b | c | h), w [d, K] */
@@ -163,6 +173,9 @@ struct ref_model {
 	/* RoPE's frequencies: the model's own table (sb_lm_rope_freqs; with a scaling, checked
 	 * against transformers' logits by test_lm_import), and YaRN's factor on the scores */
 	double freq[128], qs;
+	/* S layers: the window, their own frequencies (rope_local_theta, unscaled) and factor */
+	int window;
+	double freq_local[128], qs_local;
 	/* Granite's multipliers (1: none; attn_scale 0: 1 / sqrt(head_dim)), as transformers'
 	 * GraniteForCausalLM applies them */
 	double emb_mult, resid_mult, attn_scale, logit_div;
@@ -188,7 +201,8 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 	for (int l = 0; l < r->L; l++) {
 		const struct ref_layer *y_ = &r->layer[l];
 		ref_norm(n, x, y_->ln1_w, y_->ln1_b, T, d, r->eps, r->rms);
-		if (y_->kind == 'A') {
+		if (y_->kind == 'A' || y_->kind == 'S') {
+			int loc = y_->kind == 'S';
 			ref_matmul(q, n, y_->q_w, y_->q_b, T, d, qd);
 			ref_matmul(k, n, y_->k_w, y_->k_b, T, d, kvd);
 			ref_matmul(v, n, y_->v_w, y_->v_b, T, d, kvd);
@@ -197,14 +211,15 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 				ref_norm(k, k, y_->kn_w, NULL, T * r->NKV, r->hd, r->eps, 1);
 			}
 			if (r->pos == 2) {
-				ref_rope_freq(q, T, r->NH, r->hd, r->freq);
-				ref_rope_freq(k, T, r->NKV, r->hd, r->freq);
+				ref_rope_freq(q, T, r->NH, r->hd, loc ? r->freq_local : r->freq);
+				ref_rope_freq(k, T, r->NKV, r->hd, loc ? r->freq_local : r->freq);
 			}
 			/* ref_attn scores q.k / sqrt(hd): another scale is put on q */
-			double qs = r->qs * (r->attn_scale != 0 ? r->attn_scale * sqrt((double)r->hd) : 1.0);
+			double qs = (loc ? r->qs_local : r->qs) *
+				    (r->attn_scale != 0 ? r->attn_scale * sqrt((double)r->hd) : 1.0);
 			for (size_t i = 0; qs != 1.0 && i < (size_t)T * qd; i++)
 				q[i] *= qs;
-			ref_attn(att, q, k, v, T, r->NH, r->NKV, r->hd);
+			ref_attn_w(att, q, k, v, T, r->NH, r->NKV, r->hd, loc ? r->window : 0);
 			ref_matmul(y, att, y_->o_w, y_->o_b, T, qd, d);
 		} else if (y_->kind == 'L') {
 			ref_matmul(q, n, y_->q_w, y_->q_b, T, d, d);
@@ -302,6 +317,14 @@ static void ref_from_model(struct ref_model *r, const struct sb_lm_model *m, con
 	r->theta = c->rope_theta;
 	sb_lm_rope_freqs(c, r->freq); /* head_dim <= 256 here */
 	r->qs = c->rope_scaling == 3 ? (double)c->rope_attn * c->rope_attn : 1.0;
+	r->window = c->window;
+	struct sb_lm_cfg lc = *c; /* S layers: rope_local_theta unscaled, else the A layers' */
+	if (lc.rope_local_theta != 0.0f) {
+		lc.rope_theta = lc.rope_local_theta;
+		lc.rope_scaling = 0;
+	}
+	sb_lm_rope_freqs(&lc, r->freq_local);
+	r->qs_local = lc.rope_scaling == 3 ? r->qs : 1.0;
 	r->emb_mult = c->emb_mult;
 	r->resid_mult = c->resid_mult;
 	r->attn_scale = c->attn_scale;
@@ -320,7 +343,7 @@ static void ref_from_model(struct ref_model *r, const struct sb_lm_model *m, con
 		G(ln1_b, "input_layernorm.bias");
 		G(ln2_w, "post_attention_layernorm.weight");
 		G(ln2_b, "post_attention_layernorm.bias");
-		const char *pre = y->kind == 'A' ? "self_attn" : "linear_attn";
+		const char *pre = y->kind == 'A' || y->kind == 'S' ? "self_attn" : "linear_attn";
 		char s[96];
 #define GA(f, s2) (snprintf(s, sizeof s, "%s.%s", pre, s2), G(f, s))
 		GA(q_w, "q_proj.weight");

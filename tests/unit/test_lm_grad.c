@@ -613,6 +613,15 @@ int main(void)
 	const char *k10[] = {"pattern=AA", "ffn=0", "pos=rope", "mlp=swiglu", "norm=rmsnorm", "emb_mult=1.5",
 			     "resid_mult=1.7", "attn_scale=0.25", "logit_div=0.6"};
 	model_check(be, "AA without MLP, Granite's multipliers, RoPE", k10, 9);
+	/* sliding-window attention layers (window 3 within 7 positions) on their own RoPE base,
+	 * beside a global layer with YaRN (whose factor the S layers do not take) */
+	const char *k11[] = {"pattern=SAS", "pos=rope", "window=3", "rope_local_theta=50", "head_dim=4", "heads=2",
+			     "kv_heads=1", "rope_scaling=yarn", "rope_factor=4", "rope_orig_max=8", "rope_attn=1.3",
+			     "mlp=swiglu", "norm=rmsnorm", "qk_norm=1"};
+	model_check(be, "SAS, sliding window 3, local RoPE base, YaRN on the A layer, GQA, q/k norms", k11, 14);
+	const char *k12[] = {"pattern=ASC", "pos=rope", "window=2", "head_dim=4", "rope_scaling=yarn",
+			     "rope_factor=4", "rope_orig_max=8", "rope_attn=1.3"};
+	model_check(be, "ASC, sliding window 2 on the A layers' RoPE (YaRN's factor too)", k12, 8);
 	sb_backend_close(be);
 	return sb_test_done();
 }

@@ -30,11 +30,13 @@
 
 static struct sb_backend *be;
 
-static struct sb_lm_model *decoder(const char *pattern, int T, double boost)
+static struct sb_lm_model *decoder_w(const char *pattern, int T, double boost, int window)
 {
 	struct sb_lm_cfg c;
 	sb_lm_cfg_default(&c);
 	snprintf(c.pattern, sizeof c.pattern, "%s", pattern);
+	c.window = window;
+	c.rope_local_theta = window ? 100.0f : 0.0f;
 	c.d = 32;
 	c.heads = 4;
 	c.kv_heads = 2;
@@ -53,6 +55,11 @@ static struct sb_lm_model *decoder(const char *pattern, int T, double boost)
 			m->p[i] *= (float)boost;
 	sb_lm_model_prepare(m);
 	return m;
+}
+
+static struct sb_lm_model *decoder(const char *pattern, int T, double boost)
+{
+	return decoder_w(pattern, T, boost, 0);
 }
 
 static void tokens(uint8_t *t, int n, uint64_t seed)
@@ -381,6 +388,54 @@ static void test_zones(void)
 	sb_lm_model_free(m);
 }
 
+/* A decoder with sliding-window (S) layers: SAS's hooks see its A layer alone (the S layers
+ * run the backend's window op), so dense mode is the training path bit for bit, a mask acts
+ * on the A layer only (as on the cached path), and SAS's budget counts the A layer's pairs */
+static void test_swa(void)
+{
+	int T = 48, V = 256;
+	struct sb_lm_model *m = decoder_w("SAS", T, 3.0, 6);
+	struct sb_sas_lm_cfg c;
+	cfg(&c, 4, 2, "recipe:s=2,w=8,k=8");
+	struct sb_sas_lm *x = NULL;
+	struct sb_err err = {0};
+	if (sb_sas_lm_new(m, &c, T, 1, &x, &err)) {
+		SB_CHECK(0, "SAS with S layers: sb_sas_lm_new: %s", err.msg);
+		sb_lm_model_free(m);
+		return;
+	}
+	uint8_t tok[49];
+	tokens(tok, T + 1, 6);
+	float *a = malloc((size_t)T * V * sizeof *a), *b = malloc((size_t)T * V * sizeof *b);
+	struct sb_lm_trainer *tr = NULL;
+	struct sb_lm_train_opts o = {.B = 1, .T = T, .tile = 1, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f};
+	int rc = sb_lm_trainer_new(m, &o, &tr, &err);
+	rc |= sb_lm_train_logits(tr, tok, a, &err);
+	rc |= sb_sas_lm_logits(x, tok, SB_SAS_LM_DENSE, NULL, b, NULL, &err);
+	SB_CHECK(!rc && !memcmp(a, b, (size_t)T * V * sizeof *a),
+		 "SAS with S layers: dense mode = lm_model's training path, bit for bit (%s)", rc ? err.msg : "ran");
+	sb_lm_trainer_free(tr);
+	struct sb_lm_mask mk;
+	sb_lm_mask_parse("recipe:s=2,w=8,k=8", &mk, &err);
+	struct sb_lm_cache *cache = NULL;
+	rc = sb_lm_cache_new(m, T, &cache, &err);
+	rc |= sb_lm_forward_cached(sb_be_main(be), m, cache, tok, T, &mk, a, 1, NULL, &err);
+	rc |= sb_sas_lm_logits(x, tok, SB_SAS_LM_MASK, &mk, b, NULL, &err);
+	SB_CHECK(!rc, "SAS with S layers: masked logits (%s)", rc ? err.msg : "ran");
+	sb_check_closef("SAS with S layers: recipe mask on the A layer: our kernel vs lm_model's cached path", b, a,
+			(size_t)T * V, 2e-4, 1e-4);
+	sb_lm_cache_free(cache);
+	struct sb_lm_budget bud = {0};
+	rc = sb_sas_lm_logits(x, tok, SB_SAS_LM_SAS, NULL, a, &bud, &err);
+	SB_CHECK(!rc && bud.causal == 4.0 * T * (T + 1) / 2 && bud.kept > 0 && bud.kept < bud.causal,
+		 "SAS with S layers: the budget counts the one A layer's pairs (%.0f of %.0f causal; want %d)", bud.kept,
+		 bud.causal, 4 * T * (T + 1) / 2);
+	free(a);
+	free(b);
+	sb_sas_lm_free(x);
+	sb_lm_model_free(m);
+}
+
 int main(void)
 {
 	struct sb_err err = {0};
@@ -389,6 +444,7 @@ int main(void)
 		return 1;
 	}
 	test_paths();
+	test_swa();
 	test_grad();
 	test_zones();
 	sb_backend_close(be);
