@@ -352,9 +352,11 @@ struct sb_backend_lm_ops {
 	/* SwiGLU: out[M, F] = silu(gu[:, 0:F]) * gu[:, F:2F]; dgu from dout */
 	void (*swiglu_forward)(struct sb_ctx *ctx, float *out, const float *gu, int M, int F);
 	void (*swiglu_backward)(struct sb_ctx *ctx, float *dgu, const float *dout, const float *gu, int M, int F);
-	/* GeGLU (Gemma's MLP; evaluation path): out[M, F] = gelu_tanh(gu[:, 0:F]) * gu[:, F:2F],
-	 * gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (torch's approximate="tanh") */
+	/* GeGLU (Gemma's MLP): out[M, F] = gelu_tanh(gu[:, 0:F]) * gu[:, F:2F],
+	 * gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (torch's approximate="tanh");
+	 * backward overwrites dgu[M, 2F] */
 	void (*geglu_forward)(struct sb_ctx *ctx, float *out, const float *gu, int M, int F);
+	void (*geglu_backward)(struct sb_ctx *ctx, float *dgu, const float *dout, const float *gu, int M, int F);
 	/* rotary position embedding in place on x[B, T, nh*hd] at positions t0 + t
 	 * (rotate-half pairs (i, i + hd/2), angle (t0+t) freq[i], freq[hd/2] in double: the
 	 * model's frequencies, lib/lm_model.h sb_lm_rope_freqs); inverse = 1 rotates back

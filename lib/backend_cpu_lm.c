@@ -601,6 +601,22 @@ static void lm_geglu_forward(struct sb_ctx *ctx, float *out, const float *gu, in
 	}
 }
 
+static void lm_geglu_backward(struct sb_ctx *ctx, float *dgu, const float *dout, const float *gu, int M, int F)
+{
+	const float beta = 0.7978845608028654f, kappa = 0.044715f;
+	for (int i = 0; i < M; i++) {
+		const float *g = gu + (size_t)i * 2 * F, *u = g + F, *d = dout + (size_t)i * F;
+		float *dg = dgu + (size_t)i * 2 * F, *du = dg + F;
+		for (int c = 0; c < F; c++) {
+			float x = g[c], th = tanhf(beta * (x + kappa * x * x * x));
+			du[c] = d[c] * (0.5f * x * (1.0f + th));
+			/* d/dx x/2 (1 + tanh(inner)) = (1 + th)/2 + x/2 (1 - th^2) beta (1 + 3 kappa x^2) */
+			dg[c] = d[c] * u[c] *
+				(0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * beta * (1.0f + 3.0f * kappa * x * x));
+		}
+	}
+}
+
 static void lm_swiglu_backward(struct sb_ctx *ctx, float *dgu, const float *dout, const float *gu, int M, int F)
 {
 	for (int i = 0; i < M; i++) {
@@ -1370,6 +1386,7 @@ static const struct sb_backend_lm_ops cpu_lm_ops = {
 	.swiglu_forward = lm_swiglu_forward,
 	.swiglu_backward = lm_swiglu_backward,
 	.geglu_forward = lm_geglu_forward,
+	.geglu_backward = lm_geglu_backward,
 	.rope = lm_rope,
 	.attn_forward = lm_attn_forward,
 	.attn_backward = lm_attn_backward,

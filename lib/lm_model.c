@@ -1101,6 +1101,9 @@ struct lm_act {
 	float *att[SB_LM_MAX_LAYERS], *den[SB_LM_MAX_LAYERS];
 	float *bch[SB_LM_MAX_LAYERS], *z[SB_LM_MAX_LAYERS], *cy[SB_LM_MAX_LAYERS];
 	float *h[SB_LM_MAX_LAYERS], *a[SB_LM_MAX_LAYERS];
+	/* sandwich norms: the mixer's and the MLP's outputs before their norms, the norms' rstd,
+	 * and the gradient before a norm */
+	float *ym[SB_LM_MAX_LAYERS], *r3[SB_LM_MAX_LAYERS], *yf[SB_LM_MAX_LAYERS], *r4[SB_LM_MAX_LAYERS], *dsw;
 	float *nf, *meanf, *rstdf, *logits, *losses;
 	float *dx, *dn, *dy, *dq, *dk, *dv, *datt, *dh, *da, *dlogits;
 	size_t bytes;
@@ -1162,6 +1165,14 @@ static size_t act_layout(const struct sb_lm_cfg *c, int Bt, int T, void *base, s
 			a->z[l] = TAKE(M * d);
 			a->cy[l] = TAKE(M * d);
 		}
+		if (c->sandwich) {
+			a->ym[l] = TAKE(M * d);
+			a->r3[l] = TAKE(M);
+			if (F) {
+				a->yf[l] = TAKE(M * d);
+				a->r4[l] = TAKE(M);
+			}
+		}
 		if (F) {
 			a->n2[l] = TAKE(M * d);
 			a->mean2[l] = TAKE(M);
@@ -1189,6 +1200,8 @@ static size_t act_layout(const struct sb_lm_cfg *c, int Bt, int T, void *base, s
 		a->dqn = TAKE(M * qd);
 		a->dkn = TAKE(M * kvd);
 	}
+	if (c->sandwich)
+		a->dsw = TAKE(M * d);
 	return off;
 }
 
@@ -1279,6 +1292,10 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 			}
 			op->matmul_forward(ctx, out, a->cy[l], y->out_w, y->out_b, M, d, d);
 		}
+		if (c->sandwich) { /* Gemma's norm of the mixer's output (its input kept for the backward) */
+			op->copy(ctx, a->ym[l], out, (size_t)M * d * sizeof(float));
+			lo->norm_forward(ctx, out, NULL, a->r3[l], a->ym[l], y->ln3_w, NULL, M, d, c->norm_eps, 1);
+		}
 		if (rm != 1.0f) /* Granite's residual_multiplier, on the mixer and the MLP */
 			op->scale(ctx, out, rm, (size_t)M * d);
 		float *xm = F ? a->xmid[l] : a->x[l + 1];
@@ -1288,13 +1305,19 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 			lo->norm_forward(ctx, a->n2[l], a->mean2[l], a->rstd2[l], xm, y->ln2_w, y->ln2_b, M, d,
 					 c->norm_eps, rms);
 			op->matmul_forward(ctx, a->h[l], a->n2[l], y->up_w, y->up_b, M, d, c->swiglu ? 2 * F : F);
-			if (c->swiglu)
+			if (c->swiglu == 2)
+				lo->geglu_forward(ctx, a->a[l], a->h[l], M, F);
+			else if (c->swiglu)
 				lo->swiglu_forward(ctx, a->a[l], a->h[l], M, F);
 			else
 				/* training keeps gelu'(h) in h for the backward (nothing else reads it) */
 				op->gelu_forward(ctx, a->a[l], NULL, want_dlogits ? a->h[l] : NULL, a->h[l], &no_drop,
 						 (size_t)M * F);
 			op->matmul_forward(ctx, out, a->a[l], y->down_w, y->down_b, M, F, d);
+			if (c->sandwich) {
+				op->copy(ctx, a->yf[l], out, (size_t)M * d * sizeof(float));
+				lo->norm_forward(ctx, out, NULL, a->r4[l], a->yf[l], y->ln4_w, NULL, M, d, c->norm_eps, 1);
+			}
 			if (rm != 1.0f)
 				op->scale(ctx, out, rm, (size_t)M * d);
 			op->copy(ctx, a->x[l + 1], xm, (size_t)M * d * sizeof(float));
@@ -1336,9 +1359,18 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 			op->scale(ctx, dout, rm, (size_t)M * d);
 		}
 		if (F) {
-			/* x[l+1] = xm + rm down(act(up(norm2(xm)))) */
-			op->matmul_backward(ctx, a->da, gy->down_w, gy->down_b, dout, a->a[l], y->down_w, M, F, d, 0);
-			if (c->swiglu)
+			/* x[l+1] = xm + rm N4(down(act(up(norm2(xm))))) (N4 with sandwich norms) */
+			const float *dmlp = dout;
+			if (c->sandwich) {
+				op->zero(ctx, a->dsw, (size_t)M * d * sizeof(float));
+				lo->norm_backward(ctx, a->dsw, gy->ln4_w, NULL, dout, a->yf[l], NULL, a->r4[l], y->ln4_w, M, d,
+						  1);
+				dmlp = a->dsw;
+			}
+			op->matmul_backward(ctx, a->da, gy->down_w, gy->down_b, dmlp, a->a[l], y->down_w, M, F, d, 0);
+			if (c->swiglu == 2)
+				lo->geglu_backward(ctx, a->dh, a->da, a->h[l], M, F);
+			else if (c->swiglu)
 				lo->swiglu_backward(ctx, a->dh, a->da, a->h[l], M, F);
 			else
 				op->gelu_backward(ctx, a->dh, a->da, a->h[l] /* gelu'(h) */, NULL, 0.0f, (size_t)M * F);
@@ -1347,10 +1379,15 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 			lo->norm_backward(ctx, a->dx, gy->ln2_w, gy->ln2_b, a->dn, xm, a->mean2[l], a->rstd2[l], y->ln2_w,
 					  M, d, rms);
 		}
-		/* xm = x[l] + rm mixer(norm1(x[l])): dx is d xm */
+		/* xm = x[l] + rm N3(mixer(norm1(x[l]))): dx is d xm (N3 with sandwich norms) */
 		if (rm != 1.0f && F) {
 			op->copy(ctx, dout, a->dx, (size_t)M * d * sizeof(float));
 			op->scale(ctx, dout, rm, (size_t)M * d);
+		}
+		if (c->sandwich) {
+			op->zero(ctx, a->dsw, (size_t)M * d * sizeof(float));
+			lo->norm_backward(ctx, a->dsw, gy->ln3_w, NULL, dout, a->ym[l], NULL, a->r3[l], y->ln3_w, M, d, 1);
+			dout = a->dsw;
 		}
 		if (y->kind == 'A' || y->kind == 'S') {
 			int loc = y->kind == 'S';
@@ -1420,9 +1457,9 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	if (strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts)
 		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) layers and mixtures of experts are evaluation-only "
 					      "(pretrained layouts); the training path does not have them");
-	if (m->cfg.sandwich || m->cfg.swiglu == 2 || m->cfg.attn_softcap != 0.0f || m->cfg.final_softcap != 0.0f)
-		return SB_ERR(err, SB_EUSAGE, "training: sandwich norms, the GeGLU MLP and soft-capping are "
-					      "evaluation-only (pretrained layouts); the training path does not have them");
+	if (m->cfg.attn_softcap != 0.0f || m->cfg.final_softcap != 0.0f)
+		return SB_ERR(err, SB_EUSAGE, "training: soft-capping (Gemma 2's) is evaluation-only (pretrained layouts); "
+					      "the training path does not have it");
 	struct sb_lm_trainer *tr = calloc(1, sizeof *tr);
 	if (!tr)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");

@@ -169,10 +169,19 @@ sb-lm import -q -o "$T/rung3" --corpus "shakespeare=$TXT" --T 256 "$G3" >"$T/og3
 		all(.method == "dense" or .fraction < 0.25)' "$rg3/eval.ndjson" >/dev/null &&
 	[ "$(jq -s '[.[] | select(.kind == "probe.result")] | length' "$rg3/eval.ndjson")" -eq 12 ]
 t_result $? "Gemma 3 (multimodal layout): imported, evaluated; masks on layers 1 and 3 only, budget < 0.25 there, 12 probes ($(head -c 300 "$T/e"))"
-printf '{"family":"sas","seed":0,"backbone":"%s"}\n' "$rg3" >"$T/g3sas.ndjson"
-sb-train -q -o "$T/g3sas" "$T/g3sas.ndjson" >/dev/null 2>"$T/e"; rc=$?
-[ $rc -eq 2 ] && grep -q 'evaluation-only' "$T/e" && [ -z "$(ls -A "$T/g3sas" 2>/dev/null)" ]
-t_result $? "a scaled SAS cell on Gemma 3 is refused: exit $rc, its layers evaluation-only, nothing left ($(head -c 200 "$T/e"))"
+# a scaled SAS cell on Gemma 3 (gemma3: S S A S A, head_dim 16, imported at T 64): the selector
+# trains through its training path (sliding-window layers, sandwich norms, GeGLU) and sb-eval
+# measures it
+sb-lm import -q -o "$T/rung3t" --corpus "shakespeare=$TXT" --T 64 "$TOP/tests/fixtures/hf/gemma3" >"$T/og3t" 2>"$T/e" &&
+	rg3t=$(jq -r .run_dir "$T/og3t") &&
+	printf '{"family":"sas","seed":0,"backbone":"%s","blocks":[8],"dsel":8,"sel_steps":2,"sel_batch":2,"windows":2,"probes":0,"budget":"recipe:s=2,w=8,k=8","masks":"recipe"}\n' \
+		"$rg3t" >"$T/g3sas.ndjson" &&
+	sb-train -q -o "$T/g3sas" "$T/g3sas.ndjson" >/dev/null 2>>"$T/e" &&
+	R3=$(ls -d "$T/g3sas"/*/ | head -n 1) &&
+	[ "$(grep -c '"kind":"sas.scaled.step"' "$R3/train.ndjson")" -eq 2 ] &&
+	sb-eval -q "$R3" >/dev/null 2>>"$T/e" &&
+	grep '"kind":"sas.scaled.fidelity"' "$R3/eval.ndjson" | grep -q '"method":"sas-b8"'
+t_result $? "a scaled SAS cell on Gemma 3 trains its selector (2 steps) and is evaluated ($(head -c 300 "$T/e"))"
 # Gemma 2 (S A S A as its config class derives it; soft-capping of scores at 2 and logits at 3):
 # imported and evaluated, masks on the global layers 1 and 3 only, the capping in the cell, the
 # records and the report; a scaled SAS cell on it refused
@@ -197,7 +206,7 @@ sb-lm import -q -o "$T/rung2" --corpus "shakespeare=$TXT" --T 256 "$G2" >"$T/og2
 t_result $? "Gemma 2: imported, evaluated; soft-capping 2 / 3 in cell.json, the records and the report; masks on layers 1 and 3 only; 12 probes ($(head -c 300 "$T/e"))"
 printf '{"family":"sas","seed":0,"backbone":"%s"}\n' "$rg2" >"$T/g2sas.ndjson"
 sb-train -q -o "$T/g2sas" "$T/g2sas.ndjson" >/dev/null 2>"$T/e"; rc=$?
-[ $rc -eq 2 ] && grep -q 'soft-capping are evaluation-only' "$T/e" && [ -z "$(ls -A "$T/g2sas" 2>/dev/null)" ]
+[ $rc -eq 2 ] && grep -q "soft-capping (Gemma 2's) is evaluation-only" "$T/e" && [ -z "$(ls -A "$T/g2sas" 2>/dev/null)" ]
 t_result $? "a scaled SAS cell on Gemma 2 is refused: exit $rc, soft-capping evaluation-only, nothing left ($(head -c 200 "$T/e"))"
 mkdir -p "$T/badtok" && cp "$HF"/* "$T/badtok/" && printf '{"model": {"type": "WordPiece"}}' >"$T/badtok/tokenizer.json"
 noimp "a tokenizer the evaluation cannot read" 3 "$T/badtok/tokenizer.json: model.type: only \"BPE\"" --corpus "x=$TXT" --T 256 "$T/badtok"

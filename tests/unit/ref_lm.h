@@ -41,6 +41,11 @@ static void ref_norm(double *out, const double *x, const double *w, const double
 
 static double ref_gelu1(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 static double ref_silu(double x) { return x / (1 + exp(-x)); }
+/* torch's gelu(approximate="tanh") (GeGLU's) */
+static double ref_gelu_tanh(double x)
+{
+	return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+}
 
 /* RoPE with the frequencies freq[hd / 2] */
 static void ref_rope_freq(double *x, int T, int nh, int hd, const double *freq)
@@ -165,6 +170,7 @@ struct ref_layer {
 	char kind;
 	const double *ln1_w, *ln1_b, *ln2_w, *ln2_b, *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b;
 	const double *qn_w, *kn_w; /* qk_norm: each head's RMSNorm before RoPE */
+	const double *ln3_w, *ln4_w; /* sandwich: RMSNorms of the mixer's and the MLP's outputs */
 	const double *in_w, *in_b, *cw, *cb, *out_w, *out_b, *gate_w, *gate_b, *up_w, *up_b, *down_w, *down_b;
 };
 struct ref_model {
@@ -237,6 +243,8 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 			}
 			ref_matmul(y, att, y_->out_w, y_->out_b, T, d, d);
 		}
+		if (y_->ln3_w)
+			ref_norm(y, y, y_->ln3_w, NULL, T, d, r->eps, 1);
 		for (size_t i = 0; i < Td; i++)
 			x[i] += r->resid_mult * y[i];
 		if (F) {
@@ -245,13 +253,15 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 				ref_matmul(h, n, y_->gate_w, y_->gate_b, T, d, F);
 				ref_matmul(h + (size_t)T * F, n, y_->up_w, y_->up_b, T, d, F);
 				for (size_t i = 0; i < (size_t)T * F; i++)
-					att[i] = ref_silu(h[i]) * h[(size_t)T * F + i];
+					att[i] = (r->swiglu == 2 ? ref_gelu_tanh(h[i]) : ref_silu(h[i])) * h[(size_t)T * F + i];
 			} else {
 				ref_matmul(h, n, y_->up_w, y_->up_b, T, d, F);
 				for (size_t i = 0; i < (size_t)T * F; i++)
 					att[i] = ref_gelu1(h[i]);
 			}
 			ref_matmul(y, att, y_->down_w, y_->down_b, T, F, d);
+			if (y_->ln4_w)
+				ref_norm(y, y, y_->ln4_w, NULL, T, d, r->eps, 1);
 			for (size_t i = 0; i < Td; i++)
 				x[i] += r->resid_mult * y[i];
 		}
@@ -343,6 +353,8 @@ static void ref_from_model(struct ref_model *r, const struct sb_lm_model *m, con
 		G(ln1_b, "input_layernorm.bias");
 		G(ln2_w, "post_attention_layernorm.weight");
 		G(ln2_b, "post_attention_layernorm.bias");
+		G(ln3_w, "post_mixer_layernorm.weight");
+		G(ln4_w, "post_feedforward_layernorm.weight");
 		const char *pre = y->kind == 'A' || y->kind == 'S' ? "self_attn" : "linear_attn";
 		char s[96];
 #define GA(f, s2) (snprintf(s, sizeof s, "%s.%s", pre, s2), G(f, s))

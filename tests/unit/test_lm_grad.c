@@ -622,6 +622,14 @@ int main(void)
 	const char *k12[] = {"pattern=ASC", "pos=rope", "window=2", "head_dim=4", "rope_scaling=yarn",
 			     "rope_factor=4", "rope_orig_max=8", "rope_attn=1.3"};
 	model_check(be, "ASC, sliding window 2 on the A layers' RoPE (YaRN's factor too)", k12, 8);
+	/* Gemma 3's layout: S and A layers, sandwich norms, GeGLU, q/k norms, its embedding and
+	 * attention scales; and the sandwich norm of the mixer alone (no MLP) */
+	const char *k13[] = {"pattern=SSA",	  "pos=rope",	"window=3", "rope_local_theta=50", "head_dim=4",
+			     "heads=2",		  "kv_heads=1", "mlp=geglu", "norm=rmsnorm",	    "qk_norm=1",
+			     "sandwich=1",	  "tied=1",	"emb_mult=2.8", "attn_scale=0.4"};
+	model_check(be, "SSA, Gemma 3's layout: sandwich norms, GeGLU, q/k norms, window 3, scales", k13, 14);
+	const char *k14[] = {"pattern=AS", "ffn=0", "pos=rope", "window=2", "norm=rmsnorm", "sandwich=1"};
+	model_check(be, "AS without MLP, the mixer's sandwich norm", k14, 6);
 	sb_backend_close(be);
 	return sb_test_done();
 }

@@ -267,11 +267,11 @@ static void check_model(struct sb_backend *be, const char *name)
 	/* the training path (a scaled SAS selector trains through it) on the same weights, where
 	 * the layout has it (not Mamba2 layers or experts): the same logits as the reference, to
 	 * the same tolerance */
-	int eval_only = strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts || strchr(m->cfg.pattern, 'S') ||
-			m->cfg.sandwich || m->cfg.swiglu == 2;
+	int eval_only = strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts || m->cfg.attn_softcap != 0.0f ||
+			m->cfg.final_softcap != 0.0f;
 	if (eval_only && !strchr(m->cfg.pattern, 'M') && !m->cfg.moe_experts) {
-		/* Gemma 3's parts are evaluation-only: the trainer says so (a scaled SAS cell on it
-		 * is refused the same way) */
+		/* Gemma 2's soft-capping is evaluation-only: the trainer says so (a scaled SAS cell
+		 * on it is refused the same way) */
 		struct sb_lm_cell c3;
 		struct sb_lm_model *mt = NULL;
 		struct sb_lm_trainer *tr = NULL;
