@@ -363,19 +363,22 @@ struct sb_backend_lm_ops {
 	 * (the backward of a gradient) */
 	void (*rope)(struct sb_ctx *ctx, float *x, int B, int T, int t0, int nh, int hd, const double *freq, int inverse);
 	/* causal softmax attention, training path: out[B, T, NH*hd], saves P[B, NH, T, T]
-	 * (scores q.k / sqrt(hd)); backward writes dq, dk, dv (overwrite) */
+	 * (scores q.k / sqrt(hd); softcap > 0: each score s becomes softcap tanh(s / softcap)
+	 * first, Gemma 2's; 0 none); backward writes dq, dk, dv (overwrite) */
 	void (*attn_forward)(struct sb_ctx *ctx, float *out, float *P, const float *q, const float *k, const float *v,
-			     int B, int T, int NH, int NKV, int hd);
+			     int B, int T, int NH, int NKV, int hd, float softcap);
 	void (*attn_backward)(struct sb_ctx *ctx, float *dq, float *dk, float *dv, const float *dout, const float *P,
-			      const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int hd);
+			      const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int hd,
+			      float softcap);
 	/* sliding-window attention, training path (S layers): as attn_forward with query t
 	 * attending to keys t - window + 1 .. t only (P zero elsewhere); its backward is
 	 * attn_backward's (P's zeros carry the window). Separate entries, so that a wrapper of
 	 * attn_forward / attn_backward (SAS's, lib/sas_lm.c) sees the A layers alone. */
 	void (*swa_forward)(struct sb_ctx *ctx, float *out, float *P, const float *q, const float *k, const float *v,
-			    int B, int T, int NH, int NKV, int hd, int window);
+			    int B, int T, int NH, int NKV, int hd, int window, float softcap);
 	void (*swa_backward)(struct sb_ctx *ctx, float *dq, float *dk, float *dv, const float *dout, const float *P,
-			     const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int hd);
+			     const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int hd,
+			     float softcap);
 	/* evaluation path: query rows t0..t0+n-1 (q[n, NH*hd]) of one sequence against keys
 	 * 0..t (k, v [>= t0+n, NKV*hd], the KV cache) under a mask (lib/lm_mask.h; NULL =
 	 * dense), selection per head; acc[NH, Tcap] is the accumulated attention of the

@@ -654,9 +654,20 @@ static void lm_rope(struct sb_ctx *ctx, float *x, int B, int T, int t0, int nh, 
 
 /* ---------------------------------------------------------------- attention: training path */
 
-/* causal softmax attention; window > 0: query t sees keys t - window + 1 .. t only */
+/* Gemma 2's soft-capping of attention scores, as transformers computes it in float32: s / cap,
+ * tanh, times cap. Monotone, so a selection by score (top-k, the recipe) keeps its order
+ * except where tanh saturates to equal floats; the block mask's pooled-key scores are not
+ * capped (their order is all it uses) */
+static void soft_cap(float *s, int n, float cap)
+{
+	for (int i = 0; i < n; i++)
+		s[i] = tanhf(s[i] / cap) * cap;
+}
+
+/* causal softmax attention; window > 0: query t sees keys t - window + 1 .. t only; softcap
+ * > 0: scores soft-capped first (soft_cap, as attn_rows) */
 static void attn_forward_w(float *out, float *P, const float *q, const float *k, const float *v, int B, int T,
-			   int NH, int NKV, int hd, int window)
+			   int NH, int NKV, int hd, int window, float softcap)
 {
 	float scale = 1.0f / sqrtf((float)hd);
 	int g = NH / NKV, ldq = NH * hd, ldk = NKV * hd;
@@ -672,6 +683,8 @@ static void attn_forward_w(float *out, float *P, const float *q, const float *k,
 				int lo = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
 				float *r = row + lo;
 				int n = t + 1 - lo;
+				if (softcap > 0.0f)
+					soft_cap(r, n, softcap);
 				float mx = r[0];
 				for (int j = 1; j < n; j++)
 					mx = r[j] > mx ? r[j] : mx;
@@ -695,23 +708,28 @@ static void attn_forward_w(float *out, float *P, const float *q, const float *k,
 }
 
 static void lm_attn_forward(struct sb_ctx *ctx, float *out, float *P, const float *q, const float *k, const float *v,
-			    int B, int T, int NH, int NKV, int hd)
+			    int B, int T, int NH, int NKV, int hd, float softcap)
 {
-	attn_forward_w(out, P, q, k, v, B, T, NH, NKV, hd, 0);
+	attn_forward_w(out, P, q, k, v, B, T, NH, NKV, hd, 0, softcap);
 }
 
 static void lm_swa_forward(struct sb_ctx *ctx, float *out, float *P, const float *q, const float *k, const float *v,
-			   int B, int T, int NH, int NKV, int hd, int window)
+			   int B, int T, int NH, int NKV, int hd, int window, float softcap)
 {
-	attn_forward_w(out, P, q, k, v, B, T, NH, NKV, hd, window);
+	attn_forward_w(out, P, q, k, v, B, T, NH, NKV, hd, window, softcap);
 }
 
+/* The backward from P (its zeros carry a window); with softcap > 0 the scores are computed
+ * again as the forward did, and the gradient of a capped score s' = c tanh(s / c) takes the
+ * factor 1 - tanh^2 */
 static void lm_attn_backward(struct sb_ctx *ctx, float *dq, float *dk, float *dv, const float *dout, const float *P,
-			     const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int hd)
+			     const float *q, const float *k, const float *v, int B, int T, int NH, int NKV, int hd,
+			     float softcap)
 {
 	float scale = 1.0f / sqrtf((float)hd);
 	int g = NH / NKV, ldq = NH * hd, ldk = NKV * hd;
-	float *dS = sb_cpu_scratch(ctx, (size_t)T * T * sizeof(float));
+	float *dS = sb_cpu_scratch(ctx, (size_t)T * T * sizeof(float) * (softcap > 0.0f ? 2 : 1));
+	float *S = dS + (size_t)T * T; /* the scores again (softcap only) */
 	for (int b = 0; b < B; b++) {
 		for (int t = 0; t < T; t++) {
 			memset(dk + ((size_t)b * T + t) * ldk, 0, (size_t)ldk * sizeof(float));
@@ -728,12 +746,20 @@ static void lm_attn_backward(struct sb_ctx *ctx, float *dq, float *dk, float *dv
 			float *dvh = dv + (size_t)b * T * ldk + (size_t)(h / g) * hd;
 			/* dP = dO V^T */
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, doh, ldq, vh, ldk, 0.0f, dS, T);
+			if (softcap > 0.0f) /* the forward's product, the same call */
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, scale, qh, ldq, kh, ldk, 0.0f, S,
+					    T);
 			for (int t = 0; t < T; t++) {
 				float *r = dS + (size_t)t * T;
 				const float *p = Pb + (size_t)t * T;
 				float s = dotf(p, r, t + 1);
 				for (int j = 0; j <= t; j++)
 					r[j] = p[j] * (r[j] - s);
+				if (softcap > 0.0f)
+					for (int j = 0; j <= t; j++) {
+						float th = tanhf(S[(size_t)t * T + j] / softcap);
+						r[j] *= 1.0f - th * th;
+					}
 				if (t + 1 < T)
 					memset(r + t + 1, 0, (size_t)(T - t - 1) * sizeof *r);
 			}
@@ -747,15 +773,6 @@ static void lm_attn_backward(struct sb_ctx *ctx, float *dq, float *dk, float *dv
 
 /* ---------------------------------------------------------------- attention: evaluation rows */
 
-/* Gemma 2's soft-capping of attention scores, as transformers computes it in float32: s / cap,
- * tanh, times cap. Monotone, so a selection by score (top-k, the recipe) keeps its order
- * except where tanh saturates to equal floats; the block mask's pooled-key scores are not
- * capped (their order is all it uses) */
-static void soft_cap(float *s, int n, float cap)
-{
-	for (int i = 0; i < n; i++)
-		s[i] = tanhf(s[i] / cap) * cap;
-}
 
 static int lm_attn_rows(struct sb_ctx *ctx, float *out, const float *q, const float *k, const float *v, float *acc,
 			int Tcap, int t0, int n, int NH, int NKV, int hd, float softcap, const struct sb_lm_mask *mask,

@@ -50,8 +50,8 @@
  * null: none).
  *
  * Refused for both, naming the field: attention_bias, use_bidirectional_attention, another
- * activation or layer kind, rope_parameters. Evaluation only (the training path refuses S,
- * sandwich, GeGLU, soft-capping).
+ * activation or layer kind, rope_parameters. Both run the evaluation and the training path
+ * (a scaled SAS backbone).
  *
  * granitemoehybrid (GraniteMoeHybridForCausalLM: IBM's Granite 4.0 hybrids, "h" models): layer_types ("mamba" | "attention"; null: every layer mamba) as M (Mamba2) and
  * A layers; every layer has the shared SwiGLU MLP (shared_intermediate_size). hidden_size,

@@ -1271,9 +1271,10 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 				op->scale(ctx, a->q[l], qsl, (size_t)M * qd);
 			if (loc)
 				lo->swa_forward(ctx, a->att[l], a->P[l], a->q[l], a->k[l], a->v[l], Bt, T, NH, NKV, hd,
-						c->window);
+						c->window, c->attn_softcap);
 			else
-				lo->attn_forward(ctx, a->att[l], a->P[l], a->q[l], a->k[l], a->v[l], Bt, T, NH, NKV, hd);
+				lo->attn_forward(ctx, a->att[l], a->P[l], a->q[l], a->k[l], a->v[l], Bt, T, NH, NKV, hd,
+						 c->attn_softcap);
 			op->matmul_forward(ctx, out, a->att[l], y->o_w, y->o_b, M, qd, d);
 		} else if (y->kind == 'L') {
 			op->matmul_forward(ctx, a->q[l], a->n1[l], y->q_w, y->q_b, M, d, d);
@@ -1329,6 +1330,9 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 	op->matmul_forward(ctx, a->logits, a->nf, w->head, NULL, M, d, c->vocab);
 	if (c->logit_div != 1.0f) /* Granite's logits_scaling */
 		op->scale(ctx, a->logits, 1.0f / c->logit_div, (size_t)M * c->vocab);
+	if (c->final_softcap != 0.0f) /* Gemma 2's, as the cached path: z / cap, tanh, times cap */
+		for (size_t i = 0; i < (size_t)M * c->vocab; i++)
+			a->logits[i] = tanhf(a->logits[i] / c->final_softcap) * c->final_softcap;
 	op->cross_entropy(ctx, a->losses, NULL, want_dlogits ? a->dlogits : NULL, a->logits, a->tgt, M, c->vocab, dscale);
 }
 
@@ -1343,6 +1347,11 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 	int qd = NH * hd, kvd = NKV * hd, rms = c->rmsnorm, L = c->n_layer;
 	float qs = query_scale(c), rm = c->resid_mult;
 	float qs_s = c->rope_local_theta != 0.0f ? query_scale_noyarn(c) : qs;
+	if (c->final_softcap != 0.0f) /* z' = cap tanh(z / cap): dz = dz' (1 - (z' / cap)^2) */
+		for (size_t i = 0; i < (size_t)M * c->vocab; i++) {
+			float th = a->logits[i] / c->final_softcap;
+			a->dlogits[i] *= 1.0f - th * th;
+		}
 	if (c->logit_div != 1.0f) /* the logits were divided after the head */
 		op->scale(ctx, a->dlogits, 1.0f / c->logit_div, (size_t)M * c->vocab);
 	op->matmul_backward(ctx, a->dn, g->head, NULL, a->dlogits, a->nf, w->head, M, d, c->vocab, 0);
@@ -1396,10 +1405,10 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 			op->matmul_backward(ctx, a->datt, gy->o_w, gy->o_b, dout, a->att[l], y->o_w, M, qd, d, 0);
 			if (loc)
 				lo->swa_backward(ctx, a->dq, a->dk, a->dv, a->datt, a->P[l], a->q[l], a->k[l], a->v[l], Bt,
-						 T, NH, NKV, hd);
+						 T, NH, NKV, hd, c->attn_softcap);
 			else
 				lo->attn_backward(ctx, a->dq, a->dk, a->dv, a->datt, a->P[l], a->q[l], a->k[l], a->v[l], Bt,
-						  T, NH, NKV, hd);
+						  T, NH, NKV, hd, c->attn_softcap);
 			if (qsl != 1.0f) /* the queries were scaled after RoPE */
 				op->scale(ctx, a->dq, qsl, (size_t)M * qd);
 			if (c->pos == SB_LM_POS_ROPE) {
@@ -1457,9 +1466,6 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	if (strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts)
 		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) layers and mixtures of experts are evaluation-only "
 					      "(pretrained layouts); the training path does not have them");
-	if (m->cfg.attn_softcap != 0.0f || m->cfg.final_softcap != 0.0f)
-		return SB_ERR(err, SB_EUSAGE, "training: soft-capping (Gemma 2's) is evaluation-only (pretrained layouts); "
-					      "the training path does not have it");
 	struct sb_lm_trainer *tr = calloc(1, sizeof *tr);
 	if (!tr)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");

@@ -9,7 +9,7 @@
  *     A  full causal softmax attention: q/k/v/o projections, heads of head_dim,
  *        kv_heads <= heads (GQA), RoPE when pos = rope, scores q.k / sqrt(head_dim).
  *        The sparse masks (lib/lm_mask.h) act here, and only here.
- *     S  sliding-window causal attention (evaluation only; Gemma 3's local layers): A's
+ *     S  sliding-window causal attention (Gemma's local layers; trains): A's
  *        projections and norms, each query attending to its `window` most recent keys
  *        (itself included), RoPE with rope_local_theta's frequencies (no scaling; 0 = the
  *        A layers'). Masks never touch it: it runs unchanged, as a hybrid's other layers.
@@ -31,7 +31,7 @@
  *     MLP  GELU: down(gelu(up x));  SwiGLU: down(silu(gate x) * up x); GeGLU (evaluation
  *          only; Gemma's): down(gelu_tanh(gate x) * up x); with moe_experts, plus Granite's
  *          mixture of experts on the same input (below).
- *   sandwich = 1 (evaluation only; Gemma 2/3's): the mixer's and the MLP's outputs are
+ *   sandwich = 1 (Gemma 2/3's; trains): the mixer's and the MLP's outputs are
  *     normalised before they are added, x += Norm3(Mixer(Norm1(x))), x += Norm4(MLP(Norm2(x))).
  *   logits = lm_head(Norm_f(x)), lm_head tied to embed_tokens or not.
  *   Granite's multipliers (1 = none): x = emb_mult embed_tokens[ids];
@@ -93,11 +93,11 @@ struct sb_lm_cfg {
 	int conv_k;     /* 4 */
 	int conv_gate;  /* 1: gated short conv (LFM2's block); 0: plain depthwise conv */
 	int ffn;        /* MLP hidden width; 0 = no MLP */
-	int swiglu;     /* 0 GELU, 1 SwiGLU, 2 GeGLU with tanh GELU (evaluation only) */
-	int sandwich;   /* 1: norms on the mixer's and MLP's outputs too (evaluation only) */
+	int swiglu;     /* 0 GELU, 1 SwiGLU, 2 GeGLU with tanh GELU (Gemma's) */
+	int sandwich;   /* 1: norms on the mixer's and MLP's outputs too (Gemma's) */
 	int window;     /* S layers: keys per query row (the query included) */
 	float rope_local_theta; /* S layers' RoPE base, unscaled; 0 = the A layers' frequencies */
-	/* Gemma 2's soft-capping (evaluation only; 0 = none): every attention score s of the A
+	/* Gemma 2's soft-capping (0 = none; both paths): every attention score s of the A
 	 * and S layers becomes attn_softcap tanh(s / attn_softcap) before the mask and softmax,
 	 * every output logit z final_softcap tanh(z / final_softcap) */
 	float attn_softcap, final_softcap;

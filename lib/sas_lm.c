@@ -24,6 +24,7 @@ struct sb_sas_lm {
 	struct sb_backend_lm_ops ops; /* the backend's, with our attention */
 	const struct sb_backend_lm_ops *orig;
 	float *sel, *grad; /* selector parameters and gradient */
+	const float *bg;   /* the backbone's gradient of the last pass (the trainer's; unused) */
 	size_t n_sel;      /* the selector's parameters */
 	size_t per_layer;  /* an A layer's part of sel: Sq, then Sk at k_off */
 	size_t k_off;
@@ -131,13 +132,13 @@ static void sas_select(struct sb_sas_lm *x, int li, const float *q, const float 
 /* ---------------------------------------------------------------- attention ops */
 
 static void sas_attn_forward(struct sb_ctx *ctx, float *out, float *P, const float *q, const float *k, const float *v,
-                             int Bt, int T, int NH, int NKV, int hd)
+                             int Bt, int T, int NH, int NKV, int hd, float softcap)
 {
 	struct sb_sas_lm *x = cur;
 	int li = x->fwd_layer;
 	x->fwd_layer = (x->fwd_layer + 1) % x->n_a;
 	if (x->mode == SB_SAS_LM_DENSE) {
-		x->orig->attn_forward(ctx, out, P, q, k, v, Bt, T, NH, NKV, hd);
+		x->orig->attn_forward(ctx, out, P, q, k, v, Bt, T, NH, NKV, hd, softcap);
 		if (x->budget) {
 			double c = (double)Bt * NH * T * (T + 1) / 2.0;
 			x->budget->kept += c;
@@ -162,6 +163,8 @@ static void sas_attn_forward(struct sb_ctx *ctx, float *out, float *P, const flo
 					for (int e = 0; e < hd; e++)
 						s += (double)qt[e] * kj[e];
 					x->row[j] = (float)(s * sc);
+					if (softcap > 0.0f) /* Gemma 2's, before the gate bias and the masks */
+						x->row[j] = tanhf(x->row[j] / softcap) * softcap;
 				}
 				/* which keys: idx[0..n) */
 				int n = 0;
@@ -219,13 +222,14 @@ static void sas_attn_forward(struct sb_ctx *ctx, float *out, float *P, const flo
 }
 
 static void sas_attn_backward(struct sb_ctx *ctx, float *dq, float *dk, float *dv, const float *dout, const float *P,
-                              const float *q, const float *k, const float *v, int Bt, int T, int NH, int NKV, int hd)
+                              const float *q, const float *k, const float *v, int Bt, int T, int NH, int NKV, int hd,
+                              float softcap)
 {
 	struct sb_sas_lm *x = cur;
 	x->bwd_layer = (x->bwd_layer + x->n_a - 1) % x->n_a;
 	int li = x->bwd_layer;
 	if (x->mode == SB_SAS_LM_DENSE) {
-		x->orig->attn_backward(ctx, dq, dk, dv, dout, P, q, k, v, Bt, T, NH, NKV, hd);
+		x->orig->attn_backward(ctx, dq, dk, dv, dout, P, q, k, v, Bt, T, NH, NKV, hd, softcap);
 		return;
 	}
 	/* SAS (the training mode; masks are evaluation only) */
@@ -267,6 +271,13 @@ static void sas_attn_backward(struct sb_ctx *ctx, float *dq, float *dk, float *d
 					float *dvj = dv + ((size_t)b * T + j) * kd + (size_t)kh * hd;
 					const float *qt = qb + (size_t)t * qd + (size_t)h * hd;
 					const float *kj = kb + (size_t)j * kd + (size_t)kh * hd;
+					if (softcap > 0.0f) { /* through the cap: the score again, as the forward */
+						double s = 0;
+						for (int e = 0; e < hd; e++)
+							s += (double)qt[e] * kj[e];
+						float th = tanhf((float)(s * sc) / softcap);
+						dsj *= 1.0 - (double)th * th;
+					}
 					for (int e = 0; e < hd; e++) {
 						dqt[e] += (float)(dsj * sc * kj[e]);
 						dkj[e] += (float)(dsj * sc * qt[e]);
@@ -584,8 +595,9 @@ static int grad_of(struct sb_sas_lm *x, const uint8_t *batch, const int32_t *ids
 {
 	memset(x->grad, 0, x->sel_len * sizeof(float));
 	begin(x, SB_SAS_LM_SAS, NULL, NULL);
-	float *bg; /* the backbone's, discarded */
+	float *bg = NULL; /* the backbone's, discarded (kept for sb_sas_lm_backbone_grad) */
 	int rc = ids ? sb_lm_train_grad_ids(x->tr, ids, loss, &bg, err) : sb_lm_train_grad(x->tr, batch, loss, &bg, err);
+	x->bg = rc ? NULL : bg;
 	end(x);
 	if (!rc)
 		rc = sel_zones_check(x, 0, "a selector gradient pass", err);
@@ -593,6 +605,8 @@ static int grad_of(struct sb_sas_lm *x, const uint8_t *batch, const int32_t *ids
 		g[i] = x->grad[sel_at(x, i)];
 	return rc;
 }
+
+const float *sb_sas_lm_backbone_grad(const struct sb_sas_lm *x) { return x->bg; }
 
 int sb_sas_lm_grad(struct sb_sas_lm *x, const uint8_t *batch, double *loss, float *g, struct sb_err *err)
 {

@@ -71,6 +71,10 @@ int sb_sas_lm_logits(struct sb_sas_lm *x, const uint8_t *tokens, enum sb_sas_lm_
  * batch[batch][T+1]. With SB_ARENA_CHECK, SB_EINTERNAL when a zone was written (so too for a
  * step: its gradient, moments or parameters). */
 int sb_sas_lm_grad(struct sb_sas_lm *x, const uint8_t *batch, double *loss, float *g, struct sb_err *err);
+/* The backbone's gradient of the last sb_sas_lm_grad pass (the model's n_floats, in its
+ * layout; NULL before one): computed through SAS's attention and discarded by training, it
+ * lets a test compare SAS's backward with the backbone's own where they must agree. */
+const float *sb_sas_lm_backbone_grad(const struct sb_sas_lm *x);
 /* One AdamW step (torch semantics) of the selector on batch: loss before the update,
  * pre-clip norm. step is 1-based. */
 int sb_sas_lm_step(struct sb_sas_lm *x, const uint8_t *batch, int64_t step, float lr, float wd, float clip,

@@ -184,7 +184,7 @@ sb-lm import -q -o "$T/rung3t" --corpus "shakespeare=$TXT" --T 64 "$TOP/tests/fi
 t_result $? "a scaled SAS cell on Gemma 3 trains its selector (2 steps) and is evaluated ($(head -c 300 "$T/e"))"
 # Gemma 2 (S A S A as its config class derives it; soft-capping of scores at 2 and logits at 3):
 # imported and evaluated, masks on the global layers 1 and 3 only, the capping in the cell, the
-# records and the report; a scaled SAS cell on it refused
+# records and the report
 G2="$TOP/tests/fixtures/hf/gemma2"
 sb-lm import -q -o "$T/rung2" --corpus "shakespeare=$TXT" --T 256 "$G2" >"$T/og2" 2>"$T/e" &&
 	rg2=$(jq -r .run_dir "$T/og2") &&
@@ -204,10 +204,17 @@ sb-lm import -q -o "$T/rung2" --corpus "shakespeare=$TXT" --T 256 "$G2" >"$T/og2
 	grep -q 'Soft-capping (cap tanh(x / cap)) of the attention scores at 2 and the logits at 3; the masks select among the capped scores' \
 		"$T/g2rep/lm-report.md"
 t_result $? "Gemma 2: imported, evaluated; soft-capping 2 / 3 in cell.json, the records and the report; masks on layers 1 and 3 only; 12 probes ($(head -c 300 "$T/e"))"
-printf '{"family":"sas","seed":0,"backbone":"%s"}\n' "$rg2" >"$T/g2sas.ndjson"
-sb-train -q -o "$T/g2sas" "$T/g2sas.ndjson" >/dev/null 2>"$T/e"; rc=$?
-[ $rc -eq 2 ] && grep -q "soft-capping (Gemma 2's) is evaluation-only" "$T/e" && [ -z "$(ls -A "$T/g2sas" 2>/dev/null)" ]
-t_result $? "a scaled SAS cell on Gemma 2 is refused: exit $rc, soft-capping evaluation-only, nothing left ($(head -c 200 "$T/e"))"
+# and a scaled SAS cell on it: the selector trains through the soft-capped scores and logits
+sb-lm import -q -o "$T/rung2t" --corpus "shakespeare=$TXT" --T 64 "$G2" >"$T/og2t" 2>"$T/e" &&
+	rg2t=$(jq -r .run_dir "$T/og2t") &&
+	printf '{"family":"sas","seed":0,"backbone":"%s","blocks":[8],"dsel":8,"sel_steps":2,"sel_batch":2,"windows":2,"probes":0,"budget":"recipe:s=2,w=8,k=8","masks":"recipe"}\n' \
+		"$rg2t" >"$T/g2sas.ndjson" &&
+	sb-train -q -o "$T/g2sas" "$T/g2sas.ndjson" >/dev/null 2>>"$T/e" &&
+	R2=$(ls -d "$T/g2sas"/*/ | head -n 1) &&
+	[ "$(grep -c '"kind":"sas.scaled.step"' "$R2/train.ndjson")" -eq 2 ] &&
+	sb-eval -q "$R2" >/dev/null 2>>"$T/e" &&
+	grep '"kind":"sas.scaled.fidelity"' "$R2/eval.ndjson" | grep -q '"method":"sas-b8"'
+t_result $? "a scaled SAS cell on Gemma 2 (soft-capping 2 / 3) trains its selector (2 steps) and is evaluated ($(head -c 300 "$T/e"))"
 mkdir -p "$T/badtok" && cp "$HF"/* "$T/badtok/" && printf '{"model": {"type": "WordPiece"}}' >"$T/badtok/tokenizer.json"
 noimp "a tokenizer the evaluation cannot read" 3 "$T/badtok/tokenizer.json: model.type: only \"BPE\"" --corpus "x=$TXT" --T 256 "$T/badtok"
 sb-lm import --help | grep -q 'Usage: sb-lm import'

@@ -73,7 +73,7 @@ static inline void ref_rope(double *x, int T, int nh, int hd, double theta)
 /* causal softmax attention, GQA; window > 0: query t attends to keys t - window + 1 .. t
  * only (an S layer) */
 static void ref_attn_w(double *out, const double *q, const double *k, const double *v, int T, int NH, int NKV, int hd,
-		       int window)
+		       int window, double softcap)
 {
 	int g = NH / NKV;
 	double *s = malloc((size_t)T * sizeof *s);
@@ -88,6 +88,8 @@ static void ref_attn_w(double *out, const double *q, const double *k, const doub
 				for (int e = 0; e < hd; e++)
 					a += q[((size_t)t * NH + h) * hd + e] * k[((size_t)j * NKV + h / g) * hd + e];
 				s[j] = a / sqrt((double)hd);
+				if (softcap > 0) /* Gemma 2's soft-capping */
+					s[j] = softcap * tanh(s[j] / softcap);
 				mx = s[j] > mx ? s[j] : mx;
 			}
 			double z = 0;
@@ -105,7 +107,7 @@ static void ref_attn_w(double *out, const double *q, const double *k, const doub
 
 static inline void ref_attn(double *out, const double *q, const double *k, const double *v, int T, int NH, int NKV, int hd)
 {
-	ref_attn_w(out, q, k, v, T, NH, NKV, hd, 0);
+	ref_attn_w(out, q, k, v, T, NH, NKV, hd, 0, 0);
 }
 
 /* gated short conv: bch [T, 3d] = (b | c | h), w [d, K] */
@@ -185,6 +187,7 @@ struct ref_model {
 	/* Granite's multipliers (1: none; attn_scale 0: 1 / sqrt(head_dim)), as transformers'
 	 * GraniteForCausalLM applies them */
 	double emb_mult, resid_mult, attn_scale, logit_div;
+	double attn_softcap, final_softcap; /* Gemma 2's (0: none) */
 	const double *embed, *posw, *lnf_w, *lnf_b, *head;
 	struct ref_layer layer[32];
 };
@@ -225,7 +228,7 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 				    (r->attn_scale != 0 ? r->attn_scale * sqrt((double)r->hd) : 1.0);
 			for (size_t i = 0; qs != 1.0 && i < (size_t)T * qd; i++)
 				q[i] *= qs;
-			ref_attn_w(att, q, k, v, T, r->NH, r->NKV, r->hd, loc ? r->window : 0);
+			ref_attn_w(att, q, k, v, T, r->NH, r->NKV, r->hd, loc ? r->window : 0, r->attn_softcap);
 			ref_matmul(y, att, y_->o_w, y_->o_b, T, qd, d);
 		} else if (y_->kind == 'L') {
 			ref_matmul(q, n, y_->q_w, y_->q_b, T, d, d);
@@ -269,8 +272,11 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 	ref_norm(n, x, r->lnf_w, r->lnf_b, T, d, r->eps, r->rms);
 	double *lg = calloc((size_t)T * r->V, sizeof *lg), loss = 0;
 	ref_matmul(lg, n, r->head, NULL, T, d, r->V);
-	for (size_t i = 0; i < (size_t)T * r->V; i++)
+	for (size_t i = 0; i < (size_t)T * r->V; i++) {
 		lg[i] /= r->logit_div;
+		if (r->final_softcap > 0)
+			lg[i] = r->final_softcap * tanh(lg[i] / r->final_softcap);
+	}
 	for (int t = 0; t < T; t++) {
 		const double *l = lg + (size_t)t * r->V;
 		double mx = l[0], s = 0;
@@ -339,6 +345,8 @@ static void ref_from_model(struct ref_model *r, const struct sb_lm_model *m, con
 	r->resid_mult = c->resid_mult;
 	r->attn_scale = c->attn_scale;
 	r->logit_div = c->logit_div;
+	r->attn_softcap = c->attn_softcap;
+	r->final_softcap = c->final_softcap;
 	r->embed = ref_dp(m, P, "model.embed_tokens.weight");
 	r->posw = ref_dp(m, P, "model.embed_positions.weight");
 	r->lnf_w = ref_dp(m, P, "model.norm.weight");

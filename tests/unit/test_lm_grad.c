@@ -279,13 +279,13 @@ static void layer_checks(struct sb_backend *be)
 		float *fR = malloc(nq * sizeof *fR), *fg = malloc(nin * sizeof *fg);
 		to_f(fin, in, nin);
 		to_f(fR, Rw, nq);
-		lo->attn_forward(ctx, fo, P, fin, fin + nq, fin + nq + nk, 1, c.T, c.NH, c.NKV, c.hd);
+		lo->attn_forward(ctx, fo, P, fin, fin + nq, fin + nq + nk, 1, c.T, c.NH, c.NKV, c.hd, 0.0f);
 		att_fwd(ref, in, &c);
 		char nm[96];
 		snprintf(nm, sizeof nm, "attention (kv heads %d) forward vs reference", NKV);
 		check_grad(nm, fo, ref, nq, 1e-6, 1e-5);
 		lo->attn_backward(ctx, fg, fg + nq, fg + nq + nk, fR, P, fin, fin + nq, fin + nq + nk, 1, c.T, c.NH, c.NKV,
-				  c.hd);
+				  c.hd, 0.0f);
 		fd(g, in, nin, nq, Rw, att_fwd, &c);
 		snprintf(nm, sizeof nm, "attention (kv heads %d) dq, dk, dv vs finite differences", NKV);
 		check_grad(nm, fg, g, nin, 1e-4, 1e-3);
@@ -630,6 +630,12 @@ int main(void)
 	model_check(be, "SSA, Gemma 3's layout: sandwich norms, GeGLU, q/k norms, window 3, scales", k13, 14);
 	const char *k14[] = {"pattern=AS", "ffn=0", "pos=rope", "window=2", "norm=rmsnorm", "sandwich=1"};
 	model_check(be, "AS without MLP, the mixer's sandwich norm", k14, 6);
+	/* Gemma 2's layout: soft-capping of the scores (S and A layers) and of the logits, caps
+	 * inside their range so that tanh bends them */
+	const char *k15[] = {"pattern=SAS", "pos=rope", "window=3", "head_dim=4", "heads=2", "kv_heads=1",
+			     "mlp=geglu", "norm=rmsnorm", "sandwich=1", "emb_mult=2.8", "attn_scale=0.4",
+			     "attn_softcap=0.8", "final_softcap=1.5"};
+	model_check(be, "SAS, Gemma 2's layout: soft-capping of scores (0.8) and logits (1.5), sandwich, GeGLU", k15, 13);
 	sb_backend_close(be);
 	return sb_test_done();
 }
