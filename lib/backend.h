@@ -357,11 +357,13 @@ struct sb_backend_lm_ops {
 	 * backward overwrites dgu[M, 2F] */
 	void (*geglu_forward)(struct sb_ctx *ctx, float *out, const float *gu, int M, int F);
 	void (*geglu_backward)(struct sb_ctx *ctx, float *dgu, const float *dout, const float *gu, int M, int F);
-	/* rotary position embedding in place on x[B, T, nh*hd] at positions t0 + t
-	 * (rotate-half pairs (i, i + hd/2), angle (t0+t) freq[i], freq[hd/2] in double: the
-	 * model's frequencies, lib/lm_model.h sb_lm_rope_freqs); inverse = 1 rotates back
-	 * (the backward of a gradient) */
-	void (*rope)(struct sb_ctx *ctx, float *x, int B, int T, int t0, int nh, int hd, const double *freq, int inverse);
+	/* rotary position embedding in place on x[B, T, nh*hd] at positions t0 + t, on the
+	 * first rd (even, <= hd; rd = hd: all) dimensions of each head: rotate-half pairs
+	 * (i, i + rd/2), angle (t0+t) freq[i], freq[rd/2] in double (the model's frequencies,
+	 * lib/lm_model.h sb_lm_rope_freqs); the other hd - rd pass unchanged (a partial rotary
+	 * factor); inverse = 1 rotates back (the backward of a gradient) */
+	void (*rope)(struct sb_ctx *ctx, float *x, int B, int T, int t0, int nh, int hd, int rd, const double *freq,
+		     int inverse);
 	/* causal softmax attention, training path: out[B, T, NH*hd], saves P[B, NH, T, T]
 	 * (scores q.k / sqrt(hd); softcap > 0: each score s becomes softcap tanh(s / softcap)
 	 * first, Gemma 2's; 0 none); backward writes dq, dk, dv (overwrite) */

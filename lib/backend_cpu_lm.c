@@ -633,9 +633,10 @@ static void lm_swiglu_backward(struct sb_ctx *ctx, float *dgu, const float *dout
 
 /* ---------------------------------------------------------------- RoPE */
 
-static void lm_rope(struct sb_ctx *ctx, float *x, int B, int T, int t0, int nh, int hd, const double *freq, int inverse)
+static void lm_rope(struct sb_ctx *ctx, float *x, int B, int T, int t0, int nh, int hd, int rd, const double *freq,
+		    int inverse)
 {
-	int half = hd / 2;
+	int half = rd / 2;
 	for (int t = 0; t < T; t++) {
 		double pos = (double)(t0 + t);
 		for (int i = 0; i < half; i++) {

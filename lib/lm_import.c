@@ -427,10 +427,42 @@ static int granite_float(const struct sb_json *o, const char *name, const char *
 	return 0;
 }
 
+/* The Mamba2 mixers' fields (GraniteMoeHybridConfig's and BambaConfig's, the same mixer):
+ * heads, groups, state, convolution, expansion, biases, head width ("auto": the expansion
+ * over the heads) */
+static int mamba2_fields(const struct sb_json *o, const char *name, struct sb_lm_cfg *c, struct sb_err *err)
+{
+	int expand = 0;
+	SB_TRY(cfg_int(o, name, "mamba_n_heads", 1, 1 << 16, 128, &c->ssm_heads, err));
+	SB_TRY(cfg_int(o, name, "mamba_n_groups", 1, 1 << 16, 1, &c->ssm_groups, err));
+	SB_TRY(cfg_int(o, name, "mamba_d_state", 1, 1 << 16, 256, &c->ssm_state, err));
+	SB_TRY(cfg_int(o, name, "mamba_d_conv", 1, 64, 4, &c->conv_k, err));
+	SB_TRY(cfg_int(o, name, "mamba_expand", 1, 64, 2, &expand, err));
+	SB_TRY(cfg_bool(o, name, "mamba_conv_bias", 1, &c->ssm_conv_bias, err));
+	SB_TRY(cfg_bool(o, name, "mamba_proj_bias", 0, &c->ssm_proj_bias, err));
+	long inter = (long)expand * c->d;
+	const struct sb_json *dh = sb_json_get(o, "mamba_d_head");
+	if (!dh || dh->type == SB_JSON_NULL || (dh->type == SB_JSON_STRING && !strcmp(dh->text, "auto"))) {
+		if (inter % c->ssm_heads)
+			return SB_ERR(err, SB_EDATA, "%s: 'mamba_n_heads' %d does not divide mamba_expand * hidden_size %ld",
+				      name, c->ssm_heads, inter);
+		c->ssm_head_dim = (int)(inter / c->ssm_heads);
+	} else
+		SB_TRY(cfg_int(o, name, "mamba_d_head", 1, 1 << 16, -1, &c->ssm_head_dim, err));
+	if ((long)c->ssm_head_dim * c->ssm_heads != inter)
+		return SB_ERR(err, SB_EDATA,
+			      "%s: 'mamba_d_head' %d times mamba_n_heads %d must equal mamba_expand * hidden_size %ld", name,
+			      c->ssm_head_dim, c->ssm_heads, inter);
+	if (c->ssm_heads % c->ssm_groups)
+		return SB_ERR(err, SB_EDATA, "%s: 'mamba_n_groups' %d does not divide mamba_n_heads %d", name,
+			      c->ssm_groups, c->ssm_heads);
+	return 0;
+}
+
 static int granite_config(const struct sb_json *o, const char *name, struct sb_lm_cfg *c, struct sb_lm_hf_info *info,
 			  struct sb_err *err)
 {
-	int layers = 0, heads = 0, experts = 0, abias = 0, tied = 0, expand = 0;
+	int layers = 0, heads = 0, experts = 0, abias = 0, tied = 0;
 	double eps = 0, theta = 0;
 	SB_TRY(cfg_int(o, name, "vocab_size", 2, 1 << 20, -1, &c->vocab, err));
 	SB_TRY(cfg_int(o, name, "hidden_size", 2, 1 << 14, -1, &c->d, err));
@@ -518,30 +550,7 @@ static int granite_config(const struct sb_json *o, const char *name, struct sb_l
 	} else
 		return SB_ERR(err, SB_EDATA, "%s: 'position_embedding_type' '%s' is not read here (null, nope, rope)",
 			      name, pe);
-	/* the Mamba2 mixers */
-	SB_TRY(cfg_int(o, name, "mamba_n_heads", 1, 1 << 16, 128, &c->ssm_heads, err));
-	SB_TRY(cfg_int(o, name, "mamba_n_groups", 1, 1 << 16, 1, &c->ssm_groups, err));
-	SB_TRY(cfg_int(o, name, "mamba_d_state", 1, 1 << 16, 256, &c->ssm_state, err));
-	SB_TRY(cfg_int(o, name, "mamba_d_conv", 1, 64, 4, &c->conv_k, err));
-	SB_TRY(cfg_int(o, name, "mamba_expand", 1, 64, 2, &expand, err));
-	SB_TRY(cfg_bool(o, name, "mamba_conv_bias", 1, &c->ssm_conv_bias, err));
-	SB_TRY(cfg_bool(o, name, "mamba_proj_bias", 0, &c->ssm_proj_bias, err));
-	long inter = (long)expand * c->d;
-	const struct sb_json *dh = sb_json_get(o, "mamba_d_head");
-	if (!dh || dh->type == SB_JSON_NULL || (dh->type == SB_JSON_STRING && !strcmp(dh->text, "auto"))) {
-		if (inter % c->ssm_heads)
-			return SB_ERR(err, SB_EDATA, "%s: 'mamba_n_heads' %d does not divide mamba_expand * hidden_size %ld",
-				      name, c->ssm_heads, inter);
-		c->ssm_head_dim = (int)(inter / c->ssm_heads);
-	} else
-		SB_TRY(cfg_int(o, name, "mamba_d_head", 1, 1 << 16, -1, &c->ssm_head_dim, err));
-	if ((long)c->ssm_head_dim * c->ssm_heads != inter)
-		return SB_ERR(err, SB_EDATA,
-			      "%s: 'mamba_d_head' %d times mamba_n_heads %d must equal mamba_expand * hidden_size %ld", name,
-			      c->ssm_head_dim, c->ssm_heads, inter);
-	if (c->ssm_heads % c->ssm_groups)
-		return SB_ERR(err, SB_EDATA, "%s: 'mamba_n_groups' %d does not divide mamba_n_heads %d", name,
-			      c->ssm_groups, c->ssm_heads);
+	SB_TRY(mamba2_fields(o, name, c, err));
 	/* Granite's multipliers */
 	SB_TRY(granite_float(o, name, "embedding_multiplier", 1.0, &c->emb_mult, err));
 	SB_TRY(granite_float(o, name, "residual_multiplier", 1.0, &c->resid_mult, err));
@@ -572,6 +581,110 @@ void sb_lm_granite_name(const char *ours, char *out, size_t cap, int *half)
 		}
 		if (!strcmp(rest, "mlp.down_proj.weight")) {
 			snprintf(out, cap, "model.layers.%d.shared_mlp.output_linear.weight", l);
+			return;
+		}
+	}
+	snprintf(out, cap, "%s", ours);
+}
+
+/* ---------------------------------------------------------------- Bamba */
+
+/* IBM's Bamba (BambaForCausalLM, model_type bamba; read from transformers 4.57.1's
+ * configuration_bamba.py / modeling_bamba.py): Mamba2 mixers (Granite 4.0's, the same code)
+ * and attention layers at attn_layer_indices, a SwiGLU MLP after each, RMSNorms, no
+ * multipliers; the attention's RoPE on the first partial_rotary_factor (0.5 unless the config
+ * says) of each head, its frequencies over those dimensions. BambaConfig sets rope_theta
+ * 10000, partial_rotary_factor 0.5, rope_scaling None, attention_bias and mlp_bias false
+ * before it reads the other fields, so a config.json that gives one overrides it: read so
+ * here. */
+static int bamba_config(const struct sb_json *o, const char *name, struct sb_lm_cfg *c, struct sb_lm_hf_info *info,
+			struct sb_err *err)
+{
+	int layers = 0, heads = 0, abias = 0, mbias = 0, tied = 0;
+	double eps = 0, theta = 0, prf = 0;
+	SB_TRY(cfg_int(o, name, "vocab_size", 2, 1 << 20, 128000, &c->vocab, err));
+	SB_TRY(cfg_int(o, name, "hidden_size", 2, 1 << 14, 4096, &c->d, err));
+	SB_TRY(cfg_int(o, name, "intermediate_size", 1, 1 << 17, 14336, &c->ffn, err));
+	SB_TRY(cfg_int(o, name, "num_hidden_layers", 1, SB_LM_MAX_LAYERS, 32, &layers, err));
+	SB_TRY(cfg_int(o, name, "num_attention_heads", 1, 1024, 32, &heads, err));
+	SB_TRY(cfg_int(o, name, "num_key_value_heads", 1, 1024, 8, &c->kv_heads, err));
+	if (c->d % heads && !sb_json_get(o, "head_dim"))
+		return SB_ERR(err, SB_EDATA, "%s: 'num_attention_heads' %d does not divide hidden_size %d", name, heads,
+			      c->d);
+	SB_TRY(cfg_int(o, name, "head_dim", 1, 1024, c->d / heads, &c->head_dim, err));
+	SB_TRY(cfg_num(o, name, "rms_norm_eps", 1e-5, &eps, err));
+	SB_TRY(cfg_int(o, name, "max_position_embeddings", 1, 1 << 24, 262144, &info->max_pos, err));
+	SB_TRY(cfg_bool(o, name, "tie_word_embeddings", 0, &tied, err));
+	SB_TRY(cfg_bool(o, name, "attention_bias", 0, &abias, err));
+	SB_TRY(cfg_bool(o, name, "mlp_bias", 0, &mbias, err));
+	if (mbias)
+		return SB_ERR(err, SB_EDATA, "%s: mlp_bias is true (not read here)", name);
+	SB_TRY(cfg_num(o, name, "rope_theta", 10000.0, &theta, err));
+	SB_TRY(cfg_num(o, name, "partial_rotary_factor", 0.5, &prf, err));
+	if (prf > 1)
+		return SB_ERR(err, SB_EDATA, "%s: 'partial_rotary_factor' %g is above 1", name, prf);
+	/* transformers' dimension of the rotation: int(head_dim * factor), even */
+	int rd = (int)(c->head_dim * prf);
+	if (rd < 2 || rd % 2)
+		return SB_ERR(err, SB_EDATA, "%s: head_dim %d times partial_rotary_factor %g gives %d rotated dimensions "
+					     "(an even number >= 2 is needed)", name, c->head_dim, prf, rd);
+	c->rope_dim = rd == c->head_dim ? 0 : rd;
+	const struct sb_json *rs = sb_json_get(o, "rope_scaling");
+	if (rs && rs->type != SB_JSON_NULL)
+		return SB_ERR(err, SB_EDATA, "%s: rope_scaling is set (bamba: null only)", name);
+	if (sb_json_get(o, "rope_parameters"))
+		return SB_ERR(err, SB_EDATA, "%s: rope_parameters (transformers 5's spelling) is not read for bamba: give "
+					     "rope_theta and partial_rotary_factor", name);
+	/* layers: attention at attn_layer_indices, Mamba2 elsewhere (layers_block_type) */
+	memset(c->pattern, 'M', (size_t)layers);
+	c->pattern[layers] = 0;
+	const struct sb_json *ai = sb_json_get(o, "attn_layer_indices");
+	if (ai && ai->type != SB_JSON_NULL) {
+		if (ai->type != SB_JSON_ARRAY)
+			return SB_ERR(err, SB_EDATA, "%s: 'attn_layer_indices' must be an array of layer indices or null", name);
+		for (size_t i = 0; i < ai->n; i++) {
+			const struct sb_json *v = ai->items[i];
+			if (v->type != SB_JSON_NUMBER || v->number != floor(v->number) || v->number < 0 || v->number >= layers)
+				return SB_ERR(err, SB_EDATA, "%s: attn_layer_indices[%zu] is not a layer index (0..%d)", name, i,
+					      layers - 1);
+			c->pattern[(int)v->number] = 'A';
+		}
+	}
+	SB_TRY(mamba2_fields(o, name, c, err));
+	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
+		return SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
+	c->norm_eps = (float)eps;
+	c->rope_theta = (float)theta;
+	if ((double)c->rope_theta != theta)
+		return SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g is not exactly a float", name, theta);
+	c->heads = heads;
+	c->attn_bias = abias;
+	c->pos = SB_LM_POS_ROPE;
+	c->swiglu = 1;
+	c->rmsnorm = 1;
+	c->tied = tied;
+	c->max_T = info->max_pos;
+	return check_cfg(c, name, err);
+}
+
+/* Bamba's name of the toolkit's tensor: feed_forward.* for mlp.*, pre_ff_layernorm for
+ * post_attention_layernorm (the MLP's input norm), model.final_layernorm for model.norm; the
+ * Mamba2 and attention tensors keep their names */
+void sb_lm_bamba_name(const char *ours, char *out, size_t cap)
+{
+	int l, at = 0;
+	if (!strcmp(ours, "model.norm.weight")) {
+		snprintf(out, cap, "model.final_layernorm.weight");
+		return;
+	}
+	if (sscanf(ours, "model.layers.%d.%n", &l, &at) == 1 && at > 0) {
+		const char *rest = ours + at;
+		if (!strncmp(rest, "mlp.", 4)) {
+			snprintf(out, cap, "model.layers.%d.feed_forward.%s", l, rest + 4);
+			return;
+		}
+		if (!strcmp(rest, "post_attention_layernorm.weight")) {
+			snprintf(out, cap, "model.layers.%d.pre_ff_layernorm.weight", l);
 			return;
 		}
 	}
@@ -743,12 +856,13 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	int llama = !strcmp(mt, "llama") || mistral || granite3, qwen2 = !strcmp(mt, "qwen2"), qwen3 = !strcmp(mt, "qwen3");
 	info->lfm2 = !strcmp(mt, "lfm2");
 	info->granite = !strcmp(mt, "granitemoehybrid");
+	info->bamba = !strcmp(mt, "bamba");
 	info->gemma3_mm = !strcmp(mt, "gemma3");
 	info->gemma = !strcmp(mt, "gemma2") ? 2 : !strcmp(mt, "gemma3_text") || info->gemma3_mm ? 3 : 0;
-	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma) {
+	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma && !info->bamba) {
 		rc = SB_ERR(err, SB_EDATA,
 			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, granite, qwen2, qwen3, "
-			    "lfm2, granitemoehybrid, gemma2, gemma3_text, gemma3)",
+			    "lfm2, granitemoehybrid, bamba, gemma2, gemma3_text, gemma3)",
 			    name, mt);
 		goto out;
 	}
@@ -796,6 +910,11 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	if (info->granite) {
 		if (!rc)
 			rc = granite_config(o, name, c, info, err);
+		goto out;
+	}
+	if (info->bamba) {
+		if (!rc)
+			rc = bamba_config(o, name, c, info, err);
 		goto out;
 	}
 	int layers = 0, heads = 0, bias_attn = 0, bias_mlp = 0, tied = 0, sliding = 0;
@@ -1316,6 +1435,8 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			sb_lm_lfm2_name(params[i].name, src[i], sizeof src[i]);
 		else if (info.granite)
 			sb_lm_granite_name(params[i].name, src[i], sizeof src[i], &half);
+		else if (info.bamba)
+			sb_lm_bamba_name(params[i].name, src[i], sizeof src[i]);
 		else if (info.gemma)
 			sb_lm_gemma_name(params[i].name, src[i], sizeof src[i]);
 		else

@@ -53,6 +53,10 @@
  * activation or layer kind, rope_parameters. Both run the evaluation and the training path
  * (a scaled SAS backbone).
  *
+ * bamba (BambaForCausalLM): Mamba2 layers and attention layers at attn_layer_indices, a SwiGLU
+ * MLP in each, RoPE on the first int(head_dim * partial_rotary_factor) dimensions of a head
+ * (rope_dim), BambaConfig's rope_theta 10000 and factor 0.5 unless config.json gives them.
+ *
  * granitemoehybrid (GraniteMoeHybridForCausalLM: IBM's Granite 4.0 hybrids, "h" models): layer_types ("mamba" | "attention"; null: every layer mamba) as M (Mamba2) and
  * A layers; every layer has the shared SwiGLU MLP (shared_intermediate_size). hidden_size,
  * num_attention_heads (head_dim = hidden / heads), num_key_value_heads, rms_norm_eps (1e-6),
@@ -99,6 +103,7 @@ struct sb_lm_hf_info {
 	char model_type[32];
 	int lfm2;            /* LFM2's tensor names (mapped onto the toolkit's when imported) */
 	int granite;         /* Granite 4.0 hybrid's tensor names (shared_mlp.*, mapped when imported) */
+	int bamba;           /* Bamba's tensor names (feed_forward.*, pre_ff_layernorm, final_layernorm) */
 	int gemma;           /* 2: Gemma 2; 3: Gemma 3's text model (sandwich norms' names mapped, (1 + w) norms) */
 	int gemma3_mm;       /* ... inside Gemma3ForConditionalGeneration (language_model.*, vision skipped) */
 	int max_pos;         /* max_position_embeddings */
@@ -122,6 +127,7 @@ void sb_lm_lfm2_name(const char *ours, char *out, size_t cap);
  * post_mixer_layernorm, pre_feedforward_layernorm for post_attention_layernorm; the other
  * names agree. */
 void sb_lm_gemma_name(const char *ours, char *out, size_t cap);
+void sb_lm_bamba_name(const char *ours, char *out, size_t cap);
 
 /* Granite's (granitemoehybrid's) name of the toolkit's tensor `ours`; *half: 0 the whole
  * tensor, 1 or 2 the first or second half of its rows (mlp.gate_proj / mlp.up_proj are the

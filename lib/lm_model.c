@@ -76,6 +76,9 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 		}
 		if (c->pos == SB_LM_POS_ROPE && c->head_dim % 2)
 			return SB_ERR(err, SB_EUSAGE, "model: RoPE needs an even head_dim (%d)", c->head_dim);
+		if (c->rope_dim < 0 || c->rope_dim % 2 || c->rope_dim > c->head_dim)
+			return SB_ERR(err, SB_EUSAGE, "model: rope_dim %d must be even and at most head_dim %d (0: all)",
+				      c->rope_dim, c->head_dim);
 	}
 	if (nS && (c->window < 1 || (c->rope_local_theta != 0.0f && !(c->rope_local_theta > 1)) ||
 		   !isfinite(c->rope_local_theta)))
@@ -171,6 +174,7 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	INT_FIELD(sandwich)
 	INT_FIELD(window)
 	FLT_FIELD(rope_local_theta)
+	INT_FIELD(rope_dim)
 	FLT_FIELD(attn_softcap)
 	FLT_FIELD(final_softcap)
 	INT_FIELD(tied)
@@ -315,6 +319,8 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 		sb_jw_kint(w, "window", c->window);
 		sb_jw_kf32(w, "rope_local_theta", c->rope_local_theta);
 	}
+	if (c->rope_dim)
+		sb_jw_kint(w, "rope_dim", c->rope_dim);
 	if (c->attn_softcap != 0.0f)
 		sb_jw_kf32(w, "attn_softcap", c->attn_softcap);
 	if (c->final_softcap != 0.0f)
@@ -638,7 +644,7 @@ static double yarn_dim(double turns, int hd, double theta, double n)
 
 void sb_lm_rope_freqs(const struct sb_lm_cfg *c, double *out)
 {
-	int hd = c->head_dim, half = hd / 2;
+	int hd = sb_lm_rope_dim(c), half = hd / 2; /* the rotated dimensions (all but a partial factor's rest) */
 	double lo = 0, hi = 1;
 	if (c->rope_scaling == 3) { /* the ramp's bounds: from beta_fast turns up to beta_slow turns */
 		lo = yarn_dim(c->rope_beta_fast, hd, c->rope_theta, c->rope_orig_max);
@@ -1264,8 +1270,8 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 				lo->norm_forward(ctx, a->k[l], NULL, a->kr[l], kp, y->kn_w, NULL, M * NKV, hd, c->norm_eps, 1);
 			}
 			if (c->pos == SB_LM_POS_ROPE) {
-				lo->rope(ctx, a->q[l], Bt, T, 0, NH, hd, freq, 0);
-				lo->rope(ctx, a->k[l], Bt, T, 0, NKV, hd, freq, 0);
+				lo->rope(ctx, a->q[l], Bt, T, 0, NH, hd, sb_lm_rope_dim(c), freq, 0);
+				lo->rope(ctx, a->k[l], Bt, T, 0, NKV, hd, sb_lm_rope_dim(c), freq, 0);
 			}
 			if (qsl != 1.0f)
 				op->scale(ctx, a->q[l], qsl, (size_t)M * qd);
@@ -1412,8 +1418,8 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 			if (qsl != 1.0f) /* the queries were scaled after RoPE */
 				op->scale(ctx, a->dq, qsl, (size_t)M * qd);
 			if (c->pos == SB_LM_POS_ROPE) {
-				lo->rope(ctx, a->dq, Bt, T, 0, NH, hd, freq, 1);
-				lo->rope(ctx, a->dk, Bt, T, 0, NKV, hd, freq, 1);
+				lo->rope(ctx, a->dq, Bt, T, 0, NH, hd, sb_lm_rope_dim(c), freq, 1);
+				lo->rope(ctx, a->dk, Bt, T, 0, NKV, hd, sb_lm_rope_dim(c), freq, 1);
 			}
 			float *dqp = a->dq, *dkp = a->dk;
 			if (c->qk_norm) { /* through each head's RMSNorm (its backward adds into dx) */
@@ -2157,8 +2163,8 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 				lo->norm_forward(ctx, Kn, NULL, c->qkr, Kn, y->kn_w, NULL, n * NKV, hd, cf->norm_eps, 1);
 			}
 			if (cf->pos == SB_LM_POS_ROPE) {
-				lo->rope(ctx, c->q, 1, n, t0, NH, hd, freq, 0);
-				lo->rope(ctx, Kn, 1, n, t0, NKV, hd, freq, 0);
+				lo->rope(ctx, c->q, 1, n, t0, NH, hd, sb_lm_rope_dim(cf), freq, 0);
+				lo->rope(ctx, Kn, 1, n, t0, NKV, hd, sb_lm_rope_dim(cf), freq, 0);
 			}
 			if (qs != 1.0f)
 				for (size_t i = 0; i < (size_t)n * qd; i++)

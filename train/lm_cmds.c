@@ -256,7 +256,7 @@ int sb_lm_import_main(int argc, char **argv)
 			     "Read: model_type llama, mistral (T within its sliding_window), granite (Granite 3:\n"
 			     "Llama's layout with its four multipliers), qwen2, qwen3, lfm2\n"
 			     "(its full_attention layers are masked, its gated short convolutions run unchanged),\n"
-			     "granitemoehybrid (its attention layers are masked, its Mamba2\n"
+			     "granitemoehybrid and bamba (their attention layers are masked, their Mamba2\n"
 			     "layers run unchanged), gemma2 (Gemma 2, its soft-capping included) and\n"
 			     "gemma3_text and gemma3 (Gemma 3; the language model of the multimodal layout):\n"
 			     "their global layers are masked, their sliding-window layers run unchanged;\n"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # lm_import_hybrid.sh — pretrained HYBRID decoders through the LM track (PROTOCOL C(b)): sb-lm import
-# of three tiny hybrids made by transformers' own classes (gen.py), then sb-eval, sb-stats and the
+# of four tiny hybrids made by transformers' own classes (gen.py), then sb-eval, sb-stats and the
 # report. Each has layers ? ? A ? A: the masks act on its two attention layers only, the other
 # mixers run unchanged, and every measurement (fidelity, retrieval by greedy decoding, budgets,
 # efficiency) runs.
@@ -8,6 +8,8 @@
 #   tests/fixtures/hf/granite_h  GraniteMoeHybridForCausalLM: Mamba2 mixers and GQA attention
 #                                without positions, Granite's multipliers (MMAMA)
 #   tests/fixtures/hf/gemma3     Gemma3ForCausalLM: sliding-window (local) and global attention (SSASA)
+#   tests/fixtures/hf/bamba      BambaForCausalLM: Mamba2 mixers and attention with RoPE on half of
+#                                each head (MMAMA)
 . "$(dirname "$0")/../shlib.sh"
 if ! command -v sb-lm >/dev/null; then
 	t_result 1 "sb-lm is built (make)"
@@ -100,6 +102,14 @@ hybrid granite_h "a Granite 4.0 hybrid" granitemoehybrid MMAMA Mamba2/convolutio
 head -c 20000 "$T/granite_h/runs"/*/model.safetensors | grep -q 'model.layers.2.mlp.gate_proj.weight'
 t_result $? "granite_h: model.safetensors: shared_mlp's halves mapped to mlp.gate_proj / up_proj"
 refused granite_h '.layer_types[1] = "conv"' "an unsupported layer kind" "layer_types[1] 'conv'"
+
+# Bamba: Granite 4.0's Mamba2 mixers without its multipliers, RoPE on half of each head
+hybrid bamba "a Bamba" bamba MMAMA Mamba2/convolution \
+	'.model.ssm_heads == 4 and .model.ssm_head_dim == 16 and .model.ssm_groups == 1 and .model.conv_k == 4
+	 and .model.ffn == 48 and .model.kv_heads == 2 and .model.tied == 1 and .model.pos == "rope"
+	 and .model.head_dim == 8 and .model.rope_dim == 4 and .model.rope_theta == 10000' \
+	'model.layers.2.mlp.gate_proj.weight' 'feed_forward|pre_ff_layernorm|final_layernorm'
+refused bamba '.attn_layer_indices = [2, 9]' "an attention layer past the last" "attn_layer_indices[1] is not a layer index"
 
 # Gemma 3 (the 270M/1B text layout): sliding-window attention layers (window 8 here) run
 # unchanged, the global ones are masked; the sandwich norms mapped onto the toolkit's names

@@ -48,9 +48,10 @@ static double ref_gelu_tanh(double x)
 }
 
 /* RoPE with the frequencies freq[hd / 2] */
-static void ref_rope_freq(double *x, int T, int nh, int hd, const double *freq)
+/* RoPE on the first rd dimensions of each head (rd = hd: all), pairs (i, i + rd/2) */
+static void ref_rope_part(double *x, int T, int nh, int hd, int rd, const double *freq)
 {
-	int half = hd / 2;
+	int half = rd / 2;
 	for (int t = 0; t < T; t++)
 		for (int h = 0; h < nh; h++)
 			for (int i = 0; i < half; i++) {
@@ -60,6 +61,11 @@ static void ref_rope_freq(double *x, int T, int nh, int hd, const double *freq)
 				p[i] = a * cos(ang) - b * sin(ang);
 				p[i + half] = b * cos(ang) + a * sin(ang);
 			}
+}
+
+static inline void ref_rope_freq(double *x, int T, int nh, int hd, const double *freq)
+{
+	ref_rope_part(x, T, nh, hd, hd, freq);
 }
 
 static inline void ref_rope(double *x, int T, int nh, int hd, double theta)
@@ -181,6 +187,7 @@ struct ref_model {
 	/* RoPE's frequencies: the model's own table (sb_lm_rope_freqs; with a scaling, checked
 	 * against transformers' logits by test_lm_import), and YaRN's factor on the scores */
 	double freq[128], qs;
+	int rd; /* rotated dimensions of a head (a partial rotary factor's) */
 	/* S layers: the window, their own frequencies (rope_local_theta, unscaled) and factor */
 	int window;
 	double freq_local[128], qs_local;
@@ -220,8 +227,8 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 				ref_norm(k, k, y_->kn_w, NULL, T * r->NKV, r->hd, r->eps, 1);
 			}
 			if (r->pos == 2) {
-				ref_rope_freq(q, T, r->NH, r->hd, loc ? r->freq_local : r->freq);
-				ref_rope_freq(k, T, r->NKV, r->hd, loc ? r->freq_local : r->freq);
+				ref_rope_part(q, T, r->NH, r->hd, r->rd, loc ? r->freq_local : r->freq);
+				ref_rope_part(k, T, r->NKV, r->hd, r->rd, loc ? r->freq_local : r->freq);
 			}
 			/* ref_attn scores q.k / sqrt(hd): another scale is put on q */
 			double qs = (loc ? r->qs_local : r->qs) *
@@ -333,6 +340,7 @@ static void ref_from_model(struct ref_model *r, const struct sb_lm_model *m, con
 	r->theta = c->rope_theta;
 	sb_lm_rope_freqs(c, r->freq); /* head_dim <= 256 here */
 	r->qs = c->rope_scaling == 3 ? (double)c->rope_attn * c->rope_attn : 1.0;
+	r->rd = c->rope_dim ? c->rope_dim : c->head_dim;
 	r->window = c->window;
 	struct sb_lm_cfg lc = *c; /* S layers: rope_local_theta unscaled, else the A layers' */
 	if (lc.rope_local_theta != 0.0f) {

@@ -355,17 +355,17 @@ static void layer_checks(struct sb_backend *be)
 		double freq[16];
 		for (int i = 0; i < c.hd / 2; i++)
 			freq[i] = pow(10000.0, -2.0 * i / c.hd);
-		lo->rope(ctx, f, 1, c.T, 0, c.nh, c.hd, freq, 0);
+		lo->rope(ctx, f, 1, c.T, 0, c.nh, c.hd, c.hd, freq, 0);
 		rope_fwd(ref, in, &c);
 		check_grad("RoPE forward vs reference", f, ref, n, 1e-6, 1e-5);
-		lo->rope(ctx, fR, 1, c.T, 0, c.nh, c.hd, freq, 1);
+		lo->rope(ctx, fR, 1, c.T, 0, c.nh, c.hd, c.hd, freq, 1);
 		fd(g, in, n, n, Rw, rope_fwd, &c);
 		check_grad("RoPE backward (inverse rotation) vs finite differences", fR, g, n, 1e-4, 1e-3);
 		/* rows at an offset equal the whole-sequence op */
 		float *f2 = malloc(n * sizeof *f2);
 		to_f(f2, in, n);
 		for (int t = 0; t < c.T; t++)
-			lo->rope(ctx, f2 + (size_t)t * c.nh * c.hd, 1, 1, t, c.nh, c.hd, freq, 0);
+			lo->rope(ctx, f2 + (size_t)t * c.nh * c.hd, 1, 1, t, c.nh, c.hd, c.hd, freq, 0);
 		SB_CHECK(memcmp(f, f2, n * sizeof *f) == 0, "RoPE one row at a time at its position equals the whole sequence");
 		free(f2);
 		free(in);
@@ -636,6 +636,11 @@ int main(void)
 			     "mlp=geglu", "norm=rmsnorm", "sandwich=1", "emb_mult=2.8", "attn_scale=0.4",
 			     "attn_softcap=0.8", "final_softcap=1.5"};
 	model_check(be, "SAS, Gemma 2's layout: soft-capping of scores (0.8) and logits (1.5), sandwich, GeGLU", k15, 13);
+	/* RoPE on half of each head (Bamba's partial_rotary_factor 0.5), with YaRN over the
+	 * rotated dimensions, and on a sliding-window layer */
+	const char *k16[] = {"pattern=AS",	  "pos=rope",	   "head_dim=8",     "rope_dim=4",     "window=3",
+			     "rope_scaling=yarn", "rope_factor=4", "rope_orig_max=8", "rope_attn=1.3"};
+	model_check(be, "AS, RoPE on 4 of 8 dimensions (a partial rotary factor 0.5), YaRN", k16, 9);
 	sb_backend_close(be);
 	return sb_test_done();
 }

@@ -225,7 +225,7 @@ static void check_model(struct sb_backend *be, const char *name)
 		     !strcmp(name, "mistral") || !strcmp(name, "lfm2") || !strcmp(name, "granite_h") ||
 		     !strcmp(name, "granite_moe") || !strcmp(name, "llama_linear") || !strcmp(name, "llama_yarn") ||
 		     !strcmp(name, "qwen3_yarn") || !strcmp(name, "granite3") || !strcmp(name, "gemma3") ||
-		     !strcmp(name, "gemma3_mm") || !strcmp(name, "gemma2");
+		     !strcmp(name, "gemma3_mm") || !strcmp(name, "gemma2") || !strcmp(name, "bamba");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -1075,6 +1075,73 @@ static void check_gemma2(struct sb_backend *be)
 	free(base);
 }
 
+/* Bamba: the configuration as read (BambaConfig's own rope_theta and partial rotary factor
+ * where config.json is silent, the config's where it speaks), and what is refused */
+static void check_bamba(struct sb_backend *be)
+{
+	static const struct {
+		const char *name, *pattern;
+		int tied, hd, rd, kv, groups, abias;
+		float theta;
+	} want[] = {{"bamba", "MMAMA", 1, 8, 4, 2, 1, 0, 1e4f}, {"bamba_rope", "AMMA", 0, 16, 4, 1, 2, 1, 5e5f}};
+	char path[4700], *base = NULL;
+	size_t n;
+	struct sb_err err = {0};
+	struct sb_lm_cfg c;
+	struct sb_lm_hf_info info;
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		char *buf;
+		snprintf(path, sizeof path, "%s/tests/fixtures/hf/%s/config.json", top, want[i].name);
+		int rc = sb_read_file(path, &buf, &n, 0, &err);
+		if (!rc) {
+			rc = sb_lm_hf_config(buf, n, path, &c, &info, &err);
+			free(buf);
+		}
+		SB_CHECK(!rc && info.bamba && !strcmp(c.pattern, want[i].pattern) && c.head_dim == want[i].hd &&
+				 c.rope_dim == want[i].rd && c.kv_heads == want[i].kv && c.ssm_groups == want[i].groups &&
+				 c.attn_bias == want[i].abias && c.rope_theta == want[i].theta && c.tied == want[i].tied &&
+				 c.swiglu == 1 && c.ffn == 48 && c.ssm_heads == 4 && c.ssm_head_dim == 16 &&
+				 c.pos == SB_LM_POS_ROPE && c.emb_mult == 1.0f && c.logit_div == 1.0f,
+			 "%s: config read as pattern %s (want %s), head_dim %d, rope_dim %d (want %d), theta %g (want %g), "
+			 "groups %d (%s)",
+			 want[i].name, rc ? "?" : c.pattern, want[i].pattern, c.head_dim, c.rope_dim, want[i].rd,
+			 (double)c.rope_theta, (double)want[i].theta, c.ssm_groups, rc ? err.msg : "read");
+	}
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/bamba/config.json", top);
+	if (sb_read_file(path, &base, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		return;
+	}
+	{ /* a factor of 1: every dimension rotated (rope_dim 0) */
+		const char *j = cfg_with(base, "\"model_type\": \"bamba\"",
+					 "\"model_type\": \"bamba\", \"partial_rotary_factor\": 1.0");
+		int rc = sb_lm_hf_config(j, strlen(j), "bamba/config.json", &c, &info, &err);
+		SB_CHECK(!rc && c.rope_dim == 0, "bamba: partial_rotary_factor 1 rotates every dimension (rope_dim %d; %s)",
+			 c.rope_dim, rc ? err.msg : "read");
+	}
+	refuse(be, "bamba", "bamba: unchanged copy imports", base, NULL, 0, "");
+	refuse(be, "bamba", "bamba: another partial_rotary_factor imports (the weights do not depend on it)",
+	       cfg_with(base, "\"model_type\": \"bamba\"", "\"model_type\": \"bamba\", \"partial_rotary_factor\": 0.25"),
+	       NULL, 0, "");
+	refuse(be, "bamba", "bamba: a partial rotary factor that rotates an odd number of dimensions",
+	       cfg_with(base, "\"model_type\": \"bamba\"", "\"model_type\": \"bamba\", \"partial_rotary_factor\": 0.375"),
+	       NULL, SB_EDATA, "gives 3 rotated dimensions");
+	refuse(be, "bamba", "bamba: rope_scaling set",
+	       cfg_with(base, "\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0}"),
+	       NULL, SB_EDATA, "rope_scaling is set (bamba: null only)");
+	refuse(be, "bamba", "bamba: an attention layer index past the last layer",
+	       cfg_with(base, "\"attn_layer_indices\": [", "\"attn_layer_indices\": [7, "), NULL, SB_EDATA,
+	       "attn_layer_indices[0] is not a layer index (0..4)");
+	refuse(be, "bamba", "bamba: mlp_bias true",
+	       cfg_with(base, "\"mlp_bias\": false", "\"mlp_bias\": true"), NULL, SB_EDATA, "mlp_bias is true");
+	refuse(be, "bamba", "bamba: attn_layer_indices null (every layer Mamba2): layer 2's mixer is not in the checkpoint",
+	       cfg_with(base, "\"attn_layer_indices\": [", "\"attn_layer_indices\": null, \"x\": ["), NULL, SB_EDATA,
+	       "lacks tensor 'model.layers.2.mamba.in_proj.weight'");
+	refuse(be, "bamba", "bamba: a tensor the layout does not know", base, "extra-tensor", SB_EDATA,
+	       "is not part of the bamba layout");
+	free(base);
+}
+
 int main(void)
 {
 	snprintf(top, sizeof top, "%s", getenv("SB_TOP") ? getenv("SB_TOP") : ".");
@@ -1115,6 +1182,9 @@ int main(void)
 	check_model(be, "gemma2");
 	check_model(be, "gemma2_nocap");
 	check_gemma2(be);
+	check_model(be, "bamba");
+	check_model(be, "bamba_rope");
+	check_bamba(be);
 	{ /* Mistral beyond its sliding window: the attention is no longer full, refused */
 		char dir[4600], runs[128], rd[4096];
 		snprintf(dir, sizeof dir, "%s/tests/fixtures/hf/mistral", top);
