@@ -169,19 +169,23 @@ sb-lm import -q -o "$T/rung3" --corpus "shakespeare=$TXT" --T 256 "$G3" >"$T/og3
 		all(.method == "dense" or .fraction < 0.25)' "$rg3/eval.ndjson" >/dev/null &&
 	[ "$(jq -s '[.[] | select(.kind == "probe.result")] | length' "$rg3/eval.ndjson")" -eq 12 ]
 t_result $? "Gemma 3 (multimodal layout): imported, evaluated; masks on layers 1 and 3 only, budget < 0.25 there, 12 probes ($(head -c 300 "$T/e"))"
-# a scaled SAS cell on Gemma 3 (gemma3: S S A S A, head_dim 16, imported at T 64): the selector
-# trains through its training path (sliding-window layers, sandwich norms, GeGLU) and sb-eval
-# measures it
-sb-lm import -q -o "$T/rung3t" --corpus "shakespeare=$TXT" --T 64 "$TOP/tests/fixtures/hf/gemma3" >"$T/og3t" 2>"$T/e" &&
-	rg3t=$(jq -r .run_dir "$T/og3t") &&
-	printf '{"family":"sas","seed":0,"backbone":"%s","blocks":[8],"dsel":8,"sel_steps":2,"sel_batch":2,"windows":2,"probes":0,"budget":"recipe:s=2,w=8,k=8","masks":"recipe"}\n' \
-		"$rg3t" >"$T/g3sas.ndjson" &&
-	sb-train -q -o "$T/g3sas" "$T/g3sas.ndjson" >/dev/null 2>>"$T/e" &&
-	R3=$(ls -d "$T/g3sas"/*/ | head -n 1) &&
-	[ "$(grep -c '"kind":"sas.scaled.step"' "$R3/train.ndjson")" -eq 2 ] &&
-	sb-eval -q "$R3" >/dev/null 2>>"$T/e" &&
-	grep '"kind":"sas.scaled.fidelity"' "$R3/eval.ndjson" | grep -q '"method":"sas-b8"'
-t_result $? "a scaled SAS cell on Gemma 3 trains its selector (2 steps) and is evaluated ($(head -c 300 "$T/e"))"
+# sas_on FIXTURE WHAT: a scaled SAS cell on the fixture imported at T 64 trains its selector
+# (2 steps, through the training path) and sb-eval measures it
+sas_on() {
+	local rg R
+	sb-lm import -q -o "$T/sasrun_$1" --corpus "shakespeare=$TXT" --T 64 "$TOP/tests/fixtures/hf/$1" >"$T/o_$1" 2>"$T/e" &&
+		rg=$(jq -r .run_dir "$T/o_$1") &&
+		printf '{"family":"sas","seed":0,"backbone":"%s","blocks":[8],"dsel":8,"sel_steps":2,"sel_batch":2,"windows":2,"probes":0,"budget":"recipe:s=2,w=8,k=8","masks":"recipe"}\n' \
+			"$rg" >"$T/sas_$1.ndjson" &&
+		sb-train -q -o "$T/sas_$1" "$T/sas_$1.ndjson" >/dev/null 2>>"$T/e" &&
+		R=$(ls -d "$T/sas_$1"/*/ | head -n 1) &&
+		[ "$(grep -c '"kind":"sas.scaled.step"' "$R/train.ndjson")" -eq 2 ] &&
+		sb-eval -q "$R" >/dev/null 2>>"$T/e" &&
+		grep '"kind":"sas.scaled.fidelity"' "$R/eval.ndjson" | grep -q '"method":"sas-b8"'
+	t_result $? "a scaled SAS cell on $2 trains its selector (2 steps) and is evaluated ($(head -c 300 "$T/e"))"
+}
+# Gemma 3 (gemma3: S S A S A, head_dim 16): through sliding-window layers, sandwich norms, GeGLU
+sas_on gemma3 "Gemma 3"
 # Gemma 2 (S A S A as its config class derives it; soft-capping of scores at 2 and logits at 3):
 # imported and evaluated, masks on the global layers 1 and 3 only, the capping in the cell, the
 # records and the report
@@ -205,16 +209,7 @@ sb-lm import -q -o "$T/rung2" --corpus "shakespeare=$TXT" --T 256 "$G2" >"$T/og2
 		"$T/g2rep/lm-report.md"
 t_result $? "Gemma 2: imported, evaluated; soft-capping 2 / 3 in cell.json, the records and the report; masks on layers 1 and 3 only; 12 probes ($(head -c 300 "$T/e"))"
 # and a scaled SAS cell on it: the selector trains through the soft-capped scores and logits
-sb-lm import -q -o "$T/rung2t" --corpus "shakespeare=$TXT" --T 64 "$G2" >"$T/og2t" 2>"$T/e" &&
-	rg2t=$(jq -r .run_dir "$T/og2t") &&
-	printf '{"family":"sas","seed":0,"backbone":"%s","blocks":[8],"dsel":8,"sel_steps":2,"sel_batch":2,"windows":2,"probes":0,"budget":"recipe:s=2,w=8,k=8","masks":"recipe"}\n' \
-		"$rg2t" >"$T/g2sas.ndjson" &&
-	sb-train -q -o "$T/g2sas" "$T/g2sas.ndjson" >/dev/null 2>>"$T/e" &&
-	R2=$(ls -d "$T/g2sas"/*/ | head -n 1) &&
-	[ "$(grep -c '"kind":"sas.scaled.step"' "$R2/train.ndjson")" -eq 2 ] &&
-	sb-eval -q "$R2" >/dev/null 2>>"$T/e" &&
-	grep '"kind":"sas.scaled.fidelity"' "$R2/eval.ndjson" | grep -q '"method":"sas-b8"'
-t_result $? "a scaled SAS cell on Gemma 2 (soft-capping 2 / 3) trains its selector (2 steps) and is evaluated ($(head -c 300 "$T/e"))"
+sas_on gemma2 "Gemma 2 (soft-capping 2 / 3)"
 mkdir -p "$T/badtok" && cp "$HF"/* "$T/badtok/" && printf '{"model": {"type": "WordPiece"}}' >"$T/badtok/tokenizer.json"
 noimp "a tokenizer the evaluation cannot read" 3 "$T/badtok/tokenizer.json: model.type: only \"BPE\"" --corpus "x=$TXT" --T 256 "$T/badtok"
 sb-lm import --help | grep -q 'Usage: sb-lm import'

@@ -634,6 +634,20 @@ static void check_granite_refusals(struct sb_backend *be)
 	free(base);
 }
 
+/* config.json of tests/fixtures/hf/NAME as sb_lm_hf_config reads it */
+static int fixture_config(const char *name, struct sb_lm_cfg *c, struct sb_lm_hf_info *info, struct sb_err *err)
+{
+	char path[4700], *buf;
+	size_t n;
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/%s/config.json", top, name);
+	int rc = sb_read_file(path, &buf, &n, 0, err);
+	if (!rc) {
+		rc = sb_lm_hf_config(buf, n, path, c, info, err);
+		free(buf);
+	}
+	return rc;
+}
+
 /* LFM2: the layout read from each fixture's config */
 /* Gemma 3: the configuration as read, and what is refused */
 static void check_gemma3(struct sb_backend *be)
@@ -649,13 +663,7 @@ static void check_gemma3(struct sb_backend *be)
 	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
 		struct sb_lm_cfg c;
 		struct sb_lm_hf_info info;
-		char *buf;
-		snprintf(path, sizeof path, "%s/tests/fixtures/hf/%s/config.json", top, want[i].name);
-		int rc = sb_read_file(path, &buf, &n, 0, &err);
-		if (!rc) {
-			rc = sb_lm_hf_config(buf, n, path, &c, &info, &err);
-			free(buf);
-		}
+		int rc = fixture_config(want[i].name, &c, &info, &err);
 		SB_CHECK(!rc && info.gemma == 3 && !strcmp(c.pattern, want[i].pattern) && c.window == 8 && c.ffn == 48 &&
 				 c.heads == 4 && c.kv_heads == 2 && c.head_dim == 16 && c.qk_norm == 1 && c.sandwich == 1 &&
 				 c.swiglu == 2 && c.rmsnorm && c.tied == want[i].tied && c.rope_theta == 1e6f &&
@@ -999,13 +1007,7 @@ static void check_gemma2(struct sb_backend *be)
 	struct sb_lm_cfg c;
 	struct sb_lm_hf_info info;
 	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-		char *buf;
-		snprintf(path, sizeof path, "%s/tests/fixtures/hf/%s/config.json", top, want[i].name);
-		int rc = sb_read_file(path, &buf, &n, 0, &err);
-		if (!rc) {
-			rc = sb_lm_hf_config(buf, n, path, &c, &info, &err);
-			free(buf);
-		}
+		int rc = fixture_config(want[i].name, &c, &info, &err);
 		SB_CHECK(!rc && info.gemma == 2 && !info.gemma3_mm && !strcmp(c.pattern, want[i].pattern) &&
 				 c.window == 8 && c.ffn == 48 && c.heads == 4 && c.kv_heads == 2 && c.head_dim == 16 &&
 				 c.qk_norm == 0 && c.sandwich == 1 && c.swiglu == 2 && c.rmsnorm && c.tied == want[i].tied &&
@@ -1090,13 +1092,7 @@ static void check_bamba(struct sb_backend *be)
 	struct sb_lm_cfg c;
 	struct sb_lm_hf_info info;
 	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-		char *buf;
-		snprintf(path, sizeof path, "%s/tests/fixtures/hf/%s/config.json", top, want[i].name);
-		int rc = sb_read_file(path, &buf, &n, 0, &err);
-		if (!rc) {
-			rc = sb_lm_hf_config(buf, n, path, &c, &info, &err);
-			free(buf);
-		}
+		int rc = fixture_config(want[i].name, &c, &info, &err);
 		SB_CHECK(!rc && info.bamba && !strcmp(c.pattern, want[i].pattern) && c.head_dim == want[i].hd &&
 				 c.rope_dim == want[i].rd && c.kv_heads == want[i].kv && c.ssm_groups == want[i].groups &&
 				 c.attn_bias == want[i].abias && c.rope_theta == want[i].theta && c.tied == want[i].tied &&
