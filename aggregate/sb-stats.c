@@ -11,6 +11,7 @@
 #include "io.h"
 #include "json.h"
 #include "model.h"
+#include "select.h"
 #include "record.h"
 
 static void usage(void)
@@ -47,6 +48,8 @@ static void usage(void)
 	      "  -p, --plot DIR        write DIR/budget.svg (difference vs epoch budget with CI bands, a\n"
 	      "                        panel per task), DIR/curves.svg (validation accuracy by epoch) and,\n"
 	      "                        with published values, DIR/published.svg (ours minus published)\n"
+	      "  -p, --plot FILE.svg   the budget figure as FILE.svg, the others beside it as\n"
+	      "                        FILE-curves.svg and FILE-published.svg\n"
 	      "      --patience N      early stopping read from the epochs (PROTOCOL A4): stop after N\n"
 	      "                        epochs without strict improvement; 0 = never (5)\n"
 	      "  -s, --seed N          bootstrap seed (0)\n"
@@ -272,6 +275,24 @@ static void print_tables(const char *format, struct table **t, int nt)
 	}
 }
 
+/* The path of figure NAME under --plot ARG: ARG/NAME.svg, or with ARG a FILE.svg the budget
+ * figure ARG itself and the others FILE-NAME.svg (malloc'd; NULL: out of memory) */
+static char *plot_path(const char *arg, int file, const char *name)
+{
+	if (!file) {
+		char nm[32];
+		snprintf(nm, sizeof nm, "%s.svg", name);
+		return sb_path_join(arg, nm);
+	}
+	if (!strcmp(name, "budget"))
+		return strdup(arg);
+	size_t n = strlen(arg) - 4;
+	char *p = malloc(n + strlen(name) + 6);
+	if (p)
+		sprintf(p, "%.*s-%s.svg", (int)n, arg, name);
+	return p;
+}
+
 int main(int argc, char **argv)
 {
 	sb_cli_init("sb-stats", argc, argv);
@@ -382,16 +403,23 @@ int main(int argc, char **argv)
 		free(p);
 	}
 	if (o.plot_dir) {
-		if (sb_mkdir_p(o.plot_dir, &err))
+		/* --plot DIR: DIR/budget.svg, DIR/curves.svg, DIR/published.svg; --plot FILE.svg
+		 * (DESIGN's synopsis): the budget figure there, the others beside it as
+		 * FILE-curves.svg and FILE-published.svg */
+		size_t pl = strlen(o.plot_dir);
+		int file = pl > 4 && !strcmp(o.plot_dir + pl - 4, ".svg");
+		char *dir = file ? sb_path_dirname(o.plot_dir) : strdup(o.plot_dir);
+		if (!dir || sb_mkdir_p(dir, &err))
 			sb_cli_die(&err);
+		free(dir);
 		if (a.n_val) {
-			char *p = sb_path_join(o.plot_dir, "budget.svg");
+			char *p = plot_path(o.plot_dir, file, "budget");
 			if (!p || plot_budget(p, &d, &a, &o, &err))
 				sb_cli_die(&err);
 			free(p);
 		}
 		if (a.n_curves) {
-			char *p = sb_path_join(o.plot_dir, "curves.svg");
+			char *p = plot_path(o.plot_dir, file, "curves");
 			if (!p || plot_curves(p, &d, &a, &o, &err))
 				sb_cli_die(&err);
 			free(p);
@@ -400,7 +428,7 @@ int main(int argc, char **argv)
 		for (int i = 0; i < a.n_pub; i++)
 			npm += isfinite(a.pub[i].ours);
 		if (npm) {
-			char *p = sb_path_join(o.plot_dir, "published.svg");
+			char *p = plot_path(o.plot_dir, file, "published");
 			if (!p || plot_published(p, &d, &a, &o, &err))
 				sb_cli_die(&err);
 			free(p);

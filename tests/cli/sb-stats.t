@@ -200,6 +200,16 @@ $ grep -c '<polygon' fig/budget.svg
 > </svg>
 > 18
 
+%%% --plot FILE.svg (DESIGN's synopsis): the budget figure there, the others beside it
+$ sb-stats -q --resamples 200 --plot figs/main.svg $TOP/tests/golden/stats/fixtures/val.ndjson >/dev/null 2>&1
+$ sb-stats -q --resamples 200 --plot fig $TOP/tests/golden/stats/fixtures/val.ndjson >/dev/null 2>&1
+$ ls figs | tr '\n' ' '; echo
+$ grep -c '<polygon' figs/main.svg
+$ cmp figs/main.svg fig/budget.svg && cmp figs/main-curves.svg fig/curves.svg && echo same
+> main-curves.svg main.svg 
+> 18
+> same
+
 %%% the power floor: one sparse-helps task, --rule exits 2 and says why
 $ sb-stats -q --resamples 200 --rule $TOP/tests/golden/stats/fixtures/val.ndjson >out.ndjson
 ? 2
