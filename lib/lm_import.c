@@ -815,10 +815,10 @@ static int gemma_config(const struct sb_json *o, const char *name, int ver, stru
 	return check_cfg(c, name, err);
 }
 
-/* Gemma's (2 and 3) name of the toolkit's tensor: the sandwich norms are post_attention_layernorm
+/* Gemma's (2 and 3) and OLMo's (2 and 3) name of the toolkit's tensor: the sandwich norms are post_attention_layernorm
  * (ours: post_mixer_layernorm) and pre_feedforward_layernorm (ours: post_attention_layernorm,
  * the MLP's input norm as in Llama); the other names agree */
-void sb_lm_gemma_name(const char *ours, char *out, size_t cap)
+void sb_lm_sandwich_name(const char *ours, char *out, size_t cap)
 {
 	int l, at = 0;
 	if (sscanf(ours, "model.layers.%d.%n", &l, &at) == 1 && at > 0) {
@@ -854,15 +854,20 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	/* Granite 3.x (GraniteForCausalLM): Llama's layout and names, with Granite's multipliers */
 	int granite3 = !strcmp(mt, "granite");
 	int llama = !strcmp(mt, "llama") || mistral || granite3, qwen2 = !strcmp(mt, "qwen2"), qwen3 = !strcmp(mt, "qwen3");
+	/* OLMo 2 and 3 (Olmo2ForCausalLM, Olmo3ForCausalLM): Llama's projections and MLP with no
+	 * pre-norms, the mixer's and the MLP's outputs normalised, q and k each normalised over
+	 * all heads of a position; OLMo 3 with sliding-window layers */
+	int olmo3 = !strcmp(mt, "olmo3");
+	info->olmo = !strcmp(mt, "olmo2") || olmo3;
 	info->lfm2 = !strcmp(mt, "lfm2");
 	info->granite = !strcmp(mt, "granitemoehybrid");
 	info->bamba = !strcmp(mt, "bamba");
 	info->gemma3_mm = !strcmp(mt, "gemma3");
 	info->gemma = !strcmp(mt, "gemma2") ? 2 : !strcmp(mt, "gemma3_text") || info->gemma3_mm ? 3 : 0;
-	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma && !info->bamba) {
+	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma && !info->bamba && !info->olmo) {
 		rc = SB_ERR(err, SB_EDATA,
 			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, granite, qwen2, qwen3, "
-			    "lfm2, granitemoehybrid, bamba, gemma2, gemma3_text, gemma3)",
+			    "lfm2, granitemoehybrid, bamba, gemma2, gemma3_text, gemma3, olmo2, olmo3)",
 			    name, mt);
 		goto out;
 	}
@@ -966,7 +971,7 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 		rc = cfg_bool(o, name, "tie_word_embeddings", 0, &tied, err);
 	if (!rc)
 		rc = cfg_bool(o, name, "attention_bias", 0, &bias_attn, err);
-	if (!rc)
+	if (!rc && !info->olmo) /* OLMo's MLP has no biases (Olmo2Config has no mlp_bias) */
 		rc = cfg_bool(o, name, "mlp_bias", 0, &bias_mlp, err);
 	if (!rc)
 		rc = cfg_bool(o, name, "use_sliding_window", 0, &sliding, err);
@@ -1024,6 +1029,28 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 		rc = SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g is not exactly a float", name, theta);
 	memset(c->pattern, 'A', (size_t)layers);
 	c->pattern[layers] = 0;
+	if (!rc && olmo3) { /* layer_types, else every fourth layer global (Olmo3Config) */
+		rc = cfg_int(o, name, "sliding_window", 1, 1 << 30, 4096, &c->window, err);
+		const struct sb_json *lt = sb_json_get(o, "layer_types");
+		if (!rc && lt && lt->type != SB_JSON_NULL && (lt->type != SB_JSON_ARRAY || (int)lt->n != layers))
+			rc = SB_ERR(err, SB_EDATA, "%s: layer_types must list num_hidden_layers (%d) kinds", name, layers);
+		for (int l = 0; l < layers && !rc; l++) {
+			const char *k = lt && lt->type == SB_JSON_ARRAY ? sb_json_str(lt->items[l], "")
+					: (l + 1) % 4 ? "sliding_attention" : "full_attention";
+			if (!strcmp(k, "sliding_attention"))
+				c->pattern[l] = 'S';
+			else if (strcmp(k, "full_attention"))
+				rc = SB_ERR(err, SB_EDATA, "%s: layer_types[%d] is '%s' (sliding_attention or full_attention)",
+					    name, l, k);
+		}
+		/* the sliding layers' RoPE: the default rotary embedding of rope_theta (no scaling) */
+		c->rope_local_theta = (float)theta;
+	}
+	if (info->olmo) {
+		c->prenorm = 0;
+		c->sandwich = 1;
+		c->qk_norm = 2;
+	}
 	c->heads = heads;
 	c->swiglu = 1;
 	c->rmsnorm = 1;
@@ -1031,7 +1058,8 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	c->tied = tied;
 	c->attn_bias = qwen2 ? 2 : bias_attn ? 1 : 0;
 	c->bias = bias_mlp;
-	c->qk_norm = qwen3;
+	if (!info->olmo)
+		c->qk_norm = qwen3;
 	c->max_T = *max_pos;
 	if (granite3) { /* as GraniteConfig's defaults: each 1 (the attention multiplier too, not 1/sqrt(head_dim)) */
 		if (!rc)
@@ -1437,8 +1465,8 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			sb_lm_granite_name(params[i].name, src[i], sizeof src[i], &half);
 		else if (info.bamba)
 			sb_lm_bamba_name(params[i].name, src[i], sizeof src[i]);
-		else if (info.gemma)
-			sb_lm_gemma_name(params[i].name, src[i], sizeof src[i]);
+		else if (info.gemma || info.olmo)
+			sb_lm_sandwich_name(params[i].name, src[i], sizeof src[i]);
 		else
 			snprintf(src[i], sizeof src[i], "%s", params[i].name);
 		if (info.gemma3_mm) /* the language model's tensors: language_model.NAME as the released
@@ -1491,7 +1519,7 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			rc = SB_ERR(err, SB_EDATA, "%s: checkpoint tensor '%s' has another shape: %s in the file, %s from config.json%s%s%s",
 				    hf_dir, src[i], a, b, ffn ? " (feed-forward width: " : "", ffn ? info.ffn_rule : "",
 				    ffn ? ")" : "");
-		} else if (info.gemma && is_norm(params[i].name))
+		} else if (info.gemma && is_norm(params[i].name)) /* Gemma's (1 + w); OLMo's are w */
 			rc = add_plus_one(&out, params[i].name, t, err);
 		else
 			rc = sb_tensors_add(&out, params[i].name, t->dtype, t->ndim, t->shape, t->data, 1, err);

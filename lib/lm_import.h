@@ -53,6 +53,10 @@
  * activation or layer kind, rope_parameters. Both run the evaluation and the training path
  * (a scaled SAS backbone).
  *
+ * olmo2 and olmo3 (Olmo2ForCausalLM, Olmo3ForCausalLM): Llama's fields, no pre-norms (prenorm 0),
+ * post-norms (sandwich), q/k norms over all heads (qk_norm 2); olmo3's layer_types (else every
+ * fourth layer global) as S (sliding_window keys, rope_theta unscaled) and A layers.
+ *
  * bamba (BambaForCausalLM): Mamba2 layers and attention layers at attn_layer_indices, a SwiGLU
  * MLP in each, RoPE on the first int(head_dim * partial_rotary_factor) dimensions of a head
  * (rope_dim), BambaConfig's rope_theta 10000 and factor 0.5 unless config.json gives them.
@@ -104,6 +108,7 @@ struct sb_lm_hf_info {
 	int lfm2;            /* LFM2's tensor names (mapped onto the toolkit's when imported) */
 	int granite;         /* Granite 4.0 hybrid's tensor names (shared_mlp.*, mapped when imported) */
 	int bamba;           /* Bamba's tensor names (feed_forward.*, pre_ff_layernorm, final_layernorm) */
+	int olmo;            /* OLMo 2/3: its post-norms' names mapped as Gemma's */
 	int gemma;           /* 2: Gemma 2; 3: Gemma 3's text model (sandwich norms' names mapped, (1 + w) norms) */
 	int gemma3_mm;       /* ... inside Gemma3ForConditionalGeneration (language_model.*, vision skipped) */
 	int max_pos;         /* max_position_embeddings */
@@ -126,7 +131,7 @@ void sb_lm_lfm2_name(const char *ours, char *out, size_t cap);
 /* Gemma 3's name of the toolkit's tensor `ours`: post_attention_layernorm for
  * post_mixer_layernorm, pre_feedforward_layernorm for post_attention_layernorm; the other
  * names agree. */
-void sb_lm_gemma_name(const char *ours, char *out, size_t cap);
+void sb_lm_sandwich_name(const char *ours, char *out, size_t cap);
 void sb_lm_bamba_name(const char *ours, char *out, size_t cap);
 
 /* Granite's (granitemoehybrid's) name of the toolkit's tensor `ours`; *half: 0 the whole

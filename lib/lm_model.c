@@ -42,6 +42,7 @@ void sb_lm_cfg_default(struct sb_lm_cfg *c)
 	c->emb_mult = 1.0f;
 	c->resid_mult = 1.0f;
 	c->logit_div = 1.0f;
+	c->prenorm = 1;
 	c->max_T = 256;
 	c->init_std = 0.02f;
 }
@@ -114,10 +115,14 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 		return SB_ERR(err, SB_EUSAGE, "model: conv_k %d out of 1..64", c->conv_k);
 	if (c->ffn < 0 || c->max_T < 1 || !(c->norm_eps > 0) || !(c->init_std > 0) || !(c->rope_theta > 1))
 		return SB_ERR(err, SB_EUSAGE, "model: bad ffn, max_T, norm_eps, init_std or rope_theta");
-	if (c->attn_bias < 0 || c->attn_bias > 2 || c->qk_norm < 0 || c->qk_norm > 1 || c->conv_bias < 0 ||
+	if (c->attn_bias < 0 || c->attn_bias > 2 || c->qk_norm < 0 || c->qk_norm > 2 || c->conv_bias < 0 ||
 	    c->conv_bias > 1)
 		return SB_ERR(err, SB_EUSAGE,
-			      "model: attn_bias is 0, 1 (q/k/v/o) or 2 (q/k/v); qk_norm and conv_bias 0 or 1");
+			      "model: attn_bias is 0, 1 (q/k/v/o) or 2 (q/k/v); qk_norm 0, 1 (per head) or 2 (all heads); "
+			      "conv_bias 0 or 1");
+	if (c->prenorm < 0 || c->prenorm > 1 || (!c->prenorm && (!c->sandwich || !c->rmsnorm)))
+		return SB_ERR(err, SB_EUSAGE, "model: prenorm is 0 or 1; 0 (OLMo's post-norm layout) needs sandwich 1 and "
+					      "norm rmsnorm");
 	if (c->rope_scaling < 0 || c->rope_scaling > 3)
 		return SB_ERR(err, SB_EUSAGE, "model: rope_scaling is none, llama3, linear or yarn");
 	if (c->rope_scaling == 1 && (!(c->rope_factor >= 1) || !(c->rope_low_freq > 0) ||
@@ -171,6 +176,7 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	INT_FIELD(attn_bias)
 	INT_FIELD(conv_bias)
 	INT_FIELD(qk_norm)
+	INT_FIELD(prenorm)
 	INT_FIELD(sandwich)
 	INT_FIELD(window)
 	FLT_FIELD(rope_local_theta)
@@ -311,6 +317,8 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 	/* the fields of pretrained layouts only when used (cells of the trained models keep their ids) */
 	if (c->qk_norm)
 		sb_jw_kint(w, "qk_norm", c->qk_norm);
+	if (!c->prenorm)
+		sb_jw_kint(w, "prenorm", c->prenorm);
 	if (c->conv_bias)
 		sb_jw_kint(w, "conv_bias", c->conv_bias);
 	if (c->sandwich)
@@ -423,8 +431,9 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 	for (int l = 0; l < L; l++) {
 		char k = c->pattern[l];
 #define NM(fmt) (snprintf(nm, sizeof nm, "model.layers.%d." fmt, l), nm)
-		tadd(&t, NM("input_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
-		if (!c->rmsnorm)
+		if (c->prenorm)
+			tadd(&t, NM("input_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+		if (c->prenorm && !c->rmsnorm)
 			tadd(&t, NM("input_layernorm.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
 		if (k == 'A' || k == 'S' || k == 'L') {
 			int att = k != 'L';
@@ -440,9 +449,11 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 					tadd(&t, nm, 1, outs[i], 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
 				}
 			}
-			if (att && c->qk_norm) {
-				tadd(&t, NM("self_attn.q_norm.weight"), 1, c->head_dim, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
-				tadd(&t, NM("self_attn.k_norm.weight"), 1, c->head_dim, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+			if (att && c->qk_norm) { /* per head, or over all heads (2) */
+				tadd(&t, NM("self_attn.q_norm.weight"), 1, c->qk_norm == 2 ? qd : c->head_dim, 0, 0,
+				     SB_LM_INIT_ONE, 0, 0, 0);
+				tadd(&t, NM("self_attn.k_norm.weight"), 1, c->qk_norm == 2 ? kvd : c->head_dim, 0, 0,
+				     SB_LM_INIT_ONE, 0, 0, 0);
 			}
 		} else if (k == 'M') {
 			/* Granite's names (model.layers.N.mamba.*); the initialisation is only a
@@ -477,8 +488,9 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 		if (c->sandwich)
 			tadd(&t, NM("post_mixer_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
 		if (F > 0) {
-			tadd(&t, NM("post_attention_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
-			if (!c->rmsnorm)
+			if (c->prenorm)
+				tadd(&t, NM("post_attention_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+			if (c->prenorm && !c->rmsnorm)
 				tadd(&t, NM("post_attention_layernorm.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
 			if (c->swiglu) {
 				/* gate and up adjacent: one [2F, d] product (linear = 2: packed together) */
@@ -1251,8 +1263,11 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 		lo->pos_forward(ctx, a->x[0], w->pos, Bt, T, 0, d);
 	for (int l = 0; l < c->n_layer; l++) {
 		const struct sb_lm_layer *y = &w->layer[l];
-		lo->norm_forward(ctx, a->n1[l], a->mean1[l], a->rstd1[l], a->x[l], y->ln1_w, y->ln1_b, M, d, c->norm_eps,
-				 rms);
+		if (c->prenorm)
+			lo->norm_forward(ctx, a->n1[l], a->mean1[l], a->rstd1[l], a->x[l], y->ln1_w, y->ln1_b, M, d,
+					 c->norm_eps, rms);
+		else /* OLMo: the mixer reads the residual stream itself */
+			op->copy(ctx, a->n1[l], a->x[l], (size_t)M * d * sizeof(float));
 		float *out = a->dy; /* mixer output, before the residual */
 		if (y->kind == 'A' || y->kind == 'S') {
 			/* S: sliding-window attention, its own RoPE base (rope_local_theta), no YaRN
@@ -1265,7 +1280,10 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 			op->matmul_forward(ctx, qp, a->n1[l], y->q_w, y->q_b, M, d, qd);
 			op->matmul_forward(ctx, kp, a->n1[l], y->k_w, y->k_b, M, d, kvd);
 			op->matmul_forward(ctx, a->v[l], a->n1[l], y->v_w, y->v_b, M, d, kvd);
-			if (c->qk_norm) {
+			if (c->qk_norm == 2) { /* OLMo: over all heads of a position */
+				lo->norm_forward(ctx, a->q[l], NULL, a->qr[l], qp, y->qn_w, NULL, M, qd, c->norm_eps, 1);
+				lo->norm_forward(ctx, a->k[l], NULL, a->kr[l], kp, y->kn_w, NULL, M, kvd, c->norm_eps, 1);
+			} else if (c->qk_norm) {
 				lo->norm_forward(ctx, a->q[l], NULL, a->qr[l], qp, y->qn_w, NULL, M * NH, hd, c->norm_eps, 1);
 				lo->norm_forward(ctx, a->k[l], NULL, a->kr[l], kp, y->kn_w, NULL, M * NKV, hd, c->norm_eps, 1);
 			}
@@ -1309,8 +1327,11 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 		op->copy(ctx, xm, a->x[l], (size_t)M * d * sizeof(float));
 		lo->add(ctx, xm, out, (size_t)M * d);
 		if (F) {
-			lo->norm_forward(ctx, a->n2[l], a->mean2[l], a->rstd2[l], xm, y->ln2_w, y->ln2_b, M, d,
-					 c->norm_eps, rms);
+			if (c->prenorm)
+				lo->norm_forward(ctx, a->n2[l], a->mean2[l], a->rstd2[l], xm, y->ln2_w, y->ln2_b, M, d,
+						 c->norm_eps, rms);
+			else
+				op->copy(ctx, a->n2[l], xm, (size_t)M * d * sizeof(float));
 			op->matmul_forward(ctx, a->h[l], a->n2[l], y->up_w, y->up_b, M, d, c->swiglu ? 2 * F : F);
 			if (c->swiglu == 2)
 				lo->geglu_forward(ctx, a->a[l], a->h[l], M, F);
@@ -1391,8 +1412,11 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 				op->gelu_backward(ctx, a->dh, a->da, a->h[l] /* gelu'(h) */, NULL, 0.0f, (size_t)M * F);
 			op->matmul_backward(ctx, a->dn, gy->up_w, gy->up_b, a->dh, a->n2[l], y->up_w, M, d,
 					    c->swiglu ? 2 * F : F, 0);
-			lo->norm_backward(ctx, a->dx, gy->ln2_w, gy->ln2_b, a->dn, xm, a->mean2[l], a->rstd2[l], y->ln2_w,
-					  M, d, rms);
+			if (c->prenorm)
+				lo->norm_backward(ctx, a->dx, gy->ln2_w, gy->ln2_b, a->dn, xm, a->mean2[l], a->rstd2[l],
+						  y->ln2_w, M, d, rms);
+			else
+				lo->add(ctx, a->dx, a->dn, (size_t)M * d);
 		}
 		/* xm = x[l] + rm N3(mixer(norm1(x[l]))): dx is d xm (N3 with sandwich norms) */
 		if (rm != 1.0f && F) {
@@ -1427,10 +1451,11 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 				dkp = a->dkn;
 				op->zero(ctx, dqp, (size_t)M * qd * sizeof(float));
 				op->zero(ctx, dkp, (size_t)M * kvd * sizeof(float));
-				lo->norm_backward(ctx, dqp, gy->qn_w, NULL, a->dq, a->qpre[l], NULL, a->qr[l], y->qn_w, M * NH,
-						  hd, 1);
-				lo->norm_backward(ctx, dkp, gy->kn_w, NULL, a->dk, a->kpre[l], NULL, a->kr[l], y->kn_w, M * NKV,
-						  hd, 1);
+				int full = c->qk_norm == 2; /* OLMo's: one norm over all heads of a position */
+				lo->norm_backward(ctx, dqp, gy->qn_w, NULL, a->dq, a->qpre[l], NULL, a->qr[l], y->qn_w,
+						  full ? M : M * NH, full ? qd : hd, 1);
+				lo->norm_backward(ctx, dkp, gy->kn_w, NULL, a->dk, a->kpre[l], NULL, a->kr[l], y->kn_w,
+						  full ? M : M * NKV, full ? kvd : hd, 1);
 			}
 			op->matmul_backward(ctx, a->dn, gy->q_w, gy->q_b, dqp, a->n1[l], y->q_w, M, d, qd, 0);
 			op->matmul_backward(ctx, a->dn, gy->k_w, gy->k_b, dkp, a->n1[l], y->k_w, M, d, kvd, 1);
@@ -1453,8 +1478,11 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 				op->matmul_backward(ctx, a->dn, gy->in_w, gy->in_b, a->dq, a->n1[l], y->in_w, M, d, d, 0);
 			}
 		}
-		lo->norm_backward(ctx, a->dx, gy->ln1_w, gy->ln1_b, a->dn, a->x[l], a->mean1[l], a->rstd1[l], y->ln1_w, M,
-				  d, rms);
+		if (c->prenorm)
+			lo->norm_backward(ctx, a->dx, gy->ln1_w, gy->ln1_b, a->dn, a->x[l], a->mean1[l], a->rstd1[l],
+					  y->ln1_w, M, d, rms);
+		else
+			lo->add(ctx, a->dx, a->dn, (size_t)M * d);
 	}
 	if (c->pos == SB_LM_POS_LEARNED)
 		lo->pos_backward(ctx, g->pos, a->dx, Bt, T, 0, d);
@@ -2149,7 +2177,10 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 	int mCD = mI + 2 * cf->ssm_groups * cf->ssm_state;
 	for (int l = 0; l < cf->n_layer; l++) {
 		const struct sb_lm_layer *y = &w->layer[l], *yt = &wt->layer[l];
-		lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x, y->ln1_w, y->ln1_b, n, d, cf->norm_eps, rms);
+		if (cf->prenorm)
+			lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x, y->ln1_w, y->ln1_b, n, d, cf->norm_eps, rms);
+		else /* OLMo: the mixer reads the residual stream itself */
+			op->copy(ctx, c->nrm, c->x, (size_t)n * d * sizeof(float));
 		if (y->kind == 'A' || y->kind == 'S') {
 			int loc = y->kind == 'S';
 			float *Kn = c->K[l] + (size_t)t0 * kvd, *Vn = c->V[l] + (size_t)t0 * kvd;
@@ -2158,7 +2189,10 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 			mm_rows(m, ctx, c->q, c->nrm, yt->q_w, y->q_b, n, d, qd);
 			mm_rows(m, ctx, Kn, c->nrm, yt->k_w, y->k_b, n, d, kvd);
 			mm_rows(m, ctx, Vn, c->nrm, yt->v_w, y->v_b, n, d, kvd);
-			if (cf->qk_norm) { /* per head, in place (Qwen3) */
+			if (cf->qk_norm == 2) { /* over all heads of a position, in place (OLMo) */
+				lo->norm_forward(ctx, c->q, NULL, c->qkr, c->q, y->qn_w, NULL, n, qd, cf->norm_eps, 1);
+				lo->norm_forward(ctx, Kn, NULL, c->qkr, Kn, y->kn_w, NULL, n, kvd, cf->norm_eps, 1);
+			} else if (cf->qk_norm) { /* per head, in place (Qwen3) */
 				lo->norm_forward(ctx, c->q, NULL, c->qkr, c->q, y->qn_w, NULL, n * NH, hd, cf->norm_eps, 1);
 				lo->norm_forward(ctx, Kn, NULL, c->qkr, Kn, y->kn_w, NULL, n * NKV, hd, cf->norm_eps, 1);
 			}
@@ -2208,7 +2242,11 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 				c->y[i] *= cf->resid_mult;
 		lo->add(ctx, c->x, c->y, (size_t)n * d);
 		if (F) {
-			lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x, y->ln2_w, y->ln2_b, n, d, cf->norm_eps, rms);
+			if (cf->prenorm)
+				lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x, y->ln2_w, y->ln2_b, n, d, cf->norm_eps,
+						 rms);
+			else
+				op->copy(ctx, c->nrm, c->x, (size_t)n * d * sizeof(float));
 			mm_rows(m, ctx, c->h, c->nrm, yt->up_w, y->up_b, n, d, cf->swiglu ? 2 * F : F);
 			if (cf->swiglu == 2)
 				lo->geglu_forward(ctx, c->a, c->h, n, F);

@@ -107,7 +107,11 @@ struct sb_lm_cfg {
 	float norm_eps; /* 1e-5 */
 	int bias;
 	int attn_bias;  /* 0 none, 1 q/k/v/o, 2 q/k/v only (Qwen2) */
-	int qk_norm;    /* RMSNorm of every query and key head (weight [head_dim]) before RoPE (Qwen3, LFM2) */
+	int qk_norm;    /* before RoPE, 1: RMSNorm of every query and key head (weight [head_dim]; Qwen3,
+			 * LFM2, Gemma 3); 2: of all the queries and all the keys of a position
+			 * together (weights [heads * head_dim] and [kv_heads * head_dim]; OLMo 2/3) */
+	int prenorm;    /* 1: the mixer's and the MLP's input norms (Norm1, Norm2); 0: none, OLMo 2/3's
+			 * post-norm layout, x += Norm3(Mixer(x)), x += Norm4(MLP(x)) (needs sandwich) */
 	int conv_bias;  /* biases on the C layers' in_proj, conv and out_proj alone (LFM2's conv_bias;
 	                 * `bias` puts them there and on the MLP) */
 	int tied;

@@ -210,6 +210,20 @@ sb-lm import -q -o "$T/rung2" --corpus "shakespeare=$TXT" --T 256 "$G2" >"$T/og2
 t_result $? "Gemma 2: imported, evaluated; soft-capping 2 / 3 in cell.json, the records and the report; masks on layers 1 and 3 only; 12 probes ($(head -c 300 "$T/e"))"
 # and a scaled SAS cell on it: the selector trains through the soft-capped scores and logits
 sas_on gemma2 "Gemma 2 (soft-capping 2 / 3)"
+# OLMo 3 (S S S A S: Olmo3Config's every fourth layer global; no pre-norms): imported and
+# evaluated, the masks on layer 3 alone; a scaled SAS cell on it trains (its selector through
+# the post-norms and the q/k norms over all heads)
+sb-lm import -q -o "$T/runo3" --corpus "shakespeare=$TXT" --T 256 "$TOP/tests/fixtures/hf/olmo3" >"$T/oo3" 2>"$T/e" &&
+	ro3=$(jq -r .run_dir "$T/oo3") &&
+	sb-eval -q --set probes=1 --set windows=2 --set tasks=vt --set bench_reps=1 \
+		--set 'masks=dense;recipe:s=4,w=16,k=8' "$ro3" >/dev/null 2>>"$T/e" &&
+	jq -e '.source.model_type == "olmo3" and .model.prenorm == 0 and .model.qk_norm == 2 and .model.sandwich == 1' \
+		"$ro3/cell.json" >/dev/null &&
+	jq -e -s 'map(select(.kind == "lm.eval.setup"))[0] | .masked_layers == [3] and .model.pattern == "SSSAS"' \
+		"$ro3/eval.ndjson" >/dev/null &&
+	jq -e -s '[.[] | select(.kind == "lm.budget")] | length > 0 and all([.layers[].layer] == [3])' "$ro3/eval.ndjson" >/dev/null
+t_result $? "OLMo 3: imported, evaluated; no pre-norms, q/k norms over all heads; masks on layer 3 alone ($(head -c 300 "$T/e"))"
+sas_on olmo3 "OLMo 3"
 mkdir -p "$T/badtok" && cp "$HF"/* "$T/badtok/" && printf '{"model": {"type": "WordPiece"}}' >"$T/badtok/tokenizer.json"
 noimp "a tokenizer the evaluation cannot read" 3 "$T/badtok/tokenizer.json: model.type: only \"BPE\"" --corpus "x=$TXT" --T 256 "$T/badtok"
 sb-lm import --help | grep -q 'Usage: sb-lm import'

@@ -188,6 +188,7 @@ struct ref_model {
 	 * against transformers' logits by test_lm_import), and YaRN's factor on the scores */
 	double freq[128], qs;
 	int rd; /* rotated dimensions of a head (a partial rotary factor's) */
+	int qk_full; /* q/k norms over all heads of a position (OLMo), not per head */
 	/* S layers: the window, their own frequencies (rope_local_theta, unscaled) and factor */
 	int window;
 	double freq_local[128], qs_local;
@@ -216,13 +217,19 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 					       (r->pos == 1 ? r->posw[(size_t)t * d + c] : 0);
 	for (int l = 0; l < r->L; l++) {
 		const struct ref_layer *y_ = &r->layer[l];
-		ref_norm(n, x, y_->ln1_w, y_->ln1_b, T, d, r->eps, r->rms);
+		if (y_->ln1_w)
+			ref_norm(n, x, y_->ln1_w, y_->ln1_b, T, d, r->eps, r->rms);
+		else /* no pre-norm (OLMo): the mixer reads x */
+			memcpy(n, x, Td * sizeof *n);
 		if (y_->kind == 'A' || y_->kind == 'S') {
 			int loc = y_->kind == 'S';
 			ref_matmul(q, n, y_->q_w, y_->q_b, T, d, qd);
 			ref_matmul(k, n, y_->k_w, y_->k_b, T, d, kvd);
 			ref_matmul(v, n, y_->v_w, y_->v_b, T, d, kvd);
-			if (y_->qn_w) {
+			if (y_->qn_w && r->qk_full) { /* over all heads of a position (OLMo) */
+				ref_norm(q, q, y_->qn_w, NULL, T, qd, r->eps, 1);
+				ref_norm(k, k, y_->kn_w, NULL, T, kvd, r->eps, 1);
+			} else if (y_->qn_w) {
 				ref_norm(q, q, y_->qn_w, NULL, T * r->NH, r->hd, r->eps, 1);
 				ref_norm(k, k, y_->kn_w, NULL, T * r->NKV, r->hd, r->eps, 1);
 			}
@@ -258,7 +265,10 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 		for (size_t i = 0; i < Td; i++)
 			x[i] += r->resid_mult * y[i];
 		if (F) {
-			ref_norm(n, x, y_->ln2_w, y_->ln2_b, T, d, r->eps, r->rms);
+			if (y_->ln2_w)
+				ref_norm(n, x, y_->ln2_w, y_->ln2_b, T, d, r->eps, r->rms);
+			else
+				memcpy(n, x, Td * sizeof *n);
 			if (r->swiglu) {
 				ref_matmul(h, n, y_->gate_w, y_->gate_b, T, d, F);
 				ref_matmul(h + (size_t)T * F, n, y_->up_w, y_->up_b, T, d, F);
@@ -341,6 +351,7 @@ static void ref_from_model(struct ref_model *r, const struct sb_lm_model *m, con
 	sb_lm_rope_freqs(c, r->freq); /* head_dim <= 256 here */
 	r->qs = c->rope_scaling == 3 ? (double)c->rope_attn * c->rope_attn : 1.0;
 	r->rd = c->rope_dim ? c->rope_dim : c->head_dim;
+	r->qk_full = c->qk_norm == 2;
 	r->window = c->window;
 	struct sb_lm_cfg lc = *c; /* S layers: rope_local_theta unscaled, else the A layers' */
 	if (lc.rope_local_theta != 0.0f) {

@@ -641,6 +641,12 @@ int main(void)
 	const char *k16[] = {"pattern=AS",	  "pos=rope",	   "head_dim=8",     "rope_dim=4",     "window=3",
 			     "rope_scaling=yarn", "rope_factor=4", "rope_orig_max=8", "rope_attn=1.3"};
 	model_check(be, "AS, RoPE on 4 of 8 dimensions (a partial rotary factor 0.5), YaRN", k16, 9);
+	/* OLMo 2/3's layout: no pre-norms (the mixer and the MLP read the residual stream), their
+	 * outputs normalised, q and k each normalised over all heads of a position */
+	const char *k17[] = {"pattern=SSA", "pos=rope",  "window=3",    "rope_local_theta=10000", "head_dim=4",
+			     "heads=2",	    "kv_heads=1", "mlp=swiglu", "norm=rmsnorm",	       "sandwich=1",
+			     "prenorm=0",   "qk_norm=2",  "tied=0"};
+	model_check(be, "SSA, OLMo 3's layout: no pre-norms, post-norms, q/k norms over all heads", k17, 13);
 	sb_backend_close(be);
 	return sb_test_done();
 }

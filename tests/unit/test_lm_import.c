@@ -225,7 +225,8 @@ static void check_model(struct sb_backend *be, const char *name)
 		     !strcmp(name, "mistral") || !strcmp(name, "lfm2") || !strcmp(name, "granite_h") ||
 		     !strcmp(name, "granite_moe") || !strcmp(name, "llama_linear") || !strcmp(name, "llama_yarn") ||
 		     !strcmp(name, "qwen3_yarn") || !strcmp(name, "granite3") || !strcmp(name, "gemma3") ||
-		     !strcmp(name, "gemma3_mm") || !strcmp(name, "gemma2") || !strcmp(name, "bamba");
+		     !strcmp(name, "gemma3_mm") || !strcmp(name, "gemma2") || !strcmp(name, "bamba") ||
+		     !strcmp(name, "olmo2");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -1138,6 +1139,61 @@ static void check_bamba(struct sb_backend *be)
 	free(base);
 }
 
+/* OLMo 2 and 3: the configuration as read (no pre-norms, post-norms, q/k norms over all heads;
+ * OLMo 3's layer kinds by Olmo3Config's rule, its sliding layers on the unscaled RoPE), and
+ * what is refused */
+static void check_olmo(struct sb_backend *be)
+{
+	struct sb_err err = {0};
+	struct sb_lm_cfg c;
+	struct sb_lm_hf_info info;
+	int rc = fixture_config("olmo2", &c, &info, &err);
+	SB_CHECK(!rc && info.olmo && !strcmp(c.pattern, "AAA") && c.prenorm == 0 && c.sandwich == 1 && c.qk_norm == 2 &&
+			 c.rope_theta == 5e5f && c.tied == 1 && c.kv_heads == 2,
+		 "olmo2: config read as pattern %s, prenorm %d, sandwich %d, qk_norm %d (%s)", rc ? "?" : c.pattern,
+		 c.prenorm, c.sandwich, c.qk_norm, rc ? err.msg : "read");
+	rc = fixture_config("olmo3", &c, &info, &err);
+	SB_CHECK(!rc && info.olmo && !strcmp(c.pattern, "SSSAS") && c.window == 8 && c.rope_local_theta == 1e4f &&
+			 c.rope_scaling == 2 && c.prenorm == 0 && c.qk_norm == 2 && c.tied == 0 && c.kv_heads == 1,
+		 "olmo3: config read as pattern %s (want SSSAS: every fourth layer global), window %d, local theta %g, "
+		 "scaling %d (%s)",
+		 rc ? "?" : c.pattern, c.window, (double)c.rope_local_theta, c.rope_scaling, rc ? err.msg : "read");
+	char path[4700], *base = NULL;
+	size_t n;
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/olmo3/config.json", top);
+	if (sb_read_file(path, &base, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		return;
+	}
+	refuse(be, "olmo3", "olmo3: unchanged copy imports", base, NULL, 0, "");
+	refuse(be, "olmo3", "olmo3: a layer kind it does not have",
+	       cfg_with(base, "\"model_type\": \"olmo3\"",
+			"\"model_type\": \"olmo3\", \"layer_types\": [\"sliding_attention\", \"full_attention\", "
+			"\"sliding_attention\", \"chunked_attention\", \"full_attention\"]"),
+	       NULL, SB_EDATA, "layer_types[3] is 'chunked_attention'");
+	refuse(be, "olmo3", "olmo3: layer_types of another length",
+	       cfg_with(base, "\"model_type\": \"olmo3\"",
+			"\"model_type\": \"olmo3\", \"layer_types\": [\"full_attention\"]"),
+	       NULL, SB_EDATA, "layer_types must list num_hidden_layers (5) kinds");
+	refuse(be, "olmo3", "olmo3: sliding_window 0",
+	       cfg_with(base, "\"sliding_window\": 8", "\"sliding_window\": 0"), NULL, SB_EDATA,
+	       "'sliding_window' must be an integer in [1,");
+	refuse(be, "olmo3", "olmo3: a partial rotary factor",
+	       cfg_with(base, "\"model_type\": \"olmo3\"", "\"model_type\": \"olmo3\", \"partial_rotary_factor\": 0.5"),
+	       NULL, SB_EDATA, "partial_rotary_factor other than 1");
+	free(base);
+	/* OLMo 2's weights under a llama config: its post-norms and q/k norms are not Llama's */
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/olmo2/config.json", top);
+	if (sb_read_file(path, &base, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		return;
+	}
+	refuse(be, "olmo2", "olmo2: the checkpoint read as a llama lacks Llama's pre-norms",
+	       cfg_with(base, "\"olmo2\"", "\"llama\""), NULL, SB_EDATA,
+	       "lacks tensor 'model.layers.0.input_layernorm.weight'");
+	free(base);
+}
+
 int main(void)
 {
 	snprintf(top, sizeof top, "%s", getenv("SB_TOP") ? getenv("SB_TOP") : ".");
@@ -1181,6 +1237,9 @@ int main(void)
 	check_model(be, "bamba");
 	check_model(be, "bamba_rope");
 	check_bamba(be);
+	check_model(be, "olmo2");
+	check_model(be, "olmo3");
+	check_olmo(be);
 	{ /* Mistral beyond its sliding window: the attention is no longer full, refused */
 		char dir[4600], runs[128], rd[4096];
 		snprintf(dir, sizeof dir, "%s/tests/fixtures/hf/mistral", top);
