@@ -859,6 +859,12 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	 * all heads of a position; OLMo 3 with sliding-window layers */
 	int olmo3 = !strcmp(mt, "olmo3");
 	info->olmo = !strcmp(mt, "olmo2") || olmo3;
+	/* SmolLM3 (SmolLM3ForCausalLM): Llama's layout with NoPE layers (no_rope_layers);
+	 * EXAONE 4 (Exaone4ForCausalLM): OLMo's post-norm layout with per-head q/k norms, and
+	 * with a sliding_window, sliding layers (RoPE) and global ones (NoPE) */
+	int smollm3 = !strcmp(mt, "smollm3"), exaone4 = !strcmp(mt, "exaone4");
+	info->olmo = info->olmo || exaone4; /* its post-norms' names are OLMo's */
+	llama = llama || smollm3;
 	info->lfm2 = !strcmp(mt, "lfm2");
 	info->granite = !strcmp(mt, "granitemoehybrid");
 	info->bamba = !strcmp(mt, "bamba");
@@ -867,7 +873,7 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma && !info->bamba && !info->olmo) {
 		rc = SB_ERR(err, SB_EDATA,
 			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, granite, qwen2, qwen3, "
-			    "lfm2, granitemoehybrid, bamba, gemma2, gemma3_text, gemma3, olmo2, olmo3)",
+			    "lfm2, granitemoehybrid, bamba, gemma2, gemma3_text, gemma3, olmo2, olmo3, smollm3, exaone4)",
 			    name, mt);
 		goto out;
 	}
@@ -967,8 +973,8 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	}
 	if (!rc)
 		rc = cfg_int(o, name, "max_position_embeddings", 1, 1 << 24, 2048, max_pos, err);
-	if (!rc)
-		rc = cfg_bool(o, name, "tie_word_embeddings", 0, &tied, err);
+	if (!rc) /* SmolLM3Config leaves it to PretrainedConfig: true (so save_pretrained omits it) */
+		rc = cfg_bool(o, name, "tie_word_embeddings", smollm3, &tied, err);
 	if (!rc)
 		rc = cfg_bool(o, name, "attention_bias", 0, &bias_attn, err);
 	if (!rc && !info->olmo) /* OLMo's MLP has no biases (Olmo2Config has no mlp_bias) */
@@ -1046,10 +1052,54 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 		/* the sliding layers' RoPE: the default rotary embedding of rope_theta (no scaling) */
 		c->rope_local_theta = (float)theta;
 	}
+	if (!rc && exaone4) { /* layer_types, else with a sliding_window every
+			      * sliding_window_pattern-th layer global (Exaone4Config); global layers NoPE */
+		const struct sb_json *swv = sb_json_get(o, "sliding_window"), *lt = sb_json_get(o, "layer_types");
+		int every = 4, hybrid = !(swv && swv->type == SB_JSON_NULL);
+		if (hybrid)
+			rc = cfg_int(o, name, "sliding_window", 1, 1 << 30, 4096, &c->window, err);
+		if (!rc && hybrid && !(lt && lt->type == SB_JSON_ARRAY))
+			rc = cfg_int(o, name, "sliding_window_pattern", 1, 1 << 20, 4, &every, err);
+		if (!rc && lt && lt->type != SB_JSON_NULL && (lt->type != SB_JSON_ARRAY || (int)lt->n != layers))
+			rc = SB_ERR(err, SB_EDATA, "%s: layer_types must list num_hidden_layers (%d) kinds", name, layers);
+		for (int l = 0; l < layers && !rc; l++) {
+			const char *k = lt && lt->type == SB_JSON_ARRAY ? sb_json_str(lt->items[l], "")
+					: hybrid && (l + 1) % every ? "sliding_attention" : "full_attention";
+			if (!strcmp(k, "sliding_attention") && hybrid)
+				c->pattern[l] = 'S';
+			else if (strcmp(k, "full_attention"))
+				rc = SB_ERR(err, SB_EDATA, "%s: layer_types[%d] is '%s' (sliding_attention or full_attention%s)",
+					    name, l, k, hybrid ? "" : "; no sliding_window");
+			/* "global NoPE for hybrid attention": with a sliding window the full layers
+			 * take no RoPE; the sliding ones take the one rotary embedding, scaling included */
+			c->rope_layers[l] = hybrid && c->pattern[l] == 'A' ? '0' : '1';
+		}
+		c->rope_layers[layers] = 0;
+		if (!strchr(c->rope_layers, '0'))
+			c->rope_layers[0] = 0;
+	}
+	if (!rc && smollm3) { /* no_rope_layers: 1 = RoPE, 0 = NoPE; else every
+			       * no_rope_layer_interval-th layer NoPE (SmolLM3Config) */
+		const struct sb_json *nr = sb_json_get(o, "no_rope_layers");
+		int every = 4;
+		if (!nr || nr->type == SB_JSON_NULL)
+			rc = cfg_int(o, name, "no_rope_layer_interval", 1, 1 << 20, 4, &every, err);
+		else if (nr->type != SB_JSON_ARRAY || (int)nr->n != layers)
+			rc = SB_ERR(err, SB_EDATA, "%s: no_rope_layers must list num_hidden_layers (%d) 0s and 1s", name, layers);
+		for (int l = 0; l < layers && !rc; l++) {
+			const struct sb_json *v = nr && nr->type == SB_JSON_ARRAY ? nr->items[l] : NULL;
+			if (v && (v->type != SB_JSON_NUMBER || (v->number != 0 && v->number != 1)))
+				rc = SB_ERR(err, SB_EDATA, "%s: no_rope_layers[%d] is not 0 or 1", name, l);
+			c->rope_layers[l] = (v ? v->number == 1 : (l + 1) % every != 0) ? '1' : '0';
+		}
+		c->rope_layers[layers] = 0;
+		if (!strchr(c->rope_layers, '0'))
+			c->rope_layers[0] = 0;
+	}
 	if (info->olmo) {
 		c->prenorm = 0;
 		c->sandwich = 1;
-		c->qk_norm = 2;
+		c->qk_norm = exaone4 ? 1 : 2;
 	}
 	c->heads = heads;
 	c->swiglu = 1;

@@ -57,6 +57,10 @@
  * post-norms (sandwich), q/k norms over all heads (qk_norm 2); olmo3's layer_types (else every
  * fourth layer global) as S (sliding_window keys, rope_theta unscaled) and A layers.
  *
+ * smollm3 (SmolLM3ForCausalLM): Llama's fields, no_rope_layers (else every fourth layer NoPE) as
+ * rope_layers. exaone4 (Exaone4ForCausalLM): OLMo's post-norms with per-head q/k norms; with a
+ * sliding_window, S layers (the one rotary embedding) and NoPE A layers.
+ *
  * bamba (BambaForCausalLM): Mamba2 layers and attention layers at attn_layer_indices, a SwiGLU
  * MLP in each, RoPE on the first int(head_dim * partial_rotary_factor) dimensions of a head
  * (rope_dim), BambaConfig's rope_theta 10000 and factor 0.5 unless config.json gives them.

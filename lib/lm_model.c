@@ -120,6 +120,10 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 		return SB_ERR(err, SB_EUSAGE,
 			      "model: attn_bias is 0, 1 (q/k/v/o) or 2 (q/k/v); qk_norm 0, 1 (per head) or 2 (all heads); "
 			      "conv_bias 0 or 1");
+	if (c->rope_layers[0] && (strlen(c->rope_layers) != (size_t)c->n_layer ||
+				  strspn(c->rope_layers, "01") != strlen(c->rope_layers) || c->pos != SB_LM_POS_ROPE))
+		return SB_ERR(err, SB_EUSAGE, "model: rope_layers '%s' must give each of the %d layers 0 or 1 (and pos "
+					      "rope)", c->rope_layers, c->n_layer);
 	if (c->prenorm < 0 || c->prenorm > 1 || (!c->prenorm && (!c->sandwich || !c->rmsnorm)))
 		return SB_ERR(err, SB_EUSAGE, "model: prenorm is 0 or 1; 0 (OLMo's post-norm layout) needs sandwich 1 and "
 					      "norm rmsnorm");
@@ -219,6 +223,12 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 		snprintf(c->pattern, sizeof c->pattern, "%s", sval);
 		return 0;
 	}
+	if (strcmp(key, "rope_layers") == 0) {
+		if (strlen(sval) >= sizeof c->rope_layers)
+			return SB_ERR(err, SB_EUSAGE, "model: rope_layers too long");
+		snprintf(c->rope_layers, sizeof c->rope_layers, "%s", sval);
+		return 0;
+	}
 	if (strcmp(key, "mlp") == 0) {
 		if (strcmp(sval, "gelu") && strcmp(sval, "swiglu") && strcmp(sval, "geglu"))
 			return SB_ERR(err, SB_EUSAGE, "model: mlp is gelu, swiglu or geglu");
@@ -313,6 +323,8 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 	sb_jw_kint(w, "attn_bias", c->attn_bias);
 	sb_jw_kint(w, "tied", c->tied);
 	sb_jw_kstr(w, "pos", pos_name(c->pos));
+	if (c->rope_layers[0])
+		sb_jw_kstr(w, "rope_layers", c->rope_layers);
 	sb_jw_kf32(w, "rope_theta", c->rope_theta);
 	/* the fields of pretrained layouts only when used (cells of the trained models keep their ids) */
 	if (c->qk_norm)
@@ -1275,7 +1287,7 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 			 * (Qwen3, LFM2) */
 			int loc = y->kind == 'S';
 			const double *freq = loc ? m->rope_freq_local : m->rope_freq;
-			float qsl = loc ? qs_s : qs;
+			float qsl = !sb_lm_layer_rope(c, l) ? query_scale_noyarn(c) : loc ? qs_s : qs; /* NoPE: no YaRN factor */
 			float *qp = c->qk_norm ? a->qpre[l] : a->q[l], *kp = c->qk_norm ? a->kpre[l] : a->k[l];
 			op->matmul_forward(ctx, qp, a->n1[l], y->q_w, y->q_b, M, d, qd);
 			op->matmul_forward(ctx, kp, a->n1[l], y->k_w, y->k_b, M, d, kvd);
@@ -1287,7 +1299,7 @@ static void tile_forward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_ac
 				lo->norm_forward(ctx, a->q[l], NULL, a->qr[l], qp, y->qn_w, NULL, M * NH, hd, c->norm_eps, 1);
 				lo->norm_forward(ctx, a->k[l], NULL, a->kr[l], kp, y->kn_w, NULL, M * NKV, hd, c->norm_eps, 1);
 			}
-			if (c->pos == SB_LM_POS_ROPE) {
+			if (sb_lm_layer_rope(c, l)) {
 				lo->rope(ctx, a->q[l], Bt, T, 0, NH, hd, sb_lm_rope_dim(c), freq, 0);
 				lo->rope(ctx, a->k[l], Bt, T, 0, NKV, hd, sb_lm_rope_dim(c), freq, 0);
 			}
@@ -1431,7 +1443,7 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 		if (y->kind == 'A' || y->kind == 'S') {
 			int loc = y->kind == 'S';
 			const double *freq = loc ? m->rope_freq_local : m->rope_freq;
-			float qsl = loc ? qs_s : qs;
+			float qsl = !sb_lm_layer_rope(c, l) ? query_scale_noyarn(c) : loc ? qs_s : qs; /* NoPE: no YaRN factor */
 			op->matmul_backward(ctx, a->datt, gy->o_w, gy->o_b, dout, a->att[l], y->o_w, M, qd, d, 0);
 			if (loc)
 				lo->swa_backward(ctx, a->dq, a->dk, a->dv, a->datt, a->P[l], a->q[l], a->k[l], a->v[l], Bt,
@@ -1441,7 +1453,7 @@ static void tile_backward(struct sb_ctx *ctx, struct sb_lm_model *m, struct lm_a
 						  T, NH, NKV, hd, c->attn_softcap);
 			if (qsl != 1.0f) /* the queries were scaled after RoPE */
 				op->scale(ctx, a->dq, qsl, (size_t)M * qd);
-			if (c->pos == SB_LM_POS_ROPE) {
+			if (sb_lm_layer_rope(c, l)) {
 				lo->rope(ctx, a->dq, Bt, T, 0, NH, hd, sb_lm_rope_dim(c), freq, 1);
 				lo->rope(ctx, a->dk, Bt, T, 0, NKV, hd, sb_lm_rope_dim(c), freq, 1);
 			}
@@ -2185,7 +2197,7 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 			int loc = y->kind == 'S';
 			float *Kn = c->K[l] + (size_t)t0 * kvd, *Vn = c->V[l] + (size_t)t0 * kvd;
 			const double *freq = loc ? m->rope_freq_local : m->rope_freq;
-			float qs = loc ? qscale_s : qscale;
+			float qs = !sb_lm_layer_rope(cf, l) ? query_scale_noyarn(cf) : loc ? qscale_s : qscale;
 			mm_rows(m, ctx, c->q, c->nrm, yt->q_w, y->q_b, n, d, qd);
 			mm_rows(m, ctx, Kn, c->nrm, yt->k_w, y->k_b, n, d, kvd);
 			mm_rows(m, ctx, Vn, c->nrm, yt->v_w, y->v_b, n, d, kvd);
@@ -2196,7 +2208,7 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 				lo->norm_forward(ctx, c->q, NULL, c->qkr, c->q, y->qn_w, NULL, n * NH, hd, cf->norm_eps, 1);
 				lo->norm_forward(ctx, Kn, NULL, c->qkr, Kn, y->kn_w, NULL, n * NKV, hd, cf->norm_eps, 1);
 			}
-			if (cf->pos == SB_LM_POS_ROPE) {
+			if (sb_lm_layer_rope(cf, l)) {
 				lo->rope(ctx, c->q, 1, n, t0, NH, hd, sb_lm_rope_dim(cf), freq, 0);
 				lo->rope(ctx, Kn, 1, n, t0, NKV, hd, sb_lm_rope_dim(cf), freq, 0);
 			}

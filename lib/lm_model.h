@@ -97,6 +97,9 @@ struct sb_lm_cfg {
 	int sandwich;   /* 1: norms on the mixer's and MLP's outputs too (Gemma's) */
 	int window;     /* S layers: keys per query row (the query included) */
 	float rope_local_theta; /* S layers' RoPE base, unscaled; 0 = the A layers' frequencies */
+	/* with pos rope: which attention layers rotate, one character a layer ('1' RoPE, '0' none:
+	 * a NoPE layer, SmolLM3's every fourth, EXAONE 4's global ones); "" = every layer */
+	char rope_layers[SB_LM_MAX_LAYERS + 1];
 	int rope_dim;   /* RoPE on the first rope_dim dimensions of each head (even; 0 = head_dim):
 			 * transformers' partial_rotary_factor (Bamba's 0.5), frequencies over rope_dim */
 	/* Gemma 2's soft-capping (0 = none; both paths): every attention score s of the A
@@ -155,6 +158,11 @@ int sb_lm_cfg_from_json(struct sb_lm_cfg *c, const struct sb_json *obj, struct s
 /* Set one field from "key=value" (the same keys as the JSON form). */
 int sb_lm_cfg_set(struct sb_lm_cfg *c, const char *kv, struct sb_err *err);
 int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err); /* also fills n_layer, head_dim */
+/* whether attention layer l takes RoPE */
+static inline int sb_lm_layer_rope(const struct sb_lm_cfg *c, int l)
+{
+	return c->pos == SB_LM_POS_ROPE && (!c->rope_layers[0] || c->rope_layers[l] == '1');
+}
 /* the rotated dimensions of a head: rope_dim, or head_dim when 0 */
 static inline int sb_lm_rope_dim(const struct sb_lm_cfg *c) { return c->rope_dim ? c->rope_dim : c->head_dim; }
 void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c); /* an object value */

@@ -255,7 +255,7 @@ int sb_lm_import_main(int argc, char **argv)
 			     "  --T N               evaluation context in tokens (default min(512, max_position_embeddings))\n"
 			     "Read: model_type llama, mistral (T within its sliding_window), granite (Granite 3:\n"
 			     "Llama's layout with its four multipliers), qwen2, qwen3, olmo2, olmo3 (its global\n"
-			     "layers masked, its sliding-window layers unchanged), lfm2\n"
+			     "layers masked, its sliding-window layers unchanged), smollm3, exaone4, lfm2\n"
 			     "(its full_attention layers are masked, its gated short convolutions run unchanged),\n"
 			     "granitemoehybrid and bamba (their attention layers are masked, their Mamba2\n"
 			     "layers run unchanged), gemma2 (Gemma 2, its soft-capping included) and\n"

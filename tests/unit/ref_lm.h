@@ -189,6 +189,7 @@ struct ref_model {
 	double freq[128], qs;
 	int rd; /* rotated dimensions of a head (a partial rotary factor's) */
 	int qk_full; /* q/k norms over all heads of a position (OLMo), not per head */
+	char rope_layers[130]; /* '0' at a NoPE layer; "" = RoPE on every layer */
 	/* S layers: the window, their own frequencies (rope_local_theta, unscaled) and factor */
 	int window;
 	double freq_local[128], qs_local;
@@ -233,12 +234,13 @@ static double ref_model_loss(const struct ref_model *r, const unsigned char *tok
 				ref_norm(q, q, y_->qn_w, NULL, T * r->NH, r->hd, r->eps, 1);
 				ref_norm(k, k, y_->kn_w, NULL, T * r->NKV, r->hd, r->eps, 1);
 			}
-			if (r->pos == 2) {
+			if (r->pos == 2 && (!r->rope_layers[0] || r->rope_layers[l] == '1')) {
 				ref_rope_part(q, T, r->NH, r->hd, r->rd, loc ? r->freq_local : r->freq);
 				ref_rope_part(k, T, r->NKV, r->hd, r->rd, loc ? r->freq_local : r->freq);
 			}
 			/* ref_attn scores q.k / sqrt(hd): another scale is put on q */
-			double qs = (loc ? r->qs_local : r->qs) *
+			int roped = r->pos == 2 && (!r->rope_layers[0] || r->rope_layers[l] == '1');
+			double qs = (!roped ? 1.0 : loc ? r->qs_local : r->qs) * /* YaRN's factor rides on RoPE */
 				    (r->attn_scale != 0 ? r->attn_scale * sqrt((double)r->hd) : 1.0);
 			for (size_t i = 0; qs != 1.0 && i < (size_t)T * qd; i++)
 				q[i] *= qs;
@@ -352,6 +354,7 @@ static void ref_from_model(struct ref_model *r, const struct sb_lm_model *m, con
 	r->qs = c->rope_scaling == 3 ? (double)c->rope_attn * c->rope_attn : 1.0;
 	r->rd = c->rope_dim ? c->rope_dim : c->head_dim;
 	r->qk_full = c->qk_norm == 2;
+	snprintf(r->rope_layers, sizeof r->rope_layers, "%s", c->rope_layers);
 	r->window = c->window;
 	struct sb_lm_cfg lc = *c; /* S layers: rope_local_theta unscaled, else the A layers' */
 	if (lc.rope_local_theta != 0.0f) {

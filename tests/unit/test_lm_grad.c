@@ -647,6 +647,11 @@ int main(void)
 			     "heads=2",	    "kv_heads=1", "mlp=swiglu", "norm=rmsnorm",	       "sandwich=1",
 			     "prenorm=0",   "qk_norm=2",  "tied=0"};
 	model_check(be, "SSA, OLMo 3's layout: no pre-norms, post-norms, q/k norms over all heads", k17, 13);
+	/* NoPE layers among RoPE ones (SmolLM3's every fourth; EXAONE 4's global layers) */
+	const char *k18[] = {"pattern=SAA", "pos=rope", "window=3", "rope_layers=101", "head_dim=4", "mlp=swiglu",
+			     "norm=rmsnorm", "qk_norm=1", "rope_scaling=yarn", "rope_factor=4", "rope_orig_max=8",
+			     "rope_attn=1.3"};
+	model_check(be, "SAA, a NoPE layer (rope_layers 101), YaRN on the others", k18, 12);
 	sb_backend_close(be);
 	return sb_test_done();
 }

@@ -226,7 +226,7 @@ static void check_model(struct sb_backend *be, const char *name)
 		     !strcmp(name, "granite_moe") || !strcmp(name, "llama_linear") || !strcmp(name, "llama_yarn") ||
 		     !strcmp(name, "qwen3_yarn") || !strcmp(name, "granite3") || !strcmp(name, "gemma3") ||
 		     !strcmp(name, "gemma3_mm") || !strcmp(name, "gemma2") || !strcmp(name, "bamba") ||
-		     !strcmp(name, "olmo2");
+		     !strcmp(name, "olmo2") || !strcmp(name, "smollm3");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -1194,6 +1194,71 @@ static void check_olmo(struct sb_backend *be)
 	free(base);
 }
 
+/* SmolLM3 and EXAONE 4: their NoPE layers as read (rope_layers), and what is refused */
+static void check_nope(struct sb_backend *be)
+{
+	struct sb_err err = {0};
+	struct sb_lm_cfg c;
+	struct sb_lm_hf_info info;
+	int rc = fixture_config("smollm3", &c, &info, &err);
+	SB_CHECK(!rc && !strcmp(c.pattern, "AAAAA") && !strcmp(c.rope_layers, "11101") && c.prenorm == 1 && c.tied == 1,
+		 "smollm3: config read as pattern %s, rope_layers %s (want 11101: every fourth layer NoPE), tied %d (%s)",
+		 rc ? "?" : c.pattern, c.rope_layers, c.tied, rc ? err.msg : "read");
+	rc = fixture_config("exaone4", &c, &info, &err);
+	SB_CHECK(!rc && !strcmp(c.pattern, "SSSAS") && !strcmp(c.rope_layers, "11101") && c.prenorm == 0 &&
+			 c.qk_norm == 1 && c.sandwich == 1 && c.window == 8 && c.rope_local_theta == 0.0f && c.rope_scaling == 2,
+		 "exaone4: config read as pattern %s, rope_layers %s (want 11101: the global layer NoPE), qk_norm %d, local "
+		 "theta %g (0: the one rotary embedding) (%s)",
+		 rc ? "?" : c.pattern, c.rope_layers, c.qk_norm, (double)c.rope_local_theta, rc ? err.msg : "read");
+	char path[4700], *base = NULL;
+	size_t n;
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/smollm3/config.json", top);
+	if (sb_read_file(path, &base, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		return;
+	}
+	{ /* an explicit list; a list without a NoPE layer is plain RoPE */
+		const char *j = cfg_with(base, "\"no_rope_layer_interval\": 4",
+					 "\"no_rope_layers\": [0, 1, 1, 1, 0]");
+		rc = sb_lm_hf_config(j, strlen(j), "smollm3/config.json", &c, &info, &err);
+		int ok1 = !rc && !strcmp(c.rope_layers, "01110");
+		j = cfg_with(base, "\"no_rope_layer_interval\": 4", "\"no_rope_layers\": [1, 1, 1, 1, 1]");
+		rc = sb_lm_hf_config(j, strlen(j), "smollm3/config.json", &c, &info, &err);
+		SB_CHECK(ok1 && !rc && !c.rope_layers[0],
+			 "smollm3: no_rope_layers [0,1,1,1,0] read as 01110; all 1: every layer RoPE (rope_layers '%s'; %s)",
+			 c.rope_layers, rc ? err.msg : "read");
+	}
+	refuse(be, "smollm3", "smollm3: a no_rope_layers entry other than 0 or 1",
+	       cfg_with(base, "\"no_rope_layer_interval\": 4", "\"no_rope_layers\": [1, 1, 2, 1, 1]"), NULL, SB_EDATA,
+	       "no_rope_layers[2] is not 0 or 1");
+	refuse(be, "smollm3", "smollm3: no_rope_layers of another length",
+	       cfg_with(base, "\"no_rope_layer_interval\": 4", "\"no_rope_layers\": [1, 0]"), NULL, SB_EDATA,
+	       "no_rope_layers must list num_hidden_layers (5)");
+	refuse(be, "smollm3", "smollm3: use_sliding_window true",
+	       cfg_with(base, "\"use_sliding_window\": false", "\"use_sliding_window\": true"), NULL, SB_EDATA,
+	       "use_sliding_window is true");
+	free(base);
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/exaone4/config.json", top);
+	if (sb_read_file(path, &base, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		return;
+	}
+	{ /* no sliding window: every layer global, every layer RoPE (EXAONE 4.0 1.2B) */
+		const char *j = cfg_with(base, "\"sliding_window\": 8", "\"sliding_window\": null");
+		rc = sb_lm_hf_config(j, strlen(j), "exaone4/config.json", &c, &info, &err);
+		SB_CHECK(!rc && !strcmp(c.pattern, "AAAAA") && !c.rope_layers[0],
+			 "exaone4: sliding_window null: every layer global with RoPE (pattern %s, rope_layers '%s'; %s)",
+			 rc ? "?" : c.pattern, c.rope_layers, rc ? err.msg : "read");
+	}
+	refuse(be, "exaone4", "exaone4: unchanged copy imports", base, NULL, 0, "");
+	refuse(be, "exaone4", "exaone4: a layer kind it does not have",
+	       cfg_with(base, "\"model_type\": \"exaone4\"",
+			"\"model_type\": \"exaone4\", \"layer_types\": [\"sliding_attention\", \"sliding_attention\", "
+			"\"linear_attention\", \"full_attention\", \"sliding_attention\"]"),
+	       NULL, SB_EDATA, "layer_types[2] is 'linear_attention'");
+	free(base);
+}
+
 int main(void)
 {
 	snprintf(top, sizeof top, "%s", getenv("SB_TOP") ? getenv("SB_TOP") : ".");
@@ -1240,6 +1305,9 @@ int main(void)
 	check_model(be, "olmo2");
 	check_model(be, "olmo3");
 	check_olmo(be);
+	check_model(be, "smollm3");
+	check_model(be, "exaone4");
+	check_nope(be);
 	{ /* Mistral beyond its sliding window: the attention is no longer full, refused */
 		char dir[4600], runs[128], rd[4096];
 		snprintf(dir, sizeof dir, "%s/tests/fixtures/hf/mistral", top);
