@@ -255,7 +255,7 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 			else
 				bprintf(&lc, "%s%d", nC++ ? ", " : "", l);
 		}
-		char layers[400], legend[160] = ""; /* the pattern has at most SB_LM_MAX_LAYERS (128) letters */
+		char layers[600], legend[160] = ""; /* the pattern has at most SB_LM_MAX_LAYERS (128) letters */
 		if (strchr(pat, 'C'))
 			snprintf(legend + strlen(legend), sizeof legend - strlen(legend), ", C = gated short convolution");
 		if (strchr(pat, 'M'))
@@ -263,10 +263,14 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 		if (strchr(pat, 'S'))
 			snprintf(legend + strlen(legend), sizeof legend - strlen(legend),
 				 ", S = sliding-window attention (%.0f keys)", num(model, "window"));
+		const char *nope = str(model, "rope_layers");
 		if (!nC)
 			snprintf(layers, sizeof layers, "every layer is full attention, every layer is masked");
 		else
 			snprintf(layers, sizeof layers, "a hybrid, layers `%s`: A = full attention%s", pat, legend);
+		if (nope[0]) /* NoPE layers (SmolLM3's, EXAONE 4's global ones) */
+			snprintf(layers + strlen(layers), sizeof layers - strlen(layers),
+				 "; RoPE by layer `%s` (0 = none: NoPE)", nope);
 		const char *others = strchr(pat, 'M') ? "Mamba2/convolution"
 				     : strchr(pat, 'S') ? (strchr(pat, 'C') ? "convolution/sliding-window" : "sliding-window")
 							: "convolution";

@@ -223,6 +223,16 @@ sb-lm import -q -o "$T/runo3" --corpus "shakespeare=$TXT" --T 256 "$TOP/tests/fi
 		"$ro3/eval.ndjson" >/dev/null &&
 	jq -e -s '[.[] | select(.kind == "lm.budget")] | length > 0 and all([.layers[].layer] == [3])' "$ro3/eval.ndjson" >/dev/null
 t_result $? "OLMo 3: imported, evaluated; no pre-norms, q/k norms over all heads; masks on layer 3 alone ($(head -c 300 "$T/e"))"
+# EXAONE 4 (its global layer NoPE): the report says which layers take RoPE
+sb-lm import -q -o "$T/rune4" --corpus "shakespeare=$TXT" --T 256 "$TOP/tests/fixtures/hf/exaone4" >"$T/oe4" 2>"$T/e" &&
+	re4=$(jq -r .run_dir "$T/oe4") &&
+	sb-eval -q --set probes=0 --set windows=2 --set bench_reps=1 --set 'masks=dense;recipe:s=4,w=16,k=8' "$re4" \
+		>/dev/null 2>>"$T/e" &&
+	sb-lm report -o "$T/e4rep" "$re4/eval.ndjson" >/dev/null 2>>"$T/e" &&
+	grep -q 'RoPE by layer `11101` (0 = none: NoPE)' "$T/e4rep/lm-report.md" &&
+	jq -e -s 'map(select(.kind == "lm.eval.setup"))[0] | .masked_layers == [3] and .model.rope_layers == "11101"' \
+		"$re4/eval.ndjson" >/dev/null
+t_result $? "EXAONE 4: imported, evaluated (masks on its global layer 3); the report names the NoPE layer ($(head -c 300 "$T/e"))"
 sas_on olmo3 "OLMo 3"
 mkdir -p "$T/badtok" && cp "$HF"/* "$T/badtok/" && printf '{"model": {"type": "WordPiece"}}' >"$T/badtok/tokenizer.json"
 noimp "a tokenizer the evaluation cannot read" 3 "$T/badtok/tokenizer.json: model.type: only \"BPE\"" --corpus "x=$TXT" --T 256 "$T/badtok"
