@@ -635,6 +635,21 @@ static void check_granite_refusals(struct sb_backend *be)
 	free(base);
 }
 
+/* config.json of tests/fixtures/hf/NAME as text (malloc'd; NULL, a failed check, when it cannot
+ * be read) */
+static char *fixture_json(const char *name)
+{
+	char path[4700], *buf = NULL;
+	size_t n;
+	struct sb_err err = {0};
+	snprintf(path, sizeof path, "%s/tests/fixtures/hf/%s/config.json", top, name);
+	if (sb_read_file(path, &buf, &n, 0, &err)) {
+		SB_CHECK(0, "%s", err.msg);
+		return NULL;
+	}
+	return buf;
+}
+
 /* config.json of tests/fixtures/hf/NAME as sb_lm_hf_config reads it */
 static int fixture_config(const char *name, struct sb_lm_cfg *c, struct sb_lm_hf_info *info, struct sb_err *err)
 {
@@ -1002,8 +1017,7 @@ static void check_gemma2(struct sb_backend *be)
 		int tied, scaling;
 		float acap, fcap, eps;
 	} want[] = {{"gemma2", "SASA", 1, 0, 2.0f, 3.0f, 1e-6f}, {"gemma2_nocap", "ASSAS", 0, 2, 0.0f, 0.0f, 1e-5f}};
-	char path[4700], *base = NULL;
-	size_t n;
+	char *base = NULL;
 	struct sb_err err = {0};
 	struct sb_lm_cfg c;
 	struct sb_lm_hf_info info;
@@ -1022,11 +1036,8 @@ static void check_gemma2(struct sb_backend *be)
 			 c.rope_scaling, (double)c.attn_softcap, (double)c.final_softcap, (double)want[i].acap,
 			 (double)want[i].fcap, rc ? err.msg : "read");
 	}
-	snprintf(path, sizeof path, "%s/tests/fixtures/hf/gemma2/config.json", top);
-	if (sb_read_file(path, &base, &n, 0, &err)) {
-		SB_CHECK(0, "%s", err.msg);
+	if (!(base = fixture_json("gemma2")))
 		return;
-	}
 	/* Gemma2Config's defaults where the config is silent: soft-capping 50 and 30, every
 	 * other layer global from the second, head_dim 256 */
 	{
@@ -1067,11 +1078,8 @@ static void check_gemma2(struct sb_backend *be)
 	       cfg_with(base, "\"gelu_pytorch_tanh\"", "\"gelu\""), NULL, SB_EDATA, "hidden_activation 'gelu'");
 	free(base);
 	/* Gemma 3's weights under a gemma2 config: its q/k norms are not Gemma 2's */
-	snprintf(path, sizeof path, "%s/tests/fixtures/hf/gemma3/config.json", top);
-	if (sb_read_file(path, &base, &n, 0, &err)) {
-		SB_CHECK(0, "%s", err.msg);
+	if (!(base = fixture_json("gemma3")))
 		return;
-	}
 	refuse(be, "gemma3", "gemma2: a checkpoint with q/k norms (Gemma 3's) is refused",
 	       cfg_with(base, "\"gemma3_text\"", "\"gemma2\""), NULL, SB_EDATA,
 	       "self_attn.k_norm.weight' is not part of the gemma2 layout");
@@ -1087,8 +1095,7 @@ static void check_bamba(struct sb_backend *be)
 		int tied, hd, rd, kv, groups, abias;
 		float theta;
 	} want[] = {{"bamba", "MMAMA", 1, 8, 4, 2, 1, 0, 1e4f}, {"bamba_rope", "AMMA", 0, 16, 4, 1, 2, 1, 5e5f}};
-	char path[4700], *base = NULL;
-	size_t n;
+	char *base = NULL;
 	struct sb_err err = {0};
 	struct sb_lm_cfg c;
 	struct sb_lm_hf_info info;
@@ -1104,11 +1111,8 @@ static void check_bamba(struct sb_backend *be)
 			 want[i].name, rc ? "?" : c.pattern, want[i].pattern, c.head_dim, c.rope_dim, want[i].rd,
 			 (double)c.rope_theta, (double)want[i].theta, c.ssm_groups, rc ? err.msg : "read");
 	}
-	snprintf(path, sizeof path, "%s/tests/fixtures/hf/bamba/config.json", top);
-	if (sb_read_file(path, &base, &n, 0, &err)) {
-		SB_CHECK(0, "%s", err.msg);
+	if (!(base = fixture_json("bamba")))
 		return;
-	}
 	{ /* a factor of 1: every dimension rotated (rope_dim 0) */
 		const char *j = cfg_with(base, "\"model_type\": \"bamba\"",
 					 "\"model_type\": \"bamba\", \"partial_rotary_factor\": 1.0");
@@ -1158,13 +1162,9 @@ static void check_olmo(struct sb_backend *be)
 		 "olmo3: config read as pattern %s (want SSSAS: every fourth layer global), window %d, local theta %g, "
 		 "scaling %d (%s)",
 		 rc ? "?" : c.pattern, c.window, (double)c.rope_local_theta, c.rope_scaling, rc ? err.msg : "read");
-	char path[4700], *base = NULL;
-	size_t n;
-	snprintf(path, sizeof path, "%s/tests/fixtures/hf/olmo3/config.json", top);
-	if (sb_read_file(path, &base, &n, 0, &err)) {
-		SB_CHECK(0, "%s", err.msg);
+	char *base = NULL;
+	if (!(base = fixture_json("olmo3")))
 		return;
-	}
 	refuse(be, "olmo3", "olmo3: unchanged copy imports", base, NULL, 0, "");
 	refuse(be, "olmo3", "olmo3: a layer kind it does not have",
 	       cfg_with(base, "\"model_type\": \"olmo3\"",
@@ -1183,11 +1183,8 @@ static void check_olmo(struct sb_backend *be)
 	       NULL, SB_EDATA, "partial_rotary_factor other than 1");
 	free(base);
 	/* OLMo 2's weights under a llama config: its post-norms and q/k norms are not Llama's */
-	snprintf(path, sizeof path, "%s/tests/fixtures/hf/olmo2/config.json", top);
-	if (sb_read_file(path, &base, &n, 0, &err)) {
-		SB_CHECK(0, "%s", err.msg);
+	if (!(base = fixture_json("olmo2")))
 		return;
-	}
 	refuse(be, "olmo2", "olmo2: the checkpoint read as a llama lacks Llama's pre-norms",
 	       cfg_with(base, "\"olmo2\"", "\"llama\""), NULL, SB_EDATA,
 	       "lacks tensor 'model.layers.0.input_layernorm.weight'");
@@ -1210,13 +1207,9 @@ static void check_nope(struct sb_backend *be)
 		 "exaone4: config read as pattern %s, rope_layers %s (want 11101: the global layer NoPE), qk_norm %d, local "
 		 "theta %g (0: the one rotary embedding) (%s)",
 		 rc ? "?" : c.pattern, c.rope_layers, c.qk_norm, (double)c.rope_local_theta, rc ? err.msg : "read");
-	char path[4700], *base = NULL;
-	size_t n;
-	snprintf(path, sizeof path, "%s/tests/fixtures/hf/smollm3/config.json", top);
-	if (sb_read_file(path, &base, &n, 0, &err)) {
-		SB_CHECK(0, "%s", err.msg);
+	char *base = NULL;
+	if (!(base = fixture_json("smollm3")))
 		return;
-	}
 	{ /* an explicit list; a list without a NoPE layer is plain RoPE */
 		const char *j = cfg_with(base, "\"no_rope_layer_interval\": 4",
 					 "\"no_rope_layers\": [0, 1, 1, 1, 0]");
@@ -1238,11 +1231,8 @@ static void check_nope(struct sb_backend *be)
 	       cfg_with(base, "\"use_sliding_window\": false", "\"use_sliding_window\": true"), NULL, SB_EDATA,
 	       "use_sliding_window is true");
 	free(base);
-	snprintf(path, sizeof path, "%s/tests/fixtures/hf/exaone4/config.json", top);
-	if (sb_read_file(path, &base, &n, 0, &err)) {
-		SB_CHECK(0, "%s", err.msg);
+	if (!(base = fixture_json("exaone4")))
 		return;
-	}
 	{ /* no sliding window: every layer global, every layer RoPE (EXAONE 4.0 1.2B) */
 		const char *j = cfg_with(base, "\"sliding_window\": 8", "\"sliding_window\": null");
 		rc = sb_lm_hf_config(j, strlen(j), "exaone4/config.json", &c, &info, &err);
