@@ -665,6 +665,22 @@ static void soft_cap(float *s, int n, float cap)
 		s[i] = tanhf(s[i] / cap) * cap;
 }
 
+/* A softmax's numerators in place: r[i] = exp(r[i] - max r) over n >= 1 floats; returns
+ * 1 / their sum (the caller normalises, or weighs with it) */
+static float exp_shifted(float *r, int n)
+{
+	float mx = r[0];
+	for (int j = 1; j < n; j++)
+		mx = r[j] > mx ? r[j] : mx;
+	for (int j = 0; j < n; j++)
+		r[j] -= mx;
+	sb_cpu_exp(r, r, (size_t)n);
+	float s = 0;
+	for (int j = 0; j < n; j++)
+		s += r[j];
+	return 1.0f / s;
+}
+
 /* causal softmax attention; window > 0: query t sees keys t - window + 1 .. t only; softcap
  * > 0: scores soft-capped first (soft_cap, as attn_rows) */
 static void attn_forward_w(float *out, float *P, const float *q, const float *k, const float *v, int B, int T,
@@ -686,16 +702,7 @@ static void attn_forward_w(float *out, float *P, const float *q, const float *k,
 				int n = t + 1 - lo;
 				if (softcap > 0.0f)
 					soft_cap(r, n, softcap);
-				float mx = r[0];
-				for (int j = 1; j < n; j++)
-					mx = r[j] > mx ? r[j] : mx;
-				for (int j = 0; j < n; j++)
-					r[j] -= mx;
-				sb_cpu_exp(r, r, (size_t)n);
-				float s = 0;
-				for (int j = 0; j < n; j++)
-					s += r[j];
-				float inv = 1.0f / s;
+				float inv = exp_shifted(r, n);
 				for (int j = 0; j < n; j++)
 					r[j] *= inv;
 				if (lo)
@@ -840,16 +847,7 @@ static int lm_attn_rows(struct sb_ctx *ctx, float *out, const float *q, const fl
 				if (softcap > 0.0f)
 					soft_cap(es, ns, softcap);
 			}
-			float mx = es[0];
-			for (int i = 1; i < ns; i++)
-				mx = es[i] > mx ? es[i] : mx;
-			for (int i = 0; i < ns; i++)
-				es[i] -= mx;
-			sb_cpu_exp(es, es, (size_t)ns);
-			float s = 0;
-			for (int i = 0; i < ns; i++)
-				s += es[i];
-			float inv = 1.0f / s;
+			float inv = exp_shifted(es, ns);
 			memset(ot, 0, (size_t)hd * sizeof *ot);
 			for (int i = 0; i < ns; i++) {
 				float p = es[i] * inv;
