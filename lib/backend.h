@@ -427,10 +427,11 @@ struct sb_backend_lm_ops {
 	 * sequence, proj[n, I + CD + H] = (z | xBC | dt) with I = H P, CD = I + 2 G N;
 	 * xBC = silu(conv_K(xBC) + cb) (cw [CD, 1, K], cb may be NULL), hist[K-1, CD] the
 	 * previous xBC rows (updated); per head dt = softplus(dt + dt_bias), S[H, P, N] =
-	 * exp(-dt exp(A_log)) S + dt x B^T (updated), y[n, I] = (S C + D x) * silu(z) */
+	 * exp(-dt exp(A_log)) S + dt x B^T (updated), y[n, I] = (S C + D x) * silu(z), or without
+	 * the gate when gate is 0 (Falcon-H1's norm before the gate) */
 	void (*mamba2_rows)(struct sb_ctx *ctx, float *y, const float *proj, float *hist, float *S, const float *cw,
 			    const float *cb, const float *dt_bias, const float *A_log, const float *D, int n, int H,
-			    int P, int N, int G, int K);
+			    int P, int N, int G, int K, int gate);
 	/* Granite's mixture of experts, evaluation path only (lib/lm_model.h, moe_experts): per
 	 * row, router logits r[E, d] x (float, unpacked), the top K (ties: the lower index,
 	 * K <= 64), gates their softmax, expert e a SwiGLU (wi [E, 2Fe, d]: gate rows then up

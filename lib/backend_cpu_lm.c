@@ -1239,10 +1239,11 @@ static inline float softplus_f(float x) { return x > 20.0f ? x : log1pf(expf(x))
  * same bits). proj[n, I + CD + H] = (z | xBC | dt), I = H P, CD = I + 2 G N (I is nI here:
  * complex.h, through cblas.h, defines I). hist[K-1, CD]
  * holds the K-1 previous xBC rows (oldest first, zeros at the start), S[H, P, N] the
- * state; both updated. y[n, I] = (S C + D x) * silu(z), before the gated norm's RMSNorm. */
+ * state; both updated. y[n, I] = (S C + D x) * silu(z), before the gated norm's RMSNorm, or
+ * S C + D x when gate is 0 (the norm before the gate: Falcon-H1's mamba_norm_before_gate). */
 static void lm_mamba2_rows(struct sb_ctx *ctx, float *y, const float *proj, float *hist, float *S, const float *cw,
 			   const float *cb, const float *dt_bias, const float *A_log, const float *D, int n, int H,
-			   int P, int N, int G, int K)
+			   int P, int N, int G, int K, int gate)
 {
 	int nI = H * P, GN = G * N, CD = nI + 2 * GN, hpg = H / G;
 	size_t ld = (size_t)nI + CD + H;
@@ -1290,7 +1291,7 @@ static void lm_mamba2_rows(struct sb_ctx *ctx, float *y, const float *proj, floa
 					Sp[j] = sfma(dx, Bg[j], Sp[j] * dA);
 				float yv = sfma(D[h], xp, dotf(Sp, Cg, N));
 				float g = zt[(size_t)h * P + p];
-				yt[(size_t)h * P + p] = yv * silu_f(g);
+				yt[(size_t)h * P + p] = gate ? yv * silu_f(g) : yv;
 			}
 		}
 	}

@@ -427,10 +427,12 @@ static int granite_float(const struct sb_json *o, const char *name, const char *
 	return 0;
 }
 
-/* The Mamba2 mixers' fields (GraniteMoeHybridConfig's and BambaConfig's, the same mixer):
- * heads, groups, state, convolution, expansion, biases, head width ("auto": the expansion
- * over the heads) */
-static int mamba2_fields(const struct sb_json *o, const char *name, struct sb_lm_cfg *c, struct sb_err *err)
+/* The Mamba2 mixers' fields (GraniteMoeHybridConfig's, BambaConfig's and FalconH1Config's, the
+ * same mixer): heads, groups, state, convolution, expansion, biases, head width ("auto": the
+ * mixer's width over the heads). The width is mamba_expand * hidden_size, or d_ssm when > 0
+ * (Falcon-H1's mamba_d_ssm). */
+static int mamba2_fields(const struct sb_json *o, const char *name, long d_ssm, struct sb_lm_cfg *c,
+			 struct sb_err *err)
 {
 	int expand = 0;
 	SB_TRY(cfg_int(o, name, "mamba_n_heads", 1, 1 << 16, 128, &c->ssm_heads, err));
@@ -440,19 +442,19 @@ static int mamba2_fields(const struct sb_json *o, const char *name, struct sb_lm
 	SB_TRY(cfg_int(o, name, "mamba_expand", 1, 64, 2, &expand, err));
 	SB_TRY(cfg_bool(o, name, "mamba_conv_bias", 1, &c->ssm_conv_bias, err));
 	SB_TRY(cfg_bool(o, name, "mamba_proj_bias", 0, &c->ssm_proj_bias, err));
-	long inter = (long)expand * c->d;
+	long inter = d_ssm > 0 ? d_ssm : (long)expand * c->d;
+	const char *width = d_ssm > 0 ? "mamba_d_ssm" : "mamba_expand * hidden_size";
 	const struct sb_json *dh = sb_json_get(o, "mamba_d_head");
 	if (!dh || dh->type == SB_JSON_NULL || (dh->type == SB_JSON_STRING && !strcmp(dh->text, "auto"))) {
 		if (inter % c->ssm_heads)
-			return SB_ERR(err, SB_EDATA, "%s: 'mamba_n_heads' %d does not divide mamba_expand * hidden_size %ld",
-				      name, c->ssm_heads, inter);
+			return SB_ERR(err, SB_EDATA, "%s: 'mamba_n_heads' %d does not divide %s %ld", name, c->ssm_heads,
+				      width, inter);
 		c->ssm_head_dim = (int)(inter / c->ssm_heads);
 	} else
 		SB_TRY(cfg_int(o, name, "mamba_d_head", 1, 1 << 16, -1, &c->ssm_head_dim, err));
 	if ((long)c->ssm_head_dim * c->ssm_heads != inter)
-		return SB_ERR(err, SB_EDATA,
-			      "%s: 'mamba_d_head' %d times mamba_n_heads %d must equal mamba_expand * hidden_size %ld", name,
-			      c->ssm_head_dim, c->ssm_heads, inter);
+		return SB_ERR(err, SB_EDATA, "%s: 'mamba_d_head' %d times mamba_n_heads %d must equal %s %ld", name,
+			      c->ssm_head_dim, c->ssm_heads, width, inter);
 	if (c->ssm_heads % c->ssm_groups)
 		return SB_ERR(err, SB_EDATA, "%s: 'mamba_n_groups' %d does not divide mamba_n_heads %d", name,
 			      c->ssm_groups, c->ssm_heads);
@@ -550,7 +552,7 @@ static int granite_config(const struct sb_json *o, const char *name, struct sb_l
 	} else
 		return SB_ERR(err, SB_EDATA, "%s: 'position_embedding_type' '%s' is not read here (null, nope, rope)",
 			      name, pe);
-	SB_TRY(mamba2_fields(o, name, c, err));
+	SB_TRY(mamba2_fields(o, name, 0, c, err));
 	/* Granite's multipliers */
 	SB_TRY(granite_float(o, name, "embedding_multiplier", 1.0, &c->emb_mult, err));
 	SB_TRY(granite_float(o, name, "residual_multiplier", 1.0, &c->resid_mult, err));
@@ -650,7 +652,7 @@ static int bamba_config(const struct sb_json *o, const char *name, struct sb_lm_
 			c->pattern[(int)v->number] = 'A';
 		}
 	}
-	SB_TRY(mamba2_fields(o, name, c, err));
+	SB_TRY(mamba2_fields(o, name, 0, c, err));
 	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
 		return SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
 	c->norm_eps = (float)eps;
@@ -689,6 +691,140 @@ void sb_lm_bamba_name(const char *ours, char *out, size_t cap)
 		}
 	}
 	snprintf(out, cap, "%s", ours);
+}
+
+/* ---------------------------------------------------------------- Falcon-H1 */
+
+/* A list of n multipliers (Falcon-H1's mlp_multipliers, ssm_multipliers): absent or null, each 1
+ * (FalconH1Config's default); else an array of n numbers, each fitting a float */
+static int falcon_mults(const struct sb_json *o, const char *name, const char *key, int n, float *out,
+			struct sb_err *err)
+{
+	const struct sb_json *v = sb_json_get(o, key);
+	for (int i = 0; i < n; i++)
+		out[i] = 1.0f;
+	if (!v || v->type == SB_JSON_NULL)
+		return 0;
+	if (v->type != SB_JSON_ARRAY || (int)v->n != n)
+		return SB_ERR(err, SB_EDATA, "%s: '%s' must be an array of %d numbers or null", name, key, n);
+	for (int i = 0; i < n; i++) {
+		const struct sb_json *x = v->items[i];
+		if (x->type != SB_JSON_NUMBER || !(x->number > 0) || !isfinite((float)x->number) ||
+		    fabs((double)(float)x->number - x->number) > 1e-6 * x->number)
+			return SB_ERR(err, SB_EDATA, "%s: %s[%d] must be a positive number that fits a float", name, key, i);
+		out[i] = (float)x->number;
+	}
+	return 0;
+}
+
+/* Falcon-H1 (FalconH1ForCausalLM, model_type falcon_h1; TII's 0.5B to 34B), read from
+ * transformers 4.57.1's configuration_falcon_h1.py and modeling_falcon_h1.py: a parallel
+ * hybrid, every layer attention and a Mamba2 mixer side by side on the same normed input
+ * (parallel_ssm), then a SwiGLU MLP; Bamba's tensor names; the mixer's width mamba_d_ssm (1024;
+ * null: mamba_expand * hidden_size), its gated norm optional (mamba_rms_norm false: y silu(z),
+ * no weight) and per group (mamba_n_groups), before the gate or after it
+ * (mamba_norm_before_gate); in_proj's bias mamba_proj_bias, out_proj's projectors_bias; the
+ * muP multipliers where transformers applies them (FalconH1Config's defaults 1). FalconH1Config
+ * sets attention_bias and mlp_bias false before PretrainedConfig reads the other keys, so a
+ * config.json that gives them sets them: read so here. rope_theta is taken as a float (the
+ * released configs' 1e11 is not one): transformers' frequencies are float32 powers of it, the
+ * base rounded to float. */
+static int falcon_h1_config(const struct sb_json *o, const char *name, struct sb_lm_cfg *c,
+			    struct sb_lm_hf_info *info, struct sb_err *err)
+{
+	int layers = 0, heads = 0, abias = 0, mbias = 0, tied = 0, rmsn = 0, before = 1, pbias = 0, inb = 0;
+	double eps = 0, theta = 0, dssm = 1024;
+	SB_TRY(cfg_int(o, name, "vocab_size", 2, 1 << 20, 128000, &c->vocab, err));
+	SB_TRY(cfg_int(o, name, "hidden_size", 2, 1 << 14, 4096, &c->d, err));
+	SB_TRY(cfg_int(o, name, "intermediate_size", 1, 1 << 17, 14336, &c->ffn, err));
+	SB_TRY(cfg_int(o, name, "num_hidden_layers", 1, SB_LM_MAX_LAYERS, 32, &layers, err));
+	SB_TRY(cfg_int(o, name, "num_attention_heads", 1, 1024, 32, &heads, err));
+	const struct sb_json *kv = sb_json_get(o, "num_key_value_heads");
+	SB_TRY(cfg_int(o, name, "num_key_value_heads", 1, 1024, kv && kv->type == SB_JSON_NULL ? heads : 8, &c->kv_heads,
+		       err));
+	if (c->d % heads && !sb_json_get(o, "head_dim"))
+		return SB_ERR(err, SB_EDATA, "%s: 'num_attention_heads' %d does not divide hidden_size %d", name, heads,
+			      c->d);
+	SB_TRY(cfg_int(o, name, "head_dim", 1, 1024, c->d / heads, &c->head_dim, err));
+	SB_TRY(cfg_num(o, name, "rms_norm_eps", 1e-5, &eps, err));
+	SB_TRY(cfg_int(o, name, "max_position_embeddings", 1, 1 << 24, 8192, &info->max_pos, err));
+	SB_TRY(cfg_bool(o, name, "tie_word_embeddings", 0, &tied, err));
+	SB_TRY(cfg_bool(o, name, "attention_bias", 0, &abias, err));
+	SB_TRY(cfg_bool(o, name, "mlp_bias", 0, &mbias, err));
+	SB_TRY(cfg_num(o, name, "rope_theta", 100000.0, &theta, err));
+	const struct sb_json *rs = sb_json_get(o, "rope_scaling");
+	if (rs && rs->type != SB_JSON_NULL && rs->type != SB_JSON_OBJECT)
+		return SB_ERR(err, SB_EDATA, "%s: rope_scaling must be null or an object", name);
+	if (rs && rs->type == SB_JSON_OBJECT) {
+		struct sb_lm_cfg r = *c;
+		SB_TRY(rope_spec(rs, name, "rope_scaling", info->max_pos, &r, err));
+		rope_copy(c, &r);
+	}
+	if (sb_json_get(o, "rope_parameters"))
+		return SB_ERR(err, SB_EDATA, "%s: rope_parameters (transformers 5's spelling) is not read for falcon_h1: "
+					     "give rope_theta and rope_scaling", name);
+	const struct sb_json *prf = sb_json_get(o, "partial_rotary_factor");
+	if (prf && prf->type != SB_JSON_NULL && !(prf->type == SB_JSON_NUMBER && prf->number == 1.0))
+		return SB_ERR(err, SB_EDATA, "%s: partial_rotary_factor other than 1 (falcon_h1 rotates whole heads)", name);
+	/* the mixer */
+	const struct sb_json *ds = sb_json_get(o, "mamba_d_ssm");
+	if (ds && ds->type == SB_JSON_NULL)
+		dssm = 0;
+	else
+		SB_TRY(cfg_num(o, name, "mamba_d_ssm", 1024, &dssm, err));
+	if (dssm != floor(dssm) || dssm < 0 || dssm > 1 << 20)
+		return SB_ERR(err, SB_EDATA, "%s: 'mamba_d_ssm' %g is not a width (or null)", name, dssm);
+	SB_TRY(mamba2_fields(o, name, (long)dssm, c, err));
+	SB_TRY(cfg_bool(o, name, "mamba_rms_norm", 0, &rmsn, err));
+	SB_TRY(cfg_bool(o, name, "mamba_norm_before_gate", 1, &before, err));
+	SB_TRY(cfg_bool(o, name, "projectors_bias", 0, &pbias, err));
+	inb = c->ssm_proj_bias; /* mamba_proj_bias: in_proj's */
+	c->ssm_proj_bias = inb && pbias ? 1 : inb ? 2 : pbias ? 3 : 0;
+	c->ssm_norm = !rmsn ? 0 : before ? 2 : 1;
+	c->ssm_norm_groups = rmsn ? c->ssm_groups : 1;
+	c->parallel_ssm = 1;
+	/* the multipliers */
+	float mlp[2], ssm[5];
+	SB_TRY(falcon_mults(o, name, "mlp_multipliers", 2, mlp, err));
+	SB_TRY(falcon_mults(o, name, "ssm_multipliers", 5, ssm, err));
+	c->mlp_gate_mult = mlp[0];
+	c->mlp_down_mult = mlp[1];
+	c->ssm_mult_z = ssm[0];
+	c->ssm_mult_x = ssm[1];
+	c->ssm_mult_b = ssm[2];
+	c->ssm_mult_c = ssm[3];
+	c->ssm_mult_dt = ssm[4];
+	const struct {
+		const char *key;
+		float *to;
+	} one[] = {{"embedding_multiplier", &c->emb_mult},     {"lm_head_multiplier", &c->logit_mult},
+		   {"key_multiplier", &c->key_mult},             {"attention_in_multiplier", &c->attn_in_mult},
+		   {"attention_out_multiplier", &c->attn_out_mult}, {"ssm_in_multiplier", &c->ssm_in_mult},
+		   {"ssm_out_multiplier", &c->ssm_out_mult}};
+	for (size_t i = 0; i < sizeof one / sizeof *one; i++) {
+		const struct sb_json *v = sb_json_get(o, one[i].key); /* null: 1.0 (FalconH1Config) */
+		if (v && v->type == SB_JSON_NULL)
+			*one[i].to = 1.0f;
+		else
+			SB_TRY(granite_float(o, name, one[i].key, 1.0, one[i].to, err));
+	}
+	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
+		return SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
+	c->norm_eps = (float)eps;
+	c->rope_theta = (float)theta;
+	if (!isfinite(c->rope_theta) || fabs((double)c->rope_theta - theta) > 1e-6 * theta)
+		return SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g does not fit a float", name, theta);
+	memset(c->pattern, 'A', (size_t)layers);
+	c->pattern[layers] = 0;
+	c->heads = heads;
+	c->attn_bias = abias;
+	c->bias = mbias;
+	c->pos = SB_LM_POS_ROPE;
+	c->swiglu = 1;
+	c->rmsnorm = 1;
+	c->tied = tied;
+	c->max_T = info->max_pos;
+	return check_cfg(c, name, err);
 }
 
 /* ---------------------------------------------------------------- Gemma 2 and 3 */
@@ -868,12 +1004,15 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	info->lfm2 = !strcmp(mt, "lfm2");
 	info->granite = !strcmp(mt, "granitemoehybrid");
 	info->bamba = !strcmp(mt, "bamba");
+	info->falcon_h1 = !strcmp(mt, "falcon_h1");
 	info->gemma3_mm = !strcmp(mt, "gemma3");
 	info->gemma = !strcmp(mt, "gemma2") ? 2 : !strcmp(mt, "gemma3_text") || info->gemma3_mm ? 3 : 0;
-	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma && !info->bamba && !info->olmo) {
+	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma && !info->bamba && !info->olmo &&
+	    !info->falcon_h1) {
 		rc = SB_ERR(err, SB_EDATA,
 			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, granite, qwen2, qwen3, "
-			    "lfm2, granitemoehybrid, bamba, gemma2, gemma3_text, gemma3, olmo2, olmo3, smollm3, exaone4)",
+			    "lfm2, granitemoehybrid, bamba, falcon_h1, gemma2, gemma3_text, gemma3, olmo2, olmo3, smollm3, "
+			    "exaone4)",
 			    name, mt);
 		goto out;
 	}
@@ -926,6 +1065,11 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	if (info->bamba) {
 		if (!rc)
 			rc = bamba_config(o, name, c, info, err);
+		goto out;
+	}
+	if (info->falcon_h1) {
+		if (!rc)
+			rc = falcon_h1_config(o, name, c, info, err);
 		goto out;
 	}
 	int layers = 0, heads = 0, bias_attn = 0, bias_mlp = 0, tied = 0, sliding = 0;
@@ -1513,7 +1657,7 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			sb_lm_lfm2_name(params[i].name, src[i], sizeof src[i]);
 		else if (info.granite)
 			sb_lm_granite_name(params[i].name, src[i], sizeof src[i], &half);
-		else if (info.bamba)
+		else if (info.bamba || info.falcon_h1) /* Falcon-H1's names are Bamba's */
 			sb_lm_bamba_name(params[i].name, src[i], sizeof src[i]);
 		else if (info.gemma || info.olmo)
 			sb_lm_sandwich_name(params[i].name, src[i], sizeof src[i]);

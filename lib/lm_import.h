@@ -64,6 +64,11 @@
  * bamba (BambaForCausalLM): Mamba2 layers and attention layers at attn_layer_indices, a SwiGLU
  * MLP in each, RoPE on the first int(head_dim * partial_rotary_factor) dimensions of a head
  * (rope_dim), BambaConfig's rope_theta 10000 and factor 0.5 unless config.json gives them.
+ * falcon_h1 (FalconH1ForCausalLM): a parallel hybrid, attention and a Mamba2 mixer side by side in
+ * every layer (parallel_ssm; the masks act on the attention), a SwiGLU MLP, Bamba's names; the
+ * mixer's width mamba_d_ssm, its optional per-group gated norm (mamba_rms_norm,
+ * mamba_norm_before_gate), in_proj's and out_proj's biases apart (mamba_proj_bias,
+ * projectors_bias); its muP multipliers kept as the model's multiplier fields.
  *
  * granitemoehybrid (GraniteMoeHybridForCausalLM: IBM's Granite 4.0 hybrids, "h" models): layer_types ("mamba" | "attention"; null: every layer mamba) as M (Mamba2) and
  * A layers; every layer has the shared SwiGLU MLP (shared_intermediate_size). hidden_size,
@@ -112,6 +117,7 @@ struct sb_lm_hf_info {
 	int lfm2;            /* LFM2's tensor names (mapped onto the toolkit's when imported) */
 	int granite;         /* Granite 4.0 hybrid's tensor names (shared_mlp.*, mapped when imported) */
 	int bamba;           /* Bamba's tensor names (feed_forward.*, pre_ff_layernorm, final_layernorm) */
+	int falcon_h1;       /* Falcon-H1: a parallel hybrid (parallel_ssm) with Bamba's tensor names */
 	int olmo;            /* OLMo 2/3: its post-norms' names mapped as Gemma's */
 	int gemma;           /* 2: Gemma 2; 3: Gemma 3's text model (sandwich norms' names mapped, (1 + w) norms) */
 	int gemma3_mm;       /* ... inside Gemma3ForConditionalGeneration (language_model.*, vision skipped) */

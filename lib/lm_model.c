@@ -39,6 +39,11 @@ void sb_lm_cfg_default(struct sb_lm_cfg *c)
 	c->rope_truncate = 1;
 	c->ssm_groups = 1;
 	c->ssm_conv_bias = 1;
+	c->ssm_norm = 1;
+	c->ssm_norm_groups = 1;
+	c->attn_in_mult = c->key_mult = c->attn_out_mult = c->ssm_in_mult = c->ssm_out_mult = 1.0f;
+	c->ssm_mult_z = c->ssm_mult_x = c->ssm_mult_b = c->ssm_mult_c = c->ssm_mult_dt = 1.0f;
+	c->mlp_gate_mult = c->mlp_down_mult = c->logit_mult = 1.0f;
 	c->emb_mult = 1.0f;
 	c->resid_mult = 1.0f;
 	c->logit_div = 1.0f;
@@ -94,6 +99,12 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 		return SB_ERR(err, SB_EUSAGE, "model: sandwich norms are RMSNorms (norm rmsnorm)");
 	if (nL && (c->lin_heads < 1 || c->d % c->lin_heads))
 		return SB_ERR(err, SB_EUSAGE, "model: d %d is not a multiple of lin_heads %d", c->d, c->lin_heads);
+	if (c->mlp_gate_mult != 1.0f && !c->swiglu)
+		return SB_ERR(err, SB_EUSAGE, "model: mlp_gate_mult scales a gated MLP's gate (mlp swiglu or geglu)");
+	if (c->parallel_ssm < 0 || c->parallel_ssm > 1 || (c->parallel_ssm && !strchr(c->pattern, 'A')))
+		return SB_ERR(err, SB_EUSAGE, "model: parallel_ssm is 0 or 1 (1: a Mamba2 mixer beside each A layer's "
+					      "attention; the pattern needs A layers)");
+	nM += c->parallel_ssm;
 	if (nM && (c->ssm_heads < 1 || c->ssm_head_dim < 1 || c->ssm_state < 1 || c->ssm_groups < 1 ||
 		   c->ssm_heads % c->ssm_groups || (int64_t)c->ssm_heads * c->ssm_head_dim > 1 << 16 ||
 		   (int64_t)c->ssm_groups * c->ssm_state > 1 << 16))
@@ -106,8 +117,20 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 		return SB_ERR(err, SB_EUSAGE,
 			      "model: moe_experts %d needs 1 <= moe_topk (%d) <= min(moe_experts, 64), moe_ffn >= 1 (%d) and an MLP "
 			      "(ffn %d)", c->moe_experts, c->moe_topk, c->moe_ffn, c->ffn);
-	if (c->ssm_conv_bias < 0 || c->ssm_conv_bias > 1 || c->ssm_proj_bias < 0 || c->ssm_proj_bias > 1)
-		return SB_ERR(err, SB_EUSAGE, "model: ssm_conv_bias and ssm_proj_bias are 0 or 1");
+	if (c->ssm_conv_bias < 0 || c->ssm_conv_bias > 1 || c->ssm_proj_bias < 0 || c->ssm_proj_bias > 3)
+		return SB_ERR(err, SB_EUSAGE, "model: ssm_conv_bias is 0 or 1; ssm_proj_bias 0 (none), 1 (in_proj and "
+					      "out_proj), 2 (in_proj) or 3 (out_proj)");
+	if (c->ssm_norm < 0 || c->ssm_norm > 2 || c->ssm_norm_groups < 1 ||
+	    (nM && (c->ssm_heads * c->ssm_head_dim) % c->ssm_norm_groups))
+		return SB_ERR(err, SB_EUSAGE, "model: ssm_norm is 0 (none), 1 (after the gate) or 2 (before it); "
+					      "ssm_norm_groups (%d) must divide ssm_heads * ssm_head_dim", c->ssm_norm_groups);
+	const float mup[] = {c->attn_in_mult, c->key_mult,   c->attn_out_mult, c->ssm_in_mult,   c->ssm_out_mult,
+			     c->ssm_mult_z,   c->ssm_mult_x, c->ssm_mult_b,    c->ssm_mult_c,    c->ssm_mult_dt,
+			     c->mlp_gate_mult, c->mlp_down_mult, c->logit_mult};
+	for (size_t i = 0; i < sizeof mup / sizeof *mup; i++)
+		if (!(mup[i] > 0) || !isfinite(mup[i]))
+			return SB_ERR(err, SB_EUSAGE, "model: Falcon-H1's multipliers (attn_in_mult ... logit_mult) must be "
+						      "finite and > 0");
 	if (!(c->emb_mult > 0) || !(c->resid_mult > 0) || !(c->attn_scale >= 0) || !(c->logit_div > 0) ||
 	    !isfinite(c->emb_mult) || !isfinite(c->resid_mult) || !isfinite(c->attn_scale) || !isfinite(c->logit_div))
 		return SB_ERR(err, SB_EUSAGE, "model: emb_mult, resid_mult and logit_div must be > 0, attn_scale >= 0");
@@ -202,6 +225,22 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	INT_FIELD(ssm_groups)
 	INT_FIELD(ssm_conv_bias)
 	INT_FIELD(ssm_proj_bias)
+	INT_FIELD(ssm_norm)
+	INT_FIELD(ssm_norm_groups)
+	INT_FIELD(parallel_ssm)
+	FLT_FIELD(attn_in_mult)
+	FLT_FIELD(key_mult)
+	FLT_FIELD(attn_out_mult)
+	FLT_FIELD(ssm_in_mult)
+	FLT_FIELD(ssm_out_mult)
+	FLT_FIELD(ssm_mult_z)
+	FLT_FIELD(ssm_mult_x)
+	FLT_FIELD(ssm_mult_b)
+	FLT_FIELD(ssm_mult_c)
+	FLT_FIELD(ssm_mult_dt)
+	FLT_FIELD(mlp_gate_mult)
+	FLT_FIELD(mlp_down_mult)
+	FLT_FIELD(logit_mult)
 	INT_FIELD(moe_experts)
 	INT_FIELD(moe_topk)
 	INT_FIELD(moe_ffn)
@@ -361,13 +400,19 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 		sb_jw_kf32(w, "rope_attn", c->rope_attn);
 		sb_jw_kint(w, "rope_truncate", c->rope_truncate);
 	}
-	if (strchr(c->pattern, 'M')) {
+	if (c->parallel_ssm)
+		sb_jw_kint(w, "parallel_ssm", c->parallel_ssm);
+	if (strchr(c->pattern, 'M') || c->parallel_ssm) {
 		sb_jw_kint(w, "ssm_heads", c->ssm_heads);
 		sb_jw_kint(w, "ssm_head_dim", c->ssm_head_dim);
 		sb_jw_kint(w, "ssm_state", c->ssm_state);
 		sb_jw_kint(w, "ssm_groups", c->ssm_groups);
 		sb_jw_kint(w, "ssm_conv_bias", c->ssm_conv_bias);
 		sb_jw_kint(w, "ssm_proj_bias", c->ssm_proj_bias);
+		if (c->ssm_norm != 1)
+			sb_jw_kint(w, "ssm_norm", c->ssm_norm);
+		if (c->ssm_norm_groups != 1)
+			sb_jw_kint(w, "ssm_norm_groups", c->ssm_norm_groups);
 	}
 	if (c->moe_experts) {
 		sb_jw_kint(w, "moe_experts", c->moe_experts);
@@ -382,6 +427,19 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 		sb_jw_kf32(w, "attn_scale", c->attn_scale);
 	if (c->logit_div != 1.0f)
 		sb_jw_kf32(w, "logit_div", c->logit_div);
+	const struct {
+		const char *key;
+		float v;
+	} mup[] = {{"attn_in_mult", c->attn_in_mult},   {"key_mult", c->key_mult},
+		   {"attn_out_mult", c->attn_out_mult}, {"ssm_in_mult", c->ssm_in_mult},
+		   {"ssm_out_mult", c->ssm_out_mult},   {"ssm_mult_z", c->ssm_mult_z},
+		   {"ssm_mult_x", c->ssm_mult_x},       {"ssm_mult_b", c->ssm_mult_b},
+		   {"ssm_mult_c", c->ssm_mult_c},       {"ssm_mult_dt", c->ssm_mult_dt},
+		   {"mlp_gate_mult", c->mlp_gate_mult}, {"mlp_down_mult", c->mlp_down_mult},
+		   {"logit_mult", c->logit_mult}};
+	for (size_t i = 0; i < sizeof mup / sizeof *mup; i++)
+		if (mup[i].v != 1.0f)
+			sb_jw_kf32(w, mup[i].key, mup[i].v);
 	sb_jw_kint(w, "max_T", c->max_T);
 	sb_jw_kf32(w, "init_std", c->init_std);
 	sb_jw_obj_end(w);
@@ -429,6 +487,32 @@ static void tadd(struct table *t, const char *name, int ndim, int64_t s0, int64_
 	p->linear = linear;
 }
 
+/* A Mamba2 mixer's tensors in layer l: Granite's names (model.layers.N.mamba.*); the
+ * initialisation is only a placeholder (evaluation-only: a checkpoint is loaded) */
+static void mamba_params(struct table *t, const struct sb_lm_cfg *c, int l, float std, float ostd, float cb)
+{
+	char nm[80];
+	int d = c->d, I = c->ssm_heads * c->ssm_head_dim, GN = c->ssm_groups * c->ssm_state, H = c->ssm_heads;
+	int cd = I + 2 * GN, bin = c->ssm_proj_bias == 1 || c->ssm_proj_bias == 2;
+	int bout = c->ssm_proj_bias == 1 || c->ssm_proj_bias == 3;
+#define NM(fmt) (snprintf(nm, sizeof nm, "model.layers.%d." fmt, l), nm)
+	tadd(t, NM("mamba.in_proj.weight"), 2, I + cd + H, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
+	if (bin)
+		tadd(t, NM("mamba.in_proj.bias"), 1, I + cd + H, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+	tadd(t, NM("mamba.conv1d.weight"), 3, cd, 1, c->conv_k, SB_LM_INIT_UNIFORM, cb, 1, 0);
+	if (c->ssm_conv_bias)
+		tadd(t, NM("mamba.conv1d.bias"), 1, cd, 0, 0, SB_LM_INIT_UNIFORM, cb, 0, 0);
+	tadd(t, NM("mamba.dt_bias"), 1, H, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+	tadd(t, NM("mamba.A_log"), 1, H, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+	tadd(t, NM("mamba.D"), 1, H, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+	if (c->ssm_norm)
+		tadd(t, NM("mamba.norm.weight"), 1, I, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+	tadd(t, NM("mamba.out_proj.weight"), 2, d, I, 0, SB_LM_INIT_NORMAL, ostd, 1, 1);
+	if (bout)
+		tadd(t, NM("mamba.out_proj.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+#undef NM
+}
+
 int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *n, size_t *n_floats,
 		      struct sb_err *err)
 {
@@ -467,24 +551,10 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 				tadd(&t, NM("self_attn.k_norm.weight"), 1, c->qk_norm == 2 ? kvd : c->head_dim, 0, 0,
 				     SB_LM_INIT_ONE, 0, 0, 0);
 			}
+			if (att && k == 'A' && c->parallel_ssm) /* Falcon-H1: a mixer beside the attention */
+				mamba_params(&t, c, l, std, ostd, cb);
 		} else if (k == 'M') {
-			/* Granite's names (model.layers.N.mamba.*); the initialisation is only a
-			 * placeholder (M layers are evaluation-only: a checkpoint is loaded) */
-			int I = c->ssm_heads * c->ssm_head_dim, GN = c->ssm_groups * c->ssm_state, H = c->ssm_heads;
-			int cd = I + 2 * GN;
-			tadd(&t, NM("mamba.in_proj.weight"), 2, I + cd + H, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
-			if (c->ssm_proj_bias)
-				tadd(&t, NM("mamba.in_proj.bias"), 1, I + cd + H, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
-			tadd(&t, NM("mamba.conv1d.weight"), 3, cd, 1, c->conv_k, SB_LM_INIT_UNIFORM, cb, 1, 0);
-			if (c->ssm_conv_bias)
-				tadd(&t, NM("mamba.conv1d.bias"), 1, cd, 0, 0, SB_LM_INIT_UNIFORM, cb, 0, 0);
-			tadd(&t, NM("mamba.dt_bias"), 1, H, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
-			tadd(&t, NM("mamba.A_log"), 1, H, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
-			tadd(&t, NM("mamba.D"), 1, H, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
-			tadd(&t, NM("mamba.norm.weight"), 1, I, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
-			tadd(&t, NM("mamba.out_proj.weight"), 2, d, I, 0, SB_LM_INIT_NORMAL, ostd, 1, 1);
-			if (c->ssm_proj_bias)
-				tadd(&t, NM("mamba.out_proj.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+			mamba_params(&t, c, l, std, ostd, cb);
 		} else {
 			int gi = c->conv_gate ? 3 : 1, cbias = c->bias || c->conv_bias;
 			tadd(&t, NM("conv.in_proj.weight"), 2, gi * d, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
@@ -596,7 +666,8 @@ void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *
 			P(o_b, "self_attn.o_proj.bias");
 			P(qn_w, "self_attn.q_norm.weight");
 			P(kn_w, "self_attn.k_norm.weight");
-		} else if (y->kind == 'L') {
+		}
+		if (y->kind == 'L') {
 			P(q_w, "linear_attn.q_proj.weight");
 			P(q_b, "linear_attn.q_proj.bias");
 			P(k_w, "linear_attn.k_proj.weight");
@@ -605,7 +676,7 @@ void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *
 			P(v_b, "linear_attn.v_proj.bias");
 			P(o_w, "linear_attn.o_proj.weight");
 			P(o_b, "linear_attn.o_proj.bias");
-		} else if (y->kind == 'M') {
+		} else if (y->kind == 'M' || (y->kind == 'A' && m->cfg.parallel_ssm)) {
 			P(in_w, "mamba.in_proj.weight");
 			P(in_b, "mamba.in_proj.bias");
 			P(cw, "mamba.conv1d.weight");
@@ -616,7 +687,7 @@ void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *
 			P(gn_w, "mamba.norm.weight");
 			P(out_w, "mamba.out_proj.weight");
 			P(out_b, "mamba.out_proj.bias");
-		} else {
+		} else if (y->kind == 'C') {
 			P(in_w, "conv.in_proj.weight");
 			P(in_b, "conv.in_proj.bias");
 			P(cw, "conv.conv.weight");
@@ -1509,9 +1580,14 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	SB_TRY(refuse_eval_only(m, "training", err));
 	if (o->B < 1 || o->T < 1 || o->T > m->cfg.max_T)
 		return SB_ERR(err, SB_EUSAGE, "training: B %d, T %d (max_T %d)", o->B, o->T, m->cfg.max_T);
-	if (strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts)
-		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) layers and mixtures of experts are evaluation-only "
-					      "(pretrained layouts); the training path does not have them");
+	if (strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts || m->cfg.parallel_ssm)
+		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) layers, parallel Mamba2 mixers and mixtures of experts "
+					      "are evaluation-only (pretrained layouts); the training path does not have them");
+	const struct sb_lm_cfg *fc = &m->cfg;
+	if (fc->attn_in_mult != 1.0f || fc->key_mult != 1.0f || fc->attn_out_mult != 1.0f || fc->mlp_gate_mult != 1.0f ||
+	    fc->mlp_down_mult != 1.0f || fc->logit_mult != 1.0f)
+		return SB_ERR(err, SB_EUSAGE, "training: Falcon-H1's multipliers are evaluation-only; the training path "
+					      "does not have them");
 	struct sb_lm_trainer *tr = calloc(1, sizeof *tr);
 	if (!tr)
 		return SB_ERR(err, SB_EINTERNAL, "out of memory");
@@ -1966,8 +2042,8 @@ static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct
 	size_t kvd = (size_t)c->kv_heads * c->head_dim, qd = (size_t)c->heads * c->head_dim;
 	size_t wide = 3 * d > qd ? 3 * d : qd;
 	size_t mI = (size_t)c->ssm_heads * c->ssm_head_dim, mCD = mI + 2 * (size_t)c->ssm_groups * c->ssm_state;
-	size_t mwide = 0; /* M layers: in_proj's rows */
-	if (strchr(c->pattern, 'M')) {
+	size_t mwide = 0; /* M layers (and Falcon-H1's parallel mixers): in_proj's rows */
+	if (strchr(c->pattern, 'M') || c->parallel_ssm) {
 		mwide = mI + mCD + (size_t)c->ssm_heads;
 		wide = mwide > wide ? mwide : wide;
 	}
@@ -1980,12 +2056,14 @@ static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct
 			k->V[l] = TAKE(T * kvd);
 			if (kind == 'A') /* S layers take no mask: no accumulated attention */
 				k->acc[l] = TAKE((size_t)c->heads * T);
-		} else if (kind == 'C') {
-			k->hist[l] = TAKE((size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * d);
-		} else if (kind == 'M') {
+		}
+		if (kind == 'M' || (kind == 'A' && c->parallel_ssm)) {
 			k->mhist[l] = TAKE((size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * mCD);
 			k->mS[l] = TAKE(mI * (size_t)c->ssm_state);
-		} else {
+		}
+		if (kind == 'C') {
+			k->hist[l] = TAKE((size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * d);
+		} else if (kind == 'L') {
 			size_t e = d / (size_t)c->lin_heads;
 			k->S[l] = TAKE((size_t)c->lin_heads * e * e);
 			k->z[l] = TAKE((size_t)c->lin_heads * e);
@@ -2142,6 +2220,64 @@ static void mm_rows(const struct sb_lm_model *m, struct sb_ctx *ctx, float *out,
 		m->lo->matmul_rows(ctx, out, inp, wp, bias, M, K, N);
 }
 
+/* dst[0..n) = src * f (an elementwise product, as transformers' multipliers), or nothing when
+ * f is 1; returns the scaled rows (src itself when f is 1) */
+static const float *scaled(float *dst, const float *src, float f, size_t n)
+{
+	if (f == 1.0f)
+		return src;
+	for (size_t i = 0; i < n; i++)
+		dst[i] = src[i] * f;
+	return dst;
+}
+
+static inline float silu_scalar(float x) { return x / (1.0f + expf(-x)); }
+
+/* A Mamba2 mixer on the n normed rows c->nrm into out[n, d] (layer l's M mixer, or an A
+ * layer's parallel one): Falcon-H1's input multiplier (into c->k), in_proj (into c->q), its
+ * mup_vector over (z | x | B | C | dt), the recurrence (c->att), the gated norm as ssm_norm
+ * says, out_proj and the output multiplier */
+static void mamba_mixer(struct sb_lm_model *m, struct sb_ctx *ctx, struct sb_lm_cache *c, int l, float *out, int n)
+{
+	const struct sb_lm_cfg *cf = &m->cfg;
+	const struct sb_backend_lm_ops *lo = m->lo;
+	const struct sb_lm_layer *y = &m->w.layer[l], *yt = &m->wt.layer[l];
+	int d = cf->d, H = cf->ssm_heads, P = cf->ssm_head_dim, I = H * P, GN = cf->ssm_groups * cf->ssm_state;
+	int ld = I + (I + 2 * GN) + H;
+	const float *in = scaled(c->k, c->nrm, cf->ssm_in_mult, (size_t)n * d);
+	mm_rows(m, ctx, c->q, in, yt->in_w, y->in_b, n, d, ld);
+	const float mup[5] = {cf->ssm_mult_z, cf->ssm_mult_x, cf->ssm_mult_b, cf->ssm_mult_c, cf->ssm_mult_dt};
+	const int end[5] = {I, 2 * I, 2 * I + GN, 2 * I + 2 * GN, ld};
+	for (int p = 0, j0 = 0; p < 5; j0 = end[p++])
+		if (mup[p] != 1.0f)
+			for (int i = 0; i < n; i++)
+				scaled(c->q + (size_t)i * ld + j0, c->q + (size_t)i * ld + j0, mup[p], (size_t)(end[p] - j0));
+	/* y = S C + D x, times silu(z) unless the norm comes before the gate */
+	lo->mamba2_rows(ctx, c->att, c->q, c->mhist[l], c->mS[l], y->cw, y->cb, y->dt_bias, y->A_log, y->Dskip, n, H, P,
+			cf->ssm_state, cf->ssm_groups, cf->conv_k, cf->ssm_norm != 2);
+	if (cf->ssm_norm) { /* RMSNorm (in place) over all I channels, or over each group's */
+		int G = cf->ssm_norm_groups, gs = I / G;
+		if (G == 1)
+			lo->norm_forward(ctx, c->att, NULL, c->rstd, c->att, y->gn_w, NULL, n, I, cf->norm_eps, 1);
+		else
+			for (int i = 0; i < n; i++)
+				for (int g = 0; g < G; g++) {
+					float *r = c->att + (size_t)i * I + (size_t)g * gs;
+					lo->norm_forward(ctx, r, NULL, c->rstd, r, y->gn_w + (size_t)g * gs, NULL, 1, gs,
+							 cf->norm_eps, 1);
+				}
+	}
+	if (cf->ssm_norm == 2) /* Falcon-H1's norm before the gate: times silu(z) */
+		for (int i = 0; i < n; i++) {
+			float *r = c->att + (size_t)i * I;
+			const float *z = c->q + (size_t)i * ld;
+			for (int j = 0; j < I; j++)
+				r[j] *= silu_scalar(z[j]);
+		}
+	mm_rows(m, ctx, out, c->att, yt->out_w, y->out_b, n, I, d);
+	scaled(out, out, cf->ssm_out_mult, (size_t)n * d);
+}
+
 /* The rows c->ids[0..n) at positions pos..pos+n-1 */
 static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, int n,
 			    const struct sb_lm_mask *mask, float *logits, int all_rows, struct sb_lm_attn_obs *obs,
@@ -2185,8 +2321,6 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 	 * the window alone (no sinks) */
 	float qscale_s = cf->rope_local_theta != 0.0f ? query_scale_noyarn(cf) : qscale;
 	struct sb_lm_mask swin = {.kind = SB_LM_MASK_STRUCTURE, .sinks = 0, .window = cf->window};
-	int mH = cf->ssm_heads, mP = cf->ssm_head_dim, mI = mH * mP;
-	int mCD = mI + 2 * cf->ssm_groups * cf->ssm_state;
 	for (int l = 0; l < cf->n_layer; l++) {
 		const struct sb_lm_layer *y = &w->layer[l], *yt = &wt->layer[l];
 		if (cf->prenorm)
@@ -2198,9 +2332,11 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 			float *Kn = c->K[l] + (size_t)t0 * kvd, *Vn = c->V[l] + (size_t)t0 * kvd;
 			const double *freq = loc ? m->rope_freq_local : m->rope_freq;
 			float qs = !sb_lm_layer_rope(cf, l) ? query_scale_noyarn(cf) : loc ? qscale_s : qscale;
-			mm_rows(m, ctx, c->q, c->nrm, yt->q_w, y->q_b, n, d, qd);
-			mm_rows(m, ctx, Kn, c->nrm, yt->k_w, y->k_b, n, d, kvd);
-			mm_rows(m, ctx, Vn, c->nrm, yt->v_w, y->v_b, n, d, kvd);
+			const float *ain = scaled(c->k, c->nrm, cf->attn_in_mult, (size_t)n * d); /* Falcon-H1's */
+			mm_rows(m, ctx, c->q, ain, yt->q_w, y->q_b, n, d, qd);
+			mm_rows(m, ctx, Kn, ain, yt->k_w, y->k_b, n, d, kvd);
+			mm_rows(m, ctx, Vn, ain, yt->v_w, y->v_b, n, d, kvd);
+			scaled(Kn, Kn, cf->key_mult, (size_t)n * kvd);
 			if (cf->qk_norm == 2) { /* over all heads of a position, in place (OLMo) */
 				lo->norm_forward(ctx, c->q, NULL, c->qkr, c->q, y->qn_w, NULL, n, qd, cf->norm_eps, 1);
 				lo->norm_forward(ctx, Kn, NULL, c->qkr, Kn, y->kn_w, NULL, n, kvd, cf->norm_eps, 1);
@@ -2224,6 +2360,11 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 				SB_TRY(lo->attn_rows(ctx, c->att, c->q, c->K[l], c->V[l], c->acc[l], c->Tcap, t0, n, NH, NKV,
 						     hd, cf->attn_softcap, mask ? &mk : NULL, l, obs ? &obs[l] : NULL, err));
 			mm_rows(m, ctx, c->y, c->att, yt->o_w, y->o_b, n, qd, d);
+			scaled(c->y, c->y, cf->attn_out_mult, (size_t)n * d);
+			if (y->kind == 'A' && cf->parallel_ssm) { /* Falcon-H1: + Mamba2(the same input) */
+				mamba_mixer(m, ctx, c, l, c->v, n);
+				lo->add(ctx, c->y, c->v, (size_t)n * d);
+			}
 		} else if (y->kind == 'L') {
 			mm_rows(m, ctx, c->q, c->nrm, yt->q_w, y->q_b, n, d, d);
 			mm_rows(m, ctx, c->k, c->nrm, yt->k_w, y->k_b, n, d, d);
@@ -2231,12 +2372,7 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 			lo->linattn_rows(ctx, c->att, c->q, c->k, c->v, c->S[l], c->z[l], n, cf->lin_heads, d / cf->lin_heads);
 			mm_rows(m, ctx, c->y, c->att, yt->o_w, y->o_b, n, d, d);
 		} else if (y->kind == 'M') {
-			mm_rows(m, ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, mI + mCD + mH);
-			lo->mamba2_rows(ctx, c->att, c->q, c->mhist[l], c->mS[l], y->cw, y->cb, y->dt_bias, y->A_log,
-					y->Dskip, n, mH, mP, cf->ssm_state, cf->ssm_groups, cf->conv_k);
-			/* the gated norm: RMSNorm over all I channels (in place) */
-			lo->norm_forward(ctx, c->att, NULL, c->rstd, c->att, y->gn_w, NULL, n, mI, cf->norm_eps, 1);
-			mm_rows(m, ctx, c->y, c->att, yt->out_w, y->out_b, n, mI, d);
+			mamba_mixer(m, ctx, c, l, c->y, n);
 		} else {
 			if (cf->conv_gate) {
 				mm_rows(m, ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, 3 * d);
@@ -2260,6 +2396,9 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 			else
 				op->copy(ctx, c->nrm, c->x, (size_t)n * d * sizeof(float));
 			mm_rows(m, ctx, c->h, c->nrm, yt->up_w, y->up_b, n, d, cf->swiglu ? 2 * F : F);
+			if (cf->mlp_gate_mult != 1.0f) /* Falcon-H1's: the gate projection's output (SwiGLU) */
+				for (int i = 0; i < n; i++)
+					scaled(c->h + (size_t)i * 2 * F, c->h + (size_t)i * 2 * F, cf->mlp_gate_mult, (size_t)F);
 			if (cf->swiglu == 2)
 				lo->geglu_forward(ctx, c->a, c->h, n, F);
 			else if (cf->swiglu)
@@ -2267,6 +2406,7 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 			else
 				op->gelu_forward(ctx, c->a, NULL, NULL, c->h, &no_drop, (size_t)n * F);
 			mm_rows(m, ctx, c->y, c->a, yt->down_w, y->down_b, n, F, d);
+			scaled(c->y, c->y, cf->mlp_down_mult, (size_t)n * d);
 			if (cf->moe_experts && m->bf16) /* Granite's experts, added to the shared MLP's output */
 				lo->moe_rows_bf16(ctx, c->y, c->nrm, yt->moe_r, (const uint16_t *)(const void *)yt->moe_in,
 						  (const uint16_t *)(const void *)yt->moe_out, c->moe, n, d, cf->moe_experts,
@@ -2292,6 +2432,7 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 	if (cf->logit_div != 1.0f) /* Granite's logits_scaling */
 		for (size_t i = 0; i < (size_t)nr * cf->vocab; i++)
 			c->logits[i] /= cf->logit_div;
+	scaled(c->logits, c->logits, cf->logit_mult, (size_t)nr * cf->vocab); /* Falcon-H1's lm_head_multiplier */
 	if (cf->final_softcap != 0.0f) /* Gemma 2's: as transformers computes it, z / cap, tanh, times cap */
 		for (size_t i = 0; i < (size_t)nr * cf->vocab; i++)
 			c->logits[i] = tanhf(c->logits[i] / cf->final_softcap) * cf->final_softcap;

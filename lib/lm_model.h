@@ -27,7 +27,10 @@
  *        per head h (group g = h / (ssm_heads / G)): dt = softplus(dt_h + dt_bias_h),
  *        S_h = exp(-dt exp(A_log_h)) S_h + dt x_h B_g^T, y_h = S_h C_g + D_h x_h (sequential,
  *        exact recurrence); y = RMSNorm(y * silu(z)) over all I channels (transformers'
- *        GraniteMoeHybridRMSNormGated), out_proj (I -> d).
+ *        GraniteMoeHybridRMSNormGated; ssm_norm and ssm_norm_groups give Falcon-H1's
+ *        variants), out_proj (I -> d).
+ *     A with parallel_ssm (Falcon-H1; evaluation only): attention and an M mixer side by side
+ *        on the same normed input, their outputs added: x += Attn(n) + Mamba2(n).
  *     MLP  GELU: down(gelu(up x));  SwiGLU: down(silu(gate x) * up x); GeGLU (evaluation
  *          only; Gemma's): down(gelu_tanh(gate x) * up x); with moe_experts, plus Granite's
  *          mixture of experts on the same input (below).
@@ -36,7 +39,7 @@
  *   logits = lm_head(Norm_f(x)), lm_head tied to embed_tokens or not.
  *   Granite's multipliers (1 = none): x = emb_mult embed_tokens[ids];
  *   x += resid_mult Mixer(..), x += resid_mult MLP(..); attention scores q.k attn_scale
- *   (0 = 1 / sqrt(head_dim)); logits / logit_div.
+ *   (0 = 1 / sqrt(head_dim)); logits / logit_div. Falcon-H1's muP multipliers (below).
  *   Norm is LayerNorm (weight and bias) or RMSNorm (weight), eps norm_eps.
  *   `bias` adds biases to the MLP and conv projections and the conv, `conv_bias` to
  *   the conv projections and the conv alone (LFM2), `attn_bias` to the q/k/v/o
@@ -136,8 +139,27 @@ struct sb_lm_cfg {
 	float rope_beta_fast, rope_beta_slow, rope_attn; /* 32, 1, 1 */
 	int rope_truncate;                               /* 1 */
 	/* M layers (Mamba2): heads, head width, state size, groups of B and C; biases of the
-	 * conv (default 1) and of in_proj/out_proj (default 0) */
+	 * conv (default 1) and of the projections: ssm_proj_bias 0 none (default), 1 in_proj and
+	 * out_proj (Granite's mamba_proj_bias), 2 in_proj only, 3 out_proj only (Falcon-H1's
+	 * mamba_proj_bias and projectors_bias are two switches) */
 	int ssm_heads, ssm_head_dim, ssm_state, ssm_groups, ssm_conv_bias, ssm_proj_bias;
+	/* the Mamba2 mixer's gated norm (weight [I], mamba.norm.weight): 1 RMSNorm(y silu(z))
+	 * (Granite's, Bamba's; default), 2 RMSNorm(y) silu(z) (Falcon-H1's mamba_norm_before_gate),
+	 * 0 none: y silu(z), no weight (Falcon-H1's mamba_rms_norm false); each RMSNorm over
+	 * groups of I / ssm_norm_groups channels (1: all; Falcon-H1's mamba_n_groups) */
+	int ssm_norm, ssm_norm_groups;
+	/* Falcon-H1's parallel hybrid (evaluation only): every A layer also has a Mamba2 mixer
+	 * (the M layers' parameters and names, model.layers.N.mamba.*) on the same normed input,
+	 * x += Attention(n) + Mamba2(n) with n = Norm1(x). The masks act on the attention alone. */
+	int parallel_ssm;
+	/* Falcon-H1's muP multipliers (1 = none; evaluation only, applied where transformers
+	 * applies them): attention input (before q/k/v), keys (after k_proj, before RoPE),
+	 * attention output (after o_proj); Mamba2 input (before in_proj), in_proj's output parts
+	 * z, x, B, C and dt (its mup_vector), Mamba2 output (after out_proj); the MLP's gate
+	 * projection (before the activation) and output (after down_proj); the logits */
+	float attn_in_mult, key_mult, attn_out_mult, ssm_in_mult, ssm_out_mult;
+	float ssm_mult_z, ssm_mult_x, ssm_mult_b, ssm_mult_c, ssm_mult_dt;
+	float mlp_gate_mult, mlp_down_mult, logit_mult;
 	/* Granite's mixture of experts beside the MLP (evaluation only; 0 experts = none): a
 	 * router [E, d] picks the top moe_topk experts of a row (ties: the lower index), their
 	 * gates the softmax of the picked router logits; expert e is a SwiGLU of width moe_ffn

@@ -264,7 +264,12 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 			snprintf(legend + strlen(legend), sizeof legend - strlen(legend),
 				 ", S = sliding-window attention (%.0f keys)", num(model, "window"));
 		const char *nope = str(model, "rope_layers");
-		if (!nC)
+		int par = num(model, "parallel_ssm") == 1; /* Falcon-H1's: a Mamba2 mixer beside each attention */
+		if (!nC && par)
+			snprintf(layers, sizeof layers,
+				 "a parallel hybrid: every layer attention and a Mamba2 mixer side by side on the same input, "
+				 "their outputs added");
+		else if (!nC)
 			snprintf(layers, sizeof layers, "every layer is full attention, every layer is masked");
 		else
 			snprintf(layers, sizeof layers, "a hybrid, layers `%s`: A = full attention%s", pat, legend);
@@ -297,6 +302,11 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 				"The masks act on the %d attention layers (%s) only; the %d %s layers (%s) run "
 				"unchanged under every mask. ",
 				nA, la.p ? la.p : "none", nC, others, lc.p ? lc.p : "");
+		if (par)
+			bprintf(&md,
+				"The masks act on the attention of every layer (%s); the Mamba2 mixers beside it run "
+				"unchanged under every mask. ",
+				la.p ? la.p : "none");
 		bprintf(&md, "Files read (SHA-256): ");
 		free(la.p);
 		free(lc.p);

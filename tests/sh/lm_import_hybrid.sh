@@ -10,6 +10,8 @@
 #   tests/fixtures/hf/gemma3     Gemma3ForCausalLM: sliding-window (local) and global attention (SSASA)
 #   tests/fixtures/hf/bamba      BambaForCausalLM: Mamba2 mixers and attention with RoPE on half of
 #                                each head (MMAMA)
+#   tests/fixtures/hf/falcon_h1  FalconH1ForCausalLM: attention and a Mamba2 mixer in parallel in every
+#                                layer (AAA, parallel_ssm), muP multipliers
 . "$(dirname "$0")/../shlib.sh"
 if ! command -v sb-lm >/dev/null; then
 	t_result 1 "sb-lm is built (make)"
@@ -110,6 +112,39 @@ hybrid bamba "a Bamba" bamba MMAMA Mamba2/convolution \
 	 and .model.head_dim == 8 and .model.rope_dim == 4 and .model.rope_theta == 10000' \
 	'model.layers.2.mlp.gate_proj.weight' 'feed_forward|pre_ff_layernorm|final_layernorm'
 refused bamba '.attn_layer_indices = [2, 9]' "an attention layer past the last" "attn_layer_indices[1] is not a layer index"
+
+# Falcon-H1: a parallel hybrid, every layer attention and a Mamba2 mixer side by side; the
+# masks act on every layer's attention, the mixers run unchanged; muP multipliers
+d="$T/falcon_h1"
+mkdir -p "$d"
+sb-lm import -q -o "$d/runs" --corpus "shakespeare=$TXT" --T 256 "$TOP/tests/fixtures/hf/falcon_h1" >"$d/o" 2>"$d/e"; rc=$?
+run=$(jq -r 'select(.kind == "lm.import") | .run_dir' "$d/o" 2>/dev/null)
+[ $rc -eq 0 ] && jq -e '.source.model_type == "falcon_h1" and .model.pattern == "AAA" and .model.parallel_ssm == 1
+	and .model.ssm_heads == 6 and .model.ssm_head_dim == 8 and .model.ssm_norm == 0 and .model.key_mult == 0.390625
+	and .model.logit_mult == 0.0390625 and .model.ssm_mult_dt > 0.353 and .model.ssm_mult_dt < 0.354' "$run/cell.json" >/dev/null
+t_result $? "falcon_h1: import (exit $rc): cell.json has the parallel mixers, no gated norm and the multipliers ($(cat "$d/e"))"
+head -c 20000 "$run/model.safetensors" | grep -q 'model.layers.1.mamba.in_proj.weight' &&
+	! head -c 20000 "$run/model.safetensors" | grep -q -E 'feed_forward|pre_ff_layernorm|final_layernorm|mamba.norm'
+t_result $? "falcon_h1: model.safetensors: each layer's mixer under the toolkit's names, no gated norm"
+sb-eval -q --set probes=2 --set windows=4 --set tasks=niah_single_1 --set bench_reps=1 \
+	--set 'masks=dense;recipe:s=4,w=16,k=8;struct_random' "$run" >"$d/ev" 2>"$d/e"; rc=$?
+E="$run/eval.ndjson"
+[ $rc -eq 0 ] && jq -e -s 'map(select(.kind == "lm.eval.setup"))[0] | .masked_layers == [0, 1, 2]' "$E" >/dev/null &&
+	jq -e -s '[.[] | select(.kind == "lm.budget" and .method != "dense")] | length > 0 and
+		all(([.layers[].layer]) == [0, 1, 2] and .fraction > 0 and .fraction < 1)' "$E" >/dev/null &&
+	jq -e -s '[.[] | select(.kind == "lm.fidelity.window" and .method != "dense")] | any(.kl_tail > 0)' "$E" >/dev/null
+t_result $? "falcon_h1: sb-eval (exit $rc): every layer's attention masked, budgets over layers 0-2, a mask moves the logits ($(tail -c 300 "$d/e"))"
+sb-lm report -o "$d/rep" "$E" >/dev/null 2>"$d/e"; rc=$?
+[ $rc -eq 0 ] && grep -q "a parallel hybrid: every layer attention and a Mamba2 mixer side by side" "$d/rep/lm-report.md" &&
+	grep -q "The masks act on the attention of every layer (0, 1, 2); the Mamba2 mixers beside it run unchanged" "$d/rep/lm-report.md"
+t_result $? "falcon_h1: sb-lm report names the parallel mixers and what the masks act on (exit $rc $(cat "$d/e"))"
+mkdir -p "$d/bad" && cp "$TOP/tests/fixtures/hf/falcon_h1"/* "$d/bad/"
+refused falcon_h1 '.ssm_multipliers = [1, 1, 1]' "ssm_multipliers of three" "'ssm_multipliers' must be an array of 5 numbers"
+printf '{"family":"sas","seed":0,"backbone":"%s","blocks":[8],"dsel":8,"sel_steps":1,"sel_batch":1,"windows":1,"probes":0,"budget":"recipe:s=2,w=8,k=8","masks":"recipe"}\n' \
+	"$run" >"$d/sas.ndjson"
+sb-train -q -o "$d/sas" "$d/sas.ndjson" >"$d/so" 2>"$d/e"; rc=$?
+[ $rc -ne 0 ] && grep -q "parallel Mamba2 mixers" "$d/e"
+t_result $? "falcon_h1: a scaled SAS cell on it is refused, naming why (evaluation only; exit $rc: $(head -c 300 "$d/e"))"
 
 # Gemma 3 (the 270M/1B text layout): sliding-window attention layers (window 8 here) run
 # unchanged, the global ones are masked; the sandwich norms mapped onto the toolkit's names

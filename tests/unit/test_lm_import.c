@@ -217,7 +217,8 @@ static void check_model(struct sb_backend *be, const char *name)
 	SB_CHECK(!rc && !memcmp(chunk, got, (size_t)T * V * sizeof *chunk),
 		 "%s: a prefill in chunks of 5 gives the whole prefill's logits bit for bit", name);
 	free(chunk);
-	if (strchr(m->cfg.pattern, 'C') || strchr(m->cfg.pattern, 'M') || strchr(m->cfg.pattern, 'S'))
+	if (strchr(m->cfg.pattern, 'C') || strchr(m->cfg.pattern, 'M') || strchr(m->cfg.pattern, 'S') ||
+	    m->cfg.parallel_ssm)
 		check_hybrid_masks(m, c, ids, T, got, name);
 	/* a BF16 checkpoint is evaluated from packed bfloat16 weights (half the memory), with the
 	 * bits of the same model in float: open the checkpoint again as a float model */
@@ -226,7 +227,8 @@ static void check_model(struct sb_backend *be, const char *name)
 		     !strcmp(name, "granite_moe") || !strcmp(name, "llama_linear") || !strcmp(name, "llama_yarn") ||
 		     !strcmp(name, "qwen3_yarn") || !strcmp(name, "granite3") || !strcmp(name, "gemma3") ||
 		     !strcmp(name, "gemma3_mm") || !strcmp(name, "gemma2") || !strcmp(name, "bamba") ||
-		     !strcmp(name, "olmo2") || !strcmp(name, "smollm3");
+		     !strcmp(name, "olmo2") || !strcmp(name, "smollm3") || !strcmp(name, "falcon_h1") ||
+		     !strcmp(name, "falcon_h1_gate");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -268,7 +270,7 @@ static void check_model(struct sb_backend *be, const char *name)
 	/* the training path (a scaled SAS selector trains through it) on the same weights, where
 	 * the layout has it (not Mamba2 layers or experts): the same logits as the reference, to
 	 * the same tolerance */
-	int eval_only = strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts;
+	int eval_only = strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts || m->cfg.parallel_ssm;
 	if (!eval_only) {
 		struct sb_lm_cell c3;
 		struct sb_lm_model *mt = NULL;
@@ -1086,6 +1088,127 @@ static void check_gemma2(struct sb_backend *be)
 	free(base);
 }
 
+/* Falcon-H1: the configuration as read (the gated norm's three forms, the two projection
+ * biases, the multipliers, rope_theta 1e11 as a float), what is refused, and that training
+ * refuses the parallel mixers */
+static void check_falcon_h1(struct sb_backend *be)
+{
+	static const struct {
+		const char *name;
+		int layers, kv, hd, sh, sp, norm, ngroups, pbias, abias, bias, tied, scaling;
+		float theta, emb, key, logit, ssm_z;
+	} want[] = {
+		{"falcon_h1", 3, 2, 8, 6, 8, 0, 1, 0, 0, 0, 0, 0, 1e11f, 5.656854249492381f, 0.390625f, 0.0390625f,
+		 0.3535533905932738f},
+		{"falcon_h1_norm", 2, 1, 8, 4, 16, 2, 2, 1, 1, 1, 1, 2, 1e4f, 2.0f, 0.75f, 0.5f, 0.6f},
+		{"falcon_h1_gate", 2, 2, 8, 4, 8, 1, 2, 0, 0, 0, 0, 0, 1e5f, 1.0f, 1.0f, 1.0f, 1.5f},
+	};
+	char *base = NULL;
+	struct sb_err err = {0};
+	struct sb_lm_cfg c;
+	struct sb_lm_hf_info info;
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		int rc = fixture_config(want[i].name, &c, &info, &err);
+		SB_CHECK(!rc && info.falcon_h1 && c.parallel_ssm == 1 && c.n_layer == want[i].layers &&
+				 strspn(c.pattern, "A") == (size_t)want[i].layers && c.kv_heads == want[i].kv &&
+				 c.head_dim == want[i].hd && c.ssm_heads == want[i].sh && c.ssm_head_dim == want[i].sp &&
+				 c.ssm_norm == want[i].norm && c.ssm_norm_groups == want[i].ngroups &&
+				 c.ssm_proj_bias == want[i].pbias && c.attn_bias == want[i].abias && c.bias == want[i].bias &&
+				 c.tied == want[i].tied && c.rope_scaling == want[i].scaling && c.rope_theta == want[i].theta &&
+				 c.emb_mult == want[i].emb && c.key_mult == want[i].key && c.logit_mult == want[i].logit &&
+				 c.ssm_mult_z == want[i].ssm_z && c.logit_div == 1.0f && c.swiglu == 1 && c.ffn == 48,
+			 "%s: config read as %d parallel layers, ssm %d x %d, gated norm %d over %d groups, biases %d/%d/%d, "
+			 "theta %g, multipliers emb %g key %g logit %g z %g (%s)",
+			 want[i].name, c.n_layer, c.ssm_heads, c.ssm_head_dim, c.ssm_norm, c.ssm_norm_groups, c.ssm_proj_bias,
+			 c.attn_bias, c.bias, (double)c.rope_theta, (double)c.emb_mult, (double)c.key_mult,
+			 (double)c.logit_mult, (double)c.ssm_mult_z, rc ? err.msg : "read");
+	}
+	{ /* the configuration, as written into cell.json, reads back the same, field for field
+	   * (falcon_h1_norm: every new field away from its default) */
+		struct sb_jw w;
+		struct sb_json *v = NULL;
+		struct sb_lm_cfg back;
+		int rc = fixture_config("falcon_h1_norm", &c, &info, &err);
+		sb_jw_init(&w, NULL);
+		if (!rc) {
+			sb_lm_cfg_json(&w, &c);
+			rc = sb_json_parse(w.buf, w.len, &v, &err);
+		}
+		sb_lm_cfg_default(&back);
+		if (!rc)
+			rc = sb_lm_cfg_from_json(&back, v, &err);
+		SB_CHECK(!rc && !memcmp(&back, &c, sizeof c) && back.parallel_ssm == 1 && back.ssm_norm == 2 &&
+				 back.ssm_norm_groups == 2 && back.ssm_mult_dt == 0.5f && back.mlp_down_mult == 0.7f,
+			 "falcon_h1_norm: the configuration round-trips through JSON bit for bit (%.*s)", (int)w.len,
+			 w.buf ? w.buf : "");
+		sb_json_free(v);
+		sb_jw_free(&w);
+	}
+	if (!(base = fixture_json("falcon_h1")))
+		return;
+	{ /* FalconH1Config's defaults where the config is silent, and null multipliers: 1 */
+		char *j1 = strdup(cfg_with(base, "\"key_multiplier\": 0.390625", "\"key_multiplier\": null"));
+		const char *j = cfg_with(j1, "\"mlp_multipliers\": [", "\"mlp_multipliers\": null, \"x\": [");
+		free(j1);
+		int rc = sb_lm_hf_config(j, strlen(j), "falcon_h1/config.json", &c, &info, &err);
+		SB_CHECK(!rc && c.key_mult == 1.0f && c.mlp_gate_mult == 1.0f && c.mlp_down_mult == 1.0f &&
+				 c.attn_out_mult == 0.9375f,
+			 "falcon_h1: null multipliers read as 1 (key %g, mlp %g %g; %s)", (double)c.key_mult,
+			 (double)c.mlp_gate_mult, (double)c.mlp_down_mult, rc ? err.msg : "read");
+	}
+	refuse(be, "falcon_h1", "falcon_h1: unchanged copy imports", base, NULL, 0, "");
+	refuse(be, "falcon_h1", "falcon_h1: partial_rotary_factor 0.5",
+	       cfg_with(base, "\"model_type\": \"falcon_h1\"",
+			"\"model_type\": \"falcon_h1\", \"partial_rotary_factor\": 0.5"),
+	       NULL, SB_EDATA, "partial_rotary_factor other than 1");
+	refuse(be, "falcon_h1", "falcon_h1: rope_parameters",
+	       cfg_with(base, "\"model_type\": \"falcon_h1\"",
+			"\"model_type\": \"falcon_h1\", \"rope_parameters\": {\"rope_type\": \"default\"}"),
+	       NULL, SB_EDATA, "rope_parameters");
+	refuse(be, "falcon_h1", "falcon_h1: mlp_multipliers of three",
+	       cfg_with(base, "\"mlp_multipliers\": [", "\"mlp_multipliers\": [1.0, "), NULL, SB_EDATA,
+	       "'mlp_multipliers' must be an array of 2 numbers");
+	refuse(be, "falcon_h1", "falcon_h1: a negative ssm multiplier",
+	       cfg_with(base, "\"ssm_multipliers\": [", "\"ssm_multipliers\": [-1.0, 1.0, 1.0, 1.0, 1.0], \"x\": ["), NULL,
+	       SB_EDATA, "ssm_multipliers[0] must be a positive number");
+	refuse(be, "falcon_h1", "falcon_h1: mamba_d_ssm that mamba_d_head times mamba_n_heads does not make",
+	       cfg_with(base, "\"mamba_d_ssm\": 48", "\"mamba_d_ssm\": 40"), NULL, SB_EDATA,
+	       "'mamba_d_head' 8 times mamba_n_heads 6 must equal mamba_d_ssm 40");
+	refuse(be, "falcon_h1", "falcon_h1: mamba_rms_norm true: the gated norm's weight is not in the checkpoint",
+	       cfg_with(base, "\"mamba_rms_norm\": false", "\"mamba_rms_norm\": true"), NULL, SB_EDATA,
+	       "lacks tensor 'model.layers.0.mamba.norm.weight'");
+	refuse(be, "falcon_h1", "falcon_h1: projectors_bias true: out_proj's bias is not in the checkpoint",
+	       cfg_with(base, "\"projectors_bias\": false", "\"projectors_bias\": true"), NULL, SB_EDATA,
+	       "lacks tensor 'model.layers.0.mamba.out_proj.bias'");
+	refuse(be, "falcon_h1", "falcon_h1: a tensor the layout does not know", base, "extra-tensor", SB_EDATA,
+	       "is not part of the falcon_h1 layout");
+	free(base);
+	/* the parallel mixers and the multipliers are evaluation-only: training refuses them */
+	struct sb_lm_model *m = NULL;
+	struct sb_lm_trainer *tr = NULL;
+	int rc = fixture_config("falcon_h1", &c, &info, &err);
+	if (!rc)
+		rc = sb_lm_model_new(be, &c, &m, &err);
+	struct sb_lm_train_opts o = {.B = 1, .T = 8, .tile = 1};
+	if (!rc)
+		rc = sb_lm_trainer_new(m, &o, &tr, &err);
+	SB_CHECK(rc == SB_EUSAGE && strstr(err.msg, "parallel Mamba2 mixers"), "falcon_h1: training refused (%s)",
+		 rc ? err.msg : "trained");
+	sb_lm_trainer_free(tr);
+	sb_lm_model_free(m);
+	c.parallel_ssm = 0;
+	c.pattern[0] = 'C'; /* no M mixer now: the multipliers alone are refused */
+	m = NULL;
+	tr = NULL;
+	rc = sb_lm_model_new(be, &c, &m, &err);
+	if (!rc)
+		rc = sb_lm_trainer_new(m, &o, &tr, &err);
+	SB_CHECK(rc == SB_EUSAGE && strstr(err.msg, "Falcon-H1's multipliers are evaluation-only"),
+		 "falcon_h1: training with its multipliers alone refused (%s)", rc ? err.msg : "trained");
+	sb_lm_trainer_free(tr);
+	sb_lm_model_free(m);
+}
+
 /* Bamba: the configuration as read (BambaConfig's own rope_theta and partial rotary factor
  * where config.json is silent, the config's where it speaks), and what is refused */
 static void check_bamba(struct sb_backend *be)
@@ -1292,6 +1415,10 @@ int main(void)
 	check_model(be, "bamba");
 	check_model(be, "bamba_rope");
 	check_bamba(be);
+	check_model(be, "falcon_h1");
+	check_model(be, "falcon_h1_norm");
+	check_model(be, "falcon_h1_gate");
+	check_falcon_h1(be);
 	check_model(be, "olmo2");
 	check_model(be, "olmo3");
 	check_olmo(be);
