@@ -434,17 +434,18 @@ struct sb_backend_lm_ops {
 			    int P, int N, int G, int K, int gate);
 	/* Granite's mixture of experts, evaluation path only (lib/lm_model.h, moe_experts): per
 	 * row, router logits r[E, d] x (float, unpacked), the top K (ties: the lower index,
-	 * K <= 64), gates their softmax, expert e a SwiGLU (wi [E, 2Fe, d]: gate rows then up
+	 * K <= 64), gates their softmax (gate_all 1: the softmax over all E logits, the picked
+	 * ones not renormalised; Jamba's, OLMoE's), expert e a SwiGLU (wi [E, 2Fe, d]: gate rows then up
 	 * rows; wo [E, d, Fe]); out[n, d] += the gated sum in expert order. Each expert's two
 	 * matrices are packed by pack_rows on their own (expert e's at wi + e 2Fe d, wo + e d Fe)
 	 * and run batched over the rows routed to it with matmul_rows's chains, so a row's bits
 	 * do not depend on the other rows. scr: SB_LM_MOE_SCRATCH(n, d, E, K, Fe) floats */
 	void (*moe_rows)(struct sb_ctx *ctx, float *out, const float *x, const float *r, const float *wi,
-			 const float *wo, float *scr, int n, int d, int E, int K, int Fe);
+			 const float *wo, float *scr, int n, int d, int E, int K, int Fe, int gate_all);
 	/* the same from bfloat16 experts packed by pack_rows_bf16 (half the memory): the
 	 * results of moe_rows on the widened weights, bit for bit */
 	void (*moe_rows_bf16)(struct sb_ctx *ctx, float *out, const float *x, const float *r, const uint16_t *wi,
-			      const uint16_t *wo, float *scr, int n, int d, int E, int K, int Fe);
+			      const uint16_t *wo, float *scr, int n, int d, int E, int K, int Fe, int gate_all);
 };
 
 /* moe_rows's scratch for n rows, in floats: router logits, picks and gates, row indices,

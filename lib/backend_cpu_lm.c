@@ -1300,7 +1300,8 @@ static void lm_mamba2_rows(struct sb_ctx *ctx, float *y, const float *proj, floa
 /* ---------------------------------------------------------------- mixture of experts (evaluation) */
 
 /* Granite's experts: out[i] = moe(x[i]) + out[i]. Router logits r[E, d] . x (dotf, row by
- * row); the top K (ties: the lower index); gates = softmax of the picked logits. Then
+ * row); the top K (ties: the lower index); gates = softmax of the picked logits (gate_all:
+ * over all E logits, the picked ones not renormalised: Jamba's). Then
  * expert by expert, in index order: the rows routed to it gathered, h = wi[e] x and
  * o = wo[e] a with a = silu(h[0:Fe]) * h[Fe:2Fe] as matmul_rows products (each element
  * an FMA chain over k from 0, the same whatever rows share the batch), and gate * o added
@@ -1310,7 +1311,7 @@ static void lm_mamba2_rows(struct sb_ctx *ctx, float *y, const float *proj, floa
  * the same chains on the widened values; else wi / wo in float). K <= 64. */
 static void moe_rows(struct sb_ctx *ctx, float *out, const float *x, const float *r, const float *wi,
 		     const float *wo, const uint16_t *wi16, const uint16_t *wo16, float *scr, int n, int d, int E,
-		     int K, int Fe)
+		     int K, int Fe, int gate_all)
 {
 	size_t nn = (size_t)n;
 	float *lg = scr, *gate = lg + nn * E, *xg = gate + 2 * nn * K + nn, *h = xg + nn * d, *a = h + nn * 2 * Fe;
@@ -1337,6 +1338,11 @@ static void moe_rows(struct sb_ctx *ctx, float *out, const float *x, const float
 		float mx = li[pi[0]], sum = 0;
 		for (int k = 0; k < K; k++)
 			sum += gi[k] = expf(li[pi[k]] - mx);
+		if (gate_all) { /* the softmax over every expert: the unpicked ones join the sum */
+			sum = 0;
+			for (int e = 0; e < E; e++)
+				sum += expf(li[e] - mx);
+		}
 		for (int k = 0; k < K; k++)
 			gi[k] /= sum;
 	}
@@ -1376,15 +1382,15 @@ static void moe_rows(struct sb_ctx *ctx, float *out, const float *x, const float
 }
 
 static void lm_moe_rows(struct sb_ctx *ctx, float *out, const float *x, const float *r, const float *wi,
-			const float *wo, float *scr, int n, int d, int E, int K, int Fe)
+			const float *wo, float *scr, int n, int d, int E, int K, int Fe, int gate_all)
 {
-	moe_rows(ctx, out, x, r, wi, wo, NULL, NULL, scr, n, d, E, K, Fe);
+	moe_rows(ctx, out, x, r, wi, wo, NULL, NULL, scr, n, d, E, K, Fe, gate_all);
 }
 
 static void lm_moe_rows_bf16(struct sb_ctx *ctx, float *out, const float *x, const float *r, const uint16_t *wi,
-			     const uint16_t *wo, float *scr, int n, int d, int E, int K, int Fe)
+			     const uint16_t *wo, float *scr, int n, int d, int E, int K, int Fe, int gate_all)
 {
-	moe_rows(ctx, out, x, r, NULL, NULL, wi, wo, scr, n, d, E, K, Fe);
+	moe_rows(ctx, out, x, r, NULL, NULL, wi, wo, scr, n, d, E, K, Fe, gate_all);
 }
 
 /* ---------------------------------------------------------------- table */

@@ -693,6 +693,91 @@ void sb_lm_bamba_name(const char *ours, char *out, size_t cap)
 	snprintf(out, cap, "%s", ours);
 }
 
+/* ---------------------------------------------------------------- experts apart */
+
+/* The mixture-of-experts fields of Qwen3-MoE (kind 1: num_experts 128, num_experts_per_tok 8,
+ * moe_intermediate_size 768, norm_topk_prob false, decoder_sparse_step 1, mlp_only_layers
+ * none: layer l has experts unless listed there, when (l + 1) is a multiple of the step; the
+ * others keep the dense MLP of intermediate_size) and Mixtral (kind 2: num_local_experts 8,
+ * num_experts_per_tok 2, every layer, experts of intermediate_size, the picked weights
+ * renormalised); the experts replace the MLP (moe_dense 0) */
+static int moe_fields(const struct sb_json *o, const char *name, int kind, int layers, struct sb_lm_cfg *c,
+		      struct sb_err *err)
+{
+	int E = 0, K = 0, Fe = 0, norm = 1, step = 1;
+	SB_TRY(cfg_int(o, name, kind == 1 ? "num_experts" : "num_local_experts", kind == 1 ? 0 : 1, 1 << 12,
+		       kind == 1 ? 128 : 8, &E, err));
+	SB_TRY(cfg_int(o, name, "num_experts_per_tok", 1, 64, kind == 1 ? 8 : 2, &K, err));
+	if (E && K > E)
+		return SB_ERR(err, SB_EDATA, "%s: 'num_experts_per_tok' %d is more than the %d experts", name, K, E);
+	if (kind == 2) {
+		c->moe_ffn = c->ffn; /* Mixtral's experts are intermediate_size wide; no dense MLP */
+		c->ffn = 0;
+	} else {
+		SB_TRY(cfg_int(o, name, "moe_intermediate_size", 1, 1 << 17, 768, &Fe, err));
+		SB_TRY(cfg_bool(o, name, "norm_topk_prob", 0, &norm, err));
+		SB_TRY(cfg_int(o, name, "decoder_sparse_step", 1, 1 << 20, 1, &step, err));
+		c->moe_ffn = Fe;
+	}
+	c->moe_experts = E;
+	c->moe_topk = K;
+	c->moe_gate = !norm; /* without renormalisation: the softmax over every expert */
+	c->moe_dense = 0;
+	if (!E) /* Qwen3-MoE without experts: every layer dense */
+		return 0;
+	for (int l = 0; l < layers; l++)
+		c->moe_layers[l] = (l + 1) % step ? '0' : '1';
+	c->moe_layers[layers] = 0;
+	const struct sb_json *only = kind == 1 ? sb_json_get(o, "mlp_only_layers") : NULL;
+	if (only && only->type != SB_JSON_NULL && only->type != SB_JSON_ARRAY)
+		return SB_ERR(err, SB_EDATA, "%s: 'mlp_only_layers' must be an array of layer indices or null", name);
+	for (size_t i = 0; only && only->type == SB_JSON_ARRAY && i < only->n; i++) {
+		const struct sb_json *v = only->items[i];
+		if (v->type != SB_JSON_NUMBER || v->number != floor(v->number) || v->number < 0 || v->number >= layers)
+			return SB_ERR(err, SB_EDATA, "%s: mlp_only_layers[%zu] is not a layer index (0..%d)", name, i,
+				      layers - 1);
+		c->moe_layers[(int)v->number] = '0';
+	}
+	if (!strchr(c->moe_layers, '0'))
+		c->moe_layers[0] = 0; /* every layer */
+	return 0;
+}
+
+/* The family's name (info->moe_split) of expert e's matrix `part` (0 gate, 1 up, 2 down) in
+ * layer l, and of layer l's router */
+static void expert_src(const struct sb_lm_hf_info *info, int l, int e, int part, char *out, size_t cap)
+{
+	static const char *const qwen[3] = {"gate_proj", "up_proj", "down_proj"}, *const mix[3] = {"w1", "w3", "w2"};
+	if (info->moe_split == 2)
+		snprintf(out, cap, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", l, e, mix[part]);
+	else
+		snprintf(out, cap, "model.layers.%d.%s.experts.%d.%s.weight", l,
+			 info->moe_split == 3 ? "feed_forward" : "mlp", e, qwen[part]);
+}
+
+static void router_src(const struct sb_lm_hf_info *info, int l, char *out, size_t cap)
+{
+	snprintf(out, cap, "model.layers.%d.%s.weight", l,
+		 info->moe_split == 2 ? "block_sparse_moe.gate" : info->moe_split == 3 ? "feed_forward.router" : "mlp.gate");
+}
+
+/* whether a checkpoint tensor is one of the experts' matrices the layout reads */
+static int is_expert_src(const char *nm, const struct sb_lm_hf_info *info, const struct sb_lm_cfg *c)
+{
+	int l, e;
+	const char *x = strstr(nm, ".experts.");
+	char want[160];
+	if (!info->moe_split || !x || sscanf(nm, "model.layers.%d.", &l) != 1 || sscanf(x, ".experts.%d.", &e) != 1 ||
+	    l < 0 || l >= c->n_layer || !sb_lm_layer_moe(c, l) || e < 0 || e >= c->moe_experts)
+		return 0;
+	for (int part = 0; part < 3; part++) {
+		expert_src(info, l, e, part, want, sizeof want);
+		if (!strcmp(want, nm))
+			return 1;
+	}
+	return 0;
+}
+
 /* ---------------------------------------------------------------- Falcon-H1 */
 
 /* A list of n multipliers (Falcon-H1's mlp_multipliers, ssm_multipliers): absent or null, each 1
@@ -999,6 +1084,13 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	 * EXAONE 4 (Exaone4ForCausalLM): OLMo's post-norm layout with per-head q/k norms, and
 	 * with a sliding_window, sliding layers (RoPE) and global ones (NoPE) */
 	int smollm3 = !strcmp(mt, "smollm3"), exaone4 = !strcmp(mt, "exaone4");
+	/* mixtures of experts in place of the MLP: Qwen3-MoE (Qwen3's attention) and Mixtral
+	 * (Mistral's), their experts one tensor each */
+	int qwen3_moe = !strcmp(mt, "qwen3_moe"), mixtral = !strcmp(mt, "mixtral");
+	qwen3 = qwen3 || qwen3_moe;
+	mistral = mistral || mixtral;
+	llama = llama || mixtral;
+	info->moe_split = qwen3_moe ? 1 : mixtral ? 2 : 0;
 	info->olmo = info->olmo || exaone4; /* its post-norms' names are OLMo's */
 	llama = llama || smollm3;
 	info->lfm2 = !strcmp(mt, "lfm2");
@@ -1010,9 +1102,9 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma && !info->bamba && !info->olmo &&
 	    !info->falcon_h1) {
 		rc = SB_ERR(err, SB_EDATA,
-			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, granite, qwen2, qwen3, "
-			    "lfm2, granitemoehybrid, bamba, falcon_h1, gemma2, gemma3_text, gemma3, olmo2, olmo3, smollm3, "
-			    "exaone4)",
+			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, mixtral, granite, qwen2, "
+			    "qwen3, qwen3_moe, lfm2, granitemoehybrid, bamba, falcon_h1, gemma2, gemma3_text, gemma3, olmo2, "
+			    "olmo3, smollm3, exaone4)",
 			    name, mt);
 		goto out;
 	}
@@ -1082,6 +1174,8 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 		rc = cfg_int(o, name, "intermediate_size", 1, 1 << 17, -1, &c->ffn, err);
 	if (!rc)
 		rc = cfg_int(o, name, "num_hidden_layers", 1, SB_LM_MAX_LAYERS, -1, &layers, err);
+	if (!rc && info->moe_split)
+		rc = moe_fields(o, name, info->moe_split, layers, c, err);
 	if (!rc)
 		rc = cfg_int(o, name, "num_attention_heads", 1, 1024, -1, &heads, err);
 	if (!rc)
@@ -1483,6 +1577,51 @@ static void shape_str(int ndim, const int64_t *shape, char *out, size_t cap)
 		snprintf(out + n, cap - (size_t)n, "]");
 }
 
+/* An experts' stack (p: [E, 2 Fe, d] gate and up, or [E, d, Fe] down) from the family's tensors,
+ * one per expert and matrix: each found in one shard, checked (F32/BF16/F16, its shape) and
+ * added to out under the toolkit's name (sb_lm_expert_name), borrowed from the mapping */
+static int add_experts(const struct sb_lm_hf_info *info, const struct sb_lm_param *p, const struct sb_tensors *shard,
+		       int nf, char (*files)[256], const char *hf_dir, struct sb_tensors *out, struct sb_err *err)
+{
+	char probe[160];
+	int l = -1, in = sb_lm_expert_name(p->name, 0, 0, probe, sizeof probe) == 0;
+	if (sscanf(p->name, "model.layers.%d.", &l) != 1)
+		return SB_ERR(err, SB_EINTERNAL, "experts' stack '%s' of no layer", p->name);
+	int64_t rows = in ? p->shape[1] / 2 : p->shape[1], shape[2] = {rows, p->shape[2]};
+	for (int64_t e = 0; e < p->shape[0]; e++)
+		for (int k = in ? 0 : 2; k < (in ? 2 : 3); k++) {
+			char src[160], ours[160];
+			expert_src(info, l, (int)e, k, src, sizeof src);
+			sb_lm_expert_name(p->name, (int)e, k, ours, sizeof ours);
+			const struct sb_tensor *t = NULL;
+			int ts = -1;
+			for (int s = 0; s < nf; s++) {
+				const struct sb_tensor *u = sb_tensors_find(&shard[s], src);
+				if (u && t)
+					return SB_ERR(err, SB_EDATA, "%s: tensor '%s' is in both %s and %s", hf_dir, src, files[ts],
+						      files[s]);
+				if (u) {
+					t = u;
+					ts = s;
+				}
+			}
+			if (!t)
+				return SB_ERR(err, SB_EDATA, "%s: the checkpoint lacks tensor '%s' (expert %lld of layer %d)",
+					      hf_dir, src, (long long)e, l);
+			if (t->dtype != SB_F32 && t->dtype != SB_BF16 && t->dtype != SB_F16)
+				return SB_ERR(err, SB_EDATA, "%s: tensor '%s' is not F32, BF16 or F16", hf_dir, src);
+			if (t->ndim != 2 || t->shape[0] != shape[0] || t->shape[1] != shape[1]) {
+				char a[96];
+				shape_str(t->ndim, t->shape, a, sizeof a);
+				return SB_ERR(err, SB_EDATA,
+					      "%s: checkpoint tensor '%s' has another shape: %s in the file, [%lld, %lld] from "
+					      "config.json", hf_dir, src, a, (long long)shape[0], (long long)shape[1]);
+			}
+			SB_TRY(sb_tensors_add(out, ours, t->dtype, 2, t->shape, t->data, 1, err));
+		}
+	return 0;
+}
+
 int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_import_opts *o, struct sb_lm_cell *cell,
 		 char *run_dir, int *existed, struct sb_err *err)
 {
@@ -1652,8 +1791,16 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 	if (!rc && !(src = calloc((size_t)np + 1, sizeof *src)))
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	for (int i = 0; i < np && !rc; i++) {
-		int half = 0;
-		if (info.lfm2)
+		int half = 0, l = -1;
+		if (info.moe_split && params[i].linear == 3) { /* the experts, one tensor each, kept apart */
+			rc = add_experts(&info, &params[i], shard, nf, files, hf_dir, &out, err);
+			snprintf(src[i], sizeof src[i], "%s", params[i].name);
+			continue;
+		}
+		if (info.moe_split && sscanf(params[i].name, "model.layers.%d.", &l) == 1 &&
+		    strstr(params[i].name, ".block_sparse_moe.router.layer.weight"))
+			router_src(&info, l, src[i], sizeof src[i]);
+		else if (info.lfm2)
 			sb_lm_lfm2_name(params[i].name, src[i], sizeof src[i]);
 		else if (info.granite)
 			sb_lm_granite_name(params[i].name, src[i], sizeof src[i], &half);
@@ -1721,7 +1868,7 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 	for (int s = 0; s < nf && !rc; s++)
 		for (size_t j = 0; j < shard[s].n && !rc; j++) {
 			const char *nm = shard[s].t[j].name;
-			int known = skippable(nm, &cell->model, &info);
+			int known = skippable(nm, &cell->model, &info) || is_expert_src(nm, &info, &cell->model);
 			for (int i = 0; i < np && !known; i++)
 				known = !strcmp(src[i], nm);
 			if (!known)

@@ -64,6 +64,10 @@
  * bamba (BambaForCausalLM): Mamba2 layers and attention layers at attn_layer_indices, a SwiGLU
  * MLP in each, RoPE on the first int(head_dim * partial_rotary_factor) dimensions of a head
  * (rope_dim), BambaConfig's rope_theta 10000 and factor 0.5 unless config.json gives them.
+ * qwen3_moe and mixtral (Qwen3MoeForCausalLM, MixtralForCausalLM): Qwen3's and Mistral's layouts with
+ * experts in place of the MLP (moe_dense 0; Qwen3-MoE's decoder_sparse_step and mlp_only_layers
+ * as moe_layers, norm_topk_prob false as moe_gate 1), each expert's matrices one tensor (kept
+ * apart in the run's checkpoint: info->moe_split).
  * falcon_h1 (FalconH1ForCausalLM): a parallel hybrid, attention and a Mamba2 mixer side by side in
  * every layer (parallel_ssm; the masks act on the attention), a SwiGLU MLP, Bamba's names; the
  * mixer's width mamba_d_ssm, its optional per-group gated norm (mamba_rms_norm,
@@ -118,6 +122,11 @@ struct sb_lm_hf_info {
 	int granite;         /* Granite 4.0 hybrid's tensor names (shared_mlp.*, mapped when imported) */
 	int bamba;           /* Bamba's tensor names (feed_forward.*, pre_ff_layernorm, final_layernorm) */
 	int falcon_h1;       /* Falcon-H1: a parallel hybrid (parallel_ssm) with Bamba's tensor names */
+	int moe_split;       /* experts kept apart in the checkpoint, one tensor per expert and matrix:
+			      * 1 Qwen3-MoE's names (mlp.gate, mlp.experts.E.{gate,up,down}_proj), 2
+			      * Mixtral's (block_sparse_moe.gate, .experts.E.{w1,w3,w2}), 3 Jamba's
+			      * (feed_forward.router, feed_forward.experts.E.*); the run's checkpoint keeps
+			      * them apart too, under the toolkit's names (sb_lm_expert_name) */
 	int olmo;            /* OLMo 2/3: its post-norms' names mapped as Gemma's */
 	int gemma;           /* 2: Gemma 2; 3: Gemma 3's text model (sandwich norms' names mapped, (1 + w) norms) */
 	int gemma3_mm;       /* ... inside Gemma3ForConditionalGeneration (language_model.*, vision skipped) */

@@ -41,6 +41,7 @@ void sb_lm_cfg_default(struct sb_lm_cfg *c)
 	c->ssm_conv_bias = 1;
 	c->ssm_norm = 1;
 	c->ssm_norm_groups = 1;
+	c->moe_dense = 1;
 	c->attn_in_mult = c->key_mult = c->attn_out_mult = c->ssm_in_mult = c->ssm_out_mult = 1.0f;
 	c->ssm_mult_z = c->ssm_mult_x = c->ssm_mult_b = c->ssm_mult_c = c->ssm_mult_dt = 1.0f;
 	c->mlp_gate_mult = c->mlp_down_mult = c->logit_mult = 1.0f;
@@ -113,10 +114,20 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 			      "ssm_heads (got %d, %d, %d, %d)", c->ssm_heads, c->ssm_head_dim, c->ssm_state, c->ssm_groups);
 	if (c->moe_experts < 0 || c->moe_experts > 1 << 12 ||
 	    (c->moe_experts && (c->moe_topk < 1 || c->moe_topk > c->moe_experts || c->moe_topk > 64 || c->moe_ffn < 1 ||
-				 c->ffn < 1)))
+				 (c->moe_dense && c->ffn < 1))))
 		return SB_ERR(err, SB_EUSAGE,
-			      "model: moe_experts %d needs 1 <= moe_topk (%d) <= min(moe_experts, 64), moe_ffn >= 1 (%d) and an MLP "
-			      "(ffn %d)", c->moe_experts, c->moe_topk, c->moe_ffn, c->ffn);
+			      "model: moe_experts %d needs 1 <= moe_topk (%d) <= min(moe_experts, 64), moe_ffn >= 1 (%d) and, "
+			      "with moe_dense, an MLP (ffn %d)", c->moe_experts, c->moe_topk, c->moe_ffn, c->ffn);
+	if (c->moe_dense < 0 || c->moe_dense > 1 || c->moe_gate < 0 || c->moe_gate > 1)
+		return SB_ERR(err, SB_EUSAGE, "model: moe_dense and moe_gate are 0 or 1");
+	if (c->moe_layers[0] && (strlen(c->moe_layers) != (size_t)c->n_layer ||
+				 strspn(c->moe_layers, "01") != strlen(c->moe_layers) || !c->moe_experts))
+		return SB_ERR(err, SB_EUSAGE, "model: moe_layers '%s' must give each of the %d layers 0 or 1 (and "
+					      "moe_experts)", c->moe_layers, c->n_layer);
+	for (int l = 0; l < c->n_layer && !c->moe_dense && c->ffn < 1; l++)
+		if (!sb_lm_layer_moe(c, l))
+			return SB_ERR(err, SB_EUSAGE, "model: layer %d has no experts and needs the dense MLP (ffn %d)", l,
+				      c->ffn);
 	if (c->ssm_conv_bias < 0 || c->ssm_conv_bias > 1 || c->ssm_proj_bias < 0 || c->ssm_proj_bias > 3)
 		return SB_ERR(err, SB_EUSAGE, "model: ssm_conv_bias is 0 or 1; ssm_proj_bias 0 (none), 1 (in_proj and "
 					      "out_proj), 2 (in_proj) or 3 (out_proj)");
@@ -244,6 +255,8 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	INT_FIELD(moe_experts)
 	INT_FIELD(moe_topk)
 	INT_FIELD(moe_ffn)
+	INT_FIELD(moe_dense)
+	INT_FIELD(moe_gate)
 	FLT_FIELD(emb_mult)
 	FLT_FIELD(resid_mult)
 	FLT_FIELD(attn_scale)
@@ -260,6 +273,12 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 		if (strlen(sval) >= sizeof c->pattern)
 			return SB_ERR(err, SB_EUSAGE, "model: pattern too long");
 		snprintf(c->pattern, sizeof c->pattern, "%s", sval);
+		return 0;
+	}
+	if (strcmp(key, "moe_layers") == 0) {
+		if (strlen(sval) >= sizeof c->moe_layers)
+			return SB_ERR(err, SB_EUSAGE, "model: moe_layers too long");
+		snprintf(c->moe_layers, sizeof c->moe_layers, "%s", sval);
 		return 0;
 	}
 	if (strcmp(key, "rope_layers") == 0) {
@@ -418,6 +437,12 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 		sb_jw_kint(w, "moe_experts", c->moe_experts);
 		sb_jw_kint(w, "moe_topk", c->moe_topk);
 		sb_jw_kint(w, "moe_ffn", c->moe_ffn);
+		if (c->moe_layers[0])
+			sb_jw_kstr(w, "moe_layers", c->moe_layers);
+		if (!c->moe_dense)
+			sb_jw_kint(w, "moe_dense", c->moe_dense);
+		if (c->moe_gate)
+			sb_jw_kint(w, "moe_gate", c->moe_gate);
 	}
 	if (c->emb_mult != 1.0f)
 		sb_jw_kf32(w, "emb_mult", c->emb_mult);
@@ -569,11 +594,14 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 		}
 		if (c->sandwich)
 			tadd(&t, NM("post_mixer_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
-		if (F > 0) {
+		int dense = sb_lm_layer_mlp(c, l), moe = sb_lm_layer_moe(c, l);
+		if (dense || moe) {
 			if (c->prenorm)
 				tadd(&t, NM("post_attention_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
 			if (c->prenorm && !c->rmsnorm)
 				tadd(&t, NM("post_attention_layernorm.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+		}
+		if (dense) {
 			if (c->swiglu) {
 				/* gate and up adjacent: one [2F, d] product (linear = 2: packed together) */
 				tadd(&t, NM("mlp.gate_proj.weight"), 2, F, d, 0, SB_LM_INIT_NORMAL, std, 1, 2);
@@ -590,13 +618,15 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 			tadd(&t, NM("mlp.down_proj.weight"), 2, d, F, 0, SB_LM_INIT_NORMAL, ostd, 1, 1);
 			if (c->bias)
 				tadd(&t, NM("mlp.down_proj.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
-			if (c->moe_experts) { /* Granite's names; the router float, unpacked (dot products);
-					       * the experts' stacks packed expert by expert (linear = 3) */
-				int E = c->moe_experts, Fe = c->moe_ffn;
-				tadd(&t, NM("block_sparse_moe.router.layer.weight"), 2, E, d, 0, SB_LM_INIT_NORMAL, std, 1, 0);
-				tadd(&t, NM("block_sparse_moe.input_linear.weight"), 3, E, 2 * Fe, d, SB_LM_INIT_NORMAL, std, 1, 3);
-				tadd(&t, NM("block_sparse_moe.output_linear.weight"), 3, E, d, Fe, SB_LM_INIT_NORMAL, ostd, 1, 3);
-			}
+		}
+		if (moe) { /* Granite's names; the router float, unpacked (dot products); the experts'
+			    * stacks packed expert by expert (linear = 3) */
+			int E = c->moe_experts, Fe = c->moe_ffn;
+			tadd(&t, NM("block_sparse_moe.router.layer.weight"), 2, E, d, 0, SB_LM_INIT_NORMAL, std, 1, 0);
+			tadd(&t, NM("block_sparse_moe.input_linear.weight"), 3, E, 2 * Fe, d, SB_LM_INIT_NORMAL, std, 1, 3);
+			tadd(&t, NM("block_sparse_moe.output_linear.weight"), 3, E, d, Fe, SB_LM_INIT_NORMAL, ostd, 1, 3);
+		}
+		if (dense || moe) {
 			if (c->sandwich)
 				tadd(&t, NM("post_feedforward_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
 		}
@@ -915,6 +945,9 @@ int sb_lm_model_new_eval(struct sb_backend *be, const struct sb_lm_cfg *cfg, int
 	return model_new(be, cfg, 1, bf16, out, err);
 }
 
+static int expert_parts(const struct sb_tensors *ts, const struct sb_lm_param *p, int64_t e,
+			const struct sb_tensor **t, int *nt, struct sb_err *err);
+
 int sb_lm_tensors_bf16(const struct sb_lm_cfg *cfg, const struct sb_tensors *ts)
 {
 	struct sb_lm_cfg c = *cfg;
@@ -927,7 +960,10 @@ int sb_lm_tensors_bf16(const struct sb_lm_cfg *cfg, const struct sb_tensors *ts)
 	for (int i = 0; i < n && all; i++) {
 		int lin = ps[i].linear || (i > 0 && ps[i - 1].linear == 2) ||
 			  !strcmp(ps[i].name, "model.embed_tokens.weight");
-		const struct sb_tensor *t = lin ? sb_tensors_find(ts, ps[i].name) : NULL;
+		const struct sb_tensor *t = lin ? sb_tensors_find(ts, ps[i].name) : NULL, *te[2];
+		int nt;
+		if (lin && !t && ps[i].linear == 3) /* the experts kept apart: the first expert's dtype */
+			t = expert_parts(ts, &ps[i], 0, te, &nt, &e) ? NULL : te[0];
 		all = !lin || (t && t->dtype == SB_BF16);
 	}
 	free(ps);
@@ -1051,6 +1087,74 @@ static void widen(float *dst, const struct sb_tensor *t, size_t at, size_t numel
 		}
 }
 
+int sb_lm_expert_name(const char *stacked, int e, int part, char *out, size_t cap)
+{
+	const char *tail = part < 2 ? ".block_sparse_moe.input_linear.weight" : ".block_sparse_moe.output_linear.weight";
+	size_t n = strlen(stacked), nt = strlen(tail);
+	if (n < nt || strcmp(stacked + n - nt, tail) || part < 0 || part > 2)
+		return -1;
+	static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};
+	snprintf(out, cap, "%.*s.block_sparse_moe.experts.%d.%s.weight", (int)(n - nt), stacked, e, proj[part]);
+	return 0;
+}
+
+/* An experts' stack kept apart in the checkpoint: expert e's parts (gate and up of
+ * input_linear, down of output_linear), each [N, K] of the stack's [E, N, K] (gate and up
+ * [N / 2, K] each); NULL, with the reason in err, when one is missing or of another shape */
+static int expert_parts(const struct sb_tensors *ts, const struct sb_lm_param *p, int64_t e,
+			const struct sb_tensor **t, int *nt, struct sb_err *err)
+{
+	char nm[160];
+	int in = sb_lm_expert_name(p->name, 0, 0, nm, sizeof nm) == 0;
+	*nt = in ? 2 : 1;
+	for (int k = 0; k < *nt; k++) {
+		sb_lm_expert_name(p->name, (int)e, in ? k : 2, nm, sizeof nm);
+		t[k] = sb_tensors_find(ts, nm);
+		int64_t rows = in ? p->shape[1] / 2 : p->shape[1];
+		if (!t[k])
+			return SB_ERR(err, SB_EDATA, "checkpoint lacks tensor '%s' (or the stack '%s')", nm, p->name);
+		if ((t[k]->dtype != SB_F32 && t[k]->dtype != SB_BF16 && t[k]->dtype != SB_F16) || t[k]->ndim != 2 ||
+		    t[k]->shape[0] != rows || t[k]->shape[1] != p->shape[2] || (k && t[k]->dtype != t[0]->dtype))
+			return SB_ERR(err, SB_EDATA, "checkpoint tensor '%s' has another dtype or shape", nm);
+	}
+	return 0;
+}
+
+/* An experts' stack from its experts' tensors, expert by expert: widened into the full
+ * model's host buffer at the stack's place, or packed into pt as a stack's expert is (the
+ * bfloat16 ones copied as they are); host holds at least one expert's matrix */
+static int load_experts(struct sb_lm_model *m, const struct sb_lm_param *p, const struct sb_tensors *ts, float *host,
+			struct sb_err *err)
+{
+	size_t one = p->numel / (size_t)p->shape[0];
+	uint16_t *h16 = (uint16_t *)(void *)host;
+	for (int64_t e = 0; e < p->shape[0]; e++) {
+		const struct sb_tensor *t[2];
+		int nt;
+		SB_TRY(expert_parts(ts, p, e, t, &nt, err));
+		size_t part = one / (size_t)nt;
+		if (m->bf16 && t[0]->dtype != SB_BF16)
+			return SB_ERR(err, SB_EDATA, "checkpoint tensor of expert %lld of '%s' is not bfloat16 (the model was "
+						     "opened for bfloat16 weights)", (long long)e, p->name);
+		for (int k = 0; k < nt; k++)
+			if (m->p)
+				widen(host + p->offset + one * (size_t)e + part * (size_t)k, t[k], 0, part);
+			else if (m->bf16)
+				memcpy(h16 + part * (size_t)k, t[k]->data, part * 2);
+			else
+				widen(host + part * (size_t)k, t[k], 0, part);
+		if (m->p)
+			continue;
+		if (m->bf16)
+			m->lo->pack_rows_bf16(sb_be_main(m->be), (uint16_t *)(void *)(m->pt + p->offset) + one * (size_t)e,
+					      h16, (int)p->shape[1], (int)p->shape[2]);
+		else
+			m->lo->pack_rows(sb_be_main(m->be), m->pt + p->offset + one * (size_t)e, host, (int)p->shape[1],
+					 (int)p->shape[2]);
+	}
+	return 0;
+}
+
 int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts, struct sb_err *err)
 {
 	/* a full model: every tensor widened into one host buffer, uploaded to p, then the
@@ -1072,6 +1176,10 @@ int sb_lm_model_from_tensors(struct sb_lm_model *m, const struct sb_tensors *ts,
 	for (int i = 0; i < m->n_params && !rc; i++) {
 		const struct sb_lm_param *p = &m->params[i];
 		const struct sb_tensor *t = sb_tensors_find(ts, p->name);
+		if (!t && p->linear == 3) { /* the experts kept apart (an import of Mixtral, Qwen3-MoE, Jamba) */
+			rc = load_experts(m, p, ts, host, err);
+			continue;
+		}
 		if (!t) {
 			rc = SB_ERR(err, SB_EDATA, "checkpoint lacks tensor '%s'", p->name);
 			break;
@@ -2389,12 +2497,17 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 			for (size_t i = 0; i < (size_t)n * d; i++)
 				c->y[i] *= cf->resid_mult;
 		lo->add(ctx, c->x, c->y, (size_t)n * d);
-		if (F) {
+		int dense = sb_lm_layer_mlp(cf, l), moe = sb_lm_layer_moe(cf, l);
+		if (dense || moe) {
 			if (cf->prenorm)
 				lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x, y->ln2_w, y->ln2_b, n, d, cf->norm_eps,
 						 rms);
 			else
 				op->copy(ctx, c->nrm, c->x, (size_t)n * d * sizeof(float));
+			if (!dense) /* the experts alone (Mixtral's, Jamba's MoE layers): added to zeros */
+				op->zero(ctx, c->y, (size_t)n * d * sizeof(float));
+		}
+		if (dense) {
 			mm_rows(m, ctx, c->h, c->nrm, yt->up_w, y->up_b, n, d, cf->swiglu ? 2 * F : F);
 			if (cf->mlp_gate_mult != 1.0f) /* Falcon-H1's: the gate projection's output (SwiGLU) */
 				for (int i = 0; i < n; i++)
@@ -2407,13 +2520,15 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 				op->gelu_forward(ctx, c->a, NULL, NULL, c->h, &no_drop, (size_t)n * F);
 			mm_rows(m, ctx, c->y, c->a, yt->down_w, y->down_b, n, F, d);
 			scaled(c->y, c->y, cf->mlp_down_mult, (size_t)n * d);
-			if (cf->moe_experts && m->bf16) /* Granite's experts, added to the shared MLP's output */
-				lo->moe_rows_bf16(ctx, c->y, c->nrm, yt->moe_r, (const uint16_t *)(const void *)yt->moe_in,
-						  (const uint16_t *)(const void *)yt->moe_out, c->moe, n, d, cf->moe_experts,
-						  cf->moe_topk, cf->moe_ffn);
-			else if (cf->moe_experts)
-				lo->moe_rows(ctx, c->y, c->nrm, yt->moe_r, yt->moe_in, yt->moe_out, c->moe, n, d,
-					     cf->moe_experts, cf->moe_topk, cf->moe_ffn);
+		}
+		if (moe && m->bf16) /* the experts, added to the dense MLP's output (Granite's) or to zeros */
+			lo->moe_rows_bf16(ctx, c->y, c->nrm, yt->moe_r, (const uint16_t *)(const void *)yt->moe_in,
+					  (const uint16_t *)(const void *)yt->moe_out, c->moe, n, d, cf->moe_experts,
+					  cf->moe_topk, cf->moe_ffn, cf->moe_gate);
+		else if (moe)
+			lo->moe_rows(ctx, c->y, c->nrm, yt->moe_r, yt->moe_in, yt->moe_out, c->moe, n, d, cf->moe_experts,
+				     cf->moe_topk, cf->moe_ffn, cf->moe_gate);
+		if (dense || moe) {
 			if (cf->sandwich)
 				lo->norm_forward(ctx, c->y, NULL, c->rstd, c->y, y->ln4_w, NULL, n, d, cf->norm_eps, 1);
 			if (cf->resid_mult != 1.0f)

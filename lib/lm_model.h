@@ -166,6 +166,14 @@ struct sb_lm_cfg {
 	 * (input_linear [E, 2 moe_ffn, d]: gate rows then up rows; output_linear [E, d, moe_ffn]);
 	 * the MLP's output becomes the gated sum of the picked experts' plus the MLP's own */
 	int moe_experts, moe_topk, moe_ffn;
+	/* which layers have the experts (one character a layer, '1' experts, '0' none: Jamba's every
+	 * other layer, Qwen3-MoE's mlp_only_layers; "" = every layer); moe_dense 1: the dense MLP
+	 * runs beside them (Granite's shared MLP; default), 0: the experts replace it in their layers
+	 * (Mixtral, Qwen3-MoE, Jamba; the other layers keep the dense MLP of width ffn); moe_gate 0:
+	 * the gates are the softmax of the picked logits (Granite's, Mixtral's, norm_topk_prob), 1:
+	 * the softmax over every expert's logit, the picked ones not renormalised (Jamba's, OLMoE's) */
+	char moe_layers[SB_LM_MAX_LAYERS + 1];
+	int moe_dense, moe_gate;
 	/* Granite's multipliers: 1, 1, 0 (= 1/sqrt(head_dim)), 1 when unused */
 	float emb_mult, resid_mult, attn_scale, logit_div;
 	int max_T;        /* longest sequence (learned positions) */
@@ -185,6 +193,21 @@ static inline int sb_lm_layer_rope(const struct sb_lm_cfg *c, int l)
 {
 	return c->pos == SB_LM_POS_ROPE && (!c->rope_layers[0] || c->rope_layers[l] == '1');
 }
+/* whether layer l has the experts */
+static inline int sb_lm_layer_moe(const struct sb_lm_cfg *c, int l)
+{
+	return c->moe_experts && (!c->moe_layers[0] || c->moe_layers[l] == '1');
+}
+/* whether layer l runs the dense MLP (of width ffn) */
+static inline int sb_lm_layer_mlp(const struct sb_lm_cfg *c, int l)
+{
+	return c->ffn > 0 && (c->moe_dense || !sb_lm_layer_moe(c, l));
+}
+/* The name of one expert's matrix in a checkpoint that keeps the experts apart (an import of
+ * Mixtral, Qwen3-MoE or Jamba: model.layers.N.block_sparse_moe.experts.E.{gate,up,down}_proj.weight)
+ * for the stacked parameter `stacked` (block_sparse_moe.input_linear.weight: part 0 gate, 1 up;
+ * output_linear.weight: part 2 down); 0, or -1 when `stacked` is not an experts' stack */
+int sb_lm_expert_name(const char *stacked, int e, int part, char *out, size_t cap);
 /* the rotated dimensions of a head: rope_dim, or head_dim when 0 */
 static inline int sb_lm_rope_dim(const struct sb_lm_cfg *c) { return c->rope_dim ? c->rope_dim : c->head_dim; }
 void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c); /* an object value */

@@ -234,6 +234,19 @@ sb-lm import -q -o "$T/rune4" --corpus "shakespeare=$TXT" --T 256 "$TOP/tests/fi
 		"$re4/eval.ndjson" >/dev/null
 t_result $? "EXAONE 4: imported, evaluated (masks on its global layer 3); the report names the NoPE layer ($(head -c 300 "$T/e"))"
 sas_on olmo3 "OLMo 3"
+# Qwen3-MoE (experts in place of the MLP in layers 0 and 2, gates over all experts): imported,
+# its experts kept apart in the run's checkpoint, evaluated; masks on every layer; the
+# parameter count is the checkpoint's 34,832 (the experts included)
+sb-lm import -q -o "$T/runqm" --corpus "shakespeare=$TXT" --T 256 "$TOP/tests/fixtures/hf/qwen3_moe" >"$T/oqm" 2>"$T/e" &&
+	rqm=$(jq -r .run_dir "$T/oqm") &&
+	sb-eval -q --set probes=1 --set windows=2 --set tasks=vt --set bench_reps=1 \
+		--set 'masks=dense;recipe:s=4,w=16,k=8' "$rqm" >/dev/null 2>>"$T/e" &&
+	jq -e '.source.model_type == "qwen3_moe" and .model.moe_experts == 4 and .model.moe_layers == "101"
+		and .model.moe_dense == 0 and .model.moe_gate == 1' "$rqm/cell.json" >/dev/null &&
+	jq -e -s 'map(select(.kind == "lm.eval.setup"))[0] | .masked_layers == [0, 1, 2] and .parameter_count == 34832' \
+		"$rqm/eval.ndjson" >/dev/null &&
+	jq -e -s '[.[] | select(.kind == "lm.fidelity.window" and .method != "dense")] | any(.kl_tail > 0)' "$rqm/eval.ndjson" >/dev/null
+t_result $? "Qwen3-MoE: imported, evaluated; experts in layers 0 and 2, masks on every layer ($(head -c 300 "$T/e"))"
 mkdir -p "$T/badtok" && cp "$HF"/* "$T/badtok/" && printf '{"model": {"type": "WordPiece"}}' >"$T/badtok/tokenizer.json"
 noimp "a tokenizer the evaluation cannot read" 3 "$T/badtok/tokenizer.json: model.type: only \"BPE\"" --corpus "x=$TXT" --T 256 "$T/badtok"
 sb-lm import --help | grep -q 'Usage: sb-lm import'

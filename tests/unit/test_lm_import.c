@@ -228,7 +228,7 @@ static void check_model(struct sb_backend *be, const char *name)
 		     !strcmp(name, "qwen3_yarn") || !strcmp(name, "granite3") || !strcmp(name, "gemma3") ||
 		     !strcmp(name, "gemma3_mm") || !strcmp(name, "gemma2") || !strcmp(name, "bamba") ||
 		     !strcmp(name, "olmo2") || !strcmp(name, "smollm3") || !strcmp(name, "falcon_h1") ||
-		     !strcmp(name, "falcon_h1_gate");
+		     !strcmp(name, "falcon_h1_gate") || !strcmp(name, "qwen3_moe");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -243,7 +243,10 @@ static void check_model(struct sb_backend *be, const char *name)
 			half = half && end - p->offset == (((p->numel + 1) / 2 + 15) & ~(size_t)15);
 			experts += p->linear == 3;
 		}
-		SB_CHECK(half && experts == (m->cfg.moe_experts ? 2 * m->cfg.n_layer : 0),
+		int moe_layers = 0;
+		for (int l = 0; l < m->cfg.n_layer; l++)
+			moe_layers += sb_lm_layer_moe(&m->cfg, l);
+		SB_CHECK(half && experts == 2 * moe_layers,
 			 "%s: the Linear weights (%d expert stacks among them) held as bfloat16, 2 bytes each", name,
 			 experts);
 		struct sb_tensors ck;
@@ -1088,6 +1091,107 @@ static void check_gemma2(struct sb_backend *be)
 	free(base);
 }
 
+/* Qwen3-MoE and Mixtral: the experts' configuration as read (which layers, the gates, no dense
+ * MLP beside them), the run's checkpoint holding every expert apart under the toolkit's names,
+ * and what is refused */
+static void check_moe_split(struct sb_backend *be)
+{
+	static const struct {
+		const char *name, *layers;
+		int split, E, K, Fe, ffn, gate;
+	} want[] = {{"qwen3_moe", "101", 1, 4, 2, 16, 48, 1}, {"mixtral", "", 2, 4, 2, 48, 0, 0}};
+	struct sb_err err = {0};
+	struct sb_lm_cfg c;
+	struct sb_lm_hf_info info;
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		int rc = fixture_config(want[i].name, &c, &info, &err);
+		SB_CHECK(!rc && info.moe_split == want[i].split && c.moe_experts == want[i].E && c.moe_topk == want[i].K &&
+				 c.moe_ffn == want[i].Fe && c.ffn == want[i].ffn && c.moe_gate == want[i].gate &&
+				 c.moe_dense == 0 && !strcmp(c.moe_layers, want[i].layers),
+			 "%s: experts read as %d of %d, top %d, layers '%s' (want '%s'), gates over %s, dense MLP %d (%s)",
+			 want[i].name, c.moe_experts, c.moe_ffn, c.moe_topk, c.moe_layers, want[i].layers,
+			 c.moe_gate ? "all" : "the picked", c.ffn, rc ? err.msg : "read");
+	}
+	{ /* the run's checkpoint: each expert's matrices apart, under the toolkit's names */
+		char dir[4600], runs[128], rd[4096], path[4700];
+		snprintf(dir, sizeof dir, "%s/tests/fixtures/hf/mixtral", top);
+		snprintf(runs, sizeof runs, "%s/runs", tmp);
+		struct sb_lm_import_opts o;
+		memset(&o, 0, sizeof o);
+		o.n_corpora = 1;
+		snprintf(o.corpora[0], sizeof o.corpora[0], "text=%s/tests/fixtures/lm/shakespeare-head.txt", top);
+		struct sb_lm_cell cell;
+		int existed = 0, rc = sb_lm_import(dir, runs, &o, &cell, rd, &existed, &err);
+		struct sb_tensors ts;
+		snprintf(path, sizeof path, "%s/model.safetensors", rd);
+		if (!rc)
+			rc = sb_st_read(path, &ts, &err);
+		int n_exp = 0, stacked = 0;
+		for (size_t j = 0; !rc && j < ts.n; j++) {
+			n_exp += strstr(ts.t[j].name, ".block_sparse_moe.experts.") != NULL;
+			stacked += strstr(ts.t[j].name, "input_linear") || strstr(ts.t[j].name, "output_linear");
+		}
+		SB_CHECK(!rc && n_exp == 2 * 4 * 3 && !stacked &&
+				 sb_tensors_find(&ts, "model.layers.1.block_sparse_moe.experts.3.up_proj.weight") &&
+				 sb_tensors_find(&ts, "model.layers.0.block_sparse_moe.router.layer.weight"),
+			 "mixtral: the run's checkpoint holds the %d experts' matrices apart under the toolkit's names (%d "
+			 "of 24; %d stacks; %s)", n_exp, n_exp, stacked, rc ? err.msg : "read");
+		if (!rc)
+			sb_tensors_free(&ts);
+		/* opened as a full model (the experts widened into the parameters at their stacks'
+		 * places) and as an evaluation model (packed expert by expert): the same logits */
+		struct sb_lm_cell c1, c2;
+		struct sb_lm_model *mf = NULL, *me = NULL;
+		struct sb_lm_cache *kf = NULL, *ke = NULL;
+		char sha[SB_SHA256_HEX];
+		int32_t ids[16];
+		float *lf = malloc(16 * 128 * sizeof *lf), *le = malloc(16 * 128 * sizeof *le);
+		for (int t = 0; t < 16; t++)
+			ids[t] = (t * 37 + 5) % 128;
+		if (!rc)
+			rc = sb_lm_run_open(be, rd, 0, &c1, &mf, sha, &err);
+		if (!rc)
+			rc = sb_lm_run_open(be, rd, 1, &c2, &me, sha, &err);
+		if (!rc)
+			rc = sb_lm_cache_new(mf, 16, &kf, &err);
+		if (!rc)
+			rc = sb_lm_cache_new(me, 16, &ke, &err);
+		if (!rc)
+			rc = sb_lm_forward_cached_ids(sb_be_main(be), mf, kf, ids, 16, NULL, lf, 1, NULL, &err);
+		if (!rc)
+			rc = sb_lm_forward_cached_ids(sb_be_main(be), me, ke, ids, 16, NULL, le, 1, NULL, &err);
+		SB_CHECK(!rc && !memcmp(lf, le, 16 * 128 * sizeof *lf),
+			 "mixtral: its run opened as a full model and as an evaluation model gives the same logits bit for "
+			 "bit (%s)", rc ? err.msg : "compared");
+		sb_lm_cache_free(kf);
+		sb_lm_cache_free(ke);
+		sb_lm_model_free(mf);
+		sb_lm_model_free(me);
+		free(lf);
+		free(le);
+	}
+	char *base = fixture_json("qwen3_moe");
+	if (!base)
+		return;
+	refuse(be, "qwen3_moe", "qwen3_moe: unchanged copy imports", base, NULL, 0, "");
+	refuse(be, "qwen3_moe", "qwen3_moe: mlp_only_layers past the last layer",
+	       cfg_with(base, "\"mlp_only_layers\": [", "\"mlp_only_layers\": [5, "), NULL, SB_EDATA,
+	       "mlp_only_layers[0] is not a layer index (0..2)");
+	refuse(be, "qwen3_moe", "qwen3_moe: more experts per token than experts",
+	       cfg_with(base, "\"num_experts_per_tok\": 2", "\"num_experts_per_tok\": 5"), NULL, SB_EDATA,
+	       "'num_experts_per_tok' 5 is more than the 4 experts");
+	refuse(be, "qwen3_moe", "qwen3_moe: more experts in the config than in the checkpoint (the router's rows)",
+	       cfg_with(base, "\"num_experts\": 4", "\"num_experts\": 5"), NULL, SB_EDATA,
+	       "tensor 'model.layers.0.mlp.gate.weight' has another shape: [4, 32] in the file, [5, 32]");
+	refuse(be, "qwen3_moe", "qwen3_moe: an expert width the weights do not have",
+	       cfg_with(base, "\"moe_intermediate_size\": 16", "\"moe_intermediate_size\": 32"), NULL, SB_EDATA,
+	       "'model.layers.0.mlp.experts.0.gate_proj.weight' has another shape: [16, 32] in the file, [32, 32]");
+	refuse(be, "qwen3_moe", "qwen3_moe: layer 1 no longer dense: its router is not in the checkpoint",
+	       cfg_with(base, "\"mlp_only_layers\": [", "\"mlp_only_layers\": [], \"x\": ["), NULL, SB_EDATA,
+	       "lacks tensor 'model.layers.1.mlp.gate.weight'");
+	free(base);
+}
+
 /* Falcon-H1: the configuration as read (the gated norm's three forms, the two projection
  * biases, the multipliers, rope_theta 1e11 as a float), what is refused, and that training
  * refuses the parallel mixers */
@@ -1419,6 +1523,9 @@ int main(void)
 	check_model(be, "falcon_h1_norm");
 	check_model(be, "falcon_h1_gate");
 	check_falcon_h1(be);
+	check_model(be, "qwen3_moe");
+	check_model(be, "mixtral");
+	check_moe_split(be);
 	check_model(be, "olmo2");
 	check_model(be, "olmo3");
 	check_olmo(be);

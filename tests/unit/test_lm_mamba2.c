@@ -221,10 +221,11 @@ static void check_moe(struct sb_backend *be)
 		}
 		int top_ties = 0;
 		int Ku = tie ? 1 : K;
+		int ga = s % 2; /* odd shapes: the softmax over every expert (Jamba's gates) */
 		pack_experts(lo, ctx, wip, NULL, wi, E, 2 * Fe, d);
 		pack_experts(lo, ctx, wop, NULL, wo, E, d, Fe);
 		memcpy(out, base, nd * sizeof *out);
-		lo->moe_rows(ctx, out, x, wr, wip, wop, scr, n, d, E, Ku, Fe);
+		lo->moe_rows(ctx, out, x, wr, wip, wop, scr, n, d, E, Ku, Fe, ga);
 		for (int i = 0; i < n; i++) {
 			const float *xi = x + (size_t)i * d;
 			double lg[64];
@@ -247,6 +248,11 @@ static void check_moe(struct sb_backend *be)
 			double sum = 0, g[64];
 			for (int k = 0; k < Ku; k++)
 				sum += g[k] = exp(lg[order[k]] - lg[order[0]]);
+			if (ga) {
+				sum = 0;
+				for (int e = 0; e < E; e++)
+					sum += exp(lg[e] - lg[order[0]]);
+			}
 			for (int j = 0; j < d; j++)
 				want[(size_t)i * d + j] = base[(size_t)i * d + j];
 			for (int k = 0; k < Ku; k++) {
@@ -270,8 +276,9 @@ static void check_moe(struct sb_backend *be)
 		for (size_t i = 0; i < nd; i++)
 			got[i] = out[i];
 		char name[160];
-		snprintf(name, sizeof name, "moe_rows d %d, %d experts of %d, top %d, %d rows%s vs the double transcription",
-			 d, E, Fe, Ku, n, tie ? " (a tie between experts 1 and 3: 1 picked)" : "");
+		snprintf(name, sizeof name, "moe_rows d %d, %d experts of %d, top %d, %d rows%s%s vs the double transcription",
+			 d, E, Fe, Ku, n, tie ? " (a tie between experts 1 and 3: 1 picked)" : "",
+			 ga ? " (gates over all experts)" : "");
 		/* float FMA chains of d and Fe terms (one chain each, not dotf's 16 partial sums)
 		 * vs double, on sums up to ~40: the rounding grows with the chains' length
 		 * (observed 2.4e-7 at d 19, 9e-5 at d 150, Fe 53), hence 2e-5 plus 1e-6 per term;
@@ -282,7 +289,7 @@ static void check_moe(struct sb_backend *be)
 		/* each row alone */
 		memcpy(o1, base, nd * sizeof *o1);
 		for (int i = 0; i < n; i++)
-			lo->moe_rows(ctx, o1 + (size_t)i * d, x + (size_t)i * d, wr, wip, wop, scr, 1, d, E, Ku, Fe);
+			lo->moe_rows(ctx, o1 + (size_t)i * d, x + (size_t)i * d, wr, wip, wop, scr, 1, d, E, Ku, Fe, ga);
 		SB_CHECK(!memcmp(o1, out, nd * sizeof *o1),
 			 "moe_rows d %d E %d top %d, %d rows: one row at a time, the same bits", d, E, Ku, n);
 		/* the rows in reverse order: each expert's batch holds them at other places */
@@ -290,7 +297,7 @@ static void check_moe(struct sb_backend *be)
 			memcpy(xr + (size_t)(n - 1 - i) * d, x + (size_t)i * d, (size_t)d * sizeof *xr);
 			memcpy(rev + (size_t)(n - 1 - i) * d, base + (size_t)i * d, (size_t)d * sizeof *rev);
 		}
-		lo->moe_rows(ctx, rev, xr, wr, wip, wop, scr, n, d, E, Ku, Fe);
+		lo->moe_rows(ctx, rev, xr, wr, wip, wop, scr, n, d, E, Ku, Fe, ga);
 		int same = 1;
 		for (int i = 0; i < n && same; i++)
 			same = !memcmp(rev + (size_t)(n - 1 - i) * d, out + (size_t)i * d, (size_t)d * sizeof *rev);
@@ -302,15 +309,16 @@ static void check_moe(struct sb_backend *be)
 		pack_experts(lo, ctx, wip, wi16, wi, E, 2 * Fe, d);
 		pack_experts(lo, ctx, wop, wo16, wo, E, d, Fe);
 		memcpy(out, base, nd * sizeof *out);
-		lo->moe_rows(ctx, out, x, wr, wip, wop, scr, n, d, E, Ku, Fe);
+		lo->moe_rows(ctx, out, x, wr, wip, wop, scr, n, d, E, Ku, Fe, ga);
 		memcpy(o1, base, nd * sizeof *o1);
-		lo->moe_rows_bf16(ctx, o1, x, wr, wi16, wo16, scr, n, d, E, Ku, Fe);
+		lo->moe_rows_bf16(ctx, o1, x, wr, wi16, wo16, scr, n, d, E, Ku, Fe, ga);
 		SB_CHECK(!memcmp(o1, out, nd * sizeof *o1),
 			 "moe_rows_bf16 d %d E %d top %d, %d rows: the float op's bits on the widened weights", d, E, Ku,
 			 n);
 		memcpy(o1, base, nd * sizeof *o1);
 		for (int i = 0; i < n; i++)
-			lo->moe_rows_bf16(ctx, o1 + (size_t)i * d, x + (size_t)i * d, wr, wi16, wo16, scr, 1, d, E, Ku, Fe);
+			lo->moe_rows_bf16(ctx, o1 + (size_t)i * d, x + (size_t)i * d, wr, wi16, wo16, scr, 1, d, E, Ku, Fe,
+					  ga);
 		SB_CHECK(!memcmp(o1, out, nd * sizeof *o1),
 			 "moe_rows_bf16 d %d E %d top %d, %d rows: one row at a time, the same bits", d, E, Ku, n);
 		free(x);
