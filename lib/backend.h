@@ -432,6 +432,14 @@ struct sb_backend_lm_ops {
 	void (*mamba2_rows)(struct sb_ctx *ctx, float *y, const float *proj, float *hist, float *S, const float *cw,
 			    const float *cb, const float *dt_bias, const float *A_log, const float *D, int n, int H,
 			    int P, int N, int G, int K, int gate);
+	/* Mamba (1)'s selective scan, evaluation path only (lib/lm_model.h, kind V): n rows of one
+	 * sequence, u[n, I] (the convolution's output after SiLU), dt[n, I] (dt_proj's, before
+	 * softplus), B and C [n, N], z[n, I] the gate; per channel i with S[I, N] (updated):
+	 * dt = softplus(dt), S_i = exp(-dt exp(A_log_i)) S_i + dt u_i B, y_i = (S_i.C + D_i u_i)
+	 * silu(z_i); A_log [I, N], D [I] */
+	void (*mamba1_rows)(struct sb_ctx *ctx, float *y, const float *u, const float *dt, const float *B,
+			    const float *C, const float *z, float *S, const float *A_log, const float *D, int n, int nI,
+			    int N);
 	/* Granite's mixture of experts, evaluation path only (lib/lm_model.h, moe_experts): per
 	 * row, router logits r[E, d] x (float, unpacked), the top K (ties: the lower index,
 	 * K <= 64), gates their softmax (gate_all 1: the softmax over all E logits, the picked

@@ -1297,6 +1297,27 @@ static void lm_mamba2_rows(struct sb_ctx *ctx, float *y, const float *proj, floa
 	}
 }
 
+/* Mamba (1)'s scan, one row at a time in order (any split of the rows gives the same bits):
+ * per channel, S = exp(dt * -exp(A_log)) S + (dt u) B element by element, y = S.C in dotf's
+ * order, plus D u, times silu(z) */
+static void lm_mamba1_rows(struct sb_ctx *ctx, float *y, const float *u, const float *dt, const float *B, const float *C,
+			   const float *z, float *S, const float *A_log, const float *D, int n, int nI, int N)
+{
+	for (int r = 0; r < n; r++) {
+		const float *ur = u + (size_t)r * nI, *dr = dt + (size_t)r * nI, *zr = z + (size_t)r * nI;
+		const float *Br = B + (size_t)r * N, *Cr = C + (size_t)r * N;
+		float *yr = y + (size_t)r * nI;
+		for (int i = 0; i < nI; i++) {
+			float delta = softplus_f(dr[i]), du = delta * ur[i];
+			float *Si = S + (size_t)i * N;
+			const float *Ai = A_log + (size_t)i * N;
+			for (int j = 0; j < N; j++)
+				Si[j] = sfma(du, Br[j], expf(delta * -expf(Ai[j])) * Si[j]);
+			yr[i] = sfma(D[i], ur[i], dotf(Si, Cr, N)) * silu_f(zr[i]);
+		}
+	}
+}
+
 /* ---------------------------------------------------------------- mixture of experts (evaluation) */
 
 /* Granite's experts: out[i] = moe(x[i]) + out[i]. Router logits r[E, d] . x (dotf, row by
@@ -1426,6 +1447,7 @@ static const struct sb_backend_lm_ops cpu_lm_ops = {
 	.linattn_backward = lm_linattn_backward,
 	.linattn_rows = lm_linattn_rows,
 	.mamba2_rows = lm_mamba2_rows,
+	.mamba1_rows = lm_mamba1_rows,
 	.moe_rows = lm_moe_rows,
 	.moe_rows_bf16 = lm_moe_rows_bf16,
 };

@@ -778,6 +778,100 @@ static int is_expert_src(const char *nm, const struct sb_lm_hf_info *info, const
 	return 0;
 }
 
+/* ---------------------------------------------------------------- Jamba */
+
+/* a layer period and its offset (JambaConfig: the offset below the period) */
+static int jamba_period(const struct sb_json *o, const char *name, const char *pk, const char *ok, int pdef, int odef,
+			int *period, int *offset, struct sb_err *err)
+{
+	SB_TRY(cfg_int(o, name, pk, 1, 1 << 20, pdef, period, err));
+	SB_TRY(cfg_int(o, name, ok, 0, 1 << 20, odef, offset, err));
+	if (*offset >= *period)
+		return SB_ERR(err, SB_EDATA, "%s: '%s' %d must be below %s %d", name, ok, *offset, pk, *period);
+	return 0;
+}
+
+/* AI21's Jamba (JambaForCausalLM, model_type jamba: Jamba-v0.1, Jamba 1.5 / 1.6 / 1.7 Mini and
+ * Large, Jamba 2), read from transformers 4.57.1's configuration_jamba.py and modeling_jamba.py
+ * (its CPU path, slow_forward): attention (no positions, no biases, GQA) every attn_layer_period-th
+ * layer from attn_layer_offset, Mamba (1) mixers elsewhere with RMSNorms of dt, B and C; a SwiGLU
+ * MLP of intermediate_size, or, with num_experts > 1, every expert_layer_period-th layer from
+ * expert_layer_offset, num_experts experts of that width, the top num_experts_per_tok of the
+ * softmax over all of them (not renormalised). mamba_dt_rank "auto" is ceil(hidden / 16). A
+ * sliding_window (flash attention's only) is read as Mistral's. */
+static int jamba_config(const struct sb_json *o, const char *name, struct sb_lm_cfg *c, struct sb_lm_hf_info *info,
+			struct sb_err *err)
+{
+	int layers = 0, heads = 0, tied = 0, ap = 0, ao = 0, ep = 0, eo = 0, E = 0, K = 0, expand = 0, pbias = 0;
+	double eps = 0;
+	SB_TRY(cfg_int(o, name, "vocab_size", 2, 1 << 20, 65536, &c->vocab, err));
+	SB_TRY(cfg_int(o, name, "hidden_size", 2, 1 << 14, 4096, &c->d, err));
+	SB_TRY(cfg_int(o, name, "intermediate_size", 1, 1 << 17, 14336, &c->ffn, err));
+	SB_TRY(cfg_int(o, name, "num_hidden_layers", 1, SB_LM_MAX_LAYERS, 32, &layers, err));
+	SB_TRY(cfg_int(o, name, "num_attention_heads", 1, 1024, 32, &heads, err));
+	const struct sb_json *kv = sb_json_get(o, "num_key_value_heads");
+	SB_TRY(cfg_int(o, name, "num_key_value_heads", 1, 1024, kv && kv->type == SB_JSON_NULL ? heads : 8, &c->kv_heads,
+		       err));
+	if (c->d % heads) /* JambaAttention: hidden_size / heads, which must divide */
+		return SB_ERR(err, SB_EDATA, "%s: 'num_attention_heads' %d does not divide hidden_size %d", name, heads,
+			      c->d);
+	c->head_dim = c->d / heads;
+	SB_TRY(cfg_num(o, name, "rms_norm_eps", 1e-6, &eps, err));
+	SB_TRY(cfg_int(o, name, "max_position_embeddings", 1, 1 << 24, 262144, &info->max_pos, err));
+	SB_TRY(cfg_bool(o, name, "tie_word_embeddings", 0, &tied, err));
+	const struct sb_json *sw = sb_json_get(o, "sliding_window");
+	if (sw && sw->type != SB_JSON_NULL)
+		SB_TRY(cfg_int(o, name, "sliding_window", 1, 1 << 30, 0, &info->sliding_window, err));
+	SB_TRY(jamba_period(o, name, "attn_layer_period", "attn_layer_offset", 8, 4, &ap, &ao, err));
+	SB_TRY(jamba_period(o, name, "expert_layer_period", "expert_layer_offset", 2, 1, &ep, &eo, err));
+	SB_TRY(cfg_int(o, name, "num_experts", 1, 1 << 12, 16, &E, err));
+	SB_TRY(cfg_int(o, name, "num_experts_per_tok", 1, 64, 2, &K, err));
+	SB_TRY(cfg_int(o, name, "mamba_d_state", 1, 1 << 16, 16, &c->ssm_state, err));
+	SB_TRY(cfg_int(o, name, "mamba_d_conv", 1, 64, 4, &c->conv_k, err));
+	SB_TRY(cfg_int(o, name, "mamba_expand", 1, 64, 2, &expand, err));
+	SB_TRY(cfg_bool(o, name, "mamba_conv_bias", 1, &c->ssm_conv_bias, err));
+	SB_TRY(cfg_bool(o, name, "mamba_proj_bias", 0, &pbias, err));
+	const struct sb_json *dr = sb_json_get(o, "mamba_dt_rank");
+	if (!dr || dr->type == SB_JSON_NULL || (dr->type == SB_JSON_STRING && !strcmp(dr->text, "auto")))
+		c->ssm_dt_rank = (c->d + 15) / 16;
+	else
+		SB_TRY(cfg_int(o, name, "mamba_dt_rank", 1, 1 << 16, -1, &c->ssm_dt_rank, err));
+	if ((long)expand * c->d > 1 << 16)
+		return SB_ERR(err, SB_EDATA, "%s: mamba_expand %d times hidden_size %d is too wide", name, expand, c->d);
+	c->ssm_inner = expand * c->d;
+	c->ssm_inner_norm = 1;
+	c->ssm_proj_bias = pbias;
+	for (int l = 0; l < layers; l++) {
+		c->pattern[l] = l % ap == ao ? 'A' : 'V';
+		c->moe_layers[l] = l % ep == eo ? '1' : '0';
+	}
+	c->pattern[layers] = 0;
+	c->moe_layers[layers] = 0;
+	if (E > 1) { /* layers_num_experts: the experts in place of the MLP there */
+		if (K > E)
+			return SB_ERR(err, SB_EDATA, "%s: 'num_experts_per_tok' %d is more than the %d experts", name, K, E);
+		c->moe_experts = E;
+		c->moe_topk = K;
+		c->moe_ffn = c->ffn;
+		c->moe_dense = 0;
+		c->moe_gate = 1;
+		if (!strchr(c->moe_layers, '0'))
+			c->moe_layers[0] = 0;
+		info->moe_split = 3;
+	} else
+		c->moe_layers[0] = 0;
+	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
+		return SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
+	c->norm_eps = (float)eps;
+	c->heads = heads;
+	c->pos = SB_LM_POS_NONE;
+	c->swiglu = 1;
+	c->rmsnorm = 1;
+	c->tied = tied;
+	c->max_T = info->max_pos;
+	return check_cfg(c, name, err);
+}
+
 /* ---------------------------------------------------------------- Falcon-H1 */
 
 /* A list of n multipliers (Falcon-H1's mlp_multipliers, ssm_multipliers): absent or null, each 1
@@ -1097,14 +1191,15 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	info->granite = !strcmp(mt, "granitemoehybrid");
 	info->bamba = !strcmp(mt, "bamba");
 	info->falcon_h1 = !strcmp(mt, "falcon_h1");
+	info->jamba = !strcmp(mt, "jamba");
 	info->gemma3_mm = !strcmp(mt, "gemma3");
 	info->gemma = !strcmp(mt, "gemma2") ? 2 : !strcmp(mt, "gemma3_text") || info->gemma3_mm ? 3 : 0;
 	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma && !info->bamba && !info->olmo &&
-	    !info->falcon_h1) {
+	    !info->falcon_h1 && !info->jamba) {
 		rc = SB_ERR(err, SB_EDATA,
 			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, mixtral, granite, qwen2, "
-			    "qwen3, qwen3_moe, lfm2, granitemoehybrid, bamba, falcon_h1, gemma2, gemma3_text, gemma3, olmo2, "
-			    "olmo3, smollm3, exaone4)",
+			    "qwen3, qwen3_moe, lfm2, granitemoehybrid, bamba, falcon_h1, jamba, gemma2, gemma3_text, gemma3, "
+			    "olmo2, olmo3, smollm3, exaone4)",
 			    name, mt);
 		goto out;
 	}
@@ -1162,6 +1257,11 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	if (info->falcon_h1) {
 		if (!rc)
 			rc = falcon_h1_config(o, name, c, info, err);
+		goto out;
+	}
+	if (info->jamba) {
+		if (!rc)
+			rc = jamba_config(o, name, c, info, err);
 		goto out;
 	}
 	int layers = 0, heads = 0, bias_attn = 0, bias_mlp = 0, tied = 0, sliding = 0;
@@ -1804,7 +1904,7 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			sb_lm_lfm2_name(params[i].name, src[i], sizeof src[i]);
 		else if (info.granite)
 			sb_lm_granite_name(params[i].name, src[i], sizeof src[i], &half);
-		else if (info.bamba || info.falcon_h1) /* Falcon-H1's names are Bamba's */
+		else if (info.bamba || info.falcon_h1 || info.jamba) /* Falcon-H1's and Jamba's names are Bamba's */
 			sb_lm_bamba_name(params[i].name, src[i], sizeof src[i]);
 		else if (info.gemma || info.olmo)
 			sb_lm_sandwich_name(params[i].name, src[i], sizeof src[i]);

@@ -68,6 +68,10 @@
  * experts in place of the MLP (moe_dense 0; Qwen3-MoE's decoder_sparse_step and mlp_only_layers
  * as moe_layers, norm_topk_prob false as moe_gate 1), each expert's matrices one tensor (kept
  * apart in the run's checkpoint: info->moe_split).
+ * jamba (JambaForCausalLM): Mamba (1) layers (V, with the inner norms of dt, B and C) and attention
+ * layers without positions (every attn_layer_period-th from attn_layer_offset), experts in place of
+ * the MLP every expert_layer_period-th layer from expert_layer_offset (gates over all experts, not
+ * renormalised; one tensor per expert), Bamba's names.
  * falcon_h1 (FalconH1ForCausalLM): a parallel hybrid, attention and a Mamba2 mixer side by side in
  * every layer (parallel_ssm; the masks act on the attention), a SwiGLU MLP, Bamba's names; the
  * mixer's width mamba_d_ssm, its optional per-group gated norm (mamba_rms_norm,
@@ -122,6 +126,7 @@ struct sb_lm_hf_info {
 	int granite;         /* Granite 4.0 hybrid's tensor names (shared_mlp.*, mapped when imported) */
 	int bamba;           /* Bamba's tensor names (feed_forward.*, pre_ff_layernorm, final_layernorm) */
 	int falcon_h1;       /* Falcon-H1: a parallel hybrid (parallel_ssm) with Bamba's tensor names */
+	int jamba;           /* Jamba: Mamba (1) and attention layers, experts, Bamba's tensor names */
 	int moe_split;       /* experts kept apart in the checkpoint, one tensor per expert and matrix:
 			      * 1 Qwen3-MoE's names (mlp.gate, mlp.experts.E.{gate,up,down}_proj), 2
 			      * Mixtral's (block_sparse_moe.gate, .experts.E.{w1,w3,w2}), 3 Jamba's

@@ -58,11 +58,12 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 	c->n_layer = (int)strlen(c->pattern);
 	if (c->n_layer < 1 || c->n_layer > SB_LM_MAX_LAYERS)
 		return SB_ERR(err, SB_EUSAGE, "model: pattern '%s' must have 1..%d layers", c->pattern, SB_LM_MAX_LAYERS);
-	int nA = 0, nL = 0, nM = 0, nS = 0;
+	int nA = 0, nL = 0, nM = 0, nS = 0, nV = 0;
 	for (int i = 0; i < c->n_layer; i++) {
 		char k = c->pattern[i];
-		if (k != 'A' && k != 'C' && k != 'L' && k != 'M' && k != 'S')
-			return SB_ERR(err, SB_EUSAGE, "model: pattern '%s': layer kinds are A, C, L, M and S", c->pattern);
+		if (k != 'A' && k != 'C' && k != 'L' && k != 'M' && k != 'S' && k != 'V')
+			return SB_ERR(err, SB_EUSAGE, "model: pattern '%s': layer kinds are A, C, L, M, S and V", c->pattern);
+		nV += k == 'V';
 		nA += k == 'A' || k == 'S';
 		nS += k == 'S';
 		nL += k == 'L';
@@ -128,6 +129,11 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 		if (!sb_lm_layer_moe(c, l))
 			return SB_ERR(err, SB_EUSAGE, "model: layer %d has no experts and needs the dense MLP (ffn %d)", l,
 				      c->ffn);
+	if (nV && (c->ssm_inner < 1 || c->ssm_inner > 1 << 16 || c->ssm_dt_rank < 1 || c->ssm_dt_rank > 1 << 16 ||
+		   c->ssm_state < 1 || c->ssm_state > 1 << 16 || c->ssm_inner_norm < 0 || c->ssm_inner_norm > 1))
+		return SB_ERR(err, SB_EUSAGE,
+			      "model: V layers need ssm_inner, ssm_dt_rank and ssm_state >= 1, ssm_inner_norm 0 or 1 (got %d, "
+			      "%d, %d, %d)", c->ssm_inner, c->ssm_dt_rank, c->ssm_state, c->ssm_inner_norm);
 	if (c->ssm_conv_bias < 0 || c->ssm_conv_bias > 1 || c->ssm_proj_bias < 0 || c->ssm_proj_bias > 3)
 		return SB_ERR(err, SB_EUSAGE, "model: ssm_conv_bias is 0 or 1; ssm_proj_bias 0 (none), 1 (in_proj and "
 					      "out_proj), 2 (in_proj) or 3 (out_proj)");
@@ -237,6 +243,9 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	INT_FIELD(ssm_conv_bias)
 	INT_FIELD(ssm_proj_bias)
 	INT_FIELD(ssm_norm)
+	INT_FIELD(ssm_inner)
+	INT_FIELD(ssm_dt_rank)
+	INT_FIELD(ssm_inner_norm)
 	INT_FIELD(ssm_norm_groups)
 	INT_FIELD(parallel_ssm)
 	FLT_FIELD(attn_in_mult)
@@ -421,6 +430,16 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 	}
 	if (c->parallel_ssm)
 		sb_jw_kint(w, "parallel_ssm", c->parallel_ssm);
+	if (strchr(c->pattern, 'V')) {
+		sb_jw_kint(w, "ssm_inner", c->ssm_inner);
+		sb_jw_kint(w, "ssm_dt_rank", c->ssm_dt_rank);
+		sb_jw_kint(w, "ssm_inner_norm", c->ssm_inner_norm);
+		if (!strchr(c->pattern, 'M') && !c->parallel_ssm) {
+			sb_jw_kint(w, "ssm_state", c->ssm_state);
+			sb_jw_kint(w, "ssm_conv_bias", c->ssm_conv_bias);
+			sb_jw_kint(w, "ssm_proj_bias", c->ssm_proj_bias);
+		}
+	}
 	if (strchr(c->pattern, 'M') || c->parallel_ssm) {
 		sb_jw_kint(w, "ssm_heads", c->ssm_heads);
 		sb_jw_kint(w, "ssm_head_dim", c->ssm_head_dim);
@@ -538,6 +557,36 @@ static void mamba_params(struct table *t, const struct sb_lm_cfg *c, int l, floa
 #undef NM
 }
 
+/* A Mamba (1) mixer's tensors in layer l (Jamba's names, model.layers.N.mamba.*; a placeholder
+ * initialisation: evaluation only) */
+static void mamba1_params(struct table *t, const struct sb_lm_cfg *c, int l, float std, float ostd, float cb)
+{
+	char nm[80];
+	int d = c->d, I = c->ssm_inner, N = c->ssm_state, R = c->ssm_dt_rank;
+	int bin = c->ssm_proj_bias == 1 || c->ssm_proj_bias == 2, bout = c->ssm_proj_bias == 1 || c->ssm_proj_bias == 3;
+#define NM(fmt) (snprintf(nm, sizeof nm, "model.layers.%d." fmt, l), nm)
+	tadd(t, NM("mamba.in_proj.weight"), 2, 2 * I, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
+	if (bin)
+		tadd(t, NM("mamba.in_proj.bias"), 1, 2 * I, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+	tadd(t, NM("mamba.conv1d.weight"), 3, I, 1, c->conv_k, SB_LM_INIT_UNIFORM, cb, 1, 0);
+	if (c->ssm_conv_bias)
+		tadd(t, NM("mamba.conv1d.bias"), 1, I, 0, 0, SB_LM_INIT_UNIFORM, cb, 0, 0);
+	tadd(t, NM("mamba.x_proj.weight"), 2, R + 2 * N, I, 0, SB_LM_INIT_NORMAL, std, 1, 1);
+	tadd(t, NM("mamba.dt_proj.weight"), 2, I, R, 0, SB_LM_INIT_NORMAL, std, 1, 1);
+	tadd(t, NM("mamba.dt_proj.bias"), 1, I, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+	tadd(t, NM("mamba.A_log"), 2, I, N, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+	tadd(t, NM("mamba.D"), 1, I, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+	if (c->ssm_inner_norm) {
+		tadd(t, NM("mamba.dt_layernorm.weight"), 1, R, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+		tadd(t, NM("mamba.b_layernorm.weight"), 1, N, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+		tadd(t, NM("mamba.c_layernorm.weight"), 1, N, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+	}
+	tadd(t, NM("mamba.out_proj.weight"), 2, d, I, 0, SB_LM_INIT_NORMAL, ostd, 1, 1);
+	if (bout)
+		tadd(t, NM("mamba.out_proj.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+#undef NM
+}
+
 int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *n, size_t *n_floats,
 		      struct sb_err *err)
 {
@@ -580,6 +629,8 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 				mamba_params(&t, c, l, std, ostd, cb);
 		} else if (k == 'M') {
 			mamba_params(&t, c, l, std, ostd, cb);
+		} else if (k == 'V') {
+			mamba1_params(&t, c, l, std, ostd, cb);
 		} else {
 			int gi = c->conv_gate ? 3 : 1, cbias = c->bias || c->conv_bias;
 			tadd(&t, NM("conv.in_proj.weight"), 2, gi * d, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
@@ -715,6 +766,21 @@ void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *
 			P(A_log, "mamba.A_log");
 			P(Dskip, "mamba.D");
 			P(gn_w, "mamba.norm.weight");
+			P(out_w, "mamba.out_proj.weight");
+			P(out_b, "mamba.out_proj.bias");
+		} else if (y->kind == 'V') {
+			P(in_w, "mamba.in_proj.weight");
+			P(in_b, "mamba.in_proj.bias");
+			P(cw, "mamba.conv1d.weight");
+			P(cb, "mamba.conv1d.bias");
+			P(xp_w, "mamba.x_proj.weight");
+			P(dtp_w, "mamba.dt_proj.weight");
+			P(dtp_b, "mamba.dt_proj.bias");
+			P(A_log, "mamba.A_log");
+			P(Dskip, "mamba.D");
+			P(dtn_w, "mamba.dt_layernorm.weight");
+			P(bn_w, "mamba.b_layernorm.weight");
+			P(cn_w, "mamba.c_layernorm.weight");
 			P(out_w, "mamba.out_proj.weight");
 			P(out_b, "mamba.out_proj.bias");
 		} else if (y->kind == 'C') {
@@ -1688,9 +1754,10 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	SB_TRY(refuse_eval_only(m, "training", err));
 	if (o->B < 1 || o->T < 1 || o->T > m->cfg.max_T)
 		return SB_ERR(err, SB_EUSAGE, "training: B %d, T %d (max_T %d)", o->B, o->T, m->cfg.max_T);
-	if (strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts || m->cfg.parallel_ssm)
-		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) layers, parallel Mamba2 mixers and mixtures of experts "
-					      "are evaluation-only (pretrained layouts); the training path does not have them");
+	if (strchr(m->cfg.pattern, 'M') || strchr(m->cfg.pattern, 'V') || m->cfg.moe_experts || m->cfg.parallel_ssm)
+		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) and V (Mamba) layers, parallel Mamba2 mixers and mixtures "
+					      "of experts are evaluation-only (pretrained layouts); the training path does not "
+					      "have them");
 	const struct sb_lm_cfg *fc = &m->cfg;
 	if (fc->attn_in_mult != 1.0f || fc->key_mult != 1.0f || fc->attn_out_mult != 1.0f || fc->mlp_gate_mult != 1.0f ||
 	    fc->mlp_down_mult != 1.0f || fc->logit_mult != 1.0f)
@@ -2135,6 +2202,7 @@ struct sb_lm_cache {
 	int32_t *ids;
 	float *x, *nrm, *mean, *rstd, *qkr, *q, *k, *v, *att, *y, *h, *a, *logits;
 	float *moe; /* the MoE op's scratch for Tcap rows (SB_LM_MOE_SCRATCH) */
+	float *vscr; /* V layers' rows: x, u, dt, y [Tcap, I], x_proj's [Tcap, R + 2N], dt, B, C apart */
 	void *base;
 	size_t bytes;
 	struct sb_redzones rz; /* SB_ARENA_CHECK */
@@ -2155,6 +2223,8 @@ static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct
 		mwide = mI + mCD + (size_t)c->ssm_heads;
 		wide = mwide > wide ? mwide : wide;
 	}
+	if (strchr(c->pattern, 'V')) /* in_proj's (x | z) rows */
+		wide = 2 * (size_t)c->ssm_inner > wide ? 2 * (size_t)c->ssm_inner : wide;
 	size_t attw = qd > d ? qd : d;
 	attw = mwide && mI > attw ? mI : attw;
 	for (int l = 0; l < c->n_layer; l++) {
@@ -2168,6 +2238,9 @@ static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct
 		if (kind == 'M' || (kind == 'A' && c->parallel_ssm)) {
 			k->mhist[l] = TAKE((size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * mCD);
 			k->mS[l] = TAKE(mI * (size_t)c->ssm_state);
+		} else if (kind == 'V') { /* Mamba (1): the conv's history of x, the state [I, N] */
+			k->mhist[l] = TAKE((size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * (size_t)c->ssm_inner);
+			k->mS[l] = TAKE((size_t)c->ssm_inner * (size_t)c->ssm_state);
 		}
 		if (kind == 'C') {
 			k->hist[l] = TAKE((size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * d);
@@ -2192,6 +2265,8 @@ static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct
 	k->a = TAKE(T * (F ? F : 1));
 	k->logits = TAKE(T * (size_t)c->vocab);
 	k->moe = TAKE(c->moe_experts ? SB_LM_MOE_SCRATCH(Tc, d, c->moe_experts, c->moe_topk, c->moe_ffn) : 1);
+	size_t vr = (size_t)c->ssm_dt_rank + 2 * (size_t)c->ssm_state;
+	k->vscr = TAKE(strchr(c->pattern, 'V') ? T * (4 * (size_t)c->ssm_inner + 2 * vr) : 1);
 	return off;
 }
 
@@ -2246,9 +2321,10 @@ void sb_lm_cache_reset(struct sb_lm_cache *c, uint64_t mask_seed)
 		if (c->hist[l])
 			c->m->be->ops->zero(ctx, c->hist[l],
 					    (size_t)(cf->conv_k > 1 ? cf->conv_k - 1 : 1) * cf->d * sizeof(float));
-		if (c->mS[l]) {
-			size_t mI = (size_t)cf->ssm_heads * cf->ssm_head_dim;
-			size_t mCD = mI + 2 * (size_t)cf->ssm_groups * cf->ssm_state;
+		if (c->mS[l]) { /* M: history of xBC, state [I, N]; V: history of x, state [I, N] */
+			int v = cf->pattern[l] == 'V';
+			size_t mI = v ? (size_t)cf->ssm_inner : (size_t)cf->ssm_heads * cf->ssm_head_dim;
+			size_t mCD = v ? mI : mI + 2 * (size_t)cf->ssm_groups * cf->ssm_state;
 			c->m->be->ops->zero(ctx, c->mhist[l], (size_t)(cf->conv_k > 1 ? cf->conv_k - 1 : 1) * mCD * sizeof(float));
 			c->m->be->ops->zero(ctx, c->mS[l], mI * (size_t)cf->ssm_state * sizeof(float));
 		}
@@ -2386,6 +2462,46 @@ static void mamba_mixer(struct sb_lm_model *m, struct sb_ctx *ctx, struct sb_lm_
 	scaled(out, out, cf->ssm_out_mult, (size_t)n * d);
 }
 
+/* columns [j0, j0 + w) of n rows of width ld into dst[n, w] */
+static void take_cols(float *dst, const float *src, int n, size_t ld, size_t j0, size_t w)
+{
+	for (int i = 0; i < n; i++)
+		memcpy(dst + (size_t)i * w, src + (size_t)i * ld + j0, w * sizeof *dst);
+}
+
+/* A Mamba (1) mixer (layer l, kind V) on the n normed rows c->nrm into out[n, d]: in_proj into
+ * c->q (x | z), the causal conv of x (its history carried) and SiLU, x_proj, the inner RMSNorms
+ * of dt, B and C (Jamba's), dt_proj with its bias, the scan (mamba1_rows: softplus, the state,
+ * D and the gate), out_proj */
+static void mamba1_mixer(struct sb_lm_model *m, struct sb_ctx *ctx, struct sb_lm_cache *c, int l, float *out, int n)
+{
+	const struct sb_lm_cfg *cf = &m->cfg;
+	const struct sb_backend_lm_ops *lo = m->lo;
+	const struct sb_lm_layer *y = &m->w.layer[l], *yt = &m->wt.layer[l];
+	size_t I = (size_t)cf->ssm_inner, N = (size_t)cf->ssm_state, R = (size_t)cf->ssm_dt_rank, nn = (size_t)n;
+	float *x = c->vscr, *u = x + nn * I, *dt = u + nn * I, *ys = dt + nn * I, *dbc = ys + nn * I;
+	float *dtn = dbc + nn * (R + 2 * N), *Bn = dtn + nn * R, *Cn = Bn + nn * N;
+	int d = cf->d;
+	mm_rows(m, ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, (int)(2 * I));
+	take_cols(x, c->q, n, 2 * I, 0, I);
+	lo->dwconv_rows(ctx, u, x, c->mhist[l], y->cw, y->cb, n, (int)I, cf->conv_k);
+	for (size_t i = 0; i < nn * I; i++)
+		u[i] = silu_scalar(u[i]);
+	mm_rows(m, ctx, dbc, u, yt->xp_w, NULL, n, (int)I, (int)(R + 2 * N));
+	take_cols(dtn, dbc, n, R + 2 * N, 0, R);
+	take_cols(Bn, dbc, n, R + 2 * N, R, N);
+	take_cols(Cn, dbc, n, R + 2 * N, R + N, N);
+	if (cf->ssm_inner_norm) { /* Jamba's dt_layernorm, b_layernorm, c_layernorm (in place) */
+		lo->norm_forward(ctx, dtn, NULL, c->rstd, dtn, y->dtn_w, NULL, n, (int)R, cf->norm_eps, 1);
+		lo->norm_forward(ctx, Bn, NULL, c->rstd, Bn, y->bn_w, NULL, n, (int)N, cf->norm_eps, 1);
+		lo->norm_forward(ctx, Cn, NULL, c->rstd, Cn, y->cn_w, NULL, n, (int)N, cf->norm_eps, 1);
+	}
+	mm_rows(m, ctx, dt, dtn, yt->dtp_w, y->dtp_b, n, (int)R, (int)I);
+	take_cols(x, c->q, n, 2 * I, I, I); /* x's place now holds the gate z */
+	lo->mamba1_rows(ctx, ys, u, dt, Bn, Cn, x, c->mS[l], y->A_log, y->Dskip, n, (int)I, (int)N);
+	mm_rows(m, ctx, out, ys, yt->out_w, y->out_b, n, (int)I, d);
+}
+
 /* The rows c->ids[0..n) at positions pos..pos+n-1 */
 static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, int n,
 			    const struct sb_lm_mask *mask, float *logits, int all_rows, struct sb_lm_attn_obs *obs,
@@ -2481,6 +2597,8 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 			mm_rows(m, ctx, c->y, c->att, yt->o_w, y->o_b, n, d, d);
 		} else if (y->kind == 'M') {
 			mamba_mixer(m, ctx, c, l, c->y, n);
+		} else if (y->kind == 'V') {
+			mamba1_mixer(m, ctx, c, l, c->y, n);
 		} else {
 			if (cf->conv_gate) {
 				mm_rows(m, ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, 3 * d);

@@ -29,6 +29,12 @@
  *        exact recurrence); y = RMSNorm(y * silu(z)) over all I channels (transformers'
  *        GraniteMoeHybridRMSNormGated; ssm_norm and ssm_norm_groups give Falcon-H1's
  *        variants), out_proj (I -> d).
+ *     V  Mamba (1) selective-scan mixer (evaluation only; Jamba's layers), I = ssm_inner,
+ *        N = ssm_state, R = ssm_dt_rank, conv kernel conv_k: (x, z) = in_proj(x) (d -> 2I);
+ *        u = silu(causal depthwise conv_k(x) + conv bias); (dt, B, C) = x_proj(u) (I -> R + 2N),
+ *        each RMS-normalised when ssm_inner_norm (Jamba's dt/b/c_layernorm); dt = softplus(
+ *        dt_proj(dt) + its bias) (R -> I); per channel i, S_i = exp(-dt_i exp(A_log_i)) S_i +
+ *        dt_i u_i B (A_log [I, N]), y_i = S_i.C + D_i u_i; y * silu(z), out_proj (I -> d).
  *     A with parallel_ssm (Falcon-H1; evaluation only): attention and an M mixer side by side
  *        on the same normed input, their outputs added: x += Attn(n) + Mamba2(n).
  *     MLP  GELU: down(gelu(up x));  SwiGLU: down(silu(gate x) * up x); GeGLU (evaluation
@@ -148,6 +154,10 @@ struct sb_lm_cfg {
 	 * 0 none: y silu(z), no weight (Falcon-H1's mamba_rms_norm false); each RMSNorm over
 	 * groups of I / ssm_norm_groups channels (1: all; Falcon-H1's mamba_n_groups) */
 	int ssm_norm, ssm_norm_groups;
+	/* V layers (Mamba 1): the inner width I, the rank of dt's projection, the RMSNorms of dt,
+	 * B and C (Jamba's; eps norm_eps); ssm_state, conv_k, ssm_conv_bias and ssm_proj_bias
+	 * (1: in_proj's and out_proj's) as for M layers */
+	int ssm_inner, ssm_dt_rank, ssm_inner_norm;
 	/* Falcon-H1's parallel hybrid (evaluation only): every A layer also has a Mamba2 mixer
 	 * (the M layers' parameters and names, model.layers.N.mamba.*) on the same normed input,
 	 * x += Attention(n) + Mamba2(n) with n = Norm1(x). The masks act on the attention alone. */
@@ -230,13 +240,14 @@ struct sb_lm_param {
 };
 
 struct sb_lm_layer {
-	char kind; /* 'A', 'C', 'L', 'M', 'S' */
+	char kind; /* 'A', 'C', 'L', 'M', 'S', 'V' */
 	float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
 	float *ln3_w, *ln4_w; /* sandwich: the mixer's and the MLP's output norms */
 	float *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b; /* A, S and L */
 	float *qn_w, *kn_w;                                   /* A and S with qk_norm */
 	float *in_w, *in_b, *cw, *cb, *out_w, *out_b;        /* C and M */
 	float *dt_bias, *A_log, *Dskip, *gn_w;               /* M: per head; the gated norm's weight [I] */
+	float *xp_w, *dtp_w, *dtp_b, *dtn_w, *bn_w, *cn_w;   /* V: x_proj, dt_proj, the inner norms */
 	float *up_w, *up_b, *down_w, *down_b;                /* MLP; SwiGLU: up_w = [gate; up] (2F rows) */
 	float *moe_r, *moe_in, *moe_out;                     /* MoE: router [E, d], [E, 2Fe, d], [E, d, Fe]
 	                                                      * (in pt: packed expert by expert, as the

@@ -55,7 +55,7 @@ static void usage(void)
 	      "        print one retrieval probe (for inspection)\n"
 	      "  import [-o RUNS_DIR] -c|--corpus NAME=PATH [--haystack NAME] [--T N] HF_DIR\n"
 	      "        a pretrained Llama, Mixtral, Qwen (Qwen3-MoE too), OLMo, SmolLM3, EXAONE 4, LFM2,\n"
-	      "        Granite 4.0, Bamba, Falcon-H1 or Gemma decoder (Hugging Face directory: config.json, safetensors weights,\n"
+	      "        Granite 4.0, Bamba, Falcon-H1, Jamba or Gemma decoder (Hugging Face directory: config.json, safetensors weights,\n"
 	      "        tokenizer.json) as a run directory RUNS_DIR/CELL_ID/ that eval measures like a\n"
 	      "        trained one (PROTOCOL C(b); sb-lm import --help)\n"
 	      "  tokenize -t|--tokenizer TOKENIZER.json [--bos] [-d|--decode] [FILE]\n"

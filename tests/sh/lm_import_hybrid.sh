@@ -12,6 +12,8 @@
 #                                each head (MMAMA)
 #   tests/fixtures/hf/falcon_h1  FalconH1ForCausalLM: attention and a Mamba2 mixer in parallel in every
 #                                layer (AAA, parallel_ssm), muP multipliers
+#   tests/fixtures/hf/jamba      JambaForCausalLM: Mamba (1) mixers and attention without positions
+#                                (VVAVV), experts in layers 1 and 3
 . "$(dirname "$0")/../shlib.sh"
 if ! command -v sb-lm >/dev/null; then
 	t_result 1 "sb-lm is built (make)"
@@ -145,6 +147,34 @@ printf '{"family":"sas","seed":0,"backbone":"%s","blocks":[8],"dsel":8,"sel_step
 sb-train -q -o "$d/sas" "$d/sas.ndjson" >"$d/so" 2>"$d/e"; rc=$?
 [ $rc -ne 0 ] && grep -q "parallel Mamba2 mixers" "$d/e"
 t_result $? "falcon_h1: a scaled SAS cell on it is refused, naming why (evaluation only; exit $rc: $(head -c 300 "$d/e"))"
+
+# Jamba: Mamba (1) mixers (V) and one attention layer without positions (V V A V V), experts
+# in place of the MLP in layers 1 and 3: the masks act on layer 2 alone
+d="$T/jamba"
+mkdir -p "$d"
+sb-lm import -q -o "$d/runs" --corpus "shakespeare=$TXT" --T 256 "$TOP/tests/fixtures/hf/jamba" >"$d/o" 2>"$d/e"; rc=$?
+run=$(jq -r 'select(.kind == "lm.import") | .run_dir' "$d/o" 2>/dev/null)
+[ $rc -eq 0 ] && jq -e '.source.model_type == "jamba" and .model.pattern == "VVAVV" and .model.ssm_inner == 64
+	and .model.ssm_dt_rank == 2 and .model.ssm_inner_norm == 1 and .model.moe_layers == "01010" and .model.pos == "none"' \
+	"$run/cell.json" >/dev/null &&
+	head -c 30000 "$run/model.safetensors" | grep -q 'model.layers.3.block_sparse_moe.experts.1.down_proj.weight' &&
+	! head -c 30000 "$run/model.safetensors" | grep -q -E 'feed_forward|pre_ff_layernorm|final_layernorm'
+t_result $? "jamba: import (exit $rc): its Mamba layers, experts kept apart under the toolkit's names ($(cat "$d/e"))"
+sb-eval -q --set probes=2 --set windows=4 --set tasks=niah_single_1 --set bench_reps=1 \
+	--set 'masks=dense;recipe:s=4,w=16,k=8;struct_random' "$run" >"$d/ev" 2>"$d/e"; rc=$?
+E="$run/eval.ndjson"
+[ $rc -eq 0 ] && jq -e -s 'map(select(.kind == "lm.eval.setup"))[0] | .masked_layers == [2]' "$E" >/dev/null &&
+	jq -e -s '[.[] | select(.kind == "lm.budget" and .method != "dense")] | length > 0 and
+		all(([.layers[].layer]) == [2] and .fraction > 0 and .fraction < 1)' "$E" >/dev/null &&
+	jq -e -s '[.[] | select(.kind == "lm.fidelity.window" and .method != "dense")] | any(.kl_tail > 0)' "$E" >/dev/null &&
+	[ "$(jq -s '[.[] | select(.kind == "probe.result")] | length' "$E")" -eq 6 ]
+t_result $? "jamba: sb-eval (exit $rc): the masks on layer 2 alone, budgets there, a mask moves the logits, 6 probes ($(tail -c 300 "$d/e"))"
+sb-lm report -o "$d/rep" "$E" >/dev/null 2>"$d/e"; rc=$?
+[ $rc -eq 0 ] && grep -q 'a hybrid, layers `VVAVV`: A = full attention, V = Mamba (1) mixer' "$d/rep/lm-report.md" &&
+	grep -q "The masks act on the 1 attention layers (2) only; the 4 Mamba layers (0, 1, 3, 4) run unchanged" "$d/rep/lm-report.md"
+t_result $? "jamba: sb-lm report names its Mamba layers, unchanged under the masks (exit $rc $(cat "$d/e"))"
+mkdir -p "$d/bad" && cp "$TOP/tests/fixtures/hf/jamba"/* "$d/bad/"
+refused jamba '.mamba_d_state = 4' "a state size the weights do not have" "mamba.x_proj.weight' has another shape"
 
 # Gemma 3 (the 270M/1B text layout): sliding-window attention layers (window 8 here) run
 # unchanged, the global ones are masked; the sandwich norms mapped onto the toolkit's names

@@ -218,7 +218,7 @@ static void check_model(struct sb_backend *be, const char *name)
 		 "%s: a prefill in chunks of 5 gives the whole prefill's logits bit for bit", name);
 	free(chunk);
 	if (strchr(m->cfg.pattern, 'C') || strchr(m->cfg.pattern, 'M') || strchr(m->cfg.pattern, 'S') ||
-	    m->cfg.parallel_ssm)
+	    strchr(m->cfg.pattern, 'V') || m->cfg.parallel_ssm)
 		check_hybrid_masks(m, c, ids, T, got, name);
 	/* a BF16 checkpoint is evaluated from packed bfloat16 weights (half the memory), with the
 	 * bits of the same model in float: open the checkpoint again as a float model */
@@ -228,7 +228,7 @@ static void check_model(struct sb_backend *be, const char *name)
 		     !strcmp(name, "qwen3_yarn") || !strcmp(name, "granite3") || !strcmp(name, "gemma3") ||
 		     !strcmp(name, "gemma3_mm") || !strcmp(name, "gemma2") || !strcmp(name, "bamba") ||
 		     !strcmp(name, "olmo2") || !strcmp(name, "smollm3") || !strcmp(name, "falcon_h1") ||
-		     !strcmp(name, "falcon_h1_gate") || !strcmp(name, "qwen3_moe");
+		     !strcmp(name, "falcon_h1_gate") || !strcmp(name, "qwen3_moe") || !strcmp(name, "jamba");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -273,7 +273,8 @@ static void check_model(struct sb_backend *be, const char *name)
 	/* the training path (a scaled SAS selector trains through it) on the same weights, where
 	 * the layout has it (not Mamba2 layers or experts): the same logits as the reference, to
 	 * the same tolerance */
-	int eval_only = strchr(m->cfg.pattern, 'M') || m->cfg.moe_experts || m->cfg.parallel_ssm;
+	int eval_only = strchr(m->cfg.pattern, 'M') || strchr(m->cfg.pattern, 'V') || m->cfg.moe_experts ||
+			m->cfg.parallel_ssm;
 	if (!eval_only) {
 		struct sb_lm_cell c3;
 		struct sb_lm_model *mt = NULL;
@@ -1192,6 +1193,49 @@ static void check_moe_split(struct sb_backend *be)
 	free(base);
 }
 
+/* Jamba: the layers, experts and Mamba (1) fields as read, and what is refused */
+static void check_jamba(struct sb_backend *be)
+{
+	static const struct {
+		const char *name, *pattern, *moe;
+		int E, inner, rank, conv_k, pbias, cbias, tied;
+	} want[] = {{"jamba", "VVAVV", "01010", 4, 64, 2, 4, 0, 1, 0}, {"jamba_dense", "AVV", "", 0, 96, 5, 3, 1, 0, 1}};
+	struct sb_err err = {0};
+	struct sb_lm_cfg c;
+	struct sb_lm_hf_info info;
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		int rc = fixture_config(want[i].name, &c, &info, &err);
+		SB_CHECK(!rc && info.jamba && !strcmp(c.pattern, want[i].pattern) && !strcmp(c.moe_layers, want[i].moe) &&
+				 c.moe_experts == want[i].E && c.ssm_inner == want[i].inner && c.ssm_dt_rank == want[i].rank &&
+				 c.conv_k == want[i].conv_k && c.ssm_proj_bias == want[i].pbias &&
+				 c.ssm_conv_bias == want[i].cbias && c.tied == want[i].tied && c.ssm_inner_norm == 1 &&
+				 c.pos == SB_LM_POS_NONE && c.ssm_state == 8 && (!c.moe_experts || (c.moe_gate == 1 &&
+				 c.moe_dense == 0 && c.moe_ffn == 48 && c.moe_topk == 2)),
+			 "%s: config read as layers %s (want %s), experts %d in '%s', inner %d, dt rank %d, conv %d (%s)",
+			 want[i].name, c.pattern, want[i].pattern, c.moe_experts, c.moe_layers, c.ssm_inner, c.ssm_dt_rank,
+			 c.conv_k, rc ? err.msg : "read");
+	}
+	char *base = fixture_json("jamba");
+	if (!base)
+		return;
+	refuse(be, "jamba", "jamba: unchanged copy imports", base, NULL, 0, "");
+	refuse(be, "jamba", "jamba: attn_layer_offset not below the period",
+	       cfg_with(base, "\"attn_layer_offset\": 2", "\"attn_layer_offset\": 4"), NULL, SB_EDATA,
+	       "'attn_layer_offset' 4 must be below attn_layer_period 4");
+	refuse(be, "jamba", "jamba: another attention layer: its Mamba tensors are not in the checkpoint",
+	       cfg_with(base, "\"attn_layer_offset\": 2", "\"attn_layer_offset\": 1"), NULL, SB_EDATA,
+	       "lacks tensor 'model.layers.1.self_attn.q_proj.weight'");
+	refuse(be, "jamba", "jamba: another dt rank than the weights'",
+	       cfg_with(base, "\"mamba_dt_rank\": 2", "\"mamba_dt_rank\": 3"), NULL, SB_EDATA,
+	       "'model.layers.0.mamba.x_proj.weight' has another shape: [18, 64] in the file, [19, 64]");
+	char *every = strdup(cfg_with(base, "\"expert_layer_period\": 2", "\"expert_layer_period\": 1"));
+	refuse(be, "jamba", "jamba: experts every layer (expert_layer_period 1): layer 0's are not in the checkpoint",
+	       cfg_with(every, "\"expert_layer_offset\": 1", "\"expert_layer_offset\": 0"), NULL, SB_EDATA,
+	       "lacks tensor 'model.layers.0.feed_forward.router.weight'");
+	free(every);
+	free(base);
+}
+
 /* Falcon-H1: the configuration as read (the gated norm's three forms, the two projection
  * biases, the multipliers, rope_theta 1e11 as a float), what is refused, and that training
  * refuses the parallel mixers */
@@ -1526,6 +1570,9 @@ int main(void)
 	check_model(be, "qwen3_moe");
 	check_model(be, "mixtral");
 	check_moe_split(be);
+	check_model(be, "jamba");
+	check_model(be, "jamba_dense");
+	check_jamba(be);
 	check_model(be, "olmo2");
 	check_model(be, "olmo3");
 	check_olmo(be);
