@@ -440,6 +440,14 @@ struct sb_backend_lm_ops {
 	void (*mamba1_rows)(struct sb_ctx *ctx, float *y, const float *u, const float *dt, const float *B,
 			    const float *C, const float *z, float *S, const float *A_log, const float *D, int n, int nI,
 			    int N);
+	/* gated DeltaNet's recurrence, evaluation path only (lib/lm_model.h, kind D): n rows of one
+	 * sequence, qkv[n, 2 Hk dk + Hv dv] the convolution's output after SiLU (q, k per key head,
+	 * v per value head), b and a [n, Hv]; per value head h (key head h / (Hv / Hk)) with
+	 * S[Hv, dk, dv] (updated): q, k L2-normalised (eps 1e-6), q times dk^-1/2, beta = sigmoid(b),
+	 * g = -exp(A_log) softplus(a + dt_bias), S = exp(g) S, S += k (beta (v - S^T k))^T,
+	 * y[n, Hv dv] = S^T q */
+	void (*deltanet_rows)(struct sb_ctx *ctx, float *y, const float *qkv, const float *b, const float *a, float *S,
+			      const float *A_log, const float *dt_bias, int n, int Hk, int Hv, int dk, int dv);
 	/* Granite's mixture of experts, evaluation path only (lib/lm_model.h, moe_experts): per
 	 * row, router logits r[E, d] x (float, unpacked), the top K (ties: the lower index,
 	 * K <= 64), gates their softmax (gate_all 1: the softmax over all E logits, the picked

@@ -1318,6 +1318,55 @@ static void lm_mamba1_rows(struct sb_ctx *ctx, float *y, const float *u, const f
 	}
 }
 
+/* gated DeltaNet's recurrence (transformers' torch_recurrent_gated_delta_rule), one row at a
+ * time in order: any split of the rows gives the same bits */
+static void lm_deltanet_rows(struct sb_ctx *ctx, float *y, const float *qkv, const float *b, const float *a, float *S,
+			     const float *A_log, const float *dt_bias, int n, int Hk, int Hv, int dk, int dv)
+{
+	size_t ld = 2 * (size_t)Hk * dk + (size_t)Hv * dv;
+	float *qn = sb_cpu_scratch(ctx, (2 * (size_t)dk + (size_t)dv) * sizeof(float)), *kn = qn + dk, *dl = kn + dk;
+	float qscale = 1.0f / sqrtf((float)dk);
+	int r = Hv / Hk;
+	for (int t = 0; t < n; t++) {
+		const float *row = qkv + (size_t)t * ld, *q = row, *k = row + (size_t)Hk * dk, *v = k + (size_t)Hk * dk;
+		float *yt = y + (size_t)t * Hv * dv;
+		for (int h = 0; h < Hv; h++) {
+			const float *qh = q + (size_t)(h / r) * dk, *kh = k + (size_t)(h / r) * dk, *vh = v + (size_t)h * dv;
+			float sq = 0, sk = 0;
+			for (int i = 0; i < dk; i++) {
+				sq = sfma(qh[i], qh[i], sq);
+				sk = sfma(kh[i], kh[i], sk);
+			}
+			float iq = 1.0f / sqrtf(sq + 1e-6f), ik = 1.0f / sqrtf(sk + 1e-6f);
+			for (int i = 0; i < dk; i++) {
+				qn[i] = qh[i] * iq * qscale;
+				kn[i] = kh[i] * ik;
+			}
+			float beta = 1.0f / (1.0f + expf(-b[(size_t)t * Hv + h]));
+			float decay = expf(-expf(A_log[h]) * softplus_f(a[(size_t)t * Hv + h] + dt_bias[h]));
+			float *Sh = S + (size_t)h * dk * dv; /* [dk, dv] */
+			for (size_t i = 0; i < (size_t)dk * dv; i++)
+				Sh[i] *= decay;
+			for (int j = 0; j < dv; j++) { /* kv_mem = S^T k, then delta */
+				float m = 0;
+				for (int i = 0; i < dk; i++)
+					m = sfma(Sh[(size_t)i * dv + j], kn[i], m);
+				dl[j] = (vh[j] - m) * beta;
+			}
+			for (int i = 0; i < dk; i++)
+				for (int j = 0; j < dv; j++)
+					Sh[(size_t)i * dv + j] = sfma(kn[i], dl[j], Sh[(size_t)i * dv + j]);
+			float *yh = yt + (size_t)h * dv;
+			for (int j = 0; j < dv; j++) {
+				float o = 0;
+				for (int i = 0; i < dk; i++)
+					o = sfma(Sh[(size_t)i * dv + j], qn[i], o);
+				yh[j] = o;
+			}
+		}
+	}
+}
+
 /* ---------------------------------------------------------------- mixture of experts (evaluation) */
 
 /* Granite's experts: out[i] = moe(x[i]) + out[i]. Router logits r[E, d] . x (dotf, row by
@@ -1448,6 +1497,7 @@ static const struct sb_backend_lm_ops cpu_lm_ops = {
 	.linattn_rows = lm_linattn_rows,
 	.mamba2_rows = lm_mamba2_rows,
 	.mamba1_rows = lm_mamba1_rows,
+	.deltanet_rows = lm_deltanet_rows,
 	.moe_rows = lm_moe_rows,
 	.moe_rows_bf16 = lm_moe_rows_bf16,
 };

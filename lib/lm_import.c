@@ -698,24 +698,25 @@ void sb_lm_bamba_name(const char *ours, char *out, size_t cap)
 /* The mixture-of-experts fields of Qwen3-MoE (kind 1: num_experts 128, num_experts_per_tok 8,
  * moe_intermediate_size 768, norm_topk_prob false, decoder_sparse_step 1, mlp_only_layers
  * none: layer l has experts unless listed there, when (l + 1) is a multiple of the step; the
- * others keep the dense MLP of intermediate_size) and Mixtral (kind 2: num_local_experts 8,
+ * others keep the dense MLP of intermediate_size), Qwen3-Next (kind 4: the same fields, its
+ * config class's defaults 512, 10, 512, true) and Mixtral (kind 2: num_local_experts 8,
  * num_experts_per_tok 2, every layer, experts of intermediate_size, the picked weights
  * renormalised); the experts replace the MLP (moe_dense 0) */
 static int moe_fields(const struct sb_json *o, const char *name, int kind, int layers, struct sb_lm_cfg *c,
 		      struct sb_err *err)
 {
-	int E = 0, K = 0, Fe = 0, norm = 1, step = 1;
-	SB_TRY(cfg_int(o, name, kind == 1 ? "num_experts" : "num_local_experts", kind == 1 ? 0 : 1, 1 << 12,
-		       kind == 1 ? 128 : 8, &E, err));
-	SB_TRY(cfg_int(o, name, "num_experts_per_tok", 1, 64, kind == 1 ? 8 : 2, &K, err));
+	int E = 0, K = 0, Fe = 0, norm = 1, step = 1, next = kind == 4;
+	SB_TRY(cfg_int(o, name, kind == 2 ? "num_local_experts" : "num_experts", kind == 2 ? 1 : 0, 1 << 12,
+		       next ? 512 : kind == 1 ? 128 : 8, &E, err));
+	SB_TRY(cfg_int(o, name, "num_experts_per_tok", 1, 64, next ? 10 : kind == 1 ? 8 : 2, &K, err));
 	if (E && K > E)
 		return SB_ERR(err, SB_EDATA, "%s: 'num_experts_per_tok' %d is more than the %d experts", name, K, E);
 	if (kind == 2) {
 		c->moe_ffn = c->ffn; /* Mixtral's experts are intermediate_size wide; no dense MLP */
 		c->ffn = 0;
 	} else {
-		SB_TRY(cfg_int(o, name, "moe_intermediate_size", 1, 1 << 17, 768, &Fe, err));
-		SB_TRY(cfg_bool(o, name, "norm_topk_prob", 0, &norm, err));
+		SB_TRY(cfg_int(o, name, "moe_intermediate_size", 1, 1 << 17, next ? 512 : 768, &Fe, err));
+		SB_TRY(cfg_bool(o, name, "norm_topk_prob", next, &norm, err));
 		SB_TRY(cfg_int(o, name, "decoder_sparse_step", 1, 1 << 20, 1, &step, err));
 		c->moe_ffn = Fe;
 	}
@@ -728,7 +729,7 @@ static int moe_fields(const struct sb_json *o, const char *name, int kind, int l
 	for (int l = 0; l < layers; l++)
 		c->moe_layers[l] = (l + 1) % step ? '0' : '1';
 	c->moe_layers[layers] = 0;
-	const struct sb_json *only = kind == 1 ? sb_json_get(o, "mlp_only_layers") : NULL;
+	const struct sb_json *only = kind != 2 ? sb_json_get(o, "mlp_only_layers") : NULL;
 	if (only && only->type != SB_JSON_NULL && only->type != SB_JSON_ARRAY)
 		return SB_ERR(err, SB_EDATA, "%s: 'mlp_only_layers' must be an array of layer indices or null", name);
 	for (size_t i = 0; only && only->type == SB_JSON_ARRAY && i < only->n; i++) {
@@ -776,6 +777,106 @@ static int is_expert_src(const char *nm, const struct sb_lm_hf_info *info, const
 			return 1;
 	}
 	return 0;
+}
+
+/* ---------------------------------------------------------------- Qwen3-Next */
+
+/* Qwen3-Next (Qwen3NextForCausalLM, model_type qwen3_next: Qwen3-Next-80B-A3B), read from
+ * transformers 4.57.1's configuration_qwen3_next.py and modeling_qwen3_next.py (its CPU path, the
+ * torch gated delta rule). Config defaults as Qwen3NextConfig's. The experts' layers (all, unless
+ * mlp_only_layers or decoder_sparse_step say otherwise) have a shared expert of
+ * shared_expert_intermediate_size, the dense ones an MLP of intermediate_size: one width is
+ * read here, so a config with both kinds of layer and two widths is refused. */
+static int qwen3_next_config(const struct sb_json *o, const char *name, struct sb_lm_cfg *c,
+			     struct sb_lm_hf_info *info, struct sb_err *err)
+{
+	int layers = 0, heads = 0, tied = 0, abias = 0, every = 4, F = 0, Fs = 0;
+	double eps = 0, theta = 0, prf = 0;
+	SB_TRY(cfg_int(o, name, "vocab_size", 2, 1 << 20, 151936, &c->vocab, err));
+	SB_TRY(cfg_int(o, name, "hidden_size", 2, 1 << 14, 2048, &c->d, err));
+	SB_TRY(cfg_int(o, name, "intermediate_size", 1, 1 << 17, 5632, &F, err));
+	SB_TRY(cfg_int(o, name, "num_hidden_layers", 1, SB_LM_MAX_LAYERS, 48, &layers, err));
+	SB_TRY(cfg_int(o, name, "num_attention_heads", 1, 1024, 16, &heads, err));
+	SB_TRY(cfg_int(o, name, "num_key_value_heads", 1, 1024, 2, &c->kv_heads, err));
+	SB_TRY(cfg_int(o, name, "head_dim", 1, 1024, 256, &c->head_dim, err));
+	SB_TRY(cfg_num(o, name, "rms_norm_eps", 1e-6, &eps, err));
+	SB_TRY(cfg_int(o, name, "max_position_embeddings", 1, 1 << 24, 32768, &info->max_pos, err));
+	SB_TRY(cfg_bool(o, name, "tie_word_embeddings", 0, &tied, err));
+	SB_TRY(cfg_bool(o, name, "attention_bias", 0, &abias, err));
+	SB_TRY(cfg_num(o, name, "rope_theta", 10000.0, &theta, err));
+	SB_TRY(cfg_num(o, name, "partial_rotary_factor", 0.25, &prf, err));
+	const struct sb_json *rs = sb_json_get(o, "rope_scaling");
+	if (rs && rs->type != SB_JSON_NULL && rs->type != SB_JSON_OBJECT)
+		return SB_ERR(err, SB_EDATA, "%s: rope_scaling must be null or an object", name);
+	if (rs && rs->type == SB_JSON_OBJECT) {
+		struct sb_lm_cfg r = *c;
+		SB_TRY(rope_spec(rs, name, "rope_scaling", info->max_pos, &r, err));
+		rope_copy(c, &r);
+	}
+	if (sb_json_get(o, "rope_parameters"))
+		return SB_ERR(err, SB_EDATA, "%s: rope_parameters (transformers 5's spelling) is not read for qwen3_next: "
+					     "give rope_theta, rope_scaling and partial_rotary_factor", name);
+	int rd = (int)(c->head_dim * prf); /* transformers' int(head_dim * factor) */
+	if (prf > 1 || rd < 2 || rd % 2)
+		return SB_ERR(err, SB_EDATA, "%s: head_dim %d times partial_rotary_factor %g gives %d rotated dimensions (an "
+					     "even number >= 2, at most head_dim, is needed)", name, c->head_dim, prf, rd);
+	c->rope_dim = rd == c->head_dim ? 0 : rd;
+	SB_TRY(cfg_int(o, name, "linear_conv_kernel_dim", 1, 64, 4, &c->conv_k, err));
+	SB_TRY(cfg_int(o, name, "linear_key_head_dim", 1, 4096, 128, &c->gdn_kdim, err));
+	SB_TRY(cfg_int(o, name, "linear_value_head_dim", 1, 4096, 128, &c->gdn_vdim, err));
+	SB_TRY(cfg_int(o, name, "linear_num_key_heads", 1, 1024, 16, &c->gdn_kheads, err));
+	SB_TRY(cfg_int(o, name, "linear_num_value_heads", 1, 1024, 32, &c->gdn_vheads, err));
+	if (c->gdn_vheads % c->gdn_kheads)
+		return SB_ERR(err, SB_EDATA, "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d",
+			      name, c->gdn_vheads, c->gdn_kheads);
+	/* the layers: layer_types, else every full_attention_interval-th layer full */
+	const struct sb_json *lt = sb_json_get(o, "layer_types");
+	if (!lt || lt->type == SB_JSON_NULL)
+		SB_TRY(cfg_int(o, name, "full_attention_interval", 1, 1 << 20, 4, &every, err));
+	else if (lt->type != SB_JSON_ARRAY || (int)lt->n != layers)
+		return SB_ERR(err, SB_EDATA, "%s: layer_types must list num_hidden_layers (%d) kinds", name, layers);
+	for (int l = 0; l < layers; l++) {
+		const char *k = lt && lt->type == SB_JSON_ARRAY ? sb_json_str(lt->items[l], "")
+				: (l + 1) % every ? "linear_attention" : "full_attention";
+		if (!strcmp(k, "linear_attention"))
+			c->pattern[l] = 'D';
+		else if (!strcmp(k, "full_attention"))
+			c->pattern[l] = 'A';
+		else
+			return SB_ERR(err, SB_EDATA, "%s: layer_types[%d] is '%s' (linear_attention or full_attention)", name,
+				      l, k);
+	}
+	c->pattern[layers] = 0;
+	/* the experts (Qwen3-MoE's fields and names), a gated shared expert beside them */
+	c->ffn = F;
+	SB_TRY(moe_fields(o, name, 4, layers, c, err));
+	if (c->moe_experts) {
+		SB_TRY(cfg_int(o, name, "shared_expert_intermediate_size", 1, 1 << 17, 512, &Fs, err));
+		if (strchr(c->moe_layers, '0') && Fs != F)
+			return SB_ERR(err, SB_EDATA,
+				      "%s: dense layers (intermediate_size %d) beside shared experts of another width (%d) are "
+				      "not read here", name, F, Fs);
+		c->ffn = Fs;
+		c->moe_dense = 1;
+		c->moe_shared_gate = 1;
+	}
+	info->moe_split = 1;
+	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
+		return SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
+	c->norm_eps = (float)eps;
+	c->rope_theta = (float)theta;
+	if ((double)c->rope_theta != theta)
+		return SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g is not exactly a float", name, theta);
+	c->heads = heads;
+	c->attn_bias = abias;
+	c->attn_gate = 1;
+	c->qk_norm = 1;
+	c->pos = SB_LM_POS_ROPE;
+	c->swiglu = 1;
+	c->rmsnorm = 1;
+	c->tied = tied;
+	c->max_T = info->max_pos;
+	return check_cfg(c, name, err);
 }
 
 /* ---------------------------------------------------------------- Jamba */
@@ -1192,14 +1293,15 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	info->bamba = !strcmp(mt, "bamba");
 	info->falcon_h1 = !strcmp(mt, "falcon_h1");
 	info->jamba = !strcmp(mt, "jamba");
+	info->qwen3_next = !strcmp(mt, "qwen3_next");
 	info->gemma3_mm = !strcmp(mt, "gemma3");
 	info->gemma = !strcmp(mt, "gemma2") ? 2 : !strcmp(mt, "gemma3_text") || info->gemma3_mm ? 3 : 0;
 	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma && !info->bamba && !info->olmo &&
-	    !info->falcon_h1 && !info->jamba) {
+	    !info->falcon_h1 && !info->jamba && !info->qwen3_next) {
 		rc = SB_ERR(err, SB_EDATA,
 			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, mixtral, granite, qwen2, "
-			    "qwen3, qwen3_moe, lfm2, granitemoehybrid, bamba, falcon_h1, jamba, gemma2, gemma3_text, gemma3, "
-			    "olmo2, olmo3, smollm3, exaone4)",
+			    "qwen3, qwen3_moe, qwen3_next, lfm2, granitemoehybrid, bamba, falcon_h1, jamba, gemma2, gemma3_text, "
+			    "gemma3, olmo2, olmo3, smollm3, exaone4)",
 			    name, mt);
 		goto out;
 	}
@@ -1262,6 +1364,11 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	if (info->jamba) {
 		if (!rc)
 			rc = jamba_config(o, name, c, info, err);
+		goto out;
+	}
+	if (info->qwen3_next) {
+		if (!rc)
+			rc = qwen3_next_config(o, name, c, info, err);
 		goto out;
 	}
 	int layers = 0, heads = 0, bias_attn = 0, bias_mlp = 0, tied = 0, sliding = 0;
@@ -1904,6 +2011,12 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			sb_lm_lfm2_name(params[i].name, src[i], sizeof src[i]);
 		else if (info.granite)
 			sb_lm_granite_name(params[i].name, src[i], sizeof src[i], &half);
+		else if (info.qwen3_next && strstr(params[i].name, ".mlp.") &&
+			 sscanf(params[i].name, "model.layers.%d.", &l) == 1 && sb_lm_layer_moe(&cell->model, l) &&
+			 !strstr(params[i].name, "shared_expert_gate"))
+			/* the dense MLP beside the experts: its shared expert */
+			snprintf(src[i], sizeof src[i], "model.layers.%d.mlp.shared_expert.%s", l,
+				 strstr(params[i].name, ".mlp.") + 5);
 		else if (info.bamba || info.falcon_h1 || info.jamba) /* Falcon-H1's and Jamba's names are Bamba's */
 			sb_lm_bamba_name(params[i].name, src[i], sizeof src[i]);
 		else if (info.gemma || info.olmo)
@@ -1960,7 +2073,8 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			rc = SB_ERR(err, SB_EDATA, "%s: checkpoint tensor '%s' has another shape: %s in the file, %s from config.json%s%s%s",
 				    hf_dir, src[i], a, b, ffn ? " (feed-forward width: " : "", ffn ? info.ffn_rule : "",
 				    ffn ? ")" : "");
-		} else if (info.gemma && is_norm(params[i].name)) /* Gemma's (1 + w); OLMo's are w */
+		} else if ((info.gemma || info.qwen3_next) && is_norm(params[i].name)) /* Gemma's and Qwen3-Next's
+											      * (1 + w); OLMo's are w */
 			rc = add_plus_one(&out, params[i].name, t, err);
 		else
 			rc = sb_tensors_add(&out, params[i].name, t->dtype, t->ndim, t->shape, t->data, 1, err);

@@ -72,6 +72,11 @@
  * layers without positions (every attn_layer_period-th from attn_layer_offset), experts in place of
  * the MLP every expert_layer_period-th layer from expert_layer_offset (gates over all experts, not
  * renormalised; one tensor per expert), Bamba's names.
+ * qwen3_next (Qwen3NextForCausalLM): gated DeltaNet layers (D) and gated attention layers (A with
+ * attn_gate; per-head q/k norms, RoPE on partial_rotary_factor of each head) as layer_types says
+ * (else every full_attention_interval-th layer full), Qwen3-Next's (1 + w) RMSNorms written into
+ * the run as that multiplier (the gated norm's weight as it is), experts with a shared expert
+ * scaled by sigmoid(shared_expert_gate x) (moe_shared_gate), Qwen3-MoE's expert names.
  * falcon_h1 (FalconH1ForCausalLM): a parallel hybrid, attention and a Mamba2 mixer side by side in
  * every layer (parallel_ssm; the masks act on the attention), a SwiGLU MLP, Bamba's names; the
  * mixer's width mamba_d_ssm, its optional per-group gated norm (mamba_rms_norm,
@@ -127,6 +132,8 @@ struct sb_lm_hf_info {
 	int bamba;           /* Bamba's tensor names (feed_forward.*, pre_ff_layernorm, final_layernorm) */
 	int falcon_h1;       /* Falcon-H1: a parallel hybrid (parallel_ssm) with Bamba's tensor names */
 	int jamba;           /* Jamba: Mamba (1) and attention layers, experts, Bamba's tensor names */
+	int qwen3_next;      /* Qwen3-Next: gated DeltaNet and gated attention, (1 + w) norms, experts
+			      * with a gated shared expert (mlp.shared_expert.*) */
 	int moe_split;       /* experts kept apart in the checkpoint, one tensor per expert and matrix:
 			      * 1 Qwen3-MoE's names (mlp.gate, mlp.experts.E.{gate,up,down}_proj), 2
 			      * Mixtral's (block_sparse_moe.gate, .experts.E.{w1,w3,w2}), 3 Jamba's

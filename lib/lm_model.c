@@ -58,12 +58,13 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 	c->n_layer = (int)strlen(c->pattern);
 	if (c->n_layer < 1 || c->n_layer > SB_LM_MAX_LAYERS)
 		return SB_ERR(err, SB_EUSAGE, "model: pattern '%s' must have 1..%d layers", c->pattern, SB_LM_MAX_LAYERS);
-	int nA = 0, nL = 0, nM = 0, nS = 0, nV = 0;
+	int nA = 0, nL = 0, nM = 0, nS = 0, nV = 0, nD = 0;
 	for (int i = 0; i < c->n_layer; i++) {
 		char k = c->pattern[i];
-		if (k != 'A' && k != 'C' && k != 'L' && k != 'M' && k != 'S' && k != 'V')
-			return SB_ERR(err, SB_EUSAGE, "model: pattern '%s': layer kinds are A, C, L, M, S and V", c->pattern);
+		if (!strchr("ACDLMSV", k) || !k)
+			return SB_ERR(err, SB_EUSAGE, "model: pattern '%s': layer kinds are A, C, D, L, M, S and V", c->pattern);
 		nV += k == 'V';
+		nD += k == 'D';
 		nA += k == 'A' || k == 'S';
 		nS += k == 'S';
 		nL += k == 'L';
@@ -129,6 +130,16 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 		if (!sb_lm_layer_moe(c, l))
 			return SB_ERR(err, SB_EUSAGE, "model: layer %d has no experts and needs the dense MLP (ffn %d)", l,
 				      c->ffn);
+	if (nD && (c->gdn_kheads < 1 || c->gdn_vheads < 1 || c->gdn_vheads % c->gdn_kheads || c->gdn_kdim < 1 ||
+		   c->gdn_vdim < 1 || (int64_t)c->gdn_vheads * c->gdn_vdim > 1 << 16 ||
+		   (int64_t)c->gdn_kheads * c->gdn_kdim > 1 << 16))
+		return SB_ERR(err, SB_EUSAGE,
+			      "model: D layers need gdn_kheads, gdn_vheads (a multiple of gdn_kheads), gdn_kdim and gdn_vdim "
+			      ">= 1 (got %d, %d, %d, %d)", c->gdn_kheads, c->gdn_vheads, c->gdn_kdim, c->gdn_vdim);
+	if (c->attn_gate < 0 || c->attn_gate > 1 || c->moe_shared_gate < 0 || c->moe_shared_gate > 1 ||
+	    (c->moe_shared_gate && (!c->moe_experts || !c->moe_dense)))
+		return SB_ERR(err, SB_EUSAGE, "model: attn_gate and moe_shared_gate are 0 or 1; moe_shared_gate gates the "
+					      "dense MLP beside the experts (moe_experts, moe_dense 1)");
 	if (nV && (c->ssm_inner < 1 || c->ssm_inner > 1 << 16 || c->ssm_dt_rank < 1 || c->ssm_dt_rank > 1 << 16 ||
 		   c->ssm_state < 1 || c->ssm_state > 1 << 16 || c->ssm_inner_norm < 0 || c->ssm_inner_norm > 1))
 		return SB_ERR(err, SB_EUSAGE,
@@ -246,6 +257,12 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	INT_FIELD(ssm_inner)
 	INT_FIELD(ssm_dt_rank)
 	INT_FIELD(ssm_inner_norm)
+	INT_FIELD(gdn_kheads)
+	INT_FIELD(gdn_vheads)
+	INT_FIELD(gdn_kdim)
+	INT_FIELD(gdn_vdim)
+	INT_FIELD(attn_gate)
+	INT_FIELD(moe_shared_gate)
 	INT_FIELD(ssm_norm_groups)
 	INT_FIELD(parallel_ssm)
 	FLT_FIELD(attn_in_mult)
@@ -430,6 +447,14 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 	}
 	if (c->parallel_ssm)
 		sb_jw_kint(w, "parallel_ssm", c->parallel_ssm);
+	if (strchr(c->pattern, 'D')) {
+		sb_jw_kint(w, "gdn_kheads", c->gdn_kheads);
+		sb_jw_kint(w, "gdn_vheads", c->gdn_vheads);
+		sb_jw_kint(w, "gdn_kdim", c->gdn_kdim);
+		sb_jw_kint(w, "gdn_vdim", c->gdn_vdim);
+	}
+	if (c->attn_gate)
+		sb_jw_kint(w, "attn_gate", c->attn_gate);
 	if (strchr(c->pattern, 'V')) {
 		sb_jw_kint(w, "ssm_inner", c->ssm_inner);
 		sb_jw_kint(w, "ssm_dt_rank", c->ssm_dt_rank);
@@ -462,6 +487,8 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 			sb_jw_kint(w, "moe_dense", c->moe_dense);
 		if (c->moe_gate)
 			sb_jw_kint(w, "moe_gate", c->moe_gate);
+		if (c->moe_shared_gate)
+			sb_jw_kint(w, "moe_shared_gate", c->moe_shared_gate);
 	}
 	if (c->emb_mult != 1.0f)
 		sb_jw_kf32(w, "emb_mult", c->emb_mult);
@@ -609,8 +636,9 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 			int att = k != 'L';
 			const char *pre = att ? "self_attn" : "linear_attn";
 			int qo = att ? qd : d, ko = att ? kvd : d;
+			int qrows = att && c->attn_gate ? 2 * qd : qo; /* Qwen3-Next: each head's query, then its gate */
 			const char *proj[4] = {"q_proj", "k_proj", "v_proj", "o_proj"};
-			int outs[4] = {qo, ko, ko, d}, ins[4] = {d, d, d, qo};
+			int outs[4] = {qrows, ko, ko, d}, ins[4] = {d, d, d, qo};
 			for (int i = 0; i < 4; i++) {
 				snprintf(nm, sizeof nm, "model.layers.%d.%s.%s.weight", l, pre, proj[i]);
 				tadd(&t, nm, 2, outs[i], ins[i], 0, SB_LM_INIT_NORMAL, i == 3 ? ostd : std, 1, 1);
@@ -631,6 +659,15 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 			mamba_params(&t, c, l, std, ostd, cb);
 		} else if (k == 'V') {
 			mamba1_params(&t, c, l, std, ostd, cb);
+		} else if (k == 'D') { /* Qwen3-Next's names (linear_attn.*); evaluation only */
+			int Kd = c->gdn_kheads * c->gdn_kdim, Vd = c->gdn_vheads * c->gdn_vdim;
+			tadd(&t, NM("linear_attn.in_proj_qkvz.weight"), 2, 2 * Kd + 2 * Vd, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
+			tadd(&t, NM("linear_attn.in_proj_ba.weight"), 2, 2 * c->gdn_vheads, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
+			tadd(&t, NM("linear_attn.conv1d.weight"), 3, 2 * Kd + Vd, 1, c->conv_k, SB_LM_INIT_UNIFORM, cb, 1, 0);
+			tadd(&t, NM("linear_attn.dt_bias"), 1, c->gdn_vheads, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+			tadd(&t, NM("linear_attn.A_log"), 1, c->gdn_vheads, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
+			tadd(&t, NM("linear_attn.norm.weight"), 1, c->gdn_vdim, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
+			tadd(&t, NM("linear_attn.out_proj.weight"), 2, d, Vd, 0, SB_LM_INIT_NORMAL, ostd, 1, 1);
 		} else {
 			int gi = c->conv_gate ? 3 : 1, cbias = c->bias || c->conv_bias;
 			tadd(&t, NM("conv.in_proj.weight"), 2, gi * d, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
@@ -676,6 +713,8 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 			tadd(&t, NM("block_sparse_moe.router.layer.weight"), 2, E, d, 0, SB_LM_INIT_NORMAL, std, 1, 0);
 			tadd(&t, NM("block_sparse_moe.input_linear.weight"), 3, E, 2 * Fe, d, SB_LM_INIT_NORMAL, std, 1, 3);
 			tadd(&t, NM("block_sparse_moe.output_linear.weight"), 3, E, d, Fe, SB_LM_INIT_NORMAL, ostd, 1, 3);
+			if (c->moe_shared_gate)
+				tadd(&t, NM("mlp.shared_expert_gate.weight"), 2, 1, d, 0, SB_LM_INIT_NORMAL, std, 1, 0);
 		}
 		if (dense || moe) {
 			if (c->sandwich)
@@ -748,7 +787,16 @@ void sb_lm_ptrs_at(const struct sb_lm_model *m, float *base, struct sb_lm_ptrs *
 			P(qn_w, "self_attn.q_norm.weight");
 			P(kn_w, "self_attn.k_norm.weight");
 		}
-		if (y->kind == 'L') {
+		P(sg_w, "mlp.shared_expert_gate.weight");
+		if (y->kind == 'D') {
+			P(in_w, "linear_attn.in_proj_qkvz.weight");
+			P(ba_w, "linear_attn.in_proj_ba.weight");
+			P(cw, "linear_attn.conv1d.weight");
+			P(dt_bias, "linear_attn.dt_bias");
+			P(A_log, "linear_attn.A_log");
+			P(gn_w, "linear_attn.norm.weight");
+			P(out_w, "linear_attn.out_proj.weight");
+		} else if (y->kind == 'L') {
 			P(q_w, "linear_attn.q_proj.weight");
 			P(q_b, "linear_attn.q_proj.bias");
 			P(k_w, "linear_attn.k_proj.weight");
@@ -1754,10 +1802,11 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	SB_TRY(refuse_eval_only(m, "training", err));
 	if (o->B < 1 || o->T < 1 || o->T > m->cfg.max_T)
 		return SB_ERR(err, SB_EUSAGE, "training: B %d, T %d (max_T %d)", o->B, o->T, m->cfg.max_T);
-	if (strchr(m->cfg.pattern, 'M') || strchr(m->cfg.pattern, 'V') || m->cfg.moe_experts || m->cfg.parallel_ssm)
-		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2) and V (Mamba) layers, parallel Mamba2 mixers and mixtures "
-					      "of experts are evaluation-only (pretrained layouts); the training path does not "
-					      "have them");
+	if (strchr(m->cfg.pattern, 'M') || strchr(m->cfg.pattern, 'V') || strchr(m->cfg.pattern, 'D') ||
+	    m->cfg.moe_experts || m->cfg.parallel_ssm || m->cfg.attn_gate)
+		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2), V (Mamba) and D (gated DeltaNet) layers, parallel Mamba2 "
+					      "mixers, the attention's output gate and mixtures of experts are evaluation-only "
+					      "(pretrained layouts); the training path does not have them");
 	const struct sb_lm_cfg *fc = &m->cfg;
 	if (fc->attn_in_mult != 1.0f || fc->key_mult != 1.0f || fc->attn_out_mult != 1.0f || fc->mlp_gate_mult != 1.0f ||
 	    fc->mlp_down_mult != 1.0f || fc->logit_mult != 1.0f)
@@ -2203,6 +2252,8 @@ struct sb_lm_cache {
 	float *x, *nrm, *mean, *rstd, *qkr, *q, *k, *v, *att, *y, *h, *a, *logits;
 	float *moe; /* the MoE op's scratch for Tcap rows (SB_LM_MOE_SCRATCH) */
 	float *vscr; /* V layers' rows: x, u, dt, y [Tcap, I], x_proj's [Tcap, R + 2N], dt, B, C apart */
+	float *dscr; /* D layers' rows: in_proj_qkvz's, in_proj_ba's, q|k|v, its conv, b, a, z, y */
+	float *qg;   /* attn_gate: q_proj's rows (each head's query and gate), then the gates */
 	void *base;
 	size_t bytes;
 	struct sb_redzones rz; /* SB_ARENA_CHECK */
@@ -2238,6 +2289,10 @@ static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct
 		if (kind == 'M' || (kind == 'A' && c->parallel_ssm)) {
 			k->mhist[l] = TAKE((size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * mCD);
 			k->mS[l] = TAKE(mI * (size_t)c->ssm_state);
+		} else if (kind == 'D') { /* gated DeltaNet: the conv's history of q|k|v, the state [Hv, dk, dv] */
+			size_t cd = 2 * (size_t)c->gdn_kheads * c->gdn_kdim + (size_t)c->gdn_vheads * c->gdn_vdim;
+			k->mhist[l] = TAKE((size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * cd);
+			k->mS[l] = TAKE((size_t)c->gdn_vheads * c->gdn_kdim * c->gdn_vdim);
 		} else if (kind == 'V') { /* Mamba (1): the conv's history of x, the state [I, N] */
 			k->mhist[l] = TAKE((size_t)(c->conv_k > 1 ? c->conv_k - 1 : 1) * (size_t)c->ssm_inner);
 			k->mS[l] = TAKE((size_t)c->ssm_inner * (size_t)c->ssm_state);
@@ -2267,6 +2322,10 @@ static size_t cache_layout(const struct sb_lm_cfg *c, int Tc, void *base, struct
 	k->moe = TAKE(c->moe_experts ? SB_LM_MOE_SCRATCH(Tc, d, c->moe_experts, c->moe_topk, c->moe_ffn) : 1);
 	size_t vr = (size_t)c->ssm_dt_rank + 2 * (size_t)c->ssm_state;
 	k->vscr = TAKE(strchr(c->pattern, 'V') ? T * (4 * (size_t)c->ssm_inner + 2 * vr) : 1);
+	size_t gK = (size_t)c->gdn_kheads * c->gdn_kdim, gV = (size_t)c->gdn_vheads * c->gdn_vdim;
+	size_t gH = (size_t)c->gdn_vheads;
+	k->dscr = TAKE(strchr(c->pattern, 'D') ? T * ((2 * gK + 2 * gV) + 2 * gH + 2 * (2 * gK + gV) + 2 * gH + 2 * gV) : 1);
+	k->qg = TAKE(c->attn_gate ? T * 3 * qd : 1);
 	return off;
 }
 
@@ -2321,12 +2380,20 @@ void sb_lm_cache_reset(struct sb_lm_cache *c, uint64_t mask_seed)
 		if (c->hist[l])
 			c->m->be->ops->zero(ctx, c->hist[l],
 					    (size_t)(cf->conv_k > 1 ? cf->conv_k - 1 : 1) * cf->d * sizeof(float));
-		if (c->mS[l]) { /* M: history of xBC, state [I, N]; V: history of x, state [I, N] */
-			int v = cf->pattern[l] == 'V';
-			size_t mI = v ? (size_t)cf->ssm_inner : (size_t)cf->ssm_heads * cf->ssm_head_dim;
-			size_t mCD = v ? mI : mI + 2 * (size_t)cf->ssm_groups * cf->ssm_state;
+		if (c->mS[l]) { /* M: history of xBC, state [I, N]; V: history of x, state [I, N]; D:
+				 * history of q|k|v, state [Hv, dk, dv] */
+			char kd = cf->pattern[l];
+			size_t mI = (size_t)cf->ssm_heads * cf->ssm_head_dim, mCD = mI + 2 * (size_t)cf->ssm_groups * cf->ssm_state;
+			size_t st = mI * (size_t)cf->ssm_state;
+			if (kd == 'V') {
+				mCD = (size_t)cf->ssm_inner;
+				st = mCD * (size_t)cf->ssm_state;
+			} else if (kd == 'D') {
+				mCD = 2 * (size_t)cf->gdn_kheads * cf->gdn_kdim + (size_t)cf->gdn_vheads * cf->gdn_vdim;
+				st = (size_t)cf->gdn_vheads * cf->gdn_kdim * cf->gdn_vdim;
+			}
 			c->m->be->ops->zero(ctx, c->mhist[l], (size_t)(cf->conv_k > 1 ? cf->conv_k - 1 : 1) * mCD * sizeof(float));
-			c->m->be->ops->zero(ctx, c->mS[l], mI * (size_t)cf->ssm_state * sizeof(float));
+			c->m->be->ops->zero(ctx, c->mS[l], st * sizeof(float));
 		}
 		if (c->S[l]) {
 			size_t e = (size_t)cf->d / cf->lin_heads;
@@ -2502,6 +2569,45 @@ static void mamba1_mixer(struct sb_lm_model *m, struct sb_ctx *ctx, struct sb_lm
 	mm_rows(m, ctx, out, ys, yt->out_w, y->out_b, n, (int)I, d);
 }
 
+/* A gated DeltaNet mixer (layer l, kind D) on the n normed rows c->nrm into out[n, d]:
+ * in_proj_qkvz and in_proj_ba, their per-key-head groups taken apart into (q | k | v), z, b
+ * and a; the causal conv of q|k|v (its history carried) and SiLU; the recurrence
+ * (deltanet_rows); the gated norm, RMSNorm per value head then silu(z); out_proj */
+static void deltanet_mixer(struct sb_lm_model *m, struct sb_ctx *ctx, struct sb_lm_cache *c, int l, float *out, int n)
+{
+	const struct sb_lm_cfg *cf = &m->cfg;
+	const struct sb_backend_lm_ops *lo = m->lo;
+	const struct sb_lm_layer *y = &m->w.layer[l], *yt = &m->wt.layer[l];
+	size_t Hk = (size_t)cf->gdn_kheads, Hv = (size_t)cf->gdn_vheads, dk = (size_t)cf->gdn_kdim;
+	size_t dv = (size_t)cf->gdn_vdim, r = Hv / Hk, Kd = Hk * dk, Vd = Hv * dv, cd = 2 * Kd + Vd, nn = (size_t)n;
+	size_t wq = 2 * Kd + 2 * Vd, gw = 2 * dk + 2 * r * dv; /* a key head's group in qkvz: q k v z */
+	float *qkvz = c->dscr, *ba = qkvz + nn * wq, *qkv = ba + nn * 2 * Hv, *cv = qkv + nn * cd;
+	float *b = cv + nn * cd, *a = b + nn * Hv, *z = a + nn * Hv, *ys = z + nn * Vd;
+	int d = cf->d;
+	mm_rows(m, ctx, qkvz, c->nrm, yt->in_w, NULL, n, d, (int)wq);
+	mm_rows(m, ctx, ba, c->nrm, yt->ba_w, NULL, n, d, (int)(2 * Hv));
+	for (size_t i = 0; i < nn; i++)
+		for (size_t g = 0; g < Hk; g++) {
+			const float *src = qkvz + i * wq + g * gw, *bs = ba + i * 2 * Hv + g * 2 * r;
+			float *row = qkv + i * cd;
+			memcpy(row + g * dk, src, dk * sizeof *src);                      /* q */
+			memcpy(row + Kd + g * dk, src + dk, dk * sizeof *src);            /* k */
+			memcpy(row + 2 * Kd + g * r * dv, src + 2 * dk, r * dv * sizeof *src); /* v */
+			memcpy(z + i * Vd + g * r * dv, src + 2 * dk + r * dv, r * dv * sizeof *src);
+			memcpy(b + i * Hv + g * r, bs, r * sizeof *bs);
+			memcpy(a + i * Hv + g * r, bs + r, r * sizeof *bs);
+		}
+	lo->dwconv_rows(ctx, cv, qkv, c->mhist[l], y->cw, NULL, n, (int)cd, cf->conv_k);
+	for (size_t i = 0; i < nn * cd; i++)
+		cv[i] = silu_scalar(cv[i]);
+	lo->deltanet_rows(ctx, ys, cv, b, a, c->mS[l], y->A_log, y->dt_bias, n, (int)Hk, (int)Hv, (int)dk, (int)dv);
+	/* the gated norm: RMSNorm of each value head (one weight for all), then silu(z) */
+	lo->norm_forward(ctx, ys, NULL, c->rstd, ys, y->gn_w, NULL, (int)(nn * Hv), (int)dv, cf->norm_eps, 1);
+	for (size_t i = 0; i < nn * Vd; i++)
+		ys[i] *= silu_scalar(z[i]);
+	mm_rows(m, ctx, out, ys, yt->out_w, NULL, n, (int)Vd, d);
+}
+
 /* The rows c->ids[0..n) at positions pos..pos+n-1 */
 static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb_lm_cache *c, int n,
 			    const struct sb_lm_mask *mask, float *logits, int all_rows, struct sb_lm_attn_obs *obs,
@@ -2557,7 +2663,17 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 			const double *freq = loc ? m->rope_freq_local : m->rope_freq;
 			float qs = !sb_lm_layer_rope(cf, l) ? query_scale_noyarn(cf) : loc ? qscale_s : qscale;
 			const float *ain = scaled(c->k, c->nrm, cf->attn_in_mult, (size_t)n * d); /* Falcon-H1's */
-			mm_rows(m, ctx, c->q, ain, yt->q_w, y->q_b, n, d, qd);
+			if (cf->attn_gate) { /* Qwen3-Next: each head's query, then its gate */
+				float *g = c->qg + (size_t)n * 2 * qd;
+				mm_rows(m, ctx, c->qg, ain, yt->q_w, y->q_b, n, d, 2 * qd);
+				for (int i = 0; i < n; i++)
+					for (int h = 0; h < NH; h++) {
+						const float *src = c->qg + (size_t)i * 2 * qd + (size_t)h * 2 * hd;
+						memcpy(c->q + (size_t)i * qd + (size_t)h * hd, src, (size_t)hd * sizeof *src);
+						memcpy(g + (size_t)i * qd + (size_t)h * hd, src + hd, (size_t)hd * sizeof *src);
+					}
+			} else
+				mm_rows(m, ctx, c->q, ain, yt->q_w, y->q_b, n, d, qd);
 			mm_rows(m, ctx, Kn, ain, yt->k_w, y->k_b, n, d, kvd);
 			mm_rows(m, ctx, Vn, ain, yt->v_w, y->v_b, n, d, kvd);
 			scaled(Kn, Kn, cf->key_mult, (size_t)n * kvd);
@@ -2583,6 +2699,11 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 			else
 				SB_TRY(lo->attn_rows(ctx, c->att, c->q, c->K[l], c->V[l], c->acc[l], c->Tcap, t0, n, NH, NKV,
 						     hd, cf->attn_softcap, mask ? &mk : NULL, l, obs ? &obs[l] : NULL, err));
+			if (cf->attn_gate) { /* the output times sigmoid(gate) */
+				const float *g = c->qg + (size_t)n * 2 * qd;
+				for (size_t i = 0; i < (size_t)n * qd; i++)
+					c->att[i] *= 1.0f / (1.0f + expf(-g[i]));
+			}
 			mm_rows(m, ctx, c->y, c->att, yt->o_w, y->o_b, n, qd, d);
 			scaled(c->y, c->y, cf->attn_out_mult, (size_t)n * d);
 			if (y->kind == 'A' && cf->parallel_ssm) { /* Falcon-H1: + Mamba2(the same input) */
@@ -2599,6 +2720,8 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 			mamba_mixer(m, ctx, c, l, c->y, n);
 		} else if (y->kind == 'V') {
 			mamba1_mixer(m, ctx, c, l, c->y, n);
+		} else if (y->kind == 'D') {
+			deltanet_mixer(m, ctx, c, l, c->y, n);
 		} else {
 			if (cf->conv_gate) {
 				mm_rows(m, ctx, c->q, c->nrm, yt->in_w, y->in_b, n, d, 3 * d);
@@ -2638,6 +2761,14 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 				op->gelu_forward(ctx, c->a, NULL, NULL, c->h, &no_drop, (size_t)n * F);
 			mm_rows(m, ctx, c->y, c->a, yt->down_w, y->down_b, n, F, d);
 			scaled(c->y, c->y, cf->mlp_down_mult, (size_t)n * d);
+			if (moe && cf->moe_shared_gate) /* the shared expert times sigmoid(its gate . x) */
+				for (int i = 0; i < n; i++) {
+					float gsum = 0;
+					const float *xi = c->nrm + (size_t)i * d;
+					for (int j = 0; j < d; j++)
+						gsum = fmaf(y->sg_w[j], xi[j], gsum);
+					scaled(c->y + (size_t)i * d, c->y + (size_t)i * d, 1.0f / (1.0f + expf(-gsum)), (size_t)d);
+				}
 		}
 		if (moe && m->bf16) /* the experts, added to the dense MLP's output (Granite's) or to zeros */
 			lo->moe_rows_bf16(ctx, c->y, c->nrm, yt->moe_r, (const uint16_t *)(const void *)yt->moe_in,

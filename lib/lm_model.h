@@ -35,6 +35,16 @@
  *        each RMS-normalised when ssm_inner_norm (Jamba's dt/b/c_layernorm); dt = softplus(
  *        dt_proj(dt) + its bias) (R -> I); per channel i, S_i = exp(-dt_i exp(A_log_i)) S_i +
  *        dt_i u_i B (A_log [I, N]), y_i = S_i.C + D_i u_i; y * silu(z), out_proj (I -> d).
+ *     D  gated DeltaNet (evaluation only; Qwen3-Next's linear attention layers): gdn_kheads key
+ *        heads and gdn_vheads value heads of gdn_kdim and gdn_vdim (gdn_vheads a multiple of
+ *        gdn_kheads, r their ratio); per key head g, in_proj_qkvz gives q, k (gdn_kdim each), v
+ *        and z (r gdn_vdim each), in_proj_ba gives b and a (r each); (q | k | v) = silu(causal
+ *        depthwise conv_k(q | k | v)) (no bias); q and k L2-normalised (eps 1e-6), q scaled by
+ *        gdn_kdim^-1/2; per value head h (key head h / r): beta = sigmoid(b), g = -exp(A_log)
+ *        softplus(a + dt_bias); S = exp(g) S; S += k (beta (v - S^T k))^T; o = S^T q;
+ *        o = RMSNorm(o) (weight [gdn_vdim]) silu(z); out_proj.
+ *     A with attn_gate (Qwen3-Next): q_proj gives each head its query and a gate of head_dim;
+ *        the attention's output is multiplied by sigmoid(gate) before o_proj.
  *     A with parallel_ssm (Falcon-H1; evaluation only): attention and an M mixer side by side
  *        on the same normed input, their outputs added: x += Attn(n) + Mamba2(n).
  *     MLP  GELU: down(gelu(up x));  SwiGLU: down(silu(gate x) * up x); GeGLU (evaluation
@@ -158,6 +168,9 @@ struct sb_lm_cfg {
 	 * B and C (Jamba's; eps norm_eps); ssm_state, conv_k, ssm_conv_bias and ssm_proj_bias
 	 * (1: in_proj's and out_proj's) as for M layers */
 	int ssm_inner, ssm_dt_rank, ssm_inner_norm;
+	/* D layers (gated DeltaNet, Qwen3-Next): key and value heads, their widths; conv_k */
+	int gdn_kheads, gdn_vheads, gdn_kdim, gdn_vdim;
+	int attn_gate; /* 1: Qwen3-Next's output gate of the attention (q_proj [2 heads head_dim, d]) */
 	/* Falcon-H1's parallel hybrid (evaluation only): every A layer also has a Mamba2 mixer
 	 * (the M layers' parameters and names, model.layers.N.mamba.*) on the same normed input,
 	 * x += Attention(n) + Mamba2(n) with n = Norm1(x). The masks act on the attention alone. */
@@ -184,6 +197,9 @@ struct sb_lm_cfg {
 	 * the softmax over every expert's logit, the picked ones not renormalised (Jamba's, OLMoE's) */
 	char moe_layers[SB_LM_MAX_LAYERS + 1];
 	int moe_dense, moe_gate;
+	/* moe_shared_gate 1: the dense MLP beside the experts (a shared expert) is scaled by
+	 * sigmoid(shared_expert_gate x) (weight [1, d]; Qwen2-MoE's, Qwen3-Next's) */
+	int moe_shared_gate;
 	/* Granite's multipliers: 1, 1, 0 (= 1/sqrt(head_dim)), 1 when unused */
 	float emb_mult, resid_mult, attn_scale, logit_div;
 	int max_T;        /* longest sequence (learned positions) */
@@ -240,7 +256,7 @@ struct sb_lm_param {
 };
 
 struct sb_lm_layer {
-	char kind; /* 'A', 'C', 'L', 'M', 'S', 'V' */
+	char kind; /* 'A', 'C', 'D', 'L', 'M', 'S', 'V' */
 	float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
 	float *ln3_w, *ln4_w; /* sandwich: the mixer's and the MLP's output norms */
 	float *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b; /* A, S and L */
@@ -248,6 +264,8 @@ struct sb_lm_layer {
 	float *in_w, *in_b, *cw, *cb, *out_w, *out_b;        /* C and M */
 	float *dt_bias, *A_log, *Dskip, *gn_w;               /* M: per head; the gated norm's weight [I] */
 	float *xp_w, *dtp_w, *dtp_b, *dtn_w, *bn_w, *cn_w;   /* V: x_proj, dt_proj, the inner norms */
+	float *ba_w;                                         /* D: in_proj_ba (in_w: in_proj_qkvz) */
+	float *sg_w;                                         /* the shared expert's gate [1, d] */
 	float *up_w, *up_b, *down_w, *down_b;                /* MLP; SwiGLU: up_w = [gate; up] (2F rows) */
 	float *moe_r, *moe_in, *moe_out;                     /* MoE: router [E, d], [E, 2Fe, d], [E, d, Fe]
 	                                                      * (in pt: packed expert by expert, as the

@@ -262,6 +262,8 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 			snprintf(legend + strlen(legend), sizeof legend - strlen(legend), ", M = Mamba2 mixer");
 		if (strchr(pat, 'V'))
 			snprintf(legend + strlen(legend), sizeof legend - strlen(legend), ", V = Mamba (1) mixer");
+		if (strchr(pat, 'D'))
+			snprintf(legend + strlen(legend), sizeof legend - strlen(legend), ", D = gated DeltaNet");
 		if (strchr(pat, 'S'))
 			snprintf(legend + strlen(legend), sizeof legend - strlen(legend),
 				 ", S = sliding-window attention (%.0f keys)", num(model, "window"));
@@ -280,6 +282,7 @@ int sb_lm_report_write(const char *eval_path, const char *out_dir, struct sb_err
 				 "; RoPE by layer `%s` (0 = none: NoPE)", nope);
 		const char *others = strchr(pat, 'M') ? "Mamba2/convolution"
 				     : strchr(pat, 'V') ? "Mamba"
+				     : strchr(pat, 'D') ? "gated DeltaNet"
 				     : strchr(pat, 'S') ? (strchr(pat, 'C') ? "convolution/sliding-window" : "sliding-window")
 							: "convolution";
 		bprintf(&md,

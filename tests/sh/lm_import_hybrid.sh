@@ -14,6 +14,8 @@
 #                                layer (AAA, parallel_ssm), muP multipliers
 #   tests/fixtures/hf/jamba      JambaForCausalLM: Mamba (1) mixers and attention without positions
 #                                (VVAVV), experts in layers 1 and 3
+#   tests/fixtures/hf/qwen3_next Qwen3NextForCausalLM: gated DeltaNet and gated attention (DDDA),
+#                                experts with a gated shared expert
 . "$(dirname "$0")/../shlib.sh"
 if ! command -v sb-lm >/dev/null; then
 	t_result 1 "sb-lm is built (make)"
@@ -175,6 +177,25 @@ sb-lm report -o "$d/rep" "$E" >/dev/null 2>"$d/e"; rc=$?
 t_result $? "jamba: sb-lm report names its Mamba layers, unchanged under the masks (exit $rc $(cat "$d/e"))"
 mkdir -p "$d/bad" && cp "$TOP/tests/fixtures/hf/jamba"/* "$d/bad/"
 refused jamba '.mamba_d_state = 4' "a state size the weights do not have" "mamba.x_proj.weight' has another shape"
+
+# Qwen3-Next: gated DeltaNet layers (D) and one gated attention layer (D D D A), experts with a
+# gated shared expert: the masks act on layer 3 alone
+d="$T/qwen3_next"
+mkdir -p "$d"
+sb-lm import -q -o "$d/runs" --corpus "shakespeare=$TXT" --T 256 "$TOP/tests/fixtures/hf/qwen3_next" >"$d/o" 2>"$d/e"; rc=$?
+run=$(jq -r 'select(.kind == "lm.import") | .run_dir' "$d/o" 2>/dev/null)
+[ $rc -eq 0 ] && jq -e '.source.model_type == "qwen3_next" and .model.pattern == "DDDA" and .model.attn_gate == 1
+	and .model.gdn_vheads == 4 and .model.moe_shared_gate == 1 and .model.rope_dim == 4' "$run/cell.json" >/dev/null &&
+	sb-eval -q --set probes=2 --set windows=4 --set tasks=niah_single_1 --set bench_reps=1 \
+		--set 'masks=dense;recipe:s=4,w=16,k=8;struct_random' "$run" >"$d/ev" 2>>"$d/e" &&
+	jq -e -s 'map(select(.kind == "lm.eval.setup"))[0] | .masked_layers == [3]' "$run/eval.ndjson" >/dev/null &&
+	jq -e -s '[.[] | select(.kind == "lm.budget" and .method != "dense")] | length > 0 and
+		all(([.layers[].layer]) == [3] and .fraction > 0 and .fraction < 1)' "$run/eval.ndjson" >/dev/null &&
+	jq -e -s '[.[] | select(.kind == "lm.fidelity.window" and .method != "dense")] | any(.kl_tail > 0)' "$run/eval.ndjson" >/dev/null &&
+	sb-lm report -o "$d/rep" "$run/eval.ndjson" >/dev/null 2>>"$d/e" &&
+	grep -q 'a hybrid, layers `DDDA`: A = full attention, D = gated DeltaNet' "$d/rep/lm-report.md" &&
+	grep -q "The masks act on the 1 attention layers (3) only; the 3 gated DeltaNet layers (0, 1, 2) run unchanged" "$d/rep/lm-report.md"
+t_result $? "qwen3_next: imported (exit $rc), evaluated with the masks on layer 3 alone, the report names its DeltaNet layers ($(head -c 300 "$d/e"))"
 
 # Gemma 3 (the 270M/1B text layout): sliding-window attention layers (window 8 here) run
 # unchanged, the global ones are masked; the sandwich norms mapped onto the toolkit's names

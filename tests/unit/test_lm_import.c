@@ -218,7 +218,7 @@ static void check_model(struct sb_backend *be, const char *name)
 		 "%s: a prefill in chunks of 5 gives the whole prefill's logits bit for bit", name);
 	free(chunk);
 	if (strchr(m->cfg.pattern, 'C') || strchr(m->cfg.pattern, 'M') || strchr(m->cfg.pattern, 'S') ||
-	    strchr(m->cfg.pattern, 'V') || m->cfg.parallel_ssm)
+	    strchr(m->cfg.pattern, 'V') || strchr(m->cfg.pattern, 'D') || m->cfg.parallel_ssm)
 		check_hybrid_masks(m, c, ids, T, got, name);
 	/* a BF16 checkpoint is evaluated from packed bfloat16 weights (half the memory), with the
 	 * bits of the same model in float: open the checkpoint again as a float model */
@@ -228,7 +228,8 @@ static void check_model(struct sb_backend *be, const char *name)
 		     !strcmp(name, "qwen3_yarn") || !strcmp(name, "granite3") || !strcmp(name, "gemma3") ||
 		     !strcmp(name, "gemma3_mm") || !strcmp(name, "gemma2") || !strcmp(name, "bamba") ||
 		     !strcmp(name, "olmo2") || !strcmp(name, "smollm3") || !strcmp(name, "falcon_h1") ||
-		     !strcmp(name, "falcon_h1_gate") || !strcmp(name, "qwen3_moe") || !strcmp(name, "jamba");
+		     !strcmp(name, "falcon_h1_gate") || !strcmp(name, "qwen3_moe") || !strcmp(name, "jamba") ||
+		     !strcmp(name, "qwen3_next");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -273,8 +274,8 @@ static void check_model(struct sb_backend *be, const char *name)
 	/* the training path (a scaled SAS selector trains through it) on the same weights, where
 	 * the layout has it (not Mamba2 layers or experts): the same logits as the reference, to
 	 * the same tolerance */
-	int eval_only = strchr(m->cfg.pattern, 'M') || strchr(m->cfg.pattern, 'V') || m->cfg.moe_experts ||
-			m->cfg.parallel_ssm;
+	int eval_only = strchr(m->cfg.pattern, 'M') || strchr(m->cfg.pattern, 'V') || strchr(m->cfg.pattern, 'D') ||
+			m->cfg.moe_experts || m->cfg.parallel_ssm || m->cfg.attn_gate;
 	if (!eval_only) {
 		struct sb_lm_cell c3;
 		struct sb_lm_model *mt = NULL;
@@ -1193,6 +1194,88 @@ static void check_moe_split(struct sb_backend *be)
 	free(base);
 }
 
+/* Qwen3-Next: the layers, the DeltaNet heads, the gated attention, the experts with their gated
+ * shared expert as read; the (1 + w) norms written as that multiplier, the gated norm's weight
+ * as it is; what is refused */
+static void check_qwen3_next(struct sb_backend *be)
+{
+	static const struct {
+		const char *name, *pattern;
+		int E, ffn, kh, vh, kd, vd, rope_dim, conv_k, tied;
+	} want[] = {{"qwen3_next", "DDDA", 4, 24, 2, 4, 8, 8, 4, 4, 0}, {"qwen3_next_dense", "ADD", 0, 48, 2, 2, 16, 16, 8, 3, 1}};
+	struct sb_err err = {0};
+	struct sb_lm_cfg c;
+	struct sb_lm_hf_info info;
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		int rc = fixture_config(want[i].name, &c, &info, &err);
+		SB_CHECK(!rc && info.qwen3_next && !strcmp(c.pattern, want[i].pattern) && c.moe_experts == want[i].E &&
+				 c.ffn == want[i].ffn && c.gdn_kheads == want[i].kh && c.gdn_vheads == want[i].vh &&
+				 c.gdn_kdim == want[i].kd && c.gdn_vdim == want[i].vd && c.rope_dim == want[i].rope_dim &&
+				 c.conv_k == want[i].conv_k && c.tied == want[i].tied && c.attn_gate == 1 && c.qk_norm == 1 &&
+				 c.head_dim == 16 && (!c.moe_experts || (c.moe_dense == 1 && c.moe_shared_gate == 1 &&
+				 c.moe_gate == 0 && c.moe_ffn == 16 && !c.moe_layers[0])),
+			 "%s: config read as layers %s (want %s), experts %d, ffn %d, DeltaNet %d/%d heads of %d/%d, rope_dim %d "
+			 "(%s)", want[i].name, c.pattern, want[i].pattern, c.moe_experts, c.ffn, c.gdn_kheads, c.gdn_vheads,
+			 c.gdn_kdim, c.gdn_vdim, c.rope_dim, rc ? err.msg : "read");
+	}
+	{ /* the run's checkpoint: 1 + w for the zero-centred norms, w for the DeltaNet's gated norm */
+		char dir[4600], runs[128], rd[4096], path[4700];
+		snprintf(dir, sizeof dir, "%s/tests/fixtures/hf/qwen3_next_dense", top);
+		snprintf(runs, sizeof runs, "%s/runs", tmp);
+		struct sb_lm_import_opts o;
+		memset(&o, 0, sizeof o);
+		o.n_corpora = 1;
+		snprintf(o.corpora[0], sizeof o.corpora[0], "text=%s/tests/fixtures/lm/shakespeare-head.txt", top);
+		struct sb_lm_cell cell;
+		struct sb_tensors src, run;
+		int existed = 0, rc = sb_lm_import(dir, runs, &o, &cell, rd, &existed, &err), ok = 0, nrm = 0;
+		snprintf(path, sizeof path, "%s/model.safetensors", dir);
+		if (!rc)
+			rc = sb_st_read(path, &src, &err);
+		snprintf(path, sizeof path, "%s/model.safetensors", rd);
+		if (!rc && (rc = sb_st_read(path, &run, &err)))
+			sb_tensors_free(&src);
+		const char *names[] = {"model.layers.0.self_attn.q_norm.weight", "model.layers.1.input_layernorm.weight",
+				       "model.norm.weight", "model.layers.2.linear_attn.norm.weight"};
+		for (int k = 0; !rc && k < 4; k++) {
+			const struct sb_tensor *a = sb_tensors_find(&src, names[k]), *b = sb_tensors_find(&run, names[k]);
+			if (!a || !b || a->dtype != SB_F32 || b->dtype != SB_F32 || a->nbytes != b->nbytes)
+				break;
+			const float *x = a->data, *y2 = b->data;
+			int same = 1;
+			for (size_t j = 0; j < a->nbytes / 4 && same; j++)
+				same = y2[j] == (k < 3 ? 1.0f + x[j] : x[j]);
+			nrm += same;
+		}
+		ok = nrm == 4;
+		SB_CHECK(!rc && ok, "qwen3_next_dense: the run holds 1 + w for q_norm, the layer norms and model.norm, w for "
+				    "the gated norm (%d of 4; %s)", nrm, rc ? err.msg : "read");
+		if (!rc) {
+			sb_tensors_free(&src);
+			sb_tensors_free(&run);
+		}
+	}
+	char *base = fixture_json("qwen3_next");
+	if (!base)
+		return;
+	refuse(be, "qwen3_next", "qwen3_next: unchanged copy imports", base, NULL, 0, "");
+	refuse(be, "qwen3_next", "qwen3_next: a layer kind it does not have",
+	       cfg_with(base, "\"linear_attention\"", "\"sliding_attention\""), NULL, SB_EDATA,
+	       "layer_types[0] is 'sliding_attention' (linear_attention or full_attention)");
+	refuse(be, "qwen3_next", "qwen3_next: value heads not a multiple of the key heads",
+	       cfg_with(base, "\"linear_num_value_heads\": 4", "\"linear_num_value_heads\": 3"), NULL, SB_EDATA,
+	       "linear_num_value_heads 3 is not a multiple of linear_num_key_heads 2");
+	refuse(be, "qwen3_next", "qwen3_next: an odd number of rotated dimensions",
+	       cfg_with(base, "\"partial_rotary_factor\": 0.25", "\"partial_rotary_factor\": 0.3125"), NULL, SB_EDATA,
+	       "gives 5 rotated dimensions");
+	char *wide = strdup(cfg_with(base, "\"intermediate_size\": 24", "\"intermediate_size\": 40"));
+	refuse(be, "qwen3_next", "qwen3_next: a dense layer beside shared experts of another width",
+	       cfg_with(wide, "\"mlp_only_layers\": []", "\"mlp_only_layers\": [1]"), NULL, SB_EDATA,
+	       "dense layers (intermediate_size 40) beside shared experts of another width (24)");
+	free(wide);
+	free(base);
+}
+
 /* Jamba: the layers, experts and Mamba (1) fields as read, and what is refused */
 static void check_jamba(struct sb_backend *be)
 {
@@ -1573,6 +1656,9 @@ int main(void)
 	check_model(be, "jamba");
 	check_model(be, "jamba_dense");
 	check_jamba(be);
+	check_model(be, "qwen3_next");
+	check_model(be, "qwen3_next_dense");
+	check_qwen3_next(be);
 	check_model(be, "olmo2");
 	check_model(be, "olmo3");
 	check_olmo(be);

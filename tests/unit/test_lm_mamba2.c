@@ -12,7 +12,8 @@
  *   - Granite's mixture of experts (moe_rows) against a double transcription, a tie, each
  *     row's bits whatever the batch, bfloat16 experts equal to float ones bit for bit; a
  *     model with experts: decoding = prefill, float and bfloat16 evaluation models = it.
- *   - Mamba (1)'s scan (mamba1_rows, Jamba's V layers) against a double transcription;
+ *   - Mamba (1)'s scan (mamba1_rows, Jamba's V layers) and gated DeltaNet's recurrence
+ *     (deltanet_rows, Qwen3-Next's D layers) against double transcriptions;
  *     chunks of rows give the same bits.
  * (The whole model against transformers' GraniteMoeHybridForCausalLM, JambaForCausalLM: test_lm_import.) */
 #include <math.h>
@@ -241,6 +242,96 @@ static void check_mamba1(struct sb_backend *be)
 		free(C);
 		free(al);
 		free(D);
+		free(S);
+		free(y);
+		free(y1);
+		free(want);
+		free(got);
+		free(Sd);
+	}
+}
+
+/* gated DeltaNet's recurrence, deltanet_rows (Qwen3-Next's D layers): against a plain double
+ * transcription of transformers' torch_recurrent_gated_delta_rule (with its L2 norms, scale,
+ * sigmoid and decay) on several shapes (value heads 1 or 2 per key head); chunks of 3 rows give
+ * the batch's bits */
+static void check_deltanet(struct sb_backend *be)
+{
+	const struct sb_backend_lm_ops *lo = sb_backend_lm(be);
+	struct sb_ctx *ctx = sb_be_main(be);
+	static const int shapes[][5] = {{1, 1, 1, 1, 1}, {2, 4, 8, 8, 9}, {1, 3, 5, 7, 6}, {2, 2, 16, 4, 17}}; /* Hk Hv dk dv n */
+	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+		int Hk = shapes[s][0], Hv = shapes[s][1], dk = shapes[s][2], dv = shapes[s][3], n = shapes[s][4];
+		size_t ld = 2 * (size_t)Hk * dk + (size_t)Hv * dv, ny = (size_t)n * Hv * dv, st = (size_t)Hv * dk * dv;
+		struct sb_rng r;
+		sb_rng_init(&r, 95 + s, SB_RNG_USER, 3);
+		float *qkv = malloc((size_t)n * ld * sizeof *qkv), *b = malloc((size_t)n * Hv * sizeof *b);
+		float *a = malloc((size_t)n * Hv * sizeof *a), *al = malloc((size_t)Hv * sizeof *al);
+		float *dtb = malloc((size_t)Hv * sizeof *dtb), *S = calloc(st, sizeof *S), *y = malloc(ny * sizeof *y);
+		float *y1 = malloc(ny * sizeof *y1);
+		double *want = malloc(ny * sizeof *want), *got = malloc(ny * sizeof *got), *Sd = calloc(st, sizeof *Sd);
+		fill(qkv, (size_t)n * ld, &r, 1.0, 0);
+		fill(b, (size_t)n * Hv, &r, 1.0, 0);
+		fill(a, (size_t)n * Hv, &r, 1.0, 0);
+		fill(al, (size_t)Hv, &r, 0.5, 0);
+		fill(dtb, (size_t)Hv, &r, 0.5, 0);
+		lo->deltanet_rows(ctx, y, qkv, b, a, S, al, dtb, n, Hk, Hv, dk, dv);
+		for (int t = 0; t < n; t++) {
+			const float *row = qkv + (size_t)t * ld;
+			for (int h = 0; h < Hv; h++) {
+				const float *q = row + (size_t)(h / (Hv / Hk)) * dk, *k = row + (size_t)Hk * dk + (size_t)(h / (Hv / Hk)) * dk;
+				const float *v = row + 2 * (size_t)Hk * dk + (size_t)h * dv;
+				double nq = 0, nk = 0, qn[64], kn[64], dl[64];
+				for (int i = 0; i < dk; i++) {
+					nq += (double)q[i] * q[i];
+					nk += (double)k[i] * k[i];
+				}
+				for (int i = 0; i < dk; i++) {
+					qn[i] = q[i] / sqrt(nq + 1e-6) / sqrt((double)dk);
+					kn[i] = k[i] / sqrt(nk + 1e-6);
+				}
+				double x0 = (double)a[(size_t)t * Hv + h] + dtb[h], sp = x0 > 20 ? x0 : log1p(exp(x0));
+				double beta = 1 / (1 + exp(-(double)b[(size_t)t * Hv + h])), decay = exp(-exp((double)al[h]) * sp);
+				double *Sh = Sd + (size_t)h * dk * dv;
+				for (int i = 0; i < dk * dv; i++)
+					Sh[i] *= decay;
+				for (int j = 0; j < dv; j++) {
+					double m = 0;
+					for (int i = 0; i < dk; i++)
+						m += Sh[(size_t)i * dv + j] * kn[i];
+					dl[j] = (v[j] - m) * beta;
+				}
+				for (int i = 0; i < dk; i++)
+					for (int j = 0; j < dv; j++)
+						Sh[(size_t)i * dv + j] += kn[i] * dl[j];
+				for (int j = 0; j < dv; j++) {
+					double o = 0;
+					for (int i = 0; i < dk; i++)
+						o += Sh[(size_t)i * dv + j] * qn[i];
+					want[((size_t)t * Hv + h) * dv + j] = o;
+				}
+			}
+		}
+		for (size_t i = 0; i < ny; i++)
+			got[i] = y[i];
+		char name[128];
+		snprintf(name, sizeof name, "deltanet_rows Hk %d Hv %d dk %d dv %d, %d rows vs the double transcription", Hk,
+			 Hv, dk, dv, n);
+		/* float sums of dk terms and exp against double through n steps (errors seen ~1e-7);
+		 * a wrong head, norm, gate or decay is O(0.1) */
+		sb_check_close(name, got, want, ny, 2e-5, 1e-4);
+		memset(S, 0, st * sizeof *S);
+		for (int t = 0; t < n; t += 3) {
+			int k = n - t < 3 ? n - t : 3;
+			lo->deltanet_rows(ctx, y1 + (size_t)t * Hv * dv, qkv + (size_t)t * ld, b + (size_t)t * Hv,
+					  a + (size_t)t * Hv, S, al, dtb, k, Hk, Hv, dk, dv);
+		}
+		SB_CHECK(!memcmp(y1, y, ny * sizeof *y), "deltanet_rows Hk %d Hv %d: chunks of 3 rows give the same bits", Hk, Hv);
+		free(qkv);
+		free(b);
+		free(a);
+		free(al);
+		free(dtb);
 		free(S);
 		free(y);
 		free(y1);
@@ -657,6 +748,7 @@ int main(void)
 	}
 	check_op(be);
 	check_mamba1(be);
+	check_deltanet(be);
 	check_moe(be);
 	check_moe_model(be);
 	check_model(be);
