@@ -186,7 +186,7 @@ static void test_gemma_parts(struct sb_backend *be)
 		   {{"pattern=SA", "window=4", "rope_local_theta=0.5"}, "rope_local_theta 0 or > 1"},
 		   {{"sandwich=1", "norm=layernorm", ""}, "sandwich norms are RMSNorms"},
 		   {{"sandwich=2", "norm=rmsnorm", ""}, "sandwich 0 or 1"},
-		   {{"pattern=SX", "window=4", ""}, "layer kinds are A, C, L, M, S and V"},
+		   {{"pattern=SX", "window=4", ""}, "layer kinds are A, C, D, L, M, S and V"},
 		   {{"attn_softcap=-1", "", ""}, "attn_softcap and final_softcap must be >= 0"},
 		   {{"final_softcap=-0.5", "", ""}, "attn_softcap and final_softcap must be >= 0"}};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
