@@ -693,6 +693,25 @@ void sb_lm_bamba_name(const char *ours, char *out, size_t cap)
 	snprintf(out, cap, "%s", ours);
 }
 
+/* rope_scaling, null or an object read as Llama's (rope_spec); transformers 5's rope_parameters
+ * is not read for this family (mt): refused, naming the fields to give instead */
+static int rope_scaling_only(const struct sb_json *o, const char *name, const char *mt, const char *give, int max_pos,
+			     struct sb_lm_cfg *c, struct sb_err *err)
+{
+	const struct sb_json *rs = sb_json_get(o, "rope_scaling");
+	if (rs && rs->type != SB_JSON_NULL && rs->type != SB_JSON_OBJECT)
+		return SB_ERR(err, SB_EDATA, "%s: rope_scaling must be null or an object", name);
+	if (rs && rs->type == SB_JSON_OBJECT) {
+		struct sb_lm_cfg r = *c;
+		SB_TRY(rope_spec(rs, name, "rope_scaling", max_pos, &r, err));
+		rope_copy(c, &r);
+	}
+	if (sb_json_get(o, "rope_parameters"))
+		return SB_ERR(err, SB_EDATA, "%s: rope_parameters (transformers 5's spelling) is not read for %s: give %s",
+			      name, mt, give);
+	return 0;
+}
+
 /* ---------------------------------------------------------------- experts apart */
 
 /* The mixture-of-experts fields of Qwen3-MoE (kind 1: num_experts 128, num_experts_per_tok 8,
@@ -805,17 +824,8 @@ static int qwen3_next_config(const struct sb_json *o, const char *name, struct s
 	SB_TRY(cfg_bool(o, name, "attention_bias", 0, &abias, err));
 	SB_TRY(cfg_num(o, name, "rope_theta", 10000.0, &theta, err));
 	SB_TRY(cfg_num(o, name, "partial_rotary_factor", 0.25, &prf, err));
-	const struct sb_json *rs = sb_json_get(o, "rope_scaling");
-	if (rs && rs->type != SB_JSON_NULL && rs->type != SB_JSON_OBJECT)
-		return SB_ERR(err, SB_EDATA, "%s: rope_scaling must be null or an object", name);
-	if (rs && rs->type == SB_JSON_OBJECT) {
-		struct sb_lm_cfg r = *c;
-		SB_TRY(rope_spec(rs, name, "rope_scaling", info->max_pos, &r, err));
-		rope_copy(c, &r);
-	}
-	if (sb_json_get(o, "rope_parameters"))
-		return SB_ERR(err, SB_EDATA, "%s: rope_parameters (transformers 5's spelling) is not read for qwen3_next: "
-					     "give rope_theta, rope_scaling and partial_rotary_factor", name);
+	SB_TRY(rope_scaling_only(o, name, "qwen3_next", "rope_theta, rope_scaling and partial_rotary_factor", info->max_pos, c,
+				 err));
 	int rd = (int)(c->head_dim * prf); /* transformers' int(head_dim * factor) */
 	if (prf > 1 || rd < 2 || rd % 2)
 		return SB_ERR(err, SB_EDATA, "%s: head_dim %d times partial_rotary_factor %g gives %d rotated dimensions (an "
@@ -1032,17 +1042,7 @@ static int falcon_h1_config(const struct sb_json *o, const char *name, struct sb
 	SB_TRY(cfg_bool(o, name, "attention_bias", 0, &abias, err));
 	SB_TRY(cfg_bool(o, name, "mlp_bias", 0, &mbias, err));
 	SB_TRY(cfg_num(o, name, "rope_theta", 100000.0, &theta, err));
-	const struct sb_json *rs = sb_json_get(o, "rope_scaling");
-	if (rs && rs->type != SB_JSON_NULL && rs->type != SB_JSON_OBJECT)
-		return SB_ERR(err, SB_EDATA, "%s: rope_scaling must be null or an object", name);
-	if (rs && rs->type == SB_JSON_OBJECT) {
-		struct sb_lm_cfg r = *c;
-		SB_TRY(rope_spec(rs, name, "rope_scaling", info->max_pos, &r, err));
-		rope_copy(c, &r);
-	}
-	if (sb_json_get(o, "rope_parameters"))
-		return SB_ERR(err, SB_EDATA, "%s: rope_parameters (transformers 5's spelling) is not read for falcon_h1: "
-					     "give rope_theta and rope_scaling", name);
+	SB_TRY(rope_scaling_only(o, name, "falcon_h1", "rope_theta and rope_scaling", info->max_pos, c, err));
 	const struct sb_json *prf = sb_json_get(o, "partial_rotary_factor");
 	if (prf && prf->type != SB_JSON_NULL && !(prf->type == SB_JSON_NUMBER && prf->number == 1.0))
 		return SB_ERR(err, SB_EDATA, "%s: partial_rotary_factor other than 1 (falcon_h1 rotates whole heads)", name);

@@ -424,6 +424,15 @@ static char *cfg_with(const char *base, const char *from, const char *to)
 	return out;
 }
 
+/* two edits: cfg_with's result edited again (its own buffer, so the second reads a copy) */
+static char *cfg_with2(const char *base, const char *from1, const char *to1, const char *from2, const char *to2)
+{
+	char *once = strdup(cfg_with(base, from1, to1));
+	char *out = cfg_with(once ? once : base, from2, to2);
+	free(once);
+	return out;
+}
+
 /* Which weight files are read when a directory holds more than one set (transformers 4.57.1,
  * modeling_utils: model.safetensors before model.safetensors.index.json), and a tensor that
  * two shards both hold (transformers loads every shard's tensors in sorted file order, so the
@@ -1268,11 +1277,10 @@ static void check_qwen3_next(struct sb_backend *be)
 	refuse(be, "qwen3_next", "qwen3_next: an odd number of rotated dimensions",
 	       cfg_with(base, "\"partial_rotary_factor\": 0.25", "\"partial_rotary_factor\": 0.3125"), NULL, SB_EDATA,
 	       "gives 5 rotated dimensions");
-	char *wide = strdup(cfg_with(base, "\"intermediate_size\": 24", "\"intermediate_size\": 40"));
 	refuse(be, "qwen3_next", "qwen3_next: a dense layer beside shared experts of another width",
-	       cfg_with(wide, "\"mlp_only_layers\": []", "\"mlp_only_layers\": [1]"), NULL, SB_EDATA,
-	       "dense layers (intermediate_size 40) beside shared experts of another width (24)");
-	free(wide);
+	       cfg_with2(base, "\"intermediate_size\": 24", "\"intermediate_size\": 40", "\"mlp_only_layers\": []",
+			 "\"mlp_only_layers\": [1]"),
+	       NULL, SB_EDATA, "dense layers (intermediate_size 40) beside shared experts of another width (24)");
 	free(base);
 }
 
@@ -1311,11 +1319,10 @@ static void check_jamba(struct sb_backend *be)
 	refuse(be, "jamba", "jamba: another dt rank than the weights'",
 	       cfg_with(base, "\"mamba_dt_rank\": 2", "\"mamba_dt_rank\": 3"), NULL, SB_EDATA,
 	       "'model.layers.0.mamba.x_proj.weight' has another shape: [18, 64] in the file, [19, 64]");
-	char *every = strdup(cfg_with(base, "\"expert_layer_period\": 2", "\"expert_layer_period\": 1"));
 	refuse(be, "jamba", "jamba: experts every layer (expert_layer_period 1): layer 0's are not in the checkpoint",
-	       cfg_with(every, "\"expert_layer_offset\": 1", "\"expert_layer_offset\": 0"), NULL, SB_EDATA,
-	       "lacks tensor 'model.layers.0.feed_forward.router.weight'");
-	free(every);
+	       cfg_with2(base, "\"expert_layer_period\": 2", "\"expert_layer_period\": 1", "\"expert_layer_offset\": 1",
+			 "\"expert_layer_offset\": 0"),
+	       NULL, SB_EDATA, "lacks tensor 'model.layers.0.feed_forward.router.weight'");
 	free(base);
 }
 
@@ -1378,9 +1385,8 @@ static void check_falcon_h1(struct sb_backend *be)
 	if (!(base = fixture_json("falcon_h1")))
 		return;
 	{ /* FalconH1Config's defaults where the config is silent, and null multipliers: 1 */
-		char *j1 = strdup(cfg_with(base, "\"key_multiplier\": 0.390625", "\"key_multiplier\": null"));
-		const char *j = cfg_with(j1, "\"mlp_multipliers\": [", "\"mlp_multipliers\": null, \"x\": [");
-		free(j1);
+		const char *j = cfg_with2(base, "\"key_multiplier\": 0.390625", "\"key_multiplier\": null",
+					  "\"mlp_multipliers\": [", "\"mlp_multipliers\": null, \"x\": [");
 		int rc = sb_lm_hf_config(j, strlen(j), "falcon_h1/config.json", &c, &info, &err);
 		SB_CHECK(!rc && c.key_mult == 1.0f && c.mlp_gate_mult == 1.0f && c.mlp_down_mult == 1.0f &&
 				 c.attn_out_mult == 0.9375f,
