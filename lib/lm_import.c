@@ -725,16 +725,20 @@ static int moe_fields(const struct sb_json *o, const char *name, int kind, int l
 		      struct sb_err *err)
 {
 	int E = 0, K = 0, Fe = 0, norm = 1, step = 1, next = kind == 4;
-	SB_TRY(cfg_int(o, name, kind == 2 ? "num_local_experts" : "num_experts", kind == 2 ? 1 : 0, 1 << 12,
-		       next ? 512 : kind == 1 ? 128 : 8, &E, err));
-	SB_TRY(cfg_int(o, name, "num_experts_per_tok", 1, 64, next ? 10 : kind == 1 ? 8 : 2, &K, err));
+	static const int defE[7] = {0, 128, 8, 0, 512, 60, 64}, defK[7] = {0, 8, 2, 0, 10, 4, 8};
+	static const int defFe[7] = {0, 768, 0, 0, 512, 1408, 0};
+	SB_TRY(cfg_int(o, name, kind == 2 ? "num_local_experts" : "num_experts", kind == 2 || kind == 6 ? 1 : 0, 1 << 12,
+		       defE[kind], &E, err));
+	SB_TRY(cfg_int(o, name, "num_experts_per_tok", 1, 64, defK[kind], &K, err));
 	if (E && K > E)
 		return SB_ERR(err, SB_EDATA, "%s: 'num_experts_per_tok' %d is more than the %d experts", name, K, E);
-	if (kind == 2) {
-		c->moe_ffn = c->ffn; /* Mixtral's experts are intermediate_size wide; no dense MLP */
+	if (kind == 2 || kind == 6) {
+		c->moe_ffn = c->ffn; /* Mixtral's and OLMoE's experts are intermediate_size wide; no dense MLP */
 		c->ffn = 0;
+		if (kind == 6) /* OLMoE's norm_topk_prob (false) */
+			SB_TRY(cfg_bool(o, name, "norm_topk_prob", 0, &norm, err));
 	} else {
-		SB_TRY(cfg_int(o, name, "moe_intermediate_size", 1, 1 << 17, next ? 512 : 768, &Fe, err));
+		SB_TRY(cfg_int(o, name, "moe_intermediate_size", 1, 1 << 17, defFe[kind], &Fe, err));
 		SB_TRY(cfg_bool(o, name, "norm_topk_prob", next, &norm, err));
 		SB_TRY(cfg_int(o, name, "decoder_sparse_step", 1, 1 << 20, 1, &step, err));
 		c->moe_ffn = Fe;
@@ -748,7 +752,7 @@ static int moe_fields(const struct sb_json *o, const char *name, int kind, int l
 	for (int l = 0; l < layers; l++)
 		c->moe_layers[l] = (l + 1) % step ? '0' : '1';
 	c->moe_layers[layers] = 0;
-	const struct sb_json *only = kind != 2 ? sb_json_get(o, "mlp_only_layers") : NULL;
+	const struct sb_json *only = kind != 2 && kind != 6 ? sb_json_get(o, "mlp_only_layers") : NULL;
 	if (only && only->type != SB_JSON_NULL && only->type != SB_JSON_ARRAY)
 		return SB_ERR(err, SB_EDATA, "%s: 'mlp_only_layers' must be an array of layer indices or null", name);
 	for (size_t i = 0; only && only->type == SB_JSON_ARRAY && i < only->n; i++) {
@@ -760,6 +764,24 @@ static int moe_fields(const struct sb_json *o, const char *name, int kind, int l
 	}
 	if (!strchr(c->moe_layers, '0'))
 		c->moe_layers[0] = 0; /* every layer */
+	return 0;
+}
+
+/* A shared expert beside the experts (Qwen2-MoE's, Qwen3-Next's): the dense MLP of the experts'
+ * layers, of shared_expert_intermediate_size (def when absent), scaled by sigmoid(
+ * shared_expert_gate x); the layers without experts keep the MLP of intermediate_size (c->ffn on
+ * entry): one width is read, so both kinds of layer with two widths are refused */
+static int shared_expert(const struct sb_json *o, const char *name, int def, struct sb_lm_cfg *c, struct sb_err *err)
+{
+	int Fs = 0;
+	SB_TRY(cfg_int(o, name, "shared_expert_intermediate_size", 1, 1 << 17, def, &Fs, err));
+	if (strchr(c->moe_layers, '0') && Fs != c->ffn)
+		return SB_ERR(err, SB_EDATA,
+			      "%s: dense layers (intermediate_size %d) beside shared experts of another width (%d) are not "
+			      "read here", name, c->ffn, Fs);
+	c->ffn = Fs;
+	c->moe_dense = 1;
+	c->moe_shared_gate = 1;
 	return 0;
 }
 
@@ -809,7 +831,7 @@ static int is_expert_src(const char *nm, const struct sb_lm_hf_info *info, const
 static int qwen3_next_config(const struct sb_json *o, const char *name, struct sb_lm_cfg *c,
 			     struct sb_lm_hf_info *info, struct sb_err *err)
 {
-	int layers = 0, heads = 0, tied = 0, abias = 0, every = 4, F = 0, Fs = 0;
+	int layers = 0, heads = 0, tied = 0, abias = 0, every = 4, F = 0;
 	double eps = 0, theta = 0, prf = 0;
 	SB_TRY(cfg_int(o, name, "vocab_size", 2, 1 << 20, 151936, &c->vocab, err));
 	SB_TRY(cfg_int(o, name, "hidden_size", 2, 1 << 14, 2048, &c->d, err));
@@ -860,16 +882,8 @@ static int qwen3_next_config(const struct sb_json *o, const char *name, struct s
 	/* the experts (Qwen3-MoE's fields and names), a gated shared expert beside them */
 	c->ffn = F;
 	SB_TRY(moe_fields(o, name, 4, layers, c, err));
-	if (c->moe_experts) {
-		SB_TRY(cfg_int(o, name, "shared_expert_intermediate_size", 1, 1 << 17, 512, &Fs, err));
-		if (strchr(c->moe_layers, '0') && Fs != F)
-			return SB_ERR(err, SB_EDATA,
-				      "%s: dense layers (intermediate_size %d) beside shared experts of another width (%d) are "
-				      "not read here", name, F, Fs);
-		c->ffn = Fs;
-		c->moe_dense = 1;
-		c->moe_shared_gate = 1;
-	}
+	if (c->moe_experts)
+		SB_TRY(shared_expert(o, name, 512, c, err));
 	info->moe_split = 1;
 	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
 		return SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
@@ -1282,10 +1296,13 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	/* mixtures of experts in place of the MLP: Qwen3-MoE (Qwen3's attention) and Mixtral
 	 * (Mistral's), their experts one tensor each */
 	int qwen3_moe = !strcmp(mt, "qwen3_moe"), mixtral = !strcmp(mt, "mixtral");
+	/* Qwen2-MoE (Qwen1.5-MoE, Qwen2-57B-A14B: Qwen2's attention, experts with a gated shared
+	 * expert) and OLMoE (Llama's layout with q/k norms over all heads, experts in every layer) */
+	int qwen2_moe = !strcmp(mt, "qwen2_moe"), olmoe = !strcmp(mt, "olmoe");
 	qwen3 = qwen3 || qwen3_moe;
 	mistral = mistral || mixtral;
 	llama = llama || mixtral;
-	info->moe_split = qwen3_moe ? 1 : mixtral ? 2 : 0;
+	info->moe_split = qwen3_moe || qwen2_moe || olmoe ? 1 : mixtral ? 2 : 0;
 	info->olmo = info->olmo || exaone4; /* its post-norms' names are OLMo's */
 	llama = llama || smollm3;
 	info->lfm2 = !strcmp(mt, "lfm2");
@@ -1297,11 +1314,11 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	info->gemma3_mm = !strcmp(mt, "gemma3");
 	info->gemma = !strcmp(mt, "gemma2") ? 2 : !strcmp(mt, "gemma3_text") || info->gemma3_mm ? 3 : 0;
 	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma && !info->bamba && !info->olmo &&
-	    !info->falcon_h1 && !info->jamba && !info->qwen3_next) {
+	    !info->falcon_h1 && !info->jamba && !info->qwen3_next && !qwen2_moe && !olmoe) {
 		rc = SB_ERR(err, SB_EDATA,
 			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, mixtral, granite, qwen2, "
-			    "qwen3, qwen3_moe, qwen3_next, lfm2, granitemoehybrid, bamba, falcon_h1, jamba, gemma2, gemma3_text, "
-			    "gemma3, olmo2, olmo3, smollm3, exaone4)",
+			    "qwen2_moe, qwen3, qwen3_moe, qwen3_next, lfm2, granitemoehybrid, bamba, falcon_h1, jamba, gemma2, "
+			    "gemma3_text, gemma3, olmo2, olmo3, olmoe, smollm3, exaone4)",
 			    name, mt);
 		goto out;
 	}
@@ -1382,7 +1399,9 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	if (!rc)
 		rc = cfg_int(o, name, "num_hidden_layers", 1, SB_LM_MAX_LAYERS, -1, &layers, err);
 	if (!rc && info->moe_split)
-		rc = moe_fields(o, name, info->moe_split, layers, c, err);
+		rc = moe_fields(o, name, qwen2_moe ? 5 : olmoe ? 6 : info->moe_split, layers, c, err);
+	if (!rc && qwen2_moe && c->moe_experts)
+		rc = shared_expert(o, name, 5632, c, err);
 	if (!rc)
 		rc = cfg_int(o, name, "num_attention_heads", 1, 1024, -1, &heads, err);
 	if (!rc)
@@ -1436,6 +1455,12 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 		rc = cfg_int(o, name, "sliding_window", 1, 1 << 30, 0, sliding_window, err);
 	if (!rc && qwen2 && bias_attn)
 		rc = SB_ERR(err, SB_EDATA, "%s: qwen2 with attention_bias (its layout has q/k/v biases only)", name);
+	int qkv_bias = 1;
+	if (!rc && qwen2_moe) /* Qwen2MoeAttention: q/k/v biases when qkv_bias (true), o_proj none */
+		rc = cfg_bool(o, name, "qkv_bias", 1, &qkv_bias, err);
+	const struct sb_json *clip = olmoe ? sb_json_get(o, "clip_qkv") : NULL;
+	if (!rc && clip && clip->type != SB_JSON_NULL)
+		rc = SB_ERR(err, SB_EDATA, "%s: clip_qkv is set (the clamped q/k/v are not read here)", name);
 	if (!rc && !llama && bias_mlp)
 		rc = SB_ERR(err, SB_EDATA, "%s: mlp_bias on %s", name, mt);
 	const struct sb_json *rs = sb_json_get(o, "rope_scaling");
@@ -1551,10 +1576,10 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	c->rmsnorm = 1;
 	c->pos = SB_LM_POS_ROPE;
 	c->tied = tied;
-	c->attn_bias = qwen2 ? 2 : bias_attn ? 1 : 0;
+	c->attn_bias = qwen2 ? 2 : qwen2_moe ? (qkv_bias ? 2 : 0) : bias_attn ? 1 : 0;
 	c->bias = bias_mlp;
 	if (!info->olmo)
-		c->qk_norm = qwen3;
+		c->qk_norm = qwen3 ? 1 : olmoe ? 2 : 0; /* OLMoE's over all heads, before RoPE */
 	c->max_T = *max_pos;
 	if (granite3) { /* as GraniteConfig's defaults: each 1 (the attention multiplier too, not 1/sqrt(head_dim)) */
 		if (!rc)
@@ -2011,7 +2036,7 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			sb_lm_lfm2_name(params[i].name, src[i], sizeof src[i]);
 		else if (info.granite)
 			sb_lm_granite_name(params[i].name, src[i], sizeof src[i], &half);
-		else if (info.qwen3_next && strstr(params[i].name, ".mlp.") &&
+		else if (cell->model.moe_shared_gate && strstr(params[i].name, ".mlp.") &&
 			 sscanf(params[i].name, "model.layers.%d.", &l) == 1 && sb_lm_layer_moe(&cell->model, l) &&
 			 !strstr(params[i].name, "shared_expert_gate"))
 			/* the dense MLP beside the experts: its shared expert */

@@ -54,7 +54,7 @@ static void usage(void)
 	      "  probe --task NAME [--len N] [--index I] [--depth D] [--corpus PATH]\n"
 	      "        print one retrieval probe (for inspection)\n"
 	      "  import [-o RUNS_DIR] -c|--corpus NAME=PATH [--haystack NAME] [--T N] HF_DIR\n"
-	      "        a pretrained Llama, Mixtral, Qwen (Qwen3-MoE and Qwen3-Next too), OLMo, SmolLM3,\n"
+	      "        a pretrained Llama, Mixtral, Qwen (MoE and Qwen3-Next too), OLMo (OLMoE too), SmolLM3,\n"
 	      "        EXAONE 4, LFM2, Granite 4.0, Bamba, Falcon-H1, Jamba or Gemma decoder (Hugging Face\n"
 	      "        directory: config.json, safetensors weights, tokenizer.json) as a run directory\n"
 	      "        RUNS_DIR/CELL_ID/ that eval measures like a trained one (PROTOCOL C(b); sb-lm\n"

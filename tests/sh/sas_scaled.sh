@@ -193,7 +193,7 @@ for fx in qwen3 lfm2_bias qwen2_yarn granite3 granite_h_rope; do
 	sas_import $fx "$T/ascii.txt" "i-$fx"
 	sb-train -q -o "$T/ri" "$T/i.ndjson" >/dev/null 2>"$T/e"; rc=$?
 	if [ $fx = granite_h_rope ]; then
-		[ $rc -eq 2 ] && grep -q "M (Mamba2) layers and mixtures of experts are evaluation-only" "$T/e" && [ ! -e "$T/ri/i-$fx" ]
+		[ $rc -eq 2 ] && grep -q "M (Mamba2), V (Mamba) and D (gated DeltaNet) layers" "$T/e" && grep -q "mixtures of experts are evaluation-only" "$T/e" && [ ! -e "$T/ri/i-$fx" ]
 		t_result $? "a Granite 4.0 hybrid backbone (Mamba2 layers): refused, exit 2, no run directory (exit $rc: $(head -c 200 "$T/e"))"
 		continue
 	fi
@@ -269,7 +269,7 @@ read -r nv0 st0 nll0 <"$T/w-nobos.txt"
 t_result $? "a tokenizer with a BOS: the same windows (last start $st1 of $nv1 tokens), another first-window loss ($nll1 vs $nll0) and first step loss ($(sed -n 2p "$T/w-bos.txt") vs $(sed -n 2p "$T/w-nobos.txt")) ($(head -c 200 "$T/e"))"
 sas_import granite_h "$T/ascii.txt" "tok-granite_h"
 sb-train -q -o "$T/ri" "$T/i.ndjson" >/dev/null 2>"$T/e"; rc=$?
-[ $rc -eq 2 ] && grep -q "M (Mamba2) layers" "$T/e" && [ ! -e "$T/ri/tok-granite_h" ]
+[ $rc -eq 2 ] && grep -q "M (Mamba2), V (Mamba)" "$T/e" && [ ! -e "$T/ri/tok-granite_h" ]
 t_result $? "an imported granite_h (a tokenizer, Mamba2 layers): refused, exit 2, no run directory (exit $rc: $(head -c 200 "$T/e"))"
 # bytes outside a backbone's 128 ids: in the training text refused before the run directory is
 # made (exit 3, naming the file, byte and offset); in the evaluation text (the valid part, past

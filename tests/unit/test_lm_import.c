@@ -229,7 +229,7 @@ static void check_model(struct sb_backend *be, const char *name)
 		     !strcmp(name, "gemma3_mm") || !strcmp(name, "gemma2") || !strcmp(name, "bamba") ||
 		     !strcmp(name, "olmo2") || !strcmp(name, "smollm3") || !strcmp(name, "falcon_h1") ||
 		     !strcmp(name, "falcon_h1_gate") || !strcmp(name, "qwen3_moe") || !strcmp(name, "jamba") ||
-		     !strcmp(name, "qwen3_next");
+		     !strcmp(name, "qwen3_next") || !strcmp(name, "qwen2_moe");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -1102,15 +1102,16 @@ static void check_gemma2(struct sb_backend *be)
 	free(base);
 }
 
-/* Qwen3-MoE and Mixtral: the experts' configuration as read (which layers, the gates, no dense
+/* Qwen3-MoE, Mixtral, Qwen2-MoE and OLMoE: the experts' configuration as read (which layers, the gates, no dense
  * MLP beside them), the run's checkpoint holding every expert apart under the toolkit's names,
  * and what is refused */
 static void check_moe_split(struct sb_backend *be)
 {
 	static const struct {
 		const char *name, *layers;
-		int split, E, K, Fe, ffn, gate;
-	} want[] = {{"qwen3_moe", "101", 1, 4, 2, 16, 48, 1}, {"mixtral", "", 2, 4, 2, 48, 0, 0}};
+		int split, E, K, Fe, ffn, gate, dense, shared, abias, qk;
+	} want[] = {{"qwen3_moe", "101", 1, 4, 2, 16, 48, 1, 0, 0, 0, 1}, {"mixtral", "", 2, 4, 2, 48, 0, 0, 0, 0, 0, 0},
+		    {"qwen2_moe", "011", 1, 4, 2, 16, 24, 1, 1, 1, 2, 0}, {"olmoe", "", 1, 4, 3, 48, 0, 1, 0, 0, 0, 2}};
 	struct sb_err err = {0};
 	struct sb_lm_cfg c;
 	struct sb_lm_hf_info info;
@@ -1118,7 +1119,8 @@ static void check_moe_split(struct sb_backend *be)
 		int rc = fixture_config(want[i].name, &c, &info, &err);
 		SB_CHECK(!rc && info.moe_split == want[i].split && c.moe_experts == want[i].E && c.moe_topk == want[i].K &&
 				 c.moe_ffn == want[i].Fe && c.ffn == want[i].ffn && c.moe_gate == want[i].gate &&
-				 c.moe_dense == 0 && !strcmp(c.moe_layers, want[i].layers),
+				 c.moe_dense == want[i].dense && c.moe_shared_gate == want[i].shared &&
+				 c.attn_bias == want[i].abias && c.qk_norm == want[i].qk && !strcmp(c.moe_layers, want[i].layers),
 			 "%s: experts read as %d of %d, top %d, layers '%s' (want '%s'), gates over %s, dense MLP %d (%s)",
 			 want[i].name, c.moe_experts, c.moe_ffn, c.moe_topk, c.moe_layers, want[i].layers,
 			 c.moe_gate ? "all" : "the picked", c.ffn, rc ? err.msg : "read");
@@ -1658,6 +1660,8 @@ int main(void)
 	check_falcon_h1(be);
 	check_model(be, "qwen3_moe");
 	check_model(be, "mixtral");
+	check_model(be, "qwen2_moe");
+	check_model(be, "olmoe");
 	check_moe_split(be);
 	check_model(be, "jamba");
 	check_model(be, "jamba_dense");
