@@ -820,6 +820,76 @@ static int is_expert_src(const char *nm, const struct sb_lm_hf_info *info, const
 	return 0;
 }
 
+/* ---------------------------------------------------------------- Cohere2 */
+
+/* Cohere2 (Cohere2ForCausalLM, model_type cohere2: Command R7B, Command A), read from
+ * transformers 4.57.1's configuration_cohere2.py and modeling_cohere2.py. Sliding-window layers
+ * take the one rotary embedding (scaling included), the global ones none; attention and the
+ * SwiGLU MLP read one LayerNorm (mean-centred, a weight, no bias) and both outputs are added;
+ * the logits times logit_scale; head_dim is hidden / heads. */
+static int cohere2_config(const struct sb_json *o, const char *name, struct sb_lm_cfg *c, struct sb_lm_hf_info *info,
+			  struct sb_err *err)
+{
+	int layers = 0, heads = 0, tied = 0, abias = 0, every = 4;
+	double eps = 0, theta = 0;
+	SB_TRY(cfg_int(o, name, "vocab_size", 2, 1 << 20, 256000, &c->vocab, err));
+	SB_TRY(cfg_int(o, name, "hidden_size", 2, 1 << 14, 8192, &c->d, err));
+	SB_TRY(cfg_int(o, name, "intermediate_size", 1, 1 << 17, 22528, &c->ffn, err));
+	SB_TRY(cfg_int(o, name, "num_hidden_layers", 1, SB_LM_MAX_LAYERS, 40, &layers, err));
+	SB_TRY(cfg_int(o, name, "num_attention_heads", 1, 1024, 64, &heads, err));
+	SB_TRY(cfg_int(o, name, "num_key_value_heads", 1, 1024, heads, &c->kv_heads, err));
+	if (c->d % heads)
+		return SB_ERR(err, SB_EDATA, "%s: 'num_attention_heads' %d does not divide hidden_size %d", name, heads,
+			      c->d);
+	c->head_dim = c->d / heads; /* Cohere2Config sets it so, whatever config.json says */
+	SB_TRY(cfg_num(o, name, "layer_norm_eps", 1e-5, &eps, err));
+	SB_TRY(cfg_int(o, name, "max_position_embeddings", 1, 1 << 24, 8192, &info->max_pos, err));
+	SB_TRY(cfg_bool(o, name, "tie_word_embeddings", 1, &tied, err));
+	SB_TRY(cfg_bool(o, name, "attention_bias", 0, &abias, err));
+	SB_TRY(cfg_num(o, name, "rope_theta", 10000.0, &theta, err));
+	SB_TRY(granite_float(o, name, "logit_scale", 0.0625, &c->logit_mult, err));
+	SB_TRY(rope_scaling_only(o, name, "cohere2", "rope_theta and rope_scaling", info->max_pos, c, err));
+	SB_TRY(cfg_int(o, name, "sliding_window", 1, 1 << 30, 4096, &c->window, err));
+	const struct sb_json *lt = sb_json_get(o, "layer_types");
+	if (!lt || lt->type == SB_JSON_NULL)
+		SB_TRY(cfg_int(o, name, "sliding_window_pattern", 1, 1 << 20, 4, &every, err));
+	else if (lt->type != SB_JSON_ARRAY || (int)lt->n != layers)
+		return SB_ERR(err, SB_EDATA, "%s: layer_types must list num_hidden_layers (%d) kinds", name, layers);
+	for (int l = 0; l < layers; l++) {
+		const char *k = lt && lt->type == SB_JSON_ARRAY ? sb_json_str(lt->items[l], "")
+				: (l + 1) % every ? "sliding_attention" : "full_attention";
+		if (!strcmp(k, "sliding_attention"))
+			c->pattern[l] = 'S';
+		else if (!strcmp(k, "full_attention"))
+			c->pattern[l] = 'A';
+		else
+			return SB_ERR(err, SB_EDATA, "%s: layer_types[%d] is '%s' (sliding_attention or full_attention)",
+				      name, l, k);
+		c->rope_layers[l] = c->pattern[l] == 'S' ? '1' : '0'; /* global layers: NoPE */
+	}
+	c->pattern[layers] = 0;
+	c->rope_layers[layers] = 0;
+	if (!strchr(c->rope_layers, '0'))
+		c->rope_layers[0] = 0;
+	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
+		return SB_ERR(err, SB_EDATA, "%s: layer_norm_eps %g", name, eps);
+	c->norm_eps = (float)eps;
+	c->rope_theta = (float)theta;
+	if ((double)c->rope_theta != theta)
+		return SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g is not exactly a float", name, theta);
+	c->rope_local_theta = 0; /* the sliding layers take the one rotary embedding, scaled */
+	c->heads = heads;
+	c->attn_bias = abias;
+	c->pos = SB_LM_POS_ROPE;
+	c->swiglu = 1;
+	c->rmsnorm = 0;
+	c->norm_bias = 0;
+	c->parallel_mlp = 1;
+	c->tied = tied;
+	c->max_T = info->max_pos;
+	return check_cfg(c, name, err);
+}
+
 /* ---------------------------------------------------------------- Qwen3-Next */
 
 /* Qwen3-Next (Qwen3NextForCausalLM, model_type qwen3_next: Qwen3-Next-80B-A3B), read from
@@ -1311,14 +1381,15 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	info->falcon_h1 = !strcmp(mt, "falcon_h1");
 	info->jamba = !strcmp(mt, "jamba");
 	info->qwen3_next = !strcmp(mt, "qwen3_next");
+	info->cohere2 = !strcmp(mt, "cohere2");
 	info->gemma3_mm = !strcmp(mt, "gemma3");
 	info->gemma = !strcmp(mt, "gemma2") ? 2 : !strcmp(mt, "gemma3_text") || info->gemma3_mm ? 3 : 0;
 	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma && !info->bamba && !info->olmo &&
-	    !info->falcon_h1 && !info->jamba && !info->qwen3_next && !qwen2_moe && !olmoe) {
+	    !info->falcon_h1 && !info->jamba && !info->qwen3_next && !qwen2_moe && !olmoe && !info->cohere2) {
 		rc = SB_ERR(err, SB_EDATA,
 			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, mixtral, granite, qwen2, "
 			    "qwen2_moe, qwen3, qwen3_moe, qwen3_next, lfm2, granitemoehybrid, bamba, falcon_h1, jamba, gemma2, "
-			    "gemma3_text, gemma3, olmo2, olmo3, olmoe, smollm3, exaone4)",
+			    "gemma3_text, gemma3, cohere2, olmo2, olmo3, olmoe, smollm3, exaone4)",
 			    name, mt);
 		goto out;
 	}
@@ -1386,6 +1457,11 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	if (info->qwen3_next) {
 		if (!rc)
 			rc = qwen3_next_config(o, name, c, info, err);
+		goto out;
+	}
+	if (info->cohere2) {
+		if (!rc)
+			rc = cohere2_config(o, name, c, info, err);
 		goto out;
 	}
 	int layers = 0, heads = 0, bias_attn = 0, bias_mlp = 0, tied = 0, sliding = 0;
@@ -1757,6 +1833,29 @@ static int add_plus_one(struct sb_tensors *out, const char *name, const struct s
 	return rc;
 }
 
+/* Cohere2's interleaved RoPE rotates the pairs (2i, 2i + 1) of a head; rotate-half (the rope
+ * op's) the pairs (i, i + hd / 2). Reordering each head's q_proj and k_proj rows (and biases),
+ * even ones first then odd ones, makes the one the other: the scores q.k are unchanged by the
+ * same reordering of q and k, v is not touched. Rows copied as they are (any dtype). */
+static int add_deinterleaved(struct sb_tensors *out, const char *name, const struct sb_tensor *t, int hd,
+			     struct sb_err *err)
+{
+	size_t rows = (size_t)t->shape[0], es = sb_dtype_size(t->dtype), rb = t->nbytes / (rows ? rows : 1);
+	if (hd < 2 || hd % 2 || rows % (size_t)hd || rb * rows != t->nbytes || rb % es)
+		return SB_ERR(err, SB_EDATA, "tensor '%s': %zu rows are not whole heads of %d", name, rows, hd);
+	char *w = malloc(t->nbytes ? t->nbytes : 1);
+	if (!w)
+		return SB_ERR(err, SB_EINTERNAL, "out of memory");
+	for (size_t h = 0; h < rows / (size_t)hd; h++)
+		for (size_t j = 0; j < (size_t)hd; j++) {
+			size_t from = h * hd + (j < (size_t)hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
+			memcpy(w + (h * hd + j) * rb, (const char *)t->data + from * rb, rb);
+		}
+	int rc = sb_tensors_add(out, name, t->dtype, t->ndim, t->shape, w, 0, err); /* copied */
+	free(w);
+	return rc;
+}
+
 static int rm_partial(const char *dir, struct sb_err *err)
 {
 	DIR *d = opendir(dir);
@@ -2098,8 +2197,10 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			rc = SB_ERR(err, SB_EDATA, "%s: checkpoint tensor '%s' has another shape: %s in the file, %s from config.json%s%s%s",
 				    hf_dir, src[i], a, b, ffn ? " (feed-forward width: " : "", ffn ? info.ffn_rule : "",
 				    ffn ? ")" : "");
-		} else if ((info.gemma || info.qwen3_next) && is_norm(params[i].name)) /* Gemma's and Qwen3-Next's
-											      * (1 + w); OLMo's are w */
+		} else if (info.cohere2 && (strstr(params[i].name, "self_attn.q_proj.") ||
+					    strstr(params[i].name, "self_attn.k_proj."))) /* its interleaved RoPE */
+			rc = add_deinterleaved(&out, params[i].name, t, cell->model.head_dim, err);
+		else if ((info.gemma || info.qwen3_next) && is_norm(params[i].name)) /* their (1 + w); OLMo's are w */
 			rc = add_plus_one(&out, params[i].name, t, err);
 		else
 			rc = sb_tensors_add(&out, params[i].name, t->dtype, t->ndim, t->shape, t->data, 1, err);

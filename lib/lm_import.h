@@ -72,6 +72,11 @@
  * layers without positions (every attn_layer_period-th from attn_layer_offset), experts in place of
  * the MLP every expert_layer_period-th layer from expert_layer_offset (gates over all experts, not
  * renormalised; one tensor per expert), Bamba's names.
+ * cohere2 (Cohere2ForCausalLM: Command R7B, Command A): sliding-window layers with RoPE and global
+ * NoPE layers (layer_types, else every sliding_window_pattern-th layer global), attention and MLP in
+ * parallel on one LayerNorm without a bias (parallel_mlp, norm_bias 0), logit_scale; its
+ * interleaved RoPE (pairs 2i, 2i+1) read as rotate-half by reordering each head's q_proj and
+ * k_proj rows (even ones first) in the run's checkpoint.
  * qwen3_next (Qwen3NextForCausalLM): gated DeltaNet layers (D) and gated attention layers (A with
  * attn_gate; per-head q/k norms, RoPE on partial_rotary_factor of each head) as layer_types says
  * (else every full_attention_interval-th layer full), Qwen3-Next's (1 + w) RMSNorms written into
@@ -132,6 +137,7 @@ struct sb_lm_hf_info {
 	int bamba;           /* Bamba's tensor names (feed_forward.*, pre_ff_layernorm, final_layernorm) */
 	int falcon_h1;       /* Falcon-H1: a parallel hybrid (parallel_ssm) with Bamba's tensor names */
 	int jamba;           /* Jamba: Mamba (1) and attention layers, experts, Bamba's tensor names */
+	int cohere2;         /* Cohere2: interleaved RoPE, q_proj / k_proj rows reordered when imported */
 	int qwen3_next;      /* Qwen3-Next: gated DeltaNet and gated attention, (1 + w) norms, experts
 			      * with a gated shared expert (mlp.shared_expert.*) */
 	int moe_split;       /* experts kept apart in the checkpoint, one tensor per expert and matrix:

@@ -42,6 +42,7 @@ void sb_lm_cfg_default(struct sb_lm_cfg *c)
 	c->ssm_norm = 1;
 	c->ssm_norm_groups = 1;
 	c->moe_dense = 1;
+	c->norm_bias = 1;
 	c->attn_in_mult = c->key_mult = c->attn_out_mult = c->ssm_in_mult = c->ssm_out_mult = 1.0f;
 	c->ssm_mult_z = c->ssm_mult_x = c->ssm_mult_b = c->ssm_mult_c = c->ssm_mult_dt = 1.0f;
 	c->mlp_gate_mult = c->mlp_down_mult = c->logit_mult = 1.0f;
@@ -136,6 +137,10 @@ int sb_lm_cfg_check(struct sb_lm_cfg *c, struct sb_err *err)
 		return SB_ERR(err, SB_EUSAGE,
 			      "model: D layers need gdn_kheads, gdn_vheads (a multiple of gdn_kheads), gdn_kdim and gdn_vdim "
 			      ">= 1 (got %d, %d, %d, %d)", c->gdn_kheads, c->gdn_vheads, c->gdn_kdim, c->gdn_vdim);
+	if (c->parallel_mlp < 0 || c->parallel_mlp > 1 || c->norm_bias < 0 || c->norm_bias > 1 ||
+	    (c->parallel_mlp && (!c->prenorm || c->sandwich)))
+		return SB_ERR(err, SB_EUSAGE, "model: parallel_mlp and norm_bias are 0 or 1; parallel_mlp needs prenorm 1 and "
+					      "sandwich 0");
 	if (c->attn_gate < 0 || c->attn_gate > 1 || c->moe_shared_gate < 0 || c->moe_shared_gate > 1 ||
 	    (c->moe_shared_gate && (!c->moe_experts || !c->moe_dense)))
 		return SB_ERR(err, SB_EUSAGE, "model: attn_gate and moe_shared_gate are 0 or 1; moe_shared_gate gates the "
@@ -262,6 +267,8 @@ static int set_kv(struct sb_lm_cfg *c, const char *key, const char *sval, double
 	INT_FIELD(gdn_kdim)
 	INT_FIELD(gdn_vdim)
 	INT_FIELD(attn_gate)
+	INT_FIELD(parallel_mlp)
+	INT_FIELD(norm_bias)
 	INT_FIELD(moe_shared_gate)
 	INT_FIELD(ssm_norm_groups)
 	INT_FIELD(parallel_ssm)
@@ -455,6 +462,10 @@ void sb_lm_cfg_json(struct sb_jw *w, const struct sb_lm_cfg *c)
 	}
 	if (c->attn_gate)
 		sb_jw_kint(w, "attn_gate", c->attn_gate);
+	if (c->parallel_mlp)
+		sb_jw_kint(w, "parallel_mlp", c->parallel_mlp);
+	if (!c->norm_bias)
+		sb_jw_kint(w, "norm_bias", c->norm_bias);
 	if (strchr(c->pattern, 'V')) {
 		sb_jw_kint(w, "ssm_inner", c->ssm_inner);
 		sb_jw_kint(w, "ssm_dt_rank", c->ssm_dt_rank);
@@ -630,7 +641,7 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 #define NM(fmt) (snprintf(nm, sizeof nm, "model.layers.%d." fmt, l), nm)
 		if (c->prenorm)
 			tadd(&t, NM("input_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
-		if (c->prenorm && !c->rmsnorm)
+		if (c->prenorm && !c->rmsnorm && c->norm_bias)
 			tadd(&t, NM("input_layernorm.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
 		if (k == 'A' || k == 'S' || k == 'L') {
 			int att = k != 'L';
@@ -683,10 +694,10 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 		if (c->sandwich)
 			tadd(&t, NM("post_mixer_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
 		int dense = sb_lm_layer_mlp(c, l), moe = sb_lm_layer_moe(c, l);
-		if (dense || moe) {
+		if ((dense || moe) && !c->parallel_mlp) { /* parallel_mlp: the MLP reads the mixer's input */
 			if (c->prenorm)
 				tadd(&t, NM("post_attention_layernorm.weight"), 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
-			if (c->prenorm && !c->rmsnorm)
+			if (c->prenorm && !c->rmsnorm && c->norm_bias)
 				tadd(&t, NM("post_attention_layernorm.bias"), 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
 		}
 		if (dense) {
@@ -723,7 +734,7 @@ int sb_lm_param_table(const struct sb_lm_cfg *c, struct sb_lm_param **out, int *
 #undef NM
 	}
 	tadd(&t, "model.norm.weight", 1, d, 0, 0, SB_LM_INIT_ONE, 0, 0, 0);
-	if (!c->rmsnorm)
+	if (!c->rmsnorm && c->norm_bias)
 		tadd(&t, "model.norm.bias", 1, d, 0, 0, SB_LM_INIT_ZERO, 0, 0, 0);
 	if (!c->tied)
 		tadd(&t, "lm_head.weight", 2, V, d, 0, SB_LM_INIT_NORMAL, std, 1, 1);
@@ -1803,10 +1814,11 @@ int sb_lm_trainer_new(struct sb_lm_model *m, const struct sb_lm_train_opts *o, s
 	if (o->B < 1 || o->T < 1 || o->T > m->cfg.max_T)
 		return SB_ERR(err, SB_EUSAGE, "training: B %d, T %d (max_T %d)", o->B, o->T, m->cfg.max_T);
 	if (strchr(m->cfg.pattern, 'M') || strchr(m->cfg.pattern, 'V') || strchr(m->cfg.pattern, 'D') ||
-	    m->cfg.moe_experts || m->cfg.parallel_ssm || m->cfg.attn_gate)
+	    m->cfg.moe_experts || m->cfg.parallel_ssm || m->cfg.attn_gate || m->cfg.parallel_mlp || !m->cfg.norm_bias)
 		return SB_ERR(err, SB_EUSAGE, "training: M (Mamba2), V (Mamba) and D (gated DeltaNet) layers, parallel Mamba2 "
-					      "mixers, the attention's output gate and mixtures of experts are evaluation-only "
-					      "(pretrained layouts); the training path does not have them");
+					      "mixers, the attention's output gate, a parallel MLP, LayerNorms without a bias and "
+					      "mixtures of experts are evaluation-only (pretrained layouts); the training path "
+					      "does not have them");
 	const struct sb_lm_cfg *fc = &m->cfg;
 	if (fc->attn_in_mult != 1.0f || fc->key_mult != 1.0f || fc->attn_out_mult != 1.0f || fc->mlp_gate_mult != 1.0f ||
 	    fc->mlp_down_mult != 1.0f || fc->logit_mult != 1.0f)
@@ -2740,7 +2752,9 @@ static int forward_rows_run(struct sb_ctx *ctx, struct sb_lm_model *m, struct sb
 		lo->add(ctx, c->x, c->y, (size_t)n * d);
 		int dense = sb_lm_layer_mlp(cf, l), moe = sb_lm_layer_moe(cf, l);
 		if (dense || moe) {
-			if (cf->prenorm)
+			if (cf->parallel_mlp)
+				; /* Cohere2: c->nrm still holds the mixer's normed input */
+			else if (cf->prenorm)
 				lo->norm_forward(ctx, c->nrm, c->mean, c->rstd, c->x, y->ln2_w, y->ln2_b, n, d, cf->norm_eps,
 						 rms);
 			else

@@ -171,6 +171,9 @@ struct sb_lm_cfg {
 	/* D layers (gated DeltaNet, Qwen3-Next): key and value heads, their widths; conv_k */
 	int gdn_kheads, gdn_vheads, gdn_kdim, gdn_vdim;
 	int attn_gate; /* 1: Qwen3-Next's output gate of the attention (q_proj [2 heads head_dim, d]) */
+	/* Cohere2's (evaluation only): parallel_mlp 1, the MLP reads the mixer's normed input
+	 * (no Norm2), x += Mixer(n) then x += MLP(n); norm_bias 0, LayerNorms without a bias */
+	int parallel_mlp, norm_bias;
 	/* Falcon-H1's parallel hybrid (evaluation only): every A layer also has a Mamba2 mixer
 	 * (the M layers' parameters and names, model.layers.N.mamba.*) on the same normed input,
 	 * x += Attention(n) + Mamba2(n) with n = Norm1(x). The masks act on the attention alone. */

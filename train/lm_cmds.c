@@ -261,7 +261,7 @@ int sb_lm_import_main(int argc, char **argv)
 			     "granitemoehybrid and bamba (their attention layers are masked, their Mamba2\n"
 			     "layers run unchanged), jamba (its attention layers masked, its Mamba layers\n"
 			     "unchanged), qwen3_next (its attention layers masked, its gated DeltaNet layers\n"
-			     "unchanged), falcon_h1 (Falcon-H1: every layer's attention is masked,\n"
+			     "unchanged), cohere2 (Command R7B, A: its global layers masked), falcon_h1 (Falcon-H1: every layer's attention is masked,\n"
 			     "the Mamba2 mixer beside it runs unchanged), gemma2 (Gemma 2, its soft-capping included) and\n"
 			     "gemma3_text and gemma3 (Gemma 3; the language model of the multimodal layout):\n"
 			     "their global layers are masked, their sliding-window layers run unchanged;\n"

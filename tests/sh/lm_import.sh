@@ -234,6 +234,19 @@ sb-lm import -q -o "$T/rune4" --corpus "shakespeare=$TXT" --T 256 "$TOP/tests/fi
 		"$re4/eval.ndjson" >/dev/null
 t_result $? "EXAONE 4: imported, evaluated (masks on its global layer 3); the report names the NoPE layer ($(head -c 300 "$T/e"))"
 sas_on olmo3 "OLMo 3"
+# Cohere2 (S S S A S: sliding layers with RoPE, the global one NoPE; attention and MLP in parallel):
+# imported and evaluated, the masks on layer 3 alone; a scaled SAS cell on it is refused
+sb-lm import -q -o "$T/runc2" --corpus "shakespeare=$TXT" --T 256 "$TOP/tests/fixtures/hf/cohere2" >"$T/oc2" 2>"$T/e" &&
+	rc2=$(jq -r .run_dir "$T/oc2") &&
+	sb-eval -q --set probes=1 --set windows=2 --set tasks=vt --set bench_reps=1 \
+		--set 'masks=dense;recipe:s=4,w=16,k=8' "$rc2" >/dev/null 2>>"$T/e" &&
+	jq -e '.source.model_type == "cohere2" and .model.parallel_mlp == 1 and .model.norm_bias == 0
+		and .model.rope_layers == "11101" and .model.logit_mult == 0.5' "$rc2/cell.json" >/dev/null &&
+	jq -e -s 'map(select(.kind == "lm.eval.setup"))[0] | .masked_layers == [3]' "$rc2/eval.ndjson" >/dev/null &&
+	printf '{"family":"sas","seed":0,"backbone":"%s","blocks":[8],"dsel":8,"sel_steps":1,"sel_batch":1,"windows":1,"probes":0,"budget":"recipe:s=2,w=8,k=8","masks":"recipe"}\n' \
+		"$rc2" >"$T/sas_c2.ndjson" &&
+	! sb-train -q -o "$T/sas_c2" "$T/sas_c2.ndjson" >/dev/null 2>"$T/e2" && grep -q "a parallel MLP" "$T/e2"
+t_result $? "Cohere2: imported, evaluated (masks on its global layer 3); a scaled SAS cell on it refused, naming why ($(head -c 300 "$T/e"))"
 # Qwen3-MoE (experts in place of the MLP in layers 0 and 2, gates over all experts): imported,
 # its experts kept apart in the run's checkpoint, evaluated; masks on every layer; the
 # parameter count is the checkpoint's 34,832 (the experts included)

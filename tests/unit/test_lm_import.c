@@ -229,7 +229,7 @@ static void check_model(struct sb_backend *be, const char *name)
 		     !strcmp(name, "gemma3_mm") || !strcmp(name, "gemma2") || !strcmp(name, "bamba") ||
 		     !strcmp(name, "olmo2") || !strcmp(name, "smollm3") || !strcmp(name, "falcon_h1") ||
 		     !strcmp(name, "falcon_h1_gate") || !strcmp(name, "qwen3_moe") || !strcmp(name, "jamba") ||
-		     !strcmp(name, "qwen3_next") || !strcmp(name, "qwen2_moe");
+		     !strcmp(name, "qwen3_next") || !strcmp(name, "qwen2_moe") || !strcmp(name, "cohere2");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -275,7 +275,7 @@ static void check_model(struct sb_backend *be, const char *name)
 	 * the layout has it (not Mamba2 layers or experts): the same logits as the reference, to
 	 * the same tolerance */
 	int eval_only = strchr(m->cfg.pattern, 'M') || strchr(m->cfg.pattern, 'V') || strchr(m->cfg.pattern, 'D') ||
-			m->cfg.moe_experts || m->cfg.parallel_ssm || m->cfg.attn_gate;
+			m->cfg.moe_experts || m->cfg.parallel_ssm || m->cfg.attn_gate || m->cfg.parallel_mlp;
 	if (!eval_only) {
 		struct sb_lm_cell c3;
 		struct sb_lm_model *mt = NULL;
@@ -1205,6 +1205,77 @@ static void check_moe_split(struct sb_backend *be)
 	free(base);
 }
 
+/* Cohere2: the layers (sliding with RoPE, global NoPE), the parallel MLP, the bias-free LayerNorms
+ * and logit_scale as read; each head's q/k rows reordered (even ones first) in the run's
+ * checkpoint, v's as they are; what is refused */
+static void check_cohere2(struct sb_backend *be)
+{
+	static const struct {
+		const char *name, *pattern, *rope;
+		int window, abias, tied;
+		float logit;
+	} want[] = {{"cohere2", "SSSAS", "11101", 8, 0, 1, 0.5f}, {"cohere2_bias", "ASS", "011", 6, 1, 0, 0.25f}};
+	struct sb_err err = {0};
+	struct sb_lm_cfg c;
+	struct sb_lm_hf_info info;
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		int rc = fixture_config(want[i].name, &c, &info, &err);
+		SB_CHECK(!rc && info.cohere2 && !strcmp(c.pattern, want[i].pattern) && !strcmp(c.rope_layers, want[i].rope) &&
+				 c.window == want[i].window && c.attn_bias == want[i].abias && c.tied == want[i].tied &&
+				 c.logit_mult == want[i].logit && c.parallel_mlp == 1 && c.norm_bias == 0 && c.rmsnorm == 0 &&
+				 c.rope_local_theta == 0.0f && c.head_dim == 8,
+			 "%s: config read as layers %s (want %s), RoPE by layer %s, window %d, logit_mult %g (%s)", want[i].name,
+			 c.pattern, want[i].pattern, c.rope_layers, c.window, (double)c.logit_mult, rc ? err.msg : "read");
+	}
+	{ /* q_proj's rows of head 1 in the run: the file's rows 8, 10, 12, 14, 9, 11, 13, 15 */
+		char dir[4600], runs[128], rd[4096], path[4700];
+		snprintf(dir, sizeof dir, "%s/tests/fixtures/hf/cohere2_bias", top);
+		snprintf(runs, sizeof runs, "%s/runs", tmp);
+		struct sb_lm_import_opts o;
+		memset(&o, 0, sizeof o);
+		o.n_corpora = 1;
+		snprintf(o.corpora[0], sizeof o.corpora[0], "text=%s/tests/fixtures/lm/shakespeare-head.txt", top);
+		struct sb_lm_cell cell;
+		struct sb_tensors src, run;
+		int existed = 0, rc = sb_lm_import(dir, runs, &o, &cell, rd, &existed, &err), same = 0;
+		snprintf(path, sizeof path, "%s/model.safetensors", dir);
+		if (!rc)
+			rc = sb_st_read(path, &src, &err);
+		snprintf(path, sizeof path, "%s/model.safetensors", rd);
+		if (!rc && (rc = sb_st_read(path, &run, &err)))
+			sb_tensors_free(&src);
+		if (!rc) {
+			const struct sb_tensor *a = sb_tensors_find(&src, "model.layers.1.self_attn.q_proj.weight");
+			const struct sb_tensor *b = sb_tensors_find(&run, "model.layers.1.self_attn.q_proj.weight");
+			const struct sb_tensor *va = sb_tensors_find(&src, "model.layers.1.self_attn.v_proj.weight");
+			const struct sb_tensor *vb = sb_tensors_find(&run, "model.layers.1.self_attn.v_proj.weight");
+			const struct sb_tensor *ba = sb_tensors_find(&src, "model.layers.1.self_attn.k_proj.bias");
+			const struct sb_tensor *bb = sb_tensors_find(&run, "model.layers.1.self_attn.k_proj.bias");
+			static const int from[8] = {8, 10, 12, 14, 9, 11, 13, 15};
+			same = a && b && va && vb && ba && bb && !memcmp(va->data, vb->data, va->nbytes);
+			for (int j = 0; same && j < 8; j++)
+				same = !memcmp((const float *)b->data + (size_t)(8 + j) * 32, (const float *)a->data + (size_t)from[j] * 32,
+					       32 * sizeof(float)) &&
+				       ((const float *)bb->data)[8 + j] == ((const float *)ba->data)[from[j]];
+			sb_tensors_free(&src);
+			sb_tensors_free(&run);
+		}
+		SB_CHECK(!rc && same, "cohere2_bias: head 1's q_proj rows and k_proj biases reordered even-first in the run, "
+				      "v_proj's as in the file (%s)", rc ? err.msg : "compared");
+	}
+	char *base = fixture_json("cohere2");
+	if (!base)
+		return;
+	refuse(be, "cohere2", "cohere2: unchanged copy imports", base, NULL, 0, "");
+	refuse(be, "cohere2", "cohere2: a layer kind it does not have",
+	       cfg_with(base, "\"sliding_attention\"", "\"chunked_attention\""), NULL, SB_EDATA,
+	       "layer_types[0] is 'chunked_attention'");
+	refuse(be, "cohere2", "cohere2: heads that do not divide hidden_size",
+	       cfg_with(base, "\"num_attention_heads\": 4", "\"num_attention_heads\": 5"), NULL, SB_EDATA,
+	       "'num_attention_heads' 5 does not divide hidden_size 32");
+	free(base);
+}
+
 /* Qwen3-Next: the layers, the DeltaNet heads, the gated attention, the experts with their gated
  * shared expert as read; the (1 + w) norms written as that multiplier, the gated norm's weight
  * as it is; what is refused */
@@ -1669,6 +1740,9 @@ int main(void)
 	check_model(be, "qwen3_next");
 	check_model(be, "qwen3_next_dense");
 	check_qwen3_next(be);
+	check_model(be, "cohere2");
+	check_model(be, "cohere2_bias");
+	check_cohere2(be);
 	check_model(be, "olmo2");
 	check_model(be, "olmo3");
 	check_olmo(be);
