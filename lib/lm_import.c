@@ -767,6 +767,26 @@ static int moe_fields(const struct sb_json *o, const char *name, int kind, int l
 	return 0;
 }
 
+/* Granite 3's experts (GraniteMoeConfig, GraniteMoeSharedConfig): num_local_experts (8) of
+ * intermediate_size stacked as Granite 4.0's (block_sparse_moe.input_linear / output_linear), the
+ * top num_experts_per_tok (2), gates the softmax of the picked logits, in every layer; beside
+ * them a shared MLP of shared_intermediate_size (granitemoeshared; 0 = none), unscaled */
+static int granite_moe_fields(const struct sb_json *o, const char *name, struct sb_lm_cfg *c, struct sb_err *err)
+{
+	int E = 0, K = 0, Fs = 0;
+	SB_TRY(cfg_int(o, name, "num_local_experts", 1, 1 << 12, 8, &E, err));
+	SB_TRY(cfg_int(o, name, "num_experts_per_tok", 1, 64, 2, &K, err));
+	if (K > E)
+		return SB_ERR(err, SB_EDATA, "%s: 'num_experts_per_tok' %d is more than the %d experts", name, K, E);
+	SB_TRY(cfg_int(o, name, "shared_intermediate_size", 0, 1 << 17, 0, &Fs, err));
+	c->moe_experts = E;
+	c->moe_topk = K;
+	c->moe_ffn = c->ffn;
+	c->ffn = Fs;
+	c->moe_dense = Fs > 0;
+	return 0;
+}
+
 /* A shared expert beside the experts (Qwen2-MoE's, Qwen3-Next's): the dense MLP of the experts'
  * layers, of shared_expert_intermediate_size (def when absent), scaled by sigmoid(
  * shared_expert_gate x); the layers without experts keep the MLP of intermediate_size (c->ffn on
@@ -1353,6 +1373,10 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	int mistral = !strcmp(mt, "mistral");
 	/* Granite 3.x (GraniteForCausalLM): Llama's layout and names, with Granite's multipliers */
 	int granite3 = !strcmp(mt, "granite");
+	/* Granite 3's mixtures of experts (GraniteMoeForCausalLM, GraniteMoeSharedForCausalLM): its
+	 * layout and multipliers, experts in place of the MLP (and a shared MLP beside them) */
+	info->granite_moe = !strcmp(mt, "granitemoe") || !strcmp(mt, "granitemoeshared");
+	granite3 = granite3 || info->granite_moe;
 	int llama = !strcmp(mt, "llama") || mistral || granite3, qwen2 = !strcmp(mt, "qwen2"), qwen3 = !strcmp(mt, "qwen3");
 	/* OLMo 2 and 3 (Olmo2ForCausalLM, Olmo3ForCausalLM): Llama's projections and MLP with no
 	 * pre-norms, the mixer's and the MLP's outputs normalised, q and k each normalised over
@@ -1387,9 +1411,10 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	if (!llama && !qwen2 && !qwen3 && !info->lfm2 && !info->granite && !info->gemma && !info->bamba && !info->olmo &&
 	    !info->falcon_h1 && !info->jamba && !info->qwen3_next && !qwen2_moe && !olmoe && !info->cohere2) {
 		rc = SB_ERR(err, SB_EDATA,
-			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, mixtral, granite, qwen2, "
-			    "qwen2_moe, qwen3, qwen3_moe, qwen3_next, lfm2, granitemoehybrid, bamba, falcon_h1, jamba, gemma2, "
-			    "gemma3_text, gemma3, cohere2, olmo2, olmo3, olmoe, smollm3, exaone4)",
+			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, mixtral, granite, "
+			    "granitemoe, granitemoeshared, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, lfm2, "
+			    "granitemoehybrid, bamba, falcon_h1, jamba, gemma2, gemma3_text, gemma3, cohere2, olmo2, olmo3, "
+			    "olmoe, smollm3, exaone4)",
 			    name, mt);
 		goto out;
 	}
@@ -1476,6 +1501,8 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 		rc = cfg_int(o, name, "num_hidden_layers", 1, SB_LM_MAX_LAYERS, -1, &layers, err);
 	if (!rc && info->moe_split)
 		rc = moe_fields(o, name, qwen2_moe ? 5 : olmoe ? 6 : info->moe_split, layers, c, err);
+	if (!rc && info->granite_moe)
+		rc = granite_moe_fields(o, name, c, err);
 	if (!rc && qwen2_moe && c->moe_experts)
 		rc = shared_expert(o, name, 5632, c, err);
 	if (!rc)
@@ -2133,7 +2160,7 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			router_src(&info, l, src[i], sizeof src[i]);
 		else if (info.lfm2)
 			sb_lm_lfm2_name(params[i].name, src[i], sizeof src[i]);
-		else if (info.granite)
+		else if (info.granite || info.granite_moe)
 			sb_lm_granite_name(params[i].name, src[i], sizeof src[i], &half);
 		else if (cell->model.moe_shared_gate && strstr(params[i].name, ".mlp.") &&
 			 sscanf(params[i].name, "model.layers.%d.", &l) == 1 && sb_lm_layer_moe(&cell->model, l) &&

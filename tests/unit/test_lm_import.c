@@ -229,7 +229,8 @@ static void check_model(struct sb_backend *be, const char *name)
 		     !strcmp(name, "gemma3_mm") || !strcmp(name, "gemma2") || !strcmp(name, "bamba") ||
 		     !strcmp(name, "olmo2") || !strcmp(name, "smollm3") || !strcmp(name, "falcon_h1") ||
 		     !strcmp(name, "falcon_h1_gate") || !strcmp(name, "qwen3_moe") || !strcmp(name, "jamba") ||
-		     !strcmp(name, "qwen3_next") || !strcmp(name, "qwen2_moe") || !strcmp(name, "cohere2");
+		     !strcmp(name, "qwen3_next") || !strcmp(name, "qwen2_moe") || !strcmp(name, "cohere2") ||
+		     !strcmp(name, "granitemoe");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -640,8 +641,9 @@ static void check_granite_refusals(struct sb_backend *be)
 		 SB_EDATA},
 		{"head_dim equal to hidden / heads imports", "\"hidden_size\": 32,", "\"hidden_size\": 32, \"head_dim\": 8,", "",
 		 0},
-		{"granitemoe (Granite 3's mixture of experts) is not read", "\"model_type\": \"granite\"",
-		 "\"model_type\": \"granitemoe\"", "model_type 'granitemoe' is not one of the layouts read here", SB_EDATA},
+		{"a dense Granite 3 checkpoint declared granitemoe: its experts are not there", "\"model_type\": \"granite\"",
+		 "\"model_type\": \"granitemoe\"", "lacks tensor 'model.layers.0.block_sparse_moe.router.layer.weight'",
+		 SB_EDATA},
 	};
 	for (size_t i = 0; i < sizeof g3 / sizeof g3[0]; i++) {
 		char what[160];
@@ -1124,6 +1126,20 @@ static void check_moe_split(struct sb_backend *be)
 			 "%s: experts read as %d of %d, top %d, layers '%s' (want '%s'), gates over %s, dense MLP %d (%s)",
 			 want[i].name, c.moe_experts, c.moe_ffn, c.moe_topk, c.moe_layers, want[i].layers,
 			 c.moe_gate ? "all" : "the picked", c.ffn, rc ? err.msg : "read");
+	}
+	/* Granite 3's experts: stacked (no split), in every layer, a shared MLP beside them or none */
+	static const struct {
+		const char *name;
+		int ffn, dense;
+	} gm[] = {{"granitemoe", 0, 0}, {"granitemoeshared", 24, 1}};
+	for (size_t i = 0; i < sizeof gm / sizeof gm[0]; i++) {
+		int rc = fixture_config(gm[i].name, &c, &info, &err);
+		SB_CHECK(!rc && info.granite_moe && !info.moe_split && c.moe_experts == 4 && c.moe_topk == 2 &&
+				 c.moe_ffn == 16 && c.ffn == gm[i].ffn && c.moe_dense == gm[i].dense && c.moe_gate == 0 &&
+				 !c.moe_layers[0] && c.emb_mult == 3.0f && c.resid_mult == 0.5f && c.logit_div == 2.0f,
+			 "%s: experts read as 4 of %d, top %d, shared MLP %d, multipliers %g %g %g (%s)", gm[i].name, c.moe_ffn,
+			 c.moe_topk, c.ffn, (double)c.emb_mult, (double)c.resid_mult, (double)c.logit_div,
+			 rc ? err.msg : "read");
 	}
 	{ /* the run's checkpoint: each expert's matrices apart, under the toolkit's names */
 		char dir[4600], runs[128], rd[4096], path[4700];
@@ -1733,6 +1749,8 @@ int main(void)
 	check_model(be, "mixtral");
 	check_model(be, "qwen2_moe");
 	check_model(be, "olmoe");
+	check_model(be, "granitemoe");
+	check_model(be, "granitemoeshared");
 	check_moe_split(be);
 	check_model(be, "jamba");
 	check_model(be, "jamba_dense");
