@@ -1393,6 +1393,10 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	/* Qwen2-MoE (Qwen1.5-MoE, Qwen2-57B-A14B: Qwen2's attention, experts with a gated shared
 	 * expert) and OLMoE (Llama's layout with q/k norms over all heads, experts in every layer) */
 	int qwen2_moe = !strcmp(mt, "qwen2_moe"), olmoe = !strcmp(mt, "olmoe");
+	/* Ministral (MinistralForCausalLM: Ministral-8B): Mistral's layout with sliding-window and
+	 * full layers as layer_types says */
+	int ministral = !strcmp(mt, "ministral");
+	llama = llama || ministral;
 	qwen3 = qwen3 || qwen3_moe;
 	mistral = mistral || mixtral;
 	llama = llama || mixtral;
@@ -1412,7 +1416,7 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	    !info->falcon_h1 && !info->jamba && !info->qwen3_next && !qwen2_moe && !olmoe && !info->cohere2) {
 		rc = SB_ERR(err, SB_EDATA,
 			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, mixtral, granite, "
-			    "granitemoe, granitemoeshared, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, lfm2, "
+			    "granitemoe, granitemoeshared, ministral, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, lfm2, "
 			    "granitemoehybrid, bamba, falcon_h1, jamba, gemma2, gemma3_text, gemma3, cohere2, olmo2, olmo3, "
 			    "olmoe, smollm3, exaone4)",
 			    name, mt);
@@ -1650,6 +1654,27 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 		c->rope_layers[layers] = 0;
 		if (!strchr(c->rope_layers, '0'))
 			c->rope_layers[0] = 0;
+	}
+	if (!rc && ministral) { /* layer_types: S (sliding_window keys, the one RoPE) and A layers; without
+				 * it every layer slides, read as Mistral's window (T within it: full) */
+		const struct sb_json *lt = sb_json_get(o, "layer_types"), *swv = sb_json_get(o, "sliding_window");
+		int win = 0;
+		if (!(swv && swv->type == SB_JSON_NULL))
+			rc = cfg_int(o, name, "sliding_window", 1, 1 << 30, 4096, &win, err);
+		if (!rc && lt && lt->type != SB_JSON_NULL && (lt->type != SB_JSON_ARRAY || (int)lt->n != layers))
+			rc = SB_ERR(err, SB_EDATA, "%s: layer_types must list num_hidden_layers (%d) kinds", name, layers);
+		if (!rc && !(lt && lt->type == SB_JSON_ARRAY))
+			*sliding_window = win;
+		for (int l = 0; !rc && lt && lt->type == SB_JSON_ARRAY && l < layers; l++) {
+			const char *k = sb_json_str(lt->items[l], "");
+			if (!strcmp(k, "sliding_attention") && win > 0)
+				c->pattern[l] = 'S';
+			else if (strcmp(k, "full_attention") && strcmp(k, "sliding_attention"))
+				rc = SB_ERR(err, SB_EDATA, "%s: layer_types[%d] is '%s' (sliding_attention or full_attention)",
+					    name, l, k);
+		}
+		c->window = win;
+		c->rope_local_theta = 0; /* the sliding layers take the one rotary embedding */
 	}
 	if (!rc && smollm3) { /* no_rope_layers: 1 = RoPE, 0 = NoPE; else every
 			       * no_rope_layer_interval-th layer NoPE (SmolLM3Config) */

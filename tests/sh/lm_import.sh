@@ -234,6 +234,9 @@ sb-lm import -q -o "$T/rune4" --corpus "shakespeare=$TXT" --T 256 "$TOP/tests/fi
 		"$re4/eval.ndjson" >/dev/null
 t_result $? "EXAONE 4: imported, evaluated (masks on its global layer 3); the report names the NoPE layer ($(head -c 300 "$T/e"))"
 sas_on olmo3 "OLMo 3"
+# Ministral (A S S A: full and sliding-window layers as layer_types says): the selector trains
+# through its sliding layers, the masks on layers 0 and 3
+sas_on ministral "Ministral"
 # Cohere2 (S S S A S: sliding layers with RoPE, the global one NoPE; attention and MLP in parallel):
 # imported and evaluated, the masks on layer 3 alone; a scaled SAS cell on it is refused
 sb-lm import -q -o "$T/runc2" --corpus "shakespeare=$TXT" --T 256 "$TOP/tests/fixtures/hf/cohere2" >"$T/oc2" 2>"$T/e" &&

@@ -230,7 +230,7 @@ static void check_model(struct sb_backend *be, const char *name)
 		     !strcmp(name, "olmo2") || !strcmp(name, "smollm3") || !strcmp(name, "falcon_h1") ||
 		     !strcmp(name, "falcon_h1_gate") || !strcmp(name, "qwen3_moe") || !strcmp(name, "jamba") ||
 		     !strcmp(name, "qwen3_next") || !strcmp(name, "qwen2_moe") || !strcmp(name, "cohere2") ||
-		     !strcmp(name, "granitemoe");
+		     !strcmp(name, "granitemoe") || !strcmp(name, "ministral");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -1221,6 +1221,32 @@ static void check_moe_split(struct sb_backend *be)
 	free(base);
 }
 
+/* Ministral: layer_types as S and A layers; without them every layer slides, read as Mistral's
+ * window (a T past it refused) */
+static void check_ministral(struct sb_backend *be)
+{
+	struct sb_err err = {0};
+	struct sb_lm_cfg c;
+	struct sb_lm_hf_info info;
+	int rc = fixture_config("ministral", &c, &info, &err);
+	SB_CHECK(!rc && !strcmp(c.pattern, "ASSA") && c.window == 8 && c.rope_local_theta == 0.0f && !info.sliding_window &&
+			 c.head_dim == 16,
+		 "ministral: layers %s (want ASSA), window %d (%s)", c.pattern, c.window, rc ? err.msg : "read");
+	char *base = fixture_json("ministral");
+	if (!base)
+		return;
+	const char *j = cfg_with(base, "\"layer_types\": [", "\"layer_types\": null, \"x\": [");
+	rc = sb_lm_hf_config(j, strlen(j), "ministral/config.json", &c, &info, &err);
+	SB_CHECK(!rc && !strcmp(c.pattern, "AAAA") && info.sliding_window == 8,
+		 "ministral without layer_types: every layer slides, read as Mistral's window (layers %s, window %d; %s)",
+		 c.pattern, info.sliding_window, rc ? err.msg : "read");
+	refuse(be, "ministral", "ministral: unchanged copy imports", base, NULL, 0, "");
+	refuse(be, "ministral", "ministral: a layer kind it does not have",
+	       cfg_with(base, "\"sliding_attention\"", "\"linear_attention\""), NULL, SB_EDATA,
+	       "layer_types[1] is 'linear_attention'");
+	free(base);
+}
+
 /* Cohere2: the layers (sliding with RoPE, global NoPE), the parallel MLP, the bias-free LayerNorms
  * and logit_scale as read; each head's q/k rows reordered (even ones first) in the run's
  * checkpoint, v's as they are; what is refused */
@@ -1761,6 +1787,8 @@ int main(void)
 	check_model(be, "cohere2");
 	check_model(be, "cohere2_bias");
 	check_cohere2(be);
+	check_model(be, "ministral");
+	check_ministral(be);
 	check_model(be, "olmo2");
 	check_model(be, "olmo3");
 	check_olmo(be);
