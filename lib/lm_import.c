@@ -1397,6 +1397,11 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	 * full layers as layer_types says */
 	int ministral = !strcmp(mt, "ministral");
 	llama = llama || ministral;
+	/* Phi-3 and Phi-4 (Phi3ForCausalLM): Mistral's reading with fused qkv_proj and gate_up_proj
+	 * (views of their rows) and RoPE on partial_rotary_factor of each head */
+	info->phi3 = !strcmp(mt, "phi3");
+	mistral = mistral || info->phi3;
+	llama = llama || info->phi3;
 	qwen3 = qwen3 || qwen3_moe;
 	mistral = mistral || mixtral;
 	llama = llama || mixtral;
@@ -1416,7 +1421,7 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	    !info->falcon_h1 && !info->jamba && !info->qwen3_next && !qwen2_moe && !olmoe && !info->cohere2) {
 		rc = SB_ERR(err, SB_EDATA,
 			    "%s: model_type '%s' is not one of the layouts read here (llama, mistral, mixtral, granite, "
-			    "granitemoe, granitemoeshared, ministral, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, lfm2, "
+			    "granitemoe, granitemoeshared, ministral, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, lfm2, "
 			    "granitemoehybrid, bamba, falcon_h1, jamba, gemma2, gemma3_text, gemma3, cohere2, olmo2, olmo3, "
 			    "olmoe, smollm3, exaone4)",
 			    name, mt);
@@ -1594,8 +1599,19 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	}
 	if (!rc && seen >= 0)
 		rope_copy(c, &got[seen]);
-	/* RoPE over a part of each head only (Phi, GLM, ...) is not read here */
-	for (int i = 0; i < 2 && !rc; i++) {
+	/* RoPE over a part of each head: Phi-3's (int(head_dim * factor) dimensions); elsewhere not
+	 * read here */
+	if (!rc && info->phi3) {
+		double prf = 1.0;
+		rc = cfg_num(o, name, "partial_rotary_factor", 1.0, &prf, err);
+		int rd = (int)(c->head_dim * prf);
+		if (!rc && (prf > 1 || rd < 2 || rd % 2))
+			rc = SB_ERR(err, SB_EDATA, "%s: head_dim %d times partial_rotary_factor %g gives %d rotated dimensions (an "
+						   "even number >= 2, at most head_dim, is needed)", name, c->head_dim, prf, rd);
+		if (!rc)
+			c->rope_dim = rd == c->head_dim ? 0 : rd;
+	}
+	for (int i = 0; i < 2 && !rc && !info->phi3; i++) {
 		const struct sb_json *src = i ? rp : o, *v = src ? sb_json_get(src, "partial_rotary_factor") : NULL;
 		if (v && v->type != SB_JSON_NULL && !(v->type == SB_JSON_NUMBER && v->number == 1.0))
 			rc = SB_ERR(err, SB_EDATA, "%s: %spartial_rotary_factor other than 1 (RoPE on part of each head) is "
@@ -1883,6 +1899,34 @@ static int add_plus_one(struct sb_tensors *out, const char *name, const struct s
 	int rc = sb_tensors_add(out, name, SB_F32, t->ndim, t->shape, w, 0, err); /* copied */
 	free(w);
 	return rc;
+}
+
+/* Phi-3's name of the toolkit's tensor `ours` when it is a part of a fused tensor: q_proj, k_proj
+ * and v_proj are rows of self_attn.qkv_proj (q, then k, then v), gate_proj and up_proj the halves
+ * of mlp.gate_up_proj; *row0 and *rows the part's first row and the fused tensor's rows. 0 for the
+ * other names (they agree). */
+static int phi3_name(const struct sb_lm_cfg *c, const char *ours, char *out, size_t cap, int64_t *row0, int64_t *rows)
+{
+	int l, at = 0;
+	if (sscanf(ours, "model.layers.%d.%n", &l, &at) != 1 || !at)
+		return 0;
+	const char *rest = ours + at;
+	int64_t qd = (int64_t)c->heads * c->head_dim, kvd = (int64_t)c->kv_heads * c->head_dim, F = c->ffn;
+	static const char *const att[3] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"};
+	for (int k = 0; k < 3; k++)
+		if (!strcmp(rest, att[k])) {
+			snprintf(out, cap, "model.layers.%d.self_attn.qkv_proj.weight", l);
+			*row0 = k == 0 ? 0 : k == 1 ? qd : qd + kvd;
+			*rows = qd + 2 * kvd;
+			return 1;
+		}
+	if (!strcmp(rest, "mlp.gate_proj.weight") || !strcmp(rest, "mlp.up_proj.weight")) {
+		snprintf(out, cap, "model.layers.%d.mlp.gate_up_proj.weight", l);
+		*row0 = rest[4] == 'g' ? 0 : F;
+		*rows = 2 * F;
+		return 1;
+	}
+	return 0;
 }
 
 /* Cohere2's interleaved RoPE rotates the pairs (2i, 2i + 1) of a head; rotate-half (the rope
@@ -2175,6 +2219,7 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 		rc = SB_ERR(err, SB_EINTERNAL, "out of memory");
 	for (int i = 0; i < np && !rc; i++) {
 		int half = 0, l = -1;
+		int64_t prow0 = -1, prows = 0; /* Phi-3's fused qkv_proj / gate_up_proj: the rows read */
 		if (info.moe_split && params[i].linear == 3) { /* the experts, one tensor each, kept apart */
 			rc = add_experts(&info, &params[i], shard, nf, files, hf_dir, &out, err);
 			snprintf(src[i], sizeof src[i], "%s", params[i].name);
@@ -2193,6 +2238,8 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			/* the dense MLP beside the experts: its shared expert */
 			snprintf(src[i], sizeof src[i], "model.layers.%d.mlp.shared_expert.%s", l,
 				 strstr(params[i].name, ".mlp.") + 5);
+		else if (info.phi3 && phi3_name(&cell->model, params[i].name, src[i], sizeof src[i], &prow0, &prows))
+			; /* a part of a fused tensor */
 		else if (info.bamba || info.falcon_h1 || info.jamba) /* Falcon-H1's and Jamba's names are Bamba's */
 			sb_lm_bamba_name(params[i].name, src[i], sizeof src[i]);
 		else if (info.gemma || info.olmo)
@@ -2233,6 +2280,21 @@ int sb_lm_import(const char *hf_dir, const char *runs_dir, const struct sb_lm_im
 			hv.nbytes = t->nbytes / 2;
 			if (half == 2)
 				hv.data = (char *)t->data + hv.nbytes;
+			t = &hv;
+		}
+		if (t && prow0 >= 0) { /* rows [prow0, prow0 + ours) of a fused [prows, in] tensor: a view */
+			if (t->ndim != 2 || t->shape[0] != prows || t->shape[1] != params[i].shape[1]) {
+				char a[96];
+				shape_str(t->ndim, t->shape, a, sizeof a);
+				rc = SB_ERR(err, SB_EDATA, "%s: checkpoint tensor '%s' has shape %s, not [%lld, %lld] from config.json",
+					    hf_dir, src[i], a, (long long)prows, (long long)params[i].shape[1]);
+				break;
+			}
+			size_t rb = t->nbytes / (size_t)prows;
+			hv = *t;
+			hv.shape[0] = params[i].shape[0];
+			hv.nbytes = rb * (size_t)params[i].shape[0];
+			hv.data = (char *)t->data + rb * (size_t)prow0;
 			t = &hv;
 		}
 		if (!t)

@@ -137,6 +137,7 @@ struct sb_lm_hf_info {
 	int bamba;           /* Bamba's tensor names (feed_forward.*, pre_ff_layernorm, final_layernorm) */
 	int falcon_h1;       /* Falcon-H1: a parallel hybrid (parallel_ssm) with Bamba's tensor names */
 	int jamba;           /* Jamba: Mamba (1) and attention layers, experts, Bamba's tensor names */
+	int phi3;            /* Phi-3 / Phi-4: fused qkv_proj and gate_up_proj read as views of their rows */
 	int granite_moe;     /* Granite 3's mixtures of experts (granitemoe, granitemoeshared): Granite
 			      * 4.0's expert and shared_mlp names */
 	int cohere2;         /* Cohere2: interleaved RoPE, q_proj / k_proj rows reordered when imported */

@@ -659,7 +659,7 @@ printf '%s\n' "$(lmset corpora '["s='"$W"'/l_ce.txt"]')" >"$W/l_cempty"
 lmt "an empty corpus" "3" "l_ce.txt" "$W/l_cempty"
 hc "$hd: eval of a file" "3 4" "l_empty" "" sb-lm eval -q "$W/l_empty"
 # sb-lm import of a damaged Hugging Face directory (copies of tests/fixtures/hf/gemma3, gemma2,
-# bamba, falcon_h1, jamba, qwen3_moe, qwen3_next, mixtral, olmoe, granitemoeshared, cohere2, ministral, olmo3, smollm3, exaone4 and qwen3, config.json or the weights broken): one line naming the file, exit 3 (4 for a
+# bamba, falcon_h1, jamba, qwen3_moe, qwen3_next, mixtral, olmoe, granitemoeshared, cohere2, ministral, phi3, olmo3, smollm3, exaone4 and qwen3, config.json or the weights broken): one line naming the file, exit 3 (4 for a
 # missing file), nothing under the runs directory
 mkdir -p "$W/imp_runs"
 imp() { # name codes needle fixture edit: a copy of the fixture, edit run in it, imported
@@ -712,6 +712,8 @@ imp "granitemoeshared shared_intermediate_size negative" 3 "'shared_intermediate
 	"jq '.shared_intermediate_size = -1' config.json >c && mv c config.json"
 imp "ministral layer_types shorter than the layers" 3 "layer_types must list num_hidden_layers" ministral \
 	"jq '.layer_types |= .[1:]' config.json >c && mv c config.json"
+imp "phi3 partial_rotary_factor a string" 3 "'partial_rotary_factor'" phi3 \
+	"jq '.partial_rotary_factor = \"0.75\"' config.json >c && mv c config.json"
 imp "olmo3 layer_types a string" 3 "layer_types must list num_hidden_layers" olmo3 \
 	"jq '.layer_types = \"SSSAS\"' config.json >c && mv c config.json"
 imp "smollm3 no_rope_layers of strings" 3 "no_rope_layers[0] is not 0 or 1" smollm3 \

@@ -230,7 +230,7 @@ static void check_model(struct sb_backend *be, const char *name)
 		     !strcmp(name, "olmo2") || !strcmp(name, "smollm3") || !strcmp(name, "falcon_h1") ||
 		     !strcmp(name, "falcon_h1_gate") || !strcmp(name, "qwen3_moe") || !strcmp(name, "jamba") ||
 		     !strcmp(name, "qwen3_next") || !strcmp(name, "qwen2_moe") || !strcmp(name, "cohere2") ||
-		     !strcmp(name, "granitemoe") || !strcmp(name, "ministral");
+		     !strcmp(name, "granitemoe") || !strcmp(name, "ministral") || !strcmp(name, "phi3");
 	SB_CHECK(m->bf16 == want16, "%s: Linear weights kept as %s (%s checkpoint)", name,
 		 m->bf16 ? "bfloat16" : "float", want16 ? "a BF16" : "an F32/F16");
 	if (m->bf16) {
@@ -1221,6 +1221,29 @@ static void check_moe_split(struct sb_backend *be)
 	free(base);
 }
 
+/* Phi-3: the rotated dimensions as read; the fused tensors of another shape refused */
+static void check_phi3(struct sb_backend *be)
+{
+	struct sb_err err = {0};
+	struct sb_lm_cfg c;
+	struct sb_lm_hf_info info;
+	int rc = fixture_config("phi3_partial", &c, &info, &err);
+	SB_CHECK(!rc && info.phi3 && c.rope_dim == 6 && c.head_dim == 8 && info.sliding_window == 64 && c.kv_heads == 1,
+		 "phi3_partial: rope_dim %d (want 6 of 8), window %d (%s)", c.rope_dim, info.sliding_window,
+		 rc ? err.msg : "read");
+	char *base = fixture_json("phi3");
+	if (!base)
+		return;
+	refuse(be, "phi3", "phi3: unchanged copy imports", base, NULL, 0, "");
+	refuse(be, "phi3", "phi3: more kv heads than the fused qkv_proj holds",
+	       cfg_with(base, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 4"), NULL, SB_EDATA,
+	       "'model.layers.0.self_attn.qkv_proj.weight' has shape [64, 32], not [96, 32]");
+	refuse(be, "phi3", "phi3: a longrope scaling",
+	       cfg_with(base, "\"rope_scaling\": null", "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1], "
+			"\"long_factor\": [1]}"), NULL, SB_EDATA, "type 'longrope' is not implemented");
+	free(base);
+}
+
 /* Ministral: layer_types as S and A layers; without them every layer slides, read as Mistral's
  * window (a T past it refused) */
 static void check_ministral(struct sb_backend *be)
@@ -1789,6 +1812,9 @@ int main(void)
 	check_cohere2(be);
 	check_model(be, "ministral");
 	check_ministral(be);
+	check_model(be, "phi3");
+	check_model(be, "phi3_partial");
+	check_phi3(be);
 	check_model(be, "olmo2");
 	check_model(be, "olmo3");
 	check_olmo(be);
