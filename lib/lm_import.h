@@ -64,6 +64,11 @@
  * bamba (BambaForCausalLM): Mamba2 layers and attention layers at attn_layer_indices, a SwiGLU
  * MLP in each, RoPE on the first int(head_dim * partial_rotary_factor) dimensions of a head
  * (rope_dim), BambaConfig's rope_theta 10000 and factor 0.5 unless config.json gives them.
+ * phi3 (Phi3ForCausalLM): Mistral's reading, fused qkv_proj and gate_up_proj read as views of their
+ * rows, RoPE on partial_rotary_factor of each head. ministral (MinistralForCausalLM): layer_types as
+ * S and A layers (none: every layer slides, read as Mistral's window). granitemoe and
+ * granitemoeshared: Granite 3 with Granite 4.0's stacked experts (and shared MLP).
+ * qwen2_moe and olmoe: Qwen2's attention with a gated shared expert; OLMoE's q/k norms over all heads.
  * qwen3_moe and mixtral (Qwen3MoeForCausalLM, MixtralForCausalLM): Qwen3's and Mistral's layouts with
  * experts in place of the MLP (moe_dense 0; Qwen3-MoE's decoder_sparse_step and mlp_only_layers
  * as moe_layers, norm_topk_prob false as moe_gate 1), each expert's matrices one tensor (kept
