@@ -159,6 +159,15 @@ static void rope_copy(struct sb_lm_cfg *c, const struct sb_lm_cfg *r)
 	c->rope_truncate = r->rope_truncate;
 }
 
+/* the norms' epsilon (key: its name in config.json) as a float, within 1e-6 of the file's */
+static int set_norm_eps(struct sb_lm_cfg *c, const char *name, const char *key, double eps, struct sb_err *err)
+{
+	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
+		return SB_ERR(err, SB_EDATA, "%s: %s %g", name, key, eps);
+	c->norm_eps = (float)eps;
+	return 0;
+}
+
 static int check_cfg(struct sb_lm_cfg *c, const char *name, struct sb_err *err)
 {
 	int rc = sb_lm_cfg_check(c, err);
@@ -558,9 +567,7 @@ static int granite_config(const struct sb_json *o, const char *name, struct sb_l
 	SB_TRY(granite_float(o, name, "residual_multiplier", 1.0, &c->resid_mult, err));
 	SB_TRY(granite_float(o, name, "attention_multiplier", 1.0, &c->attn_scale, err));
 	SB_TRY(granite_float(o, name, "logits_scaling", 1.0, &c->logit_div, err));
-	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
-		return SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
-	c->norm_eps = (float)eps;
+	SB_TRY(set_norm_eps(c, name, "rms_norm_eps", eps, err));
 	c->heads = heads;
 	c->attn_bias = abias;
 	c->swiglu = 1;
@@ -653,9 +660,7 @@ static int bamba_config(const struct sb_json *o, const char *name, struct sb_lm_
 		}
 	}
 	SB_TRY(mamba2_fields(o, name, 0, c, err));
-	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
-		return SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
-	c->norm_eps = (float)eps;
+	SB_TRY(set_norm_eps(c, name, "rms_norm_eps", eps, err));
 	c->rope_theta = (float)theta;
 	if ((double)c->rope_theta != theta)
 		return SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g is not exactly a float", name, theta);
@@ -891,9 +896,7 @@ static int cohere2_config(const struct sb_json *o, const char *name, struct sb_l
 	c->rope_layers[layers] = 0;
 	if (!strchr(c->rope_layers, '0'))
 		c->rope_layers[0] = 0;
-	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
-		return SB_ERR(err, SB_EDATA, "%s: layer_norm_eps %g", name, eps);
-	c->norm_eps = (float)eps;
+	SB_TRY(set_norm_eps(c, name, "layer_norm_eps", eps, err));
 	c->rope_theta = (float)theta;
 	if ((double)c->rope_theta != theta)
 		return SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g is not exactly a float", name, theta);
@@ -975,9 +978,7 @@ static int qwen3_next_config(const struct sb_json *o, const char *name, struct s
 	if (c->moe_experts)
 		SB_TRY(shared_expert(o, name, 512, c, err));
 	info->moe_split = 1;
-	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
-		return SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
-	c->norm_eps = (float)eps;
+	SB_TRY(set_norm_eps(c, name, "rms_norm_eps", eps, err));
 	c->rope_theta = (float)theta;
 	if ((double)c->rope_theta != theta)
 		return SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g is not exactly a float", name, theta);
@@ -1075,9 +1076,7 @@ static int jamba_config(const struct sb_json *o, const char *name, struct sb_lm_
 		info->moe_split = 3;
 	} else
 		c->moe_layers[0] = 0;
-	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
-		return SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
-	c->norm_eps = (float)eps;
+	SB_TRY(set_norm_eps(c, name, "rms_norm_eps", eps, err));
 	c->heads = heads;
 	c->pos = SB_LM_POS_NONE;
 	c->swiglu = 1;
@@ -1192,9 +1191,7 @@ static int falcon_h1_config(const struct sb_json *o, const char *name, struct sb
 		else
 			SB_TRY(granite_float(o, name, one[i].key, 1.0, one[i].to, err));
 	}
-	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
-		return SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
-	c->norm_eps = (float)eps;
+	SB_TRY(set_norm_eps(c, name, "rms_norm_eps", eps, err));
 	c->rope_theta = (float)theta;
 	if (!isfinite(c->rope_theta) || fabs((double)c->rope_theta - theta) > 1e-6 * theta)
 		return SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g does not fit a float", name, theta);
@@ -1312,9 +1309,7 @@ static int gemma_config(const struct sb_json *o, const char *name, int ver, stru
 			c->pattern[l] = (l + 1) % every ? 'S' : 'A';
 	}
 	c->pattern[layers] = 0;
-	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
-		return SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
-	c->norm_eps = (float)eps;
+	SB_TRY(set_norm_eps(c, name, "rms_norm_eps", eps, err));
 	c->rope_theta = (float)theta;
 	c->rope_local_theta = (float)ltheta; /* Gemma 2: 0, the A layers' frequencies */
 	if ((double)c->rope_theta != theta || (double)c->rope_local_theta != ltheta)
@@ -1620,9 +1615,7 @@ int sb_lm_hf_config(const char *json, size_t n, const char *name, struct sb_lm_c
 	}
 	if (rc)
 		goto out;
-	if ((double)(float)eps != eps && fabs((double)(float)eps - eps) > 1e-6 * eps)
-		rc = SB_ERR(err, SB_EDATA, "%s: rms_norm_eps %g", name, eps);
-	c->norm_eps = (float)eps;
+	rc = set_norm_eps(c, name, "rms_norm_eps", eps, err);
 	c->rope_theta = (float)theta;
 	if (!rc && (double)c->rope_theta != theta)
 		rc = SB_ERR(err, SB_EDATA, "%s: rope_theta %.17g is not exactly a float", name, theta);

@@ -1335,6 +1335,9 @@ static void check_cohere2(struct sb_backend *be)
 	refuse(be, "cohere2", "cohere2: a layer kind it does not have",
 	       cfg_with(base, "\"sliding_attention\"", "\"chunked_attention\""), NULL, SB_EDATA,
 	       "layer_types[0] is 'chunked_attention'");
+	refuse(be, "cohere2", "cohere2: a layer_norm_eps no float holds",
+	       cfg_with(base, "\"layer_norm_eps\": 1e-05", "\"layer_norm_eps\": 1e-300"), NULL, SB_EDATA,
+	       "layer_norm_eps 1e-300");
 	refuse(be, "cohere2", "cohere2: heads that do not divide hidden_size",
 	       cfg_with(base, "\"num_attention_heads\": 4", "\"num_attention_heads\": 5"), NULL, SB_EDATA,
 	       "'num_attention_heads' 5 does not divide hidden_size 32");
@@ -1557,6 +1560,8 @@ static void check_falcon_h1(struct sb_backend *be)
 	       "lacks tensor 'model.layers.0.mamba.out_proj.bias'");
 	refuse(be, "falcon_h1", "falcon_h1: a tensor the layout does not know", base, "extra-tensor", SB_EDATA,
 	       "is not part of the falcon_h1 layout");
+	refuse(be, "falcon_h1", "falcon_h1: an rms_norm_eps no float holds",
+	       cfg_with(base, "\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": 1e-300"), NULL, SB_EDATA, "rms_norm_eps 1e-300");
 	free(base);
 	/* the parallel mixers and the multipliers are evaluation-only: training refuses them */
 	struct sb_lm_model *m = NULL;
